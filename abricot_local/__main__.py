@@ -1,0 +1,3 @@
+from abricot_local.cli import main
+
+main()
