@@ -1,0 +1,83 @@
+"""A deterministic fake backend: no model file, same schedule and scoring code paths.
+
+Tokens are UTF-8 bytes (id 256 is BOS). The next-token distribution at a
+position is a pseudo-random function of the tokens up to it, so the numbers
+depend on the text exactly as a real model's would, and a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from abricot_local.backends.base import (
+    ENGINES,
+    SCHEDULE_VERSION,
+    BackendOptions,
+    Request,
+    Schedule,
+    Scored,
+    log_softmax,
+    schedule,
+)
+from abricot_local.errors import UsageError
+
+BOS = 256
+N_VOCAB = 257
+
+
+class FakeBackend:
+    """Registered like the llama.cpp backend; ``model`` is only a label."""
+
+    name = "fake"
+
+    def __init__(self, model: str = "fake", options: BackendOptions = BackendOptions()):
+        if options.engine not in ENGINES:
+            raise UsageError(f"unknown engine {options.engine!r}; choose from {', '.join(ENGINES)}")
+        self.model = str(model)
+        self.options = options
+        self.calls = 0
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        return [BOS, *text.encode("utf-8")]
+
+    def piece(self, token: int) -> str:
+        return "<bos>" if token == BOS else bytes([token]).decode("latin-1")
+
+    def schedule(self, request: Request) -> Schedule:
+        return schedule(request, self.tokenize, self.options.n_ctx)
+
+    def _row(self, history: tuple[int, ...]) -> np.ndarray:
+        digest = hashlib.blake2b(
+            bytes(str(self.options.seed), "ascii") + np.asarray(history, dtype=np.int32).tobytes(),
+            digest_size=8,
+        ).digest()
+        rng = np.random.default_rng(int.from_bytes(digest, "little"))
+        return log_softmax(rng.normal(0.0, 2.0, N_VOCAB))
+
+    def score(self, request: Request) -> Scored:
+        sch = self.schedule(request)
+        self.calls += 1
+        logprobs = []
+        for i, seq in enumerate(sch.seqs):
+            logprobs.append(float(sum(self._row(seq[: pos + 1])[tok] for pos, tok in sch.targets(i))))
+        return Scored(
+            logprobs=tuple(logprobs),
+            continuation_tokens=tuple(s[c:] for s, c in zip(sch.seqs, sch.ctx_lens)),
+            n_context_tokens=min(sch.ctx_lens),
+            fast_path=sch.fast_path,
+        )
+
+    def provenance(self) -> dict:
+        o = self.options
+        return {
+            "backend": self.name,
+            "model_desc": self.model,
+            "n_vocab": N_VOCAB,
+            "add_bos": True,
+            "schedule": {"version": SCHEDULE_VERSION, "engine": o.engine, "n_ctx": o.n_ctx},
+        }
+
+    def close(self) -> None:
+        pass

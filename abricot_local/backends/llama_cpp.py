@@ -1,0 +1,334 @@
+"""llama.cpp backend (llama-cpp-python's low-level API). The only module importing llama_cpp.
+
+It never asks for logits of every position: each decode call requests output
+rows only where the schedule needs a next-token distribution.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib.metadata import version as pkg_version
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from abricot_local.backends.base import (
+    ENGINES,
+    SCHEDULE_VERSION,
+    BackendOptions,
+    Request,
+    Schedule,
+    Scored,
+    chunks,
+    log_softmax,
+    schedule,
+)
+from abricot_local.errors import ModelError, UsageError
+
+FLASH_ATTN = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+
+def resolved_gpu_layers(o: BackendOptions) -> int:
+    """-1 means every layer when this llama.cpp build can offload, else none."""
+    if o.n_gpu_layers >= 0:
+        return o.n_gpu_layers
+    return 999 if llama_cpp.llama_supports_gpu_offload() else 0
+
+
+class _Log:
+    """llama.cpp log sink: keeps the last lines for error messages, prints only when verbose."""
+
+    def __init__(self) -> None:
+        self.verbose = False
+        self.lines: list[str] = []
+        self._cb = llama_cpp.llama_log_callback(self._on_log)  # keep a reference
+        llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        msg = text.decode("utf-8", "replace")
+        self.lines = (self.lines + [msg])[-40:]
+        if self.verbose:
+            os.write(2, text)
+
+    def reason(self) -> str:
+        errs = [ln.strip() for ln in self.lines if "error" in ln.lower() or "failed" in ln.lower()]
+        return "; ".join(errs[-3:]) or "llama.cpp gave no reason"
+
+
+_LOG: _Log | None = None
+
+
+def _log() -> _Log:
+    global _LOG
+    if _LOG is None:
+        llama_cpp.llama_backend_init()
+        _LOG = _Log()
+    return _LOG
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse early, with a clear message, what llama.cpp would fail on obscurely."""
+    if not path.exists():
+        raise ModelError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelError(f"model path is not a file: {path}")
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
+    if magic != b"GGUF":
+        raise ModelError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+
+
+@dataclass
+class _Counters:
+    decode_calls: int = 0
+    tokens: int = 0
+    requests: int = 0
+    prefix_hits: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class LlamaCppBackend:
+    """Scores requests with llama.cpp, following the canonical schedule of base.py."""
+
+    name = "llama.cpp"
+
+    def __init__(self, model_path: str | Path, options: BackendOptions = BackendOptions()):
+        if options.engine not in ENGINES:
+            raise UsageError(f"unknown engine {options.engine!r}; choose from {', '.join(ENGINES)}")
+        if options.flash_attn not in FLASH_ATTN:
+            raise UsageError(f"--flash-attn must be one of {', '.join(FLASH_ATTN)}")
+        self.path = Path(model_path)
+        self.options = options
+        self.counters = _Counters()
+        check_gguf(self.path)
+        log = _log()
+        log.verbose = options.verbose
+        log.lines = []
+        self._model = self._load_model(log)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.bos = llama_cpp.llama_vocab_bos(self._vocab)
+        self._ctx = None
+        self._batch = None
+        self._kv_prefix: tuple[int, ...] | None = None  # tokens [0, P) held in the KV cache
+        if not options.vocab_only:
+            self._ctx = self._new_context(log)
+            self._mem = llama_cpp.llama_get_memory(self._ctx)
+            self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
+
+    # -- loading ---------------------------------------------------------------------------
+    def _load_model(self, log: _Log):
+        o = self.options
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = 0 if o.vocab_only else resolved_gpu_layers(o)
+        params.main_gpu = o.main_gpu
+        params.vocab_only = o.vocab_only
+        if o.tensor_split:
+            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*o.tensor_split)
+            self._tensor_split = arr  # keep alive
+            params.tensor_split = arr
+        model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), params)
+        if not model:
+            raise ModelError(
+                f"llama.cpp could not load {self.path} (truncated or unsupported GGUF?): {log.reason()}"
+            )
+        return model
+
+    def _new_context(self, log: _Log):
+        o = self.options
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = o.n_ctx
+        params.n_batch = o.n_batch
+        params.n_ubatch = o.n_batch
+        params.n_seq_max = 1
+        threads = o.threads or max(1, os.cpu_count() or 1)
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.flash_attn_type = FLASH_ATTN[o.flash_attn]
+        params.swa_full = True  # sliding-window models (Gemma 3) keep every cell, so rewinds are exact
+        params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise ModelError(
+                f"llama.cpp could not create a context of {o.n_ctx} tokens for {self.path}: {log.reason()}"
+            )
+        return ctx
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx is not None:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if self._model is not None:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- tokens ----------------------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Tokens of ``text``, BOS first when the model adds one."""
+        raw = text.encode("utf-8")
+        n_max = len(raw) + 8
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self._vocab, raw, len(raw), buf, n_max, False, special)
+        if n < 0:
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(self._vocab, raw, len(raw), buf, n_max, False, special)
+        toks = list(buf[:n])
+        return [self.bos, *toks] if self.add_bos else toks
+
+    def piece(self, token: int) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
+        return buf.raw[: max(n, 0)].decode("utf-8", "replace")
+
+    def n_ctx(self) -> int:
+        return llama_cpp.llama_n_ctx(self._ctx) if self._ctx else self.options.n_ctx
+
+    def schedule(self, request: Request) -> Schedule:
+        special = request.parse_special
+        return schedule(request, lambda t: self.tokenize(t, special=special), self.n_ctx())
+
+    # -- decoding --------------------------------------------------------------------------
+    def _decode(self, start: int, tokens: tuple[int, ...], outputs: set[int]) -> dict[int, np.ndarray]:
+        """Decode one segment in n_batch calls; log-softmax rows for the positions in ``outputs``."""
+        out: dict[int, np.ndarray] = {}
+        for pos0, part in chunks(start, tokens, self.options.n_batch):
+            b = self._batch
+            b.n_tokens = len(part)
+            for k, tok in enumerate(part):
+                b.token[k] = tok
+                b.pos[k] = pos0 + k
+                b.n_seq_id[k] = 1
+                b.seq_id[k][0] = 0
+                b.logits[k] = (pos0 + k) in outputs
+            rc = llama_cpp.llama_decode(self._ctx, b)
+            if rc != 0:
+                raise ModelError(f"llama_decode failed (code {rc}): {_log().reason()}")
+            self.counters.decode_calls += 1
+            self.counters.tokens += len(part)
+            for k in range(len(part)):
+                if (pos0 + k) in outputs:
+                    ptr = llama_cpp.llama_get_logits_ith(self._ctx, k)
+                    row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+                    out[pos0 + k] = log_softmax(row)
+        return out
+
+    def _clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self._kv_prefix = None
+
+    def _rewind(self, pos: int) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self._mem, 0, pos, -1))
+
+    def _ensure_prefix(self, sch: Schedule) -> None:
+        """KV cache holds exactly the prefix segment [0, P), decoded by the canonical cuts."""
+        prefix = sch.seqs[0][: sch.prefix_len]
+        reuse = self.options.engine == "prefix" and self._kv_prefix == prefix
+        if reuse and self._rewind(sch.prefix_len):
+            self.counters.prefix_hits += 1
+            return
+        self._clear()
+        self._decode(0, prefix, set())
+        self._kv_prefix = prefix
+
+    def score(self, request: Request) -> Scored:
+        if self._ctx is None:
+            raise UsageError("this backend was loaded vocab-only and cannot score")
+        sch = self.schedule(request)
+        self.counters.requests += 1
+        n = len(sch.seqs)
+        trunk_out = set(sch.trunk_logit_positions())
+        rows: list[dict[int, np.ndarray]] = []
+        if self.options.engine == "naive":
+            for i in range(n):
+                self._ensure_prefix(sch)
+                got = self._decode(sch.prefix_len, sch.trunk[sch.prefix_len :], trunk_out)
+                tail = sch.tail(i)
+                if tail:
+                    got |= self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))))
+                rows.append(got)
+            self._kv_prefix = None  # naive never reuses
+        else:
+            self._ensure_prefix(sch)
+            shared = self._decode(sch.prefix_len, sch.trunk[sch.prefix_len :], trunk_out)
+            for i in range(n):
+                tail = sch.tail(i)
+                got = dict(shared)
+                if tail:
+                    got |= self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))))
+                    if not self._rewind(sch.trunk_len):
+                        raise ModelError("llama.cpp could not rewind its KV cache")
+                rows.append(got)
+        logprobs = tuple(
+            float(sum(rows[i][pos][tok] for pos, tok in sch.targets(i))) for i in range(n)
+        )
+        return Scored(
+            logprobs=logprobs,
+            continuation_tokens=tuple(s[c:] for s, c in zip(sch.seqs, sch.ctx_lens)),
+            n_context_tokens=min(sch.ctx_lens),
+            fast_path=sch.fast_path,
+        )
+
+    # -- facts -----------------------------------------------------------------------------
+    def metadata(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, 4096)
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def chat_template(self) -> str | None:
+        tpl = llama_cpp.llama_model_chat_template(self._model, None)
+        return tpl.decode("utf-8") if tpl else None
+
+    def memory_facts(self) -> dict:
+        """What the memory check needs: layer count and embedding size."""
+        return {
+            "n_layer": llama_cpp.llama_model_n_layer(self._model),
+            "n_embd": llama_cpp.llama_model_n_embd(self._model),
+            "size": llama_cpp.llama_model_size(self._model),
+        }
+
+    def provenance(self) -> dict:
+        o = self.options
+        return {
+            "backend": self.name,
+            "llama_cpp_python": pkg_version("llama-cpp-python"),
+            "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+            "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
+            "platform": platform.platform(),
+            "model_desc": self.metadata("general.name"),
+            "architecture": self.metadata("general.architecture"),
+            "n_vocab": self.n_vocab,
+            "add_bos": self.add_bos,
+            "schedule": {
+                "version": SCHEDULE_VERSION,
+                "engine": o.engine,
+                "n_ctx": o.n_ctx,
+                "n_batch": o.n_batch,
+                "n_ubatch": o.n_batch,
+                "flash_attn": o.flash_attn,
+                "n_gpu_layers": resolved_gpu_layers(o),
+                "swa_full": True,
+            },
+            "threads": o.threads or os.cpu_count(),
+        }

@@ -1,0 +1,222 @@
+"""The command line. The only module that prints or exits."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from abricot_local import __version__
+from abricot_local.errors import AbricotError, UsageError
+
+
+class Group(click.Group):
+    """Turns every AbricotError into a one-line message and a non-zero exit."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except AbricotError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="abricot-local")
+def cli() -> None:
+    """Evaluate local GGUF models (llama.cpp) on the Italian ABRICOT and DISCOTEX benchmarks."""
+
+
+def main() -> None:
+    cli(prog_name="abricot-local")
+
+
+# -- shared options ------------------------------------------------------------------------
+def _data_pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for v in values:
+        task, sep, path = v.partition("=")
+        if not sep or not task or not path:
+            raise UsageError(f"--data expects TASK=PATH, got {v!r}")
+        pairs.append((task.strip().lower(), path))
+    return tuple(pairs)
+
+
+def task_options(f):
+    opts = [
+        click.option("--tasks", "-t", default="discotex", show_default=True, help="Comma-separated tasks or groups."),
+        click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task."),
+        click.option("--data-dir", type=click.Path(), help="Folder holding the tasks' data files."),
+        click.option("--seed", type=int, default=1234, show_default=True, help="Seed for item construction, shots and bootstrap."),
+        click.option("--shots", type=int, default=None, help="Few-shot examples (task default when omitted)."),
+        click.option("--prompt-variant", type=click.Choice(["paper", "calamita"]), default="paper", show_default=True),
+        click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def backend_options(f):
+    opts = [
+        click.option("--backend", default="llama.cpp", show_default=True, help="Inference backend (llama.cpp or fake)."),
+        click.option("--n-ctx", type=int, default=2048, show_default=True, help="Context window in tokens."),
+        click.option("--n-batch", type=int, default=512, show_default=True, help="Tokens per decode call."),
+        click.option("--threads", type=int, default=None, help="CPU threads (default: all cores)."),
+        click.option("--n-gpu-layers", type=int, default=-1, show_default=True, help="-1: all layers if the build can offload."),
+        click.option("--main-gpu", type=int, default=0, show_default=True),
+        click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
+        click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
+        click.option("--engine", type=click.Choice(["naive", "single", "prefix"]), default="prefix", show_default=True,
+                     help="Evaluation engine; all follow the same schedule and give identical numbers."),
+        click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry."),
+        click.option("--verbose", is_flag=True, help="Show llama.cpp's own log."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _backend_opts(kw: dict, *, vocab_only: bool = False):
+    from abricot_local.backends.base import BackendOptions
+
+    try:
+        split = tuple(float(x) for x in kw["tensor_split"].split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
+    return BackendOptions(
+        n_ctx=kw["n_ctx"], n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
+        main_gpu=kw["main_gpu"], tensor_split=split, flash_attn=kw["flash_attn"], engine=kw["engine"],
+        verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
+    )
+
+
+def _task_opts(kw: dict):
+    from abricot_local.tasks.base import TaskOptions
+
+    return TaskOptions(
+        data=_data_pairs(kw["data"]), data_dir=kw["data_dir"], seed=kw["seed"], shots=kw["shots"],
+        prompt_variant=kw["prompt_variant"], chat_template=kw["chat_template"],
+    )
+
+
+# -- run -----------------------------------------------------------------------------------
+@cli.command()
+@click.argument("model")
+@task_options
+@backend_options
+@click.option("--limit", type=int, default=None, help="Score only the first N items of each task.")
+@click.option("--out", type=click.Path(), default=None, help="Output folder (default results/<model>/<time>/).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
+@click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory.")
+def run(model: str, limit: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
+    """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out."""
+    from abricot_local import runner as session
+
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if resume and not out:
+        raise UsageError("--resume needs the --out folder of the run to continue")
+    plan = session.plan_run(
+        model=model, backend=kw["backend"], task_spec=kw["tasks"], task_options=_task_opts(kw),
+        backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force,
+    )
+    out_dir = Path(out) if out else Path("results") / plan.model_label / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    bars: dict = {}
+
+    def progress(task: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        bar = bars.get(task)
+        if bar is None:
+            bar = bars[task] = tqdm(total=total, desc=task, unit="item", file=sys.stderr, disable=None, leave=True)
+        bar.n = done
+        bar.refresh()
+
+    started = time.perf_counter()
+    try:
+        outcome = session.execute(plan, out_dir, resume=resume, progress=progress)
+    except KeyboardInterrupt:
+        for bar in bars.values():
+            bar.close()
+        done = {name: bar.n for name, bar in bars.items()}
+        click.echo(
+            f"\ninterrupted: {', '.join(f'{k} {v} items' for k, v in done.items()) or 'nothing scored yet'} saved in {out_dir}.\n"
+            f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}",
+            err=True,
+        )
+        sys.exit(130)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    click.echo(format_summary(outcome.results))
+    click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
+
+
+def _resume_argv(out_dir: Path) -> list[str]:
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    if "--out" not in args and not any(a.startswith("--out=") for a in args):
+        args += ["--out", str(out_dir)]
+    return args + ["--resume"]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "nan" if v != v else f"{v:.4f}"
+    return str(v)
+
+
+def format_summary(results: dict) -> str:
+    """A compact table: one line per task metric, with its 95% CI where there is one."""
+    lines = [f"{'task':<14} {'metric':<20} {'value':>8}  95% CI", "-" * 58]
+    for name, t in results["tasks"].items():
+        m = t["metrics"]
+        for key, val in m.items():
+            if key.endswith("_ci95") or isinstance(val, (list, dict)):
+                continue
+            ci = m.get(f"{key}_ci95")
+            ci_s = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""
+            lines.append(f"{name:<14} {key:<20} {_fmt(val):>8}  {ci_s}")
+        lines.append(f"{name:<14} {'n':<20} {t['n']:>8}")
+        for w in t.get("warnings", []):
+            lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+# -- labels --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("model")
+@click.option("--task", "task_name", default="discotex", show_default=True)
+@task_options
+@backend_options
+def labels(model: str, task_name: str, **kw) -> None:
+    """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
+    from abricot_local import runner as session
+
+    kw["tasks"] = task_name
+    info = session.label_map(model, kw["backend"], task_name, _task_opts(kw), _backend_opts(kw, vocab_only=True), kw["models_file"])
+    click.echo(f"model: {info['model']}\ntask: {info['task']}  item: {info['item']}")
+    click.echo(f"context tokens: {info['n_context_tokens']}  prefix tokens: {info['prefix_len']}  trunk: {info['trunk_len']}")
+    click.echo(f"fast path (one forward pass scores every choice): {'yes' if info['fast_path'] else 'no'}")
+    for row in info["choices"]:
+        pieces = " ".join(repr(p) for p in row["pieces"])
+        click.echo(f"  {row['continuation']!r:>6} -> ids {row['ids']}  pieces {pieces}")
+
+
+# -- data ----------------------------------------------------------------------------------
+@cli.group()
+def data() -> None:
+    """Task data: download into the user cache."""
+
+
+@data.command("pull")
+@click.argument("task")
+def data_pull(task: str) -> None:
+    """Download TASK's data (discotex, abricot) into the user cache, verifying SHA-256."""
+    from abricot_local import runner as session
+
+    for path, sha in session.pull_data(task):
+        click.echo(f"{path}  sha256 {sha}")

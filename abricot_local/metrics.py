@@ -1,0 +1,89 @@
+"""Pure metric functions (numpy/scipy) and percentile bootstrap confidence intervals.
+
+A correlation over a constant vector is NaN (never an exception); callers
+report it with a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from scipy import stats
+
+N_BOOT = 1000
+CI_LEVEL = 0.95
+
+
+def accuracy(pred, gold) -> float:
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    return float(np.mean(pred == gold)) if len(pred) else float("nan")
+
+
+def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r along the last axis; NaN where either side is constant."""
+    x = x - x.mean(axis=-1, keepdims=True)
+    y = y - y.mean(axis=-1, keepdims=True)
+    den = np.sqrt((x * x).sum(axis=-1) * (y * y).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (x * y).sum(axis=-1) / den
+    r = np.where(den > 0, r, np.nan)
+    return np.clip(r, -1.0, 1.0)
+
+
+def pearson(x, y) -> float:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2:
+        return float("nan")
+    return float(_pearson_rows(x, y))
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _pearson_rows(stats.rankdata(x, axis=-1), stats.rankdata(y, axis=-1))
+
+
+def spearman(x, y) -> float:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2:
+        return float("nan")
+    return float(_spearman_rows(x, y))
+
+
+def _accuracy_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    return (pred == gold).mean(axis=-1)
+
+
+ROW_STATS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "accuracy": _accuracy_rows,
+    "pearson": _pearson_rows,
+    "spearman": _spearman_rows,
+}
+
+
+def bootstrap_ci(
+    stat: str, a, b, *, seed: int, n_boot: int = N_BOOT, level: float = CI_LEVEL
+) -> list[float]:
+    """Percentile CI of ``stat(a, b)`` over items resampled with replacement.
+
+    Resamples where the statistic is undefined (a constant vector) are left
+    out; if every one is, the interval is [NaN, NaN].
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n = len(a)
+    if n == 0:
+        return [float("nan"), float("nan")]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    values = ROW_STATS[stat](a[idx], b[idx])
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return [float("nan"), float("nan")]
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(values, [tail, 100.0 - tail])
+    return [float(lo), float(hi)]
+
+
+def with_ci(stat: str, a, b, *, seed: int) -> tuple[float, list[float]]:
+    """The statistic and its bootstrap CI."""
+    point = {"accuracy": accuracy, "pearson": pearson, "spearman": spearman}[stat](a, b)
+    return point, bootstrap_ci(stat, a, b, seed=seed)

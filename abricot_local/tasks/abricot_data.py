@@ -1,0 +1,206 @@
+"""ABRICOT release loading: CSV, TSV, JSONL or Parquet, long or short column names.
+
+The release documents ID, target token, target lemma, text, begin, end, domain,
+inclusiveness mean/std, abstractness mean/std; the hub loader calls them
+``target_token``, ``abs_mean``, ... Names are matched in any case, with spaces,
+hyphens or underscores.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from abricot_local.errors import DataError
+
+SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+HUB_DATASET = "gpucce/abricot"
+
+# canonical name -> accepted spellings (normalised: lower case, underscores)
+ALIASES = {
+    "id": ("id",),
+    "target": ("target_token", "token", "target"),
+    "lemma": ("target_lemma", "lemma"),
+    "text": ("text", "sentence", "frase"),
+    "begin": ("begin", "start"),
+    "end": ("end",),
+    "domain": ("domain", "source"),
+    "inc_mean": ("inclusiveness_mean", "inc_mean"),
+    "inc_std": ("inclusiveness_std", "inc_std"),
+    "abs_mean": ("abstractness_mean", "abs_mean"),
+    "abs_std": ("abstractness_std", "abs_std"),
+}
+REQUIRED = ("target", "text", "abs_mean", "inc_mean")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    target: str
+    text: str
+    domain: str
+    abs_mean: float
+    inc_mean: float
+    abs_std: float | None
+    inc_std: float | None
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+
+
+def find_data_file(options) -> Path:
+    """--data abricot=FILE, else one abricot*.{csv,tsv,jsonl,parquet} in --data-dir or the cache."""
+    from abricot_local import fetch
+
+    given = options.data_for("abricot") or options.data_for("abricot_abs") or options.data_for("abricot_inc")
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            raise DataError(f"ABRICOT data file not found: {path}")
+        return path
+    folders = [Path(options.data_dir)] if options.data_dir else [fetch.cache_dir() / "data" / "abricot"]
+    for folder in folders:
+        found = sorted(p for p in folder.glob("abricot*") if p.suffix.lower() in SUFFIXES) if folder.is_dir() else []
+        if len(found) > 1:
+            raise DataError(f"{folder} holds several ABRICOT files ({', '.join(p.name for p in found)}); pick one with --data abricot=FILE")
+        if found:
+            return found[0]
+    raise DataError(
+        f"no ABRICOT data file (abricot*.csv/.tsv/.jsonl/.parquet) in {folders[0]}. Give the release file with "
+        "--data abricot=FILE, or run `abricot-local data pull abricot` when online (hub dataset gpucce/abricot)."
+    )
+
+
+def _read_frame(path: Path):
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path, encoding="utf-8", dtype=str, keep_default_na=False)
+        if suffix == ".tsv":
+            return pd.read_csv(path, sep="\t", encoding="utf-8", dtype=str, keep_default_na=False)
+        if suffix == ".jsonl":
+            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
+        if suffix == ".parquet":
+            try:
+                return pd.read_parquet(path)
+            except ImportError:
+                raise DataError(f"reading {path.name} needs pyarrow: pip install 'abricot-local[parquet]'") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (ValueError, OSError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+    raise DataError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
+
+
+def _columns(path: Path, names) -> dict[str, str]:
+    found: dict[str, str] = {}
+    normal = {normalise(n): n for n in names}
+    for canon, spellings in ALIASES.items():
+        for s in spellings:
+            if s in normal:
+                found[canon] = normal[s]
+                break
+    missing = [c for c in REQUIRED if c not in found]
+    if missing:
+        want = ", ".join(f"{ALIASES[c][0]} (or {ALIASES[c][-1]})" for c in missing)
+        raise DataError(f"{path}: missing column(s) {want}; columns present: {', '.join(map(str, names))}")
+    return found
+
+
+def _number(path: Path, line: int, col: str, value, *, unit: bool) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if unit:
+            raise DataError(f"{path}, row {line}, column {col}: empty; a number in [0, 1] is needed")
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a number") from None
+    if unit and (math.isnan(x) or not 0.0 <= x <= 1.0):
+        raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a number in [0, 1]")
+    return None if math.isnan(x) else x
+
+
+def _span_ok(text: str, target: str, begin, end) -> bool:
+    try:
+        b, e = int(float(begin)), int(float(end))
+    except (TypeError, ValueError):
+        return False
+    return text[b : e + 1] == target or text[b:e] == target
+
+
+def load_rows(path: Path) -> tuple[list[Row], int]:
+    """Validated rows and the number whose begin/end do not point at the target."""
+    frame = _read_frame(path)
+    cols = _columns(path, list(frame.columns))
+    rows, bad_spans, seen = [], 0, set()
+    for k, rec in enumerate(frame.to_dict("records")):
+        line = k + 1
+        get = lambda c: rec.get(cols[c]) if c in cols else None  # noqa: E731
+        text, target = str(get("text") or "").strip(), str(get("target") or "").strip()
+        for col, val in (("text", text), ("target", target)):
+            if not val:
+                raise DataError(f"{path}, row {line}, column {cols[col]}: empty")
+        rid = str(get("id")).strip() if "id" in cols and str(get("id")).strip() else f"row-{line}"
+        if rid in seen:
+            raise DataError(f"{path}, row {line}, column {cols.get('id', 'ID')}: duplicate id {rid!r}")
+        seen.add(rid)
+        if "begin" in cols and "end" in cols and not _span_ok(text, target, get("begin"), get("end")):
+            bad_spans += 1
+        rows.append(
+            Row(
+                id=rid,
+                target=target,
+                text=text,
+                domain=str(get("domain") or "").strip() or "abricot",
+                abs_mean=_number(path, line, cols["abs_mean"], get("abs_mean"), unit=True),
+                inc_mean=_number(path, line, cols["inc_mean"], get("inc_mean"), unit=True),
+                abs_std=_number(path, line, cols.get("abs_std", ""), get("abs_std"), unit=False) if "abs_std" in cols else None,
+                inc_std=_number(path, line, cols.get("inc_std", ""), get("inc_std"), unit=False) if "inc_std" in cols else None,
+            )
+        )
+    if not rows:
+        raise DataError(f"{path} holds no rows")
+    return rows, bad_spans
+
+
+DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+URL_RE = re.compile(r"https?://[^\s'\"()<>]+")
+
+
+def pull(folder: Path) -> list[Path]:
+    """Fetch the release from the hub dataset: its data files, or the URLs its loading script names."""
+    from abricot_local import fetch
+    from abricot_local.errors import DownloadError
+
+    files = fetch.hub_dataset_files(HUB_DATASET)
+    data = [f for f in files if Path(f).suffix.lower() in DATA_SUFFIXES]
+    got: list[Path] = []
+    if data:
+        for name in data:
+            src = fetch.hub_dataset_download(HUB_DATASET, name)
+            dest = folder / ("abricot_" + Path(name).name if not Path(name).name.startswith("abricot") else Path(name).name)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            got.append(dest)
+        return got
+    scripts = [f for f in files if f.endswith(".py")]
+    urls: list[str] = []
+    for script in scripts:
+        text = Path(fetch.hub_dataset_download(HUB_DATASET, script)).read_text(encoding="utf-8", errors="replace")
+        urls += [u.rstrip(".,;") for u in URL_RE.findall(text) if "osf.io" in u or u.lower().endswith(DATA_SUFFIXES)]
+    if not urls:
+        raise DownloadError(
+            f"the hub dataset {HUB_DATASET} holds neither data files nor a loading script with a data URL; "
+            "download the release by hand and give it with --data abricot=FILE"
+        )
+    for k, url in enumerate(dict.fromkeys(urls)):
+        suffix = next((s for s in DATA_SUFFIXES if url.lower().split("?")[0].endswith(s)), ".csv")
+        got.append(fetch.download_url(url, folder / f"abricot_{k}{suffix}" if k else folder / f"abricot{suffix}", sha256=None))
+    return got

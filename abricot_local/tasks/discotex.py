@@ -1,0 +1,189 @@
+"""DISCOTEX (EVALITA 2023) sub-task 1 as the published 5-way multiple choice.
+
+Built from the original test release (TED then Wikipedia, 1600 rows): per row,
+its own TARGET and 3 TARGETs of other rows of the same file (distinct texts,
+none equal to its own), the own TARGET at a position among A-D; the gold is
+that position for CLASS 1 rows and E ("nessuna delle precedenti") for CLASS 0.
+Both draws come from a generator seeded with (seed, source, row), so an item
+never depends on --limit or on the other items. PROMPT and TARGET are
+stripped of surrounding whitespace.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from abricot_local import fetch
+from abricot_local.errors import DataError
+from abricot_local.metrics import accuracy, with_ci
+from abricot_local.tasks.base import DataFile, Item, Task, text_hash
+
+DESCRIPTION = (
+    "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
+    "risposte varie frasi che possono essere o meno il continuo.\nIndica la frase che "
+    "rappresenta la continuazione del paragrafo oppure 'nessuna delle precedenti', se nessuna "
+    "delle continuazioni è corretta."
+)
+PROMPT = (
+    "Paragrafo: '{text}'\nDomanda: Quali delle seguenti frasi presenta una continuazione del "
+    "precedente paragrafo?\nA. '{c0}'\nB. '{c1}'\nC. '{c2}'\nD. '{c3}'\nE. {c4}\nRisposta:"
+)
+NONE_OF_THEM = "nessuna delle precedenti"
+LETTERS = ("A", "B", "C", "D", "E")
+COLUMNS = ("ID", "PROMPT", "TARGET", "CLASS")
+
+RELEASE_COMMIT = "e113774f1b5f9c1eb4ea5581767429241ebb8cc9"
+RELEASE_URL = "https://raw.githubusercontent.com/davidecolla/DisCoTex/{commit}/data/{folder}/{name}"
+# source -> (file name, folder in the repository, sha256)
+RELEASE = {
+    "ted": (
+        "discotex_1_ted_test_set_release.tsv",
+        "test/gold",
+        "4834dd5557d32e1308a8f750cefaafb672ccbd842e3fc973062edef3702d68b7",
+    ),
+    "wiki": (
+        "discotex_1_wiki_test_set_release.tsv",
+        "test/gold",
+        "7cbb756772378d78640841679db1d28d12b5fe841403603a94d7bdc9354b01a4",
+    ),
+}
+
+
+def read_release_tsv(path: Path) -> list[dict[str, str]]:
+    """Rows of a sub-task 1 TSV, validated; errors name the file, line and column."""
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t")
+            header = reader.fieldnames or []
+            missing = [c for c in COLUMNS if c not in header]
+            if missing:
+                raise DataError(
+                    f"{path}: missing column(s) {', '.join(missing)} (header has: {', '.join(header) or 'nothing'})"
+                )
+            rows = []
+            for row in reader:
+                line = reader.line_num
+                for col in COLUMNS:
+                    if not (row.get(col) or "").strip():
+                        raise DataError(f"{path}, line {line}: column {col} is empty")
+                if row["CLASS"].strip() not in ("0", "1"):
+                    raise DataError(
+                        f"{path}, line {line} (ID {row['ID']}): CLASS must be 0 or 1, got {row['CLASS']!r}"
+                    )
+                rows.append({c: row[c].strip() for c in COLUMNS})
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except csv.Error as exc:
+        raise DataError(f"{path} is not a valid TSV file: {exc}") from None
+    if len(rows) < 4:
+        raise DataError(f"{path}: {len(rows)} rows; at least 4 are needed to draw 3 distractors")
+    return rows
+
+
+def build_items(source_index: int, source: str, rows: list[dict[str, str]], seed: int) -> list[Item]:
+    targets = [r["TARGET"] for r in rows]
+    items = []
+    for i, row in enumerate(rows):
+        rng = np.random.default_rng([seed, source_index, i])
+        position = int(rng.integers(0, 4))  # drawn first: independent of the file's length
+        distractors: list[str] = []
+        for j in rng.permutation(len(rows)):
+            t = targets[j]
+            if j != i and t != row["TARGET"] and t not in distractors:
+                distractors.append(t)
+                if len(distractors) == 3:
+                    break
+        if len(distractors) < 3:
+            raise DataError(f"{source}: fewer than 3 distinct other TARGETs for row {row['ID']}")
+        options = distractors[:position] + [row["TARGET"]] + distractors[position:]
+        choices = (*options, NONE_OF_THEM)
+        cls = int(row["CLASS"])
+        prompt = PROMPT.format(text=row["PROMPT"], c0=choices[0], c1=choices[1], c2=choices[2], c3=choices[3], c4=choices[4])
+        prefix = DESCRIPTION + "\n\n"
+        items.append(
+            Item(
+                id=row["ID"],
+                source=source,
+                prefix=prefix,
+                context=prefix + prompt,
+                choices=choices,
+                continuations=tuple(" " + letter for letter in LETTERS),
+                gold=position if cls == 1 else 4,
+                fields={"class": cls, "target_position": position},
+            )
+        )
+    return items
+
+
+class DiscotexTask(Task):
+    name = "discotex"
+    version = "1"
+    metric_names = ("accuracy", "accuracy_ted", "accuracy_wiki", "binary_accuracy")
+
+    def data_dir(self) -> Path:
+        """Where the release TSVs are: --data discotex=DIR, --data-dir, or the cache (pulled)."""
+        given = self.options.data_for(self.name) or self.options.data_dir
+        if given:
+            folder = Path(given)
+            if not folder.is_dir():
+                raise DataError(f"DISCOTEX data folder not found: {folder}")
+        else:
+            folder = fetch.cache_dir() / "data" / "discotex"
+        missing = [name for name, _, _ in RELEASE.values() if not (folder / name).is_file()]
+        if missing and not given and self.options.allow_download:
+            pull(folder)
+            missing = []
+        if missing:
+            raise DataError(
+                f"{folder} lacks {', '.join(missing)}. Give the folder holding the DisCoTEX sub-task 1 "
+                f"test release with --data-dir, or run `abricot-local data pull discotex` when online."
+            )
+        return folder
+
+    def data_files(self) -> list[DataFile]:
+        folder = self.data_dir()
+        return [DataFile(folder / name, fetch.sha256_file(folder / name)) for name, _, _ in RELEASE.values()]
+
+    def items(self) -> list[Item]:
+        folder = self.data_dir()
+        out: list[Item] = []
+        for k, (source, (name, _, _)) in enumerate(RELEASE.items()):
+            out.extend(build_items(k, source, read_release_tsv(folder / name), self.options.seed))
+        return out
+
+    def prompt_hash(self) -> str:
+        return text_hash(DESCRIPTION, PROMPT, NONE_OF_THEM, *LETTERS)
+
+    def config(self) -> dict:
+        return {"seed": self.options.seed, "gold_position_and_distractors_seed": self.options.seed}
+
+    def metrics(self, samples: list[dict]) -> dict:
+        seed = self.options.seed
+        pred = np.array([s["pred"] for s in samples])
+        gold = np.array([s["gold"] for s in samples])
+        acc, ci = with_ci("accuracy", pred, gold, seed=seed)
+        out = {"accuracy": acc, "accuracy_ci95": ci}
+        for source in RELEASE:
+            mask = np.array([s["source"] == source for s in samples], dtype=bool)
+            if mask.any():
+                out[f"accuracy_{source}"] = accuracy(pred[mask], gold[mask])
+        said_none = pred == 4
+        is_negative = np.array([s["class"] == 0 for s in samples], dtype=bool)
+        out["binary_accuracy"], out["binary_accuracy_ci95"] = with_ci(
+            "accuracy", said_none, is_negative, seed=seed
+        )
+        return out
+
+
+def pull(folder: Path) -> list[Path]:
+    """Download the sub-task 1 test release into ``folder``, verifying each SHA-256."""
+    got = []
+    for name, sub, sha in RELEASE.values():
+        url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
+        got.append(fetch.download_url(url, folder / name, sha256=sha))
+    return got

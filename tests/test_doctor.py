@@ -1,0 +1,85 @@
+"""doctor: fact gathering (no printing, no network)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import huggingface_hub
+import pytest
+
+from abricot_local import doctor
+from abricot_local.registry import load_registry
+
+SYSTEM_INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 0 | "
+               "LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | ")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABRICOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ABRICOT_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+
+
+def test_parse_system_info():
+    info = doctor.parse_system_info(SYSTEM_INFO)
+    assert list(info) == ["CPU", "CUDA"]
+    assert info["CPU"]["AVX2"] == "1" and info["CPU"]["AVX512"] == "0"
+    assert info["CUDA"] == {"ARCHS": "890", "USE_GRAPHS": "1", "PEER_MAX_BATCH_SIZE": "128"}
+    assert doctor.gpu_backends(info) == ["CUDA"]
+    assert doctor.gpu_backends(doctor.parse_system_info("CPU : AVX = 1 | ")) == []
+    old_style = doctor.parse_system_info("AVX = 1 | AVX2 = 1 | METAL = 0 | ")
+    assert old_style == {"": {"AVX": "1", "AVX2": "1", "METAL": "0"}}
+
+
+def test_parse_nvidia_smi():
+    text = "NVIDIA H200, 143771, 143000\nNVIDIA GeForce RTX 4090, 24564 MiB, 1000 MiB\n"
+    gpus = doctor.parse_nvidia_smi(text)
+    assert gpus[0] == {"name": "NVIDIA H200", "memory_total": 143771 * 1024**2, "memory_free": 143000 * 1024**2}
+    assert gpus[1]["name"] == "NVIDIA GeForce RTX 4090" and gpus[1]["memory_free"] == 1000 * 1024**2
+    assert doctor.parse_nvidia_smi("garbage\n") == []
+
+
+def test_nvidia_absent(monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    assert doctor.nvidia_gpus() == {"available": False, "gpus": [], "error": None}
+
+
+def test_llama_not_importable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    facts = doctor.llama_facts()
+    assert facts["importable"] is False and "llama_cpp" in facts["error"]
+    assert "llama-cpp-python" in doctor.advice(facts, {"gpus": []})[0]
+
+
+def test_advice_cuda_when_gpu_unused():
+    llama = {"importable": True, "gpu_backends": []}
+    tips = doctor.advice(llama, {"gpus": [{"name": "X", "memory_total": 1, "memory_free": 1}]})
+    assert any(doctor.REINSTALL["cuda"] in t for t in tips)
+    assert not doctor.advice({"importable": True, "gpu_backends": ["CUDA"]}, {"gpus": [{"name": "X"}]})
+
+
+def test_reinstall_commands_exact():
+    assert doctor.REINSTALL["cuda"] == (
+        'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+    assert doctor.REINSTALL["metal"] == (
+        'CMAKE_ARGS="-DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+
+
+def test_gather_runs():
+    models = load_registry()
+    facts = doctor.gather(models)
+    json.dumps(facts)  # plain data
+    assert facts["python"]["version"].count(".") == 2
+    assert set(facts["packages"]) >= {"llama-cpp-python", "huggingface_hub"}
+    assert facts["llama_cpp"]["importable"] in (True, False)
+    if facts["llama_cpp"]["importable"]:
+        assert "CPU" in facts["llama_cpp"]["backends"] or facts["llama_cpp"]["cpu_features"] is not None
+        assert isinstance(facts["llama_cpp"]["gpu_offload"], bool)
+    rows = {r["alias"]: r for r in facts["models"]}
+    assert set(rows) == set(models)
+    assert rows["llama-3.1-8b-q4"]["cached"] is False  # empty HF cache
+    assert rows["llama-3.1-70b-q4"]["size"] == 42520398400 and rows["llama-3.1-70b-q4"]["size_exact"]
+    assert facts["reinstall"] == doctor.REINSTALL
+    assert facts["memory"]["ram_total"] is None or facts["memory"]["ram_total"] > 0

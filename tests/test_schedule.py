@@ -1,0 +1,91 @@
+"""The canonical schedule and label mapping, on hand-made tokenizers."""
+
+import numpy as np
+import pytest
+
+from abricot_local.backends.base import Request, chunks, log_softmax, schedule
+from abricot_local.errors import ContextOverflowError, UsageError
+
+
+def char_tok(text):
+    """BOS (0) then one token per character: " A" is a space token then "A"."""
+    return [0, *[ord(c) for c in text]]
+
+
+def word_tok(text):
+    """BOS then words with their leading space: " A" is one token, like gpt-2's " 1"."""
+    import re
+
+    return [0, *[hash(w) % 10_000 + 1 for w in re.findall(r" ?\S+|\s", text)]]
+
+
+def test_single_token_labels_take_the_fast_path():
+    req = Request("Domanda: x\nRisposta:", (" A", " B", " C"), prefix="Domanda:")
+    sch = schedule(req, word_tok, 512)
+    assert sch.fast_path
+    assert all(len(s) == sch.trunk_len + 1 for s in sch.seqs)
+    assert all(c == sch.trunk_len for c in sch.ctx_lens)
+    assert sch.trunk_logit_positions() == (sch.trunk_len - 1,)
+
+
+def test_shared_space_token_is_in_the_trunk():
+    req = Request("Risposta:", (" 1", " 2", " 3", " 4", " 5"))
+    sch = schedule(req, char_tok, 512)
+    ctx = len(char_tok("Risposta:"))
+    assert sch.fast_path and sch.trunk_len == ctx + 1  # the space is shared
+    # both the space and the digit are scored: logits needed at ctx-1 and ctx
+    assert sch.trunk_logit_positions() == (ctx - 1, ctx)
+    assert sch.targets(0) == [(ctx - 1, ord(" ")), (ctx, ord("1"))]
+
+
+def test_multi_token_continuations_use_tails():
+    req = Request("Q:", (" yes", " no"))
+    sch = schedule(req, char_tok, 512)
+    assert not sch.fast_path
+    assert sch.tail(0) == tuple(ord(c) for c in "yes")[:-1]
+    assert sch.n_tokens == sch.trunk_len + len(sch.tail(0)) + len(sch.tail(1))
+
+
+def test_each_sequence_is_the_tokenization_of_the_whole_string():
+    # A tokenizer that merges ":" with a following space changes the boundary.
+    def merging(text):
+        return [0, *[ord(c) for c in text.replace(": ", "\x01")]]
+
+    req = Request("Risposta:", (" A", " B"))
+    sch = schedule(req, merging, 512)
+    for seq, cont in zip(sch.seqs, req.continuations):
+        assert list(seq) == merging(req.context + cont)
+    assert sch.ctx_lens[0] == len(merging("Risposta"))  # split at the common prefix
+
+
+def test_prefix_never_reaches_the_scored_positions_and_leaves_two_trunk_tokens():
+    req = Request("ab:", (" x", " y"), prefix="ab:")
+    sch = schedule(req, char_tok, 512)
+    assert sch.prefix_len <= min(sch.ctx_lens) - 1
+    assert sch.trunk_len - sch.prefix_len >= 2
+
+
+def test_overflow_names_item_and_both_counts():
+    req = Request("x" * 50, (" A",), label="item-7")
+    with pytest.raises(ContextOverflowError, match=r"item-7.*53 tokens.*is 40"):
+        schedule(req, char_tok, 40)
+
+
+def test_bad_requests():
+    with pytest.raises(UsageError):
+        Request("abc", ())
+    with pytest.raises(UsageError):
+        Request("abc", (" A",), prefix="zz")
+    with pytest.raises(UsageError, match="adds no token"):
+        schedule(Request("abc", ("",)), char_tok, 100)
+
+
+def test_chunks_cut_from_segment_start():
+    assert chunks(10, list(range(5)), 2) == [(10, (0, 1)), (12, (2, 3)), (14, (4,))]
+
+
+def test_log_softmax_is_stable_and_normalised():
+    x = np.array([1000.0, 1001.0, 999.0], dtype=np.float32)
+    out = log_softmax(x)
+    assert np.isfinite(out).all()
+    assert abs(np.exp(out).sum() - 1) < 1e-12
