@@ -63,7 +63,7 @@ def _memo_store(path: Path, digest: str) -> None:
     real = os.path.realpath(path)
     try:
         st = os.stat(real)
-        memo = _memo_load()
+        memo = {k: v for k, v in _memo_load().items() if os.path.exists(k)}  # drop deleted files
         memo[real] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
         target = _memo_file()
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -251,7 +251,8 @@ def is_cached(spec: ModelSpec) -> bool:
 @contextlib.contextmanager
 def _progress_bars(enabled: bool) -> Iterator[None]:
     """Turn huggingface_hub's tqdm bars off for the block when ``enabled`` is False."""
-    utils = _hub().utils
+    from huggingface_hub import utils
+
     was_disabled = utils.are_progress_bars_disabled()
     if not enabled and not was_disabled:
         utils.disable_progress_bars()
@@ -333,7 +334,8 @@ def _is_connection_error(exc: BaseException) -> bool:
 def _hub_error(exc: BaseException, repo: str, filename: str | None, revision: str | None, *,
                dataset: bool) -> BaseException:
     """Translate a huggingface_hub exception into a :class:`DownloadError` a user can act on."""
-    errors = _hub().errors
+    from huggingface_hub import errors
+
     url = f"https://huggingface.co/{'datasets/' if dataset else ''}{repo}"
     what = f"{repo}/{filename}" if filename else repo
     at = f" --revision {revision}" if revision else ""
@@ -418,7 +420,9 @@ def _stream(url: str, fd: int, progress: bool, label: str) -> str:
 
 def _cached_dataset_files(repo_id: str, revision: str | None) -> list[str] | None:
     """Files of a dataset snapshot already in the HF cache, or None."""
-    root = Path(_hub().constants.HF_HUB_CACHE) / f"datasets--{repo_id.replace('/', '--')}"
+    from huggingface_hub import constants
+
+    root = Path(constants.HF_HUB_CACHE) / f"datasets--{repo_id.replace('/', '--')}"
     commit = revision if revision and re.fullmatch(r"[0-9a-f]{40}", revision) else None
     if commit is None:
         try:

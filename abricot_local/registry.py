@@ -114,7 +114,7 @@ def parse_size(text: str) -> int | None:
     unit = (m.group(2) or "B").upper()
     if unit not in _UNITS:
         return None
-    return int(float(m.group(1).replace(",", "")) * _UNITS[unit])
+    return round(float(m.group(1).replace(",", "")) * _UNITS[unit])
 
 
 def packaged_file() -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-import huggingface_hub
 import pytest
+from huggingface_hub import constants as hf_constants
 
 from abricot_local import doctor
 from abricot_local.registry import load_registry
@@ -19,7 +19,7 @@ SYSTEM_INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("ABRICOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ABRICOT_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
 
 
 def test_parse_system_info():

@@ -104,7 +104,7 @@ def build_items(source_index: int, source: str, rows: list[dict[str, str]], seed
         choices = (*options, NONE_OF_THEM)
         cls = int(row["CLASS"])
         prompt = PROMPT.format(text=row["PROMPT"], c0=choices[0], c1=choices[1], c2=choices[2], c3=choices[3], c4=choices[4])
-        prefix = DESCRIPTION + "\n\n"
+        prefix = DiscotexTask.prefix_text()
         items.append(
             Item(
                 id=row["ID"],
@@ -124,6 +124,11 @@ class DiscotexTask(Task):
     name = "discotex"
     version = "1"
     metric_names = ("accuracy", "accuracy_ted", "accuracy_wiki", "binary_accuracy")
+
+    @staticmethod
+    def prefix_text() -> str:
+        """The text every item starts with: the description and a blank line."""
+        return DESCRIPTION + "\n\n"
 
     def data_dir(self) -> Path:
         """Where the release TSVs are: --data discotex=DIR, --data-dir, or the cache (pulled)."""

@@ -1,0 +1,129 @@
+"""The CLI end to end on the fake backend (same code paths as llama.cpp, no model)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local.cli import cli
+from conftest import DISCOTEX_DIR, FIXTURE
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_fake(out, *extra):
+    return invoke("run", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR, "--out", out, *extra)
+
+
+def test_import_and_help_never_load_llama_cpp():
+    code = (
+        "import sys, abricot_local, abricot_local.cli, abricot_local.runner;"
+        "from click.testing import CliRunner;"
+        "r = CliRunner().invoke(abricot_local.cli.cli, ['--help']);"
+        "assert r.exit_code == 0, r.output;"
+        "assert 'llama_cpp' not in sys.modules, 'llama_cpp imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_module_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "abricot_local", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and "abricot-local" in out.stdout
+
+
+def test_discotex_run_writes_results_and_samples(tmp_path):
+    out = tmp_path / "out"
+    r = run_fake(out, "--limit", 12)
+    assert r.exit_code == 0, r.output
+    assert "discotex" in r.output and "accuracy" in r.output
+    res = json.loads((out / "results.json").read_text())
+    samples = [json.loads(l) for l in (out / "samples-discotex.jsonl").read_text().splitlines()]
+    assert len(samples) == 12 == res["tasks"]["discotex"]["n"]
+    s = samples[0]
+    assert s["id"] == "task_1_ted_test_1" and s["source"] == "ted"
+    assert s["continuations"] == [" A", " B", " C", " D", " E"]
+    assert len(s["logprobs"]) == 5 and len(s["continuation_tokens"]) == 5
+    assert s["pred"] == max(range(5), key=lambda k: s["logprobs"][k])
+    assert s["context"].endswith("Risposta:")
+    # every number can be recomputed from the samples
+    acc = sum(x["pred"] == x["gold"] for x in samples) / len(samples)
+    assert res["tasks"]["discotex"]["metrics"]["accuracy"] == pytest.approx(acc)
+    assert res["schema_version"] == 1
+    prov = res["provenance"]
+    assert prov["schedule"]["version"] and prov["abricot_local"]
+    assert res["config"]["seed"] == 1234 and res["config"]["limit"] == 12
+    assert len(res["tasks"]["discotex"]["data"]) == 2 and all(len(d["sha256"]) == 64 for d in res["tasks"]["discotex"]["data"])
+    assert res["tasks"]["discotex"]["prompt_hash"]
+    assert not (out / ".checkpoint").exists() and not (out / ".lock").exists()
+
+
+def test_same_config_gives_identical_samples(tmp_path):
+    run_fake(tmp_path / "a", "--limit", 8)
+    run_fake(tmp_path / "b", "--limit", 8)
+    assert (tmp_path / "a" / "samples-discotex.jsonl").read_bytes() == (tmp_path / "b" / "samples-discotex.jsonl").read_bytes()
+
+
+def test_abricot_group_runs_both_tasks(tmp_path):
+    out = tmp_path / "o"
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot", "--data", f"abricot={FIXTURE}", "--n-ctx", 8192, "--out", out)
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["tasks"]) == {"abricot_abs", "abricot_inc"}
+    for name in ("abricot_abs", "abricot_inc"):
+        m = res["tasks"][name]["metrics"]
+        for key in ("pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy"):
+            assert key in m and f"{key}_ci95" in m
+        assert len(res["tasks"][name]["config"]["shot_ids"]) == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "fake", "--backend", "fake", "--tasks", "discotx"], "did you mean: discotex"),
+        (["run", "no-such-model", "--data-dir", DISCOTEX_DIR], "no-such-model"),
+        (["run", "missing.gguf", "--data-dir", DISCOTEX_DIR], "not found"),
+        (["run", "fake", "--backend", "fake", "--data-dir", "/nonexistent"], "not found"),
+        (["run", "fake", "--backend", "fake", "--data", "oops"], "TASK=PATH"),
+        (["run", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR, "--limit", "0"], "--limit"),
+        (["run", "fake", "--backend", "nope", "--data-dir", DISCOTEX_DIR], "unknown backend"),
+    ],
+)
+def test_bad_input_is_one_clean_line(args, message, tmp_path):
+    r = invoke(*args, "--out", tmp_path / "o")
+    assert r.exit_code != 0
+    assert message.lower() in r.output.lower()
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_not_gguf_and_truncated_gguf(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"PK\x03\x04 not a model")
+    r = invoke("run", bad, "--data-dir", DISCOTEX_DIR, "--out", tmp_path / "o")
+    assert r.exit_code != 0 and "not a GGUF file" in r.output
+
+
+def test_malformed_tsv_is_reported(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
+        (d / name).write_text("ID\tPROMPT\tTARGET\tCLASS\n" + "".join(f"r{i}\tp\tt{i}\t7\n" for i in range(5)))
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", d, "--out", tmp_path / "o")
+    assert r.exit_code != 0 and "CLASS must be 0 or 1" in r.output
+
+
+def test_prompt_over_n_ctx_names_item_and_counts(tmp_path):
+    r = run_fake(tmp_path / "o", "--limit", 2, "--n-ctx", 64)
+    assert r.exit_code != 0
+    assert "task_1_ted_test_1" in r.output and "context window (--n-ctx) is 64" in r.output
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_labels_command_on_fake():
+    r = invoke("labels", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR)
+    assert r.exit_code == 0, r.output
+    assert "' A'" in r.output and "fast path" in r.output

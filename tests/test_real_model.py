@@ -1,0 +1,107 @@
+"""End to end on the real Gemma 3 270M (PyPI package, test extra), CPU."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local.backends.base import BackendOptions, Request
+from abricot_local.cli import cli
+from abricot_local.tasks.base import TaskOptions
+from abricot_local.tasks.discotex import DiscotexTask
+from abricot_local.tasks.abricot import AbricotAbsTask
+from conftest import DISCOTEX_DIR, FIXTURE
+
+pytestmark = pytest.mark.real
+OPTS = dict(threads=2, n_ctx=2048)
+
+
+def backend(path, **kw):
+    from abricot_local.backends.llama_cpp import LlamaCppBackend
+
+    return LlamaCppBackend(path, BackendOptions(**{**OPTS, **kw}))
+
+
+def reference_logprob(b, sch, i):
+    """Score continuation i alone, token by token, from an empty KV cache, with the canonical cuts."""
+    import numpy as np
+
+    seq = sch.seqs[i]
+    b._clear()
+    b._decode(0, seq[: sch.prefix_len], set())
+    got = b._decode(sch.prefix_len, seq[sch.prefix_len : sch.trunk_len], set(sch.trunk_logit_positions()))
+    rest = seq[sch.trunk_len : len(seq) - 1]
+    if rest:
+        got |= b._decode(sch.trunk_len, rest, set(range(sch.trunk_len, len(seq) - 1)))
+    total = 0.0
+    for pos in range(sch.ctx_lens[i] - 1, len(seq) - 1):  # every continuation token
+        total += float(got[pos][seq[pos + 1]])
+    b._clear()
+    return total
+
+
+def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["run", str(gemma_path), "--tasks", "discotex", "--data-dir", str(DISCOTEX_DIR),
+                                 "--limit", "4", "--threads", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["model"]["sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    assert res["provenance"]["architecture"] == "gemma3"
+    samples = [json.loads(l) for l in (out / "samples-discotex.jsonl").read_text().splitlines()]
+    assert len(samples) == 4
+    b = backend(gemma_path)
+    for s in samples:
+        req = Request(s["context"], tuple(s["continuations"]), prefix=DiscotexTask.prefix_text())
+        sch = b.schedule(req)
+        assert [list(seq[c:]) for seq, c in zip(sch.seqs, sch.ctx_lens)] == s["continuation_tokens"]
+        for i, lp in enumerate(s["logprobs"]):
+            assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
+    b.close()
+
+
+def test_multi_token_continuations_equal_token_by_token(gemma_path):
+    b = backend(gemma_path)
+    req = Request("La capitale d'Italia è", (" Roma", " Milano e dintorni", " una città"), prefix="La capitale")
+    sch = b.schedule(req)
+    assert not sch.fast_path
+    scored = b.score(req)
+    for i, lp in enumerate(scored.logprobs):
+        assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
+    assert scored.logprobs[0] > scored.logprobs[1]
+    b.close()
+
+
+def items_for_engines():
+    d = DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()[:3]
+    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:3]
+    return d + a
+
+
+def test_engines_and_item_order_are_bit_identical(gemma_path):
+    items = items_for_engines()
+    results = {}
+    for engine in ("naive", "single", "prefix"):
+        b = backend(gemma_path, engine=engine)
+        order = items if engine != "prefix" else list(reversed(items))
+        results[engine] = {it.id: b.score(it.request()).logprobs for it in order}
+        b.close()
+    assert results["naive"] == results["single"] == results["prefix"]
+
+
+def test_truncated_gguf_is_a_clean_error(gemma_path, tmp_path):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(gemma_path.read_bytes()[: 5_000_000])
+    r = CliRunner().invoke(cli, ["run", str(cut), "--data-dir", str(DISCOTEX_DIR), "--limit", "1", "--out", str(tmp_path / "o")])
+    assert r.exit_code != 0 and "could not load" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_embedded_alias_runs_abricot(tmp_path):
+    out = tmp_path / "o"
+    r = CliRunner().invoke(cli, ["run", "gemma-3-270m", "--tasks", "abricot", "--data", f"abricot={FIXTURE}",
+                                 "--limit", "2", "--shots", "0", "--prompt-variant", "calamita", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["model"]["alias"] == "gemma-3-270m"
+    assert res["tasks"]["abricot_inc"]["config"]["prompt_variant"] == "calamita"

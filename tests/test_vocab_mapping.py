@@ -1,0 +1,60 @@
+"""Label mapping on the real tokenizers of five families (vocabulary-only GGUFs in ../shared/vocab)."""
+
+import pytest
+
+from abricot_local.backends.base import BackendOptions
+from abricot_local.tasks.abricot import AbricotAbsTask
+from abricot_local.tasks.base import TaskOptions
+from abricot_local.tasks.discotex import DiscotexTask
+from conftest import DISCOTEX_DIR, FIXTURE, VOCAB_DIR
+
+VOCABS = sorted(VOCAB_DIR.glob("ggml-vocab-*.gguf"))
+# How " 1" tokenizes, per family (README of ../shared): one token in gpt-2, a space then a digit elsewhere.
+DIGIT_TOKENS = {"gpt-2": 1, "llama-bpe": 2, "llama-spm": 2, "phi-3": 2, "qwen2": 2}
+
+
+def family(path):
+    return path.name.removeprefix("ggml-vocab-").removesuffix(".gguf")
+
+
+@pytest.fixture(scope="module", params=VOCABS, ids=family)
+def vocab(request):
+    from abricot_local.backends.llama_cpp import LlamaCppBackend
+
+    b = LlamaCppBackend(request.param, BackendOptions(vocab_only=True, n_ctx=4096))
+    yield family(request.param), b
+    b.close()
+
+
+def first_items():
+    d = DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()[:2]
+    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:2]
+    return d + a
+
+
+def test_there_are_five_families():
+    assert {family(v) for v in VOCABS} == set(DIGIT_TOKENS)
+
+
+@pytest.mark.parametrize("item", first_items(), ids=lambda it: it.id)
+def test_mapping_equals_tokenizing_the_full_string(vocab, item):
+    name, b = vocab
+    sch = b.schedule(item.request())
+    context_tokens = b.tokenize(item.context)
+    for cont, seq, c in zip(item.continuations, sch.seqs, sch.ctx_lens):
+        whole = b.tokenize(item.context + cont)
+        assert list(seq) == whole
+        assert (whole[0] == b.bos) == b.add_bos  # BOS once, as the model says
+        assert whole.count(b.bos) == (1 if b.add_bos else 0)
+        assert list(seq[:c]) == context_tokens  # no merge across the boundary here
+        assert "".join(b.piece(t) for t in seq[c:]) == cont  # the whitespace is in the continuation
+    assert sch.fast_path, "every label is one token after a shared trunk"
+
+
+def test_digit_labels_per_family(vocab):
+    name, b = vocab
+    item = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),), shots=0)).items()[0]
+    sch = b.schedule(item.request())
+    assert {len(s) - c for s, c in zip(sch.seqs, sch.ctx_lens)} == {DIGIT_TOKENS[name]}
+    if DIGIT_TOKENS[name] == 2:  # the shared space token is evaluated with the context
+        assert sch.trunk_len == min(sch.ctx_lens) + 1
