@@ -186,6 +186,34 @@ def format_summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+# -- check ---------------------------------------------------------------------------------
+@cli.command()
+@click.argument("out", type=click.Path())
+@click.option("--sample", type=int, default=None, help="Re-score only N items, drawn with the run's seed.")
+@click.option("--atol", type=float, default=1e-3, show_default=True, help="Largest log-prob difference accepted.")
+@click.option("--model", "model_path", type=click.Path(), default=None, help="The model file, if it moved.")
+@click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
+@click.option("--threads", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(out: str, sample: int | None, atol: float, model_path: str | None, data_dir: str | None,
+          threads: int | None, as_json: bool) -> None:
+    """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce."""
+    from abricot_local.check import check_run, report_json
+
+    rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, threads=threads)
+    if as_json:
+        click.echo(report_json(rep))
+    else:
+        click.echo(f"checked {rep.checked} items: {rep.identical_predictions} identical predictions, "
+                   f"max |logprob difference| {rep.max_abs_diff:.3g} (atol {rep.atol:g})")
+        if rep.differences:
+            click.echo(f"{'task':<14} {'id':<28} {'recorded':>8} {'now':>5} {'max diff':>10}")
+            for d in rep.differences:
+                click.echo(f"{d.task:<14} {d.id:<28} {d.recorded_pred:>8} {d.new_pred:>5} {d.max_abs_diff:>10.3g}")
+        click.echo("reproduced" if rep.reproduced else "NOT reproduced")
+    sys.exit(0 if rep.reproduced else 1)
+
+
 # -- labels --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("model")
@@ -220,3 +248,38 @@ def data_pull(task: str) -> None:
 
     for path, sha in session.pull_data(task):
         click.echo(f"{path}  sha256 {sha}")
+
+
+# -- report --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="OUT [OUT ...]")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
+              show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
+              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
+@click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. pearson,discotex.*).")
+@click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
+@click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
+@click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
+def report(runs: tuple[str, ...], fmt: str, which: str, metrics: str, plot_dir: str | None, verify: bool,
+           models_file: str | None) -> None:
+    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants."""
+    from abricot_local import report as rep
+    from abricot_local.registry import load_registry
+
+    patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
+    doc = rep.build(runs, registry=load_registry(models_file))
+    click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
+    if plot_dir:
+        from abricot_local import plots
+
+        paths = plots.write_plots(doc, plot_dir, metrics=patterns)
+        click.echo(f"wrote {len(paths)} figure(s) to {plot_dir}", err=True)
+    if verify:
+        bad = [f"{run.path} {tc.task}: {', '.join(tc.mismatches)}"
+               for run in doc.runs for tc in rep.recompute(run.path) if not tc.ok]
+        for line in bad:
+            click.echo(f"recomputed metrics differ: {line}", err=True)
+        if bad:
+            sys.exit(1)
+        click.echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)

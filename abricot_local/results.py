@@ -8,6 +8,7 @@ and, last, ``results.json``, each atomically (temp file, fsync, rename).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -82,16 +83,6 @@ def load_results(folder: Path) -> dict:
         raise ResultsError(f"cannot read {path}: {exc}") from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class OutputDir:
     """One run's output folder, held by one writer at a time."""
 
@@ -99,42 +90,40 @@ class OutputDir:
         self.path = Path(path)
         self.ckpt = self.path / CHECKPOINT
         self._handles: dict[str, object] = {}
-        self._locked = False
+        self._lock = None
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
+        """Take ``.lock`` with flock: the kernel drops it when the process dies, so a lock
+        left by a crashed or killed run is never an obstacle."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path / LOCK, "a+")
         except OSError as exc:
             raise ResultsError(f"cannot create output folder {self.path}: {exc.strerror}") from None
-        lock = self.path / LOCK
-        for _ in range(2):
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    pid = int(lock.read_text().strip() or "0")
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and _pid_alive(pid) and pid != os.getpid():
-                    raise ResultsError(
-                        f"{self.path} is in use by another run (process {pid}); wait for it or choose another --out"
-                    ) from None
-                lock.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(str(os.getpid()))
-            self._locked = True
-            return
-        raise ResultsError(f"cannot take the lock {lock}")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise ResultsError(
+                f"{self.path} is in use by another run (process {holder}); wait for it or choose another --out"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._lock = fh
 
     def release(self) -> None:
         for fh in self._handles.values():
             fh.close()
         self._handles.clear()
-        if self._locked:
+        if self._lock is not None:
             (self.path / LOCK).unlink(missing_ok=True)
-            self._locked = False
+            self._lock.close()  # closing drops the flock
+            self._lock = None
 
     def __enter__(self) -> "OutputDir":
         self.acquire()

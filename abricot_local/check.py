@@ -1,0 +1,114 @@
+"""Re-score a recorded run with its recorded model, data and options; report agreement."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from abricot_local import fetch
+from abricot_local.backends import open_backend
+from abricot_local.backends.base import BackendOptions
+from abricot_local.errors import ResultsError
+from abricot_local.results import load_results, read_jsonl, samples_name
+from abricot_local.runner import prepare
+from abricot_local.tasks import make_task
+from abricot_local.tasks.base import TaskOptions
+
+
+@dataclass(frozen=True)
+class Difference:
+    task: str
+    id: str
+    recorded_pred: int
+    new_pred: int
+    max_abs_diff: float
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    checked: int
+    identical_predictions: int
+    max_abs_diff: float
+    atol: float
+    differences: tuple[Difference, ...]
+
+    @property
+    def reproduced(self) -> bool:
+        return self.identical_predictions == self.checked and self.max_abs_diff <= self.atol
+
+
+def _verify(path: Path, recorded: str | None, what: str) -> None:
+    if not path.is_file():
+        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in --help")
+    got = fetch.sha256_file(path)
+    if recorded and got != recorded:
+        raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
+
+
+def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
+    cfg = doc["config"]
+    data = []
+    for name, t in doc["tasks"].items():
+        files = [Path(f["path"]) for f in t["data"]]
+        if data_dir:
+            files = [Path(data_dir) / f.name for f in files]
+        for f, rec in zip(files, t["data"]):
+            _verify(f, rec["sha256"], "data file")
+        data.append((name, str(files[0].parent if name == "discotex" else files[0])))
+    return TaskOptions(data=tuple(data), seed=cfg["seed"], shots=cfg["shots"], prompt_variant=cfg["prompt_variant"],
+                       chat_template=cfg["chat_template"], allow_download=False)
+
+
+def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
+              data_dir: str | None = None, threads: int | None = None) -> CheckReport:
+    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files."""
+    out = Path(out)
+    doc = load_results(out)
+    cfg = doc["config"]
+    options = _task_options(doc, data_dir)
+    backend_kind = cfg["backend"]
+    if backend_kind == "fake":
+        model_ref = doc["model"]["name"]
+    else:
+        path = Path(model or doc["model"]["path"])
+        _verify(path, doc["model"]["sha256"], "model file")
+        model_ref = str(path)
+    bopts = BackendOptions(n_ctx=cfg["n_ctx"], n_batch=cfg["n_batch"], n_gpu_layers=cfg["n_gpu_layers"],
+                           flash_attn=cfg["flash_attn"], engine=cfg["engine"], seed=cfg["seed"], threads=threads)
+    runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"])
+    rng = np.random.default_rng(cfg["seed"])
+    backend = open_backend(backend_kind, model_ref, bopts)
+    diffs, checked, same, worst = [], 0, 0, 0.0
+    try:
+        for run in runs:
+            recorded = {s["id"]: s for s in read_jsonl(out / samples_name(run.task.name))}
+            items = [it for it in run.items if it.id in recorded]
+            if sample is not None and sample < len(items):
+                keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
+                items = [it for k, it in enumerate(items) if k in keep]
+            for item in items:
+                new = run.task.sample(item, backend.score(item.request()))
+                old = recorded[item.id]
+                if new["context"] != old["context"]:
+                    raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
+                d = float(np.max(np.abs(np.subtract(new["logprobs"], old["logprobs"]))))
+                checked += 1
+                same += new["pred"] == old["pred"]
+                worst = max(worst, d)
+                if new["pred"] != old["pred"] or d > atol:
+                    diffs.append(Difference(run.task.name, item.id, old["pred"], new["pred"], d))
+    finally:
+        backend.close()
+    return CheckReport(checked, same, worst, atol, tuple(diffs))
+
+
+def report_json(rep: CheckReport) -> str:
+    return json.dumps(
+        {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
+         "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "reproduced": rep.reproduced,
+         "differences": [d.__dict__ for d in rep.differences]},
+        indent=2,
+    )

@@ -1,0 +1,174 @@
+"""Figures of a report (PNG, Agg canvas; no pyplot, no display, no global state).
+
+matplotlib is an optional dependency (the ``plot`` extra) and is imported
+only inside these functions, so ``import abricot_local`` never needs it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from abricot_local import baselines as pub
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.report import Report, Run, load_samples, metric_keys, quant_of
+
+JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
+JITTER_SEED = 0
+LETTERS = ("A", "B", "C", "D", "E")
+DPI = 110
+
+
+def _new_figure(width: float, height: float):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError('--plot needs matplotlib: pip install "abricot-local[plot]"') from None
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight")
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _ci_text(value, ci) -> str:
+    if value is None:
+        return "n/a"
+    if value != value:
+        return "nan"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def run_slugs(runs) -> list[str]:
+    """A distinct file-name stem per run: its label (with the quant when the label lacks it)."""
+    out: list[str] = []
+    for run in runs:
+        label = run.label if _names_quant(run) else f"{run.label}-{run.quant}"
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-") or "run"
+        stem, k = slug, 2
+        while slug in out:
+            slug, k = f"{stem}-{k}", k + 1
+        out.append(slug)
+    return out
+
+
+def _names_quant(run: Run) -> bool:
+    """Whether the run's label already says its quant (or there is none to say)."""
+    return not run.quant or bool(quant_of(run.label))
+
+
+def _title(run: Run) -> str:
+    return run.label if _names_quant(run) else f"{run.label} ({run.quant})"
+
+
+def scatter(run: Run, task: str, path: Path) -> Path:
+    """Predicted score (pred + 1, jittered) against the human mean, one dot per item."""
+    samples = load_samples(run, task)
+    human = np.array([s["human_mean"] for s in samples], dtype=float)
+    pred = np.array([s["pred"] + 1 for s in samples], dtype=float)
+    jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
+    m = {x.name: x for x in run.metrics if x.task == task}
+    cont, main = m.get("pearson_continuous"), m.get("pearson")
+    fig = _new_figure(6.0, 4.6)
+    ax = fig.add_subplot()
+    ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(0.5, 5.5)
+    ax.set_yticks([1, 2, 3, 4, 5])
+    ax.set_xlabel("human mean (0 = concrete/specific, 1 = abstract/inclusive)")
+    ax.set_ylabel("model's choice (1-5, jittered)")
+    ax.grid(alpha=0.3)
+    lines = [f"{_title(run)} - {task} (n={len(samples)})",
+             f"Pearson r, choice vs human mean: {_ci_text(cont and cont.value, cont and cont.ci)}"]
+    if main is not None:
+        lines.append(f"Pearson r, choice vs discretised gold (published metric): {_ci_text(main.value, main.ci)}")
+    ax.set_title("\n".join(lines), fontsize=9, loc="left")
+    return _save(fig, path)
+
+
+def confusion(run: Run, path: Path, task: str = "discotex") -> Path:
+    """DISCOTEX gold (rows) against prediction (columns) over A-E, as counts."""
+    samples = load_samples(run, task)
+    counts = np.zeros((5, 5), dtype=int)
+    for s in samples:
+        counts[int(s["gold"]), int(s["pred"])] += 1
+    fig = _new_figure(5.2, 4.6)
+    ax = fig.add_subplot()
+    im = ax.imshow(counts, cmap="Blues")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ticks = [f"{c}" if c != "E" else "E (none)" for c in LETTERS]
+    ax.set_xticks(range(5), ticks)
+    ax.set_yticks(range(5), ticks)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    top = counts.max() or 1
+    for g in range(5):
+        for p in range(5):
+            ax.text(p, g, str(counts[g, p]), ha="center", va="center", fontsize=9,
+                    color="white" if counts[g, p] > top / 2 else "black")
+    acc = next((x for x in run.metrics if x.task == task and x.name == "accuracy"), None)
+    ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\naccuracy {_ci_text(acc and acc.value, acc and acc.ci)}",
+                 fontsize=9, loc="left")
+    return _save(fig, path)
+
+
+def bars(report: Report, key: str, path: Path, slugs: list[str]) -> Path:
+    """One bar per run with its 95% CI as whiskers; published values as dashed lines."""
+    task, name = key.split(".", 1)
+    labels, values, lo, hi = [], [], [], []
+    for run, slug in zip(report.runs, slugs):
+        m = next((x for x in run.metrics if x.key == key), None)
+        if m is None:
+            continue
+        v = m.value if m.value == m.value else 0.0
+        labels.append(slug)
+        values.append(v)
+        lo.append(v - m.ci[0] if m.ci and m.ci[0] == m.ci[0] else 0.0)
+        hi.append(m.ci[1] - v if m.ci and m.ci[1] == m.ci[1] else 0.0)
+    fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
+    ax = fig.add_subplot()
+    x = np.arange(len(labels))
+    ax.bar(x, values, color="#4a90c2", width=0.6)
+    ax.errorbar(x, values, yerr=[lo, hi], fmt="none", ecolor="black", capsize=5, lw=1.2)
+    ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
+    ax.axhline(0, color="grey", lw=0.8)
+    if name == pub.METRIC and task in pub.TASKS:
+        cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
+        for b, color in zip(report.baselines, cmap):
+            ax.axhline(b.value(task), ls="--", lw=1, color=color, label=f"{b.label}: {b.value(task):.2f}")
+        if report.baselines:
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
+    ax.set_ylabel(key)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"{key} per run (whiskers: 95% bootstrap CI)", fontsize=9, loc="left")
+    return _save(fig, path)
+
+
+def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...] = ()) -> list[Path]:
+    """Every figure of a report into ``out_dir``; the paths written, in order."""
+    _new_figure(1, 1)  # fail early, with the install hint, when matplotlib is missing
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsError(f"cannot create the plot folder {out}: {exc.strerror or exc}") from None
+    slugs = run_slugs(report.runs)
+    paths = []
+    for run, slug in zip(report.runs, slugs):
+        for task in run.tasks:
+            if task in pub.TASKS:
+                paths.append(scatter(run, task, out / f"{slug}-{task}-scatter.png"))
+            elif task == "discotex":
+                paths.append(confusion(run, out / f"{slug}-discotex-confusion.png"))
+    for key in metric_keys(report, metrics):
+        paths.append(bars(report, key, out / f"bar-{key}.png", slugs))
+    return paths
