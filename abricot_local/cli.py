@@ -214,6 +214,79 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     sys.exit(0 if rep.reproduced else 1)
 
 
+# -- models, pull, doctor -------------------------------------------------------------------
+def _gib(n) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+@cli.command()
+@click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
+def models(models_file: str | None) -> None:
+    """List the registry's models: size, licence, gated, and whether they are in the cache."""
+    from abricot_local import fetch
+    from abricot_local.registry import load_registry
+
+    reg = load_registry(models_file)
+    rows = [("alias", "params", "quant", "size", "license", "gated", "cached", "reproduces")]
+    for alias, spec in sorted(reg.items()):
+        try:
+            cached = "yes" if fetch.is_cached(spec) else "no"
+        except AbricotError:
+            cached = "?"
+        gated = {True: "yes", False: "no", None: "?"}[spec.gated]
+        rows.append((alias, spec.params or "", spec.quant or "", _gib(spec.approx_bytes), spec.license or "",
+                     gated, cached, spec.reproduces or ""))
+    widths = [max(len(str(r[k])) for r in rows) for k in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+@cli.command()
+@click.argument("alias")
+@click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
+def pull(alias: str, models_file: str | None) -> None:
+    """Download a registry model into the Hugging Face cache and verify it."""
+    from abricot_local import fetch
+
+    resolved = fetch.resolve_model(alias, models_file=models_file)
+    click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
+@click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
+def doctor(as_json: bool, models_file: str | None) -> None:
+    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory)."""
+    import json
+
+    from abricot_local import doctor as doc
+    from abricot_local.registry import load_registry
+
+    facts = doc.gather(load_registry(models_file))
+    if as_json:
+        click.echo(json.dumps(facts, indent=2, default=str))
+        return
+    llama = facts["llama_cpp"]
+    click.echo(f"python {facts['python']['version']}  llama-cpp-python {facts['packages'].get('llama-cpp-python')}")
+    click.echo(f"llama.cpp system info: {llama.get('system_info', '?')}")
+    click.echo(f"GPU offload supported: {'yes' if llama.get('gpu_offload') else 'no'}"
+               f"  backends: {', '.join(llama.get('gpu_backends') or []) or 'CPU only'}")
+    mem = facts["memory"]
+    click.echo(f"RAM: {_gib(mem.get('ram_total'))} total, {_gib(mem.get('ram_available'))} available")
+    for g in facts["nvidia"].get("gpus", []):
+        click.echo(f"GPU: {g.get('name')}  VRAM {_gib(g.get('memory_total'))} total, {_gib(g.get('memory_free'))} free")
+    cached = [m for m in facts["models"] if m["cached"]]
+    click.echo(f"cached models: {len(cached)}")
+    for m in cached:
+        fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
+        click.echo(f"  {m['alias']:<24} {_gib(m['size']):>9}  {fits}")
+    click.echo("reinstall llama-cpp-python for a GPU build:")
+    for kind, cmd in facts["reinstall"].items():
+        click.echo(f"  {kind}: {cmd}")
+    for tip in facts["advice"]:
+        click.echo(f"advice: {tip}")
+
+
 # -- labels --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("model")

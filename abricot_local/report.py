@@ -25,6 +25,8 @@ from abricot_local.results import CHECKPOINT, RESULTS, SCHEMA_VERSION, load_resu
 
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant")
+EMPTY = {"published": "No run's registry entry reproduces a published result.",
+         "quant": "No two runs share a base model at different quants."}
 _QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
 
 
@@ -329,14 +331,18 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
     return df.astype({f"{t}.n": "Int64" for t in tasks})
 
 
-def published_frame(report: Report) -> pd.DataFrame:
-    rows = [{
+def _check_records(report: Report) -> list[dict]:
+    return [{
         "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
         "reference": rc.check.baseline.model, "source": rc.check.baseline.source, "task": rc.check.task,
         "metric": pub.METRIC, "published": rc.check.published, "value": rc.check.value,
-        "ci_lo": rc.check.ci[0] if rc.check.ci else None, "ci_hi": rc.check.ci[1] if rc.check.ci else None,
-        "inside": rc.check.inside, "notes": "; ".join(rc.check.notes),
+        "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside, "notes": list(rc.check.notes),
     } for rc in report.checks]
+
+
+def published_frame(report: Report) -> pd.DataFrame:
+    rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
+             "notes": "; ".join(r["notes"])} for r in _check_records(report)]
     return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
                                        "published", "value", "ci_lo", "ci_hi", "inside", "notes"])
 
@@ -365,7 +371,7 @@ def _cell(value, ci, digits: int = 3) -> str:
     return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
-def _text_frames(report: Report, patterns: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[str, pd.DataFrame]]:
     keys = metric_keys(report, patterns)
     tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
     rows = []
@@ -383,7 +389,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> list[tuple[str, p
         rows.append(row)
     cols = ["model", "quant", "source", *(f"{t}.n" for t in tasks), *keys, "folder"]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    out = [("Runs and published results (value [95% bootstrap CI])", text)]
+    out = {"runs": ("Runs and published results (value [95% bootstrap CI])", text)}
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
@@ -393,13 +399,13 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> list[tuple[str, p
             row["notes"].extend(n for n in rc.check.notes if n not in row["notes"])
         rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
         cols = ["model", "quant", "reference", *(f"{t}.{pub.METRIC}" for t in pub.TASKS), "notes"]
-        out.append(("Published value inside the run's 95% CI?", pd.DataFrame(rows, columns=cols).fillna("")))
+        out["published"] = ("Published value inside the run's 95% CI?", pd.DataFrame(rows, columns=cols).fillna(""))
     if report.quant:
         q = quant_frame(report)
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
-        out.append(("Quantization comparison (same base, different quants; common items)", q))
+        out["quant"] = ("Quantization comparison (same base, different quants; common items)", q)
     return out
 
 
@@ -427,14 +433,9 @@ def to_json(report: Report) -> dict:
         } for r in report.runs],
         "baselines": [{"model": b.model, "source": b.source, "metric": pub.METRIC,
                        "values": {t: b.value(t) for t in pub.TASKS}} for b in report.baselines],
-        "published_checks": [{
-            "folder": str(rc.run.path), "model": rc.run.label, "quant": rc.run.quant,
-            "reference": rc.check.baseline.model, "source": rc.check.baseline.source, "task": rc.check.task,
-            "metric": pub.METRIC, "published": rc.check.published, "value": rc.check.value,
-            "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
-            "notes": list(rc.check.notes),
-        } for rc in report.checks],
-        "quant_comparison": quant_frame(report).to_dict("records"),
+        "published_checks": _check_records(report),
+        "quant_comparison": [{**row, "notes": list(q.notes)}
+                             for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
     }
 
 
@@ -458,8 +459,8 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
                  if name == "runs" or len(df)]
         return "\n\n".join(parts)
     sections = _text_frames(report, metrics)
-    if table != "all":
-        sections = [sections[0]] if table == "runs" else [
-            s for s in sections[1:] if s[0].startswith("Published" if table == "published" else "Quant")]
+    if table != "all" and table not in sections:
+        return EMPTY[table]
+    chosen = list(sections.values()) if table == "all" else [sections[table]]
     head = "### {}" if fmt == "markdown" else "{}"
-    return "\n\n".join(f"{head.format(title)}\n\n{_grid(df, fmt == 'markdown')}" for title, df in sections)
+    return "\n\n".join(f"{head.format(title)}\n\n{_grid(df, fmt == 'markdown')}" for title, df in chosen)

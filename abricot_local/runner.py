@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -77,7 +78,9 @@ def run_task(
     finished = sum(1 for it in run.items if it.id in done)
     if progress:
         progress(run.task.name, finished, total)
-    for item in run.items:
+    # Items sharing a prefix are scored together so its KV cache is reused; every engine
+    # gives the same numbers in any order, and the samples come back in input order.
+    for item in sorted(run.items, key=lambda it: it.prefix):
         if item.id in done:
             continue
         sample = run.task.sample(item, backend.score(item.request()))
@@ -207,6 +210,29 @@ def metric_warnings(metrics: dict) -> list[str]:
             for k, v in metrics.items() if isinstance(v, float) and v != v]
 
 
+def model_bytes(path: Path) -> int:
+    """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
+    m = re.match(r"(.*)-\d{5}-of-(\d{5})\.gguf$", path.name)
+    if not m:
+        return path.stat().st_size
+    parts = [path.with_name(f"{m.group(1)}-{k:05d}-of-{m.group(2)}.gguf") for k in range(1, int(m.group(2)) + 1)]
+    return sum(p.stat().st_size for p in parts if p.exists())
+
+
+def check_memory(plan: RunPlan) -> None:
+    """Refuse (unless --force) a model whose weights + KV cache clearly exceed RAM (+ free VRAM)."""
+    if plan.backend != "llama.cpp" or plan.force or not plan.model_path:
+        return
+    from abricot_local.backends.llama_cpp import kv_cache_bytes, resolved_gpu_layers
+    from abricot_local.doctor import nvidia_gpus
+
+    vram = 0
+    if resolved_gpu_layers(plan.backend_options) > 0:
+        vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
+    path = Path(plan.model_path)
+    fetch.check_memory(model_bytes(path), kv_cache_bytes(path, plan.backend_options.n_ctx), vram=vram)
+
+
 def open_plan_backend(plan: RunPlan) -> Backend:
     return open_backend(plan.backend, plan.model_path or plan.model_label, plan.backend_options)
 
@@ -216,6 +242,8 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     """Load the model once, score every task, write the output folder."""
     start = time.perf_counter()
     own = backend is None
+    if own:
+        check_memory(plan)
     backend = backend or open_plan_backend(plan)
     try:
         check_fits(list(plan.runs), backend)

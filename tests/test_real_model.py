@@ -105,3 +105,15 @@ def test_embedded_alias_runs_abricot(tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert res["model"]["alias"] == "gemma-3-270m"
     assert res["tasks"]["abricot_inc"]["config"]["prompt_variant"] == "calamita"
+
+
+def test_memory_refusal_names_both_numbers_and_force_overrides(gemma_path, tmp_path, monkeypatch):
+    from abricot_local import fetch
+
+    monkeypatch.setattr(fetch, "available_memory", lambda: 50 * 2**20)
+    args = ["run", str(gemma_path), "--data-dir", str(DISCOTEX_DIR), "--limit", "1", "--threads", "2"]
+    r = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "a")])
+    assert r.exit_code != 0 and "not enough memory" in r.output and "--force" in r.output
+    assert "KV cache" in r.output and "GiB" in r.output
+    r = CliRunner().invoke(cli, [*args, "--force", "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output

@@ -332,3 +332,27 @@ class LlamaCppBackend:
             },
             "threads": o.threads or os.cpu_count(),
         }
+
+
+def kv_cache_bytes(path: str | Path, n_ctx: int) -> int:
+    """The f16 KV cache a context of ``n_ctx`` tokens needs, from the GGUF's metadata (vocab-only load)."""
+    from abricot_local.fetch import estimate_kv_bytes
+
+    b = LlamaCppBackend(path, BackendOptions(vocab_only=True))
+    try:
+        arch = b.metadata("general.architecture") or "llama"
+
+        def num(key: str, default: int = 0) -> int:
+            try:
+                return int(float(b.metadata(f"{arch}.{key}") or default))
+            except ValueError:  # per-layer arrays: take the default
+                return default
+
+        n_layer, n_embd = num("block_count"), num("embedding_length")
+        n_head = max(num("attention.head_count", 1), 1)
+        n_head_kv = num("attention.head_count_kv", n_head) or n_head
+        k_len = num("attention.key_length", n_embd // n_head)
+        v_len = num("attention.value_length", k_len)
+    finally:
+        b.close()
+    return estimate_kv_bytes(n_layer, n_ctx, n_head_kv * k_len, n_head_kv * v_len)

@@ -1,0 +1,162 @@
+"""Throughput of the evaluation engines, measured in one process on one machine.
+
+For a GGUF (default: the embedded gemma-3-270m) and a task, every engine scores
+the same items; the table gives tokens evaluated, wall seconds, evaluated and
+unique tok/s, the ratio of unique tok/s to llama.cpp's raw prompt-processing
+throughput measured in the same run (512-token batches of the same text),
+peak RSS during each engine, and the max |logprob difference| against naive.
+
+    python bench/throughput.py --task abricot
+    python bench/throughput.py --task discotex --limit 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from abricot_local import fetch  # noqa: E402
+from abricot_local.backends.base import BackendOptions  # noqa: E402
+from abricot_local.runner import prepare  # noqa: E402
+from abricot_local.tasks import make_task  # noqa: E402
+from abricot_local.tasks.base import TaskOptions  # noqa: E402
+
+ENGINES = ("naive", "single", "prefix")
+
+
+def peak_rss_reset() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM (Linux)
+    except OSError:
+        pass
+
+
+def peak_rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def load_items(task: str, limit: int | None, data_dir: str | None, fixture: str):
+    data = (("abricot", fixture),) if task == "abricot_abs" else ()
+    opts = TaskOptions(data=data, data_dir=data_dir, allow_download=False)
+    return list(prepare([make_task(task, opts)], limit)[0].items)
+
+
+def raw_pp(backend, items, n_tokens: int) -> float:
+    """llama.cpp's own prompt processing: the items' text in n_batch-token calls, one output."""
+    text = "".join(it.context for it in items)
+    toks = backend.tokenize(text)[:n_tokens]
+    backend._clear()
+    t0 = time.perf_counter()
+    backend._decode(0, tuple(toks), {len(toks) - 1})
+    dt = time.perf_counter() - t0
+    backend._clear()
+    return len(toks) / dt
+
+
+def unique_tokens(backend, items) -> int:
+    prefixes, rest = {}, 0
+    for it in items:
+        sch = backend.schedule(it.request())
+        prefixes[sch.seqs[0][: sch.prefix_len]] = sch.prefix_len
+        rest += sch.n_tokens - sch.prefix_len
+    return sum(prefixes.values()) + rest
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="gemma-3-270m")
+    ap.add_argument("--task", default="abricot", choices=["abricot", "discotex"])
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--fixture", default=str(ROOT / "tests" / "data" / "abricot_invented_fixture.csv"))
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--n-gpu-layers", type=int, default=-1)
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--label", default=platform.node(), help="machine name for the table")
+    ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
+    args = ap.parse_args()
+
+    from abricot_local.backends.llama_cpp import LlamaCppBackend
+
+    task = "abricot_abs" if args.task == "abricot" else "discotex"
+    items = load_items(task, args.limit, args.data_dir, args.fixture)
+    items.sort(key=lambda it: it.prefix)  # as the runner orders them
+    model = fetch.resolve_model(args.model).path
+    rows, logprobs = [], {}
+    raw = None
+    for engine in args.engines.split(","):
+        opts = BackendOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048)
+        b = LlamaCppBackend(model, opts)
+        if raw is None:
+            raw = raw_pp(b, items, 2048)
+            uniq = unique_tokens(b, items)
+        peak_rss_reset()
+        t0 = time.perf_counter()
+        logprobs[engine] = [b.score(it.request()).logprobs for it in items]
+        wall = time.perf_counter() - t0
+        rows.append({"engine": engine, "tokens": b.counters.tokens, "decode_calls": b.counters.decode_calls,
+                     "wall_s": wall, "tok_s": b.counters.tokens / wall, "unique_tok_s": uniq / wall,
+                     "ratio_to_raw_pp": uniq / wall / raw, "peak_rss_mb": peak_rss() / 2**20})
+        b.close()
+    base = np.array(logprobs.get("naive", next(iter(logprobs.values()))))
+    for r in rows:
+        lp = np.array(logprobs[r["engine"]])
+        r["max_abs_diff_vs_naive"] = float(np.max(np.abs(lp - base)))
+        r["same_pred_vs_naive"] = float(np.mean(lp.argmax(1) == base.argmax(1)))
+    model_mb = Path(model).stat().st_size / 2**20
+    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
+           "cpu_count": os.cpu_count(), "threads": args.threads or os.cpu_count(), "model": str(model),
+           "model_mb": round(model_mb, 1), "task": task, "items": len(items), "unique_tokens": uniq,
+           "raw_pp_tok_s": raw, "rows": rows}
+    table = format_table(doc)
+    print(table)
+    out = HERE / "results" / f"{doc['created'].replace(':', '')}-{task}.json"
+    out.write_text(json.dumps(doc, indent=1))
+    if not args.no_readme:
+        update_readme(task, table)
+    print(f"\nsaved {out.relative_to(ROOT)}")
+
+
+def format_table(doc: dict) -> str:
+    head = (f"{doc['task']}: {doc['items']} items, {doc['unique_tokens']} unique tokens; raw prompt processing "
+            f"{doc['raw_pp_tok_s']:.0f} tok/s; {doc['machine']}, {doc['threads']} threads; model {doc['model_mb']} MB\n\n")
+    lines = ["| engine | tokens | wall s | tok/s | unique tok/s | vs raw pp | peak RSS MB | max abs diff vs naive | same pred |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        lines.append(f"| {r['engine']} | {r['tokens']} | {r['wall_s']:.2f} | {r['tok_s']:.0f} | {r['unique_tok_s']:.0f} "
+                     f"| {r['ratio_to_raw_pp']:.2f}x | {r['peak_rss_mb']:.0f} | {r['max_abs_diff_vs_naive']:.2g} "
+                     f"| {r['same_pred_vs_naive']:.0%} |")
+    return head + "\n".join(lines)
+
+
+def update_readme(task: str, table: str) -> None:
+    readme = HERE / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    start, end = f"<!-- {task}:start -->", f"<!-- {task}:end -->"
+    block = f"{start}\n{table}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    readme.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

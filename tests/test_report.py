@@ -1,0 +1,321 @@
+"""`abricot-local report`: tables equal results.json, formats parse, plots, quant comparison."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local import baselines, report
+from abricot_local.cli import cli
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.registry import load_registry
+from conftest import DISCOTEX_DIR, FIXTURE
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Two fake-backend runs (DISCOTEX + ABRICOT); one labelled as a registry alias."""
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))
+        mp.setenv("ABRICOT_CONFIG_DIR", str(root / "config"))
+        mp.setenv("ABRICOT_OFFLINE", "1")
+        for label, seed in (("toy-q8", "1234"), ("llama-3.1-8b-q4", "7")):
+            r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", DISCOTEX_DIR,
+                       "--data", f"abricot={FIXTURE}", "--n-ctx", 8192, "--limit", 12, "--seed", seed,
+                       "--out", root / label)
+            assert r.exit_code == 0, r.output
+            out[label] = root / label
+    return out
+
+
+def results(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())
+
+
+def fmt_cell(value, ci=None) -> str:
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+# -- the runs table equals results.json -----------------------------------------------------------
+def test_json_format_copies_the_metrics_exactly(runs):
+    r = invoke("report", *runs.values(), "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [Path(x["folder"]) for x in doc["runs"]] == list(runs.values())
+    for run, folder in zip(doc["runs"], runs.values()):
+        res = results(folder)
+        assert set(run["tasks"]) == {"discotex", "abricot_abs", "abricot_inc"}
+        for task, entry in res["tasks"].items():
+            assert run["tasks"][task]["metrics"] == entry["metrics"]
+            assert run["tasks"][task]["n"] == entry["n"]
+    assert {(b["model"], b["source"]) for b in doc["baselines"]} == {(b.model, b.source) for b in baselines.BASELINES}
+
+
+def test_csv_values_equal_results_files(runs):
+    r = invoke("report", *runs.values(), "--format", "csv", "--table", "runs")
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    by_folder = {row["folder"]: row for row in rows if row["folder"]}
+    assert len(by_folder) == 2
+    for folder in runs.values():
+        row = by_folder[str(folder)]
+        for task, entry in results(folder)["tasks"].items():
+            assert int(row[f"{task}.n"]) == entry["n"]
+            for name, value in entry["metrics"].items():
+                if name.endswith("_ci95"):
+                    base = f"{task}.{name[:-5]}"
+                    assert [float(row[f"{base}.ci_lo"]), float(row[f"{base}.ci_hi"])] == value
+                else:
+                    assert float(row[f"{task}.{name}"]) == value
+    refs = [row for row in rows if not row["folder"]]
+    assert {row["source"] for row in refs} == {"paper 3-shot", "CALAMITA leaderboard"}
+    mistral = next(row for row in refs if row["model"] == "mistral-7b")
+    assert float(mistral["abricot_abs.pearson"]) == 0.22 and float(mistral["abricot_inc.pearson"]) == 0.0
+
+
+def test_csv_all_sections_parse(runs):
+    r = invoke("report", *runs.values(), "--format", "csv")
+    sections = r.stdout.strip().split("\n\n")
+    names = [s.splitlines()[0] for s in sections]
+    assert names[0] == "# runs" and "# published" in names
+    for s in sections:
+        rows = list(csv.reader(io.StringIO(s.split("\n", 1)[1])))
+        assert len(rows) >= 2 and len({len(x) for x in rows}) == 1
+
+
+def test_table_and_markdown_show_the_recorded_values(runs):
+    table = invoke("report", *runs.values()).stdout
+    md = invoke("report", *runs.values(), "--format", "markdown").stdout
+    for folder in runs.values():
+        for task, entry in results(folder)["tasks"].items():
+            m = entry["metrics"]
+            for name, value in m.items():
+                if not name.endswith("_ci95"):
+                    cell = fmt_cell(value, m.get(f"{name}_ci95"))
+                    assert cell in table and cell in md
+    assert "paper 3-shot" in table and "CALAMITA leaderboard" in table
+    # every markdown table is well formed: same number of cells on each line
+    for block in md.split("### ")[1:]:
+        lines = [ln for ln in block.splitlines() if ln.startswith("|")]
+        assert len(lines) >= 3 and set(lines[1].strip("|").split("|")) == {"---"}
+        assert len({ln.replace("\\|", "").count("|") for ln in lines}) == 1
+
+
+def test_metrics_filter(runs):
+    out = invoke("report", *runs.values(), "--metrics", "pearson,discotex.acc*", "--format", "csv", "--table", "runs").stdout
+    header = next(csv.reader(io.StringIO(out)))
+    metric_cols = [c for c in header if "." in c and not c.endswith((".ci_lo", ".ci_hi", ".n"))]
+    assert metric_cols == ["discotex.accuracy", "discotex.accuracy_ted", "abricot_abs.pearson", "abricot_inc.pearson"]
+
+
+# -- published baselines ------------------------------------------------------------------------
+def test_registry_reproduces_fields_all_name_published_rows():
+    for spec in load_registry().values():
+        found, unknown = baselines.parse_reproduces(spec.reproduces)
+        assert not unknown, (spec.name, unknown)
+        assert bool(found) == bool(spec.reproduces)
+
+
+def test_published_value_inside_ci(runs):
+    doc = report.build(list(runs.values()), registry=load_registry())
+    llama = next(r for r in doc.runs if r.label == "llama-3.1-8b-q4")
+    assert llama.registry_alias == "llama-3.1-8b-q4" and llama.quant == "Q4_K_M"
+    assert {b.source for b in llama.reproduces} == {"paper 3-shot", "CALAMITA leaderboard"}
+    checks = [c for c in doc.checks if c.run is llama]
+    assert len(checks) == 4 and all(c.run.label != "toy-q8" for c in doc.checks)
+    res = results(runs["llama-3.1-8b-q4"])["tasks"]
+    for rc in checks:
+        lo, hi = res[rc.check.task]["metrics"]["pearson_ci95"]
+        assert rc.check.inside == (lo <= rc.check.published <= hi)
+        assert rc.check.text == f"{rc.check.published:.2f} in CI? {'yes' if rc.check.inside else 'no'}"
+    text = report.render(doc, table="published")
+    assert "in CI? " in text and "llama-3.1-8b (paper 3-shot)" in text and "fake backend" in text
+
+
+def test_ci_check_edges():
+    b = baselines.find("paper 3-shot", "LLAMA-3.1-8B")
+    assert b is not None and b.value("abricot_abs") == 0.30
+    entry = {"metrics": {"pearson": 0.1, "pearson_ci95": [0.3, 0.5]}, "config": {"prompt_variant": "calamita", "shots": 0}}
+    c = baselines.check(b, "abricot_abs", entry)
+    assert c.inside is True and c.text == "0.30 in CI? yes"
+    assert c.notes == ("prompt_variant calamita (published: paper)", "shots 0 (published: 3)")
+    nan = baselines.check(b, "abricot_abs", {"metrics": {"pearson": math.nan, "pearson_ci95": [math.nan, math.nan]}})
+    assert nan.inside is None and nan.text.endswith("n/a")
+
+
+# -- recomputation ------------------------------------------------------------------------------
+def test_recompute_matches_results(runs):
+    for folder in runs.values():
+        checks = report.recompute(folder)
+        assert [c.task for c in checks] == ["discotex", "abricot_abs", "abricot_inc"]
+        assert all(c.ok for c in checks), [c.mismatches for c in checks]
+    r = invoke("report", *runs.values(), "--verify", "--table", "runs")
+    assert r.exit_code == 0 and "verified" in r.stderr
+
+
+def test_recompute_detects_a_changed_number(runs, tmp_path):
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(runs["toy-q8"], folder)
+    doc = results(folder)
+    doc["tasks"]["abricot_abs"]["metrics"]["pearson"] += 1e-9
+    (folder / "results.json").write_text(json.dumps(doc))
+    bad = {c.task: c.mismatches for c in report.recompute(folder) if not c.ok}
+    assert bad == {"abricot_abs": ("pearson",)}
+    r = invoke("report", folder, "--verify")
+    assert r.exit_code == 1 and "abricot_abs: pearson" in r.stderr
+
+
+# -- plots --------------------------------------------------------------------------------------
+def test_plots_are_png_files(runs, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "figs"
+    r = invoke("report", *runs.values(), "--plot", out, "--format", "json")
+    assert r.exit_code == 0, r.output
+    json.loads(r.stdout)  # the figure message goes to stderr
+    names = {p.name for p in out.iterdir()}
+    for stem in ("toy-q8", "llama-3.1-8b-q4"):
+        assert {f"{stem}-abricot_abs-scatter.png", f"{stem}-abricot_inc-scatter.png",
+                f"{stem}-discotex-confusion.png"} <= names
+    assert {"bar-abricot_abs.pearson.png", "bar-discotex.accuracy.png"} <= names
+    for p in out.iterdir():
+        data = p.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 5000, p.name
+
+
+def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch):
+    from abricot_local import plots
+
+    for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    doc = report.build([runs["toy-q8"]])
+    with pytest.raises(UsageError, match=r'pip install "abricot-local\[plot\]"'):
+        plots.write_plots(doc, tmp_path / "figs")
+
+
+def test_importing_the_package_needs_no_matplotlib():
+    code = ("import sys, abricot_local, abricot_local.cli, abricot_local.report, abricot_local.plots;"
+            "assert 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- quantization comparison --------------------------------------------------------------------
+P = [0.5, 0.125, 0.125, 0.125, 0.125]
+
+
+def write_run(folder: Path, name: str, logprobs: dict[str, list[float]], seed: int = 1234) -> Path:
+    """A minimal finished DISCOTEX run folder holding the given per-item logprobs."""
+    folder.mkdir(parents=True)
+    samples = []
+    for i, (item, lp) in enumerate(logprobs.items()):
+        samples.append({"id": item, "source": "ted", "context": f"prompt {item}", "choices": list("ABCDE"),
+                        "continuations": [" A", " B", " C", " D", " E"], "logprobs": lp,
+                        "gold": 0, "pred": max(range(5), key=lambda k: lp[k]), "class": 1, "target_position": 0})
+    (folder / "samples-discotex.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    acc = sum(s["pred"] == s["gold"] for s in samples) / len(samples)
+    doc = {"schema_version": 1, "model": {"name": name, "alias": None, "path": None, "sha256": None},
+           "config": {"backend": "fake", "seed": seed},
+           "tasks": {"discotex": {"metrics": {"accuracy": acc, "accuracy_ci95": [0.0, 1.0]}, "n": len(samples),
+                                  "config": {"seed": seed}, "samples_file": "samples-discotex.jsonl"}}}
+    (folder / "results.json").write_text(json.dumps(doc))
+    return folder
+
+
+def test_quant_agreement_and_kl_by_hand(tmp_path):
+    logp = [math.log(p) for p in P]
+    q8 = write_run(tmp_path / "q8", "toy-q8", {"i1": logp, "i2": logp, "i3": logp, "i4": logp, "only8": logp})
+    swapped = [logp[1], logp[0], *logp[2:]]
+    q4 = write_run(tmp_path / "q4", "toy-q4", {
+        "i1": [x - 3.0 for x in logp],  # shifted: the same distribution once renormalised
+        "i2": logp,
+        "i3": [math.log(0.2)] * 5,  # uniform: pred 0 (ties go to the first), KL = log 1.25
+        "i4": swapped,  # pred 1: KL = 0.5 log 4 - 0.125 log 4
+        "only4": logp,
+    })
+    doc = report.build([q4, q8])  # given low quant first: the Q8 run is still the reference
+    (pair,) = doc.quant
+    assert (pair.base, pair.task, pair.ref.quant, pair.other.quant) == ("toy", "discotex", "Q8", "Q4")
+    assert pair.n_common == 4
+    assert pair.agreement == 0.75
+    assert pair.kl_mean == pytest.approx((math.log(1.25) + 0.375 * math.log(4)) / 4, abs=1e-12)
+    assert pair.notes == ()
+    data = json.loads(report.render(doc, "json"))["quant_comparison"]
+    assert data[0]["agreement"] == 0.75 and data[0]["n_common"] == 4 and data[0]["ref_quant"] == "Q8"
+    text = report.render(doc)
+    assert "Quantization comparison" in text and "0.750" in text and f"{pair.kl_mean:.4f}" in text
+    r = invoke("report", q8, q4, "--table", "quant", "--format", "csv")
+    row = next(csv.DictReader(io.StringIO(r.stdout)))
+    assert float(row["agreement"]) == 0.75 and float(row["kl_mean"]) == pair.kl_mean
+
+
+def test_quant_pairs_use_the_registry_base(tmp_path, monkeypatch):
+    """Aliases with no quant in their names pair up through the registry's base and quant."""
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    (cfg / "models.toml").write_text(
+        '[alpha]\nsource = "local"\npath = "a.gguf"\nquant = "Q8_0"\nbase = "MyModel"\n\n'
+        '[beta]\nsource = "local"\npath = "b.gguf"\nquant = "Q4_K_M"\nbase = "MyModel"\n\n'
+        '[gamma]\nsource = "local"\npath = "c.gguf"\nquant = "Q4_K_M"\nbase = "Other"\n'
+    )
+    logp = [math.log(p) for p in P]
+    a = write_run(tmp_path / "a", "alpha", {"x": logp, "y": logp})
+    b = write_run(tmp_path / "b", "beta", {"x": logp, "y": [logp[2], logp[1], logp[0], *logp[3:]]}, seed=9)
+    c = write_run(tmp_path / "c", "gamma", {"x": logp, "y": logp})
+    doc = report.build([b, a, c], registry=load_registry())
+    (pair,) = doc.quant
+    assert (pair.base, pair.ref.label, pair.other.label) == ("MyModel", "alpha", "beta")
+    assert pair.agreement == 0.5 and pair.notes == ("task config differs: seed",)
+    assert pair.kl_mean == pytest.approx((0.5 - 0.125) * math.log(4) / 2, abs=1e-12)
+
+
+def test_label_kl_properties():
+    assert report.label_kl([0.0, -1.0, -2.0], [5.0, 4.0, 3.0]) == pytest.approx(0.0, abs=1e-15)
+    assert report.label_kl([0.0, -math.inf], [0.0, -1.0]) == pytest.approx(math.log(1 + math.exp(-1)))
+    assert report.label_kl([0.0, -1.0], [0.0, -math.inf]) == math.inf
+
+
+def test_quant_names():
+    assert report.quant_of("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
+    assert report.quant_of("qwen2.5-0.5b-q8") == "Q8"
+    assert report.quant_of("fake") == ""
+    assert report.strip_quant("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA.Q4_K_M") == "LLaMAntino-3-ANITA-8B-Inst-DPO-ITA"
+
+
+# -- errors -------------------------------------------------------------------------------------
+def test_missing_folder_is_a_clean_error(tmp_path):
+    r = invoke("report", tmp_path / "nope")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"error: run folder not found: {tmp_path / 'nope'}"
+    with pytest.raises(ResultsError, match="run folder not found"):
+        report.build([tmp_path / "nope"])
+
+
+def test_folder_without_results_is_a_clean_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = invoke("report", tmp_path / "empty")
+    assert r.exit_code == 2 and "holds no results.json" in r.stderr and "Traceback" not in r.output
+    (tmp_path / "half" / ".checkpoint").mkdir(parents=True)
+    r = invoke("report", tmp_path / "half")
+    assert r.exit_code == 2 and "interrupted run" in r.stderr
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "results.json").write_text('{"schema_version": 1, "model": {}}')
+    r = invoke("report", bad)
+    assert r.exit_code == 2 and "malformed" in r.stderr
