@@ -13,7 +13,7 @@ from abricot_local.backends import open_backend
 from abricot_local.backends.base import BackendOptions
 from abricot_local.errors import ResultsError
 from abricot_local.results import load_results, read_jsonl, samples_name
-from abricot_local.runner import prepare
+from abricot_local.runner import apply_chat, prepare
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -83,6 +83,8 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     backend = open_backend(backend_kind, model_ref, bopts)
     diffs, checked, same, worst = [], 0, 0, 0.0
     try:
+        if options.chat_template:
+            runs = apply_chat(runs, backend)
         for run in runs:
             recorded = {s["id"]: s for s in read_jsonl(out / samples_name(run.task.name))}
             items = [it for it in run.items if it.id in recorded]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
@@ -53,6 +53,21 @@ def prepare(tasks: Iterable[Task], limit: int | None) -> list[TaskRun]:
             seen.add(it.id)
         runs.append(TaskRun(task, tuple(items)))
     return runs
+
+
+def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
+    """Wrap every prompt as the user turn of the model's chat template; the answer follows
+    the generation prompt directly, so continuations lose their leading space ("1", not " 1")."""
+    head, tail = backend.chat_wrap()
+    out = []
+    for run in runs:
+        items = tuple(
+            replace(it, prefix=head + it.prefix, context=head + it.context + tail, parse_special=True,
+                    continuations=tuple(c.lstrip(" ") for c in it.continuations))
+            for it in run.items
+        )
+        out.append(TaskRun(run.task, items))
+    return out
 
 
 def check_fits(runs: list[TaskRun], backend: Backend) -> None:
@@ -187,6 +202,7 @@ def _results(plan: RunPlan, backend: Backend, task_results: list[TaskResult], wa
             "warnings": warnings,
         }
     size = Path(plan.model_path).stat().st_size if plan.model_path else None
+    chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
     return {
         "schema_version": SCHEMA_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -199,6 +215,7 @@ def _results(plan: RunPlan, backend: Backend, task_results: list[TaskResult], wa
             "python": platform.python_version(),
             **backend.provenance(),
             "bootstrap": {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed},
+            "chat_template": chat,
         },
         "tasks": tasks,
         "wall_seconds": round(wall, 3),
@@ -246,11 +263,14 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
         check_memory(plan)
     backend = backend or open_plan_backend(plan)
     try:
-        check_fits(list(plan.runs), backend)
+        runs = list(plan.runs)
+        if plan.task_options.chat_template:
+            runs = apply_chat(runs, backend)
+        check_fits(runs, backend)
         with OutputDir(out_dir) as out:
             out.start(plan.manifest(), resume=resume)
             results = []
-            for run in plan.runs:
+            for run in runs:
                 done = out.done(run.task.name) if resume else {}
                 results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
             doc = _results(plan, backend, results, time.perf_counter() - start)

@@ -127,3 +127,17 @@ def test_labels_command_on_fake():
     r = invoke("labels", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR)
     assert r.exit_code == 0, r.output
     assert "' A'" in r.output and "fast path" in r.output
+
+
+def test_chat_template_wraps_prompts_and_is_recorded(tmp_path):
+    out = tmp_path / "o"
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+               "--n-ctx", 8192, "--limit", 3, "--chat-template", "--out", out)
+    assert r.exit_code == 0, r.output
+    s = json.loads((out / "samples-abricot_abs.jsonl").read_text().splitlines()[0])
+    assert s["context"].startswith("<|user|>\n") and s["context"].endswith("<|end|>\n<|assistant|>\n")
+    assert s["continuations"] == ["1", "2", "3", "4", "5"]
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["chat_template"] is True
+    assert res["provenance"]["chat_template"]["tail"] == "<|end|>\n<|assistant|>\n"
+    assert invoke("check", out).exit_code == 0

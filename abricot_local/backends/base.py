@@ -120,6 +120,19 @@ class Schedule:
         return self.trunk_len + sum(len(self.tail(i)) for i in range(len(self.seqs)))
 
 
+CHAT_MARK = "\x00abricot-message\x00"
+
+
+def split_chat(rendered: str, bos_text: str) -> tuple[str, str]:
+    """Split a chat template rendered around CHAT_MARK into (head, tail)."""
+    if rendered.count(CHAT_MARK) != 1:
+        raise UsageError("the model's chat template does not place the user message exactly once")
+    head, tail = rendered.split(CHAT_MARK)
+    if bos_text and head.startswith(bos_text):
+        head = head[len(bos_text):]
+    return head, tail
+
+
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -193,6 +206,8 @@ class Backend(Protocol):
     def schedule(self, request: Request) -> Schedule: ...
 
     def piece(self, token: int) -> str: ...
+
+    def chat_wrap(self) -> tuple[str, str]: ...
 
     def provenance(self) -> dict: ...
 

@@ -12,6 +12,7 @@ import hashlib
 import numpy as np
 
 from abricot_local.backends.base import (
+    CHAT_MARK,
     ENGINES,
     SCHEDULE_VERSION,
     BackendOptions,
@@ -20,6 +21,7 @@ from abricot_local.backends.base import (
     Scored,
     log_softmax,
     schedule,
+    split_chat,
 )
 from abricot_local.errors import UsageError
 
@@ -44,6 +46,10 @@ class FakeBackend:
 
     def piece(self, token: int) -> str:
         return "<bos>" if token == BOS else bytes([token]).decode("latin-1")
+
+    def chat_wrap(self) -> tuple[str, str]:
+        """A ChatML-like template, so chat mode runs through the same code without a model."""
+        return split_chat(f"<bos><|user|>\n{CHAT_MARK}<|end|>\n<|assistant|>\n", "<bos>")
 
     def schedule(self, request: Request) -> Schedule:
         return schedule(request, self.tokenize, self.options.n_ctx)

@@ -17,6 +17,7 @@ import llama_cpp
 import numpy as np
 
 from abricot_local.backends.base import (
+    CHAT_MARK,
     ENGINES,
     SCHEDULE_VERSION,
     BackendOptions,
@@ -26,6 +27,7 @@ from abricot_local.backends.base import (
     chunks,
     log_softmax,
     schedule,
+    split_chat,
 )
 from abricot_local.errors import ModelError, UsageError
 
@@ -299,6 +301,19 @@ class LlamaCppBackend:
     def chat_template(self) -> str | None:
         tpl = llama_cpp.llama_model_chat_template(self._model, None)
         return tpl.decode("utf-8") if tpl else None
+
+    def chat_wrap(self) -> tuple[str, str]:
+        """(head, tail) the GGUF's own chat template puts around one user message, with the
+        generation prompt; the BOS text is dropped from the head since tokenize() adds BOS."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        tpl = self.chat_template()
+        if not tpl:
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without --chat-template")
+        eos = llama_cpp.llama_vocab_eos(self._vocab)
+        bos_text = self.piece(self.bos) if self.bos >= 0 else ""
+        fmt = Jinja2ChatFormatter(template=tpl, eos_token=self.piece(eos) if eos >= 0 else "", bos_token=bos_text)
+        return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if self.add_bos else "")
 
     def memory_facts(self) -> dict:
         """What the memory check needs: layer count and embedding size."""
