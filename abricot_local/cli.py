@@ -63,7 +63,7 @@ def task_options(f):
 def backend_options(f):
     opts = [
         click.option("--backend", default="llama.cpp", show_default=True, help="Inference backend (llama.cpp or fake)."),
-        click.option("--n-ctx", type=int, default=2048, show_default=True, help="Context window in tokens."),
+        click.option("--n-ctx", type=int, default=None, help="Context window in tokens (default: the registry's, else 2048)."),
         click.option("--n-batch", type=int, default=512, show_default=True, help="Tokens per decode call."),
         click.option("--threads", type=int, default=None, help="CPU threads (default: all cores)."),
         click.option("--n-gpu-layers", type=int, default=-1, show_default=True, help="-1: all layers if the build can offload."),
@@ -81,14 +81,14 @@ def backend_options(f):
 
 
 def _backend_opts(kw: dict, *, vocab_only: bool = False):
-    from abricot_local.backends.base import BackendOptions
+    from abricot_local.backends.base import DEFAULT_N_CTX, BackendOptions
 
     try:
         split = tuple(float(x) for x in kw["tensor_split"].split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
     return BackendOptions(
-        n_ctx=kw["n_ctx"], n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
+        n_ctx=kw["n_ctx"] or DEFAULT_N_CTX, n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
         main_gpu=kw["main_gpu"], tensor_split=split, flash_attn=kw["flash_attn"], engine=kw["engine"],
         verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
     )
@@ -121,6 +121,7 @@ def run(model: str, limit: int | None, out: str | None, resume: bool, force: boo
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
     plan = session.plan_run(
+        n_ctx_given=kw["n_ctx"] is not None,
         model=model, backend=kw["backend"], task_spec=kw["tasks"], task_options=_task_opts(kw),
         backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force,
     )

@@ -15,6 +15,7 @@ from abricot_local.backends import BACKENDS, open_backend
 from abricot_local.backends.base import Backend, BackendOptions
 from abricot_local.errors import DataError, UsageError
 from abricot_local.metrics import CI_LEVEL, N_BOOT
+from abricot_local.registry import load_registry, lookup
 from abricot_local.results import SCHEMA_VERSION, OutputDir
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
@@ -167,20 +168,24 @@ class Outcome:
 
 def plan_run(*, model: str, backend: str, task_spec: str, task_options: TaskOptions,
              backend_options: BackendOptions, limit: int | None, models_file: str | None = None,
-             force: bool = False) -> RunPlan:
+             force: bool = False, n_ctx_given: bool = True) -> RunPlan:
     """Validate tasks, data and model before anything heavy is loaded."""
-    tasks = [make_task(n, task_options) for n in task_names(task_spec)]
-    runs = prepare(tasks, limit)
+    names = task_names(task_spec)
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    if backend != "fake" and not model.lower().endswith(".gguf") and not Path(model).exists():
+        lookup(model, load_registry(models_file))  # an unknown alias fails before any download
+    runs = prepare([make_task(n, task_options) for n in names], limit)
     data = {
         r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs
     }
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     if backend == "fake":
         return RunPlan(model, None, None, None, backend, backend_options, task_options, tuple(runs),
                        data, limit, force)
     resolved = fetch.resolve_model(model, models_file=models_file)
     label = resolved.alias or Path(resolved.path).stem
+    if not n_ctx_given and resolved.spec is not None and resolved.spec.n_ctx:
+        backend_options = replace(backend_options, n_ctx=resolved.spec.n_ctx)  # the registry's default
     return RunPlan(label, str(resolved.path), fetch.sha256_file(Path(resolved.path)), resolved.alias,
                    backend, backend_options, task_options, tuple(runs), data, limit, force)
 

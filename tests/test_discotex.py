@@ -113,3 +113,26 @@ def test_no_data_offline_says_how_to_give_it():
     with pytest.raises(Exception) as err:
         t.items()
     assert "--data-dir" in str(err.value) or "offline" in str(err.value).lower()
+
+
+def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch):
+    """No --data-dir: the task pulls the release (mocked network) into the cache, sha-verified."""
+    import shutil
+
+    from abricot_local import fetch
+    from abricot_local.tasks import discotex
+
+    calls = []
+
+    def fake_download(url, dest, *, sha256=None, progress=True):
+        calls.append((url, sha256))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DISCOTEX_DIR / dest.name, dest)
+        assert fetch.sha256_file(dest) == sha256
+        return dest
+
+    monkeypatch.setattr(fetch, "download_url", fake_download)
+    items = DiscotexTask(TaskOptions()).items()
+    assert len(items) == 1600
+    assert all(discotex.RELEASE_COMMIT in u and u.endswith(".tsv") for u, _ in calls) and len(calls) == 2
+    assert (fetch.cache_dir() / "data" / "discotex" / "discotex_1_ted_test_set_release.tsv").is_file()

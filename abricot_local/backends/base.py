@@ -34,13 +34,14 @@ from abricot_local.errors import ContextOverflowError, UsageError
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
 ENGINES = ("naive", "single", "prefix")
+DEFAULT_N_CTX = 2048
 
 
 @dataclass(frozen=True)
 class BackendOptions:
     """Everything that configures a backend; every field that can move a number is recorded."""
 
-    n_ctx: int = 2048
+    n_ctx: int = DEFAULT_N_CTX
     n_batch: int = 512
     threads: int | None = None
     n_gpu_layers: int = -1  # -1: all layers when the build can offload, else 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local import fetch
-from abricot_local.errors import DataError
+from abricot_local.errors import DataError, DownloadError
 from abricot_local.metrics import accuracy, with_ci
 from abricot_local.tasks.base import DataFile, Item, Task, text_hash
 
@@ -190,5 +190,8 @@ def pull(folder: Path) -> list[Path]:
     got = []
     for name, sub, sha in RELEASE.values():
         url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
-        got.append(fetch.download_url(url, folder / name, sha256=sha))
+        try:
+            got.append(fetch.download_url(url, folder / name, sha256=sha))
+        except DownloadError as err:
+            raise DownloadError(f"{err}. Or give a folder holding the release files with --data-dir DIR.") from None
     return got
