@@ -77,7 +77,8 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         _verify(path, doc["model"]["sha256"], "model file")
         model_ref = str(path)
     bopts = BackendOptions(n_ctx=cfg["n_ctx"], n_batch=cfg["n_batch"], n_gpu_layers=cfg["n_gpu_layers"],
-                           flash_attn=cfg["flash_attn"], engine=cfg["engine"], seed=cfg["seed"], threads=threads)
+                           flash_attn=cfg["flash_attn"], engine=cfg["engine"], seed=cfg["seed"], threads=threads,
+                           parallel=cfg.get("parallel"))
     runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"])
     rng = np.random.default_rng(cfg["seed"])
     backend = open_backend(backend_kind, model_ref, bopts)

@@ -70,8 +70,11 @@ def backend_options(f):
         click.option("--main-gpu", type=int, default=0, show_default=True),
         click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
         click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
-        click.option("--engine", type=click.Choice(["naive", "single", "prefix"]), default="prefix", show_default=True,
-                     help="Evaluation engine; all follow the same schedule and give identical numbers."),
+        click.option("--engine", type=click.Choice(["naive", "single", "prefix", "batched"]), default="prefix",
+                     show_default=True, help="Evaluation engine. naive, single, prefix: identical numbers. batched "
+                     "(for GPUs): several items per decode; agrees only within a measured tolerance."),
+        click.option("--parallel", type=int, default=None, help="batched: most items per decode "
+                     "(default n_ctx/256, 1-16; each group also fits in --n-ctx). 1 = prefix's numbers."),
         click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry."),
         click.option("--verbose", is_flag=True, help="Show llama.cpp's own log."),
     ]
@@ -90,7 +93,7 @@ def _backend_opts(kw: dict, *, vocab_only: bool = False):
     return BackendOptions(
         n_ctx=kw["n_ctx"] or DEFAULT_N_CTX, n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
         main_gpu=kw["main_gpu"], tensor_split=split, flash_attn=kw["flash_attn"], engine=kw["engine"],
-        verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
+        parallel=kw["parallel"], verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
     )
 
 

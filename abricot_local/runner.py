@@ -94,19 +94,22 @@ def run_task(
     finished = sum(1 for it in run.items if it.id in done)
     if progress:
         progress(run.task.name, finished, total)
-    # Items sharing a prefix are scored together so its KV cache is reused; every engine
-    # gives the same numbers in any order, and the samples come back in input order.
-    for item in sorted(run.items, key=lambda it: it.prefix):
-        if item.id in done:
-            continue
-        sample = run.task.sample(item, backend.score(item.request()))
-        done[item.id] = sample
-        scored_now += 1
-        finished += 1
-        if on_sample:
-            on_sample(run.task.name, sample)
-        if progress:
-            progress(run.task.name, finished, total)
+    # Items sharing a prefix are scored together so its KV cache is reused; the per-item
+    # engines give the same numbers in any order (batched: see backends/batched.py), and
+    # the samples come back in input order. Chunks of batch_size() go to score_many.
+    todo = [it for it in sorted(run.items, key=lambda it: it.prefix) if it.id not in done]
+    size = max(1, backend.batch_size())
+    for k in range(0, len(todo), size):
+        chunk = todo[k : k + size]
+        for item, scored in zip(chunk, backend.score_many([it.request() for it in chunk]), strict=True):
+            sample = run.task.sample(item, scored)
+            done[item.id] = sample
+            scored_now += 1
+            finished += 1
+            if on_sample:
+                on_sample(run.task.name, sample)
+            if progress:
+                progress(run.task.name, finished, total)
     samples = tuple(done[it.id] for it in run.items)
     return TaskResult(
         name=run.task.name,
@@ -149,6 +152,8 @@ class RunPlan:
             "n_gpu_layers": b.n_gpu_layers,
             "flash_attn": b.flash_attn,
             "engine": b.engine,
+            # only for batched, so the manifests of earlier runs (and --resume) stay the same
+            **({"parallel": b.parallel} if b.engine == "batched" else {}),
         }
 
     def manifest(self) -> dict:

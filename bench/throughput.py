@@ -33,7 +33,7 @@ from abricot_local.runner import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
-ENGINES = ("naive", "single", "prefix")
+ENGINES = ("naive", "single", "prefix", "batched")
 
 
 def peak_rss_reset() -> None:
@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--n-gpu-layers", type=int, default=-1)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--parallel", type=int, default=None, help="batched engine: items per decode")
     ap.add_argument("--label", default=platform.node(), help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     args = ap.parse_args()
@@ -102,22 +103,26 @@ def main() -> None:
     rows, logprobs = [], {}
     raw = None
     for engine in args.engines.split(","):
-        opts = BackendOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048)
+        opts = BackendOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048,
+                              parallel=args.parallel)
         b = LlamaCppBackend(model, opts)
         if raw is None:
             raw = raw_pp(b, items, 2048)
             uniq = unique_tokens(b, items)
         peak_rss_reset()
         t0 = time.perf_counter()
-        logprobs[engine] = [b.score(it.request()).logprobs for it in items]
+        size = b.batch_size()  # chunks as the runner makes them
+        logprobs[engine] = [s.logprobs for k in range(0, len(items), size)
+                            for s in b.score_many([it.request() for it in items[k : k + size]])]
         wall = time.perf_counter() - t0
-        rows.append({"engine": engine, "tokens": b.counters.tokens, "decode_calls": b.counters.decode_calls,
+        label = engine if engine != "batched" else f"batched (parallel {size})"
+        rows.append({"engine": label, "key": engine, "tokens": b.counters.tokens, "decode_calls": b.counters.decode_calls,
                      "wall_s": wall, "tok_s": b.counters.tokens / wall, "unique_tok_s": uniq / wall,
                      "ratio_to_raw_pp": uniq / wall / raw, "peak_rss_mb": peak_rss() / 2**20})
         b.close()
     base = np.array(logprobs.get("naive", next(iter(logprobs.values()))))
     for r in rows:
-        lp = np.array(logprobs[r["engine"]])
+        lp = np.array(logprobs[r["key"]])
         r["max_abs_diff_vs_naive"] = float(np.max(np.abs(lp - base)))
         r["same_pred_vs_naive"] = float(np.mean(lp.argmax(1) == base.argmax(1)))
     model_mb = Path(model).stat().st_size / 2**20

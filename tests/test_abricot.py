@@ -389,13 +389,6 @@ def test_loader_all_spellings_and_formats(tmp_path, suffix, names):
     assert [(x.id, x.context, x.gold) for x in a] == [(x.id, x.context, x.gold) for x in b]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="abricot_data._read_frame (abricot_data.py:88) reads JSONL with pd.read_json's default "
-    "precise_float=False: '0.82' loads as 0.8200000000000001, '0.3' as 0.30000000000000004, so the same "
-    "release gives different human_mean values (and last-digit metric differences) in JSONL than in "
-    "CSV/TSV/Parquet or json.loads",
-)
 def test_jsonl_means_are_read_exactly(tmp_path):
     ref, _ = load_rows(FIXTURE)
     path = write_frame(fixture_frame().rename(columns=SHORT), tmp_path / "abricot_exact.jsonl")

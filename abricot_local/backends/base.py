@@ -21,6 +21,13 @@ prompt is cut into decode calls, so the cut is a function of the request alone:
 Each segment is split into ``n_batch``-token decode calls from its own start.
 When every continuation ends one token after the trunk (the fast path) a single
 trunk evaluation scores them all.
+
+Engines ``naive``, ``single`` and ``prefix`` evaluate each item alone with these
+cuts and are bit-identical. ``batched`` (llama.cpp only, meant for GPUs) decodes
+the trunks of up to ``parallel`` items sharing a prefix in one call, each on its
+own sequence; that changes the composition of every decode, so its numbers agree
+with the others only to a measured tolerance (docs: NUMERICS), except with
+``parallel=1``, where it is the same schedule and bit-identical.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import numpy as np
 from abricot_local.errors import ContextOverflowError, UsageError
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
-ENGINES = ("naive", "single", "prefix")
+ENGINES = ("naive", "single", "prefix", "batched")
 DEFAULT_N_CTX = 2048
+MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,26 @@ class BackendOptions:
     tensor_split: tuple[float, ...] = ()
     flash_attn: str = "auto"
     engine: str = "prefix"
+    parallel: int | None = None  # batched engine: most items per decode (None: resolved_parallel)
     verbose: bool = False
     vocab_only: bool = False
     seed: int = 1234
+
+
+def resolved_parallel(o: BackendOptions) -> int:
+    """Items the batched engine decodes together at most (1 for the other engines).
+
+    Default: one slot per 256 tokens of context, between 1 and 16 (8 at n_ctx 2048).
+    Each group is further cut so that the prefix, all its items' trunks and the
+    longest tail fit in the n_ctx cells of the shared (unified) KV cache.
+    """
+    if o.engine != "batched":
+        return 1
+    if o.parallel is None:
+        return max(1, min(16, o.n_ctx // 256))
+    if not 1 <= o.parallel <= MAX_PARALLEL:
+        raise UsageError(f"--parallel must be between 1 and {MAX_PARALLEL}, got {o.parallel}")
+    return o.parallel
 
 
 @dataclass(frozen=True)
@@ -203,6 +228,14 @@ class Backend(Protocol):
     name: str
 
     def score(self, request: Request) -> Scored: ...
+
+    def score_many(self, requests: Sequence[Request]) -> list[Scored]:
+        """Score several requests, results in the same order (default: ``score`` each one)."""
+        ...
+
+    def batch_size(self) -> int:
+        """How many requests ``score_many`` is best given at once (1: no gain from more)."""
+        ...
 
     def schedule(self, request: Request) -> Schedule: ...
 

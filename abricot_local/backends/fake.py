@@ -20,6 +20,7 @@ from abricot_local.backends.base import (
     Schedule,
     Scored,
     log_softmax,
+    resolved_parallel,
     schedule,
     split_chat,
 )
@@ -39,6 +40,7 @@ class FakeBackend:
             raise UsageError(f"unknown engine {options.engine!r}; choose from {', '.join(ENGINES)}")
         self.model = str(model)
         self.options = options
+        self.parallel = resolved_parallel(options)  # validates --parallel
         self.calls = 0
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
@@ -75,14 +77,24 @@ class FakeBackend:
             fast_path=sch.fast_path,
         )
 
+    def score_many(self, requests: list[Request]) -> list[Scored]:
+        """The fake has no batching: every engine, batched included, scores one by one."""
+        return [self.score(r) for r in requests]
+
+    def batch_size(self) -> int:
+        return self.parallel
+
     def provenance(self) -> dict:
         o = self.options
+        sched = {"version": SCHEDULE_VERSION, "engine": o.engine, "n_ctx": o.n_ctx}
+        if o.engine == "batched":
+            sched |= {"parallel": self.parallel, "kv_unified": True}
         return {
             "backend": self.name,
             "model_desc": self.model,
             "n_vocab": N_VOCAB,
             "add_bos": True,
-            "schedule": {"version": SCHEDULE_VERSION, "engine": o.engine, "n_ctx": o.n_ctx},
+            "schedule": sched,
         }
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
 """llama.cpp backend (llama-cpp-python's low-level API). The only module importing llama_cpp.
 
 It never asks for logits of every position: each decode call requests output
-rows only where the schedule needs a next-token distribution.
+rows only where the schedule needs a next-token distribution. The batched
+engine's orchestration lives in batched.py, on the primitives here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from abricot_local.backends.base import (
     Scored,
     chunks,
     log_softmax,
+    resolved_parallel,
     schedule,
     split_chat,
 )
@@ -112,6 +114,7 @@ class LlamaCppBackend:
             raise UsageError(f"--flash-attn must be one of {', '.join(FLASH_ATTN)}")
         self.path = Path(model_path)
         self.options = options
+        self.parallel = resolved_parallel(options)  # validates --parallel; 1 unless batched
         self.counters = _Counters()
         check_gguf(self.path)
         log = _log()
@@ -154,7 +157,11 @@ class LlamaCppBackend:
         params.n_ctx = o.n_ctx
         params.n_batch = o.n_batch
         params.n_ubatch = o.n_batch
-        params.n_seq_max = 1
+        # batched: sequence 0 holds the prefix, 1..parallel the items, in one unified KV cache of
+        # n_ctx cells; the other engines keep exactly the one-sequence context they always had.
+        params.n_seq_max = self.parallel + 1 if o.engine == "batched" else 1
+        if o.engine == "batched":
+            params.kv_unified = True
         threads = o.threads or max(1, os.cpu_count() or 1)
         params.n_threads = threads
         params.n_threads_batch = threads
@@ -212,42 +219,51 @@ class LlamaCppBackend:
         return schedule(request, lambda t: self.tokenize(t, special=special), self.n_ctx())
 
     # -- decoding --------------------------------------------------------------------------
-    def _decode(self, start: int, tokens: tuple[int, ...], outputs: set[int]) -> dict[int, np.ndarray]:
+    def _decode_call(self, entries: list[tuple[int, int, int, bool]]) -> list[np.ndarray | None]:
+        """One llama_decode of at most n_batch (seq, pos, token, wants_logits) entries:
+        the log-softmax row of each entry that wants one, else None."""
+        b = self._batch
+        b.n_tokens = len(entries)
+        for k, (seq, pos, tok, want) in enumerate(entries):
+            b.token[k] = tok
+            b.pos[k] = pos
+            b.n_seq_id[k] = 1
+            b.seq_id[k][0] = seq
+            b.logits[k] = want
+        rc = llama_cpp.llama_decode(self._ctx, b)
+        if rc != 0:
+            raise ModelError(f"llama_decode failed (code {rc}): {_log().reason()}")
+        self.counters.decode_calls += 1
+        self.counters.tokens += len(entries)
+        return [self._row(k) if e[3] else None for k, e in enumerate(entries)]
+
+    def _row(self, k: int) -> np.ndarray:
+        ptr = llama_cpp.llama_get_logits_ith(self._ctx, k)  # k: index in the batch just decoded
+        return log_softmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)))
+
+    def _decode(self, start: int, tokens: tuple[int, ...], outputs: set[int], seq: int = 0) -> dict[int, np.ndarray]:
         """Decode one segment in n_batch calls; log-softmax rows for the positions in ``outputs``."""
         out: dict[int, np.ndarray] = {}
         for pos0, part in chunks(start, tokens, self.options.n_batch):
-            b = self._batch
-            b.n_tokens = len(part)
-            for k, tok in enumerate(part):
-                b.token[k] = tok
-                b.pos[k] = pos0 + k
-                b.n_seq_id[k] = 1
-                b.seq_id[k][0] = 0
-                b.logits[k] = (pos0 + k) in outputs
-            rc = llama_cpp.llama_decode(self._ctx, b)
-            if rc != 0:
-                raise ModelError(f"llama_decode failed (code {rc}): {_log().reason()}")
-            self.counters.decode_calls += 1
-            self.counters.tokens += len(part)
-            for k in range(len(part)):
-                if (pos0 + k) in outputs:
-                    ptr = llama_cpp.llama_get_logits_ith(self._ctx, k)
-                    row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-                    out[pos0 + k] = log_softmax(row)
+            rows = self._decode_call([(seq, pos0 + k, tok, (pos0 + k) in outputs) for k, tok in enumerate(part)])
+            out.update((pos0 + k, row) for k, row in enumerate(rows) if row is not None)
         return out
+
+    def _seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self._mem, seq, p0, p1))
+
+    def _seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
 
     def _clear(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
         self._kv_prefix = None
 
-    def _rewind(self, pos: int) -> bool:
-        return bool(llama_cpp.llama_memory_seq_rm(self._mem, 0, pos, -1))
-
     def _ensure_prefix(self, sch: Schedule) -> None:
         """KV cache holds exactly the prefix segment [0, P), decoded by the canonical cuts."""
         prefix = sch.seqs[0][: sch.prefix_len]
-        reuse = self.options.engine == "prefix" and self._kv_prefix == prefix
-        if reuse and self._rewind(sch.prefix_len):
+        reuse = self.options.engine in ("prefix", "batched") and self._kv_prefix == prefix
+        if reuse and self._seq_rm(0, sch.prefix_len):
             self.counters.prefix_hits += 1
             return
         self._clear()
@@ -257,6 +273,8 @@ class LlamaCppBackend:
     def score(self, request: Request) -> Scored:
         if self._ctx is None:
             raise UsageError("this backend was loaded vocab-only and cannot score")
+        if self.options.engine == "batched":
+            return self.score_many([request])[0]
         sch = self.schedule(request)
         self.counters.requests += 1
         n = len(sch.seqs)
@@ -279,11 +297,15 @@ class LlamaCppBackend:
                 got = dict(shared)
                 if tail:
                     got |= self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))))
-                    if not self._rewind(sch.trunk_len):
+                    if not self._seq_rm(0, sch.trunk_len):
                         raise ModelError("llama.cpp could not rewind its KV cache")
                 rows.append(got)
+        return self._scored(sch, rows)
+
+    def _scored(self, sch: Schedule, rows: list[dict[int, np.ndarray]]) -> Scored:
+        """Sum each continuation's token log-probs from its rows (position -> log-softmax)."""
         logprobs = tuple(
-            float(sum(rows[i][pos][tok] for pos, tok in sch.targets(i))) for i in range(n)
+            float(sum(rows[i][pos][tok] for pos, tok in sch.targets(i))) for i in range(len(sch.seqs))
         )
         return Scored(
             logprobs=logprobs,
@@ -291,6 +313,18 @@ class LlamaCppBackend:
             n_context_tokens=min(sch.ctx_lens),
             fast_path=sch.fast_path,
         )
+
+    def score_many(self, requests: list[Request]) -> list[Scored]:
+        if self.options.engine != "batched":
+            return [self.score(r) for r in requests]
+        if self._ctx is None:
+            raise UsageError("this backend was loaded vocab-only and cannot score")
+        from abricot_local.backends.batched import score_many
+
+        return score_many(self, requests)
+
+    def batch_size(self) -> int:
+        return self.parallel
 
     # -- facts -----------------------------------------------------------------------------
     def metadata(self, key: str) -> str | None:
@@ -344,6 +378,8 @@ class LlamaCppBackend:
                 "flash_attn": o.flash_attn,
                 "n_gpu_layers": resolved_gpu_layers(o),
                 "swa_full": True,
+                **({"parallel": self.parallel, "n_seq_max": self.parallel + 1, "kv_unified": True}
+                   if o.engine == "batched" else {}),
             },
             "threads": o.threads or os.cpu_count(),
         }

@@ -85,7 +85,7 @@ def _read_frame(path: Path):
         if suffix == ".tsv":
             return pd.read_csv(path, sep="\t", encoding="utf-8", dtype=str, keep_default_na=False)
         if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
+            return pd.read_json(path, lines=True, dtype=False, precise_float=True, encoding="utf-8")
         if suffix == ".parquet":
             try:
                 return pd.read_parquet(path)
