@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-from . import fetch
+from . import fetch, memory
 from .registry import ModelSpec
 
 REINSTALL = {
@@ -118,7 +118,7 @@ def parse_nvidia_smi(text: str) -> list[dict[str, Any]]:
 
 
 def memory_facts() -> dict[str, int | None]:
-    return {"ram_total": fetch.total_memory(), "ram_available": fetch.available_memory()}
+    return {"ram_total": memory.total_memory(), "ram_available": memory.available_memory()}
 
 
 def model_facts(models: dict[str, ModelSpec], ram: int | None, vram: int) -> list[dict[str, Any]]:

@@ -26,7 +26,6 @@ from .errors import AbricotError, DownloadError, IntegrityError, ModelError
 from .registry import ModelSpec, load_registry, lookup
 
 _CHUNK = 8 * 1024 * 1024
-_GIB = 1024**3
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -469,57 +468,3 @@ def hub_dataset_download(repo_id: str, filename: str, revision: str | None = Non
                                                repo_type="dataset", local_files_only=is_offline()))
         except Exception as exc:
             raise _hub_error(exc, repo_id, filename, revision, dataset=True) from None
-
-
-# ---------------------------------------------------------------- memory
-
-def _meminfo(field: str) -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _sysconf(name: str) -> int | None:
-    try:
-        value = os.sysconf(name) * os.sysconf("SC_PAGE_SIZE")
-        return value if value > 0 else None
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def available_memory() -> int | None:
-    """RAM available to a new process in bytes (MemAvailable), or None when unknown."""
-    return _meminfo("MemAvailable") or _sysconf("SC_AVPHYS_PAGES")
-
-
-def total_memory() -> int | None:
-    """Installed RAM in bytes, or None when unknown."""
-    return _meminfo("MemTotal") or _sysconf("SC_PHYS_PAGES")
-
-
-def estimate_kv_bytes(n_layer: int, n_ctx: int, n_embd_k_gqa: int, n_embd_v_gqa: int, bytes_per: int = 2) -> int:
-    """Size of llama.cpp's KV cache: one K and one V row per layer and position (f16 = 2 bytes)."""
-    return n_layer * n_ctx * (n_embd_k_gqa + n_embd_v_gqa) * bytes_per
-
-
-def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = None, vram: int = 0) -> None:
-    """Raise :class:`ModelError` when weights + KV cache clearly (by more than 10%)
-    exceed available RAM plus ``vram`` (free VRAM when offloading). Unknown RAM: no check."""
-    if available is None:
-        available = available_memory()
-        if available is None:
-            return
-    budget = available + max(vram, 0)
-    need = model_bytes + kv_bytes
-    if need > budget * 1.10:
-        where = f"RAM {available / _GIB:.1f} GiB + VRAM {vram / _GIB:.1f} GiB" if vram else "RAM"
-        raise ModelError(
-            f"not enough memory: the model needs about {need / _GIB:.1f} GiB (weights {model_bytes / _GIB:.1f} "
-            f"GiB + KV cache {kv_bytes / _GIB:.1f} GiB) but {budget / _GIB:.1f} GiB is available ({where}). "
-            "Use a smaller quantization or a smaller --n-ctx, or use --force to try anyway."
-        )

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from abricot_local import __version__, fetch
+from abricot_local import __version__, fetch, memory
 from abricot_local.backends import BACKENDS, open_backend
 from abricot_local.backends.base import Backend, BackendOptions
 from abricot_local.errors import DataError, UsageError
@@ -257,7 +257,7 @@ def check_memory(plan: RunPlan) -> None:
     if resolved_gpu_layers(plan.backend_options) > 0:
         vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
     path = Path(plan.model_path)
-    fetch.check_memory(model_bytes(path), kv_cache_bytes(path, plan.backend_options.n_ctx), vram=vram)
+    memory.check_memory(model_bytes(path), kv_cache_bytes(path, plan.backend_options.n_ctx), vram=vram)
 
 
 def open_plan_backend(plan: RunPlan) -> Backend:

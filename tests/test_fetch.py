@@ -17,7 +17,7 @@ from huggingface_hub import constants as hf_constants
 import pytest
 from huggingface_hub import errors as hf_errors
 
-from abricot_local import fetch
+from abricot_local import fetch, memory
 from abricot_local.errors import DownloadError, IntegrityError, ModelError, UnknownModelError
 from abricot_local.registry import ModelSpec, load_registry
 
@@ -440,23 +440,23 @@ GIB = 1024**3
 
 def test_estimate_kv_bytes():
     # Llama 3.1 8B: 32 layers, GQA 8 x 128 = 1024 per K and V, f16, 4096 positions = 512 MiB
-    assert fetch.estimate_kv_bytes(32, 4096, 1024, 1024) == 512 * 1024**2
+    assert memory.estimate_kv_bytes(32, 4096, 1024, 1024) == 512 * 1024**2
 
 
 def test_check_memory_refuses():
     with pytest.raises(ModelError) as err:
-        fetch.check_memory(40 * GIB, 2 * GIB, available=16 * GIB)
+        memory.check_memory(40 * GIB, 2 * GIB, available=16 * GIB)
     text = str(err.value)
     assert "42.0 GiB" in text and "16.0 GiB" in text and "--force" in text
 
 
 def test_check_memory_accepts():
-    assert fetch.check_memory(4 * GIB, 1 * GIB, available=16 * GIB) is None
-    assert fetch.check_memory(17 * GIB, 0, available=16 * GIB) is None  # within the margin
-    assert fetch.check_memory(40 * GIB, 2 * GIB, available=16 * GIB, vram=40 * GIB) is None
+    assert memory.check_memory(4 * GIB, 1 * GIB, available=16 * GIB) is None
+    assert memory.check_memory(17 * GIB, 0, available=16 * GIB) is None  # within the margin
+    assert memory.check_memory(40 * GIB, 2 * GIB, available=16 * GIB, vram=40 * GIB) is None
 
 
 def test_memory_probes():
-    total, available = fetch.total_memory(), fetch.available_memory()
+    total, available = memory.total_memory(), memory.available_memory()
     if total is not None:
         assert total > 0 and (available is None or available <= total)

@@ -24,7 +24,6 @@ def backend(path, **kw):
 
 def reference_logprob(b, sch, i):
     """Score continuation i alone, token by token, from an empty KV cache, with the canonical cuts."""
-    import numpy as np
 
     seq = sch.seqs[i]
     b._clear()
@@ -108,9 +107,9 @@ def test_embedded_alias_runs_abricot(tmp_path):
 
 
 def test_memory_refusal_names_both_numbers_and_force_overrides(gemma_path, tmp_path, monkeypatch):
-    from abricot_local import fetch
+    from abricot_local import memory
 
-    monkeypatch.setattr(fetch, "available_memory", lambda: 50 * 2**20)
+    monkeypatch.setattr(memory, "available_memory", lambda: 50 * 2**20)
     args = ["run", str(gemma_path), "--data-dir", str(DISCOTEX_DIR), "--limit", "1", "--threads", "2"]
     r = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "a")])
     assert r.exit_code != 0 and "not enough memory" in r.output and "--force" in r.output
