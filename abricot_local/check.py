@@ -92,8 +92,15 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
                 items = [it for k, it in enumerate(items) if k in keep]
+            # as run_task chunks them, so a batched run (not resumed, not sampled) re-scores exactly
+            order = sorted(items, key=lambda it: it.prefix)
+            size = max(1, backend.batch_size())
+            scored = {}
+            for k in range(0, len(order), size):
+                chunk = order[k : k + size]
+                scored.update(zip((it.id for it in chunk), backend.score_many([it.request() for it in chunk])))
             for item in items:
-                new = run.task.sample(item, backend.score(item.request()))
+                new = run.task.sample(item, scored[item.id])
                 old = recorded[item.id]
                 if new["context"] != old["context"]:
                     raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")

@@ -104,11 +104,12 @@ def main() -> None:
     raw = None
     for engine in args.engines.split(","):
         opts = BackendOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048,
-                              parallel=args.parallel)
+                              parallel=args.parallel if engine == "batched" else None)
         b = LlamaCppBackend(model, opts)
         if raw is None:
             raw = raw_pp(b, items, 2048)
             uniq = unique_tokens(b, items)
+            b.counters = type(b.counters)()  # count only the scoring below
         peak_rss_reset()
         t0 = time.perf_counter()
         size = b.batch_size()  # chunks as the runner makes them

@@ -141,3 +141,39 @@ def test_chat_template_wraps_prompts_and_is_recorded(tmp_path):
     assert res["config"]["chat_template"] is True
     assert res["provenance"]["chat_template"]["tail"] == "<|end|>\n<|assistant|>\n"
     assert invoke("check", out).exit_code == 0
+
+
+def test_batched_engine_and_parallel_are_accepted_and_recorded(tmp_path, monkeypatch):
+    from abricot_local.backends.fake import FakeBackend
+
+    sizes = []
+    real = FakeBackend.score_many
+
+    def score_many(self, requests):
+        sizes.append(len(requests))
+        return real(self, requests)
+
+    monkeypatch.setattr(FakeBackend, "score_many", score_many)
+    out = tmp_path / "b"
+    r = run_fake(out, "--limit", 7, "--engine", "batched", "--parallel", 3)
+    assert r.exit_code == 0, r.output
+    assert sizes == [3, 3, 1]  # the runner hands the backend chunks of --parallel items
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["engine"] == "batched" and res["config"]["parallel"] == 3
+    assert res["provenance"]["schedule"] | {"parallel": 3, "kv_unified": True} == res["provenance"]["schedule"]
+    # the fake scores one by one, so its samples equal the default engine's, in input order
+    run_fake(tmp_path / "p", "--limit", 7)
+    assert samples_of(out) == samples_of(tmp_path / "p")
+    assert "parallel" not in json.loads((tmp_path / "p" / "results.json").read_text())["config"]
+    assert invoke("check", out).exit_code == 0
+
+
+def test_parallel_needs_the_batched_engine(tmp_path):
+    r = run_fake(tmp_path / "o", "--limit", 1, "--parallel", 2)
+    assert r.exit_code != 0 and "--parallel applies only to --engine batched" in r.output
+    r = run_fake(tmp_path / "o", "--limit", 1, "--engine", "batched", "--parallel", 0)
+    assert r.exit_code != 0 and "--parallel must be between" in r.output
+
+
+def samples_of(out):
+    return [json.loads(line) for line in (out / "samples-discotex.jsonl").read_text().splitlines()]

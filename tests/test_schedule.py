@@ -89,3 +89,17 @@ def test_log_softmax_is_stable_and_normalised():
     out = log_softmax(x)
     assert np.isfinite(out).all()
     assert abs(np.exp(out).sum() - 1) < 1e-12
+
+
+def test_batched_groups_share_a_prefix_and_fit_in_the_context():
+    from abricot_local.backends.batched import groups
+
+    def sch(prefix, item):
+        return schedule(Request(prefix + item, (" A", " B"), prefix=prefix), word_tok, 512)
+
+    a = [sch("uno due tre", f" x{k} y z") for k in range(5)]  # P = 4, trunk = 7 tokens
+    b = [sch("altro", f" w{k} v") for k in range(2)]
+    assert a[0].prefix_len == 4 and a[0].trunk_len == 7
+    assert groups(a + b, 3, 512) == [[0, 1, 2], [3, 4], [5, 6]]  # at most parallel, same prefix
+    assert groups(a, 8, 4 + 3 * 3) == [[0, 1, 2], [3, 4]]  # P + sum of trunks <= n_ctx
+    assert groups(a, 1, 512) == [[k] for k in range(5)]

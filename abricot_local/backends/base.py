@@ -71,6 +71,8 @@ def resolved_parallel(o: BackendOptions) -> int:
     longest tail fit in the n_ctx cells of the shared (unified) KV cache.
     """
     if o.engine != "batched":
+        if o.parallel is not None:
+            raise UsageError("--parallel applies only to --engine batched")
         return 1
     if o.parallel is None:
         return max(1, min(16, o.n_ctx // 256))

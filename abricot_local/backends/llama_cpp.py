@@ -17,6 +17,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from abricot_local.backends import batched
 from abricot_local.backends.base import (
     CHAT_MARK,
     ENGINES,
@@ -315,13 +316,9 @@ class LlamaCppBackend:
         )
 
     def score_many(self, requests: list[Request]) -> list[Scored]:
-        if self.options.engine != "batched":
-            return [self.score(r) for r in requests]
-        if self._ctx is None:
-            raise UsageError("this backend was loaded vocab-only and cannot score")
-        from abricot_local.backends.batched import score_many
-
-        return score_many(self, requests)
+        if self.options.engine != "batched" or self._ctx is None:
+            return [self.score(r) for r in requests]  # score refuses a vocab-only backend
+        return batched.score_many(self, requests)
 
     def batch_size(self) -> int:
         return self.parallel
@@ -387,7 +384,7 @@ class LlamaCppBackend:
 
 def kv_cache_bytes(path: str | Path, n_ctx: int) -> int:
     """The f16 KV cache a context of ``n_ctx`` tokens needs, from the GGUF's metadata (vocab-only load)."""
-    from abricot_local.fetch import estimate_kv_bytes
+    from abricot_local.memory import estimate_kv_bytes
 
     b = LlamaCppBackend(path, BackendOptions(vocab_only=True))
     try:
