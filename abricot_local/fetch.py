@@ -136,14 +136,14 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
                   progress: bool = True, registry: dict[str, ModelSpec] | None = None) -> ResolvedModel:
     """A .gguf path, or a registry alias made available (cache, PyPI package or download)."""
     if name.lower().endswith(".gguf"):
-        return ResolvedModel(_check_gguf(Path(name).expanduser()))
+        return ResolvedModel(check_gguf(Path(name).expanduser()))
     reg = registry if registry is not None else load_registry(models_file)
     if name not in reg and Path(name).expanduser().exists():
-        return ResolvedModel(_check_gguf(Path(name).expanduser()))
+        return ResolvedModel(check_gguf(Path(name).expanduser()))
     spec = lookup(name, reg)
     offline = is_offline() if offline is None else offline
     if spec.source == "local":
-        path = _check_gguf(Path(spec.path))
+        path = check_gguf(Path(spec.path))
         verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'")
     elif spec.source == "pypi":
         path = _resolve_pypi(spec)
@@ -157,7 +157,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
     return ResolvedModel(path, spec.name, spec)
 
 
-def _check_gguf(path: Path) -> Path:
+def check_gguf(path: Path) -> Path:
     """The path itself if it is a readable GGUF file, else :class:`ModelError`."""
     if not path.exists():
         raise ModelError(f"model file not found: {path}")

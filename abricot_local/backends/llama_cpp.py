@@ -33,6 +33,7 @@ from abricot_local.backends.base import (
     split_chat,
 )
 from abricot_local.errors import ModelError, UsageError
+from abricot_local.fetch import check_gguf
 
 FLASH_ATTN = {
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
@@ -79,21 +80,6 @@ def _log() -> _Log:
     return _LOG
 
 
-def check_gguf(path: Path) -> None:
-    """Refuse early, with a clear message, what llama.cpp would fail on obscurely."""
-    if not path.exists():
-        raise ModelError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelError(f"model path is not a file: {path}")
-    try:
-        with path.open("rb") as fh:
-            magic = fh.read(4)
-    except OSError as exc:
-        raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
-    if magic != b"GGUF":
-        raise ModelError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
-
-
 @dataclass
 class _Counters:
     decode_calls: int = 0
@@ -117,7 +103,7 @@ class LlamaCppBackend:
         self.options = options
         self.parallel = resolved_parallel(options)  # validates --parallel; 1 unless batched
         self.counters = _Counters()
-        check_gguf(self.path)
+        check_gguf(self.path)  # a clear message for what llama.cpp would fail on obscurely
         log = _log()
         log.verbose = options.verbose
         log.lines = []
