@@ -117,13 +117,13 @@ def _task_opts(kw: dict):
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory.")
 def run(model: str, limit: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
     """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out."""
-    from abricot_local import runner as session
+    from abricot_local import runner
 
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
-    plan = session.plan_run(
+    plan = runner.plan_run(
         n_ctx_given=kw["n_ctx"] is not None,
         model=model, backend=kw["backend"], task_spec=kw["tasks"], task_options=_task_opts(kw),
         backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force,
@@ -142,7 +142,7 @@ def run(model: str, limit: int | None, out: str | None, resume: bool, force: boo
 
     started = time.perf_counter()
     try:
-        outcome = session.execute(plan, out_dir, resume=resume, progress=progress)
+        outcome = runner.execute(plan, out_dir, resume=resume, progress=progress)
     except KeyboardInterrupt:
         for bar in bars.values():
             bar.close()
@@ -299,10 +299,9 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 @backend_options
 def labels(model: str, task_name: str, **kw) -> None:
     """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
-    from abricot_local import runner as session
+    from abricot_local import runner
 
-    kw["tasks"] = task_name
-    info = session.label_map(model, kw["backend"], task_name, _task_opts(kw), _backend_opts(kw, vocab_only=True), kw["models_file"])
+    info = runner.label_map(model, kw["backend"], task_name, _task_opts(kw), _backend_opts(kw, vocab_only=True), kw["models_file"])
     click.echo(f"model: {info['model']}\ntask: {info['task']}  item: {info['item']}")
     click.echo(f"context tokens: {info['n_context_tokens']}  prefix tokens: {info['prefix_len']}  trunk: {info['trunk_len']}")
     click.echo(f"fast path (one forward pass scores every choice): {'yes' if info['fast_path'] else 'no'}")
@@ -321,9 +320,9 @@ def data() -> None:
 @click.argument("task")
 def data_pull(task: str) -> None:
     """Download TASK's data (discotex, abricot) into the user cache, verifying SHA-256."""
-    from abricot_local import runner as session
+    from abricot_local import runner
 
-    for path, sha in session.pull_data(task):
+    for path, sha in runner.pull_data(task):
         click.echo(f"{path}  sha256 {sha}")
 
 
