@@ -112,21 +112,24 @@ def _task_opts(kw: dict):
 @task_options
 @backend_options
 @click.option("--limit", type=int, default=None, help="Score only the first N items of each task.")
+@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept).")
 @click.option("--out", type=click.Path(), default=None, help="Output folder (default results/<model>/<time>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory.")
-def run(model: str, limit: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
+def run(model: str, limit: int | None, sample: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
     """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out."""
     from abricot_local import runner
 
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
+    if sample is not None and (sample < 1 or limit is not None):
+        raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
     plan = runner.plan_run(
         n_ctx_given=kw["n_ctx"] is not None,
         model=model, backend=kw["backend"], task_spec=kw["tasks"], task_options=_task_opts(kw),
-        backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force,
+        backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force, sample=sample,
     )
     out_dir = Path(out) if out else Path("results") / plan.model_label / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     bars: dict = {}

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
+
 from abricot_local import __version__, fetch, memory
 from abricot_local.backends import BACKENDS, open_backend
 from abricot_local.backends.base import Backend, BackendOptions
@@ -21,6 +23,7 @@ from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
 
 Progress = Callable[[str, int, int], None]  # (task, done, total)
+SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,15 @@ class TaskResult:
     scored_now: int  # items scored in this process (the rest came from a checkpoint)
 
 
-def prepare(tasks: Iterable[Task], limit: int | None) -> list[TaskRun]:
-    """Build every task's items (first ``limit`` in release order), checking ids are unique."""
+def prepare(tasks: Iterable[Task], limit: int | None, sample: int | None = None) -> list[TaskRun]:
+    """Build every task's items, checking ids are unique: the first ``limit`` in release
+    order, or ``sample`` of them drawn with the task's seed (kept in release order)."""
     runs = []
     for task in tasks:
         items = task.items()
+        if sample is not None and sample < len(items):
+            keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
+            items = [items[k] for k in sorted(keep)]
         if limit is not None:
             items = items[:limit]
         if not items:
@@ -134,6 +141,7 @@ class RunPlan:
     data: dict  # task -> [{"path", "sha256"}]
     limit: int | None
     force: bool
+    sample: int | None = None
 
     def config(self) -> dict:
         """Every option that can change a number (recorded, and compared on --resume)."""
@@ -143,6 +151,7 @@ class RunPlan:
             "backend": self.backend,
             "tasks": [r.task.name for r in self.runs],
             "limit": self.limit,
+            "sample": self.sample,
             "seed": t.seed,
             "shots": t.shots,
             "prompt_variant": t.prompt_variant,
@@ -173,26 +182,26 @@ class Outcome:
 
 def plan_run(*, model: str, backend: str, task_spec: str, task_options: TaskOptions,
              backend_options: BackendOptions, limit: int | None, models_file: str | None = None,
-             force: bool = False, n_ctx_given: bool = True) -> RunPlan:
+             force: bool = False, n_ctx_given: bool = True, sample: int | None = None) -> RunPlan:
     """Validate tasks, data and model before anything heavy is loaded."""
     names = task_names(task_spec)
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     if backend != "fake" and not model.lower().endswith(".gguf") and not Path(model).exists():
         lookup(model, load_registry(models_file))  # an unknown alias fails before any download
-    runs = prepare([make_task(n, task_options) for n in names], limit)
+    runs = prepare([make_task(n, task_options) for n in names], limit, sample)
     data = {
         r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs
     }
     if backend == "fake":
         return RunPlan(model, None, None, None, backend, backend_options, task_options, tuple(runs),
-                       data, limit, force)
+                       data, limit, force, sample)
     resolved = fetch.resolve_model(model, models_file=models_file)
     label = resolved.alias or Path(resolved.path).stem
     if not n_ctx_given and resolved.spec is not None and resolved.spec.n_ctx:
         backend_options = replace(backend_options, n_ctx=resolved.spec.n_ctx)  # the registry's default
     return RunPlan(label, str(resolved.path), fetch.sha256_file(Path(resolved.path)), resolved.alias,
-                   backend, backend_options, task_options, tuple(runs), data, limit, force)
+                   backend, backend_options, task_options, tuple(runs), data, limit, force, sample)
 
 
 def _results(plan: RunPlan, backend: Backend, task_results: list[TaskResult], wall: float) -> dict:

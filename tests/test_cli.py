@@ -177,3 +177,20 @@ def test_parallel_needs_the_batched_engine(tmp_path):
 
 def samples_of(out):
     return [json.loads(line) for line in (out / "samples-discotex.jsonl").read_text().splitlines()]
+
+
+def test_sample_draws_a_seeded_subset_in_release_order(tmp_path):
+    out = tmp_path / "s"
+    r = run_fake(out, "--sample", 30, "--n-ctx", 4096)
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(l) for l in (out / "samples-discotex.jsonl").read_text().splitlines()]
+    assert len(rows) == 30
+    assert {x["class"] for x in rows} == {0, 1} and {x["source"] for x in rows} == {"ted", "wiki"}
+    order = [int(x["id"].rsplit("_", 1)[1]) + (10_000 if x["source"] == "wiki" else 0) for x in rows]
+    assert order == sorted(order)
+    assert json.loads((out / "results.json").read_text())["config"]["sample"] == 30
+    run_fake(tmp_path / "again", "--sample", 30, "--n-ctx", 4096)
+    assert (tmp_path / "again" / "samples-discotex.jsonl").read_bytes() == (out / "samples-discotex.jsonl").read_bytes()
+    assert invoke("check", out).exit_code == 0
+    bad = run_fake(tmp_path / "x", "--sample", 5, "--limit", 5)
+    assert bad.exit_code != 0 and "cannot be combined" in bad.output
