@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from abricot_local import baselines as pub
+from abricot_local.backends.base import log_softmax
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.results import CHECKPOINT, RESULTS, SCHEMA_VERSION, load_results, read_jsonl, samples_name
 
@@ -203,15 +204,9 @@ def _bits(quant: str) -> float:
     return float(m.group(1)) if m else -1.0
 
 
-def _log_softmax(lp) -> np.ndarray:
-    x = np.asarray(lp, dtype=np.float64)
-    m = np.max(x)
-    return x - (m + np.log(np.sum(np.exp(x - m))))
-
-
 def label_kl(lp_ref, lp_other) -> float:
     """KL(p || q) in nats, p and q the softmax of two logprob vectors over the same choices."""
-    a, b = _log_softmax(lp_ref), _log_softmax(lp_other)
+    a, b = log_softmax(lp_ref), log_softmax(lp_other)
     p = np.exp(a)
     with np.errstate(invalid="ignore"):
         terms = np.where(p > 0, p * (a - b), 0.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from abricot_local.backends.base import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci
 from abricot_local.tasks.abricot_data import Row, find_data_file, load_rows
@@ -133,9 +134,7 @@ class AbricotTask(Task):
 
     def sample(self, item, scored):
         rec = super().sample(item, scored)
-        lp = np.asarray(scored.logprobs, dtype=np.float64)
-        p = np.exp(lp - lp.max())
-        p /= p.sum()
+        p = np.exp(log_softmax(scored.logprobs))  # the five labels' distribution, renormalised
         rec["expected_score"] = float(np.dot(p, np.arange(1, 6)))
         return rec
 
