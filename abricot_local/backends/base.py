@@ -142,6 +142,15 @@ class Schedule:
         seq = self.seqs[i]
         return [(j, seq[j + 1]) for j in range(self.ctx_lens[i] - 1, len(seq) - 1)]
 
+    def scored(self, logprobs) -> Scored:
+        """The result of this request, given each continuation's log-likelihood."""
+        return Scored(
+            logprobs=tuple(float(x) for x in logprobs),
+            continuation_tokens=tuple(s[c:] for s, c in zip(self.seqs, self.ctx_lens)),
+            n_context_tokens=min(self.ctx_lens),
+            fast_path=self.fast_path,
+        )
+
     @property
     def n_tokens(self) -> int:
         """Tokens a single evaluation of this request decodes (prefix, trunk, tails)."""

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from abricot_local.backends.base import Request, Schedule, Scored, chunks
-from abricot_local.errors import ModelError
 
 if TYPE_CHECKING:
     from abricot_local.backends.llama_cpp import LlamaCppBackend
@@ -89,16 +88,7 @@ def score_group(b: LlamaCppBackend, schs: list[Schedule]) -> list[Scored]:
                     shared[seq - 1][pos] = row
         out = []
         for k, sch in enumerate(schs):
-            rows = []
-            for i in range(len(sch.seqs)):
-                got = dict(shared[k])
-                tail = sch.tail(i)
-                if tail:
-                    L = sch.trunk_len
-                    got |= b._decode(L, tail, set(range(L, L + len(tail))), seq=k + 1)
-                    if not b._seq_rm(k + 1, L):
-                        raise ModelError("llama.cpp could not rewind its KV cache")
-                rows.append(got)
+            rows = [shared[k] | b._tail(sch, i, seq=k + 1) for i in range(len(sch.seqs))]
             out.append(b._scored(sch, rows))
     finally:
         for s in slots:

@@ -67,14 +67,8 @@ class FakeBackend:
     def score(self, request: Request) -> Scored:
         sch = self.schedule(request)
         self.calls += 1
-        logprobs = []
-        for i, seq in enumerate(sch.seqs):
-            logprobs.append(float(sum(self._row(seq[: pos + 1])[tok] for pos, tok in sch.targets(i))))
-        return Scored(
-            logprobs=tuple(logprobs),
-            continuation_tokens=tuple(s[c:] for s, c in zip(sch.seqs, sch.ctx_lens)),
-            n_context_tokens=min(sch.ctx_lens),
-            fast_path=sch.fast_path,
+        return sch.scored(
+            sum(self._row(seq[: pos + 1])[tok] for pos, tok in sch.targets(i)) for i, seq in enumerate(sch.seqs)
         )
 
     def score_many(self, requests: list[Request]) -> list[Scored]:

@@ -271,35 +271,27 @@ class LlamaCppBackend:
             for i in range(n):
                 self._ensure_prefix(sch)
                 got = self._decode(sch.prefix_len, sch.trunk[sch.prefix_len :], trunk_out)
-                tail = sch.tail(i)
-                if tail:
-                    got |= self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))))
-                rows.append(got)
+                rows.append(got | self._tail(sch, i, rewind=False))
             self._kv_prefix = None  # naive never reuses
         else:
             self._ensure_prefix(sch)
             shared = self._decode(sch.prefix_len, sch.trunk[sch.prefix_len :], trunk_out)
-            for i in range(n):
-                tail = sch.tail(i)
-                got = dict(shared)
-                if tail:
-                    got |= self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))))
-                    if not self._seq_rm(0, sch.trunk_len):
-                        raise ModelError("llama.cpp could not rewind its KV cache")
-                rows.append(got)
+            rows = [shared | self._tail(sch, i) for i in range(n)]
         return self._scored(sch, rows)
+
+    def _tail(self, sch: Schedule, i: int, *, seq: int = 0, rewind: bool = True) -> dict[int, np.ndarray]:
+        """Rows of continuation i's tail, decoded on ``seq`` after the trunk, then rewound to it."""
+        tail = sch.tail(i)
+        if not tail:
+            return {}
+        got = self._decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))), seq=seq)
+        if rewind and not self._seq_rm(seq, sch.trunk_len):
+            raise ModelError("llama.cpp could not rewind its KV cache")
+        return got
 
     def _scored(self, sch: Schedule, rows: list[dict[int, np.ndarray]]) -> Scored:
         """Sum each continuation's token log-probs from its rows (position -> log-softmax)."""
-        logprobs = tuple(
-            float(sum(rows[i][pos][tok] for pos, tok in sch.targets(i))) for i in range(len(sch.seqs))
-        )
-        return Scored(
-            logprobs=logprobs,
-            continuation_tokens=tuple(s[c:] for s, c in zip(sch.seqs, sch.ctx_lens)),
-            n_context_tokens=min(sch.ctx_lens),
-            fast_path=sch.fast_path,
-        )
+        return sch.scored(sum(rows[i][pos][tok] for pos, tok in sch.targets(i)) for i in range(len(sch.seqs)))
 
     def score_many(self, requests: list[Request]) -> list[Scored]:
         if self.options.engine != "batched" or self._ctx is None:
