@@ -26,12 +26,16 @@ import numpy as np
 
 from abricot_local.backends.base import (
     CHAT_MARK,
+    GENERATE,
+    ROLLING,
     SCHEDULE_VERSION,
     SCORE,
+    Generated,
     Request,
     Schedule,
     Scored,
     ScoringOptions,
+    generation_prefix_len,
     schedule,
     split_chat,
 )
@@ -219,6 +223,15 @@ class LlamaSession:
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
+    def token_bytes(self, token: int) -> bytes:
+        """The text a generated token adds (special tokens render as nothing), as bytes."""
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 256, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, False)
+        return buf.raw[: max(n, 0)]
+
     # -- the primitives --------------------------------------------------------------------
     def decode(self, entries: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray | None]:
         """One llama_decode of at most n_batch (seq, pos, token, wants_row) entries."""
@@ -279,7 +292,7 @@ class LlamaCppBackend:
 
     name = "llama.cpp"
     Options = LlamaCppOptions
-    capabilities = frozenset({SCORE})
+    capabilities = frozenset({SCORE, ROLLING, GENERATE})
     reads_model_file = True  # MODEL is a GGUF path or a registry alias
     synthetic = False
 
@@ -336,8 +349,13 @@ class LlamaCppBackend:
             pass
 
     # -- tokens ----------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        return self.session.tokenize(text, special=special)
+    def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
+        return self.session.tokenize(text, special=special, bos=bos)
+
+    @property
+    def prefix_token(self) -> int:
+        s = self.session
+        return s.bos if (s.add_bos and s.bos >= 0) or s.eos < 0 else s.eos
 
     def piece(self, token: int) -> str:
         return self.session.piece(token)
@@ -362,6 +380,22 @@ class LlamaCppBackend:
     def batch_size(self) -> int:
         return self.engine.parallel
 
+    def score_tokens(self, context: Sequence[int], continuations: Sequence[Sequence[int]], *,
+                     label: str = "") -> Scored:
+        if not self.session.can_decode:
+            raise UsageError("this backend was loaded vocab-only and cannot score")
+        sch = Schedule.from_tokens(context, continuations, self.n_ctx(), label=label, asked_n_ctx=self.options.n_ctx)
+        return self.engine.score(sch, label)
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
+                 label: str = "", parse_special: bool = False) -> Generated:
+        if not self.session.can_decode:
+            raise UsageError("this backend was loaded vocab-only and cannot generate")
+        tokens = self.tokenize(prompt, special=parse_special)
+        p = generation_prefix_len(tokens, self.tokenize(prefix, special=parse_special)) if prefix else 0
+        return self.engine.generate(tokens, p, until, max_tokens, label)
+
     # -- facts -----------------------------------------------------------------------------
     def metadata(self, key: str) -> str | None:
         return self.session.metadata(key)
@@ -378,6 +412,21 @@ class LlamaCppBackend:
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text)
         return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if s.add_bos else "")
+
+    def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """A conversation through the GGUF's own chat template, without the BOS text (tokenize
+        adds BOS); the text holds special-token markup, so tokenize it with special=True."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        s = self.session
+        tpl = s.chat_template()
+        if not tpl:
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop --apply_chat_template")
+        bos_text = s.piece(s.bos) if s.bos >= 0 else ""
+        fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text,
+                                  add_generation_prompt=add_generation_prompt)
+        text = fmt(messages=list(messages)).prompt
+        return text[len(bos_text):] if s.add_bos and bos_text and text.startswith(bos_text) else text
 
     def provenance(self) -> dict:
         o, s = self.options, self.session
