@@ -45,7 +45,7 @@ MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared p
 class Session(Protocol):
     """A model's primitives, as the engines use them."""
 
-    n_batch: int
+    n_batch: int  # the most tokens one decode call takes: the schedule's cut
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         """One decode call; raw logits for each entry that wants a row, else None."""
@@ -146,7 +146,7 @@ class Engine:
         wanted = outputs if isinstance(outputs, Mapping) else dict.fromkeys(outputs, ())
         targets = {(seq, pos): toks for pos, toks in wanted.items()}
         out: dict[int, Row] = {}
-        for pos0, part in chunks(start, tokens, self.options.n_batch):
+        for pos0, part in chunks(start, tokens, self.session.n_batch):
             entries = [(seq, pos0 + k, tok, (pos0 + k) in wanted) for k, tok in enumerate(part)]
             rows = self.decode_call(entries, label, targets)
             out.update((pos0 + k, row) for k, row in enumerate(rows) if row is not None)
@@ -304,7 +304,7 @@ class Batched(Engine):
         try:
             by_seq = {k + 1: label for k, label in enumerate(labels)}
             targets = {(k + 1, pos): toks for k, sch in enumerate(schs) for pos, toks in sch.targets_at().items()}
-            for call in _trunk_calls(schs, self.options.n_batch):
+            for call in _trunk_calls(schs, self.session.n_batch):
                 for (seq, pos, _tok, _want), row in zip(call, self.decode_call(call, by_seq, targets)):
                     if row is not None:
                         shared[seq - 1][pos] = row

@@ -140,6 +140,9 @@ class LlamaSession:
         if not options.vocab_only:
             self._ctx = self._new_context(log, n_seq)
             self._mem = llama_cpp.llama_get_memory(self._ctx)
+            # llama.cpp caps a decode call at the n_ctx asked (a context under n_batch tokens
+            # decodes at most n_ctx per call, though it allocates more cells): cut there
+            self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
             self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self.load_log = list(log.lines)
 
@@ -445,8 +448,8 @@ class LlamaCppBackend:
                 "engine": o.engine,
                 "n_ctx": o.n_ctx,
                 "n_ctx_allocated": s.n_ctx(),
-                "n_batch": o.n_batch,
-                "n_ubatch": o.n_batch,
+                "n_batch": s.n_batch,  # --n-batch, or n_ctx when llama.cpp caps it there
+                "n_ubatch": s.n_batch,
                 "flash_attn": o.flash_attn,
                 "flash_attn_resolved": s.resolved_flash_attn(),
                 "n_gpu_layers": resolved_gpu_layers(o),
