@@ -197,6 +197,10 @@ def test_model_args_are_checked():
         harness.open_model({"model": "fake", "backend": "fake", "n_gpu_layers": 3})
     with pytest.raises(UsageError, match="expected an integer"):
         harness.open_model({"model": "fake", "backend": "fake", "n_ctx": "tanti"})
+    from abricot_local.errors import UnknownModelError
+
+    with pytest.raises(UnknownModelError, match="abricot-local models"):  # before any download
+        harness.open_model({"model": "no-such-model"})
     opened = harness.open_model({"model": "fake", "backend": "fake", "n_ctx": 256, "batch_size": 64})
     assert opened.provenance["schedule"]["n_ctx"] == 256
     assert opened.provenance["requests"]["rolling_window_tokens"] == 255
@@ -466,5 +470,35 @@ def test_real_rolling_windows_at_a_small_context(gemma_path):
             want += b.score_tokens(ctx, [pred]).logprobs[0]
         assert got == want and -20 * len(tokens) < got < 0
         assert windows[0][0] == [b.prefix_token] == [b.session.bos]  # Gemma adds BOS: the text follows it
+    finally:
+        b.close()
+
+
+# Gemma 3's chat template (its instruction-tuned GGUFs carry it; the embedded base model has none)
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' "
+    "else message['role'] %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}")
+
+
+@pytest.mark.real
+def test_real_chat_template_renders_the_gguf_own(gemma_path, monkeypatch):
+    """--apply_chat_template: lm-eval's chat history through the GGUF's template, BOS left to tokenize."""
+    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+
+    b = LlamaCppBackend(gemma_path, LlamaCppOptions(vocab_only=True))
+    try:
+        msgs = [{"role": "user", "content": "Ciao"}, {"role": "assistant", "content": "Salve"},
+                {"role": "user", "content": "Come stai?"}]
+        with pytest.raises(UsageError, match="has no chat template"):
+            b.render_chat(msgs)
+        monkeypatch.setattr(b.session, "chat_template", lambda: GEMMA3_TEMPLATE)
+        text = b.render_chat(msgs)
+        assert text == ("<start_of_turn>user\nCiao<end_of_turn>\n<start_of_turn>model\nSalve<end_of_turn>\n"
+                        "<start_of_turn>user\nCome stai?<end_of_turn>\n<start_of_turn>model\n")
+        assert not b.render_chat(msgs[:2], add_generation_prompt=False).endswith("<start_of_turn>model\n")
+        toks = b.tokenize(text, special=True)
+        assert toks[0] == b.session.bos and toks.count(b.session.bos) == 1
+        assert b.piece(toks[1]) == "<start_of_turn>"  # one special token, not its letters
     finally:
         b.close()
