@@ -339,9 +339,11 @@ def real(gemma_path, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("lm_eval_real")
     _write_real_data(folder)
-    here = os.getcwd()
-    os.chdir(folder)  # the task YAMLs read lm_eval_data/ relative to the working folder
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # isolated as conftest's isolated_home does, for the module
+        mp.setenv("ABRICOT_CACHE_DIR", str(folder / "cache"))
+        mp.setenv("ABRICOT_CONFIG_DIR", str(folder / "config"))
+        mp.setenv("ABRICOT_OFFLINE", "1")
+        mp.chdir(folder)  # the task YAMLs read lm_eval_data/ relative to the working folder
         r = CliRunner().invoke(cli, ["lm-eval", str(gemma_path), "--include_path", str(TASKS), "--tasks", ",".join(ALL),
                                      "--model_args", f"n_ctx={N_CTX},threads={THREADS}", "--output_path", "out",
                                      "--log_samples", "--batch_size", "1"])
@@ -365,8 +367,6 @@ def real(gemma_path, tmp_path_factory):
             shuffled[task] = [_norm(task, {"arguments": [], "resps": [[got[order.index(k)]]]})["resps"][0]
                               for k in range(len(args))]
         lm.close()
-    finally:
-        os.chdir(here)
     return {"cli": cli_results, "samples": cli_samples, "api": api, "api_samples": api_samples, "shuffled": shuffled}
 
 
