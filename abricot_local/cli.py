@@ -280,6 +280,18 @@ def _resume_argv(out_dir: Path) -> list[str]:
     return args + ["--resume"]
 
 
+# -- merge --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
+@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+def merge(shards: tuple[str, ...], out: str) -> None:
+    """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
+    from abricot_local.merge import merge as join
+
+    path = join(list(shards), out)
+    click.echo(f"merged {len(shards)} shard(s) into {path}")
+
+
 # -- check ---------------------------------------------------------------------------------
 @cli.command()
 @click.argument("out", type=click.Path())
