@@ -165,7 +165,7 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
     plan = planning.plan_run(
         n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
         task_options=_task_opts(kw), backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"],
-        force=force, sample=sample, shard=shard,
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
     out_dir = out_dir or Path("results") / plan.model_label / stamp
     for s in plan.skipped:
@@ -359,7 +359,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local import fetch
 
-    resolved = fetch.resolve_model(alias, models_file=models_file)
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
 
 
