@@ -47,9 +47,10 @@ svg .run { fill: var(--accent); } svg .pub { fill: var(--pub); } svg .whisker { 
 .filters { display: flex; flex-wrap: wrap; gap: 14px; align-items: center; padding: 8px 10px; background: var(--bg2);
   border: 1px solid var(--line); }
 .filters label { white-space: nowrap; }
-.explorer { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 16px; margin-top: 8px; }
+.explorer { display: grid; grid-template-columns: minmax(0, 11fr) minmax(0, 9fr); gap: 16px; margin-top: 8px; }
 @media (max-width: 1100px) { .explorer { grid-template-columns: minmax(0, 1fr); } }
 table.items tbody tr { cursor: pointer; }
+table.items td, table.items th { white-space: nowrap; }
 table.items tbody tr:hover { background: #f3f8ff; }
 table.items tbody tr.selected { outline: 2px solid var(--accent); outline-offset: -2px; }
 td.ok { background: var(--ok); } td.bad { background: var(--bad); } td.gone { color: var(--muted); }
@@ -105,6 +106,12 @@ function s(tag, attrs, text) {
 function fmt(v, d) {
   if (v === null || v === undefined) return "";
   return Number.isFinite(v) ? v.toFixed(d === undefined ? 3 : d) : "nan";
+}
+function factText(v) {
+  if (typeof v === "number") return String(+v.toFixed(4));
+  if (typeof v === "string") return v;
+  if (Array.isArray(v) && v.every(x => typeof x !== "object")) return v.join(", ");
+  return JSON.stringify(v);
 }
 function pct(p) { return Number.isFinite(p) ? Math.round(p * 100) + "%" : "?"; }
 function softmax(lp) {
@@ -321,17 +328,19 @@ function explorer(task, ti) {
     const facts = Object.entries(it.x);
     it.m.forEach((e, k) => { if (e && e.x) for (const [f, v] of Object.entries(e.x)) facts.push([f + " (" + runLabel(ms[k]) + ")", v]); });
     if (facts.length) kids.push(h("table", {cls: "facts"}, h("tbody", {}, facts.map(([f, v]) =>
-      h("tr", {}, h("th", {text: f}), h("td", {text: typeof v === "number" ? String(+v.toFixed(4)) : JSON.stringify(v)}))))));
+      h("tr", {}, h("th", {text: f}), h("td", {text: factText(v)}))))));
     const own = it.m.some(e => e && e.ch);
     const groups = own ? it.m.map((e, k) => e ? [[e, k]] : null).filter(Boolean) : [it.m.map((e, k) => [e, k])];
     for (const g of groups) {
       const ref = g[0][0], choices = choicesOf(it, own ? ref : null), gold = goldOf(it, own ? ref : null);
       if (own) kids.push(h("h3", {text: "choices of " + runLabel(ms[g[0][1]])}));
-      const head = h("tr", {}, h("th", {text: "label"}), h("th", {text: "choice"}),
+      const plain = choices.every((c, j) => c === lab[j]);  // ABRICOT: the choices are the labels
+      const head = h("tr", {}, h("th", {text: "label"}), plain ? null : h("th", {text: "choice"}),
         g.map(([e, k]) => h("th", {cls: "num", colspan: 2, text: runLabel(ms[k])})));
-      const sub = h("tr", {}, h("th"), h("th"), g.map(() => [h("th", {cls: "num", text: "log-prob"}), h("th", {cls: "num", text: "p"})]));
+      const sub = h("tr", {}, h("th"), plain ? null : h("th"),
+        g.map(() => [h("th", {cls: "num", text: "log-prob"}), h("th", {cls: "num", text: "p"})]));
       const rows = choices.map((c, j) => h("tr", {cls: j === gold ? "gold" : null},
-        h("td", {text: lab[j] + (j === gold ? " (gold)" : "")}), h("td", {cls: "choice", text: c}),
+        h("td", {text: lab[j] + (j === gold ? " (gold)" : "")}), plain ? null : h("td", {cls: "choice", text: c}),
         g.map(([e]) => e ? [h("td", {cls: "num" + (j === e.p ? " pred" : ""), text: fmt(e.lp[j], 4)}),
           h("td", {cls: "num" + (j === e.p ? " pred" : ""), text: pct(e.prob[j])})] : [h("td", {text: "\u00b7"}), h("td")])));
       kids.push(h("div", {cls: "scroll"}, h("table", {cls: "choices"}, h("thead", {}, head, sub), h("tbody", {}, rows))));

@@ -170,6 +170,10 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
     by_run = [{s["id"]: s for s in samples[(k, task)]} for k in run_idx]
     order = list(dict.fromkeys(i for rows in by_run for i in rows))
     extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s if f not in CORE_FIELDS))
+    # a field that differs between runs on some item (ABRICOT's expected_score) belongs to each run's answer
+    per_run = {f for f in extras for i in order if len({json.dumps(rows[i].get(f), sort_keys=True)
+                                                         for rows in by_run if i in rows}) > 1}
+    per_item = [f for f in extras if f not in per_run]
     bases = [next(rows[i] for rows in by_run if i in rows).get("context", "") for i in order]
     prefix = os.path.commonprefix(bases) if len(bases) > 1 else ""
     prefix = prefix if len(prefix) >= MIN_PREFIX else ""
@@ -183,7 +187,7 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
         labels = lab if labels is None else labels
         item = {"id": item_id, "src": first.get("source", ""), "g": first["gold"],
                 "ch": [pool(c) for c in first["choices"]], "c": texts(first.get("context", "")[len(prefix):]),
-                "x": {f: first[f] for f in extras if f in first}, "m": []}
+                "x": {f: first[f] for f in per_item if f in first}, "m": []}
         if lab != labels:
             item["lab"] = lab
         for s in found:
@@ -196,13 +200,13 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
                 entry["c"] = ref
             if s["choices"] != first["choices"] or s["gold"] != first["gold"]:
                 entry["ch"], entry["g"] = [pool(c) for c in s["choices"]], s["gold"]
-            own = {f: s[f] for f in extras if f in s and s[f] != first.get(f)}
+            own = {f: s[f] for f in extras if f in per_run and f in s}
             if own:
                 entry["x"] = own
             item["m"].append(entry)
         items.append(item)
-    short = [f for f in extras if all(_short(it["x"].get(f)) for it in items)]
-    return {"name": task, "runs": run_idx, "labels": labels or [], "sources": list(sources), "extras": extras,
+    short = [f for f in per_item if all(_short(it["x"].get(f)) for it in items)]
+    return {"name": task, "runs": run_idx, "labels": labels or [], "sources": list(sources),
             "columns": short, "prefix": prefix, "items": items}
 
 
