@@ -25,10 +25,10 @@ import math
 import os
 import tempfile
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 
 from abricot_local import baselines as pub
-from abricot_local.html_assets import CSS, JS
 from abricot_local.report import Report, load_samples, metric_keys
 
 # Sample fields the explorer shows in its own way; any other field is an "extra".
@@ -272,6 +272,11 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
 
 
 # -- the page --------------------------------------------------------------------------------
+def asset(name: str) -> str:
+    """The page's style or script, from the package data (abricot_local/assets/)."""
+    return resources.files("abricot_local").joinpath("assets", name).read_text(encoding="utf-8")
+
+
 def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
@@ -280,7 +285,8 @@ def render_html(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
                 title: str = "abricot-local report") -> str:
     """The whole report as one self-contained HTML page."""
     data = script_json(report_data(report, metrics=metrics, figures=figures))
-    csp = (f"default-src 'none'; script-src {_csp_hash(JS)}; style-src {_csp_hash(CSS)}; img-src data:; "
+    css, js = asset("report.css"), asset("report.js")
+    csp = (f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     return (
         "<!DOCTYPE html>\n"
@@ -288,9 +294,9 @@ def render_html(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n"
-        f"<style>{CSS}</style>\n</head>\n<body>\n"
+        f"<style>{css}</style>\n</head>\n<body>\n"
         '<noscript><p class="note">This report needs JavaScript to show its tables.</p></noscript>\n'
         '<div id="app"></div>\n'
         f'<script type="application/json" id="report-data">{data}</script>\n'
-        f"<script>{JS}</script>\n</body>\n</html>\n"
+        f"<script>{js}</script>\n</body>\n</html>\n"
     )

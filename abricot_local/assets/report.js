@@ -1,70 +1,6 @@
-"""The HTML report's inline style and script (vanilla, nothing fetched).
-
-The script reads the JSON block ``#report-data`` and builds every element with
-``createElement`` and ``textContent``; no data ever goes through innerHTML.
-"""
-
-CSS = r"""
-:root { --fg: #1f2328; --muted: #656d76; --line: #d0d7de; --bg2: #f6f8fa; --ok: #dafbe1; --bad: #ffebe9;
-  --accent: #0969da; --pub: #8250df; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); }
-header { padding: 14px 24px 6px; border-bottom: 1px solid var(--line); background: var(--bg2); }
-header h1 { font-size: 20px; margin: 0 0 2px; }
-nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
-main { padding: 4px 24px 40px; }
-section { margin-top: 18px; }
-h2 { font-size: 17px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 10px 0 6px; }
-.note, .muted { color: var(--muted); font-size: 12.5px; }
-.scroll { overflow-x: auto; max-width: 100%; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: var(--bg2); font-weight: 600; white-space: nowrap; }
-td.num, th.num { text-align: right; }
-.ci { display: block; color: var(--muted); font-size: 11.5px; white-space: nowrap; }
-th button.sort { all: unset; cursor: pointer; display: block; }
-th button.sort:focus-visible { outline: 2px solid var(--accent); }
-th .task { display: block; font-weight: 400; color: var(--muted); font-size: 11.5px; }
-th[aria-sort="descending"] button.sort::after { content: " \25BC"; color: var(--accent); }
-th[aria-sort="ascending"] button.sort::after { content: " \25B2"; color: var(--accent); }
-tr.published td { color: #4b4f56; font-style: italic; }
-#leaderboard-table td:nth-child(-n+3) { white-space: nowrap; }
-.badge { display: inline-block; font-style: normal; font-size: 11px; padding: 0 6px; border-radius: 9px;
-  margin-left: 6px; background: #fbefff; color: var(--pub); border: 1px solid #e2c7ff; }
-.badge.fake { background: #fff8c5; color: #7d4e00; border-color: #eed888; }
-tfoot td { color: var(--muted); border-top: 2px solid var(--line); }
-.figs { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
-figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 6px; background: #fff; }
-figure img { display: block; max-width: 420px; height: auto; }
-figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
-svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
-svg .axis { stroke: #8c959f; } svg .grid { stroke: #eaeef2; } svg .chance { stroke: #cf222e; stroke-dasharray: 4 3; }
-svg .run { fill: var(--accent); } svg .pub { fill: var(--pub); } svg .whisker { stroke: var(--accent); stroke-width: 1.5; }
-.tabs button { font: inherit; padding: 4px 12px; margin-right: 4px; border: 1px solid var(--line);
-  background: #fff; border-radius: 6px 6px 0 0; cursor: pointer; }
-.tabs button[aria-selected="true"] { background: var(--bg2); border-bottom-color: var(--bg2); font-weight: 600; }
-.filters { display: flex; flex-wrap: wrap; gap: 14px; align-items: center; padding: 8px 10px; background: var(--bg2);
-  border: 1px solid var(--line); }
-.filters label { white-space: nowrap; }
-.explorer { display: grid; grid-template-columns: minmax(0, 11fr) minmax(0, 9fr); gap: 16px; margin-top: 8px; }
-@media (max-width: 1100px) { .explorer { grid-template-columns: minmax(0, 1fr); } }
-table.items tbody tr { cursor: pointer; }
-table.items td, table.items th { white-space: nowrap; }
-table.items tbody tr:hover { background: #f3f8ff; }
-table.items tbody tr.selected { outline: 2px solid var(--accent); outline-offset: -2px; }
-td.ok { background: var(--ok); } td.bad { background: var(--bad); } td.gone { color: var(--muted); }
-.pager { margin: 6px 0; display: flex; gap: 10px; align-items: center; }
-.pager button { font: inherit; }
-.detail { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; min-height: 120px; align-self: start;
-  position: sticky; top: 8px; max-height: calc(100vh - 16px); overflow: auto; }
-.detail table td.pred { font-weight: 700; } .detail tr.gold td:first-child { background: var(--ok); }
-pre.ctx { white-space: pre-wrap; word-break: break-word; background: var(--bg2); border: 1px solid var(--line);
-  padding: 8px; max-height: 340px; overflow: auto; font-size: 12.5px; margin: 4px 0 10px; }
-td.choice { max-width: 360px; }
-"""
-
-JS = r"""
+// The HTML report's script (abricot_local/html_report.py inlines it): vanilla, nothing fetched.
+// It reads the JSON block #report-data and builds every element with createElement and
+// textContent; no data ever goes through innerHTML.
 (function () {
 "use strict";
 const T0 = performance.now();
@@ -209,6 +145,7 @@ function leaderboard() {
 function forest(key) {
   const col = D.columns.find(c => c.key === key);
   const rows = D.rows.filter(r => r.cells[key] && Number.isFinite(r.cells[key][0]));
+  if (!rows.length) return null;
   const W = 560, left = 230, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
   const xs = rows.flatMap(r => r.cells[key].filter(Number.isFinite));
   if (col.chance !== null) xs.push(col.chance);
@@ -420,4 +357,3 @@ app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Ru
 window.abricotReport = {startAt: T0, parsedAt: T1, readyAt: performance.now()};
 window.addEventListener("load", () => setTimeout(contexts, 0));
 })();
-"""
