@@ -175,7 +175,7 @@ def browser():
         need('playwright is not installed (pip install -e ".[test]")')
     exe = os.environ.get("ABRICOT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(exe).is_file():
-        need("no Chromium at /usr/bin/chromium (apt-get install chromium)")
+        need(f"no Chromium at {exe} (apt-get install chromium, or set ABRICOT_CHROMIUM)")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
         yield b
