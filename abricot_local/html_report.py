@@ -106,7 +106,9 @@ class _Pool:
 # -- the data the page shows -----------------------------------------------------------------
 def _runs(report: Report) -> list[dict]:
     return [{"label": r.label, "quant": r.quant, "backend": r.backend, "source": r.source, "folder": str(r.path),
-             "base": r.base, "tasks": dict(r.task_n)} for r in report.runs]
+             "base": r.base, "tasks": dict(r.task_n),
+             "warnings": [f"{t}: {w}" for t, e in r.results["tasks"].items() for w in e.get("warnings", [])]}
+            for r in report.runs]
 
 
 def _leaderboard(report: Report, keys: list[str], samples: dict) -> tuple[list[dict], list[dict]]:

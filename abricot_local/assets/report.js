@@ -39,8 +39,7 @@ function s(tag, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-function fmt(v, d) {
-  if (v === null || v === undefined) return "";
+function fmt(v, d) {  // null: a NaN in results.json (JSON has no NaN)
   return Number.isFinite(v) ? v.toFixed(d === undefined ? 3 : d) : "nan";
 }
 function factText(v) {
@@ -54,6 +53,7 @@ function softmax(lp) {
   const m = Math.max(...lp), e = lp.map(x => Math.exp(x - m)), t = e.reduce((a, b) => a + b, 0);
   return e.map(x => x / t);
 }
+function probs(e) { return e.prob || (e.prob = softmax(e.lp)); }
 function runLabel(k) { const r = D.runs[k]; return r.label; }
 
 // -- header and runs --------------------------------------------------------------------------
@@ -73,7 +73,10 @@ function runsTable() {
     h("td", {text: r.quant}), h("td", {text: r.backend}),
     tasks.map(t => h("td", {cls: "num", text: r.tasks[t] === undefined ? "" : String(r.tasks[t])})),
     h("td", {cls: "muted", text: r.folder})));
-  return h("div", {cls: "scroll"}, h("table", {id: "runs-table"}, h("thead", {}, head), h("tbody", {}, rows)));
+  const warnings = D.runs.flatMap(r => r.warnings.map(w => h("li", {}, h("strong", {text: r.label}), " " + w)));
+  return [h("div", {cls: "scroll"}, h("table", {id: "runs-table"}, h("thead", {}, head), h("tbody", {}, rows))),
+    warnings.length ? h("details", {cls: "note"}, h("summary", {text: warnings.length + " warning(s) recorded by the runs"}),
+      h("ul", {}, warnings)) : null];
 }
 
 // -- leaderboard -------------------------------------------------------------------------------
@@ -210,7 +213,6 @@ function prepare(task) {
       e.ok = e.p === goldOf(it, e);
       if (!e.ok) wrong++;
       answers.add(choicesOf(it, e)[e.p]);
-      e.prob = softmax(e.lp);
     });
     it.disagree = present > 1 && answers.size > 1;
     it.allwrong = present > 0 && wrong === present;
@@ -243,7 +245,7 @@ function explorer(task, ti) {
         text: v === undefined || v === null ? "" : (typeof v === "number" && !Number.isInteger(v) ? fmt(v, 2) : String(v))}); }),
       h("td", {title: S[it.ch[it.g]], text: lab[it.g]}),
       it.m.map(e => e ? h("td", {cls: e.ok ? "ok" : "bad", title: choicesOf(it, e)[e.p],
-        text: lab[e.p] + " " + pct(e.prob[e.p])}) : h("td", {cls: "gone", text: "\u00b7"})));
+        text: lab[e.p] + " " + pct(probs(e)[e.p])}) : h("td", {cls: "gone", text: "\u00b7"})));
     const pick = () => { st.selected = it; for (const r of body.children) r.classList.toggle("selected", r === tr); show(it); };
     tr.addEventListener("click", pick);
     tr.addEventListener("keydown", ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
@@ -273,16 +275,14 @@ function explorer(task, ti) {
       if (own) kids.push(h("h3", {text: "choices of " + runLabel(ms[g[0][1]])}));
       const plain = choices.every((c, j) => c === lab[j]);  // ABRICOT: the choices are the labels
       const head = h("tr", {}, h("th", {text: "label"}), plain ? null : h("th", {text: "choice"}),
-        g.map(([e, k]) => h("th", {cls: "num", colspan: 2, text: runLabel(ms[k])})));
-      const sub = h("tr", {}, h("th"), plain ? null : h("th"),
-        g.map(() => [h("th", {cls: "num", text: "log-prob"}), h("th", {cls: "num", text: "p"})]));
+        g.map(([e, k]) => h("th", {cls: "num", text: runLabel(ms[k])})));
       const rows = choices.map((c, j) => h("tr", {cls: j === gold ? "gold" : null},
         h("td", {text: lab[j] + (j === gold ? " (gold)" : "")}), plain ? null : h("td", {cls: "choice", text: c}),
-        g.map(([e]) => e ? [h("td", {cls: "num" + (j === e.p ? " pred" : ""), text: fmt(e.lp[j], 4)}),
-          h("td", {cls: "num" + (j === e.p ? " pred" : ""), text: pct(e.prob[j])})] : [h("td", {text: "\u00b7"}), h("td")])));
-      kids.push(h("div", {cls: "scroll"}, h("table", {cls: "choices"}, h("thead", {}, head, sub), h("tbody", {}, rows))));
+        g.map(([e]) => e ? h("td", {cls: "num" + (j === e.p ? " pred" : "")}, h("span", {cls: "lp", text: fmt(e.lp[j], 4)}),
+          h("span", {cls: "p", text: pct(probs(e)[j])})) : h("td", {text: "\u00b7"}))));
+      kids.push(h("div", {cls: "scroll"}, h("table", {cls: "choices"}, h("thead", {}, head), h("tbody", {}, rows))));
     }
-    kids.push(h("p", {cls: "muted", text: "bold: the model's answer (highest log-prob); p: the choices' log-probs normalised over the choices."}));
+    kids.push(h("p", {cls: "muted", text: "Per run: the choice's log-prob, and below it its probability (the log-probs normalised over the choices); bold: the run's answer."}));
     const box = h("div", {cls: "contexts"}, h("p", {cls: "muted", text: "unpacking the scored contexts\u2026"}));
     kids.push(box);
     detail.replaceChildren(...kids);
@@ -322,11 +322,17 @@ function items() {
     h("p", {cls: "note", text: "One row per item, one column per run: the run's answer and its probability " +
       "(softmax of the choices' log-probs); green when it is the gold answer."}));
   if (!D.tasks.length) return sec;
-  const panels = D.tasks.map(explorer);
+  // a task's panel is built when its tab is first opened
+  const panels = D.tasks.map((t, i) => i === 0 ? explorer(t, 0) : h("div", {hidden: true}));
   const tabs = h("div", {cls: "tabs", role: "tablist"}, D.tasks.map((t, i) => h("button", {type: "button", role: "tab",
     "data-task": t.name, "aria-selected": i === 0 ? "true" : "false", text: t.name + " (" + t.items.length + ")",
     onclick: ev => {
       for (const b of tabs.children) b.setAttribute("aria-selected", String(b === ev.currentTarget));
+      if (!panels[i].classList.contains("task-panel")) {
+        const built = explorer(t, i);
+        panels[i].replaceWith(built);
+        panels[i] = built;
+      }
       panels.forEach((p, j) => { p.hidden = j !== i; });
     }})));
   sec.append(tabs, ...panels);
