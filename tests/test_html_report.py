@@ -105,9 +105,24 @@ def test_cli_writes_html_to_a_file_or_stdout(small_runs, tmp_path):
         assert item["m"][0]["lp"] == s["logprobs"] and item["m"][0]["p"] == s["pred"]
         assert task["prefix"] + contexts[item["c"]] == s["context"]
         assert [data["strings"][k] for k in item["ch"]] == s["choices"]
+    # plots.py's per-run figures, inline (the test extra installs matplotlib)
+    assert [f["caption"] for f in data["figures"]] == ["alpha-abricot_abs-scatter", "beta-abricot_abs-scatter"]
+    assert all(f["src"].startswith("data:image/png;base64,iVBORw0KGgo") for f in data["figures"])
     # -o works for the text formats as well
     r = invoke("report", *small_runs, "--format", "csv", "-o", tmp_path / "r.csv")
     assert r.exit_code == 0 and (tmp_path / "r.csv").read_text().startswith("# runs")
+
+
+def test_without_matplotlib_the_page_says_so_and_keeps_its_own_plots(small_runs, monkeypatch):
+    import importlib.util
+
+    from abricot_local import html_report, report
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    data = html_report.report_data(report.build(small_runs))
+    assert data["figures"] == [] and "matplotlib" in data["figuresNote"]
+    assert data["primary"] == ["abricot_abs.pearson"]  # drawn by the page as SVG
 
 
 # -- the page in Chromium ------------------------------------------------------------------------
