@@ -51,6 +51,10 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
     40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18), 42: ("Q2_0", 64, 18),
 }
+# integer and f64 tensors: ggml has them, but no llama.cpp model computes with such weights; a float
+# tensor whose type field flipped to one of these passes every size check and makes llama.cpp abort
+# mid-run (binary_op: unsupported types), so they are refused too
+NOT_WEIGHT_TYPES = {24, 25, 26, 27, 28}
 REMOVED_TYPES = {4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
                  36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8"}
 
@@ -119,14 +123,17 @@ class _Reader:
     def left(self) -> int:
         return self.size - self.pos
 
-    def need(self, n: int, what: str) -> None:
+    def need(self, n: int, what: str, claimed: bool = False) -> None:
+        """Refuse reading n more bytes past the end; ``claimed``: n is a length read from the file."""
+        if claimed and n > self.size:
+            raise _Damaged(f"{what} at byte {self.pos} claims {n} bytes, more than the whole file ({self.size} bytes)")
         if n > self.left():
             raise _Damaged(f"the file ends inside the header: {what} at byte {self.pos} needs {n} bytes, "
-                           f"{self.left()} are left", truncated=n <= self.size)
+                           f"{self.left()} are left", truncated=True)
 
-    def take(self, n: int, what: str) -> int:
+    def take(self, n: int, what: str, claimed: bool = False) -> int:
         """Advance by n bytes; return their offset in self.buf."""
-        self.need(n, what)
+        self.need(n, what, claimed)
         if self.pos < self.base or self.pos + n > self.base + len(self.buf):
             self.fh.seek(self.pos)
             self.buf, self.base = self.fh.read(max(n, self.WINDOW)), self.pos
@@ -137,7 +144,7 @@ class _Reader:
         return off
 
     def skip(self, n: int, what: str) -> None:
-        self.need(n, what)
+        self.need(n, what, claimed=True)
         self.pos += n
 
     def unpack(self, fmt: str, what: str):
@@ -149,10 +156,11 @@ class _Reader:
         return _U64.unpack_from(self.buf, off)[0]
 
     def text(self, what: str, limit: int) -> str:
+        at = self.pos
         n = self.u64(f"the length of {what}")
         if n > limit:
-            raise _Damaged(f"{what} at byte {self.pos - 8} claims {n} bytes (at most {limit} expected)")
-        off = self.take(n, what)
+            raise _Damaged(f"{what} at byte {at} claims {n} bytes (at most {limit} expected)")
+        off = self.take(n, f"{what} at byte {at}", claimed=True)
         return self.buf[off : off + n].decode("utf-8", "replace")
 
     def skip_strings(self, count: int, what: str) -> None:
@@ -163,21 +171,21 @@ class _Reader:
             if pos + 8 > base + len(buf) or pos < base:
                 if pos + 8 > size:
                     self.pos = pos
-                    self.need(8, f"the length of {what}[{i}]")
+                    self.need(8, f"the length of {what}[{i}]")  # raises
                 self.fh.seek(pos)
                 buf, base = self.fh.read(self.WINDOW), pos
             n = unpack(buf, pos - base)[0]
             pos += 8 + n
             if pos > size:
                 self.pos = pos - n
-                self.need(n, f"{what}[{i}] ({n} bytes)")
+                self.need(n, f"string {i} of {what}", claimed=True)  # raises
         self.buf, self.base, self.pos = buf, base, pos
 
 
 def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
     """One key-value pair: (key, value type, value); the value is None for arrays and long strings."""
     at = r.pos
-    key = r.text(f"a metadata key (byte {at})", MAX_KEY)
+    key = r.text("a metadata key", MAX_KEY)
     if key in seen:
         raise _Damaged(f"metadata key '{key}' appears twice (byte {at})")
     seen.add(key)
@@ -187,9 +195,9 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
     if vtype == STRING:
         n = r.u64(f"the length of '{key}'")
         if n <= SHORT_STRING:
-            off = r.take(n, f"the value of '{key}'")
+            off = r.take(n, f"the value of '{key}'", claimed=True)
             return key, vtype, r.buf[off : off + n].decode("utf-8", "replace")
-        r.skip(n, f"the value of '{key}' ({n} bytes)")
+        r.skip(n, f"the value of '{key}'")
         return key, vtype, None
     elif vtype == ARRAY:
         etype = r.unpack("<I", f"the element type of '{key}'")
@@ -199,7 +207,7 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
         if etype == STRING:
             if count > min(MAX_STRINGS, r.left() // 8):
                 raise _Damaged(f"metadata array '{key}' claims {count} strings, more than the file can hold")
-            r.skip_strings(count, f"'{key}'")
+            r.skip_strings(count, f"array '{key}'")
         else:
             size = KV_TYPES[etype][1]
             if count > r.left() // size:
@@ -212,7 +220,7 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
 
 def _read_tensor(r: _Reader, seen: set[str]) -> tuple[str, int, tuple[int, ...], int]:
     at = r.pos
-    name = r.text(f"a tensor name (byte {at})", 1 << 16)
+    name = r.text("a tensor name", 1 << 16)
     if not name or len(name.encode("utf-8")) > MAX_NAME:
         raise _Damaged(f"tensor name at byte {at} is {'empty' if not name else 'longer than 63 bytes'} ({name[:80]!r})")
     if name in seen:
@@ -236,6 +244,9 @@ def _read_tensor(r: _Reader, seen: set[str]) -> tuple[str, int, tuple[int, ...],
     if type_id not in GGML_TYPES:
         raise _Damaged(f"tensor '{name}' has unknown ggml type {type_id} (byte {r.pos - 4})")
     tname, block, _ = GGML_TYPES[type_id]
+    if type_id in NOT_WEIGHT_TYPES:
+        raise _Damaged(f"tensor '{name}' is stored as {tname}, a type no llama.cpp model computes with (llama.cpp "
+                       "would abort mid-run); its type field is probably damaged")
     if dims and dims[0] % block:
         raise _Damaged(f"tensor '{name}' of type {tname} has {dims[0]} elements per row, not a multiple of its "
                        f"block size {block}")
