@@ -1,19 +1,22 @@
 """Structural check of a GGUF model file before llama.cpp sees it.
 
 A strict reader of the GGUF header (format versions 2 and 3, little-endian),
-written against llama.cpp's own loader (ggml/src/gguf.cpp): magic and version,
+written against llama.cpp's own parser (ggml/src/gguf.cpp): magic and version,
 header counts that a file of its size can hold, every metadata value's type
 and length inside the file, and for every tensor a name, at most 4 sane
 dimensions, a ggml type llama.cpp reads, and data stored where llama.cpp
 expects it (each tensor right after the previous one, padded to
-``general.alignment``) and inside the file. A split model
-(``NAME-00001-of-00003.gguf``) has every part present and checked.
+``general.alignment``) and inside the file. Stricter than llama.cpp's parser:
+data past the end of the file (llama.cpp's loader finds it later), bytes after
+the last tensor, and integer-typed weights (llama.cpp aborts on them mid-run).
+A split model (``NAME-00001-of-00003.gguf``) has every part present and checked.
 
 Only the header is read, never tensor data, in bounded steps: a damaged count
 or length is refused before anything is allocated, so a 4 GB model takes
-milliseconds and no header can make it hang. The ``gguf`` package's reader was
-not used: it parses every metadata array into numpy objects (12 s for Gemma 3
-270M's 262k-token vocabulary) and fails on damaged files with numpy errors.
+milliseconds and no header can make it hang. The ``gguf`` package's
+GGUFReader was not used: it turns every metadata array into numpy objects
+(seconds for a 262k-token vocabulary), fails on damaged files with numpy's
+IndexError/ValueError, and accepts overlapping tensors (a flipped type).
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ MAX_STRINGS = 1 << 24  # a string array (vocabularies: up to ~300k entries)
 SHORT_STRING = 1024  # string values kept in GGUFInfo.metadata
 SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
-# ggml type id -> (name, elements per block, bytes per block), as ggml's type_traits (llama.cpp b8xxx;
-# tests/test_gguf_check.py compares it with the ggml that llama-cpp-python ships)
+# ggml type id -> (name, elements per block, bytes per block), as ggml's type_traits;
+# tests/test_gguf_check.py compares it with the ggml that llama-cpp-python ships (0.3.36: types 0-42)
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
     0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
     6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
@@ -199,7 +202,7 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
             return key, vtype, r.buf[off : off + n].decode("utf-8", "replace")
         r.skip(n, f"the value of '{key}'")
         return key, vtype, None
-    elif vtype == ARRAY:
+    if vtype == ARRAY:
         etype = r.unpack("<I", f"the element type of '{key}'")
         if etype not in KV_TYPES or etype == ARRAY:
             raise _Damaged(f"metadata array '{key}' has invalid element type {etype} (byte {r.pos - 4})")
@@ -316,11 +319,13 @@ def _parse(fh, size: int, path: Path) -> GGUFInfo:
         if offset != expected and info.start >= size:
             raise _Damaged(f"{what} has data offset {offset}, which points past the end of the file ({size} "
                            f"bytes); it should be {expected}")
+        if offset != expected and prev is None:
+            raise _Damaged(f"{what} is the first tensor but has data offset {offset}, not 0")
         if offset != expected:
-            after = f"tensor '{prev.name}' ({prev.type_name}, {_shape(prev.shape)})" if prev else "the start of the data"
             how = "overlaps" if offset < expected else "leaves a gap after"
-            raise _Damaged(f"{what} has data offset {offset} but {after} ends at {expected}: it {how} it; a type "
-                           "or shape in the header is wrong")
+            raise _Damaged(f"{what} has data offset {offset} but tensor '{prev.name}' ({prev.type_name}, "
+                           f"{_shape(prev.shape)}) ends at {expected}: it {how} it; a type or shape in the header "
+                           "is wrong")
         if info.start + nbytes > size:
             raise _Damaged(f"{what} at file offset {info.start} ends at byte {info.start + nbytes}, past the end of "
                            f"the file ({size} bytes)", truncated=True)

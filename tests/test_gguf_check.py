@@ -82,6 +82,8 @@ CASES = {
                           "offset 304, not a multiple of the alignment 32", "refused"),
     "tensors_overlap": (Synth(offsets={"output_norm.weight": 256}).to_bytes(), "ends at 288: it overlaps it",
                         "refused"),
+    "first_tensor_moved": (Synth(offsets={"token_embd.weight": 32}).to_bytes(), "is the first tensor but has data "
+                           "offset 32, not 0", "refused"),
     "tensors_gap": (Synth(offsets={"output_norm.weight": 320}).to_bytes(), "ends at 288: it leaves a gap", "refused"),
     "offset_past_end": (Synth(offsets={"blk.0.w": 1 << 40}).to_bytes(),
                         "'blk.0.w' (Q4_0, 32x2, 36 bytes) has data offset 1099511627776, which points past the end",
