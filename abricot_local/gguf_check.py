@@ -99,6 +99,8 @@ class GGUFInfo:
 
 TRUNCATED = "the file is incomplete (an interrupted download or copy?): download it again"
 DAMAGED = "the file is damaged: download it again, or check its SHA-256 against the publisher's"
+TRUNCATED_OR_DAMAGED = ("the file is incomplete (an interrupted download or copy?) or its header is damaged: "
+                        "download it again")
 
 
 class _Damaged(Exception):
@@ -168,21 +170,23 @@ class _Reader:
 
     def skip_strings(self, count: int, what: str) -> None:
         """Walk ``count`` length-prefixed strings without keeping them (the hot loop: vocabularies)."""
-        unpack, size = _U64.unpack_from, self.size
-        buf, base, pos = self.buf, self.base, self.pos
+        unpack, buf, base = _U64.unpack_from, self.buf, self.base
+        rel, lim = self.pos - base, len(buf) - 8  # position in buf; the last one a length fits at
         for i in range(count):
-            if pos + 8 > base + len(buf) or pos < base:
-                if pos + 8 > size:
-                    self.pos = pos
-                    self.need(8, f"the length of {what}[{i}]")  # raises
+            if rel > lim:  # the window is used up: read the next one (never past the end of the file)
+                pos = base + rel
+                if pos + 8 > self.size:
+                    self.pos = min(pos, self.size)
+                    if pos > self.size:
+                        raise _Damaged(f"string {i - 1} of {what} runs past the end of the file", truncated=True)
+                    self.need(8, f"the length of string {i} of {what}")  # raises
                 self.fh.seek(pos)
-                buf, base = self.fh.read(self.WINDOW), pos
-            n = unpack(buf, pos - base)[0]
-            pos += 8 + n
-            if pos > size:
-                self.pos = pos - n
-                self.need(n, f"string {i} of {what}", claimed=True)  # raises
-        self.buf, self.base, self.pos = buf, base, pos
+                buf, base, rel = self.fh.read(self.WINDOW), pos, 0
+                lim = len(buf) - 8
+            rel += 8 + unpack(buf, rel)[0]
+        self.buf, self.base, self.pos = buf, base, base + rel
+        if self.pos > self.size:
+            raise _Damaged(f"string {count - 1} of {what} runs past the end of the file", truncated=True)
 
 
 def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
@@ -328,7 +332,7 @@ def _parse(fh, size: int, path: Path) -> GGUFInfo:
                            "is wrong")
         if info.start + nbytes > size:
             raise _Damaged(f"{what} at file offset {info.start} ends at byte {info.start + nbytes}, past the end of "
-                           f"the file ({size} bytes)", truncated=True)
+                           f"the file ({size} bytes)", hint=TRUNCATED_OR_DAMAGED)
         tensors.append(info)
         expected, prev = offset + _pad(nbytes, alignment), info
     if tensors and size > data_offset + expected:

@@ -111,7 +111,7 @@ def llama_cpp_parser_verdict(path: Path, timeout: float = 60) -> str:
     """'accepted', 'refused', 'crashed' or 'hung': what llama.cpp's own GGUF parser does with a file."""
     try:
         out = subprocess.run([sys.executable, "-c", _ORACLE, llama_cpp_lib_dir(), str(path)],
-                             capture_output=True, text=True, timeout=timeout)
+                             capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return "hung"
     if out.returncode != 0:

@@ -8,8 +8,10 @@ loader checks; bytes after the last tensor; integer-typed weights) the test says
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
+import random
 import re
 import struct
 import time
@@ -108,6 +110,31 @@ def test_damaged_header_is_refused_with_a_message_naming_it(case, tmp_path):
     text = str(err.value)
     assert message in text and str(path) in text and "\n" not in text
     assert llama_cpp_parser_verdict(path) == llama_verdict
+
+
+def test_fuzzed_headers_never_pass_what_llama_cpp_refuses(tmp_path):
+    """Seeded random bit flips and byte overwrites in a header: the verifier raises only ModelError,
+    and accepts a file only where llama.cpp's parser accepts it too."""
+    rng = random.Random(16)
+    base = Synth().to_bytes()
+    head = len(Synth().to_bytes(with_data=False))
+    seen = collections.Counter()
+    for k in range(60):
+        data = bytearray(base)
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            i = rng.randrange(4, head)
+            data[i] = data[i] ^ (1 << rng.randrange(8)) if rng.random() < 0.5 else rng.choice((0, 0xFF, rng.randrange(256)))
+        path = tmp_path / f"fuzz{k}.gguf"
+        path.write_bytes(bytes(data))
+        try:
+            verify_gguf(path)
+            ours = "accepted"
+        except ModelError:
+            ours = "refused"
+        theirs = llama_cpp_parser_verdict(path)
+        assert theirs in ("accepted", "refused") and not (ours == "accepted" and theirs == "refused"), k
+        seen[ours, theirs] += 1
+    assert seen["refused", "refused"] > 10 and seen["accepted", "accepted"] > 5  # both kinds were exercised
 
 
 @pytest.mark.parametrize("synth", [
