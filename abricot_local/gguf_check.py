@@ -276,7 +276,7 @@ def _pad(n: int, align: int) -> int:
 def _parse(fh, size: int, path: Path) -> GGUFInfo:
     r = _Reader(fh, size)
     if size == 0:
-        raise _Damaged("the file is empty", truncated=True)
+        raise _Damaged("it is empty (0 bytes)", truncated=True)
     fh.seek(0)
     if fh.read(4) != MAGIC:
         raise _Damaged("it does not start with 'GGUF'", hint="llama.cpp needs a .gguf model")

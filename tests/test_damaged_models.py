@@ -204,7 +204,7 @@ def test_header_damage_is_refused_before_llama_cpp(damage, gemma_path, tmp_path,
 
 
 @pytest.mark.parametrize("content, fragment", [
-    (b"", "the file is empty; the file is incomplete (an interrupted download or copy?)"),
+    (b"", "it is empty (0 bytes); the file is incomplete (an interrupted download or copy?)"),
     (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 253113024\n",
      "is not a GGUF file (it does not start with 'GGUF')"),  # a Git LFS pointer instead of the model
     (b"GGUF\x03\x00", "the file ends inside the header"),

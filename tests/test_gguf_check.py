@@ -39,7 +39,7 @@ VALID = Synth().to_bytes()
 
 # id -> (file content, what the message says, llama.cpp's parser verdict)
 CASES = {
-    "empty": (b"", "the file is empty", "refused"),
+    "empty": (b"", "it is empty (0 bytes)", "refused"),
     "not_gguf": (b"PK\x03\x04" + b"x" * 100, "does not start with 'GGUF'", "refused"),
     "header_cut": (VALID[:20], "ends inside the header", "refused"),
     "version_1": (Synth(version=1).to_bytes(), "GGUF version 1", "refused"),
@@ -295,5 +295,5 @@ def test_the_resolver_and_check_gguf_verify_the_structure(tmp_path):
             call()
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")
-    with pytest.raises(ModelError, match="the file is empty; the file is incomplete"):
+    with pytest.raises(ModelError, match=re.escape("it is empty (0 bytes); the file is incomplete")):
         fetch.check_gguf(empty)
