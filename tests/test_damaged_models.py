@@ -28,7 +28,7 @@ from abricot_local.gguf_check import read_header
 
 pytestmark = pytest.mark.real
 TIMEOUT = 600  # seconds per run; a scored run of 3 items takes ~10 s on 2 cores
-NON_FINITE = "llama.cpp returned non-finite logits"
+NON_FINITE = "non-finite logits"
 
 ROWS = {  # invented paragraphs: the damage, not the data, is under test
     "discotex_1_ted_test_set_release.tsv": [
@@ -146,8 +146,8 @@ def test_weight_damage_stops_with_the_non_finite_error(model, damage, request, t
     assert dst.stat().st_size == src.stat().st_size
     out = tmp_path / "out"
     line = assert_refused(run_cli(dst, out, data_dir), out, NON_FINITE)
-    assert "at position" in line and "--flash-attn off" in line and "--n-gpu-layers 0" in line
-    assert "SHA-256" in line and "pull it again" in line
+    assert "position" in line and "NaN" in line  # where, and what was found
+    assert "--flash-attn off" in line and "--n-gpu-layers 0" in line and "SHA-256" in line and "pull" in line
 
 
 def test_a_zero_run_is_caught_by_the_pinned_sha256(smollm2_path, tmp_path, data_dir):
@@ -223,22 +223,24 @@ def test_a_missing_split_part_is_named(gemma_path, tmp_path, data_dir):
                    "1 of its 2 parts missing next to it (gemma-00002-of-00002.gguf)")
 
 
-def test_a_llama_cpp_abort_ends_the_process_at_once(gemma_path, tmp_path):
+def test_a_llama_cpp_abort_ends_the_process_at_once(gemma_path, tmp_path, data_dir):
     """Without the verifier, a float tensor typed I32 makes ggml abort mid-decode. ggml then
     attaches gdb to print a backtrace (seen here: once 18 s, once a hang of over 300 s with
     both compute threads aborting); the backend sets GGML_NO_BACKTRACE, so it just aborts."""
     path = flip_type(header_copy(gemma_path, tmp_path / "i32.gguf"), "output_norm.weight", 26)
     code = (
-        "import sys; import abricot_local.backends.llama_cpp as m\n"
-        "from abricot_local.backends.base import BackendOptions, Request\n"
-        "m.check_gguf = lambda p: p  # what llama.cpp does without the verifier\n"
-        "b = m.LlamaCppBackend(sys.argv[1], BackendOptions(threads=2, n_ctx=256))\n"
-        "b.score(Request('Ciao, come', (' stai', ' va')))\n"
+        "import sys; import abricot_local.fetch as f\n"
+        "f.verify_gguf = lambda p: ()  # what llama.cpp meets without the verifier\n"
+        "from abricot_local.cli import main\n"
+        "sys.argv = ['abricot-local', 'run', *sys.argv[1:]]; main()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "GGML_NO_BACKTRACE"}
+    cmd = [sys.executable, "-c", code, str(path), "--tasks", "discotex", "--data-dir", str(data_dir), "--limit", "1",
+           "--threads", "2", "--n-ctx", "512", "--out", str(tmp_path / "out")]
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=TIMEOUT, env=env)
     except subprocess.TimeoutExpired:
         pytest.fail("llama.cpp's abort hung the process")
     assert proc.returncode == -6 and "unsupported types" in proc.stderr  # SIGABRT
     assert "[New LWP" not in proc.stderr and "gdb" not in proc.stderr  # no debugger attached
+    assert not (tmp_path / "out" / "results.json").exists()

