@@ -2,8 +2,8 @@
 
 Each run is a child process (`python -m abricot_local run ...`), so a crash in llama.cpp could
 not take pytest down, and each has a timeout, so a hang fails instead of blocking. Every case
-must end with one line `error: ...`, exit code 2 (a refused input), no traceback and no
-results.json or samples file.
+must end with one line `error: ...` (the only error line), exit code 2 (a refused input), no
+traceback and no results.json or samples file.
 
 Weight damage (NaN, 0xFF runs) leaves the header intact and the size unchanged: it passes the
 structural check, reaches llama.cpp, and must stop with the non-finite logits error. Header
@@ -71,11 +71,12 @@ def assert_refused(proc: subprocess.CompletedProcess, out: Path, fragment: str) 
     """One clean error line naming the problem, exit code 2, nothing written as results."""
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert fragment in lines[0], lines[0]
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr  # cautions may come before it
+    assert fragment in errors[0], errors[0]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (out / "results.json").exists() and not list(out.glob("samples-*.jsonl"))
-    return lines[0]
+    return errors[0]
 
 
 # -- damage makers ----------------------------------------------------------------------------------
