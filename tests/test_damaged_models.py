@@ -53,7 +53,7 @@ def data_dir(tmp_path_factory) -> Path:
     """A DISCOTEX-shaped folder of invented rows (the tests need no ../shared)."""
     folder = tmp_path_factory.mktemp("discotex")
     for name, rows in ROWS.items():
-        lines = ["ID\tPROMPT\tTARGET\tCLASS"] + [f"{name[12:15]}_{i}\t{p}\t{t}\t{i % 2}" for i, (p, t) in enumerate(rows)]
+        lines = ["ID\tPROMPT\tTARGET\tCLASS"] + [f"{name.split('_')[2]}_{i}\t{p}\t{t}\t{i % 2}" for i, (p, t) in enumerate(rows)]
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
