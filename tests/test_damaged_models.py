@@ -53,7 +53,8 @@ def data_dir(tmp_path_factory) -> Path:
     """A DISCOTEX-shaped folder of invented rows (the tests need no ../shared)."""
     folder = tmp_path_factory.mktemp("discotex")
     for name, rows in ROWS.items():
-        lines = ["ID\tPROMPT\tTARGET\tCLASS"] + [f"{name.split('_')[2]}_{i}\t{p}\t{t}\t{i % 2}" for i, (p, t) in enumerate(rows)]
+        source = name.split("_")[2]
+        lines = ["ID\tPROMPT\tTARGET\tCLASS"] + [f"{source}_{i}\t{p}\t{t}\t{i % 2}" for i, (p, t) in enumerate(rows)]
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
@@ -189,7 +190,8 @@ HEADER_DAMAGE = {
     "huge_tensor_count": (lambda p: overwrite(p, 8, struct.pack("<Q", 1 << 62)),
                           "the header claims 4611686018427387904 tensors and 33 metadata keys, more than a file of "
                           "253113024 bytes can hold"),
-    "huge_kv_count": (lambda p: overwrite(p, 16, struct.pack("<Q", (1 << 64) - 1)), "18446744073709551615 metadata keys"),
+    "huge_kv_count": (lambda p: overwrite(p, 16, struct.pack("<Q", (1 << 64) - 1)),
+                      "18446744073709551615 metadata keys"),
     "truncated": (lambda p: cut(p, p.stat().st_size // 2),
                   "past the end of the file (126556512 bytes); the file is incomplete"),
 }

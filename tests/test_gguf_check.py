@@ -123,7 +123,8 @@ def test_fuzzed_headers_never_pass_what_llama_cpp_refuses(tmp_path):
         data = bytearray(base)
         for _ in range(rng.choice((1, 1, 2, 3))):
             i = rng.randrange(4, head)
-            data[i] = data[i] ^ (1 << rng.randrange(8)) if rng.random() < 0.5 else rng.choice((0, 0xFF, rng.randrange(256)))
+            flip = rng.random() < 0.5
+            data[i] = data[i] ^ (1 << rng.randrange(8)) if flip else rng.choice((0, 0xFF, rng.randrange(256)))
         path = tmp_path / f"fuzz{k}.gguf"
         path.write_bytes(bytes(data))
         try:
@@ -165,7 +166,8 @@ def test_type_table_matches_the_ggml_llama_cpp_ships():
             assert lib.ggml_blck_size(t) == 0, t  # ggml keeps the number, without a layout
             continue
         name, block, size = GGML_TYPES[t]
-        assert (lib.ggml_type_name(t).decode().upper(), lib.ggml_blck_size(t), lib.ggml_type_size(t)) == (name, block, size)
+        ggml = (lib.ggml_type_name(t).decode().upper(), lib.ggml_blck_size(t), lib.ggml_type_size(t))
+        assert ggml == (name, block, size)
     assert {GGML_TYPES[t][0] for t in NOT_WEIGHT_TYPES} == {"I8", "I16", "I32", "I64", "F64"}
 
 

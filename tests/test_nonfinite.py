@@ -44,7 +44,8 @@ def test_non_finite_error_is_a_refused_model():
     assert NonFiniteError.exit_code == 2
 
 
-@pytest.mark.parametrize("bad, found", [(float("nan"), "1 NaN, 0 infinite of 4"), (float("inf"), "0 NaN, 1 infinite of 4")])
+@pytest.mark.parametrize("bad, found", [(float("nan"), "1 NaN, 0 infinite of 4"),
+                                        (float("inf"), "0 NaN, 1 infinite of 4")])
 def test_a_non_finite_logit_row_names_the_item_and_position(bad, found):
     from abricot_local.core import finite_log_softmax
 
