@@ -78,7 +78,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         model_ref = str(path)
     bopts = BackendOptions(n_ctx=cfg["n_ctx"], n_batch=cfg["n_batch"], n_gpu_layers=cfg["n_gpu_layers"],
                            flash_attn=cfg["flash_attn"], engine=cfg["engine"], seed=cfg["seed"], threads=threads,
-                           parallel=cfg.get("parallel"))
+                           parallel=cfg.get("parallel"), repack=cfg.get("repack", True))
     runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"], cfg.get("sample"))
     rng = np.random.default_rng(cfg["seed"])
     backend = open_backend(backend_kind, model_ref, bopts)

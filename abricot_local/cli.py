@@ -94,7 +94,34 @@ def _backend_opts(kw: dict, *, vocab_only: bool = False):
         n_ctx=kw["n_ctx"] or DEFAULT_N_CTX, n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
         main_gpu=kw["main_gpu"], tensor_split=split, flash_attn=kw["flash_attn"], engine=kw["engine"],
         parallel=kw["parallel"], verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
+        rpc=_rpc_servers(kw.get("rpc")), repack=not kw.get("no_repack"),
     )
+
+
+def _rpc_servers(spec: str | None) -> tuple[str, ...]:
+    if not spec:
+        return ()
+    from abricot_local.backends import rpc
+
+    rpc.require()  # a build without RPC: one line with the reinstall command
+    return rpc.parse_endpoints(spec)
+
+
+def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
+    """ggml-rpc aborts the process when a server goes away: say which one in one line, and how to go on."""
+    import os
+
+    from abricot_local.backends import rpc
+
+    def lost(err: AbricotError) -> None:
+        kept = (out_dir / ".checkpoint" / "run.json").exists()
+        then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
+                f"abricot-local {' '.join(_resume_argv(out_dir))}" if kept else "run again once it is back")
+        click.echo(f"\nerror: {err}\n{then}", err=True)
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+
+    rpc.on_server_lost(servers, lost)
 
 
 def _task_opts(kw: dict):
@@ -116,6 +143,10 @@ def _task_opts(kw: dict):
 @click.option("--out", type=click.Path(), default=None, help="Output folder (default results/<model>/<time>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory.")
+@click.option("--no-repack", is_flag=True, help="Plain CPU kernels, no repacked weights (as on an RPC server; "
+              "also avoids llama.cpp's AMX crash, ggml-org/llama.cpp#20824).")
+@click.option("--rpc", default="", metavar="HOST:PORT[,HOST:PORT]",
+              help="llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers.")
 def run(model: str, limit: int | None, sample: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
     """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out."""
     from abricot_local import runner
@@ -132,6 +163,8 @@ def run(model: str, limit: int | None, sample: int | None, out: str | None, resu
         backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force, sample=sample,
     )
     out_dir = Path(out) if out else Path("results") / plan.model_label / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if plan.backend_options.rpc:
+        _watch_rpc(plan.backend_options.rpc, out_dir)
     bars: dict = {}
 
     def progress(task: str, done: int, total: int) -> None:
@@ -287,6 +320,8 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     for m in cached:
         fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
         click.echo(f"  {m['alias']:<24} {_gib(m['size']):>9}  {fits}")
+    click.echo("RPC (llama.cpp over the network; run --rpc, rpc-server): "
+               + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {doc.REINSTALL_RPC}"))
     click.echo("reinstall llama-cpp-python for a GPU build:")
     for kind, cmd in facts["reinstall"].items():
         click.echo(f"  {kind}: {cmd}")
@@ -311,6 +346,32 @@ def labels(model: str, task_name: str, **kw) -> None:
     for row in info["choices"]:
         pieces = " ".join(repr(p) for p in row["pieces"])
         click.echo(f"  {row['continuation']!r:>6} -> ids {row['ids']}  pieces {pieces}")
+
+
+# -- rpc-server ----------------------------------------------------------------------------
+@cli.command("rpc-server")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="IPv4 address to listen on; any other than 127.0.0.1 exposes this machine (no authentication).")
+@click.option("--port", type=int, default=50052, show_default=True)
+@click.option("--threads", type=int, default=None, help="Threads of the CPU device (default: half the cores).")
+@click.option("--device", "devices", multiple=True,
+              help="Device to serve (CUDA0, CPU...; repeat or comma-separate). Default: every GPU, else the CPU.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder keeping received tensors by hash, so the next load of the same model is local.")
+def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ...], cache_dir: str | None) -> None:
+    """Serve this machine's devices to `run --rpc` with llama.cpp's RPC protocol, until stopped (Ctrl-C)."""
+    from abricot_local.backends import rpc
+
+    rpc.require()
+    warning = rpc.exposed_warning(host, port)
+    if warning:
+        click.echo(warning, err=True)
+    names = tuple(n.strip() for d in devices for n in d.split(",") if n.strip())
+    try:
+        rpc.start_server(host, port, threads, names, cache_dir)
+    except KeyboardInterrupt:
+        click.echo("\nRPC server stopped", err=True)
+        sys.exit(130)
 
 
 # -- data ----------------------------------------------------------------------------------

@@ -163,6 +163,7 @@ class RunPlan:
             "engine": b.engine,
             # only for batched, so the manifests of earlier runs (and --resume) stay the same
             **({"parallel": b.parallel} if b.engine == "batched" else {}),
+            **({"repack": False} if not b.repack else {}),  # only when off: earlier manifests stay the same
         }
 
     def manifest(self) -> dict:
@@ -265,8 +266,13 @@ def check_memory(plan: RunPlan) -> None:
     vram = 0
     if resolved_gpu_layers(plan.backend_options) > 0:
         vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
+    remote = 0
+    if plan.backend_options.rpc:  # the RPC servers' free memory, asked of them before anything loads
+        from abricot_local.backends.rpc import add_servers
+
+        remote = sum(d.memory_free for d in add_servers(plan.backend_options.rpc))
     path = Path(plan.model_path)
-    memory.check_memory(model_bytes(path), kv_cache_bytes(path, plan.backend_options.n_ctx), vram=vram)
+    memory.check_memory(model_bytes(path), kv_cache_bytes(path, plan.backend_options.n_ctx), vram=vram, remote=remote)
 
 
 def open_plan_backend(plan: RunPlan) -> Backend:

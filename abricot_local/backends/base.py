@@ -55,6 +55,8 @@ class BackendOptions:
     n_gpu_layers: int = -1  # -1: all layers when the build can offload, else 0
     main_gpu: int = 0
     tensor_split: tuple[float, ...] = ()
+    repack: bool = True  # llama.cpp's extra CPU buffer types (repacked weights, AMX); an RPC server has none
+    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp RPC servers whose devices take layers (backends/rpc.py)
     flash_attn: str = "auto"
     engine: str = "prefix"
     parallel: int | None = None  # batched engine: most items per decode (None: resolved_parallel)

@@ -17,7 +17,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from abricot_local.backends import batched
+from abricot_local.backends import batched, rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
     ENGINES,
@@ -127,8 +127,16 @@ class LlamaCppBackend:
         params.n_gpu_layers = 0 if o.vocab_only else resolved_gpu_layers(o)
         params.main_gpu = o.main_gpu
         params.vocab_only = o.vocab_only
-        if o.tensor_split:
-            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*o.tensor_split)
+        params.use_extra_bufts = o.repack
+        split = o.tensor_split
+        self._offload = None
+        if (o.rpc or rpc.registered()) and not o.vocab_only:  # RPC: an explicit device list and split
+            self._offload = rpc.offload(o.rpc, o.tensor_split)
+            self._devices = self._offload.device_array()  # keep alive
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+            split = self._offload.tensor_split
+        if split:
+            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*split)
             self._tensor_split = arr  # keep alive
             params.tensor_split = arr
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), params)
@@ -357,6 +365,8 @@ class LlamaCppBackend:
                    if o.engine == "batched" else {}),
             },
             "threads": o.threads or os.cpu_count(),
+            **({"rpc": self._offload.facts(llama_cpp.llama_model_n_layer(self._model), resolved_gpu_layers(o), o.rpc)}
+               if self._offload else {}),
         }
 
 
