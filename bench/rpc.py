@@ -2,7 +2,8 @@
 
 Starts `abricot-local rpc-server` processes on 127.0.0.1 (the CPU device, --threads
 each), then scores the same DISCOTEX items with the whole model local, with its layers
-on one server, and split across two (default split: by free memory). Prints a table
+on one server, and split across two (default split: by free memory), all without
+repacked weights (an RPC server's CPU device has none). Prints a table
 (load seconds, including sending the weights; tokens evaluated per wall second of
 scoring; max |logprob difference| against local) and appends it to bench/README.md.
 
@@ -95,7 +96,9 @@ def main() -> None:
         setups = [("local", ()), ("RPC, 1 loopback server", (eps[0],)), ("RPC, 2 loopback servers", tuple(eps))]
         rows = []
         for label, rpc in setups:
-            r = measure(model, items, BackendOptions(threads=args.threads, engine="prefix", rpc=rpc))
+            # repack off everywhere: an RPC server's CPU device has no repacked weights, so the local
+            # run uses the same kernels (and llama.cpp's AMX kernels crash on AMX machines: #20824)
+            r = measure(model, items, BackendOptions(threads=args.threads, engine="prefix", rpc=rpc, repack=False))
             rows.append({"setup": label, **r})
             print(f"{label}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
     finally:
@@ -121,7 +124,7 @@ def main() -> None:
 
 def format_table(doc: dict) -> str:
     head = (f"rpc: DISCOTEX, {doc['items']} items, prefix engine; {doc['machine']} ({doc['cpu_count']} cores), "
-            f"{doc['threads']} threads for the local run and for each server (CPU device); model "
+            f"{doc['threads']} threads for the local run and for each server (CPU device), --no-repack; model "
             f"{doc['model_mb']} MB. Command: `python bench/rpc.py --limit {doc['items']} --threads {doc['threads']}`\n\n")
     lines = ["| setup | layers (device: count) | load s | tokens | wall s | tok/s | vs local | max abs diff vs local |",
              "|---|---|---|---|---|---|---|---|"]
