@@ -162,6 +162,16 @@ def test_lost_server_errors_name_it():
         up = f"127.0.0.1:{s.getsockname()[1]}"
         err = _abort_error("/src/ggml-rpc.cpp:566: Remote RPC server crashed or returned malformed response", (up, dead))
     assert str(err) == f"lost the RPC server {dead} (llama.cpp: Remote RPC server crashed or returned malformed response)"
+    with socket.socket() as s:  # both ports accept, but this process is connected only to one: the other is lost
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with socket.socket() as s2:
+            s2.bind(("127.0.0.1", 0))
+            s2.listen()
+            up, gone = (f"127.0.0.1:{x.getsockname()[1]}" for x in (s, s2))
+            with socket.create_connection(s.getsockname()):
+                err = _abort_error("/src/ggml-rpc.cpp:566: Remote RPC server crashed", (up, gone))
+    assert str(err) == f"lost the RPC server {gone} (llama.cpp: Remote RPC server crashed)"
     assert err.exit_code == 75
     other = _abort_error("/src/ggml.c:10: GGML_ASSERT(x) failed", (dead,))
     assert type(other) is ModelError and str(other) == "llama.cpp aborted: GGML_ASSERT(x) failed"

@@ -22,6 +22,7 @@ import ipaddress
 import os
 import re
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
@@ -105,7 +106,7 @@ class Offload:
             if il < start or il - start >= act:
                 counts["CPU"] += 1
             else:
-                k = int(np.searchsorted(cum, np.float32((il - start) / act), side="right"))
+                k = int(np.searchsorted(cum, np.float32(il - start) / np.float32(act), side="right"))
                 counts[self.devices[min(k, len(self.devices) - 1)].name] += 1
         return counts
 
@@ -337,7 +338,10 @@ def _abort_error(message: str, servers: Sequence[str]) -> ModelError:
     if "rpc" not in message.lower():
         return ModelError(f"llama.cpp aborted: {text}")
     named = [s for s in servers if s in message]
-    if not named:  # "Remote RPC server crashed...": the servers that no longer accept connections
+    if not named:  # "Remote RPC server crashed...": the servers this process lost its connection to
+        up = _established(servers)
+        named = [s for s in servers if s not in up] if up else []
+    if not named:  # else those that no longer accept connections
         named = [s for s in servers if probe(s, timeout=2.0)]
     who = " and ".join(named) if named else " or ".join(servers) or "an RPC server"
     where = "RPC server" + ("s" if len(named) > 1 else "")
@@ -345,6 +349,28 @@ def _abort_error(message: str, servers: Sequence[str]) -> ModelError:
         return RpcServerError(f"the {where} {who} did not complete llama.cpp's RPC handshake (llama.cpp: {text}); "
                               "it must run the same llama-cpp-python version as this machine")
     return RpcServerError(f"lost the {where} {who} (llama.cpp: {text})")
+
+
+def _established(servers: Sequence[str]) -> set[str]:
+    """The servers this process holds an ESTABLISHED TCP connection to (Linux /proc; else none).
+    A dead server's connection is already closed (or CLOSE_WAIT) when ggml-rpc gives up on it,
+    while its listening port may linger a moment as the process exits: no probe race."""
+    try:
+        mine = {os.readlink(f"/proc/self/fd/{fd}")[8:-1] for fd in os.listdir("/proc/self/fd")
+                if os.path.islink(f"/proc/self/fd/{fd}")}
+        want = {(socket.gethostbyname(h), p): ep for ep in servers for h, p in [_split(ep)]}
+        up = set()
+        with open("/proc/net/tcp", encoding="ascii") as fh:
+            for line in list(fh)[1:]:
+                f = line.split()
+                ip_hex, port_hex = f[2].split(":")
+                ip = socket.inet_ntoa(int(ip_hex, 16).to_bytes(4, sys.byteorder))
+                ep = want.get((ip, int(port_hex, 16)))
+                if ep and f[3] == "01" and f[9] in mine:  # 01: ESTABLISHED
+                    up.add(ep)
+        return up
+    except (OSError, ValueError, IndexError):
+        return set()
 
 
 # -- server side -------------------------------------------------------------------------------
