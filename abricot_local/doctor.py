@@ -85,17 +85,8 @@ def llama_facts() -> dict[str, Any]:
         "cpu_features": sorted(k for k, v in cpu.items() if v == "1"),
         "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
         "gpu_backends": gpu_backends(info),
-        "rpc": _rpc_available(),
+        "rpc": bool(getattr(llama_cpp, "llama_supports_rpc", lambda: False)()),  # run --rpc, rpc-server
     }
-
-
-def _rpc_available() -> bool:
-    """Whether llama.cpp's RPC backend is in this build (run --rpc, rpc-server)."""
-    try:
-        from abricot_local.backends.rpc import available
-    except Exception:  # an old llama-cpp-python without the symbols
-        return False
-    return available()
 
 
 def nvidia_gpus(timeout: float = 10.0) -> dict[str, Any]:

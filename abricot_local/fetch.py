@@ -247,6 +247,23 @@ def cached_paths(spec: ModelSpec) -> list[Path] | None:
     return paths
 
 
+def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:
+    """The registry entry of ``name``; an unknown alias fails here, before any download."""
+    return lookup(name, load_registry(models_file))
+
+
+def download_folder(spec: ModelSpec) -> Path:
+    """Where a pull of ``spec`` writes: the Hugging Face hub cache (or the local file's folder)."""
+    if spec.source == "local" and spec.path:
+        return Path(spec.path).expanduser().parent
+    try:
+        from huggingface_hub import constants
+
+        return Path(constants.HF_HUB_CACHE)
+    except ImportError:
+        return Path.home() / ".cache" / "huggingface" / "hub"
+
+
 def is_cached(spec: ModelSpec) -> bool:
     """True when a registry model needs no download (every part is local)."""
     if spec.source == "local":

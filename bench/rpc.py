@@ -30,7 +30,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from abricot_local import fetch  # noqa: E402
-from abricot_local.backends.base import BackendOptions  # noqa: E402
+from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.runner import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
@@ -62,7 +62,7 @@ def start_server(threads: int) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"rpc-server on port {port} did not start")
 
 
-def measure(model, items, opts: BackendOptions) -> dict:
+def measure(model, items, opts: LlamaCppOptions) -> dict:
     from abricot_local.backends.llama_cpp import LlamaCppBackend
 
     t0 = time.perf_counter()
@@ -87,7 +87,8 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     args = ap.parse_args()
 
-    items = list(prepare([make_task("discotex", TaskOptions(data_dir=args.data_dir))], args.limit)[0].items)
+    task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
+    items = list(prepare([task], args.limit)[0].items)
     items.sort(key=lambda it: it.prefix)  # as the runner orders them
     model = fetch.resolve_model(args.model).path
     servers = [start_server(args.threads) for _ in range(2)]
@@ -96,9 +97,10 @@ def main() -> None:
         setups = [("local", ()), ("RPC, 1 loopback server", (eps[0],)), ("RPC, 2 loopback servers", tuple(eps))]
         rows = []
         for label, rpc in setups:
-            # repack off everywhere: an RPC server's CPU device has no repacked weights, so the local
-            # run uses the same kernels (and llama.cpp's AMX kernels crash on AMX machines: #20824)
-            r = measure(model, items, BackendOptions(threads=args.threads, engine="prefix", rpc=rpc, repack=False))
+            # no extra buffer types: an RPC server's CPU device has no repacked weights, so the local
+            # run uses the same kernels (and llama.cpp's AMX ones crash on AMX machines: #20824)
+            opts = LlamaCppOptions(threads=args.threads, engine="prefix", rpc=rpc, extra_bufts="off")
+            r = measure(model, items, opts)
             rows.append({"setup": label, **r})
             print(f"{label}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
     finally:
@@ -124,7 +126,7 @@ def main() -> None:
 
 def format_table(doc: dict) -> str:
     head = (f"rpc: DISCOTEX, {doc['items']} items, prefix engine; {doc['machine']} ({doc['cpu_count']} cores), "
-            f"{doc['threads']} threads for the local run and for each server (CPU device), --no-repack; model "
+            f"{doc['threads']} threads for the local run and for each server (CPU device), --extra-bufts off; model "
             f"{doc['model_mb']} MB. Command: `python bench/rpc.py --limit {doc['items']} --threads {doc['threads']}`\n\n")
     lines = ["| setup | layers (device: count) | load s | tokens | wall s | tok/s | vs local | max abs diff vs local |",
              "|---|---|---|---|---|---|---|---|"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -195,7 +194,7 @@ def test_doctor_says_rpc_is_available():
 # -- gemma-3-270m over two loopback servers ---------------------------------------------------
 def test_layers_on_two_servers_give_the_local_logprobs(gemma_path, data_dir, servers, tmp_path):
     a, b = servers(2)
-    local = run(gemma_path, data_dir, tmp_path / "local", "--no-repack")  # an RPC server has no repacked weights
+    local = run(gemma_path, data_dir, tmp_path / "local", "--extra-bufts", "off")  # an RPC server has no repacked weights
     assert local.returncode == 0, local.stderr
     remote = run(gemma_path, data_dir, tmp_path / "rpc", "--rpc", f"{a.endpoint},{b.endpoint}")
     assert remote.returncode == 0, remote.stderr

@@ -2,7 +2,7 @@
 
 import pytest
 
-from abricot_local.backends.base import BackendOptions
+from abricot_local.backends.llama_cpp import LlamaCppOptions
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
@@ -21,7 +21,7 @@ def family(path):
 def vocab(request):
     from abricot_local.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(request.param, BackendOptions(vocab_only=True, n_ctx=4096))
+    b = LlamaCppBackend(request.param, LlamaCppOptions(vocab_only=True, n_ctx=4096))
     yield family(request.param), b
     b.close()
 
