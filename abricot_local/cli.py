@@ -197,7 +197,7 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
     plan = planning.plan_run(
         n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
         task_options=_task_opts(kw), backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"],
-        force=force, sample=sample, shard=shard,
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
     out_dir = out_dir or Path("results") / plan.model_label / stamp
     if getattr(plan.backend_options, "rpc", ()):
@@ -393,7 +393,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local import fetch
 
-    resolved = fetch.resolve_model(alias, models_file=models_file)
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
 
 
@@ -530,23 +530,37 @@ def data_pull(task: str) -> None:
 # -- report --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="OUT [OUT ...]")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
+              show_default=True, help="Output format (csv: '# name' sections separated by a blank line; "
+              "html: one self-contained page to explore the runs, best with -o).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
               show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
-def report(runs: tuple[str, ...], fmt: str, which: str, metrics: str, plot_dir: str | None, verify: bool,
-           models_file: str | None) -> None:
+def report(runs: tuple[str, ...], fmt: str, output: str | None, which: str, metrics: str, plot_dir: str | None,
+           verify: bool, models_file: str | None) -> None:
     """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants."""
     from abricot_local import report as rep
     from abricot_local.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
     doc = rep.build(runs, registry=load_registry(models_file))
-    click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
+    if fmt == "html":
+        from abricot_local.html_report import render_html
+
+        text = render_html(doc, metrics=patterns)
+    else:
+        text = rep.render(doc, fmt, table=which, metrics=patterns)
+    if output:
+        from abricot_local.results import atomic_write
+
+        atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
     if plot_dir:
         from abricot_local import plots
 

@@ -99,10 +99,8 @@ def _duration(seconds: float) -> str:
 
 def start_line(plan, provenance: dict) -> str:
     """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers."""
-    from abricot_local.report import quant_of
-
     sched = provenance.get("schedule", {})
-    quant = quant_of(plan.model_path or plan.model_label) or "?"
+    quant = plan.quant or "?"
     tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
     facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {sched.get('n_ctx', '?')}"]
     for key, label in (("threads", "threads"),):
