@@ -497,15 +497,15 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
               help="Folder keeping received tensors by hash, so the next load of the same model is local.")
 def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ...], cache_dir: str | None) -> None:
     """Serve this machine's devices to `run --rpc` with llama.cpp's RPC protocol, until stopped (Ctrl-C)."""
-    from abricot_local.backends import rpc
+    from abricot_local.backends import rpc, rpc_server
 
     rpc.require()
-    warning = rpc.exposed_warning(host, port)
+    warning = rpc_server.exposed_warning(host, port)
     if warning:
         click.echo(warning, err=True)
     names = tuple(n.strip() for d in devices for n in d.split(",") if n.strip())
     try:
-        rpc.start_server(host, port, threads, names, cache_dir)
+        rpc_server.start_server(host, port, threads, names, cache_dir)
     except KeyboardInterrupt:
         click.echo("\nRPC server stopped", err=True)
         sys.exit(130)

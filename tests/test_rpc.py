@@ -117,7 +117,7 @@ def test_endpoints_are_checked():
 
 
 def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
-    from abricot_local.backends.rpc import exposed_warning
+    from abricot_local.backends.rpc_server import exposed_warning
 
     assert exposed_warning("127.0.0.1", 50052) is None
     text = exposed_warning("0.0.0.0", 50052)

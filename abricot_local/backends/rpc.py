@@ -1,4 +1,5 @@
-"""llama.cpp's RPC backend (ggml-rpc) through ctypes: serve this machine's devices, use another's.
+"""llama.cpp's RPC backend (ggml-rpc) through ctypes: use another machine's devices
+(rpc_server.py serves this machine's, with the bindings here).
 
 Besides backends/llama_cpp.py this is the only module importing llama_cpp. Every
 ggml symbol comes from the libggml that llama-cpp-python itself loaded, and the
@@ -18,7 +19,6 @@ waits for its answer.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
 import os
 import re
 import socket
@@ -26,7 +26,6 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import llama_cpp
@@ -40,17 +39,6 @@ REINSTALL = REINSTALL_RPC
 MIN_VERSION = (0, 3, 36)  # ggml_backend_rpc_start_server(endpoint, cache_dir, n_threads, n_devices, devices)
 PROBE_TIMEOUT = 5.0
 EXIT_SERVER_LOST = 75  # EX_TEMPFAIL: try again (resume) once the server is back
-
-# rpc-server's own warning (tools/rpc/rpc-server.cpp) and the README's reason for it.
-EXPOSED_WARNING = """\
-!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
-WARNING: Host ('{host}') is != '127.0.0.1'
-         Never expose the RPC server to an open network!
-         This is an experimental feature and is not secure!
-!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
-The RPC protocol has no authentication and no encryption: anyone who reaches
-{host}:{port} can run computations and read or write this device's memory.
-Use it only on a trusted network."""
 
 _DEV_TYPE_GPU, _DEV_TYPE_IGPU = 1, 2  # enum ggml_backend_dev_type
 
@@ -116,8 +104,8 @@ class Offload:
 
 
 # -- the libraries -----------------------------------------------------------------------------
-_ADD_SERVER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)
-_START_SERVER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t,
+ADD_SERVER_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)
+START_SERVER_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_void_p))
 _ABORT_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
 _SIGNATURES = {
@@ -142,7 +130,7 @@ _LOCK = threading.Lock()
 _REGISTERED: dict[str, tuple[RemoteDevice, ...]] = {}  # endpoint -> its devices, registered once per process
 
 
-def _ggml():
+def ggml_lib():
     """The libggml llama-cpp-python loaded (same process-wide device registry), typed."""
     global _GGML
     if _GGML is None:
@@ -167,19 +155,19 @@ def available() -> bool:
     """Whether this llama-cpp-python build has the RPC backend (GGML_RPC=on) this module can drive."""
     try:
         return (_version() >= MIN_VERSION and bool(llama_cpp.llama_supports_rpc())
-                and bool(_ggml().ggml_backend_reg_by_name(b"RPC")))
+                and bool(ggml_lib().ggml_backend_reg_by_name(b"RPC")))
     except (AttributeError, ImportError, OSError):
         return False
 
 
-def _proc(name: str, proto):
+def rpc_function(name: str, proto):
     if not available():
         v = ".".join(map(str, _version()))
         raise RpcUnavailableError(
             f"this llama-cpp-python ({v}) was built without RPC (or is older than "
             f"{'.'.join(map(str, MIN_VERSION))}); reinstall it with: {REINSTALL}"
         )
-    lib = _ggml()
+    lib = ggml_lib()
     ptr = lib.ggml_backend_reg_get_proc_address(lib.ggml_backend_reg_by_name(b"RPC"), name.encode())
     if not ptr:
         raise RpcUnavailableError(f"llama.cpp's RPC backend has no {name}; reinstall with: {REINSTALL}")
@@ -188,7 +176,7 @@ def _proc(name: str, proto):
 
 def require() -> None:
     """Raise :class:`RpcUnavailableError` (one line, with the reinstall command) without RPC."""
-    _proc("ggml_backend_rpc_add_server", _ADD_SERVER)
+    rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
 
 
 # -- endpoints ---------------------------------------------------------------------------------
@@ -238,7 +226,7 @@ def _unreachable(endpoint: str, why: str) -> RpcServerError:
 
 
 # -- client side -------------------------------------------------------------------------------
-def _device(lib, dev: int, endpoint: str) -> RemoteDevice:
+def device_facts(lib, dev: int, endpoint: str) -> RemoteDevice:
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
     lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
     return RemoteDevice(
@@ -251,8 +239,8 @@ def _device(lib, dev: int, endpoint: str) -> RemoteDevice:
 def add_servers(endpoints: Sequence[str]) -> tuple[RemoteDevice, ...]:
     """Connect to each server, register its devices with llama.cpp (once per process), and
     return them with their memory now (asked of the server: ggml_backend_rpc_get_device_memory)."""
-    add = _proc("ggml_backend_rpc_add_server", _ADD_SERVER)
-    lib = _ggml()
+    add = rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
+    lib = ggml_lib()
     out: list[RemoteDevice] = []
     with _LOCK:
         for ep in endpoints:
@@ -265,11 +253,11 @@ def add_servers(endpoints: Sequence[str]) -> tuple[RemoteDevice, ...]:
                     raise RpcServerError(f"the RPC server {ep} offers no device")
                 lib.ggml_backend_register(reg)
                 _REGISTERED[ep] = tuple(
-                    _device(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
+                    device_facts(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
                     for i in range(lib.ggml_backend_reg_dev_count(reg))
                 )
             handles = [d.handle for d in _REGISTERED[ep]]
-            out.extend(_device(lib, h, ep) for h in handles)  # memory as of now
+            out.extend(device_facts(lib, h, ep) for h in handles)  # memory as of now
     return tuple(out)
 
 
@@ -282,7 +270,7 @@ def registered() -> bool:
 def local_gpus() -> tuple[RemoteDevice, ...]:
     """This machine's GPUs as llama.cpp's default device selection takes them (integrated
     ones only when there is no discrete one; RPC devices are not local)."""
-    lib = _ggml()
+    lib = ggml_lib()
     gpus, igpus = [], []
     for i in range(lib.ggml_backend_dev_count()):
         dev = lib.ggml_backend_dev_get(i)
@@ -291,9 +279,9 @@ def local_gpus() -> tuple[RemoteDevice, ...]:
         if (lib.ggml_backend_reg_name(reg) or b"").startswith(b"RPC"):
             continue
         if kind == _DEV_TYPE_GPU:
-            gpus.append(_device(lib, dev, ""))
+            gpus.append(device_facts(lib, dev, ""))
         elif kind == _DEV_TYPE_IGPU and not igpus:
-            igpus.append(_device(lib, dev, ""))
+            igpus.append(device_facts(lib, dev, ""))
     return tuple(gpus or igpus)
 
 
@@ -323,7 +311,7 @@ def on_server_lost(servers: Sequence[str], handler: Callable[[ModelError], None]
     """Route ggml's aborts (in any thread) to ``handler``: an :class:`RpcServerError` naming the
     server that went away, or a ModelError for any other abort. The handler must end the
     process (os._exit): llama.cpp cannot continue, and it aborts when the handler returns."""
-    lib = _ggml()
+    lib = ggml_lib()
 
     def hook(raw: bytes | None) -> None:
         handler(_abort_error((raw or b"").decode("utf-8", "replace").strip(), servers))
@@ -371,78 +359,3 @@ def _established(servers: Sequence[str]) -> set[str]:
         return up
     except (OSError, ValueError, IndexError):
         return set()
-
-
-# -- server side -------------------------------------------------------------------------------
-def exposed_warning(host: str, port: int) -> str | None:
-    """llama.cpp's warning for a server bound elsewhere than 127.0.0.1 (None when it is)."""
-    return None if host == LOOPBACK else EXPOSED_WARNING.format(host=host, port=port)
-
-
-def server_devices(names: Sequence[str] = ()) -> tuple[RemoteDevice, ...]:
-    """The devices a server offers: those named, else (as rpc-server) every GPU-like device,
-    else the CPU."""
-    lib = _ggml()
-    all_devs = [lib.ggml_backend_dev_get(i) for i in range(lib.ggml_backend_dev_count())]
-    if names:
-        out = []
-        for name in names:
-            dev = lib.ggml_backend_dev_by_name(name.encode())
-            if not dev:
-                known = ", ".join(_device(lib, d, "").name for d in all_devs)
-                raise UsageError(f"unknown device {name!r}; this machine has: {known}")
-            out.append(_device(lib, dev, ""))
-        return tuple(out)
-    accel = [d for d in all_devs if lib.ggml_backend_dev_type(d) not in (0, 3)]  # not CPU, not ACCEL
-    cpu = [d for d in all_devs if lib.ggml_backend_dev_type(d) == 0][:1]
-    return tuple(_device(lib, d, "") for d in (accel or cpu))
-
-
-def default_threads() -> int:
-    return max(1, (os.cpu_count() or 2) // 2)  # rpc-server's default
-
-
-def start_server(host: str = LOOPBACK, port: int = DEFAULT_PORT, threads: int | None = None,
-                 devices: Sequence[str] = (), cache_dir: str | Path | None = None) -> None:
-    """Serve ``devices`` on host:port with ggml_backend_rpc_start_server until the process is
-    stopped (Ctrl-C or a signal). Returns only by raising: llama.cpp gave up (its reason is
-    on stderr)."""
-    start = _proc("ggml_backend_rpc_start_server", _START_SERVER)
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        raise UsageError(f"--host must be an IPv4 address such as 127.0.0.1 or 0.0.0.0, got {host!r}") from None
-    if not 1 <= port <= 65535:
-        raise UsageError(f"--port must be between 1 and 65535, got {port}")
-    threads = default_threads() if threads is None else threads
-    if threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {threads}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a clear message for a taken port
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            raise UsageError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}; "
-                             "choose another --port or --host") from None
-    devs = server_devices(devices)
-    cache = None
-    if cache_dir is not None:
-        try:
-            Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create the cache folder {cache_dir}: {exc.strerror}") from None
-        cache = str(Path(cache_dir).resolve()).encode()
-    arr = (ctypes.c_void_p * len(devs))(*[d.handle for d in devs])
-    endpoint = f"{host}:{port}".encode()
-
-    def serve() -> None:
-        import signal
-
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # they go to the main thread
-        start(endpoint, cache, threads, len(devs), arr)
-
-    t = threading.Thread(target=serve, name="ggml-rpc-server", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.5)  # the main thread stays interruptible (KeyboardInterrupt)
-    raise RpcServerError(f"the RPC server on {host}:{port} stopped (llama.cpp's reason is above)")
