@@ -78,6 +78,11 @@ def backend_options(f):
         click.option("--main-gpu", type=int, default=0, show_default=True),
         click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
         click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
+        click.option("--extra-bufts", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+                     help="llama.cpp's repacked CPU weights (auto: off on AMX builds, where they crash). "
+                     "off: the plain kernels an RPC server's CPU uses."),
+        click.option("--rpc", default="", metavar="HOST:PORT[,HOST:PORT]",
+                     help="llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers."),
         click.option("--engine", type=click.Choice(list(ENGINES)), default=DEFAULT_ENGINE, show_default=True,
                      help=f"Evaluation engine. {', '.join(n for n, e in ENGINES.items() if e.exact)}: identical "
                      f"numbers. {', '.join(n for n, e in ENGINES.items() if not e.exact)} (for GPUs): several "
@@ -92,7 +97,8 @@ def backend_options(f):
     return f
 
 
-BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "engine", "parallel", "verbose")
+BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "extra_bufts", "engine", "parallel",
+                "verbose")
 
 
 def _backend_opts(kw: dict, *, vocab_only: bool = False):
@@ -105,8 +111,34 @@ def _backend_opts(kw: dict, *, vocab_only: bool = False):
         raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
     values = {k: kw[k] for k in BACKEND_KEYS}
     values |= {"n_ctx": kw["n_ctx"] or DEFAULT_N_CTX, "tensor_split": split, "vocab_only": vocab_only,
-               "seed": kw["seed"]}
+               "seed": kw["seed"], "rpc": _rpc_servers(kw.get("rpc"))}
     return backend_options(kw["backend"], values)
+
+
+def _rpc_servers(spec: str | None) -> tuple[str, ...]:
+    if not spec:
+        return ()
+    from abricot_local.backends import rpc
+
+    rpc.require()  # a build without RPC: one line with the reinstall command
+    return rpc.parse_endpoints(spec)
+
+
+def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
+    """ggml-rpc ends the process when a server goes away: say which one in one line, and how to go on."""
+    import os
+
+    from abricot_local.backends import rpc
+
+    def lost(err: AbricotError) -> None:
+        kept = (out_dir / ".checkpoint" / "run.json").exists()
+        then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
+                f"abricot-local {' '.join(_resume_argv(out_dir))}" if kept else "run again once it is back")
+        click.echo(f"\nerror: {err}\n{then}", err=True)
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+
+    rpc.on_server_lost(servers, lost)
 
 
 def _task_opts(kw: dict):
@@ -168,6 +200,8 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
         force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
     out_dir = out_dir or Path("results") / plan.model_label / stamp
+    if getattr(plan.backend_options, "rpc", ()):
+        _watch_rpc(plan.backend_options.rpc, out_dir)
     for s in plan.skipped:
         click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
     progress, close = _progress()
@@ -391,6 +425,8 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     for m in cached:
         fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
         click.echo(f"  {m['alias']:<24} {_gib(m['size']):>9}  {fits}")
+    click.echo("RPC (llama.cpp over the network; run --rpc, rpc-server): "
+               + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {doc.REINSTALL_RPC}"))
     click.echo("reinstall llama-cpp-python for a GPU build:")
     for kind, cmd in facts["reinstall"].items():
         click.echo(f"  {kind}: {cmd}")
@@ -447,6 +483,32 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     groups = sorted({r["group"] for r in rows if r["group"]})
     for g in groups:
         click.echo(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
+
+
+# -- rpc-server ----------------------------------------------------------------------------
+@cli.command("rpc-server")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="IPv4 address to listen on; any other than 127.0.0.1 exposes this machine (no authentication).")
+@click.option("--port", type=int, default=50052, show_default=True)
+@click.option("--threads", type=int, default=None, help="Threads of the CPU device (default: half the cores).")
+@click.option("--device", "devices", multiple=True,
+              help="Device to serve (CUDA0, CPU...; repeat or comma-separate). Default: every GPU, else the CPU.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder keeping received tensors by hash, so the next load of the same model is local.")
+def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ...], cache_dir: str | None) -> None:
+    """Serve this machine's devices to `run --rpc` with llama.cpp's RPC protocol, until stopped (Ctrl-C)."""
+    from abricot_local.backends import rpc, rpc_server
+
+    rpc.require()
+    warning = rpc_server.exposed_warning(host, port)
+    if warning:
+        click.echo(warning, err=True)
+    names = tuple(n.strip() for d in devices for n in d.split(",") if n.strip())
+    try:
+        rpc_server.start_server(host, port, threads, names, cache_dir)
+    except KeyboardInterrupt:
+        click.echo("\nRPC server stopped", err=True)
+        sys.exit(130)
 
 
 # -- data ----------------------------------------------------------------------------------

@@ -192,7 +192,8 @@ def check_memory(plan: RunPlan) -> None:
     path = Path(plan.model_path)
     facts = backend_class(plan.backend).preflight(path, plan.backend_options)
     if facts:
-        memory.check_memory(model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0))
+        memory.check_memory(model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0),
+                            remote=facts.get("remote", 0))
 
 
 def check_memory_before_download(spec, options: ScoringOptions) -> None:

@@ -24,6 +24,7 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
+from abricot_local.backends import rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
     SCHEDULE_VERSION,
@@ -56,6 +57,7 @@ class LlamaCppOptions(ScoringOptions):
     tensor_split: tuple[float, ...] = ()
     flash_attn: str = "auto"
     extra_bufts: str = "auto"  # llama.cpp's extra CPU buffer types (repack, AMX); auto: off on AMX builds
+    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp RPC servers whose devices take layers (rpc.py)
 
     def __post_init__(self) -> None:
         if self.flash_attn not in FLASH_ATTN:
@@ -66,11 +68,12 @@ class LlamaCppOptions(ScoringOptions):
 
 
 def resolved_gpu_layers(o: LlamaCppOptions) -> int:
-    """-1 means every layer when this llama.cpp build has a GPU backend, else none. (An RPC-only
-    build says it "supports GPU offload" too: its devices are the RPC servers, added with --rpc.)"""
+    """-1 means every layer when this llama.cpp build has a GPU backend or RPC servers are
+    given, else none. (An RPC-only build says it "supports GPU offload" too: its devices are
+    the RPC servers, added with --rpc.)"""
     if o.n_gpu_layers >= 0:
         return o.n_gpu_layers
-    return 999 if has_gpu_backend() else 0
+    return 999 if o.rpc or has_gpu_backend() else 0
 
 
 @functools.cache
@@ -158,8 +161,14 @@ class LlamaSession:
         params.main_gpu = o.main_gpu
         params.vocab_only = o.vocab_only
         params.use_extra_bufts = resolved_extra_bufts(o)
-        if o.tensor_split:
-            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*o.tensor_split)
+        split, self.offload = o.tensor_split, None
+        if (o.rpc or rpc.registered()) and not o.vocab_only:  # RPC: an explicit device list and split
+            self.offload = rpc.offload(o.rpc, o.tensor_split)
+            self._devices = self.offload.device_array()  # keep alive
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+            split = self.offload.tensor_split
+        if split:
+            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*split)
             self._tensor_split = arr  # keep alive
             params.tensor_split = arr
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), params)
@@ -326,17 +335,21 @@ class LlamaCppBackend:
     def config(cls, options: LlamaCppOptions) -> dict:
         """The settings a run records in its config (compared on --resume)."""
         return {"n_ctx": options.n_ctx, "n_batch": options.n_batch, "n_gpu_layers": options.n_gpu_layers,
-                "flash_attn": options.flash_attn, **engine_class(options.engine)(_NoSession(), options).config()}
+                "flash_attn": options.flash_attn, **engine_class(options.engine)(_NoSession(), options).config(),
+                # only when set: the manifests of earlier runs (and --resume) stay the same
+                **({"extra_bufts": options.extra_bufts} if options.extra_bufts != "auto" else {})}
 
     @classmethod
     def preflight(cls, path: Path, options: LlamaCppOptions) -> dict:
-        """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM."""
+        """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM,
+        and the RPC servers' free memory (asked of them: they are connected here)."""
         from abricot_local.doctor import nvidia_gpus
 
         vram = 0
         if resolved_gpu_layers(options) > 0:
             vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
-        return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram}
+        remote = sum(d.memory_free for d in rpc.add_servers(options.rpc)) if options.rpc else 0
+        return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
 
     def close(self) -> None:
         self.session.close()
@@ -419,6 +432,8 @@ class LlamaCppBackend:
                    if not self.engine.exact else {}),
             },
             "threads": resolved_threads(o),
+            **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
+               if s.offload else {}),
         }
 
 
