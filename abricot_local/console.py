@@ -104,12 +104,13 @@ def start_line(plan, provenance: dict) -> str:
     sched = provenance.get("schedule", {})
     quant = quant_of(plan.model_path or plan.model_label) or "?"
     tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
-    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {sched.get('n_ctx', '?')}"]
-    for key, label in (("threads", "threads"),):
-        if key in provenance:
-            facts.append(f"{label} {provenance[key]}")
+    n_ctx, allocated = sched.get("n_ctx", "?"), sched.get("n_ctx_allocated")
+    n_ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx
+    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {n_ctx}"]
+    if "threads" in provenance:
+        facts.append(f"threads {provenance['threads']}")
     if "n_gpu_layers" in sched:
-        facts.append(f"GPU layers {sched['n_gpu_layers']}")
+        facts.append(f"GPU layers {sched.get('layers_offloaded') or sched['n_gpu_layers']}")
     if "flash_attn_resolved" in sched:
         facts.append(f"flash-attn {sched['flash_attn_resolved']}")
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
