@@ -85,7 +85,8 @@ class ProgressLine:
         t0, d0 = self.started[task]
         rate = (done - d0) / (now - t0) if now > t0 else 0.0
         eta = f", ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else ""
-        return f"{task}: {done}/{total} items, {rate:.2f} items/s{eta}"
+        speed = f"{rate:.2f} items/s" if rate >= 0.1 or rate <= 0 else f"{1 / rate:.0f} s/item"
+        return f"{task}: {done}/{total} items, {speed}{eta}"
 
 
 def _duration(seconds: float) -> str:
