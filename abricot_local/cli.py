@@ -181,10 +181,11 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
     except KeyboardInterrupt:
         close()
-        from abricot_local.results import saved_counts
+        from abricot_local.results import items_text, saved_counts
 
-        saved = saved_counts(out_dir)
-        what = ", ".join(f"{k} {v} items" for k, v in saved.items() if v) or "nothing scored yet"
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        totals = {r.task.name: len(r.items) for r in plan.runs}
+        what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
         click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
                    f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}", err=True)
         sys.exit(130)
@@ -453,9 +454,50 @@ def data_pull(task: str) -> None:
         click.echo(f"{path}  sha256 {sha}")
 
 
-# -- report --------------------------------------------------------------------------------
+# -- runs, report ---------------------------------------------------------------------------
+def _run_states(paths: tuple[str, ...]):
+    from abricot_local.results import find_runs
+
+    if not paths and not Path("results").is_dir():
+        raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
+    return find_runs(paths or ("results",))
+
+
+@cli.command("runs")
+@click.argument("folders", nargs=-1, type=click.Path(), metavar="[DIR ...]")
+def runs_(folders: tuple[str, ...]) -> None:
+    """List the run folders in DIR (default results/, searched recursively): complete, running,
+    interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
+    states = _run_states(folders)
+    width = max((len(str(s.path)) for s in states), default=0)
+    for s in states:
+        click.echo(f"{str(s.path):<{width}}  {s.describe()}")
+    if not states:
+        click.echo(f"no run folder in {', '.join(folders) or 'results'}", err=True)
+
+
+def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
+    """The complete runs among PATHS (run folders, or folders searched for them); a note for each
+    incomplete one (an error with --strict)."""
+    from abricot_local.errors import ResultsError
+
+    states = _run_states(paths)
+    if not states:
+        raise ResultsError(f"{', '.join(paths) or 'results'} holds no results.json and no run folder below it")
+    for s in states:
+        if not s.complete:
+            if strict:
+                raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
+            click.echo(f"note: skipped {s.path} ({s.describe()})", err=True)
+    done = [str(s.path) for s in states if s.complete]
+    if not done:
+        raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
+    return done
+
+
 @cli.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="OUT [OUT ...]")
+@click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
+@click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
               show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
@@ -464,14 +506,17 @@ def data_pull(task: str) -> None:
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
-def report(runs: tuple[str, ...], fmt: str, which: str, metrics: str, plot_dir: str | None, verify: bool,
-           models_file: str | None) -> None:
-    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants."""
+def report(runs: tuple[str, ...], strict: bool, fmt: str, which: str, metrics: str, plot_dir: str | None,
+           verify: bool, models_file: str | None) -> None:
+    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
+
+    OUT: run folders, or folders holding runs (searched recursively; default results/).
+    Incomplete runs are skipped with a note (--strict: an error)."""
     from abricot_local import report as rep
     from abricot_local.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
-    doc = rep.build(runs, registry=load_registry(models_file))
+    doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
     click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
     if plot_dir:
         from abricot_local import plots
