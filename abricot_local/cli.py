@@ -499,9 +499,10 @@ def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
 @click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
-@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
-              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
+              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table).")
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
+              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
+              "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
@@ -517,7 +518,12 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, which: str, metrics: s
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
     doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
-    click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
+    if which == "samples":
+        from abricot_local import sample_table
+
+        click.echo(sample_table.render(doc, fmt))
+    else:
+        click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
     if plot_dir:
         from abricot_local import plots
 
