@@ -356,13 +356,17 @@ def pull(alias: str, models_file: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
 def doctor(as_json: bool, models_file: str | None) -> None:
-    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory)."""
+    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory), and
+    whether each task's data is here."""
     import json
 
     from abricot_local import doctor as doc
+    from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
     from abricot_local.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
+    facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
     if as_json:
         click.echo(json.dumps(facts, indent=2, default=str))
         return
@@ -383,6 +387,9 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     click.echo("reinstall llama-cpp-python for a GPU build:")
     for kind, cmd in facts["reinstall"].items():
         click.echo(f"  {kind}: {cmd}")
+    click.echo("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
+    for t in facts["tasks"]:
+        click.echo(f"  {t['name']:<14} {data_status(t)}")
     for tip in facts["advice"]:
         click.echo(f"advice: {tip}")
 
@@ -420,6 +427,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     import json
 
     from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
 
     rows = task_catalog(_data_pairs(data), data_dir)
     if as_json:
@@ -431,7 +439,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
                    f"{', '.join(f'{k} {v:g}' for k, v in r['chance'].items()) or 'n/a'})")
         click.echo(f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
                    f"{len(r['references'])}{' (' + ', '.join(sorted({x['source'] for x in r['references']})) + ')' if r['references'] else ''}")
-        click.echo(f"  data: {'found at ' + r['data_path'] if r['data_path'] else 'missing: ' + r['data_note']}")
+        click.echo(f"  data: {data_status(r)}")
         click.echo(f"  from: {r['plugin']}")
     groups = sorted({r["group"] for r in rows if r["group"]})
     for g in groups:

@@ -116,3 +116,11 @@ def start_line(plan, provenance: dict) -> str:
         facts.append(f"flash-attn {sched['flash_attn_resolved']}")
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
     return f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
+
+
+def data_status(row: dict) -> str:
+    """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
+    if row.get("data_path"):
+        items = f" ({row['items']} items)" if row.get("items") is not None else ""
+        return f"found at {row['data_path']}{items}"
+    return f"missing: {row.get('data_note') or 'unknown'}"
