@@ -30,6 +30,13 @@ def test_flash_attn_parsing_on_llama_cpp_strings():
     assert llama_log.flash_attn([asked, "resolve_fused_ops: fused DeepSeek V4 HC pre enabled\n"], "auto") == "unknown"
     assert llama_log.offloaded_layers(["load_tensors: offloaded 19/19 layers to GPU\n"]) == (19, 19)
     assert llama_log.offloaded_layers(["nothing here\n"]) is None
+    # llama.cpp counts layers as offloaded on any build that could; the buffers say where they went
+    cpu = ["load_tensors: offloaded 19/19 layers to GPU\n", "load_tensors:   CPU_Mapped model buffer size =   235.16 MiB\n"]
+    assert llama_log.model_buffers(cpu) == {"CPU_Mapped": 235.16} and llama_log.layers_on_gpu(cpu) == "0/19"
+    gpu = ["load_tensors: offloaded 19/19 layers to GPU\n", "load_tensors:        CUDA0 model buffer size =   235.16 MiB\n",
+           "load_tensors:   CPU_Mapped model buffer size =    40.00 MiB\n"]
+    assert llama_log.layers_on_gpu(gpu) == "19/19" and llama_log.layers_on_gpu([]) == "?"
+    assert llama_log.notable(cpu[1])
     assert llama_log.notable("llama_context: flash_attn            = auto\n")
     assert not llama_log.notable("create_tensor: loading tensor blk.17.ffn_up.input_scale\n")
 
@@ -53,6 +60,9 @@ def test_auto_settings_are_recorded_as_resolved(gemma_path):
     assert prov["threads"] == (os.cpu_count() or 1)  # threads None: all cores, as llama.cpp reports
     assert isinstance(sched["n_gpu_layers"], int) and sched["n_gpu_layers"] >= 0  # -1 resolved
     assert re.fullmatch(r"\d+/\d+", sched["layers_offloaded"]), sched
+    assert sched["model_buffers"] and all(v > 0 for v in sched["model_buffers"].values())
+    if all(k.upper().startswith("CPU") for k in sched["model_buffers"]):  # no GPU device here
+        assert sched["layers_offloaded"].startswith("0/")
     assert isinstance(sched["extra_bufts"], bool)  # auto resolved
     assert sched["n_ctx_allocated"] >= 512
     # an explicit choice is what llama.cpp logs too; threads as given

@@ -401,7 +401,8 @@ class LlamaCppBackend:
                 "flash_attn": o.flash_attn,
                 "flash_attn_resolved": s.resolved_flash_attn(),
                 "n_gpu_layers": resolved_gpu_layers(o),
-                "layers_offloaded": "{}/{}".format(*resolved.offloaded_layers(s.load_notes) or ("?", "?")),
+                "layers_offloaded": resolved.layers_on_gpu(s.load_notes),
+                "model_buffers": resolved.model_buffers(s.load_notes),
                 "extra_bufts": resolved_extra_bufts(o),
                 "swa_full": True,
                 **({"parallel": self.engine.parallel, "n_seq_max": self.engine.sequences(), "kv_unified": True}
