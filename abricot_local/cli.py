@@ -165,7 +165,7 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
     plan = planning.plan_run(
         n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
         task_options=_task_opts(kw), backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"],
-        force=force, sample=sample, shard=shard,
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
     out_dir = out_dir or Path("results") / plan.model_label / stamp
     for s in plan.skipped:
@@ -281,6 +281,18 @@ def _resume_argv(out_dir: Path) -> list[str]:
     return args + ["--resume"]
 
 
+# -- merge --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
+@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+def merge(shards: tuple[str, ...], out: str) -> None:
+    """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
+    from abricot_local.merge import merge as join
+
+    path = join(list(shards), out)
+    click.echo(f"merged {len(shards)} shard(s) into {path}")
+
+
 # -- check ---------------------------------------------------------------------------------
 @cli.command()
 @click.argument("out", type=click.Path())
@@ -348,7 +360,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local import fetch
 
-    resolved = fetch.resolve_model(alias, models_file=models_file)
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
 
 
@@ -506,8 +518,10 @@ def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
 @cli.command()
 @click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
+              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table); "
+              "html: one self-contained page to explore the runs, best with -o.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
               show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
               "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
@@ -515,8 +529,8 @@ def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
-def report(runs: tuple[str, ...], strict: bool, fmt: str, which: str, metrics: str, plot_dir: str | None,
-           verify: bool, models_file: str | None) -> None:
+def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, which: str, metrics: str,
+           plot_dir: str | None, verify: bool, models_file: str | None) -> None:
     """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
 
     OUT: run folders, or folders holding runs (searched recursively; default results/).
@@ -529,9 +543,20 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, which: str, metrics: s
     if which == "samples":
         from abricot_local import sample_table
 
-        click.echo(sample_table.render(doc, fmt))
+        text = sample_table.render(doc, fmt)
+    elif fmt == "html":
+        from abricot_local.html_report import render_html
+
+        text = render_html(doc, metrics=patterns)
     else:
-        click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
+        text = rep.render(doc, fmt, table=which, metrics=patterns)
+    if output:
+        from abricot_local.results import atomic_write
+
+        atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
     if plot_dir:
         from abricot_local import plots
 

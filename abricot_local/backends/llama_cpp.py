@@ -67,10 +67,19 @@ class LlamaCppOptions(ScoringOptions):
 
 
 def resolved_gpu_layers(o: LlamaCppOptions) -> int:
-    """-1 means every layer when this llama.cpp build can offload, else none."""
+    """-1 means every layer when this llama.cpp build has a GPU backend, else none. (An RPC-only
+    build says it "supports GPU offload" too: its devices are the RPC servers, added with --rpc.)"""
     if o.n_gpu_layers >= 0:
         return o.n_gpu_layers
-    return 999 if llama_cpp.llama_supports_gpu_offload() else 0
+    return 999 if has_gpu_backend() else 0
+
+
+@functools.cache
+def has_gpu_backend() -> bool:
+    from abricot_local.doctor import gpu_backends, parse_system_info
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    return bool(llama_cpp.llama_supports_gpu_offload()) and bool(gpu_backends(parse_system_info(info)))
 
 
 def resolved_extra_bufts(o: LlamaCppOptions) -> bool:
