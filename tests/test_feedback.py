@@ -104,3 +104,28 @@ def test_progress_line_paces_itself_on_a_clock():
     assert p.update("u", 43, 50) == "u: 43/50 items, 0.10 items/s, ETA 70 s"
     clock.t += 7170  # slow: seconds per item, hours left
     assert p.update("u", 44, 50) == "u: 44/50 items, 1800 s/item, ETA 3 h 00 min"
+
+
+def readme_quickstart() -> list[str]:
+    """The first command of the README's Run section."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = text.split("\n## Run\n", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return block.strip().splitlines()[0].split()
+
+
+def test_readme_quickstart_draws_a_sample_that_sees_every_class(tmp_path):
+    """The release lists each source's CLASS 0 rows first: --limit 40 sees gold E only, the
+    README's --sample 40 sees both classes and both sources (here on release-shaped data)."""
+    cmd = readme_quickstart()
+    assert cmd[:2] == ["abricot-local", "run"] and "--sample" in cmd and "--limit" not in cmd
+    data = write_discotex(tmp_path / "d", 100, classes=(0,) * 50 + (1,) * 50)
+    args = [a for a in cmd[3:]] + ["--backend", "fake", "--data-dir", str(data), "--out", str(tmp_path / "s")]
+    r = CliRunner().invoke(cli, ["run", "fake", *args])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in (tmp_path / "s" / "samples-discotex.jsonl").read_text().splitlines()]
+    assert {x["class"] for x in rows} == {0, 1} and {x["source"] for x in rows} == {"ted", "wiki"}
+    assert "warning:" not in r.stdout
+    limited = run_fake(data, tmp_path / "l", "--limit", 40)
+    assert SAME_GOLD in limited.stdout
