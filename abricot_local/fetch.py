@@ -24,6 +24,7 @@ from typing import Iterator
 
 from . import hub_probe
 from .errors import AbricotError, DownloadError, IntegrityError, ModelError
+from .gguf_check import verify_gguf
 from .registry import ModelSpec, load_registry, lookup
 
 _CHUNK = 8 * 1024 * 1024
@@ -160,7 +161,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
 
 
 def check_gguf(path: Path) -> Path:
-    """The path itself if it is a readable GGUF file, else :class:`ModelError`."""
+    """The path itself if it is a readable, structurally sound GGUF file, else :class:`ModelError`."""
     if not path.exists():
         raise ModelError(f"model file not found: {path}")
     if path.is_dir():
@@ -170,8 +171,9 @@ def check_gguf(path: Path) -> Path:
             magic = fh.read(4)
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
-    if magic != b"GGUF":
+    if magic != b"GGUF"[: len(magic)]:  # an empty or cut-short file: verify_gguf says so
         raise ModelError(f"{path} is not a GGUF file (it does not start with 'GGUF'); llama.cpp needs a .gguf model")
+    verify_gguf(path)  # the header's structure (and every part of a split model), before llama.cpp reads it
     return path
 
 

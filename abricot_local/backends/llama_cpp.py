@@ -121,6 +121,9 @@ class _Log:
 @functools.cache
 def llama_log() -> _Log:
     """The process's one llama.cpp log sink (llama.cpp's logger is global)."""
+    # a GGML_ABORT (say, a damaged tensor type) otherwise attaches gdb to print a backtrace,
+    # which can hang the process for good instead of ending it
+    os.environ.setdefault("GGML_NO_BACKTRACE", "1")
     llama_cpp.llama_backend_init()
     return _Log()
 
