@@ -20,8 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "models.toml", "abricot_local")
 
 
-def test_editable_install_reads_the_top_level_file():
-    assert packaged_file() == ROOT / "models.toml"
+def test_the_registry_read_is_the_top_level_file():
+    """From the source tree (editable install, or `python -m pytest` in a checkout) the top-level
+    file itself; from an installed wheel, its copy inside the package."""
+    import abricot_local
+
+    package = Path(abricot_local.__file__).resolve().parent
+    found = packaged_file()
+    assert found == (ROOT / "models.toml" if package == ROOT / "abricot_local" else package / "models.toml")
+    assert found.read_bytes() == (ROOT / "models.toml").read_bytes()
     assert not (ROOT / "abricot_local" / "models.toml").exists(), "one registry file, at the top"
     assert load_registry()  # parses
 
