@@ -215,10 +215,11 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
     except KeyboardInterrupt:
         close()
-        from abricot_local.results import saved_counts
+        from abricot_local.results import items_text, saved_counts
 
-        saved = saved_counts(out_dir)
-        what = ", ".join(f"{k} {v} items" for k, v in saved.items() if v) or "nothing scored yet"
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        totals = {r.task.name: len(r.items) for r in plan.runs}
+        what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
         click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
                    f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}", err=True)
         sys.exit(130)
@@ -401,13 +402,17 @@ def pull(alias: str, models_file: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
 def doctor(as_json: bool, models_file: str | None) -> None:
-    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory)."""
+    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory), and
+    whether each task's data is here."""
     import json
 
     from abricot_local import doctor as doc
+    from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
     from abricot_local.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
+    facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
     if as_json:
         click.echo(json.dumps(facts, indent=2, default=str))
         return
@@ -430,6 +435,9 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     click.echo("reinstall llama-cpp-python for a GPU build:")
     for kind, cmd in facts["reinstall"].items():
         click.echo(f"  {kind}: {cmd}")
+    click.echo("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
+    for t in facts["tasks"]:
+        click.echo(f"  {t['name']:<14} {data_status(t)}")
     for tip in facts["advice"]:
         click.echo(f"advice: {tip}")
 
@@ -467,6 +475,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     import json
 
     from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
 
     rows = task_catalog(_data_pairs(data), data_dir)
     if as_json:
@@ -478,7 +487,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
                    f"{', '.join(f'{k} {v:g}' for k, v in r['chance'].items()) or 'n/a'})")
         click.echo(f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
                    f"{len(r['references'])}{' (' + ', '.join(sorted({x['source'] for x in r['references']})) + ')' if r['references'] else ''}")
-        click.echo(f"  data: {'found at ' + r['data_path'] if r['data_path'] else 'missing: ' + r['data_note']}")
+        click.echo(f"  data: {data_status(r)}")
         click.echo(f"  from: {r['plugin']}")
     groups = sorted({r["group"] for r in rows if r["group"]})
     for g in groups:
@@ -527,28 +536,77 @@ def data_pull(task: str) -> None:
         click.echo(f"{path}  sha256 {sha}")
 
 
-# -- report --------------------------------------------------------------------------------
+# -- runs, report ---------------------------------------------------------------------------
+def _run_states(paths: tuple[str, ...]):
+    from abricot_local.results import find_runs
+
+    if not paths and not Path("results").is_dir():
+        raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
+    return find_runs(paths or ("results",))
+
+
+@cli.command("runs")
+@click.argument("folders", nargs=-1, type=click.Path(), metavar="[DIR ...]")
+def runs_(folders: tuple[str, ...]) -> None:
+    """List the run folders in DIR (default results/, searched recursively): complete, running,
+    interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
+    states = _run_states(folders)
+    width = max((len(str(s.path)) for s in states), default=0)
+    for s in states:
+        click.echo(f"{str(s.path):<{width}}  {s.describe()}")
+    if not states:
+        click.echo(f"no run folder in {', '.join(folders) or 'results'}", err=True)
+
+
+def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
+    """The complete runs among PATHS (run folders, or folders searched for them); a note for each
+    incomplete one (an error with --strict)."""
+    from abricot_local.errors import ResultsError
+
+    states = _run_states(paths)
+    if not states:
+        raise ResultsError(f"{', '.join(paths) or 'results'} holds no results.json and no run folder below it")
+    for s in states:
+        if not s.complete:
+            if strict:
+                raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
+            click.echo(f"note: skipped {s.path} ({s.describe()})", err=True)
+    done = [str(s.path) for s in states if s.complete]
+    if not done:
+        raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
+    return done
+
+
 @cli.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="OUT [OUT ...]")
+@click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
+@click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
-              show_default=True, help="Output format (csv: '# name' sections separated by a blank line; "
-              "html: one self-contained page to explore the runs, best with -o).")
+              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table); "
+              "html: one self-contained page to explore the runs, best with -o.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
-@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
-              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
+              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
+              "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
-def report(runs: tuple[str, ...], fmt: str, output: str | None, which: str, metrics: str, plot_dir: str | None,
-           verify: bool, models_file: str | None) -> None:
-    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants."""
+def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, which: str, metrics: str,
+           plot_dir: str | None, verify: bool, models_file: str | None) -> None:
+    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
+
+    OUT: run folders, or folders holding runs (searched recursively; default results/).
+    Incomplete runs are skipped with a note (--strict: an error)."""
     from abricot_local import report as rep
     from abricot_local.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
-    doc = rep.build(runs, registry=load_registry(models_file))
-    if fmt == "html":
+    doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
+    if which == "samples":
+        from abricot_local import sample_table
+
+        text = sample_table.render(doc, fmt)
+    elif fmt == "html":
         from abricot_local.html_report import render_html
 
         text = render_html(doc, metrics=patterns)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from . import hub_probe
 from .errors import AbricotError, DownloadError, IntegrityError, ModelError
 from .gguf_check import verify_gguf
 from .registry import ModelSpec, load_registry, lookup
@@ -316,6 +317,8 @@ def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None =
     if spec.source != "hf":
         raise ModelError(f"model '{spec.name}' does not come from Hugging Face (source = {spec.source})")
     offline = is_offline() if offline is None else offline
+    if not offline:
+        hub_probe.require(f"model '{spec.name}' ({spec.repo})")  # one line, not ~24 s of retries
     if notify and not offline:
         notify(download_line(spec))
     paths = []
@@ -486,7 +489,7 @@ def _cached_dataset_files(repo_id: str, revision: str | None) -> list[str] | Non
 
 def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
     """File names of a Hugging Face dataset repository (from the cache when offline)."""
-    if not is_offline():
+    if not is_offline() and not hub_probe.unreachable():
         try:
             return sorted(_hub().list_repo_files(repo_id, repo_type="dataset", revision=revision))
         except Exception as exc:
@@ -495,17 +498,21 @@ def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
                 raise err from None
     files = _cached_dataset_files(repo_id, revision)
     if files is None:
-        raise DownloadError(f"dataset {repo_id} cannot be listed: offline or huggingface.co unreachable, and it "
-                            "is not in the local Hugging Face cache. Run once online to cache it.")
+        why = "offline" if is_offline() else f"the hub cannot be reached ({hub_probe.unreachable() or 'the connection failed'})"
+        raise DownloadError(f"dataset {repo_id} cannot be listed: {why}, and it is not in the local Hugging Face "
+                            "cache. Run once online to cache it.")
     return files
 
 
 def hub_dataset_download(repo_id: str, filename: str, revision: str | None = None, *,
                          progress: bool = True) -> Path:
     """One file of a dataset repository, via the standard HF cache."""
+    local = is_offline() or bool(hub_probe.unreachable())  # unreachable: the cached copy, if any
     with _progress_bars(progress):
         try:
             return Path(_hub().hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
-                                               repo_type="dataset", local_files_only=is_offline()))
+                                               repo_type="dataset", local_files_only=local))
         except Exception as exc:
+            if local and not is_offline():
+                hub_probe.require(f"{repo_id}/{filename}", "give the data file with --data TASK=FILE")
             raise _hub_error(exc, repo_id, filename, revision, dataset=True) from None

@@ -14,6 +14,7 @@ from abricot_local import __version__, baselines, fetch
 from abricot_local.backends import open_backend
 from abricot_local.backends.base import Backend, ScoringOptions
 from abricot_local.core import Scored
+from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, metric_items, require_finite
 from abricot_local.planning import RunPlan, TaskRun, check_memory, prepare
 from abricot_local.results import SCHEMA_VERSION, OutputDir
@@ -185,12 +186,20 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
         check_fits(runs, backend)
         with OutputDir(out_dir) as out:
             out.start(plan.manifest(), resume=resume)
-            results = []
-            for run in runs:
-                done = out.done(run.task.name) if resume else {}
-                results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
-            doc = _results(plan, backend, runs, results, time.perf_counter() - start)
-            path = out.finalize(doc, {r.name: list(r.samples) for r in results})
+            out.running({run.task.name: len(run.items) for run in runs})
+            try:
+                results = []
+                for run in runs:
+                    done = out.done(run.task.name) if resume else {}
+                    results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
+                doc = _results(plan, backend, runs, results, time.perf_counter() - start)
+                path = out.finalize(doc, {r.name: list(r.samples) for r in results})
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+                out.interrupted()
+                raise
+            except Exception as err:
+                out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+                raise
     finally:
         if own:
             backend.close()

@@ -41,6 +41,9 @@ def _isolated(tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
     monkeypatch.setattr(huggingface_hub, "list_repo_files", no_network)
+    from abricot_local import hub_probe
+
+    monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: None)  # the mocked hub answers
 
 
 def hf_spec(**kw) -> ModelSpec:

@@ -36,6 +36,7 @@ from abricot_local.backends.base import (
     schedule,
     split_chat,
 )
+from abricot_local.backends import llama_log as resolved
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.errors import ModelError, UsageError
 from abricot_local.fetch import check_gguf
@@ -103,12 +104,15 @@ class _Log:
     def __init__(self) -> None:
         self.verbose = False
         self.lines: list[str] = []
+        self.notes: list[str] = []  # lines saying what llama.cpp resolved (llama_log.NOTABLE), all kept
         self._cb = llama_cpp.llama_log_callback(self._on_log)  # keep a reference
         llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         msg = text.decode("utf-8", "replace")
         self.lines = (self.lines + [msg])[-200:]
+        if resolved.notable(msg):
+            self.notes.append(msg)
         if self.verbose:
             os.write(2, text)
 
@@ -140,7 +144,7 @@ class LlamaSession:
         self.n_batch = options.n_batch
         log = llama_log()
         log.verbose = options.verbose
-        log.lines = []
+        log.lines, log.notes = [], []
         self._ctx = self._batch = self._mem = None
         self.model = self._load_model(log)
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
@@ -153,6 +157,7 @@ class LlamaSession:
             self._mem = llama_cpp.llama_get_memory(self._ctx)
             self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self.load_log = list(log.lines)
+        self.load_notes = list(log.notes)
 
     def _load_model(self, log: _Log):
         o = self.options
@@ -282,17 +287,12 @@ class LlamaSession:
         return tpl.decode("utf-8") if tpl else None
 
     def resolved_flash_attn(self) -> str:
-        """What llama.cpp made of --flash-attn (auto resolves when the context is created)."""
-        if self.options.flash_attn != "auto":
-            return self.options.flash_attn
-        for line in self.load_log:
-            low = line.lower()
-            if "flash attention" in low or "flash_attn" in low:
-                if "enabled" in low or "= 1" in low or "-> on" in low or "auto -> 1" in low:
-                    return "on"
-                if "disabled" in low or "= 0" in low or "-> off" in low or "auto -> 0" in low:
-                    return "off"
-        return "unknown (auto)"
+        """What llama.cpp made of --flash-attn ("on"/"off"; auto resolves when the context is created)."""
+        return resolved.flash_attn(self.load_notes, self.options.flash_attn)
+
+    def threads(self) -> int:
+        """The threads the context uses (llama.cpp's own count)."""
+        return llama_cpp.llama_n_threads(self._ctx) if self._ctx else resolved_threads(self.options)
 
 
 class LlamaCppBackend:
@@ -426,12 +426,14 @@ class LlamaCppBackend:
                 "flash_attn": o.flash_attn,
                 "flash_attn_resolved": s.resolved_flash_attn(),
                 "n_gpu_layers": resolved_gpu_layers(o),
+                "layers_offloaded": resolved.layers_on_gpu(s.load_notes),
+                "model_buffers": resolved.model_buffers(s.load_notes),
                 "extra_bufts": resolved_extra_bufts(o),
                 "swa_full": True,
                 **({"parallel": self.engine.parallel, "n_seq_max": self.engine.sequences(), "kv_unified": True}
                    if not self.engine.exact else {}),
             },
-            "threads": resolved_threads(o),
+            "threads": s.threads(),
             **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
                if s.offload else {}),
         }
