@@ -209,10 +209,11 @@ def require(ds: DataSet) -> Path:
     """:func:`obtain`, or skip the test with the reason (a failure under CI=true)."""
     try:
         return obtain(ds)
-    except Missing as why:
-        if is_ci():
-            pytest.fail(f"{why} [CI=true: missing test data is a failure]", pytrace=False)
-        pytest.skip(str(why))
+    except Missing as exc:
+        why = str(exc)
+    if is_ci():  # outside the except block: the report shows the one line, not a chained exception
+        pytest.fail(f"{why} [CI=true: missing test data is a failure]", pytrace=False)
+    pytest.skip(why)
 
 
 def describe() -> str:
