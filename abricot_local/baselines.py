@@ -1,100 +1,89 @@
-"""The published ABRICOT numbers, as data, and how a run is checked against them.
+"""Published references (declared by the tasks) and how a run is checked against them.
 
-Source: ../shared/spec/PROTOCOL.md, "Published results (Pearson)": the
-ABRICOT paper's 3-shot table and the CALAMITA leaderboard. The published
-metric is Pearson's r between the model's choice (1-5) and the discretised
-human mean, i.e. this project's ``pearson`` metric of ``abricot_abs`` and
-``abricot_inc``. DISCOTEX has no published numbers (its published table is
-a placeholder of zeros), so it has no reference rows.
-
-A registry entry's ``reproduces`` field names the rows a model should match,
-as ``"ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"``.
+A registry entry's ``reproduces`` field names the published rows a model should
+match, as ``"ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"``:
+each part is ``SOURCE: MODEL``, SOURCE a task reference's ``source`` or one of
+its ``aliases`` (case-insensitive). A part names every reference of that model
+in that source, over all tasks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PAPER = "paper 3-shot"
-CALAMITA = "CALAMITA leaderboard"
-METRIC = "pearson"
-TASKS = ("abricot_abs", "abricot_inc")
-
-# How each source ran the task, to flag a run whose settings differ.
-# The leaderboard's shot count is not published: None = not checked.
-PROTOCOLS: dict[str, dict] = {
-    PAPER: {"prompt_variant": "paper", "shots": 3},
-    CALAMITA: {"prompt_variant": "calamita", "shots": None},
-}
-
-# The label a registry ``reproduces`` field uses for each source.
-REPRODUCES_LABELS = {"abricot paper": PAPER, "paper": PAPER, "paper 3-shot": PAPER,
-                     "calamita leaderboard": CALAMITA, "calamita": CALAMITA}
+from abricot_local.tasks.base import Reference
 
 
-@dataclass(frozen=True)
-class Baseline:
-    """One published row: a model's Pearson r on both ABRICOT tasks."""
+def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
+    """The published references of every registered task (or of ``tasks``)."""
+    from abricot_local.tasks import all_task_names, make_task
+    from abricot_local.tasks.base import TaskOptions
 
-    model: str
-    source: str
-    abs: float
-    inc: float
-
-    def value(self, task: str) -> float | None:
-        return {"abricot_abs": self.abs, "abricot_inc": self.inc}.get(task)
-
-    @property
-    def label(self) -> str:
-        return f"{self.model} ({self.source})"
+    out: list[Reference] = []
+    for name in tasks if tasks is not None else all_task_names():
+        try:
+            out.extend(make_task(name, TaskOptions(allow_download=False)).references())
+        except Exception:  # an unknown task recorded by another version has no references here
+            continue
+    return tuple(out)
 
 
-BASELINES: tuple[Baseline, ...] = (
-    Baseline("mistral-7b", PAPER, 0.22, 0.00),
-    Baseline("llama-3.1-8b", PAPER, 0.30, 0.30),
-    Baseline("llama-3.1-70b", PAPER, 0.53, 0.41),
-    Baseline("Minerva-7B-instruct-v1.0", CALAMITA, -0.03, -0.20),
-    Baseline("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA", CALAMITA, 0.50, 0.14),
-    Baseline("Llama-3.1-8B-Instruct", CALAMITA, 0.29, 0.18),
-    Baseline("Llama-3.1-70B-Instruct", CALAMITA, 0.44, 0.25),
-)
+def _source_matches(ref: Reference, label: str) -> bool:
+    label = label.strip().lower()
+    return label == ref.source.lower() or label in (a.lower() for a in ref.aliases)
 
 
-def find(source: str, model: str) -> Baseline | None:
-    """The published row of ``model`` in ``source`` (case-insensitive), if any."""
-    for b in BASELINES:
-        if b.source == source and b.model.lower() == model.strip().lower():
-            return b
-    return None
+def find(source: str, model: str, refs: tuple[Reference, ...] | None = None) -> tuple[Reference, ...]:
+    """The references of ``model`` in ``source`` (case-insensitive), over all tasks."""
+    refs = all_references() if refs is None else refs
+    return tuple(r for r in refs if _source_matches(r, source) and r.model.lower() == model.strip().lower())
 
 
-def parse_reproduces(text: str) -> tuple[tuple[Baseline, ...], tuple[str, ...]]:
-    """The rows a registry ``reproduces`` field names, and the parts that name none."""
-    found: list[Baseline] = []
+def parse_reproduces(text: str, refs: tuple[Reference, ...] | None = None
+                     ) -> tuple[tuple[Reference, ...], tuple[str, ...]]:
+    """The references a registry ``reproduces`` field names, and the parts that name none."""
+    refs = all_references() if refs is None else refs
+    found: list[Reference] = []
     unknown: list[str] = []
     for part in (p.strip() for p in (text or "").split(";")):
         if not part:
             continue
         label, sep, model = part.partition(":")
-        source = REPRODUCES_LABELS.get(label.strip().lower()) if sep else None
-        row = find(source, model) if source else None
-        if row is None:
+        rows = find(label, model, refs) if sep else ()
+        if not rows:
             unknown.append(part)
-        elif row not in found:
-            found.append(row)
+        found.extend(r for r in rows if r not in found)
     return tuple(found), tuple(unknown)
+
+
+def group_rows(refs: tuple[Reference, ...]) -> list[tuple[str, str, dict[str, float]]]:
+    """References as published rows: (model, source, {"task.metric": value})."""
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for r in refs:
+        rows.setdefault((r.model, r.source), {})[f"{r.task}.{r.metric}"] = r.value
+    return [(m, s, v) for (m, s), v in rows.items()]
 
 
 @dataclass(frozen=True)
 class CICheck:
-    """Whether one published value lies inside a run's 95% CI for that task."""
+    """Whether one published value lies inside a run's 95% CI for that task and metric."""
 
-    baseline: Baseline
-    task: str
-    published: float
+    reference: Reference
     value: float | None  # the run's point estimate (None: the run lacks the task)
     ci: tuple[float, float] | None
     notes: tuple[str, ...] = ()
+
+    @property
+    def task(self) -> str:
+        return self.reference.task
+
+    @property
+    def published(self) -> float:
+        return self.reference.value
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.value is None else self.value - self.published
 
     @property
     def inside(self) -> bool | None:
@@ -109,28 +98,28 @@ class CICheck:
         answer = {True: "yes", False: "no", None: "n/a"}[self.inside]
         return f"{self.published:.2f} in CI? {answer}"
 
+    def to_dict(self) -> dict:
+        return {"reference": self.reference.model, "source": self.reference.source, "task": self.task,
+                "metric": self.reference.metric, "published": self.published, "value": self.value,
+                "ci95": list(self.ci) if self.ci else None, "difference": self.difference,
+                "inside": self.inside, "notes": list(self.notes)}
 
-def protocol_notes(baseline: Baseline, task_config: dict) -> tuple[str, ...]:
-    """Where a run's task settings differ from how ``baseline`` was produced."""
+
+def protocol_notes(ref: Reference, task_config: dict) -> tuple[str, ...]:
+    """Where a run's task settings differ from how ``ref`` was produced."""
     notes = []
-    for key, want in PROTOCOLS.get(baseline.source, {}).items():
+    for key, want in ref.protocol:
         got = task_config.get(key)
         if want is not None and got is not None and got != want:
             notes.append(f"{key} {got} (published: {want})")
     return tuple(notes)
 
 
-def check(baseline: Baseline, task: str, task_result: dict | None) -> CICheck:
-    """Compare ``baseline``'s value for ``task`` with a results.json task entry."""
-    published = baseline.value(task)
-    if published is None:
-        raise ValueError(f"no published value for task {task!r}")
+def check(ref: Reference, task_result: dict | None) -> CICheck:
+    """Compare ``ref`` with a results.json task entry."""
     if task_result is None:
-        return CICheck(baseline, task, published, None, None, ("the run has no such task",))
+        return CICheck(ref, None, None, ("the run has no such task",))
     metrics = task_result.get("metrics", {})
-    ci = metrics.get(f"{METRIC}_ci95")
-    return CICheck(
-        baseline, task, published, metrics.get(METRIC),
-        (float(ci[0]), float(ci[1])) if ci else None,
-        protocol_notes(baseline, task_result.get("config", {})),
-    )
+    ci = metrics.get(f"{ref.metric}_ci95")
+    return CICheck(ref, metrics.get(ref.metric), (float(ci[0]), float(ci[1])) if ci else None,
+                   protocol_notes(ref, task_result.get("config", {})))

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from abricot_local import fetch
-from abricot_local.backends import open_backend
-from abricot_local.backends.base import BackendOptions
+from abricot_local.backends import backend_class, backend_options, open_backend
 from abricot_local.errors import ResultsError
+from abricot_local.metrics import require_finite
+from abricot_local.planning import Shard, prepare
 from abricot_local.results import load_results, read_jsonl, samples_name
-from abricot_local.runner import apply_chat, prepare
+from abricot_local.runner import apply_chat, score_items
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
+
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,8 @@ def _verify(path: Path, recorded: str | None, what: str) -> None:
 
 
 def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
-    cfg = doc["config"]
+    """The recorded run's task options, each task's data re-found (and verified) by the task."""
+    base = TaskOptions.from_config(doc["config"])
     data = []
     for name, t in doc["tasks"].items():
         files = [Path(f["path"]) for f in t["data"]]
@@ -57,50 +62,46 @@ def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
             files = [Path(data_dir) / f.name for f in files]
         for f, rec in zip(files, t["data"]):
             _verify(f, rec["sha256"], "data file")
-        data.append((name, str(files[0].parent if name == "discotex" else files[0])))
-    return TaskOptions(data=tuple(data), seed=cfg["seed"], shots=cfg["shots"], prompt_variant=cfg["prompt_variant"],
-                       chat_template=cfg["chat_template"], allow_download=False)
+        data.append((name, make_task(name, base).data_ref(files)))
+    return replace(base, data=tuple(data))
 
 
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
-              data_dir: str | None = None, threads: int | None = None) -> CheckReport:
+              data_dir: str | None = None, threads: int | None = None, progress: Progress | None = None
+              ) -> CheckReport:
     """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files."""
     out = Path(out)
     doc = load_results(out)
     cfg = doc["config"]
     options = _task_options(doc, data_dir)
-    backend_kind = cfg["backend"]
-    if backend_kind == "fake":
-        model_ref = doc["model"]["name"]
-    else:
+    kind = cfg["backend"]
+    if backend_class(kind).reads_model_file:
         path = Path(model or doc["model"]["path"])
         _verify(path, doc["model"]["sha256"], "model file")
         model_ref = str(path)
-    bopts = BackendOptions(n_ctx=cfg["n_ctx"], n_batch=cfg["n_batch"], n_gpu_layers=cfg["n_gpu_layers"],
-                           flash_attn=cfg["flash_attn"], engine=cfg["engine"], seed=cfg["seed"], threads=threads,
-                           parallel=cfg.get("parallel"))
-    runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"], cfg.get("sample"))
+    else:
+        model_ref = doc["model"]["name"]
+    bopts = backend_options(kind, {**cfg, "threads": threads}, strict=False)
+    runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"], cfg.get("sample"),
+                   Shard.parse(cfg.get("shard")))
     rng = np.random.default_rng(cfg["seed"])
-    backend = open_backend(backend_kind, model_ref, bopts)
+    backend = open_backend(kind, model_ref, bopts)
     diffs, checked, same, worst = [], 0, 0, 0.0
     try:
         if options.chat_template:
             runs = apply_chat(runs, backend)
         for run in runs:
             recorded = {s["id"]: s for s in read_jsonl(out / samples_name(run.task.name))}
+            require_finite(list(recorded.values()), run.task.name)
             items = [it for it in run.items if it.id in recorded]
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
                 items = [it for k, it in enumerate(items) if k in keep]
-            # as run_task chunks them, so a batched run (not resumed, not sampled) re-scores exactly
-            order = sorted(items, key=lambda it: it.prefix)
-            size = max(1, backend.batch_size())
-            scored = {}
-            for k in range(0, len(order), size):
-                chunk = order[k : k + size]
-                scored.update(zip((it.id for it in chunk), backend.score_many([it.request() for it in chunk])))
-            for item in items:
-                new = run.task.sample(item, scored[item.id])
+            total = len(items)
+            if progress:
+                progress(run.task.name, 0, total)
+            for n, (item, scored) in enumerate(score_items(items, backend), 1):
+                new = run.task.sample(item, scored)
                 old = recorded[item.id]
                 if new["context"] != old["context"]:
                     raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
@@ -110,6 +111,8 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                 worst = max(worst, d)
                 if new["pred"] != old["pred"] or d > atol:
                     diffs.append(Difference(run.task.name, item.id, old["pred"], new["pred"], d))
+                if progress:
+                    progress(run.task.name, n, total)
     finally:
         backend.close()
     return CheckReport(checked, same, worst, atol, tuple(diffs))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -10,6 +11,9 @@ from pathlib import Path
 import click
 
 from abricot_local import __version__
+from abricot_local.backends import BACKENDS, DEFAULT_BACKEND
+from abricot_local.backends.engines import ENGINES
+from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED
 from abricot_local.errors import AbricotError, UsageError
 
 
@@ -27,7 +31,7 @@ class Group(click.Group):
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="abricot-local")
 def cli() -> None:
-    """Evaluate local GGUF models (llama.cpp) on the Italian ABRICOT and DISCOTEX benchmarks."""
+    """Evaluate local GGUF models (llama.cpp) on Italian benchmarks (ABRICOT, DISCOTEX, plugins)."""
 
 
 def main() -> None:
@@ -47,10 +51,12 @@ def _data_pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 def task_options(f):
     opts = [
-        click.option("--tasks", "-t", default="discotex", show_default=True, help="Comma-separated tasks or groups."),
+        click.option("--tasks", "-t", default=None, help="Comma-separated tasks or groups (default: every task "
+                     "whose data is here or can be fetched; `abricot-local tasks` lists them)."),
         click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task."),
         click.option("--data-dir", type=click.Path(), help="Folder holding the tasks' data files."),
-        click.option("--seed", type=int, default=1234, show_default=True, help="Seed for item construction, shots and bootstrap."),
+        click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
+                     help="Seed for item construction, shots and bootstrap."),
         click.option("--shots", type=int, default=None, help="Few-shot examples (task default when omitted)."),
         click.option("--prompt-variant", type=click.Choice(["paper", "calamita"]), default="paper", show_default=True),
         click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
@@ -62,17 +68,20 @@ def task_options(f):
 
 def backend_options(f):
     opts = [
-        click.option("--backend", default="llama.cpp", show_default=True, help="Inference backend (llama.cpp or fake)."),
-        click.option("--n-ctx", type=int, default=None, help="Context window in tokens (default: the registry's, else 2048)."),
-        click.option("--n-batch", type=int, default=512, show_default=True, help="Tokens per decode call."),
+        click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
+                     help=f"Inference backend: {', '.join(BACKENDS)}."),
+        click.option("--n-ctx", type=int, default=None,
+                     help=f"Context window in tokens (default: the registry entry's n_ctx, else {DEFAULT_N_CTX})."),
+        click.option("--n-batch", type=int, default=DEFAULT_N_BATCH, show_default=True, help="Tokens per decode call."),
         click.option("--threads", type=int, default=None, help="CPU threads (default: all cores)."),
         click.option("--n-gpu-layers", type=int, default=-1, show_default=True, help="-1: all layers if the build can offload."),
         click.option("--main-gpu", type=int, default=0, show_default=True),
         click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
         click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
-        click.option("--engine", type=click.Choice(["naive", "single", "prefix", "batched"]), default="prefix",
-                     show_default=True, help="Evaluation engine. naive, single, prefix: identical numbers. batched "
-                     "(for GPUs): several items per decode; agrees only within a measured tolerance."),
+        click.option("--engine", type=click.Choice(list(ENGINES)), default=DEFAULT_ENGINE, show_default=True,
+                     help=f"Evaluation engine. {', '.join(n for n, e in ENGINES.items() if e.exact)}: identical "
+                     f"numbers. {', '.join(n for n, e in ENGINES.items() if not e.exact)} (for GPUs): several "
+                     "items per decode; agrees only within a measured tolerance."),
         click.option("--parallel", type=int, default=None, help="batched: most items per decode "
                      "(default n_ctx/256, 1-16; each group also fits in --n-ctx). 1 = prefix's numbers."),
         click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry."),
@@ -83,18 +92,21 @@ def backend_options(f):
     return f
 
 
+BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "engine", "parallel", "verbose")
+
+
 def _backend_opts(kw: dict, *, vocab_only: bool = False):
-    from abricot_local.backends.base import DEFAULT_N_CTX, BackendOptions
+    """The chosen backend's own options from the CLI values (one it lacks is an error)."""
+    from abricot_local.backends import backend_options
 
     try:
         split = tuple(float(x) for x in kw["tensor_split"].split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
-    return BackendOptions(
-        n_ctx=kw["n_ctx"] or DEFAULT_N_CTX, n_batch=kw["n_batch"], threads=kw["threads"], n_gpu_layers=kw["n_gpu_layers"],
-        main_gpu=kw["main_gpu"], tensor_split=split, flash_attn=kw["flash_attn"], engine=kw["engine"],
-        parallel=kw["parallel"], verbose=kw["verbose"], vocab_only=vocab_only, seed=kw["seed"],
-    )
+    values = {k: kw[k] for k in BACKEND_KEYS}
+    values |= {"n_ctx": kw["n_ctx"] or DEFAULT_N_CTX, "tensor_split": split, "vocab_only": vocab_only,
+               "seed": kw["seed"]}
+    return backend_options(kw["backend"], values)
 
 
 def _task_opts(kw: dict):
@@ -108,17 +120,24 @@ def _task_opts(kw: dict):
 
 # -- run -----------------------------------------------------------------------------------
 @cli.command()
-@click.argument("model")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL [MODEL ...]")
 @task_options
 @backend_options
-@click.option("--limit", type=int, default=None, help="Score only the first N items of each task.")
+@click.option("--limit", type=int, default=None, help="Score only the first N items of each task (release order).")
 @click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept).")
-@click.option("--out", type=click.Path(), default=None, help="Output folder (default results/<model>/<time>/).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out.")
-@click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory.")
-def run(model: str, limit: int | None, sample: int | None, out: str | None, resume: bool, force: bool, **kw) -> None:
-    """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out."""
-    from abricot_local import runner
+@click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
+              "(after --limit/--sample); `merge` joins the parts.")
+@click.option("--out", type=click.Path(), default=None,
+              help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
+def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
+        resume: bool, force: bool, **kw) -> None:
+    """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out.
+
+    Several MODELs run one after another into one sweep folder, then a comparison table;
+    a model that fails is reported and the others go on."""
+    from abricot_local.planning import Shard
 
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -126,41 +145,132 @@ def run(model: str, limit: int | None, sample: int | None, out: str | None, resu
         raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
-    plan = runner.plan_run(
-        n_ctx_given=kw["n_ctx"] is not None,
-        model=model, backend=kw["backend"], task_spec=kw["tasks"], task_options=_task_opts(kw),
-        backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"], force=force, sample=sample,
+    if limit is not None:
+        click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
+                   "which may not represent the task (use --sample N for a seeded draw)", err=True)
+    args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if len(models) == 1:
+        out_dir = Path(out) if out else None
+        _run_one(models[0], out_dir, resume, stamp=stamp, **args)
+        return
+    _sweep(models, Path(out) if out else Path("results") / f"sweep-{stamp}", resume, stamp=stamp, **args)
+
+
+def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str,
+             sweep: bool = False):
+    """One model: plan, load, score, write; the summary and the published verdict."""
+    from abricot_local import console, planning, runner
+
+    plan = planning.plan_run(
+        n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
+        task_options=_task_opts(kw), backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"],
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
-    out_dir = Path(out) if out else Path("results") / plan.model_label / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    bars: dict = {}
+    out_dir = out_dir or Path("results") / plan.model_label / stamp
+    for s in plan.skipped:
+        click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
+    progress, close = _progress()
 
-    def progress(task: str, done: int, total: int) -> None:
-        from tqdm import tqdm
-
-        bar = bars.get(task)
-        if bar is None:
-            bar = bars[task] = tqdm(total=total, desc=task, unit="item", file=sys.stderr, disable=None, leave=True)
-        bar.n = done
-        bar.refresh()
+    def loaded(backend) -> None:
+        click.echo(console.start_line(plan, backend.provenance()), err=True)
 
     started = time.perf_counter()
+    term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        outcome = runner.execute(plan, out_dir, resume=resume, progress=progress)
+        outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
     except KeyboardInterrupt:
-        for bar in bars.values():
-            bar.close()
-        done = {name: bar.n for name, bar in bars.items()}
-        click.echo(
-            f"\ninterrupted: {', '.join(f'{k} {v} items' for k, v in done.items()) or 'nothing scored yet'} saved in {out_dir}.\n"
-            f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}",
-            err=True,
-        )
+        close()
+        from abricot_local.results import saved_counts
+
+        saved = saved_counts(out_dir)
+        what = ", ".join(f"{k} {v} items" for k, v in saved.items() if v) or "nothing scored yet"
+        click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
+                   f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}", err=True)
         sys.exit(130)
     finally:
-        for bar in bars.values():
-            bar.close()
-    click.echo(format_summary(outcome.results))
+        close()
+        signal.signal(signal.SIGTERM, term)
+    click.echo(console.summary(outcome.results))
+    click.echo("")
+    click.echo(console.verdict(outcome.results))
     click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
+    return outcome
+
+
+def _sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
+    """Several models one after another, each into root/<model>/; failures reported at the end."""
+    from abricot_local import report as rep
+    from abricot_local.registry import load_registry
+    from abricot_local.results import RESULTS
+
+    done, failed = [], []
+    for model in models:
+        folder = root / _slug(model)
+        click.echo(f"== {model} -> {folder}", err=True)
+        if resume and (folder / RESULTS).exists():
+            click.echo(f"{model}: already complete", err=True)
+            done.append(folder)
+            continue
+        try:
+            _run_one(model, folder, resume and folder.exists(), stamp=stamp, sweep=True, **args)
+            done.append(folder)
+        except AbricotError as err:
+            click.echo(f"error: {model}: {err}", err=True)
+            failed.append((model, str(err)))
+    if done:
+        click.echo(f"\n== comparison of {len(done)} model(s) in {root}")
+        click.echo(rep.render(rep.build([str(f) for f in done], registry=load_registry(args["kw"]["models_file"]))))
+    if failed:
+        click.echo(f"\n{len(failed)} model(s) failed:", err=True)
+        for model, why in failed:
+            click.echo(f"  {model}: {why}", err=True)
+        sys.exit(1)
+
+
+def _slug(model: str) -> str:
+    import re
+
+    name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _progress():
+    """A progress callback: tqdm bars on a terminal, plain lines at a steady interval off one."""
+    import os
+
+    from abricot_local.console import ProgressLine
+
+    bars: dict = {}
+    if not sys.stderr.isatty():
+        lines = ProgressLine(float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "30")))
+
+        def plain(task: str, done: int, total: int) -> None:
+            text = lines.update(task, done, total)
+            if text:
+                click.echo(text, err=True)
+
+        return plain, lambda: None
+
+    def bar(task: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        b = bars.get(task)
+        if b is None:
+            b = bars[task] = tqdm(total=total, desc=task, unit="item", file=sys.stderr, leave=True)
+        b.n = done
+        b.refresh()
+
+    def close() -> None:
+        for b in bars.values():
+            b.close()
+        bars.clear()
+
+    return bar, close
 
 
 def _resume_argv(out_dir: Path) -> list[str]:
@@ -170,27 +280,16 @@ def _resume_argv(out_dir: Path) -> list[str]:
     return args + ["--resume"]
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "nan" if v != v else f"{v:.4f}"
-    return str(v)
+# -- merge --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
+@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+def merge(shards: tuple[str, ...], out: str) -> None:
+    """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
+    from abricot_local.merge import merge as join
 
-
-def format_summary(results: dict) -> str:
-    """A compact table: one line per task metric, with its 95% CI where there is one."""
-    lines = [f"{'task':<14} {'metric':<20} {'value':>8}  95% CI", "-" * 58]
-    for name, t in results["tasks"].items():
-        m = t["metrics"]
-        for key, val in m.items():
-            if key.endswith("_ci95") or isinstance(val, (list, dict)):
-                continue
-            ci = m.get(f"{key}_ci95")
-            ci_s = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""
-            lines.append(f"{name:<14} {key:<20} {_fmt(val):>8}  {ci_s}")
-        lines.append(f"{name:<14} {'n':<20} {t['n']:>8}")
-        for w in t.get("warnings", []):
-            lines.append(f"  warning: {w}")
-    return "\n".join(lines)
+    path = join(list(shards), out)
+    click.echo(f"merged {len(shards)} shard(s) into {path}")
 
 
 # -- check ---------------------------------------------------------------------------------
@@ -207,7 +306,12 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce."""
     from abricot_local.check import check_run, report_json
 
-    rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, threads=threads)
+    progress, close = _progress()
+    try:
+        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, threads=threads,
+                        progress=progress)
+    finally:
+        close()
     if as_json:
         click.echo(report_json(rep))
     else:
@@ -255,7 +359,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local import fetch
 
-    resolved = fetch.resolve_model(alias, models_file=models_file)
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
 
 
@@ -297,13 +401,17 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 # -- labels --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("model")
-@click.option("--task", "task_name", default="discotex", show_default=True)
+@click.option("--task", "task_name", default=None, help="Task whose first item is shown (default: the first registered).")
 @task_options
 @backend_options
 def labels(model: str, task_name: str, **kw) -> None:
     """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
     from abricot_local import runner
 
+    if not task_name:
+        from abricot_local.planning import select_tasks
+
+        task_name = select_tasks(None, _task_opts(kw))[0][0].name
     info = runner.label_map(model, kw["backend"], task_name, _task_opts(kw), _backend_opts(kw, vocab_only=True), kw["models_file"])
     click.echo(f"model: {info['model']}\ntask: {info['task']}  item: {info['item']}")
     click.echo(f"context tokens: {info['n_context_tokens']}  prefix tokens: {info['prefix_len']}  trunk: {info['trunk_len']}")
@@ -311,6 +419,34 @@ def labels(model: str, task_name: str, **kw) -> None:
     for row in info["choices"]:
         pieces = " ".join(repr(p) for p in row["pieces"])
         click.echo(f"  {row['continuation']!r:>6} -> ids {row['ids']}  pieces {pieces}")
+
+
+# -- tasks --------------------------------------------------------------------------------
+@cli.command()
+@click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task.")
+@click.option("--data-dir", type=click.Path(), help="Folder holding the tasks' data files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
+    """List the tasks (plugins included) and groups: items, metrics, published references, data."""
+    import json
+
+    from abricot_local.catalog import task_catalog
+
+    rows = task_catalog(_data_pairs(data), data_dir)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']}{'  (group ' + r['group'] + ')' if r['group'] else ''}: {r['description']}")
+        click.echo(f"  metrics: {', '.join(r['metrics'])}  (main: {r['primary_metric']}; chance: "
+                   f"{', '.join(f'{k} {v:g}' for k, v in r['chance'].items()) or 'n/a'})")
+        click.echo(f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
+                   f"{len(r['references'])}{' (' + ', '.join(sorted({x['source'] for x in r['references']})) + ')' if r['references'] else ''}")
+        click.echo(f"  data: {'found at ' + r['data_path'] if r['data_path'] else 'missing: ' + r['data_note']}")
+        click.echo(f"  from: {r['plugin']}")
+    groups = sorted({r["group"] for r in rows if r["group"]})
+    for g in groups:
+        click.echo(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
 
 
 # -- data ----------------------------------------------------------------------------------
@@ -322,7 +458,7 @@ def data() -> None:
 @data.command("pull")
 @click.argument("task")
 def data_pull(task: str) -> None:
-    """Download TASK's data (discotex, abricot) into the user cache, verifying SHA-256."""
+    """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
     from abricot_local import runner
 
     for path, sha in runner.pull_data(task):
@@ -336,7 +472,7 @@ def data_pull(task: str) -> None:
               show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
               show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
-@click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. pearson,discotex.*).")
+@click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")

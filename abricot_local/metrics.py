@@ -6,10 +6,13 @@ report it with a warning.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 from scipy import stats
+
+from abricot_local.errors import ResultsError
 
 N_BOOT = 1000
 CI_LEVEL = 0.95
@@ -87,3 +90,30 @@ def with_ci(stat: str, a, b, *, seed: int) -> tuple[float, list[float]]:
     """The statistic and its bootstrap CI."""
     point = {"accuracy": accuracy, "pearson": pearson, "spearman": spearman}[stat](a, b)
     return point, bootstrap_ci(stat, a, b, seed=seed)
+
+
+def metric_items(metrics: dict) -> list[tuple[str, float, tuple[float, float] | None]]:
+    """(name, value, 95% CI or None) for each scalar metric of a results.json ``metrics``
+    dict, where ``NAME_ci95`` holds the CI of ``NAME``."""
+    out = []
+    for name, value in metrics.items():
+        if name.endswith("_ci95") or isinstance(value, (list, dict)):
+            continue
+        ci = metrics.get(f"{name}_ci95")
+        out.append((name, value, (ci[0], ci[1]) if ci else None))
+    return out
+
+
+def require_finite(samples: list[dict], task: str) -> None:
+    """A metric over log-probs that are NaN, infinite or missing is refused, naming the items
+    (NaN would otherwise win or lose every argmax silently)."""
+    bad = []
+    for s in samples:
+        lps = s.get("logprobs")
+        if not isinstance(lps, list) or not lps or not all(
+                isinstance(x, (int, float)) and math.isfinite(x) for x in lps):
+            bad.append(str(s.get("id")))
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ResultsError(f"task {task}: {len(bad)} sample(s) hold non-finite or missing log-probs "
+                           f"({shown}); no metric is computed over them. Re-score with a sound model/build.")

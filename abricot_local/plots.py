@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from abricot_local import baselines as pub
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.report import Report, Run, load_samples, metric_keys, quant_of
+from abricot_local.tasks.base import Figure
 
 JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
 JITTER_SEED = 0
-LETTERS = ("A", "B", "C", "D", "E")
 DPI = 110
 
 
@@ -70,53 +69,56 @@ def _title(run: Run) -> str:
     return run.label if _names_quant(run) else f"{run.label} ({run.quant})"
 
 
-def scatter(run: Run, task: str, path: Path) -> Path:
-    """Predicted score (pred + 1, jittered) against the human mean, one dot per item."""
+def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> Path:
+    """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item."""
     samples = load_samples(run, task)
-    human = np.array([s["human_mean"] for s in samples], dtype=float)
+    human = np.array([s[figure.x] for s in samples], dtype=float)
     pred = np.array([s["pred"] + 1 for s in samples], dtype=float)
     jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
     m = {x.name: x for x in run.metrics if x.task == task}
-    cont, main = m.get("pearson_continuous"), m.get("pearson")
+    cont, main = m.get(figure.metric), m.get(primary)
+    n_choices = max((len(s["logprobs"]) for s in samples), default=5)
     fig = _new_figure(6.0, 4.6)
     ax = fig.add_subplot()
     ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(0.5, 5.5)
-    ax.set_yticks([1, 2, 3, 4, 5])
-    ax.set_xlabel("human mean (0 = concrete/specific, 1 = abstract/inclusive)")
-    ax.set_ylabel("model's choice (1-5, jittered)")
+    ax.set_ylim(0.5, n_choices + 0.5)
+    ax.set_yticks(list(range(1, n_choices + 1)))
+    ax.set_xlabel(figure.x_label or figure.x)
+    ax.set_ylabel(f"model's choice (1-{n_choices}, jittered)")
     ax.grid(alpha=0.3)
     lines = [f"{_title(run)} - {task} (n={len(samples)})",
-             f"Pearson r, choice vs human mean: {_ci_text(cont and cont.value, cont and cont.ci)}"]
-    if main is not None:
-        lines.append(f"Pearson r, choice vs discretised gold (published metric): {_ci_text(main.value, main.ci)}")
+             f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}"]
+    if main is not None and primary != figure.metric:
+        lines.append(f"{primary} (the task's main metric): {_ci_text(main.value, main.ci)}")
     ax.set_title("\n".join(lines), fontsize=9, loc="left")
     return _save(fig, path)
 
 
-def confusion(run: Run, path: Path, task: str = "discotex") -> Path:
-    """DISCOTEX gold (rows) against prediction (columns) over A-E, as counts."""
+def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> Path:
+    """Gold (rows) against prediction (columns) over the choices (their answer labels), as counts."""
     samples = load_samples(run, task)
-    counts = np.zeros((5, 5), dtype=int)
+    conts = max((s.get("continuations") or [] for s in samples), key=len, default=[])
+    k = max((len(s["logprobs"]) for s in samples), default=len(conts))
+    counts = np.zeros((k, k), dtype=int)
     for s in samples:
         counts[int(s["gold"]), int(s["pred"])] += 1
     fig = _new_figure(5.2, 4.6)
     ax = fig.add_subplot()
     im = ax.imshow(counts, cmap="Blues")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    ticks = [f"{c}" if c != "E" else "E (none)" for c in LETTERS]
-    ax.set_xticks(range(5), ticks)
-    ax.set_yticks(range(5), ticks)
+    ticks = [c.strip() for c in conts] if len(conts) == k else [str(i + 1) for i in range(k)]
+    ax.set_xticks(range(k), ticks)
+    ax.set_yticks(range(k), ticks)
     ax.set_xlabel("predicted")
     ax.set_ylabel("gold")
     top = counts.max() or 1
-    for g in range(5):
-        for p in range(5):
+    for g in range(k):
+        for p in range(k):
             ax.text(p, g, str(counts[g, p]), ha="center", va="center", fontsize=9,
                     color="white" if counts[g, p] > top / 2 else "black")
-    acc = next((x for x in run.metrics if x.task == task and x.name == "accuracy"), None)
-    ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\naccuracy {_ci_text(acc and acc.value, acc and acc.ci)}",
+    name = figure.metric if figure and figure.metric else "accuracy"
+    acc = next((x for x in run.metrics if x.task == task and x.name == name), None)
+    ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\n{name} {_ci_text(acc and acc.value, acc and acc.ci)}",
                  fontsize=9, loc="left")
     return _save(fig, path)
 
@@ -141,16 +143,27 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> Path:
     ax.errorbar(x, values, yerr=[lo, hi], fmt="none", ecolor="black", capsize=5, lw=1.2)
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
-    if name == pub.METRIC and task in pub.TASKS:
+    refs = [r for r in report.baselines if f"{r.task}.{r.metric}" == key]
+    if refs:
         cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
-        for b, color in zip(report.baselines, cmap):
-            ax.axhline(b.value(task), ls="--", lw=1, color=color, label=f"{b.label}: {b.value(task):.2f}")
-        if report.baselines:
-            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
+        for b, color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
+            ax.axhline(b.value, ls="--", lw=1, color=color, label=f"{b.label}: {b.value:.2f}")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
     ax.set_ylabel(key)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{key} per run (whiskers: 95% bootstrap CI)", fontsize=9, loc="left")
     return _save(fig, path)
+
+
+def _task_class(name: str):
+    """The registered class of a recorded task (None for a task this install does not know)."""
+    from abricot_local.errors import TaskError
+    from abricot_local.tasks import task_class
+
+    try:
+        return task_class(name)
+    except TaskError:
+        return None
 
 
 def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...] = ()) -> list[Path]:
@@ -165,10 +178,13 @@ def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...]
     paths = []
     for run, slug in zip(report.runs, slugs):
         for task in run.tasks:
-            if task in pub.TASKS:
-                paths.append(scatter(run, task, out / f"{slug}-{task}-scatter.png"))
-            elif task == "discotex":
-                paths.append(confusion(run, out / f"{slug}-discotex-confusion.png"))
+            cls = _task_class(task)
+            for fig in getattr(cls, "figures", ()):
+                path = out / f"{slug}-{task}-{fig.kind}.png"
+                if fig.kind == "scatter":
+                    paths.append(scatter(run, task, path, fig, getattr(cls, "primary_metric", "")))
+                elif fig.kind == "confusion":
+                    paths.append(confusion(run, path, task, fig))
     for key in metric_keys(report, metrics):
         paths.append(bars(report, key, out / f"bar-{key}.png", slugs))
     return paths

@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from abricot_local import baselines as pub
-from abricot_local.backends.base import log_softmax
+from abricot_local.core import log_softmax
+from abricot_local.metrics import metric_items
+from abricot_local.tasks.base import Reference
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.results import CHECKPOINT, RESULTS, SCHEMA_VERSION, load_results, read_jsonl, samples_name
 
@@ -54,7 +56,7 @@ class Run:
     base: str  # registry ``base``, else the name without its quant suffix
     quant: str  # registry ``quant``, else parsed from the name or file, else ""
     registry_alias: str | None
-    reproduces: tuple[pub.Baseline, ...]
+    reproduces: tuple[Reference, ...]
     task_n: tuple[tuple[str, int], ...]
     metrics: tuple[Metric, ...]
     results: dict = field(repr=False, compare=False)
@@ -64,8 +66,13 @@ class Run:
         return self.alias or self.name
 
     @property
+    def synthetic(self) -> bool:
+        """Numbers from a synthetic backend (the fake), not from a model."""
+        return bool(self.results.get("provenance", {}).get("synthetic"))
+
+    @property
     def source(self) -> str:
-        return "run" if self.backend != "fake" else "run (fake backend)"
+        return f"run ({self.backend} backend, not a model)" if self.synthetic else "run"
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -95,7 +102,7 @@ class QuantPair:
 @dataclass(frozen=True)
 class Report:
     runs: tuple[Run, ...]
-    baselines: tuple[pub.Baseline, ...]
+    baselines: tuple[Reference, ...]
     checks: tuple[RunCheck, ...]
     quant: tuple[QuantPair, ...]
 
@@ -143,12 +150,7 @@ def load_run(folder: str | Path, registry: dict | None = None) -> Run:
         metrics, task_n = [], []
         for task, entry in tasks.items():
             task_n.append((task, int(entry["n"])))
-            m = entry["metrics"]
-            for name, value in m.items():
-                if name.endswith("_ci95") or isinstance(value, (list, dict)):
-                    continue
-                ci = m.get(f"{name}_ci95")
-                metrics.append(Metric(task, name, value, (ci[0], ci[1]) if ci else None))
+            metrics += [Metric(task, name, value, ci) for name, value, ci in metric_items(entry["metrics"])]
         backend = doc.get("config", {}).get("backend") or doc.get("provenance", {}).get("backend", "")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"{path / RESULTS} is malformed ({type(exc).__name__}: {exc})") from None
@@ -182,15 +184,15 @@ def build(folders, *, registry: dict | None = None) -> Report:
         if key not in seen:
             seen.add(key)
             runs.append(load_run(folder, registry))
-    shown = {t for r in runs for t in r.tasks}
-    bases = tuple(b for b in pub.BASELINES if any(t in shown for t in pub.TASKS))
+    shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
+    bases = pub.all_references(shown)
     checks = []
     for r in runs:
-        for b in r.reproduces:
-            for t in (t for t in pub.TASKS if t in r.tasks):
-                c = pub.check(b, t, r.results["tasks"][t])
-                if r.backend == "fake":
-                    c = replace(c, notes=("fake backend, not the model", *c.notes))
+        for ref in r.reproduces:
+            if ref.task in r.tasks:
+                c = pub.check(ref, r.results["tasks"][ref.task])
+                if r.synthetic:
+                    c = replace(c, notes=(f"{r.backend} backend, not the model", *c.notes))
                 checks.append(RunCheck(r, c))
     return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
 
@@ -268,18 +270,16 @@ def _same(x, y) -> bool:
 
 def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
     """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
-    from abricot_local.tasks import TASKS, make_task
+    from abricot_local.tasks import all_task_names, make_task
     from abricot_local.tasks.base import TaskOptions
 
     run = load_run(out_dir)
     checks = []
     for task, entry in run.results["tasks"].items():
-        if task not in TASKS:
+        if task not in all_task_names():
             raise ResultsError(f"{run.path}: unknown task {task!r} (written by another version?)")
         cfg = {**run.results.get("config", {}), **entry.get("config", {})}
-        opts = TaskOptions(seed=cfg.get("seed", 1234), shots=cfg.get("shots"),
-                           prompt_variant=cfg.get("prompt_variant") or "paper",
-                           chat_template=bool(cfg.get("chat_template")))
+        opts = TaskOptions.from_config(cfg)
         fresh = json.loads(json.dumps(make_task(task, opts).metrics(load_samples(run, task))))
         recorded = entry["metrics"]
         bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
@@ -314,11 +314,9 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
             row[k] = m.value if m else None
             row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = m.ci if m and m.ci else (None, None)
         rows.append(row)
-    for b in report.baselines:
-        row = {"model": b.model, "quant": "", "source": b.source, "folder": ""}
-        for k in keys:
-            task, name = k.split(".", 1)
-            row[k] = b.value(task) if name == pub.METRIC else None
+    for model, source, values in pub.group_rows(report.baselines):
+        row = {"model": model, "quant": "", "source": source, "folder": ""}
+        row.update({k: values.get(k) for k in keys})
         rows.append(row)
     columns = ["model", "quant", "source", "folder", *(f"{t}.n" for t in tasks)]
     columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")]
@@ -329,8 +327,8 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
 def _check_records(report: Report) -> list[dict]:
     return [{
         "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
-        "reference": rc.check.baseline.model, "source": rc.check.baseline.source, "task": rc.check.task,
-        "metric": pub.METRIC, "published": rc.check.published, "value": rc.check.value,
+        "reference": rc.check.reference.model, "source": rc.check.reference.source, "task": rc.check.task,
+        "metric": rc.check.reference.metric, "published": rc.check.published, "value": rc.check.value,
         "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside, "notes": list(rc.check.notes),
     } for rc in report.checks]
 
@@ -376,24 +374,25 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[s
         row.update({f"{t}.n": str(dict(run.task_n).get(t, "")) for t in tasks})
         row.update({k: _cell(by_key[k].value, by_key[k].ci) if k in by_key else "" for k in keys})
         rows.append({**row, "folder": str(run.path)})
-    for b in report.baselines:
-        row = {"model": b.model, "quant": "", "source": b.source, "folder": ""}
-        for k in keys:
-            task, name = k.split(".", 1)
-            row[k] = _cell(b.value(task), None, 2) if name == pub.METRIC else ""
+    for model, source, values in pub.group_rows(report.baselines):
+        row = {"model": model, "quant": "", "source": source, "folder": ""}
+        row.update({k: _cell(values[k], None, 2) if k in values else "" for k in keys})
         rows.append(row)
     cols = ["model", "quant", "source", *(f"{t}.n" for t in tasks), *keys, "folder"]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    out = {"runs": ("Runs and published results (value [95% bootstrap CI])", text)}
+    title = ("Runs and published results (value [95% bootstrap CI])" if report.baselines else
+             "Runs (value [95% bootstrap CI]); no published results exist for these tasks")
+    out = {"runs": (title, text)}
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
-            key = (rc.run.label, rc.run.quant, f"{rc.check.baseline.model} ({rc.check.baseline.source})", str(rc.run.path))
+            key = (rc.run.label, rc.run.quant, rc.check.reference.label, str(rc.run.path))
             row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": []})
-            row[f"{rc.check.task}.{pub.METRIC}"] = rc.check.text
+            row[f"{rc.check.task}.{rc.check.reference.metric}"] = rc.check.text
             row["notes"].extend(n for n in rc.check.notes if n not in row["notes"])
         rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
-        cols = ["model", "quant", "reference", *(f"{t}.{pub.METRIC}" for t in pub.TASKS), "notes"]
+        checked = dict.fromkeys(f"{rc.check.task}.{rc.check.reference.metric}" for rc in report.checks)
+        cols = ["model", "quant", "reference", *checked, "notes"]
         out["published"] = ("Published value inside the run's 95% CI?", pd.DataFrame(rows, columns=cols).fillna(""))
     if report.quant:
         q = quant_frame(report)
@@ -423,11 +422,12 @@ def to_json(report: Report) -> dict:
         "runs": [{
             "folder": str(r.path), "model": r.label, "name": r.name, "alias": r.alias, "backend": r.backend,
             "quant": r.quant, "base": r.base, "registry_alias": r.registry_alias,
-            "reproduces": [{"model": b.model, "source": b.source} for b in r.reproduces],
+            "reproduces": [dict(t) for t in dict.fromkeys(
+                (("model", b.model), ("source", b.source)) for b in r.reproduces)],
             "tasks": {t: {"n": e["n"], "metrics": e["metrics"]} for t, e in r.results["tasks"].items()},
         } for r in report.runs],
-        "baselines": [{"model": b.model, "source": b.source, "metric": pub.METRIC,
-                       "values": {t: b.value(t) for t in pub.TASKS}} for b in report.baselines],
+        "baselines": [{"model": model, "source": source, "values": values}
+                      for model, source, values in pub.group_rows(report.baselines)],
         "published_checks": _check_records(report),
         "quant_comparison": [{**row, "notes": list(q.notes)}
                              for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],

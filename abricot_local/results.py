@@ -194,3 +194,15 @@ class OutputDir:
                 f.unlink()
             self.ckpt.rmdir()
         return self.path / RESULTS
+
+
+def saved_counts(folder: Path) -> dict[str, int]:
+    """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
+    folder = Path(folder)
+    counts: dict[str, int] = {}
+    for where in (folder, folder / CHECKPOINT):
+        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else []:
+            task = f.name[len("samples-"):-len(".jsonl")]
+            ids = {s.get("id") for s in read_jsonl(f)}
+            counts[task] = max(counts.get(task, 0), len(ids))
+    return counts

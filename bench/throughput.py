@@ -29,7 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from abricot_local import fetch  # noqa: E402
-from abricot_local.backends.base import BackendOptions  # noqa: E402
+from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.runner import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
@@ -80,11 +80,12 @@ def raw_pp(backend, items, n_tokens: int) -> float:
     """llama.cpp's own prompt processing: the items' text in n_batch-token calls, one output."""
     text = "".join(it.context for it in items)
     toks = backend.tokenize(text)[:n_tokens]
-    backend._clear()
+    engine = backend.engine
+    engine.reset()
     t0 = time.perf_counter()
-    backend._decode(0, tuple(toks), {len(toks) - 1})
+    engine.decode(0, tuple(toks), {len(toks) - 1}, "raw prompt processing")
     dt = time.perf_counter() - t0
-    backend._clear()
+    engine.reset()
     return len(toks) / dt
 
 
@@ -125,13 +126,13 @@ def main() -> None:
     rows, logprobs, raws = [], {}, []
     uniq = None
     for engine in args.engines.split(","):
-        opts = BackendOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048,
+        opts = LlamaCppOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048,
                               parallel=args.parallel if engine == "batched" else None)
         b = LlamaCppBackend(model, opts)
         if uniq is None:
             uniq = unique_tokens(b, items)
         raw_before = raw_pp(b, items, 2048)  # measured next to each engine: the machine is noisy
-        b.counters = type(b.counters)()  # count only the scoring below
+        b.engine.counters = type(b.counters)()  # count only the scoring below
         peak_rss_reset()
         # naive has no reuse, so its cost is linear in the items: on large sets it scores the first
         # --naive-items and its tokens and wall time are scaled to all items (marked "*").

@@ -19,12 +19,16 @@ from click.testing import CliRunner
 from scipy import stats
 
 from abricot_local import fetch
-from abricot_local.backends.base import Scored
+from abricot_local.core import Scored
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, DataError, DownloadError
 from abricot_local.tasks import abricot_data
 from abricot_local.tasks.abricot import AbricotAbsTask, AbricotIncTask, discretise
-from abricot_local.tasks.abricot_data import find_data_file, load_rows
+from abricot_local.tasks.abricot_data import load_rows
+
+
+def find_data_file(options):
+    return AbricotAbsTask(options).data_path()
 from abricot_local.tasks.base import TaskOptions
 from conftest import FIXTURE
 
@@ -530,12 +534,12 @@ def test_bad_spans_warn_once_with_a_count(tmp_path):
     p = write_csv_rows(tmp_path / "abricot_spans.csv", shift)
     task = AbricotAbsTask(TaskOptions(data=(("abricot", str(p)),), shots=0))
     assert len(task.items()) == 18
-    assert len(task.warnings) == 1
-    assert "2 row(s)" in task.warnings[0] and p.name in task.warnings[0]
+    assert len(task.warnings()) == 1
+    assert "2 row(s)" in task.warnings()[0] and p.name in task.warnings()[0]
     # the good fixture gives none
     ok = AbricotAbsTask(opts(shots=0))
     ok.items()
-    assert ok.warnings == []
+    assert ok.warnings() == []
 
 
 # ---------------------------------------------------------------- 7. mocked pull and the offline message

@@ -10,7 +10,8 @@ and the numbers must be identical.
 import numpy as np
 import pytest
 
-from abricot_local.backends.base import BackendOptions, Request
+from abricot_local.backends.llama_cpp import LlamaCppOptions
+from abricot_local.core import Request
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
@@ -41,7 +42,7 @@ def score_all(path, reqs, **kw):
     """Score as the runner does: chunks of batch_size() through score_many."""
     from abricot_local.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(path, BackendOptions(threads=2, n_ctx=2048, **kw))
+    b = LlamaCppBackend(path, LlamaCppOptions(threads=2, n_ctx=2048, **kw))
     try:
         size = b.batch_size()
         out = [s.logprobs for k in range(0, len(reqs), size) for s in b.score_many(reqs[k : k + size])]

@@ -127,7 +127,7 @@ def test_malformed_tsv_is_reported(tmp_path):
 def test_prompt_over_n_ctx_names_item_and_counts(tmp_path, run_fake):
     r = run_fake(tmp_path / "o", "--limit", 2, "--n-ctx", 64)
     assert r.exit_code != 0
-    assert "task_1_ted_test_1" in r.output and "context window (--n-ctx) is 64" in r.output
+    assert "task_1_ted_test_1" in r.output and "context window holds 64 (--n-ctx 64)" in r.output
     assert not (tmp_path / "o" / "results.json").exists()
 
 

@@ -5,7 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.backends.base import BackendOptions, Request
+from abricot_local.backends.llama_cpp import LlamaCppOptions
+from abricot_local.core import Request, log_softmax
 from abricot_local.cli import cli
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
@@ -19,23 +20,35 @@ OPTS = dict(threads=2, n_ctx=2048)
 def backend(path, **kw):
     from abricot_local.backends.llama_cpp import LlamaCppBackend
 
-    return LlamaCppBackend(path, BackendOptions(**{**OPTS, **kw}))
+    return LlamaCppBackend(path, LlamaCppOptions(**{**OPTS, **kw}))
 
 
 def reference_logprob(b, sch, i):
     """Score continuation i alone, token by token, from an empty KV cache, with the canonical cuts."""
 
+    from abricot_local.backends.base import chunks
+
+    s = b.session  # llama.cpp's primitives, without the engines
+
+    def decode(start, toks, outputs):
+        rows = {}
+        for pos0, part in chunks(start, toks, b.options.n_batch):
+            raw = s.decode([(0, pos0 + k, t, (pos0 + k) in outputs) for k, t in enumerate(part)])
+            rows.update((pos0 + k, log_softmax(r)) for k, r in enumerate(raw) if r is not None)
+        return rows
+
     seq = sch.seqs[i]
-    b._clear()
-    b._decode(0, seq[: sch.prefix_len], set())
-    got = b._decode(sch.prefix_len, seq[sch.prefix_len : sch.trunk_len], set(sch.trunk_logit_positions()))
+    s.clear()
+    decode(0, seq[: sch.prefix_len], set())
+    got = decode(sch.prefix_len, seq[sch.prefix_len : sch.trunk_len], set(sch.trunk_logit_positions()))
     rest = seq[sch.trunk_len : len(seq) - 1]
     if rest:
-        got |= b._decode(sch.trunk_len, rest, set(range(sch.trunk_len, len(seq) - 1)))
+        got |= decode(sch.trunk_len, rest, set(range(sch.trunk_len, len(seq) - 1)))
     total = 0.0
     for pos in range(sch.ctx_lens[i] - 1, len(seq) - 1):  # every continuation token
         total += float(got[pos][seq[pos + 1]])
-    b._clear()
+    s.clear()
+    b.engine.reset()
     return total
 
 

@@ -39,15 +39,18 @@ def reference(tmp_path, base):
 
 def interrupt_after(monkeypatch, n):
     calls = {"n": 0}
-    real = FakeBackend.score
+    real = FakeBackend.score_many
 
-    def score(self, req):
-        if calls["n"] == n:
-            raise KeyboardInterrupt
-        calls["n"] += 1
-        return real(self, req)
+    def score_many(self, reqs):
+        out = []
+        for req in reqs:
+            if calls["n"] == n:
+                raise KeyboardInterrupt
+            calls["n"] += 1
+            out += real(self, [req])
+        return out
 
-    monkeypatch.setattr(FakeBackend, "score", score)
+    monkeypatch.setattr(FakeBackend, "score_many", score_many)
 
 
 def test_ctrl_c_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, reference, base):

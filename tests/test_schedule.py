@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from abricot_local.backends.base import Request, chunks, log_softmax, schedule
+from abricot_local.backends.base import chunks, schedule
+from abricot_local.core import Request, log_softmax
 from abricot_local.errors import ContextOverflowError, UsageError
 
 
@@ -67,7 +68,7 @@ def test_prefix_never_reaches_the_scored_positions_and_leaves_two_trunk_tokens()
 
 def test_overflow_names_item_and_both_counts():
     req = Request("x" * 50, (" A",), label="item-7")
-    with pytest.raises(ContextOverflowError, match=r"item-7.*53 tokens.*is 40"):
+    with pytest.raises(ContextOverflowError, match=r"item-7.*53 tokens.*holds 40"):
         schedule(req, char_tok, 40)
 
 
@@ -92,7 +93,7 @@ def test_log_softmax_is_stable_and_normalised():
 
 
 def test_batched_groups_share_a_prefix_and_fit_in_the_context():
-    from abricot_local.backends.batched import groups
+    from abricot_local.backends.engines import groups
 
     def sch(prefix, item):
         return schedule(Request(prefix + item, (" A", " B"), prefix=prefix), word_tok, 512)

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import pytest
 
-from abricot_local.backends.base import BackendOptions
+from abricot_local.backends.llama_cpp import LlamaCppOptions
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
@@ -22,7 +22,7 @@ def family(path):
 def vocab(request, vocab_dir):
     from abricot_local.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(vocab_dir / f"ggml-vocab-{request.param}.gguf", BackendOptions(vocab_only=True, n_ctx=4096))
+    b = LlamaCppBackend(vocab_dir / f"ggml-vocab-{request.param}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
     yield request.param, b
     b.close()
 

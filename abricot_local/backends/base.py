@@ -22,90 +22,69 @@ Each segment is split into ``n_batch``-token decode calls from its own start.
 When every continuation ends one token after the trunk (the fast path) a single
 trunk evaluation scores them all.
 
-Engines ``naive``, ``single`` and ``prefix`` evaluate each item alone with these
-cuts and are bit-identical. ``batched`` (llama.cpp only, meant for GPUs) decodes
-the trunks of up to ``parallel`` items sharing a prefix in one call, each on its
-own sequence; that changes the composition of every decode, so its numbers agree
-with the others only to a measured tolerance (docs: NUMERICS), except with
-``parallel=1``, where it is the same schedule and bit-identical.
+The engines (strategies in engines.py, over a backend's session) evaluate the
+request with these cuts: ``naive``, ``single`` and ``prefix`` are bit-identical;
+``batched`` decodes several items' trunks in one call and agrees only to a
+measured tolerance (docs: NUMERICS), except with ``parallel=1``.
+
+A backend declares its ``Options`` (a frozen dataclass extending
+:class:`ScoringOptions`), its ``capabilities`` and whether it reads a model
+file; shared code asks for those, never for a backend's name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-import numpy as np
-
+from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
-ENGINES = ("naive", "single", "prefix", "batched")
-DEFAULT_N_CTX = 2048
-MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
+
+# What a backend can do; shared code asks ``CAPABILITY in backend.capabilities``.
+SCORE = "score"  # log-likelihoods of continuations (Request -> Scored)
+GENERATE = "generate"  # greedy generation until stop strings
+ROLLING = "rolling"  # log-likelihood of a whole text in context-length windows
 
 
 @dataclass(frozen=True)
-class BackendOptions:
-    """Everything that configures a backend; every field that can move a number is recorded."""
+class ScoringOptions:
+    """What every backend's options hold: the schedule's settings (all recorded).
+
+    ``engine`` names a strategy of engines.py; ``parallel`` is the batched
+    engine's group size (None: its default, resolved and recorded by the engine).
+    """
 
     n_ctx: int = DEFAULT_N_CTX
-    n_batch: int = 512
-    threads: int | None = None
-    n_gpu_layers: int = -1  # -1: all layers when the build can offload, else 0
-    main_gpu: int = 0
-    tensor_split: tuple[float, ...] = ()
-    flash_attn: str = "auto"
-    engine: str = "prefix"
-    parallel: int | None = None  # batched engine: most items per decode (None: resolved_parallel)
+    n_batch: int = DEFAULT_N_BATCH
+    engine: str = DEFAULT_ENGINE
+    parallel: int | None = None
+    seed: int = DEFAULT_SEED
     verbose: bool = False
     vocab_only: bool = False
-    seed: int = 1234
+
+    @classmethod
+    def from_values(cls, values: dict, *, backend: str, strict: bool = True):
+        """Options from a mapping (CLI values, a recorded config); with ``strict``, a value
+        this backend has no option for is refused unless it is empty or its default."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        known, foreign = {}, []
+        for key, value in values.items():
+            if key in fields:
+                if value is not None:
+                    known[key] = tuple(value) if isinstance(value, list) else value
+            elif value not in (None, (), "", False) and value != OPTION_DEFAULTS.get(key):
+                foreign.append(key)
+        if foreign and strict:
+            flags = ", ".join("--" + k.replace("_", "-") for k in sorted(foreign))
+            raise UsageError(f"the {backend} backend has no option {flags}")
+        return cls(**known)
 
 
-def resolved_parallel(o: BackendOptions) -> int:
-    """Items the batched engine decodes together at most (1 for the other engines).
-
-    Default: one slot per 256 tokens of context, between 1 and 16 (8 at n_ctx 2048).
-    Each group is further cut so that the prefix, all its items' trunks and the
-    longest tail fit in the n_ctx cells of the shared (unified) KV cache.
-    """
-    if o.engine != "batched":
-        if o.parallel is not None:
-            raise UsageError("--parallel applies only to --engine batched")
-        return 1
-    if o.parallel is None:
-        return max(1, min(16, o.n_ctx // 256))
-    if not 1 <= o.parallel <= MAX_PARALLEL:
-        raise UsageError(f"--parallel must be between 1 and {MAX_PARALLEL}, got {o.parallel}")
-    return o.parallel
-
-
-@dataclass(frozen=True)
-class Request:
-    """Score each continuation after ``context``; ``prefix`` is the task's shared head of it."""
-
-    context: str
-    continuations: tuple[str, ...]
-    prefix: str = ""
-    label: str = ""  # names the item in error messages
-    parse_special: bool = False  # chat-template text: "<start_of_turn>" is one special token
-
-    def __post_init__(self) -> None:
-        if not self.continuations:
-            raise UsageError(f"request {self.label!r} has no continuations")
-        if not self.context.startswith(self.prefix):
-            raise UsageError(f"request {self.label!r}: the prefix is not the start of the context")
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Log-likelihood of each continuation, with the token ids that were scored."""
-
-    logprobs: tuple[float, ...]
-    continuation_tokens: tuple[tuple[int, ...], ...]
-    n_context_tokens: int
-    fast_path: bool
+# Defaults of options some backend may lack, so that a CLI default is not "given".
+OPTION_DEFAULTS: dict = {"n_gpu_layers": -1, "main_gpu": 0, "flash_attn": "auto"}
 
 
 @dataclass(frozen=True)
@@ -178,11 +157,13 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int) -> Schedule:
+def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
+             asked_n_ctx: int | None = None) -> Schedule:
     """Map a request to token sequences and its canonical cuts.
 
     ``tokenize(text)`` must return the model's tokens for ``text`` with BOS
-    already added when the model adds one.
+    already added when the model adds one. ``n_ctx`` is the context the backend
+    allocated, ``asked_n_ctx`` what --n-ctx asked for (when they differ).
     """
     context_tokens = tokenize(request.context)
     seqs, ctx_lens = [], []
@@ -200,9 +181,11 @@ def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int)
         ctx_lens.append(max(split, 1))
     longest = max(len(s) for s in seqs)
     if longest > n_ctx:
+        window = f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
+            f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
         raise ContextOverflowError(
-            f"item {request.label}: the prompt is {longest} tokens but the context window "
-            f"(--n-ctx) is {n_ctx}; raise --n-ctx or use a model with a longer context"
+            f"item {request.label}: the prompt is {longest} tokens but the context window holds "
+            f"{n_ctx} ({window}); raise --n-ctx or use a model with a longer context"
         )
     trunk = seqs[0]
     for s in seqs[1:]:
@@ -226,29 +209,26 @@ def chunks(start: int, tokens: Sequence[int], n_batch: int) -> list[tuple[int, t
     ]
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Numerically stable log-softmax in float64."""
-    x = np.asarray(logits, dtype=np.float64)
-    m = x.max()
-    return x - (m + np.log(np.exp(x - m).sum()))
-
-
 class Backend(Protocol):
-    """What the runner needs from an inference engine."""
+    """What the runner needs from an inference backend (see ARCHITECTURE.md)."""
 
     name: str
+    capabilities: frozenset[str]
+    options: ScoringOptions
 
     def score(self, request: Request) -> Scored: ...
 
     def score_many(self, requests: Sequence[Request]) -> list[Scored]:
-        """Score several requests, results in the same order (default: ``score`` each one)."""
+        """Score several requests, results in the same order."""
         ...
 
     def batch_size(self) -> int:
         """How many requests ``score_many`` is best given at once (1: no gain from more)."""
         ...
 
-    def schedule(self, request: Request) -> Schedule: ...
+    def schedule(self, request: Request) -> Schedule:
+        """Token sequences and cuts of a request (tokenizes; decodes nothing)."""
+        ...
 
     def piece(self, token: int) -> str: ...
 

@@ -1,47 +1,112 @@
-"""A deterministic fake backend: no model file, same schedule and scoring code paths.
+"""A deterministic fake backend: no model file, the same engines and scoring code paths.
 
-Tokens are UTF-8 bytes (id 256 is BOS). The next-token distribution at a
-position is a pseudo-random function of the tokens up to it, so the numbers
-depend on the text exactly as a real model's would, and a run is reproducible.
+Tokens are UTF-8 bytes (id 256 is BOS). The next-token logits at a position are
+a pseudo-random function of the tokens up to it, so the numbers depend on the
+text exactly as a real model's would, and a run is reproducible. Its session
+emulates a KV cache of sequences, so every engine strategy runs on it unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from abricot_local.backends.base import (
     CHAT_MARK,
-    ENGINES,
     SCHEDULE_VERSION,
-    BackendOptions,
+    SCORE,
     Request,
     Schedule,
     Scored,
-    log_softmax,
-    resolved_parallel,
+    ScoringOptions,
     schedule,
     split_chat,
 )
-from abricot_local.errors import UsageError
+from abricot_local.backends.engines import Engine, engine_class
 
 BOS = 256
 N_VOCAB = 257
+
+
+class FakeSession:
+    """Sequences of cells {position: token}; a row depends on the tokens at 0..pos."""
+
+    def __init__(self, options: ScoringOptions):
+        self.options = options
+        self.n_batch = options.n_batch
+        self.cells: dict[int, dict[int, int]] = {}
+        self.poison: frozenset[int] = frozenset()  # token ids whose rows come out NaN (tests)
+
+    def n_ctx(self) -> int:
+        return self.options.n_ctx
+
+    def decode(self, entries: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray | None]:
+        for seq, pos, tok, _ in entries:
+            self.cells.setdefault(seq, {})[pos] = tok
+        return [self._row(seq, pos) if want else None for seq, pos, _, want in entries]
+
+    def _row(self, seq: int, pos: int) -> np.ndarray:
+        cells = self.cells[seq]
+        history = [cells[p] for p in range(pos + 1)]
+        digest = hashlib.blake2b(
+            bytes(str(self.options.seed), "ascii") + np.asarray(history, dtype=np.int32).tobytes(),
+            digest_size=8,
+        ).digest()
+        row = np.random.default_rng(int.from_bytes(digest, "little")).normal(0.0, 2.0, N_VOCAB)
+        if history[-1] in self.poison:
+            row[:] = np.nan
+        return row
+
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
+        cells = self.cells.get(seq, {})
+        hi = float("inf") if p1 < 0 else p1
+        for p in [p for p in cells if p >= max(p0, 0) and p < hi]:
+            del cells[p]
+        return True
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        hi = float("inf") if p1 < 0 else p1
+        self.cells.setdefault(dst, {}).update(
+            {p: t for p, t in self.cells.get(src, {}).items() if p >= max(p0, 0) and p < hi})
+
+    def clear(self) -> None:
+        self.cells.clear()
 
 
 class FakeBackend:
     """Registered like the llama.cpp backend; ``model`` is only a label."""
 
     name = "fake"
+    Options = ScoringOptions
+    capabilities = frozenset({SCORE})
+    reads_model_file = False
+    synthetic = True  # its numbers say nothing about a model
 
-    def __init__(self, model: str = "fake", options: BackendOptions = BackendOptions()):
-        if options.engine not in ENGINES:
-            raise UsageError(f"unknown engine {options.engine!r}; choose from {', '.join(ENGINES)}")
+    def __init__(self, model: str = "fake", options: ScoringOptions = ScoringOptions()):
         self.model = str(model)
         self.options = options
-        self.parallel = resolved_parallel(options)  # validates --parallel
-        self.calls = 0
+        self.session = FakeSession(options)
+        self.engine: Engine = engine_class(options.engine)(self.session, options)
+
+    @property
+    def counters(self):
+        return self.engine.counters
+
+    @property
+    def calls(self) -> int:
+        return self.engine.counters.requests
+
+    @classmethod
+    def config(cls, options: ScoringOptions) -> dict:
+        return {"n_ctx": options.n_ctx, "n_batch": options.n_batch,
+                **engine_class(options.engine)(FakeSession(options), options).config()}
+
+    @classmethod
+    def preflight(cls, path: Path, options: ScoringOptions) -> dict:
+        return {}
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [BOS, *text.encode("utf-8")]
@@ -56,39 +121,24 @@ class FakeBackend:
     def schedule(self, request: Request) -> Schedule:
         return schedule(request, self.tokenize, self.options.n_ctx)
 
-    def _row(self, history: tuple[int, ...]) -> np.ndarray:
-        digest = hashlib.blake2b(
-            bytes(str(self.options.seed), "ascii") + np.asarray(history, dtype=np.int32).tobytes(),
-            digest_size=8,
-        ).digest()
-        rng = np.random.default_rng(int.from_bytes(digest, "little"))
-        return log_softmax(rng.normal(0.0, 2.0, N_VOCAB))
-
     def score(self, request: Request) -> Scored:
-        sch = self.schedule(request)
-        self.calls += 1
-        return sch.scored(
-            sum(self._row(seq[: pos + 1])[tok] for pos, tok in sch.targets(i)) for i, seq in enumerate(sch.seqs)
-        )
+        return self.score_many([request])[0]
 
-    def score_many(self, requests: list[Request]) -> list[Scored]:
-        """The fake has no batching: every engine, batched included, scores one by one."""
-        return [self.score(r) for r in requests]
+    def score_many(self, requests: Sequence[Request]) -> list[Scored]:
+        return self.engine.score_many([self.schedule(r) for r in requests], [r.label for r in requests])
 
     def batch_size(self) -> int:
-        return self.parallel
+        return self.engine.parallel
 
     def provenance(self) -> dict:
-        o = self.options
-        sched = {"version": SCHEDULE_VERSION, "engine": o.engine, "n_ctx": o.n_ctx}
-        if o.engine == "batched":
-            sched |= {"parallel": self.parallel, "kv_unified": True}
         return {
             "backend": self.name,
+            "synthetic": True,
             "model_desc": self.model,
             "n_vocab": N_VOCAB,
             "add_bos": True,
-            "schedule": sched,
+            "schedule": {"version": SCHEDULE_VERSION, "n_ctx": self.options.n_ctx,
+                         "n_batch": self.options.n_batch, **self.engine.schedule_facts()},
         }
 
     def close(self) -> None:

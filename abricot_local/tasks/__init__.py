@@ -1,23 +1,65 @@
-"""Task registry: names, groups, and did-you-mean for unknown names."""
+"""Task registry: tasks are plugins found through the entry-point group ``abricot_local.tasks``.
+
+Each entry point maps a task name to ``module:Class`` (a :class:`Task`
+subclass); the shipped tasks are registered the same way in pyproject.toml,
+as simonw/llm and pytest find their plugins. A task's ``group`` attribute puts
+it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``).
+"""
 
 from __future__ import annotations
 
 import difflib
-from importlib import import_module
+import functools
+from importlib.metadata import entry_points
 
 from abricot_local.errors import TaskError
 from abricot_local.tasks.base import Task, TaskOptions
 
-TASKS = {
-    "discotex": ("abricot_local.tasks.discotex", "DiscotexTask"),
-    "abricot_abs": ("abricot_local.tasks.abricot", "AbricotAbsTask"),
-    "abricot_inc": ("abricot_local.tasks.abricot", "AbricotIncTask"),
-}
-GROUPS: dict[str, tuple[str, ...]] = {"abricot": ("abricot_abs", "abricot_inc")}
-PULLERS = {
-    "discotex": ("abricot_local.tasks.discotex", "pull"),
-    "abricot": ("abricot_local.tasks.abricot_data", "pull"),
-}
+GROUP = "abricot_local.tasks"
+
+
+@functools.cache
+def _registry() -> dict[str, object]:
+    eps = {ep.name.lower(): ep for ep in entry_points(group=GROUP)}
+    if not eps:
+        raise TaskError("no task is registered: abricot-local's entry points are missing "
+                        "(install the package: pip install -e .)")
+    return eps
+
+
+def task_class(name: str) -> type[Task]:
+    ep = _registry().get(name)
+    if ep is None:
+        raise _unknown(name)
+    try:
+        cls = ep.load()
+    except Exception as exc:  # a broken plugin names itself
+        raise TaskError(f"task plugin {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise TaskError(f"task plugin {name!r} ({ep.value}) is not a Task subclass")
+    return cls
+
+
+def all_task_names() -> list[str]:
+    """Every registered task, in registration order (shipped first, then plugins by name)."""
+    return list(_registry())
+
+
+@functools.cache
+def groups() -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for name in all_task_names():
+        group = getattr(task_class(name), "group", None)
+        if group:
+            out.setdefault(group.lower(), []).append(name)
+    return {g: tuple(v) for g, v in out.items()}
+
+
+def _unknown(name: str) -> TaskError:
+    known = sorted([*_registry(), *groups()])
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return TaskError(f"unknown task {name!r}.{hint} Known tasks: {', '.join(known)}")
 
 
 def task_names(spec: str) -> list[str]:
@@ -27,30 +69,33 @@ def task_names(spec: str) -> list[str]:
         name = raw.strip().lower()
         if not name:
             continue
-        if name in GROUPS:
-            expanded = GROUPS[name]
-        elif name in TASKS:
+        if name in groups():
+            expanded = groups()[name]
+        elif name in _registry():
             expanded = (name,)
         else:
-            known = sorted([*TASKS, *GROUPS])
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            raise TaskError(f"unknown task {name!r}.{hint} Known tasks: {', '.join(known)}")
+            raise _unknown(name)
         out.extend(n for n in expanded if n not in out)
     if not out:
-        raise TaskError("no task given; use --tasks with one of: " + ", ".join(sorted([*TASKS, *GROUPS])))
+        raise TaskError("no task given; use --tasks with one of: " + ", ".join(sorted([*_registry(), *groups()])))
     return out
 
 
-def pull_data(name: str, folder) -> list:
-    """Download a task's data into ``folder``."""
-    key = "abricot" if name.startswith("abricot") else name
-    if key not in PULLERS:
-        raise TaskError(f"no download known for {name!r}; data can be pulled for: {', '.join(PULLERS)}")
-    module, fn = PULLERS[key]
-    return getattr(import_module(module), fn)(folder)
-
-
 def make_task(name: str, options: TaskOptions) -> Task:
-    module, cls = TASKS[name]
-    return getattr(import_module(module), cls)(options)
+    return task_class(name)(options)
+
+
+def pull_data(name: str) -> list:
+    """Download the data of a task (or of a group's tasks) into the user cache."""
+    names = task_names(name)
+    done: set[str] = set()
+    got: list = []
+    for n in names:
+        task = make_task(n, TaskOptions())
+        if task.data.key in done:
+            continue
+        done.add(task.data.key)
+        if task.data.pull is None:
+            raise TaskError(f"no download known for {n!r}. {task.data.how}")
+        got += task.data.pull(task.cache_folder())
+    return got

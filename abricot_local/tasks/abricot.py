@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from abricot_local.backends.base import log_softmax
+from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci
-from abricot_local.tasks.abricot_data import Row, find_data_file, load_rows
-from abricot_local.tasks.base import DataFile, Item, Task, text_hash
+from abricot_local.tasks.abricot_data import HUB_DATASET, SUFFIXES, Row, load_rows, pull
+from abricot_local.tasks.base import DataSpec, Figure, Item, Reference, Task, text_hash
 
 _LIST_ABS = (
     "1 - La parola è estremamente concreta (e.g. un cane specifico)\n"
@@ -45,6 +45,19 @@ CHOICES = ("1", "2", "3", "4", "5")
 SHOT_SEPARATOR = "\n\n"
 DEFAULT_SHOTS = 3
 
+# Published Pearson r (choice 1-5 against the discretised human mean: this task's ``pearson``),
+# from ../shared/spec/PROTOCOL.md, "Published results (Pearson)": (model, abs, inc) per source.
+# How each source ran the task, to flag a run whose settings differ; the leaderboard's
+# shot count is not published (None: not checked).
+PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
+PUBLISHED = {
+    (PAPER, (("prompt_variant", "paper"), ("shots", 3), ("chat_template", False)), ("abricot paper", "paper")): (
+        ("mistral-7b", 0.22, 0.00), ("llama-3.1-8b", 0.30, 0.30), ("llama-3.1-70b", 0.53, 0.41)),
+    (CALAMITA, (("prompt_variant", "calamita"), ("shots", None)), ("calamita",)): (
+        ("Minerva-7B-instruct-v1.0", -0.03, -0.20), ("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA", 0.50, 0.14),
+        ("Llama-3.1-8B-Instruct", 0.29, 0.18), ("Llama-3.1-70B-Instruct", 0.44, 0.25)),
+}
+
 
 def discretise(mean: float) -> int:
     """The official harness's gold index: round(5 * mean) half to even, 5 clamped to 4."""
@@ -59,7 +72,18 @@ class AbricotTask(Task):
     """One of the two ABRICOT tasks; ``kind`` is "abs" or "inc"."""
 
     version = "1"
+    group = "abricot"
     metric_names = ("pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy")
+    primary_metric = "pearson"
+    chance = {"pearson": 0.0, "pearson_continuous": 0.0, "pearson_expected": 0.0, "spearman": 0.0, "accuracy": 0.2}
+    figures = (Figure("scatter", x="human_mean", metric="pearson_continuous",
+                      x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
+    data = DataSpec(
+        key="abricot", kind="file", files=tuple(f"abricot*{s}" for s in SUFFIXES), pull=pull,
+        how="Give the release file with --data abricot=FILE (CSV, TSV, JSONL or Parquet), or run "
+            f"`abricot-local data pull abricot` when online (hub dataset {HUB_DATASET}, which points to OSF).",
+        description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
+    )
     kind = "abs"
 
     def __init__(self, options):
@@ -69,28 +93,39 @@ class AbricotTask(Task):
         self.shots = DEFAULT_SHOTS if options.shots is None else options.shots
         if self.shots < 0:
             raise TaskError("--shots must be 0 or more")
-        self.warnings: list[str] = []
+        self._warnings: list[str] = []
         self._rows: list[Row] | None = None
-        self.shot_ids: list[str] = []
 
     def _load(self) -> list[Row]:
         if self._rows is None:
-            path = find_data_file(self.options)
+            path = self.data_path()
             self._rows, bad_spans = load_rows(path)
-            self._path = path
             if bad_spans:
-                self.warnings.append(
+                self._warnings.append(
                     f"{bad_spans} row(s) of {path.name}: begin/end do not point at the target token in the text"
                 )
             if self.shots >= len(self._rows):
                 raise TaskError(f"--shots {self.shots} needs more than {self.shots} items; the data has {len(self._rows)}")
         return self._rows
 
-    def data_files(self) -> list[DataFile]:
-        from abricot_local import fetch
+    def warnings(self) -> list[str]:
+        return list(self._warnings)
 
-        self._load()
-        return [DataFile(self._path, fetch.sha256_file(self._path))]
+    def references(self) -> tuple[Reference, ...]:
+        column = 1 if self.kind == "abs" else 2
+        return tuple(
+            Reference(source, row[0], self.name, "pearson", row[column], protocol, aliases)
+            for (source, protocol, aliases), rows in PUBLISHED.items() for row in rows
+        )
+
+    def _shot_draw(self) -> tuple[list[Row], Row | None]:
+        """The shots (the same draw for both tasks: an item's shots are the same sentences in
+        abs and inc) and the spare that replaces a shot in its own item."""
+        rows = self._load()
+        if not self.shots:
+            return [], None
+        order = list(np.random.default_rng(self.options.seed).permutation(len(rows)))
+        return [rows[k] for k in order[: self.shots]], rows[order[self.shots]]
 
     def mean(self, row: Row) -> float:
         return row.abs_mean if self.kind == "abs" else row.inc_mean
@@ -103,11 +138,7 @@ class AbricotTask(Task):
 
     def items(self) -> list[Item]:
         rows = self._load()
-        # The same draw for both tasks: an item's shots are the same sentences in abs and inc.
-        order = list(np.random.default_rng(self.options.seed).permutation(len(rows))) if self.shots else []
-        shots = [rows[k] for k in order[: self.shots]]
-        spare = rows[order[self.shots]] if self.shots else None
-        self.shot_ids = [r.id for r in shots]
+        shots, spare = self._shot_draw()
         variant = self.options.prompt_variant
         items = []
         for row in rows:
@@ -142,7 +173,7 @@ class AbricotTask(Task):
         return {
             "seed": self.options.seed,
             "shots": self.shots,
-            "shot_ids": self.shot_ids,
+            "shot_ids": [r.id for r in self._shot_draw()[0]],
             "prompt_variant": self.options.prompt_variant,
             "chat_template": self.options.chat_template,
             "gold": "round(5*mean) half-to-even, 5 -> 4",

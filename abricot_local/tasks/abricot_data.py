@@ -52,29 +52,6 @@ def normalise(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
 
 
-def find_data_file(options) -> Path:
-    """--data abricot=FILE, else one abricot*.{csv,tsv,jsonl,parquet} in --data-dir or the cache."""
-    from abricot_local import fetch
-
-    given = options.data_for("abricot") or options.data_for("abricot_abs") or options.data_for("abricot_inc")
-    if given:
-        path = Path(given)
-        if not path.is_file():
-            raise DataError(f"ABRICOT data file not found: {path}")
-        return path
-    folders = [Path(options.data_dir)] if options.data_dir else [fetch.cache_dir() / "data" / "abricot"]
-    for folder in folders:
-        found = sorted(p for p in folder.glob("abricot*") if p.suffix.lower() in SUFFIXES) if folder.is_dir() else []
-        if len(found) > 1:
-            raise DataError(f"{folder} holds several ABRICOT files ({', '.join(p.name for p in found)}); pick one with --data abricot=FILE")
-        if found:
-            return found[0]
-    raise DataError(
-        f"no ABRICOT data file (abricot*.csv/.tsv/.jsonl/.parquet) in {folders[0]}. Give the release file with "
-        "--data abricot=FILE, or run `abricot-local data pull abricot` when online (hub dataset gpucce/abricot)."
-    )
-
-
 def _read_frame(path: Path):
     import pandas as pd
 

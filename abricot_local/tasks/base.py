@@ -1,7 +1,20 @@
-"""What a task is: items to score, and metrics computed from sample records alone.
+"""The task contract: what a task declares, so that no shared module needs its name.
 
+A task is items to score plus metrics computed from sample records alone.
 Metrics take the sample dicts exactly as written to ``samples-<task>.jsonl``,
 so every number in results.json can be recomputed from the sample files.
+
+Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
+
+- ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one
+  release share it), a folder or a file, how to pull it, how to get it by hand;
+- ``references()``: published results (:class:`Reference`);
+- ``figures``: the figures that suit its metrics (:class:`Figure`);
+- ``chance``: each metric's chance level;
+- ``warnings()``, ``config()`` (right before and after ``items()``),
+  ``group`` (``--tasks GROUP`` runs every task of the group).
+
+Tasks are plugins: found through the entry-point group ``abricot_local.tasks``.
 """
 
 from __future__ import annotations
@@ -10,25 +23,40 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from abricot_local.backends.base import Request, Scored
+from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
+from abricot_local.errors import DataError
 
 
 @dataclass(frozen=True)
 class TaskOptions:
     """Task-side settings given on the command line; all recorded in results.json."""
 
-    data: tuple[tuple[str, str], ...] = ()  # (task, path) from --data TASK=PATH
+    data: tuple[tuple[str, str], ...] = ()  # (key, path) from --data KEY=PATH
     data_dir: str | None = None
-    seed: int = 1234
+    seed: int = DEFAULT_SEED
     shots: int | None = None  # None: the task's default
     prompt_variant: str = "paper"
     chat_template: bool = False
     allow_download: bool = True
 
-    def data_for(self, task: str) -> str | None:
-        return dict(self.data).get(task)
+    def data_for(self, *keys: str) -> str | None:
+        given = dict(self.data)
+        return next((given[k] for k in keys if k in given), None)
+
+    def config(self) -> dict:
+        """The options a run records in its config (and compares on --resume)."""
+        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant,
+                "chat_template": self.chat_template}
+
+    @classmethod
+    def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
+                    allow_download: bool = False) -> "TaskOptions":
+        """The options of a recorded run (its config, a task's config over the run's)."""
+        return cls(data=data, seed=config.get("seed", DEFAULT_SEED), shots=config.get("shots"),
+                   prompt_variant=config.get("prompt_variant") or "paper",
+                   chat_template=bool(config.get("chat_template")), allow_download=allow_download)
 
 
 @dataclass(frozen=True)
@@ -46,13 +74,8 @@ class Item:
     parse_special: bool = False
 
     def request(self) -> Request:
-        return Request(
-            context=self.context,
-            continuations=self.continuations,
-            prefix=self.prefix,
-            label=self.id,
-            parse_special=self.parse_special,
-        )
+        return Request(context=self.context, continuations=self.continuations, prefix=self.prefix,
+                       label=self.id, parse_special=self.parse_special)
 
 
 @dataclass(frozen=True)
@@ -61,13 +84,59 @@ class DataFile:
     sha256: str
 
 
-def argmax(values) -> int:
-    """First index of the maximum (ties go to the earlier choice, deterministically)."""
-    best = 0
-    for i, v in enumerate(values):
-        if v > values[best]:
-            best = i
-    return best
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a task's data lives and how to get it.
+
+    ``key``: the ``--data KEY=PATH`` key and the cache folder ``data/KEY``;
+    ``kind``: ``"folder"`` (PATH is a folder of ``files``) or ``"file"`` (PATH
+    is one file); ``pull``: downloads into a folder and returns the paths (None:
+    no public download); ``how``: one line telling a user how to get the data.
+    """
+
+    key: str
+    kind: str
+    how: str
+    files: tuple[str, ...] = ()
+    pull: Callable[[Path], list[Path]] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One published result: ``value`` of ``metric`` on ``task`` for ``model`` in ``source``.
+
+    ``protocol`` is how the source ran it (settings compared with a run's task
+    config; None values are not checked). ``aliases``: other spellings of the
+    source in a registry entry's ``reproduces`` field.
+    """
+
+    source: str
+    model: str
+    task: str
+    metric: str
+    value: float
+    protocol: tuple[tuple[str, Any], ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} ({self.source})"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure that suits a task's metrics, drawn by plots.py for each run.
+
+    ``kind``: ``"confusion"`` (gold against prediction over the choices) or
+    ``"scatter"`` (sample field ``x`` against the prediction + 1); ``metric``
+    is quoted in the title.
+    """
+
+    kind: str
+    x: str = ""
+    x_label: str = ""
+    metric: str = ""
 
 
 def text_hash(*parts: str) -> str:
@@ -83,7 +152,14 @@ class Task(ABC):
 
     name: str
     version: str
-    metric_names: tuple[str, ...]
+    description: str = ""
+    metric_names: tuple[str, ...] = ()
+    primary_metric: str = ""
+    chance: dict[str, float] = {}
+    figures: tuple[Figure, ...] = ()
+    group: str | None = None
+    sources: tuple[str, ...] = ()  # the item sources the data holds (a warning names any not scored)
+    data: DataSpec
 
     def __init__(self, options: TaskOptions):
         self.options = options
@@ -96,9 +172,51 @@ class Task(ABC):
     def metrics(self, samples: list[dict]) -> dict:
         """Metrics from sample records (see module docstring)."""
 
-    @abstractmethod
+    # -- data ------------------------------------------------------------------------------
+    def cache_folder(self) -> Path:
+        from abricot_local import fetch
+
+        return fetch.cache_dir() / "data" / self.data.key
+
+    def data_path(self) -> Path:
+        """The folder or file holding this task's data: ``--data KEY=PATH``, ``--data-dir``,
+        the cache, or a download into the cache. :class:`DataError` when none has it."""
+        from abricot_local.tasks.data import locate
+
+        return locate(self)
+
     def data_files(self) -> list[DataFile]:
         """The data files used, with their SHA-256."""
+        from abricot_local import fetch
+
+        path = self.data_path()
+        files = [path / f for f in self.data.files] if self.data.kind == "folder" else [path]
+        return [DataFile(f, fetch.sha256_file(f)) for f in files]
+
+    def data_ref(self, files: list[Path]) -> str:
+        """What ``--data KEY=...`` must say to find these recorded files again."""
+        if not files:
+            raise DataError(f"task {self.name}: no data file recorded")
+        return str(files[0].parent if self.data.kind == "folder" else files[0])
+
+    def data_status(self) -> tuple[str | None, str]:
+        """(where the data is, or None; a one-line note) without downloading anything."""
+        from dataclasses import replace
+
+        probe = type(self)(replace(self.options, allow_download=False))
+        try:
+            return str(probe.data_path()), "found"
+        except DataError as err:
+            return None, str(err)
+
+    # -- declarations ----------------------------------------------------------------------
+    def references(self) -> tuple[Reference, ...]:
+        """Published results for this task (none by default)."""
+        return ()
+
+    def warnings(self) -> list[str]:
+        """Warnings about the data, known once ``items()`` ran."""
+        return []
 
     def config(self) -> dict:
         """Task settings that can change a number."""
@@ -121,5 +239,11 @@ class Task(ABC):
             "logprobs": list(scored.logprobs),
             "gold": item.gold,
             "pred": pred,
+            "gold_label": self.label_of(item.gold, item),
+            "pred_label": self.label_of(pred, item),
             **item.fields,
         }
+
+    def label_of(self, index: int, item: Item) -> str:
+        """The answer a choice index stands for, as a reader knows it (the choice text)."""
+        return item.choices[index]

@@ -19,7 +19,7 @@ import numpy as np
 from abricot_local import fetch
 from abricot_local.errors import DataError, DownloadError
 from abricot_local.metrics import accuracy, with_ci
-from abricot_local.tasks.base import DataFile, Item, Task, text_hash
+from abricot_local.tasks.base import DataSpec, Figure, Item, Task, text_hash
 
 DESCRIPTION = (
     "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
@@ -120,46 +120,54 @@ def build_items(source_index: int, source: str, rows: list[dict[str, str]], seed
     return items
 
 
+def pull(folder: Path) -> list[Path]:
+    """Download the sub-task 1 test release into ``folder``, verifying each SHA-256; a
+    failure names every file still missing, with its URL and target path."""
+    got, failed = [], []
+    for name, sub, sha in RELEASE.values():
+        url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
+        try:
+            got.append(fetch.download_url(url, folder / name, sha256=sha))
+        except DownloadError as err:
+            failed.append((url, folder / name, str(err)))
+    if failed:
+        files = "; ".join(f"{url} -> {dest}" for url, dest, _ in failed)
+        raise DownloadError(
+            f"could not download {len(failed)} DisCoTEX file(s) ({failed[0][2]}): {files}. Save them there by "
+            f"hand, or give a folder holding the release files with --data-dir DIR.")
+    return got
+
+
 class DiscotexTask(Task):
     name = "discotex"
     version = "1"
+    description = "DISCOTEX (EVALITA 2023) sub-task 1: which sentence continues a paragraph, 5-way"
     metric_names = ("accuracy", "accuracy_ted", "accuracy_wiki", "binary_accuracy")
+    primary_metric = "accuracy"
+    sources = tuple(RELEASE)
+    chance = {"accuracy": 0.2, "accuracy_ted": 0.2, "accuracy_wiki": 0.2, "binary_accuracy": 0.5}
+    figures = (Figure("confusion", metric="accuracy"),)
+    data = DataSpec(
+        key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
+        how="Give the folder holding the DisCoTEX sub-task 1 test release with --data-dir (or --data discotex=DIR), "
+            "or run `abricot-local data pull discotex` when online.",
+        description="DisCoTEX sub-task 1 test release (TED, Wikipedia), 1600 rows",
+    )
 
     @staticmethod
     def prefix_text() -> str:
         """The text every item starts with: the description and a blank line."""
         return DESCRIPTION + "\n\n"
 
-    def data_dir(self) -> Path:
-        """Where the release TSVs are: --data discotex=DIR, --data-dir, or the cache (pulled)."""
-        given = self.options.data_for(self.name) or self.options.data_dir
-        if given:
-            folder = Path(given)
-            if not folder.is_dir():
-                raise DataError(f"DISCOTEX data folder not found: {folder}")
-        else:
-            folder = fetch.cache_dir() / "data" / "discotex"
-        missing = [name for name, _, _ in RELEASE.values() if not (folder / name).is_file()]
-        if missing and not given and self.options.allow_download:
-            pull(folder)
-            missing = []
-        if missing:
-            raise DataError(
-                f"{folder} lacks {', '.join(missing)}. Give the folder holding the DisCoTEX sub-task 1 "
-                f"test release with --data-dir, or run `abricot-local data pull discotex` when online."
-            )
-        return folder
-
-    def data_files(self) -> list[DataFile]:
-        folder = self.data_dir()
-        return [DataFile(folder / name, fetch.sha256_file(folder / name)) for name, _, _ in RELEASE.values()]
-
     def items(self) -> list[Item]:
-        folder = self.data_dir()
+        folder = self.data_path()
         out: list[Item] = []
         for k, (source, (name, _, _)) in enumerate(RELEASE.items()):
             out.extend(build_items(k, source, read_release_tsv(folder / name), self.options.seed))
         return out
+
+    def label_of(self, index: int, item: Item) -> str:
+        return f"{LETTERS[index]}. {item.choices[index]}"
 
     def prompt_hash(self) -> str:
         return text_hash(DESCRIPTION, PROMPT, NONE_OF_THEM, *LETTERS)
@@ -183,15 +191,3 @@ class DiscotexTask(Task):
             "accuracy", said_none, is_negative, seed=seed
         )
         return out
-
-
-def pull(folder: Path) -> list[Path]:
-    """Download the sub-task 1 test release into ``folder``, verifying each SHA-256."""
-    got = []
-    for name, sub, sha in RELEASE.values():
-        url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
-        try:
-            got.append(fetch.download_url(url, folder / name, sha256=sha))
-        except DownloadError as err:
-            raise DownloadError(f"{err}. Or give a folder holding the release files with --data-dir DIR.") from None
-    return got

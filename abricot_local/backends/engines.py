@@ -1,0 +1,298 @@
+"""Engines: named strategies that score requests over a backend's :class:`Session`.
+
+A session holds a model's primitives and nothing else: decode a list of
+``(sequence, position, token, wants_row)`` entries in one call and return the
+raw logits of the entries that want one; remove or copy a sequence's cells;
+clear the cache. The llama.cpp backend's session wraps llama.cpp's context; the
+fake backend's emulates one. Every engine follows the canonical schedule of
+base.py, and every row any engine reads passes ``core.finite_log_softmax``.
+
+- ``naive``: each continuation from scratch (prefix, trunk, its tail).
+- ``single``: each item once: prefix, trunk, then each tail and a rewind.
+- ``prefix``: as single, keeping the task's prefix in the cache between items.
+- ``batched`` (for GPUs): the trunks of up to ``parallel`` consecutive items
+  sharing a prefix in one decode, each on its own sequence sharing the
+  prefix's cells (llama.cpp's perplexity tool does this for HellaSwag).
+  Mixing items in a decode changes its arithmetic: agreement within a measured
+  tolerance, except ``parallel=1``, which is the prefix schedule exactly.
+
+The first three are bit-identical; :attr:`Engine.exact` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from abricot_local.backends.base import Schedule, Scored, ScoringOptions, chunks
+from abricot_local.core import finite_log_softmax
+from abricot_local.errors import ModelError, UsageError
+
+Entry = tuple[int, int, int, bool]  # (sequence, position, token, wants a row)
+MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
+
+
+class Session(Protocol):
+    """A model's primitives, as the engines use them."""
+
+    n_batch: int
+
+    def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
+        """One decode call; raw logits for each entry that wants a row, else None."""
+        ...
+
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool: ...
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def n_ctx(self) -> int: ...
+
+
+@dataclass
+class Counters:
+    decode_calls: int = 0
+    tokens: int = 0
+    requests: int = 0
+    prefix_hits: int = 0
+
+
+class Engine:
+    """The prefix engine; the others differ only in what they reuse or group."""
+
+    name = "prefix"
+    exact = True
+    reuse_prefix = True
+
+    def __init__(self, session: Session, options: ScoringOptions):
+        if options.parallel is not None:
+            raise UsageError("--parallel applies only to --engine batched")
+        self.session = session
+        self.options = options
+        self.counters = Counters()
+        self._kv_prefix: tuple[int, ...] | None = None  # tokens [0, P) held by sequence 0
+
+    # -- what is recorded ------------------------------------------------------------------
+    @property
+    def parallel(self) -> int:
+        return 1
+
+    def sequences(self) -> int:
+        """Sequences the session's cache must hold."""
+        return 1
+
+    def config(self) -> dict:
+        """The engine's settings as recorded in a run's config."""
+        return {"engine": self.name}
+
+    def schedule_facts(self) -> dict:
+        return {"engine": self.name}
+
+    def reset(self) -> None:
+        """Clear the session's cache (and forget the prefix it held)."""
+        self.session.clear()
+        self._kv_prefix = None
+
+    # -- primitives on the session ---------------------------------------------------------
+    def decode_call(self, entries: Sequence[Entry], label: str | dict[int, str]) -> list[np.ndarray | None]:
+        """One decode; each wanted row as a checked log-softmax (the one finite guard).
+        ``label`` names the item in errors (per sequence, as a dict, when items share a call)."""
+        raw = self.session.decode(entries)
+        self.counters.decode_calls += 1
+        self.counters.tokens += len(entries)
+        name = (lambda e: label[e[0]]) if isinstance(label, dict) else (lambda e: label)
+        return [None if r is None else finite_log_softmax(r, label=name(e), position=e[1])
+                for r, e in zip(raw, entries)]
+
+    def decode(self, start: int, tokens: Sequence[int], outputs: set[int], label: str,
+               seq: int = 0) -> dict[int, np.ndarray]:
+        """Decode one segment in n_batch calls; log-softmax rows for the positions in ``outputs``."""
+        out: dict[int, np.ndarray] = {}
+        for pos0, part in chunks(start, tokens, self.options.n_batch):
+            entries = [(seq, pos0 + k, tok, (pos0 + k) in outputs) for k, tok in enumerate(part)]
+            rows = self.decode_call(entries, label)
+            out.update((pos0 + k, row) for k, row in enumerate(rows) if row is not None)
+        return out
+
+    def ensure_prefix(self, sch: Schedule, label: str) -> None:
+        """Sequence 0 holds exactly the prefix segment [0, P), decoded by the canonical cuts."""
+        prefix = sch.seqs[0][: sch.prefix_len]
+        if self.reuse_prefix and self._kv_prefix == prefix and self.session.seq_rm(0, sch.prefix_len):
+            self.counters.prefix_hits += 1
+            return
+        self.reset()
+        self.decode(0, prefix, set(), label)
+        self._kv_prefix = prefix
+
+    def tail(self, sch: Schedule, i: int, label: str, *, seq: int = 0, rewind: bool = True) -> dict[int, np.ndarray]:
+        """Rows of continuation i's tail, decoded on ``seq`` after the trunk, then rewound to it."""
+        tail = sch.tail(i)
+        if not tail:
+            return {}
+        got = self.decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))), label, seq=seq)
+        if rewind and not self.session.seq_rm(seq, sch.trunk_len):
+            raise ModelError("the backend could not rewind its KV cache")
+        return got
+
+    def trunk(self, sch: Schedule, label: str) -> dict[int, np.ndarray]:
+        return self.decode(sch.prefix_len, sch.trunk[sch.prefix_len :], set(sch.trunk_logit_positions()), label)
+
+    # -- scoring ---------------------------------------------------------------------------
+    def score(self, sch: Schedule, label: str) -> Scored:
+        self.counters.requests += 1
+        self.ensure_prefix(sch, label)
+        shared = self.trunk(sch, label)
+        return scored(sch, [shared | self.tail(sch, i, label) for i in range(len(sch.seqs))])
+
+    def score_many(self, schs: Sequence[Schedule], labels: Sequence[str]) -> list[Scored]:
+        return [self.score(s, label) for s, label in zip(schs, labels)]
+
+
+def scored(sch: Schedule, rows: list[dict[int, np.ndarray]]) -> Scored:
+    """Sum each continuation's token log-probs from its rows (position -> log-softmax)."""
+    return sch.scored(sum(rows[i][pos][tok] for pos, tok in sch.targets(i)) for i in range(len(sch.seqs)))
+
+
+class Single(Engine):
+    name = "single"
+    reuse_prefix = False
+
+
+class Naive(Engine):
+    name = "naive"
+    reuse_prefix = False
+
+    def score(self, sch: Schedule, label: str) -> Scored:
+        self.counters.requests += 1
+        rows = []
+        for i in range(len(sch.seqs)):
+            self.ensure_prefix(sch, label)
+            rows.append(self.trunk(sch, label) | self.tail(sch, i, label, rewind=False))
+        self._kv_prefix = None  # the cache holds a tail: never reused
+        return scored(sch, rows)
+
+
+class Batched(Engine):
+    """Several items' trunks per decode; see the module docstring and docs/NUMERICS."""
+
+    name = "batched"
+    exact = False
+
+    def __init__(self, session: Session, options: ScoringOptions):
+        self.session = session
+        self.options = options
+        self.counters = Counters()
+        self._kv_prefix = None
+        self._parallel = resolve_parallel(options)
+
+    @property
+    def parallel(self) -> int:
+        return self._parallel
+
+    def sequences(self) -> int:
+        return self._parallel + 1
+
+    def config(self) -> dict:
+        return {"engine": self.name, "parallel": self.options.parallel}
+
+    def schedule_facts(self) -> dict:
+        return {"engine": self.name, "parallel": self._parallel, "kv_unified": True}
+
+    def score(self, sch: Schedule, label: str) -> Scored:
+        return self.score_many([sch], [label])[0]
+
+    def score_many(self, schs: Sequence[Schedule], labels: Sequence[str]) -> list[Scored]:
+        self.counters.requests += len(schs)
+        out: list[Scored] = []
+        for idx in groups(list(schs), self._parallel, self.session.n_ctx()):
+            out += self._group([schs[k] for k in idx], [labels[k] for k in idx])
+        return out
+
+    def _group(self, schs: list[Schedule], labels: list[str]) -> list[Scored]:
+        """Score schedules sharing one prefix, their trunks decoded together."""
+        self.ensure_prefix(schs[0], labels[0])
+        slots = range(1, len(schs) + 1)
+        for s in slots:
+            self.session.seq_rm(s)
+            self.session.seq_cp(0, s)
+        shared: list[dict[int, np.ndarray]] = [{} for _ in schs]
+        try:
+            by_seq = {k + 1: label for k, label in enumerate(labels)}
+            for call in _trunk_calls(schs, self.options.n_batch):
+                for (seq, pos, _tok, _want), row in zip(call, self.decode_call(call, by_seq)):
+                    if row is not None:
+                        shared[seq - 1][pos] = row
+            out = []
+            for k, sch in enumerate(schs):
+                rows = [shared[k] | self.tail(sch, i, labels[k], seq=k + 1) for i in range(len(sch.seqs))]
+                out.append(scored(sch, rows))
+        finally:
+            for s in slots:
+                self.session.seq_rm(s)
+        return out
+
+
+def resolve_parallel(o: ScoringOptions) -> int:
+    """Items the batched engine decodes together at most: the option, or one slot per 256
+    tokens of context between 1 and 16 (8 at n_ctx 2048). Each group is further cut so
+    that the prefix, all its items' trunks and the longest tail fit in n_ctx cells."""
+    if o.parallel is None:
+        return max(1, min(16, o.n_ctx // 256))
+    if not 1 <= o.parallel <= MAX_PARALLEL:
+        raise UsageError(f"--parallel must be between 1 and {MAX_PARALLEL}, got {o.parallel}")
+    return o.parallel
+
+
+def _longest_tail(sch: Schedule) -> int:
+    return max(len(sch.tail(i)) for i in range(len(sch.seqs)))
+
+
+def groups(schs: list[Schedule], parallel: int, n_ctx: int) -> list[list[int]]:
+    """Indices of consecutive schedules decoded together (same prefix, fit in n_ctx cells)."""
+    out: list[list[int]] = []
+    cells = tail = 0
+    for k, sch in enumerate(schs):
+        prefix = sch.seqs[0][: sch.prefix_len]
+        if out:
+            head = schs[out[-1][0]]
+            grow = (
+                len(out[-1]) < parallel
+                and head.seqs[0][: head.prefix_len] == prefix
+                and head.prefix_len + cells + sch.trunk_len - sch.prefix_len + max(tail, _longest_tail(sch)) <= n_ctx
+            )
+            if grow:
+                out[-1].append(k)
+                cells += sch.trunk_len - sch.prefix_len
+                tail = max(tail, _longest_tail(sch))
+                continue
+        out.append([k])
+        cells, tail = sch.trunk_len - sch.prefix_len, _longest_tail(sch)
+    return out
+
+
+def _trunk_calls(schs: list[Schedule], n_batch: int) -> list[list[Entry]]:
+    """Every item's canonical trunk chunks on sequence k + 1, packed into calls of <= n_batch."""
+    calls: list[list[Entry]] = []
+    cur: list[Entry] = []
+    for k, sch in enumerate(schs):
+        wanted = set(sch.trunk_logit_positions())
+        for pos0, part in chunks(sch.prefix_len, sch.trunk[sch.prefix_len :], n_batch):
+            if cur and len(cur) + len(part) > n_batch:
+                calls.append(cur)
+                cur = []
+            cur += [(k + 1, pos0 + j, tok, pos0 + j in wanted) for j, tok in enumerate(part)]
+    if cur:
+        calls.append(cur)
+    return calls
+
+
+ENGINES: dict[str, type[Engine]] = {e.name: e for e in (Naive, Single, Engine, Batched)}
+
+
+def engine_class(name: str) -> type[Engine]:
+    if name not in ENGINES:
+        raise UsageError(f"unknown engine {name!r}; choose from {', '.join(ENGINES)}")
+    return ENGINES[name]

@@ -1,0 +1,114 @@
+"""Text the command line shows: summaries, the published verdict, progress lines.
+
+Pure functions returning strings (cli.py prints them). Names no task and no backend.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def fmt(v, digits: int = 4) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return "nan" if v != v else f"{v:.{digits}f}"
+    return str(v)
+
+
+def summary(results: dict) -> str:
+    """One line per task metric, with its 95% CI and the task's chance level."""
+    from abricot_local.metrics import metric_items
+
+    lines = [f"{'task':<14} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * 72]
+    for name, t in results["tasks"].items():
+        chance = t.get("chance", {})
+        for key, val, ci in metric_items(t["metrics"]):
+            ci_s = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+            lines.append(f"{name:<14} {key:<20} {fmt(val):>8}  {ci_s:<20} {fmt(chance.get(key), 2) if key in chance else ''}")
+        lines.append(f"{name:<14} {'n':<20} {t['n']:>8}")
+        for w in t.get("warnings", []):
+            lines.append(f"  warning: {w}")
+    return "\n".join(lines).rstrip()
+
+
+def verdict(results: dict) -> str:
+    """Did the run reproduce the published rows its model's registry entry names?"""
+    pub = results.get("published") or {}
+    checks = pub.get("checks") or []
+    if not pub.get("reproduces"):
+        return ("published comparison: this model's registry entry names no published result "
+                "(`reproduces` in models.toml), so there is nothing to compare with.")
+    lines = [f"published comparison ({pub['reproduces']}):"]
+    if checks:
+        lines.append(f"  {'reference':<34} {'task.metric':<22} {'published':>9} {'this run':>9} "
+                     f"{'95% CI':<18} {'diff':>7}  inside CI?")
+        for c in checks:
+            ci = f"[{fmt(c['ci95'][0], 3)}, {fmt(c['ci95'][1], 3)}]" if c.get("ci95") else "n/a"
+            inside = {True: "yes", False: "NO", None: "n/a"}[c.get("inside")]
+            ref = f"{c['reference']} ({c['source']})"
+            lines.append(f"  {ref:<34} {c['task'] + '.' + c['metric']:<22} {fmt(c['published'], 2):>9} "
+                         f"{fmt(c['value'], 3):>9} {ci:<18} {fmt(c['difference'], 3):>7}  {inside}")
+            for note in c.get("notes", []):
+                lines.append(f"      differs from the published setting: {note}")
+    for task in pub.get("tasks_not_run", []):
+        lines.append(f"  {task}: published, but not run here (add it to --tasks, with its data)")
+    for part in pub.get("unknown", []):
+        lines.append(f"  {part!r}: names no published row this version knows")
+    return "\n".join(lines)
+
+
+def skipped(results_or_plan_skipped) -> list[str]:
+    return [f"skipped {s['task']}: no data ({s['how']})" for s in results_or_plan_skipped]
+
+
+class ProgressLine:
+    """Off a terminal: one plain line per task at most every ``interval`` seconds, with the
+    rate and the time left (a line at the start and at the end of each task too)."""
+
+    def __init__(self, interval: float = 30.0, clock=time.monotonic):
+        self.interval = interval
+        self.clock = clock
+        self.started: dict[str, tuple[float, int]] = {}
+        self.last: dict[str, float] = {}
+
+    def update(self, task: str, done: int, total: int) -> str | None:
+        now = self.clock()
+        if task not in self.started:
+            self.started[task] = (now, done)
+            self.last[task] = now
+            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "")
+        if done < total and now - self.last[task] < self.interval:
+            return None
+        self.last[task] = now
+        t0, d0 = self.started[task]
+        rate = (done - d0) / (now - t0) if now > t0 else 0.0
+        eta = f", ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else ""
+        return f"{task}: {done}/{total} items, {rate:.2f} items/s{eta}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def start_line(plan, provenance: dict) -> str:
+    """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers."""
+    sched = provenance.get("schedule", {})
+    quant = plan.quant or "?"
+    tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
+    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {sched.get('n_ctx', '?')}"]
+    for key, label in (("threads", "threads"),):
+        if key in provenance:
+            facts.append(f"{label} {provenance[key]}")
+    if "n_gpu_layers" in sched:
+        facts.append(f"GPU layers {sched['n_gpu_layers']}")
+    if "flash_attn_resolved" in sched:
+        facts.append(f"flash-attn {sched['flash_attn_resolved']}")
+    where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
+    return f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)

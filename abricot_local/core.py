@@ -1,0 +1,90 @@
+"""Types and defaults shared by tasks, backends and the runner. Imports nothing of the project
+but errors, so every other module can depend on it.
+
+A :class:`Request` is what a task asks a backend to score: a context and its
+continuations, the whitespace belonging to the continuation (``" A"``), as
+lm-evaluation-harness has it. A :class:`Scored` is the answer: one
+log-likelihood per continuation, with the token ids that were scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from abricot_local.errors import NonFiniteError, UsageError
+
+# -- defaults: the one place they are written -------------------------------------------------
+DEFAULT_SEED = 1234
+DEFAULT_N_CTX = 2048
+DEFAULT_N_BATCH = 512
+DEFAULT_ENGINE = "prefix"
+
+
+@dataclass(frozen=True)
+class Request:
+    """Score each continuation after ``context``; ``prefix`` is the task's shared head of it."""
+
+    context: str
+    continuations: tuple[str, ...]
+    prefix: str = ""
+    label: str = ""  # names the item in error messages
+    parse_special: bool = False  # chat-template text: "<start_of_turn>" is one special token
+
+    def __post_init__(self) -> None:
+        if not self.continuations:
+            raise UsageError(f"request {self.label!r} has no continuations")
+        if not self.context.startswith(self.prefix):
+            raise UsageError(f"request {self.label!r}: the prefix is not the start of the context")
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Log-likelihood of each continuation, with the token ids that were scored."""
+
+    logprobs: tuple[float, ...]
+    continuation_tokens: tuple[tuple[int, ...], ...]
+    n_context_tokens: int
+    fast_path: bool
+
+
+def log_softmax(logits) -> np.ndarray:
+    """Numerically stable log-softmax in float64."""
+    x = np.asarray(logits, dtype=np.float64)
+    m = x.max()
+    return x - (m + np.log(np.exp(x - m).sum()))
+
+
+NONFINITE_ADVICE = (
+    "try --flash-attn off, or --n-gpu-layers 0 to compare with the CPU; verify the file's SHA-256 "
+    "(a registry alias: `abricot-local pull ALIAS` again)"
+)
+
+
+def finite_log_softmax(logits, *, label: str, position: int) -> np.ndarray:
+    """The log-softmax of one row of logits; :class:`NonFiniteError` when the row (or its
+    log-sum-exp) holds NaN or an infinity. Every row any engine scores passes here."""
+    x = np.asarray(logits, dtype=np.float64)
+    finite = np.isfinite(x)
+    if not finite.all():
+        nan = int(np.isnan(x).sum())
+        raise NonFiniteError(
+            f"item {label}: non-finite logits at token position {position} "
+            f"({nan} NaN, {x.size - int(finite.sum()) - nan} infinite of {x.size}); the model or the "
+            f"build computes garbage: {NONFINITE_ADVICE}. Scored items are kept: --resume continues."
+        )
+    row = log_softmax(x)
+    if not np.isfinite(row[0]):
+        raise NonFiniteError(f"item {label}: the log-sum-exp at token position {position} is not finite; "
+                             f"{NONFINITE_ADVICE}")
+    return row
+
+
+def argmax(values) -> int:
+    """First index of the maximum (ties go to the earlier choice, deterministically)."""
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best]:
+            best = i
+    return best
