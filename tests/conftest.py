@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+import realdata  # imported before any test's monkeypatch: it records the real user cache
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-DISCOTEX_DIR = SHARED / "data" / "discotex"
-VOCAB_DIR = SHARED / "vocab"
 FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"
 
 
@@ -49,8 +48,21 @@ def smollm2_path() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def discotex_dir() -> Path:
+    """The DisCoTEX sub-task 1 test release (TED, Wikipedia), found or fetched once (tests/realdata.py);
+    the test skips with how to get it when it cannot be had (fails under CI=true)."""
+    return realdata.require(realdata.DISCOTEX)
+
+
+@pytest.fixture(scope="session")
+def vocab_dir() -> Path:
+    """The five vocabulary-only GGUFs of llama.cpp, found or fetched once, like discotex_dir."""
+    return realdata.require(realdata.VOCAB)
+
+
 def pytest_report_header(config):
-    return f"shared data: {SHARED} ({'found' if DISCOTEX_DIR.is_dir() else 'MISSING'})"
+    return realdata.describe()
 
 
 os.environ.setdefault("TQDM_DISABLE", "1")

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from abricot_local.cli import cli
 from abricot_local.html_report import chance_level, script_json, unpacked
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -126,12 +126,12 @@ def test_without_matplotlib_the_page_says_so_and_keeps_its_own_plots(small_runs,
 
 
 # -- the page in Chromium ------------------------------------------------------------------------
-def _inject(data: Path) -> tuple[Path, Path, str]:
+def _inject(data: Path, discotex: Path) -> tuple[Path, Path, str]:
     """Copies of the DISCOTEX release and the ABRICOT fixture with markup in them."""
     dx = data / "discotex"
     dx.mkdir(parents=True)
     script_id = ""
-    for src in sorted(DISCOTEX_DIR.glob("discotex_1_*_test_set_release.tsv")):
+    for src in sorted(discotex.glob("discotex_1_*_test_set_release.tsv")):
         with src.open(encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t")
             fields, rows = reader.fieldnames, list(reader)
@@ -157,12 +157,10 @@ def _inject(data: Path) -> tuple[Path, Path, str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, discotex_dir):
     """Two fake runs x (DISCOTEX 1600 items, ABRICOT abs and inc) and their HTML report."""
-    if not DISCOTEX_DIR.is_dir():
-        need(f"the DisCoTEX release is not in {DISCOTEX_DIR}")
     root = tmp_path_factory.mktemp("site")
-    dx, fixture, script_id = _inject(root / "data")
+    dx, fixture, script_id = _inject(root / "data", discotex_dir)
     runs = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))

@@ -17,7 +17,7 @@ from abricot_local import baselines, report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.registry import load_registry
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -27,7 +27,7 @@ def invoke(*args):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tmp_path_factory, discotex_dir) -> dict[str, Path]:
     """Two fake-backend runs (DISCOTEX + ABRICOT); one labelled as a registry alias."""
     root = tmp_path_factory.mktemp("runs")
     out = {}
@@ -36,7 +36,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         mp.setenv("ABRICOT_CONFIG_DIR", str(root / "config"))
         mp.setenv("ABRICOT_OFFLINE", "1")
         for label, seed in (("toy-q8", "1234"), ("llama-3.1-8b-q4", "7")):
-            r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", DISCOTEX_DIR,
+            r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", discotex_dir,
                        "--data", f"abricot={FIXTURE}", "--n-ctx", 8192, "--limit", 12, "--seed", seed,
                        "--out", root / label)
             assert r.exit_code == 0, r.output

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DISCOTEX_DIR
 
 CI = os.environ.get("CI", "").lower() == "true"
 RUN = [sys.executable, "-m", "abricot_local"]
@@ -90,9 +89,8 @@ def servers(tmp_path):
 
 
 @pytest.fixture
-def data_dir():
-    _need(DISCOTEX_DIR.is_dir(), f"the DISCOTEX release is not in {DISCOTEX_DIR}")
-    return str(DISCOTEX_DIR)
+def data_dir(discotex_dir):
+    return str(discotex_dir)
 
 
 def run(model, data_dir, out, *extra, timeout=600, limit=4):

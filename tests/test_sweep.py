@@ -9,16 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from conftest import DISCOTEX_DIR
 
 
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_two_fake_models_into_one_sweep_folder(tmp_path):
+def test_two_fake_models_into_one_sweep_folder(tmp_path, discotex_dir):
     root = tmp_path / "sweep"
-    r = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", DISCOTEX_DIR,
+    r = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                "--sample", "6", "--n-ctx", "8192", "--out", root)
     assert r.exit_code == 0, r.output
     for name in ("fake-a", "fake-b"):
@@ -26,17 +25,17 @@ def test_two_fake_models_into_one_sweep_folder(tmp_path):
         assert res["model"]["name"] == name and res["tasks"]["discotex"]["n"] == 6
     table = r.output[r.output.index("== comparison of 2 model(s)"):]
     assert "fake-a" in table and "fake-b" in table and "discotex.accuracy" in table
-    again = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", DISCOTEX_DIR,
+    again = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                    "--sample", "6", "--n-ctx", "8192", "--out", root, "--resume")
     assert again.exit_code == 0 and again.output.count("already complete") == 2
 
 
 @pytest.mark.real
-def test_a_failing_model_is_reported_and_the_others_go_on(gemma_path, tmp_path):
+def test_a_failing_model_is_reported_and_the_others_go_on(gemma_path, tmp_path, discotex_dir):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a gguf at all")
     root = tmp_path / "sweep"
-    r = invoke("run", bad, gemma_path, tmp_path / "missing.gguf", "--tasks", "discotex", "--data-dir", DISCOTEX_DIR,
+    r = invoke("run", bad, gemma_path, tmp_path / "missing.gguf", "--tasks", "discotex", "--data-dir", discotex_dir,
                "--sample", "3", "--threads", "2", "--out", root)
     assert r.exit_code == 1
     assert (root / gemma_path.stem / "results.json").exists()

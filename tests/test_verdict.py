@@ -10,15 +10,15 @@ from click.testing import CliRunner
 
 from abricot_local import console
 from abricot_local.cli import cli
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_a_model_without_published_rows_gets_one_line(tmp_path):
-    r = invoke("run", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR, "--tasks", "discotex", "--sample", "5",
+def test_a_model_without_published_rows_gets_one_line(tmp_path, discotex_dir):
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", discotex_dir, "--tasks", "discotex", "--sample", "5",
                "--n-ctx", "8192", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     lines = [x for x in r.output.splitlines() if x.startswith("published comparison")]
@@ -42,7 +42,7 @@ def test_local_entry_reproducing_the_paper_row(gemma_path, tmp_path):
     models = tmp_path / "models.toml"
     models.write_text(f'[gemma-as-llama]\nsource = "local"\npath = "{gemma_path}"\n'
                       'reproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
-    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--data-dir", DISCOTEX_DIR,
+    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}",
                "--tasks", "abricot", "--threads", "2", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o" / "results.json").read_text())
