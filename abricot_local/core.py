@@ -4,7 +4,8 @@ but errors, so every other module can depend on it.
 A :class:`Request` is what a task asks a backend to score: a context and its
 continuations, the whitespace belonging to the continuation (``" A"``), as
 lm-evaluation-harness has it. A :class:`Scored` is the answer: one
-log-likelihood per continuation, with the token ids that were scored.
+log-likelihood per continuation, with the token ids that were scored. A
+:class:`Generated` is a greedy generation (backends with the GENERATE capability).
 """
 
 from __future__ import annotations
@@ -47,6 +48,19 @@ class Scored:
     continuation_tokens: tuple[tuple[int, ...], ...]
     n_context_tokens: int
     fast_path: bool
+    # per continuation: every token is the argmax of the row that predicts it (lm-eval's
+    # is_greedy), read from the same checked rows as the log-likelihood; None: not computed
+    greedy: tuple[bool, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A greedy generation: its text (cut before the first stop string), the generated token
+    ids (up to the stop) and why it stopped: "until", "eos", "max_tokens" or "n_ctx"."""
+
+    text: str
+    tokens: tuple[int, ...]
+    reason: str
 
 
 def log_softmax(logits) -> np.ndarray:

@@ -38,15 +38,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, Request, Scored
+from abricot_local.core import (DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, Generated, Request,
+                                Scored)
 from abricot_local.errors import ContextOverflowError, UsageError
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
 
 # What a backend can do; shared code asks ``CAPABILITY in backend.capabilities``.
 SCORE = "score"  # log-likelihoods of continuations (Request -> Scored)
-GENERATE = "generate"  # greedy generation until stop strings
-ROLLING = "rolling"  # log-likelihood of a whole text in context-length windows
+GENERATE = "generate"  # greedy generation until stop strings: ``generate()``
+ROLLING = "rolling"  # token-level scoring for rolling windows: ``tokenize(bos=)``, ``prefix_token``, ``score_tokens()``
 
 
 @dataclass(frozen=True)
@@ -121,14 +122,37 @@ class Schedule:
         seq = self.seqs[i]
         return [(j, seq[j + 1]) for j in range(self.ctx_lens[i] - 1, len(seq) - 1)]
 
-    def scored(self, logprobs) -> Scored:
-        """The result of this request, given each continuation's log-likelihood."""
+    def targets_at(self) -> dict[int, tuple[int, ...]]:
+        """Position -> the token ids some continuation predicts from its row (sorted, unique)."""
+        out: dict[int, set[int]] = {}
+        for i in range(len(self.seqs)):
+            for pos, tok in self.targets(i):
+                out.setdefault(pos, set()).add(tok)
+        return {pos: tuple(sorted(toks)) for pos, toks in out.items()}
+
+    def scored(self, logprobs, greedy=None) -> Scored:
+        """The result of this request, given each continuation's log-likelihood (and whether
+        each continuation is the greedy one)."""
         return Scored(
             logprobs=tuple(float(x) for x in logprobs),
             continuation_tokens=tuple(s[c:] for s, c in zip(self.seqs, self.ctx_lens)),
             n_context_tokens=min(self.ctx_lens),
             fast_path=self.fast_path,
+            greedy=None if greedy is None else tuple(bool(g) for g in greedy),
         )
+
+    @classmethod
+    def from_tokens(cls, context: Sequence[int], continuations: Sequence[Sequence[int]], n_ctx: int, *,
+                    prefix: Sequence[int] = (), label: str = "", asked_n_ctx: int | None = None) -> "Schedule":
+        """The schedule of a request given as token ids (BOS, if any, already in ``context``):
+        the same cuts :func:`schedule` makes once it has tokenized a text request."""
+        if not context:
+            raise UsageError(f"item {label}: the context has no token (give at least BOS)")
+        if any(not c for c in continuations) or not continuations:
+            raise UsageError(f"item {label}: a continuation has no token")
+        ctx = tuple(context)
+        seqs = tuple(ctx + tuple(c) for c in continuations)
+        return _cuts(seqs, (len(ctx),) * len(seqs), tuple(prefix), n_ctx, asked_n_ctx, label)
 
     @property
     def n_tokens(self) -> int:
@@ -179,12 +203,19 @@ def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
             )
         seqs.append(tuple(whole))
         ctx_lens.append(max(split, 1))
+    prefix = tuple(tokenize(request.prefix)) if request.prefix else ()
+    return _cuts(tuple(seqs), tuple(ctx_lens), prefix, n_ctx, asked_n_ctx, request.label)
+
+
+def _cuts(seqs: tuple[tuple[int, ...], ...], ctx_lens: tuple[int, ...], prefix: tuple[int, ...], n_ctx: int,
+          asked_n_ctx: int | None, label: str) -> Schedule:
+    """The canonical cuts of token sequences: the trunk they share, the prefix inside it."""
     longest = max(len(s) for s in seqs)
     if longest > n_ctx:
         window = f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
             f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
         raise ContextOverflowError(
-            f"item {request.label}: the prompt is {longest} tokens but the context window holds "
+            f"item {label}: the prompt is {longest} tokens but the context window holds "
             f"{n_ctx} ({window}); raise --n-ctx or use a model with a longer context"
         )
     trunk = seqs[0]
@@ -192,14 +223,18 @@ def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
         trunk = trunk[: common_prefix_len(trunk, s)]
     trunk_len = len(trunk)
     if trunk_len == 0:
-        raise UsageError(f"item {request.label}: the continuations share no context token")
-    prefix_len = 0
-    if request.prefix:
-        prefix_len = common_prefix_len(tokenize(request.prefix), trunk)
+        raise UsageError(f"item {label}: the continuations share no context token")
+    prefix_len = common_prefix_len(prefix, trunk) if prefix else 0
     # The prefix ends before the first scored position, and leaves at least two
     # trunk tokens (a lone token in its own decode call scores differently).
     prefix_len = max(0, min(prefix_len, min(ctx_lens) - 1, trunk_len - 2))
-    return Schedule(tuple(seqs), tuple(ctx_lens), prefix_len, trunk_len)
+    return Schedule(seqs, ctx_lens, prefix_len, trunk_len)
+
+
+def generation_prefix_len(prompt: Sequence[int], prefix: Sequence[int]) -> int:
+    """How much of a generation prompt is its cached prefix: the tokens it shares with the
+    prefix's tokens, leaving at least two prompt tokens to the trunk (as :func:`schedule`)."""
+    return max(0, min(common_prefix_len(prefix, prompt), len(prompt) - 2)) if prefix else 0
 
 
 def chunks(start: int, tokens: Sequence[int], n_batch: int) -> list[tuple[int, tuple[int, ...]]]:
@@ -233,6 +268,32 @@ class Backend(Protocol):
     def piece(self, token: int) -> str: ...
 
     def chat_wrap(self) -> tuple[str, str]: ...
+
+    # -- with ROLLING: token-level scoring (lm-eval's rolling windows) ---------------------
+    def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
+        """The model's tokens for ``text``, BOS first when the model adds one (and ``bos``)."""
+        ...
+
+    @property
+    def prefix_token(self) -> int:
+        """The token a text's first token is predicted from: BOS when the model adds one,
+        else its end-of-text token (lm-eval's rule)."""
+        ...
+
+    def n_ctx(self) -> int:
+        """The context the backend allocated, in tokens."""
+        ...
+
+    def score_tokens(self, context: Sequence[int], continuations: Sequence[Sequence[int]], *,
+                     label: str = "") -> Scored:
+        """Score token-id continuations after token-id ``context`` (``Schedule.from_tokens``)."""
+        ...
+
+    # -- with GENERATE ---------------------------------------------------------------------
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
+                 label: str = "", parse_special: bool = False) -> Generated:
+        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx."""
+        ...
 
     def provenance(self) -> dict: ...
 

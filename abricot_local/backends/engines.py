@@ -17,18 +17,26 @@ base.py, and every row any engine reads passes ``core.finite_log_softmax``.
   tolerance, except ``parallel=1``, which is the prefix schedule exactly.
 
 The first three are bit-identical; :attr:`Engine.exact` says so.
+
+Each row is reduced as soon as it is read (checked, then cut down to the
+log-probabilities of the tokens it predicts and its argmax: a :class:`Row`),
+so no engine ever holds more than one full row per decoded entry at a time.
+
+Every engine also generates greedily (:meth:`Engine.generate`): the prompt
+decoded with the canonical cuts (prefix, then the rest in ``n_batch`` calls),
+then one token per decode call, each the argmax of its checked row.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Collection, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
 from abricot_local.backends.base import Schedule, Scored, ScoringOptions, chunks
-from abricot_local.core import finite_log_softmax
-from abricot_local.errors import ModelError, UsageError
+from abricot_local.core import Generated, finite_log_softmax
+from abricot_local.errors import ContextOverflowError, ModelError, UsageError
 
 Entry = tuple[int, int, int, bool]  # (sequence, position, token, wants a row)
 MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
@@ -37,7 +45,7 @@ MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared p
 class Session(Protocol):
     """A model's primitives, as the engines use them."""
 
-    n_batch: int
+    n_batch: int  # the most tokens one decode call takes: the schedule's cut
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         """One decode call; raw logits for each entry that wants a row, else None."""
@@ -50,6 +58,21 @@ class Session(Protocol):
     def clear(self) -> None: ...
 
     def n_ctx(self) -> int: ...
+
+    # used by generation only
+    def token_bytes(self, token: int) -> bytes:
+        """The text a generated token adds, as UTF-8 bytes (special tokens add none)."""
+        ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+
+class Row(NamedTuple):
+    """What is kept of one checked log-softmax row: its argmax (first on ties, from the raw
+    logits) and the log-probabilities of the tokens it was asked for."""
+
+    argmax: int
+    logprobs: dict[int, float]
 
 
 @dataclass
@@ -97,48 +120,67 @@ class Engine:
         self._kv_prefix = None
 
     # -- primitives on the session ---------------------------------------------------------
-    def decode_call(self, entries: Sequence[Entry], label: str | dict[int, str]) -> list[np.ndarray | None]:
-        """One decode; each wanted row as a checked log-softmax (the one finite guard).
-        ``label`` names the item in errors (per sequence, as a dict, when items share a call)."""
+    def decode_call(self, entries: Sequence[Entry], label: str | dict[int, str],
+                    targets: Mapping[tuple[int, int], Collection[int]] | None = None) -> list[Row | None]:
+        """One decode; each wanted row checked (the one finite guard) and reduced at once to a
+        :class:`Row` holding the log-probabilities of ``targets[(seq, pos)]``. ``label`` names
+        the item in errors (per sequence, as a dict, when items share a call)."""
         raw = self.session.decode(entries)
         self.counters.decode_calls += 1
         self.counters.tokens += len(entries)
         name = (lambda e: label[e[0]]) if isinstance(label, dict) else (lambda e: label)
-        return [None if r is None else finite_log_softmax(r, label=name(e), position=e[1])
-                for r, e in zip(raw, entries)]
+        out: list[Row | None] = []
+        for r, e in zip(raw, entries):
+            if r is None:
+                out.append(None)
+                continue
+            row = finite_log_softmax(r, label=name(e), position=e[1])
+            wanted = targets.get((e[0], e[1]), ()) if targets else ()
+            # numpy float64 values: summed as before (Python 3.12's sum() compensates plain floats)
+            out.append(Row(int(np.argmax(r)), {t: row[t] for t in wanted}))
+        return out
 
-    def decode(self, start: int, tokens: Sequence[int], outputs: set[int], label: str,
-               seq: int = 0) -> dict[int, np.ndarray]:
-        """Decode one segment in n_batch calls; log-softmax rows for the positions in ``outputs``."""
-        out: dict[int, np.ndarray] = {}
-        for pos0, part in chunks(start, tokens, self.options.n_batch):
-            entries = [(seq, pos0 + k, tok, (pos0 + k) in outputs) for k, tok in enumerate(part)]
-            rows = self.decode_call(entries, label)
+    def decode(self, start: int, tokens: Sequence[int], outputs: Mapping[int, Collection[int]] | Collection[int],
+               label: str, seq: int = 0) -> dict[int, Row]:
+        """Decode one segment in n_batch calls; a :class:`Row` for each position in ``outputs``
+        (position -> the token ids whose log-probabilities are wanted there, or positions only)."""
+        wanted = outputs if isinstance(outputs, Mapping) else dict.fromkeys(outputs, ())
+        targets = {(seq, pos): toks for pos, toks in wanted.items()}
+        out: dict[int, Row] = {}
+        for pos0, part in chunks(start, tokens, self.session.n_batch):
+            entries = [(seq, pos0 + k, tok, (pos0 + k) in wanted) for k, tok in enumerate(part)]
+            rows = self.decode_call(entries, label, targets)
             out.update((pos0 + k, row) for k, row in enumerate(rows) if row is not None)
         return out
 
     def ensure_prefix(self, sch: Schedule, label: str) -> None:
         """Sequence 0 holds exactly the prefix segment [0, P), decoded by the canonical cuts."""
-        prefix = sch.seqs[0][: sch.prefix_len]
-        if self.reuse_prefix and self._kv_prefix == prefix and self.session.seq_rm(0, sch.prefix_len):
+        self.hold_prefix(sch.seqs[0][: sch.prefix_len], label)
+
+    def hold_prefix(self, prefix: tuple[int, ...], label: str) -> None:
+        if self.reuse_prefix and self._kv_prefix == prefix and self.session.seq_rm(0, len(prefix)):
             self.counters.prefix_hits += 1
             return
         self.reset()
-        self.decode(0, prefix, set(), label)
+        self.decode(0, prefix, (), label)
         self._kv_prefix = prefix
 
-    def tail(self, sch: Schedule, i: int, label: str, *, seq: int = 0, rewind: bool = True) -> dict[int, np.ndarray]:
+    def tail(self, sch: Schedule, i: int, label: str, *, seq: int = 0, rewind: bool = True) -> dict[int, Row]:
         """Rows of continuation i's tail, decoded on ``seq`` after the trunk, then rewound to it."""
         tail = sch.tail(i)
         if not tail:
             return {}
-        got = self.decode(sch.trunk_len, tail, set(range(sch.trunk_len, sch.trunk_len + len(tail))), label, seq=seq)
+        at = sch.targets_at()
+        positions = range(sch.trunk_len, sch.trunk_len + len(tail))
+        got = self.decode(sch.trunk_len, tail, {p: at.get(p, ()) for p in positions}, label, seq=seq)
         if rewind and not self.session.seq_rm(seq, sch.trunk_len):
             raise ModelError("the backend could not rewind its KV cache")
         return got
 
-    def trunk(self, sch: Schedule, label: str) -> dict[int, np.ndarray]:
-        return self.decode(sch.prefix_len, sch.trunk[sch.prefix_len :], set(sch.trunk_logit_positions()), label)
+    def trunk(self, sch: Schedule, label: str) -> dict[int, Row]:
+        at = sch.targets_at()
+        return self.decode(sch.prefix_len, sch.trunk[sch.prefix_len :],
+                           {p: at[p] for p in sch.trunk_logit_positions()}, label)
 
     # -- scoring ---------------------------------------------------------------------------
     def score(self, sch: Schedule, label: str) -> Scored:
@@ -150,10 +192,51 @@ class Engine:
     def score_many(self, schs: Sequence[Schedule], labels: Sequence[str]) -> list[Scored]:
         return [self.score(s, label) for s, label in zip(schs, labels)]
 
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, prompt: Sequence[int], prefix_len: int, until: Sequence[str], max_tokens: int,
+                 label: str) -> Generated:
+        """Greedy tokens after ``prompt`` (BOS included): its prefix [0, P) held in the cache as
+        for scoring, the rest decoded in n_batch calls from P, then one token per call. Stops
+        at EOS/EOG, when the text holds a stop string (cut before it), after ``max_tokens``,
+        or when the context is full."""
+        n, n_ctx = len(prompt), self.session.n_ctx()
+        if n >= n_ctx:
+            raise ContextOverflowError(f"item {label}: the prompt is {n} tokens but the context window holds "
+                                       f"{n_ctx}: no room to generate; raise n_ctx")
+        self.counters.requests += 1
+        prompt = tuple(prompt)
+        self.hold_prefix(prompt[:prefix_len], label)
+        nxt = self.decode(prefix_len, prompt[prefix_len:], (n - 1,), label)[n - 1].argmax
+        tokens: list[int] = []
+        text, data, reason = "", b"", "max_tokens"
+        stops = [u for u in until if u]
+        while len(tokens) < max_tokens:
+            if self.session.is_eog(nxt):
+                reason = "eos"
+                break
+            tokens.append(nxt)
+            data += self.session.token_bytes(nxt)
+            text = data.decode("utf-8", "replace")
+            cut = min((k for k in (text.find(u) for u in stops) if k >= 0), default=-1)
+            if cut >= 0:
+                text, reason = text[:cut], "until"
+                break
+            if len(tokens) == max_tokens:
+                break
+            pos = n + len(tokens) - 1
+            if pos >= n_ctx:
+                reason = "n_ctx"
+                break
+            nxt = self.decode_call([(0, pos, nxt, True)], label)[0].argmax
+        return Generated(text, tuple(tokens), reason)
 
-def scored(sch: Schedule, rows: list[dict[int, np.ndarray]]) -> Scored:
-    """Sum each continuation's token log-probs from its rows (position -> log-softmax)."""
-    return sch.scored(sum(rows[i][pos][tok] for pos, tok in sch.targets(i)) for i in range(len(sch.seqs)))
+
+def scored(sch: Schedule, rows: list[dict[int, Row]]) -> Scored:
+    """Each continuation's log-likelihood (its token log-probs summed in order) and whether
+    each of its tokens is the argmax of the row predicting it."""
+    targets = [sch.targets(i) for i in range(len(sch.seqs))]
+    return sch.scored((sum(rows[i][pos].logprobs[tok] for pos, tok in t) for i, t in enumerate(targets)),
+                      greedy=[all(rows[i][pos].argmax == tok for pos, tok in t) for i, t in enumerate(targets)])
 
 
 class Single(Engine):
@@ -218,11 +301,12 @@ class Batched(Engine):
         for s in slots:
             self.session.seq_rm(s)
             self.session.seq_cp(0, s)
-        shared: list[dict[int, np.ndarray]] = [{} for _ in schs]
+        shared: list[dict[int, Row]] = [{} for _ in schs]
         try:
             by_seq = {k + 1: label for k, label in enumerate(labels)}
-            for call in _trunk_calls(schs, self.options.n_batch):
-                for (seq, pos, _tok, _want), row in zip(call, self.decode_call(call, by_seq)):
+            targets = {(k + 1, pos): toks for k, sch in enumerate(schs) for pos, toks in sch.targets_at().items()}
+            for call in _trunk_calls(schs, self.session.n_batch):
+                for (seq, pos, _tok, _want), row in zip(call, self.decode_call(call, by_seq, targets)):
                     if row is not None:
                         shared[seq - 1][pos] = row
             out = []

@@ -1,6 +1,6 @@
 """A deterministic fake backend: no model file, the same engines and scoring code paths.
 
-Tokens are UTF-8 bytes (id 256 is BOS). The next-token logits at a position are
+Tokens are UTF-8 bytes (id 256 is BOS, also its end of text). The next-token logits at a position are
 a pseudo-random function of the tokens up to it, so the numbers depend on the
 text exactly as a real model's would, and a run is reproducible. Its session
 emulates a KV cache of sequences, so every engine strategy runs on it unchanged.
@@ -16,12 +16,16 @@ import numpy as np
 
 from abricot_local.backends.base import (
     CHAT_MARK,
+    GENERATE,
+    ROLLING,
     SCHEDULE_VERSION,
     SCORE,
+    Generated,
     Request,
     Schedule,
     Scored,
     ScoringOptions,
+    generation_prefix_len,
     schedule,
     split_chat,
 )
@@ -75,13 +79,19 @@ class FakeSession:
     def clear(self) -> None:
         self.cells.clear()
 
+    def token_bytes(self, token: int) -> bytes:
+        return b"" if token == BOS else bytes([token])
+
+    def is_eog(self, token: int) -> bool:
+        return token == BOS
+
 
 class FakeBackend:
     """Registered like the llama.cpp backend; ``model`` is only a label."""
 
     name = "fake"
     Options = ScoringOptions
-    capabilities = frozenset({SCORE})
+    capabilities = frozenset({SCORE, ROLLING, GENERATE})
     reads_model_file = False
     synthetic = True  # its numbers say nothing about a model
 
@@ -108,8 +118,13 @@ class FakeBackend:
     def preflight(cls, path: Path, options: ScoringOptions) -> dict:
         return {}
 
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        return [BOS, *text.encode("utf-8")]
+    def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
+        return [BOS, *text.encode("utf-8")] if bos else list(text.encode("utf-8"))
+
+    prefix_token = BOS
+
+    def n_ctx(self) -> int:
+        return self.options.n_ctx
 
     def piece(self, token: int) -> str:
         return "<bos>" if token == BOS else bytes([token]).decode("latin-1")
@@ -129,6 +144,21 @@ class FakeBackend:
 
     def batch_size(self) -> int:
         return self.engine.parallel
+
+    def score_tokens(self, context: Sequence[int], continuations: Sequence[Sequence[int]], *,
+                     label: str = "") -> Scored:
+        return self.engine.score(Schedule.from_tokens(context, continuations, self.options.n_ctx, label=label), label)
+
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
+                 label: str = "", parse_special: bool = False) -> Generated:
+        tokens = self.tokenize(prompt)
+        p = generation_prefix_len(tokens, self.tokenize(prefix)) if prefix else 0
+        return self.engine.generate(tokens, p, until, max_tokens, label)
+
+    def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """The ChatML-like template of :meth:`chat_wrap`, for a whole conversation."""
+        text = "".join(f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages)
+        return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
     def provenance(self) -> dict:
         return {

@@ -27,12 +27,16 @@ import numpy as np
 from abricot_local.backends import rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
+    GENERATE,
+    ROLLING,
     SCHEDULE_VERSION,
     SCORE,
+    Generated,
     Request,
     Schedule,
     Scored,
     ScoringOptions,
+    generation_prefix_len,
     schedule,
     split_chat,
 )
@@ -155,6 +159,9 @@ class LlamaSession:
         if not options.vocab_only:
             self._ctx = self._new_context(log, n_seq)
             self._mem = llama_cpp.llama_get_memory(self._ctx)
+            # llama.cpp caps a decode call at the n_ctx asked (a context under n_batch tokens
+            # decodes at most n_ctx per call, though it allocates more cells): cut there
+            self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
             self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self.load_log = list(log.lines)
         self.load_notes = list(log.notes)
@@ -245,6 +252,15 @@ class LlamaSession:
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
+    def token_bytes(self, token: int) -> bytes:
+        """The text a generated token adds (special tokens render as nothing), as bytes."""
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 256, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, False)
+        return buf.raw[: max(n, 0)]
+
     # -- the primitives --------------------------------------------------------------------
     def decode(self, entries: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray | None]:
         """One llama_decode of at most n_batch (seq, pos, token, wants_row) entries."""
@@ -300,7 +316,7 @@ class LlamaCppBackend:
 
     name = "llama.cpp"
     Options = LlamaCppOptions
-    capabilities = frozenset({SCORE})
+    capabilities = frozenset({SCORE, ROLLING, GENERATE})
     reads_model_file = True  # MODEL is a GGUF path or a registry alias
     synthetic = False
 
@@ -361,8 +377,13 @@ class LlamaCppBackend:
             pass
 
     # -- tokens ----------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        return self.session.tokenize(text, special=special)
+    def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
+        return self.session.tokenize(text, special=special, bos=bos)
+
+    @property
+    def prefix_token(self) -> int:
+        s = self.session
+        return s.bos if (s.add_bos and s.bos >= 0) or s.eos < 0 else s.eos
 
     def piece(self, token: int) -> str:
         return self.session.piece(token)
@@ -387,6 +408,22 @@ class LlamaCppBackend:
     def batch_size(self) -> int:
         return self.engine.parallel
 
+    def score_tokens(self, context: Sequence[int], continuations: Sequence[Sequence[int]], *,
+                     label: str = "") -> Scored:
+        if not self.session.can_decode:
+            raise UsageError("this backend was loaded vocab-only and cannot score")
+        sch = Schedule.from_tokens(context, continuations, self.n_ctx(), label=label, asked_n_ctx=self.options.n_ctx)
+        return self.engine.score(sch, label)
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
+                 label: str = "", parse_special: bool = False) -> Generated:
+        if not self.session.can_decode:
+            raise UsageError("this backend was loaded vocab-only and cannot generate")
+        tokens = self.tokenize(prompt, special=parse_special)
+        p = generation_prefix_len(tokens, self.tokenize(prefix, special=parse_special)) if prefix else 0
+        return self.engine.generate(tokens, p, until, max_tokens, label)
+
     # -- facts -----------------------------------------------------------------------------
     def metadata(self, key: str) -> str | None:
         return self.session.metadata(key)
@@ -403,6 +440,21 @@ class LlamaCppBackend:
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text)
         return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if s.add_bos else "")
+
+    def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """A conversation through the GGUF's own chat template, without the BOS text (tokenize
+        adds BOS); the text holds special-token markup, so tokenize it with special=True."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        s = self.session
+        tpl = s.chat_template()
+        if not tpl:
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop --apply_chat_template")
+        bos_text = s.piece(s.bos) if s.bos >= 0 else ""
+        fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text,
+                                  add_generation_prompt=add_generation_prompt)
+        text = fmt(messages=list(messages)).prompt
+        return text[len(bos_text):] if s.add_bos and bos_text and text.startswith(bos_text) else text
 
     def provenance(self) -> dict:
         o, s = self.options, self.session
@@ -421,8 +473,8 @@ class LlamaCppBackend:
                 "engine": o.engine,
                 "n_ctx": o.n_ctx,
                 "n_ctx_allocated": s.n_ctx(),
-                "n_batch": o.n_batch,
-                "n_ubatch": o.n_batch,
+                "n_batch": s.n_batch,  # --n-batch, or n_ctx when llama.cpp caps it there
+                "n_ubatch": s.n_batch,
                 "flash_attn": o.flash_attn,
                 "flash_attn_resolved": s.resolved_flash_attn(),
                 "n_gpu_layers": resolved_gpu_layers(o),
