@@ -61,6 +61,25 @@ def vocab_dir() -> Path:
     return realdata.require(realdata.VOCAB)
 
 
+def fail_after(monkeypatch, n, exc):
+    """Make the fake backend raise ``exc`` when asked to score its (n+1)-th request."""
+    from abricot_local.backends.fake import FakeBackend
+
+    calls = {"n": 0}
+    real = FakeBackend.score_many
+
+    def score_many(self, reqs):
+        out = []
+        for req in reqs:
+            if calls["n"] == n:
+                raise exc
+            calls["n"] += 1
+            out += real(self, [req])
+        return out
+
+    monkeypatch.setattr(FakeBackend, "score_many", score_many)
+
+
 def pytest_report_header(config):
     return realdata.describe()
 

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import results
-from abricot_local.backends.fake import FakeBackend
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
+from conftest import fail_after
 
 
 @pytest.fixture
@@ -38,19 +38,7 @@ def reference(tmp_path, base):
 
 
 def interrupt_after(monkeypatch, n):
-    calls = {"n": 0}
-    real = FakeBackend.score_many
-
-    def score_many(self, reqs):
-        out = []
-        for req in reqs:
-            if calls["n"] == n:
-                raise KeyboardInterrupt
-            calls["n"] += 1
-            out += real(self, [req])
-        return out
-
-    monkeypatch.setattr(FakeBackend, "score_many", score_many)
+    fail_after(monkeypatch, n, KeyboardInterrupt)
 
 
 def test_ctrl_c_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, reference, base):

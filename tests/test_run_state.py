@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import results, runner
-from abricot_local.backends.fake import FakeBackend
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError
+from conftest import fail_after
 from invented_data import write_discotex
 
 
@@ -33,22 +33,6 @@ def invoke(*args, **kw):
 
 def run_fake(data, out, *extra):
     return invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--out", out, *extra)
-
-
-def fail_after(monkeypatch, n, exc):
-    calls = {"n": 0}
-    real = FakeBackend.score_many
-
-    def score_many(self, reqs):
-        out = []
-        for req in reqs:
-            if calls["n"] == n:
-                raise exc
-            calls["n"] += 1
-            out += real(self, [req])
-        return out
-
-    monkeypatch.setattr(FakeBackend, "score_many", score_many)
 
 
 def markers(out):
