@@ -78,6 +78,11 @@ def backend_options(f):
         click.option("--main-gpu", type=int, default=0, show_default=True),
         click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
         click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
+        click.option("--extra-bufts", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+                     help="llama.cpp's repacked CPU weights (auto: off on AMX builds, where they crash). "
+                     "off: the plain kernels an RPC server's CPU uses."),
+        click.option("--rpc", default="", metavar="HOST:PORT[,HOST:PORT]",
+                     help="llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers."),
         click.option("--engine", type=click.Choice(list(ENGINES)), default=DEFAULT_ENGINE, show_default=True,
                      help=f"Evaluation engine. {', '.join(n for n, e in ENGINES.items() if e.exact)}: identical "
                      f"numbers. {', '.join(n for n, e in ENGINES.items() if not e.exact)} (for GPUs): several "
@@ -92,7 +97,8 @@ def backend_options(f):
     return f
 
 
-BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "engine", "parallel", "verbose")
+BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "extra_bufts", "engine", "parallel",
+                "verbose")
 
 
 def _backend_opts(kw: dict, *, vocab_only: bool = False):
@@ -105,8 +111,34 @@ def _backend_opts(kw: dict, *, vocab_only: bool = False):
         raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
     values = {k: kw[k] for k in BACKEND_KEYS}
     values |= {"n_ctx": kw["n_ctx"] or DEFAULT_N_CTX, "tensor_split": split, "vocab_only": vocab_only,
-               "seed": kw["seed"]}
+               "seed": kw["seed"], "rpc": _rpc_servers(kw.get("rpc"))}
     return backend_options(kw["backend"], values)
+
+
+def _rpc_servers(spec: str | None) -> tuple[str, ...]:
+    if not spec:
+        return ()
+    from abricot_local.backends import rpc
+
+    rpc.require()  # a build without RPC: one line with the reinstall command
+    return rpc.parse_endpoints(spec)
+
+
+def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
+    """ggml-rpc ends the process when a server goes away: say which one in one line, and how to go on."""
+    import os
+
+    from abricot_local.backends import rpc
+
+    def lost(err: AbricotError) -> None:
+        kept = (out_dir / ".checkpoint" / "run.json").exists()
+        then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
+                f"abricot-local {' '.join(_resume_argv(out_dir))}" if kept else "run again once it is back")
+        click.echo(f"\nerror: {err}\n{then}", err=True)
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+
+    rpc.on_server_lost(servers, lost)
 
 
 def _task_opts(kw: dict):
@@ -165,9 +197,11 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
     plan = planning.plan_run(
         n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
         task_options=_task_opts(kw), backend_options=_backend_opts(kw), limit=limit, models_file=kw["models_file"],
-        force=force, sample=sample, shard=shard,
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
     )
     out_dir = out_dir or Path("results") / plan.model_label / stamp
+    if getattr(plan.backend_options, "rpc", ()):
+        _watch_rpc(plan.backend_options.rpc, out_dir)
     for s in plan.skipped:
         click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
     progress, close = _progress()
@@ -181,10 +215,11 @@ def _run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, s
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
     except KeyboardInterrupt:
         close()
-        from abricot_local.results import saved_counts
+        from abricot_local.results import items_text, saved_counts
 
-        saved = saved_counts(out_dir)
-        what = ", ".join(f"{k} {v} items" for k, v in saved.items() if v) or "nothing scored yet"
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        totals = {r.task.name: len(r.items) for r in plan.runs}
+        what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
         click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
                    f"resume with: abricot-local {' '.join(_resume_argv(out_dir))}", err=True)
         sys.exit(130)
@@ -280,6 +315,18 @@ def _resume_argv(out_dir: Path) -> list[str]:
     return args + ["--resume"]
 
 
+# -- merge --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
+@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+def merge(shards: tuple[str, ...], out: str) -> None:
+    """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
+    from abricot_local.merge import merge as join
+
+    path = join(list(shards), out)
+    click.echo(f"merged {len(shards)} shard(s) into {path}")
+
+
 # -- check ---------------------------------------------------------------------------------
 @cli.command()
 @click.argument("out", type=click.Path())
@@ -347,7 +394,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local import fetch
 
-    resolved = fetch.resolve_model(alias, models_file=models_file)
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
 
 
@@ -355,13 +402,17 @@ def pull(alias: str, models_file: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
 def doctor(as_json: bool, models_file: str | None) -> None:
-    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory)."""
+    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory), and
+    whether each task's data is here."""
     import json
 
     from abricot_local import doctor as doc
+    from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
     from abricot_local.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
+    facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
     if as_json:
         click.echo(json.dumps(facts, indent=2, default=str))
         return
@@ -379,9 +430,14 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     for m in cached:
         fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
         click.echo(f"  {m['alias']:<24} {_gib(m['size']):>9}  {fits}")
+    click.echo("RPC (llama.cpp over the network; run --rpc, rpc-server): "
+               + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {doc.REINSTALL_RPC}"))
     click.echo("reinstall llama-cpp-python for a GPU build:")
     for kind, cmd in facts["reinstall"].items():
         click.echo(f"  {kind}: {cmd}")
+    click.echo("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
+    for t in facts["tasks"]:
+        click.echo(f"  {t['name']:<14} {data_status(t)}")
     for tip in facts["advice"]:
         click.echo(f"advice: {tip}")
 
@@ -419,6 +475,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     import json
 
     from abricot_local.catalog import task_catalog
+    from abricot_local.console import data_status
 
     rows = task_catalog(_data_pairs(data), data_dir)
     if as_json:
@@ -430,11 +487,37 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
                    f"{', '.join(f'{k} {v:g}' for k, v in r['chance'].items()) or 'n/a'})")
         click.echo(f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
                    f"{len(r['references'])}{' (' + ', '.join(sorted({x['source'] for x in r['references']})) + ')' if r['references'] else ''}")
-        click.echo(f"  data: {'found at ' + r['data_path'] if r['data_path'] else 'missing: ' + r['data_note']}")
+        click.echo(f"  data: {data_status(r)}")
         click.echo(f"  from: {r['plugin']}")
     groups = sorted({r["group"] for r in rows if r["group"]})
     for g in groups:
         click.echo(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
+
+
+# -- rpc-server ----------------------------------------------------------------------------
+@cli.command("rpc-server")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="IPv4 address to listen on; any other than 127.0.0.1 exposes this machine (no authentication).")
+@click.option("--port", type=int, default=50052, show_default=True)
+@click.option("--threads", type=int, default=None, help="Threads of the CPU device (default: half the cores).")
+@click.option("--device", "devices", multiple=True,
+              help="Device to serve (CUDA0, CPU...; repeat or comma-separate). Default: every GPU, else the CPU.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder keeping received tensors by hash, so the next load of the same model is local.")
+def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ...], cache_dir: str | None) -> None:
+    """Serve this machine's devices to `run --rpc` with llama.cpp's RPC protocol, until stopped (Ctrl-C)."""
+    from abricot_local.backends import rpc, rpc_server
+
+    rpc.require()
+    warning = rpc_server.exposed_warning(host, port)
+    if warning:
+        click.echo(warning, err=True)
+    names = tuple(n.strip() for d in devices for n in d.split(",") if n.strip())
+    try:
+        rpc_server.start_server(host, port, threads, names, cache_dir)
+    except KeyboardInterrupt:
+        click.echo("\nRPC server stopped", err=True)
+        sys.exit(130)
 
 
 # -- data ----------------------------------------------------------------------------------
@@ -453,26 +536,89 @@ def data_pull(task: str) -> None:
         click.echo(f"{path}  sha256 {sha}")
 
 
-# -- report --------------------------------------------------------------------------------
+# -- runs, report ---------------------------------------------------------------------------
+def _run_states(paths: tuple[str, ...]):
+    from abricot_local.results import find_runs
+
+    if not paths and not Path("results").is_dir():
+        raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
+    return find_runs(paths or ("results",))
+
+
+@cli.command("runs")
+@click.argument("folders", nargs=-1, type=click.Path(), metavar="[DIR ...]")
+def runs_(folders: tuple[str, ...]) -> None:
+    """List the run folders in DIR (default results/, searched recursively): complete, running,
+    interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
+    states = _run_states(folders)
+    width = max((len(str(s.path)) for s in states), default=0)
+    for s in states:
+        click.echo(f"{str(s.path):<{width}}  {s.describe()}")
+    if not states:
+        click.echo(f"no run folder in {', '.join(folders) or 'results'}", err=True)
+
+
+def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
+    """The complete runs among PATHS (run folders, or folders searched for them); a note for each
+    incomplete one (an error with --strict)."""
+    from abricot_local.errors import ResultsError
+
+    states = _run_states(paths)
+    if not states:
+        raise ResultsError(f"{', '.join(paths) or 'results'} holds no results.json and no run folder below it")
+    for s in states:
+        if not s.complete:
+            if strict:
+                raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
+            click.echo(f"note: skipped {s.path} ({s.describe()})", err=True)
+    done = [str(s.path) for s in states if s.complete]
+    if not done:
+        raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
+    return done
+
+
 @cli.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="OUT [OUT ...]")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="Output format (csv: '# name' sections separated by a blank line).")
-@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant"]), default="all",
-              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison.")
+@click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
+@click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
+              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table); "
+              "html: one self-contained page to explore the runs, best with -o.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
+              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
+              "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
 @click.option("--models", "models_file", type=click.Path(), help="Extra models.toml extending the registry.")
-def report(runs: tuple[str, ...], fmt: str, which: str, metrics: str, plot_dir: str | None, verify: bool,
-           models_file: str | None) -> None:
-    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants."""
+def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, which: str, metrics: str,
+           plot_dir: str | None, verify: bool, models_file: str | None) -> None:
+    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
+
+    OUT: run folders, or folders holding runs (searched recursively; default results/).
+    Incomplete runs are skipped with a note (--strict: an error)."""
     from abricot_local import report as rep
     from abricot_local.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
-    doc = rep.build(runs, registry=load_registry(models_file))
-    click.echo(rep.render(doc, fmt, table=which, metrics=patterns))
+    doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
+    if which == "samples":
+        from abricot_local import sample_table
+
+        text = sample_table.render(doc, fmt)
+    elif fmt == "html":
+        from abricot_local.html_report import render_html
+
+        text = render_html(doc, metrics=patterns)
+    else:
+        text = rep.render(doc, fmt, table=which, metrics=patterns)
+    if output:
+        from abricot_local.results import atomic_write
+
+        atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
     if plot_dir:
         from abricot_local import plots
 

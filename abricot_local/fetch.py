@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from . import hub_probe
 from .errors import AbricotError, DownloadError, IntegrityError, ModelError
+from .gguf_check import verify_gguf
 from .registry import ModelSpec, load_registry, lookup
 
 _CHUNK = 8 * 1024 * 1024
@@ -133,7 +135,8 @@ class ResolvedModel:
 
 
 def resolve_model(name: str, *, models_file: Path | str | None = None, offline: bool | None = None,
-                  progress: bool = True, registry: dict[str, ModelSpec] | None = None) -> ResolvedModel:
+                  progress: bool = True, registry: dict[str, ModelSpec] | None = None,
+                  notify=None) -> ResolvedModel:
     """A .gguf path, or a registry alias made available (cache, PyPI package or download)."""
     if name.lower().endswith(".gguf"):
         return ResolvedModel(check_gguf(Path(name).expanduser()))
@@ -150,7 +153,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
     else:
         paths = cached_paths(spec)
         if paths is None:
-            path = pull_model(spec, progress=progress, offline=offline)
+            path = pull_model(spec, progress=progress, offline=offline, notify=notify)
         else:
             _verify_parts(spec, paths)
             path = _colocate(spec, paths)
@@ -158,7 +161,7 @@ def resolve_model(name: str, *, models_file: Path | str | None = None, offline: 
 
 
 def check_gguf(path: Path) -> Path:
-    """The path itself if it is a readable GGUF file, else :class:`ModelError`."""
+    """The path itself if it is a readable, structurally sound GGUF file, else :class:`ModelError`."""
     if not path.exists():
         raise ModelError(f"model file not found: {path}")
     if path.is_dir():
@@ -168,8 +171,9 @@ def check_gguf(path: Path) -> Path:
             magic = fh.read(4)
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
-    if magic != b"GGUF":
+    if magic != b"GGUF"[: len(magic)]:  # an empty or cut-short file: verify_gguf says so
         raise ModelError(f"{path} is not a GGUF file (it does not start with 'GGUF'); llama.cpp needs a .gguf model")
+    verify_gguf(path)  # the header's structure (and every part of a split model), before llama.cpp reads it
     return path
 
 
@@ -288,12 +292,35 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
             utils.enable_progress_bars()
 
 
-def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None) -> Path:
+def download_line(spec: ModelSpec) -> str:
+    """What a pull fetches, in one line: repository, file(s), size, destination, free disk."""
+    import shutil
+
+    dest = download_folder(spec)
+    probe = dest
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = f"{shutil.disk_usage(probe).free / 2**30:.1f} GiB free"
+    except OSError:
+        free = "free space unknown"
+    size = spec.approx_bytes
+    files = ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
+    return (f"downloading {spec.repo} @ {(spec.revision or '?')[:12]}: {files}, "
+            f"{f'{size / 1e9:.2f} GB' if size else 'size unknown'} -> {dest} ({free})")
+
+
+def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
     """Download every part of ``spec`` into the standard HF cache (resumable), check
-    size and sha256 where known, and return the path of the first part."""
+    size and sha256 where known, and return the path of the first part. ``notify(line)``
+    is told what will be fetched before anything starts."""
     if spec.source != "hf":
         raise ModelError(f"model '{spec.name}' does not come from Hugging Face (source = {spec.source})")
     offline = is_offline() if offline is None else offline
+    if not offline:
+        hub_probe.require(f"model '{spec.name}' ({spec.repo})")  # one line, not ~24 s of retries
+    if notify and not offline:
+        notify(download_line(spec))
     paths = []
     with _progress_bars(progress):
         for i, name in enumerate(spec.files):
@@ -462,7 +489,7 @@ def _cached_dataset_files(repo_id: str, revision: str | None) -> list[str] | Non
 
 def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
     """File names of a Hugging Face dataset repository (from the cache when offline)."""
-    if not is_offline():
+    if not is_offline() and not hub_probe.unreachable():
         try:
             return sorted(_hub().list_repo_files(repo_id, repo_type="dataset", revision=revision))
         except Exception as exc:
@@ -471,17 +498,21 @@ def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
                 raise err from None
     files = _cached_dataset_files(repo_id, revision)
     if files is None:
-        raise DownloadError(f"dataset {repo_id} cannot be listed: offline or huggingface.co unreachable, and it "
-                            "is not in the local Hugging Face cache. Run once online to cache it.")
+        why = "offline" if is_offline() else f"the hub cannot be reached ({hub_probe.unreachable() or 'the connection failed'})"
+        raise DownloadError(f"dataset {repo_id} cannot be listed: {why}, and it is not in the local Hugging Face "
+                            "cache. Run once online to cache it.")
     return files
 
 
 def hub_dataset_download(repo_id: str, filename: str, revision: str | None = None, *,
                          progress: bool = True) -> Path:
     """One file of a dataset repository, via the standard HF cache."""
+    local = is_offline() or bool(hub_probe.unreachable())  # unreachable: the cached copy, if any
     with _progress_bars(progress):
         try:
             return Path(_hub().hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
-                                               repo_type="dataset", local_files_only=is_offline()))
+                                               repo_type="dataset", local_files_only=local))
         except Exception as exc:
+            if local and not is_offline():
+                hub_probe.require(f"{repo_id}/{filename}", "give the data file with --data TASK=FILE")
             raise _hub_error(exc, repo_id, filename, revision, dataset=True) from None

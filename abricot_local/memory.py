@@ -42,17 +42,20 @@ def estimate_kv_bytes(n_layer: int, n_ctx: int, n_embd_k_gqa: int, n_embd_v_gqa:
     return n_layer * n_ctx * (n_embd_k_gqa + n_embd_v_gqa) * bytes_per
 
 
-def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = None, vram: int = 0) -> None:
+def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = None, vram: int = 0,
+                 remote: int = 0) -> None:
     """Raise :class:`ModelError` when weights + KV cache clearly (by more than 10%)
-    exceed available RAM plus ``vram`` (free VRAM when offloading). Unknown RAM: no check."""
+    exceed available RAM plus ``vram`` (free VRAM when offloading) plus ``remote`` (free
+    memory of the RPC servers' devices). Unknown RAM: no check."""
     if available is None:
         available = available_memory()
         if available is None:
             return
-    budget = available + max(vram, 0)
+    budget = available + max(vram, 0) + max(remote, 0)
     need = model_bytes + kv_bytes
     if need > budget * 1.10:
-        where = f"RAM {available / _GIB:.1f} GiB + VRAM {vram / _GIB:.1f} GiB" if vram else "RAM"
+        where = " + ".join([f"RAM {available / _GIB:.1f} GiB", *([f"VRAM {vram / _GIB:.1f} GiB"] if vram else []),
+                            *([f"RPC servers {remote / _GIB:.1f} GiB"] if remote else [])]) if vram or remote else "RAM"
         raise ModelError(
             f"not enough memory: the model needs about {need / _GIB:.1f} GiB (weights {model_bytes / _GIB:.1f} "
             f"GiB + KV cache {kv_bytes / _GIB:.1f} GiB) but {budget / _GIB:.1f} GiB is available ({where}). "

@@ -104,6 +104,7 @@ class RunPlan:
     shard: Shard | None = None
     skipped: tuple[Skipped, ...] = ()
     reproduces: str = ""  # the registry entry's ``reproduces`` field
+    quant: str = ""  # the registry entry's quant, else read from the file name
 
     def config(self) -> dict:
         """Every option that can change a number (recorded, and compared on --resume)."""
@@ -148,7 +149,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
 def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,
              backend_options: ScoringOptions, limit: int | None, models_file: str | None = None,
              force: bool = False, n_ctx_given: bool = True, sample: int | None = None,
-             shard: Shard | None = None) -> RunPlan:
+             shard: Shard | None = None, notify=None) -> RunPlan:
     """Validate tasks, data, model and memory before anything heavy is loaded or downloaded."""
     cls = backend_class(backend)
     spec = None
@@ -165,10 +166,14 @@ def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: T
                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
     if not cls.reads_model_file:
         return RunPlan(model, None, None, None, **common)
-    resolved = fetch.resolve_model(model, models_file=models_file)
+    resolved = fetch.resolve_model(model, models_file=models_file, notify=notify)
     label = resolved.alias or Path(resolved.path).stem
+    from abricot_local.report import quant_of
+
+    spec = resolved.spec
     return RunPlan(label, str(resolved.path), fetch.sha256_file(Path(resolved.path)), resolved.alias,
-                   reproduces=resolved.spec.reproduces if resolved.spec else "", **common)
+                   reproduces=spec.reproduces if spec else "",
+                   quant=(spec.quant if spec else "") or quant_of(str(resolved.path)), **common)
 
 
 def model_bytes(path: Path) -> int:
@@ -187,7 +192,8 @@ def check_memory(plan: RunPlan) -> None:
     path = Path(plan.model_path)
     facts = backend_class(plan.backend).preflight(path, plan.backend_options)
     if facts:
-        memory.check_memory(model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0))
+        memory.check_memory(model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0),
+                            remote=facts.get("remote", 0))
 
 
 def check_memory_before_download(spec, options: ScoringOptions) -> None:

@@ -1,6 +1,7 @@
 """The model registry: aliases -> where a GGUF file comes from and what it is.
 
-The shipped table is ``abricot_local/models.toml``. A user file
+The shipped table is ``models.toml`` at the top of the repository (inside the
+package once installed). A user file
 (``$ABRICOT_CONFIG_DIR/models.toml``, by default
 ``$XDG_CONFIG_HOME/abricot-local/models.toml`` or
 ``~/.config/abricot-local/models.toml``, and/or an explicit ``--models FILE``)
@@ -118,8 +119,16 @@ def parse_size(text: str) -> int | None:
 
 
 def packaged_file() -> Path:
-    """Path of the shipped ``models.toml`` (package data)."""
-    return Path(str(resources.files("abricot_local").joinpath("models.toml")))
+    """The shipped ``models.toml``: inside the installed package (a wheel carries it there,
+    see setup.py), else at the top of the source tree (an editable install or a checkout)."""
+    shipped = Path(str(resources.files("abricot_local").joinpath("models.toml")))
+    if shipped.is_file():
+        return shipped
+    source = Path(__file__).resolve().parents[1] / "models.toml"
+    if source.is_file():
+        return source
+    raise UsageError(f"the shipped models.toml is missing (looked in {shipped.parent} and {source.parent}); "
+                     "reinstall abricot-local")
 
 
 def user_config_dir() -> Path:

@@ -380,8 +380,11 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[s
         rows.append(row)
     cols = ["model", "quant", "source", *(f"{t}.n" for t in tasks), *keys, "folder"]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    title = ("Runs and published results (value [95% bootstrap CI])" if report.baselines else
-             "Runs (value [95% bootstrap CI]); no published results exist for these tasks")
+    unpublished = [t for t in tasks if t not in {b.task for b in report.baselines}]
+    title = "Runs and published results (value [95% bootstrap CI])" if report.baselines else \
+        "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
+    if report.baselines and unpublished:
+        title += f"; none are published for {', '.join(unpublished)}"
     out = {"runs": (title, text)}
     if report.checks:
         wide: dict[tuple, dict] = {}
@@ -448,11 +451,8 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
     if fmt == "csv":
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
-        if table != "all":
-            return frames[table].to_csv(index=False).rstrip("\n")
-        parts = [f"# {name}\n" + df.to_csv(index=False).rstrip("\n") for name, df in frames.items()
-                 if name == "runs" or len(df)]
-        return "\n\n".join(parts)
+        # one plain table a CSV reader loads as is: "all" means the runs table here
+        return frames["runs" if table == "all" else table].to_csv(index=False).rstrip("\n")
     sections = _text_frames(report, metrics)
     if table != "all" and table not in sections:
         return EMPTY[table]

@@ -3,7 +3,13 @@
 While a run is going, every scored item is appended (flushed and fsync'd) to
 ``.checkpoint/samples-<task>.jsonl``; ``.checkpoint/run.json`` records what
 must match for a resume. Only a finished run writes ``samples-<task>.jsonl``
-and, last, ``results.json``, each atomically (temp file, fsync, rename).
+and, last, ``results.json``, each atomically (temp file, fsync, rename), with
+the mode any file gets under the umask (0644 under umask 022).
+
+A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it
+(pid, start time, items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items
+saved), ``FAILED`` with the error; none once ``results.json`` is there.
+:func:`find_runs` reads these states (``runs`` and ``report``).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import fcntl
 import json
 import os
 import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
@@ -20,6 +28,8 @@ SCHEMA_VERSION = 1
 RESULTS = "results.json"
 CHECKPOINT = ".checkpoint"
 LOCK = ".lock"
+RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
+MARKERS = (RUNNING, INTERRUPTED, FAILED)
 
 
 def samples_name(task: str) -> str:
@@ -30,6 +40,13 @@ def dumps_line(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=False, allow_nan=True) + "\n"
 
 
+def file_mode() -> int:
+    """The mode open() gives a new file under the current umask (mkstemp's files are 0600)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +55,7 @@ def atomic_write(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), file_mode())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
@@ -181,11 +199,39 @@ class OutputDir:
         except OSError as exc:
             raise ResultsError(f"cannot write the checkpoint in {self.ckpt}: {exc.strerror or exc}") from None
 
+    # -- state shown to ls and `runs` ------------------------------------------------------
+    def running(self, totals: dict[str, int]) -> None:
+        """Mark the folder RUNNING: this process, when it started, the items of each task."""
+        self.totals, self.started = dict(totals), _now()
+        self._mark(RUNNING, [])
+
+    def interrupted(self) -> None:
+        self._mark(INTERRUPTED, [f"interrupted: {_now()}",
+                                 "resume: run the same command with --out this folder and --resume"])
+
+    def failed(self, error: str) -> None:
+        self._mark(FAILED, [f"failed: {_now()}", f"error: {' '.join(error.split())}"])
+
+    def _mark(self, state: str, lines: list[str]) -> None:
+        totals = getattr(self, "totals", {})
+        done = saved_counts(self.path)
+        lines = [f"pid: {os.getpid()}", f"started: {getattr(self, 'started', '?')}", *lines,f"items: {items_text(done, totals)}",
+                 "totals: " + ", ".join(f"{t}={n}" for t, n in totals.items())]
+        try:
+            atomic_write(self.path / state, "\n".join(lines) + "\n")
+        except ResultsError:
+            return  # the state file is a courtesy; the checkpoint is what counts
+        for name in MARKERS:
+            if name != state:
+                (self.path / name).unlink(missing_ok=True)
+
     def finalize(self, results: dict, samples: dict[str, list[dict]]) -> Path:
         """Write the samples files, then results.json; then drop the checkpoint."""
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r) for r in rows))
         atomic_write(self.path / RESULTS, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        for name in MARKERS:
+            (self.path / name).unlink(missing_ok=True)
         for fh in self._handles.values():
             fh.close()
         self._handles.clear()
@@ -206,3 +252,121 @@ def saved_counts(folder: Path) -> dict[str, int]:
             ids = {s.get("id") for s in read_jsonl(f)}
             counts[task] = max(counts.get(task, 0), len(ids))
     return counts
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
+    """"12 of 40 items (discotex 12/40)"; without totals, "12 items (discotex 12)"."""
+    tasks = list(totals) or list(done)
+    n = sum(done.get(t, 0) for t in tasks)
+    per = ", ".join(f"{t} {done.get(t, 0)}" + (f"/{totals[t]}" if t in totals else "") for t in tasks)
+    head = f"{n} of {sum(totals.values())} items" if totals else f"{n} items"
+    return f"{head} ({per})" if per else head
+
+
+# -- run folders and their states -------------------------------------------------------------
+@dataclass(frozen=True)
+class RunState:
+    """A run folder's state: complete, running, interrupted, failed, or stopped (a RUNNING
+    folder whose process is gone: killed or crashed; --resume continues it)."""
+
+    path: Path
+    state: str
+    done: int
+    total: int | None
+    detail: str = ""  # items per task, the error, the pid
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def describe(self) -> str:
+        items = f"{self.done} of {self.total} items" if self.total is not None else f"{self.done} items"
+        return f"{self.state}, {items}" + (f"; {self.detail}" if self.detail else "")
+
+
+def _fields(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in text.splitlines()) if sep}
+
+
+def _lock_held(folder: Path) -> bool:
+    """Whether a live process holds the folder's flock (a dead one's lock is gone with it)."""
+    try:
+        fh = open(folder / LOCK, "r")
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        fh.close()
+    return False
+
+
+def is_run_folder(folder: Path) -> bool:
+    return (folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
+
+
+def run_state(folder: str | Path) -> RunState:
+    """The state of one run folder, from results.json, its state file and its checkpoint."""
+    folder = Path(folder)
+    if (folder / RESULTS).is_file():
+        try:
+            tasks = load_results(folder).get("tasks", {})
+            n = sum(int(t.get("n", 0)) for t in tasks.values())
+        except (ResultsError, AttributeError, TypeError, ValueError):
+            return RunState(folder, "failed", 0, None, f"{RESULTS} is unreadable")
+        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.get('n')}" for k, v in tasks.items()))
+    marker = next((m for m in MARKERS if (folder / m).is_file()), None)
+    fields = _fields(folder / marker) if marker else {}
+    totals = {}
+    for part in filter(None, (p.strip() for p in fields.get("totals", "").split(","))):
+        task, _, n = part.partition("=")
+        if n.isdigit():
+            totals[task] = int(n)
+    done = saved_counts(folder)
+    total = sum(totals.values()) if totals else None
+    per = items_text(done, totals).partition("(")[2].rstrip(")")
+    n = sum(done.values())
+
+    def detail(*parts: str) -> str:
+        return "; ".join(p for p in (*parts, per) if p)
+
+    if marker == RUNNING:
+        if _lock_held(folder):
+            return RunState(folder, "running", n, total,
+                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"))
+        return RunState(folder, "stopped", n, total, detail(
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", "--resume continues"))
+    if marker == FAILED:
+        return RunState(folder, "failed", n, total, fields.get("error", "unknown error"))
+    return RunState(folder, "interrupted", n, total, detail("--resume continues"))
+
+
+def find_runs(paths) -> list[RunState]:
+    """Run folders under each path (itself, or any folder below it), in path order."""
+    out: list[RunState] = []
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            raise ResultsError(f"run folder not found: {root}")
+        if not root.is_dir():
+            raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
+        if is_run_folder(root):
+            out.append(run_state(root))
+            continue
+        for here, dirs, _ in os.walk(root):
+            dirs.sort()
+            for d in list(dirs):
+                if is_run_folder(Path(here) / d):
+                    out.append(run_state(Path(here) / d))
+                    dirs.remove(d)  # a run folder's own subfolders are not runs
+    return out

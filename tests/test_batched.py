@@ -15,7 +15,7 @@ from abricot_local.core import Request
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 pytestmark = pytest.mark.real
 
@@ -29,8 +29,8 @@ TOLERANCE = 1.0  # nats
 FLIP_GAP = 0.5  # nats
 
 
-def requests():
-    d = DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()[:6]
+def requests(discotex_dir):
+    d = DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items()[:6]
     a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:3]  # 3-shot default
     # multi-token continuations: tails decoded on each item's own sequence, then rewound
     m = [Request(f"La capitale {x} è", (" Roma", " Milano e dintorni", " una città"), prefix="La capitale")
@@ -52,8 +52,8 @@ def score_all(path, reqs, **kw):
 
 
 @pytest.fixture(scope="module")
-def scored(gemma_path):
-    reqs = requests()
+def scored(gemma_path, discotex_dir):
+    reqs = requests(discotex_dir)
     return reqs, score_all(gemma_path, reqs, engine="prefix"), score_all(gemma_path, reqs, engine="batched")
 
 

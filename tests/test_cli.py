@@ -8,15 +8,22 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def run_fake(out, *extra):
-    return invoke("run", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR, "--out", out, *extra)
+DISCOTEX = "<the discotex_dir fixture>"  # in parametrize lists, replaced in the test
+
+
+@pytest.fixture
+def run_fake(discotex_dir):
+    def run(out, *extra):
+        return invoke("run", "fake", "--backend", "fake", "--data-dir", discotex_dir, "--out", out, *extra)
+
+    return run
 
 
 def test_import_and_help_never_load_llama_cpp():
@@ -35,7 +42,7 @@ def test_module_entry_point_runs():
     assert out.returncode == 0 and "abricot-local" in out.stdout
 
 
-def test_discotex_run_writes_results_and_samples(tmp_path):
+def test_discotex_run_writes_results_and_samples(tmp_path, run_fake):
     out = tmp_path / "out"
     r = run_fake(out, "--limit", 12)
     assert r.exit_code == 0, r.output
@@ -61,7 +68,7 @@ def test_discotex_run_writes_results_and_samples(tmp_path):
     assert not (out / ".checkpoint").exists() and not (out / ".lock").exists()
 
 
-def test_same_config_gives_identical_samples(tmp_path):
+def test_same_config_gives_identical_samples(tmp_path, run_fake):
     run_fake(tmp_path / "a", "--limit", 8)
     run_fake(tmp_path / "b", "--limit", 8)
     assert (tmp_path / "a" / "samples-discotex.jsonl").read_bytes() == (tmp_path / "b" / "samples-discotex.jsonl").read_bytes()
@@ -84,15 +91,16 @@ def test_abricot_group_runs_both_tasks(tmp_path):
     "args, message",
     [
         (["run", "fake", "--backend", "fake", "--tasks", "discotx"], "did you mean: discotex"),
-        (["run", "no-such-model", "--data-dir", DISCOTEX_DIR], "no-such-model"),
-        (["run", "missing.gguf", "--data-dir", DISCOTEX_DIR], "not found"),
+        (["run", "no-such-model", "--data-dir", DISCOTEX], "no-such-model"),
+        (["run", "missing.gguf", "--data-dir", DISCOTEX], "not found"),
         (["run", "fake", "--backend", "fake", "--data-dir", "/nonexistent"], "not found"),
         (["run", "fake", "--backend", "fake", "--data", "oops"], "TASK=PATH"),
-        (["run", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR, "--limit", "0"], "--limit"),
-        (["run", "fake", "--backend", "nope", "--data-dir", DISCOTEX_DIR], "unknown backend"),
+        (["run", "fake", "--backend", "fake", "--data-dir", DISCOTEX, "--limit", "0"], "--limit"),
+        (["run", "fake", "--backend", "nope", "--data-dir", DISCOTEX], "unknown backend"),
     ],
 )
-def test_bad_input_is_one_clean_line(args, message, tmp_path):
+def test_bad_input_is_one_clean_line(args, message, tmp_path, request):
+    args = [request.getfixturevalue("discotex_dir") if a == DISCOTEX else a for a in args]
     r = invoke(*args, "--out", tmp_path / "o")
     assert r.exit_code != 0
     assert message.lower() in r.output.lower()
@@ -100,10 +108,10 @@ def test_bad_input_is_one_clean_line(args, message, tmp_path):
     assert not (tmp_path / "o" / "results.json").exists()
 
 
-def test_not_gguf_and_truncated_gguf(tmp_path):
+def test_not_gguf_and_truncated_gguf(tmp_path, discotex_dir):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"PK\x03\x04 not a model")
-    r = invoke("run", bad, "--data-dir", DISCOTEX_DIR, "--out", tmp_path / "o")
+    r = invoke("run", bad, "--data-dir", discotex_dir, "--out", tmp_path / "o")
     assert r.exit_code != 0 and "not a GGUF file" in r.output
 
 
@@ -116,15 +124,15 @@ def test_malformed_tsv_is_reported(tmp_path):
     assert r.exit_code != 0 and "CLASS must be 0 or 1" in r.output
 
 
-def test_prompt_over_n_ctx_names_item_and_counts(tmp_path):
+def test_prompt_over_n_ctx_names_item_and_counts(tmp_path, run_fake):
     r = run_fake(tmp_path / "o", "--limit", 2, "--n-ctx", 64)
     assert r.exit_code != 0
     assert "task_1_ted_test_1" in r.output and "context window holds 64 (--n-ctx 64)" in r.output
     assert not (tmp_path / "o" / "results.json").exists()
 
 
-def test_labels_command_on_fake():
-    r = invoke("labels", "fake", "--backend", "fake", "--data-dir", DISCOTEX_DIR)
+def test_labels_command_on_fake(discotex_dir):
+    r = invoke("labels", "fake", "--backend", "fake", "--data-dir", discotex_dir)
     assert r.exit_code == 0, r.output
     assert "' A'" in r.output and "fast path" in r.output
 
@@ -143,7 +151,7 @@ def test_chat_template_wraps_prompts_and_is_recorded(tmp_path):
     assert invoke("check", out).exit_code == 0
 
 
-def test_batched_engine_and_parallel_are_accepted_and_recorded(tmp_path, monkeypatch):
+def test_batched_engine_and_parallel_are_accepted_and_recorded(tmp_path, monkeypatch, run_fake):
     from abricot_local.backends.fake import FakeBackend
 
     sizes = []
@@ -168,7 +176,7 @@ def test_batched_engine_and_parallel_are_accepted_and_recorded(tmp_path, monkeyp
     assert invoke("check", out).exit_code == 0
 
 
-def test_parallel_needs_the_batched_engine(tmp_path):
+def test_parallel_needs_the_batched_engine(tmp_path, run_fake):
     r = run_fake(tmp_path / "o", "--limit", 1, "--parallel", 2)
     assert r.exit_code != 0 and "--parallel applies only to --engine batched" in r.output
     r = run_fake(tmp_path / "o", "--limit", 1, "--engine", "batched", "--parallel", 0)
@@ -179,7 +187,7 @@ def samples_of(out):
     return [json.loads(line) for line in (out / "samples-discotex.jsonl").read_text().splitlines()]
 
 
-def test_sample_draws_a_seeded_subset_in_release_order(tmp_path):
+def test_sample_draws_a_seeded_subset_in_release_order(tmp_path, run_fake):
     out = tmp_path / "s"
     r = run_fake(out, "--sample", 30, "--n-ctx", 4096)
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""DISCOTEX items built from the real release in ../shared, and malformed-file errors."""
+"""DISCOTEX items built from the real release (the discotex_dir fixture), and malformed-file errors."""
 
 import collections
 
@@ -7,18 +7,17 @@ import pytest
 from abricot_local.errors import DataError
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DESCRIPTION, NONE_OF_THEM, DiscotexTask, read_release_tsv
-from conftest import DISCOTEX_DIR
 
 HEADER = "ID\tPROMPT\tTARGET\tCLASS\n"
 
 
-def task(seed=1234, data_dir=DISCOTEX_DIR):
+def task(data_dir, seed=1234):
     return DiscotexTask(TaskOptions(data_dir=str(data_dir), seed=seed))
 
 
 @pytest.fixture(scope="module")
-def items():
-    return DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()
+def items(discotex_dir):
+    return DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items()
 
 
 def test_release_gives_1600_items_ted_then_wiki(items):
@@ -52,16 +51,16 @@ def test_prompt_is_exactly_the_published_format(items):
     assert it.continuations == (" A", " B", " C", " D", " E")
 
 
-def test_construction_is_seeded_and_independent_of_other_rows(tmp_path, items):
-    again = task().items()
+def test_construction_is_seeded_and_independent_of_other_rows(tmp_path, items, discotex_dir):
+    again = task(discotex_dir).items()
     assert [(i.context, i.gold) for i in again] == [(i.context, i.gold) for i in items]
-    other = task(seed=99).items()
+    other = task(discotex_dir, seed=99).items()
     assert sum(a.context != b.context for a, b in zip(items, other)) > 1500
     # A shorter file (first 50 rows) builds the same first 50 items' gold positions.
     small = tmp_path / "small"
     small.mkdir()
     for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
-        rows = read_release_tsv(DISCOTEX_DIR / name)[:50]
+        rows = read_release_tsv(discotex_dir / name)[:50]
         with (small / name).open("w", encoding="utf-8", newline="") as fh:
             import csv
 
@@ -115,7 +114,7 @@ def test_no_data_offline_says_how_to_give_it():
     assert "--data-dir" in str(err.value) or "offline" in str(err.value).lower()
 
 
-def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch):
+def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch, discotex_dir):
     """No --data-dir: the task pulls the release (mocked network) into the cache, sha-verified."""
     import shutil
 
@@ -127,7 +126,7 @@ def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch):
     def fake_download(url, dest, *, sha256=None, progress=True):
         calls.append((url, sha256))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(DISCOTEX_DIR / dest.name, dest)
+        shutil.copyfile(discotex_dir / dest.name, dest)
         assert fetch.sha256_file(dest) == sha256
         return dest
 

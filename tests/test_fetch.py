@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import struct
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +22,7 @@ from abricot_local import fetch, memory
 from abricot_local.errors import DownloadError, IntegrityError, ModelError, UnknownModelError
 from abricot_local.registry import ModelSpec, load_registry
 
-GGUF = b"GGUF" + b"\x03\x00\x00\x00" + bytes(range(256)) * 4
+GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0) + bytes(range(256)) * 4  # a valid header: no tensors, no keys
 GGUF_SHA = hashlib.sha256(GGUF).hexdigest()
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -40,6 +41,9 @@ def _isolated(tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
     monkeypatch.setattr(huggingface_hub, "list_repo_files", no_network)
+    from abricot_local import hub_probe
+
+    monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: None)  # the mocked hub answers
 
 
 def hf_spec(**kw) -> ModelSpec:

@@ -299,13 +299,10 @@ N_ITEMS = 2
 
 
 def _discotex_dir() -> Path:
-    from conftest import DISCOTEX_DIR
+    """The release, as the discotex_dir fixture finds it (skip with how, fail under CI=true)."""
+    import realdata
 
-    if not Path(DISCOTEX_DIR).is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the DISCOTEX release is missing ({DISCOTEX_DIR})")
-        pytest.skip(f"the DISCOTEX release is not here ({DISCOTEX_DIR})")
-    return Path(DISCOTEX_DIR)
+    return realdata.require(realdata.DISCOTEX)
 
 
 def _write_real_data(folder: Path) -> None:

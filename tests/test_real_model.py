@@ -11,7 +11,7 @@ from abricot_local.cli import cli
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
 from abricot_local.tasks.abricot import AbricotAbsTask
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 pytestmark = pytest.mark.real
 OPTS = dict(threads=2, n_ctx=2048)
@@ -52,9 +52,9 @@ def reference_logprob(b, sch, i):
     return total
 
 
-def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, tmp_path):
+def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, tmp_path, discotex_dir):
     out = tmp_path / "out"
-    r = CliRunner().invoke(cli, ["run", str(gemma_path), "--tasks", "discotex", "--data-dir", str(DISCOTEX_DIR),
+    r = CliRunner().invoke(cli, ["run", str(gemma_path), "--tasks", "discotex", "--data-dir", str(discotex_dir),
                                  "--limit", "4", "--threads", "2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "results.json").read_text())
@@ -84,14 +84,14 @@ def test_multi_token_continuations_equal_token_by_token(gemma_path):
     b.close()
 
 
-def items_for_engines():
-    d = DiscotexTask(TaskOptions(data_dir=str(DISCOTEX_DIR))).items()[:3]
+def items_for_engines(discotex_dir):
+    d = DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items()[:3]
     a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:3]
     return d + a
 
 
-def test_engines_and_item_order_are_bit_identical(gemma_path):
-    items = items_for_engines()
+def test_engines_and_item_order_are_bit_identical(gemma_path, discotex_dir):
+    items = items_for_engines(discotex_dir)
     results = {}
     for engine in ("naive", "single", "prefix"):
         b = backend(gemma_path, engine=engine)
@@ -101,11 +101,12 @@ def test_engines_and_item_order_are_bit_identical(gemma_path):
     assert results["naive"] == results["single"] == results["prefix"]
 
 
-def test_truncated_gguf_is_a_clean_error(gemma_path, tmp_path):
+def test_truncated_gguf_is_a_clean_error(gemma_path, tmp_path, discotex_dir):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(gemma_path.read_bytes()[: 5_000_000])
-    r = CliRunner().invoke(cli, ["run", str(cut), "--data-dir", str(DISCOTEX_DIR), "--limit", "1", "--out", str(tmp_path / "o")])
-    assert r.exit_code != 0 and "could not load" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["run", str(cut), "--data-dir", str(discotex_dir), "--limit", "1", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "Traceback" not in r.output  # refused by gguf_check before llama.cpp opens it
+    assert "is not a usable GGUF model" in r.output and "the file is incomplete" in r.output
     assert not (tmp_path / "o" / "results.json").exists()
 
 
@@ -119,11 +120,11 @@ def test_embedded_alias_runs_abricot(tmp_path):
     assert res["tasks"]["abricot_inc"]["config"]["prompt_variant"] == "calamita"
 
 
-def test_memory_refusal_names_both_numbers_and_force_overrides(gemma_path, tmp_path, monkeypatch):
+def test_memory_refusal_names_both_numbers_and_force_overrides(gemma_path, tmp_path, monkeypatch, discotex_dir):
     from abricot_local import memory
 
     monkeypatch.setattr(memory, "available_memory", lambda: 50 * 2**20)
-    args = ["run", str(gemma_path), "--data-dir", str(DISCOTEX_DIR), "--limit", "1", "--threads", "2"]
+    args = ["run", str(gemma_path), "--data-dir", str(discotex_dir), "--limit", "1", "--threads", "2"]
     r = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "a")])
     assert r.exit_code != 0 and "not enough memory" in r.output and "--force" in r.output
     assert "KV cache" in r.output and "GiB" in r.output

@@ -51,9 +51,9 @@ def write(tmp_path: Path, text: str, name: str = "models.toml") -> Path:
 
 # ---------------------------------------------------------------- shipped file
 
-def test_shipped_file_is_package_data():
+def test_shipped_file_is_found():
+    # at the top of the source tree here; inside the package once built (tests/test_packaging.py)
     assert packaged_file().name == "models.toml"
-    assert packaged_file().parent.name == "abricot_local"
     assert packaged_file().is_file()
 
 

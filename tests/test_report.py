@@ -17,7 +17,7 @@ from abricot_local import baselines, report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.registry import load_registry
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -27,7 +27,7 @@ def invoke(*args):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tmp_path_factory, discotex_dir) -> dict[str, Path]:
     """Two fake-backend runs (DISCOTEX + ABRICOT); one labelled as a registry alias."""
     root = tmp_path_factory.mktemp("runs")
     out = {}
@@ -36,7 +36,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         mp.setenv("ABRICOT_CONFIG_DIR", str(root / "config"))
         mp.setenv("ABRICOT_OFFLINE", "1")
         for label, seed in (("toy-q8", "1234"), ("llama-3.1-8b-q4", "7")):
-            r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", DISCOTEX_DIR,
+            r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", discotex_dir,
                        "--data", f"abricot={FIXTURE}", "--n-ctx", 8192, "--limit", 12, "--seed", seed,
                        "--out", root / label)
             assert r.exit_code == 0, r.output
@@ -89,14 +89,15 @@ def test_csv_values_equal_results_files(runs):
     assert float(mistral["abricot_abs.pearson"]) == 0.22 and float(mistral["abricot_inc.pearson"]) == 0.0
 
 
-def test_csv_all_sections_parse(runs):
-    r = invoke("report", *runs.values(), "--format", "csv")
-    sections = r.stdout.strip().split("\n\n")
-    names = [s.splitlines()[0] for s in sections]
-    assert names[0] == "# runs" and "# published" in names
-    for s in sections:
-        rows = list(csv.reader(io.StringIO(s.split("\n", 1)[1])))
-        assert len(rows) >= 2 and len({len(x) for x in rows}) == 1
+def test_every_csv_is_one_plain_table(runs):
+    """--format csv writes one table a CSV reader loads as is; with --table all, the runs table."""
+    default = invoke("report", *runs.values(), "--format", "csv").stdout
+    assert default == invoke("report", *runs.values(), "--format", "csv", "--table", "runs").stdout
+    for which in ("runs", "published", "quant", "samples"):
+        out = invoke("report", *runs.values(), "--format", "csv", "--table", which).stdout
+        assert not any(line.startswith("#") for line in out.splitlines()) and "\n\n" not in out.strip()
+        rows = list(csv.reader(io.StringIO(out)))
+        assert rows and len({len(x) for x in rows}) == 1, which  # a header at least
 
 
 def test_table_and_markdown_show_the_recorded_values(runs):
@@ -314,7 +315,7 @@ def test_folder_without_results_is_a_clean_error(tmp_path):
     assert r.exit_code == 2 and "holds no results.json" in r.stderr and "Traceback" not in r.output
     (tmp_path / "half" / ".checkpoint").mkdir(parents=True)
     r = invoke("report", tmp_path / "half")
-    assert r.exit_code == 2 and "interrupted run" in r.stderr
+    assert r.exit_code == 2 and "skipped" in r.stderr and "interrupted" in r.stderr  # tests/test_run_state.py
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "results.json").write_text('{"schema_version": 1, "model": {}}')

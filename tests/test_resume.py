@@ -12,12 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import results
-from abricot_local.backends.fake import FakeBackend
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
-from conftest import DISCOTEX_DIR
+from conftest import fail_after
 
-BASE = ["run", "fake", "--backend", "fake", "--data-dir", str(DISCOTEX_DIR), "--limit", "10"]
+
+@pytest.fixture
+def base(discotex_dir):
+    return ["run", "fake", "--backend", "fake", "--data-dir", str(discotex_dir), "--limit", "10"]
 
 
 def invoke(*args):
@@ -29,40 +31,28 @@ def samples(out, task="discotex"):
 
 
 @pytest.fixture
-def reference(tmp_path):
+def reference(tmp_path, base):
     out = tmp_path / "reference"
-    assert invoke(*BASE, "--out", out).exit_code == 0
+    assert invoke(*base, "--out", out).exit_code == 0
     return out
 
 
 def interrupt_after(monkeypatch, n):
-    calls = {"n": 0}
-    real = FakeBackend.score_many
-
-    def score_many(self, reqs):
-        out = []
-        for req in reqs:
-            if calls["n"] == n:
-                raise KeyboardInterrupt
-            calls["n"] += 1
-            out += real(self, [req])
-        return out
-
-    monkeypatch.setattr(FakeBackend, "score_many", score_many)
+    fail_after(monkeypatch, n, KeyboardInterrupt)
 
 
-def test_ctrl_c_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, reference):
+def test_ctrl_c_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, reference, base):
     out = tmp_path / "o"
     interrupt_after(monkeypatch, 4)
-    r = invoke(*BASE, "--out", out)
+    r = invoke(*base, "--out", out)
     assert r.exit_code == 130
     assert "resume with: abricot-local" in r.output and "--resume" in r.output
     assert not (out / "results.json").exists()
     assert len((out / ".checkpoint" / "samples-discotex.jsonl").read_text().splitlines()) == 4
     monkeypatch.undo()
-    again = invoke(*BASE, "--out", out)
+    again = invoke(*base, "--out", out)
     assert again.exit_code != 0 and "--resume" in again.output  # refuses to start over silently
-    r = invoke(*BASE, "--out", out, "--resume")
+    r = invoke(*base, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     assert samples(out) == samples(reference)
     res, ref = (json.loads((d / "results.json").read_text()) for d in (out, reference))
@@ -70,47 +60,47 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, r
     assert res["tasks"]["discotex"]["scored_now"] == 6
 
 
-def test_torn_last_line_is_rescored(tmp_path, monkeypatch, reference):
+def test_torn_last_line_is_rescored(tmp_path, monkeypatch, reference, base):
     out = tmp_path / "o"
     interrupt_after(monkeypatch, 3)
-    invoke(*BASE, "--out", out)
+    invoke(*base, "--out", out)
     monkeypatch.undo()
     ck = out / ".checkpoint" / "samples-discotex.jsonl"
     with ck.open("a") as fh:
         fh.write('{"id": "task_1_ted_test_4", "logpr')  # a crash mid-write
-    r = invoke(*BASE, "--out", out, "--resume")
+    r = invoke(*base, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     assert samples(out) == samples(reference)
 
 
-def test_resume_refuses_a_different_config(tmp_path, monkeypatch):
+def test_resume_refuses_a_different_config(tmp_path, monkeypatch, base):
     out = tmp_path / "o"
     interrupt_after(monkeypatch, 2)
-    invoke(*BASE, "--out", out)
+    invoke(*base, "--out", out)
     monkeypatch.undo()
-    r = invoke(*BASE, "--out", out, "--resume", "--seed", "7")
+    r = invoke(*base, "--out", out, "--resume", "--seed", "7")
     assert r.exit_code != 0 and "config differ" in r.output
 
 
-def test_resume_needs_out_and_a_checkpoint(tmp_path):
-    assert "--resume needs" in invoke(*BASE, "--resume").output
-    r = invoke(*BASE, "--out", tmp_path / "empty", "--resume")
+def test_resume_needs_out_and_a_checkpoint(tmp_path, base):
+    assert "--resume needs" in invoke(*base, "--resume").output
+    r = invoke(*base, "--out", tmp_path / "empty", "--resume")
     assert r.exit_code != 0 and "nothing to resume" in r.output
 
 
-def test_one_writer_per_folder(tmp_path):
+def test_one_writer_per_folder(tmp_path, base):
     out = results.OutputDir(tmp_path / "o")
     out.acquire()
     try:
-        r = invoke(*BASE, "--out", tmp_path / "o")
+        r = invoke(*base, "--out", tmp_path / "o")
         assert r.exit_code != 0 and "in use by another run" in r.output
     finally:
         out.release()
     (tmp_path / "o" / ".lock").write_text("999999999")  # a dead process: stale lock
-    assert invoke(*BASE, "--out", tmp_path / "o").exit_code == 0
+    assert invoke(*base, "--out", tmp_path / "o").exit_code == 0
 
 
-def test_disk_full_keeps_checkpoint_and_writes_no_results(tmp_path, monkeypatch):
+def test_disk_full_keeps_checkpoint_and_writes_no_results(tmp_path, monkeypatch, base):
     out = tmp_path / "o"
     real_replace = os.replace
 
@@ -120,13 +110,13 @@ def test_disk_full_keeps_checkpoint_and_writes_no_results(tmp_path, monkeypatch)
         return real_replace(src, dst)
 
     monkeypatch.setattr(results.os, "replace", full)
-    r = invoke(*BASE, "--out", out)
+    r = invoke(*base, "--out", out)
     assert r.exit_code != 0 and "No space left on device" in r.output and "Traceback" not in r.output
     assert not (out / "results.json").exists()
     assert len((out / ".checkpoint" / "samples-discotex.jsonl").read_text().splitlines()) == 10
     assert not list(out.glob(".results.json.*.tmp"))
     monkeypatch.undo()
-    assert invoke(*BASE, "--out", out, "--resume").exit_code == 0
+    assert invoke(*base, "--out", out, "--resume").exit_code == 0
 
 
 def test_read_jsonl_rejects_corruption_in_the_middle(tmp_path):
@@ -158,8 +148,8 @@ def test_check_refuses_changed_data(reference, tmp_path):
 
 
 @pytest.mark.real
-def test_sigkill_then_resume_on_the_real_model(gemma_path, tmp_path):
-    args = [sys.executable, "-m", "abricot_local", "run", str(gemma_path), "--data-dir", str(DISCOTEX_DIR),
+def test_sigkill_then_resume_on_the_real_model(gemma_path, tmp_path, discotex_dir):
+    args = [sys.executable, "-m", "abricot_local", "run", str(gemma_path), "--data-dir", str(discotex_dir),
             "--limit", "5", "--threads", "2"]
     ref = tmp_path / "ref"
     subprocess.run([*args, "--out", str(ref)], check=True, capture_output=True)

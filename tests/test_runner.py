@@ -14,7 +14,7 @@ from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
 from abricot_local.results import OutputDir
 from abricot_local.tasks.base import DataSpec, Item, Task, TaskOptions
-from conftest import DISCOTEX_DIR, FIXTURE
+from conftest import FIXTURE
 
 
 class ToyTask(Task):
@@ -51,14 +51,22 @@ def toy_plugin(monkeypatch, tmp_path):
     tasks.groups.cache_clear()
 
 
-def plan(**kw):
-    args = dict(model="fake", backend="fake", task_spec="discotex",
-                task_options=TaskOptions(data_dir=str(DISCOTEX_DIR)), backend_options=ScoringOptions(n_ctx=8192), limit=None)
-    args.update(kw)
-    return planning.plan_run(**args)
+@pytest.fixture
+def plan(request):
+    """planning.plan_run on the fake backend; DISCOTEX from the discotex_dir fixture unless task_options is given."""
+
+    def make(**kw):
+        if "task_options" not in kw:
+            kw["task_options"] = TaskOptions(data_dir=str(request.getfixturevalue("discotex_dir")))
+        args = dict(model="fake", backend="fake", task_spec="discotex", backend_options=ScoringOptions(n_ctx=8192),
+                    limit=None)
+        args.update(kw)
+        return planning.plan_run(**args)
+
+    return make
 
 
-def test_plan_records_config_without_loading_anything():
+def test_plan_records_config_without_loading_anything(plan):
     p = plan(limit=5)
     assert p.model_path is None and [r.task.name for r in p.runs] == ["discotex"]
     assert len(p.runs[0].items) == 5
@@ -67,7 +75,7 @@ def test_plan_records_config_without_loading_anything():
     assert p.manifest()["data_sha256"]["discotex"] and p.skipped == ()
 
 
-def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it():
+def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it(plan):
     full = [it.id for it in plan().runs[0].items]
     s = [it.id for it in plan(sample=30).runs[0].items]
     assert len(s) == 30 and s == [i for i in full if i in set(s)]
@@ -79,7 +87,7 @@ def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it():
         planning.Shard.parse("4/3")
 
 
-def test_execute_writes_results_that_recompute(tmp_path):
+def test_execute_writes_results_that_recompute(tmp_path, plan):
     p = plan(sample=12)
     out = runner.execute(p, tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
@@ -93,7 +101,7 @@ def test_execute_writes_results_that_recompute(tmp_path):
     assert doc["provenance"]["synthetic"] is True
 
 
-def test_limit_of_one_class_warns(tmp_path):
+def test_limit_of_one_class_warns(tmp_path, plan):
     doc = runner.execute(plan(limit=6), tmp_path / "o").results
     warnings = doc["tasks"]["discotex"]["warnings"]
     assert any("same gold answer" in w for w in warnings)
@@ -102,7 +110,7 @@ def test_limit_of_one_class_warns(tmp_path):
     assert not any("same gold" in w for w in doc["tasks"]["discotex"]["warnings"])
 
 
-def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path):
+def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path, plan):
     p = plan(sample=10)
     full = runner.execute(p, tmp_path / "full").results
     out = tmp_path / "part"
@@ -116,12 +124,12 @@ def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path):
     assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "full" / "samples-discotex.jsonl").read_bytes()
 
 
-def test_default_tasks_are_those_with_data():
+def test_default_tasks_are_those_with_data(plan, discotex_dir):
     p = plan(task_spec=None)
     assert [r.task.name for r in p.runs] == ["discotex"]
     assert {s.task for s in p.skipped} == {"abricot_abs", "abricot_inc"}
     assert all("--data abricot=FILE" in s.how for s in p.skipped)
-    both = plan(task_spec=None, task_options=TaskOptions(data_dir=str(DISCOTEX_DIR), data=(("abricot", str(FIXTURE)),)))
+    both = plan(task_spec=None, task_options=TaskOptions(data_dir=str(discotex_dir), data=(("abricot", str(FIXTURE)),)))
     assert [r.task.name for r in both.runs] == ["abricot_abs", "abricot_inc", "discotex"] and both.skipped == ()
     with pytest.raises(DataError, match="no task has its data"):
         plan(task_spec=None, task_options=TaskOptions(data_dir="/nonexistent"))
@@ -129,7 +137,7 @@ def test_default_tasks_are_those_with_data():
         plan(task_spec="abricot")
 
 
-def test_a_plugin_task_runs_like_a_shipped_one(toy_plugin, tmp_path):
+def test_a_plugin_task_runs_like_a_shipped_one(toy_plugin, tmp_path, plan):
     toy_plugin.write_text("ab abc abcd a xy xyz", encoding="utf-8")
     opts = TaskOptions(data=(("toy", str(toy_plugin)),))
     p = plan(task_spec="toy", task_options=opts)
@@ -137,4 +145,4 @@ def test_a_plugin_task_runs_like_a_shipped_one(toy_plugin, tmp_path):
     assert doc["tasks"]["toy"]["n"] == 6 and doc["tasks"]["toy"]["chance"] == {"accuracy": 1 / 3}
     assert "toy" in [r.task.name for r in plan(task_spec=None, task_options=opts).runs]
     with pytest.raises(TaskError, match="unknown task 'toyy'.*Did you mean: toy"):
-        plan(task_spec="toyy")
+        plan(task_spec="toyy", task_options=opts)

@@ -85,7 +85,7 @@ class ScoringOptions:
 
 
 # Defaults of options some backend may lack, so that a CLI default is not "given".
-OPTION_DEFAULTS: dict = {"n_gpu_layers": -1, "main_gpu": 0, "flash_attn": "auto"}
+OPTION_DEFAULTS: dict = {"n_gpu_layers": -1, "main_gpu": 0, "flash_attn": "auto", "extra_bufts": "auto"}
 
 
 @dataclass(frozen=True)

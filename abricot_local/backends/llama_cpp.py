@@ -24,6 +24,7 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
+from abricot_local.backends import rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
     GENERATE,
@@ -39,6 +40,7 @@ from abricot_local.backends.base import (
     schedule,
     split_chat,
 )
+from abricot_local.backends import llama_log as resolved
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.errors import ModelError, UsageError
 from abricot_local.fetch import check_gguf
@@ -60,6 +62,7 @@ class LlamaCppOptions(ScoringOptions):
     tensor_split: tuple[float, ...] = ()
     flash_attn: str = "auto"
     extra_bufts: str = "auto"  # llama.cpp's extra CPU buffer types (repack, AMX); auto: off on AMX builds
+    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp RPC servers whose devices take layers (rpc.py)
 
     def __post_init__(self) -> None:
         if self.flash_attn not in FLASH_ATTN:
@@ -70,10 +73,20 @@ class LlamaCppOptions(ScoringOptions):
 
 
 def resolved_gpu_layers(o: LlamaCppOptions) -> int:
-    """-1 means every layer when this llama.cpp build can offload, else none."""
+    """-1 means every layer when this llama.cpp build has a GPU backend or RPC servers are
+    given, else none. (An RPC-only build says it "supports GPU offload" too: its devices are
+    the RPC servers, added with --rpc.)"""
     if o.n_gpu_layers >= 0:
         return o.n_gpu_layers
-    return 999 if llama_cpp.llama_supports_gpu_offload() else 0
+    return 999 if o.rpc or has_gpu_backend() else 0
+
+
+@functools.cache
+def has_gpu_backend() -> bool:
+    from abricot_local.doctor import gpu_backends, parse_system_info
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    return bool(llama_cpp.llama_supports_gpu_offload()) and bool(gpu_backends(parse_system_info(info)))
 
 
 def resolved_extra_bufts(o: LlamaCppOptions) -> bool:
@@ -95,12 +108,15 @@ class _Log:
     def __init__(self) -> None:
         self.verbose = False
         self.lines: list[str] = []
+        self.notes: list[str] = []  # lines saying what llama.cpp resolved (llama_log.NOTABLE), all kept
         self._cb = llama_cpp.llama_log_callback(self._on_log)  # keep a reference
         llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         msg = text.decode("utf-8", "replace")
         self.lines = (self.lines + [msg])[-200:]
+        if resolved.notable(msg):
+            self.notes.append(msg)
         if self.verbose:
             os.write(2, text)
 
@@ -112,6 +128,9 @@ class _Log:
 @functools.cache
 def llama_log() -> _Log:
     """The process's one llama.cpp log sink (llama.cpp's logger is global)."""
+    # a GGML_ABORT (say, a damaged tensor type) otherwise attaches gdb to print a backtrace,
+    # which can hang the process for good instead of ending it
+    os.environ.setdefault("GGML_NO_BACKTRACE", "1")
     llama_cpp.llama_backend_init()
     return _Log()
 
@@ -129,7 +148,7 @@ class LlamaSession:
         self.n_batch = options.n_batch
         log = llama_log()
         log.verbose = options.verbose
-        log.lines = []
+        log.lines, log.notes = [], []
         self._ctx = self._batch = self._mem = None
         self.model = self._load_model(log)
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
@@ -145,6 +164,7 @@ class LlamaSession:
             self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
             self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self.load_log = list(log.lines)
+        self.load_notes = list(log.notes)
 
     def _load_model(self, log: _Log):
         o = self.options
@@ -153,8 +173,14 @@ class LlamaSession:
         params.main_gpu = o.main_gpu
         params.vocab_only = o.vocab_only
         params.use_extra_bufts = resolved_extra_bufts(o)
-        if o.tensor_split:
-            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*o.tensor_split)
+        split, self.offload = o.tensor_split, None
+        if (o.rpc or rpc.registered()) and not o.vocab_only:  # RPC: an explicit device list and split
+            self.offload = rpc.offload(o.rpc, o.tensor_split)
+            self._devices = self.offload.device_array()  # keep alive
+            params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
+            split = self.offload.tensor_split
+        if split:
+            arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*split)
             self._tensor_split = arr  # keep alive
             params.tensor_split = arr
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), params)
@@ -277,17 +303,12 @@ class LlamaSession:
         return tpl.decode("utf-8") if tpl else None
 
     def resolved_flash_attn(self) -> str:
-        """What llama.cpp made of --flash-attn (auto resolves when the context is created)."""
-        if self.options.flash_attn != "auto":
-            return self.options.flash_attn
-        for line in self.load_log:
-            low = line.lower()
-            if "flash attention" in low or "flash_attn" in low:
-                if "enabled" in low or "= 1" in low or "-> on" in low or "auto -> 1" in low:
-                    return "on"
-                if "disabled" in low or "= 0" in low or "-> off" in low or "auto -> 0" in low:
-                    return "off"
-        return "unknown (auto)"
+        """What llama.cpp made of --flash-attn ("on"/"off"; auto resolves when the context is created)."""
+        return resolved.flash_attn(self.load_notes, self.options.flash_attn)
+
+    def threads(self) -> int:
+        """The threads the context uses (llama.cpp's own count)."""
+        return llama_cpp.llama_n_threads(self._ctx) if self._ctx else resolved_threads(self.options)
 
 
 class LlamaCppBackend:
@@ -330,17 +351,21 @@ class LlamaCppBackend:
     def config(cls, options: LlamaCppOptions) -> dict:
         """The settings a run records in its config (compared on --resume)."""
         return {"n_ctx": options.n_ctx, "n_batch": options.n_batch, "n_gpu_layers": options.n_gpu_layers,
-                "flash_attn": options.flash_attn, **engine_class(options.engine)(_NoSession(), options).config()}
+                "flash_attn": options.flash_attn, **engine_class(options.engine)(_NoSession(), options).config(),
+                # only when set: the manifests of earlier runs (and --resume) stay the same
+                **({"extra_bufts": options.extra_bufts} if options.extra_bufts != "auto" else {})}
 
     @classmethod
     def preflight(cls, path: Path, options: LlamaCppOptions) -> dict:
-        """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM."""
+        """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM,
+        and the RPC servers' free memory (asked of them: they are connected here)."""
         from abricot_local.doctor import nvidia_gpus
 
         vram = 0
         if resolved_gpu_layers(options) > 0:
             vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
-        return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram}
+        remote = sum(d.memory_free for d in rpc.add_servers(options.rpc)) if options.rpc else 0
+        return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
 
     def close(self) -> None:
         self.session.close()
@@ -453,12 +478,16 @@ class LlamaCppBackend:
                 "flash_attn": o.flash_attn,
                 "flash_attn_resolved": s.resolved_flash_attn(),
                 "n_gpu_layers": resolved_gpu_layers(o),
+                "layers_offloaded": resolved.layers_on_gpu(s.load_notes),
+                "model_buffers": resolved.model_buffers(s.load_notes),
                 "extra_bufts": resolved_extra_bufts(o),
                 "swa_full": True,
                 **({"parallel": self.engine.parallel, "n_seq_max": self.engine.sequences(), "kv_unified": True}
                    if not self.engine.exact else {}),
             },
-            "threads": resolved_threads(o),
+            "threads": s.threads(),
+            **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
+               if s.offload else {}),
         }
 
 

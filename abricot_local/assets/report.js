@@ -1,0 +1,365 @@
+// The HTML report's script (abricot_local/html_report.py inlines it): vanilla, nothing fetched.
+// It reads the JSON block #report-data and builds every element with createElement and
+// textContent; no data ever goes through innerHTML.
+(function () {
+"use strict";
+const T0 = performance.now();
+const D = JSON.parse(document.getElementById("report-data").textContent);
+const T1 = performance.now();
+const S = D.strings;
+const app = document.getElementById("app");
+// The scored contexts come packed (gzip, base64) and are unpacked once, in the background.
+let unpack = null;
+function contexts() {
+  if (!unpack) unpack = (async () => {
+    if (typeof DecompressionStream === "undefined") throw new Error("this browser cannot unpack them (no DecompressionStream)");
+    const bin = Uint8Array.from(atob(D.contexts), c => c.charCodeAt(0));
+    const stream = new Blob([bin]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  })();
+  return unpack;
+}
+
+function h(tag, props, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "text") e.textContent = v;
+    else if (k === "cls") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of kids.flat(Infinity)) if (c !== null && c !== undefined && c !== false) e.append(c);
+  return e;
+}
+const svgNS = "http://www.w3.org/2000/svg";
+function s(tag, attrs, text) {
+  const e = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function fmt(v, d) {  // null: a NaN in results.json (JSON has no NaN)
+  return Number.isFinite(v) ? v.toFixed(d === undefined ? 3 : d) : "nan";
+}
+function factText(v) {
+  if (typeof v === "number") return String(+v.toFixed(4));
+  if (typeof v === "string") return v;
+  if (Array.isArray(v) && v.every(x => typeof x !== "object")) return v.join(", ");
+  return JSON.stringify(v);
+}
+function pct(p) { return Number.isFinite(p) ? Math.round(p * 100) + "%" : "?"; }
+function softmax(lp) {
+  const m = Math.max(...lp), e = lp.map(x => Math.exp(x - m)), t = e.reduce((a, b) => a + b, 0);
+  return e.map(x => x / t);
+}
+function probs(e) { return e.prob || (e.prob = softmax(e.lp)); }
+function runLabel(k) { const r = D.runs[k]; return r.label; }
+
+// -- header and runs --------------------------------------------------------------------------
+function header() {
+  const nav = h("nav", {}, h("a", {href: "#leaderboard", text: "Leaderboard"}), h("a", {href: "#figures", text: "Figures"}),
+    h("a", {href: "#items", text: "Items"}), h("a", {href: "#quant", text: "Quantization"}));
+  return h("header", {}, h("h1", {text: "abricot-local report"}),
+    h("div", {cls: "muted", text: D.runs.length + " run(s), generated " + D.generated}), nav);
+}
+
+function runsTable() {
+  const tasks = [...new Set(D.runs.flatMap(r => Object.keys(r.tasks)))];
+  const head = h("tr", {}, h("th", {text: "run"}), h("th", {text: "quant"}), h("th", {text: "backend"}),
+    tasks.map(t => h("th", {cls: "num", text: t + " n"})), h("th", {text: "folder"}));
+  const rows = D.runs.map(r => h("tr", {},
+    h("td", {}, r.label, r.backend === "fake" ? h("span", {cls: "badge fake", text: "fake backend, not a model"}) : null),
+    h("td", {text: r.quant}), h("td", {text: r.backend}),
+    tasks.map(t => h("td", {cls: "num", text: r.tasks[t] === undefined ? "" : String(r.tasks[t])})),
+    h("td", {cls: "muted", text: r.folder})));
+  const warnings = D.runs.flatMap(r => r.warnings.map(w => h("li", {}, h("strong", {text: r.label}), " " + w)));
+  return [h("div", {cls: "scroll"}, h("table", {id: "runs-table"}, h("thead", {}, head), h("tbody", {}, rows))),
+    warnings.length ? h("details", {cls: "note"}, h("summary", {text: warnings.length + " warning(s) recorded by the runs"}),
+      h("ul", {}, warnings)) : null];
+}
+
+// -- leaderboard -------------------------------------------------------------------------------
+function leaderboard() {
+  const sec = h("section", {id: "leaderboard"}, h("h2", {text: "Leaderboard"}),
+    h("p", {cls: "note", text: "Value and 95% bootstrap CI as recorded in each results.json. Published rows are " +
+      "values reported elsewhere (no CI). The last row is each metric's chance level. Click a header to sort."}));
+  const table = h("table", {id: "leaderboard-table"});
+  const textCols = [["label", "model"], ["quant", "quant"], ["source", "source"]];
+  let sortKey = null, sortDir = 0;
+  const ths = [];
+  function th(key, kids, num) {
+    const cell = h("th", {"data-key": key, cls: num ? "num" : null},
+      h("button", {cls: "sort", type: "button", onclick: () => sortBy(key)}, kids));
+    ths.push(cell);
+    return cell;
+  }
+  const head = h("tr", {}, textCols.map(([k, t]) => th(k, [t])),
+    D.columns.map(c => th(c.key, [h("span", {cls: "task", text: c.task}), c.metric], true)));
+  const body = h("tbody");
+  const rows = D.rows.map((r, i) => {
+    const tr = h("tr", {cls: r.kind, "data-kind": r.kind, "data-index": i},
+      h("td", {}, h("span", {cls: "name", text: r.label}), r.kind === "published" ? h("span", {cls: "badge", text: "published"}) :
+        (D.runs[r.run].backend === "fake" ? h("span", {cls: "badge fake", text: "fake"}) : null)),
+      h("td", {text: r.quant}), h("td", {text: r.source}),
+      D.columns.map(c => {
+        const v = r.cells[c.key];
+        if (!v) return h("td", {cls: "num"});
+        return h("td", {cls: "num", "data-value": v[0] === null ? "nan" : v[0]}, fmt(v[0]),
+          v[1] !== null || v[2] !== null ? h("span", {cls: "ci", text: "[" + fmt(v[1]) + ", " + fmt(v[2]) + "]"}) : null);
+      }));
+    return {r, i, tr};
+  });
+  function value(row, key) {
+    if (key === "label" || key === "quant" || key === "source") return row.r[key] || null;
+    const v = row.r.cells[key];
+    return v && Number.isFinite(v[0]) ? v[0] : null;
+  }
+  function sortBy(key) {
+    sortDir = key === sortKey ? -sortDir : (textCols.some(c => c[0] === key) ? 1 : -1);
+    sortKey = key;
+    const sorted = rows.slice().sort((a, b) => {
+      const x = value(a, key), y = value(b, key);
+      if (x === null || y === null) return (x === null) - (y === null) || a.i - b.i;
+      const c = typeof x === "string" ? x.localeCompare(y) : x - y;
+      return c * sortDir || a.i - b.i;
+    });
+    for (const t of ths) t.removeAttribute("aria-sort");
+    ths.find(t => t.getAttribute("data-key") === key).setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
+    body.replaceChildren(...sorted.map(x => x.tr));
+  }
+  body.replaceChildren(...rows.map(x => x.tr));
+  const foot = h("tfoot", {}, h("tr", {cls: "chance"}, h("td", {text: "chance level"}), h("td"), h("td", {text: "uniform guess"}),
+    D.columns.map(c => h("td", {cls: "num", text: c.chance === null ? "" : fmt(c.chance, 2)}))));
+  table.append(h("thead", {}, head), body, foot);
+  sec.append(h("div", {cls: "scroll"}, table));
+  if (D.checks.length) {
+    sec.append(h("h3", {text: "Published value inside the run's 95% CI?"}), h("div", {cls: "scroll"}, h("table", {id: "checks-table"},
+      h("thead", {}, h("tr", {}, ["run", "reference", "task", "published", "run value [95% CI]", "inside", "notes"].map(t => h("th", {text: t})))),
+      h("tbody", {}, D.checks.map(c => h("tr", {}, h("td", {text: c.label}), h("td", {text: c.reference}), h("td", {text: c.task}),
+        h("td", {cls: "num", text: fmt(c.published, 2)}),
+        h("td", {cls: "num", text: fmt(c.value) + (c.ci ? " [" + fmt(c.ci[0]) + ", " + fmt(c.ci[1]) + "]" : "")}),
+        h("td", {text: c.inside === null ? "?" : (c.inside ? "yes" : "no")}), h("td", {cls: "muted", text: c.notes.join("; ")})))))));
+  }
+  return sec;
+}
+
+// -- figures ---------------------------------------------------------------------------------
+function forest(key) {
+  const col = D.columns.find(c => c.key === key);
+  const rows = D.rows.filter(r => r.cells[key] && Number.isFinite(r.cells[key][0]));
+  if (!rows.length) return null;
+  const W = 560, left = 230, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
+  const xs = rows.flatMap(r => r.cells[key].filter(Number.isFinite));
+  if (col.chance !== null) xs.push(col.chance);
+  let lo = Math.min(...xs), hi = Math.max(...xs);
+  if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
+  const pad = (hi - lo) * 0.06; lo -= pad; hi += pad;
+  const X = v => left + (v - lo) / (hi - lo) * (W - left - right);
+  const svg = s("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img"});
+  svg.append(s("text", {x: 4, y: 14, "font-weight": 600}, key + " (dot: value, bar: 95% CI)"));
+  const step = Math.pow(10, Math.floor(Math.log10((hi - lo) / 4)));
+  const mult = [1, 2, 5, 10].find(m => (hi - lo) / (step * m) <= 6) || 10;
+  for (let t = Math.ceil(lo / (step * mult)) * step * mult; t <= hi; t += step * mult) {
+    svg.append(s("line", {x1: X(t), x2: X(t), y1: top - 4, y2: H - 24, class: "grid"}),
+      s("text", {x: X(t), y: H - 10, "text-anchor": "middle"}, (Math.abs(t) < 1e-12 ? 0 : t).toFixed(step * mult < 0.1 ? 2 : 1)));
+  }
+  if (col.chance !== null) {
+    svg.append(s("line", {x1: X(col.chance), x2: X(col.chance), y1: top - 6, y2: H - 24, class: "chance"}),
+      s("text", {x: X(col.chance) + 3, y: top - 8, fill: "#cf222e"}, "chance " + fmt(col.chance, 2)));
+  }
+  rows.forEach((r, i) => {
+    const y = top + rowH * i + rowH / 2, v = r.cells[key];
+    const name = r.label + (r.kind === "published" ? " (published)" : "");
+    svg.append(s("text", {x: left - 8, y: y + 4, "text-anchor": "end"}, name.length > 38 ? name.slice(0, 37) + "\u2026" : name));
+    if (Number.isFinite(v[1]) && Number.isFinite(v[2])) svg.append(s("line", {x1: X(v[1]), x2: X(v[2]), y1: y, y2: y, class: "whisker"}));
+    if (r.kind === "published") svg.append(s("rect", {x: X(v[0]) - 4, y: y - 4, width: 8, height: 8, class: "pub", transform: "rotate(45 " + X(v[0]) + " " + y + ")"}));
+    else svg.append(s("circle", {cx: X(v[0]), cy: y, r: 4.5, class: "run"}));
+  });
+  return h("figure", {}, svg, h("figcaption", {text: col.task + ": " + col.metric + " per run; dashed line: chance level"}));
+}
+
+function figures() {
+  const sec = h("section", {id: "figures"}, h("h2", {text: "Figures"}));
+  const box = h("div", {cls: "figs"}, D.primary.map(forest));
+  for (const f of D.figures) {
+    if (!/^data:image\/png;base64,[A-Za-z0-9+\/=]+$/.test(f.src)) continue;
+    box.append(h("figure", {}, h("img", {src: f.src, alt: f.caption, loading: "lazy"}), h("figcaption", {text: f.caption})));
+  }
+  sec.append(box);
+  if (D.figuresNote) sec.append(h("p", {cls: "note", text: D.figuresNote}));
+  return sec;
+}
+
+// -- item explorer ---------------------------------------------------------------------------
+const PAGE = 50;
+
+function contextOf(C, task, item, e) {
+  const base = task.prefix + C[item.c];
+  if (!e || e.c === undefined) return base;
+  if (Array.isArray(e.c)) return C[e.c[0]] + base + C[e.c[1]];
+  return C[e.c];
+}
+function choicesOf(item, e) { return (e && e.ch ? e.ch : item.ch).map(k => S[k]); }
+function goldOf(item, e) { return e && e.g !== undefined ? e.g : item.g; }
+
+function prepare(task) {
+  for (const it of task.items) {
+    const answers = new Set();
+    let present = 0, wrong = 0;
+    it.m.forEach(e => {
+      if (!e) return;
+      present++;
+      e.ok = e.p === goldOf(it, e);
+      if (!e.ok) wrong++;
+      answers.add(choicesOf(it, e)[e.p]);
+    });
+    it.disagree = present > 1 && answers.size > 1;
+    it.allwrong = present > 0 && wrong === present;
+  }
+}
+
+function explorer(task, ti) {
+  prepare(task);
+  const labels = it => it.lab || task.labels;
+  const st = {disagree: false, allwrong: false, source: "", q: "", page: 0, selected: null};
+  const count = h("span", {cls: "count"});
+  const body = h("tbody");
+  const detail = h("div", {cls: "detail", id: "detail-" + task.name},
+    h("p", {cls: "muted", text: "Click an item to see the exact scored context and every choice's log-prob."}));
+  const prev = h("button", {type: "button", text: "\u2190 previous", onclick: () => { st.page--; draw(); }});
+  const next = h("button", {type: "button", text: "next \u2192", onclick: () => { st.page++; draw(); }});
+  let shown = task.items;
+  function filter() {
+    const q = st.q.trim().toLowerCase();
+    shown = task.items.filter(it => (!st.disagree || it.disagree) && (!st.allwrong || it.allwrong) &&
+      (!st.source || it.src === st.source) && (!q || it.id.toLowerCase().includes(q)));
+    st.page = 0;
+    draw();
+  }
+  function row(it) {
+    const lab = labels(it);
+    const tr = h("tr", {tabindex: 0, "data-id": it.id, cls: it === st.selected ? "selected" : null},
+      h("td", {text: it.id}), h("td", {text: it.src}),
+      task.columns.map(c => { const v = it.x[c]; return h("td", {cls: typeof v === "number" ? "num" : null,
+        text: v === undefined || v === null ? "" : (typeof v === "number" && !Number.isInteger(v) ? fmt(v, 2) : String(v))}); }),
+      h("td", {title: S[it.ch[it.g]], text: lab[it.g]}),
+      it.m.map(e => e ? h("td", {cls: e.ok ? "ok" : "bad", title: choicesOf(it, e)[e.p],
+        text: lab[e.p] + " " + pct(probs(e)[e.p])}) : h("td", {cls: "gone", text: "\u00b7"})));
+    const pick = () => { st.selected = it; for (const r of body.children) r.classList.toggle("selected", r === tr); show(it); };
+    tr.addEventListener("click", pick);
+    tr.addEventListener("keydown", ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
+    return tr;
+  }
+  function draw() {
+    const pages = Math.max(1, Math.ceil(shown.length / PAGE));
+    st.page = Math.min(Math.max(st.page, 0), pages - 1);
+    const a = st.page * PAGE, b = Math.min(shown.length, a + PAGE);
+    body.replaceChildren(...shown.slice(a, b).map(row));
+    count.textContent = shown.length + " of " + task.items.length + " items" +
+      (shown.length ? ", showing " + (a + 1) + "\u2013" + b : "");
+    count.setAttribute("data-count", shown.length);
+    prev.disabled = st.page === 0; next.disabled = st.page >= pages - 1;
+  }
+  function show(it) {
+    const lab = labels(it), ms = task.runs;
+    const kids = [h("h3", {text: it.id + " \u00b7 " + it.src})];
+    const facts = Object.entries(it.x);
+    it.m.forEach((e, k) => { if (e && e.x) for (const [f, v] of Object.entries(e.x)) facts.push([f + " (" + runLabel(ms[k]) + ")", v]); });
+    if (facts.length) kids.push(h("table", {cls: "facts"}, h("tbody", {}, facts.map(([f, v]) =>
+      h("tr", {}, h("th", {text: f}), h("td", {text: factText(v)}))))));
+    const own = it.m.some(e => e && e.ch);
+    const groups = own ? it.m.map((e, k) => e ? [[e, k]] : null).filter(Boolean) : [it.m.map((e, k) => [e, k])];
+    for (const g of groups) {
+      const ref = g[0][0], choices = choicesOf(it, own ? ref : null), gold = goldOf(it, own ? ref : null);
+      if (own) kids.push(h("h3", {text: "choices of " + runLabel(ms[g[0][1]])}));
+      const plain = choices.every((c, j) => c === lab[j]);  // ABRICOT: the choices are the labels
+      const head = h("tr", {}, h("th", {text: "label"}), plain ? null : h("th", {text: "choice"}),
+        g.map(([e, k]) => h("th", {cls: "num", text: runLabel(ms[k])})));
+      const rows = choices.map((c, j) => h("tr", {cls: j === gold ? "gold" : null},
+        h("td", {text: lab[j] + (j === gold ? " (gold)" : "")}), plain ? null : h("td", {cls: "choice", text: c}),
+        g.map(([e]) => e ? h("td", {cls: "num" + (j === e.p ? " pred" : "")}, h("span", {cls: "lp", text: fmt(e.lp[j], 4)}),
+          h("span", {cls: "p", text: pct(probs(e)[j])})) : h("td", {text: "\u00b7"}))));
+      kids.push(h("div", {cls: "scroll"}, h("table", {cls: "choices"}, h("thead", {}, head), h("tbody", {}, rows))));
+    }
+    kids.push(h("p", {cls: "muted", text: "Per run: the choice's log-prob, and below it its probability (the log-probs normalised over the choices); bold: the run's answer."}));
+    const box = h("div", {cls: "contexts"}, h("p", {cls: "muted", text: "unpacking the scored contexts\u2026"}));
+    kids.push(box);
+    detail.replaceChildren(...kids);
+    contexts().then(C => {
+      const ctxs = it.m.map(e => e ? contextOf(C, task, it, e) : null);
+      const distinct = new Set(ctxs.filter(c => c !== null));
+      const out = [];
+      if (distinct.size === 1) {
+        out.push(h("h3", {text: "Scored context (the same for " + ctxs.filter(c => c !== null).length + " run(s))"}),
+          h("pre", {cls: "ctx", "data-run": "all", text: [...distinct][0]}));
+      } else {
+        ctxs.forEach((c, k) => { if (c !== null) out.push(h("h3", {text: "Scored context: " + runLabel(ms[k])}),
+          h("pre", {cls: "ctx", "data-run": runLabel(ms[k]), text: c})); });
+      }
+      box.replaceChildren(...out);
+    }, err => box.replaceChildren(h("p", {cls: "note", text: "The scored contexts cannot be shown: " + err.message})));
+  }
+  const sources = h("select", {"data-filter": "source", onchange: ev => { st.source = ev.target.value; filter(); }},
+    h("option", {value: "", text: "all sources"}), task.sources.map(x => h("option", {value: x, text: x})));
+  const check = (key, text) => h("label", {}, h("input", {type: "checkbox", "data-filter": key,
+    onchange: ev => { st[key] = ev.target.checked; filter(); }}), " " + text);
+  const filters = h("div", {cls: "filters"}, check("disagree", "models disagree"), check("allwrong", "all wrong"),
+    h("label", {}, "source ", sources),
+    h("label", {}, "id ", h("input", {type: "search", "data-filter": "search", placeholder: "filter by id",
+      oninput: ev => { st.q = ev.target.value; filter(); }})), count);
+  const head = h("tr", {}, h("th", {text: "id"}), h("th", {text: "source"}), task.columns.map(c => h("th", {text: c})),
+    h("th", {text: "gold"}), task.runs.map(k => h("th", {text: runLabel(k)})));
+  const table = h("table", {cls: "items"}, h("thead", {}, head), body);
+  draw();
+  return h("div", {cls: "task-panel", id: "explorer-" + task.name, "data-task": task.name, hidden: ti > 0},
+    filters, h("div", {cls: "explorer"},
+      h("div", {}, h("div", {cls: "scroll"}, table), h("div", {cls: "pager"}, prev, next)), detail));
+}
+
+function items() {
+  const sec = h("section", {id: "items"}, h("h2", {text: "Items"}),
+    h("p", {cls: "note", text: "One row per item, one column per run: the run's answer and its probability " +
+      "(softmax of the choices' log-probs); green when it is the gold answer."}));
+  if (!D.tasks.length) return sec;
+  // a task's panel is built when its tab is first opened
+  const panels = D.tasks.map((t, i) => i === 0 ? explorer(t, 0) : h("div", {hidden: true}));
+  const tabs = h("div", {cls: "tabs", role: "tablist"}, D.tasks.map((t, i) => h("button", {type: "button", role: "tab",
+    "data-task": t.name, "aria-selected": i === 0 ? "true" : "false", text: t.name + " (" + t.items.length + ")",
+    onclick: ev => {
+      for (const b of tabs.children) b.setAttribute("aria-selected", String(b === ev.currentTarget));
+      if (!panels[i].classList.contains("task-panel")) {
+        const built = explorer(t, i);
+        panels[i].replaceWith(built);
+        panels[i] = built;
+      }
+      panels.forEach((p, j) => { p.hidden = j !== i; });
+    }})));
+  sec.append(tabs, ...panels);
+  return sec;
+}
+
+// -- quantization ----------------------------------------------------------------------------
+function quant() {
+  const sec = h("section", {id: "quant"}, h("h2", {text: "Quantization comparison"}));
+  if (!D.quant.length) {
+    sec.append(h("p", {cls: "note", text: "No two runs share a base model at different quants."}));
+    return sec;
+  }
+  sec.append(h("p", {cls: "note", text: "Runs of one base model at different quants, over the items both scored: " +
+    "agreement = share of items with the same answer; KL = mean KL(ref || other) in nats between the choices' distributions."}));
+  const cols = ["base", "task", "reference (higher precision)", "other", "common items", "agreement", "mean KL", "notes"];
+  sec.append(h("div", {cls: "scroll"}, h("table", {id: "quant-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
+    h("tbody", {}, D.quant.map(q => h("tr", {}, h("td", {text: q.base}), h("td", {text: q.task}),
+      h("td", {text: q.ref + (q.refQuant ? " (" + q.refQuant + ")" : "")}),
+      h("td", {text: q.other + (q.otherQuant ? " (" + q.otherQuant + ")" : "")}),
+      h("td", {cls: "num", text: String(q.n)}), h("td", {cls: "num", text: fmt(q.agreement)}),
+      h("td", {cls: "num", text: fmt(q.kl, 4)}), h("td", {cls: "muted", text: q.notes.join("; ")})))))));
+  return sec;
+}
+
+app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Runs"}), runsTable()),
+  leaderboard(), figures(), items(), quant()));
+window.abricotReport = {startAt: T0, parsedAt: T1, readyAt: performance.now()};
+window.addEventListener("load", () => setTimeout(contexts, 0));
+})();

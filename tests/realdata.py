@@ -1,0 +1,228 @@
+"""Real data for the tests: the DisCoTEX release and vocabulary-only GGUFs, found or fetched once.
+
+Each data set is looked for, in this order, in
+
+1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``);
+2. ``../shared`` beside the repository (developers and CI);
+3. the user cache, ``<abricot cache>/test-data`` (``~/.cache/abricot-local/test-data`` by
+   default), resolved when this module is imported, i.e. before any test's ``isolated_home``
+   fixture points ``ABRICOT_CACHE_DIR`` at its tmp folder and sets ``ABRICOT_OFFLINE=1``;
+4. a one-time download into that cache from the public source, pinned and SHA-256 verified:
+   the DisCoTEX release files that ``abricot-local data pull discotex`` fetches (same URLs and
+   hashes: ``abricot_local.tasks.discotex.RELEASE``), and the vocabulary files vendored in the
+   llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
+
+A folder counts only when every file is there with its pinned SHA-256. When none can be had,
+:func:`require` skips the test with one line saying how to get the data; under ``CI=true`` it
+fails with that line instead. Nothing is copied into the repository: only names and hashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tarfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from abricot_local import fetch
+from abricot_local.errors import AbricotError, IntegrityError
+from abricot_local.tasks import discotex
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "ABRICOT_TEST_DATA"
+SHARED = ROOT.parent / "shared"
+
+# The environment as pytest found it, before any per-test monkeypatch: downloads run under it.
+_SESSION_ENV = {k: os.environ.get(k) for k in ("ABRICOT_CACHE_DIR", "XDG_CACHE_HOME", "ABRICOT_OFFLINE",
+                                                "HF_HUB_OFFLINE")}
+_GIVEN = os.environ.get(ENV, "").strip()
+GIVEN = Path(_GIVEN).expanduser().resolve() if _GIVEN else None
+CACHE = fetch.cache_dir() / "test-data"
+_download_url = fetch.download_url  # bound now: a test that mocks the network cannot redirect it
+
+# llama.cpp's models/ folder as vendored in the llama-cpp-python 0.3.36 sdist (PyPI), and the
+# SHA-256 of each file used (the GGUFs' hashes are the table of shared/README.md).
+SDIST_URL = ("https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca"
+             "773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz")
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+SDIST_MODELS = "llama_cpp_python-0.3.36/vendor/llama.cpp/models"
+_INP = "be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0"  # the same test text for all five
+VOCAB_FILES = (
+    ("ggml-vocab-gpt-2.gguf", "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac"),
+    ("ggml-vocab-gpt-2.gguf.inp", _INP),
+    ("ggml-vocab-gpt-2.gguf.out", "48e8c4cb3ad5c37915b225f872222567c1c4dd4d66951aa53460c8d152ff6d60"),
+    ("ggml-vocab-llama-bpe.gguf", "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e"),
+    ("ggml-vocab-llama-bpe.gguf.inp", _INP),
+    ("ggml-vocab-llama-bpe.gguf.out", "118abf2034a197fc5c9dec5204dfdeee7004c7c70952ae577f66b99e212fab9b"),
+    ("ggml-vocab-llama-spm.gguf", "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69"),
+    ("ggml-vocab-llama-spm.gguf.inp", _INP),
+    ("ggml-vocab-llama-spm.gguf.out", "ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29"),
+    ("ggml-vocab-phi-3.gguf", "967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326"),
+    ("ggml-vocab-phi-3.gguf.inp", _INP),
+    ("ggml-vocab-phi-3.gguf.out", "ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29"),
+    ("ggml-vocab-qwen2.gguf", "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c"),
+    ("ggml-vocab-qwen2.gguf.inp", _INP),
+    ("ggml-vocab-qwen2.gguf.out", "de785bb305cc6fa9d43908ed5da337f853c0b79e971348fcfb9f0915a39c5363"),
+)
+
+
+class Missing(Exception):
+    """No folder holds the data set and it could not be downloaded; str() is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class DataSet:
+    title: str  # for messages
+    folder: str  # relative to a shared/-like root
+    files: tuple[tuple[str, str], ...]  # (file name, sha256)
+    source: str  # the public source, for messages
+    download: Callable[[Path], None]  # fills the folder from the public source
+
+
+def _fetch_discotex(dest: Path) -> None:
+    for name, sub, sha in discotex.RELEASE.values():
+        url = discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=sub, name=name)
+        _download_url(url, dest / name, sha256=sha, progress=False)
+
+
+def _fetch_vocab(dest: Path) -> None:
+    """Download the sdist (verified) next to ``dest``, extract the pinned files in one pass, delete it."""
+    wanted = dict(VOCAB_FILES)
+    tarball = _download_url(SDIST_URL, dest.parent / ".sdist" / SDIST_URL.rsplit("/", 1)[1],
+                            sha256=SDIST_SHA256, progress=False)
+    try:
+        with tarfile.open(tarball, "r|gz") as tar:
+            for member in tar:
+                folder, _, name = member.name.rpartition("/")
+                if folder != SDIST_MODELS or name not in wanted or not member.isfile():
+                    continue
+                data = tar.extractfile(member).read()
+                got = hashlib.sha256(data).hexdigest()
+                if got != wanted[name]:
+                    raise IntegrityError(f"{name} in {SDIST_URL}: sha256 {got}, expected {wanted[name]}")
+                dest.mkdir(parents=True, exist_ok=True)
+                part = dest / f".{name}.part"
+                part.write_bytes(data)
+                os.replace(part, dest / name)
+                del wanted[name]
+    except (tarfile.TarError, OSError) as exc:
+        raise IntegrityError(f"cannot extract the vocabulary files from {tarball}: {exc}") from None
+    finally:
+        tarball.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tarball.parent.rmdir()
+    if wanted:
+        raise IntegrityError(f"{SDIST_URL} lacks {', '.join(sorted(wanted))} under {SDIST_MODELS}")
+
+
+DISCOTEX = DataSet(
+    "DISCOTEX release", "data/discotex",
+    tuple((name, sha) for name, _, sha in discotex.RELEASE.values()),
+    f"github.com/davidecolla/DisCoTex@{discotex.RELEASE_COMMIT[:7]}", _fetch_discotex,
+)
+VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
+                _fetch_vocab)
+
+
+@lru_cache(maxsize=None)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def problem(folder: Path, ds: DataSet) -> str | None:
+    """Why ``folder`` does not hold ``ds`` (a missing or changed file), or None when it does."""
+    for name, sha in ds.files:
+        path = folder / name
+        try:
+            st = path.stat()
+            if _sha256(path, st.st_size, st.st_mtime_ns) != sha:
+                return f"{path} differs from the pinned sha256"
+        except OSError:
+            return f"{folder} lacks {name}"
+    return None
+
+
+def candidates(ds: DataSet) -> list[tuple[str, Path]]:
+    """(label, folder) in search order: $ABRICOT_TEST_DATA, ../shared, the user cache."""
+    out = [(f"${ENV}", GIVEN / ds.folder)] if GIVEN else []
+    return out + [("../shared", SHARED / ds.folder), ("user cache", CACHE / ds.folder)]
+
+
+def locate(ds: DataSet) -> tuple[str, Path] | None:
+    """The first candidate that holds every file of ``ds`` intact; no download."""
+    return next(((label, folder) for label, folder in candidates(ds) if problem(folder, ds) is None), None)
+
+
+@contextlib.contextmanager
+def _session_env() -> Iterator[None]:
+    """os.environ as pytest found it (offline flags, cache dir) for the duration of a download."""
+    saved = {k: os.environ.get(k) for k in _SESSION_ENV}
+
+    def put(values):
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    put(_SESSION_ENV)
+    try:
+        yield
+    finally:
+        put(saved)
+
+
+def obtain(ds: DataSet) -> Path:
+    """The folder holding ``ds``: found, or downloaded once into the user cache; else :class:`Missing`."""
+    found = locate(ds)
+    if found:
+        return found[1]
+    dest = CACHE / ds.folder
+    try:
+        with _session_env():
+            ds.download(dest)
+    except (AbricotError, OSError) as exc:
+        why = str(exc).split("\n")[0]
+    else:
+        why = problem(dest, ds)
+        if why is None:
+            return dest
+    raise Missing(f"{ds.title} not found: set {ENV} to a folder laid out like shared/ (with {ds.folder}/), "
+                  f"or run the tests once online to cache it in {CACHE} (download from {ds.source} failed: {why})")
+
+
+def is_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def require(ds: DataSet) -> Path:
+    """:func:`obtain`, or skip the test with the reason (a failure under CI=true)."""
+    try:
+        return obtain(ds)
+    except Missing as exc:
+        why = str(exc)
+    if is_ci():  # outside the except block: the report shows the one line, not a chained exception
+        pytest.fail(f"{why} [CI=true: missing test data is a failure]", pytrace=False)
+    pytest.skip(why)
+
+
+def describe() -> str:
+    """One line per data set for the pytest header: where it is found now (before any download)."""
+    lines = []
+    for ds in (DISCOTEX, VOCAB):
+        found = locate(ds)
+        where = f"{found[0]} ({found[1]})" if found else f"not found yet, fetched on first use into {CACHE / ds.folder}"
+        lines.append(f"test data, {ds.title}: {where}")
+    if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in (DISCOTEX, VOCAB)):
+        lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")
+    return "\n".join(lines)

@@ -1,0 +1,188 @@
+"""Before and around downloads (issue 10, items 3 and 5): memory and disk are checked before
+any network call and refused with the numbers (--force goes on); a DisCoTEX pull that fails
+names every missing file; an unreachable hub fails in seconds with one line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import namedtuple
+
+import huggingface_hub
+import pytest
+from click.testing import CliRunner
+from huggingface_hub import constants as hf_constants
+
+from abricot_local import fetch, hub_probe, memory
+from abricot_local.cli import cli
+from abricot_local.tasks import discotex
+from invented_data import write_discotex
+
+GIB = 2**30
+ENTRY = """["{alias}"]
+repo = "example/Huge-GGUF"
+revision = "0123456789abcdef0123456789abcdef01234567"
+file = "huge.Q4_K_M.gguf"
+size_approx = "{size}"
+n_ctx = 4096
+"""
+
+
+def models_file(tmp_path, size: str, alias: str = "huge-q4"):
+    p = tmp_path / "models.toml"
+    p.write_text(ENTRY.format(alias=alias, size=size), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def online(monkeypatch, tmp_path):
+    """Downloads allowed (no offline variable), an empty HF cache, and every network call a failure."""
+    monkeypatch.delenv("ABRICOT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    calls = []
+
+    def network(*args, **kwargs):
+        calls.append(args or kwargs)
+        raise AssertionError("a network call")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", network)
+    monkeypatch.setattr(hub_probe, "unreachable", network)
+    return calls
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_too_big_for_ram_is_refused_before_any_download(online, tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 16 * GIB)
+    r = invoke("run", "huge-q4", "--models", models_file(tmp_path, "40 GB"), "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d"))
+    assert r.exit_code != 0 and online == []
+    line = r.output.strip().splitlines()[-1]
+    weights, kv = 40e9 / GIB, memory.kv_estimate_from_size(int(40e9), 4096) / GIB
+    assert line.startswith("error: not enough memory")
+    assert f"needs about {weights + kv:.1f} GiB (weights {weights:.1f} GiB + KV cache {kv:.1f} GiB)" in line
+    assert "but 16.0 GiB is available" in line and "--force" in line
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "results").exists()
+
+
+def test_force_goes_on_to_the_download(online, tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 16 * GIB)
+    pulled = []
+
+    def pull_model(spec, **kw):
+        pulled.append(spec.name)
+        raise fetch.DownloadError("mocked download reached")
+
+    monkeypatch.setattr(fetch, "pull_model", pull_model)
+    r = invoke("run", "huge-q4", "--models", models_file(tmp_path, "40 GB"), "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d"), "--force")
+    assert pulled == ["huge-q4"] and "mocked download reached" in r.output and "not enough memory" not in r.output
+
+
+def test_too_big_for_the_disk_is_refused_before_any_download(online, tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 64 * GIB)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr("shutil.disk_usage", lambda path: usage(10 * GIB, 10 * GIB - 100 * 2**20, 100 * 2**20))
+    r = invoke("run", "huge-q4", "--models", models_file(tmp_path, "2 GB"), "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d"))
+    assert r.exit_code != 0 and online == []
+    line = r.output.strip().splitlines()[-1]
+    assert f"not enough disk space: the download needs about {2e9 / GIB:.1f} GiB" in line
+    assert "has 0.1 GiB free" in line and str(tmp_path) in line and "--force" in line
+
+
+def test_discotex_pull_names_every_missing_file(tmp_path):
+    """Offline (conftest): both release files fail; one message names both URLs and targets."""
+    r = invoke("data", "pull", "discotex")
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.output
+    target = fetch.cache_dir() / "data" / "discotex"
+    for name, folder, _ in discotex.RELEASE.values():
+        url = discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=folder, name=name)
+        assert f"{url} -> {target / name}" in lines[0]
+    assert "could not download 2 DisCoTEX file(s)" in lines[0]
+
+
+def test_discotex_pull_names_only_what_is_still_missing(tmp_path, monkeypatch):
+    """One file came through (or was saved by hand): the message names only the other."""
+    got = []
+
+    def download_url(url, dest, *, sha256=None, progress=True):
+        if "ted" in url:
+            got.append(dest)
+            return dest
+        raise fetch.DownloadError(f"could not download {url} (mocked); save it as {dest}")
+
+    monkeypatch.setattr(fetch, "download_url", download_url)
+    r = invoke("data", "pull", "discotex")
+    assert r.exit_code != 0 and len(got) == 1
+    assert "1 DisCoTEX file(s)" in r.output and "wiki_test_set_release.tsv" in r.output
+    assert "ted_test_set_release.tsv ->" not in r.output
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def no_proxy(monkeypatch):
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(hub_probe, "_answers", {})
+
+
+def test_probe_says_why_and_is_asked_once(monkeypatch, no_proxy):
+    port = closed_port()
+    monkeypatch.setattr(hub_probe, "endpoint", lambda: f"http://127.0.0.1:{port}")
+    start = time.perf_counter()
+    reason = hub_probe.unreachable()
+    assert reason and f"127.0.0.1:{port}" in reason and time.perf_counter() - start < 5
+    connects = []
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connects.append(a))
+    assert hub_probe.unreachable() == reason and connects == []  # remembered, not asked again
+    with pytest.raises(fetch.DownloadError, match=r"^cannot download x: the Hugging Face hub .* cannot be reached"):
+        hub_probe.require("x")
+
+
+def test_probe_finds_a_listening_hub(monkeypatch, no_proxy):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setattr(hub_probe, "endpoint", lambda: f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert hub_probe.unreachable() is None
+        hub_probe.require("x")  # no error
+
+
+def test_unreachable_hub_fails_fast_with_one_line(tmp_path):
+    """The real command in a fresh process, huggingface_hub pointed at a closed local port."""
+    port = closed_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ABRICOT_OFFLINE", "HF_HUB_OFFLINE") and "proxy" not in k.lower()}
+    env |= {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(tmp_path / "hf"),
+            "ABRICOT_CACHE_DIR": str(tmp_path / "cache"), "ABRICOT_CONFIG_DIR": str(tmp_path / "config")}
+    cmd = [sys.executable, "-m", "abricot_local", "pull", "huge-q4", "--models", str(models_file(tmp_path, "1 GB"))]
+    start = time.perf_counter()
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    wall = time.perf_counter() - start
+    assert r.returncode != 0
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Retrying" not in r.stderr, r.stderr
+    assert lines[0].startswith("error: cannot download model 'huge-q4'")
+    assert f"Hugging Face hub (http://127.0.0.1:{port}) cannot be reached" in lines[0]
+    assert wall < 5 + _startup(env), f"{wall:.1f} s"
+
+
+def _startup(env) -> float:
+    """Seconds this machine takes to start the CLI and print its version (load varies)."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "abricot_local", "--version"], env=env, capture_output=True, timeout=120)
+    return time.perf_counter() - start

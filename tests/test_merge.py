@@ -1,0 +1,77 @@
+"""Shards and merge: a merged run equals the unsharded one, byte for byte (fake and real model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local.cli import cli
+from conftest import FIXTURE
+
+
+@pytest.fixture
+def base(discotex_dir):
+    return ["run", "fake", "--backend", "fake", "--data-dir", str(discotex_dir), "--data", f"abricot={FIXTURE}",
+            "--tasks", "discotex,abricot", "--sample", "11", "--n-ctx", "8192", "--shots", "1"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def same_run(a, b, tasks):
+    for t in tasks:
+        assert (a / f"samples-{t}.jsonl").read_bytes() == (b / f"samples-{t}.jsonl").read_bytes()
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (a, b))
+    assert ra["config"] == rb["config"] and ra["manifest"] == rb["manifest"]
+    for t in tasks:
+        assert ra["tasks"][t]["metrics"] == rb["tasks"][t]["metrics"]
+        assert ra["tasks"][t]["n"] == rb["tasks"][t]["n"]
+
+
+def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
+    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
+    parts = [tmp_path / f"s{k}" for k in (1, 2, 3)]
+    for k, p in enumerate(parts, 1):
+        r = invoke(*base, "--shard", f"{k}/3", "--out", p)
+        assert r.exit_code == 0, r.output
+    assert json.loads((parts[1] / "results.json").read_text())["tasks"]["discotex"]["n"] == 4  # 11 = 4 + 4 + 3
+    r = invoke("merge", parts[2], parts[0], parts[1], "--out", tmp_path / "merged")
+    assert r.exit_code == 0, r.output
+    same_run(tmp_path / "merged", tmp_path / "whole", ["discotex", "abricot_abs", "abricot_inc"])
+    assert invoke("check", tmp_path / "merged").exit_code == 0
+    rep = invoke("report", tmp_path / "merged", "--verify")
+    assert rep.exit_code == 0, rep.output
+    res = invoke(*base, "--out", tmp_path / "merged", "--resume")
+    assert res.exit_code == 0, res.output
+
+
+def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base):
+    for k in (1, 2):
+        assert invoke(*base, "--shard", f"{k}/3", "--out", tmp_path / f"s{k}").exit_code == 0
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
+    assert r.exit_code == 2 and "shard(s) 3/3 missing" in r.output
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s1", "--out", tmp_path / "m")
+    assert r.exit_code == 2 and "given twice" in r.output
+    assert invoke(*base, "--shard", "3/3", "--seed", "7", "--out", tmp_path / "s3x").exit_code == 0
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", tmp_path / "s3x", "--out", tmp_path / "m")
+    assert r.exit_code == 2 and "another run" in r.output and "config" in r.output
+    assert invoke(*base, "--out", tmp_path / "plain").exit_code == 0
+    r = invoke("merge", tmp_path / "s1", tmp_path / "plain", "--out", tmp_path / "m")
+    assert r.exit_code == 2 and "not a shard" in r.output
+    (tmp_path / "s2" / "results.json").unlink()
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
+    assert r.exit_code == 2 and "not a complete shard" in r.output
+    assert not (tmp_path / "m" / "results.json").exists()
+
+
+@pytest.mark.real
+def test_real_model_shards_merge_byte_for_byte(gemma_path, tmp_path, discotex_dir):
+    base = ["run", gemma_path, "--tasks", "discotex", "--data-dir", discotex_dir, "--sample", "5", "--threads", "2"]
+    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
+    for k in (1, 2):
+        assert invoke(*base, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
+    assert invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged").exit_code == 0
+    same_run(tmp_path / "merged", tmp_path / "whole", ["discotex"])

@@ -1,0 +1,249 @@
+"""llama.cpp RPC over loopback: two `abricot-local rpc-server` processes take gemma-3-270m's
+layers; the numbers equal a local run's, and a server killed mid-run gives one clean error,
+keeps the checkpoint, and the resumed run equals an uninterrupted one.
+
+Every server and run is a subprocess (ggml-rpc ends the process when a server goes away,
+which must not be pytest's). Only 127.0.0.1 is used. Under CI=true nothing here skips:
+a llama-cpp-python built without GGML_RPC, or missing data, fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+CI = os.environ.get("CI", "").lower() == "true"
+RUN = [sys.executable, "-m", "abricot_local"]
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        if CI:
+            pytest.fail(f"CI=true: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rpc_build():
+    from abricot_local.backends import rpc
+
+    _need(rpc.available(), f"this llama-cpp-python was built without RPC; reinstall with: {rpc.REINSTALL}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One `abricot-local rpc-server` on 127.0.0.1 (the CPU device), killed at teardown."""
+
+    def __init__(self, log_dir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.log = log_dir / f"server-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Server":
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen([*RUN, "rpc-server", "--port", str(self.port), "--threads", "1"],
+                                         stdout=fh, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"rpc-server on {self.endpoint} did not start: {self.log.read_text()}")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def servers(tmp_path):
+    made: list[Server] = []
+
+    def start(n: int = 2) -> list[Server]:
+        new = [Server(tmp_path).start() for _ in range(n)]
+        made.extend(new)
+        return new
+
+    start.made = made
+    yield start
+    for s in made:
+        s.kill()
+
+
+@pytest.fixture
+def data_dir(discotex_dir):
+    return str(discotex_dir)
+
+
+def run(model, data_dir, out, *extra, timeout=600, limit=4):
+    args = [*RUN, "run", str(model), "--tasks", "discotex", "--data-dir", data_dir, "--limit", str(limit),
+            "--threads", "1", "--out", str(out), *map(str, extra)]
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def samples(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "samples-discotex.jsonl").read_text().splitlines()]
+
+
+# -- without a model -------------------------------------------------------------------------
+def test_endpoints_are_checked():
+    from abricot_local.backends.rpc import parse_endpoints
+    from abricot_local.errors import UsageError
+
+    assert parse_endpoints("127.0.0.1:50052, 10.0.0.2:1") == ("127.0.0.1:50052", "10.0.0.2:1")
+    for bad in ("127.0.0.1", "127.0.0.1:0", "127.0.0.1:x", ":50052", "a:1,a:1", ","):
+        with pytest.raises(UsageError, match="--rpc"):
+            parse_endpoints(bad)
+
+
+def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
+    from abricot_local.backends.rpc_server import exposed_warning
+
+    assert exposed_warning("127.0.0.1", 50052) is None
+    text = exposed_warning("0.0.0.0", 50052)
+    assert "Never expose the RPC server to an open network" in text and "no authentication" in text
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([*RUN, "rpc-server", "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([*RUN, "rpc-server", "--host", "localhost"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--host must be an IPv4 address" in r.stderr
+
+
+def test_a_build_without_rpc_says_how_to_reinstall(monkeypatch):
+    import llama_cpp
+    from click.testing import CliRunner
+
+    from abricot_local.backends import rpc
+    from abricot_local.cli import cli
+
+    monkeypatch.setattr(llama_cpp, "llama_supports_rpc", lambda: False)
+    for args in (["run", "any.gguf", "--rpc", "127.0.0.1:50052"], ["rpc-server"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+        assert "built without RPC" in r.output and rpc.REINSTALL in r.output
+    r = CliRunner().invoke(cli, ["doctor"])
+    assert r.exit_code == 0 and f"not in this build; reinstall with: {rpc.REINSTALL}" in r.output
+
+
+def test_lost_server_errors_name_it():
+    from abricot_local.backends.rpc import RpcServerError, _abort_error
+    from abricot_local.errors import ModelError
+
+    dead, alive = f"127.0.0.1:{free_port()}", "127.0.0.1:1"
+    err = _abort_error(f"/src/ggml-rpc.cpp:547: Failed to connect to {dead}", (alive, dead))
+    assert isinstance(err, RpcServerError) and str(err).startswith(f"lost the RPC server {dead} (llama.cpp: Failed")
+    with socket.socket() as s:  # one server still listening, the other gone: the message names the gone one
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        up = f"127.0.0.1:{s.getsockname()[1]}"
+        err = _abort_error("/src/ggml-rpc.cpp:566: Remote RPC server crashed or returned malformed response", (up, dead))
+    assert str(err) == f"lost the RPC server {dead} (llama.cpp: Remote RPC server crashed or returned malformed response)"
+    with socket.socket() as s:  # both ports accept, but this process is connected only to one: the other is lost
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with socket.socket() as s2:
+            s2.bind(("127.0.0.1", 0))
+            s2.listen()
+            up, gone = (f"127.0.0.1:{x.getsockname()[1]}" for x in (s, s2))
+            with socket.create_connection(s.getsockname()):
+                err = _abort_error("/src/ggml-rpc.cpp:566: Remote RPC server crashed", (up, gone))
+    assert str(err) == f"lost the RPC server {gone} (llama.cpp: Remote RPC server crashed)"
+    assert err.exit_code == 75
+    other = _abort_error("/src/ggml.c:10: GGML_ASSERT(x) failed", (dead,))
+    assert type(other) is ModelError and str(other) == "llama.cpp aborted: GGML_ASSERT(x) failed"
+
+
+def test_unreachable_server_is_one_clear_error(gemma_path, data_dir, tmp_path):
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    r = run(gemma_path, data_dir, tmp_path / "o", "--rpc", dead, timeout=120)
+    assert r.returncode == 75, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the RPC server {dead}"), r.stderr
+    assert "abricot-local rpc-server" in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_doctor_says_rpc_is_available():
+    r = subprocess.run([*RUN, "doctor"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "RPC (llama.cpp over the network; run --rpc, rpc-server): available" in r.stdout
+
+
+# -- gemma-3-270m over two loopback servers ---------------------------------------------------
+def test_layers_on_two_servers_give_the_local_logprobs(gemma_path, data_dir, servers, tmp_path):
+    a, b = servers(2)
+    local = run(gemma_path, data_dir, tmp_path / "local", "--extra-bufts", "off")  # an RPC server has no repacked weights
+    assert local.returncode == 0, local.stderr
+    remote = run(gemma_path, data_dir, tmp_path / "rpc", "--rpc", f"{a.endpoint},{b.endpoint}")
+    assert remote.returncode == 0, remote.stderr
+    got, want = samples(tmp_path / "rpc"), samples(tmp_path / "local")
+    assert [s["logprobs"] for s in got] == [s["logprobs"] for s in want]  # bit-identical
+    assert (tmp_path / "rpc" / "samples-discotex.jsonl").read_bytes() == (tmp_path / "local" / "samples-discotex.jsonl").read_bytes()
+    prov = json.loads((tmp_path / "rpc" / "results.json").read_text())["provenance"]["rpc"]
+    assert prov["servers"] == [a.endpoint, b.endpoint]
+    assert [d["endpoint"] for d in prov["devices"]] == [a.endpoint, b.endpoint]
+    assert all(d["memory_total"] >= d["memory_free"] > 0 for d in prov["devices"])
+    assert abs(sum(prov["tensor_split"]) - 1) < 1e-6
+    names = [d["name"] for d in prov["devices"]]
+    assert prov["layers"]["CPU"] == 0 and all(prov["layers"][n] > 0 for n in names)  # split across both
+    assert sum(prov["layers"].values()) == 18 + 1  # gemma-3-270m: 18 layers and the output layer
+    assert "rpc" not in json.loads((tmp_path / "local" / "results.json").read_text())["provenance"]
+
+
+def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_path, data_dir, servers, tmp_path):
+    a, b = servers(2)
+    spec = f"{a.endpoint},{b.endpoint}"
+    ref = run(gemma_path, data_dir, tmp_path / "ref", "--rpc", spec, limit=10)
+    assert ref.returncode == 0, ref.stderr
+
+    out = tmp_path / "killed"
+    args = [*RUN, "run", str(gemma_path), "--tasks", "discotex", "--data-dir", data_dir, "--limit", "10",
+            "--threads", "1", "--out", str(out), "--rpc", spec]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ck = out / ".checkpoint" / "samples-discotex.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (ck.exists() and len(ck.read_bytes().splitlines()) >= 2):
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    b.kill()
+    try:
+        stdout, stderr = proc.communicate(timeout=120)  # no hang
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 75, stderr
+    assert "Traceback" not in stderr and "ggml_abort" not in stderr
+    error = [ln for ln in stderr.splitlines() if ln.startswith("error: ")]
+    assert len(error) == 1 and f"lost the RPC server {b.endpoint}" in error[0] and a.endpoint not in error[0], stderr
+    assert "--resume" in stderr
+    kept = ck.read_text().splitlines()
+    assert 2 <= len(kept) < 10 and not (out / "results.json").exists()
+
+    again = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=10)
+    assert again.returncode == 75 and f"cannot reach the RPC server {b.endpoint}" in again.stderr  # still down
+    servers.made.append(Server(tmp_path, b.port).start())  # back on the same port
+    done = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=10)
+    assert done.returncode == 0, done.stderr
+    assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "ref" / "samples-discotex.jsonl").read_bytes()
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["tasks"]["discotex"]["scored_now"] == 10 - len(kept)

@@ -1,0 +1,195 @@
+"""A run folder's state (issue 10, items 6 and 7): RUNNING / INTERRUPTED / FAILED files that
+`ls` shows, the `runs` listing, `report` skipping incomplete runs (or failing with --strict)
+and reading results/ by default, the Ctrl-C and SIGTERM messages, and file modes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local import results, runner
+from abricot_local.cli import cli
+from abricot_local.errors import ModelError
+from conftest import fail_after
+from invented_data import write_discotex
+
+
+@pytest.fixture
+def data(tmp_path):
+    return write_discotex(tmp_path / "d", 5)  # 10 items
+
+
+def invoke(*args, **kw):
+    return CliRunner().invoke(cli, [str(a) for a in args], **kw)
+
+
+def run_fake(data, out, *extra):
+    return invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--out", out, *extra)
+
+
+def markers(out):
+    return sorted(m for m in results.MARKERS if (out / m).exists())
+
+
+def test_running_marker_while_scoring(tmp_path, data, monkeypatch):
+    out = tmp_path / "o"
+    seen = []
+    real = runner.run_task
+
+    def run_task(run, backend, **kw):
+        seen.append((markers(out), (out / "RUNNING").read_text(), results.run_state(out)))
+        return real(run, backend, **kw)
+
+    monkeypatch.setattr(runner, "run_task", run_task)
+    assert run_fake(data, out).exit_code == 0
+    found, text, state = seen[0]
+    assert found == ["RUNNING"]
+    assert f"pid: {os.getpid()}" in text and "started: 20" in text and "totals: discotex=10" in text
+    assert state.state == "running" and state.total == 10 and "pid" in state.detail  # our own lock is held
+    assert markers(out) == [] and (out / "results.json").exists()  # complete: no state file
+
+
+def test_ctrl_c_leaves_interrupted_and_a_resume_start_counts_what_is_on_disk(tmp_path, data, monkeypatch):
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        fail_after(m, 4, KeyboardInterrupt)
+        r = run_fake(data, out)
+    assert r.exit_code == 130
+    assert "interrupted: 4 of 10 items (discotex 4/10) saved in" in r.stderr
+    assert markers(out) == ["INTERRUPTED"]
+    assert "items: 4 of 10 items (discotex 4/10)" in (out / "INTERRUPTED").read_text()
+
+    def interrupted_while_loading(plan):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "open_plan_backend", interrupted_while_loading)
+        r = run_fake(data, out, "--resume")
+    assert r.exit_code == 130
+    assert "nothing scored yet" not in r.stderr and "4 of 10 items" in r.stderr and "--resume" in r.stderr
+    assert markers(out) == ["INTERRUPTED"]
+    assert run_fake(data, out, "--resume").exit_code == 0
+    assert markers(out) == [] and results.run_state(out).state == "complete"
+
+
+def test_nothing_scored_yet_when_nothing_is_on_disk(tmp_path, data, monkeypatch):
+    monkeypatch.setattr(runner, "open_plan_backend", lambda plan: (_ for _ in ()).throw(KeyboardInterrupt))
+    r = run_fake(data, tmp_path / "o")
+    assert r.exit_code == 130 and "nothing scored yet" in r.stderr
+
+
+def test_a_failure_leaves_failed_with_the_error(tmp_path, data, monkeypatch):
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        fail_after(m, 3, ModelError("llama_decode failed (code -3): out of memory"))
+        r = run_fake(data, out)
+    assert r.exit_code != 0 and "error: llama_decode failed" in r.output
+    assert markers(out) == ["FAILED"]
+    text = (out / "FAILED").read_text()
+    assert "error: llama_decode failed (code -3): out of memory" in text and "items: 3 of 10 items" in text
+    state = results.run_state(out)
+    assert (state.state, state.done, state.total) == ("failed", 3, 10) and "out of memory" in state.detail
+    assert run_fake(data, out, "--resume").exit_code == 0 and markers(out) == []
+
+
+def test_runs_lists_every_state(tmp_path, data, monkeypatch):
+    root = tmp_path / "results"
+    assert run_fake(data, root / "m1" / "t1").exit_code == 0
+    with monkeypatch.context() as m:
+        fail_after(m, 4, KeyboardInterrupt)
+        run_fake(data, root / "m1" / "t2")
+    with monkeypatch.context() as m:
+        fail_after(m, 2, ModelError("boom"))
+        run_fake(data, root / "m2" / "t1")
+    # a run killed with -9: RUNNING left behind, its lock held by nobody
+    killed = root / "m2" / "t2"
+    with monkeypatch.context() as m:
+        fail_after(m, 6, KeyboardInterrupt)
+        run_fake(data, killed)
+    (killed / "INTERRUPTED").rename(killed / "RUNNING")
+    (killed / ".lock").write_text("999999")  # the file of a dead process: no flock on it
+    r = invoke("runs")  # default: results/ (paths as found from here)
+    assert r.exit_code == 0, r.output
+    lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
+    assert list(lines) == ["results/m1/t1", "results/m1/t2", "results/m2/t1", "results/m2/t2"]
+    assert lines["results/m1/t1"].startswith("complete, 10 of 10 items")
+    assert lines["results/m1/t2"].startswith("interrupted, 4 of 10 items; --resume continues")
+    assert lines["results/m2/t1"].startswith("failed, 2 of 10 items; boom")
+    assert lines["results/m2/t2"].startswith(f"stopped, 6 of 10 items; process {os.getpid()} no longer holds it")
+    assert invoke("runs", root / "m1").stdout.count("\n") == 2
+    (tmp_path / "elsewhere").mkdir()
+    os.chdir(tmp_path / "elsewhere")
+    r = invoke("runs")
+    assert r.exit_code != 0 and "no results/ folder here" in r.output
+
+
+def test_report_skips_incomplete_runs_and_reads_results_by_default(tmp_path, data, monkeypatch):
+    root = tmp_path / "results"
+    assert run_fake(data, root / "m" / "done").exit_code == 0
+    with monkeypatch.context() as m:
+        fail_after(m, 4, KeyboardInterrupt)
+        run_fake(data, root / "m" / "cut")
+    for args in ((), (root,), (root / "m" / "done", root / "m" / "cut")):  # `report results/*/*` too
+        r = invoke("report", *args)
+        assert r.exit_code == 0, r.output
+        cut, done = ("results/m/cut", "results/m/done") if not args else (root / "m" / "cut", root / "m" / "done")
+        assert r.stderr.strip() == f"note: skipped {cut} (interrupted, 4 of 10 items; --resume continues; discotex 4/10)"
+        assert str(done) in r.stdout and str(cut) not in r.stdout
+    r = invoke("report", "--strict")
+    assert r.exit_code != 0 and "is not a finished run: interrupted, 4 of 10 items" in r.output
+    r = invoke("report", root / "m" / "cut")
+    assert r.exit_code != 0 and "no finished run in" in r.output
+    r = invoke("report", tmp_path / "nope")
+    assert r.exit_code != 0 and "run folder not found" in r.output
+
+
+def test_sigterm_gets_the_saved_and_resume_message(tmp_path):
+    data = write_discotex(tmp_path / "big", 300)  # 600 items: a few seconds on the fake backend
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
+           "--data-dir", str(data), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    ck = out / ".checkpoint" / "samples-discotex.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (ck.exists() and len(ck.read_bytes().splitlines()) >= 5):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "of 600 items (discotex" in err and "saved in" in err and "resume with: abricot-local" in err
+    assert markers(out) == ["INTERRUPTED"] and not (out / "results.json").exists()
+    assert results.run_state(out).state == "interrupted"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_outputs_get_the_umask_mode(tmp_path, data, umask):
+    old = os.umask(umask)
+    try:
+        out = tmp_path / "o"
+        assert run_fake(data, out).exit_code == 0
+    finally:
+        os.umask(old)
+    files = [out / "results.json", out / "samples-discotex.jsonl"]
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_checkpoint_and_state_files_get_the_umask_mode(tmp_path, data, monkeypatch):
+    old = os.umask(0o022)
+    try:
+        fail_after(monkeypatch, 2, KeyboardInterrupt)
+        run_fake(data, tmp_path / "o")
+    finally:
+        os.umask(old)
+    out = tmp_path / "o"
+    for f in (out / "INTERRUPTED", out / ".checkpoint" / "run.json", out / ".checkpoint" / "samples-discotex.jsonl"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f

@@ -1,0 +1,45 @@
+"""Several models in one `run`: one folder each under the sweep folder, a comparison table,
+failures reported at the end while the others go on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local.cli import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_two_fake_models_into_one_sweep_folder(tmp_path, discotex_dir):
+    root = tmp_path / "sweep"
+    r = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
+               "--sample", "6", "--n-ctx", "8192", "--out", root)
+    assert r.exit_code == 0, r.output
+    for name in ("fake-a", "fake-b"):
+        res = json.loads((root / name / "results.json").read_text())
+        assert res["model"]["name"] == name and res["tasks"]["discotex"]["n"] == 6
+    table = r.output[r.output.index("== comparison of 2 model(s)"):]
+    assert "fake-a" in table and "fake-b" in table and "discotex.accuracy" in table
+    again = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
+                   "--sample", "6", "--n-ctx", "8192", "--out", root, "--resume")
+    assert again.exit_code == 0 and again.output.count("already complete") == 2
+
+
+@pytest.mark.real
+def test_a_failing_model_is_reported_and_the_others_go_on(gemma_path, tmp_path, discotex_dir):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    root = tmp_path / "sweep"
+    r = invoke("run", bad, gemma_path, tmp_path / "missing.gguf", "--tasks", "discotex", "--data-dir", discotex_dir,
+               "--sample", "3", "--threads", "2", "--out", root)
+    assert r.exit_code == 1
+    assert (root / gemma_path.stem / "results.json").exists()
+    assert not (root / "broken" / "results.json").exists()
+    tail = r.output[r.output.index("2 model(s) failed:"):]
+    assert "broken.gguf" in tail and "missing.gguf" in tail and "not found" in tail
+    assert "== comparison of 1 model(s)" in r.output

@@ -1,0 +1,64 @@
+"""The end of `run`: the published rows a registry entry reproduces, beside the run's values."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local import console
+from abricot_local.cli import cli
+from conftest import FIXTURE
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_a_model_without_published_rows_gets_one_line(tmp_path, discotex_dir):
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", discotex_dir, "--tasks", "discotex", "--sample", "5",
+               "--n-ctx", "8192", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    lines = [x for x in r.output.splitlines() if x.startswith("published comparison")]
+    assert len(lines) == 1 and "names no published result" in lines[0]
+    assert "chance" in r.output  # the summary shows each metric's chance level
+
+
+def test_verdict_text_from_a_results_dict():
+    res = {"published": {"reproduces": "ABRICOT paper: llama-3.1-8b", "tasks_not_run": ["abricot_inc"], "unknown": [],
+                         "checks": [{"reference": "llama-3.1-8b", "source": "paper 3-shot", "task": "abricot_abs",
+                                     "metric": "pearson", "published": 0.3, "value": 0.1, "ci95": [0.05, 0.2],
+                                     "difference": -0.2, "inside": False, "notes": ["shots 0 (published: 3)"]}]}}
+    text = console.verdict(res)
+    assert "0.30" in text and "0.100" in text and "[0.050, 0.200]" in text and "-0.200" in text and "NO" in text
+    assert "differs from the published setting: shots 0 (published: 3)" in text
+    assert "abricot_inc: published, but not run here" in text
+
+
+@pytest.mark.real
+def test_local_entry_reproducing_the_paper_row(gemma_path, tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text(f'[gemma-as-llama]\nsource = "local"\npath = "{gemma_path}"\n'
+                      'reproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}",
+               "--tasks", "abricot", "--threads", "2", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    checks = {c["task"]: c for c in res["published"]["checks"]}
+    assert set(checks) == {"abricot_abs", "abricot_inc"}
+    for task, c in checks.items():
+        assert c["published"] == 0.30 and c["reference"] == "llama-3.1-8b" and c["notes"] == []
+        lo, hi = res["tasks"][task]["metrics"]["pearson_ci95"]
+        assert json.dumps(c["ci95"]) == json.dumps([lo, hi])
+        # a constant prediction on the 18 invented rows makes Pearson (and its CI) NaN: no verdict then
+        assert c["inside"] == (None if math.isnan(lo) else lo <= 0.30 <= hi)
+        assert json.dumps(c["value"]) == json.dumps(res["tasks"][task]["metrics"]["pearson"])
+        row = next(x for x in r.output.splitlines() if f"{task}.pearson" in x and "llama-3.1-8b" in x)
+        assert "0.30" in row and {True: "yes", False: "NO", None: "n/a"}[c["inside"]] in row
+    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--shots", "0", "--threads", "2", "--out", tmp_path / "z")
+    assert r.exit_code == 0, r.output
+    assert "differs from the published setting: shots 0 (published: 3)" in r.output
+    assert "abricot_inc: published, but not run here" in r.output
