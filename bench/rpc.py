@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from abricot_local import fetch  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
-from abricot_local.runner import prepare  # noqa: E402
+from abricot_local.planning import prepare  # noqa: E402
+from throughput import update_readme  # noqa: E402  (bench/ is this script's own folder)
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -120,7 +121,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     if not args.no_readme:
-        update_readme(table)
+        update_readme(MARK, table, "## Local against RPC over loopback (`rpc.py`)")
     print(f"\nsaved {out.relative_to(ROOT)}")
 
 
@@ -135,18 +136,6 @@ def format_table(doc: dict) -> str:
         lines.append(f"| {r['setup']} | {layers} | {r['load_s']:.2f} | {r['tokens']} | {r['wall_s']:.2f} "
                      f"| {r['tok_s']:.0f} | {r['vs_local']:.2f}x | {r['max_abs_diff_vs_local']:.2g} |")
     return head + "\n".join(lines)
-
-
-def update_readme(table: str) -> None:
-    readme = HERE / "README.md"
-    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
-    start, end = f"<!-- {MARK}:start -->", f"<!-- {MARK}:end -->"
-    block = f"{start}\n{table}\n{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n## Local against RPC over loopback (`rpc.py`)\n\n" + block + "\n"
-    readme.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

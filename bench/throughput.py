@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from abricot_local import fetch  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
-from abricot_local.runner import prepare  # noqa: E402
+from abricot_local.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -190,15 +190,17 @@ def format_table(doc: dict) -> str:
     return head + "\n".join(lines)
 
 
-def update_readme(task: str, table: str) -> None:
+def update_readme(mark: str, table: str, heading: str = "") -> None:
+    """Replace the block between ``<!-- mark:start -->`` and ``<!-- mark:end -->`` in
+    bench/README.md with ``table`` (appended, under ``heading``, when there is none yet)."""
     readme = HERE / "README.md"
     text = readme.read_text(encoding="utf-8") if readme.exists() else ""
-    start, end = f"<!-- {task}:start -->", f"<!-- {task}:end -->"
+    start, end = f"<!-- {mark}:start -->", f"<!-- {mark}:end -->"
     block = f"{start}\n{table}\n{end}"
     if start in text and end in text:
         text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
-        text = text.rstrip() + "\n\n" + block + "\n"
+        text = text.rstrip() + "\n\n" + (f"{heading}\n\n" if heading else "") + block + "\n"
     readme.write_text(text, encoding="utf-8")
 
 
