@@ -10,8 +10,14 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
-SHARED = ("runner.py", "planning.py", "check.py", "report.py", "plots.py", "results.py", "cli.py", "console.py",
+SHARED = ("runner.py", "planning.py", "check.py", "report.py", "plots.py", "results.py", "cli", "console",
           "catalog.py", "baselines.py", "metrics.py", "sample_table.py")
+
+
+def shared_files():
+    """The shared modules' files (a package: every module in it)."""
+    for f in SHARED:
+        yield from sorted((PKG / f).rglob("*.py")) if (PKG / f).is_dir() else [PKG / f]
 
 
 def module_name(p: Path) -> str:
@@ -58,8 +64,8 @@ def test_shared_modules_name_no_task_and_no_backend():
     from abricot_local.tasks import all_task_names, groups
 
     names = [*all_task_names(), *groups(), *BACKENDS, *ENGINES]
-    for f in SHARED:
-        for node in ast.walk(ast.parse((PKG / f).read_text(encoding="utf-8"))):
+    for f in shared_files():
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for n in names:
                     assert not re.fullmatch(re.escape(n), node.value, re.I), f"{f}:{node.lineno} names {n!r}"

@@ -1,6 +1,7 @@
-"""Text the command line shows: summaries, the published verdict, progress lines.
+"""Text the command line shows (the cli package prints it; nothing here prints).
 
-Pure functions returning strings (cli.py prints them). Names no task and no backend.
+This module: a run's summary, the published verdict, the start line, progress lines;
+``listings``: models, doctor, tasks, labels, runs, check. Names no task and no backend.
 """
 
 from __future__ import annotations
@@ -115,10 +116,3 @@ def start_line(plan, provenance: dict) -> str:
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
     return f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
 
-
-def data_status(row: dict) -> str:
-    """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
-    if row.get("data_path"):
-        items = f" ({row['items']} items)" if row.get("items") is not None else ""
-        return f"found at {row['data_path']}{items}"
-    return f"missing: {row.get('data_note') or 'unknown'}"

@@ -1,0 +1,28 @@
+"""The click group every command registers on, and the one place an AbricotError becomes
+its one-line message and exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from abricot_local import __version__
+from abricot_local.errors import AbricotError
+
+
+class Group(click.Group):
+    """Turns every AbricotError into a one-line message and a non-zero exit."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except AbricotError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="abricot-local")
+def cli() -> None:
+    """Evaluate local GGUF models (llama.cpp) on Italian benchmarks (ABRICOT, DISCOTEX, plugins)."""

@@ -1,0 +1,45 @@
+"""`check` (re-score a recorded run) and `merge` (join a run's shards)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.progress import progress as make_progress
+
+
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
+@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+def merge(shards: tuple[str, ...], out: str) -> None:
+    """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
+    from abricot_local.merge import merge as join
+
+    path = join(list(shards), out)
+    click.echo(f"merged {len(shards)} shard(s) into {path}")
+
+
+@cli.command()
+@click.argument("out", type=click.Path())
+@click.option("--sample", type=int, default=None, help="Re-score only N items, drawn with the run's seed.")
+@click.option("--atol", type=float, default=1e-3, show_default=True, help="Largest log-prob difference accepted.")
+@click.option("--model", "model_path", type=click.Path(), default=None, help="The model file, if it moved.")
+@click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
+@click.option("--threads", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(out: str, sample: int | None, atol: float, model_path: str | None, data_dir: str | None,
+          threads: int | None, as_json: bool) -> None:
+    """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce."""
+    from abricot_local.check import check_run, report_json
+    from abricot_local.console.listings import check_text
+
+    progress, close = make_progress()
+    try:
+        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, threads=threads,
+                        progress=progress)
+    finally:
+        close()
+    click.echo(report_json(rep) if as_json else check_text(rep))
+    sys.exit(0 if rep.reproduced else 1)

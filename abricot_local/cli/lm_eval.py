@@ -1,0 +1,28 @@
+"""`lm-eval`: lm-evaluation-harness tasks through abricot-local's model."""
+
+from __future__ import annotations
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.errors import UsageError
+
+
+@cli.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                          "allow_interspersed_args": False})
+@click.argument("model")
+@click.argument("lm_eval_args", nargs=-1, type=click.UNPROCESSED, metavar="[LM-EVAL OPTIONS]...")
+def lm_eval(model: str, lm_eval_args: tuple[str, ...]) -> None:
+    """Run lm-evaluation-harness tasks on MODEL (a registry alias or a .gguf path).
+
+    Everything after MODEL goes to `lm-eval run` unchanged (--tasks, --include_path,
+    --num_fewshot, --limit, --output_path, --log_samples, --batch_size, --apply_chat_template,
+    ...); backend options go in --model_args (n_ctx=4096,threads=8,engine=prefix,...).
+    Needs: pip install "abricot-local[lm-eval]"."""
+    try:
+        from abricot_local.lm_eval_model import run_cli
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("lm_eval"):
+            raise
+        raise UsageError('lm-eval is not installed: pip install "abricot-local[lm-eval]"') from None
+    run_cli(model, lm_eval_args)

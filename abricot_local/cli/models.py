@@ -1,0 +1,77 @@
+"""`models`, `pull`, `doctor`, `labels`: the registry, downloads, this machine, a tokenizer's labels."""
+
+from __future__ import annotations
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.options import backend_opts, backend_options, models_file_option, task_options, task_opts
+from abricot_local.errors import AbricotError
+
+
+@cli.command()
+@models_file_option
+def models(models_file: str | None) -> None:
+    """List the registry's models: size, licence, gated, and whether they are in the cache."""
+    from abricot_local import fetch
+    from abricot_local.console.listings import gib, models_table
+    from abricot_local.registry import load_registry
+
+    rows = []
+    for alias, spec in sorted(load_registry(models_file).items()):
+        try:
+            cached = "yes" if fetch.is_cached(spec) else "no"
+        except AbricotError:
+            cached = "?"
+        gated = {True: "yes", False: "no", None: "?"}[spec.gated]
+        rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
+                     gated, cached, spec.reproduces or ""))
+    click.echo(models_table(rows))
+
+
+@cli.command()
+@click.argument("alias")
+@models_file_option
+def pull(alias: str, models_file: str | None) -> None:
+    """Download a registry model into the Hugging Face cache and verify it."""
+    from abricot_local import fetch
+
+    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
+    click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
+@models_file_option
+def doctor(as_json: bool, models_file: str | None) -> None:
+    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory), and
+    whether each task's data is here."""
+    import json
+
+    from abricot_local import doctor as doc
+    from abricot_local.catalog import task_catalog
+    from abricot_local.console.listings import doctor_text
+    from abricot_local.registry import load_registry
+
+    facts = doc.gather(load_registry(models_file))
+    facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
+    click.echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts, doc.REINSTALL_RPC))
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--task", "task_name", default=None, help="Task whose first item is shown (default: the first registered).")
+@task_options
+@backend_options
+def labels(model: str, task_name: str, **kw) -> None:
+    """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
+    from abricot_local import runner
+    from abricot_local.console.listings import labels_text
+
+    if not task_name:
+        from abricot_local.planning import select_tasks
+
+        task_name = select_tasks(None, task_opts(kw))[0][0].name
+    info = runner.label_map(model, kw["backend"], task_name, task_opts(kw), backend_opts(kw, vocab_only=True),
+                            kw["models_file"])
+    click.echo(labels_text(info))

@@ -1,0 +1,112 @@
+"""`runs` (run folders and their states) and `report` (tables, html, figures over finished runs)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.options import models_file_option
+from abricot_local.errors import UsageError
+
+
+def _run_states(paths: tuple[str, ...]):
+    from abricot_local.results import find_runs
+
+    if not paths and not Path("results").is_dir():
+        raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
+    return find_runs(paths or ("results",))
+
+
+@cli.command("runs")
+@click.argument("folders", nargs=-1, type=click.Path(), metavar="[DIR ...]")
+def runs_(folders: tuple[str, ...]) -> None:
+    """List the run folders in DIR (default results/, searched recursively): complete, running,
+    interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
+    from abricot_local.console.listings import runs_text
+
+    states = _run_states(folders)
+    if states:
+        click.echo(runs_text(states))
+    else:
+        click.echo(f"no run folder in {', '.join(folders) or 'results'}", err=True)
+
+
+def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
+    """The complete runs among PATHS (run folders, or folders searched for them); a note for each
+    incomplete one (an error with --strict)."""
+    from abricot_local.errors import ResultsError
+
+    states = _run_states(paths)
+    if not states:
+        raise ResultsError(f"{', '.join(paths) or 'results'} holds no results.json and no run folder below it")
+    for s in states:
+        if not s.complete:
+            if strict:
+                raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
+            click.echo(f"note: skipped {s.path} ({s.describe()})", err=True)
+    done = [str(s.path) for s in states if s.complete]
+    if not done:
+        raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
+    return done
+
+
+@cli.command()
+@click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
+@click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
+              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table); "
+              "html: one self-contained page to explore the runs, best with -o.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
+              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
+              "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
+@click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
+@click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
+@click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
+@models_file_option
+def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, which: str, metrics: str,
+           plot_dir: str | None, verify: bool, models_file: str | None) -> None:
+    """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
+
+    OUT: run folders, or folders holding runs (searched recursively; default results/).
+    Incomplete runs are skipped with a note (--strict: an error)."""
+    from abricot_local import report as rep
+    from abricot_local.registry import load_registry
+
+    patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
+    doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
+    if which == "samples":
+        from abricot_local import sample_table
+
+        text = sample_table.render(doc, fmt)
+    elif fmt == "html":
+        from abricot_local.html_report import render_html
+
+        text = render_html(doc, metrics=patterns)
+    else:
+        text = rep.render(doc, fmt, table=which, metrics=patterns)
+    if output:
+        from abricot_local.results import atomic_write
+
+        atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+    if plot_dir:
+        from abricot_local import plots
+
+        paths = plots.write_plots(doc, plot_dir, metrics=patterns)
+        click.echo(f"wrote {len(paths)} figure(s) to {plot_dir}", err=True)
+    if verify:
+        bad = [f"{run.path} {tc.task}: {', '.join(tc.mismatches)}"
+               for run in doc.runs for tc in rep.recompute(run.path) if not tc.ok]
+        for line in bad:
+            click.echo(f"recomputed metrics differ: {line}", err=True)
+        if bad:
+            sys.exit(1)
+        click.echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)
+
+

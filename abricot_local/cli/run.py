@@ -1,0 +1,162 @@
+"""`run`: one model, or several one after another (a sweep), with Ctrl-C/SIGTERM saved for --resume."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.options import backend_opts, backend_options, task_options, task_opts
+from abricot_local.cli.progress import progress as make_progress
+from abricot_local.errors import AbricotError, UsageError
+
+
+@cli.command()
+@click.argument("models", nargs=-1, required=True, metavar="MODEL [MODEL ...]")
+@task_options
+@backend_options
+@click.option("--limit", type=int, default=None, help="Score only the first N items of each task (release order).")
+@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept).")
+@click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
+              "(after --limit/--sample); `merge` joins the parts.")
+@click.option("--out", type=click.Path(), default=None,
+              help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
+def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
+        resume: bool, force: bool, **kw) -> None:
+    """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out.
+
+    Several MODELs run one after another into one sweep folder, then a comparison table;
+    a model that fails is reported and the others go on."""
+    from abricot_local.planning import Shard
+
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if sample is not None and (sample < 1 or limit is not None):
+        raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
+    if resume and not out:
+        raise UsageError("--resume needs the --out folder of the run to continue")
+    if limit is not None:
+        click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
+                   "which may not represent the task (use --sample N for a seeded draw)", err=True)
+    args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if len(models) == 1:
+        run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)
+        return
+    sweep(models, Path(out) if out else Path("results") / f"sweep-{stamp}", resume, stamp=stamp, **args)
+
+
+def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str):
+    """One model: plan, load, score, write; the summary and the published verdict."""
+    from abricot_local import console, planning, runner
+
+    plan = planning.plan_run(
+        n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
+        task_options=task_opts(kw), backend_options=backend_opts(kw), limit=limit, models_file=kw["models_file"],
+        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
+    )
+    out_dir = out_dir or Path("results") / plan.model_label / stamp
+    if getattr(plan.backend_options, "rpc", ()):
+        _watch_rpc(plan.backend_options.rpc, out_dir)
+    for s in plan.skipped:
+        click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
+    progress, close = make_progress()
+
+    def loaded(backend) -> None:
+        click.echo(console.start_line(plan, backend.provenance()), err=True)
+
+    started = time.perf_counter()
+    term = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
+    except KeyboardInterrupt:
+        close()
+        from abricot_local.results import items_text, saved_counts
+
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        totals = {r.task.name: len(r.items) for r in plan.runs}
+        what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
+        click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
+                   f"resume with: abricot-local {' '.join(resume_argv(out_dir))}", err=True)
+        sys.exit(130)
+    finally:
+        close()
+        signal.signal(signal.SIGTERM, term)
+    click.echo(console.summary(outcome.results))
+    click.echo("")
+    click.echo(console.verdict(outcome.results))
+    click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
+    return outcome
+
+
+def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
+    """Several models one after another, each into root/<model>/; failures reported at the end."""
+    from abricot_local import report as rep
+    from abricot_local.registry import load_registry
+    from abricot_local.results import RESULTS
+
+    done, failed = [], []
+    for model in models:
+        folder = root / slug(model)
+        click.echo(f"== {model} -> {folder}", err=True)
+        if resume and (folder / RESULTS).exists():
+            click.echo(f"{model}: already complete", err=True)
+            done.append(folder)
+            continue
+        try:
+            run_one(model, folder, resume and folder.exists(), stamp=stamp, **args)
+            done.append(folder)
+        except AbricotError as err:
+            click.echo(f"error: {model}: {err}", err=True)
+            failed.append((model, str(err)))
+    if done:
+        click.echo(f"\n== comparison of {len(done)} model(s) in {root}")
+        click.echo(rep.render(rep.build([str(f) for f in done], registry=load_registry(args["kw"]["models_file"]))))
+    if failed:
+        click.echo(f"\n{len(failed)} model(s) failed:", err=True)
+        for model, why in failed:
+            click.echo(f"  {model}: {why}", err=True)
+        sys.exit(1)
+
+
+def slug(model: str) -> str:
+    import re
+
+    name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def resume_argv(out_dir: Path) -> list[str]:
+    """This command line with --out (if missing) and --resume: what continues the run."""
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    if "--out" not in args and not any(a.startswith("--out=") for a in args):
+        args += ["--out", str(out_dir)]
+    return args + ["--resume"]
+
+
+def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
+    """ggml-rpc ends the process when a server goes away: say which one in one line, and how to go on."""
+    import os
+
+    from abricot_local.backends import rpc
+
+    def lost(err: AbricotError) -> None:
+        kept = (out_dir / ".checkpoint" / "run.json").exists()
+        then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
+                f"abricot-local {' '.join(resume_argv(out_dir))}" if kept else "run again once it is back")
+        click.echo(f"\nerror: {err}\n{then}", err=True)
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+
+    rpc.on_server_lost(servers, lost)

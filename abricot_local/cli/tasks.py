@@ -1,0 +1,37 @@
+"""`tasks` (the registered tasks and their data) and `data pull`."""
+
+from __future__ import annotations
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.options import data_options, data_pairs
+
+
+@cli.command()
+@data_options
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
+    """List the tasks (plugins included) and groups: items, metrics, published references, data."""
+    import json
+
+    from abricot_local.catalog import task_catalog
+    from abricot_local.console.listings import tasks_text
+
+    rows = task_catalog(data_pairs(data), data_dir)
+    click.echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
+
+
+@cli.group()
+def data() -> None:
+    """Task data: download into the user cache."""
+
+
+@data.command("pull")
+@click.argument("task")
+def data_pull(task: str) -> None:
+    """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
+    from abricot_local import runner
+
+    for path, sha in runner.pull_data(task):
+        click.echo(f"{path}  sha256 {sha}")

@@ -1,0 +1,100 @@
+"""Text of the commands that list or inspect: models, doctor, tasks, labels, runs, check.
+
+Pure functions from the library's records to strings (the cli prints them).
+"""
+
+from __future__ import annotations
+
+
+def gib(n) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def table(rows: list[tuple]) -> str:
+    """Rows (the first one the header) as left-aligned columns."""
+    widths = [max(len(str(r[k])) for r in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def models_table(rows: list[tuple]) -> str:
+    """The registry listing: alias, params, quant, size, license, gated, cached, reproduces."""
+    head = ("alias", "params", "quant", "size", "license", "gated", "cached", "reproduces")
+    return table([head, *rows])
+
+
+def data_status(row: dict) -> str:
+    """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
+    if row.get("data_path"):
+        items = f" ({row['items']} items)" if row.get("items") is not None else ""
+        return f"found at {row['data_path']}{items}"
+    return f"missing: {row.get('data_note') or 'unknown'}"
+
+
+def doctor_text(facts: dict, reinstall_rpc: str) -> str:
+    llama = facts["llama_cpp"]
+    lines = [f"python {facts['python']['version']}  llama-cpp-python {facts['packages'].get('llama-cpp-python')}",
+             f"llama.cpp system info: {llama.get('system_info', '?')}",
+             f"GPU offload supported: {'yes' if llama.get('gpu_offload') else 'no'}"
+             f"  backends: {', '.join(llama.get('gpu_backends') or []) or 'CPU only'}"]
+    mem = facts["memory"]
+    lines.append(f"RAM: {gib(mem.get('ram_total'))} total, {gib(mem.get('ram_available'))} available")
+    for g in facts["nvidia"].get("gpus", []):
+        lines.append(f"GPU: {g.get('name')}  VRAM {gib(g.get('memory_total'))} total, {gib(g.get('memory_free'))} free")
+    cached = [m for m in facts["models"] if m["cached"]]
+    lines.append(f"cached models: {len(cached)}")
+    for m in cached:
+        fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
+        lines.append(f"  {m['alias']:<24} {gib(m['size']):>9}  {fits}")
+    lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
+                 + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {reinstall_rpc}"))
+    lines.append("reinstall llama-cpp-python for a GPU build:")
+    lines += [f"  {kind}: {cmd}" for kind, cmd in facts["reinstall"].items()]
+    lines.append("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
+    lines += [f"  {t['name']:<14} {data_status(t)}" for t in facts["tasks"]]
+    lines += [f"advice: {tip}" for tip in facts["advice"]]
+    return "\n".join(lines)
+
+
+def tasks_text(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        chance = ", ".join(f"{k} {v:g}" for k, v in r["chance"].items()) or "n/a"
+        refs = r["references"]
+        sources = f" ({', '.join(sorted({x['source'] for x in refs}))})" if refs else ""
+        lines += [f"{r['name']}{'  (group ' + r['group'] + ')' if r['group'] else ''}: {r['description']}",
+                  f"  metrics: {', '.join(r['metrics'])}  (main: {r['primary_metric']}; chance: {chance})",
+                  f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
+                  f"{len(refs)}{sources}",
+                  f"  data: {data_status(r)}",
+                  f"  from: {r['plugin']}"]
+    for g in sorted({r["group"] for r in rows if r["group"]}):
+        lines.append(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
+    return "\n".join(lines)
+
+
+def labels_text(info: dict) -> str:
+    lines = [f"model: {info['model']}", f"task: {info['task']}  item: {info['item']}",
+             f"context tokens: {info['n_context_tokens']}  prefix tokens: {info['prefix_len']}  "
+             f"trunk: {info['trunk_len']}",
+             f"fast path (one forward pass scores every choice): {'yes' if info['fast_path'] else 'no'}"]
+    for row in info["choices"]:
+        pieces = " ".join(repr(p) for p in row["pieces"])
+        lines.append(f"  {row['continuation']!r:>6} -> ids {row['ids']}  pieces {pieces}")
+    return "\n".join(lines)
+
+
+def runs_text(states) -> str:
+    width = max((len(str(s.path)) for s in states), default=0)
+    return "\n".join(f"{str(s.path):<{width}}  {s.describe()}" for s in states)
+
+
+def check_text(rep) -> str:
+    """A check report: items checked, identical predictions, the largest difference, each item that differs."""
+    lines = [f"checked {rep.checked} items: {rep.identical_predictions} identical predictions, "
+             f"max |logprob difference| {rep.max_abs_diff:.3g} (atol {rep.atol:g})"]
+    if rep.differences:
+        lines.append(f"{'task':<14} {'id':<28} {'recorded':>8} {'now':>5} {'max diff':>10}")
+        for d in rep.differences:
+            lines.append(f"{d.task:<14} {d.id:<28} {d.recorded_pred:>8} {d.new_pred:>5} {d.max_abs_diff:>10.3g}")
+    lines.append("reproduced" if rep.reproduced else "NOT reproduced")
+    return "\n".join(lines)
