@@ -24,7 +24,7 @@ run on any backend, the fake one included. The rules, recorded in every output
 
 With an exact engine (naive, single, prefix) the numbers are bit-identical
 whatever the grouping; with ``batched`` several contexts share decode calls and
-agree within a measured tolerance (docs: NUMERICS).
+agree within a measured tolerance (docs/numerics.md#engines).
 """
 
 from __future__ import annotations

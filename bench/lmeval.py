@@ -42,7 +42,6 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "discotex"
 TASK = "bench_discotex"
 YAML = """task: bench_discotex
 dataset_path: json
@@ -235,9 +234,15 @@ def main() -> None:
     ap.add_argument("--n-gguf", type=int, default=3, help="of those, items for lm-eval's gguf (slow)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--n-ctx", type=int, default=2048)
-    ap.add_argument("--data-dir", default=str(DATA), help="the DISCOTEX release folder")
+    ap.add_argument("--data-dir", default=None,
+                    help="the DISCOTEX release folder (default: the user cache, where `abricot-local data pull discotex` puts it)")
     ap.add_argument("--readme", action="store_true", help="write the table into bench/README.md")
     args = ap.parse_args()
+    if args.data_dir is None:
+        from abricot_local.tasks.base import TaskOptions
+        from abricot_local.tasks.discotex import DiscotexTask
+
+        args.data_dir = str(DiscotexTask(TaskOptions()).cache_folder())
     results = [bench(m.strip(), args) for m in args.models.split(",") if m.strip()]
     (Path(tempfile.gettempdir()) / "bench-lm-eval.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     command = "python bench/lmeval.py " + " ".join(sys.argv[1:])

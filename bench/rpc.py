@@ -82,7 +82,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="gemma-3-270m")
     ap.add_argument("--limit", type=int, default=20)
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--data-dir", default=None,
+                    help="the DISCOTEX release folder (default: the user cache, where `abricot-local data pull discotex` puts it)")
     ap.add_argument("--threads", type=int, default=2, help="threads of the local run and of each server")
     ap.add_argument("--label", default=platform.node(), help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")

@@ -103,7 +103,8 @@ def main() -> None:
     ap.add_argument("--model", default="gemma-3-270m")
     ap.add_argument("--task", default="abricot", choices=["abricot", "discotex"])
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--data-dir", default=None,
+                    help="the DISCOTEX release folder (default: the user cache, where `abricot-local data pull discotex` puts it)")
     ap.add_argument("--fixture", default=str(ROOT / "tests" / "data" / "abricot_invented_fixture.csv"))
     ap.add_argument("--abricot-items", type=int, default=127,
                     help="ABRICOT: invented rows, sized like the release (127); 0 = the 18-row test fixture")

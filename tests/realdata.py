@@ -47,7 +47,7 @@ CACHE = fetch.cache_dir() / "test-data"
 _download_url = fetch.download_url  # bound now: a test that mocks the network cannot redirect it
 
 # llama.cpp's models/ folder as vendored in the llama-cpp-python 0.3.36 sdist (PyPI), and the
-# SHA-256 of each file used (the GGUFs' hashes are the table of shared/README.md).
+# SHA-256 of each file used, as extracted from that sdist.
 SDIST_URL = ("https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca"
              "773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz")
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"

@@ -1,7 +1,7 @@
 """ABRICOT: byte-exact prompts, few-shot draw, discretisation, metrics, loader, pull, CLI.
 
-The expected prompt texts below are typed in by hand from PROTOCOL.md (ABRICOT
-section), not imported from the package, so a drift in either one fails here.
+The expected prompt texts below are typed in by hand from the published prompts (the ABRICOT
+paper, CALAMITA 2024), not imported from the package, so a drift in either one fails here.
 The data is the INVENTED fixture (tests/data/abricot_invented_fixture.csv).
 """
 
@@ -32,7 +32,7 @@ def find_data_file(options):
 from abricot_local.tasks.base import TaskOptions
 from conftest import FIXTURE
 
-# ---------------------------------------------------------------- expected prompts (from PROTOCOL.md, by hand)
+# ---------------------------------------------------------------- expected prompts (from the paper, by hand)
 
 PAPER_ABS = (
     "Assegna un valore di astrazione da 1 a 5 alla parola {parola} nel contesto della frase seguente:\n"
@@ -115,7 +115,7 @@ def opts(**kw) -> TaskOptions:
 
 
 def test_protocol_templates_sanity():
-    """The hand-typed templates themselves: typos where PROTOCOL.md has them, and only there."""
+    """The hand-typed templates themselves: typos where the paper has them, and only there."""
     assert PAPER_ABS.count("prola") == 1 and "4 - La prola è lievemente astratta" in PAPER_ABS
     assert PAPER_INC.count("prola") == 1 and "2 - La prola è lievemente specifica" in PAPER_INC
     assert "prola" not in CALAMITA_ABS and "prola" not in CALAMITA_INC

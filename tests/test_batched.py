@@ -2,7 +2,7 @@
 
 Several items' trunks in one multi-sequence decode change the composition of
 every decode call, so the numbers are not bit-identical to the per-item schedule
-(docs: /work/shared/spec/NUMERICS.md, last table row). The tolerance below is
+(docs/numerics.md#what-moves-a-log-probability, last table row). The tolerance below is
 what was measured here, not assumed; with parallel=1 the schedule is prefix's
 and the numbers must be identical.
 """
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.real
 # parallel 8) vs prefix on these items: max |logprob diff| 0.19 nats on DISCOTEX (6 items, one
 # group of ~1260 trunk tokens), 0.42 / 0.40 / 0.66 nats on the ABRICOT 3-shot items (one group
 # of 3 ~150-token trunks; 0.72 with flash-attn off), 0.0 on the two tiny multi-token requests.
-# NUMERICS.md reports up to 0.42 nats for 6 DISCOTEX items. Every prediction agreed (prefix's
+# docs/numerics.md's table reports up to 0.42 nats for 6 DISCOTEX items. Every prediction agreed (prefix's
 # top-2 gaps 0.24-4.6 nats); a flip is accepted only where that gap is <= 0.5 nats.
 TOLERANCE = 1.0  # nats
 FLIP_GAP = 0.5  # nats

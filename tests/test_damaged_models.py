@@ -50,7 +50,7 @@ ROWS = {  # invented paragraphs: the damage, not the data, is under test
 
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory) -> Path:
-    """A DISCOTEX-shaped folder of invented rows (the tests need no ../shared)."""
+    """A DISCOTEX-shaped folder of invented rows (these tests need no downloaded test data)."""
     folder = tmp_path_factory.mktemp("discotex")
     for name, rows in ROWS.items():
         source = name.split("_")[2]

@@ -4,8 +4,9 @@ The browser tests open a report of two fake-backend runs x three tasks (the
 whole DISCOTEX release, 1600 items, and the invented ABRICOT fixture) built
 from copies of the data with markup injected into an item's text, a choice
 and an ABRICOT sentence. They need Debian's ``chromium`` and the ``playwright``
-package (test extra); nothing downloads a browser. Without them, or without
-../shared, they skip with the reason, except under CI=true where they fail.
+package (test extra); nothing downloads a browser. Without them, or without the
+DisCoTEX release (tests/realdata.py finds it), they skip with the reason, except under
+CI=true where they fail.
 """
 
 from __future__ import annotations

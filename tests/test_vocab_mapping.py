@@ -10,7 +10,7 @@ from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
 from conftest import FIXTURE
 
-# How " 1" tokenizes, per family (README of ../shared): one token in gpt-2, a space then a digit elsewhere.
+# How " 1" tokenizes in each family's vocab-only GGUF: one token in gpt-2, a space then a digit elsewhere.
 DIGIT_TOKENS = {"gpt-2": 1, "llama-bpe": 2, "llama-spm": 2, "phi-3": 2, "qwen2": 2}
 
 

@@ -25,7 +25,7 @@ trunk evaluation scores them all.
 The engines (strategies in engines.py, over a backend's session) evaluate the
 request with these cuts: ``naive``, ``single`` and ``prefix`` are bit-identical;
 ``batched`` decodes several items' trunks in one call and agrees only to a
-measured tolerance (docs: NUMERICS), except with ``parallel=1``.
+measured tolerance (docs/numerics.md#engines), except with ``parallel=1``.
 
 A backend declares its ``Options`` (a frozen dataclass extending
 :class:`ScoringOptions`), its ``capabilities`` and whether it reads a model

@@ -259,7 +259,7 @@ class Naive(Engine):
 
 
 class Batched(Engine):
-    """Several items' trunks per decode; see the module docstring and docs/NUMERICS."""
+    """Several items' trunks per decode; see the module docstring and docs/numerics.md#engines."""
 
     name = "batched"
     exact = False

@@ -23,7 +23,7 @@ from abricot_local.backends.rpc import (
 )
 from abricot_local.errors import UsageError
 
-# rpc-server's own warning (tools/rpc/rpc-server.cpp) and the README's reason for it.
+# rpc-server's own warning (tools/rpc/rpc-server.cpp) and the reason docs/beyond-one-machine.md gives for it.
 EXPOSED_WARNING = """\
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
 WARNING: Host ('{host}') is != '127.0.0.1'

@@ -45,8 +45,8 @@ CHOICES = ("1", "2", "3", "4", "5")
 SHOT_SEPARATOR = "\n\n"
 DEFAULT_SHOTS = 3
 
-# Published Pearson r (choice 1-5 against the discretised human mean: this task's ``pearson``),
-# from ../shared/spec/PROTOCOL.md, "Published results (Pearson)": (model, abs, inc) per source.
+# Published Pearson r (choice 1-5 against the discretised human mean: this task's ``pearson``), from
+# the ABRICOT paper (CALAMITA 2024, 3-shot) and the CALAMITA leaderboard: (model, abs, inc) per source.
 # How each source ran the task, to flag a run whose settings differ; the leaderboard's
 # shot count is not published (None: not checked).
 PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
