@@ -170,13 +170,11 @@ def settings_of(doc: dict, quant: str = "") -> dict[str, Any]:
     """Every recorded setting of a results.json, flat: the model's SHA-256 and quant, the
     config (but what only selects items), the provenance (schedule, build, CPU features,
     devices), each task's config, version, prompt hash and data SHA-256."""
-    model = doc.get("model", {})
     out: dict[str, Any] = {}
-    _flatten(out, "model_sha256", model.get("sha256"))
+    _flatten(out, "model_sha256", doc.get("model", {}).get("sha256"))
     _flatten(out, "quant", quant or None)
     _flatten(out, "", {k: v for k, v in doc.get("config", {}).items() if k not in ITEM_SELECTION})
-    prov = {k: v for k, v in doc.get("provenance", {}).items() if k not in PROVENANCE_SKIP}
-    _flatten(out, "provenance", prov)
+    _flatten(out, "provenance", {k: v for k, v in doc.get("provenance", {}).items() if k not in PROVENANCE_SKIP})
     for task, entry in doc.get("tasks", {}).items():
         _flatten(out, f"{task}.config", entry.get("config"))
         _flatten(out, f"{task}.version", entry.get("version"))
@@ -247,9 +245,9 @@ def agreement(task: str, a: RunView, b: RunView, sa: Sequence[dict], sb: Sequenc
     deltas = np.concatenate([np.abs(x - y) for x, y in pairs])
     agree = float(np.mean([x["pred"] == y["pred"] for x, y in zip(sa, sb)]))
     kl = float(np.mean([label_kl(x, y) for x, y in pairs]))
-    identical = len(pairs) == n and all(np.array_equal(x, y) for x, y in pairs)
-    return Agreement(task, a.label, b.label, n, agree, float(deltas.max()), float(deltas.mean()), kl,
-                     identical, n - len(pairs))
+    same = len(pairs) == n and all(np.array_equal(x, y) for x, y in pairs)
+    return Agreement(task, a.label, b.label, n, agree, float(deltas.max()), float(deltas.mean()), kl, same,
+                     n - len(pairs))
 
 
 def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int) -> MetricComparison:

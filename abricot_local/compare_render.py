@@ -66,11 +66,11 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
         rows.append(row)
     out.append(("Paired differences (bootstrap over the common items; detectable: the smallest accuracy "
                 "difference these items detect, 80% power, 5% two-sided)", pd.DataFrame(rows)))
+    agree = [{"pair": _pair(g.a, g.b), "task": g.task, "n": g.n, "same prediction": _num(g.same_pred, 3),
+              "max |delta log-prob|": _num(g.max_abs_delta), "mean |delta log-prob|": _num(g.mean_abs_delta),
+              "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"} for g in c.agreements]
     out.append(("Predictions and log-probs over the common items (KL(a || b) between the choice distributions)",
-                pd.DataFrame([{"pair": _pair(g.a, g.b), "task": g.task, "n": g.n, "same prediction": _num(g.same_pred, 3),
-                               "max |delta log-prob|": _num(g.max_abs_delta), "mean |delta log-prob|": _num(g.mean_abs_delta),
-                               "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"}
-                              for g in c.agreements])))
+                pd.DataFrame(agree)))
     if c.groups:
         out.append((f"Runs not distinguishable from the best (Holm-adjusted p >= {c.alpha:g})", pd.DataFrame([
             {"task": g.task, "metric": g.metric, "best": g.best, "group": ", ".join(g.members)} for g in c.groups])))
