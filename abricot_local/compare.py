@@ -293,7 +293,8 @@ def _unique_labels(runs: Sequence[RunView]) -> list[RunView]:
 
 def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT) -> Comparison:
-    """Every pair of ``runs`` compared over the items all of them scored alike."""
+    """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
+    level of the verdicts and the best group (the power figures stay at 5% / 80%)."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if tolerance < 0:
@@ -322,7 +323,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         raise _refuse(runs, shared)
     metrics = _holm(metrics)
     labels = [r.label for r in runs]
-    power = tuple(TaskPower(m.task, m.n_common, stats.min_detectable_difference(m.n_common, 0.0, alpha=alpha))
+    power = tuple(TaskPower(m.task, m.n_common, stats.min_detectable_difference(m.n_common, 0.0))
                   for m in matches if m.n_common)
     verdicts = tuple(verdict(a, b, metrics, agreements, primary, tolerance, alpha)
                      for a, b in combinations(labels, 2))
