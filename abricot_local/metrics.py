@@ -92,6 +92,12 @@ def with_ci(stat: str, a, b, *, seed: int) -> tuple[float, list[float]]:
     return point, bootstrap_ci(stat, a, b, seed=seed)
 
 
+def with_ci_of(inp, *, seed: int) -> dict:
+    """``{name: value, name_ci95: CI}`` of a task's ``MetricInput`` (tasks/base.py)."""
+    value, ci = with_ci(inp.stat, inp.x, inp.y, seed=seed)
+    return {inp.name: value, f"{inp.name}_ci95": ci}
+
+
 def metric_items(metrics: dict) -> list[tuple[str, float, tuple[float, float] | None]]:
     """(name, value, 95% CI or None) for each scalar metric of a results.json ``metrics``
     dict, where ``NAME_ci95`` holds the CI of ``NAME``."""

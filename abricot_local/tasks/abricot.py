@@ -14,9 +14,9 @@ import numpy as np
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
-from abricot_local.metrics import with_ci
+from abricot_local.metrics import with_ci_of
 from abricot_local.tasks.abricot_data import HUB_DATASET, SUFFIXES, Row, load_rows, pull
-from abricot_local.tasks.base import DataSpec, Figure, Item, Reference, Task, text_hash
+from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Reference, Task, text_hash
 
 _LIST_ABS = (
     "1 - La parola è estremamente concreta (e.g. un cane specifico)\n"
@@ -182,21 +182,23 @@ class AbricotTask(Task):
     def prompt_hash(self) -> str:
         return text_hash(PROMPTS[(self.kind, self.options.prompt_variant)], SHOT_SEPARATOR, *CHOICES)
 
-    def metrics(self, samples: list[dict]) -> dict:
-        seed = self.options.seed
+    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
         pred = np.array([s["pred"] + 1 for s in samples], dtype=float)
         gold = np.array([s["gold"] + 1 for s in samples], dtype=float)
         human = np.array([s["human_mean"] for s in samples], dtype=float)
         expected = np.array([s["expected_score"] for s in samples], dtype=float)
+        return (
+            MetricInput("pearson", "pearson", pred, gold),
+            MetricInput("pearson_continuous", "pearson", pred, human),
+            MetricInput("pearson_expected", "pearson", expected, human),
+            MetricInput("spearman", "spearman", pred, human),
+            MetricInput("accuracy", "accuracy", pred, gold),
+        )
+
+    def metrics(self, samples: list[dict]) -> dict:
         out: dict = {}
-        for key, stat, a, b in (
-            ("pearson", "pearson", pred, gold),
-            ("pearson_continuous", "pearson", pred, human),
-            ("pearson_expected", "pearson", expected, human),
-            ("spearman", "spearman", pred, human),
-            ("accuracy", "accuracy", pred, gold),
-        ):
-            out[key], out[f"{key}_ci95"] = with_ci(stat, a, b, seed=seed)
+        for inp in self.metric_inputs(samples):
+            out.update(with_ci_of(inp, seed=self.options.seed))
         return out
 
 

@@ -6,6 +6,9 @@ so every number in results.json can be recomputed from the sample files.
 
 Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 
+- ``metric_inputs()``: each CI metric's per-item inputs (:class:`MetricInput`), so
+  two runs can be compared item by item without knowing the task (compare.py);
+
 - ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one
   release share it), a folder or a file, how to pull it, how to get it by hand;
 - ``references()``: published results (:class:`Reference`);
@@ -24,6 +27,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
 from abricot_local.errors import DataError
@@ -76,6 +81,18 @@ class Item:
     def request(self) -> Request:
         return Request(context=self.context, continuations=self.continuations, prefix=self.prefix,
                        label=self.id, parse_special=self.parse_special)
+
+
+@dataclass(frozen=True, eq=False)
+class MetricInput:
+    """One CI metric's per-item inputs: ``stat`` (``accuracy``, ``pearson`` or ``spearman``,
+    the keys of ``metrics.ROW_STATS``) of ``x`` (the prediction side) against ``y`` (the gold
+    side), one entry per sample, in the order of the samples given."""
+
+    name: str
+    stat: str
+    x: np.ndarray
+    y: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -171,6 +188,15 @@ class Task(ABC):
     @abstractmethod
     def metrics(self, samples: list[dict]) -> dict:
         """Metrics from sample records (see module docstring)."""
+
+    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
+        """Each CI metric's per-item inputs over ``samples`` (in their order): what a paired
+        comparison of two runs resamples. The default suits any task: ``accuracy``, the
+        samples' ``pred`` against their ``gold``. A task whose CI metrics are others
+        overrides it (and computes those metrics from it, so the two cannot drift apart)."""
+        pred = np.array([s["pred"] for s in samples])
+        gold = np.array([s["gold"] for s in samples])
+        return (MetricInput("accuracy", "accuracy", pred, gold),)
 
     # -- data ------------------------------------------------------------------------------
     def cache_folder(self) -> Path:

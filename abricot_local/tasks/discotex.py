@@ -18,8 +18,8 @@ import numpy as np
 
 from abricot_local import fetch
 from abricot_local.errors import DataError, DownloadError
-from abricot_local.metrics import accuracy, with_ci
-from abricot_local.tasks.base import DataSpec, Figure, Item, Task, text_hash
+from abricot_local.metrics import accuracy, with_ci_of
+from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Task, text_hash
 
 DESCRIPTION = (
     "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
@@ -175,19 +175,20 @@ class DiscotexTask(Task):
     def config(self) -> dict:
         return {"seed": self.options.seed, "gold_position_and_distractors_seed": self.options.seed}
 
-    def metrics(self, samples: list[dict]) -> dict:
-        seed = self.options.seed
+    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
         pred = np.array([s["pred"] for s in samples])
         gold = np.array([s["gold"] for s in samples])
-        acc, ci = with_ci("accuracy", pred, gold, seed=seed)
-        out = {"accuracy": acc, "accuracy_ci95": ci}
+        said_none = pred == 4
+        is_negative = np.array([s["class"] == 0 for s in samples], dtype=bool)
+        return (MetricInput("accuracy", "accuracy", pred, gold),
+                MetricInput("binary_accuracy", "accuracy", said_none, is_negative))
+
+    def metrics(self, samples: list[dict]) -> dict:
+        acc, binary = self.metric_inputs(samples)
+        out = with_ci_of(acc, seed=self.options.seed)
         for source in RELEASE:
             mask = np.array([s["source"] == source for s in samples], dtype=bool)
             if mask.any():
-                out[f"accuracy_{source}"] = accuracy(pred[mask], gold[mask])
-        said_none = pred == 4
-        is_negative = np.array([s["class"] == 0 for s in samples], dtype=bool)
-        out["binary_accuracy"], out["binary_accuracy_ci95"] = with_ci(
-            "accuracy", said_none, is_negative, seed=seed
-        )
+                out[f"accuracy_{source}"] = accuracy(acc.x[mask], acc.y[mask])
+        out.update(with_ci_of(binary, seed=self.options.seed))
         return out

@@ -1,0 +1,234 @@
+"""Paired statistics for comparing two runs item by item (pure numpy/scipy).
+
+- :func:`paired_bootstrap`: percentile CI of a difference of statistics; the item
+  indices are drawn once per resample and applied to both runs (seeded, recorded).
+- :func:`mcnemar_exact`: McNemar's exact test, the two-sided binomial test on the
+  discordant pairs (p = 1/2); the mid-p is kept too, the exact p is the one reported.
+- :func:`williams_t` (reported) and :func:`steiger_z`: two dependent correlations
+  sharing one variable (the gold vector), r(a, gold) against r(b, gold), given r(a, b).
+- :func:`holm`: Holm's step-down adjusted p-values; :func:`best_group`: the runs not
+  distinguishable from the best.
+- :func:`min_detectable_difference`: the smallest accuracy difference a paired design
+  of n items detects with 80% power at the 5% two-sided level (McNemar's sample-size
+  formula solved for the difference).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as st
+
+from abricot_local.errors import UsageError
+
+N_BOOT = 1000
+LEVEL = 0.95
+ALPHA = 0.05
+POWER = 0.80
+
+RowStat = Callable[[np.ndarray, np.ndarray], np.ndarray]  # statistic along the last axis
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """``stat(a) - stat(b)`` over the same items and its percentile bootstrap CI."""
+
+    a: float
+    b: float
+    diff: float
+    ci: tuple[float, float]
+    seed: int
+    n_boot: int
+    n_valid: int  # resamples where both statistics are defined
+
+
+@dataclass(frozen=True)
+class McNemar:
+    a_only: int  # items run A has right and run B wrong
+    b_only: int  # items run B has right and run A wrong
+    p: float  # exact two-sided binomial p on the discordant pairs (the one reported)
+    mid_p: float
+
+    @property
+    def discordant(self) -> int:
+        return self.a_only + self.b_only
+
+
+@dataclass(frozen=True)
+class DependentCorrelation:
+    """r(a, y) against r(b, y) over the same n items, given r(a, b)."""
+
+    test: str  # "Williams t" or "Steiger z"
+    r_a: float
+    r_b: float
+    r_ab: float
+    n: int
+    statistic: float
+    df: float | None  # t's degrees of freedom; None for z
+    p: float
+
+
+def paired_bootstrap(stat: RowStat, xa, ya, xb, yb, *, seed: int, n_boot: int = N_BOOT,
+                     level: float = LEVEL) -> PairedDiff:
+    """``stat(xa, ya) - stat(xb, yb)`` with a percentile CI: each resample draws item indices
+    once and applies them to both runs. Resamples where either statistic is undefined (a
+    constant vector) are left out; if all are, the CI is [NaN, NaN]."""
+    xa, ya, xb, yb = (np.asarray(v, dtype=float) for v in (xa, ya, xb, yb))
+    n = len(xa)
+    if not len(ya) == len(xb) == len(yb) == n:
+        raise UsageError(f"paired vectors differ in length: {len(xa)}, {len(ya)}, {len(xb)}, {len(yb)}")
+    nan = float("nan")
+    if n == 0:
+        return PairedDiff(nan, nan, nan, (nan, nan), seed, n_boot, 0)
+    a, b = float(stat(xa, ya)), float(stat(xb, yb))
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    diffs = stat(xa[idx], ya[idx]) - stat(xb[idx], yb[idx])
+    diffs = diffs[~np.isnan(diffs)]
+    if len(diffs) == 0:
+        ci = (nan, nan)
+    else:
+        tail = (1.0 - level) / 2.0 * 100.0
+        lo, hi = np.percentile(diffs, [tail, 100.0 - tail])
+        ci = (float(lo), float(hi))
+    return PairedDiff(a, b, a - b, ci, seed, n_boot, int(len(diffs)))
+
+
+def mcnemar_exact(correct_a, correct_b) -> McNemar:
+    """McNemar's exact test on two runs' per-item correctness (same items, same order)."""
+    ca, cb = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    if ca.shape != cb.shape:
+        raise UsageError(f"paired vectors differ in length: {len(ca)}, {len(cb)}")
+    a_only, b_only = int(np.sum(ca & ~cb)), int(np.sum(~ca & cb))
+    n = a_only + b_only
+    if n == 0:
+        return McNemar(0, 0, 1.0, 1.0)
+    p = float(st.binomtest(a_only, n, 0.5).pvalue)
+    k = min(a_only, b_only)
+    mid = min(1.0, 2.0 * float(st.binom.cdf(k, n, 0.5)) - float(st.binom.pmf(k, n, 0.5)))
+    return McNemar(a_only, b_only, p, mid)
+
+
+def _det(r_a: float, r_b: float, r_ab: float) -> float:
+    """Determinant of the 3x3 correlation matrix of (y, a, b)."""
+    return 1.0 - r_a * r_a - r_b * r_b - r_ab * r_ab + 2.0 * r_a * r_b * r_ab
+
+
+def williams_t(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelation:
+    """Williams' (1959) t, as given by Steiger (1980, eq. 7), with n - 3 degrees of freedom:
+
+    t = (r_a - r_b) * sqrt((n-1)(1+r_ab) / (2 (n-1)/(n-3) |R| + rbar^2 (1-r_ab)^3)),
+    |R| the determinant of the correlation matrix, rbar = (r_a + r_b) / 2.
+    NaN when undefined (n <= 3, a NaN correlation); p = 1 when r_a == r_b.
+    """
+    nan = float("nan")
+    if n <= 3 or any(math.isnan(v) for v in (r_a, r_b, r_ab)):
+        return DependentCorrelation("Williams t", r_a, r_b, r_ab, n, nan, None, nan)
+    df = n - 3
+    if r_a == r_b:
+        return DependentCorrelation("Williams t", r_a, r_b, r_ab, n, 0.0, df, 1.0)
+    rbar = (r_a + r_b) / 2.0
+    den = 2.0 * (n - 1) / (n - 3) * _det(r_a, r_b, r_ab) + rbar * rbar * (1.0 - r_ab) ** 3
+    if den <= 0:
+        return DependentCorrelation("Williams t", r_a, r_b, r_ab, n, nan, df, nan)
+    t = (r_a - r_b) * math.sqrt((n - 1) * (1.0 + r_ab) / den)
+    return DependentCorrelation("Williams t", r_a, r_b, r_ab, n, t, df, float(2.0 * st.t.sf(abs(t), df)))
+
+
+def steiger_z(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelation:
+    """Steiger's (1980, eq. 14) z on Fisher's z-transforms with the pooled rbar:
+
+    z = (atanh r_a - atanh r_b) sqrt(n-3) / sqrt(2 - 2 c), c = psi / (1 - rbar^2)^2,
+    psi = r_ab (1 - 2 rbar^2) - rbar^2 (1 - 2 rbar^2 - r_ab^2) / 2.
+    """
+    nan = float("nan")
+    if n <= 3 or any(math.isnan(v) for v in (r_a, r_b, r_ab)) or max(abs(r_a), abs(r_b)) >= 1.0:
+        return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
+    if r_a == r_b:
+        return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, 0.0, None, 1.0)
+    rbar = (r_a + r_b) / 2.0
+    psi = r_ab * (1.0 - 2.0 * rbar ** 2) - 0.5 * rbar ** 2 * (1.0 - 2.0 * rbar ** 2 - r_ab ** 2)
+    c = psi / (1.0 - rbar ** 2) ** 2
+    if 2.0 - 2.0 * c <= 0:
+        return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
+    z = (math.atanh(r_a) - math.atanh(r_b)) * math.sqrt(n - 3) / math.sqrt(2.0 - 2.0 * c)
+    return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, z, None, float(2.0 * st.norm.sf(abs(z))))
+
+
+def holm(pvalues: Sequence[float]) -> tuple[float, ...]:
+    """Holm's step-down adjusted p-values, in the input order. NaN p-values (no test)
+    stay NaN and do not count among the m hypotheses."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(len(p), np.nan)
+    tested = np.flatnonzero(~np.isnan(p))
+    m = len(tested)
+    running = 0.0
+    for rank, k in enumerate(tested[np.argsort(p[tested], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * p[k]))
+        out[k] = running
+    return tuple(float(v) for v in out)
+
+
+def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], float],
+               alpha: float = ALPHA) -> tuple[int | None, tuple[int, ...]]:
+    """The best (highest) value's index and every index not distinguishable from it:
+    its adjusted p against the best is ``alpha`` or more, or untested (NaN).
+    ``p_adjusted`` holds each unordered pair once, as (i, j) with i < j."""
+    defined = [k for k, v in enumerate(values) if not math.isnan(v)]
+    if not defined:
+        return None, ()
+    best = max(defined, key=lambda k: values[k])
+    members = []
+    for k in range(len(values)):
+        if k == best:
+            members.append(k)
+            continue
+        p = p_adjusted.get((min(k, best), max(k, best)), float("nan"))
+        if math.isnan(p) or p >= alpha:
+            members.append(k)
+    return best, tuple(members)
+
+
+def _z(alpha: float, power: float) -> tuple[float, float]:
+    return float(st.norm.isf(alpha / 2.0)), float(st.norm.ppf(power))
+
+
+def detectable_factor(n: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
+    """c(n) = (z_a sqrt(n) + z_b sqrt(n - z_a^2 + z_b^2)) / (n + z_b^2): the McNemar
+    sample-size formula solved for the difference d at discordant rate psi gives
+    d = c sqrt(psi). Infinite when n is too small for any difference."""
+    za, zb = _z(alpha, power)
+    inner = n - za * za + zb * zb
+    if n <= 0 or inner <= 0:
+        return math.inf
+    return (za * math.sqrt(n) + zb * math.sqrt(inner)) / (n + zb * zb)
+
+
+def min_detectable_difference(n: int, discordance: float, *, alpha: float = ALPHA,
+                              power: float = POWER) -> float:
+    """The smallest accuracy difference d = p10 - p01 that McNemar's test on ``n`` paired
+    items detects with ``power`` at two-sided level ``alpha``, by the normal-approximation
+    sample-size formula (Connor 1987)
+
+        n = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2,   psi = p10 + p01,
+
+    solved for d: d = c(n) sqrt(psi). ``discordance`` is the observed psi; since psi >= d
+    always, psi is taken as max(observed, d), so with no (or few) discordant pairs the
+    figure is the floor d = c(n)^2: the best any paired design of n items can do.
+    1.0 means no difference is detectable."""
+    c = detectable_factor(n, alpha=alpha, power=power)
+    if math.isinf(c):
+        return 1.0
+    return min(1.0, c * max(math.sqrt(max(discordance, 0.0)), c))
+
+
+def power_at(n: int, discordance: float, diff: float, *, alpha: float = ALPHA) -> float:
+    """The normal-approximation power of McNemar's test for a difference ``diff`` at
+    discordant rate ``discordance`` over ``n`` items (the formula above, read forward)."""
+    za = float(st.norm.isf(alpha / 2.0))
+    var = discordance - diff * diff
+    if var <= 0:
+        return 1.0 if diff > 0 else float("nan")
+    return float(st.norm.cdf((math.sqrt(n) * abs(diff) - za * math.sqrt(discordance)) / math.sqrt(var)))
