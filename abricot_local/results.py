@@ -269,7 +269,7 @@ def run_state(folder: str | Path) -> RunState:
         try:
             tasks = read_run(folder).tasks
         except ResultsError as err:
-            return RunState(folder, "failed", 0, None, f"{RESULTS} is unreadable: {err}")
+            return RunState(folder, "failed", 0, None, str(err))  # names the file and what is wrong
         n = sum(t.n for t in tasks.values())
         return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in tasks.items()))
     marker = next((m for m in MARKERS if (folder / m).is_file()), None)
