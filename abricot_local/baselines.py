@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abricot_local.record import PublishedCheck, TaskEntry
 from abricot_local.tasks.base import Reference
 
 
@@ -98,11 +99,11 @@ class CICheck:
         answer = {True: "yes", False: "no", None: "n/a"}[self.inside]
         return f"{self.published:.2f} in CI? {answer}"
 
-    def to_dict(self) -> dict:
-        return {"reference": self.reference.model, "source": self.reference.source, "task": self.task,
-                "metric": self.reference.metric, "published": self.published, "value": self.value,
-                "ci95": list(self.ci) if self.ci else None, "difference": self.difference,
-                "inside": self.inside, "notes": list(self.notes)}
+    def to_record(self) -> PublishedCheck:
+        """The check as results.json's ``published.checks`` records it."""
+        return PublishedCheck(reference=self.reference.model, source=self.reference.source, task=self.task,
+                              metric=self.reference.metric, published=self.published, value=self.value,
+                              ci95=self.ci, difference=self.difference, inside=self.inside, notes=self.notes)
 
 
 def protocol_notes(ref: Reference, task_config: dict) -> tuple[str, ...]:
@@ -115,11 +116,10 @@ def protocol_notes(ref: Reference, task_config: dict) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def check(ref: Reference, task_result: dict | None) -> CICheck:
-    """Compare ``ref`` with a results.json task entry."""
-    if task_result is None:
+def check(ref: Reference, entry: TaskEntry | None) -> CICheck:
+    """Compare ``ref`` with a run's task entry."""
+    if entry is None:
         return CICheck(ref, None, None, ("the run has no such task",))
-    metrics = task_result.get("metrics", {})
-    ci = metrics.get(f"{ref.metric}_ci95")
-    return CICheck(ref, metrics.get(ref.metric), (float(ci[0]), float(ci[1])) if ci else None,
-                   protocol_notes(ref, task_result.get("config", {})))
+    ci = entry.metrics.get(f"{ref.metric}_ci95")
+    return CICheck(ref, entry.metrics.get(ref.metric), (float(ci[0]), float(ci[1])) if ci else None,
+                   protocol_notes(ref, entry.config))

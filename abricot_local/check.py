@@ -11,10 +11,10 @@ import numpy as np
 
 from abricot_local import fetch
 from abricot_local.backends import backend_class, backend_options, open_backend
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import require_finite
 from abricot_local.planning import Shard, prepare
-from abricot_local.results import load_results, read_jsonl, samples_name
+from abricot_local.record import Record, read_run, read_samples
 from abricot_local.runner import apply_chat, score_items
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
@@ -38,10 +38,12 @@ class CheckReport:
     max_abs_diff: float
     atol: float
     differences: tuple[Difference, ...]
+    missing: tuple[tuple[str, str], ...] = ()  # (task, id) the run scored but its samples file lacks
 
     @property
     def reproduced(self) -> bool:
-        return self.identical_predictions == self.checked and self.max_abs_diff <= self.atol
+        return (not self.missing and self.checked > 0 and self.identical_predictions == self.checked
+                and self.max_abs_diff <= self.atol)
 
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
@@ -52,16 +54,16 @@ def _verify(path: Path, recorded: str | None, what: str) -> None:
         raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
 
 
-def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
+def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
     """The recorded run's task options, each task's data re-found (and verified) by the task."""
-    base = TaskOptions.from_config(doc["config"])
+    base = TaskOptions.from_config(record.config_dict())
     data = []
-    for name, t in doc["tasks"].items():
-        files = [Path(f["path"]) for f in t["data"]]
+    for name, t in record.tasks.items():
+        files = [Path(f.path) for f in t.data]
         if data_dir:
             files = [Path(data_dir) / f.name for f in files]
-        for f, rec in zip(files, t["data"]):
-            _verify(f, rec["sha256"], "data file")
+        for f, rec in zip(files, t.data):
+            _verify(f, rec.sha256, "data file")
         data.append((name, make_task(name, base).data_ref(files)))
     return replace(base, data=tuple(data))
 
@@ -69,30 +71,40 @@ def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
               data_dir: str | None = None, threads: int | None = None, progress: Progress | None = None
               ) -> CheckReport:
-    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files."""
+    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files.
+    Items the run scored but its samples files lack are reported as missing (not reproduced)."""
+    if sample is not None and sample < 1:
+        raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
-    doc = load_results(out)
-    cfg = doc["config"]
-    options = _task_options(doc, data_dir)
-    kind = cfg["backend"]
+    record = read_run(out)
+    if record.config is None or not record.config.backend:
+        raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")
+    cfg = record.config_dict()
+    options = _task_options(record, data_dir)
+    kind = record.config.backend
     if backend_class(kind).reads_model_file:
-        path = Path(model or doc["model"]["path"])
-        _verify(path, doc["model"]["sha256"], "model file")
+        if not (model or record.model.path):
+            raise ResultsError(f"{out / 'results.json'} records no model path; give the model file with --model")
+        path = Path(model or record.model.path)
+        _verify(path, record.model.sha256, "model file")
         model_ref = str(path)
     else:
-        model_ref = doc["model"]["name"]
+        model_ref = record.model.name
     bopts = backend_options(kind, {**cfg, "threads": threads}, strict=False)
-    runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"], cfg.get("sample"),
-                   Shard.parse(cfg.get("shard")))
-    rng = np.random.default_rng(cfg["seed"])
+    runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
+                   Shard.parse(record.config.shard))
+    rng = np.random.default_rng(options.seed)
+    recorded_runs = {name: {s.id: s.line for s in read_samples(out / t.samples_name(name))}
+                     for name, t in record.tasks.items()}
     backend = open_backend(kind, model_ref, bopts)
-    diffs, checked, same, worst = [], 0, 0, 0.0
+    diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
     try:
         if options.chat_template:
             runs = apply_chat(runs, backend)
         for run in runs:
-            recorded = {s["id"]: s for s in read_jsonl(out / samples_name(run.task.name))}
+            recorded = recorded_runs[run.task.name]
             require_finite(list(recorded.values()), run.task.name)
+            missing += [(run.task.name, it.id) for it in run.items if it.id not in recorded]
             items = [it for it in run.items if it.id in recorded]
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
@@ -115,13 +127,14 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                     progress(run.task.name, n, total)
     finally:
         backend.close()
-    return CheckReport(checked, same, worst, atol, tuple(diffs))
+    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing))
 
 
 def report_json(rep: CheckReport) -> str:
     return json.dumps(
         {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
          "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "reproduced": rep.reproduced,
-         "differences": [d.__dict__ for d in rep.differences]},
+         "differences": [d.__dict__ for d in rep.differences],
+         "missing": [{"task": t, "id": i} for t, i in rep.missing]},
         indent=2,
     )

@@ -28,7 +28,7 @@ from abricot_local import stats
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS
-from abricot_local.report import label_kl, load_run, load_samples
+from abricot_local.report_runs import label_kl, load_run, load_samples
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -186,9 +186,9 @@ def settings_of(doc: dict, quant: str = "") -> dict[str, Any]:
 def view_of(folder: str | Path, registry: dict | None = None) -> RunView:
     """A finished run folder as a :class:`RunView` (ResultsError when it is not one)."""
     run = load_run(folder, registry)
-    doc = run.results
-    tasks = tuple(TaskSamples(t, {**doc.get("config", {}), **doc["tasks"][t].get("config", {})},
-                              tuple(load_samples(run, t))) for t in run.tasks)
+    doc = run.record.to_dict()
+    tasks = tuple(TaskSamples(t, {**run.record.config_dict(), **run.record.tasks[t].config},
+                              tuple(s.line for s in load_samples(run, t))) for t in run.tasks)
     return RunView(run.label, str(run.path), settings_of(doc, run.quant), tasks)
 
 

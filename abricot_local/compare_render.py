@@ -11,7 +11,7 @@ import pandas as pd
 
 from abricot_local.compare import Comparison
 from abricot_local.errors import UsageError
-from abricot_local.report import _grid
+from abricot_local.report import grid
 
 FORMATS = ("table", "markdown", "csv", "json")
 WIDTH = 60  # a long setting (system_info) is cut in the text tables; JSON keeps it whole
@@ -145,7 +145,7 @@ def render(c: Comparison, fmt: str = "table") -> str:
     head = "### {}" if md else "{}"
     parts = []
     for title, df in frames(c):
-        body = _grid(df.fillna(""), md) if len(df) else "none"
+        body = grid(df.fillna(""), md) if len(df) else "none"
         parts.append(f"{head.format(title)}\n\n{body}")
     bullet = "- " if md else ""
     parts.append("\n".join(bullet + x for x in _footer(c)))

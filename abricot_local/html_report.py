@@ -29,31 +29,13 @@ from importlib import resources
 from pathlib import Path
 
 from abricot_local import baselines as pub
+from abricot_local.record import Sample
 from abricot_local.report import Report, load_samples, metric_keys
 
 # Sample fields the explorer shows in its own way; any other field is an "extra".
 CORE_FIELDS = ("id", "source", "context", "choices", "continuations", "continuation_tokens", "logprobs", "gold", "pred")
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
 MIN_PREFIX = 32  # a task's items' common context prefix is stored once when at least this long
-
-
-def chance_level(metric: str, samples: list[dict]) -> float | None:
-    """The value of ``metric`` for a model that guesses uniformly at random.
-
-    Accuracy: the mean of 1/len(choices) over the items (0.2 for five choices);
-    a binary accuracy: 0.5; a correlation (Pearson, Spearman): 0. None when
-    the metric has no known chance level. Small and generic on purpose: it
-    can move into the task contract as it is.
-    """
-    name = metric.rsplit(".", 1)[-1]
-    if name.startswith("binary_"):
-        return 0.5
-    if name.startswith("accuracy"):
-        sizes = [len(s["choices"]) for s in samples if s.get("choices")]
-        return sum(1 / n for n in sizes) / len(sizes) if sizes else None
-    if name.startswith(("pearson", "spearman")):
-        return 0.0
-    return None
 
 
 def packed(strings: list[str]) -> str:
@@ -107,19 +89,17 @@ class _Pool:
 def _runs(report: Report) -> list[dict]:
     return [{"label": r.label, "quant": r.quant, "backend": r.backend, "source": r.source, "folder": str(r.path),
              "base": r.base, "tasks": dict(r.task_n),
-             "warnings": [f"{t}: {w}" for t, e in r.results["tasks"].items() for w in e.get("warnings", [])]}
+             "warnings": [f"{t}: {w}" for t, e in r.record.tasks.items() for w in e.warnings]}
             for r in report.runs]
 
 
-def _leaderboard(report: Report, keys: list[str], samples: dict) -> tuple[list[dict], list[dict]]:
+def _leaderboard(report: Report, keys: list[str]) -> tuple[list[dict], list[dict]]:
     columns = []
     for key in keys:
         task, metric = key.split(".", 1)
-        pooled = [s for (_, t), rows in samples.items() if t == task for s in rows]
-        declared = [r.results["tasks"][task].get("chance", {}) for r in report.runs if task in r.results["tasks"]]
+        declared = [r.record.tasks[task].chance for r in report.runs if task in r.record.tasks]
         chance = next((c[metric] for c in declared if metric in c), None)  # the task's own declaration
-        columns.append({"key": key, "task": task, "metric": metric,
-                        "chance": chance if chance is not None else chance_level(metric, pooled)})
+        columns.append({"key": key, "task": task, "metric": metric, "chance": chance})
     rows = []
     for k, run in enumerate(report.runs):
         by_key = {m.key: m for m in run.metrics}
@@ -147,11 +127,10 @@ def _checks(report: Report) -> list[dict]:
              "notes": list(rc.check.notes)} for rc in report.checks]
 
 
-def _labels(sample: dict) -> list[str]:
-    conts = sample.get("continuations") or []
-    labels = [c.strip() for c in conts]
-    if len(labels) != len(sample["choices"]) or not all(labels) or any(len(x) > 12 for x in labels):
-        labels = [str(k + 1) for k in range(len(sample["choices"]))]
+def _labels(sample: Sample) -> list[str]:
+    labels = [c.strip() for c in sample.continuations or ()]
+    if len(labels) != len(sample.choices) or not all(labels) or any(len(x) > 12 for x in labels):
+        labels = [str(k + 1) for k in range(len(sample.choices))]
     return labels
 
 
@@ -168,14 +147,14 @@ def _context_ref(ctx: str, base: str, pool: _Pool):
 def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Pool) -> dict:
     """Items as rows, the runs that scored ``task`` as columns; choices in ``pool``, contexts in ``texts``."""
     run_idx = [k for k, r in enumerate(report.runs) if task in r.tasks]
-    by_run = [{s["id"]: s for s in samples[(k, task)]} for k in run_idx]
+    by_run = [{s.id: s for s in samples[(k, task)]} for k in run_idx]
     order = list(dict.fromkeys(i for rows in by_run for i in rows))
-    extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s if f not in CORE_FIELDS))
+    extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s.line if f not in CORE_FIELDS))
     # a field that differs between runs on some item (ABRICOT's expected_score) belongs to each run's answer
     per_run = {f for f in extras for i in order if len({json.dumps(rows[i].get(f), sort_keys=True)
                                                          for rows in by_run if i in rows}) > 1}
     per_item = [f for f in extras if f not in per_run]
-    bases = [next(rows[i] for rows in by_run if i in rows).get("context", "") for i in order]
+    bases = [next(rows[i] for rows in by_run if i in rows).context or "" for i in order]
     prefix = os.path.commonprefix(bases) if len(bases) > 1 else ""
     prefix = prefix if len(prefix) >= MIN_PREFIX else ""
     labels = None
@@ -183,25 +162,25 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
     for item_id in order:
         found = [rows.get(item_id) for rows in by_run]
         first = next(s for s in found if s is not None)
-        sources[first.get("source", "")] = None
+        sources[first.source or ""] = None
         lab = _labels(first)
         labels = lab if labels is None else labels
-        item = {"id": item_id, "src": first.get("source", ""), "g": first["gold"],
-                "ch": [pool(c) for c in first["choices"]], "c": texts(first.get("context", "")[len(prefix):]),
-                "x": {f: first[f] for f in per_item if f in first}, "m": []}
+        item = {"id": item_id, "src": first.source or "", "g": first.gold,
+                "ch": [pool(c) for c in first.choices], "c": texts((first.context or "")[len(prefix):]),
+                "x": {f: first.line[f] for f in per_item if f in first.line}, "m": []}
         if lab != labels:
             item["lab"] = lab
         for s in found:
             if s is None:
                 item["m"].append(None)
                 continue
-            entry = {"p": s["pred"], "lp": s["logprobs"]}
-            ref = _context_ref(s.get("context", ""), first.get("context", ""), texts)
+            entry = {"p": s.pred, "lp": list(s.logprobs)}
+            ref = _context_ref(s.context or "", first.context or "", texts)
             if ref != -1:
                 entry["c"] = ref
-            if s["choices"] != first["choices"] or s["gold"] != first["gold"]:
-                entry["ch"], entry["g"] = [pool(c) for c in s["choices"]], s["gold"]
-            own = {f: s[f] for f in extras if f in per_run and f in s}
+            if s.choices != first.choices or s.gold != first.gold:
+                entry["ch"], entry["g"] = [pool(c) for c in s.choices], s.gold
+            own = {f: s.line[f] for f in extras if f in per_run and f in s.line}
             if own:
                 entry["x"] = own
             item["m"].append(entry)
@@ -252,7 +231,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
     samples = {(k, t): load_samples(r, t) for k, r in enumerate(report.runs) for t in r.tasks}
     tasks = list(dict.fromkeys(t for r in report.runs for t in r.tasks))
     pool, texts = _Pool(), _Pool()
-    columns, rows = _leaderboard(report, keys, samples)
+    columns, rows = _leaderboard(report, keys)
     primary = primary_keys(report, keys)
     return {
         "version": 1,

@@ -98,18 +98,6 @@ def with_ci_of(inp, *, seed: int) -> dict:
     return {inp.name: value, f"{inp.name}_ci95": ci}
 
 
-def metric_items(metrics: dict) -> list[tuple[str, float, tuple[float, float] | None]]:
-    """(name, value, 95% CI or None) for each scalar metric of a results.json ``metrics``
-    dict, where ``NAME_ci95`` holds the CI of ``NAME``."""
-    out = []
-    for name, value in metrics.items():
-        if name.endswith("_ci95") or isinstance(value, (list, dict)):
-            continue
-        ci = metrics.get(f"{name}_ci95")
-        out.append((name, value, (ci[0], ci[1]) if ci else None))
-    return out
-
-
 def require_finite(samples: list[dict], task: str) -> None:
     """A metric over log-probs that are NaN, infinite or missing is refused, naming the items
     (NaN would otherwise win or lose every argmax silently)."""

@@ -69,15 +69,23 @@ def _title(run: Run) -> str:
     return run.label if _names_quant(run) else f"{run.label} ({run.quant})"
 
 
+def _field(sample, name: str, run: Run, task: str) -> float:
+    """A sample's numeric field a figure plots (e.g. ABRICOT's human_mean), or an error naming it."""
+    value = sample.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ResultsError(f"{run.path} {task} item {sample.id}: {name} is {value!r}, not a number to plot")
+    return value
+
+
 def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> Path:
     """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item."""
     samples = load_samples(run, task)
-    human = np.array([s[figure.x] for s in samples], dtype=float)
-    pred = np.array([s["pred"] + 1 for s in samples], dtype=float)
+    human = np.array([_field(s, figure.x, run, task) for s in samples], dtype=float)
+    pred = np.array([s.pred + 1 for s in samples], dtype=float)
     jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
     m = {x.name: x for x in run.metrics if x.task == task}
     cont, main = m.get(figure.metric), m.get(primary)
-    n_choices = max((len(s["logprobs"]) for s in samples), default=5)
+    n_choices = max((len(s.logprobs) for s in samples), default=5)
     fig = _new_figure(6.0, 4.6)
     ax = fig.add_subplot()
     ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
@@ -97,11 +105,14 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
 def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> Path:
     """Gold (rows) against prediction (columns) over the choices (their answer labels), as counts."""
     samples = load_samples(run, task)
-    conts = max((s.get("continuations") or [] for s in samples), key=len, default=[])
-    k = max((len(s["logprobs"]) for s in samples), default=len(conts))
+    conts = max((s.continuations or () for s in samples), key=len, default=())
+    k = max((len(s.logprobs) for s in samples), default=len(conts))
     counts = np.zeros((k, k), dtype=int)
     for s in samples:
-        counts[int(s["gold"]), int(s["pred"])] += 1
+        if not (0 <= s.gold < k and 0 <= s.pred < k):
+            raise ResultsError(f"{run.path} {task} item {s.id}: gold {s.gold} or pred {s.pred} is not one of "
+                               f"its {k} choices")
+        counts[s.gold, s.pred] += 1
     fig = _new_figure(5.2, 4.6)
     ax = fig.add_subplot()
     im = ax.imshow(counts, cmap="Blues")

@@ -1,322 +1,73 @@
 """Reports over finished runs: tables of metrics, published baselines, quantization agreement.
 
-Pure: reads output folders (results.json, samples-<task>.jsonl) and returns
-frozen dataclasses, pandas DataFrames or strings; nothing is printed. Every
-number in a table is the one in results.json (no recomputation);
+Pure: reads output folders (results.json, samples-<task>.jsonl) through
+:mod:`abricot_local.report_runs` and returns pandas DataFrames or strings; nothing is
+printed. Every number in a table is the one in results.json (no recomputation);
 :func:`recompute` checks that results.json matches its samples files.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import math
-import re
-from dataclasses import dataclass, field, replace
-from itertools import combinations
-from pathlib import Path
+from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from abricot_local import baselines as pub
-from abricot_local.core import log_softmax
-from abricot_local.metrics import metric_items
-from abricot_local.tasks.base import Reference
-from abricot_local.errors import ResultsError, UsageError
-from abricot_local.results import CHECKPOINT, RESULTS, SCHEMA_VERSION, load_results, read_jsonl, samples_name
+from abricot_local.errors import UsageError
+from abricot_local.report_runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
+                                       compare_quants, label_kl, load_run, load_samples, metric_keys, quant_of,
+                                       recompute, strip_quant)
+
+# the Python API of reports: the runs' loading (report_runs) and the tables (here)
+__all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
+           "compare_pair", "compare_quants", "label_kl", "load_run", "load_samples", "metric_keys",
+           "published_frame", "quant_frame", "quant_of", "recompute", "render", "runs_frame", "runs_rows",
+           "strip_quant", "to_json"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant")
 EMPTY = {"published": "No run's registry entry reproduces a published result.",
          "quant": "No two runs share a base model at different quants."}
-_QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Metric:
-    task: str
-    name: str
-    value: float
-    ci: tuple[float, float] | None
-
-    @property
-    def key(self) -> str:
-        return f"{self.task}.{self.name}"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One finished run folder, with the model identity the comparisons use."""
-
-    path: Path
-    name: str  # results.json model.name (alias, file stem, or the fake label)
-    alias: str | None
-    backend: str
-    base: str  # registry ``base``, else the name without its quant suffix
-    quant: str  # registry ``quant``, else parsed from the name or file, else ""
-    registry_alias: str | None
-    reproduces: tuple[Reference, ...]
-    task_n: tuple[tuple[str, int], ...]
-    metrics: tuple[Metric, ...]
-    results: dict = field(repr=False, compare=False)
-
-    @property
-    def label(self) -> str:
-        return self.alias or self.name
-
-    @property
-    def synthetic(self) -> bool:
-        """Numbers from a synthetic backend (the fake), not from a model."""
-        return bool(self.results.get("provenance", {}).get("synthetic"))
-
-    @property
-    def source(self) -> str:
-        return f"run ({self.backend} backend, not a model)" if self.synthetic else "run"
-
-    @property
-    def tasks(self) -> tuple[str, ...]:
-        return tuple(t for t, _ in self.task_n)
-
-
-@dataclass(frozen=True)
-class RunCheck:
-    run: Run
-    check: pub.CICheck
-
-
-@dataclass(frozen=True)
-class QuantPair:
-    """Two quants of one base model on one task, over the items both scored."""
-
-    base: str
-    task: str
-    ref: Run  # the higher-precision quant: KL(ref || other)
-    other: Run
-    n_common: int
-    agreement: float  # share of common items with the same pred
-    kl_mean: float  # mean KL(ref || other) in nats between label distributions
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Report:
-    runs: tuple[Run, ...]
-    baselines: tuple[Reference, ...]
-    checks: tuple[RunCheck, ...]
-    quant: tuple[QuantPair, ...]
-
-
-# -- loading ---------------------------------------------------------------------------------
-def quant_of(text: str) -> str:
-    """The last quant tag in a model name or file name ("...-Q4_K_M.gguf" -> "Q4_K_M")."""
-    found = _QUANT_RE.findall(Path(text).name.removesuffix(".gguf"))
-    return found[-1].upper() if found else ""
-
-
-def strip_quant(name: str) -> str:
-    """The name without its quant tag and the separators around it."""
-    return _QUANT_RE.sub("", name).strip("-_. ") or name
-
-
-def _match(model: dict, registry: dict) -> object | None:
-    folded = {k.lower(): v for k, v in registry.items()}
-    for key in (model.get("alias"), model.get("name")):
-        if key and key.lower() in folded:
-            return folded[key.lower()]
-    sha, path = (model.get("sha256") or "").lower(), model.get("path")
-    for spec in registry.values():
-        if sha and spec.sha256 and spec.sha256[0].lower() == sha:
-            return spec
-        if path and Path(spec.file).name == Path(path).name:
-            return spec
-    return None
-
-
-def load_run(folder: str | Path, registry: dict | None = None) -> Run:
-    """A finished run folder; clean :class:`ResultsError` when it is missing or incomplete."""
-    path = Path(folder)
-    if not path.exists():
-        raise ResultsError(f"run folder not found: {path}")
-    if not path.is_dir():
-        raise ResultsError(f"{path} is not a folder (give the --out folder of a run)")
-    if not (path / RESULTS).exists() and (path / CHECKPOINT).exists():
-        raise ResultsError(f"{path} holds an interrupted run (no {RESULTS}); finish it with `run ... --resume`")
-    doc = load_results(path)
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{path / RESULTS}: schema_version {doc.get('schema_version')!r}, this version reads {SCHEMA_VERSION}")
-    try:
-        model, tasks = doc["model"], doc["tasks"]
-        metrics, task_n = [], []
-        for task, entry in tasks.items():
-            task_n.append((task, int(entry["n"])))
-            metrics += [Metric(task, name, value, ci) for name, value, ci in metric_items(entry["metrics"])]
-        backend = doc.get("config", {}).get("backend") or doc.get("provenance", {}).get("backend", "")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ResultsError(f"{path / RESULTS} is malformed ({type(exc).__name__}: {exc})") from None
-    spec = _match(model, registry or {})
-    label = model.get("alias") or model.get("name") or path.name
-    quant = (spec.quant if spec else "") or quant_of(label) or quant_of(model.get("path") or "")
-    base = (spec.base if spec else "") or strip_quant(label)
-    reproduces = pub.parse_reproduces(spec.reproduces)[0] if spec else ()
-    return Run(path, model.get("name") or path.name, model.get("alias"), backend, base, quant,
-               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), doc)
-
-
-def load_samples(run: Run, task: str) -> list[dict]:
-    """The sample records of one task of a run, in item order."""
-    entry = run.results["tasks"].get(task)
-    if entry is None:
-        raise ResultsError(f"{run.path} has no task {task!r}")
-    path = run.path / entry.get("samples_file", samples_name(task))
-    if not path.exists():
-        raise ResultsError(f"{path} is missing (results.json names it)")
-    return read_jsonl(path)
-
-
-def build(folders, *, registry: dict | None = None) -> Report:
-    """Load the runs (each folder once), check them against the published rows, compare quants."""
-    if not folders:
-        raise UsageError("give at least one run folder")
-    runs, seen = [], set()
-    for folder in folders:
-        key = Path(folder).resolve()
-        if key not in seen:
-            seen.add(key)
-            runs.append(load_run(folder, registry))
-    shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
-    bases = pub.all_references(shown)
-    checks = []
-    for r in runs:
-        for ref in r.reproduces:
-            if ref.task in r.tasks:
-                c = pub.check(ref, r.results["tasks"][ref.task])
-                if r.synthetic:
-                    c = replace(c, notes=(f"{r.backend} backend, not the model", *c.notes))
-                checks.append(RunCheck(r, c))
-    return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
-
-
-# -- quantization comparison -----------------------------------------------------------------
-def _bits(quant: str) -> float:
-    q = quant.upper()
-    if q in ("F32", "F16", "BF16"):
-        return float(q.lstrip("BF"))
-    m = re.match(r"I?Q(\d+)", q)
-    return float(m.group(1)) if m else -1.0
-
-
-def label_kl(lp_ref, lp_other) -> float:
-    """KL(p || q) in nats, p and q the softmax of two logprob vectors over the same choices."""
-    a, b = log_softmax(lp_ref), log_softmax(lp_other)
-    p = np.exp(a)
-    with np.errstate(invalid="ignore"):
-        terms = np.where(p > 0, p * (a - b), 0.0)
-    return float(np.sum(terms))
-
-
-def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:
-    """Agreement and mean KL of two runs on ``task`` over their common item ids."""
-    a = {s["id"]: s for s in load_samples(ref, task)}
-    b = {s["id"]: s for s in load_samples(other, task)}
-    common = [i for i in a if i in b and len(a[i]["logprobs"]) == len(b[i]["logprobs"])]
-    notes = []
-    ta, tb = ref.results["tasks"][task], other.results["tasks"][task]
-    diff = sorted(k for k in set(ta.get("config", {})) | set(tb.get("config", {}))
-                  if ta.get("config", {}).get(k) != tb.get("config", {}).get(k))
-    if diff:
-        notes.append(f"task config differs: {', '.join(diff)}")
-    changed = sum(1 for i in common if a[i].get("context") != b[i].get("context"))
-    if changed:
-        notes.append(f"prompts differ on {changed} item(s)")
-    if not common:
-        return QuantPair(ref.base, task, ref, other, 0, math.nan, math.nan, (*notes, "no common items"))
-    agree = sum(a[i]["pred"] == b[i]["pred"] for i in common) / len(common)
-    kl = float(np.mean([label_kl(a[i]["logprobs"], b[i]["logprobs"]) for i in common]))
-    return QuantPair(ref.base, task, ref, other, len(common), agree, kl, tuple(notes))
-
-
-def compare_quants(runs) -> list[QuantPair]:
-    """Every pair of runs with the same base (case-insensitive) and different quants."""
-    out = []
-    for x, y in combinations(runs, 2):
-        if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
-            continue
-        ref, other = (y, x) if _bits(y.quant) > _bits(x.quant) else (x, y)
-        out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
-    return out
-
-
-# -- recomputation ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TaskCheck:
-    task: str
-    recorded: dict = field(compare=False)
-    recomputed: dict = field(compare=False)
-    mismatches: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.mismatches
-
-
-def _same(x, y) -> bool:
-    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
-    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
-        return True
-    return x == y
-
-
-def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
-    """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
-    from abricot_local.tasks import all_task_names, make_task
-    from abricot_local.tasks.base import TaskOptions
-
-    run = load_run(out_dir)
-    checks = []
-    for task, entry in run.results["tasks"].items():
-        if task not in all_task_names():
-            raise ResultsError(f"{run.path}: unknown task {task!r} (written by another version?)")
-        cfg = {**run.results.get("config", {}), **entry.get("config", {})}
-        opts = TaskOptions.from_config(cfg)
-        fresh = json.loads(json.dumps(make_task(task, opts).metrics(load_samples(run, task))))
-        recorded = entry["metrics"]
-        bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
-        checks.append(TaskCheck(task, recorded, fresh, bad))
-    return tuple(checks)
 
 
 # -- tables ----------------------------------------------------------------------------------
-def _selected(key: str, patterns: tuple[str, ...]) -> bool:
-    name = key.split(".", 1)[1]
-    return not patterns or any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+@dataclass(frozen=True)
+class RunsRow:
+    """One row of the runs table: a run, or a published row (``published``; no folder, no n)."""
+
+    model: str
+    quant: str
+    source: str
+    folder: str
+    n: dict  # task -> items scored
+    cells: dict  # "task.metric" -> (value, CI or None)
+    published: bool = False
 
 
-def metric_keys(report: Report, patterns: tuple[str, ...] = ()) -> list[str]:
-    keys: list[str] = []
-    for run in report.runs:
-        keys.extend(m.key for m in run.metrics if m.key not in keys and _selected(m.key, patterns))
-    return keys
+def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[RunsRow]]:
+    """The runs table (the one builder every format uses): its tasks, metric keys and rows,
+    the runs first, then the published rows, each number as recorded."""
+    keys = metric_keys(report, patterns)
+    tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
+    rows = [RunsRow(run.label, run.quant, run.source, str(run.path), dict(run.task_n),
+                    {m.key: (m.value, m.ci) for m in run.metrics if m.key in keys}) for run in report.runs]
+    rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
+             for model, source, values in pub.group_rows(report.baselines)]
+    return tasks, keys, rows
 
 
 def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Runs then published rows; per metric its value and CI bounds, exactly as recorded."""
-    keys = metric_keys(report, patterns)
-    tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
+    tasks, keys, table = runs_rows(report, patterns)
     rows = []
-    for run in report.runs:
-        row = {"model": run.label, "quant": run.quant, "source": run.source, "folder": str(run.path)}
-        row.update({f"{t}.n": dict(run.task_n).get(t) for t in tasks})
-        by_key = {m.key: m for m in run.metrics}
+    for r in table:
+        row = {"model": r.model, "quant": r.quant, "source": r.source, "folder": r.folder}
+        row.update({f"{t}.n": r.n.get(t) for t in tasks})
         for k in keys:
-            m = by_key.get(k)
-            row[k] = m.value if m else None
-            row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = m.ci if m and m.ci else (None, None)
-        rows.append(row)
-    for model, source, values in pub.group_rows(report.baselines):
-        row = {"model": model, "quant": "", "source": source, "folder": ""}
-        row.update({k: values.get(k) for k in keys})
+            value, ci = r.cells.get(k, (None, None))
+            row[k] = value
+            row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = ci or (None, None)
         rows.append(row)
     columns = ["model", "quant", "source", "folder", *(f"{t}.n" for t in tasks)]
     columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")]
@@ -365,19 +116,14 @@ def _cell(value, ci, digits: int = 3) -> str:
 
 
 def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[str, pd.DataFrame]]:
-    keys = metric_keys(report, patterns)
-    tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
+    tasks, keys, table = runs_rows(report, patterns)
     rows = []
-    for run in report.runs:
-        by_key = {m.key: m for m in run.metrics}
-        row = {"model": run.label, "quant": run.quant, "source": run.source}
-        row.update({f"{t}.n": str(dict(run.task_n).get(t, "")) for t in tasks})
-        row.update({k: _cell(by_key[k].value, by_key[k].ci) if k in by_key else "" for k in keys})
-        rows.append({**row, "folder": str(run.path)})
-    for model, source, values in pub.group_rows(report.baselines):
-        row = {"model": model, "quant": "", "source": source, "folder": ""}
-        row.update({k: _cell(values[k], None, 2) if k in values else "" for k in keys})
-        rows.append(row)
+    for r in table:
+        digits = 2 if r.published else 3
+        row = {"model": r.model, "quant": r.quant, "source": r.source}
+        row.update({f"{t}.n": str(r.n.get(t, "")) for t in tasks})
+        row.update({k: _cell(*r.cells[k], digits) if k in r.cells else "" for k in keys})
+        rows.append({**row, "folder": r.folder})
     cols = ["model", "quant", "source", *(f"{t}.n" for t in tasks), *keys, "folder"]
     text = pd.DataFrame(rows, columns=cols).fillna("")
     unpublished = [t for t in tasks if t not in {b.task for b in report.baselines}]
@@ -406,7 +152,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[s
     return out
 
 
-def _grid(df: pd.DataFrame, markdown: bool) -> str:
+def grid(df: pd.DataFrame, markdown: bool) -> str:
     cols = [str(c) for c in df.columns]
     rows = [[str(v) for v in r] for r in df.itertuples(index=False)]
     if markdown:
@@ -427,7 +173,7 @@ def to_json(report: Report) -> dict:
             "quant": r.quant, "base": r.base, "registry_alias": r.registry_alias,
             "reproduces": [dict(t) for t in dict.fromkeys(
                 (("model", b.model), ("source", b.source)) for b in r.reproduces)],
-            "tasks": {t: {"n": e["n"], "metrics": e["metrics"]} for t, e in r.results["tasks"].items()},
+            "tasks": {t: {"n": e.n, "metrics": e.metrics} for t, e in r.record.tasks.items()},
         } for r in report.runs],
         "baselines": [{"model": model, "source": source, "values": values}
                       for model, source, values in pub.group_rows(report.baselines)],
@@ -458,4 +204,4 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         return EMPTY[table]
     chosen = list(sections.values()) if table == "all" else [sections[table]]
     head = "### {}" if fmt == "markdown" else "{}"
-    return "\n\n".join(f"{head.format(title)}\n\n{_grid(df, fmt == 'markdown')}" for title, df in chosen)
+    return "\n\n".join(f"{head.format(title)}\n\n{grid(df, fmt == 'markdown')}" for title, df in chosen)

@@ -15,18 +15,16 @@ saved), ``FAILED`` with the error; none once ``results.json`` is there.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
+from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, read_manifest, read_run,
+                                  read_samples, resume_refusal, write_manifest, write_record)
 
-SCHEMA_VERSION = 1
-RESULTS = "results.json"
-CHECKPOINT = ".checkpoint"
 LOCK = ".lock"
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
 MARKERS = (RUNNING, INTERRUPTED, FAILED)
@@ -34,71 +32,6 @@ MARKERS = (RUNNING, INTERRUPTED, FAILED)
 
 def samples_name(task: str) -> str:
     return f"samples-{task}.jsonl"
-
-
-def dumps_line(obj: dict) -> str:
-    return json.dumps(obj, ensure_ascii=False, sort_keys=False, allow_nan=True) + "\n"
-
-
-def file_mode() -> int:
-    """The mode open() gives a new file under the current umask (mkstemp's files are 0600)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fchmod(fh.fileno(), file_mode())
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
-    """Records of a JSON-lines file. A torn last line (a crash mid-write) is dropped,
-    and with ``repair`` cut from the file so appends continue cleanly."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    out, good_end, pos = [], 0, 0
-    for k, raw in enumerate(lines):
-        end = pos + len(raw) + 1
-        last = k == len(lines) - 1
-        if raw.strip():
-            try:
-                out.append(json.loads(raw))
-                good_end = min(end, len(data))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                if not (last or (k == len(lines) - 2 and not lines[-1])):
-                    raise ResultsError(f"{path}: line {k + 1} is not valid JSON") from None
-                break
-        elif not last:
-            good_end = end
-        pos = end
-    if repair and good_end < len(data):
-        with path.open("r+b") as fh:
-            fh.truncate(good_end)
-    return out
-
-
-def load_results(folder: Path) -> dict:
-    path = Path(folder) / RESULTS
-    if not path.exists():
-        raise ResultsError(f"{folder} holds no {RESULTS} (not a finished run)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"cannot read {path}: {exc}") from None
 
 
 class OutputDir:
@@ -151,10 +84,10 @@ class OutputDir:
         self.release()
 
     # -- start / resume --------------------------------------------------------------------
-    def start(self, manifest: dict, *, resume: bool) -> None:
+    def start(self, manifest: Manifest, *, resume: bool) -> None:
         """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
         finished = (self.path / RESULTS).exists()
-        recorded_path = self.ckpt / "run.json"
+        recorded_path = self.ckpt / RUN_MANIFEST
         if not resume:
             if finished:
                 raise ResultsError(
@@ -164,26 +97,22 @@ class OutputDir:
                 raise ResultsError(
                     f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
                 )
-        elif recorded_path.exists() or finished:
-            if recorded_path.exists():
-                recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
-            else:
-                recorded = load_results(self.path).get("manifest", {})
-            diff = sorted(k for k in set(recorded) | set(manifest) if recorded.get(k) != manifest.get(k))
-            if diff:
-                raise ResultsError(
-                    f"cannot resume {self.path}: {', '.join(diff)} differ from the recorded run "
-                    "(same model file, data and options are needed)"
-                )
+        elif recorded_path.exists():
+            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
+            if refusal:
+                raise ResultsError(refusal)
+        elif finished:
+            finished_run(self.path, manifest)  # refuses another run's folder
         else:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
-        atomic_write(recorded_path, json.dumps(manifest, indent=1, sort_keys=True))
+        write_manifest(recorded_path, manifest)
 
     def done(self, task: str) -> dict[str, dict]:
-        """Samples already scored for ``task`` (from a finished file or the checkpoint)."""
-        found = {s["id"]: s for s in read_jsonl(self.path / samples_name(task))}
-        for s in read_jsonl(self.ckpt / samples_name(task), repair=True):
-            found.setdefault(s["id"], s)
+        """Samples already scored for ``task`` (from a finished file or the checkpoint), each
+        line checked (an object with an id and numeric log-probs), as written."""
+        found = {s.id: s.line for s in read_samples(self.path / samples_name(task), required=False)}
+        for s in read_samples(self.ckpt / samples_name(task), repair=True, required=False):
+            found.setdefault(s.id, s.line)
         return found
 
     def append(self, task: str, sample: dict) -> None:
@@ -225,11 +154,11 @@ class OutputDir:
             if name != state:
                 (self.path / name).unlink(missing_ok=True)
 
-    def finalize(self, results: dict, samples: dict[str, list[dict]]) -> Path:
+    def finalize(self, record: Record, samples: dict[str, list[dict]]) -> Path:
         """Write the samples files, then results.json; then drop the checkpoint."""
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r) for r in rows))
-        atomic_write(self.path / RESULTS, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        path = write_record(self.path / RESULTS, record)
         for name in MARKERS:
             (self.path / name).unlink(missing_ok=True)
         for fh in self._handles.values():
@@ -239,7 +168,22 @@ class OutputDir:
             for f in self.ckpt.iterdir():
                 f.unlink()
             self.ckpt.rmdir()
-        return self.path / RESULTS
+        return path
+
+
+def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
+    """With --resume: the finished run in ``folder`` when it is this run (None when the folder
+    holds no finished run); a run of other options, model or data is refused, naming them."""
+    folder = Path(folder)
+    if not (folder / RESULTS).is_file():
+        return None
+    record = read_run(folder)
+    if record.manifest is None:
+        raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
+    refusal = resume_refusal(folder, record.manifest, manifest)
+    if refusal:
+        raise ResultsError(refusal)
+    return record
 
 
 def saved_counts(folder: Path) -> dict[str, int]:
@@ -249,7 +193,10 @@ def saved_counts(folder: Path) -> dict[str, int]:
     for where in (folder, folder / CHECKPOINT):
         for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else []:
             task = f.name[len("samples-"):-len(".jsonl")]
-            ids = {s.get("id") for s in read_jsonl(f)}
+            try:
+                ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
+            except ResultsError:  # a damaged file: counted as nothing; resuming names the line
+                ids = set()
             counts[task] = max(counts.get(task, 0), len(ids))
     return counts
 
@@ -320,11 +267,11 @@ def run_state(folder: str | Path) -> RunState:
     folder = Path(folder)
     if (folder / RESULTS).is_file():
         try:
-            tasks = load_results(folder).get("tasks", {})
-            n = sum(int(t.get("n", 0)) for t in tasks.values())
-        except (ResultsError, AttributeError, TypeError, ValueError):
-            return RunState(folder, "failed", 0, None, f"{RESULTS} is unreadable")
-        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.get('n')}" for k, v in tasks.items()))
+            tasks = read_run(folder).tasks
+        except ResultsError as err:
+            return RunState(folder, "failed", 0, None, str(err))  # names the file and what is wrong
+        n = sum(t.n for t in tasks.values())
+        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in tasks.items()))
     marker = next((m for m in MARKERS if (folder / m).is_file()), None)
     fields = _fields(folder / marker) if marker else {}
     totals = {}

@@ -3,6 +3,7 @@ goes to a callback. Names no task and no backend (see planning.py for the plan).
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from dataclasses import dataclass, replace
@@ -15,9 +16,12 @@ from abricot_local.backends import open_backend
 from abricot_local.backends.base import Backend, ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
-from abricot_local.metrics import CI_LEVEL, N_BOOT, metric_items, require_finite
+from abricot_local.metrics import CI_LEVEL, N_BOOT, require_finite
 from abricot_local.planning import RunPlan, TaskRun, check_memory, prepare
-from abricot_local.results import SCHEMA_VERSION, OutputDir
+from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
+                                  RunConfig, SkippedTask, TaskEntry, metric_items)
+from abricot_local.record.schema import check_metrics
+from abricot_local.results import RESULTS, OutputDir, finished_run
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, TaskOptions
 
@@ -36,7 +40,8 @@ class TaskResult:
 @dataclass(frozen=True)
 class Outcome:
     path: Path
-    results: dict
+    record: Record
+    complete: bool = False  # --resume found the run already finished: nothing was scored or written
 
 
 def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
@@ -116,53 +121,62 @@ def metric_warnings(metrics: dict) -> list[str]:
             for name, value, _ in metric_items(metrics) if isinstance(value, float) and value != value]
 
 
-def verdict(plan: RunPlan, tasks: dict) -> dict:
+def verdict(plan: RunPlan, tasks: dict[str, TaskEntry]) -> Published:
     """The published rows the model's registry entry reproduces, against this run's CIs."""
     refs, unknown = baselines.parse_reproduces(plan.reproduces)
-    checks = [baselines.check(r, tasks[r.task]).to_dict() for r in refs if r.task in tasks]
-    missing = sorted({r.task for r in refs if r.task not in tasks})
-    return {"reproduces": plan.reproduces or None, "checks": checks, "tasks_not_run": missing,
-            "unknown": list(unknown)}
+    checks = tuple(baselines.check(r, tasks[r.task]).to_record() for r in refs if r.task in tasks)
+    missing = tuple(sorted({r.task for r in refs if r.task not in tasks}))
+    return Published(reproduces=plan.reproduces or None, checks=checks, tasks_not_run=missing,
+                     unknown=tuple(unknown))
 
 
-def _results(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results: list[TaskResult],
-             wall: float) -> dict:
-    tasks = {}
-    for res, run in zip(task_results, runs):
-        tasks[res.name] = {
-            "metrics": res.metrics,
-            "n": len(res.samples),
-            "version": run.task.version,
-            "config": run.task.config(),
-            "prompt_hash": run.task.prompt_hash(),
-            "data": plan.data[res.name],
-            "samples_file": f"samples-{res.name}.jsonl",
-            "seconds": round(res.seconds, 3),
-            "scored_now": res.scored_now,
-            "chance": dict(run.task.chance),
-            "warnings": [*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(res.metrics)],
-        }
+def as_json(obj):
+    """``obj`` as results.json holds it (tuples as lists): what a read-back record compares equal to."""
+    return json.loads(json.dumps(obj))
+
+
+def plan_manifest(plan: RunPlan) -> Manifest:
+    """What a resume of this plan must match (the record's manifest)."""
+    return Manifest.from_dict(as_json(plan.manifest()), "manifest")
+
+
+def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
+    """One task's results as results.json records them (the task's metrics checked at this edge)."""
+    metrics = as_json(res.metrics)
+    check_metrics(metrics, f"tasks.{res.name}.metrics")
+    return TaskEntry(
+        metrics=metrics, n=len(res.samples), version=run.task.version, config=run.task.config(),
+        prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
+        samples_file=f"samples-{res.name}.jsonl", seconds=round(res.seconds, 3), scored_now=res.scored_now,
+        chance=dict(run.task.chance),
+        warnings=(*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)))
+
+
+def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results: list[TaskResult],
+                 wall: float) -> Record:
+    tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs)}
     size = Path(plan.model_path).stat().st_size if plan.model_path else None
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": {"name": plan.model_label, "alias": plan.model_alias, "path": plan.model_path,
-                  "size": size, "sha256": plan.model_sha256},
-        "config": plan.config(),
-        "manifest": plan.manifest(),
-        "provenance": {
-            "abricot_local": __version__,
-            "python": platform.python_version(),
-            **backend.provenance(),
-            "bootstrap": {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed},
-            "chat_template": chat,
-        },
-        "tasks": tasks,
-        "skipped": [{"task": s.task, "reason": s.reason, "how": s.how} for s in plan.skipped],
-        "published": verdict(plan, tasks),
-        "wall_seconds": round(wall, 3),
+    provenance = {
+        "abricot_local": __version__,
+        "python": platform.python_version(),
+        **backend.provenance(),
+        "bootstrap": {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed},
+        "chat_template": chat,
     }
+    return Record(
+        schema_version=SCHEMA_VERSION,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        model=Model(name=plan.model_label, alias=plan.model_alias, path=plan.model_path, size=size,
+                    sha256=plan.model_sha256),
+        config=RunConfig.from_dict(as_json(plan.config()), "config"),
+        manifest=plan_manifest(plan),
+        provenance=Provenance.from_dict(as_json(provenance), "provenance"),  # the backend's record is an edge
+        tasks=tasks,
+        skipped=tuple(SkippedTask(task=s.task, reason=s.reason, how=s.how) for s in plan.skipped),
+        published=verdict(plan, tasks),
+        wall_seconds=round(wall, 3),
+    )
 
 
 def open_plan_backend(plan: RunPlan) -> Backend:
@@ -173,6 +187,11 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
             backend: Backend | None = None, on_loaded: Callable[[Backend], None] | None = None) -> Outcome:
     """Load the model once, score every task, write the output folder."""
     start = time.perf_counter()
+    manifest = plan_manifest(plan)
+    if resume:
+        done = finished_run(out_dir, manifest)
+        if done is not None:  # nothing to score: the finished run stays as it is
+            return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     own = backend is None
     if own:
         check_memory(plan)
@@ -185,15 +204,15 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
             runs = apply_chat(runs, backend)
         check_fits(runs, backend)
         with OutputDir(out_dir) as out:
-            out.start(plan.manifest(), resume=resume)
+            out.start(manifest, resume=resume)
             out.running({run.task.name: len(run.items) for run in runs})
             try:
                 results = []
                 for run in runs:
                     done = out.done(run.task.name) if resume else {}
                     results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
-                doc = _results(plan, backend, runs, results, time.perf_counter() - start)
-                path = out.finalize(doc, {r.name: list(r.samples) for r in results})
+                record = build_record(plan, backend, runs, results, time.perf_counter() - start)
+                path = out.finalize(record, {r.name: list(r.samples) for r in results})
             except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
                 out.interrupted()
                 raise
@@ -203,7 +222,7 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     finally:
         if own:
             backend.close()
-    return Outcome(path, doc)
+    return Outcome(path, record)
 
 
 def pull_data(task: str) -> list[tuple[Path, str]]:

@@ -38,10 +38,10 @@ def samples_frame(report: Report) -> pd.DataFrame:
         for task in run.tasks:
             for s in load_samples(run, task):
                 row = {"model": run.label, "quant": run.quant, "run": str(run.path), "task": task,
-                       "id": s["id"], "source": s.get("source", ""), "gold": s["gold"], "pred": s["pred"],
+                       "id": s.id, "source": s.get("source", ""), "gold": s.gold, "pred": s.pred,
                        "gold_label": s.get("gold_label", ""), "pred_label": s.get("pred_label", ""),
-                       "correct": s["pred"] == s["gold"]}
-                row.update({f"p_{k}": p for k, p in enumerate(choice_probabilities(s["logprobs"]))})
+                       "correct": s.pred == s.gold}
+                row.update({f"p_{k}": p for k, p in enumerate(choice_probabilities(s.logprobs))})
                 rows.append(row)
     k = max((sum(c.startswith("p_") for c in r) for r in rows), default=0)
     return pd.DataFrame(rows, columns=[*COLUMNS, *(f"p_{i}" for i in range(k))])

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.html_report import chance_level, script_json, unpacked
+from abricot_local.html_report import script_json, unpacked
 from conftest import FIXTURE
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -52,15 +52,6 @@ def test_script_json_leaves_no_markup_and_round_trips():
     text = script_json(data)
     assert not set("<>&") & set(text) and "\u2028" not in text
     assert json.loads(text) == {"t": data["t"], "n": [1.5, None, None]}
-
-
-def test_chance_levels():
-    five = [{"choices": list("ABCDE")}] * 3
-    assert chance_level("accuracy", five) == pytest.approx(0.2)
-    assert chance_level("accuracy_ted", five + [{"choices": ["x", "y"]}]) == pytest.approx((3 * 0.2 + 0.5) / 4)
-    assert chance_level("binary_accuracy", five) == 0.5
-    assert chance_level("pearson_continuous", five) == 0.0 and chance_level("spearman", five) == 0.0
-    assert chance_level("perplexity", five) is None and chance_level("accuracy", []) is None
 
 
 def test_importing_the_html_report_loads_neither_matplotlib_nor_llama_cpp():
@@ -124,6 +115,25 @@ def test_without_matplotlib_the_page_says_so_and_keeps_its_own_plots(small_runs,
     data = html_report.report_data(report.build(small_runs))
     assert data["figures"] == [] and "matplotlib" in data["figuresNote"]
     assert data["primary"] == ["abricot_abs.pearson"]  # drawn by the page as SVG
+
+
+def test_chance_levels_are_the_tasks_declarations(small_runs, tmp_path):
+    """The chance line is what the task declared (results.json tasks.<t>.chance), never a guess from a
+    metric's name: a metric the task gives no chance level has none on the page."""
+    from abricot_local import html_report, report
+
+    data = html_report.report_data(report.build(small_runs), figures=False)
+    chance = {c["key"]: c["chance"] for c in data["columns"]}
+    assert chance["abricot_abs.accuracy"] == 0.2 and chance["abricot_abs.pearson"] == 0.0
+    edited = tmp_path / "edited"
+    shutil.copytree(small_runs[0], edited)
+    doc = json.loads((edited / "results.json").read_text())
+    doc["tasks"]["abricot_abs"]["chance"] = {"pearson": 0.125}  # declares pearson only
+    (edited / "results.json").write_text(json.dumps(doc))
+    data = html_report.report_data(report.build([edited]), figures=False)
+    chance = {c["key"]: c["chance"] for c in data["columns"]}
+    assert chance["abricot_abs.pearson"] == 0.125
+    assert chance["abricot_abs.accuracy"] is None  # five choices, but nothing declared: no line
 
 
 # -- the page in Chromium ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from abricot_local import baselines, report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
+from abricot_local.record import TaskEntry
 from abricot_local.registry import load_registry
 from conftest import FIXTURE
 
@@ -153,11 +154,12 @@ def test_ci_check_edges():
     found = baselines.find("paper 3-shot", "LLAMA-3.1-8B")
     assert {(r.task, r.value) for r in found} == {("abricot_abs", 0.30), ("abricot_inc", 0.30)}
     b = next(r for r in found if r.task == "abricot_abs")
-    entry = {"metrics": {"pearson": 0.1, "pearson_ci95": [0.3, 0.5]}, "config": {"prompt_variant": "calamita", "shots": 0}}
+    entry = TaskEntry(metrics={"pearson": 0.1, "pearson_ci95": [0.3, 0.5]}, n=10,
+                      config={"prompt_variant": "calamita", "shots": 0})
     c = baselines.check(b, entry)
     assert c.inside is True and c.text == "0.30 in CI? yes"
     assert c.notes == ("prompt_variant calamita (published: paper)", "shots 0 (published: 3)")
-    nan = baselines.check(b, {"metrics": {"pearson": math.nan, "pearson_ci95": [math.nan, math.nan]}})
+    nan = baselines.check(b, TaskEntry(metrics={"pearson": math.nan, "pearson_ci95": [math.nan, math.nan]}, n=10))
     assert nan.inside is None and nan.text.endswith("n/a")
 
 

@@ -91,7 +91,7 @@ def test_execute_writes_results_that_recompute(tmp_path, plan):
     p = plan(sample=12)
     out = runner.execute(p, tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert doc == out.results and doc["tasks"]["discotex"]["n"] == 12
+    assert doc == out.record.to_dict() and doc["tasks"]["discotex"]["n"] == 12
     lines = [json.loads(x) for x in (tmp_path / "o" / "samples-discotex.jsonl").read_text().splitlines()]
     task = p.runs[0].task
     assert json.loads(json.dumps(task.metrics(lines))) == doc["tasks"]["discotex"]["metrics"]
@@ -102,23 +102,23 @@ def test_execute_writes_results_that_recompute(tmp_path, plan):
 
 
 def test_limit_of_one_class_warns(tmp_path, plan):
-    doc = runner.execute(plan(limit=6), tmp_path / "o").results
+    doc = runner.execute(plan(limit=6), tmp_path / "o").record.to_dict()
     warnings = doc["tasks"]["discotex"]["warnings"]
     assert any("same gold answer" in w for w in warnings)
     assert any("wiki" in w for w in warnings)  # the first 6 items are all TED
-    doc = runner.execute(plan(sample=40), tmp_path / "s").results
+    doc = runner.execute(plan(sample=40), tmp_path / "s").record.to_dict()
     assert not any("same gold" in w for w in doc["tasks"]["discotex"]["warnings"])
 
 
 def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path, plan):
     p = plan(sample=10)
-    full = runner.execute(p, tmp_path / "full").results
+    full = runner.execute(p, tmp_path / "full").record.to_dict()
     out = tmp_path / "part"
     with OutputDir(out) as o:  # a run interrupted after 4 items
-        o.start(p.manifest(), resume=False)
+        o.start(runner.plan_manifest(p), resume=False)
         for item, scored in list(runner.score_items(p.runs[0].items[:4], runner.open_plan_backend(p))):
             o.append("discotex", p.runs[0].task.sample(item, scored))
-    doc = runner.execute(p, out, resume=True).results
+    doc = runner.execute(p, out, resume=True).record.to_dict()
     assert doc["tasks"]["discotex"]["scored_now"] == 6
     assert doc["tasks"]["discotex"]["metrics"] == full["tasks"]["discotex"]["metrics"]
     assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "full" / "samples-discotex.jsonl").read_bytes()
@@ -141,7 +141,7 @@ def test_a_plugin_task_runs_like_a_shipped_one(toy_plugin, tmp_path, plan):
     toy_plugin.write_text("ab abc abcd a xy xyz", encoding="utf-8")
     opts = TaskOptions(data=(("toy", str(toy_plugin)),))
     p = plan(task_spec="toy", task_options=opts)
-    doc = runner.execute(p, tmp_path / "o").results
+    doc = runner.execute(p, tmp_path / "o").record.to_dict()
     assert doc["tasks"]["toy"]["n"] == 6 and doc["tasks"]["toy"]["chance"] == {"accuracy": 1 / 3}
     assert "toy" in [r.task.name for r in plan(task_spec=None, task_options=opts).runs]
     with pytest.raises(TaskError, match="unknown task 'toyy'.*Did you mean: toy"):

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import console
+from abricot_local.record import Published
 from abricot_local.cli import cli
 from conftest import FIXTURE
 
@@ -31,7 +32,7 @@ def test_verdict_text_from_a_results_dict():
                          "checks": [{"reference": "llama-3.1-8b", "source": "paper 3-shot", "task": "abricot_abs",
                                      "metric": "pearson", "published": 0.3, "value": 0.1, "ci95": [0.05, 0.2],
                                      "difference": -0.2, "inside": False, "notes": ["shots 0 (published: 3)"]}]}}
-    text = console.verdict(res)
+    text = console.verdict(Published.from_dict(res["published"]))
     assert "0.30" in text and "0.100" in text and "[0.050, 0.200]" in text and "-0.200" in text and "NO" in text
     assert "differs from the published setting: shots 0 (published: 3)" in text
     assert "abricot_inc: published, but not run here" in text

@@ -89,10 +89,13 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     finally:
         close()
         signal.signal(signal.SIGTERM, term)
-    click.echo(console.summary(outcome.results))
+    if outcome.complete:
+        click.echo(f"{out_dir} holds this run, complete: nothing to score, nothing written", err=True)
+    click.echo(console.summary(outcome.record))
     click.echo("")
-    click.echo(console.verdict(outcome.results))
-    click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
+    click.echo(console.verdict(outcome.record.published))
+    if not outcome.complete:
+        click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
     return outcome
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from abricot_local.record import Published, Record
+
 
 def fmt(v, digits: int = 4) -> str:
     if v is None:
@@ -18,50 +20,42 @@ def fmt(v, digits: int = 4) -> str:
     return str(v)
 
 
-def summary(results: dict) -> str:
-    """One line per task metric, with its 95% CI and the task's chance level."""
-    from abricot_local.metrics import metric_items
-
+def summary(record: Record) -> str:
+    """One line per task metric of a run's record, with its 95% CI and the task's chance level."""
     lines = [f"{'task':<14} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * 72]
-    for name, t in results["tasks"].items():
-        chance = t.get("chance", {})
-        for key, val, ci in metric_items(t["metrics"]):
+    for name, t in record.tasks.items():
+        for key, val, ci in t.metric_items():
             ci_s = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
-            lines.append(f"{name:<14} {key:<20} {fmt(val):>8}  {ci_s:<20} {fmt(chance.get(key), 2) if key in chance else ''}")
-        lines.append(f"{name:<14} {'n':<20} {t['n']:>8}")
-        for w in t.get("warnings", []):
+            chance = fmt(t.chance[key], 2) if key in t.chance else ""
+            lines.append(f"{name:<14} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
+        lines.append(f"{name:<14} {'n':<20} {t.n:>8}")
+        for w in t.warnings:
             lines.append(f"  warning: {w}")
     return "\n".join(lines).rstrip()
 
 
-def verdict(results: dict) -> str:
-    """Did the run reproduce the published rows its model's registry entry names?"""
-    pub = results.get("published") or {}
-    checks = pub.get("checks") or []
-    if not pub.get("reproduces"):
+def verdict(published: Published | None) -> str:
+    """Did the run reproduce the published rows its model's registry entry names? (a record's ``published``)"""
+    if published is None or not published.reproduces:
         return ("published comparison: this model's registry entry names no published result "
                 "(`reproduces` in models.toml), so there is nothing to compare with.")
-    lines = [f"published comparison ({pub['reproduces']}):"]
-    if checks:
+    lines = [f"published comparison ({published.reproduces}):"]
+    if published.checks:
         lines.append(f"  {'reference':<34} {'task.metric':<22} {'published':>9} {'this run':>9} "
                      f"{'95% CI':<18} {'diff':>7}  inside CI?")
-        for c in checks:
-            ci = f"[{fmt(c['ci95'][0], 3)}, {fmt(c['ci95'][1], 3)}]" if c.get("ci95") else "n/a"
-            inside = {True: "yes", False: "NO", None: "n/a"}[c.get("inside")]
-            ref = f"{c['reference']} ({c['source']})"
-            lines.append(f"  {ref:<34} {c['task'] + '.' + c['metric']:<22} {fmt(c['published'], 2):>9} "
-                         f"{fmt(c['value'], 3):>9} {ci:<18} {fmt(c['difference'], 3):>7}  {inside}")
-            for note in c.get("notes", []):
+        for c in published.checks:
+            ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
+            inside = {True: "yes", False: "NO", None: "n/a"}[c.inside]
+            ref = f"{c.reference} ({c.source})"
+            lines.append(f"  {ref:<34} {c.task + '.' + c.metric:<22} {fmt(c.published, 2):>9} "
+                         f"{fmt(c.value, 3):>9} {ci:<18} {fmt(c.difference, 3):>7}  {inside}")
+            for note in c.notes:
                 lines.append(f"      differs from the published setting: {note}")
-    for task in pub.get("tasks_not_run", []):
+    for task in published.tasks_not_run:
         lines.append(f"  {task}: published, but not run here (add it to --tasks, with its data)")
-    for part in pub.get("unknown", []):
+    for part in published.unknown:
         lines.append(f"  {part!r}: names no published row this version knows")
     return "\n".join(lines)
-
-
-def skipped(results_or_plan_skipped) -> list[str]:
-    return [f"skipped {s['task']}: no data ({s['how']})" for s in results_or_plan_skipped]
 
 
 class ProgressLine:

@@ -96,5 +96,12 @@ def check_text(rep) -> str:
         lines.append(f"{'task':<14} {'id':<28} {'recorded':>8} {'now':>5} {'max diff':>10}")
         for d in rep.differences:
             lines.append(f"{d.task:<14} {d.id:<28} {d.recorded_pred:>8} {d.new_pred:>5} {d.max_abs_diff:>10.3g}")
+    tasks = dict.fromkeys(t for t, _ in rep.missing)
+    for task in tasks:
+        ids = [i for t, i in rep.missing if t == task]
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        lines.append(f"{task}: {len(ids)} item(s) the run scored are missing from its samples file: {shown}")
+    if rep.checked == 0:
+        lines.append("no item was checked")
     lines.append("reproduced" if rep.reproduced else "NOT reproduced")
     return "\n".join(lines)

@@ -1,0 +1,21 @@
+"""A run's record: results.json's schema as frozen dataclasses, and the one reader and writer.
+
+``schema`` holds the sections (:class:`Record`, :class:`TaskEntry`, ...), ``samples`` the
+sample line (:class:`Sample`), ``io`` reading and writing (results.json, the checkpoint's
+manifest), ``codec`` the dataclass <-> JSON machinery, ``docs`` docs/RESULTS.md's tables.
+Every module that reads a run reads it through here.
+"""
+
+from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, read_manifest, read_record, read_run,
+                                     record_from_json, resume_refusal, to_json, write_manifest, write_record)
+from abricot_local.record.samples import Sample, parse_samples, read_samples
+from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, DataFile, Manifest, Model,
+                                         Provenance, Published, PublishedCheck, Record, RunConfig, SkippedTask,
+                                         TaskEntry, metric_items)
+
+__all__ = [
+    "CHECKPOINT", "RESULTS", "RUN_MANIFEST", "SCHEMA_VERSION", "Bootstrap", "ChatWrap", "DataFile", "Manifest",
+    "Model", "Provenance", "Published", "PublishedCheck", "Record", "RunConfig", "Sample", "SkippedTask",
+    "TaskEntry", "metric_items", "parse_samples", "read_manifest", "read_record", "read_run", "read_samples",
+    "record_from_json", "resume_refusal", "to_json", "write_manifest", "write_record",
+]

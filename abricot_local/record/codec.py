@@ -1,0 +1,199 @@
+"""Frozen dataclasses to and from JSON objects, validated on the way in.
+
+A :class:`Section` is one JSON object of a run's files. Its typed fields are read and
+checked by their annotations (``str``, ``int``, ``float`` (any JSON number, NaN
+included), ``bool``, ``X | None``, ``tuple[T, ...]``, ``tuple[T, T]``,
+``dict[str, T]``, ``Literal[...]``, ``Any`` and other sections); keys it does not
+type are kept in ``extra`` and written back. What a field means, and when it is
+written, is in its metadata (:func:`spec`), which docs/RESULTS.md is generated from.
+
+Written back, a section read from a file gives the same keys in the same order: a
+field marked ``write="always"`` is written whenever the source had it (or, for a
+section built in code, always, as ``null`` when None); ``write="set"`` only when it
+holds something. Keys new to a section read from a file come after the known ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+from abricot_local.errors import ResultsError
+
+REQUIRED = dataclasses.MISSING
+
+
+class Invalid(ResultsError):
+    """A value that does not fit its field; the message names the key path."""
+
+
+def spec(doc: str, *, default: Any = REQUIRED, write: str = "always", check=None):
+    """A documented field. ``default``: a value, or a callable for a fresh dict;
+    ``write``: "always" or "set"; ``check(value, at)``: a further check (raises :class:`Invalid`)."""
+    meta = {"doc": doc, "write": write, "check": check}
+    if default is REQUIRED:
+        return field(metadata=meta)
+    if callable(default):
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Section:
+    """Base class: ``extra`` keeps the keys a section does not type; ``_keys`` the source's key order."""
+
+    extra: dict[str, Any] = field(default_factory=dict, kw_only=True, metadata={"internal": True})
+    _keys: tuple[str, ...] = field(default=(), kw_only=True, compare=False, repr=False, metadata={"internal": True})
+
+    @classmethod
+    def from_dict(cls, data: Any, at: str = ""):
+        if not isinstance(data, dict):
+            raise Invalid(f"{at or 'it'} is {describe(data)}, not a JSON object")
+        values = {}
+        for f, tp in typed_fields(cls):
+            here = f"{at}.{f.name}" if at else f.name
+            if f.name in data:
+                values[f.name] = parse(tp, data[f.name], here)
+                if f.metadata["check"]:
+                    f.metadata["check"](values[f.name], here)
+            elif f.default is REQUIRED and f.default_factory is REQUIRED:
+                raise Invalid(f"{here} is missing")
+        known = {f.name for f, _ in typed_fields(cls)}
+        extra = {k: copy.deepcopy(v) for k, v in data.items() if k not in known}
+        return cls(**values, extra=extra, _keys=tuple(data))
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f, _ in typed_fields(type(self)):
+            value = getattr(self, f.name)
+            if written(f, value, self._keys):
+                out[f.name] = dump(value)
+        out.update(copy.deepcopy(self.extra))
+        if not self._keys:
+            return out
+        first = [k for k in self._keys if k in out]
+        return {**{k: out[k] for k in first}, **{k: v for k, v in out.items() if k not in first}}
+
+
+@cache
+def typed_fields(cls) -> tuple[tuple[dataclasses.Field, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls) if not f.metadata.get("internal"))
+
+
+def default_of(f: dataclasses.Field):
+    return f.default_factory() if f.default_factory is not REQUIRED else f.default
+
+
+def written(f: dataclasses.Field, value, keys: tuple[str, ...]) -> bool:
+    if f.metadata["write"] == "set":
+        return value is not None and value != () and value != {}
+    return not keys or f.name in keys or value != default_of(f)
+
+
+def dump(value):
+    if isinstance(value, Section):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def describe(value) -> str:
+    """How a wrong value reads in an error: "a string ('0.5')", "a JSON list", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    return {list: "a JSON list", dict: "a JSON object"}.get(type(value), type(value).__name__)
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fail(value, want: str, at: str):
+    raise Invalid(f"{at} is {describe(value)}, not {want}")
+
+
+def parse(tp, value, at: str):
+    """``value`` read as type ``tp`` (lists become tuples, objects sections), or :class:`Invalid`."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return copy.deepcopy(value)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return parse(inner[0], value, at)
+        for a in inner:
+            try:
+                return parse(a, value, at)
+            except Invalid:
+                continue
+        _fail(value, " or ".join(type_name(a) for a in inner), at)  # e.g. "string or number"
+    if origin is Literal:
+        if value not in args:
+            _fail(value, " or ".join(repr(a) for a in args), at)
+        return value
+    if tp is float:
+        if not is_number(value):
+            _fail(value, "a number", at)
+        return value
+    if tp in (int, bool, str):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            _fail(value, {int: "an integer", bool: "a boolean", str: "a string"}[tp], at)
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            _fail(value, "a list", at)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(parse(args[0], v, f"{at}[{k}]") for k, v in enumerate(value))
+        if len(value) != len(args):
+            _fail(value, f"a list of {len(args)}", at)
+        return tuple(parse(a, v, f"{at}[{k}]") for k, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            _fail(value, "a JSON object", at)
+        return {k: parse(args[1], v, f"{at}.{k}") for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, Section):
+        return tp.from_dict(value, at)
+    raise TypeError(f"no reader for {tp!r}")  # a schema bug, not bad input
+
+
+def type_name(tp) -> str:
+    """A field's type in words, as docs/RESULTS.md and the errors say it."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return "any JSON value"
+    if origin in (typing.Union, types.UnionType):
+        inner = [type_name(a) for a in args if a is not type(None)]
+        return " or ".join(inner) + (" or null" if type(None) in args else "")
+    if origin is Literal:
+        return " or ".join(f'`"{a}"`' for a in args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"list of {plural(type_name(args[0]))}"
+        return "[" + ", ".join(type_name(a) for a in args) + "]"
+    if origin is dict:
+        return f"object: name -> {type_name(args[1])}"
+    if isinstance(tp, type) and issubclass(tp, Section):
+        return f"object ({tp.__name__})"
+    return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, tp.__name__)
+
+
+def plural(name: str) -> str:
+    head, sep, rest = name.partition(" ")
+    return f"{head}s{sep}{rest}" if " or " not in name else f"({name})s"

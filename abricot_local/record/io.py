@@ -1,0 +1,168 @@
+"""Reading and writing a run's record: results.json and the checkpoint's run.json.
+
+The one place that opens results.json. A file of another schema version, or JSON that
+is not a run (a report, a check report, an lm-eval results file), is one line naming
+what it is; a run with a wrong value names the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from abricot_local.errors import ResultsError
+from abricot_local.jsonfiles import atomic_write
+from abricot_local.record.codec import Invalid, describe
+from abricot_local.record.schema import SCHEMA_VERSION, Manifest, Record
+
+RESULTS = "results.json"
+CHECKPOINT = ".checkpoint"
+RUN_MANIFEST = "run.json"
+
+# how to bring an older schema's document to this one (none yet: 1 is the first)
+MIGRATIONS: dict[int, object] = {}
+
+
+def what_it_is(doc) -> str | None:
+    """What a JSON document that is not an abricot-local run is, or None for a run."""
+    if not isinstance(doc, dict):
+        return describe(doc).split(" (")[0]
+    if "results" in doc and ({"configs", "versions", "n-shot", "config"} & set(doc)):
+        return "an lm-eval results file"
+    if "runs" in doc and ("published_checks" in doc or "baselines" in doc):
+        return "an abricot-local report (report --format json)"
+    if "checked" in doc and "reproduced" in doc:
+        return "an abricot-local check report (check --json)"
+    if "schema_version" not in doc and not {"model", "tasks"} <= set(doc):
+        return "a JSON object with no schema_version, model or tasks"
+    return None
+
+
+def record_from_json(doc, where: str) -> Record:
+    """A run's record from its parsed results.json (``where`` names the file in errors)."""
+    kind = what_it_is(doc)
+    if kind:
+        raise ResultsError(f"{where} is {kind}, not an abricot-local run")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        if version in MIGRATIONS:
+            doc = MIGRATIONS[version](doc)
+        else:
+            raise ResultsError(f"{where} has schema_version {version!r}; this version reads {SCHEMA_VERSION} "
+                               "(written by another version of abricot-local)")
+    try:
+        return Record.from_dict(doc)
+    except Invalid as err:
+        raise ResultsError(f"{where} is malformed: {err}") from None
+
+
+def _load_json(path: Path):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+
+
+def read_record(path: str | Path) -> Record:
+    """The record in a results.json file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ResultsError(f"{path} is missing")
+    return record_from_json(_load_json(path), str(path))
+
+
+def read_run(folder: str | Path) -> Record:
+    """The record of the finished run in ``folder``; one line saying what the folder is otherwise."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise ResultsError(f"run folder not found: {folder}")
+    if not folder.is_dir():
+        raise ResultsError(f"{folder} is not a folder (give the --out folder of a run)")
+    if not (folder / RESULTS).exists():
+        if (folder / CHECKPOINT).exists():
+            raise ResultsError(f"{folder} holds an interrupted run (no {RESULTS}); finish it with `run ... --resume`")
+        raise ResultsError(f"{folder} holds no {RESULTS} (not a finished run)")
+    return read_record(folder / RESULTS)
+
+
+def to_json(record: Record) -> str:
+    """results.json's text (NaN written as the bare token, as Python's json reads it)."""
+    return json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_record(path: Path, record: Record) -> Path:
+    """Write results.json atomically; returns its path."""
+    atomic_write(Path(path), to_json(record))
+    return Path(path)
+
+
+# -- the checkpoint's manifest ------------------------------------------------------------------
+def read_manifest(path: Path) -> Manifest:
+    """The manifest a checkpoint (``.checkpoint/run.json``) recorded."""
+    doc = _load_json(path)
+    try:
+        return Manifest.from_dict(doc)
+    except Invalid as err:
+        raise ResultsError(f"{path} is not a run's manifest ({err}); "
+                           f"remove {path.parent} to start the run over") from None
+
+
+def write_manifest(path: Path, manifest: Manifest) -> None:
+    atomic_write(path, json.dumps(manifest.to_dict(), indent=1, sort_keys=True))
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_shown(v) for v in value) or "none"
+    return str(value)
+
+
+def _option(key: str) -> str:
+    return "the model" if key == "model" else "--" + key.replace("_", "-")
+
+
+def _short(sha) -> str:
+    return f"{sha[:12]}..." if isinstance(sha, str) else _shown(sha)
+
+
+def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
+    """What differs between a recorded and a new manifest, by part ("config", "model file",
+    "data", "task versions"), each with both values ("--shots: recorded 3, given 2");
+    empty when the run may continue."""
+    out: dict[str, list[str]] = {}
+    rc, gc = recorded.config.to_dict(), given.config.to_dict()
+    for key in dict.fromkeys([*gc, *rc]):
+        if rc.get(key) != gc.get(key):
+            out.setdefault("config", []).append(
+                f"{_option(key)}: recorded {_shown(rc.get(key))}, given {_shown(gc.get(key))}")
+    if recorded.model_sha256 != given.model_sha256:
+        out["model file"] = [f"recorded sha256 {_short(recorded.model_sha256)}, given {_short(given.model_sha256)}"]
+    for part, rec, new, show in (("data", recorded.data_sha256, given.data_sha256, lambda v: _shown([_short(x) for x in v or ()])),
+                                 ("task versions", recorded.task_versions, given.task_versions, _shown)):
+        for task in dict.fromkeys([*new, *rec]):
+            if rec.get(task) != new.get(task):
+                out.setdefault(part, []).append(f"{task}: recorded {show(rec.get(task))}, given {show(new.get(task))}")
+    if not out and recorded.to_dict() != given.to_dict():
+        out["manifest"] = ["the recorded one differs from this run's"]
+    return out
+
+
+def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
+    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can."""
+    diff = differences(recorded, given)
+    if not diff:
+        return None
+    parts = list(diff)
+    head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "differs" if len(parts) == 1 else "differ"
+    details = "; ".join(d for ds in diff.values() for d in ds)
+    return (f"cannot resume {folder}: its {head} {verb} from the recorded run ({details}); "
+            "the same model file, data and options are needed")
