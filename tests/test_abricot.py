@@ -713,10 +713,12 @@ def test_jsonl_values_of_the_wrong_kind_name_row_and_key(tmp_path):
         assert "row 3" in msg and key in msg and what in msg, msg
 
 
-def test_jsonl_with_a_bom_and_blank_lines_reads_as_written(tmp_path):
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_a_bom_and_blank_json_lines_read_as_written(tmp_path, suffix):
     ref, _ = load_rows(FIXTURE)
-    path = write_frame(fixture_frame().rename(columns=SHORT), tmp_path / "abricot_bom.jsonl")
-    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\n\n", 3))
+    path = write_frame(fixture_frame().rename(columns=SHORT), tmp_path / f"abricot_bom{suffix}")
+    raw = path.read_bytes()
+    path.write_bytes(b"\xef\xbb\xbf" + (raw.replace(b"\n", b"\n\n", 3) if suffix == ".jsonl" else raw))
     rows, _ = load_rows(path)
     assert summary(rows) == summary(ref) and numbers(rows) == numbers(ref)
 
