@@ -282,6 +282,7 @@ def test_unreachable_server_is_one_clear_error(gemma_path, data_dir, tmp_path):
     assert not (tmp_path / "o" / "results.json").exists()
 
 
+@pytest.mark.real  # waits out the 5 s default (the fast test above sets 0.3 s through the option)
 def test_a_silent_server_stops_the_run_in_the_timeout_with_one_line(gemma_path, data_dir, tmp_path):
     """It used to hang before loading (ggml-rpc waits for HELLO's answer forever), and a TERM then
     said the server was lost."""
