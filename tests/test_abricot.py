@@ -681,3 +681,64 @@ def test_cli_end_to_end(tmp_path, extra, variant, shots):
             assert _nan_eq(again[key], entry["metrics"][key]), key
             assert _nan_eq(again[f"{key}_ci95"], entry["metrics"][f"{key}_ci95"]), key
     assert shot_sets[0] == shot_sets[1]
+
+
+# ---------------------------------------------------------------- JSON lines, line by line (issue 21, item 6)
+
+
+def jsonl_with(tmp_path: Path, line3: str, name: str = "abricot_lines.jsonl") -> Path:
+    """The fixture as JSON lines with its third line replaced by ``line3``."""
+    path = write_frame(fixture_frame().rename(columns=SHORT), tmp_path / name)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[2] = line3
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("line,what", [
+    ("[1,2,3]", "got an array ([1, 2, 3])"), ("5", "got a number (5)"), ("null", "got null"),
+    ('"testo"', 'got a string ("testo")'), ("true", "got a boolean (true)"),
+    ('{"id": "x", "text": "a"', "not valid JSON"),
+], ids=["array", "number", "null", "string", "boolean", "torn"])
+def test_every_jsonl_line_must_be_an_object(tmp_path, line, what):
+    msg = raises_data_error(jsonl_with(tmp_path, line))
+    assert "line 3" in msg and what in msg, msg
+
+
+def test_jsonl_values_of_the_wrong_kind_name_row_and_key(tmp_path):
+    rec = json.loads(jsonl_with(tmp_path, "{}").read_text(encoding="utf-8").splitlines()[0])
+    for key, value, what in (("abs_mean", True, "True is not a number"), ("text", ["a", "b"], "an array"),
+                             ("inc_mean", {"v": 0.5}, "is not a number")):
+        msg = raises_data_error(jsonl_with(tmp_path, json.dumps({**rec, "id": "zz", key: value})))
+        assert "row 3" in msg and key in msg and what in msg, msg
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_a_bom_and_blank_json_lines_read_as_written(tmp_path, suffix):
+    ref, _ = load_rows(FIXTURE)
+    path = write_frame(fixture_frame().rename(columns=SHORT), tmp_path / f"abricot_bom{suffix}")
+    raw = path.read_bytes()
+    path.write_bytes(b"\xef\xbb\xbf" + (raw.replace(b"\n", b"\n\n", 3) if suffix == ".jsonl" else raw))
+    rows, _ = load_rows(path)
+    assert summary(rows) == summary(ref) and numbers(rows) == numbers(ref)
+
+
+def test_reading_data_files_leaks_no_open_file(tmp_path, monkeypatch):
+    """ResourceWarning (an unclosed file) is raised in a finalizer: it reaches the unraisable hook."""
+    import gc
+    import sys
+    import warnings
+
+    leaks = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: leaks.append(u))
+    files = [write_frame(fixture_frame().rename(columns=SHORT), tmp_path / f"abricot_ok{s}") for s in (".jsonl", ".csv", ".tsv")]
+    files += [jsonl_with(tmp_path, bad, f"abricot_bad{k}.jsonl") for k, bad in enumerate(("[1,2,3]", "{", "null"))]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for path in files:
+            try:
+                load_rows(path)
+            except DataError:
+                pass
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)] and not leaks

@@ -60,7 +60,7 @@ def test_construction_is_seeded_and_independent_of_other_rows(tmp_path, items, d
     small = tmp_path / "small"
     small.mkdir()
     for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
-        rows = read_release_tsv(discotex_dir / name)[:50]
+        rows = read_release_tsv(discotex_dir / name).rows[:50]
         with (small / name).open("w", encoding="utf-8", newline="") as fh:
             import csv
 
@@ -135,3 +135,67 @@ def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch, d
     assert len(items) == 1600
     assert all(discotex.RELEASE_COMMIT in u and u.endswith(".tsv") for u, _ in calls) and len(calls) == 2
     assert (fetch.cache_dir() / "data" / "discotex" / "discotex_1_ted_test_set_release.tsv").is_file()
+
+
+# -- inputs saved by another editor (issue 21, item 8) ---------------------------------------------
+def test_a_crlf_copy_gives_the_release_items_bit_for_bit_and_says_so(tmp_path, items, discotex_dir):
+    """Windows line endings (also inside the quoted multi-line PROMPTs) are read as the release's
+    LF: the same contexts, choices and golds; the run's warnings say so, and the recorded data
+    SHA-256 stays the copy's own."""
+    import csv
+    import json
+
+    from click.testing import CliRunner
+
+    from abricot_local import fetch
+    from abricot_local.cli import cli
+
+    crlf = tmp_path / "crlf"
+    crlf.mkdir()
+    for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
+        raw = (discotex_dir / name).read_bytes()
+        assert b"\r" not in raw  # the release has LF line endings
+        (crlf / name).write_bytes(raw.replace(b"\n", b"\r\n"))
+    name = "discotex_1_ted_test_set_release.tsv"
+    with (crlf / name).open(encoding="utf-8", newline="") as fh:  # read as a plain csv reader would
+        naive = list(csv.DictReader(fh, delimiter="\t"))
+    assert sum("\r" in r["PROMPT"] for r in naive) > 100  # what drifted before: \r inside scored text
+
+    t = task(crlf)
+    got = t.items()
+    assert [(i.id, i.context, i.choices, i.continuations, i.gold, i.fields) for i in got] == \
+        [(i.id, i.context, i.choices, i.continuations, i.gold, i.fields) for i in items]
+    assert not any("\r" in i.context for i in got)
+    notes = t.warnings()
+    assert len(notes) == 2 and all("CRLF line endings: read as LF" in n for n in notes) and name in notes[0]
+    lf = task(discotex_dir)
+    lf.items()
+    assert lf.warnings() == []
+
+    r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", str(crlf),
+                                 "--limit", "3", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert any("CRLF line endings" in w for w in doc["tasks"]["discotex"]["warnings"])
+    recorded = {f["path"]: f["sha256"] for f in doc["tasks"]["discotex"]["data"]}
+    assert recorded[str(crlf / name)] == fetch.sha256_file(crlf / name) != fetch.sha256_file(discotex_dir / name)
+    assert "CRLF line endings" in r.stdout + r.stderr  # the summary shows it
+
+
+def test_a_utf8_bom_is_accepted(tmp_path):
+    body = HEADER + "".join(f"r{i}\tparagrafo {i}\tfrase {i}\t{i % 2}\n" for i in range(5))
+    plain = write(tmp_path, body, "plain.tsv")
+    bom = tmp_path / "bom.tsv"
+    bom.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    assert read_release_tsv(bom) == read_release_tsv(plain)
+    assert read_release_tsv(bom).rows[0]["ID"] == "r0"
+
+
+def test_errors_cite_the_first_line_of_a_multiline_record(tmp_path):
+    rows = "".join(f"r{i}\tp\tt\t1\n" for i in range(4))
+    p = write(tmp_path, HEADER + rows + '\n"bad"\t"riga uno\nriga due\nriga tre"\tt\t2\n')  # a blank line, then line 7
+    with pytest.raises(DataError, match=r"line 7 \(ID bad\): CLASS must be 0 or 1, got '2'"):
+        read_release_tsv(p)
+    p = write(tmp_path, HEADER + '"a"\t"uno\ndue"\t\t1\n' + rows)
+    with pytest.raises(DataError, match="line 2: column TARGET is empty"):
+        read_release_tsv(p)

@@ -47,16 +47,17 @@ def free_port() -> int:
 class Server:
     """One `abricot-local rpc-server` on 127.0.0.1 (the CPU device), killed at teardown."""
 
-    def __init__(self, log_dir: Path, port: int | None = None):
+    def __init__(self, log_dir: Path, port: int | None = None, host: str = "127.0.0.1"):
         self.port = port or free_port()
+        self.host = host
         self.endpoint = f"127.0.0.1:{self.port}"
         self.log = log_dir / f"server-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Server":
         with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen([*RUN, "rpc-server", "--port", str(self.port), "--threads", "1"],
-                                         stdout=fh, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen([*RUN, "rpc-server", "--host", self.host, "--port", str(self.port),
+                                          "--threads", "1"], stdout=fh, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -112,22 +113,119 @@ def test_endpoints_are_checked():
     for bad in ("127.0.0.1", "127.0.0.1:0", "127.0.0.1:x", ":50052", "a:1,a:1", ","):
         with pytest.raises(UsageError, match="--rpc"):
             parse_endpoints(bad)
+    for v6 in ("::1:50052", "[::1]:50052"):  # ggml-rpc would cut it at the first colon
+        with pytest.raises(UsageError, match="IPv4 only.*localhost"):
+            parse_endpoints(v6)
 
 
 def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
-    from abricot_local.backends.rpc_server import exposed_warning
+    from abricot_local.backends.rpc_server import exposed_warning, listen_address
+    from abricot_local.errors import UsageError
 
-    assert exposed_warning("127.0.0.1", 50052) is None
+    assert exposed_warning("127.0.0.1", 50052) is None and exposed_warning("127.0.0.2", 50052) is None
     text = exposed_warning("0.0.0.0", 50052)
     assert "Never expose the RPC server to an open network" in text and "no authentication" in text
+    assert [listen_address(h) for h in ("localhost", "::1", "127.0.0.1", "0.0.0.0")] == \
+        ["127.0.0.1", "127.0.0.1", "127.0.0.1", "0.0.0.0"]
+    for bad, why in (("2001:db8::1", "IPv4 only"), ("no-such-host.invalid", "neither an IPv4 address nor a name")):
+        with pytest.raises(UsageError, match=why):
+            listen_address(bad)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
         r = subprocess.run([*RUN, "rpc-server", "--port", str(port)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([*RUN, "rpc-server", "--host", "localhost"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "--host must be an IPv4 address" in r.stderr
+    r = subprocess.run([*RUN, "rpc-server", "--host", "2001:db8::1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "IPv4 only" in r.stderr and "WARNING" not in r.stderr  # refused, not warned about
+
+
+def test_server_on_a_loopback_name_serves_without_the_warning(tmp_path):
+    """`--host localhost` or `::1` used to print the exposure warning, then reject the address."""
+    from abricot_local.backends.rpc_hello import handshake
+
+    for host in ("localhost", "::1"):
+        server = Server(tmp_path, host=host).start()
+        try:
+            assert handshake(server.endpoint, timeout=10) is None
+        finally:
+            server.kill()
+        log = server.log.read_text()
+        assert "WARNING" not in log and "endpoint       : 127.0.0.1:" in log, log
+
+
+# -- the handshake, asked before llama.cpp connects (issue 21, item 3) ----------------------------
+class Peer:
+    """A TCP peer on 127.0.0.1 that accepts and then: stays silent, closes, or answers ``reply``."""
+
+    def __init__(self, mode: str, reply: bytes = b""):
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.endpoint = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.mode, self.reply, self.conns = mode, reply, []
+        if mode != "silent":  # silent: the kernel accepts into the backlog, nobody reads
+            threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        self.conns.append(conn)
+        conn.recv(64)
+        if self.mode == "reply":
+            conn.sendall(self.reply)
+            time.sleep(30)
+        conn.close()
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_the_handshake_names_a_silent_closing_foreign_or_other_version_server():
+    import struct
+
+    from abricot_local.backends.rpc_hello import handshake
+
+    hello_v6 = struct.pack("<Q", 28) + bytes([6, 0, 0, 0]) + bytes(24)
+    cases = (
+        (Peer("silent"), "did not answer llama.cpp's RPC handshake within 0.5 s: it is frozen, busy with another run"),
+        (Peer("close"), "closed the connection during llama.cpp's RPC handshake"),
+        (Peer("reply", b"HTTP/1.1 400 Bad Request\r\n\r\n"), "answered llama.cpp's RPC handshake with something "
+                                                                 "else (b'HTTP/1.1'...): it is not a llama.cpp rpc-server"),
+        (Peer("reply", hello_v6), "speaks llama.cpp's RPC protocol 6.0.0, this machine 7.0"),
+    )
+    for peer, why in cases:
+        t0 = time.monotonic()
+        try:
+            refused = handshake(peer.endpoint, timeout=0.5)
+        finally:
+            peer.close()
+        assert refused is not None and refused.reached and why in refused.why, (peer.mode, refused)
+        assert time.monotonic() - t0 < 3
+    refused = handshake(f"127.0.0.1:{free_port()}", timeout=0.5)
+    assert refused is not None and not refused.reached and "refused" in refused.why
+
+
+def test_the_timeout_is_the_backends_option(gemma_path):
+    import dataclasses
+
+    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.rpc import RpcServerError
+
+    field = {f.name: f for f in dataclasses.fields(LlamaCppOptions)}["rpc_timeout"]
+    assert field.default == 5.0 and "handshake" in field.metadata["help"]
+    peer = Peer("silent")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RpcServerError, match=f"the RPC server {peer.endpoint} accepted the connection but did "
+                                                 "not answer llama.cpp's RPC handshake within 0.3 s"):
+            LlamaCppBackend.preflight(gemma_path, LlamaCppOptions(rpc=(peer.endpoint,), rpc_timeout=0.3))
+    finally:
+        peer.close()
+    assert time.monotonic() - t0 < 10  # 0.3 s for the handshake, not forever
 
 
 def test_a_build_without_rpc_says_how_to_reinstall(monkeypatch):
@@ -182,6 +280,37 @@ def test_unreachable_server_is_one_clear_error(gemma_path, data_dir, tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the RPC server {dead}"), r.stderr
     assert "abricot-local rpc-server" in lines[0] and "Traceback" not in r.stderr
     assert not (tmp_path / "o" / "results.json").exists()
+
+
+@pytest.mark.real  # waits out the 5 s default (the fast test above sets 0.3 s through the option)
+def test_a_silent_server_stops_the_run_in_the_timeout_with_one_line(gemma_path, data_dir, tmp_path):
+    """It used to hang before loading (ggml-rpc waits for HELLO's answer forever), and a TERM then
+    said the server was lost."""
+    peer = Peer("silent")
+    t0 = time.monotonic()
+    try:
+        r = run(gemma_path, data_dir, tmp_path / "o", "--rpc", peer.endpoint, timeout=120)
+    finally:
+        peer.close()
+    assert r.returncode == 75, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: the RPC server {peer.endpoint} accepted the connection "
+                                                   "but did not answer llama.cpp's RPC handshake within 5 s"), r.stderr
+    assert "Traceback" not in r.stderr and "lost the RPC server" not in r.stderr
+    assert time.monotonic() - t0 < 60 and not (tmp_path / "o").exists()
+
+
+def test_a_real_server_answers_the_handshake_and_llama_cpp_connects_after_it(servers):
+    """The protocol constants match this build's rpc-server, and the handshake's connection,
+    once closed, leaves the server to ggml-rpc's own."""
+    from abricot_local.backends.rpc_hello import handshake
+
+    (a,) = servers(1)
+    assert handshake(a.endpoint, timeout=10) is None
+    code = ("from abricot_local.backends import rpc; "
+            f"print([d.name for d in rpc.add_servers(['{a.endpoint}'], timeout=10)])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "['RPC0']", r.stderr
 
 
 def test_doctor_says_rpc_is_available():

@@ -80,10 +80,142 @@ def test_ctrl_c_leaves_interrupted_and_a_resume_start_counts_what_is_on_disk(tmp
     assert markers(out) == [] and results.run_state(out).state == "complete"
 
 
-def test_nothing_scored_yet_when_nothing_is_on_disk(tmp_path, data, monkeypatch):
-    monkeypatch.setattr(runner, "open_plan_backend", lambda plan: (_ for _ in ()).throw(KeyboardInterrupt))
-    r = run_fake(data, tmp_path / "o")
-    assert r.exit_code == 130 and "nothing scored yet" in r.stderr
+def interrupt(*_args, **_kw):
+    raise KeyboardInterrupt
+
+
+def test_an_interrupt_before_anything_is_written_offers_no_resume(tmp_path, data, monkeypatch):
+    """Ctrl-C while planning (hashing the model) or loading: exit 130, and no resume command for
+    a folder that was never written."""
+    from abricot_local import planning
+
+    for module, name in ((planning, "plan_run"), (runner, "open_plan_backend")):
+        with monkeypatch.context() as m:
+            m.setattr(module, name, interrupt)
+            r = run_fake(data, tmp_path / "o")
+        assert r.exit_code == 130, r.output
+        assert "interrupted: nothing scored yet, nothing to resume" in r.stderr and "resume with" not in r.stderr
+        assert "Aborted" not in r.output and not (tmp_path / "o").exists()
+
+
+def test_an_interrupted_resume_leaves_the_folder_interrupted_with_the_resume_command(tmp_path, data, monkeypatch):
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        fail_after(m, 3, ModelError("boom"))
+        run_fake(data, out)
+    assert markers(out) == ["FAILED"]
+    with monkeypatch.context() as m:  # the resume is stopped while its model loads
+        m.setattr(runner, "open_plan_backend", interrupt)
+        r = run_fake(data, out, "--resume")
+    assert r.exit_code == 130
+    assert f"interrupted: 3 of 10 items (discotex 3/10) saved in {out}" in r.stderr and "resume with:" in r.stderr
+    assert markers(out) == ["INTERRUPTED"] and "items: 3 of 10 items" in (out / "INTERRUPTED").read_text()
+    assert results.run_state(out).state == "interrupted"
+
+
+def test_deferred_signals_reach_their_handler_after_a_ctypes_callback():
+    """A KeyboardInterrupt raised inside a ctypes callback (llama.cpp's log) is printed as
+    "Exception ignored" and dropped; under interrupts.deferred() the signal is only recorded
+    there and raised by its own handler once the C call returned."""
+    import ctypes
+
+    from abricot_local.backends import interrupts
+
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+    sent, dropped = [], []
+
+    def cmp(a, b):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the callback's next bytecode
+        return a[0] - b[0]
+
+    callback = compare(cmp)
+    values = (ctypes.c_int * 8)(*range(8, 0, -1))
+
+    def sort_in_c():
+        sent.clear()
+        ctypes.CDLL(None).qsort(values, len(values), ctypes.sizeof(ctypes.c_int), callback)
+
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = dropped.append
+    try:
+        sort_in_c()  # the hazard: no exception here, the signal is lost
+        assert dropped and issubclass(dropped[0].exc_type, KeyboardInterrupt)
+        dropped.clear()
+        after = []
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.deferred():
+                sort_in_c()
+                after.append(interrupts.pending())
+        assert after == [signal.SIGINT] and not dropped and list(values) == list(range(1, 9))
+    finally:
+        sys.unraisablehook = old_hook
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    class Term(Exception):
+        pass
+
+    def on_term(signum, frame):
+        raise Term
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with pytest.raises(Term):  # SIGTERM goes to the program's own handler (the CLI's raises KeyboardInterrupt)
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.01)
+                assert interrupts.pending() == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is on_term
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with interrupts.deferred():  # a default action runs no Python: nothing to defer
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# where a real load is when llama.cpp logs these lines (--verbose), and the signal sent then
+LOAD_MOMENTS = (
+    ("llama_model_loader:", signal.SIGTERM),  # the memory check's vocabulary-only read of the model
+    ("load_tensors:", signal.SIGINT),  # the weights
+    ("llama_context:", signal.SIGTERM),  # the context
+    ("graph_reserve:", signal.SIGINT),  # its compute graphs
+)
+
+
+@pytest.mark.real
+def test_a_signal_at_any_moment_of_a_real_load_stops_the_run(tmp_path, data, gemma_path):
+    """Before: 6 of 8 signals during llama.cpp's load were dropped inside its log callback and
+    the run finished with exit 0. Now each ends the run: exit 130, one message, nothing ignored;
+    no resume command before a folder exists, INTERRUPTED and the command once scoring began."""
+    before_start = 0
+    for k, (marker, sig) in enumerate((*LOAD_MOMENTS, ("discotex: 0/", signal.SIGTERM))):
+        out = tmp_path / f"o{k}"
+        cmd = [sys.executable, "-m", "abricot_local", "run", str(gemma_path), "--tasks", "discotex", "--data-dir",
+               str(data), "--limit", "2", "--threads", "2", "--out", str(out), "--verbose"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith(marker):
+                proc.send_signal(sig)
+                break
+        try:
+            _, rest = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        err = "".join(seen) + rest
+        assert any(ln.startswith(marker) for ln in seen), f"{marker!r} never logged:\n{err[-2000:]}"
+        assert proc.returncode == 130, f"{marker}: exit {proc.returncode}\n{err[-2000:]}"
+        assert "Exception ignored" not in err and "Traceback" not in err, err[-2000:]
+        assert "\ninterrupted: " in err and not (out / "results.json").exists()
+        if marker.startswith("discotex"):  # scoring had begun: a folder to resume
+            assert "resume with: abricot-local" in err and markers(out) == ["INTERRUPTED"]
+        else:
+            assert "nothing to resume" in err and "resume with" not in err and not out.exists()
+            before_start += not any(ln.startswith("run: ") for ln in err.splitlines())
+    assert before_start >= 2  # most signals landed inside the load itself, before the start line
 
 
 def test_a_failure_leaves_failed_with_the_error(tmp_path, data, monkeypatch):

@@ -16,7 +16,7 @@ import ctypes
 import functools
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 from typing import Sequence
@@ -24,7 +24,7 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
-from abricot_local.backends import rpc
+from abricot_local.backends import interrupts, rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
     GENERATE,
@@ -41,6 +41,7 @@ from abricot_local.backends.base import (
     split_chat,
 )
 from abricot_local.backends import llama_log as resolved
+from abricot_local.backends.rpc_hello import HANDSHAKE_TIMEOUT
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.errors import ModelError, UsageError
 from abricot_local.fetch import check_gguf
@@ -63,8 +64,13 @@ class LlamaCppOptions(ScoringOptions):
     flash_attn: str = "auto"
     extra_bufts: str = "auto"  # llama.cpp's extra CPU buffer types (repack, AMX); auto: off on AMX builds
     rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp RPC servers whose devices take layers (rpc.py)
+    rpc_timeout: float = field(default=HANDSHAKE_TIMEOUT, metadata={
+        "help": "Seconds each --rpc server has to answer llama.cpp's RPC handshake before the run stops, "
+                "naming it (a server busy with another run does not answer either)."})
 
     def __post_init__(self) -> None:
+        if not self.rpc_timeout > 0:
+            raise UsageError(f"--rpc-timeout must be more than 0 seconds, got {self.rpc_timeout}")
         if self.flash_attn not in FLASH_ATTN:
             raise UsageError(f"--flash-attn must be one of {', '.join(FLASH_ATTN)}")
         if self.extra_bufts not in ("auto", "on", "off"):
@@ -149,20 +155,29 @@ class LlamaSession:
         log = llama_log()
         log.verbose = options.verbose
         log.lines, log.notes = [], []
-        self._ctx = self._batch = self._mem = None
-        self.model = self._load_model(log)
-        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
-        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
-        self.bos = llama_cpp.llama_vocab_bos(self.vocab)
-        self.eos = llama_cpp.llama_vocab_eos(self.vocab)
-        if not options.vocab_only:
-            self._ctx = self._new_context(log, n_seq)
-            self._mem = llama_cpp.llama_get_memory(self._ctx)
-            # llama.cpp caps a decode call at the n_ctx asked (a context under n_batch tokens
-            # decodes at most n_ctx per call, though it allocates more cells): cut there
-            self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
-            self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
+        self.model = self._ctx = self._batch = self._mem = self.offload = None
+        if (options.rpc or rpc.registered()) and not options.vocab_only:
+            # RPC: an explicit device list and split; a new server answers the handshake first
+            # (in Python, with a deadline, interruptible), then llama.cpp connects
+            self.offload = rpc.offload(options.rpc, options.tensor_split, timeout=options.rpc_timeout)
+        try:
+            with interrupts.deferred():  # Ctrl-C/SIGTERM inside llama.cpp's log callback: raised after it
+                self.model = self._load_model(log)
+                self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+                self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+                self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+                self.bos = llama_cpp.llama_vocab_bos(self.vocab)
+                self.eos = llama_cpp.llama_vocab_eos(self.vocab)
+                if not options.vocab_only:
+                    self._ctx = self._new_context(log, n_seq)
+                    self._mem = llama_cpp.llama_get_memory(self._ctx)
+                    # llama.cpp caps a decode call at the n_ctx asked (a context under n_batch tokens
+                    # decodes at most n_ctx per call, though it allocates more cells): cut there
+                    self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
+                    self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
+        except BaseException:
+            self.close()
+            raise
         self.load_log = list(log.lines)
         self.load_notes = list(log.notes)
 
@@ -173,9 +188,8 @@ class LlamaSession:
         params.main_gpu = o.main_gpu
         params.vocab_only = o.vocab_only
         params.use_extra_bufts = resolved_extra_bufts(o)
-        split, self.offload = o.tensor_split, None
-        if (o.rpc or rpc.registered()) and not o.vocab_only:  # RPC: an explicit device list and split
-            self.offload = rpc.offload(o.rpc, o.tensor_split)
+        split = o.tensor_split
+        if self.offload is not None:
             self._devices = self.offload.device_array()  # keep alive
             params.devices = ctypes.cast(self._devices, ctypes.c_void_p)
             split = self.offload.tensor_split
@@ -183,7 +197,12 @@ class LlamaSession:
             arr = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*split)
             self._tensor_split = arr  # keep alive
             params.tensor_split = arr
+        # a signal stops the load at the next tensor (llama.cpp cancels when this returns False)
+        self._progress = llama_cpp.llama_progress_callback(lambda _done, _user: interrupts.pending() is None)
+        params.progress_callback = self._progress
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), params)
+        if not model and interrupts.pending() is not None:
+            raise KeyboardInterrupt  # the load was cancelled for a Ctrl-C or SIGTERM
         if not model:
             raise ModelError(
                 f"llama.cpp could not load {self.path} (truncated or unsupported GGUF?): {log.reason()}"
@@ -220,15 +239,16 @@ class LlamaSession:
         return llama_cpp.llama_n_ctx(self._ctx) if self._ctx else self.options.n_ctx
 
     def close(self) -> None:
-        if self._batch is not None:
-            llama_cpp.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx is not None:
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if self.model is not None:
-            llama_cpp.llama_model_free(self.model)
-            self.model = None
+        with interrupts.deferred():  # llama.cpp logs as it frees
+            if self._batch is not None:
+                llama_cpp.llama_batch_free(self._batch)
+                self._batch = None
+            if self._ctx is not None:
+                llama_cpp.llama_free(self._ctx)
+                self._ctx = None
+            if self.model is not None:
+                llama_cpp.llama_model_free(self.model)
+                self.model = None
 
     # -- tokens ----------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
@@ -274,7 +294,8 @@ class LlamaSession:
             b.n_seq_id[k] = 1
             b.seq_id[k][0] = seq
             b.logits[k] = want
-        rc = llama_cpp.llama_decode(self._ctx, b)
+        with interrupts.deferred():  # a warning in llama.cpp's log must not swallow a Ctrl-C
+            rc = llama_cpp.llama_decode(self._ctx, b)
         if rc != 0:
             raise ModelError(f"llama_decode failed (code {rc}): {llama_log().reason()}")
         return [self._logits(k) if e[3] else None for k, e in enumerate(entries)]
@@ -364,7 +385,9 @@ class LlamaCppBackend:
         vram = 0
         if resolved_gpu_layers(options) > 0:
             vram = sum(g.get("memory_free") or 0 for g in nvidia_gpus().get("gpus", []))
-        remote = sum(d.memory_free for d in rpc.add_servers(options.rpc)) if options.rpc else 0
+        remote = 0
+        if options.rpc:
+            remote = sum(d.memory_free for d in rpc.add_servers(options.rpc, timeout=options.rpc_timeout))
         return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
 
     def close(self) -> None:

@@ -6,14 +6,16 @@ ggml symbol comes from the libggml that llama-cpp-python itself loaded, and the
 two RPC entry points from the RPC backend's registry (as llama.cpp's rpc-server
 and ``--rpc`` do), so no separate C++ build is needed.
 
-A server serves one client at a time (a second run waits until the first one
-disconnects). ggml-rpc has no error path for a server that cannot be reached or
-that dies mid-run: it calls GGML_ABORT, which ends the process. So servers are
-probed before llama.cpp connects, and :func:`on_server_lost` hooks ggml's abort
-callback: the caller's handler receives one :class:`RpcServerError` naming the
-server, and must end the process itself (ggml aborts once the handler returns).
-A frozen server or a dropped network (no TCP reset) is not detected: llama.cpp
-waits for its answer.
+A server serves one client at a time. ggml-rpc has no error path for a server
+that cannot be reached or that dies mid-run: it calls GGML_ABORT, which ends the
+process; and it waits for a server's first answer with no timeout. So each server
+must first complete llama.cpp's handshake, asked here with a deadline
+(rpc_hello.py; a server busy with another run fails it too), and
+:func:`on_server_lost` hooks ggml's abort callback: the caller's handler receives
+one :class:`RpcServerError` naming the server, and must end the process itself
+(ggml aborts once the handler returns). A server that freezes or a network that
+drops (no TCP reset) after the handshake is not detected: llama.cpp waits for its
+answer.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Callable, Iterable, Sequence
 
 import llama_cpp
 
+from abricot_local.backends import interrupts
+from abricot_local.backends.rpc_hello import HANDSHAKE_TIMEOUT, handshake, split as _split
 from abricot_local.doctor import REINSTALL_RPC
 from abricot_local.errors import ModelError, UsageError
 
@@ -191,17 +195,15 @@ def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
             host, sep, port = ep.rpartition(":")
             if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
                 raise UsageError(f"--rpc expects HOST:PORT[,HOST:PORT...], got {ep!r}")
+            if ":" in host or host.startswith("["):  # ggml-rpc parses HOST:PORT at the first colon, IPv4 only
+                raise UsageError(f"--rpc {ep}: llama.cpp's RPC client speaks IPv4 only; give an IPv4 address or "
+                                 "a host name (127.0.0.1 or localhost for this machine)")
             if ep in out:
                 raise UsageError(f"--rpc lists {ep} twice")
             out.append(ep)
     if not out:
         raise UsageError("--rpc expects HOST:PORT[,HOST:PORT...]")
     return tuple(out)
-
-
-def _split(endpoint: str) -> tuple[str, int]:
-    host, _, port = endpoint.rpartition(":")
-    return host, int(port)
 
 
 def probe(endpoint: str, timeout: float = PROBE_TIMEOUT) -> str | None:
@@ -236,29 +238,39 @@ def device_facts(lib, dev: int, endpoint: str) -> RemoteDevice:
     )
 
 
-def add_servers(endpoints: Sequence[str]) -> tuple[RemoteDevice, ...]:
+def add_servers(endpoints: Sequence[str], timeout: float = HANDSHAKE_TIMEOUT) -> tuple[RemoteDevice, ...]:
     """Connect to each server, register its devices with llama.cpp (once per process), and
-    return them with their memory now (asked of the server: ggml_backend_rpc_get_device_memory)."""
+    return them with their memory now (asked of the server: ggml_backend_rpc_get_device_memory).
+    A server new to this process must first answer llama.cpp's handshake within ``timeout``
+    seconds; one already registered is held by llama.cpp's own connection, so it is only probed."""
     add = rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
     lib = ggml_lib()
     out: list[RemoteDevice] = []
     with _LOCK:
-        for ep in endpoints:
-            why = probe(ep)
-            if why:
-                raise _unreachable(ep, why)
-            if ep not in _REGISTERED:
-                reg = add(ep.encode())  # connects (HELLO, device count); GGML_ABORT if that fails
-                if not reg:
-                    raise RpcServerError(f"the RPC server {ep} offers no device")
-                lib.ggml_backend_register(reg)
-                _REGISTERED[ep] = tuple(
-                    device_facts(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
-                    for i in range(lib.ggml_backend_reg_dev_count(reg))
-                )
-            handles = [d.handle for d in _REGISTERED[ep]]
-            out.extend(device_facts(lib, h, ep) for h in handles)  # memory as of now
+        for ep in endpoints:  # Python, with a deadline (and a Ctrl-C goes through at once)
+            if ep in _REGISTERED:
+                why = probe(ep)
+                if why:
+                    raise _unreachable(ep, why)
+            elif refused := handshake(ep, timeout):
+                if not refused.reached:
+                    raise _unreachable(ep, refused.why)
+                raise RpcServerError(f"the RPC server {ep} {refused.why}")
+        with interrupts.deferred():  # llama.cpp logs as it connects
+            for ep in endpoints:
+                _register(ep, add, lib)
+                out.extend(device_facts(lib, d.handle, ep) for d in _REGISTERED[ep])  # memory as of now
     return tuple(out)
+
+
+def _register(ep: str, add, lib) -> None:
+    if ep not in _REGISTERED:
+        reg = add(ep.encode())  # connects (HELLO, device count); GGML_ABORT if that fails
+        if not reg:
+            raise RpcServerError(f"the RPC server {ep} offers no device")
+        lib.ggml_backend_register(reg)
+        _REGISTERED[ep] = tuple(device_facts(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
+                                for i in range(lib.ggml_backend_reg_dev_count(reg)))
 
 
 def registered() -> bool:
@@ -285,10 +297,11 @@ def local_gpus() -> tuple[RemoteDevice, ...]:
     return tuple(gpus or igpus)
 
 
-def offload(endpoints: Sequence[str], tensor_split: Sequence[float] = ()) -> Offload:
+def offload(endpoints: Sequence[str], tensor_split: Sequence[float] = (), *,
+            timeout: float = HANDSHAKE_TIMEOUT) -> Offload:
     """The devices a model is given: the servers' devices first (as llama.cpp orders them),
     then the local GPUs; ``tensor_split`` default: proportional to each device's free memory."""
-    devices = (add_servers(endpoints) if endpoints else ()) + local_gpus()
+    devices = (add_servers(endpoints, timeout) if endpoints else ()) + local_gpus()
     if tensor_split:
         if len(tensor_split) != len(devices):
             names = ", ".join(f"{d.name} {d.endpoint or 'local'}" for d in devices) or "none"

@@ -35,9 +35,32 @@ The RPC protocol has no authentication and no encryption: anyone who reaches
 Use it only on a trusted network."""
 
 
-def exposed_warning(host: str, port: int) -> str | None:
-    """llama.cpp's warning for a server bound elsewhere than 127.0.0.1 (None when it is)."""
-    return None if host == LOOPBACK else EXPOSED_WARNING.format(host=host, port=port)
+def listen_address(host: str) -> str:
+    """The IPv4 address to listen on for ``--host`` (ggml-rpc's server binds IPv4 addresses
+    only): an IPv4 address as given, a name as it resolves (localhost: 127.0.0.1), and the
+    IPv6 loopback ::1 as 127.0.0.1. Anything else is a UsageError, before any warning."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 4:
+        return host
+    if ip is not None:
+        if ip.is_loopback:
+            return LOOPBACK
+        raise UsageError(f"--host {host}: llama.cpp's RPC server listens on IPv4 only; give an IPv4 address "
+                         "(127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    except (socket.gaierror, UnicodeError, IndexError):
+        raise UsageError(f"--host {host!r} is neither an IPv4 address nor a name this machine resolves "
+                         "(127.0.0.1 or localhost for this machine only)") from None
+
+
+def exposed_warning(address: str, port: int) -> str | None:
+    """llama.cpp's warning for a server reachable from other machines (None on a loopback
+    address: 127.0.0.0/8)."""
+    return None if ipaddress.IPv4Address(address).is_loopback else EXPOSED_WARNING.format(host=address, port=port)
 
 
 def server_devices(names: Sequence[str] = ()) -> tuple[RemoteDevice, ...]:
@@ -65,14 +88,11 @@ def default_threads() -> int:
 
 def start_server(host: str = LOOPBACK, port: int = DEFAULT_PORT, threads: int | None = None,
                  devices: Sequence[str] = (), cache_dir: str | Path | None = None) -> None:
-    """Serve ``devices`` on host:port with ggml_backend_rpc_start_server until the process is
-    stopped (Ctrl-C or a signal). Returns only by raising: llama.cpp gave up (its reason is
-    on stderr)."""
+    """Serve ``devices`` on host:port (see :func:`listen_address`) with
+    ggml_backend_rpc_start_server until the process is stopped (Ctrl-C or a signal).
+    Returns only by raising: llama.cpp gave up (its reason is on stderr)."""
     start = rpc_function("ggml_backend_rpc_start_server", START_SERVER_FN)
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        raise UsageError(f"--host must be an IPv4 address such as 127.0.0.1 or 0.0.0.0, got {host!r}") from None
+    host = listen_address(host)
     if not 1 <= port <= 65535:
         raise UsageError(f"--port must be between 1 and 65535, got {port}")
     threads = default_threads() if threads is None else threads

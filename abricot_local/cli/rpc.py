@@ -11,7 +11,8 @@ from abricot_local.cli.app import cli
 
 @cli.command("rpc-server")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="IPv4 address to listen on; any other than 127.0.0.1 exposes this machine (no authentication).")
+              help="IPv4 address (or name) to listen on; any but a loopback one (127.0.0.1, localhost, ::1) exposes "
+                   "this machine (no authentication).")
 @click.option("--port", type=int, default=50052, show_default=True)
 @click.option("--threads", type=int, default=None, help="Threads of the CPU device (default: half the cores).")
 @click.option("--device", "devices", multiple=True,
@@ -23,6 +24,7 @@ def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ..
     from abricot_local.backends import rpc, rpc_server
 
     rpc.require()
+    host = rpc_server.listen_address(host)  # a name or address refused here gets no warning first
     warning = rpc_server.exposed_warning(host, port)
     if warning:
         click.echo(warning, err=True)

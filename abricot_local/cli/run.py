@@ -54,38 +54,34 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
 
 def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str):
-    """One model: plan, load, score, write; the summary and the published verdict."""
+    """One model: plan, load, score, write; the summary and the published verdict. Ctrl-C or
+    SIGTERM at any moment (planning, hashing, loading, scoring) ends it with exit code 130."""
     from abricot_local import console, planning, runner
 
-    plan = planning.plan_run(
-        n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
-        task_options=task_opts(kw), backend_options=backend_opts(kw), limit=limit, models_file=kw["models_file"],
-        force=force, sample=sample, shard=shard, notify=lambda line: click.echo(line, err=True),
-    )
-    out_dir = out_dir or Path("results") / plan.model_label / stamp
-    if getattr(plan.backend_options, "rpc", ()):
-        _watch_rpc(plan.backend_options.rpc, out_dir)
-    for s in plan.skipped:
-        click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
     progress, close = make_progress()
-
-    def loaded(backend) -> None:
-        click.echo(console.start_line(plan, backend.provenance()), err=True)
-
-    started = time.perf_counter()
     term = signal.signal(signal.SIGTERM, _sigterm)
+    plan = None
     try:
+        plan = planning.plan_run(
+            n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
+            task_options=task_opts(kw), backend_options=backend_opts(kw), limit=limit,
+            models_file=kw["models_file"], force=force, sample=sample, shard=shard,
+            notify=lambda line: click.echo(line, err=True),
+        )
+        out_dir = out_dir or Path("results") / plan.model_label / stamp
+        if getattr(plan.backend_options, "rpc", ()):
+            _watch_rpc(plan.backend_options.rpc, out_dir)
+        for s in plan.skipped:
+            click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
+
+        def loaded(backend) -> None:
+            click.echo(console.start_line(plan, backend.provenance()), err=True)
+
+        started = time.perf_counter()
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
     except KeyboardInterrupt:
         close()
-        from abricot_local.results import items_text, saved_counts
-
-        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
-        totals = {r.task.name: len(r.items) for r in plan.runs}
-        what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
-        click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
-                   f"resume with: abricot-local {' '.join(resume_argv(out_dir))}", err=True)
-        sys.exit(130)
+        _interrupted(plan, out_dir)
     finally:
         close()
         signal.signal(signal.SIGTERM, term)
@@ -97,6 +93,38 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     if not outcome.complete:
         click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
     return outcome
+
+
+def _interrupted(plan, out_dir: Path | None) -> None:
+    """Say what is saved and how to go on (the resume command only when there is a run to
+    resume), leave the folder INTERRUPTED, and exit 130."""
+    from abricot_local.results import INTERRUPTED, OutputDir, items_text, saved_counts
+
+    if out_dir is None or not _resumable(out_dir):
+        where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
+        click.echo(f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command "
+                   "again to start", err=True)
+        sys.exit(130)
+    totals = {r.task.name: len(r.items) for r in plan.runs} if plan else {}
+    if not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
+        try:
+            with OutputDir(out_dir) as folder:
+                folder.running(totals)
+                folder.interrupted()
+        except AbricotError:
+            pass  # another run holds the folder: its state is its own
+    saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+    what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
+    click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
+               f"resume with: abricot-local {' '.join(resume_argv(out_dir))}", err=True)
+    sys.exit(130)
+
+
+def _resumable(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
+    from abricot_local.results import CHECKPOINT
+
+    return (out_dir / CHECKPOINT / "run.json").is_file()
 
 
 def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
@@ -155,7 +183,7 @@ def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
     from abricot_local.backends import rpc
 
     def lost(err: AbricotError) -> None:
-        kept = (out_dir / ".checkpoint" / "run.json").exists()
+        kept = _resumable(out_dir)
         then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
                 f"abricot-local {' '.join(resume_argv(out_dir))}" if kept else "run again once it is back")
         click.echo(f"\nerror: {err}\n{then}", err=True)

@@ -8,6 +8,7 @@ hyphens or underscores.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -52,27 +53,59 @@ def normalise(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
 
 
-def _read_frame(path: Path):
-    import pandas as pd
-
+def _read_table(path: Path) -> tuple[list[str], list[dict]]:
+    """(column names, records) of a data file; JSON lines are read here, line by line, so
+    each must be an object and an error names its line."""
     suffix = path.suffix.lower()
     try:
-        if suffix == ".csv":
-            return pd.read_csv(path, encoding="utf-8", dtype=str, keep_default_na=False)
-        if suffix == ".tsv":
-            return pd.read_csv(path, sep="\t", encoding="utf-8", dtype=str, keep_default_na=False)
         if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False, precise_float=True, encoding="utf-8")
-        if suffix == ".parquet":
-            try:
-                return pd.read_parquet(path)
-            except ImportError:
-                raise DataError(f"reading {path.name} needs pyarrow: pip install 'abricot-local[parquet]'") from None
+            return _read_jsonl(path)
+        frame = _read_frame(path, suffix)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (ValueError, OSError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from None
+    return list(frame.columns), frame.to_dict("records")
+
+
+def _read_frame(path: Path, suffix: str):
+    import pandas as pd
+
+    if suffix == ".csv":
+        return pd.read_csv(path, encoding="utf-8", dtype=str, keep_default_na=False)
+    if suffix == ".tsv":
+        return pd.read_csv(path, sep="\t", encoding="utf-8", dtype=str, keep_default_na=False)
+    if suffix == ".parquet":
+        try:
+            return pd.read_parquet(path)
+        except ImportError:
+            raise DataError(f"reading {path.name} needs pyarrow: pip install 'abricot-local[parquet]'") from None
     raise DataError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
+
+
+def _read_jsonl(path: Path) -> tuple[list[str], list[dict]]:
+    columns: dict[str, None] = {}
+    records = []
+    with path.open(encoding="utf-8-sig") as fh:  # a BOM is skipped, as pandas does for CSV
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}, line {n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}, line {n}: a JSON object {{\"key\": value, ...}} is needed, "
+                                f"got {_json_kind(rec)}")
+            columns.update(dict.fromkeys(rec))
+            records.append(rec)
+    return list(columns), records
+
+
+def _json_kind(value) -> str:
+    kind = {list: "an array", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+    return f"{kind} ({json.dumps(value)[:40]})" if value is not None else kind
 
 
 def _columns(path: Path, names) -> dict[str, str]:
@@ -96,6 +129,8 @@ def _number(path: Path, line: int, col: str, value, *, unit: bool) -> float | No
             raise DataError(f"{path}, row {line}, column {col}: empty; a number in [0, 1] is needed")
         return None
     try:
+        if isinstance(value, (bool, list, dict)):  # JSON true is no score
+            raise TypeError
         x = float(value)
     except (TypeError, ValueError):
         raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a number") from None
@@ -114,17 +149,21 @@ def _span_ok(text: str, target: str, begin, end) -> bool:
 
 def load_rows(path: Path) -> tuple[list[Row], int]:
     """Validated rows and the number whose begin/end do not point at the target."""
-    frame = _read_frame(path)
-    cols = _columns(path, list(frame.columns))
+    names, records = _read_table(path)
+    cols = _columns(path, names)
     rows, bad_spans, seen = [], 0, set()
-    for k, rec in enumerate(frame.to_dict("records")):
+    for k, rec in enumerate(records):
         line = k + 1
         get = lambda c: rec.get(cols[c]) if c in cols else None  # noqa: E731
+        for col in ("text", "target", "id", "domain"):
+            if isinstance(get(col), (list, dict)):
+                raise DataError(f"{path}, row {line}, column {cols[col]}: {_json_kind(get(col))} where text is needed")
         text, target = str(get("text") or "").strip(), str(get("target") or "").strip()
         for col, val in (("text", text), ("target", target)):
             if not val:
                 raise DataError(f"{path}, row {line}, column {cols[col]}: empty")
-        rid = str(get("id")).strip() if "id" in cols and str(get("id")).strip() else f"row-{line}"
+        raw_id = "" if get("id") is None else str(get("id")).strip()
+        rid = raw_id or f"row-{line}"
         if rid in seen:
             raise DataError(f"{path}, row {line}, column {cols.get('id', 'ID')}: duplicate id {rid!r}")
         seen.add(rid)

@@ -6,12 +6,16 @@ none equal to its own), the own TARGET at a position among A-D; the gold is
 that position for CLASS 1 rows and E ("nessuna delle precedenti") for CLASS 0.
 Both draws come from a generator seeded with (seed, source, row), so an item
 never depends on --limit or on the other items. PROMPT and TARGET are
-stripped of surrounding whitespace.
+stripped of surrounding whitespace. A file with a UTF-8 BOM or CRLF line endings
+(a copy saved on Windows) gives the release's items: the line endings are read as
+LF, and the run's warnings say so (its recorded SHA-256 stays the file's own).
 """
 
 from __future__ import annotations
 
 import csv
+import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +23,7 @@ import numpy as np
 from abricot_local import fetch
 from abricot_local.errors import DataError, DownloadError
 from abricot_local.metrics import accuracy, with_ci_of
-from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Task, text_hash
+from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Task, TaskOptions, text_hash
 
 DESCRIPTION = (
     "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
@@ -52,37 +56,56 @@ RELEASE = {
 }
 
 
-def read_release_tsv(path: Path) -> list[dict[str, str]]:
-    """Rows of a sub-task 1 TSV, validated; errors name the file, line and column."""
+@dataclass(frozen=True)
+class ReleaseTable:
+    """The rows of one sub-task 1 TSV; ``crlf``: the file had CR or CRLF line endings, read as LF."""
+
+    rows: list[dict[str, str]]
+    crlf: bool = False
+
+
+def read_release_tsv(path: Path) -> ReleaseTable:
+    """Rows of a sub-task 1 TSV, validated; errors name the file, the line a record starts
+    on, and the column. A UTF-8 BOM is skipped, and CRLF (or CR) line endings are read as LF,
+    the release's, so a copy saved on Windows gives the release's very items (the note is the
+    caller's to record: the file's SHA-256 stays its own)."""
     try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t")
-            header = reader.fieldnames or []
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise DataError(
-                    f"{path}: missing column(s) {', '.join(missing)} (header has: {', '.join(header) or 'nothing'})"
-                )
-            rows = []
-            for row in reader:
-                line = reader.line_num
-                for col in COLUMNS:
-                    if not (row.get(col) or "").strip():
-                        raise DataError(f"{path}, line {line}: column {col} is empty")
-                if row["CLASS"].strip() not in ("0", "1"):
-                    raise DataError(
-                        f"{path}, line {line} (ID {row['ID']}): CLASS must be 0 or 1, got {row['CLASS']!r}"
-                    )
-                rows.append({c: row[c].strip() for c in COLUMNS})
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    crlf = "\r" in text
+    if crlf:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+    rows = []
+    try:
+        header = next(reader, [])
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise DataError(
+                f"{path}: missing column(s) {', '.join(missing)} (header has: {', '.join(header) or 'nothing'})"
+            )
+        while True:
+            line = reader.line_num + 1  # where the next record starts (it may span lines)
+            record = next(reader, None)
+            if record is None:
+                break
+            if not record:
+                continue  # a blank line
+            row = dict(zip(header, record))
+            for col in COLUMNS:
+                if not (row.get(col) or "").strip():
+                    raise DataError(f"{path}, line {line}: column {col} is empty")
+            if row["CLASS"].strip() not in ("0", "1"):
+                raise DataError(f"{path}, line {line} (ID {row['ID']}): CLASS must be 0 or 1, got {row['CLASS']!r}")
+            rows.append({c: row[c].strip() for c in COLUMNS})
     except csv.Error as exc:
         raise DataError(f"{path} is not a valid TSV file: {exc}") from None
     if len(rows) < 4:
         raise DataError(f"{path}: {len(rows)} rows; at least 4 are needed to draw 3 distractors")
-    return rows
+    return ReleaseTable(rows, crlf)
 
 
 def build_items(source_index: int, source: str, rows: list[dict[str, str]], seed: int) -> list[Item]:
@@ -159,12 +182,24 @@ class DiscotexTask(Task):
         """The text every item starts with: the description and a blank line."""
         return DESCRIPTION + "\n\n"
 
+    def __init__(self, options: TaskOptions):
+        super().__init__(options)
+        self._notes: list[str] = []  # files read with their line endings normalised
+
     def items(self) -> list[Item]:
         folder = self.data_path()
         out: list[Item] = []
+        self._notes = []
         for k, (source, (name, _, _)) in enumerate(RELEASE.items()):
-            out.extend(build_items(k, source, read_release_tsv(folder / name), self.options.seed))
+            table = read_release_tsv(folder / name)
+            if table.crlf:
+                self._notes.append(f"{name} has CRLF line endings: read as LF, the release's, so the items are "
+                                   "the release's (the recorded sha256 is this file's own)")
+            out.extend(build_items(k, source, table.rows, self.options.seed))
         return out
+
+    def warnings(self) -> list[str]:
+        return list(self._notes)
 
     def label_of(self, index: int, item: Item) -> str:
         return f"{LETTERS[index]}. {item.choices[index]}"
