@@ -67,9 +67,10 @@ def _task_options(doc: dict, data_dir: str | None) -> TaskOptions:
 
 
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
-              data_dir: str | None = None, threads: int | None = None, progress: Progress | None = None
+              data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None
               ) -> CheckReport:
-    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files."""
+    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files;
+    ``backend_values``: backend options that change no number (threads), over the recorded ones."""
     out = Path(out)
     doc = load_results(out)
     cfg = doc["config"]
@@ -81,7 +82,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         model_ref = str(path)
     else:
         model_ref = doc["model"]["name"]
-    bopts = backend_options(kind, {**cfg, "threads": threads}, strict=False)
+    bopts = backend_options(kind, {**cfg, **(backend_values or {})}, strict=False)
     runs = prepare([make_task(n, options) for n in doc["tasks"]], cfg["limit"], cfg.get("sample"),
                    Shard.parse(cfg.get("shard")))
     rng = np.random.default_rng(cfg["seed"])

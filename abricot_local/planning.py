@@ -15,7 +15,7 @@ import numpy as np
 
 from abricot_local import fetch, memory
 from abricot_local.backends import backend_class
-from abricot_local.backends.base import ScoringOptions
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, DownloadError, UsageError
 from abricot_local.tasks import all_task_names, make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions

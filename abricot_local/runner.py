@@ -12,7 +12,8 @@ from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
 from abricot_local.backends import open_backend
-from abricot_local.backends.base import Backend, ScoringOptions
+from abricot_local.backends.base import Backend
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, metric_items, require_finite

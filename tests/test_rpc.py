@@ -105,7 +105,7 @@ def samples(out: Path) -> list[dict]:
 
 # -- without a model -------------------------------------------------------------------------
 def test_endpoints_are_checked():
-    from abricot_local.backends.rpc import parse_endpoints
+    from abricot_local.backends.llama_cpp_options import parse_endpoints
     from abricot_local.errors import UsageError
 
     assert parse_endpoints("127.0.0.1:50052, 10.0.0.2:1") == ("127.0.0.1:50052", "10.0.0.2:1")

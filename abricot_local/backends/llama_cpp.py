@@ -16,7 +16,6 @@ import ctypes
 import functools
 import os
 import platform
-from dataclasses import dataclass
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 from typing import Sequence
@@ -35,13 +34,13 @@ from abricot_local.backends.base import (
     Request,
     Schedule,
     Scored,
-    ScoringOptions,
     generation_prefix_len,
     schedule,
     split_chat,
 )
 from abricot_local.backends import llama_log as resolved
 from abricot_local.backends.engines import Engine, engine_class
+from abricot_local.backends.llama_cpp_options import LlamaCppOptions
 from abricot_local.errors import ModelError, UsageError
 from abricot_local.fetch import check_gguf
 
@@ -51,25 +50,6 @@ FLASH_ATTN = {
     "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 }
 
-
-@dataclass(frozen=True)
-class LlamaCppOptions(ScoringOptions):
-    """llama.cpp's own settings, on top of the schedule's; every one is recorded as resolved."""
-
-    threads: int | None = None  # None: all cores
-    n_gpu_layers: int = -1  # -1: all layers when the build can offload, else 0
-    main_gpu: int = 0
-    tensor_split: tuple[float, ...] = ()
-    flash_attn: str = "auto"
-    extra_bufts: str = "auto"  # llama.cpp's extra CPU buffer types (repack, AMX); auto: off on AMX builds
-    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp RPC servers whose devices take layers (rpc.py)
-
-    def __post_init__(self) -> None:
-        if self.flash_attn not in FLASH_ATTN:
-            raise UsageError(f"--flash-attn must be one of {', '.join(FLASH_ATTN)}")
-        if self.extra_bufts not in ("auto", "on", "off"):
-            raise UsageError("extra_bufts must be auto, on or off")
-        engine_class(self.engine)  # validates the name
 
 
 def resolved_gpu_layers(o: LlamaCppOptions) -> int:
@@ -162,7 +142,7 @@ class LlamaSession:
             # llama.cpp caps a decode call at the n_ctx asked (a context under n_batch tokens
             # decodes at most n_ctx per call, though it allocates more cells): cut there
             self.n_batch = min(options.n_batch, llama_cpp.llama_n_batch(self._ctx))
-            self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
+            self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)  # no decode call holds more
         self.load_log = list(log.lines)
         self.load_notes = list(log.notes)
 
@@ -326,10 +306,10 @@ class LlamaCppBackend:
         self.path = Path(model_path)
         self.options = options
         check_gguf(self.path)  # a clear message for what llama.cpp would fail on obscurely
-        self.engine_cls = engine_class(options.engine)
-        n_seq = self.engine_cls(_NoSession(), options).sequences() if not options.vocab_only else 1
+        engine_cls = engine_class(options.engine)
+        n_seq = engine_cls.sequences(options) if not options.vocab_only else 1
         self.session = LlamaSession(self.path, options, n_seq)
-        self.engine: Engine = self.engine_cls(self.session, options)
+        self.engine: Engine = engine_cls(self.session, options)
 
     @property
     def counters(self):
@@ -349,11 +329,8 @@ class LlamaCppBackend:
 
     @classmethod
     def config(cls, options: LlamaCppOptions) -> dict:
-        """The settings a run records in its config (compared on --resume)."""
-        return {"n_ctx": options.n_ctx, "n_batch": options.n_batch, "n_gpu_layers": options.n_gpu_layers,
-                "flash_attn": options.flash_attn, **engine_class(options.engine)(_NoSession(), options).config(),
-                # only when set: the manifests of earlier runs (and --resume) stay the same
-                **({"extra_bufts": options.extra_bufts} if options.extra_bufts != "auto" else {})}
+        """The settings a run records in its config (compared on --resume): the fields declared recorded."""
+        return options.config()
 
     @classmethod
     def preflight(cls, path: Path, options: LlamaCppOptions) -> dict:
@@ -489,12 +466,6 @@ class LlamaCppBackend:
             **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
                if s.offload else {}),
         }
-
-
-class _NoSession:
-    """Stands in for a session where an engine is built only to read its settings."""
-
-    n_batch = 0
 
 
 def kv_cache_bytes(path: str | Path, n_ctx: int) -> int:

@@ -26,7 +26,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import llama_cpp
 
@@ -179,26 +179,7 @@ def require() -> None:
     rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
 
 
-# -- endpoints ---------------------------------------------------------------------------------
-def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
-    """``"a:1,b:2"`` (or several such strings) -> ("a:1", "b:2"), each HOST:PORT checked."""
-    parts = [spec] if isinstance(spec, str) else list(spec)
-    out: list[str] = []
-    for text in parts:
-        for ep in (p.strip() for p in text.split(",")):
-            if not ep:
-                continue
-            host, sep, port = ep.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-                raise UsageError(f"--rpc expects HOST:PORT[,HOST:PORT...], got {ep!r}")
-            if ep in out:
-                raise UsageError(f"--rpc lists {ep} twice")
-            out.append(ep)
-    if not out:
-        raise UsageError("--rpc expects HOST:PORT[,HOST:PORT...]")
-    return tuple(out)
-
-
+# -- endpoints (parse_endpoints: llama_cpp_options.py, which loads no llama.cpp) ------------------
 def _split(endpoint: str) -> tuple[str, int]:
     host, _, port = endpoint.rpartition(":")
     return host, int(port)

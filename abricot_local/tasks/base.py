@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
 from abricot_local.errors import DataError
+from abricot_local.option_fields import option, validate
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,14 @@ class TaskOptions:
 
     data: tuple[tuple[str, str], ...] = ()  # (key, path) from --data KEY=PATH
     data_dir: str | None = None
-    seed: int = DEFAULT_SEED
-    shots: int | None = None  # None: the task's default
+    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0)
+    shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
     prompt_variant: str = "paper"
     chat_template: bool = False
     allow_download: bool = True
+
+    def __post_init__(self) -> None:
+        validate(self)  # --seed, --shots in range, named in the message
 
     def data_for(self, *keys: str) -> str | None:
         given = dict(self.data)
