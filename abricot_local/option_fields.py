@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from abricot_local.errors import UsageError
 
+C_INT_MAX = 2**31 - 1  # the bound of a value handed to a C int (messages say only "at least" below it)
 Namer = Callable[[str], str]  # field name -> how a message names it ("--n-batch", "model_args n_batch")
 
 
@@ -165,7 +166,7 @@ def check(spec: Spec, value: Any, name: str) -> None:
         return
     for v in value if spec.many else (value,):
         low, high = spec.min is not None and v < spec.min, spec.max is not None and v > spec.max
-        if spec.min is not None and spec.max is not None and (low or high):
+        if spec.min is not None and spec.max is not None and spec.max < C_INT_MAX and (low or high):
             raise UsageError(f"{name} must be between {_number(spec.min)} and {_number(spec.max)}, got {_number(v)}")
         if low:
             raise UsageError(f"{name} must be at least {_number(spec.min)}, got {_number(v)}")

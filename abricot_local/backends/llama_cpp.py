@@ -344,6 +344,13 @@ class LlamaCppBackend:
         remote = sum(d.memory_free for d in rpc.add_servers(options.rpc)) if options.rpc else 0
         return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
 
+    @classmethod
+    def watch_remote(cls, options: LlamaCppOptions, lost) -> None:
+        """Call ``lost(err)`` (which must end the process) when one of the --rpc servers goes away:
+        ggml-rpc ends the process then, and ``err`` names the server."""
+        if options.rpc:
+            rpc.on_server_lost(options.rpc, lost)
+
     def close(self) -> None:
         self.session.close()
 

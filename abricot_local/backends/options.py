@@ -17,9 +17,7 @@ from abricot_local import option_fields
 from abricot_local.backends.engines import ENGINES, MAX_PARALLEL, engine_class
 from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED
 from abricot_local.errors import UsageError
-from abricot_local.option_fields import Namer, flag_of, option
-
-C_INT_MAX = 2**31 - 1  # a value handed to a C int
+from abricot_local.option_fields import C_INT_MAX, Namer, flag_of, option
 
 _EXACT = ", ".join(n for n, e in ENGINES.items() if e.exact)
 _GROUPED = ", ".join(n for n, e in ENGINES.items() if e.takes_parallel)
