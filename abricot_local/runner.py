@@ -51,7 +51,7 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
                     continuations=tuple(c.lstrip(" ") for c in it.continuations))
             for it in run.items
         )
-        out.append(TaskRun(run.task, items))
+        out.append(replace(run, items=items))
     return out
 
 
@@ -141,7 +141,9 @@ def _results(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results:
             "seconds": round(res.seconds, 3),
             "scored_now": res.scored_now,
             "chance": dict(run.task.chance),
-            "warnings": [*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(res.metrics)],
+            "warnings": [*run.notes, *run.task.warnings(), *data_warnings(run.task, res.samples),
+                         *metric_warnings(res.metrics)],
+            **({"sampled": run.sampled} if run.sampled is not None else {}),  # config's sample is as given
         }
     size = Path(plan.model_path).stat().st_size if plan.model_path else None
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None

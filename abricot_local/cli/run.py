@@ -65,7 +65,10 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     out_dir = out_dir or Path("results") / plan.model_label / stamp
     _watch_remote(plan, out_dir)
     for s in plan.skipped:
-        click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
+        click.echo(f"skipped {s.task}: no data ({s.how})", err=True)
+    for r in plan.runs:
+        for note in r.notes:
+            click.echo(f"warning: {r.task.name}: {note}", err=True)
     progress, close = make_progress()
 
     def loaded(backend) -> None:

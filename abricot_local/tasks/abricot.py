@@ -15,7 +15,7 @@ import numpy as np
 from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci
-from abricot_local.tasks.abricot_data import HUB_DATASET, SUFFIXES, Row, load_rows, pull
+from abricot_local.tasks.abricot_data import SUFFIXES, Row, load_rows, pull
 from abricot_local.tasks.base import DataSpec, Figure, Item, Reference, Task, text_hash
 
 _LIST_ABS = (
@@ -80,8 +80,7 @@ class AbricotTask(Task):
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
         key="abricot", kind="file", files=tuple(f"abricot*{s}" for s in SUFFIXES), pull=pull,
-        how="Give the release file with --data abricot=FILE (CSV, TSV, JSONL or Parquet), or run "
-            f"`abricot-local data pull abricot` when online (hub dataset {HUB_DATASET}, which points to OSF).",
+        how="--data abricot=FILE (the ABRICOT release: CSV, TSV, JSONL or Parquet)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
@@ -203,8 +202,11 @@ class AbricotTask(Task):
 class AbricotAbsTask(AbricotTask):
     name = "abricot_abs"
     kind = "abs"
+    description = "ABRICOT (CALAMITA 2024): how abstract a word is in its sentence, 1 (concrete) to 5 (abstract)"
 
 
 class AbricotIncTask(AbricotTask):
     name = "abricot_inc"
     kind = "inc"
+    description = ("ABRICOT (CALAMITA 2024): how inclusive a word is in its sentence, 1 (specific) to 5 "
+                   "(inclusive)")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
-from abricot_local.errors import DataError
+from abricot_local.errors import DataError, MissingDataError
 from abricot_local.option_fields import option, validate
 
 
@@ -95,7 +95,9 @@ class DataSpec:
     ``key``: the ``--data KEY=PATH`` key and the cache folder ``data/KEY``;
     ``kind``: ``"folder"`` (PATH is a folder of ``files``) or ``"file"`` (PATH
     is one file); ``pull``: downloads into a folder and returns the paths (None:
-    no public download); ``how``: one line telling a user how to get the data.
+    no public download; ``abricot-local data pull TASK`` runs it); ``how``: the offline
+    alternative, one short line (e.g. "--data-dir DIR, a folder holding ..."): how a user gives the
+    data by hand.
     """
 
     key: str
@@ -210,6 +212,8 @@ class Task(ABC):
         probe = type(self)(replace(self.options, allow_download=False))
         try:
             return str(probe.data_path()), "found"
+        except MissingDataError as err:
+            return None, err.one_line()
         except DataError as err:
             return None, str(err)
 
