@@ -166,7 +166,7 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
     looked = "; ".join([f"looked in {where}"] * bool(where) + reasons[:1])
     what = f"no task has its data here: {', '.join(e.task for e in errors)}" + (f" ({looked})" if looked else "")
     gets = list(dict.fromkeys(e.get for e in errors if e.get))
-    return MissingDataError(what, " && ".join(gets) or None, "; or ".join(dict.fromkeys(e.offline for e in errors)))
+    return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)))
 
 
 def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,

@@ -80,7 +80,7 @@ class AbricotTask(Task):
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
         key="abricot", kind="file", files=tuple(f"abricot*{s}" for s in SUFFIXES), pull=pull,
-        how="--data abricot=FILE (the ABRICOT release: CSV, TSV, JSONL or Parquet)",
+        how="--data abricot=FILE (the ABRICOT release: CSV, TSV, JSONL, Parquet)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"

@@ -42,7 +42,7 @@ def _short(err: Exception) -> str:
     if is_offline():
         import os
 
-        return "offline, " + next((v for v in ("ABRICOT_OFFLINE", "HF_HUB_OFFLINE") if os.environ.get(v)), "") + " is set"
+        return f"offline ({next((v for v in ('ABRICOT_OFFLINE', 'HF_HUB_OFFLINE') if os.environ.get(v)), '')})"
     text = str(err).split("\n")[0]
     return text if len(text) <= 80 else text[:77].rsplit(" ", 1)[0] + " ..."
 

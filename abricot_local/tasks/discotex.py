@@ -149,7 +149,7 @@ class DiscotexTask(Task):
     figures = (Figure("confusion", metric="accuracy"),)
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
-        how="--data-dir DIR (a folder of the DisCoTEX sub-task 1 test release)",
+        how="--data-dir DIR (the DisCoTEX sub-task 1 test release)",
         description="DisCoTEX sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
 
