@@ -92,6 +92,9 @@ def test_every_backend_field_is_a_flag_and_a_model_args_key():
     assert re.search(r"--threads INTEGER", check_help) and "--n-batch" not in check_help
     for kind in backends.BACKENDS:  # registered options class == the backend's own (this imports llama_cpp)
         assert backends.backend_class(kind).Options is backends.options_class(kind)
+    from abricot_local.backends.llama_cpp_session import FLASH_ATTN
+
+    assert tuple(FLASH_ATTN) == next(s for s, _ in option_specs() if s.name == "flash_attn").choices
 
 
 def test_no_llama_cpp_option_is_named_outside_backends():
@@ -204,3 +207,12 @@ def test_check_and_help_load_no_llama_cpp_for_the_options():
             "print(type(o).__name__, 'llama_cpp' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "LlamaCppOptions False", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args, option", [(["rpc-server", "--port", "0"], "--port"),
+                                          (["rpc-server", "--threads", "0"], "--threads"),
+                                          (["check", "somewhere", "--sample", "0"], "--sample"),
+                                          (["check", "somewhere", "--atol", "-1"], "--atol")])
+def test_other_commands_check_their_ranges_before_doing_anything(args, option):
+    r = invoke(*args)
+    assert r.exit_code == 2 and f"Invalid value for '{option}'" in r.output and "Traceback" not in r.output

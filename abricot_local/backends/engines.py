@@ -16,9 +16,8 @@ base.py, and every row any engine reads passes ``core.finite_log_softmax``.
   Mixing items in a decode changes its arithmetic: agreement within a measured
   tolerance, except ``parallel=1``, which is the prefix schedule exactly.
 
-The first three are bit-identical; :attr:`Engine.exact` says so. :class:`Engine` is the base
-the four share; what an engine records and how many sequences it needs are read from its
-class and the options (:meth:`Engine.config`, :meth:`Engine.sequences`), with no session.
+The first three are bit-identical (:attr:`Engine.exact`). :class:`Engine` is their base; what
+an engine records and the sequences it needs come from its class and the options alone.
 
 Each row is reduced as soon as it is read (checked, then cut down to the
 log-probabilities of the tokens it predicts and its argmax: a :class:`Row`),
@@ -94,9 +93,8 @@ class Counters:
 
 
 class Engine:
-    """What every engine shares: decode calls over the session, the prefix held in the cache,
-    the tails, one item at a time scoring (:meth:`score`) and greedy generation. The engines
-    below differ only in what they reuse or group."""
+    """What every engine shares: decode calls, the prefix held in the cache, the tails, scoring
+    one item at a time, greedy generation. The engines differ in what they reuse or group."""
 
     name = ""
     exact = True  # numbers identical to every other exact engine's

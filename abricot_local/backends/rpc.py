@@ -1,7 +1,7 @@
 """llama.cpp's RPC backend (ggml-rpc) through ctypes: use another machine's devices
 (rpc_server.py serves this machine's, with the bindings here).
 
-Besides backends/llama_cpp.py this is the only module importing llama_cpp. Every
+Besides backends/llama_cpp.py and llama_cpp_session.py, the only module importing llama_cpp. Every
 ggml symbol comes from the libggml that llama-cpp-python itself loaded, and the
 two RPC entry points from the RPC backend's registry (as llama.cpp's rpc-server
 and ``--rpc`` do), so no separate C++ build is needed.
