@@ -211,7 +211,7 @@ class LlamaCppBackend:
                 "model_buffers": resolved.model_buffers(s.load_notes),
                 "extra_bufts": resolved_extra_bufts(o),
                 "swa_full": True,
-                **({"parallel": self.engine.parallel, "n_seq_max": self.engine.sequences(), "kv_unified": True}
+                **({"parallel": self.engine.parallel, "n_seq_max": self.engine.sequences(o), "kv_unified": True}
                    if not self.engine.exact else {}),
             },
             "threads": s.threads(),
