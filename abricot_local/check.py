@@ -69,10 +69,11 @@ def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
 
 
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
-              data_dir: str | None = None, threads: int | None = None, progress: Progress | None = None
+              data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None
               ) -> CheckReport:
     """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files.
-    Items the run scored but its samples files lack are reported as missing (not reproduced)."""
+    Items the run scored but its samples files lack are reported as missing (not reproduced);
+    ``backend_values``: backend options that change no number (threads), over the recorded ones."""
     if sample is not None and sample < 1:
         raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
@@ -90,7 +91,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         model_ref = str(path)
     else:
         model_ref = record.model.name
-    bopts = backend_options(kind, {**cfg, "threads": threads}, strict=False)
+    bopts = backend_options(kind, {**cfg, **(backend_values or {})}, strict=False)
     runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
                    Shard.parse(record.config.shard))
     rng = np.random.default_rng(options.seed)

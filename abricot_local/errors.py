@@ -47,3 +47,24 @@ class ResultsError(AbricotError):
 
 class NonFiniteError(ModelError):
     """Logits or log-probabilities that are NaN or infinite: a damaged model or a broken build."""
+
+
+class MissingDataError(DataError):
+    """Task data that is not here, in at most three short lines: what is missing (and where it
+    was looked for), the one command that gets it, the offline alternative."""
+
+    def __init__(self, what: str, get: str | None, offline: str, *, task: str = "", where: str = "",
+                 reason: str = ""):
+        self.what, self.get, self.offline = what, get, offline
+        self.task, self.where, self.reason = task, where, reason  # for joining several into one
+        super().__init__(what)
+
+    def advice(self) -> str:
+        """The last two lines as one: "get it: CMD; offline: HOW"."""
+        return "; ".join(([f"get it: {self.get}"] if self.get else []) + [f"offline: {self.offline}"])
+
+    def one_line(self) -> str:
+        return f"{self.what}; {self.advice()}"
+
+    def __str__(self) -> str:
+        return "\n".join([self.what, *([f"  get it:  {self.get}"] if self.get else []), f"  offline: {self.offline}"])

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from abricot_local import __version__, fetch, memory
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend
+from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
-from abricot_local.core import DEFAULT_N_CTX, Generated, Request, Scored
+from abricot_local.core import Generated, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
 
 PREFIX_DELIMITER = "\n\n"
@@ -54,10 +54,8 @@ REQUEST_RULES = {
                       f"max_gen_toks (default {DEFAULT_MAX_GEN_TOKS}) or a full context; prefix rule as loglikelihood",
 }
 
-# model_args the front end takes besides the backend's own options
+# model_args the front end takes besides the backends' own options (backend_arg_keys())
 FRONT_KEYS = ("model", "backend", "models", "force")
-BACKEND_ARG_KEYS = ("n_ctx", "n_batch", "threads", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn",
-                    "engine", "parallel", "seed", "verbose")
 IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  # lm-eval's; numbers never depend on them
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
@@ -82,31 +80,24 @@ class OpenedModel:
     label: str
 
 
-def _option_values(args: dict) -> dict:
-    """Backend option values from lm-eval's model_args (already typed by lm-eval's parser)."""
-    values = {k: args[k] for k in BACKEND_ARG_KEYS if args.get(k) is not None}
-    fa = values.get("flash_attn")
-    if isinstance(fa, bool):
-        values["flash_attn"] = "on" if fa else "off"
-    split = values.get("tensor_split")
-    if isinstance(split, str):
-        values["tensor_split"] = tuple(float(x) for x in split.replace(";", ",").replace(":", ",").split(",") if x.strip())
-    elif isinstance(split, (int, float)):
-        values["tensor_split"] = (float(split),)
-    for key in ("n_ctx", "n_batch", "threads", "n_gpu_layers", "main_gpu", "parallel", "seed"):
-        if key in values and not isinstance(values[key], int):
-            raise UsageError(f"model_args {key}={values[key]!r}: expected an integer")
-    return values
+def backend_arg_keys() -> tuple[str, ...]:
+    """The model_args keys of the backends' options: every registered backend's fields."""
+    return tuple(spec.name for spec, _ in option_specs())
+
+
+def _model_arg(key: str) -> str:
+    return f"model_args {key}"
 
 
 def open_model(args: dict) -> OpenedModel:
     """Open ``args["model"]`` (a registry alias or a .gguf path) as `run` does: alias lookup
     before any download, the registry's n_ctx when none is given, the memory and disk check
     (unless force), the pull, the SHA-256, then the backend. ``args``: lm-eval's model_args."""
-    unknown = sorted(set(args) - set(FRONT_KEYS) - set(BACKEND_ARG_KEYS) - set(IGNORED_KEYS))
+    keys = backend_arg_keys()
+    unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
     if unknown:
         raise UsageError(f"unknown model_args {', '.join(unknown)}; abricot-local takes "
-                         f"{', '.join(FRONT_KEYS + BACKEND_ARG_KEYS)}")
+                         f"{', '.join(FRONT_KEYS + keys)}")
     model = args.get("model")
     if not model:
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
@@ -114,10 +105,9 @@ def open_model(args: dict) -> OpenedModel:
     kind = str(args.get("backend") or DEFAULT_BACKEND)
     models_file = args.get("models")
     force = bool(args.get("force"))
-    values = _option_values(args)
+    values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
     n_ctx_given = "n_ctx" in values
-    values.setdefault("n_ctx", DEFAULT_N_CTX)
-    options = backend_options(kind, values)
+    options = backend_options(kind, values, name=_model_arg)
     cls = backend_class(kind)
     path = sha = alias = None
     if cls.reads_model_file:

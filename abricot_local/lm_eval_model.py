@@ -13,10 +13,10 @@ Three ways in::
 entry-point group (declared in pyproject.toml) find it with no import; older ones
 (0.4.13 included) need the import, which ``abricot-local lm-eval`` does.
 
-``model_args``: ``model`` (a registry alias or a .gguf path), the backend's options
-(``n_ctx``, ``n_batch``, ``threads``, ``n_gpu_layers``, ``main_gpu``, ``tensor_split``,
-``flash_attn``, ``engine``, ``parallel``, ``seed``, ``verbose``), ``backend``, ``models``
-(an extra models.toml) and ``force`` (skip the memory check). The request rules are
+``model_args``: ``model`` (a registry alias or a .gguf path), the backend's options (the
+fields of its ``Options``, as ``run``'s flags: ``n_ctx``, ``n_batch``, ``engine``, ...;
+``harness.backend_arg_keys()`` lists them), ``backend``, ``models`` (an extra models.toml)
+and ``force`` (skip the memory check). The request rules are
 in harness.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
 into lm-eval's results under ``config.abricot_local``.
 """

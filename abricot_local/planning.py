@@ -15,8 +15,8 @@ import numpy as np
 
 from abricot_local import fetch, memory
 from abricot_local.backends import backend_class
-from abricot_local.backends.base import ScoringOptions
-from abricot_local.errors import DataError, DownloadError, UsageError
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
 from abricot_local.tasks import all_task_names, make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
 
@@ -27,6 +27,8 @@ SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' 
 class TaskRun:
     task: Task
     items: tuple[Item, ...]
+    sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
+    notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,12 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
     runs = []
     for task in tasks:
         items = task.items()
+        notes: tuple[str, ...] = ()
         if sample is not None and sample < len(items):
             keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
             items = [items[k] for k in sorted(keep)]
+        elif sample is not None and sample > len(items):
+            notes = (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
         if limit is not None:
             items = items[:limit]
         if not items:
@@ -83,7 +88,7 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
             items = shard.take(items)
             if not items:
                 raise UsageError(f"task {task.name}: shard {shard} holds no item ({len(seen)} items in all)")
-        runs.append(TaskRun(task, tuple(items)))
+        runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes))
     return runs
 
 
@@ -133,17 +138,35 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     found, or can be fetched now (the others are skipped, each with its reason)."""
     if task_spec:
         return [make_task(n, options) for n in task_names(task_spec)], ()
-    chosen, skipped = [], []
+    chosen, skipped, errors = [], [], []
     for name in all_task_names():
         task = make_task(name, options)
         try:
             task.data_path()
             chosen.append(task)
+        except MissingDataError as err:
+            errors.append(err)
+            skipped.append(Skipped(name, err.what, err.advice()))
         except (DataError, DownloadError) as err:
             skipped.append(Skipped(name, str(err), task.data.how))
     if not chosen:
-        raise DataError("no task has its data here: " + "; ".join(s.reason for s in skipped))
+        raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
+            "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
     return chosen, tuple(skipped)
+
+
+def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
+    """One error for every task's missing data: the tasks and where they were looked for, one
+    command line that gets them all, the offline alternatives (each once)."""
+    import os
+
+    wheres = [e.where for e in errors if e.where]
+    where = os.path.commonpath(wheres) if wheres else ""
+    reasons = list(dict.fromkeys(e.reason for e in errors if e.reason))
+    looked = "; ".join([f"looked in {where}"] * bool(where) + reasons[:1])
+    what = f"no task has its data here: {', '.join(e.task for e in errors)}" + (f" ({looked})" if looked else "")
+    gets = list(dict.fromkeys(e.get for e in errors if e.get))
+    return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)))
 
 
 def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,

@@ -12,7 +12,6 @@ Nothing here touches the network; :mod:`abricot_local.fetch` does.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UnknownModelError, UsageError
+from .names import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -319,9 +319,7 @@ def lookup(name: str, registry: dict[str, ModelSpec]) -> ModelSpec:
     folded = {alias.lower(): alias for alias in registry}
     if name.lower() in folded:
         return registry[folded[name.lower()]]
-    close = difflib.get_close_matches(name.lower(), list(folded), n=3, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(folded[c] for c in close)}?" if close else ""
     raise UnknownModelError(
-        f"unknown model '{name}'.{hint} Run 'abricot-local models' for the list of aliases, "
+        f"unknown model '{name}'.{did_you_mean(name, registry)} Run 'abricot-local models' for the list of aliases, "
         "or give the path to a .gguf file."
     )

@@ -13,7 +13,8 @@ from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
 from abricot_local.backends import open_backend
-from abricot_local.backends.base import Backend, ScoringOptions
+from abricot_local.backends.base import Backend
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, require_finite
@@ -55,7 +56,7 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
                     continuations=tuple(c.lstrip(" ") for c in it.continuations))
             for it in run.items
         )
-        out.append(TaskRun(run.task, items))
+        out.append(replace(run, items=items))
     return out
 
 
@@ -149,7 +150,8 @@ def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
         samples_file=f"samples-{res.name}.jsonl", seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=(*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)))
+        warnings=(*run.notes, *run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)),
+        sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 
 def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results: list[TaskResult],

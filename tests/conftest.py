@@ -80,8 +80,20 @@ def fail_after(monkeypatch, n, exc):
     monkeypatch.setattr(FakeBackend, "score_many", score_many)
 
 
-def pytest_report_header(config):
-    return realdata.describe()
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skip for missing test data is reported from realdata.require, not from each test, so
+    that ``-rs`` prints its reason once (with the count of tests)."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple) and " not found: " + realdata.ENV in rep.longrepr[2]:
+        rep.longrepr = (*realdata.skip_location(), rep.longrepr[2])
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where each test data set was found (or why it could not be had): at the end, where -q shows it."""
+    for line in realdata.describe().splitlines():
+        terminalreporter.write_line(line)
 
 
 os.environ.setdefault("TQDM_DISABLE", "1")

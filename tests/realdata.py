@@ -13,8 +13,10 @@ Each data set is looked for, in this order, in
    llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
 
 A folder counts only when every file is there with its pinned SHA-256. When none can be had,
-:func:`require` skips the test with one line saying how to get the data; under ``CI=true`` it
-fails with that line instead. Nothing is copied into the repository: only names and hashes.
+:func:`require` skips the test with one short line saying how to get the data (conftest.py folds
+every such skip into one line of ``-rs``, and the summary at the end says where each set was
+found, or why it could not be downloaded); under ``CI=true`` it fails with that line instead.
+Nothing is copied into the repository: only names and hashes.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ VOCAB_FILES = (
 
 class Missing(Exception):
     """No folder holds the data set and it could not be downloaded; str() is the one-line reason."""
+
+
+FAILED: dict[str, str] = {}  # data set title -> why it could not be had, in full (for the summary)
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ def problem(folder: Path, ds: DataSet) -> str | None:
         try:
             st = path.stat()
             if _sha256(path, st.st_size, st.st_mtime_ns) != sha:
-                return f"{path} differs from the pinned sha256"
+                return f"{folder}/{name} differs from the pinned sha256"
         except OSError:
             return f"{folder} lacks {name}"
     return None
@@ -197,8 +202,10 @@ def obtain(ds: DataSet) -> Path:
         why = problem(dest, ds)
         if why is None:
             return dest
-    raise Missing(f"{ds.title} not found: set {ENV} to a folder laid out like shared/ (with {ds.folder}/), "
-                  f"or run the tests once online to cache it in {CACHE} (download from {ds.source} failed: {why})")
+    FAILED[ds.title] = f"download from {ds.source} into {CACHE / ds.folder} failed: {why}"
+    short = why.rsplit("/", 1)[-1] if " differs from " in why else why.split(": ")[0].split(" (")[0]
+    short = short if len(short) <= 60 else short[:57] + "..."
+    raise Missing(f"{ds.title} not found: {ENV}=DIR with DIR/{ds.folder}/, or run once online ({short})")
 
 
 def is_ci() -> bool:
@@ -216,12 +223,21 @@ def require(ds: DataSet) -> Path:
     pytest.skip(why)
 
 
+def skip_location() -> tuple[str, int]:
+    """Where :func:`require` skips: every skip for missing data is reported as from here, so that
+    ``-rs`` folds them into one line."""
+    import inspect
+
+    return str(Path(__file__)), inspect.getsourcelines(require)[1]
+
+
 def describe() -> str:
-    """One line per data set for the pytest header: where it is found now (before any download)."""
+    """One line per data set for the end of the test report: where it was found, or why not."""
     lines = []
     for ds in (DISCOTEX, VOCAB):
         found = locate(ds)
-        where = f"{found[0]} ({found[1]})" if found else f"not found yet, fetched on first use into {CACHE / ds.folder}"
+        where = (f"{found[0]} ({found[1]})" if found else FAILED.get(ds.title)
+                 or f"not found; no test asked for it (it would be fetched into {CACHE / ds.folder})")
         lines.append(f"test data, {ds.title}: {where}")
     if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in (DISCOTEX, VOCAB)):
         lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")

@@ -14,7 +14,7 @@ import pytest
 
 from abricot_local import compare as cmp
 from abricot_local import planning, runner, stats
-from abricot_local.backends.base import ScoringOptions
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.compare_render import render
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, pearson, with_ci_of

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from abricot_local import harness  # noqa: E402
-from abricot_local.backends.base import ScoringOptions  # noqa: E402
+from abricot_local.backends.options import ScoringOptions  # noqa: E402
 from abricot_local.backends.fake import BOS, FakeBackend, FakeSession  # noqa: E402
 from abricot_local.core import Request, log_softmax  # noqa: E402
 from abricot_local.errors import ContextOverflowError, UsageError  # noqa: E402

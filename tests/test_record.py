@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from abricot_local import record as rec
 from abricot_local.cli import cli
-from abricot_local.errors import ResultsError
+from abricot_local.check import check_run
+from abricot_local.errors import ResultsError, UsageError
 from abricot_local.record import docs
 from conftest import FIXTURE
 from invented_data import write_discotex
@@ -239,8 +240,10 @@ def test_check_with_items_missing_or_none_checked_fails(tmp_path, data):
     r = invoke("check", run)
     assert r.exit_code == 2 and f"{path} is missing" in r.stderr
     path.write_text("".join(lines))
-    r = invoke("check", run, "--sample", 0)
-    assert r.exit_code == 2 and "--sample must be at least 1" in r.stderr
+    r = invoke("check", run, "--sample", 0)  # refused by the command line's range, before anything
+    assert r.exit_code == 2 and "Invalid value for '--sample': 0 is not in the range x>=1" in r.stderr
+    with pytest.raises(UsageError, match="--sample must be at least 1"):  # and by the library itself
+        check_run(run, sample=0)
     assert invoke("check", run, "--sample", 2).exit_code == 0
 
 

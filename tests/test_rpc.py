@@ -106,7 +106,7 @@ def samples(out: Path) -> list[dict]:
 
 # -- without a model -------------------------------------------------------------------------
 def test_endpoints_are_checked():
-    from abricot_local.backends.rpc import parse_endpoints
+    from abricot_local.backends.llama_cpp_options import parse_endpoints
     from abricot_local.errors import UsageError
 
     assert parse_endpoints("127.0.0.1:50052, 10.0.0.2:1") == ("127.0.0.1:50052", "10.0.0.2:1")
@@ -216,7 +216,7 @@ def test_the_timeout_is_the_backends_option(gemma_path):
     from abricot_local.backends.rpc import RpcServerError
 
     field = {f.name: f for f in dataclasses.fields(LlamaCppOptions)}["rpc_timeout"]
-    assert field.default == 5.0 and "handshake" in field.metadata["help"]
+    assert field.default == 5.0 and "handshake" in field.metadata["option"]["help"]
     peer = Peer("silent")
     t0 = time.monotonic()
     try:

@@ -259,8 +259,11 @@ def test_runs_lists_every_state(tmp_path, data, monkeypatch):
     assert invoke("runs", root / "m1").stdout.count("\n") == 2
     (tmp_path / "elsewhere").mkdir()
     os.chdir(tmp_path / "elsewhere")
-    r = invoke("runs")
-    assert r.exit_code != 0 and "no results/ folder here" in r.output
+    r = invoke("runs")  # no results/ here: nothing to list, where it looked, not an error (issue 22, item 12)
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr.strip() == f"no run folder in {tmp_path / 'elsewhere' / 'results'} (no such folder yet)"
+    r = invoke("runs", "nope")  # a folder given must exist
+    assert r.exit_code == 2 and "run folder not found: nope" in r.output
 
 
 def test_report_skips_incomplete_runs_and_reads_results_by_default(tmp_path, data, monkeypatch):

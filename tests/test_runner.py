@@ -9,7 +9,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from abricot_local import planning, runner, tasks
-from abricot_local.backends.base import ScoringOptions
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
 from abricot_local.results import OutputDir

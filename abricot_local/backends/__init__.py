@@ -1,38 +1,76 @@
 """Backends by name, imported lazily (llama.cpp loads only when used).
 
 A backend class declares ``name``, ``Options`` (a frozen dataclass extending
-``base.ScoringOptions``), ``capabilities``, ``reads_model_file``, ``synthetic``,
+``options.ScoringOptions``), ``capabilities``, ``reads_model_file``, ``synthetic``,
 and the classmethods ``config(options)`` (what a run records) and
 ``preflight(path, options)`` (memory facts before loading); instances follow
-``base.Backend``. Shared code uses these and never compares a backend's name.
+``base.Backend``. Each is registered with its options class, which lives in a module that
+does not import the backend's runtime: flags, model_args keys and option checks need only
+that. Shared code uses these and never compares a backend's name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import import_module
 
-from abricot_local.backends.base import Backend, ScoringOptions
+from abricot_local.backends.base import Backend
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
+from abricot_local.option_fields import Namer, Spec, flag_of, specs
+
+
+@dataclass(frozen=True)
+class Registered:
+    backend: str  # "module:Class" of the backend
+    options: str  # "module:Class" of its Options (a module that does not import the runtime)
+
 
 BACKENDS = {
-    "llama.cpp": ("abricot_local.backends.llama_cpp", "LlamaCppBackend"),
-    "fake": ("abricot_local.backends.fake", "FakeBackend"),
+    "llama.cpp": Registered("abricot_local.backends.llama_cpp:LlamaCppBackend",
+                            "abricot_local.backends.llama_cpp_options:LlamaCppOptions"),
+    "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions"),
 }
 DEFAULT_BACKEND = "llama.cpp"
 
 
-def backend_class(kind: str):
-    """The class of backend ``kind`` (imports its module)."""
+def _load(ref: str):
+    module, _, name = ref.partition(":")
+    return getattr(import_module(module), name)
+
+
+def _registered(kind: str) -> Registered:
     if kind not in BACKENDS:
         raise UsageError(f"unknown backend {kind!r}; choose from {', '.join(BACKENDS)}")
-    module, cls = BACKENDS[kind]
-    return getattr(import_module(module), cls)
+    return BACKENDS[kind]
 
 
-def backend_options(kind: str, values: dict, *, strict: bool = True) -> ScoringOptions:
-    """Backend ``kind``'s own options from a mapping: CLI values (``strict``: an option it
-    lacks is an error) or a recorded run's config (other keys ignored)."""
-    return backend_class(kind).Options.from_values(values, backend=kind, strict=strict)
+def backend_class(kind: str):
+    """The class of backend ``kind`` (imports its module, and its runtime)."""
+    return _load(_registered(kind).backend)
+
+
+def options_class(kind: str) -> type[ScoringOptions]:
+    """The options class of backend ``kind`` (imports no runtime)."""
+    return _load(_registered(kind).options)
+
+
+def backend_options(kind: str, values: dict, *, strict: bool = True, name: Namer = flag_of) -> ScoringOptions:
+    """Backend ``kind``'s own options from a mapping, each value parsed and checked: CLI values
+    or lm-eval's model_args (``strict``: an option it lacks is an error) or a recorded run's
+    config (other keys ignored)."""
+    return options_class(kind).from_values(values, backend=kind, strict=strict, name=name)
+
+
+def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:
+    """Every registered backend's options, each once, in declaration order: (spec, the backends
+    that have it). The command line's backend flags and lm-eval's model_args keys."""
+    out: dict[str, tuple[Spec, list[str]]] = {}
+    for kind in BACKENDS:
+        for spec in specs(options_class(kind)):
+            if not spec.internal:
+                out.setdefault(spec.name, (spec, []))[1].append(kind)
+    return [(spec, tuple(kinds)) for spec, kinds in out.values()]
 
 
 def open_backend(kind: str, model: str, options: ScoringOptions) -> Backend:

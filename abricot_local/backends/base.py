@@ -28,18 +28,16 @@ request with these cuts: ``naive``, ``single`` and ``prefix`` are bit-identical;
 measured tolerance (docs/numerics.md#engines), except with ``parallel=1``.
 
 A backend declares its ``Options`` (a frozen dataclass extending
-:class:`ScoringOptions`), its ``capabilities`` and whether it reads a model
+``options.ScoringOptions``), its ``capabilities`` and whether it reads a model
 file; shared code asks for those, never for a backend's name.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from abricot_local.core import (DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, Generated, Request,
-                                Scored)
+from abricot_local.core import Generated, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
@@ -48,44 +46,6 @@ SCHEDULE_VERSION = "prefix|trunk|tail/v1"
 SCORE = "score"  # log-likelihoods of continuations (Request -> Scored)
 GENERATE = "generate"  # greedy generation until stop strings: ``generate()``
 ROLLING = "rolling"  # token-level scoring for rolling windows: ``tokenize(bos=)``, ``prefix_token``, ``score_tokens()``
-
-
-@dataclass(frozen=True)
-class ScoringOptions:
-    """What every backend's options hold: the schedule's settings (all recorded).
-
-    ``engine`` names a strategy of engines.py; ``parallel`` is the batched
-    engine's group size (None: its default, resolved and recorded by the engine).
-    """
-
-    n_ctx: int = DEFAULT_N_CTX
-    n_batch: int = DEFAULT_N_BATCH
-    engine: str = DEFAULT_ENGINE
-    parallel: int | None = None
-    seed: int = DEFAULT_SEED
-    verbose: bool = False
-    vocab_only: bool = False
-
-    @classmethod
-    def from_values(cls, values: dict, *, backend: str, strict: bool = True):
-        """Options from a mapping (CLI values, a recorded config); with ``strict``, a value
-        this backend has no option for is refused unless it is empty or its default."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        known, foreign = {}, []
-        for key, value in values.items():
-            if key in fields:
-                if value is not None:
-                    known[key] = tuple(value) if isinstance(value, list) else value
-            elif value not in (None, (), "", False) and value != OPTION_DEFAULTS.get(key):
-                foreign.append(key)
-        if foreign and strict:
-            flags = ", ".join("--" + k.replace("_", "-") for k in sorted(foreign))
-            raise UsageError(f"the {backend} backend has no option {flags}")
-        return cls(**known)
-
-
-# Defaults of options some backend may lack, so that a CLI default is not "given".
-OPTION_DEFAULTS: dict = {"n_gpu_layers": -1, "main_gpu": 0, "flash_attn": "auto", "extra_bufts": "auto"}
 
 
 @dataclass(frozen=True)
@@ -249,7 +209,7 @@ class Backend(Protocol):
 
     name: str
     capabilities: frozenset[str]
-    options: ScoringOptions
+    options: object  # the backend's Options (a ScoringOptions of backends/options.py)
 
     def score(self, request: Request) -> Scored: ...
 

@@ -16,7 +16,8 @@ base.py, and every row any engine reads passes ``core.finite_log_softmax``.
   Mixing items in a decode changes its arithmetic: agreement within a measured
   tolerance, except ``parallel=1``, which is the prefix schedule exactly.
 
-The first three are bit-identical; :attr:`Engine.exact` says so.
+The first three are bit-identical (:attr:`Engine.exact`). :class:`Engine` is their base; what
+an engine records and the sequences it needs come from its class and the options alone.
 
 Each row is reduced as soon as it is read (checked, then cut down to the
 log-probabilities of the tokens it predicts and its argmax: a :class:`Row`),
@@ -34,12 +35,20 @@ from typing import Collection, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from abricot_local.backends.base import Schedule, Scored, ScoringOptions, chunks
+from abricot_local.backends.base import Schedule, Scored, chunks
 from abricot_local.core import Generated, finite_log_softmax
 from abricot_local.errors import ContextOverflowError, ModelError, UsageError
 
 Entry = tuple[int, int, int, bool]  # (sequence, position, token, wants a row)
 MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
+
+
+class EngineOptions(Protocol):
+    """The options an engine reads (every backend's options hold them: backends/options.py)."""
+
+    n_ctx: int
+    engine: str
+    parallel: int | None
 
 
 class Session(Protocol):
@@ -84,32 +93,39 @@ class Counters:
 
 
 class Engine:
-    """The prefix engine; the others differ only in what they reuse or group."""
+    """What every engine shares: decode calls, the prefix held in the cache, the tails, scoring
+    one item at a time, greedy generation. The engines differ in what they reuse or group."""
 
-    name = "prefix"
-    exact = True
-    reuse_prefix = True
+    name = ""
+    exact = True  # numbers identical to every other exact engine's
+    reuse_prefix = False  # keep the task's prefix in the cache between items
+    takes_parallel = False  # --parallel: items decoded together
 
-    def __init__(self, session: Session, options: ScoringOptions):
-        if options.parallel is not None:
-            raise UsageError("--parallel applies only to --engine batched")
+    def __init__(self, session: Session, options: EngineOptions):
         self.session = session
         self.options = options
         self.counters = Counters()
         self._kv_prefix: tuple[int, ...] | None = None  # tokens [0, P) held by sequence 0
 
-    # -- what is recorded ------------------------------------------------------------------
-    @property
-    def parallel(self) -> int:
+    # -- what is recorded (from the options alone) -----------------------------------------
+    @classmethod
+    def group_size(cls, options: EngineOptions) -> int:
+        """Items scored together at most."""
         return 1
 
-    def sequences(self) -> int:
+    @classmethod
+    def sequences(cls, options: EngineOptions) -> int:
         """Sequences the session's cache must hold."""
         return 1
 
-    def config(self) -> dict:
+    @classmethod
+    def config(cls, options: EngineOptions) -> dict:
         """The engine's settings as recorded in a run's config."""
-        return {"engine": self.name}
+        return {"engine": cls.name}
+
+    @property
+    def parallel(self) -> int:
+        return self.group_size(self.options)
 
     def schedule_facts(self) -> dict:
         return {"engine": self.name}
@@ -239,14 +255,23 @@ def scored(sch: Schedule, rows: list[dict[int, Row]]) -> Scored:
                       greedy=[all(rows[i][pos].argmax == tok for pos, tok in t) for i, t in enumerate(targets)])
 
 
+class Prefix(Engine):
+    """Each item once (prefix, trunk, each tail and a rewind), the task's prefix kept in the cache."""
+
+    name = "prefix"
+    reuse_prefix = True
+
+
 class Single(Engine):
+    """As prefix, with the prefix decoded again for every item."""
+
     name = "single"
-    reuse_prefix = False
 
 
 class Naive(Engine):
+    """Each continuation from scratch: prefix, trunk, its tail."""
+
     name = "naive"
-    reuse_prefix = False
 
     def score(self, sch: Schedule, label: str) -> Scored:
         self.counters.requests += 1
@@ -258,31 +283,27 @@ class Naive(Engine):
         return scored(sch, rows)
 
 
-class Batched(Engine):
+class Batched(Prefix):
     """Several items' trunks per decode; see the module docstring and docs/numerics.md#engines."""
 
     name = "batched"
     exact = False
+    takes_parallel = True
 
-    def __init__(self, session: Session, options: ScoringOptions):
-        self.session = session
-        self.options = options
-        self.counters = Counters()
-        self._kv_prefix = None
-        self._parallel = resolve_parallel(options)
+    @classmethod
+    def group_size(cls, options: EngineOptions) -> int:
+        return resolve_parallel(options)
 
-    @property
-    def parallel(self) -> int:
-        return self._parallel
+    @classmethod
+    def sequences(cls, options: EngineOptions) -> int:
+        return resolve_parallel(options) + 1
 
-    def sequences(self) -> int:
-        return self._parallel + 1
-
-    def config(self) -> dict:
-        return {"engine": self.name, "parallel": self.options.parallel}
+    @classmethod
+    def config(cls, options: EngineOptions) -> dict:
+        return {"engine": cls.name, "parallel": options.parallel}
 
     def schedule_facts(self) -> dict:
-        return {"engine": self.name, "parallel": self._parallel, "kv_unified": True}
+        return {"engine": self.name, "parallel": self.parallel, "kv_unified": True}
 
     def score(self, sch: Schedule, label: str) -> Scored:
         return self.score_many([sch], [label])[0]
@@ -290,7 +311,7 @@ class Batched(Engine):
     def score_many(self, schs: Sequence[Schedule], labels: Sequence[str]) -> list[Scored]:
         self.counters.requests += len(schs)
         out: list[Scored] = []
-        for idx in groups(list(schs), self._parallel, self.session.n_ctx()):
+        for idx in groups(list(schs), self.parallel, self.session.n_ctx()):
             out += self._group([schs[k] for k in idx], [labels[k] for k in idx])
         return out
 
@@ -319,15 +340,12 @@ class Batched(Engine):
         return out
 
 
-def resolve_parallel(o: ScoringOptions) -> int:
-    """Items the batched engine decodes together at most: the option, or one slot per 256
-    tokens of context between 1 and 16 (8 at n_ctx 2048). Each group is further cut so
-    that the prefix, all its items' trunks and the longest tail fit in n_ctx cells."""
-    if o.parallel is None:
-        return max(1, min(16, o.n_ctx // 256))
-    if not 1 <= o.parallel <= MAX_PARALLEL:
-        raise UsageError(f"--parallel must be between 1 and {MAX_PARALLEL}, got {o.parallel}")
-    return o.parallel
+def resolve_parallel(o: EngineOptions) -> int:
+    """Items the batched engine decodes together at most: the option (1 to MAX_PARALLEL, checked
+    with the options), or one slot per 256 tokens of context between 1 and 16 (8 at n_ctx 2048).
+    Each group is further cut so that the prefix, all its items' trunks and the longest tail
+    fit in n_ctx cells."""
+    return max(1, min(16, o.n_ctx // 256)) if o.parallel is None else o.parallel
 
 
 def _longest_tail(sch: Schedule) -> int:
@@ -373,7 +391,7 @@ def _trunk_calls(schs: list[Schedule], n_batch: int) -> list[list[Entry]]:
     return calls
 
 
-ENGINES: dict[str, type[Engine]] = {e.name: e for e in (Naive, Single, Engine, Batched)}
+ENGINES: dict[str, type[Engine]] = {e.name: e for e in (Naive, Single, Prefix, Batched)}
 
 
 def engine_class(name: str) -> type[Engine]:

@@ -24,12 +24,12 @@ from abricot_local.backends.base import (
     Request,
     Schedule,
     Scored,
-    ScoringOptions,
     generation_prefix_len,
     schedule,
     split_chat,
 )
 from abricot_local.backends.engines import Engine, engine_class
+from abricot_local.backends.options import ScoringOptions
 
 BOS = 256
 N_VOCAB = 257
@@ -111,8 +111,8 @@ class FakeBackend:
 
     @classmethod
     def config(cls, options: ScoringOptions) -> dict:
-        return {"n_ctx": options.n_ctx, "n_batch": options.n_batch,
-                **engine_class(options.engine)(FakeSession(options), options).config()}
+        """The settings a run records in its config: the fields declared recorded."""
+        return options.config()
 
     @classmethod
     def preflight(cls, path: Path, options: ScoringOptions) -> dict:

@@ -1,7 +1,7 @@
 """llama.cpp's RPC backend (ggml-rpc) through ctypes: use another machine's devices
 (rpc_server.py serves this machine's, with the bindings here).
 
-Besides backends/llama_cpp.py this is the only module importing llama_cpp. Every
+Besides backends/llama_cpp.py and llama_cpp_session.py, the only module importing llama_cpp. Every
 ggml symbol comes from the libggml that llama-cpp-python itself loaded, and the
 two RPC entry points from the RPC backend's registry (as llama.cpp's rpc-server
 and ``--rpc`` do), so no separate C++ build is needed.
@@ -28,7 +28,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import llama_cpp
 
@@ -183,27 +183,7 @@ def require() -> None:
     rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
 
 
-# -- endpoints ---------------------------------------------------------------------------------
-def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
-    """``"a:1,b:2"`` (or several such strings) -> ("a:1", "b:2"), each HOST:PORT checked."""
-    parts = [spec] if isinstance(spec, str) else list(spec)
-    out: list[str] = []
-    for text in parts:
-        for ep in (p.strip() for p in text.split(",")):
-            if not ep:
-                continue
-            host, sep, port = ep.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-                raise UsageError(f"--rpc expects HOST:PORT[,HOST:PORT...], got {ep!r}")
-            if ":" in host or host.startswith("["):  # ggml-rpc parses HOST:PORT at the first colon, IPv4 only
-                raise UsageError(f"--rpc {ep}: llama.cpp's RPC client speaks IPv4 only; give an IPv4 address or "
-                                 "a host name (127.0.0.1 or localhost for this machine)")
-            if ep in out:
-                raise UsageError(f"--rpc lists {ep} twice")
-            out.append(ep)
-    if not out:
-        raise UsageError("--rpc expects HOST:PORT[,HOST:PORT...]")
-    return tuple(out)
+# -- endpoints (parse_endpoints: llama_cpp_options.py, which loads no llama.cpp; split: rpc_hello.py) ---
 
 
 def probe(endpoint: str, timeout: float = PROBE_TIMEOUT) -> str | None:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from abricot_local.cli.app import cli
+from abricot_local.cli.options import backend_values, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -23,22 +24,24 @@ def merge(shards: tuple[str, ...], out: str) -> None:
 
 @cli.command()
 @click.argument("out", type=click.Path())
-@click.option("--sample", type=int, default=None, help="Re-score only N items, drawn with the run's seed.")
-@click.option("--atol", type=float, default=1e-3, show_default=True, help="Largest log-prob difference accepted.")
+@click.option("--sample", type=click.IntRange(min=1), default=None,
+              help="Re-score only N items, drawn with the run's seed.")
+@click.option("--atol", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+              help="Largest log-prob difference accepted.")
 @click.option("--model", "model_path", type=click.Path(), default=None, help="The model file, if it moved.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
-@click.option("--threads", type=int, default=None)
+@recheck_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(out: str, sample: int | None, atol: float, model_path: str | None, data_dir: str | None,
-          threads: int | None, as_json: bool) -> None:
+          as_json: bool, **kw) -> None:
     """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce."""
     from abricot_local.check import check_run, report_json
     from abricot_local.console.listings import check_text
 
     progress, close = make_progress()
     try:
-        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, threads=threads,
-                        progress=progress)
+        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir,
+                        backend_values=backend_values(kw), progress=progress)
     finally:
         close()
     click.echo(report_json(rep) if as_json else check_text(rep))

@@ -17,7 +17,7 @@ def lm_eval(model: str, lm_eval_args: tuple[str, ...]) -> None:
 
     Everything after MODEL goes to `lm-eval run` unchanged (--tasks, --include_path,
     --num_fewshot, --limit, --output_path, --log_samples, --batch_size, --apply_chat_template,
-    ...); backend options go in --model_args (n_ctx=4096,threads=8,engine=prefix,...).
+    ...); backend options go in --model_args, as `run`'s flags (n_ctx=4096,engine=prefix,...).
     Needs: pip install "abricot-local[lm-eval]"."""
     try:
         from abricot_local.lm_eval_model import run_cli

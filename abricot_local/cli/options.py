@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.backends import BACKENDS, DEFAULT_BACKEND
-from abricot_local.backends.engines import ENGINES
-from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED
+from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError
 
 
@@ -52,59 +50,49 @@ def task_options(f):
     ])
 
 
+def _click_option(spec, kinds: tuple[str, ...]):
+    """A backend option's flag, from its field: not given is None (the backend's default)."""
+    from abricot_local.backends import BACKENDS
+
+    only = f"{', '.join(kinds)} only: " if set(kinds) != set(BACKENDS) else ""
+    if spec.kind is bool:
+        return click.option(spec.flag_name, is_flag=True, default=None, help=only + spec.help)
+    help_ = f"{only}{spec.help}  [default: {spec.default_help()}]"
+    kind = (click.Choice(spec.choices) if spec.choices else
+            {int: click.INT, float: click.FLOAT}.get(spec.kind, click.STRING) if not spec.many else click.STRING)
+    return click.option(spec.flag_name, type=kind, default=None, metavar=spec.metavar or None, help=help_)
+
+
 def backend_options(f):
-    return _apply(f, [
-        click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
-                     help=f"Inference backend: {', '.join(BACKENDS)}."),
-        click.option("--n-ctx", type=int, default=None,
-                     help=f"Context window in tokens (default: the registry entry's n_ctx, else {DEFAULT_N_CTX})."),
-        click.option("--n-batch", type=int, default=DEFAULT_N_BATCH, show_default=True, help="Tokens per decode call."),
-        click.option("--threads", type=int, default=None, help="CPU threads (default: all cores)."),
-        click.option("--n-gpu-layers", type=int, default=-1, show_default=True, help="-1: all layers if the build can offload."),
-        click.option("--main-gpu", type=int, default=0, show_default=True),
-        click.option("--tensor-split", default="", help="Comma-separated proportions across GPUs."),
-        click.option("--flash-attn", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True),
-        click.option("--extra-bufts", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
-                     help="llama.cpp's repacked CPU weights (auto: off on AMX builds, where they crash). "
-                     "off: the plain kernels an RPC server's CPU uses."),
-        click.option("--rpc", default="", metavar="HOST:PORT[,HOST:PORT]",
-                     help="llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers."),
-        click.option("--engine", type=click.Choice(list(ENGINES)), default=DEFAULT_ENGINE, show_default=True,
-                     help=f"Evaluation engine. {', '.join(n for n, e in ENGINES.items() if e.exact)}: identical "
-                     f"numbers. {', '.join(n for n, e in ENGINES.items() if not e.exact)} (for GPUs): several "
-                     "items per decode; agrees only within a measured tolerance."),
-        click.option("--parallel", type=int, default=None, help="batched: most items per decode "
-                     "(default n_ctx/256, 1-16; each group also fits in --n-ctx). 1 = prefix's numbers."),
-        models_file_option,
-        click.option("--verbose", is_flag=True, help="Show llama.cpp's own log."),
-    ])
+    """--backend, every registered backend's option flags (generated from their fields), --models."""
+    from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, option_specs
+
+    flags = [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag]
+    return _apply(f, [click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
+                                   help=f"Inference backend: {', '.join(BACKENDS)}."),
+                      *flags, models_file_option])
 
 
-BACKEND_KEYS = ("n_batch", "threads", "n_gpu_layers", "main_gpu", "flash_attn", "extra_bufts", "engine", "parallel",
-                "verbose")
+def recheck_options(f):
+    """The backend options `check` may set again (they change no number), from their fields."""
+    from abricot_local.backends import option_specs
+
+    return _apply(f, [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag and spec.recheck])
+
+
+def backend_values(kw: dict) -> dict:
+    """The backend options given on the command line (None: not given)."""
+    from abricot_local.backends import option_specs
+
+    return {spec.name: kw[spec.name] for spec, _ in option_specs() if kw.get(spec.name) is not None}
 
 
 def backend_opts(kw: dict, *, vocab_only: bool = False):
-    """The chosen backend's own options from the CLI values (one it lacks is an error)."""
+    """The chosen backend's own options from the CLI values, parsed and checked (an option it
+    lacks is an error); --seed sets the backend's seed too."""
     from abricot_local.backends import backend_options as make
 
-    try:
-        split = tuple(float(x) for x in kw["tensor_split"].split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"--tensor-split expects numbers like 3,1; got {kw['tensor_split']!r}") from None
-    values = {k: kw[k] for k in BACKEND_KEYS}
-    values |= {"n_ctx": kw["n_ctx"] or DEFAULT_N_CTX, "tensor_split": split, "vocab_only": vocab_only,
-               "seed": kw["seed"], "rpc": rpc_servers(kw.get("rpc"))}
-    return make(kw["backend"], values)
-
-
-def rpc_servers(spec: str | None) -> tuple[str, ...]:
-    if not spec:
-        return ()
-    from abricot_local.backends import rpc
-
-    rpc.require()  # a build without RPC: one line with the reinstall command
-    return rpc.parse_endpoints(spec)
+    return make(kw["backend"], {**backend_values(kw), "seed": kw["seed"], "vocab_only": vocab_only})
 
 
 def task_opts(kw: dict):

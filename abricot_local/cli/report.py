@@ -26,12 +26,15 @@ def runs_(folders: tuple[str, ...]) -> None:
     """List the run folders in DIR (default results/, searched recursively): complete, running,
     interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
     from abricot_local.console.listings import runs_text
+    from abricot_local.results import find_runs
 
-    states = _run_states(folders)
+    default = Path("results")
+    states = find_runs(folders or (str(default),)) if folders or default.is_dir() else []  # one given must exist
     if states:
         click.echo(runs_text(states))
     else:
-        click.echo(f"no run folder in {', '.join(folders) or 'results'}", err=True)
+        looked = ", ".join(folders) or f"{default.resolve()}" + ("" if default.is_dir() else " (no such folder yet)")
+        click.echo(f"no run folder in {looked}", err=True)
 
 
 def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:

@@ -13,8 +13,9 @@ from abricot_local.cli.app import cli
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="IPv4 address (or name) to listen on; any but a loopback one (127.0.0.1, localhost, ::1) exposes "
                    "this machine (no authentication).")
-@click.option("--port", type=int, default=50052, show_default=True)
-@click.option("--threads", type=int, default=None, help="Threads of the CPU device (default: half the cores).")
+@click.option("--port", type=click.IntRange(1, 65535), default=50052, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Threads of the CPU device (default: half the cores).")
 @click.option("--device", "devices", multiple=True,
               help="Device to serve (CUDA0, CPU...; repeat or comma-separate). Default: every GPU, else the CPU.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,

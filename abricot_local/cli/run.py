@@ -69,10 +69,12 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
             notify=lambda line: click.echo(line, err=True),
         )
         out_dir = out_dir or Path("results") / plan.model_label / stamp
-        if getattr(plan.backend_options, "rpc", ()):
-            _watch_rpc(plan.backend_options.rpc, out_dir)
+        _watch_remote(plan, out_dir)
         for s in plan.skipped:
-            click.echo(f"skipped {s.task}: no data. {s.how}", err=True)
+            click.echo(f"skipped {s.task}: no data ({s.how})", err=True)
+        for r in plan.runs:
+            for note in r.notes:
+                click.echo(f"warning: {r.task.name}: {note}", err=True)
 
         def loaded(backend) -> None:
             click.echo(console.start_line(plan, backend.provenance()), err=True)
@@ -176,11 +178,16 @@ def resume_argv(out_dir: Path) -> list[str]:
     return args + ["--resume"]
 
 
-def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
-    """ggml-rpc ends the process when a server goes away: say which one in one line, and how to go on."""
+def _watch_remote(plan, out_dir: Path) -> None:
+    """A backend whose remote devices end the process when they go away (llama.cpp's RPC servers)
+    calls ``lost``: say which one in one line, and how to go on."""
     import os
 
-    from abricot_local.backends import rpc
+    from abricot_local.backends import backend_class
+
+    watch = getattr(backend_class(plan.backend), "watch_remote", None)
+    if watch is None:
+        return
 
     def lost(err: AbricotError) -> None:
         kept = _resumable(out_dir)
@@ -190,4 +197,4 @@ def _watch_rpc(servers: tuple[str, ...], out_dir: Path) -> None:
         sys.stderr.flush()
         os._exit(err.exit_code)
 
-    rpc.on_server_lost(servers, lost)
+    watch(plan.backend_options, lost)

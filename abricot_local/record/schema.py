@@ -153,6 +153,8 @@ class TaskEntry(Section):
     chance: dict[str, float] = spec("the task's declared chance level of each metric", default=dict)
     warnings: tuple[str, ...] = spec("what makes the numbers misleading (one gold class, a source not scored, "
                                      "a NaN metric, the task's own)", default=())
+    sampled: int | None = spec("the items `--sample N` drew for this task, when N is more than it holds (then "
+                               "every item; `config.sample` keeps N as given)", default=None, write="set")
 
     def metric_items(self) -> list[tuple[str, float, tuple[float, float] | None]]:
         return metric_items(self.metrics)

@@ -8,11 +8,11 @@ it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``).
 
 from __future__ import annotations
 
-import difflib
 import functools
 from importlib.metadata import entry_points
 
 from abricot_local.errors import TaskError
+from abricot_local.names import did_you_mean
 from abricot_local.tasks.base import Task, TaskOptions
 
 GROUP = "abricot_local.tasks"
@@ -57,9 +57,7 @@ def groups() -> dict[str, tuple[str, ...]]:
 
 def _unknown(name: str) -> TaskError:
     known = sorted([*_registry(), *groups()])
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return TaskError(f"unknown task {name!r}.{hint} Known tasks: {', '.join(known)}")
+    return TaskError(f"unknown task {name!r}.{did_you_mean(name, known)} Known tasks: {', '.join(known)}")
 
 
 def task_names(spec: str) -> list[str]:

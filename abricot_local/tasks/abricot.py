@@ -80,8 +80,7 @@ class AbricotTask(Task):
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
         key="abricot", kind="file", files=tuple(f"abricot*{s}" for s in SUFFIXES), pull=pull,
-        how="Give the release file with --data abricot=FILE (CSV, TSV, JSONL or Parquet), or run "
-            f"`abricot-local data pull abricot` when online (hub dataset {HUB_DATASET}, which points to OSF).",
+        how="--data abricot=FILE (the ABRICOT release: CSV, TSV, JSONL, Parquet)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
@@ -205,8 +204,11 @@ class AbricotTask(Task):
 class AbricotAbsTask(AbricotTask):
     name = "abricot_abs"
     kind = "abs"
+    description = "ABRICOT (CALAMITA 2024): how abstract a word is in its sentence, 1 (concrete) to 5 (abstract)"
 
 
 class AbricotIncTask(AbricotTask):
     name = "abricot_inc"
     kind = "inc"
+    description = ("ABRICOT (CALAMITA 2024): how inclusive a word is in its sentence, 1 (specific) to 5 "
+                   "(inclusive)")

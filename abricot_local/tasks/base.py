@@ -31,7 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
-from abricot_local.errors import DataError
+from abricot_local.errors import DataError, MissingDataError
+from abricot_local.option_fields import option, validate
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ class TaskOptions:
 
     data: tuple[tuple[str, str], ...] = ()  # (key, path) from --data KEY=PATH
     data_dir: str | None = None
-    seed: int = DEFAULT_SEED
-    shots: int | None = None  # None: the task's default
+    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0)
+    shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
     prompt_variant: str = "paper"
     chat_template: bool = False
     allow_download: bool = True
+
+    def __post_init__(self) -> None:
+        validate(self)  # --seed, --shots in range, named in the message
 
     def data_for(self, *keys: str) -> str | None:
         given = dict(self.data)
@@ -108,7 +112,9 @@ class DataSpec:
     ``key``: the ``--data KEY=PATH`` key and the cache folder ``data/KEY``;
     ``kind``: ``"folder"`` (PATH is a folder of ``files``) or ``"file"`` (PATH
     is one file); ``pull``: downloads into a folder and returns the paths (None:
-    no public download); ``how``: one line telling a user how to get the data.
+    no public download; ``abricot-local data pull TASK`` runs it); ``how``: the offline
+    alternative, one short line (e.g. "--data-dir DIR, a folder holding ..."): how a user gives the
+    data by hand.
     """
 
     key: str
@@ -232,6 +238,8 @@ class Task(ABC):
         probe = type(self)(replace(self.options, allow_download=False))
         try:
             return str(probe.data_path()), "found"
+        except MissingDataError as err:
+            return None, err.one_line()
         except DataError as err:
             return None, str(err)
 

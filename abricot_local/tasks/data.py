@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from abricot_local.errors import DataError, DownloadError
+from abricot_local.errors import DataError, DownloadError, MissingDataError
 
 
 def _missing(folder: Path, files: tuple[str, ...]) -> list[str]:
@@ -22,19 +22,45 @@ def _match(folder: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted(found)
 
 
-def _in_folder(task, folder: Path, *, given: bool) -> Path | None:
-    """The data in ``folder``, None when it is not there; an error when ``given`` and wrong."""
+def missing(task, problem: str, where: Path | str = "", reason: str = "") -> MissingDataError:
+    """``task``'s data is missing (``problem``): with the command that downloads it, and the offline way."""
+    get = f"abricot-local data pull {task.group or task.name}" if task.data.pull is not None else None
+    return MissingDataError(f"{task.name}: {problem}", get, task.data.how, task=task.name, where=shown(where),
+                            reason=reason)
+
+
+def shown(path: Path | str) -> str:
+    """A path as a message shows it: the home folder as ~."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home):] if text and text.startswith(home + "/") else text
+
+
+def _short(err: Exception) -> str:
+    """A download failure in a few words (its message may list every URL)."""
+    from abricot_local.fetch import is_offline
+
+    if is_offline():
+        import os
+
+        return f"offline ({next((v for v in ('ABRICOT_OFFLINE', 'HF_HUB_OFFLINE') if os.environ.get(v)), '')})"
+    text = str(err).split("\n")[0]
+    return text if len(text) <= 80 else text[:77].rsplit(" ", 1)[0] + " ..."
+
+
+def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
+    """The data in ``folder``, None when it is not there; an error when ``given`` (the option that
+    named it) and wrong."""
     spec = task.data
     if spec.kind == "folder":
         if not folder.is_dir():
             if given:
-                raise DataError(f"{task.name}: data folder not found: {folder}")
+                raise missing(task, f"data folder not found: {shown(folder)} (given with {given})", folder)
             return None
-        missing = _missing(folder, spec.files)
-        if not missing:
+        lacking = _missing(folder, spec.files)
+        if not lacking:
             return folder
         if given:
-            raise DataError(f"{folder} lacks {', '.join(missing)}. {spec.how}")
+            raise missing(task, f"{shown(folder)} lacks {', '.join(lacking)} (given with {given})", folder)
         return None
     found = _match(folder, spec.files)
     if len(found) > 1:
@@ -52,31 +78,32 @@ def locate(task) -> Path:
             if path.is_file():
                 return path
             if path.is_dir():
-                hit = _in_folder(task, path, given=True)
+                hit = _in_folder(task, path, given=f"--data {spec.key}")
                 if hit:
                     return hit
-            raise DataError(f"{task.name} data file not found: {path}. {spec.how}")
-        return _in_folder(task, path, given=True)
+            raise missing(task, f"data file not found: {shown(path)}", path)
+        return _in_folder(task, path, given=f"--data {spec.key}")
     if opts.data_dir:
-        hit = _in_folder(task, Path(opts.data_dir).expanduser(), given=spec.kind == "folder")
+        if not Path(opts.data_dir).expanduser().is_dir():
+            raise DataError(f"--data-dir {opts.data_dir}: folder not found")
+        hit = _in_folder(task, Path(opts.data_dir).expanduser(), given="--data-dir" if spec.kind == "folder" else "")
         if hit:
             return hit
-        raise DataError(f"{task.name}: no data in --data-dir {opts.data_dir} "
-                        f"({_wanted(spec)}). {spec.how}")
+        raise missing(task, f"no data in --data-dir {opts.data_dir} ({_wanted(spec)})", opts.data_dir)
     cache = task.cache_folder()
-    hit = _in_folder(task, cache, given=False)
+    hit = _in_folder(task, cache)
     if hit:
         return hit
     if opts.allow_download and spec.pull is not None:
         try:
             spec.pull(cache)
         except DownloadError as err:
-            raise DownloadError(f"{task.name}: no data in the cache {cache}, and the download failed: {err} "
-                                f"{spec.how}") from None
-        hit = _in_folder(task, cache, given=False)
+            why = _short(err)
+            raise missing(task, f"no data in {shown(cache)} (download failed: {why})", cache, why) from None
+        hit = _in_folder(task, cache)
         if hit:
             return hit
-    raise DataError(f"{task.name}: no data in the cache {cache} ({_wanted(spec)}). {spec.how}")
+    raise missing(task, f"no data in {shown(cache)} ({_wanted(spec)})", cache)
 
 
 def _wanted(spec) -> str:

@@ -172,8 +172,7 @@ class DiscotexTask(Task):
     figures = (Figure("confusion", metric="accuracy"),)
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
-        how="Give the folder holding the DisCoTEX sub-task 1 test release with --data-dir (or --data discotex=DIR), "
-            "or run `abricot-local data pull discotex` when online.",
+        how="--data-dir DIR (the DisCoTEX sub-task 1 test release)",
         description="DisCoTEX sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
 

@@ -1,0 +1,39 @@
+"""Did-you-mean for mistyped names (tasks, groups, model aliases): by edit distance only, and
+only close matches, so a suggestion is a likely typo and never a merely similar word."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+def distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) turning ``a`` into ``b``."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def allowed(name: str) -> int:
+    """The most edits a close match may be away: 1 up to 7 characters, then one more per 4, at most 3."""
+    return max(1, min(3, len(name) // 4))
+
+
+def close_names(name: str, known: Iterable[str], limit: int = 3) -> list[str]:
+    """The known names at most :func:`allowed` edits from ``name`` (case ignored), nearest first."""
+    low = name.lower()
+    scored = sorted((distance(low, k.lower()), k) for k in set(known))
+    return [k for d, k in scored if d <= allowed(name)][:limit]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" Did you mean: X?" for close matches, else ""."""
+    close = close_names(name, known)
+    return f" Did you mean: {', '.join(close)}?" if close else ""

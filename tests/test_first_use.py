@@ -1,0 +1,161 @@
+"""What a new user tripped on (issue 22, items 1, 3, 5, 8, 9; item 12 is in test_run_state.py):
+short missing-data errors, --sample over a task's size, close did-you-means, task descriptions
+and item counts, the tests' own skip reason. Fake backend and invented data only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import realdata
+from abricot_local import fetch
+from abricot_local.cli import cli
+from abricot_local.errors import MissingDataError, UnknownModelError
+from abricot_local.names import close_names, distance
+from invented_data import write_discotex
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# -- 1. a missing-data error is at most three short lines -------------------------------------
+@pytest.mark.parametrize("tasks", [[], ["--tasks", "discotex"], ["--tasks", "abricot"]])
+def test_missing_data_is_three_short_lines(tasks):
+    r = invoke("run", "fake", "--backend", "fake", *tasks)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    home = str(fetch.cache_dir())  # in a test a tmp folder; a user's is ~/.cache/abricot-local
+    assert len(lines) == 3 and all(len(ln.replace(home, "~/.cache/abricot-local")) <= 140 for ln in lines), r.output
+    what, get, offline = lines
+    assert what.startswith("error: ") and "no data" in what or "no task has its data" in what
+    assert str(fetch.cache_dir() / "data") in what and "offline" in what  # where it looked, why no download
+    assert get.split(":", 1)[0].strip() == "get it" and "abricot-local data pull " in get
+    assert offline.split(":", 1)[0].strip() == "offline" and ("--data-dir DIR" in offline or "--data abricot=FILE" in offline)
+    if not tasks:  # every task at once: one command line gets them all
+        assert get.split(":", 1)[1].split() == ["abricot-local", "data", "pull", "abricot", "&&", "abricot-local",
+                                                "data", "pull", "discotex"]
+    assert len(r.output.replace(home, "~/.cache/abricot-local")) < 400
+
+
+def test_a_given_folder_without_the_files_says_so(tmp_path):
+    with pytest.raises(MissingDataError) as err:
+        from abricot_local.planning import select_tasks
+        from abricot_local.tasks.base import TaskOptions
+
+        select_tasks("discotex", TaskOptions(data_dir=str(tmp_path)))[0][0].items()
+    text = str(err.value)
+    assert text.count("\n") == 2 and "lacks discotex_1_ted_test_set_release.tsv" in text and "(given with --data-dir)" in text
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", tmp_path / "nope")
+    assert r.exit_code == 2 and r.output.strip() == f"error: no task has its data here: --data-dir {tmp_path / 'nope'}: folder not found"
+
+
+def test_skipped_tasks_say_how_to_get_their_data_in_one_line_each(tmp_path):
+    data = write_discotex(tmp_path / "d", 4)
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    skipped = [ln for ln in r.stderr.splitlines() if ln.startswith("skipped ")]
+    assert skipped == [f"skipped {t}: no data (get it: abricot-local data pull abricot; offline: --data abricot=FILE "
+                       "(the ABRICOT release: CSV, TSV, JSONL, Parquet))" for t in ("abricot_abs", "abricot_inc")]
+
+
+# -- 3. --sample larger than a task: warned, and what was done recorded -------------------------
+def test_sample_over_the_task_size_warns_and_records_the_items_drawn(tmp_path):
+    data = write_discotex(tmp_path / "d", 9)  # 18 items
+    out = tmp_path / "big"
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--sample", 100,
+               "--out", out)
+    assert r.exit_code == 0, r.output
+    note = "--sample 100 asks for more items than the task has: all 18 were scored"
+    assert f"warning: discotex: {note}" in r.stderr  # before the run
+    assert f"  warning: {note}" in r.stdout  # and in the summary
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["config"]["sample"] == 100  # as given: a resume compares it
+    entry = doc["tasks"]["discotex"]
+    assert entry["sampled"] == 18 == entry["n"] and note in entry["warnings"]
+    assert invoke("check", out).exit_code == 0
+    small = tmp_path / "small"
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--sample", 5,
+               "--out", small)
+    entry = json.loads((small / "results.json").read_text())["tasks"]["discotex"]
+    assert entry["sampled"] == 5 == entry["n"] and not any("--sample" in w for w in entry["warnings"])
+    assert "warning: discotex: --sample" not in r.stderr
+    unsampled = tmp_path / "all"
+    invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--out", unsampled)
+    assert "sampled" not in json.loads((unsampled / "results.json").read_text())["tasks"]["discotex"]
+
+
+# -- 5. did you mean: edit distance only, close matches only -----------------------------------
+def test_did_you_mean_suggests_only_close_spellings():
+    tasks = ["abricot", "abricot_abs", "abricot_inc", "discotex"]
+    assert close_names("discotx", tasks) == ["discotex"]  # not abricot
+    assert close_names("DiscoTex", tasks) == ["discotex"]
+    assert close_names("abricto", tasks) == ["abricot"]  # two letters swapped: one edit
+    assert close_names("abricot_ab", tasks) == ["abricot_abs"]
+    assert close_names("capitali", tasks) == [] and close_names("disc", tasks) == []
+    assert distance("discotx", "abricot") > 3 and distance("ab", "ba") == 1
+
+
+def test_did_you_mean_in_the_cli_for_tasks_and_model_aliases():
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotx")
+    assert r.exit_code == 2 and "unknown task 'discotx'. Did you mean: discotex? Known tasks:" in r.output
+    from abricot_local.registry import load_registry, lookup
+
+    registry = load_registry()
+    with pytest.raises(UnknownModelError, match=r"Did you mean: gemma-3-270m\?"):
+        lookup("gemma-3-270", registry)
+    with pytest.raises(UnknownModelError) as err:
+        lookup("discotx", registry)
+    assert "Did you mean" not in str(err.value)
+
+
+# -- 8. tasks: every description, and the item count wherever the data is found ----------------
+def test_tasks_shows_each_description_and_the_items_of_data_found_in_the_cache():
+    write_discotex(fetch.cache_dir() / "data" / "discotex", 4)  # as `data pull discotex` leaves it
+    rows = {row["name"]: row for row in json.loads(invoke("tasks", "--json").stdout)}
+    assert all(row["description"] for row in rows.values())
+    assert "abstract" in rows["abricot_abs"]["description"] and "inclusive" in rows["abricot_inc"]["description"]
+    assert rows["discotex"]["items"] == 8
+    text = invoke("tasks").stdout
+    assert "items: 8 " in text and "abricot_abs  (group abricot): ABRICOT" in text
+    missing = [ln for ln in text.splitlines() if "data: missing:" in ln]
+    assert len(missing) == 2 and all("get it: abricot-local data pull abricot" in ln for ln in missing)
+
+
+# -- 9. the tests' own skip reason: short, in the project's words, folded into one line --------
+def test_missing_test_data_is_one_short_skip_reason_reported_once(tmp_path, monkeypatch):
+    for name in ("GIVEN", "SHARED", "CACHE"):
+        monkeypatch.setattr(realdata, name, tmp_path / name.lower())
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setitem(realdata.FAILED, "toy data", "")
+
+    def refuse(dest):
+        raise OSError("no network here")
+
+    ds = realdata.DataSet("toy data", "data/toy", (("a.txt", "0" * 64),), "nowhere", refuse)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        realdata.require(ds)
+    reason = str(skipped.value)
+    assert len(reason) <= 110 and "laid out like" not in reason and "ABRICOT_TEST_DATA=DIR" in reason, reason
+    assert "no network here" in realdata.FAILED["toy data"]  # the whole story, for the summary at the end
+
+    import conftest
+
+    class Report:
+        skipped = True
+
+        def __init__(self, line):
+            self.longrepr = (f"tests/test_{line}.py", line, f"Skipped: {reason}")
+
+    folded = []
+    for line in (10, 20):  # two tests in two files skip for the same data: one location, one line of -rs
+        rep = Report(line)
+        hook = conftest.pytest_runtest_makereport(None, None)
+        next(hook)
+        with pytest.raises(StopIteration):
+            hook.send(type("Outcome", (), {"get_result": lambda self, r=rep: r})())
+        folded.append(rep.longrepr)
+    assert folded[0] == folded[1] == (*realdata.skip_location(), f"Skipped: {reason}")
+    assert folded[0][0].endswith("realdata.py")
