@@ -29,14 +29,16 @@ agree within a measured tolerance (docs: NUMERICS).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import platform
-from dataclasses import dataclass, replace
-from pathlib import Path
+import re
+import typing
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from abricot_local import __version__, fetch, memory
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend
+from abricot_local import __version__
+from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, backend_class, backend_options
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import DEFAULT_N_CTX, Generated, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
@@ -54,11 +56,10 @@ REQUEST_RULES = {
                       f"max_gen_toks (default {DEFAULT_MAX_GEN_TOKS}) or a full context; prefix rule as loglikelihood",
 }
 
-# model_args the front end takes besides the backend's own options
-FRONT_KEYS = ("model", "backend", "models", "force")
-BACKEND_ARG_KEYS = ("n_ctx", "n_batch", "threads", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn",
-                    "engine", "parallel", "seed", "verbose")
+# model_args the front end takes besides the backend's own options (backend_arg_keys)
+FRONT_KEYS = ("model", "backend", "models", "force", "model_dir")
 IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  # lm-eval's; numbers never depend on them
+INTERNAL_OPTIONS = ("vocab_only",)  # set by commands, never by a user
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
 Progress = Callable[[int, int], None]  # (done, total) in units of distinct requests
@@ -82,69 +83,87 @@ class OpenedModel:
     label: str
 
 
+def _option_types() -> dict[str, object]:
+    """Every backend option (the fields of each backend's Options) -> its type."""
+    out: dict[str, object] = {}
+    for kind in BACKENDS:
+        opts = backend_class(kind).Options
+        hints = typing.get_type_hints(opts)
+        for f in dataclasses.fields(opts):
+            if f.name not in INTERNAL_OPTIONS:
+                out.setdefault(f.name, hints[f.name])
+    return out
+
+
+def backend_arg_keys() -> tuple[str, ...]:
+    """The backend options model_args may give (a backend lacking one refuses it by name)."""
+    return tuple(_option_types())
+
+
 def _option_values(args: dict) -> dict:
-    """Backend option values from lm-eval's model_args (already typed by lm-eval's parser)."""
-    values = {k: args[k] for k in BACKEND_ARG_KEYS if args.get(k) is not None}
-    fa = values.get("flash_attn")
-    if isinstance(fa, bool):
-        values["flash_attn"] = "on" if fa else "off"
-    split = values.get("tensor_split")
-    if isinstance(split, str):
-        values["tensor_split"] = tuple(float(x) for x in split.replace(";", ",").replace(":", ",").split(",") if x.strip())
-    elif isinstance(split, (int, float)):
-        values["tensor_split"] = (float(split),)
-    for key in ("n_ctx", "n_batch", "threads", "n_gpu_layers", "main_gpu", "parallel", "seed"):
-        if key in values and not isinstance(values[key], int):
-            raise UsageError(f"model_args {key}={values[key]!r}: expected an integer")
+    """Backend option values from lm-eval's model_args (typed by lm-eval's parser), each turned
+    into its Options field's type. A list is written with ';' (lm-eval splits model_args on
+    commas): ``rpc=HOST:PORT;HOST:PORT``, ``tensor_split=3;1``."""
+    hints = _option_types()
+    values = {}
+    for key in hints:
+        value = args.get(key)
+        if value is None:
+            continue
+        hint = hints[key]
+        kinds = {a for a in typing.get_args(hint) if a is not type(None)} or {hint}
+        if typing.get_origin(hint) is tuple:
+            elem = typing.get_args(hint)[0]
+            items = value if isinstance(value, (list, tuple)) else \
+                [x for x in re.split(r"[;,]" if elem is str else r"[;:,]", str(value)) if x.strip()]
+            try:
+                value = tuple(elem(str(x).strip()) for x in items)
+            except ValueError:
+                raise UsageError(f"model_args {key}={args[key]!r}: expected {elem.__name__} values separated by ';'") from None
+        elif int in kinds and bool not in kinds:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UsageError(f"model_args {key}={value!r}: expected an integer")
+        elif str in kinds and isinstance(value, bool):
+            value = "on" if value else "off"  # flash_attn=True, as lm-eval types it
+        elif str in kinds:
+            value = str(value)
+        values[key] = value
     return values
 
 
 def open_model(args: dict) -> OpenedModel:
-    """Open ``args["model"]`` (a registry alias or a .gguf path) as `run` does: alias lookup
-    before any download, the registry's n_ctx when none is given, the memory and disk check
-    (unless force), the pull, the SHA-256, then the backend. ``args``: lm-eval's model_args."""
-    unknown = sorted(set(args) - set(FRONT_KEYS) - set(BACKEND_ARG_KEYS) - set(IGNORED_KEYS))
+    """Open ``args["model"]`` (any name `run` takes) as `run` does, through
+    :func:`abricot_local.modelref.resolve_model_ref` and :func:`~abricot_local.modelref.open_model`:
+    lookup before any download, the registry's n_ctx when none is given, memory and disk
+    checks (the RPC servers' memory included) unless force, the file's checks and SHA-256,
+    then the backend. ``args``: lm-eval's model_args."""
+    from abricot_local import modelref
+
+    model = args.get("model")
+    kind = str(args.get("backend") or DEFAULT_BACKEND)
+    keys = backend_arg_keys()
+    unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
     if unknown:
         raise UsageError(f"unknown model_args {', '.join(unknown)}; abricot-local takes "
-                         f"{', '.join(FRONT_KEYS + BACKEND_ARG_KEYS)}")
-    model = args.get("model")
+                         f"{', '.join(FRONT_KEYS + keys)}")
     if not model:
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
-    model = str(model)
-    kind = str(args.get("backend") or DEFAULT_BACKEND)
-    models_file = args.get("models")
-    force = bool(args.get("force"))
     values = _option_values(args)
     n_ctx_given = "n_ctx" in values
     values.setdefault("n_ctx", DEFAULT_N_CTX)
     options = backend_options(kind, values)
-    cls = backend_class(kind)
-    path = sha = alias = None
-    if cls.reads_model_file:
-        from abricot_local import planning
-
-        if not model.lower().endswith(".gguf") and not Path(model).exists():
-            spec = fetch.lookup_alias(model, models_file)  # an unknown alias fails before any download
-            if not n_ctx_given and spec.n_ctx:
-                options = replace(options, n_ctx=spec.n_ctx)
-            if not force:
-                planning.check_memory_before_download(spec, options)
-        resolved = fetch.resolve_model(model, models_file=models_file)
-        path, alias = Path(resolved.path), resolved.alias
-        sha = fetch.sha256_file(path)
-        if not force:  # as planning.check_memory
-            facts = cls.preflight(path, options)
-            if facts:
-                memory.check_memory(planning.model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0))
-    label = alias or (path.stem if path else model)
-    backend = open_backend(kind, str(path) if path else model, options)
+    force = bool(args.get("force"))
+    dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
+    ref = modelref.resolve_model_ref(str(model), backend=kind, options=options, n_ctx_given=n_ctx_given,
+                                     models_file=args.get("models"), force=force, model_dirs=dirs)
+    options = modelref.as_backend_options(ref.backend, modelref.options_for(ref, options, n_ctx_given))
+    backend = modelref.open_model(ref, options, force=force)
     try:
         prov = {
             "abricot_local": __version__,
             "python": platform.python_version(),
-            "model": {"name": label, "alias": alias, "path": str(path) if path else None,
-                      "size": path.stat().st_size if path else None, "sha256": sha},
-            "config": {"model": alias or (str(path) if path else model), "backend": kind, **cls.config(options)},
+            "model": ref.record(),
+            "config": {"model": ref.config_name, "backend": ref.backend, **backend_class(ref.backend).config(options)},
             **backend.provenance(),
             "requests": {**REQUEST_RULES, "prefix_token": backend.prefix_token,
                          "rolling_window_tokens": window_tokens(backend)}
@@ -153,7 +172,7 @@ def open_model(args: dict) -> OpenedModel:
     except BaseException:
         backend.close()
         raise
-    return OpenedModel(backend, prov, label)
+    return OpenedModel(backend, prov, ref.label)
 
 
 # -- the three request types ---------------------------------------------------------------------

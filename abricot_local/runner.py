@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
-from abricot_local.backends import open_backend
 from abricot_local.backends.base import Backend, ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, metric_items, require_finite
-from abricot_local.planning import RunPlan, TaskRun, check_memory, prepare
+from abricot_local.modelref import open_model, resolve_model_ref
+from abricot_local.planning import RunPlan, TaskRun, prepare
 from abricot_local.results import SCHEMA_VERSION, OutputDir
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, TaskOptions
@@ -142,13 +142,11 @@ def _results(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results:
             "chance": dict(run.task.chance),
             "warnings": [*run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(res.metrics)],
         }
-    size = Path(plan.model_path).stat().st_size if plan.model_path else None
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
     return {
         "schema_version": SCHEMA_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": {"name": plan.model_label, "alias": plan.model_alias, "path": plan.model_path,
-                  "size": size, "sha256": plan.model_sha256},
+        "model": plan.model.record(),
         "config": plan.config(),
         "manifest": plan.manifest(),
         "provenance": {
@@ -166,7 +164,8 @@ def _results(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results:
 
 
 def open_plan_backend(plan: RunPlan) -> Backend:
-    return open_backend(plan.backend, plan.model_path or plan.model_label, plan.backend_options)
+    """The plan's model opened, after the memory check (remote RPC memory included) unless --force."""
+    return open_model(plan.model, plan.backend_options, force=plan.force)
 
 
 def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Progress | None = None,
@@ -174,8 +173,6 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     """Load the model once, score every task, write the output folder."""
     start = time.perf_counter()
     own = backend is None
-    if own:
-        check_memory(plan)
     backend = backend or open_plan_backend(plan)
     try:
         if on_loaded:
@@ -214,15 +211,13 @@ def pull_data(task: str) -> list[tuple[Path, str]]:
 
 
 def label_map(model: str, backend: str, task_name: str, task_options: TaskOptions,
-              backend_options: ScoringOptions, models_file: str | None = None) -> dict:
+              backend_options: ScoringOptions, models_file: str | None = None, model_dirs: tuple[str, ...] = ()) -> dict:
     """How the first item's continuations map to token ids (vocab-only load)."""
-    from abricot_local.backends import backend_class
-
     names = task_names(task_name)
     item = prepare([make_task(names[0], task_options)], 1)[0].items[0]
-    reads = backend_class(backend).reads_model_file
-    path = str(fetch.resolve_model(model, models_file=models_file).path) if reads else model
-    be = open_backend(backend, path, backend_options)
+    ref = resolve_model_ref(model, backend=backend, options=backend_options, models_file=models_file,
+                            model_dirs=model_dirs)
+    be = open_model(ref, backend_options, force=True)  # vocab only: no weights are loaded
     try:
         sch = be.schedule(item.request())
         rows = []

@@ -43,7 +43,7 @@ from abricot_local.backends.base import (
 from abricot_local.backends import llama_log as resolved
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.errors import ModelError, UsageError
-from abricot_local.fetch import check_gguf
+from abricot_local.model_file import check_gguf
 
 FLASH_ATTN = {
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
@@ -325,7 +325,7 @@ class LlamaCppBackend:
             options = LlamaCppOptions(**{f: getattr(options, f) for f in options.__dataclass_fields__})
         self.path = Path(model_path)
         self.options = options
-        check_gguf(self.path)  # a clear message for what llama.cpp would fail on obscurely
+        check_gguf(self.path)  # once per file per process (open_model has checked it already)
         self.engine_cls = engine_class(options.engine)
         n_seq = self.engine_cls(_NoSession(), options).sequences() if not options.vocab_only else 1
         self.session = LlamaSession(self.path, options, n_seq)

@@ -32,6 +32,11 @@ def models_file_option(f):
                         help="Extra models.toml extending the registry.")(f)
 
 
+def model_dir_option(f):
+    return click.option("--model-dir", "model_dirs", multiple=True, type=click.Path(), metavar="DIR",
+                        help="A folder of GGUF files: MODEL may then be a file name found there (repeatable).")(f)
+
+
 def data_options(f):
     return _apply(f, [
         click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task."),
@@ -76,6 +81,7 @@ def backend_options(f):
         click.option("--parallel", type=int, default=None, help="batched: most items per decode "
                      "(default n_ctx/256, 1-16; each group also fits in --n-ctx). 1 = prefix's numbers."),
         models_file_option,
+        model_dir_option,
         click.option("--verbose", is_flag=True, help="Show llama.cpp's own log."),
     ])
 
