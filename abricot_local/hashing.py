@@ -31,7 +31,7 @@ from .errors import AbricotError, IntegrityError
 CHUNK = 8 * 1024 * 1024
 COMPUTED, MEMO = "computed", "memo"
 _KEYS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
-_seen: dict[tuple, str] = {}  # (real path, stat key) -> sha256 computed in this process
+_seen: dict[tuple, str] = {}  # stat key (device and inode first) -> sha256 computed in this process
 _fresh = [0]  # > 0 inside afresh(True): every digest is read from the bytes
 
 Progress = Callable[[int, int], None]  # (bytes read, total)
@@ -71,6 +71,17 @@ def _memo_load() -> dict:
         return {}
 
 
+def _memo_lookup(real: str, key: dict) -> str | None:
+    """The memo file's hash for this file as it is now: under its path, else under another
+    path of the same file (a hard link: same device, inode, size and times)."""
+    memo = _memo_load()
+    entries = [memo.get(real)] + [v for k, v in memo.items() if k != real]
+    for entry in entries:
+        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in key.items()) and entry.get("sha256"):
+            return str(entry["sha256"])
+    return None
+
+
 def memo_store(path: Path | str, digest: str) -> None:
     """Remember ``digest`` for ``path`` as it is now (best effort: a read-only cache only
     costs a rehash next time)."""
@@ -88,7 +99,16 @@ def memo_store(path: Path | str, digest: str) -> None:
     except OSError:
         pass
     else:
-        _seen[(real, tuple(entry[k] for k in _KEYS))] = digest
+        _seen[tuple(entry[k] for k in _KEYS)] = digest
+
+
+def identity(path: Path | str) -> tuple | None:
+    """What names a file's content as of now (hard links share it), else None."""
+    try:
+        key = _key(os.stat(os.path.realpath(path)))
+    except OSError:
+        return None
+    return tuple(key[k] for k in _KEYS)
 
 
 def remembered(path: Path | str) -> str | None:
@@ -98,13 +118,7 @@ def remembered(path: Path | str) -> str | None:
         key = _key(os.stat(real))
     except OSError:
         return None
-    hit = _seen.get((real, tuple(key[k] for k in _KEYS)))
-    if hit:
-        return hit
-    entry = _memo_load().get(real)
-    if isinstance(entry, dict) and all(entry.get(k) == v for k, v in key.items()) and entry.get("sha256"):
-        return str(entry["sha256"])
-    return None
+    return _seen.get(tuple(key[k] for k in _KEYS)) or _memo_lookup(real, key)
 
 
 def file_digest(path: Path | str, *, fresh: bool = False, memo: bool = True,
@@ -117,13 +131,13 @@ def file_digest(path: Path | str, *, fresh: bool = False, memo: bool = True,
         if not stat.S_ISREG(st.st_mode):
             raise AbricotError(f"{path} is not a regular file (a folder, pipe or device); give a file")
         key = _key(st)
-        seen = _seen.get((real, tuple(key[k] for k in _KEYS)))
+        seen = _seen.get(tuple(key[k] for k in _KEYS))
         if seen and memo:
             return Digest(seen, COMPUTED)
         if memo and not fresh:
-            entry = _memo_load().get(real)
-            if isinstance(entry, dict) and all(entry.get(k) == v for k, v in key.items()) and entry.get("sha256"):
-                return Digest(str(entry["sha256"]), MEMO)
+            hit = _memo_lookup(real, key)
+            if hit:
+                return Digest(hit, MEMO)
         digest = hashlib.sha256()
         done = 0
         with open(real, "rb") as fh:

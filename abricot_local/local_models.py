@@ -39,30 +39,36 @@ def by_sha256(registry: dict[str, ModelSpec]) -> dict[str, ModelSpec]:
     return {spec.sha256[0]: spec for _, spec in sorted(registry.items()) if spec.sha256}
 
 
-def to_hash(found: list[stores.Listed]) -> list[Path]:
-    """The files whose hash is not remembered yet (the first listing reads them)."""
-    return [x.path for x in found if hashing.remembered(x.path) is None]
-
-
 def local_models(registry: dict[str, ModelSpec], model_dirs: tuple[str, ...] = (),
                  progress: Callable[[str], None] | None = None) -> list[LocalModel]:
-    """One row per GGUF found, in the stores' order."""
+    """One row per GGUF found, in the stores' order; headers first, then the hashes not
+    remembered yet (each file once, hard links included)."""
     found = stores.listing(model_dirs)
-    todo = to_hash(found)
+    checked = []
+    for x in found:
+        try:
+            checked.append((x, facts(x.path), None))
+        except AbricotError as err:
+            checked.append((x, None, str(err)))
+    todo: dict[tuple, Path] = {}
+    for x, f, _ in checked:
+        ident = hashing.identity(x.path)
+        if f is not None and ident not in todo and hashing.remembered(x.path) is None:
+            todo[ident] = x.path
     if todo and progress:
-        total = sum(p.stat().st_size for p in todo)
+        total = sum(p.stat().st_size for p in todo.values())
         progress(f"hashing {len(todo)} model file(s), {total / 1e9:.2f} GB, once (later listings reuse the hashes)")
+    for k, path in enumerate(todo.values(), 1):
+        if progress:
+            progress(f"  [{k}/{len(todo)}] {path}")
+        hashing.sha256_file(path)
     known = by_sha256(registry)
     rows = []
-    for k, x in enumerate(found, 1):
-        if progress and x.path in todo:
-            progress(f"  [{todo.index(x.path) + 1}/{len(todo)}] {x.path}")
-        try:
-            f = facts(x.path)
-            sha = hashing.sha256_file(x.path)
-        except AbricotError as err:
-            rows.append(LocalModel(x.source, x.name, x.path, problem=str(err)))
+    for x, f, problem in checked:
+        if f is None:
+            rows.append(LocalModel(x.source, x.name, x.path, problem=problem))
             continue
+        sha = hashing.sha256_file(x.path)
         spec = known.get(sha)
         rows.append(LocalModel(x.source, x.name, x.path, f.architecture, human_params(f.parameters), f.quant or "?",
                                f.context_length, f.size, sha, spec.name if spec else None,

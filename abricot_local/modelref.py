@@ -215,23 +215,21 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
     check before a download (the registry's n_ctx applies unless ``n_ctx_given``)."""
     name = str(name)
     if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
-        spec = _registry(registry, models_file).get(name) if not is_path_name(name) else None
+        spec = _registry(registry, models_file).get(name) if not is_path_name(name) and ":" not in name else None
         return synthetic_ref(name, backend, spec if spec and spec.source == "synthetic" else None)
-    if is_path_name(name):
-        found = Path(name).expanduser()
-        if not found.exists() and not ("/" in name or "\\" in name):
-            from . import stores
-
-            hit = stores.find_by_file_name(name, model_dirs)
-            if hit is not None:
-                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts)
-        return _finish(name, backend, found, "path", fresh=fresh)
     from . import stores
 
     if stores.prefix_of(name):
         hit = stores.resolve(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
         return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, revision=hit.revision,
                        label=hit.label)
+    if is_path_name(name):
+        found = Path(name).expanduser()
+        if not found.exists() and not ("/" in name or "\\" in name):
+            hit = stores.find_by_file_name(name, model_dirs)
+            if hit is not None:
+                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts)
+        return _finish(name, backend, found, "path", fresh=fresh)
     reg = _registry(registry, models_file)
     try:
         spec = lookup(name, reg)
