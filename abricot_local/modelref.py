@@ -142,6 +142,20 @@ def local_file(spec: ModelSpec) -> Path | None:
     return None
 
 
+def where_text(spec: ModelSpec) -> str:
+    """Where a registry model's file is, for listings: its path, else why there is none."""
+    path = local_file(spec)
+    if path is not None:
+        return str(path)
+    if spec.source == "synthetic":
+        return "(synthetic: no file)"
+    if spec.source == "pypi" and is_cached(spec):
+        from .pypi_models import assembled_path
+
+        return f"{assembled_path(spec)} (assembled on first use)"
+    return "not here"
+
+
 def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
     """For a registry model not on this machine: its size against RAM and the download
     folder's free disk, refused with the numbers before anything downloads."""

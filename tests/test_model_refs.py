@@ -336,6 +336,23 @@ def test_models_local_lists_every_store_and_names_the_registry_alias(home, tmp_p
     assert "hashing" not in again.output and again.output.splitlines()[-4:] == r.output.splitlines()[-4:]
 
 
+def test_the_gguf_check_runs_once_per_file_per_process(tmp_path, monkeypatch):
+    from abricot_local import model_file
+
+    calls = []
+    real = model_file.verify_gguf
+    monkeypatch.setattr(model_file, "verify_gguf", lambda p: calls.append(p) or real(p))
+    path = tmp_path / "m.gguf"
+    path.write_bytes(GGUF)
+    modelref.resolve_model_ref(str(path))
+    modelref.resolve_model_ref(str(path))
+    model_file.check_gguf(path)  # as LlamaCppBackend.__init__ does
+    assert calls == [path]
+    path.write_bytes(gguf_with(("a", "b")))  # changed: checked again
+    model_file.check_gguf(path)
+    assert calls == [path, path]
+
+
 def test_models_shows_gated_and_where_the_file_is(tmp_path):
     (tmp_path / "m.gguf").write_bytes(GGUF)
     user = tmp_path / "u.toml"
@@ -345,6 +362,9 @@ def test_models_shows_gated_and_where_the_file_is(tmp_path):
     assert rows["mine"].rstrip().endswith(str((tmp_path / "m.gguf").resolve()))
     assert rows["llama-3.1-8b-q4"].split()[-1] == "here" and " base " in rows["llama-3.1-8b-q4"]
     assert " no " in rows["qwen2.5-0.5b-q4"] and " no " in rows["gemma-3-270m"]
+    assert rows["gemma-3-270m"].endswith("gemma-3-270m-q4_k_m.gguf (assembled on first use)")
+    doctor = json.loads(invoke("doctor", "--json", "--models", user).output)
+    assert {m["alias"]: m["path"] for m in doctor["models"]}["mine"] == str((tmp_path / "m.gguf").resolve())
     assert not any(" ? " in rows[a] for a in rows if a.startswith(("mistral", "llama")))
 
 
@@ -416,3 +436,6 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
     r = invoke("run", "ollama:gemma3:270m", "--tasks", "discotex", "--data-dir", data, "--limit", 1,
                "--out", tmp_path / "ollama", "--resume")
     assert r.exit_code != 0 and "model_sha256" in r.output and "differ from the recorded run" in r.output
+    (ollama / "blobs" / f"sha256-{GEMMA_SHA}").unlink()  # `ollama rm`: check finds the tag again, now another file
+    r = invoke("check", tmp_path / "ollama")
+    assert r.exit_code == 2 and f"but the run recorded {GEMMA_SHA}: not the same file" in r.output

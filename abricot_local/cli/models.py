@@ -33,8 +33,7 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
     rows = []
     for alias, spec in sorted(registry.items()):
         try:
-            path = modelref.local_file(spec)
-            where = str(path) if path else ("(synthetic)" if spec.source == "synthetic" else "not here")
+            where = modelref.where_text(spec)
         except AbricotError:
             where = "?"
         rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
