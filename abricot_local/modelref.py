@@ -204,19 +204,35 @@ def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: Scori
 
     if not backend_class(backend).reads_model_file or is_path_name(name) or stores.prefix_of(name):
         return None
-    try:
-        spec = lookup(name, load_registry(models_file))
-    except UnknownModelError as err:
-        if stores.find_by_file_name(name, model_dirs) is not None:
-            return None
-        raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
-    if spec.source == "synthetic":
-        return synthetic_ref(name, spec.backend, spec)
+    found = _lookup(name, None, models_file, model_dirs)
+    if not isinstance(found, ModelSpec):
+        return None
+    if found.source == "synthetic":
+        return synthetic_ref(name, found.backend, found)
     if not force:
-        kind = spec.backend or backend
-        check_before_download(spec, options_for(spec, as_backend_options(kind, options or backend_class(kind).Options()),
-                                                n_ctx_given))
+        _check_spec(found, backend, options, n_ctx_given)
     return None
+
+
+def _lookup(name: str, registry, models_file, model_dirs):
+    """The registry entry ``name`` names, else a file of that name in llama.cpp's cache or a
+    --model-dir folder (a stores.Found), else UnknownModelError with close matches, the
+    registry's and this machine's."""
+    from . import stores
+
+    try:
+        return lookup(name, _registry(registry, models_file))
+    except UnknownModelError as err:
+        hit = stores.find_by_file_name(name, model_dirs)
+        if hit is not None:
+            return hit
+        raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
+
+
+def _check_spec(spec: ModelSpec, backend: str, options: ScoringOptions | None, n_ctx_given: bool) -> None:
+    kind = spec.backend or backend
+    opts = as_backend_options(kind, options or backend_class(kind).Options())
+    check_before_download(spec, options_for(spec, opts, n_ctx_given))
 
 
 def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
@@ -244,20 +260,14 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
             if hit is not None:
                 return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts)
         return _finish(name, backend, found, "path", fresh=fresh)
-    reg = _registry(registry, models_file)
-    try:
-        spec = lookup(name, reg)
-    except UnknownModelError as err:
-        hit = stores.find_by_file_name(name, model_dirs)
-        if hit is not None:
-            return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts)
-        raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
+    spec = _lookup(name, registry, models_file, model_dirs)
+    if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
+        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts)
     if spec.source == "synthetic":
         return synthetic_ref(name, spec.backend, spec)
     kind = spec.backend or backend
     if not force:
-        opts = options_for(spec, as_backend_options(kind, options or backend_class(kind).Options()), n_ctx_given)
-        check_before_download(spec, opts)
+        _check_spec(spec, backend, options, n_ctx_given)
     path = _fetch_registry(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
     revision = spec.revision_for(0) if spec.source == "hf" else None
     if spec.source == "hf" and not revision:
@@ -300,7 +310,8 @@ def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bo
 def _header_quant(path: Path) -> str:
     from .model_file import headers
 
-    return quant_name(headers(path)[0], path)
+    infos = headers(path)
+    return quant_name(infos[0], path) if infos else ""
 
 
 # -- opening ---------------------------------------------------------------------------------

@@ -252,14 +252,17 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
         if key in t and not isinstance(t[key], str):
             raise UsageError(f"{where}: '{key}' must be a string")
     backend = t.get("backend", "")
+    fileless = False
     if backend:
-        from .backends import BACKENDS  # names only: no backend module is imported
+        from .backends import BACKENDS, backend_class
 
         if backend not in BACKENDS:
             raise UsageError(f"{where}: backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    source = t.get("source", "synthetic" if backend == "fake" else "hf")
-    if (source == "synthetic") != (backend == "fake"):
-        raise UsageError(f"{where}: backend = \"fake\" goes with source = \"synthetic\" (no file), and only with it")
+        fileless = not backend_class(backend).reads_model_file
+    source = t.get("source", "synthetic" if fileless else "hf")
+    if (source == "synthetic") != fileless:
+        raise UsageError(f"{where}: source = \"synthetic\" (no file) goes with a backend that reads no model file "
+                         f"(backend = \"fake\"), and only with one")
     if source not in SOURCES:
         raise UsageError(f"{where}: source must be one of {', '.join(SOURCES)}, not {source!r}")
     missing = [k for k in _REQUIRED[source] if k not in t or (k != "revision" and not t[k])]

@@ -160,7 +160,8 @@ def test_a_registry_entry_naming_the_fake_backend_runs_without_a_model(tmp_path)
     assert doc["model"]["source"] == "synthetic" and doc["model"]["alias"] == "toy" and doc["model"]["path"] is None
     assert doc["published"]["reproduces"] == "ABRICOT paper: llama-3.1-8b"
     assert invoke("check", out).exit_code == 0
-    for bad, why in (('[x]\nbackend = "fake"\nsource = "hf"\nrepo = "a/b"\nrevision = ""\nfile = "f.gguf"\n', "goes with"),
+    hf_fake = '[x]\nbackend = "fake"\nsource = "hf"\nrepo = "a/b"\nrevision = ""\nfile = "f.gguf"\n'
+    for bad, why in ((hf_fake, "goes with a backend that reads no model file"),
                      ('[x]\nbackend = "torch"\n', "backend must be one of")):
         user.write_text(bad)
         with pytest.raises(UsageError, match=why):
