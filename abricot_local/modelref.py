@@ -27,7 +27,7 @@ from typing import Callable
 from . import hashing, memory
 from .backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend
 from .backends.base import Backend, ScoringOptions
-from .errors import UnknownModelError
+from .errors import AbricotError, UnknownModelError
 from .model_file import check_gguf, quant_name
 from .registry import ModelSpec, load_registry, lookup
 
@@ -51,6 +51,7 @@ class ModelRef:
     revision: str | None = None
     quant: str = ""
     source_facts: tuple[tuple[str, str], ...] = ()
+    matches: ModelSpec | None = None  # a registry entry whose pinned SHA-256 this file has
 
     @property
     def alias(self) -> str | None:
@@ -58,7 +59,18 @@ class ModelRef:
 
     @property
     def reproduces(self) -> str:
-        return self.spec.reproduces if self.spec else ""
+        """The published rows of the registry entry, or of the entry this file is byte for byte."""
+        entry = self.spec or self.matches
+        return entry.reproduces if entry else ""
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file of the model (the parts of a split one)."""
+        if self.path is None:
+            return ()
+        from .gguf_check import split_parts
+
+        return tuple(split_parts(self.path) or [self.path])
 
     @property
     def config_name(self) -> str:
@@ -249,20 +261,23 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
         return synthetic_ref(name, backend, spec if spec and spec.source == "synthetic" else None)
     from . import stores
 
+    def known():
+        return _registry(registry, models_file)
+
     if stores.prefix_of(name):
         hit = stores.resolve(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
         return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, revision=hit.revision,
-                       label=hit.label)
+                       label=hit.label, registry=known)
     if is_path_name(name):
         found = Path(name).expanduser()
         if not found.exists() and not ("/" in name or "\\" in name):
             hit = stores.find_by_file_name(name, model_dirs)
             if hit is not None:
-                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts)
-        return _finish(name, backend, found, "path", fresh=fresh)
+                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, registry=known)
+        return _finish(name, backend, found, "path", fresh=fresh, registry=known)
     spec = _lookup(name, registry, models_file, model_dirs)
     if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
-        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts)
+        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, registry=known)
     if spec.source == "synthetic":
         return synthetic_ref(name, spec.backend, spec)
     kind = spec.backend or backend
@@ -295,16 +310,30 @@ def _snapshot_commit(path: Path) -> str | None:
 
 
 def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bool, spec: ModelSpec | None = None,
-            facts: tuple = (), revision: str | None = None, label: str | None = None) -> ModelRef:
+            facts: tuple = (), revision: str | None = None, label: str | None = None, registry=None) -> ModelRef:
     """The GGUF check and the SHA-256 of a file found: the ModelRef."""
     check_gguf(path)
     digest = hashing.file_digest(path, fresh=fresh)
     from .report import quant_of
 
     quant = (spec.quant if spec else "") or quant_of(str(path)) or _header_quant(path)
+    matches = None if spec else _same_file(digest.sha256, registry)
+    if matches is not None:
+        facts = (*facts, ("same_sha256_as", matches.name))
     return ModelRef(as_written, source, backend, label or (spec.name if spec else Path(path).stem), spec=spec,
                     path=Path(path), sha256=digest.sha256, sha256_origin=digest.origin, revision=revision,
-                    quant=quant, source_facts=tuple(facts))
+                    quant=quant, source_facts=tuple(facts), matches=matches)
+
+
+def _same_file(sha256: str, registry) -> ModelSpec | None:
+    """The registry entry pinned to this SHA-256 (a file found elsewhere that is an alias's)."""
+    try:
+        reg = registry() if callable(registry) else registry
+    except AbricotError:  # a broken user models.toml does not stop a run of a path
+        return None
+    if not reg:
+        return None
+    return next((spec for _, spec in sorted(reg.items()) if spec.sha256 and spec.sha256[0] == sha256), None)
 
 
 def _header_quant(path: Path) -> str:

@@ -214,6 +214,11 @@ def test_ollama_names_resolve_to_verified_blobs(home, tmp_path, monkeypatch):
     assert facts["model_layer"] == f"sha256:{SHA}" and len(facts["manifest_sha256"]) == 64
     assert ref.record()["source_facts"] == facts and ref.config_name == "ollama:tiny"
     assert modelref.resolve_model_ref("ollama:someone/tiny:q8").source == "ollama"
+    user = tmp_path / "u.toml"  # a registry entry pinned to this blob's bytes: its published rows apply
+    user.write_text(f'[tiny-q4]\nsource = "local"\npath = "x.gguf"\nsha256 = "{SHA}"\nreproduces = "ABRICOT paper: mistral-7b"\n')
+    same = modelref.resolve_model_ref("ollama:tiny", models_file=user)
+    assert same.reproduces == "ABRICOT paper: mistral-7b" and dict(same.source_facts)["same_sha256_as"] == "tiny-q4"
+    assert same.alias is None and same.config_name == "ollama:tiny"
     with pytest.raises(UnknownModelError, match=r"ollama:tni:latest is not in the Ollama store.*Did you mean: ollama:tiny:latest"):
         modelref.resolve_model_ref("ollama:tni")
     blob.write_bytes(GGUF[:-1] + b"\x01")  # a damaged blob: its name is not its hash
@@ -421,15 +426,16 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
         assert (tmp_path / source / "samples-discotex.jsonl").read_bytes() == want, source
         m = doc["model"]
         assert (m["source"], m["as_written"], m["sha256"]) == (source, name, GEMMA_SHA)
+        assert m["source_facts"]["same_sha256_as"] == "gemma-3-270m"  # the registry entry it is, byte for byte
+        assert invoke("check", tmp_path / source, "--threads", 1).exit_code == 0, source
+        again = run(name, tmp_path / source, "--resume")  # the same model found again, hashed afresh
+        assert again["tasks"]["discotex"]["scored_now"] == 0 and again["model"]["sha256_origin"] == "computed"
     assert json.loads((tmp_path / "hf" / "results.json").read_text())["model"]["revision"] == COMMIT
 
     r = invoke("models", "--local")
     rows = [ln for ln in r.output.splitlines() if "gemma3" in ln]
     assert len(rows) == 4 and all("gemma-3-270m" in ln and "268M" in ln and "Q4_K_M" in ln for ln in rows), r.output
 
-    assert invoke("check", tmp_path / "ollama", "--threads", 1).exit_code == 0
-    doc = run("ollama:gemma3:270m", tmp_path / "ollama", "--resume")  # the same model found again
-    assert doc["tasks"]["discotex"]["scored_now"] == 0 and doc["model"]["sha256_origin"] == "computed"
     smol = hashing.sha256_file(smollm2_path)
     link(smollm2_path, ollama / "blobs" / f"sha256-{smol}")
     layers[0]["digest"] = f"sha256:{smol}"  # `ollama pull` moved the tag to another blob
