@@ -18,7 +18,7 @@ from .hub_errors import hub_error, is_connection_error
 from .registry import ModelSpec
 
 
-def _hub():
+def hub_module():
     """The huggingface_hub module, imported on first use (keeps the CLI start fast)."""
     import huggingface_hub
 
@@ -27,7 +27,7 @@ def _hub():
 
 def cached_paths(spec: ModelSpec) -> list[Path] | None:
     """Paths of all parts in the Hugging Face cache, or None if any is missing."""
-    hub = _hub()
+    hub = hub_module()
     paths = []
     for i, name in enumerate(spec.files):
         found = hub.try_to_load_from_cache(spec.repo, name, revision=spec.revision_for(i))
@@ -98,7 +98,7 @@ def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None =
         for i, name in enumerate(spec.files):
             rev = spec.revision_for(i)
             try:
-                found = _hub().hf_hub_download(repo_id=spec.repo, filename=name, revision=rev,
+                found = hub_module().hf_hub_download(repo_id=spec.repo, filename=name, revision=rev,
                                                local_files_only=offline)
             except Exception as exc:
                 raise hub_error(exc, spec.repo, name, rev, dataset=False) from None
@@ -160,7 +160,7 @@ def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
     """File names of a Hugging Face dataset repository (from the cache when offline)."""
     if not is_offline() and not hub_probe.unreachable():
         try:
-            return sorted(_hub().list_repo_files(repo_id, repo_type="dataset", revision=revision))
+            return sorted(hub_module().list_repo_files(repo_id, repo_type="dataset", revision=revision))
         except Exception as exc:
             err = hub_error(exc, repo_id, None, revision, dataset=True)
             if not is_connection_error(exc) or not isinstance(err, DownloadError):
@@ -179,7 +179,7 @@ def hub_dataset_download(repo_id: str, filename: str, revision: str | None = Non
     local = is_offline() or bool(hub_probe.unreachable())  # unreachable: the cached copy, if any
     with progress_bars(progress):
         try:
-            return Path(_hub().hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
+            return Path(hub_module().hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
                                                repo_type="dataset", local_files_only=local))
         except Exception as exc:
             if local and not is_offline():

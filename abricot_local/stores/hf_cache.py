@@ -106,7 +106,7 @@ def _download(repo: str, quant, file, where: str, notify, progress: bool) -> Fou
     from ..hub_errors import hub_error
 
     hub_probe.require(where)
-    api = hub._hub()
+    api = hub.hub_module()
     try:
         info = api.model_info(repo)
     except Exception as exc:
