@@ -208,17 +208,29 @@ def _fetch_registry(spec: ModelSpec, *, offline: bool | None, progress: bool, no
 # -- resolving -------------------------------------------------------------------------------
 def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
                     n_ctx_given: bool = True, models_file: Path | str | None = None,
-                    model_dirs: tuple[str, ...] = (), force: bool = False) -> ModelRef | None:
-    """The step before anything is fetched: an unknown name fails here; a registry model not on
-    this machine has its memory and disk checked (unless ``force``). The ModelRef when nothing
-    is to be fetched for it (a synthetic entry), else None (resolve_model_ref goes on)."""
+                    model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
+                    fresh: bool = False) -> ModelRef | None:
+    """The step before anything is fetched: an unknown name, a missing file or store fails
+    here; a registry model not on this machine has its memory and disk checked (unless
+    ``force``). The ModelRef when nothing is to be fetched for it (a file on this machine, a
+    synthetic entry), else None (resolve_model_ref fetches it later)."""
     from . import stores
+    from .errors import ModelError
 
-    if not backend_class(backend).reads_model_file or is_path_name(name) or stores.prefix_of(name):
+    if not backend_class(backend).reads_model_file:
         return None
+    local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh)
+    prefix = stores.prefix_of(name)
+    if prefix == "hf":  # from the cache when it is there; a download waits
+        try:
+            return resolve_model_ref(name, offline=True, **local)
+        except ModelError:
+            return None
+    if prefix or is_path_name(name):
+        return resolve_model_ref(name, **local)
     found = _lookup(name, None, models_file, model_dirs)
     if not isinstance(found, ModelSpec):
-        return None
+        return resolve_model_ref(name, **local)
     if found.source == "synthetic":
         return synthetic_ref(name, found.backend, found)
     if not force:

@@ -172,11 +172,12 @@ def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: T
              shard: Shard | None = None, notify=None, fresh: bool = False,
              model_dirs: tuple[str, ...] = ()) -> RunPlan:
     """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
-    (an unknown model fails first; a download waits until the tasks and data are found).
+    (a model that is not there fails first; a download waits until the tasks and data are found).
     ``fresh`` (--resume): every file is hashed from its bytes."""
     with hashing.afresh(fresh):
         ref = before_download(model, backend=backend, options=backend_options, n_ctx_given=n_ctx_given,
-                              models_file=models_file, model_dirs=model_dirs, force=force)
+                              models_file=models_file, model_dirs=model_dirs, force=force, notify=notify,
+                              fresh=fresh)
         tasks, skipped = select_tasks(task_spec, task_options)
         runs = prepare(tasks, limit, sample, shard)
         data = {r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
