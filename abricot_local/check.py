@@ -9,9 +9,10 @@ from typing import Callable
 
 import numpy as np
 
-from abricot_local import fetch
-from abricot_local.backends import backend_class, backend_options, open_backend
-from abricot_local.errors import ResultsError, UsageError
+from abricot_local import fetch, hashing
+from abricot_local.backends import backend_class, backend_options
+from abricot_local.errors import ModelError, ResultsError, UsageError
+from abricot_local.modelref import ModelRef, open_model, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.planning import Shard, prepare
 from abricot_local.record import Record, read_run, read_samples
@@ -49,7 +50,7 @@ class CheckReport:
 def _verify(path: Path, recorded: str | None, what: str) -> None:
     if not path.is_file():
         raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in --help")
-    got = fetch.sha256_file(path)
+    got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
     if recorded and got != recorded:
         raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
 
@@ -68,6 +69,30 @@ def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
     return replace(base, data=tuple(data))
 
 
+def recorded_model(record: Record, given: str | None = None) -> ModelRef:
+    """The recorded run's model, found again and hashed from its bytes: ``given`` (any name
+    `run` takes), else the recorded file, else (moved or replaced) the name as it was written
+    (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one."""
+    rec, kind = record.model, record.config.backend
+    if not backend_class(kind).reads_model_file:
+        return resolve_model_ref(rec.name, backend=kind)
+    name = given or rec.path
+    if not name:
+        raise ResultsError("the run records no model path; give the model with --model")
+    if not given and not Path(name).is_file():
+        if rec.source not in (None, "path", "registry") and rec.as_written:
+            name = rec.as_written
+        else:
+            raise ResultsError(f"the recorded model file {name} is missing; give it with the option shown in --help")
+    with hashing.afresh():
+        try:
+            ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
+        except ModelError as err:
+            raise ResultsError(f"the recorded model cannot be opened: {err}") from None
+    require_same(ref, rec.sha256)
+    return ref
+
+
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None
               ) -> CheckReport:
@@ -83,21 +108,14 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     cfg = record.config_dict()
     options = _task_options(record, data_dir)
     kind = record.config.backend
-    if backend_class(kind).reads_model_file:
-        if not (model or record.model.path):
-            raise ResultsError(f"{out / 'results.json'} records no model path; give the model file with --model")
-        path = Path(model or record.model.path)
-        _verify(path, record.model.sha256, "model file")
-        model_ref = str(path)
-    else:
-        model_ref = record.model.name
+    ref = recorded_model(record, model)
     bopts = backend_options(kind, {**cfg, **(backend_values or {})}, strict=False)
     runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
                    Shard.parse(record.config.shard))
     rng = np.random.default_rng(options.seed)
     recorded_runs = {name: {s.id: s.line for s in read_samples(out / t.samples_name(name))}
                      for name, t in record.tasks.items()}
-    backend = open_backend(kind, model_ref, bopts)
+    backend = open_model(ref, bopts, force=True)
     diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
     try:
         if options.chat_template:

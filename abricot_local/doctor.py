@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from . import fetch, memory
+from .modelref import is_cached, local_file
 from .registry import ModelSpec
 
 REINSTALL = {
@@ -128,14 +129,15 @@ def model_facts(models: dict[str, ModelSpec], ram: int | None, vram: int) -> lis
     rows = []
     for alias, spec in sorted(models.items()):
         try:
-            cached = fetch.is_cached(spec)
+            cached, path = is_cached(spec), local_file(spec)
         except Exception:  # a broken cache entry must not break the report
-            cached = False
+            cached, path = False, None
         size = spec.approx_bytes
         rows.append({
             "alias": alias,
             "source": spec.source,
             "cached": cached,
+            "path": str(path) if path else None,
             "size": size,
             "size_exact": bool(spec.sizes),
             "fits_ram": None if size is None or ram is None else size <= ram,

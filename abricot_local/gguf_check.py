@@ -39,6 +39,7 @@ MAX_TENSORS = 1 << 20  # real models: hundreds to a few tens of thousands
 MAX_KV = 1 << 20  # real models: tens
 MAX_STRINGS = 1 << 24  # a string array (vocabularies: up to ~300k entries)
 SHORT_STRING = 1024  # string values kept in GGUFInfo.metadata
+LONG_STRINGS = {"tokenizer.chat_template": 1 << 20}  # longer strings kept whole, up to these sizes
 SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # ggml type id -> (name, elements per block, bytes per block), as ggml's type_traits;
@@ -201,7 +202,7 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
         raise _Damaged(f"metadata key '{key}' has unknown value type {vtype} (byte {r.pos - 4})")
     if vtype == STRING:
         n = r.u64(f"the length of '{key}'")
-        if n <= SHORT_STRING:
+        if n <= max(SHORT_STRING, LONG_STRINGS.get(key, 0)):
             off = r.take(n, f"the value of '{key}'", claimed=True)
             return key, vtype, r.buf[off : off + n].decode("utf-8", "replace")
         r.skip(n, f"the value of '{key}'")

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import hashlib
 import platform
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from abricot_local import __version__, fetch, memory
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend, option_specs
+from abricot_local import __version__
+from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
@@ -54,8 +53,8 @@ REQUEST_RULES = {
                       f"max_gen_toks (default {DEFAULT_MAX_GEN_TOKS}) or a full context; prefix rule as loglikelihood",
 }
 
-# model_args the front end takes besides the backends' own options (backend_arg_keys())
-FRONT_KEYS = ("model", "backend", "models", "force")
+# model_args the front end takes besides the backend's own options (backend_arg_keys)
+FRONT_KEYS = ("model", "backend", "models", "force", "model_dir")
 IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  # lm-eval's; numbers never depend on them
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
@@ -90,51 +89,37 @@ def _model_arg(key: str) -> str:
 
 
 def open_model(args: dict) -> OpenedModel:
-    """Open ``args["model"]`` (a registry alias or a .gguf path) as `run` does: alias lookup
-    before any download, the registry's n_ctx when none is given, the memory and disk check
-    (unless force), the pull, the SHA-256, then the backend. ``args``: lm-eval's model_args."""
+    """Open ``args["model"]`` (any name `run` takes) as `run` does, through
+    :func:`abricot_local.modelref.resolve_model_ref` and :func:`~abricot_local.modelref.open_model`:
+    lookup before any download, the registry's n_ctx when none is given, memory and disk
+    checks (the RPC servers' memory included) unless force, the file's checks and SHA-256,
+    then the backend. ``args``: lm-eval's model_args."""
+    from abricot_local import modelref
+
+    model = args.get("model")
+    kind = str(args.get("backend") or DEFAULT_BACKEND)
     keys = backend_arg_keys()
     unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
     if unknown:
         raise UsageError(f"unknown model_args {', '.join(unknown)}; abricot-local takes "
                          f"{', '.join(FRONT_KEYS + keys)}")
-    model = args.get("model")
     if not model:
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
-    model = str(model)
-    kind = str(args.get("backend") or DEFAULT_BACKEND)
-    models_file = args.get("models")
-    force = bool(args.get("force"))
     values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
     n_ctx_given = "n_ctx" in values
-    options = backend_options(kind, values, name=_model_arg)
-    cls = backend_class(kind)
-    path = sha = alias = None
-    if cls.reads_model_file:
-        from abricot_local import planning
-
-        if not model.lower().endswith(".gguf") and not Path(model).exists():
-            spec = fetch.lookup_alias(model, models_file)  # an unknown alias fails before any download
-            if not n_ctx_given and spec.n_ctx:
-                options = replace(options, n_ctx=spec.n_ctx)
-            if not force:
-                planning.check_memory_before_download(spec, options)
-        resolved = fetch.resolve_model(model, models_file=models_file)
-        path, alias = Path(resolved.path), resolved.alias
-        sha = fetch.sha256_file(path)
-        if not force:  # as planning.check_memory
-            facts = cls.preflight(path, options)
-            if facts:
-                memory.check_memory(planning.model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0))
-    label = alias or (path.stem if path else model)
-    backend = open_backend(kind, str(path) if path else model, options)
+    options = backend_options(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
+    force = bool(args.get("force"))
+    dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
+    ref = modelref.resolve_model_ref(str(model), backend=kind, options=options, n_ctx_given=n_ctx_given,
+                                     models_file=args.get("models"), force=force, model_dirs=dirs)
+    options = modelref.as_backend_options(ref.backend, modelref.options_for(ref, options, n_ctx_given))
+    backend = modelref.open_model(ref, options, force=force)
     try:
         prov = {
             "abricot_local": __version__,
             "python": platform.python_version(),
-            "model": {"name": label, "alias": alias, "path": str(path) if path else None,
-                      "size": path.stat().st_size if path else None, "sha256": sha},
-            "config": {"model": alias or (str(path) if path else model), "backend": kind, **cls.config(options)},
+            "model": ref.record(),
+            "config": {"model": ref.config_name, "backend": ref.backend, **backend_class(ref.backend).config(options)},
             **backend.provenance(),
             "requests": {**REQUEST_RULES, "prefix_token": backend.prefix_token,
                          "rolling_window_tokens": window_tokens(backend)}
@@ -143,7 +128,7 @@ def open_model(args: dict) -> OpenedModel:
     except BaseException:
         backend.close()
         raise
-    return OpenedModel(backend, prov, label)
+    return OpenedModel(backend, prov, ref.label)
 
 
 # -- the three request types ---------------------------------------------------------------------

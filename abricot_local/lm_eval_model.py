@@ -13,10 +13,12 @@ Three ways in::
 entry-point group (declared in pyproject.toml) find it with no import; older ones
 (0.4.13 included) need the import, which ``abricot-local lm-eval`` does.
 
-``model_args``: ``model`` (a registry alias or a .gguf path), the backend's options (the
-fields of its ``Options``, as ``run``'s flags: ``n_ctx``, ``n_batch``, ``engine``, ...;
-``harness.backend_arg_keys()`` lists them), ``backend``, ``models`` (an extra models.toml)
-and ``force`` (skip the memory check). The request rules are
+``model_args``: ``model`` (any name `run` takes: a registry alias, a .gguf path, ``ollama:``,
+``lmstudio:``, ``hf:``...), every option of the backend's own ``Options`` (``n_ctx``,
+``threads``, ``engine``, ``rpc``, ``extra_bufts``...: ``harness.backend_arg_keys()`` lists them; a list is written with ';', as in
+``rpc=HOST:PORT;HOST:PORT``, since lm-eval splits model_args on commas), ``backend``,
+``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). The
+model is opened by :mod:`abricot_local.modelref`, as `run` opens it. The request rules are
 in harness.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
 into lm-eval's results under ``config.abricot_local``.
 """

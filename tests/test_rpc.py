@@ -9,6 +9,7 @@ a llama-cpp-python built without GGML_RPC, or missing data, fails.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -376,3 +377,40 @@ def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_pat
     assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "ref" / "samples-discotex.jsonl").read_bytes()
     doc = json.loads((out / "results.json").read_text())
     assert doc["tasks"]["discotex"]["scored_now"] == 10 - len(kept)
+
+
+# -- lm-eval's model over the same servers ----------------------------------------------------
+LM_EVAL = r"""
+import json, sys
+from lm_eval.api.instance import Instance
+from lm_eval.utils import simple_parse_args_string
+from abricot_local.lm_eval_model import AbricotLM
+lm = AbricotLM(model=sys.argv[1], **simple_parse_args_string(sys.argv[2]))  # as lm-eval's --model_args
+reqs = [Instance("loglikelihood", {}, tuple(p), 0) for p in json.loads(sys.argv[3])]
+print(json.dumps({"ll": lm.loglikelihood(reqs, disable_tqdm=True), "info": lm.get_model_info()["abricot_local"]}))
+lm.close()
+"""
+
+
+@pytest.mark.real
+def test_lm_eval_model_args_rpc_gives_the_local_numbers(gemma_path, servers):
+    """`abricot-local lm-eval MODEL --model_args rpc=A;B,...`: lm-eval's model opens the model as
+    `run --rpc` does (the servers' memory in the check), and scores what a local run scores."""
+    _need(importlib.util.find_spec("lm_eval") is not None, 'lm-eval is not installed: pip install "abricot-local[test]"')
+    a, b = servers(2)
+    pairs = [["Domanda: qual è la capitale d'Italia?\nRisposta:", " Roma"],
+             ["Domanda: qual è la capitale d'Italia?\nRisposta:", " Parigi"],
+             ["Il gatto dorme", " sul divano."]]
+
+    def score(model_args: str) -> dict:
+        r = subprocess.run([sys.executable, "-c", LM_EVAL, str(gemma_path), model_args, json.dumps(pairs)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    local = score("n_ctx=512,threads=1,extra_bufts=off")  # an RPC server has no repacked weights
+    remote = score(f"n_ctx=512,threads=1,rpc={a.endpoint};{b.endpoint}")
+    assert remote["ll"] == local["ll"]  # bit-identical, as run --rpc
+    assert remote["info"]["rpc"]["servers"] == [a.endpoint, b.endpoint] and "rpc" not in local["info"]
+    assert remote["info"]["model"]["sha256"] == local["info"]["model"]["sha256"]
+    assert remote["info"]["model"]["source"] == "path"

@@ -33,7 +33,7 @@ from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.llama_cpp_options import LlamaCppOptions
 from abricot_local.backends.llama_cpp_session import LlamaSession, resolved_extra_bufts, resolved_gpu_layers
 from abricot_local.errors import UsageError
-from abricot_local.fetch import check_gguf
+from abricot_local.model_file import check_gguf
 
 
 class LlamaCppBackend:
@@ -50,7 +50,7 @@ class LlamaCppBackend:
             options = LlamaCppOptions(**{f: getattr(options, f) for f in options.__dataclass_fields__})
         self.path = Path(model_path)
         self.options = options
-        check_gguf(self.path)  # a clear message for what llama.cpp would fail on obscurely
+        check_gguf(self.path)  # once per file per process (open_model has checked it already)
         engine_cls = engine_class(options.engine)
         n_seq = engine_cls.sequences(options) if not options.vocab_only else 1
         self.session = LlamaSession(self.path, options, n_seq)

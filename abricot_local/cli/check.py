@@ -28,7 +28,8 @@ def merge(shards: tuple[str, ...], out: str) -> None:
               help="Re-score only N items, drawn with the run's seed.")
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-3, show_default=True,
               help="Largest log-prob difference accepted.")
-@click.option("--model", "model_path", type=click.Path(), default=None, help="The model file, if it moved.")
+@click.option("--model", "model_path", default=None,
+              help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
 @recheck_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

@@ -1,31 +1,43 @@
-"""`models`, `pull`, `doctor`, `labels`: the registry, downloads, this machine, a tokenizer's labels."""
+"""`models`, `pull`, `doctor`, `labels`: the registry and the models on this machine, downloads,
+this machine, a tokenizer's labels."""
 
 from __future__ import annotations
 
 import click
 
 from abricot_local.cli.app import cli
-from abricot_local.cli.options import backend_opts, backend_options, models_file_option, task_options, task_opts
+from abricot_local.cli.options import (backend_opts, backend_options, model_dir_option, models_file_option,
+                                       task_options, task_opts)
 from abricot_local.errors import AbricotError
 
 
 @cli.command()
+@click.option("--local", "local", is_flag=True, help="List every GGUF on this machine (Ollama, LM Studio, the "
+              "Hugging Face cache, llama.cpp's cache, --model-dir) and the registry alias each one is.")
 @models_file_option
-def models(models_file: str | None) -> None:
-    """List the registry's models: size, licence, gated, and whether they are in the cache."""
-    from abricot_local import fetch
-    from abricot_local.console.listings import gib, models_table
+@model_dir_option
+def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) -> None:
+    """List the registry's models (size, licence, gated, the file when it is on this machine),
+    or with --local the models other tools keep here."""
+    from abricot_local import modelref
+    from abricot_local.console.listings import gib, local_models_table, models_table
     from abricot_local.registry import load_registry
 
+    registry = load_registry(models_file)
+    if local:
+        from abricot_local.local_models import local_models
+
+        rows = local_models(registry, model_dirs, progress=lambda line: click.echo(line, err=True))
+        click.echo(local_models_table(rows))
+        return
     rows = []
-    for alias, spec in sorted(load_registry(models_file).items()):
+    for alias, spec in sorted(registry.items()):
         try:
-            cached = "yes" if fetch.is_cached(spec) else "no"
+            where = modelref.where_text(spec)
         except AbricotError:
-            cached = "?"
-        gated = {True: "yes", False: "no", None: "?"}[spec.gated]
+            where = "?"
         rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
-                     gated, cached, spec.reproduces or ""))
+                     spec.gated_text, spec.reproduces or "", where))
     click.echo(models_table(rows))
 
 
@@ -34,10 +46,10 @@ def models(models_file: str | None) -> None:
 @models_file_option
 def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
-    from abricot_local import fetch
+    from abricot_local.modelref import resolve_model_ref
 
-    resolved = fetch.resolve_model(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
-    click.echo(f"{resolved.alias or alias}: {resolved.path}  sha256 {fetch.sha256_file(resolved.path)}")
+    ref = resolve_model_ref(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
+    click.echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")
 
 
 @cli.command()
@@ -73,5 +85,5 @@ def labels(model: str, task_name: str, **kw) -> None:
 
         task_name = select_tasks(None, task_opts(kw))[0][0].name
     info = runner.label_map(model, kw["backend"], task_name, task_opts(kw), backend_opts(kw, vocab_only=True),
-                            kw["models_file"])
+                            kw["models_file"], kw["model_dirs"])
     click.echo(labels_text(info))

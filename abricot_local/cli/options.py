@@ -30,6 +30,11 @@ def models_file_option(f):
                         help="Extra models.toml extending the registry.")(f)
 
 
+def model_dir_option(f):
+    return click.option("--model-dir", "model_dirs", multiple=True, type=click.Path(), metavar="DIR",
+                        help="A folder of GGUF files: MODEL may then be a file name found there (repeatable).")(f)
+
+
 def data_options(f):
     return _apply(f, [
         click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task."),
@@ -70,7 +75,7 @@ def backend_options(f):
     flags = [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag]
     return _apply(f, [click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
                                    help=f"Inference backend: {', '.join(BACKENDS)}."),
-                      *flags, models_file_option])
+                      *flags, models_file_option, model_dir_option])
 
 
 def recheck_options(f):

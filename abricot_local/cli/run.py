@@ -30,7 +30,8 @@ from abricot_local.errors import AbricotError, UsageError
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
 def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
         resume: bool, force: bool, **kw) -> None:
-    """Score MODEL (a registry alias or a .gguf path) on the tasks; write results to --out.
+    """Score MODEL (a registry alias, a .gguf path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE],
+    hf:OWNER/REPO[:QUANT] or a file in --model-dir / llama.cpp's cache) on the tasks; write results to --out.
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
@@ -66,7 +67,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
             n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
             task_options=task_opts(kw), backend_options=backend_opts(kw), limit=limit,
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
-            notify=lambda line: click.echo(line, err=True),
+            notify=lambda line: click.echo(line, err=True), fresh=resume, model_dirs=kw["model_dirs"],
         )
         out_dir = out_dir or Path("results") / plan.model_label / stamp
         _watch_remote(plan, out_dir)

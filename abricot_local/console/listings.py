@@ -17,9 +17,22 @@ def table(rows: list[tuple]) -> str:
 
 
 def models_table(rows: list[tuple]) -> str:
-    """The registry listing: alias, params, quant, size, license, gated, cached, reproduces."""
-    head = ("alias", "params", "quant", "size", "license", "gated", "cached", "reproduces")
+    """The registry listing: alias, params, quant, size, license, gated, reproduces, and the file
+    when it is on this machine."""
+    head = ("alias", "params", "quant", "size", "license", "gated", "reproduces", "file")
     return table([head, *rows])
+
+
+def local_models_table(rows) -> str:
+    """`models --local`: each GGUF found, its header's facts, the registry alias its SHA-256 is."""
+    if not rows:
+        return ("no GGUF found (looked in Ollama's store, LM Studio's models folder, the Hugging Face cache, "
+                "llama.cpp's cache and the --model-dir folders)")
+    head = ("source", "name", "arch", "params", "quant", "n_ctx", "size", "registry alias", "reproduces")
+    body = [(r.source, r.name, r.architecture, r.params, r.quant, r.n_ctx or "?", gib(r.size), r.alias or "-",
+             r.reproduces or "") if not r.problem else (r.source, r.name, "unusable:", r.problem, "", "", "", "", "")
+            for r in rows]
+    return table([head, *body])
 
 
 def data_status(row: dict) -> str:
@@ -44,7 +57,7 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
     lines.append(f"cached models: {len(cached)}")
     for m in cached:
         fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
-        lines.append(f"  {m['alias']:<24} {gib(m['size']):>9}  {fits}")
+        lines.append(f"  {m['alias']:<24} {gib(m['size']):>9}  {fits:<19} {m.get('path') or ''}".rstrip())
     lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
                  + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {reinstall_rpc}"))
     lines.append("reinstall llama-cpp-python for a GPU build:")

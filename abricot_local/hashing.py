@@ -1,0 +1,181 @@
+"""SHA-256 of model and data files, from their bytes.
+
+A hash is remembered (in ``cache_dir()/sha256-memo.json``, and for the rest of
+the process) against what a rewrite of the file cannot keep: its device,
+inode, size, modification and status-change times in nanoseconds. ``rsync -t``,
+a restore or bit rot can keep a file's size and mtime, but writing it moves
+its ctime, which no user call can set back; so a changed file is hashed again.
+``fresh=True`` (``check``, ``--resume``) ignores the memo file and reads the
+bytes (a hash computed earlier in this same process, of the same unchanged
+file, is from the bytes too and is reused).
+
+Every digest says where it came from: ``"computed"`` (read in this process)
+or ``"memo"`` (remembered from an earlier process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .cache import cache_dir
+from .errors import AbricotError, IntegrityError
+
+CHUNK = 8 * 1024 * 1024
+COMPUTED, MEMO = "computed", "memo"
+_KEYS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
+_seen: dict[tuple, str] = {}  # stat key (device and inode first) -> sha256 computed in this process
+_fresh = [0]  # > 0 inside afresh(True): every digest is read from the bytes
+
+Progress = Callable[[int, int], None]  # (bytes read, total)
+
+
+@dataclass(frozen=True)
+class Digest:
+    sha256: str
+    origin: str  # COMPUTED or MEMO
+
+
+@contextlib.contextmanager
+def afresh(enabled: bool = True) -> Iterator[None]:
+    """Within the block, the memo file is not trusted: every file is hashed from its bytes
+    (check, --resume; data files included)."""
+    _fresh[0] += bool(enabled)
+    try:
+        yield
+    finally:
+        _fresh[0] -= bool(enabled)
+
+
+def _key(st: os.stat_result) -> dict:
+    return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns}
+
+
+def memo_file() -> Path:
+    return cache_dir() / "sha256-memo.json"
+
+
+def _memo_load() -> dict:
+    try:
+        data = json.loads(memo_file().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _memo_lookup(real: str, key: dict) -> str | None:
+    """The memo file's hash for this file as it is now: under its path, else under another
+    path of the same file (a hard link: same device, inode, size and times)."""
+    memo = _memo_load()
+    entries = [memo.get(real)] + [v for k, v in memo.items() if k != real]
+    for entry in entries:
+        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in key.items()) and entry.get("sha256"):
+            return str(entry["sha256"])
+    return None
+
+
+def memo_store(path: Path | str, digest: str) -> None:
+    """Remember ``digest`` for ``path`` as it is now (best effort: a read-only cache only
+    costs a rehash next time)."""
+    real = os.path.realpath(path)
+    try:
+        entry = {**_key(os.stat(real)), "sha256": digest}
+        memo = {k: v for k, v in _memo_load().items() if os.path.exists(k)}  # drop deleted files
+        memo[real] = entry
+        target = memo_file()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".memo-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(memo, fh, indent=0, sort_keys=True)
+        os.replace(tmp, target)
+    except OSError:
+        pass
+    else:
+        _seen[tuple(entry[k] for k in _KEYS)] = digest
+
+
+def identity(path: Path | str) -> tuple | None:
+    """What names a file's content as of now (hard links share it), else None."""
+    try:
+        key = _key(os.stat(os.path.realpath(path)))
+    except OSError:
+        return None
+    return tuple(key[k] for k in _KEYS)
+
+
+def remembered(path: Path | str) -> str | None:
+    """The hash remembered for ``path`` as it is now, else None (nothing is read)."""
+    real = os.path.realpath(path)
+    try:
+        key = _key(os.stat(real))
+    except OSError:
+        return None
+    return _seen.get(tuple(key[k] for k in _KEYS)) or _memo_lookup(real, key)
+
+
+def file_digest(path: Path | str, *, fresh: bool = False, memo: bool = True,
+                progress: Progress | None = None) -> Digest:
+    """The SHA-256 of a regular file and where it came from; see the module's text."""
+    real = os.path.realpath(path)
+    fresh = fresh or _fresh[0] > 0
+    try:
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            raise AbricotError(f"{path} is not a regular file (a folder, pipe or device); give a file")
+        key = _key(st)
+        seen = _seen.get(tuple(key[k] for k in _KEYS))
+        if seen and memo:
+            return Digest(seen, COMPUTED)
+        if memo and not fresh:
+            hit = _memo_lookup(real, key)
+            if hit:
+                return Digest(hit, MEMO)
+        digest = hashlib.sha256()
+        done = 0
+        with open(real, "rb") as fh:
+            for block in iter(lambda: fh.read(CHUNK), b""):
+                digest.update(block)
+                done += len(block)
+                if progress:
+                    progress(done, st.st_size)
+            after = _key(os.fstat(fh.fileno()))
+    except OSError as exc:
+        raise AbricotError(f"cannot read {path}: {exc.strerror or exc}") from None
+    hexdigest = digest.hexdigest()
+    if memo and after == key:  # not written to while it was read
+        memo_store(real, hexdigest)
+    return Digest(hexdigest, COMPUTED)
+
+
+def sha256_file(path: Path | str, *, memo: bool = True, fresh: bool = False) -> str:
+    """SHA-256 of a file, streamed; remembered as the module's text says."""
+    return file_digest(path, memo=memo, fresh=fresh).sha256
+
+
+def verify_file(path: Path, *, sha256: str | None, size: int | None, what: str, fresh: bool = False) -> Digest | None:
+    """Raise :class:`IntegrityError` when ``path`` differs from the expected size or hash;
+    the digest when a hash was expected."""
+    got_size = os.path.getsize(path)
+    if size is not None and got_size != size:
+        raise IntegrityError(
+            f"{what}: expected {size} bytes, got {got_size} ({path}). The file was not used; "
+            "delete it and download it again."
+        )
+    if not sha256:
+        return None
+    got = file_digest(path, fresh=fresh)
+    if got.sha256 != sha256.lower():
+        raise IntegrityError(
+            f"{what}: sha256 mismatch, expected {sha256.lower()}, got {got.sha256} ({path}). The file was not "
+            "used. Delete it and retry; if the repository was re-uploaded, pin another revision and "
+            "sha256 in your own models.toml."
+        )
+    return got
