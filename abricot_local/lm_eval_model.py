@@ -15,11 +15,11 @@ entry-point group (declared in pyproject.toml) find it with no import; older one
 
 ``model_args``: ``model`` (any name `run` takes: a registry alias, a .gguf path, ``ollama:``,
 ``lmstudio:``, ``hf:``...), every option of the backend's own ``Options`` (``n_ctx``,
-``threads``, ``engine``, ``rpc``, ``extra_bufts``...: ``harness.backend_arg_keys()`` lists them; a list is written with ';', as in
+``threads``, ``engine``, ``rpc``, ``extra_bufts``...: ``lm_eval_requests.backend_arg_keys()`` lists them; a list is written with ';', as in
 ``rpc=HOST:PORT;HOST:PORT``, since lm-eval splits model_args on commas), ``backend``,
 ``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). The
 model is opened by :mod:`abricot_local.modelref`, as `run` opens it. The request rules are
-in harness.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
+in lm_eval_requests.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
 into lm-eval's results under ``config.abricot_local``.
 """
 
@@ -33,7 +33,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from abricot_local import harness
+from abricot_local import lm_eval_requests
 from abricot_local.errors import UsageError
 
 MODEL_NAME = "abricot-local"
@@ -72,14 +72,14 @@ class AbricotLM(LM):
     def __init__(self, model: str | None = None, **kwargs) -> None:
         super().__init__()
         self.batch_size_given = kwargs.get("batch_size")  # recorded by lm-eval; no number depends on it
-        self.opened = harness.open_model({"model": model, **kwargs})
+        self.opened = lm_eval_requests.open_model({"model": model, **kwargs})
         self.backend = self.opened.backend
         self._special = False  # prompts rendered by the chat template hold special-token markup
 
     # -- the three request types -----------------------------------------------------------
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         pairs = [(str(r.args[0]), str(r.args[1])) for r in requests]
-        out = harness.loglikelihood(self.backend, pairs, special=self._special,
+        out = lm_eval_requests.loglikelihood(self.backend, pairs, special=self._special,
                                     progress=_bar("loglikelihood", disable_tqdm))
         for pair, res in zip(pairs, out):
             self.cache_hook.add_partial("loglikelihood", pair, res)
@@ -87,7 +87,7 @@ class AbricotLM(LM):
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         texts = [str(r.args[0]) for r in requests]
-        out = harness.loglikelihood_rolling(self.backend, texts, lm_eval_windows, special=self._special,
+        out = lm_eval_requests.loglikelihood_rolling(self.backend, texts, lm_eval_windows, special=self._special,
                                             progress=_bar("loglikelihood_rolling", disable_tqdm))
         for text, res in zip(texts, out):
             self.cache_hook.add_partial("loglikelihood_rolling", (text,), res)
@@ -95,7 +95,7 @@ class AbricotLM(LM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         args = [(str(r.args[0]), dict(r.args[1] or {})) for r in requests]
-        gens = harness.generate(self.backend, args, special=self._special,
+        gens = lm_eval_requests.generate(self.backend, args, special=self._special,
                                 progress=_bar("generate_until", disable_tqdm))
         for (ctx, kw), g in zip(args, gens):
             self.cache_hook.add_partial("generate_until", (ctx, kw), g.text)

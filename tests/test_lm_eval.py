@@ -27,7 +27,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from abricot_local import harness  # noqa: E402
+from abricot_local import lm_eval_requests as requests_  # noqa: E402
 from abricot_local.backends.options import ScoringOptions  # noqa: E402
 from abricot_local.backends.fake import BOS, FakeBackend, FakeSession  # noqa: E402
 from abricot_local.core import Request, log_softmax  # noqa: E402
@@ -69,9 +69,9 @@ def fake(**kw) -> FakeBackend:
 
 # -- fast tests on the fake backend ---------------------------------------------------------------
 def test_the_cached_prefix_is_the_text_up_to_its_last_blank_line():
-    assert harness.prefix_of("Istruzioni.\n\nD: 1\nR: a\n\nD: 2\nR:") == "Istruzioni.\n\nD: 1\nR: a\n\n"
-    assert harness.prefix_of("no blank line\nhere") == ""
-    assert harness.prefix_of("") == ""
+    assert requests_.prefix_of("Istruzioni.\n\nD: 1\nR: a\n\nD: 2\nR:") == "Istruzioni.\n\nD: 1\nR: a\n\n"
+    assert requests_.prefix_of("no blank line\nhere") == ""
+    assert requests_.prefix_of("") == ""
 
 
 def test_loglikelihood_scores_each_context_once_and_matches_the_oracle():
@@ -79,7 +79,7 @@ def test_loglikelihood_scores_each_context_once_and_matches_the_oracle():
     conts = [" si", " no", " forse no"]
     pairs = [(c, x) for c in contexts for x in conts] + [(contexts[0], " si")]  # a duplicate
     b = fake()
-    got = harness.loglikelihood(b, pairs)
+    got = requests_.loglikelihood(b, pairs)
     assert b.counters.requests == len(contexts)  # one evaluation per context, all continuations
     assert b.counters.prefix_hits >= 1  # "Intro.\n\n" stayed in the cache
     for (ctx, cont), (lp, greedy) in zip(pairs, got):
@@ -87,23 +87,23 @@ def test_loglikelihood_scores_each_context_once_and_matches_the_oracle():
         want_lp, want_greedy = oracle_score(whole, len(b.tokenize(ctx)))
         assert lp == pytest.approx(want_lp, abs=1e-12) and greedy == want_greedy
         # a separate scoring of the same request through a fresh backend: exactly equal
-        alone = fake().score(Request(ctx, tuple(conts), prefix=harness.prefix_of(ctx)))
+        alone = fake().score(Request(ctx, tuple(conts), prefix=requests_.prefix_of(ctx)))
         assert lp == alone.logprobs[conts.index(cont)]
 
 
 def test_loglikelihood_is_independent_of_order_and_grouping():
     pairs = [(f"Intro.\n\nDomanda {k}\nR:", f" {x}") for k in range(6) for x in ("A", "B", "CD")]
-    ref = harness.loglikelihood(fake(), pairs)
+    ref = requests_.loglikelihood(fake(), pairs)
     for seed in range(3):
         order = list(range(len(pairs)))
         random.Random(seed).shuffle(order)
-        got = harness.loglikelihood(fake(), [pairs[k] for k in order])
+        got = requests_.loglikelihood(fake(), [pairs[k] for k in order])
         assert [got[order.index(k)] for k in range(len(pairs))] == ref
     # a subset (as --limit makes) keeps each number
-    assert harness.loglikelihood(fake(), pairs[3:7]) == ref[3:7]
+    assert requests_.loglikelihood(fake(), pairs[3:7]) == ref[3:7]
     # every exact engine gives the same numbers
     for engine in ("naive", "single"):
-        assert harness.loglikelihood(fake(engine=engine), pairs) == ref
+        assert requests_.loglikelihood(fake(engine=engine), pairs) == ref
 
 
 def test_is_greedy_is_true_exactly_for_the_argmax_continuation():
@@ -118,7 +118,7 @@ def test_is_greedy_is_true_exactly_for_the_argmax_continuation():
 
 def test_empty_context_scores_the_continuation_after_bos():
     b = fake()
-    (lp, greedy), = harness.loglikelihood(b, [("", "ciao")])
+    (lp, greedy), = requests_.loglikelihood(b, [("", "ciao")])
     assert (lp, greedy) == pytest.approx(oracle_score([BOS, *b"ciao"], 1), abs=1e-12)
 
 
@@ -128,7 +128,7 @@ def test_rolling_windows_predict_every_token_once_each_exactly():
     _lm_eval()
     text = "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura."  # 69 tokens
     b = fake(n_ctx=24)
-    (got,) = harness.loglikelihood_rolling(b, [text], lm_eval_windows)
+    (got,) = requests_.loglikelihood_rolling(b, [text], lm_eval_windows)
     tokens = list(text.encode())
     windows = list(lm_eval_windows(tokens, BOS, 23))
     assert len(windows) == 3 and sum(len(p) for _, p in windows) == len(tokens)
@@ -138,7 +138,7 @@ def test_rolling_windows_predict_every_token_once_each_exactly():
         assert len(ctx) + len(pred) <= 24
         want += oracle_score(ctx + pred, len(ctx))[0]
     assert got == pytest.approx(want, abs=1e-9)
-    assert harness.loglikelihood_rolling(fake(n_ctx=24), [text, "", text], lm_eval_windows) == [got, 0.0, got]
+    assert requests_.loglikelihood_rolling(fake(n_ctx=24), [text, "", text], lm_eval_windows) == [got, 0.0, got]
 
 
 def test_generation_is_greedy_and_stops_at_until_max_tokens_and_eos(monkeypatch):
@@ -166,11 +166,11 @@ def test_generation_requests_are_order_free_and_share_the_prefix():
     reqs = [(f"Esempio: 1 -> 2\n\nDomanda {k}:", {"until": ["\n"], "max_gen_toks": 5}) for k in range(4)]
     reqs.append((reqs[0][0], {"until": "\n", "max_gen_toks": 5}))  # `until` as one string: the same request
     b = fake()
-    ref = harness.generate(b, reqs)
+    ref = requests_.generate(b, reqs)
     assert b.counters.requests == 4 and b.counters.prefix_hits == 3
     assert ref[4] == ref[0]
     shuffled = list(reversed(reqs))
-    assert list(reversed(harness.generate(fake(), shuffled))) == ref
+    assert list(reversed(requests_.generate(fake(), shuffled))) == ref
     for (ctx, kw), g in zip(reqs, ref):  # each equals a generation on its own, from a fresh backend
         assert fake().generate(ctx, ["\n"], 5) == g
 
@@ -178,30 +178,30 @@ def test_generation_requests_are_order_free_and_share_the_prefix():
 def test_bad_requests_fail_before_any_decode():
     b = fake(n_ctx=32)
     with pytest.raises(ContextOverflowError, match="n_ctx=N"):
-        harness.loglikelihood(b, [("breve", " x"), ("x" * 40, " y")])
+        requests_.loglikelihood(b, [("breve", " x"), ("x" * 40, " y")])
     with pytest.raises(ContextOverflowError, match="raise n_ctx"):
-        harness.generate(b, [("breve", {}), ("x" * 40, {})])
+        requests_.generate(b, [("breve", {}), ("x" * 40, {})])
     assert b.counters.decode_calls == 0
     with pytest.raises(UsageError, match="greedily"):
-        harness.generate(b, [("breve", {"do_sample": True})])
+        requests_.generate(b, [("breve", {"do_sample": True})])
     with pytest.raises(UsageError, match="adds no token"):
-        harness.loglikelihood(b, [("breve", "")])
+        requests_.loglikelihood(b, [("breve", "")])
 
 
 def test_model_args_are_checked():
     with pytest.raises(UsageError, match="unknown model_args pretrained"):
-        harness.open_model({"model": "fake", "backend": "fake", "pretrained": "gpt2"})
+        requests_.open_model({"model": "fake", "backend": "fake", "pretrained": "gpt2"})
     with pytest.raises(UsageError, match="needs model="):
-        harness.open_model({"backend": "fake"})
+        requests_.open_model({"backend": "fake"})
     with pytest.raises(UsageError, match="no option --n-gpu-layers"):
-        harness.open_model({"model": "fake", "backend": "fake", "n_gpu_layers": 3})
+        requests_.open_model({"model": "fake", "backend": "fake", "n_gpu_layers": 3})
     with pytest.raises(UsageError, match="expected an integer"):
-        harness.open_model({"model": "fake", "backend": "fake", "n_ctx": "tanti"})
+        requests_.open_model({"model": "fake", "backend": "fake", "n_ctx": "tanti"})
     from abricot_local.errors import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="abricot-local models"):  # before any download
-        harness.open_model({"model": "no-such-model"})
-    opened = harness.open_model({"model": "fake", "backend": "fake", "n_ctx": 256, "batch_size": 64})
+        requests_.open_model({"model": "no-such-model"})
+    opened = requests_.open_model({"model": "fake", "backend": "fake", "n_ctx": 256, "batch_size": 64})
     assert opened.provenance["schedule"]["n_ctx"] == 256
     assert opened.provenance["requests"]["rolling_window_tokens"] == 255
 
@@ -244,11 +244,11 @@ def test_lm_eval_python_api_on_the_fake_backend(isolated_home):
     assert _resps(one) == _resps(many)
     prov = one["config"]["abricot_local"]
     assert prov["backend"] == "fake" and prov["schedule"]["n_ctx"] == 96
-    assert prov["requests"]["version"] == harness.REQUEST_RULES["version"]
+    assert prov["requests"]["version"] == requests_.REQUEST_RULES["version"]
     # the logged numbers are the harness's on a fresh backend
     samples = one["samples"]["abricot_mc"]
     pairs = [tuple(a) for s in samples for a in s["arguments"]]
-    want = harness.loglikelihood(fake(n_ctx=96), pairs)
+    want = requests_.loglikelihood(fake(n_ctx=96), pairs)
     assert [tuple(r[0]) for s in samples for r in s["resps"]] == want
     assert one["results"]["abricot_mc"]["acc,none"] == np.mean(
         [int(np.argmax([r[0][0] for r in s["resps"]])) == s["target"] for s in samples])
@@ -272,7 +272,7 @@ def test_import_and_help_load_no_lm_eval():
             "from click.testing import CliRunner\n"
             "for cmd in (['--help'], ['lm-eval', '--help']):\n"
             "    assert CliRunner().invoke(c.cli, cmd).exit_code == 0\n"
-            "print('lm_eval' in sys.modules, 'abricot_local.harness' in sys.modules)")
+            "print('lm_eval' in sys.modules, 'abricot_local.lm_eval_requests' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False False", r.stdout + r.stderr
 
@@ -404,10 +404,10 @@ def test_real_logged_loglikelihoods_equal_a_separate_scoring(real, gemma_path):
             ctx = s["args"][0][0]
             conts = tuple(a[1] for a in s["args"])
             assert conts == (" A", " B", " C", " D", " E")  # lm-eval's target delimiter, as `run` scores
-            sep = b.score(Request(ctx, conts, prefix=harness.prefix_of(ctx)))  # fresh cache, no reuse
+            sep = b.score(Request(ctx, conts, prefix=requests_.prefix_of(ctx)))  # fresh cache, no reuse
             assert s["resps"] == list(zip(sep.logprobs, sep.greedy))
             gold = int(s["target"])
-            lone = b.score(Request(ctx, (conts[gold],), prefix=harness.prefix_of(ctx)))
+            lone = b.score(Request(ctx, (conts[gold],), prefix=requests_.prefix_of(ctx)))
             # one continuation alone: a longer trunk (its own token in the last decode call);
             # measured identical here, accepted within 1e-4 nats
             assert abs(lone.logprobs[0] - sep.logprobs[gold]) <= 1e-4
@@ -420,7 +420,7 @@ def test_real_logged_loglikelihoods_equal_a_separate_scoring(real, gemma_path):
             assert s["resps"] == [total]
         for s in real["samples"]["abricot_generate"]:
             ctx, kw = s["args"][0]
-            g = b.generate(ctx, kw["until"], kw["max_gen_toks"], prefix=harness.prefix_of(ctx))
+            g = b.generate(ctx, kw["until"], kw["max_gen_toks"], prefix=requests_.prefix_of(ctx))
             assert s["resps"] == [g.text] and g.reason in ("until", "max_tokens", "eos")
             # what it generated is greedy under the scoring schedule too
             assert b.score_tokens(b.tokenize(ctx), [g.tokens]).greedy == (True,)
@@ -458,10 +458,10 @@ def test_real_rolling_windows_at_a_small_context(gemma_path):
     try:
         tokens = b.tokenize(text, bos=False)
         # n_ctx 32 asked (llama.cpp allocates 256 cells, but decodes at most 32 tokens per call)
-        assert harness.window_tokens(b) == 31 and b.provenance()["schedule"]["n_batch"] == 32
+        assert requests_.window_tokens(b) == 31 and b.provenance()["schedule"]["n_batch"] == 32
         windows = list(lm_eval_windows(tokens, b.prefix_token, 31))
         assert len(windows) >= 2
-        (got,) = harness.loglikelihood_rolling(b, [text], lm_eval_windows)
+        (got,) = requests_.loglikelihood_rolling(b, [text], lm_eval_windows)
         want = 0.0
         for ctx, pred in windows:
             want += b.score_tokens(ctx, [pred]).logprobs[0]

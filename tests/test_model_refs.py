@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub import constants as hf_constants
 
-from abricot_local import hashing, harness, hub_probe, modelref, pypi_models
+from abricot_local import hashing, hub_probe, lm_eval_requests, modelref, pypi_models
 from abricot_local.cli import cli
 from abricot_local.errors import IntegrityError, ModelError, UnknownModelError, UsageError
 from abricot_local.registry import load_registry
@@ -176,9 +176,9 @@ def test_lm_eval_model_args_take_every_backend_option(monkeypatch):
     o = backend_options("llama.cpp", given, name=lambda k: f"model_args {k}")
     assert (o.rpc, o.extra_bufts, o.tensor_split, o.flash_attn, o.n_ctx) == (
         ("127.0.0.1:50052", "127.0.0.1:50053"), "off", (3.0, 1.0), "on", 512)
-    assert {"rpc", "extra_bufts"} <= set(harness.backend_arg_keys())
+    assert {"rpc", "extra_bufts"} <= set(lm_eval_requests.backend_arg_keys())
     with pytest.raises(UsageError, match="the fake backend has no option --rpc"):
-        harness.open_model({"model": "x", "backend": "fake", "rpc": "127.0.0.1:1"})
+        lm_eval_requests.open_model({"model": "x", "backend": "fake", "rpc": "127.0.0.1:1"})
 
 
 # -- the stores (issue 23) --------------------------------------------------------------------

@@ -14,7 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import backends, harness, option_fields
+from abricot_local import backends, lm_eval_requests, option_fields
 from abricot_local.backends import Registered, backend_options, option_specs
 from abricot_local.backends.engines import ENGINES, Batched, Engine, Prefix
 from abricot_local.backends.llama_cpp_options import LlamaCppOptions
@@ -74,7 +74,7 @@ def test_adding_a_setting_is_one_field(toy):
     r, _ = toy("--backend", "fake", "--knob", 5)
     assert r.exit_code != 0 and "the fake backend has no option --knob" in r.output
     assert "--knob INTEGER" in toy("--help")[0].output and "toy only: How far to turn it." in toy("--help")[0].output
-    assert "knob" in harness.backend_arg_keys()
+    assert "knob" in lm_eval_requests.backend_arg_keys()
     assert backend_options("toy", {"knob": "7"}, name=lambda k: f"model_args {k}").knob == 7
     with pytest.raises(UsageError, match="model_args knob must be between 1 and 9, got 0"):
         backend_options("toy", {"knob": 0}, name=lambda k: f"model_args {k}")
@@ -85,10 +85,10 @@ def test_every_backend_field_is_a_flag_and_a_model_args_key():
     for spec, kinds in option_specs():
         assert spec.flag_name in run_help, spec.name  # its own flag, or (seed) the task's --seed
         assert spec.flag or run_help.count(spec.flag_name + " ") == 1, spec.name
-        assert spec.name in harness.backend_arg_keys()
+        assert spec.name in lm_eval_requests.backend_arg_keys()
     llama_only = {s.name for s in option_fields.specs(LlamaCppOptions)} - {s.name for s in option_fields.specs(ScoringOptions)}
     assert llama_only == {"threads", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn", "extra_bufts", "rpc", "rpc_timeout"}
-    assert "--vocab-only" not in run_help and "vocab_only" not in harness.backend_arg_keys()
+    assert "--vocab-only" not in run_help and "vocab_only" not in lm_eval_requests.backend_arg_keys()
     assert re.search(r"--threads INTEGER", check_help) and "--n-batch" not in check_help
     for kind in backends.BACKENDS:  # registered options class == the backend's own (this imports llama_cpp)
         assert backends.backend_class(kind).Options is backends.options_class(kind)
@@ -98,14 +98,14 @@ def test_every_backend_field_is_a_flag_and_a_model_args_key():
 
 
 def test_no_llama_cpp_option_is_named_outside_backends():
-    """The modules that used to list llama.cpp's flags (cli, harness, planning, runner, check)
+    """The modules that used to list llama.cpp's flags (cli, lm_eval_requests, planning, runner, check)
     name none of its options now: they come from LlamaCppOptions' fields."""
     import ast
 
     own = {s.name for s in option_fields.specs(LlamaCppOptions)} - {s.name for s in option_fields.specs(ScoringOptions)}
     names = own | {option_fields.flag_of(n) for n in own}
     cli = [f for f in sorted((PKG / "cli").glob("*.py")) if f.name != "rpc.py"]  # rpc-server: its own --threads
-    files = [*cli, *(PKG / f for f in ("harness.py", "planning.py", "runner.py", "check.py", "core.py"))]
+    files = [*cli, *(PKG / f for f in ("lm_eval_requests.py", "planning.py", "runner.py", "check.py", "core.py"))]
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -185,7 +185,7 @@ def test_model_args_are_parsed_by_field_type_and_checked_alike():
                             ({"flash_attn": "maybe"}, "model_args flash_attn must be one of auto, on, off"),
                             ({"verbose": "perhaps"}, "model_args verbose: expected true or false")]:
         with pytest.raises(UsageError, match=re.escape(message)):
-            harness.open_model({"model": "x.gguf", "backend": "llama.cpp", **values})
+            lm_eval_requests.open_model({"model": "x.gguf", "backend": "llama.cpp", **values})
 
 
 def test_options_built_in_python_are_checked_too():
