@@ -48,10 +48,11 @@ def need(reason: str):
 
 # -- without a browser ---------------------------------------------------------------------------
 def test_script_json_leaves_no_markup_and_round_trips():
-    data = {"t": "</script><script>alert(1)</script> & <!-- \u2028", "n": [1.5, float("nan"), float("inf")]}
+    data = {"t": "</script><script>alert(1)</script> & <!-- \u2028",
+            "n": [1.5, float("nan"), float("inf"), -float("inf")]}
     text = script_json(data)
     assert not set("<>&") & set(text) and "\u2028" not in text
-    assert json.loads(text) == {"t": data["t"], "n": [1.5, None, None]}
+    assert json.loads(text) == {"t": data["t"], "n": [1.5, None, "inf", "-inf"]}  # the page reads "inf" back
 
 
 def test_importing_the_html_report_loads_neither_matplotlib_nor_llama_cpp():
