@@ -129,17 +129,18 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
         width: int = WIDTH) -> tuple[str, bool]:
     """``df`` as aligned text no wider than ``width``, and whether it had to be split in blocks.
 
-    Long cells of the ``wrap_cols`` are folded onto lines of at most :data:`CAP` characters.
-    While the table is too wide: headers longer than their cells are folded; the wrap columns
+    While the table is too wide: long cells of the ``wrap_cols`` are folded onto lines of at
+    most :data:`CAP` characters; headers longer than their cells are folded; the wrap columns
     are narrowed down to :data:`MIN_WRAP`; and last, the columns after the first ``keys``
     are split into blocks that each repeat those key columns (the columns of one of
     ``groups`` stay in one block where they fit; a block leaves out the rows that have
     nothing in it but their keys)."""
     df = df.astype(str)
     wraps = [c for c in wrap_cols if c in df.columns]
-    for c in wraps:
-        if _width(df, c) > CAP:
-            df = _folded(df, c, CAP)
+    if _total(df) > width:
+        for c in wraps:
+            if _width(df, c) > CAP:
+                df = _folded(df, c, CAP)
     if _total(df) > width:
         df = _short_headers(df)
         wraps = [c for c in df.columns if str(c).replace("\n", "") in wraps]
