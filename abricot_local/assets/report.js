@@ -47,6 +47,10 @@ function fmt(v, d) {
   if (Number.isFinite(v)) return v.toFixed(d === undefined ? 3 : d);
   return v === Infinity ? "inf" : v === -Infinity ? "-inf" : "nan";
 }
+function pval(p) {
+  p = num(p);
+  return !Number.isFinite(p) ? "nan" : p < 0.001 ? p.toExponential(1) : String(+p.toPrecision(2));
+}
 function signed(v, d) { v = num(v); return (v > 0 ? "+" : "") + fmt(v, d); }
 function factText(v) {
   if (typeof v === "number") return String(+v.toFixed(4));
@@ -244,7 +248,7 @@ function pairwise() {
       if (c.metric) {
         const lo = sign > 0 ? c.ci[0] : -num(c.ci[1]), hi = sign > 0 ? c.ci[1] : -num(c.ci[0]);
         kids.push(h("div", {cls: "diff", text: "\u0394 " + signed(sign * num(c.diff), 3) + " [" + signed(lo, 3) + ", " + signed(hi, 3) + "]"}),
-          h("div", {cls: "p", text: "p = " + (Number.isFinite(num(c.p)) ? (+num(c.p).toPrecision(2)).toString() : "nan")}));
+          h("div", {cls: "p", text: "p = " + pval(c.p)}));
       }
       return h("td", {cls: "verdict " + c.kind.replace(/ /g, "-"), tabindex: 0, title, "data-a": i, "data-b": j,
         "data-kind": c.kind, onclick: () => show(c, i, j)}, kids);
