@@ -108,9 +108,9 @@ def _text_section(title: str, df: pd.DataFrame) -> str:
     table per pair under the pair's name."""
     if not len(df):
         return f"{wrap(title)}\n\nnone"
-    wraps = ("folder", "setting", "a", "b", "note", "group", "best", "run")
+    wraps = ("setting", "a", "b", "note", "group", "best", "run")
     if "pair" not in df.columns:
-        return f"{wrap(title)}\n\n{fit(df, keys=1, wrap_cols=wraps)[0]}"
+        return f"{wrap(title)}\n\n{fit(df, keys=1, wrap_cols=wraps, fold_last=('folder',))[0]}"
     parts = [wrap(title)]
     for pair, rows in df.groupby("pair", sort=False):
         empty = [c for c in ("note", "detectable") if c in rows.columns and not any(map(str, rows[c]))]

@@ -147,7 +147,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
     if report.baselines and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
-    out = {"runs": Section(title, text, 1, ("folder", "source", "model"), groups)}
+    out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
@@ -213,7 +213,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         return "\n\n".join(f"### {sec.title}\n\n{grid(sec.frame, True)}" for sec in chosen)
     parts, split = [], False
     for sec in chosen:
-        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups)
+        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
         split |= cut
         parts.append(f"{wrap(sec.title)}\n\n{body}")
     if split:

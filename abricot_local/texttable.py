@@ -125,32 +125,37 @@ def _short_headers(df: pd.DataFrame) -> pd.DataFrame:
     return df.rename(columns=names)
 
 
+def _named(df: pd.DataFrame, names: Sequence[str]) -> list:
+    """The columns of ``df`` named in ``names`` (a folded header read as its one-line name)."""
+    return [c for c in df.columns if str(c).replace("\n", "") in names or str(c) in names]
+
+
 def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), groups: Sequence[Sequence[str]] = (),
-        width: int = WIDTH) -> tuple[str, bool]:
+        fold_last: Sequence[str] = (), width: int = WIDTH) -> tuple[str, bool]:
     """``df`` as aligned text no wider than ``width``, and whether it had to be split in blocks.
 
     While the table is too wide: long cells of the ``wrap_cols`` are folded onto lines of at
     most :data:`CAP` characters; headers longer than their cells are folded; the wrap columns
-    are narrowed down to :data:`MIN_WRAP`; and last, the columns after the first ``keys``
-    are split into blocks that each repeat those key columns (the columns of one of
-    ``groups`` stay in one block where they fit; a block leaves out the rows that have
-    nothing in it but their keys)."""
+    are narrowed down to :data:`MIN_WRAP`; then the columns after the first ``keys`` are
+    split into blocks that each repeat those key columns (the columns of one of ``groups``
+    stay in one block where they fit; a block leaves out the rows that have nothing in it but
+    their keys); last, the ``fold_last`` columns (a folder's path) of a block still too wide
+    are folded."""
     df = df.astype(str)
-    wraps = [c for c in wrap_cols if c in df.columns]
     if _total(df) > width:
-        for c in wraps:
+        for c in _named(df, wrap_cols):
             if _width(df, c) > CAP:
                 df = _folded(df, c, CAP)
     if _total(df) > width:
         df = _short_headers(df)
-        wraps = [c for c in df.columns if str(c).replace("\n", "") in wraps]
     if _total(df) > width:
-        narrow = _narrowed(df, wraps, MIN_WRAP, width)
+        narrow = _narrowed(df, _named(df, wrap_cols), MIN_WRAP, width)
         if _total(narrow) <= width:
             df = narrow
-    if _total(df) <= width or len(df.columns) <= keys + 1:
-        return grid(df, False), False
-    return "\n\n".join(grid(part, False) for part in _blocks(df, keys, groups, width)), True
+    split = _total(df) > width and len(df.columns) > keys + 1
+    parts = _blocks(df, keys, groups, width) if split else [df]
+    parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width) for part in parts]
+    return "\n\n".join(grid(part, False) for part in parts), split
 
 
 def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width: int) -> list[pd.DataFrame]:
