@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from abricot_local.report_runs import Run, load_run, load_samples
+from abricot_local.report_runs import Run, load_run, load_samples, quant_of
 from abricot_local.run_labels import RunIdentity, unique_labels
 
 ITEM_SELECTION = ("tasks", "limit", "sample", "shard")  # choose items; the matching handles them
@@ -44,7 +44,7 @@ class RunView:
             return self.identity
         options = {k: v for k, v in self.settings.items() if "." not in k}
         quant = str(self.settings.get("quant", ""))
-        return RunIdentity(self.label, quant, self.path, "", options, not quant or quant.lower() in self.label.lower())
+        return RunIdentity(self.label, quant, self.path, "", options, not quant or bool(quant_of(self.label)))
 
 
 def _flatten(out: dict, prefix: str, value: Any) -> None:

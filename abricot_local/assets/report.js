@@ -490,5 +490,5 @@ app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Ru
   leaderboard(), pairwise(), figures(), items(), quant()));
 for (const f of mounted) f();
 window.abricotReport = {startAt: T0, parsedAt: T1, readyAt: performance.now()};
-window.addEventListener("load", () => setTimeout(contexts, 0));
+window.addEventListener("load", () => { for (const f of mounted) f(); setTimeout(contexts, 0); });
 })();
