@@ -447,8 +447,8 @@ function explorer(task, ti) {
 
 function items() {
   const sec = h("section", {id: "items"}, h("h2", {text: "Items"}),
-    h("p", {cls: "note", text: "One row per item, one column per run: the run's answer and its probability " +
-      "(softmax of the choices' log-probs); green when it is the gold answer."}));
+    h("p", {cls: "note", text: "One row per item: the gold answer, then one column per run, headed by the run's " +
+      "label: its answer and its probability (softmax of the choices' log-probs); green when it is the gold answer."}));
   if (!D.tasks.length) return sec;
   // a task's panel is built when its tab is first opened
   const panels = D.tasks.map((t, i) => i === 0 ? explorer(t, 0) : h("div", {hidden: true}));
