@@ -127,7 +127,7 @@ function leaderboard() {
       D.columns.map(c => {
         const v = r.cells[c.key];
         if (!v) return h("td", {cls: "num"});
-        const g = r.kind === "run" ? inBest(c.key, r.run) : null;
+        const g = r.kind === "run" && Number.isFinite(num(v[0])) ? inBest(c.key, r.run) : null;  // a nan: no mark
         return h("td", {cls: "num" + (g ? " best" : ""), "data-value": v[0] === null ? "nan" : v[0], "data-best": g ? "1" : null},
           g ? h("span", {cls: "bestmark", title: (g.best === r.run ? "the best run" : "not distinguishable from the best run, " +
             D.runs[g.best].label) + " on " + c.key, text: "\u25C6 "}) : null, fmt(v[0]),
@@ -227,7 +227,8 @@ function pairwise() {
   const P = D.pairwise;
   const sec = h("section", {id: "pairwise"}, h("h2", {text: "Pairwise"}),
     h("p", {cls: "note", text: "Each pair of runs over the items both scored alike (same id and scored context), " +
-      "per task: the verdict, and the difference row \u2212 column of the task's main metric with its 95% " +
+      "per task: the verdict, and the difference row \u2212 column of the task's main metric (named in the cell " +
+      "when it could not be tested and another was) with its 95% " +
       "paired-bootstrap CI and the test's p (Holm-adjusted over the pairs of the task). Hover a cell for the " +
       "verdict and the recorded settings that differ; click it for the details. `abricot-local compare` gives every metric."}));
   if (!P.tasks.length) sec.append(h("p", {cls: "note", text: D.runs.length < 2 ? "One run: nothing to pair." :
@@ -245,6 +246,7 @@ function pairwise() {
       const title = c.line + "\n" + (differs.length ? "settings that differ (" + runLabel(i) + " / " + runLabel(j) + "):\n" +
         differs.map(([k, va, vb]) => "  " + k + ": " + va + " / " + vb).join("\n") : "no recorded setting differs");
       const kids = [h("div", {cls: "kind", text: c.kind})];
+      if (c.metric && c.metric !== t.metric) kids.push(h("div", {cls: "metric", text: c.metric}));  // the main one untested
       if (c.metric) {
         const lo = sign > 0 ? c.ci[0] : -num(c.ci[1]), hi = sign > 0 ? c.ci[1] : -num(c.ci[0]);
         kids.push(h("div", {cls: "diff", text: "\u0394 " + signed(sign * num(c.diff), 3) + " [" + signed(lo, 3) + ", " + signed(hi, 3) + "]"}),
@@ -262,8 +264,9 @@ function pairwise() {
             h("td", {text: vb}))) : h("tr", {}, h("td", {text: "(none recorded)"}), h("td"), h("td")))));
     }
     sec.append(h("h3", {text: t.task + " \u00b7 " + t.metric + " \u00b7 " + t.n.join(" / ") + " common items"}),
-      h("div", {cls: "scroll"}, h("table", {cls: "pairwise", "data-task": t.task}, h("thead", {}, head), h("tbody", {}, rows))),
-      t.notes.length ? h("p", {cls: "note", text: t.notes.join("; ")}) : null, detail);
+      h("div", {cls: "scroll"}, h("table", {cls: "pairwise", "data-task": t.task}, h("thead", {}, head), h("tbody", {}, rows))));
+    if (t.notes.length) sec.append(h("p", {cls: "note", text: t.notes.join("; ")}));
+    sec.append(detail);
   }
   if (P.notes.length) sec.append(h("ul", {cls: "note"}, P.notes.map(n => h("li", {text: n}))));
   return sec;
