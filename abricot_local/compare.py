@@ -19,45 +19,22 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from itertools import combinations
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from abricot_local import stats
+from abricot_local.compare_views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
+                                         view_of, view_of_run)
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS
-from abricot_local.report_runs import label_kl, load_run, load_samples
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
 IDENTICAL, CLOSE, NOISE, DIFFERENT, UNTESTED = (
     "identical", "numerically close", "same within noise", "different", "not comparable")
-ITEM_SELECTION = ("tasks", "limit", "sample", "shard")  # choose items; the matching handles them
-PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
-
-
-@dataclass(frozen=True, eq=False)
-class TaskSamples:
-    name: str
-    config: Mapping[str, Any]  # the run's config with the task's own over it
-    samples: tuple[dict, ...]
-
-
-@dataclass(frozen=True, eq=False)
-class RunView:
-    """What a comparison needs of one run: a label, its folder, its recorded settings
-    (flat, dotted keys) and, per task, its config and sample records."""
-
-    label: str
-    path: str
-    settings: Mapping[str, Any]
-    tasks: tuple[TaskSamples, ...]
-
-    def task(self, name: str) -> TaskSamples | None:
-        return next((t for t in self.tasks if t.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -155,41 +132,7 @@ class Comparison:
     alpha: float
     seed: int
     n_boot: int
-
-
-# -- loading ---------------------------------------------------------------------------------
-def _flatten(out: dict, prefix: str, value: Any) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(out, f"{prefix}.{k}" if prefix else str(k), v)
-    elif value is not None:
-        out[prefix] = value
-
-
-def settings_of(doc: dict, quant: str = "") -> dict[str, Any]:
-    """Every recorded setting of a results.json, flat: the model's SHA-256 and quant, the
-    config (but what only selects items), the provenance (schedule, build, CPU features,
-    devices), each task's config, version, prompt hash and data SHA-256."""
-    out: dict[str, Any] = {}
-    _flatten(out, "model_sha256", doc.get("model", {}).get("sha256"))
-    _flatten(out, "quant", quant or None)
-    _flatten(out, "", {k: v for k, v in doc.get("config", {}).items() if k not in ITEM_SELECTION})
-    _flatten(out, "provenance", {k: v for k, v in doc.get("provenance", {}).items() if k not in PROVENANCE_SKIP})
-    for task, entry in doc.get("tasks", {}).items():
-        _flatten(out, f"{task}.config", entry.get("config"))
-        _flatten(out, f"{task}.version", entry.get("version"))
-        _flatten(out, f"{task}.prompt_hash", entry.get("prompt_hash") or None)
-        _flatten(out, f"{task}.data_sha256", [f.get("sha256") for f in entry.get("data", [])] or None)
-    return out
-
-
-def view_of(folder: str | Path, registry: dict | None = None) -> RunView:
-    """A finished run folder as a :class:`RunView` (ResultsError when it is not one)."""
-    run = load_run(folder, registry)
-    doc = run.record.to_dict()
-    tasks = tuple(TaskSamples(t, {**run.record.config_dict(), **run.record.tasks[t].config},
-                              tuple(s.line for s in load_samples(run, t))) for t in run.tasks)
-    return RunView(run.label, str(run.path), settings_of(doc, run.quant), tasks)
+    primary: tuple[tuple[str, str], ...] = ()  # (task, its primary metric): what a verdict looks at first
 
 
 # -- matching --------------------------------------------------------------------------------
@@ -244,7 +187,7 @@ def agreement(task: str, a: RunView, b: RunView, sa: Sequence[dict], sb: Sequenc
         return Agreement(task, a.label, b.label, n, math.nan, math.nan, math.nan, math.nan, False, n)
     deltas = np.concatenate([np.abs(x - y) for x, y in pairs])
     agree = float(np.mean([x["pred"] == y["pred"] for x, y in zip(sa, sb)]))
-    kl = float(np.mean([label_kl(x, y) for x, y in pairs]))
+    kl = float(np.mean([stats.label_kl(x, y) for x, y in pairs]))
     same = len(pairs) == n and all(np.array_equal(x, y) for x, y in pairs)
     return Agreement(task, a.label, b.label, n, agree, float(deltas.max()), float(deltas.mean()), kl, same,
                      n - len(pairs))
@@ -280,17 +223,6 @@ def _inputs(run: RunView, task: str, samples: Sequence[dict]):
     return t, {m.name: m for m in t.metric_inputs(list(samples))}
 
 
-def _unique_labels(runs: Sequence[RunView]) -> list[RunView]:
-    labels = [r.label for r in runs]
-    out = []
-    for k, r in enumerate(runs):
-        label = r.label if labels.count(r.label) == 1 else f"{r.label} ({Path(r.path).name})"
-        if sum(1 for x in out if x.label == label):
-            label = f"{label} #{k + 1}"
-        out.append(RunView(label, r.path, r.settings, r.tasks))
-    return out
-
-
 def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT) -> Comparison:
     """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
@@ -299,7 +231,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         raise UsageError("compare needs at least two runs")
     if tolerance < 0:
         raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
-    runs = _unique_labels(runs)
+    runs = labelled(runs)
     names = [t.name for t in runs[0].tasks]
     shared = [t for t in names if all(r.task(t) for r in runs)]
     notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
@@ -330,7 +262,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     differs = tuple(d for x, y in combinations(runs, 2) for d in differing_settings(x, y))
     groups = best_groups(labels, metrics, alpha) if len(runs) > 2 else ()
     return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
-                      verdicts, tuple(notes), tolerance, alpha, seed, n_boot)
+                      verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()))
 
 
 def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:
@@ -366,6 +298,15 @@ def _fmt(v: float) -> str:
     return "nan" if v != v else f"{v:+.4f}" if abs(v) >= 1e-4 or v == 0 else f"{v:+.2e}"
 
 
+def deciding(a: str, b: str, task: str, metrics: Sequence[MetricComparison],
+             primary: Mapping[str, str]) -> MetricComparison | None:
+    """The comparison a verdict reads for a pair on a task: its primary metric's, else the first
+    tested one's (None: no metric of the task was tested)."""
+    rows = [m for m in metrics if (m.task, m.a, m.b) == (task, a, b) and not math.isnan(m.p_holm)]
+    rows.sort(key=lambda m: m.metric != primary.get(task))
+    return rows[0] if rows else None
+
+
 def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Sequence[Agreement],
             primary: Mapping[str, str], tolerance: float, alpha: float) -> Verdict:
     """identical (every log-prob bit-equal) > numerically close (same predictions, every
@@ -379,11 +320,8 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     if ags and all(g.same_pred == 1.0 and g.n_shape_differs == 0 for g in ags) and worst <= tolerance:
         return Verdict(a, b, CLOSE, f"same predictions on {n} items, max |delta log-prob| {worst:.2e} "
                                     f"<= {tolerance:g} nats")
-    chosen = []
-    for task in dict.fromkeys(m.task for m in metrics):
-        rows = [m for m in metrics if (m.task, m.a, m.b) == (task, a, b) and not math.isnan(m.p_holm)]
-        rows.sort(key=lambda m: m.metric != primary.get(task))
-        chosen += rows[:1]
+    chosen = [m for m in (deciding(a, b, task, metrics, primary) for task in dict.fromkeys(m.task for m in metrics))
+              if m is not None]
     if not chosen:
         return Verdict(a, b, UNTESTED, "no metric could be tested (undefined correlations or differing gold)")
     m = min(chosen, key=lambda m: (m.p_holm, m.p, -m.n))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from abricot_local.compare import Comparison
 from abricot_local.errors import UsageError
-from abricot_local.report import grid
+from abricot_local.texttable import fit, grid, wrap
 
 FORMATS = ("table", "markdown", "csv", "json")
 WIDTH = 60  # a long setting (system_info) is cut in the text tables; JSON keeps it whole
@@ -88,6 +88,38 @@ def _footer(c: Comparison) -> list[str]:
     return lines
 
 
+def power_lines(c: Comparison) -> list[str]:
+    """Per task, in words: the accuracy difference its common items cannot detect."""
+    return [f"{p.task}: {p.n} common items cannot separate runs less than {100 * p.floor:.1f} accuracy points "
+            "apart (80% power, 5% level)" if p.floor < 1 else
+            f"{p.task}: {p.n} common items are too few to detect any accuracy difference (80% power, 5% level)"
+            for p in c.power]
+
+
+def verdict_text(c: Comparison) -> str:
+    """The verdict lines under a heading naming the command that shows the details."""
+    folders = " ".join(r.path for r in c.runs)
+    head = wrap(f"Pairwise verdicts (details: abricot-local compare {folders})", indent="  ")
+    return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
+
+
+def _text_section(title: str, df: pd.DataFrame) -> str:
+    """A section as aligned text within 120 columns: a table with a ``pair`` column becomes one
+    table per pair under the pair's name."""
+    if not len(df):
+        return f"{wrap(title)}\n\nnone"
+    wraps = ("setting", "a", "b", "note", "group", "best", "run")
+    if "pair" not in df.columns:
+        return f"{wrap(title)}\n\n{fit(df, keys=1, wrap_cols=wraps, fold_last=('folder',))[0]}"
+    parts = [wrap(title)]
+    for pair, rows in df.groupby("pair", sort=False):
+        empty = [c for c in ("note", "detectable") if c in rows.columns and not any(map(str, rows[c]))]
+        rows = rows.drop(columns=["pair", *empty])
+        keys = 2 if {"task", "metric"} <= set(rows.columns) else 1
+        parts.append(f"{wrap(pair)}:\n{fit(rows, keys=keys, wrap_cols=wraps)[0]}")
+    return "\n\n".join(parts)
+
+
 def to_json(c: Comparison) -> dict:
     """The whole comparison as plain data."""
     def clean(v):
@@ -142,12 +174,18 @@ def render(c: Comparison, fmt: str = "table") -> str:
     if fmt == "csv":
         return csv_frame(c).to_csv(index=False).rstrip("\n")
     md = fmt == "markdown"
-    head = "### {}" if md else "{}"
+    bullet = "- " if md else ""
     parts = []
     for title, df in frames(c):
-        body = grid(df.fillna(""), md) if len(df) else "none"
-        parts.append(f"{head.format(title)}\n\n{body}")
-    bullet = "- " if md else ""
-    parts.append("\n".join(bullet + x for x in _footer(c)))
-    parts.append(f"{head.format('Verdict')}\n\n" + "\n".join(bullet + v.line for v in c.verdicts))
+        if title.startswith("Power"):  # in words
+            title, lines = "Power: the smallest accuracy difference these items can detect", power_lines(c)
+            parts.append(("### " if md else "") + f"{title}\n\n" + "\n".join(bullet + wrap(x, indent="  ")
+                                                                           for x in lines))
+        elif md:
+            parts.append(f"### {title}\n\n" + (grid(df.fillna(""), True) if len(df) else "none"))
+        else:
+            parts.append(_text_section(title, df.fillna("")))
+    parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
+    head = "### Verdict" if md else "Verdict"
+    parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))
     return "\n\n".join(parts)

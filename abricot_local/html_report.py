@@ -31,9 +31,12 @@ from pathlib import Path
 from abricot_local import baselines as pub
 from abricot_local.record import Sample
 from abricot_local.report import Report, load_samples, metric_keys
+from abricot_local.report_pairs import pairwise
 
 # Sample fields the explorer shows in its own way; any other field is an "extra".
-CORE_FIELDS = ("id", "source", "context", "choices", "continuations", "continuation_tokens", "logprobs", "gold", "pred")
+# (gold_label and pred_label are the gold and answer columns' texts: never columns of their own)
+CORE_FIELDS = ("id", "source", "context", "choices", "continuations", "continuation_tokens", "logprobs", "gold", "pred",
+               "gold_label", "pred_label")
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
 MIN_PREFIX = 32  # a task's items' common context prefix is stored once when at least this long
 
@@ -60,9 +63,9 @@ def script_json(obj) -> str:
 
 
 def _finite(obj):
-    """NaN and infinities as None (JSON has neither)."""
+    """NaN as None and infinities as "inf" / "-inf" (JSON has neither; the page reads them back)."""
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return obj if math.isfinite(obj) else None if obj != obj else "inf" if obj > 0 else "-inf"
     if isinstance(obj, dict):
         return {str(k): _finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -198,23 +201,23 @@ def _short(value) -> bool:
     return isinstance(value, str) and len(value) <= SHORT_TEXT
 
 
-def _png_figures(report: Report, keys: list[str]) -> list[dict]:
-    """plots.py's per-run figures as data URIs; none when matplotlib is not installed.
+def _png_figures(report: Report, keys: list[str]) -> tuple[list[dict], list[str]]:
+    """plots.py's per-run figures as data URIs, and what could not be drawn; none when
+    matplotlib is not installed.
 
     Its bar charts are left out: the page draws the same values (with the
     published rows and the chance level) as SVG."""
     if importlib.util.find_spec("matplotlib") is None:
-        return []
+        return [], ['per-run figures need matplotlib: pip install "abricot-local[plot]"']
     from abricot_local import plots
 
     out = []
     with tempfile.TemporaryDirectory(prefix="abricot-html-") as tmp:
-        for path in plots.write_plots(report, tmp, metrics=tuple(keys)):
-            if Path(path).name.startswith("bar-"):
-                continue
+        drawn = plots.write_plots(report, tmp, metrics=tuple(keys), bar_charts=False)
+        for path in drawn.paths:
             data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
             out.append({"caption": Path(path).stem, "src": "data:image/png;base64," + data})
-    return out
+    return out, [f"not drawn: {n}" for n in drawn.notes]
 
 
 def primary_keys(report: Report, keys: list[str]) -> list[str]:
@@ -233,6 +236,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
     pool, texts = _Pool(), _Pool()
     columns, rows = _leaderboard(report, keys)
     primary = primary_keys(report, keys)
+    pngs, png_notes = _png_figures(report, primary) if figures else ([], [])
     return {
         "version": 1,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -242,9 +246,9 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "primary": primary,
         "checks": _checks(report),
         "quant": _quant(report),
-        "figures": _png_figures(report, primary) if figures else [],
-        "figuresNote": "" if not figures or importlib.util.find_spec("matplotlib") else
-        'per-run figures need matplotlib: pip install "abricot-local[plot]"',
+        "figures": pngs,
+        "figuresNote": "; ".join(png_notes),
+        "pairwise": pairwise(report, samples),
         "tasks": [_explorer(report, t, samples, pool, texts) for t in tasks],
         "strings": pool.strings,
         "contexts": packed(texts.strings),

@@ -6,7 +6,9 @@ only inside these functions, so ``import abricot_local`` never needs it.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,12 +79,17 @@ def _field(sample, name: str, run: Run, task: str) -> float:
     return value
 
 
-def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> Path:
-    """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item."""
+def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> tuple[Path, list[str]]:
+    """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item
+    (an item whose field is NaN or infinite is left out, and counted in the notes returned)."""
     samples = load_samples(run, task)
     human = np.array([_field(s, figure.x, run, task) for s in samples], dtype=float)
     pred = np.array([s.pred + 1 for s in samples], dtype=float)
     jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
+    keep = np.isfinite(human)
+    notes = [] if keep.all() else [f"{path.name}: {int((~keep).sum())} item(s) with a non-finite {figure.x} "
+                                   "not drawn"]
+    human, pred, jitter = human[keep], pred[keep], jitter[keep]
     m = {x.name: x for x in run.metrics if x.task == task}
     cont, main = m.get(figure.metric), m.get(primary)
     n_choices = max((len(s.logprobs) for s in samples), default=5)
@@ -98,11 +105,13 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
              f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}"]
     if main is not None and primary != figure.metric:
         lines.append(f"{primary} (the task's main metric): {_ci_text(main.value, main.ci)}")
+    if notes:
+        lines.append(f"{int((~keep).sum())} item(s) not drawn: {figure.x} is not finite")
     ax.set_title("\n".join(lines), fontsize=9, loc="left")
-    return _save(fig, path)
+    return _save(fig, path), notes
 
 
-def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> Path:
+def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> tuple[Path, list[str]]:
     """Gold (rows) against prediction (columns) over the choices (their answer labels), as counts."""
     samples = load_samples(run, task)
     conts = max((s.continuations or () for s in samples), key=len, default=())
@@ -131,30 +140,49 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
     acc = next((x for x in run.metrics if x.task == task and x.name == name), None)
     ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\n{name} {_ci_text(acc and acc.value, acc and acc.ci)}",
                  fontsize=9, loc="left")
-    return _save(fig, path)
+    return _save(fig, path), []
 
 
-def bars(report: Report, key: str, path: Path, slugs: list[str]) -> Path:
-    """One bar per run with its 95% CI as whiskers; published values as dashed lines."""
+def _finite(v) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, list[str]]:
+    """One bar per run with its 95% CI as whiskers; published values as dashed lines. What cannot
+    be drawn (a NaN or infinite value or bound) is left out and named, on the figure and in
+    the notes returned; a CI that does not contain its value is drawn as recorded, and named."""
     task, name = key.split(".", 1)
-    labels, values, lo, hi = [], [], [], []
+    labels, values, whiskers, notes = [], [], [], []
     for run, slug in zip(report.runs, slugs):
         m = next((x for x in run.metrics if x.key == key), None)
         if m is None:
             continue
-        v = m.value if m.value == m.value else 0.0
         labels.append(slug)
-        values.append(v)
-        lo.append(v - m.ci[0] if m.ci and m.ci[0] == m.ci[0] else 0.0)
-        hi.append(m.ci[1] - v if m.ci and m.ci[1] == m.ci[1] else 0.0)
+        values.append(m.value if _finite(m.value) else None)
+        if not _finite(m.value):
+            notes.append(f"{run.label}: the value is {m.value}, no bar")
+        if m.ci and all(_finite(b) for b in m.ci):
+            lo, hi = sorted(m.ci)
+            whiskers.append((len(labels) - 1, lo, hi))
+            if _finite(m.value) and not lo <= m.value <= hi:
+                notes.append(f"{run.label}: the CI [{lo:.3f}, {hi:.3f}] does not contain the value {m.value:.3f} "
+                             "(drawn as recorded)")
+        elif m.ci:
+            notes.append(f"{run.label}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
     fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
     ax = fig.add_subplot()
     x = np.arange(len(labels))
-    ax.bar(x, values, color="#4a90c2", width=0.6)
-    ax.errorbar(x, values, yerr=[lo, hi], fmt="none", ecolor="black", capsize=5, lw=1.2)
+    drawn = [k for k, v in enumerate(values) if v is not None]
+    ax.bar(x[drawn], [values[k] for k in drawn], color="#4a90c2", width=0.6)
+    for k, v in enumerate(values):
+        if v is None:
+            ax.annotate("not drawn", (k, 0), ha="center", va="bottom", fontsize=7, color="#cf222e")
+    if whiskers:  # centre and half-width: any recorded interval, whether or not it holds its value
+        at, lo, hi = (np.array(c, dtype=float) for c in zip(*whiskers))
+        ax.errorbar(at, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor="black", capsize=5, lw=1.2)
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
-    refs = [r for r in report.baselines if f"{r.task}.{r.metric}" == key]
+    refs = [r for r in report.baselines if f"{r.task}.{r.metric}" == key and _finite(r.value)]
     if refs:
         cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
         for b, color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
@@ -163,7 +191,9 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> Path:
     ax.set_ylabel(key)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{key} per run (whiskers: 95% bootstrap CI)", fontsize=9, loc="left")
-    return _save(fig, path)
+    if notes:
+        fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
+    return _save(fig, path), [f"{path.name}: {n}" for n in notes]
 
 
 def _task_class(name: str):
@@ -177,8 +207,16 @@ def _task_class(name: str):
         return None
 
 
-def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...] = ()) -> list[Path]:
-    """Every figure of a report into ``out_dir``; the paths written, in order."""
+@dataclass(frozen=True)
+class Figures:
+    paths: tuple[Path, ...]  # the figures written, in order
+    notes: tuple[str, ...] = ()  # what could not be drawn (a figure, or values in one)
+
+
+def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...] = (),
+                bar_charts: bool = True) -> Figures:
+    """Every figure of a report into ``out_dir`` (``bar_charts``: the per-metric bars too).
+    A figure that cannot be drawn is left out and named in the notes; the others are written."""
     _new_figure(1, 1)  # fail early, with the install hint, when matplotlib is missing
     out = Path(out_dir)
     try:
@@ -186,16 +224,28 @@ def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...]
     except OSError as exc:
         raise ResultsError(f"cannot create the plot folder {out}: {exc.strerror or exc}") from None
     slugs = run_slugs(report.runs)
-    paths = []
+    jobs = []
     for run, slug in zip(report.runs, slugs):
         for task in run.tasks:
             cls = _task_class(task)
             for fig in getattr(cls, "figures", ()):
                 path = out / f"{slug}-{task}-{fig.kind}.png"
                 if fig.kind == "scatter":
-                    paths.append(scatter(run, task, path, fig, getattr(cls, "primary_metric", "")))
+                    jobs.append((path, lambda p=path, r=run, t=task, f=fig, c=cls:
+                                 scatter(r, t, p, f, getattr(c, "primary_metric", ""))))
                 elif fig.kind == "confusion":
-                    paths.append(confusion(run, path, task, fig))
-    for key in metric_keys(report, metrics):
-        paths.append(bars(report, key, out / f"bar-{key}.png", slugs))
-    return paths
+                    jobs.append((path, lambda p=path, r=run, t=task, f=fig: confusion(r, p, t, f)))
+    if bar_charts:
+        for key in metric_keys(report, metrics):
+            path = out / f"bar-{key}.png"
+            jobs.append((path, lambda p=path, k=key: bars(report, k, p, slugs)))
+    paths, notes = [], []
+    for path, draw in jobs:
+        try:
+            written, more = draw()
+        except (ResultsError, ValueError) as err:  # bad data in one figure: the others are still drawn
+            notes.append(f"{path.name}: not drawn ({err})")
+            continue
+        paths.append(written)
+        notes += more
+    return Figures(tuple(paths), tuple(notes))

@@ -16,8 +16,10 @@ import pandas as pd
 from abricot_local import baselines as pub
 from abricot_local.errors import UsageError
 from abricot_local.report_runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
-                                       compare_quants, label_kl, load_run, load_samples, metric_keys, quant_of,
-                                       recompute, strip_quant)
+                                       compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
+                                       strip_quant)
+from abricot_local.stats import label_kl
+from abricot_local.texttable import WIDTH, fit, grid, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
 __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
@@ -36,13 +38,14 @@ EMPTY = {"published": "No run's registry entry reproduces a published result.",
 class RunsRow:
     """One row of the runs table: a run, or a published row (``published``; no folder, no n)."""
 
-    model: str
+    model: str  # the model's label (a published row: the model named by the source)
     quant: str
     source: str
     folder: str
     n: dict  # task -> items scored
     cells: dict  # "task.metric" -> (value, CI or None)
     published: bool = False
+    label: str = ""  # a run: its label, unique among the report's runs (run_labels)
 
 
 def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[RunsRow]]:
@@ -50,8 +53,9 @@ def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str]
     the runs first, then the published rows, each number as recorded."""
     keys = metric_keys(report, patterns)
     tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
-    rows = [RunsRow(run.label, run.quant, run.source, str(run.path), dict(run.task_n),
-                    {m.key: (m.value, m.ci) for m in run.metrics if m.key in keys}) for run in report.runs]
+    rows = [RunsRow(run.model_label, run.quant, run.source, str(run.path), dict(run.task_n),
+                    {m.key: (m.value, m.ci) for m in run.metrics if m.key in keys}, label=run.label)
+            for run in report.runs]
     rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
              for model, source, values in pub.group_rows(report.baselines)]
     return tasks, keys, rows
@@ -62,14 +66,14 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
     tasks, keys, table = runs_rows(report, patterns)
     rows = []
     for r in table:
-        row = {"model": r.model, "quant": r.quant, "source": r.source, "folder": r.folder}
+        row = {"model": r.model, "quant": r.quant, "source": r.source, "folder": r.folder, "label": r.label}
         row.update({f"{t}.n": r.n.get(t) for t in tasks})
         for k in keys:
             value, ci = r.cells.get(k, (None, None))
             row[k] = value
             row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = ci or (None, None)
         rows.append(row)
-    columns = ["model", "quant", "source", "folder", *(f"{t}.n" for t in tasks)]
+    columns = ["model", "quant", "source", "folder", "label", *(f"{t}.n" for t in tasks)]
     columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")]
     df = pd.DataFrame(rows, columns=columns)
     return df.astype({f"{t}.n": "Int64" for t in tasks})
@@ -115,23 +119,35 @@ def _cell(value, ci, digits: int = 3) -> str:
     return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
-def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[str, pd.DataFrame]]:
+@dataclass(frozen=True)
+class Section:
+    """One table of the text report, and how it fits the terminal (texttable.fit)."""
+
+    title: str
+    frame: pd.DataFrame
+    keys: int = 1  # columns each block repeats when the table is split
+    wrap: tuple[str, ...] = ()  # columns whose long cells may take several lines
+    groups: tuple[tuple[str, ...], ...] = ()  # columns kept in one block where they fit
+
+
+def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section]:
     tasks, keys, table = runs_rows(report, patterns)
     rows = []
     for r in table:
         digits = 2 if r.published else 3
-        row = {"model": r.model, "quant": r.quant, "source": r.source}
+        row = {"model": r.label or r.model, "quant": r.quant, "source": r.source, "folder": r.folder}
         row.update({f"{t}.n": str(r.n.get(t, "")) for t in tasks})
         row.update({k: _cell(*r.cells[k], digits) if k in r.cells else "" for k in keys})
-        rows.append({**row, "folder": r.folder})
-    cols = ["model", "quant", "source", *(f"{t}.n" for t in tasks), *keys, "folder"]
+        rows.append(row)
+    groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
+    cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
     text = pd.DataFrame(rows, columns=cols).fillna("")
     unpublished = [t for t in tasks if t not in {b.task for b in report.baselines}]
     title = "Runs and published results (value [95% bootstrap CI])" if report.baselines else \
         "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
     if report.baselines and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
-    out = {"runs": (title, text)}
+    out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
@@ -142,26 +158,16 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, tuple[s
         rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
         checked = dict.fromkeys(f"{rc.check.task}.{rc.check.reference.metric}" for rc in report.checks)
         cols = ["model", "quant", "reference", *checked, "notes"]
-        out["published"] = ("Published value inside the run's 95% CI?", pd.DataFrame(rows, columns=cols).fillna(""))
+        out["published"] = Section("Published value inside the run's 95% CI?",
+                                   pd.DataFrame(rows, columns=cols).fillna(""), 1, ("notes", "reference", "model"))
     if report.quant:
         q = quant_frame(report)
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
-        out["quant"] = ("Quantization comparison (same base, different quants; common items)", q)
+        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 2,
+                               ("notes", "ref_model", "other_model"))
     return out
-
-
-def grid(df: pd.DataFrame, markdown: bool) -> str:
-    cols = [str(c) for c in df.columns]
-    rows = [[str(v) for v in r] for r in df.itertuples(index=False)]
-    if markdown:
-        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-        lines = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows])
-    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([fmt(cols), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)])
 
 
 def to_json(report: Report) -> dict:
@@ -169,7 +175,7 @@ def to_json(report: Report) -> dict:
     return {
         "schema_version": 1,
         "runs": [{
-            "folder": str(r.path), "model": r.label, "name": r.name, "alias": r.alias, "backend": r.backend,
+            "folder": str(r.path), "model": r.model_label, "label": r.label, "name": r.name, "alias": r.alias, "backend": r.backend,
             "quant": r.quant, "base": r.base, "registry_alias": r.registry_alias,
             "reproduces": [dict(t) for t in dict.fromkeys(
                 (("model", b.model), ("source", b.source)) for b in r.reproduces)],
@@ -203,5 +209,13 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
     if table != "all" and table not in sections:
         return EMPTY[table]
     chosen = list(sections.values()) if table == "all" else [sections[table]]
-    head = "### {}" if fmt == "markdown" else "{}"
-    return "\n\n".join(f"{head.format(title)}\n\n{grid(df, fmt == 'markdown')}" for title, df in chosen)
+    if fmt == "markdown":
+        return "\n\n".join(f"### {sec.title}\n\n{grid(sec.frame, True)}" for sec in chosen)
+    parts, split = [], False
+    for sec in chosen:
+        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
+        split |= cut
+        parts.append(f"{wrap(sec.title)}\n\n{body}")
+    if split:
+        parts.append(wrap(f"(split to fit {WIDTH} columns: --format markdown, csv or html shows each table whole)"))
+    return "\n\n".join(parts)

@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local import baselines as pub
-from abricot_local.core import log_softmax
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.record import Record, Sample, read_run, read_samples
+from abricot_local.run_labels import RunIdentity, unique_labels
+from abricot_local.stats import label_kl
 from abricot_local.tasks.base import Reference
 
 _QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
@@ -54,10 +55,21 @@ class Run:
     task_n: tuple[tuple[str, int], ...]
     metrics: tuple[Metric, ...]
     record: Record = field(repr=False, compare=False)
+    label: str = ""  # unique among the runs of a report (run_labels); alone: the model's label
+
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", self.model_label)
 
     @property
-    def label(self) -> str:
+    def model_label(self) -> str:
         return self.alias or self.name
+
+    @property
+    def identity(self) -> RunIdentity:
+        """What this run's label may say (run_labels.unique_labels)."""
+        return RunIdentity(self.model_label, self.quant, str(self.path), self.record.created or "",
+                           self.record.config_dict(), not self.quant or bool(quant_of(self.model_label)))
 
     @property
     def synthetic(self) -> bool:
@@ -154,6 +166,12 @@ def load_samples(run: Run, task: str) -> list[Sample]:
     return read_samples(run.path / entry.samples_name(task))
 
 
+def labelled(runs) -> list[Run]:
+    """The runs, each labelled uniquely among them (run_labels.unique_labels)."""
+    labels = unique_labels([r.identity for r in runs])
+    return [replace(r, label=lab) for r, lab in zip(runs, labels)]
+
+
 def build(folders, *, registry: dict | None = None) -> Report:
     """Load the runs (each folder once), check them against the published rows, compare quants."""
     if not folders:
@@ -164,6 +182,7 @@ def build(folders, *, registry: dict | None = None) -> Report:
         if key not in seen:
             seen.add(key)
             runs.append(load_run(folder, registry))
+    runs = labelled(runs)
     shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
     bases = pub.all_references(shown)
     checks = []
@@ -184,15 +203,6 @@ def _bits(quant: str) -> float:
         return float(q.lstrip("BF"))
     m = re.match(r"I?Q(\d+)", q)
     return float(m.group(1)) if m else -1.0
-
-
-def label_kl(lp_ref, lp_other) -> float:
-    """KL(p || q) in nats, p and q the softmax of two logprob vectors over the same choices."""
-    a, b = log_softmax(lp_ref), log_softmax(lp_other)
-    p = np.exp(a)
-    with np.errstate(invalid="ignore"):
-        terms = np.where(p > 0, p * (a - b), 0.0)
-    return float(np.sum(terms))
 
 
 def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:

@@ -37,7 +37,7 @@ def samples_frame(report: Report) -> pd.DataFrame:
     for run in report.runs:
         for task in run.tasks:
             for s in load_samples(run, task):
-                row = {"model": run.label, "quant": run.quant, "run": str(run.path), "task": task,
+                row = {"model": run.model_label, "quant": run.quant, "run": str(run.path), "task": task,
                        "id": s.id, "source": s.get("source", ""), "gold": s.gold, "pred": s.pred,
                        "gold_label": s.get("gold_label", ""), "pred_label": s.get("pred_label", ""),
                        "correct": s.pred == s.gold}

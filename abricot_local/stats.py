@@ -8,6 +8,7 @@
   sharing one variable (the gold vector), r(a, gold) against r(b, gold), given r(a, b).
 - :func:`holm`: Holm's step-down adjusted p-values; :func:`best_group`: the runs not
   distinguishable from the best.
+- :func:`label_kl`: KL(p || q) between two runs' distributions over one item's choices.
 - :func:`min_detectable_difference`: the smallest accuracy difference a paired design
   of n items detects with 80% power at the 5% two-sided level (McNemar's sample-size
   formula solved for the difference).
@@ -22,6 +23,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from scipy import stats as st
 
+from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
 
 N_BOOT = 1000
@@ -155,6 +157,15 @@ def steiger_z(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelati
         return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
     z = (math.atanh(r_a) - math.atanh(r_b)) * math.sqrt(n - 3) / math.sqrt(2.0 - 2.0 * c)
     return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, z, None, float(2.0 * st.norm.sf(abs(z))))
+
+
+def label_kl(lp_ref, lp_other) -> float:
+    """KL(p || q) in nats, p and q the softmax of two logprob vectors over the same choices."""
+    a, b = log_softmax(lp_ref), log_softmax(lp_other)
+    p = np.exp(a)
+    with np.errstate(invalid="ignore"):
+        terms = np.where(p > 0, p * (a - b), 0.0)
+    return float(np.sum(terms))
 
 
 def holm(pvalues: Sequence[float]) -> tuple[float, ...]:

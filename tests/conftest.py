@@ -97,3 +97,33 @@ def pytest_terminal_summary(terminalreporter):
 
 
 os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def rewrite_run(src: Path, dst: Path, name: str, change) -> Path:
+    """A copy of the finished run ``src`` as model ``name``, each sample line of each task replaced
+    by ``change(task, sample)`` and the task's metrics recomputed from the new lines (so
+    `report --verify` holds): a run a model could not have made, for the comparisons' tests."""
+    import json
+    import shutil
+
+    from abricot_local.tasks import make_task
+    from abricot_local.tasks.base import TaskOptions
+
+    shutil.copytree(src, dst)
+    doc = json.loads((dst / "results.json").read_text())
+    doc["model"]["name"] = doc["config"]["model"] = name
+    for task, entry in doc["tasks"].items():
+        path = dst / entry["samples_file"]
+        lines = [change(task, json.loads(x)) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        opts = TaskOptions.from_config({**doc["config"], **entry["config"]})
+        entry["metrics"] = json.loads(json.dumps(make_task(task, opts).metrics(lines)))
+    (dst / "results.json").write_text(json.dumps(doc))
+    return dst
+
+
+def oracle_sample(task: str, s: dict) -> dict:
+    """A sample answered by an oracle: the gold choice far ahead of the others."""
+    lps = [-6.0] * len(s["logprobs"])
+    lps[s["gold"]] = -0.01
+    return {**s, "logprobs": lps, "pred": s["gold"], "pred_label": s.get("gold_label")}

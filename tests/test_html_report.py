@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from abricot_local.cli import cli
 from abricot_local.html_report import script_json, unpacked
-from conftest import FIXTURE
+from conftest import FIXTURE, oracle_sample, rewrite_run
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -48,10 +48,11 @@ def need(reason: str):
 
 # -- without a browser ---------------------------------------------------------------------------
 def test_script_json_leaves_no_markup_and_round_trips():
-    data = {"t": "</script><script>alert(1)</script> & <!-- \u2028", "n": [1.5, float("nan"), float("inf")]}
+    data = {"t": "</script><script>alert(1)</script> & <!-- \u2028",
+            "n": [1.5, float("nan"), float("inf"), -float("inf")]}
     text = script_json(data)
     assert not set("<>&") & set(text) and "\u2028" not in text
-    assert json.loads(text) == {"t": data["t"], "n": [1.5, None, None]}
+    assert json.loads(text) == {"t": data["t"], "n": [1.5, None, "inf", "-inf"]}  # the page reads "inf" back
 
 
 def test_importing_the_html_report_loads_neither_matplotlib_nor_llama_cpp():
@@ -375,3 +376,124 @@ def test_quantization_table(page, site):
     agree = sum(a[i]["pred"] == b[i]["pred"] for i in a) / len(a)
     assert first[:2] == ["fake", "discotex"] and "Q8_0" in first[2] and "Q4_0" in first[3]
     assert first[4] == "1600" and first[5] == f"{agree:.3f}"
+
+
+# -- the pairwise view, best groups, labels (three runs sharing their items) -----------------------
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory, discotex_dir):
+    """fake at n_batch 512 and 64 (one model: identical numbers), and an oracle (every DISCOTEX
+    answer gold), on the same 24 DISCOTEX items and the invented ABRICOT items; their report."""
+    root = tmp_path_factory.mktemp("trio")
+    runs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))
+        mp.setenv("ABRICOT_OFFLINE", "1")
+        for n_batch in (512, 64):
+            r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex,abricot_abs", "--data-dir", discotex_dir,
+                       "--data", f"abricot={FIXTURE}", "--sample", 24, "--n-ctx", 8192, "--n-batch", n_batch,
+                       "--out", root / f"nb{n_batch}")
+            assert r.exit_code == 0, r.output
+            runs.append(root / f"nb{n_batch}")
+        runs.append(rewrite_run(runs[0], root / "oracle", "oracle",
+                                lambda t, s: oracle_sample(t, s) if t == "discotex" else s))
+        page = root / "trio.html"
+        r = invoke("report", *runs, "--format", "html", "-o", page)
+        assert r.exit_code == 0, r.output
+    return {"runs": runs, "page": page}
+
+
+def _data(page: Path) -> dict:
+    return json.loads(page.read_text().split('id="report-data">', 1)[1].split("</script>", 1)[0])
+
+
+def test_pairwise_data_is_compare_s(trio):
+    """The page's matrices and best groups are compare.py's, per task, over the runs' common items."""
+    from abricot_local import compare as cmp
+
+    data = _data(trio["page"])
+    labels = [r["label"] for r in data["runs"]]
+    assert labels == ["fake (n_batch=512)", "fake (n_batch=64)", "oracle"]
+    views = [cmp.view_of(f) for f in trio["runs"]]
+    views = [cmp.RunView(lab, v.path, v.settings, (v.task("discotex"),)) for lab, v in zip(labels, views)]
+    c = cmp.compare(views)
+    (task,) = [t for t in data["pairwise"]["tasks"] if t["task"] == "discotex"]
+    assert task["runs"] == [0, 1, 2] and task["n"] == [24] and task["metric"] == "accuracy"
+    for v, cell in zip(c.verdicts, task["cells"]):
+        m = next(m for m in c.metrics if (m.a, m.b, m.metric) == (v.a, v.b, "accuracy"))
+        assert (labels[cell["a"]], labels[cell["b"]], cell["kind"], cell["line"]) == (v.a, v.b, v.kind, v.line)
+        assert (cell["diff"], cell["ci"], cell["p"]) == (m.diff, list(m.ci), m.p_holm)
+    kinds = {(labels[x["a"]], labels[x["b"]]): x["kind"] for x in task["cells"]}
+    assert kinds[("fake (n_batch=512)", "fake (n_batch=64)")] == cmp.IDENTICAL
+    assert kinds[("fake (n_batch=512)", "oracle")] == cmp.DIFFERENT
+    assert data["pairwise"]["best"]["discotex.accuracy"]["members"] == [2]  # the oracle alone
+    settings = {(x["a"], x["b"]): dict((k, (va, vb)) for k, va, vb in x["differs"]) for x in data["pairwise"]["settings"]}
+    assert settings[(0, 1)] == {"n_batch": ("512", "64")}
+
+
+def test_pairwise_matrix_best_group_labels_and_answer_columns_in_the_page(browser, trio):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    problems = []
+    pg.on("pageerror", lambda err: problems.append(str(err)))
+    pg.goto(trio["page"].as_uri(), wait_until="load")
+    data = _data(trio["page"])
+    labels = [r["label"] for r in data["runs"]]
+    # every run named apart, in the leaderboard and as the explorer's answer columns
+    assert pg.locator("#leaderboard-table tbody tr[data-kind=run] td .name").all_text_contents() == labels
+    for task in ("discotex", "abricot_abs"):
+        if task != "discotex":
+            pg.locator(f'.tabs button[data-task="{task}"]').click()
+        heads = pg.locator(f"#explorer-{task} table.items thead th").all_text_contents()
+        assert heads[-4:] == ["gold", *labels] and heads[:2] == ["id", "source"]
+        assert "gold_label" not in heads and "pred_label" not in heads  # one gold column, one answer per run
+    # the matrix: 3 x 3, the diagonal empty, each cell the verdict and the difference row - column
+    matrix = pg.locator('table.pairwise[data-task="discotex"]')
+    assert matrix.locator("tbody tr").count() == 3 and matrix.locator("td.self").count() == 3
+    cell = next(x for x in data["pairwise"]["tasks"][0]["cells"] if (x["a"], x["b"]) == (0, 2))
+    upper = matrix.locator('td[data-a="0"][data-b="2"]')
+    lower = matrix.locator('td[data-a="2"][data-b="0"]')
+    assert upper.get_attribute("data-kind") == lower.get_attribute("data-kind") == "different"
+    assert upper.locator(".diff").text_content() == "\u0394 {:+.3f} [{:+.3f}, {:+.3f}]".format(cell["diff"], *cell["ci"])
+    assert lower.locator(".diff").text_content() == "\u0394 {:+.3f} [{:+.3f}, {:+.3f}]".format(
+        -cell["diff"], -cell["ci"][1], -cell["ci"][0])
+    shown_p = float(upper.locator(".p").text_content().removeprefix("p = "))
+    assert shown_p == pytest.approx(cell["p"], rel=0.05) and shown_p < 0.05
+    assert "settings that differ" in upper.get_attribute("title") and "model: fake / oracle" in upper.get_attribute("title")
+    upper.click()
+    detail = pg.locator('.pair-detail[data-task="discotex"]')
+    assert detail.locator("p").text_content() == cell["line"]
+    rows = detail.locator("table.settings tbody tr")
+    assert [rows.nth(k).locator("td").all_text_contents() for k in range(rows.count())] == [["model", "fake", "oracle"]]
+    # the best group: the oracle alone is marked on DISCOTEX accuracy
+    keys = pg.eval_on_selector_all("#leaderboard-table thead th", "ths => ths.map(t => t.dataset.key)")
+    col = keys.index("discotex.accuracy")
+    marked = pg.eval_on_selector_all("#leaderboard-table tbody tr[data-kind=run]",
+                                     f"trs => trs.map(tr => tr.children[{col}].dataset.best === '1')")
+    assert marked == [False, False, True]
+    assert problems == []
+    ctx.close()
+
+
+def test_the_leaderboard_fits_1400_px(page):
+    """14 metric columns: the ones that fit are shown, the chooser brings the others."""
+    def widths():
+        return page.evaluate("""() => { const box = document.querySelector('#leaderboard .scroll');
+            return [box.scrollWidth, box.clientWidth, document.documentElement.scrollWidth,
+                    document.documentElement.clientWidth]; }""")
+
+    scroll, client, doc_scroll, doc_client = widths()
+    assert scroll <= client and doc_scroll <= doc_client
+    shown = int(page.get_attribute("#leaderboard-table", "data-shown"))
+    total = page.locator("#leaderboard-columns input[type=checkbox]").count()
+    assert 4 <= shown < total == 14  # each task's first metric at least; not all of them
+    visible = page.eval_on_selector_all("#leaderboard-table thead th[data-key]",
+                                        "ths => ths.filter(t => !t.hidden).map(t => t.dataset.key)")
+    assert {"discotex.accuracy", "abricot_abs.pearson", "abricot_inc.pearson"} <= set(visible)
+    page.locator("#leaderboard-columns summary").click()
+    hidden = page.eval_on_selector_all("#leaderboard-columns input:not(:checked)", "xs => xs.map(x => x.dataset.column)")
+    assert len(hidden) == total - shown
+    for key in hidden:
+        page.locator(f'#leaderboard-columns input[data-column="{key}"]').check()
+    assert int(page.get_attribute("#leaderboard-table", "data-shown")) == 14  # the user's choice: it may scroll
+    page.locator("#leaderboard-columns button").click()
+    assert int(page.get_attribute("#leaderboard-table", "data-shown")) == shown and widths()[0] <= widths()[1]

@@ -204,6 +204,69 @@ def test_plots_are_png_files(runs, tmp_path):
         assert data[:8] == PNG_MAGIC and len(data) > 5000, p.name
 
 
+def _skewed(runs, tmp_path) -> Path:
+    """A copy of a run with what a real run can hold: a CI that does not contain its value, an
+    infinite metric, an item whose plotted field is infinite, and one with an impossible gold."""
+    import shutil
+
+    folder = tmp_path / "skewed"
+    shutil.copytree(runs["toy-q8"], folder)
+    doc = results(folder)
+    m = doc["tasks"]["discotex"]["metrics"]
+    m["accuracy_ci95"] = [m["accuracy"] + 0.1, m["accuracy"] + 0.2]
+    doc["tasks"]["abricot_abs"]["metrics"]["pearson"] = math.inf
+    (folder / "results.json").write_text(json.dumps(doc))
+    for task, change in (("abricot_inc", {"human_mean": math.inf}), ("discotex", {"gold": 9})):
+        path = folder / f"samples-{task}.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines[0].update(change)
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return folder
+
+
+def test_plots_draw_what_they_can_and_say_what_they_cannot(runs, tmp_path):
+    """A CI not holding its value and an infinite value used to stop --plot and --format html in
+    matplotlib ("'yerr' must not contain negative values"): now the rest is drawn and each is named."""
+    folder = _skewed(runs, tmp_path)
+    out = tmp_path / "figs"
+    r = invoke("report", folder, runs["llama-3.1-8b-q4"], "--plot", out, "--table", "runs")
+    assert r.exit_code == 0, r.output
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("note: ")]
+    assert any("bar-discotex.accuracy.png" in n and "does not contain the value" in n for n in notes), notes
+    assert any("bar-abricot_abs.pearson.png" in n and "the value is inf, no bar" in n for n in notes), notes
+    assert any("abricot_inc-scatter.png: 1 item(s) with a non-finite human_mean not drawn" in n for n in notes)
+    assert any("discotex-confusion.png: not drawn" in n and "gold 9" in n for n in notes), notes
+    names = {p.name for p in out.iterdir()}
+    assert {"bar-discotex.accuracy.png", "bar-abricot_abs.pearson.png"} <= names
+    assert sum(n.endswith("-discotex-confusion.png") for n in names) == 1  # the other run's
+    assert sum(n.endswith("-abricot_inc-scatter.png") for n in names) == 2
+    assert f"wrote {len(names)} figure(s)" in r.stderr and "inf" in r.stdout
+    page = invoke("report", folder, runs["llama-3.1-8b-q4"], "--format", "html")
+    assert page.exit_code == 0, page.output
+    block = page.stdout.split('id="report-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(block)
+    cells = [row["cells"]["abricot_abs.pearson"][0] for row in data["rows"] if row["kind"] == "run"]
+    assert "inf" in cells and "discotex-confusion.png: not drawn" in data["figuresNote"]
+
+
+def test_the_text_report_fits_120_columns_and_says_how_to_see_it_whole(runs, tmp_path):
+    import shutil
+
+    again = tmp_path / "again"
+    shutil.copytree(runs["toy-q8"], again)
+    text = invoke("report", *runs.values(), again).stdout
+    assert max(map(len, text.splitlines())) <= 120
+    assert text.rstrip().endswith("(split to fit 120 columns: --format markdown, csv or html shows each table whole)")
+    # two runs of one model are told apart by their folders; the markdown keeps one wide table
+    assert "toy-q8 (toy-q8)" in text and "toy-q8 (again)" in text
+    md = invoke("report", *runs.values(), again, "--format", "markdown", "--table", "runs").stdout
+    assert max(map(len, md.splitlines())) > 120 and md.count("| model |") == 1
+    csv_text = invoke("report", *runs.values(), again, "--format", "csv", "--table", "runs").stdout
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert [r["label"] for r in rows if r["folder"]] == ["toy-q8 (toy-q8)", "llama-3.1-8b-q4", "toy-q8 (again)"]
+    assert [r["model"] for r in rows if r["folder"]] == ["toy-q8", "llama-3.1-8b-q4", "toy-q8"]
+
+
 def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch):
     from abricot_local import plots
 

@@ -39,9 +39,19 @@ function s(tag, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-function fmt(v, d) {  // null: a NaN in results.json (JSON has no NaN)
-  return Number.isFinite(v) ? v.toFixed(d === undefined ? 3 : d) : "nan";
+function num(v) {  // infinities come as "inf" / "-inf", a NaN as null (JSON has neither)
+  return v === "inf" ? Infinity : v === "-inf" ? -Infinity : v;
 }
+function fmt(v, d) {
+  v = num(v);
+  if (Number.isFinite(v)) return v.toFixed(d === undefined ? 3 : d);
+  return v === Infinity ? "inf" : v === -Infinity ? "-inf" : "nan";
+}
+function pval(p) {
+  p = num(p);
+  return !Number.isFinite(p) ? "nan" : p < 0.001 ? p.toExponential(1) : String(+p.toPrecision(2));
+}
+function signed(v, d) { v = num(v); return (v > 0 ? "+" : "") + fmt(v, d); }
 function factText(v) {
   if (typeof v === "number") return String(+v.toFixed(4));
   if (typeof v === "string") return v;
@@ -53,13 +63,14 @@ function softmax(lp) {
   const m = Math.max(...lp), e = lp.map(x => Math.exp(x - m)), t = e.reduce((a, b) => a + b, 0);
   return e.map(x => x / t);
 }
-function probs(e) { return e.prob || (e.prob = softmax(e.lp)); }
+function probs(e) { return e.prob || (e.prob = softmax(e.lp.map(num))); }
 function runLabel(k) { const r = D.runs[k]; return r.label; }
 
 // -- header and runs --------------------------------------------------------------------------
 function header() {
   const nav = h("nav", {}, h("a", {href: "#leaderboard", text: "Leaderboard"}), h("a", {href: "#figures", text: "Figures"}),
-    h("a", {href: "#items", text: "Items"}), h("a", {href: "#quant", text: "Quantization"}));
+    h("a", {href: "#pairwise", text: "Pairwise"}), h("a", {href: "#items", text: "Items"}),
+    h("a", {href: "#quant", text: "Quantization"}));
   return h("header", {}, h("h1", {text: "abricot-local report"}),
     h("div", {cls: "muted", text: D.runs.length + " run(s), generated " + D.generated}), nav);
 }
@@ -80,10 +91,21 @@ function runsTable() {
 }
 
 // -- leaderboard -------------------------------------------------------------------------------
+const mounted = [];  // what runs once the page is in the document (measuring needs a layout)
+function breakable(text) {  // a metric name that may wrap after its underscores
+  return text.split("_").flatMap((part, i, all) => i < all.length - 1 ? [part + "_", h("wbr")] : [part]);
+}
+function inBest(key, run) {
+  const g = D.pairwise.best[key];
+  return g && run !== null && g.members.includes(run) ? g : null;
+}
+
 function leaderboard() {
   const sec = h("section", {id: "leaderboard"}, h("h2", {text: "Leaderboard"}),
     h("p", {cls: "note", text: "Value and 95% bootstrap CI as recorded in each results.json. Published rows are " +
-      "values reported elsewhere (no CI). The last row is each metric's chance level. Click a header to sort."}));
+      "values reported elsewhere (no CI). The last row is each metric's chance level. Click a header to sort. " +
+      "\u25C6 marks each metric's best group: the best run and the runs not distinguishable from it (paired test " +
+      "over the items the runs share, Holm-adjusted p \u2265 " + D.pairwise.alpha + "; see Pairwise)."}));
   const table = h("table", {id: "leaderboard-table"});
   const textCols = [["label", "model"], ["quant", "quant"], ["source", "source"]];
   let sortKey = null, sortDir = 0;
@@ -95,17 +117,20 @@ function leaderboard() {
     return cell;
   }
   const head = h("tr", {}, textCols.map(([k, t]) => th(k, [t])),
-    D.columns.map(c => th(c.key, [h("span", {cls: "task", text: c.task}), c.metric], true)));
+    D.columns.map(c => th(c.key, [h("span", {cls: "task", text: c.task}), breakable(c.metric)], true)));
   const body = h("tbody");
   const rows = D.rows.map((r, i) => {
     const tr = h("tr", {cls: r.kind, "data-kind": r.kind, "data-index": i},
       h("td", {}, h("span", {cls: "name", text: r.label}), r.kind === "published" ? h("span", {cls: "badge", text: "published"}) :
         (D.runs[r.run].backend === "fake" ? h("span", {cls: "badge fake", text: "fake"}) : null)),
-      h("td", {text: r.quant}), h("td", {text: r.source}),
+      h("td", {text: r.quant}), h("td", {cls: "source", text: r.source}),
       D.columns.map(c => {
         const v = r.cells[c.key];
         if (!v) return h("td", {cls: "num"});
-        return h("td", {cls: "num", "data-value": v[0] === null ? "nan" : v[0]}, fmt(v[0]),
+        const g = r.kind === "run" && Number.isFinite(num(v[0])) ? inBest(c.key, r.run) : null;  // a nan: no mark
+        return h("td", {cls: "num" + (g ? " best" : ""), "data-value": v[0] === null ? "nan" : v[0], "data-best": g ? "1" : null},
+          g ? h("span", {cls: "bestmark", title: (g.best === r.run ? "the best run" : "not distinguishable from the best run, " +
+            D.runs[g.best].label) + " on " + c.key, text: "\u25C6 "}) : null, fmt(v[0]),
           v[1] !== null || v[2] !== null ? h("span", {cls: "ci", text: "[" + fmt(v[1]) + ", " + fmt(v[2]) + "]"}) : null);
       }));
     return {r, i, tr};
@@ -113,7 +138,7 @@ function leaderboard() {
   function value(row, key) {
     if (key === "label" || key === "quant" || key === "source") return row.r[key] || null;
     const v = row.r.cells[key];
-    return v && Number.isFinite(v[0]) ? v[0] : null;
+    return v && Number.isFinite(num(v[0])) ? num(v[0]) : null;
   }
   function sortBy(key) {
     sortDir = key === sortKey ? -sortDir : (textCols.some(c => c[0] === key) ? 1 : -1);
@@ -132,7 +157,8 @@ function leaderboard() {
   const foot = h("tfoot", {}, h("tr", {cls: "chance"}, h("td", {text: "chance level"}), h("td"), h("td", {text: "uniform guess"}),
     D.columns.map(c => h("td", {cls: "num", text: c.chance === null ? "" : fmt(c.chance, 2)}))));
   table.append(h("thead", {}, head), body, foot);
-  sec.append(h("div", {cls: "scroll"}, table));
+  const box = h("div", {cls: "scroll"}, table);
+  sec.append(columnChooser(table, box), box);
   if (D.checks.length) {
     sec.append(h("h3", {text: "Published value inside the run's 95% CI?"}), h("div", {cls: "scroll"}, h("table", {id: "checks-table"},
       h("thead", {}, h("tr", {}, ["run", "reference", "task", "published", "run value [95% CI]", "inside", "notes"].map(t => h("th", {text: t})))),
@@ -144,11 +170,116 @@ function leaderboard() {
   return sec;
 }
 
+// The leaderboard shows the metric columns that fit the page's width: each task's first metric,
+// then the metrics with a CI, then the rest, in that order, as long as the table does not
+// scroll sideways. The chooser shows or hides any column (then the fitting stops).
+function columnChooser(table, box) {
+  const first = 3;  // run, quant, source
+  const order = [...D.columns.keys()].sort((a, b) => rank(a) - rank(b) || a - b);
+  function rank(k) {
+    const c = D.columns[k];
+    if (D.primary.includes(c.key)) return 0;
+    return D.rows.some(r => r.cells[c.key] && r.cells[c.key][1] !== null) ? 1 : 2;
+  }
+  let auto = true;
+  const shown = new Set(D.columns.keys());
+  const boxes = D.columns.map((c, k) => h("input", {type: "checkbox", "data-column": c.key, checked: true,
+    onchange: ev => { auto = false; ev.target.checked ? shown.add(k) : shown.delete(k); apply(); }}));
+  const summary = h("summary");
+  const chooser = h("details", {cls: "columns", id: "leaderboard-columns"}, summary,
+    h("div", {cls: "column-list"}, [...new Set(D.columns.map(c => c.task))].map(task => h("fieldset", {},
+      h("legend", {text: task}), D.columns.map((c, k) => c.task === task ? h("label", {}, boxes[k], " " + c.metric) : null)))),
+    h("button", {type: "button", text: "fit to the page", onclick: () => { auto = true; fit(); }}));
+  function apply() {
+    for (const tr of table.querySelectorAll("tr")) {
+      D.columns.forEach((c, k) => { const cell = tr.children[first + k]; if (cell) cell.hidden = !shown.has(k); });
+    }
+    D.columns.forEach((c, k) => { boxes[k].checked = shown.has(k); });
+    summary.textContent = "Columns: " + shown.size + " of " + D.columns.length + " metrics shown" +
+      (auto && shown.size < D.columns.length ? " (the others do not fit the page's width; choose here)" : " (choose)");
+    table.setAttribute("data-shown", shown.size);
+  }
+  function fit() {
+    if (!auto) return;
+    shown.clear();
+    apply();
+    for (const k of order) {
+      shown.add(k);
+      apply();
+      if (table.scrollWidth > box.clientWidth && shown.size > 1) { shown.delete(k); apply(); break; }
+    }
+  }
+  apply();
+  mounted.push(fit);
+  let pending = null;
+  window.addEventListener("resize", () => { clearTimeout(pending); pending = setTimeout(fit, 150); });
+  return chooser;
+}
+
+// -- pairwise ----------------------------------------------------------------------------------
+function pairSettings(a, b) {
+  const x = Math.min(a, b), y = Math.max(a, b);
+  const found = D.pairwise.settings.find(p => p.a === x && p.b === y);
+  return (found ? found.differs : []).map(([k, va, vb]) => x === a ? [k, va, vb] : [k, vb, va]);
+}
+
+function pairwise() {
+  const P = D.pairwise;
+  const sec = h("section", {id: "pairwise"}, h("h2", {text: "Pairwise"}),
+    h("p", {cls: "note", text: "Each pair of runs over the items both scored alike (same id and scored context), " +
+      "per task: the verdict, and the difference row \u2212 column of the task's main metric (named in the cell " +
+      "when it could not be tested and another was) with its 95% " +
+      "paired-bootstrap CI and the test's p (Holm-adjusted over the pairs of the task). Hover a cell for the " +
+      "verdict and the recorded settings that differ; click it for the details. `abricot-local compare` gives every metric."}));
+  if (!P.tasks.length) sec.append(h("p", {cls: "note", text: D.runs.length < 2 ? "One run: nothing to pair." :
+    "No task was scored by two runs on common items."}));
+  for (const t of P.tasks) {
+    const detail = h("div", {cls: "pair-detail", "data-task": t.task});
+    const head = h("tr", {}, h("th", {text: "row \u2212 column"}), t.runs.map(k => h("th", {text: runLabel(k)})));
+    const rows = t.runs.map(i => h("tr", {}, h("th", {text: runLabel(i)}), t.runs.map(j => {
+      if (i === j) return h("td", {cls: "self", text: "\u2014"});
+      const c = t.cells.find(x => (x.a === i && x.b === j) || (x.a === j && x.b === i));
+      if (!c) return h("td", {cls: "verdict not-comparable", "data-a": i, "data-b": j, "data-kind": "",
+        text: "no common items"});
+      const sign = c.a === i ? 1 : -1;
+      const differs = pairSettings(i, j);
+      const title = c.line + "\n" + (differs.length ? "settings that differ (" + runLabel(i) + " / " + runLabel(j) + "):\n" +
+        differs.map(([k, va, vb]) => "  " + k + ": " + va + " / " + vb).join("\n") : "no recorded setting differs");
+      const kids = [h("div", {cls: "kind", text: c.kind})];
+      if (c.metric && c.metric !== t.metric) kids.push(h("div", {cls: "metric", text: c.metric}));  // the main one untested
+      if (c.metric) {
+        const lo = sign > 0 ? c.ci[0] : -num(c.ci[1]), hi = sign > 0 ? c.ci[1] : -num(c.ci[0]);
+        kids.push(h("div", {cls: "diff", text: "\u0394 " + signed(sign * num(c.diff), 3) + " [" + signed(lo, 3) + ", " + signed(hi, 3) + "]"}),
+          h("div", {cls: "p", text: "p = " + pval(c.p)}));
+      }
+      return h("td", {cls: "verdict " + c.kind.replace(/ /g, "-"), tabindex: 0, title, "data-a": i, "data-b": j,
+        "data-kind": c.kind, onclick: () => show(c, i, j)}, kids);
+    })));
+    function show(c, i, j) {
+      const differs = pairSettings(i, j);
+      detail.replaceChildren(h("p", {text: c.line}),
+        h("table", {cls: "settings"}, h("thead", {}, h("tr", {}, h("th", {text: "setting that differs"}),
+          h("th", {text: runLabel(i)}), h("th", {text: runLabel(j)}))),
+          h("tbody", {}, differs.length ? differs.map(([k, va, vb]) => h("tr", {}, h("td", {text: k}), h("td", {text: va}),
+            h("td", {text: vb}))) : h("tr", {}, h("td", {text: "(none recorded)"}), h("td"), h("td")))));
+    }
+    sec.append(h("h3", {text: t.task + " \u00b7 " + t.metric + " \u00b7 " + t.n.join(" / ") + " common items"}),
+      h("div", {cls: "scroll"}, h("table", {cls: "pairwise", "data-task": t.task}, h("thead", {}, head), h("tbody", {}, rows))));
+    if (t.notes.length) sec.append(h("p", {cls: "note", text: t.notes.join("; ")}));
+    sec.append(detail);
+  }
+  if (P.notes.length) sec.append(h("ul", {cls: "note"}, P.notes.map(n => h("li", {text: n}))));
+  return sec;
+}
+
 // -- figures ---------------------------------------------------------------------------------
 function forest(key) {
   const col = D.columns.find(c => c.key === key);
   const rows = D.rows.filter(r => r.cells[key] && Number.isFinite(r.cells[key][0]));
-  if (!rows.length) return null;
+  const missing = D.rows.filter(r => r.cells[key] && !Number.isFinite(r.cells[key][0]))
+    .map(r => r.label + " (" + fmt(r.cells[key][0]) + ")");
+  const untold = missing.length ? "; not drawn: " + missing.join(", ") : "";
+  if (!rows.length) return missing.length ? h("figure", {}, h("figcaption", {text: key + untold})) : null;
   const W = 560, left = 230, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
   const xs = rows.flatMap(r => r.cells[key].filter(Number.isFinite));
   if (col.chance !== null) xs.push(col.chance);
@@ -176,7 +307,7 @@ function forest(key) {
     if (r.kind === "published") svg.append(s("rect", {x: X(v[0]) - 4, y: y - 4, width: 8, height: 8, class: "pub", transform: "rotate(45 " + X(v[0]) + " " + y + ")"}));
     else svg.append(s("circle", {cx: X(v[0]), cy: y, r: 4.5, class: "run"}));
   });
-  return h("figure", {}, svg, h("figcaption", {text: col.task + ": " + col.metric + " per run; dashed line: chance level"}));
+  return h("figure", {}, svg, h("figcaption", {text: col.task + ": " + col.metric + " per run; dashed line: chance level" + untold}));
 }
 
 function figures() {
@@ -319,8 +450,8 @@ function explorer(task, ti) {
 
 function items() {
   const sec = h("section", {id: "items"}, h("h2", {text: "Items"}),
-    h("p", {cls: "note", text: "One row per item, one column per run: the run's answer and its probability " +
-      "(softmax of the choices' log-probs); green when it is the gold answer."}));
+    h("p", {cls: "note", text: "One row per item: the gold answer, then one column per run, headed by the run's " +
+      "label: its answer and its probability (softmax of the choices' log-probs); green when it is the gold answer."}));
   if (!D.tasks.length) return sec;
   // a task's panel is built when its tab is first opened
   const panels = D.tasks.map((t, i) => i === 0 ? explorer(t, 0) : h("div", {hidden: true}));
@@ -359,7 +490,8 @@ function quant() {
 }
 
 app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Runs"}), runsTable()),
-  leaderboard(), figures(), items(), quant()));
+  leaderboard(), pairwise(), figures(), items(), quant()));
+for (const f of mounted) f();
 window.abricotReport = {startAt: T0, parsedAt: T1, readyAt: performance.now()};
-window.addEventListener("load", () => setTimeout(contexts, 0));
+window.addEventListener("load", () => { for (const f of mounted) f(); setTimeout(contexts, 0); });
 })();

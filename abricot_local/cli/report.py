@@ -37,7 +37,7 @@ def runs_(folders: tuple[str, ...]) -> None:
         click.echo(f"no run folder in {looked}", err=True)
 
 
-def _finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
+def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
     """The complete runs among PATHS (run folders, or folders searched for them); a note for each
     incomplete one (an error with --strict)."""
     from abricot_local.errors import ResultsError
@@ -80,7 +80,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     from abricot_local.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
-    doc = rep.build(_finished_runs(runs, strict), registry=load_registry(models_file))
+    doc = rep.build(finished_runs(runs, strict), registry=load_registry(models_file))
     if which == "samples":
         from abricot_local import sample_table
 
@@ -101,8 +101,10 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     if plot_dir:
         from abricot_local import plots
 
-        paths = plots.write_plots(doc, plot_dir, metrics=patterns)
-        click.echo(f"wrote {len(paths)} figure(s) to {plot_dir}", err=True)
+        drawn = plots.write_plots(doc, plot_dir, metrics=patterns)
+        for note in drawn.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
     if verify:
         bad = [f"{run.path} {tc.task}: {', '.join(tc.mismatches)}"
                for run in doc.runs for tc in rep.recompute(run.path) if not tc.ok]

@@ -151,13 +151,28 @@ def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
             click.echo(f"error: {model}: {err}", err=True)
             failed.append((model, str(err)))
     if done:
+        registry = load_registry(args["kw"]["models_file"])
         click.echo(f"\n== comparison of {len(done)} model(s) in {root}")
-        click.echo(rep.render(rep.build([str(f) for f in done], registry=load_registry(args["kw"]["models_file"]))))
+        click.echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
+        if len(done) > 1:
+            click.echo("\n" + pairwise_verdicts(done, registry))
     if failed:
         click.echo(f"\n{len(failed)} model(s) failed:", err=True)
         for model, why in failed:
             click.echo(f"  {model}: {why}", err=True)
         sys.exit(1)
+
+
+def pairwise_verdicts(folders, registry) -> str:
+    """The end of a sweep: one verdict line per pair of runs (`compare` gives the details)."""
+    from abricot_local import compare as cmp
+    from abricot_local.compare_render import verdict_text
+    from abricot_local.errors import ResultsError
+
+    try:
+        return verdict_text(cmp.compare([cmp.view_of(f, registry) for f in folders]))
+    except ResultsError as err:
+        return f"pairwise verdicts: none ({err})"
 
 
 def slug(model: str) -> str:

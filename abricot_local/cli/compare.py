@@ -1,0 +1,57 @@
+"""`compare`: finished runs paired item by item, with one verdict per pair (compare.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from abricot_local.cli.app import cli
+from abricot_local.cli.options import models_file_option
+from abricot_local.cli.report import finished_runs
+from abricot_local.core import DEFAULT_SEED
+from abricot_local.errors import UsageError
+
+
+@cli.command()
+@click.argument("runs", nargs=-1, type=click.Path(), metavar="RUN RUN [RUN ...]")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
+              show_default=True, help="Output format (table: aligned text within 120 columns; csv: one row per "
+              "pair, task and metric).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE, not stdout.")
+@click.option("--tolerance", type=float, default=1e-3, show_default=True,
+              help="Nats: runs with the same predictions and every |delta log-prob| within it are numerically close.")
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Level of the verdicts and of the best group (the power figures stay at 5% / 80%).")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the paired bootstrap.")
+@click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
+@models_file_option
+def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: float, alpha: float, seed: int,
+            strict: bool, models_file: str | None) -> None:
+    """Compare finished runs item by item: the items they share (same id, same scored context),
+    every recorded setting that differs, paired differences with their CI and test, and one
+    verdict per pair (identical, numerically close, same within noise, different).
+
+    RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them.
+    Exits 0 whatever the verdicts. See docs/compare.md."""
+    from abricot_local import compare as cmp
+    from abricot_local.compare_render import render
+    from abricot_local.registry import load_registry
+
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+    if not runs:
+        raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
+    folders = finished_runs(runs, strict)
+    if len(folders) < 2:
+        raise UsageError(f"compare needs at least two finished runs; found {len(folders)} ({', '.join(folders)})")
+    registry = load_registry(models_file)
+    text = render(cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha,
+                              seed=seed), fmt)
+    if output:
+        from abricot_local.results import atomic_write
+
+        atomic_write(Path(output), text + "\n")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text)

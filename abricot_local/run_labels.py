@@ -1,0 +1,106 @@
+"""One label per run, unique among the runs shown together: the model, plus the shortest
+part that tells apart runs of the same model (the quant, a recorded option, the folder or
+the time the run was written). The text report, the HTML page, the figures and compare
+all name runs through :func:`unique_labels`. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import PurePath
+from typing import Any, Callable, Mapping, Sequence
+
+MAX_OPTION = 24  # an option longer than this as `key=value` does not make a label
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a label may say of a run."""
+
+    model: str  # the model's label (registry alias, else file name or the fake's label)
+    quant: str = ""
+    folder: str = ""
+    created: str = ""  # when results.json was written (ISO 8601)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the recorded config (flat)
+    names_quant: bool = False  # the model's label already says its quant
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def _quant(runs: Sequence[RunIdentity]) -> list[str] | None:
+    if any(r.names_quant for r in runs):
+        return None
+    return [r.quant or "no quant" for r in runs]
+
+
+def _option(runs: Sequence[RunIdentity]) -> list[str] | None:
+    """The option that tells most of ``runs`` apart, the shortest such one."""
+    keys = dict.fromkeys(k for r in runs for k in r.options if k != "model")
+    best = None
+    for key in keys:
+        texts = [f"{key}={_value(r.options.get(key))}" for r in runs]
+        if max(map(len, texts)) > MAX_OPTION or len(set(texts)) < 2:
+            continue
+        rank = (-len(set(texts)), max(map(len, texts)))
+        if best is None or rank < best[0]:
+            best = (rank, texts)
+    return best[1] if best else None
+
+
+def _folder(runs: Sequence[RunIdentity]) -> list[str] | None:
+    """The shortest ending of the folders' paths (whole components) that tells them apart."""
+    parts = [PurePath(r.folder).parts for r in runs]
+    for k in range(1, max(map(len, parts), default=0) + 1):
+        tails = ["/".join(p[-k:]) for p in parts]
+        if len(set(tails)) == len(set(map(tuple, parts))):
+            return tails
+    return None
+
+
+def _time(runs: Sequence[RunIdentity]) -> list[str] | None:
+    times = [re.sub(r"(\.\d+)?([+-]\d\d:\d\d|Z)?$", "", r.created).replace("T", " ") for r in runs]
+    for cut in (slice(11, 16), slice(11, 19), slice(0, 16), slice(0, 19)):  # HH:MM, HH:MM:SS, dates
+        short = [t[cut] for t in times]
+        if all(short) and len(set(short)) == len(set(times)):
+            return short
+    return None
+
+
+def _shortest(runs: Sequence[RunIdentity]) -> list[str] | None:
+    """The folder or the time, whichever is shorter."""
+    found = [x for x in (_folder(runs), _time(runs)) if x and len(set(x)) > 1]
+    return min(found, key=lambda x: max(map(len, x))) if found else None
+
+
+TELLERS: tuple[Callable[[Sequence[RunIdentity]], list[str] | None], ...] = (_quant, _option, _option, _shortest)
+
+
+def unique_labels(runs: Sequence[RunIdentity]) -> tuple[str, ...]:
+    """A label per run, in order: ``model``, or ``model (part, ...)`` for runs of one model,
+    the parts added one kind at a time (quant, an option, a second option, the folder or the
+    time) to the runs still sharing a label; ``#k`` (the run's position) when nothing tells
+    them apart (one folder given twice)."""
+    parts: list[list[str]] = [[] for _ in runs]
+
+    def label(k: int) -> str:
+        return runs[k].model + (f" ({', '.join(parts[k])})" if parts[k] else "")
+
+    for tell in TELLERS:
+        order = sorted(range(len(runs)), key=label)
+        for _, same in groupby(order, key=label):
+            same = list(same)
+            if len(same) < 2:
+                continue
+            texts = tell([runs[k] for k in same])
+            if texts and len(set(texts)) > 1:
+                for k, t in zip(same, texts):
+                    parts[k].append(t)
+    labels = [label(k) for k in range(len(runs))]
+    return tuple(lab if labels.count(lab) == 1 else f"{lab} #{k + 1}" for k, lab in enumerate(labels))
