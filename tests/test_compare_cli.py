@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local import compare as cmp
 from abricot_local import planning, runner, stats
-from abricot_local.backends.base import ScoringOptions
+from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.cli.compare import compare as compare_command
 from abricot_local.compare_render import render
@@ -43,7 +43,7 @@ def runs(tmp_path_factory, discotex_dir):
                                  backend_options=ScoringOptions(n_ctx=8192), limit=None, sample=24)
         out = {}
         for name, variant in (("a", plan), ("a64", replace(plan, backend_options=replace(plan.backend_options, n_batch=64))),
-                              ("b", replace(plan, model_label="fake-7",
+                              ("b", replace(plan, model=replace(plan.model, label="fake-7", as_written="fake-7"),
                                             backend_options=replace(plan.backend_options, seed=7)))):
             out[name] = runner.execute(variant, root / "runs" / name).path.parent
     out["oracle"] = rewrite_run(out["a"], root / "runs" / "oracle", "oracle", oracle_sample)
