@@ -84,3 +84,14 @@ def test_installed_wheel_finds_its_registry(built, tmp_path):
     path, count = out.stdout.split()
     assert Path(path) == site / "abricot_local" / "models.toml"
     assert int(count) == len(load_registry())
+
+
+def test_wheel_carries_every_module_of_the_source_tree(built):
+    """Every module and subpackage ships: a hand-kept package list once left out abricot_local/stores
+    and the installed tool failed on its first run (an editable install hid it)."""
+    source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "abricot_local").rglob("*.py")
+              if "__pycache__" not in p.parts}
+    for w in (built[0], built[2]):
+        with zipfile.ZipFile(w) as z:
+            missing = source - set(z.namelist())
+        assert not missing, f"{w.name} lacks {sorted(missing)}"
