@@ -150,11 +150,9 @@ def test_check_refuses_changed_data(reference, tmp_path):
 
 
 @pytest.mark.real
-def test_sigkill_then_resume_on_the_real_model(gemma_path, tmp_path, discotex_dir):
-    args = [sys.executable, "-m", "abricot_local", "run", str(gemma_path), "--data-dir", str(discotex_dir),
-            "--limit", "5", "--threads", "2"]
-    ref = tmp_path / "ref"
-    subprocess.run([*args, "--out", str(ref)], check=True, capture_output=True)
+def test_sigkill_then_resume_on_the_real_model(gemma_run, tmp_path):
+    args = [sys.executable, "-m", "abricot_local", *gemma_run.args]
+    ref = gemma_run.out  # the same command, uninterrupted (shared)
     out = tmp_path / "killed"
     proc = subprocess.Popen([*args, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ck = out / ".checkpoint" / "samples-discotex.jsonl"
