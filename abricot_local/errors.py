@@ -45,6 +45,10 @@ class ResultsError(AbricotError):
     """An output folder that cannot be written, resumed or checked."""
 
 
+class NoSpaceError(ResultsError):
+    """A write refused because the disk (or the user's quota) is full: "no space left on device writing FILE"."""
+
+
 class NonFiniteError(ModelError):
     """Logits or log-probabilities that are NaN or infinite: a damaged model or a broken build."""
 

@@ -3,12 +3,13 @@ survives a torn last line. No knowledge of what the files hold (record/ and resu
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import NoSpaceError, ResultsError
 
 
 def dumps_line(obj: dict) -> str:
@@ -22,10 +23,22 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
+def write_error(path: Path, exc: OSError) -> ResultsError:
+    """An OSError while writing ``path`` as one line; a full disk or quota is a NoSpaceError."""
+    if exc.errno == errno.ENOSPC:
+        return NoSpaceError(f"no space left on device writing {path}")
+    if exc.errno == errno.EDQUOT:
+        return NoSpaceError(f"disk quota exceeded writing {path}")
+    return ResultsError(f"cannot write {path}: {exc.strerror or exc}")
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -35,7 +48,7 @@ def atomic_write(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise write_error(path, exc) from None
 
 
 def read_jsonl_lines(path: Path, *, repair: bool = False) -> list[tuple[int, object]]:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
-from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl
+from abricot_local.errors import NoSpaceError, ResultsError
+from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest, write_record)
 
@@ -42,16 +42,22 @@ class OutputDir:
         self.ckpt = self.path / CHECKPOINT
         self._handles: dict[str, object] = {}
         self._lock = None
+        self._made: list[Path] = []  # folders acquire() created, deepest first
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
         """Take ``.lock`` with flock: the kernel drops it when the process dies, so a lock
-        left by a crashed or killed run is never an obstacle."""
+        left by a crashed or killed run is never an obstacle. Folders created here are
+        removed again on release if nothing was written in them."""
         try:
+            self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
             fh = open(self.path / LOCK, "a+")
         except OSError as exc:
-            raise ResultsError(f"cannot create output folder {self.path}: {exc.strerror}") from None
+            self._tidy()
+            err = write_error(self.path, exc)
+            raise (err if isinstance(err, NoSpaceError) else
+                   ResultsError(f"cannot create output folder {self.path}: {exc.strerror}")) from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -61,20 +67,38 @@ class OutputDir:
             raise ResultsError(
                 f"{self.path} is in use by another run (process {holder}); wait for it or choose another --out"
             ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+        except OSError as exc:  # a full disk: no lock file, and no folder this left empty
+            _close(fh)
+            (self.path / LOCK).unlink(missing_ok=True)
+            self._tidy()
+            raise write_error(self.path / LOCK, exc) from None
         self._lock = fh
 
     def release(self) -> None:
         for fh in self._handles.values():
-            fh.close()
+            _close(fh)
         self._handles.clear()
         if self._lock is not None:
             (self.path / LOCK).unlink(missing_ok=True)
-            self._lock.close()  # closing drops the flock
+            _close(self._lock)  # closing drops the flock
             self._lock = None
+            self._tidy()
+
+    def _tidy(self) -> None:
+        """Remove an empty checkpoint folder, then the folders acquire() created while empty:
+        a run refused or stopped before it wrote anything leaves no folder behind."""
+        for folder in (self.ckpt, *self._made):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty, or not there
+                if folder != self.ckpt:
+                    break
+        self._made = []
 
     def __enter__(self) -> "OutputDir":
         self.acquire()
@@ -84,8 +108,9 @@ class OutputDir:
         self.release()
 
     # -- start / resume --------------------------------------------------------------------
-    def start(self, manifest: Manifest, *, resume: bool) -> None:
-        """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
+    def check(self, manifest: Manifest, *, resume: bool) -> None:
+        """Refuse a run this folder cannot take (a finished run, another run's checkpoint, nothing
+        to resume), writing nothing: called before the model loads."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if not resume:
@@ -103,9 +128,17 @@ class OutputDir:
                 raise ResultsError(refusal)
         elif finished:
             finished_run(self.path, manifest)  # refuses another run's folder
+        elif any((self.path / m).is_file() for m in MARKERS):
+            return  # a run that stopped before it saved anything (a full disk): it starts from the first item
+        elif self.path in self._made:
+            raise ResultsError(f"nothing to resume: {self.path} does not exist")
         else:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
-        write_manifest(recorded_path, manifest)
+
+    def start(self, manifest: Manifest, *, resume: bool) -> None:
+        """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
+        self.check(manifest, resume=resume)
+        write_manifest(self.ckpt / RUN_MANIFEST, manifest)
 
     def done(self, task: str) -> dict[str, dict]:
         """Samples already scored for ``task`` (from a finished file or the checkpoint), each
@@ -116,23 +149,26 @@ class OutputDir:
         return found
 
     def append(self, task: str, sample: dict) -> None:
+        path = self.ckpt / samples_name(task)
         fh = self._handles.get(task)
         try:
             if fh is None:
                 self.ckpt.mkdir(parents=True, exist_ok=True)
-                fh = open(self.ckpt / samples_name(task), "a", encoding="utf-8")
-                self._handles[task] = fh
+                fh = self._handles[task] = open(path, "a", encoding="utf-8")
             fh.write(dumps_line(sample))
             fh.flush()
             os.fsync(fh.fileno())
-        except OSError as exc:
-            raise ResultsError(f"cannot write the checkpoint in {self.ckpt}: {exc.strerror or exc}") from None
+        except OSError as exc:  # what the failed flush left buffered is dropped (a torn line is rescored)
+            if fh is not None:
+                _close(self._handles.pop(task, fh))
+            raise write_error(path, exc) from None
 
     # -- state shown to ls and `runs` ------------------------------------------------------
     def running(self, totals: dict[str, int]) -> None:
-        """Mark the folder RUNNING: this process, when it started, the items of each task."""
+        """Mark the folder RUNNING: this process, when it started, the items of each task. A folder
+        that cannot show its state (a full disk) is not run: the error names the file."""
         self.totals, self.started = dict(totals), _now()
-        self._mark(RUNNING, [])
+        self._mark(RUNNING, [], strict=True)
 
     def interrupted(self) -> None:
         self._mark(INTERRUPTED, [f"interrupted: {_now()}",
@@ -141,18 +177,39 @@ class OutputDir:
     def failed(self, error: str) -> None:
         self._mark(FAILED, [f"failed: {_now()}", f"error: {' '.join(error.split())}"])
 
-    def _mark(self, state: str, lines: list[str]) -> None:
+    def _mark(self, state: str, lines: list[str], *, strict: bool = False) -> None:
         totals = getattr(self, "totals", {})
         done = saved_counts(self.path)
-        lines = [f"pid: {os.getpid()}", f"started: {getattr(self, 'started', '?')}", *lines,f"items: {items_text(done, totals)}",
+        lines = [f"pid: {os.getpid()}", f"started: {getattr(self, 'started', '?')}", *lines, f"items: {items_text(done, totals)}",
                  "totals: " + ", ".join(f"{t}={n}" for t, n in totals.items())]
+        text = "\n".join(lines) + "\n"
         try:
-            atomic_write(self.path / state, "\n".join(lines) + "\n")
-        except ResultsError:
-            return  # the state file is a courtesy; the checkpoint is what counts
+            atomic_write(self.path / state, text)
+        except ResultsError as err:
+            if not (isinstance(err, NoSpaceError) and self._rewrite_marker(state, text)):
+                if strict:
+                    raise
+                return  # otherwise the state file is a courtesy; the checkpoint is what counts
         for name in MARKERS:
             if name != state:
                 (self.path / name).unlink(missing_ok=True)
+
+    def _rewrite_marker(self, state: str, text: str) -> bool:
+        """On a full disk: the folder's state file renamed to ``state`` and rewritten in place
+        (truncated first, so its own blocks take the new text). False when there is none."""
+        old = next((self.path / m for m in (state, *MARKERS) if (self.path / m).is_file()), None)
+        if old is None:
+            return False
+        try:
+            os.replace(old, self.path / state)
+            with open(self.path / state, "r+", encoding="utf-8") as fh:
+                fh.truncate(0)
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            return False
+        return True
 
     def finalize(self, record: Record, samples: dict[str, list[dict]]) -> Path:
         """Write the samples files, then results.json; then drop the checkpoint."""
@@ -162,7 +219,7 @@ class OutputDir:
         for name in MARKERS:
             (self.path / name).unlink(missing_ok=True)
         for fh in self._handles.values():
-            fh.close()
+            _close(fh)
         self._handles.clear()
         if self.ckpt.exists():
             for f in self.ckpt.iterdir():
@@ -199,6 +256,14 @@ def saved_counts(folder: Path) -> dict[str, int]:
                 ids = set()
             counts[task] = max(counts.get(task, 0), len(ids))
     return counts
+
+
+def _close(fh) -> None:
+    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped."""
+    try:
+        fh.close()
+    except OSError:
+        pass
 
 
 def _now() -> str:

@@ -186,42 +186,52 @@ def open_plan_backend(plan: RunPlan) -> Backend:
 
 def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Progress | None = None,
             backend: Backend | None = None, on_loaded: Callable[[Backend], None] | None = None) -> Outcome:
-    """Load the model once, score every task, write the output folder."""
+    """Take the output folder (its lock, and what it refuses) before the model loads, then load
+    it once, score every task, write the output folder."""
     start = time.perf_counter()
     manifest = plan_manifest(plan)
     if resume:
         done = finished_run(out_dir, manifest)
         if done is not None:  # nothing to score: the finished run stays as it is
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
-    own = backend is None
-    backend = backend or open_plan_backend(plan)
-    try:
-        if on_loaded:
-            on_loaded(backend)
-        runs = list(plan.runs)
-        if plan.task_options.chat_template:
-            runs = apply_chat(runs, backend)
-        check_fits(runs, backend)
-        with OutputDir(out_dir) as out:
-            out.start(manifest, resume=resume)
-            out.running({run.task.name: len(run.items) for run in runs})
-            try:
-                results = []
-                for run in runs:
-                    done = out.done(run.task.name) if resume else {}
-                    results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
-                record = build_record(plan, backend, runs, results, time.perf_counter() - start)
-                path = out.finalize(record, {r.name: list(r.samples) for r in results})
-            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
-                out.interrupted()
-                raise
-            except Exception as err:
-                out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
-                raise
-    finally:
-        if own:
-            backend.close()
+    with OutputDir(out_dir) as out:  # a second run on this folder is refused before any load
+        out.check(manifest, resume=resume)
+        own = backend is None
+        backend = backend or open_plan_backend(plan)
+        try:
+            if on_loaded:
+                on_loaded(backend)
+            runs = list(plan.runs)
+            if plan.task_options.chat_template:
+                runs = apply_chat(runs, backend)
+            check_fits(runs, backend)
+            path, record = _score_into(out, plan, backend, runs, manifest, resume=resume, progress=progress,
+                                       start=start)
+        finally:
+            if own:
+                backend.close()
     return Outcome(path, record)
+
+
+def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[TaskRun], manifest: Manifest, *,
+                resume: bool, progress: Progress | None, start: float) -> tuple[Path, Record]:
+    """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
+    leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
+    out.running({run.task.name: len(run.items) for run in runs})
+    try:
+        out.start(manifest, resume=resume)
+        results = []
+        for run in runs:
+            done = out.done(run.task.name) if resume else {}
+            results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
+        record = build_record(plan, backend, runs, results, time.perf_counter() - start)
+        return out.finalize(record, {r.name: list(r.samples) for r in results}), record
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+        out.interrupted()
+        raise
+    except Exception as err:
+        out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+        raise
 
 
 def pull_data(task: str) -> list[tuple[Path, str]]:

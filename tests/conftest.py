@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"
 
 
+def isolated_env(root: Path) -> dict[str, str]:
+    """A private cache and config under ``root``, and every download refused."""
+    return {"ABRICOT_CACHE_DIR": str(root / "cache"), "ABRICOT_CONFIG_DIR": str(root / "config"),
+            "ABRICOT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
     """A private cache/config dir per test, the cwd in tmp, and every download refused."""
-    monkeypatch.setenv("ABRICOT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("ABRICOT_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ABRICOT_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for key, value in isolated_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
 
@@ -31,6 +36,33 @@ def gemma_path(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("gemma") / pkg.MODEL_NAME
     return Path(pkg.assemble(out))
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A run made once per session and only read by the tests that share it."""
+
+    args: tuple[str, ...]  # the `run` command line without --out
+    out: Path
+
+
+@pytest.fixture(scope="session")
+def gemma_run(gemma_path, discotex_dir, tmp_path_factory) -> SharedRun:
+    """The real Gemma 3 270M once on the first 4 DISCOTEX items (TED), 2 threads, defaults otherwise:
+    the reference that the end-to-end, kill/resume, shard/merge and n_batch tests compare with."""
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+
+    args = ("run", str(gemma_path), "--tasks", "discotex", "--data-dir", str(discotex_dir), "--limit", "4",
+            "--threads", "2")
+    root = tmp_path_factory.mktemp("gemma-run")
+    with pytest.MonkeyPatch.context() as mp:  # a session fixture runs before any test's isolated_home
+        for key, value in isolated_env(root).items():
+            mp.setenv(key, value)
+        r = CliRunner().invoke(cli, [*args, "--out", str(root / "out")])
+    assert r.exit_code == 0, r.output
+    return SharedRun(args, root / "out")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """compare.py on runs made by the runner (fake backend, real DISCOTEX items), without the CLI:
 matching, verdicts, differing settings, Holm and the best group, correlations, rendering; and
-one real-model pair (Gemma 3 270M, --n-batch 64 against 512)."""
+one real-model pair (Gemma 3 270M, --n-batch 128 against 512, run through the CLI)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from io import StringIO
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from abricot_local import compare as cmp
 from abricot_local import planning, runner, stats
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.cli import cli
 from abricot_local.compare_render import render
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, pearson, with_ci_of
@@ -221,23 +223,19 @@ def test_render_every_format(views):
 
 
 @pytest.mark.real
-def test_real_gemma_n_batch_128_against_512(gemma_path, discotex_dir, tmp_path):
+def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
     """Two real runs differing in one setting (--n-batch: the decode cuts of the ~300-token
     prompts): the setting is named, the log-probs move, and the verdict says how much.
     Measured (llama-cpp-python 0.3.36, CPU AVX2/FMA, 2 threads), 10 items at 64 vs 512: one
     prediction of 10 flipped, max |delta log-prob| 0.34 nats, same accuracy: same within noise."""
-    from abricot_local.backends.llama_cpp import LlamaCppOptions
-
-    # the first 6 items (TED): the shortest prompts, ~40% fewer tokens than a --sample draw
-    plan = _plan(discotex_dir, model=str(gemma_path), sample=None, limit=6, backend="llama.cpp",
-                 options=LlamaCppOptions(n_ctx=2048, threads=2))
-    a, b = (runner.execute(replace(plan, backend_options=replace(plan.backend_options, n_batch=n)),
-                           tmp_path / f"nb{n}").path.parent for n in (128, 512))
-    c = cmp.compare([cmp.view_of(a), cmp.view_of(b)])
+    # the shared run (the first 4 items, TED: the shortest prompts; n_batch 512, the default), and it at 128
+    r = CliRunner().invoke(cli, [*gemma_run.args, "--n-batch", "128", "--out", str(tmp_path / "nb128")])
+    assert r.exit_code == 0, r.output
+    c = cmp.compare([cmp.view_of(tmp_path / "nb128"), cmp.view_of(gemma_run.out)])
     # n_batch (the config; the schedule's repeats it) and the ubatch that follows it; nothing else
     assert {d.key: (d.value_a, d.value_b) for d in c.differs} == {
         "n_batch": (128, 512), "provenance.schedule.n_ubatch": (128, 512)}
     (g,) = c.agreements
-    assert g.n == 6 and g.max_abs_delta > 0  # the decode cuts changed the numbers
+    assert g.n == 4 and g.max_abs_delta > 0  # the decode cuts changed the numbers
     assert c.verdicts[0].kind in (cmp.CLOSE, cmp.NOISE), c.verdicts[0].line
     assert "n_batch" in render(c, "table")

@@ -235,6 +235,7 @@ def _timing(pg) -> dict:
     }""")
 
 
+@pytest.mark.real  # a browser
 def test_opens_offline_fast_and_clean(page, site, tmp_path):
     # the first load, then two reloads: the best of three discounts a machine busy with other work
     timings = [_timing(page)]
@@ -253,6 +254,7 @@ def test_opens_offline_fast_and_clean(page, site, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
+@pytest.mark.real  # a browser
 def test_leaderboard_rows_chance_and_sort(page, site):
     runs = _rows(page, "run")
     assert runs.count() == 2
@@ -299,6 +301,7 @@ def _expected(site, task, source=None):
     return len(ids), disagree, wrong
 
 
+@pytest.mark.real  # a browser
 def test_filters_count_what_the_samples_say(page, site):
     panel = page.locator("#explorer-discotex")
     count = panel.locator(".count")
@@ -326,6 +329,7 @@ def test_filters_count_what_the_samples_say(page, site):
     assert other.locator(".count").get_attribute("data-count") == str(disagree)
 
 
+@pytest.mark.real  # a browser
 def test_item_detail_shows_the_scored_context_and_every_log_prob_as_text(page, site):
     from playwright.sync_api import expect
 
@@ -368,6 +372,7 @@ def test_item_detail_shows_the_scored_context_and_every_log_prob_as_text(page, s
     assert all(u == page.url0 for u in page.requests), page.requests
 
 
+@pytest.mark.real  # a browser
 def test_quantization_table(page, site):
     rows = page.locator("#quant-table tbody tr")
     assert rows.count() == 3

@@ -68,10 +68,8 @@ def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base
 
 
 @pytest.mark.real
-def test_real_model_shards_merge_byte_for_byte(gemma_path, tmp_path, discotex_dir):
-    base = ["run", gemma_path, "--tasks", "discotex", "--data-dir", discotex_dir, "--sample", "5", "--threads", "2"]
-    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
-    for k in (1, 2):
-        assert invoke(*base, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
+def test_real_model_shards_merge_byte_for_byte(gemma_run, tmp_path):
+    for k in (1, 2):  # the shared run's command, in two shards
+        assert invoke(*gemma_run.args, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
     assert invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged").exit_code == 0
-    same_run(tmp_path / "merged", tmp_path / "whole", ["discotex"])
+    same_run(tmp_path / "merged", gemma_run.out, ["discotex"])

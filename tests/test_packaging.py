@@ -59,6 +59,7 @@ def built(tmp_path_factory):
     return wheel, sdist, _build(next(unpacked.iterdir()), "wheel")
 
 
+@pytest.mark.real  # builds a wheel and an sdist
 def test_wheel_and_sdist_carry_the_registry(built):
     wheel, sdist, wheel_from_sdist = built
     expected = (ROOT / "models.toml").read_bytes()
@@ -71,6 +72,7 @@ def test_wheel_and_sdist_carry_the_registry(built):
         assert any(n.endswith("/models.toml") and n.count("/") == 1 for n in tar.getnames())
 
 
+@pytest.mark.real  # builds a wheel and an sdist
 def test_installed_wheel_finds_its_registry(built, tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(built[0]) as z:

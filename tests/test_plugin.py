@@ -1,5 +1,6 @@
 """The example task plugin (examples/task-plugin), installed with pip and found through its entry
-point, through `tasks`, `run`, `check` and `report --plot` on the real model."""
+point, through `tasks`, `run`, `check` and `report --plot` (the fake backend: the plugin, not a
+model, is under test). Marked real: it pip-installs the example (a package build)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "task-plugin"
-pytestmark = pytest.mark.real
+pytestmark = pytest.mark.real  # a package build
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def cli(env, *args, timeout=600):
     return r
 
 
-def test_plugin_task_through_tasks_run_check_and_report(plugin_env, gemma_path, tmp_path):
+def test_plugin_task_through_tasks_run_check_and_report(plugin_env, tmp_path):
     listing = cli(plugin_env, "tasks", "--json")
     assert listing.returncode == 0, listing.stderr
     rows = {r["name"]: r for r in json.loads(listing.stdout)}
@@ -42,7 +43,7 @@ def test_plugin_task_through_tasks_run_check_and_report(plugin_env, gemma_path, 
     assert rows["capitali"]["data_path"].endswith("capitali.jsonl")
 
     out = tmp_path / "run"
-    r = cli(plugin_env, "run", gemma_path, "--tasks", "capitali", "--threads", "2", "--out", out)
+    r = cli(plugin_env, "run", "fake", "--backend", "fake", "--tasks", "capitali", "--out", out)
     assert r.returncode == 0, r.stderr
     res = json.loads((out / "results.json").read_text())
     assert res["tasks"]["capitali"]["n"] == 16 and res["tasks"]["capitali"]["chance"] == {"accuracy": 0.25}
@@ -50,7 +51,7 @@ def test_plugin_task_through_tasks_run_check_and_report(plugin_env, gemma_path, 
     assert {s["source"] for s in samples} == {"nord", "centro", "sud"}
     assert all(len(s["logprobs"]) == 4 for s in samples)
 
-    chk = cli(plugin_env, "check", out, "--threads", "2")
+    chk = cli(plugin_env, "check", out)
     assert chk.returncode == 0 and "reproduced" in chk.stdout, chk.stdout + chk.stderr
 
     figs = tmp_path / "figs"

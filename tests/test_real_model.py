@@ -52,23 +52,21 @@ def reference_logprob(b, sch, i):
     return total
 
 
-def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, tmp_path, discotex_dir):
-    out = tmp_path / "out"
-    r = CliRunner().invoke(cli, ["run", str(gemma_path), "--tasks", "discotex", "--data-dir", str(discotex_dir),
-                                 "--limit", "4", "--threads", "2", "--out", str(out)])
-    assert r.exit_code == 0, r.output
+def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, gemma_run):
+    out = gemma_run.out  # `run` on the first 4 items (shared with other tests)
     res = json.loads((out / "results.json").read_text())
     assert res["model"]["sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
     assert res["provenance"]["architecture"] == "gemma3"
     samples = [json.loads(l) for l in (out / "samples-discotex.jsonl").read_text().splitlines()]
     assert len(samples) == 4
     b = backend(gemma_path)
-    for s in samples:
+    for k, s in enumerate(samples):
         req = Request(s["context"], tuple(s["continuations"]), prefix=DiscotexTask.prefix_text())
         sch = b.schedule(req)
         assert [list(seq[c:]) for seq, c in zip(sch.seqs, sch.ctx_lens)] == s["continuation_tokens"]
-        for i, lp in enumerate(s["logprobs"]):
-            assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
+        if k < 2:  # the run's two cases: the first item from an empty cache, the next with the prefix held
+            for i, lp in enumerate(s["logprobs"]):
+                assert abs(reference_logprob(b, sch, i) - lp) <= 1e-3
     b.close()
 
 
@@ -85,8 +83,10 @@ def test_multi_token_continuations_equal_token_by_token(gemma_path):
 
 
 def items_for_engines(discotex_dir):
-    d = DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items()[:3]
-    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:3]
+    """Two items of each task, sharing its prefix (the shortest DISCOTEX ones: the engines, not the
+    prompts, are under test; the naive engine decodes every continuation from scratch)."""
+    d = sorted(DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items(), key=lambda it: len(it.context))[:2]
+    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:2]
     return d + a
 
 
@@ -113,7 +113,7 @@ def test_truncated_gguf_is_a_clean_error(gemma_path, tmp_path, discotex_dir):
 def test_embedded_alias_runs_abricot(tmp_path):
     out = tmp_path / "o"
     r = CliRunner().invoke(cli, ["run", "gemma-3-270m", "--tasks", "abricot", "--data", f"abricot={FIXTURE}",
-                                 "--limit", "2", "--shots", "0", "--prompt-variant", "calamita", "--out", str(out)])
+                                 "--limit", "1", "--shots", "0", "--prompt-variant", "calamita", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "results.json").read_text())
     assert res["model"]["alias"] == "gemma-3-270m"

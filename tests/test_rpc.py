@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import isolated_env
 
 CI = os.environ.get("CI", "").lower() == "true"
 RUN = [sys.executable, "-m", "abricot_local"]
@@ -93,6 +94,12 @@ def servers(tmp_path):
 @pytest.fixture
 def data_dir(discotex_dir):
     return str(discotex_dir)
+
+
+@pytest.fixture
+def vocab_gguf(vocab_dir) -> Path:
+    """A vocabulary-only GGUF: enough for what is refused before any weight is read."""
+    return vocab_dir / "ggml-vocab-llama-bpe.gguf"
 
 
 def run(model, data_dir, out, *extra, timeout=600, limit=4):
@@ -210,7 +217,7 @@ def test_the_handshake_names_a_silent_closing_foreign_or_other_version_server():
     assert refused is not None and not refused.reached and "refused" in refused.why
 
 
-def test_the_timeout_is_the_backends_option(gemma_path):
+def test_the_timeout_is_the_backends_option(vocab_gguf):
     import dataclasses
 
     from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
@@ -223,7 +230,7 @@ def test_the_timeout_is_the_backends_option(gemma_path):
     try:
         with pytest.raises(RpcServerError, match=f"the RPC server {peer.endpoint} accepted the connection but did "
                                                  "not answer llama.cpp's RPC handshake within 0.3 s"):
-            LlamaCppBackend.preflight(gemma_path, LlamaCppOptions(rpc=(peer.endpoint,), rpc_timeout=0.3))
+            LlamaCppBackend.preflight(vocab_gguf, LlamaCppOptions(rpc=(peer.endpoint,), rpc_timeout=0.3))
     finally:
         peer.close()
     assert time.monotonic() - t0 < 10  # 0.3 s for the handshake, not forever
@@ -273,9 +280,9 @@ def test_lost_server_errors_name_it():
     assert type(other) is ModelError and str(other) == "llama.cpp aborted: GGML_ASSERT(x) failed"
 
 
-def test_unreachable_server_is_one_clear_error(gemma_path, data_dir, tmp_path):
+def test_unreachable_server_is_one_clear_error(vocab_gguf, data_dir, tmp_path):
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
-    r = run(gemma_path, data_dir, tmp_path / "o", "--rpc", dead, timeout=120)
+    r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", dead, timeout=120)
     assert r.returncode == 75, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the RPC server {dead}"), r.stderr
@@ -320,16 +327,43 @@ def test_doctor_says_rpc_is_available():
 
 
 # -- gemma-3-270m over two loopback servers ---------------------------------------------------
-def test_layers_on_two_servers_give_the_local_logprobs(gemma_path, data_dir, servers, tmp_path):
-    a, b = servers(2)
-    local = run(gemma_path, data_dir, tmp_path / "local", "--extra-bufts", "off")  # an RPC server has no repacked weights
+LIMIT = 6  # items of the shared runs; the killed run is stopped after 2 of them
+
+
+@pytest.fixture(scope="module")
+def two_servers(tmp_path_factory):
+    """Two servers for this module's real runs (the killed-server test restarts one on its port)."""
+    log_dir = tmp_path_factory.mktemp("rpc-logs")
+    made = [Server(log_dir).start() for _ in range(2)]
+    yield made
+    for s in made:
+        s.kill()
+
+
+@pytest.fixture(scope="module")
+def shared_runs(gemma_path, discotex_dir, two_servers, tmp_path_factory):
+    """gemma-3-270m on the first LIMIT items, locally and with its layers on the two servers."""
+    root = tmp_path_factory.mktemp("rpc-runs")
+    a, b = two_servers[:2]
+    with pytest.MonkeyPatch.context() as mp:  # a module fixture runs before any test's isolated_home
+        for key, value in isolated_env(root).items():
+            mp.setenv(key, value)
+        local = run(gemma_path, str(discotex_dir), root / "local", "--extra-bufts", "off", limit=LIMIT)  # an RPC server has no repacked weights
+        remote = run(gemma_path, str(discotex_dir), root / "rpc", "--rpc", f"{a.endpoint},{b.endpoint}", limit=LIMIT)
     assert local.returncode == 0, local.stderr
-    remote = run(gemma_path, data_dir, tmp_path / "rpc", "--rpc", f"{a.endpoint},{b.endpoint}")
     assert remote.returncode == 0, remote.stderr
-    got, want = samples(tmp_path / "rpc"), samples(tmp_path / "local")
+    return root / "local", root / "rpc"
+
+
+@pytest.mark.real
+def test_layers_on_two_servers_give_the_local_logprobs(shared_runs, two_servers):
+    a, b = two_servers[:2]
+    local, rpc = shared_runs
+    got, want = samples(rpc), samples(local)
+    assert len(got) == LIMIT
     assert [s["logprobs"] for s in got] == [s["logprobs"] for s in want]  # bit-identical
-    assert (tmp_path / "rpc" / "samples-discotex.jsonl").read_bytes() == (tmp_path / "local" / "samples-discotex.jsonl").read_bytes()
-    prov = json.loads((tmp_path / "rpc" / "results.json").read_text())["provenance"]["rpc"]
+    assert (rpc / "samples-discotex.jsonl").read_bytes() == (local / "samples-discotex.jsonl").read_bytes()
+    prov = json.loads((rpc / "results.json").read_text())["provenance"]["rpc"]
     assert prov["servers"] == [a.endpoint, b.endpoint]
     assert [d["endpoint"] for d in prov["devices"]] == [a.endpoint, b.endpoint]
     assert all(d["memory_total"] >= d["memory_free"] > 0 for d in prov["devices"])
@@ -337,17 +371,18 @@ def test_layers_on_two_servers_give_the_local_logprobs(gemma_path, data_dir, ser
     names = [d["name"] for d in prov["devices"]]
     assert prov["layers"]["CPU"] == 0 and all(prov["layers"][n] > 0 for n in names)  # split across both
     assert sum(prov["layers"].values()) == 18 + 1  # gemma-3-270m: 18 layers and the output layer
-    assert "rpc" not in json.loads((tmp_path / "local" / "results.json").read_text())["provenance"]
+    assert "rpc" not in json.loads((local / "results.json").read_text())["provenance"]
 
 
-def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_path, data_dir, servers, tmp_path):
-    a, b = servers(2)
+@pytest.mark.real
+def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_path, data_dir, two_servers, shared_runs,
+                                                                         tmp_path):
+    a, b = two_servers[:2]
     spec = f"{a.endpoint},{b.endpoint}"
-    ref = run(gemma_path, data_dir, tmp_path / "ref", "--rpc", spec, limit=10)
-    assert ref.returncode == 0, ref.stderr
+    ref = shared_runs[1]  # the same command, uninterrupted
 
     out = tmp_path / "killed"
-    args = [*RUN, "run", str(gemma_path), "--tasks", "discotex", "--data-dir", data_dir, "--limit", "10",
+    args = [*RUN, "run", str(gemma_path), "--tasks", "discotex", "--data-dir", data_dir, "--limit", str(LIMIT),
             "--threads", "1", "--out", str(out), "--rpc", spec]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ck = out / ".checkpoint" / "samples-discotex.jsonl"
@@ -367,16 +402,16 @@ def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_pat
     assert len(error) == 1 and f"lost the RPC server {b.endpoint}" in error[0] and a.endpoint not in error[0], stderr
     assert "--resume" in stderr
     kept = ck.read_text().splitlines()
-    assert 2 <= len(kept) < 10 and not (out / "results.json").exists()
+    assert 2 <= len(kept) < LIMIT and not (out / "results.json").exists()
 
-    again = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=10)
+    again = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=LIMIT)
     assert again.returncode == 75 and f"cannot reach the RPC server {b.endpoint}" in again.stderr  # still down
-    servers.made.append(Server(tmp_path, b.port).start())  # back on the same port
-    done = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=10)
+    two_servers.append(Server(tmp_path, b.port).start())  # back on the same port
+    done = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=LIMIT)
     assert done.returncode == 0, done.stderr
-    assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "ref" / "samples-discotex.jsonl").read_bytes()
+    assert (out / "samples-discotex.jsonl").read_bytes() == (ref / "samples-discotex.jsonl").read_bytes()
     doc = json.loads((out / "results.json").read_text())
-    assert doc["tasks"]["discotex"]["scored_now"] == 10 - len(kept)
+    assert doc["tasks"]["discotex"]["scored_now"] == LIMIT - len(kept)
 
 
 # -- lm-eval's model over the same servers ----------------------------------------------------

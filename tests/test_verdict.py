@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
 from click.testing import CliRunner
 
 from abricot_local import console
@@ -38,13 +37,12 @@ def test_verdict_text_from_a_results_dict():
     assert "abricot_inc: published, but not run here" in text
 
 
-@pytest.mark.real
-def test_local_entry_reproducing_the_paper_row(gemma_path, tmp_path):
+def test_an_entry_reproducing_the_paper_row(tmp_path):
+    """A registry entry naming a published row (the fake backend under it: the verdict is what is tested)."""
     models = tmp_path / "models.toml"
-    models.write_text(f'[gemma-as-llama]\nsource = "local"\npath = "{gemma_path}"\n'
-                      'reproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
-    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}",
-               "--tasks", "abricot", "--threads", "2", "--out", tmp_path / "o")
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}",
+               "--tasks", "abricot", "--n-ctx", "8192", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     checks = {c["task"]: c for c in res["published"]["checks"]}
@@ -58,8 +56,8 @@ def test_local_entry_reproducing_the_paper_row(gemma_path, tmp_path):
         assert json.dumps(c["value"]) == json.dumps(res["tasks"][task]["metrics"]["pearson"])
         row = next(x for x in r.output.splitlines() if f"{task}.pearson" in x and "llama-3.1-8b" in x)
         assert "0.30" in row and {True: "yes", False: "NO", None: "n/a"}[c["inside"]] in row
-    r = invoke("run", "gemma-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
-               "--shots", "0", "--threads", "2", "--out", tmp_path / "z")
+    r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--shots", "0", "--n-ctx", "8192", "--out", tmp_path / "z")
     assert r.exit_code == 0, r.output
     assert "differs from the published setting: shots 0 (published: 3)" in r.output
     assert "abricot_inc: published, but not run here" in r.output
