@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Mapping
 
 from abricot_local.errors import ResultsError
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl
@@ -84,8 +85,9 @@ class OutputDir:
         self.release()
 
     # -- start / resume --------------------------------------------------------------------
-    def start(self, manifest: Manifest, *, resume: bool) -> None:
-        """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
+    def start(self, manifest: Manifest, *, resume: bool, absent: Mapping[str, Any] | None = None) -> None:
+        """Begin a run, or continue one whose recorded manifest equals ``manifest`` (``absent``:
+        options a recorded config may lack, and the value that meant: named in a refusal)."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if not resume:
@@ -98,11 +100,11 @@ class OutputDir:
                     f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
                 )
         elif recorded_path.exists():
-            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
+            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest, absent)
             if refusal:
                 raise ResultsError(refusal)
         elif finished:
-            finished_run(self.path, manifest)  # refuses another run's folder
+            finished_run(self.path, manifest, absent)  # refuses another run's folder
         else:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
         write_manifest(recorded_path, manifest)
@@ -171,7 +173,7 @@ class OutputDir:
         return path
 
 
-def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
+def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, Any] | None = None) -> Record | None:
     """With --resume: the finished run in ``folder`` when it is this run (None when the folder
     holds no finished run); a run of other options, model or data is refused, naming them."""
     folder = Path(folder)
@@ -180,7 +182,7 @@ def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
     record = read_run(folder)
     if record.manifest is None:
         raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
-    refusal = resume_refusal(folder, record.manifest, manifest)
+    refusal = resume_refusal(folder, record.manifest, manifest, absent)
     if refusal:
         raise ResultsError(refusal)
     return record

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
+from abricot_local.backends import absent_options
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
@@ -189,8 +190,9 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     """Load the model once, score every task, write the output folder."""
     start = time.perf_counter()
     manifest = plan_manifest(plan)
+    absent = absent_options(plan.backend)  # options earlier versions recorded only when set
     if resume:
-        done = finished_run(out_dir, manifest)
+        done = finished_run(out_dir, manifest, absent)
         if done is not None:  # nothing to score: the finished run stays as it is
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     own = backend is None
@@ -203,7 +205,7 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
             runs = apply_chat(runs, backend)
         check_fits(runs, backend)
         with OutputDir(out_dir) as out:
-            out.start(manifest, resume=resume)
+            out.start(manifest, resume=resume, absent=absent)
             out.running({run.task.name: len(run.items) for run in runs})
             try:
                 results = []
