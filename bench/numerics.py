@@ -39,16 +39,17 @@ from abricot_local.record import read_run  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "abricot_invented_fixture.csv"
-# (name, options over the default, the setting it is compared with)
-SETTINGS = (
-    ("default", {}, None),
-    ("extra buffer types on", {"extra_bufts": "on"}, "default"),
-    ("flash attention off", {"flash_attn": "off"}, "default"),
-    ("n_batch 64", {"n_batch": 64}, "default"),
-    ("batched engine", {"engine": "batched"}, "default"),
-    ("threads 1", {"threads": 1}, "default"),
-    ("n_batch 64, threads 1", {"n_batch": 64, "threads": 1}, "n_batch 64"),
-)
+def settings(alt: int) -> tuple:
+    """(name, options over the default, the setting it is compared with)."""
+    return (
+        ("default", {}, None),
+        ("extra buffer types on", {"extra_bufts": "on"}, "default"),
+        ("flash attention off", {"flash_attn": "off"}, "default"),
+        ("n_batch 64", {"n_batch": 64}, "default"),
+        ("batched engine", {"engine": "batched"}, "default"),
+        (f"threads {alt}", {"threads": alt}, "default"),
+        (f"n_batch 64, threads {alt}", {"n_batch": 64, "threads": alt}, "n_batch 64"),
+    )
 
 
 def run_setting(model: str, name: str, over: dict, args, out: Path) -> dict:
@@ -131,20 +132,25 @@ def main() -> None:
     ap.add_argument("--models", default="gemma-3-270m,smollm2-135m-pypi")
     ap.add_argument("--data-dir", required=True, help="the DISCOTEX release folder")
     ap.add_argument("--sample", type=int, default=24)
-    ap.add_argument("--threads", type=int, default=None, help="threads of every setting but the threads ones")
-    ap.add_argument("--settings", default=",".join(s[0] for s in SETTINGS))
+    ap.add_argument("--threads", type=int, default=None, help="threads of every setting but the threads ones "
+                    "(default: all cores; on a machine shared with other jobs, 1 avoids spinning threads)")
+    ap.add_argument("--alt-threads", type=int, default=None,
+                    help="the thread count the threads settings compare with (default: 1, or 2 when --threads is 1)")
+    ap.add_argument("--settings", default=None, help="comma-separated setting names (default: all)")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary one)")
     ap.add_argument("--label", default=platform.node(), help="machine name for the table")
     ap.add_argument("--no-docs", action="store_true", help="do not update docs/numerics.md")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="numerics-"))
-    wanted = args.settings.split(",")
+    alt = args.alt_threads or (2 if args.threads == 1 else 1)
+    table_of = settings(alt)
+    wanted = args.settings.split(",") if args.settings else [s[0] for s in table_of]
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
            "cpu_count": os.cpu_count(), "threads": args.threads or os.cpu_count(), "sample": args.sample,
            "runs": {}, "comparisons": {}}
     for model in args.models.split(","):
         runs = {}
-        for name, over, _ in SETTINGS:
+        for name, over, _ in table_of:
             if name in wanted:
                 out = work / model / name.replace(" ", "_").replace(",", "")
                 runs[name] = run_setting(model, name, over, args, out)
@@ -152,7 +158,7 @@ def main() -> None:
         doc["runs"][model] = list(runs.values())
         doc["kernels"] = runs["default"]["kernels"] if "default" in runs else "?"
         doc["comparisons"][model] = [compare_pair(runs[base], runs[name], seed=1234)
-                                     for name, _, base in SETTINGS if base and name in runs and base in runs]
+                                     for name, _, base in table_of if base and name in runs and base in runs]
     text = table(doc)
     print(text)
     out = HERE / "results" / f"{doc['created'].replace(':', '')}-numerics.json"

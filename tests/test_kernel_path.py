@@ -223,6 +223,16 @@ def test_check_on_the_recorded_kernel_path_keeps_its_output(fake_run_folder):
                        "reproduced"]
 
 
+def test_check_of_a_run_that_recorded_no_kernel_path_says_so_and_demands_the_numbers(fake_run_folder, tmp_path):
+    run = edited(fake_run_folder[0], tmp_path / "r")
+    doc = json.loads((run / "results.json").read_text())
+    del doc["provenance"]["kernels"]
+    (run / "results.json").write_text(json.dumps(doc))
+    r = invoke("check", run)
+    assert r.exit_code == 0 and r.stdout.splitlines()[0] == ("kernel path: not recorded by the run (here: synthetic "
+                                                             "build; CPU only; fake)")
+
+
 def test_check_on_another_kernel_path_says_so_first_and_passes_on_an_identical_verdict(fake_run_folder, tmp_path):
     run = edited(fake_run_folder[0], tmp_path / "r", kernels_change={"cpu_features": ["AVX512"]})
     r = invoke("check", run)
@@ -267,3 +277,20 @@ def test_a_different_verdict_on_another_kernel_path_fails(fake_run_folder, tmp_p
     assert r.exit_code == 1, r.output
     assert "verdict: fake vs fake (re-scored here): different (" in r.stdout
     assert r.stdout.splitlines()[-1] == "NOT reproduced: the verdict is different"
+
+
+def test_merge_refuses_shards_scored_on_another_kernel_path(tmp_path):
+    data = write_discotex(tmp_path / "d", 5)
+    shards = []
+    for k in (1, 2):
+        out = tmp_path / f"s{k}"
+        r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--shard", f"{k}/2",
+                   "--out", out)
+        assert r.exit_code == 0, r.output
+        shards.append(out)
+    doc = json.loads((shards[1] / "results.json").read_text())
+    doc["provenance"]["kernels"]["cpu_features"] = ["AVX2"]
+    (shards[1] / "results.json").write_text(json.dumps(doc))
+    r = invoke("merge", *shards, "--out", tmp_path / "m")
+    assert r.exit_code != 0 and "was scored on another kernel path than" in r.output
+    assert "build: recorded synthetic build, here synthetic build (AVX2)" in r.output

@@ -15,7 +15,7 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-# the portable build: AVX2 + FMA + F16C (x86-64-v3, every x86-64 CPU since 2015), RPC on
+# the portable build: AVX2 + FMA + F16C (x86-64-v3: Intel since Haswell, AMD since Zen), RPC on
 PORTABLE_CMAKE_ARGS = ("-DGGML_RPC=on -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
                        "-DGGML_F16C=ON -DGGML_BMI2=OFF -DGGML_AVX512=OFF")
 NATIVE_CMAKE_ARGS = "-DGGML_RPC=on"  # GGML_NATIVE is on by default
