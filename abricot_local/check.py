@@ -1,4 +1,11 @@
-"""Re-score a recorded run with its recorded model, data and options; report agreement."""
+"""Re-score a recorded run with its recorded model, data and options; report agreement.
+
+On the recorded kernel path (kernel_path.py: build, CPU features, extra buffer types,
+devices) the numbers must come back: every prediction the same and every log-prob within
+``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
+and gives compare.py's verdict on the recorded run against the re-scored one; it fails then
+only when that verdict is ``different`` (or when ``exact`` demands the recorded numbers).
+"""
 
 from __future__ import annotations
 
@@ -9,18 +16,21 @@ from typing import Callable
 
 import numpy as np
 
-from abricot_local import fetch, hashing
-from abricot_local.backends import backend_class, backend_options
+from abricot_local import fetch, hashing, kernel_path
+from abricot_local.backends import backend_class, recorded_options
 from abricot_local.errors import ModelError, ResultsError, UsageError
 from abricot_local.modelref import ModelRef, open_model, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.planning import Shard, prepare
+from abricot_local.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
 from abricot_local.record import Record, read_run, read_samples
+from abricot_local.record.schema import Kernels
 from abricot_local.runner import apply_chat, score_items
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
 Progress = Callable[[str, int, int], None]
+Notice = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -40,11 +50,29 @@ class CheckReport:
     atol: float
     differences: tuple[Difference, ...]
     missing: tuple[tuple[str, str], ...] = ()  # (task, id) the run scored but its samples file lacks
+    kernels_recorded: str = ""  # kernel_path.describe() of the run's, and of this machine's
+    kernels_here: str = ""
+    kernel_differences: tuple[str, ...] = ()  # what differs in the arithmetic (empty: the same kernel path)
+    notes: tuple[str, ...] = ()  # facts that move no number (threads that did not matter)
+    verdict: Verdict | None = None  # compare's, recorded vs re-scored, when the kernel path differs
+    exact: bool = False  # the recorded numbers demanded whatever the kernel path
 
     @property
     def reproduced(self) -> bool:
         return (not self.missing and self.checked > 0 and self.identical_predictions == self.checked
                 and self.max_abs_diff <= self.atol)
+
+    @property
+    def same_kernels(self) -> bool:
+        return not self.kernel_differences
+
+    @property
+    def passed(self) -> bool:
+        """The check's outcome (its exit status): reproduced on the same kernel path (or with
+        ``exact``); on another, any verdict but ``different``."""
+        if self.exact or self.same_kernels or self.verdict is None:
+            return self.reproduced
+        return not self.missing and self.checked > 0 and self.verdict.kind != DIFFERENT
 
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
@@ -93,12 +121,29 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
     return ref
 
 
+def _kernels(backend) -> Kernels | None:
+    found = backend.provenance().get("kernels")
+    return Kernels.from_dict(found, "kernels") if isinstance(found, dict) else None
+
+
+def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]], seed: int) -> Verdict:
+    """compare's verdict on the recorded run against its re-scored items (the same ids)."""
+    recorded = view_of(out)
+    doc = record.to_dict()
+    doc["provenance"] = {**doc.get("provenance", {}), **provenance}
+    here = RunView(f"{recorded.label} (re-scored here)", str(out), settings_of(doc),
+                   tuple(TaskSamples(t.name, t.config, tuple(new[t.name])) for t in recorded.tasks if new.get(t.name)))
+    return compare([recorded, here], seed=seed).verdicts[0]
+
+
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
-              data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None
-              ) -> CheckReport:
+              data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
+              exact: bool = False, notice: Notice | None = None) -> CheckReport:
     """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files.
     Items the run scored but its samples files lack are reported as missing (not reproduced);
-    ``backend_values``: backend options that change no number (threads), over the recorded ones."""
+    ``backend_values``: backend options that change no number (threads), over the recorded ones.
+    When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
+    re-scoring, and the report holds compare's verdict."""
     if sample is not None and sample < 1:
         raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
@@ -109,7 +154,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     options = _task_options(record, data_dir)
     kind = record.config.backend
     ref = recorded_model(record, model)
-    bopts = backend_options(kind, {**cfg, **(backend_values or {})}, strict=False)
+    bopts = recorded_options(kind, cfg, backend_values)
     runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
                    Shard.parse(record.config.shard))
     rng = np.random.default_rng(options.seed)
@@ -117,7 +162,13 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                      for name, t in record.tasks.items()}
     backend = open_model(ref, bopts, force=True)
     diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
+    new: dict[str, list[dict]] = {}
     try:
+        rec_kernels, here = kernel_path.recorded(record.provenance), _kernels(backend)
+        kdiff = kernel_path.differences(rec_kernels, here)
+        if kdiff and notice:
+            notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
+                   "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
         if options.chat_template:
             runs = apply_chat(runs, backend)
         for run in runs:
@@ -132,27 +183,40 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
             if progress:
                 progress(run.task.name, 0, total)
             for n, (item, scored) in enumerate(score_items(items, backend), 1):
-                new = run.task.sample(item, scored)
+                line = run.task.sample(item, scored)
                 old = recorded[item.id]
-                if new["context"] != old["context"]:
+                if line["context"] != old["context"]:
                     raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
-                d = float(np.max(np.abs(np.subtract(new["logprobs"], old["logprobs"]))))
+                d = float(np.max(np.abs(np.subtract(line["logprobs"], old["logprobs"]))))
+                new.setdefault(run.task.name, []).append(line)
                 checked += 1
-                same += new["pred"] == old["pred"]
+                same += line["pred"] == old["pred"]
                 worst = max(worst, d)
-                if new["pred"] != old["pred"] or d > atol:
-                    diffs.append(Difference(run.task.name, item.id, old["pred"], new["pred"], d))
+                if line["pred"] != old["pred"] or d > atol:
+                    diffs.append(Difference(run.task.name, item.id, old["pred"], line["pred"], d))
                 if progress:
                     progress(run.task.name, n, total)
+        dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
+        note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
+        kdiff += (note,) if moved else ()
+        verdict = _verdict(out, record, backend.provenance(), new, options.seed) if kdiff and checked else None
     finally:
         backend.close()
-    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing))
+    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing),
+                       kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
+                       (note,) if note and not moved else (), verdict, exact)
 
 
 def report_json(rep: CheckReport) -> str:
+    v = rep.verdict
     return json.dumps(
         {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
          "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "reproduced": rep.reproduced,
+         "passed": rep.passed, "exact": rep.exact,
+         "kernels": {"recorded": rep.kernels_recorded, "here": rep.kernels_here,
+                     "same": rep.same_kernels, "differences": list(rep.kernel_differences)},
+         "notes": list(rep.notes),
+         "verdict": {"kind": v.kind, "reason": v.reason, "line": v.line} if v else None,
          "differences": [d.__dict__ for d in rep.differences],
          "missing": [{"task": t, "id": i} for t, i in rep.missing]},
         indent=2,

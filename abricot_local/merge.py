@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from abricot_local import kernel_path
 from abricot_local.errors import ResultsError
 from abricot_local.planning import Shard
 from abricot_local.record import RESULTS, Manifest, Record, read_run, read_samples
@@ -59,6 +60,10 @@ def check_shards(folders: list[Path]) -> list[tuple[Shard, Path, Record]]:
             if ref_build.get(key) != build.get(key):
                 raise ResultsError(f"{f} was scored with another build or schedule than {first} "
                                    f"(provenance {key} differs): its numbers may differ")
+        kernels = kernel_path.differences(kernel_path.recorded(ref.provenance), kernel_path.recorded(rec.provenance))
+        if kernels:
+            raise ResultsError(f"{f} was scored on another kernel path than {first} ({'; '.join(kernels)}): "
+                               "its numbers may differ")
     seen: dict[int, Path] = {}
     for shard, f, _ in shards:
         if shard.index in seen:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Mapping
 
 from abricot_local.errors import NoSpaceError, ResultsError
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, write_error
@@ -108,9 +109,10 @@ class OutputDir:
         self.release()
 
     # -- start / resume --------------------------------------------------------------------
-    def check(self, manifest: Manifest, *, resume: bool) -> None:
+    def check(self, manifest: Manifest, *, resume: bool, absent: Mapping[str, Any] | None = None) -> None:
         """Refuse a run this folder cannot take (a finished run, another run's checkpoint, nothing
-        to resume), writing nothing: called before the model loads."""
+        to resume), writing nothing: called before the model loads (``absent``: options a recorded
+        config may lack, and the value that meant: named in a refusal)."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if not resume:
@@ -123,11 +125,11 @@ class OutputDir:
                     f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
                 )
         elif recorded_path.exists():
-            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
+            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest, absent)
             if refusal:
                 raise ResultsError(refusal)
         elif finished:
-            finished_run(self.path, manifest)  # refuses another run's folder
+            finished_run(self.path, manifest, absent)  # refuses another run's folder
         elif any((self.path / m).is_file() for m in MARKERS):
             return  # a run that stopped before it saved anything (a full disk): it starts from the first item
         elif self.path in self._made:
@@ -135,9 +137,9 @@ class OutputDir:
         else:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
 
-    def start(self, manifest: Manifest, *, resume: bool) -> None:
+    def start(self, manifest: Manifest, *, resume: bool, absent: Mapping[str, Any] | None = None) -> None:
         """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
-        self.check(manifest, resume=resume)
+        self.check(manifest, resume=resume, absent=absent)
         write_manifest(self.ckpt / RUN_MANIFEST, manifest)
 
     def done(self, task: str) -> dict[str, dict]:
@@ -228,7 +230,7 @@ class OutputDir:
         return path
 
 
-def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
+def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, Any] | None = None) -> Record | None:
     """With --resume: the finished run in ``folder`` when it is this run (None when the folder
     holds no finished run); a run of other options, model or data is refused, naming them."""
     folder = Path(folder)
@@ -237,7 +239,7 @@ def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
     record = read_run(folder)
     if record.manifest is None:
         raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
-    refusal = resume_refusal(folder, record.manifest, manifest)
+    refusal = resume_refusal(folder, record.manifest, manifest, absent)
     if refusal:
         raise ResultsError(refusal)
     return record

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from abricot_local import __version__, baselines, fetch
+from abricot_local.backends import absent_options
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
@@ -190,12 +191,13 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     it once, score every task, write the output folder."""
     start = time.perf_counter()
     manifest = plan_manifest(plan)
+    absent = absent_options(plan.backend)  # options earlier versions recorded only when set
     if resume:
-        done = finished_run(out_dir, manifest)
+        done = finished_run(out_dir, manifest, absent)
         if done is not None:  # nothing to score: the finished run stays as it is
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     with OutputDir(out_dir) as out:  # a second run on this folder is refused before any load
-        out.check(manifest, resume=resume)
+        out.check(manifest, resume=resume, absent=absent)
         own = backend is None
         backend = backend or open_plan_backend(plan)
         try:
@@ -206,7 +208,7 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
                 runs = apply_chat(runs, backend)
             check_fits(runs, backend)
             path, record = _score_into(out, plan, backend, runs, manifest, resume=resume, progress=progress,
-                                       start=start)
+                                       start=start, absent=absent)
         finally:
             if own:
                 backend.close()
@@ -214,12 +216,13 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
 
 
 def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[TaskRun], manifest: Manifest, *,
-                resume: bool, progress: Progress | None, start: float) -> tuple[Path, Record]:
+                resume: bool, progress: Progress | None, start: float,
+                absent: dict | None = None) -> tuple[Path, Record]:
     """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
     leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
     out.running({run.task.name: len(run.items) for run in runs})
     try:
-        out.start(manifest, resume=resume)
+        out.start(manifest, resume=resume, absent=absent)
         results = []
         for run in runs:
             done = out.done(run.task.name) if resume else {}

@@ -61,10 +61,13 @@ def test_advice_cuda_when_gpu_unused():
 
 
 def test_reinstall_commands_exact():
+    """Each with RPC, as the README's install commands."""
     assert doctor.REINSTALL["cuda"] == (
-        'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
     assert doctor.REINSTALL["metal"] == (
-        'CMAKE_ARGS="-DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+    assert doctor.REINSTALL["native"] == (
+        'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
 
 
 def test_gather_runs():

@@ -113,9 +113,12 @@ def test_no_llama_cpp_option_is_named_outside_backends():
 
 
 def test_the_recorded_config_keeps_its_keys_and_values():
-    """Runs made before must still resume (their configs are compared): same keys, same values."""
+    """Runs made before must still resume (their configs are compared): same keys, same values. The
+    default of --extra-bufts is now off, recorded; auto (the earlier default) records no key, as before."""
     assert LlamaCppOptions().config() == {"n_ctx": 2048, "n_batch": 512, "n_gpu_layers": -1, "flash_attn": "auto",
-                                          "engine": "prefix"}
+                                          "engine": "prefix", "extra_bufts": "off"}
+    assert LlamaCppOptions(extra_bufts="auto").config() == {"n_ctx": 2048, "n_batch": 512, "n_gpu_layers": -1,
+                                                            "flash_attn": "auto", "engine": "prefix"}
     o = LlamaCppOptions(n_ctx=4096, engine="batched", parallel=3, extra_bufts="off", threads=2, tensor_split=(1.0,))
     assert o.config() == {"n_ctx": 4096, "n_batch": 512, "n_gpu_layers": -1, "flash_attn": "auto",
                           "engine": "batched", "parallel": 3, "extra_bufts": "off"}

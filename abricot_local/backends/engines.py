@@ -68,6 +68,12 @@ class Session(Protocol):
 
     def n_ctx(self) -> int: ...
 
+    def thread_dependent(self, entries: Sequence[Entry]) -> bool:
+        """Whether this decode call's numbers depend on the thread count (the backend's kernels
+        split its work by thread, as llama.cpp's CPU flash attention does for one token over a
+        long cache: docs/numerics.md); counted, so that ``check`` can say so."""
+        ...
+
     # used by generation only
     def token_bytes(self, token: int) -> bytes:
         """The text a generated token adds, as UTF-8 bytes (special tokens add none)."""
@@ -90,6 +96,7 @@ class Counters:
     tokens: int = 0
     requests: int = 0
     prefix_hits: int = 0
+    thread_dependent: int = 0  # decode calls whose numbers depend on the thread count
 
 
 class Engine:
@@ -142,6 +149,7 @@ class Engine:
         :class:`Row` holding the log-probabilities of ``targets[(seq, pos)]``. ``label`` names
         the item in errors (per sequence, as a dict, when items share a call)."""
         raw = self.session.decode(entries)
+        self.counters.thread_dependent += self.session.thread_dependent(entries)
         self.counters.decode_calls += 1
         self.counters.tokens += len(entries)
         name = (lambda e: label[e[0]]) if isinstance(label, dict) else (lambda e: label)

@@ -79,6 +79,9 @@ class FakeSession:
     def clear(self) -> None:
         self.cells.clear()
 
+    def thread_dependent(self, entries) -> bool:
+        return False  # numpy, one thread
+
     def token_bytes(self, token: int) -> bytes:
         return b"" if token == BOS else bytes([token])
 
@@ -169,6 +172,7 @@ class FakeBackend:
             "add_bos": True,
             "schedule": {"version": SCHEDULE_VERSION, "n_ctx": self.options.n_ctx,
                          "n_batch": self.options.n_batch, **self.engine.schedule_facts()},
+            "kernels": {"runtime": "fake", "build": "synthetic", "devices": [{"name": "fake", "type": "cpu"}]},
         }
 
     def close(self) -> None:

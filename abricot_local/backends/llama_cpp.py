@@ -14,7 +14,7 @@ from typing import Sequence
 import llama_cpp
 
 from abricot_local.backends import llama_log as resolved
-from abricot_local.backends import rpc
+from abricot_local.backends import llama_kernels, rpc
 from abricot_local.backends.base import (
     CHAT_MARK,
     GENERATE,
@@ -189,10 +189,12 @@ class LlamaCppBackend:
 
     def provenance(self) -> dict:
         o, s = self.options, self.session
+        info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
+        remote = [d for d in s.offload.devices if d.endpoint] if s.offload else []
         return {
             "backend": self.name,
             "llama_cpp_python": pkg_version("llama-cpp-python"),
-            "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+            "system_info": info,
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "platform": platform.platform(),
             "model_desc": self.metadata("general.name"),
@@ -219,6 +221,7 @@ class LlamaCppBackend:
             "threads": s.threads(),
             **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
                if s.offload else {}),
+            "kernels": llama_kernels.kernels(info, resolved_extra_bufts(o), s.threads(), remote),
         }
 
 

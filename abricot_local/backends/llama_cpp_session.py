@@ -30,6 +30,9 @@ FLASH_ATTN = {  # one per choice of LlamaCppOptions.flash_attn
 }
 
 
+SPLIT_KV_FROM = 256  # llama.cpp pads the cells attended to 256: a token here sees 512 (ggml's split-KV threshold)
+
+
 def resolved_gpu_layers(o: LlamaCppOptions) -> int:
     """-1 means every layer when this llama.cpp build has a GPU backend or RPC servers are
     given, else none. (An RPC-only build says it "supports GPU offload" too: its devices are
@@ -132,6 +135,12 @@ class LlamaSession:
             raise
         self.load_log = list(log.lines)
         self.load_notes = list(log.notes)
+        self.n_seq = n_seq
+        # llama.cpp's CPU flash attention splits the KV cache across threads for a one-token
+        # ubatch over 512+ cells (256-cell padding: a token at position 256 or later), and sums the
+        # parts in thread order: those calls' numbers depend on the thread count (docs/numerics.md)
+        self._split_by_threads = (not options.vocab_only and self.resolved_flash_attn() == "on"
+                                  and not resolved.all_layers_offloaded(self.load_notes))
 
     def _load_model(self, log: _Log):
         o = self.options
@@ -255,6 +264,11 @@ class LlamaSession:
     def _logits(self, k: int) -> np.ndarray:
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, k)  # k: index in the batch just decoded
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def thread_dependent(self, entries: Sequence[tuple[int, int, int, bool]]) -> bool:
+        """A one-token decode whose attention llama.cpp splits by thread (several sequences share
+        the cells: any position may be past the first 256)."""
+        return self._split_by_threads and len(entries) == 1 and (self.n_seq > 1 or entries[0][1] >= SPLIT_KV_FROM)
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self._mem, seq, p0, p1))

@@ -70,3 +70,11 @@ def layers_on_gpu(lines: list[str]) -> str:
     buffers = model_buffers(lines)
     on_device = any(not name.upper().startswith("CPU") for name in buffers)
     return f"{counts[0] if on_device or not buffers else 0}/{counts[1]}"
+
+
+def all_layers_offloaded(lines: list[str]) -> bool:
+    """Whether every layer's weights (so its attention) sit off the CPU, per the load log."""
+    counts = offloaded_layers(lines)
+    if counts is None or not any(not name.upper().startswith("CPU") for name in model_buffers(lines)):
+        return False
+    return counts[0] >= counts[1]

@@ -34,7 +34,7 @@ import llama_cpp
 
 from abricot_local.backends import interrupts
 from abricot_local.backends.rpc_hello import HANDSHAKE_TIMEOUT, handshake, split as _split
-from abricot_local.doctor import REINSTALL_RPC
+from abricot_local.backends.llama_build import REINSTALL_RPC
 from abricot_local.errors import ModelError, UsageError
 
 DEFAULT_PORT = 50052

@@ -32,18 +32,26 @@ def merge(shards: tuple[str, ...], out: str) -> None:
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
 @recheck_options
+@click.option("--exact", is_flag=True,
+              help="Demand the recorded numbers (same predictions, log-probs within --atol) even when this "
+                   "machine's kernel path (build, CPU features, devices) differs from the recorded one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(out: str, sample: int | None, atol: float, model_path: str | None, data_dir: str | None,
-          as_json: bool, **kw) -> None:
-    """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce."""
+          exact: bool, as_json: bool, **kw) -> None:
+    """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce.
+
+    On another kernel path than the recorded one (another build, CPU features or devices: it is
+    said first) the numbers may move: the run is re-scored and compared item by item (compare's
+    verdict), and the check fails only when the verdict is `different`, or with --exact."""
     from abricot_local.check import check_run, report_json
     from abricot_local.console.listings import check_text
 
     progress, close = make_progress()
     try:
         rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir,
-                        backend_values=backend_values(kw), progress=progress)
+                        backend_values=backend_values(kw), progress=progress, exact=exact,
+                        notice=lambda text: click.echo(f"check: {text}", err=True))
     finally:
         close()
     click.echo(report_json(rep) if as_json else check_text(rep))
-    sys.exit(0 if rep.reproduced else 1)
+    sys.exit(0 if rep.passed else 1)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from abricot_local.kernel_path import describe
 from abricot_local.record import Published, Record
+from abricot_local.record.schema import Kernels
 
 
 def fmt(v, digits: int = 4) -> str:
@@ -94,7 +96,8 @@ def _duration(seconds: float) -> str:
 
 
 def start_line(plan, provenance: dict) -> str:
-    """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers."""
+    """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers;
+    then the kernel path (what decides the arithmetic: docs/numerics.md)."""
     sched = provenance.get("schedule", {})
     quant = plan.quant or "?"
     tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
@@ -108,5 +111,7 @@ def start_line(plan, provenance: dict) -> str:
     if "flash_attn_resolved" in sched:
         facts.append(f"flash-attn {sched['flash_attn_resolved']}")
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
-    return f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
+    line = f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
+    kernels = provenance.get("kernels")
+    return line + (f"\nkernels: {describe(Kernels.from_dict(kernels))}" if isinstance(kernels, dict) else "")
 

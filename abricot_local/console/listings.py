@@ -43,12 +43,34 @@ def data_status(row: dict) -> str:
     return f"missing: {row.get('data_note') or 'unknown'}"
 
 
+BUILD_WORDS = {
+    "portable": "portable (GGML_NATIVE=OFF): its CPU kernels and numbers are the same on every CPU with these features",
+    "native": "native (GGML_NATIVE=ON): this CPU's instructions; another CPU's native build may give other numbers",
+    "dispatch": "runtime dispatch (GGML_CPU_ALL_VARIANTS): the CPU kernels, and the numbers, depend on the CPU",
+    "unknown": "unknown (its ggml-config.cmake was not found)",
+}
+
+
+def build_lines(llama: dict) -> list[str]:
+    """What the llama.cpp build is and can do: native or portable, GPU backends, RPC."""
+    features = " ".join(llama.get("cpu_features") or []) or "none listed"
+    gpus = llama.get("gpu_backends") or []
+    if gpus:
+        offload = f"GPU backends: {', '.join(gpus)}"
+    elif llama.get("gpu_offload"):  # an RPC-only build reports offload support: its devices are RPC servers
+        offload = "GPU backends: none in this build (offload only to --rpc servers' devices)"
+    else:
+        offload = "GPU backends: none in this build (CPU only)"
+    return [f"llama.cpp build: {BUILD_WORDS.get(llama.get('build') or 'unknown', llama.get('build'))}",
+            f"  CPU features used: {features}", f"  {offload}"]
+
+
 def doctor_text(facts: dict, reinstall_rpc: str) -> str:
     llama = facts["llama_cpp"]
     lines = [f"python {facts['python']['version']}  llama-cpp-python {facts['packages'].get('llama-cpp-python')}",
-             f"llama.cpp system info: {llama.get('system_info', '?')}",
-             f"GPU offload supported: {'yes' if llama.get('gpu_offload') else 'no'}"
-             f"  backends: {', '.join(llama.get('gpu_backends') or []) or 'CPU only'}"]
+             f"llama.cpp system info: {llama.get('system_info', '?')}"]
+    if llama.get("importable"):
+        lines += build_lines(llama)
     mem = facts["memory"]
     lines.append(f"RAM: {gib(mem.get('ram_total'))} total, {gib(mem.get('ram_available'))} available")
     for g in facts["nvidia"].get("gpus", []):
@@ -60,8 +82,10 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
         lines.append(f"  {m['alias']:<24} {gib(m['size']):>9}  {fits:<19} {m.get('path') or ''}".rstrip())
     lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
                  + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {reinstall_rpc}"))
-    lines.append("reinstall llama-cpp-python for a GPU build:")
-    lines += [f"  {kind}: {cmd}" for kind, cmd in facts["reinstall"].items()]
+    lines.append("reinstall llama-cpp-python (each with RPC; docs/numerics.md says which numbers each gives):")
+    what = facts.get("reinstall_what", {})
+    lines += [f"  {kind} ({what[kind]}):\n    {cmd}" if kind in what else f"  {kind}: {cmd}"
+              for kind, cmd in facts["reinstall"].items()]
     lines.append("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
     lines += [f"  {t['name']:<14} {data_status(t)}" for t in facts["tasks"]]
     lines += [f"advice: {tip}" for tip in facts["advice"]]
@@ -102,9 +126,21 @@ def runs_text(states) -> str:
 
 
 def check_text(rep) -> str:
-    """A check report: items checked, identical predictions, the largest difference, each item that differs."""
-    lines = [f"checked {rep.checked} items: {rep.identical_predictions} identical predictions, "
-             f"max |logprob difference| {rep.max_abs_diff:.3g} (atol {rep.atol:g})"]
+    """A check report: the kernel path (first, when it differs from the recorded one), items checked,
+    identical predictions, the largest difference, each item that differs; on another kernel
+    path, compare's verdict and what it means for the exit status."""
+    lines = []
+    if rep.kernel_differences:
+        lines.append("kernel path: NOT the recorded one, so the numbers may differ (docs/numerics.md):")
+        lines += [f"  {d}" for d in rep.kernel_differences]
+        lines += [f"  recorded: {rep.kernels_recorded}", f"  here:     {rep.kernels_here}"]
+    elif rep.kernels_recorded == "not recorded":  # a run of an earlier version, or of a backend that records none
+        lines.append(f"kernel path: not recorded by the run (here: {rep.kernels_here})")
+    else:
+        lines.append(f"kernel path: as recorded ({rep.kernels_here})")
+    lines += [f"note: {n}" for n in rep.notes]
+    lines.append(f"checked {rep.checked} items: {rep.identical_predictions} identical predictions, "
+                 f"max |logprob difference| {rep.max_abs_diff:.3g} (atol {rep.atol:g})")
     if rep.differences:
         lines.append(f"{'task':<14} {'id':<28} {'recorded':>8} {'now':>5} {'max diff':>10}")
         for d in rep.differences:
@@ -116,5 +152,17 @@ def check_text(rep) -> str:
         lines.append(f"{task}: {len(ids)} item(s) the run scored are missing from its samples file: {shown}")
     if rep.checked == 0:
         lines.append("no item was checked")
-    lines.append("reproduced" if rep.reproduced else "NOT reproduced")
+    if rep.same_kernels or rep.verdict is None:
+        lines.append("reproduced" if rep.reproduced else "NOT reproduced")
+        return "\n".join(lines)
+    lines.append(f"verdict: {rep.verdict.line}")
+    if rep.exact:
+        lines.append("reproduced (--exact)" if rep.reproduced else "NOT reproduced (--exact demands the recorded "
+                     "numbers on any kernel path)")
+    elif rep.passed:
+        lines.append(("reproduced on another kernel path" if rep.reproduced else "not reproduced bit for bit "
+                      "(another kernel path)") + f"; passed: the verdict is {rep.verdict.kind}, not different "
+                     "(--exact demands the recorded numbers)")
+    else:
+        lines.append(f"NOT reproduced: the verdict is {rep.verdict.kind}")
     return "\n".join(lines)

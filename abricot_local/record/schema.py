@@ -103,6 +103,43 @@ class ChatWrap(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Device(Section):
+    """One device the backend computes on (`provenance.kernels.devices[]`)."""
+
+    name: str = spec("the device's name in llama.cpp (`CPU`, `CUDA0`, `Metal`, `RPC0`...)")
+    description: str = spec("what it is (the CPU's or the GPU's model)", default="")
+    type: str = spec("`cpu`, `gpu`, `igpu`, `accel` or `rpc`", default="")
+    endpoint: str | None = spec("an RPC device's server (HOST:PORT)", default=None, write="set")
+    compute_capability: str | None = spec("an NVIDIA GPU's compute capability (nvidia-smi)", default=None,
+                                          write="set")
+    driver: str | None = spec("an NVIDIA GPU's driver version (nvidia-smi)", default=None, write="set")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernels(Section):
+    """What decides the arithmetic (`provenance.kernels`); `check` compares it with the machine it
+    runs on (docs/numerics.md, "Across machines and builds")."""
+
+    runtime: str = spec("the code that computes (`llama-cpp-python 0.3.36`; `fake`)")
+    build: str = spec("`portable` (built with `GGML_NATIVE=OFF`: an explicit instruction set), `native` "
+                      "(`GGML_NATIVE=ON`: the building CPU's), `dispatch` (`GGML_CPU_ALL_VARIANTS`: chosen by "
+                      "the CPU at run time), `unknown` (the build's ggml-config.cmake not found), `synthetic` "
+                      "(the fake backend)")
+    cpu_features: tuple[str, ...] = spec("the CPU features the build's kernels use (llama.cpp's system info, "
+                                         "`= 1`)", default=())
+    system_info: str = spec("llama.cpp's system info", default="")
+    build_flags: dict[str, str] = spec("the build's `GGML_*` switches that choose kernels (its ggml-config.cmake)",
+                                       default=dict)
+    extra_bufts: bool | None = spec("whether the weights may use llama.cpp's extra CPU buffer types "
+                                    "(repacked layouts, AMX)", default=None)
+    devices: tuple[Device, ...] = spec("the devices the backend computes on, as it lists them", default=())
+    cpu: str | None = spec("this machine's CPU model (a fact, not compared: a portable build's kernels do not "
+                           "depend on it)", default=None)
+    threads: int | None = spec("CPU threads (compared only where the arithmetic depends on them: "
+                               "docs/numerics.md)", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Provenance(Section):
     """What made the numbers (`provenance`). Other keys: the backend's own record (llama.cpp:
     `llama_cpp_python`, `system_info`, `gpu_offload_supported`, `platform`, `architecture`, `threads`,
@@ -123,6 +160,8 @@ class Provenance(Section):
     chat_template: ChatWrap | None = spec("the chat wrapping (`null` without `--chat-template`)", default=None)
     merged_from: tuple[str, ...] | None = spec("the shard folders a merged run was joined from (`merge`)",
                                                default=None, write="set")
+    kernels: Kernels | None = spec("what decides the arithmetic: build, CPU features, devices (absent in runs "
+                                   "of earlier versions)", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,5 +269,5 @@ class Record(Section):
 
 
 # the order the sections are documented in (docs/RESULTS.md)
-SECTIONS = (Record, Model, RunConfig, Manifest, Provenance, Bootstrap, ChatWrap, TaskEntry, DataFile,
+SECTIONS = (Record, Model, RunConfig, Manifest, Provenance, Kernels, Device, Bootstrap, ChatWrap, TaskEntry, DataFile,
             SkippedTask, Published, PublishedCheck)

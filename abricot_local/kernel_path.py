@@ -1,0 +1,125 @@
+"""The kernel path: what decides a run's arithmetic, recorded in ``provenance.kernels``
+(:class:`~abricot_local.record.schema.Kernels`), described in one line, and compared
+between a recorded run and this machine (``check``).
+
+Compared: the runtime (its version is its kernels' code), the build (portable, native...)
+when both are known, the CPU features its kernels use, whether the weights use extra
+buffer types, and every device but the CPU (name, model, compute capability, driver). Not
+compared: the CPU's model (a portable build's kernels do not depend on it: docs/numerics.md)
+and the thread count (it moves numbers only in decode calls the backend counts as thread
+dependent; ``check`` names those). Runs of earlier versions have no ``kernels``: theirs is
+rebuilt from the provenance they have (system info, extra buffer types), build unknown.
+Names no backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abricot_local.record.schema import Device, Kernels, Provenance
+
+UNKNOWN = "unknown"
+
+
+def recorded(prov: Provenance | None) -> Kernels | None:
+    """A run's kernel path: its ``provenance.kernels``, else what its provenance says of it
+    (earlier versions), else None (nothing recorded)."""
+    if prov is None:
+        return None
+    if prov.kernels is not None:
+        return prov.kernels
+    extra, sched = prov.extra, prov.schedule
+    info = extra.get("system_info")
+    if not isinstance(info, str):
+        return None
+    version = extra.get("llama_cpp_python")
+    bufts = sched.get("extra_bufts")
+    threads = extra.get("threads")
+    return Kernels(runtime=f"llama-cpp-python {version}" if version else UNKNOWN, build=UNKNOWN,
+                   cpu_features=features(info), system_info=info,
+                   extra_bufts=bufts if isinstance(bufts, bool) else None,
+                   threads=threads if isinstance(threads, int) else None)
+
+
+def features(system_info: str) -> tuple[str, ...]:
+    """The CPU features a build's kernels use, from llama.cpp's system info
+    (``"CPU : AVX = 1 | AVX2 = 1 | ..."`` -> ``("AVX", "AVX2", ...)``, in its order)."""
+    out: list[str] = []
+    section = ""
+    for part in system_info.split("|"):
+        part = part.strip()
+        if " : " in part:
+            section, part = (s.strip() for s in part.split(" : ", 1))
+        if "=" in part and section.upper() in ("", "CPU"):
+            key, value = (s.strip() for s in part.split("=", 1))
+            if value == "1" and key not in out:
+                out.append(key)
+    return tuple(out)
+
+
+def _device(d: Device) -> str:
+    facts = [f for f in (f"compute capability {d.compute_capability}" if d.compute_capability else "",
+                         f"driver {d.driver}" if d.driver else "", d.endpoint or "") if f]
+    what = f"{d.name} {d.description}".strip() if d.description and d.description != d.name else d.name
+    return what + (f" ({', '.join(facts)})" if facts else "")
+
+
+def accelerators(k: Kernels) -> tuple[str, ...]:
+    """The devices other than the CPU, each described (what it is, compute capability, driver)."""
+    return tuple(_device(d) for d in k.devices if d.type != "cpu")
+
+
+def _build(k: Kernels) -> str:
+    return f"{k.build} build" + (f" ({' '.join(k.cpu_features)})" if k.cpu_features else "")
+
+
+def describe(k: Kernels | None) -> str:
+    """One line: the build and its CPU features, the weights' buffer types, the devices, the runtime."""
+    if k is None:
+        return "not recorded"
+    parts = [_build(k)]
+    if k.extra_bufts is not None:
+        parts.append("repacked CPU weights (extra buffer types on)" if k.extra_bufts
+                     else "plain CPU kernels (extra buffer types off)")
+    devices = accelerators(k)
+    parts.append("devices: " + ", ".join(devices) if devices else "CPU only")
+    if k.cpu:
+        parts.append(f"CPU {k.cpu}")
+    return "; ".join(parts) + f"; {k.runtime}"
+
+
+def _known(a: Any, b: Any) -> bool:
+    return a not in (None, UNKNOWN) and b not in (None, UNKNOWN)
+
+
+def differences(rec: Kernels | None, here: Kernels | None) -> tuple[str, ...]:
+    """What differs in the arithmetic between a recorded kernel path and this one, one line
+    each ("build: recorded portable build (AVX AVX2 F16C FMA), here native build (...)");
+    empty when they are the same, or when the run recorded none."""
+    if rec is None or here is None:
+        return ()
+    out = []
+    if rec.runtime != here.runtime and _known(rec.runtime, here.runtime):
+        out.append(f"runtime: recorded {rec.runtime}, here {here.runtime}")
+    if rec.cpu_features != here.cpu_features or (rec.build != here.build and _known(rec.build, here.build)):
+        out.append(f"build: recorded {_build(rec)}, here {_build(here)}")
+    if rec.extra_bufts != here.extra_bufts and _known(rec.extra_bufts, here.extra_bufts):
+        shown = {True: "on", False: "off"}
+        out.append(f"extra buffer types (repacked CPU weights): recorded {shown[rec.extra_bufts]}, "
+                   f"here {shown[here.extra_bufts]}")
+    if accelerators(rec) != accelerators(here):
+        out.append(f"devices: recorded {', '.join(accelerators(rec)) or 'CPU only'}, "
+                   f"here {', '.join(accelerators(here)) or 'CPU only'}")
+    return tuple(out)
+
+
+def thread_note(rec: Kernels | None, here: Kernels | None, dependent: int) -> tuple[str | None, bool]:
+    """(a line on the thread counts, or None when they agree or are unknown; whether they can
+    have moved numbers: ``dependent`` decode calls of the re-scoring depended on them)."""
+    if rec is None or here is None or rec.threads is None or here.threads is None or rec.threads == here.threads:
+        return None, False
+    if dependent:
+        return (f"threads: recorded {rec.threads}, here {here.threads}; {dependent} decode call(s) of these items "
+                "depend on the thread count (docs/numerics.md#threads)"), True
+    return (f"threads: recorded {rec.threads}, here {here.threads}; no decode call of these items depends on "
+            "the thread count"), False
