@@ -12,7 +12,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
 SHARED = ("runner.py", "planning.py", "check.py", "report.py", "plots.py", "results.py", "cli", "console",
           "catalog.py", "baselines.py", "metrics.py", "sample_table.py", "compare.py", "compare_render.py", "stats.py",
-          "record", "report_runs.py", "jsonfiles.py", "merge.py")
+          "record", "report_runs.py", "jsonfiles.py", "merge.py", "dry_run.py", "plan_cost.py", "calibration.py")
 
 
 def shared_files():
