@@ -236,7 +236,8 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     params = parse_params(spec.params if spec else name)
     if params is None:
         return None
-    basis = f"its registry entry ({spec.params}, {spec.size_approx or 'size unknown'})" if spec else \
+    size = f"{spec.approx_bytes / 1e9:.2f} GB" if spec and spec.approx_bytes else "size unknown"
+    basis = f"its registry entry ({spec.params}, {size})" if spec else \
         f"the parameters its name gives ({name})"
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family, "*").n_vocab, basis)
 

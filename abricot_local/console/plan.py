@@ -22,7 +22,7 @@ def _speed_line(m) -> str:
     s = m.speed
     if s is None:
         return m.speed_note
-    facts = f"{s.prompt_rate():,.0f} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
+    facts = f"{s.prompt_rate():,.3g} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
             f"{s.per_row * 1e3:.2f} ms per output row, load {_time(s.load)}"
     if s.source == "calibrated":
         how = f"calibrated on this machine {s.measured}"
@@ -70,7 +70,7 @@ def full(plan, command: str = "") -> str:
             if t.problem and t.work is None:
                 lines.append(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13} {t.problem}")
                 continue
-            exact = t.work.exact
+            exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
             lines.append(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
                          f"{_time(t.seconds, exact):<13} {t.work.basis}")
         if m.speed is not None:
@@ -80,7 +80,7 @@ def full(plan, command: str = "") -> str:
                      f"{_time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated'):<13}")
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)
-    lines.append(f"total: {_time(plan.seconds, False)} for {n} model{'s' * (n != 1)}"
+    lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
                  + ("" if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
