@@ -197,8 +197,8 @@ def _locate(name, backend, options, n_ctx_given, models_file, model_dirs):
         return resolve_model_ref(name, backend=backend, models_file=models_file), None, None
     ref = before_download(name, backend=backend, options=options, n_ctx_given=n_ctx_given, models_file=models_file,
                           model_dirs=model_dirs, force=True, digest=False)
-    if ref is not None:
-        return ref, ref.spec or ref.matches, None
+    if ref is not None:  # (a file that is a registry entry's byte for byte keeps the run's own options)
+        return ref, ref.spec, None
     if stores.prefix_of(name) == "hf":
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
@@ -247,8 +247,9 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> 
     synthetic backend itself."""
     from abricot_local.runner import apply_chat
 
-    reads = backend_class(kind).reads_model_file
-    be = open_backend(kind, str(ref.path) if reads else ref.label, replace(opts, vocab_only=True) if reads else opts)
+    reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
+    be = open_backend(kind, str(ref.path) if reads else ref.label,
+                      replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
         runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
         return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]

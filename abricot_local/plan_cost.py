@@ -147,11 +147,14 @@ class ModelFacts:
         return 2 * self.params + 4 * self.attention * position
 
 
-def gguf_facts(path: Path) -> ModelFacts:
-    """The facts of a GGUF on this machine, from its header (nothing else is read)."""
+def gguf_facts(path: Path) -> ModelFacts | None:
+    """The facts of a GGUF on this machine, from its header (nothing else is read); None when
+    the header gives none."""
     from abricot_local.model_file import headers
 
     infos = headers(Path(path))
+    if not infos:
+        return None
     meta = infos[0].metadata
     arch = str(meta.get("general.architecture") or "llama")
     sizes = {t.name: math.prod(t.shape) for info in infos for t in info.tensors}

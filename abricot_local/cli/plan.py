@@ -35,7 +35,8 @@ def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
 
 def announce(models, **args) -> None:
     """The short plan on stderr before a real run (memory is checked by the run itself). A
-    model that cannot be planned gets no line: the run says what is wrong with it."""
+    model that cannot be planned gets no line: the run says what is wrong with it. The plan
+    only informs: whatever goes wrong making it is one line, and the run goes on."""
     from abricot_local.console.plan import brief
     from abricot_local.errors import AbricotError
 
@@ -43,5 +44,8 @@ def announce(models, **args) -> None:
         plan = _plan(models, calibrate=False, with_memory=False, keep_going=True, **args)
     except AbricotError:
         return  # the run stops on the same error and says it
+    except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
+        click.echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
+        return
     for line in brief(plan):
         click.echo(line, err=True)

@@ -59,7 +59,13 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     if dry_run:
         return show(models, as_json=as_json, calibrate=calibrate, limit=limit, sample=sample, shard=args["shard"],
                     kw=kw)
-    announce(models, limit=limit, sample=sample, shard=args["shard"], kw=kw)
+    term = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        announce(models, limit=limit, sample=sample, shard=args["shard"], kw=kw)
+    except KeyboardInterrupt:
+        _interrupted(None, None)
+    finally:
+        signal.signal(signal.SIGTERM, term)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     if len(models) == 1:
         run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)
