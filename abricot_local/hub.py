@@ -66,16 +66,11 @@ def progress_bars(enabled: bool) -> Iterator[None]:
 
 def download_line(spec: ModelSpec) -> str:
     """What a pull fetches, in one line: repository, file(s), size, destination, free disk."""
-    import shutil
+    from .memory import free_disk
 
     dest = download_folder(spec)
-    probe = dest
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        free = f"{shutil.disk_usage(probe).free / 2**30:.1f} GiB free"
-    except OSError:
-        free = "free space unknown"
+    space = free_disk(dest)[1]
+    free = f"{space / 2**30:.1f} GiB free" if space is not None else "free space unknown"
     size = spec.approx_bytes
     files = ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
     return (f"downloading {spec.repo} @ {(spec.revision or '?')[:12]}: {files}, "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import ModelError
 
@@ -42,23 +45,57 @@ def estimate_kv_bytes(n_layer: int, n_ctx: int, n_embd_k_gqa: int, n_embd_v_gqa:
     return n_layer * n_ctx * (n_embd_k_gqa + n_embd_v_gqa) * bytes_per
 
 
+@dataclass(frozen=True)
+class Fit:
+    """A model's weights + KV cache against the memory it may use (bytes)."""
+
+    weights: int
+    kv: int
+    available: int  # RAM available to a new process
+    vram: int = 0  # free VRAM, when layers are offloaded
+    remote: int = 0  # the RPC servers' devices' free memory
+
+    @property
+    def need(self) -> int:
+        return self.weights + self.kv
+
+    @property
+    def budget(self) -> int:
+        return self.available + max(self.vram, 0) + max(self.remote, 0)
+
+    @property
+    def fits(self) -> bool:
+        """Not clearly over: weights + KV cache within the budget plus 10%."""
+        return self.need <= self.budget * 1.10
+
+    def where(self) -> str:
+        """The budget's parts: "RAM", or "RAM 14.0 GiB + VRAM 8.0 GiB"."""
+        if not (self.vram or self.remote):
+            return "RAM"
+        return " + ".join([f"RAM {self.available / _GIB:.1f} GiB", *([f"VRAM {self.vram / _GIB:.1f} GiB"] if self.vram
+                          else []), *([f"RPC servers {self.remote / _GIB:.1f} GiB"] if self.remote else [])])
+
+
+def fit(model_bytes: int, kv_bytes: int, *, available: int | None = None, vram: int = 0,
+        remote: int = 0) -> Fit | None:
+    """Weights + KV cache against available RAM (+ ``vram`` + ``remote``); None when RAM is unknown."""
+    if available is None:
+        available = available_memory()
+        if available is None:
+            return None
+    return Fit(model_bytes, kv_bytes, available, vram, remote)
+
+
 def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = None, vram: int = 0,
                  remote: int = 0) -> None:
     """Raise :class:`ModelError` when weights + KV cache clearly (by more than 10%)
     exceed available RAM plus ``vram`` (free VRAM when offloading) plus ``remote`` (free
     memory of the RPC servers' devices). Unknown RAM: no check."""
-    if available is None:
-        available = available_memory()
-        if available is None:
-            return
-    budget = available + max(vram, 0) + max(remote, 0)
-    need = model_bytes + kv_bytes
-    if need > budget * 1.10:
-        where = " + ".join([f"RAM {available / _GIB:.1f} GiB", *([f"VRAM {vram / _GIB:.1f} GiB"] if vram else []),
-                            *([f"RPC servers {remote / _GIB:.1f} GiB"] if remote else [])]) if vram or remote else "RAM"
+    f = fit(model_bytes, kv_bytes, available=available, vram=vram, remote=remote)
+    if f is not None and not f.fits:
         raise ModelError(
-            f"not enough memory: the model needs about {need / _GIB:.1f} GiB (weights {model_bytes / _GIB:.1f} "
-            f"GiB + KV cache {kv_bytes / _GIB:.1f} GiB) but {budget / _GIB:.1f} GiB is available ({where}). "
+            f"not enough memory: the model needs about {f.need / _GIB:.1f} GiB (weights {f.weights / _GIB:.1f} "
+            f"GiB + KV cache {f.kv / _GIB:.1f} GiB) but {f.budget / _GIB:.1f} GiB is available ({f.where()}). "
             "Use a smaller quantization or a smaller --n-ctx, or use --force to try anyway."
         )
 
@@ -69,20 +106,22 @@ def kv_estimate_from_size(model_bytes: int, n_ctx: int) -> int:
     return int(model_bytes * n_ctx / 131072)
 
 
-def check_disk(need: int, folder) -> None:
-    """Refuse a download of ``need`` bytes into ``folder`` (or its nearest existing parent)
-    when the disk has less free space."""
-    import shutil
-    from pathlib import Path
-
+def free_disk(folder) -> tuple[Path, int | None]:
+    """The nearest existing folder at or above ``folder``, and its free bytes (None: unknown)."""
     path = Path(folder)
     while not path.exists() and path != path.parent:
         path = path.parent
     try:
-        free = shutil.disk_usage(path).free
+        return path, shutil.disk_usage(path).free
     except OSError:
-        return
-    if need > free:
+        return path, None
+
+
+def check_disk(need: int, folder) -> None:
+    """Refuse a download of ``need`` bytes into ``folder`` (or its nearest existing parent)
+    when the disk has less free space."""
+    path, free = free_disk(folder)
+    if free is not None and need > free:
         raise ModelError(
             f"not enough disk space: the download needs about {need / _GIB:.1f} GiB but {path} has "
             f"{free / _GIB:.1f} GiB free. Free some space or set HF_HOME to a larger disk, or use --force."

@@ -210,17 +210,19 @@ def _fetch_registry(spec: ModelSpec, *, offline: bool | None, progress: bool, no
 def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
                     n_ctx_given: bool = True, models_file: Path | str | None = None,
                     model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
-                    fresh: bool = False) -> ModelRef | None:
+                    fresh: bool = False, digest: bool = True) -> ModelRef | None:
     """The step before anything is fetched: an unknown name, a missing file or store fails
     here; a registry model not on this machine has its memory and disk checked (unless
     ``force``). The ModelRef when nothing is to be fetched for it (a file on this machine, a
-    synthetic entry), else None (resolve_model_ref fetches it later)."""
+    synthetic entry), else None (resolve_model_ref fetches it later). ``digest`` False
+    (``run --dry-run``): the SHA-256 only if remembered, no file read to hash it."""
     from . import stores
     from .errors import ModelError
 
     if not backend_class(backend).reads_model_file:
         return None
-    local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh)
+    local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
+                 digest=digest)
     prefix = stores.prefix_of(name)
     if prefix == "hf":  # from the cache when it is there; a download waits
         try:
@@ -264,10 +266,11 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
                       n_ctx_given: bool = True, models_file: Path | str | None = None,
                       registry: dict[str, ModelSpec] | None = None, force: bool = False,
                       offline: bool | None = None, progress: bool = True, notify: Notify | None = None,
-                      fresh: bool = False, model_dirs: tuple[str, ...] = ()) -> ModelRef:
+                      fresh: bool = False, model_dirs: tuple[str, ...] = (), digest: bool = True) -> ModelRef:
     """What ``name`` names, made available and verified (see the module's text). ``backend``:
     the one asked for (a registry entry with ``backend`` overrides it); ``options``: for the
-    check before a download (the registry's n_ctx applies unless ``n_ctx_given``)."""
+    check before a download (the registry's n_ctx applies unless ``n_ctx_given``); ``digest``:
+    as for :func:`before_download`."""
     name = str(name)
     if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
         spec = _registry(registry, models_file).get(name) if not is_path_name(name) and ":" not in name else None
@@ -277,20 +280,21 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
     def known():
         return _registry(registry, models_file)
 
+    kw = dict(registry=known, digest=digest)
     if stores.prefix_of(name):
         hit = stores.resolve(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
         return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, revision=hit.revision,
-                       label=hit.label, registry=known)
+                       label=hit.label, **kw)
     if is_path_name(name):
         found = Path(name).expanduser()
         if not found.exists() and not ("/" in name or "\\" in name):
             hit = stores.find_by_file_name(name, model_dirs)
             if hit is not None:
-                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, registry=known)
-        return _finish(name, backend, found, "path", fresh=fresh, registry=known)
+                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, **kw)
+        return _finish(name, backend, found, "path", fresh=fresh, **kw)
     spec = _lookup(name, registry, models_file, model_dirs)
     if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
-        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, registry=known)
+        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, **kw)
     if spec.source == "synthetic":
         return synthetic_ref(name, spec.backend, spec)
     kind = spec.backend or backend
@@ -323,18 +327,21 @@ def _snapshot_commit(path: Path) -> str | None:
 
 
 def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bool, spec: ModelSpec | None = None,
-            facts: tuple = (), revision: str | None = None, label: str | None = None, registry=None) -> ModelRef:
-    """The GGUF check and the SHA-256 of a file found: the ModelRef."""
+            facts: tuple = (), revision: str | None = None, label: str | None = None, registry=None,
+            digest: bool = True) -> ModelRef:
+    """The GGUF check and the SHA-256 of a file found: the ModelRef (without ``digest``, the
+    SHA-256 only when remembered: nothing is read)."""
     check_gguf(path)
-    digest = hashing.file_digest(path, fresh=fresh)
+    memo = None if digest else hashing.remembered(path)
+    found = hashing.file_digest(path, fresh=fresh) if digest else hashing.Digest(memo, memo and hashing.MEMO)
     from .report import quant_of
 
     quant = (spec.quant if spec else "") or quant_of(str(path)) or _header_quant(path)
-    matches = None if spec else _same_file(digest.sha256, registry)
+    matches = None if spec or not found.sha256 else _same_file(found.sha256, registry)
     if matches is not None:
         facts = (*facts, ("same_sha256_as", matches.name))
     return ModelRef(as_written, source, backend, label or (spec.name if spec else Path(path).stem), spec=spec,
-                    path=Path(path), sha256=digest.sha256, sha256_origin=digest.origin, revision=revision,
+                    path=Path(path), sha256=found.sha256, sha256_origin=found.origin, revision=revision,
                     quant=quant, source_facts=tuple(facts), matches=matches)
 
 

@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[1] / "abricot_local"
 SHARED = ("runner.py", "planning.py", "check.py", "report.py", "plots.py", "results.py", "cli", "console",
           "catalog.py", "baselines.py", "metrics.py", "sample_table.py", "compare.py", "compare_render.py", "stats.py",
           "record", "report_runs.py", "jsonfiles.py", "merge.py", "run_labels.py", "texttable.py", "compare_views.py",
-          "report_pairs.py")
+          "report_pairs.py", "dry_run.py", "plan_cost.py", "calibration.py")
 
 
 def shared_files():

@@ -121,6 +121,11 @@ class FakeBackend:
     def preflight(cls, path: Path, options: ScoringOptions) -> dict:
         return {}
 
+    @classmethod
+    def speed_settings(cls, options: ScoringOptions) -> dict:
+        """What changes its speed besides the model (a calibration's key)."""
+        return {"backend": cls.name, "n_batch": options.n_batch}
+
     def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:
         return [BOS, *text.encode("utf-8")] if bos else list(text.encode("utf-8"))
 

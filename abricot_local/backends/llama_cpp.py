@@ -31,7 +31,8 @@ from abricot_local.backends.base import (
 )
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.llama_cpp_options import LlamaCppOptions
-from abricot_local.backends.llama_cpp_session import LlamaSession, resolved_extra_bufts, resolved_gpu_layers
+from abricot_local.backends.llama_cpp_session import (LlamaSession, resolved_extra_bufts, resolved_gpu_layers,
+                                                      resolved_threads)
 from abricot_local.errors import UsageError
 from abricot_local.model_file import check_gguf
 
@@ -90,6 +91,17 @@ class LlamaCppBackend:
         if options.rpc:
             remote = sum(d.memory_free for d in rpc.add_servers(options.rpc, timeout=options.rpc_timeout))
         return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
+
+    @classmethod
+    def speed_settings(cls, options: LlamaCppOptions) -> dict:
+        """What changes this backend's speed besides the model, as resolved on this build: the key
+        of a calibration (calibration.py)."""
+        return {"backend": cls.name, "llama_cpp_python": pkg_version("llama-cpp-python"),
+                "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+                "threads": resolved_threads(options), "n_batch": options.n_batch, "flash_attn": options.flash_attn,
+                "n_gpu_layers": resolved_gpu_layers(options), "main_gpu": options.main_gpu,
+                "tensor_split": list(options.tensor_split), "extra_bufts": resolved_extra_bufts(options),
+                "rpc": list(options.rpc)}
 
     @classmethod
     def watch_remote(cls, options: LlamaCppOptions, lost) -> None:

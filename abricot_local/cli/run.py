@@ -28,8 +28,13 @@ from abricot_local.errors import AbricotError, UsageError
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (items, tokens, download, memory, predicted time on "
+              "this machine) and stop: nothing is scored, written or downloaded.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON.")
+@click.option("--calibrate", is_flag=True, help="With --dry-run: first time each model that is on this machine "
+              "(a few seconds after its load), cached for later plans.")
 def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
-        resume: bool, force: bool, **kw) -> None:
+        resume: bool, force: bool, dry_run: bool, as_json: bool, calibrate: bool, **kw) -> None:
     """Score MODEL (a registry alias, a .gguf path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE],
     hf:OWNER/REPO[:QUANT] or a file in --model-dir / llama.cpp's cache) on the tasks; write results to --out.
 
@@ -43,10 +48,24 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
+    if (as_json or calibrate) and not dry_run:
+        raise UsageError("--json and --calibrate go with --dry-run")
     if limit is not None:
         click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
                    "which may not represent the task (use --sample N for a seeded draw)", err=True)
     args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
+    from abricot_local.cli.plan import announce, show
+
+    if dry_run:
+        return show(models, as_json=as_json, calibrate=calibrate, limit=limit, sample=sample, shard=args["shard"],
+                    kw=kw)
+    term = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        announce(models, limit=limit, sample=sample, shard=args["shard"], kw=kw)
+    except KeyboardInterrupt:
+        _interrupted(None, None)
+    finally:
+        signal.signal(signal.SIGTERM, term)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     if len(models) == 1:
         run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)

@@ -1,0 +1,109 @@
+"""A run's plan as text (dry_run.DryRun): the full table ``run --dry-run`` prints, and the
+short lines every real run prints first. Names no task and no backend."""
+
+from __future__ import annotations
+
+from abricot_local.console import _duration
+
+_GIB = 1024**3
+
+
+def _time(seconds: float | None, exact: bool = True) -> str:
+    if seconds is None:
+        return "?"
+    return ("" if exact else "~") + _duration(seconds) if seconds >= 1 else "<1 s"
+
+
+def _tokens(work) -> str:
+    return "?" if work is None else ("" if work.exact else "~") + f"{work.tokens:,}"
+
+
+def _speed_line(m) -> str:
+    s = m.speed
+    if s is None:
+        return m.speed_note
+    facts = f"{s.prompt_rate():,.3g} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
+            f"{s.per_row * 1e3:.2f} ms per output row, load {_time(s.load)}"
+    if s.source == "calibrated":
+        how = f"calibrated on this machine {s.measured}"
+    else:
+        by = m.facts.basis if m.facts else "?"
+        how = f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: rough"
+    return f"{how}: {facts}" + (f"; {m.speed_note}" if m.speed_note else "")
+
+
+def _memory_line(m) -> str:
+    f = m.memory
+    if f is None:
+        return "nothing to load (synthetic)" if not m.path and not m.download else "unknown"
+    est = ", estimated from the file size" if m.memory_estimated else ""
+    verdict = "fits" if f.fits else "does NOT fit (run refuses it without --force)"
+    return (f"{f.need / _GIB:.2f} GiB (weights {f.weights / _GIB:.2f} + KV cache {f.kv / _GIB:.2f}{est}) of "
+            f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}")
+
+
+def _file_line(m) -> str:
+    if m.download is not None:
+        d = m.download
+        size = f"{d.bytes / 1e9:.2f} GB" if d.bytes else "size unknown"
+        free = f", {d.free / _GIB:.1f} GiB free there" if d.free is not None else ""
+        return f"download: {d.what}, {size} -> {d.to}{free}"
+    if m.path:
+        size = f" ({m.facts.bytes / 1e9:.2f} GB)" if m.facts else ""
+        return f"file:     {m.path}{size}, on this machine"
+    return "file:     none (synthetic)"
+
+
+def full(plan, command: str = "") -> str:
+    """The whole plan: a row per model and task, each model's file or download, memory and
+    speed, the total, and what other item selections would cost."""
+    head = f"plan of: {command}\n" if command else ""
+    lines = [head + "(a dry run: nothing is scored, written or downloaded)", "",
+             f"{'model':<22} {'task':<14} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
+             "-" * 100]
+    for m in plan.models:
+        if m.problem:
+            lines += [f"{m.label:<22} cannot be planned: {m.problem}", ""]
+            continue
+        for k, t in enumerate(m.tasks):
+            name = m.label if k == 0 else ""
+            if t.problem and t.work is None:
+                lines.append(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13} {t.problem}")
+                continue
+            exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
+            lines.append(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
+                         f"{_time(t.seconds, exact):<13} {t.work.basis}")
+        if m.speed is not None:
+            lines.append(f"{'':<22} {'load':<14} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
+        exact = all(t.work.exact for t in m.tasks if t.work)
+        lines.append(f"{'':<22} {'total':<14} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
+                     f"{_time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated'):<13}")
+        lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
+    n = len(plan.models)
+    lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
+                 + ("" if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
+    if plan.alternatives:
+        lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
+    return "\n".join(lines)
+
+
+def brief(plan) -> list[str]:
+    """The lines a real run prints first: one per model and task that could be counted (the
+    run itself says what stops the others), then the total."""
+    out = []
+    for m in plan.models:
+        for t in m.tasks if not m.problem else ():
+            if t.work is None:
+                continue
+            out.append(f"plan: {m.label} {t.task}: {t.items} items, {_tokens(t.work)} tokens"
+                       + (f", {_time(t.seconds, False)}" if t.seconds is not None else ""))
+    if not out:
+        return []
+    if plan.seconds is not None:
+        how = {"calibrated": "calibrated", "scaled": "scaled from another model"}
+        sources = sorted({how[m.speed.source] for m in plan.models if m.speed})
+        out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}; "
+                   "`--dry-run` shows the whole plan)")
+    else:
+        out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
+    return out

@@ -1,0 +1,266 @@
+"""`run --dry-run`: the tokens an engine will evaluate, the predicted time from a calibration
+(known rates on the fake backend give known predictions), sweeps, the cost of --sample and
+--shard instead, models not here estimated from the text, and nothing written or downloaded."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local import calibration
+from abricot_local.backends.fake import FakeBackend
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.cli import cli
+from abricot_local.plan_cost import Measured, ModelFacts, count_work, text_tokenizer
+from conftest import FIXTURE
+
+RATE = dict(token_s=1e-3, call_s=1e-2, row_s=2e-3, load_s=1.5)
+ABRICOT = ("--tasks", "abricot", "--data", f"abricot={FIXTURE}", "--n-ctx", "8192")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def dry(*args) -> dict:
+    r = invoke("run", *args, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def known_rate(label: str = "fake", n_batch: int = 512, **rate) -> None:
+    """A calibration of the fake backend with known seconds per token, call, row and load."""
+    r = {**RATE, **rate}
+    calibration.store(calibration.Calibration(
+        label, f"synthetic:{label}", FakeBackend.speed_settings(ScoringOptions(n_batch=n_batch)), calibration.host(),
+        Measured(r["token_s"], 256, r["call_s"], r["row_s"], r["load_s"]), None, "2025-01-01T00:00:00+00:00"))
+
+
+def expected(task: dict) -> float:
+    return task["tokens"] * RATE["token_s"] + task["decode_calls"] * RATE["call_s"] + task["rows"] * RATE["row_s"]
+
+
+def tree(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("engine", ["prefix", "naive", "batched"])
+def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, tmp_path):
+    from abricot_local import planning, runner
+    from abricot_local.backends import backend_options
+    from abricot_local.tasks.base import TaskOptions
+
+    known_rate()
+    doc = dry("fake", "--backend", "fake", *ABRICOT, "--engine", engine)
+    (model,) = doc["models"]
+    assert model["speed"]["source"] == "calibrated" and model["speed_note"] is None
+    for task in model["tasks"]:
+        assert task["exact"] and task["seconds"] == pytest.approx(expected(task), rel=1e-9)
+    assert doc["seconds"] == pytest.approx(RATE["load_s"] + sum(expected(t) for t in model["tasks"]), rel=1e-9)
+    # what the engine really decodes when the run scores those items
+    opts = backend_options("fake", {"n_ctx": 8192, "engine": engine})
+    plan = planning.plan_run(model="fake", backend="fake", task_spec="abricot", backend_options=opts, limit=None,
+                             task_options=TaskOptions(data=(("abricot", str(FIXTURE)),)))
+    for task, run in zip(model["tasks"], plan.runs):
+        backend = FakeBackend("fake", opts)
+        list(runner.score_items(run.items, backend))
+        assert (task["tokens"], task["decode_calls"]) == (backend.counters.tokens, backend.counters.decode_calls)
+
+
+def test_a_sweep_sums_its_models():
+    known_rate("fake-a")
+    known_rate("fake-b", token_s=2e-3)
+    doc = dry("fake-a", "fake-b", "--backend", "fake", *ABRICOT)
+    a, b = doc["models"]
+    assert a["tasks"] == [dict(t, seconds=t["seconds"]) for t in a["tasks"]]
+    assert [t["tokens"] for t in a["tasks"]] == [t["tokens"] for t in b["tasks"]]
+    assert b["seconds"] - RATE["load_s"] > a["seconds"] - RATE["load_s"]  # twice the seconds per token
+    assert doc["seconds"] == pytest.approx(a["seconds"] + b["seconds"])
+
+
+def test_what_sample_and_shard_would_cost_instead(tmp_path):
+    from invented_data import write_discotex
+
+    known_rate()
+    data = write_discotex(tmp_path / "d", per_source=60)  # 120 items
+    args = ("fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--n-ctx", "8192")
+    doc = dry(*args, "--sample", "20")
+    (task,) = doc["models"][0]["tasks"]
+    scoring = doc["seconds"] - RATE["load_s"]
+    alt = {a["option"]: a["seconds"] for a in doc["alternatives"]}
+    assert task["items"] == 20 and task["available"] == 120
+    assert alt["every item"] == pytest.approx(RATE["load_s"] + scoring * 120 / 20, rel=1e-3)
+    assert alt["--shard K/2 (each part)"] == pytest.approx(RATE["load_s"] + scoring / 2, rel=1e-3)
+    assert alt["--shard K/4 (each part)"] == pytest.approx(RATE["load_s"] + scoring * 5 / 20, rel=1e-3)
+    whole = dry(*args)
+    options = [a["option"] for a in whole["alternatives"]]
+    assert options[0] == "--sample 100" and "--sample 400" not in options and whole["seconds"] > doc["seconds"] * 4
+    text = invoke("run", *args, "--sample", "20", "--dry-run")
+    assert text.exit_code == 0 and "instead: every item: " in text.stdout and "--shard K/2" in text.stdout
+
+
+def test_a_dry_run_writes_nothing_and_downloads_nothing(tmp_path, monkeypatch, vocab_dir, discotex_dir):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    before = tree(tmp_path)
+    for args in (("fake", "--backend", "fake", *ABRICOT),
+                 (vocab_dir / "ggml-vocab-llama-bpe.gguf", "--tasks", "discotex", "--data-dir", discotex_dir,
+                  "--sample", "5"),
+                 ("mistral-7b-q4", "llama-3.1-8b-q4", "--tasks", "discotex", "--sample", "5")):  # data not here either
+        r = invoke("run", *args, "--dry-run")
+        assert r.exit_code == 0, r.output
+        assert "nothing is scored, written or downloaded" in r.stdout
+    assert tree(tmp_path) == before
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir):
+    from abricot_local.hub import download_folder
+    from abricot_local.modelref import lookup_alias
+
+    doc = dry("mistral-7b-q4", "llama-3.1-8b-q4", "hf:someone/Some-Model-7B-GGUF", "--tasks", "discotex",
+              "--data-dir", discotex_dir, "--sample", "40")
+    mistral, llama, hub = doc["models"]
+    for m in doc["models"]:
+        (task,) = m["tasks"]
+        assert task["exact"] is False and task["tokens"] > 40 * 200 and m["path"] is None
+    assert "mistral-v3-spm not measured" in mistral["tasks"][0]["counted_by"]
+    assert llama["tasks"][0]["counted_by"] == "llama-bpe: 3.50 chars/token measured on discotex"
+    assert "tokenizer family unknown" in hub["tasks"][0]["counted_by"]
+    assert mistral["download"]["bytes"] == 4_370_000_000
+    assert mistral["download"]["to"] == str(download_folder(lookup_alias("mistral-7b-q4")))
+    assert mistral["memory"]["estimated"] and mistral["memory"]["weights_bytes"] == 4_370_000_000
+    assert hub["download"]["bytes"] is None and hub["memory"] is None
+    assert doc["seconds"] is None and "no calibration yet" in mistral["speed_note"]
+    assert "--calibrate" in mistral["speed_note"]
+    text = invoke("run", "mistral-7b-q4", "--tasks", "discotex", "--data-dir", discotex_dir, "--sample", "40",
+                  "--dry-run").stdout
+    assert f"~{mistral['tasks'][0]['tokens']:,}" in text and "download: bartowski/Mistral-7B" in text
+    assert "no calibration yet" in text
+
+
+def test_a_model_not_calibrated_is_scaled_from_the_nearest_calibrated_one(discotex_dir):
+    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+
+    settings = json.loads(json.dumps(LlamaCppBackend.speed_settings(LlamaCppOptions())))
+    small = ModelFacts(params=1e8, attention=2e4, width=640, n_vocab=262144, bytes=250_000_000, basis="its GGUF header")
+    measured = Measured(token_s=4e-3, prompt_tokens=256, call_s=5e-3, row_s=1e-3, load_s=2.0)
+    calibration.store(calibration.Calibration("small", "0" * 64, settings, calibration.host(), measured, small, "now"))
+    far = ModelFacts(params=7e10, attention=6e5, width=8192, n_vocab=128256, bytes=42_000_000_000, basis="x")
+    calibration.store(calibration.Calibration("far", "1" * 64, {**settings, "threads": 999}, calibration.host(),
+                                              measured, far, "now"))  # other settings: never used
+    doc = dry("mistral-7b-q4", "--tasks", "discotex", "--data-dir", discotex_dir, "--sample", "10")
+    speed = doc["models"][0]["speed"]
+    assert speed["source"] == "scaled" and speed["reference"] == "small"
+    rate = (2 * small.params + 4 * small.attention * 127.5) / measured.token_s  # FLOP/s of the calibration
+    assert speed["per_call_s"] == measured.call_s and speed["load_s"] == pytest.approx(2.0 * 4.37e9 / 2.5e8)
+    assert 2e9 / rate < speed["per_token_s"] < 2 * 7.25e9 / rate  # 7B parameters each token goes through, or fewer
+    assert doc["seconds"] > 10 * 200 * speed["per_token_s"]  # ten items of a few hundred tokens each
+
+
+def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_dir):
+    """The stand-in tokenizer with a family's measured ratio against that family's tokenizer,
+    on the same items through the same engine: within 10% (figures printed)."""
+    from abricot_local.backends.base import schedule
+    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.chars_per_token import ratio
+    from abricot_local.planning import prepare
+    from abricot_local.tasks import make_task
+    from abricot_local.tasks.base import TaskOptions
+
+    opts = ScoringOptions(n_ctx=4096)
+    tasks = [make_task("discotex", TaskOptions(data_dir=str(discotex_dir))),
+             make_task("abricot_inc", TaskOptions(data=(("abricot", str(FIXTURE)),)))]
+    runs = prepare(tasks, None, sample=40)
+    for family in ("llama-bpe", "llama-spm", "qwen2"):
+        be = LlamaCppBackend(vocab_dir / f"ggml-vocab-{family}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
+        for run in runs:
+            exact = count_work(run.items, be.schedule, opts, exact=True, basis="")
+            tok = text_tokenizer(ratio(family, run.task.name).chars_per_token)
+            est = count_work(run.items, lambda r: schedule(r, tok, 4096), opts, exact=False, basis="")
+            print(f"{family} {run.task.name}: tokens exact {exact.tokens}, estimated {est.tokens}; "
+                  f"rows {exact.rows}, {est.rows}")
+            assert est.tokens == pytest.approx(exact.tokens, rel=0.10)
+            # one trunk call per item; how the answer splits from the context differs (rows: a factor of 2)
+            assert est.calls == exact.calls and exact.rows / 2 <= est.rows <= 2 * exact.rows
+        be.close()
+
+
+def test_a_real_run_prints_its_plan_first(tmp_path):
+    known_rate()
+    r = invoke("run", "fake", "--backend", "fake", *ABRICOT, "--limit", "3", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("plan: ")]
+    assert lines[0].startswith("plan: fake abricot_abs: 3 items, ") and " tokens, " in lines[0]
+    assert lines[-1].startswith("plan: total ") and "calibrated" in lines[-1]
+    assert r.stderr.index("plan: total") < r.stderr.index("run: fake")  # before the model loads
+    plain = invoke("run", "fake", "--backend", "fake", *ABRICOT, "--limit", "3", "--out", tmp_path / "p")
+    assert "plan: total" not in plain.stderr or "calibrated" in plain.stderr
+
+
+def test_json_and_calibrate_need_dry_run():
+    for flag in ("--json", "--calibrate"):
+        r = invoke("run", "fake", "--backend", "fake", *ABRICOT, flag)
+        assert r.exit_code == 2 and "go with --dry-run" in r.output
+
+
+def test_calibrate_writes_only_its_cache_entry(tmp_path):
+    before = tree(tmp_path)
+    r = invoke("run", "fake", "--backend", "fake", *ABRICOT, "--limit", "2", "--dry-run", "--calibrate")
+    assert r.exit_code == 0, r.output
+    added = sorted(set(tree(tmp_path)) - set(before))
+    assert [a[0] for a in added] == ["cache", "cache/calibrations.json"]
+    doc = dry("fake", "--backend", "fake", *ABRICOT, "--limit", "2")
+    assert doc["models"][0]["speed"]["source"] == "calibrated" and doc["seconds"] > 0
+    other = dry("fake", "--backend", "fake", *ABRICOT, "--limit", "2", "--n-batch", "64")  # other settings
+    assert other["seconds"] is None
+
+
+def test_calibration_recovers_the_costs_of_token_call_and_row(monkeypatch):
+    """A session whose decode calls advance a clock by known costs: the three measurements
+    give those costs back."""
+    from abricot_local.backends import fake
+
+    clock = [0.0]
+    x, y, z = 3e-3, 20e-3, 1.5e-3
+    decode = fake.FakeSession.decode
+
+    def timed_decode(self, entries):
+        clock[0] += len(entries) * x + y + sum(e[3] for e in entries) * z
+        return decode(self, entries)
+
+    monkeypatch.setattr(fake.FakeSession, "decode", timed_decode)
+    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock[0])
+    got = calibration.measure(FakeBackend("fake", ScoringOptions(n_batch=64)), load_s=0.5)
+    assert (got.token_s, got.call_s, got.row_s) == pytest.approx((x, y, z), rel=1e-6)
+    assert got.prompt_tokens == calibration.PROMPT_TOKENS and got.load_s == 0.5
+
+
+def test_the_stand_in_tokenizer_keeps_prefixes():
+    tok = text_tokenizer(3.5)
+    context, whole = tok("Paragrafo: uno, due e tre.\nRisposta:"), tok("Paragrafo: uno, due e tre.\nRisposta: B")
+    assert context[0] == 0 and len(context) == 1 + math.ceil(36 / 3.5)
+    assert whole[: len(context) - 1] == context[:-1] and whole[len(context) - 1] != context[-1]
+    assert tok("abcdefg") != tok("abcdefh") and tok("") == [0]
+
+
+@pytest.mark.real
+def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
+    """Calibrate Gemma 3 270M here (seconds), predict an 18-item ABRICOT run, run it: the
+    prediction is reported against the measured time, and only checked within a factor of 4."""
+    args = (gemma_path, "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}", "--threads", "2")
+    r = invoke("run", *args, "--dry-run", "--calibrate", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (task,) = doc["models"][0]["tasks"]
+    assert task["exact"] and task["items"] == 18 and doc["models"][0]["speed"]["source"] == "calibrated"
+    out = tmp_path / "o"
+    assert invoke("run", *args, "--out", out).exit_code == 0
+    measured = json.loads((out / "results.json").read_text())["wall_seconds"]
+    print(f"gemma-3-270m abricot_abs 18 items: predicted {doc['seconds']:.1f} s, measured {measured:.1f} s "
+          f"({os.cpu_count()} cores; calibration {doc['models'][0]['speed']})")
+    assert measured / 4 < doc["seconds"] < measured * 4
