@@ -1,0 +1,372 @@
+"""llama.cpp's own multiple-choice scorer against `abricot-local run`: the same DISCOTEX items,
+the same model and threads, one run of this script.
+
+    nice -n 10 python bench/perplexity_mc.py --models gemma,smollm2 --sample 40 --threads 2
+
+`llama-perplexity` is built from the llama.cpp source of the installed llama-cpp-python
+version (its sdist from PyPI, verified; llama_src.py), with the portable wheel's CPU kernels,
+into the user cache. The items are written in its `--multiple-choice` input format
+(tools/perplexity/perplexity.cpp; :func:`write_mc`): the question is the item's context, the
+answers its continuations without their leading space (llama-perplexity scores
+``question + " " + answer``, tokenized whole with BOS, as abricot-local's label mapping does).
+
+What each side computes: llama-perplexity puts each item's 5 answers on 5 sequences of one
+batch sharing the common prefix, decodes every answer token (the last included: its own
+TODO), and picks the answer with the highest *mean* log-prob per answer token;
+abricot-local's prefix engine decodes the task's shared instructions once for all items,
+then one trunk per item, and sums the answer tokens' log-probs. With one token per answer
+(DISCOTEX's letters in these vocabularies: the script checks) mean and sum pick alike.
+
+llama-perplexity prints only a running accuracy, so which answer it picked is found by a
+second, untimed run over 3 copies of each item whose labels are the bits of the answer's
+index (:func:`bit_tasks`). Timed: its configurations (-c, -np, -b) once each, then its best
+and our two exact engines interleaved (ours, theirs, ours, ...) for --rounds rounds; medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.tasks import make_task  # noqa: E402
+from abricot_local.tasks.base import TaskOptions  # noqa: E402
+
+MARK = "perplexity-mc"
+# (label, -c, -np, -b): -np is the sequences of one batch (5 per DISCOTEX item), the context
+# llama-perplexity allocates is -c x -np, -b caps the tokens of one llama_decode call
+CONFIGS = (("-c 512 -np 5", 512, 5, 2048), ("-c 512 -np 10", 512, 10, 2048), ("-c 256 -np 20", 256, 20, 2048),
+           ("-c 512 -np 20 -b 512", 512, 20, 512))
+ENGINES = ("prefix", "single")
+
+# -- the --multiple-choice file (perplexity.cpp: multiple_choice_task::deserialize) -----------
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack("<I", len(raw)) + raw
+
+
+def _answers(answers: list[str], labels: list[int]) -> bytes:
+    return struct.pack("<I", len(answers)) + b"".join(map(_string, answers)) + struct.pack(f"<{len(labels)}i", *labels)
+
+
+def write_mc(path: Path, tasks: list[tuple[str, list[str], list[int]]]) -> None:
+    """llama-perplexity's binary multiple-choice file: uint32 task count, uint32 byte offset of
+    each task, then per task the question (uint32 length + UTF-8), mc1 (uint32 count, the
+    answers as strings, int32 labels: 1 = correct) and an empty mc2 (uint32 0)."""
+    bodies = [_string(q) + _answers(a, lab) + struct.pack("<I", 0) for q, a, lab in tasks]
+    offset = 4 + 4 * len(bodies)
+    positions = []
+    for body in bodies:
+        positions.append(offset)
+        offset += len(body)
+    path.write_bytes(struct.pack(f"<I{len(bodies)}I", len(bodies), *positions) + b"".join(bodies))
+
+
+def read_mc(path: Path) -> list[tuple[str, list[str], list[int], list[str], list[int]]]:
+    """The tasks of a multiple-choice file, read as perplexity.cpp reads them (a check of
+    :func:`write_mc`): (question, mc1 answers, mc1 labels, mc2 answers, mc2 labels)."""
+    data = path.read_bytes()
+    at = 0
+
+    def u32() -> int:
+        nonlocal at
+        (v,) = struct.unpack_from("<I", data, at)
+        at += 4
+        return v
+
+    def string() -> str:
+        nonlocal at
+        n = u32()
+        if at + n > len(data):
+            raise ValueError("truncated string")
+        s = data[at : at + n].decode("utf-8")
+        at += n
+        return s
+
+    def answers() -> tuple[list[str], list[int]]:
+        nonlocal at
+        n = u32()
+        if n > 100:
+            raise ValueError("more than 100 answers")
+        strs = [string() for _ in range(n)]
+        labels = list(struct.unpack_from(f"<{n}i", data, at))
+        at += 4 * n
+        return strs, labels
+
+    try:
+        n_task = u32()
+        positions = [u32() for _ in range(n_task)]
+        out = []
+        for pos in positions:
+            if pos != at:
+                raise ValueError(f"task offset {pos}, found the task at {at}")
+            q = string()
+            out.append((q, *answers(), *answers()))
+    except struct.error as exc:
+        raise ValueError(f"truncated file: {exc}") from None
+    if at != len(data):
+        raise ValueError(f"{len(data) - at} bytes after the last task")
+    return out
+
+
+def answers_of(item) -> list[str]:
+    """An item's continuations as llama-perplexity answers (it adds the one space itself)."""
+    if not all(c.startswith(" ") and not c.startswith("  ") for c in item.continuations):
+        raise SystemExit(f"item {item.id}: continuations must start with exactly one space to be written as "
+                         "llama-perplexity answers (question + ' ' + answer)")
+    return [c[1:] for c in item.continuations]
+
+
+def gold_tasks(items) -> list[tuple[str, list[str], list[int]]]:
+    return [(it.context, answers_of(it), [int(k == it.gold) for k in range(len(it.continuations))]) for it in items]
+
+
+def n_bits(n_answers: int) -> int:
+    return max(1, math.ceil(math.log2(n_answers)))
+
+
+def bit_tasks(items) -> list[tuple[str, list[str], list[int]]]:
+    """Each item n_bits times; copy b labels answer j correct when bit b of j is set, so the
+    copies' correct/wrong flags spell the index of the answer llama-perplexity picked."""
+    out = []
+    for it in items:
+        n = len(it.continuations)
+        out += [(it.context, answers_of(it), [(j >> b) & 1 for j in range(n)]) for b in range(n_bits(n))]
+    return out
+
+
+def picked_from_bits(correct: list[bool], n_answers: list[int]) -> list[int]:
+    """The answer index of each item from the flags of its :func:`bit_tasks` copies."""
+    out, at = [], 0
+    for n in n_answers:
+        k = n_bits(n)
+        out.append(sum(int(flag) << b for b, flag in enumerate(correct[at : at + k])))
+        at += k
+    return out
+
+
+# -- llama-perplexity's log -----------------------------------------------------------------
+_ROW = re.compile(r"^(\d+)\t(\d+\.\d+)$", re.M)
+_PERF = re.compile(r"llama_perf_context_print:\s+(load time|prompt eval time|eval time|total time)\s+=\s+([\d.]+) ms"
+                   r"(?: /\s+(\d+) (?:tokens|runs))?")
+
+
+def parse_log(text: str) -> dict:
+    """Per-task correctness (from the running accuracy rows "n<TAB>acc"), the perf counters
+    (ms, tokens) and the kernels (its system_info line)."""
+    correct, prev = [], 0
+    for n, acc in _ROW.findall(text):
+        hits = round(float(acc) * int(n) / 100)
+        correct.append(hits > prev)
+        prev = hits
+    perf = {name: (float(ms), int(n) if n else None) for name, ms, n in _PERF.findall(text)}
+    info = next((ln.split("system_info:", 1)[1].strip() for ln in text.splitlines() if "system_info:" in ln), "")
+    return {"correct": correct, "perf": perf, "system_info": info}
+
+
+def plan(token_counts: list[tuple[int, list[int]]], n_ctx: int, max_seq: int, n_batch: int) -> tuple[int, int]:
+    """(tokens decoded, llama_decode calls) of multiple_choice_score's loop: tasks packed into
+    one batch while their tokens fit n_ctx and their answers max_seq sequences; each batch
+    decoded in n_batch-token calls. ``token_counts``: per task (common prefix, answer lengths
+    beyond it)."""
+    tokens = calls = 0
+    i = 0
+    while i < len(token_counts):
+        cur = seqs = 0
+        j = i
+        while j < len(token_counts):
+            common, tails = token_counts[j]
+            need = common + sum(tails)
+            if cur + need > n_ctx or seqs + len(tails) > max_seq:
+                break
+            cur, seqs, j = cur + need, seqs + len(tails), j + 1
+        if j == i:
+            raise SystemExit(f"task {i} does not fit -c x -np")
+        tokens += cur
+        calls += math.ceil(cur / n_batch)
+        i = j
+    return tokens, calls
+
+
+def task_tokens(backend, items) -> list[tuple[int, list[int]]]:
+    """Per item, as llama-perplexity tokenizes it: the common prefix of question + " " + answer
+    (BOS first) over the answers, and each answer's tokens beyond it."""
+    out = []
+    for it in items:
+        seqs = [backend.tokenize(it.context + " " + a) for a in answers_of(it)]
+        common = 0
+        while all(len(s) > common for s in seqs) and len({s[common] for s in seqs}) == 1:
+            common += 1
+        out.append((common, [len(s) - common for s in seqs]))
+    return out
+
+
+def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> dict:
+    _, c, np_, b = cfg
+    cmd = [str(exe), "-m", str(model), "-bf", str(mc), "--multiple-choice", "-c", str(c),
+           "-np", str(np_), "-b", str(b), "-t", str(threads), "-tb", str(threads)]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"llama-perplexity failed ({res.returncode}): {res.stderr[-2000:]}")
+    log = parse_log(res.stdout + "\n" + res.stderr)
+    perf = log["perf"]
+    score = (perf["total time"][0] - perf["load time"][0]) / 1000
+    return {"wall_s": wall, "score_s": score, "decode_ms": perf["prompt eval time"][0] + perf["eval time"][0],
+            "tokens": (perf["prompt eval time"][1] or 0) + (perf["eval time"][1] or 0), **log}
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) -> dict:
+    """One model: llama-perplexity's configurations, then its best and our exact engines
+    interleaved for --rounds rounds, then which answers it picked (untimed)."""
+    from scale import measure_run
+    from throughput import engine_work
+
+    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+
+    vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
+    try:
+        counts = task_tokens(vb, items)
+        ours_work = {e: engine_work(vb, items, LlamaCppOptions(engine=e, threads=args.threads)) for e in ENGINES}
+    finally:
+        vb.close()
+    configs = []
+    for cfg in CONFIGS:
+        tokens, calls = plan(counts, cfg[1] * cfg[2], cfg[2], min(cfg[3], cfg[1] * cfg[2]))
+        r = run_theirs(exe, model, files["gold"], cfg, args.threads)
+        configs.append({"config": cfg[0], "cfg": cfg, "plan_tokens": tokens, "calls": calls, **r})
+        log(f"{label}: llama-perplexity {cfg[0]}: {r['score_s']:.1f} s scoring, {r['wall_s']:.1f} s wall")
+    best = min(configs, key=lambda r: r["score_s"])
+    select = ("--sample", str(args.sample))
+    runs: dict[str, list[dict]] = {"theirs": [], **{e: [] for e in ENGINES}}
+    for k in range(args.rounds):  # interleaved: the machine's load falls on both sides alike
+        for engine in ENGINES:
+            runs[engine].append(measure_run(model, args.threads, args.data_dir, *select, "--engine", engine))
+            runs["theirs"].append(run_theirs(exe, model, files["gold"], best["cfg"], args.threads))
+            log(f"{label}: round {k + 1}: {engine} {runs[engine][-1]['score_s']:.1f} s, llama-perplexity "
+                f"{runs['theirs'][-1]['score_s']:.1f} s")
+    picks = run_theirs(exe, model, files["bits"], best["cfg"], args.threads)
+    their_pick = picked_from_bits(picks["correct"], [len(it.continuations) for it in items])
+    their_ok = runs["theirs"][0]["correct"]
+    ours = runs["prefix"][0]
+    our_pick = [p for _, p, _ in ours["preds"]]
+    our_ok = [p == g for _, p, g in ours["preds"]]
+    return {
+        "model": label, "file": model.name, "items": len(items), "best": best["config"],
+        "configs": [{k: v for k, v in r.items() if k not in ("cfg", "correct", "perf")} for r in configs],
+        "theirs": {"score_s": median(runs["theirs"], "score_s"), "wall_s": median(runs["theirs"], "wall_s"),
+                   "tokens": runs["theirs"][0]["tokens"], "plan_tokens": best["plan_tokens"], "calls": best["calls"],
+                   "decode_ms": median(runs["theirs"], "decode_ms"), "right": sum(their_ok),
+                   "system_info": runs["theirs"][0]["system_info"]},
+        **{e: {"score_s": median(runs[e], "score_s"), "wall_s": median(runs[e], "wall_s"),
+               "tokens": ours_work[e].tokens, "calls": ours_work[e].decode_calls,
+               "right": sum(p == g for _, p, g in runs[e][0]["preds"]), "system_info": runs[e][0]["system_info"],
+               "same_as_prefix": [p for _, p, _ in runs[e][0]["preds"]] == our_pick} for e in ENGINES},
+        "rounds": {k: [round(r["score_s"], 2) for r in v] for k, v in runs.items()},
+        "same_answer": sum(a == b for a, b in zip(our_pick, their_pick)),
+        "same_correctness": sum(a == b for a, b in zip(our_ok, their_ok)),
+        "both_right": sum(a and b for a, b in zip(our_ok, their_ok)),
+        "multi_token_answers": ours["multi_token"] or any(len(set(t)) > 1 or t[0] != 1 for _, t in counts),
+    }
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    import llama_src
+    from scale import machine, real_models
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="gemma,smollm2", help="gemma, smollm2 (the test extra's models)")
+    ap.add_argument("--sample", type=int, default=40, help="DISCOTEX items: `run --sample N`'s seeded draw")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved timed rounds (ours, theirs, ...); medians")
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--label", default="", help="machine name for the table")
+    ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
+    args = ap.parse_args()
+
+    exe = llama_src.build_tool("llama-perplexity", log=log)
+    task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
+    items = list(prepare([task], None, sample=args.sample)[0].items)
+    known = dict(zip(("gemma", "smollm2"), real_models()))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {"gold": Path(tmp) / "gold.bin", "bits": Path(tmp) / "bits.bin"}
+        write_mc(files["gold"], gold_tasks(items))
+        write_mc(files["bits"], bit_tasks(items))
+        for name in args.models.split(","):
+            label, path = known[name]
+            rows.append(compare_model(label, path, items, exe, files, args))
+    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
+           "threads": args.threads, "sample": args.sample, "rounds": args.rounds,
+           "llama_cpp_python": llama_src.installed_version(), "cmake_flags": " ".join(llama_src.CPU_FLAGS), "rows": rows}
+    table = format_table(doc)
+    print(table)
+    out = HERE / "results" / f"{doc['created'].replace(':', '')}-perplexity-mc.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    if not args.no_readme:
+        from throughput import update_readme
+
+        update_readme(MARK, table, "## llama.cpp's own multiple-choice scorer (`perplexity_mc.py`)")
+    print(f"\nsaved {out.relative_to(ROOT)}")
+
+
+def format_table(doc: dict) -> str:
+    rows = doc["rows"]
+    head = (f"perplexity-mc: DISCOTEX, the same {doc['sample']} items (`--sample {doc['sample']}`), {doc['threads']} "
+            f"threads on both sides; {doc['machine']}; {doc['created'][:10]}; llama-cpp-python "
+            f"{doc['llama_cpp_python']} (abricot-local) and llama-perplexity built from its sdist ({doc['cmake_flags']}). "
+            f"Kernels: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
+            f"`{rows[0]['theirs']['system_info'] if rows else ''}`. Median of {doc['rounds']} interleaved rounds. "
+            f"Command: `nice -n 10 python bench/perplexity_mc.py --sample {doc['sample']} --threads {doc['threads']} "
+            f"--rounds {doc['rounds']}`\n\n")
+    lines = ["| model | scorer | tokens evaluated | decode calls | ms per call | scoring s | items/s | wall s (with load) "
+             "| right | vs llama-perplexity |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["theirs"]
+        sides = [(f"llama-perplexity {r['best']} (its best)", t)] + [(f"abricot-local run, {e}", r[e]) for e in ENGINES]
+        for name, s in sides:
+            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {1000 * s['score_s'] / s['calls']:.0f} "
+                         f"| {s['score_s']:.1f} | {r['items'] / s['score_s']:.2f} | {s['wall_s']:.1f} | {s['right']}/{r['items']} "
+                         f"| {t['score_s'] / s['score_s']:.2f}x |")
+    lines += ["", "| model | same answer | same correctness | right in both | answers of one token |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['same_answer']}/{r['items']} | {r['same_correctness']}/{r['items']} "
+                     f"| {r['both_right']} | {'no' if r['multi_token_answers'] else 'yes'} |")
+    lines += ["", "llama-perplexity's configurations (one run each; tokens: its own count, decode calls: its loop "
+              "replayed):", "", "| model | config | tokens | decode calls | scoring s | wall s |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for c in r["configs"]:
+            lines.append(f"| {r['model']} | `{c['config']}` | {c['tokens']} | {c['calls']} | {c['score_s']:.1f} "
+                         f"| {c['wall_s']:.1f} |")
+    return head + "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
