@@ -27,8 +27,9 @@ from abricot_local import fetch
 KNOWN_SDISTS = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 
 # The kernels of the portable wheel (GGML_NATIVE=OFF + AVX2/FMA/F16C, OpenMP, llamafile,
-# repack: what its llama_print_system_info() says), so both sides run the same code.
-CPU_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON")
+# repack; no BMI2: what its llama_print_system_info() says), so both sides run the same code.
+# (GGML_NATIVE=OFF alone turns BMI2 on.)
+CPU_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=OFF")
 
 
 def installed_version() -> str:
@@ -93,8 +94,8 @@ def build_tool(target: str, log=print) -> Path:
     llama.cpp with the wheel's CPU kernels (CPU_FLAGS), under ``nice``; cached."""
     src = source(log=log) / "vendor" / "llama.cpp"
     build = root() / "build"
-    exe = build / "bin" / target
-    if exe.is_file():
+    exe, stamp = build / "bin" / target, build / "abricot-local-flags"
+    if exe.is_file() and stamp.is_file() and stamp.read_text() == " ".join(CPU_FLAGS):
         return exe
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
@@ -106,6 +107,7 @@ def build_tool(target: str, log=print) -> Path:
     log(f"cmake --build {build} --target {target} -j {jobs}")
     subprocess.run(["nice", "-n", "10", "cmake", "--build", str(build), "--target", target, "-j", jobs], check=True,
                    stdout=subprocess.DEVNULL)
+    stamp.write_text(" ".join(CPU_FLAGS))
     return exe
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import statistics
 import struct
@@ -166,11 +165,18 @@ def picked_from_bits(correct: list[bool], n_answers: list[int]) -> list[int]:
 _ROW = re.compile(r"^(\d+)\t(\d+\.\d+)$", re.M)
 _PERF = re.compile(r"llama_perf_context_print:\s+(load time|prompt eval time|eval time|total time)\s+=\s+([\d.]+) ms"
                    r"(?: /\s+(\d+) (?:tokens|runs))?")
+_STAMP = r"(\d+)\.(\d\d)\.(\d{3})\.(\d{3}) I "  # common/log.cpp's timestamp: minutes.seconds.ms.us
+
+
+def _stamp(text: str, what: str) -> float | None:
+    m = re.search(_STAMP + re.escape(what), text)
+    return None if m is None else int(m[1]) * 60 + int(m[2]) + int(m[3]) / 1e3 + int(m[4]) / 1e6
 
 
 def parse_log(text: str) -> dict:
-    """Per-task correctness (from the running accuracy rows "n<TAB>acc"), the perf counters
-    (ms, tokens) and the kernels (its system_info line)."""
+    """Per-task correctness (from the running accuracy rows "n<TAB>acc"), the scoring time
+    (log timestamps from "calculating ... score" to "Final result": after loading and
+    tokenizing), the perf counters (ms, tokens; printed with -lv 4) and the kernels."""
     correct, prev = [], 0
     for n, acc in _ROW.findall(text):
         hits = round(float(acc) * int(n) / 100)
@@ -178,7 +184,9 @@ def parse_log(text: str) -> dict:
         prev = hits
     perf = {name: (float(ms), int(n) if n else None) for name, ms, n in _PERF.findall(text)}
     info = next((ln.split("system_info:", 1)[1].strip() for ln in text.splitlines() if "system_info:" in ln), "")
-    return {"correct": correct, "perf": perf, "system_info": info}
+    start, end = _stamp(text, "multiple_choice_score : calculating"), _stamp(text, "Final result")
+    score = end - start if start is not None and end is not None else None
+    return {"correct": correct, "perf": perf, "system_info": info, "score_s": score}
 
 
 def plan(token_counts: list[tuple[int, list[int]]], n_ctx: int, max_seq: int, n_batch: int) -> tuple[int, int]:
@@ -220,8 +228,8 @@ def task_tokens(backend, items) -> list[tuple[int, list[int]]]:
 
 def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> dict:
     _, c, np_, b = cfg
-    cmd = [str(exe), "-m", str(model), "-bf", str(mc), "--multiple-choice", "-c", str(c),
-           "-np", str(np_), "-b", str(b), "-t", str(threads), "-tb", str(threads)]
+    cmd = [str(exe), "-m", str(model), "-bf", str(mc), "--multiple-choice", "-c", str(c), "-np", str(np_),
+           "-b", str(b), "-t", str(threads), "-tb", str(threads), "-lv", "4", "--log-timestamps", "--log-prefix"]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -229,9 +237,16 @@ def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> di
         raise SystemExit(f"llama-perplexity failed ({res.returncode}): {res.stderr[-2000:]}")
     log = parse_log(res.stdout + "\n" + res.stderr)
     perf = log["perf"]
-    score = (perf["total time"][0] - perf["load time"][0]) / 1000
-    return {"wall_s": wall, "score_s": score, "decode_ms": perf["prompt eval time"][0] + perf["eval time"][0],
-            "tokens": (perf["prompt eval time"][1] or 0) + (perf["eval time"][1] or 0), **log}
+    if log["score_s"] is None or "prompt eval time" not in perf or len(log["correct"]) != n_tasks(mc):
+        raise SystemExit(f"llama-perplexity's log was not as expected (timestamps, perf, one row per task): "
+                         f"{res.stderr[-1500:]}")
+    # prompt eval: every scoring decode (batches of many tokens); "eval" holds only the warm-up run
+    return {"wall_s": wall, "decode_ms": perf["prompt eval time"][0], "tokens": perf["prompt eval time"][1], **log}
+
+
+def n_tasks(mc: Path) -> int:
+    with open(mc, "rb") as fh:
+        return struct.unpack("<I", fh.read(4))[0]
 
 
 def median(rows: list[dict], key: str) -> float:
@@ -298,14 +313,14 @@ def log(msg: str) -> None:
 
 def main() -> None:
     import llama_src
-    from scale import machine, real_models
+    from scale import default_data_dir, machine, real_models
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="gemma,smollm2", help="gemma, smollm2 (the test extra's models)")
     ap.add_argument("--sample", type=int, default=40, help="DISCOTEX items: `run --sample N`'s seeded draw")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="interleaved timed rounds (ours, theirs, ...); medians")
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--data-dir", default=default_data_dir(), help="the DISCOTEX release (default: %(default)s)")
     ap.add_argument("--label", default="", help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     args = ap.parse_args()
@@ -346,14 +361,14 @@ def format_table(doc: dict) -> str:
             f"`{rows[0]['theirs']['system_info'] if rows else ''}`. Median of {doc['rounds']} interleaved rounds. "
             f"Command: `nice -n 10 python bench/perplexity_mc.py --sample {doc['sample']} --threads {doc['threads']} "
             f"--rounds {doc['rounds']}`\n\n")
-    lines = ["| model | scorer | tokens evaluated | decode calls | ms per call | scoring s | items/s | wall s (with load) "
-             "| right | vs llama-perplexity |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | scorer | tokens evaluated | decode calls | ms per call | ms per token | scoring s | items/s "
+             "| wall s (with load) | right | vs llama-perplexity |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = r["theirs"]
         sides = [(f"llama-perplexity {r['best']} (its best)", t)] + [(f"abricot-local run, {e}", r[e]) for e in ENGINES]
         for name, s in sides:
             lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {1000 * s['score_s'] / s['calls']:.0f} "
-                         f"| {s['score_s']:.1f} | {r['items'] / s['score_s']:.2f} | {s['wall_s']:.1f} | {s['right']}/{r['items']} "
+                         f"| {1000 * s['score_s'] / s['tokens']:.2f} | {s['score_s']:.1f} | {r['items'] / s['score_s']:.2f} | {s['wall_s']:.1f} | {s['right']}/{r['items']} "
                          f"| {t['score_s'] / s['score_s']:.2f}x |")
     lines += ["", "| model | same answer | same correctness | right in both | answers of one token |", "|---|---|---|---|---|"]
     for r in rows:

@@ -28,20 +28,18 @@ import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+
+from random_gguf import SHAPES, gguf_params, random_model  # noqa: E402  (bench/ is this script's folder)
 
 from abricot_local import fetch  # noqa: E402
 from abricot_local.planning import model_bytes, prepare  # noqa: E402
@@ -49,145 +47,13 @@ from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
 MARK = "scale"
-Q4_K_M = 15  # llama_ftype LLAMA_FTYPE_MOSTLY_Q4_K_M
-F16 = 1  # LLAMA_FTYPE_MOSTLY_F16
-FULL_DISCOTEX, FULL_ABRICOT = 1600, 127  # items of a full run: DISCOTEX sub-task 1 test; each ABRICOT task
+FULL_ABRICOT = 127  # items of each ABRICOT task in the release (the invented stand-in is sized like it)
 
 
-@dataclass(frozen=True)
-class Shape:
-    """A Llama-architecture model's hyperparameters (as in its GGUF metadata)."""
-
-    name: str
-    like: str  # the real model whose shape this is
-    n_vocab: int
-    n_embd: int
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    n_ff: int
-    tied: bool  # output projection shared with the token embeddings
-    vocab: str  # the vocabulary-only GGUF whose tokenizer it uses
-    rope_base: float
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
-
-BPE, SPM = "ggml-vocab-llama-bpe.gguf", "ggml-vocab-llama-spm.gguf"
-SHAPES = {
-    "1b": Shape("random-1b", "Llama-3.2-1B", 128256, 2048, 16, 32, 8, 8192, True, BPE, 500000.0),
-    "3b": Shape("random-3b", "Llama-3.2-3B", 128256, 3072, 28, 24, 8, 8192, True, BPE, 500000.0),
-    "7b": Shape("random-7b", "Mistral-7B-v0.1", 32000, 4096, 32, 32, 8, 14336, False, SPM, 10000.0),
-}
-
-
-def tensor_shapes(s: Shape) -> list[tuple[str, tuple[int, ...]]]:
-    """llama.cpp's tensors of a Llama model, as numpy shapes (rows = outputs)."""
-    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
-    out = [("token_embd.weight", (s.n_vocab, s.n_embd)), ("output_norm.weight", (s.n_embd,))]
-    if not s.tied:
-        out.append(("output.weight", (s.n_vocab, s.n_embd)))
-    for i in range(s.n_layer):
-        b = f"blk.{i}."
-        out += [(b + "attn_norm.weight", (s.n_embd,)), (b + "attn_q.weight", (q, s.n_embd)),
-                (b + "attn_k.weight", (kv, s.n_embd)), (b + "attn_v.weight", (kv, s.n_embd)),
-                (b + "attn_output.weight", (s.n_embd, q)), (b + "ffn_norm.weight", (s.n_embd,)),
-                (b + "ffn_gate.weight", (s.n_ff, s.n_embd)), (b + "ffn_up.weight", (s.n_ff, s.n_embd)),
-                (b + "ffn_down.weight", (s.n_embd, s.n_ff))]
-    return out
-
-
-def n_params(s: Shape) -> int:
-    return sum(int(np.prod(shape)) for _, shape in tensor_shapes(s))
-
-
-def write_random_gguf(s: Shape, vocab: Path, out: Path, seed: int = 0) -> None:
-    """An F16 GGUF of shape ``s`` with ``vocab``'s tokenizer and random weights (N(0, 0.02),
-    norms 1), written one tensor at a time: memory stays at about the largest tensor."""
-    import gguf
-
-    reader = gguf.GGUFReader(vocab)
-    n_tokens = len(reader.fields["tokenizer.ggml.tokens"].data)
-    if n_tokens != s.n_vocab:
-        raise SystemExit(f"{vocab.name} has {n_tokens} tokens, the {s.like} shape {s.n_vocab}")
-    w = gguf.GGUFWriter(out, "llama")
-    w.add_name(f"{s.name} (random weights, shaped like {s.like})")
-    w.add_context_length(4096)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
-    w.add_feed_forward_length(s.n_ff)
-    w.add_head_count(s.n_head)
-    w.add_head_count_kv(s.n_head_kv)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(s.rope_base)
-    w.add_rope_dimension_count(s.head_dim)
-    w.add_vocab_size(s.n_vocab)
-    w.add_file_type(F16)
-    for key, field in reader.fields.items():  # the tokenizer, as the vocabulary file has it
-        if key.startswith("tokenizer."):
-            sub = field.types[1] if len(field.types) > 1 else None
-            w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
-    if "tokenizer.ggml.add_bos_token" not in reader.fields:
-        w.add_add_bos_token(True)  # as Llama 3's own GGUFs say
-    shapes = tensor_shapes(s)
-    for name, shape in shapes:
-        dtype = np.float32 if len(shape) == 1 else np.float16
-        w.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    rng = np.random.default_rng(seed)
-    pool = (rng.standard_normal(1 << 22, dtype=np.float32) * 0.02).astype(np.float16)  # tiled, shifted per tensor
-    for name, shape in shapes:
-        if len(shape) == 1:
-            w.write_tensor_data(np.ones(shape, np.float32))
-        else:
-            w.write_tensor_data(np.resize(np.roll(pool, int(rng.integers(len(pool)))), shape))
-    w.close()
-
-
-def quantize(src: Path, dst: Path, threads: int) -> None:
-    """llama.cpp's own quantizer (llama_model_quantize) to Q4_K_M."""
-    import ctypes
-
-    import llama_cpp
-
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.nthread = threads
-    params.ftype = Q4_K_M
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
-    if rc != 0:
-        raise SystemExit(f"llama_model_quantize failed ({rc}) on {src}")
-
-
-def random_model(s: Shape, threads: int, log=print) -> Path:
-    """The Q4_K_M random-weight model of shape ``s``, built once into the user cache."""
-    from llama_src import vocab_file
-
-    folder = fetch.cache_dir() / "bench-models"
-    out = folder / f"{s.name}-Q4_K_M.gguf"
-    if out.is_file():
-        return out
-    folder.mkdir(parents=True, exist_ok=True)
-    f16, part = out.with_name(f"{s.name}-F16.gguf.part"), out.with_name(out.name + ".part")
-    need = n_params(s) * 2 + n_params(s) * 0.6  # F16 + Q4_K_M (about 4.8 bits a weight) at once
-    free = shutil.disk_usage(folder).free
-    if need > free:
-        raise SystemExit(f"building {s.name} needs about {need / 2**30:.1f} GiB on {folder}, {free / 2**30:.1f} GiB free")
-    try:
-        t0 = time.perf_counter()
-        write_random_gguf(s, vocab_file(s.vocab, log=log), f16)
-        log(f"{s.name}: F16 written ({f16.stat().st_size / 2**30:.1f} GiB, {time.perf_counter() - t0:.0f} s); quantizing")
-        t0 = time.perf_counter()
-        quantize(f16, part, threads)
-        os.replace(part, out)
-        log(f"{s.name}: Q4_K_M {out.stat().st_size / 2**30:.2f} GiB ({time.perf_counter() - t0:.0f} s)")
-    finally:
-        f16.unlink(missing_ok=True)
-        part.unlink(missing_ok=True)
-    return out
+def default_data_dir() -> str:
+    """$ABRICOT_TEST_DATA/data/discotex, else ../shared/data/discotex beside the repository."""
+    base = Path(os.environ["ABRICOT_TEST_DATA"]) if os.environ.get("ABRICOT_TEST_DATA") else ROOT.parent / "shared"
+    return str(base / "data" / "discotex")
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -286,13 +152,6 @@ def facts(model: Path, items: list, threads: int, data_dir: str) -> dict:
             "weights": model_bytes(model), "kv": kv, "arch": arch, "n_params": gguf_params(model)}
 
 
-def gguf_params(model: Path) -> int:
-    """Parameters of a GGUF (its tensors' elements), read with the gguf package."""
-    import gguf
-
-    return int(sum(int(t.n_elements) for t in gguf.GGUFReader(model).tensors))
-
-
 @functools.cache
 def full_items(data_dir: str) -> dict:
     """The items of a full ABRICOT + DISCOTEX run: DISCOTEX's release (all 1600), ABRICOT's two
@@ -318,7 +177,7 @@ def main() -> None:
     ap.add_argument("--no-real", action="store_true", help="skip the two real models")
     ap.add_argument("--sample", type=int, default=12, help="DISCOTEX items (a seeded draw), the same for every model")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "discotex"))
+    ap.add_argument("--data-dir", default=default_data_dir(), help="the DISCOTEX release (default: %(default)s)")
     ap.add_argument("--build-only", action="store_true", help="build the random-weight models and stop")
     ap.add_argument("--label", default="", help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
@@ -348,7 +207,7 @@ def main() -> None:
               file=sys.stderr)
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "cpu_count": os.cpu_count(), "threads": args.threads, "sample": args.sample,
-           "dry_run": predicting, "rows": rows}
+           "dry_run": predicting, "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
     table = format_table(doc)
     print(table)
     out = HERE / "results" / f"{doc['created'].replace(':', '')}-scale.json"
@@ -393,7 +252,9 @@ def format_table(doc: dict) -> str:
                      f"| {r['tokens'] / r['items']:.0f} | {r['decode_calls']} | {r['tok_s']:.1f} | {r['s_item']:.2f} "
                      f"| {r['wall_s'] - r['score_s']:.1f} | {gib(r['peak_rss'])} | {gib(est)} "
                      f"| {r['peak_rss'] / est:.2f} | {predicted} | {r['wall_s']:.0f} | {r['load_avg']:.1f} |")
-    lines += ["", "Projected full run (DISCOTEX 1600 items + ABRICOT 2 x 127, prefix engine, this model's tokenizer) "
+    n = doc["full_items"]
+    lines += ["", f"Projected full run (DISCOTEX's {n['discotex']} items + ABRICOT's {n['abricot_abs']} + "
+              f"{n['abricot_inc']}, invented text sized like the release; prefix engine, each model's tokenizer) "
               "at the prompt tok/s measured above:", "",
               "| model | DISCOTEX tokens | ABRICOT tokens | hours |", "|---|---|---|---|"]
     for r in rows:

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import perplexity_mc as pmc  # noqa: E402
+import random_gguf  # noqa: E402
 import scale  # noqa: E402
 from invented_data import write_discotex  # noqa: E402
 
@@ -74,8 +75,11 @@ def test_perplexity_log_gives_each_tasks_correctness_and_the_counters():
     for n, ok in enumerate(flags, 1):
         hits += ok
         rows.append(f"{n}\t{100.0 * hits / n:.8f}")
-    text = ("system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : AVX2 = 1 | FMA = 1 |\n"
+    text = ("0.04.268.882 I system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : AVX2 = 1 | FMA = 1 |\n"
+            "0.04.268.925 I multiple_choice_score: reading tasks0.04.269.042 I multiple_choice_score: preparing "
+            "task data0.04.316.812 I multiple_choice_score : calculating TruthfulQA score over 5 tasks.\n"
             "task\tacc_norm\n" + "\n".join(rows) + "\n\n"
+            "1.02.500.000 I Final result: 60.0000 +/- 24.4949\n"
             "llama_perf_context_print:        load time =     812.50 ms\n"
             "llama_perf_context_print: prompt eval time =   40000.00 ms /  9000 tokens (    4.44 ms per token,   225.00 tokens per second)\n"
             "llama_perf_context_print:        eval time =       0.00 ms /     1 runs   (    0.00 ms per token,      inf tokens per second)\n"
@@ -85,6 +89,7 @@ def test_perplexity_log_gives_each_tasks_correctness_and_the_counters():
     assert got["perf"]["prompt eval time"] == (40000.0, 9000)
     assert got["perf"]["total time"][0] - got["perf"]["load time"][0] == pytest.approx(42187.75)
     assert "AVX2 = 1" in got["system_info"]
+    assert got["score_s"] == pytest.approx(62.5 - 4.316812)
 
 
 def test_plan_replays_how_perplexity_packs_tasks_into_decode_calls():
@@ -118,7 +123,7 @@ def test_engine_work_counts_what_the_engine_decodes(tmp_path, engine):
 @pytest.mark.parametrize("key, billions", [("1b", 1.24), ("3b", 3.21), ("7b", 7.24)])
 def test_shapes_have_the_parameters_of_the_models_they_copy(key, billions):
     # Llama-3.2-1B: 1.24B, Llama-3.2-3B: 3.21B, Mistral-7B-v0.1: 7.24B (their model cards)
-    assert scale.n_params(scale.SHAPES[key]) / 1e9 == pytest.approx(billions, rel=0.01)
+    assert random_gguf.n_params(random_gguf.SHAPES[key]) / 1e9 == pytest.approx(billions, rel=0.01)
 
 
 def test_random_gguf_has_the_shape_and_the_tokenizer(tmp_path, vocab_dir):
@@ -126,17 +131,17 @@ def test_random_gguf_has_the_shape_and_the_tokenizer(tmp_path, vocab_dir):
 
     from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 
-    tiny = scale.Shape("tiny", "nothing", 32000, 64, 2, 4, 2, 128, True, scale.SPM, 10000.0)
+    tiny = random_gguf.Shape("tiny", "nothing", 32000, 64, 2, 4, 2, 128, True, random_gguf.SPM, 10000.0)
     out = tmp_path / "tiny.gguf"
-    scale.write_random_gguf(tiny, vocab_dir / scale.SPM, out)
+    random_gguf.write_random_gguf(tiny, vocab_dir / random_gguf.SPM, out)
     r = gguf.GGUFReader(out)
-    assert {t.name: tuple(int(x) for x in t.shape[::-1]) for t in r.tensors} == dict(scale.tensor_shapes(tiny))
-    assert scale.gguf_params(out) == scale.n_params(tiny)
+    assert {t.name: tuple(int(x) for x in t.shape[::-1]) for t in r.tensors} == dict(random_gguf.tensor_shapes(tiny))
+    assert random_gguf.gguf_params(out) == random_gguf.n_params(tiny)
     weights = np.asarray(next(t for t in r.tensors if t.name == "blk.0.ffn_up.weight").data, dtype=np.float32)
     assert 0.015 < weights.std() < 0.025
     text = "Indica la frase che rappresenta la continuazione del paragrafo."
     ours = LlamaCppBackend(out, LlamaCppOptions(vocab_only=True))
-    theirs = LlamaCppBackend(vocab_dir / scale.SPM, LlamaCppOptions(vocab_only=True))
+    theirs = LlamaCppBackend(vocab_dir / random_gguf.SPM, LlamaCppOptions(vocab_only=True))
     try:
         assert ours.tokenize(text) == theirs.tokenize(text)
         assert ours.metadata("llama.block_count") == "2"
@@ -156,8 +161,13 @@ def test_dry_run_predictions_are_read_from_json_or_text(text, seconds):
 
 
 # -- gpu.sh ------------------------------------------------------------------------------------
-def test_gpu_script_parses():
-    subprocess.run(["bash", "-n", str(ROOT / "bench" / "gpu.sh")], check=True)
+def test_gpu_script_parses_and_explains_itself():
+    script = str(ROOT / "bench" / "gpu.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    help_text = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, check=True).stdout
+    assert "--quick" in help_text and "set -euo" not in help_text
+    wrong = subprocess.run(["bash", script, "--frobnicate"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "unknown option --frobnicate" in wrong.stderr
 
 
 def test_gpu_report_agreement_counts_predictions_and_the_largest_difference():
