@@ -17,10 +17,13 @@ abricot-local's prefix engine decodes the task's shared instructions once for al
 then one trunk per item, and sums the answer tokens' log-probs. With one token per answer
 (DISCOTEX's letters in these vocabularies: the script checks) mean and sum pick alike.
 
-llama-perplexity prints only a running accuracy, so which answer it picked is found by a
-second, untimed run over 3 copies of each item whose labels are the bits of the answer's
-index (:func:`bit_tasks`). Timed: its configurations (-c, -np, -b) once each, then its best
-and our two exact engines interleaved (ours, theirs, ours, ...) for --rounds rounds; medians.
+llama-perplexity prints only a running accuracy, so which answer it picked is known where it
+was right (the gold) or where only ours was (another); for the items both got wrong, a second,
+untimed run over 3 copies of each whose labels are the bits of the answer's index tells
+(:func:`bit_tasks`). Timed: its configurations (-c, -np, -b) once each, then its best and our
+exact engines interleaved (ours, theirs, ours, ...) for --rounds rounds: the best round and
+the median, and the ratio within each round. Each model's figures are saved as soon as it is
+done (bench/results/); ``--from-json`` renders saved runs again.
 """
 
 from __future__ import annotations
@@ -264,30 +267,38 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
     vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
     try:
         counts = task_tokens(vb, items)
-        ours_work = {e: engine_work(vb, items, LlamaCppOptions(engine=e, threads=args.threads)) for e in ENGINES}
+        ours_work = {e: engine_work(vb, items, LlamaCppOptions(engine=e, threads=args.threads)) for e in args.engines}
     finally:
         vb.close()
     configs = []
-    for cfg in CONFIGS:
+    for cfg in [c for c in CONFIGS if not args.config or c[0] in args.config]:
         tokens, calls = plan(counts, cfg[1] * cfg[2], cfg[2], min(cfg[3], cfg[1] * cfg[2]))
         r = run_theirs(exe, model, files["gold"], cfg, args.threads)
         configs.append({"config": cfg[0], "cfg": cfg, "plan_tokens": tokens, "calls": calls, **r})
         log(f"{label}: llama-perplexity {cfg[0]}: {r['score_s']:.1f} s scoring, {r['wall_s']:.1f} s wall")
     best = min(configs, key=lambda r: r["score_s"])
     select = ("--sample", str(args.sample))
-    runs: dict[str, list[dict]] = {"theirs": [], **{e: [] for e in ENGINES}}
+    runs: dict[str, list[dict]] = {"theirs": [], **{e: [] for e in args.engines}}
     for k in range(args.rounds):  # interleaved: the machine's load falls on both sides alike
-        for engine in ENGINES:
+        for engine in args.engines:
             runs[engine].append(measure_run(model, args.threads, args.data_dir, *select, "--engine", engine))
             runs["theirs"].append(run_theirs(exe, model, files["gold"], best["cfg"], args.threads))
             log(f"{label}: round {k + 1}: {engine} {runs[engine][-1]['score_s']:.1f} s, llama-perplexity "
                 f"{runs['theirs'][-1]['score_s']:.1f} s")
-    picks = run_theirs(exe, model, files["bits"], best["cfg"], args.threads)
-    their_pick = picked_from_bits(picks["correct"], [len(it.continuations) for it in items])
     their_ok = runs["theirs"][0]["correct"]
     ours = runs["prefix"][0]
     our_pick = [p for _, p, _ in ours["preds"]]
     our_ok = [p == g for _, p, g in ours["preds"]]
+    # its pick: the gold answer where it was right; another than ours where only ours was right;
+    # asked (bits copies, untimed) where both were wrong
+    their_pick = [it.gold if ok else None for it, ok in zip(items, their_ok)]
+    wrong = [k for k, (a, b) in enumerate(zip(our_ok, their_ok)) if not a and not b]
+    if wrong:
+        bits = files["gold"].with_name("bits.bin")
+        write_mc(bits, bit_tasks([items[k] for k in wrong]))
+        flags = run_theirs(exe, model, bits, best["cfg"], args.threads)["correct"]
+        for k, pick in zip(wrong, picked_from_bits(flags, [len(items[k].continuations) for k in wrong])):
+            their_pick[k] = pick
     return {
         "model": label, "file": model.name, "items": len(items), "best": best["config"],
         "configs": [{k: v for k, v in r.items() if k not in ("cfg", "correct", "perf")} for r in configs],
@@ -298,7 +309,8 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
         **{e: {"score_s": median(runs[e], "score_s"), "wall_s": median(runs[e], "wall_s"),
                "tokens": ours_work[e].tokens, "calls": ours_work[e].decode_calls,
                "right": sum(p == g for _, p, g in runs[e][0]["preds"]), "system_info": runs[e][0]["system_info"],
-               "same_as_prefix": [p for _, p, _ in runs[e][0]["preds"]] == our_pick} for e in ENGINES},
+               "same_as_prefix": [p for _, p, _ in runs[e][0]["preds"]] == our_pick} for e in args.engines},
+        "engines": list(args.engines),
         "rounds": {k: [round(r["score_s"], 2) for r in v] for k, v in runs.items()},
         "same_answer": sum(a == b for a, b in zip(our_pick, their_pick)),
         "same_correctness": sum(a == b for a, b in zip(our_ok, their_ok)),
@@ -319,11 +331,19 @@ def main() -> None:
     ap.add_argument("--models", default="gemma,smollm2", help="gemma, smollm2 (the test extra's models)")
     ap.add_argument("--sample", type=int, default=40, help="DISCOTEX items: `run --sample N`'s seeded draw")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved timed rounds (ours, theirs, ...); medians")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved timed rounds (ours, theirs, ...)")
+    ap.add_argument("--engines", type=lambda v: tuple(v.split(",")), default=ENGINES, help="ours, each round")
+    ap.add_argument("--config", action="append", choices=[c[0] for c in CONFIGS],
+                    help="only this llama-perplexity configuration (repeatable; default: all)")
     ap.add_argument("--data-dir", default=default_data_dir(), help="the DISCOTEX release (default: %(default)s)")
     ap.add_argument("--label", default="", help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
+    ap.add_argument("--from-json", type=Path, nargs="+", help="only render the table of saved runs (bench/results/"
+                    "...json; the rows of several joined)")
     args = ap.parse_args()
+    if args.from_json:
+        docs = [json.loads(p.read_text()) for p in args.from_json]
+        return publish({**docs[0], "rows": [r for d in docs for r in d["rows"]]}, args)
 
     exe = llama_src.build_tool("llama-perplexity", log=log)
     task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
@@ -331,25 +351,42 @@ def main() -> None:
     known = dict(zip(("gemma", "smollm2"), real_models()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        files = {"gold": Path(tmp) / "gold.bin", "bits": Path(tmp) / "bits.bin"}
+        files = {"gold": Path(tmp) / "gold.bin"}
         write_mc(files["gold"], gold_tasks(items))
-        write_mc(files["bits"], bit_tasks(items))
+        doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
+               "threads": args.threads, "sample": args.sample, "rounds": args.rounds,
+               "command": "nice -n 10 python bench/perplexity_mc.py " + " ".join(sys.argv[1:]),
+               "llama_cpp_python": llama_src.installed_version(), "cmake_flags": " ".join(llama_src.CPU_FLAGS),
+               "rows": rows}
+        out = HERE / "results" / f"{doc['created'].replace(':', '')}-perplexity-mc.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
         for name in args.models.split(","):
             label, path = known[name]
             rows.append(compare_model(label, path, items, exe, files, args))
-    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
-           "threads": args.threads, "sample": args.sample, "rounds": args.rounds,
-           "llama_cpp_python": llama_src.installed_version(), "cmake_flags": " ".join(llama_src.CPU_FLAGS), "rows": rows}
+            out.write_text(json.dumps(doc, indent=1))  # after each model: a long run keeps what it measured
+    print(f"saved {out.relative_to(ROOT)}", file=sys.stderr)
+    publish(doc, args)
+
+
+def publish(doc: dict, args) -> None:
     table = format_table(doc)
     print(table)
-    out = HERE / "results" / f"{doc['created'].replace(':', '')}-perplexity-mc.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
     if not args.no_readme:
         from throughput import update_readme
 
         update_readme(MARK, table, "## llama.cpp's own multiple-choice scorer (`perplexity_mc.py`)")
-    print(f"\nsaved {out.relative_to(ROOT)}")
+
+
+def timing(row: dict) -> dict:
+    """Per side: the best (least disturbed: other jobs only add time) and the median scoring
+    seconds over the rounds; per engine of ours, the paired ratios llama-perplexity / ours of
+    each round (its run right after ours)."""
+    rounds = row["rounds"]
+    out = {side: {"best": min(v), "median": statistics.median(v)} for side, v in rounds.items()}
+    engines = row.get("engines", ENGINES)
+    for k, engine in enumerate(engines):
+        out[engine]["paired"] = [t / o for t, o in zip(rounds["theirs"][k :: len(engines)], rounds[engine])]
+    return out
 
 
 def format_table(doc: dict) -> str:
@@ -358,24 +395,29 @@ def format_table(doc: dict) -> str:
             f"threads on both sides; {doc['machine']}; {doc['created'][:10]}; llama-cpp-python "
             f"{doc['llama_cpp_python']} (abricot-local) and llama-perplexity built from its sdist ({doc['cmake_flags']}). "
             f"Kernels: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
-            f"`{rows[0]['theirs']['system_info'] if rows else ''}`. Median of {doc['rounds']} interleaved rounds. "
-            f"Command: `nice -n 10 python bench/perplexity_mc.py --sample {doc['sample']} --threads {doc['threads']} "
-            f"--rounds {doc['rounds']}`\n\n")
-    lines = ["| model | scorer | tokens evaluated | decode calls | ms per call | ms per token | scoring s | items/s "
-             "| wall s (with load) | right | vs llama-perplexity |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"`{rows[0]['theirs']['system_info'].split('| ', 1)[-1] if rows else ''}`. {doc['rounds']} interleaved "
+            "rounds (ours, llama-perplexity, ours, llama-perplexity): scoring s is the best round (other jobs only add "
+            "time) and the median; *paired* is llama-perplexity's time over ours in each round (its run right after "
+            f"ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
+    lines = ["| model | scorer | tokens evaluated | decode calls | ms per token | scoring s: best (median) | items/s "
+             "| wall s (with load) | right | vs llama-perplexity: best | paired |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        t = r["theirs"]
-        sides = [(f"llama-perplexity {r['best']} (its best)", t)] + [(f"abricot-local run, {e}", r[e]) for e in ENGINES]
-        for name, s in sides:
-            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {1000 * s['score_s'] / s['calls']:.0f} "
-                         f"| {1000 * s['score_s'] / s['tokens']:.2f} | {s['score_s']:.1f} | {r['items'] / s['score_s']:.2f} | {s['wall_s']:.1f} | {s['right']}/{r['items']} "
-                         f"| {t['score_s'] / s['score_s']:.2f}x |")
+        tm = timing(r)
+        sides = [("theirs", f"llama-perplexity `{r['best']}` (its best)")] + [(e, f"abricot-local run, {e}") for e in r.get("engines", ENGINES)]
+        for key, name in sides:
+            s, t = r[key], tm[key]
+            paired = ", ".join(f"{x:.2f}x" for x in t.get("paired", [])) or "-"
+            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {1000 * t['best'] / s['tokens']:.2f} "
+                         f"| {t['best']:.1f} ({t['median']:.1f}) | {r['items'] / t['best']:.2f} | {s['wall_s']:.1f} "
+                         f"| {s['right']}/{r['items']} | {tm['theirs']['best'] / t['best']:.2f}x | {paired} |")
     lines += ["", "| model | same answer | same correctness | right in both | answers of one token |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['same_answer']}/{r['items']} | {r['same_correctness']}/{r['items']} "
                      f"| {r['both_right']} | {'no' if r['multi_token_answers'] else 'yes'} |")
-    lines += ["", "llama-perplexity's configurations (one run each; tokens: its own count, decode calls: its loop "
-              "replayed):", "", "| model | config | tokens | decode calls | scoring s | wall s |", "|---|---|---|---|---|---|"]
+    lines += ["", "llama-perplexity's configurations (one run each, before the rounds; tokens: its own count, decode "
+              "calls: its loop replayed):", "", "| model | config | tokens | decode calls | scoring s | wall s |",
+              "|---|---|---|---|---|---|"]
     for r in rows:
         for c in r["configs"]:
             lines.append(f"| {r['model']} | `{c['config']}` | {c['tokens']} | {c['calls']} | {c['score_s']:.1f} "

@@ -207,6 +207,7 @@ def main() -> None:
               file=sys.stderr)
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "cpu_count": os.cpu_count(), "threads": args.threads, "sample": args.sample,
+           "command": "nice -n 10 python bench/scale.py " + " ".join(sys.argv[1:]),
            "dry_run": predicting, "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
     table = format_table(doc)
     print(table)
@@ -240,7 +241,7 @@ def format_table(doc: dict) -> str:
     pred = "predicted s (--dry-run)" if doc["dry_run"] else "predicted s"
     head = (f"scale: DISCOTEX, the same {doc['sample']} items (`--sample {doc['sample']}`) for every model, prefix engine, "
             f"{doc['threads']} threads, n_ctx 2048; {doc['machine']}; {doc['created'][:10]}; kernels: `{kernels}`. "
-            f"Command: `nice -n 10 python bench/scale.py --sample {doc['sample']} --threads {doc['threads']}`\n\n")
+            f"Command: `{doc['command']}`\n\n")
     lines = [f"| model | params | Q4 file GiB | vocab | tokens/item | decode calls | prompt tok/s | s/item | load s "
              f"| peak RSS GiB | estimate GiB (weights + KV) | RSS / estimate | {pred} | measured s | load avg |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -101,6 +101,13 @@ def test_plan_replays_how_perplexity_packs_tasks_into_decode_calls():
         pmc.plan(tasks, n_ctx=100, max_seq=5, n_batch=512)
 
 
+def test_timing_pairs_each_of_our_runs_with_the_llama_perplexity_run_right_after_it():
+    assert pmc.ENGINES == ("prefix", "single")  # rounds run prefix, theirs, single, theirs
+    t = pmc.timing({"rounds": {"theirs": [10.0, 12.0, 20.0, 24.0], "prefix": [8.0, 16.0], "single": [10.0, 12.0]}})
+    assert t["prefix"]["paired"] == [10 / 8, 20 / 16] and t["single"]["paired"] == [12 / 10, 24 / 12]
+    assert (t["theirs"]["best"], t["theirs"]["median"], t["prefix"]["best"]) == (10.0, 16.0, 8.0)
+
+
 # -- the engines' work, counted without a model ------------------------------------------------
 @pytest.mark.parametrize("engine", ["naive", "single", "prefix", "batched"])
 def test_engine_work_counts_what_the_engine_decodes(tmp_path, engine):
