@@ -34,10 +34,8 @@ import math
 import re
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -230,12 +228,14 @@ def task_tokens(backend, items) -> list[tuple[int, list[int]]]:
 
 
 def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> dict:
+    """One llama-perplexity run: wall, scoring seconds (its log), CPU seconds of the scoring
+    (from its "calculating" line), tokens and decode ms (its perf print), each task's correctness."""
+    from child import run_child
+
     _, c, np_, b = cfg
     cmd = [str(exe), "-m", str(model), "-bf", str(mc), "--multiple-choice", "-c", str(c), "-np", str(np_),
            "-b", str(b), "-t", str(threads), "-tb", str(threads), "-lv", "4", "--log-timestamps", "--log-prefix"]
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    res = run_child(cmd, lambda err: "multiple_choice_score : calculating" in err)
     if res.returncode != 0:
         raise SystemExit(f"llama-perplexity failed ({res.returncode}): {res.stderr[-2000:]}")
     log = parse_log(res.stdout + "\n" + res.stderr)
@@ -244,7 +244,8 @@ def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> di
         raise SystemExit(f"llama-perplexity's log was not as expected (timestamps, perf, one row per task): "
                          f"{res.stderr[-1500:]}")
     # prompt eval: every scoring decode (batches of many tokens); "eval" holds only the warm-up run
-    return {"wall_s": wall, "decode_ms": perf["prompt eval time"][0], "tokens": perf["prompt eval time"][1], **log}
+    return {"wall_s": res.wall_s, "cpu_s": res.cpu_s, "score_cpu_s": res.cpu_after_start_s,
+            "decode_ms": perf["prompt eval time"][0], "tokens": perf["prompt eval time"][1], **log}
 
 
 def n_tasks(mc: Path) -> int:
@@ -275,16 +276,18 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
         tokens, calls = plan(counts, cfg[1] * cfg[2], cfg[2], min(cfg[3], cfg[1] * cfg[2]))
         r = run_theirs(exe, model, files["gold"], cfg, args.threads)
         configs.append({"config": cfg[0], "cfg": cfg, "plan_tokens": tokens, "calls": calls, **r})
-        log(f"{label}: llama-perplexity {cfg[0]}: {r['score_s']:.1f} s scoring, {r['wall_s']:.1f} s wall")
-    best = min(configs, key=lambda r: r["score_s"])
+        log(f"{label}: llama-perplexity {cfg[0]}: {r['score_s']:.1f} s scoring ({r['score_cpu_s']:.1f} CPU s), "
+            f"{r['wall_s']:.1f} s wall")
+    best = min(configs, key=lambda r: r["score_cpu_s"])  # CPU seconds: less disturbed by other jobs than wall
     select = ("--sample", str(args.sample))
     runs: dict[str, list[dict]] = {"theirs": [], **{e: [] for e in args.engines}}
     for k in range(args.rounds):  # interleaved: the machine's load falls on both sides alike
         for engine in args.engines:
             runs[engine].append(measure_run(model, args.threads, args.data_dir, *select, "--engine", engine))
             runs["theirs"].append(run_theirs(exe, model, files["gold"], best["cfg"], args.threads))
-            log(f"{label}: round {k + 1}: {engine} {runs[engine][-1]['score_s']:.1f} s, llama-perplexity "
-                f"{runs['theirs'][-1]['score_s']:.1f} s")
+            log(f"{label}: round {k + 1}: {engine} {runs[engine][-1]['score_s']:.1f} s "
+                f"({runs[engine][-1]['score_cpu_s']:.1f} CPU s), llama-perplexity {runs['theirs'][-1]['score_s']:.1f} s "
+                f"({runs['theirs'][-1]['score_cpu_s']:.1f} CPU s)")
     their_ok = runs["theirs"][0]["correct"]
     ours = runs["prefix"][0]
     our_pick = [p for _, p, _ in ours["preds"]]
@@ -312,6 +315,7 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
                "same_as_prefix": [p for _, p, _ in runs[e][0]["preds"]] == our_pick} for e in args.engines},
         "engines": list(args.engines),
         "rounds": {k: [round(r["score_s"], 2) for r in v] for k, v in runs.items()},
+        "rounds_cpu": {k: [round(r["score_cpu_s"], 2) for r in v] for k, v in runs.items()},
         "same_answer": sum(a == b for a, b in zip(our_pick, their_pick)),
         "same_correctness": sum(a == b for a, b in zip(our_ok, their_ok)),
         "both_right": sum(a and b for a, b in zip(our_ok, their_ok)),
@@ -377,11 +381,11 @@ def publish(doc: dict, args) -> None:
         update_readme(MARK, table, "## llama.cpp's own multiple-choice scorer (`perplexity_mc.py`)")
 
 
-def timing(row: dict) -> dict:
+def timing(row: dict, key: str = "rounds") -> dict:
     """Per side: the best (least disturbed: other jobs only add time) and the median scoring
-    seconds over the rounds; per engine of ours, the paired ratios llama-perplexity / ours of
-    each round (its run right after ours)."""
-    rounds = row["rounds"]
+    seconds over the rounds (``key``: "rounds" wall, "rounds_cpu" CPU); per engine of ours, the
+    paired ratios llama-perplexity / ours of each round (its run right after ours)."""
+    rounds = row[key]
     out = {side: {"best": min(v), "median": statistics.median(v)} for side, v in rounds.items()}
     engines = row.get("engines", ENGINES)
     for k, engine in enumerate(engines):
@@ -397,31 +401,32 @@ def format_table(doc: dict) -> str:
             f"Kernels: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
             f"`{rows[0]['theirs']['system_info'].split('| ', 1)[-1] if rows else ''}`. {doc['rounds']} interleaved "
             "rounds (ours, llama-perplexity, ours, llama-perplexity): scoring s is the best round (other jobs only add "
-            "time) and the median; *paired* is llama-perplexity's time over ours in each round (its run right after "
-            f"ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
-    lines = ["| model | scorer | tokens evaluated | decode calls | ms per token | scoring s: best (median) | items/s "
-             "| wall s (with load) | right | vs llama-perplexity: best | paired |",
+            "time) and the median; CPU s: the process's CPU seconds while scoring (less sensitive to other jobs); "
+            "*paired* is llama-perplexity's time over ours in each round (its run right after ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
+    lines = ["| model | scorer | tokens evaluated | decode calls | scoring s: best (median) | items/s | CPU s: best "
+             "(median) | wall s (with load) | right | vs llama-perplexity: s, CPU s | paired (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        tm = timing(r)
+        tm, cpu = timing(r), timing(r, "rounds_cpu")
         sides = [("theirs", f"llama-perplexity `{r['best']}` (its best)")] + [(e, f"abricot-local run, {e}") for e in r.get("engines", ENGINES)]
         for key, name in sides:
-            s, t = r[key], tm[key]
+            s, t, c = r[key], tm[key], cpu[key]
             paired = ", ".join(f"{x:.2f}x" for x in t.get("paired", [])) or "-"
-            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {1000 * t['best'] / s['tokens']:.2f} "
-                         f"| {t['best']:.1f} ({t['median']:.1f}) | {r['items'] / t['best']:.2f} | {s['wall_s']:.1f} "
-                         f"| {s['right']}/{r['items']} | {tm['theirs']['best'] / t['best']:.2f}x | {paired} |")
+            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {t['best']:.1f} ({t['median']:.1f}) "
+                         f"| {r['items'] / t['best']:.2f} | {c['best']:.1f} ({c['median']:.1f}) | {s['wall_s']:.1f} "
+                         f"| {s['right']}/{r['items']} | {tm['theirs']['best'] / t['best']:.2f}x, "
+                         f"{cpu['theirs']['best'] / c['best']:.2f}x | {paired} |")
     lines += ["", "| model | same answer | same correctness | right in both | answers of one token |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['same_answer']}/{r['items']} | {r['same_correctness']}/{r['items']} "
                      f"| {r['both_right']} | {'no' if r['multi_token_answers'] else 'yes'} |")
-    lines += ["", "llama-perplexity's configurations (one run each, before the rounds; tokens: its own count, decode "
-              "calls: its loop replayed):", "", "| model | config | tokens | decode calls | scoring s | wall s |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "llama-perplexity's configurations (one run each, before the rounds; the best: least CPU seconds; "
+              "tokens: its own count, decode calls: its loop replayed):", "",
+              "| model | config | tokens | decode calls | scoring s | CPU s | wall s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         for c in r["configs"]:
             lines.append(f"| {r['model']} | `{c['config']}` | {c['tokens']} | {c['calls']} | {c['score_s']:.1f} "
-                         f"| {c['wall_s']:.1f} |")
+                         f"| {c['score_cpu_s']:.1f} | {c['wall_s']:.1f} |")
     return head + "\n".join(lines)
 
 

@@ -31,7 +31,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,25 +63,23 @@ def run_cmd(model: Path, threads: int, data_dir: str, *extra: str) -> list[str]:
 
 
 def measure_run(model: Path, threads: int, data_dir: str, *extra: str) -> dict:
-    """``abricot-local run`` in a child process: its wall and scoring seconds, peak RSS (the
-    child's own ru_maxrss, from wait4), kernels, and each item's (id, pred, gold)."""
+    """``abricot-local run`` in a child process: its wall and scoring seconds, CPU seconds of the
+    scoring (from when the output folder says RUNNING: after loading and tokenizing), peak
+    RSS (the child's own ru_maxrss), kernels, and each item's (id, pred, gold)."""
+    from child import run_child
+
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(run_cmd(model, threads, data_dir, *extra, "--out", out), env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        err = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise SystemExit(f"run of {model.name} failed ({proc.returncode}): {err[-2000:]}")
+        c = run_child(run_cmd(model, threads, data_dir, *extra, "--out", out), lambda _: (Path(out) / "RUNNING").exists(),
+                      env=env)
+        if c.returncode != 0:
+            raise SystemExit(f"run of {model.name} failed ({c.returncode}): {c.stderr[-2000:]}")
         doc = json.loads((Path(out) / "results.json").read_text())
         samples = [json.loads(line) for line in (Path(out) / "samples-discotex.jsonl").read_text().splitlines()]
     task = doc["tasks"]["discotex"]
-    return {"wall_s": wall, "score_s": task["seconds"], "items": task["n"], "peak_rss": usage.ru_maxrss * 1024,
-            "threads": doc["provenance"]["threads"], "system_info": doc["provenance"]["system_info"],
-            "preds": [(s["id"], s["pred"], s["gold"]) for s in samples],
+    return {"wall_s": c.wall_s, "score_s": task["seconds"], "cpu_s": c.cpu_s, "score_cpu_s": c.cpu_after_start_s,
+            "items": task["n"], "peak_rss": c.peak_rss, "threads": doc["provenance"]["threads"],
+            "system_info": doc["provenance"]["system_info"], "preds": [(s["id"], s["pred"], s["gold"]) for s in samples],
             "multi_token": any(len(t) > 1 for s in samples for t in s["continuation_tokens"])}
 
 
