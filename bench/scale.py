@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from random_gguf import SHAPES, gguf_params, random_model  # noqa: E402  (bench/ is this script's folder)
 
-from abricot_local import fetch  # noqa: E402
-from abricot_local.planning import model_bytes, prepare  # noqa: E402
+from abricot_local.modelref import model_bytes, resolve_model_ref  # noqa: E402
+from abricot_local.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -164,7 +164,7 @@ def real_models() -> list[tuple[str, Path]]:
     """The two real models the test extra installs."""
     from lmeval import model_path
 
-    return [("Gemma 3 270M", Path(fetch.resolve_model("gemma-3-270m").path)),
+    return [("Gemma 3 270M", resolve_model_ref("gemma-3-270m").path),
             ("SmolLM2-135M", model_path("smollm2", Path(tempfile.gettempdir())))]
 
 
