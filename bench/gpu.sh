@@ -26,7 +26,8 @@ MODELS="gemma,smollm2"
 ENGINES="prefix single batched"
 OUT=""
 VENV="${VENV:-$HERE/.venv-gpu}"
-DATA_DIR="${DATA_DIR:-$ROOT/../shared/data/discotex}"
+# the DISCOTEX release: $ABRICOT_TEST_DATA/data/discotex, else the tests' data cache (a test run fills it)
+DATA_DIR="${DATA_DIR:-${ABRICOT_TEST_DATA:-${ABRICOT_CACHE_DIR:-$HOME/.cache/abricot-local}/test-data}/data/discotex}"
 THREADS="$(nproc 2>/dev/null || echo 2)"
 FORCE_CPU=0
 PY="${PYTHON:-python3}"

@@ -76,10 +76,9 @@ def source(version: str | None = None, log=print) -> Path:
 
 def vocab_file(name: str, log=print) -> Path:
     """A vocabulary-only GGUF of llama.cpp's models/ folder (``ggml-vocab-llama-bpe.gguf``):
-    from $ABRICOT_TEST_DATA/vocab, ../shared/vocab, the test-data cache, else the sdist."""
-    here = Path(__file__).resolve().parents[1]
+    from $ABRICOT_TEST_DATA/vocab, the tests' data cache, else the sdist."""
     folders = [Path(os.environ[k]) / "vocab" for k in ("ABRICOT_TEST_DATA",) if os.environ.get(k)]
-    folders += [here.parent / "shared" / "vocab", fetch.cache_dir() / "test-data" / "vocab"]
+    folders += [fetch.cache_dir() / "test-data" / "vocab"]
     for folder in folders:
         if (folder / name).is_file():
             return folder / name

@@ -50,9 +50,11 @@ FULL_ABRICOT = 127  # items of each ABRICOT task in the release (the invented st
 
 
 def default_data_dir() -> str:
-    """$ABRICOT_TEST_DATA/data/discotex, else ../shared/data/discotex beside the repository."""
-    base = Path(os.environ["ABRICOT_TEST_DATA"]) if os.environ.get("ABRICOT_TEST_DATA") else ROOT.parent / "shared"
-    return str(base / "data" / "discotex")
+    """$ABRICOT_TEST_DATA/data/discotex, else the release where `abricot-local data pull discotex`
+    puts it (the user cache)."""
+    if os.environ.get("ABRICOT_TEST_DATA"):
+        return str(Path(os.environ["ABRICOT_TEST_DATA"]) / "data" / "discotex")
+    return str(make_task("discotex", TaskOptions()).cache_folder())
 
 
 # -- measuring -----------------------------------------------------------------------------

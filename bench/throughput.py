@@ -89,49 +89,16 @@ def raw_pp(backend, items, n_tokens: int) -> float:
     return len(toks) / dt
 
 
-class CountingSession:
-    """Stands in for a llama.cpp session so an engine's work can be counted without a model:
-    the same decode calls and tokens (engines.Counters), rows of zeros, a cache that always
-    rewinds. For estimates only: nothing it returns is a model's number."""
-
-    def __init__(self, n_vocab: int, n_ctx: int, n_batch: int):
-        self.n_vocab, self._n_ctx, self.n_batch = n_vocab, n_ctx, min(n_batch, n_ctx)
-
-    def decode(self, entries):
-        return [np.zeros(self.n_vocab, np.float32) if e[3] else None for e in entries]
-
-    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
-        return True
-
-    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
-        pass
-
-    def clear(self) -> None:
-        pass
-
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-
 def engine_work(backend, items, options):
     """The engines.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
-    in the runner's order and chunks, counted over :class:`CountingSession`; ``backend``
+    in the runner's order and chunks: ``abricot_local.plan_cost``'s count (the engine's own
+    class over a session that decodes nothing), the one `run --dry-run` makes. ``backend``
     only tokenizes (a vocab-only LlamaCppBackend is enough)."""
-    from abricot_local.backends.engines import engine_class
-    from abricot_local.runner import score_items
+    from abricot_local.backends.engines import Counters
+    from abricot_local.plan_cost import count_work
 
-    engine = engine_class(options.engine)(CountingSession(backend.n_vocab, backend.n_ctx(), options.n_batch), options)
-
-    class Counting:
-        def batch_size(self) -> int:
-            return engine.parallel
-
-        def score_many(self, requests):
-            return engine.score_many([backend.schedule(r) for r in requests], [r.label for r in requests])
-
-    for _ in score_items(items, Counting()):
-        pass
-    return engine.counters
+    work = count_work(items, backend.schedule, options, exact=True, basis="the model's tokenizer")
+    return Counters(decode_calls=work.calls, tokens=work.tokens)
 
 
 def unique_tokens(backend, items) -> int:

@@ -4,6 +4,7 @@ work counted without a model, the random-weight GGUF shapes, and gpu.sh's CPU pa
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import scale  # noqa: E402
 from invented_data import write_discotex  # noqa: E402
 
 from abricot_local.backends.fake import N_VOCAB, FakeBackend  # noqa: E402
-from abricot_local.backends.base import ScoringOptions  # noqa: E402
+from abricot_local.backends.options import ScoringOptions  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
@@ -206,7 +207,8 @@ def test_gpu_report_agreement_counts_predictions_and_the_largest_difference():
 def test_gpu_script_cpu_path_runs_and_prints_the_table(tmp_path, gemma_path, discotex_dir):
     res = subprocess.run(["bash", str(ROOT / "bench" / "gpu.sh"), "--quick", "--cpu", "--models", str(gemma_path),
                           "--out", str(tmp_path / "out"), "--data-dir", str(discotex_dir), "--threads", "2"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHON": sys.executable})  # this environment's Python, not PATH's
     assert res.returncode == 0, res.stderr[-2000:]
     assert "CPU path only" in res.stdout
     rows = [ln for ln in res.stdout.splitlines() if ln.startswith("| gemma")]
