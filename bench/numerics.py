@@ -161,9 +161,9 @@ def main() -> None:
                                      for name, _, base in table_of if base and name in runs and base in runs]
     text = table(doc)
     print(text)
-    out = HERE / "results" / f"{doc['created'].replace(':', '')}-numerics.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    from throughput import save_results
+
+    out = save_results(doc, "numerics")
     if not args.no_docs:
         update_docs(text)
     print(f"\nsaved {out.relative_to(ROOT)}")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.modelref import resolve_model_ref  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
-from throughput import update_readme  # noqa: E402  (bench/ is this script's own folder)
+from throughput import save_results, update_readme  # noqa: E402  (bench/ is this script's own folder)
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -118,9 +118,7 @@ def main() -> None:
            "model_mb": round(Path(model).stat().st_size / 2**20, 1), "items": len(items), "rows": rows}
     table = format_table(doc)
     print(table)
-    out = HERE / "results" / f"{doc['created'].replace(':', '')}-rpc.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    out = save_results(doc, "rpc")
     if not args.no_readme:
         update_readme(MARK, table, "## Local against RPC over loopback (`rpc.py`)")
     print(f"\nsaved {out.relative_to(ROOT)}")

@@ -214,9 +214,9 @@ def main() -> None:
            "dry_run": predicting, "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
     table = format_table(doc)
     print(table)
-    out = HERE / "results" / f"{doc['created'].replace(':', '')}-scale.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    from throughput import save_results
+
+    out = save_results(doc, "scale")
     if not args.no_readme:
         from throughput import update_readme
 

@@ -183,9 +183,7 @@ def main() -> None:
            "raw_pp_tok_s": float(np.mean(raws)), "rows": rows}
     table = format_table(doc)
     print(table)
-    out = HERE / "results" / f"{doc['created'].replace(':', '')}-{task}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    out = save_results(doc, task)
     if not args.no_readme:
         update_readme(task, table)
     print(f"\nsaved {out.relative_to(ROOT)}")
@@ -203,6 +201,14 @@ def format_table(doc: dict) -> str:
                      f"| {r['raw_pp_tok_s']:.0f} | {r['ratio_to_raw_pp']:.2f}x | {r['peak_rss_mb']:.0f} | {r['max_abs_diff_vs_naive']:.2g} "
                      f"| {r['same_pred_vs_naive']:.0%} |")
     return head + "\n".join(lines)
+
+
+def save_results(doc: dict, name: str) -> Path:
+    """``doc`` as bench/results/<its created time>-<name>.json (ignored by git); the path."""
+    out = HERE / "results" / f"{doc['created'].replace(':', '')}-{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    return out
 
 
 def update_readme(mark: str, table: str, heading: str = "") -> None:
