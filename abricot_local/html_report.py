@@ -90,7 +90,8 @@ class _Pool:
 
 # -- the data the page shows -----------------------------------------------------------------
 def _runs(report: Report) -> list[dict]:
-    return [{"label": r.label, "quant": r.quant, "backend": r.backend, "source": r.source, "folder": str(r.path),
+    return [{"label": r.label, "quant": r.quant, "backend": r.backend, "synthetic": r.synthetic,
+             "source": r.source, "folder": str(r.path),
              "base": r.base, "tasks": dict(r.task_n),
              "warnings": [f"{t}: {w}" for t, e in r.record.tasks.items() for w in e.warnings]}
             for r in report.runs]

@@ -113,3 +113,18 @@ def human_params(n: int) -> str:
             value = n / scale
             return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
     return str(n)
+
+
+# -- quant tags in names -------------------------------------------------------------------
+_QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
+
+
+def quant_of(text: str) -> str:
+    """The last quant tag in a model name or file name ("...-Q4_K_M.gguf" -> "Q4_K_M")."""
+    found = _QUANT_RE.findall(Path(text).name.removesuffix(".gguf"))
+    return found[-1].upper() if found else ""
+
+
+def strip_quant(name: str) -> str:
+    """The name without its quant tag and the separators around it."""
+    return _QUANT_RE.sub("", name).strip("-_. ") or name

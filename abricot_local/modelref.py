@@ -334,7 +334,7 @@ def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bo
     check_gguf(path)
     memo = None if digest else hashing.remembered(path)
     found = hashing.file_digest(path, fresh=fresh) if digest else hashing.Digest(memo, memo and hashing.MEMO)
-    from .report import quant_of
+    from .model_file import quant_of
 
     quant = (spec.quant if spec else "") or quant_of(str(path)) or _header_quant(path)
     matches = None if spec or not found.sha256 else _same_file(found.sha256, registry)

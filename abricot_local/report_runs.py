@@ -20,12 +20,12 @@ import numpy as np
 
 from abricot_local import baselines as pub
 from abricot_local.errors import ResultsError, UsageError
+from abricot_local.model_file import quant_of, strip_quant  # noqa: F401  (report re-exports them)
 from abricot_local.record import Record, Sample, read_run, read_samples
 from abricot_local.run_labels import RunIdentity, unique_labels
 from abricot_local.stats import label_kl
 from abricot_local.tasks.base import Reference
 
-_QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -114,17 +114,6 @@ class Report:
 
 
 # -- loading ---------------------------------------------------------------------------------
-def quant_of(text: str) -> str:
-    """The last quant tag in a model name or file name ("...-Q4_K_M.gguf" -> "Q4_K_M")."""
-    found = _QUANT_RE.findall(Path(text).name.removesuffix(".gguf"))
-    return found[-1].upper() if found else ""
-
-
-def strip_quant(name: str) -> str:
-    """The name without its quant tag and the separators around it."""
-    return _QUANT_RE.sub("", name).strip("-_. ") or name
-
-
 def _match(model, registry: dict) -> object | None:
     """The registry entry of a recorded model: by alias or name, else its file's SHA-256 or name."""
     folded = {k.lower(): v for k, v in registry.items()}

@@ -185,14 +185,15 @@ def holm(pvalues: Sequence[float]) -> tuple[float, ...]:
 def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], float],
                alpha: float = ALPHA) -> tuple[int | None, tuple[int, ...]]:
     """The best (highest) value's index and every index not distinguishable from it:
-    its adjusted p against the best is ``alpha`` or more, or untested (NaN).
-    ``p_adjusted`` holds each unordered pair once, as (i, j) with i < j."""
+    its adjusted p against the best is ``alpha`` or more, or untested (NaN). A run whose value
+    is undefined (NaN) is never in the group. ``p_adjusted`` holds each unordered pair once,
+    as (i, j) with i < j."""
     defined = [k for k, v in enumerate(values) if not math.isnan(v)]
     if not defined:
         return None, ()
     best = max(defined, key=lambda k: values[k])
     members = []
-    for k in range(len(values)):
+    for k in defined:
         if k == best:
             members.append(k)
             continue

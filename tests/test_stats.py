@@ -139,11 +139,13 @@ def test_holm_step_down():
 
 
 def test_best_group():
-    values = [0.50, 0.70, 0.68, float("nan")]
+    values = [0.50, 0.70, 0.68, 0.40]
     p = {(0, 1): 0.001, (0, 2): 0.01, (1, 2): 0.6, (1, 3): float("nan")}
     assert stats.best_group(values, p) == (1, (1, 2, 3))  # 3: untested, so not distinguished
     assert stats.best_group(values, {**p, (1, 2): 0.04}) == (1, (1, 3))
     assert stats.best_group(values, {**p, (0, 1): 0.2}, alpha=0.05) == (1, (0, 1, 2, 3))
+    # a run whose metric is undefined is never in the group (the page marks none; nor does the text)
+    assert stats.best_group([0.50, 0.70, float("nan")], {(0, 1): 0.5, (1, 2): float("nan")}) == (1, (0, 1))
     assert stats.best_group([float("nan")] * 2, {}) == (None, ())
 
 

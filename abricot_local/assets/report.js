@@ -80,7 +80,7 @@ function runsTable() {
   const head = h("tr", {}, h("th", {text: "run"}), h("th", {text: "quant"}), h("th", {text: "backend"}),
     tasks.map(t => h("th", {cls: "num", text: t + " n"})), h("th", {text: "folder"}));
   const rows = D.runs.map(r => h("tr", {},
-    h("td", {}, r.label, r.backend === "fake" ? h("span", {cls: "badge fake", text: "fake backend, not a model"}) : null),
+    h("td", {}, r.label, r.synthetic ? h("span", {cls: "badge fake", text: r.backend + " backend, not a model"}) : null),
     h("td", {text: r.quant}), h("td", {text: r.backend}),
     tasks.map(t => h("td", {cls: "num", text: r.tasks[t] === undefined ? "" : String(r.tasks[t])})),
     h("td", {cls: "muted", text: r.folder})));
@@ -122,7 +122,7 @@ function leaderboard() {
   const rows = D.rows.map((r, i) => {
     const tr = h("tr", {cls: r.kind, "data-kind": r.kind, "data-index": i},
       h("td", {}, h("span", {cls: "name", text: r.label}), r.kind === "published" ? h("span", {cls: "badge", text: "published"}) :
-        (D.runs[r.run].backend === "fake" ? h("span", {cls: "badge fake", text: "fake"}) : null)),
+        (D.runs[r.run].synthetic ? h("span", {cls: "badge fake", text: D.runs[r.run].backend}) : null)),
       h("td", {text: r.quant}), h("td", {cls: "source", text: r.source}),
       D.columns.map(c => {
         const v = r.cells[c.key];
