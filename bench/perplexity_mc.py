@@ -17,6 +17,11 @@ abricot-local's prefix engine decodes the task's shared instructions once for al
 then one trunk per item, and sums the answer tokens' log-probs. With one token per answer
 (DISCOTEX's letters in these vocabularies: the script checks) mean and sum pick alike.
 
+Kernels (`--kernels`): `plain` (the default) runs both on llama.cpp's plain CPU kernels
+(`--extra-bufts off`, abricot-local's default, and llama-perplexity `--no-repack`), `repacked`
+both on repacked weights (`--extra-bufts on`, llama-perplexity's default), `defaults` each
+side's own default: the first two compare the scorers on the same arithmetic.
+
 llama-perplexity prints only a running accuracy, so which answer it picked is known where it
 was right (the gold) or where only ours was (another); for the items both got wrong, a second,
 untimed run over 3 copies of each whose labels are the bits of the answer's index tells
@@ -227,14 +232,22 @@ def task_tokens(backend, items) -> list[tuple[int, list[int]]]:
     return out
 
 
-def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int) -> dict:
+KERNELS = {  # --kernels: (abricot-local's flags, llama-perplexity's flags)
+    "defaults": ((), ()),  # each side's default: ours plain (--extra-bufts off), llama-perplexity repacked
+    "plain": (("--extra-bufts", "off"), ("--no-repack",)),  # the same plain kernels on both sides
+    "repacked": (("--extra-bufts", "on"), ()),  # the same repacked weights on both sides
+}
+
+
+def run_theirs(exe: Path, model: Path, mc: Path, cfg: tuple, threads: int, extra: tuple = ()) -> dict:
     """One llama-perplexity run: wall, scoring seconds (its log), CPU seconds of the scoring
     (from its "calculating" line), tokens and decode ms (its perf print), each task's correctness."""
     from child import run_child
 
     _, c, np_, b = cfg
     cmd = [str(exe), "-m", str(model), "-bf", str(mc), "--multiple-choice", "-c", str(c), "-np", str(np_),
-           "-b", str(b), "-t", str(threads), "-tb", str(threads), "-lv", "4", "--log-timestamps", "--log-prefix"]
+           "-b", str(b), "-t", str(threads), "-tb", str(threads), "-lv", "4", "--log-timestamps", "--log-prefix",
+           *extra]
     res = run_child(cmd, lambda err: "multiple_choice_score : calculating" in err)
     if res.returncode != 0:
         raise SystemExit(f"llama-perplexity failed ({res.returncode}): {res.stderr[-2000:]}")
@@ -271,10 +284,11 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
         ours_work = {e: engine_work(vb, items, LlamaCppOptions(engine=e, threads=args.threads)) for e in args.engines}
     finally:
         vb.close()
+    ours_flags, theirs_flags = KERNELS[args.kernels]
     configs = []
     for cfg in [c for c in CONFIGS if not args.config or c[0] in args.config]:
         tokens, calls = plan(counts, cfg[1] * cfg[2], cfg[2], min(cfg[3], cfg[1] * cfg[2]))
-        r = run_theirs(exe, model, files["gold"], cfg, args.threads)
+        r = run_theirs(exe, model, files["gold"], cfg, args.threads, theirs_flags)
         configs.append({"config": cfg[0], "cfg": cfg, "plan_tokens": tokens, "calls": calls, **r})
         log(f"{label}: llama-perplexity {cfg[0]}: {r['score_s']:.1f} s scoring ({r['score_cpu_s']:.1f} CPU s), "
             f"{r['wall_s']:.1f} s wall")
@@ -283,8 +297,8 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
     runs: dict[str, list[dict]] = {"theirs": [], **{e: [] for e in args.engines}}
     for k in range(args.rounds):  # interleaved: the machine's load falls on both sides alike
         for engine in args.engines:
-            runs[engine].append(measure_run(model, args.threads, args.data_dir, *select, "--engine", engine))
-            runs["theirs"].append(run_theirs(exe, model, files["gold"], best["cfg"], args.threads))
+            runs[engine].append(measure_run(model, args.threads, args.data_dir, *select, "--engine", engine, *ours_flags))
+            runs["theirs"].append(run_theirs(exe, model, files["gold"], best["cfg"], args.threads, theirs_flags))
             log(f"{label}: round {k + 1}: {engine} {runs[engine][-1]['score_s']:.1f} s "
                 f"({runs[engine][-1]['score_cpu_s']:.1f} CPU s), llama-perplexity {runs['theirs'][-1]['score_s']:.1f} s "
                 f"({runs['theirs'][-1]['score_cpu_s']:.1f} CPU s)")
@@ -299,11 +313,11 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
     if wrong:
         bits = files["gold"].with_name("bits.bin")
         write_mc(bits, bit_tasks([items[k] for k in wrong]))
-        flags = run_theirs(exe, model, bits, best["cfg"], args.threads)["correct"]
+        flags = run_theirs(exe, model, bits, best["cfg"], args.threads, theirs_flags)["correct"]
         for k, pick in zip(wrong, picked_from_bits(flags, [len(items[k].continuations) for k in wrong])):
             their_pick[k] = pick
     return {
-        "model": label, "file": model.name, "items": len(items), "best": best["config"],
+        "model": label, "file": model.name, "items": len(items), "best": best["config"], "kernels": args.kernels,
         "configs": [{k: v for k, v in r.items() if k not in ("cfg", "correct", "perf")} for r in configs],
         "theirs": {"score_s": median(runs["theirs"], "score_s"), "wall_s": median(runs["theirs"], "wall_s"),
                    "tokens": runs["theirs"][0]["tokens"], "plan_tokens": best["plan_tokens"], "calls": best["calls"],
@@ -340,6 +354,9 @@ def main() -> None:
     ap.add_argument("--config", action="append", choices=[c[0] for c in CONFIGS],
                     help="only this llama-perplexity configuration (repeatable; default: all)")
     ap.add_argument("--data-dir", default=default_data_dir(), help="the DISCOTEX release (default: %(default)s)")
+    ap.add_argument("--kernels", choices=tuple(KERNELS), default="plain",
+                    help="plain: --extra-bufts off and llama-perplexity --no-repack (the same kernels, the default); "
+                         "repacked: --extra-bufts on and its default; defaults: each side's own default")
     ap.add_argument("--label", default="", help="machine name for the table")
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     ap.add_argument("--from-json", type=Path, nargs="+", help="only render the table of saved runs (bench/results/"
@@ -412,7 +429,7 @@ def format_table(doc: dict) -> str:
         for key, name in sides:
             s, t, c = r[key], tm[key], cpu[key]
             paired = ", ".join(f"{x:.2f}x" for x in t.get("paired", [])) or "-"
-            lines.append(f"| {r['model']} | {name} | {s['tokens']} | {s['calls']} | {t['best']:.1f} ({t['median']:.1f}) "
+            lines.append(f"| {r['model']} ({r.get('kernels', 'defaults')}) | {name} | {s['tokens']} | {s['calls']} | {t['best']:.1f} ({t['median']:.1f}) "
                          f"| {r['items'] / t['best']:.2f} | {c['best']:.1f} ({c['median']:.1f}) | {s['wall_s']:.1f} "
                          f"| {s['right']}/{r['items']} | {tm['theirs']['best'] / t['best']:.2f}x, "
                          f"{cpu['theirs']['best'] / c['best']:.2f}x | {paired} |")

@@ -159,6 +159,15 @@ def test_every_relative_markdown_link_resolves():
     assert not problems, "broken links:\n" + "\n".join(problems)
 
 
+def test_the_readme_is_a_front_page():
+    """What it is, install, the first run, the headline command, where to go next: under 250
+    lines; the manual lives in docs/."""
+    lines = read_text("README.md").splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines: move the detail to docs/"
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings[:3] == ["## Install", "## Run", "## Did I reproduce the paper?"], headings
+
+
 def test_the_readme_links_every_docs_page():
     readme = {target.partition("#")[0] for _, target in links(read_text("README.md"))}
     pages = {p for p in repo_files() if p.startswith("docs/") and p.endswith(".md")} - {"docs/report-example.md"}
