@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -81,7 +80,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--extra-bufts", default="off,on", help="the values to run, comma-separated")
     ap.add_argument("--data-dir", required=True, help="the DISCOTEX release folder")
-    ap.add_argument("--label", default=platform.node(), help="machine name for the table")
+    ap.add_argument("--label", default="", help="machine name for the table (default: the CPU and cores)")
     ap.add_argument("--no-readme", action="store_true")
     args = ap.parse_args()
     envs = [tuple(p.split("=", 1)) for p in args.python]
@@ -103,7 +102,9 @@ def main() -> None:
                      "median": statistics.median(speeds), "ratio": ratio,
                      "cpu_median": statistics.median(m["cpu_s"] or float("nan") for m in ms),
                      "same_pred": sum(ref[k][0] == got[k][0] for k in ref), "max_diff": max(diffs)})
-    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
+    from scale import machine
+
+    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "model": args.model, "sample": args.sample, "threads": args.threads, "rounds": args.rounds, "rows": rows}
     text = table(doc)
     print(text)

@@ -415,11 +415,13 @@ def format_table(doc: dict) -> str:
     head = (f"perplexity-mc: DISCOTEX, the same {doc['sample']} items (`--sample {doc['sample']}`), {doc['threads']} "
             f"threads on both sides; {doc['machine']}; {doc['created'][:10]}; llama-cpp-python "
             f"{doc['llama_cpp_python']} (abricot-local) and llama-perplexity built from its sdist ({doc['cmake_flags']}). "
-            f"Kernels: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
-            f"`{rows[0]['theirs']['system_info'].split('| ', 1)[-1] if rows else ''}`. {doc['rounds']} interleaved "
+            f"Builds: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
+            f"`{rows[0]['theirs']['system_info'].split('| ', 1)[-1] if rows else ''}`; the kernels each row ran, after "
+            "its model: *plain* (abricot-local `--extra-bufts off`, llama-perplexity `--no-repack`), *repacked* (`--extra-bufts "
+            "on`, its default), *defaults* (each side's own: plain for abricot-local, repacked for llama-perplexity). {doc['rounds']} interleaved "
             "rounds (ours, llama-perplexity, ours, llama-perplexity): scoring s is the best round (other jobs only add "
             "time) and the median; CPU s: the process's CPU seconds while scoring (less sensitive to other jobs); "
-            "*paired* is llama-perplexity's time over ours in each round (its run right after ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
+            f"*paired* is llama-perplexity's time over ours in each round (its run right after ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
     lines = ["| model | scorer | tokens evaluated | decode calls | scoring s: best (median) | items/s | CPU s: best "
              "(median) | wall s (with load) | right | vs llama-perplexity: s, CPU s | paired (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -435,14 +437,14 @@ def format_table(doc: dict) -> str:
                          f"{cpu['theirs']['best'] / c['best']:.2f}x | {paired} |")
     lines += ["", "| model | same answer | same correctness | right in both | answers of one token |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['same_answer']}/{r['items']} | {r['same_correctness']}/{r['items']} "
+        lines.append(f"| {r['model']} ({r.get('kernels', 'defaults')}) | {r['same_answer']}/{r['items']} | {r['same_correctness']}/{r['items']} "
                      f"| {r['both_right']} | {'no' if r['multi_token_answers'] else 'yes'} |")
     lines += ["", "llama-perplexity's configurations (one run each, before the rounds; the best: least CPU seconds; "
               "tokens: its own count, decode calls: its loop replayed):", "",
               "| model | config | tokens | decode calls | scoring s | CPU s | wall s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         for c in r["configs"]:
-            lines.append(f"| {r['model']} | `{c['config']}` | {c['tokens']} | {c['calls']} | {c['score_s']:.1f} "
+            lines.append(f"| {r['model']} ({r.get('kernels', 'defaults')}) | `{c['config']}` | {c['tokens']} | {c['calls']} | {c['score_s']:.1f} "
                          f"| {c['score_cpu_s']:.1f} | {c['wall_s']:.1f} |")
     return head + "\n".join(lines)
 

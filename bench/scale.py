@@ -27,7 +27,6 @@ import argparse
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -85,49 +84,41 @@ def measure_run(model: Path, threads: int, data_dir: str, *extra: str) -> dict:
             "multi_token": any(len(t) > 1 for s in samples for t in s["continuation_tokens"])}
 
 
-def has_dry_run() -> bool:
-    """Whether this CLI's ``run`` has ``--dry-run`` (issue 24, item 1)."""
-    help_text = subprocess.run([sys.executable, "-m", "abricot_local", "run", "--help"], capture_output=True,
-                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
-    return "--dry-run" in help_text
+def predicted_seconds(doc: dict) -> tuple[float | None, str]:
+    """``run --dry-run --json``'s prediction for its one model (loading included) and where
+    its speed came from (the calibration's model, own or scaled)."""
+    m = doc["models"][0]
+    speed = m.get("speed") or {}
+    basis = " ".join(x for x in (speed.get("source"), speed.get("reference")) if x)
+    return m.get("seconds"), basis or m.get("speed_note") or ""
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(hours?|h|minutes?|min|m|seconds?|sec|s)\b", re.I)
-_UNIT = {"h": 3600, "m": 60, "s": 1}
+def dry_run(model: Path, sample: int, threads: int, data_dir: str, env: dict, *extra: str) -> tuple[float | None, str]:
+    """``run MODEL --dry-run --json`` (``--calibrate`` in ``extra`` measures the model first),
+    with the calibration cache of ``env``: the prediction and its basis."""
+    res = subprocess.run(run_cmd(model, threads, data_dir, "--sample", str(sample), "--dry-run", "--json", *extra),
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    if res.returncode != 0:
+        raise SystemExit(f"--dry-run of {model.name} failed ({res.returncode}): {res.stderr[-2000:]}")
+    return predicted_seconds(json.loads(res.stdout))
 
 
-def parse_prediction(text: str) -> float | None:
-    """Seconds predicted by ``run --dry-run``: a JSON document's first number under a key
-    naming seconds, else the durations ("1 h 20 min", "95 s") on the first line that
-    speaks of a prediction or estimate; None when there is none."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if doc is not None:
-        stack = [doc]
-        while stack:
-            node = stack.pop(0)
-            if isinstance(node, dict):
-                for key, value in node.items():
-                    if "second" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
-                        return float(value)
-                    stack.append(value)
-            elif isinstance(node, list):
-                stack += node
-        return None
-    for line in text.splitlines():
-        if re.search(r"predict|estimat|expect|would take|will take", line, re.I):
-            parts = _DURATION.findall(line)
-            if parts:
-                return float(sum(float(n) * _UNIT[u[0].lower()] for n, u in parts))
-    return None
-
-
-def dry_run(model: Path, sample: int, threads: int, data_dir: str) -> float | None:
-    res = subprocess.run(run_cmd(model, threads, data_dir, "--sample", str(sample), "--dry-run"), capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return parse_prediction(res.stdout) or parse_prediction(res.stderr)
+def predictions(models: list[tuple[str, Path]], args) -> dict[str, dict]:
+    """Per model, ``--dry-run``'s predicted seconds twice, in a calibration cache of its own (a
+    temporary ``$ABRICOT_CACHE_DIR``, so earlier calibrations do not count): *scaled*, from the
+    first model's calibration alone (as for a model not yet on this machine), then *own*, after
+    ``--calibrate`` measured the model itself."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"ABRICOT_CACHE_DIR": cache}
+        first = models[0][1]
+        out = {models[0][0]: {"scaled": None, "scaled_basis": "", **dict(zip(("own", "own_basis"), dry_run(
+            first, args.sample, args.threads, args.data_dir, env, "--calibrate")))}}
+        for label, path in models[1:]:
+            out[label] = dict(zip(("scaled", "scaled_basis"), dry_run(path, args.sample, args.threads, args.data_dir, env)))
+        for label, path in models[1:]:
+            out[label].update(zip(("own", "own_basis"), dry_run(path, args.sample, args.threads, args.data_dir, env,
+                                                                 "--calibrate")))
+    return out
 
 
 def facts(model: Path, items: list, threads: int, data_dir: str) -> dict:
@@ -190,17 +181,16 @@ def main() -> None:
         return
     task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
     items = list(prepare([task], None, sample=args.sample)[0].items)
-    predicting = has_dry_run()
+    predicted = predictions(models, args)
     rows = []
     for label, path in models:
         f = facts(path, items, args.threads, args.data_dir)
-        predicted = dry_run(path, args.sample, args.threads, args.data_dir) if predicting else None
         load = os.getloadavg()[0]
         m = measure_run(path, args.threads, args.data_dir, "--sample", str(args.sample))
         m.pop("preds")
         # idle-cores rate: CPU seconds / threads bound the wall time the work needs on idle cores
         idle = f["tokens"] / (m["score_cpu_s"] / m["threads"])
-        row = {"model": label, "file": path.name, **f, **m, "predicted_s": predicted,
+        row = {"model": label, "file": path.name, **f, **m, "predicted": predicted[label],
                "load_avg": (load, os.getloadavg()[0]), "tok_s": f["tokens"] / m["score_s"], "idle_tok_s": idle,
                "s_item": m["score_s"] / m["items"], "idle_s_item": m["score_cpu_s"] / m["threads"] / m["items"]}
         full = sum(f["full_tokens"].values())
@@ -211,7 +201,7 @@ def main() -> None:
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "cpu_count": os.cpu_count(), "threads": args.threads, "sample": args.sample,
            "command": "nice -n 10 python bench/scale.py " + " ".join(sys.argv[1:]),
-           "dry_run": predicting, "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
+           "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
     table = format_table(doc)
     print(table)
     from throughput import save_results
@@ -234,6 +224,10 @@ def machine() -> str:
     return f"{name}, {os.cpu_count()} cores"
 
 
+def seconds(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0f}"
+
+
 def gib(n: float) -> str:
     return f"{n / 2**30:.2f}"
 
@@ -241,19 +235,20 @@ def gib(n: float) -> str:
 def format_table(doc: dict) -> str:
     rows = doc["rows"]
     kernels = rows[0]["system_info"] if rows else ""
-    pred = "predicted s (--dry-run)" if doc["dry_run"] else "predicted s"
     head = (f"scale: DISCOTEX, the same {doc['sample']} items (`--sample {doc['sample']}`) for every model, prefix engine, "
             f"{doc['threads']} threads, n_ctx 2048; {doc['machine']}; {doc['created'][:10]}; kernels: `{kernels}`. "
             f"*s/item* and *tok/s*: wall seconds of scoring (other jobs' time included: see the load average); "
             f"*idle*: the scoring's CPU seconds / {doc['threads']} threads, an upper bound on the time on idle cores. "
             f"Command: `{doc['command']}`\n\n")
-    lines = [f"| model | params | Q4 file GiB | vocab | tokens/item | decode calls | s/item (idle) | prompt tok/s (idle) "
-             f"| load s | peak RSS GiB | estimate GiB (weights + KV) | RSS / estimate | {pred} | measured s | load avg |",
+    lines = ["| model | params | Q4 file GiB | vocab | tokens/item | decode calls | s/item (idle) | prompt tok/s (idle) "
+             "| load s | peak RSS GiB | estimate GiB (weights + KV) | RSS / estimate | --dry-run predicted s: own "
+             "calibration (scaled from the first model's) | measured s | load avg |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         est = r["weights"] + r["kv"]
-        predicted = f"{r['predicted_s']:.0f}" if r["predicted_s"] is not None else (
-            "n/a (no --dry-run yet)" if not doc["dry_run"] else "n/a (not parsed)")
+        p = r["predicted"]
+        predicted = " ".join(x for x in (seconds(p.get("own")), f"({seconds(p.get('scaled'))})" if p.get("scaled") else "")
+                             if x)
         lines.append(f"| {r['model']} | {r['n_params'] / 1e9:.2f}B | {gib(r['weights'])} | {r['n_vocab']} "
                      f"| {r['tokens'] / r['items']:.0f} | {r['decode_calls']} | {r['s_item']:.2f} ({r['idle_s_item']:.2f}) "
                      f"| {r['tok_s']:.1f} ({r['idle_tok_s']:.1f}) | {r['wall_s'] - r['score_s']:.1f} | {gib(r['peak_rss'])} "

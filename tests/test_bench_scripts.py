@@ -158,29 +158,27 @@ def test_random_gguf_has_the_shape_and_the_tokenizer(tmp_path, vocab_dir):
         theirs.close()
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ('{"tasks": {"discotex": {"items": 12}}, "predicted_seconds": 95.5}', 95.5),
-    ("plan: 12 items\npredicted time: 1 h 20 min (weights 4.1 GiB)", 4800.0),
-    ("estimated: about 45 s", 45.0),
-    ("12 items, nothing predicted", None),
-])
-def test_dry_run_predictions_are_read_from_json_or_text(text, seconds):
-    assert scale.parse_prediction(text) == seconds
+def test_dry_run_predictions_are_read_from_the_plan_json():
+    doc = {"seconds": 130.0, "models": [{"seconds": 125.5, "speed": {"source": "scaled", "reference": "gemma-3-270m"},
+                                        "speed_note": None}]}
+    assert scale.predicted_seconds(doc) == (125.5, "scaled gemma-3-270m")
+    none = {"seconds": None, "models": [{"seconds": None, "speed": None, "speed_note": "no calibration yet"}]}
+    assert scale.predicted_seconds(none) == (None, "no calibration yet")
 
 
 def test_scale_table_has_a_row_per_model_in_both_tables():
     row = {"model": "m", "n_params": 7.2e9, "weights": 4 * 2**30, "kv": 2**28, "n_vocab": 32000, "tokens": 3000,
            "items": 10, "decode_calls": 11, "s_item": 30.0, "idle_s_item": 20.0, "tok_s": 10.0, "idle_tok_s": 15.0,
-           "wall_s": 320.0, "score_s": 300.0, "peak_rss": 5 * 2**30, "predicted_s": None, "load_avg": (2.0, 3.5),
+           "wall_s": 320.0, "score_s": 300.0, "peak_rss": 5 * 2**30, "predicted": {"own": None}, "load_avg": (2.0, 3.5),
            "full_tokens": {"discotex": 500000, "abricot_abs": 20000, "abricot_inc": 20000}, "full_h": 15.0,
            "idle_full_h": 10.0, "system_info": "CPU : AVX2 = 1 |"}
     doc = {"sample": 10, "threads": 2, "machine": "test", "created": "2026-01-01T00:00:00", "command": "scale.py",
-           "dry_run": False, "full_items": {"discotex": 1600, "abricot_abs": 127, "abricot_inc": 127},
-           "rows": [row, {**row, "model": "n", "predicted_s": 250.0}]}
+           "full_items": {"discotex": 1600, "abricot_abs": 127, "abricot_inc": 127},
+           "rows": [row, {**row, "model": "n", "predicted": {"own": 250.0, "scaled": 310.0}}]}
     text = scale.format_table(doc)
     assert [ln.split(" | ")[0] for ln in text.splitlines() if ln.startswith("| m ") or ln.startswith("| n ")] == \
         ["| m", "| n", "| m", "| n"]
-    assert "n/a (no --dry-run yet)" in text and "| 250 |" in text
+    assert "| n/a |" in text and "| 250 (310) |" in text
     assert "| 1.18 |" in text  # peak RSS / (weights + KV): 5 / 4.25 GiB
 
 
