@@ -19,9 +19,7 @@ figures to bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -93,7 +91,7 @@ def _num(x: float) -> str:
 
 def table(doc: dict) -> str:
     head = (f"Measured {doc['created'][:10]} by `python bench/numerics.py --sample {doc['sample']}` "
-            f"(DISCOTEX: {doc['sample']} items drawn with the seed; ABRICOT: the invented 18-row fixture, both "
+            f"(DISCOTEX: {doc['sample']} items drawn with the seed; ABRICOT: as many of the invented 18-row fixture's, both "
             f"tasks) on {doc['machine']}, {doc['threads']} threads; kernels: {doc['kernels']}. "
             "Each change is compared with the default run (extra buffer types off, flash attention auto = on, "
             "n_batch 512, the prefix engine) unless its base is named; *max |delta|*: the largest |delta "
@@ -138,14 +136,16 @@ def main() -> None:
                     help="the thread count the threads settings compare with (default: 1, or 2 when --threads is 1)")
     ap.add_argument("--settings", default=None, help="comma-separated setting names (default: all)")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary one)")
-    ap.add_argument("--label", default=platform.node(), help="machine name for the table")
+    ap.add_argument("--label", default="", help="machine name for the table (default: the CPU and cores)")
     ap.add_argument("--no-docs", action="store_true", help="do not update docs/numerics.md")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="numerics-"))
     alt = args.alt_threads or (2 if args.threads == 1 else 1)
     table_of = settings(alt)
     wanted = args.settings.split(",") if args.settings else [s[0] for s in table_of]
-    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
+    from scale import machine
+
+    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "cpu_count": os.cpu_count(), "threads": args.threads or os.cpu_count(), "sample": args.sample,
            "runs": {}, "comparisons": {}}
     for model in args.models.split(","):

@@ -13,7 +13,6 @@ scoring; max |logprob difference| against local) and appends it to bench/README.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import socket
