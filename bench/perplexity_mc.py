@@ -364,7 +364,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.from_json:
         docs = [json.loads(p.read_text()) for p in args.from_json]
-        return publish({**docs[0], "rows": [r for d in docs for r in d["rows"]]}, args)
+        commands = " ; ".join(dict.fromkeys(d.get("command", "") for d in docs))
+        return publish({**docs[0], "command": commands, "rows": [r for d in docs for r in d["rows"]]}, args)
 
     exe = llama_src.build_tool("llama-perplexity", log=log)
     task = make_task("discotex", TaskOptions(data_dir=args.data_dir, allow_download=False))
@@ -418,7 +419,7 @@ def format_table(doc: dict) -> str:
             f"Builds: abricot-local `{rows[0]['prefix']['system_info'] if rows else ''}`; llama-perplexity "
             f"`{rows[0]['theirs']['system_info'].split('| ', 1)[-1] if rows else ''}`; the kernels each row ran, after "
             "its model: *plain* (abricot-local `--extra-bufts off`, llama-perplexity `--no-repack`), *repacked* (`--extra-bufts "
-            "on`, its default), *defaults* (each side's own: plain for abricot-local, repacked for llama-perplexity). {doc['rounds']} interleaved "
+            f"on`, its default), *defaults* (each side's own: plain for abricot-local, repacked for llama-perplexity). {doc['rounds']} interleaved "
             "rounds (ours, llama-perplexity, ours, llama-perplexity): scoring s is the best round (other jobs only add "
             "time) and the median; CPU s: the process's CPU seconds while scoring (less sensitive to other jobs); "
             f"*paired* is llama-perplexity's time over ours in each round (its run right after ours). Command: `{doc.get('command') or 'nice -n 10 python bench/perplexity_mc.py'}`\n\n")
