@@ -23,8 +23,9 @@ from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.chars_per_token import ratio
 from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
+from abricot_local.model_file import model_bytes
 from abricot_local.modelref import (ModelRef, as_backend_options, before_download, local_file, lookup_alias,
-                                    model_bytes, options_for, resolve_model_ref)
+                                    options_for, resolve_model_ref)
 from abricot_local.plan_cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
                                      text_tokenizer, with_items)
 from abricot_local.planning import TaskRun, prepare

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelError
-from .gguf_check import GGUFInfo, verify_gguf
+from .gguf_check import GGUFInfo, split_parts, verify_gguf
 
 _checked: dict[tuple, tuple[GGUFInfo, ...]] = {}  # (real path, stat key) -> headers checked in this process
 
@@ -128,3 +128,15 @@ def quant_of(text: str) -> str:
 def strip_quant(name: str) -> str:
     """The name without its quant tag and the separators around it."""
     return _QUANT_RE.sub("", name).strip("-_. ") or name
+
+
+def header_quant(path: Path) -> str:
+    """The quant its GGUF header names (the first part's), or ""."""
+    infos = headers(path)
+    return quant_name(infos[0], path) if infos else ""
+
+
+def model_bytes(path: Path) -> int:
+    """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
+    parts = split_parts(Path(path)) or [Path(path)]
+    return sum(p.stat().st_size for p in parts if p.exists())

@@ -29,7 +29,7 @@ from .backends import DEFAULT_BACKEND, backend_class, backend_options, open_back
 from .backends.base import Backend
 from .backends.options import ScoringOptions
 from .errors import AbricotError, UnknownModelError
-from .model_file import check_gguf, quant_name
+from .model_file import check_gguf, header_quant, model_bytes, quant_of
 from .registry import ModelSpec, load_registry, lookup
 
 Notify = Callable[[str], None]
@@ -334,9 +334,7 @@ def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bo
     check_gguf(path)
     memo = None if digest else hashing.remembered(path)
     found = hashing.file_digest(path, fresh=fresh) if digest else hashing.Digest(memo, memo and hashing.MEMO)
-    from .model_file import quant_of
-
-    quant = (spec.quant if spec else "") or quant_of(str(path)) or _header_quant(path)
+    quant = (spec.quant if spec else "") or quant_of(str(path)) or header_quant(path)
     matches = None if spec or not found.sha256 else _same_file(found.sha256, registry)
     if matches is not None:
         facts = (*facts, ("same_sha256_as", matches.name))
@@ -356,22 +354,7 @@ def _same_file(sha256: str, registry) -> ModelSpec | None:
     return next((spec for _, spec in sorted(reg.items()) if spec.sha256 and spec.sha256[0] == sha256), None)
 
 
-def _header_quant(path: Path) -> str:
-    from .model_file import headers
-
-    infos = headers(path)
-    return quant_name(infos[0], path) if infos else ""
-
-
 # -- opening ---------------------------------------------------------------------------------
-def model_bytes(path: Path) -> int:
-    """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
-    from .gguf_check import split_parts
-
-    parts = split_parts(Path(path)) or [Path(path)]
-    return sum(p.stat().st_size for p in parts if p.exists())
-
-
 def check_memory(ref: ModelRef, options: ScoringOptions) -> None:
     """Refuse a model whose weights + KV cache clearly exceed RAM (+ free VRAM, + the RPC
     servers' free memory)."""
@@ -401,4 +384,4 @@ def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model 
 
 
 __all__ = ["ModelRef", "resolve_model_ref", "open_model", "options_for", "lookup_alias", "is_cached", "local_file",
-           "check_before_download", "check_memory", "model_bytes", "require_same", "SOURCES"]
+           "check_before_download", "check_memory", "require_same", "SOURCES"]

@@ -30,7 +30,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from abricot_local.backends.engines import Engine, Row, engine_class
+from abricot_local.backends.engines import Engine, engine_class
+from abricot_local.backends.session import Row
 from abricot_local.tasks.base import Item
 
 

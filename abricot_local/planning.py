@@ -17,7 +17,6 @@ from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
 from abricot_local.modelref import ModelRef, as_backend_options, before_download, options_for, resolve_model_ref
-from abricot_local.modelref import model_bytes  # noqa: F401  (bench/ imports it from here)
 from abricot_local.tasks import all_task_names, make_task, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
 

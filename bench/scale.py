@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from random_gguf import SHAPES, gguf_params, random_model  # noqa: E402  (bench/ is this script's folder)
 
-from abricot_local.modelref import model_bytes, resolve_model_ref  # noqa: E402
+from abricot_local.model_file import model_bytes  # noqa: E402
+from abricot_local.modelref import resolve_model_ref  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
@@ -202,16 +203,10 @@ def main() -> None:
            "cpu_count": os.cpu_count(), "threads": args.threads, "sample": args.sample,
            "command": "nice -n 10 python bench/scale.py " + " ".join(sys.argv[1:]),
            "full_items": {k: len(v) for k, v in full_items(args.data_dir).items()}, "rows": rows}
-    table = format_table(doc)
-    print(table)
-    from throughput import save_results
+    from throughput import publish
 
-    out = save_results(doc, "scale")
-    if not args.no_readme:
-        from throughput import update_readme
-
-        update_readme(MARK, table, "## Scale: 1B, 3B and 7B shapes with random weights (`scale.py`)")
-    print(f"\nsaved {out.relative_to(ROOT)}")
+    publish(doc, "scale", format_table(doc), None if args.no_readme else MARK,
+            "## Scale: 1B, 3B and 7B shapes with random weights (`scale.py`)")
 
 
 def machine() -> str:

@@ -30,73 +30,14 @@ then one token per decode call, each the argmax of its checked row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Collection, Mapping, NamedTuple, Protocol, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
 from abricot_local.backends.base import Schedule, Scored, chunks
 from abricot_local.core import Generated, finite_log_softmax
+from abricot_local.backends.session import Counters, EngineOptions, Entry, Row, Session
 from abricot_local.errors import ContextOverflowError, ModelError, UsageError
-
-Entry = tuple[int, int, int, bool]  # (sequence, position, token, wants a row)
-MAX_PARALLEL = 255  # llama.cpp holds at most 256 sequences; one is the shared prefix's
-
-
-class EngineOptions(Protocol):
-    """The options an engine reads (every backend's options hold them: backends/options.py)."""
-
-    n_ctx: int
-    engine: str
-    parallel: int | None
-
-
-class Session(Protocol):
-    """A model's primitives, as the engines use them."""
-
-    n_batch: int  # the most tokens one decode call takes: the schedule's cut
-
-    def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
-        """One decode call; raw logits for each entry that wants a row, else None."""
-        ...
-
-    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool: ...
-
-    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None: ...
-
-    def clear(self) -> None: ...
-
-    def n_ctx(self) -> int: ...
-
-    def thread_dependent(self, entries: Sequence[Entry]) -> bool:
-        """Whether this decode call's numbers depend on the thread count (the backend's kernels
-        split its work by thread, as llama.cpp's CPU flash attention does for one token over a
-        long cache: docs/numerics.md); counted, so that ``check`` can say so."""
-        ...
-
-    # used by generation only
-    def token_bytes(self, token: int) -> bytes:
-        """The text a generated token adds, as UTF-8 bytes (special tokens add none)."""
-        ...
-
-    def is_eog(self, token: int) -> bool: ...
-
-
-class Row(NamedTuple):
-    """What is kept of one checked log-softmax row: its argmax (first on ties, from the raw
-    logits) and the log-probabilities of the tokens it was asked for."""
-
-    argmax: int
-    logprobs: dict[int, float]
-
-
-@dataclass
-class Counters:
-    decode_calls: int = 0
-    tokens: int = 0
-    requests: int = 0
-    prefix_hits: int = 0
-    thread_dependent: int = 0  # decode calls whose numbers depend on the thread count
 
 
 class Engine:
