@@ -32,7 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from child import run_child  # noqa: E402
-from throughput import save_results, update_readme  # noqa: E402
+from throughput import publish  # noqa: E402
 
 MARK = "builds"
 
@@ -106,11 +106,7 @@ def main() -> None:
 
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label or machine(),
            "model": args.model, "sample": args.sample, "threads": args.threads, "rounds": args.rounds, "rows": rows}
-    text = table(doc)
-    print(text)
-    print(f"saved {save_results(doc, 'builds').relative_to(ROOT)}", file=sys.stderr)
-    if not args.no_readme:
-        update_readme(MARK, text)
+    publish(doc, "builds", table(doc), None if args.no_readme else MARK)
 
 
 if __name__ == "__main__":

@@ -159,14 +159,12 @@ def main() -> None:
         doc["kernels"] = runs["default"]["kernels"] if "default" in runs else "?"
         doc["comparisons"][model] = [compare_pair(runs[base], runs[name], seed=1234)
                                      for name, _, base in table_of if base and name in runs and base in runs]
-    text = table(doc)
-    print(text)
-    from throughput import save_results
+    from throughput import publish
 
-    out = save_results(doc, "numerics")
+    text = table(doc)
+    publish(doc, "numerics", text, None)  # its table goes to docs/numerics.md, not bench/README.md
     if not args.no_docs:
         update_docs(text)
-    print(f"\nsaved {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.modelref import resolve_model_ref  # noqa: E402
 from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
 from abricot_local.planning import prepare  # noqa: E402
-from throughput import save_results, update_readme  # noqa: E402  (bench/ is this script's own folder)
+from throughput import publish  # noqa: E402  (bench/ is this script's own folder)
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -115,12 +115,8 @@ def main() -> None:
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
            "cpu_count": os.cpu_count(), "threads": args.threads, "model": str(model),
            "model_mb": round(Path(model).stat().st_size / 2**20, 1), "items": len(items), "rows": rows}
-    table = format_table(doc)
-    print(table)
-    out = save_results(doc, "rpc")
-    if not args.no_readme:
-        update_readme(MARK, table, "## Local against RPC over loopback (`rpc.py`)")
-    print(f"\nsaved {out.relative_to(ROOT)}")
+    publish(doc, "rpc", format_table(doc), None if args.no_readme else MARK,
+            "## Local against RPC over loopback (`rpc.py`)")
 
 
 def format_table(doc: dict) -> str:

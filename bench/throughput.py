@@ -90,11 +90,11 @@ def raw_pp(backend, items, n_tokens: int) -> float:
 
 
 def engine_work(backend, items, options):
-    """The engines.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
+    """The session.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
     in the runner's order and chunks: ``abricot_local.plan_cost``'s count (the engine's own
     class over a session that decodes nothing), the one `run --dry-run` makes. ``backend``
     only tokenizes (a vocab-only LlamaCppBackend is enough)."""
-    from abricot_local.backends.engines import Counters
+    from abricot_local.backends.session import Counters
     from abricot_local.plan_cost import count_work
 
     work = count_work(items, backend.schedule, options, exact=True, basis="the model's tokenizer")
@@ -181,12 +181,7 @@ def main() -> None:
            "model_mb": round(model_mb, 1), "kv_mb": round(kv_mb, 1),
            "rss_budget_mb": round(model_mb + kv_mb + 400, 1), "task": task, "items": len(items), "unique_tokens": uniq,
            "raw_pp_tok_s": float(np.mean(raws)), "rows": rows}
-    table = format_table(doc)
-    print(table)
-    out = save_results(doc, task)
-    if not args.no_readme:
-        update_readme(task, table)
-    print(f"\nsaved {out.relative_to(ROOT)}")
+    publish(doc, task, format_table(doc), None if args.no_readme else task)
 
 
 def format_table(doc: dict) -> str:
@@ -209,6 +204,16 @@ def save_results(doc: dict, name: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     return out
+
+
+def publish(doc: dict, name: str, table: str, mark: str | None, heading: str = "") -> None:
+    """A bench script's ending: the table printed, ``doc`` saved (:func:`save_results`), the
+    table put into bench/README.md between its ``mark`` markers (none when ``mark`` is None)."""
+    print(table)
+    out = save_results(doc, name)
+    if mark is not None:
+        update_readme(mark, table, heading)
+    print(f"\nsaved {out.relative_to(ROOT)}")
 
 
 def update_readme(mark: str, table: str, heading: str = "") -> None:
