@@ -17,8 +17,9 @@ with the same settings, scaled (plan_cost.speed_from).
 
 The cache is read entry by entry: one that is not a calibration this version writes (a
 missing key, a time of 0, negative, infinite, absurd or not a number, facts that are not
-numbers) is ignored and named (:func:`read`'s notes, which the dry run shows); a file that
-cannot be read at all (not JSON, nested too deep) holds none. Writers take
+numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), and left out
+when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
+nested too deep) holds none. Writers take
 ``calibrations.json.lock`` (flock, as a results folder's ``.lock``, removed when done) and
 merge under it, so calibrations made at the same time are all kept.
 """
