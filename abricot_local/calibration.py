@@ -14,15 +14,25 @@ changes the speed: the backend's ``speed_settings(options)`` (for llama.cpp: its
 threads, n_batch, flash attention, GPU layers, extra buffer types, RPC servers) and this
 host. A model not calibrated gets the speed of the calibrated model nearest in parameters
 with the same settings, scaled (plan_cost.speed_from).
+
+The cache is read entry by entry: one that is not a calibration this version writes (a
+missing key, a time of 0, negative, infinite, absurd or not a number, facts that are not
+numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), and left out
+when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
+nested too deep) holds none. Writers take
+``calibrations.json.lock`` (flock, as a results folder's ``.lock``, removed when done) and
+merge under it, so calibrations made at the same time are all kept.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -81,23 +91,149 @@ class Calibration:
         return speed_from(self.measured, self.facts, target, same=same, reference=self.model, when=self.when)
 
 
-def load() -> list[Calibration]:
-    """Every calibration cached (an unreadable file holds none)."""
+# a measured time in seconds: (least, most); a time of a decode call or a row may be 0
+SECONDS = {"token_s": (0.0, 1e3), "call_s": (0.0, 1e3), "row_s": (0.0, 1e3), "load_s": (0.0, 1e6)}
+LOCK_WAIT = 30.0  # seconds a writer waits for another one
+
+
+@dataclass(frozen=True)
+class Cache:
+    """What ``calibrations.json`` holds: the calibrations that can be used, and a note per
+    entry ignored."""
+
+    calibrations: tuple[Calibration, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def problem(d) -> str:
+    """Why a cached entry is not a calibration this version can use ("" if it is)."""
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    for key, kind in (("model", str), ("sha256", str), ("settings", dict), ("host", str), ("when", str),
+                      ("measured", dict)):
+        if not isinstance(d.get(key), kind):
+            return f"{key} is missing or not {'an object' if kind is dict else 'text'}"
+    m = d["measured"]
+    for key, (low, high) in SECONDS.items():
+        v = m.get(key)
+        if not _number(v) or not low <= v <= high or (key == "token_s" and v <= 0):
+            least = "above 0" if key == "token_s" else "at least 0"
+            return f"measured.{key} is {v!r}, not a number of seconds {least} and at most {high:g}"
+    if not (isinstance(m.get("prompt_tokens"), int) and 2 <= m["prompt_tokens"] <= 10**7) or \
+            isinstance(m.get("prompt_tokens"), bool):
+        return f"measured.prompt_tokens is {m.get('prompt_tokens')!r}, not a count of tokens"
+    if set(m) != {f.name for f in fields(Measured)}:
+        return "measured has other keys than token_s, prompt_tokens, call_s, row_s and load_s"
+    facts = d.get("facts")
+    if facts is None:
+        return ""
+    if not isinstance(facts, dict):
+        return "facts is not an object"
+    known = {f.name: f for f in fields(ModelFacts)}
+    for key, value in facts.items():
+        if key not in known:
+            return f"facts.{key} is not a fact this version knows"
+        if key == "basis":
+            if not isinstance(value, str):
+                return "facts.basis is not text"
+        elif not _number(value) or value < 0 or (key == "params" and value <= 0):
+            return f"facts.{key} is {value!r}, not a number at least 0"
+    missing = [k for k, f in known.items() if k not in facts and f.default is MISSING]
+    return f"facts lacks {', '.join(missing)}" if missing else ""
+
+
+def read() -> Cache:
+    """Every usable calibration cached, each bad entry ignored and named (a file that cannot be
+    read at all holds none, with a note; a missing one holds none)."""
+    from abricot_local.jsonfiles import BadJSON, loads
+
+    path = cache_file()
     try:
-        doc = json.loads(cache_file().read_text(encoding="utf-8"))
-        return [Calibration.from_json(d) for d in doc["calibrations"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+        doc = loads(path.read_bytes())
+    except FileNotFoundError:
+        return Cache(())
+    except (OSError, BadJSON) as exc:
+        return Cache((), (f"{path} ignored: {exc.strerror if isinstance(exc, OSError) else exc}",))
+    entries = doc.get("calibrations") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        return Cache((), (f"{path} ignored: it holds no list of calibrations",))
+    good, notes = [], []
+    for k, d in enumerate(entries, 1):
+        why = problem(d)
+        if why:
+            notes.append(f"{path}: calibration {k} ignored ({why}); `--calibrate` measures it again")
+        else:
+            good.append(Calibration.from_json(d))
+    return Cache(tuple(good), tuple(notes))
+
+
+def load() -> list[Calibration]:
+    """Every usable calibration cached (see :func:`read`)."""
+    return list(read().calibrations)
+
+
+def _locked(path: Path):
+    """The cache's lock file, taken (flock: the kernel drops it when a process dies); waits
+    up to :data:`LOCK_WAIT` seconds for another writer, then says who holds it."""
+    from abricot_local.errors import ResultsError
+    from abricot_local.jsonfiles import write_error
+
+    lock = path.with_name(path.name + ".lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+")
+    except OSError as exc:
+        raise write_error(lock, exc) from None
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if time.monotonic() > deadline:
+                fh.close()
+                raise ResultsError(f"{path} is being written by another calibration for over {LOCK_WAIT:g} s "
+                                   f"(its lock: {lock}); try again when it is done") from None
+            time.sleep(0.02)
+            continue
+        try:  # the file locked must still be the lock (the writer before removed it when done)
+            if os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino:
+                return fh
+        except FileNotFoundError:
+            pass
+        fh.close()
+        try:
+            fh = open(lock, "a+")
+        except OSError as exc:
+            raise write_error(lock, exc) from None
+
+
+def _unlock(fh) -> None:
+    """Remove the lock file, then drop the flock (a writer waiting on it takes the next one)."""
+    try:
+        os.unlink(fh.name)
+    except OSError:
+        pass
+    fh.close()
 
 
 def store(cal: Calibration) -> Path:
-    """Keep ``cal``, replacing the calibration of the same model, settings and host."""
+    """Keep ``cal``, replacing the calibration of the same model, settings and host: read,
+    merged and written under the cache's lock, so no other writer's entry is lost."""
     from abricot_local.jsonfiles import atomic_write
 
-    kept = [c for c in load() if (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
-    doc = {"version": 1, "calibrations": [c.to_json() for c in [*kept, cal]]}
-    atomic_write(cache_file(), json.dumps(doc, indent=1) + "\n")
-    return cache_file()
+    path = cache_file()
+    fh = _locked(path)
+    try:
+        kept = [c for c in load() if (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
+        doc = {"version": 1, "calibrations": [c.to_json() for c in [*kept, cal]]}
+        atomic_write(path, json.dumps(doc, indent=1) + "\n")
+    finally:
+        _unlock(fh)
+    return path
 
 
 def speed_for(sha256: str | None, settings: dict, facts: ModelFacts | None) -> Speed | None:

@@ -20,6 +20,7 @@ from typing import Callable
 from abricot_local import calibration, memory
 from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
+from abricot_local.cache import is_offline
 from abricot_local.chars_per_token import ratio
 from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
@@ -200,7 +201,10 @@ def _locate(name, backend, options, n_ctx_given, models_file, model_dirs):
                           model_dirs=model_dirs, force=True, digest=False)
     if ref is not None:  # (a file that is a registry entry's byte for byte keeps the run's own options)
         return ref, ref.spec, None
+    offline = is_offline()
     if stores.prefix_of(name) == "hf":
+        if offline:  # the run would refuse the download: the same refusal (a split model's missing part named)
+            resolve_model_ref(name, backend=backend, offline=True, models_file=models_file, digest=False)
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
                                     memory.free_disk(folder)[1])
@@ -214,6 +218,10 @@ def _locate(name, backend, options, n_ctx_given, models_file, model_dirs):
         sha = spec.sha256_for(0) or hashing.remembered(path)
         return ModelRef(name, "registry", spec.backend or backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
+    if offline and spec.source == "hf":  # the run's own refusal, naming the file not in the cache
+        from abricot_local.hub import pull_model
+
+        pull_model(spec, offline=True, progress=False)
     return None, spec, _download(spec, download_folder)
 
 
@@ -314,7 +322,8 @@ def _speed(name, ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned
     elif calibrate:
         note = "not calibrated: the model is not on this machine (a dry run downloads nothing)"
     speed = calibration.speed_for(sha, settings, facts)
-    return speed, note or ("" if speed else NO_CALIBRATION)
+    note = note or ("" if speed else NO_CALIBRATION)
+    return speed, "; ".join([*([note] if note else []), *calibration.read().notes])  # entries ignored, named
 
 
 def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Alternative, ...]:

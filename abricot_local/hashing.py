@@ -64,10 +64,13 @@ def memo_file() -> Path:
 
 
 def _memo_load() -> dict:
+    """The memo file's entries (one that cannot be read, as jsonfiles.loads refuses it: none)."""
+    from .jsonfiles import BadJSON, loads
+
     try:
-        data = json.loads(memo_file().read_text(encoding="utf-8"))
+        data = loads(memo_file().read_bytes())
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, BadJSON):
         return {}
 
 

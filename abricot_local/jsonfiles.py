@@ -1,5 +1,11 @@
-"""JSON files on disk: atomic writes with the umask's mode, and JSON-lines reading that
-survives a torn last line. No knowledge of what the files hold (record/ and results.py have it)."""
+"""JSON files on disk: atomic writes with the umask's mode, JSON read safely from what other
+tools and earlier runs left (:func:`loads`, :func:`read_json`), and JSON-lines reading that
+survives a torn last line. No knowledge of what the files hold (record/ and results.py have it).
+
+Whatever a file holds, reading it is one line or a value: text that is not UTF-8 names the
+byte and its offset; nesting deeper than :data:`MAX_DEPTH` and an integer longer than
+:data:`MAX_DIGITS` digits are refused (Python's parser would raise RecursionError, or
+ValueError past 4300 digits, and such a value breaks whatever reads it later)."""
 
 from __future__ import annotations
 
@@ -9,7 +15,66 @@ import os
 import tempfile
 from pathlib import Path
 
-from abricot_local.errors import NoSpaceError, ResultsError
+from abricot_local.errors import AbricotError, NoSpaceError, ResultsError
+
+MAX_DEPTH = 64  # objects and lists within each other (a run's record needs about 6)
+MAX_DIGITS = 40  # digits of an integer (a count, a size, a seed: 20 at most)
+
+
+class BadJSON(ValueError):
+    """What :func:`loads` refuses, in words (a caller names the file)."""
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise BadJSON(f"holds an integer of {len(text.lstrip('-')):,} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def depth(value) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar: 0); iterative, any depth."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_DEPTH:
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def loads(data: bytes | str):
+    """The JSON value of ``data``, or :class:`BadJSON` saying what is wrong (not UTF-8, not
+    JSON, nested too deep, an integer too long), worded to follow a file's name."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadJSON(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        value = json.loads(data, parse_int=_int)
+    except RecursionError:
+        raise BadJSON(f"nests lists or objects deeper than {MAX_DEPTH} levels") from None
+    except BadJSON:
+        raise
+    except ValueError as exc:  # JSONDecodeError, and Python's own limits
+        raise BadJSON(f"is not valid JSON ({str(exc)[:160]})") from None
+    if depth(value) > MAX_DEPTH:
+        raise BadJSON(f"nests lists or objects deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def read_json(path: Path, error: type[AbricotError] = ResultsError, what: str = ""):
+    """The JSON value in ``path``; an unreadable or refused file is ``error`` naming it
+    (``what``: what the file is, for the message)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {what + ' ' if what else ''}{path}: {exc.strerror or exc}") from None
+    try:
+        return loads(data)
+    except BadJSON as exc:
+        raise error(f"{what + ' ' if what else ''}{path} {exc}") from None
 
 
 def dumps_line(obj: dict) -> str:
@@ -68,11 +133,11 @@ def read_jsonl_lines(path: Path, *, repair: bool = False) -> list[tuple[int, obj
         last = k == len(lines) - 1
         if raw.strip():
             try:
-                out.append((k + 1, json.loads(raw)))
+                out.append((k + 1, loads(raw)))
                 good_end = min(end, len(data))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except BadJSON as exc:
                 if not (last or (k == len(lines) - 2 and not lines[-1])):
-                    raise ResultsError(f"{path}: line {k + 1} is not valid JSON") from None
+                    raise ResultsError(f"{path}: line {k + 1} {exc}") from None
                 break
         elif not last:
             good_end = end

@@ -3,7 +3,9 @@ Hugging Face cache, llama.cpp's cache, --model-dir folders), with its header's f
 its SHA-256 equals a registry entry's, that alias and the published rows it can reproduce.
 
 Hashes are memoised (:mod:`abricot_local.hashing`), so only the first listing reads the bytes;
-``progress`` hears what is hashed before it is.
+``progress`` hears what is hashed before it is. A store entry that cannot be used (a damaged
+Ollama manifest, a file that is not a sound GGUF, a blob whose content is not the SHA-256 its
+name says) is a row saying why, never an error that hides the others.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def local_models(registry: dict[str, ModelSpec], model_dirs: tuple[str, ...] = (
     found = stores.listing(model_dirs)
     checked = []
     for x in found:
+        if x.problem:
+            checked.append((x, None, x.problem))
+            continue
         try:
             checked.append((x, facts(x.path), None))
         except AbricotError as err:
@@ -61,14 +66,25 @@ def local_models(registry: dict[str, ModelSpec], model_dirs: tuple[str, ...] = (
     for k, path in enumerate(todo.values(), 1):
         if progress:
             progress(f"  [{k}/{len(todo)}] {path}")
-        hashing.sha256_file(path)
+        try:
+            hashing.sha256_file(path)
+        except AbricotError:  # unreadable: its row says so below
+            pass
     known = by_sha256(registry)
     rows = []
     for x, f, problem in checked:
         if f is None:
             rows.append(LocalModel(x.source, x.name, x.path, problem=problem))
             continue
-        sha = hashing.sha256_file(x.path)
+        try:
+            sha = hashing.sha256_file(x.path)
+        except AbricotError as err:
+            rows.append(LocalModel(x.source, x.name, x.path, problem=str(err)))
+            continue
+        if x.sha256 and sha != x.sha256:
+            rows.append(LocalModel(x.source, x.name, x.path, problem=f"{x.path} has sha256 {sha}, not the {x.sha256} "
+                                   "its name says: it is damaged or was replaced"))
+            continue
         spec = known.get(sha)
         rows.append(LocalModel(x.source, x.name, x.path, f.architecture, human_params(f.parameters), f.quant or "?",
                                f.context_length, f.size, sha, spec.name if spec else None,

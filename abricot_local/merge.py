@@ -55,6 +55,13 @@ def check_shards(folders: list[Path]) -> list[tuple[Shard, Path, Record]]:
         if diff or shard.count != first_shard.count:
             what = ", ".join(diff) or "the shard count"
             raise ResultsError(f"{f} is a shard of another run than {first}: {what} differ")
+        if set(rec.tasks) != set(ref.tasks):  # (a record edited by hand: its manifest may still agree)
+            lacks = [t for t in ref.tasks if t not in rec.tasks]
+            more = [t for t in rec.tasks if t not in ref.tasks]
+            what = (f"lacks task(s) {', '.join(lacks)}" if lacks else "") + ("; " if lacks and more else "") + \
+                (f"has task(s) {', '.join(more)} that {first} lacks" if more else "")
+            raise ResultsError(f"{f} {what}: the shards of one run hold the same tasks (its {RESULTS}: "
+                               f"{', '.join(rec.tasks) or 'none'}; {first}'s: {', '.join(ref.tasks)})")
         build = rec.provenance.to_dict()
         for key in SAME_BUILD:
             if ref_build.get(key) != build.get(key):

@@ -1,5 +1,6 @@
 """A model file before llama.cpp reads it: a regular file, GGUF, structurally sound
-(checked once per file per process), and the facts its header gives for listings."""
+(checked once per file per process: per device and inode, so the hard links of one file
+are parsed once), and the facts its header gives for listings."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import ModelError
-from .gguf_check import GGUFInfo, split_parts, verify_gguf
+from .gguf_check import SPLIT_NAME, GGUFInfo, split_parts, verify_gguf
 
-_checked: dict[tuple, tuple[GGUFInfo, ...]] = {}  # (real path, stat key) -> headers checked in this process
+_checked: dict[tuple, tuple[GGUFInfo, ...]] = {}  # (stat key, real path of a split part) -> headers checked
 
 # llama.cpp's enum llama_ftype (general.file_type) -> the quant names files carry
 FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
@@ -24,10 +25,13 @@ FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9:
 QUANT_RE = re.compile(r"(?i)(?<![A-Z0-9])((?:I?Q\d(?:_[A-Z0-9]+)*)|F16|BF16|F32)(?![A-Z0-9])")
 
 
-def _stat_key(path: Path) -> tuple[str, tuple]:
+def _stat_key(path: Path) -> tuple:
+    """What names a file's content now: device, inode, size and times (hard links share it);
+    a split model's part adds its real path, since its other parts are found by its name."""
     real = os.path.realpath(path)
     st = os.stat(real)
-    return real, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (key, real if SPLIT_NAME.match(Path(real).name) or SPLIT_NAME.match(Path(path).name) else None)
 
 
 def require_regular(path: Path) -> None:
@@ -60,7 +64,8 @@ def headers(path: Path) -> tuple[GGUFInfo, ...]:
     require_regular(path)
     key = _stat_key(path)
     if key in _checked:
-        return _checked[key]
+        return tuple(replace(info, path=path) if k == 0 and info.path != path else info
+                     for k, info in enumerate(_checked[key]))
     try:
         with open(path, "rb") as fh:
             magic = fh.read(4)

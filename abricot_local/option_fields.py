@@ -125,6 +125,7 @@ def _one(spec: Spec, raw: Any, name: str) -> Any:
                 return raw
             if isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+\s*", raw):
                 return int(raw)
+            return _whole(float(raw), raw, name)  # lm-eval reads n_ctx=-5 as -5.0 and seed=1e3 as 1000.0
         elif kind is float and not isinstance(raw, bool):
             if math.isfinite(x := float(raw)):
                 return x
@@ -133,6 +134,18 @@ def _one(spec: Spec, raw: Any, name: str) -> Any:
     except ValueError:
         pass
     raise UsageError(f"{name}: expected {_WORDS.get(kind, 'a value')}, got {raw!r}")
+
+
+def _whole(x: float, raw: Any, name: str) -> int:
+    """A number given for an integer option: the integer it is (its range is checked next), or
+    what is wrong with it, naming the option."""
+    if not math.isfinite(x):
+        raise UsageError(f"{name} must be an integer, got {raw!r}")
+    if not x.is_integer():
+        raise UsageError(f"{name} must be an integer, got {_number(x)} (not a whole number)")
+    if abs(x) > 2**53:
+        raise UsageError(f"{name} must be an integer written in digits, got {raw!r} (too large to be exact)")
+    return int(x)
 
 
 def parse(spec: Spec, raw: Any, name: str) -> Any:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from abricot_local.console.safe import visible
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.report import Report, Run, load_samples, metric_keys, quant_of
 from abricot_local.tasks.base import Figure
@@ -54,11 +55,29 @@ def run_slugs(runs) -> list[str]:
     out: list[str] = []
     for run in runs:
         label = run.label if _names_quant(run) else f"{run.label}-{run.quant}"
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-") or "run"
+        slug = _slug(label, "run")
         stem, k = slug, 2
         while slug in out:
             slug, k = f"{stem}-{k}", k + 1
         out.append(slug)
+    return out
+
+
+def _slug(text: str, empty: str = "x") -> str:
+    """``text`` as a file name's part: letters, digits, ``._-`` (100 at most)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text[:400]).strip("._-")[:100] or empty
+
+
+def file_stems(names) -> list[str]:
+    """A distinct file-name stem per name (a task or metric name from a record: a ``/``, ``..``
+    or a control character never reaches the path)."""
+    out: list[str] = []
+    for name in names:
+        stem = base = _slug(name)
+        k = 2
+        while stem in out:
+            stem, k = f"{base}-{k}", k + 1
+        out.append(stem)
     return out
 
 
@@ -68,7 +87,7 @@ def _names_quant(run: Run) -> bool:
 
 
 def _title(run: Run) -> str:
-    return run.label if _names_quant(run) else f"{run.label} ({run.quant})"
+    return visible(run.label if _names_quant(run) else f"{run.label} ({run.quant})")[:200]
 
 
 def _field(sample, name: str, run: Run, task: str) -> float:
@@ -160,15 +179,18 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, 
         labels.append(slug)
         values.append(m.value if _finite(m.value) else None)
         if not _finite(m.value):
-            notes.append(f"{run.label}: the value is {m.value}, no bar")
-        if m.ci and all(_finite(b) for b in m.ci):
-            lo, hi = sorted(m.ci)
+            notes.append(f"{_title(run)}: the value is {m.value}, no bar")
+        if m.ci and all(_finite(b) for b in m.ci) and m.ci[0] > m.ci[1]:
+            notes.append(f"{_title(run)}: the CI [{m.ci[0]:.3f}, {m.ci[1]:.3f}] is reversed (its lower bound above "
+                         "its upper one), no whisker")
+        elif m.ci and all(_finite(b) for b in m.ci):
+            lo, hi = m.ci
             whiskers.append((len(labels) - 1, lo, hi))
             if _finite(m.value) and not lo <= m.value <= hi:
-                notes.append(f"{run.label}: the CI [{lo:.3f}, {hi:.3f}] does not contain the value {m.value:.3f} "
+                notes.append(f"{_title(run)}: the CI [{lo:.3f}, {hi:.3f}] does not contain the value {m.value:.3f} "
                              "(drawn as recorded)")
         elif m.ci:
-            notes.append(f"{run.label}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
+            notes.append(f"{_title(run)}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
     fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
     ax = fig.add_subplot()
     x = np.arange(len(labels))
@@ -226,18 +248,19 @@ def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...]
     slugs = run_slugs(report.runs)
     jobs = []
     for run, slug in zip(report.runs, slugs):
-        for task in run.tasks:
+        for task, task_stem in zip(run.tasks, file_stems(run.tasks)):
             cls = _task_class(task)
             for fig in getattr(cls, "figures", ()):
-                path = out / f"{slug}-{task}-{fig.kind}.png"
+                path = out / f"{slug}-{task_stem}-{fig.kind}.png"
                 if fig.kind == "scatter":
                     jobs.append((path, lambda p=path, r=run, t=task, f=fig, c=cls:
                                  scatter(r, t, p, f, getattr(c, "primary_metric", ""))))
                 elif fig.kind == "confusion":
                     jobs.append((path, lambda p=path, r=run, t=task, f=fig: confusion(r, p, t, f)))
     if bar_charts:
-        for key in metric_keys(report, metrics):
-            path = out / f"bar-{key}.png"
+        keys = metric_keys(report, metrics)
+        for key, stem in zip(keys, file_stems(keys)):
+            path = out / f"bar-{stem}.png"
             jobs.append((path, lambda p=path, k=key: bars(report, k, p, slugs)))
     paths, notes = [], []
     for path, draw in jobs:

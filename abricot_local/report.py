@@ -3,17 +3,20 @@
 Pure: reads output folders (results.json, samples-<task>.jsonl) through
 :mod:`abricot_local.report_runs` and returns pandas DataFrames or strings; nothing is
 printed. Every number in a table is the one in results.json (no recomputation);
-:func:`recompute` checks that results.json matches its samples files.
+:func:`recompute` checks that results.json matches its samples files. Every text a table
+shows from the runs (names, folders, task and metric names) is made visible and harmless
+(console.safe.visible; markdown's HTML escaped, long cells cut: texttable).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from abricot_local import baselines as pub
+from abricot_local.console.safe import markup, visible
 from abricot_local.errors import UsageError
 from abricot_local.report_runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
                                        compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
@@ -189,6 +192,16 @@ def to_json(report: Report) -> dict:
     }
 
 
+def _harmless(df: pd.DataFrame) -> pd.DataFrame:
+    """Every text cell and header of a table with its control characters (newlines included) as
+    escapes; numbers as they are."""
+    out = df.rename(columns=lambda c: visible(c))
+    for k, col in enumerate(out.columns):
+        if not pd.api.types.is_numeric_dtype(out.dtypes.iloc[k]):
+            out.iloc[:, k] = out.iloc[:, k].map(lambda v: visible(v) if isinstance(v, str) else v)
+    return out
+
+
 def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: tuple[str, ...] = ()) -> str:
     """The report as text: ``table`` (aligned), ``markdown``, ``csv`` or ``json``."""
     if fmt not in FORMATS:
@@ -204,18 +217,18 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
         # one plain table a CSV reader loads as is: "all" means the runs table here
-        return frames["runs" if table == "all" else table].to_csv(index=False).rstrip("\n")
-    sections = _text_frames(report, metrics)
+        return _harmless(frames["runs" if table == "all" else table]).to_csv(index=False).rstrip("\n")
+    sections = {k: replace(sec, frame=_harmless(sec.frame)) for k, sec in _text_frames(report, metrics).items()}
     if table != "all" and table not in sections:
         return EMPTY[table]
     chosen = list(sections.values()) if table == "all" else [sections[table]]
     if fmt == "markdown":
-        return "\n\n".join(f"### {sec.title}\n\n{grid(sec.frame, True)}" for sec in chosen)
+        return "\n\n".join(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen)
     parts, split = [], False
     for sec in chosen:
         body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
         split |= cut
-        parts.append(f"{wrap(sec.title)}\n\n{body}")
+        parts.append(f"{wrap(visible(sec.title))}\n\n{body}")
     if split:
         parts.append(wrap(f"(split to fit {WIDTH} columns: --format markdown, csv or html shows each table whole)"))
     return "\n\n".join(parts)

@@ -4,6 +4,10 @@
 aligned table within a width: long cells of the columns it may wrap go onto several
 lines, and when the table is still too wide its other columns are split into blocks
 that each repeat the key columns. :func:`wrap` folds a line of prose.
+
+Every cell is shown harmless (console.safe: control characters as escapes, markdown's HTML
+escaped) and at most :data:`CELL_MAX` characters of it, so a hostile or huge name (a 10 MB
+model name) costs linear time and a few lines.
 """
 
 from __future__ import annotations
@@ -14,10 +18,22 @@ from typing import Sequence
 
 import pandas as pd
 
+from abricot_local.console.safe import markup, visible
+
 WIDTH = 120  # the text report's and compare's widest line
 GAP = 2  # spaces between columns
 CAP = 36  # a cell of a column that may wrap is folded onto lines this long
 MIN_WRAP = 20  # ... and, to avoid splitting a table, this long
+CELL_MAX = 240  # characters of a cell shown; the rest is counted
+
+
+def shown(text) -> str:
+    """A cell as a table shows it: its first :data:`CELL_MAX` characters (the rest counted),
+    control characters as escapes (its newlines kept: a folded cell's lines)."""
+    text = str(text)
+    if len(text) <= CELL_MAX:
+        return visible(text, newlines=True)
+    return visible(text[:CELL_MAX], newlines=True) + f"... (+{len(text) - CELL_MAX:,} characters)"
 
 
 def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
@@ -27,14 +43,15 @@ def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
 
 
 def _cut(word: str, width: int) -> list[str]:
-    """A word longer than ``width`` broken after a ``/``, ``_``, ``-`` or ``.`` where one fits."""
-    out = []
-    while len(word) > width:
-        at = max(word.rfind(c, 0, width) for c in "/_-.,")
+    """A word longer than ``width`` broken after a ``/``, ``_``, ``-`` or ``.`` where one fits
+    (linear: each piece is looked at once)."""
+    out, start = [], 0
+    while len(word) - start > width:
+        at = max(word.rfind(c, start, start + width) for c in "/_-.,") - start
         at = at + 1 if at >= width // 2 else width
-        out.append(word[:at])
-        word = word[at:]
-    return out + [word]
+        out.append(word[start:start + at])
+        start += at
+    return out + [word[start:]]
 
 
 def _fold(text: str, width: int) -> list[str]:
@@ -54,14 +71,16 @@ def _fold(text: str, width: int) -> list[str]:
     return lines
 
 
-def grid(df: pd.DataFrame, markdown: bool) -> str:
-    """``df`` as an aligned text table (a header or cell holding ``\\n`` takes several lines) or markdown."""
-    cols = [str(c) for c in df.columns]
-    rows = [[str(v) for v in r] for r in df.itertuples(index=False)]
+def grid(df: pd.DataFrame, markdown: bool, *, ready: bool = False) -> str:
+    """``df`` as an aligned text table (a header or cell holding ``\\n`` takes several lines) or
+    markdown (each cell :func:`console.safe.markup`); ``ready``: cells already :func:`shown`."""
     if markdown:
-        esc = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
-        lines = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows])
+        cell = lambda s: markup(" ".join(_lines(shown(s))))  # noqa: E731
+        cols, rows = [cell(c) for c in df.columns], [[cell(v) for v in r] for r in df.itertuples(index=False)]
+        lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    cols = [str(c) if ready else shown(c) for c in df.columns]
+    rows = [[str(v) if ready else shown(v) for v in r] for r in df.itertuples(index=False)]
     widths = [max(len(x) for v in [c, *(r[i] for r in rows)] for x in v.split("\n")) for i, c in enumerate(cols)]
     out = []
     for r in [cols, None, *rows]:
@@ -142,6 +161,8 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
     their keys); last, the ``fold_last`` columns (a folder's path) of a block still too wide
     are folded."""
     df = df.astype(str)
+    df = pd.DataFrame([[shown(v) for v in r] for r in df.itertuples(index=False)], columns=[shown(c) for c in df.columns],
+                      index=df.index, dtype=object) if len(df) else df.rename(columns=shown)
     if _total(df) > width:
         for c in _named(df, wrap_cols):
             if _width(df, c) > CAP:
@@ -155,7 +176,7 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
     split = _total(df) > width and len(df.columns) > keys + 1
     parts = _blocks(df, keys, groups, width) if split else [df]
     parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width) for part in parts]
-    return "\n\n".join(grid(part, False) for part in parts), split
+    return "\n\n".join(grid(part, False, ready=True) for part in parts), split
 
 
 def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width: int) -> list[pd.DataFrame]:

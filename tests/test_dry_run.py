@@ -45,6 +45,13 @@ def expected(task: dict) -> float:
     return task["tokens"] * RATE["token_s"] + task["decode_calls"] * RATE["call_s"] + task["rows"] * RATE["row_s"]
 
 
+@pytest.fixture
+def online(monkeypatch):
+    """Downloads allowed (a dry run makes none; offline, it refuses a model not here: issue 29)."""
+    monkeypatch.delenv("ABRICOT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
 def tree(root: Path) -> list[tuple[str, int, int]]:
     return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
 
@@ -118,7 +125,7 @@ def test_a_dry_run_writes_nothing_and_downloads_nothing(tmp_path, monkeypatch, v
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
-def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir):
+def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir, online):
     from abricot_local.hub import download_folder
     from abricot_local.modelref import lookup_alias
 
@@ -143,7 +150,7 @@ def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir):
     assert "no calibration yet" in text
 
 
-def test_a_model_not_calibrated_is_scaled_from_the_nearest_calibrated_one(discotex_dir):
+def test_a_model_not_calibrated_is_scaled_from_the_nearest_calibrated_one(discotex_dir, online):
     from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 
     settings = json.loads(json.dumps(LlamaCppBackend.speed_settings(LlamaCppOptions())))

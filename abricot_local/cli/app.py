@@ -17,8 +17,10 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except AbricotError as err:
-            click.echo(f"error: {err}", err=True)
+        except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
+            from abricot_local.console.safe import visible
+
+            click.echo(f"error: {visible(err, newlines=True)}", err=True)
             sys.exit(err.exit_code)
 
 

@@ -27,7 +27,9 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
     if local:
         from abricot_local.local_models import local_models
 
-        rows = local_models(registry, model_dirs, progress=lambda line: click.echo(line, err=True))
+        from abricot_local.console.safe import visible
+
+        rows = local_models(registry, model_dirs, progress=lambda line: click.echo(visible(line), err=True))
         click.echo(local_models_table(rows))
         return
     rows = []

@@ -1,9 +1,12 @@
 """Text of the commands that list or inspect: models, doctor, tasks, labels, runs, check.
 
-Pure functions from the library's records to strings (the cli prints them).
+Pure functions from the library's records to strings (the cli prints them). Names found on
+disk (store folders, model and file names) are shown through :func:`safe.visible`.
 """
 
 from __future__ import annotations
+
+from abricot_local.console.safe import visible
 
 
 def gib(n) -> str:
@@ -11,9 +14,10 @@ def gib(n) -> str:
 
 
 def table(rows: list[tuple]) -> str:
-    """Rows (the first one the header) as left-aligned columns."""
-    widths = [max(len(str(r[k])) for r in rows) for k in range(len(rows[0]))]
-    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
+    """Rows (the first one the header) as left-aligned columns, each cell :func:`visible`."""
+    rows = [[visible(v) for v in r] for r in rows]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
 
 
 def models_table(rows: list[tuple]) -> str:
@@ -121,8 +125,9 @@ def labels_text(info: dict) -> str:
 
 
 def runs_text(states) -> str:
-    width = max((len(str(s.path)) for s in states), default=0)
-    return "\n".join(f"{str(s.path):<{width}}  {s.describe()}" for s in states)
+    paths = [visible(s.path) for s in states]
+    width = max((len(p) for p in paths), default=0)
+    return "\n".join(f"{p:<{width}}  {visible(s.describe())}" for p, s in zip(paths, states))
 
 
 def check_text(rep) -> str:

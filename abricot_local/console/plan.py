@@ -1,9 +1,11 @@
 """A run's plan as text (dry_run.DryRun): the full table ``run --dry-run`` prints, and the
-short lines every real run prints first. Names no task and no backend."""
+short lines every real run prints first. Names no task and no backend. The command line, model
+names and paths are shown through console.safe.visible (an escape in a name is seen, not acted on)."""
 
 from __future__ import annotations
 
 from abricot_local.console import _duration
+from abricot_local.console.safe import visible
 
 _GIB = 1024**3
 
@@ -47,26 +49,26 @@ def _file_line(m) -> str:
         d = m.download
         size = f"{d.bytes / 1e9:.2f} GB" if d.bytes else "size unknown"
         free = f", {d.free / _GIB:.1f} GiB free there" if d.free is not None else ""
-        return f"download: {d.what}, {size} -> {d.to}{free}"
+        return f"download: {visible(d.what)}, {size} -> {visible(d.to)}{free}"
     if m.path:
         size = f" ({m.facts.bytes / 1e9:.2f} GB)" if m.facts else ""
-        return f"file:     {m.path}{size}, on this machine"
+        return f"file:     {visible(m.path)}{size}, on this machine"
     return "file:     none (synthetic)"
 
 
 def full(plan, command: str = "") -> str:
     """The whole plan: a row per model and task, each model's file or download, memory and
     speed, the total, and what other item selections would cost."""
-    head = f"plan of: {command}\n" if command else ""
+    head = f"plan of: {visible(command)}\n" if command else ""
     lines = [head + "(a dry run: nothing is scored, written or downloaded)", "",
              f"{'model':<22} {'task':<14} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
              "-" * 100]
     for m in plan.models:
         if m.problem:
-            lines += [f"{m.label:<22} cannot be planned: {m.problem}", ""]
+            lines += [f"{visible(m.label):<22} cannot be planned: {visible(m.problem)}", ""]
             continue
         for k, t in enumerate(m.tasks):
-            name = m.label if k == 0 else ""
+            name = visible(m.label) if k == 0 else ""
             if t.problem and t.work is None:
                 lines.append(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13} {t.problem}")
                 continue
@@ -84,7 +86,7 @@ def full(plan, command: str = "") -> str:
                  + ("" if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
-    return "\n".join(lines)
+    return visible("\n".join(lines), newlines=True)
 
 
 def brief(plan) -> list[str]:
@@ -95,7 +97,7 @@ def brief(plan) -> list[str]:
         for t in m.tasks if not m.problem else ():
             if t.work is None:
                 continue
-            out.append(f"plan: {m.label} {t.task}: {t.items} items, {_tokens(t.work)} tokens"
+            out.append(f"plan: {visible(m.label)} {visible(t.task)}: {t.items} items, {_tokens(t.work)} tokens"
                        + (f", {_time(t.seconds, False)}" if t.seconds is not None else ""))
     if not out:
         return []

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from abricot_local.errors import ResultsError
-from abricot_local.jsonfiles import atomic_write
+from abricot_local.jsonfiles import atomic_write, read_json
 from abricot_local.record.codec import Invalid, describe
 from abricot_local.record.schema import SCHEMA_VERSION, Manifest, Record
 
@@ -58,14 +58,8 @@ def record_from_json(doc, where: str) -> Record:
 
 
 def _load_json(path: Path):
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+    """The JSON in ``path`` (jsonfiles.read_json: not UTF-8, too deep, an integer too long: one line)."""
+    return read_json(path, ResultsError)
 
 
 def read_record(path: str | Path) -> Record:

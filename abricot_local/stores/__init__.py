@@ -38,6 +38,8 @@ class Listed:
     source: str
     name: str
     path: Path
+    problem: str = ""  # why the store's entry cannot be used (a damaged manifest): listed, not raised
+    sha256: str | None = None  # what the store says the file's SHA-256 is (an Ollama blob's name): checked
 
 
 def label_of(text: str) -> str:

@@ -86,18 +86,25 @@ def _files_in(folder: Path) -> list[str]:
 def resolve(rest: str, *, offline=None, notify=None, progress: bool = True, fresh: bool = False) -> Found:
     repo, quant, file = parse(rest)
     where = f"hf:{repo}"
+    partial = None  # (snapshot folder, the parts of a split model it lacks)
     for commit, folder in _snapshots(repo):
         try:
             parts = choose(_files_in(folder), quant, file, where)
         except ModelError:
             continue
-        if all((folder / p).is_file() for p in parts):
+        lacking = [p for p in parts if not (folder / p).is_file()]
+        if not lacking:
             return _found(repo, commit, folder / parts[0])
+        partial = partial or (folder, lacking)
     from ..cache import is_offline
 
+    shown = f"{where}{':' + quant if quant else ''}{'/' + file if file else ''}"
     if is_offline() if offline is None else offline:
-        raise ModelError(f"{where}{':' + quant if quant else ''}{'/' + file if file else ''} is not in the Hugging "
-                         f"Face cache ({hub_cache()}) and downloads are off (offline)")
+        if partial:
+            folder, lacking = partial
+            raise ModelError(f"{shown}: the split model in {folder} lacks part(s) {', '.join(lacking)}, and downloads "
+                             "are off (offline); get them when online (`hf download`), or copy them there")
+        raise ModelError(f"{shown} is not in the Hugging Face cache ({hub_cache()}) and downloads are off (offline)")
     return _download(repo, quant, file, where, notify, progress)
 
 

@@ -8,10 +8,10 @@ several quant files asks for one, with the list.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ModelError, UnknownModelError
+from ..jsonfiles import BadJSON, loads
 from . import Found, Listed, label_of
 from .folders import is_model_name
 
@@ -20,10 +20,11 @@ def roots() -> list[Path]:
     home = Path.home()
     out = []
     for settings in (home / ".lmstudio" / "settings.json", home / ".cache" / "lm-studio" / ".internal" / "app-settings.json"):
-        try:
-            folder = json.loads(settings.read_text(encoding="utf-8")).get("downloadsFolder")
-        except (OSError, ValueError, AttributeError):
+        try:  # settings that cannot be read (not JSON, nested too deep, not an object): the default folders
+            doc = loads(settings.read_bytes())
+        except (OSError, BadJSON):
             continue
+        folder = doc.get("downloadsFolder") if isinstance(doc, dict) else None
         if isinstance(folder, str) and folder:
             out.append(Path(folder).expanduser())
     return out + [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]

@@ -5,7 +5,10 @@
 (schema v2) under ``$OLLAMA_MODELS``, else ``~/.ollama/models`` or the Linux service's
 ``/usr/share/ollama/.ollama/models``. Its layer of media type
 ``application/vnd.ollama.image.model`` is the GGUF, ``blobs/sha256-<hex>``: its name is its
-SHA-256, which is verified, not trusted. A manifest with an adapter or a projector layer is
+SHA-256, which is verified, not trusted. A digest must be ``sha256:`` and 64 hex digits, so a
+blob's path never leaves ``blobs/``; a manifest that is not what Ollama writes (a layer's
+media type or digest of another type, JSON nested too deep) is one line, and a listing
+shows it as unusable instead of failing. A manifest with an adapter or a projector layer is
 refused (only the base GGUF would be scored). A template layer is compared with the GGUF's
 own chat template, which is the one used.
 """
@@ -13,8 +16,8 @@ own chat template, which is the one used.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 from pathlib import Path
 
 from ..errors import IntegrityError, ModelError, UnknownModelError
@@ -63,33 +66,57 @@ def display(host: str, ns: str, name: str, tag: str) -> str:
     return f"ollama:{head}:{tag}"
 
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def check_digest(digest, where: str) -> str:
+    """A layer's digest as Ollama writes it (``sha256:`` and 64 hex digits), else ModelError:
+    nothing else may become a path."""
+    if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+        raise ModelError(f"{where}: a layer's digest is {repr(digest)[:80]}, not sha256: and 64 hex digits; "
+                         "the manifest is damaged (run 'ollama pull' again)")
+    return digest
+
+
 def blob(root: Path, digest: str) -> Path:
-    """A layer's file: ``blobs/sha256-<hex>`` (older stores: ``sha256:<hex>``)."""
-    algo, _, hexd = digest.partition(":")
+    """A layer's file: ``blobs/sha256-<hex>`` (older stores: ``sha256:<hex>``); ``digest`` is
+    checked first (:func:`check_digest`), so the path stays inside ``blobs/``."""
+    algo, _, hexd = check_digest(digest, str(root)).partition(":")
     path = root / "blobs" / f"{algo}-{hexd}"
     old = root / "blobs" / f"{algo}:{hexd}"
     return old if not path.exists() and old.exists() else path
 
 
 def _manifest(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot read the Ollama manifest {path} ({exc})") from None
+    from ..jsonfiles import read_json
+
+    doc = read_json(path, ModelError, "the Ollama manifest")
     if not isinstance(doc, dict) or doc.get("schemaVersion") != 2 or not isinstance(doc.get("layers"), list):
         raise ModelError(f"{path} is not an Ollama manifest of schema version 2")
     return doc
 
 
+def _layers(doc: dict, where: str) -> list[dict]:
+    """The manifest's layers, each an object with a media type (text) and a checked digest."""
+    out = []
+    for k, layer in enumerate(doc["layers"]):
+        if not isinstance(layer, dict) or not isinstance(layer.get("mediaType"), str):
+            raise ModelError(f"{where}: layer {k + 1} has no media type as text; the manifest is damaged "
+                             "(run 'ollama pull' again)")
+        check_digest(layer.get("digest"), where)
+        out.append(layer)
+    return out
+
+
 def model_layer(doc: dict, where: str) -> dict:
     """The manifest's one model layer; adapters and projectors refused with the reason."""
-    layers = [layer for layer in doc["layers"] if isinstance(layer, dict)]
+    layers = _layers(doc, where)
     for layer in layers:
-        if layer.get("mediaType") in REFUSED:
+        if layer["mediaType"] in REFUSED:
             raise ModelError(f"{where} has {REFUSED[layer['mediaType']]} layer ({layer['mediaType']}): abricot-local "
                              "scores the base GGUF only, which would not be the model Ollama runs")
-    models = [layer for layer in layers if layer.get("mediaType") == MODEL]
-    if len(models) != 1 or not str(models[0].get("digest", "")).startswith("sha256:"):
+    models = [layer for layer in layers if layer["mediaType"] == MODEL]
+    if len(models) != 1:
         raise ModelError(f"{where}: expected one layer of media type {MODEL}, found {len(models)}")
     return models[0]
 
@@ -140,12 +167,12 @@ def _found(root: Path, path: Path, shown: str, notify, fresh: bool) -> Found:
 
 def template_note(root: Path, doc: dict, gguf: Path) -> str:
     """Whether the manifest's template layer equals the GGUF's chat template ("" if it has none)."""
-    layers = [layer for layer in doc["layers"] if isinstance(layer, dict) and layer.get("mediaType") == TEMPLATE]
+    layers = [layer for layer in _layers(doc, str(gguf)) if layer["mediaType"] == TEMPLATE]
     if not layers:
         return ""
     try:
         text = blob(root, layers[0]["digest"]).read_text(encoding="utf-8")
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError):
         return "unreadable; the GGUF's is used"
     from ..model_file import headers
 
@@ -156,6 +183,8 @@ def template_note(root: Path, doc: dict, gguf: Path) -> str:
 
 
 def listing() -> list[Listed]:
+    """Every tag's model blob; a manifest that cannot be used is listed with its problem (the
+    blob's content is checked against its name when the listing hashes it: ``sha256``)."""
     out = []
     for root in _stores():
         base = root / "manifests"
@@ -165,9 +194,10 @@ def listing() -> list[Listed]:
                 continue
             try:
                 layer = model_layer(_manifest(path), str(path))
-            except ModelError:
+            except ModelError as err:
+                out.append(Listed("ollama", display(*rel), path, problem=str(err)))
                 continue
             file = blob(root, layer["digest"])
             if file.is_file():
-                out.append(Listed("ollama", display(*rel), file))
+                out.append(Listed("ollama", display(*rel), file, sha256=layer["digest"].split(":", 1)[1]))
     return out
