@@ -33,8 +33,7 @@ _HELD: dict[Path, "OutputDir"] = {}  # the folders this process holds, by resolv
 
 
 def held(path: str | Path) -> "OutputDir | None":
-    """The :class:`OutputDir` this process holds for ``path`` (a process about to end without
-    unwinding, from another thread, marks its state through it), or None."""
+    """The :class:`OutputDir` this process holds for ``path`` (a process ending from another thread marks it)."""
     try:
         return _HELD.get(Path(path).resolve())
     except OSError:
@@ -231,10 +230,7 @@ class OutputDir:
         """Write the samples files, then results.json; then drop the checkpoint. Each task's
         samples are checked first as a reader will (record.samples), their count against ``n``."""
         for task, rows in samples.items():
-            check_rows(rows, self.path / samples_name(task))
-            entry = record.tasks.get(task)
-            if entry is not None and entry.n != len(rows):
-                raise ResultsError(f"task {task}: {len(rows)} samples for a record of n = {entry.n}; nothing written")
+            check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r) for r in rows))
         path = write_record(self.path / RESULTS, record)

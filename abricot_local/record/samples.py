@@ -17,15 +17,13 @@ only in a checkpoint (:func:`read_samples` with ``repair``), which ``--resume`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-from typing import Any
-
 import json
 import math
 import re
-from typing import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Sequence
 
 from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
@@ -133,8 +131,11 @@ def parse_samples(rows: Iterable[tuple[int, Any]], where: str, *, same_twice: bo
     return out
 
 
-def check_rows(rows: Iterable[Any], where: str) -> list[Sample]:
-    """The samples about to be written to ``where``, validated as a reader will (unique ids)."""
+def check_rows(rows: Sequence[Any], where: str | Path, n: int | None = None) -> list[Sample]:
+    """The samples about to be written to ``where``, validated as a reader will (unique ids,
+    as many as the record's ``n``)."""
+    if n is not None and len(rows) != n:
+        raise ResultsError(f"{len(rows)} samples to write to {where} for a record of n = {n}; nothing written")
     return parse_samples(enumerate(rows, 1), str(where))
 
 
