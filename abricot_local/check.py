@@ -1,5 +1,8 @@
 """Re-score a recorded run with its recorded model, data and options; report agreement.
 
+First the record itself: every metric and ``n`` of results.json is recomputed from the
+samples files (each line validated by record.samples) and compared with the recorded
+value; a difference fails the check whatever the re-scoring gives. Then the re-scoring.
 On the recorded kernel path (kernel_path.py: build, CPU features, extra buffer types,
 devices) the numbers must come back: every prediction the same and every log-prob within
 ``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
@@ -23,8 +26,10 @@ from abricot_local.modelref import ModelRef, open_model, require_same, resolve_m
 from abricot_local.metrics import require_finite
 from abricot_local.planning import Shard, prepare
 from abricot_local.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
-from abricot_local.record import Record, read_run, read_samples
+from abricot_local.record import Record, entry_samples, read_run
 from abricot_local.record.schema import Kernels
+from abricot_local.report_runs import recompute_entry
+from abricot_local.results import unfinished
 from abricot_local.runner import apply_chat, score_items
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
@@ -50,6 +55,7 @@ class CheckReport:
     atol: float
     differences: tuple[Difference, ...]
     missing: tuple[tuple[str, str], ...] = ()  # (task, id) the run scored but its samples file lacks
+    record_differs: tuple[str, ...] = ()  # "task metric: recorded X, recomputed Y": results.json vs its samples
     kernels_recorded: str = ""  # kernel_path.describe() of the run's, and of this machine's
     kernels_here: str = ""
     kernel_differences: tuple[str, ...] = ()  # what differs in the arithmetic (empty: the same kernel path)
@@ -59,8 +65,13 @@ class CheckReport:
 
     @property
     def reproduced(self) -> bool:
-        return (not self.missing and self.checked > 0 and self.identical_predictions == self.checked
+        return (self.sound and self.checked > 0 and self.identical_predictions == self.checked
                 and self.max_abs_diff <= self.atol)
+
+    @property
+    def sound(self) -> bool:
+        """The record agrees with its samples files: no item missing, every metric and n recomputed alike."""
+        return not self.missing and not self.record_differs
 
     @property
     def same_kernels(self) -> bool:
@@ -72,7 +83,7 @@ class CheckReport:
         ``exact``); on another, any verdict but ``different``."""
         if self.exact or self.same_kernels or self.verdict is None:
             return self.reproduced
-        return not self.missing and self.checked > 0 and self.verdict.kind != DIFFERENT
+        return self.sound and self.checked > 0 and self.verdict.kind != DIFFERENT
 
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
@@ -121,6 +132,25 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
     return ref
 
 
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return repr(value) if value is None or isinstance(value, str) else str(value)
+
+
+def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
+    """Every metric and n of results.json recomputed from the samples files (report --verify's
+    recomputation), each that differs as "task metric: recorded X, recomputed Y"."""
+    lines = []
+    for name in record.tasks:
+        tc = recompute_entry(record, name, samples[name], out)
+        lines += [f"{name} {k}: recorded {_shown(tc.recorded.get(k))}, recomputed from the samples "
+                  f"{_shown(tc.recomputed.get(k))}" for k in tc.mismatches]
+    return lines
+
+
 def _kernels(backend) -> Kernels | None:
     found = backend.provenance().get("kernels")
     return Kernels.from_dict(found, "kernels") if isinstance(found, dict) else None
@@ -147,6 +177,9 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     if sample is not None and sample < 1:
         raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
+    why = unfinished(out)
+    if why:
+        raise ResultsError(why)
     record = read_run(out)
     if record.config is None or not record.config.backend:
         raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")
@@ -158,8 +191,9 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
                    Shard.parse(record.config.shard))
     rng = np.random.default_rng(options.seed)
-    recorded_runs = {name: {s.id: s.line for s in read_samples(out / t.samples_name(name))}
-                     for name, t in record.tasks.items()}
+    read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
+    record_differs = tuple(_record_differences(record, read, out))
+    recorded_runs = {name: {s.id: s.line for s in samples} for name, samples in read.items()}
     backend = open_model(ref, bopts, force=True)
     diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
     new: dict[str, list[dict]] = {}
@@ -202,7 +236,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         verdict = _verdict(out, record, backend.provenance(), new, options.seed) if kdiff and checked else None
     finally:
         backend.close()
-    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing),
+    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,
                        kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
                        (note,) if note and not moved else (), verdict, exact)
 
@@ -218,6 +252,7 @@ def report_json(rep: CheckReport) -> str:
          "notes": list(rep.notes),
          "verdict": {"kind": v.kind, "reason": v.reason, "line": v.line} if v else None,
          "differences": [d.__dict__ for d in rep.differences],
-         "missing": [{"task": t, "id": i} for t, i in rep.missing]},
+         "missing": [{"task": t, "id": i} for t, i in rep.missing],
+         "record_differs": list(rep.record_differs)},
         indent=2,
     )

@@ -28,7 +28,7 @@ from abricot_local.compare_views import (ITEM_SELECTION, RunView, TaskSamples, l
                                          view_of, view_of_run)
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import ResultsError, UsageError
-from abricot_local.metrics import ROW_STATS
+from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -232,6 +232,12 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     if tolerance < 0:
         raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
     runs = labelled(runs)
+    for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
+        for t in r.tasks:
+            try:
+                require_finite(list(t.samples), t.name)
+            except ResultsError as err:
+                raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
     names = [t.name for t in runs[0].tasks]
     shared = [t for t in names if all(r.task(t) for r in runs)]
     notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(

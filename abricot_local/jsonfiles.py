@@ -114,12 +114,34 @@ def atomic_write(path: Path, text: str) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise write_error(path, exc) from None
+    except BaseException:  # Ctrl-C or SIGTERM mid-write: no temp file left behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-def read_jsonl_lines(path: Path, *, repair: bool = False) -> list[tuple[int, object]]:
+def temp_files(folder: Path, name: str) -> list[Path]:
+    """The temp files :func:`atomic_write` of ``folder/name`` leaves when killed mid-write."""
+    return sorted(Path(folder).glob(f".{glob_escape(name)}.*.tmp"))
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+class TornLineError(ResultsError):
+    """A JSON-lines file whose last line is cut short (``text``: what is left of it)."""
+
+    def __init__(self, message: str, text: bytes):
+        super().__init__(message)
+        self.text = text
+
+
+def read_jsonl_lines(path: Path, *, repair: bool = False, torn_ok: bool = True) -> list[tuple[int, object]]:
     """(line number, value) of each line of a JSON-lines file (none when the file is missing).
     A torn last line (a crash mid-write) is dropped, and with ``repair`` cut from the file so
-    appends continue cleanly; a bad line before the last one is an error naming it."""
+    appends continue cleanly (a last line missing only its newline gets it back); without
+    ``torn_ok`` (a finished file, written whole) it is a :class:`TornLineError`. A bad line
+    before the last one is an error naming it."""
     if not path.exists():
         return []
     try:
@@ -138,6 +160,8 @@ def read_jsonl_lines(path: Path, *, repair: bool = False) -> list[tuple[int, obj
             except BadJSON as exc:
                 if not (last or (k == len(lines) - 2 and not lines[-1])):
                     raise ResultsError(f"{path}: line {k + 1} {exc}") from None
+                if not torn_ok:
+                    raise TornLineError(f"{path}: its last line ({k + 1}) is cut short ({exc})", raw) from None
                 break
         elif not last:
             good_end = end
@@ -145,6 +169,9 @@ def read_jsonl_lines(path: Path, *, repair: bool = False) -> list[tuple[int, obj
     if repair and good_end < len(data):
         with path.open("r+b") as fh:
             fh.truncate(good_end)
+    elif repair and data and not data.endswith(b"\n"):  # whole, but appends would join it
+        with path.open("ab") as fh:
+            fh.write(b"\n")
     return out
 
 

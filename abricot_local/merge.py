@@ -16,7 +16,7 @@ from pathlib import Path
 from abricot_local import kernel_path
 from abricot_local.errors import ResultsError
 from abricot_local.planning import Shard
-from abricot_local.record import RESULTS, Manifest, Record, read_run, read_samples
+from abricot_local.record import RESULTS, Manifest, Record, entry_samples, read_run
 from abricot_local.results import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
@@ -101,7 +101,7 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
     ref = shards[0][2]
     tasks, samples = {}, {}
     for name, entry in ref.tasks.items():
-        parts = [[s.line for s in read_samples(f / rec.tasks[name].samples_name(name))] for _, f, rec in shards]
+        parts = [[s.line for s in entry_samples(f, rec.tasks[name], name)] for _, f, rec in shards]
         rows = interleave(parts)
         ids = [s["id"] for s in rows]
         if len(set(ids)) != len(ids):

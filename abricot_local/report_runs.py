@@ -21,7 +21,7 @@ import numpy as np
 from abricot_local import baselines as pub
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.model_file import quant_of, strip_quant  # noqa: F401  (report re-exports them)
-from abricot_local.record import Record, Sample, read_run, read_samples
+from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.run_labels import RunIdentity, unique_labels
 from abricot_local.stats import label_kl
 from abricot_local.tasks.base import Reference
@@ -148,11 +148,12 @@ def load_run(folder: str | Path, registry: dict | None = None) -> Run:
 
 
 def load_samples(run: Run, task: str) -> list[Sample]:
-    """The samples of one task of a run, in item order, each line checked."""
+    """The samples of one task of a run, in item order, each line checked, as many as the
+    record's ``n`` (record.entry_samples)."""
     entry = run.record.tasks.get(task)
     if entry is None:
         raise ResultsError(f"{run.path} has no task {task!r}")
-    return read_samples(run.path / entry.samples_name(task))
+    return entry_samples(run.path, entry, task)
 
 
 def labelled(runs) -> list[Run]:
@@ -246,23 +247,27 @@ def _same(x, y) -> bool:
     return x == y
 
 
-def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
-    """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
+def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskCheck:
+    """One task's metrics and ``n`` recomputed from ``samples`` (its Sample lines) by the task's
+    ``metrics()``, against the record's; a mismatch names the metric (or ``n``)."""
     from abricot_local.tasks import all_task_names, make_task
     from abricot_local.tasks.base import TaskOptions
 
+    if task not in all_task_names():
+        raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
+    entry = record.tasks[task]
+    opts = TaskOptions.from_config({**record.config_dict(), **entry.config})
+    fresh = json.loads(json.dumps(make_task(task, opts).metrics([s.line for s in samples])))
+    recorded = {**entry.metrics, "n": entry.n}
+    fresh["n"] = len(samples)
+    bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
+    return TaskCheck(task, recorded, fresh, bad)
+
+
+def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
+    """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
     run = load_run(out_dir)
-    checks = []
-    for task, entry in run.record.tasks.items():
-        if task not in all_task_names():
-            raise ResultsError(f"{run.path}: unknown task {task!r} (written by another version?)")
-        opts = TaskOptions.from_config({**run.record.config_dict(), **entry.config})
-        samples = [s.line for s in load_samples(run, task)]
-        fresh = json.loads(json.dumps(make_task(task, opts).metrics(samples)))
-        recorded = entry.metrics
-        bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
-        checks.append(TaskCheck(task, recorded, fresh, bad))
-    return tuple(checks)
+    return tuple(recompute_entry(run.record, task, load_samples(run, task), run.path) for task in run.record.tasks)
 
 
 # -- metric selection --------------------------------------------------------------------------

@@ -22,13 +22,22 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from abricot_local.errors import NoSpaceError, ResultsError
-from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, write_error
-from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, read_manifest, read_run,
-                                  read_samples, resume_refusal, write_manifest, write_record)
+from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, check_line, check_rows,
+                                  read_manifest, read_run, read_samples, resume_refusal, write_manifest, write_record)
 
 LOCK = ".lock"
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
 MARKERS = (RUNNING, INTERRUPTED, FAILED)
+_HELD: dict[Path, "OutputDir"] = {}  # the folders this process holds, by resolved path
+
+
+def held(path: str | Path) -> "OutputDir | None":
+    """The :class:`OutputDir` this process holds for ``path`` (a process ending from another thread marks it)."""
+    try:
+        return _HELD.get(Path(path).resolve())
+    except OSError:
+        return None
 
 
 def samples_name(task: str) -> str:
@@ -79,12 +88,14 @@ class OutputDir:
             self._tidy()
             raise write_error(self.path / LOCK, exc) from None
         self._lock = fh
+        _HELD[self.path.resolve()] = self
 
     def release(self) -> None:
         for fh in self._handles.values():
             _close(fh)
         self._handles.clear()
         if self._lock is not None:
+            _HELD.pop(self.path.resolve(), None)
             (self.path / LOCK).unlink(missing_ok=True)
             _close(self._lock)  # closing drops the flock
             self._lock = None
@@ -144,7 +155,8 @@ class OutputDir:
 
     def done(self, task: str) -> dict[str, dict]:
         """Samples already scored for ``task`` (from a finished file or the checkpoint), each
-        line checked (an object with an id and numeric log-probs), as written."""
+        line checked (record.samples: a sample that holds together, ids unique), as written;
+        a torn last line of the checkpoint is cut (its item is scored again)."""
         found = {s.id: s.line for s in read_samples(self.path / samples_name(task), required=False)}
         for s in read_samples(self.ckpt / samples_name(task), repair=True, required=False):
             found.setdefault(s.id, s.line)
@@ -152,6 +164,7 @@ class OutputDir:
 
     def append(self, task: str, sample: dict) -> None:
         path = self.ckpt / samples_name(task)
+        check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written
         fh = self._handles.get(task)
         try:
             if fh is None:
@@ -214,12 +227,18 @@ class OutputDir:
         return True
 
     def finalize(self, record: Record, samples: dict[str, list[dict]]) -> Path:
-        """Write the samples files, then results.json; then drop the checkpoint."""
+        """Write the samples files, then results.json; then drop the checkpoint. Each task's
+        samples are checked first as a reader will (record.samples), their count against ``n``."""
+        for task, rows in samples.items():
+            check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r) for r in rows))
         path = write_record(self.path / RESULTS, record)
         for name in MARKERS:
             (self.path / name).unlink(missing_ok=True)
+        for name in (*(samples_name(t) for t in samples), RESULTS, *MARKERS):  # left by a process killed mid-write
+            for tmp in temp_files(self.path, name):
+                tmp.unlink(missing_ok=True)
         for fh in self._handles.values():
             _close(fh)
         self._handles.clear()
@@ -363,6 +382,19 @@ def run_state(folder: str | Path) -> RunState:
     if marker == FAILED:
         return RunState(folder, "failed", n, total, fields.get("error", "unknown error"))
     return RunState(folder, "interrupted", n, total, detail("--resume continues"))
+
+
+def unfinished(folder: str | Path) -> str | None:
+    """Why ``folder`` holds no finished run to read, from its state (None: it holds one, or is
+    no run folder): a run still writing it, interrupted, stopped or failed, and how to go on."""
+    folder = Path(folder)
+    if (folder / RESULTS).is_file() or not folder.is_dir() or not is_run_folder(folder):
+        return None
+    state = run_state(folder)
+    then = {"running": "a run is still writing it; wait for it to finish",
+            "failed": "finish it with `run ... --resume` once the cause is fixed"}.get(
+        state.state, "finish it with `run ... --resume`")
+    return f"{folder} holds no finished run ({state.describe()}): {then}"
 
 
 def find_runs(paths) -> list[RunState]:

@@ -226,7 +226,10 @@ def _skewed(runs, tmp_path) -> Path:
 
 def test_plots_draw_what_they_can_and_say_what_they_cannot(runs, tmp_path):
     """A CI not holding its value and an infinite value used to stop --plot and --format html in
-    matplotlib ("'yerr' must not contain negative values"): now the rest is drawn and each is named."""
+    matplotlib ("'yerr' must not contain negative values"): now the rest is drawn and each is named
+    (a gold that is no choice's is a malformed samples line: the page refuses it, naming the line)."""
+    import shutil
+
     folder = _skewed(runs, tmp_path)
     out = tmp_path / "figs"
     r = invoke("report", folder, runs["llama-3.1-8b-q4"], "--plot", out, "--table", "runs")
@@ -241,12 +244,15 @@ def test_plots_draw_what_they_can_and_say_what_they_cannot(runs, tmp_path):
     assert sum(n.endswith("-discotex-confusion.png") for n in names) == 1  # the other run's
     assert sum(n.endswith("-abricot_inc-scatter.png") for n in names) == 2
     assert f"wrote {len(names)} figure(s)" in r.stderr and "inf" in r.stdout
+    page = invoke("report", folder, runs["llama-3.1-8b-q4"], "--format", "html")  # a gold no choice has: refused
+    assert page.exit_code == 2 and "line 1 is malformed (id 'task_1_ted_test_1'): gold 9 is not a choice" in page.output
+    shutil.copy(runs["toy-q8"] / "samples-discotex.jsonl", folder / "samples-discotex.jsonl")
     page = invoke("report", folder, runs["llama-3.1-8b-q4"], "--format", "html")
     assert page.exit_code == 0, page.output
     block = page.stdout.split('id="report-data">', 1)[1].split("</script>", 1)[0]
     data = json.loads(block)
     cells = [row["cells"]["abricot_abs.pearson"][0] for row in data["rows"] if row["kind"] == "run"]
-    assert "inf" in cells and "discotex-confusion.png: not drawn" in data["figuresNote"]
+    assert "inf" in cells and "abricot_inc-scatter.png: 1 item(s) with a non-finite human_mean" in data["figuresNote"]
 
 
 def test_the_text_report_fits_120_columns_and_says_how_to_see_it_whole(runs, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -308,6 +309,93 @@ def test_a_silent_server_stops_the_run_in_the_timeout_with_one_line(gemma_path, 
     assert time.monotonic() - t0 < 60 and not (tmp_path / "o").exists()
 
 
+class HelloPeer:
+    """A peer on 127.0.0.1 that completes llama.cpp's RPC HELLO on every connection (rpc_hello.py's
+    protocol) and then never answers again: a server frozen after the handshake."""
+
+    def __init__(self):
+        import struct
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.endpoint = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.reply = struct.pack("<Q", 28) + bytes([7, 0, 0, 0]) + bytes(24)
+        self.conns, self.hellos = [], 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            got = b""
+            while len(got) < 33:  # cmd (1) | size (8) | conn_caps (24)
+                chunk = conn.recv(33 - len(got))
+                if not chunk:
+                    break
+                got += chunk
+            if len(got) == 33 and got[0] == 14:
+                self.hellos += 1
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_a_server_silent_after_the_handshake_is_bounded_by_rpc_timeout(vocab_gguf, data_dir, tmp_path):
+    """It used to hang inside ggml_backend_rpc_add_server (llama.cpp's own connection asks for the
+    devices and waits forever): now every exchange before the load waits --rpc-timeout at most."""
+    peer = HelloPeer()
+    t0 = time.monotonic()
+    try:
+        r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", peer.endpoint, "--rpc-timeout", "1", timeout=120)
+    finally:
+        peer.close()
+    assert r.returncode == 75, r.stderr
+    assert peer.hellos >= 2  # ours, then llama.cpp's
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and lines[0] == (f"error: the RPC server {peer.endpoint} answered the handshake but not "
+                                            "llama.cpp's connection (its devices) within 1 s: it is frozen or not a "
+                                            "llama.cpp rpc-server (--rpc-timeout sets the wait)"), r.stderr
+    assert "Traceback" not in r.stderr and time.monotonic() - t0 < 60
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.real  # llama.cpp's real ggml_backend_rpc_add_server, stuck on the peer
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_ends_a_run_stuck_on_a_server_silent_after_the_handshake(gemma_path, data_dir, tmp_path, sig):
+    """SIGTERM and Ctrl-C were recorded and never acted on: only SIGKILL ended the run."""
+    peer = HelloPeer()
+    out = tmp_path / "o"
+    args = [*RUN, "run", str(gemma_path), "--tasks", "discotex", "--data-dir", data_dir, "--limit", "2",
+            "--threads", "1", "--out", str(out), "--rpc", peer.endpoint, "--rpc-timeout", "600"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while peer.hellos < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert peer.hellos >= 2, proc.communicate()
+        time.sleep(0.5)  # llama.cpp now waits for the devices' answer
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the signal was not acted on") from None
+    finally:
+        peer.close()
+    assert proc.returncode == 130 and time.monotonic() - sent < 10, (proc.returncode, err)
+    assert "interrupted: nothing scored yet" in err and "Traceback" not in err
+    assert not [ln for ln in err.splitlines() if ln.startswith("error")]
+    assert not out.exists()
+
+
 def test_a_real_server_answers_the_handshake_and_llama_cpp_connects_after_it(servers):
     """The protocol constants match this build's rpc-server, and the handshake's connection,
     once closed, leaves the server to ggml-rpc's own."""
@@ -403,6 +491,8 @@ def test_server_killed_mid_run_then_resume_equals_an_uninterrupted_run(gemma_pat
     assert "--resume" in stderr
     kept = ck.read_text().splitlines()
     assert 2 <= len(kept) < LIMIT and not (out / "results.json").exists()
+    assert not (out / "RUNNING").exists() and f"lost the RPC server {b.endpoint}" in (out / "FAILED").read_text()
+    assert stderr.count(f"lost the RPC server {b.endpoint}") == 1 and not (out / ".lock").exists()
 
     again = run(gemma_path, data_dir, out, "--rpc", spec, "--resume", limit=LIMIT)
     assert again.returncode == 75 and f"cannot reach the RPC server {b.endpoint}" in again.stderr  # still down

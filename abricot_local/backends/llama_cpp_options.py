@@ -67,8 +67,9 @@ class LlamaCppOptions(ScoringOptions):
     rpc: tuple[str, ...] = option((), "llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers.",
                                   parse=parse_endpoints, metavar="HOST:PORT[,HOST:PORT]")
     rpc_timeout: float = option(HANDSHAKE_TIMEOUT, "Seconds each --rpc server has to answer llama.cpp's RPC "
-                                "handshake before the run stops, naming it (a server busy with another run does "
-                                "not answer either).", min=0.001, recheck=True)
+                                "handshake, and each exchange before the load (its devices, their memory), before "
+                                "the run stops, naming it (a server busy with another run does not answer "
+                                "either).", min=0.001, recheck=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()

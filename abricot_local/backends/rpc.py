@@ -8,14 +8,17 @@ and ``--rpc`` do), so no separate C++ build is needed.
 
 A server serves one client at a time. ggml-rpc has no error path for a server
 that cannot be reached or that dies mid-run: it calls GGML_ABORT, which ends the
-process; and it waits for a server's first answer with no timeout. So each server
-must first complete llama.cpp's handshake, asked here with a deadline
-(rpc_hello.py; a server busy with another run fails it too), and
+process; and it waits for every answer with no timeout. So each server must first
+complete llama.cpp's handshake, asked here with a deadline (rpc_hello.py; a server
+busy with another run fails it too); then every exchange before the load (llama.cpp's
+own connection, its device list, their memory) runs in a thread waited for with the same
+deadline (:func:`bounded`; ``--rpc-timeout``), and
 :func:`on_server_lost` hooks ggml's abort callback: the caller's handler receives
 one :class:`RpcServerError` naming the server, and must end the process itself
 (ggml aborts once the handler returns). A server that freezes or a network that
-drops (no TCP reset) after the handshake is not detected: llama.cpp waits for its
-answer.
+drops (no TCP reset) during the load or the scoring is not detected: llama.cpp waits for
+its answer, and only a signal ends the wait (interrupts.py: within a few seconds, the
+checkpoint kept).
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import version as pkg_version
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import llama_cpp
 
 from abricot_local.backends import interrupts
-from abricot_local.backends.rpc_hello import HANDSHAKE_TIMEOUT, handshake, split as _split
+from abricot_local.backends.rpc_hello import HANDSHAKE_TIMEOUT, handshake, resolve, split as _split
 from abricot_local.backends.llama_build import REINSTALL_RPC
 from abricot_local.errors import ModelError, UsageError
 
@@ -45,6 +48,7 @@ PROBE_TIMEOUT = 5.0
 EXIT_SERVER_LOST = 75  # EX_TEMPFAIL: try again (resume) once the server is back
 
 _DEV_TYPE_GPU, _DEV_TYPE_IGPU = 1, 2  # enum ggml_backend_dev_type
+T = TypeVar("T")
 
 
 class RpcUnavailableError(UsageError):
@@ -189,12 +193,12 @@ def require() -> None:
 def probe(endpoint: str, timeout: float = PROBE_TIMEOUT) -> str | None:
     """None when something accepts TCP connections at ``endpoint``, else why not."""
     try:
-        socket.create_connection(_split(endpoint), timeout=timeout).close()
+        socket.create_connection(resolve(endpoint, timeout), timeout=timeout).close()
         return None
     except socket.gaierror as exc:
         return f"cannot resolve the host ({exc.strerror or exc})"
-    except socket.timeout:
-        return f"no answer within {timeout:g} s"
+    except socket.timeout as exc:
+        return str(exc) or f"no answer within {timeout:g} s"
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
 
@@ -229,28 +233,60 @@ def add_servers(endpoints: Sequence[str], timeout: float = HANDSHAKE_TIMEOUT) ->
     with _LOCK:
         for ep in endpoints:  # Python, with a deadline (and a Ctrl-C goes through at once)
             if ep in _REGISTERED:
-                why = probe(ep)
+                why = probe(ep, timeout)
                 if why:
                     raise _unreachable(ep, why)
             elif refused := handshake(ep, timeout):
                 if not refused.reached:
                     raise _unreachable(ep, refused.why)
                 raise RpcServerError(f"the RPC server {ep} {refused.why}")
-        with interrupts.deferred():  # llama.cpp logs as it connects
-            for ep in endpoints:
-                _register(ep, add, lib)
-                out.extend(device_facts(lib, d.handle, ep) for d in _REGISTERED[ep])  # memory as of now
+        for ep in endpoints:  # llama.cpp's own exchanges, each within the deadline (bounded)
+            if ep not in _REGISTERED:
+                _REGISTERED[ep] = bounded(lambda ep=ep: _register(ep, add, lib), timeout,
+                                          f"the RPC server {ep} answered the handshake but not llama.cpp's "
+                                          "connection (its devices)")
+            devices = _REGISTERED[ep]
+            out.extend(bounded(lambda ep=ep, ds=devices: [device_facts(lib, d.handle, ep) for d in ds], timeout,
+                               f"the RPC server {ep} did not report its devices' memory"))  # as of now
     return tuple(out)
 
 
-def _register(ep: str, add, lib) -> None:
-    if ep not in _REGISTERED:
-        reg = add(ep.encode())  # connects (HELLO, device count); GGML_ABORT if that fails
-        if not reg:
-            raise RpcServerError(f"the RPC server {ep} offers no device")
-        lib.ggml_backend_register(reg)
-        _REGISTERED[ep] = tuple(device_facts(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
-                                for i in range(lib.ggml_backend_reg_dev_count(reg)))
+def _register(ep: str, add, lib) -> tuple[RemoteDevice, ...]:
+    reg = add(ep.encode())  # connects (HELLO, device count); GGML_ABORT if that fails
+    if not reg:
+        raise RpcServerError(f"the RPC server {ep} offers no device")
+    lib.ggml_backend_register(reg)
+    return tuple(device_facts(lib, lib.ggml_backend_reg_dev_get(reg, i), ep)
+                 for i in range(lib.ggml_backend_reg_dev_count(reg)))
+
+
+def bounded(call: Callable[[], T], timeout: float, what: str) -> T:
+    """``call()`` (llama.cpp talking to a server, which has no timeout of its own) in a thread of
+    its own, waited for at most ``timeout`` seconds: then an RpcServerError ("``what`` within N
+    s"), the call left behind (it can only end with the process: interrupts.abandoned). The
+    main thread waits in Python, so a Ctrl-C or SIGTERM is acted on at once; llama.cpp's log
+    callback runs in that thread, where no signal handler runs."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="abricot-rpc", daemon=True)
+    thread.start()
+    try:
+        thread.join(timeout)
+    finally:  # a Ctrl-C while waiting leaves it behind too
+        if thread.is_alive():
+            interrupts.abandoned(thread)
+    if thread.is_alive():
+        raise RpcServerError(f"{what} within {timeout:g} s: it is frozen or not a llama.cpp rpc-server "
+                             "(--rpc-timeout sets the wait)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def registered() -> bool:
@@ -305,8 +341,11 @@ def on_server_lost(servers: Sequence[str], handler: Callable[[ModelError], None]
     server that went away, or a ModelError for any other abort. The handler must end the
     process (os._exit): llama.cpp cannot continue, and it aborts when the handler returns."""
     lib = ggml_lib()
+    once = threading.Lock()
 
     def hook(raw: bytes | None) -> None:
+        if not once.acquire(blocking=False):  # another thread aborts too: the first one ends the process
+            threading.Event().wait()
         handler(_abort_error((raw or b"").decode("utf-8", "replace").strip(), servers))
 
     cb = _ABORT_CALLBACK(hook)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass
 
@@ -48,6 +49,33 @@ def split(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def resolve(endpoint: str, timeout: float) -> tuple[str, int]:
+    """``endpoint``'s address, found within ``timeout`` seconds (the system's resolver has no
+    deadline of its own: it runs in a thread waited for, and a Ctrl-C goes through at once)."""
+    host, port = split(endpoint)
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host.strip("[]"))
+        return host.strip("[]"), port  # an address already
+    except OSError:
+        pass
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["info"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="abricot-resolve", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"the host {host} was not resolved within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["info"][0][4][0], port
+
+
 def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
     data = b""
     while len(data) < n:
@@ -72,11 +100,12 @@ def handshake(endpoint: str, timeout: float = HANDSHAKE_TIMEOUT) -> Refusal | No
     ``timeout`` seconds (connection and reply together), else why not."""
     deadline = time.monotonic() + timeout
     try:
-        sock = socket.create_connection(split(endpoint), timeout=timeout)
+        address = resolve(endpoint, timeout)
+        sock = socket.create_connection(address, timeout=max(deadline - time.monotonic(), 0.001))
     except socket.gaierror as exc:
         return Refusal(False, f"cannot resolve the host ({exc.strerror or exc})")
-    except TimeoutError:
-        return Refusal(False, f"no answer within {timeout:g} s")
+    except TimeoutError as exc:
+        return Refusal(False, str(exc) or f"no answer within {timeout:g} s")
     except OSError as exc:
         return Refusal(False, (exc.strerror or str(exc)).lower())
     with sock:

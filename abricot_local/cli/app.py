@@ -3,8 +3,6 @@ its one-line message and exit code."""
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from abricot_local import __version__
@@ -18,10 +16,11 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
+            from abricot_local.backends import interrupts
             from abricot_local.console.safe import visible
 
             click.echo(f"error: {visible(err, newlines=True)}", err=True)
-            sys.exit(err.exit_code)
+            interrupts.exit_process(err.exit_code)  # os._exit once a thread was left inside llama.cpp
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -106,12 +106,20 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
             click.echo(f"note: {note}", err=True)
         click.echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
     if verify:
-        bad = [f"{run.path} {tc.task}: {', '.join(tc.mismatches)}"
-               for run in doc.runs for tc in rep.recompute(run.path) if not tc.ok]
+        from abricot_local.errors import ResultsError
+
+        bad, code = [], 1
+        for run in doc.runs:
+            try:
+                bad += [f"recomputed metrics differ: {run.path} {tc.task}: {', '.join(tc.mismatches)}"
+                        for tc in rep.recompute(run.path) if not tc.ok]
+            except ResultsError as err:  # a samples file that is not this run's (the line, the count)
+                bad.append(f"not verified: {err}")
+                code = err.exit_code
         for line in bad:
-            click.echo(f"recomputed metrics differ: {line}", err=True)
+            click.echo(line, err=True)
         if bad:
-            sys.exit(1)
+            sys.exit(code)
         click.echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)
 
 

@@ -77,10 +77,17 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     """One model: plan, load, score, write; the summary and the published verdict. Ctrl-C or
     SIGTERM at any moment (planning, hashing, loading, scoring) ends it with exit code 130."""
     from abricot_local import console, planning, runner
+    from abricot_local.backends import interrupts
 
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
     plan = None
+    state = {"out": out_dir}
+
+    def stuck(_signum: int) -> None:  # llama.cpp did not return after a signal: the process ends now
+        click.echo(_save_interrupted(plan, state["out"]), err=True)
+
+    forget = interrupts.on_stuck(stuck)
     try:
         plan = planning.plan_run(
             n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
@@ -88,7 +95,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
             notify=lambda line: click.echo(line, err=True), fresh=resume, model_dirs=kw["model_dirs"],
         )
-        out_dir = out_dir or Path("results") / plan.model_label / stamp
+        out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
         _watch_remote(plan, out_dir)
         for s in plan.skipped:
             click.echo(f"skipped {s.task}: no data ({s.how})", err=True)
@@ -106,6 +113,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
         _interrupted(plan, out_dir)
     finally:
         close()
+        forget()
         signal.signal(signal.SIGTERM, term)
     if outcome.complete:
         click.echo(f"{out_dir} holds this run, complete: nothing to score, nothing written", err=True)
@@ -120,15 +128,33 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
 def _interrupted(plan, out_dir: Path | None) -> None:
     """Say what is saved and how to go on (the resume command only when there is a run to
     resume), leave the folder INTERRUPTED, and exit 130."""
-    from abricot_local.results import INTERRUPTED, OutputDir, items_text, saved_counts
+    from abricot_local.backends import interrupts
 
+    click.echo(_save_interrupted(plan, out_dir), err=True)
+    interrupts.exit_process(130)
+
+
+def _save_interrupted(plan, out_dir: Path | None) -> str:
+    """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
+    ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
+    from abricot_local.results import INTERRUPTED, OutputDir, held, items_text, saved_counts
+
+    holding = held(out_dir) if out_dir else None
     if out_dir is None or not _resumable(out_dir):
+        if holding is not None:
+            holding.release()  # no lock file, and no folder this run left empty
         where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
-        click.echo(f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command "
-                   "again to start", err=True)
-        sys.exit(130)
+        return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
     totals = {r.task.name: len(r.items) for r in plan.runs} if plan else {}
-    if not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
+    if holding is not None:
+        try:
+            if not getattr(holding, "totals", None):
+                holding.running(totals)
+            holding.interrupted()
+        except AbricotError:
+            pass  # the state file is a courtesy; the checkpoint is what counts
+        holding.release()
+    elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
         try:
             with OutputDir(out_dir) as folder:
                 folder.running(totals)
@@ -137,9 +163,8 @@ def _interrupted(plan, out_dir: Path | None) -> None:
             pass  # another run holds the folder: its state is its own
     saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
     what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
-    click.echo(f"\ninterrupted: {what} saved in {out_dir}.\n"
-               f"resume with: abricot-local {' '.join(resume_argv(out_dir))}", err=True)
-    sys.exit(130)
+    return (f"\ninterrupted: {what} saved in {out_dir}.\n"
+            f"resume with: abricot-local {' '.join(resume_argv(out_dir))}")
 
 
 def _resumable(out_dir: Path) -> bool:
@@ -225,6 +250,13 @@ def _watch_remote(plan, out_dir: Path) -> None:
         return
 
     def lost(err: AbricotError) -> None:
+        from abricot_local.results import RUNNING, held
+
+        holding = held(out_dir)
+        if holding is not None:  # no RUNNING marker left: the folder says why it stopped
+            if (out_dir / RUNNING).is_file():
+                holding.failed(str(err))
+            holding.release()
         kept = _resumable(out_dir)
         then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
                 f"abricot-local {' '.join(resume_argv(out_dir))}" if kept else "run again once it is back")

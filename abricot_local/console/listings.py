@@ -155,6 +155,9 @@ def check_text(rep) -> str:
         ids = [i for t, i in rep.missing if t == task]
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         lines.append(f"{task}: {len(ids)} item(s) the run scored are missing from its samples file: {shown}")
+    if rep.record_differs:
+        lines.append(f"results.json does not match its samples files ({len(rep.record_differs)} value(s)):")
+        lines += [f"  {d}" for d in rep.record_differs]
     if rep.checked == 0:
         lines.append("no item was checked")
     if rep.same_kernels or rep.verdict is None:

@@ -1,22 +1,35 @@
-"""One line of ``samples-<task>.jsonl`` (and of a checkpoint) as a validated view.
+"""One line of ``samples-<task>.jsonl`` (and of a checkpoint) as a validated view, and the
+one validation of a task's samples, used wherever they are written or read.
 
 The fields every task writes (``Task.sample``) are typed; a task's own fields (DISCOTEX
-``class``, ABRICOT ``human_mean``...) stay in ``extra``. A line that is not an object,
-lacks ``id``, ``logprobs``, ``gold`` or ``pred``, or holds a log-prob that is not a
-number is an error naming the file and the line. Log-probs may be NaN or infinite here:
-whoever computes over them refuses those (metrics.require_finite).
+``class``, ABRICOT ``human_mean``...) stay in ``extra``. A line is refused, naming the
+file and the line, when it is not an object, lacks ``id``, ``logprobs``, ``gold`` or
+``pred``, or does not hold together (:func:`problem`): no log-prob, a log-prob that is
+NaN or infinite (a finished run never has one: the finite guard stops the run), as many
+log-probs as choices / continuations, ``gold`` and ``pred`` choice indices, ``pred`` the
+highest log-prob's (ties: the earlier). Ids are unique within a file.
+
+A finished run's samples (:func:`run_samples`) are read strictly: the file lies inside the
+run folder, has no torn line, and holds exactly the record's ``n`` items; otherwise one
+error naming the file (and the ids, where they can be known). A torn last line is forgiven
+only in a checkpoint (:func:`read_samples` with ``repair``), which ``--resume`` rescores.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
+from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
-from abricot_local.jsonfiles import read_jsonl_lines
+from abricot_local.jsonfiles import TornLineError, read_jsonl_lines
 from abricot_local.record.codec import Invalid, Section, spec
+from abricot_local.record.schema import TaskEntry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,21 +64,129 @@ class Sample(Section):
         return self.line.get(key, default)
 
 
-def parse_samples(rows, where: str) -> list[Sample]:
-    """Validated samples from (line number, value) pairs of ``where``."""
-    out = []
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past any float
+        return False
+
+
+def problem(s: Sample) -> str | None:
+    """What makes one sample not hold together, or None (see the module's docstring)."""
+    n = len(s.logprobs)
+    if not n:
+        return "it holds no log-prob"
+    for name, values in (("choices", s.choices), ("continuations", s.continuations),
+                         ("continuation_tokens", s.continuation_tokens)):
+        if values and len(values) != n:
+            return f"it holds {n} log-prob(s) for {len(values)} {name}"
+    bad = [k for k, v in enumerate(s.logprobs) if not _finite(v)]
+    if bad:
+        shown = repr(s.logprobs[bad[0]]) if isinstance(s.logprobs[bad[0]], float) else "a number past any float"
+        more = f" ({len(bad)} of {n} not finite)" if len(bad) > 1 else ""
+        return f"logprobs[{bad[0]}] is {shown}{more}: a log-prob is a finite number"
+    for name, value in (("gold", s.gold), ("pred", s.pred)):
+        if not 0 <= value < n:
+            shown = value if abs(value) < 10 ** 12 else "a number this large"
+            return f"{name} {shown} is not a choice index (0..{n - 1}: {n} choices)"
+    best = argmax(s.logprobs)
+    if s.pred != best:
+        return f"pred {s.pred} is not the choice of the highest log-prob ({best})"
+    return None
+
+
+def check_line(value: Any, where: str) -> Sample:
+    """One sample line (a dict as a task wrote it, or a parsed JSON value) validated; ``where``
+    (the file and the line) names it in the error."""
+    try:
+        sample = Sample.from_dict(value)
+    except Invalid as err:
+        raise ResultsError(f"{where} is malformed: {err}") from None
+    why = problem(sample)
+    if why:
+        raise ResultsError(f"{where} is malformed (id {sample.id!r}): {why}")
+    return sample
+
+
+def _key(s: Sample) -> str:
+    return json.dumps(s.line, sort_keys=True, allow_nan=True)
+
+
+def parse_samples(rows: Iterable[tuple[int, Any]], where: str, *, same_twice: bool = False) -> list[Sample]:
+    """Validated samples from (line number, value) pairs of ``where``, ids unique. With
+    ``same_twice`` (a checkpoint) a line repeated whole is kept once; else a second line of
+    one id is an error naming both lines."""
+    out, seen = [], {}
     for number, value in rows:
-        try:
-            out.append(Sample.from_dict(value))
-        except Invalid as err:
-            raise ResultsError(f"{where} line {number} is malformed: {err}") from None
+        sample = check_line(value, f"{where} line {number}")
+        if sample.id in seen:
+            first, kept = seen[sample.id]
+            if same_twice and _key(kept) == _key(sample):
+                continue
+            other = "the same line" if _key(kept) == _key(sample) else "other content"
+            raise ResultsError(f"{where}: id {sample.id!r} is on line {first} and again on line {number} "
+                               f"({other}): ids are unique within a task")
+        seen[sample.id] = (number, sample)
+        out.append(sample)
     return out
+
+
+def check_rows(rows: Sequence[Any], where: str | Path, n: int | None = None) -> list[Sample]:
+    """The samples about to be written to ``where``, validated as a reader will (unique ids,
+    as many as the record's ``n``)."""
+    if n is not None and len(rows) != n:
+        raise ResultsError(f"{len(rows)} samples to write to {where} for a record of n = {n}; nothing written")
+    return parse_samples(enumerate(rows, 1), str(where))
 
 
 def read_samples(path: Path, *, repair: bool = False, required: bool = True) -> list[Sample]:
     """Every sample of a samples file or checkpoint, in file order. ``required``: a missing
-    file is an error (a finished run's file); else it holds nothing yet (a checkpoint)."""
+    file is an error (a finished run's file, read whole: a torn line is an error); else it
+    holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``)."""
     path = Path(path)
     if required and not path.is_file():
         raise ResultsError(f"{path} is missing (results.json names it)")
-    return parse_samples(read_jsonl_lines(path, repair=repair), str(path))
+    try:
+        rows = read_jsonl_lines(path, repair=repair, torn_ok=not required)
+    except TornLineError as err:
+        seen = re.search(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', err.text)
+        who = f" (item {seen.group(1).decode('utf-8', 'replace')})" if seen else ""
+        raise ResultsError(f"{err}{who}: the file was cut; a finished run's samples are written whole") from None
+    return parse_samples(rows, str(path), same_twice=not required)
+
+
+def samples_path(folder: Path, name: str, task: str) -> Path:
+    """``name`` (a results.json ``samples_file``) inside the run ``folder``, or an error: an
+    absolute path, ``..`` or a link leading out of the folder is refused."""
+    folder = Path(folder)
+    given = Path(name)
+    inside = not given.is_absolute() and ".." not in given.parts and given.parts not in ((), (".",))
+    path = folder / given
+    if inside:
+        try:
+            inside = path.resolve().is_relative_to(folder.resolve()) and path.resolve() != folder.resolve()
+        except (OSError, RuntimeError):  # a link loop
+            inside = False
+    if not inside:
+        raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not a file inside "
+                           "the run folder; a run's samples files lie in its folder")
+    return path
+
+
+def run_samples(folder: Path, name: str, task: str, n: int | None) -> list[Sample]:
+    """The samples of one task of a finished run in ``folder`` (``name``: its ``samples_file``),
+    validated, and exactly the ``n`` items its record counts (None: any number; `check`
+    names the missing items itself, from the rebuilt ones)."""
+    path = samples_path(folder, name, task)
+    samples = read_samples(path)
+    if n is not None and len(samples) != n:
+        what = (f"{n - len(samples)} item(s) missing: `abricot-local check {folder}` names them" if len(samples) < n
+                else f"{len(samples) - n} more than recorded")
+        raise ResultsError(f"{path} holds {len(samples)} sample(s) but results.json records n = {n} for task "
+                           f"{task} ({what}); the file or the record was changed")
+    return samples
+
+
+def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = True) -> list[Sample]:
+    """:func:`run_samples` of a task's record entry (``counted``: hold exactly its ``n``)."""
+    return run_samples(folder, entry.samples_name(task), task, entry.n if counted else None)

@@ -26,6 +26,13 @@ def check_metrics(metrics: dict, at: str) -> None:
             raise Invalid(f"{here} is {describe(value)}, not a number")
 
 
+def check_samples_file(value, at: str) -> None:
+    """A samples file is named inside the run folder: relative, no ``..``."""
+    parts = value.replace("\\", "/").split("/") if isinstance(value, str) else []
+    if value is not None and (not value or value.startswith(("/", "\\")) or ".." in parts or ":" in value[:3]):
+        raise Invalid(f"{at} is {describe(value)}, not a file name inside the run folder")
+
+
 def metric_items(metrics: dict) -> list[tuple[str, float, tuple[float, float] | None]]:
     """(name, value, 95% CI or None) for each scalar metric of a ``metrics`` object,
     where ``NAME_ci95`` holds the CI of ``NAME``."""
@@ -185,7 +192,8 @@ class TaskEntry(Section):
                                   default=dict)
     prompt_hash: str | None = spec("SHA-256 of the prompt templates, separators and labels", default=None)
     data: tuple[DataFile, ...] = spec("the data files used", default=())
-    samples_file: str | None = spec("`samples-<task>.jsonl`", default=None)
+    samples_file: str | None = spec("`samples-<task>.jsonl` (a file inside the run folder)", default=None,
+                                    check=check_samples_file)
     seconds: float | None = spec("time spent scoring this task", default=None)
     scored_now: int | None = spec("items scored by the process that finished the run (the rest came from a "
                                   "checkpoint)", default=None)
