@@ -132,7 +132,7 @@ class DiscotexTask(Task):
     prompt_variants = tuple(WORDINGS)
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
-        how="--data discotex=DIR (sapienzanlp/discotex's Parquet files, or the DisCoTEX sub-task 1 test release)",
+        how="--data-dir DIR (the DisCoTEX release or Parquet rows)",
         description="DISCOTEX multiple choice: the published rows (sapienzanlp/discotex), else the DisCoTEX "
                     "sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
