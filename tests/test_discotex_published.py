@@ -420,3 +420,97 @@ def test_a_wording_one_task_lacks_is_named_in_its_warnings(tmp_path, hub):
     assert doc["tasks"]["discotex"]["config"]["prompt_variant"] == "card"
     assert ("--prompt-variant calamita does not apply to discotex (discotex's prompt variants are card, ita-bench): "
             "not used") in doc["tasks"]["discotex"]["warnings"]
+
+
+# -- the hub for real, served on 127.0.0.1 ----------------------------------------------------------------
+class FakeHub:
+    """The few Hugging Face hub routes huggingface_hub asks for a dataset's file listing and its files,
+    served on 127.0.0.1 from a dict of path -> bytes (every request is kept in ``asked``)."""
+
+    COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
+
+    def __init__(self, repo: str, files: dict[str, bytes]):
+        import hashlib
+        import http.server
+        import threading
+
+        hub, self.asked = self, []
+        tree = json.dumps([{"type": "file", "path": p, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                           for p, b in files.items()]).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self, body: bool):
+                path = self.path.split("?")[0]
+                hub.asked.append(f"{self.command} {path}")
+                resolve = f"/datasets/{repo}/resolve/"
+                name = path[len(resolve):].partition("/")[2] if path.startswith(resolve) else None
+                status = 200
+                if path.startswith(f"/api/datasets/{repo}/tree/"):
+                    data, headers = tree, {"Content-Type": "application/json"}
+                elif name in files:
+                    data = files[name]
+                    headers = {"X-Repo-Commit": hub.COMMIT, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                               "Content-Type": "application/octet-stream"}
+                else:
+                    status, data, headers = 404, b'{"error": "not found"}', {"X-Error-Code": "EntryNotFound"}
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": str(len(data))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def do_GET(self):
+                self._answer(True)
+
+            def do_HEAD(self):
+                self._answer(False)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
+    """The real command in a fresh process, huggingface_hub pointed at a hub served on 127.0.0.1:
+    the listing, the card's data/test-* file, the commit and the file's SHA-256 recorded."""
+    import os
+    import subprocess
+    import sys
+
+    from abricot_local import fetch
+
+    test = hub / "data" / "test-00000-of-00001.parquet"
+    files = {"README.md": b"---\nconfigs: []\n---\n", "data/test-00000-of-00001.parquet": test.read_bytes(),
+             "data/train-00000-of-00001.parquet": (hub / "data" / "train-00000-of-00001.parquet").read_bytes()}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ABRICOT_OFFLINE", "HF_HUB_OFFLINE") and "proxy" not in k.lower()}
+    out = tmp_path / "o"
+    with FakeHub("sapienzanlp/discotex", files) as server:
+        env |= {"HF_ENDPOINT": server.url, "HF_HOME": str(tmp_path / "hf"), "NO_PROXY": "127.0.0.1",
+                "ABRICOT_CACHE_DIR": str(tmp_path / "cache"), "ABRICOT_CONFIG_DIR": str(tmp_path / "config"),
+                "HF_HUB_DISABLE_XET": "1"}
+        cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
+               "--limit", "3", "--out", str(out)]
+        r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr + "\n".join(server.asked)
+    assert "GET /datasets/sapienzanlp/discotex/resolve/main/data/test-00000-of-00001.parquet" in server.asked
+    assert not any("train-" in a for a in server.asked)  # 0 shots: the pool is not fetched
+    doc = json.loads((out / "results.json").read_text())
+    entry = doc["tasks"]["discotex"]
+    assert entry["config"]["items"] == f"published rows: hub sapienzanlp/discotex@{FakeHub.COMMIT}"
+    assert [d["sha256"] for d in entry["data"]] == [fetch.sha256_file(test)]
+    assert Path(entry["data"][0]["path"]).is_relative_to(tmp_path / "hf")
+    assert [json.loads(x)["id"] for x in (out / "samples-discotex.jsonl").read_text().splitlines()] == \
+        ["test-0", "test-1", "test-2"]
