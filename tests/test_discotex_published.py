@@ -19,7 +19,7 @@ import realdata
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.errors import DataError, UsageError
+from abricot_local.errors import DataError
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -335,91 +335,6 @@ def test_rebuilt_items_draw_shots_from_the_ted_train_file_and_say_so(tmp_path, d
     prefix = plain[0].prefix
     assert items[0].context.startswith(prefix) and items[0].context.endswith(plain[0].context[len(prefix):])
     assert items[0].context.count("\nRisposta:") == 3 and plain[0].context.count("\nRisposta:") == 1
-
-
-# -- the release files: shape, NUL, a copy that is not the release ----------------------------------------
-HEADER = "ID\tPROMPT\tTARGET\tCLASS\n"
-
-
-def tsv(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(exist_ok=True)
-    (folder / name).write_text(text, encoding="utf-8")
-    return folder / name
-
-
-def test_a_tsv_with_id_and_prompt_swapped_is_refused(tmp_path):
-    from abricot_local.tasks.discotex import read_release_tsv
-
-    rows = "".join(f"\"Un paragrafo lungo {i}.\nSu due righe.\"\tid{i}\tfrase {i}\t1\n" for i in range(5))
-    p = tsv(tmp_path, "x.tsv", HEADER + rows)  # the header says ID PROMPT, the values are PROMPT ID
-    with pytest.raises(DataError, match=r"line 2: column ID holds .* not an id .*columns swapped"):
-        read_release_tsv(p)
-
-
-def test_a_nul_byte_is_refused_with_its_line(tmp_path):
-    from abricot_local.tasks.discotex import read_release_tsv
-
-    p = tsv(tmp_path, "x.tsv", HEADER + "".join(f"r{i}\tparagrafo {i}\tfrase {i}\t1\n" for i in range(3))
-            + "r3\tpara\0grafo\tfrase\t0\n")
-    with pytest.raises(DataError, match=r"x\.tsv, line 5: a NUL byte"):
-        read_release_tsv(p)
-
-
-def test_a_file_that_is_not_the_release_is_named_in_the_run(tmp_path, discotex_dir):
-    other = tmp_path / "other"
-    other.mkdir()
-    for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
-        (other / name).write_bytes((discotex_dir / name).read_bytes())
-    ted = other / "discotex_1_ted_test_set_release.tsv"
-    text = ted.read_text(encoding="utf-8")
-    ted.write_text(text.replace("e", "E", 1), encoding="utf-8")  # one character changed
-    out = tmp_path / "o"
-    r = run("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", other, "--limit", 2, "--out", out)
-    assert r.exit_code == 0, r.output
-    warnings = json.loads((out / "results.json").read_text())["tasks"]["discotex"]["warnings"]
-    assert any(w.startswith("discotex_1_ted_test_set_release.tsv differs from the DisCoTEX release") for w in warnings)
-    assert not any("wiki_test" in w for w in warnings)
-
-
-# -- the generic rule: an option a task does not use ------------------------------------------------------
-def test_an_option_no_task_uses_is_refused_and_one_some_use_is_named():
-    from abricot_local.tasks.base import Task
-    from abricot_local.tasks.uses import for_task, notes, refuse_unused
-
-    class NoShots(Task):  # a task declaring neither option
-        name = "noshots"
-
-        def items(self):
-            return []
-
-        def metrics(self, samples):
-            return {}
-
-    with pytest.raises(UsageError, match=r"^--shots 3 is used by no task of this run \(noshots uses no shots\)"):
-        refuse_unused([NoShots], TaskOptions(shots=3))
-    refuse_unused([NoShots], TaskOptions())  # nothing given: nothing refused
-    from abricot_local.tasks.discotex import DiscotexTask
-
-    refuse_unused([NoShots, DiscotexTask], TaskOptions(shots=3))  # discotex uses it
-    assert notes(NoShots, TaskOptions(shots=3)) == ("--shots 3 does not apply to noshots (noshots uses no shots): "
-                                                    "not used",)
-    assert for_task(NoShots, TaskOptions(shots=3)).shots is None
-    assert NoShots(for_task(NoShots, TaskOptions(shots=3))).options.shots is None
-
-
-def test_a_wording_one_task_lacks_is_named_in_its_warnings(tmp_path, hub):
-    from conftest import FIXTURE
-
-    out = tmp_path / "o"
-    r = run("run", "fake", "--backend", "fake", "--tasks", "discotex,abricot_abs", "--data", f"discotex={hub}",
-            "--data", f"abricot={FIXTURE}", "--prompt-variant", "calamita", "--limit", 2, "--n-ctx", 8192,
-            "--out", out)
-    assert r.exit_code == 0, r.output
-    doc = json.loads((out / "results.json").read_text())
-    assert doc["tasks"]["abricot_abs"]["config"]["prompt_variant"] == "calamita"
-    assert doc["tasks"]["discotex"]["config"]["prompt_variant"] == "card"
-    assert ("--prompt-variant calamita does not apply to discotex (discotex's prompt variants are card, ita-bench): "
-            "not used") in doc["tasks"]["discotex"]["warnings"]
 
 
 # -- the hub for real, served on 127.0.0.1 ----------------------------------------------------------------
