@@ -429,3 +429,29 @@ def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
     assert Path(entry["data"][0]["path"]).is_relative_to(tmp_path / "hf")
     assert [json.loads(x)["id"] for x in (out / "samples-discotex.jsonl").read_text().splitlines()] == \
         ["test-0", "test-1", "test-2"]
+
+
+def test_the_ted_pool_is_fetched_into_the_cache_beside_the_release(monkeypatch, discotex_dir):
+    """Rebuilt from the cached release with --shots: the TED train file comes from its pinned URL
+    (mocked download), SHA-256 checked, into the same cache folder."""
+    import shutil
+
+    from abricot_local import fetch
+    from abricot_local.tasks import discotex
+
+    cache = fetch.cache_dir() / "data" / "discotex"
+    cache.mkdir(parents=True)
+    for name, _, _ in discotex.RELEASE.values():
+        shutil.copyfile(discotex_dir / name, cache / name)
+    asked = []
+
+    def download(url, dest, *, sha256=None, progress=True):
+        asked.append((url, sha256))
+        shutil.copyfile(discotex_dir / dest.name, dest)
+        return dest
+
+    monkeypatch.setattr(fetch, "download_url", download)
+    t = make_task("discotex", TaskOptions(shots=1))
+    assert len(t.items()) == 1600 and (cache / discotex.TRAIN[0]).is_file()
+    assert asked == [(discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder="train",
+                                                  name=discotex.TRAIN[0]), discotex.TRAIN[2])]
