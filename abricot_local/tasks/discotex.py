@@ -223,9 +223,8 @@ class DiscotexTask(Task):
             except DownloadError:
                 pass  # said below, with what to do
         if not path.is_file():
-            raise DataError(f"--shots {self.shots} on items rebuilt from the release draws shots from the TED train "
-                            f"file, not in {folder}: save {url} there, or give sapienzanlp/discotex's Parquet files "
-                            "(train split included) with --data discotex=DIR")
+            raise DataError(f"--shots {self.shots} on rebuilt items draws shots from the TED train file, not in "
+                            f"{folder}: save {url} there, or give the published Parquet rows (--data discotex=DIR)")
         return path
 
     def data_path(self) -> Path:
