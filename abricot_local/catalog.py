@@ -16,7 +16,7 @@ def task_catalog(data: tuple[tuple[str, str], ...] = (), data_dir: str | None = 
     for name in all_task_names():
         rec = {"name": name, "plugin": _registry()[name].value, "group": None, "description": "",
                "metrics": [], "primary_metric": "", "chance": {}, "references": [], "items": None,
-               "data_path": None, "data_note": ""}
+               "data_path": None, "data_note": "", "options": [], "prompt_variants": []}
         try:
             task = make_task(name, options)
         except AbricotError as err:
@@ -24,7 +24,8 @@ def task_catalog(data: tuple[tuple[str, str], ...] = (), data_dir: str | None = 
             rows.append(rec)
             continue
         rec.update(group=task.group, description=task.description, metrics=list(task.metric_names),
-                   primary_metric=task.primary_metric, chance=dict(task.chance),
+                   primary_metric=task.primary_metric, chance=dict(task.chance), options=list(task.uses),
+                   prompt_variants=list(task.prompt_variants),
                    references=[{"source": r.source, "model": r.model, "metric": r.metric, "value": r.value}
                                for r in task.references()])
         path, note = task.data_status()

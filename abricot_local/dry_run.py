@@ -31,7 +31,8 @@ from abricot_local.plan_cost import (ModelFacts, Speed, Work, count_work, estima
                                      text_tokenizer, with_items)
 from abricot_local.planning import TaskRun, prepare
 from abricot_local.registry import ModelSpec
-from abricot_local.tasks import all_task_names, make_task, task_names
+from abricot_local.tasks import all_task_names, make_task, task_class, task_names
+from abricot_local.tasks.uses import refuse_unused
 
 NO_CALIBRATION = ("no calibration yet for these settings: `abricot-local run MODEL --dry-run --calibrate` measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
@@ -158,6 +159,7 @@ def _tasks(task_spec, options, limit, sample, shard) -> list[_Task]:
     """The command's tasks and items (the same for every model). With no --tasks, every task:
     one whose data is not here is kept with its problem (a run fetches it when it can)."""
     names = task_names(task_spec) if task_spec else all_task_names()
+    refuse_unused([task_class(n) for n in names], options)
     out = []
     for task in (make_task(n, options) for n in names):
         try:

@@ -151,9 +151,9 @@ def _cached_dataset_files(repo_id: str, revision: str | None) -> list[str] | Non
     return sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
 
 
-def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
-    """File names of a Hugging Face dataset repository (from the cache when offline)."""
-    if not is_offline() and not hub_probe.unreachable():
+def hub_dataset_files(repo_id: str, revision: str | None = None, *, local_only: bool = False) -> list[str]:
+    """File names of a Hugging Face dataset repository (from the cache when offline or ``local_only``)."""
+    if not local_only and not is_offline() and not hub_probe.unreachable():
         try:
             return sorted(hub_module().list_repo_files(repo_id, repo_type="dataset", revision=revision))
         except Exception as exc:
@@ -162,21 +162,22 @@ def hub_dataset_files(repo_id: str, revision: str | None = None) -> list[str]:
                 raise err from None
     files = _cached_dataset_files(repo_id, revision)
     if files is None:
-        why = "offline" if is_offline() else f"the hub cannot be reached ({hub_probe.unreachable() or 'the connection failed'})"
+        why = ("offline" if is_offline() else "asked not to download" if local_only else
+               f"the hub cannot be reached ({hub_probe.unreachable() or 'the connection failed'})")
         raise DownloadError(f"dataset {repo_id} cannot be listed: {why}, and it is not in the local Hugging Face "
                             "cache. Run once online to cache it.")
     return files
 
 
 def hub_dataset_download(repo_id: str, filename: str, revision: str | None = None, *,
-                         progress: bool = True) -> Path:
-    """One file of a dataset repository, via the standard HF cache."""
-    local = is_offline() or bool(hub_probe.unreachable())  # unreachable: the cached copy, if any
+                         progress: bool = True, local_only: bool = False) -> Path:
+    """One file of a dataset repository, via the standard HF cache (only the cache: ``local_only``)."""
+    local = local_only or is_offline() or bool(hub_probe.unreachable())  # unreachable: the cached copy, if any
     with progress_bars(progress):
         try:
             return Path(hub_module().hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
                                                repo_type="dataset", local_files_only=local))
         except Exception as exc:
-            if local and not is_offline():
+            if local and not is_offline() and not local_only:
                 hub_probe.require(f"{repo_id}/{filename}", "give the data file with --data TASK=FILE")
             raise hub_error(exc, repo_id, filename, revision, dataset=True) from None

@@ -17,8 +17,9 @@ from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
 from abricot_local.modelref import ModelRef, as_backend_options, before_download, options_for, resolve_model_ref
-from abricot_local.tasks import all_task_names, make_task, task_names
+from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
+from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
 
@@ -69,12 +70,12 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
     runs = []
     for task in tasks:
         items = task.items()
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
         if sample is not None and sample < len(items):
             keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
             items = [items[k] for k in sorted(keep)]
         elif sample is not None and sample > len(items):
-            notes = (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
+            notes += (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
         if limit is not None:
             items = items[:limit]
         if not items:
@@ -156,7 +157,9 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     """The tasks of ``--tasks``; with none given, every registered task whose data is given,
     found, or can be fetched now (the others are skipped, each with its reason)."""
     if task_spec:
-        return [make_task(n, options) for n in task_names(task_spec)], ()
+        names = task_names(task_spec)
+        refuse_unused([task_class(n) for n in names], options)
+        return [make_task(n, options) for n in names], ()
     chosen, skipped, errors = [], [], []
     for name in all_task_names():
         task = make_task(name, options)
@@ -171,6 +174,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     if not chosen:
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
+    refuse_unused([type(t) for t in chosen], options)
     return chosen, tuple(skipped)
 
 

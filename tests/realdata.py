@@ -9,7 +9,7 @@ Each data set is looked for, in this order, in
    fixture points ``ABRICOT_CACHE_DIR`` at its tmp folder and sets ``ABRICOT_OFFLINE=1``;
 4. a one-time download into that cache from the public source, pinned and SHA-256 verified:
    the DisCoTEX release files that ``abricot-local data pull discotex`` fetches (same URLs and
-   hashes: ``abricot_local.tasks.discotex.RELEASE``), and the vocabulary files vendored in the
+   hashes: ``abricot_local.tasks.discotex.RELEASE``) and the TED train file (``discotex.TRAIN``), and the vocabulary files vendored in the
    llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
 
 A folder counts only when every file is there with its pinned SHA-256. When none can be had,
@@ -91,7 +91,7 @@ class DataSet:
 
 
 def _fetch_discotex(dest: Path) -> None:
-    for name, sub, sha in discotex.RELEASE.values():
+    for name, sub, sha in (*discotex.RELEASE.values(), discotex.TRAIN):
         url = discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=sub, name=name)
         _download_url(url, dest / name, sha256=sha, progress=False)
 
@@ -128,7 +128,7 @@ def _fetch_vocab(dest: Path) -> None:
 
 DISCOTEX = DataSet(
     "DISCOTEX release", "data/discotex",
-    tuple((name, sha) for name, _, sha in discotex.RELEASE.values()),
+    tuple((name, sha) for name, _, sha in (*discotex.RELEASE.values(), discotex.TRAIN)),  # + the TED train pool
     f"github.com/davidecolla/DisCoTex@{discotex.RELEASE_COMMIT[:7]}", _fetch_discotex,
 )
 VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",

@@ -199,3 +199,47 @@ def test_errors_cite_the_first_line_of_a_multiline_record(tmp_path):
     p = write(tmp_path, HEADER + '"a"\t"uno\ndue"\t\t1\n' + rows)
     with pytest.raises(DataError, match="line 2: column TARGET is empty"):
         read_release_tsv(p)
+
+
+# -- the release files: shape, NUL, a copy that is not the release ----------------------------------------
+def tsv(folder, name: str, text: str):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder / name
+
+
+def test_a_tsv_with_id_and_prompt_swapped_is_refused(tmp_path):
+    rows = "".join(f"\"Un paragrafo lungo {i}.\nSu due righe.\"\tid{i}\tfrase {i}\t1\n" for i in range(5))
+    p = tsv(tmp_path, "x.tsv", HEADER + rows)  # the header says ID PROMPT, the values are PROMPT ID
+    with pytest.raises(DataError, match=r"line 2: column ID holds .* not an id .*columns swapped"):
+        read_release_tsv(p)
+
+
+def test_a_nul_byte_is_refused_with_its_line(tmp_path):
+    p = tsv(tmp_path, "x.tsv", HEADER + "".join(f"r{i}\tparagrafo {i}\tfrase {i}\t1\n" for i in range(3))
+            + "r3\tpara\0grafo\tfrase\t0\n")
+    with pytest.raises(DataError, match=r"x\.tsv, line 5: a NUL byte"):
+        read_release_tsv(p)
+
+
+def test_a_file_that_is_not_the_release_is_named_in_the_run(tmp_path, discotex_dir):
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("discotex_1_ted_test_set_release.tsv", "discotex_1_wiki_test_set_release.tsv"):
+        (other / name).write_bytes((discotex_dir / name).read_bytes())
+    ted = other / "discotex_1_ted_test_set_release.tsv"
+    text = ted.read_text(encoding="utf-8")
+    ted.write_text(text.replace("e", "E", 1), encoding="utf-8")  # one character changed
+    out = tmp_path / "o"
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+
+    r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", str(other),
+                                 "--limit", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    import json
+
+    warnings = json.loads((out / "results.json").read_text())["tasks"]["discotex"]["warnings"]
+    assert any(w.startswith("discotex_1_ted_test_set_release.tsv differs from the DisCoTEX release") for w in warnings)
+    assert not any("wiki_test" in w for w in warnings)

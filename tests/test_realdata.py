@@ -136,6 +136,6 @@ def test_vocab_files_are_extracted_from_the_verified_sdist_and_checked(roots, mo
 def test_pins_follow_the_release_the_cli_pulls():
     from abricot_local.tasks import discotex
 
-    assert dict(realdata.DISCOTEX.files) == {name: h for name, _, h in discotex.RELEASE.values()}
+    assert dict(realdata.DISCOTEX.files) == {name: h for name, _, h in (*discotex.RELEASE.values(), discotex.TRAIN)}
     assert {n for n, _ in realdata.VOCAB_FILES if n.endswith(".gguf")} == {
         f"ggml-vocab-{f}.gguf" for f in ("gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2")}

@@ -50,7 +50,10 @@ def task_options(f):
         click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
                      help="Seed for item construction, shots and bootstrap."),
         click.option("--shots", type=int, default=None, help="Few-shot examples (task default when omitted)."),
-        click.option("--prompt-variant", type=click.Choice(["paper", "calamita"]), default="paper", show_default=True),
+        click.option("--prompt-variant", default=None, metavar="NAME",
+                     help="A task's prompt wording (`abricot-local tasks` lists each task's; default: each task's "
+                          "first); a task without it is named in the warnings, and a run where no task has it is "
+                          "refused."),
         click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
     ])
 

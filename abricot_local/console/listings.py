@@ -96,6 +96,14 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
     return "\n".join(lines)
 
 
+def _uses(row: dict) -> str:
+    """The task options a task uses (its prompt variants, the default first)."""
+    flags = [f"--{o.replace('_', '-')}" + (f" ({', '.join(row['prompt_variants'])})"
+                                           if o == "prompt_variant" and row.get("prompt_variants") else "")
+             for o in row.get("options", [])]
+    return ", ".join(flags) or "none of --shots, --prompt-variant"
+
+
 def tasks_text(rows: list[dict]) -> str:
     lines = []
     for r in rows:
@@ -106,6 +114,7 @@ def tasks_text(rows: list[dict]) -> str:
                   f"  metrics: {', '.join(r['metrics'])}  (main: {r['primary_metric']}; chance: {chance})",
                   f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
                   f"{len(refs)}{sources}",
+                  f"  options: {_uses(r)}",
                   f"  data: {data_status(r)}",
                   f"  from: {r['plugin']}"]
     for g in sorted({r["group"] for r in rows if r["group"]}):

@@ -80,7 +80,14 @@ def task_names(spec: str) -> list[str]:
 
 
 def make_task(name: str, options: TaskOptions) -> Task:
-    return task_class(name)(options)
+    """The task ``name`` built with the options it declares it uses (:mod:`tasks.uses`); the ones
+    given that it does not use are in its ``option_notes``."""
+    from abricot_local.tasks import uses
+
+    cls = task_class(name)
+    task = cls(uses.for_task(cls, options))
+    task.option_notes = uses.notes(cls, options)
+    return task
 
 
 def pull_data(name: str) -> list:

@@ -84,11 +84,13 @@ class AbricotTask(Task):
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
+    uses = ("shots", "prompt_variant")
+    prompt_variants = ("paper", "calamita")
 
     def __init__(self, options):
         super().__init__(options)
-        if options.prompt_variant not in ("paper", "calamita"):
-            raise TaskError(f"unknown prompt variant {options.prompt_variant!r}; use paper or calamita")
+        if self.options.prompt_variant not in self.prompt_variants:  # None became the default (Task.__init__)
+            raise TaskError(f"unknown prompt variant {self.options.prompt_variant!r}; use paper or calamita")
         self.shots = DEFAULT_SHOTS if options.shots is None else options.shots
         if self.shots < 0:
             raise TaskError("--shots must be 0 or more")

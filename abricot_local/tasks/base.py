@@ -43,7 +43,7 @@ class TaskOptions:
     data_dir: str | None = None
     seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0)
     shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
-    prompt_variant: str = "paper"
+    prompt_variant: str | None = None  # None: each task's default wording (the first of its prompt_variants)
     chat_template: bool = False
     allow_download: bool = True
 
@@ -56,7 +56,9 @@ class TaskOptions:
 
     def config(self) -> dict:
         """The options a run records in its config (and compares on --resume)."""
-        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant,
+        # not given: "paper", the flag's default before tasks declared their wordings, so that their runs
+        # resume; each task's own config records the wording it used
+        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant or "paper",
                 "chat_template": self.chat_template}
 
     @classmethod
@@ -64,7 +66,7 @@ class TaskOptions:
                     allow_download: bool = False) -> "TaskOptions":
         """The options of a recorded run (its config, a task's config over the run's)."""
         return cls(data=data, seed=config.get("seed", DEFAULT_SEED), shots=config.get("shots"),
-                   prompt_variant=config.get("prompt_variant") or "paper",
+                   prompt_variant=config.get("prompt_variant") or None,
                    chat_template=bool(config.get("chat_template")), allow_download=allow_download)
 
 
@@ -182,9 +184,18 @@ class Task(ABC):
     figures: tuple[Figure, ...] = ()
     group: str | None = None
     sources: tuple[str, ...] = ()  # the item sources the data holds (a warning names any not scored)
+    # Which of the options in tasks.uses.DECLARED (shots, prompt_variant) the task reads: one it does not
+    # declare reaches it at its default, and a run that gives it is refused or names it as unused.
+    uses: tuple[str, ...] = ()
+    prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
+    option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
     data: DataSpec
 
     def __init__(self, options: TaskOptions):
+        if options.prompt_variant is None and self.prompt_variants:  # not given: the task's default wording
+            from dataclasses import replace
+
+            options = replace(options, prompt_variant=self.prompt_variants[0])
         self.options = options
 
     @abstractmethod

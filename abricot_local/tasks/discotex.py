@@ -1,30 +1,45 @@
 """DISCOTEX (EVALITA 2023) sub-task 1 as the published 5-way multiple choice.
 
-Built from the original test release (TED then Wikipedia, 1600 rows): per row,
-its own TARGET and 3 TARGETs of other rows of the same file (distinct texts,
-none equal to its own), the own TARGET at a position among A-D; the gold is
-that position for CLASS 1 rows and E ("nessuna delle precedenti") for CLASS 0.
-Both draws come from a generator seeded with (seed, source, row), so an item
-never depends on --limit or on the other items. PROMPT and TARGET are
-stripped of surrounding whitespace. A file with a UTF-8 BOM or CRLF line endings
-(a copy saved on Windows) gives the release's items: the line endings are read as
-LF, and the run's warnings say so (its recorded SHA-256 stays the file's own).
+Items are the published rows (the hub dataset ``sapienzanlp/discotex``, test split, in order:
+:mod:`discotex_rows`) when they are here: a folder of their Parquet files given with
+``--data discotex=DIR`` or ``--data-dir DIR``, or, with no data given, the hub (its cache
+offline). Only otherwise are they rebuilt from the original release (TED then Wikipedia,
+1600 rows: :mod:`discotex_release`). The task's config records which (``items``), the files'
+SHA-256 are the run's data.
+
+Two wordings (``--prompt-variant``): ``card``, the task card's (the default), and ``ita-bench``,
+ITA-Bench's YAML as lm-eval renders it. The description comes first, then the shots, then the
+item's prompt; each shot is its prompt, " ", its gold letter and a blank line (lm-eval's
+target and few-shot delimiters). ``--shots K`` (default 0) draws each item's shots from the
+train split as lm-eval's default sampler does when the pool is not the evaluated split
+(:func:`fewshot.lm_eval_draws`, seed 1234), for every item in order: an item's shots never
+depend on --sample, --limit, --shard, the order or a resume.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from abricot_local import fetch
-from abricot_local.errors import DataError, DownloadError
+from abricot_local.errors import DataError, DownloadError, TaskError
 from abricot_local.metrics import accuracy, with_ci_of
-from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Task, TaskOptions, text_hash
+from abricot_local.tasks import discotex_rows
+from abricot_local.tasks.base import DataFile, DataSpec, Figure, Item, MetricInput, Task, TaskOptions, text_hash
+from abricot_local.tasks.discotex_release import (  # noqa: F401  (names tests and realdata use)
+    COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, ReleaseTable, build_rows, read_release_tsv,
+    release_note)
+from abricot_local.tasks.discotex_rows import NONE_OF_THEM, Row
+from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
+LETTERS = ("A", "B", "C", "D", "E")
+TARGET_DELIMITER = " "  # lm-eval's default target_delimiter
+FEWSHOT_DELIMITER = "\n\n"  # lm-eval's default fewshot_delimiter
+
+# The task card's wording (PROTOCOL.md): the description is followed by a blank line.
 DESCRIPTION = (
     "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
     "risposte varie frasi che possono essere o meno il continuo.\nIndica la frase che "
@@ -35,112 +50,55 @@ PROMPT = (
     "Paragrafo: '{text}'\nDomanda: Quali delle seguenti frasi presenta una continuazione del "
     "precedente paragrafo?\nA. '{c0}'\nB. '{c1}'\nC. '{c2}'\nD. '{c3}'\nE. {c4}\nRisposta:"
 )
-NONE_OF_THEM = "nessuna delle precedenti"
-LETTERS = ("A", "B", "C", "D", "E")
-COLUMNS = ("ID", "PROMPT", "TARGET", "CLASS")
-
-RELEASE_COMMIT = "e113774f1b5f9c1eb4ea5581767429241ebb8cc9"
-RELEASE_URL = "https://raw.githubusercontent.com/davidecolla/DisCoTex/{commit}/data/{folder}/{name}"
-# source -> (file name, folder in the repository, sha256)
-RELEASE = {
-    "ted": (
-        "discotex_1_ted_test_set_release.tsv",
-        "test/gold",
-        "4834dd5557d32e1308a8f750cefaafb672ccbd842e3fc973062edef3702d68b7",
-    ),
-    "wiki": (
-        "discotex_1_wiki_test_set_release.tsv",
-        "test/gold",
-        "7cbb756772378d78640841679db1d28d12b5fe841403603a94d7bdc9354b01a4",
-    ),
-}
+# ITA-Bench (SapienzaNLP/ita-bench, tasks/adaptations/discotex/mc/discotex.yaml @ a0114e3): its
+# description (ending in a blank line) and its Jinja doc_to_text ({{text}}, {{choices[k]}}), which
+# lm-eval renders without escaping: the same text as these format fields.
+ITA_BENCH_DESCRIPTION = (
+    "Ti verranno poste delle domande nelle quali è presente un paragrafo, e come possibili risposte varie "
+    "frasi che possono essere o meno la continuazione del paragrafo.\nIndica la frase che rappresenta la "
+    "continuazione più probabile del paragrafo, oppure \"nessuna delle precedenti\" se nessuna delle "
+    "continuazioni è corretta.\n\n"
+)
+ITA_BENCH_PROMPT = (
+    "Paragrafo: \"{text}\"\nDomanda: Quali delle seguenti frasi è la continuazione più probabile del "
+    "precedente paragrafo?\nA. \"{c0}\"\nB. \"{c1}\"\nC. \"{c2}\"\nD. \"{c3}\"\nE. {c4}\nRisposta:"
+)
 
 
 @dataclass(frozen=True)
-class ReleaseTable:
-    """The rows of one sub-task 1 TSV; ``crlf``: the file had CR or CRLF line endings, read as LF."""
-
-    rows: list[dict[str, str]]
-    crlf: bool = False
-
-
-def read_release_tsv(path: Path) -> ReleaseTable:
-    """Rows of a sub-task 1 TSV, validated; errors name the file, the line a record starts
-    on, and the column. A UTF-8 BOM is skipped, and CRLF (or CR) line endings are read as LF,
-    the release's, so a copy saved on Windows gives the release's very items (the note is the
-    caller's to record: the file's SHA-256 stays its own)."""
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    crlf = "\r" in text
-    if crlf:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
-    rows = []
-    try:
-        header = next(reader, [])
-        missing = [c for c in COLUMNS if c not in header]
-        if missing:
-            raise DataError(
-                f"{path}: missing column(s) {', '.join(missing)} (header has: {', '.join(header) or 'nothing'})"
-            )
-        while True:
-            line = reader.line_num + 1  # where the next record starts (it may span lines)
-            record = next(reader, None)
-            if record is None:
-                break
-            if not record:
-                continue  # a blank line
-            row = dict(zip(header, record))
-            for col in COLUMNS:
-                if not (row.get(col) or "").strip():
-                    raise DataError(f"{path}, line {line}: column {col} is empty")
-            if row["CLASS"].strip() not in ("0", "1"):
-                raise DataError(f"{path}, line {line} (ID {row['ID']}): CLASS must be 0 or 1, got {row['CLASS']!r}")
-            rows.append({c: row[c].strip() for c in COLUMNS})
-    except csv.Error as exc:
-        raise DataError(f"{path} is not a valid TSV file: {exc}") from None
-    if len(rows) < 4:
-        raise DataError(f"{path}: {len(rows)} rows; at least 4 are needed to draw 3 distractors")
-    return ReleaseTable(rows, crlf)
+class Wording:
+    description: str  # what every context starts with (the shared prefix), its blank line included
+    prompt: str  # one row's question: format fields text, c0..c4
+    source: str  # where the text comes from
 
 
-def build_items(source_index: int, source: str, rows: list[dict[str, str]], seed: int) -> list[Item]:
-    targets = [r["TARGET"] for r in rows]
-    items = []
-    for i, row in enumerate(rows):
-        rng = np.random.default_rng([seed, source_index, i])
-        position = int(rng.integers(0, 4))  # drawn first: independent of the file's length
-        distractors: list[str] = []
-        for j in rng.permutation(len(rows)):
-            t = targets[j]
-            if j != i and t != row["TARGET"] and t not in distractors:
-                distractors.append(t)
-                if len(distractors) == 3:
-                    break
-        if len(distractors) < 3:
-            raise DataError(f"{source}: fewer than 3 distinct other TARGETs for row {row['ID']}")
-        options = distractors[:position] + [row["TARGET"]] + distractors[position:]
-        choices = (*options, NONE_OF_THEM)
-        cls = int(row["CLASS"])
-        prompt = PROMPT.format(text=row["PROMPT"], c0=choices[0], c1=choices[1], c2=choices[2], c3=choices[3], c4=choices[4])
-        prefix = DiscotexTask.prefix_text()
-        items.append(
-            Item(
-                id=row["ID"],
-                source=source,
-                prefix=prefix,
-                context=prefix + prompt,
-                choices=choices,
-                continuations=tuple(" " + letter for letter in LETTERS),
-                gold=position if cls == 1 else 4,
-                fields={"class": cls, "target_position": position},
-            )
-        )
-    return items
+WORDINGS = {
+    "card": Wording(DESCRIPTION + "\n\n", PROMPT, "the sapienzanlp/discotex task card (PROTOCOL.md)"),
+    "ita-bench": Wording(ITA_BENCH_DESCRIPTION, ITA_BENCH_PROMPT,
+                         "SapienzaNLP/ita-bench tasks/adaptations/discotex/mc/discotex.yaml @ a0114e3 (PROTOCOL.md)"),
+}
+DEFAULT_WORDING = "card"
+
+
+def render(wording: Wording, row: Row) -> str:
+    c = row.choices
+    return wording.prompt.format(text=row.text, c0=c[0], c1=c[1], c2=c[2], c3=c[3], c4=c[4])
+
+
+def shot_text(wording: Wording, row: Row) -> str:
+    """One shot as lm-eval writes it: the prompt, the target delimiter, the gold letter, the few-shot delimiter."""
+    return render(wording, row) + TARGET_DELIMITER + LETTERS[row.label] + FEWSHOT_DELIMITER
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the items come from: ``published`` rows (Parquet) or ``rebuilt`` from the release."""
+
+    kind: str
+    folder: Path  # what ``data_path()`` returns
+    test: tuple[Path, ...]
+    train: tuple[Path, ...]  # the few-shot pool's files (empty with 0 shots)
+    origin: str  # for the record: whence the files came
 
 
 def pull(folder: Path) -> list[Path]:
@@ -167,47 +125,196 @@ class DiscotexTask(Task):
     description = "DISCOTEX (EVALITA 2023) sub-task 1: which sentence continues a paragraph, 5-way"
     metric_names = ("accuracy", "accuracy_ted", "accuracy_wiki", "binary_accuracy")
     primary_metric = "accuracy"
-    sources = tuple(RELEASE)
+    sources = tuple(RELEASE)  # the published rows have no source column: ("published",) then
     chance = {"accuracy": 0.2, "accuracy_ted": 0.2, "accuracy_wiki": 0.2, "binary_accuracy": 0.5}
     figures = (Figure("confusion", metric="accuracy"),)
+    uses = ("shots", "prompt_variant")
+    prompt_variants = tuple(WORDINGS)
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
-        how="--data-dir DIR (the DisCoTEX sub-task 1 test release)",
-        description="DisCoTEX sub-task 1 test release (TED, Wikipedia), 1600 rows",
+        how="--data-dir DIR (the DisCoTEX release or Parquet rows)",
+        description="DISCOTEX multiple choice: the published rows (sapienzanlp/discotex), else the DisCoTEX "
+                    "sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
 
     @staticmethod
     def prefix_text() -> str:
-        """The text every item starts with: the description and a blank line."""
-        return DESCRIPTION + "\n\n"
+        """The text every item starts with with the default wording: the description and a blank line."""
+        return WORDINGS[DEFAULT_WORDING].description
 
     def __init__(self, options: TaskOptions):
         super().__init__(options)
-        self._notes: list[str] = []  # files read with their line endings normalised
+        self.variant = options.prompt_variant or DEFAULT_WORDING
+        if self.variant not in WORDINGS:
+            raise TaskError(f"discotex has no prompt variant {self.variant!r}; use one of {', '.join(WORDINGS)}")
+        self.wording = WORDINGS[self.variant]
+        self.shots = 0 if options.shots is None else options.shots
+        if self.shots < 0:
+            raise TaskError("--shots must be 0 or more")
+        self._source: Source | None = None
+        self._source_notes: list[str] = []  # why the published rows were not used
+        self._notes: list[str] = []  # files not byte for byte the release
+        self._items: list[Item] | None = None
+        self._pool_size = 0
+
+    # -- where the items come from --------------------------------------------------------------
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = self._find()
+        return self._source
+
+    def _find(self) -> Source:
+        opts = self.options
+        for flag, path in ((f"--data {self.data.key}", opts.data_for(self.data.key, self.name)),
+                           ("--data-dir", opts.data_dir)):
+            if path:
+                folder = Path(path).expanduser()
+                found = discotex_rows.in_folder(folder)
+                if found is not None:
+                    return self._published(found, f"{flag} {path}")
+                return self._rebuilt()  # the release there, or Task.data_path's message on what it lacks
+        return self._from_hub() or self._rebuilt()
+
+    def _published(self, found: discotex_rows.Published, given: str) -> Source:
+        train = found.files.get("train", ())
+        if self.shots and not train:
+            raise DataError(f"--shots {self.shots} draws shots from the train split, but {given} holds no train "
+                            "Parquet file (train-*.parquet beside test-*.parquet): add it, or use --shots 0")
+        files = (*found.files["test"], *(train if self.shots else ()))
+        folder = Path(os.path.commonpath([str(f.parent) for f in files]))
+        return Source("published", folder, found.files["test"], train if self.shots else (), found.origin)
+
+    def _from_hub(self) -> Source | None:
+        """The published rows through the hub (its cache when offline or unreachable), else None.
+        Why not is a warning only when the hub could be reached: offline, the config says it."""
+        from abricot_local import hub_probe
+
+        reachable = self.options.allow_download and not fetch.is_offline() and not hub_probe.unreachable()
+        try:
+            import pyarrow  # noqa: F401  (the published rows are Parquet)
+        except ImportError:
+            why = "reading them needs pyarrow: pip install 'abricot-local[parquet]'"
+        else:
+            try:
+                found = discotex_rows.from_hub(("test", "train") if self.shots else ("test",),
+                                               allow_download=self.options.allow_download)
+                return self._published(found, f"the hub dataset {discotex_rows.HUB_REPO}")
+            except (DownloadError, DataError) as err:
+                why = str(err).split("\n")[0]
+        if reachable:
+            self._source_notes.append(f"the published rows ({discotex_rows.HUB_REPO}) could not be had ({why[:160]}): "
+                                      "items were rebuilt from the DisCoTEX release")
+        return None
+
+    def _rebuilt(self) -> Source:
+        folder = Task.data_path(self)  # --data, --data-dir, the cache, a pull of the release
+        test = tuple(folder / name for name, _, _ in RELEASE.values())
+        return Source("rebuilt", folder, test, (self._pool_file(folder),) if self.shots else (),
+                      f"the DisCoTEX release (github.com/davidecolla/DisCoTex@{RELEASE_COMMIT[:7]}) in {folder}")
+
+    def _pool_file(self, folder: Path) -> Path:
+        """Rebuilt items draw their shots from the TED train file (the Wikipedia one has no pinned hash)."""
+        name, sub, sha = TRAIN
+        path = folder / name
+        url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
+        if not path.is_file() and folder == self.cache_folder() and self.options.allow_download:
+            try:
+                fetch.download_url(url, path, sha256=sha)
+            except DownloadError:
+                pass  # said below, with what to do
+        if not path.is_file():
+            raise DataError(f"--shots {self.shots} on rebuilt items draws shots from the TED train file, not in "
+                            f"{folder}: save {url} there, or give the published Parquet rows (--data discotex=DIR)")
+        return path
+
+    def data_path(self) -> Path:
+        return self.source().folder
+
+    def data_files(self) -> list[DataFile]:
+        src = self.source()
+        return [DataFile(f, fetch.sha256_file(f)) for f in (*src.test, *src.train)]
+
+    def data_ref(self, files: list[Path]) -> str:
+        if not files:
+            raise DataError(f"task {self.name}: no data file recorded")
+        return os.path.commonpath([str(f.parent) for f in files])
+
+    # -- items ----------------------------------------------------------------------------------
+    def _release_rows(self, path: Path, expected: str, stream: int, source: str) -> list[Row]:
+        table = read_release_tsv(path)
+        note = release_note(path, table, fetch.sha256_file(path), expected)
+        if note:
+            self._notes.append(note)
+        return build_rows(stream, source, table.rows, self.options.seed)
+
+    def _rows(self) -> tuple[list[Row], list[Row]]:
+        """The evaluated rows and the few-shot pool, in order."""
+        src = self.source()
+        if src.kind == "published":
+            self.sources = ("published",)
+            rows = discotex_rows.read_rows(src.test, "test")
+            return rows, discotex_rows.read_rows(src.train, "train") if self.shots else []
+        rows = []
+        for k, (source, (name, _, sha)) in enumerate(RELEASE.items()):
+            rows += self._release_rows(src.folder / name, sha, k, source)
+        pool = self._release_rows(src.train[0], TRAIN[2], TRAIN_STREAM, "ted_train") if self.shots else []
+        return rows, pool
 
     def items(self) -> list[Item]:
-        folder = self.data_path()
-        out: list[Item] = []
+        if self._items is not None:
+            return list(self._items)
         self._notes = []
-        for k, (source, (name, _, _)) in enumerate(RELEASE.items()):
-            table = read_release_tsv(folder / name)
-            if table.crlf:
-                self._notes.append(f"{name} has CRLF line endings: read as LF, the release's, so the items are "
-                                   "the release's (the recorded sha256 is this file's own)")
-            out.extend(build_items(k, source, table.rows, self.options.seed))
-        return out
+        rows, pool = self._rows()
+        self._pool_size = len(pool)
+
+        def same(i: int, j: int) -> bool:  # lm-eval drops a pool document equal to the item
+            a, b = rows[i], pool[j]
+            return (a.text, a.choices, a.label) == (b.text, b.choices, b.label)
+
+        try:
+            draws = lm_eval_draws(len(rows), len(pool), self.shots, seed=LM_EVAL_SEED, same_split=False, same=same)
+        except TaskError as err:
+            raise TaskError(f"discotex: {err}") from None
+        prefix = self.wording.description
+        out = []
+        for row, draw in zip(rows, draws):
+            shots = "".join(shot_text(self.wording, pool[j]) for j in draw)
+            fields = dict(row.fields) | ({"shot_ids": [pool[j].id for j in draw]} if self.shots else {})
+            out.append(Item(id=row.id, source=row.source, prefix=prefix,
+                            context=prefix + shots + render(self.wording, row), choices=row.choices,
+                            continuations=tuple(" " + letter for letter in LETTERS), gold=row.label, fields=fields))
+        self._items = out
+        return list(out)
 
     def warnings(self) -> list[str]:
-        return list(self._notes)
+        return [*self._source_notes, *self._notes]
 
     def label_of(self, index: int, item: Item) -> str:
         return f"{LETTERS[index]}. {item.choices[index]}"
 
     def prompt_hash(self) -> str:
-        return text_hash(DESCRIPTION, PROMPT, NONE_OF_THEM, *LETTERS)
+        if self.variant == DEFAULT_WORDING:  # the hash runs of earlier versions recorded
+            return text_hash(DESCRIPTION, PROMPT, NONE_OF_THEM, *LETTERS)
+        return text_hash(self.wording.description, self.wording.prompt, NONE_OF_THEM, *LETTERS, TARGET_DELIMITER,
+                         FEWSHOT_DELIMITER)
 
     def config(self) -> dict:
-        return {"seed": self.options.seed, "gold_position_and_distractors_seed": self.options.seed}
+        src = self.source()
+        out: dict = {"seed": self.options.seed}
+        if src.kind == "published":
+            out |= {"items": f"published rows: {src.origin}", "ids": discotex_rows.ID_RULE}
+        else:
+            out |= {"items": f"rebuilt from {src.origin}", "gold_position_and_distractors_seed": self.options.seed}
+        out |= {"prompt_variant": self.variant, "wording": self.wording.source, "shots": self.shots}
+        if self.shots:
+            if self._items is None:
+                self.items()
+            pool = ("the published train split" if src.kind == "published" else
+                    f"{TRAIN[0]} only (TED; the Wikipedia train file has no pinned hash), rebuilt as the test items are")
+            out |= {"shot_pool": f"{pool}, {self._pool_size} rows",
+                    "shot_sampler": "lm-eval's default: per item in order, random.Random(seed).sample(pool, K)",
+                    "shot_seed": LM_EVAL_SEED}
+        return out
 
     def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
         pred = np.array([s["pred"] for s in samples])
