@@ -63,11 +63,14 @@ def test_advice_cuda_when_gpu_unused():
 def test_reinstall_commands_exact():
     """Each with RPC, as the README's install commands."""
     assert doctor.REINSTALL["cuda"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
     assert doctor.REINSTALL["metal"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
     assert doctor.REINSTALL["native"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
 
 
 def test_gather_runs():

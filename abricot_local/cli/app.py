@@ -8,17 +8,26 @@ import sys
 import click
 
 from abricot_local import __version__
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, fold
+
+
+FOLD: bool | None = None  # fold error messages to 120 columns: None, on a terminal only (a pipe or a log: whole lines)
+
+
+def shown_error(text: str) -> str:
+    """An error as printed: folded to 120 columns on a terminal (errors.fold), whole elsewhere."""
+    wanted = click.get_text_stream("stderr").isatty() if FOLD is None else FOLD
+    return fold(text) if wanted else text
 
 
 class Group(click.Group):
-    """Turns every AbricotError into a one-line message and a non-zero exit."""
+    """Turns every AbricotError into its message (folded to 120 columns on a terminal) and a non-zero exit."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except AbricotError as err:
-            click.echo(f"error: {err}", err=True)
+            click.echo(shown_error(f"error: {err}"), err=True)
             sys.exit(err.exit_code)
 
 

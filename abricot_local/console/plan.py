@@ -4,6 +4,7 @@ short lines every real run prints first. Names no task and no backend."""
 from __future__ import annotations
 
 from abricot_local.console import _duration
+from abricot_local.errors import WIDTH, fold
 
 _GIB = 1024**3
 
@@ -68,11 +69,11 @@ def full(plan, command: str = "") -> str:
         for k, t in enumerate(m.tasks):
             name = m.label if k == 0 else ""
             if t.problem and t.work is None:
-                lines.append(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13} {t.problem}")
+                lines.append(_row(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}", t.problem))
                 continue
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
-            lines.append(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
-                         f"{_time(t.seconds, exact):<13} {t.work.basis}")
+            lines.append(_row(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
+                              f"{_time(t.seconds, exact):<13}", t.work.basis))
         if m.speed is not None:
             lines.append(f"{'':<22} {'load':<14} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
@@ -84,7 +85,14 @@ def full(plan, command: str = "") -> str:
                  + ("" if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
-    return "\n".join(lines)
+    return fold("\n".join(lines))
+
+
+def _row(cells: str, note: str) -> str:
+    """A table row and its last column; a note that would pass :data:`WIDTH` goes on lines of its
+    own under the row, indented."""
+    line = f"{cells} {note}".rstrip()
+    return line if len(line) <= WIDTH else fold(f"{cells.rstrip()}\n{'':<23}{note}")
 
 
 def brief(plan) -> list[str]:
@@ -106,4 +114,4 @@ def brief(plan) -> list[str]:
                    "`--dry-run` shows the whole plan)")
     else:
         out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
-    return out
+    return [fold(line) for line in out]
