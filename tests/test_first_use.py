@@ -194,3 +194,27 @@ def test_check_names_the_option_for_missing_data_shows_the_recorded_path_as_reco
     shutil.copytree(moved, fetch.cache_dir() / "data" / "discotex")  # where `data pull discotex` puts it
     r = invoke("check", out)
     assert r.exit_code == 0, r.output  # found in this machine's data cache, SHA-256 verified
+
+
+# -- issue 30, item 9: a typo in a model's name is refused before anything heavy loads ----------
+def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_tasks_data(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; from abricot_local.cli import cli\n"
+            "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
+            "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
+            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.planning') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)
+    assert "unknown model 'no-such-model'" in r.stderr
+
+
+def test_each_backend_registration_says_whether_it_reads_a_model_file_as_its_class_does():
+    from abricot_local.backends import BACKENDS, backend_class, reads_model_file
+
+    assert all(reads_model_file(kind) == backend_class(kind).reads_model_file for kind in BACKENDS)
