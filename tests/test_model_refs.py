@@ -458,8 +458,12 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
     assert json.loads((tmp_path / "hf" / "results.json").read_text())["model"]["revision"] == COMMIT
 
     r = invoke("models", "--local")
-    rows = [ln for ln in r.output.splitlines() if "gemma3" in ln]
-    assert len(rows) == 4 and all("gemma-3-270m" in ln and "268M" in ln and "Q4_K_M" in ln for ln in rows), r.output
+    joined: dict[str, str] = {}  # a row's blocks (the table is split to fit 120 columns), joined by its name
+    for ln in r.stdout.splitlines():
+        if ln.startswith(tuple(names)):
+            joined[ln.split()[1]] = joined.get(ln.split()[1], "") + " " + ln
+    rows = [ln for ln in joined.values() if "gemma3 268M" in ln]
+    assert len(rows) == 4 and all("gemma-3-270m" in ln and "Q4_K_M" in ln for ln in rows), r.output
 
     smol = hashing.sha256_file(smollm2_path)
     link(smollm2_path, ollama / "blobs" / f"sha256-{smol}")
