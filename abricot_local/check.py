@@ -112,10 +112,10 @@ def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names:
     from abricot_local.cache import shown
 
     looked = f"--data-dir {data_dir}" if data_dir else \
-        f"{shown(recorded.parent)} (as recorded) and {shown(task.cache_folder())} (this machine's data cache)"
+        f"the recorded folder, and {shown(task.cache_folder())} (this machine's data cache)"
     lines = [f"{task.name}: the run's data file {path.name} is not here",
-             f"  recorded as {recorded} (where the machine that made the run had it)",
-             f"  looked in {looked}",
+             "  recorded as (where the machine that made the run had it):", f"    {recorded}",
+             f"  looked in: {looked}",
              f"  give it:  --data-dir DIR, a folder holding {', '.join(names)}"]
     if task.data.pull is not None:
         lines.append(f"  get it:   abricot-local data pull {task.group or task.name} (into {shown(task.cache_folder())})")

@@ -188,7 +188,7 @@ def test_check_names_the_option_for_missing_data_shows_the_recorded_path_as_reco
     assert r.exit_code != 0
     text = r.output
     assert "give it with the option shown in --help" not in text and "--data-dir DIR" in text
-    assert f"recorded as {data / 'discotex_1_ted_test_set_release.tsv'}" in text  # as recorded: not as this user's ~
+    assert f"\n    {data / 'discotex_1_ted_test_set_release.tsv'}\n" in text  # as recorded: not as this user's ~
     assert "abricot-local data pull discotex" in text and "discotex_1_wiki_test_set_release.tsv" in text
     assert invoke("check", out, "--data-dir", moved).exit_code == 0
     shutil.copytree(moved, fetch.cache_dir() / "data" / "discotex")  # where `data pull discotex` puts it
