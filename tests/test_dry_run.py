@@ -325,3 +325,13 @@ def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
     print(f"gemma-3-270m abricot_abs 18 items: predicted {doc['seconds']:.1f} s, measured {measured:.1f} s "
           f"({os.cpu_count()} cores; calibration {doc['models'][0]['speed']})")
     assert measured / 4 < doc["seconds"] < measured * 4
+
+
+def test_a_calibration_on_a_busy_machine_says_so(monkeypatch):
+    from abricot_local import dry_run
+
+    monkeypatch.setattr("os.getloadavg", lambda: (8.3, 7.0, 6.0))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert "the machine was busy (load average 8.3 on 2 cores)" in dry_run._busy()
+    monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.4, 0.3))
+    assert dry_run._busy() == ""
