@@ -23,6 +23,12 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "abricot-local"
 
 
+def shown(path) -> str:
+    """A path as a message shows it: this user's home folder as ~."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home):] if text and text.startswith(home + "/") else text
+
+
 def publish(tmp: Path, dest: Path) -> None:
     """Rename ``tmp`` over ``dest`` atomically, with the mode a plain open() would give
     (mkstemp makes files private)."""

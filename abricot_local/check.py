@@ -95,17 +95,42 @@ def _verify(path: Path, recorded: str | None, what: str) -> None:
 
 
 def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
-    """The recorded run's task options, each task's data re-found (and verified) by the task."""
+    """The recorded run's task options, each task's data re-found (and verified) by the task: in
+    ``data_dir``, else at the recorded path, else (a run made on another machine) under the same
+    name in this machine's data cache, where `abricot-local data pull` puts it."""
     base = TaskOptions.from_config(record.config_dict())
     data = []
     for name, t in record.tasks.items():
-        files = [Path(f.path) for f in t.data]
+        task = make_task(name, base)
+        recorded = [Path(f.path) for f in t.data]
         if data_dir:
-            files = [Path(data_dir) / f.name for f in files]
-        for f, rec in zip(files, t.data):
+            files = [Path(data_dir) / f.name for f in recorded]
+        else:
+            files = [p if p.is_file() or not (task.cache_folder() / p.name).is_file() else task.cache_folder() / p.name
+                     for p in recorded]
+        for f, was, rec in zip(files, recorded, t.data):
+            if not f.is_file():
+                raise _missing_data(task, f, was, data_dir, [r.name for r in recorded])
             _verify(f, rec.sha256, "data file")
-        data.append((name, make_task(name, base).data_ref(files)))
+        data.append((name, task.data_ref(files)))
     return replace(base, data=tuple(data))
+
+
+def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names: list[str]) -> ResultsError:
+    """A recorded data file that is not here: the path the run recorded (on the machine that made
+    it: shown as it was written, never as this user's ~), where it was looked for here, the
+    option that gives it, and the command that fetches it."""
+    from abricot_local.cache import shown
+
+    looked = f"--data-dir {data_dir}" if data_dir else \
+        f"the recorded folder, and {shown(task.cache_folder())} (this machine's data cache)"
+    lines = [f"{task.name}: the run's data file {path.name} is not here",
+             "  recorded as (where the machine that made the run had it):", f"    {recorded}",
+             f"  looked in: {looked}",
+             f"  give it:  --data-dir DIR, a folder holding {', '.join(names)}"]
+    if task.data.pull is not None:
+        lines.append(f"  get it:   abricot-local data pull {task.group or task.name} (into {shown(task.cache_folder())})")
+    return ResultsError("\n".join(lines))
 
 
 def recorded_model(record: Record, given: str | None = None) -> ModelRef:

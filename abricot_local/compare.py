@@ -99,9 +99,15 @@ class BestGroup:
 
 @dataclass(frozen=True)
 class TaskPower:
+    """What a pair's common items of a task can detect: the ``detectable`` of its paired
+    differences table (the task's main accuracy metric), the same number in the same unit."""
+
     task: str
+    metric: str
+    a: str
+    b: str
     n: int
-    floor: float  # the smallest accuracy difference n paired items can detect at all
+    detectable: float  # the smallest accuracy difference these items detect (80% power, 5% two-sided)
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,17 @@ def _inputs(run: RunView, task: str, samples: Sequence[dict]):
     return t, {m.name: m for m in t.metric_inputs(list(samples))}
 
 
+def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPower, ...]:
+    """Per pair and task, the detectable difference of its main metric when that is an
+    accuracy, else of its first accuracy metric: the very figure of the differences table."""
+    out: dict[tuple, TaskPower] = {}
+    for m in metrics:
+        key = (m.a, m.b, m.task)
+        if m.mdd is not None and (key not in out or m.metric == primary.get(m.task) != out[key].metric):
+            out[key] = TaskPower(m.task, m.metric, m.a, m.b, m.n, m.mdd)
+    return tuple(out.values())
+
+
 def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT) -> Comparison:
     """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
@@ -261,8 +278,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         raise _refuse(runs, shared)
     metrics = _holm(metrics)
     labels = [r.label for r in runs]
-    power = tuple(TaskPower(m.task, m.n_common, stats.min_detectable_difference(m.n_common, 0.0))
-                  for m in matches if m.n_common)
+    power = _power(metrics, primary)
     verdicts = tuple(verdict(a, b, metrics, agreements, primary, tolerance, alpha)
                      for a, b in combinations(labels, 2))
     differs = tuple(d for x, y in combinations(runs, 2) for d in differing_settings(x, y))

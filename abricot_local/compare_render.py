@@ -14,7 +14,7 @@ from abricot_local.errors import UsageError
 from abricot_local.texttable import fit, grid, wrap
 
 FORMATS = ("table", "markdown", "csv", "json")
-WIDTH = 60  # a long setting (system_info) is cut in the text tables; JSON keeps it whole
+WIDTH = 72  # a long setting (system_info) is cut in the text tables (a SHA-256 is whole); JSON keeps it whole
 
 
 def _num(v, digits: int = 4) -> str:
@@ -74,10 +74,10 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     if c.groups:
         out.append((f"Runs not distinguishable from the best (Holm-adjusted p >= {c.alpha:g})", pd.DataFrame([
             {"task": g.task, "metric": g.metric, "best": g.best, "group": ", ".join(g.members)} for g in c.groups])))
-    out.append(("Power: the smallest accuracy difference any paired comparison of these items can detect "
-                "(80% power, 5% two-sided, every disagreement favouring one run)", pd.DataFrame([
-                    {"task": p.task, "items": p.n, "smallest detectable difference": _num(p.floor, 3)}
-                    for p in c.power])))
+    out.append(("Power: the smallest accuracy difference these items can detect (80% power, 5% two-sided): the "
+                "detectable of the paired differences", pd.DataFrame([
+                    {"pair": _pair(p.a, p.b), "task": p.task, "metric": p.metric, "n": p.n,
+                     "detectable": _num(p.detectable, 3)} for p in c.power])))
     return out
 
 
@@ -89,11 +89,13 @@ def _footer(c: Comparison) -> list[str]:
 
 
 def power_lines(c: Comparison) -> list[str]:
-    """Per task, in words: the accuracy difference its common items cannot detect."""
-    return [f"{p.task}: {p.n} common items cannot separate runs less than {100 * p.floor:.1f} accuracy points "
-            "apart (80% power, 5% level)" if p.floor < 1 else
-            f"{p.task}: {p.n} common items are too few to detect any accuracy difference (80% power, 5% level)"
-            for p in c.power]
+    """Per pair and task, in words, the detectable difference of the paired differences table:
+    the same number, in the same unit (a difference of accuracy, 0 to 1)."""
+    many = len(c.runs) > 2
+    return [f"{p.task} {p.metric}{' (' + _pair(p.a, p.b) + ')' if many else ''}: {p.n} common items detect only "
+            f"differences of {_num(p.detectable, 3)} or more" if p.detectable < 1 else
+            f"{p.task} {p.metric}{' (' + _pair(p.a, p.b) + ')' if many else ''}: {p.n} common items are too few to "
+            "detect any difference" for p in c.power]
 
 
 def verdict_text(c: Comparison) -> str:
@@ -178,8 +180,9 @@ def render(c: Comparison, fmt: str = "table") -> str:
     parts = []
     for title, df in frames(c):
         if title.startswith("Power"):  # in words
-            title, lines = "Power: the smallest accuracy difference these items can detect", power_lines(c)
-            parts.append(("### " if md else "") + f"{title}\n\n" + "\n".join(bullet + wrap(x, indent="  ")
+            title, lines = "Power: the smallest accuracy difference these items detect (80% power, 5% two-sided)", \
+                power_lines(c)
+            parts.append(("### " if md else "") + f"{wrap(title)}\n\n" + "\n".join(bullet + wrap(x, indent="  ")
                                                                            for x in lines))
         elif md:
             parts.append(f"### {title}\n\n" + (grid(df.fillna(""), True) if len(df) else "none"))

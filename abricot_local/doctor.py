@@ -145,6 +145,15 @@ def model_facts(models: dict[str, ModelSpec], ram: int | None, vram: int) -> lis
     return rows
 
 
+def on_this_machine(models: dict[str, ModelSpec], ram: int | None) -> list[dict[str, Any]]:
+    """The models on this machine, the rows `models --local` lists (no file read to hash it)."""
+    from .local_models import local_models
+
+    return [{"name": r.name, "source": r.source, "alias": r.alias, "path": str(r.path), "size": r.size,
+             "fits_ram": None if r.size is None or ram is None else r.size <= ram, "note": r.note or r.problem}
+            for r in local_models(models, hash_new=False)]
+
+
 def advice(llama: dict[str, Any], gpus: dict[str, Any]) -> list[str]:
     """Reinstall commands that would unlock a GPU the current build does not use."""
     tips = []
@@ -174,6 +183,7 @@ def gather(models: dict[str, ModelSpec]) -> dict[str, Any]:
         "nvidia": gpus,
         "cache": {"abricot": str(fetch.cache_dir()), "huggingface": _hf_cache(), "offline": fetch.is_offline()},
         "models": model_facts(models, memory["ram_available"], vram),
+        "on_this_machine": on_this_machine(models, memory["ram_available"]),
         "reinstall": dict(REINSTALL),
         "reinstall_what": dict(llama_build.WHAT),
         "advice": advice(llama, gpus),

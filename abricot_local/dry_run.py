@@ -122,7 +122,8 @@ def _model_json(m: ModelPlan) -> dict:
         "speed": None if speed is None else {
             "source": speed.source, "reference": speed.reference, "calibrated_at": speed.measured,
             "prompt_tokens_per_s": speed.prompt_rate(), "load_s": speed.load, "per_token_s": speed.per_token,
-            "per_position_s": speed.per_position, "per_call_s": speed.per_call, "per_row_s": speed.per_row},
+            "per_position_s": speed.per_position, "per_call_s": speed.per_call, "per_row_s": speed.per_row,
+            "error": speed.error, "how": speed.how or None},
         "speed_note": m.speed_note or None,
     }
 
@@ -320,12 +321,24 @@ def _speed(name, ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned
             notify(f"calibrating {ref.label} on this machine (its load is timed too) ...")
         full = resolve_model_ref(name, offline=True, **resolve) if cls.reads_model_file else ref
         cal = calibration.calibrate(full, opts, settings, facts)
-        sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})"
+        sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})" + _busy()
     elif calibrate:
         note = "not calibrated: the model is not on this machine (a dry run downloads nothing)"
     speed = calibration.speed_for(sha, settings, facts)
     note = note or ("" if speed else NO_CALIBRATION)
     return speed, "; ".join([*([note] if note else []), *calibration.read().notes])  # entries ignored, named
+
+
+def _busy() -> str:
+    """A note when the machine was busy while a calibration ran (its speed is a busy machine's)."""
+    import os
+
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except (OSError, AttributeError):
+        return ""
+    return (f"; the machine was busy (load average {load:.1f} on {cores} cores): this speed is a busy machine's, "
+            "calibrate again when it is idle") if load > cores else ""
 
 
 def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Alternative, ...]:

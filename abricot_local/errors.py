@@ -1,6 +1,28 @@
-"""Errors a user can act on. The CLI prints ``str(err)`` and exits with ``err.exit_code``."""
+"""Errors a user can act on. The CLI prints ``str(err)``, folded to :data:`WIDTH` columns
+(:func:`fold`), and exits with ``err.exit_code``."""
 
 from __future__ import annotations
+
+WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer than that is kept whole)
+
+
+def fold(text: str, width: int = WIDTH) -> str:
+    """Every line of ``text`` folded at spaces to ``width`` columns, a continuation indented two
+    spaces more than its line; a word longer than ``width`` (a URL, a path, a SHA-256) is kept
+    whole, on a line of its own."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        indent = line[: len(line) - len(body)]
+        current = indent
+        for word in body.split(" "):
+            if current.strip() and len(current) + 1 + len(word) > width:
+                out.append(current)
+                current = indent + "  " + word
+            else:
+                current = current + (" " if current.strip() else "") + word
+        out.append(current.rstrip() if current.strip() else line)
+    return "\n".join(out)
 
 
 class AbricotError(Exception):
@@ -53,14 +75,50 @@ class NonFiniteError(ModelError):
     """Logits or log-probabilities that are NaN or infinite: a damaged model or a broken build."""
 
 
+class FilesNotDownloaded(DownloadError):
+    """Files a task's pull could not download, said in lines of their own: why (``cause``: "the
+    network is unreachable (HOST: REASON)", "offline: ABRICOT_OFFLINE is set", "HTTP 404 ..."),
+    the folder they go into, and each file's URL (:func:`url_lines`). ``fetch.download_files``
+    raises it; a pull that fetches otherwise can raise it itself."""
+
+    def __init__(self, cause: str, folder: str, urls: tuple[str, ...], *, names: tuple[str, ...] = (),
+                 network: bool = False):
+        self.cause, self.folder, self.urls, self.network = cause, folder, tuple(urls), network  # network: unreachable
+        self.names = tuple(names) or tuple(u.rsplit("/", 1)[-1] for u in self.urls)  # saved as
+        n = len(self.urls)
+        super().__init__(f"could not download {n} file{'s' * (n != 1)} into {folder}: {cause}")
+
+    def __str__(self) -> str:
+        return "\n".join([self.args[0], *url_lines(self.urls, self.names, "  ")])
+
+
+def url_lines(urls, names=(), indent: str = "  ") -> list[str]:
+    """URLs as lines within :data:`WIDTH` columns: each folder's URL once (ending in ``/``), then the
+    names of its files under it, each on a line of its own (a file saved under another name says
+    so)."""
+    names = tuple(names) or tuple(u.rsplit("/", 1)[-1] for u in urls)
+    out: list[str] = []
+    base_of: dict[str, list[tuple[str, str]]] = {}
+    for url, name in zip(urls, names):
+        base, _, leaf = url.rpartition("/")
+        base_of.setdefault(base + "/", []).append((leaf, name))
+    for base, leaves in base_of.items():
+        out.append(indent + base)
+        out += [f"{indent}  {leaf}" + (f"  (save as {name})" if name != leaf else "") for leaf, name in leaves]
+    return out
+
+
 class MissingDataError(DataError):
-    """Task data that is not here, in at most three short lines: what is missing (and where it
-    was looked for), the one command that gets it, the offline alternative."""
+    """Task data that is not here, in short lines: what is missing (where it was looked for, and
+    why it was not downloaded), the one command that gets it, the files to save by hand (their
+    URLs, each on a line of its own: ``download``, a :class:`FilesNotDownloaded` or a tuple of
+    them), the offline alternative."""
 
     def __init__(self, what: str, get: str | None, offline: str, *, task: str = "", where: str = "",
-                 reason: str = ""):
+                 reason: str = "", download=None):
         self.what, self.get, self.offline = what, get, offline
         self.task, self.where, self.reason = task, where, reason  # for joining several into one
+        self.download = download
         super().__init__(what)
 
     def advice(self) -> str:
@@ -71,4 +129,15 @@ class MissingDataError(DataError):
         return f"{self.what}; {self.advice()}"
 
     def __str__(self) -> str:
-        return "\n".join([self.what, *([f"  get it:  {self.get}"] if self.get else []), f"  offline: {self.offline}"])
+        lines = [self.what]
+        downloads = [d for d in (self.download if isinstance(self.download, tuple) else (self.download,))
+                     if d is not None and d.urls]
+        if self.get:
+            back = " (once the network is back)" if downloads and all(d.network for d in downloads) else ""
+            lines.append(f"  get it:  {self.get}{back}")
+        for d in downloads:
+            lines.append(f"  {'or ' if self.get else ''}save {'these files' if len(d.urls) > 1 else 'this file'} "
+                         f"by hand into {d.folder}:")
+            lines += url_lines(d.urls, d.names, "    ")
+        lines.append(f"  offline: {self.offline}")
+        return "\n".join(lines)

@@ -241,6 +241,18 @@ def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: Scori
     return None
 
 
+def require_known(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
+                  model_dirs: tuple[str, ...] = ()) -> None:
+    """Refuse a name nothing resolves (UnknownModelError, with the close matches) reading only the
+    registry and the stores' listings: `run` asks it before the plan, the tasks' data or llama.cpp
+    load. A store's name, a path, an alias or a file in a model folder passes (checked later)."""
+    from . import stores
+    from .backends import reads_model_file
+
+    if reads_model_file(backend) and not (stores.prefix_of(name) or is_path_name(name)):
+        _lookup(name, None, models_file, model_dirs)
+
+
 def _lookup(name: str, registry, models_file, model_dirs):
     """The registry entry ``name`` names, else a file of that name in llama.cpp's cache or a
     --model-dir folder (a stores.Found), else UnknownModelError with close matches, the

@@ -18,6 +18,14 @@ the embedding lookup and the output head excluded) and attention's width times t
 position (4 FLOPs per head dimension, layer and earlier token); per row by width x
 vocabulary (the output head, then the log-softmax); the load by the file's size; per call
 as measured (the overhead of a call: graph, threads).
+
+FLOPs alone overshoot: a narrow model runs its FLOPs slower than a wide one (small matrices,
+the memory-bound work of norms and attention), so a 270M model's FLOP rate applied to a 7B
+predicted 1.9x the time bench/scale.py measured. The rate is therefore also scaled by
+:data:`WIDTH_EFFICIENCY`, the FLOP rate against the embedding width that bench/scale.py
+measured (the one source of the figures; ``tests/test_dry_run.py`` holds the scaled
+predictions to its measured times within :data:`SCALED_ERROR`). A scaled speed carries that
+error bar and says how it was made (``Speed.how``).
 """
 
 from __future__ import annotations
@@ -183,19 +191,45 @@ def parse_params(text: str) -> float | None:
     return float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2).upper()] if m else None
 
 
+TYPICAL_VOCAB = 50257  # the median vocabulary of the tokenizers chars_per_token.py measured (32000 to 262144)
+
+
 def estimated_facts(params: float, size: int | None, n_vocab: int | None, basis: str) -> ModelFacts:
     """Facts of a model known only by its parameter count (and file size, vocabulary): width
-    from a fit over the registry's model shapes (576 at 135M to 8192 at 70B), attention as a
-    transformer's 12 x layers x width^2 parameters give it; the embedding lookup taken off
-    when the vocabulary is known."""
-    width = 576 * (params / 1.35e8) ** 0.42
-    body = params - (n_vocab or 0) * width
+    from a fit over the shapes of Llama 3.2 1B and 3B, Mistral 7B and Llama 3.1 8B (2048 at
+    1.24B, about 4100 at 7B; no less than 576), attention as a transformer's 12 x layers x
+    width^2 parameters give it; the embedding lookup taken off (with :data:`TYPICAL_VOCAB`
+    when the vocabulary is not known)."""
+    width = max(576.0, 2048 * (params / 1.24e9) ** 0.4)
+    body = params - (n_vocab or TYPICAL_VOCAB) * width
     return ModelFacts(params=max(body, params / 2), attention=params / (12 * width), width=width,
                       n_vocab=n_vocab or 0, bytes=size or int(params * 0.6), basis=basis, total_params=params)
 
 
 # -- speed and time ------------------------------------------------------------------------
 CALIBRATED, SCALED = "calibrated", "scaled"
+
+# The FLOP rate of a prompt against the model's embedding width, relative to a 4096-wide model:
+# prompt tokens/s x FLOPs per token (2 x body parameters + attention at the mean position) of the
+# rows of bench/README.md's scale table (bench/scale.py --sample 12 --threads 2, portable build,
+# 2 cores of an AMD EPYC, 2026-12-01): SmolLM2-135M (576 wide) 67, Gemma 3 270M (640) 106,
+# Llama-3.2-1B shape (2048) 209, 3B shape (3072) 210, Mistral-7B shape (4096) 214 GFLOP/s.
+# Between two widths: interpolated in log(width); beyond them: the end values.
+WIDTH_EFFICIENCY = ((576, 0.31), (640, 0.497), (2048, 0.979), (3072, 0.984), (4096, 1.0))
+SCALED_ERROR = 0.25  # a scaled prediction's error bar: bench/scale.py's 1B-7B shapes fall within it from Gemma's
+WIDTH_SOURCE = "the FLOP rate by width bench/scale.py measured on a 2-core AMD EPYC"
+
+
+def width_efficiency(width: float) -> float:
+    """:data:`WIDTH_EFFICIENCY` at ``width`` (log-linear between the measured widths)."""
+    points = WIDTH_EFFICIENCY
+    if width <= points[0][0]:
+        return points[0][1]
+    for (w0, e0), (w1, e1) in zip(points, points[1:]):
+        if width <= w1:
+            f = math.log(width / w0) / math.log(w1 / w0)
+            return e0 + f * (e1 - e0)
+    return points[-1][1]
 
 
 @dataclass(frozen=True)
@@ -210,6 +244,8 @@ class Speed:
     source: str  # CALIBRATED (this model) or SCALED (from ``reference``)
     reference: str  # the calibrated model's label
     measured: str  # when that calibration ran (UTC)
+    error: float = 0.0  # relative error bar of a prediction at this speed (SCALED_ERROR when scaled)
+    how: str = ""  # how a scaled speed was made, in words
 
     def seconds(self, work: Work) -> float:
         """Scoring time of ``work`` (the load not included)."""
@@ -236,17 +272,24 @@ class Measured:
 def speed_from(measured: Measured, ref: ModelFacts | None, target: ModelFacts | None, *, same: bool,
                reference: str, when: str) -> Speed:
     """The speed of ``target`` from a calibration ``measured`` on a model with facts ``ref``:
-    the FLOP rate the calibration's prompt ran at, applied to the target's work per token;
-    calls, rows and the load scaled as the module's text says. ``same``: the calibrated model."""
+    the FLOP rate the calibration's prompt ran at, times the target's width efficiency over the
+    reference's (:func:`width_efficiency`), applied to the target's work per token; calls, rows
+    and the load scaled as the module's text says. ``same``: the calibrated model."""
     if ref is None or target is None:  # no facts (a synthetic model): as measured
         return Speed(measured.token_s, 0.0, measured.call_s, measured.row_s, measured.load_s,
-                     CALIBRATED if same else SCALED, reference, when)
-    rate = ref.flops((measured.prompt_tokens - 1) / 2) / measured.token_s  # FLOP/s
+                     CALIBRATED if same else SCALED, reference, when, 0.0 if same else SCALED_ERROR,
+                     "" if same else "as measured (no facts to scale by)")
+    efficiency = 1.0 if same or not (ref.width and target.width) else \
+        width_efficiency(target.width) / width_efficiency(ref.width)
+    rate = ref.flops((measured.prompt_tokens - 1) / 2) / measured.token_s * efficiency  # FLOP/s
     head = (target.width * target.n_vocab) / (ref.width * ref.n_vocab) if ref.width * ref.n_vocab and \
         target.width * target.n_vocab else 1.0
     size = target.bytes / ref.bytes if ref.bytes else 1.0
+    how = "" if same else (f"FLOPs per token x {target.flops(0) / ref.flops(0):.3g}, FLOP rate x {efficiency:.2f} for its "
+                           f"width {target.width:.0f} ({WIDTH_SOURCE}), output rows x {head:.2g}")
     return Speed(2 * target.params / rate, 4 * target.attention / rate, measured.call_s, measured.row_s * head,
-                 measured.load_s * size, CALIBRATED if same else SCALED, reference, when)
+                 measured.load_s * size, CALIBRATED if same else SCALED, reference, when,
+                 0.0 if same else SCALED_ERROR, how)
 
 
 def with_items(work: Work, items: int) -> Work:

@@ -186,10 +186,13 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
     wheres = [e.where for e in errors if e.where]
     where = os.path.commonpath(wheres) if wheres else ""
     reasons = list(dict.fromkeys(e.reason for e in errors if e.reason))
-    looked = "; ".join([f"looked in {where}"] * bool(where) + reasons[:1])
+    looked = "; ".join([f"looked in {where}"] * bool(where) + reasons)
     what = f"no task has its data here: {', '.join(e.task for e in errors)}" + (f" ({looked})" if looked else "")
     gets = list(dict.fromkeys(e.get for e in errors if e.get))
-    return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)))
+    downloads = tuple(d for e in errors for d in (e.download if isinstance(e.download, tuple) else (e.download,))
+                      if d is not None)
+    return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)),
+                            download=downloads or None)
 
 
 def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,

@@ -82,13 +82,13 @@ class ModelSpec:
 
     @property
     def gated_text(self) -> str:
-        """What a listing shows: yes, no, "base" (the original model is gated, this file's
-        repository was not checked), or ? (not known)."""
+        """What a listing shows: yes, no, "? (original: yes)" (the original model is gated, this
+        file's repository was not checked), or ? (not known)."""
         if self.gated is not None:
             return "yes" if self.gated else "no"
         if self.source in ("pypi", "local", "synthetic"):
             return "no"  # nothing to accept before it is used
-        return "base" if self.base_gated else "?"
+        return "? (original: yes)" if self.base_gated else "?"
 
     @property
     def revision(self) -> str:

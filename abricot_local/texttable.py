@@ -54,13 +54,14 @@ def _cut(word: str, width: int) -> list[str]:
     return out + [word[start:]]
 
 
-def _fold(text: str, width: int) -> list[str]:
-    """A cell's text as lines of at most ``width`` characters (words kept whole where they fit)."""
+def _fold(text: str, width: int, cut: bool = True) -> list[str]:
+    """A cell's text as lines of at most ``width`` characters (words kept whole where they fit;
+    with ``cut`` false always but for paths: a SHA-256 or a setting's name is never broken)."""
     lines: list[str] = []
     for para in text.split("\n"):
         line = ""
         for word in para.split(" "):
-            for piece in _cut(word, width):
+            for piece in (_cut(word, width) if cut or "/" in word else [word]):  # a path may be cut after a /
                 if line and len(line) + 1 + len(piece) <= width:
                     line += " " + piece
                 else:
@@ -108,20 +109,20 @@ def _total(df: pd.DataFrame) -> int:
     return sum(_width(df, c) for c in df.columns) + GAP * (len(df.columns) - 1)
 
 
-def _folded(df: pd.DataFrame, col, target: int) -> pd.DataFrame:
+def _folded(df: pd.DataFrame, col, target: int, cut: bool = False) -> pd.DataFrame:
     out = df.copy()
-    out[col] = ["\n".join(_fold(" ".join(_lines(v)), target)) for v in df[col]]
+    out[col] = ["\n".join(_fold(" ".join(_lines(v)), target, cut)) for v in df[col]]
     return out
 
 
-def _narrowed(df: pd.DataFrame, wraps: list[str], floor: int, width: int) -> pd.DataFrame:
+def _narrowed(df: pd.DataFrame, wraps: list[str], floor: int, width: int, cut: bool = False) -> pd.DataFrame:
     """The wrap columns folded, the widest first, until the table fits or none is wider than ``floor``."""
     wraps = [c for c in wraps if c in df.columns]
     while _total(df) > width and wraps:
         col = max(wraps, key=lambda c: _width(df, c))
         now = _width(df, col)
         target = max(floor, now - (_total(df) - width))
-        folded = _folded(df, col, target) if target < now else df
+        folded = _folded(df, col, target, cut) if target < now else df
         if _width(folded, col) >= now:  # nothing left to fold in this column
             wraps.remove(col)
         df = folded
@@ -153,8 +154,8 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
         fold_last: Sequence[str] = (), width: int = WIDTH) -> tuple[str, bool]:
     """``df`` as aligned text no wider than ``width``, and whether it had to be split in blocks.
 
-    While the table is too wide: long cells of the ``wrap_cols`` are folded onto lines of at
-    most :data:`CAP` characters; headers longer than their cells are folded; the wrap columns
+    While the table is too wide: long cells of the ``wrap_cols`` are folded at spaces onto lines
+    of at most :data:`CAP` characters (a word is never broken: a SHA-256, a setting's name); headers longer than their cells are folded; the wrap columns
     are narrowed down to :data:`MIN_WRAP`; then the columns after the first ``keys`` are
     split into blocks that each repeat those key columns (the columns of one of ``groups``
     stay in one block where they fit; a block leaves out the rows that have nothing in it but
@@ -175,7 +176,7 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
             df = narrow
     split = _total(df) > width and len(df.columns) > keys + 1
     parts = _blocks(df, keys, groups, width) if split else [df]
-    parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width) for part in parts]
+    parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width, cut=True) for part in parts]
     return "\n\n".join(grid(part, False, ready=True) for part in parts), split
 
 

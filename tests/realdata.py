@@ -1,21 +1,25 @@
 """Real data for the tests: the DisCoTEX release and vocabulary-only GGUFs, found or fetched once.
 
-Each data set is looked for, in this order, in
+Each data set is looked for where the tool looks, in this order:
 
 1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``);
-2. ``../shared`` beside the repository (developers and CI);
-3. the user cache, ``<abricot cache>/test-data`` (``~/.cache/abricot-local/test-data`` by
-   default), resolved when this module is imported, i.e. before any test's ``isolated_home``
-   fixture points ``ABRICOT_CACHE_DIR`` at its tmp folder and sets ``ABRICOT_OFFLINE=1``;
-4. a one-time download into that cache from the public source, pinned and SHA-256 verified:
+2. the tool's own data cache, for a data set the tool itself downloads (``DataSet.tool_cache``):
+   ``<abricot cache>/data/discotex``, where ``abricot-local data pull discotex`` puts it;
+3. ``../shared`` beside the repository (developers and CI);
+4. the tests' cache, ``<abricot cache>/test-data`` (``~/.cache/abricot-local/test-data`` by
+   default), where
+5. a one-time download puts it from the public source, pinned and SHA-256 verified:
    the DisCoTEX release files that ``abricot-local data pull discotex`` fetches (same URLs and
    hashes: ``abricot_local.tasks.discotex.RELEASE``) and the TED train file (``discotex.TRAIN``), and the vocabulary files vendored in the
    llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
 
+Both caches are resolved when this module is imported, i.e. before any test's ``isolated_home``
+fixture points ``ABRICOT_CACHE_DIR`` at its tmp folder and sets ``ABRICOT_OFFLINE=1``.
 A folder counts only when every file is there with its pinned SHA-256. When none can be had,
-:func:`require` skips the test with one short line saying how to get the data (conftest.py folds
-every such skip into one line of ``-rs``, and the summary at the end says where each set was
-found, or why it could not be downloaded); under ``CI=true`` it fails with that line instead.
+:func:`require` skips the test with one short line (conftest.py folds every such skip into one
+line of ``-rs``); the summary at the end says where each set was found, or names every file it
+needs, where it was looked for and why it could not be downloaded, in lines of at most 120
+columns; under ``CI=true`` it fails with that line instead.
 Nothing is copied into the repository: only names and hashes.
 """
 
@@ -46,7 +50,9 @@ _SESSION_ENV = {k: os.environ.get(k) for k in ("ABRICOT_CACHE_DIR", "XDG_CACHE_H
 _GIVEN = os.environ.get(ENV, "").strip()
 GIVEN = Path(_GIVEN).expanduser().resolve() if _GIVEN else None
 CACHE = fetch.cache_dir() / "test-data"
+TOOL_CACHE = fetch.cache_dir()  # the tool's own cache (its data/ folder: `abricot-local data pull`)
 _download_url = fetch.download_url  # bound now: a test that mocks the network cannot redirect it
+_download_files = fetch.download_files
 
 # llama.cpp's models/ folder as vendored in the llama-cpp-python 0.3.36 sdist (PyPI), and the
 # SHA-256 of each file used, as extracted from that sdist.
@@ -88,12 +94,14 @@ class DataSet:
     files: tuple[tuple[str, str], ...]  # (file name, sha256)
     source: str  # the public source, for messages
     download: Callable[[Path], None]  # fills the folder from the public source
+    tool_cache: str = ""  # where the tool keeps it under its own cache (data/discotex), "" if it does not
+    pull: str = ""  # the tool's command that fills tool_cache
 
 
 def _fetch_discotex(dest: Path) -> None:
-    for name, sub, sha in (*discotex.RELEASE.values(), discotex.TRAIN):
-        url = discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=sub, name=name)
-        _download_url(url, dest / name, sha256=sha, progress=False)
+    name, sub, sha = discotex.TRAIN  # the TED train pool of --shots on rebuilt items
+    train = (discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=sub, name=name), name, sha)
+    _download_files((*discotex.release_files(), train), dest, progress=False)
 
 
 def _fetch_vocab(dest: Path) -> None:
@@ -130,6 +138,7 @@ DISCOTEX = DataSet(
     "DISCOTEX release", "data/discotex",
     tuple((name, sha) for name, _, sha in (*discotex.RELEASE.values(), discotex.TRAIN)),  # + the TED train pool
     f"github.com/davidecolla/DisCoTex@{discotex.RELEASE_COMMIT[:7]}", _fetch_discotex,
+    tool_cache="data/discotex", pull="abricot-local data pull discotex",
 )
 VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
                 _fetch_vocab)
@@ -158,8 +167,11 @@ def problem(folder: Path, ds: DataSet) -> str | None:
 
 
 def candidates(ds: DataSet) -> list[tuple[str, Path]]:
-    """(label, folder) in search order: $ABRICOT_TEST_DATA, ../shared, the user cache."""
+    """(label, folder) in search order: $ABRICOT_TEST_DATA, the tool's data cache (a data set the
+    tool downloads itself), ../shared, the tests' cache."""
     out = [(f"${ENV}", GIVEN / ds.folder)] if GIVEN else []
+    if ds.tool_cache:
+        out.append(("the tool's data cache", TOOL_CACHE / ds.tool_cache))
     return out + [("../shared", SHARED / ds.folder), ("user cache", CACHE / ds.folder)]
 
 
@@ -197,15 +209,15 @@ def obtain(ds: DataSet) -> Path:
         with _session_env():
             ds.download(dest)
     except (AbricotError, OSError) as exc:
-        why = str(exc).split("\n")[0]
+        why = getattr(exc, "cause", None) or str(exc).split("\n")[0]
     else:
         why = problem(dest, ds)
         if why is None:
             return dest
-    FAILED[ds.title] = f"download from {ds.source} into {CACHE / ds.folder} failed: {why}"
+    FAILED[ds.title] = why if len(why) <= 100 else why[:97] + "..."
     short = why.rsplit("/", 1)[-1] if " differs from " in why else why.split(": ")[0].split(" (")[0]
-    short = short if len(short) <= 60 else short[:57] + "..."
-    raise Missing(f"{ds.title} not found: {ENV}=DIR with DIR/{ds.folder}/, or run once online ({short})")
+    short = short if len(short) <= 40 else short[:37] + "..."
+    raise Missing(f"{ds.title} not found: {ENV}=DIR with DIR/{ds.folder}/ ({short}; files: end of report)")
 
 
 def is_ci() -> bool:
@@ -232,13 +244,24 @@ def skip_location() -> tuple[str, int]:
 
 
 def describe() -> str:
-    """One line per data set for the end of the test report: where it was found, or why not."""
+    """For the end of the test report, per data set: where it was found; else every file it needs,
+    where it was looked for, and why it could not be downloaded (lines of at most 120 columns)."""
+    from abricot_local.cache import shown
+    from abricot_local.errors import fold
+
     lines = []
     for ds in (DISCOTEX, VOCAB):
         found = locate(ds)
-        where = (f"{found[0]} ({found[1]})" if found else FAILED.get(ds.title)
-                 or f"not found; no test asked for it (it would be fetched into {CACHE / ds.folder})")
-        lines.append(f"test data, {ds.title}: {where}")
+        if found:
+            lines.append(f"test data, {ds.title}: {found[0]} ({shown(found[1])})")
+            continue
+        why = FAILED.get(ds.title)
+        lines.append(f"test data, {ds.title}: not found; " + (f"the download from {ds.source} failed: {why}" if why
+                                                             else "no test asked for it"))
+        lines.append(f"  needs: {', '.join(name for name, _ in ds.files)}")
+        looked = [f"{label} {shown(folder)}" + (f" (`{ds.pull}`)" if label == "the tool's data cache" and ds.pull else "")
+                  for label, folder in candidates(ds)]
+        lines.append(f"  looked in: {'; '.join(looked)}")
     if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in (DISCOTEX, VOCAB)):
         lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")
-    return "\n".join(lines)
+    return fold("\n".join(lines))

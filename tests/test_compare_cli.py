@@ -65,7 +65,7 @@ def test_two_runs(runs):
     r = invoke("compare", runs["a"], runs["b"])
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert max(map(len, out.splitlines())) <= 120
+    assert max(map(len, out.splitlines())) <= 120, [ln for ln in out.splitlines() if len(ln) > 120]
     c = api(runs["a"], runs["b"])
     assert verdict_lines(out) == [v.line for v in c.verdicts]
     assert c.verdicts[0].kind in (cmp.DIFFERENT, cmp.NOISE) and c.verdicts[0].p is not None
@@ -73,8 +73,8 @@ def test_two_runs(runs):
     assert ["discotex", "24", "/", "24", "24", "0"] in [ln.split() for ln in out.splitlines()]
     settings = out.split("Recorded settings that differ", 1)[1].split("Paired differences", 1)[0]
     assert "provenance.model_desc" in settings and "fake-7" in settings and "seed" not in settings  # bootstrap seed
-    floor = stats.min_detectable_difference(24, 0.0)
-    assert f"discotex: 24 common items cannot separate runs less than {100 * floor:.1f} accuracy points apart" in out
+    detectable = next(m.mdd for m in c.metrics if m.metric == "accuracy")
+    assert f"discotex accuracy: 24 common items detect only differences of {detectable:.3f} or more" in out
     assert "p (Holm)" not in out and "Runs not distinguishable" not in out  # two runs: nothing to adjust
 
 
@@ -198,6 +198,32 @@ def test_fit_wraps_then_splits_within_the_width():
     assert all("beta" not in b for b in blocks if "task" in b and "notes" not in b)  # rows with nothing there: out
     small = pd.DataFrame({"a": ["x"], "b": ["y"]})
     assert fit(small) == ("a  b\n-  -\nx  y", False)
+
+
+def test_the_detectable_difference_is_one_figure_in_the_table_the_power_line_and_the_verdict(runs):
+    """Issue 30: one quantity, one unit (a difference of accuracy), wherever compare states it."""
+    c = api(runs["a"], runs["b"])
+    out = invoke("compare", runs["a"], runs["b"]).stdout
+    acc = next(m for m in c.metrics if m.task == "discotex" and m.metric == "accuracy")
+    table = out.split("Paired differences", 1)[1].split("Predictions and log-probs", 1)[0]
+    row = next(ln.split() for ln in table.splitlines() if ln.split()[:2] == ["discotex", "accuracy"])
+    power = out.split("Power:", 1)[1].split("bootstrap:", 1)[0]
+    figure = f"{acc.mdd:.3f}"
+    assert row[-1] == figure and f"differences of {figure} or more" in power
+    if "detect only" in c.verdicts[0].line:
+        assert f"differences of {figure} or more" in c.verdicts[0].line
+    assert "points" not in out
+
+
+def test_a_sha256_and_a_long_setting_name_are_never_broken_across_lines():
+    import pandas as pd
+
+    from abricot_local.texttable import fit
+
+    sha, name = "ab" * 32, "provenance.schedule.a_very_long_setting_name_indeed"
+    df = pd.DataFrame([{"setting": name, "a": sha, "b": "c" * 64}, {"setting": "n_batch", "a": "512", "b": "64"}])
+    text, _ = fit(df, keys=1, wrap_cols=("setting", "a", "b"))
+    assert sha in text and name in text and "c" * 64 in text and max(map(len, text.splitlines())) <= 120
 
 
 def test_render_of_a_long_setting_stays_within_120_columns(runs):

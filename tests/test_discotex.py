@@ -123,14 +123,14 @@ def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch, d
 
     calls = []
 
-    def fake_download(url, dest, *, sha256=None, progress=True):
+    def fake_download(url, dest, sha256, progress):  # fetch.download_files' one file
         calls.append((url, sha256))
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(discotex_dir / dest.name, dest)
         assert fetch.sha256_file(dest) == sha256
         return dest
 
-    monkeypatch.setattr(fetch, "download_url", fake_download)
+    monkeypatch.setattr(fetch, "_download", fake_download)
     items = DiscotexTask(TaskOptions()).items()
     assert len(items) == 1600
     assert all(discotex.RELEASE_COMMIT in u and u.endswith(".tsv") for u, _ in calls) and len(calls) == 2

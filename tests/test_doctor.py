@@ -63,11 +63,14 @@ def test_advice_cuda_when_gpu_unused():
 def test_reinstall_commands_exact():
     """Each with RPC, as the README's install commands."""
     assert doctor.REINSTALL["cuda"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
     assert doctor.REINSTALL["metal"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
     assert doctor.REINSTALL["native"] == (
-        'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python')
+        'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir '
+        '"llama-cpp-python==0.3.36"')
 
 
 def test_gather_runs():
@@ -86,3 +89,21 @@ def test_gather_runs():
     assert rows["llama-3.1-70b-q4"]["size"] == 42520398400 and rows["llama-3.1-70b-q4"]["size_exact"]
     assert facts["reinstall"] == doctor.REINSTALL
     assert facts["memory"]["ram_total"] is None or facts["memory"]["ram_total"] > 0
+
+
+def test_readme_ci_and_doctor_give_one_install_command_with_the_version_pin():
+    """Issue 30, item 6: the pin the bit-for-bit promise depends on comes from llama_build alone."""
+    from pathlib import Path
+
+    from abricot_local.backends import llama_build
+
+    root = Path(__file__).resolve().parents[1]
+    readme, ci = (root / "README.md").read_text(encoding="utf-8"), (root / ".ci" / "run").read_text(encoding="utf-8")
+    pin = llama_build.REQUIREMENT
+    assert pin == '"llama-cpp-python==0.3.36"'
+    portable = f'CMAKE_ARGS="{llama_build.PORTABLE_CMAKE_ARGS}" \\\n'
+    assert f"{portable}  pip install --no-cache-dir {pin}" in readme  # the Install and Test commands
+    assert f"{portable}  python -m pip install --no-cache-dir {pin}" in ci
+    assert all(cmd.endswith(f"pip install --force-reinstall --no-cache-dir {pin}") for cmd in llama_build.REINSTALL.values())
+    assert llama_build.REINSTALL["portable"].startswith(portable.rstrip(" \\\n"))
+    assert "llama-cpp-python==" not in readme.replace(pin, "")  # no other pin anywhere in the README

@@ -97,34 +97,75 @@ def test_too_big_for_the_disk_is_refused_before_any_download(online, tmp_path, m
     assert "has 0.1 GiB free" in line and str(tmp_path) in line and "--force" in line
 
 
-def test_discotex_pull_names_every_missing_file(tmp_path):
-    """Offline (conftest): both release files fail; one message names both URLs and targets."""
+@pytest.fixture
+def folded(monkeypatch):
+    """Errors folded to 120 columns, as on a terminal (a pipe gets whole lines)."""
+    monkeypatch.setattr("abricot_local.cli.app.FOLD", True)
+
+
+def test_discotex_pull_names_every_missing_file_its_url_and_the_offline_way_each_on_a_line(tmp_path, folded):
+    """Offline (conftest): both release files fail; each file, its URL and --data-dir on a line of its own,
+    within 120 columns, each URL once, and the cause said (offline), not only that the download failed."""
     r = invoke("data", "pull", "discotex")
     assert r.exit_code != 0
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1, r.output
-    target = fetch.cache_dir() / "data" / "discotex"
-    for name, folder, _ in discotex.RELEASE.values():
-        url = discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=folder, name=name)
-        assert f"{url} -> {target / name}" in lines[0]
-    assert "could not download 2 DisCoTEX file(s)" in lines[0]
+    lines = r.output.rstrip().splitlines()
+    assert max(map(len, lines)) <= 120, r.output
+    assert "offline: ABRICOT_OFFLINE is set" in " ".join(ln.strip() for ln in lines[:2])
+    assert "data pull" not in r.output  # (it was just run)
+    urls = [url for url, _, _ in discotex.release_files()]
+    base = urls[0].rsplit("/", 1)[0] + "/"
+    assert all(u.startswith(base) for u in urls) and lines.count("    " + base) == 1
+    for url in urls:
+        assert "      " + url.rsplit("/", 1)[1] in lines and r.output.count(url.rsplit("/", 1)[1]) == 1
+    assert r.output.count(discotex.RELEASE_COMMIT) == 1
+    assert lines[-1].startswith("  offline: --data-dir DIR")
+    assert len(r.output) < 700
+
+
+def test_an_unreachable_network_is_said_as_one_and_the_second_file_is_not_tried(tmp_path, folded, monkeypatch):
+    import urllib.error
+
+    tried = []
+
+    def urlopen(request, timeout=None):
+        tried.append(request.full_url)
+        raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+
+    monkeypatch.delenv("ABRICOT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("urllib.request.urlopen", urlopen)
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex")
+    assert r.exit_code == 2 and len(tried) == 1
+    lines = r.output.rstrip().splitlines()
+    assert max(map(len, lines)) <= 120, r.output
+    assert "the network is unreachable (raw.githubusercontent.com: Temporary failure in name resolution)" in \
+        " ".join(ln.strip() for ln in lines[:2])
+    assert "  get it:  abricot-local data pull discotex (once the network is back)" in lines
+    for url, name, _ in discotex.release_files():
+        assert "      " + name in lines and "    " + url.rsplit("/", 1)[0] + "/" in lines
+    assert lines[-1] == "  offline: --data-dir DIR (the DisCoTEX sub-task 1 test release)"
 
 
 def test_discotex_pull_names_only_what_is_still_missing(tmp_path, monkeypatch):
-    """One file came through (or was saved by hand): the message names only the other."""
-    got = []
+    """One file came through (or was saved by hand): the message names only the other, with its cause."""
+    from abricot_local.errors import FilesNotDownloaded
 
-    def download_url(url, dest, *, sha256=None, progress=True):
+    got = []
+    real = fetch._download
+
+    def download(url, dest, sha256, progress):
         if "ted" in url:
             got.append(dest)
             return dest
-        raise fetch.DownloadError(f"could not download {url} (mocked); save it as {dest}")
+        return real(url, dest, sha256, progress)
 
-    monkeypatch.setattr(fetch, "download_url", download_url)
+    monkeypatch.setattr(fetch, "_download", download)
+    with pytest.raises(FilesNotDownloaded) as err:
+        discotex.pull(tmp_path / "d")
+    assert len(got) == 1 and err.value.names == ("discotex_1_wiki_test_set_release.tsv",)
     r = invoke("data", "pull", "discotex")
-    assert r.exit_code != 0 and len(got) == 1
-    assert "1 DisCoTEX file(s)" in r.output and "wiki_test_set_release.tsv" in r.output
-    assert "ted_test_set_release.tsv ->" not in r.output
+    assert r.exit_code != 0 and "      discotex_1_wiki_test_set_release.tsv" in r.output.splitlines()
+    assert "ted_test_set_release.tsv" not in r.output and "save this file by hand into" in r.output
 
 
 def closed_port() -> int:

@@ -21,23 +21,35 @@ def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-# -- 1. a missing-data error is at most three short lines -------------------------------------
+@pytest.fixture
+def folded(monkeypatch):
+    """Errors folded to 120 columns, as on a terminal (a pipe gets whole lines)."""
+    monkeypatch.setattr("abricot_local.cli.app.FOLD", True)
+
+
+# -- 1. a missing-data error: short lines (issue 30: each file's URL on a line of its own) --------
 @pytest.mark.parametrize("tasks", [[], ["--tasks", "discotex"], ["--tasks", "abricot"]])
-def test_missing_data_is_three_short_lines(tasks):
+def test_missing_data_is_short_lines_what_get_files_offline(tasks, folded):
     r = invoke("run", "fake", "--backend", "fake", *tasks)
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     home = str(fetch.cache_dir())  # in a test a tmp folder; a user's is ~/.cache/abricot-local
-    assert len(lines) == 3 and all(len(ln.replace(home, "~/.cache/abricot-local")) <= 140 for ln in lines), r.output
-    what, get, offline = lines
+    assert all(len(ln.replace(home, "~/.cache/abricot-local")) <= 120 for ln in lines), r.output
+    what = lines[0]
+    get = next(ln for ln in lines if ln.startswith("  get it:"))
+    offline = next(ln for ln in lines if ln.startswith("  offline:"))  # the last: only its fold follows it
+    assert all(ln.startswith("    ") for ln in lines[lines.index(offline) + 1:])
     assert what.startswith("error: ") and "no data" in what or "no task has its data" in what
-    assert str(fetch.cache_dir() / "data") in what and "offline" in what  # where it looked, why no download
-    assert get.split(":", 1)[0].strip() == "get it" and "abricot-local data pull " in get
+    cause = r.output.split("  get it:")[0]  # where it looked, and why nothing was downloaded
+    assert str(fetch.cache_dir() / "data") in cause and "offline" in cause
+    assert "abricot-local data pull " in get
     assert offline.split(":", 1)[0].strip() == "offline" and ("--data-dir DIR" in offline or "--data abricot=FILE" in offline)
     if not tasks:  # every task at once: one command line gets them all
-        assert get.split(":", 1)[1].split() == ["abricot-local", "data", "pull", "abricot", "&&", "abricot-local",
-                                                "data", "pull", "discotex"]
-    assert len(r.output.replace(home, "~/.cache/abricot-local")) < 400
+        assert get.split(":", 1)[1].split()[:9] == ["abricot-local", "data", "pull", "abricot", "&&", "abricot-local",
+                                                    "data", "pull", "discotex"]
+    if tasks != ["--tasks", "abricot"]:  # DISCOTEX's two files, by name under their URL's folder
+        assert "      discotex_1_ted_test_set_release.tsv" in lines and "      discotex_1_wiki_test_set_release.tsv" in lines
+    assert len(r.output.replace(home, "~/.cache/abricot-local")) < 900
 
 
 def test_a_given_folder_without_the_files_says_so(tmp_path):
@@ -49,7 +61,8 @@ def test_a_given_folder_without_the_files_says_so(tmp_path):
     text = str(err.value)
     assert text.count("\n") == 2 and "lacks discotex_1_ted_test_set_release.tsv" in text and "(given with --data-dir)" in text
     r = invoke("run", "fake", "--backend", "fake", "--data-dir", tmp_path / "nope")
-    assert r.exit_code == 2 and r.output.strip() == f"error: no task has its data here: --data-dir {tmp_path / 'nope'}: folder not found"
+    text = " ".join(ln.strip() for ln in r.output.splitlines())  # folded at 120 columns
+    assert r.exit_code == 2 and text == f"error: no task has its data here: --data-dir {tmp_path / 'nope'}: folder not found"
 
 
 def test_skipped_tasks_say_how_to_get_their_data_in_one_line_each(tmp_path):
@@ -159,3 +172,49 @@ def test_missing_test_data_is_one_short_skip_reason_reported_once(tmp_path, monk
         folded.append(rep.longrepr)
     assert folded[0] == folded[1] == (*realdata.skip_location(), f"Skipped: {reason}")
     assert folded[0][0].endswith("realdata.py")
+
+
+# -- issue 30, item 4: check of a run whose data file is not here --------------------------------
+def test_check_names_the_option_for_missing_data_shows_the_recorded_path_as_recorded_and_finds_the_cache(tmp_path):
+    import shutil
+
+    data = write_discotex(tmp_path / "elsewhere", 4)
+    out = tmp_path / "run"
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--out", out)
+    assert r.exit_code == 0, r.output
+    moved = tmp_path / "moved"
+    shutil.move(str(data), moved)  # as a committed run made on another machine: its recorded folder is not here
+    r = invoke("check", out)
+    assert r.exit_code != 0
+    text = r.output
+    assert "give it with the option shown in --help" not in text and "--data-dir DIR" in text
+    assert f"\n    {data / 'discotex_1_ted_test_set_release.tsv'}\n" in text  # as recorded: not as this user's ~
+    assert "abricot-local data pull discotex" in text and "discotex_1_wiki_test_set_release.tsv" in text
+    assert invoke("check", out, "--data-dir", moved).exit_code == 0
+    shutil.copytree(moved, fetch.cache_dir() / "data" / "discotex")  # where `data pull discotex` puts it
+    r = invoke("check", out)
+    assert r.exit_code == 0, r.output  # found in this machine's data cache, SHA-256 verified
+
+
+# -- issue 30, item 9: a typo in a model's name is refused before anything heavy loads ----------
+def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_tasks_data(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; from abricot_local.cli import cli\n"
+            "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
+            "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
+            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.planning') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)
+    assert "unknown model 'no-such-model'" in r.stderr
+
+
+def test_each_backend_registration_says_whether_it_reads_a_model_file_as_its_class_does():
+    from abricot_local.backends import BACKENDS, backend_class, reads_model_file
+
+    assert all(reads_model_file(kind) == backend_class(kind).reads_model_file for kind in BACKENDS)

@@ -145,7 +145,7 @@ def test_doctor_says_what_an_rpc_only_build_offloads_to_and_every_reinstall_has_
              "memory": {"ram_total": 2**34, "ram_available": 2**33}, "nvidia": {"gpus": []}, "models": [],
              "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT), "tasks": [],
              "advice": []}
-    text = doctor_text(facts, llama_build.REINSTALL_RPC)
+    text = doctor_text(facts, llama_build.REINSTALL_RPC).replace(" \\\n      pip ", " pip ")  # (as the README: `\`)
     assert "GPU offload supported" not in text and "CPU only" not in text.split("GPU backends:")[0]
     assert "GPU backends: none in this build (offload only to --rpc servers' devices)" in text
     assert "llama.cpp build: portable (GGML_NATIVE=OFF)" in text

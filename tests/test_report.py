@@ -273,6 +273,34 @@ def test_the_text_report_fits_120_columns_and_says_how_to_see_it_whole(runs, tmp
     assert [r["model"] for r in rows if r["folder"]] == ["toy-q8", "llama-3.1-8b-q4", "toy-q8"]
 
 
+
+@pytest.mark.parametrize("args", [
+    ("run", "fake", "--backend", "fake"),  # every task's data missing, offline: one error for all
+    ("run", "fake", "--backend", "fake", "--tasks", "discotex"),
+    ("data", "pull", "discotex"),
+    ("run", "fake", "--backend", "fake", "--data-dir", "/no/such/folder/" + "deep/" * 30),
+    ("run", "mistral-7b-q4", "--tasks", "discotex", "--sample", "40", "--dry-run"),  # a dry run: the whole plan
+    ("run", "mistral-7b-q4", "llama-3.1-70b-q4", "hf:someone/Some-Model-7B-GGUF", "--tasks", "discotex", "--dry-run"),
+])
+def test_errors_and_the_dry_run_fit_120_columns_as_the_report_does(args, monkeypatch, discotex_dir):
+    """Issue 30, item 10: lines of 344 to 951 characters; every one now within 120 columns (errors as a
+    terminal shows them: folded there, whole in a pipe)."""
+    monkeypatch.setattr("abricot_local.cli.app.FOLD", True)
+    if "--dry-run" in args:
+        args = (*args, "--data-dir", str(discotex_dir))
+    r = invoke(*args)
+    lines = r.output.splitlines()
+    wide = [ln for ln in lines if len(ln) > 120 and len(ln.split()) > 1]  # a path longer than 120: kept whole, alone
+    assert lines and not wide, wide
+
+
+def test_a_real_runs_plan_lines_fit_120_columns(tmp_path, discotex_dir):
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--sample", "4", "--data-dir", discotex_dir,
+               "--out", tmp_path / "o")
+    plan = [ln for ln in r.stderr.splitlines() if ln.startswith(("plan:", "  "))]
+    assert r.exit_code == 0 and plan and max(map(len, plan)) <= 120, plan
+
+
 def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch):
     from abricot_local import plots
 

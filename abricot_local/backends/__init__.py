@@ -24,12 +24,14 @@ from abricot_local.option_fields import Namer, Spec, absent_values, flag_of, spe
 class Registered:
     backend: str  # "module:Class" of the backend
     options: str  # "module:Class" of its Options (a module that does not import the runtime)
+    reads_model_file: bool = True  # its class's, known without importing the runtime (tests/test_options.py)
 
 
 BACKENDS = {
     "llama.cpp": Registered("abricot_local.backends.llama_cpp:LlamaCppBackend",
                             "abricot_local.backends.llama_cpp_options:LlamaCppOptions"),
-    "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions"),
+    "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
+                       reads_model_file=False),
 }
 DEFAULT_BACKEND = "llama.cpp"
 
@@ -48,6 +50,11 @@ def _registered(kind: str) -> Registered:
 def backend_class(kind: str):
     """The class of backend ``kind`` (imports its module, and its runtime)."""
     return _load(_registered(kind).backend)
+
+
+def reads_model_file(kind: str) -> bool:
+    """Whether backend ``kind`` reads a model file (its registration says so: no runtime is imported)."""
+    return _registered(kind).reads_model_file
 
 
 def options_class(kind: str) -> type[ScoringOptions]:

@@ -19,7 +19,11 @@ from pathlib import Path
 PORTABLE_CMAKE_ARGS = ("-DGGML_RPC=on -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
                        "-DGGML_F16C=ON -DGGML_BMI2=OFF -DGGML_AVX512=OFF")
 NATIVE_CMAKE_ARGS = "-DGGML_RPC=on"  # GGML_NATIVE is on by default
-PIP = "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+# the llama-cpp-python the committed reference runs were made with: their bit-for-bit promise holds for it alone.
+# README.md, .ci/run and `doctor` give this pin (tests/test_doctor.py checks the three agree).
+VERSION = "0.3.36"
+REQUIREMENT = f'"llama-cpp-python=={VERSION}"'
+PIP = f"pip install --force-reinstall --no-cache-dir {REQUIREMENT}"
 REINSTALL = {  # every one with RPC (run --rpc, rpc-server)
     "portable": f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" {PIP}',
     "native": f'CMAKE_ARGS="{NATIVE_CMAKE_ARGS}" {PIP}',

@@ -6,11 +6,20 @@ from __future__ import annotations
 import click
 
 from abricot_local import __version__
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, fold
+
+
+FOLD: bool | None = None  # fold error messages to 120 columns: None, on a terminal only (a pipe or a log: whole lines)
+
+
+def shown_error(text: str) -> str:
+    """An error as printed: folded to 120 columns on a terminal (errors.fold), whole elsewhere."""
+    wanted = click.get_text_stream("stderr").isatty() if FOLD is None else FOLD
+    return fold(text) if wanted else text
 
 
 class Group(click.Group):
-    """Turns every AbricotError into a one-line message and a non-zero exit."""
+    """Turns every AbricotError into its message (folded to 120 columns on a terminal) and a non-zero exit."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -19,7 +28,7 @@ class Group(click.Group):
             from abricot_local.backends import interrupts
             from abricot_local.console.safe import visible
 
-            click.echo(f"error: {visible(err, newlines=True)}", err=True)
+            click.echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
             interrupts.exit_process(err.exit_code)  # os._exit once a thread was left inside llama.cpp
 
 

@@ -8,7 +8,6 @@ import click
 from abricot_local.cli.app import cli
 from abricot_local.cli.options import (backend_opts, backend_options, model_dir_option, models_file_option,
                                        task_options, task_opts)
-from abricot_local.errors import AbricotError
 
 
 @cli.command()
@@ -19,27 +18,27 @@ from abricot_local.errors import AbricotError
 def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) -> None:
     """List the registry's models (size, licence, gated, the file when it is on this machine),
     or with --local the models other tools keep here."""
-    from abricot_local import modelref
     from abricot_local.console.listings import gib, local_models_table, models_table
     from abricot_local.registry import load_registry
 
     registry = load_registry(models_file)
-    if local:
-        from abricot_local.local_models import local_models
+    from abricot_local.local_models import local_models
 
+    if local:
         from abricot_local.console.safe import visible
 
         rows = local_models(registry, model_dirs, progress=lambda line: click.echo(visible(line), err=True))
         click.echo(local_models_table(rows))
         return
+    here: dict[str, str] = {}  # alias -> where its file comes from: the same set as `models --local`
+    for r in local_models(registry, model_dirs, hash_new=False):
+        if r.alias and not r.problem:
+            here.setdefault(r.alias, r.source + (" (assembled on first use)" if r.note else ""))
     rows = []
     for alias, spec in sorted(registry.items()):
-        try:
-            where = modelref.where_text(spec)
-        except AbricotError:
-            where = "?"
+        where = "(synthetic: no file)" if spec.source == "synthetic" else here.get(alias, "-")
         rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
-                     spec.gated_text, spec.reproduces or "", where))
+                     spec.gated_text, where, spec.reproduces or ""))
     click.echo(models_table(rows))
 
 

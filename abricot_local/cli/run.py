@@ -40,8 +40,6 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.planning import Shard
-
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
     if sample is not None and (sample < 1 or limit is not None):
@@ -53,6 +51,12 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     if limit is not None:
         click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
                    "which may not represent the task (use --sample N for a seeded draw)", err=True)
+    if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
+        from abricot_local.modelref import require_known
+
+        require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
+    from abricot_local.planning import Shard
+
     args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
     from abricot_local.cli.plan import announce, show
 

@@ -7,6 +7,7 @@ disk (store folders, model and file names) are shown through :func:`safe.visible
 from __future__ import annotations
 
 from abricot_local.console.safe import visible
+from abricot_local.errors import fold
 
 
 def gib(n) -> str:
@@ -20,23 +21,48 @@ def table(rows: list[tuple]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
 
 
+GATED_LEGEND = ("gated: yes = accept the model's licence on Hugging Face first (HF_TOKEN); \"? (original: yes)\" = "
+                "the original model's repository is gated, this file's was not checked")
+
+
 def models_table(rows: list[tuple]) -> str:
-    """The registry listing: alias, params, quant, size, license, gated, reproduces, and the file
-    when it is on this machine."""
-    head = ("alias", "params", "quant", "size", "license", "gated", "reproduces", "file")
-    return table([head, *rows])
+    """The registry listing within 120 columns: alias, params, quant, size, license, gated,
+    where its file is on this machine (the source `models --local` names), reproduces."""
+    import pandas as pd
+
+    from abricot_local.texttable import fit
+
+    head = ("alias", "params", "quant", "size", "license", "gated", "on this machine", "reproduces")
+    text, _ = fit(pd.DataFrame(rows, columns=head), keys=1, wrap_cols=("reproduces", "on this machine", "license"))
+    return text + "\n\n" + fold(GATED_LEGEND + "; where each file is: `abricot-local models --local`")
 
 
 def local_models_table(rows) -> str:
-    """`models --local`: each GGUF found, its header's facts, the registry alias its SHA-256 is."""
+    """`models --local`: each model on this machine (the stores' GGUFs and the registry's files),
+    where it comes from, its header's facts, the registry alias its SHA-256 is; within 120 columns."""
     if not rows:
         return ("no GGUF found (looked in Ollama's store, LM Studio's models folder, the Hugging Face cache, "
-                "llama.cpp's cache and the --model-dir folders)")
-    head = ("source", "name", "arch", "params", "quant", "n_ctx", "size", "registry alias", "reproduces")
-    body = [(r.source, r.name, r.architecture, r.params, r.quant, r.n_ctx or "?", gib(r.size), r.alias or "-",
-             r.reproduces or "") if not r.problem else (r.source, r.name, "unusable:", r.problem, "", "", "", "", "")
-            for r in rows]
-    return table([head, *body])
+                "llama.cpp's cache, the --model-dir folders and the registry's PyPI packages and paths)")
+    import pandas as pd
+
+    from abricot_local.texttable import fit
+
+    head = ("source", "name", "model", "size", "registry alias", "reproduces")
+    body = [(r.source, r.name, f"unusable: {r.problem}", "", "", "") if r.problem else
+            (r.source, r.name, f"({r.note})" if r.note else f"{r.architecture} {r.params} {r.quant} n_ctx {r.n_ctx or '?'}",
+             gib(r.size), r.alias or "-", r.reproduces or "") for r in rows]
+    text, _ = fit(pd.DataFrame(body, columns=head), keys=2, wrap_cols=("model", "reproduces", "source"))  # a name whole
+    return text
+
+
+def on_machine_lines(rows: list[dict]) -> list[str]:
+    """doctor's models on this machine (the rows of `models --local`): name, source, size, fit, file."""
+    lines = [f"models on this machine: {len(rows)} (as `abricot-local models --local` lists them)"]
+    for m in rows:
+        fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
+        lines.append(f"  {m['name']:<24} {gib(m['size']):>9}  {fits:<19} {m['source']}")
+        lines.append(f"    {m['path']}" + (f" ({m['note']})" if m.get("note") else ""))
+    return lines
 
 
 def data_status(row: dict) -> str:
@@ -79,16 +105,12 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
     lines.append(f"RAM: {gib(mem.get('ram_total'))} total, {gib(mem.get('ram_available'))} available")
     for g in facts["nvidia"].get("gpus", []):
         lines.append(f"GPU: {g.get('name')}  VRAM {gib(g.get('memory_total'))} total, {gib(g.get('memory_free'))} free")
-    cached = [m for m in facts["models"] if m["cached"]]
-    lines.append(f"cached models: {len(cached)}")
-    for m in cached:
-        fits = {True: "fits in RAM", False: "does NOT fit in RAM", None: ""}[m["fits_ram"]]
-        lines.append(f"  {m['alias']:<24} {gib(m['size']):>9}  {fits:<19} {m.get('path') or ''}".rstrip())
+    lines += on_machine_lines(facts.get("on_this_machine", []))
     lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
                  + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {reinstall_rpc}"))
     lines.append("reinstall llama-cpp-python (each with RPC; docs/numerics.md says which numbers each gives):")
     what = facts.get("reinstall_what", {})
-    lines += [f"  {kind} ({what[kind]}):\n    {cmd}" if kind in what else f"  {kind}: {cmd}"
+    lines += [f"  {kind} ({what[kind]}):\n    {_command(cmd)}" if kind in what else f"  {kind}: {_command(cmd)}"
               for kind, cmd in facts["reinstall"].items()]
     lines.append("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
     lines += [f"  {t['name']:<14} {data_status(t)}" for t in facts["tasks"]]
@@ -102,6 +124,12 @@ def _uses(row: dict) -> str:
                                            if o == "prompt_variant" and row.get("prompt_variants") else "")
              for o in row.get("options", [])]
     return ", ".join(flags) or "none of --shots, --prompt-variant"
+
+
+def _command(cmd: str) -> str:
+    """A shell command as the README writes it: its CMAKE_ARGS, then `\\` and the pip line (each whole)."""
+    head, sep, rest = cmd.partition('" pip ')
+    return f'{head}" \\\n      pip {rest}' if sep and len(cmd) > 110 else cmd
 
 
 def tasks_text(rows: list[dict]) -> str:

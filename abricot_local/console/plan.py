@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from abricot_local.console import _duration
 from abricot_local.console.safe import visible
+from abricot_local.errors import WIDTH, fold
 
 _GIB = 1024**3
 
@@ -14,6 +15,11 @@ def _time(seconds: float | None, exact: bool = True) -> str:
     if seconds is None:
         return "?"
     return ("" if exact else "~") + _duration(seconds) if seconds >= 1 else "<1 s"
+
+
+def _bar(speed) -> str:
+    """A scaled speed's error bar, as the time columns show it: " ±25%"."""
+    return f" ±{speed.error:.0%}" if speed is not None and speed.error and speed.source != "calibrated" else ""
 
 
 def _tokens(work) -> str:
@@ -30,7 +36,8 @@ def _speed_line(m) -> str:
         how = f"calibrated on this machine {s.measured}"
     else:
         by = m.facts.basis if m.facts else "?"
-        how = f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: rough"
+        how = (f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: {s.how}; ±{s.error:.0%} "
+               f"(`--calibrate` on the model itself measures it)")
     return f"{how}: {facts}" + (f"; {m.speed_note}" if m.speed_note else "")
 
 
@@ -70,23 +77,34 @@ def full(plan, command: str = "") -> str:
         for k, t in enumerate(m.tasks):
             name = visible(m.label) if k == 0 else ""
             if t.problem and t.work is None:
-                lines.append(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13} {t.problem}")
+                lines.append(_row(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}", t.problem))
                 continue
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
-            lines.append(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
-                         f"{_time(t.seconds, exact):<13} {t.work.basis}")
+            when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
+            lines.append(_row(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
+                              f"{when:<13}", t.work.basis))
         if m.speed is not None:
             lines.append(f"{'':<22} {'load':<14} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
+        total = _time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated')
         lines.append(f"{'':<22} {'total':<14} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
-                     f"{_time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated'):<13}")
+                     f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)
+    bar = max((m.speed.error for m in plan.models if m.speed and m.speed.source != "calibrated"), default=0.0)
+    bar_text = f" ±{bar:.0%} (a model's speed is scaled from another's)" if bar else ""
     lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
-                 + ("" if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
+                 + (bar_text if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
-    return visible("\n".join(lines), newlines=True)
+    return fold(visible("\n".join(lines), newlines=True))
+
+
+def _row(cells: str, note: str) -> str:
+    """A table row and its last column; a note that would pass :data:`WIDTH` goes on lines of its
+    own under the row, indented."""
+    line = f"{cells} {note}".rstrip()
+    return line if len(line) <= WIDTH else fold(f"{cells.rstrip()}\n{'':<23}{note}")
 
 
 def brief(plan) -> list[str]:
@@ -98,14 +116,14 @@ def brief(plan) -> list[str]:
             if t.work is None:
                 continue
             out.append(f"plan: {visible(m.label)} {visible(t.task)}: {t.items} items, {_tokens(t.work)} tokens"
-                       + (f", {_time(t.seconds, False)}" if t.seconds is not None else ""))
+                       + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else ""))
     if not out:
         return []
     if plan.seconds is not None:
         how = {"calibrated": "calibrated", "scaled": "scaled from another model"}
-        sources = sorted({how[m.speed.source] for m in plan.models if m.speed})
+        sources = sorted({how[m.speed.source] + _bar(m.speed) for m in plan.models if m.speed})
         out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}; "
                    "`--dry-run` shows the whole plan)")
     else:
         out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
-    return out
+    return [fold(line) for line in out]

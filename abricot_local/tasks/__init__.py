@@ -102,5 +102,7 @@ def pull_data(name: str) -> list:
         done.add(task.data.key)
         if task.data.pull is None:
             raise TaskError(f"no download known for {n!r}. {task.data.how}")
-        got += task.data.pull(task.cache_folder())
+        from abricot_local.tasks.data import pull
+
+        got += pull(task, from_run=False)
     return got

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from abricot_local.errors import DataError, DownloadError, MissingDataError
+from abricot_local.cache import shown
+from abricot_local.errors import DataError, DownloadError, FilesNotDownloaded, MissingDataError
 
 
 def _missing(folder: Path, files: tuple[str, ...]) -> list[str]:
@@ -22,29 +23,30 @@ def _match(folder: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted(found)
 
 
-def missing(task, problem: str, where: Path | str = "", reason: str = "") -> MissingDataError:
-    """``task``'s data is missing (``problem``): with the command that downloads it, and the offline way."""
-    get = f"abricot-local data pull {task.group or task.name}" if task.data.pull is not None else None
+def missing(task, problem: str, where: Path | str = "", reason: str = "", *, pull_command: bool = True,
+            download: FilesNotDownloaded | None = None) -> MissingDataError:
+    """``task``'s data is missing (``problem``): with the command that downloads it, the files to
+    save by hand when a download failed (``download``), and the offline way."""
+    get = f"abricot-local data pull {task.group or task.name}" if task.data.pull is not None and pull_command else None
     return MissingDataError(f"{task.name}: {problem}", get, task.data.how, task=task.name, where=shown(where),
-                            reason=reason)
+                            reason=reason, download=download)
 
 
-def shown(path: Path | str) -> str:
-    """A path as a message shows it: the home folder as ~."""
-    text, home = str(path), str(Path.home())
-    return "~" + text[len(home):] if text and text.startswith(home + "/") else text
-
-
-def _short(err: Exception) -> str:
-    """A download failure in a few words (its message may list every URL)."""
-    from abricot_local.fetch import is_offline
-
-    if is_offline():
-        import os
-
-        return f"offline ({next((v for v in ('ABRICOT_OFFLINE', 'HF_HUB_OFFLINE') if os.environ.get(v)), '')})"
-    text = str(err).split("\n")[0]
-    return text if len(text) <= 80 else text[:77].rsplit(" ", 1)[0] + " ..."
+def pull(task, *, from_run: bool = True) -> list[Path]:
+    """Download ``task``'s data into its cache folder with the task's own ``pull``; a failure is
+    the task's :class:`MissingDataError`: why (the network unreachable, offline, HTTP ...), the
+    files and their URLs each on a line of its own, the offline way. ``from_run``: the message
+    also names `data pull` (a run that tried to download)."""
+    cache = task.cache_folder()
+    try:
+        return list(task.data.pull(cache))
+    except FilesNotDownloaded as err:
+        raise missing(task, f"no data in {shown(cache)}, and it could not be downloaded: {err.cause}", cache,
+                      err.cause, pull_command=from_run, download=err) from None
+    except DownloadError as err:
+        why = str(err)
+        raise missing(task, f"no data in {shown(cache)}, and it could not be downloaded: {why}", cache, why,
+                      pull_command=from_run) from None
 
 
 def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
@@ -95,11 +97,7 @@ def locate(task) -> Path:
     if hit:
         return hit
     if opts.allow_download and spec.pull is not None:
-        try:
-            spec.pull(cache)
-        except DownloadError as err:
-            why = _short(err)
-            raise missing(task, f"no data in {shown(cache)} (download failed: {why})", cache, why) from None
+        pull(task)
         hit = _in_folder(task, cache)
         if hit:
             return hit

@@ -101,22 +101,16 @@ class Source:
     origin: str  # for the record: whence the files came
 
 
+def release_files() -> tuple[tuple[str, str, str], ...]:
+    """(URL, file name, SHA-256) of each file of the sub-task 1 test release, pinned."""
+    return tuple((RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name), name, sha)
+                 for name, sub, sha in RELEASE.values())
+
+
 def pull(folder: Path) -> list[Path]:
-    """Download the sub-task 1 test release into ``folder``, verifying each SHA-256; a
-    failure names every file still missing, with its URL and target path."""
-    got, failed = [], []
-    for name, sub, sha in RELEASE.values():
-        url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
-        try:
-            got.append(fetch.download_url(url, folder / name, sha256=sha))
-        except DownloadError as err:
-            failed.append((url, folder / name, str(err)))
-    if failed:
-        files = "; ".join(f"{url} -> {dest}" for url, dest, _ in failed)
-        raise DownloadError(
-            f"could not download {len(failed)} DisCoTEX file(s) ({failed[0][2]}): {files}. Save them there by "
-            f"hand, or give a folder holding the release files with --data-dir DIR.")
-    return got
+    """Download the sub-task 1 test release into ``folder``, verifying each SHA-256; a failure
+    (fetch.FilesNotDownloaded) names every file still missing, with its URL, and why."""
+    return fetch.download_files(release_files(), folder)
 
 
 class DiscotexTask(Task):
