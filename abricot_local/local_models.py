@@ -88,6 +88,7 @@ def local_models(registry: dict[str, ModelSpec], model_dirs: tuple[str, ...] = (
     for x in found:
         if x.problem:
             checked.append((x, None, x.problem))
+            continue
         if x.name in entries and not x.path.exists():  # a package's parts, assembled on first use
             checked.append((x, None, ""))
             continue

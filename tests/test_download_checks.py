@@ -143,7 +143,7 @@ def test_an_unreachable_network_is_said_as_one_and_the_second_file_is_not_tried(
     assert "  get it:  abricot-local data pull discotex (once the network is back)" in lines
     for url, name, _ in discotex.release_files():
         assert "      " + name in lines and "    " + url.rsplit("/", 1)[0] + "/" in lines
-    assert lines[-1] == "  offline: --data-dir DIR (the DisCoTEX sub-task 1 test release)"
+    assert lines[-1] == "  offline: --data-dir DIR (the DisCoTEX release or Parquet rows)"
 
 
 def test_discotex_pull_names_only_what_is_still_missing(tmp_path, monkeypatch):

@@ -99,11 +99,29 @@ def test_damaged_ollama_manifests_are_one_line_and_listed_as_unusable(home, tmp_
         modelref.resolve_model_ref("ollama:goood")
     r = invoke("models", "--local")
     assert r.exit_code == 0, r.output
-    rows = {ln.split()[1]: ln for ln in r.output.splitlines() if ln.startswith("ollama")}
+    rows = listed_rows(r.output, "ollama")
     assert set(rows) == {f"ollama:{n}:latest" for n in ["good", *bad]}
     assert "unusable" not in rows["ollama:good:latest"]
     for name, words in expect.items():
         assert "unusable:" in rows[f"ollama:{name}:latest"] and words in rows[f"ollama:{name}:latest"]
+
+
+def listed_rows(output: str, prefix: str) -> dict[str, str]:
+    """`models --local`'s rows by name, each with the lines its wrapped cells continue on."""
+    rows: dict[str, str] = {}
+    name = None
+    for ln in output.splitlines():
+        if ln.startswith(prefix):
+            name = ln.split()[1]
+            rows[name] = ln.strip()
+        elif name and ln.startswith(" ") and ln.strip() and not ln.startswith("  ["):
+            rows[name] += " " + ln.strip()
+        else:
+            name = None
+    for ln in output.replace("\n  ", " ").splitlines():  # a problem's whole line, under the table
+        if ln.startswith("unusable: "):
+            rows[ln.split()[1].rstrip(":")] += " " + ln
+    return rows
 
 
 def test_lm_studio_settings_nested_too_deep_fall_back_to_the_default_folder(home):
@@ -146,7 +164,7 @@ def test_an_ollama_digest_must_be_hex_and_a_blob_its_own_hash(home, tmp_path, mo
     manifest(root, "swapped", {"schemaVersion": 2, "layers": [layer(f"sha256:{wrong}")]})
     r = invoke("models", "--local")
     assert r.exit_code == 0, r.output
-    rows = {ln.split()[1]: ln for ln in r.output.splitlines() if ln.startswith("ollama")}
+    rows = listed_rows(r.output, "ollama")
     row = rows["ollama:swapped:latest"]
     assert "unusable:" in row and f"has sha256 {SHA}, not the {wrong}" in row
     assert all("unusable:" in rows[f"ollama:{n}:latest"] and "64 hex digits" in rows[f"ollama:{n}:latest"]
@@ -187,8 +205,9 @@ def test_calibration_caches_nested_too_deep_or_with_string_facts_are_one_line_in
     path.write_text(json.dumps({"version": 1, "calibrations": [negative, stringy]}))
     r = invoke("run", "fake", *FAKE, "--dry-run")
     assert r.exit_code == 0, r.output
-    assert "calibration 1 ignored (measured.token_s is -0.001" in r.output
-    assert "calibration 2 ignored (facts is not an object)" in r.output and "no calibration yet" in r.output
+    said = " ".join(r.output.split())  # the plan's lines are folded to 120 columns
+    assert "calibration 1 ignored (measured.token_s is -0.001" in said
+    assert "calibration 2 ignored (facts is not an object)" in said and "no calibration yet" in said
     assert "tokens/s" not in r.output  # no speed from either
     path.write_text('{"version": 1, "calibrations": ' + deep(100_000) + "}")
     r = invoke("run", "fake", *FAKE, "--dry-run")

@@ -3,6 +3,8 @@ its one-line message and exit code."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from abricot_local import __version__
@@ -14,7 +16,7 @@ FOLD: bool | None = None  # fold error messages to 120 columns: None, on a termi
 
 def shown_error(text: str) -> str:
     """An error as printed: folded to 120 columns on a terminal (errors.fold), whole elsewhere."""
-    wanted = click.get_text_stream("stderr").isatty() if FOLD is None else FOLD
+    wanted = sys.stderr.isatty() if FOLD is None else FOLD
     return fold(text) if wanted else text
 
 

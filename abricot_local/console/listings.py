@@ -48,11 +48,13 @@ def local_models_table(rows) -> str:
     from abricot_local.texttable import fit
 
     head = ("source", "name", "model", "size", "registry alias", "reproduces")
-    body = [(r.source, r.name, f"unusable: {r.problem}", "", "", "") if r.problem else
+    body = [(r.source, r.name, "unusable: see below", "", "", "") if r.problem else
             (r.source, r.name, f"({r.note})" if r.note else f"{r.architecture} {r.params} {r.quant} n_ctx {r.n_ctx or '?'}",
              gib(r.size), r.alias or "-", r.reproduces or "") for r in rows]
+    body = [tuple(visible(v) for v in row) for row in body]  # a newline in a name is shown, never a line break
     text, _ = fit(pd.DataFrame(body, columns=head), keys=2, wrap_cols=("model", "reproduces", "source"))  # a name whole
-    return text
+    problems = [f"unusable: {visible(r.name)}: {visible(r.problem)}" for r in rows if r.problem]  # whole, folded
+    return text + "".join("\n" + fold(p) for p in problems)
 
 
 def on_machine_lines(rows: list[dict]) -> list[str]:
