@@ -79,7 +79,7 @@ def _read_frame(path: Path, suffix: str):
         try:
             return pd.read_parquet(path)
         except ImportError:
-            raise DataError(f"reading {path.name} needs pyarrow: pip install 'abricot-local[parquet]'") from None
+            raise DataError(f"reading {path.name} needs pyarrow: pip install pyarrow") from None
     raise DataError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
 
 

@@ -187,7 +187,7 @@ class DiscotexTask(Task):
         try:
             import pyarrow  # noqa: F401  (the published rows are Parquet)
         except ImportError:
-            why = "reading them needs pyarrow: pip install 'abricot-local[parquet]'"
+            why = "reading them needs pyarrow: pip install pyarrow"
         else:
             try:
                 found = discotex_rows.from_hub(("test", "train") if self.shots else ("test",),

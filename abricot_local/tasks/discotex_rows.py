@@ -105,7 +105,7 @@ def _arrow():
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError("reading the published DISCOTEX rows (Parquet) needs pyarrow: "
-                        "pip install 'abricot-local[parquet]'") from None
+                        "pip install pyarrow") from None
     return pq
 
 
