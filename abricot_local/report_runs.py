@@ -177,8 +177,8 @@ def build(folders, *, registry: dict | None = None) -> Report:
     checks = []
     for r in runs:
         for ref in r.reproduces:
-            if ref.task in r.tasks:
-                c = pub.check(ref, r.record.tasks[ref.task])
+            c = pub.check_run(ref, r.record.tasks)
+            if c is not None:
                 if r.synthetic:
                     c = replace(c, notes=(f"{r.backend} backend, not the model", *c.notes))
                 checks.append(RunCheck(r, c))
@@ -248,13 +248,13 @@ def _same(x, y) -> bool:
 
 def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
     """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
-    from abricot_local.tasks import all_task_names, make_task
+    from abricot_local.tasks import all_task_names, base_name, make_task
     from abricot_local.tasks.base import TaskOptions
 
     run = load_run(out_dir)
     checks = []
     for task, entry in run.record.tasks.items():
-        if task not in all_task_names():
+        if base_name(task) not in all_task_names():
             raise ResultsError(f"{run.path}: unknown task {task!r} (written by another version?)")
         opts = TaskOptions.from_config({**run.record.config_dict(), **entry.config})
         samples = [s.line for s in load_samples(run, task)]

@@ -2,7 +2,8 @@
 
 Each data set is looked for, in this order, in
 
-1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``);
+1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``,
+   ``data/abricot/``);
 2. ``../shared`` beside the repository (developers and CI);
 3. the user cache, ``<abricot cache>/test-data`` (``~/.cache/abricot-local/test-data`` by
    default), resolved when this module is imported, i.e. before any test's ``isolated_home``
@@ -10,7 +11,8 @@ Each data set is looked for, in this order, in
 4. a one-time download into that cache from the public source, pinned and SHA-256 verified:
    the DisCoTEX release files that ``abricot-local data pull discotex`` fetches (same URLs and
    hashes: ``abricot_local.tasks.discotex.RELEASE``), and the vocabulary files vendored in the
-   llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
+   llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file), and the
+   ABRICOT release that ``abricot-local data pull abricot`` fetches (``tasks/abricot_data.py``).
 
 A folder counts only when every file is there with its pinned SHA-256. When none can be had,
 :func:`require` skips the test with one short line saying how to get the data (conftest.py folds
@@ -34,7 +36,7 @@ import pytest
 
 from abricot_local import fetch
 from abricot_local.errors import AbricotError, IntegrityError
-from abricot_local.tasks import discotex
+from abricot_local.tasks import abricot_data, discotex
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "ABRICOT_TEST_DATA"
@@ -133,6 +135,17 @@ DISCOTEX = DataSet(
 )
 VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
                 _fetch_vocab)
+
+
+def _fetch_abricot(dest: Path) -> None:
+    _download_url(abricot_data.RELEASE_URL, dest / abricot_data.RELEASE_FILE, sha256=abricot_data.RELEASE_SHA256,
+                  progress=False)
+
+
+# The ABRICOT release (dataset_it.csv, 127 rows): the file `abricot-local data pull abricot` fetches.
+ABRICOT = DataSet("ABRICOT release", "data/abricot", ((abricot_data.RELEASE_FILE, abricot_data.RELEASE_SHA256),),
+                  f"github.com/{abricot_data.RELEASE_REPO}@{abricot_data.RELEASE_COMMIT[:7]}", _fetch_abricot)
+DATA_SETS = (DISCOTEX, VOCAB, ABRICOT)
 
 
 @lru_cache(maxsize=None)
@@ -234,11 +247,11 @@ def skip_location() -> tuple[str, int]:
 def describe() -> str:
     """One line per data set for the end of the test report: where it was found, or why not."""
     lines = []
-    for ds in (DISCOTEX, VOCAB):
+    for ds in DATA_SETS:
         found = locate(ds)
         where = (f"{found[0]} ({found[1]})" if found else FAILED.get(ds.title)
                  or f"not found; no test asked for it (it would be fetched into {CACHE / ds.folder})")
         lines.append(f"test data, {ds.title}: {where}")
-    if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in (DISCOTEX, VOCAB)):
+    if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in DATA_SETS):
         lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")
     return "\n".join(lines)
