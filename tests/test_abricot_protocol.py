@@ -31,7 +31,7 @@ from abricot_local.tasks.base import TaskOptions
 from conftest import fail_after
 from test_abricot import TEMPLATES
 
-PINNED_SHA256 = "5dfe6577961b20d8b1fd3439ed32152fdf615963dd93ca925c912aa19f136eac"  # shared/README.md
+PINNED_SHA256 = "5dfe6577961b20d8b1fd3439ed32152fdf615963dd93ca925c912aa19f136eac"  # the release, as published
 TRAILING_SPACE = {"OROLOGIO_1", "OROLOGIO_3", "OROLOGIO_4", "CAMERIERE_2", "SAGGEZZA_2", "STRATEGIA_3"}
 # PROTOCOL.md: paper = prompts paper, lm-eval's --num_fewshot 3; leaderboard = prompts calamita, 0-shot
 HARNESS = {"paper": ("paper", 3), "calamita": ("calamita", 0)}
