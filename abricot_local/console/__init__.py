@@ -24,13 +24,14 @@ def fmt(v, digits: int = 4) -> str:
 
 def summary(record: Record) -> str:
     """One line per task metric of a run's record, with its 95% CI and the task's chance level."""
-    lines = [f"{'task':<14} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * 72]
+    tw = max(14, *(len(name) for name in record.tasks)) if record.tasks else 14  # task@protocol keys are longer
+    lines = [f"{'task':<{tw}} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * (58 + tw)]
     for name, t in record.tasks.items():
         for key, val, ci in t.metric_items():
             ci_s = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
             chance = fmt(t.chance[key], 2) if key in t.chance else ""
-            lines.append(f"{name:<14} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
-        lines.append(f"{name:<14} {'n':<20} {t.n:>8}")
+            lines.append(f"{name:<{tw}} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
+        lines.append(f"{name:<{tw}} {'n':<20} {t.n:>8}")
         for w in t.warnings:
             lines.append(f"  warning: {w}")
     return "\n".join(lines).rstrip()
@@ -51,13 +52,15 @@ def verdict(published: Published | None, quant: str = "") -> str:
         precision = checks[0].precision or "not published"
         lines.append(f"  {source}" + (f" (protocol {protocol})" if protocol else "") +
                      f": published precision {precision}; this run {quant or 'quant unknown'}")
-        lines.append(f"    {'reference':<34} {'task.metric':<30} {'published':>9} {'this run':>9} "
-                     f"{'95% CI':<18} {'diff':>7}  inside CI?")
+        wide = max(9, *(len(c.reference) for c in checks))
+        key = max(11, *(len(c.task + "." + c.metric) for c in checks))
+        lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "
+                     f"{'95% CI':<16} {'diff':>6}  inside CI?")
         for c in checks:
             ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
             inside = "not comparable" if not c.comparable else {True: "yes", False: "NO", None: "n/a"}[c.inside]
-            lines.append(f"    {c.reference:<34} {c.task + '.' + c.metric:<30} {fmt(c.published, 2):>9} "
-                         f"{fmt(c.value, 3):>9} {ci:<18} {fmt(c.difference, 3):>7}  {inside}")
+            lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
+                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {inside}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
             for note in c.notes:
