@@ -4,8 +4,8 @@ The paper's protocol (lm-eval's sampler: every item its own 3 shots, so no two i
 prefix) against ``--shot-sampler shared`` (one draw of 3 for every item: one prefix, its KV
 cache computed once), on the real release, per model: items/s of ``abricot_abs`` as `run`
 scores it (its ``tasks.<task>.seconds``), the tokens decoded, and what ``run --dry-run
---json`` predicted for each after ``--calibrate`` measured the model (a calibration cache
-of its own), so the dry run is seen to count the per-item shot contexts.
+--json`` predicted for each after ``--calibrate`` measured the model (its calibration
+replacing this machine's entry), so the dry run is seen to count the per-item shot contexts.
 
     abricot-local data pull abricot && python bench/shot_samplers.py
     python bench/shot_samplers.py --data dataset_it.csv --models gemma-3-270m --sample 40
@@ -80,15 +80,13 @@ def main() -> None:
 
         args.data = str(fetch.cache_dir() / "data" / "abricot" / "dataset_it.csv")
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = {"ABRICOT_CACHE_DIR": cache, "TQDM_DISABLE": "1"}
-        for model in args.models.split(","):
-            cli("run", *common(model, "shared", args), "--dry-run", "--calibrate", env=env)  # calibrated once
-            got = {s: measure(model, s, args, env) for s, _ in SAMPLERS}
-            for sampler, label in SAMPLERS:
-                r = got[sampler]
-                rows.append({"model": model, "label": label, **r,
-                             "speedup": r["items_s"] / got["lm-eval"]["items_s"]})
+    env = {"TQDM_DISABLE": "1"}  # the user cache: where the models are (a calibration here replaces its entry)
+    for model in args.models.split(","):
+        cli("run", *common(model, "shared", args), "--dry-run", "--calibrate", env=env)  # calibrated first
+        got = {s: measure(model, s, args, env) for s, _ in SAMPLERS}
+        for sampler, label in SAMPLERS:
+            r = got[sampler]
+            rows.append({"model": model, "label": label, **r, "speedup": r["items_s"] / got["lm-eval"]["items_s"]})
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,
            "cpu_count": os.cpu_count(), "data": args.data, "rows": rows}
     publish(doc, "shot-samplers", format_table(doc), None if args.no_readme else "shot-samplers",
