@@ -5,6 +5,13 @@ match, as ``"ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Ins
 each part is ``SOURCE: MODEL``, SOURCE a task reference's ``source`` or one of
 its ``aliases`` (case-insensitive). A part names every reference of that model
 in that source, over all tasks.
+
+A published row is compared with a run only when the run made it the same way: every
+setting the row's protocol fixes (tasks/base.py's :class:`Protocol`) matches the run's task
+config. Otherwise the check is *not comparable*, and says each difference (``shots 3,
+published 0``); it never answers whether the value is inside the CI. A run may hold a task
+under several protocols (keys ``task@protocol``): each row is checked against the instance
+made under its own protocol.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abricot_local.record import PublishedCheck, TaskEntry
-from abricot_local.tasks.base import Reference
+from abricot_local.tasks.base import Protocol, Reference
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
@@ -21,7 +28,7 @@ def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...
     from abricot_local.tasks.base import TaskOptions
 
     out: list[Reference] = []
-    for name in tasks if tasks is not None else all_task_names():
+    for name in dict.fromkeys(base_name(t) for t in (tasks if tasks is not None else all_task_names())):
         try:
             out.extend(make_task(name, TaskOptions(allow_download=False)).references())
         except Exception:  # an unknown task recorded by another version has no references here
@@ -61,26 +68,61 @@ def group_rows(refs: tuple[Reference, ...]) -> list[tuple[str, str, dict[str, fl
     """References as published rows: (model, source, {"task.metric": value})."""
     rows: dict[tuple[str, str], dict[str, float]] = {}
     for r in refs:
-        rows.setdefault((r.model, r.source), {})[f"{r.task}.{r.metric}"] = r.value
+        rows.setdefault((r.model, r.source), {})[f"{r.key or r.task}.{r.metric}"] = r.value
     return [(m, s, v) for (m, s), v in rows.items()]
+
+
+def protocols_named(text: str, refs: tuple[Reference, ...] | None = None) -> dict[str, tuple[str, ...]]:
+    """task -> the protocols of the rows a ``reproduces`` field names (in the order named)."""
+    out: dict[str, list[str]] = {}
+    for ref in parse_reproduces(text, refs)[0]:
+        if ref.protocol is not None and ref.protocol.name not in out.setdefault(ref.task, []):
+            out[ref.task].append(ref.protocol.name)
+    return {task: tuple(names) for task, names in out.items()}
+
+
+def base_name(key: str) -> str:
+    return key.partition("@")[0]
+
+
+def entry_for(ref: Reference, tasks: dict[str, TaskEntry]) -> tuple[str, TaskEntry] | None:
+    """The run's instance of ``ref``'s task to check it against: the one made under ``ref``'s
+    protocol, else the first instance of the task (then not comparable), else None."""
+    same = [(key, e) for key, e in tasks.items() if base_name(key) == ref.task]
+    if ref.protocol is not None:
+        own = [(key, e) for key, e in same if e.config.get("protocol") == ref.protocol.name]
+        same = own or same
+    return same[0] if same else None
 
 
 @dataclass(frozen=True)
 class CICheck:
-    """Whether one published value lies inside a run's 95% CI for that task and metric."""
+    """Whether one published value lies inside a run's 95% CI for that task and metric, when the
+    run made it the same way (``differences`` empty); ``key``: the run's task instance checked."""
 
     reference: Reference
     value: float | None  # the run's point estimate (None: the run lacks the task)
     ci: tuple[float, float] | None
     notes: tuple[str, ...] = ()
+    differences: tuple[str, ...] = ()  # settings the run made otherwise than the row's protocol
+    key: str = ""
 
     @property
     def task(self) -> str:
-        return self.reference.task
+        return self.key or self.reference.task
 
     @property
     def published(self) -> float:
         return self.reference.value
+
+    @property
+    def comparable(self) -> bool:
+        return not self.differences
+
+    @property
+    def precision(self) -> str:
+        """The published precision (the protocol's; "" when the source does not say)."""
+        return self.reference.protocol.precision if self.reference.protocol else ""
 
     @property
     def difference(self) -> float | None:
@@ -88,38 +130,44 @@ class CICheck:
 
     @property
     def inside(self) -> bool | None:
-        """True/False; None when the run has no (finite) CI for the task."""
-        if self.ci is None or any(c != c for c in self.ci):
+        """True/False; None when the run was not made the same way or has no (finite) CI."""
+        if not self.comparable or self.ci is None or any(c != c for c in self.ci):
             return None
         return self.ci[0] <= self.published <= self.ci[1]
 
     @property
     def text(self) -> str:
-        """``0.22 in CI? yes`` (``n/a`` when there is no CI to check against)."""
+        """``0.22 in CI? yes`` (``n/a`` without a CI; ``not comparable: shots 3, published 0``)."""
+        if not self.comparable:
+            return f"{self.published:.2f} not comparable: {'; '.join(self.differences)}"
         answer = {True: "yes", False: "no", None: "n/a"}[self.inside]
         return f"{self.published:.2f} in CI? {answer}"
 
     def to_record(self) -> PublishedCheck:
         """The check as results.json's ``published.checks`` records it."""
+        p = self.reference.protocol
         return PublishedCheck(reference=self.reference.model, source=self.reference.source, task=self.task,
                               metric=self.reference.metric, published=self.published, value=self.value,
-                              ci95=self.ci, difference=self.difference, inside=self.inside, notes=self.notes)
+                              ci95=self.ci, difference=self.difference, inside=self.inside, notes=self.notes,
+                              protocol=p.name if p else None, comparable=self.comparable,
+                              differences=self.differences, precision=self.precision or None)
 
 
-def protocol_notes(ref: Reference, task_config: dict) -> tuple[str, ...]:
-    """Where a run's task settings differ from how ``ref`` was produced."""
-    notes = []
-    for key, want in ref.protocol:
-        got = task_config.get(key)
-        if want is not None and got is not None and got != want:
-            notes.append(f"{key} {got} (published: {want})")
-    return tuple(notes)
+def protocol_differences(protocol: Protocol | None, task_config: dict) -> tuple[str, ...]:
+    """Where a run's task settings differ from how a row was made (none without a protocol)."""
+    return protocol.differences(task_config) if protocol is not None else ()
 
 
-def check(ref: Reference, entry: TaskEntry | None) -> CICheck:
-    """Compare ``ref`` with a run's task entry."""
+def check(ref: Reference, entry: TaskEntry | None, key: str = "") -> CICheck:
+    """Compare ``ref`` with a run's task entry (``key``: the run's name of that instance)."""
     if entry is None:
         return CICheck(ref, None, None, ("the run has no such task",))
     ci = entry.metrics.get(f"{ref.metric}_ci95")
     return CICheck(ref, entry.metrics.get(ref.metric), (float(ci[0]), float(ci[1])) if ci else None,
-                   protocol_notes(ref, entry.config))
+                   differences=protocol_differences(ref.protocol, entry.config), key=key)
+
+
+def check_run(ref: Reference, tasks: dict[str, TaskEntry]) -> CICheck | None:
+    """``ref`` against the run's instance of its task (:func:`entry_for`); None: the run lacks it."""
+    found = entry_for(ref, tasks)
+    return None if found is None else check(ref, found[1], found[0])

@@ -31,7 +31,7 @@ from abricot_local.record.schema import Kernels
 from abricot_local.report_runs import recompute_entry
 from abricot_local.results import unfinished
 from abricot_local.runner import apply_chat, score_items
-from abricot_local.tasks import make_task
+from abricot_local.tasks import base_name, make_task
 from abricot_local.tasks.base import TaskOptions
 
 Progress = Callable[[str, int, int], None]
@@ -112,7 +112,7 @@ def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
             if not f.is_file():
                 raise _missing_data(task, f, was, data_dir, [r.name for r in recorded])
             _verify(f, rec.sha256, "data file")
-        data.append((name, task.data_ref(files)))
+        data.append((base_name(name), task.data_ref(files)))
     return replace(base, data=tuple(data))
 
 
@@ -231,30 +231,30 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         if options.chat_template:
             runs = apply_chat(runs, backend)
         for run in runs:
-            recorded = recorded_runs[run.task.name]
-            require_finite(list(recorded.values()), run.task.name)
-            missing += [(run.task.name, it.id) for it in run.items if it.id not in recorded]
+            recorded = recorded_runs[run.task.key]
+            require_finite(list(recorded.values()), run.task.key)
+            missing += [(run.task.key, it.id) for it in run.items if it.id not in recorded]
             items = [it for it in run.items if it.id in recorded]
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
                 items = [it for k, it in enumerate(items) if k in keep]
             total = len(items)
             if progress:
-                progress(run.task.name, 0, total)
+                progress(run.task.key, 0, total)
             for n, (item, scored) in enumerate(score_items(items, backend), 1):
                 line = run.task.sample(item, scored)
                 old = recorded[item.id]
                 if line["context"] != old["context"]:
                     raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
                 d = float(np.max(np.abs(np.subtract(line["logprobs"], old["logprobs"]))))
-                new.setdefault(run.task.name, []).append(line)
+                new.setdefault(run.task.key, []).append(line)
                 checked += 1
                 same += line["pred"] == old["pred"]
                 worst = max(worst, d)
                 if line["pred"] != old["pred"] or d > atol:
-                    diffs.append(Difference(run.task.name, item.id, old["pred"], line["pred"], d))
+                    diffs.append(Difference(run.task.key, item.id, old["pred"], line["pred"], d))
                 if progress:
-                    progress(run.task.name, n, total)
+                    progress(run.task.key, n, total)
         dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
         note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
         kdiff += (note,) if moved else ()

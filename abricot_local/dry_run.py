@@ -29,7 +29,7 @@ from abricot_local.modelref import (ModelRef, as_backend_options, before_downloa
                                     options_for, resolve_model_ref)
 from abricot_local.plan_cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
                                      text_tokenizer, with_items)
-from abricot_local.planning import TaskRun, prepare
+from abricot_local.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks.uses import refuse_unused
@@ -142,9 +142,14 @@ def plan(models, *, backend: str, task_spec: str | None, task_options, backend_o
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
     a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
-    tasks = _tasks(task_spec, replace(task_options, allow_download=False), limit, sample, shard)
+    made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
+        reproduces = registry_reproduces(name, models_file)
+        if reproduces not in made:
+            made[reproduces] = _tasks(task_spec, replace(task_options, allow_download=False), limit, sample, shard,
+                                      reproduces)
+        tasks = made[reproduces]
         try:
             out.append(_model(name, tasks, backend=backend, task_options=task_options, options=backend_options,
                               n_ctx_given=n_ctx_given, models_file=models_file, model_dirs=model_dirs,
@@ -156,13 +161,14 @@ def plan(models, *, backend: str, task_spec: str | None, task_options, backend_o
     return DryRun(tuple(out), _alternatives(out, limit, sample, shard))
 
 
-def _tasks(task_spec, options, limit, sample, shard) -> list[_Task]:
-    """The command's tasks and items (the same for every model). With no --tasks, every task:
-    one whose data is not here is kept with its problem (a run fetches it when it can)."""
+def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> list[_Task]:
+    """The command's tasks and items, each under the protocols a run would hold it (those
+    ``reproduces`` names: planning.instances). With no --tasks, every task: one whose data is
+    not here is kept with its problem (a run fetches it when it can)."""
     names = task_names(task_spec) if task_spec else all_task_names()
     refuse_unused([task_class(n) for n in names], options)
     out = []
-    for task in (make_task(n, options) for n in names):
+    for task in instances([make_task(n, options) for n in names], reproduces):
         try:
             items = task.items()
             task.items = lambda items=items: items  # this task object's own: prepare() reads them once
@@ -271,14 +277,14 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> 
 
 def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
     """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
-    name = t.task.name
+    name = t.task.key
     if t.run is None:
         return TaskPlan(name, 0, 0, problem=t.problem)
     if exact is not None:
         schedule, run = exact
         basis, is_exact = "the model's tokenizer", True
     else:
-        r = ratio(family, name)
+        r = ratio(family, t.task.name)
         tokenize = text_tokenizer(r.chars_per_token)
         schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False

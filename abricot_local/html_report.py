@@ -128,7 +128,8 @@ def _checks(report: Report) -> list[dict]:
     return [{"label": rc.run.label, "reference": rc.check.reference.label, "task": rc.check.task,
              "published": rc.check.published, "value": rc.check.value,
              "ci": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
-             "notes": list(rc.check.notes)} for rc in report.checks]
+             "notes": [*(f"not comparable: {d}" for d in rc.check.differences), *rc.check.notes]}
+            for rc in report.checks]
 
 
 def _labels(sample: Sample) -> list[str]:

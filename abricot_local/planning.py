@@ -8,14 +8,14 @@ file, its options and what its config records, and gives its memory facts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
-from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
+from abricot_local.errors import AbricotError, DataError, DownloadError, MissingDataError, UsageError
 from abricot_local.modelref import ModelRef, as_backend_options, before_download, options_for, resolve_model_ref
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
@@ -63,6 +63,27 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
+def instances(tasks: list[Task], reproduces: str = "") -> list[Task]:
+    """Each task under every protocol whose published rows ``reproduces`` (a registry entry's)
+    names, in the task's order of protocols (``--protocol`` given: that one only); instances
+    whose settings come out the same (a flag overriding what told them apart) run once. A
+    protocol a task lacks, on a task that declares none, leaves it as it is (noted in its run)."""
+    from abricot_local.baselines import protocols_named
+
+    named = protocols_named(reproduces) if reproduces else {}
+    out: list[Task] = []
+    for task in tasks:
+        wanted = named.get(task.name, ()) if task.options.protocol is None else ()
+        order = [p.name for p in task.protocols if p.name in wanted]
+        made = [make_task(task.name, replace(task.options, protocol=p)) for p in order] or [task]
+        seen: list[dict] = []
+        for t in made:
+            if t.settings() not in seen or not t.settings():
+                seen.append(t.settings())
+                out.append(t)
+    return out
+
+
 def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | None = None) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
     order, or ``sample`` of them drawn with the task's seed (kept in release order);
@@ -79,16 +100,16 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
         if limit is not None:
             items = items[:limit]
         if not items:
-            raise DataError(f"task {task.name}: the data holds no items")
+            raise DataError(f"task {task.key}: the data holds no items")
         seen: set[str] = set()
         for it in items:
             if it.id in seen:
-                raise DataError(f"task {task.name}: item id {it.id!r} appears twice in the data")
+                raise DataError(f"task {task.key}: item id {it.id!r} appears twice in the data")
             seen.add(it.id)
         if shard is not None:
             items = shard.take(items)
             if not items:
-                raise UsageError(f"task {task.name}: shard {shard} holds no item ({len(seen)} items in all)")
+                raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all)")
         runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes))
     return runs
 
@@ -136,7 +157,7 @@ class RunPlan:
         return {
             "model": self.model.config_name,
             "backend": self.backend,
-            "tasks": [r.task.name for r in self.runs],
+            "tasks": [r.task.key for r in self.runs],
             "limit": self.limit,
             "sample": self.sample,
             **({"shard": str(self.shard)} if self.shard else {}),
@@ -149,7 +170,7 @@ class RunPlan:
             "config": self.config(),
             "model_sha256": self.model_sha256,
             "data_sha256": {k: [f["sha256"] for f in v] for k, v in self.data.items()},
-            "task_versions": {r.task.name: r.task.version for r in self.runs},
+            "task_versions": {r.task.key: r.task.version for r in self.runs},
         }
 
 
@@ -208,14 +229,26 @@ def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: T
                               models_file=models_file, model_dirs=model_dirs, force=force, notify=notify,
                               fresh=fresh)
         tasks, skipped = select_tasks(task_spec, task_options)
-        runs = prepare(tasks, limit, sample, shard)
-        data = {r.task.name: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
+        reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
+        runs = prepare(instances(tasks, reproduces), limit, sample, shard)
+        data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
         if ref is None:
             ref = resolve_model_ref(model, backend=backend, models_file=models_file, force=True, notify=notify,
                                     fresh=fresh, model_dirs=model_dirs)  # memory and disk: checked above
     options = as_backend_options(ref.backend, options_for(ref, backend_options, n_ctx_given))
     return RunPlan(ref, backend=ref.backend, backend_options=options, task_options=task_options, runs=tuple(runs),
                    data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
+
+
+def registry_reproduces(model: str, models_file: str | None = None) -> str:
+    """The ``reproduces`` field of the registry entry ``model`` names ("" for any other name)."""
+    from abricot_local.registry import load_registry
+
+    try:
+        spec = load_registry(models_file).get(model)
+    except AbricotError:  # a broken user registry is reported where the model is resolved
+        return ""
+    return spec.reproduces if spec is not None else ""
 
 
 def check_memory(plan: RunPlan) -> None:

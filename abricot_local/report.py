@@ -87,15 +87,18 @@ def _check_records(report: Report) -> list[dict]:
         "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
         "reference": rc.check.reference.model, "source": rc.check.reference.source, "task": rc.check.task,
         "metric": rc.check.reference.metric, "published": rc.check.published, "value": rc.check.value,
-        "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside, "notes": list(rc.check.notes),
+        "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
+        "comparable": rc.check.comparable, "differences": list(rc.check.differences), "notes": list(rc.check.notes),
     } for rc in report.checks]
 
 
 def published_frame(report: Report) -> pd.DataFrame:
     rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
-             "notes": "; ".join(r["notes"])} for r in _check_records(report)]
+             "notes": "; ".join(r["notes"]), "differences": "; ".join(r["differences"])}
+            for r in _check_records(report)]
     return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
-                                       "published", "value", "ci_lo", "ci_hi", "inside", "notes"])
+                                       "published", "value", "ci_lo", "ci_hi", "inside", "comparable", "differences",
+                                       "notes"])
 
 
 def quant_frame(report: Report) -> pd.DataFrame:
@@ -145,7 +148,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
     cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    unpublished = [t for t in tasks if t not in {b.task for b in report.baselines}]
+    unpublished = [t for t in tasks if t not in {b.key or b.task for b in report.baselines}]
     title = "Runs and published results (value [95% bootstrap CI])" if report.baselines else \
         "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
     if report.baselines and unpublished:

@@ -178,8 +178,8 @@ def build(folders, *, registry: dict | None = None) -> Report:
     checks = []
     for r in runs:
         for ref in r.reproduces:
-            if ref.task in r.tasks:
-                c = pub.check(ref, r.record.tasks[ref.task])
+            c = pub.check_run(ref, r.record.tasks)
+            if c is not None:
                 if r.synthetic:
                     c = replace(c, notes=(f"{r.backend} backend, not the model", *c.notes))
                 checks.append(RunCheck(r, c))
@@ -250,7 +250,7 @@ def _same(x, y) -> bool:
 def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskCheck:
     """One task's metrics and ``n`` recomputed from ``samples`` (its Sample lines) by the task's
     ``metrics()``, against the record's; a mismatch names the metric (or ``n``)."""
-    from abricot_local.tasks import all_task_names, make_task
+    from abricot_local.tasks import all_task_names, base_name, make_task
     from abricot_local.tasks.base import TaskOptions
 
     if task not in all_task_names():

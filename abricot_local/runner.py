@@ -89,19 +89,19 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, dict] | None = N
     finished = sum(1 for it in run.items if it.id in done)
     scored_now = 0
     if progress:
-        progress(run.task.name, finished, total)
+        progress(run.task.key, finished, total)
     for item, scored in score_items([it for it in run.items if it.id not in done], backend):
         sample = run.task.sample(item, scored)
         done[item.id] = sample
         scored_now += 1
         finished += 1
         if on_sample:
-            on_sample(run.task.name, sample)
+            on_sample(run.task.key, sample)
         if progress:
-            progress(run.task.name, finished, total)
+            progress(run.task.key, finished, total)
     samples = tuple(done[it.id] for it in run.items)
-    require_finite(list(samples), run.task.name)
-    return TaskResult(run.task.name, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
+    require_finite(list(samples), run.task.key)
+    return TaskResult(run.task.key, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
 
 
 def data_warnings(task, samples: Sequence[dict]) -> list[str]:
@@ -126,8 +126,9 @@ def metric_warnings(metrics: dict) -> list[str]:
 def verdict(plan: RunPlan, tasks: dict[str, TaskEntry]) -> Published:
     """The published rows the model's registry entry reproduces, against this run's CIs."""
     refs, unknown = baselines.parse_reproduces(plan.reproduces)
-    checks = tuple(baselines.check(r, tasks[r.task]).to_record() for r in refs if r.task in tasks)
-    missing = tuple(sorted({r.task for r in refs if r.task not in tasks}))
+    found = [baselines.check_run(r, tasks) for r in refs]
+    checks = tuple(c.to_record() for c in found if c is not None)
+    missing = tuple(sorted({r.task for r, c in zip(refs, found) if c is None}))
     return Published(reproduces=plan.reproduces or None, checks=checks, tasks_not_run=missing,
                      unknown=tuple(unknown))
 
@@ -220,12 +221,12 @@ def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[Task
                 absent: dict | None = None) -> tuple[Path, Record]:
     """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
     leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
-    out.running({run.task.name: len(run.items) for run in runs})
+    out.running({run.task.key: len(run.items) for run in runs})
     try:
         out.start(manifest, resume=resume, absent=absent)
         results = []
         for run in runs:
-            done = out.done(run.task.name) if resume else {}
+            done = out.done(run.task.key) if resume else {}
             results.append(run_task(run, backend, done=done, on_sample=out.append, progress=progress))
         record = build_record(plan, backend, runs, results, time.perf_counter() - start)
         return out.finalize(record, {r.name: list(r.samples) for r in results}), record

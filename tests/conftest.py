@@ -93,6 +93,12 @@ def vocab_dir() -> Path:
     return realdata.require(realdata.VOCAB)
 
 
+@pytest.fixture(scope="session")
+def abricot_file() -> Path:
+    """The real ABRICOT release (dataset_it.csv), found or fetched once, like discotex_dir."""
+    return realdata.require(realdata.ABRICOT) / realdata.ABRICOT.files[0][0]
+
+
 def fail_after(monkeypatch, n, exc):
     """Make the fake backend raise ``exc`` when asked to score its (n+1)-th request."""
     from abricot_local.backends.fake import FakeBackend

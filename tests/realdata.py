@@ -2,7 +2,8 @@
 
 Each data set is looked for where the tool looks, in this order:
 
-1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``);
+1. ``$ABRICOT_TEST_DATA``: a folder laid out like ``shared/`` (``data/discotex/``, ``vocab/``,
+   ``data/abricot/``);
 2. the tool's own data cache, for a data set the tool itself downloads (``DataSet.tool_cache``):
    ``<abricot cache>/data/discotex``, where ``abricot-local data pull discotex`` puts it;
 3. ``../shared`` beside the repository (developers and CI);
@@ -11,7 +12,8 @@ Each data set is looked for where the tool looks, in this order:
 5. a one-time download puts it from the public source, pinned and SHA-256 verified:
    the DisCoTEX release files that ``abricot-local data pull discotex`` fetches (same URLs and
    hashes: ``abricot_local.tasks.discotex.RELEASE``) and the TED train file (``discotex.TRAIN``), and the vocabulary files vendored in the
-   llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file).
+   llama-cpp-python 0.3.36 sdist on PyPI (the sdist is verified, then each extracted file), and the
+   ABRICOT release that ``abricot-local data pull abricot`` fetches (``tasks/abricot_data.py``).
 
 Both caches are resolved when this module is imported, i.e. before any test's ``isolated_home``
 fixture points ``ABRICOT_CACHE_DIR`` at its tmp folder and sets ``ABRICOT_OFFLINE=1``.
@@ -38,7 +40,7 @@ import pytest
 
 from abricot_local import fetch
 from abricot_local.errors import AbricotError, IntegrityError
-from abricot_local.tasks import discotex
+from abricot_local.tasks import abricot_data, discotex
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "ABRICOT_TEST_DATA"
@@ -142,6 +144,17 @@ DISCOTEX = DataSet(
 )
 VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
                 _fetch_vocab)
+
+
+def _fetch_abricot(dest: Path) -> None:
+    _download_url(abricot_data.RELEASE_URL, dest / abricot_data.RELEASE_FILE, sha256=abricot_data.RELEASE_SHA256,
+                  progress=False)
+
+
+# The ABRICOT release (dataset_it.csv, 127 rows): the file `abricot-local data pull abricot` fetches.
+ABRICOT = DataSet("ABRICOT release", "data/abricot", ((abricot_data.RELEASE_FILE, abricot_data.RELEASE_SHA256),),
+                  f"github.com/{abricot_data.RELEASE_REPO}@{abricot_data.RELEASE_COMMIT[:7]}", _fetch_abricot)
+DATA_SETS = (DISCOTEX, VOCAB, ABRICOT)
 
 
 @lru_cache(maxsize=None)
@@ -250,7 +263,7 @@ def describe() -> str:
     from abricot_local.errors import fold
 
     lines = []
-    for ds in (DISCOTEX, VOCAB):
+    for ds in DATA_SETS:
         found = locate(ds)
         if found:
             lines.append(f"test data, {ds.title}: {found[0]} ({shown(found[1])})")
@@ -262,6 +275,6 @@ def describe() -> str:
         looked = [f"{label} {shown(folder)}" + (f" (`{ds.pull}`)" if label == "the tool's data cache" and ds.pull else "")
                   for label, folder in candidates(ds)]
         lines.append(f"  looked in: {'; '.join(looked)}")
-    if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in (DISCOTEX, VOCAB)):
+    if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in DATA_SETS):
         lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")
     return fold("\n".join(lines))

@@ -2,7 +2,8 @@
 
 The expected prompt texts below are typed in by hand from the published prompts (the ABRICOT
 paper, CALAMITA 2024), not imported from the package, so a drift in either one fails here.
-The data is the INVENTED fixture (tests/data/abricot_invented_fixture.csv).
+The data is the INVENTED fixture (tests/data/abricot_invented_fixture.csv): 18 rows made up for
+tests that need no real data (test_abricot_protocol.py runs the real release).
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from abricot_local import fetch
 from abricot_local.core import Scored
 from abricot_local.cli import cli
-from abricot_local.errors import AbricotError, DataError, DownloadError
-from abricot_local.tasks import abricot_data
+from abricot_local.errors import AbricotError, DataError
 from abricot_local.tasks.abricot import AbricotAbsTask, AbricotIncTask, discretise
 from abricot_local.tasks.abricot_data import load_rows
 
@@ -147,9 +146,10 @@ def test_zero_shot_context_is_the_prompt_byte_for_byte(kind, variant):
 
 @pytest.mark.parametrize("variant", ["paper", "calamita"])
 @pytest.mark.parametrize("kind", ["abs", "inc"])
-def test_three_shot_context_byte_for_byte(kind, variant):
+def test_three_shot_shared_context_byte_for_byte(kind, variant):
+    """Sampler ``shared`` (no published source's): one draw of 3 for every item."""
     rows = fixture_rows()
-    task = TASKS[kind](opts(shots=3, prompt_variant=variant))
+    task = TASKS[kind](opts(shots=3, prompt_variant=variant, shot_sampler="shared"))
     items = task.items()
     common = task.config()["shot_ids"]
     assert len(common) == 3 and len(set(common)) == 3 and set(common) <= set(rows)
@@ -174,7 +174,7 @@ def test_three_shot_context_byte_for_byte(kind, variant):
 
 
 def test_a_shot_item_never_sees_itself():
-    task = AbricotAbsTask(opts(shots=3))
+    task = AbricotAbsTask(opts(shots=3, shot_sampler="shared"))
     items = task.items()
     common = task.config()["shot_ids"]
     by_id = {it.id: it for it in items}
@@ -196,19 +196,19 @@ def rows_text(rid: str) -> str:
     return fixture_rows()[rid]["text"]
 
 
-def test_same_seed_same_shots_for_abs_and_inc_other_seed_differs():
-    a = AbricotAbsTask(opts(shots=3, seed=7))
-    i = AbricotIncTask(opts(shots=3, seed=7))
+@pytest.mark.parametrize("sampler", ["shared", "lm-eval"])
+def test_same_seed_same_shots_for_abs_and_inc_other_seed_differs(sampler):
+    a = AbricotAbsTask(opts(shots=3, seed=7, shot_sampler=sampler))
+    i = AbricotIncTask(opts(shots=3, seed=7, shot_sampler=sampler))
     ia, ii = a.items(), i.items()
     assert a.config()["shot_ids"] == i.config()["shot_ids"]
     assert [x.fields["shot_ids"] for x in ia] == [x.fields["shot_ids"] for x in ii]
     # same seed again: identical
-    assert AbricotAbsTask(opts(shots=3, seed=7)).items()[0].context == ia[0].context
+    assert AbricotAbsTask(opts(shots=3, seed=7, shot_sampler=sampler)).items()[0].context == ia[0].context
     draws = set()
     for seed in (7, 8, 9, 10):
-        t = AbricotAbsTask(opts(shots=3, seed=seed))
-        t.items()
-        draws.add(tuple(t.config()["shot_ids"]))
+        t = AbricotAbsTask(opts(shots=3, seed=seed, shot_sampler=sampler))
+        draws.add(tuple(tuple(x.fields["shot_ids"]) for x in t.items()))
     assert len(draws) > 1
 
 
@@ -390,6 +390,7 @@ def test_loader_all_spellings_and_formats(tmp_path, suffix, names):
     # and through the task: same items as from the fixture
     a = AbricotAbsTask(TaskOptions(data=(("abricot", str(path)),), shots=3)).items()
     b = AbricotAbsTask(opts(shots=3)).items()
+    assert len({x.prefix for x in b}) == len(b)  # the default sampler (lm-eval's): each item its own shots
     assert [(x.id, x.context, x.gold) for x in a] == [(x.id, x.context, x.gold) for x in b]
 
 
@@ -545,82 +546,6 @@ def test_bad_spans_warn_once_with_a_count(tmp_path):
 # ---------------------------------------------------------------- 7. mocked pull and the offline message
 
 
-class FakeHub:
-    def __init__(self, root: Path, files: dict[str, bytes]):
-        self.root, self.files = root, files
-        self.downloads: list[tuple[str, Path]] = []
-        for name, data in files.items():
-            p = root / name
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
-
-    def list(self, repo_id, revision=None):
-        assert repo_id == "gpucce/abricot"
-        return sorted(self.files)
-
-    def download(self, repo_id, filename, revision=None, *, progress=True):
-        assert repo_id == "gpucce/abricot" and filename in self.files
-        return self.root / filename
-
-    def download_url(self, url, dest, *, sha256=None, progress=True):
-        dest = Path(dest)
-        self.downloads.append((url, dest))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(FIXTURE.read_bytes())
-        return dest
-
-
-def install(monkeypatch, hub: FakeHub):
-    monkeypatch.setattr(fetch, "hub_dataset_files", hub.list)
-    monkeypatch.setattr(fetch, "hub_dataset_download", hub.download)
-    monkeypatch.setattr(fetch, "download_url", hub.download_url)
-
-
-def test_pull_copies_hub_data_file(tmp_path, monkeypatch):
-    hub = FakeHub(tmp_path / "hub", {"data/test.csv": FIXTURE.read_bytes(), "README.md": b"# abricot\n"})
-    install(monkeypatch, hub)
-    folder = tmp_path / "pulled"
-    got = abricot_data.pull(folder)
-    assert len(got) == 1 and got[0].parent == folder and got[0].is_file()
-    assert got[0].name.startswith("abricot") and got[0].suffix == ".csv"
-    assert got[0].read_bytes() == FIXTURE.read_bytes()
-    assert hub.downloads == []
-    o = TaskOptions(data_dir=str(folder), shots=0)
-    assert find_data_file(o) == got[0]
-    assert len(AbricotAbsTask(o).items()) == 18
-
-
-def test_pull_follows_the_osf_url_of_a_loading_script(tmp_path, monkeypatch):
-    script = (
-        b'"""ABRICOT loading script."""\n'
-        b"import datasets\n"
-        b'_HOMEPAGE = "https://github.com/someone/abricot"\n'
-        b'_URL = "https://osf.io/abcd3/download"\n'
-        b"class Abricot(datasets.GeneratorBasedBuilder):\n"
-        b"    def _split_generators(self, dl_manager):\n"
-        b"        path = dl_manager.download(_URL)\n"
-    )
-    hub = FakeHub(tmp_path / "hub", {"abricot.py": script, "README.md": b"see https://osf.io/abcd3/download\n"})
-    install(monkeypatch, hub)
-    folder = tmp_path / "pulled"
-    got = abricot_data.pull(folder)
-    assert [u for u, _ in hub.downloads] == ["https://osf.io/abcd3/download"]
-    dest = hub.downloads[0][1]
-    assert dest.parent == folder and dest.name.startswith("abricot")
-    assert got == [dest]
-    assert len(AbricotAbsTask(TaskOptions(data_dir=str(folder), shots=0)).items()) == 18
-
-
-def test_pull_script_without_url_says_how_to_give_the_file(tmp_path, monkeypatch):
-    script = b"import datasets\n# data comes from somewhere else\n_URL = None\n"
-    hub = FakeHub(tmp_path / "hub", {"abricot.py": script})
-    install(monkeypatch, hub)
-    with pytest.raises(DownloadError) as e:
-        abricot_data.pull(tmp_path / "pulled")
-    assert "--data abricot=FILE" in str(e.value)
-    assert hub.downloads == []
-
-
 def test_no_data_offline_says_how_to_supply_the_file():
     with pytest.raises(AbricotError) as e:
         AbricotAbsTask(TaskOptions()).items()
@@ -640,8 +565,8 @@ def _nan_eq(a, b):
 
 @pytest.mark.parametrize(
     "extra,variant,shots",
-    [(["--shots", "0"], "paper", 0), (["--prompt-variant", "calamita"], "calamita", 3)],
-    ids=["shots0-paper", "calamita-3shot"],
+    [(["--shots", "0"], "paper", 0), (["--prompt-variant", "calamita", "--shot-sampler", "shared"], "calamita", 3)],
+    ids=["shots0-paper", "calamita-3shot-shared"],
 )
 def test_cli_end_to_end(tmp_path, extra, variant, shots):
     out = tmp_path / "out"

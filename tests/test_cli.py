@@ -84,7 +84,10 @@ def test_abricot_group_runs_both_tasks(tmp_path):
         m = res["tasks"][name]["metrics"]
         for key in ("pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy"):
             assert key in m and f"{key}_ci95" in m
-        assert len(res["tasks"][name]["config"]["shot_ids"]) == 3
+        cfg = res["tasks"][name]["config"]
+        assert cfg["shots"] == 3 and cfg["shot_sampler"] == "lm-eval" and cfg["protocol"] == "paper"
+        samples = [json.loads(x) for x in (out / f"samples-{name}.jsonl").read_text().splitlines()]
+        assert all(len(s["shot_ids"]) == 3 and s["id"] not in s["shot_ids"] for s in samples)
 
 
 @pytest.mark.parametrize(

@@ -119,10 +119,11 @@ def test_a_run_written_by_main_is_read_checked_and_resumed_unchanged(tmp_path):
     assert json.loads(r.stdout)["runs"][0]["tasks"]["abricot_abs"]["metrics"] == record.tasks["abricot_abs"].metrics
     r = invoke("check", run, "--data-dir", FIXTURE.parent)
     assert r.exit_code == 0 and "checked 6 items: 6 identical" in r.output and "reproduced" in r.output, r.output
+    # ABRICOT's version 2 (the text as published, lm-eval's per-item shots) builds other items: a resume
+    # of the version-1 run is refused, naming the change, and the folder is left as it was
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot", "--data", f"abricot={FIXTURE}",
                "--limit", 3, "--n-ctx", 8192, "--out", run, "--resume")
-    assert r.exit_code == 0, r.output
-    assert "complete: nothing to score, nothing written" in r.stderr and "abricot_inc" in r.stdout
+    assert r.exit_code == 2 and "abricot_abs: recorded 1, given 2" in r.output, r.output
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 

@@ -61,7 +61,10 @@ def test_json_format_copies_the_metrics_exactly(runs):
     assert [Path(x["folder"]) for x in doc["runs"]] == list(runs.values())
     for run, folder in zip(doc["runs"], runs.values()):
         res = results(folder)
-        assert set(run["tasks"]) == {"discotex", "abricot_abs", "abricot_inc"}
+        # the llama entry reproduces both ABRICOT sources: its run holds ABRICOT under both protocols
+        both = run["label"] == "llama-3.1-8b-q4"
+        assert set(run["tasks"]) == {"discotex", "abricot_abs", "abricot_inc"} | (
+            {"abricot_abs@calamita", "abricot_inc@calamita"} if both else set())
         for task, entry in res["tasks"].items():
             assert run["tasks"][task]["metrics"] == entry["metrics"]
             assert run["tasks"][task]["n"] == entry["n"]
@@ -123,7 +126,8 @@ def test_metrics_filter(runs):
     out = invoke("report", *runs.values(), "--metrics", "pearson,discotex.acc*", "--format", "csv", "--table", "runs").stdout
     header = next(csv.reader(io.StringIO(out)))
     metric_cols = [c for c in header if "." in c and not c.endswith((".ci_lo", ".ci_hi", ".n"))]
-    assert metric_cols == ["discotex.accuracy", "discotex.accuracy_ted", "abricot_abs.pearson", "abricot_inc.pearson"]
+    assert metric_cols == ["discotex.accuracy", "discotex.accuracy_ted", "abricot_abs.pearson", "abricot_inc.pearson",
+                           "abricot_abs@calamita.pearson", "abricot_inc@calamita.pearson"]  # the first run's first
 
 
 # -- published baselines ------------------------------------------------------------------------
@@ -144,10 +148,16 @@ def test_published_value_inside_ci(runs):
     res = results(runs["llama-3.1-8b-q4"])["tasks"]
     for rc in checks:
         lo, hi = res[rc.check.task]["metrics"]["pearson_ci95"]
-        assert rc.check.inside == (lo <= rc.check.published <= hi)
-        assert rc.check.text == f"{rc.check.published:.2f} in CI? {'yes' if rc.check.inside else 'no'}"
+        if rc.check.reference.source == "CALAMITA leaderboard":  # 0-shot: the seed moves nothing it fixes
+            assert rc.check.task.endswith("@calamita") and rc.check.comparable
+            assert rc.check.inside == (lo <= rc.check.published <= hi)
+            assert rc.check.text == f"{rc.check.published:.2f} in CI? {'yes' if rc.check.inside else 'no'}"
+        else:  # --seed 7 drew other shots than the paper's seed 1234: not comparable, never "no"
+            assert rc.check.differences == ("seed 7, published 1234",) and rc.check.inside is None
+            assert rc.check.text == f"{rc.check.published:.2f} not comparable: seed 7, published 1234"
     text = report.render(doc, table="published")
     assert "in CI? " in text and "llama-3.1-8b (paper 3-shot)" in text and "fake backend" in text
+    assert "not comparable: seed 7, published 1234" in text
 
 
 def test_ci_check_edges():
@@ -156,10 +166,14 @@ def test_ci_check_edges():
     b = next(r for r in found if r.task == "abricot_abs")
     entry = TaskEntry(metrics={"pearson": 0.1, "pearson_ci95": [0.3, 0.5]}, n=10,
                       config={"prompt_variant": "calamita", "shots": 0})
-    c = baselines.check(b, entry)
+    c = baselines.check(b, entry)  # made otherwise: not comparable, though 0.30 lies in [0.3, 0.5]
+    assert c.inside is None and not c.comparable and c.text.startswith("0.30 not comparable: ")
+    assert c.differences[:2] == ("prompt_variant calamita, published paper", "shots 0, published 3")
+    same = {"prompt_variant": "paper", "shots": 3, "shot_sampler": "lm-eval", "seed": 1234, "chat_template": False}
+    c = baselines.check(b, TaskEntry(metrics=entry.metrics, n=10, config=same))
     assert c.inside is True and c.text == "0.30 in CI? yes"
-    assert c.notes == ("prompt_variant calamita (published: paper)", "shots 0 (published: 3)")
-    nan = baselines.check(b, TaskEntry(metrics={"pearson": math.nan, "pearson_ci95": [math.nan, math.nan]}, n=10))
+    nan = baselines.check(b, TaskEntry(metrics={"pearson": math.nan, "pearson_ci95": [math.nan, math.nan]}, n=10,
+                                       config=same))
     assert nan.inside is None and nan.text.endswith("n/a")
 
 
@@ -167,7 +181,8 @@ def test_ci_check_edges():
 def test_recompute_matches_results(runs):
     for folder in runs.values():
         checks = report.recompute(folder)
-        assert [c.task for c in checks] == ["discotex", "abricot_abs", "abricot_inc"]
+        assert [c.task for c in checks] == list(results(folder)["tasks"])
+        assert {"discotex", "abricot_abs", "abricot_inc"} <= {c.task for c in checks}
         assert all(c.ok for c in checks), [c.mismatches for c in checks]
     r = invoke("report", *runs.values(), "--verify", "--table", "runs")
     assert r.exit_code == 0 and "verified" in r.stderr

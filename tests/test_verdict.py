@@ -30,11 +30,17 @@ def test_verdict_text_from_a_results_dict():
     res = {"published": {"reproduces": "ABRICOT paper: llama-3.1-8b", "tasks_not_run": ["abricot_inc"], "unknown": [],
                          "checks": [{"reference": "llama-3.1-8b", "source": "paper 3-shot", "task": "abricot_abs",
                                      "metric": "pearson", "published": 0.3, "value": 0.1, "ci95": [0.05, 0.2],
-                                     "difference": -0.2, "inside": False, "notes": ["shots 0 (published: 3)"]}]}}
+                                     "difference": -0.2, "inside": False, "notes": []}]}}
     text = console.verdict(Published.from_dict(res["published"]))
     assert "0.30" in text and "0.100" in text and "[0.050, 0.200]" in text and "-0.200" in text and "NO" in text
-    assert "differs from the published setting: shots 0 (published: 3)" in text
     assert "abricot_inc: published, but not run here" in text
+    # a row made otherwise: not comparable, each difference named, and no answer on the CI
+    other = {**res["published"]["checks"][0], "inside": None, "comparable": False, "protocol": "paper",
+             "differences": ["shots 0, published 3"]}
+    text = console.verdict(Published.from_dict({**res["published"], "checks": [other]}), "Q8_0")
+    row = next(x for x in text.splitlines() if "abricot_abs.pearson" in x)
+    assert row.rstrip().endswith("not comparable") and "NO" not in text
+    assert "made otherwise: shots 0, published 3" in text and "this run Q8_0" in text
 
 
 def test_an_entry_reproducing_the_paper_row(tmp_path):
@@ -59,5 +65,6 @@ def test_an_entry_reproducing_the_paper_row(tmp_path):
     r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--shots", "0", "--n-ctx", "8192", "--out", tmp_path / "z")
     assert r.exit_code == 0, r.output
-    assert "differs from the published setting: shots 0 (published: 3)" in r.output
+    assert "made otherwise: shots 0, published 3" in r.output
+    assert "not comparable" in next(x for x in r.output.splitlines() if "abricot_abs.pearson" in x)
     assert "abricot_inc: published, but not run here" in r.output

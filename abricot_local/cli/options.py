@@ -49,11 +49,18 @@ def task_options(f):
         data_options,
         click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
                      help="Seed for item construction, shots and bootstrap."),
-        click.option("--shots", type=int, default=None, help="Few-shot examples (task default when omitted)."),
+        click.option("--protocol", default=None, metavar="NAME",
+                     help="Run each task as a published source ran it, every setting its protocol fixes (ABRICOT: "
+                     "paper, calamita). Default: each protocol whose rows the model's registry entry reproduces, "
+                     "else the task's first (the paper's)."),
+        click.option("--shots", type=int, default=None, help="Few-shot examples (default: the protocol's)."),
+        click.option("--shot-sampler", type=click.Choice(["lm-eval", "shared"]), default=None,
+                     help="lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); "
+                     "shared: one draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval."),
         click.option("--prompt-variant", default=None, metavar="NAME",
-                     help="A task's prompt wording (`abricot-local tasks` lists each task's; default: each task's "
-                          "first); a task without it is named in the warnings, and a run where no task has it is "
-                          "refused."),
+                     help="A task's prompt wording (`abricot-local tasks` lists each task's; default: the protocol's, "
+                          "else each task's first); a task without it is named in the warnings, and a run where no "
+                          "task has it is refused."),
         click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
     ])
 
@@ -109,4 +116,5 @@ def task_opts(kw: dict):
     return TaskOptions(
         data=data_pairs(kw["data"]), data_dir=kw["data_dir"], seed=kw["seed"], shots=kw["shots"],
         prompt_variant=kw["prompt_variant"], chat_template=kw["chat_template"],
+        protocol=kw.get("protocol"), shot_sampler=kw.get("shot_sampler"),
     )

@@ -105,7 +105,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
             click.echo(f"skipped {s.task}: no data ({s.how})", err=True)
         for r in plan.runs:
             for note in r.notes:
-                click.echo(f"warning: {r.task.name}: {note}", err=True)
+                click.echo(f"warning: {r.task.key}: {note}", err=True)
 
         def loaded(backend) -> None:
             click.echo(console.start_line(plan, backend.provenance()), err=True)
@@ -123,7 +123,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
         click.echo(f"{out_dir} holds this run, complete: nothing to score, nothing written", err=True)
     click.echo(console.summary(outcome.record))
     click.echo("")
-    click.echo(console.verdict(outcome.record.published))
+    click.echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
     if not outcome.complete:
         click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
     return outcome
@@ -149,7 +149,7 @@ def _save_interrupted(plan, out_dir: Path | None) -> str:
             holding.release()  # no lock file, and no folder this run left empty
         where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
         return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
-    totals = {r.task.name: len(r.items) for r in plan.runs} if plan else {}
+    totals = {r.task.key: len(r.items) for r in plan.runs} if plan else {}
     if holding is not None:
         try:
             if not getattr(holding, "totals", None):

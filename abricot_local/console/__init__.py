@@ -24,35 +24,47 @@ def fmt(v, digits: int = 4) -> str:
 
 def summary(record: Record) -> str:
     """One line per task metric of a run's record, with its 95% CI and the task's chance level."""
-    lines = [f"{'task':<14} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * 72]
+    tw = max(14, *(len(name) for name in record.tasks)) if record.tasks else 14  # task@protocol keys are longer
+    lines = [f"{'task':<{tw}} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * (58 + tw)]
     for name, t in record.tasks.items():
         for key, val, ci in t.metric_items():
             ci_s = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
             chance = fmt(t.chance[key], 2) if key in t.chance else ""
-            lines.append(f"{name:<14} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
-        lines.append(f"{name:<14} {'n':<20} {t.n:>8}")
+            lines.append(f"{name:<{tw}} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
+        lines.append(f"{name:<{tw}} {'n':<20} {t.n:>8}")
         for w in t.warnings:
             lines.append(f"  warning: {w}")
     return "\n".join(lines).rstrip()
 
 
-def verdict(published: Published | None) -> str:
-    """Did the run reproduce the published rows its model's registry entry names? (a record's ``published``)"""
+def verdict(published: Published | None, quant: str = "") -> str:
+    """Did the run reproduce the published rows its model's registry entry names? (a record's
+    ``published``; ``quant``: the run's, shown beside each source's published precision). Each
+    source gets its own block; a row made otherwise than the run is "not comparable", with each
+    difference, and no answer on the CI."""
     if published is None or not published.reproduces:
         return ("published comparison: this model's registry entry names no published result "
                 "(`reproduces` in models.toml), so there is nothing to compare with.")
     lines = [f"published comparison ({published.reproduces}):"]
-    if published.checks:
-        lines.append(f"  {'reference':<34} {'task.metric':<22} {'published':>9} {'this run':>9} "
-                     f"{'95% CI':<18} {'diff':>7}  inside CI?")
-        for c in published.checks:
+    for source in dict.fromkeys(c.source for c in published.checks):
+        checks = [c for c in published.checks if c.source == source]
+        protocol = checks[0].protocol
+        precision = checks[0].precision or "not published"
+        lines.append(f"  {source}" + (f" (protocol {protocol})" if protocol else "") +
+                     f": published precision {precision}; this run {quant or 'quant unknown'}")
+        wide = max(9, *(len(c.reference) for c in checks))
+        key = max(11, *(len(c.task + "." + c.metric) for c in checks))
+        lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "
+                     f"{'95% CI':<16} {'diff':>6}  inside CI?")
+        for c in checks:
             ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
-            inside = {True: "yes", False: "NO", None: "n/a"}[c.inside]
-            ref = f"{c.reference} ({c.source})"
-            lines.append(f"  {ref:<34} {c.task + '.' + c.metric:<22} {fmt(c.published, 2):>9} "
-                         f"{fmt(c.value, 3):>9} {ci:<18} {fmt(c.difference, 3):>7}  {inside}")
+            inside = "not comparable" if not c.comparable else {True: "yes", False: "NO", None: "n/a"}[c.inside]
+            lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
+                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {inside}")
+            if not c.comparable:
+                lines.append(f"      made otherwise: {'; '.join(c.differences)}")
             for note in c.notes:
-                lines.append(f"      differs from the published setting: {note}")
+                lines.append(f"      note: {note}")
     for task in published.tasks_not_run:
         lines.append(f"  {task}: published, but not run here (add it to --tasks, with its data)")
     for part in published.unknown:
@@ -100,7 +112,7 @@ def start_line(plan, provenance: dict) -> str:
     then the kernel path (what decides the arithmetic: docs/numerics.md)."""
     sched = provenance.get("schedule", {})
     quant = plan.quant or "?"
-    tasks = ", ".join(f"{r.task.name} ({len(r.items)} items)" for r in plan.runs)
+    tasks = ", ".join(f"{r.task.key} ({len(r.items)} items)" for r in plan.runs)
     n_ctx, allocated = sched.get("n_ctx", "?"), sched.get("n_ctx_allocated")
     n_ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx
     facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {n_ctx}"]

@@ -231,8 +231,16 @@ class PublishedCheck(Section):
     value: float | None = spec("this run's value", default=None)
     ci95: tuple[float, float] | None = spec("this run's 95% CI", default=None)
     difference: float | None = spec("value - published", default=None)
-    inside: bool | None = spec("published inside the CI (`null`: no finite CI)", default=None)
-    notes: tuple[str, ...] = spec("where the run's settings differ from the published protocol", default=())
+    inside: bool | None = spec("published inside the CI (`null`: not comparable, or no finite CI)", default=None)
+    notes: tuple[str, ...] = spec("notes on the check (a synthetic backend)", default=())
+    protocol: str | None = spec("the protocol the row was made under (`paper`, `calamita`)", default=None,
+                                write="set")
+    comparable: bool = spec("whether the run was made as the row was (every setting its protocol fixes): "
+                            "`false`: `inside` is `null`", default=True)
+    differences: tuple[str, ...] = spec("each setting made otherwise than the row's protocol (`shots 3, "
+                                        "published 0`)", default=())
+    precision: str | None = spec("the published precision of the weights (`bf16 (vLLM)`; `null`: not "
+                                 "published)", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,14 @@ def _registry() -> dict[str, object]:
     return eps
 
 
+def base_name(key: str) -> str:
+    """The task a run's task key names (``abricot_abs@calamita`` -> ``abricot_abs``)."""
+    return key.partition("@")[0]
+
+
 def task_class(name: str) -> type[Task]:
+    """The class of a task name, or of a run's task key (``TASK@PROTOCOL``)."""
+    name = base_name(name)
     ep = _registry().get(name)
     if ep is None:
         raise _unknown(name)
@@ -80,10 +87,16 @@ def task_names(spec: str) -> list[str]:
 
 
 def make_task(name: str, options: TaskOptions) -> Task:
-    """The task ``name`` built with the options it declares it uses (:mod:`tasks.uses`); the ones
-    given that it does not use are in its ``option_notes``."""
+    """The task ``name`` built with the options it declares it uses (:mod:`tasks.uses`; the ones
+    given that it does not use are in its ``option_notes``); a run's key ``TASK@PROTOCOL`` gives
+    the task under that protocol."""
     from abricot_local.tasks import uses
 
+    _, at, protocol = name.partition("@")
+    if at:
+        from dataclasses import replace
+
+        options = replace(options, protocol=protocol)
     cls = task_class(name)
     task = cls(uses.for_task(cls, options))
     task.option_notes = uses.notes(cls, options)

@@ -1,10 +1,15 @@
 """ABRICOT (CALAMITA 2024): abstractness and inclusiveness of a word in context, 1-5.
 
-Prompts are byte-exact to the published text (variant ``paper``, with its
-typos, and ``calamita``). Few-shot: K shots drawn once per run from the same
-data with a recorded seed; every item shares them, except an item that is
-itself a shot, which gets the next drawn item in its place. A shot is its
-prompt, " ", its gold digit; shots are joined by a blank line and separated
+Prompts are byte-exact to the published text (variant ``paper``, with its typos, and
+``calamita``), the sentence put in as the release has it. Each published source declares
+its protocol (``PAPER_PROTOCOL``, ``CALAMITA_PROTOCOL``: PROTOCOL.md, "How the two published
+sources ran it"); the paper's is the default. Shots (sampler ``lm-eval``, lm-eval's default
+``--num_fewshot K``): for every item of the release, in file order, ``Random(seed).sample`` of
+K+1 rows, the item itself dropped, the first K kept (tasks/fewshot.py): drawn for all items,
+then selected, so an item's shots never depend on --sample, --limit, --shard, order or resume.
+Sampler ``shared`` (no published source's): one draw of K shots for every item (an item that
+is itself a shot gets the next drawn row in its place), so every item shares one prefix.
+A shot is its prompt, " ", its gold digit; shots are joined by a blank line and separated
 from the item's prompt by one. Each item is scored on " 1" .. " 5".
 """
 
@@ -15,8 +20,9 @@ import numpy as np
 from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci_of
-from abricot_local.tasks.abricot_data import HUB_DATASET, SUFFIXES, Row, load_rows, pull
-from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Reference, Task, text_hash
+from abricot_local.tasks.abricot_data import RELEASE_FILE, RELEASE_URL, SUFFIXES, Row, load_rows, pull
+from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Protocol, Reference, Task, text_hash
+from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
 _LIST_ABS = (
     "1 - La parola è estremamente concreta (e.g. un cane specifico)\n"
@@ -45,15 +51,30 @@ CHOICES = ("1", "2", "3", "4", "5")
 SHOT_SEPARATOR = "\n\n"
 DEFAULT_SHOTS = 3
 
+SAMPLERS = ("lm-eval", "shared")
+
+# How each published source ran the task (PROTOCOL.md, "How the two published sources ran it").
+PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
+PAPER_PROTOCOL = Protocol(
+    "paper", PAPER,
+    (("prompt_variant", "paper"), ("shots", 3), ("shot_sampler", "lm-eval"), ("seed", LM_EVAL_SEED),
+     ("chat_template", False)),
+    precision="",
+    facts="the authors' lm-eval v0.4.4 fork (gpucce/lm-evaluation-harness@4d8bb2d6, branch add_abricot), "
+          "--num_fewshot 3, lm-eval's default sampler and fewshot_random_seed")
+CALAMITA_PROTOCOL = Protocol(
+    "calamita", CALAMITA,
+    (("prompt_variant", "calamita"), ("shots", 0), ("chat_template", False)),
+    precision="bf16 (vLLM)",
+    facts="CALAMITA-AILC/calamita-eval@4471a17, tasks/abricot/ and its run script (lm_eval --model vllm, "
+          "dtype bfloat16, no --num_fewshot, no --apply_chat_template)")
+
 # Published Pearson r (choice 1-5 against the discretised human mean: this task's ``pearson``), from
 # the ABRICOT paper (CALAMITA 2024, 3-shot) and the CALAMITA leaderboard: (model, abs, inc) per source.
-# How each source ran the task, to flag a run whose settings differ; the leaderboard's
-# shot count is not published (None: not checked).
-PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
 PUBLISHED = {
-    (PAPER, (("prompt_variant", "paper"), ("shots", 3), ("chat_template", False)), ("abricot paper", "paper")): (
+    (PAPER_PROTOCOL, ("abricot paper", "paper")): (
         ("mistral-7b", 0.22, 0.00), ("llama-3.1-8b", 0.30, 0.30), ("llama-3.1-70b", 0.53, 0.41)),
-    (CALAMITA, (("prompt_variant", "calamita"), ("shots", None)), ("calamita",)): (
+    (CALAMITA_PROTOCOL, ("calamita",)): (
         ("Minerva-7B-instruct-v1.0", -0.03, -0.20), ("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA", 0.50, 0.14),
         ("Llama-3.1-8B-Instruct", 0.29, 0.18), ("Llama-3.1-70B-Instruct", 0.44, 0.25)),
 }
@@ -71,31 +92,40 @@ def render(kind: str, variant: str, row: Row) -> str:
 class AbricotTask(Task):
     """One of the two ABRICOT tasks; ``kind`` is "abs" or "inc"."""
 
-    version = "1"
+    version = "2"  # 2: the text as published (not stripped), protocols, lm-eval's per-item shots
     group = "abricot"
+    protocols = (PAPER_PROTOCOL, CALAMITA_PROTOCOL)
     metric_names = ("pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy")
     primary_metric = "pearson"
     chance = {"pearson": 0.0, "pearson_continuous": 0.0, "pearson_expected": 0.0, "spearman": 0.0, "accuracy": 0.2}
     figures = (Figure("scatter", x="human_mean", metric="pearson_continuous",
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
-        key="abricot", kind="file", files=tuple(f"abricot*{s}" for s in SUFFIXES), pull=pull,
-        how="--data abricot=FILE (the ABRICOT release: CSV, TSV, JSONL, Parquet)",
+        key="abricot", kind="file", files=(RELEASE_FILE, *(f"abricot*{s}" for s in SUFFIXES)), pull=pull,
+        how=f"--data abricot=FILE ({RELEASE_FILE}, from {RELEASE_URL})",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
-    uses = ("shots", "prompt_variant")
+    uses = ("shots", "prompt_variant", "protocol", "shot_sampler")
     prompt_variants = ("paper", "calamita")
 
     def __init__(self, options):
         super().__init__(options)
-        if self.options.prompt_variant not in self.prompt_variants:  # None became the default (Task.__init__)
-            raise TaskError(f"unknown prompt variant {self.options.prompt_variant!r}; use paper or calamita")
-        self.shots = DEFAULT_SHOTS if options.shots is None else options.shots
+        self.variant = self.setting("prompt_variant", options.prompt_variant, "paper")
+        if self.variant not in self.prompt_variants:
+            raise TaskError(f"{self.name} has no prompt variant {self.variant!r}; use paper or calamita")
+        self.shots = self.setting("shots", options.shots, DEFAULT_SHOTS)
         if self.shots < 0:
             raise TaskError("--shots must be 0 or more")
+        self.sampler = self.setting("shot_sampler", options.shot_sampler, "lm-eval")
+        if self.sampler not in SAMPLERS:
+            raise TaskError(f"unknown shot sampler {self.sampler!r}; use {' or '.join(SAMPLERS)}")
         self._warnings: list[str] = []
         self._rows: list[Row] | None = None
+
+    def settings(self) -> dict:
+        return {"prompt_variant": self.variant, "shots": self.shots, "shot_sampler": self.sampler,
+                "seed": self.options.seed, "chat_template": self.options.chat_template}
 
     def _load(self) -> list[Row]:
         if self._rows is None:
@@ -105,7 +135,7 @@ class AbricotTask(Task):
                 self._warnings.append(
                     f"{bad_spans} row(s) of {path.name}: begin/end do not point at the target token in the text"
                 )
-            if self.shots >= len(self._rows):
+            if self.shots and self.shots >= len(self._rows):
                 raise TaskError(f"--shots {self.shots} needs more than {self.shots} items; the data has {len(self._rows)}")
         return self._rows
 
@@ -115,18 +145,27 @@ class AbricotTask(Task):
     def references(self) -> tuple[Reference, ...]:
         column = 1 if self.kind == "abs" else 2
         return tuple(
-            Reference(source, row[0], self.name, "pearson", row[column], protocol, aliases)
-            for (source, protocol, aliases), rows in PUBLISHED.items() for row in rows
+            Reference(protocol.source, row[0], self.name, "pearson", row[column], protocol, aliases,
+                      key=self.name if protocol == self.protocols[0] else f"{self.name}@{protocol.name}")
+            for (protocol, aliases), rows in PUBLISHED.items() for row in rows
         )
 
     def _shot_draw(self) -> tuple[list[Row], Row | None]:
-        """The shots (the same draw for both tasks: an item's shots are the same sentences in
-        abs and inc) and the spare that replaces a shot in its own item."""
+        """Sampler ``shared``: the shots every item shares and the spare that replaces a shot in
+        its own item (the same draw for both tasks)."""
         rows = self._load()
-        if not self.shots:
+        if not self.shots or self.sampler != "shared":
             return [], None
         order = list(np.random.default_rng(self.options.seed).permutation(len(rows)))
         return [rows[k] for k in order[: self.shots]], rows[order[self.shots]]
+
+    def _shots_of(self, rows: list[Row]) -> list[list[Row]]:
+        """Each row's shots, for every row of the release in its order (then selected)."""
+        if self.sampler == "shared":
+            shots, spare = self._shot_draw()
+            return [[spare if s.id == row.id else s for s in shots] for row in rows]
+        draws = lm_eval_draws(len(rows), len(rows), self.shots, seed=self.options.seed, same_split=True)
+        return [[rows[j] for j in draw] for draw in draws]
 
     def mean(self, row: Row) -> float:
         return row.abs_mean if self.kind == "abs" else row.inc_mean
@@ -135,15 +174,13 @@ class AbricotTask(Task):
         return row.abs_std if self.kind == "abs" else row.inc_std
 
     def shot_text(self, row: Row) -> str:
-        return render(self.kind, self.options.prompt_variant, row) + " " + CHOICES[discretise(self.mean(row))]
+        return render(self.kind, self.variant, row) + " " + CHOICES[discretise(self.mean(row))]
 
     def items(self) -> list[Item]:
         rows = self._load()
-        shots, spare = self._shot_draw()
-        variant = self.options.prompt_variant
+        variant = self.variant
         items = []
-        for row in rows:
-            own = [spare if s.id == row.id else s for s in shots]
+        for row, own in zip(rows, self._shots_of(rows)):
             prefix = SHOT_SEPARATOR.join(self.shot_text(s) for s in own) + SHOT_SEPARATOR if own else ""
             items.append(
                 Item(
@@ -171,17 +208,18 @@ class AbricotTask(Task):
         return rec
 
     def config(self) -> dict:
+        """The settings resolved (the protocol's, or given), the protocol and where they differ
+        from it; with sampler ``shared``, the shots every item shares (else: each sample's)."""
         return {
-            "seed": self.options.seed,
-            "shots": self.shots,
+            **self.settings(),
+            "protocol": self.protocol.name,
+            "protocol_differences": list(self.protocol.differences(self.settings())),
             "shot_ids": [r.id for r in self._shot_draw()[0]],
-            "prompt_variant": self.options.prompt_variant,
-            "chat_template": self.options.chat_template,
             "gold": "round(5*mean) half-to-even, 5 -> 4",
         }
 
     def prompt_hash(self) -> str:
-        return text_hash(PROMPTS[(self.kind, self.options.prompt_variant)], SHOT_SEPARATOR, *CHOICES)
+        return text_hash(PROMPTS[(self.kind, self.variant)], SHOT_SEPARATOR, *CHOICES)
 
     def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
         pred = np.array([s["pred"] + 1 for s in samples], dtype=float)

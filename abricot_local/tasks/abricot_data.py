@@ -1,24 +1,35 @@
-"""ABRICOT release loading: CSV, TSV, JSONL or Parquet, long or short column names.
+"""ABRICOT release loading: the published CSV as it is; also TSV, JSONL or Parquet, long or short names.
 
-The release documents ID, target token, target lemma, text, begin, end, domain,
-inclusiveness mean/std, abstractness mean/std; the hub loader calls them
-``target_token``, ``abs_mean``, ... Names are matched in any case, with spaces,
-hyphens or underscores.
+The release (``dataset_it.csv``, 127 rows) is UTF-8 with a byte-order mark, CRLF line
+endings, 24 columns (``ID, domain, begin, end, text, target_token, ...``), ``end``
+inclusive (``text[begin:end+1]`` is the target). CSV and TSV are read with Python's csv
+module, so every text is kept byte for byte (a text ending in a space keeps it); a text or
+target is stripped only to check that it is not empty. Names are matched in any case, with
+spaces, hyphens or underscores, long (``abstractness mean``) or short (``abs_mean``). A NUL
+byte in a text is refused, naming the line.
+
+``pull`` downloads the release from its GitHub home at the pinned commit, SHA-256 verified.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import DataError
 
+RELEASE_FILE = "dataset_it.csv"
+RELEASE_COMMIT = "ab4a167db4327bcc8faaa153f780e004042ac274"
+RELEASE_REPO = "aramelior/ABRICOT-ABstRactness-and-Inclusiveness-in-COntexT"
+RELEASE_URL = f"https://raw.githubusercontent.com/{RELEASE_REPO}/{RELEASE_COMMIT}/{RELEASE_FILE}"
+RELEASE_SHA256 = "5dfe6577961b20d8b1fd3439ed32152fdf615963dd93ca925c912aa19f136eac"
+RELEASE_ROWS = 127
+
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-HUB_DATASET = "gpucce/abricot"
 
 # canonical name -> accepted spellings (normalised: lower case, underscores)
 ALIASES = {
@@ -53,39 +64,62 @@ def normalise(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
 
 
-def _read_table(path: Path) -> tuple[list[str], list[dict]]:
-    """(column names, records) of a data file; JSON lines are read here, line by line, so
-    each must be an object and an error names its line."""
+def _read_table(path: Path) -> tuple[list[str], list[dict], list[int]]:
+    """(column names, records, the line of the file each record starts on; its index + 1 for
+    Parquet). CSV, TSV and JSON lines are read here, so each error names its line."""
     suffix = path.suffix.lower()
     try:
+        if suffix in (".csv", ".tsv"):
+            return _read_delimited(path, "," if suffix == ".csv" else "\t")
         if suffix == ".jsonl":
             return _read_jsonl(path)
-        frame = _read_frame(path, suffix)
+        frame = _read_parquet(path, suffix)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (ValueError, OSError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from None
-    return list(frame.columns), frame.to_dict("records")
+    records = frame.to_dict("records")
+    return list(frame.columns), records, list(range(1, len(records) + 1))
 
 
-def _read_frame(path: Path, suffix: str):
+def _read_delimited(path: Path, delimiter: str) -> tuple[list[str], list[dict], list[int]]:
+    """The file as published: a BOM skipped, CRLF or LF, quoted fields kept byte for byte."""
+    text = path.read_bytes().decode("utf-8-sig")
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader, [])
+        records, lines = [], []
+        while True:
+            line = reader.line_num + 1
+            record = next(reader, None)
+            if record is None:
+                break
+            if not any(cell.strip() for cell in record):
+                continue  # a blank line
+            records.append(dict(zip(header, record)))
+            lines.append(line)
+    except csv.Error as exc:
+        raise DataError(f"{path}, line {reader.line_num}: not valid {'CSV' if delimiter == ',' else 'TSV'} "
+                        f"({exc})") from None
+    return header, records, lines
+
+
+def _read_parquet(path: Path, suffix: str):
+    if suffix != ".parquet":
+        raise DataError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
     import pandas as pd
 
-    if suffix == ".csv":
-        return pd.read_csv(path, encoding="utf-8", dtype=str, keep_default_na=False)
-    if suffix == ".tsv":
-        return pd.read_csv(path, sep="\t", encoding="utf-8", dtype=str, keep_default_na=False)
-    if suffix == ".parquet":
-        try:
-            return pd.read_parquet(path)
-        except ImportError:
-            raise DataError(f"reading {path.name} needs pyarrow: pip install pyarrow") from None
-    raise DataError(f"{path}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}")
+    try:
+        return pd.read_parquet(path)
+    except ImportError:
+        raise DataError(f"reading {path.name} needs pyarrow: pip install pyarrow") from None
 
 
-def _read_jsonl(path: Path) -> tuple[list[str], list[dict]]:
+def _read_jsonl(path: Path) -> tuple[list[str], list[dict], list[int]]:
     columns: dict[str, None] = {}
-    records = []
+    records, lines = [], []
     with path.open(encoding="utf-8-sig") as fh:  # a BOM is skipped, as pandas does for CSV
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -99,7 +133,8 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[dict]]:
                                 f"got {_json_kind(rec)}")
             columns.update(dict.fromkeys(rec))
             records.append(rec)
-    return list(columns), records
+            lines.append(n)
+    return list(columns), records, lines
 
 
 def _json_kind(value) -> str:
@@ -144,23 +179,27 @@ def _span_ok(text: str, target: str, begin, end) -> bool:
         b, e = int(float(begin)), int(float(end))
     except (TypeError, ValueError):
         return False
-    return text[b : e + 1] == target or text[b:e] == target
+    return text[b : e + 1] == target  # the release's end is inclusive
 
 
 def load_rows(path: Path) -> tuple[list[Row], int]:
     """Validated rows and the number whose begin/end do not point at the target."""
-    names, records = _read_table(path)
+    names, records, lines = _read_table(path)
     cols = _columns(path, names)
     rows, bad_spans, seen = [], 0, set()
-    for k, rec in enumerate(records):
+    for k, (rec, at) in enumerate(zip(records, lines)):
         line = k + 1
         get = lambda c: rec.get(cols[c]) if c in cols else None  # noqa: E731
         for col in ("text", "target", "id", "domain"):
             if isinstance(get(col), (list, dict)):
                 raise DataError(f"{path}, row {line}, column {cols[col]}: {_json_kind(get(col))} where text is needed")
-        text, target = str(get("text") or "").strip(), str(get("target") or "").strip()
+            if "\0" in str(get(col) or ""):
+                where = f"line {at}" if path.suffix.lower() != ".parquet" else f"row {at}"
+                raise DataError(f"{path}, {where} (row {line}), column {cols[col]}: a NUL byte (\\x00) in the text; "
+                                "remove it: a prompt cannot hold one")
+        text, target = str(get("text") or ""), str(get("target") or "")  # as published: not stripped
         for col, val in (("text", text), ("target", target)):
-            if not val:
+            if not val.strip():
                 raise DataError(f"{path}, row {line}, column {cols[col]}: empty")
         raw_id = "" if get("id") is None else str(get("id")).strip()
         rid = raw_id or f"row-{line}"
@@ -186,37 +225,10 @@ def load_rows(path: Path) -> tuple[list[Row], int]:
     return rows, bad_spans
 
 
-DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
-URL_RE = re.compile(r"https?://[^\s'\"()<>]+")
-
-
 def pull(folder: Path) -> list[Path]:
-    """Fetch the release from the hub dataset: its data files, or the URLs its loading script names."""
+    """Download the release (``dataset_it.csv``) from its GitHub home at the pinned commit into
+    ``folder``, verifying its SHA-256; a failure (``fetch.FilesNotDownloaded``) names the file, its
+    URL and why."""
     from abricot_local import fetch
-    from abricot_local.errors import DownloadError
 
-    files = fetch.hub_dataset_files(HUB_DATASET)
-    data = [f for f in files if Path(f).suffix.lower() in DATA_SUFFIXES]
-    got: list[Path] = []
-    if data:
-        for name in data:
-            src = fetch.hub_dataset_download(HUB_DATASET, name)
-            dest = folder / ("abricot_" + Path(name).name if not Path(name).name.startswith("abricot") else Path(name).name)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
-            got.append(dest)
-        return got
-    scripts = [f for f in files if f.endswith(".py")]
-    urls: list[str] = []
-    for script in scripts:
-        text = Path(fetch.hub_dataset_download(HUB_DATASET, script)).read_text(encoding="utf-8", errors="replace")
-        urls += [u.rstrip(".,;") for u in URL_RE.findall(text) if "osf.io" in u or u.lower().endswith(DATA_SUFFIXES)]
-    if not urls:
-        raise DownloadError(
-            f"the hub dataset {HUB_DATASET} holds neither data files nor a loading script with a data URL; "
-            "download the release by hand and give it with --data abricot=FILE"
-        )
-    for k, url in enumerate(dict.fromkeys(urls)):
-        suffix = next((s for s in DATA_SUFFIXES if url.lower().split("?")[0].endswith(s)), ".csv")
-        got.append(fetch.download_url(url, folder / f"abricot_{k}{suffix}" if k else folder / f"abricot{suffix}", sha256=None))
-    return got
+    return fetch.download_files(((RELEASE_URL, RELEASE_FILE, RELEASE_SHA256),), folder)

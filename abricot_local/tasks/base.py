@@ -11,7 +11,10 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 
 - ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one
   release share it), a folder or a file, how to pull it, how to get it by hand;
-- ``references()``: published results (:class:`Reference`);
+- ``protocols``: how each published source ran the task (:class:`Protocol`: the settings it
+  fixes, its precision); the first is the default, ``--protocol NAME`` picks one, and a run
+  may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`);
+- ``references()``: published results (:class:`Reference`), each made under a protocol;
 - ``figures``: the figures that suit its metrics (:class:`Figure`);
 - ``chance``: each metric's chance level;
 - ``warnings()``, ``config()`` (right before and after ``items()``),
@@ -43,9 +46,11 @@ class TaskOptions:
     data_dir: str | None = None
     seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0)
     shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
-    prompt_variant: str | None = None  # None: each task's default wording (the first of its prompt_variants)
+    prompt_variant: str | None = None  # None: the protocol's, else the task's default (its first wording)
     chat_template: bool = False
     allow_download: bool = True
+    protocol: str | None = None  # --protocol NAME: every setting it fixes (None: the task's default)
+    shot_sampler: str | None = None  # how shots are drawn (None: the protocol's)
 
     def __post_init__(self) -> None:
         validate(self)  # --seed, --shots in range, named in the message
@@ -56,18 +61,21 @@ class TaskOptions:
 
     def config(self) -> dict:
         """The options a run records in its config (and compares on --resume)."""
-        # not given: "paper", the flag's default before tasks declared their wordings, so that their runs
-        # resume; each task's own config records the wording it used
-        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant or "paper",
-                "chat_template": self.chat_template}
+        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant,
+                "chat_template": self.chat_template, "protocol": self.protocol, "shot_sampler": self.shot_sampler}
 
     @classmethod
     def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
                     allow_download: bool = False) -> "TaskOptions":
-        """The options of a recorded run (its config, a task's config over the run's)."""
+        """The options of a recorded run (its config, a task's config over the run's). A config
+        of a version before protocols (no ``protocol`` key) drew one set of shots for all items:
+        its sampler is ``shared``."""
+        legacy = "protocol" not in config and "prompt_variant" in config
         return cls(data=data, seed=config.get("seed", DEFAULT_SEED), shots=config.get("shots"),
-                   prompt_variant=config.get("prompt_variant") or None,
-                   chat_template=bool(config.get("chat_template")), allow_download=allow_download)
+                   prompt_variant=config.get("prompt_variant") or ("paper" if legacy else None),
+                   chat_template=bool(config.get("chat_template")), allow_download=allow_download,
+                   protocol=config.get("protocol"),
+                   shot_sampler=config.get("shot_sampler") or ("shared" if legacy else None))
 
 
 @dataclass(frozen=True)
@@ -128,12 +136,41 @@ class DataSpec:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """How one published source ran a task: ``settings`` it fixes (task config keys and values:
+    a run is compared with the source's rows only when every one matches), the ``precision`` of
+    the weights it scored ("" when the source does not say), and where each fact comes from."""
+
+    name: str  # --protocol NAME
+    source: str  # the Reference.source whose rows it made
+    settings: tuple[tuple[str, Any], ...]
+    precision: str = ""
+    facts: str = ""  # where the settings are read from (docs)
+
+    def fixes(self, key: str) -> bool:
+        return any(k == key for k, _ in self.settings)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        return next((v for k, v in self.settings if k == key), default)
+
+    def differences(self, config: dict) -> tuple[str, ...]:
+        """Each setting of a run's task ``config`` that differs from this protocol's, as
+        ``shots 3, published 0`` (a setting the config lacks counts as differing)."""
+        return tuple(f"{key} {_shown(config.get(key))}, published {_shown(want)}"
+                     for key, want in self.settings if config.get(key) != want)
+
+
+def _shown(value: Any) -> str:
+    return "not recorded" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
 class Reference:
     """One published result: ``value`` of ``metric`` on ``task`` for ``model`` in ``source``.
 
-    ``protocol`` is how the source ran it (settings compared with a run's task
-    config; None values are not checked). ``aliases``: other spellings of the
-    source in a registry entry's ``reproduces`` field.
+    ``protocol`` is how the source ran it (a run is compared with the row only when its
+    task settings match every setting the protocol fixes). ``aliases``: other spellings of
+    the source in a registry entry's ``reproduces`` field.
     """
 
     source: str
@@ -141,8 +178,9 @@ class Reference:
     task: str
     metric: str
     value: float
-    protocol: tuple[tuple[str, Any], ...] = ()
+    protocol: Protocol | None = None
     aliases: tuple[str, ...] = ()
+    key: str = ""  # the run's key of the task instance made under ``protocol`` ("": ``task``)
 
     @property
     def label(self) -> str:
@@ -189,14 +227,48 @@ class Task(ABC):
     uses: tuple[str, ...] = ()
     prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
+    protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
     data: DataSpec
 
     def __init__(self, options: TaskOptions):
-        if options.prompt_variant is None and self.prompt_variants:  # not given: the task's default wording
+        if options.prompt_variant is None and self.prompt_variants and \
+                not any(p.fixes("prompt_variant") for p in self.protocols):  # not given: the task's default wording
             from dataclasses import replace
 
             options = replace(options, prompt_variant=self.prompt_variants[0])
         self.options = options
+        if options.protocol is not None and self.protocols and self.protocol is None:
+            from abricot_local.errors import UsageError
+
+            raise UsageError(f"task {self.name} has no protocol {options.protocol!r}; its protocols: "
+                             f"{', '.join(p.name for p in self.protocols)}")
+
+    # -- protocols ---------------------------------------------------------------------------
+    @property
+    def protocol(self) -> Protocol | None:
+        """The protocol this instance runs under: ``--protocol``'s, else the task's first."""
+        if self.options.protocol is None:
+            return self.protocols[0] if self.protocols else None
+        return next((p for p in self.protocols if p.name == self.options.protocol), None)
+
+    @property
+    def key(self) -> str:
+        """The name a run records this instance under: the task's name, with ``@PROTOCOL`` when
+        its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``)."""
+        p = self.protocol
+        return self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
+
+    def setting(self, key: str, given: Any, default: Any = None) -> Any:
+        """A setting as resolved: given on the command line, else the protocol's, else ``default``."""
+        if given is not None:
+            return given
+        p = self.protocol
+        return p.value(key, default) if p is not None and p.fixes(key) else default
+
+    def settings(self) -> dict:
+        """The resolved value of every setting some protocol of this task fixes (no data read):
+        what a published row is compared on, and what tells a run's instances apart."""
+        return {}
 
     @abstractmethod
     def items(self) -> list[Item]:

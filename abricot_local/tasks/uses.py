@@ -14,7 +14,8 @@ from typing import Any
 
 from abricot_local.errors import UsageError
 
-DECLARED = ("shots", "prompt_variant")  # the options a task receives only when it declares it uses them
+# the options a task receives only when it declares it uses them
+DECLARED = ("shots", "prompt_variant", "protocol", "shot_sampler")
 
 
 def _defaults() -> dict[str, Any]:
@@ -49,7 +50,8 @@ def for_task(cls, options):
     a prompt variant it does not have replaced by its default."""
     defaults = _defaults()
     changes = {n: defaults[n] for n in DECLARED if n not in cls.uses and getattr(options, n) != defaults[n]}
-    if "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant not in cls.prompt_variants:
+    if "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
+            and options.prompt_variant not in cls.prompt_variants:
         changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
     return replace(options, **changes) if changes else options
 
