@@ -253,7 +253,7 @@ def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskChec
     from abricot_local.tasks import all_task_names, base_name, make_task
     from abricot_local.tasks.base import TaskOptions
 
-    if task not in all_task_names():
+    if base_name(task) not in all_task_names():
         raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
     opts = TaskOptions.from_config({**record.config_dict(), **entry.config})

@@ -153,7 +153,8 @@ def _fetch_abricot(dest: Path) -> None:
 
 # The ABRICOT release (dataset_it.csv, 127 rows): the file `abricot-local data pull abricot` fetches.
 ABRICOT = DataSet("ABRICOT release", "data/abricot", ((abricot_data.RELEASE_FILE, abricot_data.RELEASE_SHA256),),
-                  f"github.com/{abricot_data.RELEASE_REPO}@{abricot_data.RELEASE_COMMIT[:7]}", _fetch_abricot)
+                  f"github.com/{abricot_data.RELEASE_REPO}@{abricot_data.RELEASE_COMMIT[:7]}", _fetch_abricot,
+                  tool_cache="data/abricot", pull="abricot-local data pull abricot")
 DATA_SETS = (DISCOTEX, VOCAB, ABRICOT)
 
 

@@ -102,7 +102,7 @@ class AbricotTask(Task):
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
         key="abricot", kind="file", files=(RELEASE_FILE, *(f"abricot*{s}" for s in SUFFIXES)), pull=pull,
-        how=f"--data abricot=FILE ({RELEASE_FILE}, from {RELEASE_URL})",
+        how=f"--data abricot=FILE ({RELEASE_FILE}, the ABRICOT release)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
