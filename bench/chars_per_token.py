@@ -1,5 +1,5 @@
 """Characters per token of each tokenizer family on the tasks' own text: the table
-``abricot_local/chars_per_token.py`` holds (``run --dry-run`` estimates the tokens of a model
+``abricot_local/planner/chars_per_token.py`` holds (``run --dry-run`` estimates the tokens of a model
 that is not on this machine from it).
 
     python bench/chars_per_token.py            # measure, print the table as Python
@@ -30,7 +30,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -65,7 +65,7 @@ def texts() -> dict[str, list[str]]:
 
 def measure() -> dict[str, tuple[int, dict[str, float]]]:
     """family -> (its vocabulary size, {task: chars/token, "*": over every task's text})."""
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     by_task = texts()
     chars = {task: sum(len(t) for t in ts) for task, ts in by_task.items()}
@@ -92,7 +92,7 @@ def main() -> None:
         print(f"    \"{family}\": ({n_vocab}, {json.dumps(ratios)}),")
     print("}")
     if args.check:
-        from abricot_local.chars_per_token import MEASURED
+        from abricot_local.planner.chars_per_token import MEASURED
 
         if MEASURED != table:
             raise SystemExit(f"the committed table differs from this measurement: {MEASURED} != {table}")

@@ -83,8 +83,8 @@ def main() -> None:
 
     from throughput import engine_work
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.planning import prepare
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.evaluation.planning import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

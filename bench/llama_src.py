@@ -20,7 +20,7 @@ import tempfile
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 
-from abricot_local import fetch
+from abricot_local.models import fetch
 
 # SHA-256 of sdists checked here besides pip's own check against the index's hash
 # (0.3.36: the same value tests/realdata.py pins).

@@ -62,14 +62,14 @@ SHORT_NAMES = {"gemma": "gemma-3-270m", "smollm2": "smollm2-135m-pypi"}
 
 def model_path(name: str, work: Path | None = None) -> Path:
     """A short name, a registry alias or a path, found as `run` finds it."""
-    from abricot_local.modelref import resolve_model_ref
+    from abricot_local.models.ref import resolve_model_ref
 
     return resolve_model_ref(SHORT_NAMES.get(name, name)).path
 
 
 def write_task(work: Path, data_dir: Path, n: int) -> list[dict]:
     """The items `run --sample n` scores, in its order, as lm-eval multiple choice."""
-    from abricot_local.planning import prepare
+    from abricot_local.evaluation.planning import prepare
     from abricot_local.tasks.base import TaskOptions
     from abricot_local.tasks.discotex import LETTERS, DiscotexTask
 
@@ -116,7 +116,7 @@ def free_port() -> int:
 
 SERVER = """
 import sys, llama_cpp.llama_cpp as C
-from abricot_local.backends.llama_cpp import LlamaCppOptions, resolved_extra_bufts
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions, resolved_extra_bufts
 _default = C.llama_model_default_params
 def _params():
     p = _default()
@@ -155,7 +155,7 @@ def gguf_row(path: Path, work: Path, n: int, threads: int, n_ctx: int) -> tuple[
 
 
 def ours_row(path: Path, work: Path, n: int, threads: int, n_ctx: int) -> tuple[float, dict, dict]:
-    from abricot_local.lm_eval_model import AbricotLM
+    from abricot_local.lm_eval.model import AbricotLM
 
     lm = AbricotLM(model=str(path), threads=threads, n_ctx=n_ctx)
     try:

@@ -3,7 +3,7 @@ arithmetic, on the real models, with `compare`'s verdict for each change.
 
 Each setting is a complete `run` (DISCOTEX, `--sample N` drawn with the seed, and ABRICOT's
 invented 18-row fixture: abricot_abs and abricot_inc) in one process, one after the other; each
-change is compared with its base (the default run, unless said) by abricot_local.compare: the
+change is compared with its base (the default run, unless said) by abricot_local.analysis.compare: the
 largest |delta log-prob|, the share of same predictions, every metric's difference, the
 verdict. Also: items/s of every run (the speed cost of a setting, one run each) and the decode
 calls whose numbers depend on the thread count (llama.cpp's CPU flash attention for one token
@@ -30,9 +30,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local import compare as cmp  # noqa: E402
-from abricot_local import kernel_path, planning, runner  # noqa: E402
-from abricot_local.backends.llama_cpp_options import LlamaCppOptions  # noqa: E402
+from abricot_local.analysis import compare as cmp  # noqa: E402
+from abricot_local.record import kernel_path  # noqa: E402
+from abricot_local.evaluation import planning, runner  # noqa: E402
+from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
 from abricot_local.record import read_run  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 

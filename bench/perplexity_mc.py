@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -276,7 +276,7 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
     from scale import measure_run
     from throughput import engine_work
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abricot_local import fetch
+from abricot_local.models import fetch
 
 Q4_K_M = 15  # llama_ftype LLAMA_FTYPE_MOSTLY_Q4_K_M
 F16 = 1  # LLAMA_FTYPE_MOSTLY_F16

@@ -28,9 +28,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local.modelref import resolve_model_ref  # noqa: E402
-from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from throughput import publish  # noqa: E402  (bench/ is this script's own folder)
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
@@ -63,7 +63,7 @@ def start_server(threads: int) -> tuple[subprocess.Popen, str]:
 
 
 def measure(model, items, opts: LlamaCppOptions) -> dict:
-    from abricot_local.backends.llama_cpp import LlamaCppBackend
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
 
     t0 = time.perf_counter()
     b = LlamaCppBackend(model, opts)

@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from random_gguf import SHAPES, gguf_params, random_model  # noqa: E402  (bench/ is this script's folder)
 
-from abricot_local.model_file import model_bytes  # noqa: E402
-from abricot_local.modelref import resolve_model_ref  # noqa: E402
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.gguf.file import model_bytes  # noqa: E402
+from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -127,7 +127,7 @@ def facts(model: Path, items: list, threads: int, data_dir: str) -> dict:
     full run, and the tool's memory estimate (weights + KV cache, as ``run`` checks it)."""
     from throughput import engine_work
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     opts = LlamaCppOptions(threads=threads)
     kv = LlamaCppBackend.preflight(model, opts)["kv_bytes"]

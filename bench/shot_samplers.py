@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.data is None:
         sys.path.insert(0, str(ROOT))
-        from abricot_local import fetch
+        from abricot_local.models import fetch
 
         args.data = str(fetch.cache_dir() / "data" / "abricot" / "dataset_it.csv")
     rows = []

@@ -28,9 +28,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local.modelref import resolve_model_ref  # noqa: E402
-from abricot_local.backends.llama_cpp import LlamaCppOptions  # noqa: E402
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -91,11 +91,11 @@ def raw_pp(backend, items, n_tokens: int) -> float:
 
 def engine_work(backend, items, options):
     """The session.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
-    in the runner's order and chunks: ``abricot_local.plan_cost``'s count (the engine's own
+    in the runner's order and chunks: ``abricot_local.planner.cost``'s count (the engine's own
     class over a session that decodes nothing), the one `run --dry-run` makes. ``backend``
     only tokenizes (a vocab-only LlamaCppBackend is enough)."""
     from abricot_local.backends.session import Counters
-    from abricot_local.plan_cost import count_work
+    from abricot_local.planner.cost import count_work
 
     work = count_work(items, backend.schedule, options, exact=True, basis="the model's tokenizer")
     return Counters(decode_calls=work.calls, tokens=work.tokens)
@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     args = ap.parse_args()
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
 
     task = "abricot_abs" if args.task == "abricot" else "discotex"
     fixture = sized_fixture(args.fixture, args.abricot_items) if args.abricot_items else args.fixture
@@ -173,7 +173,7 @@ def main() -> None:
         r["max_abs_diff_vs_naive"] = float(np.max(np.abs(lp - base)))
         r["same_pred_vs_naive"] = float(np.mean(lp.argmax(1) == base.argmax(1)))
     model_mb = Path(model).stat().st_size / 2**20
-    from abricot_local.backends.llama_cpp import kv_cache_bytes
+    from abricot_local.backends.llama_cpp.backend import kv_cache_bytes
 
     kv_mb = kv_cache_bytes(model, 2048) / 2**20
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": args.label,

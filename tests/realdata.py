@@ -38,7 +38,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from abricot_local import fetch
+from abricot_local.models import fetch
 from abricot_local.errors import AbricotError, IntegrityError
 from abricot_local.tasks import abricot_data, discotex
 

@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import baselines, console, fetch
+from abricot_local.analysis import baselines
+from abricot_local import console
+from abricot_local.models import fetch
 from abricot_local.cli import cli
 from abricot_local.errors import DataError, MissingDataError
-from abricot_local.planning import Shard, instances, prepare
+from abricot_local.evaluation.planning import Shard, instances, prepare
 from abricot_local.record import Published, TaskEntry
 from abricot_local.tasks import abricot_data, make_task
 from abricot_local.tasks.abricot import AbricotAbsTask
@@ -79,7 +81,7 @@ def task(kind: str, protocol: str | None, path: Path, **kw):
 
 
 def test_the_release_loads_as_published(abricot_file):
-    from abricot_local import fetch
+    from abricot_local.models import fetch
 
     assert fetch.sha256_file(abricot_file) == PINNED_SHA256
     raw = abricot_file.read_bytes()

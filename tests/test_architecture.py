@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
-SHARED = ("runner.py", "planning.py", "check.py", "report.py", "plots.py", "results.py", "cli", "console",
-          "catalog.py", "baselines.py", "metrics.py", "sample_table.py", "compare.py", "compare_render.py", "stats.py",
-          "record", "report_runs.py", "jsonfiles.py", "merge.py", "run_labels.py", "texttable.py", "compare_views.py",
-          "report_pairs.py", "dry_run.py", "plan_cost.py", "calibration.py")
+SHARED = ("evaluation/runner.py", "evaluation/planning.py", "evaluation/check.py", "report/tables.py", "report/plots.py", "evaluation/results.py", "cli", "console",
+          "tasks/catalog.py", "analysis/baselines.py", "metrics.py", "report/sample_table.py", "analysis/compare.py", "report/comparison.py", "analysis/stats.py",
+          "record", "analysis/runs.py", "jsonfiles.py", "evaluation/merge.py", "analysis/labels.py", "report/texttable.py", "analysis/views.py",
+          "report/pairs.py", "planner/dry_run.py", "planner/cost.py", "planner/calibration.py")
 
 
 def shared_files():

@@ -10,7 +10,7 @@ and the numbers must be identical.
 import numpy as np
 import pytest
 
-from abricot_local.backends.llama_cpp import LlamaCppOptions
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
 from abricot_local.core import Request
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
@@ -43,7 +43,7 @@ def requests(discotex_dir):
 
 def score_all(path, reqs, **kw):
     """Score as the runner does: chunks of batch_size() through score_many."""
-    from abricot_local.backends.llama_cpp import LlamaCppBackend
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
 
     b = LlamaCppBackend(path, LlamaCppOptions(threads=2, n_ctx=2048, **kw))
     try:

@@ -23,7 +23,7 @@ from invented_data import write_discotex  # noqa: E402
 
 from abricot_local.backends.fake import N_VOCAB, FakeBackend  # noqa: E402
 from abricot_local.backends.options import ScoringOptions  # noqa: E402
-from abricot_local.planning import prepare  # noqa: E402
+from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_engine_work_counts_what_the_engine_decodes(tmp_path, engine):
     fake = FakeBackend("fake", opts)
     fake.n_vocab = N_VOCAB
     counted = engine_work(fake, items, opts)
-    from abricot_local.runner import score_items
+    from abricot_local.evaluation.runner import score_items
 
     for _ in score_items(items, fake):
         pass
@@ -137,7 +137,7 @@ def test_shapes_have_the_parameters_of_the_models_they_copy(key, billions):
 def test_random_gguf_has_the_shape_and_the_tokenizer(tmp_path, vocab_dir):
     import gguf
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     tiny = random_gguf.Shape("tiny", "nothing", 32000, 64, 2, 4, 2, 128, True, random_gguf.SPM, 10000.0)
     out = tmp_path / "tiny.gguf"

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from abricot_local import fetch
+from abricot_local.models import fetch
 from abricot_local.cli import cli
 from invented_data import write_discotex
 

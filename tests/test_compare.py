@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import compare as cmp
-from abricot_local import planning, runner, stats
+from abricot_local.analysis import compare as cmp
+from abricot_local.evaluation import planning, runner
+from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.compare_render import render
+from abricot_local.report.comparison import render
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, pearson, with_ci_of
 from abricot_local.tasks import make_task

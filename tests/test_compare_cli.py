@@ -13,15 +13,16 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import compare as cmp
-from abricot_local import planning, runner, stats
+from abricot_local.analysis import compare as cmp
+from abricot_local.evaluation import planning, runner
+from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.cli.compare import compare as compare_command
-from abricot_local.compare_render import render
-from abricot_local.run_labels import RunIdentity, unique_labels
+from abricot_local.report.comparison import render
+from abricot_local.analysis.labels import RunIdentity, unique_labels
 from abricot_local.tasks.base import TaskOptions
-from abricot_local.texttable import fit
+from abricot_local.report.texttable import fit
 from conftest import oracle_sample, rewrite_run
 
 
@@ -218,7 +219,7 @@ def test_the_detectable_difference_is_one_figure_in_the_table_the_power_line_and
 def test_a_sha256_and_a_long_setting_name_are_never_broken_across_lines():
     import pandas as pd
 
-    from abricot_local.texttable import fit
+    from abricot_local.report.texttable import fit
 
     sha, name = "ab" * 32, "provenance.schedule.a_very_long_setting_name_indeed"
     df = pd.DataFrame([{"setting": name, "a": sha, "b": "c" * 64}, {"setting": "n_batch", "a": "512", "b": "64"}])

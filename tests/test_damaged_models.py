@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from abricot_local import fetch
-from abricot_local.gguf_check import read_header
+from abricot_local.models import fetch
+from abricot_local.gguf.check import read_header
 
 pytestmark = pytest.mark.real
 TIMEOUT = 600  # seconds per run; a scored run of 3 items takes ~10 s on 2 cores
@@ -232,7 +232,7 @@ def test_a_llama_cpp_abort_ends_the_process_at_once(gemma_path, tmp_path, data_d
     both compute threads aborting); the backend sets GGML_NO_BACKTRACE, so it just aborts."""
     path = flip_type(header_copy(gemma_path, tmp_path / "i32.gguf"), "output_norm.weight", 26)
     code = (
-        "import sys; import abricot_local.model_file as f\n"
+        "import sys; import abricot_local.gguf.file as f\n"
         "f.verify_gguf = lambda p: ()  # what llama.cpp meets without the verifier\n"
         "from abricot_local.cli import main\n"
         "sys.argv = ['abricot-local', 'run', *sys.argv[1:]]; main()\n"

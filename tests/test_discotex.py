@@ -118,7 +118,7 @@ def test_pull_downloads_the_pinned_release_and_run_uses_the_cache(monkeypatch, d
     """No --data-dir: the task pulls the release (mocked network) into the cache, sha-verified."""
     import shutil
 
-    from abricot_local import fetch
+    from abricot_local.models import fetch
     from abricot_local.tasks import discotex
 
     calls = []
@@ -147,7 +147,7 @@ def test_a_crlf_copy_gives_the_release_items_bit_for_bit_and_says_so(tmp_path, i
 
     from click.testing import CliRunner
 
-    from abricot_local import fetch
+    from abricot_local.models import fetch
     from abricot_local.cli import cli
 
     crlf = tmp_path / "crlf"

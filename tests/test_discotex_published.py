@@ -265,7 +265,7 @@ def test_a_check_of_a_published_rows_run_finds_its_files_again(tmp_path, hub):
 # -- the hub, with the network mocked --------------------------------------------------------------------
 def test_no_data_given_takes_the_rows_from_the_hub(monkeypatch, hub):
     """hub.py's listing and download, mocked: the card's data/test-* files are fetched, the commit recorded."""
-    from abricot_local import fetch
+    from abricot_local.models import fetch
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     snap = hub.parent / "hf" / "datasets--sapienzanlp--discotex" / "snapshots" / commit
@@ -293,7 +293,7 @@ def test_no_data_given_takes_the_rows_from_the_hub(monkeypatch, hub):
 
 
 def test_the_hub_failing_online_falls_back_to_the_release_and_says_so(monkeypatch, discotex_dir):
-    from abricot_local import fetch, hub_probe
+    from abricot_local.models import fetch, hub_probe
     from abricot_local.errors import DownloadError
 
     monkeypatch.delenv("ABRICOT_OFFLINE")
@@ -404,7 +404,7 @@ def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
     import subprocess
     import sys
 
-    from abricot_local import fetch
+    from abricot_local.models import fetch
 
     test = hub / "data" / "test-00000-of-00001.parquet"
     files = {"README.md": b"---\nconfigs: []\n---\n", "data/test-00000-of-00001.parquet": test.read_bytes(),
@@ -436,7 +436,7 @@ def test_the_ted_pool_is_fetched_into_the_cache_beside_the_release(monkeypatch, 
     (mocked download), SHA-256 checked, into the same cache folder."""
     import shutil
 
-    from abricot_local import fetch
+    from abricot_local.models import fetch
     from abricot_local.tasks import discotex
 
     cache = fetch.cache_dir() / "data" / "discotex"

@@ -8,8 +8,8 @@ import sys
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from abricot_local import doctor
-from abricot_local.registry import load_registry
+from abricot_local.models import doctor
+from abricot_local.models.registry import load_registry
 
 SYSTEM_INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 0 | "
                "LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | ")
@@ -95,7 +95,7 @@ def test_readme_ci_and_doctor_give_one_install_command_with_the_version_pin():
     """Issue 30, item 6: the pin the bit-for-bit promise depends on comes from llama_build alone."""
     from pathlib import Path
 
-    from abricot_local.backends import llama_build
+    from abricot_local.backends.llama_cpp import build as llama_build
 
     root = Path(__file__).resolve().parents[1]
     readme, ci = (root / "README.md").read_text(encoding="utf-8"), (root / ".ci" / "run").read_text(encoding="utf-8")

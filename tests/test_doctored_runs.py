@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import jsonfiles, results
+from abricot_local import jsonfiles
+from abricot_local.evaluation import results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
 from abricot_local.record import check_line, read_samples
@@ -192,7 +193,7 @@ def test_compare_against_an_all_nan_run_is_not_same_within_noise(run, made):
     r = invoke("compare", made[0], run)
     assert r.exit_code != 0 and "same within noise" not in r.output and "logprobs[0] is nan" in r.output
 
-    from abricot_local import compare as cmp
+    from abricot_local.analysis import compare as cmp
 
     views = [cmp.view_of(made[0]), cmp.view_of(made[0])]
     bad = cmp.RunView("nan", "x", views[1].settings, tuple(
@@ -261,7 +262,7 @@ def test_no_temp_file_survives_a_signal_in_the_final_write_and_a_resume(made, tm
 # -- item 10: check on a folder that a run is still writing ------------------------------------
 def test_check_on_a_folder_being_written_says_so(made, tmp_path, monkeypatch):
     from abricot_local.backends.fake import FakeBackend
-    from abricot_local.check import check_run
+    from abricot_local.evaluation.check import check_run
 
     out = tmp_path / "o"
     real = FakeBackend.score_many

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub import constants as hf_constants
 
-from abricot_local import fetch, hub, hub_probe, memory
+from abricot_local.models import fetch, hub, hub_probe
+from abricot_local import memory
 from abricot_local.cli import cli
 from abricot_local.tasks import discotex
 from invented_data import write_discotex

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import calibration
+from abricot_local.planner import calibration
 from abricot_local.backends.fake import FakeBackend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.plan_cost import Measured, ModelFacts, count_work, text_tokenizer
+from abricot_local.planner.cost import Measured, ModelFacts, count_work, text_tokenizer
 from conftest import FIXTURE
 
 RATE = dict(token_s=1e-3, call_s=1e-2, row_s=2e-3, load_s=1.5)
@@ -58,7 +58,7 @@ def tree(root: Path) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("engine", ["prefix", "naive", "batched"])
 def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, tmp_path):
-    from abricot_local import planning, runner
+    from abricot_local.evaluation import planning, runner
     from abricot_local.backends import backend_options
     from abricot_local.tasks.base import TaskOptions
 
@@ -126,8 +126,8 @@ def test_a_dry_run_writes_nothing_and_downloads_nothing(tmp_path, monkeypatch, v
 
 
 def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir, online):
-    from abricot_local.hub import download_folder
-    from abricot_local.modelref import lookup_alias
+    from abricot_local.models.hub import download_folder
+    from abricot_local.models.ref import lookup_alias
 
     doc = dry("mistral-7b-q4", "llama-3.1-8b-q4", "hf:someone/Some-Model-7B-GGUF", "--tasks", "discotex",
               "--data-dir", discotex_dir, "--sample", "40")
@@ -151,7 +151,7 @@ def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir, 
 
 
 def test_a_model_not_calibrated_is_scaled_from_the_nearest_calibrated_one(discotex_dir, online):
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     settings = json.loads(json.dumps(LlamaCppBackend.speed_settings(LlamaCppOptions())))
     small = ModelFacts(params=1e8, attention=2e4, width=640, n_vocab=262144, bytes=250_000_000, basis="its GGUF header")
@@ -200,7 +200,7 @@ def test_a_speed_scaled_from_gemma_agrees_with_what_bench_scale_measured_at_that
     1B, 3B and 7B shapes predicts their measured time per token within the error bar the dry run
     shows (a 12x overshoot: a busy machine's calibration, and FLOPs scaled without the width's
     efficiency: 1.9x). ``registry``: the model not here, known by its parameter count alone."""
-    from abricot_local.plan_cost import SCALED_ERROR, Work, estimated_facts, speed_from
+    from abricot_local.planner.cost import SCALED_ERROR, Work, estimated_facts, speed_from
 
     rows = bench_scale_rows()
     g, r = rows["Gemma 3 270M"], rows[shape]
@@ -234,9 +234,9 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
     """The stand-in tokenizer with a family's measured ratio against that family's tokenizer,
     on the same items through the same engine: within 10% (figures printed)."""
     from abricot_local.backends.base import schedule
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.chars_per_token import ratio
-    from abricot_local.planning import prepare
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.planner.chars_per_token import ratio
+    from abricot_local.evaluation.planning import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
@@ -335,7 +335,7 @@ def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
 
 
 def test_a_calibration_on_a_busy_machine_says_so(monkeypatch):
-    from abricot_local import dry_run
+    from abricot_local.planner import dry_run
 
     monkeypatch.setattr("os.getloadavg", lambda: (8.3, 7.0, 6.0))
     monkeypatch.setattr("os.cpu_count", lambda: 2)

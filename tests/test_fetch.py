@@ -18,9 +18,10 @@ from huggingface_hub import constants as hf_constants
 import pytest
 from huggingface_hub import errors as hf_errors
 
-from abricot_local import fetch, hub, memory, modelref, pypi_models
+from abricot_local.models import fetch, hub, ref as modelref, pypi as pypi_models
+from abricot_local import memory
 from abricot_local.errors import DownloadError, IntegrityError, ModelError, UnknownModelError
-from abricot_local.registry import ModelSpec, load_registry
+from abricot_local.models.registry import ModelSpec, load_registry
 
 GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0) + bytes(range(256)) * 4  # a valid header: no tensors, no keys
 GGUF_SHA = hashlib.sha256(GGUF).hexdigest()
@@ -41,7 +42,7 @@ def _isolated(tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
     monkeypatch.setattr(huggingface_hub, "list_repo_files", no_network)
-    from abricot_local import hub_probe
+    from abricot_local.models import hub_probe
 
     monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: None)  # the mocked hub answers
 

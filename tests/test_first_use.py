@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import realdata
-from abricot_local import fetch
+from abricot_local.models import fetch
 from abricot_local.cli import cli
 from abricot_local.errors import MissingDataError, UnknownModelError
 from abricot_local.names import close_names, distance
@@ -61,7 +61,7 @@ def test_missing_data_is_short_lines_what_get_files_offline(tasks, folded):
 
 def test_a_given_folder_without_the_files_says_so(tmp_path):
     with pytest.raises(MissingDataError) as err:
-        from abricot_local.planning import select_tasks
+        from abricot_local.evaluation.planning import select_tasks
         from abricot_local.tasks.base import TaskOptions
 
         select_tasks("discotex", TaskOptions(data_dir=str(tmp_path)))[0][0].items()
@@ -121,7 +121,7 @@ def test_did_you_mean_suggests_only_close_spellings():
 def test_did_you_mean_in_the_cli_for_tasks_and_model_aliases():
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotx")
     assert r.exit_code == 2 and "unknown task 'discotx'. Did you mean: discotex? Known tasks:" in r.output
-    from abricot_local.registry import load_registry, lookup
+    from abricot_local.models.registry import load_registry, lookup
 
     registry = load_registry()
     with pytest.raises(UnknownModelError, match=r"Did you mean: gemma-3-270m\?"):
@@ -214,7 +214,7 @@ def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_task
     code = ("import sys; from abricot_local.cli import cli\n"
             "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
             "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
-            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.planning') if m in sys.modules))")
+            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.evaluation.planning') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import jsonfiles, results, runner
+from abricot_local import jsonfiles
+from abricot_local.evaluation import results, runner
 from abricot_local.cli import cli
 from invented_data import write_discotex
 

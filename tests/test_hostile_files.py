@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import calibration, modelref
+from abricot_local.planner import calibration
+from abricot_local.models import ref as modelref
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError, ResultsError, UnknownModelError
 from abricot_local.jsonfiles import MAX_DEPTH
-from abricot_local.plan_cost import Measured
+from abricot_local.planner.cost import Measured
 from conftest import FIXTURE
 
 GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)  # a valid header: no tensors, no keys
@@ -284,7 +285,7 @@ def test_merge_of_a_shard_lacking_a_task_is_one_line(tmp_path):
 
 # -- item 7b: hard links are parsed once ----------------------------------------------------------------------
 def test_hard_links_to_one_gguf_are_parsed_once(home, tmp_path, monkeypatch):
-    from abricot_local import model_file
+    from abricot_local.gguf import file as model_file
 
     folder = tmp_path / "links"
     folder.mkdir()

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import modelref
+from abricot_local.models import ref as modelref
 from abricot_local.cli import cli
-from abricot_local.console.safe import markup, visible
+from abricot_local.report.safe import markup, visible
 from abricot_local.errors import ModelError, UsageError
 from conftest import FIXTURE
 
@@ -118,7 +118,7 @@ def test_report_text_csv_and_markdown_are_harmless(hostile_run):
 
 # -- item 7a: a 10 MB model name ----------------------------------------------------------------------------------
 def test_a_cell_is_cut_in_linear_time():
-    from abricot_local import texttable
+    from abricot_local.report import texttable
 
     word = "x" * 2_000_000  # quadratic slicing took minutes for 10 MB
     pieces = texttable._cut(word, 36)
@@ -156,7 +156,7 @@ def test_a_10_mb_model_name_gives_a_short_report(hostile_run):
 ])
 def test_lm_eval_numbers_for_integer_options_say_what_is_wrong(key, value, words):
     from abricot_local.backends import backend_options
-    from abricot_local.lm_eval_requests import _model_arg
+    from abricot_local.lm_eval.requests import _model_arg
 
     with pytest.raises(UsageError) as err:
         backend_options("llama.cpp", {key: value}, name=_model_arg)
@@ -165,7 +165,7 @@ def test_lm_eval_numbers_for_integer_options_say_what_is_wrong(key, value, words
 
 def test_lm_eval_seed_1e3_is_the_integer_1000():
     from abricot_local.backends import backend_options
-    from abricot_local.lm_eval_requests import _model_arg
+    from abricot_local.lm_eval.requests import _model_arg
 
     opts = backend_options("llama.cpp", {"seed": 1e3, "n_ctx": 4096.0}, name=_model_arg)
     assert (opts.seed, opts.n_ctx) == (1000, 4096) and isinstance(opts.seed, int)
@@ -174,7 +174,7 @@ def test_lm_eval_seed_1e3_is_the_integer_1000():
 # -- item 10: figures --------------------------------------------------------------------------------------------------
 def test_a_reversed_ci_is_named_and_a_slash_stays_in_the_plot_folder(hostile_run, tmp_path):
     pytest.importorskip("matplotlib")
-    from abricot_local import plots, report
+    from abricot_local.report import plots, tables as report
 
     path = hostile_run / "results.json"
     doc = json.loads(path.read_text())

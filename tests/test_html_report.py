@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.html_report import script_json, unpacked
+from abricot_local.report.html import script_json, unpacked
 from conftest import FIXTURE, oracle_sample, rewrite_run
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -56,7 +56,7 @@ def test_script_json_leaves_no_markup_and_round_trips():
 
 
 def test_importing_the_html_report_loads_neither_matplotlib_nor_llama_cpp():
-    code = ("import sys, abricot_local.html_report;"
+    code = ("import sys, abricot_local.report.html;"
             "assert 'matplotlib' not in sys.modules and 'llama_cpp' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -109,7 +109,7 @@ def test_cli_writes_html_to_a_file_or_stdout(small_runs, tmp_path):
 def test_without_matplotlib_the_page_says_so_and_keeps_its_own_plots(small_runs, monkeypatch):
     import importlib.util
 
-    from abricot_local import html_report, report
+    from abricot_local.report import html as html_report, tables as report
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
@@ -121,7 +121,7 @@ def test_without_matplotlib_the_page_says_so_and_keeps_its_own_plots(small_runs,
 def test_chance_levels_are_the_tasks_declarations(small_runs, tmp_path):
     """The chance line is what the task declared (results.json tasks.<t>.chance), never a guess from a
     metric's name: a metric the task gives no chance level has none on the page."""
-    from abricot_local import html_report, report
+    from abricot_local.report import html as html_report, tables as report
 
     data = html_report.report_data(report.build(small_runs), figures=False)
     chance = {c["key"]: c["chance"] for c in data["columns"]}
@@ -413,7 +413,7 @@ def _data(page: Path) -> dict:
 
 def test_pairwise_data_is_compare_s(trio):
     """The page's matrices and best groups are compare.py's, per task, over the runs' common items."""
-    from abricot_local import compare as cmp
+    from abricot_local.analysis import compare as cmp
 
     data = _data(trio["page"])
     labels = [r["label"] for r in data["runs"]]

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import kernel_path
-from abricot_local.backends import absent_options, llama_build, recorded_options
-from abricot_local.backends.llama_cpp_options import LlamaCppOptions
+from abricot_local.record import kernel_path
+from abricot_local.backends import absent_options, recorded_options
+from abricot_local.backends.llama_cpp import build as llama_build
+from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.cli import cli
 from abricot_local.console import start_line
 from abricot_local.console.listings import doctor_text

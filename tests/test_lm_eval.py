@@ -27,7 +27,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from abricot_local import lm_eval_requests as requests_  # noqa: E402
+from abricot_local.lm_eval import requests as requests_  # noqa: E402
 from abricot_local.backends.options import ScoringOptions  # noqa: E402
 from abricot_local.backends.fake import BOS, FakeBackend, FakeSession  # noqa: E402
 from abricot_local.core import Request, log_softmax  # noqa: E402
@@ -123,7 +123,7 @@ def test_empty_context_scores_the_continuation_after_bos():
 
 
 def test_rolling_windows_predict_every_token_once_each_exactly():
-    from abricot_local.lm_eval_model import lm_eval_windows
+    from abricot_local.lm_eval.model import lm_eval_windows
 
     _lm_eval()
     text = "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura."  # 69 tokens
@@ -221,7 +221,7 @@ def _evaluate(model, tasks, **kw):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import abricot_local.lm_eval_model  # noqa: F401  registers "abricot-local" (lm-eval 0.4.13)
+    import abricot_local.lm_eval.model  # noqa: F401  registers "abricot-local" (lm-eval 0.4.13)
 
     return lm_eval.simple_evaluate(model=model, tasks=tasks, log_samples=True,
                                    task_manager=TaskManager(include_path=str(TASKS), include_defaults=False), **kw)
@@ -259,7 +259,7 @@ def test_the_class_is_importable_and_registered():
     from lm_eval.api.model import LM
     from lm_eval.api.registry import get_model
 
-    from abricot_local.lm_eval_model import AbricotLM
+    from abricot_local.lm_eval.model import AbricotLM
 
     assert issubclass(AbricotLM, LM) and get_model("abricot-local") is AbricotLM
     lm = AbricotLM.create_from_arg_string("model=fake,backend=fake,n_ctx=64", {"batch_size": "8", "device": None})
@@ -272,7 +272,7 @@ def test_import_and_help_load_no_lm_eval():
             "from click.testing import CliRunner\n"
             "for cmd in (['--help'], ['lm-eval', '--help']):\n"
             "    assert CliRunner().invoke(c.cli, cmd).exit_code == 0\n"
-            "print('lm_eval' in sys.modules, 'abricot_local.lm_eval_requests' in sys.modules)")
+            "print('lm_eval' in sys.modules, 'abricot_local.lm_eval.requests' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False False", r.stdout + r.stderr
 
@@ -285,7 +285,7 @@ def test_the_command_says_how_to_install_lm_eval(monkeypatch):
     _lm_eval()
     r = CliRunner().invoke(cli, ["lm-eval", "gemma-3-270m", "--model", "hf"])
     assert r.exit_code != 0 and "sets --model itself" in r.output
-    monkeypatch.delitem(sys.modules, "abricot_local.lm_eval_model", raising=False)
+    monkeypatch.delitem(sys.modules, "abricot_local.lm_eval.model", raising=False)
     for name in [m for m in sys.modules if m == "lm_eval" or m.startswith("lm_eval.")] + ["lm_eval"]:
         monkeypatch.setitem(sys.modules, name, None)  # as if lm-eval were not installed
     r = CliRunner().invoke(cli, ["lm-eval", "gemma-3-270m", "--tasks", "x"])
@@ -332,7 +332,7 @@ def real(gemma_path, tmp_path_factory):
     from click.testing import CliRunner
 
     from abricot_local.cli import cli
-    from abricot_local.lm_eval_model import AbricotLM
+    from abricot_local.lm_eval.model import AbricotLM
 
     folder = tmp_path_factory.mktemp("lm_eval_real")
     _write_real_data(folder)
@@ -395,8 +395,8 @@ def test_real_outputs_are_independent_of_batch_size_and_order(real):
 
 @pytest.mark.real
 def test_real_logged_loglikelihoods_equal_a_separate_scoring(real, gemma_path):
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.lm_eval_model import lm_eval_windows
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.lm_eval.model import lm_eval_windows
 
     b = LlamaCppBackend(gemma_path, LlamaCppOptions(n_ctx=N_CTX, threads=THREADS, engine="single"))
     try:
@@ -447,8 +447,8 @@ def test_real_results_carry_the_provenance(real, gemma_path):
 @pytest.mark.real
 def test_real_rolling_windows_at_a_small_context(gemma_path):
     """Several windows on the real model: the sum of lm-eval's windows, each scored exactly."""
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.lm_eval_model import lm_eval_windows
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.lm_eval.model import lm_eval_windows
 
     _lm_eval()
     text = ("Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, ché la diritta via era "
@@ -481,7 +481,7 @@ GEMMA3_TEMPLATE = (
 @pytest.mark.real
 def test_real_chat_template_renders_the_gguf_own(gemma_path, monkeypatch):
     """--apply_chat_template: lm-eval's chat history through the GGUF's template, BOS left to tokenize."""
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     b = LlamaCppBackend(gemma_path, LlamaCppOptions(vocab_only=True))
     try:

@@ -19,10 +19,12 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub import constants as hf_constants
 
-from abricot_local import hashing, hub_probe, lm_eval_requests, modelref, pypi_models
+from abricot_local import hashing
+from abricot_local.models import hub_probe, ref as modelref, pypi as pypi_models
+from abricot_local.lm_eval import requests as lm_eval_requests
 from abricot_local.cli import cli
 from abricot_local.errors import IntegrityError, ModelError, UnknownModelError, UsageError
-from abricot_local.registry import load_registry
+from abricot_local.models.registry import load_registry
 from invented_data import write_discotex
 
 GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)  # a valid header: no tensors, no keys
@@ -350,7 +352,7 @@ def test_models_local_lists_every_store_and_names_the_registry_alias(home, tmp_p
 
 
 def test_the_gguf_check_runs_once_per_file_per_process(tmp_path, monkeypatch):
-    from abricot_local import model_file
+    from abricot_local.gguf import file as model_file
 
     calls = []
     real = model_file.verify_gguf

@@ -14,10 +14,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import backends, lm_eval_requests, option_fields
+from abricot_local import backends, option_fields
+from abricot_local.lm_eval import requests as lm_eval_requests
 from abricot_local.backends import Registered, backend_options, option_specs
 from abricot_local.backends.engines import ENGINES, Batched, Engine, Prefix
-from abricot_local.backends.llama_cpp_options import LlamaCppOptions
+from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.cli.options import backend_options as backend_flags, backend_opts, task_options
@@ -92,7 +93,7 @@ def test_every_backend_field_is_a_flag_and_a_model_args_key():
     assert re.search(r"--threads INTEGER", check_help) and "--n-batch" not in check_help
     for kind in backends.BACKENDS:  # registered options class == the backend's own (this imports llama_cpp)
         assert backends.backend_class(kind).Options is backends.options_class(kind)
-    from abricot_local.backends.llama_cpp_session import FLASH_ATTN
+    from abricot_local.backends.llama_cpp.session import FLASH_ATTN
 
     assert tuple(FLASH_ATTN) == next(s for s, _ in option_specs() if s.name == "flash_attn").choices
 
@@ -105,7 +106,7 @@ def test_no_llama_cpp_option_is_named_outside_backends():
     own = {s.name for s in option_fields.specs(LlamaCppOptions)} - {s.name for s in option_fields.specs(ScoringOptions)}
     names = own | {option_fields.flag_of(n) for n in own}
     cli = [f for f in sorted((PKG / "cli").glob("*.py")) if f.name != "rpc.py"]  # rpc-server: its own --threads
-    files = [*cli, *(PKG / f for f in ("lm_eval_requests.py", "planning.py", "runner.py", "check.py", "core.py"))]
+    files = [*cli, *(PKG / f for f in ("lm_eval/requests.py", "evaluation/planning.py", "evaluation/runner.py", "evaluation/check.py", "core.py"))]
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -142,7 +143,7 @@ def test_engines_are_read_without_a_session(monkeypatch):
 
     monkeypatch.setattr(fake.FakeSession, "__init__", no_session)
     assert FakeBackend.config(o) == {"n_ctx": 512, "n_batch": 512, "engine": "batched", "parallel": 3}
-    assert "_NoSession" not in (PKG / "backends" / "llama_cpp.py").read_text()
+    assert "_NoSession" not in (PKG / "backends" / "llama_cpp" / "backend.py").read_text()
 
 
 @pytest.mark.parametrize("args, message", [

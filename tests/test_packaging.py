@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from abricot_local.registry import load_registry, packaged_file
+from abricot_local.models.registry import load_registry, packaged_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "models.toml", "abricot_local")
@@ -77,7 +77,7 @@ def test_installed_wheel_finds_its_registry(built, tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(built[0]) as z:
         z.extractall(site)
-    code = ("import abricot_local.registry as r; p = r.packaged_file(); "
+    code = ("import abricot_local.models.registry as r; p = r.packaged_file(); "
             "print(p); print(len(r.load_registry()))")
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,

@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.backends.llama_cpp import LlamaCppOptions
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
 from abricot_local.core import Request, log_softmax
 from abricot_local.cli import cli
 from abricot_local.tasks.base import TaskOptions
@@ -18,7 +18,7 @@ OPTS = dict(threads=2, n_ctx=2048)
 
 
 def backend(path, **kw):
-    from abricot_local.backends.llama_cpp import LlamaCppBackend
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
 
     return LlamaCppBackend(path, LlamaCppOptions(**{**OPTS, **kw}))
 

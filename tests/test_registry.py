@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from abricot_local.errors import AbricotError, UnknownModelError, UsageError
-from abricot_local.registry import ModelSpec, load_registry, lookup, packaged_file, parse_size
+from abricot_local.models.registry import ModelSpec, load_registry, lookup, packaged_file, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib

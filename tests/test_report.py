@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import baselines, report
+from abricot_local.analysis import baselines
+from abricot_local.report import tables as report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.record import TaskEntry
-from abricot_local.registry import load_registry
+from abricot_local.models.registry import load_registry
 from conftest import FIXTURE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -317,7 +318,7 @@ def test_a_real_runs_plan_lines_fit_120_columns(tmp_path, discotex_dir):
 
 
 def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch):
-    from abricot_local import plots
+    from abricot_local.report import plots
 
     for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, mod, None)
@@ -327,7 +328,7 @@ def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch
 
 
 def test_importing_the_package_needs_no_matplotlib():
-    code = ("import sys, abricot_local, abricot_local.cli, abricot_local.report, abricot_local.plots;"
+    code = ("import sys, abricot_local, abricot_local.cli, abricot_local.report.tables, abricot_local.report.plots;"
             "assert 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -11,7 +11,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.backends import llama_log
+from abricot_local.backends.llama_cpp import log as llama_log
 from invented_data import write_discotex
 
 
@@ -42,7 +42,7 @@ def test_flash_attn_parsing_on_llama_cpp_strings():
 
 
 def _provenance(path, **options):
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     be = LlamaCppBackend(path, LlamaCppOptions(n_ctx=512, **options))
     try:

@@ -36,7 +36,7 @@ def _need(ok: bool, why: str) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def rpc_build():
-    from abricot_local.backends import rpc
+    from abricot_local.backends.llama_cpp import rpc
 
     _need(rpc.available(), f"this llama-cpp-python was built without RPC; reinstall with: {rpc.REINSTALL}")
 
@@ -115,7 +115,7 @@ def samples(out: Path) -> list[dict]:
 
 # -- without a model -------------------------------------------------------------------------
 def test_endpoints_are_checked():
-    from abricot_local.backends.llama_cpp_options import parse_endpoints
+    from abricot_local.backends.llama_cpp.options import parse_endpoints
     from abricot_local.errors import UsageError
 
     assert parse_endpoints("127.0.0.1:50052, 10.0.0.2:1") == ("127.0.0.1:50052", "10.0.0.2:1")
@@ -128,7 +128,7 @@ def test_endpoints_are_checked():
 
 
 def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
-    from abricot_local.backends.rpc_server import exposed_warning, listen_address
+    from abricot_local.backends.llama_cpp.rpc_server import exposed_warning, listen_address
     from abricot_local.errors import UsageError
 
     assert exposed_warning("127.0.0.1", 50052) is None and exposed_warning("127.0.0.2", 50052) is None
@@ -151,7 +151,7 @@ def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
 
 def test_server_on_a_loopback_name_serves_without_the_warning(tmp_path):
     """`--host localhost` or `::1` used to print the exposure warning, then reject the address."""
-    from abricot_local.backends.rpc_hello import handshake
+    from abricot_local.backends.llama_cpp.rpc_hello import handshake
 
     for host in ("localhost", "::1"):
         server = Server(tmp_path, host=host).start()
@@ -196,7 +196,7 @@ class Peer:
 def test_the_handshake_names_a_silent_closing_foreign_or_other_version_server():
     import struct
 
-    from abricot_local.backends.rpc_hello import handshake
+    from abricot_local.backends.llama_cpp.rpc_hello import handshake
 
     hello_v6 = struct.pack("<Q", 28) + bytes([6, 0, 0, 0]) + bytes(24)
     cases = (
@@ -221,8 +221,8 @@ def test_the_handshake_names_a_silent_closing_foreign_or_other_version_server():
 def test_the_timeout_is_the_backends_option(vocab_gguf):
     import dataclasses
 
-    from abricot_local.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.backends.rpc import RpcServerError
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.rpc import RpcServerError
 
     field = {f.name: f for f in dataclasses.fields(LlamaCppOptions)}["rpc_timeout"]
     assert field.default == 5.0 and "handshake" in field.metadata["option"]["help"]
@@ -241,7 +241,7 @@ def test_a_build_without_rpc_says_how_to_reinstall(monkeypatch):
     import llama_cpp
     from click.testing import CliRunner
 
-    from abricot_local.backends import rpc
+    from abricot_local.backends.llama_cpp import rpc
     from abricot_local.cli import cli
 
     monkeypatch.setattr(llama_cpp, "llama_supports_rpc", lambda: False)
@@ -254,7 +254,7 @@ def test_a_build_without_rpc_says_how_to_reinstall(monkeypatch):
 
 
 def test_lost_server_errors_name_it():
-    from abricot_local.backends.rpc import RpcServerError, _abort_error
+    from abricot_local.backends.llama_cpp.rpc import RpcServerError, _abort_error
     from abricot_local.errors import ModelError
 
     dead, alive = f"127.0.0.1:{free_port()}", "127.0.0.1:1"
@@ -399,7 +399,7 @@ def test_a_signal_ends_a_run_stuck_on_a_server_silent_after_the_handshake(gemma_
 def test_a_real_server_answers_the_handshake_and_llama_cpp_connects_after_it(servers):
     """The protocol constants match this build's rpc-server, and the handshake's connection,
     once closed, leaves the server to ggml-rpc's own."""
-    from abricot_local.backends.rpc_hello import handshake
+    from abricot_local.backends.llama_cpp.rpc_hello import handshake
 
     (a,) = servers(1)
     assert handshake(a.endpoint, timeout=10) is None
@@ -509,7 +509,7 @@ LM_EVAL = r"""
 import json, sys
 from lm_eval.api.instance import Instance
 from lm_eval.utils import simple_parse_args_string
-from abricot_local.lm_eval_model import AbricotLM
+from abricot_local.lm_eval.model import AbricotLM
 lm = AbricotLM(model=sys.argv[1], **simple_parse_args_string(sys.argv[2]))  # as lm-eval's --model_args
 reqs = [Instance("loglikelihood", {}, tuple(p), 0) for p in json.loads(sys.argv[3])]
 print(json.dumps({"ll": lm.loglikelihood(reqs, disable_tqdm=True), "info": lm.get_model_info()["abricot_local"]}))

@@ -15,7 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local import results, runner
+from abricot_local.evaluation import results, runner
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError
 from conftest import fail_after
@@ -87,7 +87,7 @@ def interrupt(*_args, **_kw):
 def test_an_interrupt_before_anything_is_written_offers_no_resume(tmp_path, data, monkeypatch):
     """Ctrl-C while planning (hashing the model) or loading: exit 130, and no resume command for
     a folder that was never written."""
-    from abricot_local import planning
+    from abricot_local.evaluation import planning
 
     for module, name in ((planning, "plan_run"), (runner, "open_plan_backend")):
         with monkeypatch.context() as m:
@@ -119,7 +119,7 @@ def test_deferred_signals_reach_their_handler_after_a_ctypes_callback():
     there and raised by its own handler once the C call returned."""
     import ctypes
 
-    from abricot_local.backends import interrupts
+    from abricot_local.backends.llama_cpp import interrupts
 
     compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
     sent, dropped = [], []

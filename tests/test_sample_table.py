@@ -13,7 +13,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.sample_table import COLUMNS, choice_probabilities
+from abricot_local.report.sample_table import COLUMNS, choice_probabilities
 from invented_data import write_discotex
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"

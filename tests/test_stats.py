@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from abricot_local import stats
+from abricot_local.analysis import stats
 from abricot_local.errors import UsageError
 from abricot_local.metrics import ROW_STATS, accuracy, bootstrap_ci, pearson
 

@@ -99,7 +99,7 @@ def test_without_a_handler_the_watchdog_exits_with_the_signals_code(tmp_path):
 
 
 def test_a_call_that_returns_in_time_delivers_the_signal_as_before(monkeypatch):
-    from abricot_local.backends import interrupts
+    from abricot_local.backends.llama_cpp import interrupts
 
     monkeypatch.setattr(interrupts, "GRACE", 0.4)
     with pytest.raises(KeyboardInterrupt):

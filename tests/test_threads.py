@@ -12,8 +12,8 @@ pytestmark = pytest.mark.real
 
 
 def last_row(path, threads: int, flash_attn: str, last: int):
-    from abricot_local.backends.llama_cpp_options import LlamaCppOptions
-    from abricot_local.backends.llama_cpp_session import LlamaSession
+    from abricot_local.backends.llama_cpp.options import LlamaCppOptions
+    from abricot_local.backends.llama_cpp.session import LlamaSession
 
     s = LlamaSession(path, LlamaCppOptions(threads=threads, n_ctx=1024, n_batch=512, flash_attn=flash_attn))
     try:

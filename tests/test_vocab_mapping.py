@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import pytest
 
-from abricot_local.backends.llama_cpp import LlamaCppOptions
+from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
 from abricot_local.tasks.abricot import AbricotAbsTask
 from abricot_local.tasks.base import TaskOptions
 from abricot_local.tasks.discotex import DiscotexTask
@@ -20,7 +20,7 @@ def family(path):
 
 @pytest.fixture(scope="module", params=sorted(DIGIT_TOKENS))
 def vocab(request, vocab_dir):
-    from abricot_local.backends.llama_cpp import LlamaCppBackend
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
 
     b = LlamaCppBackend(vocab_dir / f"ggml-vocab-{request.param}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
     yield request.param, b

@@ -1,4 +1,4 @@
-// The HTML report's script (abricot_local/html_report.py inlines it): vanilla, nothing fetched.
+// The HTML report's script (abricot_local/report/html.py inlines it): vanilla, nothing fetched.
 // It reads the JSON block #report-data and builds every element with createElement and
 // textContent; no data ever goes through innerHTML.
 (function () {

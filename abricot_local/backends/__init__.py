@@ -28,8 +28,8 @@ class Registered:
 
 
 BACKENDS = {
-    "llama.cpp": Registered("abricot_local.backends.llama_cpp:LlamaCppBackend",
-                            "abricot_local.backends.llama_cpp_options:LlamaCppOptions"),
+    "llama.cpp": Registered("abricot_local.backends.llama_cpp.backend:LlamaCppBackend",
+                            "abricot_local.backends.llama_cpp.options:LlamaCppOptions"),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
 }

@@ -27,8 +27,8 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
-            from abricot_local.backends import interrupts
-            from abricot_local.console.safe import visible
+            from abricot_local.backends.llama_cpp import interrupts
+            from abricot_local.report.safe import visible
 
             click.echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
             interrupts.exit_process(err.exit_code)  # os._exit once a thread was left inside llama.cpp

@@ -16,7 +16,7 @@ from abricot_local.cli.progress import progress as make_progress
 @click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
 def merge(shards: tuple[str, ...], out: str) -> None:
     """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
-    from abricot_local.merge import merge as join
+    from abricot_local.evaluation.merge import merge as join
 
     path = join(list(shards), out)
     click.echo(f"merged {len(shards)} shard(s) into {path}")
@@ -43,7 +43,7 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     On another kernel path than the recorded one (another build, CPU features or devices: it is
     said first) the numbers may move: the run is re-scored and compared item by item (compare's
     verdict), and the check fails only when the verdict is `different`, or with --exact."""
-    from abricot_local.check import check_run, report_json
+    from abricot_local.evaluation.check import check_run, report_json
     from abricot_local.console.listings import check_text
 
     progress, close = make_progress()

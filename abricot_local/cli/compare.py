@@ -34,9 +34,9 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them.
     Exits 0 whatever the verdicts. See docs/compare.md."""
-    from abricot_local import compare as cmp
-    from abricot_local.compare_render import render
-    from abricot_local.registry import load_registry
+    from abricot_local.analysis import compare as cmp
+    from abricot_local.report.comparison import render
+    from abricot_local.models.registry import load_registry
 
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
@@ -49,7 +49,7 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     text = render(cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha,
                               seed=seed), fmt)
     if output:
-        from abricot_local.results import atomic_write
+        from abricot_local.evaluation.results import atomic_write
 
         atomic_write(Path(output), text + "\n")
         click.echo(f"wrote {output}", err=True)

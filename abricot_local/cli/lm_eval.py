@@ -20,7 +20,7 @@ def lm_eval(model: str, lm_eval_args: tuple[str, ...]) -> None:
     ...); backend options go in --model_args, as `run`'s flags (n_ctx=4096,engine=prefix,...).
     Needs: pip install "abricot-local[lm-eval]"."""
     try:
-        from abricot_local.lm_eval_model import run_cli
+        from abricot_local.lm_eval.model import run_cli
     except ModuleNotFoundError as err:
         if not (err.name or "").startswith("lm_eval"):
             raise

@@ -19,13 +19,13 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
     """List the registry's models (size, licence, gated, the file when it is on this machine),
     or with --local the models other tools keep here."""
     from abricot_local.console.listings import gib, local_models_table, models_table
-    from abricot_local.registry import load_registry
+    from abricot_local.models.registry import load_registry
 
     registry = load_registry(models_file)
-    from abricot_local.local_models import local_models
+    from abricot_local.models.local import local_models
 
     if local:
-        from abricot_local.console.safe import visible
+        from abricot_local.report.safe import visible
 
         rows = local_models(registry, model_dirs, progress=lambda line: click.echo(visible(line), err=True))
         click.echo(local_models_table(rows))
@@ -47,7 +47,7 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
 @models_file_option
 def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
-    from abricot_local.modelref import resolve_model_ref
+    from abricot_local.models.ref import resolve_model_ref
 
     ref = resolve_model_ref(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
     click.echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")
@@ -61,10 +61,10 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     whether each task's data is here."""
     import json
 
-    from abricot_local import doctor as doc
-    from abricot_local.catalog import task_catalog
+    from abricot_local.models import doctor as doc
+    from abricot_local.tasks.catalog import task_catalog
     from abricot_local.console.listings import doctor_text
-    from abricot_local.registry import load_registry
+    from abricot_local.models.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
     facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
@@ -78,11 +78,11 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 @backend_options
 def labels(model: str, task_name: str, **kw) -> None:
     """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
-    from abricot_local import runner
+    from abricot_local.evaluation import runner
     from abricot_local.console.listings import labels_text
 
     if not task_name:
-        from abricot_local.planning import select_tasks
+        from abricot_local.evaluation.planning import select_tasks
 
         task_name = select_tasks(None, task_opts(kw))[0][0].name
     info = runner.label_map(model, kw["backend"], task_name, task_opts(kw), backend_opts(kw, vocab_only=True),

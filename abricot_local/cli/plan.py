@@ -12,7 +12,7 @@ from abricot_local.cli.options import backend_opts, task_opts
 
 
 def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: bool, keep_going: bool):
-    from abricot_local import dry_run
+    from abricot_local.planner import dry_run
 
     return dry_run.plan(
         models, backend=kw["backend"], task_spec=kw["tasks"], task_options=task_opts(kw),

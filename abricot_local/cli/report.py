@@ -13,7 +13,7 @@ from abricot_local.errors import UsageError
 
 
 def _run_states(paths: tuple[str, ...]):
-    from abricot_local.results import find_runs
+    from abricot_local.evaluation.results import find_runs
 
     if not paths and not Path("results").is_dir():
         raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
@@ -26,7 +26,7 @@ def runs_(folders: tuple[str, ...]) -> None:
     """List the run folders in DIR (default results/, searched recursively): complete, running,
     interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
     from abricot_local.console.listings import runs_text
-    from abricot_local.results import find_runs
+    from abricot_local.evaluation.results import find_runs
 
     default = Path("results")
     states = find_runs(folders or (str(default),)) if folders or default.is_dir() else []  # one given must exist
@@ -76,30 +76,30 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
 
     OUT: run folders, or folders holding runs (searched recursively; default results/).
     Incomplete runs are skipped with a note (--strict: an error)."""
-    from abricot_local import report as rep
-    from abricot_local.registry import load_registry
+    from abricot_local.report import tables as rep
+    from abricot_local.models.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
     doc = rep.build(finished_runs(runs, strict), registry=load_registry(models_file))
     if which == "samples":
-        from abricot_local import sample_table
+        from abricot_local.report import sample_table
 
         text = sample_table.render(doc, fmt)
     elif fmt == "html":
-        from abricot_local.html_report import render_html
+        from abricot_local.report.html import render_html
 
         text = render_html(doc, metrics=patterns)
     else:
         text = rep.render(doc, fmt, table=which, metrics=patterns)
     if output:
-        from abricot_local.results import atomic_write
+        from abricot_local.evaluation.results import atomic_write
 
         atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))
     if plot_dir:
-        from abricot_local import plots
+        from abricot_local.report import plots
 
         drawn = plots.write_plots(doc, plot_dir, metrics=patterns)
         for note in drawn.notes:

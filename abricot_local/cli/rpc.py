@@ -22,7 +22,7 @@ from abricot_local.cli.app import cli
               help="Folder keeping received tensors by hash, so the next load of the same model is local.")
 def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ...], cache_dir: str | None) -> None:
     """Serve this machine's devices to `run --rpc` with llama.cpp's RPC protocol, until stopped (Ctrl-C)."""
-    from abricot_local.backends import rpc, rpc_server
+    from abricot_local.backends.llama_cpp import rpc, rpc_server
 
     rpc.require()
     host = rpc_server.listen_address(host)  # a name or address refused here gets no warning first

@@ -52,10 +52,10 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
                    "which may not represent the task (use --sample N for a seeded draw)", err=True)
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
-        from abricot_local.modelref import require_known
+        from abricot_local.models.ref import require_known
 
         require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    from abricot_local.planning import Shard
+    from abricot_local.evaluation.planning import Shard
 
     args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
     from abricot_local.cli.plan import announce, show
@@ -80,8 +80,9 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str):
     """One model: plan, load, score, write; the summary and the published verdict. Ctrl-C or
     SIGTERM at any moment (planning, hashing, loading, scoring) ends it with exit code 130."""
-    from abricot_local import console, planning, runner
-    from abricot_local.backends import interrupts
+    from abricot_local import console
+    from abricot_local.evaluation import planning, runner
+    from abricot_local.backends.llama_cpp import interrupts
 
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
@@ -132,7 +133,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
 def _interrupted(plan, out_dir: Path | None) -> None:
     """Say what is saved and how to go on (the resume command only when there is a run to
     resume), leave the folder INTERRUPTED, and exit 130."""
-    from abricot_local.backends import interrupts
+    from abricot_local.backends.llama_cpp import interrupts
 
     click.echo(_save_interrupted(plan, out_dir), err=True)
     interrupts.exit_process(130)
@@ -141,7 +142,7 @@ def _interrupted(plan, out_dir: Path | None) -> None:
 def _save_interrupted(plan, out_dir: Path | None) -> str:
     """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
     ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
-    from abricot_local.results import INTERRUPTED, OutputDir, held, items_text, saved_counts
+    from abricot_local.evaluation.results import INTERRUPTED, OutputDir, held, items_text, saved_counts
 
     holding = held(out_dir) if out_dir else None
     if out_dir is None or not _resumable(out_dir):
@@ -173,16 +174,16 @@ def _save_interrupted(plan, out_dir: Path | None) -> str:
 
 def _resumable(out_dir: Path) -> bool:
     """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
-    from abricot_local.results import CHECKPOINT
+    from abricot_local.evaluation.results import CHECKPOINT
 
     return (out_dir / CHECKPOINT / "run.json").is_file()
 
 
 def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
     """Several models one after another, each into root/<model>/; failures reported at the end."""
-    from abricot_local import report as rep
-    from abricot_local.registry import load_registry
-    from abricot_local.results import RESULTS
+    from abricot_local.report import tables as rep
+    from abricot_local.models.registry import load_registry
+    from abricot_local.evaluation.results import RESULTS
 
     done, failed = [], []
     for model in models:
@@ -213,8 +214,8 @@ def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
 
 def pairwise_verdicts(folders, registry) -> str:
     """The end of a sweep: one verdict line per pair of runs (`compare` gives the details)."""
-    from abricot_local import compare as cmp
-    from abricot_local.compare_render import verdict_text
+    from abricot_local.analysis import compare as cmp
+    from abricot_local.report.comparison import verdict_text
     from abricot_local.errors import ResultsError
 
     try:
@@ -254,7 +255,7 @@ def _watch_remote(plan, out_dir: Path) -> None:
         return
 
     def lost(err: AbricotError) -> None:
-        from abricot_local.results import RUNNING, held
+        from abricot_local.evaluation.results import RUNNING, held
 
         holding = held(out_dir)
         if holding is not None:  # no RUNNING marker left: the folder says why it stopped

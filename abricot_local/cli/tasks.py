@@ -15,7 +15,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     """List the tasks (plugins included) and groups: items, metrics, published references, data."""
     import json
 
-    from abricot_local.catalog import task_catalog
+    from abricot_local.tasks.catalog import task_catalog
     from abricot_local.console.listings import tasks_text
 
     rows = task_catalog(data_pairs(data), data_dir)
@@ -31,7 +31,7 @@ def data() -> None:
 @click.argument("task")
 def data_pull(task: str) -> None:
     """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
-    from abricot_local import runner
+    from abricot_local.evaluation import runner
 
     for path, sha in runner.pull_data(task):
         click.echo(f"{path}  sha256 {sha}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from abricot_local.kernel_path import describe
+from abricot_local.record.kernel_path import describe
 from abricot_local.record import Published, Record
 from abricot_local.record.schema import Kernels
 

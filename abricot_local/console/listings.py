@@ -6,7 +6,7 @@ disk (store folders, model and file names) are shown through :func:`safe.visible
 
 from __future__ import annotations
 
-from abricot_local.console.safe import visible
+from abricot_local.report.safe import visible
 from abricot_local.errors import fold
 
 
@@ -30,7 +30,7 @@ def models_table(rows: list[tuple]) -> str:
     where its file is on this machine (the source `models --local` names), reproduces."""
     import pandas as pd
 
-    from abricot_local.texttable import fit
+    from abricot_local.report.texttable import fit
 
     head = ("alias", "params", "quant", "size", "license", "gated", "on this machine", "reproduces")
     text, _ = fit(pd.DataFrame(rows, columns=head), keys=1, wrap_cols=("reproduces", "on this machine", "license"))
@@ -45,7 +45,7 @@ def local_models_table(rows) -> str:
                 "llama.cpp's cache, the --model-dir folders and the registry's PyPI packages and paths)")
     import pandas as pd
 
-    from abricot_local.texttable import fit
+    from abricot_local.report.texttable import fit
 
     head = ("source", "name", "model", "size", "registry alias", "reproduces")
     body = [(r.source, r.name, "unusable: see below", "", "", "") if r.problem else

@@ -5,7 +5,7 @@ names and paths are shown through console.safe.visible (an escape in a name is s
 from __future__ import annotations
 
 from abricot_local.console import _duration
-from abricot_local.console.safe import visible
+from abricot_local.report.safe import visible
 from abricot_local.errors import WIDTH, fold
 
 _GIB = 1024**3

@@ -229,6 +229,6 @@ def pull(folder: Path) -> list[Path]:
     """Download the release (``dataset_it.csv``) from its GitHub home at the pinned commit into
     ``folder``, verifying its SHA-256; a failure (``fetch.FilesNotDownloaded``) names the file, its
     URL and why."""
-    from abricot_local import fetch
+    from abricot_local.models import fetch
 
     return fetch.download_files(((RELEASE_URL, RELEASE_FILE, RELEASE_SHA256),), folder)

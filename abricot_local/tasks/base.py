@@ -289,7 +289,7 @@ class Task(ABC):
 
     # -- data ------------------------------------------------------------------------------
     def cache_folder(self) -> Path:
-        from abricot_local import fetch
+        from abricot_local.models import fetch
 
         return fetch.cache_dir() / "data" / self.data.key
 
@@ -302,7 +302,7 @@ class Task(ABC):
 
     def data_files(self) -> list[DataFile]:
         """The data files used, with their SHA-256."""
-        from abricot_local import fetch
+        from abricot_local.models import fetch
 
         path = self.data_path()
         files = [path / f for f in self.data.files] if self.data.kind == "folder" else [path]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abricot_local import fetch
+from abricot_local.models import fetch
 from abricot_local.errors import DataError, DownloadError, TaskError
 from abricot_local.metrics import accuracy, with_ci_of
 from abricot_local.tasks import discotex_rows
@@ -181,7 +181,7 @@ class DiscotexTask(Task):
     def _from_hub(self) -> Source | None:
         """The published rows through the hub (its cache when offline or unreachable), else None.
         Why not is a warning only when the hub could be reached: offline, the config says it."""
-        from abricot_local import hub_probe
+        from abricot_local.models import hub_probe
 
         reachable = self.options.allow_download and not fetch.is_offline() and not hub_probe.unreachable()
         try:

@@ -85,7 +85,7 @@ def _commit_of(path: Path) -> str | None:
 def from_hub(splits: tuple[str, ...], *, allow_download: bool) -> Published:
     """The published rows through the Hugging Face hub (its cache; a download when allowed and
     online): the files of each split in ``splits``. :class:`DownloadError` when they cannot be had."""
-    from abricot_local import fetch
+    from abricot_local.models import fetch
 
     names = fetch.hub_dataset_files(HUB_REPO, local_only=not allow_download)
     files: dict[str, tuple[Path, ...]] = {}

@@ -1,0 +1,1 @@
+"""Finished runs read (Run, labels), compared item by item (paired statistics), held against published numbers."""

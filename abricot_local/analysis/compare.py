@@ -1,0 +1,361 @@
+"""Paired comparisons of finished runs, item by item.
+
+Runs are matched on the items every one of them scored with the same id and the
+same scored context (SHA-256 of the sample's ``context``), in id order, so the
+numbers depend neither on item order nor on sharding. For each pair of runs and
+each task, each CI metric the task declares (``Task.metric_inputs``) is compared
+over those items: the paired difference with a paired-bootstrap CI, and McNemar's
+exact test (accuracy) or Williams' t (correlations, when both runs share the gold
+vector); p-values are Holm-adjusted over the pairs of each task and metric. The
+runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL),
+every recorded setting that differs is named, and each pair gets one verdict.
+Pure: reads folders (:func:`view_of`) and returns frozen dataclasses; see
+compare_render.py for the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, replace
+from itertools import combinations
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from abricot_local.analysis import stats
+from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
+                                         view_of, view_of_run)
+from abricot_local.core import DEFAULT_SEED
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.metrics import ROW_STATS, require_finite
+from abricot_local.tasks import make_task
+from abricot_local.tasks.base import TaskOptions
+
+TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
+IDENTICAL, CLOSE, NOISE, DIFFERENT, UNTESTED = (
+    "identical", "numerically close", "same within noise", "different", "not comparable")
+
+
+@dataclass(frozen=True)
+class SettingDiff:
+    a: str
+    b: str
+    key: str
+    value_a: Any  # None: not recorded by run a
+    value_b: Any
+
+
+@dataclass(frozen=True)
+class TaskMatch:
+    task: str
+    n: tuple[int, ...]  # items per run, in the runs' order
+    n_common: int
+    n_context_differs: int  # ids every run has whose scored context differs between runs
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    task: str
+    metric: str
+    stat: str
+    a: str
+    b: str
+    n: int
+    value_a: float  # over the common items (may differ from results.json's value)
+    value_b: float
+    diff: float  # value_a - value_b
+    ci: tuple[float, float]  # paired-bootstrap percentile CI of diff
+    test: str  # "McNemar exact", "Williams t", or "" (not tested: see note)
+    statistic: float
+    p: float
+    p_holm: float = math.nan
+    mdd: float | None = None  # accuracy: the smallest difference these items detect (80%, 5%)
+    detail: tuple[tuple[str, Any], ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    task: str
+    a: str
+    b: str
+    n: int
+    same_pred: float  # share of common items with the same prediction
+    max_abs_delta: float  # max |delta log-prob| over every choice of every common item (nats)
+    mean_abs_delta: float
+    mean_kl: float  # mean KL(a || b) between the normalised choice distributions (nats)
+    identical: bool  # every log-prob bit-equal
+    n_shape_differs: int = 0  # common items whose choice counts differ (left out)
+
+
+@dataclass(frozen=True)
+class BestGroup:
+    task: str
+    metric: str
+    best: str
+    members: tuple[str, ...]  # not distinguishable from the best (Holm-adjusted p >= alpha)
+
+
+@dataclass(frozen=True)
+class TaskPower:
+    """What a pair's common items of a task can detect: the ``detectable`` of its paired
+    differences table (the task's main accuracy metric), the same number in the same unit."""
+
+    task: str
+    metric: str
+    a: str
+    b: str
+    n: int
+    detectable: float  # the smallest accuracy difference these items detect (80% power, 5% two-sided)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    a: str
+    b: str
+    kind: str
+    reason: str
+    p: float | None = None
+
+    @property
+    def line(self) -> str:
+        return f"{self.a} vs {self.b}: {self.kind} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: tuple[RunView, ...]
+    matches: tuple[TaskMatch, ...]
+    metrics: tuple[MetricComparison, ...]
+    agreements: tuple[Agreement, ...]
+    differs: tuple[SettingDiff, ...]
+    groups: tuple[BestGroup, ...]
+    power: tuple[TaskPower, ...]
+    verdicts: tuple[Verdict, ...]
+    notes: tuple[str, ...]
+    tolerance: float
+    alpha: float
+    seed: int
+    n_boot: int
+    primary: tuple[tuple[str, str], ...] = ()  # (task, its primary metric): what a verdict looks at first
+
+
+# -- matching --------------------------------------------------------------------------------
+def item_key(sample: dict) -> tuple[str, str]:
+    """(id, SHA-256 of the scored context): what makes two runs' samples the same item."""
+    return str(sample["id"]), hashlib.sha256(str(sample["context"]).encode("utf-8")).hexdigest()
+
+
+def match(runs: Sequence[RunView], task: str) -> tuple[TaskMatch, list[tuple[dict, ...]]]:
+    """The items every run scored alike, in id order: per run its samples of them."""
+    keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
+    common = sorted(set.intersection(*(set(k) for k in keyed)))
+    ids = set.intersection(*({i for i, _ in k} for k in keyed))
+    m = TaskMatch(task, tuple(len(k) for k in keyed), len(common), len(ids) - len(common))
+    return m, [tuple(k[key] for key in common) for k in keyed]
+
+
+def _refuse(runs: Sequence[RunView], shared: Sequence[str]) -> ResultsError:
+    for x, y in combinations(runs, 2):
+        if not any(match([x, y], t)[0].n_common for t in shared):
+            return ResultsError(
+                f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items (same id and same "
+                f"scored context) in {', '.join(shared) or 'any task: they share no task'}; nothing to compare")
+    names = ", ".join(f"{r.label} ({r.path})" for r in runs)
+    return ResultsError(f"runs {names} have no item in common to all of them in {', '.join(shared)}; "
+                        "compare fewer runs at once")
+
+
+# -- comparing -------------------------------------------------------------------------------
+def differing_settings(a: RunView, b: RunView) -> tuple[SettingDiff, ...]:
+    """Settings recorded differently (a key only one run records counts); a provenance key
+    that repeats a differing config key with the same values is left out."""
+    sa, sb = a.settings, b.settings
+    out = []
+    for key in dict.fromkeys([*sa, *sb]):
+        va, vb = sa.get(key), sb.get(key)
+        if va == vb:
+            continue
+        leaf = key.rsplit(".", 1)[-1]
+        if "." in key and leaf != key and (sa.get(leaf), sb.get(leaf)) == (va, vb):
+            continue
+        out.append(SettingDiff(a.label, b.label, key, va, vb))
+    return tuple(out)
+
+
+def agreement(task: str, a: RunView, b: RunView, sa: Sequence[dict], sb: Sequence[dict]) -> Agreement:
+    """Predictions and log-probs of two runs over the same items (choice counts must agree)."""
+    pairs = [(np.asarray(x["logprobs"], float), np.asarray(y["logprobs"], float))
+             for x, y in zip(sa, sb) if len(x["logprobs"]) == len(y["logprobs"])]
+    n = len(sa)
+    if not pairs:
+        return Agreement(task, a.label, b.label, n, math.nan, math.nan, math.nan, math.nan, False, n)
+    deltas = np.concatenate([np.abs(x - y) for x, y in pairs])
+    agree = float(np.mean([x["pred"] == y["pred"] for x, y in zip(sa, sb)]))
+    kl = float(np.mean([stats.label_kl(x, y) for x, y in pairs]))
+    same = len(pairs) == n and all(np.array_equal(x, y) for x, y in pairs)
+    return Agreement(task, a.label, b.label, n, agree, float(deltas.max()), float(deltas.mean()), kl, same,
+                     n - len(pairs))
+
+
+def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int) -> MetricComparison:
+    """One metric of two runs over the same items (their MetricInputs, in the same order)."""
+    row = ROW_STATS[ia.stat]
+    n = len(ia.x)
+    boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
+    base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
+                diff=boot.diff, ci=boot.ci)
+    if ia.stat == "accuracy":
+        mc = stats.mcnemar_exact(np.asarray(ia.x) == np.asarray(ia.y), np.asarray(ib.x) == np.asarray(ib.y))
+        mdd = stats.min_detectable_difference(n, mc.discordant / n if n else 0.0)
+        return MetricComparison(**base, test="McNemar exact", statistic=float(mc.a_only), p=mc.p, mdd=mdd,
+                                detail=(("a_only", mc.a_only), ("b_only", mc.b_only), ("mid_p", mc.mid_p)))
+    if not np.array_equal(np.asarray(ia.y, float), np.asarray(ib.y, float)):
+        return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan, math.nan)}, test="",
+                                statistic=math.nan, p=math.nan,
+                                note="the gold vectors differ over the common items: not compared")
+    r_ab = float(row(np.asarray(ia.x, float), np.asarray(ib.x, float))) if n >= 2 else math.nan
+    w = stats.williams_t(boot.a, boot.b, r_ab, n)
+    z = stats.steiger_z(boot.a, boot.b, r_ab, n)
+    note = "" if not math.isnan(w.p) else "undefined (a constant vector or too few items): not tested"
+    return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p,
+                            detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p)),
+                            note=note)
+
+
+def _inputs(run: RunView, task: str, samples: Sequence[dict]):
+    t = make_task(task, TaskOptions.from_config(dict(run.task(task).config)))
+    return t, {m.name: m for m in t.metric_inputs(list(samples))}
+
+
+def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPower, ...]:
+    """Per pair and task, the detectable difference of its main metric when that is an
+    accuracy, else of its first accuracy metric: the very figure of the differences table."""
+    out: dict[tuple, TaskPower] = {}
+    for m in metrics:
+        key = (m.a, m.b, m.task)
+        if m.mdd is not None and (key not in out or m.metric == primary.get(m.task) != out[key].metric):
+            out[key] = TaskPower(m.task, m.metric, m.a, m.b, m.n, m.mdd)
+    return tuple(out.values())
+
+
+def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
+            seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT) -> Comparison:
+    """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
+    level of the verdicts and the best group (the power figures stay at 5% / 80%)."""
+    if len(runs) < 2:
+        raise UsageError("compare needs at least two runs")
+    if tolerance < 0:
+        raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
+    runs = labelled(runs)
+    for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
+        for t in r.tasks:
+            try:
+                require_finite(list(t.samples), t.name)
+            except ResultsError as err:
+                raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
+    names = [t.name for t in runs[0].tasks]
+    shared = [t for t in names if all(r.task(t) for r in runs)]
+    notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
+        t.name for r in runs for t in r.tasks) if t not in shared]
+    matches, metrics, agreements, primary = [], [], [], {}
+    for task in shared:
+        m, per_run = match(runs, task)
+        matches.append(m)
+        if not m.n_common:
+            notes.append(f"task {task}: no item in common to all runs (same id and scored context)")
+            continue
+        built = [_inputs(r, task, s) for r, s in zip(runs, per_run)]
+        primary[task] = built[0][0].primary_metric
+        for i, j in combinations(range(len(runs)), 2):
+            agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
+            for name, ia in built[i][1].items():
+                if name in built[j][1]:
+                    metrics.append(compare_metric(task, runs[i].label, runs[j].label, ia, built[j][1][name],
+                                                  seed=seed, n_boot=n_boot))
+    if not any(m.n_common for m in matches):
+        raise _refuse(runs, shared)
+    metrics = _holm(metrics)
+    labels = [r.label for r in runs]
+    power = _power(metrics, primary)
+    verdicts = tuple(verdict(a, b, metrics, agreements, primary, tolerance, alpha)
+                     for a, b in combinations(labels, 2))
+    differs = tuple(d for x, y in combinations(runs, 2) for d in differing_settings(x, y))
+    groups = best_groups(labels, metrics, alpha) if len(runs) > 2 else ()
+    return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
+                      verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()))
+
+
+def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:
+    """Holm over the pairs of runs, separately for each task and metric."""
+    families: dict[tuple[str, str], list[int]] = {}
+    for k, m in enumerate(metrics):
+        families.setdefault((m.task, m.metric), []).append(k)
+    out = list(metrics)
+    for members in families.values():
+        for k, p in zip(members, stats.holm([metrics[k].p for k in members])):
+            out[k] = replace(metrics[k], p_holm=p)
+    return out
+
+
+def best_groups(labels: Sequence[str], metrics: Sequence[MetricComparison], alpha: float) -> tuple[BestGroup, ...]:
+    """Per task and metric, the best run and the runs not distinguishable from it."""
+    out = []
+    index = {lab: k for k, lab in enumerate(labels)}
+    for task, metric in dict.fromkeys((m.task, m.metric) for m in metrics):
+        rows = [m for m in metrics if (m.task, m.metric) == (task, metric)]
+        values = [math.nan] * len(labels)
+        p = {}
+        for m in rows:
+            values[index[m.a]], values[index[m.b]] = m.value_a, m.value_b
+            p[(index[m.a], index[m.b])] = m.p_holm
+        best, members = stats.best_group(values, p, alpha)
+        if best is not None:
+            out.append(BestGroup(task, metric, labels[best], tuple(labels[k] for k in members)))
+    return tuple(out)
+
+
+def _fmt(v: float) -> str:
+    return "nan" if v != v else f"{v:+.4f}" if abs(v) >= 1e-4 or v == 0 else f"{v:+.2e}"
+
+
+def deciding(a: str, b: str, task: str, metrics: Sequence[MetricComparison],
+             primary: Mapping[str, str]) -> MetricComparison | None:
+    """The comparison a verdict reads for a pair on a task: its primary metric's, else the first
+    tested one's (None: no metric of the task was tested)."""
+    rows = [m for m in metrics if (m.task, m.a, m.b) == (task, a, b) and not math.isnan(m.p_holm)]
+    rows.sort(key=lambda m: m.metric != primary.get(task))
+    return rows[0] if rows else None
+
+
+def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Sequence[Agreement],
+            primary: Mapping[str, str], tolerance: float, alpha: float) -> Verdict:
+    """identical (every log-prob bit-equal) > numerically close (same predictions, every
+    |delta log-prob| <= tolerance) > different (some task's primary metric, else its first
+    tested one, has a Holm-adjusted p < alpha) > same within noise."""
+    ags = [g for g in agreements if (g.a, g.b) == (a, b)]
+    n = sum(g.n for g in ags)
+    if ags and all(g.identical for g in ags):
+        return Verdict(a, b, IDENTICAL, f"every log-prob of the {n} common items is bit-identical")
+    worst = max((g.max_abs_delta for g in ags), default=math.nan)
+    if ags and all(g.same_pred == 1.0 and g.n_shape_differs == 0 for g in ags) and worst <= tolerance:
+        return Verdict(a, b, CLOSE, f"same predictions on {n} items, max |delta log-prob| {worst:.2e} "
+                                    f"<= {tolerance:g} nats")
+    chosen = [m for m in (deciding(a, b, task, metrics, primary) for task in dict.fromkeys(m.task for m in metrics))
+              if m is not None]
+    if not chosen:
+        return Verdict(a, b, UNTESTED, "no metric could be tested (undefined correlations or differing gold)")
+    m = min(chosen, key=lambda m: (m.p_holm, m.p, -m.n))
+    adjusted = " (Holm-adjusted over the pairs)" if m.p_holm != m.p else ""
+    lead = f"the smallest p of {len(chosen)} tasks: " if len(chosen) > 1 else ""
+    text = (f"{lead}{m.task} {m.metric} {m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)} "
+            f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], {m.test} p = {m.p_holm:.3g}{adjusted}")
+    zero_inside = m.ci[0] <= 0 <= m.ci[1]
+    if m.p_holm < alpha:
+        return Verdict(a, b, DIFFERENT, text + ("; the bootstrap CI includes 0" if zero_inside else ""), m.p_holm)
+    if not zero_inside:
+        text += "; the bootstrap CI excludes 0 but the test does not reject"
+    if m.mdd is not None:
+        text += f"; {m.n} items detect only differences of {m.mdd:.3f} or more (80% power)"
+    return Verdict(a, b, NOISE, text, m.p_holm)

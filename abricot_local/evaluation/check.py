@@ -1,0 +1,285 @@
+"""Re-score a recorded run with its recorded model, data and options; report agreement.
+
+First the record itself: every metric and ``n`` of results.json is recomputed from the
+samples files (each line validated by record.samples) and compared with the recorded
+value; a difference fails the check whatever the re-scoring gives. Then the re-scoring.
+On the recorded kernel path (kernel_path.py: build, CPU features, extra buffer types,
+devices) the numbers must come back: every prediction the same and every log-prob within
+``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
+and gives compare.py's verdict on the recorded run against the re-scored one; it fails then
+only when that verdict is ``different`` (or when ``exact`` demands the recorded numbers).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from abricot_local.models import fetch
+from abricot_local import hashing
+from abricot_local.record import kernel_path
+from abricot_local.backends import backend_class, recorded_options
+from abricot_local.errors import ModelError, ResultsError, UsageError
+from abricot_local.models.ref import ModelRef, open_model, require_same, resolve_model_ref
+from abricot_local.metrics import require_finite
+from abricot_local.evaluation.planning import Shard, prepare
+from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
+from abricot_local.record import Record, entry_samples, read_run
+from abricot_local.record.schema import Kernels
+from abricot_local.analysis.runs import recompute_entry
+from abricot_local.evaluation.results import unfinished
+from abricot_local.evaluation.runner import apply_chat, score_items
+from abricot_local.tasks import base_name, make_task
+from abricot_local.tasks.base import TaskOptions
+
+Progress = Callable[[str, int, int], None]
+Notice = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Difference:
+    task: str
+    id: str
+    recorded_pred: int
+    new_pred: int
+    max_abs_diff: float
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    checked: int
+    identical_predictions: int
+    max_abs_diff: float
+    atol: float
+    differences: tuple[Difference, ...]
+    missing: tuple[tuple[str, str], ...] = ()  # (task, id) the run scored but its samples file lacks
+    record_differs: tuple[str, ...] = ()  # "task metric: recorded X, recomputed Y": results.json vs its samples
+    kernels_recorded: str = ""  # kernel_path.describe() of the run's, and of this machine's
+    kernels_here: str = ""
+    kernel_differences: tuple[str, ...] = ()  # what differs in the arithmetic (empty: the same kernel path)
+    notes: tuple[str, ...] = ()  # facts that move no number (threads that did not matter)
+    verdict: Verdict | None = None  # compare's, recorded vs re-scored, when the kernel path differs
+    exact: bool = False  # the recorded numbers demanded whatever the kernel path
+
+    @property
+    def reproduced(self) -> bool:
+        return (self.sound and self.checked > 0 and self.identical_predictions == self.checked
+                and self.max_abs_diff <= self.atol)
+
+    @property
+    def sound(self) -> bool:
+        """The record agrees with its samples files: no item missing, every metric and n recomputed alike."""
+        return not self.missing and not self.record_differs
+
+    @property
+    def same_kernels(self) -> bool:
+        return not self.kernel_differences
+
+    @property
+    def passed(self) -> bool:
+        """The check's outcome (its exit status): reproduced on the same kernel path (or with
+        ``exact``); on another, any verdict but ``different``."""
+        if self.exact or self.same_kernels or self.verdict is None:
+            return self.reproduced
+        return self.sound and self.checked > 0 and self.verdict.kind != DIFFERENT
+
+
+def _verify(path: Path, recorded: str | None, what: str) -> None:
+    if not path.is_file():
+        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in --help")
+    got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
+    if recorded and got != recorded:
+        raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
+
+
+def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
+    """The recorded run's task options, each task's data re-found (and verified) by the task: in
+    ``data_dir``, else at the recorded path, else (a run made on another machine) under the same
+    name in this machine's data cache, where `abricot-local data pull` puts it."""
+    base = TaskOptions.from_config(record.config_dict())
+    data = []
+    for name, t in record.tasks.items():
+        task = make_task(name, base)
+        recorded = [Path(f.path) for f in t.data]
+        if data_dir:
+            files = [Path(data_dir) / f.name for f in recorded]
+        else:
+            files = [p if p.is_file() or not (task.cache_folder() / p.name).is_file() else task.cache_folder() / p.name
+                     for p in recorded]
+        for f, was, rec in zip(files, recorded, t.data):
+            if not f.is_file():
+                raise _missing_data(task, f, was, data_dir, [r.name for r in recorded])
+            _verify(f, rec.sha256, "data file")
+        data.append((base_name(name), task.data_ref(files)))
+    return replace(base, data=tuple(data))
+
+
+def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names: list[str]) -> ResultsError:
+    """A recorded data file that is not here: the path the run recorded (on the machine that made
+    it: shown as it was written, never as this user's ~), where it was looked for here, the
+    option that gives it, and the command that fetches it."""
+    from abricot_local.cache import shown
+
+    looked = f"--data-dir {data_dir}" if data_dir else \
+        f"the recorded folder, and {shown(task.cache_folder())} (this machine's data cache)"
+    lines = [f"{task.name}: the run's data file {path.name} is not here",
+             "  recorded as (where the machine that made the run had it):", f"    {recorded}",
+             f"  looked in: {looked}",
+             f"  give it:  --data-dir DIR, a folder holding {', '.join(names)}"]
+    if task.data.pull is not None:
+        lines.append(f"  get it:   abricot-local data pull {task.group or task.name} (into {shown(task.cache_folder())})")
+    return ResultsError("\n".join(lines))
+
+
+def recorded_model(record: Record, given: str | None = None) -> ModelRef:
+    """The recorded run's model, found again and hashed from its bytes: ``given`` (any name
+    `run` takes), else the recorded file, else (moved or replaced) the name as it was written
+    (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one."""
+    rec, kind = record.model, record.config.backend
+    if not backend_class(kind).reads_model_file:
+        return resolve_model_ref(rec.name, backend=kind)
+    name = given or rec.path
+    if not name:
+        raise ResultsError("the run records no model path; give the model with --model")
+    if not given and not Path(name).is_file():
+        if rec.source not in (None, "path", "registry") and rec.as_written:
+            name = rec.as_written
+        else:
+            raise ResultsError(f"the recorded model file {name} is missing; give it with the option shown in --help")
+    with hashing.afresh():
+        try:
+            ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
+        except ModelError as err:
+            raise ResultsError(f"the recorded model cannot be opened: {err}") from None
+    require_same(ref, rec.sha256)
+    return ref
+
+
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return repr(value) if value is None or isinstance(value, str) else str(value)
+
+
+def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
+    """Every metric and n of results.json recomputed from the samples files (report --verify's
+    recomputation), each that differs as "task metric: recorded X, recomputed Y"."""
+    lines = []
+    for name in record.tasks:
+        tc = recompute_entry(record, name, samples[name], out)
+        lines += [f"{name} {k}: recorded {_shown(tc.recorded.get(k))}, recomputed from the samples "
+                  f"{_shown(tc.recomputed.get(k))}" for k in tc.mismatches]
+    return lines
+
+
+def _kernels(backend) -> Kernels | None:
+    found = backend.provenance().get("kernels")
+    return Kernels.from_dict(found, "kernels") if isinstance(found, dict) else None
+
+
+def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]], seed: int) -> Verdict:
+    """compare's verdict on the recorded run against its re-scored items (the same ids)."""
+    recorded = view_of(out)
+    doc = record.to_dict()
+    doc["provenance"] = {**doc.get("provenance", {}), **provenance}
+    here = RunView(f"{recorded.label} (re-scored here)", str(out), settings_of(doc),
+                   tuple(TaskSamples(t.name, t.config, tuple(new[t.name])) for t in recorded.tasks if new.get(t.name)))
+    return compare([recorded, here], seed=seed).verdicts[0]
+
+
+def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
+              data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
+              exact: bool = False, notice: Notice | None = None) -> CheckReport:
+    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files.
+    Items the run scored but its samples files lack are reported as missing (not reproduced);
+    ``backend_values``: backend options that change no number (threads), over the recorded ones.
+    When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
+    re-scoring, and the report holds compare's verdict."""
+    if sample is not None and sample < 1:
+        raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
+    out = Path(out)
+    why = unfinished(out)
+    if why:
+        raise ResultsError(why)
+    record = read_run(out)
+    if record.config is None or not record.config.backend:
+        raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")
+    cfg = record.config_dict()
+    options = _task_options(record, data_dir)
+    kind = record.config.backend
+    ref = recorded_model(record, model)
+    bopts = recorded_options(kind, cfg, backend_values)
+    runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
+                   Shard.parse(record.config.shard))
+    rng = np.random.default_rng(options.seed)
+    read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
+    record_differs = tuple(_record_differences(record, read, out))
+    recorded_runs = {name: {s.id: s.line for s in samples} for name, samples in read.items()}
+    backend = open_model(ref, bopts, force=True)
+    diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
+    new: dict[str, list[dict]] = {}
+    try:
+        rec_kernels, here = kernel_path.recorded(record.provenance), _kernels(backend)
+        kdiff = kernel_path.differences(rec_kernels, here)
+        if kdiff and notice:
+            notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
+                   "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
+        if options.chat_template:
+            runs = apply_chat(runs, backend)
+        for run in runs:
+            recorded = recorded_runs[run.task.key]
+            require_finite(list(recorded.values()), run.task.key)
+            missing += [(run.task.key, it.id) for it in run.items if it.id not in recorded]
+            items = [it for it in run.items if it.id in recorded]
+            if sample is not None and sample < len(items):
+                keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
+                items = [it for k, it in enumerate(items) if k in keep]
+            total = len(items)
+            if progress:
+                progress(run.task.key, 0, total)
+            for n, (item, scored) in enumerate(score_items(items, backend), 1):
+                line = run.task.sample(item, scored)
+                old = recorded[item.id]
+                if line["context"] != old["context"]:
+                    raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
+                d = float(np.max(np.abs(np.subtract(line["logprobs"], old["logprobs"]))))
+                new.setdefault(run.task.key, []).append(line)
+                checked += 1
+                same += line["pred"] == old["pred"]
+                worst = max(worst, d)
+                if line["pred"] != old["pred"] or d > atol:
+                    diffs.append(Difference(run.task.key, item.id, old["pred"], line["pred"], d))
+                if progress:
+                    progress(run.task.key, n, total)
+        dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
+        note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
+        kdiff += (note,) if moved else ()
+        verdict = _verdict(out, record, backend.provenance(), new, options.seed) if kdiff and checked else None
+    finally:
+        backend.close()
+    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,
+                       kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
+                       (note,) if note and not moved else (), verdict, exact)
+
+
+def report_json(rep: CheckReport) -> str:
+    v = rep.verdict
+    return json.dumps(
+        {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
+         "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "reproduced": rep.reproduced,
+         "passed": rep.passed, "exact": rep.exact,
+         "kernels": {"recorded": rep.kernels_recorded, "here": rep.kernels_here,
+                     "same": rep.same_kernels, "differences": list(rep.kernel_differences)},
+         "notes": list(rep.notes),
+         "verdict": {"kind": v.kind, "reason": v.reason, "line": v.line} if v else None,
+         "differences": [d.__dict__ for d in rep.differences],
+         "missing": [{"task": t, "id": i} for t, i in rep.missing],
+         "record_differs": list(rep.record_differs)},
+        indent=2,
+    )

@@ -1,0 +1,126 @@
+"""Joining the shards of one run (`run --shard K/N`) into the run it stands for.
+
+A shard K/N holds every N-th item of each task from the K-th (planning.Shard),
+so the unsharded item order is the shards' items interleaved. The shards must
+be complete, disjoint and of one run: the same model and data SHA-256, options
+(all but the shard), task versions, schedule and llama.cpp build. The merged
+folder's samples files and metrics are those of an unsharded run with the same
+exact engine, byte for byte; `check`, `report` and `--resume` treat it as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from abricot_local.record import kernel_path
+from abricot_local.errors import ResultsError
+from abricot_local.evaluation.planning import Shard
+from abricot_local.record import RESULTS, Manifest, Record, entry_samples, read_run
+from abricot_local.evaluation.results import OutputDir
+
+# provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
+SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
+
+
+def _strip_shard(manifest: Manifest) -> Manifest:
+    return replace(manifest, config=replace(manifest.config, shard=None))
+
+
+def _load(folder: Path) -> Record:
+    if not (folder / RESULTS).exists():
+        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... --resume`")
+    record = read_run(folder)
+    if record.config is None or not record.config.shard:
+        raise ResultsError(f"{folder} is not a shard (its run had no --shard K/N)")
+    if record.manifest is None or record.provenance is None:
+        raise ResultsError(f"{folder / RESULTS} records no manifest or provenance: it cannot be merged")
+    return record
+
+
+def check_shards(folders: list[Path]) -> list[tuple[Shard, Path, Record]]:
+    """The shards in order 1..N, or a ResultsError naming what is missing, doubled or foreign."""
+    if not folders:
+        raise ResultsError("give the output folders of the shards to merge")
+    shards = []
+    for f in folders:
+        rec = _load(f)
+        shards.append((Shard.parse(rec.config.shard), f, rec))
+    first_shard, first, ref = shards[0]
+    want = _strip_shard(ref.manifest).to_dict()
+    ref_build = ref.provenance.to_dict()
+    for shard, f, rec in shards[1:]:
+        got = _strip_shard(rec.manifest).to_dict()
+        diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        if diff or shard.count != first_shard.count:
+            what = ", ".join(diff) or "the shard count"
+            raise ResultsError(f"{f} is a shard of another run than {first}: {what} differ")
+        if set(rec.tasks) != set(ref.tasks):  # (a record edited by hand: its manifest may still agree)
+            lacks = [t for t in ref.tasks if t not in rec.tasks]
+            more = [t for t in rec.tasks if t not in ref.tasks]
+            what = (f"lacks task(s) {', '.join(lacks)}" if lacks else "") + ("; " if lacks and more else "") + \
+                (f"has task(s) {', '.join(more)} that {first} lacks" if more else "")
+            raise ResultsError(f"{f} {what}: the shards of one run hold the same tasks (its {RESULTS}: "
+                               f"{', '.join(rec.tasks) or 'none'}; {first}'s: {', '.join(ref.tasks)})")
+        build = rec.provenance.to_dict()
+        for key in SAME_BUILD:
+            if ref_build.get(key) != build.get(key):
+                raise ResultsError(f"{f} was scored with another build or schedule than {first} "
+                                   f"(provenance {key} differs): its numbers may differ")
+        kernels = kernel_path.differences(kernel_path.recorded(ref.provenance), kernel_path.recorded(rec.provenance))
+        if kernels:
+            raise ResultsError(f"{f} was scored on another kernel path than {first} ({'; '.join(kernels)}): "
+                               "its numbers may differ")
+    seen: dict[int, Path] = {}
+    for shard, f, _ in shards:
+        if shard.index in seen:
+            raise ResultsError(f"shard {shard} is given twice: {seen[shard.index]} and {f}")
+        seen[shard.index] = f
+    missing = [str(k) for k in range(1, first_shard.count + 1) if k not in seen]
+    if missing:
+        raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
+                           f"merge needs all {first_shard.count}")
+    return sorted(shards, key=lambda s: s[0].index)
+
+
+def interleave(parts: list[list[dict]]) -> list[dict]:
+    """The unsharded order: item j of shard k is item j * N + (k - 1)."""
+    out = []
+    for j in range(max(len(p) for p in parts)):
+        out.extend(p[j] for p in parts if j < len(p))
+    return out
+
+
+def merge(folders: list[str | Path], out: str | Path) -> Path:
+    """Write the merged run into ``out``; returns its results.json."""
+    from abricot_local.evaluation.runner import as_json, data_warnings, metric_warnings
+    from abricot_local.tasks import make_task
+    from abricot_local.tasks.base import TaskOptions
+
+    shards = check_shards([Path(f) for f in folders])
+    ref = shards[0][2]
+    tasks, samples = {}, {}
+    for name, entry in ref.tasks.items():
+        parts = [[s.line for s in entry_samples(f, rec.tasks[name], name)] for _, f, rec in shards]
+        rows = interleave(parts)
+        ids = [s["id"] for s in rows]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
+        config = replace(ref.config, shard=None)
+        task = make_task(name, TaskOptions.from_config({**config.to_dict(), **entry.config}))
+        metrics = as_json(task.metrics(rows))
+        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0])
+               and w not in metric_warnings(entry.metrics)]
+        tasks[name] = replace(entry, metrics=metrics, n=len(rows),
+                              seconds=round(sum(rec.tasks[name].seconds or 0 for _, _, rec in shards), 3),
+                              scored_now=sum(rec.tasks[name].scored_now or 0 for _, _, rec in shards),
+                              warnings=(*own, *data_warnings(task, rows), *metric_warnings(metrics)))
+        samples[name] = rows
+    record = replace(ref, config=replace(ref.config, shard=None), manifest=_strip_shard(ref.manifest),
+                     provenance=replace(ref.provenance, merged_from=tuple(str(f) for _, f, _ in shards)),
+                     tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
+    with OutputDir(out) as o:
+        if (Path(out) / RESULTS).exists():
+            raise ResultsError(f"{out} already holds a finished run; choose another --out")
+        return o.finalize(record, samples)

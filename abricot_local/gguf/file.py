@@ -1,0 +1,147 @@
+"""A model file before llama.cpp reads it: a regular file, GGUF, structurally sound
+(checked once per file per process: per device and inode, so the hard links of one file
+are parsed once), and the facts its header gives for listings."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from abricot_local.errors import ModelError
+from abricot_local.gguf.check import SPLIT_NAME, GGUFInfo, split_parts, verify_gguf
+
+_checked: dict[tuple, tuple[GGUFInfo, ...]] = {}  # (stat key, real path of a split part) -> headers checked
+
+# llama.cpp's enum llama_ftype (general.file_type) -> the quant names files carry
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+              17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
+              23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S",
+              29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4"}
+QUANT_RE = re.compile(r"(?i)(?<![A-Z0-9])((?:I?Q\d(?:_[A-Z0-9]+)*)|F16|BF16|F32)(?![A-Z0-9])")
+
+
+def _stat_key(path: Path) -> tuple:
+    """What names a file's content now: device, inode, size and times (hard links share it);
+    a split model's part adds its real path, since its other parts are found by its name."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (key, real if SPLIT_NAME.match(Path(real).name) or SPLIT_NAME.match(Path(path).name) else None)
+
+
+def require_regular(path: Path) -> None:
+    """A model must be a regular file: a folder, a pipe (whose open() would block forever) or a
+    device is refused in one line."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelError(f"model file not found: {path}") from None
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelError(f"{path} is a folder: give the .gguf file (for a split model, its -00001-of-0000N.gguf part)")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) \
+            else "a device"
+        raise ModelError(f"{path} is {kind}, not a regular file: a model is a .gguf file on disk")
+
+
+def check_gguf(path: Path) -> Path:
+    """The path itself if it is a regular, readable, structurally sound GGUF file (every part of
+    a split one), else :class:`ModelError`. Checked once per file per process."""
+    headers(path)
+    return path
+
+
+def headers(path: Path) -> tuple[GGUFInfo, ...]:
+    """The checked headers of a model (one per part), read once per unchanged file per process."""
+    path = Path(path)
+    require_regular(path)
+    key = _stat_key(path)
+    if key in _checked:
+        return tuple(replace(info, path=path) if k == 0 and info.path != path else info
+                     for k, info in enumerate(_checked[key]))
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+    if magic != b"GGUF"[: len(magic)]:  # an empty or cut-short file: verify_gguf says so
+        raise ModelError(f"{path} is not a GGUF file (it does not start with 'GGUF'); llama.cpp needs a .gguf model")
+    infos = verify_gguf(path)  # the header's structure (and every part of a split model)
+    _checked[key] = infos
+    return infos
+
+
+@dataclass(frozen=True)
+class GGUFFacts:
+    """What a listing shows of a GGUF, from its header alone."""
+
+    architecture: str
+    name: str
+    parameters: int  # elements of every tensor (all parts)
+    quant: str
+    context_length: int | None
+    size: int  # bytes, every part
+    chat_template: str | None
+
+
+def quant_name(info: GGUFInfo, path: Path) -> str:
+    ftype = info.metadata.get("general.file_type")
+    if isinstance(ftype, int) and ftype in FILE_TYPES:
+        return FILE_TYPES[ftype]
+    m = QUANT_RE.search(path.name)
+    return m.group(1).upper() if m else ""
+
+
+def facts(path: Path) -> GGUFFacts:
+    """The listing facts of a GGUF (checked first; :class:`ModelError` if it is not sound)."""
+    infos = headers(path)
+    meta = infos[0].metadata
+    arch = str(meta.get("general.architecture") or "?")
+    ctx = meta.get(f"{arch}.context_length")
+    params = sum(math.prod(t.shape) for info in infos for t in info.tensors)
+    return GGUFFacts(arch, str(meta.get("general.name") or ""), params, quant_name(infos[0], Path(path)),
+                     ctx if isinstance(ctx, int) else None, sum(i.file_size for i in infos),
+                     meta.get("tokenizer.chat_template"))
+
+
+def human_params(n: int) -> str:
+    """1_234_567_890 -> "1.2B"; 268_098_176 -> "268M"."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return str(n)
+
+
+# -- quant tags in names -------------------------------------------------------------------
+_QUANT_RE = re.compile(r"(?<![a-z0-9])(i?q[1-8](?:_[a-z0-9]+)*|bf16|f16|f32)(?![a-z0-9])", re.IGNORECASE)
+
+
+def quant_of(text: str) -> str:
+    """The last quant tag in a model name or file name ("...-Q4_K_M.gguf" -> "Q4_K_M")."""
+    found = _QUANT_RE.findall(Path(text).name.removesuffix(".gguf"))
+    return found[-1].upper() if found else ""
+
+
+def strip_quant(name: str) -> str:
+    """The name without its quant tag and the separators around it."""
+    return _QUANT_RE.sub("", name).strip("-_. ") or name
+
+
+def header_quant(path: Path) -> str:
+    """The quant its GGUF header names (the first part's), or ""."""
+    infos = headers(path)
+    return quant_name(infos[0], path) if infos else ""
+
+
+def model_bytes(path: Path) -> int:
+    """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
+    parts = split_parts(Path(path)) or [Path(path)]
+    return sum(p.stat().st_size for p in parts if p.exists())

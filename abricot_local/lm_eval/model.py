@@ -1,0 +1,143 @@
+"""lm-evaluation-harness's model ``abricot-local``: any lm-eval task on a GGUF through the
+abricot-local engines. The only module importing lm-eval (nothing imports it but the
+``lm-eval`` command and lm-eval itself).
+
+Three ways in::
+
+    abricot-local lm-eval gemma-3-270m --tasks hellaswag_it --limit 100      # the command
+    lm-eval run --model abricot-local --model_args model=gemma-3-270m ...     # lm-eval's CLI (*)
+    import abricot_local.lm_eval.model                                        # Python: registers the name
+    lm_eval.simple_evaluate(model="abricot-local", model_args="model=gemma-3-270m,n_ctx=4096", tasks=[...])
+
+(*) lm-eval releases that discover model plugins through the ``lm_eval.models``
+entry-point group (declared in pyproject.toml) find it with no import; older ones
+(0.4.13 included) need the import, which ``abricot-local lm-eval`` does.
+
+``model_args``: ``model`` (any name `run` takes: a registry alias, a .gguf path, ``ollama:``,
+``lmstudio:``, ``hf:``...), every option of the backend's own ``Options`` (``n_ctx``,
+``threads``, ``engine``, ``rpc``, ``extra_bufts``...: ``lm_eval_requests.backend_arg_keys()`` lists them; a list is written with ';', as in
+``rpc=HOST:PORT;HOST:PORT``, since lm-eval splits model_args on commas), ``backend``,
+``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). The
+model is opened by :mod:`abricot_local.models.ref`, as `run` opens it. The request rules are
+in lm_eval_requests.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
+into lm-eval's results under ``config.abricot_local``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Sequence
+
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+from abricot_local.lm_eval import requests as lm_eval_requests
+from abricot_local.errors import UsageError
+
+MODEL_NAME = "abricot-local"
+
+
+def lm_eval_windows(tokens: list[int], prefix_token: int, max_seq_len: int):
+    """lm-eval's own rolling windows (as its Hugging Face model makes them), made disjoint."""
+    return map(make_disjoint_window, get_rolling_token_windows(
+        token_list=tokens, prefix_token=prefix_token, max_seq_len=max_seq_len, context_len=1))
+
+
+def _bar(desc: str, disable: bool):
+    """A tqdm progress callback (done, total), created on first use."""
+    state: dict = {}
+
+    def update(done: int, total: int) -> None:
+        if disable:
+            return
+        from tqdm import tqdm
+
+        bar = state.get("bar")
+        if bar is None:
+            bar = state["bar"] = tqdm(total=total, desc=f"abricot-local {desc}", unit="req")
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update
+
+
+@register_model(MODEL_NAME)
+class AbricotLM(LM):
+    """lm-eval's ``LM`` over an abricot-local backend (llama.cpp by default)."""
+
+    def __init__(self, model: str | None = None, **kwargs) -> None:
+        super().__init__()
+        self.batch_size_given = kwargs.get("batch_size")  # recorded by lm-eval; no number depends on it
+        self.opened = lm_eval_requests.open_model({"model": model, **kwargs})
+        self.backend = self.opened.backend
+        self._special = False  # prompts rendered by the chat template hold special-token markup
+
+    # -- the three request types -----------------------------------------------------------
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        pairs = [(str(r.args[0]), str(r.args[1])) for r in requests]
+        out = lm_eval_requests.loglikelihood(self.backend, pairs, special=self._special,
+                                    progress=_bar("loglikelihood", disable_tqdm))
+        for pair, res in zip(pairs, out):
+            self.cache_hook.add_partial("loglikelihood", pair, res)
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        texts = [str(r.args[0]) for r in requests]
+        out = lm_eval_requests.loglikelihood_rolling(self.backend, texts, lm_eval_windows, special=self._special,
+                                            progress=_bar("loglikelihood_rolling", disable_tqdm))
+        for text, res in zip(texts, out):
+            self.cache_hook.add_partial("loglikelihood_rolling", (text,), res)
+        return out
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        args = [(str(r.args[0]), dict(r.args[1] or {})) for r in requests]
+        gens = lm_eval_requests.generate(self.backend, args, special=self._special,
+                                progress=_bar("generate_until", disable_tqdm))
+        for (ctx, kw), g in zip(args, gens):
+            self.cache_hook.add_partial("generate_until", (ctx, kw), g.text)
+        return [g.text for g in gens]
+
+    # -- chat templates (--apply_chat_template) --------------------------------------------
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        self._special = True
+        return self.backend.render_chat(chat_history, add_generation_prompt)
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        if not chat_template:
+            return ""
+        if isinstance(chat_template, str):
+            raise UsageError("abricot-local renders the GGUF's own chat template; pass --apply_chat_template "
+                             "without a template name")
+        return self.backend.render_chat([{"role": "user", "content": "{message}"}])
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.opened.provenance["model"]["sha256"] or self.opened.label
+
+    # -- what lm-eval records --------------------------------------------------------------
+    def get_model_info(self) -> dict:
+        """Merged by lm-eval into its results' ``config``."""
+        return {"abricot_local": self.opened.provenance}
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def run_cli(model: str, args: Sequence[str]) -> None:
+    """``lm-eval run --model abricot-local --model_args model=MODEL [args...]`` in this process
+    (so the model is registered); ``args`` go to lm-eval's command line unchanged."""
+    if any(a in ("--model", "-M") or a.startswith("--model=") for a in args):
+        raise UsageError("abricot-local lm-eval sets --model itself; give backend options with --model_args")
+    from lm_eval.__main__ import cli_evaluate
+
+    argv = ["lm-eval", "run", "--model", MODEL_NAME, "--model_args", json.dumps({"model": model}), *args]
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved

@@ -1,0 +1,247 @@
+"""lm-evaluation-harness's three request types over a backend, without importing lm-eval.
+
+``lm_eval_model.py`` (the only module importing lm-eval) wraps these functions in
+lm-eval's ``LM`` class; they take plain strings and return plain numbers, so they
+run on any backend, the fake one included. The rules, recorded in every output
+(:data:`REQUEST_RULES`), make each number a function of its request's own text:
+
+- ``loglikelihood``: requests are grouped by their context; each group is one
+  :class:`~abricot_local.core.Request` (the context, all its continuations, the
+  whitespace belonging to the continuation as lm-eval gives it), scored with one
+  evaluation of the context for all continuations. Its cached prefix is the
+  context up to and including its last blank line (``"\\n\\n"``, lm-eval's
+  description and few-shot delimiter), so task descriptions and few-shot blocks
+  stay in the KV cache between requests while the cuts depend on nothing but
+  the request's text: not on ``--batch_size``, the request order or ``--limit``.
+  An empty context scores the continuation after ``prefix_token`` (BOS).
+- ``loglikelihood_rolling``: lm-eval's own rolling windows
+  (``get_rolling_token_windows`` with ``context_len=1``, ``make_disjoint_window``)
+  of ``n_ctx - 1`` predicted tokens, so that every scored window fits the
+  ``n_ctx`` cells; each window scored exactly over the full vocabulary.
+- ``generate_until``: greedy (the argmax of each checked row), until a stop
+  string (the text is cut before the first one), EOS/EOG, ``max_gen_toks``
+  (default 256) or a full context; the prompt's prefix follows the rule above.
+
+With an exact engine (naive, single, prefix) the numbers are bit-identical
+whatever the grouping; with ``batched`` several contexts share decode calls and
+agree within a measured tolerance (docs/numerics.md#engines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from abricot_local import __version__
+from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, option_specs
+from abricot_local.backends.base import GENERATE, ROLLING, Backend
+from abricot_local.core import Generated, Request, Scored
+from abricot_local.errors import ContextOverflowError, UsageError
+
+PREFIX_DELIMITER = "\n\n"
+DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
+
+REQUEST_RULES = {
+    "version": "lm-eval/v1",
+    "loglikelihood": "one request per distinct context with all its continuations; cached prefix = the context "
+                     "up to and including its last '\\n\\n'; empty context: continuation after prefix_token",
+    "loglikelihood_rolling": "lm-eval get_rolling_token_windows(context_len=1) + make_disjoint_window, "
+                             "n_ctx - 1 predicted tokens per window, after prefix_token",
+    "generate_until": "greedy (argmax of each checked row); stops at an 'until' string (cut before it), EOS/EOG, "
+                      f"max_gen_toks (default {DEFAULT_MAX_GEN_TOKS}) or a full context; prefix rule as loglikelihood",
+}
+
+# model_args the front end takes besides the backend's own options (backend_arg_keys)
+FRONT_KEYS = ("model", "backend", "models", "force", "model_dir")
+IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  # lm-eval's; numbers never depend on them
+
+Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
+Progress = Callable[[int, int], None]  # (done, total) in units of distinct requests
+
+
+def prefix_of(context: str) -> str:
+    """The cached prefix of a request: its text up to and including the last blank line."""
+    k = context.rfind(PREFIX_DELIMITER)
+    return context[: k + len(PREFIX_DELIMITER)] if k >= 0 else ""
+
+
+def label_of(text: str) -> str:
+    return "ctx-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+# -- opening the model, as `run` does ------------------------------------------------------------
+@dataclass(frozen=True)
+class OpenedModel:
+    backend: Backend
+    provenance: dict
+    label: str
+
+
+def backend_arg_keys() -> tuple[str, ...]:
+    """The model_args keys of the backends' options: every registered backend's fields."""
+    return tuple(spec.name for spec, _ in option_specs())
+
+
+def _model_arg(key: str) -> str:
+    return f"model_args {key}"
+
+
+def open_model(args: dict) -> OpenedModel:
+    """Open ``args["model"]`` (any name `run` takes) as `run` does, through
+    :func:`abricot_local.models.ref.resolve_model_ref` and :func:`~abricot_local.models.ref.open_model`:
+    lookup before any download, the registry's n_ctx when none is given, memory and disk
+    checks (the RPC servers' memory included) unless force, the file's checks and SHA-256,
+    then the backend. ``args``: lm-eval's model_args."""
+    from abricot_local.models import ref as modelref
+
+    model = args.get("model")
+    kind = str(args.get("backend") or DEFAULT_BACKEND)
+    keys = backend_arg_keys()
+    unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
+    if unknown:
+        raise UsageError(f"unknown model_args {', '.join(unknown)}; abricot-local takes "
+                         f"{', '.join(FRONT_KEYS + keys)}")
+    if not model:
+        raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
+    values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
+    n_ctx_given = "n_ctx" in values
+    options = backend_options(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
+    force = bool(args.get("force"))
+    dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
+    ref = modelref.resolve_model_ref(str(model), backend=kind, options=options, n_ctx_given=n_ctx_given,
+                                     models_file=args.get("models"), force=force, model_dirs=dirs)
+    options = modelref.as_backend_options(ref.backend, modelref.options_for(ref, options, n_ctx_given))
+    backend = modelref.open_model(ref, options, force=force)
+    try:
+        prov = {
+            "abricot_local": __version__,
+            "python": platform.python_version(),
+            "model": ref.record(),
+            "config": {"model": ref.config_name, "backend": ref.backend, **backend_class(ref.backend).config(options)},
+            **backend.provenance(),
+            "requests": {**REQUEST_RULES, "prefix_token": backend.prefix_token,
+                         "rolling_window_tokens": window_tokens(backend)}
+            if ROLLING in backend.capabilities else dict(REQUEST_RULES),
+        }
+    except BaseException:
+        backend.close()
+        raise
+    return OpenedModel(backend, prov, ref.label)
+
+
+# -- the three request types ---------------------------------------------------------------------
+def window_tokens(backend: Backend) -> int:
+    """Tokens each rolling window predicts at most: n_ctx - 1, the n_ctx asked (llama.cpp may
+    allocate more cells), so that context + predicted tokens fit n_ctx."""
+    return min(backend.options.n_ctx, backend.n_ctx()) - 1
+
+
+def _overflow(err: ContextOverflowError) -> ContextOverflowError:
+    return ContextOverflowError(f"{err} (with lm-eval: --model_args n_ctx=N)")
+
+
+def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special: bool = False,
+                  progress: Progress | None = None) -> list[tuple[float, bool]]:
+    """(log-likelihood, is_greedy) of each (context, continuation), in input order. Contexts
+    are scored in a canonical order (prefix, then text); every prompt is tokenized and
+    checked against n_ctx before anything is decoded."""
+    groups: dict[str, dict[str, None]] = {}
+    for ctx, cont in pairs:
+        groups.setdefault(ctx, {}).setdefault(cont, None)
+    order = sorted(groups, key=lambda c: (prefix_of(c), c))
+    requests = [Request(c, tuple(groups[c]), prefix=prefix_of(c), label=label_of(c), parse_special=special)
+                for c in order if c]
+    try:
+        for r in requests:
+            backend.schedule(r)
+    except ContextOverflowError as err:
+        raise _overflow(err) from None
+    results: dict[tuple[str, str], tuple[float, bool]] = {}
+    done, total = 0, len(groups)
+
+    def keep(ctx: str, conts: Sequence[str], s: Scored) -> None:
+        greedy = s.greedy or (False,) * len(conts)
+        for cont, lp, g in zip(conts, s.logprobs, greedy, strict=True):
+            results[(ctx, cont)] = (lp, bool(g))
+
+    if "" in groups:  # no context: the continuation after the prefix token, as lm-eval's models do
+        conts = tuple(groups[""])
+        toks = [backend.tokenize(c, special=special, bos=False) for c in conts]
+        keep("", conts, backend.score_tokens([backend.prefix_token], toks, label=label_of("")))
+        done += 1
+        if progress:
+            progress(done, total)
+    size = max(1, backend.batch_size())
+    for k in range(0, len(requests), size):
+        chunk = requests[k : k + size]
+        for r, s in zip(chunk, backend.score_many(chunk), strict=True):
+            keep(r.context, r.continuations, s)
+        done += len(chunk)
+        if progress:
+            progress(done, total)
+    return [results[p] for p in pairs]
+
+
+def loglikelihood_rolling(backend: Backend, texts: Sequence[str], windows: Windows, *, special: bool = False,
+                          progress: Progress | None = None) -> list[float]:
+    """The log-likelihood of each whole text: the sum over its rolling windows (``windows``:
+    lm-eval's, given (tokens, prefix token, max_seq_len)), each scored exactly."""
+    if ROLLING not in backend.capabilities:
+        raise UsageError("this backend cannot score token windows (loglikelihood_rolling)")
+    max_seq_len = window_tokens(backend)
+    done: dict[str, float] = {}
+    for text in texts:
+        if text not in done:
+            total = 0.0
+            tokens = backend.tokenize(text, special=special, bos=False)
+            for k, (ctx, pred) in enumerate(windows(tokens, backend.prefix_token, max_seq_len)):
+                total += backend.score_tokens(ctx, [pred], label=f"{label_of(text)}/w{k}").logprobs[0]
+            done[text] = total
+            if progress:
+                progress(len(done), len(set(texts)))
+    return [done[t] for t in texts]
+
+
+@dataclass(frozen=True)
+class GenSpec:
+    until: tuple[str, ...]
+    max_tokens: int
+
+
+def gen_spec(kwargs: dict | None, default_max: int = DEFAULT_MAX_GEN_TOKS) -> GenSpec:
+    """lm-eval's generation kwargs as abricot-local runs them: greedy only."""
+    kw = dict(kwargs or {})
+    if kw.get("do_sample"):
+        raise UsageError("abricot-local generates greedily only, and this task asks do_sample=True; "
+                         "override it with --gen_kwargs do_sample=False")
+    until = kw.get("until") or ()
+    until = (until,) if isinstance(until, str) else tuple(str(u) for u in until)
+    max_tokens = kw.get("max_gen_toks", default_max)
+    if not isinstance(max_tokens, int) or max_tokens < 0:
+        raise UsageError(f"max_gen_toks must be a non-negative integer, got {max_tokens!r}")
+    return GenSpec(until, max_tokens)
+
+
+def generate(backend: Backend, requests: Sequence[tuple[str, dict]], *, special: bool = False,
+             progress: Progress | None = None) -> list[Generated]:
+    """Greedy generations for (context, gen_kwargs) requests, in input order; identical
+    requests are generated once, in a canonical order, after every prompt is checked."""
+    if GENERATE not in backend.capabilities:
+        raise UsageError("this backend cannot generate (generate_until)")
+    keys = [(ctx, gen_spec(kw)) for ctx, kw in requests]
+    n_ctx = backend.n_ctx()
+    for ctx in {c for c, _ in keys}:
+        n = len(backend.tokenize(ctx, special=special))
+        if n >= n_ctx:
+            raise ContextOverflowError(f"item {label_of(ctx)}: the prompt is {n} tokens but the context window holds "
+                                       f"{n_ctx}: no room to generate; raise n_ctx (--model_args n_ctx=N)")
+    out: dict[tuple[str, GenSpec], Generated] = {}
+    unique = sorted(set(keys), key=lambda k: (prefix_of(k[0]), k[0], k[1].until, k[1].max_tokens))
+    for ctx, spec in unique:
+        out[(ctx, spec)] = backend.generate(ctx, spec.until, spec.max_tokens, prefix=prefix_of(ctx),
+                                            label=label_of(ctx), parse_special=special)
+        if progress:
+            progress(len(out), len(unique))
+    return [out[k] for k in keys]

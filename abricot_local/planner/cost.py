@@ -1,0 +1,299 @@
+"""What a run costs before it runs: the work its engine will do, the model facts that scale a
+speed from one model to another, and the seconds the work takes at a speed.
+
+**Work** (:class:`Work`): tokens decoded, decode calls, output rows (each a log-softmax over
+the vocabulary) and the sum of the decoded tokens' positions (attention grows with them).
+It is counted by running the run's own engine, in the runner's order and chunks
+(``runner.score_items``), over a session that decodes nothing (:func:`count_work`): shared
+prefixes are counted as that engine keeps them, the batched engine's groups as it makes
+them. The schedules come from the model's own tokenizer when its file is here (exact), else
+from :func:`text_tokenizer`, which cuts the text every ``chars_per_token`` characters
+(chars_per_token.py: measured per tokenizer family): an estimate, labelled as one.
+
+**Time** (:meth:`Speed.seconds`): ``tokens x per_token + positions x per_position + calls x
+per_call + rows x per_row`` (plus the load). A :class:`Speed` comes from a calibration of
+this model on this machine, or is scaled from another model's (calibration.py) by
+:class:`ModelFacts`: per token by the parameters each token goes through (2 FLOPs each;
+the embedding lookup and the output head excluded) and attention's width times the
+position (4 FLOPs per head dimension, layer and earlier token); per row by width x
+vocabulary (the output head, then the log-softmax); the load by the file's size; per call
+as measured (the overhead of a call: graph, threads).
+
+FLOPs alone overshoot: a narrow model runs its FLOPs slower than a wide one (small matrices,
+the memory-bound work of norms and attention), so a 270M model's FLOP rate applied to a 7B
+predicted 1.9x the time bench/scale.py measured. The rate is therefore also scaled by
+:data:`WIDTH_EFFICIENCY`, the FLOP rate against the embedding width that bench/scale.py
+measured (the one source of the figures; ``tests/test_dry_run.py`` holds the scaled
+predictions to its measured times within :data:`SCALED_ERROR`). A scaled speed carries that
+error bar and says how it was made (``Speed.how``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from abricot_local.backends.engines import Engine, engine_class
+from abricot_local.backends.session import Row
+from abricot_local.tasks.base import Item
+
+
+# -- work ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Work:
+    """What an engine does to score some items."""
+
+    items: int
+    tokens: int = 0
+    calls: int = 0
+    rows: int = 0
+    positions: int = 0  # sum over decoded tokens of their position
+    exact: bool = True  # counted with the model's own tokenizer (else estimated from the text)
+    basis: str = ""  # how the tokens were counted, in words
+
+
+class _NoCache:
+    """A session for counting: the engine's calls are counted before they reach it; its cache
+    always rewinds."""
+
+    def __init__(self, n_batch: int, n_ctx: int):
+        self.n_batch, self._n_ctx = min(n_batch, n_ctx), n_ctx
+
+    def decode(self, entries):  # pragma: no cover - the counting engine never calls it
+        raise NotImplementedError
+
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
+        return True
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def n_ctx(self) -> int:
+        return self._n_ctx
+
+
+def counting_engine(options) -> Engine:
+    """``options.engine``'s own class, its decode calls counted instead of made (rows of zeros)."""
+    base = engine_class(options.engine)
+
+    class Counting(base):
+        rows = positions = 0
+
+        def decode_call(self, entries, label, targets=None):
+            self.counters.decode_calls += 1
+            self.counters.tokens += len(entries)
+            self.positions += sum(e[1] for e in entries)
+            out = []
+            for seq, pos, _tok, want in entries:
+                self.rows += want
+                out.append(Row(0, dict.fromkeys(targets.get((seq, pos), ()) if targets else (), 0.0)) if want else None)
+            return out
+
+    return Counting(_NoCache(options.n_batch, options.n_ctx), options)
+
+
+def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str) -> Work:
+    """The work of scoring ``items`` with ``options`` (engine, n_batch, n_ctx, parallel), each
+    request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run."""
+    from abricot_local.evaluation.runner import score_items
+
+    engine = counting_engine(options)
+
+    class Feed:  # what score_items asks of a backend
+        def batch_size(self) -> int:
+            return engine.parallel
+
+        def score_many(self, requests):
+            return engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
+
+    for _ in score_items(items, Feed()):
+        pass
+    c = engine.counters
+    return Work(len(items), c.tokens, c.decode_calls, engine.rows, engine.positions, exact, basis)
+
+
+def text_tokenizer(chars_per_token: float) -> Callable[[str], list[int]]:
+    """A stand-in tokenizer: BOS, then the text cut every ``chars_per_token`` characters from
+    its start. Cuts depend on the position alone, so a text and any text it begins share
+    their tokens up to the last whole piece, as the schedule needs."""
+    step = max(float(chars_per_token), 1.0)
+
+    def tokenize(text: str) -> list[int]:
+        a = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        if not len(a):
+            return [0]
+        starts = np.unique(np.floor(np.arange(math.ceil(len(a) / step)) * step).astype(np.int64))
+        total = np.add.reduceat(a, starts)
+        weighted = np.add.reduceat(a * np.arange(len(a)), starts) - total * starts  # order within the piece
+        lengths = np.diff(np.append(starts, len(a)))
+        return [0, *((total * 1_000_003 + weighted * 7 + lengths) % 2_147_483_647 + 1).tolist()]
+
+    return tokenize
+
+
+# -- model facts ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelFacts:
+    """What scales a speed from one model to another."""
+
+    params: float  # parameters each decoded token goes through (no embedding lookup, no output head)
+    attention: float  # layers x heads x head size: per earlier token, 4 FLOPs each
+    width: float  # embedding length: with the vocabulary, an output row's cost
+    n_vocab: int
+    bytes: int  # the file(s): read to load
+    basis: str  # where they come from: "its GGUF header", "its registry entry (7B, 4.37 GB)", ...
+    total_params: float = 0.0  # every parameter, as a model card counts them
+
+    def flops(self, position: float) -> float:
+        return 2 * self.params + 4 * self.attention * position
+
+
+def gguf_facts(path: Path) -> ModelFacts | None:
+    """The facts of a GGUF on this machine, from its header (nothing else is read); None when
+    the header gives none."""
+    from abricot_local.gguf.file import headers
+
+    infos = headers(Path(path))
+    if not infos:
+        return None
+    meta = infos[0].metadata
+    arch = str(meta.get("general.architecture") or "llama")
+    sizes = {t.name: math.prod(t.shape) for info in infos for t in info.tensors}
+    total = sum(sizes.values())
+    embd = sizes.get("token_embd.weight", 0)
+    width, layers = _num(meta.get(f"{arch}.embedding_length")), _num(meta.get(f"{arch}.block_count"))
+    per_layer = meta.get(f"{arch}.attention.head_count")
+    heads = sum(per_layer) if isinstance(per_layer, (list, tuple)) else _num(per_layer) * layers
+    head_size = _num(meta.get(f"{arch}.attention.key_length")) or (width * layers / heads if heads else 0.0)
+    return ModelFacts(params=total - embd - sizes.get("output.weight", 0), attention=heads * head_size, width=width,
+                      n_vocab=int(embd // width) if width else 0, bytes=sum(i.file_size for i in infos),
+                      basis="its GGUF header", total_params=total)
+
+
+def _num(value) -> float:
+    """A header number (a per-layer array: its first value)."""
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else 0
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def parse_params(text: str) -> float | None:
+    """"7B" -> 7e9, "270M" -> 2.7e8, "0.5B" -> 5e8 (a registry entry's ``params`` or a model's name)."""
+    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([KMBT])(?![a-zA-Z])", text or "", re.I)
+    return float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2).upper()] if m else None
+
+
+TYPICAL_VOCAB = 50257  # the median vocabulary of the tokenizers chars_per_token.py measured (32000 to 262144)
+
+
+def estimated_facts(params: float, size: int | None, n_vocab: int | None, basis: str) -> ModelFacts:
+    """Facts of a model known only by its parameter count (and file size, vocabulary): width
+    from a fit over the shapes of Llama 3.2 1B and 3B, Mistral 7B and Llama 3.1 8B (2048 at
+    1.24B, about 4100 at 7B; no less than 576), attention as a transformer's 12 x layers x
+    width^2 parameters give it; the embedding lookup taken off (with :data:`TYPICAL_VOCAB`
+    when the vocabulary is not known)."""
+    width = max(576.0, 2048 * (params / 1.24e9) ** 0.4)
+    body = params - (n_vocab or TYPICAL_VOCAB) * width
+    return ModelFacts(params=max(body, params / 2), attention=params / (12 * width), width=width,
+                      n_vocab=n_vocab or 0, bytes=size or int(params * 0.6), basis=basis, total_params=params)
+
+
+# -- speed and time ------------------------------------------------------------------------
+CALIBRATED, SCALED = "calibrated", "scaled"
+
+# The FLOP rate of a prompt against the model's embedding width, relative to a 4096-wide model:
+# prompt tokens/s x FLOPs per token (2 x body parameters + attention at the mean position) of the
+# rows of bench/README.md's scale table (bench/scale.py --sample 12 --threads 2, portable build,
+# 2 cores of an AMD EPYC, 2026-12-01): SmolLM2-135M (576 wide) 67, Gemma 3 270M (640) 106,
+# Llama-3.2-1B shape (2048) 209, 3B shape (3072) 210, Mistral-7B shape (4096) 214 GFLOP/s.
+# Between two widths: interpolated in log(width); beyond them: the end values.
+WIDTH_EFFICIENCY = ((576, 0.31), (640, 0.497), (2048, 0.979), (3072, 0.984), (4096, 1.0))
+SCALED_ERROR = 0.25  # a scaled prediction's error bar: bench/scale.py's 1B-7B shapes fall within it from Gemma's
+WIDTH_SOURCE = "the FLOP rate by width bench/scale.py measured on a 2-core AMD EPYC"
+
+
+def width_efficiency(width: float) -> float:
+    """:data:`WIDTH_EFFICIENCY` at ``width`` (log-linear between the measured widths)."""
+    points = WIDTH_EFFICIENCY
+    if width <= points[0][0]:
+        return points[0][1]
+    for (w0, e0), (w1, e1) in zip(points, points[1:]):
+        if width <= w1:
+            f = math.log(width / w0) / math.log(w1 / w0)
+            return e0 + f * (e1 - e0)
+    return points[-1][1]
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Seconds per unit of work for one model with one set of settings on this machine."""
+
+    per_token: float
+    per_position: float
+    per_call: float
+    per_row: float
+    load: float
+    source: str  # CALIBRATED (this model) or SCALED (from ``reference``)
+    reference: str  # the calibrated model's label
+    measured: str  # when that calibration ran (UTC)
+    error: float = 0.0  # relative error bar of a prediction at this speed (SCALED_ERROR when scaled)
+    how: str = ""  # how a scaled speed was made, in words
+
+    def seconds(self, work: Work) -> float:
+        """Scoring time of ``work`` (the load not included)."""
+        return (work.tokens * self.per_token + work.positions * self.per_position + work.calls * self.per_call
+                + work.rows * self.per_row)
+
+    def prompt_rate(self, tokens: int = 512) -> float:
+        """Tokens per second of a ``tokens``-token prompt from position 0, in one call."""
+        return tokens / self.seconds(Work(1, tokens, 1, 1, tokens * (tokens - 1) // 2))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A calibration's measurements (calibration.py): seconds per token of a prompt of
+    ``prompt_tokens`` tokens from position 0, per decode call, per output row, and to load."""
+
+    token_s: float
+    prompt_tokens: int
+    call_s: float
+    row_s: float
+    load_s: float
+
+
+def speed_from(measured: Measured, ref: ModelFacts | None, target: ModelFacts | None, *, same: bool,
+               reference: str, when: str) -> Speed:
+    """The speed of ``target`` from a calibration ``measured`` on a model with facts ``ref``:
+    the FLOP rate the calibration's prompt ran at, times the target's width efficiency over the
+    reference's (:func:`width_efficiency`), applied to the target's work per token; calls, rows
+    and the load scaled as the module's text says. ``same``: the calibrated model."""
+    if ref is None or target is None:  # no facts (a synthetic model): as measured
+        return Speed(measured.token_s, 0.0, measured.call_s, measured.row_s, measured.load_s,
+                     CALIBRATED if same else SCALED, reference, when, 0.0 if same else SCALED_ERROR,
+                     "" if same else "as measured (no facts to scale by)")
+    efficiency = 1.0 if same or not (ref.width and target.width) else \
+        width_efficiency(target.width) / width_efficiency(ref.width)
+    rate = ref.flops((measured.prompt_tokens - 1) / 2) / measured.token_s * efficiency  # FLOP/s
+    head = (target.width * target.n_vocab) / (ref.width * ref.n_vocab) if ref.width * ref.n_vocab and \
+        target.width * target.n_vocab else 1.0
+    size = target.bytes / ref.bytes if ref.bytes else 1.0
+    how = "" if same else (f"FLOPs per token x {target.flops(0) / ref.flops(0):.3g}, FLOP rate x {efficiency:.2f} for its "
+                           f"width {target.width:.0f} ({WIDTH_SOURCE}), output rows x {head:.2g}")
+    return Speed(2 * target.params / rate, 4 * target.attention / rate, measured.call_s, measured.row_s * head,
+                 measured.load_s * size, CALIBRATED if same else SCALED, reference, when,
+                 0.0 if same else SCALED_ERROR, how)
+
+
+def with_items(work: Work, items: int) -> Work:
+    """``work`` for ``items`` items of the same kind, in proportion (alternatives to a run)."""
+    f = items / work.items if work.items else 0.0
+    return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
+                   rows=round(work.rows * f), positions=round(work.positions * f))

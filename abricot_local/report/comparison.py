@@ -1,0 +1,194 @@
+"""A :class:`compare.Comparison` as text: an aligned table, markdown, CSV or JSON (pure
+functions returning strings; nothing is printed)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+import pandas as pd
+
+from abricot_local.analysis.compare import Comparison
+from abricot_local.errors import UsageError
+from abricot_local.report.texttable import fit, grid, wrap
+
+FORMATS = ("table", "markdown", "csv", "json")
+WIDTH = 72  # a long setting (system_info) is cut in the text tables (a SHA-256 is whole); JSON keeps it whole
+
+
+def _num(v, digits: int = 4) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.2e}"
+
+
+def _signed(v) -> str:
+    return _num(v) if v != v else ("+" if v > 0 else "") + _num(v)
+
+
+def _value(v) -> str:
+    if v is None:
+        return "(not recorded)"
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+
+
+def _pair(a: str, b: str) -> str:
+    return f"{a} vs {b}"
+
+
+def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
+    """The sections of the text report: (title, table)."""
+    many = len(c.runs) > 2
+    out = [("Runs", pd.DataFrame([{"run": r.label, "folder": r.path} for r in c.runs]))]
+    out.append(("Items matched on id and scored context (SHA-256)", pd.DataFrame([{
+        "task": m.task, "items per run": " / ".join(map(str, m.n)), "common": m.n_common,
+        "same id, other context": m.n_context_differs} for m in c.matches])))
+    diffs = []
+    for v in c.verdicts:
+        mine = [d for d in c.differs if (d.a, d.b) == (v.a, v.b)]
+        diffs += [{"pair": _pair(d.a, d.b), "setting": d.key, "a": _value(d.value_a), "b": _value(d.value_b)}
+                  for d in mine] or [{"pair": _pair(v.a, v.b), "setting": "(none)", "a": "", "b": ""}]
+    out.append(("Recorded settings that differ", pd.DataFrame(diffs, columns=["pair", "setting", "a", "b"])))
+    rows = []
+    for m in c.metrics:
+        row = {"pair": _pair(m.a, m.b), "task": m.task, "metric": m.metric, "n": m.n, "a": _num(m.value_a),
+               "b": _num(m.value_b), "a - b [95% CI]": f"{_signed(m.diff)} [{_signed(m.ci[0])}, {_signed(m.ci[1])}]",
+               "test": m.test, "p": _num(m.p, 3)}
+        if many:
+            row["p (Holm)"] = _num(m.p_holm, 3)
+        row["detectable"] = _num(m.mdd, 3) if m.mdd is not None else ""
+        row["note"] = m.note
+        rows.append(row)
+    out.append(("Paired differences (bootstrap over the common items; detectable: the smallest accuracy "
+                "difference these items detect, 80% power, 5% two-sided)", pd.DataFrame(rows)))
+    agree = [{"pair": _pair(g.a, g.b), "task": g.task, "n": g.n, "same prediction": _num(g.same_pred, 3),
+              "max |delta log-prob|": _num(g.max_abs_delta), "mean |delta log-prob|": _num(g.mean_abs_delta),
+              "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"} for g in c.agreements]
+    out.append(("Predictions and log-probs over the common items (KL(a || b) between the choice distributions)",
+                pd.DataFrame(agree)))
+    if c.groups:
+        out.append((f"Runs not distinguishable from the best (Holm-adjusted p >= {c.alpha:g})", pd.DataFrame([
+            {"task": g.task, "metric": g.metric, "best": g.best, "group": ", ".join(g.members)} for g in c.groups])))
+    out.append(("Power: the smallest accuracy difference these items can detect (80% power, 5% two-sided): the "
+                "detectable of the paired differences", pd.DataFrame([
+                    {"pair": _pair(p.a, p.b), "task": p.task, "metric": p.metric, "n": p.n,
+                     "detectable": _num(p.detectable, 3)} for p in c.power])))
+    return out
+
+
+def _footer(c: Comparison) -> list[str]:
+    lines = [f"note: {n}" for n in c.notes]
+    lines.append(f"bootstrap: {c.n_boot} resamples of the common items, seed {c.seed}; "
+                 f"numerically close: every |delta log-prob| <= {c.tolerance:g} nats")
+    return lines
+
+
+def power_lines(c: Comparison) -> list[str]:
+    """Per pair and task, in words, the detectable difference of the paired differences table:
+    the same number, in the same unit (a difference of accuracy, 0 to 1)."""
+    many = len(c.runs) > 2
+    return [f"{p.task} {p.metric}{' (' + _pair(p.a, p.b) + ')' if many else ''}: {p.n} common items detect only "
+            f"differences of {_num(p.detectable, 3)} or more" if p.detectable < 1 else
+            f"{p.task} {p.metric}{' (' + _pair(p.a, p.b) + ')' if many else ''}: {p.n} common items are too few to "
+            "detect any difference" for p in c.power]
+
+
+def verdict_text(c: Comparison) -> str:
+    """The verdict lines under a heading naming the command that shows the details."""
+    folders = " ".join(r.path for r in c.runs)
+    head = wrap(f"Pairwise verdicts (details: abricot-local compare {folders})", indent="  ")
+    return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
+
+
+def _text_section(title: str, df: pd.DataFrame) -> str:
+    """A section as aligned text within 120 columns: a table with a ``pair`` column becomes one
+    table per pair under the pair's name."""
+    if not len(df):
+        return f"{wrap(title)}\n\nnone"
+    wraps = ("setting", "a", "b", "note", "group", "best", "run")
+    if "pair" not in df.columns:
+        return f"{wrap(title)}\n\n{fit(df, keys=1, wrap_cols=wraps, fold_last=('folder',))[0]}"
+    parts = [wrap(title)]
+    for pair, rows in df.groupby("pair", sort=False):
+        empty = [c for c in ("note", "detectable") if c in rows.columns and not any(map(str, rows[c]))]
+        rows = rows.drop(columns=["pair", *empty])
+        keys = 2 if {"task", "metric"} <= set(rows.columns) else 1
+        parts.append(f"{wrap(pair)}:\n{fit(rows, keys=keys, wrap_cols=wraps)[0]}")
+    return "\n\n".join(parts)
+
+
+def to_json(c: Comparison) -> dict:
+    """The whole comparison as plain data."""
+    def clean(v):
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return clean({
+        "schema_version": 1,
+        "runs": [{"label": r.label, "folder": r.path} for r in c.runs],
+        "matches": [asdict(m) for m in c.matches],
+        "settings_differ": [asdict(d) for d in c.differs],
+        "metrics": [{**asdict(m), "detail": dict(m.detail)} for m in c.metrics],
+        "agreement": [asdict(g) for g in c.agreements],
+        "best_groups": [asdict(g) for g in c.groups],
+        "power": [asdict(p) for p in c.power],
+        "verdicts": [{**asdict(v), "line": v.line} for v in c.verdicts],
+        "notes": list(c.notes),
+        "tolerance_nats": c.tolerance, "alpha": c.alpha,
+        "bootstrap": {"seed": c.seed, "n_boot": c.n_boot, "level": 0.95},
+    })
+
+
+def csv_frame(c: Comparison) -> pd.DataFrame:
+    """One tidy table: a row per pair, task and metric, with the pair's agreement on the
+    task and its verdict."""
+    agree = {(g.a, g.b, g.task): g for g in c.agreements}
+    verdicts = {(v.a, v.b): v for v in c.verdicts}
+    rows = []
+    for m in c.metrics:
+        g, v = agree.get((m.a, m.b, m.task)), verdicts[(m.a, m.b)]
+        rows.append({"a": m.a, "b": m.b, "task": m.task, "metric": m.metric, "stat": m.stat, "n": m.n,
+                     "value_a": m.value_a, "value_b": m.value_b, "diff": m.diff, "ci_lo": m.ci[0], "ci_hi": m.ci[1],
+                     "test": m.test, "statistic": m.statistic, "p": m.p, "p_holm": m.p_holm, "detectable": m.mdd,
+                     "same_pred": g.same_pred if g else None, "max_abs_delta": g.max_abs_delta if g else None,
+                     "mean_abs_delta": g.mean_abs_delta if g else None, "mean_kl": g.mean_kl if g else None,
+                     "verdict": v.kind, "note": m.note})
+    return pd.DataFrame(rows)
+
+
+def render(c: Comparison, fmt: str = "table") -> str:
+    """The comparison as ``table`` (aligned), ``markdown``, ``csv`` or ``json``; the text
+    forms end with one verdict line per pair."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if fmt == "json":
+        return json.dumps(to_json(c), indent=2, ensure_ascii=False)
+    if fmt == "csv":
+        return csv_frame(c).to_csv(index=False).rstrip("\n")
+    md = fmt == "markdown"
+    bullet = "- " if md else ""
+    parts = []
+    for title, df in frames(c):
+        if title.startswith("Power"):  # in words
+            title, lines = "Power: the smallest accuracy difference these items detect (80% power, 5% two-sided)", \
+                power_lines(c)
+            parts.append(("### " if md else "") + f"{wrap(title)}\n\n" + "\n".join(bullet + wrap(x, indent="  ")
+                                                                           for x in lines))
+        elif md:
+            parts.append(f"### {title}\n\n" + (grid(df.fillna(""), True) if len(df) else "none"))
+        else:
+            parts.append(_text_section(title, df.fillna("")))
+    parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
+    head = "### Verdict" if md else "Verdict"
+    parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))
+    return "\n\n".join(parts)

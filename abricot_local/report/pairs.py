@@ -1,0 +1,97 @@
+"""The pairwise view of a report (the HTML page's matrices and the leaderboard's best groups):
+for each task, compare.py over the report's runs that scored it.
+
+Per task, every pair of those runs gets the task's verdict and the comparison it rests on
+(the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p);
+per metric, the runs not distinguishable from the best; per pair of runs, the recorded
+settings that differ. Plain data (a dict of lists); pure: nothing is printed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from itertools import combinations
+from typing import Any, Mapping, Sequence
+
+from abricot_local.analysis import compare as cmp
+from abricot_local.analysis import stats
+from abricot_local.record import Sample
+from abricot_local.analysis.runs import Report
+
+LONGEST = 160  # a setting's value longer than this is cut on the page (compare --format json has it whole)
+
+
+def _short(v: Any) -> str:
+    if v is None:
+        return "(not recorded)"
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= LONGEST else text[: LONGEST - 3] + "..."
+
+
+def _cell(v: cmp.Verdict, m: cmp.MetricComparison | None, index: Mapping[str, int]) -> dict:
+    cell = {"a": index[v.a], "b": index[v.b], "kind": v.kind, "line": v.line}
+    if m is not None:
+        cell.update(metric=m.metric, test=m.test, n=m.n, valueA=m.value_a, valueB=m.value_b, diff=m.diff,
+                    ci=list(m.ci), p=m.p_holm, adjusted=m.p_holm != m.p)
+    return cell
+
+
+def clusters(views: Sequence[cmp.RunView], task: str) -> list[list[int]]:
+    """The runs (indices into ``views``) in groups that share items on ``task`` (same id and
+    scored context, common to the whole group): each run joins the first group it keeps
+    non-empty, else starts one. A chat-wrapped run and a plain one land in different groups."""
+    groups: list[tuple[list[int], set]] = []
+    for k, v in enumerate(views):
+        keys = {cmp.item_key(s) for s in v.task(task).samples}
+        for members, common in groups:
+            if common & keys:
+                members.append(k)
+                common &= keys
+                break
+        else:
+            groups.append(([k], keys))
+    return [members for members, _ in groups]
+
+
+def pairwise(report: Report, samples: Mapping[tuple[int, str], Sequence[Sample]], *,
+             alpha: float = stats.ALPHA, tolerance: float = cmp.TOLERANCE) -> dict:
+    """The pairwise view of ``report``; ``samples``: (run index, task) -> the run's samples.
+
+    Per task, the runs that scored it are compared in groups sharing items (:func:`clusters`);
+    a pair across two groups has no cell, and a note says which runs share nothing."""
+    views = [cmp.view_of_run(r, {t: samples[(k, t)] for t in r.tasks}) for k, r in enumerate(report.runs)]
+    index = {v.label: k for k, v in enumerate(views)}
+    tasks, best, notes = [], {}, []
+    for task in dict.fromkeys(t for r in report.runs for t in r.tasks):
+        members = [k for k, r in enumerate(report.runs) if task in r.tasks]
+        if len(members) < 2:
+            continue
+        entry = {"task": task, "runs": members, "n": [], "metric": "", "cells": [], "notes": []}
+        groups = clusters([replace(views[k], tasks=(views[k].task(task),)) for k in members], task)
+        if len(groups) > 1:
+            notes.append(f"{task}: the runs do not all share items, so no best group is marked for it")
+        for group in groups:
+            runs = [members[g] for g in group]
+            if len(runs) < 2:
+                entry["notes"].append(f"{views[runs[0]].label} shares no item (same id and scored context) "
+                                      "with the other runs")
+                continue
+            c = cmp.compare([replace(views[k], tasks=(views[k].task(task),)) for k in runs],
+                            tolerance=tolerance, alpha=alpha)
+            primary = dict(c.primary)
+            entry["metric"] = entry["metric"] or primary.get(task, "")
+            entry["n"].append(c.matches[0].n_common)
+            entry["cells"] += [_cell(v, cmp.deciding(v.a, v.b, task, c.metrics, primary), index) for v in c.verdicts]
+            entry["notes"] += c.notes
+            for g in cmp.best_groups([r.label for r in c.runs], c.metrics, alpha) if len(groups) == 1 else ():
+                best[f"{g.task}.{g.metric}"] = {"best": index[g.best], "members": [index[x] for x in g.members]}
+        if entry["cells"]:
+            tasks.append(entry)
+        else:
+            notes.append(f"{task}: no two runs share an item (same id and scored context)")
+    settings = [{"a": i, "b": j, "differs": [[d.key, _short(d.value_a), _short(d.value_b)]
+                                             for d in cmp.differing_settings(views[i], views[j])]}
+                for i, j in combinations(range(len(views)), 2)]
+    return {"alpha": alpha, "tolerance": tolerance, "tasks": tasks, "best": best, "settings": settings,
+            "notes": list(dict.fromkeys(notes))}

@@ -1,0 +1,274 @@
+"""Figures of a report (PNG, Agg canvas; no pyplot, no display, no global state).
+
+matplotlib is an optional dependency (the ``plot`` extra) and is imported
+only inside these functions, so ``import abricot_local`` never needs it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from abricot_local.report.safe import visible
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.report.tables import Report, Run, load_samples, metric_keys, quant_of
+from abricot_local.tasks.base import Figure
+
+JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
+JITTER_SEED = 0
+DPI = 110
+
+
+def _new_figure(width: float, height: float):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError('--plot needs matplotlib: pip install "abricot-local[plot]"') from None
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight")
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _ci_text(value, ci) -> str:
+    if value is None:
+        return "n/a"
+    if value != value:
+        return "nan"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def run_slugs(runs) -> list[str]:
+    """A distinct file-name stem per run: its label (with the quant when the label lacks it)."""
+    out: list[str] = []
+    for run in runs:
+        label = run.label if _names_quant(run) else f"{run.label}-{run.quant}"
+        slug = _slug(label, "run")
+        stem, k = slug, 2
+        while slug in out:
+            slug, k = f"{stem}-{k}", k + 1
+        out.append(slug)
+    return out
+
+
+def _slug(text: str, empty: str = "x") -> str:
+    """``text`` as a file name's part: letters, digits, ``._-`` (100 at most)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text[:400]).strip("._-")[:100] or empty
+
+
+def file_stems(names) -> list[str]:
+    """A distinct file-name stem per name (a task or metric name from a record: a ``/``, ``..``
+    or a control character never reaches the path)."""
+    out: list[str] = []
+    for name in names:
+        stem = base = _slug(name)
+        k = 2
+        while stem in out:
+            stem, k = f"{base}-{k}", k + 1
+        out.append(stem)
+    return out
+
+
+def _names_quant(run: Run) -> bool:
+    """Whether the run's label already says its quant (or there is none to say)."""
+    return not run.quant or bool(quant_of(run.label))
+
+
+def _title(run: Run) -> str:
+    return visible(run.label if _names_quant(run) else f"{run.label} ({run.quant})")[:200]
+
+
+def _field(sample, name: str, run: Run, task: str) -> float:
+    """A sample's numeric field a figure plots (e.g. ABRICOT's human_mean), or an error naming it."""
+    value = sample.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ResultsError(f"{run.path} {task} item {sample.id}: {name} is {value!r}, not a number to plot")
+    return value
+
+
+def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> tuple[Path, list[str]]:
+    """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item
+    (an item whose field is NaN or infinite is left out, and counted in the notes returned)."""
+    samples = load_samples(run, task)
+    human = np.array([_field(s, figure.x, run, task) for s in samples], dtype=float)
+    pred = np.array([s.pred + 1 for s in samples], dtype=float)
+    jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
+    keep = np.isfinite(human)
+    notes = [] if keep.all() else [f"{path.name}: {int((~keep).sum())} item(s) with a non-finite {figure.x} "
+                                   "not drawn"]
+    human, pred, jitter = human[keep], pred[keep], jitter[keep]
+    m = {x.name: x for x in run.metrics if x.task == task}
+    cont, main = m.get(figure.metric), m.get(primary)
+    n_choices = max((len(s.logprobs) for s in samples), default=5)
+    fig = _new_figure(6.0, 4.6)
+    ax = fig.add_subplot()
+    ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
+    ax.set_ylim(0.5, n_choices + 0.5)
+    ax.set_yticks(list(range(1, n_choices + 1)))
+    ax.set_xlabel(figure.x_label or figure.x)
+    ax.set_ylabel(f"model's choice (1-{n_choices}, jittered)")
+    ax.grid(alpha=0.3)
+    lines = [f"{_title(run)} - {task} (n={len(samples)})",
+             f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}"]
+    if main is not None and primary != figure.metric:
+        lines.append(f"{primary} (the task's main metric): {_ci_text(main.value, main.ci)}")
+    if notes:
+        lines.append(f"{int((~keep).sum())} item(s) not drawn: {figure.x} is not finite")
+    ax.set_title("\n".join(lines), fontsize=9, loc="left")
+    return _save(fig, path), notes
+
+
+def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> tuple[Path, list[str]]:
+    """Gold (rows) against prediction (columns) over the choices (their answer labels), as counts."""
+    samples = load_samples(run, task)
+    conts = max((s.continuations or () for s in samples), key=len, default=())
+    k = max((len(s.logprobs) for s in samples), default=len(conts))
+    counts = np.zeros((k, k), dtype=int)
+    for s in samples:
+        if not (0 <= s.gold < k and 0 <= s.pred < k):
+            raise ResultsError(f"{run.path} {task} item {s.id}: gold {s.gold} or pred {s.pred} is not one of "
+                               f"its {k} choices")
+        counts[s.gold, s.pred] += 1
+    fig = _new_figure(5.2, 4.6)
+    ax = fig.add_subplot()
+    im = ax.imshow(counts, cmap="Blues")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ticks = [c.strip() for c in conts] if len(conts) == k else [str(i + 1) for i in range(k)]
+    ax.set_xticks(range(k), ticks)
+    ax.set_yticks(range(k), ticks)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    top = counts.max() or 1
+    for g in range(k):
+        for p in range(k):
+            ax.text(p, g, str(counts[g, p]), ha="center", va="center", fontsize=9,
+                    color="white" if counts[g, p] > top / 2 else "black")
+    name = figure.metric if figure and figure.metric else "accuracy"
+    acc = next((x for x in run.metrics if x.task == task and x.name == name), None)
+    ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\n{name} {_ci_text(acc and acc.value, acc and acc.ci)}",
+                 fontsize=9, loc="left")
+    return _save(fig, path), []
+
+
+def _finite(v) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, list[str]]:
+    """One bar per run with its 95% CI as whiskers; published values as dashed lines. What cannot
+    be drawn (a NaN or infinite value or bound) is left out and named, on the figure and in
+    the notes returned; a CI that does not contain its value is drawn as recorded, and named."""
+    task, name = key.split(".", 1)
+    labels, values, whiskers, notes = [], [], [], []
+    for run, slug in zip(report.runs, slugs):
+        m = next((x for x in run.metrics if x.key == key), None)
+        if m is None:
+            continue
+        labels.append(slug)
+        values.append(m.value if _finite(m.value) else None)
+        if not _finite(m.value):
+            notes.append(f"{_title(run)}: the value is {m.value}, no bar")
+        if m.ci and all(_finite(b) for b in m.ci) and m.ci[0] > m.ci[1]:
+            notes.append(f"{_title(run)}: the CI [{m.ci[0]:.3f}, {m.ci[1]:.3f}] is reversed (its lower bound above "
+                         "its upper one), no whisker")
+        elif m.ci and all(_finite(b) for b in m.ci):
+            lo, hi = m.ci
+            whiskers.append((len(labels) - 1, lo, hi))
+            if _finite(m.value) and not lo <= m.value <= hi:
+                notes.append(f"{_title(run)}: the CI [{lo:.3f}, {hi:.3f}] does not contain the value {m.value:.3f} "
+                             "(drawn as recorded)")
+        elif m.ci:
+            notes.append(f"{_title(run)}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
+    fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
+    ax = fig.add_subplot()
+    x = np.arange(len(labels))
+    drawn = [k for k, v in enumerate(values) if v is not None]
+    ax.bar(x[drawn], [values[k] for k in drawn], color="#4a90c2", width=0.6)
+    for k, v in enumerate(values):
+        if v is None:
+            ax.annotate("not drawn", (k, 0), ha="center", va="bottom", fontsize=7, color="#cf222e")
+    if whiskers:  # centre and half-width: any recorded interval, whether or not it holds its value
+        at, lo, hi = (np.array(c, dtype=float) for c in zip(*whiskers))
+        ax.errorbar(at, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor="black", capsize=5, lw=1.2)
+    ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
+    ax.axhline(0, color="grey", lw=0.8)
+    refs = [r for r in report.baselines if f"{r.task}.{r.metric}" == key and _finite(r.value)]
+    if refs:
+        cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
+        for b, color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
+            ax.axhline(b.value, ls="--", lw=1, color=color, label=f"{b.label}: {b.value:.2f}")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
+    ax.set_ylabel(key)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"{key} per run (whiskers: 95% bootstrap CI)", fontsize=9, loc="left")
+    if notes:
+        fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
+    return _save(fig, path), [f"{path.name}: {n}" for n in notes]
+
+
+def _task_class(name: str):
+    """The registered class of a recorded task (None for a task this install does not know)."""
+    from abricot_local.errors import TaskError
+    from abricot_local.tasks import task_class
+
+    try:
+        return task_class(name)
+    except TaskError:
+        return None
+
+
+@dataclass(frozen=True)
+class Figures:
+    paths: tuple[Path, ...]  # the figures written, in order
+    notes: tuple[str, ...] = ()  # what could not be drawn (a figure, or values in one)
+
+
+def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...] = (),
+                bar_charts: bool = True) -> Figures:
+    """Every figure of a report into ``out_dir`` (``bar_charts``: the per-metric bars too).
+    A figure that cannot be drawn is left out and named in the notes; the others are written."""
+    _new_figure(1, 1)  # fail early, with the install hint, when matplotlib is missing
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsError(f"cannot create the plot folder {out}: {exc.strerror or exc}") from None
+    slugs = run_slugs(report.runs)
+    jobs = []
+    for run, slug in zip(report.runs, slugs):
+        for task, task_stem in zip(run.tasks, file_stems(run.tasks)):
+            cls = _task_class(task)
+            for fig in getattr(cls, "figures", ()):
+                path = out / f"{slug}-{task_stem}-{fig.kind}.png"
+                if fig.kind == "scatter":
+                    jobs.append((path, lambda p=path, r=run, t=task, f=fig, c=cls:
+                                 scatter(r, t, p, f, getattr(c, "primary_metric", ""))))
+                elif fig.kind == "confusion":
+                    jobs.append((path, lambda p=path, r=run, t=task, f=fig: confusion(r, p, t, f)))
+    if bar_charts:
+        keys = metric_keys(report, metrics)
+        for key, stem in zip(keys, file_stems(keys)):
+            path = out / f"bar-{stem}.png"
+            jobs.append((path, lambda p=path, k=key: bars(report, k, p, slugs)))
+    paths, notes = [], []
+    for path, draw in jobs:
+        try:
+            written, more = draw()
+        except (ResultsError, ValueError) as err:  # bad data in one figure: the others are still drawn
+            notes.append(f"{path.name}: not drawn ({err})")
+            continue
+        paths.append(written)
+        notes += more
+    return Figures(tuple(paths), tuple(notes))

@@ -1,0 +1,237 @@
+"""Reports over finished runs: tables of metrics, published baselines, quantization agreement.
+
+Pure: reads output folders (results.json, samples-<task>.jsonl) through
+:mod:`abricot_local.analysis.runs` and returns pandas DataFrames or strings; nothing is
+printed. Every number in a table is the one in results.json (no recomputation);
+:func:`recompute` checks that results.json matches its samples files. Every text a table
+shows from the runs (names, folders, task and metric names) is made visible and harmless
+(console.safe.visible; markdown's HTML escaped, long cells cut: texttable).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from abricot_local.analysis import baselines as pub
+from abricot_local.report.safe import markup, visible
+from abricot_local.errors import UsageError
+from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
+                                       compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
+                                       strip_quant)
+from abricot_local.analysis.stats import label_kl
+from abricot_local.report.texttable import WIDTH, fit, grid, wrap
+
+# the Python API of reports: the runs' loading (report_runs) and the tables (here)
+__all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
+           "compare_pair", "compare_quants", "label_kl", "load_run", "load_samples", "metric_keys",
+           "published_frame", "quant_frame", "quant_of", "recompute", "render", "runs_frame", "runs_rows",
+           "strip_quant", "to_json"]
+
+FORMATS = ("table", "markdown", "csv", "json")
+TABLES = ("all", "runs", "published", "quant")
+EMPTY = {"published": "No run's registry entry reproduces a published result.",
+         "quant": "No two runs share a base model at different quants."}
+
+
+# -- tables ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunsRow:
+    """One row of the runs table: a run, or a published row (``published``; no folder, no n)."""
+
+    model: str  # the model's label (a published row: the model named by the source)
+    quant: str
+    source: str
+    folder: str
+    n: dict  # task -> items scored
+    cells: dict  # "task.metric" -> (value, CI or None)
+    published: bool = False
+    label: str = ""  # a run: its label, unique among the report's runs (run_labels)
+
+
+def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[RunsRow]]:
+    """The runs table (the one builder every format uses): its tasks, metric keys and rows,
+    the runs first, then the published rows, each number as recorded."""
+    keys = metric_keys(report, patterns)
+    tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
+    rows = [RunsRow(run.model_label, run.quant, run.source, str(run.path), dict(run.task_n),
+                    {m.key: (m.value, m.ci) for m in run.metrics if m.key in keys}, label=run.label)
+            for run in report.runs]
+    rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
+             for model, source, values in pub.group_rows(report.baselines)]
+    return tasks, keys, rows
+
+
+def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Runs then published rows; per metric its value and CI bounds, exactly as recorded."""
+    tasks, keys, table = runs_rows(report, patterns)
+    rows = []
+    for r in table:
+        row = {"model": r.model, "quant": r.quant, "source": r.source, "folder": r.folder, "label": r.label}
+        row.update({f"{t}.n": r.n.get(t) for t in tasks})
+        for k in keys:
+            value, ci = r.cells.get(k, (None, None))
+            row[k] = value
+            row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = ci or (None, None)
+        rows.append(row)
+    columns = ["model", "quant", "source", "folder", "label", *(f"{t}.n" for t in tasks)]
+    columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")]
+    df = pd.DataFrame(rows, columns=columns)
+    return df.astype({f"{t}.n": "Int64" for t in tasks})
+
+
+def _check_records(report: Report) -> list[dict]:
+    return [{
+        "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
+        "reference": rc.check.reference.model, "source": rc.check.reference.source, "task": rc.check.task,
+        "metric": rc.check.reference.metric, "published": rc.check.published, "value": rc.check.value,
+        "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
+        "comparable": rc.check.comparable, "differences": list(rc.check.differences), "notes": list(rc.check.notes),
+    } for rc in report.checks]
+
+
+def published_frame(report: Report) -> pd.DataFrame:
+    rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
+             "notes": "; ".join(r["notes"]), "differences": "; ".join(r["differences"])}
+            for r in _check_records(report)]
+    return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
+                                       "published", "value", "ci_lo", "ci_hi", "inside", "comparable", "differences",
+                                       "notes"])
+
+
+def quant_frame(report: Report) -> pd.DataFrame:
+    rows = [{
+        "base": q.base, "task": q.task, "ref_model": q.ref.label, "ref_quant": q.ref.quant,
+        "other_model": q.other.label, "other_quant": q.other.quant, "n_common": q.n_common,
+        "agreement": q.agreement, "kl_mean": q.kl_mean, "ref_folder": str(q.ref.path),
+        "other_folder": str(q.other.path), "notes": "; ".join(q.notes),
+    } for q in report.quant]
+    return pd.DataFrame(rows, columns=["base", "task", "ref_model", "ref_quant", "other_model", "other_quant",
+                                       "n_common", "agreement", "kl_mean", "ref_folder", "other_folder", "notes"])
+
+
+# -- rendering -------------------------------------------------------------------------------
+def _num(v, digits: int = 3) -> str:
+    if v is None or v is pd.NA:
+        return ""
+    return "nan" if v != v else f"{v:.{digits}f}"
+
+
+def _cell(value, ci, digits: int = 3) -> str:
+    if value is None:
+        return ""
+    return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of the text report, and how it fits the terminal (texttable.fit)."""
+
+    title: str
+    frame: pd.DataFrame
+    keys: int = 1  # columns each block repeats when the table is split
+    wrap: tuple[str, ...] = ()  # columns whose long cells may take several lines
+    groups: tuple[tuple[str, ...], ...] = ()  # columns kept in one block where they fit
+
+
+def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section]:
+    tasks, keys, table = runs_rows(report, patterns)
+    rows = []
+    for r in table:
+        digits = 2 if r.published else 3
+        row = {"model": r.label or r.model, "quant": r.quant, "source": r.source, "folder": r.folder}
+        row.update({f"{t}.n": str(r.n.get(t, "")) for t in tasks})
+        row.update({k: _cell(*r.cells[k], digits) if k in r.cells else "" for k in keys})
+        rows.append(row)
+    groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
+    cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
+    text = pd.DataFrame(rows, columns=cols).fillna("")
+    unpublished = [t for t in tasks if t not in {b.key or b.task for b in report.baselines}]
+    title = "Runs and published results (value [95% bootstrap CI])" if report.baselines else \
+        "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
+    if report.baselines and unpublished:
+        title += f"; none are published for {', '.join(unpublished)}"
+    out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
+    if report.checks:
+        wide: dict[tuple, dict] = {}
+        for rc in report.checks:
+            key = (rc.run.label, rc.run.quant, rc.check.reference.label, str(rc.run.path))
+            row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": []})
+            row[f"{rc.check.task}.{rc.check.reference.metric}"] = rc.check.text
+            row["notes"].extend(n for n in rc.check.notes if n not in row["notes"])
+        rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
+        checked = dict.fromkeys(f"{rc.check.task}.{rc.check.reference.metric}" for rc in report.checks)
+        cols = ["model", "quant", "reference", *checked, "notes"]
+        out["published"] = Section("Published value inside the run's 95% CI?",
+                                   pd.DataFrame(rows, columns=cols).fillna(""), 1, ("notes", "reference", "model"))
+    if report.quant:
+        q = quant_frame(report)
+        q["agreement"] = q["agreement"].map(_num)
+        q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
+        q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
+        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 2,
+                               ("notes", "ref_model", "other_model"))
+    return out
+
+
+def to_json(report: Report) -> dict:
+    """The whole report as plain data (metrics copied from results.json unchanged)."""
+    return {
+        "schema_version": 1,
+        "runs": [{
+            "folder": str(r.path), "model": r.model_label, "label": r.label, "name": r.name, "alias": r.alias, "backend": r.backend,
+            "quant": r.quant, "base": r.base, "registry_alias": r.registry_alias,
+            "reproduces": [dict(t) for t in dict.fromkeys(
+                (("model", b.model), ("source", b.source)) for b in r.reproduces)],
+            "tasks": {t: {"n": e.n, "metrics": e.metrics} for t, e in r.record.tasks.items()},
+        } for r in report.runs],
+        "baselines": [{"model": model, "source": source, "values": values}
+                      for model, source, values in pub.group_rows(report.baselines)],
+        "published_checks": _check_records(report),
+        "quant_comparison": [{**row, "notes": list(q.notes)}
+                             for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
+    }
+
+
+def _harmless(df: pd.DataFrame) -> pd.DataFrame:
+    """Every text cell and header of a table with its control characters (newlines included) as
+    escapes; numbers as they are."""
+    out = df.rename(columns=lambda c: visible(c))
+    for k, col in enumerate(out.columns):
+        if not pd.api.types.is_numeric_dtype(out.dtypes.iloc[k]):
+            out.iloc[:, k] = out.iloc[:, k].map(lambda v: visible(v) if isinstance(v, str) else v)
+    return out
+
+
+def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: tuple[str, ...] = ()) -> str:
+    """The report as text: ``table`` (aligned), ``markdown``, ``csv`` or ``json``."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if table not in TABLES:
+        raise UsageError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
+    if fmt == "json":
+        doc = to_json(report)
+        keep = {"runs": ("runs", "baselines"), "published": ("published_checks",), "quant": ("quant_comparison",)}
+        doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
+        return json.dumps(doc, indent=2, ensure_ascii=False)
+    if fmt == "csv":
+        frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
+                  "quant": quant_frame(report)}
+        # one plain table a CSV reader loads as is: "all" means the runs table here
+        return _harmless(frames["runs" if table == "all" else table]).to_csv(index=False).rstrip("\n")
+    sections = {k: replace(sec, frame=_harmless(sec.frame)) for k, sec in _text_frames(report, metrics).items()}
+    if table != "all" and table not in sections:
+        return EMPTY[table]
+    chosen = list(sections.values()) if table == "all" else [sections[table]]
+    if fmt == "markdown":
+        return "\n\n".join(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen)
+    parts, split = [], False
+    for sec in chosen:
+        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
+        split |= cut
+        parts.append(f"{wrap(visible(sec.title))}\n\n{body}")
+    if split:
+        parts.append(wrap(f"(split to fit {WIDTH} columns: --format markdown, csv or html shows each table whole)"))
+    return "\n\n".join(parts)
