@@ -8,6 +8,8 @@ import sys
 import pytest
 from huggingface_hub import constants as hf_constants
 
+from abricot_local.backends import gpus
+from abricot_local.backends.llama_cpp import system
 from abricot_local.models import doctor
 from abricot_local.models.registry import load_registry
 
@@ -23,32 +25,32 @@ def _isolated(tmp_path, monkeypatch):
 
 
 def test_parse_system_info():
-    info = doctor.parse_system_info(SYSTEM_INFO)
+    info = system.parse_system_info(SYSTEM_INFO)
     assert list(info) == ["CPU", "CUDA"]
     assert info["CPU"]["AVX2"] == "1" and info["CPU"]["AVX512"] == "0"
     assert info["CUDA"] == {"ARCHS": "890", "USE_GRAPHS": "1", "PEER_MAX_BATCH_SIZE": "128"}
-    assert doctor.gpu_backends(info) == ["CUDA"]
-    assert doctor.gpu_backends(doctor.parse_system_info("CPU : AVX = 1 | ")) == []
-    old_style = doctor.parse_system_info("AVX = 1 | AVX2 = 1 | METAL = 0 | ")
+    assert system.gpu_backends(info) == ["CUDA"]
+    assert system.gpu_backends(system.parse_system_info("CPU : AVX = 1 | ")) == []
+    old_style = system.parse_system_info("AVX = 1 | AVX2 = 1 | METAL = 0 | ")
     assert old_style == {"": {"AVX": "1", "AVX2": "1", "METAL": "0"}}
 
 
 def test_parse_nvidia_smi():
     text = "NVIDIA H200, 143771, 143000\nNVIDIA GeForce RTX 4090, 24564 MiB, 1000 MiB\n"
-    gpus = doctor.parse_nvidia_smi(text)
-    assert gpus[0] == {"name": "NVIDIA H200", "memory_total": 143771 * 1024**2, "memory_free": 143000 * 1024**2}
-    assert gpus[1]["name"] == "NVIDIA GeForce RTX 4090" and gpus[1]["memory_free"] == 1000 * 1024**2
-    assert doctor.parse_nvidia_smi("garbage\n") == []
+    found = gpus.parse_nvidia_smi(text)
+    assert found[0] == {"name": "NVIDIA H200", "memory_total": 143771 * 1024**2, "memory_free": 143000 * 1024**2}
+    assert found[1]["name"] == "NVIDIA GeForce RTX 4090" and found[1]["memory_free"] == 1000 * 1024**2
+    assert gpus.parse_nvidia_smi("garbage\n") == []
 
 
 def test_nvidia_absent(monkeypatch):
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
-    assert doctor.nvidia_gpus() == {"available": False, "gpus": [], "error": None}
+    monkeypatch.setattr(gpus.shutil, "which", lambda name: None)
+    assert gpus.nvidia_gpus() == {"available": False, "gpus": [], "error": None}
 
 
 def test_llama_not_importable(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    facts = doctor.llama_facts()
+    facts = system.llama_facts()
     assert facts["importable"] is False and "llama_cpp" in facts["error"]
     assert "llama-cpp-python" in doctor.advice(facts, {"gpus": []})[0]
 

@@ -10,7 +10,7 @@ vector); p-values are Holm-adjusted over the pairs of each task and metric. The
 runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL),
 every recorded setting that differs is named, and each pair gets one verdict.
 Pure: reads folders (:func:`view_of`) and returns frozen dataclasses; see
-compare_render.py for the text.
+report/comparison.py for the text.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ comparisons use (:class:`Run`), their published checks and quantization pairs
 (:class:`Report`), and the recomputation of recorded metrics from samples files.
 
 Pure: reads output folders through :mod:`abricot_local.record` and returns frozen
-dataclasses; nothing is printed. ``report.py`` makes tables of them.
+dataclasses; nothing is printed. ``report/tables.py`` makes tables of them.
 """
 
 from __future__ import annotations

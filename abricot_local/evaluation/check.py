@@ -3,10 +3,10 @@
 First the record itself: every metric and ``n`` of results.json is recomputed from the
 samples files (each line validated by record.samples) and compared with the recorded
 value; a difference fails the check whatever the re-scoring gives. Then the re-scoring.
-On the recorded kernel path (kernel_path.py: build, CPU features, extra buffer types,
+On the recorded kernel path (record/kernel_path.py: build, CPU features, extra buffer types,
 devices) the numbers must come back: every prediction the same and every log-prob within
 ``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
-and gives compare.py's verdict on the recorded run against the re-scored one; it fails then
+and gives analysis/compare.py's verdict on the recorded run against the re-scored one; it fails then
 only when that verdict is ``different`` (or when ``exact`` demands the recorded numbers).
 """
 

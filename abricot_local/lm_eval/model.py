@@ -19,7 +19,7 @@ entry-point group (declared in pyproject.toml) find it with no import; older one
 ``rpc=HOST:PORT;HOST:PORT``, since lm-eval splits model_args on commas), ``backend``,
 ``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). The
 model is opened by :mod:`abricot_local.models.ref`, as `run` opens it. The request rules are
-in lm_eval_requests.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
+in requests.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
 into lm-eval's results under ``config.abricot_local``.
 """
 

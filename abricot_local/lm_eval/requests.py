@@ -1,6 +1,6 @@
 """lm-evaluation-harness's three request types over a backend, without importing lm-eval.
 
-``lm_eval_model.py`` (the only module importing lm-eval) wraps these functions in
+``model.py`` (the only module importing lm-eval) wraps these functions in
 lm-eval's ``LM`` class; they take plain strings and return plain numbers, so they
 run on any backend, the fake one included. The rules, recorded in every output
 (:data:`REQUEST_RULES`), make each number a function of its request's own text:

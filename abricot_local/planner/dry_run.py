@@ -1,7 +1,7 @@
 """The plan of a ``run`` command line before anything runs (``run --dry-run``, and the lines
 every real run prints first): per model and task the items and the tokens to evaluate, the
 download, the memory needed against what is available, and the predicted time on this
-machine (plan_cost.py, calibration.py).
+machine (cost.py, calibration.py).
 
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its

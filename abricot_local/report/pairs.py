@@ -1,5 +1,5 @@
 """The pairwise view of a report (the HTML page's matrices and the leaderboard's best groups):
-for each task, compare.py over the report's runs that scored it.
+for each task, analysis/compare.py over the report's runs that scored it.
 
 Per task, every pair of those runs gets the task's verdict and the comparison it rests on
 (the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p);

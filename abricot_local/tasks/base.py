@@ -7,7 +7,7 @@ so every number in results.json can be recomputed from the sample files.
 Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 
 - ``metric_inputs()``: each CI metric's per-item inputs (:class:`MetricInput`), so
-  two runs can be compared item by item without knowing the task (compare.py);
+  two runs can be compared item by item without knowing the task (analysis/compare.py);
 
 - ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one
   release share it), a folder or a file, how to pull it, how to get it by hand;
@@ -189,7 +189,7 @@ class Reference:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure that suits a task's metrics, drawn by plots.py for each run.
+    """A figure that suits a task's metrics, drawn by report/plots.py for each run.
 
     ``kind``: ``"confusion"`` (gold against prediction over the choices) or
     ``"scatter"`` (sample field ``x`` against the prediction + 1); ``metric``

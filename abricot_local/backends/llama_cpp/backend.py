@@ -1,7 +1,7 @@
 """llama.cpp backend: :class:`LlamaCppBackend` scores requests through an engine strategy
 (engines.py) over one :class:`~abricot_local.backends.llama_cpp.session.LlamaSession`
-(llama.cpp's primitives). Its options are llama_cpp_options.py's. With llama_cpp_session.py
-and rpc*.py (ggml-rpc's ctypes bindings), the only modules importing llama_cpp.
+(llama.cpp's primitives). Its options are options.py's. With session.py, system.py and rpc.py
+(ggml-rpc's ctypes bindings), the only modules importing llama_cpp.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class LlamaCppBackend:
     def preflight(cls, path: Path, options: LlamaCppOptions) -> dict:
         """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM,
         and the RPC servers' free memory (asked of them: they are connected here)."""
-        from abricot_local.models.doctor import nvidia_gpus
+        from abricot_local.backends.gpus import nvidia_gpus
 
         vram = 0
         if resolved_gpu_layers(options) > 0:

@@ -1,9 +1,9 @@
 """The llama.cpp backend's kernel path (results.json ``provenance.kernels``): the build
-(llama_build.py: native or portable, its kernel switches), the CPU features its kernels use
+(build.py: native or portable, its kernel switches), the CPU features its kernels use
 (llama.cpp's system info), whether the weights use extra buffer types, and the devices
 llama.cpp computes on (ggml's device list through rpc.py's bindings; an NVIDIA GPU's compute
 capability and driver from nvidia-smi). Shared code reads it as a record.schema.Kernels
-(kernel_path.py compares two).
+(record/kernel_path.py compares two).
 """
 
 from __future__ import annotations

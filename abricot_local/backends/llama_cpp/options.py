@@ -1,6 +1,6 @@
 """The llama.cpp backend's options: its settings as fields (one field is one setting: its
 flag, its model_args key, its checks and whether a run records it). This module does not
-import llama_cpp, so ``--help`` and option checks load no llama.cpp; llama_cpp.py resolves
+import llama_cpp, so ``--help`` and option checks load no llama.cpp; backend.py resolves
 the values (``auto``, -1) against the build."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """llama.cpp's RPC backend (ggml-rpc) through ctypes: use another machine's devices
 (rpc_server.py serves this machine's, with the bindings here).
 
-Besides backends/llama_cpp/backend.py and llama_cpp_session.py, the only module importing llama_cpp. Every
+Besides backend.py, session.py and system.py, the only module importing llama_cpp. Every
 ggml symbol comes from the libggml that llama-cpp-python itself loaded, and the
 two RPC entry points from the RPC backend's registry (as llama.cpp's rpc-server
 and ``--rpc`` do), so no separate C++ build is needed.
@@ -187,7 +187,7 @@ def require() -> None:
     rpc_function("ggml_backend_rpc_add_server", ADD_SERVER_FN)
 
 
-# -- endpoints (parse_endpoints: llama_cpp_options.py, which loads no llama.cpp; split: rpc_hello.py) ---
+# -- endpoints (parse_endpoints: options.py, which loads no llama.cpp; split: rpc_hello.py) ------------
 
 
 def probe(endpoint: str, timeout: float = PROBE_TIMEOUT) -> str | None:

@@ -1,7 +1,7 @@
 """llama.cpp's primitives for the llama.cpp backend (llama-cpp-python's low-level API):
 :class:`LlamaSession` owns a model, a context and a batch (decode a list of entries, rewind or
 copy a sequence, clear), and the settings resolved against this build (auto, -1). With
-llama_cpp.py and rpc*.py, the only modules importing llama_cpp.
+backend.py, system.py and rpc.py, the only modules importing llama_cpp.
 
 It never asks for logits of every position: each decode call requests output rows only
 where the schedule needs a next-token distribution.
@@ -44,7 +44,7 @@ def resolved_gpu_layers(o: LlamaCppOptions) -> int:
 
 @functools.cache
 def has_gpu_backend() -> bool:
-    from abricot_local.models.doctor import gpu_backends, parse_system_info
+    from abricot_local.backends.llama_cpp.system import gpu_backends, parse_system_info
 
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
     return bool(llama_cpp.llama_supports_gpu_offload()) and bool(gpu_backends(parse_system_info(info)))
