@@ -72,7 +72,7 @@ def measure(model, items, opts: LlamaCppOptions) -> dict:
     logprobs = [b.score(it.request()).logprobs for it in items]
     wall = time.perf_counter() - t0
     row = {"load_s": load, "wall_s": wall, "tokens": b.counters.tokens, "tok_s": b.counters.tokens / wall,
-           "logprobs": logprobs, "layers": b.provenance().get("rpc", {}).get("layers")}
+           "logprobs": logprobs, "layers": b.provenance().extra.get("rpc", {}).get("layers")}
     b.close()
     return row
 

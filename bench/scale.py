@@ -130,7 +130,7 @@ def facts(model: Path, items: list, threads: int, data_dir: str) -> dict:
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     opts = LlamaCppOptions(threads=threads)
-    kv = LlamaCppBackend.preflight(model, opts)["kv_bytes"]
+    kv = LlamaCppBackend.preflight(model, opts).kv_bytes
     vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
     try:
         work = engine_work(vb, items, opts)

@@ -49,7 +49,7 @@ def score_all(path, reqs, **kw):
     try:
         size = b.batch_size()
         out = [s.logprobs for k in range(0, len(reqs), size) for s in b.score_many(reqs[k : k + size])]
-        return out, b.provenance()["schedule"], b.counters
+        return out, b.provenance().schedule, b.counters
     finally:
         b.close()
 

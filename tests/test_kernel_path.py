@@ -108,8 +108,10 @@ def test_the_start_line_names_the_kernel_path():
     class Plan:
         quant, backend, model_path, model_label, runs = "Q4_K_M", "llama.cpp", "/m/x.gguf", "x", ()
 
-    text = start_line(Plan(), {"schedule": {"engine": "prefix"}, "kernels": kernels().to_dict()})
+    text = start_line(Plan(), ("engine prefix", "threads 4"), kernels())
+    assert text.splitlines()[0].endswith("; tasks: ; backend llama.cpp, engine prefix, threads 4")
     assert text.splitlines()[1] == f"kernels: {kernel_path.describe(kernels())}"
+    assert "\n" not in start_line(Plan(), (), None)  # no kernel path known: no second line
 
 
 # -- the build ---------------------------------------------------------------------------------

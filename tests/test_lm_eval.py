@@ -458,7 +458,7 @@ def test_real_rolling_windows_at_a_small_context(gemma_path):
     try:
         tokens = b.tokenize(text, bos=False)
         # n_ctx 32 asked (llama.cpp allocates 256 cells, but decodes at most 32 tokens per call)
-        assert requests_.window_tokens(b) == 31 and b.provenance()["schedule"]["n_batch"] == 32
+        assert requests_.window_tokens(b) == 31 and b.provenance().schedule["n_batch"] == 32
         windows = list(lm_eval_windows(tokens, b.prefix_token, 31))
         assert len(windows) >= 2
         (got,) = requests_.loglikelihood_rolling(b, [text], lm_eval_windows)

@@ -46,7 +46,7 @@ def _provenance(path, **options):
 
     be = LlamaCppBackend(path, LlamaCppOptions(n_ctx=512, **options))
     try:
-        return be.provenance()
+        return be.provenance().to_dict()
     finally:
         be.close()
 

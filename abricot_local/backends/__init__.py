@@ -1,12 +1,11 @@
 """Backends by name, imported lazily (llama.cpp loads only when used).
 
-A backend class declares ``name``, ``Options`` (a frozen dataclass extending
-``options.ScoringOptions``), ``capabilities``, ``reads_model_file``, ``synthetic``,
-and the classmethods ``config(options)`` (what a run records) and
-``preflight(path, options)`` (memory facts before loading); instances follow
-``base.Backend``. Each is registered with its options class, which lives in a module that
-does not import the backend's runtime: flags, model_args keys and option checks need only
-that. Shared code uses these and never compares a backend's name.
+A backend class follows ``base.BackendClass`` (``name``, ``Options``: a frozen dataclass
+extending ``options.ScoringOptions``, ``capabilities``, ``reads_model_file``, ``synthetic``,
+and the classmethods ``config``, ``preflight``, ``speed_settings``, ``watch_remote``;
+``base.Declared`` gives their defaults); instances follow ``base.Backend``. Each is registered
+with its options class, which lives in a module that does not import the backend's runtime:
+flags, model_args keys and option checks need only that. Shared code uses these and never compares a backend's name.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import import_module
 
-from abricot_local.backends.base import Backend
+from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import Namer, Spec, absent_values, flag_of, specs
@@ -47,7 +46,7 @@ def _registered(kind: str) -> Registered:
     return BACKENDS[kind]
 
 
-def backend_class(kind: str):
+def backend_class(kind: str) -> BackendClass:
     """The class of backend ``kind`` (imports its module, and its runtime)."""
     return _load(_registered(kind).backend)
 

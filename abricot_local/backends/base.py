@@ -34,11 +34,15 @@ file; shared code asks for those, never for a backend's name.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
 
+from abricot_local import memory
 from abricot_local.core import Generated, Request, Scored
-from abricot_local.errors import ContextOverflowError, UsageError
+from abricot_local.errors import AbricotError, ContextOverflowError, UsageError
+from abricot_local.record.schema import Provenance
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
 
@@ -204,6 +208,88 @@ def chunks(start: int, tokens: Sequence[int], n_batch: int) -> list[tuple[int, t
     ]
 
 
+@dataclass(frozen=True)
+class Preflight:
+    """A backend's memory facts before it loads a model (``preflight``): the KV cache it will
+    allocate, the free VRAM it may use, the free memory of the remote devices it is given."""
+
+    kv_bytes: int
+    vram: int = 0
+    remote: int = 0
+
+    def fit(self, weights: int) -> memory.Fit | None:
+        """``weights`` bytes + the KV cache against RAM (+ VRAM, + remote devices)."""
+        return memory.fit(weights, self.kv_bytes, vram=self.vram, remote=self.remote)
+
+    def check(self, weights: int) -> None:
+        """Refuse a model that clearly does not fit (:func:`memory.check_memory`)."""
+        memory.check_memory(weights, self.kv_bytes, vram=self.vram, remote=self.remote)
+
+
+def provenance_of(facts: dict[str, Any]) -> Provenance:
+    """A backend's provenance as the record types it: its own keys (llama.cpp's build, threads...)
+    kept in ``extra``, in the order given."""
+    return Provenance.from_dict(json.loads(json.dumps(facts)), "provenance")
+
+
+def schedule_facts(engine: str, n_ctx: int, allocated: int | None = None) -> tuple[str, ...]:
+    """The start line's engine and context (``allocated``: what the runtime made of ``n_ctx``)."""
+    ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx
+    return f"engine {engine}", f"n_ctx {ctx}"
+
+
+class BackendClass(Protocol):
+    """What a backend class declares, read before any instance exists (flags, option checks,
+    the plan, the memory check): shared code calls these, never looks them up by name."""
+
+    name: str
+    Options: type  # a frozen dataclass extending options.ScoringOptions
+    capabilities: frozenset[str]
+    reads_model_file: bool  # MODEL is a file (else a label: a synthetic backend)
+    synthetic: bool  # its numbers say nothing about a model
+
+    def __call__(self, model: str, options: Any) -> "Backend": ...
+
+    def config(self, options: Any) -> dict:
+        """What a run records of its options (compared on --resume)."""
+        ...
+
+    def preflight(self, path: Path, options: Any) -> Preflight | None:
+        """Memory facts before loading, or None when it has none."""
+        ...
+
+    def speed_settings(self, options: Any) -> dict | None:
+        """What changes its speed besides the model (a calibration's key); None: no calibration."""
+        ...
+
+    def watch_remote(self, options: Any, lost: Callable[[AbricotError], None]) -> None:
+        """Call ``lost`` (which ends the process) when a remote device it uses goes away."""
+        ...
+
+
+class Declared:
+    """The defaults of :class:`BackendClass`'s members, for a backend class to extend."""
+
+    reads_model_file = True
+    synthetic = False
+
+    @classmethod
+    def config(cls, options) -> dict:
+        return options.config()
+
+    @classmethod
+    def preflight(cls, path: Path, options) -> Preflight | None:
+        return None
+
+    @classmethod
+    def speed_settings(cls, options) -> dict | None:
+        return None
+
+    @classmethod
+    def watch_remote(cls, options, lost: Callable[[AbricotError], None]) -> None:
+        return None
+
+
 class Backend(Protocol):
     """What the runner needs from an inference backend (see ARCHITECTURE.md)."""
 
@@ -255,6 +341,12 @@ class Backend(Protocol):
         """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx."""
         ...
 
-    def provenance(self) -> dict: ...
+    def provenance(self) -> Provenance:
+        """What made its numbers (the record's ``provenance``: its own keys in ``extra``)."""
+        ...
+
+    def start_facts(self) -> tuple[str, ...]:
+        """What it resolved, as short facts for the run's start line (``engine prefix``, ``n_ctx 2048``)."""
+        ...
 
     def close(self) -> None: ...

@@ -20,14 +20,18 @@ from abricot_local.backends.base import (
     ROLLING,
     SCHEDULE_VERSION,
     SCORE,
+    Declared,
     Generated,
     Request,
     Schedule,
     Scored,
     generation_prefix_len,
+    provenance_of,
     schedule,
+    schedule_facts,
     split_chat,
 )
+from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.options import ScoringOptions
 
@@ -89,7 +93,7 @@ class FakeSession:
         return token == BOS
 
 
-class FakeBackend:
+class FakeBackend(Declared):
     """Registered like the llama.cpp backend; ``model`` is only a label."""
 
     name = "fake"
@@ -111,15 +115,6 @@ class FakeBackend:
     @property
     def calls(self) -> int:
         return self.engine.counters.requests
-
-    @classmethod
-    def config(cls, options: ScoringOptions) -> dict:
-        """The settings a run records in its config: the fields declared recorded."""
-        return options.config()
-
-    @classmethod
-    def preflight(cls, path: Path, options: ScoringOptions) -> dict:
-        return {}
 
     @classmethod
     def speed_settings(cls, options: ScoringOptions) -> dict:
@@ -168,8 +163,11 @@ class FakeBackend:
         text = "".join(f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages)
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
-    def provenance(self) -> dict:
-        return {
+    def start_facts(self) -> tuple[str, ...]:
+        return schedule_facts(self.options.engine, self.options.n_ctx)
+
+    def provenance(self) -> Provenance:
+        return provenance_of({
             "backend": self.name,
             "synthetic": True,
             "model_desc": self.model,
@@ -178,7 +176,7 @@ class FakeBackend:
             "schedule": {"version": SCHEDULE_VERSION, "n_ctx": self.options.n_ctx,
                          "n_batch": self.options.n_batch, **self.engine.schedule_facts()},
             "kernels": {"runtime": "fake", "build": "synthetic", "devices": [{"name": "fake", "type": "cpu"}]},
-        }
+        })
 
     def close(self) -> None:
         pass

@@ -109,7 +109,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
                 click.echo(f"warning: {r.task.key}: {note}", err=True)
 
         def loaded(backend) -> None:
-            click.echo(console.start_line(plan, backend.provenance()), err=True)
+            click.echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
         started = time.perf_counter()
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
@@ -250,10 +250,6 @@ def _watch_remote(plan, out_dir: Path) -> None:
 
     from abricot_local.backends import backend_class
 
-    watch = getattr(backend_class(plan.backend), "watch_remote", None)
-    if watch is None:
-        return
-
     def lost(err: AbricotError) -> None:
         from abricot_local.evaluation.results import RUNNING, held
 
@@ -269,4 +265,4 @@ def _watch_remote(plan, out_dir: Path) -> None:
         sys.stderr.flush()
         os._exit(err.exit_code)
 
-    watch(plan.backend_options, lost)
+    backend_class(plan.backend).watch_remote(plan.backend_options, lost)

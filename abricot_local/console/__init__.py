@@ -107,23 +107,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def start_line(plan, provenance: dict) -> str:
-    """What is about to run: model, quant, tasks with item counts, engine, threads, GPU layers;
-    then the kernel path (what decides the arithmetic: docs/numerics.md)."""
-    sched = provenance.get("schedule", {})
+def start_line(plan, facts: tuple[str, ...], kernels: Kernels | None) -> str:
+    """What is about to run: model, quant, tasks with item counts, then what the backend resolved
+    (its ``start_facts()``: engine, context, threads...); then the kernel path (what decides the
+    arithmetic: docs/numerics.md)."""
     quant = plan.quant or "?"
     tasks = ", ".join(f"{r.task.key} ({len(r.items)} items)" for r in plan.runs)
-    n_ctx, allocated = sched.get("n_ctx", "?"), sched.get("n_ctx_allocated")
-    n_ctx = f"{allocated} (asked {n_ctx})" if allocated not in (None, n_ctx) else n_ctx
-    facts = [f"backend {plan.backend}", f"engine {sched.get('engine', '?')}", f"n_ctx {n_ctx}"]
-    if "threads" in provenance:
-        facts.append(f"threads {provenance['threads']}")
-    if "n_gpu_layers" in sched:
-        facts.append(f"GPU layers {sched.get('layers_offloaded') or sched['n_gpu_layers']}")
-    if "flash_attn_resolved" in sched:
-        facts.append(f"flash-attn {sched['flash_attn_resolved']}")
     where = f" ({Path(plan.model_path).name})" if plan.model_path else ""
-    line = f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(facts)
-    kernels = provenance.get("kernels")
-    return line + (f"\nkernels: {describe(Kernels.from_dict(kernels))}" if isinstance(kernels, dict) else "")
+    line = f"run: {plan.model_label}{where}, quant {quant}; tasks: {tasks}; " + ", ".join(
+        (f"backend {plan.backend}", *facts))
+    return line + (f"\nkernels: {describe(kernels)}" if kernels is not None else "")
 

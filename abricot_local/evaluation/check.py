@@ -179,8 +179,7 @@ def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
 
 
 def _kernels(backend) -> Kernels | None:
-    found = backend.provenance().get("kernels")
-    return Kernels.from_dict(found, "kernels") if isinstance(found, dict) else None
+    return backend.provenance().kernels
 
 
 def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]], seed: int) -> Verdict:
@@ -260,7 +259,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
         note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
         kdiff += (note,) if moved else ()
-        verdict = _verdict(out, record, backend.provenance(), new, options.seed) if kdiff and checked else None
+        verdict = _verdict(out, record, backend.provenance().to_dict(), new, options.seed) if kdiff and checked else None
     finally:
         backend.close()
     return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,

@@ -165,7 +165,7 @@ def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_resu
     provenance = {
         "abricot_local": __version__,
         "python": platform.python_version(),
-        **backend.provenance(),
+        **backend.provenance().to_dict(),
         "bootstrap": {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed},
         "chat_template": chat,
     }

@@ -120,7 +120,7 @@ def open_model(args: dict) -> OpenedModel:
             "python": platform.python_version(),
             "model": ref.record(),
             "config": {"model": ref.config_name, "backend": ref.backend, **backend_class(ref.backend).config(options)},
-            **backend.provenance(),
+            **backend.provenance().to_dict(),
             "requests": {**REQUEST_RULES, "prefix_token": backend.prefix_token,
                          "rolling_window_tokens": window_tokens(backend)}
             if ROLLING in backend.capabilities else dict(REQUEST_RULES),

@@ -373,9 +373,8 @@ def check_memory(ref: ModelRef, options: ScoringOptions) -> None:
     if ref.path is None:
         return
     facts = backend_class(ref.backend).preflight(ref.path, options)
-    if facts:
-        memory.check_memory(model_bytes(ref.path), facts["kv_bytes"], vram=facts.get("vram", 0),
-                            remote=facts.get("remote", 0))
+    if facts is not None:
+        facts.check(model_bytes(ref.path))
 
 
 def open_model(ref: ModelRef, options: ScoringOptions, *, force: bool = False) -> Backend:

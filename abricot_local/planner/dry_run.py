@@ -301,10 +301,7 @@ def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fi
     """The model's weights + KV cache against RAM (+ VRAM, + the RPC servers': asked here)."""
     if ref is not None and ref.path is not None:
         facts = cls.preflight(ref.path, opts)
-        if facts:
-            return memory.fit(model_bytes(ref.path), facts["kv_bytes"], vram=facts.get("vram", 0),
-                              remote=facts.get("remote", 0)), False
-        return None, False
+        return (None if facts is None else facts.fit(model_bytes(ref.path))), False
     size = spec.approx_bytes if spec else None
     if not size:
         return None, False
@@ -316,10 +313,10 @@ def _speed(name, ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned
     """The speed: this model's calibration (its file here, or the registry's pinned SHA-256),
     else one scaled from the nearest calibrated model; with ``calibrate``, a model here is
     measured first."""
-    settings_of = getattr(cls, "speed_settings", None)
-    if settings_of is None:
+    settings = cls.speed_settings(opts)
+    if settings is None:
         return None, "this backend has no calibration"
-    settings = json.loads(json.dumps(settings_of(opts)))
+    settings = json.loads(json.dumps(settings))
     sha = ref.sha256 or (None if cls.reads_model_file else f"synthetic:{ref.label}") if ref else pinned
     note = ""
     if calibrate and ref is not None:

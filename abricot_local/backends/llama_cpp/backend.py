@@ -21,14 +21,19 @@ from abricot_local.backends.base import (
     ROLLING,
     SCHEDULE_VERSION,
     SCORE,
+    Declared,
     Generated,
+    Preflight,
     Request,
     Schedule,
     Scored,
     generation_prefix_len,
+    provenance_of,
     schedule,
+    schedule_facts,
     split_chat,
 )
+from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.llama_cpp.session import (LlamaSession, resolved_extra_bufts, resolved_gpu_layers,
@@ -37,7 +42,7 @@ from abricot_local.errors import UsageError
 from abricot_local.gguf.file import check_gguf
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(Declared):
     """Scores requests with llama.cpp: an engine strategy over one :class:`LlamaSession`."""
 
     name = "llama.cpp"
@@ -74,12 +79,7 @@ class LlamaCppBackend:
         return self.session.n_vocab
 
     @classmethod
-    def config(cls, options: LlamaCppOptions) -> dict:
-        """The settings a run records in its config (compared on --resume): the fields declared recorded."""
-        return options.config()
-
-    @classmethod
-    def preflight(cls, path: Path, options: LlamaCppOptions) -> dict:
+    def preflight(cls, path: Path, options: LlamaCppOptions) -> Preflight:
         """Memory facts before loading (vocab-only read of the GGUF): weights, KV cache, VRAM,
         and the RPC servers' free memory (asked of them: they are connected here)."""
         from abricot_local.backends.gpus import nvidia_gpus
@@ -90,7 +90,7 @@ class LlamaCppBackend:
         remote = 0
         if options.rpc:
             remote = sum(d.memory_free for d in rpc.add_servers(options.rpc, timeout=options.rpc_timeout))
-        return {"kv_bytes": kv_cache_bytes(path, options.n_ctx), "vram": vram, "remote": remote}
+        return Preflight(kv_bytes=kv_cache_bytes(path, options.n_ctx), vram=vram, remote=remote)
 
     @classmethod
     def speed_settings(cls, options: LlamaCppOptions) -> dict:
@@ -199,11 +199,18 @@ class LlamaCppBackend:
         text = fmt(messages=list(messages)).prompt
         return text[len(bos_text):] if s.add_bos and bos_text and text.startswith(bos_text) else text
 
-    def provenance(self) -> dict:
+    def start_facts(self) -> tuple[str, ...]:
+        """Engine, context (as allocated), threads, GPU layers (as offloaded), flash attention (as resolved)."""
+        o, s = self.options, self.session
+        layers = resolved.layers_on_gpu(s.load_notes)
+        return (*schedule_facts(o.engine, o.n_ctx, s.n_ctx()), f"threads {s.threads()}",
+                f"GPU layers {layers or resolved_gpu_layers(o)}", f"flash-attn {s.resolved_flash_attn()}")
+
+    def provenance(self) -> Provenance:
         o, s = self.options, self.session
         info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
         remote = [d for d in s.offload.devices if d.endpoint] if s.offload else []
-        return {
+        return provenance_of({
             "backend": self.name,
             "llama_cpp_python": pkg_version("llama-cpp-python"),
             "system_info": info,
@@ -234,7 +241,7 @@ class LlamaCppBackend:
             **({"rpc": s.offload.facts(llama_cpp.llama_model_n_layer(s.model), resolved_gpu_layers(o), o.rpc)}
                if s.offload else {}),
             "kernels": llama_kernels.kernels(info, resolved_extra_bufts(o), s.threads(), remote),
-        }
+        })
 
 
 def kv_cache_bytes(path: str | Path, n_ctx: int) -> int:
