@@ -34,6 +34,7 @@ from abricot_local.analysis import compare as cmp  # noqa: E402
 from abricot_local.record import kernel_path  # noqa: E402
 from abricot_local.evaluation import planning, runner  # noqa: E402
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
+from abricot_local.models.given import Given  # noqa: E402
 from abricot_local.record import read_run  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -55,8 +56,8 @@ def run_setting(model: str, name: str, over: dict, args, out: Path) -> dict:
     """One complete run; what the table needs of it."""
     opts = LlamaCppOptions(**{"threads": args.threads, **over})
     topts = TaskOptions(data=(("abricot", str(FIXTURE)),), data_dir=args.data_dir, allow_download=False)
-    plan = planning.plan_run(model=model, backend="llama.cpp", task_spec="discotex,abricot", task_options=topts,
-                             backend_options=opts, limit=None, sample=args.sample, n_ctx_given=False)
+    plan = planning.plan_run(model=model, given=Given.of(opts, but=("n_ctx",)), task_spec="discotex,abricot",
+                             task_options=topts, limit=None, sample=args.sample)
     loaded = []
     t0 = time.perf_counter()
     runner.execute(plan, out, on_loaded=loaded.append)

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
 from abricot_local.evaluation import planning, runner
 from abricot_local.analysis import stats
@@ -28,8 +29,8 @@ from conftest import FIXTURE
 
 def _plan(data_dir, *, model="fake", sample=24, limit=None, task_spec="discotex", backend="fake", options=None):
     opts = TaskOptions(data_dir=str(data_dir), data=(("abricot", str(FIXTURE)),))
-    return planning.plan_run(model=model, backend=backend, task_spec=task_spec, task_options=opts,
-                             backend_options=options or ScoringOptions(n_ctx=8192), limit=limit, sample=sample)
+    return planning.plan_run(model=model, given=Given.of(options or ScoringOptions(n_ctx=8192), backend=backend),
+                             task_spec=task_spec, task_options=opts, limit=limit, sample=sample)
 
 
 def _variant(plan, *, model="fake", seed=1234, shard=None):

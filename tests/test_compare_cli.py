@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
 from abricot_local.evaluation import planning, runner
 from abricot_local.analysis import stats
@@ -39,9 +40,8 @@ def runs(tmp_path_factory, discotex_dir):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))
         mp.setenv("ABRICOT_OFFLINE", "1")
-        plan = planning.plan_run(model="fake", backend="fake", task_spec="discotex",
-                                 task_options=TaskOptions(data_dir=str(discotex_dir)),
-                                 backend_options=ScoringOptions(n_ctx=8192), limit=None, sample=24)
+        plan = planning.plan_run(model="fake", given=Given("fake", {"n_ctx": 8192}), task_spec="discotex",
+                                 task_options=TaskOptions(data_dir=str(discotex_dir)), limit=None, sample=24)
         out = {}
         for name, variant in (("a", plan), ("a64", replace(plan, backend_options=replace(plan.backend_options, n_batch=64))),
                               ("b", replace(plan, model=replace(plan.model, label="fake-7", as_written="fake-7"),

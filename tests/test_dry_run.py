@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from abricot_local.models.given import Given
 from abricot_local.planner import calibration
 from abricot_local.backends.fake import FakeBackend
 from abricot_local.backends.options import ScoringOptions
@@ -71,7 +72,7 @@ def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, t
     assert doc["seconds"] == pytest.approx(RATE["load_s"] + sum(expected(t) for t in model["tasks"]), rel=1e-9)
     # what the engine really decodes when the run scores those items
     opts = backend_options("fake", {"n_ctx": 8192, "engine": engine})
-    plan = planning.plan_run(model="fake", backend="fake", task_spec="abricot", backend_options=opts, limit=None,
+    plan = planning.plan_run(model="fake", given=Given.of(opts, backend="fake"), task_spec="abricot", limit=None,
                              task_options=TaskOptions(data=(("abricot", str(FIXTURE)),)))
     for task, run in zip(model["tasks"], plan.runs):
         backend = FakeBackend("fake", opts)

@@ -21,7 +21,7 @@ from abricot_local.backends.engines import ENGINES, Batched, Engine, Prefix
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.cli.options import backend_options as backend_flags, backend_opts, task_options
+from abricot_local.cli.options import backend_options as backend_flags, given_opts, task_options
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import option
 
@@ -51,7 +51,7 @@ def toy(monkeypatch):
     @task_options
     @backend_flags
     def cmd(**kw):
-        got["options"] = backend_opts(kw)
+        got["options"] = given_opts(kw).checked()
 
     def run(*args):
         got.clear()

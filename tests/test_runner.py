@@ -8,6 +8,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
+from abricot_local.models.given import Given
 from abricot_local.evaluation import planning, runner
 from abricot_local import tasks
 from abricot_local.backends.options import ScoringOptions
@@ -59,8 +60,7 @@ def plan(request):
     def make(**kw):
         if "task_options" not in kw:
             kw["task_options"] = TaskOptions(data_dir=str(request.getfixturevalue("discotex_dir")))
-        args = dict(model="fake", backend="fake", task_spec="discotex", backend_options=ScoringOptions(n_ctx=8192),
-                    limit=None)
+        args = dict(model="fake", given=Given("fake", {"n_ctx": 8192}), task_spec="discotex", limit=None)
         args.update(kw)
         return planning.plan_run(**args)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli
-from abricot_local.cli.options import (backend_opts, backend_options, model_dir_option, models_file_option,
+from abricot_local.cli.options import (backend_options, given_opts, model_dir_option, models_file_option,
                                        task_options, task_opts)
 
 
@@ -85,6 +85,5 @@ def labels(model: str, task_name: str, **kw) -> None:
         from abricot_local.evaluation.planning import select_tasks
 
         task_name = select_tasks(None, task_opts(kw))[0][0].name
-    info = runner.label_map(model, kw["backend"], task_name, task_opts(kw), backend_opts(kw, vocab_only=True),
-                            kw["models_file"], kw["model_dirs"])
+    info = runner.label_map(model, given_opts(kw), task_name, task_opts(kw), kw["models_file"], kw["model_dirs"])
     click.echo(labels_text(info))

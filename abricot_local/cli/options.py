@@ -102,12 +102,14 @@ def backend_values(kw: dict) -> dict:
     return {spec.name: kw[spec.name] for spec, _ in option_specs() if kw.get(spec.name) is not None}
 
 
-def backend_opts(kw: dict, *, vocab_only: bool = False):
-    """The chosen backend's own options from the CLI values, parsed and checked (an option it
-    lacks is an error); --seed sets the backend's seed too."""
-    from abricot_local.backends import backend_options as make
+def given_opts(kw: dict):
+    """The backend options the command line gives (a models.given.Given: only the flags given, and
+    --seed), each parsed and checked now (an option the chosen backend lacks is an error)."""
+    from abricot_local.models.given import Given
 
-    return make(kw["backend"], {**backend_values(kw), "seed": kw["seed"], "vocab_only": vocab_only})
+    given = Given(kw["backend"], {**backend_values(kw), "seed": kw["seed"]})
+    given.checked()
+    return given
 
 
 def task_opts(kw: dict):

@@ -8,15 +8,14 @@ import sys
 
 import click
 
-from abricot_local.cli.options import backend_opts, task_opts
+from abricot_local.cli.options import given_opts, task_opts
 
 
 def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: bool, keep_going: bool):
     from abricot_local.planner import dry_run
 
     return dry_run.plan(
-        models, backend=kw["backend"], task_spec=kw["tasks"], task_options=task_opts(kw),
-        backend_options=backend_opts(kw), n_ctx_given=kw["n_ctx"] is not None, limit=limit, sample=sample,
+        models, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit, sample=sample,
         shard=shard, models_file=kw["models_file"], model_dirs=kw["model_dirs"], calibrate=calibrate,
         with_memory=with_memory, keep_going=keep_going, notify=lambda line: click.echo(line, err=True))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli
-from abricot_local.cli.options import backend_opts, backend_options, task_options, task_opts
+from abricot_local.cli.options import backend_options, given_opts, task_options, task_opts
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import AbricotError, UsageError
 
@@ -95,8 +95,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     forget = interrupts.on_stuck(stuck)
     try:
         plan = planning.plan_run(
-            n_ctx_given=kw["n_ctx"] is not None, model=model, backend=kw["backend"], task_spec=kw["tasks"],
-            task_options=task_opts(kw), backend_options=backend_opts(kw), limit=limit,
+            model=model, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
             notify=lambda line: click.echo(line, err=True), fresh=resume, model_dirs=kw["model_dirs"],
         )

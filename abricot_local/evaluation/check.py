@@ -24,7 +24,8 @@ from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import backend_class, recorded_options
 from abricot_local.errors import ModelError, ResultsError, UsageError
-from abricot_local.models.ref import ModelRef, open_model, require_same, resolve_model_ref
+from abricot_local.models.given import load
+from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.evaluation.planning import Shard, prepare
 from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
@@ -220,7 +221,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
     record_differs = tuple(_record_differences(record, read, out))
     recorded_runs = {name: {s.id: s.line for s in samples} for name, samples in read.items()}
-    backend = open_model(ref, bopts, force=True)
+    backend = load(ref, bopts, force=True)  # the recorded options: no registry default applies
     diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
     new: dict[str, list[dict]] = {}
     try:

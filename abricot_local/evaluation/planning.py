@@ -16,7 +16,8 @@ from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError, DataError, DownloadError, MissingDataError, UsageError
-from abricot_local.models.ref import ModelRef, as_backend_options, before_download, options_for, resolve_model_ref
+from abricot_local.models.given import Given, Opened
+from abricot_local.models.ref import ModelRef, before_download, open_model
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
@@ -216,27 +217,26 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
                             download=downloads or None)
 
 
-def plan_run(*, model: str, backend: str, task_spec: str | None, task_options: TaskOptions,
-             backend_options: ScoringOptions, limit: int | None, models_file: str | None = None,
-             force: bool = False, n_ctx_given: bool = True, sample: int | None = None,
+def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: TaskOptions,
+             limit: int | None, models_file: str | None = None, force: bool = False, sample: int | None = None,
              shard: Shard | None = None, notify=None, fresh: bool = False,
              model_dirs: tuple[str, ...] = ()) -> RunPlan:
     """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
     (a model that is not there fails first; a download waits until the tasks and data are found).
+    ``given``: the backend options as given (the registry's n_ctx applies unless given);
     ``fresh`` (--resume): every file is hashed from its bytes."""
     with hashing.afresh(fresh):
-        ref = before_download(model, backend=backend, options=backend_options, n_ctx_given=n_ctx_given,
-                              models_file=models_file, model_dirs=model_dirs, force=force, notify=notify,
-                              fresh=fresh)
+        ref = before_download(model, backend=given.backend, given=given, models_file=models_file,
+                              model_dirs=model_dirs, force=force, notify=notify, fresh=fresh)
         tasks, skipped = select_tasks(task_spec, task_options)
         reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
         runs = prepare(instances(tasks, reproduces), limit, sample, shard)
         data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
-        if ref is None:
-            ref = resolve_model_ref(model, backend=backend, models_file=models_file, force=True, notify=notify,
-                                    fresh=fresh, model_dirs=model_dirs)  # memory and disk: checked above
-    options = as_backend_options(ref.backend, options_for(ref, backend_options, n_ctx_given))
-    return RunPlan(ref, backend=ref.backend, backend_options=options, task_options=task_options, runs=tuple(runs),
+        opened = Opened.of(ref, given) if ref is not None else open_model(
+            model, given, models_file=models_file, force=True, notify=notify, fresh=fresh,
+            model_dirs=model_dirs)  # memory and disk: checked above
+    ref = opened.ref
+    return RunPlan(ref, backend=ref.backend, backend_options=opened.options, task_options=task_options, runs=tuple(runs),
                    data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
 
 
@@ -250,10 +250,3 @@ def registry_reproduces(model: str, models_file: str | None = None) -> str:
         return ""
     return spec.reproduces if spec is not None else ""
 
-
-def check_memory(plan: RunPlan) -> None:
-    """Refuse (unless --force) a model whose weights + KV cache clearly exceed RAM (+ free VRAM)."""
-    if not plan.force:
-        from abricot_local.models.ref import check_memory as check
-
-        check(plan.model, plan.backend_options)

@@ -16,11 +16,11 @@ from abricot_local.analysis import baselines
 from abricot_local.models import fetch
 from abricot_local.backends import absent_options
 from abricot_local.backends.base import Backend
-from abricot_local.backends.options import ScoringOptions
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, require_finite
-from abricot_local.models.ref import open_model, resolve_model_ref
+from abricot_local.models.given import Given, load
+from abricot_local.models.ref import open_model
 from abricot_local.evaluation.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, SkippedTask, TaskEntry, metric_items)
@@ -185,7 +185,7 @@ def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_resu
 
 def open_plan_backend(plan: RunPlan) -> Backend:
     """The plan's model opened, after the memory check (remote RPC memory included) unless --force."""
-    return open_model(plan.model, plan.backend_options, force=plan.force)
+    return load(plan.model, plan.backend_options, force=plan.force)
 
 
 def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Progress | None = None,
@@ -247,14 +247,14 @@ def pull_data(task: str) -> list[tuple[Path, str]]:
     return [(Path(p), fetch.sha256_file(Path(p))) for p in pull(task)]
 
 
-def label_map(model: str, backend: str, task_name: str, task_options: TaskOptions,
-              backend_options: ScoringOptions, models_file: str | None = None, model_dirs: tuple[str, ...] = ()) -> dict:
+def label_map(model: str, given: Given, task_name: str, task_options: TaskOptions,
+              models_file: str | None = None, model_dirs: tuple[str, ...] = ()) -> dict:
     """How the first item's continuations map to token ids (vocab-only load)."""
     names = task_names(task_name)
     item = prepare([make_task(names[0], task_options)], 1)[0].items[0]
-    ref = resolve_model_ref(model, backend=backend, options=backend_options, models_file=models_file,
-                            model_dirs=model_dirs)
-    be = open_model(ref, backend_options, force=True)  # vocab only: no weights are loaded
+    opened = open_model(model, Given(given.backend, {**given.values, "vocab_only": True}, given.name),
+                        models_file=models_file, model_dirs=model_dirs)
+    be = opened.load(force=True)  # vocab only: no weights are loaded
     try:
         sch = be.schedule(item.request())
         rows = []

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from abricot_local import __version__
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, option_specs
+from abricot_local.backends import DEFAULT_BACKEND, backend_class, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored
 from abricot_local.errors import ContextOverflowError, UsageError
+from abricot_local.models.given import Given
 
 PREFIX_DELIMITER = "\n\n"
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
@@ -106,14 +107,13 @@ def open_model(args: dict) -> OpenedModel:
     if not model:
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
     values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
-    n_ctx_given = "n_ctx" in values
-    options = backend_options(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
+    given = Given(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
+    given.checked()  # a bad value is named before any model is looked up
     force = bool(args.get("force"))
     dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
-    ref = modelref.resolve_model_ref(str(model), backend=kind, options=options, n_ctx_given=n_ctx_given,
-                                     models_file=args.get("models"), force=force, model_dirs=dirs)
-    options = modelref.as_backend_options(ref.backend, modelref.options_for(ref, options, n_ctx_given))
-    backend = modelref.open_model(ref, options, force=force)
+    opened = modelref.open_model(str(model), given, models_file=args.get("models"), force=force, model_dirs=dirs)
+    ref, options = opened.ref, opened.options
+    backend = opened.load(force=force)
     try:
         prov = {
             "abricot_local": __version__,

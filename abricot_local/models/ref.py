@@ -14,20 +14,22 @@ and the benches.
    :mod:`abricot_local.hashing` says; ``fresh`` reads the bytes);
 5. one provenance record, :meth:`ModelRef.record` (results.json's ``model``).
 
-:func:`open_model` checks memory (the RPC servers' free memory included) and opens the backend.
+:func:`open_model` is all of it with the options the model opens with (``models.given``: the
+registry's n_ctx unless given); its ``load()`` checks memory (the RPC servers' free memory
+included) and opens the backend.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from abricot_local import hashing, memory
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, backend_options, open_backend
-from abricot_local.backends.base import Backend
+from abricot_local.backends import DEFAULT_BACKEND, backend_class
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.models.given import Given, Opened
 from abricot_local.errors import AbricotError, UnknownModelError
 from abricot_local.gguf.file import check_gguf, header_quant, model_bytes, quant_of
 from .registry import ModelSpec, load_registry, lookup
@@ -94,22 +96,6 @@ class ModelRef:
         if self.source_facts:
             out["source_facts"] = dict(self.source_facts)
         return out
-
-
-def options_for(ref_or_spec, options: ScoringOptions, n_ctx_given: bool) -> ScoringOptions:
-    """``options`` with the registry entry's n_ctx when none was given, as the backend's own type."""
-    spec = ref_or_spec.spec if isinstance(ref_or_spec, ModelRef) else ref_or_spec
-    if spec is not None and not n_ctx_given and spec.n_ctx:
-        options = replace(options, n_ctx=spec.n_ctx)
-    return options
-
-
-def as_backend_options(kind: str, options: ScoringOptions) -> ScoringOptions:
-    """The same settings as backend ``kind``'s options (a registry entry may name another backend)."""
-    cls = backend_class(kind)
-    if isinstance(options, cls.Options):
-        return options
-    return backend_options(kind, {f: getattr(options, f) for f in options.__dataclass_fields__}, strict=False)
 
 
 def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:
@@ -207,8 +193,8 @@ def _fetch_registry(spec: ModelSpec, *, offline: bool | None, progress: bool, no
 
 
 # -- resolving -------------------------------------------------------------------------------
-def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
-                    n_ctx_given: bool = True, models_file: Path | str | None = None,
+def before_download(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
+                    models_file: Path | str | None = None,
                     model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
                     fresh: bool = False, digest: bool = True) -> ModelRef | None:
     """The step before anything is fetched: an unknown name, a missing file or store fails
@@ -237,7 +223,7 @@ def before_download(name: str, *, backend: str = DEFAULT_BACKEND, options: Scori
     if found.source == "synthetic":
         return synthetic_ref(name, found.backend, found)
     if not force:
-        _check_spec(found, backend, options, n_ctx_given)
+        _check_spec(found, given or Given(backend))
     return None
 
 
@@ -268,20 +254,18 @@ def _lookup(name: str, registry, models_file, model_dirs):
         raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
 
 
-def _check_spec(spec: ModelSpec, backend: str, options: ScoringOptions | None, n_ctx_given: bool) -> None:
-    kind = spec.backend or backend
-    opts = as_backend_options(kind, options or backend_class(kind).Options())
-    check_before_download(spec, options_for(spec, opts, n_ctx_given))
+def _check_spec(spec: ModelSpec, given: Given) -> None:
+    check_before_download(spec, given.for_model(spec.backend or given.backend, spec.n_ctx))
 
 
-def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: ScoringOptions | None = None,
-                      n_ctx_given: bool = True, models_file: Path | str | None = None,
+def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
+                      models_file: Path | str | None = None,
                       registry: dict[str, ModelSpec] | None = None, force: bool = False,
                       offline: bool | None = None, progress: bool = True, notify: Notify | None = None,
                       fresh: bool = False, model_dirs: tuple[str, ...] = (), digest: bool = True) -> ModelRef:
     """What ``name`` names, made available and verified (see the module's text). ``backend``:
-    the one asked for (a registry entry with ``backend`` overrides it); ``options``: for the
-    check before a download (the registry's n_ctx applies unless ``n_ctx_given``); ``digest``:
+    the one asked for (a registry entry with ``backend`` overrides it); ``given``: the options
+    for the check before a download (the registry's n_ctx applies unless given); ``digest``:
     as for :func:`before_download`."""
     name = str(name)
     if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
@@ -311,7 +295,7 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, options: Sco
         return synthetic_ref(name, spec.backend, spec)
     kind = spec.backend or backend
     if not force:
-        _check_spec(spec, backend, options, n_ctx_given)
+        _check_spec(spec, given or Given(backend))
     path = _fetch_registry(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
     revision = spec.revision_for(0) if spec.source == "hf" else None
     if spec.source == "hf" and not revision:
@@ -367,22 +351,12 @@ def _same_file(sha256: str, registry) -> ModelSpec | None:
 
 
 # -- opening ---------------------------------------------------------------------------------
-def check_memory(ref: ModelRef, options: ScoringOptions) -> None:
-    """Refuse a model whose weights + KV cache clearly exceed RAM (+ free VRAM, + the RPC
-    servers' free memory)."""
-    if ref.path is None:
-        return
-    facts = backend_class(ref.backend).preflight(ref.path, options)
-    if facts is not None:
-        facts.check(model_bytes(ref.path))
-
-
-def open_model(ref: ModelRef, options: ScoringOptions, *, force: bool = False) -> Backend:
-    """The backend for ``ref``, after the memory check (unless ``force``)."""
-    options = as_backend_options(ref.backend, options)
-    if not force:
-        check_memory(ref, options)
-    return open_backend(ref.backend, str(ref.path) if ref.path else ref.label, options)
+def open_model(name: str, given: Given, **resolve) -> Opened:
+    """The one call that opens a model: ``name`` (any name `run` takes) resolved as
+    :func:`resolve_model_ref` does (``resolve``: its keywords; the check before a download with
+    ``given``), with the options it opens with: the backend's own, the registry's n_ctx unless
+    given. ``Opened.load()`` checks memory and loads it."""
+    return Opened.of(resolve_model_ref(name, backend=given.backend, given=given, **resolve), given)
 
 
 def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model file") -> None:
@@ -394,5 +368,5 @@ def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model 
                            "not the same file")
 
 
-__all__ = ["ModelRef", "resolve_model_ref", "open_model", "options_for", "lookup_alias", "is_cached", "local_file",
-           "check_before_download", "check_memory", "require_same", "SOURCES"]
+__all__ = ["ModelRef", "resolve_model_ref", "open_model", "lookup_alias", "is_cached", "local_file",
+           "check_before_download", "require_same", "SOURCES"]

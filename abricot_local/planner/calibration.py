@@ -293,10 +293,10 @@ def measure(backend, load_s: float) -> Measured:
 
 def calibrate(ref, options, settings: dict, facts: ModelFacts | None) -> Calibration:
     """Load ``ref`` (a modelref.ModelRef) with ``options``, measure it, cache the result."""
-    from abricot_local.models.ref import open_model
+    from abricot_local.models.given import load
 
     t0 = time.perf_counter()
-    backend = open_model(ref, options, force=True)
+    backend = load(ref, options, force=True)
     try:
         measured = measure(backend, time.perf_counter() - t0)
     finally:

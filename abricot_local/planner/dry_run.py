@@ -26,8 +26,8 @@ from abricot_local.planner.chars_per_token import ratio
 from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
-from abricot_local.models.ref import (ModelRef, as_backend_options, before_download, local_file, lookup_alias,
-                                    options_for, resolve_model_ref)
+from abricot_local.models.given import Given
+from abricot_local.models.ref import ModelRef, before_download, local_file, lookup_alias, resolve_model_ref
 from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
                                      text_tokenizer, with_items)
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
@@ -137,7 +137,7 @@ class _Task:
     problem: str = ""
 
 
-def plan(models, *, backend: str, task_spec: str | None, task_options, backend_options, n_ctx_given: bool,
+def plan(models, *, given: Given, task_spec: str | None, task_options,
          limit: int | None = None, sample: int | None = None, shard=None, models_file=None, model_dirs=(),
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
@@ -152,13 +152,12 @@ def plan(models, *, backend: str, task_spec: str | None, task_options, backend_o
                                       reproduces)
         tasks = made[reproduces]
         try:
-            out.append(_model(name, tasks, backend=backend, task_options=task_options, options=backend_options,
-                              n_ctx_given=n_ctx_given, models_file=models_file, model_dirs=model_dirs,
-                              calibrate=calibrate, with_memory=with_memory, notify=notify))
+            out.append(_model(name, tasks, given=given, task_options=task_options, models_file=models_file,
+                              model_dirs=model_dirs, calibrate=calibrate, with_memory=with_memory, notify=notify))
         except AbricotError as err:
             if not keep_going:
                 raise
-            out.append(ModelPlan(name, name, backend, problem=str(err).splitlines()[0]))
+            out.append(ModelPlan(name, name, given.backend, problem=str(err).splitlines()[0]))
     return DryRun(tuple(out), _alternatives(out, limit, sample, shard))
 
 
@@ -179,12 +178,12 @@ def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> li
     return out
 
 
-def _model(name: str, tasks: list[_Task], *, backend, task_options, options, n_ctx_given, models_file, model_dirs,
+def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_file, model_dirs,
            calibrate, with_memory, notify) -> ModelPlan:
-    ref, spec, download = _locate(name, backend, options, n_ctx_given, models_file, model_dirs)
-    kind = ref.backend if ref else (spec.backend or backend) if spec else backend
+    ref, spec, download = _locate(name, given, models_file, model_dirs)
+    kind = ref.backend if ref else (spec.backend or given.backend) if spec else given.backend
     cls = backend_class(kind)
-    opts = as_backend_options(kind, options_for(spec, options, n_ctx_given))
+    opts = given.for_model(kind, spec.n_ctx if spec else None)
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     family = spec.tokenizer if spec else ""
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
@@ -200,14 +199,14 @@ def _model(name: str, tasks: list[_Task], *, backend, task_options, options, n_c
                      speed, note, tuple(plans))
 
 
-def _locate(name, backend, options, n_ctx_given, models_file, model_dirs):
+def _locate(name, given: Given, models_file, model_dirs):
     """(ModelRef when the model is here or synthetic, its registry entry, what a run downloads)."""
     from abricot_local.models import stores
     from abricot_local.models.hub import download_folder
 
-    if not backend_class(backend).reads_model_file:
-        return resolve_model_ref(name, backend=backend, models_file=models_file), None, None
-    ref = before_download(name, backend=backend, options=options, n_ctx_given=n_ctx_given, models_file=models_file,
+    if not backend_class(given.backend).reads_model_file:
+        return resolve_model_ref(name, backend=given.backend, models_file=models_file), None, None
+    ref = before_download(name, backend=given.backend, given=given, models_file=models_file,
                           model_dirs=model_dirs, force=True, digest=False)
     if ref is not None:  # (a file that is a registry entry's byte for byte keeps the run's own options)
         return ref, ref.spec, None
@@ -226,7 +225,7 @@ def _locate(name, backend, options, n_ctx_given, models_file, model_dirs):
         from abricot_local import hashing
 
         sha = spec.sha256_for(0) or hashing.remembered(path)
-        return ModelRef(name, "registry", spec.backend or backend, spec.name, spec=spec, path=path, sha256=sha,
+        return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
     if offline and spec.source == "hf":  # the run's own refusal, naming the file not in the cache
         from abricot_local.models.hub import pull_model
