@@ -1,6 +1,7 @@
-"""Characters per token of each tokenizer family on the tasks' own text: the table
-``abricot_local/planner/chars_per_token.py`` holds (``run --dry-run`` estimates the tokens of a model
-that is not on this machine from it).
+"""Characters per token of each tokenizer family on the tasks' own text: over every task's text, the
+table ``abricot_local/planner/chars_per_token.py`` holds; on one task's text, what the task declares
+(its ``chars_per_token``). ``run --dry-run`` estimates the tokens of a model that is not on this
+machine from them.
 
     python bench/chars_per_token.py            # measure, print the table as Python
     python bench/chars_per_token.py --check    # measure, and fail if the committed table differs
@@ -87,15 +88,23 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="fail when the committed table differs")
     args = ap.parse_args()
     table = measure()
-    print("MEASURED = {")
-    for family, (n_vocab, ratios) in table.items():
-        print(f"    \"{family}\": ({n_vocab}, {json.dumps(ratios)}),")
+    overall = {family: (n_vocab, ratios["*"]) for family, (n_vocab, ratios) in table.items()}
+    own = {task: {family: ratios[task] for family, (_, ratios) in table.items()}
+           for task in next(iter(table.values()))[1] if task != "*"}
+    print("MEASURED = {  # abricot_local/planner/chars_per_token.py")
+    for family, (n_vocab, value) in overall.items():
+        print(f"    \"{family}\": ({n_vocab}, {value}),")
     print("}")
+    for task, ratios in own.items():
+        print(f"{task}: chars_per_token = {json.dumps(ratios)}  # the task's own declaration")
     if args.check:
         from abricot_local.planner.chars_per_token import MEASURED
+        from abricot_local.tasks import task_class
 
-        if MEASURED != table:
-            raise SystemExit(f"the committed table differs from this measurement: {MEASURED} != {table}")
+        declared = {task: dict(task_class(task).chars_per_token) for task in own}
+        if MEASURED != overall or declared != own:
+            raise SystemExit(f"the committed ratios differ from this measurement: {MEASURED}, {declared} != "
+                             f"{overall}, {own}")
 
 
 if __name__ == "__main__":

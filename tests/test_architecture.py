@@ -31,8 +31,7 @@ TOP_LEVEL_MAX = 12
 LINES_MAX = 400
 SHARED = ("evaluation", "planner", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
           "metrics.py", "jsonfiles.py")
-NOT_SHARED = ("planner/chars_per_token.py",  # keyed by task name (a measured table), issue 28 item 6
-              "report/html.py")  # its page data's key "prefix" is not the engine (unchecked before the packages)
+NOT_SHARED = ("report/html.py",)  # its page data's key "prefix" is not the engine (unchecked before the packages)
 LLAMA_CPP_IMPORTERS = {f"abricot_local.backends.llama_cpp.{m}" for m in ("backend", "session", "system", "rpc")}
 
 

@@ -249,7 +249,7 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
         be = LlamaCppBackend(vocab_dir / f"ggml-vocab-{family}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
         for run in runs:
             exact = count_work(run.items, be.schedule, opts, exact=True, basis="")
-            tok = text_tokenizer(ratio(family, run.task.name).chars_per_token)
+            tok = text_tokenizer(ratio(family, run.task).chars_per_token)
             est = count_work(run.items, lambda r: schedule(r, tok, 4096), opts, exact=False, basis="")
             print(f"{family} {run.task.name}: tokens exact {exact.tokens}, estimated {est.tokens}; "
                   f"rows {exact.rows}, {est.rows}")

@@ -257,7 +257,7 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     size = f"{spec.approx_bytes / 1e9:.2f} GB" if spec and spec.approx_bytes else "size unknown"
     basis = f"its registry entry ({spec.params}, {size})" if spec else \
         f"the parameters its name gives ({name})"
-    return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family, "*").n_vocab, basis)
+    return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
 def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
@@ -284,7 +284,7 @@ def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
         schedule, run = exact
         basis, is_exact = "the model's tokenizer", True
     else:
-        r = ratio(family, t.task.name)
+        r = ratio(family, t.task)
         tokenize = text_tokenizer(r.chars_per_token)
         schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False

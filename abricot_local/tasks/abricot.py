@@ -244,11 +244,15 @@ class AbricotTask(Task):
 class AbricotAbsTask(AbricotTask):
     name = "abricot_abs"
     kind = "abs"
+    chars_per_token = {"gemma3": 3.364, "gpt-2": 2.457, "llama-bpe": 3.073, "llama-spm": 2.675, "phi-3": 2.675,
+                       "qwen2": 3.073, "smollm": 2.519}
     description = "ABRICOT (CALAMITA 2024): how abstract a word is in its sentence, 1 (concrete) to 5 (abstract)"
 
 
 class AbricotIncTask(AbricotTask):
     name = "abricot_inc"
     kind = "inc"
+    chars_per_token = {"gemma3": 3.397, "gpt-2": 2.482, "llama-bpe": 3.143, "llama-spm": 2.746, "phi-3": 2.746,
+                       "qwen2": 3.143, "smollm": 2.544}
     description = ("ABRICOT (CALAMITA 2024): how inclusive a word is in its sentence, 1 (specific) to 5 "
                    "(inclusive)")

@@ -228,6 +228,10 @@ class Task(ABC):
     prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
+    # characters per token of the items' text (prompts as scored) per tokenizer family, measured
+    # (bench/chars_per_token.py): how `run --dry-run` estimates the tokens of a model that is not here;
+    # a family not declared: the family's ratio over every task's text (planner/chars_per_token.py)
+    chars_per_token: dict[str, float] = {}
     data: DataSpec
 
     def __init__(self, options: TaskOptions):

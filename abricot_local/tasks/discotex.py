@@ -124,6 +124,8 @@ class DiscotexTask(Task):
     figures = (Figure("confusion", metric="accuracy"),)
     uses = ("shots", "prompt_variant")
     prompt_variants = tuple(WORDINGS)
+    chars_per_token = {"gemma3": 4.01, "gpt-2": 2.796, "llama-bpe": 3.497, "llama-spm": 3.269, "phi-3": 3.269,
+                       "qwen2": 3.475, "smollm": 2.805}
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
         how="--data-dir DIR (the DisCoTEX release or Parquet rows)",
