@@ -25,6 +25,7 @@ from abricot_local.lm_eval import requests as lm_eval_requests
 from abricot_local.cli import cli
 from abricot_local.errors import IntegrityError, ModelError, UnknownModelError, UsageError
 from abricot_local.models.registry import load_registry
+from abricot_local.models.sources import gated_text
 from invented_data import write_discotex
 
 GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)  # a valid header: no tensors, no keys
@@ -152,7 +153,7 @@ def test_a_registry_entry_naming_the_fake_backend_runs_without_a_model(tmp_path)
     user = tmp_path / "m.toml"
     user.write_text(FAKE)
     spec = load_registry(user)["toy"]
-    assert (spec.source, spec.backend, spec.files, spec.gated_text) == ("synthetic", "fake", (), "no")
+    assert (spec.source, spec.backend, spec.files, gated_text(spec)) == ("synthetic", "fake", (), "no")
     out = tmp_path / "out"
     r = invoke("run", "toy", "--models", user, "--tasks", "discotex", "--data-dir", write_discotex(tmp_path / "d"),
                "--out", out)

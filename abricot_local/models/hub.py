@@ -38,9 +38,7 @@ def cached_paths(spec: ModelSpec) -> list[Path] | None:
 
 
 def download_folder(spec: ModelSpec) -> Path:
-    """Where a pull of ``spec`` writes: the Hugging Face hub cache (or the local file's folder)."""
-    if spec.source == "local" and spec.path:
-        return Path(spec.path).expanduser().parent
+    """Where a pull of ``spec`` writes: the Hugging Face hub cache (models.sources asks, per source)."""
     try:
         from huggingface_hub import constants
 

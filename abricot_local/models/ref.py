@@ -21,7 +21,6 @@ included) and opens the backend.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,6 +29,7 @@ from abricot_local import hashing, memory
 from abricot_local.backends import DEFAULT_BACKEND, backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given, Opened
+from abricot_local.models.sources import source_of
 from abricot_local.errors import AbricotError, UnknownModelError
 from abricot_local.gguf.file import check_gguf, header_quant, model_bytes, quant_of
 from .registry import ModelSpec, load_registry, lookup
@@ -107,52 +107,21 @@ def is_path_name(name: str) -> bool:
     return name.lower().endswith(".gguf") or Path(name).expanduser().exists()
 
 
-# -- what is on this machine ------------------------------------------------------------------
+# -- what is on this machine (each source answers: models.sources) ---------------------------
 def is_cached(spec: ModelSpec) -> bool:
     """True when a registry model needs no download (every part is local)."""
-    if spec.source == "synthetic":
-        return True
-    if spec.source == "local":
-        return Path(spec.path).is_file()
-    if spec.source == "pypi":
-        return importlib.util.find_spec(spec.module) is not None
-    from .hub import cached_paths
-
-    return cached_paths(spec) is not None
+    return source_of(spec).is_cached(spec)
 
 
 def local_file(spec: ModelSpec) -> Path | None:
     """Where a registry model's file is on this machine now, else None (nothing is fetched)."""
-    if spec.source == "local":
-        return Path(spec.path) if Path(spec.path).is_file() else None
-    if spec.source == "pypi":
-        from abricot_local.models.pypi import assembled_path, package_folder
-
-        folder = package_folder(spec)
-        if folder is not None and (folder / spec.file).is_file():
-            return folder / spec.file
-        made = assembled_path(spec)
-        return made if made and made.is_file() else None
-    if spec.source == "hf":
-        from .hub import cached_paths
-
-        paths = cached_paths(spec)
-        return paths[0] if paths else None
-    return None
+    return source_of(spec).local_file(spec)
 
 
 def where_text(spec: ModelSpec) -> str:
     """Where a registry model's file is, for listings: its path, else why there is none."""
     path = local_file(spec)
-    if path is not None:
-        return str(path)
-    if spec.source == "synthetic":
-        return "(synthetic: no file)"
-    if spec.source == "pypi" and is_cached(spec):
-        from abricot_local.models.pypi import assembled_path
-
-        return f"{assembled_path(spec)} (assembled on first use)"
-    return "not here"
+    return str(path) if path is not None else source_of(spec).where_text(spec)
 
 
 def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
@@ -163,33 +132,8 @@ def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
     size = spec.approx_bytes
     if not size:
         return
-    from .hub import download_folder
-
     memory.check_memory(size, memory.kv_estimate_from_size(size, options.n_ctx))
-    memory.check_disk(size, download_folder(spec))
-
-
-def _fetch_registry(spec: ModelSpec, *, offline: bool | None, progress: bool, notify: Notify | None,
-                    fresh: bool) -> Path:
-    """A registry model's file made available and checked against the entry's size and sha256."""
-    from abricot_local.hashing import verify_file
-
-    what = f"model '{spec.name}'"
-    if spec.source == "local":
-        path = check_gguf(Path(spec.path))
-        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=what, fresh=fresh)
-        return path
-    if spec.source == "pypi":
-        from abricot_local.models.pypi import resolve_pypi
-
-        return resolve_pypi(spec, fresh=fresh)
-    from abricot_local.models import hub
-
-    paths = hub.cached_paths(spec)
-    if paths is None:
-        return hub.pull_model(spec, progress=progress, offline=offline, notify=notify)
-    hub.verify_parts(spec, paths, fresh=fresh)
-    return hub.colocate(spec, paths)
+    memory.check_disk(size, source_of(spec).download_folder(spec))
 
 
 # -- resolving -------------------------------------------------------------------------------
@@ -220,7 +164,7 @@ def before_download(name: str, *, backend: str = DEFAULT_BACKEND, given: Given |
     found = _lookup(name, None, models_file, model_dirs)
     if not isinstance(found, ModelSpec):
         return resolve_model_ref(name, **local)
-    if found.source == "synthetic":
+    if not source_of(found).has_file:
         return synthetic_ref(name, found.backend, found)
     if not force:
         _check_spec(found, given or Given(backend))
@@ -270,7 +214,7 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given
     name = str(name)
     if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
         spec = _registry(registry, models_file).get(name) if not is_path_name(name) and ":" not in name else None
-        return synthetic_ref(name, backend, spec if spec and spec.source == "synthetic" else None)
+        return synthetic_ref(name, backend, spec if spec and not source_of(spec).has_file else None)
     from abricot_local.models import stores
 
     def known():
@@ -291,16 +235,14 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given
     spec = _lookup(name, registry, models_file, model_dirs)
     if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
         return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, **kw)
-    if spec.source == "synthetic":
+    if not source_of(spec).has_file:
         return synthetic_ref(name, spec.backend, spec)
     kind = spec.backend or backend
     if not force:
         _check_spec(spec, given or Given(backend))
-    path = _fetch_registry(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
-    revision = spec.revision_for(0) if spec.source == "hf" else None
-    if spec.source == "hf" and not revision:
-        revision = _snapshot_commit(path)
-    return _finish(name, kind, path, "registry", fresh=fresh, spec=spec, revision=revision)
+    source = source_of(spec)
+    path = source.fetch(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
+    return _finish(name, kind, path, "registry", fresh=fresh, spec=spec, revision=source.revision(spec, path))
 
 
 def _registry(registry, models_file) -> dict[str, ModelSpec]:
@@ -310,16 +252,6 @@ def _registry(registry, models_file) -> dict[str, ModelSpec]:
 def synthetic_ref(name: str, backend: str, spec: ModelSpec | None) -> ModelRef:
     return ModelRef(name, "synthetic", spec.backend if spec else backend, spec.name if spec else name, spec=spec,
                     quant=spec.quant if spec else "")
-
-
-def _snapshot_commit(path: Path) -> str | None:
-    """The commit of a Hugging Face cache snapshot a file lies in (``snapshots/<commit>/...``)."""
-    parts = Path(path).parts
-    if "snapshots" in parts:
-        k = len(parts) - 1 - parts[::-1].index("snapshots")
-        if k + 1 < len(parts):
-            return parts[k + 1]
-    return None
 
 
 def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bool, spec: ModelSpec | None = None,

@@ -81,16 +81,6 @@ class ModelSpec:
         return self.files[0] if self.files else ""
 
     @property
-    def gated_text(self) -> str:
-        """What a listing shows: yes, no, "? (original: yes)" (the original model is gated, this
-        file's repository was not checked), or ? (not known)."""
-        if self.gated is not None:
-            return "yes" if self.gated else "no"
-        if self.source in ("pypi", "local", "synthetic"):
-            return "no"  # nothing to accept before it is used
-        return "? (original: yes)" if self.base_gated else "?"
-
-    @property
     def revision(self) -> str:
         """The revision of the first file ("" = the repository's main branch)."""
         return self.revisions[0] if self.revisions else ""

@@ -28,6 +28,7 @@ from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
 from abricot_local.models.ref import ModelRef, before_download, local_file, lookup_alias, resolve_model_ref
+from abricot_local.models.sources import Pending as Download, source_of
 from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
                                      text_tokenizer, with_items)
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
@@ -37,14 +38,6 @@ from abricot_local.tasks.uses import refuse_unused
 
 NO_CALIBRATION = ("no calibration yet for these settings: `abricot-local run MODEL --dry-run --calibrate` measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
-
-
-@dataclass(frozen=True)
-class Download:
-    what: str
-    bytes: int | None
-    to: str
-    free: int | None  # bytes free there (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -213,13 +206,13 @@ def _locate(name, given: Given, models_file, model_dirs):
     offline = is_offline()
     if stores.prefix_of(name) == "hf":
         if offline:  # the run would refuse the download: the same refusal (a split model's missing part named)
-            resolve_model_ref(name, backend=backend, offline=True, models_file=models_file, digest=False)
+            resolve_model_ref(name, backend=given.backend, offline=True, models_file=models_file, digest=False)
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
                                     memory.free_disk(folder)[1])
     spec = lookup_alias(name, models_file)
     path = local_file(spec)
-    if path is None and spec.source == "local":
+    if path is None and not source_of(spec).fetches:
         raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
     if path is not None:
         from abricot_local import hashing
@@ -227,27 +220,10 @@ def _locate(name, given: Given, models_file, model_dirs):
         sha = spec.sha256_for(0) or hashing.remembered(path)
         return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
-    if offline and spec.source == "hf":  # the run's own refusal, naming the file not in the cache
-        from abricot_local.models.hub import pull_model
-
-        pull_model(spec, offline=True, progress=False)
-    return None, spec, _download(spec, download_folder)
-
-
-def _download(spec: ModelSpec, download_folder) -> Download:
-    if spec.source == "pypi":
-        from abricot_local.models.ref import is_cached
-        from abricot_local.models.pypi import assembled_path
-
-        if is_cached(spec):
-            folder = assembled_path(spec).parent
-            return Download(f"assembled from the installed package {spec.package} on first use", spec.approx_bytes,
-                            str(folder), memory.free_disk(folder)[1])
-        return Download(f"pip install {spec.package}=={spec.version}", spec.approx_bytes, "(pip)", None)
-    folder = download_folder(spec)
-    files = ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
-    where = f"{spec.repo} @ {(spec.revision or 'main')[:12]}: {files}" if spec.repo else spec.path
-    return Download(where, spec.approx_bytes, str(folder), memory.free_disk(folder)[1])
+    source = source_of(spec)
+    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache
+        source.fetch(spec, offline=True, progress=False, notify=None, fresh=False)
+    return None, spec, source.pending(spec)
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:

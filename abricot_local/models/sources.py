@@ -1,0 +1,227 @@
+"""Where a registry model's file comes from, as objects: one class per ``source`` of models.toml
+(``hf``, ``pypi``, ``local``, ``synthetic``), each answering the same questions: is it on this
+machine, where is its file, where would a download write, what would a run download, fetch it,
+which revision it is. :func:`source_of` is the one lookup: the model reference, the plan, the
+listings and doctor ask the source and never compare its name. (Models other tools keep, named
+``ollama:`` / ``lmstudio:`` / ``hf:``, are the stores' business: ``models/stores/``.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a run would download for a model that is not here: what, its size, where to, the free disk there."""
+
+    what: str
+    bytes: int | None
+    to: str
+    free: int | None  # bytes free there (None: unknown)
+
+
+def _free(folder: Path) -> int | None:
+    from abricot_local.memory import free_disk
+
+    return free_disk(folder)[1]
+
+
+def _files(spec) -> str:
+    return ", ".join(spec.files) if len(spec.files) <= 2 else f"{spec.files[0]} (+{len(spec.files) - 1} parts)"
+
+
+class Source(Protocol):
+    """One kind of registry source."""
+
+    kind: str
+    has_file: bool  # False: the synthetic backend's alias (no file at all)
+    to_accept: bool  # whether a listing's "gated" can be anything but "no" (a licence to accept first)
+    fetches: bool  # whether a file not here can be fetched (a local path cannot)
+    downloads: bool  # whether fetching it needs the network (offline, a dry run refuses it as the run would)
+
+    def is_cached(self, spec) -> bool: ...
+
+    def local_file(self, spec) -> Path | None:
+        """Its file on this machine now, else None (nothing is fetched)."""
+        ...
+
+    def where_text(self, spec) -> str:
+        """For listings, when :meth:`local_file` is None: why there is no file."""
+        ...
+
+    def download_folder(self, spec) -> Path: ...
+
+    def pending(self, spec) -> Pending: ...
+
+    def fetch(self, spec, *, offline: bool | None, progress: bool, notify: Notify | None, fresh: bool) -> Path:
+        """The file made available and checked against the entry's size and SHA-256."""
+        ...
+
+    def revision(self, spec, path: Path) -> str | None: ...
+
+
+class Hub:
+    """A Hugging Face repository, pinned to a commit: the hub's own cache."""
+
+    kind, has_file, to_accept, fetches, downloads = "hf", True, True, True, True
+
+    def is_cached(self, spec) -> bool:
+        from abricot_local.models.hub import cached_paths
+
+        return cached_paths(spec) is not None
+
+    def local_file(self, spec) -> Path | None:
+        from abricot_local.models.hub import cached_paths
+
+        paths = cached_paths(spec)
+        return paths[0] if paths else None
+
+    def where_text(self, spec) -> str:
+        return "not here"
+
+    def download_folder(self, spec) -> Path:
+        from abricot_local.models.hub import download_folder
+
+        return download_folder(spec)
+
+    def pending(self, spec) -> Pending:
+        folder = self.download_folder(spec)
+        return Pending(f"{spec.repo} @ {(spec.revision or 'main')[:12]}: {_files(spec)}", spec.approx_bytes,
+                       str(folder), _free(folder))
+
+    def fetch(self, spec, *, offline, progress, notify, fresh) -> Path:
+        from abricot_local.models import hub
+
+        paths = hub.cached_paths(spec)
+        if paths is None:
+            return hub.pull_model(spec, progress=progress, offline=offline, notify=notify)
+        hub.verify_parts(spec, paths, fresh=fresh)
+        return hub.colocate(spec, paths)
+
+    def revision(self, spec, path: Path) -> str | None:
+        return spec.revision_for(0) or snapshot_commit(path)
+
+
+class Pypi:
+    """A GGUF shipped in a PyPI package (assembled from its parts on first use)."""
+
+    kind, has_file, to_accept, fetches, downloads = "pypi", True, False, True, False  # pip installs it
+
+    def is_cached(self, spec) -> bool:
+        return importlib.util.find_spec(spec.module) is not None
+
+    def local_file(self, spec) -> Path | None:
+        from abricot_local.models.pypi import assembled_path, package_folder
+
+        folder = package_folder(spec)
+        if folder is not None and (folder / spec.file).is_file():
+            return folder / spec.file
+        made = assembled_path(spec)
+        return made if made and made.is_file() else None
+
+    def where_text(self, spec) -> str:
+        from abricot_local.models.pypi import assembled_path
+
+        return f"{assembled_path(spec)} (assembled on first use)" if self.is_cached(spec) else "not here"
+
+    def download_folder(self, spec) -> Path:
+        return Hub().download_folder(spec)
+
+    def pending(self, spec) -> Pending:
+        from abricot_local.models.pypi import assembled_path
+
+        if self.is_cached(spec):
+            folder = assembled_path(spec).parent
+            return Pending(f"assembled from the installed package {spec.package} on first use", spec.approx_bytes,
+                           str(folder), _free(folder))
+        return Pending(f"pip install {spec.package}=={spec.version}", spec.approx_bytes, "(pip)", None)
+
+    def fetch(self, spec, *, offline, progress, notify, fresh) -> Path:
+        from abricot_local.models.pypi import resolve_pypi
+
+        return resolve_pypi(spec, fresh=fresh)
+
+    def revision(self, spec, path: Path) -> str | None:
+        return None
+
+
+class Local:
+    """A file on this machine (a user's models.toml only): nothing fetches it."""
+
+    kind, has_file, to_accept, fetches, downloads = "local", True, False, False, False
+
+    def is_cached(self, spec) -> bool:
+        return Path(spec.path).is_file()
+
+    def local_file(self, spec) -> Path | None:
+        return Path(spec.path) if Path(spec.path).is_file() else None
+
+    def where_text(self, spec) -> str:
+        return "not here"
+
+    def download_folder(self, spec) -> Path:
+        return Path(spec.path).expanduser().parent
+
+    def pending(self, spec) -> Pending:
+        folder = self.download_folder(spec)
+        return Pending(spec.path, spec.approx_bytes, str(folder), _free(folder))
+
+    def fetch(self, spec, *, offline, progress, notify, fresh) -> Path:
+        from abricot_local.gguf.file import check_gguf
+        from abricot_local.hashing import verify_file
+
+        path = check_gguf(Path(spec.path))
+        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'", fresh=fresh)
+        return path
+
+    def revision(self, spec, path: Path) -> str | None:
+        return None
+
+
+class Synthetic(Local):
+    """No file: the synthetic backend under a registry alias."""
+
+    kind, has_file, to_accept, fetches, downloads = "synthetic", False, False, False, False
+
+    def is_cached(self, spec) -> bool:
+        return True
+
+    def local_file(self, spec) -> Path | None:
+        return None
+
+    def where_text(self, spec) -> str:
+        return "(synthetic: no file)"
+
+
+SOURCES: dict[str, Source] = {s.kind: s for s in (Hub(), Pypi(), Local(), Synthetic())}
+
+
+def source_of(spec) -> Source:
+    """The source of a registry entry (models.registry.ModelSpec: its ``source`` was checked on load)."""
+    return SOURCES[spec.source]
+
+
+def gated_text(spec) -> str:
+    """What a listing shows of a registry entry's licence: yes, no, "? (original: yes)" (the original model
+    is gated, this file's repository was not checked), or ? (not known); "no" where there is nothing to accept."""
+    if spec.gated is not None:
+        return "yes" if spec.gated else "no"
+    if not source_of(spec).to_accept:
+        return "no"  # nothing to accept before it is used
+    return "? (original: yes)" if spec.base_gated else "?"
+
+
+def snapshot_commit(path: Path) -> str | None:
+    """The commit of a Hugging Face cache snapshot a file lies in (``snapshots/<commit>/...``)."""
+    parts = Path(path).parts
+    if "snapshots" in parts:
+        k = len(parts) - 1 - parts[::-1].index("snapshots")
+        if k + 1 < len(parts):
+            return parts[k + 1]
+    return None
