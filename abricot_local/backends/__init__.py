@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
+from importlib.metadata import entry_points
 
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.options import ScoringOptions
@@ -26,13 +27,33 @@ class Registered:
     reads_model_file: bool = True  # its class's, known without importing the runtime (tests/test_options.py)
 
 
-BACKENDS = {
+GROUP = "abricot_local.backends"  # other packages' backends: NAME = "module:REGISTERED" (a Registered)
+SHIPPED = {
     "llama.cpp": Registered("abricot_local.backends.llama_cpp.backend:LlamaCppBackend",
                             "abricot_local.backends.llama_cpp.options:LlamaCppOptions"),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
 }
 DEFAULT_BACKEND = "llama.cpp"
+
+
+def plugins(group: str = GROUP) -> dict[str, Registered]:
+    """The backends other packages register through the entry-point group ``group``: each names a
+    ``Registered`` in a module of its own, so only that small module loads here (the backend and
+    its runtime load when used). A broken one is named, and refused."""
+    out = {}
+    for ep in entry_points(group=group):
+        try:
+            found = ep.load()
+        except Exception as exc:  # a broken plugin names itself
+            raise UsageError(f"backend plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}")
+        if not isinstance(found, Registered):
+            raise UsageError(f"backend plugin {ep.name!r} ({ep.value}) is not a backends.Registered")
+        out.setdefault(ep.name, found)
+    return out
+
+
+BACKENDS = {**SHIPPED, **{k: v for k, v in plugins().items() if k not in SHIPPED}}
 
 
 def _load(ref: str):

@@ -16,7 +16,18 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-MODULES = {"ollama": "ollama", "lmstudio": "lmstudio", "hf": "hf_cache"}
+GROUP = "abricot_local.stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
+MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_local.models.stores.lmstudio",
+           "hf": "abricot_local.models.stores.hf_cache"}
+
+
+def _plugins() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=GROUP) if ep.name not in MODULES}
+
+
+MODULES.update(_plugins())  # names only: a store's module loads when a name with its prefix is used
 PREFIXES = tuple(MODULES)
 
 
@@ -57,7 +68,7 @@ def prefix_of(name: str) -> str | None:
 def _module(prefix: str):
     from importlib import import_module
 
-    return import_module(f"abricot_local.models.stores.{MODULES[prefix]}")
+    return import_module(MODULES[prefix])
 
 
 def resolve(name: str, *, offline: bool | None = None, notify=None, progress: bool = True,

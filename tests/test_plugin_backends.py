@@ -1,0 +1,71 @@
+"""Backends and stores register through entry points, as tasks do, lazily (issue 28, item 5): a
+package names a small module (a backends.Registered; a store module); the backend's runtime and
+the store's module load only when used."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from abricot_local import backends
+from abricot_local.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dist(tmp_path, entry_points: str, **modules: str):
+    """A distribution on sys.path (tmp_path): its entry points and modules."""
+    info = tmp_path / "toyplugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplugin\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points), encoding="utf-8")
+    for name, code in modules.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(code), encoding="utf-8")
+
+
+REGISTER = """
+    from abricot_local.backends import Registered
+    REGISTERED = Registered("toy_backend:ToyBackend", "abricot_local.backends.options:ScoringOptions")
+"""
+BACKEND = """
+    from abricot_local.backends.fake import FakeBackend
+    class ToyBackend(FakeBackend):
+        name = "toy"
+"""
+STORE = """
+    def resolve(name, **kw):
+        raise NotImplementedError
+    def listing(model_dirs=()):
+        return []
+"""
+
+
+def test_a_backend_plugin_is_registered_and_loads_when_used(tmp_path):
+    dist(tmp_path, "[abricot_local.backends]\ntoy = toy_register:REGISTERED\n"
+                   "[abricot_local.stores]\ntoystore = toy_store\n",
+         toy_register=REGISTER, toy_backend=BACKEND, toy_store=STORE)
+    code = ("import sys\n"
+            "from abricot_local.backends import BACKENDS, backend_class\n"
+            "from abricot_local.models import stores\n"
+            "print('toy' in BACKENDS, 'toy_backend' in sys.modules, stores.prefix_of('toystore:x'),"
+            " 'toy_store' in sys.modules)\n"
+            "print(backend_class('toy').name, stores._module('toystore').listing())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))})
+    assert r.stdout.splitlines() == ["True False toystore False", "toy []"], r.stdout + r.stderr
+
+
+def test_a_broken_backend_plugin_names_itself(tmp_path, monkeypatch):
+    dist(tmp_path, "[abricot_local.backends]\nbad = toy_missing:REGISTERED\nodd = toy_odd:REGISTERED\n",
+         toy_odd="REGISTERED = 'not a Registered'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UsageError, match=r"backend plugin 'bad' \(toy_missing:REGISTERED\) failed to load"):
+        backends.plugins()
+    (tmp_path / "toy_missing.py").write_text(textwrap.dedent(REGISTER), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"backend plugin 'odd' \(toy_odd:REGISTERED\) is not a backends.Registered"):
+        backends.plugins()
