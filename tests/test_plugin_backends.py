@@ -47,7 +47,7 @@ STORE = """
 
 def test_a_backend_plugin_is_registered_and_loads_when_used(tmp_path):
     dist(tmp_path, "[abricot_local.backends]\ntoy = toy_register:REGISTERED\n"
-                   "[abricot_local.stores]\ntoystore = toy_store\n",
+                   "[abricot_local.model_stores]\ntoystore = toy_store\n",
          toy_register=REGISTER, toy_backend=BACKEND, toy_store=STORE)
     code = ("import sys\n"
             "from abricot_local.backends import BACKENDS, backend_class\n"

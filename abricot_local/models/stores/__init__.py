@@ -16,7 +16,7 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-GROUP = "abricot_local.stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
+GROUP = "abricot_local.model_stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
 MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_local.models.stores.lmstudio",
            "hf": "abricot_local.models.stores.hf_cache"}
 
