@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import jsonfiles
-from abricot_local.evaluation import results, runner
+from abricot_local.evaluation import results, runner, states
 from abricot_local.cli import cli
 from invented_data import write_discotex
 
@@ -54,7 +54,7 @@ def check_left_as_promised(out: Path, message: str) -> None:
     if out.exists():
         assert markers(out) == ["FAILED"], sorted(p.name for p in out.iterdir())
         assert f"error: {message}\n" in (out / "FAILED").read_text()
-        state = results.run_state(out)
+        state = states.run_state(out)
         assert state.state == "failed" and state.detail == message and state.total == 8
 
 

@@ -15,7 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.evaluation import results, runner
+from abricot_local.evaluation import results, runner, states
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError
 from conftest import fail_after
@@ -45,7 +45,7 @@ def test_running_marker_while_scoring(tmp_path, data, monkeypatch):
     real = runner.run_task
 
     def run_task(run, backend, **kw):
-        seen.append((markers(out), (out / "RUNNING").read_text(), results.run_state(out)))
+        seen.append((markers(out), (out / "RUNNING").read_text(), states.run_state(out)))
         return real(run, backend, **kw)
 
     monkeypatch.setattr(runner, "run_task", run_task)
@@ -77,7 +77,7 @@ def test_ctrl_c_leaves_interrupted_and_a_resume_start_counts_what_is_on_disk(tmp
     assert "nothing scored yet" not in r.stderr and "4 of 10 items" in r.stderr and "--resume" in r.stderr
     assert markers(out) == ["INTERRUPTED"]
     assert run_fake(data, out, "--resume").exit_code == 0
-    assert markers(out) == [] and results.run_state(out).state == "complete"
+    assert markers(out) == [] and states.run_state(out).state == "complete"
 
 
 def interrupt(*_args, **_kw):
@@ -110,7 +110,7 @@ def test_an_interrupted_resume_leaves_the_folder_interrupted_with_the_resume_com
     assert r.exit_code == 130
     assert f"interrupted: 3 of 10 items (discotex 3/10) saved in {out}" in r.stderr and "resume with:" in r.stderr
     assert markers(out) == ["INTERRUPTED"] and "items: 3 of 10 items" in (out / "INTERRUPTED").read_text()
-    assert results.run_state(out).state == "interrupted"
+    assert states.run_state(out).state == "interrupted"
 
 
 def test_deferred_signals_reach_their_handler_after_a_ctypes_callback():
@@ -227,7 +227,7 @@ def test_a_failure_leaves_failed_with_the_error(tmp_path, data, monkeypatch):
     assert markers(out) == ["FAILED"]
     text = (out / "FAILED").read_text()
     assert "error: llama_decode failed (code -3): out of memory" in text and "items: 3 of 10 items" in text
-    state = results.run_state(out)
+    state = states.run_state(out)
     assert (state.state, state.done, state.total) == ("failed", 3, 10) and "out of memory" in state.detail
     assert run_fake(data, out, "--resume").exit_code == 0 and markers(out) == []
 
@@ -301,7 +301,7 @@ def test_sigterm_gets_the_saved_and_resume_message(tmp_path):
     assert proc.returncode == 130, err
     assert "of 600 items (discotex" in err and "saved in" in err and "resume with: abricot-local" in err
     assert markers(out) == ["INTERRUPTED"] and not (out / "results.json").exists()
-    assert results.run_state(out).state == "interrupted"
+    assert states.run_state(out).state == "interrupted"
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])

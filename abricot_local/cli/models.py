@@ -20,7 +20,7 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
     or with --local the models other tools keep here."""
     from abricot_local.console.listings import gib, local_models_table, models_table
     from abricot_local.models.registry import load_registry
-    from abricot_local.models.sources import gated_text
+    from abricot_local.models.sources import gated_text, source_of
 
     registry = load_registry(models_file)
     from abricot_local.models.local import local_models
@@ -37,7 +37,7 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
             here.setdefault(r.alias, r.source + (" (assembled on first use)" if r.note else ""))
     rows = []
     for alias, spec in sorted(registry.items()):
-        where = "(synthetic: no file)" if spec.source == "synthetic" else here.get(alias, "-")
+        where = here.get(alias, "-") if source_of(spec).has_file else "(synthetic: no file)"
         rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
                      gated_text(spec), where, spec.reproduces or ""))
     click.echo(models_table(rows))

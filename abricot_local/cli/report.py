@@ -13,7 +13,7 @@ from abricot_local.errors import UsageError
 
 
 def _run_states(paths: tuple[str, ...]):
-    from abricot_local.evaluation.results import find_runs
+    from abricot_local.evaluation.states import find_runs
 
     if not paths and not Path("results").is_dir():
         raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
@@ -26,7 +26,7 @@ def runs_(folders: tuple[str, ...]) -> None:
     """List the run folders in DIR (default results/, searched recursively): complete, running,
     interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
     from abricot_local.console.listings import runs_text
-    from abricot_local.evaluation.results import find_runs
+    from abricot_local.evaluation.states import find_runs
 
     default = Path("results")
     states = find_runs(folders or (str(default),)) if folders or default.is_dir() else []  # one given must exist

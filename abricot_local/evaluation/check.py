@@ -32,7 +32,7 @@ from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verd
 from abricot_local.record import Record, entry_samples, read_run
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.runs import recompute_entry
-from abricot_local.evaluation.results import unfinished
+from abricot_local.evaluation.states import unfinished
 from abricot_local.evaluation.runner import apply_chat, score_items
 from abricot_local.tasks import base_name, make_task
 from abricot_local.tasks.base import TaskOptions

@@ -1,0 +1,132 @@
+"""Run folders and their states, read from what the output folder shows (evaluation/results.py
+writes it): complete (results.json), running (a RUNNING file and a live lock), stopped (RUNNING,
+no process holds the lock), interrupted, failed; :func:`find_runs` lists them (``runs``,
+``report``), :func:`unfinished` says why a folder holds no finished run (``check``)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from abricot_local.errors import ResultsError
+from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, items_text, saved_counts
+from abricot_local.record import CHECKPOINT, RESULTS, read_run
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run folder's state: complete, running, interrupted, failed, or stopped (a RUNNING
+    folder whose process is gone: killed or crashed; --resume continues it)."""
+
+    path: Path
+    state: str
+    done: int
+    total: int | None
+    detail: str = ""  # items per task, the error, the pid
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def describe(self) -> str:
+        items = f"{self.done} of {self.total} items" if self.total is not None else f"{self.done} items"
+        return f"{self.state}, {items}" + (f"; {self.detail}" if self.detail else "")
+
+
+def _fields(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")  # a state file is ours; never a traceback
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in text.splitlines()) if sep}
+
+
+def _lock_held(folder: Path) -> bool:
+    """Whether a live process holds the folder's flock (a dead one's lock is gone with it)."""
+    try:
+        fh = open(folder / LOCK, "r")
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        fh.close()
+    return False
+
+
+def is_run_folder(folder: Path) -> bool:
+    return (folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
+
+
+def run_state(folder: str | Path) -> RunState:
+    """The state of one run folder, from results.json, its state file and its checkpoint."""
+    folder = Path(folder)
+    if (folder / RESULTS).is_file():
+        try:
+            tasks = read_run(folder).tasks
+        except ResultsError as err:
+            return RunState(folder, "failed", 0, None, str(err))  # names the file and what is wrong
+        n = sum(t.n for t in tasks.values())
+        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in tasks.items()))
+    marker = next((m for m in MARKERS if (folder / m).is_file()), None)
+    fields = _fields(folder / marker) if marker else {}
+    totals = {}
+    for part in filter(None, (p.strip() for p in fields.get("totals", "").split(","))):
+        task, _, n = part.partition("=")
+        if n.isdigit():
+            totals[task] = int(n)
+    done = saved_counts(folder)
+    total = sum(totals.values()) if totals else None
+    per = items_text(done, totals).partition("(")[2].rstrip(")")
+    n = sum(done.values())
+
+    def detail(*parts: str) -> str:
+        return "; ".join(p for p in (*parts, per) if p)
+
+    if marker == RUNNING:
+        if _lock_held(folder):
+            return RunState(folder, "running", n, total,
+                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"))
+        return RunState(folder, "stopped", n, total, detail(
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", "--resume continues"))
+    if marker == FAILED:
+        return RunState(folder, "failed", n, total, fields.get("error", "unknown error"))
+    return RunState(folder, "interrupted", n, total, detail("--resume continues"))
+
+
+def unfinished(folder: str | Path) -> str | None:
+    """Why ``folder`` holds no finished run to read, from its state (None: it holds one, or is
+    no run folder): a run still writing it, interrupted, stopped or failed, and how to go on."""
+    folder = Path(folder)
+    if (folder / RESULTS).is_file() or not folder.is_dir() or not is_run_folder(folder):
+        return None
+    state = run_state(folder)
+    then = {"running": "a run is still writing it; wait for it to finish",
+            "failed": "finish it with `run ... --resume` once the cause is fixed"}.get(
+        state.state, "finish it with `run ... --resume`")
+    return f"{folder} holds no finished run ({state.describe()}): {then}"
+
+
+def find_runs(paths) -> list[RunState]:
+    """Run folders under each path (itself, or any folder below it), in path order."""
+    out: list[RunState] = []
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            raise ResultsError(f"run folder not found: {root}")
+        if not root.is_dir():
+            raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
+        if is_run_folder(root):
+            out.append(run_state(root))
+            continue
+        for here, dirs, _ in os.walk(root):
+            dirs.sort()
+            for d in list(dirs):
+                if is_run_folder(Path(here) / d):
+                    out.append(run_state(Path(here) / d))
+                    dirs.remove(d)  # a run folder's own subfolders are not runs
+    return out
