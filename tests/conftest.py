@@ -29,6 +29,21 @@ def isolated_home(tmp_path, monkeypatch):
     yield tmp_path
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """An empty home for the model stores' tests (no Ollama, LM Studio or llama.cpp cache) and an
+    empty Hugging Face cache."""
+    from huggingface_hub import constants
+
+    h = tmp_path / "home"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    for var in ("OLLAMA_MODELS", "LLAMA_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    return h
+
+
 @pytest.fixture(scope="session")
 def gemma_path(tmp_path_factory) -> Path:
     """The real Gemma 3 270M GGUF from the PyPI package (test extra), assembled once."""

@@ -38,17 +38,6 @@ def harmless(text: str) -> None:
         assert c not in text, (c, text[:400])
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    h.mkdir()
-    monkeypatch.setenv("HOME", str(h))
-    for var in ("OLLAMA_MODELS", "LLAMA_CACHE", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    return h
 
 
 def test_visible_escapes_what_a_terminal_would_act_on():

@@ -17,7 +17,6 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from click.testing import CliRunner
-from huggingface_hub import constants as hf_constants
 
 from abricot_local import hashing
 from abricot_local.models import hub_probe, ref as modelref, pypi as pypi_models
@@ -44,16 +43,6 @@ def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """An empty home (no Ollama, LM Studio or llama.cpp cache) and an empty HF cache."""
-    h = tmp_path / "home"
-    h.mkdir()
-    monkeypatch.setenv("HOME", str(h))
-    for var in ("OLLAMA_MODELS", "LLAMA_CACHE", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    return h
 
 
 # -- the hash memo (issue 21 item 1) -----------------------------------------------------------
