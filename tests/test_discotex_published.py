@@ -455,3 +455,14 @@ def test_the_ted_pool_is_fetched_into_the_cache_beside_the_release(monkeypatch, 
     assert len(t.items()) == 1600 and (cache / discotex.TRAIN[0]).is_file()
     assert asked == [(discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder="train",
                                                   name=discotex.TRAIN[0]), discotex.TRAIN[2])]
+
+
+def test_the_lazy_pool_is_the_built_pool_row_for_row(discotex_dir):
+    """The few-shot pool's rows are built only when drawn (8000 TED train rows): each the same Row
+    build_rows gives (a row's draws depend on its index alone)."""
+    from abricot_local.tasks.discotex_release import LazyRows, build_rows, read_release_tsv
+
+    rows = read_release_tsv(discotex_dir / "discotex_1_ted_test_set_release.tsv").rows
+    built, lazy = build_rows(2, "ted_train", rows, 7), LazyRows(2, "ted_train", rows, 7)
+    assert len(lazy) == len(built) and [lazy[k] for k in (799, 0, 400, -1)] == [built[k] for k in (799, 0, 400, -1)]
+    assert lazy[:] == built

@@ -30,8 +30,8 @@ from abricot_local.metrics import accuracy, with_ci_of
 from abricot_local.tasks import discotex_rows
 from abricot_local.tasks.base import DataFile, DataSpec, Figure, Item, MetricInput, Task, TaskOptions, text_hash
 from abricot_local.tasks.discotex_release import (  # noqa: F401  (names tests and realdata use)
-    COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, ReleaseTable, build_rows, read_release_tsv,
-    release_note)
+    COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, LazyRows, ReleaseTable, build_rows,
+    read_release_tsv, release_note)
 from abricot_local.tasks.discotex_rows import NONE_OF_THEM, Row
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
@@ -236,11 +236,13 @@ class DiscotexTask(Task):
         return os.path.commonpath([str(f.parent) for f in files])
 
     # -- items ----------------------------------------------------------------------------------
-    def _release_rows(self, path: Path, expected: str, stream: int, source: str) -> list[Row]:
+    def _release_rows(self, path: Path, expected: str, stream: int, source: str, lazy: bool = False):
         table = read_release_tsv(path)
         note = release_note(path, table, fetch.sha256_file(path), expected)
         if note:
             self._notes.append(note)
+        if lazy:  # the few-shot pool: only the drawn rows are built
+            return LazyRows(stream, source, table.rows, self.options.seed)
         return build_rows(stream, source, table.rows, self.options.seed)
 
     def _rows(self) -> tuple[list[Row], list[Row]]:
@@ -253,7 +255,7 @@ class DiscotexTask(Task):
         rows = []
         for k, (source, (name, _, sha)) in enumerate(RELEASE.items()):
             rows += self._release_rows(src.folder / name, sha, k, source)
-        pool = self._release_rows(src.train[0], TRAIN[2], TRAIN_STREAM, "ted_train") if self.shots else []
+        pool = self._release_rows(src.train[0], TRAIN[2], TRAIN_STREAM, "ted_train", lazy=True) if self.shots else []
         return rows, pool
 
     def items(self) -> list[Item]:

@@ -12,6 +12,8 @@ is checked against the release's SHA-256 (:func:`release_note`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import csv
 import hashlib
 import io
@@ -123,21 +125,45 @@ def release_note(path: Path, table: ReleaseTable, sha256: str, expected: str) ->
 def build_rows(stream: int, source: str, rows: list[dict[str, str]], seed: int) -> list[Row]:
     """The multiple-choice rows rebuilt from one file's rows (``stream``: the file's own draws)."""
     targets = [r["TARGET"] for r in rows]
-    out = []
-    for i, row in enumerate(rows):
-        rng = np.random.default_rng([seed, stream, i])
-        position = int(rng.integers(0, 4))  # drawn first: independent of the file's length
-        distractors: list[str] = []
-        for j in rng.permutation(len(rows)):
-            t = targets[j]
-            if j != i and t != row["TARGET"] and t not in distractors:
-                distractors.append(t)
-                if len(distractors) == 3:
-                    break
-        if len(distractors) < 3:
-            raise DataError(f"{source}: fewer than 3 distinct other TARGETs for row {row['ID']}")
-        options = distractors[:position] + [row["TARGET"]] + distractors[position:]
-        cls = int(row["CLASS"])
-        out.append(Row(row["ID"], row["PROMPT"], (*options, NONE_OF_THEM), position if cls == 1 else 4, source,
-                       (("class", cls), ("target_position", position))))
-    return out
+    return [_build_row(i, stream, source, rows, targets, seed) for i in range(len(rows))]
+
+
+class LazyRows(Sequence):
+    """:func:`build_rows`' rows, each built when first asked for (a few-shot pool: only its drawn rows
+    are needed, and a row's draws depend on nothing but its index), equal row for row."""
+
+    def __init__(self, stream: int, source: str, rows: list[dict[str, str]], seed: int):
+        self._args = (stream, source, rows, [r["TARGET"] for r in rows], seed)
+        self._built: dict[int, Row] = {}
+
+    def __len__(self) -> int:
+        return len(self._args[2])
+
+    def __getitem__(self, i):  # an int index (the sampler's); a slice builds its rows
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if i not in self._built:
+            stream, source, rows, targets, seed = self._args
+            self._built[i] = _build_row(i, stream, source, rows, targets, seed)
+        return self._built[i]
+
+
+def _build_row(i: int, stream: int, source: str, rows: list[dict[str, str]], targets: list[str], seed: int) -> Row:
+    row = rows[i]
+    rng = np.random.default_rng([seed, stream, i])
+    position = int(rng.integers(0, 4))  # drawn first: independent of the file's length
+    distractors: list[str] = []
+    for j in rng.permutation(len(rows)):
+        t = targets[j]
+        if j != i and t != row["TARGET"] and t not in distractors:
+            distractors.append(t)
+            if len(distractors) == 3:
+                break
+    if len(distractors) < 3:
+        raise DataError(f"{source}: fewer than 3 distinct other TARGETs for row {row['ID']}")
+    options = distractors[:position] + [row["TARGET"]] + distractors[position:]
+    cls = int(row["CLASS"])
+    return Row(row["ID"], row["PROMPT"], (*options, NONE_OF_THEM), position if cls == 1 else 4, source,
+               (("class", cls), ("target_position", position)))
