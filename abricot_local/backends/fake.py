@@ -9,7 +9,6 @@ emulates a KV cache of sequences, so every engine strategy runs on it unchanged.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np

@@ -31,7 +31,7 @@ from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given, Opened
 from abricot_local.models.sources import source_of
 from abricot_local.errors import AbricotError, UnknownModelError
-from abricot_local.gguf.file import check_gguf, header_quant, model_bytes, quant_of
+from abricot_local.gguf.file import check_gguf, header_quant, quant_of
 from .registry import ModelSpec, load_registry, lookup
 
 Notify = Callable[[str], None]

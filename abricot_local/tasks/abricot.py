@@ -20,7 +20,7 @@ import numpy as np
 from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci_of
-from abricot_local.tasks.abricot_data import RELEASE_FILE, RELEASE_URL, SUFFIXES, Row, load_rows, pull
+from abricot_local.tasks.abricot_data import RELEASE_FILE, SUFFIXES, Row, load_rows, pull
 from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Protocol, Reference, Task, text_hash
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
