@@ -6,17 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.errors import UsageError
-
-
-def data_pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for v in values:
-        task, sep, path = v.partition("=")
-        if not sep or not task or not path:
-            raise UsageError(f"--data expects TASK=PATH, got {v!r}")
-        pairs.append((task.strip().lower(), path))
-    return tuple(pairs)
+from abricot_local.evaluation.arguments import backend_values, data_pairs, given_opts, task_opts  # noqa: F401
 
 
 def _apply(f, opts):
@@ -93,30 +83,3 @@ def recheck_options(f):
     from abricot_local.backends import option_specs
 
     return _apply(f, [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag and spec.recheck])
-
-
-def backend_values(kw: dict) -> dict:
-    """The backend options given on the command line (None: not given)."""
-    from abricot_local.backends import option_specs
-
-    return {spec.name: kw[spec.name] for spec, _ in option_specs() if kw.get(spec.name) is not None}
-
-
-def given_opts(kw: dict):
-    """The backend options the command line gives (a models.given.Given: only the flags given, and
-    --seed), each parsed and checked now (an option the chosen backend lacks is an error)."""
-    from abricot_local.models.given import Given
-
-    given = Given(kw["backend"], {**backend_values(kw), "seed": kw["seed"]})
-    given.checked()
-    return given
-
-
-def task_opts(kw: dict):
-    from abricot_local.tasks.base import TaskOptions
-
-    return TaskOptions(
-        data=data_pairs(kw["data"]), data_dir=kw["data_dir"], seed=kw["seed"], shots=kw["shots"],
-        prompt_variant=kw["prompt_variant"], chat_template=kw["chat_template"],
-        protocol=kw.get("protocol"), shot_sampler=kw.get("shot_sampler"),
-    )

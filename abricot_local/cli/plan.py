@@ -8,16 +8,13 @@ import sys
 
 import click
 
-from abricot_local.cli.options import given_opts, task_opts
-
 
 def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: bool, keep_going: bool):
     from abricot_local.planner import dry_run
 
-    return dry_run.plan(
-        models, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit, sample=sample,
-        shard=shard, models_file=kw["models_file"], model_dirs=kw["model_dirs"], calibrate=calibrate,
-        with_memory=with_memory, keep_going=keep_going, notify=lambda line: click.echo(line, err=True))
+    return dry_run.plan_of(models, limit=limit, sample=sample, shard=shard, kw=kw, calibrate=calibrate,
+                           with_memory=with_memory, keep_going=keep_going,
+                           notify=lambda line: click.echo(line, err=True))
 
 
 def show(models, *, as_json: bool, calibrate: bool, **args) -> None:

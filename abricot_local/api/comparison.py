@@ -1,0 +1,97 @@
+"""``compare``: finished runs paired item by item (analysis/compare.py), with the verdicts the
+command prints, as a notebook reads them: ``to_frame()`` one row per pair, task and metric."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abricot_local.errors import UsageError
+
+FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", "ci_low", "ci_high", "test", "p",
+                 "p_holm", "detectable", "verdict", "reason")
+
+
+def check_alpha(alpha: float) -> None:
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+
+
+def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: int):
+    """The analysis.compare.Comparison of finished run folders (`compare`'s refusals)."""
+    from abricot_local.analysis import compare as cmp
+
+    if len(folders) < 2:
+        raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
+                         f"({', '.join(str(f) for f in folders)})")
+    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """analysis.compare.Comparison (``.result``: matches, metrics, agreements, settings that differ,
+    best groups, power, one verdict per pair) with the tables a notebook wants."""
+
+    result: object = field(repr=False)
+
+    @property
+    def verdicts(self):
+        return self.result.verdicts
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(r.label for r in self.result.runs)
+
+    def to_frame(self):
+        """One row per pair, task and metric: the paired difference, its CI and test, the pair's verdict."""
+        import pandas as pd
+
+        verdicts = {(v.a, v.b): v for v in self.result.verdicts}
+        rows = []
+        for m in self.result.metrics:
+            v = verdicts.get((m.a, m.b))
+            rows.append((m.a, m.b, m.task, m.metric, m.n, m.value_a, m.value_b, m.diff, m.ci[0], m.ci[1], m.test,
+                         m.p, m.p_holm, m.mdd, v.kind if v else None, v.reason if v else None))
+        return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+
+    def agreements(self):
+        """One row per pair and task: same predictions, |delta log-prob| (max, mean), mean KL."""
+        import pandas as pd
+
+        return pd.DataFrame([a.__dict__ for a in self.result.agreements])
+
+    def render(self, fmt: str = "table") -> str:
+        """As `compare --format FMT` prints it (table, markdown, csv, json)."""
+        from abricot_local.report.comparison import render
+
+        return render(self.result, fmt)
+
+    def __str__(self) -> str:
+        return self.render("table")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        lines = "".join(f"<li>{html.escape(v.line)}</li>" for v in self.result.verdicts)
+        return f"<ul>{lines}</ul>" + self.to_frame().to_html(index=False, float_format=lambda x: f"{x:.4g}")
+
+
+def folders_of(runs) -> list[Path]:
+    """Run objects, run folders or folders holding runs (searched as `compare` searches them),
+    each once, in order."""
+    from abricot_local.api.run import Run, load_runs
+
+    out: list[Path] = []
+    for r in runs:
+        if isinstance(r, Run):
+            out.append(r.folder)
+        elif isinstance(r, (list, tuple)):
+            out += folders_of(r)
+        else:
+            out += [x.folder for x in load_runs(r)]
+    seen, unique = set(), []
+    for f in out:
+        if f.resolve() not in seen:
+            seen.add(f.resolve())
+            unique.append(f)
+    return unique

@@ -1,0 +1,138 @@
+"""A finished run as a notebook reads it: the typed record, tidy DataFrames of its metrics, its
+items and its published checks, its kernel path, and a compact table in Jupyter."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abricot_local.errors import ResultsError
+from abricot_local.record import Record, entry_samples, read_run
+
+METRIC_COLUMNS = ("task", "metric", "value", "ci_low", "ci_high", "chance", "n")
+SAMPLE_COLUMNS = ("task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
+# the samples line's fields a row shows already (or leaves out: the prompt and the token ids)
+_SHOWN = {"id", "source", "gold", "pred", "gold_label", "pred_label", "logprobs", "context", "choices",
+          "continuations", "continuation_tokens"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run folder (``results.json`` and its samples files), read through record/."""
+
+    folder: Path
+    record: Record = field(repr=False)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Run":
+        return cls(Path(folder), read_run(folder))
+
+    @property
+    def model(self) -> str:
+        return self.record.model.alias or self.record.model.name or self.folder.name
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(self.record.tasks)
+
+    @property
+    def kernels(self):
+        """The kernel path the numbers were computed on (record.Kernels; None: not recorded)."""
+        from abricot_local.record.kernel_path import recorded
+
+        return recorded(self.record.provenance)
+
+    def metrics(self):
+        """One row per task and metric: task, metric, value, ci_low, ci_high, chance, n."""
+        import pandas as pd
+
+        rows = []
+        for task, entry in self.record.tasks.items():
+            for name, value, ci in entry.metric_items():
+                rows.append((task, name, value, ci[0] if ci else None, ci[1] if ci else None,
+                             entry.chance.get(name), entry.n))
+        return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+
+    def samples(self, task: str | None = None):
+        """One row per scored item (every task, or ``task``): task, id, source, gold, pred, their
+        labels, correct, ``logprob_0`` .. ``logprob_{K-1}`` (each choice's log-likelihood, in the
+        task's choice order), then the task's own fields."""
+        import pandas as pd
+
+        names = self.tasks if task is None else (task,)
+        rows = []
+        for name in names:
+            entry = self.record.tasks.get(name)
+            if entry is None:
+                raise ResultsError(f"{self.folder} has no task {name!r}; its tasks: {', '.join(self.tasks)}")
+            for s in entry_samples(self.folder, entry, name):
+                row = {"task": name, "id": s.id, "source": s.source, "gold": s.gold, "pred": s.pred,
+                       "gold_label": s.gold_label, "pred_label": s.pred_label, "correct": s.pred == s.gold}
+                row.update({f"logprob_{k}": lp for k, lp in enumerate(s.logprobs)})
+                row.update({k: v for k, v in s.line.items() if k not in _SHOWN})
+                rows.append(row)
+        k = max((len([c for c in r if c.startswith("logprob_")]) for r in rows), default=0)
+        lps = [f"logprob_{i}" for i in range(k)]
+        extra = list(dict.fromkeys(c for r in rows for c in r if c not in SAMPLE_COLUMNS and c not in lps))
+        return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *lps, *extra])
+
+    def published(self):
+        """The published rows the model's registry entry reproduces, against this run (as the run
+        recorded them: analysis/baselines.py), with the verdict: inside the CI, outside, not comparable."""
+        import pandas as pd
+
+        cols = ["reference", "source", "task", "metric", "protocol", "published", "value", "ci_low", "ci_high",
+                "difference", "inside", "verdict", "differences"]
+        checks = self.record.published.checks if self.record.published else ()
+        rows = []
+        for c in checks:
+            verdict = ("not comparable" if not c.comparable else
+                       {True: "inside the CI", False: "outside the CI", None: "no CI"}[c.inside])
+            rows.append((c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
+                         c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference, c.inside,
+                         verdict, "; ".join(c.differences)))
+        return pd.DataFrame(rows, columns=cols)
+
+    def to_lm_eval(self, folder: str | Path) -> Path:
+        """lm-eval's results layout in ``folder`` (report/lm_eval_layout.py); the model's subfolder."""
+        from abricot_local.report.lm_eval_layout import write
+
+        return write(self.folder, self.record, Path(folder))
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.folder)!r}: {self.model}, {', '.join(self.tasks)})"
+
+    def _repr_html_(self) -> str:
+        from abricot_local.record.kernel_path import describe
+
+        head = (f"<p><b>{html.escape(self.model)}</b> &middot; {html.escape(self.record.backend)} &middot; "
+                f"<code>{html.escape(str(self.folder))}</code></p>")
+        cells = []
+        for task, entry in self.record.tasks.items():
+            for name, value, ci in entry.metric_items():
+                ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+                chance = entry.chance.get(name)
+                cells.append(f"<tr><td>{html.escape(task)}</td><td>{html.escape(name)}</td><td>{value:.4f}</td>"
+                             f"<td>{ci_text}</td><td>{'' if chance is None else f'{chance:.3f}'}</td>"
+                             f"<td>{entry.n}</td></tr>")
+        table = ("<table><tr><th>task</th><th>metric</th><th>value</th><th>95% CI</th><th>chance</th><th>n</th>"
+                 f"</tr>{''.join(cells)}</table>")
+        return head + table + f"<p><small>kernels: {html.escape(describe(self.kernels))}</small></p>"
+
+
+def load_runs(folder: str | Path) -> list[Run]:
+    """Every finished run in ``folder`` (searched recursively, as `report` does); one that is not
+    finished is named in a warning and left out."""
+    import warnings
+
+    from abricot_local.api.options import AbricotWarning
+    from abricot_local.evaluation.states import find_runs
+
+    states = find_runs((str(folder),))
+    if not states:
+        raise ResultsError(f"{folder} holds no results.json and no run folder below it")
+    for s in states:
+        if not s.complete:
+            warnings.warn(f"skipped {s.path} ({s.describe()})", AbricotWarning, stacklevel=2)
+    return [Run.load(s.path) for s in states if s.complete]

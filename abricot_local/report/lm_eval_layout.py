@@ -1,0 +1,130 @@
+"""A finished run in lm-eval's own results layout (lm-eval 0.4.10+: its EvaluationTracker and
+``lm_eval.result_schema``), so that tools reading lm-eval output take abricot-local runs as they are:
+``<out>/<model_name_sanitized>/results_<date>.json`` (``results``, ``group_subtasks``, ``configs``,
+``versions``, ``n-shot``, ``higher_is_better``, ``n-samples``, ``config``, ``task_hashes``...) and
+``samples_<task>_<date>.jsonl``, one line per item with lm-eval's fields (``doc_id``, ``doc``,
+``target``, ``arguments``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``, the three hashes,
+``acc``). Task names are sanitized as lm-eval's (``\\W`` -> ``_``: ``abricot@calamita`` ->
+``abricot_calamita``, the abricot-local key kept as its ``alias``); a metric's value is
+``"<metric>,none"``, its stderr ``"N/A"`` (abricot-local records a bootstrap CI, kept in the task's
+``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
+one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
+``n-samples``' ``original`` is the items scored too (a run records its --limit/--sample/--shard in
+``metadata``, not the release's size). Names no task: every number is read from the record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from abricot_local.errors import ResultsError
+from abricot_local.record import Record, entry_samples
+
+FILTER = "none"
+_NOT_DOC = {"logprobs", "pred", "pred_label", "context", "continuations", "continuation_tokens"}
+
+
+def hash_string(text: str) -> str:
+    """lm-eval's ``utils.hash_string``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def task_name(key: str) -> str:
+    """lm-eval's ``sanitize_task_name``."""
+    return re.sub(r"\W", "_", key)
+
+
+def model_name_sanitized(name: str) -> str:
+    """lm-eval's ``sanitize_model_name``."""
+    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", name)
+
+
+def date_id(record: Record) -> str:
+    """The run's time as lm-eval names its files (``isoformat()`` with ``-`` for ``:``), in UTC."""
+    when = datetime.fromisoformat(record.created) if record.created else datetime.now(timezone.utc)
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.isoformat().replace(":", "-")
+
+
+def sample_line(doc_id: int, s) -> dict:
+    """One item as lm-eval's ``SampleResult`` (a multiple-choice task's loglikelihood requests)."""
+    conts = list(s.continuations) if s.continuations else [f" {c}" for c in s.choices]
+    doc = {k: v for k, v in s.line.items() if k not in _NOT_DOC}
+    context = s.context or ""
+    target = s.gold
+    line = {
+        "doc_id": doc_id, "doc": doc, "target": str(target),
+        "arguments": {f"gen_args_{i}": {"arg_0": context, "arg_1": c} for i, c in enumerate(conts)},
+        "resps": [[[str(lp), "False"]] for lp in s.logprobs],
+        "filtered_resps": [[str(lp), "False"] for lp in s.logprobs],
+        "filter": FILTER, "metrics": ["acc"],
+        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+        "prompt_hash": hash_string(context), "target_hash": hash_string(str(target)),
+        "acc": float(s.pred == s.gold),
+    }
+    return line
+
+
+def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
+    """(the results document, lm-eval task name -> its sample lines) of the run in ``folder``."""
+    cfg = record.config_dict()
+    results, configs, versions, shots, better, counts, samples, hashes = {}, {}, {}, {}, {}, {}, {}, {}
+    for key, entry in record.tasks.items():
+        name = task_name(key)
+        if name in results:
+            raise ResultsError(f"{folder}: tasks {key!r} and another both become {name!r} in lm-eval's names")
+        metrics = {"alias": key}
+        ci95 = {}
+        for metric, value, ci in entry.metric_items():
+            metrics[f"{metric},{FILTER}"] = value
+            metrics[f"{metric}_stderr,{FILTER}"] = "N/A"
+            if ci:
+                ci95[metric] = [ci[0], ci[1]]
+        results[name] = metrics
+        n_shot = entry.config.get("shots", cfg.get("shots")) or 0
+        configs[name] = {"task": name, "output_type": "multiple_choice", "num_fewshot": n_shot,
+                         "metadata": {"version": entry.version, "abricot_local_task": key, "config": entry.config,
+                                      "prompt_hash": entry.prompt_hash, "ci95": ci95, "chance": entry.chance,
+                                      "limit": cfg.get("limit"), "sample": cfg.get("sample"),
+                                      "shard": cfg.get("shard"), "warnings": list(entry.warnings)}}
+        versions[name] = entry.version
+        shots[name] = n_shot
+        better[name] = {metric: None for metric, _, _ in entry.metric_items()}  # tasks declare no direction
+        counts[name] = {"original": entry.n, "effective": entry.n}
+        lines = [sample_line(i, s) for i, s in enumerate(entry_samples(folder, entry, key))]
+        samples[name] = lines
+        hashes[name] = hash_string("".join(x["doc_hash"] + x["prompt_hash"] + x["target_hash"] for x in lines))
+    model = record.model.alias or record.model.name or folder.name
+    prov = record.provenance
+    doc = {
+        "results": results, "group_subtasks": {name: [] for name in results}, "configs": configs,
+        "versions": versions, "n-shot": shots, "higher_is_better": better, "n-samples": counts,
+        "config": {"model": "abricot-local", "model_args": {"model": model, "backend": record.backend},
+                   "model_sha": record.model.sha256, "batch_size": None, "limit": cfg.get("limit"),
+                   "random_seed": cfg.get("seed"), "fewshot_seed": cfg.get("seed")},
+        "git_hash": None,
+        "date": datetime.fromisoformat(record.created).timestamp() if record.created else None,
+        "lm_eval_version": None, "abricot_local_version": prov.abricot_local if prov else None,
+        "model_source": "abricot-local", "model_name": model, "model_name_sanitized": model_name_sanitized(model),
+        "task_hashes": hashes,
+        "total_evaluation_time_seconds": str(record.wall_seconds) if record.wall_seconds is not None else None,
+    }
+    return doc, samples
+
+
+def write(folder: Path, record: Record, out: Path) -> Path:
+    """Write the layout under ``out`` (every file whole, atomically); the model's folder."""
+    from abricot_local.jsonfiles import atomic_write
+
+    doc, samples = layout(Path(folder), record)
+    where = Path(out) / doc["model_name_sanitized"]
+    stamp = date_id(record)
+    for name, lines in samples.items():
+        atomic_write(where / f"samples_{name}_{stamp}.jsonl",
+                     "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    atomic_write(where / f"results_{stamp}.json", json.dumps(doc, indent=2, ensure_ascii=False))
+    return where
