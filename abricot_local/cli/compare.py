@@ -34,20 +34,16 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them.
     Exits 0 whatever the verdicts. See docs/compare.md."""
-    from abricot_local.analysis import compare as cmp
+    from abricot_local.api.comparison import check_alpha, compare_folders
     from abricot_local.report.comparison import render
     from abricot_local.models.registry import load_registry
 
-    if not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+    check_alpha(alpha)
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     folders = finished_runs(runs, strict)
-    if len(folders) < 2:
-        raise UsageError(f"compare needs at least two finished runs; found {len(folders)} ({', '.join(folders)})")
-    registry = load_registry(models_file)
-    text = render(cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha,
-                              seed=seed), fmt)
+    result = compare_folders(folders, registry=load_registry(models_file), tolerance=tolerance, alpha=alpha, seed=seed)
+    text = render(result, fmt)
     if output:
         from abricot_local.evaluation.results import atomic_write
 

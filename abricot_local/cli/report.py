@@ -59,10 +59,12 @@ def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
 @cli.command()
 @click.argument("runs", nargs=-1, type=click.Path(), metavar="[OUT ...]")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html"]), default="table",
-              show_default=True, help="Output format. csv is one plain table (with --table all: the runs table); "
-              "html: one self-contained page to explore the runs, best with -o.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE, not stdout.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json", "html", "lm-eval"]),
+              default="table", show_default=True, help="Output format. csv is one plain table (with --table all: the "
+              "runs table); html: one self-contained page to explore the runs, best with -o; lm-eval: lm-eval's "
+              "results layout (results_*.json, samples_<task>_*.jsonl per model) in the -o folder.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Write the report to FILE, not stdout (--format lm-eval: into the folder DIR).")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
               show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
               "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
@@ -80,7 +82,17 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     from abricot_local.models.registry import load_registry
 
     patterns = tuple(p.strip() for p in metrics.split(",") if p.strip())
+    if fmt == "lm-eval" and not output:
+        raise UsageError("--format lm-eval writes a folder: give it with -o DIR")
+    if output and fmt != "lm-eval" and Path(output).is_dir():
+        raise UsageError(f"-o {output} is a folder; give a file to write the report to")
     doc = rep.build(finished_runs(runs, strict), registry=load_registry(models_file))
+    if fmt == "lm-eval":
+        from abricot_local.report.lm_eval_layout import write
+
+        for run in doc.runs:
+            click.echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
+        return
     if which == "samples":
         from abricot_local.report import sample_table
 

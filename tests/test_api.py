@@ -1,0 +1,209 @@
+"""The Python API (abricot_local.evaluate, plan, load_run(s), compare; Run, Comparison) on fake-backend runs
+of the invented ABRICOT fixture: the same path as the commands (byte-identical files, the same plan, the
+same refusals), notebook manners (no output, warnings, AbricotError, Ctrl-C then resume), the frames,
+and lm-eval's results layout checked against lm-eval's own schema and file-name readers."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from click.testing import CliRunner
+
+import abricot_local as api
+from abricot_local.cli import cli
+from abricot_local.errors import AbricotError, UsageError
+from conftest import FIXTURE, fail_after
+
+ARGS = dict(backend="fake", data={"abricot": str(FIXTURE)}, n_ctx=8192, progress=False)
+CLI = ["--backend", "fake", "--data", f"abricot={FIXTURE}", "--n-ctx", "8192"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def quiet_evaluate(*a, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return api.evaluate(*a, **{**ARGS, **kw})
+
+
+def test_evaluate_writes_what_run_writes_byte_for_byte(tmp_path, capfd):
+    run = api.evaluate("fake", "abricot_abs", out=tmp_path / "api", sample=8, **ARGS)
+    assert capfd.readouterr() == ("", "")  # nothing printed (progress=False)
+    r = invoke("run", "fake", "--tasks", "abricot_abs", "--sample", "8", *CLI, "--out", tmp_path / "cli")
+    assert r.exit_code == 0, r.output
+    name = "samples-abricot_abs.jsonl"
+    assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert run.folder == tmp_path / "api" and run.record == api.load_run(tmp_path / "api").record
+    cli_rec = json.loads((tmp_path / "cli" / "results.json").read_text())
+    assert run.record.tasks["abricot_abs"].metrics == cli_rec["tasks"]["abricot_abs"]["metrics"]
+    assert run.record.config.to_dict() == cli_rec["config"]
+
+
+def test_frames_hold_the_record(tmp_path):
+    run = quiet_evaluate("fake", "abricot", out=tmp_path / "o", sample=6)
+    m = run.metrics()
+    assert list(m.columns) == ["task", "metric", "value", "ci_low", "ci_high", "chance", "n"]
+    entry = run.record.tasks["abricot_abs"]
+    row = m[(m.task == "abricot_abs") & (m.metric == "pearson")].iloc[0]
+    assert row.n == entry.n == 6 and row.chance == entry.chance["pearson"]
+    assert (row.ci_low, row.ci_high) == tuple(entry.metrics["pearson_ci95"]) or row.ci_low != row.ci_low
+    s = run.samples("abricot_abs")
+    assert len(s) == 6 and list(s.columns[:8]) == ["task", "id", "source", "gold", "pred", "gold_label",
+                                                     "pred_label", "correct"]
+    lines = [json.loads(x) for x in (run.folder / "samples-abricot_abs.jsonl").read_text().splitlines()]
+    assert s.id.tolist() == [x["id"] for x in lines]
+    k = len(lines[0]["logprobs"])
+    assert s[[f"logprob_{i}" for i in range(k)]].values.tolist() == [x["logprobs"] for x in lines]
+    own = set(lines[0]) - {"id", "source", "gold", "pred", "gold_label", "pred_label", "logprobs", "context",
+                           "choices", "continuations", "continuation_tokens"}
+    assert own and own <= set(s.columns)  # the task's own fields
+    assert len(run.samples()) == sum(e.n for e in run.record.tasks.values())
+    with pytest.raises(AbricotError, match="no task 'nope'"):
+        run.samples("nope")
+    html = run._repr_html_()
+    assert "<table>" in html and "abricot_abs" in html and "kernels:" in html
+    assert run.kernels.runtime == "fake"
+
+
+def test_published_rows_with_their_verdict(tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n')
+    run = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, out=tmp_path / "o")
+    p = run.published()
+    check = run.record.published.checks[0]
+    assert p.reference.tolist() == ["llama-3.1-8b"] and p.published.tolist() == [check.published]
+    want = {True: "inside the CI", False: "outside the CI", None: "no CI"}[check.inside]
+    assert p.verdict.tolist() == [want]
+    again = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, shots=0, out=tmp_path / "z")
+    assert again.published().verdict.tolist() == ["not comparable"]
+    assert "shots 0, published 3" in again.published().differences[0]
+
+
+def test_refusals_are_abricot_errors_with_the_commands_messages(tmp_path):
+    with pytest.raises(UsageError, match=r"unknown option 'thread'\. Did you mean: threads\?") as err:
+        api.evaluate("fake", "abricot", thread=2, **ARGS)
+    assert "n_ctx" in str(err.value) and "shots" in str(err.value)
+    assert all(len(line) <= 120 for line in str(err.value).splitlines())
+    cases = [(dict(limit=0), "--limit must be at least 1"), (dict(resume=True), "--resume needs the --out folder"),
+             (dict(shard="3/2"), "--shard expects K/N")]
+    for kw, text in cases:
+        with pytest.raises(UsageError, match=text):
+            api.evaluate("fake", "abricot", **{**ARGS, **kw})
+        r = invoke("run", "fake", *CLI, *[f"--{k}={v}" if v is not True else f"--{k}" for k, v in kw.items()])
+        assert r.exit_code == 2 and text in r.output
+    with pytest.raises(AbricotError, match="unknown task"):
+        api.evaluate("fake", "nosuchtask", **ARGS)
+    with pytest.raises(AbricotError):
+        api.evaluate("no-such-model-xyz", "abricot", **{**ARGS, "backend": "llama.cpp"})
+    quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o")
+    with pytest.raises(AbricotError, match="--resume"):  # a finished folder is not started over
+        quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o", seed=9)
+
+
+def test_warnings_are_python_warnings(tmp_path):
+    with pytest.warns(api.AbricotWarning, match="caution: --limit 3"):
+        api.evaluate("fake", "abricot_abs", limit=3, out=tmp_path / "o", **ARGS)
+
+
+def test_ctrl_c_leaves_a_run_that_resume_continues(tmp_path, monkeypatch):
+    ref = quiet_evaluate("fake", "abricot_abs", out=tmp_path / "ref")
+    with pytest.MonkeyPatch.context() as m:
+        fail_after(m, 5, KeyboardInterrupt)
+        with pytest.raises(KeyboardInterrupt) as err:
+            quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o")
+    assert "resume=True" in str(err.value) and (tmp_path / "o" / "INTERRUPTED").is_file()
+    assert not (tmp_path / "o" / "results.json").exists()
+    run = quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o", resume=True)
+    name = "samples-abricot_abs.jsonl"
+    assert (run.folder / name).read_bytes() == (ref.folder / name).read_bytes()
+    assert run.record.tasks["abricot_abs"].scored_now == 18 - 5
+
+
+def test_progress_is_a_tqdm_auto_bar_and_none_without_it(tmp_path, monkeypatch):
+    import tqdm.auto
+
+    made = []
+
+    class Bar:
+        def __init__(self, **kw):
+            made.append(kw["desc"])
+            self.n = 0
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    quiet_evaluate("fake", "abricot_abs", out=tmp_path / "a", progress=True)
+    assert made == ["abricot_abs"]
+    quiet_evaluate("fake", "abricot_abs", out=tmp_path / "b", progress=False)
+    assert made == ["abricot_abs"]
+
+
+def test_plan_is_the_dry_run(tmp_path):
+    plan = api.plan("fake", "abricot_abs", sample=8, **{k: v for k, v in ARGS.items() if k != "progress"})
+    r = invoke("run", "fake", "--tasks", "abricot_abs", "--sample", "8", *CLI, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    assert plan.to_json() == json.loads(r.stdout)
+
+
+def test_a_sweep_and_compare(tmp_path):
+    runs = quiet_evaluate(["fake", "fake-q8"], "abricot_abs", out=tmp_path / "sw", sample=8)
+    assert [r.folder.name for r in runs] == ["fake", "fake-q8"]
+    c = api.compare(*runs)
+    again = api.compare(tmp_path / "sw")  # a folder holding runs, as `compare` takes it
+    assert again.to_frame().equals(c.to_frame())
+    f = c.to_frame()
+    assert len(f) == len(c.result.metrics) > 0 and set(f.task) == {"abricot_abs"}
+    assert f.verdict.tolist() == [c.verdicts[0].kind] * len(f)
+    r = invoke("compare", tmp_path / "sw" / "fake", tmp_path / "sw" / "fake-q8")
+    assert r.exit_code == 0 and c.verdicts[0].line in r.output and str(c).splitlines()[-1] in r.output
+    with pytest.raises(UsageError, match="at least two finished runs"):
+        api.compare(runs[0])
+    with pytest.raises(UsageError, match="--alpha must be between 0 and 1"):
+        api.compare(*runs, alpha=2)
+
+
+def test_lm_eval_layout_reads_as_lm_evals(tmp_path):
+    from lm_eval import utils
+    from lm_eval.result_schema import EvalResults, SampleResult
+
+    run = quiet_evaluate("fake", "abricot", out=tmp_path / "o", sample=6)
+    where = run.to_lm_eval(tmp_path / "lm")
+    files = sorted(str(p) for p in where.iterdir())
+    results = utils.get_results_filenames(files)
+    samples = utils.get_sample_results_filenames(files)
+    assert len(results) == 1 and len(samples) == 2
+    doc = json.loads(open(results[0]).read())
+    assert set(doc) <= set(EvalResults.__annotations__)
+    assert {"results", "configs", "versions", "n-samples", "n-shot", "higher_is_better"} <= set(doc)
+    tasks = {utils.get_file_task_name(p.rsplit("/", 1)[1]) for p in samples}
+    assert tasks == set(doc["results"]) == {"abricot_abs", "abricot_inc"}
+    assert utils.get_file_datetime(samples[0]) == utils.get_file_datetime(results[0]).removesuffix(".json")
+    entry = run.record.tasks["abricot_abs"]
+    assert doc["results"]["abricot_abs"]["pearson,none"] == pytest.approx(entry.metrics["pearson"], nan_ok=True)
+    assert doc["n-samples"]["abricot_abs"] == {"original": 6, "effective": 6}
+    lines = [json.loads(x) for x in open(next(p for p in samples if "abricot_abs" in p))]
+    mine = run.samples("abricot_abs")
+    required = {k for k in SampleResult.__annotations__}
+    hashes = ""
+    for i, (x, lp) in enumerate(zip(lines, mine.filter(like="logprob_").values.tolist())):
+        assert required <= set(x) and x["doc_id"] == i and x["filter"] == "none"
+        assert [float(r[0][0]) for r in x["resps"]] == lp  # every log-prob, exactly
+        assert x["target"] == str(mine.gold[i]) and x["acc"] == float(mine.correct[i])
+        assert x["prompt_hash"] == utils.hash_string(x["arguments"]["gen_args_0"]["arg_0"])
+        assert x["doc_hash"] == utils.hash_string(json.dumps(x["doc"], indent=2, ensure_ascii=False))
+        hashes += x["doc_hash"] + x["prompt_hash"] + x["target_hash"]
+    assert doc["task_hashes"]["abricot_abs"] == utils.hash_string(hashes)
+    r = invoke("report", run.folder, "--format", "lm-eval", "-o", tmp_path / "cli")
+    assert r.exit_code == 0, r.output
+    for p in where.iterdir():
+        assert (tmp_path / "cli" / where.name / p.name).read_bytes() == p.read_bytes()
+    r = invoke("report", run.folder, "--format", "lm-eval")
+    assert r.exit_code == 2 and "-o DIR" in r.output
