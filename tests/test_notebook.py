@@ -1,0 +1,36 @@
+"""examples/notebook.ipynb executed with nbclient, on the cached Gemma 3 270M and SmolLM2-135M and the
+first 4 DISCOTEX items (the notebook's ABRICOT_NOTEBOOK_* settings; a user's run draws 40): every cell
+runs, the figure is drawn, and the notebook's Gemma run (the Python API) wrote the same samples file,
+byte for byte, as the `run` command of the shared gemma_run fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.real
+def test_the_example_notebook_runs(gemma_path, smollm2_path, discotex_dir, gemma_run, tmp_path, monkeypatch):
+    import nbclient
+    import nbformat
+
+    out = tmp_path / "out"
+    settings = {"GEMMA": gemma_path, "SMOLLM2": smollm2_path, "DISCOTEX": discotex_dir, "OUT": out, "LIMIT": 4,
+                "THREADS": 2}  # gemma_run's command: --limit 4 --threads 2
+    for key, value in settings.items():
+        monkeypatch.setenv(f"ABRICOT_NOTEBOOK_{key}", str(value))
+    nb = nbformat.read(ROOT / "examples" / "notebook.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the figure was not drawn"
+    assert any("identical" in str(o) or "different" in str(o) or "noise" in str(o) or "close" in str(o)
+               for o in outputs), "no verdict shown"
+    name = "samples-discotex.jsonl"
+    assert (out / "gemma" / name).read_bytes() == (gemma_run.out / name).read_bytes()
+    assert (out / "smollm2" / "results.json").is_file()
+    assert list((out / "lm-eval").glob("*/results_*.json"))
