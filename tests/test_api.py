@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import abricot_local as api
 from abricot_local.cli import cli
-from abricot_local.errors import AbricotError, UsageError
+from abricot_local.errors import AbricotError, ModelError, UsageError
 from conftest import FIXTURE, fail_after
 
 ARGS = dict(backend="fake", data={"abricot": str(FIXTURE)}, n_ctx=8192, progress=False)
@@ -121,6 +121,9 @@ def test_ctrl_c_leaves_a_run_that_resume_continues(tmp_path, monkeypatch):
     name = "samples-abricot_abs.jsonl"
     assert (run.folder / name).read_bytes() == (ref.folder / name).read_bytes()
     assert run.record.tasks["abricot_abs"].scored_now == 18 - 5
+    with pytest.MonkeyPatch.context() as m:  # a finished folder resumed: handed back, nothing scored
+        fail_after(m, 0, AssertionError("scored again"))
+        assert quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o", resume=True).record == run.record
 
 
 def test_progress_is_a_tqdm_auto_bar_and_none_without_it(tmp_path, monkeypatch):
@@ -164,6 +167,11 @@ def test_a_sweep_and_compare(tmp_path):
     assert f.verdict.tolist() == [c.verdicts[0].kind] * len(f)
     r = invoke("compare", tmp_path / "sw" / "fake", tmp_path / "sw" / "fake-q8")
     assert r.exit_code == 0 and c.verdicts[0].line in r.output and str(c).splitlines()[-1] in r.output
+    with pytest.MonkeyPatch.context() as m, pytest.raises(api.SweepError, match="1 model.s. failed:\n  b: boom"
+                                                            ) as err:
+        fail_after(m, 8, ModelError("boom"))  # the second model fails, the first is kept
+        quiet_evaluate(["fake", "b"], "abricot_abs", out=tmp_path / "sw2", sample=8)
+    assert [r.folder.name for r in err.value.runs] == ["fake"]
     with pytest.raises(UsageError, match="at least two finished runs"):
         api.compare(runs[0])
     with pytest.raises(UsageError, match="--alpha must be between 0 and 1"):

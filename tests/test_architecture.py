@@ -30,7 +30,7 @@ LAYERS = (
 )
 TOP_LEVEL_MAX = 12
 LINES_MAX = 400
-SHARED = ("evaluation", "planner", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
+SHARED = ("api", "evaluation", "planner", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
           "metrics.py", "jsonfiles.py")
 NOT_SHARED = ("report/html.py",)  # its page data's key "prefix" is not the engine (unchecked before the packages)
 LLAMA_CPP_IMPORTERS = {f"abricot_local.backends.llama_cpp.{m}" for m in ("backend", "session", "system", "rpc")}
