@@ -73,11 +73,17 @@ def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:
     return WORSE if hi < -margin else UNSETTLED
 
 
+def _quant(run: Any) -> str:
+    """A compared run's quant (a RunView's recorded settings, or a report's Run)."""
+    settings = getattr(run, "settings", None)
+    return str(settings.get("quant", "") if settings is not None else getattr(run, "quant", "")).upper()
+
+
 def references(runs: Sequence[Any], reference: str | None = None) -> tuple[tuple[str, str], ...]:
-    """(run, its reference) by label, in the runs' order. ``reference``: a run's label or folder,
-    the reference of every other run. Otherwise the runs of one model (``base``) at several quants
-    are judged against the highest-precision one (the first on a tie), and every other run against
-    the first run."""
+    """(run, its reference) by label, in the runs' order (each with ``label``, ``path``, ``base`` and a
+    quant). ``reference``: a run's label or folder, the reference of every other run. Otherwise the
+    runs of one model (``base``) at several quants are judged against the highest-precision one (the
+    first on a tie), and every other run against the first run."""
     labels = [r.label for r in runs]
     if reference is not None:
         ref = _named(runs, reference)
@@ -89,9 +95,9 @@ def references(runs: Sequence[Any], reference: str | None = None) -> tuple[tuple
     out = []
     for k, r in enumerate(runs):
         members = groups.get(r.base.lower(), []) if r.base else []
-        quants = {str(runs[j].settings.get("quant", "")).upper() for j in members}
+        quants = {_quant(runs[j]) for j in members}
         if len(members) > 1 and len(quants) > 1:
-            top = max(members, key=lambda j: (quant_bits(str(runs[j].settings.get("quant", ""))), -j))
+            top = max(members, key=lambda j: (quant_bits(_quant(runs[j])), -j))
             if top != k:
                 out.append((labels[k], labels[top]))
         elif k:
@@ -103,7 +109,7 @@ def _named(runs: Sequence[Any], name: str) -> str:
     from pathlib import Path
 
     for r in runs:
-        if name == r.label or name == r.path:
+        if name == r.label or name == str(r.path):
             return r.label
     wanted = Path(name).resolve()
     for r in runs:
@@ -128,8 +134,8 @@ def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Map
             other, ref, sign = m.b, m.a, -1.0
         else:
             continue
-        diff = sign * m.diff
-        lo, hi = m.ci90 if sign > 0 else (-m.ci90[1], -m.ci90[0])
+        diff = sign * m.diff + 0.0  # never -0.0
+        lo, hi = m.ci90 if sign > 0 else (-m.ci90[1] + 0.0, -m.ci90[0] + 0.0)
         mg = margin if margin is not None else margins.get((m.task, m.metric), 0.02)
         kind = classify(diff, (lo, hi), mg)
         items, note = None, ""
