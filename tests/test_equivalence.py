@@ -318,3 +318,25 @@ def test_check_says_whether_the_answers_that_moved_were_near_ties(tmp_path):
     out = invoke("check", run).stdout
     assert "discotex: 2 answers changed: 1 near tie, 1 decisive; decisive: " + ids[1] in out
     assert "not only near ties" in out
+
+
+@pytest.mark.real  # the session's Gemma run (4 DISCOTEX items), re-read: nothing is scored
+def test_real_gemma_samples_two_answers_moved_one_near_tie_one_decisive(gemma_run, tmp_path):
+    lines = [json.loads(x) for x in (gemma_run.out / "samples-discotex.jsonl").read_text().splitlines()]
+    margins = [top_two_margin(s["logprobs"]) for s in lines]
+    tie = next(k for k, m in enumerate(margins) if m < NEAR_TIE) if min(margins) < NEAR_TIE else None
+    firm = max(range(len(lines)), key=lambda k: margins[k])
+    moved = {firm: (lines[firm]["pred"] + 1) % 5, **({tie: (lines[tie]["pred"] + 1) % 5} if tie is not None else {})}
+    ids = {s["id"]: k for k, s in enumerate(lines)}
+    other = rewrite_run(gemma_run.out, tmp_path / "o", "gemma-moved",
+                        lambda t, s: answer(s, moved[ids[s["id"]]]) if ids[s["id"]] in moved else s)
+    r = invoke("compare", gemma_run.out, other, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (ch,) = doc["answers_changed"]
+    assert ch["changed"] == len(moved) and ch["decisive"] == int(margins[firm] >= NEAR_TIE)
+    assert ch["near_ties"] == len(moved) - ch["decisive"]
+    assert {x["id"]: x["margin"] for x in ch["items"]} == pytest.approx(
+        {lines[k]["id"]: margins[k] for k in moved})
+    assert {e["metric"] for e in doc["equivalence"]} == {"accuracy", "binary_accuracy"}
+    assert all(e["n"] == len(lines) and e["margin"] == 0.02 for e in doc["equivalence"])
