@@ -386,6 +386,34 @@ def test_quantization_table(page, site):
     assert first[4] == "1600" and first[5] == f"{agree:.3f}"
 
 
+
+@pytest.mark.real  # a browser
+def test_the_ladder_and_the_changed_answer_filters(page, site):
+    """fake-q4_0 against fake-q8_0 (its reference: more bits): the explorer's decisive / near-tie filters
+    count the items (by id) whose answer moved, by q8_0's top-two margin, as counted here; the ladder's row."""
+    ref, other = site["samples"]["discotex"]
+
+    def margin(lp):
+        top = sorted(lp, reverse=True)
+        return top[0] - top[1]
+
+    moved = [i for i in ref if ref[i]["pred"] != other[i]["pred"]]
+    decisive = sum(margin(ref[i]["logprobs"]) >= 0.5 for i in moved)
+    assert 0 < decisive < len(moved)
+    panel = page.locator("#explorer-discotex")
+    count = panel.locator(".count")
+    panel.locator('input[data-filter="decisive"]').check()
+    assert count.get_attribute("data-count") == str(decisive)
+    panel.locator('input[data-filter="decisive"]').uncheck()
+    panel.locator('input[data-filter="neartie"]').check()
+    assert count.get_attribute("data-count") == str(len(moved) - decisive)
+    rows = page.locator("#ladder-table tbody tr")
+    cells = [rows.nth(k).locator("td").all_text_contents() for k in range(rows.count())]
+    disco = [c for c in cells if c[1] == "discotex"]
+    assert [c[2] for c in disco] == ["Q8_0", "Q4_0"] and disco[0][5] == "reference"
+    # the second run wrapped its prompts in the chat template: compare (same id and scored context) pairs none
+    assert disco[1][4:6] == ["0", "no common item"]
+
 # -- the pairwise view, best groups, labels (three runs sharing their items) -----------------------
 @pytest.fixture(scope="module")
 def trio(tmp_path_factory, discotex_dir):

@@ -24,6 +24,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abricot_local.analysis import stats
+from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers
+from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
                                          view_of, view_of_run)
 from abricot_local.core import DEFAULT_SEED
@@ -73,6 +75,7 @@ class MetricComparison:
     mdd: float | None = None  # accuracy: the smallest difference these items detect (80%, 5%)
     detail: tuple[tuple[str, Any], ...] = ()
     note: str = ""
+    ci90: tuple[float, float] = (math.nan, math.nan)  # the same resamples' 90% interval (equivalence.py)
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,10 @@ class Comparison:
     seed: int
     n_boot: int
     primary: tuple[tuple[str, str], ...] = ()  # (task, its primary metric): what a verdict looks at first
+    equivalence: tuple[Equivalence, ...] = ()  # each run against its reference, per metric, with a margin
+    changes: tuple[AnswerChanges, ...] = ()  # per pair and task: the answers that changed, near ties or decisive
+    margin: float | None = None  # --margin (None: each task's per metric)
+    near_tie: float = NEAR_TIE
 
 
 # -- matching --------------------------------------------------------------------------------
@@ -205,14 +212,15 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
     n = len(ia.x)
     boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
     base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
-                diff=boot.diff, ci=boot.ci)
+                diff=boot.diff, ci=boot.ci, ci90=boot.ci90)
     if ia.stat == "accuracy":
         mc = stats.mcnemar_exact(np.asarray(ia.x) == np.asarray(ia.y), np.asarray(ib.x) == np.asarray(ib.y))
         mdd = stats.min_detectable_difference(n, mc.discordant / n if n else 0.0)
         return MetricComparison(**base, test="McNemar exact", statistic=float(mc.a_only), p=mc.p, mdd=mdd,
                                 detail=(("a_only", mc.a_only), ("b_only", mc.b_only), ("mid_p", mc.mid_p)))
     if not np.array_equal(np.asarray(ia.y, float), np.asarray(ib.y, float)):
-        return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan, math.nan)}, test="",
+        return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan, math.nan), "ci90": (math.nan, math.nan)},
+                                test="",
                                 statistic=math.nan, p=math.nan,
                                 note="the gold vectors differ over the common items: not compared")
     r_ab = float(row(np.asarray(ia.x, float), np.asarray(ib.x, float))) if n >= 2 else math.nan
@@ -241,14 +249,20 @@ def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPowe
 
 
 def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
-            seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT) -> Comparison:
+            seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
+            reference: str | None = None, near_tie: float = NEAR_TIE) -> Comparison:
     """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
-    level of the verdicts and the best group (the power figures stay at 5% / 80%)."""
+    level of the verdicts and the best group (the power figures stay at 5% / 80%); ``margin``
+    (else each task's per metric) and ``reference`` (a label or folder, else equivalence.references'
+    default): the equivalence verdicts; ``near_tie``: nats, changes.py's threshold."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if tolerance < 0:
         raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
+    if (margin is not None and not margin > 0) or not near_tie >= 0:
+        raise UsageError(f"--margin must be more than 0 and --near-tie 0 or more, got {margin} and {near_tie}")
     runs = labelled(runs)
+    refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
         for t in r.tasks:
             try:
@@ -259,7 +273,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     shared = [t for t in names if all(r.task(t) for r in runs)]
     notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
         t.name for r in runs for t in r.tasks) if t not in shared]
-    matches, metrics, agreements, primary = [], [], [], {}
+    matches, metrics, agreements, primary, margins, changes = [], [], [], {}, {}, []
     for task in shared:
         m, per_run = match(runs, task)
         matches.append(m)
@@ -268,8 +282,11 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
             continue
         built = [_inputs(r, task, s) for r, s in zip(runs, per_run)]
         primary[task] = built[0][0].primary_metric
+        margins.update({(task, name): built[0][0].margins.get(name, built[0][0].default_margin) for name in built[0][1]})
         for i, j in combinations(range(len(runs)), 2):
             agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
+            r, o = (j, i) if (runs[i].label, runs[j].label) in refs else (i, j)  # the reference first
+            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie))
             for name, ia in built[i][1].items():
                 if name in built[j][1]:
                     metrics.append(compare_metric(task, runs[i].label, runs[j].label, ia, built[j][1][name],
@@ -284,7 +301,8 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     differs = tuple(d for x, y in combinations(runs, 2) for d in differing_settings(x, y))
     groups = best_groups(labels, metrics, alpha) if len(runs) > 2 else ()
     return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
-                      verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()))
+                      verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()),
+                      judge(metrics, refs, margins, margin), tuple(changes), margin, near_tie)
 
 
 def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:

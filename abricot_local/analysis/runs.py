@@ -187,7 +187,8 @@ def build(folders, *, registry: dict | None = None) -> Report:
 
 
 # -- quantization comparison -----------------------------------------------------------------
-def _bits(quant: str) -> float:
+def quant_bits(quant: str) -> float:
+    """A quant's bits per weight as its name says (F16: 16, Q8_0: 8, Q4_K_M: 4; -1: not a quant name)."""
     q = quant.upper()
     if q in ("F32", "F16", "BF16"):
         return float(q.lstrip("BF"))
@@ -221,7 +222,7 @@ def compare_quants(runs) -> list[QuantPair]:
     for x, y in combinations(runs, 2):
         if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
             continue
-        ref, other = (y, x) if _bits(y.quant) > _bits(x.quant) else (x, y)
+        ref, other = (y, x) if quant_bits(y.quant) > quant_bits(x.quant) else (x, y)
         out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
     return out
 

@@ -9,6 +9,7 @@
 - :func:`holm`: Holm's step-down adjusted p-values; :func:`best_group`: the runs not
   distinguishable from the best.
 - :func:`label_kl`: KL(p || q) between two runs' distributions over one item's choices.
+- :func:`items_to_settle`: about how many items would tell an observed difference from a margin.
 - :func:`min_detectable_difference`: the smallest accuracy difference a paired design
   of n items detects with 80% power at the 5% two-sided level (McNemar's sample-size
   formula solved for the difference).
@@ -45,6 +46,7 @@ class PairedDiff:
     seed: int
     n_boot: int
     n_valid: int  # resamples where both statistics are defined
+    ci90: tuple[float, float] = (float("nan"), float("nan"))  # the same resamples' 90% interval (equivalence)
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,12 @@ def paired_bootstrap(stat: RowStat, xa, ya, xb, yb, *, seed: int, n_boot: int = 
     diffs = stat(xa[idx], ya[idx]) - stat(xb[idx], yb[idx])
     diffs = diffs[~np.isnan(diffs)]
     if len(diffs) == 0:
-        ci = (nan, nan)
+        ci = ci90 = (nan, nan)
     else:
         tail = (1.0 - level) / 2.0 * 100.0
-        lo, hi = np.percentile(diffs, [tail, 100.0 - tail])
-        ci = (float(lo), float(hi))
-    return PairedDiff(a, b, a - b, ci, seed, n_boot, int(len(diffs)))
+        lo, hi, lo90, hi90 = np.percentile(diffs, [tail, 100.0 - tail, 5.0, 95.0])
+        ci, ci90 = (float(lo), float(hi)), (float(lo90), float(hi90))
+    return PairedDiff(a, b, a - b, ci, seed, n_boot, int(len(diffs)), ci90)
 
 
 def mcnemar_exact(correct_a, correct_b) -> McNemar:
@@ -244,3 +246,35 @@ def power_at(n: int, discordance: float, diff: float, *, alpha: float = ALPHA) -
     if var <= 0:
         return 1.0 if diff > 0 else float("nan")
     return float(st.norm.cdf((math.sqrt(n) * abs(diff) - za * math.sqrt(discordance)) / math.sqrt(var)))
+
+
+MAX_ITEMS = 10_000_000  # items_to_settle's answer when nothing settles it
+
+
+def items_to_settle(n: int, gap: float, *, discordance: float | None = None, ci90: tuple[float, float] | None = None,
+                    power: float = POWER) -> int:
+    """About how many paired items would tell an observed difference from a margin ``gap`` away
+    (|difference - boundary|), with ``power`` at one-sided 5% (the 90% CI's bound), if the
+    difference stayed what it is. Accuracy (``discordance``: the observed discordant rate):
+    the least n whose :func:`min_detectable_difference` at level 0.10 two-sided is within
+    ``gap``; any other statistic (``ci90``: its bootstrap interval over ``n`` items): the
+    interval's spread scaled as 1/sqrt(n). :data:`MAX_ITEMS` when no number of items does."""
+    if not gap > 0 or n < 1:
+        return MAX_ITEMS
+    if discordance is not None:
+        def fits(m: int) -> bool:
+            return min_detectable_difference(m, discordance, alpha=0.10, power=power) <= gap
+        if not fits(MAX_ITEMS):
+            return MAX_ITEMS
+        lo, hi = 1, MAX_ITEMS
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
+        return lo
+    if ci90 is None or any(math.isnan(v) for v in ci90):
+        return MAX_ITEMS
+    za, zb = _z(0.10, power)
+    se = (ci90[1] - ci90[0]) / (2.0 * za)  # the per-n standard error the interval shows
+    if se <= 0:
+        return n
+    return min(MAX_ITEMS, max(1, math.ceil(n * ((za + zb) * se / gap) ** 2)))

@@ -34,6 +34,7 @@ class RunView:
     settings: Mapping[str, Any]
     tasks: tuple[TaskSamples, ...]
     identity: RunIdentity | None = None  # what a unique label may say; None: the label and the settings
+    base: str = ""  # the model its quants share (registry ``base``, else the name without its quant): "" unknown
 
     def task(self, name: str) -> TaskSamples | None:
         return next((t for t in self.tasks if t.name == name), None)
@@ -85,7 +86,8 @@ def view_of_run(run: Run, samples: Mapping[str, Sequence] | None = None) -> RunV
     tasks = tuple(TaskSamples(t, {**run.record.config_dict(), **run.record.tasks[t].config},
                               tuple(s.line for s in (got[t] if t in got else load_samples(run, t))))
                   for t in run.tasks)
-    return RunView(run.label, str(run.path), settings_of(doc, run.quant), tasks, replace(run.identity, model=run.label))
+    return RunView(run.label, str(run.path), settings_of(doc, run.quant), tasks, replace(run.identity, model=run.label),
+                   run.base)
 
 
 def labelled(runs: Sequence[RunView]) -> list[RunView]:

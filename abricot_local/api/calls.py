@@ -111,6 +111,7 @@ def load_run(path: str | Path) -> Run:
 
 
 def compare(*runs, tolerance: float | None = None, alpha: float = 0.05, seed: int = DEFAULT_SEED,
+            margin: float | None = None, reference: str | None = None, near_tie: float | None = None,
             models_file: str | Path | None = None) -> Comparison:
     """`compare` of finished runs (Run objects, run folders, or folders holding runs): the items
     they share, paired differences with their CI and test, one verdict per pair."""
@@ -123,5 +124,6 @@ def compare(*runs, tolerance: float | None = None, alpha: float = 0.05, seed: in
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     folders = folders_of(runs)
     result = compare_folders([str(f) for f in folders], registry=load_registry(models_file),
-                             tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha, seed=seed)
+                             tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha, seed=seed,
+                             margin=margin, reference=reference, **({} if near_tie is None else {"near_tie": near_tie}))
     return Comparison(result)

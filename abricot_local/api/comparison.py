@@ -17,14 +17,16 @@ def check_alpha(alpha: float) -> None:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
 
 
-def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: int):
-    """The analysis.compare.Comparison of finished run folders (`compare`'s refusals)."""
+def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: int, **verdicts):
+    """The analysis.compare.Comparison of finished run folders (`compare`'s refusals). ``verdicts``:
+    analysis.compare.compare's margin, reference and near_tie, by name."""
     from abricot_local.analysis import compare as cmp
 
     if len(folders) < 2:
         raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
                          f"({', '.join(str(f) for f in folders)})")
-    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed)
+    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed,
+                       **verdicts)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,25 @@ class Comparison:
             rows.append((m.a, m.b, m.task, m.metric, m.n, m.value_a, m.value_b, m.diff, m.ci[0], m.ci[1], m.test,
                          m.p, m.p_holm, m.mdd, v.kind if v else None, v.reason if v else None))
         return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+
+    def equivalence(self):
+        """One row per run judged against its reference, task and metric: the margin verdict
+        (`compare --margin`), its 90% CI and, when it cannot tell yet, about how many items would settle it."""
+        import pandas as pd
+
+        return pd.DataFrame([(e.other, e.reference, e.task, e.metric, e.margin, e.n, e.diff, e.ci90[0], e.ci90[1],
+                              e.kind, e.items, e.line) for e in self.result.equivalence],
+                            columns=["run", "reference", "task", "metric", "margin", "n", "diff", "ci90_low",
+                                     "ci90_high", "verdict", "items_to_settle", "line"])
+
+    def changes(self):
+        """One row per answer that changed between a pair: the reference's margin between its top two
+        choices (nats) and whether that is a near tie or a decisive change."""
+        import pandas as pd
+
+        rows = [(c.reference, c.other, c.task, a.id, a.margin, a.margin < c.threshold)
+                for c in self.result.changes for a in c.changed]
+        return pd.DataFrame(rows, columns=["reference", "run", "task", "id", "margin", "near_tie"])
 
     def agreements(self):
         """One row per pair and task: same predictions, |delta log-prob| (max, mean), mean KL."""

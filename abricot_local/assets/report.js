@@ -353,7 +353,8 @@ function prepare(task) {
 function explorer(task, ti) {
   prepare(task);
   const labels = it => it.lab || task.labels;
-  const st = {disagree: false, allwrong: false, source: "", q: "", page: 0, selected: null};
+  const st = {disagree: false, allwrong: false, decisive: false, neartie: false, source: "", q: "", page: 0,
+    selected: null};
   const count = h("span", {cls: "count"});
   const body = h("tbody");
   const detail = h("div", {cls: "detail", id: "detail-" + task.name},
@@ -364,6 +365,7 @@ function explorer(task, ti) {
   function filter() {
     const q = st.q.trim().toLowerCase();
     shown = task.items.filter(it => (!st.disagree || it.disagree) && (!st.allwrong || it.allwrong) &&
+      (!st.decisive || it.chg === 2) && (!st.neartie || it.chg === 1) &&
       (!st.source || it.src === st.source) && (!q || it.id.toLowerCase().includes(q)));
     st.page = 0;
     draw();
@@ -435,7 +437,11 @@ function explorer(task, ti) {
     h("option", {value: "", text: "all sources"}), task.sources.map(x => h("option", {value: x, text: x})));
   const check = (key, text) => h("label", {}, h("input", {type: "checkbox", "data-filter": key,
     onchange: ev => { st[key] = ev.target.checked; filter(); }}), " " + text);
+  // changed answers against each run's reference (compare's): decisive, or only near ties (top-two margin < nearTie)
   const filters = h("div", {cls: "filters"}, check("disagree", "models disagree"), check("allwrong", "all wrong"),
+    h("span", {title: "an answer that differs from its reference run's: decisive when the reference's top two " +
+      "choices were " + D.nearTie + " nats apart or more, else a near tie (kernels alone can flip it)"},
+      check("decisive", "decisive changes"), check("neartie", "near-tie changes only")),
     h("label", {}, "source ", sources),
     h("label", {}, "id ", h("input", {type: "search", "data-filter": "search", placeholder: "filter by id",
       oninput: ev => { st.q = ev.target.value; filter(); }})), count);
@@ -486,7 +492,29 @@ function quant() {
       h("td", {text: q.other + (q.otherQuant ? " (" + q.otherQuant + ")" : "")}),
       h("td", {cls: "num", text: String(q.n)}), h("td", {cls: "num", text: fmt(q.agreement)}),
       h("td", {cls: "num", text: fmt(q.kl, 4)}), h("td", {cls: "muted", text: q.notes.join("; ")})))))));
+  if (D.ladder.length) sec.append(ladder());
   return sec;
+}
+
+function ladder() {  // each quant against the highest-precision one of its model (analysis/ladder.py)
+  const cols = ["model", "task", "quant", "run", "items", "verdict", "difference [90% CI]", "same answer", "mean KL",
+    "answers changed", "decisive ids", "size MB", "items/s"];
+  const ci = v => v ? signed(v.diff, 3) + " [" + signed(v.ci90[0], 3) + ", " + signed(v.ci90[1], 3) + "]" : "";
+  return h("div", {}, h("h3", {text: "Quant ladder"}),
+    h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
+      "metric with the task's margin (90% CI of quant - reference), beside what it costs and buys: the file size " +
+      "and the items/s the run measured."}),
+    h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
+      h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
+        h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
+        h("td", {cls: "num", text: r.reference ? String(r.n) : ""}),
+        h("td", {title: r.verdict ? r.verdict.line : "", text: r.verdict_text}), h("td", {cls: "num", text: ci(r.verdict)}),
+        h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
+        h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
+        h("td", {text: r.changed ? r.changed.line : ""}),
+        h("td", {cls: "muted", text: r.changed ? r.changed.decisive.join(", ") : ""}),
+        h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),
+        h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))));
 }
 
 app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Runs"}), runsTable()),

@@ -24,13 +24,22 @@ from abricot_local.errors import UsageError
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Level of the verdicts and of the best group (the power figures stay at 5% / 80%).")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the paired bootstrap.")
+@click.option("--margin", type=float, default=None, help="The difference that does not matter, in each metric's own "
+              "units, for the equivalence verdicts (default: the task's per metric, e.g. 0.02 accuracy).")
+@click.option("--reference", default=None, metavar="RUN", help="The run every other is judged against (a folder or "
+              "a label; default: the highest-precision quant of the same model, else the first run).")
+@click.option("--near-tie", type=float, default=None, help="Nats: a changed answer whose reference run's top two "
+              "choices were closer than this is a near tie (default 0.5, docs/compare.md).")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
 @models_file_option
 def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: float, alpha: float, seed: int,
-            strict: bool, models_file: str | None) -> None:
+            margin: float | None, reference: str | None, near_tie: float | None, strict: bool,
+            models_file: str | None) -> None:
     """Compare finished runs item by item: the items they share (same id, same scored context),
     every recorded setting that differs, paired differences with their CI and test, and one
-    verdict per pair (identical, numerically close, same within noise, different).
+    verdict per pair (identical, numerically close, same within noise, different); each run against
+    its reference with a margin (equivalent, not worse, worse, cannot tell yet), and the answers that
+    changed (near ties or decisive).
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them.
     Exits 0 whatever the verdicts. See docs/compare.md."""
@@ -42,7 +51,9 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     folders = finished_runs(runs, strict)
-    result = compare_folders(folders, registry=load_registry(models_file), tolerance=tolerance, alpha=alpha, seed=seed)
+    tie = {} if near_tie is None else {"near_tie": near_tie}
+    result = compare_folders(folders, registry=load_registry(models_file), tolerance=tolerance, alpha=alpha, seed=seed,
+                             margin=margin, reference=reference, **tie)
     text = render(result, fmt)
     if output:
         from abricot_local.evaluation.results import atomic_write

@@ -30,10 +30,12 @@ from abricot_local.errors import UsageError
 @click.option("--dry-run", is_flag=True, help="Print the plan (items, tokens, download, memory, predicted time on "
               "this machine) and stop: nothing is scored, written or downloaded.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON.")
+@click.option("--quants", default=None, metavar="Q,Q,...", help="Run these quants of MODEL, as the registry names them "
+              "(models.toml `base` and `quant`: e.g. Q4_K_M,Q8_0), one after another; `report` draws the ladder.")
 @click.option("--calibrate", is_flag=True, help="With --dry-run: first time each model that is on this machine "
               "(a few seconds after its load), cached for later plans.")
 def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
-        resume: bool, force: bool, dry_run: bool, as_json: bool, calibrate: bool, **kw) -> None:
+        resume: bool, force: bool, dry_run: bool, as_json: bool, calibrate: bool, quants: str | None, **kw) -> None:
     """Score MODEL (a registry alias, a .gguf path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE],
     hf:OWNER/REPO[:QUANT] or a file in --model-dir / llama.cpp's cache) on the tasks; write results to --out.
 
@@ -44,6 +46,10 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     check_counts(limit, sample, resume, out)
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
+    if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
+        from abricot_local.models.quants import expand
+
+        models = expand(models, quants, kw["models_file"])
     if limit is not None:
         click.echo(limit_caution(limit), err=True)
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load

@@ -203,6 +203,12 @@ def check_text(rep) -> str:
         lines.append("reproduced" if rep.reproduced else "NOT reproduced")
         return "\n".join(lines)
     lines.append(f"verdict: {rep.verdict.line}")
+    lines += [f"{c.task}: {c.summary}" + ("; decisive: " + ", ".join(d.text for d in c.decisive) if c.decisive else "")
+              for c in rep.changes if c.changed]
+    if any(c.changed for c in rep.changes):
+        lines.append(f"answers changed: only near ties (the recorded run's top two choices under {rep.changes[0].threshold:g} "
+                     "nats apart: kernels alone can flip them)" if rep.only_near_ties else
+                     "answers changed: not only near ties: a decisive change is more than kernel drift")
     if rep.exact:
         lines.append("reproduced (--exact)" if rep.reproduced else "NOT reproduced (--exact demands the recorded "
                      "numbers on any kernel path)")

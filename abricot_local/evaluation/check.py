@@ -28,6 +28,7 @@ from abricot_local.models.given import load
 from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.evaluation.planning import Shard, prepare
+from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
 from abricot_local.record import Record, entry_samples, read_run
 from abricot_local.record.schema import Kernels
@@ -65,6 +66,12 @@ class CheckReport:
     notes: tuple[str, ...] = ()  # facts that move no number (threads that did not matter)
     verdict: Verdict | None = None  # compare's, recorded vs re-scored, when the kernel path differs
     exact: bool = False  # the recorded numbers demanded whatever the kernel path
+    changes: tuple[AnswerChanges, ...] = ()  # with the verdict: per task, the answers that changed (near ties?)
+
+    @property
+    def only_near_ties(self) -> bool:
+        """Every answer that changed on the other kernel path was a near tie of the recorded run."""
+        return all(not c.decisive for c in self.changes)
 
     @property
     def reproduced(self) -> bool:
@@ -183,14 +190,17 @@ def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
 
-def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]], seed: int) -> Verdict:
-    """compare's verdict on the recorded run against its re-scored items (the same ids)."""
+def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]],
+             seed: int) -> tuple[Verdict, tuple[AnswerChanges, ...]]:
+    """compare's verdict on the recorded run against its re-scored items (the same ids), and the
+    answers that changed, classified by the recorded run's margins (near ties or decisive)."""
     recorded = view_of(out)
     doc = record.to_dict()
     doc["provenance"] = {**doc.get("provenance", {}), **provenance}
     here = RunView(f"{recorded.label} (re-scored here)", str(out), settings_of(doc),
                    tuple(TaskSamples(t.name, t.config, tuple(new[t.name])) for t in recorded.tasks if new.get(t.name)))
-    return compare([recorded, here], seed=seed).verdicts[0]
+    c = compare([recorded, here], seed=seed, reference=recorded.path)
+    return c.verdicts[0], c.changes
 
 
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
@@ -260,12 +270,13 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
         note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
         kdiff += (note,) if moved else ()
-        verdict = _verdict(out, record, backend.provenance().to_dict(), new, options.seed) if kdiff and checked else None
+        verdict, changes = (_verdict(out, record, backend.provenance().to_dict(), new, options.seed)
+                            if kdiff and checked else (None, ()))
     finally:
         backend.close()
     return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,
                        kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
-                       (note,) if note and not moved else (), verdict, exact)
+                       (note,) if note and not moved else (), verdict, exact, changes)
 
 
 def report_json(rep: CheckReport) -> str:
@@ -278,6 +289,10 @@ def report_json(rep: CheckReport) -> str:
                      "same": rep.same_kernels, "differences": list(rep.kernel_differences)},
          "notes": list(rep.notes),
          "verdict": {"kind": v.kind, "reason": v.reason, "line": v.line} if v else None,
+         "answers_changed": [{"task": c.task, "changed": len(c.changed), "near_ties": len(c.near_ties),
+                              "decisive": [d.id for d in c.decisive], "threshold_nats": c.threshold, "line": c.summary}
+                             for c in rep.changes],
+         "only_near_ties": rep.only_near_ties if rep.changes else None,
          "differences": [d.__dict__ for d in rep.differences],
          "missing": [{"task": t, "id": i} for t, i in rep.missing],
          "record_differs": list(rep.record_differs)},

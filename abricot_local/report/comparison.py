@@ -98,6 +98,33 @@ def power_lines(c: Comparison) -> list[str]:
             "detect any difference" for p in c.power]
 
 
+SHOWN_DECISIVE = 20  # decisive changes listed per pair and task in the text forms (JSON: all)
+
+
+def equivalence_lines(c: Comparison) -> list[str]:
+    """One line per run, its reference and metric: equivalent within M, not worse, worse, cannot tell yet."""
+    return [e.line for e in c.equivalence]
+
+
+def change_lines(c: Comparison) -> list[str]:
+    """Per pair and task, the answers that changed (near ties, decisive), and the decisive ones by id."""
+    out = []
+    for ch in c.changes:
+        out.append(ch.line)
+        dec = ch.decisive
+        if dec:
+            shown = ", ".join(d.text for d in dec[:SHOWN_DECISIVE])
+            more = f" and {len(dec) - SHOWN_DECISIVE} more (--format json lists them)" if len(dec) > SHOWN_DECISIVE else ""
+            out.append(f"  decisive: {shown}{more}")
+    return out
+
+
+def _headed_lines(title: str, lines: list[str], md: bool) -> str:
+    bullet = "- " if md else ""
+    body = "\n".join(bullet + (x.strip() if md else wrap(x, indent="    ")) for x in lines) if lines else "none"
+    return ("### " if md else "") + f"{wrap(title)}\n\n{body}"
+
+
 def verdict_text(c: Comparison) -> str:
     """The verdict lines under a heading naming the command that shows the details."""
     folders = " ".join(r.path for r in c.runs)
@@ -143,6 +170,13 @@ def to_json(c: Comparison) -> dict:
         "best_groups": [asdict(g) for g in c.groups],
         "power": [asdict(p) for p in c.power],
         "verdicts": [{**asdict(v), "line": v.line} for v in c.verdicts],
+        "equivalence": [{**asdict(e), "line": e.line} for e in c.equivalence],
+        "answers_changed": [{"task": ch.task, "reference": ch.reference, "other": ch.other, "n": ch.n,
+                             "threshold_nats": ch.threshold, "changed": len(ch.changed),
+                             "near_ties": len(ch.near_ties), "decisive": len(ch.decisive),
+                             "items": [{**asdict(x), "decisive": not x.margin < ch.threshold} for x in ch.changed],
+                             "line": ch.line} for ch in c.changes],
+        "margin": c.margin, "near_tie_nats": c.near_tie,
         "notes": list(c.notes),
         "tolerance_nats": c.tolerance, "alpha": c.alpha,
         "bootstrap": {"seed": c.seed, "n_boot": c.n_boot, "level": 0.95},
@@ -188,6 +222,11 @@ def render(c: Comparison, fmt: str = "table") -> str:
             parts.append(f"### {title}\n\n" + (grid(df.fillna(""), True) if len(df) else "none"))
         else:
             parts.append(_text_section(title, df.fillna("")))
+    margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
+    parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
+                               f"the margin ({margin}; docs/compare.md)", equivalence_lines(c), md))
+    parts.append(_headed_lines(f"Answers changed: near ties (the reference's top-two margin under {c.near_tie:g} "
+                               "nats: kernels alone can flip them) or decisive", change_lines(c), md))
     parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
     head = "### Verdict" if md else "Verdict"
     parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))

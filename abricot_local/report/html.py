@@ -29,6 +29,10 @@ from importlib import resources
 from pathlib import Path
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
+from abricot_local.analysis.equivalence import references
+from abricot_local.analysis.ladder import ladders
+from abricot_local.report import ladder as ladder_rows
 from abricot_local.record import Sample
 from abricot_local.report.tables import Report, load_samples, metric_keys
 from abricot_local.report.pairs import pairwise
@@ -149,9 +153,22 @@ def _context_ref(ctx: str, base: str, pool: _Pool):
     return pool(ctx)
 
 
+def _changed(found: list, pairs: list[tuple[int, int]]) -> int:
+    """2 when some run's answer differs from its reference's (compare's pairs) by a decisive change,
+    1 when every such change is a near tie, 0 when none changed (analysis/changes.py's rule)."""
+    kind = 0
+    for other, ref in pairs:
+        o, r = found[other], found[ref]
+        if o is not None and r is not None and o.pred != r.pred and len(o.logprobs) == len(r.logprobs):
+            kind = max(kind, 1 if top_two_margin(r.logprobs) < NEAR_TIE else 2)
+    return kind
+
+
 def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Pool) -> dict:
     """Items as rows, the runs that scored ``task`` as columns; choices in ``pool``, contexts in ``texts``."""
     run_idx = [k for k, r in enumerate(report.runs) if task in r.tasks]
+    at = {report.runs[k].label: n for n, k in enumerate(run_idx)}
+    pairs = [(at[o], at[r]) for o, r in references([report.runs[k] for k in run_idx])]
     by_run = [{s.id: s for s in samples[(k, task)]} for k in run_idx]
     order = list(dict.fromkeys(i for rows in by_run for i in rows))
     extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s.line if f not in CORE_FIELDS))
@@ -175,6 +192,9 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
                 "x": {f: first.line[f] for f in per_item if f in first.line}, "m": []}
         if lab != labels:
             item["lab"] = lab
+        changed = _changed(found, pairs)
+        if changed:
+            item["chg"] = changed
         for s in found:
             if s is None:
                 item["m"].append(None)
@@ -248,6 +268,8 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "primary": primary,
         "checks": _checks(report),
         "quant": _quant(report),
+        "ladder": ladder_rows.records(ladders(report.runs)) if report.quant else [],
+        "nearTie": NEAR_TIE,
         "figures": pngs,
         "figuresNote": "; ".join(png_notes),
         "pairwise": pairwise(report, samples),

@@ -21,7 +21,9 @@ from abricot_local.errors import UsageError
 from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
                                        compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
                                        strip_quant)
+from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.stats import label_kl
+from abricot_local.report import ladder as ladder_rows
 from abricot_local.report.texttable import WIDTH, fit, grid, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
@@ -173,6 +175,9 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
         out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 2,
                                ("notes", "ref_model", "other_model"))
+        rungs = ladders(report.runs)
+        if rungs:
+            out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.frame(rungs), 3, ("verdict", "run", "answers changed"))
     return out
 
 
@@ -192,6 +197,7 @@ def to_json(report: Report) -> dict:
         "published_checks": _check_records(report),
         "quant_comparison": [{**row, "notes": list(q.notes)}
                              for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
+        "quant_ladder": ladder_rows.records(ladders(report.runs)) if report.quant else [],
     }
 
 
@@ -213,7 +219,8 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         raise UsageError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
     if fmt == "json":
         doc = to_json(report)
-        keep = {"runs": ("runs", "baselines"), "published": ("published_checks",), "quant": ("quant_comparison",)}
+        keep = {"runs": ("runs", "baselines"), "published": ("published_checks",),
+                "quant": ("quant_comparison", "quant_ladder")}
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
         return json.dumps(doc, indent=2, ensure_ascii=False)
     if fmt == "csv":
@@ -224,7 +231,8 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
     sections = {k: replace(sec, frame=_harmless(sec.frame)) for k, sec in _text_frames(report, metrics).items()}
     if table != "all" and table not in sections:
         return EMPTY[table]
-    chosen = list(sections.values()) if table == "all" else [sections[table]]
+    chosen = list(sections.values()) if table == "all" else [sections[table], *(
+        [sections["ladder"]] if table == "quant" and "ladder" in sections else [])]
     if fmt == "markdown":
         return "\n\n".join(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen)
     parts, split = [], False

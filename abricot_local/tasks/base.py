@@ -16,7 +16,8 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
   may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`);
 - ``references()``: published results (:class:`Reference`), each made under a protocol;
 - ``figures``: the figures that suit its metrics (:class:`Figure`);
-- ``chance``: each metric's chance level;
+- ``chance``: each metric's chance level; ``margins``: the difference that does not matter, per
+  metric (``compare``'s equivalence verdicts; ``default_margin`` for the others);
 - ``warnings()``, ``config()`` (right before and after ``items()``),
   ``group`` (``--tasks GROUP`` runs every task of the group).
 
@@ -219,6 +220,9 @@ class Task(ABC):
     metric_names: tuple[str, ...] = ()
     primary_metric: str = ""
     chance: dict[str, float] = {}
+    # `compare --margin`'s default per metric, in its own units: a difference that does not matter (docs/compare.md)
+    margins: dict[str, float] = {}
+    default_margin: float = 0.02  # a metric the task gives no margin (an accuracy: 0.02)
     figures: tuple[Figure, ...] = ()
     group: str | None = None
     sources: tuple[str, ...] = ()  # the item sources the data holds (a warning names any not scored)

@@ -121,6 +121,7 @@ class DiscotexTask(Task):
     primary_metric = "accuracy"
     sources = tuple(RELEASE)  # the published rows have no source column: ("published",) then
     chance = {"accuracy": 0.2, "accuracy_ted": 0.2, "accuracy_wiki": 0.2, "binary_accuracy": 0.5}
+    margins = {"accuracy": 0.02, "binary_accuracy": 0.02}
     figures = (Figure("confusion", metric="accuracy"),)
     uses = ("shots", "prompt_variant")
     prompt_variants = tuple(WORDINGS)

@@ -1,0 +1,88 @@
+"""A quant ladder: each quant of one model against its highest-precision quant, per task.
+
+For every model (``base``) with runs at two quants or more, the reference is the quant with the
+most bits (``runs.quant_bits``; the first run on a tie), and each other quant is compared with it
+by compare.py over their common items: the equivalence verdict of the task's primary metric
+(equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
+predictions and the mean KL(reference || quant) of the answer-label distributions
+(``stats.label_kl``), beside each run's file size and measured items/s (results.json's
+``model.size``, and ``scored_now / seconds`` of the task). Pure: reads runs, returns rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from abricot_local.analysis.changes import AnswerChanges
+from abricot_local.analysis.compare import compare, view_of_run
+from abricot_local.analysis.equivalence import Equivalence
+from abricot_local.analysis.runs import Run, quant_bits
+from abricot_local.errors import ResultsError
+
+
+@dataclass(frozen=True)
+class Rung:
+    base: str
+    task: str
+    run: str  # label
+    quant: str
+    reference: str  # the reference run's label ("" on the reference's own row)
+    size: int | None  # the model file's bytes (None: not recorded)
+    items_per_s: float | None  # measured while scoring the task (None: nothing scored by the last process)
+    n: int = 0  # common items with the reference
+    same_pred: float | None = None
+    kl_mean: float | None = None  # mean KL(reference || this quant), nats
+    verdict: Equivalence | None = None  # the task's primary metric
+    changes: AnswerChanges | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        return not self.reference
+
+
+def speed(run: Run, task: str) -> float | None:
+    """Items per second of a task as the run measured it (items scored by the last process over its time)."""
+    e = run.record.tasks.get(task)
+    if e is None or not e.seconds or not e.scored_now:
+        return None
+    return e.scored_now / e.seconds
+
+
+def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]:
+    """Every model's ladder over ``runs`` (labelled as a report labels them)."""
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        if r.base:
+            groups.setdefault(r.base.lower(), []).append(r)
+    out: list[Rung] = []
+    for members in groups.values():
+        if len({r.quant.upper() for r in members}) < 2:
+            continue
+        ref = max(members, key=lambda r: (quant_bits(r.quant), -members.index(r)))
+        ref_view = view_of_run(ref)
+        for task in ref.tasks:
+            out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task)))
+            for other in sorted(members, key=lambda r: -quant_bits(r.quant)):  # down the ladder
+                if other is ref or task not in other.tasks:
+                    continue
+                out.append(_rung(ref, other, task, ref_view, seed))
+    return tuple(out)
+
+
+def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
+    base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task))
+    views = [_only(ref_view, task), _only(view_of_run(other), task)]
+    try:
+        c = compare(views, reference=ref_view.path, **({} if seed is None else {"seed": seed}))
+    except ResultsError:  # no common item
+        return base
+    g = c.agreements[0]
+    primary = dict(c.primary).get(task)
+    verdict = next((e for e in c.equivalence if e.metric == primary), c.equivalence[0] if c.equivalence else None)
+    return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict,
+                   changes=c.changes[0] if c.changes else None)
+
+
+def _only(view, task: str):
+    return replace(view, tasks=tuple(t for t in view.tasks if t.name == task))

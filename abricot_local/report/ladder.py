@@ -1,0 +1,64 @@
+"""The quant ladder (analysis/ladder.py) as rows: a table for the text report, records for JSON
+and the HTML page. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Sequence
+
+import pandas as pd
+
+from abricot_local.analysis import stats
+from abricot_local.analysis.equivalence import UNSETTLED
+from abricot_local.analysis.ladder import Rung
+
+TITLE = ("Quant ladder: each quant against the highest-precision one of its model (the task's primary metric, its "
+         "margin; 90% CI of quant - reference; KL(reference || quant) of the answer labels)")
+COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
+           "mean KL", "answers changed", "size MB", "items/s")
+
+
+def _num(v, digits: int = 3) -> str:
+    return "" if v is None else "nan" if v != v else f"{v:.{digits}f}"
+
+
+def verdict_text(r: Rung) -> str:
+    """The verdict in a cell: ``equivalent within 0.02``, ``cannot tell yet (~900 items)``, ``reference``."""
+    if r.is_reference:
+        return "reference"
+    e = r.verdict
+    if e is None:
+        return "no common item"
+    if e.kind == UNSETTLED:
+        return f"cannot tell yet ({'~' + format(e.items, ',') + ' items' if e.items < stats.MAX_ITEMS else 'on the margin'})"
+    return e.line.split(": ", 1)[1].split(" (", 1)[0]
+
+
+def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
+    rows = []
+    for r in rungs:
+        e = r.verdict
+        rows.append({
+            "model": r.base, "task": r.task, "quant": r.quant, "run": r.run, "n": str(r.n or ""),
+            "verdict": f"{verdict_text(r)}{'' if e is None else ' (' + e.metric + ')'}",
+            "difference [90% CI]": "" if e is None else f"{e.diff:+.3f} [{e.ci90[0]:+.3f}, {e.ci90[1]:+.3f}]",
+            "same prediction": _num(r.same_pred), "mean KL": _num(r.kl_mean, 4),
+            "answers changed": "" if r.changes is None else r.changes.summary,
+            "size MB": "" if r.size is None else f"{r.size / 1e6:.0f}", "items/s": _num(r.items_per_s, 2)})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def records(rungs: Sequence[Rung]) -> list[dict]:
+    """Plain data: every field, the verdict's line and the changes' counts and decisive ids."""
+    out = []
+    for r in rungs:
+        ch = r.changes
+        out.append({"base": r.base, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
+                    "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n, "same_pred": r.same_pred,
+                    "kl_mean": r.kl_mean, "verdict": None if r.verdict is None else
+                    {**asdict(r.verdict), "line": r.verdict.line},
+                    "verdict_text": verdict_text(r),
+                    "changed": None if ch is None else {
+                        "n": len(ch.changed), "near_ties": len(ch.near_ties), "decisive": [d.id for d in ch.decisive],
+                        "threshold_nats": ch.threshold, "line": ch.summary}})
+    return out

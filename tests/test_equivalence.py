@@ -1,0 +1,342 @@
+"""Issue 31, items 1 and 2: is a run as good as its reference (equivalence with a margin), and
+which answers changed (near ties or decisive). On fake-backend runs made to differ by a known
+amount, every verdict is checked against a bootstrap, a margin and a sample size computed here;
+`run --quants` against registry entries of the fake backend; `check` on another kernel path."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats as st
+
+from abricot_local.analysis import compare as cmp
+from abricot_local.analysis import equivalence as eq
+from abricot_local.analysis import stats
+from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
+from abricot_local.cli import cli
+from abricot_local.errors import UsageError
+from abricot_local.models.quants import ladder
+from abricot_local.models.registry import load_registry
+from abricot_local.report.comparison import render
+from abricot_local.tasks import make_task
+from abricot_local.tasks.base import TaskOptions
+from conftest import FIXTURE, rewrite_run
+from invented_data import write_discotex
+
+N = 100  # DISCOTEX items of the fake runs
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, discotex_dir):
+    """The fake backend on 100 DISCOTEX items, and on the invented ABRICOT rows (abricot_abs)."""
+    root = tmp_path_factory.mktemp("eq")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))
+        mp.setenv("ABRICOT_OFFLINE", "1")
+        r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
+                   "--sample", N, "--n-ctx", 8192, "--out", root / "d")
+        assert r.exit_code == 0, r.output
+        r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+                   "--out", root / "a")
+        assert r.exit_code == 0, r.output
+    return {"d": root / "d", "a": root / "a", "root": root}
+
+
+def changed(view: cmp.RunView, label: str, change) -> cmp.RunView:
+    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(change(k, dict(s)) for k, s in enumerate(t.samples)))
+                  for t in view.tasks)
+    return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
+
+
+def answer(s: dict, choice: int, gap: float = 1.0) -> dict:
+    """The sample answering ``choice``, ``gap`` nats ahead of its best other choice."""
+    lp = list(s["logprobs"])
+    lp[choice] = max(v for k, v in enumerate(lp) if k != choice) + gap
+    return {**s, "logprobs": lp, "pred": choice}
+
+
+def own_ci90(ca, cb, seed=1234, n_boot=1000):
+    """The 90% percentile interval of mean(ca) - mean(cb), the items drawn once per resample."""
+    ca, cb = np.asarray(ca, float), np.asarray(cb, float)
+    idx = np.random.default_rng(seed).integers(0, len(ca), size=(n_boot, len(ca)))
+    d = ca[idx].mean(axis=1) - cb[idx].mean(axis=1)
+    return tuple(np.percentile(d, [5, 95]))
+
+
+def in_compare_order(samples):
+    """compare matches items on (id, SHA-256 of the context) and takes them in that order."""
+    import hashlib
+
+    return sorted(samples, key=lambda s: (str(s["id"]), hashlib.sha256(s["context"].encode()).hexdigest()))
+
+
+def own_kind(diff, lo, hi, m):
+    if lo > -m:
+        return "equivalent" if hi < m else "not worse"
+    return "worse" if hi < -m else "cannot tell yet"
+
+
+def connor_n(psi, d, za=st.norm.isf(0.05), zb=st.norm.ppf(0.80)):
+    """Connor's (1987) paired sample size, one-sided 5% and 80% power: the items a difference d needs."""
+    psi = max(psi, d)
+    return (za * math.sqrt(psi) + zb * math.sqrt(psi - d * d)) ** 2 / (d * d)
+
+
+@pytest.mark.parametrize("moved, margin", [(0, None), (-12, None), (40, None), (-4, None), (-4, 0.1), (-2, None)])
+def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, moved, margin):
+    ref = cmp.view_of(runs["d"])
+    samples = ref.task("discotex").samples
+    right = [k for k, s in enumerate(samples) if s["pred"] == s["gold"]]
+    wrong = [k for k, s in enumerate(samples) if s["pred"] != s["gold"]]
+    flip = set(right[:-moved] if moved < 0 else wrong[:moved])
+
+    def change(k, s):
+        if k not in flip:
+            return s
+        return answer(s, s["gold"] if moved > 0 else (s["gold"] + 1) % len(s["logprobs"]))
+
+    other = changed(ref, "other", change)
+    c = cmp.compare([ref, other], margin=margin)
+    (e,) = [e for e in c.equivalence if e.metric == "accuracy"]
+    assert (e.other, e.reference, e.task, e.n) == ("other", ref.label, "discotex", N)
+    ca = [s["pred"] == s["gold"] for s in in_compare_order(other.task("discotex").samples)]
+    cb = [s["pred"] == s["gold"] for s in in_compare_order(samples)]
+    assert e.diff == pytest.approx(moved / N)
+    lo, hi = own_ci90(ca, cb)
+    assert e.ci90 == pytest.approx((lo, hi))
+    m = 0.02 if margin is None else margin  # DISCOTEX declares 0.02 for accuracy
+    assert e.margin == m and e.kind == own_kind(e.diff, lo, hi, m)
+    line = e.line
+    assert line.startswith(f"other vs {ref.label}, discotex accuracy: ")
+    assert f"(difference {moved / N:.3f}, 90% CI [{lo:.3f}, {hi:.3f}], {N} items)" in line
+    if e.kind == "cannot tell yet" and moved == -2:  # the difference is -0.02 = -M: no number of items settles it
+        assert e.items == stats.MAX_ITEMS and "no number of items settles it" in line
+    elif e.kind == "cannot tell yet":
+        psi = len(flip) / N
+        want = math.ceil(connor_n(psi, abs(e.diff + m)))
+        assert abs(e.items - want) <= 1 and f"about {e.items:,} items would settle it at this discordance" in line
+    else:
+        assert e.items is None
+    expected = {0: "equivalent", -12: "worse", 40: "not worse", -4: "cannot tell yet", -2: "cannot tell yet"}
+    if moved in expected and margin is None:
+        assert e.kind == expected[moved]
+    if (moved, margin) == (-4, 0.1):
+        assert e.kind == "equivalent" and "equivalent within 0.1 " in line
+
+
+def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_margin(runs):
+    ref = cmp.view_of(runs["a"])
+    samples = ref.task("abricot_abs").samples
+    other = changed(ref, "other", lambda k, s: answer(s, (s["pred"] + 1) % 5) if k % 3 == 0 else s)
+    c = cmp.compare([ref, other])
+    (e,) = [e for e in c.equivalence if e.metric == "pearson"]
+    task = make_task("abricot_abs", TaskOptions.from_config(dict(ref.task("abricot_abs").config)))
+    assert task.margins["pearson"] == e.margin == 0.05
+    x = {m.name: m for m in task.metric_inputs(in_compare_order(other.task("abricot_abs").samples))}["pearson"]
+    y = {m.name: m for m in task.metric_inputs(in_compare_order(samples))}["pearson"]
+    xa, ya, xb, yb = (np.asarray(v, float) for v in (x.x, x.y, y.x, y.y))
+    idx = np.random.default_rng(1234).integers(0, len(xa), size=(1000, len(xa)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.array([np.corrcoef(xa[i], ya[i])[0, 1] - np.corrcoef(xb[i], yb[i])[0, 1] for i in idx])
+    lo, hi = np.percentile(d[~np.isnan(d)], [5, 95])
+    assert e.diff == pytest.approx(np.corrcoef(xa, ya)[0, 1] - np.corrcoef(xb, yb)[0, 1])
+    assert e.ci90 == pytest.approx((lo, hi)) and e.kind == own_kind(e.diff, lo, hi, 0.05)
+    if e.kind == "cannot tell yet":  # the interval's spread, scaled as 1/sqrt(n)
+        se = (hi - lo) / (2 * st.norm.isf(0.05))
+        want = len(xa) * ((st.norm.isf(0.05) + st.norm.ppf(0.8)) * se / abs(e.diff + 0.05)) ** 2
+        assert abs(e.items - max(math.ceil(want), len(xa) + 1)) <= 1 and "at this spread" in e.line
+
+
+def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_one_named():
+    def view(label, quant, base):
+        return cmp.RunView(label, f"/runs/{label}", {"quant": quant} if quant else {}, (), base=base)
+
+    q4, q8, f16, other = (view("m-q4", "Q4_K_M", "M"), view("m-q8", "Q8_0", "M"), view("m-f16", "F16", "m"),
+                          view("x", "", ""))
+    assert eq.references([q4, q8, other]) == (("m-q4", "m-q8"), ("x", "m-q4"))
+    assert eq.references([q4, f16, q8]) == (("m-q4", "m-f16"), ("m-q8", "m-f16"))  # base matched in any case
+    assert eq.references([other, q4]) == (("m-q4", "x"),)
+    assert eq.references([q4, q8, other], "x") == (("m-q4", "x"), ("m-q8", "x"))
+    assert eq.references([q4, q8], "/runs/m-q4") == (("m-q8", "m-q4"),)
+    with pytest.raises(UsageError, match="--reference nope: not one of the runs compared; .*m-q4, m-q8"):
+        eq.references([q4, q8], "nope")
+
+
+def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(runs):
+    ref = cmp.view_of(runs["d"])
+    samples = ref.task("discotex").samples
+    margins = [top_two_margin(s["logprobs"]) for s in samples]
+    # margins computed here: the gap between the two highest log-probs
+    assert margins == pytest.approx([float(np.diff(np.sort(s["logprobs"])[-2:])[0]) for s in samples])
+    ties = [k for k, m in enumerate(margins) if m < NEAR_TIE][:5]
+    clear = [k for k, m in enumerate(margins) if m >= NEAR_TIE][:2]
+    flip = set(ties + clear)
+    other = changed(ref, "other", lambda k, s: answer(s, (s["pred"] + 1) % 5) if k in flip else s)
+    c = cmp.compare([ref, other])
+    (ch,) = c.changes
+    assert (ch.reference, ch.other, ch.n) == (ref.label, "other", N)
+    assert ch.summary == f"7 answers changed: {len(ties)} near ties, {len(clear)} decisive" and len(ties) == 5
+    assert {d.id: d.margin for d in ch.decisive} == pytest.approx({samples[k]["id"]: margins[k] for k in clear})
+
+    out = render(c)
+    assert f"other vs {ref.label}, discotex: 7 answers changed: 5 near ties, 2 decisive" in out
+    assert all(samples[k]["id"] in out.split("decisive:", 1)[1] for k in clear)
+    doc = json.loads(render(c, "json"))
+    (j,) = doc["answers_changed"]
+    assert (j["changed"], j["near_ties"], j["decisive"], j["threshold_nats"]) == (7, 5, 2, NEAR_TIE)
+    assert {x["id"] for x in j["items"] if x["decisive"]} == {samples[k]["id"] for k in clear}
+    assert [x["kind"] for x in doc["equivalence"]] and doc["equivalence"][0]["line"].startswith("other vs ")
+    wider = cmp.compare([ref, other], near_tie=100.0).changes[0]
+    assert not wider.decisive and len(wider.near_ties) == 7
+
+
+def test_compare_cli_margin_reference_and_near_tie(runs, tmp_path):
+    d = runs["d"]
+    b = rewrite_run(d, tmp_path / "b", "fake-b", lambda t, s: answer(s, s["gold"]) if s["id"].endswith("0") else s)
+    r = invoke("compare", d, b, "--format", "json", "--margin", "0.5", "--reference", b)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {(e["other"], e["reference"], e["margin"]) for e in doc["equivalence"]} == {("fake", "fake-b", 0.5)}
+    assert doc["margin"] == 0.5 and all(e["kind"] == "equivalent" for e in doc["equivalence"])
+    r = invoke("compare", d, b)
+    assert "fake-b vs fake, discotex accuracy: " in r.stdout and "answers changed: " in r.stdout.lower()
+    assert "Is it as good?" in r.stdout and max(map(len, r.stdout.splitlines())) <= 120
+    md = invoke("compare", d, b, "--format", "markdown").stdout
+    assert "### Is it as good?" in md and "- fake-b vs fake, discotex: " in md
+    bad = invoke("compare", d, b, "--reference", "nowhere")
+    assert bad.exit_code != 0 and "--reference nowhere: not one of the runs compared" in bad.output
+    bad = invoke("compare", d, b, "--margin", "0")
+    assert bad.exit_code != 0 and "--margin must be more than 0" in bad.output
+
+
+# -- run --quants ---------------------------------------------------------------------------------
+LADDER = "".join(f'[tiny-{k}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\nbase = "Tiny"\nn_ctx = 8192\n\n'
+                 for k, q in (("q8", "Q8_0"), ("q5", "Q5_K_M"), ("q4", "Q4_K_M")))
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text(LADDER + '[loner]\nsource = "synthetic"\nbackend = "fake"\n', encoding="utf-8")
+    return path
+
+
+def test_quants_are_the_registry_s_entries_of_one_base(models):
+    reg = load_registry(models)
+    assert ladder("tiny-q8", ("Q4_K_M", "q5_k_m", "Q8_0"), reg) == ("tiny-q4", "tiny-q5", "tiny-q8")
+    assert ladder("Tiny", ("Q8_0",), reg) == ("tiny-q8",)  # the base itself
+    with pytest.raises(UsageError, match=r"the registry has no Q3_K_M of Tiny; it has Q8_0, Q5_K_M, Q4_K_M"):
+        ladder("tiny-q4", ("Q3_K_M",), reg)
+    with pytest.raises(UsageError, match="names no `base`"):
+        ladder("loner", ("Q8_0",), reg)
+    with pytest.raises(UsageError, match="neither a registry alias nor a registry `base`"):
+        ladder("nothing-like-it", ("Q8_0",), reg)
+    shipped = load_registry()  # the shipped models.toml's real quants
+    assert ladder("smollm2-135m-q8", ("Q4_K_M", "Q4_1", "Q8_0"), shipped) == (
+        "smollm2-135m-q4", "smollm2-135m-pypi", "smollm2-135m-q8")
+    assert ladder("mistral-7b-q4", ("Q4_K_M", "Q8_0"), shipped) == ("mistral-7b-q4", "mistral-7b-q8")  # same file
+    with pytest.raises(UsageError, match="files of Mistral-7B-Instruct-v0.3 .*give the alias"):
+        ladder("Mistral-7B-Instruct-v0.3", ("Q4_K_M",), shipped)
+
+
+def test_run_quants_runs_the_ladder_and_report_draws_it(models, tmp_path, discotex_dir):
+    data = write_discotex(tmp_path / "d", 10)  # 20 items
+    r = invoke("run", "tiny-q8", "--models", models, "--quants", "Q4_K_M,Q8_0", "--tasks", "discotex",
+               "--data-dir", data, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert [m["model"] for m in plan["models"]] == ["tiny-q4", "tiny-q8"]
+    bad = invoke("run", "tiny-q8", "--models", models, "--quants", "Q2_K", "--dry-run")
+    assert bad.exit_code != 0 and "it has Q8_0, Q5_K_M, Q4_K_M" in bad.output
+    out = tmp_path / "ladder"
+    r = invoke("run", "tiny-q8", "--models", models, "--quants", "Q4_K_M,Q8_0", "--tasks", "discotex",
+               "--data-dir", data, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["tiny-q4", "tiny-q8"] and "Quant ladder" in r.stdout
+    # a third quant made to differ by a known amount: 3 of the 20 answers right that were wrong
+    fixed = []
+
+    def better(task, s):
+        if s["pred"] != s["gold"] and len(fixed) < 3:
+            fixed.append(s["id"])
+            return answer(s, s["gold"], 2.0)
+        return s
+
+    q5 = rewrite_run(out / "tiny-q4", out / "tiny-q5", "tiny-q5", better)
+    rec = json.loads((q5 / "results.json").read_text())
+    rec["model"]["alias"] = "tiny-q5"  # the registry entry it stands for
+    (q5 / "results.json").write_text(json.dumps(rec))
+    doc = json.loads(invoke("report", out, "--models", models, "--table", "quant", "--format", "json").stdout)
+    rows = {r["quant"]: r for r in doc["quant_ladder"]}
+    assert rows["Q8_0"]["reference"] is None and rows["Q8_0"]["verdict_text"] == "reference"
+    assert [r["quant"] for r in doc["quant_ladder"]] == ["Q8_0", "Q5_K_M", "Q4_K_M"]
+    q4, q5 = rows["Q4_K_M"], rows["Q5_K_M"]
+    assert q4["verdict"]["kind"] == "equivalent" and q4["same_pred"] == 1.0 and q4["kl_mean"] == 0.0
+    assert q5["verdict"]["diff"] == pytest.approx(3 / 20) and q5["changed"]["n"] == 3
+    assert q5["same_pred"] == pytest.approx(17 / 20) and q5["kl_mean"] > 0
+    rec = json.loads((out / "tiny-q4" / "results.json").read_text())["tasks"]["discotex"]
+    assert q4["items_per_s"] == pytest.approx(rec["scored_now"] / rec["seconds"])
+    text = invoke("report", out, "--models", models, "--table", "quant").stdout
+    assert "Quant ladder" in text and "equivalent within 0.02" in text
+
+
+# -- check on another kernel path ------------------------------------------------------------------
+def test_check_says_whether_the_answers_that_moved_were_near_ties(tmp_path):
+    import shutil
+
+    data = write_discotex(tmp_path / "d", 10)
+    r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--out", tmp_path / "run")
+    assert r.exit_code == 0, r.output
+
+    def edited(name, gaps):  # the recorded answers moved to another choice `gap` nats ahead, another kernel path
+        dst = shutil.copytree(tmp_path / "run", tmp_path / name)
+        doc = json.loads((dst / "results.json").read_text())
+        doc["provenance"]["kernels"]["build"] = "native"
+        (dst / "results.json").write_text(json.dumps(doc))
+        path = dst / "samples-discotex.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines = [answer(s, (s["pred"] + 1) % 5, gaps[k]) if k in gaps else s for k, s in enumerate(lines)]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return dst, [lines[k]["id"] for k in gaps]
+
+    run, _ = edited("ties", {0: 0.1, 1: 0.2})
+    doc = json.loads(invoke("check", run, "--json").stdout)
+    (c,) = doc["answers_changed"]
+    assert (c["changed"], c["near_ties"], c["decisive"], doc["only_near_ties"]) == (2, 2, [], True)
+    assert "answers changed: only near ties" in invoke("check", run).stdout
+    run, ids = edited("decisive", {0: 0.1, 3: 2.0})
+    out = invoke("check", run).stdout
+    assert "discotex: 2 answers changed: 1 near tie, 1 decisive; decisive: " + ids[1] in out
+    assert "not only near ties" in out
+
+
+@pytest.mark.real  # the session's Gemma run (4 DISCOTEX items), re-read: nothing is scored
+def test_real_gemma_samples_two_answers_moved_one_near_tie_one_decisive(gemma_run, tmp_path):
+    lines = [json.loads(x) for x in (gemma_run.out / "samples-discotex.jsonl").read_text().splitlines()]
+    margins = [top_two_margin(s["logprobs"]) for s in lines]
+    tie = next(k for k, m in enumerate(margins) if m < NEAR_TIE) if min(margins) < NEAR_TIE else None
+    firm = max(range(len(lines)), key=lambda k: margins[k])
+    moved = {firm: (lines[firm]["pred"] + 1) % 5, **({tie: (lines[tie]["pred"] + 1) % 5} if tie is not None else {})}
+    ids = {s["id"]: k for k, s in enumerate(lines)}
+    other = rewrite_run(gemma_run.out, tmp_path / "o", "gemma-moved",
+                        lambda t, s: answer(s, moved[ids[s["id"]]]) if ids[s["id"]] in moved else s)
+    r = invoke("compare", gemma_run.out, other, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (ch,) = doc["answers_changed"]
+    assert ch["changed"] == len(moved) and ch["decisive"] == int(margins[firm] >= NEAR_TIE)
+    assert ch["near_ties"] == len(moved) - ch["decisive"]
+    assert {x["id"]: x["margin"] for x in ch["items"]} == pytest.approx(
+        {lines[k]["id"]: margins[k] for k in moved})
+    assert {e["metric"] for e in doc["equivalence"]} == {"accuracy", "binary_accuracy"}
+    assert all(e["n"] == len(lines) and e["margin"] == 0.02 for e in doc["equivalence"])
