@@ -1,0 +1,39 @@
+"""The task contract's samples (issue 28 item 2): a `record.Sample` from `Task.sample` to every
+reader, the samples files on disk unchanged byte for byte, and tasks written against the
+contract before (dict samples, dict-taking metrics) still run through the adapter."""
+
+from __future__ import annotations
+
+import hashlib
+
+from click.testing import CliRunner
+
+from abricot_local.cli import cli
+from abricot_local.jsonfiles import dumps_line
+from abricot_local.record import read_samples
+from conftest import FIXTURE, ROOT
+
+# The samples files of one fake-backend run (below), as the code on main wrote them before samples
+# became `Sample`s (commit a04770a): SHA-256 and size. The fake backend's numbers are a function of
+# the text only, so these move only if the files' bytes do.
+BEFORE = {
+    "samples-abricot_abs.jsonl": ("07d35b6695d3754633530ba74e734d0f1db431d7b40e172c9f3e7848a841b658", 13889),
+    "samples-abricot_inc.jsonl": ("4c0a70660a729c530819f0230baa2277db1eef59b4c708ed2631bc979f5d0a05", 14009),
+    "samples-discotex.jsonl": ("ac5d7e75831805c343913a13c1a516a0c99e76e5273644eb0533c867c5c7d54c", 32501),
+}
+
+
+def test_the_shipped_tasks_write_the_same_samples_files_as_before(tmp_path, discotex_dir):
+    out = tmp_path / "run"
+    r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--data-dir", str(discotex_dir),
+                                 "--data", f"abricot={FIXTURE}", "--tasks", "discotex,abricot", "--sample", "9",
+                                 "--n-ctx", "8192", "--shots", "1", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    got = {f.name: (hashlib.sha256(f.read_bytes()).hexdigest(), f.stat().st_size) for f in out.glob("samples-*")}
+    assert got == BEFORE
+
+
+def test_a_recorded_samples_file_reads_as_samples_and_writes_back_byte_for_byte():
+    for path in sorted((ROOT / "tests").glob("*/*/samples-*.jsonl")):  # the references and the v1 run
+        samples = read_samples(path)
+        assert samples and "".join(dumps_line(s.line) for s in samples).encode() == path.read_bytes(), path
