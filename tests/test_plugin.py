@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = {"contract2": ROOT / "examples" / "task-plugin", "contract1": ROOT / "tests" / "data" / "task-plugin-contract1"}
+PLUGINS = {"contract2": ROOT / "examples" / "task-plugin",
+           "contract1": ROOT / "tests" / "data" / "task-plugin-contract1"}
 pytestmark = pytest.mark.real  # a package build
 SAMPLES: dict[str, bytes] = {}  # each version's samples file
 
