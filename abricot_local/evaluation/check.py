@@ -257,8 +257,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                     diffs.append(Difference(run.task.key, item.id, old.pred, line.pred, d))
                 if progress:
                     progress(run.task.key, n, total)
-        dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
-        note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
+        note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
         verdict = _verdict(out, record, backend.provenance().to_dict(), new, options.seed) if kdiff and checked else None
     finally:
