@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import backend_options, given_opts, task_options, task_opts
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import AbricotError, UsageError
@@ -49,7 +49,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
     if limit is not None:
-        click.echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
+        echo(f"caution: --limit {limit} scores the first {limit} items of each task in release order, "
                    "which may not represent the task (use --sample N for a seeded draw)", err=True)
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
         from abricot_local.models.ref import require_known
@@ -90,25 +90,25 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     state = {"out": out_dir}
 
     def stuck(_signum: int) -> None:  # llama.cpp did not return after a signal: the process ends now
-        click.echo(_save_interrupted(plan, state["out"]), err=True)
+        echo(_save_interrupted(plan, state["out"]), err=True)
 
     forget = interrupts.on_stuck(stuck)
     try:
         plan = planning.plan_run(
             model=model, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
-            notify=lambda line: click.echo(line, err=True), fresh=resume, model_dirs=kw["model_dirs"],
+            notify=lambda line: echo(line, err=True), fresh=resume, model_dirs=kw["model_dirs"],
         )
         out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
         _watch_remote(plan, out_dir)
         for s in plan.skipped:
-            click.echo(f"skipped {s.task}: no data ({s.how})", err=True)
+            echo(f"skipped {s.task}: no data ({s.how})", err=True)
         for r in plan.runs:
             for note in r.notes:
-                click.echo(f"warning: {r.task.key}: {note}", err=True)
+                echo(f"warning: {r.task.key}: {note}", err=True)
 
         def loaded(backend) -> None:
-            click.echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
+            echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
         started = time.perf_counter()
         outcome = runner.execute(plan, out_dir, resume=resume, progress=progress, on_loaded=loaded)
@@ -120,12 +120,12 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
         forget()
         signal.signal(signal.SIGTERM, term)
     if outcome.complete:
-        click.echo(f"{out_dir} holds this run, complete: nothing to score, nothing written", err=True)
-    click.echo(console.summary(outcome.record))
-    click.echo("")
-    click.echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
+        echo(f"{out_dir} holds this run, complete: nothing to score, nothing written", err=True)
+    echo(console.summary(outcome.record))
+    echo("")
+    echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
     if not outcome.complete:
-        click.echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
+        echo(f"\nwrote {outcome.path} ({time.perf_counter() - started:.1f} s)")
     return outcome
 
 
@@ -134,7 +134,7 @@ def _interrupted(plan, out_dir: Path | None) -> None:
     resume), leave the folder INTERRUPTED, and exit 130."""
     from abricot_local.backends.llama_cpp import interrupts
 
-    click.echo(_save_interrupted(plan, out_dir), err=True)
+    echo(_save_interrupted(plan, out_dir), err=True)
     interrupts.exit_process(130)
 
 
@@ -187,27 +187,27 @@ def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
     done, failed = [], []
     for model in models:
         folder = root / slug(model)
-        click.echo(f"== {model} -> {folder}", err=True)
+        echo(f"== {model} -> {folder}", err=True)
         if resume and (folder / RESULTS).exists():
-            click.echo(f"{model}: already complete", err=True)
+            echo(f"{model}: already complete", err=True)
             done.append(folder)
             continue
         try:
             run_one(model, folder, resume and folder.exists(), stamp=stamp, **args)
             done.append(folder)
         except AbricotError as err:
-            click.echo(f"error: {model}: {err}", err=True)
+            echo(f"error: {model}: {err}", err=True)
             failed.append((model, str(err)))
     if done:
         registry = load_registry(args["kw"]["models_file"])
-        click.echo(f"\n== comparison of {len(done)} model(s) in {root}")
-        click.echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
+        echo(f"\n== comparison of {len(done)} model(s) in {root}")
+        echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
         if len(done) > 1:
-            click.echo("\n" + pairwise_verdicts(done, registry))
+            echo("\n" + pairwise_verdicts(done, registry))
     if failed:
-        click.echo(f"\n{len(failed)} model(s) failed:", err=True)
+        echo(f"\n{len(failed)} model(s) failed:", err=True)
         for model, why in failed:
-            click.echo(f"  {model}: {why}", err=True)
+            echo(f"  {model}: {why}", err=True)
         sys.exit(1)
 
 
@@ -260,7 +260,7 @@ def _watch_remote(plan, out_dir: Path) -> None:
         kept = _resumable(out_dir)
         then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
                 f"abricot-local {' '.join(resume_argv(out_dir))}" if kept else "run again once it is back")
-        click.echo(f"\nerror: {err}\n{then}", err=True)
+        echo(f"\nerror: {err}\n{then}", err=True)
         sys.stderr.flush()
         os._exit(err.exit_code)
 
