@@ -7,7 +7,7 @@ report it with a warning.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -98,15 +98,15 @@ def with_ci_of(inp, *, seed: int) -> dict:
     return {inp.name: value, f"{inp.name}_ci95": ci}
 
 
-def require_finite(samples: list[dict], task: str) -> None:
+def require_finite(samples: Sequence, task: str) -> None:
     """A metric over log-probs that are NaN, infinite or missing is refused, naming the items
-    (NaN would otherwise win or lose every argmax silently)."""
+    (NaN would otherwise win or lose every argmax silently); ``samples``: ``record.Sample``s."""
     bad = []
     for s in samples:
-        lps = s.get("logprobs")
-        if not isinstance(lps, list) or not lps or not all(
+        lps = s.logprobs
+        if not isinstance(lps, (list, tuple)) or not lps or not all(
                 isinstance(x, (int, float)) and math.isfinite(x) for x in lps):
-            bad.append(str(s.get("id")))
+            bad.append(str(s.id))
     if bad:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ResultsError(f"task {task}: {len(bad)} sample(s) hold non-finite or missing log-probs "

@@ -66,13 +66,14 @@ def texts() -> dict[str, list[str]]:
 
 def measure() -> dict[str, tuple[int, dict[str, float]]]:
     """family -> (its vocabulary size, {task: chars/token, "*": over every task's text})."""
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.models.given import Given
+    from abricot_local.models.ref import open_model
 
     by_task = texts()
     chars = {task: sum(len(t) for t in ts) for task, ts in by_task.items()}
     table = {}
     for family, path in sorted(tokenizers().items()):
-        be = LlamaCppBackend(path, LlamaCppOptions(vocab_only=True))
+        be = open_model(str(path), Given("llama.cpp", {"vocab_only": True})).load()
         try:
             counts = {task: sum(len(be.tokenize(t, bos=False)) for t in ts) for task, ts in by_task.items()}
             ratios = {"*": round(sum(chars.values()) / sum(counts.values()), 3),

@@ -81,9 +81,9 @@ def main() -> None:
     ap.add_argument("--device-name", default="CPU only")
     args = ap.parse_args()
 
-    from throughput import engine_work
+    from throughput import engine_work, open_llama
 
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
     from abricot_local.evaluation.planning import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
@@ -97,7 +97,7 @@ def main() -> None:
     for r in runs:
         key = (r["model"], r["engine"])
         if key not in tokens:
-            vb = LlamaCppBackend(r["doc"]["model"]["path"], LlamaCppOptions(vocab_only=True))
+            vb = open_llama(r["doc"]["model"]["path"], vocab_only=True)
             try:
                 parallel = r["doc"]["provenance"]["schedule"].get("parallel")
                 c = engine_work(vb, items, LlamaCppOptions(engine=r["engine"], parallel=parallel))

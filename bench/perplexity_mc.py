@@ -274,11 +274,11 @@ def compare_model(label: str, model: Path, items, exe: Path, files: dict, args) 
     """One model: llama-perplexity's configurations, then its best and our exact engines
     interleaved for --rounds rounds, then which answers it picked (untimed)."""
     from scale import measure_run
-    from throughput import engine_work
+    from throughput import engine_work, open_llama
 
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
 
-    vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
+    vb = open_llama(model, vocab_only=True)
     try:
         counts = task_tokens(vb, items)
         ours_work = {e: engine_work(vb, items, LlamaCppOptions(engine=e, threads=args.threads)) for e in args.engines}

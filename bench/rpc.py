@@ -63,10 +63,10 @@ def start_server(threads: int) -> tuple[subprocess.Popen, str]:
 
 
 def measure(model, items, opts: LlamaCppOptions) -> dict:
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
+    from throughput import open_llama
 
     t0 = time.perf_counter()
-    b = LlamaCppBackend(model, opts)
+    b = open_llama(model, threads=opts.threads, engine=opts.engine, rpc=opts.rpc, extra_bufts=opts.extra_bufts)
     load = time.perf_counter() - t0
     t0 = time.perf_counter()
     logprobs = [b.score(it.request()).logprobs for it in items]

@@ -125,13 +125,13 @@ def predictions(models: list[tuple[str, Path]], args) -> dict[str, dict]:
 def facts(model: Path, items: list, threads: int, data_dir: str) -> dict:
     """What needs no scoring: tokens and decode calls of the items (prefix engine) and of a
     full run, and the tool's memory estimate (weights + KV cache, as ``run`` checks it)."""
-    from throughput import engine_work
+    from throughput import engine_work, open_llama
 
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 
     opts = LlamaCppOptions(threads=threads)
     kv = LlamaCppBackend.preflight(model, opts).kv_bytes
-    vb = LlamaCppBackend(model, LlamaCppOptions(vocab_only=True))
+    vb = open_llama(model, vocab_only=True)
     try:
         work = engine_work(vb, items, opts)
         full = {name: engine_work(vb, its, opts).tokens for name, its in full_items(data_dir).items()}

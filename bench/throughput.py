@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.models.given import Given  # noqa: E402
+from abricot_local.models.ref import open_model  # noqa: E402
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
 from abricot_local.evaluation.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
@@ -89,6 +90,13 @@ def raw_pp(backend, items, n_tokens: int) -> float:
     return len(toks) / dt
 
 
+def open_llama(model, **options):
+    """``model`` (a path or any name `run` takes) opened on llama.cpp with ``options`` as `run` opens a
+    model: ``models.ref.open_model`` (found, verified, the registry's n_ctx unless given), memory checked."""
+    given = {k: v for k, v in options.items() if v is not None and v != ()}
+    return open_model(str(model), Given("llama.cpp", given)).load()
+
+
 def engine_work(backend, items, options):
     """The session.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
     in the runner's order and chunks: ``abricot_local.planner.cost``'s count (the engine's own
@@ -129,19 +137,18 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true", help="do not update bench/README.md")
     args = ap.parse_args()
 
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
-
     task = "abricot_abs" if args.task == "abricot" else "discotex"
     fixture = sized_fixture(args.fixture, args.abricot_items) if args.abricot_items else args.fixture
     items = load_items(task, args.limit, args.data_dir, fixture)
     items.sort(key=lambda it: it.prefix)  # as the runner orders them
-    model = resolve_model_ref(args.model).path
+    model = open_model(args.model, Given("llama.cpp")).ref.path  # found (fetched) once, verified
     rows, logprobs, raws = [], {}, []
     uniq = None
     for engine in args.engines.split(","):
         opts = LlamaCppOptions(engine=engine, threads=args.threads, n_gpu_layers=args.n_gpu_layers, n_ctx=2048,
                               parallel=args.parallel if engine == "batched" else None)
-        b = LlamaCppBackend(model, opts)
+        b = open_llama(model, **{f: getattr(opts, f) for f in ("engine", "threads", "n_gpu_layers", "n_ctx",
+                                                               "parallel")})
         if uniq is None:
             uniq = unique_tokens(b, items)
         raw_before = raw_pp(b, items, 2048)  # measured next to each engine: the machine is noisy

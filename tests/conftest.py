@@ -159,6 +159,7 @@ def rewrite_run(src: Path, dst: Path, name: str, change) -> Path:
     import json
     import shutil
 
+    from abricot_local.record import check_line
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
@@ -170,7 +171,8 @@ def rewrite_run(src: Path, dst: Path, name: str, change) -> Path:
         lines = [change(task, json.loads(x)) for x in path.read_text().splitlines()]
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         opts = TaskOptions.from_config({**doc["config"], **entry["config"]})
-        entry["metrics"] = json.loads(json.dumps(make_task(task, opts).metrics(lines)))
+        samples = [check_line(x, f"{path} line {k}") for k, x in enumerate(lines, 1)]
+        entry["metrics"] = json.loads(json.dumps(make_task(task, opts).metrics(samples)))
     (dst / "results.json").write_text(json.dumps(doc))
     return dst
 

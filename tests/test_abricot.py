@@ -22,6 +22,7 @@ from scipy import stats
 from abricot_local.core import Scored
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, DataError
+from abricot_local.record import Sample, read_samples
 from abricot_local.tasks.abricot import AbricotAbsTask, AbricotIncTask, discretise
 from abricot_local.tasks.abricot_data import load_rows
 
@@ -246,10 +247,8 @@ def test_discretised_gold_in_items(tmp_path):
 
 
 def make_samples(pred, gold, human, expected):
-    return [
-        {"pred": p, "gold": g, "human_mean": h, "expected_score": e}
-        for p, g, h, e in zip(pred, gold, human, expected)
-    ]
+    return [Sample(id=f"i{k}", logprobs=(-1.0,) * 5, pred=p, gold=g, extra={"human_mean": h, "expected_score": e})
+            for k, (p, g, h, e) in enumerate(zip(pred, gold, human, expected))]
 
 
 def test_metrics_match_scipy():
@@ -294,12 +293,12 @@ def test_expected_score_is_softmax_weighted_mean():
     scored = Scored(logprobs=lps, continuation_tokens=((1,),) * 5, n_context_tokens=10, fast_path=True)
     rec = task.sample(item, scored)
     p = np.exp(np.array(lps)) / np.exp(np.array(lps)).sum()
-    assert rec["expected_score"] == pytest.approx(float(sum((k + 1) * p[k] for k in range(5))), abs=1e-12)
-    assert rec["pred"] == 2 and rec["gold"] == item.gold
-    assert rec["human_mean"] == item.fields["human_mean"]
+    assert rec.fields["expected_score"] == pytest.approx(float(sum((k + 1) * p[k] for k in range(5))), abs=1e-12)
+    assert rec.pred == 2 and rec.gold == item.gold
+    assert rec.fields["human_mean"] == item.fields["human_mean"]
     # invariant to a shift of all logprobs (it is a softmax) and finite for very negative ones
     shifted = Scored(tuple(x - 900.0 for x in lps), ((1,),) * 5, 10, True)
-    assert task.sample(item, shifted)["expected_score"] == pytest.approx(rec["expected_score"], abs=1e-9)
+    assert task.sample(item, shifted).fields["expected_score"] == pytest.approx(rec.fields["expected_score"], abs=1e-9)
 
 
 # ---------------------------------------------------------------- 5. loader: spellings and formats
@@ -601,7 +600,7 @@ def test_cli_end_to_end(tmp_path, extra, variant, shots):
                 assert s["shot_ids"] == cfg["shot_ids"]
         assert entry["n"] == 18
         task = TASKS[kind](TaskOptions(seed=res["config"]["seed"]))
-        again = task.metrics(samples)
+        again = task.metrics(read_samples(path))
         for key in METRIC_KEYS:
             assert _nan_eq(again[key], entry["metrics"][key]), key
             assert _nan_eq(again[f"{key}_ci95"], entry["metrics"][f"{key}_ci95"]), key

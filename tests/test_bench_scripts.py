@@ -215,3 +215,14 @@ def test_gpu_script_cpu_path_runs_and_prints_the_table(tmp_path, gemma_path, dis
     assert "CPU-vs-GPU drift: n/a (no GPU)" in res.stdout
     runs = json.loads((tmp_path / "out" / f"{gemma_path.stem}--cpu--prefix" / "results.json").read_text())
     assert runs["tasks"]["discotex"]["n"] == 3
+
+
+def test_bench_scripts_open_models_with_the_one_call():
+    """bench/ opens a model as `run` does (models.ref.open_model, through throughput.open_llama), never
+    by building a backend class directly."""
+    import ast
+
+    built = [f"{p.name}:{n.lineno}" for p in sorted((ROOT / "bench").glob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id.endswith("Backend")]
+    assert not built, built

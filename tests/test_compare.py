@@ -22,6 +22,7 @@ from abricot_local.cli import cli
 from abricot_local.report.comparison import render
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, pearson, with_ci_of
+from abricot_local.record import Sample
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import Task, TaskOptions
 from conftest import FIXTURE
@@ -61,7 +62,8 @@ def views(folders):
 
 def with_samples(view: cmp.RunView, label: str, change) -> cmp.RunView:
     """The view with each sample record replaced by change(sample) (a copy)."""
-    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(change(dict(s)) for s in t.samples)) for t in view.tasks)
+    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(s.to_dict())) for s in t.samples))
+                  for t in view.tasks)
     return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
 
 
@@ -156,8 +158,8 @@ def test_correlations_use_williams_t_and_need_the_same_gold(views):
     rows = {m.metric: m for m in c.metrics}
     assert set(rows) == {"pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy"}
     m = rows["pearson_expected"]
-    xa = [s["expected_score"] for s in sorted(a.task("abricot_abs").samples, key=cmp.item_key)]
-    xb = [s["expected_score"] for s in sorted(b.task("abricot_abs").samples, key=cmp.item_key)]
+    xa = [s.fields["expected_score"] for s in sorted(a.task("abricot_abs").samples, key=cmp.item_key)]
+    xb = [s.fields["expected_score"] for s in sorted(b.task("abricot_abs").samples, key=cmp.item_key)]
     assert m.test == "Williams t" and dict(m.detail)["r_ab"] == pytest.approx(pearson(xa, xb))
     w = stats.williams_t(m.value_a, m.value_b, dict(m.detail)["r_ab"], m.n)
     assert (m.statistic, m.p) == (w.statistic, w.p) and dict(m.detail)["steiger_p"] > 0
@@ -190,7 +192,9 @@ def test_metric_inputs_give_the_recorded_metrics(views, folders):
         def metrics(self, samples):
             return {}
 
-    (only,) = Bare(TaskOptions()).metric_inputs([{"pred": 1, "gold": 1}, {"pred": 0, "gold": 2}])
+    two = [Sample(id="x", logprobs=(-2.0, -1.0, -3.0), pred=1, gold=1), Sample(id="y", logprobs=(0.0, -1.0, -3.0),
+                                                                                pred=0, gold=2)]
+    (only,) = Bare(TaskOptions()).metric_inputs(two)
     assert (only.name, only.stat, list(only.x), list(only.y)) == ("accuracy", "accuracy", [1, 0], [1, 2])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from abricot_local import jsonfiles
 from abricot_local.evaluation import results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
-from abricot_local.record import check_line, read_samples
+from abricot_local.record import Sample, check_line, read_samples
 from invented_data import write_discotex
 
 SAMPLES = "samples-discotex.jsonl"
@@ -197,7 +198,7 @@ def test_compare_against_an_all_nan_run_is_not_same_within_noise(run, made):
 
     views = [cmp.view_of(made[0]), cmp.view_of(made[0])]
     bad = cmp.RunView("nan", "x", views[1].settings, tuple(
-        cmp.TaskSamples(t.name, t.config, tuple({**s, "logprobs": [float("nan")] * 5} for s in t.samples))
+        cmp.TaskSamples(t.name, t.config, tuple(replace(s, logprobs=(float("nan"),) * 5) for s in t.samples))
         for t in views[1].tasks))
     with pytest.raises(ResultsError, match=r"run nan \(x\): task discotex: 6 sample\(s\) hold non-finite"):
         cmp.compare([views[0], bad])
@@ -225,14 +226,16 @@ def test_a_samples_file_linked_out_of_the_folder_is_refused(run, made, tmp_path)
 
 # -- what is written is what a reader accepts ----------------------------------------------------
 def test_a_sample_a_reader_would_refuse_is_not_written(tmp_path):
-    good = {"id": "a", "logprobs": [-1.0, -2.0], "gold": 1, "pred": 0}
+    good = Sample(id="a", logprobs=(-1.0, -2.0), gold=1, pred=0)  # a task's, built in code
     with results.OutputDir(tmp_path / "o") as out:
         out.append("t", good)
         with pytest.raises(ResultsError, match="pred 1 is not the choice of the highest log-prob"):
-            out.append("t", {**good, "id": "b", "pred": 1})
+            out.append("t", replace(good, id="b", pred=1))
+        with pytest.raises(ResultsError, match=r"logprobs\[1\] is a string"):
+            out.append("t", replace(good, id="c", logprobs=(-1.0, "-2")))  # checked as its line will be read
     assert [s.id for s in read_samples(tmp_path / "o" / ".checkpoint" / "samples-t.jsonl")] == ["a"]
     with pytest.raises(ResultsError, match="gold 2 is not a choice index"):
-        check_line({**good, "gold": 2}, "x")
+        check_line(replace(good, gold=2), "x")
 
 
 # -- item 8: temp files of an interrupted final write -------------------------------------------

@@ -206,3 +206,23 @@ def test_a_split_model_missing_a_part_names_it(home, tmp_path):
     with pytest.raises(ModelError, match=r"lacks part\(s\) big-Q4_K_M-00002-of-00003.gguf") as err:
         modelref.resolve_model_ref("hf:org/Big-GGUF")
     assert "not in the Hugging Face cache" not in str(err.value)
+
+
+def test_every_command_prints_through_the_one_visible_echo(capsys):
+    """cli/ prints only through cli.app.echo, which makes the text visible (a name from outside in
+    any message: a folder, a model, a task read from a results.json)."""
+    import ast
+
+    from abricot_local.cli.app import echo
+
+    pkg = Path(__file__).resolve().parents[1] / "abricot_local" / "cli"
+    direct = [f"{p.name}:{n.lineno}" for p in sorted(pkg.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("echo", "secho")
+              and isinstance(n.func.value, ast.Name) and n.func.value.id == "click"]
+    assert direct == ["app.py:21"], direct  # echo's own call
+    echo(f"wrote {EVIL}\nnext line\tcol")
+    echo(EVIL, err=True)
+    out, err = capsys.readouterr()
+    harmless(out + err)
+    shown = visible(EVIL, newlines=True)  # a whole output: its newlines are lines
+    assert out == f"wrote {shown}\nnext line\tcol\n" and err == shown + "\n"

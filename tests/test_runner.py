@@ -15,6 +15,7 @@ from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
 from abricot_local.evaluation.results import OutputDir
+from abricot_local.record import read_samples
 from abricot_local.tasks.base import DataSpec, Item, Task, TaskOptions
 from conftest import FIXTURE
 
@@ -95,7 +96,8 @@ def test_execute_writes_results_that_recompute(tmp_path, plan):
     assert doc == out.record.to_dict() and doc["tasks"]["discotex"]["n"] == 12
     lines = [json.loads(x) for x in (tmp_path / "o" / "samples-discotex.jsonl").read_text().splitlines()]
     task = p.runs[0].task
-    assert json.loads(json.dumps(task.metrics(lines))) == doc["tasks"]["discotex"]["metrics"]
+    assert json.loads(json.dumps(task.metrics(read_samples(tmp_path / "o" / "samples-discotex.jsonl")))) == \
+        doc["tasks"]["discotex"]["metrics"]
     assert all(s["gold_label"] == s["choices"][s["gold"]] or s["gold_label"].endswith(s["choices"][s["gold"]])
                for s in lines)
     assert doc["tasks"]["discotex"]["chance"]["accuracy"] == 0.2

@@ -49,9 +49,26 @@ def test_the_synthetic_source_has_no_file():
     assert src.where_text(spec) == "(synthetic: no file)"
 
 
-@pytest.mark.parametrize("module", ["models/ref.py", "planner/dry_run.py", "models/doctor.py", "cli/models.py"])
+@pytest.mark.parametrize("module", ["models/ref.py", "planner/dry_run.py", "models/doctor.py", "cli/models.py",
+                                    "models/local.py", "models/registry.py", "models/hub.py"])
 def test_those_who_ask_a_source_name_none(module):
     for node in ast.walk(ast.parse((PKG / module).read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "source":
+        left = node.left if isinstance(node, ast.Compare) else None
+        if (isinstance(left, ast.Attribute) and left.attr == "source") or (isinstance(left, ast.Name)
+                                                                           and left.id == "source"):
             consts = [c.value for c in node.comparators if isinstance(c, ast.Constant)]
             assert not set(consts) & set(SOURCES), f"{module}:{node.lineno} compares a source's name"
+
+
+def test_each_source_says_what_its_models_toml_entry_gives_and_where_a_listed_file_comes_from(tmp_path):
+    assert {k: (s.required, s.pins_revision) for k, s in SOURCES.items()} == {
+        "hf": (("repo", "revision"), True), "pypi": (("package", "module"), False), "local": (("path",), False),
+        "synthetic": ((), False)}
+    toml = tmp_path / "models.toml"
+    toml.write_text('[mine]\nsource = "local"\npath = "w/m.gguf"\n\n[pkg]\nsource = "pypi"\npackage = "p-gguf"\n'
+                    'module = "p_gguf"\nfile = "m.gguf"\n')
+    reg = load_registry(str(toml))
+    mine, pkg = reg["mine"], reg["pkg"]
+    assert mine.files == ("m.gguf",) and mine.path == str((tmp_path / "w" / "m.gguf").resolve())
+    assert (source_of(mine).origin(mine), source_of(pkg).origin(pkg)) == ("registry path", "pypi p-gguf")
+    assert source_of(pkg).listed_file(pkg) is None  # not installed: nothing to list

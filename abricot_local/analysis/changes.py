@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from abricot_local.record import Sample
 
 # nats: the largest top-two margin that kernel drift alone was seen to move (docs/compare.md)
 NEAR_TIE = 0.5
@@ -76,21 +79,21 @@ def top_two_margin(logprobs: Sequence[float]) -> float:
     return float(lp[0] - lp[1]) if len(lp) > 1 else math.inf
 
 
-def _label(sample: dict) -> str:
+def _label(sample: Sample) -> str:
     """The predicted choice's short label (DISCOTEX's ``A``, ABRICOT's ``3``), else "" (its index is shown)."""
-    conts, k = sample.get("continuations") or (), sample["pred"]
+    conts, k = sample.continuations or (), sample.pred
     text = str(conts[k]).strip() if 0 <= k < len(conts) else ""
     return text if 0 < len(text) <= 12 else ""
 
 
-def changed_answers(task: str, reference: str, other: str, ref_samples: Sequence[dict],
-                    other_samples: Sequence[dict], threshold: float = NEAR_TIE) -> AnswerChanges:
+def changed_answers(task: str, reference: str, other: str, ref_samples: Sequence[Sample],
+                    other_samples: Sequence[Sample], threshold: float = NEAR_TIE) -> AnswerChanges:
     """The common items (same order in both) whose prediction differs, with the reference's margin;
     items whose choice counts differ are left out (compare's agreement counts them)."""
     out = []
     for r, o in zip(ref_samples, other_samples):
-        if r["pred"] == o["pred"] or len(r["logprobs"]) != len(o["logprobs"]):
+        if r.pred == o.pred or len(r.logprobs) != len(o.logprobs):
             continue
-        out.append(ChangedAnswer(str(r["id"]), int(r["pred"]), int(o["pred"]), top_two_margin(r["logprobs"]),
+        out.append(ChangedAnswer(str(r.id), int(r.pred), int(o.pred), top_two_margin(r.logprobs),
                                  _label(r), _label(o)))
     return AnswerChanges(task, reference, other, len(ref_samples), threshold, tuple(out))

@@ -31,6 +31,7 @@ from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, 
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, require_finite
+from abricot_local.record import Sample
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -149,12 +150,12 @@ class Comparison:
 
 
 # -- matching --------------------------------------------------------------------------------
-def item_key(sample: dict) -> tuple[str, str]:
+def item_key(sample: Sample) -> tuple[str, str]:
     """(id, SHA-256 of the scored context): what makes two runs' samples the same item."""
-    return str(sample["id"]), hashlib.sha256(str(sample["context"]).encode("utf-8")).hexdigest()
+    return sample.id, hashlib.sha256(str(sample.context).encode("utf-8")).hexdigest()
 
 
-def match(runs: Sequence[RunView], task: str) -> tuple[TaskMatch, list[tuple[dict, ...]]]:
+def match(runs: Sequence[RunView], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
     """The items every run scored alike, in id order: per run its samples of them."""
     keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
     common = sorted(set.intersection(*(set(k) for k in keyed)))
@@ -191,15 +192,15 @@ def differing_settings(a: RunView, b: RunView) -> tuple[SettingDiff, ...]:
     return tuple(out)
 
 
-def agreement(task: str, a: RunView, b: RunView, sa: Sequence[dict], sb: Sequence[dict]) -> Agreement:
+def agreement(task: str, a: RunView, b: RunView, sa: Sequence[Sample], sb: Sequence[Sample]) -> Agreement:
     """Predictions and log-probs of two runs over the same items (choice counts must agree)."""
-    pairs = [(np.asarray(x["logprobs"], float), np.asarray(y["logprobs"], float))
-             for x, y in zip(sa, sb) if len(x["logprobs"]) == len(y["logprobs"])]
+    pairs = [(np.asarray(x.logprobs, float), np.asarray(y.logprobs, float))
+             for x, y in zip(sa, sb) if len(x.logprobs) == len(y.logprobs)]
     n = len(sa)
     if not pairs:
         return Agreement(task, a.label, b.label, n, math.nan, math.nan, math.nan, math.nan, False, n)
     deltas = np.concatenate([np.abs(x - y) for x, y in pairs])
-    agree = float(np.mean([x["pred"] == y["pred"] for x, y in zip(sa, sb)]))
+    agree = float(np.mean([x.pred == y.pred for x, y in zip(sa, sb)]))
     kl = float(np.mean([stats.label_kl(x, y) for x, y in pairs]))
     same = len(pairs) == n and all(np.array_equal(x, y) for x, y in pairs)
     return Agreement(task, a.label, b.label, n, agree, float(deltas.max()), float(deltas.mean()), kl, same,
@@ -232,9 +233,9 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
                             note=note)
 
 
-def _inputs(run: RunView, task: str, samples: Sequence[dict]):
+def _inputs(run: RunView, task: str, samples: Sequence[Sample]):
     t = make_task(task, TaskOptions.from_config(dict(run.task(task).config)))
-    return t, {m.name: m for m in t.metric_inputs(list(samples))}
+    return t, {m.name: m for m in t.metric_inputs(samples)}
 
 
 def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPower, ...]:

@@ -258,7 +258,7 @@ def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskChec
         raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
     opts = TaskOptions.from_config({**record.config_dict(), **entry.config})
-    fresh = json.loads(json.dumps(make_task(task, opts).metrics([s.line for s in samples])))
+    fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
     recorded = {**entry.metrics, "n": entry.n}
     fresh["n"] = len(samples)
     bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))

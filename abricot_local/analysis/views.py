@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis.runs import Run, load_run, load_samples, quant_of
 from abricot_local.analysis.labels import RunIdentity, unique_labels
+from abricot_local.record import Sample
 
 ITEM_SELECTION = ("tasks", "limit", "sample", "shard")  # choose items; the matching handles them
 PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
@@ -21,7 +22,7 @@ PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
 class TaskSamples:
     name: str
     config: Mapping[str, Any]  # the run's config with the task's own over it
-    samples: tuple[dict, ...]
+    samples: tuple[Sample, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,13 +79,13 @@ def view_of(folder: str | Path, registry: dict | None = None) -> RunView:
     return view_of_run(load_run(folder, registry))
 
 
-def view_of_run(run: Run, samples: Mapping[str, Sequence] | None = None) -> RunView:
+def view_of_run(run: Run, samples: Mapping[str, Sequence[Sample]] | None = None) -> RunView:
     """A loaded run as a :class:`RunView`, labelled as ``run.label``; ``samples``: its samples
     per task when already read (else they are read)."""
     doc = run.record.to_dict()
     got = samples or {}
     tasks = tuple(TaskSamples(t, {**run.record.config_dict(), **run.record.tasks[t].config},
-                              tuple(s.line for s in (got[t] if t in got else load_samples(run, t))))
+                              tuple(got[t] if t in got else load_samples(run, t)))
                   for t in run.tasks)
     return RunView(run.label, str(run.path), settings_of(doc, run.quant), tasks, replace(run.identity, model=run.label),
                    run.base)

@@ -42,6 +42,7 @@ from typing import Any, Callable, Protocol, Sequence
 from abricot_local import memory
 from abricot_local.core import Generated, Request, Scored
 from abricot_local.errors import AbricotError, ContextOverflowError, UsageError
+from abricot_local.backends.session import Counters
 from abricot_local.record.schema import Provenance
 
 SCHEDULE_VERSION = "prefix|trunk|tail/v1"
@@ -289,6 +290,11 @@ class Declared:
     def watch_remote(cls, options, lost: Callable[[AbricotError], None]) -> None:
         return None
 
+    @property
+    def counters(self) -> Counters:
+        """None counted: a backend without an engine (the shipped ones give their engine's)."""
+        return Counters()
+
 
 class Backend(Protocol):
     """What the runner needs from an inference backend (see ARCHITECTURE.md)."""
@@ -347,6 +353,12 @@ class Backend(Protocol):
 
     def start_facts(self) -> tuple[str, ...]:
         """What it resolved, as short facts for the run's start line (``engine prefix``, ``n_ctx 2048``)."""
+        ...
+
+    @property
+    def counters(self) -> Counters:
+        """What it did so far: decode calls, tokens, requests, prefix hits, and the decode calls whose
+        numbers depend on the thread count (``check`` says whether a rescoring met any)."""
         ...
 
     def close(self) -> None: ...

@@ -33,6 +33,7 @@ from abricot_local.backends.base import (
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.backends.session import Counters
 
 BOS = 256
 N_VOCAB = 257
@@ -108,7 +109,7 @@ class FakeBackend(Declared):
         self.engine: Engine = engine_class(options.engine)(self.session, options)
 
     @property
-    def counters(self):
+    def counters(self) -> Counters:
         return self.engine.counters
 
     @property

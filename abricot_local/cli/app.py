@@ -1,5 +1,5 @@
-"""The click group every command registers on, and the one place an AbricotError becomes
-its one-line message and exit code."""
+"""The click group every command registers on, the one place an AbricotError becomes its
+one-line message and exit code, and :func:`echo`, the one way a command prints."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import click
 
 from abricot_local import __version__
 from abricot_local.errors import AbricotError, fold
+from abricot_local.report.safe import visible
 
 
 FOLD: bool | None = None  # fold error messages to 120 columns: None, on a terminal only (a pipe or a log: whole lines)
+
+
+def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of ``text`` made visible (report/safe.py): a folder, model, task or metric name
+    from outside, inside any line, is seen and never acted on; newlines and tabs are kept."""
+    click.echo(visible(text, newlines=True), err=err, nl=nl)
 
 
 def shown_error(text: str) -> str:
@@ -28,9 +35,8 @@ class Group(click.Group):
             return super().invoke(ctx)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
             from abricot_local.backends.llama_cpp import interrupts
-            from abricot_local.report.safe import visible
 
-            click.echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
+            echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
             interrupts.exit_process(err.exit_code)  # os._exit once a thread was left inside llama.cpp
 
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import backend_values, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
@@ -19,7 +19,7 @@ def merge(shards: tuple[str, ...], out: str) -> None:
     from abricot_local.evaluation.merge import merge as join
 
     path = join(list(shards), out)
-    click.echo(f"merged {len(shards)} shard(s) into {path}")
+    echo(f"merged {len(shards)} shard(s) into {path}")
 
 
 @cli.command()
@@ -50,8 +50,8 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     try:
         rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir,
                         backend_values=backend_values(kw), progress=progress, exact=exact,
-                        notice=lambda text: click.echo(f"check: {text}", err=True))
+                        notice=lambda text: echo(f"check: {text}", err=True))
     finally:
         close()
-    click.echo(report_json(rep) if as_json else check_text(rep))
+    echo(report_json(rep) if as_json else check_text(rep))
     sys.exit(0 if rep.passed else 1)

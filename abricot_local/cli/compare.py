@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import models_file_option
 from abricot_local.cli.report import finished_runs
 from abricot_local.core import DEFAULT_SEED
@@ -59,6 +59,6 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
         from abricot_local.evaluation.results import atomic_write
 
         atomic_write(Path(output), text + "\n")
-        click.echo(f"wrote {output}", err=True)
+        echo(f"wrote {output}", err=True)
     else:
-        click.echo(text)
+        echo(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import (backend_options, given_opts, model_dir_option, models_file_option,
                                        task_options, task_opts)
 
@@ -26,10 +26,8 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
     from abricot_local.models.local import local_models
 
     if local:
-        from abricot_local.report.safe import visible
-
-        rows = local_models(registry, model_dirs, progress=lambda line: click.echo(visible(line), err=True))
-        click.echo(local_models_table(rows))
+        rows = local_models(registry, model_dirs, progress=lambda line: echo(line, err=True))
+        echo(local_models_table(rows))
         return
     here: dict[str, str] = {}  # alias -> where its file comes from: the same set as `models --local`
     for r in local_models(registry, model_dirs, hash_new=False):
@@ -40,7 +38,7 @@ def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) ->
         where = here.get(alias, "-") if source_of(spec).has_file else "(synthetic: no file)"
         rows.append((alias, spec.params or "", spec.quant or "", gib(spec.approx_bytes), spec.license or "",
                      gated_text(spec), where, spec.reproduces or ""))
-    click.echo(models_table(rows))
+    echo(models_table(rows))
 
 
 @cli.command()
@@ -50,8 +48,8 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local.models.ref import resolve_model_ref
 
-    ref = resolve_model_ref(alias, models_file=models_file, notify=lambda line: click.echo(line, err=True))
-    click.echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")
+    ref = resolve_model_ref(alias, models_file=models_file, notify=lambda line: echo(line, err=True))
+    echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")
 
 
 @cli.command()
@@ -69,7 +67,7 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 
     facts = doc.gather(load_registry(models_file))
     facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
-    click.echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts, doc.REINSTALL_RPC))
+    echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts, doc.REINSTALL_RPC))
 
 
 @cli.command()
@@ -87,4 +85,4 @@ def labels(model: str, task_name: str, **kw) -> None:
 
         task_name = select_tasks(None, task_opts(kw))[0][0].name
     info = runner.label_map(model, given_opts(kw), task_name, task_opts(kw), kw["models_file"], kw["model_dirs"])
-    click.echo(labels_text(info))
+    echo(labels_text(info))

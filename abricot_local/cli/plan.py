@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-import click
+from abricot_local.cli.app import echo
 
 
 def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: bool, keep_going: bool):
@@ -14,7 +14,7 @@ def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: boo
 
     return dry_run.plan_of(models, limit=limit, sample=sample, shard=shard, kw=kw, calibrate=calibrate,
                            with_memory=with_memory, keep_going=keep_going,
-                           notify=lambda line: click.echo(line, err=True))
+                           notify=lambda line: echo(line, err=True))
 
 
 def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
@@ -24,9 +24,9 @@ def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
 
     plan = _plan(models, calibrate=calibrate, with_memory=True, keep_going=len(models) > 1, **args)
     if as_json:
-        click.echo(json.dumps(plan.to_json(), indent=1))
+        echo(json.dumps(plan.to_json(), indent=1))
     else:
-        click.echo(full(plan, "abricot-local " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""))
+        echo(full(plan, "abricot-local " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""))
 
 
 def announce(models, **args) -> None:
@@ -41,7 +41,7 @@ def announce(models, **args) -> None:
     except AbricotError:
         return  # the run stops on the same error and says it
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
-        click.echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
+        echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
         return
     for line in brief(plan):
-        click.echo(line, err=True)
+        echo(line, err=True)

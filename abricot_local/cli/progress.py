@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-import click
+from abricot_local.cli.app import echo
 
 
 def progress():
@@ -19,7 +19,7 @@ def progress():
         def plain(task: str, done: int, total: int) -> None:
             text = lines.update(task, done, total)
             if text:
-                click.echo(text, err=True)
+                echo(text, err=True)
 
         return plain, lambda: None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import models_file_option
 from abricot_local.errors import UsageError
 
@@ -31,10 +31,10 @@ def runs_(folders: tuple[str, ...]) -> None:
     default = Path("results")
     states = find_runs(folders or (str(default),)) if folders or default.is_dir() else []  # one given must exist
     if states:
-        click.echo(runs_text(states))
+        echo(runs_text(states))
     else:
         looked = ", ".join(folders) or f"{default.resolve()}" + ("" if default.is_dir() else " (no such folder yet)")
-        click.echo(f"no run folder in {looked}", err=True)
+        echo(f"no run folder in {looked}", err=True)
 
 
 def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
@@ -49,7 +49,7 @@ def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
         if not s.complete:
             if strict:
                 raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
-            click.echo(f"note: skipped {s.path} ({s.describe()})", err=True)
+            echo(f"note: skipped {s.path} ({s.describe()})", err=True)
     done = [str(s.path) for s in states if s.complete]
     if not done:
         raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
@@ -91,7 +91,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         from abricot_local.report.lm_eval_layout import write
 
         for run in doc.runs:
-            click.echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
+            echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
         return
     if which == "samples":
         from abricot_local.report import sample_table
@@ -107,16 +107,16 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         from abricot_local.evaluation.results import atomic_write
 
         atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
-        click.echo(f"wrote {output}", err=True)
+        echo(f"wrote {output}", err=True)
     else:
-        click.echo(text, nl=not text.endswith("\n"))
+        echo(text, nl=not text.endswith("\n"))
     if plot_dir:
         from abricot_local.report import plots
 
         drawn = plots.write_plots(doc, plot_dir, metrics=patterns)
         for note in drawn.notes:
-            click.echo(f"note: {note}", err=True)
-        click.echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
+            echo(f"note: {note}", err=True)
+        echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
     if verify:
         from abricot_local.errors import ResultsError
 
@@ -129,9 +129,9 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
                 bad.append(f"not verified: {err}")
                 code = err.exit_code
         for line in bad:
-            click.echo(line, err=True)
+            echo(line, err=True)
         if bad:
             sys.exit(code)
-        click.echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)
+        echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)
 
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 
 
 @cli.command("rpc-server")
@@ -28,10 +28,10 @@ def rpc_server(host: str, port: int, threads: int | None, devices: tuple[str, ..
     host = rpc_server.listen_address(host)  # a name or address refused here gets no warning first
     warning = rpc_server.exposed_warning(host, port)
     if warning:
-        click.echo(warning, err=True)
+        echo(warning, err=True)
     names = tuple(n.strip() for d in devices for n in d.split(",") if n.strip())
     try:
         rpc_server.start_server(host, port, threads, names, cache_dir)
     except KeyboardInterrupt:
-        click.echo("\nRPC server stopped", err=True)
+        echo("\nRPC server stopped", err=True)
         sys.exit(130)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import backend_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError
@@ -51,7 +51,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
         models = expand(models, quants, kw["models_file"])
     if limit is not None:
-        click.echo(limit_caution(limit), err=True)
+        echo(limit_caution(limit), err=True)
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
         from abricot_local.models.ref import require_known
 
@@ -89,7 +89,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     term = signal.signal(signal.SIGTERM, _sigterm)
 
     def loaded(plan, backend) -> None:
-        click.echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
+        echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
                           resume_hint=lambda folder: f"abricot-local {' '.join(resume_argv(folder))}", say=_stderr)
@@ -104,17 +104,17 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
         signal.signal(signal.SIGTERM, term)
     outcome, plan = done.outcome, done.plan
     if outcome.complete:
-        click.echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
-    click.echo(console.summary(outcome.record))
-    click.echo("")
-    click.echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
+        echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
+    echo(console.summary(outcome.record))
+    echo("")
+    echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
     if not outcome.complete:
-        click.echo(f"\nwrote {outcome.path} ({done.seconds:.1f} s)")
+        echo(f"\nwrote {outcome.path} ({done.seconds:.1f} s)")
     return outcome
 
 
 def _stderr(line: str) -> None:
-    click.echo(line, err=True)
+    echo(line, err=True)
 
 
 def _interrupted(plan, out_dir: Path | None) -> None:
@@ -128,7 +128,7 @@ def _interrupted(plan, out_dir: Path | None) -> None:
 def _exit_interrupted(message: str) -> None:
     from abricot_local.backends.llama_cpp import interrupts
 
-    click.echo(message, err=True)
+    echo(message, err=True)
     interrupts.exit_process(130)
 
 
@@ -144,14 +144,14 @@ def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
                                  _stderr)
     if done:
         registry = load_registry(args["kw"]["models_file"])
-        click.echo(f"\n== comparison of {len(done)} model(s) in {root}")
-        click.echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
+        echo(f"\n== comparison of {len(done)} model(s) in {root}")
+        echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
         if len(done) > 1:
-            click.echo("\n" + pairwise_verdicts(done, registry))
+            echo("\n" + pairwise_verdicts(done, registry))
     if failed:
-        click.echo(f"\n{len(failed)} model(s) failed:", err=True)
+        echo(f"\n{len(failed)} model(s) failed:", err=True)
         for model, why in failed:
-            click.echo(f"  {model}: {why}", err=True)
+            echo(f"  {model}: {why}", err=True)
         sys.exit(1)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import data_options, data_pairs
 
 
@@ -19,7 +19,7 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     from abricot_local.console.listings import tasks_text
 
     rows = task_catalog(data_pairs(data), data_dir)
-    click.echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
+    echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
 
 
 @cli.group()
@@ -34,4 +34,4 @@ def data_pull(task: str) -> None:
     from abricot_local.evaluation import runner
 
     for path, sha in runner.pull_data(task):
-        click.echo(f"{path}  sha256 {sha}")
+        echo(f"{path}  sha256 {sha}")

@@ -30,7 +30,7 @@ from abricot_local.metrics import require_finite
 from abricot_local.evaluation.planning import Shard, prepare
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
-from abricot_local.record import Record, entry_samples, read_run
+from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.runs import recompute_entry
 from abricot_local.evaluation.states import unfinished
@@ -190,7 +190,7 @@ def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
 
-def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[dict]],
+def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[Sample]],
              seed: int) -> tuple[Verdict, tuple[AnswerChanges, ...]]:
     """compare's verdict on the recorded run against its re-scored items (the same ids), and the
     answers that changed, classified by the recorded run's margins (near ties or decisive)."""
@@ -230,10 +230,10 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     rng = np.random.default_rng(options.seed)
     read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
     record_differs = tuple(_record_differences(record, read, out))
-    recorded_runs = {name: {s.id: s.line for s in samples} for name, samples in read.items()}
+    recorded_runs = {name: {s.id: s for s in samples} for name, samples in read.items()}
     backend = load(ref, bopts, force=True)  # the recorded options: no registry default applies
     diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
-    new: dict[str, list[dict]] = {}
+    new: dict[str, list[Sample]] = {}
     try:
         rec_kernels, here = kernel_path.recorded(record.provenance), _kernels(backend)
         kdiff = kernel_path.differences(rec_kernels, here)
@@ -256,19 +256,18 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
             for n, (item, scored) in enumerate(score_items(items, backend), 1):
                 line = run.task.sample(item, scored)
                 old = recorded[item.id]
-                if line["context"] != old["context"]:
+                if line.context != old.context:
                     raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
-                d = float(np.max(np.abs(np.subtract(line["logprobs"], old["logprobs"]))))
+                d = float(np.max(np.abs(np.subtract(line.logprobs, old.logprobs))))
                 new.setdefault(run.task.key, []).append(line)
                 checked += 1
-                same += line["pred"] == old["pred"]
+                same += line.pred == old.pred
                 worst = max(worst, d)
-                if line["pred"] != old["pred"] or d > atol:
-                    diffs.append(Difference(run.task.key, item.id, old["pred"], line["pred"], d))
+                if line.pred != old.pred or d > atol:
+                    diffs.append(Difference(run.task.key, item.id, old.pred, line.pred, d))
                 if progress:
                     progress(run.task.key, n, total)
-        dependent = getattr(getattr(backend, "counters", None), "thread_dependent", 0)
-        note, moved = kernel_path.thread_note(rec_kernels, here, dependent)
+        note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
         verdict, changes = (_verdict(out, record, backend.provenance().to_dict(), new, options.seed)
                             if kdiff and checked else (None, ()))

@@ -16,7 +16,7 @@ from pathlib import Path
 from abricot_local.record import kernel_path
 from abricot_local.errors import ResultsError
 from abricot_local.evaluation.planning import Shard
-from abricot_local.record import RESULTS, Manifest, Record, entry_samples, read_run
+from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
 from abricot_local.evaluation.results import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
@@ -83,7 +83,7 @@ def check_shards(folders: list[Path]) -> list[tuple[Shard, Path, Record]]:
     return sorted(shards, key=lambda s: s[0].index)
 
 
-def interleave(parts: list[list[dict]]) -> list[dict]:
+def interleave(parts: list[list[Sample]]) -> list[Sample]:
     """The unsharded order: item j of shard k is item j * N + (k - 1)."""
     out = []
     for j in range(max(len(p) for p in parts)):
@@ -101,9 +101,9 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
     ref = shards[0][2]
     tasks, samples = {}, {}
     for name, entry in ref.tasks.items():
-        parts = [[s.line for s in entry_samples(f, rec.tasks[name], name)] for _, f, rec in shards]
+        parts = [entry_samples(f, rec.tasks[name], name) for _, f, rec in shards]
         rows = interleave(parts)
-        ids = [s["id"] for s in rows]
+        ids = [s.id for s in rows]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")

@@ -18,12 +18,13 @@ import fcntl
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
-from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, check_line, check_rows,
-                                  read_manifest, read_run, read_samples, resume_refusal, write_manifest, write_record)
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
+                                  check_rows, read_manifest, read_run, read_samples, resume_refusal, write_manifest,
+                                  write_record)
 
 LOCK = ".lock"
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
@@ -152,16 +153,16 @@ class OutputDir:
         self.check(manifest, resume=resume, absent=absent)
         write_manifest(self.ckpt / RUN_MANIFEST, manifest)
 
-    def done(self, task: str) -> dict[str, dict]:
+    def done(self, task: str) -> dict[str, Sample]:
         """Samples already scored for ``task`` (from a finished file or the checkpoint), each
         line checked (record.samples: a sample that holds together, ids unique), as written;
         a torn last line of the checkpoint is cut (its item is scored again)."""
-        found = {s.id: s.line for s in read_samples(self.path / samples_name(task), required=False)}
+        found = {s.id: s for s in read_samples(self.path / samples_name(task), required=False)}
         for s in read_samples(self.ckpt / samples_name(task), repair=True, required=False):
-            found.setdefault(s.id, s.line)
+            found.setdefault(s.id, s)
         return found
 
-    def append(self, task: str, sample: dict) -> None:
+    def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
         check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written
         fh = self._handles.get(task)
@@ -169,7 +170,7 @@ class OutputDir:
             if fh is None:
                 self.ckpt.mkdir(parents=True, exist_ok=True)
                 fh = self._handles[task] = open(path, "a", encoding="utf-8")
-            fh.write(dumps_line(sample))
+            fh.write(dumps_line(sample.line))
             fh.flush()
             os.fsync(fh.fileno())
         except OSError as exc:  # what the failed flush left buffered is dropped (a torn line is rescored)
@@ -225,13 +226,13 @@ class OutputDir:
             return False
         return True
 
-    def finalize(self, record: Record, samples: dict[str, list[dict]]) -> Path:
+    def finalize(self, record: Record, samples: Mapping[str, Sequence[Sample]]) -> Path:
         """Write the samples files, then results.json; then drop the checkpoint. Each task's
         samples are checked first as a reader will (record.samples), their count against ``n``."""
         for task, rows in samples.items():
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
         for task, rows in samples.items():
-            atomic_write(self.path / samples_name(task), "".join(dumps_line(r) for r in rows))
+            atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
         path = write_record(self.path / RESULTS, record)
         for name in MARKERS:
             (self.path / name).unlink(missing_ok=True)

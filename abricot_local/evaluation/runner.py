@@ -23,7 +23,7 @@ from abricot_local.models.given import Given, load
 from abricot_local.models.ref import open_model
 from abricot_local.evaluation.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
-                                  RunConfig, SkippedTask, TaskEntry, metric_items)
+                                  RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
 from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run
 from abricot_local.tasks import make_task, task_names
@@ -35,7 +35,7 @@ Progress = Callable[[str, int, int], None]  # (task, done, total)
 @dataclass(frozen=True)
 class TaskResult:
     name: str
-    samples: tuple[dict, ...]
+    samples: tuple[Sample, ...]
     metrics: dict
     seconds: float
     scored_now: int  # items scored in this process (the rest came from a checkpoint)
@@ -82,8 +82,8 @@ def score_items(items: Sequence[Item], backend: Backend) -> Iterator[tuple[Item,
         yield from zip(chunk, backend.score_many([it.request() for it in chunk]), strict=True)
 
 
-def run_task(run: TaskRun, backend: Backend, *, done: dict[str, dict] | None = None,
-             on_sample: Callable[[str, dict], None] | None = None, progress: Progress | None = None) -> TaskResult:
+def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None = None,
+             on_sample: Callable[[str, Sample], None] | None = None, progress: Progress | None = None) -> TaskResult:
     """Score the items not in ``done`` (id -> sample); samples in input order, metrics over all."""
     done = dict(done or {})
     start = time.perf_counter()
@@ -106,15 +106,15 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, dict] | None = N
     return TaskResult(run.task.key, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
 
 
-def data_warnings(task, samples: Sequence[dict]) -> list[str]:
+def data_warnings(task, samples: Sequence[Sample]) -> list[str]:
     """What makes a task's numbers misleading: one gold class only, a source not scored."""
     out = []
-    golds = {s["gold"] for s in samples}
+    golds = {s.gold for s in samples}
     if len(samples) > 1 and len(golds) == 1:
-        only = samples[0].get("gold_label", samples[0]["gold"])
+        only = samples[0].gold if samples[0].gold_label is None else samples[0].gold_label
         out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
                    "only; use --sample N (a seeded draw over the whole release) instead of --limit")
-    missing = [src for src in task.sources if src not in {s["source"] for s in samples}]
+    missing = [src for src in task.sources if src not in {s.source for s in samples}]
     if missing:
         out.append(f"no item from source(s) {', '.join(missing)} was scored")
     return out

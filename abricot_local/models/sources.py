@@ -1,8 +1,9 @@
 """Where a registry model's file comes from, as objects: one class per ``source`` of models.toml
 (``hf``, ``pypi``, ``local``, ``synthetic``), each answering the same questions: is it on this
 machine, where is its file, where would a download write, what would a run download, fetch it,
-which revision it is. :func:`source_of` is the one lookup: the model reference, the plan, the
-listings and doctor ask the source and never compare its name. (Models other tools keep, named
+which revision it is, what a models.toml entry of it must say, where a listed file comes from.
+:func:`source_of` is the one lookup: the model reference, the plan, the listings, doctor and
+models.toml's checks ask the source and never compare its name. (Models other tools keep, named
 ``ollama:`` / ``lmstudio:`` / ``hf:``, are the stores' business: ``models/stores/``.)
 """
 
@@ -44,6 +45,26 @@ class Source(Protocol):
     to_accept: bool  # whether a listing's "gated" can be anything but "no" (a licence to accept first)
     fetches: bool  # whether a file not here can be fetched (a local path cannot)
     downloads: bool  # whether fetching it needs the network (offline, a dry run refuses it as the run would)
+    required: tuple[str, ...]  # the keys a models.toml entry of this source must give
+    pins_revision: bool  # an entry pins the commit of each file (revision = "..." or one per file)
+
+    def entry_fields(self, fields: dict[str, str], files: tuple[str, ...], where: str,
+                     toml: Path) -> dict[str, str]:
+        """A models.toml entry's text fields checked and resolved for this source (``toml``: the
+        file it is in); bad ones a UsageError naming ``where``."""
+        ...
+
+    def default_files(self, table: dict) -> tuple[str, ...] | None:
+        """The files of an entry that names none (None: it must name them)."""
+        ...
+
+    def origin(self, spec) -> str:
+        """Where a listed entry's file comes from, in a few words (`models --local`)."""
+        ...
+
+    def listed_file(self, spec) -> Path | None:
+        """The file a listing names: :meth:`local_file`, or the file it will be made into on first use."""
+        ...
 
     def is_cached(self, spec) -> bool: ...
 
@@ -66,10 +87,31 @@ class Source(Protocol):
     def revision(self, spec, path: Path) -> str | None: ...
 
 
-class Hub:
+class Kind:
+    """What most sources answer alike (each class below overrides what differs)."""
+
+    kind = ""
+    required: tuple[str, ...] = ()
+    pins_revision = False
+
+    def entry_fields(self, fields, files, where, toml):
+        return fields
+
+    def default_files(self, table) -> tuple[str, ...] | None:
+        return None
+
+    def origin(self, spec) -> str:
+        return self.kind
+
+    def listed_file(self, spec) -> Path | None:
+        return self.local_file(spec)  # type: ignore[attr-defined]
+
+
+class Hub(Kind):
     """A Hugging Face repository, pinned to a commit: the hub's own cache."""
 
     kind, has_file, to_accept, fetches, downloads = "hf", True, True, True, True
+    required, pins_revision = ("repo", "revision"), True
 
     def is_cached(self, spec) -> bool:
         from abricot_local.models.hub import cached_paths
@@ -108,10 +150,26 @@ class Hub:
         return spec.revision_for(0) or snapshot_commit(path)
 
 
-class Pypi:
+class Pypi(Kind):
     """A GGUF shipped in a PyPI package (assembled from its parts on first use)."""
 
     kind, has_file, to_accept, fetches, downloads = "pypi", True, False, True, False  # pip installs it
+    required = ("package", "module")
+
+    def entry_fields(self, fields, files, where, toml):
+        if Path(files[0]).is_absolute() or ".." in Path(files[0]).parts:
+            from abricot_local.errors import UsageError
+
+            raise UsageError(f"{where}: file {files[0]!r} points outside the package; give its path inside the package")
+        return fields
+
+    def origin(self, spec) -> str:
+        return f"pypi {spec.package}"
+
+    def listed_file(self, spec) -> Path | None:
+        from abricot_local.models.pypi import assembled_path
+
+        return self.local_file(spec) or (assembled_path(spec) if self.is_cached(spec) else None)
 
     def is_cached(self, spec) -> bool:
         return importlib.util.find_spec(spec.module) is not None
@@ -151,10 +209,20 @@ class Pypi:
         return None
 
 
-class Local:
+class Local(Kind):
     """A file on this machine (a user's models.toml only): nothing fetches it."""
 
     kind, has_file, to_accept, fetches, downloads = "local", True, False, False, False
+    required = ("path",)
+
+    def entry_fields(self, fields, files, where, toml):
+        return {**fields, "path": str((toml.parent / Path(fields["path"]).expanduser()).resolve())}
+
+    def default_files(self, table) -> tuple[str, ...] | None:
+        return (Path(table["path"]).name,)
+
+    def origin(self, spec) -> str:
+        return "registry path"
 
     def is_cached(self, spec) -> bool:
         return Path(spec.path).is_file()
@@ -188,6 +256,13 @@ class Synthetic(Local):
     """No file: the synthetic backend under a registry alias."""
 
     kind, has_file, to_accept, fetches, downloads = "synthetic", False, False, False, False
+    required = ()
+
+    def entry_fields(self, fields, files, where, toml):
+        return fields
+
+    def default_files(self, table) -> tuple[str, ...] | None:
+        return ()
 
     def is_cached(self, spec) -> bool:
         return True

@@ -1,8 +1,9 @@
 """One line of ``samples-<task>.jsonl`` (and of a checkpoint) as a validated view, and the
 one validation of a task's samples, used wherever they are written or read.
 
-The fields every task writes (``Task.sample``) are typed; a task's own fields (DISCOTEX
-``class``, ABRICOT ``human_mean``...) stay in ``extra``. A line is refused, naming the
+A task builds its samples as :class:`Sample` (``Task.sample``) and every reader gets them as
+such. The fields every task writes are typed; a task's own fields (DISCOTEX ``class``, ABRICOT
+``human_mean``...) are the one mapping :attr:`Sample.fields`. A line is refused, naming the
 file and the line, when it is not an object, lacks ``id``, ``logprobs``, ``gold`` or
 ``pred``, or does not hold together (:func:`problem`): no log-prob, a log-prob that is
 NaN or infinite (a finished run never has one: the finite guard stops the run), as many
@@ -13,6 +14,7 @@ A finished run's samples (:func:`run_samples`) are read strictly: the file lies 
 run folder, has no torn line, and holds exactly the record's ``n`` items; otherwise one
 error naming the file (and the ids, where they can be known). A torn last line is forgiven
 only in a checkpoint (:func:`read_samples` with ``repair``), which ``--resume`` rescores.
+Samples about to be written are validated alike (:func:`check_line`, :func:`check_rows`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
 
 from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
@@ -35,6 +38,9 @@ from abricot_local.record.schema import TaskEntry
 @dataclass(frozen=True, kw_only=True)
 class Sample(Section):
     """One scored item (a line of `samples-<task>.jsonl`). Other keys: the task's own fields (below)."""
+
+    # Built by Task.sample with the task's own fields in `extra` (Sample(id=..., extra={...})), read by
+    # every reader; `fields` is that mapping, read-only. (The docstring above is docs/RESULTS.md's.)
 
     id: str = spec("the item id from the data (unique within a task)")
     source: str | None = spec("where the item comes from (DISCOTEX: `ted` or `wiki`; ABRICOT: the row's domain)",
@@ -54,13 +60,18 @@ class Sample(Section):
                            "the rating `\"1\"`..`\"5\"`)", default=None)
     pred_label: Any = spec("the model's answer, likewise", default=None)
 
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The task's own fields (JSON values: DISCOTEX ``class``, ABRICOT ``human_mean``...), read-only."""
+        return MappingProxyType(self.extra)
+
     @cached_property
     def line(self) -> dict[str, Any]:
-        """The line as written (read-only by convention; what task metrics and writers take)."""
+        """The line as written (read-only by convention; what the writers write)."""
         return self.to_dict()
 
     def get(self, key: str, default=None):
-        """Any field of the line, a task's own included."""
+        """Any field of the line by its key, a task's own included."""
         return self.line.get(key, default)
 
 
@@ -96,10 +107,11 @@ def problem(s: Sample) -> str | None:
 
 
 def check_line(value: Any, where: str) -> Sample:
-    """One sample line (a dict as a task wrote it, or a parsed JSON value) validated; ``where``
-    (the file and the line) names it in the error."""
+    """One sample validated: a :class:`Sample` a task built (about to be written), a dict (a task
+    of contract 1's line) or a parsed JSON value (read); ``where`` (the file and the line) names it
+    in the error. A sample built in code is checked as its written line will be read."""
     try:
-        sample = Sample.from_dict(value)
+        sample = Sample.from_dict(value.line if isinstance(value, Sample) else value)
     except Invalid as err:
         raise ResultsError(f"{where} is malformed: {err}") from None
     why = problem(sample)

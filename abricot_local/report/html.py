@@ -37,10 +37,6 @@ from abricot_local.record import Sample
 from abricot_local.report.tables import Report, load_samples, metric_keys
 from abricot_local.report.pairs import pairwise
 
-# Sample fields the explorer shows in its own way; any other field is an "extra".
-# (gold_label and pred_label are the gold and answer columns' texts: never columns of their own)
-CORE_FIELDS = ("id", "source", "context", "choices", "continuations", "continuation_tokens", "logprobs", "gold", "pred",
-               "gold_label", "pred_label")
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
 MIN_PREFIX = 32  # a task's items' common context prefix is stored once when at least this long
 
@@ -171,9 +167,9 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
     pairs = [(at[o], at[r]) for o, r in references([report.runs[k] for k in run_idx])]
     by_run = [{s.id: s for s in samples[(k, task)]} for k in run_idx]
     order = list(dict.fromkeys(i for rows in by_run for i in rows))
-    extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s.line if f not in CORE_FIELDS))
+    extras = list(dict.fromkeys(f for rows in by_run for s in rows.values() for f in s.fields))  # the task's own
     # a field that differs between runs on some item (ABRICOT's expected_score) belongs to each run's answer
-    per_run = {f for f in extras for i in order if len({json.dumps(rows[i].get(f), sort_keys=True)
+    per_run = {f for f in extras for i in order if len({json.dumps(rows[i].fields.get(f), sort_keys=True)
                                                          for rows in by_run if i in rows}) > 1}
     per_item = [f for f in extras if f not in per_run]
     bases = [next(rows[i] for rows in by_run if i in rows).context or "" for i in order]
@@ -189,7 +185,7 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
         labels = lab if labels is None else labels
         item = {"id": item_id, "src": first.source or "", "g": first.gold,
                 "ch": [pool(c) for c in first.choices], "c": texts((first.context or "")[len(prefix):]),
-                "x": {f: first.line[f] for f in per_item if f in first.line}, "m": []}
+                "x": {f: first.fields[f] for f in per_item if f in first.fields}, "m": []}
         if lab != labels:
             item["lab"] = lab
         changed = _changed(found, pairs)
@@ -205,7 +201,7 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
                 entry["c"] = ref
             if s.choices != first.choices or s.gold != first.gold:
                 entry["ch"], entry["g"] = [pool(c) for c in s.choices], s.gold
-            own = {f: s.line[f] for f in extras if f in per_run and f in s.line}
+            own = {f: s.fields[f] for f in extras if f in per_run and f in s.fields}
             if own:
                 entry["x"] = own
             item["m"].append(entry)

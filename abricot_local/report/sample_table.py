@@ -32,14 +32,18 @@ def choice_probabilities(logprobs) -> list[float]:
     return [float(p) for p in np.exp(log_softmax(lp))]
 
 
+def _or_empty(value):
+    return "" if value is None else value
+
+
 def samples_frame(report: Report) -> pd.DataFrame:
     rows = []
     for run in report.runs:
         for task in run.tasks:
             for s in load_samples(run, task):
                 row = {"model": run.model_label, "quant": run.quant, "run": str(run.path), "task": task,
-                       "id": s.id, "source": s.get("source", ""), "gold": s.gold, "pred": s.pred,
-                       "gold_label": s.get("gold_label", ""), "pred_label": s.get("pred_label", ""),
+                       "id": s.id, "source": _or_empty(s.source), "gold": s.gold, "pred": s.pred,
+                       "gold_label": _or_empty(s.gold_label), "pred_label": _or_empty(s.pred_label),
                        "correct": s.pred == s.gold}
                 row.update({f"p_{k}": p for k, p in enumerate(choice_probabilities(s.logprobs))})
                 rows.append(row)

@@ -3,7 +3,8 @@
 Each entry point maps a task name to ``module:Class`` (a :class:`Task`
 subclass); the shipped tasks are registered the same way in pyproject.toml,
 as simonw/llm and pytest find their plugins. A task's ``group`` attribute puts
-it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``).
+it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``). A task written
+against an earlier task contract is given adapted to today's (tasks/contract.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def task_class(name: str) -> type[Task]:
         raise TaskError(f"task plugin {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise TaskError(f"task plugin {name!r} ({ep.value}) is not a Task subclass")
-    return cls
+    from abricot_local.tasks.contract import adapted
+
+    return adapted(cls)  # a task of an earlier contract, run under today's
 
 
 def all_task_names() -> list[str]:

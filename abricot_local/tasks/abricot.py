@@ -15,13 +15,18 @@ from the item's prompt by one. Each item is scored on " 1" .. " 5".
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Sequence
+
 import numpy as np
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci_of
+from abricot_local.record.samples import Sample
 from abricot_local.tasks.abricot_data import RELEASE_FILE, SUFFIXES, Row, load_rows, pull
-from abricot_local.tasks.base import DataSpec, Figure, Item, MetricInput, Protocol, Reference, Task, text_hash
+from abricot_local.tasks.base import (CONTRACT, DataSpec, Figure, Item, MetricInput, Protocol, Reference, Task,
+                                      text_hash)
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
 _LIST_ABS = (
@@ -93,6 +98,7 @@ class AbricotTask(Task):
     """One of the two ABRICOT tasks; ``kind`` is "abs" or "inc"."""
 
     version = "2"  # 2: the text as published (not stripped), protocols, lm-eval's per-item shots
+    contract = CONTRACT
     group = "abricot"
     protocols = (PAPER_PROTOCOL, CALAMITA_PROTOCOL)
     metric_names = ("pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy")
@@ -203,11 +209,10 @@ class AbricotTask(Task):
             )
         return items
 
-    def sample(self, item, scored):
+    def sample(self, item, scored) -> Sample:
         rec = super().sample(item, scored)
         p = np.exp(log_softmax(scored.logprobs))  # the five labels' distribution, renormalised
-        rec["expected_score"] = float(np.dot(p, np.arange(1, 6)))
-        return rec
+        return replace(rec, extra={**rec.extra, "expected_score": float(np.dot(p, np.arange(1, 6)))})
 
     def config(self) -> dict:
         """The settings resolved (the protocol's, or given), the protocol and where they differ
@@ -223,11 +228,11 @@ class AbricotTask(Task):
     def prompt_hash(self) -> str:
         return text_hash(PROMPTS[(self.kind, self.variant)], SHOT_SEPARATOR, *CHOICES)
 
-    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
-        pred = np.array([s["pred"] + 1 for s in samples], dtype=float)
-        gold = np.array([s["gold"] + 1 for s in samples], dtype=float)
-        human = np.array([s["human_mean"] for s in samples], dtype=float)
-        expected = np.array([s["expected_score"] for s in samples], dtype=float)
+    def metric_inputs(self, samples: Sequence[Sample]) -> tuple[MetricInput, ...]:
+        pred = np.array([s.pred + 1 for s in samples], dtype=float)
+        gold = np.array([s.gold + 1 for s in samples], dtype=float)
+        human = np.array([s.fields["human_mean"] for s in samples], dtype=float)
+        expected = np.array([s.fields["expected_score"] for s in samples], dtype=float)
         return (
             MetricInput("pearson", "pearson", pred, gold),
             MetricInput("pearson_continuous", "pearson", pred, human),
@@ -236,7 +241,7 @@ class AbricotTask(Task):
             MetricInput("accuracy", "accuracy", pred, gold),
         )
 
-    def metrics(self, samples: list[dict]) -> dict:
+    def metrics(self, samples: Sequence[Sample]) -> dict:
         out: dict = {}
         for inp in self.metric_inputs(samples):
             out.update(with_ci_of(inp, seed=self.options.seed))

@@ -1,8 +1,13 @@
 """The task contract: what a task declares, so that no shared module needs its name.
 
-A task is items to score plus metrics computed from sample records alone.
-Metrics take the sample dicts exactly as written to ``samples-<task>.jsonl``,
-so every number in results.json can be recomputed from the sample files.
+A task is items to score plus metrics computed from sample records alone: ``sample()``
+makes each scored item a :class:`~abricot_local.record.Sample` (the task's own fields in its
+``extra``), and ``metrics()`` / ``metric_inputs()`` take the samples exactly as read back from
+``samples-<task>.jsonl``, so every number in results.json can be recomputed from the sample files.
+
+This is version :data:`CONTRACT` of the contract; a task says which it is written for in
+``contract``. One that does not say is of contract 1 (dict samples in and out), run through
+an adapter (tasks/contract.py).
 
 Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 
@@ -30,13 +35,16 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
 from abricot_local.errors import DataError, MissingDataError
 from abricot_local.option_fields import option, validate
+from abricot_local.record.samples import Sample
+
+CONTRACT = 2  # the task contract's version: 2, samples are record.Sample (1: dicts; tasks/contract.py runs those)
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,7 @@ class Task(ABC):
 
     name: str
     version: str
+    contract: int = 1  # the contract version the task is written for; today's tasks declare CONTRACT
     description: str = ""
     metric_names: tuple[str, ...] = ()
     primary_metric: str = ""
@@ -283,16 +292,16 @@ class Task(ABC):
         """All items in release order (``--limit`` takes the first N)."""
 
     @abstractmethod
-    def metrics(self, samples: list[dict]) -> dict:
+    def metrics(self, samples: Sequence[Sample]) -> dict:
         """Metrics from sample records (see module docstring)."""
 
-    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
+    def metric_inputs(self, samples: Sequence[Sample]) -> tuple[MetricInput, ...]:
         """Each CI metric's per-item inputs over ``samples`` (in their order): what a paired
         comparison of two runs resamples. The default suits any task: ``accuracy``, the
         samples' ``pred`` against their ``gold``. A task whose CI metrics are others
         overrides it (and computes those metrics from it, so the two cannot drift apart)."""
-        pred = np.array([s["pred"] for s in samples])
-        gold = np.array([s["gold"] for s in samples])
+        pred = np.array([s.pred for s in samples])
+        gold = np.array([s.gold for s in samples])
         return (MetricInput("accuracy", "accuracy", pred, gold),)
 
     # -- data ------------------------------------------------------------------------------
@@ -351,23 +360,16 @@ class Task(ABC):
         """A hash of the prompt templates, recorded in the provenance."""
         return ""
 
-    def sample(self, item: Item, scored: Scored) -> dict:
-        """The sample record of one scored item."""
+    def sample(self, item: Item, scored: Scored) -> Sample:
+        """The sample record of one scored item; ``item.fields`` are its own fields."""
         pred = argmax(scored.logprobs)
-        return {
-            "id": item.id,
-            "source": item.source,
-            "context": item.context,
-            "choices": list(item.choices),
-            "continuations": list(item.continuations),
-            "continuation_tokens": [list(t) for t in scored.continuation_tokens],
-            "logprobs": list(scored.logprobs),
-            "gold": item.gold,
-            "pred": pred,
-            "gold_label": self.label_of(item.gold, item),
-            "pred_label": self.label_of(pred, item),
-            **item.fields,
-        }
+        sample = Sample(id=item.id, source=item.source, context=item.context, choices=tuple(item.choices),
+                        continuations=tuple(item.continuations),
+                        continuation_tokens=tuple(tuple(t) for t in scored.continuation_tokens),
+                        logprobs=tuple(scored.logprobs), gold=item.gold, pred=pred,
+                        gold_label=self.label_of(item.gold, item), pred_label=self.label_of(pred, item),
+                        extra=dict(item.fields))
+        return sample if self.contract >= CONTRACT else sample.to_dict()  # contract 1's tasks extend the dict
 
     def label_of(self, index: int, item: Item) -> str:
         """The answer a choice index stands for, as a reader knows it (the choice text)."""

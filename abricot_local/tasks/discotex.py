@@ -21,14 +21,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from abricot_local.models import fetch
 from abricot_local.errors import DataError, DownloadError, TaskError
 from abricot_local.metrics import accuracy, with_ci_of
+from abricot_local.record.samples import Sample
 from abricot_local.tasks import discotex_rows
-from abricot_local.tasks.base import DataFile, DataSpec, Figure, Item, MetricInput, Task, TaskOptions, text_hash
+from abricot_local.tasks.base import (CONTRACT, DataFile, DataSpec, Figure, Item, MetricInput, Task, TaskOptions,
+                                      text_hash)
 from abricot_local.tasks.discotex_release import (  # noqa: F401  (names tests and realdata use)
     COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, LazyRows, ReleaseTable, build_rows,
     read_release_tsv, release_note)
@@ -116,6 +119,7 @@ def pull(folder: Path) -> list[Path]:
 class DiscotexTask(Task):
     name = "discotex"
     version = "1"
+    contract = CONTRACT
     description = "DISCOTEX (EVALITA 2023) sub-task 1: which sentence continues a paragraph, 5-way"
     metric_names = ("accuracy", "accuracy_ted", "accuracy_wiki", "binary_accuracy")
     primary_metric = "accuracy"
@@ -315,19 +319,19 @@ class DiscotexTask(Task):
                     "shot_seed": LM_EVAL_SEED}
         return out
 
-    def metric_inputs(self, samples: list[dict]) -> tuple[MetricInput, ...]:
-        pred = np.array([s["pred"] for s in samples])
-        gold = np.array([s["gold"] for s in samples])
+    def metric_inputs(self, samples: Sequence[Sample]) -> tuple[MetricInput, ...]:
+        pred = np.array([s.pred for s in samples])
+        gold = np.array([s.gold for s in samples])
         said_none = pred == 4
-        is_negative = np.array([s["class"] == 0 for s in samples], dtype=bool)
+        is_negative = np.array([s.fields["class"] == 0 for s in samples], dtype=bool)
         return (MetricInput("accuracy", "accuracy", pred, gold),
                 MetricInput("binary_accuracy", "accuracy", said_none, is_negative))
 
-    def metrics(self, samples: list[dict]) -> dict:
+    def metrics(self, samples: Sequence[Sample]) -> dict:
         acc, binary = self.metric_inputs(samples)
         out = with_ci_of(acc, seed=self.options.seed)
         for source in RELEASE:
-            mask = np.array([s["source"] == source for s in samples], dtype=bool)
+            mask = np.array([s.source == source for s in samples], dtype=bool)
             if mask.any():
                 out[f"accuracy_{source}"] = accuracy(acc.x[mask], acc.y[mask])
         out.update(with_ci_of(binary, seed=self.options.seed))

@@ -36,6 +36,7 @@ from abricot_local.backends.base import (
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
+from abricot_local.backends.session import Counters
 from abricot_local.backends.llama_cpp.session import (LlamaSession, resolved_extra_bufts, resolved_gpu_layers,
                                                       resolved_threads)
 from abricot_local.errors import UsageError
@@ -63,7 +64,7 @@ class LlamaCppBackend(Declared):
         self.engine: Engine = engine_cls(self.session, options)
 
     @property
-    def counters(self):
+    def counters(self) -> Counters:
         return self.engine.counters
 
     @property

@@ -3,17 +3,22 @@
 A complete task in one module: its data (a file shipped with the package), its
 prompt, its metric and its declarations. Registered in pyproject.toml under the
 entry-point group ``abricot_local.tasks``; nothing in abricot-local changes.
+
+It is written for version 2 of the task contract (``contract = 2``): ``metrics()``
+reads each sample as a ``Sample`` (``s.pred``, ``s.gold``; a task's own fields in ``s.fields``).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from abricot_local.errors import DataError
 from abricot_local.metrics import with_ci
+from abricot_local.record import Sample
 from abricot_local.tasks.base import DataSpec, Figure, Item, Task, text_hash
 
 DESCRIPTION = "Rispondi alle domande di geografia italiana indicando la lettera della risposta corretta.\n\n"
@@ -25,6 +30,7 @@ SHIPPED = Path(__file__).with_name("capitali.jsonl")
 class CapitaliTask(Task):
     name = "capitali"
     version = "1"
+    contract = 2  # the task contract it is written for (docs/tasks-and-plugins.md)
     description = "Example plugin: the capital of an Italian region, 4-way multiple choice"
     metric_names = ("accuracy",)
     primary_metric = "accuracy"
@@ -64,8 +70,8 @@ class CapitaliTask(Task):
     def prompt_hash(self) -> str:
         return text_hash(DESCRIPTION, PROMPT, *LETTERS)
 
-    def metrics(self, samples: list[dict]) -> dict:
-        pred = np.array([s["pred"] for s in samples])
-        gold = np.array([s["gold"] for s in samples])
+    def metrics(self, samples: Sequence[Sample]) -> dict:
+        pred = np.array([s.pred for s in samples])
+        gold = np.array([s.gold for s in samples])
         acc, ci = with_ci("accuracy", pred, gold, seed=self.options.seed)
         return {"accuracy": acc, "accuracy_ci95": ci}
