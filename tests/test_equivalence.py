@@ -23,6 +23,7 @@ from abricot_local.cli import cli
 from abricot_local.errors import UsageError
 from abricot_local.models.quants import ladder
 from abricot_local.models.registry import load_registry
+from abricot_local.record import Sample
 from abricot_local.report.comparison import render
 from abricot_local.tasks import make_task
 from abricot_local.tasks.base import TaskOptions
@@ -53,7 +54,8 @@ def runs(tmp_path_factory, discotex_dir):
 
 
 def changed(view: cmp.RunView, label: str, change) -> cmp.RunView:
-    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(change(k, dict(s)) for k, s in enumerate(t.samples)))
+    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(k, s.to_dict()))
+                                                          for k, s in enumerate(t.samples)))
                   for t in view.tasks)
     return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
 
@@ -77,7 +79,7 @@ def in_compare_order(samples):
     """compare matches items on (id, SHA-256 of the context) and takes them in that order."""
     import hashlib
 
-    return sorted(samples, key=lambda s: (str(s["id"]), hashlib.sha256(s["context"].encode()).hexdigest()))
+    return sorted(samples, key=lambda s: (str(s.get("id")), hashlib.sha256(s.get("context").encode()).hexdigest()))
 
 
 def own_kind(diff, lo, hi, m):
@@ -95,7 +97,7 @@ def connor_n(psi, d, za=st.norm.isf(0.05), zb=st.norm.ppf(0.80)):
 @pytest.mark.parametrize("moved, margin", [(0, None), (-12, None), (40, None), (-4, None), (-4, 0.1), (-2, None)])
 def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, moved, margin):
     ref = cmp.view_of(runs["d"])
-    samples = ref.task("discotex").samples
+    samples = [s.to_dict() for s in ref.task("discotex").samples]
     right = [k for k, s in enumerate(samples) if s["pred"] == s["gold"]]
     wrong = [k for k, s in enumerate(samples) if s["pred"] != s["gold"]]
     flip = set(right[:-moved] if moved < 0 else wrong[:moved])
@@ -109,7 +111,7 @@ def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, m
     c = cmp.compare([ref, other], margin=margin)
     (e,) = [e for e in c.equivalence if e.metric == "accuracy"]
     assert (e.other, e.reference, e.task, e.n) == ("other", ref.label, "discotex", N)
-    ca = [s["pred"] == s["gold"] for s in in_compare_order(other.task("discotex").samples)]
+    ca = [s["pred"] == s["gold"] for s in in_compare_order([s.to_dict() for s in other.task("discotex").samples])]
     cb = [s["pred"] == s["gold"] for s in in_compare_order(samples)]
     assert e.diff == pytest.approx(moved / N)
     lo, hi = own_ci90(ca, cb)
@@ -174,7 +176,7 @@ def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_o
 
 def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(runs):
     ref = cmp.view_of(runs["d"])
-    samples = ref.task("discotex").samples
+    samples = [s.to_dict() for s in ref.task("discotex").samples]
     margins = [top_two_margin(s["logprobs"]) for s in samples]
     # margins computed here: the gap between the two highest log-probs
     assert margins == pytest.approx([float(np.diff(np.sort(s["logprobs"])[-2:])[0]) for s in samples])
