@@ -57,10 +57,11 @@ def task_options(f):
         click.option("--shot-sampler", type=click.Choice(["lm-eval", "shared"]), default=None,
                      help="lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); "
                      "shared: one draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval."),
-        click.option("--prompt-variant", default=None, metavar="NAME",
+        click.option("--prompt-variant", default=None, metavar="NAME[,NAME...]|all",
                      help="A task's prompt wording (`abricot-local tasks` lists each task's; default: the protocol's, "
                           "else each task's first); a task without it is named in the warnings, and a run where no "
-                          "task has it is refused."),
+                          "task has it is refused. Several (a list, or all): each task scored under each of its "
+                          "variants named, keyed TASK~VARIANT (its default keeps TASK): `report` compares them."),
         click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
     ])
 
@@ -113,10 +114,11 @@ def given_opts(kw: dict):
 
 
 def task_opts(kw: dict):
+    from abricot_local.tasks import uses
     from abricot_local.tasks.base import TaskOptions
 
     return TaskOptions(
         data=data_pairs(kw["data"]), data_dir=kw["data_dir"], seed=kw["seed"], shots=kw["shots"],
-        prompt_variant=kw["prompt_variant"], chat_template=kw["chat_template"],
+        prompt_variant=uses.normal(kw["prompt_variant"]), chat_template=kw["chat_template"],
         protocol=kw.get("protocol"), shot_sampler=kw.get("shot_sampler"),
     )

@@ -227,6 +227,7 @@ class Task(ABC):
     uses: tuple[str, ...] = ()
     prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
+    key_variant: str = ""  # the prompt variant its key names (``TASK~VARIANT``; set by tasks.make_task)
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
     # characters per token of the items' text (prompts as scored) per tokenizer family, measured
     # (bench/chars_per_token.py): how `run --dry-run` estimates the tokens of a model that is not here;
@@ -260,7 +261,14 @@ class Task(ABC):
         """The name a run records this instance under: the task's name, with ``@PROTOCOL`` when
         its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``)."""
         p = self.protocol
-        return self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
+        key = self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
+        return f"{key}~{self.key_variant}" if self.key_variant else key  # one of several prompt variants
+
+    def resolved_variant(self) -> str | None:
+        """The prompt variant this instance scores: given, else its protocol's, else the task's first."""
+        if not self.prompt_variants:
+            return None
+        return self.setting("prompt_variant", self.options.prompt_variant, self.prompt_variants[0])
 
     def setting(self, key: str, given: Any, default: Any = None) -> Any:
         """A setting as resolved: given on the command line, else the protocol's, else ``default``."""
