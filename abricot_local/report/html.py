@@ -29,6 +29,8 @@ from importlib import resources
 from pathlib import Path
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.prompts import study as prompt_study
+from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
 from abricot_local.report.tables import Report, load_samples, metric_keys
 from abricot_local.report.pairs import pairwise
@@ -248,6 +250,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "primary": primary,
         "checks": _checks(report),
         "quant": _quant(report),
+        "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,
         "figuresNote": "; ".join(png_notes),
         "pairwise": pairwise(report, samples),
