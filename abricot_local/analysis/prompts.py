@@ -223,8 +223,6 @@ def _study(group: str, prompts: tuple[str, ...], members: list[tuple[Run, dict[s
             taus.append(Tau(x, y, float(res.statistic), float(res.pvalue), int(ok.sum())))
         else:
             taus.append(Tau(x, y, math.nan, math.nan, int(ok.sum())))
-    if len(labels) < 2:
-        notes.append("one run: no ranking to compare across prompts")
     return PromptStudy(group, metric, prompts, tuple(rows), rankings, tests, tuple(flips), tuple(taus), alpha,
                        tuple(notes))
 
