@@ -54,6 +54,23 @@ def test_keys_of_the_variants_and_what_they_rebuild():
         make_task("discotex~paper", TaskOptions())
 
 
+def test_published_rows_are_checked_against_their_protocols_own_variant():
+    from types import SimpleNamespace
+
+    from abricot_local.analysis.baselines import entry_for
+    from abricot_local.tasks.abricot import CALAMITA_PROTOCOL, PAPER_PROTOCOL
+
+    held = {"abricot_abs@calamita~paper": SimpleNamespace(config={"protocol": "calamita"}),
+            "abricot_abs~calamita": SimpleNamespace(config={"protocol": "paper"}),
+            "abricot_abs": SimpleNamespace(config={"protocol": "paper"}),
+            "abricot_abs@calamita": SimpleNamespace(config={"protocol": "calamita"})}
+    refs = make_task("abricot_abs", TaskOptions(allow_download=False)).references()
+    paper = next(r for r in refs if r.protocol == PAPER_PROTOCOL)
+    calamita = next(r for r in refs if r.protocol == CALAMITA_PROTOCOL)
+    assert entry_for(paper, held)[0] == "abricot_abs" and entry_for(calamita, held)[0] == "abricot_abs@calamita"
+    assert entry_for(paper, {"abricot_abs~calamita": held["abricot_abs~calamita"]})[0] == "abricot_abs~calamita"
+
+
 def test_bad_lists_are_refused_naming_the_variants(discotex_dir):
     with pytest.raises(UsageError, match="give it alone"):
         normal("all,card")
@@ -219,7 +236,7 @@ def test_the_report_shows_it_in_every_format(known):
 def test_gemma_scores_both_wordings_in_one_run(gemma_path, discotex_dir, tmp_path):
     out = tmp_path / "g"
     r = invoke("run", gemma_path, "--tasks", "discotex", "--data-dir", discotex_dir, "--prompt-variant", "all",
-               "--sample", 4, "--out", out)
+               "--sample", 2, "--out", out)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "results.json").read_text())
     assert list(doc["tasks"]) == ["discotex", "discotex~ita-bench"]
