@@ -139,7 +139,7 @@ def to_json(p: Prompts) -> dict:
 
 def page_data(p: Prompts) -> list[dict]:
     """The HTML page's section: each table as its columns and rows of strings (shown with textContent)."""
-    return [{"title": b.title, "columns": [str(c) for c in b.frame.columns],
+    return [{"title": b.title.removeprefix(TITLE + " "), "columns": [str(c) for c in b.frame.columns],
              "rows": [[str(v) for v in row] for row in b.frame.itertuples(index=False)], "lines": list(b.lines)}
             for b in sections(p)] + ([{"title": "", "columns": [], "rows": [], "lines": [f"note: {n}"
                                                                                       for n in p.notes]}]

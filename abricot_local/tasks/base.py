@@ -13,7 +13,8 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
   release share it), a folder or a file, how to pull it, how to get it by hand;
 - ``protocols``: how each published source ran the task (:class:`Protocol`: the settings it
   fixes, its precision); the first is the default, ``--protocol NAME`` picks one, and a run
-  may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`);
+  may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`;
+  under several prompt variants, ``--prompt-variant all``, ``task[@protocol]~variant``);
 - ``references()``: published results (:class:`Reference`), each made under a protocol;
 - ``figures``: the figures that suit its metrics (:class:`Figure`);
 - ``chance``: each metric's chance level;
@@ -259,7 +260,8 @@ class Task(ABC):
     @property
     def key(self) -> str:
         """The name a run records this instance under: the task's name, with ``@PROTOCOL`` when
-        its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``)."""
+        its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``), and
+        ``~VARIANT`` when it is one of several prompt variants other than its default (``make_task``)."""
         p = self.protocol
         key = self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
         return f"{key}~{self.key_variant}" if self.key_variant else key  # one of several prompt variants
