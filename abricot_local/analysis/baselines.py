@@ -82,13 +82,15 @@ def protocols_named(text: str, refs: tuple[Reference, ...] | None = None) -> dic
 
 
 def base_name(key: str) -> str:
-    return key.partition("@")[0]
+    return key.partition("~")[0].partition("@")[0]
 
 
 def entry_for(ref: Reference, tasks: dict[str, TaskEntry]) -> tuple[str, TaskEntry] | None:
     """The run's instance of ``ref``'s task to check it against: the one made under ``ref``'s
-    protocol, else the first instance of the task (then not comparable), else None."""
+    protocol, else the first instance of the task (then not comparable), else None; an instance
+    of another prompt variant than its protocol's (``KEY~VARIANT``) only when no other is there."""
     same = [(key, e) for key, e in tasks.items() if base_name(key) == ref.task]
+    same.sort(key=lambda ke: "~" in ke[0])
     if ref.protocol is not None:
         own = [(key, e) for key, e in same if e.config.get("protocol") == ref.protocol.name]
         same = own or same

@@ -70,7 +70,7 @@ function runLabel(k) { const r = D.runs[k]; return r.label; }
 function header() {
   const nav = h("nav", {}, h("a", {href: "#leaderboard", text: "Leaderboard"}), h("a", {href: "#figures", text: "Figures"}),
     h("a", {href: "#pairwise", text: "Pairwise"}), h("a", {href: "#items", text: "Items"}),
-    h("a", {href: "#quant", text: "Quantization"}));
+    h("a", {href: "#quant", text: "Quantization"}), h("a", {href: "#prompts", text: "Prompts"}));
   return h("header", {}, h("h1", {text: "abricot-local report"}),
     h("div", {cls: "muted", text: D.runs.length + " run(s), generated " + D.generated}), nav);
 }
@@ -517,8 +517,26 @@ function ladder() {  // each quant against the highest-precision one of its mode
         h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))));
 }
 
+// -- does the prompt matter? (report/prompts.py: tables of strings) ------------------------------
+function prompts() {
+  const sec = h("section", {id: "prompts"}, h("h2", {text: "Does the prompt matter?"}));
+  if (!(D.prompts || []).length) {
+    sec.append(h("p", {cls: "note", text: "No run holds a task under two or more prompt variants (run --prompt-variant all)."}));
+    return sec;
+  }
+  for (const b of D.prompts) {
+    if (b.title) sec.append(h("h3", {text: b.title}));
+    if (b.columns.length) {
+      sec.append(h("div", {cls: "scroll"}, h("table", {cls: "prompts"}, h("thead", {}, h("tr", {}, b.columns.map(c => h("th", {text: c})))),
+        h("tbody", {}, b.rows.map(r => h("tr", {}, r.map(v => h("td", {text: v}))))))));
+    }
+    for (const line of b.lines) sec.append(h("p", {cls: "note", text: line}));
+  }
+  return sec;
+}
+
 app.append(header(), h("main", {}, h("section", {id: "runs"}, h("h2", {text: "Runs"}), runsTable()),
-  leaderboard(), pairwise(), figures(), items(), quant()));
+  leaderboard(), pairwise(), figures(), items(), quant(), prompts()));
 for (const f of mounted) f();
 window.abricotReport = {startAt: T0, parsedAt: T1, readyAt: performance.now()};
 window.addEventListener("load", () => { for (const f of mounted) f(); setTimeout(contexts, 0); });

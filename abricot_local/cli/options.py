@@ -47,10 +47,11 @@ def task_options(f):
         click.option("--shot-sampler", type=click.Choice(["lm-eval", "shared"]), default=None,
                      help="lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); "
                      "shared: one draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval."),
-        click.option("--prompt-variant", default=None, metavar="NAME",
+        click.option("--prompt-variant", default=None, metavar="NAME[,NAME...]|all",
                      help="A task's prompt wording (`abricot-local tasks` lists each task's; default: the protocol's, "
                           "else each task's first); a task without it is named in the warnings, and a run where no "
-                          "task has it is refused."),
+                          "task has it is refused. Several (a list, or all): each task scored under each of its "
+                          "variants named, keyed TASK~VARIANT (its default keeps TASK): `report` compares them."),
         click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
     ])
 

@@ -65,8 +65,9 @@ def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
               "results layout (results_*.json, samples_<task>_*.jsonl per model) in the -o folder.")
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the report to FILE, not stdout (--format lm-eval: into the folder DIR).")
-@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "samples"]), default="all",
-              show_default=True, help="Which table: runs + published rows, published-in-CI checks, quant comparison, "
+@click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "prompts", "samples"]),
+              default="all", show_default=True, help="Which table: runs + published rows, published-in-CI checks, "
+              "quant comparison, prompts (each task scored under several prompt variants: does the ranking hold?), "
               "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")

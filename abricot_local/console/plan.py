@@ -66,9 +66,10 @@ def _file_line(m) -> str:
 def full(plan, command: str = "") -> str:
     """The whole plan: a row per model and task, each model's file or download, memory and
     speed, the total, and what other item selections would cost."""
+    tw = max([14, *(len(t.task) for m in plan.models for t in m.tasks)])  # task keys: TASK@PROTOCOL~VARIANT
     head = f"plan of: {visible(command)}\n" if command else ""
     lines = [head + "(a dry run: nothing is scored, written or downloaded)", "",
-             f"{'model':<22} {'task':<14} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
+             f"{'model':<22} {'task':<{tw}} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
              "-" * 100]
     for m in plan.models:
         if m.problem:
@@ -77,17 +78,17 @@ def full(plan, command: str = "") -> str:
         for k, t in enumerate(m.tasks):
             name = visible(m.label) if k == 0 else ""
             if t.problem and t.work is None:
-                lines.append(_row(f"{name:<22} {t.task:<14} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}", t.problem))
+                lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}", t.problem))
                 continue
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
-            lines.append(_row(f"{name:<22} {t.task:<14} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
+            lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
                               f"{when:<13}", t.work.basis))
         if m.speed is not None:
-            lines.append(f"{'':<22} {'load':<14} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
+            lines.append(f"{'':<22} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
         total = _time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated')
-        lines.append(f"{'':<22} {'total':<14} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
+        lines.append(f"{'':<22} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
                      f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)

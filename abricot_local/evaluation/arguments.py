@@ -34,11 +34,12 @@ def given_opts(kw: dict):
 
 
 def task_opts(kw: dict):
+    from abricot_local.tasks import uses
     from abricot_local.tasks.base import TaskOptions
 
     return TaskOptions(
         data=data_pairs(kw["data"]), data_dir=kw["data_dir"], seed=kw["seed"], shots=kw["shots"],
-        prompt_variant=kw["prompt_variant"], chat_template=kw["chat_template"],
+        prompt_variant=uses.normal(kw["prompt_variant"]), chat_template=kw["chat_template"],
         protocol=kw.get("protocol"), shot_sampler=kw.get("shot_sampler"),
     )
 

@@ -19,6 +19,7 @@ from abricot_local.errors import AbricotError, DataError, DownloadError, Missing
 from abricot_local.models.given import Given, Opened
 from abricot_local.models.ref import ModelRef, before_download, open_model
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
+from abricot_local.tasks import uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
@@ -64,11 +65,13 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def instances(tasks: list[Task], reproduces: str = "") -> list[Task]:
+def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None) -> list[Task]:
     """Each task under every protocol whose published rows ``reproduces`` (a registry entry's)
-    names, in the task's order of protocols (``--protocol`` given: that one only); instances
-    whose settings come out the same (a flag overriding what told them apart) run once. A
-    protocol a task lacks, on a task that declares none, leaves it as it is (noted in its run)."""
+    names, in the task's order of protocols (``--protocol`` given: that one only), and under
+    each prompt variant ``variants`` (``--prompt-variant all`` or a list) names
+    (:func:`variant_instances`); instances whose settings come out the same (a flag overriding
+    what told them apart) run once. A protocol a task lacks, on a task that declares none,
+    leaves it as it is (noted in its run)."""
     from abricot_local.analysis.baselines import protocols_named
 
     named = protocols_named(reproduces) if reproduces else {}
@@ -77,11 +80,35 @@ def instances(tasks: list[Task], reproduces: str = "") -> list[Task]:
         wanted = named.get(task.name, ()) if task.options.protocol is None else ()
         order = [p.name for p in task.protocols if p.name in wanted]
         made = [make_task(task.name, replace(task.options, protocol=p)) for p in order] or [task]
+        made = [v for t in made for v in variant_instances(t, variants)]
         seen: list[dict] = []
         for t in made:
             if t.settings() not in seen or not t.settings():
                 seen.append(t.settings())
                 out.append(t)
+    return out
+
+
+def variant_instances(task: Task, spec: str | None) -> list[Task]:
+    """``task`` under each prompt variant ``spec`` (``--prompt-variant all`` or a list) names of it:
+    its default variant (its protocol's, else the task's first) keeps its key, another is keyed
+    ``KEY~VARIANT`` (tasks.make_task). A variant other than the one its protocol fixes is scored with
+    the protocol's other settings, said in its warnings: the published rows are checked against the
+    instance with the protocol's own variant only (baselines.entry_for)."""
+    wanted = uses.variants_for(type(task), spec) if uses.several(spec) else ()
+    if not wanted:
+        return [task]
+    default = task.resolved_variant()
+    protocol = task.protocol
+    out = []
+    for v in sorted(wanted, key=lambda v: v != default):
+        t = task if v == default else make_task(f"{task.key}~{v}", task.options)
+        t.option_notes = task.option_notes
+        if protocol is not None and protocol.fixes("prompt_variant") and protocol.value("prompt_variant") != v:
+            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {spec}) where protocol "
+                              f"{protocol.name} fixes {protocol.value('prompt_variant')}: scored with the protocol's "
+                              "other settings; no published row is checked against it")
+        out.append(t)
     return out
 
 
@@ -181,6 +208,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     if task_spec:
         names = task_names(task_spec)
         refuse_unused([task_class(n) for n in names], options)
+        uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
         return [make_task(n, options) for n in names], ()
     chosen, skipped, errors = [], [], []
     for name in all_task_names():
@@ -197,6 +225,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
     refuse_unused([type(t) for t in chosen], options)
+    uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
     return chosen, tuple(skipped)
 
 
@@ -230,7 +259,7 @@ def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: T
                               model_dirs=model_dirs, force=force, notify=notify, fresh=fresh)
         tasks, skipped = select_tasks(task_spec, task_options)
         reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
-        runs = prepare(instances(tasks, reproduces), limit, sample, shard)
+        runs = prepare(instances(tasks, reproduces, task_options.prompt_variant), limit, sample, shard)
         data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
         opened = Opened.of(ref, given) if ref is not None else open_model(
             model, given, models_file=models_file, force=True, notify=notify, fresh=fresh,

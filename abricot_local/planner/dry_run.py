@@ -34,7 +34,7 @@ from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, est
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
-from abricot_local.tasks.uses import refuse_unused
+from abricot_local.tasks.uses import refuse_unknown_variants, refuse_unused
 
 NO_CALIBRATION = ("no calibration yet for these settings: `abricot-local run MODEL --dry-run --calibrate` measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
@@ -160,8 +160,9 @@ def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> li
     not here is kept with its problem (a run fetches it when it can)."""
     names = task_names(task_spec) if task_spec else all_task_names()
     refuse_unused([task_class(n) for n in names], options)
+    refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
     out = []
-    for task in instances([make_task(n, options) for n in names], reproduces):
+    for task in instances([make_task(n, options) for n in names], reproduces, options.prompt_variant):
         try:
             items = task.items()
             task.items = lambda items=items: items  # this task object's own: prepare() reads them once

@@ -33,6 +33,8 @@ from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
 from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.ladder import ladders
 from abricot_local.report import ladder as ladder_rows
+from abricot_local.analysis.prompts import study as prompt_study
+from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
 from abricot_local.report.tables import Report, load_samples, metric_keys
 from abricot_local.report.pairs import pairwise
@@ -266,6 +268,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "quant": _quant(report),
         "ladder": ladder_rows.records(ladders(report.runs)) if report.quant else [],
         "nearTie": NEAR_TIE,
+        "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,
         "figuresNote": "; ".join(png_notes),
         "pairwise": pairwise(report, samples),

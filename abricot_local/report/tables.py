@@ -22,8 +22,10 @@ from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunChec
                                        compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
                                        strip_quant)
 from abricot_local.analysis.ladder import ladders
+from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.analysis.stats import label_kl
 from abricot_local.report import ladder as ladder_rows
+from abricot_local.report import prompts as prompt_report
 from abricot_local.report.texttable import WIDTH, fit, grid, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
@@ -33,9 +35,10 @@ __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunChec
            "strip_quant", "to_json"]
 
 FORMATS = ("table", "markdown", "csv", "json")
-TABLES = ("all", "runs", "published", "quant")
+TABLES = ("all", "runs", "published", "quant", "prompts")
 EMPTY = {"published": "No run's registry entry reproduces a published result.",
-         "quant": "No two runs share a base model at different quants."}
+         "quant": "No two runs share a base model at different quants.",
+         "prompts": "No run holds a task under two or more prompt variants (run --prompt-variant all)."}
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -219,8 +222,10 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         raise UsageError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
     if fmt == "json":
         doc = to_json(report)
+        if table in ("all", "prompts"):
+            doc["prompts"] = prompt_report.to_json(prompt_study(report.runs))
         keep = {"runs": ("runs", "baselines"), "published": ("published_checks",),
-                "quant": ("quant_comparison", "quant_ladder")}
+                "quant": ("quant_comparison", "quant_ladder"), "prompts": ("prompts",)}
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
         return json.dumps(doc, indent=2, ensure_ascii=False)
     if fmt == "csv":
@@ -228,18 +233,24 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
                   "quant": quant_frame(report)}
         # one plain table a CSV reader loads as is: "all" means the runs table here
         return _harmless(frames["runs" if table == "all" else table]).to_csv(index=False).rstrip("\n")
+    prompts = prompt_report.render(prompt_study(report.runs), fmt) if table in ("all", "prompts") else ""
+    if table == "prompts":
+        return prompts or EMPTY[table]
     sections = {k: replace(sec, frame=_harmless(sec.frame)) for k, sec in _text_frames(report, metrics).items()}
     if table != "all" and table not in sections:
         return EMPTY[table]
     chosen = list(sections.values()) if table == "all" else [sections[table], *(
         [sections["ladder"]] if table == "quant" and "ladder" in sections else [])]
     if fmt == "markdown":
-        return "\n\n".join(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen)
+        return "\n\n".join([*(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen),
+                            *([prompts] if prompts else [])])
     parts, split = [], False
     for sec in chosen:
         body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
         split |= cut
         parts.append(f"{wrap(visible(sec.title))}\n\n{body}")
+    if prompts:
+        parts.append(prompts)
     if split:
         parts.append(wrap(f"(split to fit {WIDTH} columns: --format markdown, csv or html shows each table whole)"))
     return "\n\n".join(parts)

@@ -28,9 +28,23 @@ def _registry() -> dict[str, object]:
     return eps
 
 
+def split_key(key: str) -> tuple[str, str, str]:
+    """A run's task key ``TASK[@PROTOCOL][~VARIANT]`` as (task, protocol, variant), "" for a part
+    it lacks (``abricot_abs@calamita~paper`` -> ``abricot_abs``, ``calamita``, ``paper``)."""
+    main, _, variant = key.partition("~")
+    name, _, protocol = main.partition("@")
+    return name, protocol, variant
+
+
 def base_name(key: str) -> str:
-    """The task a run's task key names (``abricot_abs@calamita`` -> ``abricot_abs``)."""
-    return key.partition("@")[0]
+    """The task a run's task key names (``abricot_abs@calamita~paper`` -> ``abricot_abs``)."""
+    return split_key(key)[0]
+
+
+def without_variant(key: str) -> str:
+    """A run's task key without its prompt variant (``discotex~ita-bench`` -> ``discotex``): the
+    instance the variants of one task under one protocol are variants of."""
+    return key.partition("~")[0]
 
 
 def task_class(name: str) -> type[Task]:
@@ -92,17 +106,23 @@ def task_names(spec: str) -> list[str]:
 def make_task(name: str, options: TaskOptions) -> Task:
     """The task ``name`` built with the options it declares it uses (:mod:`tasks.uses`; the ones
     given that it does not use are in its ``option_notes``); a run's key ``TASK@PROTOCOL`` gives
-    the task under that protocol."""
+    the task under that protocol, ``TASK[@PROTOCOL]~VARIANT`` with that prompt variant (its key
+    keeps it). With several variants given (``--prompt-variant all``), a key naming none gets
+    the default one."""
+    from dataclasses import replace
+
     from abricot_local.tasks import uses
 
-    _, at, protocol = name.partition("@")
-    if at:
-        from dataclasses import replace
-
+    _, protocol, variant = split_key(name)
+    if protocol:
         options = replace(options, protocol=protocol)
     cls = task_class(name)
-    task = cls(uses.for_task(cls, options))
+    if variant and variant not in cls.prompt_variants:
+        raise TaskError(f"task {cls.name} has no prompt variant {variant!r} (task key {name!r}); its variants: "
+                        f"{', '.join(cls.prompt_variants) or 'none'}")
+    task = cls(replace(uses.for_task(cls, options), prompt_variant=variant) if variant else uses.for_task(cls, options))
     task.option_notes = uses.notes(cls, options)
+    task.key_variant = variant
     return task
 
 

@@ -18,7 +18,8 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
   release share it), a folder or a file, how to pull it, how to get it by hand;
 - ``protocols``: how each published source ran the task (:class:`Protocol`: the settings it
   fixes, its precision); the first is the default, ``--protocol NAME`` picks one, and a run
-  may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`);
+  may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`;
+  under several prompt variants, ``--prompt-variant all``, ``task[@protocol]~variant``);
 - ``references()``: published results (:class:`Reference`), each made under a protocol;
 - ``figures``: the figures that suit its metrics (:class:`Figure`);
 - ``chance``: each metric's chance level; ``margins``: the difference that does not matter, per
@@ -240,6 +241,7 @@ class Task(ABC):
     uses: tuple[str, ...] = ()
     prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
+    key_variant: str = ""  # the prompt variant its key names (``TASK~VARIANT``; set by tasks.make_task)
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
     # characters per token of the items' text (prompts as scored) per tokenizer family, measured
     # (bench/chars_per_token.py): how `run --dry-run` estimates the tokens of a model that is not here;
@@ -271,9 +273,17 @@ class Task(ABC):
     @property
     def key(self) -> str:
         """The name a run records this instance under: the task's name, with ``@PROTOCOL`` when
-        its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``)."""
+        its protocol is not the task's default (one run may hold both: ``abricot_abs@calamita``), and
+        ``~VARIANT`` when it is one of several prompt variants other than its default (``make_task``)."""
         p = self.protocol
-        return self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
+        key = self.name if p is None or p == self.protocols[0] else f"{self.name}@{p.name}"
+        return f"{key}~{self.key_variant}" if self.key_variant else key  # one of several prompt variants
+
+    def resolved_variant(self) -> str | None:
+        """The prompt variant this instance scores: given, else its protocol's, else the task's first."""
+        if not self.prompt_variants:
+            return None
+        return self.setting("prompt_variant", self.options.prompt_variant, self.prompt_variants[0])
 
     def setting(self, key: str, given: Any, default: Any = None) -> Any:
         """A setting as resolved: given on the command line, else the protocol's, else ``default``."""

@@ -5,6 +5,11 @@ built by :func:`abricot_local.tasks.make_task` gets the ones it does not declare
 defaults (so a recorded run rebuilds the task it ran), and a value given that it does not use
 is named: refused when no task of the run uses it (:func:`refuse_unused`), otherwise a note in
 that task's warnings, recorded with the run (``Task.option_notes``). No task is named here.
+
+``--prompt-variant all`` (or a comma-separated list, :func:`several`) asks for several wordings
+in one run: planning.instances builds one instance per variant, keyed ``task[@protocol]~variant``
+(the instance's default variant keeps the plain key); :func:`variants_for` is what a task takes of
+the list, :func:`refuse_unknown_variants` refuses a name no task of the run declares.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from abricot_local.errors import UsageError
 
 # the options a task receives only when it declares it uses them
 DECLARED = ("shots", "prompt_variant", "protocol", "shot_sampler")
+ALL = "all"  # --prompt-variant all: every variant each task declares
 
 
 def _defaults() -> dict[str, Any]:
@@ -40,7 +46,7 @@ def unused_by(cls, options) -> list[tuple[str, str]]:
     for name, value in given(options).items():
         if name not in cls.uses:
             out.append((flag(name, value), f"{cls.name} uses no {name.replace('_', ' ')}"))
-        elif name == "prompt_variant" and cls.prompt_variants and value not in cls.prompt_variants:
+        elif name == "prompt_variant" and cls.prompt_variants and not variants_for(cls, value):
             out.append((flag(name, value), f"{cls.name}'s prompt variants are {', '.join(cls.prompt_variants)}"))
     return out
 
@@ -50,7 +56,9 @@ def for_task(cls, options):
     a prompt variant it does not have replaced by its default."""
     defaults = _defaults()
     changes = {n: defaults[n] for n in DECLARED if n not in cls.uses and getattr(options, n) != defaults[n]}
-    if "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
+    if several(options.prompt_variant):  # each instance's own is set by make_task (its key's, else the default)
+        changes["prompt_variant"] = None
+    elif "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
             and options.prompt_variant not in cls.prompt_variants:
         changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
     return replace(options, **changes) if changes else options
@@ -69,3 +77,58 @@ def refuse_unused(classes, options) -> None:
         if per and all(f in p for p in per):
             why = "; ".join(dict.fromkeys(p[f] for p in per))
             raise UsageError(f"{f} is used by no task of this run ({why}): leave it out")
+
+
+# -- several prompt variants in one run ---------------------------------------------------------
+def names(spec: str | None) -> tuple[str, ...]:
+    """The names of a --prompt-variant value, in order, once each (``all`` stays ``all``)."""
+    if spec is None:
+        return ()
+    return tuple(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
+
+
+def normal(spec: str | None) -> str | None:
+    """A --prompt-variant value as a run records it: ``all`` lower-case, a list without blanks or
+    repeats (a list of one is that variant); :class:`UsageError` for an empty one or ``all`` in a list."""
+    if spec is None:
+        return None
+    got = names(spec)
+    if not got:
+        raise UsageError(f"--prompt-variant expects a variant name, a comma-separated list or all, got {spec!r}")
+    if any(n.lower() == ALL for n in got):
+        if len(got) > 1:
+            raise UsageError(f"--prompt-variant {spec}: `all` already names every variant; give it alone")
+        return ALL
+    if any("~" in n or "@" in n for n in got):
+        raise UsageError(f"--prompt-variant {spec}: a variant name has no '~' or '@'")
+    return ",".join(got)
+
+
+def several(spec: str | None) -> bool:
+    """Whether a --prompt-variant value asks for several variants (``all``, or a list)."""
+    got = names(spec)
+    return len(got) > 1 or got == (ALL,)
+
+
+def variants_for(cls, spec: str | None) -> tuple[str, ...]:
+    """The variants of task class ``cls`` a --prompt-variant value names, in the order given
+    (``all``: every one it declares, the default first); () when it names none of them."""
+    if "prompt_variant" not in cls.uses or not cls.prompt_variants:
+        return ()
+    got = names(spec)
+    if got == (ALL,):
+        return tuple(cls.prompt_variants)
+    return tuple(n for n in got if n in cls.prompt_variants)
+
+
+def refuse_unknown_variants(classes, spec: str | None) -> None:
+    """:class:`UsageError` for a name in a list of variants that no task of the run declares,
+    naming each task's variants."""
+    if not several(spec) or names(spec) == (ALL,):
+        return
+    known = [c for c in classes if "prompt_variant" in c.uses and c.prompt_variants]
+    for n in names(spec):
+        if not any(n in c.prompt_variants for c in known):
+            theirs = "; ".join(f"{c.name}'s are {', '.join(c.prompt_variants)}" for c in known) or \
+                "no task of this run has prompt variants"
+            raise UsageError(f"--prompt-variant {spec}: no task of this run has a prompt variant {n!r} ({theirs})")
