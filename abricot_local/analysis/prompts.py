@@ -35,6 +35,7 @@ from abricot_local.analysis.runs import Run, load_samples
 from abricot_local.analysis.views import RunView, TaskSamples
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
+from abricot_local.record import Sample
 from abricot_local.tasks import make_task, without_variant
 from abricot_local.tasks.base import TaskOptions
 
@@ -138,7 +139,7 @@ def _options(run: Run, key: str) -> TaskOptions:
     return TaskOptions.from_config({**run.record.config_dict(), **run.record.tasks[key].config})
 
 
-def _inputs(run: Run, key: str, samples: Sequence[dict], metric: str):
+def _inputs(run: Run, key: str, samples: Sequence[Sample], metric: str):
     task = make_task(key, _options(run, key))
     return next((m for m in task.metric_inputs(list(samples)) if m.name == metric), None)
 
@@ -191,7 +192,7 @@ def _study(group: str, prompts: tuple[str, ...], members: list[tuple[Run, dict[s
            seed: int, n_boot: int) -> PromptStudy:
     first, keys = members[0]
     metric = make_task(keys[prompts[0]], _options(first, keys[prompts[0]])).primary_metric
-    samples = {(r.label, p): tuple(s.line for s in load_samples(r, keys[p])) for r, keys in members for p in prompts}
+    samples = {(r.label, p): tuple(load_samples(r, keys[p])) for r, keys in members for p in prompts}
     rows, notes = [], []
     for run, keys in members:
         values = tuple(_value(run, keys[p], metric) for p in prompts)
@@ -235,8 +236,8 @@ def _prompt_pairs(run: Run, keys: dict[str, str], prompts, samples, metric: str,
     """The run's prompts two by two over the item ids both scored (in id order)."""
     out = []
     for x, y in combinations(prompts, 2):
-        sx = {str(s["id"]): s for s in samples[(run.label, x)]}
-        sy = {str(s["id"]): s for s in samples[(run.label, y)]}
+        sx = {str(s.id): s for s in samples[(run.label, x)]}
+        sy = {str(s.id): s for s in samples[(run.label, y)]}
         ids = sorted(set(sx) & set(sy))
         if not ids:
             continue
