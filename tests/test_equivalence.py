@@ -342,3 +342,19 @@ def test_real_gemma_samples_two_answers_moved_one_near_tie_one_decisive(gemma_ru
         {lines[k]["id"]: margins[k] for k in moved})
     assert {e["metric"] for e in doc["equivalence"]} == {"accuracy", "binary_accuracy"}
     assert all(e["n"] == len(lines) and e["margin"] == 0.02 for e in doc["equivalence"])
+
+
+def test_the_api_runs_a_quant_ladder_and_judges_it(models, tmp_path):
+    import abricot_local as al
+
+    data = write_discotex(tmp_path / "d", 5)  # 10 items
+    runs = al.evaluate("tiny-q8", "discotex", quants=["Q4_K_M", "Q8_0"], models_file=models, data_dir=data,
+                       out=tmp_path / "ladder", progress=False)
+    assert [r.record.model.alias for r in runs] == ["tiny-q4", "tiny-q8"]
+    frame = al.compare(*runs, models_file=models).equivalence()
+    # the reference is the higher-precision quant; the fake backend scores both alike
+    acc = frame[frame.metric == "accuracy"].iloc[0]
+    assert (acc["run"], acc["reference"], acc["verdict"], acc["diff"]) == ("tiny-q4", "tiny-q8", "equivalent", 0.0)
+    assert al.compare(*runs, models_file=models).changes().empty
+    with pytest.raises(UsageError, match="it has Q8_0, Q5_K_M, Q4_K_M"):
+        al.plan("tiny-q8", "discotex", quants="Q2_K", models_file=models, data_dir=data)

@@ -32,18 +32,29 @@ def _models(model) -> list[str]:
     return [str(model)] if isinstance(model, (str, Path)) else [str(m) for m in model]
 
 
+def _quants(models: list[str], quants, kw: dict) -> list[str]:
+    """``quants`` given: the one model's quants as the registry's aliases (models/quants.py, as `run --quants`)."""
+    if quants is None:
+        return models
+    from abricot_local.models.quants import expand
+
+    return list(expand(models, quants if isinstance(quants, str) else ",".join(quants), kw["models_file"]))
+
+
 def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
 def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
              protocol: str | None = None, out: str | Path | None = None, resume: bool = False,
-             progress: bool = True, **options):
+             progress: bool = True, quants=None, **options):
     """Score ``model`` (anything `run` takes: an alias, a .gguf path, ollama:NAME...) on ``tasks``
     (a name, "a,b", a list; None: every task whose data is here or can be fetched), as
     ``abricot-local run`` does; a list of models runs a sweep into ``out`` (one folder per model).
     ``options``: the tasks' and the backends' option fields by name (``seed``, ``shots``,
-    ``data_dir``, ``data``, ``threads``, ``n_ctx``, ``backend``, ``force``...). Returns the Run
+    ``data_dir``, ``data``, ``threads``, ``n_ctx``, ``backend``, ``force``, ``prompt_variant="all"``...);
+    ``quants`` ("Q4_K_M,Q8_0" or a list, as the registry names them): ``model``'s quants, a sweep
+    (`run --quants`). Returns the Run
     (a sweep: a list of Runs). Ctrl-C leaves the run INTERRUPTED: the same call with
     ``resume=True`` (and its ``out``) continues it."""
     from abricot_local.evaluation import session
@@ -55,7 +66,7 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     check_counts(limit, sample, resume, out)
     if limit is not None:
         warnings.warn(limit_caution(limit), AbricotWarning, stacklevel=2)
-    models = _models(model)
+    models = _quants(_models(model), quants, kw)
     if not models:
         raise AbricotError("evaluate needs a model")
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
@@ -86,7 +97,7 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
 
 
 def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
-         protocol: str | None = None, calibrate: bool = False, **options):
+         protocol: str | None = None, calibrate: bool = False, quants=None, **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
     plan (planner.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
     nothing scored, written or downloaded."""
@@ -96,7 +107,7 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
 
     kw = run_kw(tasks, protocol, options)
     check_counts(limit, sample, False, None)
-    models = _models(model)
+    models = _quants(_models(model), quants, kw)
     if len(models) == 1:
         from abricot_local.models.ref import require_known
 
