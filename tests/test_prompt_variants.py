@@ -1,6 +1,10 @@
 """--prompt-variant all (or a list): one instance per prompt variant, keyed TASK[@PROTOCOL]~VARIANT,
 and "does the prompt matter?" (analysis/prompts.py, report --table prompts). Fake-backend runs (their
-answers rewritten to known accuracies), resume / shard / merge of a multi-variant run, one real Gemma run."""
+answers rewritten to known accuracies), resume / shard / merge of a multi-variant run, one real Gemma run.
+
+Why some take 1-3 s: every plan builds DISCOTEX's 1600 rebuilt items once per wording (about 0.65 s each,
+on an idle core), and the report's study bootstraps each paired test; the Gemma test scores 2 items x 2
+wordings (most of its time is the model's load)."""
 
 from __future__ import annotations
 
