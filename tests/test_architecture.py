@@ -5,6 +5,7 @@ and no backend, llama_cpp imported only by its backend, and importing the packag
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -44,6 +45,12 @@ def shared_files():
                 yield p
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(p: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per session (the tests only read it)."""
+    return ast.parse(p.read_text(encoding="utf-8"))
+
+
 def module_name(p: Path) -> str:
     name = ".".join(p.relative_to(PKG.parent).with_suffix("").parts)
     return name.removesuffix(".__init__")
@@ -55,7 +62,7 @@ def imported(p: Path) -> list[tuple[int, str]]:
     me = module_name(p)
     here = me.split(".") if p.name == "__init__.py" else me.split(".")[:-1]
     out = []
-    for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(p)):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -147,7 +154,7 @@ def test_shared_modules_name_no_task_and_no_backend():
 
     names = [*all_task_names(), *groups(), *BACKENDS, *ENGINES]
     for f in shared_files():
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for n in names:
                     assert not re.fullmatch(re.escape(n), node.value, re.I), f"{f}:{node.lineno} names {n!r}"

@@ -466,6 +466,7 @@ def test_pairwise_data_is_compare_s(trio):
     assert settings[(0, 1)] == {"n_batch": ("512", "64")}
 
 
+@pytest.mark.real  # a browser
 def test_pairwise_matrix_best_group_labels_and_answer_columns_in_the_page(browser, trio):
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = ctx.new_page()
@@ -510,6 +511,7 @@ def test_pairwise_matrix_best_group_labels_and_answer_columns_in_the_page(browse
     ctx.close()
 
 
+@pytest.mark.real  # a browser
 def test_the_leaderboard_fits_1400_px(page):
     """14 metric columns: the ones that fit are shown, the chooser brings the others."""
     def widths():

@@ -140,7 +140,11 @@ def split_chat(rendered: str, bos_text: str) -> tuple[str, str]:
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
-    i = 0
+    if not (type(a) is type(b) and isinstance(a, (list, tuple))):
+        a, b = tuple(a), tuple(b)
+    i, step = 0, 128  # equal blocks compared at once (prompts of thousands of tokens), then token by token
+    while i + step <= n and a[i:i + step] == b[i:i + step]:
+        i += step
     while i < n and a[i] == b[i]:
         i += 1
     return i

@@ -13,6 +13,7 @@ Nothing here touches the network; :mod:`abricot_local.models.fetch` does.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import sys
 from dataclasses import dataclass
@@ -85,10 +86,24 @@ def load_registry(user_file: Path | str | None = None) -> dict[str, ModelSpec]:
     return {alias: _build(alias, raw) for alias in raw}
 
 
+_PARSED: dict[bytes, bytes] = {}  # a models file's bytes -> its parsed tables, pickled (each caller gets a copy)
+
+
+def _parse_toml(raw: bytes) -> dict[str, Any]:
+    """tomllib's parse of ``raw``, once per process for the same bytes (the shipped file is read by
+    every command, a sweep's runs, a test session's many)."""
+    if raw not in _PARSED:
+        data = tomllib.loads(raw.decode())
+        if len(_PARSED) >= 8:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[raw] = pickle.dumps(data)
+    return pickle.loads(_PARSED[raw])
+
+
 def _read_toml(path: Path) -> dict[str, dict[str, Any]]:
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            data = _parse_toml(fh.read())
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); note that an alias may be defined only once per file") from None
     except UnicodeDecodeError as exc:

@@ -34,7 +34,7 @@ from abricot_local.tasks.base import (CONTRACT, DataFile, DataSpec, Figure, Item
                                       text_hash)
 from abricot_local.tasks.discotex_release import (  # noqa: F401  (names tests and realdata use)
     COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, LazyRows, ReleaseTable, build_rows,
-    read_release_tsv, release_note)
+    read_release_tsv, release_note, table_rows)
 from abricot_local.tasks.discotex_rows import NONE_OF_THEM, Row
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 
@@ -247,8 +247,8 @@ class DiscotexTask(Task):
         if note:
             self._notes.append(note)
         if lazy:  # the few-shot pool: only the drawn rows are built
-            return LazyRows(stream, source, table.rows, self.options.seed)
-        return build_rows(stream, source, table.rows, self.options.seed)
+            return table_rows(table, stream, source, self.options.seed, lazy=True)
+        return table_rows(table, stream, source, self.options.seed)
 
     def _rows(self) -> tuple[list[Row], list[Row]]:
         """The evaluated rows and the few-shot pool, in order."""

@@ -62,13 +62,29 @@ def read_release_tsv(path: Path) -> ReleaseTable:
     """Rows of a sub-task 1 TSV, validated; errors name the file, the line a record starts
     on, and the column. A UTF-8 BOM is skipped, and CRLF (or CR) line endings are read as LF.
     Columns are checked for shape (an ID is short and on one line: a file with ID and PROMPT
-    swapped is refused), and a NUL byte anywhere is refused with its line."""
+    swapped is refused), and a NUL byte anywhere is refused with its line. The same bytes are read
+    once per process (a table's rows are shared: read them, never change them)."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        raw = path.read_bytes()
+        if raw in _READ:
+            table = _READ[raw]
+            return ReleaseTable(list(table.rows), table.crlf, table.sha256_as_read)
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    table = _parse_release(path, text)
+    if len(_READ) >= 8:
+        _READ.pop(next(iter(_READ)))
+    _READ[raw] = table
+    return ReleaseTable(list(table.rows), table.crlf, table.sha256_as_read)
+
+
+_READ: dict[bytes, ReleaseTable] = {}  # a file's bytes -> its table, this process
+
+
+def _parse_release(path: Path, text: str) -> ReleaseTable:
     crlf = "\r" in text
     if crlf:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -126,6 +142,23 @@ def build_rows(stream: int, source: str, rows: list[dict[str, str]], seed: int) 
     """The multiple-choice rows rebuilt from one file's rows (``stream``: the file's own draws)."""
     targets = [r["TARGET"] for r in rows]
     return [_build_row(i, stream, source, rows, targets, seed) for i in range(len(rows))]
+
+
+_BUILT: dict[tuple, Sequence[Row]] = {}  # (text's sha256, stream, source, seed, lazy) -> its rows, this process
+_BUILT_MAX = 8
+
+
+def table_rows(table: ReleaseTable, stream: int, source: str, seed: int, lazy: bool = False) -> Sequence[Row]:
+    """:func:`build_rows` of a table read by :func:`read_release_tsv` (``lazy``: as :class:`LazyRows`),
+    built once per process for the same text, stream, source and seed: the rows are frozen, and a
+    sweep's runs, or a test session's, share them."""
+    key = (table.sha256_as_read, stream, source, seed, lazy)
+    if key not in _BUILT:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = LazyRows(stream, source, table.rows, seed) if lazy else tuple(build_rows(stream, source,
+                                                                                              table.rows, seed))
+    return _BUILT[key] if lazy else list(_BUILT[key])
 
 
 class LazyRows(Sequence):
