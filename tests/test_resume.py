@@ -172,3 +172,33 @@ def test_sigkill_then_resume_on_the_real_model(gemma_run, tmp_path):
     (out / "results.json").write_text(json.dumps(doc))
     r = subprocess.run([sys.executable, "-m", "abricot_local", "check", str(out)], capture_output=True, text=True)
     assert r.returncode != 0 and "not the same file" in r.stderr
+
+
+def test_the_checkpoint_is_flushed_per_item_and_fsynced_at_most_every_second(tmp_path, monkeypatch, base):
+    """Each scored line is flushed at once (a killed process loses nothing: the kernel has it),
+    fsync'd when the first line is written, then at most every SYNC_EVERY seconds, and when the
+    folder is released on an interrupt (a power cut loses at most a second of items)."""
+    synced = []
+    real = os.fsync
+
+    def counting(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(results.os, "fsync", counting)
+    monkeypatch.setattr(results, "SYNC_EVERY", 3600.0)
+    out = tmp_path / "o"
+    interrupt_after(monkeypatch, 6)
+    assert invoke(*base, "--out", out).exit_code == 130
+    ck = str(out / ".checkpoint" / "samples-discotex.jsonl")
+    lines = (out / ".checkpoint" / "samples-discotex.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and all(json.loads(line)["id"] for line in lines)
+    assert synced.count(ck) == 2  # the first line, then the release: not one per line
+    synced.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(results.os, "fsync", counting)
+    monkeypatch.setattr(results, "SYNC_EVERY", 0.0)  # every line, as before
+    interrupt_after(monkeypatch, 6)
+    out2 = tmp_path / "o2"
+    assert invoke(*base, "--out", out2).exit_code == 130
+    assert synced.count(str(out2 / ".checkpoint" / "samples-discotex.jsonl")) == 6 + 1

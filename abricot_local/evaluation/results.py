@@ -1,6 +1,8 @@
 """The output folder: results.json, samples-<task>.jsonl, checkpoints, resume and the lock.
 
-While a run is going, every scored item is appended (flushed and fsync'd) to
+While a run is going, every scored item is appended (flushed at once: a killed process loses
+nothing; fsync'd at most every SYNC_EVERY seconds and when the folder is released: a power cut
+loses at most the last second's items, which a resume scores again) to
 ``.checkpoint/samples-<task>.jsonl``; ``.checkpoint/run.json`` records what
 must match for a resume. Only a finished run writes ``samples-<task>.jsonl``
 and, last, ``results.json``, each atomically (temp file, fsync, rename), with
@@ -15,7 +17,9 @@ saved), ``FAILED`` with the error; none once ``results.json`` is there.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -27,6 +31,7 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, R
                                   write_record)
 
 LOCK = ".lock"
+SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
 MARKERS = (RUNNING, INTERRUPTED, FAILED)
 _HELD: dict[Path, "OutputDir"] = {}  # the folders this process holds, by resolved path
@@ -51,6 +56,7 @@ class OutputDir:
         self.path = Path(path)
         self.ckpt = self.path / CHECKPOINT
         self._handles: dict[str, object] = {}
+        self._synced: dict[str, float] = {}  # task -> when its checkpoint was last fsync'd (time.monotonic)
         self._lock = None
         self._made: list[Path] = []  # folders acquire() created, deepest first
 
@@ -92,7 +98,7 @@ class OutputDir:
 
     def release(self) -> None:
         for fh in self._handles.values():
-            _close(fh)
+            _close(fh, sync=True)
         self._handles.clear()
         if self._lock is not None:
             _HELD.pop(self.path.resolve(), None)
@@ -172,7 +178,10 @@ class OutputDir:
                 fh = self._handles[task] = open(path, "a", encoding="utf-8")
             fh.write(dumps_line(sample.line))
             fh.flush()
-            os.fsync(fh.fileno())
+            now = time.monotonic()
+            if now - self._synced.get(task, -math.inf) >= SYNC_EVERY:
+                os.fsync(fh.fileno())
+                self._synced[task] = now
         except OSError as exc:  # what the failed flush left buffered is dropped (a torn line is rescored)
             if fh is not None:
                 _close(self._handles.pop(task, fh))
@@ -279,8 +288,15 @@ def saved_counts(folder: Path) -> dict[str, int]:
     return counts
 
 
-def _close(fh) -> None:
-    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped."""
+def _close(fh, *, sync: bool = False) -> None:
+    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped.
+    ``sync``: its data fsync'd first (a checkpoint left for a resume), as far as the disk allows."""
+    try:
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    except (OSError, ValueError):
+        pass
     try:
         fh.close()
     except OSError:
