@@ -82,11 +82,16 @@ def test_multi_token_continuations_equal_token_by_token(gemma_path):
     b.close()
 
 
+ENGINE_BATCH = 64  # tokens per decode call here: every item's trunk spans several calls (asserted)
+
+
 def items_for_engines(discotex_dir):
-    """Two items of each task, sharing its prefix (the shortest DISCOTEX ones: the engines, not the
-    prompts, are under test; the naive engine decodes every continuation from scratch)."""
+    """Two items of each task, each with its prefix (the shortest DISCOTEX ones, ABRICOT with 1 shot:
+    the engines, not the prompts, are under test; the naive engine decodes every continuation from
+    scratch). With n_batch 64 each trunk still straddles decode-call boundaries, as the default 512
+    does on full-length items."""
     d = sorted(DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items(), key=lambda it: len(it.context))[:2]
-    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:2]
+    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),), shots=1)).items()[:2]
     return d + a
 
 
@@ -94,7 +99,11 @@ def test_engines_and_item_order_are_bit_identical(gemma_path, discotex_dir):
     items = items_for_engines(discotex_dir)
     results = {}
     for engine in ("naive", "single", "prefix"):
-        b = backend(gemma_path, engine=engine)
+        b = backend(gemma_path, engine=engine, n_batch=ENGINE_BATCH)
+        if engine == "naive":
+            schs = [b.schedule(it.request()) for it in items]
+            spans = [sch.trunk_len - sch.prefix_len for sch in schs]  # the trunk past the prefix
+            assert min(spans) > ENGINE_BATCH, spans
         order = items if engine != "prefix" else list(reversed(items))
         results[engine] = {it.id: b.score(it.request()).logprobs for it in order}
         b.close()
