@@ -307,11 +307,13 @@ def _discotex_dir() -> Path:
 
 def _write_real_data(folder: Path) -> None:
     """DISCOTEX items as lm-eval multiple choice (target_delimiter " ": the continuations are
-    " A" ... " E", as `run` scores them), their paragraphs as texts, few-shot questions."""
+    " A" ... " E", as `run` scores them), their paragraphs as texts, few-shot questions. The items
+    with the shortest contexts: lm-eval's requests and batching, not the prompts, are under test."""
     from abricot_local.tasks.base import TaskOptions
     from abricot_local.tasks.discotex import LETTERS, DiscotexTask
 
-    items = DiscotexTask(TaskOptions(data_dir=str(_discotex_dir()))).items()[:N_ITEMS]
+    items = sorted(DiscotexTask(TaskOptions(data_dir=str(_discotex_dir()))).items(), key=lambda it: len(it.context))
+    items = items[:N_ITEMS]
     data = folder / "lm_eval_data"
     data.mkdir(parents=True, exist_ok=True)
     mc = [{"id": it.id, "context": it.context, "choices": list(LETTERS), "gold": it.gold} for it in items]
