@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 from click.testing import CliRunner
 
@@ -135,3 +136,23 @@ def test_readme_quickstart_draws_a_sample_that_sees_every_class(tmp_path):
     assert not data_warnings(r.stdout.splitlines())
     limited = run_fake(data, tmp_path / "l", "--limit", 40)
     assert SAME_GOLD in limited.stdout
+
+
+def test_a_terminal_gets_one_tqdm_bar_per_task(monkeypatch):
+    import io
+
+    from abricot_local.cli.progress import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    bar, close = progress()
+    bar("discotex", 0, 3)
+    bar("discotex", 2, 3)
+    bar("abricot_abs", 1, 2)
+    close()
+    text = err.getvalue()
+    assert "discotex:  67%" in text and "2/3" in text and "abricot_abs:  50%" in text and "1/2" in text

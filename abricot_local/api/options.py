@@ -62,20 +62,8 @@ def progress_bars(enabled: bool):
     line in a terminal); nothing at all when not ``enabled``."""
     if not enabled:
         return None, lambda: None
-    bars: dict = {}
+    from tqdm.auto import tqdm
 
-    def bar(task: str, done: int, total: int) -> None:
-        from tqdm.auto import tqdm
+    from abricot_local.console import task_bars
 
-        b = bars.get(task)
-        if b is None:
-            b = bars[task] = tqdm(total=total, desc=task, unit="item", leave=True)
-        b.n = done
-        b.refresh()
-
-    def close() -> None:
-        for b in bars.values():
-            b.close()
-        bars.clear()
-
-    return bar, close
+    return task_bars(lambda **kw: tqdm(unit="item", leave=True, **kw))

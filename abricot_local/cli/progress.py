@@ -10,9 +10,8 @@ from abricot_local.cli.app import echo
 
 def progress():
     """(callback(task, done, total), close()) for the current stderr."""
-    from abricot_local.console import ProgressLine
+    from abricot_local.console import ProgressLine, task_bars
 
-    bars: dict = {}
     if not sys.stderr.isatty():
         lines = ProgressLine(float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "30")))
 
@@ -23,18 +22,6 @@ def progress():
 
         return plain, lambda: None
 
-    def bar(task: str, done: int, total: int) -> None:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        b = bars.get(task)
-        if b is None:
-            b = bars[task] = tqdm(total=total, desc=task, unit="item", file=sys.stderr, leave=True)
-        b.n = done
-        b.refresh()
-
-    def close() -> None:
-        for b in bars.values():
-            b.close()
-        bars.clear()
-
-    return bar, close
+    return task_bars(lambda **kw: tqdm(unit="item", file=sys.stderr, leave=True, **kw))

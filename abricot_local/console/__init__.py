@@ -72,6 +72,26 @@ def verdict(published: Published | None, quant: str = "") -> str:
     return "\n".join(lines)
 
 
+def task_bars(make_bar):
+    """(callback(task, done, total), close()): one bar per task, ``make_bar(total=, desc=)`` a
+    tqdm-like bar (the CLI's tqdm on stderr, the API's tqdm.auto), created at a task's first call."""
+    bars: dict = {}
+
+    def bar(task: str, done: int, total: int) -> None:
+        b = bars.get(task)
+        if b is None:
+            b = bars[task] = make_bar(total=total, desc=task)
+        b.n = done
+        b.refresh()
+
+    def close() -> None:
+        for b in bars.values():
+            b.close()
+        bars.clear()
+
+    return bar, close
+
+
 class ProgressLine:
     """Off a terminal: one plain line per task at most every ``interval`` seconds, with the
     rate and the time left (a line at the start and at the end of each task too)."""
