@@ -148,6 +148,7 @@ def test_a_terminal_gets_one_tqdm_bar_per_task(monkeypatch):
             return True
 
     err = Terminal()
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # the suite's quiet default (conftest)
     monkeypatch.setattr(sys, "stderr", err)
     bar, close = progress()
     bar("discotex", 0, 3)
