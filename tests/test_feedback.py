@@ -147,8 +147,14 @@ def test_a_terminal_gets_one_tqdm_bar_per_task(monkeypatch):
         def isatty(self):
             return True
 
+    import tqdm as tq
+
+    class Loud(tq.tqdm):  # tqdm read the suite's TQDM_DISABLE (conftest) when it was first imported
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "disable": False})
+
     err = Terminal()
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # the suite's quiet default (conftest)
+    monkeypatch.setattr(tq, "tqdm", Loud)
     monkeypatch.setattr(sys, "stderr", err)
     bar, close = progress()
     bar("discotex", 0, 3)
