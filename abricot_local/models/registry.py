@@ -12,6 +12,7 @@ Nothing here touches the network; :mod:`abricot_local.models.fetch` does.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import re
@@ -86,18 +87,15 @@ def load_registry(user_file: Path | str | None = None) -> dict[str, ModelSpec]:
     return {alias: _build(alias, raw) for alias in raw}
 
 
-_PARSED: dict[bytes, bytes] = {}  # a models file's bytes -> its parsed tables, pickled (each caller gets a copy)
+@functools.lru_cache(maxsize=8)
+def _parsed(raw: bytes) -> bytes:
+    return pickle.dumps(tomllib.loads(raw.decode()))
 
 
 def _parse_toml(raw: bytes) -> dict[str, Any]:
     """tomllib's parse of ``raw``, once per process for the same bytes (the shipped file is read by
-    every command, a sweep's runs, a test session's many)."""
-    if raw not in _PARSED:
-        data = tomllib.loads(raw.decode())
-        if len(_PARSED) >= 8:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[raw] = pickle.dumps(data)
-    return pickle.loads(_PARSED[raw])
+    every command, a sweep's runs, a test session's many); each caller gets its own copy."""
+    return pickle.loads(_parsed(raw))
 
 
 def _read_toml(path: Path) -> dict[str, dict[str, Any]]:
