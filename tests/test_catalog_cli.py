@@ -34,10 +34,14 @@ def test_tasks_lists_items_metrics_references_and_data(tmp_path):
     abs_ = block(r.stdout, "abricot_abs")
     assert "(group abricot)" in abs_ and "data: missing:" in abs_ and "abricot-local data pull abricot" in abs_
     assert "published references: 0" not in abs_
+    # each option with the values it takes: the wordings and the published protocols, the default first
+    assert "--prompt-variant (card, ita-bench)" in disco and "--protocol" not in disco
+    assert "--prompt-variant (paper, calamita), --protocol (paper, calamita)" in abs_
     assert "group abricot: abricot_abs, abricot_inc" in r.stdout
     rows = {row["name"]: row for row in json.loads(invoke("tasks", "--data-dir", data, "--json").stdout)}
     assert rows["discotex"]["items"] == 12 and rows["discotex"]["data_path"] == str(data)
     assert rows["abricot_abs"]["items"] is None and rows["abricot_abs"]["references"]
+    assert rows["abricot_abs"]["choices"] == {"prompt_variant": ["paper", "calamita"], "protocol": ["paper", "calamita"]}
 
 
 def test_tasks_without_data_says_how_to_get_it_and_downloads_nothing(tmp_path):

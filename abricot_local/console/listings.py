@@ -121,9 +121,10 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
 
 
 def _uses(row: dict) -> str:
-    """The task options a task uses (its prompt variants, the default first)."""
-    flags = [f"--{o.replace('_', '-')}" + (f" ({', '.join(row['prompt_variants'])})"
-                                           if o == "prompt_variant" and row.get("prompt_variants") else "")
+    """The task options a task uses, each with the values it takes (its prompt variants and its
+    protocols: the default first)."""
+    choices = row.get("choices", {})
+    flags = [f"--{o.replace('_', '-')}" + (f" ({', '.join(choices[o])})" if choices.get(o) else "")
              for o in row.get("options", [])]
     return ", ".join(flags) or "none of --shots, --prompt-variant"
 

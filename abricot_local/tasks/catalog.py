@@ -16,7 +16,7 @@ def task_catalog(data: tuple[tuple[str, str], ...] = (), data_dir: str | None = 
     for name in all_task_names():
         rec = {"name": name, "plugin": _registry()[name].value, "group": None, "description": "",
                "metrics": [], "primary_metric": "", "chance": {}, "references": [], "items": None,
-               "data_path": None, "data_note": "", "options": [], "prompt_variants": []}
+               "data_path": None, "data_note": "", "options": [], "prompt_variants": [], "choices": {}}
         try:
             task = make_task(name, options)
         except AbricotError as err:
@@ -26,6 +26,8 @@ def task_catalog(data: tuple[tuple[str, str], ...] = (), data_dir: str | None = 
         rec.update(group=task.group, description=task.description, metrics=list(task.metric_names),
                    primary_metric=task.primary_metric, chance=dict(task.chance), options=list(task.uses),
                    prompt_variants=list(task.prompt_variants),
+                   choices={k: v for k, v in (("prompt_variant", list(task.prompt_variants)),
+                                              ("protocol", [p.name for p in task.protocols])) if v},
                    references=[{"source": r.source, "model": r.model, "metric": r.metric, "value": r.value}
                                for r in task.references()])
         path, note = task.data_status()
