@@ -48,7 +48,6 @@ class Spec:
     flag: bool = True  # a flag (and model_args key) of its own; False: another option sets it (--seed)
     internal: bool = False  # set by the program, never by a user
     record: Any = None  # in a run's config: "always", "if_set" (only when not the default), or options -> dict
-    absent: Any = None  # the value a recorded config without this key was made with (earlier versions)
     recheck: bool = False  # may be given again to `check` (changes no number)
     parse: Callable[[Any], Any] | None = None  # the field's own parser of a given value
     sep: str = ",;"  # what separates the elements of a text given for a tuple
@@ -214,12 +213,6 @@ def from_values(cls: type, values: dict, *, owner: str, strict: bool = True, nam
     if foreign and strict:
         raise UsageError(f"{owner} has no option {', '.join(flag_of(k) for k in sorted(foreign))}")
     return cls(**out)
-
-
-def absent_values(cls: type) -> dict:
-    """Option -> the value a recorded config that lacks it was made with (``absent`` metadata: an
-    option earlier versions recorded only when set); what re-scoring and --resume assume."""
-    return {s.name: s.absent for s in specs(cls) if s.absent is not None}
 
 
 def recorded(obj: Any) -> dict:

@@ -31,6 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from abricot_local.analysis import compare as cmp  # noqa: E402
+from abricot_local.analysis import views  # noqa: E402
 from abricot_local.record import kernel_path  # noqa: E402
 from abricot_local.evaluation import planning, runner  # noqa: E402
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
@@ -73,7 +74,7 @@ def run_setting(model: str, name: str, over: dict, args, out: Path) -> dict:
 
 
 def compare_pair(base: dict, other: dict, seed: int) -> dict:
-    a, b = cmp.view_of(base["folder"]), cmp.view_of(other["folder"])
+    a, b = views.view_of(base["folder"]), views.view_of(other["folder"])
     a = cmp.RunView(base["setting"], a.path, a.settings, a.tasks)
     b = cmp.RunView(other["setting"], b.path, b.settings, b.tasks)
     c = cmp.compare([a, b], seed=seed)

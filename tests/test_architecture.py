@@ -176,15 +176,3 @@ def test_import_loads_neither_llama_cpp_nor_pandas_until_a_call_needs_them():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "[] False False", r.stdout + r.stderr
 
-
-def test_old_module_paths_import_the_new_module_with_a_warning():
-    old, new = "abricot_local." + "lm_eval_model", "abricot_local.lm_eval.model"  # split: relayout keeps it
-    code = ("import sys, warnings; warnings.simplefilter('error')\n"
-            f"try:\n    import {old}\nexcept DeprecationWarning as w:\n    print(w)\n"
-            "warnings.simplefilter('ignore')\n"
-            f"import {old} as a, {new} as b\n"
-            "from abricot_local.stores import ollama  # relayout: keep\n"
-            "import abricot_local.models.stores.ollama as o2\n"
-            "print(a is b, ollama is o2, 'llama_cpp' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.stdout.splitlines() == [f"{old} moved to {new}", "True True False"], r.stdout + r.stderr

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
+from abricot_local.analysis import views as rv
 from abricot_local.evaluation import planning, runner
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
@@ -57,12 +58,12 @@ def folders(tmp_path_factory, discotex_dir):
 
 @pytest.fixture(scope="module")
 def views(folders):
-    return {k: cmp.view_of(v) for k, v in folders.items()}
+    return {k: rv.view_of(v) for k, v in folders.items()}
 
 
 def with_samples(view: cmp.RunView, label: str, change) -> cmp.RunView:
     """The view with each sample record replaced by change(sample) (a copy)."""
-    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(s.to_dict())) for s in t.samples))
+    tasks = tuple(rv.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(s.to_dict())) for s in t.samples))
                   for t in view.tasks)
     return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
 
@@ -105,7 +106,7 @@ def test_runs_without_common_items_are_refused(views, folders):
     with pytest.raises(UsageError):
         cmp.compare([views["a"]])
     with pytest.raises(ResultsError):
-        cmp.view_of(folders["a"] / "nope")
+        rv.view_of(folders["a"] / "nope")
 
 
 def test_two_fake_models_differ_as_measured(views):
@@ -204,7 +205,7 @@ def test_settings_differ_and_settings_of(folders):
                                "provenance.system_info": "AVX2 = 1"}, ())
     got = {d.key: (d.value_a, d.value_b) for d in cmp.differing_settings(x, y)}
     assert got == {"seed": (1, None), "n_batch": (64, 512), "provenance.system_info": (None, "AVX2 = 1")}
-    s = cmp.settings_of(json.loads((folders["half"] / "results.json").read_text()), "Q4_K_M")
+    s = rv.settings_of(json.loads((folders["half"] / "results.json").read_text()), "Q4_K_M")
     assert s["quant"] == "Q4_K_M" and s["engine"] and s["n_batch"] and s["provenance.schedule.n_batch"]
     assert s["discotex.prompt_hash"] and len(s["discotex.data_sha256"]) == 2
     assert not {"sample", "shard", "tasks", "limit"} & set(s) and "model_sha256" not in s  # the fake has no file
@@ -237,7 +238,7 @@ def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
     # the shared run (the first 4 items, TED: the shortest prompts; n_batch 512, the default), and it at 128
     r = CliRunner().invoke(cli, [*gemma_run.args, "--n-batch", "128", "--out", str(tmp_path / "nb128")])
     assert r.exit_code == 0, r.output
-    c = cmp.compare([cmp.view_of(tmp_path / "nb128"), cmp.view_of(gemma_run.out)])
+    c = cmp.compare([rv.view_of(tmp_path / "nb128"), rv.view_of(gemma_run.out)])
     # n_batch (the config; the schedule's repeats it) and the ubatch that follows it; nothing else
     assert {d.key: (d.value_a, d.value_b) for d in c.differs} == {
         "n_batch": (128, 512), "provenance.schedule.n_ubatch": (128, 512)}

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from scipy import stats as st
 
 from abricot_local.analysis import compare as cmp
+from abricot_local.analysis import views
 from abricot_local.analysis import equivalence as eq
 from abricot_local.analysis import stats
 from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
@@ -54,7 +55,7 @@ def runs(tmp_path_factory, discotex_dir):
 
 
 def changed(view: cmp.RunView, label: str, change) -> cmp.RunView:
-    tasks = tuple(cmp.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(k, s.to_dict()))
+    tasks = tuple(views.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(k, s.to_dict()))
                                                           for k, s in enumerate(t.samples)))
                   for t in view.tasks)
     return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
@@ -96,7 +97,7 @@ def connor_n(psi, d, za=st.norm.isf(0.05), zb=st.norm.ppf(0.80)):
 
 @pytest.mark.parametrize("moved, margin", [(0, None), (-12, None), (40, None), (-4, None), (-4, 0.1), (-2, None)])
 def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, moved, margin):
-    ref = cmp.view_of(runs["d"])
+    ref = views.view_of(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
     right = [k for k, s in enumerate(samples) if s["pred"] == s["gold"]]
     wrong = [k for k, s in enumerate(samples) if s["pred"] != s["gold"]]
@@ -137,7 +138,7 @@ def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, m
 
 
 def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_margin(runs):
-    ref = cmp.view_of(runs["a"])
+    ref = views.view_of(runs["a"])
     samples = ref.task("abricot_abs").samples
     other = changed(ref, "other", lambda k, s: answer(s, (s["pred"] + 1) % 5) if k % 3 == 0 else s)
     c = cmp.compare([ref, other])
@@ -175,7 +176,7 @@ def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_o
 
 
 def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(runs):
-    ref = cmp.view_of(runs["d"])
+    ref = views.view_of(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
     margins = [top_two_margin(s["logprobs"]) for s in samples]
     # margins computed here: the gap between the two highest log-probs

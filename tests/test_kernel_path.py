@@ -1,8 +1,8 @@
 """The kernel path (issue 20 items 3-4, issue 22 item 6): what decides the arithmetic is
 recorded, described and compared; `check` on another kernel path says so first, re-scores and
 gives compare's verdict (exit 1 only for `different`, or with --exact); the default of
---extra-bufts is off and runs of earlier versions (auto, not recorded) resume and check with
-auto; doctor says native or portable, and what an RPC-only build offloads to."""
+--extra-bufts is off, and its value recorded; doctor says native or portable, and what an RPC-only
+build offloads to."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.record import kernel_path
-from abricot_local.backends import absent_options, recorded_options
+from abricot_local.backends import recorded_options
 from abricot_local.backends.llama_cpp import build as llama_build
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.cli import cli
@@ -77,14 +77,10 @@ def test_unknown_facts_are_not_compared():
     assert kernel_path.differences(None, kernels()) == ()
 
 
-def test_a_run_of_an_earlier_version_has_its_kernel_path_rebuilt_from_its_provenance():
+def test_a_run_without_a_recorded_kernel_path_has_none():
     prov = Provenance.from_dict({"backend": "llama.cpp", "llama_cpp_python": "0.3.36", "system_info": NATIVE_INFO,
                                  "threads": 8, "schedule": {"extra_bufts": True}})
-    k = kernel_path.recorded(prov)
-    assert (k.build, k.extra_bufts, k.threads, k.runtime) == ("unknown", True, 8, "llama-cpp-python 0.3.36")
-    assert "AVX512" in k.cpu_features
-    diff = kernel_path.differences(k, kernels())
-    assert [d.split(":")[0] for d in diff] == ["build", "extra buffer types (repacked CPU weights)"]
+    assert kernel_path.recorded(prov) is None and kernel_path.recorded(None) is None
     assert kernel_path.recorded(Provenance.from_dict({"backend": "fake"})) is None
 
 
@@ -160,27 +156,23 @@ def test_doctor_says_what_an_rpc_only_build_offloads_to_and_every_reinstall_has_
     assert "GPU backends: none in this build (CPU only)" in text and "llama.cpp build: native (GGML_NATIVE=ON)" in text
 
 
-# -- --extra-bufts: off by default, auto for the runs of earlier versions -------------------------
-def test_extra_bufts_is_off_by_default_and_recorded_unless_auto():
+# -- --extra-bufts: off by default, recorded whatever its value ---------------------------------
+def test_extra_bufts_is_off_by_default_and_recorded():
     assert LlamaCppOptions().extra_bufts == "off"
     assert LlamaCppOptions().config()["extra_bufts"] == "off"
     assert LlamaCppOptions(extra_bufts="on").config()["extra_bufts"] == "on"
-    assert "extra_bufts" not in LlamaCppOptions(extra_bufts="auto").config()
-    assert absent_options("llama.cpp") == {"extra_bufts": "auto"} and absent_options("fake") == {}
-    assert recorded_options("llama.cpp", {"n_ctx": 512}).extra_bufts == "auto"  # an earlier version's run
-    assert recorded_options("llama.cpp", {"extra_bufts": "off"}).extra_bufts == "off"
+    assert LlamaCppOptions(extra_bufts="auto").config()["extra_bufts"] == "auto"
+    assert recorded_options("llama.cpp", {"extra_bufts": "auto"}).extra_bufts == "auto"
+    assert recorded_options("llama.cpp", {"n_ctx": 512}).extra_bufts == "off"  # no key: the default
 
 
-def test_resuming_a_run_of_an_earlier_version_names_the_flag_that_continues_it(tmp_path):
-    old = Manifest(config=RunConfig.from_dict({"model": "m", "backend": "llama.cpp", "n_ctx": 512}))
+def test_resuming_with_another_extra_bufts_names_both(tmp_path):
+    old = Manifest(config=RunConfig.from_dict({"model": "m", "backend": "llama.cpp", "n_ctx": 512,
+                                               "extra_bufts": "auto"}))
     new = Manifest(config=RunConfig.from_dict({"model": "m", "backend": "llama.cpp", "n_ctx": 512,
                                                "extra_bufts": "off"}))
-    text = resume_refusal(tmp_path, old, new, absent_options("llama.cpp"))
-    assert ("--extra-bufts: recorded auto (as no key: a run of an earlier version), given off; add --extra-bufts "
-            "auto to continue it") in text
-    assert resume_refusal(tmp_path, old, old, absent_options("llama.cpp")) is None  # given auto: no key either
-    plain = resume_refusal(tmp_path, old, new)
-    assert "--extra-bufts: recorded none, given off" in plain
+    assert "--extra-bufts: recorded auto, given off" in resume_refusal(tmp_path, old, new)
+    assert resume_refusal(tmp_path, old, old) is None
 
 
 # -- check on another kernel path (the fake backend, its recorded kernel path edited) ---------------

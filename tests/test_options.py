@@ -21,8 +21,9 @@ from abricot_local.backends.engines import ENGINES, Batched, Engine, Prefix
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.cli.options import backend_options as backend_flags, given_opts, task_options
+from abricot_local.cli.options import backend_options as backend_flags, task_options
 from abricot_local.errors import UsageError
+from abricot_local.evaluation.arguments import given_opts
 from abricot_local.option_fields import option
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
@@ -114,12 +115,13 @@ def test_no_llama_cpp_option_is_named_outside_backends():
 
 
 def test_the_recorded_config_keeps_its_keys_and_values():
-    """Runs made before must still resume (their configs are compared): same keys, same values. The
-    default of --extra-bufts is now off, recorded; auto (the earlier default) records no key, as before."""
+    """Runs made before must still resume (their configs are compared): same keys, same values;
+    --extra-bufts is recorded whatever its value."""
     assert LlamaCppOptions().config() == {"n_ctx": 2048, "n_batch": 512, "n_gpu_layers": -1, "flash_attn": "auto",
                                           "engine": "prefix", "extra_bufts": "off"}
     assert LlamaCppOptions(extra_bufts="auto").config() == {"n_ctx": 2048, "n_batch": 512, "n_gpu_layers": -1,
-                                                            "flash_attn": "auto", "engine": "prefix"}
+                                                            "flash_attn": "auto", "engine": "prefix",
+                                                            "extra_bufts": "auto"}
     o = LlamaCppOptions(n_ctx=4096, engine="batched", parallel=3, extra_bufts="off", threads=2, tensor_split=(1.0,))
     assert o.config() == {"n_ctx": 4096, "n_batch": 512, "n_gpu_layers": -1, "flash_attn": "auto",
                           "engine": "batched", "parallel": 3, "extra_bufts": "off"}

@@ -1,8 +1,6 @@
 """The example task plugin (examples/task-plugin), installed with pip and found through its entry
 point, through `tasks`, `run`, `check` and `report --plot` (the fake backend: the plugin, not a
-model, is under test), in both its versions: as written for today's task contract, and as it was
-written for contract 1 (tests/data/task-plugin-contract1: dict samples, run through the adapter),
-which must write the same samples file. Marked real: it pip-installs the example (a package build)."""
+model, is under test). Marked real: it pip-installs the example (a package build)."""
 
 from __future__ import annotations
 
@@ -15,23 +13,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = {"contract2": ROOT / "examples" / "task-plugin",
-           "contract1": ROOT / "tests" / "data" / "task-plugin-contract1"}
+PLUGIN = ROOT / "examples" / "task-plugin"
 pytestmark = pytest.mark.real  # a package build
-SAMPLES: dict[str, bytes] = {}  # each version's samples file
 
 
-@pytest.fixture(scope="module", params=sorted(PLUGINS))
-def plugin_env(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory):
     """The plugin pip-installed into a folder on PYTHONPATH: this interpreter's environment plus
     the plugin, for subprocesses only, so no other test sees a fourth task."""
     site = tmp_path_factory.mktemp("plugin-site")
     build = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                            "--target", str(site), str(PLUGINS[request.param])], capture_output=True, text=True,
+                            "--target", str(site), str(PLUGIN)], capture_output=True, text=True,
                            timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    env["PLUGIN_VERSION"] = request.param
     return env
 
 
@@ -56,9 +51,6 @@ def test_plugin_task_through_tasks_run_check_and_report(plugin_env, tmp_path):
     samples = [json.loads(x) for x in (out / "samples-capitali.jsonl").read_text().splitlines()]
     assert {s["source"] for s in samples} == {"nord", "centro", "sud"}
     assert all(len(s["logprobs"]) == 4 for s in samples)
-    SAMPLES[plugin_env["PLUGIN_VERSION"]] = (out / "samples-capitali.jsonl").read_bytes()
-    if len(SAMPLES) == 2:  # both versions ran: one task, two contracts, the same file
-        assert SAMPLES["contract1"] == SAMPLES["contract2"]
 
     chk = cli(plugin_env, "check", out)
     assert chk.returncode == 0 and "reproduced" in chk.stdout, chk.stdout + chk.stderr

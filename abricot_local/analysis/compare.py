@@ -26,8 +26,7 @@ import numpy as np
 from abricot_local.analysis import stats
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers
 from abricot_local.analysis.equivalence import Equivalence, judge, references
-from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
-                                         view_of, view_of_run)
+from abricot_local.analysis.views import RunView, labelled
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, require_finite

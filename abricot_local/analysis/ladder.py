@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from abricot_local.analysis.changes import AnswerChanges
-from abricot_local.analysis.compare import compare, view_of_run
+from abricot_local.analysis.compare import compare
+from abricot_local.analysis.views import view_of_run
 from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.runs import Run, quant_bits
 from abricot_local.errors import ResultsError

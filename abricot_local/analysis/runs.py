@@ -20,7 +20,7 @@ import numpy as np
 
 from abricot_local.analysis import baselines as pub
 from abricot_local.errors import ResultsError, UsageError
-from abricot_local.gguf.file import quant_of, strip_quant  # noqa: F401  (report re-exports them)
+from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.analysis.labels import RunIdentity, unique_labels
 from abricot_local.analysis.stats import label_kl

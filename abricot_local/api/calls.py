@@ -12,7 +12,7 @@ from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
 from abricot_local.api.options import AbricotWarning, progress_bars, run_kw, warn
-from abricot_local.api.run import Run, load_runs  # noqa: F401  (the API's)
+from abricot_local.api.run import Run
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
 

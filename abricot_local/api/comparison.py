@@ -21,11 +21,12 @@ def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: 
     """The analysis.compare.Comparison of finished run folders (`compare`'s refusals). ``verdicts``:
     analysis.compare.compare's margin, reference and near_tie, by name."""
     from abricot_local.analysis import compare as cmp
+    from abricot_local.analysis import views
 
     if len(folders) < 2:
         raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
                          f"({', '.join(str(f) for f in folders)})")
-    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed,
+    return cmp.compare([views.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed,
                        **verdicts)
 
 

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
-from abricot_local.option_fields import Namer, Spec, absent_values, flag_of, specs
+from abricot_local.option_fields import Namer, Spec, flag_of, specs
 
 
 @dataclass(frozen=True)
@@ -90,14 +90,9 @@ def backend_options(kind: str, values: dict, *, strict: bool = True, name: Namer
 
 
 def recorded_options(kind: str, config: dict, over: dict | None = None) -> ScoringOptions:
-    """The options a recorded run was made with: its config (an option it lacks: the value earlier
-    versions recorded as no key), with ``over`` (options that change no number) on top."""
-    return backend_options(kind, {**absent_values(options_class(kind)), **config, **(over or {})}, strict=False)
-
-
-def absent_options(kind: str) -> dict:
-    """Backend ``kind``'s options that a recorded config may lack, and the value that meant."""
-    return absent_values(options_class(kind))
+    """The options a recorded run was made with: its config, with ``over`` (options that change no
+    number) on top."""
+    return backend_options(kind, {**config, **(over or {})}, strict=False)
 
 
 def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:

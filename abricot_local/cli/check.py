@@ -7,8 +7,9 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import backend_values, recheck_options
+from abricot_local.cli.options import recheck_options
 from abricot_local.cli.progress import progress as make_progress
+from abricot_local.evaluation.arguments import backend_values
 
 
 @cli.command()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import (backend_options, given_opts, model_dir_option, models_file_option,
-                                       task_options, task_opts)
+from abricot_local.cli.options import backend_options, model_dir_option, models_file_option, task_options
+from abricot_local.evaluation.arguments import given_opts, task_opts
 
 
 @cli.command()

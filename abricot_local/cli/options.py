@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.evaluation.arguments import backend_values, data_pairs, given_opts, task_opts  # noqa: F401
 
 
 def _apply(f, opts):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import data_options, data_pairs
+from abricot_local.cli.options import data_options
+from abricot_local.evaluation.arguments import data_pairs
 
 
 @cli.command()

@@ -179,7 +179,7 @@ def check_text(rep) -> str:
         lines.append("kernel path: NOT the recorded one, so the numbers may differ (docs/numerics.md):")
         lines += [f"  {d}" for d in rep.kernel_differences]
         lines += [f"  recorded: {rep.kernels_recorded}", f"  here:     {rep.kernels_here}"]
-    elif rep.kernels_recorded == "not recorded":  # a run of an earlier version, or of a backend that records none
+    elif rep.kernels_recorded == "not recorded":  # a backend that records none
         lines.append(f"kernel path: not recorded by the run (here: {rep.kernels_here})")
     else:
         lines.append(f"kernel path: as recorded ({rep.kernels_here})")

@@ -29,7 +29,8 @@ from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.evaluation.planning import Shard, prepare
 from abricot_local.analysis.changes import AnswerChanges
-from abricot_local.analysis.compare import DIFFERENT, RunView, TaskSamples, Verdict, compare, settings_of, view_of
+from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
+from abricot_local.analysis.views import RunView, TaskSamples, settings_of, view_of
 from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.runs import recompute_entry

@@ -22,7 +22,7 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
@@ -126,10 +126,9 @@ class OutputDir:
         self.release()
 
     # -- start / resume --------------------------------------------------------------------
-    def check(self, manifest: Manifest, *, resume: bool, absent: Mapping[str, Any] | None = None) -> None:
+    def check(self, manifest: Manifest, *, resume: bool) -> None:
         """Refuse a run this folder cannot take (a finished run, another run's checkpoint, nothing
-        to resume), writing nothing: called before the model loads (``absent``: options a recorded
-        config may lack, and the value that meant: named in a refusal)."""
+        to resume), writing nothing: called before the model loads."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if not resume:
@@ -142,11 +141,11 @@ class OutputDir:
                     f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
                 )
         elif recorded_path.exists():
-            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest, absent)
+            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
             if refusal:
                 raise ResultsError(refusal)
         elif finished:
-            finished_run(self.path, manifest, absent)  # refuses another run's folder
+            finished_run(self.path, manifest)  # refuses another run's folder
         elif any((self.path / m).is_file() for m in MARKERS):
             return  # a run that stopped before it saved anything (a full disk): it starts from the first item
         elif self.path in self._made:
@@ -154,9 +153,9 @@ class OutputDir:
         else:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
 
-    def start(self, manifest: Manifest, *, resume: bool, absent: Mapping[str, Any] | None = None) -> None:
+    def start(self, manifest: Manifest, *, resume: bool) -> None:
         """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
-        self.check(manifest, resume=resume, absent=absent)
+        self.check(manifest, resume=resume)
         write_manifest(self.ckpt / RUN_MANIFEST, manifest)
 
     def done(self, task: str) -> dict[str, Sample]:
@@ -258,7 +257,7 @@ class OutputDir:
         return path
 
 
-def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, Any] | None = None) -> Record | None:
+def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
     """With --resume: the finished run in ``folder`` when it is this run (None when the folder
     holds no finished run); a run of other options, model or data is refused, naming them."""
     folder = Path(folder)
@@ -267,7 +266,7 @@ def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, An
     record = read_run(folder)
     if record.manifest is None:
         raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
-    refusal = resume_refusal(folder, record.manifest, manifest, absent)
+    refusal = resume_refusal(folder, record.manifest, manifest)
     if refusal:
         raise ResultsError(refusal)
     return record

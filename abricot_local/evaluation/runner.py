@@ -14,7 +14,6 @@ from typing import Callable, Iterator, Sequence
 from abricot_local import __version__
 from abricot_local.analysis import baselines
 from abricot_local.models import fetch
-from abricot_local.backends import absent_options
 from abricot_local.backends.base import Backend
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError
@@ -194,13 +193,12 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     it once, score every task, write the output folder."""
     start = time.perf_counter()
     manifest = plan_manifest(plan)
-    absent = absent_options(plan.backend)  # options earlier versions recorded only when set
     if resume:
-        done = finished_run(out_dir, manifest, absent)
+        done = finished_run(out_dir, manifest)
         if done is not None:  # nothing to score: the finished run stays as it is
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     with OutputDir(out_dir) as out:  # a second run on this folder is refused before any load
-        out.check(manifest, resume=resume, absent=absent)
+        out.check(manifest, resume=resume)
         own = backend is None
         backend = backend or open_plan_backend(plan)
         try:
@@ -211,7 +209,7 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
                 runs = apply_chat(runs, backend)
             check_fits(runs, backend)
             path, record = _score_into(out, plan, backend, runs, manifest, resume=resume, progress=progress,
-                                       start=start, absent=absent)
+                                       start=start)
         finally:
             if own:
                 backend.close()
@@ -219,13 +217,12 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
 
 
 def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[TaskRun], manifest: Manifest, *,
-                resume: bool, progress: Progress | None, start: float,
-                absent: dict | None = None) -> tuple[Path, Record]:
+                resume: bool, progress: Progress | None, start: float) -> tuple[Path, Record]:
     """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
     leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
     out.running({run.task.key: len(run.items) for run in runs})
     try:
-        out.start(manifest, resume=resume, absent=absent)
+        out.start(manifest, resume=resume)
         results = []
         for run in runs:
             done = out.done(run.task.key) if resume else {}

@@ -24,7 +24,7 @@ from typing import Any
 
 from abricot_local.errors import UnknownModelError, UsageError
 from abricot_local.models.sources import SOURCES, Source, source_of
-from abricot_local.models.spec import ModelSpec, parse_size  # noqa: F401  (ModelSpec: its old home)
+from abricot_local.models.spec import ModelSpec, parse_size
 from abricot_local.names import did_you_mean
 
 if sys.version_info >= (3, 11):

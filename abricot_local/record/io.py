@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
 
 from abricot_local.errors import ResultsError
 from abricot_local.jsonfiles import atomic_write, read_json
@@ -128,22 +127,15 @@ def _short(sha) -> str:
     return f"{sha[:12]}..." if isinstance(sha, str) else _shown(sha)
 
 
-def differences(recorded: Manifest, given: Manifest, absent: Mapping[str, Any] | None = None) -> dict[str, list[str]]:
+def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     """What differs between a recorded and a new manifest, by part ("config", "model file",
     "data", "task versions"), each with both values ("--shots: recorded 3, given 2");
-    empty when the run may continue. ``absent``: option -> the value a recorded config
-    without it was made with (an earlier version recorded it only when set): named, with
-    the flag that continues the run."""
+    empty when the run may continue."""
     out: dict[str, list[str]] = {}
     rc, gc = recorded.config.to_dict(), given.config.to_dict()
     for key in dict.fromkeys([*gc, *rc]):
         if rc.get(key) != gc.get(key):
-            if key not in rc and key in (absent or {}):
-                was = _shown(absent[key])
-                line = (f"{_option(key)}: recorded {was} (as no key: a run of an earlier version), given "
-                        f"{_shown(gc.get(key))}; add {_option(key)} {was} to continue it")
-            else:
-                line = f"{_option(key)}: recorded {_shown(rc.get(key))}, given {_shown(gc.get(key))}"
+            line = f"{_option(key)}: recorded {_shown(rc.get(key))}, given {_shown(gc.get(key))}"
             out.setdefault("config", []).append(line)
     if recorded.model_sha256 != given.model_sha256:
         out["model file"] = [f"recorded sha256 {_short(recorded.model_sha256)}, given {_short(given.model_sha256)}"]
@@ -157,11 +149,9 @@ def differences(recorded: Manifest, given: Manifest, absent: Mapping[str, Any] |
     return out
 
 
-def resume_refusal(folder, recorded: Manifest, given: Manifest,
-                   absent: Mapping[str, Any] | None = None) -> str | None:
-    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can
-    (``absent``: as :func:`differences`)."""
-    diff = differences(recorded, given, absent)
+def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
+    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can."""
+    diff = differences(recorded, given)
     if not diff:
         return None
     parts = list(diff)

@@ -7,9 +7,7 @@ when both are known, the CPU features its kernels use, whether the weights use e
 buffer types, and every device but the CPU (name, model, compute capability, driver). Not
 compared: the CPU's model (a portable build's kernels do not depend on it: docs/numerics.md)
 and the thread count (it moves numbers only in decode calls the backend counts as thread
-dependent; ``check`` names those). Runs of earlier versions have no ``kernels``: theirs is
-rebuilt from the provenance they have (system info, extra buffer types), build unknown.
-Names no backend.
+dependent; ``check`` names those). Names no backend.
 """
 
 from __future__ import annotations
@@ -22,23 +20,8 @@ UNKNOWN = "unknown"
 
 
 def recorded(prov: Provenance | None) -> Kernels | None:
-    """A run's kernel path: its ``provenance.kernels``, else what its provenance says of it
-    (earlier versions), else None (nothing recorded)."""
-    if prov is None:
-        return None
-    if prov.kernels is not None:
-        return prov.kernels
-    extra, sched = prov.extra, prov.schedule
-    info = extra.get("system_info")
-    if not isinstance(info, str):
-        return None
-    version = extra.get("llama_cpp_python")
-    bufts = sched.get("extra_bufts")
-    threads = extra.get("threads")
-    return Kernels(runtime=f"llama-cpp-python {version}" if version else UNKNOWN, build=UNKNOWN,
-                   cpu_features=features(info), system_info=info,
-                   extra_bufts=bufts if isinstance(bufts, bool) else None,
-                   threads=threads if isinstance(threads, int) else None)
+    """A run's kernel path: its ``provenance.kernels``, or None (nothing recorded)."""
+    return None if prov is None else prov.kernels
 
 
 def features(system_info: str) -> tuple[str, ...]:

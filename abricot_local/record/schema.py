@@ -167,8 +167,8 @@ class Provenance(Section):
     chat_template: ChatWrap | None = spec("the chat wrapping (`null` without `--chat-template`)", default=None)
     merged_from: tuple[str, ...] | None = spec("the shard folders a merged run was joined from (`merge`)",
                                                default=None, write="set")
-    kernels: Kernels | None = spec("what decides the arithmetic: build, CPU features, devices (absent in runs "
-                                   "of earlier versions)", default=None, write="set")
+    kernels: Kernels | None = spec("what decides the arithmetic: build, CPU features, devices (absent when "
+                                   "the backend records none)", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

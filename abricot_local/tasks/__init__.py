@@ -4,7 +4,7 @@ Each entry point maps a task name to ``module:Class`` (a :class:`Task`
 subclass); the shipped tasks are registered the same way in pyproject.toml,
 as simonw/llm and pytest find their plugins. A task's ``group`` attribute puts
 it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``). A task written
-against an earlier task contract is given adapted to today's (tasks/contract.py).
+for another version of the task contract (``Task.contract``) is refused by name.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 
 from abricot_local.errors import TaskError
 from abricot_local.names import did_you_mean
-from abricot_local.tasks.base import Task, TaskOptions
+from abricot_local.tasks.base import CONTRACT, Task, TaskOptions
 
 GROUP = "abricot_local.tasks"
 
@@ -59,9 +59,18 @@ def task_class(name: str) -> type[Task]:
         raise TaskError(f"task plugin {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise TaskError(f"task plugin {name!r} ({ep.value}) is not a Task subclass")
-    from abricot_local.tasks.contract import adapted
+    return written_for_today(cls)
 
-    return adapted(cls)  # a task of an earlier contract, run under today's
+
+def written_for_today(cls: type[Task]) -> type[Task]:
+    """``cls`` if it is written for this contract (``contract = CONTRACT``), else a :class:`TaskError`
+    naming the task and both versions."""
+    if getattr(cls, "contract", None) != CONTRACT:
+        raise TaskError(f"task {cls.name!r} ({cls.__module__}.{cls.__qualname__}) is written for task contract "
+                        f"{getattr(cls, 'contract', None)!r}; this abricot-local runs contract {CONTRACT} "
+                        f"(`contract = {CONTRACT}` in the class, samples as record.Sample): upgrade abricot-local "
+                        "or the task's package")
+    return cls
 
 
 def all_task_names() -> list[str]:

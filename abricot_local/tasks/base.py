@@ -6,8 +6,7 @@ makes each scored item a :class:`~abricot_local.record.Sample` (the task's own f
 ``samples-<task>.jsonl``, so every number in results.json can be recomputed from the sample files.
 
 This is version :data:`CONTRACT` of the contract; a task says which it is written for in
-``contract``. One that does not say is of contract 1 (dict samples in and out), run through
-an adapter (tasks/contract.py).
+``contract`` (a task of another version is refused when its class is loaded).
 
 Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 
@@ -45,7 +44,7 @@ from abricot_local.errors import DataError, MissingDataError
 from abricot_local.option_fields import option, validate
 from abricot_local.record.samples import Sample
 
-CONTRACT = 2  # the task contract's version: 2, samples are record.Sample (1: dicts; tasks/contract.py runs those)
+CONTRACT = 2  # the task contract's version: 2, samples are record.Sample (1 took dicts: no longer run)
 
 
 @dataclass(frozen=True)
@@ -77,15 +76,11 @@ class TaskOptions:
     @classmethod
     def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
                     allow_download: bool = False) -> "TaskOptions":
-        """The options of a recorded run (its config, a task's config over the run's). A config
-        of a version before protocols (no ``protocol`` key) drew one set of shots for all items:
-        its sampler is ``shared``."""
-        legacy = "protocol" not in config and "prompt_variant" in config
+        """The options of a recorded run (its config, a task's config over the run's)."""
         return cls(data=data, seed=config.get("seed", DEFAULT_SEED), shots=config.get("shots"),
-                   prompt_variant=config.get("prompt_variant") or ("paper" if legacy else None),
-                   chat_template=bool(config.get("chat_template")), allow_download=allow_download,
-                   protocol=config.get("protocol"),
-                   shot_sampler=config.get("shot_sampler") or ("shared" if legacy else None))
+                   prompt_variant=config.get("prompt_variant"), chat_template=bool(config.get("chat_template")),
+                   allow_download=allow_download, protocol=config.get("protocol"),
+                   shot_sampler=config.get("shot_sampler"))
 
 
 @dataclass(frozen=True)
@@ -225,7 +220,7 @@ class Task(ABC):
 
     name: str
     version: str
-    contract: int = 1  # the contract version the task is written for; today's tasks declare CONTRACT
+    contract: int = 1  # the contract version the task is written for; a task declares CONTRACT
     description: str = ""
     metric_names: tuple[str, ...] = ()
     primary_metric: str = ""
@@ -379,7 +374,7 @@ class Task(ABC):
                         logprobs=tuple(scored.logprobs), gold=item.gold, pred=pred,
                         gold_label=self.label_of(item.gold, item), pred_label=self.label_of(pred, item),
                         extra=dict(item.fields))
-        return sample if self.contract >= CONTRACT else sample.to_dict()  # contract 1's tasks extend the dict
+        return sample
 
     def label_of(self, index: int, item: Item) -> str:
         """The answer a choice index stands for, as a reader knows it (the choice text)."""

@@ -32,9 +32,8 @@ from abricot_local.record.samples import Sample
 from abricot_local.tasks import discotex_rows
 from abricot_local.tasks.base import (CONTRACT, DataFile, DataSpec, Figure, Item, MetricInput, Task, TaskOptions,
                                       text_hash)
-from abricot_local.tasks.discotex_release import (  # noqa: F401  (names tests and realdata use)
-    COLUMNS, RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM, LazyRows, ReleaseTable, build_rows,
-    read_release_tsv, release_note, table_rows)
+from abricot_local.tasks.discotex_release import (RELEASE, RELEASE_COMMIT, RELEASE_URL, TRAIN, TRAIN_STREAM,
+                                                  read_release_tsv, release_note, table_rows)
 from abricot_local.tasks.discotex_rows import NONE_OF_THEM, Row
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
 

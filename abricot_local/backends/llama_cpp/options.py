@@ -40,12 +40,6 @@ def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _record_extra_bufts(o: "LlamaCppOptions") -> dict:
-    """Recorded unless auto: runs of earlier versions (auto was the default, recorded only when set)
-    have no key, and resume with --extra-bufts auto."""
-    return {} if o.extra_bufts == "auto" else {"extra_bufts": o.extra_bufts}
-
-
 @dataclass(frozen=True)
 class LlamaCppOptions(ScoringOptions):
     """llama.cpp's own settings, on top of the schedule's; every one is recorded as resolved
@@ -58,12 +52,10 @@ class LlamaCppOptions(ScoringOptions):
     tensor_split: tuple[float, ...] = option((), "Comma-separated proportions across GPUs (like 3,1).", min=0.0,
                                              sep=",;:", metavar="P,P...")
     flash_attn: str = option("auto", "Flash attention.", choices=ON_OFF, record="always")
-    # auto, the default of earlier versions (which recorded it only when set), is recorded as no key:
-    # their runs resume and check with auto (``absent``)
     extra_bufts: str = option("off", "llama.cpp's extra CPU buffer types (repacked weights, AMX). off: the plain "
                               "kernels, as an RPC server's CPU uses. on: repacked weights (another arithmetic, "
-                              "sometimes faster). auto: on except on AMX builds (where they crash); the default "
-                              "of earlier versions.", choices=ON_OFF, record=_record_extra_bufts, absent="auto")
+                              "sometimes faster). auto: on except on AMX builds (where they crash).", choices=ON_OFF,
+                              record="always")
     rpc: tuple[str, ...] = option((), "llama.cpp RPC servers (abricot-local rpc-server) whose devices take layers.",
                                   parse=parse_endpoints, metavar="HOST:PORT[,HOST:PORT]")
     rpc_timeout: float = option(HANDSHAKE_TIMEOUT, "Seconds each --rpc server has to answer llama.cpp's RPC "
