@@ -29,17 +29,16 @@ def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
         echo(full(plan, "abricot-local " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""))
 
 
-def announce(models, **args) -> None:
-    """The short plan on stderr before a real run (memory is checked by the run itself). A
-    model that cannot be planned gets no line: the run says what is wrong with it. The plan
-    only informs: whatever goes wrong making it is one line, and the run goes on."""
+def announce(run_plan, backend) -> None:
+    """The short plan on stderr once a real run's model is loaded: the run's own plan and items,
+    counted with the loaded model (no other load; what it tokenizes the run does not tokenize
+    again). A task that cannot be counted gets no line: the run says what is wrong with it. The
+    plan only informs: whatever goes wrong making it is one line, and the run goes on."""
     from abricot_local.console.plan import brief
-    from abricot_local.errors import AbricotError
+    from abricot_local.planner import dry_run
 
     try:
-        plan = _plan(models, calibrate=False, with_memory=False, keep_going=True, **args)
-    except AbricotError:
-        return  # the run stops on the same error and says it
+        plan = dry_run.of_run(run_plan, backend)
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
         echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
         return

@@ -59,18 +59,11 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     from abricot_local.evaluation.planning import Shard
 
     args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
-    from abricot_local.cli.plan import announce, show
+    from abricot_local.cli.plan import show
 
     if dry_run:
         return show(models, as_json=as_json, calibrate=calibrate, limit=limit, sample=sample, shard=args["shard"],
                     kw=kw)
-    term = signal.signal(signal.SIGTERM, _sigterm)
-    try:
-        announce(models, limit=limit, sample=sample, shard=args["shard"], kw=kw)
-    except KeyboardInterrupt:
-        _interrupted(None, None)
-    finally:
-        signal.signal(signal.SIGTERM, term)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     if len(models) == 1:
         run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)
@@ -83,12 +76,14 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
     it with exit code 130."""
     from abricot_local import console
+    from abricot_local.cli.plan import announce
     from abricot_local.evaluation import session
 
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
 
     def loaded(plan, backend) -> None:
+        announce(plan, backend)
         echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
@@ -115,14 +110,6 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
 
 def _stderr(line: str) -> None:
     echo(line, err=True)
-
-
-def _interrupted(plan, out_dir: Path | None) -> None:
-    """Say what is saved and how to go on (the resume command only when there is a run to
-    resume), leave the folder INTERRUPTED, and exit 130."""
-    from abricot_local.evaluation.session import save_interrupted
-
-    _exit_interrupted(save_interrupted(plan, out_dir, lambda folder: f"abricot-local {' '.join(resume_argv(folder))}"))
 
 
 def _exit_interrupted(message: str) -> None:

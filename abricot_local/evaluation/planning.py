@@ -32,6 +32,7 @@ class TaskRun:
     items: tuple[Item, ...]
     sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
     notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
+    available: int = 0  # the items in the task's data, before --limit/--sample/--shard
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
     runs = []
     for task in tasks:
         items = task.items()
+        available = len(items)
         notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
         if sample is not None and sample < len(items):
             keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
@@ -138,7 +140,8 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
             items = shard.take(items)
             if not items:
                 raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all)")
-        runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes))
+        runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes,
+                            available))
     return runs
 
 

@@ -240,16 +240,37 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
 def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself."""
-    from abricot_local.evaluation.runner import apply_chat
-
     reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
     be = open_backend(kind, str(ref.path) if reads else ref.label,
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
-        runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
-        return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]
+        return _counted_by(be, opts, tasks, chat)
     finally:
         be.close()
+
+
+def _counted_by(be, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
+    """Every task's work with an open backend's own schedule (the run's: what it counts here,
+    it scores without tokenizing again)."""
+    from abricot_local.evaluation.runner import apply_chat
+
+    runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
+    return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]
+
+
+def of_run(run_plan, backend) -> DryRun:
+    """The plan of a run about to score (an evaluation.planning.RunPlan, its model open as
+    ``backend``): its own items, counted with the loaded model's tokenizer, and the speed; no
+    other load, no item built again (the lines `run` prints first)."""
+    ref, opts, cls = run_plan.model, run_plan.backend_options, backend_class(run_plan.backend)
+    tasks = [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs]
+    plans = _counted_by(backend, opts, tasks, run_plan.task_options.chat_template)
+    facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
+    speed, note = _speed(ref.as_written, ref, cls, opts, facts, False, None)
+    plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
+    model = ModelPlan(ref.as_written, ref.label, run_plan.backend, str(ref.path) if ref.path else None, facts, None, None,
+                      False, speed, note, tuple(plans))
+    return DryRun((model,), _alternatives([model], run_plan.limit, run_plan.sample, run_plan.shard))
 
 
 def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:

@@ -57,6 +57,7 @@ class LlamaCppBackend(Declared):
             options = LlamaCppOptions(**{f: getattr(options, f) for f in options.__dataclass_fields__})
         self.path = Path(model_path)
         self.options = options
+        self._schedules: dict[Request, Schedule] = {}  # request -> its schedule (schedule())
         check_gguf(self.path)  # once per file per process (open_model has checked it already)
         engine_cls = engine_class(options.engine)
         n_seq = engine_cls.sequences(options) if not options.vocab_only else 1
@@ -136,9 +137,14 @@ class LlamaCppBackend(Declared):
         return self.session.n_ctx()
 
     def schedule(self, request: Request) -> Schedule:
-        special = request.parse_special
-        return schedule(request, lambda t: self.tokenize(t, special=special), self.n_ctx(),
-                        asked_n_ctx=self.options.n_ctx)
+        """The request's schedule, tokenized once per backend: the run's plan, its fit check and
+        its scoring all ask for it."""
+        got = self._schedules.get(request)
+        if got is None:
+            special = request.parse_special
+            got = self._schedules[request] = schedule(request, lambda t: self.tokenize(t, special=special),
+                                                      self.n_ctx(), asked_n_ctx=self.options.n_ctx)
+        return got
 
     # -- scoring ---------------------------------------------------------------------------
     def score(self, request: Request) -> Scored:
@@ -246,24 +252,24 @@ class LlamaCppBackend(Declared):
 
 
 def kv_cache_bytes(path: str | Path, n_ctx: int) -> int:
-    """The f16 KV cache a context of ``n_ctx`` tokens needs, from the GGUF's metadata (vocab-only load)."""
+    """The f16 KV cache a context of ``n_ctx`` tokens needs, from the GGUF's header (read without
+    llama.cpp: no model load)."""
+    from abricot_local.gguf.file import headers
     from abricot_local.memory import estimate_kv_bytes
 
-    b = LlamaSession(Path(path), LlamaCppOptions(vocab_only=True))
-    try:
-        arch = b.metadata("general.architecture") or "llama"
+    meta = headers(Path(path))[0].metadata
+    arch = str(meta.get("general.architecture") or "llama")
 
-        def num(key: str, default: int = 0) -> int:
-            try:
-                return int(float(b.metadata(f"{arch}.{key}") or default))
-            except ValueError:  # per-layer arrays: take the default
-                return default
+    def num(key: str, default: int = 0) -> int:
+        value = meta.get(f"{arch}.{key}")  # None for a per-layer array: take the default
+        try:
+            return int(float(value or default))
+        except (TypeError, ValueError):
+            return default
 
-        n_layer, n_embd = num("block_count"), num("embedding_length")
-        n_head = max(num("attention.head_count", 1), 1)
-        n_head_kv = num("attention.head_count_kv", n_head) or n_head
-        k_len = num("attention.key_length", n_embd // n_head)
-        v_len = num("attention.value_length", k_len)
-    finally:
-        b.close()
+    n_layer, n_embd = num("block_count"), num("embedding_length")
+    n_head = max(num("attention.head_count", 1), 1)
+    n_head_kv = num("attention.head_count_kv", n_head) or n_head
+    k_len = num("attention.key_length", n_embd // n_head)
+    v_len = num("attention.value_length", k_len)
     return estimate_kv_bytes(n_layer, n_ctx, n_head_kv * k_len, n_head_kv * v_len)
