@@ -176,3 +176,43 @@ def test_import_loads_neither_llama_cpp_nor_pandas_until_a_call_needs_them():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "[] False False", r.stdout + r.stderr
 
+
+
+def _drawn_layers() -> tuple[tuple[str, ...], ...]:
+    """The layers ARCHITECTURE.md draws, top to bottom: each room at the start of a line of its
+    diagram ("cli/  ..."), rooms between two "|" lines sharing a layer; "the top:" (the top-level
+    modules) closes it."""
+    text = (PKG.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    diagram = text.split("## Layers", 1)[1].split("```", 2)[1]
+    layers, current = [], []
+    for line in diagram.splitlines():
+        if line.strip() == "|":
+            layers.append(tuple(current))
+            current = []
+        elif m := re.match(r"([a-z_]+)/\s", line):
+            current.append(m.group(1))
+    assert current == [], f"rooms drawn below the top-level modules: {current}"
+    return tuple(layers)
+
+
+def test_the_layers_are_the_ones_architecture_md_draws():
+    assert _drawn_layers() == LAYERS, "ARCHITECTURE.md's layer diagram and LAYERS (the order checked) differ"
+
+
+# a command that serves one backend's own protocol (ggml-rpc's server) may import that backend
+BACKEND_IMPORTERS = {"abricot_local.cli.rpc"}
+
+
+def test_shared_code_imports_no_backend_package():
+    """A backend's own package (backends/<name>/) is imported only by itself and the registry's
+    strings: everything else goes through abricot_local.backends (its classes, options, hooks)."""
+    own = {p.name for p in (PKG / "backends").iterdir() if (p / "__init__.py").exists()}
+    wrong = []
+    for p in sorted(PKG.rglob("*.py")):
+        me = module_name(p)
+        if me.split(".")[:3] in [["abricot_local", "backends", o] for o in own] or me in BACKEND_IMPORTERS:
+            continue
+        wrong += [f"{p.relative_to(PKG.parent)}:{line} imports {dep}" for line, dep in imported(p)
+                  if dep.split(".")[:2] == ["abricot_local", "backends"] and len(dep.split(".")) > 2
+                  and dep.split(".")[2] in own]
+    assert not wrong, "\n".join(wrong)

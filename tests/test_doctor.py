@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from abricot_local.backends import gpus
-from abricot_local.backends.llama_cpp import system
+from abricot_local.backends.llama_cpp import build as llama_build, system
 from abricot_local.models import doctor
 from abricot_local.models.registry import load_registry
 
@@ -52,25 +52,25 @@ def test_llama_not_importable(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     facts = system.llama_facts()
     assert facts["importable"] is False and "llama_cpp" in facts["error"]
-    assert "llama-cpp-python" in doctor.advice(facts, {"gpus": []})[0]
+    assert "llama-cpp-python" in system.advice(facts, {"gpus": []})[0]
 
 
 def test_advice_cuda_when_gpu_unused():
     llama = {"importable": True, "gpu_backends": []}
-    tips = doctor.advice(llama, {"gpus": [{"name": "X", "memory_total": 1, "memory_free": 1}]})
-    assert any(doctor.REINSTALL["cuda"] in t for t in tips)
-    assert not doctor.advice({"importable": True, "gpu_backends": ["CUDA"]}, {"gpus": [{"name": "X"}]})
+    tips = system.advice(llama, {"gpus": [{"name": "X", "memory_total": 1, "memory_free": 1}]})
+    assert any(llama_build.REINSTALL["cuda"] in t for t in tips)
+    assert not system.advice({"importable": True, "gpu_backends": ["CUDA"]}, {"gpus": [{"name": "X"}]})
 
 
 def test_reinstall_commands_exact():
     """Each with RPC, as the README's install commands."""
-    assert doctor.REINSTALL["cuda"] == (
+    assert llama_build.REINSTALL["cuda"] == (
         'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
         '"llama-cpp-python==0.3.36"')
-    assert doctor.REINSTALL["metal"] == (
+    assert llama_build.REINSTALL["metal"] == (
         'CMAKE_ARGS="-DGGML_RPC=on -DGGML_METAL=on" pip install --force-reinstall --no-cache-dir '
         '"llama-cpp-python==0.3.36"')
-    assert doctor.REINSTALL["native"] == (
+    assert llama_build.REINSTALL["native"] == (
         'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir '
         '"llama-cpp-python==0.3.36"')
 
@@ -89,7 +89,7 @@ def test_gather_runs():
     assert set(rows) == set(models)
     assert rows["llama-3.1-8b-q4"]["cached"] is False  # empty HF cache
     assert rows["llama-3.1-70b-q4"]["size"] == 42520398400 and rows["llama-3.1-70b-q4"]["size_exact"]
-    assert facts["reinstall"] == doctor.REINSTALL
+    assert facts["reinstall"] == llama_build.REINSTALL
     assert facts["memory"]["ram_total"] is None or facts["memory"]["ram_total"] > 0
 
 

@@ -266,7 +266,7 @@ def test_a_real_run_prints_its_plan_first(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("plan: ")]
     assert lines[0].startswith("plan: fake abricot_abs: 3 items, ") and " tokens, " in lines[0]
     assert lines[-1].startswith("plan: total ") and "calibrated" in lines[-1]
-    assert r.stderr.index("plan: total") < r.stderr.index("run: fake")  # before the model loads
+    assert r.stderr.index("plan: total") < r.stderr.index("run: fake")  # before the run starts scoring
     plain = invoke("run", "fake", "--backend", "fake", *ABRICOT, "--limit", "3", "--out", tmp_path / "p")
     assert "plan: total" not in plain.stderr or "calibrated" in plain.stderr
 

@@ -403,7 +403,7 @@ def test_a_real_server_answers_the_handshake_and_llama_cpp_connects_after_it(ser
 
     (a,) = servers(1)
     assert handshake(a.endpoint, timeout=10) is None
-    code = ("from abricot_local.backends import rpc; "
+    code = ("from abricot_local.backends.llama_cpp import rpc; "
             f"print([d.name for d in rpc.add_servers(['{a.endpoint}'], timeout=10)])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "['RPC0']", r.stderr

@@ -16,7 +16,7 @@ from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
 from abricot_local.evaluation.results import OutputDir
 from abricot_local.record import read_samples
-from abricot_local.tasks.base import DataSpec, Item, Task, TaskOptions
+from abricot_local.tasks.base import CONTRACT, DataSpec, Item, Task, TaskOptions
 from conftest import FIXTURE
 
 
@@ -25,6 +25,7 @@ class ToyTask(Task):
 
     name = "toy"
     version = "1"
+    contract = CONTRACT
     metric_names = ("accuracy",)
     primary_metric = "accuracy"
     chance = {"accuracy": 1 / 3}
@@ -38,7 +39,7 @@ class ToyTask(Task):
                 for k, w in enumerate(rows)]
 
     def metrics(self, samples):
-        acc, ci = with_ci("accuracy", [s["pred"] for s in samples], [s["gold"] for s in samples],
+        acc, ci = with_ci("accuracy", [s.pred for s in samples], [s.gold for s in samples],
                           seed=self.options.seed)
         return {"accuracy": acc, "accuracy_ci95": ci}
 

@@ -22,7 +22,7 @@ from invented_data import write_discotex
 
 STUCK = r"""
 import sys, time
-from abricot_local.backends import interrupts
+from abricot_local.backends.llama_cpp import interrupts
 from abricot_local.backends.fake import FakeBackend
 interrupts.GRACE = float(sys.argv.pop(1))
 real, calls = FakeBackend.score_many, {"n": 0}
@@ -87,7 +87,7 @@ def test_a_signal_ends_a_run_stuck_inside_llama_cpp(tmp_path, data, sig=signal.S
 def test_without_a_handler_the_watchdog_exits_with_the_signals_code(tmp_path):
     """Ctrl-C (SIGINT, Python's own KeyboardInterrupt handler) with no on_stuck handler: 128 + 2."""
     code = ("import os, signal, time\n"
-            "from abricot_local.backends import interrupts\n"
+            "from abricot_local.backends.llama_cpp import interrupts\n"
             "interrupts.GRACE = 0.5\n"
             "with interrupts.deferred():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"

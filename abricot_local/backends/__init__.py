@@ -5,14 +5,19 @@ extending ``options.ScoringOptions``, ``capabilities``, ``reads_model_file``, ``
 and the classmethods ``config``, ``preflight``, ``speed_settings``, ``watch_remote``;
 ``base.Declared`` gives their defaults); instances follow ``base.Backend``. Each is registered
 with its options class, which lives in a module that does not import the backend's runtime:
-flags, model_args keys and option checks need only that. Shared code uses these and never compares a backend's name.
+flags, model_args keys and option checks need only that; and, when its runtime's C calls need
+it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no
+runtime import), which :func:`on_stuck` and :func:`exit_process` go through. Shared code uses
+these and never compares a backend's name.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
+from typing import Callable
 
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.options import ScoringOptions
@@ -25,12 +30,16 @@ class Registered:
     backend: str  # "module:Class" of the backend
     options: str  # "module:Class" of its Options (a module that does not import the runtime)
     reads_model_file: bool = True  # its class's, known without importing the runtime (tests/test_options.py)
+    interrupts: str = ""  # the module of its interrupt handling (no runtime import), or none
+    doctor: str = ""  # "module:function": gpus -> what `doctor` shows of it (no runtime import to call it)
 
 
 GROUP = "abricot_local.backends"  # other packages' backends: NAME = "module:REGISTERED" (a Registered)
 SHIPPED = {
     "llama.cpp": Registered("abricot_local.backends.llama_cpp.backend:LlamaCppBackend",
-                            "abricot_local.backends.llama_cpp.options:LlamaCppOptions"),
+                            "abricot_local.backends.llama_cpp.options:LlamaCppOptions",
+                            interrupts="abricot_local.backends.llama_cpp.interrupts",
+                            doctor="abricot_local.backends.llama_cpp.system:doctor_facts"),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
 }
@@ -109,3 +118,41 @@ def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:
 def open_backend(kind: str, model: str, options: ScoringOptions) -> Backend:
     """Create the backend ``kind`` for ``model`` (a GGUF path, or a label for a synthetic one)."""
     return backend_class(kind)(model, options)
+
+
+def _interrupt_hooks() -> list:
+    """The registered backends' interrupt-handling modules (none imports a runtime)."""
+    return [import_module(r.interrupts) for r in BACKENDS.values() if r.interrupts]
+
+
+def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
+    """Call ``handler(signum)`` when a signal came while a backend's C call did not return (each
+    backend's own hook decides when; the process ends after it). Returns what unregisters it."""
+    forgets = [hooks.on_stuck(handler) for hooks in _interrupt_hooks()]
+
+    def forget() -> None:
+        for f in forgets:
+            f()
+
+    return forget
+
+
+def exit_process(code: int) -> None:
+    """End the process with ``code``: through the backend that left a thread inside a C call (it
+    ends the process without the runtime's exit-time destructors), else sys.exit."""
+    for hooks in _interrupt_hooks():
+        if hooks.left_inside():
+            hooks.exit_process(code)
+    sys.exit(code)
+
+
+def doctor_facts(gpus: dict) -> dict:
+    """What `doctor` shows of the registered backends (each one's ``doctor`` hook, given the GPUs
+    found), merged; ``advice``: every backend's tips."""
+    out: dict = {"advice": []}
+    for r in BACKENDS.values():
+        if r.doctor:
+            facts = dict(_load(r.doctor)(gpus))
+            out["advice"] += facts.pop("advice", [])
+            out.update(facts)
+    return out

@@ -34,10 +34,10 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
-            from abricot_local.backends.llama_cpp import interrupts
+            from abricot_local.backends import exit_process
 
             echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
-            interrupts.exit_process(err.exit_code)  # os._exit once a thread was left inside llama.cpp
+            exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

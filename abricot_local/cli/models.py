@@ -67,7 +67,7 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 
     facts = doc.gather(load_registry(models_file))
     facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
-    echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts, doc.REINSTALL_RPC))
+    echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts))
 
 
 @cli.command()

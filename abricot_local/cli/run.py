@@ -113,10 +113,10 @@ def _stderr(line: str) -> None:
 
 
 def _exit_interrupted(message: str) -> None:
-    from abricot_local.backends.llama_cpp import interrupts
+    from abricot_local.backends import exit_process
 
     echo(message, err=True)
-    interrupts.exit_process(130)
+    exit_process(130)
 
 
 def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:

@@ -97,7 +97,7 @@ def build_lines(llama: dict) -> list[str]:
             f"  CPU features used: {features}", f"  {offload}"]
 
 
-def doctor_text(facts: dict, reinstall_rpc: str) -> str:
+def doctor_text(facts: dict) -> str:
     llama = facts["llama_cpp"]
     lines = [f"python {facts['python']['version']}  llama-cpp-python {facts['packages'].get('llama-cpp-python')}",
              f"llama.cpp system info: {llama.get('system_info', '?')}"]
@@ -109,7 +109,7 @@ def doctor_text(facts: dict, reinstall_rpc: str) -> str:
         lines.append(f"GPU: {g.get('name')}  VRAM {gib(g.get('memory_total'))} total, {gib(g.get('memory_free'))} free")
     lines += on_machine_lines(facts.get("on_this_machine", []))
     lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
-                 + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {reinstall_rpc}"))
+                 + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {facts['reinstall_rpc']}"))
     lines.append("reinstall llama-cpp-python (each with RPC; docs/numerics.md says which numbers each gives):")
     what = facts.get("reinstall_what", {})
     lines += [f"  {kind} ({what[kind]}):\n    {_command(cmd)}" if kind in what else f"  {kind}: {_command(cmd)}"

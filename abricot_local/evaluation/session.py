@@ -48,17 +48,17 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
               hooks: Hooks) -> Done:
     """One model: plan, load, score, write. Ctrl-C (KeyboardInterrupt) at any moment (planning,
     hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
-    from abricot_local.backends.llama_cpp import interrupts
+    from abricot_local import backends
     from abricot_local.evaluation import planning, runner
     from abricot_local.evaluation.arguments import given_opts, task_opts
 
     plan = None
     state = {"out": out_dir}
 
-    def stuck(_signum: int) -> None:  # llama.cpp did not return after a signal: the process ends now
+    def stuck(_signum: int) -> None:  # the backend did not return after a signal: the process ends now
         hooks.say(save_interrupted(plan, state["out"], hooks.resume_hint))
 
-    forget = interrupts.on_stuck(stuck)
+    forget = backends.on_stuck(stuck)
     try:
         plan = planning.plan_run(
             model=model, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,

@@ -1,7 +1,8 @@
 """Facts for ``abricot-local doctor``: versions, llama.cpp build, memory, GPUs, cached models.
 
 Pure fact gathering: nothing is printed and nothing is downloaded. The probes are the
-backends' (backends/gpus.py: nvidia-smi; backends/llama_cpp/system.py: the llama.cpp build).
+backends' (backends/gpus.py: nvidia-smi; each backend's own facts, advice and reinstall commands
+through its `doctor` hook: backends.doctor_facts).
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ import sys
 from typing import Any
 
 from abricot_local import memory
+from abricot_local.backends import doctor_facts
 from abricot_local.backends.gpus import nvidia_gpus
-from abricot_local.backends.llama_cpp import build as llama_build
-from abricot_local.backends.llama_cpp.build import REINSTALL, REINSTALL_RPC
-from abricot_local.backends.llama_cpp.system import llama_facts
 from abricot_local.models import fetch
 from abricot_local.models.ref import is_cached, local_file
 from abricot_local.models.registry import ModelSpec
@@ -70,39 +69,24 @@ def on_this_machine(models: dict[str, ModelSpec], ram: int | None) -> list[dict[
             for r in local_models(models, hash_new=False)]
 
 
-def advice(llama: dict[str, Any], gpus: dict[str, Any]) -> list[str]:
-    """Reinstall commands that would unlock a GPU the current build does not use."""
-    tips = []
-    if not llama.get("importable"):
-        tips.append("llama-cpp-python does not load: pip install --force-reinstall --no-cache-dir llama-cpp-python")
-        return tips
-    backends = llama.get("gpu_backends", [])
-    if gpus.get("gpus") and "CUDA" not in backends:
-        tips.append(f"an NVIDIA GPU is present but llama.cpp was built without CUDA: {REINSTALL['cuda']}")
-    if sys.platform == "darwin" and platform.machine() == "arm64" and "Metal" not in backends:
-        tips.append(f"Apple Silicon without Metal in this build: {REINSTALL['metal']}")
-    return tips
-
-
 def gather(models: dict[str, ModelSpec]) -> dict[str, Any]:
     """Every fact the doctor command shows, as plain data."""
-    llama = llama_facts()
     gpus = nvidia_gpus()
+    runtime = doctor_facts(gpus)  # each backend's: its build, reinstall commands, advice
+    advice = runtime.pop("advice", [])
     memory = memory_facts()
     vram = sum(g["memory_free"] for g in gpus["gpus"])
     return {
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},
         "packages": package_versions(),
-        "llama_cpp": llama,
+        **runtime,
         "memory": memory,
         "nvidia": gpus,
         "cache": {"abricot": str(fetch.cache_dir()), "huggingface": _hf_cache(), "offline": fetch.is_offline()},
         "models": model_facts(models, memory["ram_available"], vram),
         "on_this_machine": on_this_machine(models, memory["ram_available"]),
-        "reinstall": dict(REINSTALL),
-        "reinstall_what": dict(llama_build.WHAT),
-        "advice": advice(llama, gpus),
+        "advice": advice,
     }
 
 

@@ -27,7 +27,8 @@ from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
-from abricot_local.models.ref import ModelRef, before_download, local_file, lookup_alias, resolve_model_ref
+from abricot_local.models.ref import (ModelRef, before_download, hub_download, local_file, lookup_alias,
+                                      resolve_model_ref)
 from abricot_local.models.sources import Pending as Download, source_of
 from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
                                      text_tokenizer, with_items)
@@ -195,9 +196,6 @@ def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_
 
 def _locate(name, given: Given, models_file, model_dirs):
     """(ModelRef when the model is here or synthetic, its registry entry, what a run downloads)."""
-    from abricot_local.models import stores
-    from abricot_local.models.hub import download_folder
-
     if not backend_class(given.backend).reads_model_file:
         return resolve_model_ref(name, backend=given.backend, models_file=models_file), None, None
     ref = before_download(name, backend=given.backend, given=given, models_file=models_file,
@@ -205,12 +203,9 @@ def _locate(name, given: Given, models_file, model_dirs):
     if ref is not None:  # (a file that is a registry entry's byte for byte keeps the run's own options)
         return ref, ref.spec, None
     offline = is_offline()
-    if stores.prefix_of(name) == "hf":
-        if offline:  # the run would refuse the download: the same refusal (a split model's missing part named)
-            resolve_model_ref(name, backend=given.backend, offline=True, models_file=models_file, digest=False)
-        folder = download_folder(ModelSpec(name, "hf", ()))
-        return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
-                                    memory.free_disk(folder)[1])
+    hub = hub_download(name, backend=given.backend, models_file=models_file)
+    if hub is not None:
+        return None, None, hub
     spec = lookup_alias(name, models_file)
     path = local_file(spec)
     if path is None and not source_of(spec).fetches:

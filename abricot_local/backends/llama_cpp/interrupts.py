@@ -61,10 +61,15 @@ def abandoned(thread: threading.Thread) -> None:
     _left.append(thread)
 
 
+def left_inside() -> bool:
+    """Whether a thread was left inside a C call that never returned (:func:`abandoned`)."""
+    return any(t.is_alive() for t in _left)
+
+
 def exit_process(code: int) -> None:
     """End the process with ``code``: sys.exit, or os._exit once a thread was left inside a C
     call (stdout and stderr flushed first)."""
-    if any(t.is_alive() for t in _left):
+    if left_inside():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

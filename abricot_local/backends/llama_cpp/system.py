@@ -4,6 +4,8 @@ exists before offloading by default). llama_cpp is imported only inside :func:`l
 
 from __future__ import annotations
 
+import platform
+import sys
 from typing import Any
 
 from abricot_local.backends.llama_cpp import build as llama_build
@@ -62,3 +64,26 @@ def llama_facts() -> dict[str, Any]:
         "build": llama_build.build_kind(),  # native, portable, dispatch or unknown (ggml-config.cmake)
         "build_switches": llama_build.switches(),
     }
+
+
+def advice(llama: dict[str, Any], gpus: dict[str, Any]) -> list[str]:
+    """Reinstall commands that would unlock a GPU the current build does not use."""
+    REINSTALL = llama_build.REINSTALL
+    tips = []
+    if not llama.get("importable"):
+        tips.append("llama-cpp-python does not load: pip install --force-reinstall --no-cache-dir llama-cpp-python")
+        return tips
+    backends = llama.get("gpu_backends", [])
+    if gpus.get("gpus") and "CUDA" not in backends:
+        tips.append(f"an NVIDIA GPU is present but llama.cpp was built without CUDA: {REINSTALL['cuda']}")
+    if sys.platform == "darwin" and platform.machine() == "arm64" and "Metal" not in backends:
+        tips.append(f"Apple Silicon without Metal in this build: {REINSTALL['metal']}")
+    return tips
+
+
+def doctor_facts(gpus: dict[str, Any]) -> dict[str, Any]:
+    """What `doctor` shows of this backend (its hook, backends.doctor_facts): the build's facts,
+    the reinstall commands (``reinstall_rpc``: the one that adds RPC) and the advice for ``gpus``."""
+    llama = llama_facts()
+    return {"llama_cpp": llama, "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT),
+            "reinstall_rpc": llama_build.REINSTALL_RPC, "advice": advice(llama, gpus)}
