@@ -7,7 +7,6 @@ what a run says is a Python warning (AbricotWarning), a failure an AbricotError.
 from __future__ import annotations
 
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
@@ -32,13 +31,15 @@ def _models(model) -> list[str]:
     return [str(model)] if isinstance(model, (str, Path)) else [str(m) for m in model]
 
 
-def _quants(models: list[str], quants, kw: dict) -> list[str]:
-    """``quants`` given: the one model's quants as the registry's aliases (models/quants.py, as `run --quants`)."""
-    if quants is None:
-        return models
-    from abricot_local.models.quants import expand
+def _request(model, tasks, protocol, options: dict, *, quants, **selection):
+    """The evaluation.request.RunRequest of the API's arguments (``quants``: a text or a list of the
+    registry's quant names, as `run --quants`), refused as `run` refuses them."""
+    from abricot_local.evaluation.request import request_of
 
-    return list(expand(models, quants if isinstance(quants, str) else ",".join(quants), kw["models_file"]))
+    if quants is not None and not isinstance(quants, str):
+        quants = ",".join(quants)
+    return request_of(_models(model), run_kw(tasks, protocol, options), force=bool(options.get("force", False)),
+                      quants=quants, **selection)
 
 
 def _resume_hint(folder: Path) -> str:
@@ -58,38 +59,25 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     (a sweep: a list of Runs). Ctrl-C leaves the run INTERRUPTED: the same call with
     ``resume=True`` (and its ``out``) continues it."""
     from abricot_local.evaluation import session
-    from abricot_local.evaluation.arguments import check_counts, limit_caution
-    from abricot_local.evaluation.planning import Shard
 
-    kw = run_kw(tasks, protocol, options)
-    force = bool(options.get("force", False))
-    check_counts(limit, sample, resume, out)
-    if limit is not None:
-        warnings.warn(limit_caution(limit), AbricotWarning, stacklevel=2)
-    models = _quants(_models(model), quants, kw)
-    if not models:
-        raise AbricotError("evaluate needs a model")
-    if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
-        from abricot_local.models.ref import require_known
-
-        require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
+                       resume=resume, quants=quants)
+    if request.caution:
+        warnings.warn(request.caution, AbricotWarning, stacklevel=2)
 
     def one(name: str, folder: Path | None, again: bool) -> Run:
         bar, close = progress_bars(progress)
         hooks = session.Hooks(warn=warn, progress=bar, resume_hint=_resume_hint,
                               say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
         try:
-            done = session.run_model(name, folder, again, stamp=stamp, hooks=hooks, **args)
+            done = session.run_model(request, name, folder, again, hooks=hooks)
         finally:
             close()
         return Run(done.outcome.path.parent, done.outcome.record)
 
-    if len(models) == 1:
-        return one(models[0], Path(out) if out else None, resume)
-    root = Path(out) if out else Path("results") / f"sweep-{stamp}"
-    done, failed = session.sweep(models, root, resume, one, say=lambda line: None)
+    if len(request.models) == 1:
+        return one(request.models[0], request.out, resume)
+    done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None)
     runs = [Run.load(f) for f in done]
     if failed:
         raise SweepError(failed, runs)
@@ -101,19 +89,10 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
     plan (planner.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
     nothing scored, written or downloaded."""
-    from abricot_local.evaluation.arguments import check_counts
-    from abricot_local.evaluation.planning import Shard
     from abricot_local.planner import dry_run
 
-    kw = run_kw(tasks, protocol, options)
-    check_counts(limit, sample, False, None)
-    models = _quants(_models(model), quants, kw)
-    if len(models) == 1:
-        from abricot_local.models.ref import require_known
-
-        require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    return dry_run.plan_of(models, limit=limit, sample=sample, shard=Shard.parse(shard), kw=kw, calibrate=calibrate,
-                           with_memory=True, keep_going=len(models) > 1)
+    request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
+    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1)
 
 
 def load_run(path: str | Path) -> Run:

@@ -9,20 +9,15 @@ import sys
 from abricot_local.cli.app import echo
 
 
-def _plan(models, *, limit, sample, shard, kw, calibrate: bool, with_memory: bool, keep_going: bool):
+def show(request, *, as_json: bool, calibrate: bool) -> None:
+    """The whole plan of ``request`` (an evaluation.request.RunRequest) on stdout; nothing run,
+    written (but a calibration's cache entry) or downloaded. A model that cannot be planned is an
+    error for one model, a row in a sweep."""
+    from abricot_local.console.plan import full
     from abricot_local.planner import dry_run
 
-    return dry_run.plan_of(models, limit=limit, sample=sample, shard=shard, kw=kw, calibrate=calibrate,
-                           with_memory=with_memory, keep_going=keep_going,
+    plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1,
                            notify=lambda line: echo(line, err=True))
-
-
-def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
-    """The whole plan on stdout; nothing run, written (but a calibration's cache entry) or
-    downloaded. A model that cannot be planned is an error for one model, a row in a sweep."""
-    from abricot_local.console.plan import full
-
-    plan = _plan(models, calibrate=calibrate, with_memory=True, keep_going=len(models) > 1, **args)
     if as_json:
         echo(json.dumps(plan.to_json(), indent=1))
     else:

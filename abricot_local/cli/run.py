@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -41,38 +40,25 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.evaluation.arguments import check_counts, limit_caution
+    from abricot_local.cli.plan import show
+    from abricot_local.evaluation.request import request_of
 
-    check_counts(limit, sample, resume, out)
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
-    if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
-        from abricot_local.models.quants import expand
-
-        models = expand(models, quants, kw["models_file"])
-    if limit is not None:
-        echo(limit_caution(limit), err=True)
-    if len(models) == 1:  # a name nothing knows: refused before the plan, the data or llama.cpp load
-        from abricot_local.models.ref import require_known
-
-        require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    from abricot_local.evaluation.planning import Shard
-
-    args = dict(limit=limit, sample=sample, shard=Shard.parse(shard), force=force, kw=kw)
-    from abricot_local.cli.plan import show
-
+    request = request_of(models, kw, limit=limit, sample=sample, shard=shard, out=out, resume=resume, force=force,
+                         quants=quants)
+    if request.caution:
+        echo(request.caution, err=True)
     if dry_run:
-        return show(models, as_json=as_json, calibrate=calibrate, limit=limit, sample=sample, shard=args["shard"],
-                    kw=kw)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    if len(models) == 1:
-        run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)
+        return show(request, as_json=as_json, calibrate=calibrate)
+    if len(request.models) == 1:
+        run_one(request, request.models[0], request.out, resume)
         return
-    sweep(models, Path(out) if out else Path("results") / f"sweep-{stamp}", resume, stamp=stamp, **args)
+    sweep(request)
 
 
-def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str):
-    """One model (evaluation.session.run_model: plan, load, score, write); the summary and the
+def run_one(request, model: str, out_dir: Path | None, resume: bool):
+    """One model of ``request`` (evaluation.session.run_model: plan, load, score, write); the summary and the
     published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
     it with exit code 130."""
     from abricot_local import console
@@ -89,8 +75,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
                           resume_hint=lambda folder: f"abricot-local {' '.join(resume_argv(folder))}", say=_stderr)
     try:
-        done = session.run_model(model, out_dir, resume, limit=limit, sample=sample, shard=shard, force=force,
-                                 kw=kw, stamp=stamp, hooks=hooks)
+        done = session.run_model(request, model, out_dir, resume, hooks=hooks)
     except session.Interrupted as err:
         close()
         _exit_interrupted(err.message)
@@ -119,18 +104,18 @@ def _exit_interrupted(message: str) -> None:
     exit_process(130)
 
 
-def sweep(models, root: Path, resume: bool, *, stamp: str, **args) -> None:
-    """Several models one after another, each into root/<model>/ (evaluation.session.sweep);
+def sweep(request) -> None:
+    """The request's models one after another, each into <sweep root>/<model>/ (evaluation.session.sweep);
     then the comparison table and the pairwise verdicts; failures reported at the end."""
     from abricot_local.evaluation import session
     from abricot_local.report import tables as rep
     from abricot_local.models.registry import load_registry
 
-    done, failed = session.sweep(models, root, resume,
-                                 lambda model, folder, again: run_one(model, folder, again, stamp=stamp, **args),
-                                 _stderr)
+    root = request.sweep_root
+    done, failed = session.sweep(request.models, root, request.resume,
+                                 lambda model, folder, again: run_one(request, model, folder, again), _stderr)
     if done:
-        registry = load_registry(args["kw"]["models_file"])
+        registry = load_registry(request.models_file)
         echo(f"\n== comparison of {len(done)} model(s) in {root}")
         echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
         if len(done) > 1:

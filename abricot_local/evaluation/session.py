@@ -44,13 +44,12 @@ class Done:
     seconds: float  # from the output folder taken to the record written
 
 
-def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str,
-              hooks: Hooks) -> Done:
-    """One model: plan, load, score, write. Ctrl-C (KeyboardInterrupt) at any moment (planning,
-    hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
+def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
+    """One model of ``request`` (an evaluation.request.RunRequest): plan, load, score, write into
+    ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
+    (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
     from abricot_local.evaluation import planning, runner
-    from abricot_local.evaluation.arguments import given_opts, task_opts
 
     plan = None
     state = {"out": out_dir}
@@ -60,12 +59,13 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
 
     forget = backends.on_stuck(stuck)
     try:
+        r = request
         plan = planning.plan_run(
-            model=model, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,
-            models_file=kw["models_file"], force=force, sample=sample, shard=shard,
-            notify=hooks.notify, fresh=resume, model_dirs=kw["model_dirs"],
+            model=model, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
+            models_file=r.models_file, force=r.force, sample=r.sample, shard=r.shard,
+            notify=hooks.notify, fresh=resume, model_dirs=r.model_dirs,
         )
-        out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
+        out_dir = state["out"] = out_dir or Path("results") / plan.model_label / r.stamp
         watch_remote(plan, out_dir, hooks)
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")

@@ -360,12 +360,11 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
     return tuple(out)
 
 
-def plan_of(models, *, limit, sample, shard, kw: dict, calibrate: bool = False, with_memory: bool = True,
-            keep_going: bool = False, notify: Callable[[str], None] | None = None) -> DryRun:
-    """:func:`plan` of a run's arguments as `run` and ``abricot_local.evaluate`` take them
-    (``kw``: the option values by name, evaluation.arguments)."""
-    from abricot_local.evaluation.arguments import given_opts, task_opts
-
-    return plan(models, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,
-                sample=sample, shard=shard, models_file=kw["models_file"], model_dirs=kw["model_dirs"],
+def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
+            notify: Callable[[str], None] | None = None) -> DryRun:
+    """:func:`plan` of a run as `run` and ``abricot_local.evaluate`` ask for it (an
+    evaluation.request.RunRequest)."""
+    r = request
+    return plan(r.models, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
+                sample=r.sample, shard=r.shard, models_file=r.models_file, model_dirs=r.model_dirs,
                 calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)

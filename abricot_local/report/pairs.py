@@ -15,7 +15,7 @@ from itertools import combinations
 from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import views
+from abricot_local.analysis import views as rv
 from abricot_local.analysis import stats
 from abricot_local.record import Sample
 from abricot_local.analysis.runs import Report
@@ -61,7 +61,7 @@ def pairwise(report: Report, samples: Mapping[tuple[int, str], Sequence[Sample]]
 
     Per task, the runs that scored it are compared in groups sharing items (:func:`clusters`);
     a pair across two groups has no cell, and a note says which runs share nothing."""
-    views = [views.view_of_run(r, {t: samples[(k, t)] for t in r.tasks}) for k, r in enumerate(report.runs)]
+    views = [rv.view_of_run(r, {t: samples[(k, t)] for t in r.tasks}) for k, r in enumerate(report.runs)]
     index = {v.label: k for k, v in enumerate(views)}
     tasks, best, notes = [], {}, []
     for task in dict.fromkeys(t for r in report.runs for t in r.tasks):
