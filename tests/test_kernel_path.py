@@ -143,8 +143,8 @@ def test_doctor_says_what_an_rpc_only_build_offloads_to_and_every_reinstall_has_
                            "rpc": True, "build": "portable", "cpu_features": ["AVX", "AVX2"]},
              "memory": {"ram_total": 2**34, "ram_available": 2**33}, "nvidia": {"gpus": []}, "models": [],
              "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT), "tasks": [],
-             "advice": []}
-    text = doctor_text(facts, llama_build.REINSTALL_RPC).replace(" \\\n      pip ", " pip ")  # (as the README: `\`)
+             "reinstall_rpc": llama_build.REINSTALL_RPC, "advice": []}
+    text = doctor_text(facts).replace(" \\\n      pip ", " pip ")  # (as the README: `\`)
     assert "GPU offload supported" not in text and "CPU only" not in text.split("GPU backends:")[0]
     assert "GPU backends: none in this build (offload only to --rpc servers' devices)" in text
     assert "llama.cpp build: portable (GGML_NATIVE=OFF)" in text
@@ -152,7 +152,7 @@ def test_doctor_says_what_an_rpc_only_build_offloads_to_and_every_reinstall_has_
     assert all("-DGGML_RPC=on" in cmd for cmd in llama_build.REINSTALL.values())
     assert all(cmd in text for cmd in llama_build.REINSTALL.values())
     facts["llama_cpp"].update(gpu_offload=False, build="native")
-    text = doctor_text(facts, llama_build.REINSTALL_RPC)
+    text = doctor_text(facts)
     assert "GPU backends: none in this build (CPU only)" in text and "llama.cpp build: native (GGML_NATIVE=ON)" in text
 
 
