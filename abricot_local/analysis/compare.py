@@ -28,7 +28,7 @@ from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answ
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
                                          view_of, view_of_run)
-from abricot_local.core import DEFAULT_SEED
+from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.record import Sample
@@ -258,10 +258,14 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     default): the equivalence verdicts; ``near_tie``: nats, changes.py's threshold."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
-    if tolerance < 0:
-        raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
-    if (margin is not None and not margin > 0) or not near_tie >= 0:
-        raise UsageError(f"--margin must be more than 0 and --near-tie 0 or more, got {margin} and {near_tie}")
+    if not 0 <= tolerance < math.inf:  # NaN fails too
+        raise UsageError(f"--tolerance must be a finite number of nats, 0 or more, got {tolerance}")
+    if margin is not None and not 0 < margin < math.inf:
+        raise UsageError(f"--margin must be a finite number more than 0, got {margin}")
+    if not 0 <= near_tie < math.inf:
+        raise UsageError(f"--near-tie must be a finite number of nats, 0 or more, got {near_tie}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED}, got {seed}")
     runs = labelled(runs)
     refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"

@@ -258,7 +258,11 @@ def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskChec
         raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
     opts = TaskOptions.from_config({**record.config_dict(), **entry.config})
-    fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
+    try:
+        fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
+    except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback
+        raise ResultsError(f"{where}: the samples of task {task} lack its field {exc.args[0]!r}: the file holds "
+                           "another task's samples, or was changed") from None
     recorded = {**entry.metrics, "n": entry.n}
     fresh["n"] = len(samples)
     bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))

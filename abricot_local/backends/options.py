@@ -42,7 +42,7 @@ class ScoringOptions:
                          choices=tuple(ENGINES), record=_engine_config)
     parallel: int | None = option(None, f"{_GROUPED}: most items per decode (each group also fits in --n-ctx). "
                                   "1 = prefix's numbers.", min=1, max=MAX_PARALLEL, default_text="n_ctx/256, 1-16")
-    seed: int = option(DEFAULT_SEED, "Seed (set by --seed).", min=0, flag=False)
+    seed: int = option(DEFAULT_SEED, "Seed (set by --seed).", min=0, max=MAX_SEED, flag=False)
     verbose: bool = option(False, "Show the backend's own log.")
     vocab_only: bool = option(False, internal=True)
 

@@ -7,12 +7,22 @@ from abricot_local.errors import UsageError
 
 
 def data_pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--data KEY=PATH`` values as (key, path); a key no task reads (a misspelt task) is refused
+    with a did-you-mean, not ignored."""
+    from abricot_local.names import did_you_mean
+    from abricot_local.tasks import data_keys
+
     pairs = []
     for v in values:
         task, sep, path = v.partition("=")
         if not sep or not task or not path:
             raise UsageError(f"--data expects TASK=PATH, got {v!r}")
         pairs.append((task.strip().lower(), path))
+    known = data_keys() if pairs else []
+    for key, _ in pairs:
+        if key not in known:
+            raise UsageError(f"--data {key}=...: no task reads data named {key!r}.{did_you_mean(key, known)} "
+                             f"--data takes one of: {', '.join(known)}")
     return tuple(pairs)
 
 

@@ -106,14 +106,17 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None =
     return TaskResult(run.task.key, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
 
 
-def data_warnings(task, samples: Sequence[Sample]) -> list[str]:
-    """What makes a task's numbers misleading: one gold class only, a source not scored."""
+def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, sample: int | None = None) -> list[str]:
+    """What makes a task's numbers misleading: one gold class only (with the advice that fits how
+    the items were chosen: ``limit``, ``sample``), a source not scored."""
     out = []
     golds = {s.gold for s in samples}
     if len(samples) > 1 and len(golds) == 1:
         only = samples[0].gold if samples[0].gold_label is None else samples[0].gold_label
+        advice = ("; use --sample N (a seeded draw over the whole release) instead of --limit" if limit is not None
+                  else "; a larger --sample N draws more of the release" if sample is not None else "")
         out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
-                   "only; use --sample N (a seeded draw over the whole release) instead of --limit")
+                   f"only{advice}")
     missing = [src for src in task.sources if src not in {s.source for s in samples}]
     if missing:
         out.append(f"no item from source(s) {', '.join(missing)} was scored")
@@ -154,7 +157,8 @@ def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
         samples_file=f"samples-{res.name}.jsonl", seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=(*run.notes, *run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)),
+        warnings=(*run.notes, *run.task.warnings(),
+                  *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics)),
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 

@@ -182,6 +182,11 @@ def samples_path(folder: Path, name: str, task: str) -> Path:
     if not inside:
         raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not a file inside "
                            "the run folder; a run's samples files lie in its folder")
+    own = f"samples-{task}.jsonl"
+    if given.as_posix() != own:  # another task's file would be read as this task's samples
+        raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not this task's "
+                           f"samples file ({own}): a run writes each task's samples to its own file; the record "
+                           "was changed")
     return path
 
 
