@@ -26,11 +26,18 @@ def allowed(name: str) -> int:
     return max(1, min(3, len(name) // 4))
 
 
+SUFFIX_SEPARATORS = "-_.:@~"  # a name, then one of these: a longer name of the same thing (smollm2-135m-pypi)
+
+
 def close_names(name: str, known: Iterable[str], limit: int = 3) -> list[str]:
-    """The known names at most :func:`allowed` edits from ``name`` (case ignored), nearest first."""
+    """The known names at most :func:`allowed` edits from ``name`` (case ignored), nearest first;
+    then those that are ``name`` with a suffix (``smollm2-135m`` -> ``smollm2-135m-pypi``)."""
     low = name.lower()
     scored = sorted((distance(low, k.lower()), k) for k in set(known))
-    return [k for d, k in scored if d <= allowed(name)][:limit]
+    near = [k for d, k in scored if d <= allowed(name)]
+    longer = sorted(k for k in set(known) if k not in near and len(k) > len(low) and k.lower().startswith(low)
+                    and k[len(low)] in SUFFIX_SEPARATORS and low)
+    return (near + longer)[:limit]
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -126,6 +126,10 @@ def load_runs(folder: str | Path) -> list[Run]:
     finished is named in a warning and left out."""
     import warnings
 
+    from abricot_local.api.arguments import check_call
+
+    check_call(load_runs, locals())
+
     from abricot_local.api.options import AbricotWarning
     from abricot_local.evaluation.states import find_runs
 

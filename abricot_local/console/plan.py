@@ -56,7 +56,8 @@ def _file_line(m) -> str:
         d = m.download
         size = f"{d.bytes / 1e9:.2f} GB" if d.bytes else "size unknown"
         free = f", {d.free / _GIB:.1f} GiB free there" if d.free is not None else ""
-        return f"download: {visible(d.what)}, {size} -> {visible(d.to)}{free}"
+        refused = f"\n            offline: the run itself would refuse this download ({visible(d.refused)})" if d.refused else ""
+        return f"download: {visible(d.what)}, {size} -> {visible(d.to)}{free}{refused}"
     if m.path:
         size = f" ({m.facts.bytes / 1e9:.2f} GB)" if m.facts else ""
         return f"file:     {visible(m.path)}{size}, on this machine"

@@ -58,8 +58,11 @@ def check_counts(limit: int | None, sample: int | None, resume: bool, out) -> No
     """What `run` refuses before anything else: --limit, --sample, --resume without --out."""
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
-    if sample is not None and (sample < 1 or limit is not None):
-        raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
+    if sample is not None and limit is not None:
+        raise UsageError(f"--sample {sample} and --limit {limit} cannot be combined: --sample draws items with the "
+                         "seed, --limit takes the first ones; give one of them")
+    if sample is not None and sample < 1:
+        raise UsageError(f"--sample must be at least 1, got {sample}")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
 

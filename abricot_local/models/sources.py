@@ -25,6 +25,7 @@ class Pending:
     bytes: int | None
     to: str
     free: int | None  # bytes free there (None: unknown)
+    refused: str = ""  # why the run itself would refuse this download now (offline), else ""
 
 
 def _free(folder: Path) -> int | None:

@@ -23,7 +23,7 @@ from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.cache import is_offline
 from abricot_local.planner.chars_per_token import ratio
-from abricot_local.errors import AbricotError, MissingDataError, ModelError
+from abricot_local.errors import AbricotError, DownloadError, MissingDataError, ModelError
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
@@ -108,7 +108,8 @@ def _model_json(m: ModelPlan) -> dict:
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
                    "counted_by": t.work.basis if t.work else None, "problem": t.problem or None} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
-                                                     "to": m.download.to, "free_bytes": m.download.free},
+                                                     "to": m.download.to, "free_bytes": m.download.free,
+                                                     "refused_offline": m.download.refused or None},
         "memory": None if fit is None else {"need_bytes": fit.need, "weights_bytes": fit.weights, "kv_bytes": fit.kv,
                                             "available_bytes": fit.available, "vram_bytes": fit.vram,
                                             "remote_bytes": fit.remote, "fits": fit.fits,
@@ -206,11 +207,13 @@ def _locate(name, given: Given, models_file, model_dirs):
         return ref, ref.spec, None
     offline = is_offline()
     if stores.prefix_of(name) == "hf":
-        if offline:  # the run would refuse the download: the same refusal (a split model's missing part named)
-            resolve_model_ref(name, backend=given.backend, offline=True, models_file=models_file, digest=False)
+        # offline, the run would refuse the download: planned all the same, with the run's refusal (a dry run
+        # downloads nothing)
+        refused = _refusal(lambda: resolve_model_ref(name, backend=given.backend, offline=True,
+                                                     models_file=models_file, digest=False)) if offline else ""
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
-                                    memory.free_disk(folder)[1])
+                                    memory.free_disk(folder)[1], refused)
     spec = lookup_alias(name, models_file)
     path = local_file(spec)
     if path is None and not source_of(spec).fetches:
@@ -222,9 +225,19 @@ def _locate(name, given: Given, models_file, model_dirs):
         return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
     source = source_of(spec)
-    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache
-        source.fetch(spec, offline=True, progress=False, notify=None, fresh=False)
-    return None, spec, source.pending(spec)
+    refused = ""
+    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache: said, not raised
+        refused = _refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+    return None, spec, replace(source.pending(spec), refused=refused)
+
+
+def _refusal(fetch) -> str:
+    """The first line of the error ``fetch()`` raises offline (the run's refusal), "" when it does not."""
+    try:
+        fetch()
+    except (DownloadError, ModelError) as err:
+        return str(err).split("\n", 1)[0]
+    return ""
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
