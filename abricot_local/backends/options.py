@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from abricot_local import option_fields
 from abricot_local.backends.engines import ENGINES, engine_class
 from abricot_local.backends.session import MAX_PARALLEL
-from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED
+from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import C_INT_MAX, Namer, flag_of, option
 

@@ -57,6 +57,6 @@ def csv_text(frame) -> str:
     out = frame.rename(columns=cell)
     for k in range(out.shape[1]):
         column = out.iloc[:, k]
-        if column.dtype == object:
-            out.iloc[:, k] = column.map(lambda v: cell(v) if isinstance(v, str) else v)
+        if any(isinstance(v, str) for v in column):  # object or string dtype
+            out.isetitem(k, column.map(lambda v: cell(v) if isinstance(v, str) else v))
     return out.to_csv(index=False).rstrip("\n")
