@@ -368,3 +368,20 @@ def test_an_offline_dry_run_plans_a_download_and_says_the_run_would_refuse_it(tm
     r = invoke("run", "llama-3.1-70b-q4", "--tasks", "discotex", "--data-dir", discotex_data, "--dry-run", "--json")
     doc = json.loads(r.output)
     assert doc["models"][0]["download"]["refused_offline"]
+
+
+def test_planning_a_large_task_shows_progress(tmp_path):
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+               "--dry-run", env={"ABRICOT_PROGRESS_SECONDS": "0"})
+    assert r.exit_code == 0, r.output
+    assert "plan: counting abricot_abs's tokens, 1 of 18 items ..." in r.stderr, r.stderr
+    quiet = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+                   "--dry-run")
+    assert "plan: counting" not in quiet.stderr  # a small file is counted in well under the interval
+
+
+def test_an_abricot_file_that_is_a_fifo_is_named_as_such(tmp_path):
+    fifo = tmp_path / "abricot.csv"
+    os.mkfifo(fifo)
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={fifo}")
+    assert r.exit_code == 2 and "a FIFO (named pipe), not a file" in clean(r)

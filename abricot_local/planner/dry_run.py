@@ -182,8 +182,8 @@ def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     family = spec.tokenizer if spec else ""
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
-    plans = [_task_plan(t, None, opts, family, task_options.chat_template) for t in tasks] if not here else \
-        _counted(ref, kind, opts, tasks, task_options.chat_template)
+    plans = [_task_plan(t, None, opts, family, task_options.chat_template, notify) for t in tasks] if not here \
+        else _counted(ref, kind, opts, tasks, task_options.chat_template, notify)
     fit, estimated = _memory(ref, spec, cls, opts) if with_memory else (None, False)
     speed, note = _speed(name, ref if here else None, cls, opts, facts, calibrate,
                          spec.sha256_for(0) if spec else None, backend=kind,
@@ -250,7 +250,7 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
-def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
+def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself."""
     from abricot_local.evaluation.runner import apply_chat
@@ -260,12 +260,31 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> 
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
         runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
-        return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]
+        return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat, notify) for t in tasks]
     finally:
         be.close()
 
 
-def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
+def _counting(name: str, total: int, notify) -> Callable[[int], None] | None:
+    """A progress line while a large task's work is counted (``notify``): the first after
+    ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""
+    import os
+    import time
+
+    if notify is None:
+        return None
+    every = float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "5"))
+    last = [time.monotonic()]
+
+    def counted(done: int) -> None:
+        if time.monotonic() - last[0] >= every and done < total:
+            last[0] = time.monotonic()
+            notify(f"plan: counting {name}'s tokens, {done:,} of {total:,} items ...")
+
+    return counted
+
+
+def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> TaskPlan:
     """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
     name = t.task.key
     if t.run is None:
@@ -279,7 +298,8 @@ def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
         schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
-        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis)
+        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
+                          progress=_counting(name, len(run.items), notify))
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there
         return TaskPlan(name, len(t.run.items), t.available,
                         problem=str(err) if is_exact else f"may not fit (estimated): {err}")

@@ -124,7 +124,9 @@ def _locate(task) -> Path:
                 hit = _in_folder(task, path, given=f"--data {spec.key}")
                 if hit:
                     return hit
-            raise missing(task, f"data file not found: {shown(path)}", path)
+            why = _not_file(path)
+            raise missing(task, f"data file not found: {shown(path)}" if why == "missing" else
+                          f"{shown(path)} is {why} (given with --data {spec.key})", path)
         return _in_folder(task, path, given=f"--data {spec.key}")
     if opts.data_dir:
         if not Path(opts.data_dir).expanduser().is_dir():
