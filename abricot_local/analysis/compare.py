@@ -261,7 +261,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     if not 0 <= tolerance < math.inf:  # NaN fails too
         raise UsageError(f"--tolerance must be a finite number of nats, 0 or more, got {tolerance}")
     if margin is not None and not 0 < margin < math.inf:
-        raise UsageError(f"--margin must be a finite number more than 0, got {margin}")
+        raise UsageError(f"--margin must be more than 0 and finite, got {margin}")
     if not 0 <= near_tie < math.inf:
         raise UsageError(f"--near-tie must be a finite number of nats, 0 or more, got {near_tie}")
     if not 0 <= seed <= MAX_SEED:
