@@ -193,7 +193,7 @@ def test_the_api_refuses_a_wrong_type_at_entry_naming_the_keyword(discotex_data,
 
 
 def test_the_api_refuses_model_none_load_run_none_and_a_text_margin(tmp_path):
-    with pytest.raises(AbricotError, match=r"evaluate\(\): model must be text or a path .*got None"):
+    with pytest.raises(AbricotError, match=r"evaluate\(\): model must be a model name or a .gguf path .*got None"):
         abricot_local.evaluate(None, "discotex", backend="fake")
     with pytest.raises(AbricotError, match=r"load_run\(\): path must be text or a path, got None"):
         abricot_local.load_run(None)

@@ -27,10 +27,13 @@ EDGE: dict[str, Any] = {
     "backend": str,
     "force": bool,
 }
-EXAMPLES = {  # shown after what a keyword takes
-    "model": "'gemma-3-270m', a .gguf path, or a list of them", "tasks": "'discotex', 'abricot_abs,discotex' or a list",
-    "shard": "'1/2'", "data": "{'discotex': PATH} or ['discotex=PATH']", "out": "a folder path",
-    "quants": "'Q4_K_M,Q8_0' or a list", "prompt_variant": "'all', 'ita-bench,card' or a list",
+WHAT = {  # what a keyword takes, in words, where its type alone says it poorly
+    "model": "a model name or a .gguf path ('gemma-3-270m'), or a list of them",
+    "tasks": "task names as text ('discotex', 'abricot_abs,discotex'), a list of them, or None",
+    "shard": "text 'K/N' ('1/2') or None", "out": "a folder path (text or a Path) or None",
+    "data": "{task: path}, 'task=path', or a list of 'task=path' and (task, path)",
+    "quants": "quant names as text ('Q4_K_M,Q8_0'), a list of them, or None",
+    "prompt_variant": "variant names as text ('all', 'ita-bench,card'), a list of them, or None",
 }
 
 
@@ -71,8 +74,11 @@ def words(hint) -> str:
         parts = [words(a) for a in args if a is not type(None)]
         parts = list(dict.fromkeys(parts))
         return " or ".join(parts + (["None"] if type(None) in args else []))
-    if origin in (list, tuple):
-        return f"a {origin.__name__} of ({', '.join(words(a) for a in args if a is not Ellipsis)})"
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        return f"a pair ({', '.join(words(a) for a in args)})"
+    if origin in (list, tuple):  # a tuple of X is a list to a reader
+        plural = {int: "integers", float: "numbers", str: "texts", bool: "True or False"}
+        return f"a list of {plural.get(args[0]) or words(args[0])}" if args else "a list"
     if origin is dict:
         return f"a dict {{{words(args[0])}: {words(args[1])}}}"
     named = {bool: "True or False", int: "an integer", float: "a number", str: "text", Path: "a path",
@@ -110,8 +116,7 @@ def _hints(fn) -> dict[str, Any]:
 def _refuse(call: str, name: str, hint, value) -> UsageError:
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    example = f" (such as {EXAMPLES[name]})" if name in EXAMPLES else ""
-    return UsageError(f"{call}(): {name} must be {words(hint)}{example}, got {shown} ({type(value).__name__})")
+    return UsageError(f"{call}(): {name} must be {WHAT.get(name) or words(hint)}, got {shown} ({type(value).__name__})")
 
 
 def check_call(fn, given: dict) -> None:
