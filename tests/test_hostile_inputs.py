@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -385,3 +386,15 @@ def test_an_abricot_file_that_is_a_fifo_is_named_as_such(tmp_path):
     os.mkfifo(fifo)
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={fifo}")
     assert r.exit_code == 2 and "a FIFO (named pipe), not a file" in clean(r)
+
+
+def test_a_sample_holding_nan_or_infinity_in_a_tasks_field_is_not_written():
+    from abricot_local.errors import ResultsError
+    from abricot_local.record import Sample, check_line
+
+    good = Sample(id="a", logprobs=(-1.0, -2.0), gold=1, pred=0, extra={"human_std": 0.1, "shots": [1, 2]})
+    assert check_line(good, "x").fields["human_std"] == 0.1
+    for extra, where in (({"human_std": float("inf")}, "human_std (inf)"),
+                         ({"t": {"u": [0.5, float("nan")]}}, "t.u[1] (nan)")):
+        with pytest.raises(ResultsError, match=re.escape(f"{where} is not a finite number")):
+            check_line(Sample(id="b", logprobs=(-1.0, -2.0), gold=1, pred=0, extra=extra), "x")
