@@ -4,12 +4,14 @@ watched, Ctrl-C saved for a resume. No printing: what a run says goes through :c
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from abricot_local.errors import AbricotError
+from abricot_local.names import path_part
 
 
 class Interrupted(KeyboardInterrupt):
@@ -32,7 +34,7 @@ class Hooks:
     warn: Callable[[str], None] = lambda line: None
     progress: Callable[[str, int, int], None] | None = None
     on_loaded: Callable[[object, object], None] | None = None
-    resume_hint: Callable[[Path], str] = lambda folder: f"--out {folder} --resume"
+    resume_hint: Callable[[Path], str] = lambda folder: shlex.join(["--out", str(folder), "--resume"])
     say: Callable[[str], None] = lambda line: None
 
 
@@ -65,7 +67,7 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
             notify=hooks.notify, fresh=resume, model_dirs=kw["model_dirs"],
         )
-        out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
+        out_dir = state["out"] = out_dir or Path("results") / path_part(plan.model_label, "model") / stamp
         watch_remote(plan, out_dir, hooks)
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")
@@ -153,7 +155,7 @@ def slug(model: str) -> str:
     import re
 
     name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+    return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
 
 
 def watch_remote(plan, out_dir: Path, hooks: Hooks) -> None:

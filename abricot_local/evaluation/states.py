@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
-from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, items_text, saved_counts
+from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, is_run_folder, items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 
 
@@ -56,10 +56,6 @@ def _lock_held(folder: Path) -> bool:
     finally:
         fh.close()
     return False
-
-
-def is_run_folder(folder: Path) -> bool:
-    return (folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
 
 
 def run_state(folder: str | Path) -> RunState:
@@ -112,7 +108,8 @@ def unfinished(folder: str | Path) -> str | None:
 
 
 def find_runs(paths) -> list[RunState]:
-    """Run folders under each path (itself, or any folder below it), in path order."""
+    """Run folders under each path (itself, and any folder below it: a run inside another run's
+    folder too, which `run` now refuses but earlier versions made), in path order."""
     out: list[RunState] = []
     for given in paths:
         root = Path(given)
@@ -122,11 +119,7 @@ def find_runs(paths) -> list[RunState]:
             raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
         if is_run_folder(root):
             out.append(run_state(root))
-            continue
         for here, dirs, _ in os.walk(root):
-            dirs.sort()
-            for d in list(dirs):
-                if is_run_folder(Path(here) / d):
-                    out.append(run_state(Path(here) / d))
-                    dirs.remove(d)  # a run folder's own subfolders are not runs
+            dirs[:] = sorted(d for d in dirs if d != CHECKPOINT)  # a checkpoint holds no run
+            out.extend(run_state(Path(here) / d) for d in dirs if is_run_folder(Path(here) / d))
     return out
