@@ -74,7 +74,7 @@ class OutputDir:
         try:
             self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
-            fh = _open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT, "r+")
+            fh = _open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT, "a+")
         except OSError as exc:
             self._tidy()
             err = write_error(self.path, exc)
