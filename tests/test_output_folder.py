@@ -332,3 +332,20 @@ def test_a_resumes_plan_line_counts_the_items_left(tmp_path, base, interrupted):
     assert r.exit_code == 0, r.output
     plan = [ln for ln in r.output.splitlines() if ln.startswith("plan: ") and "discotex" in ln]
     assert plan and "6 items left (4 saved)" in plan[0], r.output
+
+
+def test_a_signal_after_the_run_is_written_says_it_is_complete(tmp_path, monkeypatch, base):
+    from abricot_local.backends.fake import FakeBackend
+
+    out = tmp_path / "o"
+    real = FakeBackend.close
+
+    def close(self):
+        real(self)
+        if (out / "results.json").exists():
+            raise KeyboardInterrupt  # Ctrl-C while the model is closed, after results.json
+    monkeypatch.setattr(FakeBackend, "close", close)
+    r = invoke(*base, "--out", out)
+    assert r.exit_code == 130
+    assert f"the run in {out} is complete" in " ".join(r.output.split()) and "resume with" not in r.output
+    assert sorted(os.listdir(out)) == ["results.json", "samples-discotex.jsonl"]

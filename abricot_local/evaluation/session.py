@@ -91,9 +91,13 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
 def save_interrupted(plan, out_dir: Path | None, resume_hint: Callable[[Path], str]) -> str:
     """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
     ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
-    from abricot_local.evaluation.results import INTERRUPTED, OutputDir, held, items_text, saved_counts
+    from abricot_local.evaluation.results import INTERRUPTED, RESULTS, OutputDir, held, items_text, saved_counts
 
     holding = held(out_dir) if out_dir else None
+    if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
+        if holding is not None:
+            holding.release()
+        return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
     if out_dir is None or not resumable(out_dir):
         if holding is not None:
             holding.release()  # no lock file, and no folder this run left empty
@@ -139,6 +143,7 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
         folder = root / slug(model)
         say(f"== {model} -> {folder}")
         if resume and (folder / RESULTS).exists():
+            _tidy(folder)
             say(f"{model}: already complete")
             done.append(folder)
             continue
@@ -149,6 +154,17 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
             say(f"error: {model}: {err}")
             failed.append((model, str(err)))
     return done, failed
+
+
+def _tidy(folder: Path) -> None:
+    """What a signal or a kill left beside a finished run's results.json, removed (results.tidy_finished)."""
+    from abricot_local.evaluation.results import tidy_finished
+    from abricot_local.record import read_run
+
+    try:
+        tidy_finished(folder, read_run(folder))
+    except AbricotError:
+        pass  # a damaged record: `runs` and `check` say what is wrong with it
 
 
 def slug(model: str) -> str:
