@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
-from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, is_run_folder, items_text, saved_counts
+from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 
 
@@ -56,6 +56,12 @@ def _lock_held(folder: Path) -> bool:
     finally:
         fh.close()
     return False
+
+
+def is_run_folder(folder: Path) -> bool:
+    """A folder to list: results.json, a state file, or a checkpoint folder (owned.is_run_folder,
+    which a run must find before it writes there, also wants the checkpoint's manifest)."""
+    return (folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
 
 
 def run_state(folder: str | Path) -> RunState:
