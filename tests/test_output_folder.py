@@ -349,3 +349,17 @@ def test_a_signal_after_the_run_is_written_says_it_is_complete(tmp_path, monkeyp
     assert r.exit_code == 130
     assert f"the run in {out} is complete" in " ".join(r.output.split()) and "resume with" not in r.output
     assert sorted(os.listdir(out)) == ["results.json", "samples-discotex.jsonl"]
+
+
+@pytest.mark.real
+def test_a_real_gguf_named_dot_dot_gguf_writes_inside_results(tmp_path, monkeypatch, gemma_path, discotex_dir):
+    """llama.cpp's label of a file `...gguf` is `..`: the run still lands in results/<safe>/<time>/."""
+    model = tmp_path / "...gguf"
+    model.symlink_to(gemma_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    r = invoke("run", model, "--tasks", "discotex", "--data-dir", discotex_dir, "--limit", "2", "--threads", "2")
+    assert r.exit_code == 0, r.output
+    (run,) = [p.parent for p in tmp_path.rglob("results.json")]
+    assert run.parent == tmp_path / "work" / "results" / "model", run
+    assert json.loads((run / "results.json").read_text())["model"]["name"] == ".."
