@@ -84,8 +84,8 @@ def guard(folder: Path) -> None:
     folder = Path(folder)
     outer = next((p for p in folder.absolute().parents if is_run_folder(p)), None)
     if outer is not None:
-        raise ResultsError(f"{folder} lies inside the run folder {outer}, where `runs` and `report` would not see "
-                           "it; choose a folder outside that run")
+        raise ResultsError(f"{folder} lies inside the run folder {outer}; a run folder holds one run: choose a "
+                           "folder outside it")
     if _lstat(folder) is None:
         return
     if not folder.is_dir():

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
-from abricot_local.evaluation.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, is_run_folder,
-                                            refuse_link, samples_name)
+from abricot_local.evaluation.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
+                                            samples_name)
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_run, read_samples, resume_refusal, write_manifest,
@@ -254,7 +254,7 @@ class OutputDir:
         return path
 
     def finished(self) -> bool:
-        """Whether results.json is written (the folder held is a run's that was not finished when taken)."""
+        """Whether results.json is written (by this run: a folder holding one is refused, or not taken)."""
         return (self.path / RESULTS).is_file()
 
     def tidy_finished(self, tasks) -> None:
