@@ -363,3 +363,12 @@ def test_a_real_gguf_named_dot_dot_gguf_writes_inside_results(tmp_path, monkeypa
     (run,) = [p.parent for p in tmp_path.rglob("results.json")]
     assert run.parent == tmp_path / "work" / "results" / "model", run
     assert json.loads((run / "results.json").read_text())["model"]["name"] == ".."
+
+
+def test_the_dry_runs_command_line_is_shell_quoted(monkeypatch, base):
+    args = [*base, "--out", "runs/my run", "--dry-run"]
+    monkeypatch.setattr("sys.argv", ["abricot-local", *args])
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    command = r.output.split("plan of: ", 1)[1].split("\n(a dry run", 1)[0]  # folded at 120 columns
+    assert shlex.split(command) == ["abricot-local", *args]
