@@ -372,3 +372,19 @@ def test_the_dry_runs_command_line_is_shell_quoted(monkeypatch, base):
     assert r.exit_code == 0, r.output
     command = r.output.split("plan of: ", 1)[1].split("\n(a dry run", 1)[0]  # folded at 120 columns
     assert shlex.split(command) == ["abricot-local", *args]
+
+
+def test_runs_started_at_once_into_one_new_folder_leave_one_run(tmp_path, base):
+    """Whatever the interleaving, one run writes the folder and the others are refused in one line
+    (in use, or already finished): a run starting there is never taken for files of the user's."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "o"
+    procs = [subprocess.Popen([sys.executable, "-m", "abricot_local", *base, "--out", str(out)], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    done = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    assert sorted(rc for rc, _ in done) == [0, 2, 2], done
+    for rc, err in done:
+        assert "Traceback" not in err and "not a run folder" not in err, err
+    assert sorted(os.listdir(out)) == ["results.json", "samples-discotex.jsonl"]

@@ -7,6 +7,7 @@ files (``.lock``, the state files, results.json, ``.checkpoint/`` and the sample
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -18,6 +19,7 @@ LOCK = ".lock"
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
 MARKERS = (RUNNING, INTERRUPTED, FAILED)
 SHOWN = 5  # entries a refusal names
+_STARTING = re.compile(rf"\.({'|'.join(MARKERS)})\.[^/]+\.tmp")  # a run starting there this moment: its state file
 
 
 def samples_name(task: str) -> str:
@@ -92,7 +94,8 @@ def guard(folder: Path) -> None:
         raise ResultsError(f"{folder} is not a folder; choose another --out")
     if not is_run_folder(folder):
         try:
-            entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e)))
+            entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e))
+                             and not _STARTING.fullmatch(e))
         except OSError as exc:
             raise ResultsError(f"cannot read {folder}: {exc.strerror or exc}") from None
         if entries:
