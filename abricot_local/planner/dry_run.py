@@ -137,7 +137,18 @@ def plan(models, *, given: Given, task_spec: str | None, task_options,
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
+    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
+    Nothing is written on the way: files hashed are remembered in this process only."""
+    from abricot_local.hashing import unwritten
+
+    with unwritten():
+        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
+                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
+                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+
+
+def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
+          with_memory, keep_going, notify) -> DryRun:
     made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
