@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -56,6 +57,8 @@ class Run:
     metrics: tuple[Metric, ...]
     record: Record = field(repr=False, compare=False)
     label: str = ""  # unique among the runs of a report (run_labels); alone: the model's label
+    # task key -> its samples, when they are not samples files of the folder (an lm-eval output)
+    samples: Mapping[str, tuple[Sample, ...]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.label:
@@ -129,10 +132,19 @@ def _match(model, registry: dict) -> object | None:
     return None
 
 
-def load_run(folder: str | Path, registry: dict | None = None) -> Run:
-    """A finished run folder; clean :class:`ResultsError` when it is missing, incomplete or malformed."""
+def load_run(folder: str | Path, registry: dict | None = None, *, data: tuple[tuple[str, str], ...] = ()) -> Run:
+    """A finished run folder, or an lm-eval output folder or results file (lm_eval_input.py; its
+    tasks' data found with ``data``, ``--data KEY=PATH`` pairs, first); clean :class:`ResultsError`
+    when it is missing, incomplete or malformed."""
+    from abricot_local.analysis import lm_eval_input
+
     path = Path(folder)
-    record = read_run(path)
+    lm, own = None, None
+    if lm_eval_input.is_lm_eval_output(path):
+        lm = lm_eval_input.read(path, data)
+        record, own = lm.record, dict(lm.samples)
+    else:
+        record = read_run(path)
     model = record.model
     metrics, task_n = [], []
     for task, entry in record.tasks.items():
@@ -140,11 +152,11 @@ def load_run(folder: str | Path, registry: dict | None = None) -> Run:
         metrics += [Metric(task, name, value, ci) for name, value, ci in entry.metric_items()]
     spec = _match(model, registry or {})
     label = model.alias or model.name or path.name
-    quant = (spec.quant if spec else "") or quant_of(label) or quant_of(model.path or "")
+    quant = (spec.quant if spec else "") or (lm.quant if lm else "") or quant_of(label) or quant_of(model.path or "")
     base = (spec.base if spec else "") or strip_quant(label)
     reproduces = pub.parse_reproduces(spec.reproduces)[0] if spec else ()
     return Run(path, model.name or path.name, model.alias, record.backend, base, quant,
-               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record)
+               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record, samples=own)
 
 
 def load_samples(run: Run, task: str) -> list[Sample]:
@@ -153,6 +165,8 @@ def load_samples(run: Run, task: str) -> list[Sample]:
     entry = run.record.tasks.get(task)
     if entry is None:
         raise ResultsError(f"{run.path} has no task {task!r}")
+    if run.samples is not None:
+        return list(run.samples[task])
     return entry_samples(run.path, entry, task)
 
 

@@ -1,11 +1,13 @@
 """What a comparison reads of a finished run: :class:`RunView` (a label, the folder, every
 recorded setting, flat, and each task's sample records), built from a folder
-(:func:`view_of`) or a loaded run (:func:`view_of_run`), and labelled uniquely among the
-runs compared (:func:`labelled`). compare.py pairs them.
+(:func:`view_of`: an abricot-local run or an lm-eval output) or a loaded run (:func:`view_of_run`),
+and labelled uniquely among the runs compared (:func:`labelled`). compare.py pairs them;
+:func:`scored_key` is what makes two scorings the same item, by the text scored.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -23,6 +25,11 @@ class TaskSamples:
     name: str
     config: Mapping[str, Any]  # the run's config with the task's own over it
     samples: tuple[Sample, ...]
+    key: str = ""  # the run's own key of the task when compared under another's (alignment.py); "": ``name``
+
+    @property
+    def own_key(self) -> str:
+        return self.key or self.name
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +54,15 @@ class RunView:
         options = {k: v for k, v in self.settings.items() if "." not in k}
         quant = str(self.settings.get("quant", ""))
         return RunIdentity(self.label, quant, self.path, "", options, not quant or bool(quant_of(self.label)))
+
+
+def scored_key(context: str | None, continuations=()) -> str:
+    """SHA-256 of a scored context and its continuations (in order): two scorings with the same key
+    scored the same text, whatever the task key, the item id or the door it came through."""
+    h = hashlib.sha256(str(context).encode("utf-8"))
+    for c in continuations or ():
+        h.update(b"\0" + str(c).encode("utf-8"))
+    return h.hexdigest()
 
 
 def _flatten(out: dict, prefix: str, value: Any) -> None:
@@ -74,9 +90,10 @@ def settings_of(doc: dict, quant: str = "") -> dict[str, Any]:
     return out
 
 
-def view_of(folder: str | Path, registry: dict | None = None) -> RunView:
-    """A finished run folder as a :class:`RunView` (ResultsError when it is not one)."""
-    return view_of_run(load_run(folder, registry))
+def view_of(folder: str | Path, registry: dict | None = None, data: tuple[tuple[str, str], ...] = ()) -> RunView:
+    """A finished run folder (or an lm-eval output, its tasks' data found with ``data`` first) as a
+    :class:`RunView` (ResultsError when it is not one)."""
+    return view_of_run(load_run(folder, registry, data=data))
 
 
 def view_of_run(run: Run, samples: Mapping[str, Sequence[Sample]] | None = None) -> RunView:
