@@ -5,7 +5,7 @@ One prompt can be recorded under several keys: ``--prompt-variant ita-bench`` ke
 and an lm-eval output's tasks get the key of the first instance whose items they match
 (lm_eval_input.py). :func:`align` gives a task of the first run that another run lacks by name the
 other run's instance of the same task that scored the same items (same id, same scored context
-and continuations: :func:`views.scored_key`), the one sharing the most, under the first run's key
+and continuations: :func:`items.scored_key`), the one sharing the most, under the first run's key
 (its own key kept in ``TaskSamples.key``), with a note naming both keys. Nothing else is paired:
 instances of different tasks, or with no item scored alike, stay apart.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from abricot_local.analysis.views import RunView, TaskSamples, scored_key
+from abricot_local.analysis.items import scored_key
+from abricot_local.analysis.views import RunView, TaskSamples
 from abricot_local.tasks import base_name
 
 

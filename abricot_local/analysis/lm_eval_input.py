@@ -4,7 +4,7 @@ files of ``--log_samples`` (lm-eval 0.4.x, any model: hf, vllm, this project's `
 No lm-eval import: the files are JSON. Each lm-eval task's logged items are matched to one of this
 tool's task instances (a registered task under one of its protocols, prompt variants and shot
 counts), whose items are built from the data here: an lm-eval item is the tool's item with the
-same scored context and the same continuations, in the same order (:func:`views.scored_key`, the
+same scored context and the same continuations, in the same order (:func:`items.scored_key`, the
 key `compare` pairs task instances by too). Every logged item must match; the items' ids, gold,
 source and own fields are the tool's, the log-likelihoods lm-eval's (``filtered_resps``, else
 ``resps``), and the run's metrics are the task's own ``metrics()`` of them. The model and its
@@ -22,11 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from abricot_local.analysis.views import scored_key
+from abricot_local.analysis.items import scored_key
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError, ResultsError
 from abricot_local.jsonfiles import TornLineError, read_json, read_jsonl_lines
 from abricot_local.record import DataFile, Model, Provenance, Record, RunConfig, Sample, TaskEntry, check_line
+from abricot_local.record.codec import Invalid
 from abricot_local.record.schema import SCHEMA_VERSION
 
 RESULTS_GLOB = "results_*.json"
@@ -211,16 +212,34 @@ def _model_args(config: Mapping) -> dict:
     return {}
 
 
-def _model(doc: Mapping, config: Mapping) -> tuple[Model, str]:
+def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...]) -> tuple[Model, RunConfig, Provenance, str]:
+    """The model, config and provenance of the run: this project's own when lm-eval ran its model
+    ``abricot-local`` (its provenance in ``config.abricot_local``), else lm-eval's ``config``
+    (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings)."""
     args = _model_args(config)
-    name = (doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
-            or "lm-eval model")
+    name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
+               or "lm-eval model")
     quant = _DTYPES.get(str(args.get("dtype", "")).lower(), "")
-    own = config.get("abricot_local") if isinstance(config.get("abricot_local"), dict) else {}
-    facts = own.get("model") if isinstance(own.get("model"), dict) else {}
-    sha = config.get("model_sha") or facts.get("sha256")
-    return Model(name=str(name), sha256=sha if isinstance(sha, str) and sha else None,
-                 source=f"lm-eval --model {config.get('model', '?')}"), quant
+    seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
+    lm = {"lm_eval_version": doc.get("lm_eval_version"), "lm_eval_model": config.get("model"),
+          "limit": config.get("limit")}
+    own = config.get("abricot_local")
+    if isinstance(own, dict) and isinstance(own.get("model"), dict) and isinstance(own.get("config"), dict):
+        try:
+            model = Model.from_dict(own["model"])
+            run = RunConfig.from_dict({**own["config"], "tasks": list(tasks), "seed": seed})
+            prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")}, **lm})
+            return model, run, prov, quant
+        except Invalid:
+            pass  # not this project's provenance after all: read as any model's
+    backend = f"lm-eval {config.get('model', '?')}"
+    sha = config.get("model_sha")
+    model = Model(name=name, sha256=sha if isinstance(sha, str) and sha else None, source=f"lm-eval --model "
+                  f"{config.get('model', '?')}")
+    settings = {"model_args": {k: v for k, v in args.items() if k not in ("pretrained", "model")},
+                "batch_size": config.get("batch_size")}
+    run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, extra=settings)
+    return model, run, Provenance(backend=backend, model_desc=name, extra=lm), quant
 
 
 def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> LmEvalRun:
@@ -274,17 +293,12 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                     data=tuple(files_used), chance=dict(task.chance),
                                     warnings=tuple(task.warnings()))
         samples[task.key] = tuple(rows)
-    model, quant = _model(doc, config)
+    model, run, prov, quant = _identity(doc, config, tuple(tasks))
     when = doc.get("date")
     created = (datetime.fromtimestamp(when, timezone.utc).isoformat()
                if isinstance(when, (int, float)) and math.isfinite(when) else None)
-    backend = f"lm-eval {config.get('model', '?')}"
-    extra = {"lm_eval": {k: v for k, v in config.items()}, "lm_eval_version": doc.get("lm_eval_version"),
-             "lm_eval_git_hash": doc.get("git_hash")}
-    record = Record(schema_version=SCHEMA_VERSION, created=created, model=model,
-                    config=RunConfig(model=model.name, backend=backend, tasks=tuple(tasks),
-                                     seed=seed if isinstance(seed, int) else None),
-                    provenance=Provenance(backend=backend, model_desc=model.name, extra=extra), tasks=tasks)
+    record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
+                    tasks=tasks)
     return LmEvalRun(given, record, samples, quant)
 
 

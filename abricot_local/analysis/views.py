@@ -1,13 +1,11 @@
 """What a comparison reads of a finished run: :class:`RunView` (a label, the folder, every
 recorded setting, flat, and each task's sample records), built from a folder
 (:func:`view_of`: an abricot-local run or an lm-eval output) or a loaded run (:func:`view_of_run`),
-and labelled uniquely among the runs compared (:func:`labelled`). compare.py pairs them;
-:func:`scored_key` is what makes two scorings the same item, by the text scored.
+and labelled uniquely among the runs compared (:func:`labelled`). compare.py pairs them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -54,15 +52,6 @@ class RunView:
         options = {k: v for k, v in self.settings.items() if "." not in k}
         quant = str(self.settings.get("quant", ""))
         return RunIdentity(self.label, quant, self.path, "", options, not quant or bool(quant_of(self.label)))
-
-
-def scored_key(context: str | None, continuations=()) -> str:
-    """SHA-256 of a scored context and its continuations (in order): two scorings with the same key
-    scored the same text, whatever the task key, the item id or the door it came through."""
-    h = hashlib.sha256(str(context).encode("utf-8"))
-    for c in continuations or ():
-        h.update(b"\0" + str(c).encode("utf-8"))
-    return h.hexdigest()
 
 
 def _flatten(out: dict, prefix: str, value: Any) -> None:
