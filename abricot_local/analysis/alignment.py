@@ -1,13 +1,15 @@
 """Task instances paired by what they scored, not only by their key.
 
 One prompt can be recorded under several keys: ``--prompt-variant ita-bench`` keys DISCOTEX
-``discotex``, ``--prompt-variant ita-bench,card`` keys the same prompts ``discotex~ita-bench``,
-and an lm-eval output's tasks get the key of the first instance whose items they match
-(lm_eval_input.py). :func:`align` gives a task of the first run that another run lacks by name the
-other run's instance of the same task that scored the same items (same id, same scored context
-and continuations: :func:`items.scored_key`), the one sharing the most, under the first run's key
-(its own key kept in ``TaskSamples.key``), with a note naming both keys. Nothing else is paired:
-instances of different tasks, or with no item scored alike, stay apart.
+``discotex``, ``--prompt-variant ita-bench,card`` keys the same prompts ``discotex~ita-bench`` (and
+the card's ``discotex``), and an lm-eval output's tasks get the key of the first instance whose
+items they match (lm_eval_input.py). :func:`align` pairs each task of the first run with the other
+run's instance of the same task that scored the most of its items alike (same id, same scored
+context and continuations: :func:`items.scored_key`), the same key winning a tie. An instance
+paired under another key is compared under the first run's (its own kept in ``TaskSamples.key``),
+with a note naming both; one it displaces is named ``TASK~VARIANT`` by its prompt variant (else
+its key and the run's label), so it pairs with nothing by mistake. Instances of different tasks,
+or with no item scored alike, are never paired.
 """
 
 from __future__ import annotations
@@ -17,35 +19,46 @@ from typing import Sequence
 
 from abricot_local.analysis.items import scored_key
 from abricot_local.analysis.views import RunView, TaskSamples
-from abricot_local.tasks import base_name
+from abricot_local.tasks import base_name, without_variant
 
 
 def _keys(t: TaskSamples) -> set[tuple[str, str]]:
     return {(s.id, scored_key(s.context, s.continuations or s.choices)) for s in t.samples}
 
 
-def _shared(a: TaskSamples, b: TaskSamples) -> int:
-    return len(_keys(a) & _keys(b))
+def _displaced(u: TaskSamples, run: RunView, taken: set[str]) -> str:
+    variant = u.config.get("prompt_variant")
+    name = f"{without_variant(u.name)}~{variant}" if isinstance(variant, str) and variant else u.name
+    return name if name not in taken else f"{u.name} ({run.label})"
+
+
+def _align_one(first: RunView, run: RunView, notes: list[str]) -> RunView:
+    tasks, used = list(run.tasks), set()
+    for t in first.tasks:
+        mine = _keys(t)
+        scored = [(len(mine & _keys(u)), u.name == t.name, k) for k, u in enumerate(tasks)
+                  if k not in used and base_name(u.name) == base_name(t.name)]
+        if not scored:
+            continue
+        n, same, k = max(scored)
+        if same or not n:
+            used.update(j for _, s, j in scored if s)
+            continue
+        u = tasks[k]
+        for j, w in enumerate(tasks):
+            if w.name == t.name:  # the instance of the same key scored other items: named by its variant
+                tasks[j] = replace(w, name=_displaced(w, run, {x.name for x in first.tasks}), key=w.own_key)
+        tasks[k] = replace(u, name=t.name, key=u.own_key)
+        used.add(k)
+        notes.append(f"task {t.name}: run {run.label} recorded it as {u.name}; paired on the {n} item(s) "
+                     "both scored alike (same id, same scored context)")
+    return replace(run, tasks=tuple(tasks))
 
 
 def align(runs: Sequence[RunView]) -> tuple[list[RunView], list[str]]:
-    """The runs with each task the first run has and another lacks by name taken from that run's
-    instance of the same task that scored the same items, renamed; and a note per renaming."""
+    """The runs with each other run's task instances paired to the first run's by what they
+    scored (see the module), and a note per instance paired under another key."""
+    notes: list[str] = []
     if len(runs) < 2:
-        return list(runs), []
-    first, out, notes = runs[0], list(runs), []
-    for t in first.tasks:
-        for k, run in enumerate(out[1:], 1):
-            if run.task(t.name):
-                continue
-            free = [u for u in run.tasks if not u.key and base_name(u.name) == base_name(t.name)
-                    and not first.task(u.name)]
-            scored = [(n, u) for u in free if (n := _shared(t, u))]
-            if not scored:
-                continue
-            n, u = max(scored, key=lambda p: p[0])
-            tasks = tuple(replace(x, name=t.name, key=x.name) if x is u else x for x in run.tasks)
-            out[k] = replace(run, tasks=tasks)
-            notes.append(f"task {t.name}: run {run.label} recorded it as {u.name}; paired on the {n} item(s) "
-                         "both scored alike (same id, same scored context)")
-    return out, notes
+        return list(runs), notes
+    return [runs[0], *(_align_one(runs[0], r, notes) for r in runs[1:])], notes

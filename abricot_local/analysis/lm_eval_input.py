@@ -162,13 +162,13 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, base) -> t
 
     if not logged:
         raise ResultsError(f"lm-eval task {lm_task} logged no item")
-    best, seen, skipped = (0, ""), set(), []
+    best, seen, skipped = (0, ""), set(), {}
     for key, fields in _candidates(lm_task, shots):
         try:
             task = make_task(key, replace(base, **fields))
             items = task.items()
-        except AbricotError as err:
-            skipped.append(f"{key}: {str(err).splitlines()[0]}")
+        except AbricotError:
+            skipped.setdefault(key.partition("@")[0], None)
             continue
         index = _index(items)
         sig = tuple(sorted(index))
@@ -195,10 +195,11 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, base) -> t
         why = (f"only {best[0]} of its {len(logged)} items have the scored context and continuations of an item of "
                f"{best[1]}")
     else:
-        why = (f"no item of any task here has the scored context and continuations of its items (doc 0 scores "
-               f"{first.continuations!r} after {first.context[:60]!r}...)")
+        why = (f"no item of any task here has the scored context and continuations of its items (doc "
+               f"{first.doc_id} scores {len(first.continuations)} continuations after {first.context[:40]!r}...)")
     if skipped and not best[0]:
-        why += f"; not tried: {'; '.join(skipped[:2])}"
+        why += (f"; the data of {', '.join(skipped)} is not here (abricot-local data pull TASK, or compare it with "
+                "a run that read it)")
     raise ResultsError(f"cannot read lm-eval task {lm_task} as a run: {why}")
 
 

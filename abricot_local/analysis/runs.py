@@ -159,6 +159,18 @@ def load_run(folder: str | Path, registry: dict | None = None, *, data: tuple[tu
                spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record, samples=own)
 
 
+def load_all(folders, registry: dict | None = None) -> list[Run]:
+    """The runs in ``folders``, in order: abricot-local runs first, then lm-eval outputs, whose items
+    are matched to the tasks' items built from the data the others recorded (lm_eval_input.py)."""
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
+
+    lm = [is_lm_eval_output(f) for f in folders]
+    runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
+    data = recorded_data([r.record for r in runs.values()]) if any(lm) else ()
+    runs.update({k: load_run(f, registry, data=data) for k, f in enumerate(folders) if lm[k]})
+    return [runs[k] for k in range(len(folders))]
+
+
 def load_samples(run: Run, task: str) -> list[Sample]:
     """The samples of one task of a run, in item order, each line checked, as many as the
     record's ``n`` (record.entry_samples)."""
@@ -180,13 +192,13 @@ def build(folders, *, registry: dict | None = None) -> Report:
     """Load the runs (each folder once), check them against the published rows, compare quants."""
     if not folders:
         raise UsageError("give at least one run folder")
-    runs, seen = [], set()
+    unique, seen = [], set()
     for folder in folders:
         key = Path(folder).resolve()
         if key not in seen:
             seen.add(key)
-            runs.append(load_run(folder, registry))
-    runs = labelled(runs)
+            unique.append(folder)
+    runs = labelled(load_all(unique, registry))
     shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
     bases = pub.all_references(shown)
     checks = []
@@ -279,9 +291,10 @@ def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskChec
     return TaskCheck(task, recorded, fresh, bad)
 
 
-def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
-    """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
-    run = load_run(out_dir)
+def recompute(out_dir: str | Path | Run) -> tuple[TaskCheck, ...]:
+    """Each task's metrics recomputed from its samples file by the task's ``metrics()`` (a loaded
+    :class:`Run`, or its folder)."""
+    run = out_dir if isinstance(out_dir, Run) else load_run(out_dir)
     return tuple(recompute_entry(run.record, task, load_samples(run, task), run.path) for task in run.record.tasks)
 
 

@@ -25,15 +25,9 @@ def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: 
     if len(folders) < 2:
         raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
                          f"({', '.join(str(f) for f in folders)})")
-    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
-    from abricot_local.analysis.runs import load_run
+    from abricot_local.analysis.runs import load_all
 
-    lm = [is_lm_eval_output(f) for f in folders]
-    runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
-    # an lm-eval output's items are matched to the tasks' items built from the data the other runs read
-    data = recorded_data([r.record for r in runs.values()]) if any(lm) else ()
-    runs.update({k: load_run(f, registry, data=data) for k, f in enumerate(folders) if lm[k]})
-    return cmp.compare([cmp.view_of_run(runs[k]) for k in range(len(folders))], tolerance=tolerance, alpha=alpha,
+    return cmp.compare([cmp.view_of_run(r) for r in load_all(folders, registry)], tolerance=tolerance, alpha=alpha,
                        seed=seed, **verdicts)
 
 

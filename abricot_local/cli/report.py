@@ -125,7 +125,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         for run in doc.runs:
             try:
                 bad += [f"recomputed metrics differ: {run.path} {tc.task}: {', '.join(tc.mismatches)}"
-                        for tc in rep.recompute(run.path) if not tc.ok]
+                        for tc in rep.recompute(run) if not tc.ok]
             except ResultsError as err:  # a samples file that is not this run's (the line, the count)
                 bad.append(f"not verified: {err}")
                 code = err.exit_code
