@@ -132,20 +132,22 @@ def logged_items(path: Path, task: str) -> list[Logged]:
 
 
 # -- matching ------------------------------------------------------------------------------------
-def _candidates(lm_task: str, shots: int | None) -> Iterator[tuple[str, dict]]:
+def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[tuple[str, dict]]:
     """(task key, TaskOptions fields) of every task instance an lm-eval task may be: each registered
-    task (those whose name the lm-eval task's contains first), its protocols, prompt variants, shots."""
+    task (those whose name the lm-eval task's contains first), its protocols, prompt variants, the
+    shots lm-eval gave and the default, lm-eval's few-shot seed after the default."""
+    from abricot_local.core import DEFAULT_SEED
     from abricot_local.tasks import all_task_names, task_class
 
     names = sorted(all_task_names(), key=lambda n: n not in lm_task.lower())
-    for name in names:
-        cls = task_class(name)
-        protocols = [None, *[p.name for p in cls.protocols[1:]]]
-        for protocol in protocols:
-            key = name if protocol is None else f"{name}@{protocol}"
-            for variant in [None, *cls.prompt_variants]:
-                for n in dict.fromkeys([None, shots]):
-                    yield key, {"prompt_variant": variant, "shots": n}
+    for s in dict.fromkeys([DEFAULT_SEED, DEFAULT_SEED if seed is None else seed]):
+        for name in names:
+            cls = task_class(name)
+            for protocol in [None, *[p.name for p in cls.protocols[1:]]]:
+                key = name if protocol is None else f"{name}@{protocol}"
+                for variant in [None, *cls.prompt_variants]:
+                    for n in dict.fromkeys([None, shots]):
+                        yield key, {"prompt_variant": variant, "shots": n, "seed": s}
 
 
 def _index(items) -> dict[str, list]:
@@ -155,7 +157,7 @@ def _index(items) -> dict[str, list]:
     return out
 
 
-def match_task(lm_task: str, logged: list[Logged], shots: int | None, base) -> tuple[Any, list]:
+def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int | None, base) -> tuple[Any, list]:
     """The tool's task instance whose items hold every logged item (the most default one first),
     and the item of each logged one; else one ResultsError line saying why none does."""
     from abricot_local.tasks import make_task
@@ -163,7 +165,7 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, base) -> t
     if not logged:
         raise ResultsError(f"lm-eval task {lm_task} logged no item")
     best, seen, skipped = (0, ""), set(), {}
-    for key, fields in _candidates(lm_task, shots):
+    for key, fields in _candidates(lm_task, shots, seed):
         try:
             task = make_task(key, replace(base, **fields))
             items = task.items()
@@ -213,7 +215,8 @@ def _model_args(config: Mapping) -> dict:
     return {}
 
 
-def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...]) -> tuple[Model, RunConfig, Provenance, str]:
+def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None) -> tuple[Model, RunConfig,
+                                                                                         Provenance, str]:
     """The model, config and provenance of the run: this project's own when lm-eval ran its model
     ``abricot-local`` (its provenance in ``config.abricot_local``), else lm-eval's ``config``
     (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings)."""
@@ -221,7 +224,6 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...]) -> tuple[Mo
     name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
                or "lm-eval model")
     quant = _DTYPES.get(str(args.get("dtype", "")).lower(), "")
-    seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
     lm = {"lm_eval_version": doc.get("lm_eval_version"), "lm_eval_model": config.get("model"),
           "limit": config.get("limit")}
     own = config.get("abricot_local")
@@ -258,10 +260,9 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     stamp = where.name[len("results_"):-len(".json")]
     config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     configs = doc.get("configs") if isinstance(doc.get("configs"), dict) else {}
-    seed = config.get("fewshot_seed")
-    base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False,
-                       **({"seed": seed} if isinstance(seed, int) and seed >= 0 else {}))
-    tasks, samples = {}, {}
+    seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
+    base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False)
+    tasks, samples, made = {}, {}, []
     files = {p.name[len("samples_"):-len(f"_{stamp}.jsonl")]: p for p in where.parent.glob(f"samples_*_{stamp}.jsonl")}
     groups = {g for g, subs in (doc.get("group_subtasks") or {}).items() if subs}
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
@@ -274,7 +275,8 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         cfg = configs.get(lm_task) if isinstance(configs.get(lm_task), dict) else {}
         shots = cfg.get("num_fewshot", (doc.get("n-shot") or {}).get(lm_task))
         task, pairs = match_task(lm_task, logged_items(files[lm_task], lm_task),
-                                 shots if isinstance(shots, int) else None, base)
+                                 shots if isinstance(shots, int) else None, seed if seed and seed >= 0 else None,
+                                 base)
         if task.key in tasks:
             raise ResultsError(f"lm-eval tasks {tasks[task.key].config['lm_eval_task']} and {lm_task} both hold "
                                f"the items of {task.key}; give a folder of one run of each")
@@ -294,7 +296,9 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                     data=tuple(files_used), chance=dict(task.chance),
                                     warnings=tuple(task.warnings()))
         samples[task.key] = tuple(rows)
-    model, run, prov, quant = _identity(doc, config, tuple(tasks))
+        made.append(task)
+    seeds = [t.options.seed for t in made]
+    model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None)
     when = doc.get("date")
     created = (datetime.fromtimestamp(when, timezone.utc).isoformat()
                if isinstance(when, (int, float)) and math.isfinite(when) else None)
