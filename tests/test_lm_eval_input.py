@@ -95,6 +95,10 @@ def test_an_lm_eval_folder_loads_as_a_run_with_the_tasks_items(fake_pair, discot
     assert (lm.metrics()["value"].tolist() == run.metrics()["value"].tolist())
     assert lm.record.tasks["discotex"].config["lm_eval_task"] == "abricot_mc"
     assert lm.record.backend == "fake" and lm.record.provenance.extra["lm_eval_model"] == "abricot-local"
+    # found beside the run, its tasks' data taken from the files the run recorded (no cache here)
+    both = abricot_local.load_runs(lm_dir.parent.parent)
+    assert sorted(r.folder for r in both) == sorted([lm_dir, run_dir])
+    assert next(r for r in both if r.folder == lm_dir).samples().equals(lm.samples())
     # the results file itself reads the same
     (results,) = lm_dir.glob("results_*.json")
     assert abricot_local.load_run(results, data={"discotex": str(discotex_dir)}).samples().equals(lm.samples())
@@ -141,7 +145,7 @@ def _refusal(folder, **kw) -> str:
 
 
 def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, tmp_path):
-    lm_dir, _ = fake_pair
+    lm_dir, run_dir = fake_pair
     data = (("discotex", str(discotex_dir)),)
     edited = _copy(lm_dir, tmp_path)
     (samples,) = edited.glob("samples_*.jsonl")
@@ -158,6 +162,8 @@ def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, 
     (results,) = edited.glob("results_*.json")
     shutil.copy(results, edited / "results_2099-01-01T00-00-00.json")
     assert "give the one to read" in _refusal(edited, data=data)
+    r = CliRunner().invoke(cli, ["report", str(lm_dir), str(run_dir), "--format", "lm-eval", "-o", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "is an lm-eval output already" in r.output and not (tmp_path / "x").exists()
     with pytest.raises(ResultsError, match="is an lm-eval output: check re-scores"):
         from abricot_local.evaluation.check import check_run
 

@@ -132,8 +132,9 @@ class Run:
 
 
 def load_runs(folder: str | Path) -> list[Run]:
-    """Every finished run in ``folder`` (searched recursively, as `report` does); one that is not
-    finished is named in a warning and left out."""
+    """Every finished run in ``folder`` (searched recursively, as `report` does; lm-eval output folders
+    too, their items matched with the data the runs beside them recorded); one that is not finished is
+    named in a warning and left out."""
     import warnings
 
     from abricot_local.api.options import AbricotWarning
@@ -145,4 +146,9 @@ def load_runs(folder: str | Path) -> list[Run]:
     for s in states:
         if not s.complete:
             warnings.warn(f"skipped {s.path} ({s.describe()})", AbricotWarning, stacklevel=2)
-    return [Run.load(s.path) for s in states if s.complete]
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
+
+    done = [s.path for s in states if s.complete]
+    runs = {p: Run.load(p) for p in done if not is_lm_eval_output(p)}
+    data = recorded_data([r.record for r in runs.values()]) if len(runs) < len(done) else ()
+    return [runs[p] if p in runs else Run.load(p, data) for p in done]  # lm-eval outputs: the runs' data
