@@ -47,29 +47,41 @@ def _invoke(*args) -> str:
     return r.output
 
 
-def _write_items(folder: Path, discotex_dir: Path, n: int) -> list:
-    """The first ``n`` DISCOTEX items (card wording, 0 shots) as abricot_mc.yaml reads them."""
+def _write_items(folder: Path, discotex_dir: Path, n: int, variant: str = "card", name: str = "mc") -> list:
+    """The first ``n`` DISCOTEX items (0 shots) as abricot_mc.yaml reads them: context, choices A-E, gold."""
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
     from abricot_local.tasks.discotex import LETTERS
 
-    items = make_task("discotex", TaskOptions(data_dir=str(discotex_dir), allow_download=False)).items()[:n]
+    options = TaskOptions(data_dir=str(discotex_dir), allow_download=False, prompt_variant=variant)
+    items = make_task("discotex", options).items()[:n]
     data = folder / "lm_eval_data"
     data.mkdir(parents=True, exist_ok=True)
     rows = [{"context": it.context, "choices": list(LETTERS), "gold": it.gold} for it in items]
-    (data / "mc.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    (data / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                        encoding="utf-8")
     return items
 
 
-def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_flags: tuple) -> tuple[Path, Path]:
-    """An lm-eval output of abricot_mc and an `abricot-local run` of the same items, in ``folder``."""
+def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_flags: tuple,
+          ita_bench: bool = False) -> tuple[Path, Path]:
+    """An lm-eval output of abricot_mc (DISCOTEX, the card's prompt; with ``ita_bench`` also
+    abricot_mc_ita: ITA-Bench's) and an `abricot-local run` of the same items, in ``folder``."""
+    tasks = folder / "tasks"
+    tasks.mkdir()
+    yaml = (TASKS / "abricot_mc.yaml").read_text(encoding="utf-8")
+    (tasks / "abricot_mc.yaml").write_text(yaml, encoding="utf-8")
     _write_items(folder, discotex_dir, N)
+    if ita_bench:
+        (tasks / "abricot_mc_ita.yaml").write_text(yaml.replace("task: abricot_mc", "task: abricot_mc_ita").replace(
+            "lm_eval_data/mc.jsonl", "lm_eval_data/mc_ita.jsonl"), encoding="utf-8")
+        _write_items(folder, discotex_dir, N, "ita-bench", "mc_ita")
     with pytest.MonkeyPatch.context() as mp:
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)  # the task YAML reads lm_eval_data/ relative to the working folder
-        _invoke("lm-eval", model, "--include_path", TASKS, "--tasks", "abricot_mc", "--model_args", model_args,
-                "--output_path", "out", "--log_samples", "--batch_size", "1")
+        _invoke("lm-eval", model, "--include_path", tasks, "--tasks", "abricot_mc" + (",abricot_mc_ita" * ita_bench),
+                "--model_args", model_args, "--output_path", "out", "--log_samples", "--batch_size", "1")
         _invoke("run", model, *run_flags, "--tasks", "discotex", "--data-dir", discotex_dir, "--limit", N,
                 "--out", folder / "run")
     (results,) = (folder / "out").rglob("results_*.json")
@@ -80,7 +92,8 @@ def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_fla
 def fake_pair(discotex_dir, tmp_path_factory):
     _lm_eval()
     folder = tmp_path_factory.mktemp("lm_eval_input")
-    return _both(folder, discotex_dir, "fake", "backend=fake,n_ctx=2048", ("--backend", "fake", "--n-ctx", "2048"))
+    return _both(folder, discotex_dir, "fake", "backend=fake,n_ctx=2048", ("--backend", "fake", "--n-ctx", "2048"),
+                 ita_bench=True)
 
 
 def test_an_lm_eval_folder_loads_as_a_run_with_the_tasks_items(fake_pair, discotex_dir):
@@ -88,12 +101,14 @@ def test_an_lm_eval_folder_loads_as_a_run_with_the_tasks_items(fake_pair, discot
 
     lm_dir, run_dir = fake_pair
     lm, run = abricot_local.load_run(lm_dir, data={"discotex": str(discotex_dir)}), abricot_local.load_run(run_dir)
-    assert lm.tasks == ("discotex",) == run.tasks  # abricot_mc's items are discotex's: matched by context
+    # abricot_mc's items are discotex's, abricot_mc_ita's its ITA-Bench variant's: matched by context
+    assert lm.tasks == ("discotex", "discotex~ita-bench") and run.tasks == ("discotex",)
     a, b = lm.samples("discotex"), run.samples("discotex")
     assert list(a["id"]) == list(b["id"]) and list(a["gold"]) == list(b["gold"])
     assert a.filter(like="logprob_").values.tolist() == b.filter(like="logprob_").values.tolist()
-    assert (lm.metrics()["value"].tolist() == run.metrics()["value"].tolist())
+    assert lm.metrics().query("task == 'discotex'")["value"].tolist() == run.metrics()["value"].tolist()
     assert lm.record.tasks["discotex"].config["lm_eval_task"] == "abricot_mc"
+    assert lm.record.tasks["discotex~ita-bench"].config["prompt_variant"] == "ita-bench"
     assert lm.record.backend == "fake" and lm.record.provenance.extra["lm_eval_model"] == "abricot-local"
     # found beside the run, its tasks' data taken from the files the run recorded (no cache here)
     both = abricot_local.load_runs(lm_dir.parent.parent)
@@ -111,6 +126,7 @@ def test_compare_pairs_an_lm_eval_folder_with_a_run_item_by_item(fake_pair):
     assert (m["task"], m["n_common"], m["n_context_differs"]) == ("discotex", N, 0)
     (v,) = doc["verdicts"]
     assert v["kind"] == "identical"
+    assert "task discotex~ita-bench is not in every run: not compared" in doc["notes"]
     text = _invoke("compare", lm_dir, run_dir)
     assert "discotex.config.lm_eval_task" in text and "abricot_mc" in text
     # found below a folder too, as `report` finds runs
@@ -135,6 +151,36 @@ def _copy(lm_dir: Path, tmp_path: Path) -> Path:
     return dst
 
 
+def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex_dir, tmp_path):
+    """The same folder as lm-eval's hf model would write it (no abricot-local provenance, dtype in
+    model_args), with arguments and responses as lm-eval before 0.4.3 logged them (lists, numbers)."""
+    from abricot_local.analysis.runs import load_run
+
+    lm_dir, run_dir = fake_pair
+    data = (("discotex", str(discotex_dir)),)
+    want = load_run(lm_dir, data=data)
+    edited = _copy(lm_dir, tmp_path)
+    (results,) = edited.glob("results_*.json")
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    doc["config"] = {"model": "hf", "model_args": "pretrained=google/gemma-3-270m,dtype=bfloat16", "batch_size": 8}
+    doc["model_name"] = "google/gemma-3-270m"
+    results.write_text(json.dumps(doc), encoding="utf-8")
+    for samples in edited.glob("samples_*.jsonl"):
+        rows = [json.loads(x) for x in samples.read_text(encoding="utf-8").splitlines()]
+        for row in rows:
+            row["arguments"] = [[a["arg_0"], a["arg_1"]] for a in row["arguments"].values()]
+            row["resps"] = [[[float(r[0][0]), r[0][1] == "True"]] for r in row["resps"]]
+            del row["filtered_resps"]
+        samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    got = load_run(edited, data=data)
+    assert (got.backend, got.quant, got.base, got.name) == ("lm-eval hf", "BF16", "gemma-3-270m", "google/gemma-3-270m")
+    assert [s.logprobs for s in got.samples["discotex"]] == [s.logprobs for s in want.samples["discotex"]]
+    doc = json.loads(_invoke("compare", run_dir, edited, "--format", "json"))
+    assert doc["verdicts"][0]["kind"] == "identical"
+    assert {"key": "model_args.dtype", "value_b": "bfloat16"}.items() <= next(
+        d for d in doc["settings_differ"] if d["key"] == "model_args.dtype").items()
+
+
 def _refusal(folder, **kw) -> str:
     from abricot_local.analysis.runs import load_run
 
@@ -148,7 +194,7 @@ def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, 
     lm_dir, run_dir = fake_pair
     data = (("discotex", str(discotex_dir)),)
     edited = _copy(lm_dir, tmp_path)
-    (samples,) = edited.glob("samples_*.jsonl")
+    (samples,) = edited.glob("samples_abricot_mc_2*.jsonl")
     lines = samples.read_text(encoding="utf-8").splitlines()
     row = json.loads(lines[1])
     row["arguments"]["gen_args_0"]["arg_0"] += " "  # one item's context no longer the task's
@@ -173,7 +219,7 @@ def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, 
 def test_items_of_no_task_are_refused(fake_pair, discotex_dir, tmp_path):
     lm_dir, _ = fake_pair
     edited = _copy(lm_dir, tmp_path)
-    (samples,) = edited.glob("samples_*.jsonl")
+    (samples,) = edited.glob("samples_abricot_mc_2*.jsonl")
     rows = [json.loads(x) for x in samples.read_text(encoding="utf-8").splitlines()]
     for row in rows:
         for k in row["arguments"]:
@@ -199,6 +245,18 @@ def test_compare_pairs_a_prompt_variant_recorded_under_another_key(discotex_dir,
     _invoke("run", "fake", *flags, "--out", tmp_path / "card")
     r = CliRunner().invoke(cli, ["compare", str(tmp_path / "one"), str(tmp_path / "card")])
     assert r.exit_code != 0 and "no common items" in r.output
+
+
+def test_an_lm_eval_variant_pairs_with_a_run_keyed_otherwise(fake_pair, discotex_dir, tmp_path):
+    """abricot_mc_ita is read as discotex~ita-bench (beside the card's discotex); a `--prompt-variant
+    ita-bench` run keys the same prompts discotex: compare pairs them by what they scored."""
+    lm_dir, _ = fake_pair
+    _invoke("run", "fake", "--backend", "fake", "--n-ctx", 2048, "--tasks", "discotex", "--data-dir", discotex_dir,
+            "--limit", N, "--prompt-variant", "ita-bench", "--out", tmp_path / "ita")
+    doc = json.loads(_invoke("compare", lm_dir, tmp_path / "ita", "--format", "json"))
+    (m,) = doc["matches"]
+    assert (m["task"], m["n_common"]) == ("discotex~ita-bench", N) and doc["verdicts"][0]["kind"] == "identical"
+    assert any("recorded it as discotex;" in n for n in doc["notes"])
 
 
 # -- the real model -----------------------------------------------------------------------------

@@ -33,25 +33,27 @@ def _displaced(u: TaskSamples, run: RunView, taken: set[str]) -> str:
 
 
 def _align_one(first: RunView, run: RunView, notes: list[str]) -> RunView:
-    tasks, used = list(run.tasks), set()
-    for t in first.tasks:
-        mine = _keys(t)
-        scored = [(len(mine & _keys(u)), u.name == t.name, k) for k, u in enumerate(tasks)
-                  if k not in used and base_name(u.name) == base_name(t.name)]
-        if not scored:
-            continue
-        n, same, k = max(scored)
-        if same or not n:
-            used.update(j for _, s, j in scored if s)
-            continue
-        u = tasks[k]
-        for j, w in enumerate(tasks):
-            if w.name == t.name:  # the instance of the same key scored other items: named by its variant
-                tasks[j] = replace(w, name=_displaced(w, run, {x.name for x in first.tasks}), key=w.own_key)
-        tasks[k] = replace(u, name=t.name, key=u.own_key)
-        used.add(k)
-        notes.append(f"task {t.name}: run {run.label} recorded it as {u.name}; paired on the {n} item(s) "
-                     "both scored alike (same id, same scored context)")
+    """``run``'s instances paired with ``first``'s: the pairs sharing most items first (the same key
+    winning a tie), each instance once."""
+    mine = [_keys(t) for t in first.tasks]
+    theirs = [_keys(u) for u in run.tasks]
+    scored = sorted(((len(mine[i] & theirs[k]), t.name == u.name, -i, -k) for i, t in enumerate(first.tasks)
+                     for k, u in enumerate(run.tasks) if base_name(u.name) == base_name(t.name)), reverse=True)
+    paired: dict[int, int] = {}  # run's instance -> first's task
+    for n, _, i, k in scored:
+        if n and -k not in paired and -i not in paired.values():
+            paired[-k] = -i
+    names = {first.tasks[i].name for i in paired.values()}
+    tasks = list(run.tasks)
+    for k, u in enumerate(run.tasks):
+        t = first.tasks[paired[k]] if k in paired else None
+        if t is not None and t.name != u.name:
+            tasks[k] = replace(u, name=t.name, key=u.own_key)
+            n = len(mine[paired[k]] & theirs[k])
+            notes.append(f"task {t.name}: run {run.label} recorded it as {u.name}; paired on the {n} item(s) "
+                         "both scored alike (same id, same scored context)")
+        elif t is None and u.name in names:  # its key is another instance's now: named by its variant
+            tasks[k] = replace(u, name=_displaced(u, run, {x.name for x in first.tasks}), key=u.own_key)
     return replace(run, tasks=tuple(tasks))
 
 

@@ -44,6 +44,7 @@ class LmEvalRun:
     record: Record
     samples: Mapping[str, tuple[Sample, ...]]
     quant: str = ""
+    base: str = ""  # the model its quants share: a hub id's name (google/gemma-3-270m: gemma-3-270m)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def logged_items(path: Path, task: str) -> list[Logged]:
         raise ResultsError(f"{err}: lm-eval writes its samples files whole") from None
     filters = list(dict.fromkeys(r.get("filter", "none") for r in rows if isinstance(r, dict)))
     chosen = "none" if "none" in filters else (filters[0] if filters else "none")
-    out = []
+    out, seen = [], set()
     for k, row in enumerate(rows, 1):
         where = f"{path} line {k}"
         if not isinstance(row, dict) or "doc_id" not in row or "arguments" not in row:
@@ -126,7 +127,12 @@ def logged_items(path: Path, task: str) -> list[Logged]:
         resps = row.get("filtered_resps") or [r[0] if isinstance(r, list) and r else r for r in row.get("resps", [])]
         if len(resps) != len(args):
             raise ResultsError(f"{where}: {len(resps)} responses for {len(args)} requests")
-        out.append(Logged(int(row["doc_id"]), args[0][0], tuple(a[1] for a in args),
+        if not isinstance(row["doc_id"], int) or isinstance(row["doc_id"], bool):
+            raise ResultsError(f"{where}: doc_id {str(row['doc_id'])[:40]!r} is not lm-eval's (an integer)")
+        if row["doc_id"] in seen:
+            raise ResultsError(f"{where}: doc_id {row['doc_id']} is logged twice for filter {chosen!r}")
+        seen.add(row["doc_id"])
+        out.append(Logged(row["doc_id"], args[0][0], tuple(a[1] for a in args),
                           tuple(_number(r, where) for r in resps)))
     return out
 
@@ -145,9 +151,9 @@ def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[t
             cls = task_class(name)
             for protocol in [None, *[p.name for p in cls.protocols[1:]]]:
                 key = name if protocol is None else f"{name}@{protocol}"
-                for variant in [None, *cls.prompt_variants]:
+                for variant in [None, *cls.prompt_variants]:  # a variant named: keyed as --prompt-variant all keys it
                     for n in dict.fromkeys([None, shots]):
-                        yield key, {"prompt_variant": variant, "shots": n, "seed": s}
+                        yield (key if variant is None else f"{key}~{variant}"), {"shots": n, "seed": s}
 
 
 def _index(items) -> dict[str, list]:
@@ -170,7 +176,7 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
             task = make_task(key, replace(base, **fields))
             items = task.items()
         except AbricotError:
-            skipped.setdefault(key.partition("@")[0], None)
+            skipped.setdefault(key.partition("@")[0].partition("~")[0], None)
             continue
         index = _index(items)
         sig = tuple(sorted(index))
@@ -191,7 +197,7 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
             else:
                 return task, chosen
         if hits > best[0]:
-            best = (hits, key if not fields["prompt_variant"] else f"{key} (prompt variant {fields['prompt_variant']})")
+            best = (hits, key)
     first = min(logged, key=lambda x: x.doc_id)
     if best[0]:
         why = (f"only {best[0]} of its {len(logged)} items have the scored context and continuations of an item of "
@@ -304,7 +310,9 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                if isinstance(when, (int, float)) and math.isfinite(when) else None)
     record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
                     tasks=tasks)
-    return LmEvalRun(given, record, samples, quant)
+    from abricot_local.gguf.file import strip_quant
+
+    return LmEvalRun(given, record, samples, quant, strip_quant(model.name.rstrip("/").rsplit("/", 1)[-1]))
 
 
 def recorded_data(records) -> tuple[tuple[str, str], ...]:

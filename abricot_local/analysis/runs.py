@@ -153,7 +153,7 @@ def load_run(folder: str | Path, registry: dict | None = None, *, data: tuple[tu
     spec = _match(model, registry or {})
     label = model.alias or model.name or path.name
     quant = (spec.quant if spec else "") or (lm.quant if lm else "") or quant_of(label) or quant_of(model.path or "")
-    base = (spec.base if spec else "") or strip_quant(label)
+    base = (spec.base if spec else "") or (lm.base if lm else "") or strip_quant(label)
     reproduces = pub.parse_reproduces(spec.reproduces)[0] if spec else ()
     return Run(path, model.name or path.name, model.alias, record.backend, base, quant,
                spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record, samples=own)
