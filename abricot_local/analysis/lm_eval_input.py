@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -171,6 +172,7 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
     if not logged:
         raise ResultsError(f"lm-eval task {lm_task} logged no item")
     best, seen, skipped = (0, ""), set(), {}
+    wanted = Counter(scored_key(x.context, x.continuations) for x in logged)
     for key, fields in _candidates(lm_task, shots, seed):
         try:
             task = make_task(key, replace(base, **fields))
@@ -183,19 +185,15 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
         if sig in seen:
             continue
         seen.add(sig)
-        hits = sum(1 for x in logged if scored_key(x.context, x.continuations) in index)
+        hits = sum(min(n, len(index.get(k, ()))) for k, n in wanted.items())  # each item of the task once
         if hits == len(logged):
-            used: dict[str, int] = {}
+            used: Counter = Counter()
             chosen = []
             for x in sorted(logged, key=lambda x: x.doc_id):
                 k = scored_key(x.context, x.continuations)
-                group = index[k]
-                if used.get(k, 0) >= len(group):
-                    break
-                chosen.append((x, group[used.get(k, 0)]))
-                used[k] = used.get(k, 0) + 1
-            else:
-                return task, chosen
+                chosen.append((x, index[k][used[k]]))
+                used[k] += 1
+            return task, chosen
         if hits > best[0]:
             best = (hits, key)
     first = min(logged, key=lambda x: x.doc_id)
