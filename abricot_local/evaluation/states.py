@@ -59,7 +59,9 @@ def _lock_held(folder: Path) -> bool:
 
 
 def is_run_folder(folder: Path) -> bool:
-    """A run's folder, or an lm-eval output folder (its results_*.json: read as a run, lm_eval_input.py)."""
+    """A folder to list: results.json, a state file, or a checkpoint folder (owned.is_run_folder,
+    which a run must find before it writes there, also wants the checkpoint's manifest); or an lm-eval
+    output folder (its results_*.json: read as a run, analysis/lm_eval_input.py)."""
     return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
             or _lm_eval(folder))
 
@@ -137,7 +139,8 @@ def unfinished(folder: str | Path) -> str | None:
 
 
 def find_runs(paths) -> list[RunState]:
-    """Run folders under each path (itself, or any folder below it), in path order."""
+    """Run folders under each path (itself, and any folder below it: a run inside another run's
+    folder too, which `run` now refuses but earlier versions made), in path order."""
     out: list[RunState] = []
     for given in paths:
         root = Path(given)
@@ -150,11 +153,7 @@ def find_runs(paths) -> list[RunState]:
             raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
         if is_run_folder(root):
             out.append(run_state(root))
-            continue
         for here, dirs, _ in os.walk(root):
-            dirs.sort()
-            for d in list(dirs):
-                if is_run_folder(Path(here) / d):
-                    out.append(run_state(Path(here) / d))
-                    dirs.remove(d)  # a run folder's own subfolders are not runs
+            dirs[:] = sorted(d for d in dirs if d != CHECKPOINT)  # a checkpoint holds no run
+            out.extend(run_state(Path(here) / d) for d in dirs if is_run_folder(Path(here) / d))
     return out
