@@ -81,7 +81,8 @@ class Run:
 
     @property
     def source(self) -> str:
-        return f"run ({self.backend} backend, not a model)" if self.synthetic else "run"
+        kind = "run" if self.samples is None else "lm-eval output"
+        return f"{kind} ({self.backend} backend, not a model)" if self.synthetic else kind
 
     @property
     def tasks(self) -> tuple[str, ...]:

@@ -108,6 +108,8 @@ class Run:
         """lm-eval's results layout in ``folder`` (report/lm_eval_layout.py); the model's subfolder."""
         from abricot_local.report.lm_eval_layout import write
 
+        if self.own_samples is not None:
+            raise ResultsError(f"{self.folder} is an lm-eval output already; to_lm_eval writes runs of abricot-local")
         return write(self.folder, self.record, Path(folder))
 
     def __repr__(self) -> str:
