@@ -121,7 +121,8 @@ def load_run(path: str | Path, *, data: dict | None = None) -> Run:
     folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
     found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
     if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
-        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got {type(data).__name__}")
+        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
+                           f"{type(data).__name__}")
     return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 

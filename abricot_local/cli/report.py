@@ -93,7 +93,8 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
 
         for run in doc.runs:
             if run.samples is not None:
-                raise UsageError(f"{run.path} is an lm-eval output already; --format lm-eval writes runs of abricot-local")
+                raise UsageError(f"{run.path} is an lm-eval output already; --format lm-eval writes runs of "
+                                 "abricot-local")
         for run in doc.runs:
             echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
         return

@@ -62,8 +62,8 @@ def is_run_folder(folder: Path) -> bool:
     """A folder to list: results.json, a state file, or a checkpoint folder (owned.is_run_folder,
     which a run must find before it writes there, also wants the checkpoint's manifest); or an lm-eval
     output folder (its results_*.json: read as a run, analysis/lm_eval_input.py)."""
-    return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
-            or _lm_eval(folder))
+    return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir()
+            or any((folder / m).is_file() for m in MARKERS) or _lm_eval(folder))
 
 
 def _lm_eval(path: Path) -> bool:
@@ -82,7 +82,8 @@ def lm_eval_state(path: Path) -> RunState:
     except ResultsError as err:
         return RunState(path, "failed", 0, None, str(err))
     counts = doc.get("n-samples") if isinstance(doc, dict) and isinstance(doc.get("n-samples"), dict) else {}
-    per = {t: c.get("effective") for t, c in counts.items() if isinstance(c, dict) and isinstance(c.get("effective"), int)}
+    per = {t: c.get("effective") for t, c in counts.items()
+           if isinstance(c, dict) and isinstance(c.get("effective"), int)}
     n = sum(per.values())
     return RunState(path, "complete", n, n, "lm-eval output: " + ", ".join(f"{k} {v}" for k, v in per.items()))
 
