@@ -181,6 +181,14 @@ def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex
         d for d in doc["settings_differ"] if d["key"] == "model_args.dtype").items()
 
 
+def test_load_run_data_is_a_mapping(tmp_path):
+    import abricot_local
+    from abricot_local.errors import AbricotError
+
+    with pytest.raises(AbricotError, match="data must be a dict"):
+        abricot_local.load_run(tmp_path, data=[("discotex", "x")])
+
+
 def _refusal(folder, **kw) -> str:
     from abricot_local.analysis.runs import load_run
 
@@ -241,6 +249,7 @@ def test_compare_pairs_a_prompt_variant_recorded_under_another_key(discotex_dir,
     assert (m["task"], m["n_common"]) == ("discotex", 2)  # ita-bench with ita-bench, not with card
     assert doc["verdicts"][0]["kind"] == "identical"
     assert any("recorded it as discotex~ita-bench" in n for n in doc["notes"])
+    assert "task discotex~card is not in every run: not compared" in doc["notes"]  # its key was taken: its variant
     # a key naming other prompts is not paired: the card run against the ita-bench one shares no item
     _invoke("run", "fake", *flags, "--out", tmp_path / "card")
     r = CliRunner().invoke(cli, ["compare", str(tmp_path / "one"), str(tmp_path / "card")])
