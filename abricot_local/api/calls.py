@@ -127,10 +127,15 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
                            with_memory=True, keep_going=len(models) > 1)
 
 
-def load_run(path: str | PathLike) -> Run:
-    """A finished run folder (its results.json and samples files, validated)."""
+def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
+    """A finished run folder (its results.json and samples files, validated), or an lm-eval output
+    folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
+    found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
+    if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
+        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
+                           f"{type(data).__name__}")
     check_call(load_run, locals())
-    return Run.load(path)
+    return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 
 def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,

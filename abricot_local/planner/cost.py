@@ -304,3 +304,22 @@ def with_items(work: Work, items: int) -> Work:
     f = items / work.items if work.items else 0.0
     return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
                    rows=round(work.rows * f), positions=round(work.positions * f))
+
+
+def counting_progress(name: str, total: int, notify) -> Callable[[int], None] | None:
+    """A progress line while a large task's work is counted (``notify``): the first after
+    ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""
+    import os
+    import time
+
+    if notify is None:
+        return None
+    every = float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "5"))
+    last = [time.monotonic()]
+
+    def counted(done: int) -> None:
+        if time.monotonic() - last[0] >= every and done < total:
+            last[0] = time.monotonic()
+            notify(f"plan: counting {name}'s tokens, {done:,} of {total:,} items ...")
+
+    return counted

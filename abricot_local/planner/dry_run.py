@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 from abricot_local.planner import calibration
@@ -23,14 +24,14 @@ from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.cache import is_offline
 from abricot_local.planner.chars_per_token import ratio
-from abricot_local.errors import AbricotError, DownloadError, MissingDataError, ModelError
+from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
 from abricot_local.models.ref import ModelRef, before_download, local_file, lookup_alias, resolve_model_ref
-from abricot_local.models.sources import Pending as Download, source_of
-from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
-                                     text_tokenizer, with_items)
+from abricot_local.models.sources import Pending as Download, offline_refusal, source_of
+from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+                                     gguf_facts, parse_params, text_tokenizer, with_items)
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
@@ -48,6 +49,7 @@ class TaskPlan:
     work: Work | None = None
     seconds: float | None = None
     problem: str = ""
+    saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,18 @@ def plan(models, *, given: Given, task_spec: str | None, task_options,
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
+    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
+    Nothing is written on the way: files hashed are remembered in this process only."""
+    from abricot_local.hashing import unwritten
+
+    with unwritten():
+        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
+                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
+                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+
+
+def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
+          with_memory, keep_going, notify) -> DryRun:
     made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
@@ -209,7 +222,7 @@ def _locate(name, given: Given, models_file, model_dirs):
     if stores.prefix_of(name) == "hf":
         # offline, the run would refuse the download: planned all the same, with the run's refusal (a dry run
         # downloads nothing)
-        refused = _refusal(lambda: resolve_model_ref(name, backend=given.backend, offline=True,
+        refused = offline_refusal(lambda: resolve_model_ref(name, backend=given.backend, offline=True,
                                                      models_file=models_file, digest=False)) if offline else ""
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
@@ -227,17 +240,8 @@ def _locate(name, given: Given, models_file, model_dirs):
     source = source_of(spec)
     refused = ""
     if offline and source.downloads:  # the run's own refusal, naming the file not in the cache: said, not raised
-        refused = _refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
     return None, spec, replace(source.pending(spec), refused=refused)
-
-
-def _refusal(fetch) -> str:
-    """The first line of the error ``fetch()`` raises offline (the run's refusal), "" when it does not."""
-    try:
-        fetch()
-    except (DownloadError, ModelError) as err:
-        return str(err).split("\n", 1)[0]
-    return ""
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
@@ -265,25 +269,6 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, not
         be.close()
 
 
-def _counting(name: str, total: int, notify) -> Callable[[int], None] | None:
-    """A progress line while a large task's work is counted (``notify``): the first after
-    ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""
-    import os
-    import time
-
-    if notify is None:
-        return None
-    every = float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "5"))
-    last = [time.monotonic()]
-
-    def counted(done: int) -> None:
-        if time.monotonic() - last[0] >= every and done < total:
-            last[0] = time.monotonic()
-            notify(f"plan: counting {name}'s tokens, {done:,} of {total:,} items ...")
-
-    return counted
-
-
 def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> TaskPlan:
     """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
     name = t.task.key
@@ -299,7 +284,7 @@ def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> T
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
         work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
-                          progress=_counting(name, len(run.items), notify))
+                          progress=counting_progress(name, len(run.items), notify))
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there
         return TaskPlan(name, len(t.run.items), t.available,
                         problem=str(err) if is_exact else f"may not fit (estimated): {err}")
@@ -375,6 +360,28 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
                                                                   for t in m.tasks if t.work) for m in models]
         out.append(Alternative(option, None if None in secs else sum(secs)))
     return tuple(out)
+
+
+def resumed(plan: DryRun, folders: dict[str, Path]) -> DryRun:
+    """The plan of a --resume: each model's tasks less the items its folder (``folders``: model as
+    written -> its run folder) holds already; the work and time of those left, in proportion."""
+    from abricot_local.evaluation.results import saved_counts
+
+    models = []
+    for m in plan.models:
+        folder = folders.get(m.model)
+        done = saved_counts(folder) if folder is not None and folder.is_dir() else {}
+        tasks = tuple(_less(t, min(done.get(t.task, 0), t.items), m.speed) for t in m.tasks)
+        models.append(replace(m, tasks=tasks))
+    return replace(plan, models=tuple(models))
+
+
+def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
+    if not saved:
+        return t
+    work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
+    return replace(t, items=t.items - saved, saved=saved, work=work,
+                   seconds=speed.seconds(work) if speed and work else None)
 
 
 def plan_of(models, *, limit, sample, shard, kw: dict, calibrate: bool = False, with_memory: bool = True,
