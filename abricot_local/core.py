@@ -18,6 +18,7 @@ from abricot_local.errors import NonFiniteError, UsageError
 
 # -- defaults: the one place they are written -------------------------------------------------
 DEFAULT_SEED = 1234
+MAX_SEED = 2**64 - 1  # the widest seed: numpy's generators take it, a record holds it (jsonfiles.MAX_DIGITS)
 DEFAULT_N_CTX = 2048
 DEFAULT_N_BATCH = 512
 DEFAULT_ENGINE = "prefix"

@@ -6,14 +6,22 @@ what a run says is a Python warning (AbricotWarning), a failure an AbricotError.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
+from abricot_local.api.arguments import check_call
 from abricot_local.api.options import AbricotWarning, progress_bars, run_kw, warn
 from abricot_local.api.run import Run
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
+
+
+PathLike = os.PathLike  # a Path, or any path object
+Models = str | PathLike | list[str | PathLike] | tuple[str | PathLike, ...]  # one model, or a sweep's
+Tasks = str | list[str] | tuple[str, ...] | None
+Quants = str | list[str] | tuple[str, ...] | None
 
 
 class SweepError(AbricotError):
@@ -46,9 +54,9 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
-def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
-             protocol: str | None = None, out: str | Path | None = None, resume: bool = False,
-             progress: bool = True, quants=None, **options):
+def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
+             shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
+             resume: bool = False, progress: bool = True, quants: Quants = None, **options):
     """Score ``model`` (anything `run` takes: an alias, a .gguf path, ollama:NAME...) on ``tasks``
     (a name, "a,b", a list; None: every task whose data is here or can be fetched), as
     ``abricot-local run`` does; a list of models runs a sweep into ``out`` (one folder per model).
@@ -60,6 +68,7 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     ``resume=True`` (and its ``out``) continues it."""
     from abricot_local.evaluation import session
 
+    check_call(evaluate, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
@@ -84,31 +93,42 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     return runs
 
 
-def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
-         protocol: str | None = None, calibrate: bool = False, quants=None, **options):
+def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
+         shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
+         **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
     plan (planner.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
     nothing scored, written or downloaded."""
     from abricot_local.planner import dry_run
 
+    check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
     return dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1)
 
 
-def load_run(path: str | Path) -> Run:
-    """A finished run folder (its results.json and samples files, validated)."""
-    return Run.load(path)
 
 
-def compare(*runs, tolerance: float | None = None, alpha: float = 0.05, seed: int = DEFAULT_SEED,
-            margin: float | None = None, reference: str | None = None, near_tie: float | None = None,
-            models_file: str | Path | None = None) -> Comparison:
+def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
+    """A finished run folder (its results.json and samples files, validated), or an lm-eval output
+    folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
+    found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
+    if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
+        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
+                           f"{type(data).__name__}")
+    check_call(load_run, locals())
+    return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
+
+
+def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
+            seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
+            near_tie: float | None = None, models_file: str | PathLike | None = None) -> Comparison:
     """`compare` of finished runs (Run objects, run folders, or folders holding runs): the items
     they share, paired differences with their CI and test, one verdict per pair."""
     from abricot_local.analysis.compare import TOLERANCE
     from abricot_local.errors import UsageError
     from abricot_local.models.registry import load_registry
 
+    check_call(compare, locals())
     check_alpha(alpha)
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")

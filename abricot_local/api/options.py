@@ -28,7 +28,8 @@ def valid_options() -> list[str]:
 
 def run_kw(tasks, protocol: str | None, options: dict) -> dict:
     """``run``'s option values (evaluation.arguments' ``kw``) from the API's: an unknown name is
-    refused with the valid ones; ``data`` may be {task: path} or ("task=path", ...)."""
+    refused with the valid ones; ``data`` may be {task: path}, "task=path", or a list of "task=path"
+    and (task, path); ``prompt_variant`` a list. Types are checked before (api/arguments.py)."""
     from abricot_local.backends import DEFAULT_BACKEND, option_specs
     from abricot_local.errors import fold
     from abricot_local.names import did_you_mean
@@ -42,7 +43,10 @@ def run_kw(tasks, protocol: str | None, options: dict) -> dict:
           **{spec.name: None for spec, _ in option_specs() if spec.flag}}
     kw.update({k: v for k, v in options.items() if k != "force"})
     data = kw["data"]
-    kw["data"] = tuple(f"{t}={p}" for t, p in data.items()) if isinstance(data, dict) else tuple(data)
+    data = data.items() if isinstance(data, dict) else (data,) if isinstance(data, str) else data
+    kw["data"] = tuple(d if isinstance(d, str) else f"{d[0]}={d[1]}" for d in data)  # "task=path", or a pair
+    if isinstance(kw["prompt_variant"], (list, tuple)):
+        kw["prompt_variant"] = ",".join(kw["prompt_variant"])
     kw["data_dir"] = None if kw["data_dir"] is None else str(kw["data_dir"])
     dirs = kw["model_dirs"]
     kw["model_dirs"] = (str(dirs),) if isinstance(dirs, (str, Path)) else tuple(str(d) for d in dirs)

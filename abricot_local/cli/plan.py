@@ -4,6 +4,7 @@ prints on stderr before it starts (dry_run.py makes the plan, console/plan.py th
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 from abricot_local.cli.app import echo
@@ -21,19 +22,20 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     if as_json:
         echo(json.dumps(plan.to_json(), indent=1))
     else:
-        echo(full(plan, "abricot-local " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""))
+        echo(full(plan, shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""))
 
 
-def announce(run_plan, backend) -> None:
+def announce(run_plan, backend, folder=None) -> None:
     """The short plan on stderr once a real run's model is loaded: the run's own plan and items,
     counted with the loaded model (no other load; what it tokenizes the run does not tokenize
-    again). A task that cannot be counted gets no line: the run says what is wrong with it. The
-    plan only informs: whatever goes wrong making it is one line, and the run goes on."""
+    again). ``folder`` (a --resume: its run folder): what is left, not the whole run. A task that
+    cannot be counted gets no line: the run says what is wrong with it. The plan only informs:
+    whatever goes wrong making it is one line, and the run goes on."""
     from abricot_local.console.plan import brief
     from abricot_local.planner import dry_run
 
     try:
-        plan = dry_run.of_run(run_plan, backend)
+        plan = dry_run.of_run(run_plan, backend, folder)
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
         echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
         return

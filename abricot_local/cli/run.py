@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -69,11 +70,11 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     term = signal.signal(signal.SIGTERM, _sigterm)
 
     def loaded(plan, backend) -> None:
-        announce(plan, backend)
+        announce(plan, backend, out_dir if resume else None)
         echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
-                          resume_hint=lambda folder: f"abricot-local {' '.join(resume_argv(folder))}", say=_stderr)
+                          resume_hint=resume_command, say=_stderr)
     try:
         done = session.run_model(request, model, out_dir, resume, hooks=hooks)
     except session.Interrupted as err:
@@ -142,6 +143,11 @@ def pairwise_verdicts(folders, registry) -> str:
 
 def _sigterm(signum, frame):
     raise KeyboardInterrupt
+
+
+def resume_command(out_dir: Path) -> str:
+    """The command that continues the run, quoted for a POSIX shell (a space or `$(...)` stays one word)."""
+    return shlex.join(["abricot-local", *resume_argv(out_dir)])
 
 
 def resume_argv(out_dir: Path) -> list[str]:

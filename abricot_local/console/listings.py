@@ -71,7 +71,8 @@ def data_status(row: dict) -> str:
     """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
     if row.get("data_path"):
         items = f" ({row['items']} items)" if row.get("items") is not None else ""
-        return f"found at {row['data_path']}{items}"
+        note = f"; {row['data_note']}" if row.get("data_note") else ""  # found, but unreadable: why
+        return f"found at {row['data_path']}{items}{note}"
     return f"missing: {row.get('data_note') or 'unknown'}"
 
 

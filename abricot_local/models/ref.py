@@ -174,18 +174,18 @@ def before_download(name: str, *, backend: str = DEFAULT_BACKEND, given: Given |
 def hub_download(name: str, *, backend: str, models_file: Path | str | None = None):
     """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the
     cache: a models.sources.Pending (the hub's folder, its free disk); None for any other name.
-    Offline, the run's own refusal (a split model's missing part named)."""
+    Offline, planned all the same with the run's own refusal (a dry run downloads nothing)."""
     from abricot_local.cache import is_offline
     from abricot_local.models import stores
     from abricot_local.models.hub import download_folder
-    from abricot_local.models.sources import Pending
+    from abricot_local.models.sources import Pending, offline_refusal
 
     if stores.prefix_of(name) != "hf":
         return None
-    if is_offline():
-        resolve_model_ref(name, backend=backend, offline=True, models_file=models_file, digest=False)
+    refused = offline_refusal(lambda: resolve_model_ref(name, backend=backend, offline=True, models_file=models_file,
+                                                        digest=False)) if is_offline() else ""
     folder = download_folder(ModelSpec(name, "hf", ()))
-    return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1])
+    return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1], refused)
 
 
 def require_known(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,

@@ -100,19 +100,26 @@ def counting_engine(options) -> Engine:
     return Counting(_NoCache(options.n_batch, options.n_ctx), options)
 
 
-def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str) -> Work:
+def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str,
+               progress: Callable[[int], None] | None = None) -> Work:
     """The work of scoring ``items`` with ``options`` (engine, n_batch, n_ctx, parallel), each
-    request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run."""
+    request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run.
+    ``progress(items counted)`` is called after each batch."""
     from abricot_local.evaluation.runner import score_items
 
     engine = counting_engine(options)
+    done = [0]
 
     class Feed:  # what score_items asks of a backend
         def batch_size(self) -> int:
             return engine.parallel
 
         def score_many(self, requests):
-            return engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
+            out = engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
+            done[0] += len(requests)
+            if progress is not None:
+                progress(done[0])
+            return out
 
     for _ in score_items(items, Feed()):
         pass
@@ -297,3 +304,22 @@ def with_items(work: Work, items: int) -> Work:
     f = items / work.items if work.items else 0.0
     return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
                    rows=round(work.rows * f), positions=round(work.positions * f))
+
+
+def counting_progress(name: str, total: int, notify) -> Callable[[int], None] | None:
+    """A progress line while a large task's work is counted (``notify``): the first after
+    ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""
+    import os
+    import time
+
+    if notify is None:
+        return None
+    every = float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "5"))
+    last = [time.monotonic()]
+
+    def counted(done: int) -> None:
+        if time.monotonic() - last[0] >= every and done < total:
+            last[0] = time.monotonic()
+            notify(f"plan: counting {name}'s tokens, {done:,} of {total:,} items ...")
+
+    return counted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 from abricot_local.planner import calibration
@@ -29,9 +30,9 @@ from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
 from abricot_local.models.ref import (ModelRef, before_download, hub_download, local_file, lookup_alias,
                                       resolve_model_ref)
-from abricot_local.models.sources import Pending as Download, source_of
-from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
-                                     text_tokenizer, with_items)
+from abricot_local.models.sources import Pending as Download, offline_refusal, source_of
+from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+                                     gguf_facts, parse_params, text_tokenizer, with_items)
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
@@ -49,6 +50,7 @@ class TaskPlan:
     work: Work | None = None
     seconds: float | None = None
     problem: str = ""
+    saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def _model_json(m: ModelPlan) -> dict:
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
                    "counted_by": t.work.basis if t.work else None, "problem": t.problem or None} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
-                                                     "to": m.download.to, "free_bytes": m.download.free},
+                                                     "to": m.download.to, "free_bytes": m.download.free,
+                                                     "refused_offline": m.download.refused or None},
         "memory": None if fit is None else {"need_bytes": fit.need, "weights_bytes": fit.weights, "kv_bytes": fit.kv,
                                             "available_bytes": fit.available, "vram_bytes": fit.vram,
                                             "remote_bytes": fit.remote, "fits": fit.fits,
@@ -136,7 +139,18 @@ def plan(models, *, given: Given, task_spec: str | None, task_options,
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
+    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
+    Nothing is written on the way: files hashed are remembered in this process only."""
+    from abricot_local.hashing import unwritten
+
+    with unwritten():
+        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
+                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
+                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+
+
+def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
+          with_memory, keep_going, notify) -> DryRun:
     made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
@@ -182,8 +196,8 @@ def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     family = spec.tokenizer if spec else ""
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
-    plans = [_task_plan(t, None, opts, family, task_options.chat_template) for t in tasks] if not here else \
-        _counted(ref, kind, opts, tasks, task_options.chat_template)
+    plans = [_task_plan(t, None, opts, family, task_options.chat_template, notify) for t in tasks] if not here \
+        else _counted(ref, kind, opts, tasks, task_options.chat_template, notify)
     fit, estimated = _memory(ref, spec, cls, opts) if with_memory else (None, False)
     speed, note = _speed(name, ref if here else None, cls, opts, facts, calibrate,
                          spec.sha256_for(0) if spec else None, backend=kind,
@@ -217,9 +231,10 @@ def _locate(name, given: Given, models_file, model_dirs):
         return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
     source = source_of(spec)
-    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache
-        source.fetch(spec, offline=True, progress=False, notify=None, fresh=False)
-    return None, spec, source.pending(spec)
+    refused = ""
+    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache: said, not raised
+        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+    return None, spec, replace(source.pending(spec), refused=refused)
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
@@ -232,43 +247,48 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
-def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
+def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself."""
     reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
     be = open_backend(kind, str(ref.path) if reads else ref.label,
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
-        return _counted_by(be, opts, tasks, chat)
+        return _counted_by(be, opts, tasks, chat, notify)
     finally:
         be.close()
 
 
-def _counted_by(be, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
+def _counted_by(be, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with an open backend's own schedule (the run's: what it counts here,
     it scores without tokenizing again)."""
     from abricot_local.evaluation.runner import apply_chat
 
     runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
-    return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]
+    return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat, notify) for t in tasks]
 
 
-def of_run(run_plan, backend) -> DryRun:
+def of_run(run_plan, backend, folder: Path | None = None) -> DryRun:
     """The plan of a run about to score (an evaluation.planning.RunPlan, its model open as
     ``backend``): its own items, counted with the loaded model's tokenizer, and the speed; no
-    other load, no item built again (the lines `run` prints first)."""
+    other load, no item built again (the lines `run` prints first). ``folder`` (a --resume): the
+    items it holds already are left out, the work and time of those left in proportion."""
+    from abricot_local.evaluation.results import saved_counts
+
     ref, opts, cls = run_plan.model, run_plan.backend_options, backend_class(run_plan.backend)
     tasks = [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs]
     plans = _counted_by(backend, opts, tasks, run_plan.task_options.chat_template)
     facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
     speed, note = _speed(ref.as_written, ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
+    done = saved_counts(folder) if folder is not None and folder.is_dir() else {}
+    plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, run_plan.backend, str(ref.path) if ref.path else None, facts, None, None,
                       False, speed, note, tuple(plans))
     return DryRun((model,), _alternatives([model], run_plan.limit, run_plan.sample, run_plan.shard))
 
 
-def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
+def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> TaskPlan:
     """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
     name = t.task.key
     if t.run is None:
@@ -282,7 +302,8 @@ def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
         schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
-        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis)
+        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
+                          progress=counting_progress(name, len(run.items), notify))
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there
         return TaskPlan(name, len(t.run.items), t.available,
                         problem=str(err) if is_exact else f"may not fit (estimated): {err}")
@@ -360,11 +381,19 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
     return tuple(out)
 
 
+def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
+    if not saved:
+        return t
+    work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
+    return replace(t, items=t.items - saved, saved=saved, work=work,
+                   seconds=speed.seconds(work) if speed and work else None)
+
+
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
             notify: Callable[[str], None] | None = None) -> DryRun:
     """:func:`plan` of a run as `run` and ``abricot_local.evaluate`` ask for it (an
     evaluation.request.RunRequest)."""
     r = request
     return plan(r.models, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
-                sample=r.sample, shard=r.shard, models_file=r.models_file, model_dirs=r.model_dirs,
-                calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+                sample=r.sample, shard=r.shard, models_file=r.models_file, model_dirs=r.model_dirs, calibrate=calibrate,
+                with_memory=with_memory, keep_going=keep_going, notify=notify)
