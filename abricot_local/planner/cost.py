@@ -61,6 +61,8 @@ class _NoCache:
     """A session for counting: the engine's calls are counted before they reach it; its cache
     always rewinds."""
 
+    normalized = False
+
     def __init__(self, n_batch: int, n_ctx: int):
         self.n_batch, self._n_ctx = min(n_batch, n_ctx), n_ctx
 
