@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
 from abricot_local.analysis.compare import Comparison
 from abricot_local.errors import UsageError
 from abricot_local.report.texttable import fit, grid, wrap
@@ -173,7 +174,8 @@ def to_json(c: Comparison) -> dict:
         "equivalence": [{**asdict(e), "line": e.line} for e in c.equivalence],
         "answers_changed": [{"task": ch.task, "reference": ch.reference, "other": ch.other, "n": ch.n,
                              "threshold_nats": ch.threshold, "changed": len(ch.changed),
-                             "near_ties": len(ch.near_ties), "decisive": len(ch.decisive),
+                             "near_ties": len(ch.near_ties), "decisive": len(ch.decisive), "compared": ch.compared,
+                             **{kind: len(ch.with_outcome(kind)) for kind in (FIXED, BROKEN, STILL_WRONG)},
                              "items": [{**asdict(x), "decisive": not x.margin < ch.threshold} for x in ch.changed],
                              "line": ch.line} for ch in c.changes],
         "margin": c.margin, "near_tie_nats": c.near_tie,
@@ -225,8 +227,10 @@ def render(c: Comparison, fmt: str = "table") -> str:
     margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
     parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
                                f"the margin ({margin}; docs/compare.md)", equivalence_lines(c), md))
-    parts.append(_headed_lines(f"Answers changed: near ties (the reference's top-two margin under {c.near_tie:g} "
-                               "nats: kernels alone can flip them) or decisive", change_lines(c), md))
+    parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
+                               f"(-> another wrong answer); near ties (the reference's top-two margin under "
+                               f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive",
+                               change_lines(c), md))
     parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
     head = "### Verdict" if md else "Verdict"
     parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))
