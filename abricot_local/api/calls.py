@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
-from abricot_local.api.options import AbricotWarning, progress_bars, run_kw, warn
+from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
 from abricot_local.api.run import Run, load_runs  # noqa: F401  (the API's)
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
@@ -45,6 +45,7 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+@keyword_hints
 def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
              protocol: str | None = None, out: str | Path | None = None, resume: bool = False,
              progress: bool = True, quants=None, **options):
@@ -96,6 +97,7 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     return runs
 
 
+@keyword_hints
 def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
          protocol: str | None = None, calibrate: bool = False, quants=None, **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
@@ -116,11 +118,13 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
                            with_memory=True, keep_going=len(models) > 1)
 
 
+@keyword_hints
 def load_run(path: str | Path) -> Run:
     """A finished run folder (its results.json and samples files, validated)."""
     return Run.load(path)
 
 
+@keyword_hints
 def compare(*runs, tolerance: float | None = None, alpha: float = 0.05, seed: int = DEFAULT_SEED,
             margin: float | None = None, reference: str | None = None, near_tie: float | None = None,
             models_file: str | Path | None = None) -> Comparison:
