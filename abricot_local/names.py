@@ -1,9 +1,22 @@
 """Did-you-mean for mistyped names (tasks, groups, model aliases): by edit distance only, and
-only close matches, so a suggestion is a likely typo and never a merely similar word."""
+only close matches, so a suggestion is a likely typo and never a merely similar word; and
+:func:`path_part`, the one place a name becomes part of a path."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Iterable
+
+MAX_PART = 120  # characters of a name made a path part (a file system allows 255 bytes)
+
+
+def path_part(name: str, fallback: str = "run") -> str:
+    """``name`` as one part of a path that stays where it is put: separators, control and format
+    characters become ``_``; leading dots and spaces go (no ``.``, ``..`` or hidden name), as
+    do trailing ones; an empty result is ``fallback``. An ordinary name comes back as it is."""
+    chars = ("_" if c in "/\\" or unicodedata.category(c)[0] in "CZ" and c != " " else c for c in str(name))
+    part = "".join(chars)[:MAX_PART].strip(". ")
+    return part or fallback
 
 
 def distance(a: str, b: str) -> int:

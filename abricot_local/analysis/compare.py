@@ -2,7 +2,9 @@
 
 Runs are matched on the items every one of them scored with the same id and the
 same scored context (SHA-256 of the sample's ``context``), in id order, so the
-numbers depend neither on item order nor on sharding. For each pair of runs and
+numbers depend neither on item order nor on sharding; a task one run recorded under
+another key (another prompt-variant spelling, an lm-eval output) is paired by the same
+items (alignment.py). For each pair of runs and
 each task, each CI metric the task declares (``Task.metric_inputs``) is compared
 over those items: the paired difference with a paired-bootstrap CI, and McNemar's
 exact test (accuracy) or Williams' t (correlations, when both runs share the gold
@@ -24,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abricot_local.analysis import stats
+from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
@@ -234,7 +237,7 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
 
 
 def _inputs(run: RunView, task: str, samples: Sequence[Sample]):
-    t = make_task(task, TaskOptions.from_config(dict(run.task(task).config)))
+    t = make_task(run.task(task).own_key, TaskOptions.from_config(dict(run.task(task).config)))
     return t, {m.name: m for m in t.metric_inputs(samples)}
 
 
@@ -262,7 +265,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
     if (margin is not None and not margin > 0) or not near_tie >= 0:
         raise UsageError(f"--margin must be more than 0 and --near-tie 0 or more, got {margin} and {near_tie}")
-    runs = labelled(runs)
+    runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
     refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
         for t in r.tasks:
@@ -272,7 +275,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
                 raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
     names = [t.name for t in runs[0].tasks]
     shared = [t for t in names if all(r.task(t) for r in runs)]
-    notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
+    notes = aligned + [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
         t.name for r in runs for t in r.tasks) if t not in shared]
     matches, metrics, agreements, primary, margins, changes = [], [], [], {}, {}, []
     for task in shared:

@@ -119,9 +119,14 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
 
 
 @keyword_hints
-def load_run(path: str | Path) -> Run:
-    """A finished run folder (its results.json and samples files, validated)."""
-    return Run.load(path)
+def load_run(path: str | Path, *, data: dict | None = None) -> Run:
+    """A finished run folder (its results.json and samples files, validated), or an lm-eval output
+    folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
+    found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
+    if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
+        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
+                           f"{type(data).__name__}")
+    return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 
 @keyword_hints

@@ -25,8 +25,10 @@ def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: 
     if len(folders) < 2:
         raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
                          f"({', '.join(str(f) for f in folders)})")
-    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed,
-                       **verdicts)
+    from abricot_local.analysis.runs import load_all
+
+    return cmp.compare([cmp.view_of_run(r) for r in load_all(folders, registry)], tolerance=tolerance, alpha=alpha,
+                       seed=seed, **verdicts)
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,8 @@ def brief(plan) -> list[str]:
         for t in m.tasks if not m.problem else ():
             if t.work is None:
                 continue
-            out.append(f"plan: {visible(m.label)} {visible(t.task)}: {t.items} items, {_tokens(t.work)} tokens"
+            items = f"{t.items} items left ({t.saved} saved)" if t.saved else f"{t.items} items"
+            out.append(f"plan: {visible(m.label)} {visible(t.task)}: {items}, {_tokens(t.work)} tokens"
                        + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else ""))
     if not out:
         return []

@@ -25,7 +25,7 @@ from abricot_local.evaluation.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
-from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run
+from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run, samples_name, tidy_finished
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, TaskOptions
 
@@ -152,7 +152,7 @@ def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
     return TaskEntry(
         metrics=metrics, n=len(res.samples), version=run.task.version, config=run.task.config(),
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
-        samples_file=f"samples-{res.name}.jsonl", seconds=round(res.seconds, 3), scored_now=res.scored_now,
+        samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
         warnings=(*run.notes, *run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)),
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
@@ -197,7 +197,8 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     absent = absent_options(plan.backend)  # options earlier versions recorded only when set
     if resume:
         done = finished_run(out_dir, manifest, absent)
-        if done is not None:  # nothing to score: the finished run stays as it is
+        if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
+            tidy_finished(Path(out_dir), done)
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     with OutputDir(out_dir) as out:  # a second run on this folder is refused before any load
         out.check(manifest, resume=resume, absent=absent)
@@ -222,8 +223,10 @@ def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[Task
                 resume: bool, progress: Progress | None, start: float,
                 absent: dict | None = None) -> tuple[Path, Record]:
     """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
-    leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
+    leaves FAILED with its reason, Ctrl-C INTERRUPTED; Ctrl-C once results.json is written
+    finishes the tidy-up and the run (it is complete)."""
     out.running({run.task.key: len(run.items) for run in runs})
+    record = None
     try:
         out.start(manifest, resume=resume, absent=absent)
         results = []
@@ -233,6 +236,9 @@ def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[Task
         record = build_record(plan, backend, runs, results, time.perf_counter() - start)
         return out.finalize(record, {r.name: list(r.samples) for r in results}), record
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+        if record is not None and out.finished():
+            out.tidy_finished(record.tasks)
+            return out.path / RESULTS, record
         out.interrupted()
         raise
     except Exception as err:

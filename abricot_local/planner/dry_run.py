@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 from abricot_local.planner import calibration
@@ -48,6 +49,7 @@ class TaskPlan:
     work: Work | None = None
     seconds: float | None = None
     problem: str = ""
+    saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,18 @@ def plan(models, *, given: Given, task_spec: str | None, task_options,
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
+    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
+    Nothing is written on the way: files hashed are remembered in this process only."""
+    from abricot_local.hashing import unwritten
+
+    with unwritten():
+        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
+                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
+                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+
+
+def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
+          with_memory, keep_going, notify) -> DryRun:
     made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
@@ -342,6 +355,28 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
                                                                   for t in m.tasks if t.work) for m in models]
         out.append(Alternative(option, None if None in secs else sum(secs)))
     return tuple(out)
+
+
+def resumed(plan: DryRun, folders: dict[str, Path]) -> DryRun:
+    """The plan of a --resume: each model's tasks less the items its folder (``folders``: model as
+    written -> its run folder) holds already; the work and time of those left, in proportion."""
+    from abricot_local.evaluation.results import saved_counts
+
+    models = []
+    for m in plan.models:
+        folder = folders.get(m.model)
+        done = saved_counts(folder) if folder is not None and folder.is_dir() else {}
+        tasks = tuple(_less(t, min(done.get(t.task, 0), t.items), m.speed) for t in m.tasks)
+        models.append(replace(m, tasks=tasks))
+    return replace(plan, models=tuple(models))
+
+
+def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
+    if not saved:
+        return t
+    work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
+    return replace(t, items=t.items - saved, saved=saved, work=work,
+                   seconds=speed.seconds(work) if speed and work else None)
 
 
 def plan_of(models, *, limit, sample, shard, kw: dict, calibrate: bool = False, with_memory: bool = True,
