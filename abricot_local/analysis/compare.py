@@ -27,7 +27,7 @@ import numpy as np
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.alignment import align
-from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers
+from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.views import RunView, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
@@ -293,7 +293,8 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         for i, j in combinations(range(len(runs)), 2):
             agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
             r, o = (j, i) if (runs[i].label, runs[j].label) in refs else (i, j)  # the reference first
-            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie))
+            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie,
+                                           what=compared(runs[r], runs[o])))
             for name, ia in built[i][1].items():
                 if name in built[j][1]:
                     metrics.append(compare_metric(task, runs[i].label, runs[j].label, ia, built[j][1][name],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
 from abricot_local.api.arguments import check_call
-from abricot_local.api.options import AbricotWarning, progress_bars, run_kw, warn
+from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
 from abricot_local.api.run import Run
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
@@ -54,6 +54,7 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+@keyword_hints
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -93,6 +94,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     return runs
 
 
+@keyword_hints
 def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
@@ -108,6 +110,7 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
 
 
+@keyword_hints
 def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
     """A finished run folder (its results.json and samples files, validated), or an lm-eval output
     folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
@@ -119,6 +122,7 @@ def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
     return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 
+@keyword_hints
 def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
             seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
             near_tie: float | None = None, models_file: str | PathLike | None = None) -> Comparison:

@@ -70,13 +70,16 @@ class Comparison:
                                      "ci90_high", "verdict", "items_to_settle", "line"])
 
     def changes(self):
-        """One row per answer that changed between a pair: the reference's margin between its top two
-        choices (nats) and whether that is a near tie or a decisive change."""
+        """One row per answer that changed between a pair: what the pair compares (one model, quants,
+        two models), the gold answer and both answers (choice indices), the outcome (fixed: wrong ->
+        right, broken: right -> wrong, still_wrong: -> another wrong answer), the reference's margin
+        between its top two choices (nats) and whether that is a near tie or a decisive change."""
         import pandas as pd
 
-        rows = [(c.reference, c.other, c.task, a.id, a.margin, a.margin < c.threshold)
-                for c in self.result.changes for a in c.changed]
-        return pd.DataFrame(rows, columns=["reference", "run", "task", "id", "margin", "near_tie"])
+        rows = [(c.reference, c.other, c.compared, c.task, a.id, a.gold, a.pred_ref, a.pred_other, a.outcome,
+                 a.margin, a.margin < c.threshold) for c in self.result.changes for a in c.changed]
+        return pd.DataFrame(rows, columns=["reference", "run", "compared", "task", "id", "gold", "pred_reference",
+                                           "pred_run", "outcome", "margin", "near_tie"])
 
     def agreements(self):
         """One row per pair and task: same predictions, |delta log-prob| (max, mean), mean KL."""

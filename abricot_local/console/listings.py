@@ -34,7 +34,17 @@ def models_table(rows: list[tuple]) -> str:
 
     head = ("alias", "params", "quant", "size", "license", "gated", "on this machine", "reproduces")
     text, _ = fit(pd.DataFrame(rows, columns=head), keys=1, wrap_cols=("reproduces", "on this machine", "license"))
-    return text + "\n\n" + fold(GATED_LEGEND + "; where each file is: `abricot-local models --local`")
+    return text + "\n\n" + fold(GATED_LEGEND + "; each file's path: `abricot-local models --paths`")
+
+
+def paths_table(rows) -> str:
+    """`models --paths`: each model on this machine (``models.local.LocalModel``), its registry alias
+    (else the name `run` takes) and where it comes from, then its file's path whole on a line of its
+    own (to copy into a models.toml `path`)."""
+    if not rows:
+        return "no registry model is on this machine (`abricot-local models --local --paths`: every GGUF here)"
+    return "\n".join(f"{visible(r.alias or r.name)} ({visible(r.source)}{', ' + visible(r.note) if r.note else ''})\n"
+                     f"  {visible(str(r.path))}" for r in rows)
 
 
 def local_models_table(rows) -> str:

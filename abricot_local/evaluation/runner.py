@@ -254,6 +254,13 @@ def pull_data(task: str) -> list[tuple[Path, str]]:
     return [(Path(p), fetch.sha256_file(Path(p))) for p in pull(task)]
 
 
+def pull_test_data() -> list[tuple[Path, str]]:
+    """Download every file the test suite reads where it looks (`data pull --tests`); (path, sha256)."""
+    from abricot_local.tasks.test_data import pull_test_data as pull
+
+    return [(Path(p), fetch.sha256_file(Path(p))) for p in pull()]
+
+
 def label_map(model: str, given: Given, task_name: str, task_options: TaskOptions,
               models_file: str | None = None, model_dirs: tuple[str, ...] = ()) -> dict:
     """How the first item's continuations map to token ids (vocab-only load)."""
