@@ -26,6 +26,9 @@ from abricot_local.errors import UsageError
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--margin", type=float, default=None, metavar="M",
+              help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
+              "run - published lies inside +-M (default: each task's declared margin per metric).")
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (items, tokens, download, memory, predicted time on "
               "this machine) and stop: nothing is scored, written or downloaded.")
@@ -41,9 +44,10 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.evaluation.arguments import check_counts, limit_caution
+    from abricot_local.evaluation.arguments import check_counts, limit_caution, margin_of
 
     check_counts(limit, sample, resume, out)
+    margin_of(kw)
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
     if quants is not None:  # the registry's aliases of MODEL's quants: a sweep

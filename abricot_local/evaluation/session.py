@@ -50,7 +50,7 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
     hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local.backends.llama_cpp import interrupts
     from abricot_local.evaluation import planning, runner
-    from abricot_local.evaluation.arguments import given_opts, task_opts
+    from abricot_local.evaluation.arguments import given_opts, margin_of, task_opts
 
     plan = None
     state = {"out": out_dir}
@@ -63,7 +63,7 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
         plan = planning.plan_run(
             model=model, given=given_opts(kw), task_spec=kw["tasks"], task_options=task_opts(kw), limit=limit,
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
-            notify=hooks.notify, fresh=resume, model_dirs=kw["model_dirs"],
+            notify=hooks.notify, fresh=resume, model_dirs=kw["model_dirs"], margin=margin_of(kw),
         )
         out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
         watch_remote(plan, out_dir, hooks)

@@ -162,7 +162,8 @@ def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> li
     refuse_unused([task_class(n) for n in names], options)
     refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
     out = []
-    for task in instances([make_task(n, options) for n in names], reproduces, options.prompt_variant):
+    made = [make_task(n, options) for n in names]
+    for task in instances(made, reproduces, options.prompt_variant, options.protocol):
         try:
             items = task.items()
             task.items = lambda items=items: items  # this task object's own: prepare() reads them once
