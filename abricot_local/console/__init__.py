@@ -58,11 +58,11 @@ def verdict(published: Published | None, quant: str = "") -> str:
         wide = max(9, *(len(c.reference) for c in checks))
         key = max(11, *(len(c.task + "." + c.metric) for c in checks))
         lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "
-                     f"{'95% CI':<16}  verdict")
+                     f"{'95% CI':<16} {'diff':>6}  verdict")
         for c in checks:
             ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
             lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
-                         f"{fmt(c.value, 3):>8} {ci:<16}  {words(c)}")
+                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {words(c)}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
             lines.extend(f"      {reason}" for reason in c.reasons)
