@@ -80,20 +80,19 @@ def _items(run, entry: TaskEntry, samples: Sequence[Sample]) -> list[str]:
 
 
 def _entry(task, entry: TaskEntry) -> list[str]:
-    """A task entry's version, prompt hash and config against the task rebuilt from the run's options.
-    Each config value is compared but a text that only describes (a path, where rows came from: not a
-    setting the task declares), which may differ on another machine."""
+    """A task entry's prompt hash and config against the task rebuilt from the run's options (a run of an
+    earlier task version is rebuilt as that version ran, through the options it recorded). Each recorded
+    config value is compared but a text that only describes (a path, where rows came from: not a setting
+    the task declares), which may differ on another machine."""
     key = task.key
     out = []
-    if entry.version is not None and entry.version != task.version:
-        out.append(f"{key} version: recorded {entry.version!r}, this task is version {task.version!r}")
     if entry.prompt_hash is not None and entry.prompt_hash != task.prompt_hash():
         out.append(f"{key} prompt_hash: recorded {entry.prompt_hash[:12]}..., the task's prompts hash to "
                    f"{task.prompt_hash()[:12]}...")
     fresh, recorded = _json(task.config()), _json(entry.config)
     settings = set(task.settings()) | {"protocol"}
-    for name in dict.fromkeys([*recorded, *fresh]):
-        a, b = recorded.get(name), fresh.get(name)
+    for name in recorded:  # a key a run of an earlier version did not record is not held against it
+        a, b = recorded[name], fresh.get(name)
         if isinstance(b, str) and isinstance(a, str) and name not in settings:
             continue  # a description (where the rows came from), not a setting
         if not _same(a, b):
