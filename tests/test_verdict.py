@@ -131,3 +131,29 @@ def test_run_margin_and_several_protocols(tmp_path):
     r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--protocol", "paper,leaderboard", "--out", tmp_path / "typo")
     assert r.exit_code != 0 and "no task of this run has a protocol 'leaderboard'" in r.output
+
+
+def test_report_html_and_the_api_read_the_verdict_from_the_run(tmp_path):
+    """The verdict recorded in results.json reaches `report`, the HTML page and Run.published() with no --models."""
+    from abricot_local import api
+
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--n-ctx", "8192", "--margin", "3", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    recorded = json.loads((tmp_path / "o" / "results.json").read_text())["published"]["checks"]
+    (check,) = recorded
+    assert check["verdict"] == "reproduced" and check["reasons"][0].startswith("reproduced within 3: ")
+    r = invoke("report", tmp_path / "o", "--table", "published")
+    assert r.exit_code == 0 and "0.30: reproduced within 3" in r.output, r.output
+    r = invoke("report", tmp_path / "o", "--table", "published", "--format", "json")
+    (row,) = json.loads(r.output)["published_checks"]
+    assert row["verdict"] == "reproduced" and row["margin"] == 3 and row["reasons"] == check["reasons"]
+    r = invoke("report", tmp_path / "o", "--format", "html", "-o", tmp_path / "page.html")
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "reproduced within 3" in page
+    p = api.load_run(tmp_path / "o").published()
+    assert p.verdict.tolist() == ["reproduced within 3"] and p.margin.tolist() == [3]
+    assert p.reasons.tolist() == ["; ".join(check["reasons"])]
