@@ -157,3 +157,21 @@ def test_report_html_and_the_api_read_the_verdict_from_the_run(tmp_path):
     p = api.load_run(tmp_path / "o").published()
     assert p.verdict.tolist() == ["reproduced within 3"] and p.margin.tolist() == [3]
     assert p.reasons.tolist() == ["; ".join(check["reasons"])]
+
+
+def test_merged_shards_get_the_whole_runs_verdict(tmp_path):
+    """merge makes the published block again over every item: the unsharded run's, which `check` holds."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    base = ["run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+            "--n-ctx", "8192"]
+    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
+    for k in (1, 2):
+        assert invoke(*base, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged")
+    assert r.exit_code == 0, r.output
+    whole, merged, shard = (json.loads((tmp_path / d / "results.json").read_text())["published"]
+                            for d in ("whole", "merged", "s1"))
+    assert merged == whole and shard["checks"][0]["n"] < whole["checks"][0]["n"]
+    r = invoke("check", tmp_path / "merged")
+    assert r.exit_code == 0, r.output

@@ -129,8 +129,9 @@ def verdict(plan: RunPlan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] 
             results: Sequence[TaskResult] = ()) -> Published:
     """The published rows the model's registry entry reproduces, each with its reproduction verdict
     (analysis/baselines.py: the run's 90% CI against the margin, ``--margin`` or the task's)."""
+    wanted = {r.task for r in baselines.parse_reproduces(plan.reproduces)[0]} if plan.reproduces else set()
     evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()))
-                for run, res in zip(runs, results)} if plan.reproduces else {}
+                for run, res in zip(runs, results) if run.task.name in wanted}
     return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
 
 
