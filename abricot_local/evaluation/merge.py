@@ -121,10 +121,11 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
         samples[name] = rows
         if published is not None and published.reproduces:
             totals = [c.items_total for c in published.checks if c.task == name and c.items_total]
-            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows))  # the task's items
+            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows))  # all its items
     if published is not None and published.reproduces:  # the verdict on the whole run, not on a shard
         published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
-    record = replace(ref, published=published, config=replace(ref.config, shard=None), manifest=_strip_shard(ref.manifest),
+    record = replace(ref, published=published, config=replace(ref.config, shard=None),
+                     manifest=_strip_shard(ref.manifest),
                      provenance=replace(ref.provenance, merged_from=tuple(str(f) for _, f, _ in shards)),
                      tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
     with OutputDir(out) as o:
