@@ -95,6 +95,9 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     v = rp.judge(0.30, (0.15, 0.45), 0.30, 0.05, n=127, total=127)
     assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9
     assert "this task cannot settle +-0.05" in v.line and "all 127 items give a 90% CI of about +-0.15" in v.line
+    assert "settles margins of about 0.15 or more" in v.line and "under" not in v.line
+    v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127)  # d = -0.3, h = 0.1: above 0.4 or under 0.2
+    assert v.kind == rp.UNSETTLEABLE and "margins of about 0.40 or more (or, differing, under 0.20)" in v.line
     # 20 of 127 items: all 127 would narrow +-0.35 to about +-0.14, still wider than 0.05
     v = rp.judge(0.30, (-0.05, 0.65), 0.30, 0.05, n=20, total=127)
     assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9 and "even all 127" in v.line

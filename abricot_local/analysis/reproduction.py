@@ -9,7 +9,8 @@ bootstrap interval of the metric, shifted by p. Against the margin M (the task's
 - ``cannot tell yet``: the interval holds a bound of +-M; with about how many items would settle it
   if the difference stayed what it is (stats.items_to_settle: the interval's spread scaled as 1/sqrt(n));
 - ``cannot settle``: even every item of the task could not: the items needed are more than the task
-  holds. The full task's 90% interval would be about +-``settles`` wide: the margin it can settle;
+  holds. The full task's 90% interval would be about +-``settles`` (h) wide: at a difference d it
+  settles a margin above about |d| + h (reproduced) or under |d| - h (differs);
 - ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric).
 
 A small-sample warning is added whenever the run's 90% interval is wider than the gap between the
@@ -60,8 +61,10 @@ class Verdict:
                     "would settle it")
         else:
             whole = f"all {self.total}" if self.n >= self.total else f"even all {self.total}"
-            head = (f"this task cannot settle +-{m}: {figures}; {whole} items give a 90% CI of "
-                    f"about +-{self.settles:.2f}, so it settles margins of about {self.settles:.2f} or more")
+            d, h = abs(self.difference), self.settles
+            under = f" (or, differing, under {d - h:.2f})" if d - h >= 0.005 else ""
+            head = (f"this task cannot settle +-{m}: {figures}; {whole} items give a 90% CI of about +-{h:.2f}: "
+                    f"at this difference it settles margins of about {d + h:.2f} or more{under}")
         return (head, *self.warnings)
 
     @property
