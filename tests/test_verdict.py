@@ -132,6 +132,10 @@ def test_run_margin_and_several_protocols(tmp_path):
         assert list(res["tasks"]) == keys, spec
         assert [res["tasks"][k]["config"]["protocol"] for k in keys] == [k.partition("@")[2] or "paper" for k in keys]
     r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--protocol", "all", "--n-ctx", "8192", "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    assert [t["task"] for t in json.loads(r.stdout)["models"][0]["tasks"]] == ["abricot_abs", "abricot_abs@calamita"]
+    r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--protocol", "paper,leaderboard", "--out", tmp_path / "typo")
     assert r.exit_code != 0 and "no task of this run has a protocol 'leaderboard'" in r.output
 
