@@ -164,6 +164,7 @@ def test_report_html_and_the_api_read_the_verdict_from_the_run(tmp_path):
     p = api.load_run(tmp_path / "o").published()
     assert p.verdict.tolist() == ["reproduced within 3"] and p.margin.tolist() == [3]
     assert p.reasons.tolist() == ["; ".join(check["reasons"])]
+    shown_in_chromium(tmp_path / "page.html", "reproduced within 3", check["reasons"][0])
 
 
 def test_merged_shards_get_the_whole_runs_verdict(tmp_path):
@@ -182,3 +183,26 @@ def test_merged_shards_get_the_whole_runs_verdict(tmp_path):
     assert merged == whole and shard["checks"][0]["n"] < whole["checks"][0]["n"]
     r = invoke("check", tmp_path / "merged")
     assert r.exit_code == 0, r.output
+
+
+def shown_in_chromium(page, *texts):
+    """The page's published table, as Chromium renders it, shows ``texts`` (skipped without a browser)."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    exe = os.environ.get("ABRICOT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(exe).is_file():
+        pytest.skip(f"no Chromium at {exe}")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            pg = browser.new_page()
+            pg.goto(page.as_uri(), wait_until="load")
+            table = pg.locator("#checks-table").inner_text()
+        finally:
+            browser.close()
+    assert "verdict" in table and all(t in table for t in texts), table
