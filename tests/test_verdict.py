@@ -131,6 +131,9 @@ def test_run_margin_and_several_protocols(tmp_path):
         res = json.loads((out / "results.json").read_text())
         assert list(res["tasks"]) == keys, spec
         assert [res["tasks"][k]["config"]["protocol"] for k in keys] == [k.partition("@")[2] or "paper" for k in keys]
+        if spec == "all":  # check rebuilds each instance from its key and the recorded --protocol all
+            r = invoke("check", out)
+            assert r.exit_code == 0, r.output
     r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--protocol", "all", "--n-ctx", "8192", "--dry-run", "--json")
     assert r.exit_code == 0, r.output
