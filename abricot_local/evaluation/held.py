@@ -63,8 +63,10 @@ def _items(run, entry: TaskEntry, samples: Sequence[Sample]) -> list[str]:
             continue
         want = {"context": item.context, "choices": list(item.choices), "continuations": list(item.continuations),
                 "gold": item.gold, "gold_label": task.label_of(item.gold, item), "source": item.source}
-        got = {"context": s.context, "choices": list(s.choices), "continuations": list(s.continuations or ()),
-               "gold": s.gold, "gold_label": s.gold_label, "source": s.source}
+        got = {"context": s.context, "choices": list(s.choices), "gold": s.gold, "gold_label": s.gold_label,
+               "source": s.source, "continuations": list(s.continuations or ())}
+        if s.continuations is None:  # a run of a version before they were recorded
+            del want["continuations"], got["continuations"]
         for name, value in _json(item.fields).items():
             want[name], got[name] = value, _json(s.fields.get(name))
         pred = argmax(s.logprobs)
