@@ -110,8 +110,8 @@ def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, f
     if not near or width <= near[0][0]:
         return ()
     gap, name, v = near[0]
-    return (f"small sample: the run's 90% CI ({width:.2f} wide, {n} items) is wider than the gap {gap:.2f} to the "
-            f"nearest published neighbour ({name} {v:.2f}): at this size the run cannot tell those models apart",)
+    return (f"small sample: the 90% CI, {width:.2f} wide at {n} items, is wider than the gap {gap:.2f} to the nearest "
+            f"published value ({name} {v:.2f}): the run cannot tell those models apart",)
 
 
 def words(check) -> str:

@@ -65,7 +65,9 @@ def verdict(published: Published | None, quant: str = "") -> str:
                          f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {words(c)}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
-            lines.extend(f"      {reason}" for reason in c.reasons)
+            if c.reasons:  # the verdict's figures (its words are in the row), then its warnings
+                lines.append(f"      {c.reasons[0].partition(': ')[2] or c.reasons[0]}")
+                lines.extend(f"      {reason}" for reason in c.reasons[1:])
             for note in c.notes:
                 lines.append(f"      note: {note}")
     for task in published.tasks_not_run:
