@@ -58,11 +58,11 @@ def for_task(cls, options):
     changes = {n: defaults[n] for n in DECLARED if n not in cls.uses and getattr(options, n) != defaults[n]}
     if several(options.prompt_variant):  # each instance's own is set by make_task (its key's, else the default)
         changes["prompt_variant"] = None
-    if several(options.protocol):  # --protocol paper,calamita: each instance's own is set by planning.instances
-        changes["protocol"] = None
     elif "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
             and options.prompt_variant not in cls.prompt_variants:
         changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
+    if several(options.protocol):  # --protocol paper,calamita: each instance's own is set by planning.instances
+        changes["protocol"] = None
     return replace(options, **changes) if changes else options
 
 
