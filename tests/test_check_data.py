@@ -156,3 +156,12 @@ def test_an_edited_published_block_fails(abricot):
     edit(abricot, change_record=dropped)
     rc, out = check(abricot)
     assert rc == 1 and "published.checks: recorded 0, made again 1" in out
+
+
+def test_a_fake_run_named_like_a_registry_alias_is_held_to_what_it_recorded(tmp_path):
+    """The fake backend under a shipped alias records no published rows; `check` does not demand the entry's."""
+    r = invoke("run", "llama-3.1-8b-q4", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--n-ctx", 8192, "--limit", 6, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["published"]["reproduces"] is None
+    assert check(tmp_path / "o")[0] == 0

@@ -109,7 +109,7 @@ def expected_reproduces(record: Record) -> str:
     from abricot_local.models.registry import load_registry
 
     recorded = (record.published.reproduces if record.published else None) or ""
-    name = record.model.alias or (record.config.model if record.config else None)
+    name = record.model.alias  # a registry alias (a path, or a synthetic model named like one: none)
     try:
         spec = load_registry().get(name) if name else None
     except AbricotError:
