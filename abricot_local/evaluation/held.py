@@ -15,6 +15,7 @@ difference is one line naming the task, the item and the field. No task or backe
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Sequence
 
 from abricot_local.analysis import baselines
@@ -25,13 +26,14 @@ MAX_LINES = 40  # per task: the differences named, then how many more
 
 
 def _same(x: Any, y: Any) -> bool:
-    """Equal as JSON values, NaN equal to NaN."""
+    """Equal as JSON values, NaN equal to NaN, two floats within 1e-9 relative (a bootstrap's percentiles
+    come from numpy, whose vectorised math may differ in the last bits on another CPU)."""
     if isinstance(x, list) and isinstance(y, list):
         return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
     if isinstance(x, dict) and isinstance(y, dict):
         return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
-    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
-        return True
+    if isinstance(x, float) and isinstance(y, float):
+        return (x != x and y != y) or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
     return x == y and type(x) is type(y) or (isinstance(x, (int, float)) and isinstance(y, (int, float))
                                              and not isinstance(x, bool) and not isinstance(y, bool) and x == y)
 
