@@ -112,12 +112,13 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
         config = replace(ref.config, shard=None)
         task = make_task(name, TaskOptions.from_config({**config.to_dict(), **entry.config}))
         metrics = as_json(task.metrics(rows))
-        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0])
+        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
                and w not in metric_warnings(entry.metrics)]
         tasks[name] = replace(entry, metrics=metrics, n=len(rows),
                               seconds=round(sum(rec.tasks[name].seconds or 0 for _, _, rec in shards), 3),
                               scored_now=sum(rec.tasks[name].scored_now or 0 for _, _, rec in shards),
-                              warnings=(*own, *data_warnings(task, rows), *metric_warnings(metrics)))
+                              warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
+                                                                   sample=ref.config.sample), *metric_warnings(metrics)))
         samples[name] = rows
         if published is not None and published.reproduces:
             totals = [c.items_total for c in published.checks if c.task == name and c.items_total]
