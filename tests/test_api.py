@@ -76,8 +76,12 @@ def test_published_rows_with_their_verdict(tmp_path):
     p = run.published()
     check = run.record.published.checks[0]
     assert p.reference.tolist() == ["llama-3.1-8b"] and p.published.tolist() == [check.published]
-    want = {True: "inside the CI", False: "outside the CI", None: "no CI"}[check.inside]
-    assert p.verdict.tolist() == [want]
+    # the verdict as the run recorded it: the task's margin (ABRICOT's pearson: 0.05), which all its items cannot settle
+    assert check.verdict == "cannot settle" and check.margin == 0.05 and check.items_total == check.n
+    assert p.verdict.tolist() == ["this task cannot settle 0.05"] and "90% CI" in p.reasons[0]
+    wide = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, margin=2.5, out=tmp_path / "m")
+    assert wide.record.published.margin == 2.5  # run --margin: r - 0.30 always lies inside +-2.5
+    assert wide.published().verdict.tolist() == ["reproduced within 2.5"]
     again = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, shots=0, out=tmp_path / "z")
     assert again.published().verdict.tolist() == ["not comparable"]
     assert "shots 0, published 3" in again.published().differences[0]

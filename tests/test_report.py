@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.analysis import baselines
+from abricot_local.analysis.reproduction import words
 from abricot_local.report import tables as report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
@@ -147,18 +148,24 @@ def test_published_value_inside_ci(runs):
     checks = [c for c in doc.checks if c.run is llama]
     assert len(checks) == 4 and all(c.run.label != "toy-q8" for c in doc.checks)
     res = results(runs["llama-3.1-8b-q4"])["tasks"]
+    # this run recorded no published block (a model named only by --backend fake): the registry's rows
+    # (--models) against its CIs, with no verdict (that needs the samples at run time)
+    assert results(runs["llama-3.1-8b-q4"])["published"]["checks"] == []
     for rc in checks:
-        lo, hi = res[rc.check.task]["metrics"]["pearson_ci95"]
-        if rc.check.reference.source == "CALAMITA leaderboard":  # 0-shot: the seed moves nothing it fixes
-            assert rc.check.task.endswith("@calamita") and rc.check.comparable
-            assert rc.check.inside == (lo <= rc.check.published <= hi)
-            assert rc.check.text == f"{rc.check.published:.2f} in CI? {'yes' if rc.check.inside else 'no'}"
+        c = rc.check
+        lo, hi = res[c.task]["metrics"]["pearson_ci95"]
+        assert c.verdict is None and c.notes == ("fake backend, not the model",)
+        if c.source == "CALAMITA leaderboard":  # 0-shot: the seed moves nothing it fixes
+            assert c.task.endswith("@calamita") and c.comparable
+            assert c.inside == (lo <= c.published <= hi)
+            assert words(c) == ("inside" if c.inside else "outside") + " the 95% CI"
         else:  # --seed 7 drew other shots than the paper's seed 1234: not comparable, never "no"
-            assert rc.check.differences == ("seed 7, published 1234",) and rc.check.inside is None
-            assert rc.check.text == f"{rc.check.published:.2f} not comparable: seed 7, published 1234"
+            assert c.differences == ("seed 7, published 1234",) and c.inside is None
+            assert words(c) == "not comparable"
     text = report.render(doc, table="published")
-    assert "in CI? " in text and "llama-3.1-8b (paper 3-shot)" in text and "fake backend" in text
-    assert "not comparable: seed 7, published 1234" in text
+    assert "against the margin" in text and "llama-3.1-8b (paper 3-shot)" in text and "fake backend" in text
+    assert "not comparable: seed 7, published" in text and "inside the 95% CI" in text
+    assert report.build(list(runs.values())).checks == ()  # no registry, nothing recorded: no checks
 
 
 def test_ci_check_edges():

@@ -32,14 +32,16 @@ def test_verdict_text_from_a_results_dict():
                                      "metric": "pearson", "published": 0.3, "value": 0.1, "ci95": [0.05, 0.2],
                                      "difference": -0.2, "inside": False, "notes": []}]}}
     text = console.verdict(Published.from_dict(res["published"]))
-    assert "0.30" in text and "0.100" in text and "[0.050, 0.200]" in text and "-0.200" in text and "NO" in text
+    # a run of an earlier version recorded no verdict: whether the value is inside its 95% CI
+    assert "0.30" in text and "0.100" in text and "[0.050, 0.200]" in text and "-0.200" in text
+    assert "outside the 95% CI" in text
     assert "abricot_inc: published, but not run here" in text
     # a row made otherwise: not comparable, each difference named, and no answer on the CI
     other = {**res["published"]["checks"][0], "inside": None, "comparable": False, "protocol": "paper",
              "differences": ["shots 0, published 3"]}
     text = console.verdict(Published.from_dict({**res["published"], "checks": [other]}), "Q8_0")
     row = next(x for x in text.splitlines() if "abricot_abs.pearson" in x)
-    assert row.rstrip().endswith("not comparable") and "NO" not in text
+    assert row.rstrip().endswith("not comparable") and "95% CI" not in row
     assert "made otherwise: shots 0, published 3" in text and "this run Q8_0" in text
 
 
@@ -57,14 +59,153 @@ def test_an_entry_reproducing_the_paper_row(tmp_path):
         assert c["published"] == 0.30 and c["reference"] == "llama-3.1-8b" and c["notes"] == []
         lo, hi = res["tasks"][task]["metrics"]["pearson_ci95"]
         assert json.dumps(c["ci95"]) == json.dumps([lo, hi])
-        # a constant prediction on the 18 invented rows makes Pearson (and its CI) NaN: no verdict then
+        # a constant prediction on the 18 invented rows makes Pearson (and its CI) NaN: "cannot tell" then
         assert c["inside"] == (None if math.isnan(lo) else lo <= 0.30 <= hi)
         assert json.dumps(c["value"]) == json.dumps(res["tasks"][task]["metrics"]["pearson"])
+        assert c["margin"] == 0.05 and c["n"] == c["items_total"] == 18 and c["reasons"]
+        assert c["verdict"] == ("cannot tell" if math.isnan(lo) else "cannot settle")
         row = next(x for x in r.output.splitlines() if f"{task}.pearson" in x and "llama-3.1-8b" in x)
-        assert "0.30" in row and {True: "yes", False: "NO", None: "n/a"}[c["inside"]] in row
+        assert "0.30" in row and ("cannot tell" in row or "this task cannot settle 0.05" in row)
+        assert c["reasons"][0].partition(": ")[2] in r.output
     r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--shots", "0", "--n-ctx", "8192", "--out", tmp_path / "z")
     assert r.exit_code == 0, r.output
     assert "made otherwise: shots 0, published 3" in r.output
     assert "not comparable" in next(x for x in r.output.splitlines() if "abricot_abs.pearson" in x)
     assert "abricot_inc: published, but not run here" in r.output
+
+
+def test_the_four_verdicts_and_the_small_sample_warning():
+    """reproduction.judge: the 90% CI of run - published against +-M, as compare judges two runs."""
+    from abricot_local.analysis import reproduction as rp
+
+    near = (("other", 0.35), ("far", 0.9))
+    v = rp.judge(0.31, (0.29, 0.33), 0.30, 0.05, n=500, total=1000, neighbours=near)
+    assert v.kind == rp.REPRODUCED and v.ci90 == (0.29 - 0.30 + 0.0, 0.33 - 0.30) and not v.warnings
+    assert v.line.startswith("reproduced within 0.05: run - published +0.010")
+    v = rp.judge(0.50, (0.45, 0.55), 0.30, 0.05, n=500, total=1000)
+    assert v.kind == rp.DIFFERS and "differs by more than 0.05" in v.line
+    v = rp.judge(0.10, (0.05, 0.15), 0.30, 0.05, n=500, total=1000)
+    assert v.kind == rp.DIFFERS  # below as well as above
+    # 20 items, an interval of +-0.1 around a difference of 0.02, margin 0.1: more items would settle it, the task has them
+    v = rp.judge(0.32, (0.22, 0.42), 0.30, 0.10, n=20, total=1000, neighbours=near)
+    assert v.kind == rp.UNSETTLED and 20 < v.items <= 1000 and f"about {v.items:,} of the task's 1000" in v.line
+    assert v.warnings and "small sample" in v.warnings[0] and "other 0.35" in v.warnings[0]
+    # ABRICOT-like: every item scored, +-0.15 at 127 items against a margin of 0.05: the task cannot settle it
+    v = rp.judge(0.30, (0.15, 0.45), 0.30, 0.05, n=127, total=127)
+    assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9
+    assert "this task cannot settle +-0.05" in v.line and "all 127 items give a 90% CI of about +-0.15" in v.line
+    assert "settles margins of about 0.15 or more" in v.line and "under" not in v.line
+    v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127)  # d = -0.3, h = 0.1: above 0.4 or under 0.2
+    assert v.kind == rp.UNSETTLEABLE and "margins of about 0.40 or more (or, differing, under 0.20)" in v.line
+    # 20 of 127 items: all 127 would narrow +-0.35 to about +-0.14, still wider than 0.05
+    v = rp.judge(0.30, (-0.05, 0.65), 0.30, 0.05, n=20, total=127)
+    assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9 and "even all 127" in v.line
+    v = rp.judge(float("nan"), (float("nan"), float("nan")), 0.30, 0.05, n=20, total=127)
+    assert v.kind == rp.UNDEFINED and v.line.startswith("cannot tell")
+
+
+def test_run_margin_and_several_protocols(tmp_path):
+    """--margin overrides the task's; --protocol paper,calamita scores both protocols without a registry entry."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b; CALAMITA: '
+                      'Llama-3.1-8B-Instruct"\n', encoding="utf-8")
+    r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--n-ctx", "8192", "--margin", "3", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["published"]["margin"] == 3 and "margin 3 (--margin)" in r.output
+    assert {c["task"] for c in res["published"]["checks"]} == {"abricot_abs", "abricot_abs@calamita"}
+    assert all(c["margin"] == 3 and c["verdict"] in ("reproduced", "cannot tell") for c in res["published"]["checks"])
+    for bad in ("0", "-1", "inf", "nan"):
+        r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+                   "--margin", bad, "--out", tmp_path / f"bad{bad}")
+        assert r.exit_code != 0 and "--margin must be a finite number more than 0" in r.output, (bad, r.output)
+        assert not (tmp_path / f"bad{bad}").exists()
+    for spec, keys in (("paper,calamita", ["abricot_abs", "abricot_abs@calamita"]),
+                       ("all", ["abricot_abs", "abricot_abs@calamita"]), ("calamita", ["abricot_abs@calamita"])):
+        out = tmp_path / spec.replace(",", "-")
+        r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+                   "--protocol", spec, "--n-ctx", "8192", "--out", out)
+        assert r.exit_code == 0, r.output
+        res = json.loads((out / "results.json").read_text())
+        assert list(res["tasks"]) == keys, spec
+        assert [res["tasks"][k]["config"]["protocol"] for k in keys] == [k.partition("@")[2] or "paper" for k in keys]
+        if spec == "all":  # check rebuilds each instance from its key and the recorded --protocol all
+            r = invoke("check", out)
+            assert r.exit_code == 0, r.output
+    r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--protocol", "all", "--n-ctx", "8192", "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    assert [t["task"] for t in json.loads(r.stdout)["models"][0]["tasks"]] == ["abricot_abs", "abricot_abs@calamita"]
+    r = invoke("run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--protocol", "paper,leaderboard", "--out", tmp_path / "typo")
+    assert r.exit_code != 0 and "no task of this run has a protocol 'leaderboard'" in r.output
+
+
+def test_report_html_and_the_api_read_the_verdict_from_the_run(tmp_path):
+    """The verdict recorded in results.json reaches `report`, the HTML page and Run.published() with no --models."""
+    from abricot_local import api
+
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+               "--n-ctx", "8192", "--margin", "3", "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    recorded = json.loads((tmp_path / "o" / "results.json").read_text())["published"]["checks"]
+    (check,) = recorded
+    assert check["verdict"] == "reproduced" and check["reasons"][0].startswith("reproduced within 3: ")
+    r = invoke("report", tmp_path / "o", "--table", "published")
+    assert r.exit_code == 0 and "0.30: reproduced within 3" in r.output, r.output
+    r = invoke("report", tmp_path / "o", "--table", "published", "--format", "json")
+    (row,) = json.loads(r.output)["published_checks"]
+    assert row["verdict"] == "reproduced" and row["margin"] == 3 and row["reasons"] == check["reasons"]
+    r = invoke("report", tmp_path / "o", "--format", "html", "-o", tmp_path / "page.html")
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "reproduced within 3" in page
+    p = api.load_run(tmp_path / "o").published()
+    assert p.verdict.tolist() == ["reproduced within 3"] and p.margin.tolist() == [3]
+    assert p.reasons.tolist() == ["; ".join(check["reasons"])]
+    shown_in_chromium(tmp_path / "page.html", "reproduced within 3", check["reasons"][0])
+
+
+def test_merged_shards_get_the_whole_runs_verdict(tmp_path):
+    """merge makes the published block again over every item: the unsharded run's, which `check` holds."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
+    base = ["run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
+            "--n-ctx", "8192"]
+    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
+    for k in (1, 2):
+        assert invoke(*base, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "merged")
+    assert r.exit_code == 0, r.output
+    whole, merged, shard = (json.loads((tmp_path / d / "results.json").read_text())["published"]
+                            for d in ("whole", "merged", "s1"))
+    assert merged == whole and shard["checks"][0]["n"] < whole["checks"][0]["n"]
+    r = invoke("check", tmp_path / "merged")
+    assert r.exit_code == 0, r.output
+
+
+def shown_in_chromium(page, *texts):
+    """The page's published table, as Chromium renders it, shows ``texts`` (skipped without a browser)."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    playwright = pytest.importorskip("playwright.sync_api")
+    exe = os.environ.get("ABRICOT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(exe).is_file():
+        pytest.skip(f"no Chromium at {exe}")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            pg = browser.new_page()
+            pg.goto(page.as_uri(), wait_until="load")
+            table = pg.locator("#checks-table").inner_text()
+        finally:
+            browser.close()
+    assert "verdict" in table and all(t in table for t in texts), table

@@ -12,14 +12,45 @@ config. Otherwise the check is *not comparable*, and says each difference (``sho
 published 0``); it never answers whether the value is inside the CI. A run may hold a task
 under several protocols (keys ``task@protocol``): each row is checked against the instance
 made under its own protocol.
+
+A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the
+margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% interval of
+the metric (:class:`Evidence`: the task's bootstrap at 90%, its margin, its number of items).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Sequence
 
-from abricot_local.record import PublishedCheck, TaskEntry
-from abricot_local.tasks.base import Protocol, Reference
+from abricot_local.analysis import reproduction
+from abricot_local.record import Published, PublishedCheck, Sample, TaskEntry
+from abricot_local.tasks.base import Protocol, Reference, Task
+
+LEVEL90 = 0.90  # the verdict's interval: two one-sided tests at 5%, as compare's equivalence
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the verdict reads of one task instance beyond its record entry: each CI metric's 90%
+    bootstrap interval (the 95% CI's resamples: the task's seed, N_BOOT), the margin the task declares
+    for it, and how many items the whole task holds."""
+
+    total: int
+    ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
+    margins: dict[str, float] = field(default_factory=dict)
+
+
+def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
+    """``task``'s :class:`Evidence` over its ``samples`` (``total``: its items before --limit/--sample/--shard)."""
+    from abricot_local.metrics import bootstrap_ci
+
+    ci90, margins = {}, {}
+    for inp in task.metric_inputs(list(samples)):
+        lo, hi = bootstrap_ci(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
+        ci90[inp.name] = (lo, hi)
+        margins[inp.name] = float(task.margins.get(inp.name, task.default_margin))
+    return Evidence(total, ci90, margins)
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
@@ -108,6 +139,7 @@ class CICheck:
     notes: tuple[str, ...] = ()
     differences: tuple[str, ...] = ()  # settings the run made otherwise than the row's protocol
     key: str = ""
+    verdict: reproduction.Verdict | None = None  # comparable, with evidence: the reproduction verdict
 
     @property
     def task(self) -> str:
@@ -142,17 +174,25 @@ class CICheck:
         """``0.22 in CI? yes`` (``n/a`` without a CI; ``not comparable: shots 3, published 0``)."""
         if not self.comparable:
             return f"{self.published:.2f} not comparable: {'; '.join(self.differences)}"
+        if self.verdict is not None:
+            return f"{self.published:.2f}: {self.verdict.kind}"
         answer = {True: "yes", False: "no", None: "n/a"}[self.inside]
         return f"{self.published:.2f} in CI? {answer}"
 
     def to_record(self) -> PublishedCheck:
         """The check as results.json's ``published.checks`` records it."""
-        p = self.reference.protocol
+        p, v = self.reference.protocol, self.verdict
         return PublishedCheck(reference=self.reference.model, source=self.reference.source, task=self.task,
                               metric=self.reference.metric, published=self.published, value=self.value,
                               ci95=self.ci, difference=self.difference, inside=self.inside, notes=self.notes,
                               protocol=p.name if p else None, comparable=self.comparable,
-                              differences=self.differences, precision=self.precision or None)
+                              differences=self.differences, precision=self.precision or None,
+                              verdict=v.kind if v else None, margin=v.margin if v else None,
+                              ci90=v.ci90 if v and v.kind != reproduction.UNDEFINED else None,
+                              n=v.n if v else None, items_total=v.total if v else None,
+                              items_to_settle=v.items if v else None,
+                              settles=None if v is None or v.settles is None else round(v.settles, 6),
+                              reasons=v.reasons if v else ())
 
 
 def protocol_differences(protocol: Protocol | None, task_config: dict) -> tuple[str, ...]:
@@ -160,16 +200,53 @@ def protocol_differences(protocol: Protocol | None, task_config: dict) -> tuple[
     return protocol.differences(task_config) if protocol is not None else ()
 
 
-def check(ref: Reference, entry: TaskEntry | None, key: str = "") -> CICheck:
-    """Compare ``ref`` with a run's task entry (``key``: the run's name of that instance)."""
+def neighbours(ref: Reference, refs: tuple[Reference, ...]) -> tuple[tuple[str, float], ...]:
+    """The other published (model, value) of ``ref``'s source, task and metric."""
+    return tuple((r.model, r.value) for r in refs if r.source == ref.source and r.task == ref.task
+                 and r.metric == ref.metric and r.model != ref.model)
+
+
+def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evidence | None = None,
+          margin: float | None = None, refs: tuple[Reference, ...] = ()) -> CICheck:
+    """Compare ``ref`` with a run's task entry (``key``: the run's name of that instance); with the
+    instance's ``evidence``, the reproduction verdict at ``margin`` (None: the task's), the small-sample
+    warning read against ``refs`` (the published rows)."""
     if entry is None:
         return CICheck(ref, None, None, ("the run has no such task",))
     ci = entry.metrics.get(f"{ref.metric}_ci95")
-    return CICheck(ref, entry.metrics.get(ref.metric), (float(ci[0]), float(ci[1])) if ci else None,
-                   differences=protocol_differences(ref.protocol, entry.config), key=key)
+    value = entry.metrics.get(ref.metric)
+    differences = protocol_differences(ref.protocol, entry.config)
+    verdict = None
+    if evidence is not None and not differences:
+        m = margin if margin is not None else evidence.margins.get(ref.metric, Task.default_margin)
+        verdict = reproduction.judge(value, evidence.ci90.get(ref.metric), ref.value, m, n=entry.n,
+                                     total=evidence.total, neighbours=neighbours(ref, refs))
+    return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
+                   differences=differences, key=key, verdict=verdict)
 
 
-def check_run(ref: Reference, tasks: dict[str, TaskEntry]) -> CICheck | None:
-    """``ref`` against the run's instance of its task (:func:`entry_for`); None: the run lacks it."""
+def check_run(ref: Reference, tasks: dict[str, TaskEntry], evidence: dict[str, Evidence] | None = None,
+              margin: float | None = None, refs: tuple[Reference, ...] = ()) -> CICheck | None:
+    """``ref`` against the run's instance of its task (:func:`entry_for`); None: the run lacks it.
+    ``evidence``: per instance key, what the reproduction verdict reads (:func:`check`)."""
     found = entry_for(ref, tasks)
-    return None if found is None else check(ref, found[1], found[0])
+    if found is None:
+        return None
+    return check(ref, found[1], found[0], (evidence or {}).get(found[0]), margin, refs)
+
+
+def verdict(reproduces: str, tasks: dict[str, TaskEntry], evidence: dict[str, Evidence],
+            margin: float | None = None) -> Published:
+    """results.json's ``published``: the rows ``reproduces`` (a registry entry's) names, each against the
+    run's instance of its task with the reproduction verdict; ``margin``: ``--margin`` (None: each task's)."""
+    if margin is not None and not (margin > 0 and margin < float("inf")):
+        from abricot_local.errors import UsageError
+
+        raise UsageError(f"--margin must be a finite number more than 0 (in the metric's own units), got {margin}")
+    refs, unknown = parse_reproduces(reproduces)
+    known = all_references(tuple(dict.fromkeys(r.task for r in refs)))
+    found = [check_run(r, tasks, evidence, margin, known) for r in refs]
+    checks = tuple(c.to_record() for c in found if c is not None)
+    missing = tuple(sorted({r.task for r, c in zip(refs, found) if c is None}))
+    return Published(reproduces=reproduces or None, checks=checks, tasks_not_run=missing, unknown=tuple(unknown),
+                     margin=margin)

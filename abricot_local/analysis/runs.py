@@ -22,7 +22,7 @@ import numpy as np
 from abricot_local.analysis import baselines as pub
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
-from abricot_local.record import Record, Sample, entry_samples, read_run
+from abricot_local.record import PublishedCheck, Record, Sample, entry_samples, read_run
 from abricot_local.analysis.labels import RunIdentity, unique_labels
 from abricot_local.analysis.stats import label_kl
 from abricot_local.tasks.base import Reference
@@ -91,8 +91,20 @@ class Run:
 
 @dataclass(frozen=True)
 class RunCheck:
+    """A published row against a run, as the run recorded it (results.json's ``published.checks``)."""
+
     run: Run
-    check: pub.CICheck
+    check: PublishedCheck
+
+
+def run_checks(run: Run) -> tuple[PublishedCheck, ...]:
+    """The published checks of a run: those its record holds (the verdict made when it ran), else, for
+    a run that recorded none, its registry entry's rows (``--models``) against its CIs, with no verdict."""
+    published = run.record.published
+    if published is not None and (published.reproduces or published.checks):
+        return published.checks
+    found = (pub.check_run(ref, run.record.tasks) for ref in run.reproduces)
+    return tuple(c.to_record() for c in found if c is not None)
 
 
 @dataclass(frozen=True)
@@ -204,12 +216,10 @@ def build(folders, *, registry: dict | None = None) -> Report:
     bases = pub.all_references(shown)
     checks = []
     for r in runs:
-        for ref in r.reproduces:
-            c = pub.check_run(ref, r.record.tasks)
-            if c is not None:
-                if r.synthetic:
-                    c = replace(c, notes=(f"{r.backend} backend, not the model", *c.notes))
-                checks.append(RunCheck(r, c))
+        for c in run_checks(r):
+            if r.synthetic:
+                c = replace(c, notes=tuple(dict.fromkeys((f"{r.backend} backend, not the model", *c.notes))))
+            checks.append(RunCheck(r, c))
     return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
 
 

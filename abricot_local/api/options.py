@@ -14,7 +14,8 @@ from abricot_local.errors import AbricotError, UsageError
 # the tasks' options as `run` takes them (tasks.base.TaskOptions), by name, with `run`'s defaults
 TASK_OPTIONS = {"data": (), "data_dir": None, "seed": DEFAULT_SEED, "shots": None, "shot_sampler": None,
                 "prompt_variant": None, "chat_template": False}
-RUN_OPTIONS = {"models_file": None, "model_dirs": ()}  # `--models FILE`, `--model-dir DIR`
+# `--models FILE`, `--model-dir DIR`, `--margin M` (the published verdict's)
+RUN_OPTIONS = {"models_file": None, "model_dirs": (), "margin": None}
 
 
 class AbricotWarning(UserWarning):

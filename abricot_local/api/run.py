@@ -88,20 +88,24 @@ class Run:
         return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *lps, *extra])
 
     def published(self):
-        """The published rows the model's registry entry reproduces, against this run (as the run
-        recorded them: analysis/baselines.py), with the verdict: inside the CI, outside, not comparable."""
+        """The published rows the model's registry entry reproduces, against this run, as the run
+        recorded them (analysis/baselines.py; no registry is read): the reproduction verdict (reproduced
+        within the margin, differs by more, cannot tell yet, this task cannot settle it; not comparable),
+        its margin, the 90% CI of run - published, the items that would settle it and the reasons."""
         import pandas as pd
 
+        from abricot_local.analysis.reproduction import words
+
         cols = ["reference", "source", "task", "metric", "protocol", "published", "value", "ci_low", "ci_high",
-                "difference", "inside", "verdict", "differences"]
+                "difference", "verdict", "margin", "diff_ci90_low", "diff_ci90_high", "items_to_settle", "inside",
+                "reasons", "differences"]
         checks = self.record.published.checks if self.record.published else ()
         rows = []
         for c in checks:
-            verdict = ("not comparable" if not c.comparable else
-                       {True: "inside the CI", False: "outside the CI", None: "no CI"}[c.inside])
             rows.append((c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
-                         c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference, c.inside,
-                         verdict, "; ".join(c.differences)))
+                         c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference, words(c),
+                         c.margin, c.ci90[0] if c.ci90 else None, c.ci90[1] if c.ci90 else None, c.items_to_settle,
+                         c.inside, "; ".join(c.reasons), "; ".join(c.differences)))
         return pd.DataFrame(rows, columns=cols)
 
     def to_lm_eval(self, folder: str | Path) -> Path:

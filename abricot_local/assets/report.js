@@ -160,12 +160,12 @@ function leaderboard() {
   const box = h("div", {cls: "scroll"}, table);
   sec.append(columnChooser(table, box), box);
   if (D.checks.length) {
-    sec.append(h("h3", {text: "Published value inside the run's 95% CI?"}), h("div", {cls: "scroll"}, h("table", {id: "checks-table"},
-      h("thead", {}, h("tr", {}, ["run", "reference", "task", "published", "run value [95% CI]", "inside", "notes"].map(t => h("th", {text: t})))),
+    sec.append(h("h3", {text: "Did the run reproduce the published value? (90% CI of run \u2212 published against the margin)"}), h("div", {cls: "scroll"}, h("table", {id: "checks-table"},
+      h("thead", {}, h("tr", {}, ["run", "reference", "task", "published", "run value [95% CI]", "verdict", "reasons and notes"].map(t => h("th", {text: t})))),
       h("tbody", {}, D.checks.map(c => h("tr", {}, h("td", {text: c.label}), h("td", {text: c.reference}), h("td", {text: c.task}),
         h("td", {cls: "num", text: fmt(c.published, 2)}),
         h("td", {cls: "num", text: fmt(c.value) + (c.ci ? " [" + fmt(c.ci[0]) + ", " + fmt(c.ci[1]) + "]" : "")}),
-        h("td", {text: c.inside === null ? "?" : (c.inside ? "yes" : "no")}), h("td", {cls: "muted", text: c.notes.join("; ")})))))));
+        h("td", {text: c.verdict}), h("td", {cls: "muted", text: c.notes.join("; ")})))))));
   }
   return sec;
 }

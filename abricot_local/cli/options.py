@@ -38,9 +38,11 @@ def task_options(f):
         data_options,
         click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
                      help="Seed for item construction, shots and bootstrap."),
-        click.option("--protocol", default=None, metavar="NAME",
+        click.option("--protocol", default=None, metavar="NAME[,NAME...]|all",
                      help="Run each task as a published source ran it, every setting its protocol fixes (ABRICOT: "
-                     "paper, calamita). Default: each protocol whose rows the model's registry entry reproduces, "
+                     "paper, calamita; several, or all: each task under each of its protocols named, keyed "
+                     "TASK@PROTOCOL but its first). Default: each protocol whose rows the model's registry entry "
+                     "reproduces, "
                      "else the task's first (the paper's)."),
         click.option("--shots", type=int, default=None, help="Few-shot examples (default: the protocol's)."),
         click.option("--shot-sampler", type=click.Choice(["lm-eval", "shared"]), default=None,

@@ -26,6 +26,9 @@ from abricot_local.errors import UsageError
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--margin", type=float, default=None, metavar="M",
+              help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
+              "run - published lies inside +-M (default: each task's declared margin per metric).")
 @click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (items, tokens, download, memory, predicted time on "
               "this machine) and stop: nothing is scored, written or downloaded.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from abricot_local.analysis.reproduction import words
 from abricot_local.record.kernel_path import describe
 from abricot_local.record import Published, Record
 from abricot_local.record.schema import Kernels
@@ -40,12 +41,14 @@ def summary(record: Record) -> str:
 def verdict(published: Published | None, quant: str = "") -> str:
     """Did the run reproduce the published rows its model's registry entry names? (a record's
     ``published``; ``quant``: the run's, shown beside each source's published precision). Each
-    source gets its own block; a row made otherwise than the run is "not comparable", with each
-    difference, and no answer on the CI."""
+    source gets its own block; each row its reproduction verdict (reproduced within the margin,
+    differs by more, cannot tell yet, this task cannot settle it) and the reasons the run recorded;
+    a row made otherwise than the run is "not comparable", with each difference."""
     if published is None or not published.reproduces:
         return ("published comparison: this model's registry entry names no published result "
                 "(`reproduces` in models.toml), so there is nothing to compare with.")
-    lines = [f"published comparison ({published.reproduces}):"]
+    margin = f"; margin {published.margin:g} (--margin)" if published.margin is not None else ""
+    lines = [f"published comparison ({published.reproduces}{margin}):"]
     for source in dict.fromkeys(c.source for c in published.checks):
         checks = [c for c in published.checks if c.source == source]
         protocol = checks[0].protocol
@@ -56,14 +59,16 @@ def verdict(published: Published | None, quant: str = "") -> str:
         wide = max(9, *(len(c.reference) for c in checks))
         key = max(11, *(len(c.task + "." + c.metric) for c in checks))
         lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "
-                     f"{'95% CI':<16} {'diff':>6}  inside CI?")
+                     f"{'95% CI':<16} {'diff':>6}  verdict")
         for c in checks:
             ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
-            inside = "not comparable" if not c.comparable else {True: "yes", False: "NO", None: "n/a"}[c.inside]
             lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
-                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {inside}")
+                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {words(c)}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
+            if c.reasons:  # the verdict's figures (its words are in the row), then its warnings
+                lines.append(f"      {c.reasons[0].partition(': ')[2] or c.reasons[0]}")
+                lines.extend(f"      {reason}" for reason in c.reasons[1:])
             for note in c.notes:
                 lines.append(f"      note: {note}")
     for task in published.tasks_not_run:

@@ -206,6 +206,9 @@ def check_text(rep) -> str:
         ids = [i for t, i in rep.missing if t == task]
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         lines.append(f"{task}: {len(ids)} item(s) the run scored are missing from its samples file: {shown}")
+    if rep.data_differs:
+        lines.append(f"the run does not match its data ({len(rep.data_differs)} difference(s)):")
+        lines += [f"  {d}" for d in rep.data_differs]
     if rep.record_differs:
         lines.append(f"results.json does not match its samples files ({len(rep.record_differs)} value(s)):")
         lines += [f"  {d}" for d in rep.record_differs]

@@ -54,6 +54,18 @@ def task_opts(kw: dict):
     )
 
 
+def margin_of(kw: dict) -> float | None:
+    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0, or None."""
+    import math
+
+    margin = kw.get("margin")
+    if margin is None:
+        return None
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin) and margin > 0):
+        raise UsageError(f"--margin must be a finite number more than 0 (in the metric's own units), got {margin!r}")
+    return float(margin)
+
+
 def check_counts(limit: int | None, sample: int | None, resume: bool, out) -> None:
     """What `run` refuses before anything else: --limit, --sample, --resume without --out."""
     if limit is not None and limit < 1:

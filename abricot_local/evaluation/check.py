@@ -2,7 +2,9 @@
 
 First the record itself: every metric and ``n`` of results.json is recomputed from the
 samples files (each line validated by record.samples) and compared with the recorded
-value; a difference fails the check whatever the re-scoring gives. Then the re-scoring.
+value; then the run is held to its data (held.py: each item rebuilt from the recorded data
+file, the task's config, the published block made again); a difference fails the check
+whatever the re-scoring gives. Then the re-scoring.
 On the recorded kernel path (record/kernel_path.py: build, CPU features, extra buffer types,
 devices) the numbers must come back: every prediction the same and every log-prob within
 ``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
@@ -34,6 +36,7 @@ from abricot_local.analysis.views import RunView, TaskSamples, settings_of, view
 from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.runs import recompute_entry
+from abricot_local.evaluation import held
 from abricot_local.evaluation.states import unfinished
 from abricot_local.evaluation.runner import apply_chat, score_items
 from abricot_local.tasks import base_name, make_task
@@ -68,6 +71,7 @@ class CheckReport:
     verdict: Verdict | None = None  # compare's, recorded vs re-scored, when the kernel path differs
     exact: bool = False  # the recorded numbers demanded whatever the kernel path
     changes: tuple[AnswerChanges, ...] = ()  # with the verdict: per task, the answers that changed (near ties?)
+    data_differs: tuple[str, ...] = ()  # the run against its data (held.py): "task item ID field: recorded X, ..."
 
     @property
     def only_near_ties(self) -> bool:
@@ -81,8 +85,9 @@ class CheckReport:
 
     @property
     def sound(self) -> bool:
-        """The record agrees with its samples files: no item missing, every metric and n recomputed alike."""
-        return not self.missing and not self.record_differs
+        """The record agrees with its samples files and both with the data: no item missing, every metric
+        and n recomputed alike, every item, setting and published check rebuilt alike."""
+        return not self.missing and not self.record_differs and not self.data_differs
 
     @property
     def same_kernels(self) -> bool:
@@ -248,6 +253,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                    "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
         if options.chat_template:
             runs = apply_chat(runs, backend)
+        data_differs = held.differences(record, runs, read)
         for run in runs:
             recorded = recorded_runs[run.task.key]
             require_finite(list(recorded.values()), run.task.key)
@@ -281,7 +287,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         backend.close()
     return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,
                        kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
-                       (note,) if note and not moved else (), verdict, exact, changes)
+                       (note,) if note and not moved else (), verdict, exact, changes, data_differs)
 
 
 def report_json(rep: CheckReport) -> str:
@@ -300,6 +306,6 @@ def report_json(rep: CheckReport) -> str:
          "only_near_ties": rep.only_near_ties if rep.changes else None,
          "differences": [d.__dict__ for d in rep.differences],
          "missing": [{"task": t, "id": i} for t, i in rep.missing],
-         "record_differs": list(rep.record_differs)},
+         "record_differs": list(rep.record_differs), "data_differs": list(rep.data_differs)},
         indent=2,
     )

@@ -93,13 +93,15 @@ def interleave(parts: list[list[Sample]]) -> list[Sample]:
 
 def merge(folders: list[str | Path], out: str | Path) -> Path:
     """Write the merged run into ``out``; returns its results.json."""
+    from abricot_local.analysis import baselines
     from abricot_local.evaluation.runner import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
     shards = check_shards([Path(f) for f in folders])
     ref = shards[0][2]
-    tasks, samples = {}, {}
+    tasks, samples, evidence = {}, {}, {}
+    published = ref.published
     for name, entry in ref.tasks.items():
         parts = [entry_samples(f, rec.tasks[name], name) for _, f, rec in shards]
         rows = interleave(parts)
@@ -118,7 +120,13 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
                               warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
                                                                    sample=ref.config.sample), *metric_warnings(metrics)))
         samples[name] = rows
-    record = replace(ref, config=replace(ref.config, shard=None), manifest=_strip_shard(ref.manifest),
+        if published is not None and published.reproduces:
+            totals = [c.items_total for c in published.checks if c.task == name and c.items_total]
+            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows))  # all its items
+    if published is not None and published.reproduces:  # the verdict on the whole run, not on a shard
+        published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
+    record = replace(ref, published=published, config=replace(ref.config, shard=None),
+                     manifest=_strip_shard(ref.manifest),
                      provenance=replace(ref.provenance, merged_from=tuple(str(f) for _, f, _ in shards)),
                      tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
     with OutputDir(out) as o:

@@ -66,9 +66,11 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None) -> list[Task]:
+def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None,
+              protocols: str | None = None) -> list[Task]:
     """Each task under every protocol whose published rows ``reproduces`` (a registry entry's)
-    names, in the task's order of protocols (``--protocol`` given: that one only), and under
+    names, in the task's order of protocols (``--protocol`` given: that one only; a list, or ``all``:
+    each of those the task has, whatever ``reproduces`` names), and under
     each prompt variant ``variants`` (``--prompt-variant all`` or a list) names
     (:func:`variant_instances`); instances whose settings come out the same (a flag overriding
     what told them apart) run once. A protocol a task lacks, on a task that declares none,
@@ -79,6 +81,8 @@ def instances(tasks: list[Task], reproduces: str = "", variants: str | None = No
     out: list[Task] = []
     for task in tasks:
         wanted = named.get(task.name, ()) if task.options.protocol is None else ()
+        if uses.several(protocols):
+            wanted = uses.protocols_for(type(task), protocols)
         order = [p.name for p in task.protocols if p.name in wanted]
         made = [make_task(task.name, replace(task.options, protocol=p)) for p in order] or [task]
         made = [v for t in made for v in variant_instances(t, variants)]
@@ -158,6 +162,7 @@ class RunPlan:
     sample: int | None = None
     shard: Shard | None = None
     skipped: tuple[Skipped, ...] = ()
+    margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
 
     @property
     def model_label(self) -> str:
@@ -212,6 +217,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
         names = task_names(task_spec)
         refuse_unused([task_class(n) for n in names], options)
         uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
+        uses.refuse_unknown_protocols([task_class(n) for n in names], options.protocol)
         return [make_task(n, options) for n in names], ()
     chosen, skipped, errors = [], [], []
     for name in all_task_names():
@@ -229,6 +235,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
     refuse_unused([type(t) for t in chosen], options)
     uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
+    uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
     return chosen, tuple(skipped)
 
 
@@ -253,7 +260,7 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
 def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: TaskOptions,
              limit: int | None, models_file: str | None = None, force: bool = False, sample: int | None = None,
              shard: Shard | None = None, notify=None, fresh: bool = False,
-             model_dirs: tuple[str, ...] = ()) -> RunPlan:
+             model_dirs: tuple[str, ...] = (), margin: float | None = None) -> RunPlan:
     """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
     (a model that is not there fails first; a download waits until the tasks and data are found).
     ``given``: the backend options as given (the registry's n_ctx applies unless given);
@@ -263,14 +270,15 @@ def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: T
                               model_dirs=model_dirs, force=force, notify=notify, fresh=fresh)
         tasks, skipped = select_tasks(task_spec, task_options)
         reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
-        runs = prepare(instances(tasks, reproduces, task_options.prompt_variant), limit, sample, shard)
+        runs = prepare(instances(tasks, reproduces, task_options.prompt_variant, task_options.protocol), limit,
+                       sample, shard)
         data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
         opened = Opened.of(ref, given) if ref is not None else open_model(
             model, given, models_file=models_file, force=True, notify=notify, fresh=fresh,
             model_dirs=model_dirs)  # memory and disk: checked above
     ref = opened.ref
     return RunPlan(ref, backend=ref.backend, backend_options=opened.options, task_options=task_options, runs=tuple(runs),
-                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped)
+                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped, margin=margin)
 
 
 def registry_reproduces(model: str, models_file: str | None = None) -> str:

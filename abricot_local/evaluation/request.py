@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abricot_local.evaluation.arguments import check_counts, given_opts, limit_caution, task_opts
+from abricot_local.evaluation.arguments import check_counts, given_opts, limit_caution, margin_of, task_opts
 from abricot_local.errors import UsageError
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
@@ -37,6 +37,7 @@ class RunRequest:
     models_file: str | None = None
     model_dirs: tuple[str, ...] = ()
     stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp>
+    margin: float | None = None  # --margin: the published verdict's (None: each task's)
 
     @property
     def caution(self) -> str | None:
@@ -57,6 +58,7 @@ def request_of(models, kw: dict, *, limit: int | None = None, sample: int | None
     from abricot_local.models.ref import require_known
 
     check_counts(limit, sample, resume, out)
+    margin = margin_of(kw)
     models = tuple(str(m) for m in models)
     if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
         from abricot_local.models.quants import expand
@@ -70,4 +72,4 @@ def request_of(models, kw: dict, *, limit: int | None = None, sample: int | None
 
     return RunRequest(models, given_opts(kw), kw["tasks"], task_opts(kw), limit, sample, Shard.parse(shard),
                       Path(out) if out else None, resume, force, kw["models_file"], tuple(kw["model_dirs"]),
-                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin)

@@ -127,14 +127,14 @@ def metric_warnings(metrics: dict) -> list[str]:
             for name, value, _ in metric_items(metrics) if isinstance(value, float) and value != value]
 
 
-def verdict(plan: RunPlan, tasks: dict[str, TaskEntry]) -> Published:
-    """The published rows the model's registry entry reproduces, against this run's CIs."""
-    refs, unknown = baselines.parse_reproduces(plan.reproduces)
-    found = [baselines.check_run(r, tasks) for r in refs]
-    checks = tuple(c.to_record() for c in found if c is not None)
-    missing = tuple(sorted({r.task for r, c in zip(refs, found) if c is None}))
-    return Published(reproduces=plan.reproduces or None, checks=checks, tasks_not_run=missing,
-                     unknown=tuple(unknown))
+def verdict(plan: RunPlan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (),
+            results: Sequence[TaskResult] = ()) -> Published:
+    """The published rows the model's registry entry reproduces, each with its reproduction verdict
+    (analysis/baselines.py: the run's 90% CI against the margin, ``--margin`` or the task's)."""
+    wanted = {r.task for r in baselines.parse_reproduces(plan.reproduces)[0]} if plan.reproduces else set()
+    evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()))
+                for run, res in zip(runs, results) if run.task.name in wanted}
+    return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
 
 
 def as_json(obj):
@@ -181,7 +181,7 @@ def build_record(plan: RunPlan, backend: Backend, runs: list[TaskRun], task_resu
         provenance=Provenance.from_dict(as_json(provenance), "provenance"),  # the backend's record is an edge
         tasks=tasks,
         skipped=tuple(SkippedTask(task=s.task, reason=s.reason, how=s.how) for s in plan.skipped),
-        published=verdict(plan, tasks),
+        published=verdict(plan, tasks, runs, task_results),
         wall_seconds=round(wall, 3),
     )
 

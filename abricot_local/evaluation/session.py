@@ -65,7 +65,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
         plan = planning.plan_run(
             model=model, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
             models_file=r.models_file, force=r.force, sample=r.sample, shard=r.shard,
-            notify=hooks.notify, fresh=resume, model_dirs=r.model_dirs,
+            notify=hooks.notify, fresh=resume, model_dirs=r.model_dirs, margin=r.margin,
         )
         out_dir = state["out"] = out_dir or Path("results") / path_part(plan.model_label, "model") / r.stamp
         watch_remote(plan, out_dir, hooks)

@@ -177,7 +177,8 @@ def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> li
     refuse_unused([task_class(n) for n in names], options)
     refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
     out = []
-    for task in instances([make_task(n, options) for n in names], reproduces, options.prompt_variant):
+    made = [make_task(n, options) for n in names]
+    for task in instances(made, reproduces, options.prompt_variant, options.protocol):
         try:
             items = task.items()
             task.items = lambda items=items: items  # this task object's own: prepare() reads them once
@@ -269,22 +270,21 @@ def _counted_by(be, opts, tasks: list[_Task], chat: bool, notify=None) -> list[T
 
 
 def of_run(run_plan, backend, folder: Path | None = None) -> DryRun:
-    """The plan of a run about to score (an evaluation.planning.RunPlan, its model open as
-    ``backend``): its own items, counted with the loaded model's tokenizer, and the speed; no
-    other load, no item built again (the lines `run` prints first). ``folder`` (a --resume): the
-    items it holds already are left out, the work and time of those left in proportion."""
+    """The plan of a run about to score (a RunPlan, its model open as ``backend``): its own items counted
+    with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s first lines).
+    ``folder`` (a --resume): the items it holds are left out, the work and time of those left in proportion."""
     from abricot_local.evaluation.results import saved_counts
 
     ref, opts, cls = run_plan.model, run_plan.backend_options, backend_class(run_plan.backend)
-    tasks = [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs]
-    plans = _counted_by(backend, opts, tasks, run_plan.task_options.chat_template)
+    plans = _counted_by(backend, opts, [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs],
+                        run_plan.task_options.chat_template)
     facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
     speed, note = _speed(ref.as_written, ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
-    done = saved_counts(folder) if folder is not None and folder.is_dir() else {}
+    done = saved_counts(folder) if folder is not None and folder.is_dir() else {}  # a --resume: the items left
     plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
-    model = ModelPlan(ref.as_written, ref.label, run_plan.backend, str(ref.path) if ref.path else None, facts, None, None,
-                      False, speed, note, tuple(plans))
+    model = ModelPlan(ref.as_written, ref.label, run_plan.backend, str(ref.path) if ref.path else None, facts,
+                      None, None, False, speed, note, tuple(plans))
     return DryRun((model,), _alternatives([model], run_plan.limit, run_plan.sample, run_plan.shard))
 
 

@@ -32,6 +32,7 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, STILL_WRONG, outcome, top_two_margin
 from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.ladder import ladders
+from abricot_local.analysis.reproduction import words
 from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
@@ -127,10 +128,10 @@ def _quant(report: Report) -> list[dict]:
 
 
 def _checks(report: Report) -> list[dict]:
-    return [{"label": rc.run.label, "reference": rc.check.reference.label, "task": rc.check.task,
+    return [{"label": rc.run.label, "reference": f"{rc.check.reference} ({rc.check.source})", "task": rc.check.task,
              "published": rc.check.published, "value": rc.check.value,
-             "ci": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
-             "notes": [*(f"not comparable: {d}" for d in rc.check.differences), *rc.check.notes]}
+             "ci": list(rc.check.ci95) if rc.check.ci95 else None, "verdict": words(rc.check),
+             "notes": [*(f"not comparable: {d}" for d in rc.check.differences), *rc.check.reasons, *rc.check.notes]}
             for rc in report.checks]
 
 

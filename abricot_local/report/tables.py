@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
 from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
@@ -90,20 +91,26 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
 def _check_records(report: Report) -> list[dict]:
     return [{
         "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
-        "reference": rc.check.reference.model, "source": rc.check.reference.source, "task": rc.check.task,
-        "metric": rc.check.reference.metric, "published": rc.check.published, "value": rc.check.value,
-        "ci95": list(rc.check.ci) if rc.check.ci else None, "inside": rc.check.inside,
+        "reference": rc.check.reference, "source": rc.check.source, "task": rc.check.task,
+        "metric": rc.check.metric, "published": rc.check.published, "value": rc.check.value,
+        "ci95": list(rc.check.ci95) if rc.check.ci95 else None, "inside": rc.check.inside,
+        "verdict": rc.check.verdict, "margin": rc.check.margin,
+        "ci90": list(rc.check.ci90) if rc.check.ci90 else None, "items_to_settle": rc.check.items_to_settle,
+        "reasons": list(rc.check.reasons),
         "comparable": rc.check.comparable, "differences": list(rc.check.differences), "notes": list(rc.check.notes),
     } for rc in report.checks]
 
 
 def published_frame(report: Report) -> pd.DataFrame:
     rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
-             "notes": "; ".join(r["notes"]), "differences": "; ".join(r["differences"])}
+             "diff_ci90_lo": (r["ci90"] or [None])[0], "diff_ci90_hi": (r["ci90"] or [None, None])[1],
+             "reasons": "; ".join(r["reasons"]), "notes": "; ".join(r["notes"]),
+             "differences": "; ".join(r["differences"])}
             for r in _check_records(report)]
     return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
-                                       "published", "value", "ci_lo", "ci_hi", "inside", "comparable", "differences",
-                                       "notes"])
+                                       "published", "value", "ci_lo", "ci_hi", "verdict", "margin", "diff_ci90_lo",
+                                       "diff_ci90_hi", "items_to_settle", "reasons", "inside", "comparable",
+                                       "differences", "notes"])
 
 
 def quant_frame(report: Report) -> pd.DataFrame:
@@ -162,14 +169,17 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
-            key = (rc.run.label, rc.run.quant, rc.check.reference.label, str(rc.run.path))
+            c = rc.check
+            key = (rc.run.label, rc.run.quant, f"{c.reference} ({c.source})", str(rc.run.path))
             row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": []})
-            row[f"{rc.check.task}.{rc.check.reference.metric}"] = rc.check.text
-            row["notes"].extend(n for n in rc.check.notes if n not in row["notes"])
+            row[f"{c.task}.{c.metric}"] = f"{c.published:.2f}: {words(c)}"
+            more = (*(f"not comparable: {d}" for d in c.differences), *c.reasons[1:], *c.notes)
+            row["notes"].extend(n for n in more if n not in row["notes"])
         rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
-        checked = dict.fromkeys(f"{rc.check.task}.{rc.check.reference.metric}" for rc in report.checks)
+        checked = dict.fromkeys(f"{rc.check.task}.{rc.check.metric}" for rc in report.checks)
         cols = ["model", "quant", "reference", *checked, "notes"]
-        out["published"] = Section("Published value inside the run's 95% CI?",
+        out["published"] = Section("Did the run reproduce the published value? (90% CI of run - published "
+                                   "against the margin)",
                                    pd.DataFrame(rows, columns=cols).fillna(""), 1, ("notes", "reference", "model"))
     if report.quant:
         q = quant_frame(report)

@@ -2,8 +2,8 @@
 
 Prompts are byte-exact to the published text (variant ``paper``, with its typos, and
 ``calamita``), the sentence put in as the release has it. Each published source declares
-its protocol (``PAPER_PROTOCOL``, ``CALAMITA_PROTOCOL``: PROTOCOL.md, "How the two published
-sources ran it"); the paper's is the default. Shots (sampler ``lm-eval``, lm-eval's default
+its protocol (``PAPER_PROTOCOL``, ``CALAMITA_PROTOCOL``: docs/protocols.md, "The two
+protocols"); the paper's is the default. Shots (sampler ``lm-eval``, lm-eval's default
 ``--num_fewshot K``): for every item of the release, in file order, ``Random(seed).sample`` of
 K+1 rows, the item itself dropped, the first K kept (tasks/fewshot.py): drawn for all items,
 then selected, so an item's shots never depend on --sample, --limit, --shard, order or resume.
@@ -59,7 +59,7 @@ DEFAULT_SHOTS = 3
 
 SAMPLERS = ("lm-eval", "shared")
 
-# How each published source ran the task (PROTOCOL.md, "How the two published sources ran it").
+# How each published source ran the task (docs/protocols.md, "The two protocols").
 PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
 PAPER_PROTOCOL = Protocol(
     "paper", PAPER,

@@ -41,7 +41,7 @@ LETTERS = ("A", "B", "C", "D", "E")
 TARGET_DELIMITER = " "  # lm-eval's default target_delimiter
 FEWSHOT_DELIMITER = "\n\n"  # lm-eval's default fewshot_delimiter
 
-# The task card's wording (PROTOCOL.md): the description is followed by a blank line.
+# The task card's wording (docs/protocols.md, DISCOTEX): the description is followed by a blank line.
 DESCRIPTION = (
     "Ti verranno poste delle domande, nelle quali è presente un paragrafo, e come possibili "
     "risposte varie frasi che possono essere o meno il continuo.\nIndica la frase che "
@@ -75,9 +75,9 @@ class Wording:
 
 
 WORDINGS = {
-    "card": Wording(DESCRIPTION + "\n\n", PROMPT, "the sapienzanlp/discotex task card (PROTOCOL.md)"),
+    "card": Wording(DESCRIPTION + "\n\n", PROMPT, "the sapienzanlp/discotex task card (docs/protocols.md)"),
     "ita-bench": Wording(ITA_BENCH_DESCRIPTION, ITA_BENCH_PROMPT,
-                         "SapienzaNLP/ita-bench tasks/adaptations/discotex/mc/discotex.yaml @ a0114e3 (PROTOCOL.md)"),
+                         "SapienzaNLP/ita-bench tasks/adaptations/discotex/mc/discotex.yaml @ a0114e3 (docs/protocols.md)"),
 }
 DEFAULT_WORDING = "card"
 

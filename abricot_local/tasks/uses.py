@@ -61,6 +61,8 @@ def for_task(cls, options):
     elif "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
             and options.prompt_variant not in cls.prompt_variants:
         changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
+    if several(options.protocol):  # --protocol paper,calamita: each instance's own is set by planning.instances
+        changes["protocol"] = None
     return replace(options, **changes) if changes else options
 
 
@@ -132,3 +134,26 @@ def refuse_unknown_variants(classes, spec: str | None) -> None:
             theirs = "; ".join(f"{c.name}'s are {', '.join(c.prompt_variants)}" for c in known) or \
                 "no task of this run has prompt variants"
             raise UsageError(f"--prompt-variant {spec}: no task of this run has a prompt variant {n!r} ({theirs})")
+
+
+# -- several protocols in one run ---------------------------------------------------------------
+def protocols_for(cls, spec: str | None) -> tuple[str, ...]:
+    """The protocols of task class ``cls`` a --protocol list (or ``all``) names, in the task's order."""
+    got = names(spec)
+    return tuple(p.name for p in cls.protocols if got == (ALL,) or p.name in got)
+
+
+def refuse_unknown_protocols(classes, spec: str | None) -> None:
+    """:class:`UsageError` for a --protocol list naming a protocol no task of the run has (or ``all`` in a
+    list), naming each task's protocols."""
+    if not several(spec):
+        return
+    got = names(spec)
+    if ALL in (n.lower() for n in got) and got != (ALL,):
+        raise UsageError(f"--protocol {spec}: `all` already names every protocol; give it alone")
+    known = [c for c in classes if c.protocols]
+    for n in got if got != (ALL,) else ():
+        if not any(p.name == n for c in known for p in c.protocols):
+            theirs = "; ".join(f"{c.name}'s are {', '.join(p.name for p in c.protocols)}" for c in known) or \
+                "no task of this run has protocols"
+            raise UsageError(f"--protocol {spec}: no task of this run has a protocol {n!r} ({theirs})")
