@@ -245,8 +245,8 @@ class DiscotexTask(Task):
             return table_rows(table, stream, source, self.options.seed, lazy=True)
         return table_rows(table, stream, source, self.options.seed)
 
-    def _rows(self) -> tuple[list[Row], list[Row]]:
-        """The evaluated rows and the few-shot pool, in order."""
+    def rows_and_pool(self) -> tuple[list[Row], list[Row]]:
+        """The evaluated rows and the few-shot pool, in order (also the docs of the lm-eval tasks)."""
         src = self.source()
         if src.kind == "published":
             self.sources = ("published",)
@@ -262,7 +262,7 @@ class DiscotexTask(Task):
         if self._items is not None:
             return list(self._items)
         self._notes = []
-        rows, pool = self._rows()
+        rows, pool = self.rows_and_pool()
         self._pool_size = len(pool)
 
         def same(i: int, j: int) -> bool:  # lm-eval drops a pool document equal to the item
