@@ -14,6 +14,7 @@ document equal to the item, as `run` does), with the train split as the few-shot
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any
@@ -55,7 +56,13 @@ def abricot(kind: str, variant: str, data: Any = None, data_dir: Any = None, **_
 
 def discotex(data: Any = None, data_dir: Any = None, **_metadata: Any):
     """DISCOTEX's rows (the published ones when here, else rebuilt from the release, as `run`) as
-    ``test``, its few-shot pool as ``train`` (empty, with a warning, when the pool's file is not here)."""
+    ``test``, its few-shot pool as ``train`` (empty, with a warning, when the pool's file is not here);
+    built once per process for both wordings."""
+    return _discotex(None if data is None else str(data), None if data_dir is None else str(data_dir))
+
+
+@functools.lru_cache(maxsize=2)
+def _discotex(data: str | None, data_dir: str | None):
     from abricot_local.errors import DataError
     from abricot_local.tasks import make_task
 
