@@ -57,7 +57,7 @@ def run_door(gemma_path, abricot_file, discotex_dir, tmp_path_factory):
                            out=folder / "out", progress=False)
         assert run.record.provenance.schedule["version"] == "prefix|trunk|tail/v2"
         for key in run.tasks:
-            samples = read_samples(run.path / f"samples-{key}.jsonl")
+            samples = read_samples(run.folder / f"samples-{key}.jsonl")
             variant = run.record.tasks[key].config["prompt_variant"]
             assert len(samples) == n
             out[(task, variant, shots)] = samples

@@ -286,6 +286,34 @@ def test_the_command_says_how_to_install_lm_eval(monkeypatch):
     assert r.exit_code != 0 and 'pip install "abricot-local[lm-eval]"' in r.output
 
 
+def test_the_shipped_tasks_folder_and_the_one_line_refusals(tmp_path):
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+    from abricot_local.lm_eval.tasks import TASKS_PATH
+
+    r = CliRunner().invoke(cli, ["lm-eval", "--tasks-path"])  # no lm-eval needed to print it
+    assert r.exit_code == 0 and r.output.strip() == str(TASKS_PATH)
+    names = {p.stem for p in TASKS_PATH.glob("*.yaml")}
+    assert {"_abricot_paper", "_abricot_calamita", "abricot_abs_paper", "abricot_inc_paper", "abricot_abs_calamita",
+            "abricot_inc_calamita", "discotex_card", "discotex_itabench"} <= names
+    r = CliRunner().invoke(cli, ["lm-eval"])
+    assert r.exit_code != 0 and "needs MODEL" in r.output and "Traceback" not in r.output
+    _lm_eval()
+    r = CliRunner().invoke(cli, ["lm-eval", "gemma-3-270m", "--limit", "2"])
+    assert r.exit_code != 0 and "needs --tasks" in r.output and "abricot_paper" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.real  # lm-eval indexes its own thousands of task files first
+def test_an_unknown_task_is_one_line(isolated_home):
+    _lm_eval()
+    r = subprocess.run([sys.executable, "-m", "abricot_local", "lm-eval", "fake", "--model_args", "backend=fake",
+                        "--tasks", "nosuchtask"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "Tasks not found: nosuchtask" in r.stderr and "abricot_paper" in r.stderr
+
+
 # -- the real model -------------------------------------------------------------------------------
 THREADS = 1  # robust on a shared 2-core machine (2 spinning threads crawl when the cores are busy)
 N_CTX = 512
