@@ -24,10 +24,15 @@ from abricot_local.record import read_samples  # noqa: E402
 
 pytestmark = pytest.mark.real
 
-# (task, prompt variant, shots, items): every shipped task x wording, 0 and k shots (the ABRICOT
-# variants are its two protocols' prompts: paper, calamita)
-CASES = [(t, v, k, 2 if k == 0 else 1) for t in ("abricot_abs", "abricot_inc") for v in ("paper", "calamita")
-         for k in (0, 3)] + [("discotex", v, k, 2 if k == 0 else 1) for v in ("card", "ita-bench") for k in (0, 2)]
+# (task, prompt variant, shots): every shipped task x wording, 0 and k shots (the ABRICOT variants are its
+# two protocols' prompts: paper, calamita); one item each (the first: its shots drawn as for every item)
+CASES = [(t, v, k) for t in ("abricot_abs", "abricot_inc") for v in ("paper", "calamita") for k in (0, 3)] + \
+    [("discotex", v, k) for v in ("card", "ita-bench") for k in (0, 2)]
+# lm-eval task -> the `run` case whose contexts it must build (the lm-eval test below covers these)
+PUBLISHED = {"abricot_abs_paper": ("abricot_abs", "paper", 3), "abricot_inc_paper": ("abricot_inc", "paper", 3),
+             "abricot_abs_calamita": ("abricot_abs", "calamita", 0),
+             "abricot_inc_calamita": ("abricot_inc", "calamita", 0),
+             "discotex_card": ("discotex", "card", 2), "discotex_itabench": ("discotex", "ita-bench", 2)}
 
 
 def _lm_eval():
@@ -45,32 +50,34 @@ def run_door(gemma_path, abricot_file, discotex_dir, tmp_path_factory):
     from abricot_local import evaluate
 
     out = {}
-    groups = {}
-    for task, variant, shots, n in CASES:
-        groups.setdefault((task, shots, n), []).append(variant)
-    for (task, shots, n), variants in groups.items():
+    groups: dict = {}
+    for task, variant, shots in CASES:
+        family = "abricot_abs,abricot_inc" if task.startswith("abricot") else task
+        groups.setdefault((family, shots), set()).add(variant)
+    for (tasks, shots), variants in groups.items():
         folder = tmp_path_factory.mktemp("run-door")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run = evaluate(str(gemma_path), task, shots=shots, prompt_variant=",".join(variants), limit=n,
+            run = evaluate(str(gemma_path), tasks, shots=shots, prompt_variant=",".join(sorted(variants)), limit=1,
                            data={"abricot": str(abricot_file)}, data_dir=str(discotex_dir), threads=2,
                            out=folder / "out", progress=False)
         assert run.record.provenance.schedule["version"] == "prefix|trunk|tail/v2"
         for key in run.tasks:
             samples = read_samples(run.folder / f"samples-{key}.jsonl")
-            variant = run.record.tasks[key].config["prompt_variant"]
-            assert len(samples) == n
-            out[(task, variant, shots)] = samples
+            entry = run.record.tasks[key]
+            assert len(samples) == 1
+            out[(key.split("@")[0].split("~")[0], entry.config["prompt_variant"], shots)] = samples
     return out
 
 
 def test_run_and_the_lm_eval_model_give_the_same_log_likelihoods_bit_for_bit(run_door, gemma_path):
     from abricot_local.lm_eval import requests as lm_requests
 
-    assert sorted(run_door) == sorted((t, v, k) for t, v, k, _ in CASES)
+    assert sorted(run_door) == sorted(CASES)
     opened = lm_requests.open_model({"model": str(gemma_path), "threads": 2})
     try:
-        for case, samples in run_door.items():
+        for case in sorted(set(CASES) - set(PUBLISHED.values())):  # those: through real lm-eval, below
+            samples = run_door[case]
             pairs = [(s.context, c) for s in samples for c in s.continuations]
             got = [lp for lp, _ in lm_requests.loglikelihood(opened.backend, pairs)]
             want = [lp for s in samples for lp in s.logprobs]
@@ -78,7 +85,7 @@ def test_run_and_the_lm_eval_model_give_the_same_log_likelihoods_bit_for_bit(run
     finally:
         opened.backend.close()
     # the rule matters here: calamita's prefix runs to the blank line before "Rispondi...", into the item
-    calamita = run_door[("abricot_abs", "calamita", 0)][0]
+    calamita = run_door[("abricot_abs", "calamita", 3)][0]
     assert calamita.context[len(cached_prefix(calamita.context)):].startswith("Rispondi esclusivamente")
 
 
@@ -93,13 +100,6 @@ def _lm_eval_samples(gemma_path, tasks, metadata, limit, **kw):
     res = lm_eval.simple_evaluate(model="abricot-local", model_args=f"model={gemma_path},threads=2", tasks=tasks,
                                   limit=limit, log_samples=True, task_manager=manager, **kw)
     return res, {t: sorted(s, key=lambda d: d["doc_id"]) for t, s in res["samples"].items()}
-
-
-# lm-eval task -> the `run` case whose contexts it must build
-PUBLISHED = {"abricot_abs_paper": ("abricot_abs", "paper", 3), "abricot_inc_paper": ("abricot_inc", "paper", 3),
-             "abricot_abs_calamita": ("abricot_abs", "calamita", 0),
-             "abricot_inc_calamita": ("abricot_inc", "calamita", 0),
-             "discotex_card": ("discotex", "card", 2), "discotex_itabench": ("discotex", "ita-bench", 2)}
 
 
 def test_the_shipped_lm_eval_tasks_build_runs_contexts_and_numbers(run_door, gemma_path, abricot_file, discotex_dir):
