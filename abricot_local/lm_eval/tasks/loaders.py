@@ -104,7 +104,8 @@ def discotex_itabench_text(doc: dict) -> str:
 
 # -- the paper's metric: Pearson of the gold index against the argmax, as the authors' fork --------
 def gold_and_argmax(doc: dict, results: list) -> dict:
-    """``process_results``: (gold index, index of the highest log-likelihood: the first on a tie)."""
+    """ABRICOT's ``process_results``: (gold index, index of the highest log-likelihood: the first on a
+    tie) for Pearson, and whether they agree (``acc``)."""
     lls = [float(r[0]) for r in results]
     return {"pearson": (int(doc["label"]), max(range(len(lls)), key=lls.__getitem__)),
             "acc": float(max(range(len(lls)), key=lls.__getitem__) == int(doc["label"]))}
