@@ -87,7 +87,7 @@ class Extending(Task):
     data = DataSpec(key="extending", kind="file", how="none")
 
     def items(self):
-        return [Item(id=f"e{k}", source="s", prefix="", context=f"Quanto fa {k} + 1?", choices=("uno", "due"),
+        return [Item(id=f"e{k}", source="s", context=f"Quanto fa {k} + 1?", choices=("uno", "due"),
                      continuations=(" uno", " due"), gold=k % 2, fields={"k": k}) for k in range(4)]
 
     def sample(self, item, scored):
