@@ -27,21 +27,35 @@ DEFAULT_N_BATCH = 512
 DEFAULT_ENGINE = "prefix"
 
 
+PREFIX_DELIMITER = "\n\n"
+
+
+def cached_prefix(context: str) -> str:
+    """The cached prefix of a context: its text up to and including its last blank line
+    (``"\\n\\n"``), none when it has no blank line. The one rule deciding where every door (`run`,
+    `check`, the API, shards, resume, the lm-eval model) cuts a prompt: a function of the final
+    text alone (chat-wrapped, few-shot assembled), never of who built it (docs/numerics.md)."""
+    k = context.rfind(PREFIX_DELIMITER)
+    return context[: k + len(PREFIX_DELIMITER)] if k >= 0 else ""
+
+
 @dataclass(frozen=True)
 class Request:
-    """Score each continuation after ``context``; ``prefix`` is the task's shared head of it."""
+    """Score each continuation after ``context``; its cached prefix follows from the text alone."""
 
     context: str
     continuations: tuple[str, ...]
-    prefix: str = ""
     label: str = ""  # names the item in error messages
     parse_special: bool = False  # chat-template text: "<start_of_turn>" is one special token
 
     def __post_init__(self) -> None:
         if not self.continuations:
             raise UsageError(f"request {self.label!r} has no continuations")
-        if not self.context.startswith(self.prefix):
-            raise UsageError(f"request {self.label!r}: the prefix is not the start of the context")
+
+    @property
+    def prefix(self) -> str:
+        """The head of the context kept in the KV cache between requests: :func:`cached_prefix`."""
+        return cached_prefix(self.context)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def requests(discotex_dir):
     d = DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items()[:6]
     a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),))).items()[:3]  # 3-shot default
     # multi-token continuations: tails decoded on each item's own sequence, then rewound
-    m = [Request(f"La capitale {x} è", (" Roma", " Milano e dintorni", " una città"), prefix="La capitale")
+    m = [Request(f"Completa.\n\nLa capitale {x} è", (" Roma", " Milano e dintorni", " una città"))
          for x in ("d'Italia", "della Francia")]
     return [it.request() for it in d] + [it.request() for it in a] + m
 

@@ -68,12 +68,6 @@ def fake(**kw) -> FakeBackend:
 
 
 # -- fast tests on the fake backend ---------------------------------------------------------------
-def test_the_cached_prefix_is_the_text_up_to_its_last_blank_line():
-    assert requests_.prefix_of("Istruzioni.\n\nD: 1\nR: a\n\nD: 2\nR:") == "Istruzioni.\n\nD: 1\nR: a\n\n"
-    assert requests_.prefix_of("no blank line\nhere") == ""
-    assert requests_.prefix_of("") == ""
-
-
 def test_loglikelihood_scores_each_context_once_and_matches_the_oracle():
     contexts = ["Intro.\n\nQ1?\nA:", "Intro.\n\nQ2 più lunga?\nA:", "Senza prefisso:"]
     conts = [" si", " no", " forse no"]
@@ -87,7 +81,7 @@ def test_loglikelihood_scores_each_context_once_and_matches_the_oracle():
         want_lp, want_greedy = oracle_score(whole, len(b.tokenize(ctx)))
         assert lp == pytest.approx(want_lp, abs=1e-12) and greedy == want_greedy
         # a separate scoring of the same request through a fresh backend: exactly equal
-        alone = fake().score(Request(ctx, tuple(conts), prefix=requests_.prefix_of(ctx)))
+        alone = fake().score(Request(ctx, tuple(conts)))
         assert lp == alone.logprobs[conts.index(cont)]
 
 
@@ -292,6 +286,34 @@ def test_the_command_says_how_to_install_lm_eval(monkeypatch):
     assert r.exit_code != 0 and 'pip install "abricot-local[lm-eval]"' in r.output
 
 
+def test_the_shipped_tasks_folder_and_the_one_line_refusals(tmp_path):
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+    from abricot_local.lm_eval.tasks import TASKS_PATH
+
+    r = CliRunner().invoke(cli, ["lm-eval", "--tasks-path"])  # no lm-eval needed to print it
+    assert r.exit_code == 0 and r.output.strip() == str(TASKS_PATH)
+    names = {p.stem for p in TASKS_PATH.glob("*.yaml")}
+    assert {"_abricot_paper", "_abricot_calamita", "abricot_abs_paper", "abricot_inc_paper", "abricot_abs_calamita",
+            "abricot_inc_calamita", "discotex_card", "discotex_itabench"} <= names
+    r = CliRunner().invoke(cli, ["lm-eval"])
+    assert r.exit_code != 0 and "needs MODEL" in r.output and "Traceback" not in r.output
+    _lm_eval()
+    r = CliRunner().invoke(cli, ["lm-eval", "gemma-3-270m", "--limit", "2"])
+    assert r.exit_code != 0 and "needs --tasks" in r.output and "abricot_paper" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.real  # lm-eval indexes its own thousands of task files first
+def test_an_unknown_task_is_one_line(isolated_home):
+    _lm_eval()
+    r = subprocess.run([sys.executable, "-m", "abricot_local", "lm-eval", "fake", "--model_args", "backend=fake",
+                        "--tasks", "nosuchtask"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "Tasks not found: nosuchtask" in r.stderr and "abricot_paper" in r.stderr
+
+
 # -- the real model -------------------------------------------------------------------------------
 THREADS = 1  # robust on a shared 2-core machine (2 spinning threads crawl when the cores are busy)
 N_CTX = 512
@@ -406,10 +428,10 @@ def test_real_logged_loglikelihoods_equal_a_separate_scoring(real, gemma_path):
             ctx = s["args"][0][0]
             conts = tuple(a[1] for a in s["args"])
             assert conts == (" A", " B", " C", " D", " E")  # lm-eval's target delimiter, as `run` scores
-            sep = b.score(Request(ctx, conts, prefix=requests_.prefix_of(ctx)))  # fresh cache, no reuse
+            sep = b.score(Request(ctx, conts))  # fresh cache, no reuse
             assert s["resps"] == list(zip(sep.logprobs, sep.greedy))
             gold = int(s["target"])
-            lone = b.score(Request(ctx, (conts[gold],), prefix=requests_.prefix_of(ctx)))
+            lone = b.score(Request(ctx, (conts[gold],)))
             # one continuation alone: a longer trunk (its own token in the last decode call);
             # measured identical here, accepted within 1e-4 nats
             assert abs(lone.logprobs[0] - sep.logprobs[gold]) <= 1e-4
@@ -422,7 +444,7 @@ def test_real_logged_loglikelihoods_equal_a_separate_scoring(real, gemma_path):
             assert s["resps"] == [total]
         for s in real["samples"]["abricot_generate"]:
             ctx, kw = s["args"][0]
-            g = b.generate(ctx, kw["until"], kw["max_gen_toks"], prefix=requests_.prefix_of(ctx))
+            g = b.generate(ctx, kw["until"], kw["max_gen_toks"])
             assert s["resps"] == [g.text] and g.reason in ("until", "max_tokens", "eos")
             # what it generated is greedy under the scoring schedule too
             assert b.score_tokens(b.tokenize(ctx), [g.tokens]).greedy == (True,)

@@ -70,7 +70,7 @@ def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, g
     b = backend(gemma_path)
     memo = {}  # an item's prefix + trunk decoded once from an empty cache for its one-token answers
     for k, s in enumerate(samples):
-        req = Request(s["context"], tuple(s["continuations"]), prefix=DiscotexTask.prefix_text())
+        req = Request(s["context"], tuple(s["continuations"]))
         sch = b.schedule(req)
         assert [list(seq[c:]) for seq, c in zip(sch.seqs, sch.ctx_lens)] == s["continuation_tokens"]
         if k < 2:  # the run's two cases: the first item from an empty cache, the next with the prefix held
@@ -82,7 +82,7 @@ def test_run_discotex_end_to_end_and_logprobs_equal_token_by_token(gemma_path, g
 
 def test_multi_token_continuations_equal_token_by_token(gemma_path):
     b = backend(gemma_path)
-    req = Request("La capitale d'Italia è", (" Roma", " Milano e dintorni", " una città"), prefix="La capitale")
+    req = Request("Completa.\n\nLa capitale d'Italia è", (" Roma", " Milano e dintorni", " una città"))
     sch = b.schedule(req)
     assert not sch.fast_path
     scored = b.score(req)

@@ -34,7 +34,7 @@ class ToyTask(Task):
 
     def items(self):
         rows = self.data_path().read_text(encoding="utf-8").split()
-        return [Item(id=f"t{k}", source=self.sources[k % 2], prefix="Conta. ", context=f"Conta. {w} ha",
+        return [Item(id=f"t{k}", source=self.sources[k % 2], context=f"Conta. {w} ha",
                      choices=("uno", "due", "tre"), continuations=(" uno", " due", " tre"), gold=len(w) % 3)
                 for k, w in enumerate(rows)]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from abricot_local.backends.base import chunks, schedule
-from abricot_local.core import Request, log_softmax
+from abricot_local.core import Request, cached_prefix, log_softmax
 from abricot_local.errors import ContextOverflowError, UsageError
 
 
@@ -21,7 +21,7 @@ def word_tok(text):
 
 
 def test_single_token_labels_take_the_fast_path():
-    req = Request("Domanda: x\nRisposta:", (" A", " B", " C"), prefix="Domanda:")
+    req = Request("Domanda:\n\nx\nRisposta:", (" A", " B", " C"))
     sch = schedule(req, word_tok, 512)
     assert sch.fast_path
     assert all(len(s) == sch.trunk_len + 1 for s in sch.seqs)
@@ -60,8 +60,9 @@ def test_each_sequence_is_the_tokenization_of_the_whole_string():
 
 
 def test_prefix_never_reaches_the_scored_positions_and_leaves_two_trunk_tokens():
-    req = Request("ab:", (" x", " y"), prefix="ab:")
+    req = Request("ab\n\n", (" x", " y"))  # the whole context is its cached prefix
     sch = schedule(req, char_tok, 512)
+    assert req.prefix == req.context
     assert sch.prefix_len <= min(sch.ctx_lens) - 1
     assert sch.trunk_len - sch.prefix_len >= 2
 
@@ -72,11 +73,16 @@ def test_overflow_names_item_and_both_counts():
         schedule(req, char_tok, 40)
 
 
+def test_the_cached_prefix_is_the_text_up_to_its_last_blank_line():
+    assert cached_prefix("Istruzioni.\n\nD: 1\nR: a\n\nD: 2\nR:") == "Istruzioni.\n\nD: 1\nR: a\n\n"
+    assert cached_prefix("no blank line\nhere") == "" and cached_prefix("") == ""
+    assert cached_prefix("a\n\n\nb") == "a\n\n\n"  # the last "\n\n" of a longer run of newlines
+    assert Request("x\n\ny", (" A",)).prefix == "x\n\n"
+
+
 def test_bad_requests():
     with pytest.raises(UsageError):
         Request("abc", ())
-    with pytest.raises(UsageError):
-        Request("abc", (" A",), prefix="zz")
     with pytest.raises(UsageError, match="adds no token"):
         schedule(Request("abc", ("",)), char_tok, 100)
 
@@ -96,11 +102,11 @@ def test_batched_groups_share_a_prefix_and_fit_in_the_context():
     from abricot_local.backends.engines import groups
 
     def sch(prefix, item):
-        return schedule(Request(prefix + item, (" A", " B"), prefix=prefix), word_tok, 512)
+        return schedule(Request(prefix + item, (" A", " B")), word_tok, 512)
 
-    a = [sch("uno due tre", f" x{k} y z") for k in range(5)]  # P = 4, trunk = 7 tokens
-    b = [sch("altro", f" w{k} v") for k in range(2)]
-    assert a[0].prefix_len == 4 and a[0].trunk_len == 7
+    a = [sch("uno due tre\n\n", f"x{k} y z") for k in range(5)]  # P = 6, trunk = 9 tokens
+    b = [sch("altro\n\n", f"w{k} v") for k in range(2)]
+    assert a[0].prefix_len == 6 and a[0].trunk_len == 9
     assert groups(a + b, 3, 512) == [[0, 1, 2], [3, 4], [5, 6]]  # at most parallel, same prefix
-    assert groups(a, 8, 4 + 3 * 3) == [[0, 1, 2], [3, 4]]  # P + sum of trunks <= n_ctx
+    assert groups(a, 8, 6 + 3 * 3) == [[0, 1, 2], [3, 4]]  # P + sum of trunks <= n_ctx
     assert groups(a, 1, 512) == [[k] for k in range(5)]

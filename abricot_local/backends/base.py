@@ -12,7 +12,8 @@ own ``add_bos`` metadata says.
 Schedule (see ``schedule()``): llama.cpp's log-probabilities move with how a
 prompt is cut into decode calls, so the cut is a function of the request alone:
 
-1. the task's shared prefix tokens ``[0, P)``;
+1. the cached prefix's tokens ``[0, P)``: the context up to and including its last blank
+   line (``core.cached_prefix``; none without one), whatever door the request came through;
 2. the trunk ``[P, L)``: the rest of the context plus the tokens all
    continuations share (a lone space, say), never a batch of one;
 3. per continuation whose tokens go beyond ``L + 1``: its tail ``[L, n - 1)``,
@@ -45,7 +46,7 @@ from abricot_local.errors import AbricotError, ContextOverflowError, UsageError
 from abricot_local.backends.session import Counters
 from abricot_local.record.schema import Provenance
 
-SCHEDULE_VERSION = "prefix|trunk|tail/v1"
+SCHEDULE_VERSION = "prefix|trunk|tail/v2"  # v2: the prefix is the text up to its last blank line
 
 # What a backend can do; shared code asks ``CAPABILITY in backend.capabilities``.
 SCORE = "score"  # log-likelihoods of continuations (Request -> Scored)
@@ -372,9 +373,10 @@ class Backend(Protocol):
         ...
 
     # -- with GENERATE ---------------------------------------------------------------------
-    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
-                 label: str = "", parse_special: bool = False) -> Generated:
-        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx."""
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, label: str = "",
+                 parse_special: bool = False) -> Generated:
+        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx; its
+        cached prefix is the prompt's (:func:`~abricot_local.core.cached_prefix`)."""
         ...
 
     def provenance(self) -> Provenance:

@@ -34,7 +34,7 @@ from abricot_local.backends.base import (
     schedule_facts,
     split_chat,
 )
-from abricot_local.core import exact_log_softmax
+from abricot_local.core import cached_prefix, exact_log_softmax
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.options import ScoringOptions
@@ -161,9 +161,10 @@ class FakeBackend(Declared):
                      label: str = "") -> Scored:
         return self.engine.score(Schedule.from_tokens(context, continuations, self.options.n_ctx, label=label), label)
 
-    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
-                 label: str = "", parse_special: bool = False) -> Generated:
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, label: str = "",
+                 parse_special: bool = False) -> Generated:
         tokens = self.tokenize(prompt)
+        prefix = cached_prefix(prompt)
         p = generation_prefix_len(tokens, self.tokenize(prefix)) if prefix else 0
         return self.engine.generate(tokens, p, until, max_tokens, label)
 

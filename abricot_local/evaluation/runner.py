@@ -54,7 +54,7 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
     out = []
     for run in runs:
         items = tuple(
-            replace(it, prefix=head + it.prefix, context=head + it.context + tail, parse_special=True,
+            replace(it, context=head + it.context + tail, parse_special=True,
                     continuations=tuple(c.lstrip(" ") for c in it.continuations))
             for it in run.items
         )

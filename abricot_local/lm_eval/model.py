@@ -127,17 +127,37 @@ class AbricotLM(LM):
         self.backend.close()
 
 
+SHIPPED_TASKS = "abricot_paper, abricot_calamita, discotex_card, discotex_itabench"
+
+
+def _given(args: Sequence[str], *names: str) -> bool:
+    return any(a in names or a.startswith(tuple(f"{n}=" for n in names)) for a in args)
+
+
 def run_cli(model: str, args: Sequence[str]) -> None:
     """``lm-eval run --model abricot-local --model_args model=MODEL [args...]`` in this process
-    (so the model is registered); ``args`` go to lm-eval's command line unchanged."""
-    if any(a in ("--model", "-M") or a.startswith("--model=") for a in args):
+    (so the model is registered), with abricot-local's own tasks on the include path (unless
+    ``--include_path`` is given: lm-eval takes one); the other ``args`` go to lm-eval unchanged.
+    No task, or one lm-eval does not know, is one line, not lm-eval's traceback."""
+    if _given(args, "--model", "-M"):
         raise UsageError("abricot-local lm-eval sets --model itself; give backend options with --model_args")
+    if not _given(args, "--tasks", "-t", "--config", "-C"):
+        raise UsageError(f"abricot-local lm-eval needs --tasks NAME[,NAME...]: abricot-local's {SHIPPED_TASKS}, "
+                         "or any lm-eval task (`lm-eval ls tasks` lists them)")
     from lm_eval.__main__ import cli_evaluate
 
-    argv = ["lm-eval", "run", "--model", MODEL_NAME, "--model_args", json.dumps({"model": model}), *args]
+    from abricot_local.lm_eval.tasks import TASKS_PATH
+
+    include = [] if _given(args, "--include_path") else ["--include_path", str(TASKS_PATH)]
+    argv = ["lm-eval", "run", "--model", MODEL_NAME, "--model_args", json.dumps({"model": model}), *include, *args]
     saved = sys.argv
     sys.argv = argv
     try:
         cli_evaluate()
+    except ValueError as err:
+        if not str(err).startswith("Tasks not found"):
+            raise
+        raise UsageError(f"lm-eval: {str(err).splitlines()[0]}; abricot-local's tasks are {SHIPPED_TASKS}; "
+                         "`lm-eval ls tasks` lists lm-eval's") from None
     finally:
         sys.argv = saved

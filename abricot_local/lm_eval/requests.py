@@ -8,11 +8,11 @@ run on any backend, the fake one included. The rules, recorded in every output
 - ``loglikelihood``: requests are grouped by their context; each group is one
   :class:`~abricot_local.core.Request` (the context, all its continuations, the
   whitespace belonging to the continuation as lm-eval gives it), scored with one
-  evaluation of the context for all continuations. Its cached prefix is the
-  context up to and including its last blank line (``"\\n\\n"``, lm-eval's
-  description and few-shot delimiter), so task descriptions and few-shot blocks
-  stay in the KV cache between requests while the cuts depend on nothing but
-  the request's text: not on ``--batch_size``, the request order or ``--limit``.
+  evaluation of the context for all continuations. Its cached prefix is
+  :func:`~abricot_local.core.cached_prefix`, the rule of every door (`run`'s
+  too): the context up to and including its last blank line (``"\\n\\n"``,
+  lm-eval's description and few-shot delimiter), so the cuts depend on nothing
+  but the request's text: not on ``--batch_size``, the request order or ``--limit``.
   An empty context scores the continuation after ``prefix_token`` (BOS).
 - ``loglikelihood_rolling``: lm-eval's own rolling windows
   (``get_rolling_token_windows`` with ``context_len=1``, ``make_disjoint_window``)
@@ -37,11 +37,10 @@ from typing import Callable, Iterable, Sequence
 from abricot_local import __version__
 from abricot_local.backends import DEFAULT_BACKEND, backend_class, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
-from abricot_local.core import Generated, Request, Scored
+from abricot_local.core import Generated, Request, Scored, cached_prefix
 from abricot_local.errors import ContextOverflowError, UsageError
 from abricot_local.models.given import Given
 
-PREFIX_DELIMITER = "\n\n"
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
 
 REQUEST_RULES = {
@@ -60,12 +59,6 @@ IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
 Progress = Callable[[int, int], None]  # (done, total) in units of distinct requests
-
-
-def prefix_of(context: str) -> str:
-    """The cached prefix of a request: its text up to and including the last blank line."""
-    k = context.rfind(PREFIX_DELIMITER)
-    return context[: k + len(PREFIX_DELIMITER)] if k >= 0 else ""
 
 
 def label_of(text: str) -> str:
@@ -150,8 +143,8 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
     groups: dict[str, dict[str, None]] = {}
     for ctx, cont in pairs:
         groups.setdefault(ctx, {}).setdefault(cont, None)
-    order = sorted(groups, key=lambda c: (prefix_of(c), c))
-    requests = [Request(c, tuple(groups[c]), prefix=prefix_of(c), label=label_of(c), parse_special=special)
+    order = sorted(groups, key=lambda c: (cached_prefix(c), c))
+    requests = [Request(c, tuple(groups[c]), label=label_of(c), parse_special=special)
                 for c in order if c]
     try:
         for r in requests:
@@ -238,9 +231,9 @@ def generate(backend: Backend, requests: Sequence[tuple[str, dict]], *, special:
             raise ContextOverflowError(f"item {label_of(ctx)}: the prompt is {n} tokens but the context window holds "
                                        f"{n_ctx}: no room to generate; raise n_ctx (--model_args n_ctx=N)")
     out: dict[tuple[str, GenSpec], Generated] = {}
-    unique = sorted(set(keys), key=lambda k: (prefix_of(k[0]), k[0], k[1].until, k[1].max_tokens))
+    unique = sorted(set(keys), key=lambda k: (cached_prefix(k[0]), k[0], k[1].until, k[1].max_tokens))
     for ctx, spec in unique:
-        out[(ctx, spec)] = backend.generate(ctx, spec.until, spec.max_tokens, prefix=prefix_of(ctx),
+        out[(ctx, spec)] = backend.generate(ctx, spec.until, spec.max_tokens,
                                             label=label_of(ctx), parse_special=special)
         if progress:
             progress(len(out), len(unique))

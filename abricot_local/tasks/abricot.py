@@ -8,7 +8,7 @@ protocols"); the paper's is the default. Shots (sampler ``lm-eval``, lm-eval's d
 K+1 rows, the item itself dropped, the first K kept (tasks/fewshot.py): drawn for all items,
 then selected, so an item's shots never depend on --sample, --limit, --shard, order or resume.
 Sampler ``shared`` (no published source's): one draw of K shots for every item (an item that
-is itself a shot gets the next drawn row in its place), so every item shares one prefix.
+is itself a shot gets the next drawn row in its place), so every item shares its shots.
 A shot is its prompt, " ", its gold digit; shots are joined by a blank line and separated
 from the item's prompt by one. Each item is scored on " 1" .. " 5".
 """
@@ -190,13 +190,12 @@ class AbricotTask(Task):
         variant = self.variant
         items = []
         for row, own in zip(rows, self._shots_of(rows)):
-            prefix = SHOT_SEPARATOR.join(self.shot_text(s) for s in own) + SHOT_SEPARATOR if own else ""
+            shots = SHOT_SEPARATOR.join(self.shot_text(s) for s in own) + SHOT_SEPARATOR if own else ""
             items.append(
                 Item(
                     id=row.id,
                     source=row.domain,
-                    prefix=prefix,
-                    context=prefix + render(self.kind, variant, row),
+                    context=shots + render(self.kind, variant, row),
                     choices=CHOICES,
                     continuations=tuple(" " + c for c in CHOICES),
                     gold=discretise(self.mean(row)),

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from abricot_local.core import DEFAULT_SEED, MAX_SEED, Request, Scored, argmax
+from abricot_local.core import DEFAULT_SEED, MAX_SEED, Request, Scored, argmax, cached_prefix
 from abricot_local.errors import DataError, MissingDataError
 from abricot_local.option_fields import option, validate
 from abricot_local.record.samples import Sample
@@ -85,11 +85,11 @@ class TaskOptions:
 
 @dataclass(frozen=True)
 class Item:
-    """One scored question. ``context`` is the exact text before the continuation."""
+    """One scored question. ``context`` is the exact text before the continuation; the part of it
+    kept in the KV cache between items follows from that text alone (``prefix``)."""
 
     id: str
     source: str
-    prefix: str
     context: str
     choices: tuple[str, ...]
     continuations: tuple[str, ...]
@@ -97,9 +97,14 @@ class Item:
     fields: dict[str, Any] = field(default_factory=dict, compare=False)  # extra sample fields
     parse_special: bool = False
 
+    @property
+    def prefix(self) -> str:
+        """The cached prefix of the context (:func:`abricot_local.core.cached_prefix`)."""
+        return cached_prefix(self.context)
+
     def request(self) -> Request:
-        return Request(context=self.context, continuations=self.continuations, prefix=self.prefix,
-                       label=self.id, parse_special=self.parse_special)
+        return Request(context=self.context, continuations=self.continuations, label=self.id,
+                       parse_special=self.parse_special)
 
 
 @dataclass(frozen=True, eq=False)

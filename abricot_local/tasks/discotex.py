@@ -69,7 +69,7 @@ ITA_BENCH_PROMPT = (
 
 @dataclass(frozen=True)
 class Wording:
-    description: str  # what every context starts with (the shared prefix), its blank line included
+    description: str  # what every context starts with, its blank line included
     prompt: str  # one row's question: format fields text, c0..c4
     source: str  # where the text comes from
 
@@ -136,11 +136,6 @@ class DiscotexTask(Task):
         description="DISCOTEX multiple choice: the published rows (sapienzanlp/discotex), else the DisCoTEX "
                     "sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
-
-    @staticmethod
-    def prefix_text() -> str:
-        """The text every item starts with with the default wording: the description and a blank line."""
-        return WORDINGS[DEFAULT_WORDING].description
 
     def __init__(self, options: TaskOptions):
         super().__init__(options)
@@ -249,8 +244,8 @@ class DiscotexTask(Task):
             return table_rows(table, stream, source, self.options.seed, lazy=True)
         return table_rows(table, stream, source, self.options.seed)
 
-    def _rows(self) -> tuple[list[Row], list[Row]]:
-        """The evaluated rows and the few-shot pool, in order."""
+    def rows_and_pool(self) -> tuple[list[Row], list[Row]]:
+        """The evaluated rows and the few-shot pool, in order (also the docs of the lm-eval tasks)."""
         src = self.source()
         if src.kind == "published":
             self.sources = ("published",)
@@ -266,7 +261,7 @@ class DiscotexTask(Task):
         if self._items is not None:
             return list(self._items)
         self._notes = []
-        rows, pool = self._rows()
+        rows, pool = self.rows_and_pool()
         self._pool_size = len(pool)
 
         def same(i: int, j: int) -> bool:  # lm-eval drops a pool document equal to the item
@@ -277,13 +272,13 @@ class DiscotexTask(Task):
             draws = lm_eval_draws(len(rows), len(pool), self.shots, seed=LM_EVAL_SEED, same_split=False, same=same)
         except TaskError as err:
             raise TaskError(f"discotex: {err}") from None
-        prefix = self.wording.description
+        description = self.wording.description
         out = []
         for row, draw in zip(rows, draws):
             shots = "".join(shot_text(self.wording, pool[j]) for j in draw)
             fields = dict(row.fields) | ({"shot_ids": [pool[j].id for j in draw]} if self.shots else {})
-            out.append(Item(id=row.id, source=row.source, prefix=prefix,
-                            context=prefix + shots + render(self.wording, row), choices=row.choices,
+            out.append(Item(id=row.id, source=row.source,
+                            context=description + shots + render(self.wording, row), choices=row.choices,
                             continuations=tuple(" " + letter for letter in LETTERS), gold=row.label, fields=fields))
         self._items = out
         return list(out)

@@ -33,6 +33,7 @@ from abricot_local.backends.base import (
     schedule_facts,
     split_chat,
 )
+from abricot_local.core import cached_prefix
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
@@ -166,11 +167,12 @@ class LlamaCppBackend(Declared):
         return self.engine.score(sch, label)
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, prefix: str = "",
-                 label: str = "", parse_special: bool = False) -> Generated:
+    def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, label: str = "",
+                 parse_special: bool = False) -> Generated:
         if not self.session.can_decode:
             raise UsageError("this backend was loaded vocab-only and cannot generate")
         tokens = self.tokenize(prompt, special=parse_special)
+        prefix = cached_prefix(prompt)
         p = generation_prefix_len(tokens, self.tokenize(prefix, special=parse_special)) if prefix else 0
         return self.engine.generate(tokens, p, until, max_tokens, label)
 

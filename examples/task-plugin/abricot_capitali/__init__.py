@@ -62,7 +62,7 @@ class CapitaliTask(Task):
                 gold = int(row["gold"])
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 raise DataError(f"{path}, line {line_no}: not a valid item ({exc})") from None
-            items.append(Item(id=row["id"], source=row.get("area", ""), prefix=DESCRIPTION,
+            items.append(Item(id=row["id"], source=row.get("area", ""),
                               context=DESCRIPTION + prompt, choices=tuple(row["scelte"]),
                               continuations=tuple(" " + x for x in LETTERS), gold=gold))
         return items

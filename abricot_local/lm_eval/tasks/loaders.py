@@ -1,0 +1,126 @@
+"""The data and the metric of abricot-local's lm-eval tasks (the YAML files beside this module).
+
+lm-eval imports this file by its path (``!function loaders.NAME``). The documents come from the
+files `run` reads, found as `run` finds them (``--metadata '{"data": FILE_OR_DIR}'``, or
+``'{"data_dir": DIR}'``, else abricot-local's cache; offline: nothing is downloaded, and
+`abricot-local data pull TASK` fills the cache), checked as `run` checks them (a file that is not
+the pinned release byte for byte is said as a warning). Never a hub loading script.
+
+ABRICOT documents are ``{"id", "prompt", "choices", "label"}``: ``prompt`` is the item's text as
+`run` writes it (``--shots 0``), ``label`` the gold index (round(5 * mean), 5 -> 4). DISCOTEX
+documents are the published rows' columns, ``{"text", "choices", "label"}`` (lm-eval drops a pool
+document equal to the item, as `run` does), with the train split as the few-shot pool.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from typing import Any
+
+log = logging.getLogger("abricot_local.lm_eval")
+
+LETTERS = ["A", "B", "C", "D", "E"]
+
+
+def _options(shots: int, variant: str | None, data: Any = None, data_dir: Any = None, key: str = ""):
+    from abricot_local.tasks.base import TaskOptions
+
+    return TaskOptions(data=((key, str(data)),) if data else (), data_dir=str(data_dir) if data_dir else None,
+                       shots=shots, prompt_variant=variant, allow_download=False)
+
+
+def _warn(task) -> None:
+    for note in task.warnings():
+        log.warning("%s: %s", task.name, note)
+
+
+def _dataset(splits: dict[str, list[dict]]):
+    import datasets
+
+    return datasets.DatasetDict({name: datasets.Dataset.from_list(docs) for name, docs in splits.items()})
+
+
+def abricot(kind: str, variant: str, data: Any = None, data_dir: Any = None, **_metadata: Any):
+    """ABRICOT's 127 rows as the ``validation`` split (the only one, as in the published files:
+    the few-shot pool is the evaluated split itself)."""
+    from abricot_local.tasks import make_task
+
+    task = make_task(f"abricot_{kind}", _options(0, variant, data, data_dir, "abricot"))
+    docs = [{"id": it.id, "prompt": it.context, "choices": list(it.choices), "label": it.gold}
+            for it in task.items()]
+    _warn(task)
+    return _dataset({"validation": docs})
+
+
+def discotex(data: Any = None, data_dir: Any = None, **_metadata: Any):
+    """DISCOTEX's rows (the published ones when here, else rebuilt from the release, as `run`) as
+    ``test``, its few-shot pool as ``train`` (empty, with a warning, when the pool's file is not here);
+    built once per process for both wordings."""
+    return _discotex(None if data is None else str(data), None if data_dir is None else str(data_dir))
+
+
+@functools.lru_cache(maxsize=2)
+def _discotex(data: str | None, data_dir: str | None):
+    from abricot_local.errors import DataError
+    from abricot_local.tasks import make_task
+
+    def docs(rows) -> list[dict]:
+        return [{"text": r.text, "choices": list(r.choices), "label": r.label} for r in rows]
+
+    try:
+        task = make_task("discotex", _options(1, None, data, data_dir, "discotex"))
+        rows, pool = task.rows_and_pool()
+    except DataError as err:
+        task = make_task("discotex", _options(0, None, data, data_dir, "discotex"))
+        (rows, pool), why = task.rows_and_pool(), str(err).split("\n")[0]
+        log.warning("discotex: no few-shot pool (%s); --num_fewshot needs it", why)
+    _warn(task)
+    return _dataset({"test": docs(rows), "train": docs(pool)})
+
+
+def _wording(name: str):
+    from abricot_local.tasks.discotex import WORDINGS
+
+    return WORDINGS[name]
+
+
+def discotex_card_text(doc: dict) -> str:
+    """A row's prompt in the task card's wording (`run --prompt-variant card`)."""
+    from abricot_local.tasks.discotex import render
+    from abricot_local.tasks.discotex_rows import Row
+
+    return render(_wording("card"), Row("", doc["text"], tuple(doc["choices"]), int(doc["label"])))
+
+
+def discotex_itabench_text(doc: dict) -> str:
+    """A row's prompt in ITA-Bench's wording (`run --prompt-variant ita-bench`)."""
+    from abricot_local.tasks.discotex import render
+    from abricot_local.tasks.discotex_rows import Row
+
+    return render(_wording("ita-bench"), Row("", doc["text"], tuple(doc["choices"]), int(doc["label"])))
+
+
+# -- the paper's metric: Pearson of the gold index against the argmax, as the authors' fork --------
+def gold_and_argmax(doc: dict, results: list) -> dict:
+    """ABRICOT's ``process_results``: (gold index, index of the highest log-likelihood: the first on a
+    tie) for Pearson, and whether they agree (``acc``)."""
+    lls = [float(r[0]) for r in results]
+    return {"pearson": (int(doc["label"]), max(range(len(lls)), key=lls.__getitem__)),
+            "acc": float(max(range(len(lls)), key=lls.__getitem__) == int(doc["label"]))}
+
+
+def pearson(pairs: list) -> float:
+    """The aggregation: scipy's ``pearsonr`` over the (gold, prediction) pairs (nan when either is constant)."""
+    import warnings
+
+    from scipy.stats import pearsonr
+
+    gold = [float(g) for g, _ in pairs]
+    pred = [float(p) for _, p in pairs]
+    if len(set(gold)) < 2 or len(set(pred)) < 2:
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(pearsonr(gold, pred)[0])
