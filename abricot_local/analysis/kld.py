@@ -108,3 +108,16 @@ def pairs(runs: Sequence[tuple[str, str, str | None]]) -> tuple[PairKld, ...]:
             for task, s in sorted(kld_of(folder, ref_sha).items()):
                 out.append(PairKld(ref_label, label, task, s))
     return tuple(out)
+
+
+def of_views(views) -> tuple[PairKld, ...]:
+    """compare's runs (analysis.views.RunView) that are quants of one base: each one's KLD against another."""
+    by_base: dict[str, list] = {}
+    for v in views:
+        if v.base:
+            by_base.setdefault(v.base.lower(), []).append(v)
+    out: list[PairKld] = []
+    for members in by_base.values():
+        if len(members) > 1:
+            out += pairs([(v.label, v.path, v.settings.get("model_sha256")) for v in members])
+    return tuple(out)
