@@ -2,7 +2,8 @@
 --kl-divergence reports it: mean with its 95% CI, median, 99th and 99.9th percentiles, max, and
 the share of tokens whose top token is the same (:class:`KldStats`, from per-token values by
 :func:`summarise`). ``abricot-local kld`` (evaluation/kld.py) measures it and keeps it in the
-rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (its SHA-256);
+rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (its SHA-256:
+:func:`model_key`);
 :func:`kld_of` reads it back for the ladder, ``compare`` and the API. Not to be confused with the
 ``kl_mean`` of compare/the ladder: the KL of the answer-label distributions, from the samples.
 """
@@ -80,11 +81,14 @@ def entries(folder: str | Path) -> dict[str, dict]:
     return {k: v for k, v in doc["references"].items() if isinstance(v, dict)}
 
 
-def kld_of(folder: str | Path, reference_sha256: str | None) -> dict[str, KldStats]:
-    """Per task, the KLD the run in ``folder`` has against the model ``reference_sha256`` ({} if none)."""
-    if not reference_sha256:
-        return {}
-    e = entries(folder).get(reference_sha256)
+def model_key(model) -> str:
+    """What names a reference model in kld.json: its SHA-256 (a synthetic model has none: its name)."""
+    return model.sha256 or f"name:{model.name}"
+
+
+def kld_of(folder: str | Path, reference) -> dict[str, KldStats]:
+    """Per task, the KLD the run in ``folder`` has against the model ``reference`` (a record.Model) ({} if none)."""
+    e = entries(folder).get(model_key(reference))
     if not e or not isinstance(e.get("tasks"), dict):
         return {}
     return {task: KldStats.from_dict(s) for task, s in e["tasks"].items() if isinstance(s, dict)}
@@ -98,14 +102,17 @@ class PairKld:
     stats: KldStats
 
 
-def pairs(runs: Sequence[tuple[str, str, str | None]]) -> tuple[PairKld, ...]:
-    """Over (label, folder, model SHA-256) of runs: every run's KLD against another of them, per task."""
+def pairs(runs: Sequence[tuple[str, str]]) -> tuple[PairKld, ...]:
+    """Over (label, folder) of finished runs: every run's KLD against another's model, per task."""
+    from abricot_local.record import read_run
+
+    models = {label: read_run(Path(folder)).model for label, folder in runs}
     out = []
-    for label, folder, _sha in runs:
-        for ref_label, _ref_folder, ref_sha in runs:
+    for label, folder in runs:
+        for ref_label, _ref_folder in runs:
             if ref_label == label:
                 continue
-            for task, s in sorted(kld_of(folder, ref_sha).items()):
+            for task, s in sorted(kld_of(folder, models[ref_label]).items()):
                 out.append(PairKld(ref_label, label, task, s))
     return tuple(out)
 
@@ -119,5 +126,5 @@ def of_views(views) -> tuple[PairKld, ...]:
     out: list[PairKld] = []
     for members in by_base.values():
         if len(members) > 1:
-            out += pairs([(v.label, v.path, v.settings.get("model_sha256")) for v in members])
+            out += pairs([(v.label, v.path) for v in members])
     return tuple(out)

@@ -76,7 +76,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
 
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
     base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
-                kld=kld_of(other.path, ref.record.model.sha256).get(task))
+                kld=kld_of(other.path, ref.record.model).get(task))
     views = [_only(ref_view, task), _only(view_of_run(other), task)]
     try:
         c = compare(views, reference=ref_view.path, **({} if seed is None else {"seed": seed}))

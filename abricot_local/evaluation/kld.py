@@ -58,7 +58,7 @@ def check_memory(kind: str, paths: Sequence[Path], options) -> None:
     """Both models and both KV caches against this machine's memory (they are loaded together)."""
     from abricot_local import memory
 
-    facts = backend_class(kind).preflight(paths[0], options) if paths[0] else None
+    facts = backend_class(kind).preflight(paths[0], options) if paths else None
     if facts is None:
         return
     memory.check_memory(sum(model_bytes(p) for p in paths), facts.kv_bytes * len(paths), vram=facts.vram,
@@ -146,7 +146,7 @@ def _one(backend, ref_dir, ref_record, folder, rec, model, bopts, task_runs, ref
         rung.close()
     if not results:
         raise ResultsError(f"{folder} and {ref_dir} have no item in common")
-    res = KldResult(ref_dir, folder, rec.model.quant or model.quant, results, time.perf_counter() - start, calls)
+    res = KldResult(ref_dir, folder, model.quant, results, time.perf_counter() - start, calls)
     write(res, ref_record, rec, bopts)
     return res
 
@@ -161,8 +161,8 @@ def write(res: KldResult, ref_record, rec, options) -> None:
     if path.is_symlink():
         raise ResultsError(f"{path} is a symbolic link: kld writes only files of its own")
     kept = stats.entries(res.run)
-    kept[ref_record.model.sha256] = {
-        "reference": {"folder": str(res.reference), "model": ref_record.model.name, "quant": ref_record.model.quant,
+    kept[stats.model_key(ref_record.model)] = {
+        "reference": {"folder": str(res.reference), "model": ref_record.model.name,
                       "model_sha256": ref_record.model.sha256},
         "model_sha256": rec.model.sha256, "quant": res.quant, "seconds": round(res.seconds, 3),
         "decode_calls": res.decode_calls, "engine": options.engine, "n_batch": options.n_batch,
