@@ -21,10 +21,11 @@ from abricot_local.gguf.file import FILE_TYPES
 
 FTYPES = {name: code for code, name in FILE_TYPES.items()}  # "Q8_0" -> llama_ftype
 
-# "llama_tensor_get_type : tensor cols 640 x 640 are not divisible by 256, required for q6_K - using
-# fallback quantization q8_0"; the total: "... WARNING: 54 of 163 tensor(s) required fallback quantization"
-_FALLBACK = re.compile(r"required for (\S+?)\s*-\s*using fallback quantization (\S+)")
-_FALLBACK_COLS = re.compile(r"not divisible by (\d+)")
+# one per tensor that falls back: "warning: blk.0.attn_q.weight - ncols 640 not divisible by 256 (required for
+# type q6_K)", then that tensor's "converting to q8_0 .. size = ..."; the total: "WARNING: 54 of 163 tensor(s)
+# required fallback quantization" (llama.cpp's llama-quant.cpp, as built in llama-cpp-python 0.3.36)
+_FALLBACK = re.compile(r"not divisible by\s+(\d+) \(required for type\s+(\S+?)\)(?:.*?converting to (\w+))?",
+                       re.DOTALL)
 _TOTAL = re.compile(r"(\d+) of (\d+) tensor\(s\) required fallback")
 
 
@@ -36,17 +37,18 @@ class Written:
     fallbacks: str  # "" when no tensor fell back
 
 
-def fallback_summary(lines: list[str]) -> str:
-    """llama.cpp's fallback lines as one: "54 of 163 tensors fell back (q6_K -> q8_0: 54; rows
-    not divisible by 256)"; "" when none did."""
-    pairs = Counter(f"{m.group(1)} -> {m.group(2)}" for m in (_FALLBACK.search(x) for x in lines) if m)
-    if not pairs:
+def fallback_summary(text: str) -> str:
+    """llama.cpp's fallback lines as one: "54 of 163 tensors fell back (q6_K -> q8_0: 54; columns not
+    divisible by 256)"; "" when none did."""
+    found = list(_FALLBACK.finditer(text))
+    if not found:
         return ""
-    cols = sorted({m.group(1) for m in (_FALLBACK_COLS.search(x) for x in lines if _FALLBACK.search(x)) if m})
-    total = next((m for m in (_TOTAL.search(x) for x in reversed(lines)) if m), None)
-    head = f"{total.group(1)} of {total.group(2)} tensors" if total else f"{sum(pairs.values())} tensors"
-    why = f"; columns not divisible by {', '.join(cols)}" if cols else ""
-    return f"{head} fell back ({', '.join(f'{k}: {n}' for k, n in pairs.most_common())}{why})"
+    pairs = Counter(f"{m.group(2)} -> {m.group(3) or '?'}" for m in found)
+    cols = sorted({m.group(1) for m in found}, key=int)
+    total = _TOTAL.search(text)
+    head = f"{total.group(1)} of {total.group(2)} tensors" if total else f"{len(found)} tensors"
+    return (f"{head} fell back ({', '.join(f'{k}: {n}' for k, n in pairs.most_common())}; columns not divisible "
+            f"by {', '.join(cols)})")
 
 
 def quantize(src: Path, dst: Path, quant: str, *, allow_requantize: bool = False, threads: int = 0) -> Written:
@@ -70,5 +72,5 @@ def quantize(src: Path, dst: Path, quant: str, *, allow_requantize: bool = False
     if rc != 0:
         errs = [x.strip() for x in lines if "error" in x.lower() or "failed" in x.lower()]
         raise ModelError(f"llama.cpp could not write {src.name} as {quant}: {'; '.join(errs[-3:]) or 'no reason given'}")
-    return Written(dst, fallback_summary("".join(lines).splitlines()))
+    return Written(dst, fallback_summary("".join(lines)))
 
