@@ -108,9 +108,8 @@ def test_quantize_parses_rungs_and_summarises_fallbacks():
     pytest.importorskip("llama_cpp")
     from abricot_local.backends.llama_cpp.quantize import fallback_summary
 
-    one = ("[  12/ 236]                  blk.0.attn_q.weight - [  640,  1024,     1,     1], type =    f16, "
-           "warning: blk.0.attn_q.weight                  - ncols    640 not divisible by 256 (required for type "
-           "   q6_K) converting to q8_0 .. size =     1.25 MiB ->     0.66 MiB\n")
+    one = ("warning: blk.0.attn_q.weight                  - ncols    640 not divisible by 256 (required for type "
+           "   q6_K) -> falling back to    q8_0\n")
     other = "[  13/ 236]            blk.0.ffn_up.weight - [ 1024,  2048,     1,     1], type =    f16, converting to q6_K\n"
     text = one * 3 + other + "llama_model_quantize_impl: WARNING: 3 of 236 tensor(s) required fallback quantization\n"
     assert fallback_summary(text) == "3 of 236 tensors fell back (q6_K -> q8_0: 3; columns not divisible by 256)"
