@@ -12,6 +12,7 @@ that quant) is kept; a rung is written to a temporary file and renamed when comp
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Callable
 from abricot_local import hashing
 from abricot_local.cache import cache_dir, publish, shown
 from abricot_local.errors import AbricotError, ModelError, UsageError
-from abricot_local.gguf.file import FILE_TYPES, facts, model_bytes
+from abricot_local.gguf.file import FILE_TYPES, facts, model_bytes, strip_quant
 
 UNQUANTIZED = ("F32", "F16", "BF16")
 REFERENCE = "F16"
@@ -151,7 +152,8 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     if folder.is_symlink():
         raise UsageError(f"--out {folder} is a symbolic link; give the folder itself")
     folder.mkdir(parents=True, exist_ok=True)
-    base = f"{label}-from-{src_quant.lower()}" if requantized else label
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", strip_quant(label)).strip("-") or "model"
+    base = f"{stem}-from-{src_quant.lower()}" if requantized else stem
     dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
     for q, d in dsts.items():
         if d.is_symlink():
@@ -195,7 +197,7 @@ def fragment_text(ladder: Ladder, spec=None) -> str:
             extra["n_ctx"] = spec.n_ctx
     lines = head
     for r in ladder.rungs:
-        lines += ["", f"[{ladder.alias(r.quant)}]", 'source = "local"', f"path = {_q(r.path.name)}",
+        lines += ["", f"[{_q(ladder.alias(r.quant))}]", 'source = "local"', f"path = {_q(r.path.name)}",
                   f"sha256 = {_q(r.sha256)}", f"quant = {_q(r.quant)}", f"base = {_q(ladder.base)}"]
         lines += [f"{k} = {v if isinstance(v, int) else _q(v)}" for k, v in extra.items()]
         if note:
