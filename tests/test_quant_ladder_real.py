@@ -44,6 +44,7 @@ def test_quantize_writes_rungs_a_fragment_and_keeps_whole_ones(rungs, smollm2_pa
     assert "Q4_1 function at 16 bits" in f16.notes
     again = make_ladder(str(smollm2_path), "Q2_K", out=str(ladder.fragment.parent), allow_requantize=True)
     assert all(r.kept for r in again.rungs) and again.rungs[-1].sha256 == ladder.rungs[2].sha256
+    assert {s.quant for s in load_registry(ladder.fragment).values()} >= {"F16", "Q8_0", "Q2_K"}  # none forgotten
 
 
 def test_kld_orders_the_rungs_and_is_zero_against_itself(rungs, discotex_dir, tmp_path):

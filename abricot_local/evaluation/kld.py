@@ -118,6 +118,7 @@ def _one(backend, ref_dir, ref_record, folder, rec, model, bopts, task_runs, ref
     results = {}
     try:
         rows = KlRows()
+        backend.session.clear()  # the reference's cache as fresh as the rung's: the same decode calls from empty
         engine = engine_class(bopts.engine)(PairedSession(backend.session, rung.session, rows), bopts)
         for run in task_runs:
             name = run.task.key

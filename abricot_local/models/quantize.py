@@ -181,10 +181,10 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     return ladder
 
 
-def fragment_text(ladder: Ladder, spec=None) -> str:
-    """The models.toml fragment: one entry per rung (``base``, ``quant``, ``path``, ``sha256``)."""
-    head = [f"{_HEAD}: {ladder.source} ({ladder.source_quant}) at "
-            f"{len(ladder.rungs)} quants, each by llama.cpp's quantizer"]
+def fragment_text(ladder: Ladder, spec=None, earlier: dict | None = None) -> str:
+    """The models.toml fragment: one entry per rung (``base``, ``quant``, ``path``, ``sha256``), after the
+    entries of ``earlier`` (alias -> table: an earlier fragment's rungs this call did not write, still there)."""
+    head = [f"{_HEAD}: {ladder.source} ({ladder.source_quant}), each rung by llama.cpp's quantizer"]
     note = ""
     if ladder.requantized:
         note = (f"made from {ladder.source} ({ladder.source_quant}) dequantized: the reference {REFERENCE} is "
@@ -196,6 +196,8 @@ def fragment_text(ladder: Ladder, spec=None) -> str:
         if spec.n_ctx:
             extra["n_ctx"] = spec.n_ctx
     lines = head
+    for alias, table in (earlier or {}).items():
+        lines += ["", f"[{_q(alias)}]"] + [f"{k} = {v if isinstance(v, int) else _q(v)}" for k, v in table.items()]
     for r in ladder.rungs:
         lines += ["", f"[{_q(ladder.alias(r.quant))}]", 'source = "local"', f"path = {_q(r.path.name)}",
                   f"sha256 = {_q(r.sha256)}", f"quant = {_q(r.quant)}", f"base = {_q(ladder.base)}"]
@@ -217,4 +219,20 @@ def _write_fragment(ladder: Ladder, spec) -> None:
     f = ladder.fragment
     if f.is_symlink() or (f.exists() and not f.read_text(errors="replace").startswith(_HEAD)):
         raise UsageError(f"{f} is there and was not written by quantize: give another --out")
-    atomic_write(ladder.fragment, fragment_text(ladder, spec))
+    earlier = {}
+    if f.exists():  # an earlier call's rungs stay named, while their files are there
+        import sys
+
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            old = tomllib.loads(f.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            old = {}
+        mine = {ladder.alias(r.quant) for r in ladder.rungs}
+        earlier = {a: t for a, t in old.items() if isinstance(t, dict) and a not in mine and t.get("base") == ladder.base
+                   and isinstance(t.get("path"), str) and (f.parent / t["path"]).is_file()
+                   and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in t.values())}
+    atomic_write(ladder.fragment, fragment_text(ladder, spec, earlier))
