@@ -59,6 +59,7 @@ def _score(ref_seed: int, rung_seed: int) -> tuple[KlRows, int]:
                                                   FakeSession(ScoringOptions(seed=rung_seed)), rows), opts)
     sch = [Schedule.from_tokens([1, 5, 9, 2, 7], [[3, 4], [8]], 64), Schedule.from_tokens([1, 5, 9, 6], [[3]], 64)]
     engine.score_many(sch, ["a", "b"])
+    assert len(rows) == engine.counters.tokens > 0  # a row at every decoded token, not only the scored ones
     return rows, engine.counters.decode_calls
 
 

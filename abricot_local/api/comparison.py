@@ -83,7 +83,7 @@ class Comparison:
 
     def kld(self):
         """One row per run that is a quant of another compared run's model and task: the full-vocabulary
-        KL(reference || run) at every scored token, as `abricot-local kld` measured and kept it (mean, its
+        KL(reference || run) at every token of the task text, as `abricot-local kld` measured and kept it (mean, its
         95% CI, median, p99, p99.9, max, same-top share); empty when none was measured."""
         import pandas as pd
 

@@ -504,7 +504,7 @@ function ladder() {  // each quant against the highest-precision one of its mode
     h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
       "metric with the task's margin (90% CI of quant - reference), beside what it costs and buys: the file size " +
       "and the items/s the run measured. Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
-      "whole vocabulary at every scored token (abricot-local kld), when measured."}),
+      "whole vocabulary at every token of the task text (abricot-local kld), when measured."}),
     h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),

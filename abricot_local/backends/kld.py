@@ -3,10 +3,11 @@
 :class:`PairedSession` is a :class:`~abricot_local.backends.session.Session` over two sessions
 (a reference and a rung, any backend's): every decode call, rewind, copy and clear goes to both,
 so an engine over it runs the canonical schedule once and both models evaluate exactly the same
-decode calls. Each row both return is compared at once (:func:`kl_row`: the full-vocabulary
-log-softmax of each, in float64, KL(reference || rung) and whether the top token is the same)
-and only those two numbers are kept (:class:`KlRows`): never more than one row per model at a
-time, no logits file. The engine scores with the reference's rows.
+decode calls. Each call asks both models for a row at every token it decodes (as llama-perplexity
+does over its text: at most ``n_batch`` rows a call, never ``n_ctx``); each pair of rows is
+compared at once (:func:`kl_row`: the full-vocabulary log-softmax of each, in float64,
+KL(reference || rung) and whether the top token is the same) and only those two numbers are kept
+(:class:`KlRows`); no logits file. The engine gets the reference's rows it asked for.
 """
 
 from __future__ import annotations
@@ -53,15 +54,14 @@ class PairedSession:
         self.n_batch = ref.n_batch
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
-        a = self.ref.decode(entries)
-        b = self.rung.decode(entries)
-        for (seq, pos, tok, _want), x, y in zip(entries, a, b, strict=True):
-            if x is None or y is None:
-                continue
+        every = [(seq, pos, tok, True) for seq, pos, tok, _want in entries]  # a row at every decoded token
+        a = self.ref.decode(every)
+        b = self.rung.decode(every)
+        for (seq, pos, _tok, _want), x, y in zip(entries, a, b, strict=True):
             if len(x) != len(y):
                 raise ModelError(f"the two models' vocabularies differ ({len(x)} and {len(y)} tokens)")
             self.rows.add(*kl_row(x, y, label=f"kld seq {seq}", position=pos))
-        return a
+        return [x if want else None for (_s, _p, _t, want), x in zip(entries, a)]
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         done = self.ref.seq_rm(seq, p0, p1)

@@ -47,7 +47,7 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, thre
 @recheck_options
 def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str | None, force: bool,
         as_json: bool, **kw) -> None:
-    """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every scored token of
+    """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
     the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
     logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
     the result is kept in each RUN's folder (kld.json) for `report` and `compare`."""

@@ -6,9 +6,9 @@ REF and each RUN are finished run folders (a `run --quants` sweep's). REF's item
 found again by their recorded SHA-256 and opened with REF's recorded options, both loaded at once
 (the memory check counts both). An engine runs the canonical schedule over a
 :class:`~abricot_local.backends.kld.PairedSession`, so the two models evaluate the same decode
-calls; every row the schedule asks for (each scored token: the context's last position and each
-continuation token but the last) is compared over the whole vocabulary and dropped. The items are
-those both runs scored. The statistics (analysis/kld.py) go into RUN's folder, ``kld.json``,
+calls, each asked for a row at every token it decodes (context and continuations, as llama-perplexity
+over its text: at most n_batch rows a call); each pair of rows is compared over the whole vocabulary and
+dropped. The items are those both runs scored. The statistics (analysis/kld.py) go into RUN's folder, ``kld.json``,
 under REF's model SHA-256, where `report`, `compare` and the API read them.
 """
 

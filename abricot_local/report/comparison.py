@@ -74,7 +74,7 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
                 pd.DataFrame(agree)))
     kld = of_views(c.runs)
     if kld:
-        out.append(("Full-vocabulary KL(reference || run) at every scored token (abricot-local kld; quants of one model)",
+        out.append(("Full-vocabulary KL(reference || run) at every token of the task text (abricot-local kld; quants of one model)",
                     pd.DataFrame([{"reference": k.reference, "run": k.run, "task": k.task, "tokens": k.stats.n_tokens,
                                    "KLD mean [95% CI]": f"{_num(k.stats.mean)} [{_num(k.stats.ci95[0])}, "
                                                         f"{_num(k.stats.ci95[1])}]",

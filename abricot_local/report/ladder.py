@@ -14,7 +14,7 @@ from abricot_local.analysis.ladder import Rung
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model (the task's primary metric, its "
          "margin; 90% CI of quant - reference; label KL: KL(reference || quant) of the answer labels; KLD: over the "
-         "whole vocabulary at every scored token, `abricot-local kld`)")
+         "whole vocabulary at every token of the task text, `abricot-local kld`)")
 COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
            "label KL", "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "size MB", "items/s")
 
