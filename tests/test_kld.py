@@ -18,7 +18,7 @@ from abricot_local.backends.kld import KlRows, PairedSession, kl_row
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.backends.base import Schedule
 from abricot_local.cli import cli
-from abricot_local.errors import UsageError
+from abricot_local.errors import NonFiniteError, UsageError
 from invented_data import write_discotex
 
 
@@ -35,6 +35,10 @@ def test_kl_row_is_the_full_vocabulary_kl_in_float64():
     assert kl == pytest.approx(float((np.exp(lp) * (lp - lq)).sum()), rel=1e-9) and kl > 0
     assert same == (int(np.argmax(p)) == int(np.argmax(q)))
     assert kl_row(p, p.copy()) == (0.0, True)  # the same row: exactly 0
+    bad = q.copy()
+    bad[3] = np.nan
+    with pytest.raises(NonFiniteError, match="non-finite logits"):
+        kl_row(p, bad)
 
 
 def test_summary_is_llama_perplexity_s():

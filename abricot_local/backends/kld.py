@@ -22,11 +22,23 @@ from abricot_local.errors import ModelError
 
 
 def kl_row(ref, rung, *, label: str = "", position: int = 0) -> tuple[float, bool]:
-    """KL(ref || rung) of two rows of raw logits (nats, float64) and whether their argmax is the same."""
-    lp = finite_log_softmax(ref, label=label, position=position)
-    lq = finite_log_softmax(rung, label=label, position=position)
-    kl = float(np.dot(np.exp(lp), lp - lq))
-    return max(kl, 0.0), int(np.argmax(ref)) == int(np.argmax(rung))
+    """KL(ref || rung) of two rows of raw logits (nats, float64) and whether their argmax is the same.
+
+    KL = sum_i P_i ((p_i - lse_p) - (q_i - lse_q)) = sum_i P_i (p_i - q_i) - lse_p + lse_q, with
+    P = softmax(p): two exponentials a row pair instead of four; the same row twice gives exactly 0.
+    A row holding NaN or an infinity is refused as every engine refuses it (core.finite_log_softmax)."""
+    p = np.asarray(ref, dtype=np.float64)
+    q = np.asarray(rung, dtype=np.float64)
+    mp, mq = p.max(), q.max()
+    ep = np.exp(p - mp)
+    sp = ep.sum()
+    lse_p, lse_q = mp + np.log(sp), mq + np.log(np.exp(q - mq).sum())
+    kl = float(np.dot(ep, p - q) / sp - lse_p + lse_q)
+    if not (np.isfinite(kl) and np.isfinite(lse_p) and np.isfinite(lse_q)):
+        finite_log_softmax(p, label=label, position=position)  # raises, naming the row
+        finite_log_softmax(q, label=label, position=position)
+        raise ModelError(f"{label}: the KL divergence at token position {position} is not finite")
+    return max(kl, 0.0), int(np.argmax(p)) == int(np.argmax(q))
 
 
 class KlRows:
