@@ -62,12 +62,15 @@ def quantize(src: Path, dst: Path, quant: str, *, allow_requantize: bool = False
     params.allow_requantize = allow_requantize
     lines: list[str] = []
     log.sink = lines
+    # a signal llama.cpp does not return from in time ends the process: not without the partial file
+    forget = interrupts.on_stuck(lambda _signum: Path(dst).unlink(missing_ok=True))
     try:
         with interrupts.deferred():
             rc = llama_cpp.llama_model_quantize(str(src).encode("utf-8"), str(dst).encode("utf-8"),
                                                 ctypes.byref(params))
     finally:
         log.sink = None
+        forget()
     if rc != 0:
         errs = [x.strip() for x in lines if "error" in x.lower() or "failed" in x.lower()]
         raise ModelError(f"llama.cpp could not write {src.name} as {quant}: {'; '.join(errs[-3:]) or 'no reason given'}")
