@@ -10,7 +10,10 @@ log-likelihood per continuation, with the token ids that were scored. A
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from decimal import Context, Decimal
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,6 +21,7 @@ from abricot_local.errors import NonFiniteError, UsageError
 
 # -- defaults: the one place they are written -------------------------------------------------
 DEFAULT_SEED = 1234
+MAX_SEED = 2**64 - 1  # the widest seed: numpy's generators take it, a record holds it (jsonfiles.MAX_DIGITS)
 DEFAULT_N_CTX = 2048
 DEFAULT_N_BATCH = 512
 DEFAULT_ENGINE = "prefix"
@@ -64,10 +68,37 @@ class Generated:
 
 
 def log_softmax(logits) -> np.ndarray:
-    """Numerically stable log-softmax in float64."""
+    """Numerically stable log-softmax in float64 (numpy's exp and log: their last bit depends on
+    the CPU's instruction set; :func:`exact_log_softmax` where a recorded number must not)."""
     x = np.asarray(logits, dtype=np.float64)
     m = x.max()
     return x - (m + np.log(np.exp(x - m).sum()))
+
+
+# -- the same bits on every machine ----------------------------------------------------------
+# decimal's exp and ln are correctly rounded and computed in integer arithmetic, math.fsum is
+# exact, and +, -, * of floats are IEEE-754's: no libm, no SIMD dispatch, no FMA contraction.
+_EXACT = Context(prec=40)
+
+
+@lru_cache(maxsize=4096)
+def exact_exp(x: float) -> float:
+    """exp(x) as the same float on every CPU (correctly rounded to 40 digits, then to a float)."""
+    return float(Decimal(x).exp(_EXACT))
+
+
+def exact_log(x: float) -> float:
+    """ln(x) of a positive float, the same float on every CPU."""
+    return float(Decimal(x).ln(_EXACT))
+
+
+def exact_log_softmax(values) -> list[float]:
+    """The log-softmax of a few finite values with the same bits on every CPU (pure Python: for
+    rows of a few hundred values, such as the fake backend's or a task's choices)."""
+    xs = [float(v) for v in values]
+    m = max(xs)
+    lse = m + exact_log(math.fsum(exact_exp(x - m) for x in xs))
+    return [x - lse for x in xs]
 
 
 NONFINITE_ADVICE = (
@@ -76,9 +107,11 @@ NONFINITE_ADVICE = (
 )
 
 
-def finite_log_softmax(logits, *, label: str, position: int) -> np.ndarray:
+def finite_log_softmax(logits, *, label: str, position: int, normalized: bool = False) -> np.ndarray:
     """The log-softmax of one row of logits; :class:`NonFiniteError` when the row (or its
-    log-sum-exp) holds NaN or an infinity. Every row any engine scores passes here."""
+    log-sum-exp) holds NaN or an infinity. Every row any engine scores passes here. A row that is
+    ``normalized`` (log-probabilities already, as the fake backend computes them exactly) is
+    checked and kept as it is."""
     x = np.asarray(logits, dtype=np.float64)
     finite = np.isfinite(x)
     if not finite.all():
@@ -88,6 +121,8 @@ def finite_log_softmax(logits, *, label: str, position: int) -> np.ndarray:
             f"({nan} NaN, {x.size - int(finite.sum()) - nan} infinite of {x.size}); the model or the "
             f"build computes garbage: {NONFINITE_ADVICE}. Scored items are kept: --resume continues."
         )
+    if normalized:
+        return x
     row = log_softmax(x)
     if not np.isfinite(row[0]):
         raise NonFiniteError(f"item {label}: the log-sum-exp at token position {position} is not finite; "

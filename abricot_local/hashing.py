@@ -33,6 +33,7 @@ COMPUTED, MEMO = "computed", "memo"
 _KEYS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 _seen: dict[tuple, str] = {}  # stat key (device and inode first) -> sha256 computed in this process
 _fresh = [0]  # > 0 inside afresh(True): every digest is read from the bytes
+_kept = [0]  # > 0 inside unwritten(): a computed hash is remembered in this process only
 
 Progress = Callable[[int, int], None]  # (bytes read, total)
 
@@ -52,6 +53,17 @@ def afresh(enabled: bool = True) -> Iterator[None]:
         yield
     finally:
         _fresh[0] -= bool(enabled)
+
+
+@contextlib.contextmanager
+def unwritten() -> Iterator[None]:
+    """Within the block, nothing is written to the memo file (a dry run writes nothing); a hash
+    computed is still remembered for the rest of the process."""
+    _kept[0] += 1
+    try:
+        yield
+    finally:
+        _kept[0] -= 1
 
 
 def _key(st: os.stat_result) -> dict:
@@ -153,7 +165,9 @@ def file_digest(path: Path | str, *, fresh: bool = False, memo: bool = True,
     except OSError as exc:
         raise AbricotError(f"cannot read {path}: {exc.strerror or exc}") from None
     hexdigest = digest.hexdigest()
-    if memo and after == key:  # not written to while it was read
+    if memo and after == key and _kept[0]:  # not written to while it was read; a dry run
+        _seen[tuple(key[k] for k in _KEYS)] = hexdigest
+    elif memo and after == key:
         memo_store(real, hexdigest)
     return Digest(hexdigest, COMPUTED)
 

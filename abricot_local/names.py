@@ -1,9 +1,22 @@
 """Did-you-mean for mistyped names (tasks, groups, model aliases): by edit distance only, and
-only close matches, so a suggestion is a likely typo and never a merely similar word."""
+only close matches, so a suggestion is a likely typo and never a merely similar word; and
+:func:`path_part`, the one place a name becomes part of a path."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Iterable
+
+MAX_PART = 120  # characters of a name made a path part (a file system allows 255 bytes)
+
+
+def path_part(name: str, fallback: str = "run") -> str:
+    """``name`` as one part of a path that stays where it is put: separators, control and format
+    characters become ``_``; leading dots and spaces go (no ``.``, ``..`` or hidden name), as
+    do trailing ones; an empty result is ``fallback``. An ordinary name comes back as it is."""
+    chars = ("_" if c in "/\\" or unicodedata.category(c)[0] in "CZ" and c != " " else c for c in str(name))
+    part = "".join(chars)[:MAX_PART].strip(". ")
+    return part or fallback
 
 
 def distance(a: str, b: str) -> int:
@@ -26,11 +39,18 @@ def allowed(name: str) -> int:
     return max(1, min(3, len(name) // 4))
 
 
+SUFFIX_SEPARATORS = "-_.:@~"  # a name, then one of these: a longer name of the same thing (smollm2-135m-pypi)
+
+
 def close_names(name: str, known: Iterable[str], limit: int = 3) -> list[str]:
-    """The known names at most :func:`allowed` edits from ``name`` (case ignored), nearest first."""
+    """The known names at most :func:`allowed` edits from ``name`` (case ignored), nearest first;
+    then those that are ``name`` with a suffix (``smollm2-135m`` -> ``smollm2-135m-pypi``)."""
     low = name.lower()
     scored = sorted((distance(low, k.lower()), k) for k in set(known))
-    return [k for d, k in scored if d <= allowed(name)][:limit]
+    near = [k for d, k in scored if d <= allowed(name)]
+    longer = sorted(k for k in set(known) if k not in near and len(k) > len(low) and k.lower().startswith(low)
+                    and k[len(low)] in SUFFIX_SEPARATORS and low)
+    return (near + longer)[:limit]
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

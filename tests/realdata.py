@@ -22,6 +22,8 @@ A folder counts only when every file is there with its pinned SHA-256. When none
 line of ``-rs``); the summary at the end says where each set was found, or names every file it
 needs, where it was looked for and why it could not be downloaded, in lines of at most 120
 columns; under ``CI=true`` it fails with that line instead.
+`abricot-local data pull --tests` (``abricot_local/tasks/test_data.py``: the names, hashes and the
+sdist's extraction live there) fetches every set to where 2. and 4. look, so the suite can run offline.
 Nothing is copied into the repository: only names and hashes.
 """
 
@@ -30,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tarfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,8 +40,8 @@ from typing import Callable, Iterator
 import pytest
 
 from abricot_local.models import fetch
-from abricot_local.errors import AbricotError, IntegrityError
-from abricot_local.tasks import abricot_data, discotex
+from abricot_local.errors import AbricotError
+from abricot_local.tasks import abricot_data, discotex, test_data
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "ABRICOT_TEST_DATA"
@@ -55,32 +56,6 @@ CACHE = fetch.cache_dir() / "test-data"
 TOOL_CACHE = fetch.cache_dir()  # the tool's own cache (its data/ folder: `abricot-local data pull`)
 _download_url = fetch.download_url  # bound now: a test that mocks the network cannot redirect it
 _download_files = fetch.download_files
-
-# llama.cpp's models/ folder as vendored in the llama-cpp-python 0.3.36 sdist (PyPI), and the
-# SHA-256 of each file used, as extracted from that sdist.
-SDIST_URL = ("https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca"
-             "773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz")
-SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
-SDIST_MODELS = "llama_cpp_python-0.3.36/vendor/llama.cpp/models"
-_INP = "be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0"  # the same test text for all five
-VOCAB_FILES = (
-    ("ggml-vocab-gpt-2.gguf", "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac"),
-    ("ggml-vocab-gpt-2.gguf.inp", _INP),
-    ("ggml-vocab-gpt-2.gguf.out", "48e8c4cb3ad5c37915b225f872222567c1c4dd4d66951aa53460c8d152ff6d60"),
-    ("ggml-vocab-llama-bpe.gguf", "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e"),
-    ("ggml-vocab-llama-bpe.gguf.inp", _INP),
-    ("ggml-vocab-llama-bpe.gguf.out", "118abf2034a197fc5c9dec5204dfdeee7004c7c70952ae577f66b99e212fab9b"),
-    ("ggml-vocab-llama-spm.gguf", "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69"),
-    ("ggml-vocab-llama-spm.gguf.inp", _INP),
-    ("ggml-vocab-llama-spm.gguf.out", "ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29"),
-    ("ggml-vocab-phi-3.gguf", "967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326"),
-    ("ggml-vocab-phi-3.gguf.inp", _INP),
-    ("ggml-vocab-phi-3.gguf.out", "ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29"),
-    ("ggml-vocab-qwen2.gguf", "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c"),
-    ("ggml-vocab-qwen2.gguf.inp", _INP),
-    ("ggml-vocab-qwen2.gguf.out", "de785bb305cc6fa9d43908ed5da337f853c0b79e971348fcfb9f0915a39c5363"),
-)
-
 
 class Missing(Exception):
     """No folder holds the data set and it could not be downloaded; str() is the one-line reason."""
@@ -101,39 +76,11 @@ class DataSet:
 
 
 def _fetch_discotex(dest: Path) -> None:
-    name, sub, sha = discotex.TRAIN  # the TED train pool of --shots on rebuilt items
-    train = (discotex.RELEASE_URL.format(commit=discotex.RELEASE_COMMIT, folder=sub, name=name), name, sha)
-    _download_files((*discotex.release_files(), train), dest, progress=False)
+    _download_files(test_data.discotex_files(), dest, progress=False)  # + the TED train pool of --shots
 
 
 def _fetch_vocab(dest: Path) -> None:
-    """Download the sdist (verified) next to ``dest``, extract the pinned files in one pass, delete it."""
-    wanted = dict(VOCAB_FILES)
-    tarball = _download_url(SDIST_URL, dest.parent / ".sdist" / SDIST_URL.rsplit("/", 1)[1],
-                            sha256=SDIST_SHA256, progress=False)
-    try:
-        with tarfile.open(tarball, "r|gz") as tar:
-            for member in tar:
-                folder, _, name = member.name.rpartition("/")
-                if folder != SDIST_MODELS or name not in wanted or not member.isfile():
-                    continue
-                data = tar.extractfile(member).read()
-                got = hashlib.sha256(data).hexdigest()
-                if got != wanted[name]:
-                    raise IntegrityError(f"{name} in {SDIST_URL}: sha256 {got}, expected {wanted[name]}")
-                dest.mkdir(parents=True, exist_ok=True)
-                part = dest / f".{name}.part"
-                part.write_bytes(data)
-                os.replace(part, dest / name)
-                del wanted[name]
-    except (tarfile.TarError, OSError) as exc:
-        raise IntegrityError(f"cannot extract the vocabulary files from {tarball}: {exc}") from None
-    finally:
-        tarball.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            tarball.parent.rmdir()
-    if wanted:
-        raise IntegrityError(f"{SDIST_URL} lacks {', '.join(sorted(wanted))} under {SDIST_MODELS}")
+    test_data.fetch_vocab(dest, download=_download_url)
 
 
 DISCOTEX = DataSet(
@@ -142,7 +89,7 @@ DISCOTEX = DataSet(
     f"github.com/davidecolla/DisCoTex@{discotex.RELEASE_COMMIT[:7]}", _fetch_discotex,
     tool_cache="data/discotex", pull="abricot-local data pull discotex",
 )
-VOCAB = DataSet("vocabulary-only GGUFs", "vocab", VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
+VOCAB = DataSet("vocabulary-only GGUFs", "vocab", test_data.VOCAB_FILES, "the llama-cpp-python 0.3.36 sdist on PyPI",
                 _fetch_vocab)
 
 
@@ -156,6 +103,7 @@ ABRICOT = DataSet("ABRICOT release", "data/abricot", ((abricot_data.RELEASE_FILE
                   f"github.com/{abricot_data.RELEASE_REPO}@{abricot_data.RELEASE_COMMIT[:7]}", _fetch_abricot,
                   tool_cache="data/abricot", pull="abricot-local data pull abricot")
 DATA_SETS = (DISCOTEX, VOCAB, ABRICOT)
+GET_EVERY_SET = "to get every set: `abricot-local data pull --tests` (once, with the network; the suite then runs offline)"
 
 
 @lru_cache(maxsize=None)
@@ -278,4 +226,7 @@ def describe() -> str:
         lines.append(f"  looked in: {'; '.join(looked)}")
     if GIVEN and not all(locate(ds) and locate(ds)[0] == f"${ENV}" for ds in DATA_SETS):
         lines.append(f"note: ${ENV}={GIVEN} does not hold every file (see tests/realdata.py)")
+    if not all(locate(ds) for ds in DATA_SETS):
+        lines += [GET_EVERY_SET, f"  or {ENV}=DIR holding " + ", ".join(f"DIR/{ds.folder}/" for ds in DATA_SETS)
+                  + " (the files named above)"]
     return fold("\n".join(lines))

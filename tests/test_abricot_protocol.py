@@ -209,7 +209,7 @@ def test_the_verdict_text_gives_each_source_its_block_and_never_says_no_to_anoth
     tasks = {"abricot_abs": entry(PAPER_CFG, 0.9, (0.85, 0.95))}
     checks = tuple(baselines.check_run(r, tasks).to_record() for r in (paper, board))
     text = console.verdict(Published(reproduces="x", checks=checks), "Q4_K_M")
-    assert "paper 3-shot (protocol paper): published precision not published; this run Q4_K_M" in text
+    assert "paper 3-shot (protocol paper): the published precision is not stated; this run Q4_K_M" in text
     assert "CALAMITA leaderboard (protocol calamita): published precision bf16 (vLLM); this run Q4_K_M" in text
     row = next(x for x in text.splitlines() if "Llama-3.1-8B-Instruct" in x)
     assert row.rstrip().endswith("not comparable") and not {"NO", "no", "yes"} & set(row.split())

@@ -6,6 +6,7 @@ amount, every verdict is checked against a bootstrap, a margin and a sample size
 from __future__ import annotations
 
 import json
+import re
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -174,6 +175,25 @@ def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_o
         eq.references([q4, q8], "nope")
 
 
+def test_a_changed_answer_is_fixed_broken_or_still_wrong_and_a_pair_says_what_it_compares():
+    from abricot_local.analysis.changes import compared, near_tie_note, outcome
+    from abricot_local.analysis.views import RunView
+
+    assert [outcome(2, 0, 2), outcome(2, 2, 0), outcome(2, 0, 1)] == ["fixed", "broken", "still_wrong"]
+
+    def view(label, base, sha=None, quant=None):
+        return RunView(label, "/x/" + label, {"model_sha256": sha, "quant": quant}, (), base=base)
+
+    assert compared(view("a", "gemma", "s1", "Q8_0"), view("b", "gemma", "s1", "Q8_0")) == "one model"
+    assert compared(view("a", "gemma", "s1", "Q8_0"), view("b", "gemma", "s2", "Q4_0")) == "quants"
+    assert compared(view("a", "gemma", "s1"), view("b", "smollm2", "s2")) == "two models"
+    assert compared(view("fake", "fake"), view("fake", "fake")) == "one model"  # no file: the same model name
+    assert compared(view("a", "gemma", "s1", "Q8_0"), view("b", "gemma", "s2", "Q8_0")) == "two models"
+    assert near_tie_note(["one model"]) == "kernels alone can flip them"
+    assert near_tie_note(iter(["two models"])) == "close calls for the reference"
+    assert "kernels alone" in near_tie_note(["two models", "quants"])
+
+
 def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(runs):
     ref = cmp.view_of(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
@@ -187,16 +207,27 @@ def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(run
     c = cmp.compare([ref, other])
     (ch,) = c.changes
     assert (ch.reference, ch.other, ch.n) == (ref.label, "other", N)
-    assert ch.summary == f"7 answers changed: {len(ties)} near ties, {len(clear)} decisive" and len(ties) == 5
+    # against the gold answer: wrong -> right, right -> wrong, one wrong answer -> another
+    kinds = {samples[k]["id"]: "fixed" if (samples[k]["pred"] + 1) % 5 == samples[k]["gold"] else
+             "broken" if samples[k]["pred"] == samples[k]["gold"] else "still_wrong" for k in flip}
+    assert {a.id: a.outcome for a in ch.changed} == kinds and ch.compared == "two models"  # fake vs other
+    fixed, broken, wrong = (list(kinds.values()).count(x) for x in ("fixed", "broken", "still_wrong"))
+    assert ch.summary == (f"7 answers changed: {fixed} fixed, {broken} broken, {wrong} still wrong; "
+                          f"{len(ties)} near ties, {len(clear)} decisive") and len(ties) == 5
     assert {d.id: d.margin for d in ch.decisive} == pytest.approx({samples[k]["id"]: margins[k] for k in clear})
 
     out = render(c)
-    assert f"other vs {ref.label}, discotex: 7 answers changed: 5 near ties, 2 decisive" in out
+    assert f"other vs {ref.label} (two models), discotex: 7 answers changed: {fixed} fixed" in out
+    flat = " ".join(out.split())
+    assert "close calls for the reference" in flat and "kernels alone" not in flat
     assert all(samples[k]["id"] in out.split("decisive:", 1)[1] for k in clear)
     doc = json.loads(render(c, "json"))
     (j,) = doc["answers_changed"]
     assert (j["changed"], j["near_ties"], j["decisive"], j["threshold_nats"]) == (7, 5, 2, NEAR_TIE)
+    assert (j["fixed"], j["broken"], j["still_wrong"], j["compared"]) == (fixed, broken, wrong, "two models")
     assert {x["id"] for x in j["items"] if x["decisive"]} == {samples[k]["id"] for k in clear}
+    assert {x["id"]: x["outcome"] for x in j["items"]} == kinds
+    assert all(x["gold"] == samples[k]["gold"] for k in flip for x in j["items"] if x["id"] == samples[k]["id"])
     assert [x["kind"] for x in doc["equivalence"]] and doc["equivalence"][0]["line"].startswith("other vs ")
     wider = cmp.compare([ref, other], near_tie=100.0).changes[0]
     assert not wider.decisive and len(wider.near_ties) == 7
@@ -210,11 +241,19 @@ def test_compare_cli_margin_reference_and_near_tie(runs, tmp_path):
     doc = json.loads(r.stdout)
     assert {(e["other"], e["reference"], e["margin"]) for e in doc["equivalence"]} == {("fake", "fake-b", 0.5)}
     assert doc["margin"] == 0.5 and all(e["kind"] == "equivalent" for e in doc["equivalence"])
+    import abricot_local as al
+
+    frame = al.compare(d, b).changes()  # the API: one row per changed answer, its gold and outcome
+    assert list(frame.columns) == ["reference", "run", "compared", "task", "id", "gold", "pred_reference", "pred_run",
+                                   "outcome", "margin", "near_tie"]
+    assert len(frame) and set(frame.outcome) == {"fixed"} and (frame.pred_run == frame.gold).all()
+    assert set(frame.compared) == {"two models"}
     r = invoke("compare", d, b)
     assert "fake-b vs fake, discotex accuracy: " in r.stdout and "answers changed: " in r.stdout.lower()
     assert "Is it as good?" in r.stdout and max(map(len, r.stdout.splitlines())) <= 120
     md = invoke("compare", d, b, "--format", "markdown").stdout
-    assert "### Is it as good?" in md and "- fake-b vs fake, discotex: " in md
+    assert "### Is it as good?" in md and "- fake-b vs fake (two models), discotex: " in md
+    assert re.search(r"discotex: \d+ answers changed: \d+ fixed, 0 broken, 0 still wrong", md)  # answers set to gold
     bad = invoke("compare", d, b, "--reference", "nowhere")
     assert bad.exit_code != 0 and "--reference nowhere: not one of the runs compared" in bad.output
     bad = invoke("compare", d, b, "--margin", "0")
@@ -318,7 +357,8 @@ def test_check_says_whether_the_answers_that_moved_were_near_ties(tmp_path):
     assert "answers changed: only near ties" in invoke("check", run).stdout
     run, ids = edited("decisive", {0: 0.1, 3: 2.0})
     out = invoke("check", run).stdout
-    assert "discotex: 2 answers changed: 1 near tie, 1 decisive; decisive: " + ids[1] in out
+    assert "discotex: 2 answers changed: " in out and " still wrong; 1 near tie, 1 decisive; decisive: " + ids[1] in out
+    assert "(one model)" not in out or "kernels alone" in out
     assert "not only near ties" in out
 
 

@@ -128,7 +128,7 @@ class FullFor:
     def __init__(self, monkeypatch, full: set[str], allowed: dict[str, int] | None = None):
         self.full, self.allowed = set(full), dict(allowed or {})
         self.temps: dict[int, str] = {}
-        real_open, real_fdopen, real_mkstemp = open, os.fdopen, tempfile.mkstemp
+        real_open, real_fdopen, real_mkstemp = results._open_own, os.fdopen, tempfile.mkstemp
 
         def mkstemp(*a, **kw):  # atomic_write's temp file stands for its target
             fd, path = real_mkstemp(*a, **kw)
@@ -139,13 +139,12 @@ class FullFor:
             fh = real_fdopen(fd, mode, *a, **kw)
             return self.wrap(fh, self.temps.pop(fd, ""), mode)
 
-        def opener(file, mode="r", *a, **kw):
-            fh = real_open(file, mode, *a, **kw)
-            return self.wrap(fh, Path(file).name if isinstance(file, (str, os.PathLike)) else "", mode)
+        def opener(file, flags, mode):  # the output folder's own files, opened never through a link
+            return self.wrap(real_open(file, flags, mode), Path(file).name, mode)
 
         monkeypatch.setattr(jsonfiles.tempfile, "mkstemp", mkstemp)
         monkeypatch.setattr(jsonfiles.os, "fdopen", fdopen)
-        monkeypatch.setattr(results, "open", opener, raising=False)
+        monkeypatch.setattr(results, "_open_own", opener)
 
     def wrap(self, fh, name: str, mode: str):
         if name not in self.full or mode.startswith("r"):  # reads, and rewrites in place

@@ -181,7 +181,7 @@ def test_a_reversed_ci_is_named_and_a_slash_stays_in_the_plot_folder(hostile_run
 
 
 # -- item 10: offline dry runs, split models missing a part ---------------------------------------------------------
-def test_an_offline_dry_run_refuses_the_download_the_run_refuses(home, tmp_path, monkeypatch):
+def test_an_offline_dry_run_plans_the_download_the_run_refuses(home, tmp_path, monkeypatch):
     user = tmp_path / "m.toml"
     user.write_text('[tiny-hf]\nsource = "hf"\nrepo = "org/Tiny-GGUF"\nfile = "tiny-Q4_K_M.gguf"\n'
                     'revision = "0123456789abcdef0123456789abcdef01234567"\n')
@@ -190,10 +190,13 @@ def test_an_offline_dry_run_refuses_the_download_the_run_refuses(home, tmp_path,
     dry = invoke("run", "tiny-hf", "--models", user, "--tasks", "abricot", "--data", f"abricot={FIXTURE}", "--dry-run")
     real = invoke("run", "tiny-hf", "--models", user, "--tasks", "abricot", "--data", f"abricot={FIXTURE}",
                   "--out", tmp_path / "o")
-    assert dry.exit_code == real.exit_code != 0, (dry.output, real.output)
-    assert "download:" not in dry.output and "cannot be downloaded now" in dry.output, dry.output
+    assert real.exit_code != 0 and "cannot be downloaded now" in real.output, real.output
+    # a dry run downloads nothing: it plans the model all the same and says the run would refuse (issue 39, item 8)
+    assert dry.exit_code == 0 and "download:" in dry.output, dry.output
+    assert "offline: the run itself would refuse this download" in dry.output and "cannot be downloaded now" in \
+        dry.output, dry.output
     r = invoke("run", "hf:org/Other-GGUF", "--tasks", "abricot", "--data", f"abricot={FIXTURE}", "--dry-run")
-    assert r.exit_code != 0 and "downloads are off (offline)" in r.output and "download:" not in r.output, r.output
+    assert r.exit_code == 0 and "download:" in r.output and "downloads are off (offline)" in r.output, r.output
 
 
 def test_a_split_model_missing_a_part_names_it(home, tmp_path):

@@ -407,6 +407,14 @@ def test_the_ladder_and_the_changed_answer_filters(page, site):
     panel.locator('input[data-filter="decisive"]').uncheck()
     panel.locator('input[data-filter="neartie"]').check()
     assert count.get_attribute("data-count") == str(len(moved) - decisive)
+    panel.locator('input[data-filter="neartie"]').uncheck()
+    # against the gold answer: wrong -> right, right -> wrong, wrong -> another wrong answer
+    fixed = sum(other[i]["pred"] == other[i]["gold"] for i in moved)
+    broken = sum(ref[i]["pred"] == ref[i]["gold"] for i in moved)
+    for key, n in (("fixed", fixed), ("broken", broken), ("stillwrong", len(moved) - fixed - broken)):
+        panel.locator(f'input[data-filter="{key}"]').check()
+        assert count.get_attribute("data-count") == str(n), key
+        panel.locator(f'input[data-filter="{key}"]').uncheck()
     rows = page.locator("#ladder-table tbody tr")
     cells = [rows.nth(k).locator("td").all_text_contents() for k in range(rows.count())]
     disco = [c for c in cells if c[1] == "discotex"]

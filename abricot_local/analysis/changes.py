@@ -3,9 +3,11 @@
 For a pair of runs over the same items, every item whose prediction differs is classified by
 how decided the reference run was: its margin between its top two choices' log-probs, in nats
 (the same under any renormalisation over the choices). Below :data:`NEAR_TIE` the item is a
-*near tie*: the drift that kernels, batch sizes and engines alone cause can flip it
-(docs/compare.md, from docs/numerics.md's measurements); at or above it, a *decisive* change.
-compare, the HTML report's explorer and `check` on another kernel path use this one rule.
+*near tie*: between runs of one model, the drift that kernels, batch sizes and engines alone cause
+can flip it (docs/compare.md, from docs/numerics.md's measurements); between two models it is only
+a close call of the reference's. At or above it, a *decisive* change. Against the gold answer each
+change is *fixed* (wrong -> right), *broken* (right -> wrong) or *still wrong* (one wrong answer
+-> another). compare, the HTML report's explorer and `check` on another kernel path use this one rule.
 """
 
 from __future__ import annotations
@@ -22,6 +24,42 @@ if TYPE_CHECKING:
 # nats: the largest top-two margin that kernel drift alone was seen to move (docs/compare.md)
 NEAR_TIE = 0.5
 
+# what a pair of runs compares (`compared`): what a near tie means depends on it
+ONE_MODEL, QUANTS, MODELS = "one model", "quants", "two models"
+NEAR_TIE_MEANS = {ONE_MODEL: "kernels alone can flip them", QUANTS: "a quant or kernels alone can flip them",
+                  MODELS: "close calls for the reference"}
+FIXED, BROKEN, STILL_WRONG = "fixed", "broken", "still_wrong"  # wrong -> right, right -> wrong, wrong -> other wrong
+
+
+def outcome(gold: int, pred_ref: int, pred_other: int) -> str:
+    """A changed answer against the gold one: fixed, broken, or still wrong (another wrong answer)."""
+    return FIXED if pred_other == gold else BROKEN if pred_ref == gold else STILL_WRONG
+
+
+def compared(ref, other) -> str:
+    """What two runs (each with ``settings``, flat, and ``base``: analysis/views.RunView) compare:
+    one model (the same file, or no file and the same model name: settings, kernels, engines),
+    quants of one base model, or two models."""
+    a, b = ref.settings.get("model_sha256"), other.settings.get("model_sha256")
+    if a and a == b:
+        return ONE_MODEL
+    same_base = bool(ref.base) and ref.base.lower() == (other.base or "").lower()
+    qa, qb = (str(v.settings.get("quant") or "").upper() for v in (ref, other))
+    if same_base and qa != qb:
+        return QUANTS
+    return ONE_MODEL if same_base and not (a and b) else MODELS
+
+
+def near_tie_note(kinds) -> str:
+    """What a near tie means for the pairs compared (``compared``'s kinds)."""
+    seen = set(kinds)
+    kinds = [k for k in (ONE_MODEL, QUANTS, MODELS) if k in seen]
+    if len(kinds) == 1:
+        return NEAR_TIE_MEANS[kinds[0]]
+    if not kinds:
+        return NEAR_TIE_MEANS[ONE_MODEL]
+    return "close calls; between runs of one model or its quants, kernels alone can flip them"
+
 
 @dataclass(frozen=True)
 class ChangedAnswer:
@@ -31,12 +69,14 @@ class ChangedAnswer:
     margin: float  # the reference's log-prob margin between its top two choices (nats)
     label_ref: str = ""  # the answers' labels when the samples name them
     label_other: str = ""
+    gold: int = -1  # the gold choice's index
+    outcome: str = ""  # FIXED, BROKEN or STILL_WRONG
 
     @property
     def text(self) -> str:
         a = self.label_ref or str(self.pred_ref)
         b = self.label_other or str(self.pred_other)
-        return f"{self.id} ({a} -> {b}, margin {self.margin:.2f} nats)"
+        return f"{self.id} ({a} -> {b}, {self.outcome.replace('_', ' ')}, margin {self.margin:.2f} nats)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +89,10 @@ class AnswerChanges:
     n: int  # items compared
     threshold: float  # nats: a reference margin below it is a near tie
     changed: tuple[ChangedAnswer, ...]
+    compared: str = MODELS  # ONE_MODEL, QUANTS or MODELS: what a near tie means
+
+    def with_outcome(self, kind: str) -> tuple[ChangedAnswer, ...]:
+        return tuple(c for c in self.changed if c.outcome == kind)
 
     @property
     def near_ties(self) -> tuple[ChangedAnswer, ...]:
@@ -65,12 +109,13 @@ class AnswerChanges:
         if not k:
             return f"no answer changed (of {self.n})"
         ties, dec = len(self.near_ties), len(self.decisive)
-        return (f"{k} answer{'s' if k != 1 else ''} changed: {ties} near tie{'s' if ties != 1 else ''}, "
-                f"{dec} decisive")
+        fixed, broken, wrong = (len(self.with_outcome(x)) for x in (FIXED, BROKEN, STILL_WRONG))
+        return (f"{k} answer{'s' if k != 1 else ''} changed: {fixed} fixed, {broken} broken, {wrong} still wrong; "
+                f"{ties} near tie{'s' if ties != 1 else ''}, {dec} decisive")
 
     @property
     def line(self) -> str:
-        return f"{self.other} vs {self.reference}, {self.task}: {self.summary}"
+        return f"{self.other} vs {self.reference} ({self.compared}), {self.task}: {self.summary}"
 
 
 def top_two_margin(logprobs: Sequence[float]) -> float:
@@ -87,13 +132,15 @@ def _label(sample: Sample) -> str:
 
 
 def changed_answers(task: str, reference: str, other: str, ref_samples: Sequence[Sample],
-                    other_samples: Sequence[Sample], threshold: float = NEAR_TIE) -> AnswerChanges:
-    """The common items (same order in both) whose prediction differs, with the reference's margin;
-    items whose choice counts differ are left out (compare's agreement counts them)."""
+                    other_samples: Sequence[Sample], threshold: float = NEAR_TIE, *,
+                    what: str = MODELS) -> AnswerChanges:
+    """The common items (same order in both) whose prediction differs, with the reference's margin
+    and the change against the gold answer; items whose choice counts differ are left out
+    (compare's agreement counts them). ``what``: :func:`compared`'s kind of the pair."""
     out = []
     for r, o in zip(ref_samples, other_samples):
         if r.pred == o.pred or len(r.logprobs) != len(o.logprobs):
             continue
         out.append(ChangedAnswer(str(r.id), int(r.pred), int(o.pred), top_two_margin(r.logprobs),
-                                 _label(r), _label(o)))
-    return AnswerChanges(task, reference, other, len(ref_samples), threshold, tuple(out))
+                                 _label(r), _label(o), int(r.gold), outcome(int(r.gold), int(r.pred), int(o.pred))))
+    return AnswerChanges(task, reference, other, len(ref_samples), threshold, tuple(out), what)

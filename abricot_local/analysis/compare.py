@@ -2,7 +2,9 @@
 
 Runs are matched on the items every one of them scored with the same id and the
 same scored context (SHA-256 of the sample's ``context``), in id order, so the
-numbers depend neither on item order nor on sharding. For each pair of runs and
+numbers depend neither on item order nor on sharding; a task one run recorded under
+another key (another prompt-variant spelling, an lm-eval output) is paired by the same
+items (alignment.py). For each pair of runs and
 each task, each CI metric the task declares (``Task.metric_inputs``) is compared
 over those items: the paired difference with a paired-bootstrap CI, and McNemar's
 exact test (accuracy) or Williams' t (correlations, when both runs share the gold
@@ -24,11 +26,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers
+from abricot_local.analysis.alignment import align
+from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.views import (ITEM_SELECTION, RunView, TaskSamples, labelled, settings_of,  # noqa: F401
                                          view_of, view_of_run)
-from abricot_local.core import DEFAULT_SEED
+from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.record import Sample
@@ -234,7 +237,7 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
 
 
 def _inputs(run: RunView, task: str, samples: Sequence[Sample]):
-    t = make_task(task, TaskOptions.from_config(dict(run.task(task).config)))
+    t = make_task(run.task(task).own_key, TaskOptions.from_config(dict(run.task(task).config)))
     return t, {m.name: m for m in t.metric_inputs(samples)}
 
 
@@ -258,11 +261,15 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     default): the equivalence verdicts; ``near_tie``: nats, changes.py's threshold."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
-    if tolerance < 0:
-        raise UsageError(f"the tolerance must be 0 or more nats, got {tolerance}")
-    if (margin is not None and not margin > 0) or not near_tie >= 0:
-        raise UsageError(f"--margin must be more than 0 and --near-tie 0 or more, got {margin} and {near_tie}")
-    runs = labelled(runs)
+    if not 0 <= tolerance < math.inf:  # NaN fails too
+        raise UsageError(f"--tolerance must be a finite number of nats, 0 or more, got {tolerance}")
+    if margin is not None and not 0 < margin < math.inf:
+        raise UsageError(f"--margin must be more than 0 and finite, got {margin}")
+    if not 0 <= near_tie < math.inf:
+        raise UsageError(f"--near-tie must be a finite number of nats, 0 or more, got {near_tie}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED}, got {seed}")
+    runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
     refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
         for t in r.tasks:
@@ -272,7 +279,7 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
                 raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
     names = [t.name for t in runs[0].tasks]
     shared = [t for t in names if all(r.task(t) for r in runs)]
-    notes = [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
+    notes = aligned + [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
         t.name for r in runs for t in r.tasks) if t not in shared]
     matches, metrics, agreements, primary, margins, changes = [], [], [], {}, {}, []
     for task in shared:
@@ -287,7 +294,8 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
         for i, j in combinations(range(len(runs)), 2):
             agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
             r, o = (j, i) if (runs[i].label, runs[j].label) in refs else (i, j)  # the reference first
-            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie))
+            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie,
+                                           what=compared(runs[r], runs[o])))
             for name, ia in built[i][1].items():
                 if name in built[j][1]:
                     metrics.append(compare_metric(task, runs[i].label, runs[j].label, ia, built[j][1][name],

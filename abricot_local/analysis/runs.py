@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -56,6 +57,8 @@ class Run:
     metrics: tuple[Metric, ...]
     record: Record = field(repr=False, compare=False)
     label: str = ""  # unique among the runs of a report (run_labels); alone: the model's label
+    # task key -> its samples, when they are not samples files of the folder (an lm-eval output)
+    samples: Mapping[str, tuple[Sample, ...]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.label:
@@ -78,7 +81,8 @@ class Run:
 
     @property
     def source(self) -> str:
-        return f"run ({self.backend} backend, not a model)" if self.synthetic else "run"
+        kind = "run" if self.samples is None else "lm-eval output"
+        return f"{kind} ({self.backend} backend, not a model)" if self.synthetic else kind
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -129,10 +133,19 @@ def _match(model, registry: dict) -> object | None:
     return None
 
 
-def load_run(folder: str | Path, registry: dict | None = None) -> Run:
-    """A finished run folder; clean :class:`ResultsError` when it is missing, incomplete or malformed."""
+def load_run(folder: str | Path, registry: dict | None = None, *, data: tuple[tuple[str, str], ...] = ()) -> Run:
+    """A finished run folder, or an lm-eval output folder or results file (lm_eval_input.py; its
+    tasks' data found with ``data``, ``--data KEY=PATH`` pairs, first); clean :class:`ResultsError`
+    when it is missing, incomplete or malformed."""
+    from abricot_local.analysis import lm_eval_input
+
     path = Path(folder)
-    record = read_run(path)
+    lm, own = None, None
+    if lm_eval_input.is_lm_eval_output(path):
+        lm = lm_eval_input.read(path, data)
+        record, own = lm.record, dict(lm.samples)
+    else:
+        record = read_run(path)
     model = record.model
     metrics, task_n = [], []
     for task, entry in record.tasks.items():
@@ -140,11 +153,23 @@ def load_run(folder: str | Path, registry: dict | None = None) -> Run:
         metrics += [Metric(task, name, value, ci) for name, value, ci in entry.metric_items()]
     spec = _match(model, registry or {})
     label = model.alias or model.name or path.name
-    quant = (spec.quant if spec else "") or quant_of(label) or quant_of(model.path or "")
-    base = (spec.base if spec else "") or strip_quant(label)
+    quant = (spec.quant if spec else "") or (lm.quant if lm else "") or quant_of(label) or quant_of(model.path or "")
+    base = (spec.base if spec else "") or (lm.base if lm else "") or strip_quant(label)
     reproduces = pub.parse_reproduces(spec.reproduces)[0] if spec else ()
     return Run(path, model.name or path.name, model.alias, record.backend, base, quant,
-               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record)
+               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record, samples=own)
+
+
+def load_all(folders, registry: dict | None = None) -> list[Run]:
+    """The runs in ``folders``, in order: abricot-local runs first, then lm-eval outputs, whose items
+    are matched to the tasks' items built from the data the others recorded (lm_eval_input.py)."""
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
+
+    lm = [is_lm_eval_output(f) for f in folders]
+    runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
+    data = recorded_data([r.record for r in runs.values()]) if any(lm) else ()
+    runs.update({k: load_run(f, registry, data=data) for k, f in enumerate(folders) if lm[k]})
+    return [runs[k] for k in range(len(folders))]
 
 
 def load_samples(run: Run, task: str) -> list[Sample]:
@@ -153,6 +178,8 @@ def load_samples(run: Run, task: str) -> list[Sample]:
     entry = run.record.tasks.get(task)
     if entry is None:
         raise ResultsError(f"{run.path} has no task {task!r}")
+    if run.samples is not None:
+        return list(run.samples[task])
     return entry_samples(run.path, entry, task)
 
 
@@ -166,13 +193,13 @@ def build(folders, *, registry: dict | None = None) -> Report:
     """Load the runs (each folder once), check them against the published rows, compare quants."""
     if not folders:
         raise UsageError("give at least one run folder")
-    runs, seen = [], set()
+    unique, seen = [], set()
     for folder in folders:
         key = Path(folder).resolve()
         if key not in seen:
             seen.add(key)
-            runs.append(load_run(folder, registry))
-    runs = labelled(runs)
+            unique.append(folder)
+    runs = labelled(load_all(unique, registry))
     shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
     bases = pub.all_references(shown)
     checks = []
@@ -258,16 +285,21 @@ def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskChec
         raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
     opts = TaskOptions.from_config({**record.config_dict(), **entry.config})
-    fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
+    try:
+        fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
+    except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback
+        raise ResultsError(f"{where}: the samples of task {task} lack its field {exc.args[0]!r}: the file holds "
+                           "another task's samples, or was changed") from None
     recorded = {**entry.metrics, "n": entry.n}
     fresh["n"] = len(samples)
     bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
     return TaskCheck(task, recorded, fresh, bad)
 
 
-def recompute(out_dir: str | Path) -> tuple[TaskCheck, ...]:
-    """Each task's metrics recomputed from its samples file by the task's ``metrics()``."""
-    run = load_run(out_dir)
+def recompute(out_dir: str | Path | Run) -> tuple[TaskCheck, ...]:
+    """Each task's metrics recomputed from its samples file by the task's ``metrics()`` (a loaded
+    :class:`Run`, or its folder)."""
+    run = out_dir if isinstance(out_dir, Run) else load_run(out_dir)
     return tuple(recompute_entry(run.record, task, load_samples(run, task), run.path) for task in run.record.tasks)
 
 

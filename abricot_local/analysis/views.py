@@ -1,7 +1,7 @@
 """What a comparison reads of a finished run: :class:`RunView` (a label, the folder, every
 recorded setting, flat, and each task's sample records), built from a folder
-(:func:`view_of`) or a loaded run (:func:`view_of_run`), and labelled uniquely among the
-runs compared (:func:`labelled`). compare.py pairs them.
+(:func:`view_of`: an abricot-local run or an lm-eval output) or a loaded run (:func:`view_of_run`),
+and labelled uniquely among the runs compared (:func:`labelled`). compare.py pairs them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ class TaskSamples:
     name: str
     config: Mapping[str, Any]  # the run's config with the task's own over it
     samples: tuple[Sample, ...]
+    key: str = ""  # the run's own key of the task when compared under another's (alignment.py); "": ``name``
+
+    @property
+    def own_key(self) -> str:
+        return self.key or self.name
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,9 +79,10 @@ def settings_of(doc: dict, quant: str = "") -> dict[str, Any]:
     return out
 
 
-def view_of(folder: str | Path, registry: dict | None = None) -> RunView:
-    """A finished run folder as a :class:`RunView` (ResultsError when it is not one)."""
-    return view_of_run(load_run(folder, registry))
+def view_of(folder: str | Path, registry: dict | None = None, data: tuple[tuple[str, str], ...] = ()) -> RunView:
+    """A finished run folder (or an lm-eval output, its tasks' data found with ``data`` first) as a
+    :class:`RunView` (ResultsError when it is not one)."""
+    return view_of_run(load_run(folder, registry, data=data))
 
 
 def view_of_run(run: Run, samples: Mapping[str, Sequence[Sample]] | None = None) -> RunView:

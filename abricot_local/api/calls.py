@@ -6,15 +6,23 @@ what a run says is a Python warning (AbricotWarning), a failure an AbricotError.
 
 from __future__ import annotations
 
+import os
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
-from abricot_local.api.options import AbricotWarning, progress_bars, run_kw, warn
+from abricot_local.api.arguments import check_call
+from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
 from abricot_local.api.run import Run, load_runs  # noqa: F401  (the API's)
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
+
+
+PathLike = os.PathLike  # a Path, or any path object
+Models = str | PathLike | list[str | PathLike] | tuple[str | PathLike, ...]  # one model, or a sweep's
+Tasks = str | list[str] | tuple[str, ...] | None
+Quants = str | list[str] | tuple[str, ...] | None
 
 
 class SweepError(AbricotError):
@@ -45,9 +53,10 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
-def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
-             protocol: str | None = None, out: str | Path | None = None, resume: bool = False,
-             progress: bool = True, quants=None, **options):
+@keyword_hints
+def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
+             shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
+             resume: bool = False, progress: bool = True, quants: Quants = None, **options):
     """Score ``model`` (anything `run` takes: an alias, a .gguf path, ollama:NAME...) on ``tasks``
     (a name, "a,b", a list; None: every task whose data is here or can be fetched), as
     ``abricot-local run`` does; a list of models runs a sweep into ``out`` (one folder per model).
@@ -61,6 +70,7 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     from abricot_local.evaluation.arguments import check_counts, limit_caution
     from abricot_local.evaluation.planning import Shard
 
+    check_call(evaluate, locals())
     kw = run_kw(tasks, protocol, options)
     force = bool(options.get("force", False))
     check_counts(limit, sample, resume, out)
@@ -96,8 +106,10 @@ def evaluate(model, tasks=None, *, sample: int | None = None, limit: int | None 
     return runs
 
 
-def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = None, shard: str | None = None,
-         protocol: str | None = None, calibrate: bool = False, quants=None, **options):
+@keyword_hints
+def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
+         shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
+         **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
     plan (planner.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
     nothing scored, written or downloaded."""
@@ -105,6 +117,7 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
     from abricot_local.evaluation.planning import Shard
     from abricot_local.planner import dry_run
 
+    check_call(plan, locals())
     kw = run_kw(tasks, protocol, options)
     check_counts(limit, sample, False, None)
     models = _quants(_models(model), quants, kw)
@@ -116,20 +129,29 @@ def plan(model, tasks=None, *, sample: int | None = None, limit: int | None = No
                            with_memory=True, keep_going=len(models) > 1)
 
 
-def load_run(path: str | Path) -> Run:
-    """A finished run folder (its results.json and samples files, validated)."""
-    return Run.load(path)
+@keyword_hints
+def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
+    """A finished run folder (its results.json and samples files, validated), or an lm-eval output
+    folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
+    found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
+    if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
+        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
+                           f"{type(data).__name__}")
+    check_call(load_run, locals())
+    return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 
-def compare(*runs, tolerance: float | None = None, alpha: float = 0.05, seed: int = DEFAULT_SEED,
-            margin: float | None = None, reference: str | None = None, near_tie: float | None = None,
-            models_file: str | Path | None = None) -> Comparison:
+@keyword_hints
+def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
+            seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
+            near_tie: float | None = None, models_file: str | PathLike | None = None) -> Comparison:
     """`compare` of finished runs (Run objects, run folders, or folders holding runs): the items
     they share, paired differences with their CI and test, one verdict per pair."""
     from abricot_local.analysis.compare import TOLERANCE
     from abricot_local.errors import UsageError
     from abricot_local.models.registry import load_registry
 
+    check_call(compare, locals())
     check_alpha(alpha)
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")

@@ -25,8 +25,10 @@ def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: 
     if len(folders) < 2:
         raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
                          f"({', '.join(str(f) for f in folders)})")
-    return cmp.compare([cmp.view_of(f, registry) for f in folders], tolerance=tolerance, alpha=alpha, seed=seed,
-                       **verdicts)
+    from abricot_local.analysis.runs import load_all
+
+    return cmp.compare([cmp.view_of_run(r) for r in load_all(folders, registry)], tolerance=tolerance, alpha=alpha,
+                       seed=seed, **verdicts)
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,16 @@ class Comparison:
                                      "ci90_high", "verdict", "items_to_settle", "line"])
 
     def changes(self):
-        """One row per answer that changed between a pair: the reference's margin between its top two
-        choices (nats) and whether that is a near tie or a decisive change."""
+        """One row per answer that changed between a pair: what the pair compares (one model, quants,
+        two models), the gold answer and both answers (choice indices), the outcome (fixed: wrong ->
+        right, broken: right -> wrong, still_wrong: -> another wrong answer), the reference's margin
+        between its top two choices (nats) and whether that is a near tie or a decisive change."""
         import pandas as pd
 
-        rows = [(c.reference, c.other, c.task, a.id, a.margin, a.margin < c.threshold)
-                for c in self.result.changes for a in c.changed]
-        return pd.DataFrame(rows, columns=["reference", "run", "task", "id", "margin", "near_tie"])
+        rows = [(c.reference, c.other, c.compared, c.task, a.id, a.gold, a.pred_ref, a.pred_other, a.outcome,
+                 a.margin, a.margin < c.threshold) for c in self.result.changes for a in c.changed]
+        return pd.DataFrame(rows, columns=["reference", "run", "compared", "task", "id", "gold", "pred_reference",
+                                           "pred_run", "outcome", "margin", "near_tie"])
 
     def agreements(self):
         """One row per pair and task: same predictions, |delta log-prob| (max, mean), mean KL."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from abricot_local.errors import ResultsError
 from abricot_local.record import Record, entry_samples, read_run
@@ -19,13 +20,21 @@ _SHOWN = {"id", "source", "gold", "pred", "gold_label", "pred_label", "logprobs"
 
 @dataclass(frozen=True)
 class Run:
-    """One finished run folder (``results.json`` and its samples files), read through record/."""
+    """One finished run folder (``results.json`` and its samples files), read through record/; or an
+    lm-eval output folder (or its results file) read as a run (analysis/lm_eval_input.py)."""
 
     folder: Path
     record: Record = field(repr=False)
+    own_samples: Mapping | None = field(default=None, repr=False, compare=False)  # an lm-eval output's, by task
 
     @classmethod
-    def load(cls, folder: str | Path) -> "Run":
+    def load(cls, folder: str | Path, data: tuple[tuple[str, str], ...] = ()) -> "Run":
+        """``data``: an lm-eval output's tasks' data (``--data KEY=PATH`` pairs; default: where `run` finds it)."""
+        from abricot_local.analysis import lm_eval_input
+
+        if lm_eval_input.is_lm_eval_output(folder):
+            got = lm_eval_input.read(folder, tuple(data))
+            return cls(Path(folder), got.record, dict(got.samples))
         return cls(Path(folder), read_run(folder))
 
     @property
@@ -66,7 +75,8 @@ class Run:
             entry = self.record.tasks.get(name)
             if entry is None:
                 raise ResultsError(f"{self.folder} has no task {name!r}; its tasks: {', '.join(self.tasks)}")
-            for s in entry_samples(self.folder, entry, name):
+            read = self.own_samples[name] if self.own_samples is not None else entry_samples(self.folder, entry, name)
+            for s in read:
                 row = {"task": name, "id": s.id, "source": s.source, "gold": s.gold, "pred": s.pred,
                        "gold_label": s.gold_label, "pred_label": s.pred_label, "correct": s.pred == s.gold}
                 row.update({f"logprob_{k}": lp for k, lp in enumerate(s.logprobs)})
@@ -98,6 +108,8 @@ class Run:
         """lm-eval's results layout in ``folder`` (report/lm_eval_layout.py); the model's subfolder."""
         from abricot_local.report.lm_eval_layout import write
 
+        if self.own_samples is not None:
+            raise ResultsError(f"{self.folder} is an lm-eval output already; to_lm_eval writes runs of abricot-local")
         return write(self.folder, self.record, Path(folder))
 
     def __repr__(self) -> str:
@@ -122,9 +134,14 @@ class Run:
 
 
 def load_runs(folder: str | Path) -> list[Run]:
-    """Every finished run in ``folder`` (searched recursively, as `report` does); one that is not
-    finished is named in a warning and left out."""
+    """Every finished run in ``folder`` (searched recursively, as `report` does; lm-eval output folders
+    too, their items matched with the data the runs beside them recorded); one that is not finished is
+    named in a warning and left out."""
     import warnings
+
+    from abricot_local.api.arguments import check_call
+
+    check_call(load_runs, locals())
 
     from abricot_local.api.options import AbricotWarning
     from abricot_local.evaluation.states import find_runs
@@ -135,4 +152,9 @@ def load_runs(folder: str | Path) -> list[Run]:
     for s in states:
         if not s.complete:
             warnings.warn(f"skipped {s.path} ({s.describe()})", AbricotWarning, stacklevel=2)
-    return [Run.load(s.path) for s in states if s.complete]
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
+
+    done = [s.path for s in states if s.complete]
+    runs = {p: Run.load(p) for p in done if not is_lm_eval_output(p)}
+    data = recorded_data([r.record for r in runs.values()]) if len(runs) < len(done) else ()
+    return [runs[p] if p in runs else Run.load(p, data) for p in done]  # lm-eval outputs: the runs' data

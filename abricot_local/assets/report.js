@@ -353,7 +353,8 @@ function prepare(task) {
 function explorer(task, ti) {
   prepare(task);
   const labels = it => it.lab || task.labels;
-  const st = {disagree: false, allwrong: false, decisive: false, neartie: false, source: "", q: "", page: 0,
+  const st = {disagree: false, allwrong: false, decisive: false, neartie: false, fixed: false, broken: false,
+    stillwrong: false, source: "", q: "", page: 0,
     selected: null};
   const count = h("span", {cls: "count"});
   const body = h("tbody");
@@ -366,6 +367,7 @@ function explorer(task, ti) {
     const q = st.q.trim().toLowerCase();
     shown = task.items.filter(it => (!st.disagree || it.disagree) && (!st.allwrong || it.allwrong) &&
       (!st.decisive || it.chg === 2) && (!st.neartie || it.chg === 1) &&
+      (!st.fixed || (it.out & 1)) && (!st.broken || (it.out & 2)) && (!st.stillwrong || (it.out & 4)) &&
       (!st.source || it.src === st.source) && (!q || it.id.toLowerCase().includes(q)));
     st.page = 0;
     draw();
@@ -440,8 +442,12 @@ function explorer(task, ti) {
   // changed answers against each run's reference (compare's): decisive, or only near ties (top-two margin < nearTie)
   const filters = h("div", {cls: "filters"}, check("disagree", "models disagree"), check("allwrong", "all wrong"),
     h("span", {title: "an answer that differs from its reference run's: decisive when the reference's top two " +
-      "choices were " + D.nearTie + " nats apart or more, else a near tie (kernels alone can flip it)"},
+      "choices were " + D.nearTie + " nats apart or more, else a near tie (a close call; between runs of one " +
+      "model or its quants, kernels alone can flip it)"},
       check("decisive", "decisive changes"), check("neartie", "near-tie changes only")),
+    h("span", {title: "an answer that differs from its reference run's, against the gold answer"},
+      check("fixed", "fixed (wrong \u2192 right)"), check("broken", "broken (right \u2192 wrong)"),
+      check("stillwrong", "wrong \u2192 other wrong")),
     h("label", {}, "source ", sources),
     h("label", {}, "id ", h("input", {type: "search", "data-filter": "search", placeholder: "filter by id",
       oninput: ev => { st.q = ev.target.value; filter(); }})), count);

@@ -158,6 +158,7 @@ def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
     already added when the model adds one. ``n_ctx`` is the context the backend
     allocated, ``asked_n_ctx`` what --n-ctx asked for (when they differ).
     """
+    _refuse_long(request, tokenize, n_ctx, asked_n_ctx)
     context_tokens = tokenize(request.context)
     seqs, ctx_lens = [], []
     for cont in request.continuations:
@@ -176,16 +177,41 @@ def schedule(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
     return _cuts(tuple(seqs), tuple(ctx_lens), prefix, n_ctx, asked_n_ctx, request.label)
 
 
+PROBE_CHARS = 8  # characters per token a first look at a long context assumes (a text holds 2 to 5)
+PROBE_SLACK = 64  # tokens a cut text may have more than its part of the whole: a cut word, a merge
+
+
+def _window(n_ctx: int, asked_n_ctx: int | None) -> str:
+    return f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
+        f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
+
+
+def _refuse_long(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
+                 asked_n_ctx: int | None) -> None:
+    """A context far past the window refused before the whole of it is tokenized (a paragraph of
+    megabytes took minutes and gigabytes): its beginning is tokenized first, a window's worth of
+    characters and then four times more each look, and a beginning already longer than the
+    window (by more than :data:`PROBE_SLACK`) is the error."""
+    text, size = request.context, (n_ctx + 1) * PROBE_CHARS
+    while size < len(text):
+        n = len(tokenize(text[:size]))
+        if n > n_ctx + PROBE_SLACK:
+            raise ContextOverflowError(
+                f"item {request.label}: the prompt is {len(text):,} characters, at least {n - PROBE_SLACK:,} tokens "
+                f"(its first {size:,} characters alone are {n:,}), but the context window holds {n_ctx} "
+                f"({_window(n_ctx, asked_n_ctx)}); shorten the item, raise --n-ctx or use a model with a longer "
+                "context")
+        size *= 4
+
+
 def _cuts(seqs: tuple[tuple[int, ...], ...], ctx_lens: tuple[int, ...], prefix: tuple[int, ...], n_ctx: int,
           asked_n_ctx: int | None, label: str) -> Schedule:
     """The canonical cuts of token sequences: the trunk they share, the prefix inside it."""
     longest = max(len(s) for s in seqs)
     if longest > n_ctx:
-        window = f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
-            f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
         raise ContextOverflowError(
             f"item {label}: the prompt is {longest} tokens but the context window holds "
-            f"{n_ctx} ({window}); raise --n-ctx or use a model with a longer context"
+            f"{n_ctx} ({_window(n_ctx, asked_n_ctx)}); raise --n-ctx or use a model with a longer context"
         )
     trunk = seqs[0]
     for s in seqs[1:]:

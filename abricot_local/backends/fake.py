@@ -4,6 +4,10 @@ Tokens are UTF-8 bytes (id 256 is BOS, also its end of text). The next-token log
 a pseudo-random function of the tokens up to it, so the numbers depend on the
 text exactly as a real model's would, and a run is reproducible. Its session
 emulates a KV cache of sequences, so every engine strategy runs on it unchanged.
+
+Its numbers are the same bits on every machine: the logits are integers drawn from PCG64 (integer
+arithmetic) over 64, and the session returns their log-softmax computed exactly
+(``core.exact_log_softmax``: no libm, no SIMD), so a pinned samples file holds on any CPU.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from abricot_local.backends.base import (
     schedule_facts,
     split_chat,
 )
+from abricot_local.core import exact_log_softmax
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.options import ScoringOptions
@@ -37,10 +42,14 @@ from abricot_local.backends.session import Counters
 
 BOS = 256
 N_VOCAB = 257
+SPREAD = 224  # logits are integers in [-SPREAD, SPREAD) over SCALE: a standard deviation of about 2
+SCALE = 64
 
 
 class FakeSession:
     """Sequences of cells {position: token}; a row depends on the tokens at 0..pos."""
+
+    normalized = True  # its rows are exact log-probabilities
 
     def __init__(self, options: ScoringOptions):
         self.options = options
@@ -63,10 +72,10 @@ class FakeSession:
             bytes(str(self.options.seed), "ascii") + np.asarray(history, dtype=np.int32).tobytes(),
             digest_size=8,
         ).digest()
-        row = np.random.default_rng(int.from_bytes(digest, "little")).normal(0.0, 2.0, N_VOCAB)
         if history[-1] in self.poison:
-            row[:] = np.nan
-        return row
+            return np.full(N_VOCAB, np.nan)
+        ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-SPREAD, SPREAD, N_VOCAB)
+        return np.array(exact_log_softmax(int(k) / SCALE for k in ints), dtype=np.float64)
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         cells = self.cells.get(seq, {})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from abricot_local import option_fields
 from abricot_local.backends.engines import ENGINES, engine_class
 from abricot_local.backends.session import MAX_PARALLEL
-from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED
+from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import C_INT_MAX, Namer, flag_of, option
 
@@ -42,7 +42,7 @@ class ScoringOptions:
                          choices=tuple(ENGINES), record=_engine_config)
     parallel: int | None = option(None, f"{_GROUPED}: most items per decode (each group also fits in --n-ctx). "
                                   "1 = prefix's numbers.", min=1, max=MAX_PARALLEL, default_text="n_ctx/256, 1-16")
-    seed: int = option(DEFAULT_SEED, "Seed (set by --seed).", min=0, flag=False)
+    seed: int = option(DEFAULT_SEED, "Seed (set by --seed).", min=0, max=MAX_SEED, flag=False)
     verbose: bool = option(False, "Show the backend's own log.")
     vocab_only: bool = option(False, internal=True)
 

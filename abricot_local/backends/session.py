@@ -26,6 +26,9 @@ class Session(Protocol):
     """A model's primitives, as the engines use them."""
 
     n_batch: int  # the most tokens one decode call takes: the schedule's cut
+    # its rows are log-probabilities already (the fake backend's, exact on every CPU): the
+    # engine checks them (finite) and does not normalise them again; a model's logits: False
+    normalized: bool
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         """One decode call; raw logits for each entry that wants a row, else None."""

@@ -51,6 +51,12 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
         rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir,
                         backend_values=backend_values(kw), progress=progress, exact=exact,
                         notice=lambda text: echo(f"check: {text}", err=True))
+    except KeyboardInterrupt:  # 130, as `run`: not 1, which means "NOT reproduced"
+        from abricot_local.backends.llama_cpp import interrupts
+
+        close()
+        echo(f"check interrupted: nothing checked, {out} left as it was", err=True)
+        interrupts.exit_process(130)
     finally:
         close()
     echo(report_json(rep) if as_json else check_text(rep))

@@ -13,18 +13,24 @@ from abricot_local.cli.options import (backend_options, given_opts, model_dir_op
 @cli.command()
 @click.option("--local", "local", is_flag=True, help="List every GGUF on this machine (Ollama, LM Studio, the "
               "Hugging Face cache, llama.cpp's cache, --model-dir) and the registry alias each one is.")
+@click.option("--paths", is_flag=True, help="Each model on this machine and its file's path (the embedded model's: "
+              "where it is assembled on first use), for a models.toml `path` or a TOML entry; with --local, every GGUF.")
 @models_file_option
 @model_dir_option
-def models(local: bool, models_file: str | None, model_dirs: tuple[str, ...]) -> None:
+def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[str, ...]) -> None:
     """List the registry's models (size, licence, gated, the file when it is on this machine),
-    or with --local the models other tools keep here."""
-    from abricot_local.console.listings import gib, local_models_table, models_table
+    or with --local the models other tools keep here; --paths: their files' paths."""
+    from abricot_local.console.listings import gib, local_models_table, models_table, paths_table
     from abricot_local.models.registry import load_registry
     from abricot_local.models.sources import gated_text, source_of
 
     registry = load_registry(models_file)
     from abricot_local.models.local import local_models
 
+    if paths:
+        rows = local_models(registry, model_dirs, hash_new=False)
+        echo(paths_table([r for r in rows if local or r.alias]))
+        return
     if local:
         rows = local_models(registry, model_dirs, progress=lambda line: echo(line, err=True))
         echo(local_models_table(rows))

@@ -4,6 +4,7 @@ prints on stderr before it starts (dry_run.py makes the plan, console/plan.py th
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 from abricot_local.cli.app import echo
@@ -26,18 +27,22 @@ def show(models, *, as_json: bool, calibrate: bool, **args) -> None:
     if as_json:
         echo(json.dumps(plan.to_json(), indent=1))
     else:
-        echo(full(plan, "abricot-local " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""))
+        echo(full(plan, shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""))
 
 
-def announce(models, **args) -> None:
+def announce(models, folders=None, **args) -> None:
     """The short plan on stderr before a real run (memory is checked by the run itself). A
     model that cannot be planned gets no line: the run says what is wrong with it. The plan
-    only informs: whatever goes wrong making it is one line, and the run goes on."""
+    only informs: whatever goes wrong making it is one line, and the run goes on. ``folders``
+    (a --resume: model -> its run folder): what is left of each, not the whole run."""
     from abricot_local.console.plan import brief
     from abricot_local.errors import AbricotError
+    from abricot_local.planner.dry_run import resumed
 
     try:
         plan = _plan(models, calibrate=False, with_memory=False, keep_going=True, **args)
+        if folders:
+            plan = resumed(plan, folders)
     except AbricotError:
         return  # the run stops on the same error and says it
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes

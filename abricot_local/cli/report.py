@@ -92,6 +92,10 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         from abricot_local.report.lm_eval_layout import write
 
         for run in doc.runs:
+            if run.samples is not None:
+                raise UsageError(f"{run.path} is an lm-eval output already; --format lm-eval writes runs of "
+                                 "abricot-local")
+        for run in doc.runs:
             echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
         return
     if which == "samples":
@@ -125,7 +129,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         for run in doc.runs:
             try:
                 bad += [f"recomputed metrics differ: {run.path} {tc.task}: {', '.join(tc.mismatches)}"
-                        for tc in rep.recompute(run.path) if not tc.ok]
+                        for tc in rep.recompute(run) if not tc.ok]
             except ResultsError as err:  # a samples file that is not this run's (the line, the count)
                 bad.append(f"not verified: {err}")
                 code = err.exit_code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from datetime import datetime, timezone
@@ -66,7 +67,8 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
                     kw=kw)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        announce(models, limit=limit, sample=sample, shard=args["shard"], kw=kw)
+        announce(models, _resumed_folders(models, out) if resume else None, limit=limit, sample=sample,
+                 shard=args["shard"], kw=kw)
     except KeyboardInterrupt:
         _interrupted(None, None)
     finally:
@@ -76,6 +78,13 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         run_one(models[0], Path(out) if out else None, resume, stamp=stamp, **args)
         return
     sweep(models, Path(out) if out else Path("results") / f"sweep-{stamp}", resume, stamp=stamp, **args)
+
+
+def _resumed_folders(models, out: str) -> dict[str, Path]:
+    """Each model's run folder as a --resume finds it (one model: --out; a sweep: --out/<model>)."""
+    from abricot_local.evaluation.session import slug
+
+    return {models[0]: Path(out)} if len(models) == 1 else {m: Path(out) / slug(m) for m in models}
 
 
 def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, shard, force, kw, stamp: str):
@@ -92,7 +101,7 @@ def run_one(model: str, out_dir: Path | None, resume: bool, *, limit, sample, sh
         echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
-                          resume_hint=lambda folder: f"abricot-local {' '.join(resume_argv(folder))}", say=_stderr)
+                          resume_hint=resume_command, say=_stderr)
     try:
         done = session.run_model(model, out_dir, resume, limit=limit, sample=sample, shard=shard, force=force,
                                  kw=kw, stamp=stamp, hooks=hooks)
@@ -122,7 +131,7 @@ def _interrupted(plan, out_dir: Path | None) -> None:
     resume), leave the folder INTERRUPTED, and exit 130."""
     from abricot_local.evaluation.session import save_interrupted
 
-    _exit_interrupted(save_interrupted(plan, out_dir, lambda folder: f"abricot-local {' '.join(resume_argv(folder))}"))
+    _exit_interrupted(save_interrupted(plan, out_dir, resume_command))
 
 
 def _exit_interrupted(message: str) -> None:
@@ -169,6 +178,11 @@ def pairwise_verdicts(folders, registry) -> str:
 
 def _sigterm(signum, frame):
     raise KeyboardInterrupt
+
+
+def resume_command(out_dir: Path) -> str:
+    """The command that continues the run, quoted for a POSIX shell (a space or `$(...)` stays one word)."""
+    return shlex.join(["abricot-local", *resume_argv(out_dir)])
 
 
 def resume_argv(out_dir: Path) -> list[str]:

@@ -28,10 +28,17 @@ def data() -> None:
 
 
 @data.command("pull")
-@click.argument("task")
-def data_pull(task: str) -> None:
+@click.argument("task", required=False)
+@click.option("--tests", is_flag=True,
+              help="Every file the test suite reads (both releases, DisCoTEX's TED train file, llama.cpp's "
+                   "vocabulary-only GGUFs), where the tests look: then the suite runs offline.")
+def data_pull(task: str | None, tests: bool) -> None:
     """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
+    from abricot_local.errors import UsageError
     from abricot_local.evaluation import runner
 
-    for path, sha in runner.pull_data(task):
+    if bool(task) == tests:
+        raise UsageError("data pull: give a TASK (`abricot-local tasks` lists them) or --tests, not both"
+                         if tests else "data pull: give a TASK (`abricot-local tasks` lists them) or --tests")
+    for path, sha in (runner.pull_test_data() if tests else runner.pull_data(task)):
         echo(f"{path}  sha256 {sha}")

@@ -49,9 +49,10 @@ def verdict(published: Published | None, quant: str = "") -> str:
     for source in dict.fromkeys(c.source for c in published.checks):
         checks = [c for c in published.checks if c.source == source]
         protocol = checks[0].protocol
-        precision = checks[0].precision or "not published"
+        precision = f"published precision {checks[0].precision}" if checks[0].precision else \
+            "the published precision is not stated"
         lines.append(f"  {source}" + (f" (protocol {protocol})" if protocol else "") +
-                     f": published precision {precision}; this run {quant or 'quant unknown'}")
+                     f": {precision}; this run {quant or 'quant unknown'}")
         wide = max(9, *(len(c.reference) for c in checks))
         key = max(11, *(len(c.task + "." + c.metric) for c in checks))
         lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "

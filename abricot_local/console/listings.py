@@ -34,7 +34,17 @@ def models_table(rows: list[tuple]) -> str:
 
     head = ("alias", "params", "quant", "size", "license", "gated", "on this machine", "reproduces")
     text, _ = fit(pd.DataFrame(rows, columns=head), keys=1, wrap_cols=("reproduces", "on this machine", "license"))
-    return text + "\n\n" + fold(GATED_LEGEND + "; where each file is: `abricot-local models --local`")
+    return text + "\n\n" + fold(GATED_LEGEND + "; each file's path: `abricot-local models --paths`")
+
+
+def paths_table(rows) -> str:
+    """`models --paths`: each model on this machine (``models.local.LocalModel``), its registry alias
+    (else the name `run` takes) and where it comes from, then its file's path whole on a line of its
+    own (to copy into a models.toml `path`)."""
+    if not rows:
+        return "no registry model is on this machine (`abricot-local models --local --paths`: every GGUF here)"
+    return "\n".join(f"{visible(r.alias or r.name)} ({visible(r.source)}{', ' + visible(r.note) if r.note else ''})\n"
+                     f"  {visible(str(r.path))}" for r in rows)
 
 
 def local_models_table(rows) -> str:
@@ -71,7 +81,8 @@ def data_status(row: dict) -> str:
     """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
     if row.get("data_path"):
         items = f" ({row['items']} items)" if row.get("items") is not None else ""
-        return f"found at {row['data_path']}{items}"
+        note = f"; {row['data_note']}" if row.get("data_note") else ""  # found, but unreadable: why
+        return f"found at {row['data_path']}{items}{note}"
     return f"missing: {row.get('data_note') or 'unknown'}"
 
 

@@ -56,7 +56,8 @@ def _file_line(m) -> str:
         d = m.download
         size = f"{d.bytes / 1e9:.2f} GB" if d.bytes else "size unknown"
         free = f", {d.free / _GIB:.1f} GiB free there" if d.free is not None else ""
-        return f"download: {visible(d.what)}, {size} -> {visible(d.to)}{free}"
+        refused = f"\n            offline: the run itself would refuse this download ({visible(d.refused)})" if d.refused else ""
+        return f"download: {visible(d.what)}, {size} -> {visible(d.to)}{free}{refused}"
     if m.path:
         size = f" ({m.facts.bytes / 1e9:.2f} GB)" if m.facts else ""
         return f"file:     {visible(m.path)}{size}, on this machine"
@@ -116,7 +117,8 @@ def brief(plan) -> list[str]:
         for t in m.tasks if not m.problem else ():
             if t.work is None:
                 continue
-            out.append(f"plan: {visible(m.label)} {visible(t.task)}: {t.items} items, {_tokens(t.work)} tokens"
+            items = f"{t.items} items left ({t.saved} saved)" if t.saved else f"{t.items} items"
+            out.append(f"plan: {visible(m.label)} {visible(t.task)}: {items}, {_tokens(t.work)} tokens"
                        + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else ""))
     if not out:
         return []

@@ -7,12 +7,22 @@ from abricot_local.errors import UsageError
 
 
 def data_pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--data KEY=PATH`` values as (key, path); a key no task reads (a misspelt task) is refused
+    with a did-you-mean, not ignored."""
+    from abricot_local.names import did_you_mean
+    from abricot_local.tasks import data_keys
+
     pairs = []
     for v in values:
         task, sep, path = v.partition("=")
         if not sep or not task or not path:
             raise UsageError(f"--data expects TASK=PATH, got {v!r}")
         pairs.append((task.strip().lower(), path))
+    known = data_keys() if pairs else []
+    for key, _ in pairs:
+        if key not in known:
+            raise UsageError(f"--data {key}=...: no task reads data named {key!r}.{did_you_mean(key, known)} "
+                             f"--data takes one of: {', '.join(known)}")
     return tuple(pairs)
 
 
@@ -48,8 +58,11 @@ def check_counts(limit: int | None, sample: int | None, resume: bool, out) -> No
     """What `run` refuses before anything else: --limit, --sample, --resume without --out."""
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
-    if sample is not None and (sample < 1 or limit is not None):
-        raise UsageError("--sample must be at least 1 and cannot be combined with --limit")
+    if sample is not None and limit is not None:
+        raise UsageError(f"--sample {sample} and --limit {limit} cannot be combined: --sample draws items with the "
+                         "seed, --limit takes the first ones; give one of them")
+    if sample is not None and sample < 1:
+        raise UsageError(f"--sample must be at least 1, got {sample}")
     if resume and not out:
         raise UsageError("--resume needs the --out folder of the run to continue")
 

@@ -217,6 +217,11 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     why = unfinished(out)
     if why:
         raise ResultsError(why)
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output
+
+    if is_lm_eval_output(out):
+        raise ResultsError(f"{out} is an lm-eval output: check re-scores runs of abricot-local; compare it with "
+                           f"one instead (abricot-local compare {out} RUN)")
     record = read_run(out)
     if record.config is None or not record.config.backend:
         raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")

@@ -110,12 +110,13 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
         config = replace(ref.config, shard=None)
         task = make_task(name, TaskOptions.from_config({**config.to_dict(), **entry.config}))
         metrics = as_json(task.metrics(rows))
-        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0])
+        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
                and w not in metric_warnings(entry.metrics)]
         tasks[name] = replace(entry, metrics=metrics, n=len(rows),
                               seconds=round(sum(rec.tasks[name].seconds or 0 for _, _, rec in shards), 3),
                               scored_now=sum(rec.tasks[name].scored_now or 0 for _, _, rec in shards),
-                              warnings=(*own, *data_warnings(task, rows), *metric_warnings(metrics)))
+                              warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
+                                                                   sample=ref.config.sample), *metric_warnings(metrics)))
         samples[name] = rows
     record = replace(ref, config=replace(ref.config, shard=None), manifest=_strip_shard(ref.manifest),
                      provenance=replace(ref.provenance, merged_from=tuple(str(f) for _, f, _ in shards)),

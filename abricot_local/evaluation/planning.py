@@ -240,8 +240,9 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
     looked = "; ".join([f"looked in {where}"] * bool(where) + reasons)
     what = f"no task has its data here: {', '.join(e.task for e in errors)}" + (f" ({looked})" if looked else "")
     gets = list(dict.fromkeys(e.get for e in errors if e.get))
-    downloads = tuple(d for e in errors for d in (e.download if isinstance(e.download, tuple) else (e.download,))
-                      if d is not None)
+    downloads = tuple({(d.folder, d.urls): d for e in errors  # tasks sharing their data (ABRICOT's): its files once
+                       for d in (e.download if isinstance(e.download, tuple) else (e.download,))
+                       if d is not None}.values())
     return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)),
                             download=downloads or None)
 

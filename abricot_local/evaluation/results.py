@@ -8,6 +8,10 @@ must match for a resume. Only a finished run writes ``samples-<task>.jsonl``
 and, last, ``results.json``, each atomically (temp file, fsync, rename), with
 the mode any file gets under the umask (0644 under umask 022).
 
+The folder is the run's own (evaluation/owned.py): nothing is read, written or deleted
+through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
+finalizing deletes only the checkpoint's files the run lists (its manifest, its tasks' samples).
+
 A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it
 (pid, start time, items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items
 saved), ``FAILED`` with the error; none once ``results.json`` is there.
@@ -16,24 +20,25 @@ saved), ``FAILED`` with the error; none once ``results.json`` is there.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import math
 import os
+import stat
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
+from abricot_local.evaluation.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
+                                            samples_name)
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_run, read_samples, resume_refusal, write_manifest,
                                   write_record)
 
-LOCK = ".lock"
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
-RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
-MARKERS = (RUNNING, INTERRUPTED, FAILED)
 _HELD: dict[Path, "OutputDir"] = {}  # the folders this process holds, by resolved path
 
 
@@ -45,8 +50,7 @@ def held(path: str | Path) -> "OutputDir | None":
         return None
 
 
-def samples_name(task: str) -> str:
-    return f"samples-{task}.jsonl"
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class OutputDir:
@@ -64,11 +68,13 @@ class OutputDir:
     def acquire(self) -> None:
         """Take ``.lock`` with flock: the kernel drops it when the process dies, so a lock
         left by a crashed or killed run is never an obstacle. Folders created here are
-        removed again on release if nothing was written in them."""
+        removed again on release if nothing was written in them. A folder that is not the run's
+        own is refused first (owned.guard), writing nothing."""
+        guard(self.path)
         try:
             self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
-            fh = open(self.path / LOCK, "a+")
+            fh = _open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT, "a+")
         except OSError as exc:
             self._tidy()
             err = write_error(self.path, exc)
@@ -175,7 +181,8 @@ class OutputDir:
         try:
             if fh is None:
                 self.ckpt.mkdir(parents=True, exist_ok=True)
-                fh = self._handles[task] = open(path, "a", encoding="utf-8")
+                refuse_link(self.ckpt, folder=True)
+                fh = self._handles[task] = _open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a")
             fh.write(dumps_line(sample.line))
             fh.flush()
             now = time.monotonic()
@@ -226,7 +233,7 @@ class OutputDir:
             return False
         try:
             os.replace(old, self.path / state)
-            with open(self.path / state, "r+", encoding="utf-8") as fh:
+            with _open_own(self.path / state, os.O_RDWR, "r+") as fh:
                 fh.truncate(0)
                 fh.write(text)
                 fh.flush()
@@ -242,26 +249,43 @@ class OutputDir:
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
-        path = write_record(self.path / RESULTS, record)
-        for name in MARKERS:
-            (self.path / name).unlink(missing_ok=True)
-        for name in (*(samples_name(t) for t in samples), RESULTS, *MARKERS):  # left by a process killed mid-write
-            for tmp in temp_files(self.path, name):
-                tmp.unlink(missing_ok=True)
+        path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies
+        self.tidy_finished(samples)
+        return path
+
+    def finished(self) -> bool:
+        """Whether results.json is written (by this run: a folder holding one is refused, or not taken)."""
+        return (self.path / RESULTS).is_file()
+
+    def tidy_finished(self, tasks) -> None:
+        """What a finished run keeps beside results.json goes: the state files, temp files of the
+        files it writes (left by a process killed mid-write), the checkpoint's manifest and its
+        ``tasks``' samples, then the checkpoint folder if that empties it (a file the run did not
+        make stays). Any step may be cut by a signal: the next call (a --resume) completes it."""
         for fh in self._handles.values():
             _close(fh)
         self._handles.clear()
-        if self.ckpt.exists():
-            for f in self.ckpt.iterdir():
-                f.unlink()
-            self.ckpt.rmdir()
-        return path
+        names = [samples_name(t) for t in tasks]
+        for name in MARKERS:
+            _remove(self.path / name)
+        for name in (*names, RESULTS, *MARKERS):
+            for tmp in temp_files(self.path, name):
+                _remove(tmp)
+        if self.ckpt.is_dir() and not self.ckpt.is_symlink():
+            for name in (RUN_MANIFEST, *names):
+                for f in (self.ckpt / name, *temp_files(self.ckpt, name)):
+                    _remove(f)
+            try:
+                self.ckpt.rmdir()
+            except OSError:
+                pass  # it holds files the run did not make: they stay
 
 
 def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, Any] | None = None) -> Record | None:
     """With --resume: the finished run in ``folder`` when it is this run (None when the folder
     holds no finished run); a run of other options, model or data is refused, naming them."""
     folder = Path(folder)
+    refuse_link(folder / RESULTS)
     if not (folder / RESULTS).is_file():
         return None
     record = read_run(folder)
@@ -273,12 +297,29 @@ def finished_run(folder: str | Path, manifest: Manifest, absent: Mapping[str, An
     return record
 
 
+def tidy_finished(folder: Path, record: Record) -> None:
+    """A finished run's leftovers (a signal cut its tidy-up) removed, under the folder's lock;
+    nothing done when there are none, or another process holds the folder."""
+    folder = Path(folder)
+    names = [samples_name(t) for t in record.tasks]
+    left = [*(folder / m for m in MARKERS), folder / CHECKPOINT]
+    if not any(os.path.lexists(p) for p in left) and not any(temp_files(folder, n) for n in (*names, RESULTS)):
+        return
+    try:
+        with OutputDir(folder) as out:
+            out.tidy_finished(record.tasks)
+    except ResultsError:
+        pass  # another run holds it, or it is no longer the run's own: left as it is
+
+
 def saved_counts(folder: Path) -> dict[str, int]:
     """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
     folder = Path(folder)
     counts: dict[str, int] = {}
     for where in (folder, folder / CHECKPOINT):
-        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else []:
+        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() and not where.is_symlink() else []:
+            if f.is_symlink():
+                continue  # not the run's own
             task = f.name[len("samples-"):-len(".jsonl")]
             try:
                 ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
@@ -286,6 +327,26 @@ def saved_counts(folder: Path) -> dict[str, int]:
                 ids = set()
             counts[task] = max(counts.get(task, 0), len(ids))
     return counts
+
+
+def _open_own(path: Path, flags: int, mode: str):
+    """``path`` opened as a text file, never through a link (O_NOFOLLOW), and only a regular file."""
+    fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _remove(path: Path) -> None:
+    """Unlink ``path`` (a link itself, never its target); gone already, or not removable: left."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _close(fh, *, sync: bool = False) -> None:

@@ -25,7 +25,7 @@ from abricot_local.evaluation.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
-from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run
+from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run, samples_name, tidy_finished
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, TaskOptions
 
@@ -106,14 +106,17 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None =
     return TaskResult(run.task.key, samples, run.task.metrics(list(samples)), time.perf_counter() - start, scored_now)
 
 
-def data_warnings(task, samples: Sequence[Sample]) -> list[str]:
-    """What makes a task's numbers misleading: one gold class only, a source not scored."""
+def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, sample: int | None = None) -> list[str]:
+    """What makes a task's numbers misleading: one gold class only (with the advice that fits how
+    the items were chosen: ``limit``, ``sample``), a source not scored."""
     out = []
     golds = {s.gold for s in samples}
     if len(samples) > 1 and len(golds) == 1:
         only = samples[0].gold if samples[0].gold_label is None else samples[0].gold_label
+        advice = ("; use --sample N (a seeded draw over the whole release) instead of --limit" if limit is not None
+                  else "; a larger --sample N draws more of the release" if sample is not None else "")
         out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
-                   "only; use --sample N (a seeded draw over the whole release) instead of --limit")
+                   f"only{advice}")
     missing = [src for src in task.sources if src not in {s.source for s in samples}]
     if missing:
         out.append(f"no item from source(s) {', '.join(missing)} was scored")
@@ -152,9 +155,10 @@ def task_entry(plan: RunPlan, run: TaskRun, res: TaskResult) -> TaskEntry:
     return TaskEntry(
         metrics=metrics, n=len(res.samples), version=run.task.version, config=run.task.config(),
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
-        samples_file=f"samples-{res.name}.jsonl", seconds=round(res.seconds, 3), scored_now=res.scored_now,
+        samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=(*run.notes, *run.task.warnings(), *data_warnings(run.task, res.samples), *metric_warnings(metrics)),
+        warnings=(*run.notes, *run.task.warnings(),
+                  *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics)),
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 
@@ -197,7 +201,8 @@ def execute(plan: RunPlan, out_dir: Path, *, resume: bool = False, progress: Pro
     absent = absent_options(plan.backend)  # options earlier versions recorded only when set
     if resume:
         done = finished_run(out_dir, manifest, absent)
-        if done is not None:  # nothing to score: the finished run stays as it is
+        if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
+            tidy_finished(Path(out_dir), done)
             return Outcome(Path(out_dir) / RESULTS, done, complete=True)
     with OutputDir(out_dir) as out:  # a second run on this folder is refused before any load
         out.check(manifest, resume=resume, absent=absent)
@@ -222,8 +227,10 @@ def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[Task
                 resume: bool, progress: Progress | None, start: float,
                 absent: dict | None = None) -> tuple[Path, Record]:
     """Score the runs into the held folder: RUNNING, the checkpoint, results.json; a failure
-    leaves FAILED with its reason, Ctrl-C INTERRUPTED."""
+    leaves FAILED with its reason, Ctrl-C INTERRUPTED; Ctrl-C once results.json is written
+    finishes the tidy-up and the run (it is complete)."""
     out.running({run.task.key: len(run.items) for run in runs})
+    record = None
     try:
         out.start(manifest, resume=resume, absent=absent)
         results = []
@@ -233,6 +240,9 @@ def _score_into(out: OutputDir, plan: RunPlan, backend: Backend, runs: list[Task
         record = build_record(plan, backend, runs, results, time.perf_counter() - start)
         return out.finalize(record, {r.name: list(r.samples) for r in results}), record
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+        if record is not None and out.finished():
+            out.tidy_finished(record.tasks)
+            return out.path / RESULTS, record
         out.interrupted()
         raise
     except Exception as err:
@@ -245,6 +255,13 @@ def pull_data(task: str) -> list[tuple[Path, str]]:
     from abricot_local.tasks import pull_data as pull
 
     return [(Path(p), fetch.sha256_file(Path(p))) for p in pull(task)]
+
+
+def pull_test_data() -> list[tuple[Path, str]]:
+    """Download every file the test suite reads where it looks (`data pull --tests`); (path, sha256)."""
+    from abricot_local.tasks.test_data import pull_test_data as pull
+
+    return [(Path(p), fetch.sha256_file(Path(p))) for p in pull()]
 
 
 def label_map(model: str, given: Given, task_name: str, task_options: TaskOptions,

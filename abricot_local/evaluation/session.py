@@ -4,12 +4,14 @@ watched, Ctrl-C saved for a resume. No printing: what a run says goes through :c
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from abricot_local.errors import AbricotError
+from abricot_local.names import path_part
 
 
 class Interrupted(KeyboardInterrupt):
@@ -32,7 +34,7 @@ class Hooks:
     warn: Callable[[str], None] = lambda line: None
     progress: Callable[[str, int, int], None] | None = None
     on_loaded: Callable[[object, object], None] | None = None
-    resume_hint: Callable[[Path], str] = lambda folder: f"--out {folder} --resume"
+    resume_hint: Callable[[Path], str] = lambda folder: shlex.join(["--out", str(folder), "--resume"])
     say: Callable[[str], None] = lambda line: None
 
 
@@ -65,7 +67,7 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
             models_file=kw["models_file"], force=force, sample=sample, shard=shard,
             notify=hooks.notify, fresh=resume, model_dirs=kw["model_dirs"],
         )
-        out_dir = state["out"] = out_dir or Path("results") / plan.model_label / stamp
+        out_dir = state["out"] = out_dir or Path("results") / path_part(plan.model_label, "model") / stamp
         watch_remote(plan, out_dir, hooks)
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")
@@ -89,9 +91,13 @@ def run_model(model: str, out_dir: Path | None, resume: bool, *, limit, sample, 
 def save_interrupted(plan, out_dir: Path | None, resume_hint: Callable[[Path], str]) -> str:
     """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
     ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
-    from abricot_local.evaluation.results import INTERRUPTED, OutputDir, held, items_text, saved_counts
+    from abricot_local.evaluation.results import INTERRUPTED, RESULTS, OutputDir, held, items_text, saved_counts
 
     holding = held(out_dir) if out_dir else None
+    if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
+        if holding is not None:
+            holding.release()
+        return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
     if out_dir is None or not resumable(out_dir):
         if holding is not None:
             holding.release()  # no lock file, and no folder this run left empty
@@ -137,6 +143,7 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
         folder = root / slug(model)
         say(f"== {model} -> {folder}")
         if resume and (folder / RESULTS).exists():
+            _tidy(folder)
             say(f"{model}: already complete")
             done.append(folder)
             continue
@@ -149,11 +156,22 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
     return done, failed
 
 
+def _tidy(folder: Path) -> None:
+    """What a signal or a kill left beside a finished run's results.json, removed (results.tidy_finished)."""
+    from abricot_local.evaluation.results import tidy_finished
+    from abricot_local.record import read_run
+
+    try:
+        tidy_finished(folder, read_run(folder))
+    except AbricotError:
+        pass  # a damaged record: `runs` and `check` say what is wrong with it
+
+
 def slug(model: str) -> str:
     import re
 
     name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+    return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
 
 
 def watch_remote(plan, out_dir: Path, hooks: Hooks) -> None:

@@ -59,12 +59,40 @@ def _lock_held(folder: Path) -> bool:
 
 
 def is_run_folder(folder: Path) -> bool:
-    return (folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir() or any((folder / m).is_file() for m in MARKERS)
+    """A folder to list: results.json, a state file, or a checkpoint folder (owned.is_run_folder,
+    which a run must find before it writes there, also wants the checkpoint's manifest); or an lm-eval
+    output folder (its results_*.json: read as a run, analysis/lm_eval_input.py)."""
+    return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir()
+            or any((folder / m).is_file() for m in MARKERS) or _lm_eval(folder))
+
+
+def _lm_eval(path: Path) -> bool:
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output
+
+    return is_lm_eval_output(path)
+
+
+def lm_eval_state(path: Path) -> RunState:
+    """An lm-eval output, complete: its items as its results file counts them (n-samples)."""
+    from abricot_local.analysis.lm_eval_input import results_file
+    from abricot_local.jsonfiles import read_json
+
+    try:
+        doc = read_json(results_file(path), ResultsError)
+    except ResultsError as err:
+        return RunState(path, "failed", 0, None, str(err))
+    counts = doc.get("n-samples") if isinstance(doc, dict) and isinstance(doc.get("n-samples"), dict) else {}
+    per = {t: c.get("effective") for t, c in counts.items()
+           if isinstance(c, dict) and isinstance(c.get("effective"), int)}
+    n = sum(per.values())
+    return RunState(path, "complete", n, n, "lm-eval output: " + ", ".join(f"{k} {v}" for k, v in per.items()))
 
 
 def run_state(folder: str | Path) -> RunState:
     """The state of one run folder, from results.json, its state file and its checkpoint."""
     folder = Path(folder)
+    if not (folder / RESULTS).is_file() and _lm_eval(folder):
+        return lm_eval_state(folder)
     if (folder / RESULTS).is_file():
         try:
             tasks = read_run(folder).tasks
@@ -102,7 +130,7 @@ def unfinished(folder: str | Path) -> str | None:
     """Why ``folder`` holds no finished run to read, from its state (None: it holds one, or is
     no run folder): a run still writing it, interrupted, stopped or failed, and how to go on."""
     folder = Path(folder)
-    if (folder / RESULTS).is_file() or not folder.is_dir() or not is_run_folder(folder):
+    if (folder / RESULTS).is_file() or not folder.is_dir() or not is_run_folder(folder) or _lm_eval(folder):
         return None
     state = run_state(folder)
     then = {"running": "a run is still writing it; wait for it to finish",
@@ -112,21 +140,21 @@ def unfinished(folder: str | Path) -> str | None:
 
 
 def find_runs(paths) -> list[RunState]:
-    """Run folders under each path (itself, or any folder below it), in path order."""
+    """Run folders under each path (itself, and any folder below it: a run inside another run's
+    folder too, which `run` now refuses but earlier versions made), in path order."""
     out: list[RunState] = []
     for given in paths:
         root = Path(given)
         if not root.exists():
             raise ResultsError(f"run folder not found: {root}")
+        if root.is_file() and _lm_eval(root):  # an lm-eval results file
+            out.append(lm_eval_state(root))
+            continue
         if not root.is_dir():
             raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
         if is_run_folder(root):
             out.append(run_state(root))
-            continue
         for here, dirs, _ in os.walk(root):
-            dirs.sort()
-            for d in list(dirs):
-                if is_run_folder(Path(here) / d):
-                    out.append(run_state(Path(here) / d))
-                    dirs.remove(d)  # a run folder's own subfolders are not runs
+            dirs[:] = sorted(d for d in dirs if d != CHECKPOINT)  # a checkpoint holds no run
+            out.extend(run_state(Path(here) / d) for d in dirs if is_run_folder(Path(here) / d))
     return out

@@ -25,6 +25,7 @@ class Pending:
     bytes: int | None
     to: str
     free: int | None  # bytes free there (None: unknown)
+    refused: str = ""  # why the run itself would refuse this download now (offline), else ""
 
 
 def _free(folder: Path) -> int | None:
@@ -300,3 +301,14 @@ def snapshot_commit(path: Path) -> str | None:
         if k + 1 < len(parts):
             return parts[k + 1]
     return None
+
+
+def offline_refusal(fetch) -> str:
+    """The first line of the error ``fetch()`` raises offline (the run's refusal), "" when it does not."""
+    from abricot_local.errors import DownloadError, ModelError
+
+    try:
+        fetch()
+    except (DownloadError, ModelError) as err:
+        return str(err).split("\n", 1)[0]
+    return ""

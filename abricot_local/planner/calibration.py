@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local.cache import cache_dir
-from abricot_local.planner.cost import Measured, ModelFacts, Speed, speed_from
+from abricot_local.planner.cost import Measured, ModelFacts, Speed, speed_from, widened
 
 PROMPT_TOKENS, CALLS, ROWS = 256, 8, 32  # prompt tokens, parts of it, rows
 REPEATS, REPEAT_BUDGET = 3, 3.0  # measured up to 3 times while the first ones took under 3 s
@@ -248,7 +248,7 @@ def speed_for(sha256: str | None, settings: dict, facts: ModelFacts | None) -> S
     if facts is None or not others:
         return None
     near = min(others, key=lambda c: abs(math.log(max(c.facts.params, 1) / max(facts.params, 1))))
-    return near.speed(facts, same=False)
+    return widened(lambda f: near.speed(f, same=False), facts)
 
 
 def measure(backend, load_s: float) -> Measured:

@@ -61,6 +61,8 @@ class _NoCache:
     """A session for counting: the engine's calls are counted before they reach it; its cache
     always rewinds."""
 
+    normalized = False
+
     def __init__(self, n_batch: int, n_ctx: int):
         self.n_batch, self._n_ctx = min(n_batch, n_ctx), n_ctx
 
@@ -100,19 +102,26 @@ def counting_engine(options) -> Engine:
     return Counting(_NoCache(options.n_batch, options.n_ctx), options)
 
 
-def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str) -> Work:
+def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str,
+               progress: Callable[[int], None] | None = None) -> Work:
     """The work of scoring ``items`` with ``options`` (engine, n_batch, n_ctx, parallel), each
-    request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run."""
+    request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run.
+    ``progress(items counted)`` is called after each batch."""
     from abricot_local.evaluation.runner import score_items
 
     engine = counting_engine(options)
+    done = [0]
 
     class Feed:  # what score_items asks of a backend
         def batch_size(self) -> int:
             return engine.parallel
 
         def score_many(self, requests):
-            return engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
+            out = engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
+            done[0] += len(requests)
+            if progress is not None:
+                progress(done[0])
+            return out
 
     for _ in score_items(items, Feed()):
         pass
@@ -156,6 +165,9 @@ class ModelFacts:
         return 2 * self.params + 4 * self.attention * position
 
 
+HEADER_BASIS = "its GGUF header"  # the facts of a file on disk; any other basis: estimated
+
+
 def gguf_facts(path: Path) -> ModelFacts | None:
     """The facts of a GGUF on this machine, from its header (nothing else is read); None when
     the header gives none."""
@@ -175,7 +187,7 @@ def gguf_facts(path: Path) -> ModelFacts | None:
     head_size = _num(meta.get(f"{arch}.attention.key_length")) or (width * layers / heads if heads else 0.0)
     return ModelFacts(params=total - embd - sizes.get("output.weight", 0), attention=heads * head_size, width=width,
                       n_vocab=int(embd // width) if width else 0, bytes=sum(i.file_size for i in infos),
-                      basis="its GGUF header", total_params=total)
+                      basis=HEADER_BASIS, total_params=total)
 
 
 def _num(value) -> float:
@@ -194,13 +206,20 @@ def parse_params(text: str) -> float | None:
 TYPICAL_VOCAB = 50257  # the median vocabulary of the tokenizers chars_per_token.py measured (32000 to 262144)
 
 
-def estimated_facts(params: float, size: int | None, n_vocab: int | None, basis: str) -> ModelFacts:
+# A parameter count does not give the width: the real width / the fit's (below) of Gemma 3 270M 0.58,
+# Qwen2.5-0.5B 0.63, Gemma 3 1B 0.61, SmolLM2-135M 0.68, Qwen2.5-7B 0.84, Llama 3.1 8B 0.95, Phi-3 mini
+# 0.96, Llama 3.2 1B 1.00: a prediction from estimated facts covers the widths in this range.
+ESTIMATED_WIDTH = (0.55, 1.05)
+
+
+def estimated_facts(params: float, size: int | None, n_vocab: int | None, basis: str, *,
+                    width: float | None = None) -> ModelFacts:
     """Facts of a model known only by its parameter count (and file size, vocabulary): width
     from a fit over the shapes of Llama 3.2 1B and 3B, Mistral 7B and Llama 3.1 8B (2048 at
     1.24B, about 4100 at 7B; no less than 576), attention as a transformer's 12 x layers x
     width^2 parameters give it; the embedding lookup taken off (with :data:`TYPICAL_VOCAB`
     when the vocabulary is not known)."""
-    width = max(576.0, 2048 * (params / 1.24e9) ** 0.4)
+    width = width or max(576.0, 2048 * (params / 1.24e9) ** 0.4)
     body = params - (n_vocab or TYPICAL_VOCAB) * width
     return ModelFacts(params=max(body, params / 2), attention=params / (12 * width), width=width,
                       n_vocab=n_vocab or 0, bytes=size or int(params * 0.6), basis=basis, total_params=params)
@@ -292,8 +311,45 @@ def speed_from(measured: Measured, ref: ModelFacts | None, target: ModelFacts | 
                  0.0 if same else SCALED_ERROR, how)
 
 
+def widened(speed_of, facts: ModelFacts) -> Speed:
+    """``speed_of(facts)`` (a scaled speed); for facts estimated from a parameter count (not a GGUF
+    header), its error bar widened to what such facts can promise: the scaled error times the
+    spread of the prompt rate over the widths :data:`ESTIMATED_WIDTH` allows (bench/README.md)."""
+    speed = speed_of(facts)
+    if facts.basis == HEADER_BASIS or not facts.width or not speed.error:
+        return speed
+    rate = speed.prompt_rate()
+    spread = max(abs(rate / speed_of(estimated_facts(facts.total_params or facts.params, facts.bytes,
+                                                     facts.n_vocab or None, facts.basis,
+                                                     width=max(1.0, facts.width * f))).prompt_rate() - 1)
+                 for f in ESTIMATED_WIDTH)
+    error = (1 + speed.error) * (1 + spread) - 1
+    return replace(speed, error=error, how=f"{speed.how}; the width is not known until its file is here "
+                                           f"(a parameter count allows {ESTIMATED_WIDTH[0]:g}x to "
+                                           f"{ESTIMATED_WIDTH[1]:g}x the estimated {facts.width:.0f})")
+
+
 def with_items(work: Work, items: int) -> Work:
     """``work`` for ``items`` items of the same kind, in proportion (alternatives to a run)."""
     f = items / work.items if work.items else 0.0
     return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
                    rows=round(work.rows * f), positions=round(work.positions * f))
+
+
+def counting_progress(name: str, total: int, notify) -> Callable[[int], None] | None:
+    """A progress line while a large task's work is counted (``notify``): the first after
+    ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""
+    import os
+    import time
+
+    if notify is None:
+        return None
+    every = float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "5"))
+    last = [time.monotonic()]
+
+    def counted(done: int) -> None:
+        if time.monotonic() - last[0] >= every and done < total:
+            last[0] = time.monotonic()
+            notify(f"plan: counting {name}'s tokens, {done:,} of {total:,} items ...")
+
+    return counted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 from abricot_local.planner import calibration
@@ -28,9 +29,9 @@ from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import Given
 from abricot_local.models.ref import ModelRef, before_download, local_file, lookup_alias, resolve_model_ref
-from abricot_local.models.sources import Pending as Download, source_of
-from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, estimated_facts, gguf_facts, parse_params,
-                                     text_tokenizer, with_items)
+from abricot_local.models.sources import Pending as Download, offline_refusal, source_of
+from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+                                     gguf_facts, parse_params, text_tokenizer, with_items)
 from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
@@ -48,6 +49,7 @@ class TaskPlan:
     work: Work | None = None
     seconds: float | None = None
     problem: str = ""
+    saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def _model_json(m: ModelPlan) -> dict:
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
                    "counted_by": t.work.basis if t.work else None, "problem": t.problem or None} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
-                                                     "to": m.download.to, "free_bytes": m.download.free},
+                                                     "to": m.download.to, "free_bytes": m.download.free,
+                                                     "refused_offline": m.download.refused or None},
         "memory": None if fit is None else {"need_bytes": fit.need, "weights_bytes": fit.weights, "kv_bytes": fit.kv,
                                             "available_bytes": fit.available, "vram_bytes": fit.vram,
                                             "remote_bytes": fit.remote, "fits": fit.fits,
@@ -135,7 +138,18 @@ def plan(models, *, given: Given, task_spec: str | None, task_options,
          calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
          notify: Callable[[str], None] | None = None) -> DryRun:
     """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised."""
+    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
+    Nothing is written on the way: files hashed are remembered in this process only."""
+    from abricot_local.hashing import unwritten
+
+    with unwritten():
+        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
+                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
+                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+
+
+def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
+          with_memory, keep_going, notify) -> DryRun:
     made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
     out = []
     for name in models:
@@ -181,8 +195,8 @@ def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     family = spec.tokenizer if spec else ""
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
-    plans = [_task_plan(t, None, opts, family, task_options.chat_template) for t in tasks] if not here else \
-        _counted(ref, kind, opts, tasks, task_options.chat_template)
+    plans = [_task_plan(t, None, opts, family, task_options.chat_template, notify) for t in tasks] if not here \
+        else _counted(ref, kind, opts, tasks, task_options.chat_template, notify)
     fit, estimated = _memory(ref, spec, cls, opts) if with_memory else (None, False)
     speed, note = _speed(name, ref if here else None, cls, opts, facts, calibrate,
                          spec.sha256_for(0) if spec else None, backend=kind,
@@ -206,11 +220,13 @@ def _locate(name, given: Given, models_file, model_dirs):
         return ref, ref.spec, None
     offline = is_offline()
     if stores.prefix_of(name) == "hf":
-        if offline:  # the run would refuse the download: the same refusal (a split model's missing part named)
-            resolve_model_ref(name, backend=given.backend, offline=True, models_file=models_file, digest=False)
+        # offline, the run would refuse the download: planned all the same, with the run's refusal (a dry run
+        # downloads nothing)
+        refused = offline_refusal(lambda: resolve_model_ref(name, backend=given.backend, offline=True,
+                                                     models_file=models_file, digest=False)) if offline else ""
         folder = download_folder(ModelSpec(name, "hf", ()))
         return None, None, Download(f"{name} from the Hugging Face hub", None, str(folder),
-                                    memory.free_disk(folder)[1])
+                                    memory.free_disk(folder)[1], refused)
     spec = lookup_alias(name, models_file)
     path = local_file(spec)
     if path is None and not source_of(spec).fetches:
@@ -222,9 +238,10 @@ def _locate(name, given: Given, models_file, model_dirs):
         return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
                         quant=spec.quant), spec, None
     source = source_of(spec)
-    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache
-        source.fetch(spec, offline=True, progress=False, notify=None, fresh=False)
-    return None, spec, source.pending(spec)
+    refused = ""
+    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache: said, not raised
+        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+    return None, spec, replace(source.pending(spec), refused=refused)
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
@@ -237,7 +254,7 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
-def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> list[TaskPlan]:
+def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself."""
     from abricot_local.evaluation.runner import apply_chat
@@ -247,12 +264,12 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool) -> 
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
         runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
-        return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat) for t in tasks]
+        return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat, notify) for t in tasks]
     finally:
         be.close()
 
 
-def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
+def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> TaskPlan:
     """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
     name = t.task.key
     if t.run is None:
@@ -266,7 +283,8 @@ def _task_plan(t: _Task, exact, opts, family: str, chat: bool) -> TaskPlan:
         schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
-        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis)
+        work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
+                          progress=counting_progress(name, len(run.items), notify))
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there
         return TaskPlan(name, len(t.run.items), t.available,
                         problem=str(err) if is_exact else f"may not fit (estimated): {err}")
@@ -342,6 +360,28 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
                                                                   for t in m.tasks if t.work) for m in models]
         out.append(Alternative(option, None if None in secs else sum(secs)))
     return tuple(out)
+
+
+def resumed(plan: DryRun, folders: dict[str, Path]) -> DryRun:
+    """The plan of a --resume: each model's tasks less the items its folder (``folders``: model as
+    written -> its run folder) holds already; the work and time of those left, in proportion."""
+    from abricot_local.evaluation.results import saved_counts
+
+    models = []
+    for m in plan.models:
+        folder = folders.get(m.model)
+        done = saved_counts(folder) if folder is not None and folder.is_dir() else {}
+        tasks = tuple(_less(t, min(done.get(t.task, 0), t.items), m.speed) for t in m.tasks)
+        models.append(replace(m, tasks=tasks))
+    return replace(plan, models=tuple(models))
+
+
+def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
+    if not saved:
+        return t
+    work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
+    return replace(t, items=t.items - saved, saved=saved, work=work,
+                   seconds=speed.seconds(work) if speed and work else None)
 
 
 def plan_of(models, *, limit, sample, shard, kw: dict, calibrate: bool = False, with_memory: bool = True,

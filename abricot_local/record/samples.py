@@ -106,15 +106,40 @@ def problem(s: Sample) -> str | None:
     return None
 
 
+def unwritable(s: Sample) -> str | None:
+    """What keeps a sample a task built from being written as strict JSON: a NaN or infinite float
+    in its own fields (a reader takes such a line, written by an earlier version: plots name it)."""
+    for key, value in s.extra.items():
+        where = _not_finite(value, key)
+        if where:
+            return f"{where} is not a finite number: JSON has no NaN or Infinity (null says \"none\")"
+    return None
+
+
+def _not_finite(value, key: str) -> str | None:
+    """Where in ``value`` (a task's field, JSON) a float is NaN or infinite, or None."""
+    stack = [(value, key)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{at} ({v!r})"
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}") for k, x in v.items())
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{at}[{k}]") for k, x in enumerate(v))
+    return None
+
+
 def check_line(value: Any, where: str) -> Sample:
     """One sample validated: a :class:`Sample` a task built (about to be written), a dict (a task
     of contract 1's line) or a parsed JSON value (read); ``where`` (the file and the line) names it
-    in the error. A sample built in code is checked as its written line will be read."""
+    in the error. A sample built in code is checked as its written line will be read, and holds no
+    NaN or Infinity (:func:`unwritable`)."""
     try:
         sample = Sample.from_dict(value.line if isinstance(value, Sample) else value)
     except Invalid as err:
         raise ResultsError(f"{where} is malformed: {err}") from None
-    why = problem(sample)
+    why = problem(sample) or (unwritable(sample) if isinstance(value, Sample) else None)
     if why:
         raise ResultsError(f"{where} is malformed (id {sample.id!r}): {why}")
     return sample
@@ -182,6 +207,11 @@ def samples_path(folder: Path, name: str, task: str) -> Path:
     if not inside:
         raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not a file inside "
                            "the run folder; a run's samples files lie in its folder")
+    own = f"samples-{task}.jsonl"
+    if given.as_posix() != own:  # another task's file would be read as this task's samples
+        raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not this task's "
+                           f"samples file ({own}): a run writes each task's samples to its own file; the record "
+                           "was changed")
     return path
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import textwrap
 from dataclasses import asdict
 
 import pandas as pd
 
+from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
 from abricot_local.analysis.compare import Comparison
 from abricot_local.analysis.kld import of_views
 from abricot_local.errors import UsageError
-from abricot_local.report.texttable import fit, grid, wrap
+from abricot_local.report.texttable import GAP, fit, grid, wrap
+from abricot_local.report.texttable import WIDTH as TEXT_WIDTH
 
 FORMATS = ("table", "markdown", "csv", "json")
 WIDTH = 72  # a long setting (system_info) is cut in the text tables (a SHA-256 is whole); JSON keeps it whole
@@ -30,11 +34,18 @@ def _signed(v) -> str:
     return _num(v) if v != v else ("+" if v > 0 else "") + _num(v)
 
 
-def _value(v) -> str:
+def _value(v, other=None) -> str:
+    """A recorded setting as text; one longer than :data:`WIDTH` keeps the part where it differs
+    from ``other`` (the other run's value), its common start elided."""
     if v is None:
         return "(not recorded)"
-    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-    text = " ".join(text.split())
+    text, that = (" ".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)).split())
+                  for x in (v, "" if other is None else other))
+    if len(text) <= WIDTH:
+        return text
+    start = len(os.path.commonprefix([text, that]))
+    start = max(0, start - 20) if start > 40 else 0
+    text = ("..." if start else "") + text[start:]
     return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
 
 
@@ -52,7 +63,8 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     diffs = []
     for v in c.verdicts:
         mine = [d for d in c.differs if (d.a, d.b) == (v.a, v.b)]
-        diffs += [{"pair": _pair(d.a, d.b), "setting": d.key, "a": _value(d.value_a), "b": _value(d.value_b)}
+        diffs += [{"pair": _pair(d.a, d.b), "setting": d.key, "a": _value(d.value_a, d.value_b),
+                   "b": _value(d.value_b, d.value_a)}
                   for d in mine] or [{"pair": _pair(v.a, v.b), "setting": "(none)", "a": "", "b": ""}]
     out.append(("Recorded settings that differ", pd.DataFrame(diffs, columns=["pair", "setting", "a", "b"])))
     rows = []
@@ -142,6 +154,31 @@ def verdict_text(c: Comparison) -> str:
     return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
 
 
+def side_by_side(rows: pd.DataFrame, width: int = TEXT_WIDTH) -> str:
+    """Settings that differ as aligned text within ``width``: one row per setting, its two values
+    side by side, each whole, folded in its column (a word longer than the column, a SHA-256, is
+    cut across lines rather than the table split into an a block and a b block)."""
+    head = ("setting", "a", "b")
+    cells = [[str(r[c]) for c in head] for _, r in rows.iterrows()]
+    key = min(max(len(c[0]) for c in [list(head), *cells]), 40)
+    room = width - key - 2 * GAP
+    natural = [max(len(c[k]) for c in [list(head), *cells]) for k in (1, 2)]
+    half = room // 2
+    cols = natural if sum(natural) <= room else [natural[0], room - natural[0]] if natural[0] <= half else \
+        [room - natural[1], natural[1]] if natural[1] <= half else [half, room - half]
+
+    def fold(text: str, w: int) -> list[str]:
+        return textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [""]
+
+    out = [f"{'setting':<{key}}  {'a':<{cols[0]}}  b", f"{'-' * key}  {'-' * cols[0]}  {'-' * cols[1]}"]
+    for k, a, b in cells:
+        parts = [fold(k, key), fold(a, cols[0]), fold(b, cols[1])]
+        for i in range(max(map(len, parts))):
+            got = [p[i] if i < len(p) else "" for p in parts]
+            out.append(f"{got[0]:<{key}}  {got[1]:<{cols[0]}}  {got[2]}".rstrip())
+    return "\n".join(out)
+
+
 def _text_section(title: str, df: pd.DataFrame) -> str:
     """A section as aligned text within 120 columns: a table with a ``pair`` column becomes one
     table per pair under the pair's name."""
@@ -155,7 +192,9 @@ def _text_section(title: str, df: pd.DataFrame) -> str:
         empty = [c for c in ("note", "detectable") if c in rows.columns and not any(map(str, rows[c]))]
         rows = rows.drop(columns=["pair", *empty])
         keys = 2 if {"task", "metric"} <= set(rows.columns) else 1
-        parts.append(f"{wrap(pair)}:\n{fit(rows, keys=keys, wrap_cols=wraps)[0]}")
+        table = side_by_side(rows) if list(rows.columns) == ["setting", "a", "b"] else \
+            fit(rows, keys=keys, wrap_cols=wraps)[0]
+        parts.append(f"{wrap(pair)}:\n{table}")
     return "\n\n".join(parts)
 
 
@@ -185,7 +224,8 @@ def to_json(c: Comparison) -> dict:
         "equivalence": [{**asdict(e), "line": e.line} for e in c.equivalence],
         "answers_changed": [{"task": ch.task, "reference": ch.reference, "other": ch.other, "n": ch.n,
                              "threshold_nats": ch.threshold, "changed": len(ch.changed),
-                             "near_ties": len(ch.near_ties), "decisive": len(ch.decisive),
+                             "near_ties": len(ch.near_ties), "decisive": len(ch.decisive), "compared": ch.compared,
+                             **{kind: len(ch.with_outcome(kind)) for kind in (FIXED, BROKEN, STILL_WRONG)},
                              "items": [{**asdict(x), "decisive": not x.margin < ch.threshold} for x in ch.changed],
                              "line": ch.line} for ch in c.changes],
         "margin": c.margin, "near_tie_nats": c.near_tie,
@@ -237,8 +277,10 @@ def render(c: Comparison, fmt: str = "table") -> str:
     margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
     parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
                                f"the margin ({margin}; docs/compare.md)", equivalence_lines(c), md))
-    parts.append(_headed_lines(f"Answers changed: near ties (the reference's top-two margin under {c.near_tie:g} "
-                               "nats: kernels alone can flip them) or decisive", change_lines(c), md))
+    parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
+                               f"(-> another wrong answer); near ties (the reference's top-two margin under "
+                               f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive",
+                               change_lines(c), md))
     parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
     head = "### Verdict" if md else "Verdict"
     parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))

@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from abricot_local.analysis import baselines as pub
-from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
+from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, STILL_WRONG, outcome, top_two_margin
 from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.ladder import ladders
 from abricot_local.report import ladder as ladder_rows
@@ -162,6 +162,20 @@ def _changed(found: list, pairs: list[tuple[int, int]]) -> int:
     return kind
 
 
+OUTCOME_BITS = {FIXED: 1, BROKEN: 2, STILL_WRONG: 4}  # the page's filters: report.js
+
+
+def _outcomes(found: list, pairs: list[tuple[int, int]], gold: int) -> int:
+    """The changed answers against each run's reference (compare's pairs), against the gold answer:
+    a bit per outcome seen (fixed 1, broken 2, still wrong 4; analysis/changes.py's rule)."""
+    bits = 0
+    for other, ref in pairs:
+        o, r = found[other], found[ref]
+        if o is not None and r is not None and o.pred != r.pred and len(o.logprobs) == len(r.logprobs):
+            bits |= OUTCOME_BITS[outcome(gold, r.pred, o.pred)]
+    return bits
+
+
 def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Pool) -> dict:
     """Items as rows, the runs that scored ``task`` as columns; choices in ``pool``, contexts in ``texts``."""
     run_idx = [k for k, r in enumerate(report.runs) if task in r.tasks]
@@ -192,7 +206,7 @@ def _explorer(report: Report, task: str, samples: dict, pool: _Pool, texts: _Poo
             item["lab"] = lab
         changed = _changed(found, pairs)
         if changed:
-            item["chg"] = changed
+            item["chg"], item["out"] = changed, _outcomes(found, pairs, first.gold)
         for s in found:
             if s is None:
                 item["m"].append(None)

@@ -119,9 +119,10 @@ def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
 def write(folder: Path, record: Record, out: Path) -> Path:
     """Write the layout under ``out`` (every file whole, atomically); the model's folder."""
     from abricot_local.jsonfiles import atomic_write
+    from abricot_local.names import path_part
 
     doc, samples = layout(Path(folder), record)
-    where = Path(out) / doc["model_name_sanitized"]
+    where = Path(out) / path_part(doc["model_name_sanitized"], "model")  # a model `..` stays inside ``out``
     stamp = date_id(record)
     for name, lines in samples.items():
         atomic_write(where / f"samples_{name}_{stamp}.jsonl",

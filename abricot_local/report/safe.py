@@ -6,7 +6,8 @@ and OSC escapes start with ESC; C1 controls; DEL), a bidirectional override or a
 separator is written as its escape (``\\x1b``, ``\\u202e``), so it is seen instead of acted
 on; within a line (``newlines=False``) a newline, carriage return or tab is escaped too. It
 is linear in the text. :func:`markup` escapes a markdown table cell's HTML as well. Imports
-nothing of the project: the renderers below console/ (report, texttable) use it too.
+nothing of the project: the renderers below console/ (report, texttable) use it too. :func:`csv_text`
+writes a CSV whose cells a spreadsheet shows as text, never runs as formulas.
 """
 
 from __future__ import annotations
@@ -36,3 +37,26 @@ def visible(text, newlines: bool = False) -> str:
 def markup(text) -> str:
     """A markdown table cell: visible, its HTML escaped (``<script>`` shows as text), ``|`` escaped."""
     return html.escape(visible(text), quote=False).replace("|", "\\|")
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")  # a number written as text stays as it is
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads a cell starting with as a formula
+
+
+def cell(text) -> str:
+    """A CSV cell a spreadsheet shows as text: one starting like a formula (``=``, ``+``, ``-``,
+    ``@``, a tab, a carriage return; not a plain number such as ``-0.5``) gets a leading ``'``
+    (OWASP's advice against CSV injection)."""
+    text = str(text)
+    return "'" + text if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text) else text
+
+
+def csv_text(frame) -> str:
+    """A pandas frame as CSV (no index, no last newline) whose text cells and headers are
+    :func:`cell`; numbers are written as they are."""
+    out = frame.rename(columns=cell)
+    for k in range(out.shape[1]):
+        column = out.iloc[:, k]
+        if any(isinstance(v, str) for v in column):  # object or string dtype
+            out.isetitem(k, column.map(lambda v: cell(v) if isinstance(v, str) else v))
+    return out.to_csv(index=False).rstrip("\n")

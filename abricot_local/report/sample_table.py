@@ -18,6 +18,7 @@ import pandas as pd
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
+from abricot_local.report.safe import csv_text
 from abricot_local.report.tables import Report, load_samples
 
 COLUMNS = ("model", "quant", "run", "task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
@@ -58,6 +59,6 @@ def render(report: Report, fmt: str) -> str:
                          f"got --format {fmt}")
     frame = samples_frame(report)
     if fmt == "csv":
-        return frame.to_csv(index=False).rstrip("\n")
+        return csv_text(frame)
     records = json.loads(frame.to_json(orient="records"))
     return json.dumps(records, indent=1, ensure_ascii=False)

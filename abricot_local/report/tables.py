@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from abricot_local.analysis import baselines as pub
-from abricot_local.report.safe import markup, visible
+from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
 from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
                                        compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
@@ -232,7 +232,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
         # one plain table a CSV reader loads as is: "all" means the runs table here
-        return _harmless(frames["runs" if table == "all" else table]).to_csv(index=False).rstrip("\n")
+        return csv_text(_harmless(frames["runs" if table == "all" else table]))
     prompts = prompt_report.render(prompt_study(report.runs), fmt) if table in ("all", "prompts") else ""
     if table == "prompts":
         return prompts or EMPTY[table]

@@ -79,6 +79,18 @@ def groups() -> dict[str, tuple[str, ...]]:
     return {g: tuple(v) for g, v in out.items()}
 
 
+def data_keys() -> list[str]:
+    """What ``--data KEY=PATH`` may name: every task's data key (``abricot``, ``discotex``) and every task."""
+    keys = set(all_task_names())
+    for name in all_task_names():
+        try:
+            key = getattr(getattr(task_class(name), "data", None), "key", None)
+        except TaskError:  # a broken plugin is named when it is run
+            continue
+        keys.update([key.lower()] if isinstance(key, str) and key else [])
+    return sorted(keys)
+
+
 def _unknown(name: str) -> TaskError:
     known = sorted([*_registry(), *groups()])
     return TaskError(f"unknown task {name!r}.{did_you_mean(name, known)} Known tasks: {', '.join(known)}")

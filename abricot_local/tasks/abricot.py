@@ -15,12 +15,13 @@ from the item's prompt by one. Each item is scored on " 1" .. " 5".
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
-from abricot_local.core import log_softmax
+from abricot_local.core import exact_exp, exact_log_softmax
 from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci_of
 from abricot_local.record.samples import Sample
@@ -211,8 +212,9 @@ class AbricotTask(Task):
 
     def sample(self, item, scored) -> Sample:
         rec = super().sample(item, scored)
-        p = np.exp(log_softmax(scored.logprobs))  # the five labels' distribution, renormalised
-        return replace(rec, extra={**rec.extra, "expected_score": float(np.dot(p, np.arange(1, 6)))})
+        # the five labels' distribution, renormalised; exact, so the field is the same on every CPU
+        p = [exact_exp(lp) for lp in exact_log_softmax(scored.logprobs)]
+        return replace(rec, extra={**rec.extra, "expected_score": math.fsum(q * k for k, q in enumerate(p, 1))})
 
     def config(self) -> dict:
         """The settings resolved (the protocol's, or given), the protocol and where they differ

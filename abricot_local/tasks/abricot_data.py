@@ -16,11 +16,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import DataError
+from abricot_local.jsonfiles import BadJSON, loads
 
 RELEASE_FILE = "dataset_it.csv"
 RELEASE_COMMIT = "ab4a167db4327bcc8faaa153f780e004042ac274"
@@ -61,7 +63,7 @@ class Row:
 
 
 def normalise(name: str) -> str:
-    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lstrip("\ufeff").strip().lower())
 
 
 def _read_table(path: Path) -> tuple[list[str], list[dict], list[int]]:
@@ -84,7 +86,7 @@ def _read_table(path: Path) -> tuple[list[str], list[dict], list[int]]:
 
 def _read_delimited(path: Path, delimiter: str) -> tuple[list[str], list[dict], list[int]]:
     """The file as published: a BOM skipped, CRLF or LF, quoted fields kept byte for byte."""
-    text = path.read_bytes().decode("utf-8-sig")
+    text = path.read_bytes().decode("utf-8").lstrip("\ufeff")  # a BOM (or a BOM saved twice) skipped
     import io
 
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -103,7 +105,24 @@ def _read_delimited(path: Path, delimiter: str) -> tuple[list[str], list[dict], 
     except csv.Error as exc:
         raise DataError(f"{path}, line {reader.line_num}: not valid {'CSV' if delimiter == ',' else 'TSV'} "
                         f"({exc})") from None
+    _closed_quotes(path, text, delimiter)
     return header, records, lines
+
+
+def _closed_quotes(path: Path, text: str, delimiter: str) -> None:
+    """Refuse a quoted field never closed: the lenient reader takes the rest of the file into it
+    (reported before as an empty column many rows later); the line it opens on is named."""
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    start = 1
+    try:
+        while next(reader, None) is not None:
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise DataError(f"{path}, line {start}: a quoted field (\"...) opens on this line and is never closed; "
+                            "close its quote (\") or remove it") from None
 
 
 def _read_parquet(path: Path, suffix: str):
@@ -125,9 +144,9 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[dict], list[int]]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                rec = loads(line)
+            except BadJSON as exc:  # not JSON, nested past MAX_DEPTH (no RecursionError), a huge integer
+                raise DataError(f"{path}, line {n} {exc}") from None
             if not isinstance(rec, dict):
                 raise DataError(f"{path}, line {n}: a JSON object {{\"key\": value, ...}} is needed, "
                                 f"got {_json_kind(rec)}")
@@ -140,7 +159,22 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[dict], list[int]]:
 def _json_kind(value) -> str:
     kind = {list: "an array", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number")
-    return f"{kind} ({json.dumps(value)[:40]})" if value is not None else kind
+    return f"{kind} ({json.dumps(value, default=str)[:40]})" if value is not None else kind
+
+
+def _text_cell(path: Path, line: int, col: str, value, *, number_ok: bool) -> str:
+    """A text cell as published ("" when empty: null, or Parquet's NaN for a null); an id or a
+    domain may be an integer. A list, an object, a number or a boolean where text is needed is
+    refused, naming the row (Parquet's null would be the word "nan" in the prompt, a list its repr)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, str):
+        return value
+    if number_ok and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    if hasattr(value, "tolist") and not isinstance(value, numbers.Number):  # a Parquet list: a numpy array
+        value = value.tolist()
+    raise DataError(f"{path}, row {line}, column {col}: {_json_kind(value)} where text is needed")
 
 
 def _columns(path: Path, names) -> dict[str, str]:
@@ -167,17 +201,19 @@ def _number(path: Path, line: int, col: str, value, *, unit: bool) -> float | No
         if isinstance(value, (bool, list, dict)):  # JSON true is no score
             raise TypeError
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a number") from None
     if unit and (math.isnan(x) or not 0.0 <= x <= 1.0):
         raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a number in [0, 1]")
+    if math.isinf(x):  # a sample holds it: JSON has no Infinity
+        raise DataError(f"{path}, row {line}, column {col}: {value!r} is not a finite number")
     return None if math.isnan(x) else x
 
 
 def _span_ok(text: str, target: str, begin, end) -> bool:
     try:
         b, e = int(float(begin)), int(float(end))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a number, NaN, inf or 1e400: no span
         return False
     return text[b : e + 1] == target  # the release's end is inclusive
 
@@ -190,18 +226,18 @@ def load_rows(path: Path) -> tuple[list[Row], int]:
     for k, (rec, at) in enumerate(zip(records, lines)):
         line = k + 1
         get = lambda c: rec.get(cols[c]) if c in cols else None  # noqa: E731
-        for col in ("text", "target", "id", "domain"):
-            if isinstance(get(col), (list, dict)):
-                raise DataError(f"{path}, row {line}, column {cols[col]}: {_json_kind(get(col))} where text is needed")
-            if "\0" in str(get(col) or ""):
+        cell = {col: _text_cell(path, line, cols[col], get(col), number_ok=col in ("id", "domain"))
+                for col in ("text", "target", "id", "domain") if col in cols}
+        for col, value in cell.items():
+            if "\0" in value:
                 where = f"line {at}" if path.suffix.lower() != ".parquet" else f"row {at}"
                 raise DataError(f"{path}, {where} (row {line}), column {cols[col]}: a NUL byte (\\x00) in the text; "
                                 "remove it: a prompt cannot hold one")
-        text, target = str(get("text") or ""), str(get("target") or "")  # as published: not stripped
+        text, target = cell["text"], cell["target"]  # as published: not stripped
         for col, val in (("text", text), ("target", target)):
             if not val.strip():
                 raise DataError(f"{path}, row {line}, column {cols[col]}: empty")
-        raw_id = "" if get("id") is None else str(get("id")).strip()
+        raw_id = cell.get("id", "").strip()
         rid = raw_id or f"row-{line}"
         if rid in seen:
             raise DataError(f"{path}, row {line}, column {cols.get('id', 'ID')}: duplicate id {rid!r}")
@@ -213,7 +249,7 @@ def load_rows(path: Path) -> tuple[list[Row], int]:
                 id=rid,
                 target=target,
                 text=text,
-                domain=str(get("domain") or "").strip() or "abricot",
+                domain=cell.get("domain", "").strip() or "abricot",
                 abs_mean=_number(path, line, cols["abs_mean"], get("abs_mean"), unit=True),
                 inc_mean=_number(path, line, cols["inc_mean"], get("inc_mean"), unit=True),
                 abs_std=_number(path, line, cols.get("abs_std", ""), get("abs_std"), unit=False) if "abs_std" in cols else None,

@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from abricot_local.core import DEFAULT_SEED, Request, Scored, argmax
+from abricot_local.core import DEFAULT_SEED, MAX_SEED, Request, Scored, argmax
 from abricot_local.errors import DataError, MissingDataError
 from abricot_local.option_fields import option, validate
 from abricot_local.record.samples import Sample
@@ -54,7 +54,7 @@ class TaskOptions:
 
     data: tuple[tuple[str, str], ...] = ()  # (key, path) from --data KEY=PATH
     data_dir: str | None = None
-    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0)
+    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED)
     shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
     prompt_variant: str | None = None  # None: the protocol's, else the task's default (its first wording)
     chat_template: bool = False

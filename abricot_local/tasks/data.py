@@ -12,8 +12,36 @@ from abricot_local.cache import shown
 from abricot_local.errors import DataError, DownloadError, FilesNotDownloaded, MissingDataError
 
 
+def _not_file(path: Path) -> str | None:
+    """Why ``path`` is not a readable regular file ("missing", "a FIFO", "a symlink that loops",
+    "not readable: Permission denied"...), or None when it is one."""
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return "a symlink to nothing" if path.is_symlink() else "missing"
+        if exc.errno == errno.ELOOP:
+            return "a symlink that loops"
+        return f"not readable: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((f"{what}, not a file" for test, what in kinds if test(mode)), "not a regular file")
+
+
 def _missing(folder: Path, files: tuple[str, ...]) -> list[str]:
-    return [f for f in files if not (folder / f).is_file()]
+    """Each of ``files`` that is not a regular file in ``folder``, with why when it is there but
+    not a file (a FIFO, a symlink loop, unreadable)."""
+    out = []
+    for f in files:
+        why = _not_file(folder / f)
+        if why:
+            out.append(f if why == "missing" else f"{f} ({why})")
+    return out
 
 
 def _match(folder: Path, patterns: tuple[str, ...]) -> list[Path]:
@@ -55,6 +83,9 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
     spec = task.data
     if spec.kind == "folder":
         if not folder.is_dir():
+            if given and folder.exists():
+                raise missing(task, f"{given} names a folder holding {', '.join(spec.files)}; {shown(folder)} is "
+                                    f"{'a file' if folder.is_file() else 'not a folder'}", folder)
             if given:
                 raise missing(task, f"data folder not found: {shown(folder)} (given with {given})", folder)
             return None
@@ -72,6 +103,16 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
 
 
 def locate(task) -> Path:
+    """``task``'s data: the file or folder given (--data KEY=PATH, --data-dir), else its cache,
+    else downloaded. A folder that cannot be searched (no permission) is one error naming it."""
+    try:
+        return _locate(task)
+    except OSError as exc:
+        where = f" {shown(exc.filename)}" if exc.filename else ""
+        raise DataError(f"{task.name}: cannot read its data{where}: {exc.strerror or exc}") from None
+
+
+def _locate(task) -> Path:
     spec, opts = task.data, task.options
     given = opts.data_for(spec.key, task.name)
     if given:
@@ -83,7 +124,9 @@ def locate(task) -> Path:
                 hit = _in_folder(task, path, given=f"--data {spec.key}")
                 if hit:
                     return hit
-            raise missing(task, f"data file not found: {shown(path)}", path)
+            why = _not_file(path)
+            raise missing(task, f"data file not found: {shown(path)}" if why == "missing" else
+                          f"{shown(path)} is {why} (given with --data {spec.key})", path)
         return _in_folder(task, path, given=f"--data {spec.key}")
     if opts.data_dir:
         if not Path(opts.data_dir).expanduser().is_dir():

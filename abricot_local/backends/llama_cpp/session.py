@@ -106,6 +106,8 @@ class LlamaSession:
     decode; the engines convert them at once.
     """
 
+    normalized = False  # raw logits: the engine takes their log-softmax
+
     def __init__(self, path: Path, options: LlamaCppOptions, n_seq: int = 1):
         self.path = path
         self.options = options

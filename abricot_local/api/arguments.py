@@ -1,0 +1,145 @@
+"""The Python API's arguments checked by type once, at each call's entry: its parameters by their
+annotations, its ``**options`` by the option fields they set (the tasks' and the backends':
+option_fields.Spec's kind, many, optional), so that a value of the wrong type is one
+:class:`UsageError` naming the keyword, what it takes and what it got, never a TypeError from
+deep inside. Values are not converted here: ``sample="3"`` is refused, as ``sample=True`` is."""
+
+from __future__ import annotations
+
+import functools
+import numbers
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from abricot_local.errors import UsageError
+
+PathLike = str | os.PathLike
+# what the API takes besides the option fields' own types (data in three shapes, folders as paths)
+EDGE: dict[str, Any] = {
+    "data": dict[str, PathLike] | str | list[str | tuple[str, PathLike]] | tuple[str | tuple[str, PathLike], ...],
+    "data_dir": PathLike | None,
+    "models_file": PathLike | None,
+    "model_dirs": PathLike | list[PathLike] | tuple[PathLike, ...],
+    "prompt_variant": str | list[str] | tuple[str, ...] | None,
+    "backend": str,
+    "force": bool,
+}
+WHAT = {  # what a keyword takes, in words, where its type alone says it poorly
+    "model": "a model name or a .gguf path ('gemma-3-270m'), or a list of them",
+    "tasks": "task names as text ('discotex', 'abricot_abs,discotex'), a list of them, or None",
+    "shard": "text 'K/N' ('1/2') or None", "out": "a folder path (text or a Path) or None",
+    "data": "{task: path}, 'task=path', or a list of 'task=path' and (task, path)",
+    "quants": "quant names as text ('Q4_K_M,Q8_0'), a list of them, or None",
+    "prompt_variant": "variant names as text ('all', 'ita-bench,card'), a list of them, or None",
+}
+
+
+def fits(value, hint) -> bool:
+    """Whether ``value`` is of the type ``hint`` (int, float, str, bool, Path, os.PathLike, None,
+    unions, list[X], tuple[X, ...], tuple[X, Y], dict[K, V], a class); an int is no bool, a float
+    takes an int."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, a) for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint in (Path, os.PathLike):
+        return isinstance(value, os.PathLike)
+    if origin is list or origin is tuple:
+        if not isinstance(value, (list, tuple)) or (origin is list and not isinstance(value, list)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(fits(v, a) for v, a in zip(value, args))
+        return all(fits(v, args[0]) for v in value) if args else True
+    if origin is dict:
+        return isinstance(value, dict) and all(fits(k, args[0]) and fits(v, args[1]) for k, v in value.items())
+    return isinstance(value, origin or hint)
+
+
+def words(hint) -> str:
+    """``hint`` as a message says it ("an integer or None")."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        parts = [words(a) for a in args if a is not type(None)]
+        parts = list(dict.fromkeys(parts))
+        return " or ".join(parts + (["None"] if type(None) in args else []))
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        return f"a pair ({', '.join(words(a) for a in args)})"
+    if origin in (list, tuple):  # a tuple of X is a list to a reader
+        plural = {int: "integers", float: "numbers", str: "texts", bool: "True or False"}
+        return f"a list of {plural.get(args[0]) or words(args[0])}" if args else "a list"
+    if origin is dict:
+        return f"a dict {{{words(args[0])}: {words(args[1])}}}"
+    named = {bool: "True or False", int: "an integer", float: "a number", str: "text", Path: "a path",
+             os.PathLike: "a path", type(None): "None", Any: "anything"}
+    return named.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+@functools.cache
+def option_hints() -> dict[str, Any]:
+    """Each option keyword's type, from the option fields (TaskOptions' and every backend's), then
+    the API's own shapes (:data:`EDGE`)."""
+    from abricot_local.backends import option_specs
+    from abricot_local.option_fields import specs
+    from abricot_local.tasks.base import TaskOptions
+
+    out: dict[str, Any] = {}
+    for spec in [*specs(TaskOptions), *(s for s, _ in option_specs())]:
+        if spec.kind is None or spec.name in out:
+            continue
+        hint: Any = spec.kind
+        if spec.many:  # a list, a tuple, or text holding the values
+            hint = list[spec.kind] | tuple[spec.kind, ...] | str  # type: ignore[valid-type]
+        elif spec.kind is str and {"on", "off"} <= set(spec.choices):
+            hint = str | bool  # flash_attn=True means "on"
+        out[spec.name] = hint | None  # None: not given (the default)
+    out.update(EDGE)
+    return out
+
+
+@functools.cache
+def _hints(fn) -> dict[str, Any]:
+    return typing.get_type_hints(fn)
+
+
+def _refuse(call: str, name: str, hint, value) -> UsageError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return UsageError(f"{call}(): {name} must be {WHAT.get(name) or words(hint)}, got {shown} ({type(value).__name__})")
+
+
+def check_call(fn, given: dict) -> None:
+    """Refuse any argument of ``fn`` (its parameters by name, as ``locals()`` holds them at its
+    entry) that is not of its type: the annotations' for its parameters (each element of a
+    ``*args``), the option fields' for ``**options`` (an unknown option is left to the caller,
+    which names the valid ones)."""
+    import inspect
+
+    hints = _hints(fn)
+    params = inspect.signature(fn).parameters
+    for name, value in given.items():
+        param = params.get(name)
+        if param is None:
+            continue
+        if param.kind is param.VAR_KEYWORD:
+            known = option_hints()
+            for key, v in value.items():
+                if key in known and not fits(v, known[key]):
+                    raise _refuse(fn.__name__, key, known[key], v)
+        elif param.kind is param.VAR_POSITIONAL:
+            for v in value:
+                if name in hints and not fits(v, hints[name]):
+                    raise _refuse(fn.__name__, name, hints[name], v)
+        elif name in hints and not fits(value, hints[name]):
+            raise _refuse(fn.__name__, name, hints[name], value)

@@ -1,0 +1,111 @@
+"""What in an output folder is the tool's own. A run creates, reads, writes and deletes only
+files it made, and never through a symbolic link: before it takes a folder, :func:`guard`
+refuses one inside another run (naming the outer run), one that is not a run folder and not
+empty (naming what is there), and a link or a non-regular file where the tool keeps its own
+files (``.lock``, the state files, results.json, ``.checkpoint/`` and the samples files)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from abricot_local.errors import ResultsError
+from abricot_local.names import path_part
+from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
+
+LOCK = ".lock"
+RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
+MARKERS = (RUNNING, INTERRUPTED, FAILED)
+SHOWN = 5  # entries a refusal names
+_STARTING = re.compile(rf"\.({'|'.join(MARKERS)})\.[^/]+\.tmp")  # a run starting there this moment: its state file
+
+
+def samples_name(task: str) -> str:
+    return f"samples-{path_part(task, 'task')}.jsonl"
+
+
+def is_run_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` is a run's: results.json, a state file or a checkpoint's manifest."""
+    folder = Path(folder)
+    return any((folder / n).is_file() for n in (RESULTS, *MARKERS)) or (folder / CHECKPOINT / RUN_MANIFEST).is_file()
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def refuse_link(path: Path, *, folder: bool = False) -> None:
+    """``path`` absent, or a regular file (``folder``: a folder) that is no link; else refused."""
+    st = _lstat(path)
+    if st is None:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
+                           "through a link; remove the link, or choose another --out")
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
+        raise ResultsError(f"{path} is not a {'folder' if folder else 'regular file'}, so it is not the run's own: "
+                           "remove it, or choose another --out")
+
+
+def _stale_lock(path: Path) -> bool:
+    """A ``.lock`` a run left (killed before it showed its state): a regular file holding a pid."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        return stat.S_ISREG(st.st_mode) and (st.st_size == 0 or os.read(fd, 32).strip().isdigit())
+    finally:
+        os.close(fd)
+
+
+def _names(folder: Path, entries: list[str]) -> str:
+    def one(name: str) -> str:
+        path = folder / name
+        if path.is_symlink():
+            return f"{name} (a link)"
+        if path.is_dir():
+            return f"{name}/ (a run)" if is_run_folder(path) else f"{name}/"
+        return name
+
+    shown = ", ".join(one(e) for e in entries[:SHOWN])
+    return shown + (f" and {len(entries) - SHOWN} more" if len(entries) > SHOWN else "")
+
+
+def guard(folder: Path) -> None:
+    """Refuse ``folder`` for a run unless it is new, empty or a run's own, outside any other
+    run, with nothing but the run's own regular files where it keeps them. Writes nothing."""
+    folder = Path(folder)
+    outer = next((p for p in folder.absolute().parents if is_run_folder(p)), None)
+    if outer is not None:
+        raise ResultsError(f"{folder} lies inside the run folder {outer}; a run folder holds one run: choose a "
+                           "folder outside it")
+    if _lstat(folder) is None:
+        return
+    if not folder.is_dir():
+        raise ResultsError(f"{folder} is not a folder; choose another --out")
+    if not is_run_folder(folder):
+        try:
+            entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e))
+                             and not _STARTING.fullmatch(e))
+        except OSError as exc:
+            raise ResultsError(f"cannot read {folder}: {exc.strerror or exc}") from None
+        if entries:
+            raise ResultsError(f"{folder} is not a run folder and is not empty: it holds {_names(folder, entries)}; "
+                               "a run writes only into a new or empty folder, or its own: choose another --out")
+    for name in (LOCK, RESULTS, *MARKERS):
+        refuse_link(folder / name)
+    ckpt = folder / CHECKPOINT
+    refuse_link(ckpt, folder=True)
+    for where in (folder, ckpt):
+        for path in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else ():
+            refuse_link(path)
+    refuse_link(ckpt / RUN_MANIFEST)

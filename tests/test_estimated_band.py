@@ -1,0 +1,35 @@
+"""A time prediction from a registry entry's facts (no file yet) states the band those facts can
+promise (issue 39 item 4): the width a parameter count allows moves the prediction by up to 2x on
+small models; from a GGUF header, the scaled error alone."""
+
+from __future__ import annotations
+
+from abricot_local.planner.cost import (ESTIMATED_WIDTH, HEADER_BASIS, SCALED_ERROR, Measured, ModelFacts, Work,
+                                        estimated_facts, speed_from, widened)
+
+PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)
+GEMMA = ModelFacts(params=1.0e8, attention=18 * 4 * 256, width=640, n_vocab=262144, bytes=253_000_000,
+                   basis=HEADER_BASIS, total_params=2.68e8)  # Gemma 3 270M's header, as calibrated
+MEASURED = Measured(token_s=0.03, prompt_tokens=512, call_s=0.05, row_s=0.01, load_s=1.0)
+
+
+def speed_of(facts):
+    return speed_from(MEASURED, GEMMA, facts, same=False, reference="gemma", when="now")
+
+
+def test_registry_facts_widen_the_band_to_cover_every_width_their_parameter_count_allows():
+    guess = estimated_facts(1.35e8, 270_000_000, 49152, "its registry entry (135M)")
+    assert guess.width > 800  # the fit's width; SmolLM2-135M's header says 576
+    speed = widened(speed_of, guess)
+    assert speed.error > 1.0 and "the width is not known until its file is here" in speed.how
+    predicted = speed.seconds(PROMPT)
+    for width in (576, guess.width * ESTIMATED_WIDTH[0], guess.width * ESTIMATED_WIDTH[1]):
+        at = speed_of(estimated_facts(1.35e8, 270_000_000, 49152, "x", width=width)).seconds(PROMPT)
+        assert abs(at / predicted - 1) <= speed.error, width
+    assert abs(speed_of(guess).seconds(PROMPT) / predicted - 1) < 1e-12  # the central value is unchanged
+
+
+def test_header_facts_keep_the_scaled_error():
+    header = ModelFacts(params=1.0e8, attention=30 * 9 * 64, width=576, n_vocab=49152, bytes=105_000_000,
+                        basis=HEADER_BASIS, total_params=1.35e8)
+    assert widened(speed_of, header).error == SCALED_ERROR

@@ -1,0 +1,55 @@
+"""The fake backend's numbers are the same bits on every CPU (issue 39 item 1): integer logits, an
+exact log-softmax (no libm, no SIMD), so a pinned fake-backend samples file holds on any machine.
+Proved here by computing its rows with numpy's SIMD dispatch limited to the baseline."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import subprocess
+import sys
+
+from abricot_local.core import exact_exp, exact_log, exact_log_softmax, finite_log_softmax
+
+# SHA-256 of the float64 bytes of the rows below: pinned, since they must not depend on the CPU
+ROWS_SHA256 = "4bf0c0f2326ea8c5ded85e08a9e149d7e4596d2fee9792196ac732e81e8714ee"
+ROWS = """
+from abricot_local.backends.fake import FakeBackend
+from abricot_local.backends.options import ScoringOptions
+import hashlib
+s = FakeBackend("fake", ScoringOptions()).session
+h = hashlib.sha256()
+for seq, text in enumerate([b"Il gatto", b"dorme sul divano.", bytes(range(32, 127))]):
+    toks = [256, *text]
+    for row in s.decode([(seq, p, t, True) for p, t in enumerate(toks)]):
+        h.update(row.tobytes())
+print(h.hexdigest())
+"""
+
+
+def _rows_digest(env: dict[str, str]) -> str:
+    out = subprocess.run([sys.executable, "-c", ROWS], env={**os.environ, **env}, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_exact_exp_and_log_are_correctly_rounded():
+    assert exact_exp(1.0) == 2.718281828459045 and exact_exp(0.0) == 1.0
+    assert exact_log(2.0) == 0.6931471805599453 and exact_log(1.0) == 0.0
+    assert exact_exp(-800.0) == 0.0
+
+
+def test_exact_log_softmax_is_a_distribution_and_agrees_with_numpy_within_an_ulp():
+    values = [0.5, 3.0, -1.0, 2.0]
+    got = exact_log_softmax(values)
+    assert abs(math.fsum(exact_exp(v) for v in got) - 1.0) < 1e-15
+    assert all(abs(a - b) < 1e-14 for a, b in zip(got, finite_log_softmax(values, label="x", position=0)))
+
+
+def test_the_fake_rows_are_the_same_bits_with_numpy_simd_dispatch_limited():
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    full = _rows_digest({})
+    limited = _rows_digest({"NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)})
+    assert full == limited == ROWS_SHA256

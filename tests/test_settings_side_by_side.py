@@ -1,0 +1,34 @@
+"""compare's "settings that differ" (issue 39 item 8): one row per setting, the two runs' values side
+by side within 120 columns, even for two SHA-256s; a long value keeps the part where it differs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from abricot_local.report.comparison import _value, side_by_side
+
+
+def test_two_sha256s_stay_side_by_side_one_row_per_setting():
+    a, b = "3c" * 32, "9f" * 32
+    rows = pd.DataFrame([("model_sha256", a, b), ("n_batch", "512", "64"), ("engine", "prefix", "batched")],
+                        columns=["setting", "a", "b"])
+    text = side_by_side(rows)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120 and lines[0].split() == ["setting", "a", "b"]
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("model_sha256"))
+    # both values on the setting's own rows, left and right: the a column's text, then the b column's
+    import re
+
+    (k0, k1), (a0, a1), (b0, _) = [m.span() for m in re.finditer("-+", lines[1])]  # the columns, from the rule
+    left = "".join(ln[a0:a1].strip() for ln in lines[first:first + 2])
+    right = "".join(ln[b0:].strip() for ln in lines[first:first + 2])
+    assert (left, right) == (a, b)
+    assert [ln.split()[:3] for ln in lines if ln.startswith(("n_batch", "engine"))] == [["n_batch", "512", "64"],
+                                                                                      ["engine", "prefix", "batched"]]
+
+
+def test_a_long_value_keeps_where_it_differs():
+    common = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | "
+    a, b = common + "LLAMAFILE = 1 | OPENMP = 1 |", common + "AVX512 = 1 | AVX512_VNNI = 1 | LLAMAFILE = 1 |"
+    assert "AVX512 = 1" in _value(b, a) and "LLAMAFILE = 1" in _value(a, b)
+    assert _value(a, b).startswith("...") and _value("short", "other") == "short"
