@@ -64,6 +64,7 @@ class PairedSession:
             raise ModelError(f"the two models cut decode calls differently (n_batch {ref.n_batch} and {rung.n_batch})")
         self.ref, self.rung, self.rows = ref, rung, rows
         self.n_batch = ref.n_batch
+        self.normalized = ref.normalized  # the engine reads the reference's rows
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         every = [(seq, pos, tok, True) for seq, pos, tok, _want in entries]  # a row at every decoded token
