@@ -19,7 +19,8 @@ from abricot_local.cli.progress import progress as make_progress
 @click.option("--allow-requantize", is_flag=True,
               help="Accept a quantized SOURCE: the F16 rung is written from it (its function at 16 bits, not "
                    "the original weights) and every other rung from that.")
-@click.option("--threads", type=click.IntRange(min=0), default=0, help="Threads for llama.cpp (0: every core).")
+@click.option("--quant-threads", "threads", type=click.IntRange(min=0), default=0,
+              help="Threads llama.cpp's quantizer uses (0: every core).")
 @models_file_option
 def quantize(source: str, to: str, out: str | None, allow_requantize: bool, threads: int,
              models_file: str | None) -> None:
