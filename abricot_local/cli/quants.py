@@ -19,17 +19,17 @@ from abricot_local.cli.progress import progress as make_progress
 @click.option("--allow-requantize", is_flag=True,
               help="Accept a quantized SOURCE: the F16 rung is written from it (its function at 16 bits, not "
                    "the original weights) and every other rung from that.")
-@click.option("--quant-threads", "threads", type=click.IntRange(min=0), default=0,
+@click.option("--quant-threads", "quant_threads", type=click.IntRange(min=0), default=0,
               help="Threads llama.cpp's quantizer uses (0: every core).")
 @models_file_option
-def quantize(source: str, to: str, out: str | None, allow_requantize: bool, threads: int,
+def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quant_threads: int,
              models_file: str | None) -> None:
     """Write SOURCE (a registry alias, a GGUF file or a store reference) at each quant of --to with
     llama.cpp's own quantizer, and a models.toml naming them quants of one model (`run --quants`)."""
     from abricot_local.models.quantize import make_ladder
 
     ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
-                         threads=threads, notify=lambda line: echo(line, err=True))
+                         threads=quant_threads, notify=lambda line: echo(line, err=True))
     for r in ladder.rungs:
         echo(f"{r.quant:8} {r.size / 1e6:8.0f} MB  {r.path}  sha256 {r.sha256}")
     echo(f"models.toml: {ladder.fragment}")
