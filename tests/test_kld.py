@@ -5,7 +5,6 @@ llama-perplexity reports them, kept in the run folder and shown by the ladder, c
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
