@@ -34,7 +34,7 @@ LINES_MAX = 400
 SHARED = ("api", "evaluation", "planner", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
           "metrics.py", "jsonfiles.py")
 NOT_SHARED = ("report/html.py",)  # its page data's key "prefix" is not the engine (unchecked before the packages)
-LLAMA_CPP_IMPORTERS = {f"abricot_local.backends.llama_cpp.{m}" for m in ("backend", "session", "system", "rpc")}
+LLAMA_CPP_IMPORTERS = {f"abricot_local.backends.llama_cpp.{m}" for m in ("backend", "session", "system", "rpc", "quantize")}
 
 
 def shared_files():

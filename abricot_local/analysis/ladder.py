@@ -6,7 +6,9 @@ by compare.py over their common items: the equivalence verdict of the task's pri
 (equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
 (``stats.label_kl``), beside each run's file size and measured items/s (results.json's
-``model.size``, and ``scored_now / seconds`` of the task). Pure: reads runs, returns rows.
+``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
+quant's folder keeps against the reference's model (``abricot-local kld``: analysis/kld.py), if
+measured. Pure: reads runs, returns rows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import compare
 from abricot_local.analysis.views import view_of_run
 from abricot_local.analysis.equivalence import Equivalence
+from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.runs import Run, quant_bits
 from abricot_local.errors import ResultsError
 
@@ -36,6 +39,7 @@ class Rung:
     kl_mean: float | None = None  # mean KL(reference || this quant), nats
     verdict: Equivalence | None = None  # the task's primary metric
     changes: AnswerChanges | None = None
+    kld: KldStats | None = None  # full-vocabulary KL(reference || quant) on the task's text (`kld`), if measured
 
     @property
     def is_reference(self) -> bool:
@@ -72,7 +76,8 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
 
 
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
-    base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task))
+    base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
+                kld=kld_of(other.path, ref.record.model).get(task))
     views = [_only(ref_view, task), _only(view_of_run(other), task)]
     try:
         c = compare(views, reference=ref_view.path, **({} if seed is None else {"seed": seed}))

@@ -503,13 +503,14 @@ function quant() {
 }
 
 function ladder() {  // each quant against the highest-precision one of its model (analysis/ladder.py)
-  const cols = ["model", "task", "quant", "run", "items", "verdict", "difference [90% CI]", "same answer", "mean KL",
-    "answers changed", "decisive ids", "size MB", "items/s"];
+  const cols = ["model", "task", "quant", "run", "items", "verdict", "difference [90% CI]", "same answer", "label KL",
+    "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "decisive ids", "size MB", "items/s"];
   const ci = v => v ? signed(v.diff, 3) + " [" + signed(v.ci90[0], 3) + ", " + signed(v.ci90[1], 3) + "]" : "";
   return h("div", {}, h("h3", {text: "Quant ladder"}),
     h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
       "metric with the task's margin (90% CI of quant - reference), beside what it costs and buys: the file size " +
-      "and the items/s the run measured."}),
+      "and the items/s the run measured. Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
+      "whole vocabulary at every token of the task text (abricot-local kld), when measured."}),
     h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
@@ -517,6 +518,9 @@ function ladder() {  // each quant against the highest-precision one of its mode
         h("td", {title: r.verdict ? r.verdict.line : "", text: r.verdict_text}), h("td", {cls: "num", text: ci(r.verdict)}),
         h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
         h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
+        h("td", {cls: "num", text: r.kld ? fmt(r.kld.mean, 4) + " [" + fmt(r.kld.ci95[0], 4) + ", " + fmt(r.kld.ci95[1], 4) + "]" : ""}),
+        h("td", {cls: "num", text: r.kld ? fmt(r.kld.p99, 4) : ""}),
+        h("td", {cls: "num", text: r.kld ? fmt(r.kld.same_top) : ""}),
         h("td", {text: r.changed ? r.changed.line : ""}),
         h("td", {cls: "muted", text: r.changed ? r.changed.decisive.join(", ") : ""}),
         h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),

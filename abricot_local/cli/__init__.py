@@ -6,7 +6,7 @@ here computes: commands call the library and print through :mod:`abricot_local.c
 
 from __future__ import annotations
 
-from abricot_local.cli import check, compare, lm_eval, models, report, rpc, run, tasks  # noqa: F401  (register the commands)
+from abricot_local.cli import check, compare, lm_eval, models, quants, report, rpc, run, tasks  # noqa: F401  (register the commands)
 from abricot_local.cli.app import cli
 
 __all__ = ["cli", "main"]

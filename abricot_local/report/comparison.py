@@ -13,6 +13,7 @@ import pandas as pd
 
 from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
 from abricot_local.analysis.compare import Comparison
+from abricot_local.analysis.kld import of_views
 from abricot_local.errors import UsageError
 from abricot_local.report.texttable import GAP, fit, grid, wrap
 from abricot_local.report.texttable import WIDTH as TEXT_WIDTH
@@ -83,6 +84,15 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
               "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"} for g in c.agreements]
     out.append(("Predictions and log-probs over the common items (KL(a || b) between the choice distributions)",
                 pd.DataFrame(agree)))
+    kld = of_views(c.runs)
+    if kld:
+        out.append(("Full-vocabulary KL(reference || run) at every token of the task text (abricot-local kld; quants of one model)",
+                    pd.DataFrame([{"reference": k.reference, "run": k.run, "task": k.task, "tokens": k.stats.n_tokens,
+                                   "KLD mean [95% CI]": f"{_num(k.stats.mean)} [{_num(k.stats.ci95[0])}, "
+                                                        f"{_num(k.stats.ci95[1])}]",
+                                   "median": _num(k.stats.median), "p99": _num(k.stats.p99),
+                                   "p99.9": _num(k.stats.p99_9), "max": _num(k.stats.max),
+                                   "same top": _num(k.stats.same_top, 3)} for k in kld])))
     if c.groups:
         out.append((f"Runs not distinguishable from the best (Holm-adjusted p >= {c.alpha:g})", pd.DataFrame([
             {"task": g.task, "metric": g.metric, "best": g.best, "group": ", ".join(g.members)} for g in c.groups])))
@@ -206,6 +216,8 @@ def to_json(c: Comparison) -> dict:
         "settings_differ": [asdict(d) for d in c.differs],
         "metrics": [{**asdict(m), "detail": dict(m.detail)} for m in c.metrics],
         "agreement": [asdict(g) for g in c.agreements],
+        "kld": [{"reference": k.reference, "run": k.run, "task": k.task, "kld": k.stats.to_dict()}
+                for k in of_views(c.runs)],
         "best_groups": [asdict(g) for g in c.groups],
         "power": [asdict(p) for p in c.power],
         "verdicts": [{**asdict(v), "line": v.line} for v in c.verdicts],

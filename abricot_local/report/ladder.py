@@ -13,9 +13,10 @@ from abricot_local.analysis.equivalence import UNSETTLED
 from abricot_local.analysis.ladder import Rung
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model (the task's primary metric, its "
-         "margin; 90% CI of quant - reference; KL(reference || quant) of the answer labels)")
+         "margin; 90% CI of quant - reference; label KL: KL(reference || quant) of the answer labels; KLD: over the "
+         "whole vocabulary at every token of the task text, `abricot-local kld`)")
 COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
-           "mean KL", "answers changed", "size MB", "items/s")
+           "label KL", "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "size MB", "items/s")
 
 
 def _num(v, digits: int = 3) -> str:
@@ -37,12 +38,14 @@ def verdict_text(r: Rung) -> str:
 def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
     rows = []
     for r in rungs:
-        e = r.verdict
+        e, k = r.verdict, r.kld
         rows.append({
             "model": r.base, "task": r.task, "quant": r.quant, "run": r.run, "n": str(r.n or ""),
             "verdict": f"{verdict_text(r)}{'' if e is None else ' (' + e.metric + ')'}",
             "difference [90% CI]": "" if e is None else f"{e.diff:+.3f} [{e.ci90[0]:+.3f}, {e.ci90[1]:+.3f}]",
-            "same prediction": _num(r.same_pred), "mean KL": _num(r.kl_mean, 4),
+            "same prediction": _num(r.same_pred), "label KL": _num(r.kl_mean, 4),
+            "KLD mean [95% CI]": "" if k is None else f"{k.mean:.4f} [{k.ci95[0]:.4f}, {k.ci95[1]:.4f}]",
+            "KLD p99": "" if k is None else _num(k.p99, 4), "same top": "" if k is None else _num(k.same_top),
             "answers changed": "" if r.changes is None else r.changes.summary,
             "size MB": "" if r.size is None else f"{r.size / 1e6:.0f}", "items/s": _num(r.items_per_s, 2)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -55,7 +58,10 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
         ch = r.changes
         out.append({"base": r.base, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
                     "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n, "same_pred": r.same_pred,
-                    "kl_mean": r.kl_mean, "verdict": None if r.verdict is None else
+                    "kl_mean": r.kl_mean, "kld": None if r.kld is None else {
+                        key: v for key, v in r.kld.to_dict().items()
+                        if key in ("mean", "median", "p99", "p99_9", "max", "same_top", "ci95", "n_tokens")},
+                    "verdict": None if r.verdict is None else
                     {**asdict(r.verdict), "line": r.verdict.line},
                     "verdict_text": verdict_text(r),
                     "changed": None if ch is None else {

@@ -70,12 +70,15 @@ class _Log:
         self.verbose = False
         self.lines: list[str] = []
         self.notes: list[str] = []  # lines saying what llama.cpp resolved (llama_log.NOTABLE), all kept
+        self.sink: list[str] | None = None  # every line, while a caller collects them (quantize.py)
         self._cb = llama_cpp.llama_log_callback(self._on_log)  # keep a reference
         llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         msg = text.decode("utf-8", "replace")
         self.lines = (self.lines + [msg])[-200:]
+        if self.sink is not None:
+            self.sink.append(msg)
         if resolved.notable(msg):
             self.notes.append(msg)
         if self.verbose:

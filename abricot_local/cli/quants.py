@@ -1,0 +1,73 @@
+"""`quantize` (a quant ladder written by llama.cpp's quantizer) and `kld` (the full-vocabulary KL
+divergence of runs' models against a reference run's, on the tasks' own text)."""
+
+from __future__ import annotations
+
+import click
+
+from abricot_local.cli.app import cli, echo
+from abricot_local.cli.options import backend_values, models_file_option, recheck_options
+from abricot_local.cli.progress import progress as make_progress
+
+
+@cli.command()
+@click.argument("source")
+@click.option("--to", "to", required=True, metavar="Q,Q,...",
+              help="The quants to write, as llama.cpp names them (e.g. F16,Q8_0,Q6_K,Q4_K_M,Q4_0,Q3_K_M,Q2_K).")
+@click.option("--out", type=click.Path(), default=None,
+              help="Folder for the rungs and their models.toml (default: the cache's quants/SOURCE).")
+@click.option("--allow-requantize", is_flag=True,
+              help="Accept a quantized SOURCE: the F16 rung is written from it (its function at 16 bits, not "
+                   "the original weights) and every other rung from that.")
+@click.option("--quant-threads", "quant_threads", type=click.IntRange(min=0), default=0,
+              help="Threads llama.cpp's quantizer uses (0: every core).")
+@models_file_option
+def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quant_threads: int,
+             models_file: str | None) -> None:
+    """Write SOURCE (a registry alias, a GGUF file or a store reference) at each quant of --to with
+    llama.cpp's own quantizer, and a models.toml naming them quants of one model (`run --quants`)."""
+    from abricot_local.models.quantize import make_ladder
+
+    ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
+                         threads=quant_threads, notify=lambda line: echo(line, err=True))
+    for r in ladder.rungs:
+        echo(f"{r.quant:8} {r.size / 1e6:8.0f} MB  {r.path}  sha256 {r.sha256}")
+    echo(f"models.toml: {ladder.fragment}")
+    if ladder.requantized:
+        echo(f"note: the reference F16 is {ladder.source_quant} dequantized, not the original weights")
+    echo(f"run them: {ladder.command()}")
+
+
+@cli.command()
+@click.argument("reference", type=click.Path())
+@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN [RUN ...]")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N common items of each task.")
+@click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
+@click.option("--force", is_flag=True, help="Skip the memory check (both models are loaded at once).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@recheck_options
+def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str | None, force: bool,
+        as_json: bool, **kw) -> None:
+    """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
+    the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
+    logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
+    the result is kept in each RUN's folder (kld.json) for `report` and `compare`."""
+    import json
+
+    from abricot_local.evaluation.kld import kld_runs
+
+    progress, close = make_progress()
+    try:
+        results = kld_runs(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
+                           force=force, progress=progress, notify=lambda line: echo(line, err=True))
+    finally:
+        close()
+    if as_json:
+        echo(json.dumps([{"reference": str(r.reference), "run": str(r.run), "quant": r.quant,
+                          "seconds": r.seconds, "decode_calls": r.decode_calls,
+                          "tasks": {t: s.to_dict() for t, s in r.tasks.items()}} for r in results], indent=2))
+        return
+    for r in results:
+        for task, s in r.tasks.items():
+            echo(f"{r.run} ({r.quant}) {task}: {s.line()}")
+        echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model; kept in {r.run / 'kld.json'}")

@@ -1,0 +1,71 @@
+"""A real quant ladder: SmolLM2-135M (Q4_1) written by llama.cpp's quantizer as F16 (the reference,
+--allow-requantize), Q8_0 and Q2_K; the models.toml fragment run by `run --quants`; the KLD of each
+rung against the F16 in the order the bits say, and 0 for the F16 against itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from abricot_local.cli import cli
+
+pytestmark = pytest.mark.real
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def rungs(smollm2_path, tmp_path_factory):
+    """The rungs, written once per session."""
+    from abricot_local.models.quantize import make_ladder
+
+    lines = []
+    ladder = make_ladder(str(smollm2_path), "Q8_0,Q2_K", out=str(tmp_path_factory.mktemp("rungs")),
+                         allow_requantize=True, threads=2, notify=lines.append)
+    return ladder, lines
+
+
+def test_quantize_writes_rungs_a_fragment_and_keeps_whole_ones(rungs, smollm2_path):
+    from abricot_local.models.quantize import make_ladder
+    from abricot_local.models.registry import load_registry
+
+    ladder, lines = rungs
+    assert [r.quant for r in ladder.rungs] == ["F16", "Q8_0", "Q2_K"] and ladder.requantized
+    assert [r.made_from for r in ladder.rungs] == ["Q4_1", "F16", "F16"]
+    assert ladder.rungs[0].size > ladder.rungs[1].size > ladder.rungs[2].size
+    assert any("F16 rung is written first" in x for x in lines)
+    reg = load_registry(ladder.fragment)
+    f16 = reg[ladder.alias("F16")]
+    assert f16.quant == "F16" and f16.base == ladder.base and f16.sha256 == (ladder.rungs[0].sha256,)
+    assert "Q4_1 function at 16 bits" in f16.notes
+    again = make_ladder(str(smollm2_path), "Q2_K", out=str(ladder.fragment.parent), allow_requantize=True)
+    assert all(r.kept for r in again.rungs) and again.rungs[-1].sha256 == ladder.rungs[2].sha256
+    assert {s.quant for s in load_registry(ladder.fragment).values()} >= {"F16", "Q8_0", "Q2_K"}  # none forgotten
+
+
+def test_kld_orders_the_rungs_and_is_zero_against_itself(rungs, discotex_dir, tmp_path):
+    ladder, _ = rungs
+    out = tmp_path / "ladder"
+    r = invoke("run", ladder.alias("F16"), "--quants", "F16,Q8_0,Q2_K", "--models", ladder.fragment, "--tasks",
+               "discotex", "--data-dir", discotex_dir, "--limit", "2", "--threads", "2", "--out", out)
+    assert r.exit_code == 0, r.output
+    ref, q8, q2 = (out / ladder.alias(q) for q in ("F16", "Q8_0", "Q2_K"))
+    r = invoke("kld", ref, q8, q2, "--threads", "2", "--json")
+    assert r.exit_code == 0, r.output
+    got = {x["quant"]: x["tasks"]["discotex"] for x in json.loads(r.stdout)}
+    assert 0 < got["Q8_0"]["mean"] < got["Q2_K"]["mean"] and got["Q8_0"]["same_top"] >= got["Q2_K"]["same_top"]
+    assert got["Q8_0"]["n_tokens"] == got["Q2_K"]["n_tokens"] > 0
+    # the F16 against a copy of its own run: the same model, the same decode calls: exactly 0
+    import shutil
+
+    shutil.copytree(ref, tmp_path / "f16-again")
+    r = invoke("kld", ref, tmp_path / "f16-again", "--threads", "2", "--json")
+    same = json.loads(r.stdout)[0]["tasks"]["discotex"]
+    assert same["mean"] == 0.0 and same["max"] == 0.0 and same["same_top"] == 1.0
+    ladder_rows = json.loads(invoke("report", out, "--models", ladder.fragment, "--table", "quant", "--format",
+                                    "json").stdout)["quant_ladder"]
+    assert {x["quant"]: (x["kld"] or {}).get("mean") for x in ladder_rows}["Q2_K"] == got["Q2_K"]["mean"]
