@@ -32,6 +32,7 @@ class Registered:
     reads_model_file: bool = True  # its class's, known without importing the runtime (tests/test_options.py)
     interrupts: str = ""  # the module of its interrupt handling (no runtime import), or none
     doctor: str = ""  # "module:function": gpus -> what `doctor` shows of it (no runtime import to call it)
+    quantizer: str = ""  # "module:function" writing a quant of a model file (`abricot-local quantize`), or none
 
 
 GROUP = "abricot_local.backends"  # other packages' backends: NAME = "module:REGISTERED" (a Registered)
@@ -39,7 +40,8 @@ SHIPPED = {
     "llama.cpp": Registered("abricot_local.backends.llama_cpp.backend:LlamaCppBackend",
                             "abricot_local.backends.llama_cpp.options:LlamaCppOptions",
                             interrupts="abricot_local.backends.llama_cpp.interrupts",
-                            doctor="abricot_local.backends.llama_cpp.system:doctor_facts"),
+                            doctor="abricot_local.backends.llama_cpp.system:doctor_facts",
+                            quantizer="abricot_local.backends.llama_cpp.quantize:quantize"),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
 }
@@ -156,3 +158,11 @@ def doctor_facts(gpus: dict) -> dict:
             out["advice"] += facts.pop("advice", [])
             out.update(facts)
     return out
+
+
+def quantizer(kind: str = DEFAULT_BACKEND) -> Callable:
+    """The function backend ``kind`` writes a quant of a model file with (its ``quantizer``)."""
+    r = _registered(kind)
+    if not r.quantizer:
+        raise UsageError(f"backend {kind!r} cannot quantize a model file")
+    return _load(r.quantizer)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.cli.app import cli
+from abricot_local.cli.app import cli, echo
 from abricot_local.errors import UsageError
 
 
@@ -25,7 +25,7 @@ def lm_eval(tasks_path: bool, model: str | None, lm_eval_args: tuple[str, ...]) 
     if tasks_path:
         from abricot_local.lm_eval.tasks import TASKS_PATH
 
-        click.echo(str(TASKS_PATH))
+        echo(str(TASKS_PATH))
         return
     if not model:
         raise UsageError("abricot-local lm-eval needs MODEL (a registry alias or a .gguf path), then --tasks NAME")

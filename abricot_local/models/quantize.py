@@ -115,7 +115,9 @@ def _check_disk(todo: list[str], params: int, folder: Path) -> None:
 
 def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int) -> str:
     """One rung through llama.cpp, into a temporary file renamed when whole; its fallbacks' line."""
-    from abricot_local.backends.llama_cpp.quantize import quantize
+    from abricot_local.backends import quantizer
+
+    quantize = quantizer()
 
     fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
     os.close(fd)
