@@ -399,3 +399,25 @@ def test_a_sample_holding_nan_or_infinity_in_a_tasks_field_is_not_written():
                          ({"t": {"u": [0.5, float("nan")]}}, "t.u[1] (nan)")):
         with pytest.raises(ResultsError, match=re.escape(f"{where} is not a finite number")):
             check_line(Sample(id="b", logprobs=(-1.0, -2.0), gold=1, pred=0, extra=extra), "x")
+
+
+def test_lm_eval_export_maps_a_protocol_and_a_prompt_variant_apart(tmp_path):
+    """issue 38 item 9: `abricot_abs@calamita` and `abricot_abs~calamita` (a --prompt-variant all run
+    under both protocols) both sanitize to `abricot_abs_calamita`; the export spells their separators out."""
+    from abricot_local.report.lm_eval_layout import task_names
+
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+               "--protocol", "all", "--prompt-variant", "all", "--limit", "2", "--n-ctx", "8192",
+               "--out", tmp_path / "run")
+    assert r.exit_code == 0, r.output
+    r = invoke("report", tmp_path / "run", "--format", "lm-eval", "-o", tmp_path / "lm")
+    assert r.exit_code == 0, r.output
+    (results,) = (tmp_path / "lm").glob("*/results_*.json")
+    aliases = {name: v["alias"] for name, v in json.loads(results.read_text())["results"].items()}
+    assert aliases["abricot_abs_at_calamita"] == "abricot_abs@calamita"
+    assert aliases["abricot_abs_v_calamita"] == "abricot_abs~calamita"
+    assert len(set(aliases.values())) == len(aliases) == len(list(results.parent.glob("samples_*.jsonl")))
+    assert task_names(["discotex", "abricot_abs@calamita"]) == {"discotex": "discotex",
+                                                                "abricot_abs@calamita": "abricot_abs_calamita"}
+    with pytest.raises(AbricotError, match="all become"):
+        task_names(["a_at_b", "a@b", "a_b"])

@@ -5,7 +5,8 @@
 ``samples_<task>_<date>.jsonl``, one line per item with lm-eval's fields (``doc_id``, ``doc``,
 ``target``, ``arguments``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``, the three hashes,
 ``acc``). Task names are sanitized as lm-eval's (``\\W`` -> ``_``: ``abricot@calamita`` ->
-``abricot_calamita``, the abricot-local key kept as its ``alias``); a metric's value is
+``abricot_calamita``; two keys that would share a name have their separators spelled out,
+``task_names``; the abricot-local key kept as its ``alias``); a metric's value is
 ``"<metric>,none"``, its stderr ``"N/A"`` (abricot-local records a bootstrap CI, kept in the task's
 ``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
 one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
@@ -35,6 +36,26 @@ def hash_string(text: str) -> str:
 def task_name(key: str) -> str:
     """lm-eval's ``sanitize_task_name``."""
     return re.sub(r"\W", "_", key)
+
+
+_SPELLED = {"@": "_at_", "~": "_v_"}  # a protocol's and a prompt variant's separators, spelled out
+
+
+def task_names(keys) -> dict[str, str]:
+    """Each task key's lm-eval name: ``task_name``, unless two keys would share it (``abricot_abs@calamita``
+    and ``abricot_abs~calamita`` of a ``--prompt-variant all`` run): then those keys' separators are spelled
+    out (``abricot_abs_at_calamita``, ``abricot_abs_v_calamita``), the key kept as the task's ``alias``."""
+    keys = list(keys)
+    plain = [task_name(k) for k in keys]
+    names = {}
+    for key, name in zip(keys, plain):
+        if plain.count(name) > 1:
+            name = re.sub(r"\W", lambda m: _SPELLED.get(m[0], f"_{ord(m[0]):x}_"), key)
+        names[key] = name
+    clash = [k for k in keys if list(names.values()).count(names[k]) > 1]
+    if clash:
+        raise ResultsError(f"tasks {', '.join(map(repr, clash))} all become {names[clash[0]]!r} in lm-eval's names")
+    return names
 
 
 def model_name_sanitized(name: str) -> str:
@@ -73,10 +94,9 @@ def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
     """(the results document, lm-eval task name -> its sample lines) of the run in ``folder``."""
     cfg = record.config_dict()
     results, configs, versions, shots, better, counts, samples, hashes = {}, {}, {}, {}, {}, {}, {}, {}
+    names = task_names(record.tasks)
     for key, entry in record.tasks.items():
-        name = task_name(key)
-        if name in results:
-            raise ResultsError(f"{folder}: tasks {key!r} and another both become {name!r} in lm-eval's names")
+        name = names[key]
         metrics = {"alias": key}
         ci95 = {}
         for metric, value, ci in entry.metric_items():
