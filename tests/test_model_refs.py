@@ -429,25 +429,25 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
         assert r.exit_code == 0, r.output
         return json.loads((out / "results.json").read_text())
 
-    run(gemma_path, tmp_path / "path")
-    want = (tmp_path / "path" / "samples-discotex.jsonl").read_bytes()
+    run(gemma_path, tmp_path / "runs" / "path")  # apart from the stores: a run takes only its own folder
+    want = (tmp_path / "runs" / "path" / "samples-discotex.jsonl").read_bytes()
     names = {"ollama": "ollama:gemma3:270m", "lmstudio": "lmstudio:lmstudio-community/gemma-3-270m-GGUF",
              "hf": "hf:ggml-org/gemma-3-270m-GGUF:Q4_K_M",
              "llama.cpp-cache": "ggml-org_gemma-3-270m-GGUF_gemma-3-270m-Q4_K_M"}
     for source, name in names.items():
-        doc = run(name, tmp_path / source)
-        assert (tmp_path / source / "samples-discotex.jsonl").read_bytes() == want, source
+        doc = run(name, tmp_path / "runs" / source)
+        assert (tmp_path / "runs" / source / "samples-discotex.jsonl").read_bytes() == want, source
         m = doc["model"]
         assert (m["source"], m["as_written"], m["sha256"]) == (source, name, GEMMA_SHA)
         assert m["source_facts"]["same_sha256_as"] == "gemma-3-270m"  # the registry entry it is, byte for byte
-        assert invoke("check", tmp_path / source, "--threads", 1).exit_code == 0, source
-        before = (tmp_path / source / "results.json").read_bytes()
+        assert invoke("check", tmp_path / "runs" / source, "--threads", 1).exit_code == 0, source
+        before = (tmp_path / "runs" / source / "results.json").read_bytes()
         r = invoke("run", name, "--tasks", "discotex", "--data-dir", data, "--limit", 1, "--threads", 1,
-                   "--out", tmp_path / source, "--resume")  # the same model found again, hashed afresh
+                   "--out", tmp_path / "runs" / source, "--resume")  # the same model found again, hashed afresh
         assert r.exit_code == 0 and "complete: nothing to score, nothing written" in r.output, r.output
-        assert (tmp_path / source / "results.json").read_bytes() == before
+        assert (tmp_path / "runs" / source / "results.json").read_bytes() == before
         assert doc["model"]["sha256_origin"] == "computed"
-    assert json.loads((tmp_path / "hf" / "results.json").read_text())["model"]["revision"] == COMMIT
+    assert json.loads((tmp_path / "runs" / "hf" / "results.json").read_text())["model"]["revision"] == COMMIT
 
     r = invoke("models", "--local")
     joined: dict[str, str] = {}  # a row's blocks (the table is split to fit 120 columns), joined by its name
@@ -462,8 +462,8 @@ def test_real_gemma_through_every_store(gemma_path, smollm2_path, home, tmp_path
     layers[0]["digest"] = f"sha256:{smol}"  # `ollama pull` moved the tag to another blob
     manifest.write_text(json.dumps({"schemaVersion": 2, "layers": layers}))
     r = invoke("run", "ollama:gemma3:270m", "--tasks", "discotex", "--data-dir", data, "--limit", 1,
-               "--out", tmp_path / "ollama", "--resume")
+               "--out", tmp_path / "runs" / "ollama", "--resume")
     assert r.exit_code != 0 and "its model file differs from the recorded run" in r.output, r.output
     (ollama / "blobs" / f"sha256-{GEMMA_SHA}").unlink()  # `ollama rm`: check finds the tag again, now another file
-    r = invoke("check", tmp_path / "ollama")
+    r = invoke("check", tmp_path / "runs" / "ollama")
     assert r.exit_code == 2 and f"but the run recorded {GEMMA_SHA}: not the same file" in r.output

@@ -105,12 +105,14 @@ class PairKld:
 def pairs(runs: Sequence[tuple[str, str]]) -> tuple[PairKld, ...]:
     """Over (label, folder) of finished runs: every run's KLD against another's model, per task."""
     from abricot_local.record import read_run
+    from abricot_local.record.io import RESULTS
 
-    models = {label: read_run(Path(folder)).model for label, folder in runs}
+    # a run folder's model; an lm-eval output (no results.json) keeps no kld.json and names no model file
+    models = {label: read_run(Path(folder)).model for label, folder in runs if (Path(folder) / RESULTS).is_file()}
     out = []
     for label, folder in runs:
         for ref_label, _ref_folder in runs:
-            if ref_label == label:
+            if ref_label == label or label not in models or ref_label not in models:
                 continue
             for task, s in sorted(kld_of(folder, models[ref_label]).items()):
                 out.append(PairKld(ref_label, label, task, s))
