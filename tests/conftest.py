@@ -182,3 +182,13 @@ def oracle_sample(task: str, s: dict) -> dict:
     lps = [-6.0] * len(s["logprobs"])
     lps[s["gold"]] = -0.01
     return {**s, "logprobs": lps, "pred": s["gold"], "pred_label": s.get("gold_label")}
+
+
+def require_lm_eval() -> None:
+    """lm-eval importable, else a skip with its install line (with CI=true: the ImportError)."""
+    try:
+        import lm_eval  # noqa: F401
+    except ModuleNotFoundError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip('lm-eval is not installed (pip install "abricot-local[test]")')

@@ -21,6 +21,7 @@ import pytest  # noqa: E402
 
 from abricot_local.core import cached_prefix  # noqa: E402
 from abricot_local.record import read_samples  # noqa: E402
+from conftest import require_lm_eval as _lm_eval  # noqa: E402
 
 pytestmark = pytest.mark.real
 
@@ -33,15 +34,6 @@ PUBLISHED = {"abricot_abs_paper": ("abricot_abs", "paper", 3), "abricot_inc_pape
              "abricot_abs_calamita": ("abricot_abs", "calamita", 0),
              "abricot_inc_calamita": ("abricot_inc", "calamita", 0),
              "discotex_card": ("discotex", "card", 2), "discotex_itabench": ("discotex", "ita-bench", 2)}
-
-
-def _lm_eval():
-    try:
-        import lm_eval  # noqa: F401
-    except ModuleNotFoundError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip('lm-eval is not installed (pip install "abricot-local[test]")')
 
 
 @pytest.fixture(scope="module")

@@ -32,17 +32,9 @@ from abricot_local.backends.options import ScoringOptions  # noqa: E402
 from abricot_local.backends.fake import BOS, FakeBackend, FakeSession  # noqa: E402
 from abricot_local.core import Request, log_softmax  # noqa: E402
 from abricot_local.errors import ContextOverflowError, UsageError  # noqa: E402
+from conftest import require_lm_eval as _lm_eval  # noqa: E402
 
 TASKS = Path(__file__).resolve().parent / "lm_eval_tasks"
-
-
-def _lm_eval():
-    try:
-        import lm_eval  # noqa: F401
-    except ModuleNotFoundError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip('lm-eval is not installed (pip install "abricot-local[test]")')
 
 
 # -- an independent oracle for the fake model -----------------------------------------------------

@@ -26,19 +26,10 @@ from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
 from abricot_local.errors import ResultsError  # noqa: E402
-from conftest import isolated_env  # noqa: E402
+from conftest import isolated_env, require_lm_eval as _lm_eval  # noqa: E402
 
 TASKS = Path(__file__).resolve().parent / "lm_eval_tasks"
 N = 3
-
-
-def _lm_eval():
-    try:
-        import lm_eval  # noqa: F401
-    except ModuleNotFoundError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip('lm-eval is not installed (pip install "abricot-local[test]")')
 
 
 def _invoke(*args) -> str:
