@@ -111,6 +111,17 @@ def llama_formula(stored: np.ndarray, n_vocab: int, rung_row: np.ndarray) -> tup
     return kl, int(np.argmax(q)) == int(np.argmax(plb))
 
 
+def own_tokens(model: str, text: Path) -> list[int]:
+    from abricot_local.backends.llama_cpp.options import LlamaCppOptions
+    from abricot_local.backends.llama_cpp.session import LlamaSession
+
+    s = LlamaSession(Path(model), LlamaCppOptions(vocab_only=True))
+    try:
+        return s.tokenize(text.read_text(encoding="utf-8"))
+    finally:
+        s.close()
+
+
 def abricot_side(a, ref: str, rung: str, n_ctx: int, n_vocab: int, tokens: np.ndarray, rows: np.ndarray):
     from abricot_local.analysis.kld import summarise
     from abricot_local.backends.kld import kl_row
@@ -168,6 +179,8 @@ def main() -> None:
         t_base, _ = perplexity(a, a.ref, text, base, kld=False)
         base_mb = base.stat().st_size / 1e6
         n_ctx, n_vocab, tokens, rows = read_base(base)
+        same = own_tokens(a.ref, text) [:tokens.size] == tokens.ravel().tolist()
+        print(f"abricot-local's tokenizer gives llama-perplexity's tokens: {'yes' if same else 'NO'}")
         print(f"text: first {a.items} DISCOTEX contexts, {text.stat().st_size} bytes; {len(tokens)} chunks of "
               f"{n_ctx} tokens, {len(tokens) * (n_ctx - 1 - n_ctx // 2)} scored tokens; vocabulary {n_vocab}")
         print(f"llama-perplexity base pass ({Path(a.ref).name}): {t_base:.1f} s, base file {base_mb:.1f} MB")
