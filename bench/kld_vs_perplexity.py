@@ -17,11 +17,11 @@ project's own :func:`abricot_local.backends.kld.kl_row` (float64, every vocabula
 llama-perplexity's own formula (dequantized 16-bit base, terms below -16 nats dropped) to the
 rung's rows from this same process: it isolates what the base file's storage changes.
 
-    python bench/kld_vs_perplexity.py --perplexity /work/lp-build/bin/llama-perplexity \\
-        --ref /tmp/quant-ladder/rungs/gemma-3-270m-from-q4_k_m-f16.gguf \\
-        --rung /tmp/quant-ladder/rungs/gemma-3-270m-from-q4_k_m-q8_0.gguf \\
-        --rung /tmp/quant-ladder/rungs/gemma-3-270m-from-q4_k_m-q2_k.gguf \\
-        --data-dir ../shared/data/discotex --items 12 --chunks 4 -c 512 --threads 2
+    python bench/kld_vs_perplexity.py --perplexity BUILD/bin/llama-perplexity \\
+        --ref rungs/gemma-3-270m-from-q4_k_m-f16.gguf \\
+        --rung rungs/gemma-3-270m-from-q4_k_m-q8_0.gguf \\
+        --rung rungs/gemma-3-270m-from-q4_k_m-q2_k.gguf \\
+        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ def main() -> None:
             lp = parse_stats(out)
             t_ab, st, st_l, ours, theirs = abricot_side(a, a.ref, rung, n_ctx, n_vocab, tokens, rows)
             print(f"\n### {Path(a.ref).name} -> {Path(rung).name}\n")
-            print("| statistic | llama-perplexity | abricot-local kl_row | llama formula, same rows | abs diff lp vs ours |")
+            print("| statistic | llama-perplexity | abricot-local kl_row | llama formula, same rows "
+                  "| abs diff lp vs ours |")
             print("|---|---|---|---|---|")
             for key, ours_v, rep_v in (("mean", st.mean, st_l.mean), ("median", st.median, st_l.median),
                                        ("p99", st.p99, st_l.p99), ("p99_9", st.p99_9, st_l.p99_9),
