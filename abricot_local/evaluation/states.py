@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
-from abricot_local.evaluation.results import FAILED, LOCK, MARKERS, RUNNING, items_text, saved_counts
+from abricot_local.evaluation.owned import FAILED, LOCK, MARKERS, RUNNING
+from abricot_local.evaluation.results import items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 
 
