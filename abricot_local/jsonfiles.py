@@ -1,6 +1,6 @@
 """JSON files on disk: atomic writes with the umask's mode, JSON read safely from what other
 tools and earlier runs left (:func:`loads`, :func:`read_json`), and JSON-lines reading that
-survives a torn last line. No knowledge of what the files hold (record/ and evaluation/results.py have it).
+survives a torn last line. No knowledge of what the files hold (record/ and run/results.py have it).
 
 Whatever a file holds, reading it is one line or a value: text that is not UTF-8 names the
 byte and its offset; nesting deeper than :data:`MAX_DEPTH` and an integer longer than

@@ -1,5 +1,5 @@
 """Characters per token of each tokenizer family on the tasks' own text: over every task's text, the
-table ``abricot_local/planner/chars_per_token.py`` holds; on one task's text, what the task declares
+table ``abricot_local/run/chars_per_token.py`` holds; on one task's text, what the task declares
 (its ``chars_per_token``). ``run --dry-run`` estimates the tokens of a model that is not on this
 machine from them.
 
@@ -31,7 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from abricot_local.evaluation.planning import prepare  # noqa: E402
+from abricot_local.run.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -92,14 +92,14 @@ def main() -> None:
     overall = {family: (n_vocab, ratios["*"]) for family, (n_vocab, ratios) in table.items()}
     own = {task: {family: ratios[task] for family, (_, ratios) in table.items()}
            for task in next(iter(table.values()))[1] if task != "*"}
-    print("MEASURED = {  # abricot_local/planner/chars_per_token.py")
+    print("MEASURED = {  # abricot_local/run/chars_per_token.py")
     for family, (n_vocab, value) in overall.items():
         print(f"    \"{family}\": ({n_vocab}, {value}),")
     print("}")
     for task, ratios in own.items():
         print(f"{task}: chars_per_token = {json.dumps(ratios)}  # the task's own declaration")
     if args.check:
-        from abricot_local.planner.chars_per_token import MEASURED
+        from abricot_local.run.chars_per_token import MEASURED
         from abricot_local.tasks import task_class
 
         declared = {task: dict(task_class(task).chars_per_token) for task in own}

@@ -5,7 +5,7 @@
 
 For each model named (a registry alias whose file is here and which is calibrated on this machine),
 and each other calibrated model with the same settings as the reference: the 512-token prompt time
-`run --dry-run` predicts by scaling the reference's calibration (planner/calibration.speed_for) with
+`run --dry-run` predicts by scaling the reference's calibration (run/calibration.speed_for) with
 the facts of the file's GGUF header (the file is here) and with the facts its registry entry gives
 (before the download: the width estimated from the parameter count), each with its stated band,
 against the model's own calibration (the truth here). Nothing is run: calibrations.json is read.
@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from abricot_local.models.ref import local_file, lookup_alias  # noqa: E402
-from abricot_local.planner import calibration  # noqa: E402
-from abricot_local.planner.chars_per_token import ratio  # noqa: E402
-from abricot_local.planner.cost import Work, estimated_facts, gguf_facts, parse_params, widened  # noqa: E402
+from abricot_local.run import calibration  # noqa: E402
+from abricot_local.run.chars_per_token import ratio  # noqa: E402
+from abricot_local.run.cost import Work, estimated_facts, gguf_facts, parse_params, widened  # noqa: E402
 
 PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)  # one 512-token prompt from position 0, one output row
 

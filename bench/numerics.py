@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.analysis import compare as cmp  # noqa: E402
 from abricot_local.analysis import views  # noqa: E402
 from abricot_local.record import kernel_path  # noqa: E402
-from abricot_local.evaluation import planning, runner  # noqa: E402
+from abricot_local.run import planning, runner  # noqa: E402
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
 from abricot_local.models.given import Given  # noqa: E402
 from abricot_local.record import read_run  # noqa: E402

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.models.given import Given  # noqa: E402
 from abricot_local.models.ref import open_model  # noqa: E402
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
-from abricot_local.evaluation.planning import prepare  # noqa: E402
+from abricot_local.run.planning import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -99,11 +99,11 @@ def open_llama(model, **options):
 
 def engine_work(backend, items, options):
     """The session.Counters (decode calls, tokens) of scoring ``items`` with ``options.engine``,
-    in the runner's order and chunks: ``abricot_local.planner.cost``'s count (the engine's own
+    in the runner's order and chunks: ``abricot_local.run.cost``'s count (the engine's own
     class over a session that decodes nothing), the one `run --dry-run` makes. ``backend``
     only tokenizes (a vocab-only LlamaCppBackend is enough)."""
     from abricot_local.backends.session import Counters
-    from abricot_local.planner.cost import count_work
+    from abricot_local.run.cost import count_work
 
     work = count_work(items, backend.schedule, options, exact=True, basis="the model's tokenizer")
     return Counters(decode_calls=work.calls, tokens=work.tokens)

@@ -18,9 +18,8 @@ PKG = Path(__file__).resolve().parents[1] / "abricot_local"
 LAYERS = (
     ("cli",),
     ("api",),
-    ("console",),
-    ("planner",),
-    ("evaluation", "lm_eval"),
+    ("console", "lm_eval"),
+    ("run",),
     ("report",),
     ("analysis",),
     ("tasks",),
@@ -31,7 +30,7 @@ LAYERS = (
 )
 TOP_LEVEL_MAX = 12
 LINES_MAX = 400
-SHARED = ("api", "evaluation", "planner", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
+SHARED = ("api", "run", "analysis", "report", "cli", "console", "record", "tasks/catalog.py",
           "metrics.py", "jsonfiles.py")
 NOT_SHARED = ("report/html.py",)  # its page data's key "prefix" is not the engine (unchecked before the packages)
 LLAMA_CPP_IMPORTERS = {f"abricot_local.backends.llama_cpp.{m}" for m in ("backend", "session", "system", "rpc", "quantize")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from abricot_local.planner.chars_per_token import MEASURED, ratio
+from abricot_local.run.chars_per_token import MEASURED, ratio
 from abricot_local.tasks import all_task_names, task_class
 from abricot_local.tasks.base import Task
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis import views as rv
-from abricot_local.evaluation import planning, runner
+from abricot_local.run import planning, runner
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli

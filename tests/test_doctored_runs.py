@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import jsonfiles
-from abricot_local.evaluation import results
+from abricot_local.run import results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
 from abricot_local.record import Sample, check_line, read_samples
@@ -266,7 +266,7 @@ def test_no_temp_file_survives_a_signal_in_the_final_write_and_a_resume(made, tm
 # -- item 10: check on a folder that a run is still writing ------------------------------------
 def test_check_on_a_folder_being_written_says_so(made, tmp_path, monkeypatch):
     from abricot_local.backends.fake import FakeBackend
-    from abricot_local.evaluation.check import check_run
+    from abricot_local.run.check import check_run
 
     out = tmp_path / "o"
     real = FakeBackend.score_many

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.models.given import Given
-from abricot_local.planner import calibration
+from abricot_local.run import calibration
 from abricot_local.backends.fake import FakeBackend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.planner.cost import Measured, ModelFacts, count_work, text_tokenizer
+from abricot_local.run.cost import Measured, ModelFacts, count_work, text_tokenizer
 from conftest import FIXTURE
 
 RATE = dict(token_s=1e-3, call_s=1e-2, row_s=2e-3, load_s=1.5)
@@ -59,7 +59,7 @@ def tree(root: Path) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("engine", ["prefix", "naive", "batched"])
 def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, tmp_path):
-    from abricot_local.evaluation import planning, runner
+    from abricot_local.run import planning, runner
     from abricot_local.backends import backend_options
     from abricot_local.tasks.base import TaskOptions
 
@@ -201,7 +201,7 @@ def test_a_speed_scaled_from_gemma_agrees_with_what_bench_scale_measured_at_that
     1B, 3B and 7B shapes predicts their measured time per token within the error bar the dry run
     shows (a 12x overshoot: a busy machine's calibration, and FLOPs scaled without the width's
     efficiency: 1.9x). ``registry``: the model not here, known by its parameter count alone."""
-    from abricot_local.planner.cost import SCALED_ERROR, Work, estimated_facts, speed_from
+    from abricot_local.run.cost import SCALED_ERROR, Work, estimated_facts, speed_from
 
     rows = bench_scale_rows()
     g, r = rows["Gemma 3 270M"], rows[shape]
@@ -236,8 +236,8 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
     on the same items through the same engine: within 10% (figures printed)."""
     from abricot_local.backends.base import schedule
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.planner.chars_per_token import ratio
-    from abricot_local.evaluation.planning import prepare
+    from abricot_local.run.chars_per_token import ratio
+    from abricot_local.run.planning import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
@@ -337,7 +337,7 @@ def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
 
 
 def test_a_calibration_on_a_busy_machine_says_so(monkeypatch):
-    from abricot_local.planner import dry_run
+    from abricot_local.run import dry_run
 
     monkeypatch.setattr("os.getloadavg", lambda: (8.3, 7.0, 6.0))
     monkeypatch.setattr("os.cpu_count", lambda: 2)

@@ -4,7 +4,7 @@ small models; from a GGUF header, the scaled error alone."""
 
 from __future__ import annotations
 
-from abricot_local.planner.cost import (ESTIMATED_WIDTH, HEADER_BASIS, SCALED_ERROR, Measured, ModelFacts, Work,
+from abricot_local.run.cost import (ESTIMATED_WIDTH, HEADER_BASIS, SCALED_ERROR, Measured, ModelFacts, Work,
                                         estimated_facts, speed_from, widened)
 
 PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import jsonfiles
-from abricot_local.evaluation import results, runner, states
+from abricot_local.run import results, runner, states
 from abricot_local.cli import cli
 from invented_data import write_discotex
 

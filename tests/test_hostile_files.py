@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.planner import calibration
+from abricot_local.run import calibration
 from abricot_local.models import ref as modelref
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError, ResultsError, UnknownModelError
 from abricot_local.jsonfiles import MAX_DEPTH
-from abricot_local.planner.cost import Measured
+from abricot_local.run.cost import Measured
 from conftest import FIXTURE
 
 GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)  # a valid header: no tensors, no keys

@@ -159,7 +159,7 @@ def test_compare_refuses_a_negative_seed_an_infinite_margin_and_a_nan_tolerance(
 
 
 def test_ctrl_c_during_check_exits_130(two_tasks, monkeypatch):
-    from abricot_local.evaluation import check
+    from abricot_local.run import check
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt

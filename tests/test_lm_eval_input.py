@@ -210,7 +210,7 @@ def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, 
     r = CliRunner().invoke(cli, ["report", str(lm_dir), str(run_dir), "--format", "lm-eval", "-o", str(tmp_path / "x")])
     assert r.exit_code != 0 and "is an lm-eval output already" in r.output and not (tmp_path / "x").exists()
     with pytest.raises(ResultsError, match="is an lm-eval output: check re-scores"):
-        from abricot_local.evaluation.check import check_run
+        from abricot_local.run.check import check_run
 
         check_run(lm_dir)
 

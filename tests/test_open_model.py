@@ -8,7 +8,7 @@ import pytest
 
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
-from abricot_local.evaluation import planning, runner
+from abricot_local.run import planning, runner
 from abricot_local.models.given import Given
 from abricot_local.models.ref import open_model
 from abricot_local.tasks.base import TaskOptions

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.evaluation import results
+from abricot_local.run import results
 from abricot_local.names import path_part
 from conftest import fail_after
 
@@ -284,7 +284,7 @@ def test_the_printed_resume_command_is_shell_quoted(tmp_path, monkeypatch, base,
 
 def test_the_apis_resume_hint_is_a_python_literal(tmp_path, monkeypatch, discotex_dir):
     import abricot_local as al
-    from abricot_local.evaluation.session import Interrupted
+    from abricot_local.run.session import Interrupted
 
     folder = str(tmp_path / "it's $(touch x) \"run\"")
     fail_after(monkeypatch, 2, KeyboardInterrupt)

@@ -19,7 +19,7 @@ from abricot_local.analysis import prompts as P
 from abricot_local.analysis.runs import labelled, load_run
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, TaskError, UsageError
-from abricot_local.evaluation.planning import instances
+from abricot_local.run.planning import instances
 from abricot_local.tasks import make_task, split_key
 from abricot_local.tasks.base import Task, TaskOptions
 from abricot_local.tasks.uses import normal, refuse_unused, several
@@ -141,8 +141,8 @@ def test_resume_and_shards_give_the_same_samples(made, tmp_path, monkeypatch, di
     from dataclasses import replace
 
     from abricot_local.backends.options import ScoringOptions
-    from abricot_local.evaluation import planning, runner
-    from abricot_local.evaluation.merge import merge
+    from abricot_local.run import planning, runner
+    from abricot_local.run.merge import merge
     from abricot_local.models.given import Given
 
     plan = planning.plan_run(model="fake", given=Given.of(ScoringOptions(n_ctx=8192), backend="fake"),

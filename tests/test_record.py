@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from abricot_local import record as rec
 from abricot_local.cli import cli
-from abricot_local.evaluation.check import check_run
+from abricot_local.run.check import check_run
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.record import docs
 from conftest import FIXTURE

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from abricot_local.evaluation.check import check_run
+from abricot_local.run.check import check_run
 from abricot_local.record import read_run
 
 REFERENCE = Path(__file__).resolve().parent / "reference"

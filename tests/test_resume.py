@@ -11,7 +11,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.evaluation import results
+from abricot_local.run import results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
 from conftest import fail_after

@@ -15,7 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.evaluation import results, runner, states
+from abricot_local.run import results, runner, states
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError
 from conftest import fail_after
@@ -87,7 +87,7 @@ def interrupt(*_args, **_kw):
 def test_an_interrupt_before_anything_is_written_offers_no_resume(tmp_path, data, monkeypatch):
     """Ctrl-C while planning (hashing the model) or loading: exit 130, and no resume command for
     a folder that was never written."""
-    from abricot_local.evaluation import planning
+    from abricot_local.run import planning
 
     for module, name in ((planning, "plan_run"), (runner, "open_plan_backend")):
         with monkeypatch.context() as m:

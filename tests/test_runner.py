@@ -9,12 +9,12 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from abricot_local.models.given import Given
-from abricot_local.evaluation import planning, runner
+from abricot_local.run import planning, runner
 from abricot_local import tasks
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
-from abricot_local.evaluation.results import OutputDir
+from abricot_local.run.results import OutputDir
 from abricot_local.record import read_samples
 from abricot_local.tasks.base import CONTRACT, DataSpec, Item, Task, TaskOptions
 from conftest import FIXTURE

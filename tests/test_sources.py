@@ -49,7 +49,7 @@ def test_the_synthetic_source_has_no_file():
     assert src.where_text(spec) == "(synthetic: no file)"
 
 
-@pytest.mark.parametrize("module", ["models/ref.py", "planner/dry_run.py", "models/doctor.py", "cli/models.py",
+@pytest.mark.parametrize("module", ["models/ref.py", "run/dry_run.py", "models/doctor.py", "cli/models.py",
                                     "models/local.py", "models/registry.py", "models/hub.py"])
 def test_those_who_ask_a_source_name_none(module):
     for node in ast.walk(ast.parse((PKG / module).read_text(encoding="utf-8"))):

@@ -1,7 +1,7 @@
 """The full-vocabulary KL divergence of a rung against its reference, as llama-perplexity
 --kl-divergence reports it: mean with its 95% CI, median, 99th and 99.9th percentiles, max, and
 the share of tokens whose top token is the same (:class:`KldStats`, from per-token values by
-:func:`summarise`). ``abricot-local kld`` (evaluation/kld.py) measures it and keeps it in the
+:func:`summarise`). ``abricot-local kld`` (run/kld.py) measures it and keeps it in the
 rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (its SHA-256:
 :func:`model_key`);
 :func:`kld_of` reads it back for the ladder, ``compare`` and the API. Not to be confused with the

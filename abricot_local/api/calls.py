@@ -1,6 +1,6 @@
 """The Python API's calls, each the path its command takes: ``evaluate`` is `run` (the same plan,
-lock, checkpoint, resume, record and refusals: evaluation/session.py), ``plan`` is `run --dry-run`
-(planner/dry_run.py), ``compare`` is `compare` (analysis/compare.py), ``load_run``/``load_runs`` read
+lock, checkpoint, resume, record and refusals: run/session.py), ``plan`` is `run --dry-run`
+(run/dry_run.py), ``compare`` is `compare` (analysis/compare.py), ``load_run``/``load_runs`` read
 finished runs (record/). Nothing prints: progress is a tqdm.auto bar (none with progress=False),
 what a run says is a Python warning (AbricotWarning), a failure an AbricotError."""
 
@@ -40,9 +40,9 @@ def _models(model) -> list[str]:
 
 
 def _request(model, tasks, protocol, options: dict, *, quants, **selection):
-    """The evaluation.request.RunRequest of the API's arguments (``quants``: a text or a list of the
+    """The run.request.RunRequest of the API's arguments (``quants``: a text or a list of the
     registry's quant names, as `run --quants`), refused as `run` refuses them."""
-    from abricot_local.evaluation.request import request_of
+    from abricot_local.run.request import request_of
 
     if quants is not None and not isinstance(quants, str):
         quants = ",".join(quants)
@@ -67,7 +67,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     (`run --quants`). Returns the Run
     (a sweep: a list of Runs). Ctrl-C leaves the run INTERRUPTED: the same call with
     ``resume=True`` (and its ``out``) continues it."""
-    from abricot_local.evaluation import session
+    from abricot_local.run import session
 
     check_call(evaluate, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
@@ -99,9 +99,9 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
-    plan (planner.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
+    plan (run.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
     nothing scored, written or downloaded."""
-    from abricot_local.planner import dry_run
+    from abricot_local.run import dry_run
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)

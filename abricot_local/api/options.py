@@ -30,7 +30,7 @@ def valid_options() -> list[str]:
 
 
 def run_kw(tasks, protocol: str | None, options: dict) -> dict:
-    """``run``'s option values (evaluation.arguments' ``kw``) from the API's: an unknown name is
+    """``run``'s option values (run.arguments' ``kw``) from the API's: an unknown name is
     refused with the valid ones; ``data`` may be {task: path}, "task=path", or a list of "task=path"
     and (task, path); ``prompt_variant`` a list. Types are checked before (api/arguments.py)."""
     from abricot_local.backends import DEFAULT_BACKEND, option_specs

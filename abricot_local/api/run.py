@@ -148,7 +148,7 @@ def load_runs(folder: str | Path) -> list[Run]:
     check_call(load_runs, locals())
 
     from abricot_local.api.options import AbricotWarning
-    from abricot_local.evaluation.states import find_runs
+    from abricot_local.run.states import find_runs
 
     states = find_runs((str(folder),))
     if not states:

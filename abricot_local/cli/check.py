@@ -9,7 +9,7 @@ import click
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import recheck_options
 from abricot_local.cli.progress import progress as make_progress
-from abricot_local.evaluation.arguments import backend_values
+from abricot_local.run.arguments import backend_values
 
 
 @cli.command()
@@ -17,7 +17,7 @@ from abricot_local.evaluation.arguments import backend_values
 @click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
 def merge(shards: tuple[str, ...], out: str) -> None:
     """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
-    from abricot_local.evaluation.merge import merge as join
+    from abricot_local.run.merge import merge as join
 
     path = join(list(shards), out)
     echo(f"merged {len(shards)} shard(s) into {path}")
@@ -44,7 +44,7 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     On another kernel path than the recorded one (another build, CPU features or devices: it is
     said first) the numbers may move: the run is re-scored and compared item by item (compare's
     verdict), and the check fails only when the verdict is `different`, or with --exact."""
-    from abricot_local.evaluation.check import check_run, report_json
+    from abricot_local.run.check import check_run, report_json
     from abricot_local.console.listings import check_text
 
     progress, close = make_progress()

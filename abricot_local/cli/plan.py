@@ -11,11 +11,11 @@ from abricot_local.cli.app import echo
 
 
 def show(request, *, as_json: bool, calibrate: bool) -> None:
-    """The whole plan of ``request`` (an evaluation.request.RunRequest) on stdout; nothing run,
+    """The whole plan of ``request`` (an run.request.RunRequest) on stdout; nothing run,
     written (but a calibration's cache entry) or downloaded. A model that cannot be planned is an
     error for one model, a row in a sweep."""
     from abricot_local.console.plan import full
-    from abricot_local.planner import dry_run
+    from abricot_local.run import dry_run
 
     plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1,
                            notify=lambda line: echo(line, err=True))
@@ -32,7 +32,7 @@ def announce(run_plan, backend, folder=None) -> None:
     cannot be counted gets no line: the run says what is wrong with it. The plan only informs:
     whatever goes wrong making it is one line, and the run goes on."""
     from abricot_local.console.plan import brief
-    from abricot_local.planner import dry_run
+    from abricot_local.run import dry_run
 
     try:
         plan = dry_run.of_run(run_plan, backend, folder)

@@ -7,7 +7,7 @@ import click
 
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import models_file_option, recheck_options
-from abricot_local.evaluation.arguments import backend_values
+from abricot_local.run.arguments import backend_values
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -55,7 +55,7 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     the result is kept in each RUN's folder (kld.json) for `report` and `compare`."""
     import json
 
-    from abricot_local.evaluation.kld import kld_runs
+    from abricot_local.run.kld import kld_runs
 
     progress, close = make_progress()
     try:

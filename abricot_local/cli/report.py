@@ -13,7 +13,7 @@ from abricot_local.errors import UsageError
 
 
 def _run_states(paths: tuple[str, ...]):
-    from abricot_local.evaluation.states import find_runs
+    from abricot_local.run.states import find_runs
 
     if not paths and not Path("results").is_dir():
         raise UsageError("no results/ folder here (runs write there by default); give the run folders or a folder of runs")
@@ -26,7 +26,7 @@ def runs_(folders: tuple[str, ...]) -> None:
     """List the run folders in DIR (default results/, searched recursively): complete, running,
     interrupted or stopped (N of M items saved; --resume continues), failed (with the error)."""
     from abricot_local.console.listings import runs_text
-    from abricot_local.evaluation.states import find_runs
+    from abricot_local.run.states import find_runs
 
     default = Path("results")
     states = find_runs(folders or (str(default),)) if folders or default.is_dir() else []  # one given must exist
@@ -109,7 +109,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     else:
         text = rep.render(doc, fmt, table=which, metrics=patterns)
     if output:
-        from abricot_local.evaluation.results import atomic_write
+        from abricot_local.run.results import atomic_write
 
         atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
         echo(f"wrote {output}", err=True)

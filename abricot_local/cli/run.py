@@ -45,7 +45,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
     from abricot_local.cli.plan import show
-    from abricot_local.evaluation.request import request_of
+    from abricot_local.run.request import request_of
 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
@@ -62,12 +62,12 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
 
 def run_one(request, model: str, out_dir: Path | None, resume: bool):
-    """One model of ``request`` (evaluation.session.run_model: plan, load, score, write); the summary and the
+    """One model of ``request`` (run.session.run_model: plan, load, score, write); the summary and the
     published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
     it with exit code 130."""
     from abricot_local import console
     from abricot_local.cli.plan import announce
-    from abricot_local.evaluation import session
+    from abricot_local.run import session
 
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
@@ -109,9 +109,9 @@ def _exit_interrupted(message: str) -> None:
 
 
 def sweep(request) -> None:
-    """The request's models one after another, each into <sweep root>/<model>/ (evaluation.session.sweep);
+    """The request's models one after another, each into <sweep root>/<model>/ (run.session.sweep);
     then the comparison table and the pairwise verdicts; failures reported at the end."""
-    from abricot_local.evaluation import session
+    from abricot_local.run import session
     from abricot_local.report import tables as rep
     from abricot_local.models.registry import load_registry
 

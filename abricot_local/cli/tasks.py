@@ -6,7 +6,7 @@ import click
 
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import data_options
-from abricot_local.evaluation.arguments import data_pairs
+from abricot_local.run.arguments import data_pairs
 
 
 @cli.command()
@@ -36,7 +36,7 @@ def data() -> None:
 def data_pull(task: str | None, tests: bool) -> None:
     """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
     from abricot_local.errors import UsageError
-    from abricot_local.evaluation import runner
+    from abricot_local.run import runner
 
     if bool(task) == tests:
         raise UsageError("data pull: give a TASK (`abricot-local tasks` lists them) or --tests, not both"

@@ -245,7 +245,7 @@ class Task(ABC):
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
     # characters per token of the items' text (prompts as scored) per tokenizer family, measured
     # (bench/chars_per_token.py): how `run --dry-run` estimates the tokens of a model that is not here;
-    # a family not declared: the family's ratio over every task's text (planner/chars_per_token.py)
+    # a family not declared: the family's ratio over every task's text (run/chars_per_token.py)
     chars_per_token: dict[str, float] = {}
     data: DataSpec
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from abricot_local.record import kernel_path
 from abricot_local.errors import ResultsError
-from abricot_local.evaluation.planning import Shard
+from abricot_local.run.planning import Shard
 from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
-from abricot_local.evaluation.results import OutputDir
+from abricot_local.run.results import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
 SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
@@ -94,7 +94,7 @@ def interleave(parts: list[list[Sample]]) -> list[Sample]:
 def merge(folders: list[str | Path], out: str | Path) -> Path:
     """Write the merged run into ``out``; returns its results.json."""
     from abricot_local.analysis import baselines
-    from abricot_local.evaluation.runner import as_json, data_warnings, metric_warnings
+    from abricot_local.run.runner import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

@@ -1,6 +1,6 @@
 """A run as asked for, typed: built once from the command line's or the API's values (``kw``: the
-option values by name, evaluation.arguments) with `run`'s first refusals, and what every door then
-passes on (session.run_model, planner.dry_run.plan_of). No printing."""
+option values by name, run.arguments) with `run`'s first refusals, and what every door then
+passes on (session.run_model, run.dry_run.plan_of). No printing."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abricot_local.evaluation.arguments import check_counts, given_opts, limit_caution, margin_of, task_opts
+from abricot_local.run.arguments import check_counts, given_opts, limit_caution, margin_of, task_opts
 from abricot_local.errors import UsageError
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
-    from abricot_local.evaluation.planning import Shard
+    from abricot_local.run.planning import Shard
     from abricot_local.models.given import Given
     from abricot_local.tasks.base import TaskOptions
 
@@ -68,7 +68,7 @@ def request_of(models, kw: dict, *, limit: int | None = None, sample: int | None
         raise UsageError("no model given")
     if len(models) == 1:  # a name nothing knows: refused before the plan, the data or the model loads
         require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    from abricot_local.evaluation.planning import Shard
+    from abricot_local.run.planning import Shard
 
     return RunRequest(models, given_opts(kw), kw["tasks"], task_opts(kw), limit, sample, Shard.parse(shard),
                       Path(out) if out else None, resume, force, kw["models_file"], tuple(kw["model_dirs"]),

@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.planner import calibration
+from abricot_local.run import calibration
 from abricot_local import memory
 from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.cache import is_offline
-from abricot_local.planner.chars_per_token import ratio
+from abricot_local.run.chars_per_token import ratio
 from abricot_local.errors import AbricotError, MissingDataError, ModelError
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
@@ -31,9 +31,9 @@ from abricot_local.models.given import Given
 from abricot_local.models.ref import (ModelRef, before_download, hub_download, local_file, lookup_alias,
                                       resolve_model_ref)
 from abricot_local.models.sources import Pending as Download, offline_refusal, source_of
-from abricot_local.planner.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+from abricot_local.run.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
                                      gguf_facts, parse_params, text_tokenizer, with_items)
-from abricot_local.evaluation.planning import TaskRun, instances, prepare, registry_reproduces
+from abricot_local.run.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks.uses import refuse_unknown_variants, refuse_unused
@@ -263,7 +263,7 @@ def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, not
 def _counted_by(be, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with an open backend's own schedule (the run's: what it counts here,
     it scores without tokenizing again)."""
-    from abricot_local.evaluation.runner import apply_chat
+    from abricot_local.run.runner import apply_chat
 
     runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
     return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat, notify) for t in tasks]
@@ -273,7 +273,7 @@ def of_run(run_plan, backend, folder: Path | None = None) -> DryRun:
     """The plan of a run about to score (a RunPlan, its model open as ``backend``): its own items counted
     with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s first lines).
     ``folder`` (a --resume): the items it holds are left out, the work and time of those left in proportion."""
-    from abricot_local.evaluation.results import saved_counts
+    from abricot_local.run.results import saved_counts
 
     ref, opts, cls = run_plan.model, run_plan.backend_options, backend_class(run_plan.backend)
     plans = _counted_by(backend, opts, [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs],
@@ -392,7 +392,7 @@ def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
             notify: Callable[[str], None] | None = None) -> DryRun:
     """:func:`plan` of a run as `run` and ``abricot_local.evaluate`` ask for it (an
-    evaluation.request.RunRequest)."""
+    run.request.RunRequest)."""
     r = request
     return plan(r.models, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
                 sample=r.sample, shard=r.shard, models_file=r.models_file, model_dirs=r.model_dirs, calibrate=calibrate,

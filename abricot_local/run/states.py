@@ -1,4 +1,4 @@
-"""Run folders and their states, read from what the output folder shows (evaluation/results.py
+"""Run folders and their states, read from what the output folder shows (run/results.py
 writes it): complete (results.json), running (a RUNNING file and a live lock), stopped (RUNNING,
 no process holds the lock), interrupted, failed; :func:`find_runs` lists them (``runs``,
 ``report``), :func:`unfinished` says why a folder holds no finished run (``check``)."""
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
-from abricot_local.evaluation.owned import FAILED, LOCK, MARKERS, RUNNING
-from abricot_local.evaluation.results import items_text, saved_counts
+from abricot_local.run.owned import FAILED, LOCK, MARKERS, RUNNING
+from abricot_local.run.results import items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 
 

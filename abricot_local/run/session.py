@@ -40,18 +40,18 @@ class Hooks:
 
 @dataclass(frozen=True)
 class Done:
-    plan: object  # evaluation.planning.RunPlan
-    outcome: object  # evaluation.runner.Outcome
+    plan: object  # run.planning.RunPlan
+    outcome: object  # run.runner.Outcome
     folder: Path
     seconds: float  # from the output folder taken to the record written
 
 
 def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
-    """One model of ``request`` (an evaluation.request.RunRequest): plan, load, score, write into
+    """One model of ``request`` (an run.request.RunRequest): plan, load, score, write into
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
-    from abricot_local.evaluation import planning, runner
+    from abricot_local.run import planning, runner
 
     plan = None
     state = {"out": out_dir}
@@ -91,7 +91,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
 def save_interrupted(plan, out_dir: Path | None, resume_hint: Callable[[Path], str]) -> str:
     """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
     ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
-    from abricot_local.evaluation.results import INTERRUPTED, RESULTS, OutputDir, held, items_text, saved_counts
+    from abricot_local.run.results import INTERRUPTED, RESULTS, OutputDir, held, items_text, saved_counts
 
     holding = held(out_dir) if out_dir else None
     if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
@@ -127,7 +127,7 @@ def save_interrupted(plan, out_dir: Path | None, resume_hint: Callable[[Path], s
 
 def resumable(out_dir: Path) -> bool:
     """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
-    from abricot_local.evaluation.results import CHECKPOINT
+    from abricot_local.run.results import CHECKPOINT
 
     return (out_dir / CHECKPOINT / "run.json").is_file()
 
@@ -136,7 +136,7 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
           say: Callable[[str], None]) -> tuple[list[Path], list[tuple[str, str]]]:
     """Several models one after another, each into root/<model>/ (``run_one(model, folder,
     resume)``); a model that fails is said and the others go on: (folders done, (model, why) failed)."""
-    from abricot_local.evaluation.results import RESULTS
+    from abricot_local.run.results import RESULTS
 
     done, failed = [], []
     for model in models:
@@ -158,7 +158,7 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
 
 def _tidy(folder: Path) -> None:
     """What a signal or a kill left beside a finished run's results.json, removed (results.tidy_finished)."""
-    from abricot_local.evaluation.results import tidy_finished
+    from abricot_local.run.results import tidy_finished
     from abricot_local.record import read_run
 
     try:
@@ -183,7 +183,7 @@ def watch_remote(plan, out_dir: Path, hooks: Hooks) -> None:
     from abricot_local.backends import backend_class
 
     def lost(err: AbricotError) -> None:
-        from abricot_local.evaluation.results import RUNNING, held
+        from abricot_local.run.results import RUNNING, held
 
         holding = held(out_dir)
         if holding is not None:  # no RUNNING marker left: the folder says why it stopped

@@ -24,10 +24,10 @@ from abricot_local.backends import backend_class, recorded_options
 from abricot_local.backends.engines import engine_class
 from abricot_local.backends.kld import KlRows, PairedSession
 from abricot_local.errors import ResultsError, UsageError
-from abricot_local.evaluation.check import _task_options, recorded_model
-from abricot_local.evaluation.planning import Shard, prepare
-from abricot_local.evaluation.runner import apply_chat
-from abricot_local.evaluation.states import unfinished
+from abricot_local.run.check import _task_options, recorded_model
+from abricot_local.run.planning import Shard, prepare
+from abricot_local.run.runner import apply_chat
+from abricot_local.run.states import unfinished
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import load
 from abricot_local.record import entry_samples, read_run

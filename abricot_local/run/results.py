@@ -8,14 +8,14 @@ must match for a resume. Only a finished run writes ``samples-<task>.jsonl``
 and, last, ``results.json``, each atomically (temp file, fsync, rename), with
 the mode any file gets under the umask (0644 under umask 022).
 
-The folder is the run's own (evaluation/owned.py): nothing is read, written or deleted
+The folder is the run's own (run/owned.py): nothing is read, written or deleted
 through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
 finalizing deletes only the checkpoint's files the run lists (its manifest, its tasks' samples).
 
 A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it
 (pid, start time, items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items
 saved), ``FAILED`` with the error; none once ``results.json`` is there.
-:func:`evaluation.states.find_runs` reads these states (``runs`` and ``report``).
+:func:`run.states.find_runs` reads these states (``runs`` and ``report``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
-from abricot_local.evaluation.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
+from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
                                             samples_name)
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,

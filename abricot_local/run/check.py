@@ -29,16 +29,16 @@ from abricot_local.errors import ModelError, ResultsError, UsageError
 from abricot_local.models.given import load
 from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
-from abricot_local.evaluation.planning import Shard, prepare
+from abricot_local.run.planning import Shard, prepare
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.views import RunView, TaskSamples, settings_of, view_of
 from abricot_local.record import Record, Sample, entry_samples, read_run
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.runs import recompute_entry
-from abricot_local.evaluation import held
-from abricot_local.evaluation.states import unfinished
-from abricot_local.evaluation.runner import apply_chat, score_items
+from abricot_local.run import held
+from abricot_local.run.states import unfinished
+from abricot_local.run.runner import apply_chat, score_items
 from abricot_local.tasks import base_name, make_task
 from abricot_local.tasks.base import TaskOptions
 

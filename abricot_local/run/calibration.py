@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local.cache import cache_dir
-from abricot_local.planner.cost import Measured, ModelFacts, Speed, speed_from, widened
+from abricot_local.run.cost import Measured, ModelFacts, Speed, speed_from, widened
 
 PROMPT_TOKENS, CALLS, ROWS = 256, 8, 32  # prompt tokens, parts of it, rows
 REPEATS, REPEAT_BUDGET = 3, 3.0  # measured up to 3 times while the first ones took under 3 s

@@ -107,7 +107,7 @@ def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: boo
     """The work of scoring ``items`` with ``options`` (engine, n_batch, n_ctx, parallel), each
     request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run.
     ``progress(items counted)`` is called after each batch."""
-    from abricot_local.evaluation.runner import score_items
+    from abricot_local.run.runner import score_items
 
     engine = counting_engine(options)
     done = [0]

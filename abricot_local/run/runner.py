@@ -20,12 +20,12 @@ from abricot_local.errors import AbricotError
 from abricot_local.metrics import CI_LEVEL, N_BOOT, require_finite
 from abricot_local.models.given import Given, load
 from abricot_local.models.ref import open_model
-from abricot_local.evaluation.planning import RunPlan, TaskRun, prepare
+from abricot_local.run.planning import RunPlan, TaskRun, prepare
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
-from abricot_local.evaluation.owned import samples_name
-from abricot_local.evaluation.results import RESULTS, OutputDir, finished_run, tidy_finished
+from abricot_local.run.owned import samples_name
+from abricot_local.run.results import RESULTS, OutputDir, finished_run, tidy_finished
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import Item, TaskOptions
 
