@@ -55,6 +55,7 @@ def test_an_output_over_255_bytes_too(tmp_path, data):
     one_line(invoke("report", tmp_path / "run", "-o", tmp_path / LONG))
 
 
+@pytest.mark.real  # lm-eval indexes its own thousands of task files first (~15 s)
 def test_lm_eval_model_over_255_bytes(tmp_path):
     pytest.importorskip("lm_eval")
     one_line(invoke("lm-eval", tmp_path / f"{LONG}.gguf", "--tasks", "discotex_card"))
