@@ -149,8 +149,12 @@ def _check_disk(todo: dict[str, int], folder: Path) -> None:
     where, free = free_disk(folder)
     if free is not None and need > free:
         raise NoSpaceError(f"not enough disk space: {len(todo)} rung(s) ({', '.join(todo)}) need about "
-                           f"{need / 2**30:.2f} GiB but {where} has {free / 2**30:.2f} GiB free; free some space or "
-                           "give another folder on a larger disk")
+                           f"{_size(need)} but {where} has {_size(free)} free; free some space or give another "
+                           "folder on a larger disk")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int, need: int,
@@ -190,9 +194,9 @@ def _full_disk(dst: Path, tmp: Path, need: int) -> NoSpaceError | None:
         got = 0
     if free is None or (free >= 16 << 20 and got + free >= need):
         return None
-    return NoSpaceError(f"the disk is full: writing {dst.name} stopped at {got / 1e6:.0f} MB of about "
-                        f"{need / 1e6:.0f} MB, with {free / 1e6:.0f} MB free on {where}; free some space or give "
-                        "another folder (the partial file is removed)")
+    return NoSpaceError(f"the disk is full: writing {dst.name} stopped at {_size(got)} of about {_size(need)}, "
+                        f"with {_size(free)} free on {where}; free some space or give another folder (the partial "
+                        "file is removed)")
 
 
 def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantize: bool = False,
