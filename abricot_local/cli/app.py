@@ -1,6 +1,5 @@
-"""The click group every command registers on, the one place an AbricotError (and an OSError on a
-path the user gave: paths.path_error) becomes its one-line message and exit code, and
-:func:`echo`, the one way a command prints."""
+"""The click group every command registers on, the one place an AbricotError (or an OSError on a path:
+paths.path_error) becomes its one-line message and exit code, and :func:`echo`, the one way to print."""
 
 from __future__ import annotations
 

@@ -121,6 +121,8 @@ def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
                 continue
             rec = read_run(Path(rec))
         p = rec.provenance
+        if p is None:  # a record that says nothing of its model
+            continue
         arch = p.extra.get("architecture")
         seen.append((label, arch if isinstance(arch, str) else None, p.n_vocab))
     for k, what in ((1, "architecture"), (2, "vocabulary size")):
