@@ -1,6 +1,7 @@
 """A real quant ladder: SmolLM2-135M (Q4_1) written by llama.cpp's quantizer as F16 (the reference,
 --allow-requantize), Q8_0 and Q2_K; the models.toml fragment run by `run --quants`; the KLD of each
-rung against the F16 in the order the bits say, and 0 for the F16 against itself."""
+rung against the F16 in the order the bits say, and 0 for the F16 against itself; a signal mid-rung;
+the disk estimate of Gemma's rungs; a second SOURCE of the same name into the same folder."""
 
 from __future__ import annotations
 
@@ -69,3 +70,64 @@ def test_kld_orders_the_rungs_and_is_zero_against_itself(rungs, discotex_dir, tm
     ladder_rows = json.loads(invoke("report", out, "--models", ladder.fragment, "--table", "quant", "--format",
                                     "json").stdout)["quant_ladder"]
     assert {x["quant"]: (x["kld"] or {}).get("mean") for x in ladder_rows}["Q2_K"] == got["Q2_K"]["mean"]
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signal_mid_rung_leaves_no_partial_file_and_exits_130(smollm2_path, tmp_path, signum):
+    """SIGTERM is handled as Ctrl-C: the rung being written is removed (llama.cpp's call is waited for
+    a few seconds, then the process ends without it), exit 130, and the same command goes on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "L"
+    args = [sys.executable, "-m", "abricot_local", "quantize", str(smollm2_path), "--to", "Q8_0",
+            "--allow-requantize", "--out", str(out), "--quant-threads", "1"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    while not list(out.glob(".*.gguf.*.tmp")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, p.communicate()  # still writing the F16 rung
+    p.send_signal(getattr(signal, signum))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "quantize interrupted" in err or "did not return" in err, err
+    assert not list(out.glob(".*.tmp")) and not list(out.glob("*.gguf")), sorted(os.listdir(out))
+
+
+def test_gemmas_disk_estimate_counts_its_embeddings_at_their_fallback(gemma_path):
+    """Gemma 3 270M's 262,144 x 640 embeddings (its output matrix too) are written at Q8_0 in every small
+    quant (640 columns do not cut in Q6_K's 256-blocks): Q4_0's file is 241 MB (docs/compare.md), not
+    the 173 MB 4.5 bits a weight would give."""
+    from abricot_local.gguf.file import headers
+    from abricot_local.models.quant_types import estimate
+
+    info = headers(gemma_path)[0]
+    for quant, written in (("Q4_0", 241e6), ("Q2_K", 237e6), ("Q8_0", 292e6), ("F16", 543e6)):
+        assert written <= estimate(info.tensors, quant, info.data_offset) <= 1.25 * written, quant
+
+
+def test_a_second_source_of_the_same_name_gets_a_base_of_its_own(rungs, tmp_path):
+    """Another model's file named as SmolLM2's (and as quantized) into the same folder: none of its rungs
+    is listed under SmolLM2's base, and none of SmolLM2's entries is dropped (runs last: it adds to the
+    shared folder)."""
+    from abricot_local.gguf.file import identity
+    from abricot_local.models.quantize import make_ladder
+    from abricot_local.models.registry import load_registry
+    from tiny_llama import write_tiny
+
+    ladder, _ = rungs
+    before = {k: v.sha256 for k, v in load_registry(ladder.fragment).items()}
+    tiny = make_ladder(str(write_tiny(tmp_path / "t-f16.gguf")), "Q4_1", out=str(tmp_path / "t")).rungs[0].path
+    other = tiny.rename(tmp_path / ladder.source_path.name)  # SmolLM2-135M-Instruct.Q4_1.gguf, another model
+    second = make_ladder(str(other), "Q8_0,Q2_K", out=str(ladder.fragment.parent), allow_requantize=True)
+    assert second.base != ladder.base and second.base.startswith(ladder.base) and not any(r.kept for r in second.rungs)
+    after = load_registry(ladder.fragment)
+    assert before.items() <= {k: v.sha256 for k, v in after.items()}.items()
+
+    for spec in after.values():
+        if spec.base in (ladder.base, second.base):
+            want = 49152 if spec.base == ladder.base else 300
+            assert identity(ladder.fragment.parent / spec.path).n_tokens == want, spec.name

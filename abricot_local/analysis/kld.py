@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.errors import AbricotError
+from abricot_local.models.quants import refuse_mixed
 
 FILE = "kld.json"
 KIND = "abricot-local kld"
@@ -128,5 +129,6 @@ def of_views(views) -> tuple[PairKld, ...]:
     out: list[PairKld] = []
     for members in by_base.values():
         if len(members) > 1:
+            refuse_mixed(members[0].base, [(v.label, v.path) for v in members])  # one model's quants, or no ladder
             out += pairs([(v.label, v.path) for v in members])
     return tuple(out)

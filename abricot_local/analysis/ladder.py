@@ -23,6 +23,7 @@ from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.runs import Run, quant_bits
 from abricot_local.errors import ResultsError
+from abricot_local.models.quants import refuse_mixed
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
     for members in groups.values():
         if len({r.quant.upper() for r in members}) < 2:
             continue
+        refuse_mixed(members[0].base, [(r.label, r.record) for r in members])  # one model's quants, or no ladder
         ref = max(members, key=lambda r: (quant_bits(r.quant), -members.index(r)))
         ref_view = view_of_run(ref)
         for task in ref.tasks:

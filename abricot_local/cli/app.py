@@ -1,5 +1,5 @@
-"""The click group every command registers on, the one place an AbricotError becomes its
-one-line message and exit code, and :func:`echo`, the one way a command prints."""
+"""The click group every command registers on, the one place an AbricotError (or an OSError on a path:
+paths.path_error) becomes its one-line message and exit code, and :func:`echo`, the one way to print."""
 
 from __future__ import annotations
 
@@ -28,16 +28,29 @@ def shown_error(text: str) -> str:
 
 
 class Group(click.Group):
-    """Turns every AbricotError into its message (folded to 120 columns on a terminal) and a non-zero exit."""
+    """Turns every AbricotError, and every OSError naming a path (a name over 255 bytes, a file where
+    a folder was wanted...), into its message (folded to 120 columns on a terminal) and a non-zero exit."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
-            from abricot_local.backends import exit_process
+            fail(err)
+        except OSError as err:
+            from abricot_local.paths import path_error
 
-            echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
-            exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
+            known = path_error(err)
+            if known is None:  # not a path's problem: a bug to see whole
+                raise
+            fail(known)
+
+
+def fail(err: AbricotError) -> None:
+    """Print ``err`` as the one error line and exit with its code."""
+    from abricot_local.backends import exit_process
+
+    echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
+    exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -26,17 +26,35 @@ from abricot_local.cli.progress import progress as make_progress
 def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quant_threads: int,
              models_file: str | None) -> None:
     """Write SOURCE (a registry alias, a GGUF file or a store reference) at each quant of --to with
-    llama.cpp's own quantizer, and a models.toml naming them quants of one model (`run --quants`)."""
+    llama.cpp's own quantizer, and a models.toml naming them quants of one model (`run --quants`).
+    Ctrl-C or SIGTERM stops it with exit code 130: the rungs written are kept, the one being written
+    is removed; the same command goes on from there."""
+    import signal
+
     from abricot_local.models.quantize import make_ladder
 
-    ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
-                         threads=quant_threads, notify=lambda line: echo(line, err=True))
+    term = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
+                             threads=quant_threads, notify=lambda line: echo(line, err=True))
+    except KeyboardInterrupt:
+        from abricot_local.backends import exit_process
+
+        echo("quantize interrupted: the rungs written so far are kept and listed, the one being written was "
+             "removed; run the same command to go on", err=True)
+        exit_process(130)
+    finally:
+        signal.signal(signal.SIGTERM, term)
     for r in ladder.rungs:
         echo(f"{r.quant:8} {r.size / 1e6:8.0f} MB  {r.path}  sha256 {r.sha256}")
     echo(f"models.toml: {ladder.fragment}")
     if ladder.requantized:
         echo(f"note: the reference F16 is {ladder.source_quant} dequantized, not the original weights")
     echo(f"run them: {ladder.command()}")
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM stops quantize as Ctrl-C does
 
 
 @cli.command()

@@ -1,22 +1,21 @@
 """Structural check of a GGUF model file before llama.cpp sees it.
 
-A strict reader of the GGUF header (format versions 2 and 3, little-endian),
-written against llama.cpp's own parser (ggml/src/gguf.cpp): magic and version,
-header counts that a file of its size can hold, every metadata value's type
-and length inside the file, and for every tensor a name, at most 4 sane
-dimensions, a ggml type llama.cpp reads, and data stored where llama.cpp
-expects it (each tensor right after the previous one, padded to
-``general.alignment``) and inside the file. Stricter than llama.cpp's parser:
-data past the end of the file (llama.cpp's loader finds it later), bytes after
-the last tensor, and integer-typed weights (llama.cpp aborts on them mid-run).
-A split model (``NAME-00001-of-00003.gguf``) has every part present and checked.
+A strict reader of the GGUF header (format versions 2 and 3, little-endian), written against
+llama.cpp's own parser (ggml/src/gguf.cpp): magic and version, header counts that a file of its
+size can hold, every metadata value's type and length inside the file, and for every tensor a
+name, at most 4 sane dimensions, a ggml type llama.cpp reads, and data stored where llama.cpp
+expects it (each tensor right after the previous one, padded to ``general.alignment``) and inside the
+file. Stricter than llama.cpp's parser: data past the end of the file (llama.cpp's loader finds it
+later), bytes after the last tensor, and integer-typed weights (llama.cpp aborts on them mid-run).
+A split model's parts (``NAME-00001-of-00003.gguf``) are named by :func:`split_parts` and checked
+together by gguf/file.py's ``verify_gguf``.
 
-Only the header is read, never tensor data, in bounded steps: a damaged count
-or length is refused before anything is allocated, so a 4 GB model takes
-milliseconds and no header can make it hang. The ``gguf`` package's
-GGUFReader was not used: it turns every metadata array into numpy objects
-(seconds for a 262k-token vocabulary), fails on damaged files with numpy's
-IndexError/ValueError, and accepts overlapping tensors (a flipped type).
+Only the header is read, never tensor data, in bounded steps: a damaged count or length is refused
+before anything is allocated, so a 4 GB model takes milliseconds and no header can make it hang.
+Metadata arrays are walked, not kept: where each one's bytes lie is (``ArraySpan``). The ``gguf``
+package's GGUFReader was not used: it turns every metadata array into numpy objects (seconds for a
+262k-token vocabulary), fails on damaged files with numpy's IndexError/ValueError, and accepts
+overlapping tensors (a flipped type).
 """
 
 from __future__ import annotations
@@ -85,6 +84,16 @@ class TensorInfo:
 
 
 @dataclass(frozen=True)
+class ArraySpan:
+    """A metadata array: its element type, count, and its elements' bytes [start, end) in the file."""
+
+    etype: int
+    count: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class GGUFInfo:
     """What the header of one checked GGUF file says."""
 
@@ -96,6 +105,7 @@ class GGUFInfo:
     data_offset: int
     tensors: tuple[TensorInfo, ...]
     metadata: dict = field(default_factory=dict)  # scalar values and strings up to SHORT_STRING bytes
+    arrays: dict = field(default_factory=dict)  # key -> ArraySpan: where each metadata array's bytes lie
 
 
 TRUNCATED = "the file is incomplete (an interrupted download or copy?): download it again"
@@ -191,7 +201,7 @@ class _Reader:
 
 
 def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
-    """One key-value pair: (key, value type, value); the value is None for arrays and long strings."""
+    """One key-value pair: (key, value type, value); an ArraySpan for an array, None for a long string."""
     at = r.pos
     key = r.text("a metadata key", MAX_KEY)
     if key in seen:
@@ -212,17 +222,18 @@ def _read_kv(r: _Reader, seen: set[str]) -> tuple[str, int, object]:
         if etype not in KV_TYPES or etype == ARRAY:
             raise _Damaged(f"metadata array '{key}' has invalid element type {etype} (byte {r.pos - 4})")
         count = r.u64(f"the length of array '{key}'")
+        start = r.pos
         if etype == STRING:
             if count > min(MAX_STRINGS, r.left() // 8):
                 raise _Damaged(f"metadata array '{key}' claims {count} strings, more than the file can hold")
             r.skip_strings(count, f"array '{key}'")
-        else:
-            size = KV_TYPES[etype][1]
-            if count > r.left() // size:
-                raise _Damaged(f"metadata array '{key}' claims {count} values of {size} bytes, more than the "
-                               f"{r.left()} bytes left in the file", truncated=count * size <= r.size)
-            r.skip(count * size, f"array '{key}'")
-        return key, vtype, None
+            return key, vtype, ArraySpan(etype, count, start, r.pos)
+        size = KV_TYPES[etype][1]
+        if count > r.left() // size:
+            raise _Damaged(f"metadata array '{key}' claims {count} values of {size} bytes, more than the "
+                           f"{r.left()} bytes left in the file", truncated=count * size <= r.size)
+        r.skip(count * size, f"array '{key}'")
+        return key, vtype, ArraySpan(etype, count, start, r.pos)
     return key, vtype, r.unpack(_SCALAR[vtype], f"the value of '{key}'")
 
 
@@ -298,12 +309,13 @@ def _parse(fh, size: int, path: Path) -> GGUFInfo:
         raise _Damaged(f"the header claims {n_tensors} tensors and {n_kv} metadata keys, more than a file of "
                        f"{size} bytes can hold")
     metadata: dict = {}
+    arrays: dict[str, ArraySpan] = {}
     types: dict[str, int] = {}
     seen: set[str] = set()
     for _ in range(n_kv):
         key, types[key], value = _read_kv(r, seen)
         if value is not None:
-            metadata[key] = value
+            (arrays if isinstance(value, ArraySpan) else metadata)[key] = value
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if "general.alignment" in types and (types["general.alignment"] != UINT32 or alignment <= 0
                                          or alignment & (alignment - 1)):
@@ -340,7 +352,7 @@ def _parse(fh, size: int, path: Path) -> GGUFInfo:
         raise _Damaged(f"{size - data_offset - expected} bytes follow the last tensor '{prev.name}' "
                        f"({prev.type_name}, {_shape(prev.shape)}), which the header does not account for; a type "
                        "or shape in the header is wrong, or other data was appended")
-    return GGUFInfo(path, version, size, n_kv, alignment, data_offset, tuple(tensors), metadata)
+    return GGUFInfo(path, version, size, n_kv, alignment, data_offset, tuple(tensors), metadata, arrays)
 
 
 def read_header(path: Path | str) -> GGUFInfo:
@@ -363,37 +375,3 @@ def split_parts(path: Path) -> list[Path] | None:
         return None
     count = int(m["count"])
     return [path.with_name(f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
-
-
-def verify_gguf(path: Path | str) -> tuple[GGUFInfo, ...]:
-    """Check a model file, and every part of a split model; one GGUFInfo per part."""
-    path = Path(path)
-    first = read_header(path)
-    parts = split_parts(path)
-    n_split = first.metadata.get("split.count", 1)
-    if parts is None:
-        if isinstance(n_split, int) and n_split > 1:
-            raise ModelError(f"{path} is part of a model split in {n_split} files (split.count) but is not named "
-                             "NAME-00001-of-0000N.gguf; llama.cpp finds the other parts by that name: rename them")
-        return (first,)
-    if path != parts[0]:
-        raise ModelError(f"{path} is part {SPLIT_NAME.match(path.name)['no']} of a split model: give the first "
-                         f"part, {parts[0].name}")
-    if "split.count" in first.metadata and n_split != len(parts):
-        raise ModelError(f"{path}: its name says {len(parts)} parts but its header (split.count) says {n_split}")
-    missing = [p.name for p in parts if not p.is_file()]
-    if missing:
-        raise ModelError(f"split model {path.name}: {len(missing)} of its {len(parts)} parts missing next to it "
-                         f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download every part")
-    infos = [first]
-    for k, part in enumerate(parts[1:], start=1):
-        info = read_header(part)
-        if info.metadata.get("split.no", k) != k:
-            raise ModelError(f"{part} says it is part {info.metadata['split.no'] + 1} (split.no), not part {k + 1}")
-        infos.append(info)
-    total = first.metadata.get("split.tensors.count")
-    found = sum(len(i.tensors) for i in infos)
-    if isinstance(total, int) and total != found:
-        raise ModelError(f"split model {path.name}: the header announces {total} tensors (split.tensors.count), "
-                         f"the {len(parts)} parts hold {found}; a part is from another upload: download them again")
-    return tuple(infos)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abricot_local.errors import ModelError
-from abricot_local.gguf.check import SPLIT_NAME, GGUFInfo, split_parts, verify_gguf
+from abricot_local.gguf.check import SPLIT_NAME, GGUFInfo, read_header, split_parts
 
 _checked: dict[tuple, tuple[GGUFInfo, ...]] = {}  # (stat key, real path of a split part) -> headers checked
 
@@ -49,6 +49,40 @@ def require_regular(path: Path) -> None:
         kind = "a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) \
             else "a device"
         raise ModelError(f"{path} is {kind}, not a regular file: a model is a .gguf file on disk")
+
+
+def verify_gguf(path: Path | str) -> tuple[GGUFInfo, ...]:
+    """Check a model file, and every part of a split model; one GGUFInfo per part."""
+    path = Path(path)
+    first = read_header(path)
+    parts = split_parts(path)
+    n_split = first.metadata.get("split.count", 1)
+    if parts is None:
+        if isinstance(n_split, int) and n_split > 1:
+            raise ModelError(f"{path} is part of a model split in {n_split} files (split.count) but is not named "
+                             "NAME-00001-of-0000N.gguf; llama.cpp finds the other parts by that name: rename them")
+        return (first,)
+    if path != parts[0]:
+        raise ModelError(f"{path} is part {SPLIT_NAME.match(path.name)['no']} of a split model: give the first "
+                         f"part, {parts[0].name}")
+    if "split.count" in first.metadata and n_split != len(parts):
+        raise ModelError(f"{path}: its name says {len(parts)} parts but its header (split.count) says {n_split}")
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise ModelError(f"split model {path.name}: {len(missing)} of its {len(parts)} parts missing next to it "
+                         f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download every part")
+    infos = [first]
+    for k, part in enumerate(parts[1:], start=1):
+        info = read_header(part)
+        if info.metadata.get("split.no", k) != k:
+            raise ModelError(f"{part} says it is part {info.metadata['split.no'] + 1} (split.no), not part {k + 1}")
+        infos.append(info)
+    total = first.metadata.get("split.tensors.count")
+    found = sum(len(i.tensors) for i in infos)
+    if isinstance(total, int) and total != found:
+        raise ModelError(f"split model {path.name}: the header announces {total} tensors (split.tensors.count), "
+                         f"the {len(parts)} parts hold {found}; a part is from another upload: download them again")
+    return tuple(infos)
 
 
 def check_gguf(path: Path) -> Path:
@@ -145,3 +179,55 @@ def model_bytes(path: Path) -> int:
     """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
     parts = split_parts(Path(path)) or [Path(path)]
     return sum(p.stat().st_size for p in parts if p.exists())
+
+
+# -- which model a file is a quant of: its architecture and vocabulary --------------------
+@dataclass(frozen=True)
+class Identity:
+    """What every quant of one model shares: the architecture, and the tokenizer's vocabulary (its
+    type, size and the SHA-256 of its token strings as stored); quants of two models differ in one."""
+
+    architecture: str
+    tokenizer: str  # tokenizer.ggml.model ("llama", "gpt2"...); "" when the header names none
+    n_tokens: int | None  # None: the header lists no tokens
+    tokens_sha256: str  # of the token strings' bytes as the header stores them ("" without tokens)
+
+    def describe(self) -> str:
+        vocab = f"{self.n_tokens:,}-token {self.tokenizer or '?'} vocabulary" if self.n_tokens else "no vocabulary"
+        return f"{self.architecture}, {vocab}"
+
+    def differs(self, other: "Identity") -> str:
+        """What differs from ``other`` ("architecture", "vocabulary"), "" when nothing does."""
+        if self.architecture != other.architecture:
+            return "architecture"
+        if (self.tokenizer, self.n_tokens, self.tokens_sha256) != (other.tokenizer, other.n_tokens, other.tokens_sha256):
+            return "vocabulary"
+        return ""
+
+
+def identity(path: Path) -> Identity:
+    """The :class:`Identity` of a GGUF, from its (checked) header; the token strings are read once
+    (a few MB for a 262k-token vocabulary), never the weights."""
+    import hashlib
+
+    from abricot_local.gguf.check import STRING
+
+    info = headers(Path(path))[0]
+    meta, span = info.metadata, info.arrays.get("tokenizer.ggml.tokens")
+    arch, tok = str(meta.get("general.architecture") or "?"), meta.get("tokenizer.ggml.model")
+    if span is None or span.etype != STRING:
+        return Identity(arch, tok if isinstance(tok, str) else "", None, "")
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(span.start)
+            left = span.end - span.start
+            while left > 0:
+                chunk = fh.read(min(left, 1 << 20))
+                if not chunk:
+                    raise ModelError(f"{path} shrank while its vocabulary was read")
+                digest.update(chunk)
+                left -= len(chunk)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+    return Identity(arch, tok if isinstance(tok, str) else "", span.count, digest.hexdigest())

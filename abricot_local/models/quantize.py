@@ -1,37 +1,39 @@
 """A quant ladder made here: ``abricot-local quantize SOURCE --to F16,Q8_0,Q4_K_M,...``.
 
 Each rung is written by llama.cpp's own quantizer (backends/llama_cpp/quantize.py, through
-llama-cpp-python's binding), beside a models.toml fragment naming the rungs as quants of one
-``base`` (so that ``run --quants`` and ``report``'s ladder know them). A quantized SOURCE is
-refused unless ``allow_requantize``: then the F16 rung is written first (the SOURCE's function at
-16 bits, not the original weights; the fragment says so) and every other rung is made from it.
-The disk is checked before anything is written; a rung already there and whole (a sound GGUF of
-that quant) is kept; a rung is written to a temporary file and renamed when complete.
+llama-cpp-python's binding), beside a models.toml naming the rungs as quants of one ``base`` (so
+that ``run --quants`` and ``report``'s ladder know them), each with its SHA-256 and its SOURCE's
+(``from_sha256``). A SOURCE whose weights are quantized (what its tensors hold, whatever its header
+or name says) is refused unless ``allow_requantize``: then the F16 rung is written first (the
+SOURCE's function at 16 bits, not the original weights) and every other rung is made from it;
+such a ladder's base says ``<stem>-<quant>-dequantized``, true of every rung. The types llama.cpp
+cannot write here (an importance matrix needed; MXFP4 of a dense model) are refused up front
+(quant_types.py). The folder is checked and held first (quant_folder.py), then the disk, every
+tensor counted at the type llama.cpp will give it. A rung already there is kept only when
+models.toml lists it, with that SHA-256, as made from this SOURCE; a file there that it does not
+list is the user's and refused, never overwritten; a second SOURCE whose rungs would take the
+names of another's gets a base of its own (``<base>-<its SHA-256's first 8 digits>``). A rung is
+written to a temporary file, listed in models.toml, then renamed: a Ctrl-C or SIGTERM leaves no
+partial file, and a full disk is said as such.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from abricot_local import hashing
 from abricot_local.cache import cache_dir, publish, shown
-from abricot_local.errors import AbricotError, ModelError, UsageError
-from abricot_local.gguf.file import FILE_TYPES, facts, model_bytes, strip_quant
+from abricot_local.errors import ModelError, NoSpaceError, UsageError
+from abricot_local.gguf.file import FILE_TYPES, facts, headers, strip_quant
+from abricot_local.models import quant_folder
+from abricot_local.models.quant_types import (UNQUANTIZED, estimate, refuse_experts_only, refuse_unwritable,
+                                              weights_quant)
 
-UNQUANTIZED = ("F32", "F16", "BF16")
 REFERENCE = "F16"
-# bits per weight, roughly (llama.cpp's quantize --help): the disk check's estimate, over-counted
-_BPW = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5.7, "Q5_K_S": 5.6, "Q5_0": 5.5,
-        "Q5_1": 6, "Q4_K_M": 4.9, "Q4_K_S": 4.6, "Q4_0": 4.5, "Q4_1": 5, "Q3_K_L": 4.3, "Q3_K_M": 3.9,
-        "Q3_K_S": 3.5, "Q2_K": 3.4}
-_SLACK = 1.15  # tensors kept at higher precision (embeddings, norms), fallbacks
-_HEAD = "# written by abricot-local quantize"
 Notify = Callable[[str], None]
 
 
@@ -42,7 +44,7 @@ class Rung:
     sha256: str
     size: int
     made_from: str  # the quant of the file it was written from
-    kept: bool  # already there and whole: not written again
+    kept: bool  # already there, made from this SOURCE: not written again
     seconds: float
     fallbacks: str  # llama.cpp's fallbacks in one line ("" when none)
 
@@ -52,10 +54,11 @@ class Ladder:
     source: str  # the SOURCE as given
     source_path: Path
     source_quant: str
+    source_sha256: str
     base: str  # the rungs' models.toml ``base``
     requantized: bool  # the reference is a dequantized quant
     rungs: tuple[Rung, ...]
-    fragment: Path  # the models.toml written beside the rungs
+    fragment: Path  # the models.toml beside the rungs
 
     def alias(self, quant: str) -> str:
         return alias_of(self.base, quant)
@@ -72,13 +75,15 @@ def alias_of(base: str, quant: str) -> str:
 
 
 def parse_rungs(text: str) -> tuple[str, ...]:
-    """``--to`` as llama.cpp names its file types (any case), in the order given, each once."""
+    """``--to`` as llama.cpp names its file types (any case), in the order given, each once; the types
+    llama.cpp writes only with an importance matrix are refused."""
     names = [q.strip().upper() for q in (text or "").split(",") if q.strip()]
     known = set(FILE_TYPES.values())
     bad = [q for q in names if q not in known]
     if not names or bad:
         raise UsageError(f"--to: {'unknown quant ' + ', '.join(bad) if bad else 'no quant given'}; llama.cpp "
                          f"writes {', '.join(sorted(known))}")
+    refuse_unwritable(names)
     return tuple(dict.fromkeys(names))
 
 
@@ -92,44 +97,106 @@ def _source(source: str, models_file: str | None):
     return ref.label, Path(ref.path), ref.spec
 
 
-def _whole(path: Path, quant: str) -> bool:
-    """A rung already there: a regular GGUF, structurally sound, of that quant."""
-    if path.is_symlink() or not path.is_file():
-        return False
-    try:
-        return facts(path).quant == quant
-    except AbricotError:
-        return False
+def source_quant(path: Path, tensors) -> tuple[str, bool]:
+    """(the SOURCE's quant, whether its weights are quantized), from what its matrices hold: a header
+    or a name that says Q8_0 over F16 weights is not believed, nor one that says F16 over quantized ones."""
+    said = facts(path).quant
+    held, quantized = weights_quant(tensors)
+    if quantized:
+        return (said if said and said not in UNQUANTIZED else held), True
+    return (said if said in UNQUANTIZED else held or said or "?"), False
 
 
-def _check_disk(todo: list[str], params: int, folder: Path) -> None:
+def _pick_base(stem: str, quants, sha: str, entries: dict, say: Notify) -> str:
+    """``stem``, unless models.toml gives that base, or the alias of one of ``quants`` under it, to
+    another SOURCE's rungs: then ``stem-<sha[:8]>`` (longer while that is taken too)."""
+    def taken(base: str) -> bool:
+        aliases = {alias_of(base, q) for q in quants}
+        return any(isinstance(t, dict) and t.get("from_sha256") != sha and (
+            str(t.get("base", "")).lower() == base.lower() or alias.lower() in aliases)
+            for alias, t in entries.items())
+
+    if not taken(stem):
+        return stem
+    base = next(b for n in (8, 16, 64) if not taken(b := f"{stem}-{sha[:n]}"))
+    say(f"the folder already holds rungs named {stem}-... made from another file: these are named {base}-...")
+    return base
+
+
+def _keep(dst: Path, alias: str, entries: dict, sha: str) -> bool:
+    """Whether the rung at ``dst`` is there, listed in models.toml as made from this SOURCE with its
+    SHA-256 (kept); False when nothing is there; anything else there is refused, never overwritten."""
+    if not dst.is_symlink() and not dst.exists():
+        return False
+    entry = entries.get(alias)
+    mine = isinstance(entry, dict) and entry.get("path") == dst.name and entry.get("from_sha256") == sha
+    if dst.is_symlink() or not dst.is_file():
+        kind = "a symbolic link" if dst.is_symlink() else "a folder" if dst.is_dir() else "not a regular file"
+        raise UsageError(f"{dst} is {kind}, where quantize would write a rung: remove it or give another folder")
+    if not mine:
+        raise UsageError(f"{dst} is there and {quant_folder.FRAGMENT} does not list it as a rung quantize made from "
+                         "this SOURCE: it is not overwritten; remove it or give another folder")
+    if hashing.sha256_file(dst) != entry.get("sha256"):
+        raise UsageError(f"{dst} is not the file quantize wrote (its SHA-256 differs from {quant_folder.FRAGMENT}'s): "
+                         "it is not overwritten; remove it to have it written again")
+    return True
+
+
+def _check_disk(todo: dict[str, int], folder: Path) -> None:
     from abricot_local.memory import free_disk
 
-    need = int(sum(params * _BPW.get(q, 16) / 8 for q in todo) * _SLACK)
+    need = sum(todo.values())
     where, free = free_disk(folder)
     if free is not None and need > free:
-        raise ModelError(f"not enough disk space: {len(todo)} rung(s) ({', '.join(todo)}) need about "
-                         f"{need / 2**30:.1f} GiB but {where} has {free / 2**30:.1f} GiB free; free some "
-                         f"space or give --out on a larger disk")
+        raise NoSpaceError(f"not enough disk space: {len(todo)} rung(s) ({', '.join(todo)}) need about "
+                           f"{_size(need)} but {where} has {_size(free)} free; free some space or give another "
+                           "folder on a larger disk")
 
 
-def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int) -> str:
-    """One rung through llama.cpp, into a temporary file renamed when whole; its fallbacks' line."""
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int, need: int,
+           listed: Callable[[str], None]) -> tuple[str, str]:
+    """One rung through llama.cpp, into a temporary file that ``listed(sha256)`` names in models.toml
+    before it is renamed; (its fallbacks' line, its SHA-256). A failure on a full disk says so."""
     from abricot_local.backends import quantizer
 
     quantize = quantizer()
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
+    tmp = quant_folder.temp_for(dst)
     try:
-        written = quantize(src, Path(tmp), quant, allow_requantize=requantize, threads=threads)
-        if facts(Path(tmp)).quant != quant:
+        try:
+            written = quantize(src, tmp, quant, allow_requantize=requantize, threads=threads)
+        except ModelError as err:
+            raise _full_disk(dst, tmp, need) or err
+        if facts(tmp).quant != quant:
             raise ModelError(f"llama.cpp wrote {dst.name} but its header does not say {quant}")
-        publish(Path(tmp), dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        sha = hashing.sha256_file(tmp, memo=False)
+        listed(sha)
+        publish(tmp, dst)
+    except BaseException:  # a Ctrl-C or SIGTERM (run by the CLI as one) too: no partial file left
+        tmp.unlink(missing_ok=True)
         raise
-    return written.fallbacks
+    hashing.memo_store(dst, sha)
+    return written.fallbacks, sha
+
+
+def _full_disk(dst: Path, tmp: Path, need: int) -> NoSpaceError | None:
+    """The error of a rung that stopped because the disk filled (what llama.cpp says of it is
+    "basic_ios::clear: iostream error"), measured before its temporary file is removed."""
+    from abricot_local.memory import free_disk
+
+    where, free = free_disk(dst.parent)
+    try:
+        got = tmp.stat().st_size
+    except OSError:
+        got = 0
+    if free is None or (free >= 16 << 20 and got + free >= need):
+        return None
+    return NoSpaceError(f"the disk is full: writing {dst.name} stopped at {_size(got)} of about {_size(need)}, "
+                        f"with {_size(free)} free on {where}; free some space or give another folder (the partial "
+                        "file is removed)")
 
 
 def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantize: bool = False,
@@ -138,9 +205,10 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     say = notify or (lambda _text: None)
     quants = parse_rungs(to)
     label, path, spec = _source(source, models_file)
-    info = facts(path)
-    src_quant = info.quant or "?"
-    requantized = src_quant not in UNQUANTIZED
+    infos = headers(path)
+    tensors = [t for info in infos for t in info.tensors]
+    src_quant, requantized = source_quant(path, tensors)
+    refuse_experts_only(quants, tensors, label)
     if requantized and not allow_requantize:
         raise UsageError(f"{label} is already quantized ({src_quant}): its rungs would be made from a dequantized "
                          f"{src_quant}, not from the original weights. Give --allow-requantize to do it anyway "
@@ -151,90 +219,62 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     elif requantized:
         quants = (REFERENCE, *(q for q in quants if q != REFERENCE))
     folder = Path(out) if out else cache_dir() / "quants" / label
-    if folder.is_symlink():
-        raise UsageError(f"--out {folder} is a symbolic link; give the folder itself")
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", strip_quant(label)).strip("-") or "model"
-    base = f"{stem}-from-{src_quant.lower()}" if requantized else stem
-    dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
-    for q, d in dsts.items():
-        if d.is_symlink():
-            raise UsageError(f"{d} is a symbolic link: quantize writes only files of its own; remove it or give --out")
-    todo = [q for q in quants if not _whole(dsts[q], q)]
-    _check_disk(todo, info.parameters, folder)
-    rungs = []
-    for k, q in enumerate(quants, 1):
-        from_path, from_quant = ((dsts[REFERENCE], REFERENCE) if requantized and q != REFERENCE else (path, src_quant))
-        start = time.perf_counter()
-        fallbacks, kept = "", q not in todo
-        if kept:
-            say(f"[{k}/{len(quants)}] {q}: {shown(dsts[q])} is there and whole: kept")
-        else:
-            say(f"[{k}/{len(quants)}] {q}: writing from {from_quant} ...")
-            fallbacks = _write(from_path, dsts[q], q, requantized and q == REFERENCE, threads)
-        seconds = time.perf_counter() - start
-        rung = Rung(q, dsts[q], hashing.sha256_file(dsts[q]), model_bytes(dsts[q]), from_quant, kept, seconds, fallbacks)
-        rungs.append(rung)
-        if not kept:
-            say(f"[{k}/{len(quants)}] {q}: {rung.size / 1e6:.0f} MB in {seconds:.1f} s"
-                + (f"; llama.cpp: {fallbacks}" if fallbacks else ""))
-    ladder = Ladder(source, path, src_quant, base, requantized, tuple(rungs), folder / "models.toml")
-    _write_fragment(ladder, spec)
-    return ladder
+    quant_folder.check(folder)
+    quant_folder.make(folder)
+    with quant_folder.held(folder):
+        gone = quant_folder.clean_stale(folder)
+        if gone:
+            say(f"removed {len(gone)} temporary file(s) an interrupted quantize left: {', '.join(gone)}")
+        entries = quant_folder.read_entries(folder)
+        sha = hashing.sha256_file(path)
+        stem = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9_-]+", "-", strip_quant(label))).strip("-_") or "model"
+        base = _pick_base(f"{stem}-{src_quant.lower()}-dequantized" if requantized else stem, quants, sha, entries,
+                          say)
+        dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
+        todo = [q for q in quants if not _keep(dsts[q], alias_of(base, q), entries, sha)]
+        needs = {q: estimate(tensors, q, infos[0].data_offset) for q in quants}
+        _check_disk({q: needs[q] for q in todo}, folder)
+        ladder = Ladder(source, path, src_quant, sha, base, requantized, (), folder / quant_folder.FRAGMENT)
+        rungs = []
+        for k, q in enumerate(quants, 1):
+            rungs.append(_rung(ladder, spec, entries, q, dsts, q not in todo, needs[q], threads, f"[{k}/{len(quants)}]", say))
+    return replace(ladder, rungs=tuple(rungs))
 
 
-def fragment_text(ladder: Ladder, spec=None, earlier: dict | None = None) -> str:
-    """The models.toml fragment: one entry per rung (``base``, ``quant``, ``path``, ``sha256``), after the
-    entries of ``earlier`` (alias -> table: an earlier fragment's rungs this call did not write, still there)."""
-    head = [f"{_HEAD}: {ladder.source} ({ladder.source_quant}), each rung by llama.cpp's quantizer"]
-    note = ""
-    if ladder.requantized:
-        note = (f"made from {ladder.source} ({ladder.source_quant}) dequantized: the reference {REFERENCE} is "
-                f"the {ladder.source_quant} function at 16 bits, not the original weights")
-        head.append(f"# {note}")
-    extra = {}
+def _rung(ladder: Ladder, spec, entries: dict, q: str, dsts: dict, kept: bool, need: int, threads: int, at: str,
+          say: Notify) -> Rung:
+    """One rung: kept as it is, or written from the SOURCE (the F16 rung, in a requantized ladder)."""
+    made_from = REFERENCE if ladder.requantized and q != REFERENCE else ladder.source_quant
+    src = dsts[REFERENCE] if ladder.requantized and q != REFERENCE else ladder.source_path
+    dst, alias = dsts[q], ladder.alias(q)
+    if kept:
+        say(f"{at} {q}: {shown(dst)} is there, made from this SOURCE: kept")
+        return Rung(q, dst, entries[alias]["sha256"], dst.stat().st_size, made_from, True, 0.0, "")
+    say(f"{at} {q}: writing from {made_from}" + (f" (the {ladder.source_quant} dequantized)" if made_from == REFERENCE
+                                                   and ladder.requantized else "") + " ...")
+    start = time.perf_counter()
+
+    def listed(sha: str) -> None:
+        entries[alias] = entry(ladder, spec, q, dst.name, sha)
+        quant_folder.write_entries(dst.parent, entries)
+
+    fallbacks, sha = _write(src, dst, q, ladder.requantized and q == REFERENCE, threads, need, listed)
+    rung = Rung(q, dst, sha, dst.stat().st_size, made_from, False, time.perf_counter() - start, fallbacks)
+    say(f"{at} {q}: {rung.size / 1e6:.0f} MB in {rung.seconds:.1f} s" + (f"; llama.cpp: {fallbacks}" if fallbacks else ""))
+    return rung
+
+
+def entry(ladder: Ladder, spec, quant: str, name: str, sha: str) -> dict:
+    """A rung's models.toml table: the file, its SHA-256, its quant and base, its SOURCE's SHA-256, what
+    the SOURCE's registry entry says of the model, and for a requantized ladder what its reference is."""
+    table = {"source": "local", "path": name, "sha256": sha, "quant": quant, "base": ladder.base,
+             "from_sha256": ladder.source_sha256}
     if spec is not None:
-        extra = {k: getattr(spec, k) for k in ("tokenizer", "chat_template", "license", "params") if getattr(spec, k)}
+        table.update({k: getattr(spec, k) for k in ("tokenizer", "chat_template", "license", "params") if getattr(spec, k)})
         if spec.n_ctx:
-            extra["n_ctx"] = spec.n_ctx
-    lines = head
-    for alias, table in (earlier or {}).items():
-        lines += ["", f"[{_q(alias)}]"] + [f"{k} = {v if isinstance(v, int) else _q(v)}" for k, v in table.items()]
-    for r in ladder.rungs:
-        lines += ["", f"[{_q(ladder.alias(r.quant))}]", 'source = "local"', f"path = {_q(r.path.name)}",
-                  f"sha256 = {_q(r.sha256)}", f"quant = {_q(r.quant)}", f"base = {_q(ladder.base)}"]
-        lines += [f"{k} = {v if isinstance(v, int) else _q(v)}" for k, v in extra.items()]
-        if note:
-            lines.append(f"notes = {_q(note if r.quant == REFERENCE else f'made from the {REFERENCE} rung; ' + note)}")
-    return "\n".join(lines) + "\n"
-
-
-def _q(text: str) -> str:
-    import json
-
-    return json.dumps(str(text), ensure_ascii=False)
-
-
-def _write_fragment(ladder: Ladder, spec) -> None:
-    from abricot_local.jsonfiles import atomic_write
-
-    f = ladder.fragment
-    if f.is_symlink() or (f.exists() and not f.read_text(errors="replace").startswith(_HEAD)):
-        raise UsageError(f"{f} is there and was not written by quantize: give another --out")
-    earlier = {}
-    if f.exists():  # an earlier call's rungs stay named, while their files are there
-        import sys
-
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
-        try:
-            old = tomllib.loads(f.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            old = {}
-        mine = {ladder.alias(r.quant) for r in ladder.rungs}
-        earlier = {a: t for a, t in old.items() if isinstance(t, dict) and a not in mine and t.get("base") == ladder.base
-                   and isinstance(t.get("path"), str) and (f.parent / t["path"]).is_file()
-                   and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in t.values())}
-    atomic_write(ladder.fragment, fragment_text(ladder, spec, earlier))
+            table["n_ctx"] = spec.n_ctx
+    if ladder.requantized:
+        note = (f"made from {ladder.source} ({ladder.source_quant}) dequantized: the reference {REFERENCE} is the "
+                f"{ladder.source_quant} function at 16 bits, not the original weights")
+        table["notes"] = note if quant == REFERENCE else f"made from the {REFERENCE} rung; {note}"
+    return table

@@ -4,13 +4,20 @@ The registry knows which entries are quants of one model: they share ``base`` (m
 and each names its ``quant``. :func:`ladder` turns a model (an alias, or a ``base`` itself) and
 the quants asked for, spelled as the registry spells them (any case), into the aliases to run,
 in the order asked; a quant the registry lacks for that model is refused with the ones it has.
+
+Quants of one model share its architecture and vocabulary: a ladder whose members differ in
+either is not one model's, and is refused (:func:`same_model` for the registry's files before a
+run: their GGUF headers, and ``from_sha256`` where quantize wrote them; :func:`refuse_mixed` for
+finished runs grouped by ``base``, from what their records say, for the report's and compare's
+ladders).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
-from abricot_local.errors import UnknownModelError, UsageError
+from abricot_local.errors import ModelError, UnknownModelError, UsageError
 from abricot_local.models.registry import ModelSpec, load_registry, lookup
 
 
@@ -68,7 +75,62 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
             raise UsageError(f"--quants: the registry has {len(files)} {cands[0].quant} files of {base} "
                              f"({', '.join(s.name for s in cands)}); give the alias of the one to run")
         out.append(cands[0].name)
-    return tuple(dict.fromkeys(out))
+    out = list(dict.fromkeys(out))
+    same_model(base, [registry[a] for a in out])
+    return tuple(out)
+
+
+def same_model(base: str, specs: Sequence[ModelSpec]) -> None:
+    """Refuse registry entries given as quants of ``base`` that are not one model's: made by quantize
+    from different files (``from_sha256``), or whose files here differ in architecture or vocabulary
+    (files not here yet are not read: nothing is downloaded)."""
+    made = {s.from_sha256 for s in specs if s.from_sha256}
+    if len(made) > 1:
+        listed = "; ".join(f"{s.name}: {'from ' + s.from_sha256[:12] if s.from_sha256 else 'not recorded'}" for s in specs)
+        raise UsageError(f"the quants of {base} were made from different files ({listed}): they are not one model's "
+                         "ladder; give each its own `base` in models.toml")
+    from abricot_local.gguf.file import identity
+    from abricot_local.models.ref import local_file
+
+    found = []
+    for s in specs:
+        path = local_file(s)
+        if path is not None:
+            try:
+                found.append((s.name, identity(path)))
+            except ModelError:  # a damaged file is said when it is opened
+                continue
+    for name, ident in found[1:]:
+        what = ident.differs(found[0][1])
+        if what:
+            raise UsageError(f"the quants of {base} differ in {what} ({found[0][0]}: {found[0][1].describe()}; {name}: "
+                             f"{ident.describe()}): they are not one model's ladder; give each its own `base` in "
+                             "models.toml")
+
+
+def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
+    """Refuse finished runs given as quants of ``base`` (a ladder: report, compare) whose models differ in
+    architecture or vocabulary size, as their records say. ``runs``: (label, a record.Record or the run's
+    folder); a folder without results.json (an lm-eval output) records neither and is passed over."""
+    from abricot_local.record import RESULTS, read_run
+
+    seen: list[tuple[str, str | None, int | None]] = []
+    for label, rec in runs:
+        if isinstance(rec, (str, Path)):
+            if not (Path(rec) / RESULTS).is_file():
+                continue
+            rec = read_run(Path(rec))
+        p = rec.provenance
+        if p is None:  # a record that says nothing of its model
+            continue
+        arch = p.extra.get("architecture")
+        seen.append((label, arch if isinstance(arch, str) else None, p.n_vocab))
+    for k, what in ((1, "architecture"), (2, "vocabulary size")):
+        known = [x for x in seen if x[k] is not None]
+        if len({x[k] for x in known}) > 1:
+            shown = "; ".join(f"{x[0]}: {x[k]}" for x in known)
+            raise UsageError(f"the runs of {base} differ in {what} ({shown}): they are not one model's quants, and "
+                             "no ladder is drawn of them; give each model its own `base` in models.toml")
 
 
 def expand(models: Sequence[str], quants: str, models_file: str | None) -> tuple[str, ...]:

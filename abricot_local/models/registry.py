@@ -35,7 +35,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 _STR_KEYS = (
     "source", "repo", "file", "size_approx", "package", "module", "version", "path",
     "quant", "params", "license", "tokenizer", "chat_template", "reproduces", "base",
-    "notes", "same_as", "backend",
+    "notes", "same_as", "backend", "from_sha256",
 )
 _KNOWN_KEYS = frozenset(_STR_KEYS + ("revision", "files", "size", "sha256", "gated", "base_gated", "n_ctx"))
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -198,6 +198,8 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
     bad = [s for s in sha if not _SHA_RE.match(s)]
     if bad:
         raise UsageError(f"{where}: sha256 {bad[0]!r} is not 64 hexadecimal digits")
+    if t.get("from_sha256") and not _SHA_RE.match(t["from_sha256"]):  # quantize: the file the rung was made from
+        raise UsageError(f"{where}: from_sha256 {t['from_sha256']!r} is not 64 hexadecimal digits")
     sizes = _per_file(t, "size", int, where, n)
     if any(isinstance(s, bool) or s <= 0 for s in sizes):
         raise UsageError(f"{where}: size must be a positive number of bytes")

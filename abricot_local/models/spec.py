@@ -42,6 +42,7 @@ class ModelSpec:
     same_as: str = ""
     origin: str = ""
     backend: str = ""  # the backend that opens it ("" = the one asked for); "fake": no file at all
+    from_sha256: str = ""  # a rung `quantize` wrote: the SHA-256 of the file (its SOURCE) its ladder was made from
 
     @property
     def file(self) -> str:
