@@ -221,3 +221,22 @@ def test_a_run_of_all_127_abricot_items_gets_an_exact_verdict(tmp_path, abricot_
         at = next(k for k, x in enumerate(lines) if f"{c['task']}.pearson" in x and c["reference"] in x)
         assert head in lines[at] and "cannot settle" not in lines[at]
         assert lines[at + 2].strip() == c["reasons"][1]  # its own line, under the exact figures
+
+
+def test_every_block_of_the_quantization_comparison_names_the_reference_quant(tmp_path):
+    """Issue 47 item 3: a table split to fit 120 columns repeats its key columns; the reference quant is one."""
+    long = "gemma-3-270m-from-q4_k_m"
+    models = tmp_path / "models.toml"
+    models.write_text("".join(f'[{long}-{q.lower()}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\n'
+                              f'base = "{long}"\nn_ctx = 8192\n\n' for q in ("F16", "Q4_K_M")), encoding="utf-8")
+    out = tmp_path / "ladder"
+    r = invoke("run", f"{long}-f16", "--models", models, "--quants", "F16,Q4_K_M", "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d", 5), "--out", out)
+    assert r.exit_code == 0, r.output
+    text = invoke("report", out, "--models", models, "--table", "quant").stdout
+    section = text.split("Quantization comparison", 1)[1].split("Quant ladder", 1)[0]
+    blocks = [b for b in section.split("\n\n") if "-----" in b]
+    assert len(blocks) >= 2 and max(map(len, text.splitlines())) <= 120
+    for block in blocks:
+        head, rule, row = block.splitlines()[-3:]
+        assert "ref_quant" in head and "F16" in row.split()

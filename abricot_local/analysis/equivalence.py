@@ -86,9 +86,7 @@ class Equivalence:
         if self.kind == UNDEFINED:
             return head + f"cannot tell ({self.note or 'the difference is undefined'})"
         if self.kind != UNSETTLED:
-            words = {EQUIVALENT: f"equivalent within {m}", NOT_WORSE: f"not worse by more than {m}",
-                     WORSE: f"worse by more than {m}"}[self.kind]
-            return head + f"{words} {self._figures()}"
+            return head + f"{words(self.kind, self.margin)} {self._figures()}"
         what = "discordance" if self.stat == "accuracy" else "spread"
         if self.items is None or self.items >= stats.MAX_ITEMS:
             settle = "no number of items settles it: the difference sits on the margin"
@@ -110,9 +108,7 @@ class Equivalence:
             return head + f"no interval ({self.note})" if self.note else head + "no interval"
         figures = f"90% CI [{lo:.3f}, {hi:.3f}] ({self.method}, {self.n:,} items)"
         if self.like_kind != UNSETTLED:
-            words = {EQUIVALENT: f"equivalent within {m}", NOT_WORSE: f"not worse by more than {m}",
-                     WORSE: f"worse by more than {m}"}[self.like_kind]
-            return head + f"{figures}: {words}"
+            return head + f"{figures}: {words(self.like_kind, self.margin)}"
         k = self.like_items
         if k is None or k >= stats.MAX_ITEMS:
             return head + f"{figures}: cannot tell within {m}; no number of items settles it (on the margin)"
@@ -124,6 +120,14 @@ class Equivalence:
     @property
     def lines(self) -> tuple[str, ...]:
         return (self.line, self.like_line) if self.like_line else (self.line,)
+
+
+def words(kind: str, margin: float) -> str:
+    """A settled verdict in words: ``equivalent within 0.02``, ``not worse by more than 0.02``, ``worse by more than
+    0.02``."""
+    m = f"{margin:g}"
+    return {EQUIVALENT: f"equivalent within {m}", NOT_WORSE: f"not worse by more than {m}",
+            WORSE: f"worse by more than {m}"}[kind]
 
 
 def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:

@@ -186,7 +186,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
-        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 2,
+        q.insert(2, "ref_quant", q.pop("ref_quant"))  # a key column: every block names the reference quant
+        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 3,
                                ("notes", "ref_model", "other_model"))
         rungs = ladders(report.runs)
         if rungs:
