@@ -192,6 +192,7 @@ def test_a_ladder_on_the_whole_task_is_exact_and_near_ties_are_listed(tmp_path):
     q4 = next(x for x in doc["quant_ladder"] if x["quant"] == "Q4_K_M")
     assert q4["verdict"]["total"] == q4["n"] == 20 and q4["verdict"]["ci90"] == [0.0, 0.0]
     assert q4["verdict"]["kind"] == "equivalent" and "on all 20 items of the task: exact" in q4["verdict"]["line"]
+    assert q4["verdict_text"] == "identical; equivalent within 0.02, exact" and q4["difference_text"] == "+0.000 (exact)"
     assert len(flipped) == 2
     text = invoke("compare", out / "tiny-q8", tmp_path / "q4b", "--models", models).stdout
     listed = text.split("  near ties: ", 1)[1].split("\n\n", 1)[0]  # compare's text lists near ties by id too

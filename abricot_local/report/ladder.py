@@ -46,6 +46,8 @@ def difference_text(e) -> str:
         return ""
     if e.exact:
         return f"{e.diff:+.3f} (exact)"
+    if any(v != v for v in e.ci90):
+        return f"{e.diff:+.3f} (no interval)"
     return f"{e.diff:+.3f} [{e.ci90[0]:+.3f}, {e.ci90[1]:+.3f}]"
 
 
@@ -78,7 +80,7 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
                     "verdict": None if r.verdict is None else
                     {**asdict(r.verdict), "exact": r.verdict.exact, "line": r.verdict.line,
                      "like_line": r.verdict.like_line or None},
-                    "verdict_text": verdict_text(r),
+                    "verdict_text": verdict_text(r), "difference_text": difference_text(r.verdict),
                     "changed": None if ch is None else {
                         "n": len(ch.changed), "near_ties": len(ch.near_ties), "decisive": [d.id for d in ch.decisive],
                         "threshold_nats": ch.threshold, "line": ch.summary}})
