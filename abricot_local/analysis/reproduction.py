@@ -148,13 +148,15 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
     if value is None or _bad(value):
         diff = math.nan if value is None else value - published
-        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note="the run's metric is undefined (NaN: a constant vector)", **base)
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2,
+                       note="the run's metric is undefined (NaN: a constant vector)", **base)
     diff = value - published + 0.0
     note = ""
     if ci90 is None or _bad(*ci90):
         note = "the run's metric has no finite 90% interval (a constant vector)"
     elif correlation and n < stats.MIN_CORRELATION_ITEMS:
-        note = f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not read"
+        note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not "
+                "read")
     elif correlation and ci90[0] == ci90[1]:
         note = "the correlation is the same in every resample: its bootstrap has no spread"
     like = NAN2 if note else (ci90[0] - published - rounding + 0.0, ci90[1] - published + rounding + 0.0)

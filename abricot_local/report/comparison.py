@@ -134,7 +134,8 @@ def _listed(kind: str, changed) -> list[str]:
     if not changed:
         return []
     shown = ", ".join(d.text for d in changed[:SHOWN_DECISIVE])
-    more = f" and {len(changed) - SHOWN_DECISIVE} more (--format json lists them)" if len(changed) > SHOWN_DECISIVE else ""
+    left = len(changed) - SHOWN_DECISIVE
+    more = f" and {left} more (--format json lists them)" if left > 0 else ""
     return [f"  {kind}: {shown}{more}"]
 
 

@@ -26,7 +26,8 @@ def _num(v, digits: int = 3) -> str:
 
 def verdict_text(r: Rung) -> str:
     """The verdict in a cell: ``equivalent within 0.02``, ``cannot tell yet (~900 items)``, ``equivalent within
-    0.02, exact`` (every item of the task compared), ``identical; ...`` (every log-prob bit-identical), ``reference``."""
+    0.02, exact`` (every item of the task compared), ``identical; ...`` (every log-prob bit-identical),
+    ``reference``."""
     if r.is_reference:
         return "reference"
     e = r.verdict
@@ -34,7 +35,8 @@ def verdict_text(r: Rung) -> str:
         return "no common item"
     same = "identical; " if e.identical else ""
     if e.kind == UNSETTLED:
-        return same + f"cannot tell yet ({'~' + format(e.items, ',') + ' items' if e.items < stats.MAX_ITEMS else 'on the margin'})"
+        return same + ("cannot tell yet (on the margin)" if e.items >= stats.MAX_ITEMS else
+                       f"cannot tell yet (~{e.items:,} items)")
     if e.kind == UNDEFINED:
         return same + "cannot tell"
     return same + words(e.kind, e.margin) + (", exact" if e.exact else "")
