@@ -76,9 +76,11 @@ def test_published_rows_with_their_verdict(tmp_path):
     p = run.published()
     check = run.record.published.checks[0]
     assert p.reference.tolist() == ["llama-3.1-8b"] and p.published.tolist() == [check.published]
-    # the verdict as the run recorded it: the task's margin (ABRICOT's pearson: 0.05), which all its items cannot settle
-    assert check.verdict == "cannot settle" and check.margin == 0.05 and check.items_total == check.n
-    assert p.verdict.tolist() == ["this task cannot settle 0.05"] and "90% CI" in p.reasons[0]
+    # the verdict as the run recorded it: the task's margin (ABRICOT's pearson: 0.05); every item of the (invented)
+    # task scored, so the run's value is the set's and the verdict exact (issue 47), items like these a second reason
+    assert check.verdict == "reproduced" and check.margin == 0.05 and check.items_total == check.n
+    assert abs(check.difference) + 0.005 < 0.05 and "on all 18 items of the task (exact" in p.reasons[0]
+    assert p.verdict.tolist() == ["reproduced within 0.05"] and "items like these" in p.reasons[0]
     wide = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, margin=2.5, out=tmp_path / "m")
     assert wide.record.published.margin == 2.5  # run --margin: r - 0.30 always lies inside +-2.5
     assert wide.published().verdict.tolist() == ["reproduced within 2.5"]

@@ -145,7 +145,7 @@ def test_edited_config_shots_fail(abricot):
 def test_an_edited_published_block_fails(abricot):
     def change(doc):
         c = doc["published"]["checks"][0]
-        c.update(verdict="reproduced", inside=True, published=0.01)
+        c.update(verdict="differs" if c["verdict"] != "differs" else "reproduced", inside=True, published=0.01)
     edit(abricot, change_record=change)
     rc, out = check(abricot)
     assert rc == 1 and "published.checks[0] (llama-3.1-8b, abricot_abs.pearson) verdict: recorded " in out

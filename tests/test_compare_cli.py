@@ -99,7 +99,7 @@ def test_two_runs_of_one_model_are_labelled_apart(runs):
     r = invoke("compare", runs["a"], runs["a64"])
     assert r.exit_code == 0, r.output
     assert verdict_lines(r.stdout) == [
-        "fake (n_batch=512) vs fake (n_batch=64): identical (every log-prob of the 24 common items is bit-identical)"]
+        "fake (n_batch=512) vs fake (n_batch=64): identical (on these 24 common items, every log-prob bit-identical)"]
     # a folder of runs is searched, as report does
     r = invoke("compare", runs["a"].parent, "--format", "json")
     assert [x["label"] for x in json.loads(r.stdout)["runs"]] == [

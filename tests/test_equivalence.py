@@ -97,7 +97,9 @@ def connor_n(psi, d, za=st.norm.isf(0.05), zb=st.norm.ppf(0.80)):
 
 
 @pytest.mark.parametrize("moved, margin", [(0, None), (-12, None), (40, None), (-4, None), (-4, 0.1), (-2, None)])
-def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, moved, margin):
+def test_accuracy_verdicts_are_tangos_score_interval_for_the_task_against_the_margin(runs, moved, margin):
+    """Issue 47: the paired accuracy interval is Tango's score interval from the discordant items, narrowed by the
+    finite-population correction for the task's own items; the one for items like these is kept beside it."""
     ref = views.view_of(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
     right = [k for k, s in enumerate(samples) if s["pred"] == s["gold"]]
@@ -113,25 +115,34 @@ def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, m
     c = cmp.compare([ref, other], margin=margin)
     (e,) = [e for e in c.equivalence if e.metric == "accuracy"]
     assert (e.other, e.reference, e.task, e.n) == ("other", ref.label, "discotex", N)
-    ca = [s["pred"] == s["gold"] for s in in_compare_order([s.to_dict() for s in other.task("discotex").samples])]
-    cb = [s["pred"] == s["gold"] for s in in_compare_order(samples)]
-    assert e.diff == pytest.approx(moved / N)
-    lo, hi = own_ci90(ca, cb)
-    assert e.ci90 == pytest.approx((lo, hi))
+    total = c.totals["discotex"]  # the --sample 100 run's task, counted from the data it recorded
+    assert e.total == total and total >= 1000 and not e.exact
+    assert e.diff == pytest.approx(moved / N) and e.identical == (moved == 0)
+    fixed, broke = (len(flip), 0) if moved > 0 else (0, len(flip))  # other - reference: b = fixed, c = broken
+    lo, hi = stats.paired_score_ci(fixed, broke, N, level=0.90, factor=(total - N) / (total - 1))
+    assert e.ci90 == pytest.approx((lo, hi)) and lo < e.diff < hi and hi - lo > 0
+    assert e.like_ci90 == pytest.approx(stats.paired_score_ci(fixed, broke, N, level=0.90))
+    assert e.like_ci90[0] < lo and hi < e.like_ci90[1]  # items like these: wider
     m = 0.02 if margin is None else margin  # DISCOTEX declares 0.02 for accuracy
     assert e.margin == m and e.kind == own_kind(e.diff, lo, hi, m)
     line = e.line
     assert line.startswith(f"other vs {ref.label}, discotex accuracy: ")
-    assert f"(difference {moved / N:.3f}, 90% CI [{lo:.3f}, {hi:.3f}], {N} items)" in line
+    assert f"(difference {moved / N:.3f}, 90% CI [{lo:.3f}, {hi:.3f}] for the task's {total:,} items, {N} compared)" \
+        in line
+    assert e.lines[1].startswith("items like these (whether it generalises): 90% CI ")
     if e.kind == "cannot tell yet" and moved == -2:  # the difference is -0.02 = -M: no number of items settles it
         assert e.items == stats.MAX_ITEMS and "no number of items settles it" in line
     elif e.kind == "cannot tell yet":
         psi = len(flip) / N
-        want = math.ceil(connor_n(psi, abs(e.diff + m)))
-        assert abs(e.items - want) <= 1 and f"about {e.items:,} items would settle it at this discordance" in line
+        n0 = math.ceil(connor_n(psi, abs(e.diff + m)))  # items like these, then drawn from the task's own
+        assert abs(e.like_items - n0) <= 1 and f"about {e.like_items:,} items like these would settle it" in e.lines[1]
+        want = math.ceil(e.like_items * total / (e.like_items + total - 1))
+        assert e.items == max(want, N + 1) <= total
+        assert f"about {e.items:,} of the task's {total:,} items would settle it at this discordance" in line
     else:
         assert e.items is None
-    expected = {0: "equivalent", -12: "worse", 40: "not worse", -4: "cannot tell yet", -2: "cannot tell yet"}
+    # 100 unchanged answers do not show equivalence within 0.02: about 0.025 either way is still possible
+    expected = {0: "cannot tell yet", -12: "worse", 40: "not worse", -4: "cannot tell yet", -2: "cannot tell yet"}
     if moved in expected and margin is None:
         assert e.kind == expected[moved]
     if (moved, margin) == (-4, 0.1):
@@ -139,6 +150,8 @@ def test_accuracy_verdicts_are_the_bootstrap_interval_against_the_margin(runs, m
 
 
 def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_margin(runs):
+    """Every row of the invented ABRICOT file scored: the difference is the task's own (exact); the bootstrap's
+    interval answers for items like these, on a line of its own."""
     ref = views.view_of(runs["a"])
     samples = ref.task("abricot_abs").samples
     other = changed(ref, "other", lambda k, s: answer(s, (s["pred"] + 1) % 5) if k % 3 == 0 else s)
@@ -153,12 +166,17 @@ def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_marg
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.array([np.corrcoef(xa[i], ya[i])[0, 1] - np.corrcoef(xb[i], yb[i])[0, 1] for i in idx])
     lo, hi = np.percentile(d[~np.isnan(d)], [5, 95])
-    assert e.diff == pytest.approx(np.corrcoef(xa, ya)[0, 1] - np.corrcoef(xb, yb)[0, 1])
-    assert e.ci90 == pytest.approx((lo, hi)) and e.kind == own_kind(e.diff, lo, hi, 0.05)
-    if e.kind == "cannot tell yet":  # the interval's spread, scaled as 1/sqrt(n)
+    diff = np.corrcoef(xa, ya)[0, 1] - np.corrcoef(xb, yb)[0, 1]
+    assert e.diff == pytest.approx(diff) and e.total == len(xa) == e.n and e.exact
+    assert e.ci90 == (e.diff, e.diff) and e.kind == own_kind(diff, diff, diff, 0.05) != "cannot tell yet"
+    assert f"(difference {e.diff:.3f} on all {len(xa)} items of the task: exact)" in e.line
+    assert e.like_ci90 == pytest.approx((lo, hi)) and e.like_kind == own_kind(diff, lo, hi, 0.05)
+    if e.like_kind == "cannot tell yet":  # the interval's spread, scaled as 1/sqrt(n)
         se = (hi - lo) / (2 * st.norm.isf(0.05))
         want = len(xa) * ((st.norm.isf(0.05) + st.norm.ppf(0.8)) * se / abs(e.diff + 0.05)) ** 2
-        assert abs(e.items - max(math.ceil(want), len(xa) + 1)) <= 1 and "at this spread" in e.line
+        assert abs(e.like_items - math.ceil(want)) <= 1
+        assert f"this task cannot settle 0.05 (about {e.like_items:,} items would; it holds {len(xa)})" in e.lines[1] \
+            if e.like_items > len(xa) else f"about {e.like_items:,} items like these" in e.lines[1]
 
 
 def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_one_named():

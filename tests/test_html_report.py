@@ -419,6 +419,8 @@ def test_the_ladder_and_the_changed_answer_filters(page, site):
     cells = [rows.nth(k).locator("td").all_text_contents() for k in range(rows.count())]
     disco = [c for c in cells if c[1] == "discotex"]
     assert [c[2] for c in disco] == ["Q8_0", "Q4_0"] and disco[0][5] == "reference"
+    first = rows.nth(0).locator("td")  # issue 47: the model and run names stay on one line
+    assert [first.nth(k).evaluate("e => getComputedStyle(e).whiteSpace") for k in (0, 3)] == ["nowrap", "nowrap"]
     # the second run wrapped its prompts in the chat template: compare (same id and scored context) pairs none
     assert disco[1][4:6] == ["0", "no common item"]
 

@@ -238,7 +238,7 @@ def test_check_on_another_kernel_path_says_so_first_and_passes_on_an_identical_v
     assert out[:2] == ["kernel path: NOT the recorded one, so the numbers may differ (docs/numerics.md):",
                        "  build: recorded synthetic build (AVX512), here synthetic build"]
     verdict = next(line for line in out if line.startswith("verdict: "))
-    assert verdict.endswith(" (re-scored here): identical (every log-prob of the 20 common items is bit-identical)")
+    assert verdict.endswith(" (re-scored here): identical (on these 20 common items, every log-prob bit-identical)")
     assert out[-1].startswith("reproduced on another kernel path; passed: the verdict is identical")
     doc = json.loads(invoke("check", run, "--json").stdout)
     assert doc["kernels"]["same"] is False and doc["verdict"]["kind"] == "identical" and doc["passed"]

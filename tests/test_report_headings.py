@@ -15,9 +15,9 @@ FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.c
 
 
 @pytest.mark.parametrize("tasks, heading", [
-    ("discotex", "Runs (value [95% bootstrap CI]); no published results exist for these tasks"),
-    ("discotex,abricot_abs", "Runs and published results (value [95% bootstrap CI]); none are published for discotex"),
-    ("abricot_abs", "Runs and published results (value [95% bootstrap CI])"),
+    ("discotex", "Runs (value [95% CI]); no published results exist for these tasks"),
+    ("discotex,abricot_abs", "Runs and published results (value [95% CI]); none are published for discotex"),
+    ("abricot_abs", "Runs and published results (value [95% CI])"),
 ])
 def test_heading_names_the_tasks_without_published_results(tmp_path, tasks, heading):
     out = tmp_path / "o"

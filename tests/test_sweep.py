@@ -28,7 +28,7 @@ def test_two_fake_models_into_one_sweep_folder(tmp_path, discotex_dir):
     # after the table, the pairwise verdicts (the fake scores the same prompts alike whatever its label)
     tail = table[table.index("Pairwise verdicts"):].replace("\n  ", " ").splitlines()
     assert tail[0] == f"Pairwise verdicts (details: abricot-local compare {root / 'fake-a'} {root / 'fake-b'})"
-    assert tail[1:] == ["fake-a vs fake-b: identical (every log-prob of the 6 common items is bit-identical)"]
+    assert tail[1:] == ["fake-a vs fake-b: identical (on these 6 common items, every log-prob bit-identical)"]
     again = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                    "--sample", "6", "--n-ctx", "8192", "--out", root, "--resume")
     assert again.exit_code == 0 and again.output.count("already complete") == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from click.testing import CliRunner
 
 from abricot_local import console
@@ -63,9 +65,13 @@ def test_an_entry_reproducing_the_paper_row(tmp_path):
         assert c["inside"] == (None if math.isnan(lo) else lo <= 0.30 <= hi)
         assert json.dumps(c["value"]) == json.dumps(res["tasks"][task]["metrics"]["pearson"])
         assert c["margin"] == 0.05 and c["n"] == c["items_total"] == 18 and c["reasons"]
-        assert c["verdict"] == ("cannot tell" if math.isnan(lo) else "cannot settle")
+        # every row of the (invented, 18-row) task scored: the run's value is the set's, the verdict exact
+        d = c["value"] - 0.30
+        exact = "cannot tell" if math.isnan(d) else "reproduced" if abs(d) + 0.005 < 0.05 else \
+            "differs" if abs(d) - 0.005 > 0.05 else "cannot tell"
+        assert c["verdict"] == exact and c["verdict"] != "cannot settle"
         row = next(x for x in r.output.splitlines() if f"{task}.pearson" in x and "llama-3.1-8b" in x)
-        assert "0.30" in row and ("cannot tell" in row or "this task cannot settle 0.05" in row)
+        assert "0.30" in row and (f"differs by {d:+.3f}" in row if exact == "differs" else exact in row)
         assert c["reasons"][0].partition(": ")[2] in r.output
     r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
                "--shots", "0", "--n-ctx", "8192", "--out", tmp_path / "z")
@@ -76,13 +82,21 @@ def test_an_entry_reproducing_the_paper_row(tmp_path):
 
 
 def test_the_four_verdicts_and_the_small_sample_warning():
-    """reproduction.judge: the 90% CI of run - published against +-M, as compare judges two runs."""
+    """reproduction.judge: the 90% CI of run - published for the task's own value (the finite-population correction,
+    the published value's rounding) against +-M; the interval for items like these beside it."""
     from abricot_local.analysis import reproduction as rp
 
     near = (("other", 0.35), ("far", 0.9))
     v = rp.judge(0.31, (0.29, 0.33), 0.30, 0.05, n=500, total=1000, neighbours=near)
-    assert v.kind == rp.REPRODUCED and v.ci90 == (0.29 - 0.30 + 0.0, 0.33 - 0.30) and not v.warnings
-    assert v.line.startswith("reproduced within 0.05: run - published +0.010")
+    root = math.sqrt(500 / 999)  # the correction, sqrt((N - n) / (N - 1)), on the half-widths
+    assert v.kind == rp.REPRODUCED and not v.warnings
+    assert v.ci90 == pytest.approx((0.31 - 0.02 * root - 0.30, 0.31 + 0.02 * root - 0.30))  # no rounding given
+    assert v.line.startswith("reproduced within 0.05: run - published +0.010, 90% CI [-0.004, +0.024] for the task's "
+                             "1000 items (500 scored)")
+    assert v.like_kind == rp.REPRODUCED and v.reasons[1].startswith("items like these (whether the model generalises)")
+    v = rp.judge(0.31, (0.29, 0.33), 0.30, 0.05, n=500, total=1000, rounding=0.005)
+    assert v.ci90 == pytest.approx((0.31 - 0.02 * root - 0.305, 0.31 + 0.02 * root - 0.295))
+    assert "the published value's rounding +-0.005 included" in v.line
     v = rp.judge(0.50, (0.45, 0.55), 0.30, 0.05, n=500, total=1000)
     assert v.kind == rp.DIFFERS and "differs by more than 0.05" in v.line
     v = rp.judge(0.10, (0.05, 0.15), 0.30, 0.05, n=500, total=1000)
@@ -90,19 +104,36 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     # 20 items, an interval of +-0.1 around a difference of 0.02, margin 0.1: more items would settle it, the task has them
     v = rp.judge(0.32, (0.22, 0.42), 0.30, 0.10, n=20, total=1000, neighbours=near)
     assert v.kind == rp.UNSETTLED and 20 < v.items <= 1000 and f"about {v.items:,} of the task's 1000" in v.line
-    assert v.warnings and "small sample" in v.warnings[0] and "other 0.35" in v.warnings[0]
-    # ABRICOT-like: every item scored, +-0.15 at 127 items against a margin of 0.05: the task cannot settle it
-    v = rp.judge(0.30, (0.15, 0.45), 0.30, 0.05, n=127, total=127)
-    assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9
-    assert "this task cannot settle +-0.05" in v.line and "all 127 items give a 90% CI of about +-0.15" in v.line
-    assert "settles margins of about 0.15 or more" in v.line and "under" not in v.line
-    v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127)  # d = -0.3, h = 0.1: above 0.4 or under 0.2
-    assert v.kind == rp.UNSETTLEABLE and "margins of about 0.40 or more (or, differing, under 0.20)" in v.line
-    # 20 of 127 items: all 127 would narrow +-0.35 to about +-0.14, still wider than 0.05
+    assert v.items <= v.like_items  # drawn from the task's own 1000, fewer are needed than for items like these
+    assert v.warnings and "small sample" in v.warnings[-1] and "other 0.35" in v.warnings[-1]
+    # ABRICOT-like, every item scored: the run's value is the set's; the verdict is exact, allowing the rounding
+    v = rp.judge(0.30, (0.15, 0.45), 0.30, 0.05, n=127, total=127, rounding=0.005)
+    assert v.kind == rp.REPRODUCED and v.exact and v.ci90 == pytest.approx((-0.005, 0.005))
+    assert v.line == ("reproduced within 0.05: run - published +0.000 on all 127 items of the task (exact; "
+                      "[-0.005, +0.005] with the published value's rounding +-0.005), inside +-0.05")
+    # items like these: +-0.15 at 127 items against 0.05: no number of the task's items settles that question
+    like = v.reasons[1]
+    assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9 and "this task cannot settle +-0.05" in like
+    assert "all 127 items give a 90% CI of about +-0.15" in like and "margins of about 0.15 or more" in like
+    v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127, rounding=0.005)  # d = -0.3, h = 0.1
+    assert v.kind == rp.DIFFERS and v.line.startswith("differs by -0.300: run - published -0.300 on all 127 items")
+    assert "margins of about 0.40 or more (or, differing, under 0.20)" in v.reasons[1]
+    v = rp.judge(0.349, (0.2, 0.5), 0.30, 0.05, n=127, total=127, rounding=0.005)  # 0.049 +- 0.005 straddles 0.05
+    assert v.kind == rp.UNDEFINED and "rounding (+-0.005) leaves it on either side of +-0.05" in v.line
+    # 20 of 127 items: the task's own value narrows to sqrt(107/126) of +-0.35, still holding the margin; all 127
+    # items would settle it (the set's value, then exact), so never "this task cannot settle" but how many
     v = rp.judge(0.30, (-0.05, 0.65), 0.30, 0.05, n=20, total=127)
-    assert v.kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9 and "even all 127" in v.line
+    assert v.kind == rp.UNSETTLED and 20 < v.items <= 127
+    assert v.ci90 == pytest.approx((-0.35 * math.sqrt(107 / 126), 0.35 * math.sqrt(107 / 126)))
+    assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9
+    assert "even all 127" in v.reasons[1]
     v = rp.judge(float("nan"), (float("nan"), float("nan")), 0.30, 0.05, n=20, total=127)
     assert v.kind == rp.UNDEFINED and v.line.startswith("cannot tell")
+    # a correlation over fewer than 10 items, or the same in every resample: cannot tell, never a width-0 interval
+    v = rp.judge(0.5, (0.1, 0.8), 0.30, 0.05, n=6, total=127, correlation=True)
+    assert v.kind == rp.UNDEFINED and "fewer than 10 items" in v.line
+    v = rp.judge(1.0, (1.0, 1.0), 0.30, 0.05, n=40, total=127, correlation=True)
+    assert v.kind == rp.UNDEFINED and "same in every resample" in v.line
 
 
 def test_run_margin_and_several_protocols(tmp_path):

@@ -14,8 +14,10 @@ under several protocols (keys ``task@protocol``): each row is checked against th
 made under its own protocol.
 
 A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the
-margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% interval of
-the metric (:class:`Evidence`: the task's bootstrap at 90%, its margin, its number of items).
+margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% intervals of
+the metric (:class:`Evidence`: an accuracy's Wilson score interval, a correlation's bootstrap; for the
+task's own value and for items like these), its margin, its number of items, and the published
+value's rounding (:func:`rounding`).
 """
 
 from __future__ import annotations
@@ -28,29 +30,52 @@ from abricot_local.record import Published, PublishedCheck, Sample, TaskEntry
 from abricot_local.tasks.base import Protocol, Reference, Task
 
 LEVEL90 = 0.90  # the verdict's interval: two one-sided tests at 5%, as compare's equivalence
+DECIMALS = 2  # the published tables (ABRICOT's paper, the CALAMITA leaderboard) give two decimals
+
+
+def rounding(value: float) -> float:
+    """Half a unit of a published value's last decimal: at two decimals (0.30) +-0.005; a value that shows
+    more decimals (0.305), half of its last one."""
+    for d in range(DECIMALS, 7):
+        if round(value, d) == value:
+            return 0.5 * 10.0 ** -d
+    return 0.0
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What the verdict reads of one task instance beyond its record entry: each CI metric's 90%
-    bootstrap interval (the 95% CI's resamples: the task's seed, N_BOOT), the margin the task declares
-    for it, and how many items the whole task holds."""
+    interval for items like these (an accuracy's Wilson score interval; a correlation's bootstrap, the
+    95% CI's resamples: the task's seed, N_BOOT), an accuracy's for the task's own value (Wilson's with
+    the finite-population correction; a correlation's is narrowed by reproduction.py), which metrics
+    are correlations, the margin the task declares for each, and how many items the whole task holds."""
 
     total: int
     ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
     margins: dict[str, float] = field(default_factory=dict)
+    within: dict[str, tuple[float, float]] = field(default_factory=dict)
+    correlations: frozenset[str] = frozenset()
 
 
 def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
     """``task``'s :class:`Evidence` over its ``samples`` (``total``: its items before --limit/--sample/--shard)."""
-    from abricot_local.metrics import bootstrap_ci
+    import numpy as np
 
-    ci90, margins = {}, {}
+    from abricot_local.analysis import stats
+    from abricot_local.metrics import interval, wilson
+
+    ci90, margins, within, correlations = {}, {}, {}, set()
     for inp in task.metric_inputs(list(samples)):
-        lo, hi = bootstrap_ci(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
+        lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
         margins[inp.name] = float(task.margins.get(inp.name, task.default_margin))
-    return Evidence(total, ci90, margins)
+        n = len(inp.x)
+        if inp.stat == "accuracy":
+            k = int(np.sum(np.asarray(inp.x) == np.asarray(inp.y)))
+            within[inp.name] = wilson(k, n, level=LEVEL90, fpc=stats.fpc(n, max(total, n)))
+        else:
+            correlations.add(inp.name)
+    return Evidence(total, ci90, margins, within, frozenset(correlations))
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
@@ -188,7 +213,7 @@ class CICheck:
                               protocol=p.name if p else None, comparable=self.comparable,
                               differences=self.differences, precision=self.precision or None,
                               verdict=v.kind if v else None, margin=v.margin if v else None,
-                              ci90=v.ci90 if v and v.kind != reproduction.UNDEFINED else None,
+                              ci90=v.ci90 if v and not any(c != c for c in v.ci90) else None,
                               n=v.n if v else None, items_total=v.total if v else None,
                               items_to_settle=v.items if v else None,
                               settles=None if v is None or v.settles is None else round(v.settles, 6),
@@ -220,7 +245,9 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
     if evidence is not None and not differences:
         m = margin if margin is not None else evidence.margins.get(ref.metric, Task.default_margin)
         verdict = reproduction.judge(value, evidence.ci90.get(ref.metric), ref.value, m, n=entry.n,
-                                     total=evidence.total, neighbours=neighbours(ref, refs))
+                                     total=evidence.total, neighbours=neighbours(ref, refs),
+                                     within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
+                                     correlation=ref.metric in evidence.correlations)
     return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
                    differences=differences, key=key, verdict=verdict)
 

@@ -1,25 +1,24 @@
 """Paired comparisons of finished runs, item by item.
 
-Runs are matched on the items every one of them scored with the same id and the
-same scored context (SHA-256 of the sample's ``context``), in id order, so the
-numbers depend neither on item order nor on sharding; a task one run recorded under
-another key (another prompt-variant spelling, an lm-eval output) is paired by the same
-items (alignment.py). For each pair of runs and
-each task, each CI metric the task declares (``Task.metric_inputs``) is compared
-over those items: the paired difference with a paired-bootstrap CI, and McNemar's
-exact test (accuracy) or Williams' t (correlations, when both runs share the gold
-vector); p-values are Holm-adjusted over the pairs of each task and metric. The
-runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL),
-every recorded setting that differs is named, and each pair gets one verdict.
-Pure: reads folders (:func:`view_of`) and returns frozen dataclasses; see
-report/comparison.py for the text.
+Runs are matched on the items every one of them scored with the same id and the same scored
+context (SHA-256 of the sample's ``context``), in id order, so the numbers depend neither on item
+order nor on sharding; a task one run recorded under another key (another prompt-variant
+spelling, an lm-eval output) is paired by the same items (alignment.py). For each pair of runs and
+each task, each CI metric the task declares (``Task.metric_inputs``) is compared over those items:
+the paired difference with Tango's score interval and McNemar's exact test (accuracy) or a
+paired-bootstrap CI and Williams' t (correlations, when both runs share the gold vector); p-values
+are Holm-adjusted over the pairs of each task and metric. The runs' predictions and log-probs are
+compared too (agreement, |delta log-prob|, KL), every recorded setting that differs is named, each
+pair gets one verdict, and each run one with a margin against its reference (equivalence.py, over
+the task's N items: population.py). Pure: reads folders (:func:`view_of`) and returns frozen
+dataclasses; see report/comparison.py for the text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any, Mapping, Sequence
 
@@ -29,6 +28,7 @@ from abricot_local.analysis import stats
 from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.equivalence import Equivalence, judge, references
+from abricot_local.analysis.population import task_total
 from abricot_local.analysis.views import RunView, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError
@@ -70,7 +70,7 @@ class MetricComparison:
     value_a: float  # over the common items (may differ from results.json's value)
     value_b: float
     diff: float  # value_a - value_b
-    ci: tuple[float, float]  # paired-bootstrap percentile CI of diff
+    ci: tuple[float, float]  # 95% CI of diff: Tango's score interval (accuracy), else the paired bootstrap's
     test: str  # "McNemar exact", "Williams t", or "" (not tested: see note)
     statistic: float
     p: float
@@ -78,7 +78,7 @@ class MetricComparison:
     mdd: float | None = None  # accuracy: the smallest difference these items detect (80%, 5%)
     detail: tuple[tuple[str, Any], ...] = ()
     note: str = ""
-    ci90: tuple[float, float] = (math.nan, math.nan)  # the same resamples' 90% interval (equivalence.py)
+    ci90: tuple[float, float] = (math.nan, math.nan)  # the same method's 90% interval (equivalence.py)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,7 @@ class Comparison:
     changes: tuple[AnswerChanges, ...] = ()  # per pair and task: the answers that changed, near ties or decisive
     margin: float | None = None  # --margin (None: each task's per metric)
     near_tie: float = NEAR_TIE
+    totals: Mapping[str, int | None] = field(default_factory=dict)  # per task, its items (population.py; None: unknown)
 
 
 # -- matching --------------------------------------------------------------------------------
@@ -210,26 +211,34 @@ def agreement(task: str, a: RunView, b: RunView, sa: Sequence[Sample], sb: Seque
 
 
 def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int) -> MetricComparison:
-    """One metric of two runs over the same items (their MetricInputs, in the same order)."""
-    row = ROW_STATS[ia.stat]
+    """One metric of two runs over the same items (their MetricInputs, in the same order): an accuracy's
+    difference with Tango's score interval and McNemar's test; a correlation's with the paired
+    bootstrap (no interval when the difference is the same in every resample) and Williams' t."""
     n = len(ia.x)
-    boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
-    base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
-                diff=boot.diff, ci=boot.ci, ci90=boot.ci90)
     if ia.stat == "accuracy":
-        mc = stats.mcnemar_exact(np.asarray(ia.x) == np.asarray(ia.y), np.asarray(ib.x) == np.asarray(ib.y))
+        ca, cb = np.asarray(ia.x) == np.asarray(ia.y), np.asarray(ib.x) == np.asarray(ib.y)
+        mc = stats.mcnemar_exact(ca, cb)
+        va, vb = (float(np.mean(ca)), float(np.mean(cb))) if n else (math.nan, math.nan)
         mdd = stats.min_detectable_difference(n, mc.discordant / n if n else 0.0)
-        return MetricComparison(**base, test="McNemar exact", statistic=float(mc.a_only), p=mc.p, mdd=mdd,
-                                detail=(("a_only", mc.a_only), ("b_only", mc.b_only), ("mid_p", mc.mid_p)))
+        return MetricComparison(task, ia.name, ia.stat, a, b, n, va, vb, (mc.a_only - mc.b_only) / n if n else math.nan,
+                                stats.paired_score_ci(mc.a_only, mc.b_only, n), "McNemar exact", float(mc.a_only),
+                                mc.p, mdd=mdd, detail=(("a_only", mc.a_only), ("b_only", mc.b_only),
+                                                       ("mid_p", mc.mid_p)),
+                                ci90=stats.paired_score_ci(mc.a_only, mc.b_only, n, level=0.90))
+    row = ROW_STATS[ia.stat]
+    boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
+    flat = f"the difference is the same in every resample (the same ratings on these {n} items): no interval" \
+        if boot.ci90[0] == boot.ci90[1] else ""
+    base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
+                diff=boot.diff, ci=(math.nan,) * 2 if flat else boot.ci, ci90=(math.nan,) * 2 if flat else boot.ci90)
     if not np.array_equal(np.asarray(ia.y, float), np.asarray(ib.y, float)):
-        return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan, math.nan), "ci90": (math.nan, math.nan)},
-                                test="",
+        return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan,) * 2, "ci90": (math.nan,) * 2}, test="",
                                 statistic=math.nan, p=math.nan,
                                 note="the gold vectors differ over the common items: not compared")
     r_ab = float(row(np.asarray(ia.x, float), np.asarray(ib.x, float))) if n >= 2 else math.nan
     w = stats.williams_t(boot.a, boot.b, r_ab, n)
     z = stats.steiger_z(boot.a, boot.b, r_ab, n)
-    note = "" if not math.isnan(w.p) else "undefined (a constant vector or too few items): not tested"
+    note = flat or ("" if not math.isnan(w.p) else "undefined (a constant vector or too few items): not tested")
     return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p,
                             detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p)),
                             note=note)
@@ -301,6 +310,8 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
                                                   seed=seed, n_boot=n_boot))
     if not any(m.n_common for m in matches):
         raise _refuse(runs, shared)
+    totals = {m.task: task_total(runs, m.task) for m in matches if m.n_common}
+    same = {(g.a, g.b, g.task) for g in agreements if g.identical}
     metrics = _holm(metrics)
     labels = [r.label for r in runs]
     power = _power(metrics, primary)
@@ -310,7 +321,8 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     groups = best_groups(labels, metrics, alpha) if len(runs) > 2 else ()
     return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
                       verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()),
-                      judge(metrics, refs, margins, margin), tuple(changes), margin, near_tie)
+                      judge(metrics, refs, margins, margin, totals=totals, identical=same), tuple(changes), margin,
+                      near_tie, totals)
 
 
 def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:
@@ -363,7 +375,7 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     ags = [g for g in agreements if (g.a, g.b) == (a, b)]
     n = sum(g.n for g in ags)
     if ags and all(g.identical for g in ags):
-        return Verdict(a, b, IDENTICAL, f"every log-prob of the {n} common items is bit-identical")
+        return Verdict(a, b, IDENTICAL, f"on these {n} common items, every log-prob bit-identical")
     worst = max((g.max_abs_delta for g in ags), default=math.nan)
     if ags and all(g.same_pred == 1.0 and g.n_shape_differs == 0 for g in ags) and worst <= tolerance:
         return Verdict(a, b, CLOSE, f"same predictions on {n} items, max |delta log-prob| {worst:.2e} "
@@ -377,11 +389,11 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     lead = f"the smallest p of {len(chosen)} tasks: " if len(chosen) > 1 else ""
     text = (f"{lead}{m.task} {m.metric} {m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)} "
             f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], {m.test} p = {m.p_holm:.3g}{adjusted}")
-    zero_inside = m.ci[0] <= 0 <= m.ci[1]
+    zero_inside = m.ci[0] <= 0 <= m.ci[1] or math.isnan(m.ci[0])  # no interval: nothing to set against the test
     if m.p_holm < alpha:
-        return Verdict(a, b, DIFFERENT, text + ("; the bootstrap CI includes 0" if zero_inside else ""), m.p_holm)
+        return Verdict(a, b, DIFFERENT, text + ("; the CI includes 0" if zero_inside else ""), m.p_holm)
     if not zero_inside:
-        text += "; the bootstrap CI excludes 0 but the test does not reject"
+        text += "; the CI excludes 0 but the test does not reject"
     if m.mdd is not None:
         text += f"; {m.n} items detect only differences of {m.mdd:.3f} or more (80% power)"
     return Verdict(a, b, NOISE, text, m.p_holm)

@@ -2,14 +2,24 @@
 
 For each run and its reference (:func:`references`: ``--reference``, else the highest-precision
 quant of the same model, else the first run) and each metric compared, the difference
-other - reference and its 90% paired-bootstrap interval (compare.py's resamples) are read
-against the margin M, in the metric's own units (the task's ``margins``, else ``--margin``):
+other - reference and its 90% interval are read against the margin M, in the metric's own units
+(the task's ``margins``, else ``--margin``). The interval: an accuracy's, Tango's score interval of
+paired proportions (stats.paired_score_ci, from the discordant items: no changed answer of 12 items
+is about +-0.18, not [0, 0]); a correlation's, compare.py's paired bootstrap (none below
+stats.MIN_CORRELATION_ITEMS items, none when the difference is the same in every resample).
+
+Which question: the task's own value, a number on its N items (``totals``: compare.py reads N off
+the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc);
+at n = N the difference is the set's and the verdict exact. The wider interval for items like
+these (whether it generalises: no correction) is kept beside it (``like_*``); with N unknown it is
+the only one.
 
 - ``equivalent within M``: the interval inside (-M, M) (two one-sided tests at 5%);
 - ``not worse by more than M``: its lower bound above -M (and its upper bound M or more);
 - ``worse by more than M``: its upper bound below -M;
-- ``cannot tell yet``: the interval holds -M; with about how many items would settle it if the
-  difference stayed what it is (stats.items_to_settle: the power figures at one-sided 5%).
+- ``cannot tell yet``: the interval holds -M; with about how many of the task's items would settle
+  it if the difference stayed what it is (stats.items_to_settle: the power figures at one-sided 5%,
+  then stats.of_population); for items like these, more than the task holds: "this task cannot settle M".
 
 Pure: reads compare.py's MetricComparison rows (duck-typed: no import of compare.py).
 """
@@ -18,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.runs import quant_bits
@@ -26,6 +36,7 @@ from abricot_local.errors import UsageError
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (
     "equivalent", "not worse", "worse", "cannot tell yet", "cannot tell")
+NAN2 = (math.nan, math.nan)
 
 
 @dataclass(frozen=True)
@@ -35,32 +46,88 @@ class Equivalence:
     task: str
     metric: str
     margin: float  # in the metric's units
-    n: int
+    n: int  # items compared
     diff: float  # other - reference
-    ci90: tuple[float, float]  # 90% paired-bootstrap interval of diff
+    ci90: tuple[float, float]  # 90% interval of diff for the task's own value (N known), else for items like these
     kind: str
     items: int | None = None  # cannot tell yet: about how many items would settle it (stats.MAX_ITEMS: none would)
     note: str = ""
-    stat: str = ""  # the metric's statistic (accuracy: the settling figure is McNemar's)
+    stat: str = ""  # the metric's statistic (accuracy: Tango's interval, the settling figure McNemar's)
+    total: int | None = None  # the task's items (None: not known here)
+    like_ci90: tuple[float, float] = NAN2  # items like these: the 90% interval without the correction
+    like_kind: str = ""  # its verdict ("": not judged)
+    like_items: int | None = None  # its cannot tell yet: about how many items like these would settle it
+    identical: bool = False  # every log-prob of the n items bit-identical
+
+    @property
+    def exact(self) -> bool:
+        """Every item of the task compared: the difference is the task's own."""
+        return self.total is not None and self.n >= self.total
+
+    @property
+    def method(self) -> str:
+        return "Tango's score interval" if self.stat == "accuracy" else "paired bootstrap"
+
+    def _figures(self) -> str:
+        if self.exact:
+            return f"(difference {self.diff:.3f} on all {self.total:,} items of the task: exact)"
+        lo, hi = self.ci90
+        whose = f"for the task's {self.total:,} items, {self.n:,} compared" if self.total is not None else \
+            f"for items like these, {self.n:,} items"
+        return f"(difference {self.diff:.3f}, 90% CI [{lo:.3f}, {hi:.3f}] {whose})"
 
     @property
     def line(self) -> str:
+        """The verdict in one line (the task's own value; :attr:`lines` adds items like these)."""
         head = f"{self.other} vs {self.reference}, {self.task} {self.metric}: "
+        if self.identical:
+            head += f"identical on these {self.n:,} items; "
+        m = f"{self.margin:g}"
         if self.kind == UNDEFINED:
             return head + f"cannot tell ({self.note or 'the difference is undefined'})"
-        lo, hi = self.ci90
-        figures = f"(difference {self.diff:.3f}, 90% CI [{lo:.3f}, {hi:.3f}], {self.n} items)"
-        m = f"{self.margin:g}"
-        if self.kind == EQUIVALENT:
-            return head + f"equivalent within {m} {figures}"
-        if self.kind == NOT_WORSE:
-            return head + f"not worse by more than {m} {figures}"
-        if self.kind == WORSE:
-            return head + f"worse by more than {m} {figures}"
+        if self.kind != UNSETTLED:
+            return head + f"{words(self.kind, self.margin)} {self._figures()}"
         what = "discordance" if self.stat == "accuracy" else "spread"
-        settle = (f"about {self.items:,} items would settle it at this {what}" if self.items < stats.MAX_ITEMS
-                  else "no number of items settles it: the difference sits on the margin")
-        return head + f"cannot tell yet within {m} {figures}; {settle}"
+        if self.items is None or self.items >= stats.MAX_ITEMS:
+            settle = "no number of items settles it: the difference sits on the margin"
+        elif self.total is not None:
+            settle = f"about {self.items:,} of the task's {self.total:,} items would settle it at this {what}"
+        else:
+            settle = f"about {self.items:,} items would settle it at this {what}"
+        return head + f"cannot tell yet within {m} {self._figures()}; {settle}"
+
+    @property
+    def like_line(self) -> str:
+        """Items like these (whether the difference generalises): the interval without the finite-population
+        correction and what it settles; "" when the verdict's own interval is that one."""
+        if self.total is None or not self.like_kind:
+            return ""
+        m, lo, hi = f"{self.margin:g}", *self.like_ci90
+        head = "items like these (whether it generalises): "
+        if self.like_kind == UNDEFINED:
+            return head + f"no interval ({self.note})" if self.note else head + "no interval"
+        figures = f"90% CI [{lo:.3f}, {hi:.3f}] ({self.method}, {self.n:,} items)"
+        if self.like_kind != UNSETTLED:
+            return head + f"{figures}: {words(self.like_kind, self.margin)}"
+        k = self.like_items
+        if k is None or k >= stats.MAX_ITEMS:
+            return head + f"{figures}: cannot tell within {m}; no number of items settles it (on the margin)"
+        if k > self.total:
+            return head + (f"{figures}: this task cannot settle {m} (about {k:,} items would; it holds "
+                           f"{self.total:,})")
+        return head + f"{figures}: cannot tell yet within {m}; about {k:,} items like these would settle it"
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return (self.line, self.like_line) if self.like_line else (self.line,)
+
+
+def words(kind: str, margin: float) -> str:
+    """A settled verdict in words: ``equivalent within 0.02``, ``not worse by more than 0.02``, ``worse by more than
+    0.02``."""
+    m = f"{margin:g}"
+    return {EQUIVALENT: f"equivalent within {m}", NOT_WORSE: f"not worse by more than {m}",
+            WORSE: f"worse by more than {m}"}[kind]
 
 
 def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:
@@ -119,33 +186,86 @@ def _named(runs: Sequence[Any], name: str) -> str:
                      + ", ".join(r.label for r in runs))
 
 
+def _interval(m: Any, sign: float, factor: float) -> tuple[float, float]:
+    """The 90% interval of other - reference at the finite-population ``factor`` (1: items like these)."""
+    if m.stat == "accuracy":
+        detail = dict(m.detail)
+        lo, hi = stats.paired_score_ci(detail["a_only"], detail["b_only"], m.n, level=0.90, factor=factor)
+    else:
+        lo, hi = stats.narrowed(m.diff, m.ci90, factor)
+    return (lo + 0.0, hi + 0.0) if sign > 0 else (-hi + 0.0, -lo + 0.0)
+
+
+def _settle(m: Any, diff: float, margin: float, like: tuple[float, float]) -> int:
+    """About how many items like these would settle it (stats.items_to_settle; MAX_ITEMS: none)."""
+    psi = (dict(m.detail)["a_only"] + dict(m.detail)["b_only"]) / m.n if m.stat == "accuracy" and m.n else None
+    return stats.items_to_settle(m.n, abs(diff + margin), discordance=psi, ci90=like)
+
+
+def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = None,
+               identical: bool = False) -> Equivalence:
+    """One MetricComparison row (runs ``m.a`` and ``m.b``) judged as ``other`` against ``ref`` at ``margin``,
+    ``total``: the task's items (None: not known)."""
+    sign = 1.0 if (m.a, m.b) == (other, ref) else -1.0
+    diff = sign * m.diff + 0.0  # never -0.0
+    total = total if total is not None and total >= m.n else None
+    base = dict(other=other, reference=ref, task=m.task, metric=m.metric, margin=margin, n=m.n, diff=diff,
+                stat=m.stat, total=total, identical=identical)
+    exact = total is not None and m.n >= total
+    like = _interval(m, sign, 1.0) if m.stat == "accuracy" else (
+        NAN2 if any(math.isnan(v) for v in m.ci90) else _interval(m, sign, 1.0))
+    note = m.note if math.isnan(diff) or math.isnan(like[0]) else ""
+    if m.stat != "accuracy" and m.n < stats.MIN_CORRELATION_ITEMS and not math.isnan(diff):
+        note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {m.n} is "
+                "not read against a margin")
+        like = NAN2
+    like_kind = classify(diff, like, margin)
+    like_items = _settle(m, diff, margin, like) if like_kind == UNSETTLED else None
+    if exact:
+        if math.isnan(diff):
+            return Equivalence(**base, ci90=NAN2, kind=UNDEFINED, note=note or "the difference is undefined")
+        kind = EQUIVALENT if -margin < diff < margin else NOT_WORSE if diff > -margin else \
+            WORSE if diff < -margin else UNDEFINED
+        return Equivalence(**base, ci90=(diff, diff), kind=kind, like_ci90=like, like_kind=like_kind,
+                           like_items=like_items, note=note if kind != UNDEFINED else
+                           f"the difference over all {total:,} items is exactly -{margin:g}: on the margin")
+    if math.isnan(like[0]) or math.isnan(diff):
+        return Equivalence(**base, ci90=NAN2, kind=UNDEFINED,
+                           note=note or "the difference is undefined (a constant vector)")
+    own = _interval(m, sign, stats.fpc(m.n, total)) if total is not None else like
+    kind = classify(diff, own, margin)
+    items = None
+    if kind == UNSETTLED:
+        n0 = like_items if like_kind == UNSETTLED else _settle(m, diff, margin, like)
+        items = stats.of_population(n0, total) if n0 < stats.MAX_ITEMS else n0
+        items = items if items >= stats.MAX_ITEMS else max(items, m.n + 1)
+    if total is None:
+        return Equivalence(**base, ci90=own, kind=kind, items=items)
+    return Equivalence(**base, ci90=own, kind=kind, items=items, like_ci90=like, like_kind=like_kind,
+                       like_items=like_items)
+
+
 def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Mapping[tuple[str, str], float],
-          margin: float | None = None) -> tuple[Equivalence, ...]:
+          margin: float | None = None, *, totals: Mapping[str, int | None] | None = None,
+          identical: Collection[tuple[str, str, str]] = ()) -> tuple[Equivalence, ...]:
     """One :class:`Equivalence` per (run, reference) pair and metric compared. ``margins``: per (task,
-    metric) the task's; ``margin``: one for every metric instead."""
+    metric) the task's; ``margin``: one for every metric instead; ``totals``: per task its items (the
+    finite-population correction; absent: items like these only); ``identical``: the (a, b, task) whose
+    log-probs are bit-identical."""
     if margin is not None and not margin > 0:
         raise UsageError(f"--margin must be more than 0 (in the metric's own units), got {margin}")
     wanted = {pair: k for k, pair in enumerate(pairs)}
+    totals = totals or {}
     out = []
     for m in metrics:
         if (m.a, m.b) in wanted:
-            other, ref, sign = m.a, m.b, 1.0
+            other, ref = m.a, m.b
         elif (m.b, m.a) in wanted:
-            other, ref, sign = m.b, m.a, -1.0
+            other, ref = m.b, m.a
         else:
             continue
-        diff = sign * m.diff + 0.0  # never -0.0
-        lo, hi = m.ci90 if sign > 0 else (-m.ci90[1] + 0.0, -m.ci90[0] + 0.0)
         mg = margin if margin is not None else margins.get((m.task, m.metric), 0.02)
-        kind = classify(diff, (lo, hi), mg)
-        items, note = None, ""
-        if kind == UNSETTLED:
-            detail = dict(m.detail)
-            psi = (detail["a_only"] + detail["b_only"]) / m.n if m.stat == "accuracy" and m.n else None
-            items = stats.items_to_settle(m.n, abs(diff + mg), discordance=psi, ci90=(lo, hi))
-            items = items if items == stats.MAX_ITEMS else max(items, m.n + 1)
-        elif kind == UNDEFINED:
-            note = m.note or "the difference is undefined (a constant vector)"
-        out.append(Equivalence(other, ref, m.task, m.metric, mg, m.n, diff, (lo, hi), kind, items, note, m.stat))
+        same = (m.a, m.b, m.task) in identical or (m.b, m.a, m.task) in identical
+        out.append(verdict_of(m, other, ref, mg, totals.get(m.task), same))
     order = {pair: k for k, pair in enumerate(pairs)}
     return tuple(sorted(out, key=lambda e: order[(e.other, e.reference)]))

@@ -9,7 +9,7 @@ or more prompts, over the runs that hold it under every one of them (:func:`stud
 
 - each run's metric per prompt (as recorded), its mean and spread (max - min) over the prompts;
 - per run, each pair of prompts compared over the items both scored (same id; the contexts
-  differ by design): compare.py's paired difference, bootstrap CI and test;
+  differ by design): compare.py's paired difference, its CI (Tango's or the bootstrap's) and test;
 - per prompt, each pair of runs compared over the items both scored alike (compare.py's
   matching and paired tests, Holm-adjusted over the pairs of that prompt);
 - the ranking of the runs on each prompt, the pairs whose order flips between two prompts (and

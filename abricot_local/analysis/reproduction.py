@@ -1,21 +1,32 @@
 """Did a run reproduce a published value? The verdict with a margin, as `compare --margin` judges two runs.
 
-A published value p is a constant, so the 90% interval of run - published is the run's own 90%
-bootstrap interval of the metric, shifted by p. Against the margin M (the task's declared
-``Task.margins`` for the metric, else ``Task.default_margin``; ``run --margin`` overrides it):
+A published row is a number on a finite set: the task's N items (ABRICOT's 127 rows), the ones the
+run scores. So the question is that set's own value. A run of n of the N items gives it a 90%
+interval narrowed by the finite-population correction sqrt((N - n) / (N - 1)) (``within``: an
+accuracy's Wilson score interval with its variance so scaled; a correlation's bootstrap interval
+narrowed around the value); at n = N the run's value is the set's and the verdict is exact. The
+published value is a constant, rounded: the interval of run - published is the run's, shifted by it
+and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Against the margin M
+(the task's declared ``Task.margins`` for the metric, else ``Task.default_margin``; ``run --margin``):
 
-- ``reproduced``: the interval lies inside (-M, M): equal within M (two one-sided tests at 5%);
-- ``differs``: the interval lies wholly beyond M on one side: the run differs by more than M;
-- ``cannot tell yet``: the interval holds a bound of +-M; with about how many items would settle it
-  if the difference stayed what it is (stats.items_to_settle: the interval's spread scaled as 1/sqrt(n));
-- ``cannot settle``: even every item of the task could not: the items needed are more than the task
-  holds. The full task's 90% interval would be about +-``settles`` (h) wide: at a difference d it
-  settles a margin above about |d| + h (reproduced) or under |d| - h (differs);
-- ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric).
+- ``reproduced``: the interval lies inside (-M, M): equal within M (two one-sided tests at 5%; at
+  n = N, "reproduced within M" exactly);
+- ``differs``: the interval lies wholly beyond M on one side (at n = N, "differs by d");
+- ``cannot tell yet``: the interval holds a bound of +-M; with about how many of the task's items would
+  settle it if the difference stayed what it is (stats.items_to_settle: the interval's spread scaled
+  as 1/sqrt(n), then stats.of_population: never more than N);
+- ``cannot settle``: not even every item could: the difference is within the published value's
+  rounding of the margin;
+- ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric), a correlation over
+  fewer than stats.MIN_CORRELATION_ITEMS items or the same in every resample, or at n = N a difference
+  the rounding puts on either side of M.
 
-A small-sample warning is added whenever the run's 90% interval is wider than the gap between the
-published value and its nearest published neighbour (the same source, task and metric): at that
-width the run cannot tell the published models apart. Pure: no run folder, no task is read here.
+The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
+judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
+would be needed (``settles``: the half-width all N items would give). A small-sample warning is added
+whenever the verdict's interval is wider than the gap between the published value and its nearest
+published neighbour (the same source, task and metric): at that width the run cannot tell the
+published models apart. Pure: no run folder, no task is read here.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from abricot_local.analysis import stats
 REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
     "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
 KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
+NAN2 = (math.nan, math.nan)
 
 
 @dataclass(frozen=True)
@@ -37,35 +49,74 @@ class Verdict:
     kind: str
     margin: float
     difference: float  # run - published
-    ci90: tuple[float, float]  # 90% interval of run - published
+    ci90: tuple[float, float]  # 90% interval of run - published: the task's own value, the published rounding included
     n: int  # items the run scored
     total: int  # items the whole task holds
-    items: int | None = None  # cannot tell yet: about how many items would settle it
-    settles: float | None = None  # half-width of the full task's 90% interval: the margin it can settle
+    items: int | None = None  # cannot tell yet: about how many of the task's items would settle it
+    settles: float | None = None  # items like these: half-width of a 90% CI over all the task's items
     warnings: tuple[str, ...] = ()
+    rounding: float = 0.0  # half a unit of the published value's last decimal
+    like_ci90: tuple[float, float] = NAN2  # items like these: the interval without the correction
+    like_kind: str = ""  # its verdict ("": none)
+    like_items: int | None = None  # its cannot tell yet: about how many items like these would settle it
+    note: str = ""  # cannot tell: why
+
+    @property
+    def exact(self) -> bool:
+        return self.n >= self.total
+
+    def _figures(self) -> str:
+        lo, hi = self.ci90
+        r = f"; the published value's rounding +-{self.rounding:g} included" if self.rounding else ""
+        if self.exact:
+            return (f"run - published {self.difference:+.3f} on all {self.total} items of the task (exact; "
+                    f"[{lo:+.3f}, {hi:+.3f}] with the published value's rounding +-{self.rounding:g})")
+        return (f"run - published {self.difference:+.3f}, 90% CI [{lo:+.3f}, {hi:+.3f}] for the task's {self.total} "
+                f"items ({self.n} scored{r})")
+
+    def _head(self) -> str:
+        m = f"{self.margin:g}"
+        if self.kind == UNDEFINED:
+            return f"cannot tell: {self.note or 'the run has no value'}"
+        if self.kind == REPRODUCED:
+            return f"reproduced within {m}: {self._figures()}, inside +-{m}"
+        if self.kind == DIFFERS:
+            if self.exact:
+                return f"differs by {self.difference:+.3f}: {self._figures()}, beyond +-{m}"
+            return f"differs by more than {m}: {self._figures()}, wholly beyond +-{m}"
+        if self.kind == UNSETTLED:
+            return f"cannot tell yet within {m}: {self._figures()}; about {self.items:,} of the task's {self.total} " \
+                   "items would settle it"
+        return (f"this task cannot settle +-{m}: {self._figures()}; the difference is within the published value's "
+                f"rounding of the margin: even all {self.total} items leave it there")
+
+    def _like(self) -> str:
+        """Items like these (whether the model generalises), or "" when not judged."""
+        if not self.like_kind:
+            return ""
+        m, head = f"{self.margin:g}", "items like these (whether the model generalises): "
+        if self.like_kind == UNDEFINED:
+            return head + f"no interval ({self.note})" if self.note else ""
+        lo, hi = self.like_ci90
+        figures = f"run - published 90% CI [{lo:+.3f}, {hi:+.3f}] over {self.n} items"
+        if self.like_kind == REPRODUCED:
+            return head + f"{figures}: reproduced within {m}"
+        if self.like_kind == DIFFERS:
+            return head + f"{figures}: differs by more than {m}"
+        if self.like_kind == UNSETTLED:
+            return head + (f"{figures}: cannot tell yet within {m}; about {self.like_items:,} items like these would "
+                           "settle it")
+        d, h = abs(self.difference), self.settles or 0.0
+        under = f" (or, differing, under {d - h:.2f})" if d - h >= 0.005 else ""
+        whole = f"all {self.total}" if self.exact else f"even all {self.total}"
+        return head + (f"{figures}: this task cannot settle +-{m}: {whole} items give a 90% CI of about +-{h:.2f}: at "
+                       f"this difference it settles margins of about {d + h:.2f} or more{under}")
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """The verdict in words, then its warnings (what results.json records as ``reasons``)."""
-        m = f"{self.margin:g}"
-        if self.kind == UNDEFINED:
-            return ("cannot tell: the run's metric has no finite 90% interval (a constant vector)", *self.warnings)
-        lo, hi = self.ci90
-        figures = f"run - published {self.difference:+.3f}, 90% CI [{lo:+.3f}, {hi:+.3f}], {self.n} items"
-        if self.kind == REPRODUCED:
-            head = f"reproduced within {m}: {figures}, inside +-{m}"
-        elif self.kind == DIFFERS:
-            head = f"differs by more than {m}: {figures}, wholly beyond +-{m}"
-        elif self.kind == UNSETTLED:
-            head = (f"cannot tell yet within {m}: {figures}; about {self.items:,} of the task's {self.total} items "
-                    "would settle it")
-        else:
-            whole = f"all {self.total}" if self.n >= self.total else f"even all {self.total}"
-            d, h = abs(self.difference), self.settles
-            under = f" (or, differing, under {d - h:.2f})" if d - h >= 0.005 else ""
-            head = (f"this task cannot settle +-{m}: {figures}; {whole} items give a 90% CI of about +-{h:.2f}: "
-                    f"at this difference it settles margins of about {d + h:.2f} or more{under}")
-        return (head, *self.warnings)
+        """The verdict in words, items like these, then the warnings (what results.json records as ``reasons``)."""
+        like = self._like()
+        return (self._head(), *((like,) if like else ()), *self.warnings)
 
     @property
     def line(self) -> str:
@@ -76,31 +127,69 @@ def _bad(*values: float) -> bool:
     return any(v is None or not math.isfinite(v) for v in values)
 
 
-def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
-          total: int, neighbours: tuple[tuple[str, float], ...] = ()) -> Verdict:
-    """The verdict on ``published`` of a run whose metric is ``value`` with the 90% bootstrap interval
-    ``ci90`` over ``n`` items of a task of ``total``; ``neighbours``: the other published (model, value)
-    of the same source, task and metric (the small-sample warning)."""
-    total = max(total, n)
-    if value is None or ci90 is None or _bad(value, *ci90):
-        nan = float("nan")
-        diff = nan if value is None else value - published
-        return Verdict(UNDEFINED, margin, diff, (nan, nan), n, total)
-    diff = value - published + 0.0
-    lo, hi = ci90[0] - published + 0.0, ci90[1] - published + 0.0
-    warnings = _small_sample(hi - lo, published, neighbours, n)
+def _kind(lo: float, hi: float, margin: float) -> str | None:
+    """REPRODUCED or DIFFERS when the interval settles it, else None."""
     if -margin < lo and hi < margin:
-        return Verdict(REPRODUCED, margin, diff, (lo, hi), n, total, warnings=warnings)
+        return REPRODUCED
     if lo > margin or hi < -margin:
-        return Verdict(DIFFERS, margin, diff, (lo, hi), n, total, warnings=warnings)
-    half = (hi - lo) / 2.0
-    settles = half * math.sqrt(n / total) if n else math.inf
-    gap = abs(abs(diff) - margin)
-    items = stats.items_to_settle(n, gap, ci90=(lo, hi)) if gap > 0 else stats.MAX_ITEMS
-    if items > total or n >= total:
-        return Verdict(UNSETTLEABLE, margin, diff, (lo, hi), n, total, settles=settles, warnings=warnings)
-    return Verdict(UNSETTLED, margin, diff, (lo, hi), n, total, items=max(items, n + 1), settles=settles,
-                   warnings=warnings)
+        return DIFFERS
+    return None
+
+
+def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
+          total: int, neighbours: tuple[tuple[str, float], ...] = (), within: tuple[float, float] | None = None,
+          rounding: float = 0.0, correlation: bool = False) -> Verdict:
+    """The verdict on ``published`` (rounded to +-``rounding``) of a run whose metric is ``value`` over ``n``
+    items of a task of ``total``: ``ci90``, its 90% interval for items like these; ``within``, for the task's
+    own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
+    interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
+    published (model, value) of the same source, task and metric (the small-sample warning)."""
+    total = max(total, n)
+    base = dict(margin=margin, n=n, total=total, rounding=rounding)
+    if value is None or _bad(value):
+        diff = math.nan if value is None else value - published
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2,
+                       note="the run's metric is undefined (NaN: a constant vector)", **base)
+    diff = value - published + 0.0
+    note = ""
+    if ci90 is None or _bad(*ci90):
+        note = "the run's metric has no finite 90% interval (a constant vector)"
+    elif correlation and n < stats.MIN_CORRELATION_ITEMS:
+        note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not "
+                "read")
+    elif correlation and ci90[0] == ci90[1]:
+        note = "the correlation is the same in every resample: its bootstrap has no spread"
+    like = NAN2 if note else (ci90[0] - published - rounding + 0.0, ci90[1] - published + rounding + 0.0)
+    gap = abs(abs(diff) - margin) - rounding  # how far the interval's nearer edge may reach and still settle it
+    like_kind, like_items, settles = UNDEFINED, None, None
+    if not note:
+        like_kind = _kind(*like, margin)
+        if like_kind is None:
+            n0 = stats.items_to_settle(n, gap, ci90=ci90) if gap > 0 else stats.MAX_ITEMS
+            settles = (ci90[1] - ci90[0]) / 2.0 * math.sqrt(n / total) if n else math.inf
+            like_kind, like_items = (UNSETTLEABLE, None) if n0 > total else (UNSETTLED, max(n0, n + 1))
+    extra = dict(like_ci90=like, like_kind=like_kind, like_items=like_items, settles=settles, **base)
+    if n >= total:  # every item: the run's value is the set's
+        own = (diff - rounding + 0.0, diff + rounding + 0.0)
+        kind = _kind(*own, margin)
+        if kind is None:
+            return Verdict(UNDEFINED, difference=diff, ci90=own, note=(
+                f"run - published {diff:+.3f} on all {total} items of the task (exact), but the published value's "
+                f"rounding (+-{rounding:g}) leaves it on either side of +-{margin:g}"), **extra)
+        return Verdict(kind, difference=diff, ci90=own, note=note, **extra)
+    if note:
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, **base)
+    w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
+    own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
+    warnings = _small_sample(own[1] - own[0], published, neighbours, n)
+    kind = _kind(*own, margin)
+    if kind is not None:
+        return Verdict(kind, difference=diff, ci90=own, warnings=warnings, **extra)
+    if gap <= 0:
+        return Verdict(UNSETTLEABLE, difference=diff, ci90=own, warnings=warnings, **extra)
+    n0 = like_items if like_kind == UNSETTLED else stats.items_to_settle(n, gap, ci90=ci90)
+    items = max(stats.of_population(n0, total), n + 1)
+    return Verdict(UNSETTLED, difference=diff, ci90=own, items=items, warnings=warnings, **extra)
 
 
 def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, float], ...], n: int
@@ -115,13 +204,17 @@ def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, f
 
 
 def words(check) -> str:
-    """A recorded published check (``record.PublishedCheck``)'s verdict in a few words; a run of an earlier
-    version, with no verdict recorded: whether the value is inside its 95% CI."""
+    """A recorded published check (``record.PublishedCheck``)'s verdict in a few words (every item scored:
+    ``differs by -0.459``, the exact difference); a run of an earlier version, with no verdict recorded:
+    whether the value is inside its 95% CI."""
     if not check.comparable:
         return "not comparable"
     if check.verdict is None:
         return {True: "inside the 95% CI", False: "outside the 95% CI", None: "n/a"}[check.inside]
     m = f"{check.margin:g}" if check.margin is not None else "?"
+    exact = check.n is not None and check.items_total is not None and check.n >= check.items_total
+    if check.verdict == DIFFERS and exact and check.difference is not None:
+        return f"differs by {check.difference:+.3f}"
     return {REPRODUCED: f"reproduced within {m}", DIFFERS: f"differs by more than {m}",
             UNSETTLED: f"cannot tell yet within {m}", UNSETTLEABLE: f"this task cannot settle {m}",
-            UNDEFINED: "cannot tell (no finite CI)"}.get(check.verdict, check.verdict)
+            UNDEFINED: "cannot tell"}.get(check.verdict, check.verdict)

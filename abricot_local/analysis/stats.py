@@ -1,7 +1,12 @@
 """Paired statistics for comparing two runs item by item (pure numpy/scipy).
 
 - :func:`paired_bootstrap`: percentile CI of a difference of statistics; the item
-  indices are drawn once per resample and applied to both runs (seeded, recorded).
+  indices are drawn once per resample and applied to both runs (seeded, recorded): correlations.
+- :func:`paired_score_ci`: Tango's (1998) score interval of a difference of paired proportions
+  (two runs' accuracies over the same items), from the discordant counts.
+- :func:`fpc`: the finite-population factor (N - n) / (N - 1) of n items drawn from a set of N;
+  :func:`narrowed`: an interval narrowed by it around its point; :func:`of_population`: the items
+  a sample-size figure needs when the question is the set's own value.
 - :func:`mcnemar_exact`: McNemar's exact test, the two-sided binomial test on the
   discordant pairs (p = 1/2); the mid-p is kept too, the exact p is the one reported.
 - :func:`williams_t` (reported) and :func:`steiger_z`: two dependent correlations
@@ -31,6 +36,7 @@ N_BOOT = 1000
 LEVEL = 0.95
 ALPHA = 0.05
 POWER = 0.80
+MIN_CORRELATION_ITEMS = 10  # below it a correlation's bootstrap interval is not read against a margin
 
 RowStat = Callable[[np.ndarray, np.ndarray], np.ndarray]  # statistic along the last axis
 
@@ -98,6 +104,77 @@ def paired_bootstrap(stat: RowStat, xa, ya, xb, yb, *, seed: int, n_boot: int = 
         lo, hi, lo90, hi90 = np.percentile(diffs, [tail, 100.0 - tail, 5.0, 95.0])
         ci, ci90 = (float(lo), float(hi)), (float(lo90), float(hi90))
     return PairedDiff(a, b, a - b, ci, seed, n_boot, int(len(diffs)), ci90)
+
+
+def fpc(n: int, total: int | None) -> float:
+    """(N - n) / (N - 1): the share of a mean's sampling variance left when the n items are drawn
+    without replacement from a set of N and the question is the set's own value (0 at n = N: the
+    value is the set's; 1: items like these, N unknown or infinite)."""
+    if total is None or total <= 1:
+        return 1.0
+    if n >= total:
+        return 0.0
+    return (total - n) / (total - 1)
+
+
+def narrowed(point: float, ci: tuple[float, float], factor: float) -> tuple[float, float]:
+    """``ci`` narrowed around ``point`` by sqrt(``factor``) (the finite-population correction of an
+    interval's half-widths; :func:`fpc`)."""
+    root = math.sqrt(max(0.0, min(1.0, factor)))
+    return (point + (ci[0] - point) * root, point + (ci[1] - point) * root)
+
+
+def of_population(n0: int, total: int | None) -> int:
+    """The items a sample-size figure ``n0`` (for items like these) comes to when they are drawn
+    from a set of ``total`` and the question is the set's own value: n0 N / (n0 + N - 1), at most N."""
+    if total is None or total < 1 or n0 >= MAX_ITEMS:
+        return n0
+    return min(total, max(1, math.ceil(n0 * total / (n0 + total - 1))))
+
+
+def _tango_z(b: int, c: int, n: int, delta: float) -> float:
+    """Tango's score statistic of H0: p12 - p21 = delta, with p21 at its maximum-likelihood value
+    under H0 (the root of 2n q^2 + B q + C = 0, B = -b - c + (2n - b + c) delta,
+    C = -c delta (1 - delta))."""
+    big_b = -b - c + (2 * n - b + c) * delta
+    big_c = -c * delta * (1.0 - delta)
+    q = (math.sqrt(max(0.0, big_b * big_b - 8.0 * n * big_c)) - big_b) / (4.0 * n)
+    var = n * (2.0 * q + delta * (1.0 - delta))
+    num = b - c - n * delta
+    if var <= 0.0:
+        return 0.0 if num == 0 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+def paired_score_ci(b: int, c: int, n: int, *, level: float = LEVEL, factor: float = 1.0) -> tuple[float, float]:
+    """Tango's (1998) score interval of (b - c) / n, the difference of two paired proportions over n
+    items of which b are a success for the first only and c for the second only: every delta whose
+    score statistic (:func:`_tango_z`) lies within +-z. It accounts for the items not seen: no
+    discordant item of n gives about +-z^2 / (n + z^2), not [0, 0]. ``factor``: the finite-population
+    factor (:func:`fpc`) scaling the variance (z becomes z sqrt(factor): 0 gives the point)."""
+    nan = float("nan")
+    if n <= 0:
+        return (nan, nan)
+    d = (b - c) / n
+    z = float(st.norm.isf((1.0 - level) / 2.0)) * math.sqrt(max(0.0, min(1.0, factor)))
+    if z == 0.0:
+        return (d, d)
+
+    def crossing(inside: float, outside: float, beyond) -> float:
+        # bisect between a delta inside the interval and one beyond it (the statistic is monotone)
+        for _ in range(200):
+            mid = (inside + outside) / 2.0
+            if beyond(_tango_z(b, c, n, mid)):
+                outside = mid
+            else:
+                inside = mid
+            if abs(outside - inside) < 1e-12:
+                break
+        return (inside + outside) / 2.0
+
+    lower = -1.0 if d <= -1.0 else crossing(d, -1.0, lambda t: t > z)
+    upper = 1.0 if d >= 1.0 else crossing(d, 1.0, lambda t: t < -z)
+    return (lower, upper)
 
 
 def mcnemar_exact(correct_a, correct_b) -> McNemar:

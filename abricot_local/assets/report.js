@@ -102,7 +102,7 @@ function inBest(key, run) {
 
 function leaderboard() {
   const sec = h("section", {id: "leaderboard"}, h("h2", {text: "Leaderboard"}),
-    h("p", {cls: "note", text: "Value and 95% bootstrap CI as recorded in each results.json. Published rows are " +
+    h("p", {cls: "note", text: "Value and 95% CI (an accuracy\u2019s: Wilson\u2019s; a correlation\u2019s: bootstrap) as recorded in each results.json. Published rows are " +
       "values reported elsewhere (no CI). The last row is each metric's chance level. Click a header to sort. " +
       "\u25C6 marks each metric's best group: the best run and the runs not distinguishable from it (paired test " +
       "over the items the runs share, Holm-adjusted p \u2265 " + D.pairwise.alpha + "; see Pairwise)."}));
@@ -229,7 +229,7 @@ function pairwise() {
     h("p", {cls: "note", text: "Each pair of runs over the items both scored alike (same id and scored context), " +
       "per task: the verdict, and the difference row \u2212 column of the task's main metric (named in the cell " +
       "when it could not be tested and another was) with its 95% " +
-      "paired-bootstrap CI and the test's p (Holm-adjusted over the pairs of the task). Hover a cell for the " +
+      "paired CI (an accuracy's: Tango's score interval; a correlation's: the bootstrap's) and the test's p (Holm-adjusted over the pairs of the task). Hover a cell for the " +
       "verdict and the recorded settings that differ; click it for the details. `abricot-local compare` gives every metric."}));
   if (!P.tasks.length) sec.append(h("p", {cls: "note", text: D.runs.length < 2 ? "One run: nothing to pair." :
     "No task was scored by two runs on common items."}));
@@ -515,7 +515,8 @@ function ladder() {  // each quant against the highest-precision one of its mode
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
         h("td", {cls: "num", text: r.reference ? String(r.n) : ""}),
-        h("td", {title: r.verdict ? r.verdict.line : "", text: r.verdict_text}), h("td", {cls: "num", text: ci(r.verdict)}),
+        h("td", {title: r.verdict ? [r.verdict.line, r.verdict.like_line || ""].join("\n").trim() : "", text: r.verdict_text}),
+        h("td", {cls: "num", text: r.difference_text ?? ci(r.verdict)}),
         h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
         h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
         h("td", {cls: "num", text: r.kld ? fmt(r.kld.mean, 4) + " [" + fmt(r.kld.ci95[0], 4) + ", " + fmt(r.kld.ci95[1], 4) + "]" : ""}),

@@ -241,22 +241,26 @@ class PublishedCheck(Section):
                                         "published 0`)", default=())
     precision: str | None = spec("the published precision of the weights (`bf16 (vLLM)`; `null`: not "
                                  "published)", default=None)
-    verdict: str | None = spec("the reproduction verdict: `reproduced` (the 90% CI of run - published inside "
-                               "+-`margin`), `differs` (wholly beyond it), `cannot tell yet` (`items_to_settle` "
-                               "would), `cannot settle` (not even every item of the task would; `settles`), "
-                               "`cannot tell` (no finite CI); `null`: not comparable", default=None, write="set")
+    verdict: str | None = spec("the reproduction verdict on the task's own items: `reproduced` (the 90% CI of "
+                               "run - published inside +-`margin`; exact when `n` is `items_total`), `differs` "
+                               "(wholly beyond it), `cannot tell yet` (`items_to_settle` would), `cannot settle` "
+                               "(within the published value's rounding of the margin), `cannot tell` (no interval); "
+                               "`null`: not comparable", default=None, write="set")
     margin: float | None = spec("the margin M the verdict used (the task's for the metric, or `run --margin`)",
                                 default=None, write="set")
-    ci90: tuple[float, float] | None = spec("the 90% CI of run - published (the run's bootstrap at 90%)",
+    ci90: tuple[float, float] | None = spec("the 90% CI of run - published for the task's own items (the "
+                                            "finite-population correction; at every item the difference "
+                                            "itself), widened by the published value's rounding",
                                             default=None, write="set")
     n: int | None = spec("items the run scored of the task", default=None, write="set")
     items_total: int | None = spec("items the whole task holds", default=None, write="set")
-    items_to_settle: int | None = spec("`cannot tell yet`: about how many items would settle it", default=None,
-                                       write="set")
-    settles: float | None = spec("half-width of the whole task's 90% CI: the smallest margin it can settle",
-                                 default=None, write="set")
-    reasons: tuple[str, ...] = spec("the verdict in words, then its warnings (a small sample: the CI wider "
-                                    "than the gap to the nearest published neighbour)", default=(), write="set")
+    items_to_settle: int | None = spec("`cannot tell yet`: about how many of the task's items would settle it",
+                                       default=None, write="set")
+    settles: float | None = spec("items like these, when the task cannot settle it: the half-width of a 90% CI "
+                                 "over every item of the task", default=None, write="set")
+    reasons: tuple[str, ...] = spec("the verdict in words, then the same for items like these (whether the model "
+                                    "generalises), then its warnings (a small sample: the CI wider than the gap to "
+                                    "the nearest published neighbour)", default=(), write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -77,8 +77,9 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
         row["detectable"] = _num(m.mdd, 3) if m.mdd is not None else ""
         row["note"] = m.note
         rows.append(row)
-    out.append(("Paired differences (bootstrap over the common items; detectable: the smallest accuracy "
-                "difference these items detect, 80% power, 5% two-sided)", pd.DataFrame(rows)))
+    out.append(("Paired differences over the common items (95% CI: Tango's score interval for an accuracy, the paired "
+                "bootstrap for a correlation; detectable: the smallest accuracy difference these items detect, 80% "
+                "power, 5% two-sided)", pd.DataFrame(rows)))
     agree = [{"pair": _pair(g.a, g.b), "task": g.task, "n": g.n, "same prediction": _num(g.same_pred, 3),
               "max |delta log-prob|": _num(g.max_abs_delta), "mean |delta log-prob|": _num(g.mean_abs_delta),
               "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"} for g in c.agreements]
@@ -105,7 +106,7 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
 
 def _footer(c: Comparison) -> list[str]:
     lines = [f"note: {n}" for n in c.notes]
-    lines.append(f"bootstrap: {c.n_boot} resamples of the common items, seed {c.seed}; "
+    lines.append(f"bootstrap (correlations): {c.n_boot} resamples of the common items, seed {c.seed}; "
                  f"numerically close: every |delta log-prob| <= {c.tolerance:g} nats")
     return lines
 
@@ -120,30 +121,41 @@ def power_lines(c: Comparison) -> list[str]:
             "detect any difference" for p in c.power]
 
 
-SHOWN_DECISIVE = 20  # decisive changes listed per pair and task in the text forms (JSON: all)
+SHOWN_DECISIVE = 20  # changed answers listed by id per pair, task and kind in the text forms (JSON: all)
 
 
 def equivalence_lines(c: Comparison) -> list[str]:
-    """One line per run, its reference and metric: equivalent within M, not worse, worse, cannot tell yet."""
-    return [e.line for e in c.equivalence]
+    """One line per run, its reference and metric: equivalent within M, not worse, worse, cannot tell yet;
+    under it (indented) the same for items like these, when the task's size made the first exact or narrower."""
+    return [line if k == 0 else "  " + line for e in c.equivalence for k, line in enumerate(e.lines)]
+
+
+def _listed(kind: str, changed) -> list[str]:
+    if not changed:
+        return []
+    shown = ", ".join(d.text for d in changed[:SHOWN_DECISIVE])
+    left = len(changed) - SHOWN_DECISIVE
+    more = f" and {left} more (--format json lists them)" if left > 0 else ""
+    return [f"  {kind}: {shown}{more}"]
 
 
 def change_lines(c: Comparison) -> list[str]:
-    """Per pair and task, the answers that changed (near ties, decisive), and the decisive ones by id."""
+    """Per pair and task, the answers that changed (near ties, decisive), then each kind by id."""
     out = []
     for ch in c.changes:
         out.append(ch.line)
-        dec = ch.decisive
-        if dec:
-            shown = ", ".join(d.text for d in dec[:SHOWN_DECISIVE])
-            more = f" and {len(dec) - SHOWN_DECISIVE} more (--format json lists them)" if len(dec) > SHOWN_DECISIVE else ""
-            out.append(f"  decisive: {shown}{more}")
+        out += _listed("decisive", ch.decisive) + _listed("near ties", ch.near_ties)
     return out
 
 
 def _headed_lines(title: str, lines: list[str], md: bool) -> str:
-    bullet = "- " if md else ""
-    body = "\n".join(bullet + (x.strip() if md else wrap(x, indent="    ")) for x in lines) if lines else "none"
+    """``lines`` under ``title``; a line indented by two spaces is a sub-line of the one above it."""
+    def one(x: str) -> str:
+        if md:
+            return ("  - " if x.startswith("  ") else "- ") + x.strip()
+        return wrap(x, indent="    " if not x.startswith("  ") else "      ")
+
+    body = "\n".join(one(x) for x in lines) if lines else "none"
     return ("### " if md else "") + f"{wrap(title)}\n\n{body}"
 
 
@@ -221,7 +233,9 @@ def to_json(c: Comparison) -> dict:
         "best_groups": [asdict(g) for g in c.groups],
         "power": [asdict(p) for p in c.power],
         "verdicts": [{**asdict(v), "line": v.line} for v in c.verdicts],
-        "equivalence": [{**asdict(e), "line": e.line} for e in c.equivalence],
+        "equivalence": [{**asdict(e), "exact": e.exact, "line": e.line, "like_line": e.like_line or None}
+                        for e in c.equivalence],
+        "task_items": dict(c.totals),
         "answers_changed": [{"task": ch.task, "reference": ch.reference, "other": ch.other, "n": ch.n,
                              "threshold_nats": ch.threshold, "changed": len(ch.changed),
                              "near_ties": len(ch.near_ties), "decisive": len(ch.decisive), "compared": ch.compared,
@@ -231,7 +245,8 @@ def to_json(c: Comparison) -> dict:
         "margin": c.margin, "near_tie_nats": c.near_tie,
         "notes": list(c.notes),
         "tolerance_nats": c.tolerance, "alpha": c.alpha,
-        "bootstrap": {"seed": c.seed, "n_boot": c.n_boot, "level": 0.95},
+        "bootstrap": {"seed": c.seed, "n_boot": c.n_boot, "level": 0.95, "used_for": "correlations"},
+        "accuracy_interval": "Tango's score interval of paired proportions (1998)",
     })
 
 
@@ -276,7 +291,9 @@ def render(c: Comparison, fmt: str = "table") -> str:
             parts.append(_text_section(title, df.fillna("")))
     margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
     parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
-                               f"the margin ({margin}; docs/compare.md)", equivalence_lines(c), md))
+                               f"the margin ({margin}), for the task's own value (its items counted: narrower, exact "
+                               f"when every item is compared), then for items like these (docs/compare.md)",
+                               equivalence_lines(c), md))
     parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
                                f"(-> another wrong answer); near ties (the reference's top-two margin under "
                                f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive",

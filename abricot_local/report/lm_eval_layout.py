@@ -7,7 +7,7 @@
 ``acc``). Task names are sanitized as lm-eval's (``\\W`` -> ``_``: ``abricot@calamita`` ->
 ``abricot_calamita``; two keys that would share a name have their separators spelled out,
 ``task_names``; the abricot-local key kept as its ``alias``); a metric's value is
-``"<metric>,none"``, its stderr ``"N/A"`` (abricot-local records a bootstrap CI, kept in the task's
+``"<metric>,none"``, its stderr ``"N/A"`` (abricot-local records a 95% CI, kept in the task's
 ``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
 one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
 ``n-samples``' ``original`` is the items scored too (a run records its --limit/--sample/--shard in

@@ -212,7 +212,7 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, 
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
     ax.set_ylabel(key)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(f"{key} per run (whiskers: 95% bootstrap CI)", fontsize=9, loc="left")
+    ax.set_title(f"{key} per run (whiskers: 95% CI)", fontsize=9, loc="left")
     if notes:
         fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
     return _save(fig, path), [f"{path.name}: {n}" for n in notes]

@@ -161,8 +161,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
     text = pd.DataFrame(rows, columns=cols).fillna("")
     unpublished = [t for t in tasks if t not in {b.key or b.task for b in report.baselines}]
-    title = "Runs and published results (value [95% bootstrap CI])" if report.baselines else \
-        "Runs (value [95% bootstrap CI]); no published results exist for these tasks"
+    title = "Runs and published results (value [95% CI])" if report.baselines else \
+        "Runs (value [95% CI]); no published results exist for these tasks"
     if report.baselines and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
     out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
@@ -186,7 +186,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
-        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 2,
+        q.insert(2, "ref_quant", q.pop("ref_quant"))  # a key column: every block names the reference quant
+        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 3,
                                ("notes", "ref_model", "other_model"))
         rungs = ladders(report.runs)
         if rungs:

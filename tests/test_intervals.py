@@ -1,0 +1,243 @@
+"""Issue 47 item 1: verdicts that claim what the items show, no more and no less.
+
+An interval over items accounts for the items not seen (Wilson's for one run's accuracy, Tango's score
+interval for two runs' paired accuracies: never [0, 0] or [1, 1] from a handful of items); a correlation
+is not judged below 10 items or when its difference is the same in every resample; and the question is
+the task's own value, a number on its N items: the finite-population correction narrows the interval,
+and at n = N the verdict is exact, with the interval for items like these on a line of its own.
+Each interval is checked against an independent computation here (statsmodels, a profile likelihood)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import optimize
+from scipy import stats as st
+
+from abricot_local import metrics
+from abricot_local.analysis import compare as cmp
+from abricot_local.analysis import stats, views
+from abricot_local.cli import cli
+from abricot_local.record import Sample
+from conftest import FIXTURE, rewrite_run
+from invented_data import write_discotex
+
+Z90 = st.norm.isf(0.05)
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# -- the intervals, against independent implementations -------------------------------------------
+def test_wilson_is_statsmodels_and_twenty_right_answers_of_twenty_are_not_certain():
+    from statsmodels.stats.proportion import proportion_confint
+
+    for k, n in ((20, 20), (0, 20), (9, 40), (1, 1), (37, 127), (800, 1600)):
+        for level in (0.95, 0.90):
+            want = proportion_confint(k, n, alpha=1 - level, method="wilson")
+            assert metrics.wilson(k, n, level=level) == pytest.approx(want, abs=1e-12), (k, n, level)
+    lo, hi = metrics.wilson(20, 20)
+    assert lo < 0.9 and hi == 1.0  # all 20 right: at 95%, as low as 0.84 is still possible
+    # the task's own value: the finite-population correction scales the variance; every item scored: the point
+    assert metrics.wilson(9, 40, fpc=0.0) == (0.225, 0.225)
+    part = metrics.wilson(9, 40, fpc=stats.fpc(40, 100))
+    assert metrics.wilson(9, 40)[0] < part[0] < 0.225 < part[1] < metrics.wilson(9, 40)[1]
+    # a run's record: accuracy's 95% CI is Wilson's, a correlation's the bootstrap's
+    x, y = np.ones(20), np.ones(20)
+    assert metrics.with_ci("accuracy", x, y, seed=1) == (1.0, list(metrics.wilson(20, 20)))
+
+
+def _tango_by_profile_likelihood(b: int, c: int, n: int, level: float) -> tuple[float, float]:
+    """Tango's score interval computed another way: for each delta the multinomial's maximum likelihood under
+    p12 - p21 = delta found numerically (no closed form), the score statistic from it, and the interval's ends
+    as the roots of |Z(delta)| = z."""
+    z = st.norm.isf((1 - level) / 2)
+    s = n - b - c
+
+    def q_hat(delta: float) -> float:
+        lo, hi = max(0.0, -delta) + 1e-15, (1 - delta) / 2 - 1e-15
+
+        def nll(q):
+            return -((s * math.log(max(1 - 2 * q - delta, 1e-300)) if s else 0.0)
+                     + (b * math.log(max(q + delta, 1e-300)) if b else 0.0) + (c * math.log(q) if c else 0.0))
+        return optimize.minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-14}).x
+
+    def score(delta: float) -> float:
+        q = q_hat(delta)
+        return (b - c - n * delta) / math.sqrt(n * (2 * q + delta * (1 - delta)))
+
+    d = (b - c) / n
+    lower = optimize.brentq(lambda t: score(t) - z, -1 + 1e-9, d)
+    upper = optimize.brentq(lambda t: score(t) + z, d, 1 - 1e-9)
+    return lower, upper
+
+
+@pytest.mark.parametrize("b, c, n", [(1, 7, 21), (6, 16, 161), (40, 20, 160), (0, 0, 12), (3, 0, 40), (5, 5, 100)])
+def test_the_paired_accuracy_interval_is_tangos_score_interval(b, c, n):
+    for level in (0.95, 0.90):
+        got = stats.paired_score_ci(b, c, n, level=level)
+        assert got == pytest.approx(_tango_by_profile_likelihood(b, c, n, level), abs=2e-6), (b, c, n, level)
+    # no discordant item of n: by hand, the bounds are +-z^2 / (n + z^2); never [0, 0]
+    if b == c == 0:
+        assert got == pytest.approx((-Z90 ** 2 / (n + Z90 ** 2), Z90 ** 2 / (n + Z90 ** 2)), abs=1e-9)
+    # the task's own value: z scaled by the correction; every item compared: the difference itself
+    assert stats.paired_score_ci(b, c, n, factor=0.0) == ((b - c) / n, (b - c) / n)
+
+
+def test_a_handful_of_unchanged_answers_is_not_equivalence():
+    """12 items with no changed answer at margin 0.02: cannot tell yet (it takes about 300 at 80% power); one item
+    is never equivalent, whatever the margin up to 0.5."""
+    class Row:  # a compare.MetricComparison row, as equivalence.py reads it
+        def __init__(self, n, a_only=0, b_only=0):
+            self.task, self.metric, self.stat, self.a, self.b, self.n = "t", "accuracy", "accuracy", "x", "ref", n
+            self.diff, self.note = (a_only - b_only) / n, ""
+            self.detail = (("a_only", a_only), ("b_only", b_only))
+            self.ci90 = stats.paired_score_ci(a_only, b_only, n, level=0.90)
+
+    from abricot_local.analysis import equivalence as eq
+
+    (e,) = eq.judge([Row(12)], [("x", "ref")], {}, 0.02)
+    assert e.kind == "cannot tell yet" and e.ci90 == pytest.approx((-0.184, 0.184), abs=1e-3)
+    assert 150 < e.items < stats.MAX_ITEMS and "about" in e.line and "equivalent" not in e.line
+    for margin in (0.02, 0.05, 0.1, 0.2, 0.5):
+        (one,) = eq.judge([Row(1)], [("x", "ref")], {}, margin)
+        assert one.kind != "equivalent", margin
+    # with the task's size known: the interval narrows a little, the items needed are capped at the task's own
+    (e,) = eq.judge([Row(12)], [("x", "ref")], {}, 0.02, totals={"t": 200})
+    assert e.kind == "cannot tell yet" and e.items <= 200 and "of the task's 200 items" in e.line
+    assert e.like_items > 200 and "this task cannot settle 0.02 (about" in e.lines[1]
+    (e,) = eq.judge([Row(12)], [("x", "ref")], {}, 0.02, totals={"t": 12})  # every item: exact
+    assert e.kind == "equivalent" and e.exact and "on all 12 items of the task: exact" in e.line
+
+
+# -- compare, on fake-backend runs ------------------------------------------------------------------
+QUANTS = "".join(f'[tiny-{k}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\nbase = "Tiny"\nn_ctx = 8192\n\n'
+                 for k, q in (("q8", "Q8_0"), ("q4", "Q4_K_M")))
+
+
+def test_compare_of_a_twelve_item_rerun_with_another_quant_that_changed_nothing_cannot_tell_yet(tmp_path,
+                                                                                                discotex_dir):
+    models = tmp_path / "models.toml"
+    models.write_text(QUANTS, encoding="utf-8")
+    for alias in ("tiny-q8", "tiny-q4"):
+        r = invoke("run", alias, "--models", models, "--tasks", "discotex", "--data-dir", discotex_dir, "--sample", 12,
+                   "--out", tmp_path / alias)
+        assert r.exit_code == 0, r.output
+    r = invoke("compare", tmp_path / "tiny-q8", tmp_path / "tiny-q4", "--models", models)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stdout.split())
+    assert "no answer changed (of 12)" in flat
+    line = next(x for x in r.stdout.split("Is it as good?")[1].split("\n\n", 2)[1].split("\n") if "accuracy:" in x)
+    assert line.startswith("tiny-q4 vs tiny-q8, discotex accuracy: identical on these 12 items; cannot tell yet within")
+    assert "equivalent" not in flat.split("Is it as good?")[1].split("Answers changed")[0]
+    assert "items would settle it at this discordance" in flat and "items like these (whether it generalises)" in flat
+    doc = json.loads(invoke("compare", tmp_path / "tiny-q8", tmp_path / "tiny-q4", "--models", models, "--format",
+                            "json").stdout)
+    acc = next(e for e in doc["equivalence"] if e["metric"] == "accuracy")
+    total = doc["task_items"]["discotex"]  # counted from the data the runs recorded
+    assert acc["kind"] == "cannot tell yet" and 12 < acc["items"] <= total and acc["identical"]
+    assert acc["ci90"][0] < -0.15 and acc["ci90"][1] > 0.15 and not acc["exact"]
+    m = next(m for m in doc["metrics"] if m["metric"] == "accuracy")
+    assert m["ci"][0] < -0.2 and m["ci"][1] > 0.2  # Tango's 95% interval, not the bootstrap's [0, 0]
+
+
+def test_identical_ratings_and_few_items_give_no_correlation_interval(tmp_path):
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
+               "--n-ctx", 8192, "--out", tmp_path / "a")
+    assert r.exit_code == 0, r.output
+    a = views.view_of(tmp_path / "a")
+    b = cmp.RunView("again", a.path + "-again", a.settings, a.tasks)  # the same ratings
+    c = cmp.compare([a, b])
+    pearson = next(m for m in c.metrics if m.metric == "pearson")
+    assert all(math.isnan(v) for v in pearson.ci + pearson.ci90) and "same in every resample" in pearson.note
+    e = next(e for e in c.equivalence if e.metric == "pearson")
+    # the invented file's 18 rows are the whole task: the difference (0) is exact; items like these get no interval
+    assert e.exact and e.kind == "equivalent" and "no interval (the difference is the same" in e.lines[1]
+    few = [cmp.RunView(v.label, v.path, v.settings, tuple(views.TaskSamples(t.name, {**t.config, "sample": 6},
+                                                                          t.samples[:6]) for t in v.tasks))
+           for v in (a, b)]
+    few[1] = cmp.RunView("again", few[1].path, few[1].settings, tuple(
+        views.TaskSamples(t.name, t.config, tuple(Sample.from_dict({**s.to_dict(), "pred": (s.pred + k % 2) % 5})
+                                                for k, s in enumerate(t.samples))) for t in few[1].tasks))
+    e = next(e for e in cmp.compare(few).equivalence if e.metric == "pearson")
+    assert e.kind == "cannot tell" and "fewer than 10 items" in e.line
+
+
+def test_a_ladder_on_the_whole_task_is_exact_and_near_ties_are_listed(tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text(QUANTS, encoding="utf-8")
+    data = write_discotex(tmp_path / "d", 10)  # 20 items: the whole task
+    out = tmp_path / "ladder"
+    r = invoke("run", "tiny-q8", "--models", models, "--quants", "Q4_K_M,Q8_0", "--tasks", "discotex",
+               "--data-dir", data, "--out", out)
+    assert r.exit_code == 0, r.output
+    flipped = []
+
+    def near_tie(task, s):  # two answers moved to the runner-up: near ties of the reference
+        lp = sorted(s["logprobs"], reverse=True)
+        if len(flipped) < 2 and lp[0] - lp[1] < 0.5:
+            flipped.append(s["id"])
+            second = s["logprobs"].index(lp[1])
+            return {**s, "pred": second, "logprobs": [v + (0.6 if k == second else 0) for k, v in
+                                                       enumerate(s["logprobs"])]}
+        return s
+
+    rewrite_run(out / "tiny-q4", tmp_path / "q4b", "tiny-q4", near_tie)
+    doc = json.loads(invoke("report", out, "--models", models, "--table", "quant", "--format", "json").stdout)
+    q4 = next(x for x in doc["quant_ladder"] if x["quant"] == "Q4_K_M")
+    assert q4["verdict"]["total"] == q4["n"] == 20 and q4["verdict"]["ci90"] == [0.0, 0.0]
+    assert q4["verdict"]["kind"] == "equivalent" and "on all 20 items of the task: exact" in q4["verdict"]["line"]
+    assert q4["verdict_text"] == "identical; equivalent within 0.02, exact" and q4["difference_text"] == "+0.000 (exact)"
+    assert len(flipped) == 2
+    text = invoke("compare", out / "tiny-q8", tmp_path / "q4b", "--models", models).stdout
+    listed = text.split("  near ties: ", 1)[1].split("\n\n", 1)[0]  # compare's text lists near ties by id too
+    assert all(i in listed for i in flipped) and "decisive:" not in text.split("Answers changed", 1)[1]
+
+
+def test_a_run_of_all_127_abricot_items_gets_an_exact_verdict(tmp_path, abricot_file):
+    """The real ABRICOT release, every row (the fake backend under a registry entry claiming Llama's rows): the run's
+    value is the set's, so each published row gets "reproduced within M" or "differs by d", never "this task cannot
+    settle M", and the interval for items like these on a line of its own."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nn_ctx = 8192\nreproduces = "ABRICOT paper: llama-3.1-8b; '
+                      'CALAMITA leaderboard: Llama-3.1-8B-Instruct"\n', encoding="utf-8")
+    r = invoke("run", "fake-as-llama", "--models", models, "--tasks", "abricot", "--data", f"abricot={abricot_file}",
+               "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    checks = json.loads((tmp_path / "o" / "results.json").read_text())["published"]["checks"]
+    assert len(checks) == 4
+    for c in checks:
+        assert c["n"] == c["items_total"] == 127 and c["verdict"] in ("reproduced", "differs")
+        d = c["value"] - c["published"]
+        assert c["ci90"] == pytest.approx([d - 0.005, d + 0.005])  # exact, the published value's rounding allowed
+        head = f"differs by {d:+.3f}" if c["verdict"] == "differs" else f"reproduced within {c['margin']:g}"
+        assert c["reasons"][0].startswith(head + ": ") and "on all 127 items of the task (exact" in c["reasons"][0]
+        assert c["reasons"][1].startswith("items like these (whether the model generalises): run - published 90% CI")
+        lines = r.stdout.splitlines()
+        at = next(k for k, x in enumerate(lines) if f"{c['task']}.pearson" in x and c["reference"] in x)
+        assert head in lines[at] and "cannot settle" not in lines[at]
+        assert lines[at + 2].strip() == c["reasons"][1]  # its own line, under the exact figures
+
+
+def test_every_block_of_the_quantization_comparison_names_the_reference_quant(tmp_path):
+    """Issue 47 item 3: a table split to fit 120 columns repeats its key columns; the reference quant is one."""
+    long = "gemma-3-270m-from-q4_k_m"
+    models = tmp_path / "models.toml"
+    models.write_text("".join(f'[{long}-{q.lower()}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\n'
+                              f'base = "{long}"\nn_ctx = 8192\n\n' for q in ("F16", "Q4_K_M")), encoding="utf-8")
+    out = tmp_path / "ladder"
+    r = invoke("run", f"{long}-f16", "--models", models, "--quants", "F16,Q4_K_M", "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d", 5), "--out", out)
+    assert r.exit_code == 0, r.output
+    text = invoke("report", out, "--models", models, "--table", "quant").stdout
+    section = text.split("Quantization comparison", 1)[1].split("Quant ladder", 1)[0]
+    blocks = [b for b in section.split("\n\n") if "-----" in b]
+    assert len(blocks) >= 2 and max(map(len, text.splitlines())) <= 120
+    for block in blocks:
+        head, rule, row = block.splitlines()[-3:]
+        assert "ref_quant" in head and "F16" in row.split()
