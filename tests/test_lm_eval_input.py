@@ -103,8 +103,8 @@ def test_an_lm_eval_folder_loads_as_a_run_with_the_tasks_items(fake_pair, discot
     assert lm.record.backend == "fake" and lm.record.provenance.extra["lm_eval_model"] == "abricot-local"
     # found beside the run, its tasks' data taken from the files the run recorded (no cache here)
     both = abricot_local.load_runs(lm_dir.parent.parent)
-    assert sorted(r.folder for r in both) == sorted([lm_dir, run_dir])
-    assert next(r for r in both if r.folder == lm_dir).samples().equals(lm.samples())
+    assert sorted(r.path for r in both) == sorted([str(lm_dir), str(run_dir)])
+    assert next(r for r in both if r.path == str(lm_dir)).samples().equals(lm.samples())
     # the results file itself reads the same
     (results,) = lm_dir.glob("results_*.json")
     assert abricot_local.load_run(results, data={"discotex": str(discotex_dir)}).samples().equals(lm.samples())
@@ -145,7 +145,7 @@ def _copy(lm_dir: Path, tmp_path: Path) -> Path:
 def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex_dir, tmp_path):
     """The same folder as lm-eval's hf model would write it (no abricot-local provenance, dtype in
     model_args), with arguments and responses as lm-eval before 0.4.3 logged them (lists, numbers)."""
-    from abricot_local.analysis.runs import load_run
+    from abricot_local.analysis.loading import load_run
 
     lm_dir, run_dir = fake_pair
     data = (("discotex", str(discotex_dir)),)
@@ -165,23 +165,25 @@ def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex
         samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     got = load_run(edited, data=data)
     assert (got.backend, got.quant, got.base, got.name) == ("lm-eval hf", "BF16", "gemma-3-270m", "google/gemma-3-270m")
-    assert [s.logprobs for s in got.samples["discotex"]] == [s.logprobs for s in want.samples["discotex"]]
+    assert [s.logprobs for s in got.samples_of("discotex")] == [s.logprobs for s in want.samples_of("discotex")]
     doc = json.loads(_invoke("compare", run_dir, edited, "--format", "json"))
     assert doc["verdicts"][0]["kind"] == "identical"
     assert {"key": "model_args.dtype", "value_b": "bfloat16"}.items() <= next(
         d for d in doc["settings_differ"] if d["key"] == "model_args.dtype").items()
 
 
-def test_load_run_data_is_a_mapping(tmp_path):
+def test_load_run_data_takes_evaluates_shapes(tmp_path):
     import abricot_local
     from abricot_local.errors import AbricotError
 
-    with pytest.raises(AbricotError, match="data must be a dict"):
+    with pytest.raises(AbricotError, match=r"load_run\(\): data must be \{task: path\}"):
+        abricot_local.load_run(tmp_path, data=5)
+    with pytest.raises(AbricotError, match="holds no results.json"):  # a list of pairs, as evaluate takes: taken
         abricot_local.load_run(tmp_path, data=[("discotex", "x")])
 
 
 def _refusal(folder, **kw) -> str:
-    from abricot_local.analysis.runs import load_run
+    from abricot_local.analysis.loading import load_run
 
     with pytest.raises(ResultsError) as err:
         load_run(folder, **kw)
