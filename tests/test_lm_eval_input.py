@@ -273,3 +273,56 @@ def test_real_lm_eval_folder_compares_bit_identical_with_a_run(gemma_path, disco
     assert doc["matches"][0]["n_common"] == N and doc["verdicts"][0]["kind"] == "identical"
     (ag,) = doc["agreement"]
     assert ag["max_abs_delta"] == 0.0 and ag["same_pred"] == 1.0
+
+
+# -- issue 48 item 2: the shipped configs read back as `run`'s own task instances -------------------
+@pytest.fixture(scope="module")
+def shipped(abricot_file, discotex_dir, tmp_path_factory):
+    """The four shipped lm-eval configs (abricot_local/lm_eval/tasks/) through real lm-eval on the fake
+    backend, 2 items each, and `run` of the same items under each protocol and wording."""
+    _lm_eval()
+    folder = tmp_path_factory.mktemp("shipped")
+    data = folder / "data"  # one folder holding both releases: lm-eval's metadata data_dir, for every task
+    data.mkdir()
+    for f in [abricot_file, *discotex_dir.iterdir()]:
+        (data / f.name).symlink_to(f)
+    fake = ("--backend", "fake", "--n-ctx", "4096")
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in isolated_env(folder).items():
+            mp.setenv(key, value)
+        mp.chdir(folder)
+        _invoke("lm-eval", "fake", "--tasks", "abricot_paper,abricot_calamita,discotex_card,discotex_itabench",
+                "--model_args", "backend=fake,n_ctx=4096", "--metadata", json.dumps({"data_dir": str(data)}),
+                "--limit", 2, "--log_samples", "--output_path", "out", "--batch_size", 8)
+        for name, flags in (("paper", ("--protocol", "paper")), ("calamita", ("--protocol", "calamita")),
+                            ("discotex", ("--prompt-variant", "card,ita-bench"))):
+            tasks = "discotex" if name == "discotex" else "abricot_abs,abricot_inc"
+            _invoke("run", "fake", *fake, *flags, "--tasks", tasks, "--data-dir", data, "--limit", 2,
+                    "--out", folder / name)
+    return folder, data
+
+
+def test_the_shipped_lm_eval_configs_read_back_as_runs_task_instances(shipped):
+    """abricot_calamita reads as abricot_abs@calamita / abricot_inc@calamita (the leaderboard's protocol,
+    held against its rows), abricot_paper as the paper's, DISCOTEX's two wordings as `run` keys them."""
+    from abricot_local.analysis import baselines
+    from abricot_local.analysis.loading import load_run
+
+    folder, data = shipped
+    lm = load_run(folder / "out" / "fake", data_dir=str(data))
+    runs = [load_run(folder / name) for name in ("paper", "calamita", "discotex")]
+    keys = [k for r in runs for k in r.tasks]
+    assert lm.tasks == tuple(keys) == ("abricot_abs", "abricot_inc", "abricot_abs@calamita", "abricot_inc@calamita",
+                                       "discotex", "discotex~ita-bench")
+    tasks = {k: e for r in runs for k, e in r.record.tasks.items()}
+    settings = ("protocol", "prompt_variant", "shots", "shot_sampler", "seed")
+    for key in keys:
+        run = next(r for r in runs if key in r.tasks)
+        assert {s: lm.task(key).config.get(s) for s in settings} == {s: run.task(key).config.get(s) for s in settings}
+        assert [(s.id, s.logprobs) for s in lm.samples_of(key)] == [(s.id, s.logprobs) for s in run.samples_of(key)]
+    # the same published rows, each held against the same instance, comparable alike
+    rows = baselines.all_references(("abricot_abs", "abricot_inc"))
+    assert {r.protocol.name for r in rows} == {"paper", "calamita"}
+    for ref in rows:
+        a, b = baselines.check_run(ref, lm.record.tasks), baselines.check_run(ref, tasks)
+        assert (a.key, a.comparable, a.value) == (b.key, b.comparable, b.value) and a.comparable, ref

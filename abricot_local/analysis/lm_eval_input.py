@@ -143,9 +143,11 @@ def logged_items(path: Path, task: str) -> list[Logged]:
 
 # -- matching ------------------------------------------------------------------------------------
 def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[tuple[str, dict]]:
-    """(task key, TaskOptions fields) of every task instance an lm-eval task may be: each registered
-    task (those whose name the lm-eval task's contains first), its protocols, prompt variants, the
-    shots lm-eval gave and the default, lm-eval's few-shot seed after the default."""
+    """(task key, TaskOptions fields) of every task instance an lm-eval task may be, the most default first:
+    each registered task (those whose name the lm-eval task's contains first) as `run --protocol P` makes
+    it under each of its protocols, then with the shots lm-eval gave, then under each prompt variant
+    (keyed as `run --prompt-variant V` keys one; :func:`read` names apart two variants of one task);
+    lm-eval's few-shot seed after the default."""
     from abricot_local.core import DEFAULT_SEED
     from abricot_local.tasks import all_task_names, task_class
 
@@ -153,11 +155,37 @@ def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[t
     for s in dict.fromkeys([DEFAULT_SEED, DEFAULT_SEED if seed is None else seed]):
         for name in names:
             cls = task_class(name)
-            for protocol in [None, *[p.name for p in cls.protocols[1:]]]:
-                key = name if protocol is None else f"{name}@{protocol}"
-                for variant in [None, *cls.prompt_variants]:  # a variant named: keyed as --prompt-variant all keys it
-                    for n in dict.fromkeys([None, shots]):
-                        yield (key if variant is None else f"{key}~{variant}"), {"shots": n, "seed": s}
+            keys = [name, *(f"{name}@{p.name}" for p in cls.protocols[1:])]
+            for n in dict.fromkeys([None, shots]):
+                for key in keys:
+                    yield key, {"shots": n, "seed": s}
+            for variant in cls.prompt_variants:
+                for n in dict.fromkeys([None, shots]):
+                    yield name, {"prompt_variant": variant, "shots": n, "seed": s}
+
+
+def _apart(matched: list) -> list:
+    """The matched (lm-eval task, task instance, pairs), two prompt variants of one task keyed apart as
+    `run --prompt-variant A,B` keys them (the default one plain, another ``TASK~VARIANT``); two lm-eval
+    tasks holding the very same instance: refused."""
+    from abricot_local.tasks import make_task
+
+    count = Counter(task.key for _, task, _ in matched)
+    out = []
+    for lm_task, task, pairs in matched:
+        variant = task.config().get("prompt_variant")
+        if count[task.key] > 1 and variant:
+            plain = replace(task.options, prompt_variant=None)
+            if variant != make_task(task.key, plain).config().get("prompt_variant"):
+                task = make_task(f"{task.key}~{variant}", plain)
+        out.append((lm_task, task, pairs))
+    seen: dict[str, str] = {}
+    for lm_task, task, _ in out:
+        if task.key in seen:
+            raise ResultsError(f"lm-eval tasks {seen[task.key]} and {lm_task} both hold the items of {task.key}; "
+                               "give a folder of one run of each")
+        seen[task.key] = lm_task
+    return out
 
 
 def _index(items) -> dict[str, list]:
@@ -295,7 +323,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     configs = doc.get("configs") if isinstance(doc.get("configs"), dict) else {}
     seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
     base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False)
-    tasks, samples, made = {}, {}, []
+    tasks, samples, made, matched = {}, {}, [], []
     files = {p.name[len("samples_"):-len(f"_{stamp}.jsonl")]: p for p in where.parent.glob(f"samples_*_{stamp}.jsonl")}
     groups = {g for g, subs in (doc.get("group_subtasks") or {}).items() if subs}
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
@@ -307,12 +335,10 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                "run lm-eval with --log_samples to compare its items")
         cfg = configs.get(lm_task) if isinstance(configs.get(lm_task), dict) else {}
         shots = cfg.get("num_fewshot", (doc.get("n-shot") or {}).get(lm_task))
-        task, pairs = match_task(lm_task, logged_items(files[lm_task], lm_task),
-                                 shots if isinstance(shots, int) else None, seed if seed and seed >= 0 else None,
-                                 base)
-        if task.key in tasks:
-            raise ResultsError(f"lm-eval tasks {tasks[task.key].config['lm_eval_task']} and {lm_task} both hold "
-                               f"the items of {task.key}; give a folder of one run of each")
+        matched.append((lm_task, *match_task(lm_task, logged_items(files[lm_task], lm_task),
+                                             shots if isinstance(shots, int) else None,
+                                             seed if seed and seed >= 0 else None, base)))
+    for lm_task, task, pairs in _apart(matched):
         rows = []
         for x, item in pairs:
             s = task.sample(item, Scored(x.logprobs, (), 0, False))
