@@ -237,8 +237,9 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
     if skipped and not best[0]:
         from abricot_local.tasks import task_class
 
-        keys = tuple(dict.fromkeys(task_class(n).data.key for n in skipped))
-        why += (f"; the data of {', '.join(skipped)} is not here (abricot-local data pull TASK, give where it is, "
+        named = [n for n in skipped if n in lm_task.lower()] or list(skipped)  # the task the lm-eval one names
+        keys = tuple(dict.fromkeys(task_class(n).data.key for n in named))
+        why += (f"; the data of {', '.join(named)} is not here (abricot-local data pull TASK, give where it is, "
                 "or compare it with a run that read it)")
         raise DataNotHere(f"cannot read lm-eval task {lm_task} as a run: {why}", keys)
     raise ResultsError(f"cannot read lm-eval task {lm_task} as a run: {why}")

@@ -36,12 +36,12 @@ def load_all(folders: Sequence[str | Path], registry: Mapping | None = None, *, 
     """The runs in ``folders``, in order (each read once): abricot-local runs first, then lm-eval
     outputs, whose items are matched to the tasks' items built from ``data``/``data_dir`` and from the
     data the runs recorded. With ``skip``, an lm-eval output that cannot be read is told to it and left
-    out (unless nothing else is left: then its error is raised)."""
+    out (unless nothing else is left: then the first one's error is raised)."""
     lm = [lm_eval_input.is_lm_eval_output(f) for f in folders]
     runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
     found = lm_eval_input.recorded_data(runs.values()) if any(lm) else ()
     pairs = (*found, *data)  # the data given wins over what the runs recorded (the last of a key counts)
-    failed: list[ResultsError] = []
+    failed: list[tuple[str, ResultsError]] = []
     for k, f in enumerate(folders):
         if lm[k]:
             try:
@@ -49,8 +49,9 @@ def load_all(folders: Sequence[str | Path], registry: Mapping | None = None, *, 
             except ResultsError as err:
                 if skip is None:
                     raise
-                failed.append(err)
-                skip(str(f), err)
+                failed.append((str(f), err))
     if failed and not runs:
-        raise failed[0]
+        raise failed[0][1]
+    for f, err in failed:
+        skip(f, err)
     return [runs[k] for k in range(len(folders)) if k in runs]

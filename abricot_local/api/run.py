@@ -69,7 +69,12 @@ def loaded(paths, registry=None, *, data=(), data_dir=None, beside=()) -> list[R
     from abricot_local.analysis.loading import load_all
 
     pairs = (*recorded_data(beside), *data)
-    return load_all(paths, registry, data=pairs, data_dir=data_dir, skip=_warn_skipped)
+    try:
+        return load_all(paths, registry, data=pairs, data_dir=data_dir, skip=_warn_skipped)
+    except ResultsError as err:  # nothing else to read: the lm-eval output's own error
+        if not hint(err):
+            raise
+        raise ResultsError(f"{err}{hint(err)}") from None
 
 
 @keyword_hints

@@ -82,9 +82,9 @@ def differences(a: Section | None, b: Section | None, *, depth: int | None = Non
 
 
 def overlay(under: Section, over: Section) -> Section:
-    """``under`` with every field and key ``over`` records laid over it (what a re-scoring here recorded
-    over what the run recorded)."""
-    return type(under).from_dict({**under.to_dict(), **over.to_dict()})
+    """``under`` with every field and key ``over`` records (not null) laid over it (what a re-scoring here
+    recorded over what the run recorded)."""
+    return type(under).from_dict({**under.to_dict(), **{k: v for k, v in over.to_dict().items() if v is not None}})
 
 
 def settings(record: Record, quant: str = "") -> dict[str, Any]:
