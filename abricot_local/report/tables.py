@@ -31,7 +31,7 @@ from abricot_local.report.texttable import WIDTH, fit, grid, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
 __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
-           "compare_pair", "compare_quants", "label_kl", "metric_keys", "published_frame", "quant_frame",
+           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "published_frame", "quant_frame",
            "recompute", "render", "runs_frame", "runs_rows", "to_json"]
 
 FORMATS = ("table", "markdown", "csv", "json")
