@@ -2,8 +2,10 @@
 tools and earlier runs left (:func:`loads`, :func:`read_json`), and JSON-lines reading that
 survives a torn last line. No knowledge of what the files hold (record/ and run/results.py have it).
 
-Whatever a file holds, reading it is one line or a value: text that is not UTF-8 names the
-byte and its offset; nesting deeper than :data:`MAX_DEPTH` and an integer longer than
+Whatever a file holds, reading it is one line or a value: a file that is not a regular one (a
+FIFO, a device, a link to either) is refused before a byte is read, and so is one larger than any
+file of its kind (:func:`read_regular`: :data:`MAX_JSON_BYTES`, :data:`MAX_JSONL_BYTES`); text that
+is not UTF-8 names the byte and its offset; nesting deeper than :data:`MAX_DEPTH` and an integer longer than
 :data:`MAX_DIGITS` digits are refused (Python's parser would raise RecursionError, or
 ValueError past 4300 digits, and such a value breaks whatever reads it later)."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,6 +22,10 @@ from abricot_local.errors import AbricotError, NoSpaceError, ResultsError
 
 MAX_DEPTH = 64  # objects and lists within each other (a run's record needs about 6)
 MAX_DIGITS = 40  # digits of an integer (a count, a size, a seed: 20 at most)
+MAX_JSON_BYTES = 256 * 2**20  # a JSON document: a run's record, an lm-eval results file, kld.json (MBs at most)
+MAX_JSONL_BYTES = 2**30  # a JSON-lines file: samples (a few KB an item: 1,600 DISCOTEX items are ~10 MB)
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 class BadJSON(ValueError):
@@ -64,13 +71,44 @@ def loads(data: bytes | str):
     return value
 
 
-def read_json(path: Path, error: type[AbricotError] = ResultsError, what: str = ""):
-    """The JSON value in ``path``; an unreadable or refused file is ``error`` naming it
-    (``what``: what the file is, for the message)."""
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def read_regular(path: Path, limit: int, error: type[AbricotError] = ResultsError, what: str = "") -> bytes:
+    """The bytes of the regular file ``path`` (a link to one is followed), refused in one line when it is
+    not one (a FIFO, a device, a folder: nothing is read, nothing waits) or holds more than ``limit``
+    bytes (a real file of its kind never does; ``what``: what the file is, for the message)."""
+    named = f"{what + ' ' if what else ''}{path}"
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO opens at once
     except OSError as exc:
-        raise error(f"cannot read {what + ' ' if what else ''}{path}: {exc.strerror or exc}") from None
+        raise error(f"cannot read {named}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+            raise error(f"{named} is {kind}, not a regular file; nothing was read")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 24, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise error(f"cannot read {named}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if total > limit:
+        raise error(f"{named} holds more than {_size(limit)}, more than any such file; it was not read")
+    return b"".join(chunks)
+
+
+def read_json(path: Path, error: type[AbricotError] = ResultsError, what: str = ""):
+    """The JSON value in ``path`` (a regular file of at most :data:`MAX_JSON_BYTES`); an unreadable
+    or refused file is ``error`` naming it (``what``: what the file is, for the message)."""
+    data = read_regular(Path(path), MAX_JSON_BYTES, error, what)
     try:
         return loads(data)
     except BadJSON as exc:
@@ -141,13 +179,11 @@ def read_jsonl_lines(path: Path, *, repair: bool = False, torn_ok: bool = True) 
     A torn last line (a crash mid-write) is dropped, and with ``repair`` cut from the file so
     appends continue cleanly (a last line missing only its newline gets it back); without
     ``torn_ok`` (a finished file, written whole) it is a :class:`TornLineError`. A bad line
-    before the last one is an error naming it."""
+    before the last one is an error naming it; a file that is not a regular one, or larger than
+    :data:`MAX_JSONL_BYTES`, is refused (:func:`read_regular`)."""
     if not path.exists():
         return []
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    data = read_regular(path, MAX_JSONL_BYTES)
     lines = data.split(b"\n")
     out, good_end, pos = [], 0, 0
     for k, raw in enumerate(lines):

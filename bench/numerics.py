@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,7 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from abricot_local.analysis import compare as cmp  # noqa: E402
-from abricot_local.analysis import views  # noqa: E402
+from abricot_local.analysis.loading import load_run  # noqa: E402
 from abricot_local.record import kernel_path  # noqa: E402
 from abricot_local.run import planning, runner  # noqa: E402
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
@@ -74,9 +75,8 @@ def run_setting(model: str, name: str, over: dict, args, out: Path) -> dict:
 
 
 def compare_pair(base: dict, other: dict, seed: int) -> dict:
-    a, b = views.view_of(base["folder"]), views.view_of(other["folder"])
-    a = cmp.RunView(base["setting"], a.path, a.settings, a.tasks)
-    b = cmp.RunView(other["setting"], b.path, b.settings, b.tasks)
+    a = replace(load_run(base["folder"]), label=base["setting"])
+    b = replace(load_run(other["folder"]), label=other["setting"])
     c = cmp.compare([a, b], seed=seed)
     tasks = []
     for g in c.agreements:

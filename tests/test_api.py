@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -37,7 +38,7 @@ def test_evaluate_writes_what_run_writes_byte_for_byte(tmp_path, capfd):
     assert r.exit_code == 0, r.output
     name = "samples-abricot_abs.jsonl"
     assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
-    assert run.folder == tmp_path / "api" and run.record == api.load_run(tmp_path / "api").record
+    assert run.path == str(tmp_path / "api") and run.record == api.load_run(tmp_path / "api").record
     cli_rec = json.loads((tmp_path / "cli" / "results.json").read_text())
     assert run.record.tasks["abricot_abs"].metrics == cli_rec["tasks"]["abricot_abs"]["metrics"]
     assert run.record.config.to_dict() == cli_rec["config"]
@@ -54,7 +55,7 @@ def test_frames_hold_the_record(tmp_path):
     s = run.samples("abricot_abs")
     assert len(s) == 6 and list(s.columns[:8]) == ["task", "id", "source", "gold", "pred", "gold_label",
                                                      "pred_label", "correct"]
-    lines = [json.loads(x) for x in (run.folder / "samples-abricot_abs.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (Path(run.path) / "samples-abricot_abs.jsonl").read_text().splitlines()]
     assert s.id.tolist() == [x["id"] for x in lines]
     k = len(lines[0]["logprobs"])
     assert s[[f"logprob_{i}" for i in range(k)]].values.tolist() == [x["logprobs"] for x in lines]
@@ -127,7 +128,7 @@ def test_ctrl_c_leaves_a_run_that_resume_continues(tmp_path, monkeypatch):
     assert not (tmp_path / "o" / "results.json").exists()
     run = quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o", resume=True)
     name = "samples-abricot_abs.jsonl"
-    assert (run.folder / name).read_bytes() == (ref.folder / name).read_bytes()
+    assert (Path(run.path) / name).read_bytes() == (Path(ref.path) / name).read_bytes()
     assert run.record.tasks["abricot_abs"].scored_now == 18 - 5
     with pytest.MonkeyPatch.context() as m:  # a finished folder resumed: handed back, nothing scored
         fail_after(m, 0, AssertionError("scored again"))
@@ -166,7 +167,7 @@ def test_plan_is_the_dry_run(tmp_path):
 
 def test_a_sweep_and_compare(tmp_path):
     runs = quiet_evaluate(["fake", "fake-q8"], "abricot_abs", out=tmp_path / "sw", sample=8)
-    assert [r.folder.name for r in runs] == ["fake", "fake-q8"]
+    assert [Path(r.path).name for r in runs] == ["fake", "fake-q8"]
     c = api.compare(*runs)
     again = api.compare(tmp_path / "sw")  # a folder holding runs, as `compare` takes it
     assert again.to_frame().equals(c.to_frame())
@@ -179,7 +180,7 @@ def test_a_sweep_and_compare(tmp_path):
                                                             ) as err:
         fail_after(m, 8, ModelError("boom"))  # the second model fails, the first is kept
         quiet_evaluate(["fake", "b"], "abricot_abs", out=tmp_path / "sw2", sample=8)
-    assert [r.folder.name for r in err.value.runs] == ["fake"]
+    assert [Path(r.path).name for r in err.value.runs] == ["fake"]
     with pytest.raises(UsageError, match="at least two finished runs"):
         api.compare(runs[0])
     with pytest.raises(UsageError, match="alpha must be between 0 and 1"):
@@ -217,9 +218,9 @@ def test_lm_eval_layout_reads_as_lm_evals(tmp_path):
         assert x["doc_hash"] == utils.hash_string(json.dumps(x["doc"], indent=2, ensure_ascii=False))
         hashes += x["doc_hash"] + x["prompt_hash"] + x["target_hash"]
     assert doc["task_hashes"]["abricot_abs"] == utils.hash_string(hashes)
-    r = invoke("report", run.folder, "--format", "lm-eval", "-o", tmp_path / "cli")
+    r = invoke("report", run.path, "--format", "lm-eval", "-o", tmp_path / "cli")
     assert r.exit_code == 0, r.output
     for p in where.iterdir():
         assert (tmp_path / "cli" / where.name / p.name).read_bytes() == p.read_bytes()
-    r = invoke("report", run.folder, "--format", "lm-eval")
+    r = invoke("report", run.path, "--format", "lm-eval")
     assert r.exit_code == 2 and "-o DIR" in r.output

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.analysis.runs import recompute_entry
+from abricot_local.analysis.overview import recompute_entry
 from abricot_local.cli import cli
 from abricot_local.record import entry_samples, read_run
 from conftest import FIXTURE

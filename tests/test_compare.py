@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import views as rv
+from abricot_local.analysis.loading import load_run
 from abricot_local.run import planning, runner
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
@@ -58,14 +58,13 @@ def folders(tmp_path_factory, discotex_dir):
 
 @pytest.fixture(scope="module")
 def views(folders):
-    return {k: rv.view_of(v) for k, v in folders.items()}
+    return {k: load_run(v) for k, v in folders.items()}
 
 
-def with_samples(view: cmp.RunView, label: str, change) -> cmp.RunView:
-    """The view with each sample record replaced by change(sample) (a copy)."""
-    tasks = tuple(rv.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(s.to_dict())) for s in t.samples))
-                  for t in view.tasks)
-    return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
+def with_samples(view: cmp.Run, label: str, change) -> cmp.Run:
+    """The run with each sample record replaced by change(sample) (a copy)."""
+    tasks = tuple(t.with_samples(Sample.from_dict(change(s.to_dict())) for s in t.samples) for t in view.run_tasks)
+    return replace(view, path=view.path + "-" + label, label=label, run_tasks=tasks)
 
 
 def oracle(s: dict) -> dict:
@@ -96,8 +95,8 @@ def test_a_shard_and_a_shuffled_run_match_item_by_item(views):
     assert c.matches[0].n_common == 12 and c.verdicts[0].kind == cmp.IDENTICAL
     assert c.differs == ()  # the shard only chooses items: not a setting that changes a number
     shuffled = with_samples(views["a"], "shuffled", lambda s: s)
-    shuffled = cmp.RunView("fake", views["a"].path, views["a"].settings,
-                           tuple(replace(t, samples=t.samples[::-1]) for t in shuffled.tasks))
+    shuffled = replace(views["a"], label="fake", run_tasks=tuple(t.with_samples(t.samples[::-1])
+                                                                   for t in shuffled.run_tasks))
     assert cmp.compare([shuffled, views["a"]]).verdicts[0].kind == cmp.IDENTICAL
     # every number is the same whatever the item order
     assert cmp.compare([shuffled, views["b"]]).metrics == cmp.compare([views["a"], views["b"]]).metrics
@@ -112,7 +111,7 @@ def test_runs_without_common_items_are_refused(views, folders):
     with pytest.raises(UsageError):
         cmp.compare([views["a"]])
     with pytest.raises(ResultsError):
-        rv.view_of(folders["a"] / "nope")
+        load_run(folders["a"] / "nope")
 
 
 def test_two_fake_models_differ_as_measured(views):
@@ -182,7 +181,7 @@ def test_metric_inputs_give_the_recorded_metrics(views, folders):
     MetricInputs' statistics, and the default covers a plugin (accuracy of pred on gold)."""
     for key in ("a", "abs_a"):
         doc = json.loads((folders[key] / "results.json").read_text())
-        (t,) = views[key].tasks
+        (t,) = views[key].run_tasks
         task = make_task(t.name, TaskOptions.from_config(dict(t.config)))
         inputs = task.metric_inputs(list(t.samples))
         assert inputs and all(inp.stat in ROW_STATS and len(inp.x) == len(t.samples) for inp in inputs)
@@ -206,12 +205,19 @@ def test_metric_inputs_give_the_recorded_metrics(views, folders):
 
 
 def test_settings_differ_and_settings_of(folders):
-    x = cmp.RunView("x", "x", {"seed": 1, "n_batch": 64, "provenance.schedule.n_batch": 64, "k": None}, ())
-    y = cmp.RunView("y", "y", {"n_batch": 512, "provenance.schedule.n_batch": 512,
-                               "provenance.system_info": "AVX2 = 1"}, ())
+    from abricot_local.record import Model, Provenance, Record, RunConfig, read_run
+    from abricot_local.record import settings as recorded
+
+    def run(label, config, provenance):
+        return cmp.Run(label, Record(schema_version=1, model=Model(name=label), config=config, provenance=provenance,
+                                     tasks={}))
+
+    x = run("x", RunConfig(seed=1, extra={"n_batch": 64, "k": None}), Provenance(schedule={"n_batch": 64}))
+    y = run("y", RunConfig(extra={"n_batch": 512}),
+            Provenance(schedule={"n_batch": 512}, extra={"system_info": "AVX2 = 1"}))
     got = {d.key: (d.value_a, d.value_b) for d in cmp.differing_settings(x, y)}
     assert got == {"seed": (1, None), "n_batch": (64, 512), "provenance.system_info": (None, "AVX2 = 1")}
-    s = rv.settings_of(json.loads((folders["half"] / "results.json").read_text()), "Q4_K_M")
+    s = recorded.settings(read_run(folders["half"]), "Q4_K_M")
     assert s["quant"] == "Q4_K_M" and s["engine"] and s["n_batch"] and s["provenance.schedule.n_batch"]
     assert s["discotex.prompt_hash"] and len(s["discotex.data_sha256"]) == 2
     assert not {"sample", "shard", "tasks", "limit"} & set(s) and "model_sha256" not in s  # the fake has no file
@@ -244,7 +250,7 @@ def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
     # the shared run (the first 4 items, TED: the shortest prompts; n_batch 512, the default), and it at 128
     r = CliRunner().invoke(cli, [*gemma_run.args, "--n-batch", "128", "--out", str(tmp_path / "nb128")])
     assert r.exit_code == 0, r.output
-    c = cmp.compare([rv.view_of(tmp_path / "nb128"), rv.view_of(gemma_run.out)])
+    c = cmp.compare([load_run(tmp_path / "nb128"), load_run(gemma_run.out)])
     # n_batch (the config; the schedule's repeats it) and the ubatch that follows it; nothing else
     assert {d.key: (d.value_a, d.value_b) for d in c.differs} == {
         "n_batch": (128, 512), "provenance.schedule.n_ubatch": (128, 512)}

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import views
+from abricot_local.analysis.loading import load_run
 from abricot_local.run import planning, runner
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
@@ -60,7 +60,7 @@ def verdict_lines(text: str) -> list[str]:
 
 
 def api(*folders, **kw) -> cmp.Comparison:
-    return cmp.compare([views.view_of(f) for f in folders], **kw)
+    return cmp.compare([load_run(f) for f in folders], **kw)
 
 
 def test_two_runs(runs):

@@ -195,12 +195,11 @@ def test_compare_against_an_all_nan_run_is_not_same_within_noise(run, made):
     assert r.exit_code != 0 and "same within noise" not in r.output and "logprobs[0] is nan" in r.output
 
     from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis import views as rv
+    from abricot_local.analysis.loading import load_run
 
-    views = [rv.view_of(made[0]), rv.view_of(made[0])]
-    bad = cmp.RunView("nan", "x", views[1].settings, tuple(
-        rv.TaskSamples(t.name, t.config, tuple(replace(s, logprobs=(float("nan"),) * 5) for s in t.samples))
-        for t in views[1].tasks))
+    views = [load_run(made[0]), load_run(made[0])]
+    bad = replace(views[1], label="nan", path="x", run_tasks=tuple(
+        t.with_samples(replace(s, logprobs=(float("nan"),) * 5) for s in t.samples) for t in views[1].run_tasks))
     with pytest.raises(ResultsError, match=r"run nan \(x\): task discotex: 6 sample\(s\) hold non-finite"):
         cmp.compare([views[0], bad])
 

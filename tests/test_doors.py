@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="abricot-test-hf-datasets-"))
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -55,7 +56,7 @@ def run_door(gemma_path, abricot_file, discotex_dir, tmp_path_factory):
                            out=folder / "out", progress=False)
         assert run.record.provenance.schedule["version"] == "prefix|trunk|tail/v2"
         for key in run.tasks:
-            samples = read_samples(run.folder / f"samples-{key}.jsonl")
+            samples = read_samples(Path(run.path) / f"samples-{key}.jsonl")
             entry = run.record.tasks[key]
             assert len(samples) == 1
             out[(key.split("@")[0].split("~")[0], entry.config["prompt_variant"], shots)] = samples

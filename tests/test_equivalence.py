@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from scipy import stats as st
 
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import views
+from abricot_local.analysis.loading import load_run
 from abricot_local.analysis import equivalence as eq
 from abricot_local.analysis import stats
 from abricot_local.analysis.changes import NEAR_TIE, top_two_margin
@@ -55,11 +55,18 @@ def runs(tmp_path_factory, discotex_dir):
     return {"d": root / "d", "a": root / "a", "root": root}
 
 
-def changed(view: cmp.RunView, label: str, change) -> cmp.RunView:
-    tasks = tuple(views.TaskSamples(t.name, t.config, tuple(Sample.from_dict(change(k, s.to_dict()))
-                                                          for k, s in enumerate(t.samples)))
-                  for t in view.tasks)
-    return cmp.RunView(label, view.path + "-" + label, view.settings, tasks)
+def changed(view: cmp.Run, label: str, change) -> cmp.Run:
+    tasks = tuple(t.with_samples(Sample.from_dict(change(k, s.to_dict())) for k, s in enumerate(t.samples))
+                  for t in view.run_tasks)
+    return replace(view, path=view.path + "-" + label, label=label, base=label, run_tasks=tasks)  # another model
+
+
+def bare(label: str, *, quant: str = "", base: str = "", sha: str | None = None) -> cmp.Run:
+    """A run of no task: what a reference or a pair's kind is read from (its model, quant and base)."""
+    from abricot_local.record import Model, Record
+
+    return cmp.Run(f"/runs/{label}", Record(schema_version=1, model=Model(name=label, sha256=sha), tasks={}),
+                   quant=quant, base=base)
 
 
 def answer(s: dict, choice: int, gap: float = 1.0) -> dict:
@@ -100,7 +107,7 @@ def connor_n(psi, d, za=st.norm.isf(0.05), zb=st.norm.ppf(0.80)):
 def test_accuracy_verdicts_are_tangos_score_interval_for_the_task_against_the_margin(runs, moved, margin):
     """Issue 47: the paired accuracy interval is Tango's score interval from the discordant items, narrowed by the
     finite-population correction for the task's own items; the one for items like these is kept beside it."""
-    ref = views.view_of(runs["d"])
+    ref = load_run(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
     right = [k for k, s in enumerate(samples) if s["pred"] == s["gold"]]
     wrong = [k for k, s in enumerate(samples) if s["pred"] != s["gold"]]
@@ -152,7 +159,7 @@ def test_accuracy_verdicts_are_tangos_score_interval_for_the_task_against_the_ma
 def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_margin(runs):
     """Every row of the invented ABRICOT file scored: the difference is the task's own (exact); the bootstrap's
     interval answers for items like these, on a line of its own."""
-    ref = views.view_of(runs["a"])
+    ref = load_run(runs["a"])
     samples = ref.task("abricot_abs").samples
     other = changed(ref, "other", lambda k, s: answer(s, (s["pred"] + 1) % 5) if k % 3 == 0 else s)
     c = cmp.compare([ref, other])
@@ -181,7 +188,7 @@ def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_marg
 
 def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_one_named():
     def view(label, quant, base):
-        return cmp.RunView(label, f"/runs/{label}", {"quant": quant} if quant else {}, (), base=base)
+        return bare(label, quant=quant, base=base)
 
     q4, q8, f16, other = (view("m-q4", "Q4_K_M", "M"), view("m-q8", "Q8_0", "M"), view("m-f16", "F16", "m"),
                           view("x", "", ""))
@@ -196,12 +203,11 @@ def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_o
 
 def test_a_changed_answer_is_fixed_broken_or_still_wrong_and_a_pair_says_what_it_compares():
     from abricot_local.analysis.changes import compared, near_tie_note, outcome
-    from abricot_local.analysis.views import RunView
 
     assert [outcome(2, 0, 2), outcome(2, 2, 0), outcome(2, 0, 1)] == ["fixed", "broken", "still_wrong"]
 
     def view(label, base, sha=None, quant=None):
-        return RunView(label, "/x/" + label, {"model_sha256": sha, "quant": quant}, (), base=base)
+        return bare(label, quant=quant or "", base=base, sha=sha)
 
     assert compared(view("a", "gemma", "s1", "Q8_0"), view("b", "gemma", "s1", "Q8_0")) == "one model"
     assert compared(view("a", "gemma", "s1", "Q8_0"), view("b", "gemma", "s2", "Q4_0")) == "quants"
@@ -214,7 +220,7 @@ def test_a_changed_answer_is_fixed_broken_or_still_wrong_and_a_pair_says_what_it
 
 
 def test_changed_answers_are_near_ties_or_decisive_by_the_reference_s_margin(runs):
-    ref = views.view_of(runs["d"])
+    ref = load_run(runs["d"])
     samples = [s.to_dict() for s in ref.task("discotex").samples]
     margins = [top_two_margin(s["logprobs"]) for s in samples]
     # margins computed here: the gap between the two highest log-probs

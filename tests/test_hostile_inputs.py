@@ -404,7 +404,7 @@ def test_a_sample_holding_nan_or_infinity_in_a_tasks_field_is_not_written():
 def test_lm_eval_export_maps_a_protocol_and_a_prompt_variant_apart(tmp_path):
     """issue 38 item 9: `abricot_abs@calamita` and `abricot_abs~calamita` (a --prompt-variant all run
     under both protocols) both sanitize to `abricot_abs_calamita`; the export spells their separators out."""
-    from abricot_local.report.lm_eval_layout import task_names
+    from abricot_local.analysis.lm_eval_output import task_names
 
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
                "--protocol", "all", "--prompt-variant", "all", "--limit", "2", "--n-ctx", "8192",

@@ -455,13 +455,14 @@ def _data(page: Path) -> dict:
 def test_pairwise_data_is_compare_s(trio):
     """The page's matrices and best groups are compare.py's, per task, over the runs' common items."""
     from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis import views as rv
+    from dataclasses import replace
+
+    from abricot_local.analysis.loading import load_run
 
     data = _data(trio["page"])
     labels = [r["label"] for r in data["runs"]]
     assert labels == ["fake (n_batch=512)", "fake (n_batch=64)", "oracle"]
-    views = [rv.view_of(f) for f in trio["runs"]]
-    views = [cmp.RunView(lab, v.path, v.settings, (v.task("discotex"),)) for lab, v in zip(labels, views)]
+    views = [replace(load_run(f), label=lab).only("discotex") for lab, f in zip(labels, trio["runs"])]
     c = cmp.compare(views)
     (task,) = [t for t in data["pairwise"]["tasks"] if t["task"] == "discotex"]
     assert task["runs"] == [0, 1, 2] and task["n"] == [24] and task["metric"] == "accuracy"

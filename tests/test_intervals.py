@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ from scipy import stats as st
 
 from abricot_local import metrics
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import stats, views
+from abricot_local.analysis import stats
+from abricot_local.analysis.loading import load_run
 from abricot_local.cli import cli
 from abricot_local.record import Sample
 from conftest import FIXTURE, rewrite_run
@@ -150,20 +152,19 @@ def test_identical_ratings_and_few_items_give_no_correlation_interval(tmp_path):
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}",
                "--n-ctx", 8192, "--out", tmp_path / "a")
     assert r.exit_code == 0, r.output
-    a = views.view_of(tmp_path / "a")
-    b = cmp.RunView("again", a.path + "-again", a.settings, a.tasks)  # the same ratings
+    a = load_run(tmp_path / "a")
+    b = replace(a, label="again", path=a.path + "-again")  # the same ratings
     c = cmp.compare([a, b])
     pearson = next(m for m in c.metrics if m.metric == "pearson")
     assert all(math.isnan(v) for v in pearson.ci + pearson.ci90) and "same in every resample" in pearson.note
     e = next(e for e in c.equivalence if e.metric == "pearson")
     # the invented file's 18 rows are the whole task: the difference (0) is exact; items like these get no interval
     assert e.exact and e.kind == "equivalent" and "no interval (the difference is the same" in e.lines[1]
-    few = [cmp.RunView(v.label, v.path, v.settings, tuple(views.TaskSamples(t.name, {**t.config, "sample": 6},
-                                                                          t.samples[:6]) for t in v.tasks))
-           for v in (a, b)]
-    few[1] = cmp.RunView("again", few[1].path, few[1].settings, tuple(
-        views.TaskSamples(t.name, t.config, tuple(Sample.from_dict({**s.to_dict(), "pred": (s.pred + k % 2) % 5})
-                                                for k, s in enumerate(t.samples))) for t in few[1].tasks))
+    few = [replace(v, run_tasks=tuple(replace(t, config={**t.config, "sample": 6}, given=t.samples[:6])
+                                      for t in v.run_tasks)) for v in (a, b)]
+    few[1] = replace(few[1], run_tasks=tuple(
+        t.with_samples(tuple(Sample.from_dict({**s.to_dict(), "pred": (s.pred + k % 2) % 5})
+                             for k, s in enumerate(t.samples))) for t in few[1].run_tasks))
     e = next(e for e in cmp.compare(few).equivalence if e.metric == "pearson")
     assert e.kind == "cannot tell" and "fewer than 10 items" in e.line
 

@@ -103,8 +103,8 @@ def test_an_lm_eval_folder_loads_as_a_run_with_the_tasks_items(fake_pair, discot
     assert lm.record.backend == "fake" and lm.record.provenance.extra["lm_eval_model"] == "abricot-local"
     # found beside the run, its tasks' data taken from the files the run recorded (no cache here)
     both = abricot_local.load_runs(lm_dir.parent.parent)
-    assert sorted(r.folder for r in both) == sorted([lm_dir, run_dir])
-    assert next(r for r in both if r.folder == lm_dir).samples().equals(lm.samples())
+    assert sorted(r.path for r in both) == sorted([str(lm_dir), str(run_dir)])
+    assert next(r for r in both if r.path == str(lm_dir)).samples().equals(lm.samples())
     # the results file itself reads the same
     (results,) = lm_dir.glob("results_*.json")
     assert abricot_local.load_run(results, data={"discotex": str(discotex_dir)}).samples().equals(lm.samples())
@@ -145,7 +145,7 @@ def _copy(lm_dir: Path, tmp_path: Path) -> Path:
 def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex_dir, tmp_path):
     """The same folder as lm-eval's hf model would write it (no abricot-local provenance, dtype in
     model_args), with arguments and responses as lm-eval before 0.4.3 logged them (lists, numbers)."""
-    from abricot_local.analysis.runs import load_run
+    from abricot_local.analysis.loading import load_run
 
     lm_dir, run_dir = fake_pair
     data = (("discotex", str(discotex_dir)),)
@@ -165,23 +165,25 @@ def test_any_models_output_and_the_earlier_layout_read_alike(fake_pair, discotex
         samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     got = load_run(edited, data=data)
     assert (got.backend, got.quant, got.base, got.name) == ("lm-eval hf", "BF16", "gemma-3-270m", "google/gemma-3-270m")
-    assert [s.logprobs for s in got.samples["discotex"]] == [s.logprobs for s in want.samples["discotex"]]
+    assert [s.logprobs for s in got.samples_of("discotex")] == [s.logprobs for s in want.samples_of("discotex")]
     doc = json.loads(_invoke("compare", run_dir, edited, "--format", "json"))
     assert doc["verdicts"][0]["kind"] == "identical"
     assert {"key": "model_args.dtype", "value_b": "bfloat16"}.items() <= next(
         d for d in doc["settings_differ"] if d["key"] == "model_args.dtype").items()
 
 
-def test_load_run_data_is_a_mapping(tmp_path):
+def test_load_run_data_takes_evaluates_shapes(tmp_path):
     import abricot_local
     from abricot_local.errors import AbricotError
 
-    with pytest.raises(AbricotError, match="data must be a dict"):
+    with pytest.raises(AbricotError, match=r"load_run\(\): data must be \{task: path\}"):
+        abricot_local.load_run(tmp_path, data=5)
+    with pytest.raises(AbricotError, match="holds no results.json"):  # a list of pairs, as evaluate takes: taken
         abricot_local.load_run(tmp_path, data=[("discotex", "x")])
 
 
 def _refusal(folder, **kw) -> str:
-    from abricot_local.analysis.runs import load_run
+    from abricot_local.analysis.loading import load_run
 
     with pytest.raises(ResultsError) as err:
         load_run(folder, **kw)
@@ -271,3 +273,56 @@ def test_real_lm_eval_folder_compares_bit_identical_with_a_run(gemma_path, disco
     assert doc["matches"][0]["n_common"] == N and doc["verdicts"][0]["kind"] == "identical"
     (ag,) = doc["agreement"]
     assert ag["max_abs_delta"] == 0.0 and ag["same_pred"] == 1.0
+
+
+# -- issue 48 item 2: the shipped configs read back as `run`'s own task instances -------------------
+@pytest.fixture(scope="module")
+def shipped(abricot_file, discotex_dir, tmp_path_factory):
+    """The four shipped lm-eval configs (abricot_local/lm_eval/tasks/) through real lm-eval on the fake
+    backend, 2 items each, and `run` of the same items under each protocol and wording."""
+    _lm_eval()
+    folder = tmp_path_factory.mktemp("shipped")
+    data = folder / "data"  # one folder holding both releases: lm-eval's metadata data_dir, for every task
+    data.mkdir()
+    for f in [abricot_file, *discotex_dir.iterdir()]:
+        (data / f.name).symlink_to(f)
+    fake = ("--backend", "fake", "--n-ctx", "4096")
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in isolated_env(folder).items():
+            mp.setenv(key, value)
+        mp.chdir(folder)
+        _invoke("lm-eval", "fake", "--tasks", "abricot_paper,abricot_calamita,discotex_card,discotex_itabench",
+                "--model_args", "backend=fake,n_ctx=4096", "--metadata", json.dumps({"data_dir": str(data)}),
+                "--limit", 2, "--log_samples", "--output_path", "out", "--batch_size", 8)
+        for name, flags in (("paper", ("--protocol", "paper")), ("calamita", ("--protocol", "calamita")),
+                            ("discotex", ("--prompt-variant", "card,ita-bench"))):
+            tasks = "discotex" if name == "discotex" else "abricot_abs,abricot_inc"
+            _invoke("run", "fake", *fake, *flags, "--tasks", tasks, "--data-dir", data, "--limit", 2,
+                    "--out", folder / name)
+    return folder, data
+
+
+def test_the_shipped_lm_eval_configs_read_back_as_runs_task_instances(shipped):
+    """abricot_calamita reads as abricot_abs@calamita / abricot_inc@calamita (the leaderboard's protocol,
+    held against its rows), abricot_paper as the paper's, DISCOTEX's two wordings as `run` keys them."""
+    from abricot_local.analysis import baselines
+    from abricot_local.analysis.loading import load_run
+
+    folder, data = shipped
+    lm = load_run(folder / "out" / "fake", data_dir=str(data))
+    runs = [load_run(folder / name) for name in ("paper", "calamita", "discotex")]
+    keys = [k for r in runs for k in r.tasks]
+    assert lm.tasks == tuple(keys) == ("abricot_abs", "abricot_inc", "abricot_abs@calamita", "abricot_inc@calamita",
+                                       "discotex", "discotex~ita-bench")
+    tasks = {k: e for r in runs for k, e in r.record.tasks.items()}
+    settings = ("protocol", "prompt_variant", "shots", "shot_sampler", "seed")
+    for key in keys:
+        run = next(r for r in runs if key in r.tasks)
+        assert {s: lm.task(key).config.get(s) for s in settings} == {s: run.task(key).config.get(s) for s in settings}
+        assert [(s.id, s.logprobs) for s in lm.samples_of(key)] == [(s.id, s.logprobs) for s in run.samples_of(key)]
+    # the same published rows, each held against the same instance, comparable alike
+    rows = baselines.all_references(("abricot_abs", "abricot_inc"))
+    assert {r.protocol.name for r in rows} == {"paper", "calamita"}
+    for ref in rows:
+        a, b = baselines.check_run(ref, lm.record.tasks), baselines.check_run(ref, tasks)
+        assert (a.key, a.comparable, a.value) == (b.key, b.comparable, b.value) and a.comparable, ref

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.analysis import prompts as P
-from abricot_local.analysis.runs import labelled, load_run
+from abricot_local.analysis.loading import load_run
+from abricot_local.analysis.runs import labelled
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, TaskError, UsageError
 from abricot_local.run.planning import instances

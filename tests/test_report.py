@@ -14,10 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.analysis import baselines
+from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.reproduction import words
 from abricot_local.report import tables as report
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError, UsageError
+from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import TaskEntry
 from abricot_local.models.registry import load_registry
 from conftest import FIXTURE
@@ -188,7 +190,7 @@ def test_ci_check_edges():
 # -- recomputation ------------------------------------------------------------------------------
 def test_recompute_matches_results(runs):
     for folder in runs.values():
-        checks = report.recompute(folder)
+        checks = report.recompute(load_run(folder))
         assert [c.task for c in checks] == list(results(folder)["tasks"])
         assert {"discotex", "abricot_abs", "abricot_inc"} <= {c.task for c in checks}
         assert all(c.ok for c in checks), [c.mismatches for c in checks]
@@ -204,7 +206,7 @@ def test_recompute_detects_a_changed_number(runs, tmp_path):
     doc = results(folder)
     doc["tasks"]["abricot_abs"]["metrics"]["pearson"] += 1e-9
     (folder / "results.json").write_text(json.dumps(doc))
-    bad = {c.task: c.mismatches for c in report.recompute(folder) if not c.ok}
+    bad = {c.task: c.mismatches for c in report.recompute(load_run(folder)) if not c.ok}
     assert bad == {"abricot_abs": ("pearson",)}
     r = invoke("report", folder, "--verify")
     assert r.exit_code == 1 and "abricot_abs: pearson" in r.stderr
@@ -417,10 +419,10 @@ def test_label_kl_properties():
 
 
 def test_quant_names():
-    assert report.quant_of("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
-    assert report.quant_of("qwen2.5-0.5b-q8") == "Q8"
-    assert report.quant_of("fake") == ""
-    assert report.strip_quant("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA.Q4_K_M") == "LLaMAntino-3-ANITA-8B-Inst-DPO-ITA"
+    assert quant_of("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
+    assert quant_of("qwen2.5-0.5b-q8") == "Q8"
+    assert quant_of("fake") == ""
+    assert strip_quant("LLaMAntino-3-ANITA-8B-Inst-DPO-ITA.Q4_K_M") == "LLaMAntino-3-ANITA-8B-Inst-DPO-ITA"
 
 
 # -- errors -------------------------------------------------------------------------------------

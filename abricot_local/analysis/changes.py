@@ -37,7 +37,7 @@ def outcome(gold: int, pred_ref: int, pred_other: int) -> str:
 
 
 def compared(ref, other) -> str:
-    """What two runs (each with ``settings``, flat, and ``base``: analysis/views.RunView) compare:
+    """What two runs (each with ``settings``, flat, and ``base``: analysis/runs.Run) compare:
     one model (the same file, or no file and the same model name: settings, kernels, engines),
     quants of one base model, or two models."""
     a, b = ref.settings.get("model_sha256"), other.settings.get("model_sha256")

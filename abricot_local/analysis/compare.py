@@ -10,8 +10,8 @@ paired-bootstrap CI and Williams' t (correlations, when both runs share the gold
 are Holm-adjusted over the pairs of each task and metric. The runs' predictions and log-probs are
 compared too (agreement, |delta log-prob|, KL), every recorded setting that differs is named, each
 pair gets one verdict, and each run one with a margin against its reference (equivalence.py, over
-the task's N items: population.py). Pure: reads folders (:func:`view_of`) and returns frozen
-dataclasses; see report/comparison.py for the text.
+the task's N items: population.py). Pure: reads finished runs (runs.Run) and returns
+frozen dataclasses; see report/comparison.py for the text.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.population import task_total
-from abricot_local.analysis.views import RunView, labelled
+from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.metrics import ROW_STATS, require_finite
@@ -131,7 +131,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Comparison:
-    runs: tuple[RunView, ...]
+    runs: tuple[Run, ...]
     matches: tuple[TaskMatch, ...]
     metrics: tuple[MetricComparison, ...]
     agreements: tuple[Agreement, ...]
@@ -158,7 +158,7 @@ def item_key(sample: Sample) -> tuple[str, str]:
     return sample.id, hashlib.sha256(str(sample.context).encode("utf-8")).hexdigest()
 
 
-def match(runs: Sequence[RunView], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
+def match(runs: Sequence[Run], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
     """The items every run scored alike, in id order: per run its samples of them."""
     keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
     common = sorted(set.intersection(*(set(k) for k in keyed)))
@@ -167,7 +167,7 @@ def match(runs: Sequence[RunView], task: str) -> tuple[TaskMatch, list[tuple[Sam
     return m, [tuple(k[key] for key in common) for k in keyed]
 
 
-def _refuse(runs: Sequence[RunView], shared: Sequence[str]) -> ResultsError:
+def _refuse(runs: Sequence[Run], shared: Sequence[str]) -> ResultsError:
     for x, y in combinations(runs, 2):
         if not any(match([x, y], t)[0].n_common for t in shared):
             return ResultsError(
@@ -179,7 +179,7 @@ def _refuse(runs: Sequence[RunView], shared: Sequence[str]) -> ResultsError:
 
 
 # -- comparing -------------------------------------------------------------------------------
-def differing_settings(a: RunView, b: RunView) -> tuple[SettingDiff, ...]:
+def differing_settings(a: Run, b: Run) -> tuple[SettingDiff, ...]:
     """Settings recorded differently (a key only one run records counts); a provenance key
     that repeats a differing config key with the same values is left out."""
     sa, sb = a.settings, b.settings
@@ -195,7 +195,7 @@ def differing_settings(a: RunView, b: RunView) -> tuple[SettingDiff, ...]:
     return tuple(out)
 
 
-def agreement(task: str, a: RunView, b: RunView, sa: Sequence[Sample], sb: Sequence[Sample]) -> Agreement:
+def agreement(task: str, a: Run, b: Run, sa: Sequence[Sample], sb: Sequence[Sample]) -> Agreement:
     """Predictions and log-probs of two runs over the same items (choice counts must agree)."""
     pairs = [(np.asarray(x.logprobs, float), np.asarray(y.logprobs, float))
              for x, y in zip(sa, sb) if len(x.logprobs) == len(y.logprobs)]
@@ -244,7 +244,7 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
                             note=note)
 
 
-def _inputs(run: RunView, task: str, samples: Sequence[Sample]):
+def _inputs(run: Run, task: str, samples: Sequence[Sample]):
     t = make_task(run.task(task).own_key, TaskOptions.from_config(dict(run.task(task).config)))
     return t, {m.name: m for m in t.metric_inputs(samples)}
 
@@ -260,7 +260,7 @@ def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPowe
     return tuple(out.values())
 
 
-def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
+def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
             reference: str | None = None, near_tie: float = NEAR_TIE) -> Comparison:
     """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
@@ -280,15 +280,15 @@ def compare(runs: Sequence[RunView], *, tolerance: float = TOLERANCE, alpha: flo
     runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
     refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
-        for t in r.tasks:
+        for t in r.run_tasks:
             try:
                 require_finite(list(t.samples), t.name)
             except ResultsError as err:
                 raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
-    names = [t.name for t in runs[0].tasks]
+    names = [t.name for t in runs[0].run_tasks]
     shared = [t for t in names if all(r.task(t) for r in runs)]
     notes = aligned + [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
-        t.name for r in runs for t in r.tasks) if t not in shared]
+        t.name for r in runs for t in r.run_tasks) if t not in shared]
     matches, metrics, agreements, primary, margins, changes = [], [], [], {}, {}, []
     for task in shared:
         m, per_run = match(runs, task)

@@ -141,7 +141,7 @@ def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:
 
 
 def _quant(run: Any) -> str:
-    """A compared run's quant (a RunView's recorded settings, or a report's Run)."""
+    """A compared run's quant (its recorded settings, runs.Run)."""
     settings = getattr(run, "settings", None)
     return str(settings.get("quant", "") if settings is not None else getattr(run, "quant", "")).upper()
 

@@ -1,6 +1,6 @@
 """One label per run, unique among the runs shown together: the model, plus the shortest
-part that tells apart runs of the same model (the quant, a recorded option, the folder or
-the time the run was written). The text report, the HTML page, the figures and compare
+part that tells apart runs of the same model (the quant, the items it scored: ``sample 20``,
+``limit 5``, ``all 1600``; a recorded option, the folder or the time the run was written). The text report, the HTML page, the figures and compare
 all name runs through :func:`unique_labels`. Pure.
 """
 
@@ -24,8 +24,9 @@ class RunIdentity:
     quant: str = ""
     folder: str = ""
     created: str = ""  # when results.json was written (ISO 8601)
-    options: Mapping[str, Any] = field(default_factory=dict)  # the recorded config (flat)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the recorded options (flat), not the item selection
     names_quant: bool = False  # the model's label already says its quant
+    scored: str = ""  # the items it scored: "sample 20", "limit 5", "all 1600"
 
 
 def _value(v: Any) -> str:
@@ -38,6 +39,10 @@ def _quant(runs: Sequence[RunIdentity]) -> list[str] | None:
     if any(r.names_quant for r in runs):
         return None
     return [r.quant or "no quant" for r in runs]
+
+
+def _scored(runs: Sequence[RunIdentity]) -> list[str] | None:
+    return [r.scored for r in runs] if all(r.scored for r in runs) else None
 
 
 def _option(runs: Sequence[RunIdentity]) -> list[str] | None:
@@ -79,13 +84,14 @@ def _shortest(runs: Sequence[RunIdentity]) -> list[str] | None:
     return min(found, key=lambda x: max(map(len, x))) if found else None
 
 
-TELLERS: tuple[Callable[[Sequence[RunIdentity]], list[str] | None], ...] = (_quant, _option, _option, _shortest)
+TELLERS: tuple[Callable[[Sequence[RunIdentity]], list[str] | None], ...] = (_quant, _scored, _option, _option,
+                                                                             _shortest)
 
 
 def unique_labels(runs: Sequence[RunIdentity]) -> tuple[str, ...]:
     """A label per run, in order: ``model``, or ``model (part, ...)`` for runs of one model,
-    the parts added one kind at a time (quant, an option, a second option, the folder or the
-    time) to the runs still sharing a label; ``#k`` (the run's position) when nothing tells
+    the parts added one kind at a time (quant, the items scored, an option, a second option, the
+    folder or the time) to the runs still sharing a label; ``#k`` (the run's position) when nothing tells
     them apart (one folder given twice)."""
     parts: list[list[str]] = [[] for _ in runs]
 

@@ -18,7 +18,6 @@ from typing import Sequence
 
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import compare
-from abricot_local.analysis.views import view_of_run
 from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.runs import Run, quant_bits
@@ -67,7 +66,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
             continue
         refuse_mixed(members[0].base, [(r.label, r.record) for r in members])  # one model's quants, or no ladder
         ref = max(members, key=lambda r: (quant_bits(r.quant), -members.index(r)))
-        ref_view = view_of_run(ref)
+        ref_view = ref
         for task in ref.tasks:
             out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task)))
             for other in sorted(members, key=lambda r: -quant_bits(r.quant)):  # down the ladder
@@ -80,7 +79,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
     base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
                 kld=kld_of(other.path, ref.record.model).get(task))
-    views = [_only(ref_view, task), _only(view_of_run(other), task)]
+    views = [_only(ref_view, task), _only(other, task)]
     try:
         c = compare(views, reference=ref_view.path, **({} if seed is None else {"seed": seed}))
     except ResultsError:  # no common item
@@ -93,4 +92,4 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
 
 
 def _only(view, task: str):
-    return replace(view, tasks=tuple(t for t in view.tasks if t.name == task))
+    return view.only(task)

@@ -8,9 +8,9 @@ same scored context and the same continuations, in the same order (:func:`items.
 key `compare` pairs task instances by too). Every logged item must match; the items' ids, gold,
 source and own fields are the tool's, the log-likelihoods lm-eval's (``filtered_resps``, else
 ``resps``), and the run's metrics are the task's own ``metrics()`` of them. The model and its
-settings come from the results file's ``config``. What cannot be matched is refused in one line
-naming the lm-eval task and why. :func:`read` returns the run's :class:`record.Record` and its
-samples per task key (analysis/runs.py makes them a :class:`Run`).
+settings come from the results file's ``config``. What cannot be matched, and what no lm-eval run
+writes (a log-likelihood above 0, a date no clock shows), is refused in one line naming the file.
+:func:`read` returns the :class:`runs.Run` (its record, and its samples held per task key).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from abricot_local.analysis.items import scored_key
+from abricot_local.analysis.runs import Run, RunTask
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError, ResultsError
 from abricot_local.jsonfiles import TornLineError, read_json, read_jsonl_lines
@@ -36,16 +37,13 @@ _DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", 
            "float32": "F32", "fp32": "F32", "float": "F32"}
 
 
-@dataclass(frozen=True)
-class LmEvalRun:
-    """What :func:`read` makes of an lm-eval output: the record, the samples per task key, the
-    precision lm-eval was told (``dtype`` in model_args: ``BF16``; "" not said)."""
+class DataNotHere(ResultsError):
+    """An lm-eval task none of whose items matched because some tasks' data is not here: ``keys``, the
+    data keys to give (each door names its own way: `--data KEY=PATH`, ``data={KEY: PATH}``)."""
 
-    path: Path
-    record: Record
-    samples: Mapping[str, tuple[Sample, ...]]
-    quant: str = ""
-    base: str = ""  # the model its quants share: a hub id's name (google/gemma-3-270m: gemma-3-270m)
+    def __init__(self, message: str, keys: tuple[str, ...]):
+        super().__init__(message)
+        self.keys = keys
 
 
 @dataclass(frozen=True)
@@ -82,11 +80,16 @@ def is_lm_eval_output(path: str | Path) -> bool:
 
 
 def _number(value: Any, where: str) -> float:
-    """A logged log-likelihood: lm-eval writes str(float) (or a number in earlier 0.4 versions)."""
+    """A logged log-likelihood: lm-eval writes str(float) (or a number in earlier 0.4 versions); a
+    log-probability is never above 0."""
     try:
-        return float(value[0] if isinstance(value, (list, tuple)) else value)
+        got = float(value[0] if isinstance(value, (list, tuple)) else value)
     except (TypeError, ValueError, IndexError):
         raise ResultsError(f"{where}: {str(value)[:60]!r} is not a log-likelihood") from None
+    if got > 0:
+        raise ResultsError(f"{where}: log-likelihood {got:g} is above 0, which no probability gives; the file was "
+                           "changed")
+    return got
 
 
 def _arguments(args: Any, where: str) -> list[tuple]:
@@ -140,9 +143,11 @@ def logged_items(path: Path, task: str) -> list[Logged]:
 
 # -- matching ------------------------------------------------------------------------------------
 def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[tuple[str, dict]]:
-    """(task key, TaskOptions fields) of every task instance an lm-eval task may be: each registered
-    task (those whose name the lm-eval task's contains first), its protocols, prompt variants, the
-    shots lm-eval gave and the default, lm-eval's few-shot seed after the default."""
+    """(task key, TaskOptions fields) of every task instance an lm-eval task may be, the most default first:
+    each registered task (those whose name the lm-eval task's contains first) as `run --protocol P` makes
+    it under each of its protocols, then with the shots lm-eval gave, then under each prompt variant
+    (keyed as `run --prompt-variant V` keys one; :func:`read` names apart two variants of one task);
+    lm-eval's few-shot seed after the default."""
     from abricot_local.core import DEFAULT_SEED
     from abricot_local.tasks import all_task_names, task_class
 
@@ -150,11 +155,37 @@ def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[t
     for s in dict.fromkeys([DEFAULT_SEED, DEFAULT_SEED if seed is None else seed]):
         for name in names:
             cls = task_class(name)
-            for protocol in [None, *[p.name for p in cls.protocols[1:]]]:
-                key = name if protocol is None else f"{name}@{protocol}"
-                for variant in [None, *cls.prompt_variants]:  # a variant named: keyed as --prompt-variant all keys it
-                    for n in dict.fromkeys([None, shots]):
-                        yield (key if variant is None else f"{key}~{variant}"), {"shots": n, "seed": s}
+            keys = [name, *(f"{name}@{p.name}" for p in cls.protocols[1:])]
+            for n in dict.fromkeys([None, shots]):
+                for key in keys:
+                    yield key, {"shots": n, "seed": s}
+            for variant in cls.prompt_variants:
+                for n in dict.fromkeys([None, shots]):
+                    yield name, {"prompt_variant": variant, "shots": n, "seed": s}
+
+
+def _apart(matched: list) -> list:
+    """The matched (lm-eval task, task instance, pairs), two prompt variants of one task keyed apart as
+    `run --prompt-variant A,B` keys them (the default one plain, another ``TASK~VARIANT``); two lm-eval
+    tasks holding the very same instance: refused."""
+    from abricot_local.tasks import make_task
+
+    count = Counter(task.key for _, task, _ in matched)
+    out = []
+    for lm_task, task, pairs in matched:
+        variant = task.config().get("prompt_variant")
+        if count[task.key] > 1 and variant:
+            plain = replace(task.options, prompt_variant=None)
+            if variant != make_task(task.key, plain).config().get("prompt_variant"):
+                task = make_task(f"{task.key}~{variant}", plain)
+        out.append((lm_task, task, pairs))
+    seen: dict[str, str] = {}
+    for lm_task, task, _ in out:
+        if task.key in seen:
+            raise ResultsError(f"lm-eval tasks {seen[task.key]} and {lm_task} both hold the items of {task.key}; "
+                               "give a folder of one run of each")
+        seen[task.key] = lm_task
+    return out
 
 
 def _index(items) -> dict[str, list]:
@@ -204,8 +235,13 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
         why = (f"no item of any task here has the scored context and continuations of its items (doc "
                f"{first.doc_id} scores {len(first.continuations)} continuations after {first.context[:40]!r}...)")
     if skipped and not best[0]:
-        why += (f"; the data of {', '.join(skipped)} is not here (abricot-local data pull TASK, or compare it with "
-                "a run that read it)")
+        from abricot_local.tasks import task_class
+
+        named = [n for n in skipped if n in lm_task.lower()] or list(skipped)  # the task the lm-eval one names
+        keys = tuple(dict.fromkeys(task_class(n).data.key for n in named))
+        why += (f"; the data of {', '.join(named)} is not here (abricot-local data pull TASK, give where it is, "
+                "or compare it with a run that read it)")
+        raise DataNotHere(f"cannot read lm-eval task {lm_task} as a run: {why}", keys)
     raise ResultsError(f"cannot read lm-eval task {lm_task} as a run: {why}")
 
 
@@ -230,11 +266,12 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
     quant = _DTYPES.get(str(args.get("dtype", "")).lower(), "")
     lm = {"lm_eval_version": doc.get("lm_eval_version"), "lm_eval_model": config.get("model"),
           "limit": config.get("limit")}
+    limit = _limit(config.get("limit"))
     own = config.get("abricot_local")
     if isinstance(own, dict) and isinstance(own.get("model"), dict) and isinstance(own.get("config"), dict):
         try:
             model = Model.from_dict(own["model"])
-            run = RunConfig.from_dict({**own["config"], "tasks": list(tasks), "seed": seed})
+            run = RunConfig.from_dict({**own["config"], "tasks": list(tasks), "seed": seed, "limit": limit})
             prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")}, **lm})
             return model, run, prov, quant
         except Invalid:
@@ -245,13 +282,33 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
                   f"{config.get('model', '?')}")
     settings = {"model_args": {k: v for k, v in args.items() if k not in ("pretrained", "model")},
                 "batch_size": config.get("batch_size")}
-    run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, extra=settings)
+    run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, limit=limit, extra=settings)
     return model, run, Provenance(backend=backend, model_desc=name, extra=lm), quant
 
 
-def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> LmEvalRun:
+def _limit(value: Any) -> int | None:
+    """lm-eval's ``--limit N`` as the run's ``limit`` (a fraction of each task stays in the provenance only)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value) if value >= 1 and float(value).is_integer() else None
+
+
+def _created(when: Any, where: Path) -> str | None:
+    """The results file's ``date`` (seconds since the epoch) as the record's ``created``; none (or not a
+    number): None; a number no clock shows: one line naming the file."""
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        return None
+    try:
+        return datetime.fromtimestamp(when, timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):  # 1e300, inf, NaN
+        raise ResultsError(f"{where}: its date {when!r} is no time a clock shows (seconds since 1970); the file "
+                           "was changed") from None
+
+
+def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> Run:
     """The lm-eval output at ``path`` (its folder or results file) as a run; ``data``/``data_dir``:
     where the tasks' data is (as `run`'s --data / --data-dir; default: the tool's cache)."""
+    from abricot_local.gguf.file import strip_quant
     from abricot_local.tasks.base import TaskOptions
 
     given = Path(path)
@@ -261,12 +318,13 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     doc = read_json(where, ResultsError)
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
         raise ResultsError(f"{where} is not an lm-eval results file (no results object)")
+    created = _created(doc.get("date"), where)
     stamp = where.name[len("results_"):-len(".json")]
     config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     configs = doc.get("configs") if isinstance(doc.get("configs"), dict) else {}
     seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
     base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False)
-    tasks, samples, made = {}, {}, []
+    tasks, samples, made, matched = {}, {}, [], []
     files = {p.name[len("samples_"):-len(f"_{stamp}.jsonl")]: p for p in where.parent.glob(f"samples_*_{stamp}.jsonl")}
     groups = {g for g, subs in (doc.get("group_subtasks") or {}).items() if subs}
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
@@ -278,12 +336,10 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                "run lm-eval with --log_samples to compare its items")
         cfg = configs.get(lm_task) if isinstance(configs.get(lm_task), dict) else {}
         shots = cfg.get("num_fewshot", (doc.get("n-shot") or {}).get(lm_task))
-        task, pairs = match_task(lm_task, logged_items(files[lm_task], lm_task),
-                                 shots if isinstance(shots, int) else None, seed if seed and seed >= 0 else None,
-                                 base)
-        if task.key in tasks:
-            raise ResultsError(f"lm-eval tasks {tasks[task.key].config['lm_eval_task']} and {lm_task} both hold "
-                               f"the items of {task.key}; give a folder of one run of each")
+        matched.append((lm_task, *match_task(lm_task, logged_items(files[lm_task], lm_task),
+                                             shots if isinstance(shots, int) else None,
+                                             seed if seed and seed >= 0 else None, base)))
+    for lm_task, task, pairs in _apart(matched):
         rows = []
         for x, item in pairs:
             s = task.sample(item, Scored(x.logprobs, (), 0, False))
@@ -303,30 +359,24 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         made.append(task)
     seeds = [t.options.seed for t in made]
     model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None)
-    when = doc.get("date")
-    created = (datetime.fromtimestamp(when, timezone.utc).isoformat()
-               if isinstance(when, (int, float)) and math.isfinite(when) else None)
     record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
                     tasks=tasks)
-    from abricot_local.gguf.file import strip_quant
+    held = tuple(RunTask(key, record.task_config(key), samples[key], entry=record.tasks[key]) for key in tasks)
+    return Run(str(given), record, held, quant=quant, base=strip_quant(model.name.rstrip("/").rsplit("/", 1)[-1]),
+               lm_eval=True)
 
-    return LmEvalRun(given, record, samples, quant, strip_quant(model.name.rstrip("/").rsplit("/", 1)[-1]))
 
-
-def recorded_data(records) -> tuple[tuple[str, str], ...]:
-    """``--data KEY=PATH`` pairs that find again the data files ``records`` (abricot-local runs)
-    recorded: where an lm-eval output compared with them finds its tasks' items."""
-    from abricot_local.tasks import make_task
-    from abricot_local.tasks.base import TaskOptions
-
+def recorded_data(runs) -> tuple[tuple[str, str], ...]:
+    """``--data KEY=PATH`` pairs that find again the data files ``runs`` (finished runs.Run of
+    abricot-local) recorded: where an lm-eval output compared with them finds its tasks' items."""
     out: dict[str, str] = {}
-    for record in records:
-        for key, entry in record.tasks.items():
-            files = [Path(f.path) for f in entry.data]
+    for run in runs:
+        for t in run.run_tasks:
+            files = [Path(f.path) for f in t.entry.data] if t.entry is not None else []
             if not files or not all(f.exists() for f in files):
                 continue
             try:
-                task = make_task(key, TaskOptions.from_config({**record.config_dict(), **entry.config}))
+                task = t.instance()
                 out.setdefault(task.data.key, task.data_ref(files))
             except AbricotError:
                 continue

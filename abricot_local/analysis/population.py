@@ -24,25 +24,25 @@ def whole(config) -> bool:
     return all(config.get(k) is None for k in SELECTION) and LM_EVAL_KEY not in config
 
 
-def _recorded(folder: str) -> tuple[tuple[str, str], ...]:
-    """``--data`` pairs finding again the data files the run in ``folder`` recorded (none: not a run here)."""
+def _recorded(run) -> tuple[tuple[str, str], ...]:
+    """``--data`` pairs finding again the data files ``run`` (a runs.Run) recorded (none: not here)."""
     from abricot_local.analysis.lm_eval_input import recorded_data
-    from abricot_local.record import read_run
 
     try:
-        return recorded_data([read_run(folder)])
+        return recorded_data([run])
     except AbricotError:
         return ()
 
 
 def counted(view, task: str) -> int | None:
     """The items of ``task`` as built from its data here (None: no data, or not the data ``view`` recorded)."""
+    from dataclasses import replace
+
     from abricot_local.tasks import make_task
-    from abricot_local.tasks.base import TaskOptions
 
     t = view.task(task)
     try:
-        made = make_task(t.own_key, TaskOptions.from_config(dict(t.config), data=_recorded(view.path)))
+        made = make_task(t.own_key, replace(t.options, data=_recorded(view)))
         recorded = view.settings.get(f"{t.own_key}.data_sha256")
         if recorded and sorted(str(f.sha256) for f in made.data_files()) != sorted(map(str, recorded)):
             return None
@@ -52,7 +52,7 @@ def counted(view, task: str) -> int | None:
 
 
 def task_total(views: Sequence, task: str) -> int | None:
-    """The items ``task`` holds, from the runs compared (``views``: compare.py's RunViews), else its data."""
+    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data."""
     scored = [len(v.task(task).samples) for v in views if v.task(task) is not None and whole(v.task(task).config)]
     if scored:
         return max(scored)

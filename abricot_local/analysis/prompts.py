@@ -31,8 +31,7 @@ from scipy.stats import kendalltau
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.compare import MetricComparison, compare_metric, match
-from abricot_local.analysis.runs import Run, load_samples
-from abricot_local.analysis.views import RunView, TaskSamples
+from abricot_local.analysis.runs import Run, RunTask, options_of
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
 from abricot_local.record import Sample
@@ -135,8 +134,8 @@ def _variant(run: Run, key: str) -> str | None:
     return run.record.tasks[key].config.get("prompt_variant") or None
 
 
-def _options(run: Run, key: str) -> TaskOptions:
-    return TaskOptions.from_config({**run.record.config_dict(), **run.record.tasks[key].config})
+def _options(run: Run, key: str):
+    return options_of(run.record, key)
 
 
 def _inputs(run: Run, key: str, samples: Sequence[Sample], metric: str):
@@ -192,7 +191,7 @@ def _study(group: str, prompts: tuple[str, ...], members: list[tuple[Run, dict[s
            seed: int, n_boot: int) -> PromptStudy:
     first, keys = members[0]
     metric = make_task(keys[prompts[0]], _options(first, keys[prompts[0]])).primary_metric
-    samples = {(r.label, p): tuple(load_samples(r, keys[p])) for r, keys in members for p in prompts}
+    samples = {(r.label, p): r.samples_of(keys[p]) for r, keys in members for p in prompts}
     rows, notes = [], []
     for run, keys in members:
         values = tuple(_value(run, keys[p], metric) for p in prompts)
@@ -262,8 +261,7 @@ def _run_tests(members, prompts, samples, metric: str, seed: int, n_boot: int) -
     """Per prompt, every pair of runs over the items they scored alike (compare.match), Holm over the pairs."""
     out = []
     for p in prompts:
-        views = [RunView(run.label, str(run.path), {}, (TaskSamples(p, {}, samples[(run.label, p)]),))
-                 for run, _ in members]
+        views = [replace(run, run_tasks=(RunTask(p, given=samples[(run.label, p)]),)) for run, _ in members]
         family = []
         for i, j in combinations(range(len(members)), 2):
             _, (sa, sb) = match([views[i], views[j]], p)

@@ -1,32 +1,26 @@
-"""Finished runs as reports read them: each run folder's record with the model identity
-comparisons use (:class:`Run`), their published checks and quantization pairs
-(:class:`Report`), and the recomputation of recorded metrics from samples files.
+"""A finished run, as every reader takes it: :class:`Run` (the record, the model identity comparisons
+use, a label, and the run's task instances, :class:`RunTask`, whose samples are read when first asked).
+A run folder and an lm-eval output folder are both one (loading.py reads them; lm_eval_input.py the
+latter). `compare`, `report`, `check`, `kld` and the Python API (``abricot_local.Run``) take it; its
+tables for a notebook load pandas when called (frames.py).
 
-Pure: reads output folders through :mod:`abricot_local.record` and returns frozen
-dataclasses; nothing is printed. ``report/tables.py`` makes tables of them.
+Pure: reads through :mod:`abricot_local.record`; nothing is printed.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import json
-import math
+import os
 import re
 from dataclasses import dataclass, field, replace
-from itertools import combinations
+from functools import cached_property
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.labels import RunIdentity, unique_labels
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
-from abricot_local.record import PublishedCheck, Record, Sample, entry_samples, read_run
-from abricot_local.analysis.labels import RunIdentity, unique_labels
-from abricot_local.analysis.stats import label_kl
-from abricot_local.tasks.base import Reference
-
+from abricot_local.record import Provenance, Record, Sample, TaskEntry, entry_samples
+from abricot_local.record import settings as recorded
 
 
 @dataclass(frozen=True)
@@ -41,38 +35,118 @@ class Metric:
         return f"{self.task}.{self.name}"
 
 
-@dataclass(frozen=True)
-class Run:
-    """One finished run folder, with the model identity the comparisons use."""
+def task_options(config: Mapping[str, Any]):
+    """The tasks.base.TaskOptions of a recorded task, from its config (record.Record.task_config: the
+    run's with the task's own over it; a run's config alone for every task): the one reading of them."""
+    from abricot_local.tasks.base import TaskOptions
 
-    path: Path
-    name: str  # results.json model.name (alias, file stem, or the fake label)
-    alias: str | None
-    backend: str
-    base: str  # registry ``base``, else the name without its quant suffix
-    quant: str  # registry ``quant``, else parsed from the name or file, else ""
-    registry_alias: str | None
-    reproduces: tuple[Reference, ...]
-    task_n: tuple[tuple[str, int], ...]
-    metrics: tuple[Metric, ...]
-    record: Record = field(repr=False, compare=False)
-    label: str = ""  # unique among the runs of a report (run_labels); alone: the model's label
-    # task key -> its samples, when they are not samples files of the folder (an lm-eval output)
-    samples: Mapping[str, tuple[Sample, ...]] | None = field(default=None, repr=False, compare=False)
+    return TaskOptions.from_config(dict(config))
+
+
+def options_of(record: Record, task: str | None = None):
+    """The task options ``record`` ran ``task`` with (None: the run's, before any task's own)."""
+    return task_options(record.task_config(task) if task is not None else record.config_dict())
+
+
+@dataclass(frozen=True, eq=False)
+class RunTask:
+    """One task instance of a finished run: its key (``name``: the key it is compared under; ``key``: its
+    own, when alignment.py pairs it under another's), its config (the run's with the task's own over it),
+    its record entry, and its samples: held (``given``: an lm-eval output's, a re-scoring's) or read from
+    the run's folder when first asked (record.entry_samples: validated, exactly the entry's ``n``)."""
+
+    name: str
+    config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    given: tuple[Sample, ...] | None = field(default=None, repr=False)
+    key: str = ""
+    folder: str | None = field(default=None, repr=False)
+    entry: TaskEntry | None = field(default=None, repr=False)
+
+    @property
+    def own_key(self) -> str:
+        return self.key or self.name
+
+    @cached_property
+    def samples(self) -> tuple[Sample, ...]:
+        if self.given is not None:
+            return self.given
+        if self.folder is None or self.entry is None:
+            return ()
+        return tuple(entry_samples(Path(self.folder), self.entry, self.own_key))
+
+    @property
+    def options(self):
+        """The task options it ran with (tasks.base.TaskOptions)."""
+        return task_options(self.config)
+
+    def instance(self):
+        """The task instance it ran as (its own key, its options; its data found where `run` finds it)."""
+        from abricot_local.tasks import make_task
+
+        return make_task(self.own_key, self.options)
+
+    def renamed(self, name: str) -> RunTask:
+        """This instance compared under ``name`` (its own key kept), its samples carried over."""
+        return replace(self, name=name, key=self.own_key, given=self.samples)
+
+    def with_samples(self, samples: Sequence[Sample]) -> RunTask:
+        return replace(self, given=tuple(samples))
+
+
+def scored_text(record: Record) -> str:
+    """What a run scored, as a label says it: ``sample 20``, ``limit 5``, ``all 1600`` (``, shard 1/2``)."""
+    c = record.config
+    if c is not None and c.sample:
+        text = f"sample {c.sample}"
+    elif c is not None and c.limit:
+        text = f"limit {c.limit}"
+    else:
+        text = "all " + "/".join(str(n) for n in dict.fromkeys(e.n for e in record.tasks.values()))
+    return text + (f", shard {c.shard}" if c is not None and c.shard else "")
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One finished run: a run folder's record and samples, or an lm-eval output read as a run
+    (``lm_eval``); with the model identity the comparisons use (``base``, ``quant``: from the model's
+    registry entry, else its name) and a label (unique among the runs shown together: :func:`labelled`)."""
+
+    path: str
+    record: Record = field(repr=False)
+    run_tasks: tuple[RunTask, ...] | None = field(default=None, repr=False)  # None: the record's, read from path
+    label: str = ""
+    base: str = ""  # the model its quants share: registry ``base``, else the name without its quant
+    quant: str = ""  # registry ``quant``, else parsed from the name or the file
+    registry_alias: str | None = None
+    reproduces: tuple = ()  # the registry entry's published rows (tasks.base.Reference)
+    lm_eval: bool = False  # an lm-eval output read as a run
 
     def __post_init__(self):
-        if not self.label:
-            object.__setattr__(self, "label", self.model_label)
+        put = object.__setattr__
+        put(self, "path", os.fspath(self.path))
+        if self.run_tasks is None:
+            put(self, "run_tasks", tuple(RunTask(k, self.record.task_config(k), folder=self.path, entry=e)
+                                         for k, e in self.record.tasks.items()))
+        put(self, "label", self.label or self.model_label)
+        put(self, "quant", self.quant or quant_of(self.model_label) or quant_of(self.record.model.path or ""))
+        put(self, "base", self.base or strip_quant(self.model_label))
+
+    # -- who ran what -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.record.model.name or Path(self.path).name
+
+    @property
+    def alias(self) -> str | None:
+        return self.record.model.alias
+
+    @property
+    def backend(self) -> str:
+        return self.record.backend
 
     @property
     def model_label(self) -> str:
-        return self.alias or self.name
-
-    @property
-    def identity(self) -> RunIdentity:
-        """What this run's label may say (run_labels.unique_labels)."""
-        return RunIdentity(self.model_label, self.quant, str(self.path), self.record.created or "",
-                           self.record.config_dict(), not self.quant or bool(quant_of(self.model_label)))
+        return self.record.model.alias or self.record.model.name or Path(self.path).name
 
     @property
     def synthetic(self) -> bool:
@@ -81,56 +155,117 @@ class Run:
 
     @property
     def source(self) -> str:
-        kind = "run" if self.samples is None else "lm-eval output"
+        kind = "lm-eval output" if self.lm_eval else "run"
         return f"{kind} ({self.backend} backend, not a model)" if self.synthetic else kind
 
     @property
+    def identity(self) -> RunIdentity:
+        """What this run's label may say (labels.unique_labels): its label now is the model's name."""
+        return RunIdentity(self.label, self.quant, self.path, self.record.created or "",
+                           recorded.options(self.record), not self.quant or bool(quant_of(self.label)),
+                           scored_text(self.record))
+
+    @cached_property
+    def settings(self) -> dict[str, Any]:
+        """Every recorded setting, flat (record.settings.settings), with the quant as identified."""
+        return recorded.settings(self.record, self.quant)
+
+    @property
+    def kernels(self):
+        """The kernel path the numbers were computed on (record.Kernels; None: not recorded)."""
+        from abricot_local.record.kernel_path import recorded as kernels
+
+        return kernels(self.record.provenance)
+
+    def identified(self, registry: Mapping | None) -> Run:
+        """This run with its model's registry entry (by alias, name, SHA-256 or file name) saying its
+        ``base``, ``quant`` and published rows; itself when the registry names it nowhere."""
+        from abricot_local.analysis import baselines
+
+        spec = _match(self.record.model, registry or {})
+        if spec is None:
+            return self
+        return replace(self, base=spec.base or self.base, quant=spec.quant or self.quant, registry_alias=spec.name,
+                       reproduces=baselines.parse_reproduces(spec.reproduces)[0])
+
+    # -- its tasks ----------------------------------------------------------------------------
+    @property
     def tasks(self) -> tuple[str, ...]:
-        return tuple(t for t, _ in self.task_n)
+        """The task keys, in the order run."""
+        return tuple(t.name for t in self.run_tasks)
+
+    def task(self, name: str) -> RunTask | None:
+        return next((t for t in self.run_tasks if t.name == name), None)
+
+    def samples_of(self, task: str) -> tuple[Sample, ...]:
+        """One task's samples, in item order, each line checked (as many as the record's ``n``)."""
+        t = self.task(task)
+        if t is None:
+            raise ResultsError(f"{self.path} has no task {task!r}; its tasks: {', '.join(self.tasks) or 'none'}")
+        return t.samples
+
+    def only(self, *tasks: str) -> Run:
+        """This run with only ``tasks`` (a comparison of one task)."""
+        return replace(self, run_tasks=tuple(t for t in self.run_tasks if t.name in tasks))
+
+    def rescored(self, provenance: Provenance, samples: Mapping[str, Sequence[Sample]]) -> Run:
+        """This run as re-scored here (`check`): what this machine's backend recorded laid over the
+        recorded provenance, and the re-scored samples of each task that has any."""
+        record = replace(self.record, provenance=recorded.overlay(self.record.provenance, provenance)
+                         if self.record.provenance is not None else provenance)
+        tasks = tuple(t.with_samples(samples[t.name]) for t in self.run_tasks if samples.get(t.name))
+        return replace(self, record=record, run_tasks=tasks, label=f"{self.label} (re-scored here)")
+
+    @property
+    def metric_values(self) -> tuple[Metric, ...]:
+        """Every recorded metric with its CI, task by task."""
+        return tuple(Metric(task, name, value, ci) for task, entry in self.record.tasks.items()
+                     for name, value, ci in entry.metric_items())
+
+    @property
+    def task_n(self) -> tuple[tuple[str, int], ...]:
+        return tuple((task, entry.n) for task, entry in self.record.tasks.items())
+
+    # -- for a notebook (frames.py; pandas loads when called) ----------------------------------
+    def metrics(self):
+        """One row per task and metric: task, metric, value, ci_low, ci_high, chance, n."""
+        from abricot_local.analysis import frames
+
+        return frames.metrics(self)
+
+    def samples(self, task: str | None = None):
+        """One row per scored item (every task, or ``task``): task, id, source, gold, pred, their
+        labels, correct, ``logprob_0`` .. ``logprob_{K-1}`` (each choice's log-likelihood, in the
+        task's choice order), then the task's own fields."""
+        from abricot_local.analysis import frames
+
+        return frames.samples(self, task)
+
+    def published(self):
+        """The published rows the model's registry entry reproduces, against this run, as the run
+        recorded them (the reproduction verdict, its margin, the 90% CI of run - published, the items
+        that would settle it, the reasons; no registry is read)."""
+        from abricot_local.analysis import frames
+
+        return frames.published(self)
+
+    def to_lm_eval(self, folder: str | os.PathLike) -> Path:
+        """lm-eval's results layout in ``folder`` (lm_eval_output.py); the model's subfolder."""
+        from abricot_local.analysis import lm_eval_output
+
+        require_path(folder, "to_lm_eval", "folder")
+        return lm_eval_output.export(self, folder)
+
+    def __repr__(self) -> str:
+        return f"Run({self.path!r}: {self.model_label}, {', '.join(self.tasks)})"
+
+    def _repr_html_(self) -> str:
+        from abricot_local.analysis import frames
+
+        return frames.html(self)
 
 
-@dataclass(frozen=True)
-class RunCheck:
-    """A published row against a run, as the run recorded it (results.json's ``published.checks``)."""
-
-    run: Run
-    check: PublishedCheck
-
-
-def run_checks(run: Run) -> tuple[PublishedCheck, ...]:
-    """The published checks of a run: those its record holds (the verdict made when it ran), else, for
-    a run that recorded none, its registry entry's rows (``--models``) against its CIs, with no verdict."""
-    published = run.record.published
-    if published is not None and (published.reproduces or published.checks):
-        return published.checks
-    found = (pub.check_run(ref, run.record.tasks) for ref in run.reproduces)
-    return tuple(c.to_record() for c in found if c is not None)
-
-
-@dataclass(frozen=True)
-class QuantPair:
-    """Two quants of one base model on one task, over the items both scored."""
-
-    base: str
-    task: str
-    ref: Run  # the higher-precision quant: KL(ref || other)
-    other: Run
-    n_common: int
-    agreement: float  # share of common items with the same pred
-    kl_mean: float  # mean KL(ref || other) in nats between label distributions
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Report:
-    runs: tuple[Run, ...]
-    baselines: tuple[Reference, ...]
-    checks: tuple[RunCheck, ...]
-    quant: tuple[QuantPair, ...]
-
-
-# -- loading ---------------------------------------------------------------------------------
-def _match(model, registry: dict) -> object | None:
+def _match(model, registry: Mapping) -> object | None:
     """The registry entry of a recorded model: by alias or name, else its file's SHA-256 or name."""
     folded = {k.lower(): v for k, v in registry.items()}
     for key in (model.alias, model.name):
@@ -145,85 +280,12 @@ def _match(model, registry: dict) -> object | None:
     return None
 
 
-def load_run(folder: str | Path, registry: dict | None = None, *, data: tuple[tuple[str, str], ...] = ()) -> Run:
-    """A finished run folder, or an lm-eval output folder or results file (lm_eval_input.py; its
-    tasks' data found with ``data``, ``--data KEY=PATH`` pairs, first); clean :class:`ResultsError`
-    when it is missing, incomplete or malformed."""
-    from abricot_local.analysis import lm_eval_input
-
-    path = Path(folder)
-    lm, own = None, None
-    if lm_eval_input.is_lm_eval_output(path):
-        lm = lm_eval_input.read(path, data)
-        record, own = lm.record, dict(lm.samples)
-    else:
-        record = read_run(path)
-    model = record.model
-    metrics, task_n = [], []
-    for task, entry in record.tasks.items():
-        task_n.append((task, entry.n))
-        metrics += [Metric(task, name, value, ci) for name, value, ci in entry.metric_items()]
-    spec = _match(model, registry or {})
-    label = model.alias or model.name or path.name
-    quant = (spec.quant if spec else "") or (lm.quant if lm else "") or quant_of(label) or quant_of(model.path or "")
-    base = (spec.base if spec else "") or (lm.base if lm else "") or strip_quant(label)
-    reproduces = pub.parse_reproduces(spec.reproduces)[0] if spec else ()
-    return Run(path, model.name or path.name, model.alias, record.backend, base, quant,
-               spec.name if spec else None, reproduces, tuple(task_n), tuple(metrics), record, samples=own)
-
-
-def load_all(folders, registry: dict | None = None) -> list[Run]:
-    """The runs in ``folders``, in order: abricot-local runs first, then lm-eval outputs, whose items
-    are matched to the tasks' items built from the data the others recorded (lm_eval_input.py)."""
-    from abricot_local.analysis.lm_eval_input import is_lm_eval_output, recorded_data
-
-    lm = [is_lm_eval_output(f) for f in folders]
-    runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
-    data = recorded_data([r.record for r in runs.values()]) if any(lm) else ()
-    runs.update({k: load_run(f, registry, data=data) for k, f in enumerate(folders) if lm[k]})
-    return [runs[k] for k in range(len(folders))]
-
-
-def load_samples(run: Run, task: str) -> list[Sample]:
-    """The samples of one task of a run, in item order, each line checked, as many as the
-    record's ``n`` (record.entry_samples)."""
-    entry = run.record.tasks.get(task)
-    if entry is None:
-        raise ResultsError(f"{run.path} has no task {task!r}")
-    if run.samples is not None:
-        return list(run.samples[task])
-    return entry_samples(run.path, entry, task)
-
-
-def labelled(runs) -> list[Run]:
-    """The runs, each labelled uniquely among them (run_labels.unique_labels)."""
+def labelled(runs: Sequence[Run]) -> list[Run]:
+    """The runs, each labelled uniquely among them (labels.unique_labels)."""
     labels = unique_labels([r.identity for r in runs])
     return [replace(r, label=lab) for r, lab in zip(runs, labels)]
 
 
-def build(folders, *, registry: dict | None = None) -> Report:
-    """Load the runs (each folder once), check them against the published rows, compare quants."""
-    if not folders:
-        raise UsageError("give at least one run folder")
-    unique, seen = [], set()
-    for folder in folders:
-        key = Path(folder).resolve()
-        if key not in seen:
-            seen.add(key)
-            unique.append(folder)
-    runs = labelled(load_all(unique, registry))
-    shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
-    bases = pub.all_references(shown)
-    checks = []
-    for r in runs:
-        for c in run_checks(r):
-            if r.synthetic:
-                c = replace(c, notes=tuple(dict.fromkeys((f"{r.backend} backend, not the model", *c.notes))))
-            checks.append(RunCheck(r, c))
-    return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
-
-
-# -- quantization comparison -----------------------------------------------------------------
 def quant_bits(quant: str) -> float:
     """A quant's bits per weight as its name says (F16: 16, Q8_0: 8, Q4_K_M: 4; -1: not a quant name)."""
     q = quant.upper()
@@ -233,96 +295,7 @@ def quant_bits(quant: str) -> float:
     return float(m.group(1)) if m else -1.0
 
 
-def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:
-    """Agreement and mean KL of two runs on ``task`` over their common item ids."""
-    a = {s.id: s for s in load_samples(ref, task)}
-    b = {s.id: s for s in load_samples(other, task)}
-    common = [i for i in a if i in b and len(a[i].logprobs) == len(b[i].logprobs)]
-    notes = []
-    ca, cb = ref.record.tasks[task].config, other.record.tasks[task].config
-    diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
-    if diff:
-        notes.append(f"task config differs: {', '.join(diff)}")
-    changed = sum(1 for i in common if a[i].context != b[i].context)
-    if changed:
-        notes.append(f"prompts differ on {changed} item(s)")
-    if not common:
-        return QuantPair(ref.base, task, ref, other, 0, math.nan, math.nan, (*notes, "no common items"))
-    agree = sum(a[i].pred == b[i].pred for i in common) / len(common)
-    kl = float(np.mean([label_kl(a[i].logprobs, b[i].logprobs) for i in common]))
-    return QuantPair(ref.base, task, ref, other, len(common), agree, kl, tuple(notes))
-
-
-def compare_quants(runs) -> list[QuantPair]:
-    """Every pair of runs with the same base (case-insensitive) and different quants."""
-    out = []
-    for x, y in combinations(runs, 2):
-        if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
-            continue
-        ref, other = (y, x) if quant_bits(y.quant) > quant_bits(x.quant) else (x, y)
-        out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
-    return out
-
-
-# -- recomputation ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TaskCheck:
-    task: str
-    recorded: dict = field(compare=False)
-    recomputed: dict = field(compare=False)
-    mismatches: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.mismatches
-
-
-def _same(x, y) -> bool:
-    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
-    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
-        return True
-    return x == y
-
-
-def recompute_entry(record: Record, task: str, samples, where: Path) -> TaskCheck:
-    """One task's metrics and ``n`` recomputed from ``samples`` (its Sample lines) by the task's
-    ``metrics()``, against the record's; a mismatch names the metric (or ``n``)."""
-    from abricot_local.tasks import all_task_names, base_name, make_task
-    from abricot_local.tasks.base import TaskOptions
-
-    if base_name(task) not in all_task_names():
-        raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
-    entry = record.tasks[task]
-    opts = TaskOptions.from_config({**record.config_dict(), **entry.config})
-    try:
-        fresh = json.loads(json.dumps(make_task(task, opts).metrics(list(samples))))
-    except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback
-        raise ResultsError(f"{where}: the samples of task {task} lack its field {exc.args[0]!r}: the file holds "
-                           "another task's samples, or was changed") from None
-    recorded = {**entry.metrics, "n": entry.n}
-    fresh["n"] = len(samples)
-    bad = tuple(k for k in sorted(set(recorded) | set(fresh)) if not _same(recorded.get(k), fresh.get(k)))
-    return TaskCheck(task, recorded, fresh, bad)
-
-
-def recompute(out_dir: str | Path | Run) -> tuple[TaskCheck, ...]:
-    """Each task's metrics recomputed from its samples file by the task's ``metrics()`` (a loaded
-    :class:`Run`, or its folder)."""
-    run = out_dir if isinstance(out_dir, Run) else load_run(out_dir)
-    return tuple(recompute_entry(run.record, task, load_samples(run, task), run.path) for task in run.record.tasks)
-
-
-# -- metric selection --------------------------------------------------------------------------
-def _selected(key: str, patterns: tuple[str, ...]) -> bool:
-    name = key.split(".", 1)[1]
-    return not patterns or any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
-def metric_keys(report: Report, patterns: tuple[str, ...] = ()) -> list[str]:
-    keys: list[str] = []
-    for run in report.runs:
-        keys.extend(m.key for m in run.metrics if m.key not in keys and _selected(m.key, patterns))
-    return keys
-
-
+def require_path(value: Any, call: str, keyword: str) -> None:
+    """A path argument of the Python API: text or a path object, else one line naming the keyword."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{call}(): {keyword} must be text or a path, got {value!r} ({type(value).__name__})")

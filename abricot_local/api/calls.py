@@ -1,7 +1,7 @@
 """The Python API's calls, each the path its command takes: ``evaluate`` is `run` (the same plan,
 lock, checkpoint, resume, record and refusals: run/session.py), ``plan`` is `run --dry-run`
-(run/dry_run.py), ``compare`` is `compare` (analysis/compare.py), ``load_run``/``load_runs`` read
-finished runs (record/). Nothing prints: progress is a tqdm.auto bar (none with progress=False),
+(run/dry_run.py); ``compare`` (api/comparison.py) is `compare`, ``load_run``/``load_runs``
+(api/run.py) read finished runs. Nothing prints: progress is a tqdm.auto bar (none with progress=False),
 what a run says is a Python warning (AbricotWarning), a failure an AbricotError."""
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import os
 import warnings
 from pathlib import Path
 
-from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
+from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call
 from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
-from abricot_local.api.run import Run
-from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
 
 
@@ -88,7 +86,9 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     if len(request.models) == 1:
         return one(request.models[0], request.out, resume)
     done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None)
-    runs = [Run.load(f) for f in done]
+    from abricot_local.analysis.loading import load_run
+
+    runs = [load_run(f) for f in done]
     if failed:
         raise SweepError(failed, runs)
     return runs
@@ -106,38 +106,3 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
     return dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1)
-
-
-
-
-@keyword_hints
-def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
-    """A finished run folder (its results.json and samples files, validated), or an lm-eval output
-    folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
-    found where `run` finds it, or in ``data`` ({"discotex": PATH}, as `run --data`)."""
-    if data is not None and not (isinstance(data, dict) and all(isinstance(k, str) for k in data)):
-        raise AbricotError(f"data must be a dict of data key -> path ({{'discotex': 'DIR'}}), got "
-                           f"{type(data).__name__}")
-    check_call(load_run, locals())
-    return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
-
-
-@keyword_hints
-def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
-            seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
-            near_tie: float | None = None, models_file: str | PathLike | None = None) -> Comparison:
-    """`compare` of finished runs (Run objects, run folders, or folders holding runs): the items
-    they share, paired differences with their CI and test, one verdict per pair."""
-    from abricot_local.analysis.compare import TOLERANCE
-    from abricot_local.errors import UsageError
-    from abricot_local.models.registry import load_registry
-
-    check_call(compare, locals())
-    check_alpha(alpha)
-    if not runs:
-        raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
-    folders = folders_of(runs)
-    result = compare_folders([str(f) for f in folders], registry=load_registry(models_file),
-                             tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha, seed=seed,
-                             margin=margin, reference=reference, **({} if near_tie is None else {"near_tie": near_tie}))
-    return Comparison(result)

@@ -1,11 +1,21 @@
 """``compare``: finished runs paired item by item (analysis/compare.py), with the verdicts the
-command prints, as a notebook reads them: ``to_frame()`` one row per pair, task and metric."""
+command prints, as a notebook reads them: ``to_frame()`` one row per pair, task and metric. The runs
+given as ``Run`` objects are compared as they are (nothing read again); folders are read as `compare`
+reads them (api/run.py), lm-eval outputs among them with their tasks' data from ``data``/``data_dir``
+and from what the other runs recorded."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
+from abricot_local.analysis.runs import Run
+from abricot_local.api.arguments import check_call
+from abricot_local.api.options import keyword_hints
+from abricot_local.api.run import Data, data_pairs, finished, loaded
+from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError
 
 FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", "ci_low", "ci_high", "test", "p",
@@ -17,19 +27,64 @@ def check_alpha(alpha: float) -> None:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
 
 
-def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: int, **verdicts):
-    """The analysis.compare.Comparison of finished run folders (`compare`'s refusals). ``verdicts``:
-    analysis.compare.compare's margin, reference and near_tie, by name."""
+def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: int, **verdicts):
+    """The analysis.compare.Comparison of finished runs (`compare`'s refusals), for the command and the
+    API. ``verdicts``: analysis.compare.compare's margin, reference and near_tie, by name."""
     from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis import views
 
-    if len(folders) < 2:
-        raise UsageError(f"compare needs at least two finished runs; found {len(folders)} "
-                         f"({', '.join(str(f) for f in folders)})")
-    from abricot_local.analysis.runs import load_all
+    if len(runs) < 2:
+        raise UsageError(f"compare needs at least two finished runs; found {len(runs)} "
+                         f"({', '.join(r.path for r in runs) or 'none'})")
+    return cmp.compare(runs, tolerance=tolerance, alpha=alpha, seed=seed, **verdicts)
 
-    return cmp.compare([views.view_of_run(r) for r in load_all(folders, registry)], tolerance=tolerance, alpha=alpha,
-                       seed=seed, **verdicts)
+
+@keyword_hints
+def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
+            seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
+            near_tie: float | None = None, models_file: str | os.PathLike | None = None, data: Data = None,
+            data_dir: str | os.PathLike | None = None) -> Comparison:
+    """`compare` of finished runs (Run objects, compared as they are; run folders, lm-eval outputs, or
+    folders holding runs, read together as the command reads them, ``data``/``data_dir`` giving an
+    lm-eval output's tasks' data): the items they share, paired differences with their CI and test, one
+    verdict per pair."""
+    from abricot_local.analysis.compare import TOLERANCE
+    from abricot_local.models.registry import load_registry
+
+    check_call(compare, locals())
+    check_alpha(alpha)
+    if not runs:
+        raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
+    registry = load_registry(models_file)
+    given = _flat(runs)
+    objects = [r for r in given if isinstance(r, Run)]
+    folders = {k: finished([r], what=str(r)) for k, r in enumerate(given) if not isinstance(r, Run)}
+    read = {r.path: r for r in loaded([f for fs in folders.values() for f in fs], registry, data=data_pairs(data),
+                                       data_dir=None if data_dir is None else os.fspath(data_dir), beside=objects)}
+    chosen = []
+    for k, r in enumerate(given):
+        chosen += [r.identified(registry)] if isinstance(r, Run) else [read[f] for f in folders[k] if f in read]
+    result = compare_runs(_unique(chosen), tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha,
+                          seed=seed, margin=margin, reference=reference,
+                          **({} if near_tie is None else {"near_tie": near_tie}))
+    return Comparison(result)
+
+
+def _flat(runs) -> list:
+    out: list = []
+    for r in runs:
+        out += _flat(r) if isinstance(r, (list, tuple)) else [r]
+    return out
+
+
+def _unique(runs: Sequence[Run]) -> list[Run]:
+    """Each run once (by its resolved path), in order."""
+    seen, out = set(), []
+    for r in runs:
+        key = Path(r.path).resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
 
 
 @dataclass(frozen=True)
@@ -115,24 +170,3 @@ class Comparison:
 
         lines = "".join(f"<li>{html.escape(v.line)}</li>" for v in self.result.verdicts)
         return f"<ul>{lines}</ul>" + self.to_frame().to_html(index=False, float_format=lambda x: f"{x:.4g}")
-
-
-def folders_of(runs) -> list[Path]:
-    """Run objects, run folders or folders holding runs (searched as `compare` searches them),
-    each once, in order."""
-    from abricot_local.api.run import Run, load_runs
-
-    out: list[Path] = []
-    for r in runs:
-        if isinstance(r, Run):
-            out.append(r.folder)
-        elif isinstance(r, (list, tuple)):
-            out += folders_of(r)
-        else:
-            out += [x.folder for x in load_runs(r)]
-    seen, unique = set(), []
-    for f in out:
-        if f.resolve() not in seen:
-            seen.add(f.resolve())
-            unique.append(f)
-    return unique

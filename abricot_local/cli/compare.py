@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import models_file_option
-from abricot_local.cli.report import finished_runs
+from abricot_local.cli.options import data_options, models_file_option
+from abricot_local.cli.report import finished_runs, read_runs
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError
 
@@ -31,29 +31,32 @@ from abricot_local.errors import UsageError
 @click.option("--near-tie", type=float, default=None, help="Nats: a changed answer whose reference run's top two "
               "choices were closer than this is a near tie (default 0.5, docs/compare.md).")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
+@data_options
 @models_file_option
 def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: float, alpha: float, seed: int,
             margin: float | None, reference: str | None, near_tie: float | None, strict: bool,
-            models_file: str | None) -> None:
+            data: tuple[str, ...], data_dir: str | None, models_file: str | None) -> None:
     """Compare finished runs item by item: the items they share (same id, same scored context),
     every recorded setting that differs, paired differences with their CI and test, and one
     verdict per pair (identical, numerically close, same within noise, different); each run against
     its reference with a margin (equivalent, not worse, worse, cannot tell yet), and the answers that
     changed (near ties or decisive).
 
-    RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them.
-    Exits 0 whatever the verdicts. See docs/compare.md."""
-    from abricot_local.api.comparison import check_alpha, compare_folders
+    RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them; an
+    lm-eval output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in
+    the cache. Exits 0 whatever the verdicts. See docs/compare.md."""
+    from abricot_local.api.comparison import check_alpha, compare_runs
     from abricot_local.report.comparison import render
     from abricot_local.models.registry import load_registry
 
     check_alpha(alpha)
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
-    folders = finished_runs(runs, strict)
+    registry = load_registry(models_file)
+    found = read_runs(finished_runs(runs, strict), registry, data, data_dir)
     tie = {} if near_tie is None else {"near_tie": near_tie}
-    result = compare_folders(folders, registry=load_registry(models_file), tolerance=tolerance, alpha=alpha, seed=seed,
-                             margin=margin, reference=reference, **tie)
+    result = compare_runs(found, tolerance=tolerance, alpha=alpha, seed=seed, margin=margin, reference=reference,
+                          **tie)
     text = render(result, fmt)
     if output:
         from abricot_local.run.results import atomic_write

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import models_file_option
-from abricot_local.errors import UsageError
+from abricot_local.cli.options import data_options, models_file_option
+from abricot_local.errors import ResultsError, UsageError
 
 
 def _run_states(paths: tuple[str, ...]):
@@ -50,10 +50,37 @@ def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
             if strict:
                 raise ResultsError(f"{s.path} is not a finished run: {s.describe()}")
             echo(f"note: skipped {s.path} ({s.describe()})", err=True)
-    done = [str(s.path) for s in states if s.complete]
+    done = list(dict.fromkeys(str(s.path) for s in states if s.complete))
     if not done:
         raise ResultsError(f"no finished run in {', '.join(paths) or 'results'}")
     return done
+
+
+def _data_hint(err: ResultsError) -> str:
+    """How `report` and `compare` give an lm-eval output's tasks' data, after an error saying it is not here."""
+    from abricot_local.analysis.lm_eval_input import DataNotHere
+
+    if not isinstance(err, DataNotHere):
+        return ""
+    return "; give it with " + " ".join(f"--data {k}=PATH" for k in err.keys) + " or --data-dir DIR"
+
+
+def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str | None, read=None):
+    """The finished runs at ``folders``, read together (``read``: analysis.loading.load_all, or
+    report.tables.build: lm-eval outputs' data from --data/--data-dir, then from what the runs
+    recorded); an lm-eval output that cannot be read is one note, and left out."""
+    from abricot_local.analysis.loading import load_all
+    from abricot_local.run.arguments import data_pairs
+
+    def skipped(path: str, err: ResultsError) -> None:
+        echo(f"note: skipped {path}: {err}{_data_hint(err)}", err=True)
+
+    try:
+        return (read or load_all)(folders, registry=registry, data=data_pairs(data), data_dir=data_dir, skip=skipped)
+    except ResultsError as err:
+        if not _data_hint(err):
+            raise
+        raise ResultsError(f"{err}{_data_hint(err)}") from None
 
 
 @cli.command()
@@ -71,13 +98,17 @@ def finished_runs(paths: tuple[str, ...], strict: bool) -> list[str]:
               "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
 @click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
-@click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file; exit 1 on a difference.")
+@click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file, and the published "
+              "verdict from the recorded metrics and the published rows; exit 1 on a difference.")
+@data_options
 @models_file_option
 def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, which: str, metrics: str,
-           plot_dir: str | None, verify: bool, models_file: str | None) -> None:
+           plot_dir: str | None, verify: bool, data: tuple[str, ...], data_dir: str | None,
+           models_file: str | None) -> None:
     """Tables of finished runs: metrics with 95% CIs, published baselines, agreement across quants.
 
-    OUT: run folders, or folders holding runs (searched recursively; default results/).
+    OUT: run folders, or folders holding runs (searched recursively; default results/); an lm-eval
+    output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in the cache.
     Incomplete runs are skipped with a note (--strict: an error)."""
     from abricot_local.report import tables as rep
     from abricot_local.models.registry import load_registry
@@ -87,16 +118,24 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         raise UsageError("--format lm-eval writes a folder: give it with -o DIR")
     if output and fmt != "lm-eval" and Path(output).is_dir():
         raise UsageError(f"-o {output} is a folder; give a file to write the report to")
-    doc = rep.build(finished_runs(runs, strict), registry=load_registry(models_file))
     if fmt == "lm-eval":
-        from abricot_local.report.lm_eval_layout import write
+        from abricot_local.analysis.lm_eval_output import inside_a_run
+
+        home = inside_a_run(Path(output).absolute())
+        if home is not None:
+            raise UsageError(f"-o {output} is inside the run folder {home}: the export would be read as a second "
+                             "run there; give a folder outside any run")
+    registry = load_registry(models_file)
+    doc = read_runs(finished_runs(runs, strict), registry, data, data_dir, read=rep.build)
+    if fmt == "lm-eval":
+        from abricot_local.analysis.lm_eval_output import export
 
         for run in doc.runs:
-            if run.samples is not None:
+            if run.lm_eval:
                 raise UsageError(f"{run.path} is an lm-eval output already; --format lm-eval writes runs of "
                                  "abricot-local")
         for run in doc.runs:
-            echo(f"wrote {write(run.path, run.record, Path(output))}", err=True)
+            echo(f"wrote {export(run, Path(output))}", err=True)
         return
     if which == "samples":
         from abricot_local.report import sample_table
@@ -123,20 +162,23 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
             echo(f"note: {note}", err=True)
         echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
     if verify:
-        from abricot_local.errors import ResultsError
+        from abricot_local.analysis.overview import verdict_differences
+        from abricot_local.errors import AbricotError
 
         bad, code = [], 1
         for run in doc.runs:
             try:
                 bad += [f"recomputed metrics differ: {run.path} {tc.task}: {', '.join(tc.mismatches)}"
                         for tc in rep.recompute(run) if not tc.ok]
-            except ResultsError as err:  # a samples file that is not this run's (the line, the count)
+                bad += [f"published verdict differs: {run.path} {line}" for line in verdict_differences(run)]
+            except AbricotError as err:  # a samples file that is not this run's (the line, the count)
                 bad.append(f"not verified: {err}")
                 code = err.exit_code
         for line in bad:
             echo(line, err=True)
         if bad:
             sys.exit(code)
-        echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files", err=True)
+        echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files, and their published "
+             "verdicts the published rows", err=True)
 
 

@@ -134,12 +134,12 @@ def sweep(request) -> None:
 def pairwise_verdicts(folders, registry) -> str:
     """The end of a sweep: one verdict line per pair of runs (`compare` gives the details)."""
     from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis import views
+    from abricot_local.analysis.loading import load_run
     from abricot_local.report.comparison import verdict_text
     from abricot_local.errors import ResultsError
 
     try:
-        return verdict_text(cmp.compare([views.view_of(f, registry) for f in folders]))
+        return verdict_text(cmp.compare([load_run(f, registry) for f in folders]))
     except ResultsError as err:
         return f"pairwise verdicts: none ({err})"
 

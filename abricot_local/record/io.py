@@ -64,7 +64,7 @@ def _load_json(path: Path):
 def read_record(path: str | Path) -> Record:
     """The record in a results.json file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # there but no regular file (a FIFO, a device): read_json says what it is
         raise ResultsError(f"{path} is missing")
     return record_from_json(_load_json(path), str(path))
 

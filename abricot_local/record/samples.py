@@ -181,7 +181,7 @@ def read_samples(path: Path, *, repair: bool = False, required: bool = True) -> 
     file is an error (a finished run's file, read whole: a torn line is an error); else it
     holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``)."""
     path = Path(path)
-    if required and not path.is_file():
+    if required and not path.exists():  # there but no regular file: read_jsonl_lines says what it is
         raise ResultsError(f"{path} is missing (results.json names it)")
     try:
         rows = read_jsonl_lines(path, repair=repair, torn_ok=not required)

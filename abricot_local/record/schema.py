@@ -302,8 +302,13 @@ class Record(Section):
         return bool(self.provenance and self.provenance.synthetic)
 
     def config_dict(self) -> dict:
-        """The config as recorded (the edge TaskOptions.from_config and backend options read)."""
+        """The config as recorded (the edge backend options read)."""
         return self.config.to_dict() if self.config else {}
+
+    def task_config(self, task: str) -> dict:
+        """A task's settings as it ran: the run's config with the task's own over it (the edge a recorded
+        task's options are read from: analysis.runs.task_options)."""
+        return {**self.config_dict(), **self.tasks[task].config}
 
 
 # the order the sections are documented in (docs/RESULTS.md)

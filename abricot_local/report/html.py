@@ -37,7 +37,7 @@ from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
-from abricot_local.report.tables import Report, load_samples, metric_keys
+from abricot_local.report.tables import Report, metric_keys
 from abricot_local.report.pairs import pairwise
 
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
@@ -109,7 +109,7 @@ def _leaderboard(report: Report, keys: list[str]) -> tuple[list[dict], list[dict
         columns.append({"key": key, "task": task, "metric": metric, "chance": chance})
     rows = []
     for k, run in enumerate(report.runs):
-        by_key = {m.key: m for m in run.metrics}
+        by_key = {m.key: m for m in run.metric_values}
         cells = {key: [by_key[key].value, *(by_key[key].ci or (None, None))] for key in keys if key in by_key}
         rows.append({"label": run.label, "quant": run.quant, "kind": "run", "source": run.source, "run": k,
                      "cells": cells})
@@ -266,7 +266,7 @@ def primary_keys(report: Report, keys: list[str]) -> list[str]:
 def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool = True) -> dict:
     """Everything the page shows, as plain data (texts from data files stay as they are)."""
     keys = metric_keys(report, metrics)
-    samples = {(k, t): load_samples(r, t) for k, r in enumerate(report.runs) for t in r.tasks}
+    samples = {(k, t): r.samples_of(t) for k, r in enumerate(report.runs) for t in r.tasks}
     tasks = list(dict.fromkeys(t for r in report.runs for t in r.tasks))
     pool, texts = _Pool(), _Pool()
     columns, rows = _leaderboard(report, keys)
@@ -286,7 +286,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,
         "figuresNote": "; ".join(png_notes),
-        "pairwise": pairwise(report, samples),
+        "pairwise": pairwise(report),
         "tasks": [_explorer(report, t, samples, pool, texts) for t in tasks],
         "strings": pool.strings,
         "contexts": packed(texts.strings),

@@ -10,15 +10,13 @@ settings that differ. Plain data (a dict of lists); pure: nothing is printed.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from itertools import combinations
 from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis import compare as cmp
-from abricot_local.analysis import views as rv
 from abricot_local.analysis import stats
-from abricot_local.record import Sample
-from abricot_local.analysis.runs import Report
+from abricot_local.analysis.overview import Report
+from abricot_local.analysis.runs import Run
 
 LONGEST = 160  # a setting's value longer than this is cut on the page (compare --format json has it whole)
 
@@ -38,7 +36,7 @@ def _cell(v: cmp.Verdict, m: cmp.MetricComparison | None, index: Mapping[str, in
     return cell
 
 
-def clusters(views: Sequence[cmp.RunView], task: str) -> list[list[int]]:
+def clusters(views: Sequence[Run], task: str) -> list[list[int]]:
     """The runs (indices into ``views``) in groups that share items on ``task`` (same id and
     scored context, common to the whole group): each run joins the first group it keeps
     non-empty, else starts one. A chat-wrapped run and a plain one land in different groups."""
@@ -55,13 +53,12 @@ def clusters(views: Sequence[cmp.RunView], task: str) -> list[list[int]]:
     return [members for members, _ in groups]
 
 
-def pairwise(report: Report, samples: Mapping[tuple[int, str], Sequence[Sample]], *,
-             alpha: float = stats.ALPHA, tolerance: float = cmp.TOLERANCE) -> dict:
-    """The pairwise view of ``report``; ``samples``: (run index, task) -> the run's samples.
+def pairwise(report: Report, *, alpha: float = stats.ALPHA, tolerance: float = cmp.TOLERANCE) -> dict:
+    """The pairwise view of ``report``.
 
     Per task, the runs that scored it are compared in groups sharing items (:func:`clusters`);
     a pair across two groups has no cell, and a note says which runs share nothing."""
-    views = [rv.view_of_run(r, {t: samples[(k, t)] for t in r.tasks}) for k, r in enumerate(report.runs)]
+    views = list(report.runs)
     index = {v.label: k for k, v in enumerate(views)}
     tasks, best, notes = [], {}, []
     for task in dict.fromkeys(t for r in report.runs for t in r.tasks):
@@ -69,7 +66,7 @@ def pairwise(report: Report, samples: Mapping[tuple[int, str], Sequence[Sample]]
         if len(members) < 2:
             continue
         entry = {"task": task, "runs": members, "n": [], "metric": "", "cells": [], "notes": []}
-        groups = clusters([replace(views[k], tasks=(views[k].task(task),)) for k in members], task)
+        groups = clusters([views[k].only(task) for k in members], task)
         if len(groups) > 1:
             notes.append(f"{task}: the runs do not all share items, so no best group is marked for it")
         for group in groups:
@@ -78,7 +75,7 @@ def pairwise(report: Report, samples: Mapping[tuple[int, str], Sequence[Sample]]
                 entry["notes"].append(f"{views[runs[0]].label} shares no item (same id and scored context) "
                                       "with the other runs")
                 continue
-            c = cmp.compare([replace(views[k], tasks=(views[k].task(task),)) for k in runs],
+            c = cmp.compare([views[k].only(task) for k in runs],
                             tolerance=tolerance, alpha=alpha)
             primary = dict(c.primary)
             entry["metric"] = entry["metric"] or primary.get(task, "")

@@ -15,7 +15,8 @@ import numpy as np
 
 from abricot_local.report.safe import visible
 from abricot_local.errors import ResultsError, UsageError
-from abricot_local.report.tables import Report, Run, load_samples, metric_keys, quant_of
+from abricot_local.gguf.file import quant_of
+from abricot_local.report.tables import Report, Run, metric_keys
 from abricot_local.tasks.base import Figure
 
 JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
@@ -101,7 +102,7 @@ def _field(sample, name: str, run: Run, task: str) -> float:
 def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> tuple[Path, list[str]]:
     """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item
     (an item whose field is NaN or infinite is left out, and counted in the notes returned)."""
-    samples = load_samples(run, task)
+    samples = run.samples_of(task)
     human = np.array([_field(s, figure.x, run, task) for s in samples], dtype=float)
     pred = np.array([s.pred + 1 for s in samples], dtype=float)
     jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
@@ -109,7 +110,7 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
     notes = [] if keep.all() else [f"{path.name}: {int((~keep).sum())} item(s) with a non-finite {figure.x} "
                                    "not drawn"]
     human, pred, jitter = human[keep], pred[keep], jitter[keep]
-    m = {x.name: x for x in run.metrics if x.task == task}
+    m = {x.name: x for x in run.metric_values if x.task == task}
     cont, main = m.get(figure.metric), m.get(primary)
     n_choices = max((len(s.logprobs) for s in samples), default=5)
     fig = _new_figure(6.0, 4.6)
@@ -132,7 +133,7 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
 
 def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> tuple[Path, list[str]]:
     """Gold (rows) against prediction (columns) over the choices (their answer labels), as counts."""
-    samples = load_samples(run, task)
+    samples = run.samples_of(task)
     conts = max((s.continuations or () for s in samples), key=len, default=())
     k = max((len(s.logprobs) for s in samples), default=len(conts))
     counts = np.zeros((k, k), dtype=int)
@@ -156,7 +157,7 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
             ax.text(p, g, str(counts[g, p]), ha="center", va="center", fontsize=9,
                     color="white" if counts[g, p] > top / 2 else "black")
     name = figure.metric if figure and figure.metric else "accuracy"
-    acc = next((x for x in run.metrics if x.task == task and x.name == name), None)
+    acc = next((x for x in run.metric_values if x.task == task and x.name == name), None)
     ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\n{name} {_ci_text(acc and acc.value, acc and acc.ci)}",
                  fontsize=9, loc="left")
     return _save(fig, path), []
@@ -173,7 +174,7 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, 
     task, name = key.split(".", 1)
     labels, values, whiskers, notes = [], [], [], []
     for run, slug in zip(report.runs, slugs):
-        m = next((x for x in run.metrics if x.key == key), None)
+        m = next((x for x in run.metric_values if x.key == key), None)
         if m is None:
             continue
         labels.append(slug)

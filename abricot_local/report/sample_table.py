@@ -19,7 +19,7 @@ import pandas as pd
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
 from abricot_local.report.safe import csv_text
-from abricot_local.report.tables import Report, load_samples
+from abricot_local.report.tables import Report
 
 COLUMNS = ("model", "quant", "run", "task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
 FORMATS = ("csv", "json")
@@ -41,7 +41,7 @@ def samples_frame(report: Report) -> pd.DataFrame:
     rows = []
     for run in report.runs:
         for task in run.tasks:
-            for s in load_samples(run, task):
+            for s in run.samples_of(task):
                 row = {"model": run.model_label, "quant": run.quant, "run": str(run.path), "task": task,
                        "id": s.id, "source": _or_empty(s.source), "gold": s.gold, "pred": s.pred,
                        "gold_label": _or_empty(s.gold_label), "pred_label": _or_empty(s.pred_label),

@@ -1,7 +1,7 @@
 """Reports over finished runs: tables of metrics, published baselines, quantization agreement.
 
-Pure: reads output folders (results.json, samples-<task>.jsonl) through
-:mod:`abricot_local.analysis.runs` and returns pandas DataFrames or strings; nothing is
+Pure: reads finished runs (:class:`abricot_local.analysis.runs.Run`, as
+:mod:`abricot_local.analysis.overview` gathers them) and returns pandas DataFrames or strings; nothing is
 printed. Every number in a table is the one in results.json (no recomputation);
 :func:`recompute` checks that results.json matches its samples files. Every text a table
 shows from the runs (names, folders, task and metric names) is made visible and harmless
@@ -19,9 +19,9 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
-from abricot_local.analysis.runs import (Metric, QuantPair, Report, Run, RunCheck, TaskCheck, build, compare_pair,
-                                       compare_quants, load_run, load_samples, metric_keys, quant_of, recompute,
-                                       strip_quant)
+from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
+                                             gather, metric_keys, recompute)
+from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.analysis.stats import label_kl
@@ -31,15 +31,26 @@ from abricot_local.report.texttable import WIDTH, fit, grid, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
 __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
-           "compare_pair", "compare_quants", "label_kl", "load_run", "load_samples", "metric_keys",
-           "published_frame", "quant_frame", "quant_of", "recompute", "render", "runs_frame", "runs_rows",
-           "strip_quant", "to_json"]
+           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "published_frame", "quant_frame",
+           "recompute", "render", "runs_frame", "runs_rows", "to_json"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant", "prompts")
 EMPTY = {"published": "No run's registry entry reproduces a published result.",
          "quant": "No two runs share a base model at different quants.",
          "prompts": "No run holds a task under two or more prompt variants (run --prompt-variant all)."}
+
+
+def build(folders, *, registry: dict | None = None, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None,
+          skip=None) -> Report:
+    """The report of finished run folders (and lm-eval outputs), each read once (analysis.loading.load_all:
+    ``data``/``data_dir`` for the lm-eval outputs' tasks; ``skip`` told of one that cannot be read)."""
+    from abricot_local.analysis.loading import load_all
+
+    if not folders:
+        raise UsageError("give at least one run folder")
+    return gather(load_all(list(dict.fromkeys(str(f) for f in folders)), registry, data=data, data_dir=data_dir,
+                           skip=skip))
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -63,7 +74,7 @@ def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str]
     keys = metric_keys(report, patterns)
     tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
     rows = [RunsRow(run.model_label, run.quant, run.source, str(run.path), dict(run.task_n),
-                    {m.key: (m.value, m.ci) for m in run.metrics if m.key in keys}, label=run.label)
+                    {m.key: (m.value, m.ci) for m in run.metric_values if m.key in keys}, label=run.label)
             for run in report.runs]
     rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
              for model, source, values in pub.group_rows(report.baselines)]

@@ -32,10 +32,10 @@ from abricot_local.metrics import require_finite
 from abricot_local.run.planning import Shard, prepare
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
-from abricot_local.analysis.views import RunView, TaskSamples, settings_of, view_of
-from abricot_local.record import Record, Sample, entry_samples, read_run
+from abricot_local.analysis.loading import load_run
+from abricot_local.record import Provenance, Record, Sample, entry_samples, read_run
 from abricot_local.record.schema import Kernels
-from abricot_local.analysis.runs import recompute_entry
+from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
 from abricot_local.run.states import unfinished
 from abricot_local.run.runner import apply_chat, score_items
@@ -196,16 +196,12 @@ def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
 
-def _verdict(out: Path, record: Record, provenance: dict, new: dict[str, list[Sample]],
+def _verdict(out: Path, provenance: Provenance, new: dict[str, list[Sample]],
              seed: int) -> tuple[Verdict, tuple[AnswerChanges, ...]]:
     """compare's verdict on the recorded run against its re-scored items (the same ids), and the
     answers that changed, classified by the recorded run's margins (near ties or decisive)."""
-    recorded = view_of(out)
-    doc = record.to_dict()
-    doc["provenance"] = {**doc.get("provenance", {}), **provenance}
-    here = RunView(f"{recorded.label} (re-scored here)", str(out), settings_of(doc),
-                   tuple(TaskSamples(t.name, t.config, tuple(new[t.name])) for t in recorded.tasks if new.get(t.name)))
-    c = compare([recorded, here], seed=seed, reference=recorded.path)
+    recorded = load_run(out)
+    c = compare([recorded, recorded.rescored(provenance, new)], seed=seed, reference=recorded.path)
     return c.verdicts[0], c.changes
 
 
@@ -281,7 +277,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
                     progress(run.task.key, n, total)
         note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
-        verdict, changes = (_verdict(out, record, backend.provenance().to_dict(), new, options.seed)
+        verdict, changes = (_verdict(out, backend.provenance(), new, options.seed)
                             if kdiff and checked else (None, ()))
     finally:
         backend.close()

@@ -11,7 +11,9 @@
 ``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
 one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
 ``n-samples``' ``original`` is the items scored too (a run records its --limit/--sample/--shard in
-``metadata``, not the release's size). Names no task: every number is read from the record."""
+``metadata``, not the release's size). Names no task: every number is read from the record. An output
+folder inside a run folder is refused (the run would then list two runs), and so is an lm-eval output
+read as a run (it is in this layout already)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
-from abricot_local.record import Record, entry_samples
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.record import CHECKPOINT, RESULTS, Record
 
 FILTER = "none"
 _NOT_DOC = {"logprobs", "pred", "pred_label", "context", "continuations", "continuation_tokens"}
@@ -90,9 +92,11 @@ def sample_line(doc_id: int, s) -> dict:
     return line
 
 
-def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
-    """(the results document, lm-eval task name -> its sample lines) of the run in ``folder``."""
-    cfg = record.config_dict()
+def layout(run) -> tuple[dict, dict[str, list[dict]]]:
+    """(the results document, lm-eval task name -> its sample lines) of a finished run (analysis.runs.Run)."""
+    record = run.record
+    cfg = record.config
+    seed = cfg.seed if cfg else None
     results, configs, versions, shots, better, counts, samples, hashes = {}, {}, {}, {}, {}, {}, {}, {}
     names = task_names(record.tasks)
     for key, entry in record.tasks.items():
@@ -105,27 +109,27 @@ def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
             if ci:
                 ci95[metric] = [ci[0], ci[1]]
         results[name] = metrics
-        n_shot = entry.config.get("shots", cfg.get("shots")) or 0
+        n_shot = record.task_config(key).get("shots") or 0
         configs[name] = {"task": name, "output_type": "multiple_choice", "num_fewshot": n_shot,
                          "metadata": {"version": entry.version, "abricot_local_task": key, "config": entry.config,
                                       "prompt_hash": entry.prompt_hash, "ci95": ci95, "chance": entry.chance,
-                                      "limit": cfg.get("limit"), "sample": cfg.get("sample"),
-                                      "shard": cfg.get("shard"), "warnings": list(entry.warnings)}}
+                                      "limit": cfg.limit if cfg else None, "sample": cfg.sample if cfg else None,
+                                      "shard": cfg.shard if cfg else None, "warnings": list(entry.warnings)}}
         versions[name] = entry.version
         shots[name] = n_shot
         better[name] = {metric: None for metric, _, _ in entry.metric_items()}  # tasks declare no direction
         counts[name] = {"original": entry.n, "effective": entry.n}
-        lines = [sample_line(i, s) for i, s in enumerate(entry_samples(folder, entry, key))]
+        lines = [sample_line(i, s) for i, s in enumerate(run.samples_of(key))]
         samples[name] = lines
         hashes[name] = hash_string("".join(x["doc_hash"] + x["prompt_hash"] + x["target_hash"] for x in lines))
-    model = record.model.alias or record.model.name or folder.name
+    model = run.model_label
     prov = record.provenance
     doc = {
         "results": results, "group_subtasks": {name: [] for name in results}, "configs": configs,
         "versions": versions, "n-shot": shots, "higher_is_better": better, "n-samples": counts,
         "config": {"model": "abricot-local", "model_args": {"model": model, "backend": record.backend},
-                   "model_sha": record.model.sha256, "batch_size": None, "limit": cfg.get("limit"),
-                   "random_seed": cfg.get("seed"), "fewshot_seed": cfg.get("seed"),
+                   "model_sha": record.model.sha256, "batch_size": None, "limit": cfg.limit if cfg else None,
+                   "random_seed": seed, "fewshot_seed": seed,
                    "abricot_local_version": prov.abricot_local if prov else None},
         "git_hash": None,
         "date": datetime.fromisoformat(record.created).timestamp() if record.created else None,
@@ -136,14 +140,30 @@ def layout(folder: Path, record: Record) -> tuple[dict, dict[str, list[dict]]]:
     return doc, samples
 
 
-def write(folder: Path, record: Record, out: Path) -> Path:
-    """Write the layout under ``out`` (every file whole, atomically); the model's folder."""
+def inside_a_run(out: Path) -> Path | None:
+    """The run folder ``out`` lies in (or is), if any: a folder holding results.json or a checkpoint."""
+    for p in (out, *out.parents):
+        if (p / RESULTS).exists() or (p / CHECKPOINT).exists():
+            return p
+    return None
+
+
+def export(run, out) -> Path:
+    """Write the layout of ``run`` (analysis.runs.Run) under ``out`` (every file whole, atomically); the
+    model's folder. Refused: ``out`` inside a run folder, or ``run`` an lm-eval output."""
     from abricot_local.jsonfiles import atomic_write
     from abricot_local.names import path_part
 
-    doc, samples = layout(Path(folder), record)
+    if run.lm_eval:
+        raise UsageError(f"{run.path} is an lm-eval output already; the lm-eval layout is written of runs of "
+                         "abricot-local")
+    doc, samples = layout(run)
     where = Path(out) / path_part(doc["model_name_sanitized"], "model")  # a model `..` stays inside ``out``
-    stamp = date_id(record)
+    home = inside_a_run(where.absolute())
+    if home is not None:
+        raise UsageError(f"{out} is inside the run folder {home}: the export would be read as a second run there; "
+                         "give a folder outside any run")
+    stamp = date_id(run.record)
     for name, lines in samples.items():
         atomic_write(where / f"samples_{name}_{stamp}.jsonl",
                      "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))

@@ -1,0 +1,79 @@
+"""A finished run (runs.Run) as a notebook reads it: tidy DataFrames of its metrics, its items and its
+published checks, and a compact table in Jupyter. pandas is imported here, when a table is asked for."""
+
+from __future__ import annotations
+
+import html as markup
+
+METRIC_COLUMNS = ("task", "metric", "value", "ci_low", "ci_high", "chance", "n")
+SAMPLE_COLUMNS = ("task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
+PUBLISHED_COLUMNS = ("reference", "source", "task", "metric", "protocol", "published", "value", "ci_low", "ci_high",
+                     "difference", "verdict", "margin", "diff_ci90_low", "diff_ci90_high", "items_to_settle",
+                     "inside", "reasons", "differences")
+# the samples line's fields a row shows already (or leaves out: the prompt and the token ids)
+_SHOWN = {"id", "source", "gold", "pred", "gold_label", "pred_label", "logprobs", "context", "choices",
+          "continuations", "continuation_tokens"}
+
+
+def metrics(run):
+    """One row per task and metric: task, metric, value, ci_low, ci_high, chance, n."""
+    import pandas as pd
+
+    rows = []
+    for task, entry in run.record.tasks.items():
+        for name, value, ci in entry.metric_items():
+            rows.append((task, name, value, ci[0] if ci else None, ci[1] if ci else None,
+                         entry.chance.get(name), entry.n))
+    return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+
+
+def samples(run, task: str | None = None):
+    """One row per scored item (every task, or ``task``): task, id, source, gold, pred, their labels,
+    correct, ``logprob_0`` .. ``logprob_{K-1}``, then the task's own fields."""
+    import pandas as pd
+
+    rows = []
+    for name in run.tasks if task is None else (task,):
+        for s in run.samples_of(name):
+            row = {"task": name, "id": s.id, "source": s.source, "gold": s.gold, "pred": s.pred,
+                   "gold_label": s.gold_label, "pred_label": s.pred_label, "correct": s.pred == s.gold}
+            row.update({f"logprob_{k}": lp for k, lp in enumerate(s.logprobs)})
+            row.update({k: v for k, v in s.line.items() if k not in _SHOWN})
+            rows.append(row)
+    k = max((len([c for c in r if c.startswith("logprob_")]) for r in rows), default=0)
+    lps = [f"logprob_{i}" for i in range(k)]
+    extra = list(dict.fromkeys(c for r in rows for c in r if c not in SAMPLE_COLUMNS and c not in lps))
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *lps, *extra])
+
+
+def published(run):
+    """The published checks the run recorded, with the reproduction verdict in words."""
+    import pandas as pd
+
+    from abricot_local.analysis.reproduction import words
+
+    checks = run.record.published.checks if run.record.published else ()
+    rows = [(c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
+             c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference, words(c),
+             c.margin, c.ci90[0] if c.ci90 else None, c.ci90[1] if c.ci90 else None, c.items_to_settle,
+             c.inside, "; ".join(c.reasons), "; ".join(c.differences)) for c in checks]
+    return pd.DataFrame(rows, columns=list(PUBLISHED_COLUMNS))
+
+
+def html(run) -> str:
+    """The run in Jupyter: model, backend, folder; each metric with its 95% CI, chance and n; the kernel path."""
+    from abricot_local.record.kernel_path import describe
+
+    head = (f"<p><b>{markup.escape(run.model_label)}</b> &middot; {markup.escape(run.backend)} &middot; "
+            f"<code>{markup.escape(run.path)}</code></p>")
+    cells = []
+    for task, entry in run.record.tasks.items():
+        for name, value, ci in entry.metric_items():
+            ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+            chance = entry.chance.get(name)
+            cells.append(f"<tr><td>{markup.escape(task)}</td><td>{markup.escape(name)}</td><td>{value:.4f}</td>"
+                         f"<td>{ci_text}</td><td>{'' if chance is None else f'{chance:.3f}'}</td>"
+                         f"<td>{entry.n}</td></tr>")
+    table = ("<table><tr><th>task</th><th>metric</th><th>value</th><th>95% CI</th><th>chance</th><th>n</th>"
+             f"</tr>{''.join(cells)}</table>")
+    return head + table + f"<p><small>kernels: {markup.escape(describe(run.kernels))}</small></p>"

@@ -1,0 +1,215 @@
+"""What `report` makes of finished runs (runs.Run): their published checks and quantization pairs
+(:class:`Report`), the recomputation of recorded metrics from the samples (:func:`recompute`, `report
+--verify` and `check`), and the metrics a report shows.
+
+Pure: reads runs, returns frozen dataclasses; nothing is printed. ``report/tables.py`` makes tables of them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from dataclasses import dataclass, field, replace
+from itertools import combinations
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.runs import Run, labelled, options_of, quant_bits
+from abricot_local.analysis.stats import label_kl
+from abricot_local.errors import ResultsError, UsageError
+from abricot_local.record import PublishedCheck, Record
+from abricot_local.record import settings as recorded
+from abricot_local.tasks.base import Reference
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """A published row against a run, as the run recorded it (results.json's ``published.checks``)."""
+
+    run: Run
+    check: PublishedCheck
+
+
+def run_checks(run: Run) -> tuple[PublishedCheck, ...]:
+    """The published checks of a run: those its record holds (the verdict made when it ran), else, for
+    a run that recorded none, its registry entry's rows (``--models``) against its CIs, with no verdict."""
+    published = run.record.published
+    if published is not None and (published.reproduces or published.checks):
+        return published.checks
+    found = (pub.check_run(ref, run.record.tasks) for ref in run.reproduces)
+    return tuple(c.to_record() for c in found if c is not None)
+
+
+@dataclass(frozen=True)
+class QuantPair:
+    """Two quants of one base model on one task, over the items both scored."""
+
+    base: str
+    task: str
+    ref: Run  # the higher-precision quant: KL(ref || other)
+    other: Run
+    n_common: int
+    agreement: float  # share of common items with the same pred
+    kl_mean: float  # mean KL(ref || other) in nats between label distributions
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    runs: tuple[Run, ...]
+    baselines: tuple[Reference, ...]
+    checks: tuple[RunCheck, ...]
+    quant: tuple[QuantPair, ...]
+
+
+def gather(runs: Sequence[Run]) -> Report:
+    """The report of finished runs (each once, by its path): labelled, checked against the published
+    rows, quants compared."""
+    if not runs:
+        raise UsageError("give at least one run folder")
+    unique, seen = [], set()
+    for run in runs:
+        key = Path(run.path).resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(run)
+    runs = labelled(unique)
+    shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
+    bases = pub.all_references(shown)
+    checks = []
+    for r in runs:
+        for c in run_checks(r):
+            if r.synthetic:
+                c = replace(c, notes=tuple(dict.fromkeys((f"{r.backend} backend, not the model", *c.notes))))
+            checks.append(RunCheck(r, c))
+    return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
+
+
+# -- quantization comparison -----------------------------------------------------------------
+def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:
+    """Agreement and mean KL of two runs on ``task`` over their common item ids."""
+    a = {s.id: s for s in ref.samples_of(task)}
+    b = {s.id: s for s in other.samples_of(task)}
+    common = [i for i in a if i in b and len(a[i].logprobs) == len(b[i].logprobs)]
+    notes = []
+    ca, cb = ref.record.tasks[task].config, other.record.tasks[task].config  # a task's own settings (JSON)
+    diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+    if diff:
+        notes.append(f"task config differs: {', '.join(diff)}")
+    changed = sum(1 for i in common if a[i].context != b[i].context)
+    if changed:
+        notes.append(f"prompts differ on {changed} item(s)")
+    if not common:
+        return QuantPair(ref.base, task, ref, other, 0, math.nan, math.nan, (*notes, "no common items"))
+    agree = sum(a[i].pred == b[i].pred for i in common) / len(common)
+    kl = float(np.mean([label_kl(a[i].logprobs, b[i].logprobs) for i in common]))
+    return QuantPair(ref.base, task, ref, other, len(common), agree, kl, tuple(notes))
+
+
+def compare_quants(runs) -> list[QuantPair]:
+    """Every pair of runs with the same base (case-insensitive) and different quants."""
+    out = []
+    for x, y in combinations(runs, 2):
+        if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
+            continue
+        ref, other = (y, x) if quant_bits(y.quant) > quant_bits(x.quant) else (x, y)
+        out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
+    return out
+
+
+# -- recomputation ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskCheck:
+    task: str
+    recorded: dict = field(compare=False)
+    recomputed: dict = field(compare=False)
+    mismatches: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+        return True
+    return x == y
+
+
+def recompute_entry(record: Record, task: str, samples, where: Path | str) -> TaskCheck:
+    """One task's metrics and ``n`` recomputed from ``samples`` (its Sample lines) by the task's
+    ``metrics()``, against the record's; a mismatch names the metric (or ``n``)."""
+    from abricot_local.tasks import all_task_names, base_name, make_task
+
+    if base_name(task) not in all_task_names():
+        raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
+    entry = record.tasks[task]
+    try:
+        fresh = json.loads(json.dumps(make_task(task, options_of(record, task)).metrics(list(samples))))
+    except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback
+        raise ResultsError(f"{where}: the samples of task {task} lack its field {exc.args[0]!r}: the file holds "
+                           "another task's samples, or was changed") from None
+    recorded_values = {**entry.metrics, "n": entry.n}
+    fresh["n"] = len(samples)
+    bad = tuple(k for k in sorted(set(recorded_values) | set(fresh))
+                if not _same(recorded_values.get(k), fresh.get(k)))
+    return TaskCheck(task, recorded_values, fresh, bad)
+
+
+def recompute(run: Run) -> tuple[TaskCheck, ...]:
+    """Each task's metrics recomputed from its samples by the task's ``metrics()``."""
+    return tuple(recompute_entry(run.record, task, run.samples_of(task), run.path) for task in run.record.tasks)
+
+
+def verdict_differences(run: Run) -> tuple[str, ...]:
+    """The published block made again (baselines.verdict) from the recorded metrics, the published rows
+    the record's ``reproduces`` names and the samples' 90% intervals, against the recorded one: each
+    field of a check that differs, as "published.checks[K] (MODEL, TASK.METRIC) FIELD: recorded X, made
+    again Y" (a run recorded before verdicts existed is held to its other fields)."""
+    rec = run.record.published
+    if rec is None or not rec.reproduces or run.lm_eval:
+        return ()
+    wanted = {r.task for r in pub.parse_reproduces(rec.reproduces)[0]}
+    totals = {c.task: c.items_total for c in rec.checks if c.items_total}
+    evidence = {}
+    for t in run.run_tasks:
+        if pub.base_name(t.name) in wanted and t.entry is not None:
+            evidence[t.name] = pub.evidence(t.instance(), t.samples, totals.get(t.name) or t.entry.n)
+    fresh = pub.verdict(rec.reproduces, run.record.tasks, evidence, rec.margin)
+    out = [] if len(rec.checks) == len(fresh.checks) else [
+        f"published.checks: recorded {len(rec.checks)}, made again {len(fresh.checks)}"]
+    for k, (a, b) in enumerate(zip(rec.checks, fresh.checks)):
+        where = f"published.checks[{k}] ({b.reference}, {b.task}.{b.metric})"
+        for d in recorded.differences(a, b, depth=1, same=recorded.close):
+            if a.verdict is None and d.key in VERDICT_FIELDS:
+                continue
+            out.append(f"{where} {d.key}: recorded {_shown(d.a)}, made again {_shown(d.b)}")
+    return tuple(out)
+
+
+VERDICT_FIELDS = ("verdict", "margin", "ci90", "n", "items_total", "items_to_settle", "settles", "reasons")
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+# -- metric selection --------------------------------------------------------------------------
+def _selected(key: str, patterns: tuple[str, ...]) -> bool:
+    name = key.split(".", 1)[1]
+    return not patterns or any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def metric_keys(report: Report, patterns: tuple[str, ...] = ()) -> list[str]:
+    keys: list[str] = []
+    for run in report.runs:
+        keys.extend(m.key for m in run.metric_values if m.key not in keys and _selected(m.key, patterns))
+    return keys
+

@@ -1,0 +1,111 @@
+"""A record's settings as readers compare them: flat (:func:`settings`: every recorded setting of a run,
+dotted keys), and typed differences between two sections of one kind (:func:`differences`: which field
+differs, with both values); :func:`overlay` lays one section's fields over another's. The one place a
+record, a manifest or a provenance is seen as JSON values to be compared, outside writing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from abricot_local.record.codec import Section, dump
+from abricot_local.record.schema import Record
+
+ITEM_SELECTION = ("tasks", "limit", "sample", "shard")  # choose items (compare matches the items themselves)
+PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field two sections record otherwise: its dotted key (``config``, ``schedule.n_batch``) and
+    both values as JSON values (None: not recorded)."""
+
+    key: str
+    a: Any
+    b: Any
+
+    @property
+    def top(self) -> str:
+        """The section's own field that holds it (``schedule`` of ``schedule.n_batch``)."""
+        return self.key.split(".", 1)[0]
+
+
+def _flatten(out: dict, prefix: str, value: Any, depth: int | None) -> None:
+    if isinstance(value, dict) and (depth is None or depth > 0):
+        for k, v in value.items():
+            _flatten(out, f"{prefix}.{k}" if prefix else str(k), v, None if depth is None else depth - 1)
+    elif value is not None:
+        out[prefix] = value
+
+
+def flat(value: Any, depth: int | None = None) -> dict[str, Any]:
+    """A section (or a JSON object) as dotted keys to its values, None left out; ``depth``: how many
+    levels of objects are opened (None: every one, down to the leaves; lists are leaves)."""
+    out: dict[str, Any] = {}
+    _flatten(out, "", dump(value) if isinstance(value, Section) else value, depth)
+    return out
+
+
+def equal(x: Any, y: Any) -> bool:
+    """Equal JSON values, NaN equal to NaN."""
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(equal(a, b) for a, b in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(equal(x[k], y[k]) for k in x)
+    if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+        return True
+    return x == y
+
+
+def close(x: Any, y: Any, rel: float = 1e-9) -> bool:
+    """Equal JSON values, NaN equal to NaN, two floats within ``rel`` of each other (a bootstrap's
+    percentiles come from numpy, whose vectorised math may differ in the last bits on another CPU)."""
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(close(a, b, rel) for a, b in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(close(x[k], y[k], rel) for k in x)
+    if isinstance(x, float) and isinstance(y, float):
+        return (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=rel, abs_tol=1e-12)
+    return equal(x, y)
+
+
+def differences(a: Section | None, b: Section | None, *, depth: int | None = None,
+                same: Callable[[Any, Any], bool] = equal) -> tuple[Difference, ...]:
+    """Every field (a key a section keeps untyped too) whose value differs between ``a`` and ``b``,
+    in the order they record them: ``depth`` 1 compares each field whole, None each leaf; a field one of
+    them lacks is None there (so absent and null are the same); ``same``: when two values are equal."""
+    fa, fb = flat(a, depth) if a is not None else {}, flat(b, depth) if b is not None else {}
+    return tuple(Difference(k, fa.get(k), fb.get(k)) for k in dict.fromkeys([*fa, *fb])
+                 if not same(fa.get(k), fb.get(k)))
+
+
+def overlay(under: Section, over: Section) -> Section:
+    """``under`` with every field and key ``over`` records (not null) laid over it (what a re-scoring here
+    recorded over what the run recorded)."""
+    return type(under).from_dict({**under.to_dict(), **{k: v for k, v in over.to_dict().items() if v is not None}})
+
+
+def settings(record: Record, quant: str = "") -> dict[str, Any]:
+    """Every recorded setting of a run, flat: the model's SHA-256 (and ``quant``, as the reader
+    identified it), the config (but what only selects items), the provenance (schedule, build, CPU
+    features, devices; not the bootstrap), each task's config, version, prompt hash and data SHA-256."""
+    out: dict[str, Any] = {}
+    _flatten(out, "model_sha256", record.model.sha256, None)
+    _flatten(out, "quant", quant or None, None)
+    _flatten(out, "", {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}, None)
+    prov = dump(record.provenance) if record.provenance is not None else {}
+    _flatten(out, "provenance", {k: v for k, v in prov.items() if k not in PROVENANCE_SKIP}, None)
+    for task, entry in record.tasks.items():
+        _flatten(out, f"{task}.config", dump(entry.config), None)
+        _flatten(out, f"{task}.version", entry.version, None)
+        _flatten(out, f"{task}.prompt_hash", entry.prompt_hash or None, None)
+        _flatten(out, f"{task}.data_sha256", [f.sha256 for f in entry.data] or None, None)
+    return out
+
+
+def options(record: Record) -> dict[str, Any]:
+    """The run's recorded options (its config), but what only selects items: what tells apart two runs
+    of one model besides the items they scored."""
+    return {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}
