@@ -206,13 +206,13 @@ def test_report_verify_refuses_an_edited_verdict(made, tmp_path):
     assert r.exit_code == 0 and "verified" in r.output, r.output
     doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
     check = doc["published"]["checks"][0]
-    was, check["verdict"] = check["verdict"], "reproduced"
-    assert was != "reproduced"
+    was = check["verdict"]
+    check["verdict"] = edited = "differs" if was == "reproduced" else "reproduced"
     (run / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     r = invoke("report", run, "--verify")
     assert r.exit_code == 1 and "verified:" not in r.output, r.output
     assert (f"published verdict differs: {run} published.checks[0] (llama-3.1-8b, abricot_abs.pearson) verdict: "
-            f'recorded "reproduced", made again "{was}"') in r.output
+            f'recorded "{edited}", made again "{was}"') in r.output
 
 
 def test_an_lm_eval_export_inside_a_run_is_refused(made, tmp_path):
