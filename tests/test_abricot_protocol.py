@@ -336,7 +336,7 @@ def test_offline_the_message_names_the_file_the_url_and_the_option():
     folder, name = abricot_data.RELEASE_URL.rsplit("/", 1)
     lines = [ln.strip() for ln in text.splitlines()]
     assert folder + "/" in lines and name in lines  # where it is published, the file under its URL's folder
-    assert "--data abricot=FILE" in text and "abricot-local data pull abricot" in text
+    assert 'data={"abricot": FILE}' in text and "abricot-local data pull abricot" in text  # Python's words
     assert text.count(folder) == 1  # the URL once
 
 

@@ -38,9 +38,9 @@ def test_the_registry_n_ctx_applies_unless_given(models):
 
 def test_a_given_value_is_parsed_and_checked_by_its_field():
     assert Given("fake", {"n_batch": "64"}).checked().n_batch == 64
-    with pytest.raises(UsageError, match="--n-batch must be at least 1, got 0"):
+    with pytest.raises(UsageError, match="n_batch must be at least 1, got 0"):
         Given("fake", {"n_batch": 0}).checked()
-    with pytest.raises(UsageError, match="the fake backend has no option --n-gpu-layers"):
+    with pytest.raises(UsageError, match="the fake backend has no option n_gpu_layers"):
         Given("fake", {"n_gpu_layers": 3}).checked()  # an option the fake backend lacks
 
 

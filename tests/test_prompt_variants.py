@@ -38,7 +38,8 @@ def keys(spec, names=("discotex",), reproduces="", **kw):
 
 
 def test_keys_of_the_variants_and_what_they_rebuild():
-    assert normal(" ALL ") == "all" and normal("card, ita-bench,card") == "card,ita-bench" and normal("card") == "card"
+    assert normal(" ALL ") == ("all",) and normal("card, ita-bench,card") == ("card", "ita-bench") == \
+        normal(["card", "ita-bench", "card"]) and normal("card") == ("card",)  # a tuple, parsed once
     assert several("all") and several("card,ita-bench") and not several("card") and not several(None)
     assert keys("all") == keys("ita-bench,card") == ["discotex", "discotex~ita-bench"]
     assert keys("card") == keys(None) == ["discotex"]  # one variant: the key it always had
@@ -90,7 +91,7 @@ def test_bad_lists_are_refused_naming_the_variants(discotex_dir):
         def metrics(self, samples):
             return {}
 
-    with pytest.raises(UsageError, match=r"--prompt-variant all is used by no task .*plain uses no prompt variant"):
+    with pytest.raises(UsageError, match=r"prompt_variant=all is used by no task .*plain uses no prompt variant"):
         refuse_unused([Plain], TaskOptions(prompt_variant="all"))
     r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir",
                                  str(discotex_dir), "--prompt-variant", "card,bogus", "--limit", "2"])

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from abricot_local.api.comparison import Comparison, check_alpha, compare_folders, folders_of
 from abricot_local.api.arguments import check_call
-from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
+from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.api.run import Run
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, render
 
 
 PathLike = os.PathLike  # a Path, or any path object
@@ -39,22 +39,24 @@ def _models(model) -> list[str]:
     return [str(model)] if isinstance(model, (str, Path)) else [str(m) for m in model]
 
 
-def _request(model, tasks, protocol, options: dict, *, quants, **selection):
-    """The run.request.RunRequest of the API's arguments (``quants``: a text or a list of the
-    registry's quant names, as `run --quants`), refused as `run` refuses them."""
-    from abricot_local.run.request import request_of
+def _request(model, tasks, protocol, options: dict, **selection):
+    """The run.request.RunRequest of the API's arguments, typed as given (``quants``: a text or a list of
+    the registry's quant names, as `run --quants`), refused as `run` refuses them."""
+    from abricot_local.run.request import request
 
-    if quants is not None and not isinstance(quants, str):
-        quants = ",".join(quants)
-    return request_of(_models(model), run_kw(tasks, protocol, options), force=bool(options.get("force", False)),
-                      quants=quants, **selection)
+    refuse_unknown(options)
+    dirs = options.get("model_dirs", ())
+    return request(_models(model), {**options, "protocol": protocol},
+                   tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks, backend=options.get("backend"),
+                   force=bool(options.get("force", False)), margin=options.get("margin"),
+                   models_file=options.get("models_file"),
+                   model_dirs=(dirs,) if isinstance(dirs, (str, os.PathLike)) else dirs, **selection)
 
 
 def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
-@keyword_hints
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -73,7 +75,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
-        warnings.warn(request.caution, AbricotWarning, stacklevel=2)
+        warnings.warn(render(request.caution), AbricotWarning, stacklevel=2)
 
     def one(name: str, folder: Path | None, again: bool) -> Run:
         bar, close = progress_bars(progress)
@@ -94,7 +96,6 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     return runs
 
 
-@keyword_hints
 def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
@@ -110,7 +111,6 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
 
 
-@keyword_hints
 def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
     """A finished run folder (its results.json and samples files, validated), or an lm-eval output
     folder or results file (docs/compare.md): its items matched to the tasks' own, whose data is
@@ -122,7 +122,6 @@ def load_run(path: str | PathLike, *, data: dict | None = None) -> Run:
     return Run.load(path, tuple((k, str(v)) for k, v in (data or {}).items()))
 
 
-@keyword_hints
 def compare(*runs: Run | str | PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
             seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
             near_tie: float | None = None, models_file: str | PathLike | None = None) -> Comparison:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", "ci_low", "ci_high", "test", "p",
                  "p_holm", "detectable", "verdict", "reason")
@@ -14,7 +14,7 @@ FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", 
 
 def check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+        raise UsageError(f"{opt('alpha')} must be between 0 and 1, got {alpha}")
 
 
 def compare_folders(folders, *, registry, tolerance: float, alpha: float, seed: int, **verdicts):

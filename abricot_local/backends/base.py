@@ -42,7 +42,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from abricot_local import memory
 from abricot_local.core import Generated, Request, Scored
-from abricot_local.errors import AbricotError, ContextOverflowError, UsageError
+from abricot_local.errors import AbricotError, ContextOverflowError, UsageError, opt
 from abricot_local.backends.session import Counters
 from abricot_local.record.schema import Provenance
 
@@ -183,8 +183,8 @@ PROBE_SLACK = 64  # tokens a cut text may have more than its part of the whole: 
 
 
 def _window(n_ctx: int, asked_n_ctx: int | None) -> str:
-    return f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
-        f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
+    return opt("n_ctx", n_ctx) if asked_n_ctx in (None, n_ctx) else \
+        f"{opt('n_ctx', asked_n_ctx)} asked, llama.cpp allocated {n_ctx}"
 
 
 def _refuse_long(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
@@ -200,7 +200,7 @@ def _refuse_long(request: Request, tokenize: Callable[[str], list[int]], n_ctx: 
             raise ContextOverflowError(
                 f"item {request.label}: the prompt is {len(text):,} characters, at least {n - PROBE_SLACK:,} tokens "
                 f"(its first {size:,} characters alone are {n:,}), but the context window holds {n_ctx} "
-                f"({_window(n_ctx, asked_n_ctx)}); shorten the item, raise --n-ctx or use a model with a longer "
+                f"({_window(n_ctx, asked_n_ctx)}); shorten the item, raise {opt('n_ctx')} or use a model with a longer "
                 "context")
         size *= 4
 
@@ -212,7 +212,7 @@ def _cuts(seqs: tuple[tuple[int, ...], ...], ctx_lens: tuple[int, ...], prefix: 
     if longest > n_ctx:
         raise ContextOverflowError(
             f"item {label}: the prompt is {longest} tokens but the context window holds "
-            f"{n_ctx} ({_window(n_ctx, asked_n_ctx)}); raise --n-ctx or use a model with a longer context"
+            f"{n_ctx} ({_window(n_ctx, asked_n_ctx)}); raise {opt('n_ctx')} or use a model with a longer context"
         )
     trunk = seqs[0]
     for s in seqs[1:]:

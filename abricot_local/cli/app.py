@@ -8,7 +8,7 @@ import sys
 import click
 
 from abricot_local import __version__
-from abricot_local.errors import AbricotError, fold
+from abricot_local.errors import AbricotError, fold, render
 from abricot_local.report.safe import visible
 
 
@@ -17,8 +17,11 @@ FOLD: bool | None = None  # fold error messages to 120 columns: None, on a termi
 
 def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
     """``click.echo`` of ``text`` made visible (report/safe.py): a folder, model, task or metric name
-    from outside, inside any line, is seen and never acted on; newlines and tabs are kept."""
-    click.echo(visible(text, newlines=True), err=err, nl=nl)
+    from outside, inside any line, is seen and never acted on; newlines and tabs are kept. The options
+    the library names in it (errors.opt) are written as this command's flags (cli/options.flags)."""
+    from abricot_local.cli.options import flags
+
+    click.echo(visible(render(text, flags) if isinstance(text, str) else text, newlines=True), err=err, nl=nl)
 
 
 def shown_error(text: str) -> str:
@@ -36,7 +39,9 @@ class Group(click.Group):
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
             from abricot_local.backends import exit_process
 
-            echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
+            from abricot_local.cli.options import flags
+
+            echo(shown_error(f"error: {visible(render(err.raw(), flags), newlines=True)}"), err=True)
             exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
 
 

@@ -45,12 +45,13 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
     from abricot_local.cli.plan import show
-    from abricot_local.run.request import request_of
+    from abricot_local.run.request import request as request_of
 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
-    request = request_of(models, kw, limit=limit, sample=sample, shard=shard, out=out, resume=resume, force=force,
-                         quants=quants)
+    request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"], limit=limit, sample=sample,
+                         shard=shard, out=out, resume=resume, force=force, quants=quants, margin=kw["margin"],
+                         models_file=kw["models_file"], model_dirs=kw["model_dirs"])
     if request.caution:
         echo(request.caution, err=True)
     if dry_run:

@@ -6,7 +6,6 @@ import click
 
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import data_options
-from abricot_local.run.arguments import data_pairs
 
 
 @cli.command()
@@ -16,10 +15,12 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     """List the tasks (plugins included) and groups: items, metrics, published references, data."""
     import json
 
-    from abricot_local.tasks.catalog import task_catalog
     from abricot_local.console.listings import tasks_text
+    from abricot_local.run.request import task_options
+    from abricot_local.tasks.catalog import task_catalog
 
-    rows = task_catalog(data_pairs(data), data_dir)
+    given = task_options({"data": data, "data_dir": data_dir})
+    rows = task_catalog(given.data, given.data_dir)
     echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
 
 

@@ -38,7 +38,7 @@ from abricot_local import __version__
 from abricot_local.backends import DEFAULT_BACKEND, backend_class, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
-from abricot_local.errors import ContextOverflowError, UsageError
+from abricot_local.errors import NONE, AbricotError, ContextOverflowError, UsageError, opt
 from abricot_local.models.given import Given
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
@@ -78,8 +78,9 @@ def backend_arg_keys() -> tuple[str, ...]:
     return tuple(spec.name for spec, _ in option_specs())
 
 
-def _model_arg(key: str) -> str:
-    return f"model_args {key}"
+def model_arg(name: str, value=NONE) -> str:
+    """lm-eval's words for an option (errors.Namer): ``model_args n_ctx``, ``model_args n_ctx=4096``."""
+    return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
 def open_model(args: dict) -> OpenedModel:
@@ -100,8 +101,11 @@ def open_model(args: dict) -> OpenedModel:
     if not model:
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
     values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
-    given = Given(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
-    given.checked()  # a bad value is named before any model is looked up
+    given = Given(kind, values)  # a list: ';' (lm-eval splits on commas)
+    try:
+        given.checked()  # a bad value is named before any model is looked up
+    except AbricotError as err:
+        raise err.said_by(model_arg) from None
     force = bool(args.get("force"))
     dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
     opened = modelref.open_model(str(model), given, models_file=args.get("models"), force=force, model_dirs=dirs)
@@ -131,10 +135,6 @@ def window_tokens(backend: Backend) -> int:
     return min(backend.options.n_ctx, backend.n_ctx()) - 1
 
 
-def _overflow(err: ContextOverflowError) -> ContextOverflowError:
-    return ContextOverflowError(f"{err} (with lm-eval: --model_args n_ctx=N)")
-
-
 def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special: bool = False,
                   progress: Progress | None = None) -> list[tuple[float, bool]]:
     """(log-likelihood, is_greedy) of each (context, continuation), in input order. Contexts
@@ -150,7 +150,7 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
         for r in requests:
             backend.schedule(r)
     except ContextOverflowError as err:
-        raise _overflow(err) from None
+        raise err.said_by(model_arg) from None
     results: dict[tuple[str, str], tuple[float, bool]] = {}
     done, total = 0, len(groups)
 
@@ -208,7 +208,7 @@ def gen_spec(kwargs: dict | None, default_max: int = DEFAULT_MAX_GEN_TOKS) -> Ge
     kw = dict(kwargs or {})
     if kw.get("do_sample"):
         raise UsageError("abricot-local generates greedily only, and this task asks do_sample=True; "
-                         "override it with --gen_kwargs do_sample=False")
+                         "override it with lm-eval's gen_kwargs do_sample=False")
     until = kw.get("until") or ()
     until = (until,) if isinstance(until, str) else tuple(str(u) for u in until)
     max_tokens = kw.get("max_gen_toks", default_max)
@@ -229,7 +229,7 @@ def generate(backend: Backend, requests: Sequence[tuple[str, dict]], *, special:
         n = len(backend.tokenize(ctx, special=special))
         if n >= n_ctx:
             raise ContextOverflowError(f"item {label_of(ctx)}: the prompt is {n} tokens but the context window holds "
-                                       f"{n_ctx}: no room to generate; raise n_ctx (--model_args n_ctx=N)")
+                                       f"{n_ctx}: no room to generate; raise {opt('n_ctx', 'N')}").said_by(model_arg)
     out: dict[tuple[str, GenSpec], Generated] = {}
     unique = sorted(set(keys), key=lambda k: (cached_prefix(k[0]), k[0], k[1].until, k[1].max_tokens))
     for ctx, spec in unique:

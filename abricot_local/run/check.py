@@ -25,11 +25,12 @@ from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import backend_class, recorded_options
-from abricot_local.errors import ModelError, ResultsError, UsageError
+from abricot_local.errors import ModelError, ResultsError, UsageError, opt
 from abricot_local.models.given import load
 from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
-from abricot_local.run.planning import Shard, prepare
+from abricot_local.run.planning import prepare
+from abricot_local.run.request import Shard
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.views import RunView, TaskSamples, settings_of, view_of
@@ -104,7 +105,7 @@ class CheckReport:
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
     if not path.is_file():
-        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in --help")
+        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in the help")
     got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
     if recorded and got != recorded:
         raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
@@ -158,12 +159,12 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
         return resolve_model_ref(rec.name, backend=kind)
     name = given or rec.path
     if not name:
-        raise ResultsError("the run records no model path; give the model with --model")
+        raise ResultsError(f"the run records no model path; give the model with {opt('model')}")
     if not given and not Path(name).is_file():
         if rec.source not in (None, "path", "registry") and rec.as_written:
             name = rec.as_written
         else:
-            raise ResultsError(f"the recorded model file {name} is missing; give it with the option shown in --help")
+            raise ResultsError(f"the recorded model file {name} is missing; give it with {opt('model')}")
     with hashing.afresh():
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
@@ -218,7 +219,7 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
     re-scoring, and the report holds compare's verdict."""
     if sample is not None and sample < 1:
-        raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
+        raise UsageError(f"{opt('sample')} must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
     why = unfinished(out)
     if why:

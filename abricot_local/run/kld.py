@@ -25,7 +25,8 @@ from abricot_local.backends.engines import engine_class
 from abricot_local.backends.kld import KlRows, PairedSession
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.run.check import _task_options, recorded_model
-from abricot_local.run.planning import Shard, prepare
+from abricot_local.run.planning import prepare
+from abricot_local.run.request import Shard
 from abricot_local.run.runner import apply_chat
 from abricot_local.run.states import unfinished
 from abricot_local.gguf.file import model_bytes

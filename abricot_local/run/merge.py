@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from abricot_local.record import kernel_path
-from abricot_local.errors import ResultsError
-from abricot_local.run.planning import Shard
+from abricot_local.errors import ResultsError, opt
+from abricot_local.run.request import Shard
 from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
 from abricot_local.run.results import OutputDir
 
@@ -29,10 +29,10 @@ def _strip_shard(manifest: Manifest) -> Manifest:
 
 def _load(folder: Path) -> Record:
     if not (folder / RESULTS).exists():
-        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... --resume`")
+        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... {opt('resume', True)}`")
     record = read_run(folder)
     if record.config is None or not record.config.shard:
-        raise ResultsError(f"{folder} is not a shard (its run had no --shard K/N)")
+        raise ResultsError(f"{folder} is not a shard (its run had no {opt('shard', 'K/N')})")
     if record.manifest is None or record.provenance is None:
         raise ResultsError(f"{folder / RESULTS} records no manifest or provenance: it cannot be merged")
     return record
@@ -131,5 +131,5 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
                      tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
     with OutputDir(out) as o:
         if (Path(out) / RESULTS).exists():
-            raise ResultsError(f"{out} already holds a finished run; choose another --out")
+            raise ResultsError(f"{out} already holds a finished run; choose another {opt('out')}")
         return o.finalize(record, samples)

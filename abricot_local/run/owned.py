@@ -11,7 +11,7 @@ import re
 import stat
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.names import path_part
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
 
@@ -48,10 +48,10 @@ def refuse_link(path: Path, *, folder: bool = False) -> None:
         return
     if stat.S_ISLNK(st.st_mode):
         raise ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
-                           "through a link; remove the link, or choose another --out")
+                           f"through a link; remove the link, or choose another {opt('out')}")
     if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
         raise ResultsError(f"{path} is not a {'folder' if folder else 'regular file'}, so it is not the run's own: "
-                           "remove it, or choose another --out")
+                           f"remove it, or choose another {opt('out')}")
 
 
 def _stale_lock(path: Path) -> bool:
@@ -91,7 +91,7 @@ def guard(folder: Path) -> None:
     if _lstat(folder) is None:
         return
     if not folder.is_dir():
-        raise ResultsError(f"{folder} is not a folder; choose another --out")
+        raise ResultsError(f"{folder} is not a folder; choose another {opt('out')}")
     if not is_run_folder(folder):
         try:
             entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e))
@@ -100,7 +100,7 @@ def guard(folder: Path) -> None:
             raise ResultsError(f"cannot read {folder}: {exc.strerror or exc}") from None
         if entries:
             raise ResultsError(f"{folder} is not a run folder and is not empty: it holds {_names(folder, entries)}; "
-                               "a run writes only into a new or empty folder, or its own: choose another --out")
+                               f"a run writes only into a new or empty folder, or its own: choose another {opt('out')}")
     for name in (LOCK, RESULTS, *MARKERS):
         refuse_link(folder / name)
     ckpt = folder / CHECKPOINT

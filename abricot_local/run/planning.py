@@ -7,7 +7,6 @@ file, its options and what its config records, and gives its memory facts.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,6 +21,7 @@ from abricot_local.tasks import all_task_names, make_task, task_class, task_name
 from abricot_local.tasks import uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
+from abricot_local.run.request import Shard
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
 
@@ -42,28 +42,6 @@ class Skipped:
     task: str
     reason: str
     how: str
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int  # 1-based
-    count: int
-
-    @classmethod
-    def parse(cls, text: str | None) -> "Shard | None":
-        if not text:
-            return None
-        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-            raise UsageError(f"--shard expects K/N with 1 <= K <= N (like 2/4), got {text!r}")
-        return cls(int(m.group(1)), int(m.group(2)))
-
-    def take(self, items: list) -> list:
-        """The K-th of N disjoint parts: every N-th item from the K-th, in order."""
-        return items[self.index - 1 :: self.count]
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None,
@@ -110,7 +88,7 @@ def variant_instances(task: Task, spec: str | None) -> list[Task]:
         t = task if v == default else make_task(f"{task.key}~{v}", task.options)
         t.option_notes = task.option_notes
         if protocol is not None and protocol.fixes("prompt_variant") and protocol.value("prompt_variant") != v:
-            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {spec}) where protocol "
+            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {','.join(uses.names(spec))}) where protocol "
                               f"{protocol.name} fixes {protocol.value('prompt_variant')}: scored with the protocol's "
                               "other settings; no published row is checked against it")
         out.append(t)
@@ -227,9 +205,9 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
             chosen.append(task)
         except MissingDataError as err:
             errors.append(err)
-            skipped.append(Skipped(name, err.what, err.advice()))
+            skipped.append(Skipped(name, recorded(err.what), recorded(err.advice())))
         except (DataError, DownloadError) as err:
-            skipped.append(Skipped(name, str(err), task.data.how))
+            skipped.append(Skipped(name, recorded(err.raw()), recorded(task.data.how)))
     if not chosen:
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
@@ -237,6 +215,13 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
     uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
     return chosen, tuple(skipped)
+
+
+def recorded(text: str) -> str:
+    """A text a run records (a skipped task's reason), the options it names in the record's words."""
+    from abricot_local.errors import recorded_words, render
+
+    return render(text, recorded_words)
 
 
 def no_task_data(errors: list[MissingDataError]) -> MissingDataError:

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from abricot_local.errors import NoSpaceError, ResultsError
+from abricot_local.errors import NoSpaceError, ResultsError, opt
 from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
                                             samples_name)
 from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
@@ -87,7 +87,7 @@ class OutputDir:
             holder = fh.read().strip() or "unknown"
             fh.close()
             raise ResultsError(
-                f"{self.path} is in use by another run (process {holder}); wait for it or choose another --out"
+                f"{self.path} is in use by another run (process {holder}); wait for it or choose another {opt('out')}"
             ) from None
         try:
             fh.seek(0)
@@ -140,11 +140,11 @@ class OutputDir:
         if not resume:
             if finished:
                 raise ResultsError(
-                    f"{self.path} already holds a finished run; choose another --out (or --resume to reuse it)"
+                    f"{self.path} already holds a finished run; choose another {opt('out')} (or {opt('resume', True)} to reuse it)"
                 )
             if recorded_path.exists():
                 raise ResultsError(
-                    f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
+                    f"{self.path} holds an interrupted run; add {opt('resume', True)} to continue it, or choose another {opt('out')}"
                 )
         elif recorded_path.exists():
             refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)

@@ -267,7 +267,7 @@ def label_map(model: str, given: Given, task_name: str, task_options: TaskOption
     """How the first item's continuations map to token ids (vocab-only load)."""
     names = task_names(task_name)
     item = prepare([make_task(names[0], task_options)], 1)[0].items[0]
-    opened = open_model(model, Given(given.backend, {**given.values, "vocab_only": True}, given.name),
+    opened = open_model(model, Given(given.backend, {**given.values, "vocab_only": True}),
                         models_file=models_file, model_dirs=model_dirs)
     be = opened.load(force=True)  # vocab only: no weights are loaded
     try:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.run.owned import FAILED, LOCK, MARKERS, RUNNING
 from abricot_local.run.results import items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
@@ -152,7 +152,7 @@ def find_runs(paths) -> list[RunState]:
             out.append(lm_eval_state(root))
             continue
         if not root.is_dir():
-            raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
+            raise ResultsError(f"{root} is not a folder (give the {opt('out')} folder of a run, or a folder of runs)")
         if is_run_folder(root):
             out.append(run_state(root))
         for here, dirs, _ in os.walk(root):

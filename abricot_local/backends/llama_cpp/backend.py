@@ -40,7 +40,7 @@ from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.session import Counters
 from abricot_local.backends.llama_cpp.session import (LlamaSession, resolved_extra_bufts, resolved_gpu_layers,
                                                       resolved_threads)
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.gguf.file import check_gguf
 
 
@@ -188,7 +188,7 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without --chat-template")
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without {opt('chat_template')}")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text)
         return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if s.add_bos else "")
@@ -201,7 +201,7 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop --apply_chat_template")
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop lm-eval's apply_chat_template")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text,
                                   add_generation_prompt=add_generation_prompt)
