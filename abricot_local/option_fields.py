@@ -217,6 +217,9 @@ def from_values(cls: type, values: dict, *, owner: str, strict: bool = True):
             continue
         if raw is None:
             continue
+        if spec.parse is not None and raw == spec.default:  # the default as it is (a recorded run's options)
+            out[key] = raw
+            continue
         value = parse(spec, raw)
         check(spec, value)
         out[key] = value

@@ -25,7 +25,8 @@ from abricot_local import console
 from abricot_local.models import fetch
 from abricot_local.cli import cli
 from abricot_local.errors import DataError, MissingDataError
-from abricot_local.run.planning import Shard, instances, prepare
+from abricot_local.run.plan import instances, prepare
+from abricot_local.run.request import Shard
 from abricot_local.record import Published, TaskEntry
 from abricot_local.tasks import abricot_data, make_task
 from abricot_local.tasks.abricot import AbricotAbsTask

@@ -110,7 +110,7 @@ def test_no_llama_cpp_option_is_named_outside_backends():
     own = {s.name for s in option_fields.specs(LlamaCppOptions)} - {s.name for s in option_fields.specs(ScoringOptions)}
     names = own | {option_fields.flag_of(n) for n in own}
     cli = [f for f in sorted((PKG / "cli").glob("*.py")) if f.name != "rpc.py"]  # rpc-server: its own --threads
-    files = [*cli, *(PKG / f for f in ("lm_eval/requests.py", "run/planning.py", "run/runner.py", "run/check.py", "core.py"))]
+    files = [*cli, *(PKG / f for f in ("lm_eval/requests.py", "run/plan.py", "run/execute.py", "run/check.py", "core.py"))]
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

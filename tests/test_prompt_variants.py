@@ -19,7 +19,7 @@ from abricot_local.analysis import prompts as P
 from abricot_local.analysis.runs import labelled, load_run
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, TaskError, UsageError
-from abricot_local.run.planning import instances
+from abricot_local.run.plan import instances
 from abricot_local.tasks import make_task, split_key
 from abricot_local.tasks.base import Task, TaskOptions
 from abricot_local.tasks.uses import normal, refuse_unused, several
@@ -142,26 +142,28 @@ def test_resume_and_shards_give_the_same_samples(made, tmp_path, monkeypatch, di
     from dataclasses import replace
 
     from abricot_local.backends.options import ScoringOptions
-    from abricot_local.run import planning, runner
+    import planned
+    from abricot_local.run.request import Shard
+    from abricot_local.run.session import run_plan
     from abricot_local.run.merge import merge
     from abricot_local.models.given import Given
 
-    plan = planning.plan_run(model="fake", given=Given.of(ScoringOptions(n_ctx=8192), backend="fake"),
+    plan = planned.plan_run(model="fake", given=Given.of(ScoringOptions(n_ctx=8192), backend="fake"),
                              task_spec="discotex", limit=None, sample=24,
                              task_options=TaskOptions(data_dir=str(discotex_dir), prompt_variant="all"))
     out = tmp_path / "stopped"
     fail_after(monkeypatch, 30, KeyboardInterrupt)  # inside the second variant
     with pytest.raises(KeyboardInterrupt):
-        runner.execute(plan, out)
+        run_plan(plan, out)
     monkeypatch.undo()
     assert len((out / ".checkpoint" / "samples-discotex~ita-bench.jsonl").read_text().splitlines()) == 6
-    runner.execute(plan, out, resume=True)
+    run_plan(plan, out, resume=True)
     assert _samples(out) == _samples(made)
     parts = []
     for k in (1, 2):  # the plan's items cut as --shard k/2 cuts them
-        shard = planning.Shard(k, 2)
+        shard = Shard(k, 2)
         runs = tuple(replace(r, items=tuple(shard.take(list(r.items)))) for r in plan.runs)
-        parts.append(runner.execute(replace(plan, runs=runs, shard=shard), tmp_path / f"s{k}").path.parent)
+        parts.append(run_plan(replace(plan, runs=runs, shard=shard), tmp_path / f"s{k}").path.parent)
     merge(parts, tmp_path / "merged")
     assert _samples(tmp_path / "merged") == _samples(made)
     merged, full = (json.loads((d / "results.json").read_text())["tasks"] for d in (tmp_path / "merged", made))

@@ -15,7 +15,7 @@ from abricot_local.api.arguments import check_call
 from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.api.run import Run
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.errors import AbricotError, render
+from abricot_local.errors import AbricotError, keywords, render
 
 
 PathLike = os.PathLike  # a Path, or any path object
@@ -42,11 +42,11 @@ def _models(model) -> list[str]:
 def _request(model, tasks, protocol, options: dict, **selection):
     """The run.request.RunRequest of the API's arguments, typed as given (``quants``: a text or a list of
     the registry's quant names, as `run --quants`), refused as `run` refuses them."""
-    from abricot_local.run.request import request
+    from abricot_local.run.request import request_of
 
     refuse_unknown(options)
     dirs = options.get("model_dirs", ())
-    return request(_models(model), {**options, "protocol": protocol},
+    return request_of(_models(model), {**options, "protocol": protocol},
                    tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks, backend=options.get("backend"),
                    force=bool(options.get("force", False)), margin=options.get("margin"),
                    models_file=options.get("models_file"),
@@ -106,7 +106,8 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1)
+    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
+                           keep_going=len(request.models) > 1).rendered(keywords)
 
 
 

@@ -19,18 +19,17 @@ prompt is cut into decode calls, so the cut is a function of the request alone:
 3. per continuation whose tokens go beyond ``L + 1``: its tail ``[L, n - 1)``,
    evaluated on top of the trunk and then rewound.
 
-Each segment is split into ``n_batch``-token decode calls from its own start.
-When every continuation ends one token after the trunk (the fast path) a single
-trunk evaluation scores them all.
+Each segment is split into ``n_batch``-token decode calls from its own start. When every continuation
+ends one token after the trunk (the fast path) a single trunk evaluation scores them all.
 
-The engines (strategies in engines.py, over a backend's session) evaluate the
-request with these cuts: ``naive``, ``single`` and ``prefix`` are bit-identical;
-``batched`` decodes several items' trunks in one call and agrees only to a
-measured tolerance (docs/numerics.md#engines), except with ``parallel=1``.
+The engines (strategies in engines.py, over a backend's session) evaluate the request with these
+cuts: ``naive``, ``single`` and ``prefix`` are bit-identical; ``batched`` decodes several items'
+trunks in one call and agrees only to a measured tolerance (docs/numerics.md#engines), except with
+``parallel=1``.
 
-A backend declares its ``Options`` (a frozen dataclass extending
-``options.ScoringOptions``), its ``capabilities`` and whether it reads a model
-file; shared code asks for those, never for a backend's name.
+A backend declares its ``Options`` (a frozen dataclass extending ``options.ScoringOptions``), its
+``capabilities`` and whether it reads a model file; shared code asks for those, never for a
+backend's name. ``Declared.schedule`` keeps each request's schedule: one tokenization per backend.
 """
 
 from __future__ import annotations
@@ -242,8 +241,7 @@ def chunks(start: int, tokens: Sequence[int], n_batch: int) -> list[tuple[int, t
 
 @dataclass(frozen=True)
 class Preflight:
-    """A backend's memory facts before it loads a model (``preflight``): the KV cache it will
-    allocate, the free VRAM it may use, the free memory of the remote devices it is given."""
+    """A backend's memory facts before it loads a model: its KV cache, free VRAM, remote devices' free memory."""
 
     kv_bytes: int
     vram: int = 0
@@ -326,6 +324,14 @@ class Declared:
         """None counted: a backend without an engine (the shipped ones give their engine's)."""
         return Counters()
 
+    def schedule(self, request: Request) -> Schedule:
+        """The request's schedule, made once per backend (its ``make_schedule(request)``: its tokenizer) and
+        kept: the run's plan lines, its fit check and its scoring ask for it, one tokenization."""
+        memo = self.__dict__.setdefault("_schedules", {})
+        if request not in memo:
+            memo[request] = self.make_schedule(request)
+        return memo[request]
+
 
 class Backend(Protocol):
     """What the runner needs from an inference backend (see ARCHITECTURE.md)."""
@@ -359,8 +365,7 @@ class Backend(Protocol):
 
     @property
     def prefix_token(self) -> int:
-        """The token a text's first token is predicted from: BOS when the model adds one,
-        else its end-of-text token (lm-eval's rule)."""
+        """What a text's first token is predicted from: BOS when the model adds one, else its EOS (lm-eval's)."""
         ...
 
     def n_ctx(self) -> int:
@@ -375,8 +380,7 @@ class Backend(Protocol):
     # -- with GENERATE ---------------------------------------------------------------------
     def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, label: str = "",
                  parse_special: bool = False) -> Generated:
-        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx; its
-        cached prefix is the prompt's (:func:`~abricot_local.core.cached_prefix`)."""
+        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx."""
         ...
 
     def provenance(self) -> Provenance:
@@ -389,8 +393,7 @@ class Backend(Protocol):
 
     @property
     def counters(self) -> Counters:
-        """What it did so far: decode calls, tokens, requests, prefix hits, and the decode calls whose
-        numbers depend on the thread count (``check`` says whether a rescoring met any)."""
+        """What it did so far: decode calls, tokens, requests, prefix hits, thread-dependent calls (``check``'s)."""
         ...
 
     def close(self) -> None: ...

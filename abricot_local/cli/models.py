@@ -83,14 +83,14 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 def labels(model: str, task_name: str, **kw) -> None:
     """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
     from abricot_local.console.listings import labels_text
-    from abricot_local.run import runner
-    from abricot_local.run.request import request
+    from abricot_local.run import look
+    from abricot_local.run.request import request_of
 
-    r = request(model, kw, tasks=kw["tasks"], backend=kw["backend"], models_file=kw["models_file"],
+    r = request_of(model, kw, tasks=kw["tasks"], backend=kw["backend"], models_file=kw["models_file"],
                 model_dirs=kw["model_dirs"])
     if not task_name:
-        from abricot_local.run.planning import select_tasks
+        from abricot_local.run.plan import select_tasks
 
         task_name = select_tasks(None, r.task_options)[0][0].name
-    info = runner.label_map(model, r.given, task_name, r.task_options, r.models_file, r.model_dirs)
+    info = look.label_map(model, r.given, task_name, r.task_options, r.models_file, r.model_dirs)
     echo(labels_text(info))

@@ -109,7 +109,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     else:
         text = rep.render(doc, fmt, table=which, metrics=patterns)
     if output:
-        from abricot_local.run.results import atomic_write
+        from abricot_local.jsonfiles import atomic_write
 
         atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
         echo(f"wrote {output}", err=True)

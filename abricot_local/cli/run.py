@@ -45,7 +45,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
     from abricot_local.cli.plan import show
-    from abricot_local.run.request import request as request_of
+    from abricot_local.run.request import request_of
 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
@@ -66,7 +66,6 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     """One model of ``request`` (run.session.run_model: plan, load, score, write); the summary and the
     published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
     it with exit code 130."""
-    from abricot_local import console
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
@@ -74,6 +73,8 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     term = signal.signal(signal.SIGTERM, _sigterm)
 
     def loaded(plan, backend) -> None:
+        from abricot_local import console
+
         announce(plan, backend, out_dir if resume else None)
         echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
@@ -87,6 +88,8 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     finally:
         close()
         signal.signal(signal.SIGTERM, term)
+    from abricot_local import console  # (scipy: once the model is found)
+
     outcome, plan = done.outcome, done.plan
     if outcome.complete:
         echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)

@@ -37,10 +37,10 @@ def data() -> None:
 def data_pull(task: str | None, tests: bool) -> None:
     """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
     from abricot_local.errors import UsageError
-    from abricot_local.run import runner
+    from abricot_local.run import look
 
     if bool(task) == tests:
         raise UsageError("data pull: give a TASK (`abricot-local tasks` lists them) or --tests, not both"
                          if tests else "data pull: give a TASK (`abricot-local tasks` lists them) or --tests")
-    for path, sha in (runner.pull_test_data() if tests else runner.pull_data(task)):
+    for path, sha in (look.pull_test_data() if tests else look.pull_data(task)):
         echo(f"{path}  sha256 {sha}")

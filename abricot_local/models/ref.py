@@ -14,7 +14,8 @@ and the benches.
    :mod:`abricot_local.hashing` says; ``fresh`` reads the bytes);
 5. one provenance record, :meth:`ModelRef.record` (results.json's ``model``).
 
-:func:`open_model` is all of it with the options the model opens with (``models.given``: the
+:func:`locate` is step 1, once per name (:class:`Located`: what a plan and ``run --dry-run`` read);
+``Located.fetch()`` steps 3 and 4. :func:`open_model` is all of it with the options the model opens with (``models.given``: the
 registry's n_ctx unless given); its ``load()`` checks memory (the RPC servers' free memory
 included) and opens the backend.
 """
@@ -136,68 +137,128 @@ def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
     memory.check_disk(size, source_of(spec).download_folder(spec))
 
 
-# -- resolving -------------------------------------------------------------------------------
-def before_download(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
-                    models_file: Path | str | None = None,
-                    model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
-                    fresh: bool = False, digest: bool = True) -> ModelRef | None:
-    """The step before anything is fetched: an unknown name, a missing file or store fails
-    here; a registry model not on this machine has its memory and disk checked (unless
-    ``force``). The ModelRef when nothing is to be fetched for it (a file on this machine, a
-    synthetic entry), else None (resolve_model_ref fetches it later). ``digest`` False
-    (``run --dry-run``): the SHA-256 only if remembered, no file read to hash it."""
-    from abricot_local.models import stores
-    from abricot_local.errors import ModelError
+# -- locating: what a name names, found once ---------------------------------------------------
+@dataclass(frozen=True)
+class Located:
+    """What a name names, found once with nothing fetched: the model on this machine (``ref``: a file
+    found and checked, its SHA-256 taken with ``digest``, else only when remembered; a synthetic entry),
+    else its registry entry (``spec``) or hub name and what fetching it downloads (``pending``, a
+    models.sources.Pending). :meth:`fetch` completes it: the download, the file's checks and SHA-256."""
 
-    if not backend_class(backend).reads_model_file:
-        return None
+    name: str  # as written
+    backend: str  # the backend it runs on: a registry entry's own, else the one asked for
+    ref: ModelRef | None = None
+    spec: ModelSpec | None = None
+    pending: object | None = None  # models.sources.Pending: what a run downloads (None: nothing)
+    path: Path | None = None  # the registry entry's file when it is here already (not yet checked)
+
+    @property
+    def label(self) -> str:
+        return self.ref.label if self.ref else self.spec.name if self.spec else self.name
+
+    @property
+    def reproduces(self) -> str:
+        """The published rows its registry entry reproduces (or the entry's whose file this is)."""
+        return (self.ref.reproduces if self.ref else "") or (self.spec.reproduces if self.spec else "")
+
+    def here(self) -> ModelRef | None:
+        """The model as far as it is on this machine, nothing read to hash it: the ref, or a registry
+        entry's file already here (its SHA-256 the entry's pin, else remembered); None when not here."""
+        if self.ref is not None or self.path is None:
+            return self.ref
+        sha = self.spec.sha256_for(0) or hashing.remembered(self.path)
+        return ModelRef(self.name, "registry", self.backend, self.spec.name, spec=self.spec, path=self.path,
+                        sha256=sha, quant=self.spec.quant)
+
+    def options(self, given: Given) -> ScoringOptions:
+        """The options it opens with: its backend's own, the registry's n_ctx unless given."""
+        spec = self.ref.spec if self.ref else self.spec
+        return given.for_model(self.backend, spec.n_ctx if spec else None)
+
+    def check_before_download(self, given: Given) -> None:
+        """A registry model not on this machine: its size against RAM and the download folder's free disk."""
+        if self.ref is None and self.spec is not None:
+            check_before_download(self.spec, self.options(given))
+
+    def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True) -> ModelRef:
+        """The model made available and verified: downloaded when it is not here, checked, hashed."""
+        if self.ref is not None:
+            return self.ref
+        if self.spec is None:  # a hub name not in the cache
+            return resolve_model_ref(self.name, backend=self.backend, notify=notify, fresh=fresh, progress=progress)
+        source = source_of(self.spec)
+        path = source.fetch(self.spec, offline=None, progress=progress, notify=notify, fresh=fresh)
+        return _finish(self.name, self.backend, path, "registry", fresh=fresh, spec=self.spec,
+                       revision=source.revision(self.spec, path))
+
+
+def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
+           model_dirs: tuple[str, ...] = (), notify: Notify | None = None, fresh: bool = False,
+           digest: bool = True) -> Located:
+    """Find what ``name`` names (any name `run` takes) without fetching anything: an unknown name, a
+    missing file or store fails here (UnknownModelError with the close matches). ``digest`` False
+    (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; offline, a hub
+    download is planned with the run's own refusal."""
+    from abricot_local.cache import is_offline
+    from abricot_local.errors import ModelError
+    from abricot_local.models import stores
+    from abricot_local.models.sources import offline_refusal
+
+    from abricot_local.backends import reads_model_file
+
+    name = str(name)
     local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
                  digest=digest)
+    if not reads_model_file(backend):  # a synthetic backend: the name is a label (its runtime not loaded to know)
+        ref = resolve_model_ref(name, backend=backend, models_file=models_file)
+        try:  # a registry entry's name keeps its published rows (a broken registry: said where it is read)
+            spec = None if is_path_name(name) or ":" in name else _registry(None, models_file).get(name)
+        except AbricotError:
+            spec = None
+        return Located(name, ref.backend, ref, ref.spec or spec)
     prefix = stores.prefix_of(name)
-    if prefix == "hf":  # from the cache when it is there; a download waits
+    if prefix == "hf":  # from the cache when it is there; else a download
         try:
-            return resolve_model_ref(name, offline=True, **local)
+            ref = resolve_model_ref(name, offline=True, **local)
+            return Located(name, ref.backend, ref)
         except ModelError:
-            return None
+            return Located(name, backend, pending=_hub_pending(name, backend, models_file))
     if prefix or is_path_name(name):
-        return resolve_model_ref(name, **local)
+        ref = resolve_model_ref(name, **local)
+        return Located(name, ref.backend, ref)
     found = _lookup(name, None, models_file, model_dirs)
-    if not isinstance(found, ModelSpec):
-        return resolve_model_ref(name, **local)
-    if not source_of(found).has_file:
-        return synthetic_ref(name, found.backend, found)
-    if not force:
-        _check_spec(found, given or Given(backend))
-    return None
+    if not isinstance(found, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
+        ref = _finish(name, backend, found.path, found.source, fresh=fresh, facts=found.facts, digest=digest,
+                      registry=lambda: _registry(None, models_file))
+        return Located(name, backend, ref)
+    source = source_of(found)
+    if not source.has_file:
+        return Located(name, found.backend or backend, synthetic_ref(name, found.backend, found), found)
+    kind = found.backend or backend
+    path = local_file(found)
+    if path is not None:
+        return Located(name, kind, spec=found, path=path)
+    if not source.fetches:
+        raise ModelError(f"model '{found.name}': file not found: {found.path}")
+    refused = ""
+    if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
+        refused = offline_refusal(lambda: source.fetch(found, offline=True, progress=False, notify=None, fresh=False))
+    from dataclasses import replace
+
+    return Located(name, kind, spec=found, pending=replace(source.pending(found), refused=refused))
 
 
-def hub_download(name: str, *, backend: str, models_file: Path | str | None = None):
-    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the
-    cache: a models.sources.Pending (the hub's folder, its free disk); None for any other name.
-    Offline, planned all the same with the run's own refusal (a dry run downloads nothing)."""
+def _hub_pending(name: str, backend: str, models_file):
+    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the cache:
+    a models.sources.Pending (the hub's folder, its free disk); offline, the run's own refusal."""
     from abricot_local.cache import is_offline
-    from abricot_local.models import stores
     from abricot_local.models.hub import download_folder
     from abricot_local.models.sources import Pending, offline_refusal
 
-    if stores.prefix_of(name) != "hf":
-        return None
     refused = offline_refusal(lambda: resolve_model_ref(name, backend=backend, offline=True, models_file=models_file,
                                                         digest=False)) if is_offline() else ""
     folder = download_folder(ModelSpec(name, "hf", ()))
     return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1], refused)
-
-
-def require_known(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
-                  model_dirs: tuple[str, ...] = ()) -> None:
-    """Refuse a name nothing resolves (UnknownModelError, with the close matches) reading only the
-    registry and the stores' listings: `run` asks it before the plan, the tasks' data or llama.cpp
-    load. A store's name, a path, an alias or a file in a model folder passes (checked later)."""
-    from abricot_local.models import stores
-    from abricot_local.backends import reads_model_file
-
-    if reads_model_file(backend) and not (stores.prefix_of(name) or is_path_name(name)):
-        _lookup(name, None, models_file, model_dirs)
 
 
 def _lookup(name: str, registry, models_file, model_dirs):
@@ -300,12 +361,17 @@ def _same_file(sha256: str, registry) -> ModelSpec | None:
 
 
 # -- opening ---------------------------------------------------------------------------------
-def open_model(name: str, given: Given, **resolve) -> Opened:
-    """The one call that opens a model: ``name`` (any name `run` takes) resolved as
-    :func:`resolve_model_ref` does (``resolve``: its keywords; the check before a download with
-    ``given``), with the options it opens with: the backend's own, the registry's n_ctx unless
-    given. ``Opened.load()`` checks memory and loads it."""
-    return Opened.of(resolve_model_ref(name, backend=given.backend, given=given, **resolve), given)
+def open_model(name: str, given: Given, *, models_file: Path | str | None = None, model_dirs: tuple[str, ...] = (),
+               force: bool = False, notify: Notify | None = None, fresh: bool = False, progress: bool = True) -> Opened:
+    """The one call that opens a model: ``name`` (any name `run` takes) located (:func:`locate`), its
+    memory and disk checked before a download (unless ``force``), fetched and verified, with the options
+    it opens with (``given``'s: the backend's own, the registry's n_ctx unless given). ``Opened.load()``
+    checks memory and loads it."""
+    located = locate(name, backend=given.backend, models_file=models_file, model_dirs=model_dirs, notify=notify,
+                     fresh=fresh)
+    if not force:
+        located.check_before_download(given)
+    return Opened(located.fetch(notify=notify, fresh=fresh, progress=progress), located.options(given))
 
 
 def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model file") -> None:
@@ -317,5 +383,5 @@ def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model 
                            "not the same file")
 
 
-__all__ = ["ModelRef", "resolve_model_ref", "open_model", "lookup_alias", "is_cached", "local_file",
-           "check_before_download", "require_same", "SOURCES"]
+__all__ = ["ModelRef", "Located", "locate", "resolve_model_ref", "open_model", "lookup_alias", "is_cached",
+           "local_file", "check_before_download", "require_same", "SOURCES"]

@@ -1,6 +1,6 @@
 """Joining the shards of one run (`run --shard K/N`) into the run it stands for.
 
-A shard K/N holds every N-th item of each task from the K-th (planning.Shard),
+A shard K/N holds every N-th item of each task from the K-th (request.Shard),
 so the unsharded item order is the shards' items interleaved. The shards must
 be complete, disjoint and of one run: the same model and data SHA-256, options
 (all but the shard), task versions, schedule and llama.cpp build. The merged
@@ -17,7 +17,7 @@ from abricot_local.record import kernel_path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.run.request import Shard
 from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
-from abricot_local.run.results import OutputDir
+from abricot_local.run.folder import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
 SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
@@ -94,7 +94,7 @@ def interleave(parts: list[list[Sample]]) -> list[Sample]:
 def merge(folders: list[str | Path], out: str | Path) -> Path:
     """Write the merged run into ``out``; returns its results.json."""
     from abricot_local.analysis import baselines
-    from abricot_local.run.runner import as_json, data_warnings, metric_warnings
+    from abricot_local.run.record import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

@@ -6,6 +6,7 @@ files (``.lock``, the state files, results.json, ``.checkpoint/`` and the sample
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -109,3 +110,41 @@ def guard(folder: Path) -> None:
         for path in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else ():
             refuse_link(path)
     refuse_link(ckpt / RUN_MANIFEST)
+
+
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_own(path: Path, flags: int, mode: str):
+    """``path`` opened as a text file, never through a link (O_NOFOLLOW), and only a regular file."""
+    fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def remove_own(path: Path) -> None:
+    """Unlink ``path`` (a link itself, never its target); gone already, or not removable: left."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def close_own(fh, *, sync: bool = False) -> None:
+    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped.
+    ``sync``: its data fsync'd first (a checkpoint left for a resume), as far as the disk allows."""
+    try:
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    except (OSError, ValueError):
+        pass
+    try:
+        fh.close()
+    except OSError:
+        pass

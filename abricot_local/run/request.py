@@ -61,6 +61,7 @@ class RunRequest:
     model_dirs: tuple[str, ...] = ()
     stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp>
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
+    task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
 
     @property
     def caution(self) -> str | None:
@@ -107,17 +108,15 @@ def given_options(backend: str, values: Mapping[str, Any], seed: int):
     return given
 
 
-def request(models: str | Sequence[str], values: Mapping[str, Any] | None = None, *, tasks: str | None = None,
+def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = None, *, tasks: str | None = None,
             backend: str | None = None, limit: int | None = None, sample: int | None = None,
             shard: str | None = None, out=None, resume: bool = False, force: bool = False,
             quants: str | Sequence[str] | None = None, margin: float | None = None, models_file=None,
             model_dirs: Sequence = ()) -> RunRequest:
     """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the tasks' and the backends'
     options by field name; refused now where it cannot run: the counts, --margin, --quants of one model
-    (its aliases in the registry), one model's name that nothing resolves (read from the registry and
-    the stores' listings only), each option's value."""
+    (its aliases in the registry), each option's value. A model's name is found by its plan, first."""
     from abricot_local.backends import DEFAULT_BACKEND
-    from abricot_local.models.ref import require_known
 
     _check_counts(limit, sample, resume, out)
     margin = _margin(margin)
@@ -131,8 +130,6 @@ def request(models: str | Sequence[str], values: Mapping[str, Any] | None = None
         models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), models_file))
     if not models:
         raise UsageError("no model given")
-    if len(models) == 1:  # a name nothing knows: refused before the plan, the data or the model loads
-        require_known(models[0], backend=backend, models_file=models_file, model_dirs=model_dirs)
     options = task_options(values or {})
     return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
                       Shard.parse(shard), Path(out) if out else None, resume, force, models_file, model_dirs,
@@ -160,3 +157,18 @@ def _check_counts(limit: int | None, sample: int | None, resume: bool, out) -> N
         raise UsageError(f"{opt('sample')} must be at least 1, got {sample}")
     if resume and not out:
         raise UsageError(f"{opt('resume', True)} needs the {opt('out')} folder of the run to continue")
+
+
+def of_record(record, model: str, task_options, over: Mapping[str, Any] | None = None) -> RunRequest:
+    """The request a recorded run (a record.Record) was made with, for `check` and `kld`: ``model`` (the
+    name its model is found by again), its backend and every backend option it recorded (``over``:
+    options that change no number, on top; no registry default applies), its task instances by key with
+    ``task_options`` (their data found again), its item selection."""
+    from abricot_local.backends import recorded_options
+    from abricot_local.models.given import Given
+
+    kind = record.config.backend
+    options = recorded_options(kind, record.config_dict(), dict(over or {}))
+    return RunRequest((model,), Given.of(options, backend=kind), None, task_options, record.config.limit,
+                      record.config.sample, Shard.parse(record.config.shard), force=True,
+                      task_keys=tuple(record.tasks))

@@ -58,7 +58,6 @@ class LlamaCppBackend(Declared):
             options = LlamaCppOptions(**{f: getattr(options, f) for f in options.__dataclass_fields__})
         self.path = Path(model_path)
         self.options = options
-        self._schedules: dict[Request, Schedule] = {}  # request -> its schedule (schedule())
         check_gguf(self.path)  # once per file per process (open_model has checked it already)
         engine_cls = engine_class(options.engine)
         n_seq = engine_cls.sequences(options) if not options.vocab_only else 1
@@ -137,15 +136,10 @@ class LlamaCppBackend(Declared):
     def n_ctx(self) -> int:
         return self.session.n_ctx()
 
-    def schedule(self, request: Request) -> Schedule:
-        """The request's schedule, tokenized once per backend: the run's plan, its fit check and
-        its scoring all ask for it."""
-        got = self._schedules.get(request)
-        if got is None:
-            special = request.parse_special
-            got = self._schedules[request] = schedule(request, lambda t: self.tokenize(t, special=special),
-                                                      self.n_ctx(), asked_n_ctx=self.options.n_ctx)
-        return got
+    def make_schedule(self, request: Request) -> Schedule:
+        special = request.parse_special
+        return schedule(request, lambda t: self.tokenize(t, special=special), self.n_ctx(),
+                        asked_n_ctx=self.options.n_ctx)
 
     # -- scoring ---------------------------------------------------------------------------
     def score(self, request: Request) -> Scored:

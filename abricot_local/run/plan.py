@@ -1,4 +1,7 @@
-"""Planning a run: tasks, data, model and memory are checked before anything heavy loads.
+"""The plan of a run: a request's model located once (models.ref.locate), its tasks, their data and
+items, checked before anything heavy loads. ``run --dry-run`` costs this plan (dry_run.py, nothing
+fetched: a task without its data is kept with its problem), and ``run`` executes the same plan, the
+model fetched (execute.py).
 
 No task or backend is named here: tasks come from the registry (entry points)
 and declare their data; a backend class declares whether it reads a model
@@ -15,8 +18,7 @@ from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError, DataError, DownloadError, MissingDataError, UsageError
-from abricot_local.models.given import Given, Opened
-from abricot_local.models.ref import ModelRef, before_download, open_model
+from abricot_local.models.ref import Located, ModelRef, locate
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names
 from abricot_local.tasks import uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
@@ -33,6 +35,7 @@ class TaskRun:
     sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
     notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
     available: int = 0  # the items in the task's data, before --limit/--sample/--shard
+    problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,13 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    model: ModelRef
+class Plan:
+    """A request's run of one model: the model located (``located``) and, unless ``dry``, fetched and
+    verified (``model``; a dry plan's is the model as far as it is here, else None), the options it
+    opens with, the task runs and their data, the item selection."""
+
+    located: Located
+    model: ModelRef | None
     backend: str
     backend_options: ScoringOptions
     task_options: TaskOptions
@@ -141,10 +149,11 @@ class RunPlan:
     shard: Shard | None = None
     skipped: tuple[Skipped, ...] = ()
     margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
+    dry: bool = False  # run --dry-run's: nothing fetched
 
     @property
     def model_label(self) -> str:
-        return self.model.label
+        return self.located.label
 
     @property
     def model_path(self) -> str | None:  # None for a backend that reads no model file
@@ -160,11 +169,16 @@ class RunPlan:
 
     @property
     def reproduces(self) -> str:  # the registry entry's ``reproduces`` field
-        return self.model.reproduces
+        return self.model.reproduces if self.model else self.located.reproduces
 
     @property
     def quant(self) -> str:  # the registry entry's quant, else the file's
         return self.model.quant
+
+    def model_config(self) -> dict:
+        """The model and the options it scores with (lm-eval's provenance records these)."""
+        return {"model": self.model.config_name, "backend": self.backend,
+                **backend_class(self.backend).config(self.backend_options)}
 
     def config(self) -> dict:
         """Every option that can change a number (recorded, and compared on --resume)."""
@@ -242,37 +256,50 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
                             download=downloads or None)
 
 
-def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: TaskOptions,
-             limit: int | None, models_file: str | None = None, force: bool = False, sample: int | None = None,
-             shard: Shard | None = None, notify=None, fresh: bool = False,
-             model_dirs: tuple[str, ...] = (), margin: float | None = None) -> RunPlan:
-    """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
-    (a model that is not there fails first; a download waits until the tasks and data are found).
-    ``given``: the backend options as given (the registry's n_ctx applies unless given);
-    ``fresh`` (--resume): every file is hashed from its bytes."""
+def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
+         tasks: bool = True, fresh: bool | None = None, notify=None) -> Plan:
+    """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
+    validated before anything heavy is loaded or downloaded: the name located once (an unknown one
+    fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
+    disk checked before its download (unless --force), the tasks and their data, the items after
+    --limit/--sample/--shard; then (a run, not ``dry``) the data hashed and the model fetched and
+    verified (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
+    --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
+    ``tasks`` False: the model only (lm-eval's)."""
+    r = request
+    fresh = (r.resume if fresh is None else fresh) and not dry
     with hashing.afresh(fresh):
-        ref = before_download(model, backend=given.backend, given=given, models_file=models_file,
-                              model_dirs=model_dirs, force=force, notify=notify, fresh=fresh)
-        tasks, skipped = select_tasks(task_spec, task_options)
-        reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
-        runs = prepare(instances(tasks, reproduces, task_options.prompt_variant, task_options.protocol), limit,
-                       sample, shard)
-        data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
-        opened = Opened.of(ref, given) if ref is not None else open_model(
-            model, given, models_file=models_file, force=True, notify=notify, fresh=fresh,
-            model_dirs=model_dirs)  # memory and disk: checked above
-    ref = opened.ref
-    return RunPlan(ref, backend=ref.backend, backend_options=opened.options, task_options=task_options, runs=tuple(runs),
-                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped, margin=margin)
+        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
+                                    model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
+        if not (r.force or dry):
+            located.check_before_download(r.given)
+        runs, skipped = _task_runs(r, located.reproduces, dry) if tasks else ((), ())
+        data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
+                               for t in runs}
+        ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
+    return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
+                r.force, r.sample, r.shard, skipped, r.margin, dry)
 
 
-def registry_reproduces(model: str, models_file: str | None = None) -> str:
-    """The ``reproduces`` field of the registry entry ``model`` names ("" for any other name)."""
-    from abricot_local.models.registry import load_registry
-
-    try:
-        spec = load_registry(models_file).get(model)
-    except AbricotError:  # a broken user registry is reported where the model is resolved
-        return ""
-    return spec.reproduces if spec is not None else ""
-
+def _task_runs(r, reproduces: str, dry: bool) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
+    """The request's tasks under the protocols ``reproduces`` names (and the prompt variants asked),
+    their items selected. A run skips a task whose data is not here (no --tasks given) or fetches it;
+    a dry plan fetches nothing and keeps every task, one without its data with its problem."""
+    if r.task_keys:  # a recorded run's instances, as they were
+        return prepare([make_task(k, r.task_options) for k in r.task_keys], r.limit, r.sample, r.shard), ()
+    if not dry:
+        chosen, skipped = select_tasks(r.task_spec, r.task_options)
+        return prepare(instances(chosen, reproduces, r.task_options.prompt_variant, r.task_options.protocol),
+                       r.limit, r.sample, r.shard), skipped
+    options = replace(r.task_options, allow_download=False)
+    names = task_names(r.task_spec) if r.task_spec else all_task_names()
+    refuse_unused([task_class(n) for n in names], options)
+    uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
+    runs = []
+    for task in instances([make_task(n, options) for n in names], reproduces, options.prompt_variant,
+                          options.protocol):
+        try:
+            runs += prepare([task], r.limit, r.sample, r.shard)
+        except MissingDataError as err:
+            runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
+    return runs, ()
