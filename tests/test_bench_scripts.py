@@ -23,7 +23,7 @@ from invented_data import write_discotex  # noqa: E402
 
 from abricot_local.backends.fake import N_VOCAB, FakeBackend  # noqa: E402
 from abricot_local.backends.options import ScoringOptions  # noqa: E402
-from abricot_local.run.plan import prepare  # noqa: E402
+from abricot_local.tasks.selection import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 

@@ -238,7 +238,7 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
     from abricot_local.backends.base import schedule
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
     from abricot_local.run.chars_per_token import ratio
-    from abricot_local.run.plan import prepare
+    from abricot_local.tasks.selection import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

@@ -61,7 +61,7 @@ def test_missing_data_is_short_lines_what_get_files_offline(tasks, folded):
 
 def test_a_given_folder_without_the_files_says_so(tmp_path):
     with pytest.raises(MissingDataError) as err:
-        from abricot_local.run.plan import select_tasks
+        from abricot_local.tasks.selection import select_tasks
         from abricot_local.tasks.base import TaskOptions
 
         select_tasks("discotex", TaskOptions(data_dir=str(tmp_path)))[0][0].items()

@@ -19,7 +19,8 @@ from abricot_local.analysis import prompts as P
 from abricot_local.analysis.runs import labelled, load_run
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, TaskError, UsageError
-from abricot_local.run.plan import instances
+from abricot_local.analysis.baselines import protocols_named
+from abricot_local.tasks.selection import instances
 from abricot_local.tasks import make_task, split_key
 from abricot_local.tasks.base import Task, TaskOptions
 from abricot_local.tasks.uses import normal, refuse_unused, several
@@ -34,7 +35,8 @@ def invoke(*args):
 
 def keys(spec, names=("discotex",), reproduces="", **kw):
     o = TaskOptions(prompt_variant=normal(spec), **kw)
-    return [t.key for t in instances([make_task(n, o) for n in names], reproduces, o.prompt_variant)]
+    named = protocols_named(reproduces) if reproduces else {}
+    return [t.key for t in instances([make_task(n, o) for n in names], named, o.prompt_variant)]
 
 
 def test_keys_of_the_variants_and_what_they_rebuild():
@@ -51,7 +53,7 @@ def test_keys_of_the_variants_and_what_they_rebuild():
     t = make_task("abricot_abs@calamita~paper", TaskOptions(prompt_variant="all"))
     assert (t.key, t.variant, t.shots, t.protocol.name) == ("abricot_abs@calamita~paper", "paper", 0, "calamita")
     assert split_key(t.key) == ("abricot_abs", "calamita", "paper")
-    (_, other) = instances([make_task("abricot_abs", TaskOptions(prompt_variant="all"))], "", "all")
+    (_, other) = instances([make_task("abricot_abs", TaskOptions(prompt_variant="all"))], {}, "all")
     assert any("prompt variant calamita (--prompt-variant all) where protocol paper fixes paper" in n
                for n in other.option_notes)
     assert make_task("discotex", TaskOptions(prompt_variant="all")).variant == "card"  # a plain key: the default

@@ -89,7 +89,7 @@ def labels(model: str, task_name: str, **kw) -> None:
     r = request_of(model, kw, tasks=kw["tasks"], backend=kw["backend"], models_file=kw["models_file"],
                 model_dirs=kw["model_dirs"])
     if not task_name:
-        from abricot_local.run.plan import select_tasks
+        from abricot_local.tasks.selection import select_tasks
 
         task_name = select_tasks(None, r.task_options)[0][0].name
     info = look.label_map(model, r.given, task_name, r.task_options, r.models_file, r.model_dirs)

@@ -88,17 +88,22 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     finally:
         close()
         signal.signal(signal.SIGTERM, term)
+    if done.outcome.complete:
+        echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
+    echo(_done_text(done))
+    return done.outcome
+
+
+def _done_text(done) -> str:
+    """A model's run as it ends: its summary, the published verdict, where it is written (not when a
+    --resume found it finished)."""
     from abricot_local import console  # (scipy: once the model is found)
 
-    outcome, plan = done.outcome, done.plan
-    if outcome.complete:
-        echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
-    echo(console.summary(outcome.record))
-    echo("")
-    echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
+    outcome = done.outcome
+    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant)]
     if not outcome.complete:
-        echo(f"\nwrote {outcome.path} ({done.seconds:.1f} s)")
-    return outcome
+        lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
+    return "\n".join(lines)
 
 
 def _stderr(line: str) -> None:
@@ -124,14 +129,14 @@ def sweep(request) -> None:
                                  lambda model, folder, again: run_one(request, model, folder, again), _stderr)
     if done:
         registry = load_registry(request.models_file)
-        echo(f"\n== comparison of {len(done)} model(s) in {root}")
-        echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
+        lines = [f"\n== comparison of {len(done)} model(s) in {root}", rep.render(rep.build([str(f) for f in done],
+                                                                                            registry=registry))]
         if len(done) > 1:
-            echo("\n" + pairwise_verdicts(done, registry))
+            lines += ["", pairwise_verdicts(done, registry)]
+        echo("\n".join(lines))
     if failed:
-        echo(f"\n{len(failed)} model(s) failed:", err=True)
-        for model, why in failed:
-            echo(f"  {model}: {why}", err=True)
+        lines = [f"\n{len(failed)} model(s) failed:", *(f"  {model}: {why}" for model, why in failed)]
+        echo("\n".join(lines), err=True)
         sys.exit(1)
 
 

@@ -94,9 +94,10 @@ def request_of(args: dict):
                          f"{', '.join(FRONT_KEYS + keys)}")
     if not args.get("model"):
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
+    dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
     return request_of(str(args["model"]), {k: args[k] for k in keys if args.get(k) is not None},
-                   backend=str(args.get("backend") or DEFAULT_BACKEND), force=bool(args.get("force")),
-                   models_file=args.get("models"), model_dirs=tuple(d for d in str(args.get("model_dir") or "").split(";") if d))
+                      backend=str(args.get("backend") or DEFAULT_BACKEND), force=bool(args.get("force")),
+                      models_file=args.get("models"), model_dirs=dirs)
 
 
 def open_model(args: dict) -> OpenedModel:
@@ -115,8 +116,9 @@ def open_model(args: dict) -> OpenedModel:
     except AbricotError as err:
         raise err.said_by(model_arg) from None
     try:
-        rules = {**REQUEST_RULES, "prefix_token": backend.prefix_token, "rolling_window_tokens": window_tokens(backend)} \
-            if ROLLING in backend.capabilities else dict(REQUEST_RULES)
+        rules = dict(REQUEST_RULES)
+        if ROLLING in backend.capabilities:
+            rules.update(prefix_token=backend.prefix_token, rolling_window_tokens=window_tokens(backend))
         prov = provenance(backend, before={"model": p.model.record(), "config": p.model_config()},
                           after={"requests": rules})
     except BaseException:

@@ -92,7 +92,8 @@ class DryRun:
         def task(t: TaskPlan) -> TaskPlan:
             return replace(t, problem=render(t.problem, namer))
 
-        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer), speed_note=render(m.speed_note, namer),
+        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
+                                                  speed_note=render(m.speed_note, namer),
                                                   tasks=tuple(task(t) for t in m.tasks)) for m in self.models))
 
     def to_json(self) -> dict:
@@ -210,8 +211,8 @@ def _counted_by(be, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     it scores without tokenizing again)."""
     from abricot_local.run.execute import apply_chat
 
-    return [_task_plan(r, be.schedule, opts, "", chat, notify, wrap=(lambda t: apply_chat([t], be)[0]) if chat else None)
-            for r in runs]
+    wrap = (lambda t: apply_chat([t], be)[0]) if chat else None
+    return [_task_plan(r, be.schedule, opts, "", chat, notify, wrap=wrap) for r in runs]
 
 
 def of_run(plan, backend, folder: Path | None = None) -> DryRun:

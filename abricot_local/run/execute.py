@@ -13,7 +13,8 @@ from abricot_local.backends.base import Backend
 from abricot_local.core import Request, Scored
 from abricot_local.metrics import require_finite
 from abricot_local.record import Sample
-from abricot_local.run.plan import Plan, TaskRun
+from abricot_local.run.plan import Plan
+from abricot_local.tasks.selection import TaskRun
 from abricot_local.tasks.base import Item
 
 Progress = Callable[[str, int, int], None]  # (task, done, total)
@@ -122,5 +123,6 @@ def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | No
             measure: bool = True) -> list[TaskResult]:
     """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
     already is not scored again): each task's samples and (``measure``) metrics."""
+    runs = prepared(plan, backend)
     return [run_task(run, backend, done=sink.done(run.task.key), on_sample=sink.append, progress=progress,
-                     measure=measure) for run in prepared(plan, backend)]
+                     measure=measure) for run in runs]

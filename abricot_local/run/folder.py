@@ -124,11 +124,13 @@ class OutputDir:
         if not resume:
             if finished:
                 raise ResultsError(
-                    f"{self.path} already holds a finished run; choose another {opt('out')} (or {opt('resume', True)} to reuse it)"
+                    f"{self.path} already holds a finished run; choose another {opt('out')} "
+                    f"(or {opt('resume', True)} to reuse it)"
                 )
             if recorded_path.exists():
                 raise ResultsError(
-                    f"{self.path} holds an interrupted run; add {opt('resume', True)} to continue it, or choose another {opt('out')}"
+                    f"{self.path} holds an interrupted run; add {opt('resume', True)} to continue it, or choose "
+                    f"another {opt('out')}"
                 )
         elif recorded_path.exists():
             refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
@@ -249,15 +251,13 @@ class OutputDir:
             close_own(fh)
         self._handles.clear()
         names = [samples_name(t) for t in tasks]
-        for name in MARKERS:
-            remove_own(self.path / name)
-        for name in (*names, RESULTS, *MARKERS):
-            for tmp in temp_files(self.path, name):
-                remove_own(tmp)
-        if self.ckpt.is_dir() and not self.ckpt.is_symlink():
-            for name in (RUN_MANIFEST, *names):
-                for f in (self.ckpt / name, *temp_files(self.ckpt, name)):
-                    remove_own(f)
+        ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()
+        gone = [*(self.path / m for m in MARKERS),
+                *(t for n in (*names, RESULTS, *MARKERS) for t in temp_files(self.path, n)),
+                *(f for n in (RUN_MANIFEST, *names) if ckpt for f in (self.ckpt / n, *temp_files(self.ckpt, n)))]
+        for f in gone:  # in this order: the state files first, the checkpoint last
+            remove_own(f)
+        if ckpt:
             try:
                 self.ckpt.rmdir()
             except OSError:

@@ -10,124 +10,16 @@ file, its options and what its config records, and gives its memory facts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-import numpy as np
+from dataclasses import dataclass
 
 from abricot_local import hashing
+from abricot_local.analysis.baselines import protocols_named
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
-from abricot_local.errors import AbricotError, DataError, DownloadError, MissingDataError, UsageError
 from abricot_local.models.ref import Located, ModelRef, locate
-from abricot_local.tasks import all_task_names, make_task, task_class, task_names
-from abricot_local.tasks import uses
-from abricot_local.tasks.base import Item, Task, TaskOptions
-from abricot_local.tasks.uses import refuse_unused
 from abricot_local.run.request import Shard
-
-SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    task: Task
-    items: tuple[Item, ...]
-    sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
-    notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
-    available: int = 0  # the items in the task's data, before --limit/--sample/--shard
-    problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A task left out of a run with no --tasks: why, and the command that gets its data."""
-
-    task: str
-    reason: str
-    how: str
-
-
-def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None,
-              protocols: str | None = None) -> list[Task]:
-    """Each task under every protocol whose published rows ``reproduces`` (a registry entry's)
-    names, in the task's order of protocols (``--protocol`` given: that one only; a list, or ``all``:
-    each of those the task has, whatever ``reproduces`` names), and under
-    each prompt variant ``variants`` (``--prompt-variant all`` or a list) names
-    (:func:`variant_instances`); instances whose settings come out the same (a flag overriding
-    what told them apart) run once. A protocol a task lacks, on a task that declares none,
-    leaves it as it is (noted in its run)."""
-    from abricot_local.analysis.baselines import protocols_named
-
-    named = protocols_named(reproduces) if reproduces else {}
-    out: list[Task] = []
-    for task in tasks:
-        wanted = named.get(task.name, ()) if task.options.protocol is None else ()
-        if uses.several(protocols):
-            wanted = uses.protocols_for(type(task), protocols)
-        order = [p.name for p in task.protocols if p.name in wanted]
-        made = [make_task(task.name, replace(task.options, protocol=p)) for p in order] or [task]
-        made = [v for t in made for v in variant_instances(t, variants)]
-        seen: list[dict] = []
-        for t in made:
-            if t.settings() not in seen or not t.settings():
-                seen.append(t.settings())
-                out.append(t)
-    return out
-
-
-def variant_instances(task: Task, spec: str | None) -> list[Task]:
-    """``task`` under each prompt variant ``spec`` (``--prompt-variant all`` or a list) names of it:
-    its default variant (its protocol's, else the task's first) keeps its key, another is keyed
-    ``KEY~VARIANT`` (tasks.make_task). A variant other than the one its protocol fixes is scored with
-    the protocol's other settings, said in its warnings: the published rows are checked against the
-    instance with the protocol's own variant only (baselines.entry_for)."""
-    wanted = uses.variants_for(type(task), spec) if uses.several(spec) else ()
-    if not wanted:
-        return [task]
-    default = task.resolved_variant()
-    protocol = task.protocol
-    out = []
-    for v in sorted(wanted, key=lambda v: v != default):
-        t = task if v == default else make_task(f"{task.key}~{v}", task.options)
-        t.option_notes = task.option_notes
-        if protocol is not None and protocol.fixes("prompt_variant") and protocol.value("prompt_variant") != v:
-            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {','.join(uses.names(spec))}) where protocol "
-                              f"{protocol.name} fixes {protocol.value('prompt_variant')}: scored with the protocol's "
-                              "other settings; no published row is checked against it")
-        out.append(t)
-    return out
-
-
-def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | None = None) -> list[TaskRun]:
-    """Build every task's items, checking ids are unique: the first ``limit`` in release
-    order, or ``sample`` of them drawn with the task's seed (kept in release order);
-    then the shard's part of those."""
-    runs = []
-    for task in tasks:
-        items = task.items()
-        available = len(items)
-        notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
-        if sample is not None and sample < len(items):
-            keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
-            items = [items[k] for k in sorted(keep)]
-        elif sample is not None and sample > len(items):
-            notes += (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
-        if limit is not None:
-            items = items[:limit]
-        if not items:
-            raise DataError(f"task {task.key}: the data holds no items")
-        seen: set[str] = set()
-        for it in items:
-            if it.id in seen:
-                raise DataError(f"task {task.key}: item id {it.id!r} appears twice in the data")
-            seen.add(it.id)
-        if shard is not None:
-            items = shard.take(items)
-            if not items:
-                raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all)")
-        runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes,
-                            available))
-    return runs
+from abricot_local.tasks.base import TaskOptions
+from abricot_local.tasks.selection import Skipped, TaskRun, select
 
 
 @dataclass(frozen=True)
@@ -202,60 +94,6 @@ class Plan:
         }
 
 
-def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task], tuple[Skipped, ...]]:
-    """The tasks of ``--tasks``; with none given, every registered task whose data is given,
-    found, or can be fetched now (the others are skipped, each with its reason)."""
-    if task_spec:
-        names = task_names(task_spec)
-        refuse_unused([task_class(n) for n in names], options)
-        uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
-        uses.refuse_unknown_protocols([task_class(n) for n in names], options.protocol)
-        return [make_task(n, options) for n in names], ()
-    chosen, skipped, errors = [], [], []
-    for name in all_task_names():
-        task = make_task(name, options)
-        try:
-            task.data_path()
-            chosen.append(task)
-        except MissingDataError as err:
-            errors.append(err)
-            skipped.append(Skipped(name, recorded(err.what), recorded(err.advice())))
-        except (DataError, DownloadError) as err:
-            skipped.append(Skipped(name, recorded(err.raw()), recorded(task.data.how)))
-    if not chosen:
-        raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
-            "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
-    refuse_unused([type(t) for t in chosen], options)
-    uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
-    uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
-    return chosen, tuple(skipped)
-
-
-def recorded(text: str) -> str:
-    """A text a run records (a skipped task's reason), the options it names in the record's words."""
-    from abricot_local.errors import recorded_words, render
-
-    return render(text, recorded_words)
-
-
-def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
-    """One error for every task's missing data: the tasks and where they were looked for, one
-    command line that gets them all, the offline alternatives (each once)."""
-    import os
-
-    wheres = [e.where for e in errors if e.where]
-    where = os.path.commonpath(wheres) if wheres else ""
-    reasons = list(dict.fromkeys(e.reason for e in errors if e.reason))
-    looked = "; ".join([f"looked in {where}"] * bool(where) + reasons)
-    what = f"no task has its data here: {', '.join(e.task for e in errors)}" + (f" ({looked})" if looked else "")
-    gets = list(dict.fromkeys(e.get for e in errors if e.get))
-    downloads = tuple({(d.folder, d.urls): d for e in errors  # tasks sharing their data (ABRICOT's): its files once
-                       for d in (e.download if isinstance(e.download, tuple) else (e.download,))
-                       if d is not None}.values())
-    return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)),
-                            download=downloads or None)
-
-
 def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
          tasks: bool = True, fresh: bool | None = None, notify=None) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
@@ -273,33 +111,11 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                                     model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
         if not (r.force or dry):
             located.check_before_download(r.given)
-        runs, skipped = _task_runs(r, located.reproduces, dry) if tasks else ((), ())
+        named = protocols_named(located.reproduces) if located.reproduces else {}
+        runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
+                               sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
                                for t in runs}
         ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
     return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
                 r.force, r.sample, r.shard, skipped, r.margin, dry)
-
-
-def _task_runs(r, reproduces: str, dry: bool) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
-    """The request's tasks under the protocols ``reproduces`` names (and the prompt variants asked),
-    their items selected. A run skips a task whose data is not here (no --tasks given) or fetches it;
-    a dry plan fetches nothing and keeps every task, one without its data with its problem."""
-    if r.task_keys:  # a recorded run's instances, as they were
-        return prepare([make_task(k, r.task_options) for k in r.task_keys], r.limit, r.sample, r.shard), ()
-    if not dry:
-        chosen, skipped = select_tasks(r.task_spec, r.task_options)
-        return prepare(instances(chosen, reproduces, r.task_options.prompt_variant, r.task_options.protocol),
-                       r.limit, r.sample, r.shard), skipped
-    options = replace(r.task_options, allow_download=False)
-    names = task_names(r.task_spec) if r.task_spec else all_task_names()
-    refuse_unused([task_class(n) for n in names], options)
-    uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
-    runs = []
-    for task in instances([make_task(n, options) for n in names], reproduces, options.prompt_variant,
-                          options.protocol):
-        try:
-            runs += prepare([task], r.limit, r.sample, r.shard)
-        except MissingDataError as err:
-            runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
-    return runs, ()

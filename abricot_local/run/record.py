@@ -17,7 +17,8 @@ from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Pro
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
 from abricot_local.run.owned import samples_name
-from abricot_local.run.plan import Plan, TaskRun
+from abricot_local.run.plan import Plan
+from abricot_local.tasks.selection import TaskRun
 
 
 def provenance(backend: Backend, before: dict | None = None, after: dict | None = None) -> dict:
@@ -88,8 +89,8 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float) 
     runs = plan.runs
     tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
-    made = provenance(backend, after={"bootstrap": {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed},
-                                      "chat_template": chat})
+    bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
+    made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})
     return Record(
         schema_version=SCHEMA_VERSION,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
