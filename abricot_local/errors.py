@@ -1,7 +1,14 @@
-"""Errors a user can act on. The CLI prints ``str(err)``, folded to :data:`WIDTH` columns
-(:func:`fold`), and exits with ``err.exit_code``."""
+"""Errors a user can act on, and the options they name, in each door's words.
+
+A message names an option by its field (:func:`opt`: ``opt("shots", 3)``), never by one door's
+spelling of it; the door renders it (:func:`render` with its :data:`Namer`): the command line as
+``--shots 3`` (cli/), lm-eval as ``model_args shots=3`` (lm_eval/), Python as ``shots=3``
+(:func:`keywords`: what ``str(err)`` gives unless a door set ``err.namer``). The CLI prints the
+message folded to :data:`WIDTH` columns (:func:`fold`) and exits with ``err.exit_code``."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer than that is kept whole)
 
@@ -25,10 +32,89 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
+# -- options named in a message ------------------------------------------------------------------
+_OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
+NONE = object()  # an option named without a value
+Namer = Callable[[str, Any], str]  # (field name, value or NONE) -> how a door writes it
+
+
+def opt(name: str, value: Any = NONE) -> str:
+    """The option ``name`` (a field's or a call's argument name), with ``value`` when one is shown (a
+    placeholder such as ``"DIR"``, a number, True for a switch; a (key, value) pair for a keyed
+    option: ``opt("data", ("abricot", "FILE"))``), as a door renders it (:func:`render`)."""
+    shown = "" if value is NONE else _VALUE + (repr(tuple(value)) if isinstance(value, tuple) else str(value))
+    return f"{_OPEN}{name}{shown}{_CLOSE}"
+
+
+def render(text: str, namer: Namer | None = None) -> str:
+    """``text`` with each option :func:`opt` named in it written by ``namer`` (default: Python's
+    keywords)."""
+    if _OPEN not in text:
+        return text
+    namer = namer or keywords
+    out, rest = [], text
+    while _OPEN in rest:
+        head, _, tail = rest.partition(_OPEN)
+        inner, _, rest = tail.partition(_CLOSE)
+        name, has, value = inner.partition(_VALUE)
+        out += [head, namer(name, _value(value) if has else NONE)]
+    return "".join(out) + rest
+
+
+def _value(text: str) -> Any:
+    if text in ("True", "False"):  # a switch
+        return text == "True"
+    if text.startswith("(") and text.endswith(")"):
+        import ast
+
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text
+    return text
+
+
+def keywords(name: str, value: Any = NONE) -> str:
+    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``."""
+    if value is NONE:
+        return name
+    if isinstance(value, tuple) and len(value) == 2:
+        return f'{name}={{"{value[0]}": {value[1]}}}'
+    return f"{name}={value}"
+
+
+def flag_of(name: str) -> str:
+    """A field's flag on the command line (``n_batch`` -> ``--n-batch``)."""
+    return "--" + name.replace("_", "-")
+
+
+def recorded_words(name: str, value: Any = NONE) -> str:
+    """An option as a run's record writes it in its texts (a skipped task's ``how``, a task's notes):
+    the flag made from the field, ``--data-dir DIR``, as records always have."""
+    flag = flag_of(name)
+    if value is NONE or value is True:
+        return flag
+    return f"{flag} {value[0]}={value[1]}" if isinstance(value, tuple) and len(value) == 2 else f"{flag} {value}"
+
+
 class AbricotError(Exception):
-    """Base class: every expected failure (bad input, missing file, offline...)."""
+    """Base class: every expected failure (bad input, missing file, offline...). Its text names
+    options with :func:`opt`; ``str(err)`` renders them with ``namer`` (a door sets it)."""
 
     exit_code = 2
+    namer: Namer | None = None
+
+    def raw(self) -> str:
+        """The message with its options unrendered (:func:`render` writes them)."""
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+    def __str__(self) -> str:
+        return render(self.raw(), self.namer)
+
+    def said_by(self, namer: Namer) -> "AbricotError":
+        """This error, its options rendered by ``namer`` (the door it leaves through)."""
+        self.namer = namer
+        return self
 
 
 class UsageError(AbricotError):
@@ -88,7 +174,7 @@ class FilesNotDownloaded(DownloadError):
         n = len(self.urls)
         super().__init__(f"could not download {n} file{'s' * (n != 1)} into {folder}: {cause}")
 
-    def __str__(self) -> str:
+    def raw(self) -> str:
         return "\n".join([self.args[0], *url_lines(self.urls, self.names, "  ")])
 
 
@@ -128,7 +214,7 @@ class MissingDataError(DataError):
     def one_line(self) -> str:
         return f"{self.what}; {self.advice()}"
 
-    def __str__(self) -> str:
+    def raw(self) -> str:
         lines = [self.what]
         downloads = [d for d in (self.download if isinstance(self.download, tuple) else (self.download,))
                      if d is not None and d.urls]

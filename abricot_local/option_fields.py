@@ -1,12 +1,12 @@
 """Options declared as dataclass fields: each field's type and default, and in its metadata
-its help, choices, range and role. The one declaration the command line's flags, lm-eval's
-``model_args`` keys, the checks of every value and the recorded config are made from.
+its help, choices, range and role. The one declaration the command line's flags, the API's keywords,
+lm-eval's ``model_args`` keys, the checks of every value and the recorded config are made from.
 
 A field is declared with :func:`option`; :func:`specs` reads a class's fields back as
 :class:`Spec` records. Values arrive as text (lm-eval, a flag holding a list), typed (click,
 JSON) or as a Python value; :func:`from_values` parses each by its field's type, checks its
-choices and range, and names the option in every message. Imports nothing of the project
-but errors.
+choices and range, and names the option in every message by its field (``errors.opt``: each door
+writes it its own way). Imports nothing of the project but errors.
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, flag_of, opt
 
 C_INT_MAX = 2**31 - 1  # the bound of a value handed to a C int (messages say only "at least" below it)
-Namer = Callable[[str], str]  # field name -> how a message names it ("--n-batch", "model_args n_batch")
-
-
-def flag_of(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -49,8 +44,13 @@ class Spec:
     internal: bool = False  # set by the program, never by a user
     record: Any = None  # in a run's config: "always", "if_set" (only when not the default), or options -> dict
     recheck: bool = False  # may be given again to `check` (changes no number)
-    parse: Callable[[Any], Any] | None = None  # the field's own parser of a given value
+    parse: Callable[[Any], Any] | None = None  # the field's own parser of a given value (idempotent)
     sep: str = ",;"  # what separates the elements of a text given for a tuple
+    repeat: bool = False  # a flag given once per element (--data A=X --data B=Y)
+    path: bool = False  # a file or folder
+    shown_default: bool = False  # the help shows its default
+    per_task: bool = False  # reaches a task only when the task declares it uses it (tasks.uses)
+    declared_choices: bool = False  # its choices are the tasks' declarations (Task.choices), known once they load
 
     @property
     def flag_name(self) -> str:
@@ -107,7 +107,7 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
 
 
-def _one(spec: Spec, raw: Any, name: str) -> Any:
+def _one(spec: Spec, raw: Any) -> Any:
     """One value of type ``spec.kind`` from ``raw`` (typed, or text)."""
     kind = spec.kind
     if kind is str and isinstance(raw, bool) and {"on", "off"} <= set(spec.choices):
@@ -124,7 +124,7 @@ def _one(spec: Spec, raw: Any, name: str) -> Any:
                 return raw
             if isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+\s*", raw):
                 return int(raw)
-            return _whole(float(raw), raw, name)  # lm-eval reads n_ctx=-5 as -5.0 and seed=1e3 as 1000.0
+            return _whole(float(raw), raw, spec.name)  # lm-eval reads n_ctx=-5 as -5.0 and seed=1e3 as 1000.0
         elif kind is float and not isinstance(raw, bool):
             if math.isfinite(x := float(raw)):
                 return x
@@ -132,22 +132,22 @@ def _one(spec: Spec, raw: Any, name: str) -> Any:
             return str(raw).strip()
     except ValueError:
         pass
-    raise UsageError(f"{name}: expected {_WORDS.get(kind, 'a value')}, got {raw!r}")
+    raise UsageError(f"{opt(spec.name)}: expected {_WORDS.get(kind, 'a value')}, got {raw!r}")
 
 
 def _whole(x: float, raw: Any, name: str) -> int:
     """A number given for an integer option: the integer it is (its range is checked next), or
     what is wrong with it, naming the option."""
     if not math.isfinite(x):
-        raise UsageError(f"{name} must be an integer, got {raw!r}")
+        raise UsageError(f"{opt(name)} must be an integer, got {raw!r}")
     if not x.is_integer():
-        raise UsageError(f"{name} must be an integer, got {_number(x)} (not a whole number)")
+        raise UsageError(f"{opt(name)} must be an integer, got {_number(x)} (not a whole number)")
     if abs(x) > 2**53:
-        raise UsageError(f"{name} must be an integer written in digits, got {raw!r} (too large to be exact)")
+        raise UsageError(f"{opt(name)} must be an integer written in digits, got {raw!r} (too large to be exact)")
     return int(x)
 
 
-def parse(spec: Spec, raw: Any, name: str) -> Any:
+def parse(spec: Spec, raw: Any) -> Any:
     """``raw`` as the field's type: a field's own parser, else by its type (a text for a
     tuple split at ``spec.sep``); None stays None."""
     if raw is None or spec.kind is None:
@@ -159,16 +159,17 @@ def parse(spec: Spec, raw: Any, name: str) -> Any:
             raw = [p for p in re.split(f"[{re.escape(spec.sep)}]", raw) if p.strip()]
         elif not isinstance(raw, (list, tuple)):
             raw = [raw]
-        return tuple(_one(spec, r, name) for r in raw)
-    return _one(spec, raw, name)
+        return tuple(_one(spec, r) for r in raw)
+    return _one(spec, raw)
 
 
 def _number(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def check(spec: Spec, value: Any, name: str) -> None:
+def check(spec: Spec, value: Any) -> None:
     """Refuse a value outside the field's choices or range, naming the option."""
+    name = opt(spec.name)
     if value is None:
         if spec.optional or spec.kind is None:
             return
@@ -187,13 +188,22 @@ def check(spec: Spec, value: Any, name: str) -> None:
             raise UsageError(f"{name} must be at most {_number(spec.max)}, got {_number(v)}")
 
 
+def settle(obj: Any) -> None:
+    """Parse, in place, each field of a frozen options object whose field has its own parser (a value
+    given as text or in another shape: ``prompt_variant="a,b"``, ``data={"abricot": PATH}``)."""
+    for spec in specs(type(obj)):
+        value = getattr(obj, spec.name)
+        if spec.parse is not None and value is not None:
+            object.__setattr__(obj, spec.name, spec.parse(value))
+
+
 def validate(obj: Any) -> None:
     """Check every field of a constructed options object (its ``__post_init__`` calls this)."""
     for spec in specs(type(obj)):
-        check(spec, getattr(obj, spec.name), flag_of(spec.name))
+        check(spec, getattr(obj, spec.name))
 
 
-def from_values(cls: type, values: dict, *, owner: str, strict: bool = True, name: Namer = flag_of):
+def from_values(cls: type, values: dict, *, owner: str, strict: bool = True):
     """An instance of ``cls`` from a mapping (CLI values, lm-eval's model_args, a recorded
     config): each value parsed and checked; None means "not given". With ``strict``, a given
     value for an option ``cls`` lacks is refused ("the fake backend has no option --x")."""
@@ -207,11 +217,14 @@ def from_values(cls: type, values: dict, *, owner: str, strict: bool = True, nam
             continue
         if raw is None:
             continue
-        value = parse(spec, raw, name(key))
-        check(spec, value, name(key))
+        if spec.parse is not None and raw == spec.default:  # the default as it is (a recorded run's options)
+            out[key] = raw
+            continue
+        value = parse(spec, raw)
+        check(spec, value)
         out[key] = value
     if foreign and strict:
-        raise UsageError(f"{owner} has no option {', '.join(flag_of(k) for k in sorted(foreign))}")
+        raise UsageError(f"{owner} has no option {', '.join(opt(k) for k in sorted(foreign))}")
     return cls(**out)
 
 

@@ -84,7 +84,7 @@ def main() -> None:
     from throughput import engine_work, open_llama
 
     from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
-    from abricot_local.run.planning import prepare
+    from abricot_local.tasks.selection import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

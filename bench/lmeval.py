@@ -69,7 +69,7 @@ def model_path(name: str, work: Path | None = None) -> Path:
 
 def write_task(work: Path, data_dir: Path, n: int) -> list[dict]:
     """The items `run --sample n` scores, in its order, as lm-eval multiple choice."""
-    from abricot_local.run.planning import prepare
+    from abricot_local.tasks.selection import prepare
     from abricot_local.tasks.base import TaskOptions
     from abricot_local.tasks.discotex import LETTERS, DiscotexTask
 

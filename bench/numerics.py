@@ -34,7 +34,9 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.analysis import compare as cmp  # noqa: E402
 from abricot_local.analysis.loading import load_run  # noqa: E402
 from abricot_local.record import kernel_path  # noqa: E402
-from abricot_local.run import planning, runner  # noqa: E402
+from abricot_local.run.plan import make_plan  # noqa: E402
+from abricot_local.run.request import RunRequest  # noqa: E402
+from abricot_local.run.session import run_plan  # noqa: E402
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions  # noqa: E402
 from abricot_local.models.given import Given  # noqa: E402
 from abricot_local.record import read_run  # noqa: E402
@@ -58,11 +60,11 @@ def run_setting(model: str, name: str, over: dict, args, out: Path) -> dict:
     """One complete run; what the table needs of it."""
     opts = LlamaCppOptions(**{"threads": args.threads, **over})
     topts = TaskOptions(data=(("abricot", str(FIXTURE)),), data_dir=args.data_dir, allow_download=False)
-    plan = planning.plan_run(model=model, given=Given.of(opts, but=("n_ctx",)), task_spec="discotex,abricot",
-                             task_options=topts, limit=None, sample=args.sample)
+    plan = make_plan(RunRequest((model,), Given.of(opts, but=("n_ctx",)), "discotex,abricot", topts,
+                                sample=args.sample))
     loaded = []
     t0 = time.perf_counter()
-    runner.execute(plan, out, on_loaded=loaded.append)
+    run_plan(plan, out, on_loaded=loaded.append)
     wall = time.perf_counter() - t0
     record = read_run(out)
     items = sum(t.n for t in record.tasks.values())

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from abricot_local.models.given import Given  # noqa: E402
 from abricot_local.models.ref import open_model  # noqa: E402
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
-from abricot_local.run.planning import prepare  # noqa: E402
+from abricot_local.tasks.selection import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 

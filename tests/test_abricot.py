@@ -550,7 +550,11 @@ def test_bad_spans_warn_once_with_a_count(tmp_path):
 def test_no_data_offline_says_how_to_supply_the_file():
     with pytest.raises(AbricotError) as e:
         AbricotAbsTask(TaskOptions()).items()
-    assert "--data abricot=FILE" in str(e.value)
+    from abricot_local.cli.options import flags
+    from abricot_local.errors import render
+
+    assert 'offline: data={"abricot": FILE}' in str(e.value)  # Python's words
+    assert "offline: --data abricot=FILE" in render(e.value.raw(), flags)  # the command line's
 
 
 # ---------------------------------------------------------------- 8. end to end through the CLI

@@ -25,7 +25,9 @@ from abricot_local import console
 from abricot_local.models import fetch
 from abricot_local.cli import cli
 from abricot_local.errors import DataError, MissingDataError
-from abricot_local.run.planning import Shard, instances, prepare
+from abricot_local.analysis.baselines import protocols_named
+from abricot_local.tasks.selection import instances, prepare
+from abricot_local.run.request import Shard
 from abricot_local.record import Published, TaskEntry
 from abricot_local.tasks import abricot_data, make_task
 from abricot_local.tasks.abricot import AbricotAbsTask
@@ -223,15 +225,15 @@ def test_the_verdict_text_gives_each_source_its_block_and_never_says_no_to_anoth
 def test_instances_are_keyed_by_task_and_protocol(abricot_file):
     opts = TaskOptions(data=(("abricot", str(abricot_file)),))
     both = "ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"
-    made = instances([make_task("abricot_abs", opts), make_task("abricot_inc", opts)], both)
+    made = instances([make_task("abricot_abs", opts), make_task("abricot_inc", opts)], protocols_named(both))
     assert [t.key for t in made] == ["abricot_abs", "abricot_abs@calamita", "abricot_inc", "abricot_inc@calamita"]
-    only = instances([make_task("abricot_abs", opts)], "CALAMITA leaderboard: Minerva-7B-instruct-v1.0")
+    only = instances([make_task("abricot_abs", opts)], protocols_named("CALAMITA leaderboard: Minerva-7B-instruct-v1.0"))
     assert [t.key for t in only] == ["abricot_abs@calamita"]
     given = TaskOptions(data=opts.data, protocol="paper")
-    assert [t.key for t in instances([make_task("abricot_abs", given)], both)] == ["abricot_abs"]
+    assert [t.key for t in instances([make_task("abricot_abs", given)], protocols_named(both))] == ["abricot_abs"]
     # flags that make both instances alike: it runs once
     alike = TaskOptions(data=opts.data, shots=0, prompt_variant="calamita")
-    assert [t.key for t in instances([make_task("abricot_abs", alike)], both)] == ["abricot_abs"]
+    assert [t.key for t in instances([make_task("abricot_abs", alike)], protocols_named(both))] == ["abricot_abs"]
     assert make_task("abricot_abs@calamita", opts).config()["protocol"] == "calamita"
 
 
@@ -336,7 +338,7 @@ def test_offline_the_message_names_the_file_the_url_and_the_option():
     folder, name = abricot_data.RELEASE_URL.rsplit("/", 1)
     lines = [ln.strip() for ln in text.splitlines()]
     assert folder + "/" in lines and name in lines  # where it is published, the file under its URL's folder
-    assert "--data abricot=FILE" in text and "abricot-local data pull abricot" in text
+    assert 'data={"abricot": FILE}' in text and "abricot-local data pull abricot" in text  # Python's words
     assert text.count(folder) == 1  # the URL once
 
 

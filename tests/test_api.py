@@ -114,7 +114,7 @@ def test_refusals_are_abricot_errors_with_the_commands_messages(tmp_path):
 
 
 def test_warnings_are_python_warnings(tmp_path):
-    with pytest.warns(api.AbricotWarning, match="caution: --limit 3"):
+    with pytest.warns(api.AbricotWarning, match=r"caution: limit=3 .*\(use sample=N for a seeded draw\)"):
         api.evaluate("fake", "abricot_abs", limit=3, out=tmp_path / "o", **ARGS)
 
 

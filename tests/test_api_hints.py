@@ -1,24 +1,31 @@
-"""Errors raised from the Python API name its keywords, not `run`'s flags (issue 39 item 6): one
-mechanism (api/options.keyword_hints) over every call, the error's class unchanged for `except`."""
+"""Errors raised from the Python API name its keywords, not `run`'s flags (issue 39 item 6; issue 44
+item 1): a message names an option by its field (errors.opt) and each door writes it: Python's keyword
+(``str(err)``), the command line's flag, lm-eval's model_args; no message is rewritten, the error's class
+is its own."""
 
 from __future__ import annotations
 
 import pytest
 
 import abricot_local as al
-from abricot_local.api.options import as_keywords
-from abricot_local.errors import MissingDataError, UsageError
+from abricot_local.cli.options import flags
+from abricot_local.errors import MissingDataError, UsageError, keywords, opt, render
+from abricot_local.lm_eval.requests import model_arg
 
 
-def test_flags_become_keywords():
-    assert as_keywords("offline: --data-dir DIR (the release)") == "offline: data_dir=DIR (the release)"
-    assert as_keywords("--data abricot=FILE, or --force") == 'data={"abricot": FILE}, or force=True'
-    assert as_keywords("--limit must be at least 1") == "limit must be at least 1"
-    assert as_keywords("raise --n-ctx 4096") == "raise n_ctx=4096"
-    assert as_keywords("--shard K/N of --models FILE") == "shard=K/N of models_file=FILE"
-    # not the API's: left as written (a command, another command's flag)
-    assert as_keywords("`abricot-local data pull --tests`; --format json") == \
-        "`abricot-local data pull --tests`; --format json"
+def test_each_door_writes_an_option_its_own_way():
+    text = f"offline: {opt('data_dir', 'DIR')} (the release); {opt('data', ('abricot', 'FILE'))}, or {opt('force', True)}"
+    assert render(text, keywords) == 'offline: data_dir=DIR (the release); data={"abricot": FILE}, or force=True'
+    assert render(text, flags) == "offline: --data-dir DIR (the release); --data abricot=FILE, or --force"
+    import click
+
+    from abricot_local.cli import cli
+
+    with click.Context(cli):  # a flag whose dest is another name: the program's own
+        assert render(f"{opt('n_ctx', 4096)} {opt('models_file', 'FILE')} {opt('model_dirs')}", flags) == \
+            "--n-ctx 4096 --models FILE --model-dir"
+    assert render(f"raise {opt('n_ctx', 4096)}", model_arg) == "raise model_args n_ctx=4096"
+    assert render("`abricot-local data pull --tests`; --format json") == "`abricot-local data pull --tests`; --format json"
 
 
 def test_an_api_error_names_keywords_and_keeps_its_class():

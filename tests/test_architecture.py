@@ -215,3 +215,66 @@ def test_shared_code_imports_no_backend_package():
                   if dep.split(".")[:2] == ["abricot_local", "backends"] and len(dep.split(".")) > 2
                   and dep.split(".")[2] in own]
     assert not wrong, "\n".join(wrong)
+
+
+# -- the doors build a request; a run has one path (issue 44) -----------------------------------------------
+DOORS = ("cli", "api", "lm_eval")
+RUNNING_DOORS = ("cli/run.py", "api/calls.py", "lm_eval/requests.py")  # the doors that start a run
+# what only run/ does with a run: the output folder, a model opened for it, the plan's model located
+RUN_ONLY = ("abricot_local.run.folder", "abricot_local.run.owned", "abricot_local.models.given.load",
+            "abricot_local.backends.open_backend", "abricot_local.models.ref.locate")
+# files whose errors name options by field (errors.opt, each door writing it), never by a flag
+BY_FIELD = ("run", "api", "lm_eval/requests.py", "option_fields.py", "tasks/options.py", "tasks/uses.py",
+            "tasks/selection.py", "tasks/__init__.py", "tasks/base.py", "backends/base.py")
+
+
+def _files(*places: str):
+    for f in places:
+        yield from sorted((PKG / f).rglob("*.py")) if (PKG / f).is_dir() else [PKG / f]
+
+
+def test_the_doors_build_a_request_and_leave_the_run_to_run():
+    """cli/, api/ and lm_eval/ build a run's request and render a result: the doors that start a run build it
+    with run.request.request_of, and no door takes an output folder, opens a model for a run or locates one;
+    lm_eval/ imports nothing from models/ (its model_args make a request: run/ opens the model)."""
+    wrong = []
+    for p in _files(*DOORS):
+        wrong += [f"{p.relative_to(PKG.parent)}:{line} imports {dep}" for line, dep in imported(p)
+                  if any(dep == r or dep.startswith(r + ".") for r in RUN_ONLY)]
+    for p in _files("lm_eval"):
+        wrong += [f"{p.relative_to(PKG.parent)}:{line} imports {dep}" for line, dep in imported(p)
+                  if dep.startswith("abricot_local.models")]
+    for f in RUNNING_DOORS:
+        if "abricot_local.run.request.request_of" not in {dep for _, dep in imported(PKG / f)}:
+            wrong.append(f"{f} starts a run without run.request.request_of")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_one_loop_over_score_many():
+    """Outside backends/, a backend's score_many is called in run/execute.py alone (every door's loop)."""
+    calls = sorted({str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] != "backends"
+                    for n in ast.walk(parsed(p)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "score_many"})
+    assert calls == ["run/execute.py"], calls
+
+
+def test_a_task_option_is_spelled_in_tasks_only():
+    """An option is declared once, as a field (tasks/options.py); no module outside tasks/ spells one of them
+    that a task declares choices for (shot_sampler): its flag, keyword and key are made from the field."""
+    spelled = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] != "tasks"
+                     and "shot_sampler" in p.read_text(encoding="utf-8").replace("shot-sampler", "shot_sampler"))
+    assert spelled == [], spelled
+
+
+def test_errors_name_options_by_field_not_by_flag():
+    """The run's, the API's and the options' errors name an option with errors.opt (each door writes it: a flag,
+    a keyword, a model_args key), never by the command line's flag; and no regex rewrites a message."""
+    wrong = []
+    for p in _files(*BY_FIELD):
+        src = p.read_text(encoding="utf-8")
+        for n in ast.walk(parsed(p)):
+            if isinstance(n, ast.Raise) and n.exc is not None:
+                if re.search(r"--[a-z]", ast.get_source_segment(src, n.exc) or ""):
+                    wrong.append(f"{p.relative_to(PKG.parent)}:{n.lineno}")
+    assert not wrong, "raises naming a --flag: " + ", ".join(wrong)
+    assert "as_keywords" not in (PKG / "api" / "options.py").read_text(encoding="utf-8")

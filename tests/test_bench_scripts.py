@@ -23,7 +23,7 @@ from invented_data import write_discotex  # noqa: E402
 
 from abricot_local.backends.fake import N_VOCAB, FakeBackend  # noqa: E402
 from abricot_local.backends.options import ScoringOptions  # noqa: E402
-from abricot_local.run.planning import prepare  # noqa: E402
+from abricot_local.tasks.selection import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_engine_work_counts_what_the_engine_decodes(tmp_path, engine):
     fake = FakeBackend("fake", opts)
     fake.n_vocab = N_VOCAB
     counted = engine_work(fake, items, opts)
-    from abricot_local.run.runner import score_items
+    from abricot_local.run.execute import score_items
 
     for _ in score_items(items, fake):
         pass

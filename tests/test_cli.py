@@ -28,7 +28,7 @@ def run_fake(discotex_dir):
 
 def test_import_and_help_never_load_llama_cpp():
     code = (
-        "import sys, abricot_local, abricot_local.cli, abricot_local.run.runner;"
+        "import sys, abricot_local, abricot_local.cli, abricot_local.run.execute;"
         "from click.testing import CliRunner;"
         "r = CliRunner().invoke(abricot_local.cli.cli, ['--help']);"
         "assert r.exit_code == 0, r.output;"

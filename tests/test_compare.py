@@ -16,7 +16,9 @@ from click.testing import CliRunner
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis.loading import load_run
-from abricot_local.run import planning, runner
+import planned
+from abricot_local.run.request import Shard
+from abricot_local.run.session import run_plan
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
@@ -31,7 +33,7 @@ from conftest import FIXTURE
 
 def _plan(data_dir, *, model="fake", sample=24, limit=None, task_spec="discotex", backend="fake", options=None):
     opts = TaskOptions(data_dir=str(data_dir), data=(("abricot", str(FIXTURE)),))
-    return planning.plan_run(model=model, given=Given.of(options or ScoringOptions(n_ctx=8192), backend=backend),
+    return planned.plan_run(model=model, given=Given.of(options or ScoringOptions(n_ctx=8192), backend=backend),
                              task_spec=task_spec, task_options=opts, limit=limit, sample=sample)
 
 
@@ -50,10 +52,10 @@ def folders(tmp_path_factory, discotex_dir):
         mp.setenv("ABRICOT_OFFLINE", "1")
         disco, abricot = _plan(discotex_dir), _plan(discotex_dir, task_spec="abricot_abs", sample=None)
         plans = {"a": disco, "a2": disco, "b": _variant(disco, model="fake-7", seed=7),
-                 "half": _variant(disco, shard=planning.Shard(1, 2)),
-                 "other_half": _variant(disco, shard=planning.Shard(2, 2)),
+                 "half": _variant(disco, shard=Shard(1, 2)),
+                 "other_half": _variant(disco, shard=Shard(2, 2)),
                  "abs_a": abricot, "abs_b": _variant(abricot, model="fake-7", seed=7)}
-        return {name: runner.execute(plan, root / name).path.parent for name, plan in plans.items()}
+        return {name: run_plan(plan, root / name).path.parent for name, plan in plans.items()}
 
 
 @pytest.fixture(scope="module")

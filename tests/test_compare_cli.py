@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis.loading import load_run
-from abricot_local.run import planning, runner
+import planned
+from abricot_local.run.session import run_plan
 from abricot_local.analysis import stats
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
@@ -41,13 +42,13 @@ def runs(tmp_path_factory, discotex_dir):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))
         mp.setenv("ABRICOT_OFFLINE", "1")
-        plan = planning.plan_run(model="fake", given=Given("fake", {"n_ctx": 8192}), task_spec="discotex",
+        plan = planned.plan_run(model="fake", given=Given("fake", {"n_ctx": 8192}), task_spec="discotex",
                                  task_options=TaskOptions(data_dir=str(discotex_dir)), limit=None, sample=24)
         out = {}
         for name, variant in (("a", plan), ("a64", replace(plan, backend_options=replace(plan.backend_options, n_batch=64))),
                               ("b", replace(plan, model=replace(plan.model, label="fake-7", as_written="fake-7"),
                                             backend_options=replace(plan.backend_options, seed=7)))):
-            out[name] = runner.execute(variant, root / "runs" / name).path.parent
+            out[name] = run_plan(variant, root / "runs" / name).path.parent
     out["oracle"] = rewrite_run(out["a"], root / "runs" / "oracle", "oracle", oracle_sample)
     out["nudged"] = rewrite_run(out["a"], root / "nudged", "fake-nudged",
                                 lambda t, s: {**s, "logprobs": [x - 2e-4 for x in s["logprobs"]]})

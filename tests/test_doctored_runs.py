@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import jsonfiles
-from abricot_local.run import results
+from abricot_local.run import folder as results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
 from abricot_local.record import Sample, check_line, read_samples

@@ -59,7 +59,8 @@ def tree(root: Path) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("engine", ["prefix", "naive", "batched"])
 def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, tmp_path):
-    from abricot_local.run import planning, runner
+    import planned
+    from abricot_local.run.execute import score_items
     from abricot_local.backends import backend_options
     from abricot_local.tasks.base import TaskOptions
 
@@ -72,11 +73,11 @@ def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, t
     assert doc["seconds"] == pytest.approx(RATE["load_s"] + sum(expected(t) for t in model["tasks"]), rel=1e-9)
     # what the engine really decodes when the run scores those items
     opts = backend_options("fake", {"n_ctx": 8192, "engine": engine})
-    plan = planning.plan_run(model="fake", given=Given.of(opts, backend="fake"), task_spec="abricot", limit=None,
+    plan = planned.plan_run(model="fake", given=Given.of(opts, backend="fake"), task_spec="abricot", limit=None,
                              task_options=TaskOptions(data=(("abricot", str(FIXTURE)),)))
     for task, run in zip(model["tasks"], plan.runs):
         backend = FakeBackend("fake", opts)
-        list(runner.score_items(run.items, backend))
+        list(score_items(run.items, backend))
         assert (task["tokens"], task["decode_calls"]) == (backend.counters.tokens, backend.counters.decode_calls)
 
 
@@ -237,7 +238,7 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
     from abricot_local.backends.base import schedule
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
     from abricot_local.run.chars_per_token import ratio
-    from abricot_local.run.planning import prepare
+    from abricot_local.tasks.selection import prepare
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 

@@ -61,7 +61,7 @@ def test_missing_data_is_short_lines_what_get_files_offline(tasks, folded):
 
 def test_a_given_folder_without_the_files_says_so(tmp_path):
     with pytest.raises(MissingDataError) as err:
-        from abricot_local.run.planning import select_tasks
+        from abricot_local.tasks.selection import select_tasks
         from abricot_local.tasks.base import TaskOptions
 
         select_tasks("discotex", TaskOptions(data_dir=str(tmp_path)))[0][0].items()
@@ -214,7 +214,7 @@ def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_task
     code = ("import sys; from abricot_local.cli import cli\n"
             "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
             "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
-            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.run.planning') if m in sys.modules))")
+            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.run.plan') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)

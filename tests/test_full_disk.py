@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import jsonfiles
-from abricot_local.run import results, runner, states
+from abricot_local.run import execute, folder as results, states
 from abricot_local.cli import cli
 from invented_data import write_discotex
 
@@ -128,7 +128,7 @@ class FullFor:
     def __init__(self, monkeypatch, full: set[str], allowed: dict[str, int] | None = None):
         self.full, self.allowed = set(full), dict(allowed or {})
         self.temps: dict[int, str] = {}
-        real_open, real_fdopen, real_mkstemp = results._open_own, os.fdopen, tempfile.mkstemp
+        real_open, real_fdopen, real_mkstemp = results.open_own, os.fdopen, tempfile.mkstemp
 
         def mkstemp(*a, **kw):  # atomic_write's temp file stands for its target
             fd, path = real_mkstemp(*a, **kw)
@@ -144,7 +144,7 @@ class FullFor:
 
         monkeypatch.setattr(jsonfiles.tempfile, "mkstemp", mkstemp)
         monkeypatch.setattr(jsonfiles.os, "fdopen", fdopen)
-        monkeypatch.setattr(results, "_open_own", opener)
+        monkeypatch.setattr(results, "open_own", opener)
 
     def wrap(self, fh, name: str, mode: str):
         if name not in self.full or mode.startswith("r"):  # reads, and rewrites in place
@@ -209,7 +209,7 @@ def test_a_second_run_on_a_folder_is_refused_before_its_model_loads(tmp_path, da
     held.acquire()
     try:
         with monkeypatch.context() as m:
-            m.setattr(runner, "open_plan_backend", no_load)
+            m.setattr(execute, "open_backend", no_load)
             r = run_fake(data, out)
         assert r.exit_code == 2 and f"in use by another run (process {os.getpid()})" in r.output, r.output
     finally:
@@ -217,7 +217,7 @@ def test_a_second_run_on_a_folder_is_refused_before_its_model_loads(tmp_path, da
     assert not out.exists()  # the holder wrote nothing: its folder went with its lock
     assert run_fake(data, out).exit_code == 0
     with monkeypatch.context() as m:  # the folder's other refusals come before the load too
-        m.setattr(runner, "open_plan_backend", no_load)
+        m.setattr(execute, "open_backend", no_load)
         r = run_fake(data, out)
     assert r.exit_code == 2 and "already holds a finished run" in r.output, r.output
 

@@ -153,7 +153,7 @@ def test_compare_refuses_a_negative_seed_an_infinite_margin_and_a_nan_tolerance(
                               ("--tolerance", "nan", "--tolerance must be"), ("--near-tie", "inf", "--near-tie must")):
         r = invoke("compare", run, other, flag, value)
         assert r.exit_code == 2 and want in clean(r), (flag, r.output)
-    # the API names its keyword, not the flag (api/options.keyword_hints)
+    # the API names its keyword, not the flag (errors.opt: str(err) writes the keyword)
     with pytest.raises(AbricotError, match="^margin must be more than 0 and finite, got inf"):
         abricot_local.compare(run, other, margin=float("inf"))
 

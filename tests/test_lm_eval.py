@@ -163,9 +163,9 @@ def test_generation_requests_are_order_free_and_share_the_prefix():
 
 def test_bad_requests_fail_before_any_decode():
     b = fake(n_ctx=32)
-    with pytest.raises(ContextOverflowError, match="n_ctx=N"):
+    with pytest.raises(ContextOverflowError, match="raise model_args n_ctx "):  # lm-eval's words
         requests_.loglikelihood(b, [("breve", " x"), ("x" * 40, " y")])
-    with pytest.raises(ContextOverflowError, match="raise n_ctx"):
+    with pytest.raises(ContextOverflowError, match="raise model_args n_ctx=N"):
         requests_.generate(b, [("breve", {}), ("x" * 40, {})])
     assert b.counters.decode_calls == 0
     with pytest.raises(UsageError, match="greedily"):
@@ -179,7 +179,7 @@ def test_model_args_are_checked():
         requests_.open_model({"model": "fake", "backend": "fake", "pretrained": "gpt2"})
     with pytest.raises(UsageError, match="needs model="):
         requests_.open_model({"backend": "fake"})
-    with pytest.raises(UsageError, match="no option --n-gpu-layers"):
+    with pytest.raises(UsageError, match="no option model_args n_gpu_layers"):
         requests_.open_model({"model": "fake", "backend": "fake", "n_gpu_layers": 3})
     with pytest.raises(UsageError, match="expected an integer"):
         requests_.open_model({"model": "fake", "backend": "fake", "n_ctx": "tanti"})

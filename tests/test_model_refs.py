@@ -165,11 +165,11 @@ def test_lm_eval_model_args_take_every_backend_option(monkeypatch):
 
     given = {"rpc": "127.0.0.1:50052;127.0.0.1:50053", "extra_bufts": "off", "tensor_split": "3;1",
              "flash_attn": True, "n_ctx": 512}  # as lm-eval's model_args parser types them
-    o = backend_options("llama.cpp", given, name=lambda k: f"model_args {k}")
+    o = backend_options("llama.cpp", given)
     assert (o.rpc, o.extra_bufts, o.tensor_split, o.flash_attn, o.n_ctx) == (
         ("127.0.0.1:50052", "127.0.0.1:50053"), "off", (3.0, 1.0), "on", 512)
     assert {"rpc", "extra_bufts"} <= set(lm_eval_requests.backend_arg_keys())
-    with pytest.raises(UsageError, match="the fake backend has no option --rpc"):
+    with pytest.raises(UsageError, match="the fake backend has no option model_args rpc"):
         lm_eval_requests.open_model({"model": "x", "backend": "fake", "rpc": "127.0.0.1:1"})
 
 

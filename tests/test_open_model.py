@@ -8,7 +8,8 @@ import pytest
 
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
-from abricot_local.run import planning, runner
+import planned
+from abricot_local.run import look
 from abricot_local.models.given import Given
 from abricot_local.models.ref import open_model
 from abricot_local.tasks.base import TaskOptions
@@ -38,9 +39,9 @@ def test_the_registry_n_ctx_applies_unless_given(models):
 
 def test_a_given_value_is_parsed_and_checked_by_its_field():
     assert Given("fake", {"n_batch": "64"}).checked().n_batch == 64
-    with pytest.raises(UsageError, match="--n-batch must be at least 1, got 0"):
+    with pytest.raises(UsageError, match="n_batch must be at least 1, got 0"):
         Given("fake", {"n_batch": 0}).checked()
-    with pytest.raises(UsageError, match="the fake backend has no option --n-gpu-layers"):
+    with pytest.raises(UsageError, match="the fake backend has no option n_gpu_layers"):
         Given("fake", {"n_gpu_layers": 3}).checked()  # an option the fake backend lacks
 
 
@@ -52,11 +53,11 @@ def test_given_of_options_keeps_every_field_but_those_left_to_the_registry():
 
 def test_the_plan_and_the_label_map_open_the_model_as_run_does(models):
     topts = TaskOptions(data=(("abricot", str(FIXTURE)),))
-    plan = planning.plan_run(model="tiny", given=Given("fake"), task_spec="abricot_abs", task_options=topts,
+    plan = planned.plan_run(model="tiny", given=Given("fake"), task_spec="abricot_abs", task_options=topts,
                              limit=2, models_file=models)
     assert plan.backend_options.n_ctx == 4096 and plan.config()["n_ctx"] == 4096
-    given = planning.plan_run(model="tiny", given=Given("fake", {"n_ctx": 2048}), task_spec="abricot_abs",
+    given = planned.plan_run(model="tiny", given=Given("fake", {"n_ctx": 2048}), task_spec="abricot_abs",
                               task_options=topts, limit=2, models_file=models)
     assert given.backend_options.n_ctx == 2048
-    info = runner.label_map("tiny", Given("fake"), "abricot_abs", topts, models)
+    info = look.label_map("tiny", Given("fake"), "abricot_abs", topts, models)
     assert info["choices"] and all(row["ids"] for row in info["choices"])

@@ -30,8 +30,8 @@ def test_an_option_no_task_uses_is_refused_and_one_some_use_is_named():
         def metrics(self, samples):
             return {}
 
-    with pytest.raises(UsageError, match=r"^--shots 3 is used by no task of this run \(noshots uses no shots\)"):
-        refuse_unused([NoShots], TaskOptions(shots=3))
+    with pytest.raises(UsageError, match=r"^shots=3 is used by no task of this run \(noshots uses no shots\)"):
+        refuse_unused([NoShots], TaskOptions(shots=3))  # Python's words (the command line: --shots 3)
     refuse_unused([NoShots], TaskOptions())  # nothing given: nothing refused
     from abricot_local.tasks.discotex import DiscotexTask
 

@@ -22,8 +22,9 @@ from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.cli.options import backend_options as backend_flags, task_options
-from abricot_local.errors import UsageError
-from abricot_local.run.arguments import given_opts
+from abricot_local.errors import UsageError, render
+from abricot_local.cli.options import flags
+from abricot_local.run.request import given_options
 from abricot_local.option_fields import option
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
@@ -52,13 +53,13 @@ def toy(monkeypatch):
     @task_options
     @backend_flags
     def cmd(**kw):
-        got["options"] = given_opts(kw).checked()
+        got["options"] = given_options(kw["backend"], kw, 0).checked()
 
     def run(*args):
         got.clear()
         r = CliRunner().invoke(cmd, [str(a) for a in args])
         if isinstance(r.exception, UsageError):  # what the cli's group prints as "error: ..."
-            r.output_bytes += str(r.exception).encode()
+            r.output_bytes += render(r.exception.raw(), flags).encode()
         return r, got.get("options")
 
     return run
@@ -77,9 +78,11 @@ def test_adding_a_setting_is_one_field(toy):
     assert r.exit_code != 0 and "the fake backend has no option --knob" in r.output
     assert "--knob INTEGER" in toy("--help")[0].output and "toy only: How far to turn it." in toy("--help")[0].output
     assert "knob" in lm_eval_requests.backend_arg_keys()
-    assert backend_options("toy", {"knob": "7"}, name=lambda k: f"model_args {k}").knob == 7
-    with pytest.raises(UsageError, match="model_args knob must be between 1 and 9, got 0"):
-        backend_options("toy", {"knob": 0}, name=lambda k: f"model_args {k}")
+    assert backend_options("toy", {"knob": "7"}).knob == 7
+    with pytest.raises(UsageError) as err:  # named by its field: each door writes it its own way
+        backend_options("toy", {"knob": 0})
+    assert str(err.value) == "knob must be between 1 and 9, got 0"  # Python's keyword
+    assert render(err.value.raw(), lm_eval_requests.model_arg) == "model_args knob must be between 1 and 9, got 0"
 
 
 def test_every_backend_field_is_a_flag_and_a_model_args_key():
@@ -107,7 +110,7 @@ def test_no_llama_cpp_option_is_named_outside_backends():
     own = {s.name for s in option_fields.specs(LlamaCppOptions)} - {s.name for s in option_fields.specs(ScoringOptions)}
     names = own | {option_fields.flag_of(n) for n in own}
     cli = [f for f in sorted((PKG / "cli").glob("*.py")) if f.name != "rpc.py"]  # rpc-server: its own --threads
-    files = [*cli, *(PKG / f for f in ("lm_eval/requests.py", "run/planning.py", "run/runner.py", "run/check.py", "core.py"))]
+    files = [*cli, *(PKG / f for f in ("lm_eval/requests.py", "run/plan.py", "run/execute.py", "run/check.py", "core.py"))]
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -175,15 +178,14 @@ def test_out_of_range_values_are_refused_naming_the_option(args, message, tmp_pa
 
 
 def test_model_args_are_parsed_by_field_type_and_checked_alike():
-    name = lambda k: f"model_args {k}"  # noqa: E731
     o = backend_options("llama.cpp", {"n_ctx": "4096", "threads": 4, "flash_attn": True, "extra_bufts": "off",
                                       "tensor_split": "3;1", "verbose": "true", "engine": "batched",
-                                      "parallel": 2}, name=name)
+                                      "parallel": 2})
     assert (o.n_ctx, o.threads, o.flash_attn, o.extra_bufts, o.tensor_split, o.verbose, o.parallel) == \
         (4096, 4, "on", "off", (3.0, 1.0), True, 2)
-    assert backend_options("llama.cpp", {"tensor_split": 2}, name=name).tensor_split == (2.0,)
+    assert backend_options("llama.cpp", {"tensor_split": 2}).tensor_split == (2.0,)
     rpc = next(s for s, _ in option_specs() if s.name == "rpc")
-    assert option_fields.parse(rpc, "10.0.0.1:50052;10.0.0.2:50052", "rpc") == ("10.0.0.1:50052", "10.0.0.2:50052")
+    assert option_fields.parse(rpc, "10.0.0.1:50052;10.0.0.2:50052") == ("10.0.0.1:50052", "10.0.0.2:50052")
     for values, message in [({"n_batch": -5}, "model_args n_batch must be at least 1, got -5"),
                             ({"n_ctx": "tanti"}, "model_args n_ctx: expected an integer"),
                             ({"n_ctx": True}, "model_args n_ctx: expected an integer"),
@@ -195,15 +197,15 @@ def test_model_args_are_parsed_by_field_type_and_checked_alike():
 
 
 def test_options_built_in_python_are_checked_too():
-    with pytest.raises(UsageError, match="--n-batch must be at least 1"):
+    with pytest.raises(UsageError, match="^n_batch must be at least 1"):  # Python's words: the keyword
         ScoringOptions(n_batch=0)
-    with pytest.raises(UsageError, match="--parallel applies only to --engine batched"):
+    with pytest.raises(UsageError, match="^parallel applies only to engine=batched"):
         ScoringOptions(parallel=2)
-    with pytest.raises(UsageError, match="--tensor-split takes at most 16"):
+    with pytest.raises(UsageError, match="tensor_split takes at most 16"):
         LlamaCppOptions(tensor_split=(1.0,) * 17)
     from abricot_local.tasks.base import TaskOptions
 
-    with pytest.raises(UsageError, match="--seed must be at least 0, got -1"):
+    with pytest.raises(UsageError, match="^seed must be at least 0, got -1"):
         TaskOptions(seed=-1)
 
 

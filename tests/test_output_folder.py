@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.run import results
+from abricot_local.run import folder as results
 from abricot_local.names import path_part
 from conftest import fail_after
 

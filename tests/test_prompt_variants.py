@@ -20,7 +20,8 @@ from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import labelled
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, TaskError, UsageError
-from abricot_local.run.planning import instances
+from abricot_local.analysis.baselines import protocols_named
+from abricot_local.tasks.selection import instances
 from abricot_local.tasks import make_task, split_key
 from abricot_local.tasks.base import Task, TaskOptions
 from abricot_local.tasks.uses import normal, refuse_unused, several
@@ -35,11 +36,13 @@ def invoke(*args):
 
 def keys(spec, names=("discotex",), reproduces="", **kw):
     o = TaskOptions(prompt_variant=normal(spec), **kw)
-    return [t.key for t in instances([make_task(n, o) for n in names], reproduces, o.prompt_variant)]
+    named = protocols_named(reproduces) if reproduces else {}
+    return [t.key for t in instances([make_task(n, o) for n in names], named, o.prompt_variant)]
 
 
 def test_keys_of_the_variants_and_what_they_rebuild():
-    assert normal(" ALL ") == "all" and normal("card, ita-bench,card") == "card,ita-bench" and normal("card") == "card"
+    assert normal(" ALL ") == ("all",) and normal("card, ita-bench,card") == ("card", "ita-bench") == \
+        normal(["card", "ita-bench", "card"]) and normal("card") == ("card",)  # a tuple, parsed once
     assert several("all") and several("card,ita-bench") and not several("card") and not several(None)
     assert keys("all") == keys("ita-bench,card") == ["discotex", "discotex~ita-bench"]
     assert keys("card") == keys(None) == ["discotex"]  # one variant: the key it always had
@@ -51,7 +54,7 @@ def test_keys_of_the_variants_and_what_they_rebuild():
     t = make_task("abricot_abs@calamita~paper", TaskOptions(prompt_variant="all"))
     assert (t.key, t.variant, t.shots, t.protocol.name) == ("abricot_abs@calamita~paper", "paper", 0, "calamita")
     assert split_key(t.key) == ("abricot_abs", "calamita", "paper")
-    (_, other) = instances([make_task("abricot_abs", TaskOptions(prompt_variant="all"))], "", "all")
+    (_, other) = instances([make_task("abricot_abs", TaskOptions(prompt_variant="all"))], {}, "all")
     assert any("prompt variant calamita (--prompt-variant all) where protocol paper fixes paper" in n
                for n in other.option_notes)
     assert make_task("discotex", TaskOptions(prompt_variant="all")).variant == "card"  # a plain key: the default
@@ -91,7 +94,7 @@ def test_bad_lists_are_refused_naming_the_variants(discotex_dir):
         def metrics(self, samples):
             return {}
 
-    with pytest.raises(UsageError, match=r"--prompt-variant all is used by no task .*plain uses no prompt variant"):
+    with pytest.raises(UsageError, match=r"prompt_variant=all is used by no task .*plain uses no prompt variant"):
         refuse_unused([Plain], TaskOptions(prompt_variant="all"))
     r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir",
                                  str(discotex_dir), "--prompt-variant", "card,bogus", "--limit", "2"])
@@ -142,26 +145,28 @@ def test_resume_and_shards_give_the_same_samples(made, tmp_path, monkeypatch, di
     from dataclasses import replace
 
     from abricot_local.backends.options import ScoringOptions
-    from abricot_local.run import planning, runner
+    import planned
+    from abricot_local.run.request import Shard
+    from abricot_local.run.session import run_plan
     from abricot_local.run.merge import merge
     from abricot_local.models.given import Given
 
-    plan = planning.plan_run(model="fake", given=Given.of(ScoringOptions(n_ctx=8192), backend="fake"),
+    plan = planned.plan_run(model="fake", given=Given.of(ScoringOptions(n_ctx=8192), backend="fake"),
                              task_spec="discotex", limit=None, sample=24,
                              task_options=TaskOptions(data_dir=str(discotex_dir), prompt_variant="all"))
     out = tmp_path / "stopped"
     fail_after(monkeypatch, 30, KeyboardInterrupt)  # inside the second variant
     with pytest.raises(KeyboardInterrupt):
-        runner.execute(plan, out)
+        run_plan(plan, out)
     monkeypatch.undo()
     assert len((out / ".checkpoint" / "samples-discotex~ita-bench.jsonl").read_text().splitlines()) == 6
-    runner.execute(plan, out, resume=True)
+    run_plan(plan, out, resume=True)
     assert _samples(out) == _samples(made)
     parts = []
     for k in (1, 2):  # the plan's items cut as --shard k/2 cuts them
-        shard = planning.Shard(k, 2)
+        shard = Shard(k, 2)
         runs = tuple(replace(r, items=tuple(shard.take(list(r.items)))) for r in plan.runs)
-        parts.append(runner.execute(replace(plan, runs=runs, shard=shard), tmp_path / f"s{k}").path.parent)
+        parts.append(run_plan(replace(plan, runs=runs, shard=shard), tmp_path / f"s{k}").path.parent)
     merge(parts, tmp_path / "merged")
     assert _samples(tmp_path / "merged") == _samples(made)
     merged, full = (json.loads((d / "results.json").read_text())["tasks"] for d in (tmp_path / "merged", made))

@@ -11,7 +11,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.run import results
+from abricot_local.run import folder as results
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
 from conftest import fail_after
@@ -124,8 +124,10 @@ def test_disk_full_keeps_checkpoint_and_writes_no_results(tmp_path, monkeypatch,
 def test_read_jsonl_rejects_corruption_in_the_middle(tmp_path):
     p = tmp_path / "x.jsonl"
     p.write_text('{"a": 1}\nnot json\n{"a": 2}\n')
+    from abricot_local.jsonfiles import read_jsonl
+
     with pytest.raises(ResultsError, match="line 2"):
-        results.read_jsonl(p)
+        read_jsonl(p)
 
 
 def test_check_reproduces_and_detects_tampering(reference):

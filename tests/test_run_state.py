@@ -15,7 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.run import results, runner, states
+from abricot_local.run import execute, folder as results, states
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError
 from conftest import fail_after
@@ -42,13 +42,13 @@ def markers(out):
 def test_running_marker_while_scoring(tmp_path, data, monkeypatch):
     out = tmp_path / "o"
     seen = []
-    real = runner.run_task
+    real = execute.run_task
 
     def run_task(run, backend, **kw):
         seen.append((markers(out), (out / "RUNNING").read_text(), states.run_state(out)))
         return real(run, backend, **kw)
 
-    monkeypatch.setattr(runner, "run_task", run_task)
+    monkeypatch.setattr(execute, "run_task", run_task)
     assert run_fake(data, out).exit_code == 0
     found, text, state = seen[0]
     assert found == ["RUNNING"]
@@ -71,7 +71,7 @@ def test_ctrl_c_leaves_interrupted_and_a_resume_start_counts_what_is_on_disk(tmp
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(runner, "open_plan_backend", interrupted_while_loading)
+        m.setattr(execute, "open_backend", interrupted_while_loading)
         r = run_fake(data, out, "--resume")
     assert r.exit_code == 130
     assert "nothing scored yet" not in r.stderr and "4 of 10 items" in r.stderr and "--resume" in r.stderr
@@ -87,9 +87,9 @@ def interrupt(*_args, **_kw):
 def test_an_interrupt_before_anything_is_written_offers_no_resume(tmp_path, data, monkeypatch):
     """Ctrl-C while planning (hashing the model) or loading: exit 130, and no resume command for
     a folder that was never written."""
-    from abricot_local.run import planning
+    from abricot_local.run import plan as planning
 
-    for module, name in ((planning, "plan_run"), (runner, "open_plan_backend")):
+    for module, name in ((planning, "make_plan"), (execute, "open_backend")):
         with monkeypatch.context() as m:
             m.setattr(module, name, interrupt)
             r = run_fake(data, tmp_path / "o")
@@ -105,7 +105,7 @@ def test_an_interrupted_resume_leaves_the_folder_interrupted_with_the_resume_com
         run_fake(data, out)
     assert markers(out) == ["FAILED"]
     with monkeypatch.context() as m:  # the resume is stopped while its model loads
-        m.setattr(runner, "open_plan_backend", interrupt)
+        m.setattr(execute, "open_backend", interrupt)
         r = run_fake(data, out, "--resume")
     assert r.exit_code == 130
     assert f"interrupted: 3 of 10 items (discotex 3/10) saved in {out}" in r.stderr and "resume with:" in r.stderr

@@ -9,12 +9,16 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from abricot_local.models.given import Given
-from abricot_local.run import planning, runner
+import planned
+from abricot_local.run import execute as runner
+from abricot_local.run.record import plan_manifest
+from abricot_local.run.request import Shard
+from abricot_local.run.session import run_plan
 from abricot_local import tasks
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
-from abricot_local.run.results import OutputDir
+from abricot_local.run.folder import OutputDir
 from abricot_local.record import read_samples
 from abricot_local.tasks.base import CONTRACT, DataSpec, Item, Task, TaskOptions
 from conftest import FIXTURE
@@ -64,7 +68,7 @@ def plan(request):
             kw["task_options"] = TaskOptions(data_dir=str(request.getfixturevalue("discotex_dir")))
         args = dict(model="fake", given=Given("fake", {"n_ctx": 8192}), task_spec="discotex", limit=None)
         args.update(kw)
-        return planning.plan_run(**args)
+        return planned.plan_run(**args)
 
     return make
 
@@ -83,16 +87,16 @@ def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it(plan
     s = [it.id for it in plan(sample=30).runs[0].items]
     assert len(s) == 30 and s == [i for i in full if i in set(s)]
     assert s == [it.id for it in plan(sample=30).runs[0].items]
-    parts = [[it.id for it in plan(sample=30, shard=planning.Shard(k, 3)).runs[0].items] for k in (1, 2, 3)]
+    parts = [[it.id for it in plan(sample=30, shard=Shard(k, 3)).runs[0].items] for k in (1, 2, 3)]
     assert sorted(sum(parts, [])) == sorted(s) and sum(map(len, parts)) == 30
-    assert plan(sample=30, shard=planning.Shard(2, 3)).config()["shard"] == "2/3"
+    assert plan(sample=30, shard=Shard(2, 3)).config()["shard"] == "2/3"
     with pytest.raises(UsageError):
-        planning.Shard.parse("4/3")
+        Shard.parse("4/3")
 
 
 def test_execute_writes_results_that_recompute(tmp_path, plan):
     p = plan(sample=12)
-    out = runner.execute(p, tmp_path / "o")
+    out = run_plan(p, tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert doc == out.record.to_dict() and doc["tasks"]["discotex"]["n"] == 12
     lines = [json.loads(x) for x in (tmp_path / "o" / "samples-discotex.jsonl").read_text().splitlines()]
@@ -106,23 +110,23 @@ def test_execute_writes_results_that_recompute(tmp_path, plan):
 
 
 def test_limit_of_one_class_warns(tmp_path, plan):
-    doc = runner.execute(plan(limit=6), tmp_path / "o").record.to_dict()
+    doc = run_plan(plan(limit=6), tmp_path / "o").record.to_dict()
     warnings = doc["tasks"]["discotex"]["warnings"]
     assert any("same gold answer" in w for w in warnings)
     assert any("wiki" in w for w in warnings)  # the first 6 items are all TED
-    doc = runner.execute(plan(sample=40), tmp_path / "s").record.to_dict()
+    doc = run_plan(plan(sample=40), tmp_path / "s").record.to_dict()
     assert not any("same gold" in w for w in doc["tasks"]["discotex"]["warnings"])
 
 
 def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path, plan):
     p = plan(sample=10)
-    full = runner.execute(p, tmp_path / "full").record.to_dict()
+    full = run_plan(p, tmp_path / "full").record.to_dict()
     out = tmp_path / "part"
     with OutputDir(out) as o:  # a run interrupted after 4 items
-        o.start(runner.plan_manifest(p), resume=False)
-        for item, scored in list(runner.score_items(p.runs[0].items[:4], runner.open_plan_backend(p))):
+        o.start(plan_manifest(p), resume=False)
+        for item, scored in list(runner.score_items(p.runs[0].items[:4], runner.open_backend(p))):
             o.append("discotex", p.runs[0].task.sample(item, scored))
-    doc = runner.execute(p, out, resume=True).record.to_dict()
+    doc = run_plan(p, out, resume=True).record.to_dict()
     assert doc["tasks"]["discotex"]["scored_now"] == 6
     assert doc["tasks"]["discotex"]["metrics"] == full["tasks"]["discotex"]["metrics"]
     assert (out / "samples-discotex.jsonl").read_bytes() == (tmp_path / "full" / "samples-discotex.jsonl").read_bytes()
@@ -145,7 +149,7 @@ def test_a_plugin_task_runs_like_a_shipped_one(toy_plugin, tmp_path, plan):
     toy_plugin.write_text("ab abc abcd a xy xyz", encoding="utf-8")
     opts = TaskOptions(data=(("toy", str(toy_plugin)),))
     p = plan(task_spec="toy", task_options=opts)
-    doc = runner.execute(p, tmp_path / "o").record.to_dict()
+    doc = run_plan(p, tmp_path / "o").record.to_dict()
     assert doc["tasks"]["toy"]["n"] == 6 and doc["tasks"]["toy"]["chance"] == {"accuracy": 1 / 3}
     assert "toy" in [r.task.name for r in plan(task_spec=None, task_options=opts).runs]
     with pytest.raises(TaskError, match="unknown task 'toyy'.*Did you mean: toy"):

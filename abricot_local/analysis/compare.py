@@ -31,7 +31,7 @@ from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.population import task_total
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
-from abricot_local.errors import ResultsError, UsageError
+from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.record import Sample
 from abricot_local.tasks import make_task
@@ -270,13 +270,13 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 <= tolerance < math.inf:  # NaN fails too
-        raise UsageError(f"--tolerance must be a finite number of nats, 0 or more, got {tolerance}")
+        raise UsageError(f"{opt('tolerance')} must be a finite number of nats, 0 or more, got {tolerance}")
     if margin is not None and not 0 < margin < math.inf:
-        raise UsageError(f"--margin must be more than 0 and finite, got {margin}")
+        raise UsageError(f"{opt('margin')} must be more than 0 and finite, got {margin}")
     if not 0 <= near_tie < math.inf:
-        raise UsageError(f"--near-tie must be a finite number of nats, 0 or more, got {near_tie}")
+        raise UsageError(f"{opt('near_tie')} must be a finite number of nats, 0 or more, got {near_tie}")
     if not 0 <= seed <= MAX_SEED:
-        raise UsageError(f"--seed must be between 0 and {MAX_SEED}, got {seed}")
+        raise UsageError(f"{opt('seed')} must be between 0 and {MAX_SEED}, got {seed}")
     runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
     refs = references(runs, reference)
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"

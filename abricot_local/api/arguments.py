@@ -23,7 +23,6 @@ EDGE: dict[str, Any] = {
     "data_dir": PathLike | None,
     "models_file": PathLike | None,
     "model_dirs": PathLike | list[PathLike] | tuple[PathLike, ...],
-    "prompt_variant": str | list[str] | tuple[str, ...] | None,
     "backend": str,
     "force": bool,
 }

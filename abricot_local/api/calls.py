@@ -12,8 +12,8 @@ from pathlib import Path
 
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call
-from abricot_local.api.options import AbricotWarning, keyword_hints, progress_bars, run_kw, warn
-from abricot_local.errors import AbricotError
+from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
+from abricot_local.errors import AbricotError, keywords, render
 
 
 PathLike = os.PathLike  # a Path, or any path object
@@ -37,22 +37,24 @@ def _models(model) -> list[str]:
     return [str(model)] if isinstance(model, (str, Path)) else [str(m) for m in model]
 
 
-def _request(model, tasks, protocol, options: dict, *, quants, **selection):
-    """The run.request.RunRequest of the API's arguments (``quants``: a text or a list of the
-    registry's quant names, as `run --quants`), refused as `run` refuses them."""
+def _request(model, tasks, protocol, options: dict, **selection):
+    """The run.request.RunRequest of the API's arguments, typed as given (``quants``: a text or a list of
+    the registry's quant names, as `run --quants`), refused as `run` refuses them."""
     from abricot_local.run.request import request_of
 
-    if quants is not None and not isinstance(quants, str):
-        quants = ",".join(quants)
-    return request_of(_models(model), run_kw(tasks, protocol, options), force=bool(options.get("force", False)),
-                      quants=quants, **selection)
+    refuse_unknown(options)
+    dirs = options.get("model_dirs", ())
+    return request_of(_models(model), {**options, "protocol": protocol},
+                   tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks, backend=options.get("backend"),
+                   force=bool(options.get("force", False)), margin=options.get("margin"),
+                   models_file=options.get("models_file"),
+                   model_dirs=(dirs,) if isinstance(dirs, (str, os.PathLike)) else dirs, **selection)
 
 
 def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
-@keyword_hints
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -71,7 +73,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
-        warnings.warn(request.caution, AbricotWarning, stacklevel=2)
+        warnings.warn(render(request.caution), AbricotWarning, stacklevel=2)
 
     def one(name: str, folder: Path | None, again: bool) -> Run:
         bar, close = progress_bars(progress)
@@ -94,7 +96,6 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     return runs
 
 
-@keyword_hints
 def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
@@ -105,4 +106,5 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1)
+    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
+                           keep_going=len(request.models) > 1).rendered(keywords)

@@ -13,10 +13,9 @@ from typing import Sequence
 
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call
-from abricot_local.api.options import keyword_hints
 from abricot_local.api.run import Data, data_pairs, finished, loaded
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", "ci_low", "ci_high", "test", "p",
                  "p_holm", "detectable", "verdict", "reason")
@@ -24,7 +23,7 @@ FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", 
 
 def check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be between 0 and 1, got {alpha}")
+        raise UsageError(f"{opt('alpha')} must be between 0 and 1, got {alpha}")
 
 
 def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: int, **verdicts):
@@ -38,7 +37,6 @@ def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: i
     return cmp.compare(runs, tolerance=tolerance, alpha=alpha, seed=seed, **verdicts)
 
 
-@keyword_hints
 def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
             seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
             near_tie: float | None = None, models_file: str | os.PathLike | None = None, data: Data = None,

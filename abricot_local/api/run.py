@@ -12,7 +12,7 @@ from pathlib import Path
 
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call
-from abricot_local.api.options import AbricotWarning, keyword_hints
+from abricot_local.api.options import AbricotWarning
 from abricot_local.errors import ResultsError
 
 PathLike = os.PathLike
@@ -23,12 +23,9 @@ Data = dict[str, str | PathLike] | str | list[str | tuple[str, str | PathLike]] 
 
 def data_pairs(data) -> tuple[tuple[str, str], ...]:
     """The API's ``data`` (any of its shapes) as (data key, path) pairs, a key no task reads refused."""
-    from abricot_local.run.arguments import data_pairs as parsed
+    from abricot_local.tasks.options import data_pairs as parsed
 
-    if data is None:
-        return ()
-    data = data.items() if isinstance(data, dict) else (data,) if isinstance(data, str) else data
-    return parsed(tuple(d if isinstance(d, str) else f"{d[0]}={os.fspath(d[1])}" for d in data))
+    return () if data is None else parsed(data)
 
 
 def hint(err: ResultsError) -> str:
@@ -77,7 +74,6 @@ def loaded(paths, registry=None, *, data=(), data_dir=None, beside=()) -> list[R
         raise ResultsError(f"{err}{hint(err)}") from None
 
 
-@keyword_hints
 def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLike | None = None) -> Run:
     """A finished run folder (its results.json and samples files, validated), or an lm-eval output
     folder or results file (docs/compare.md), or a folder holding one of them (searched as `report`
@@ -105,7 +101,6 @@ def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLik
         raise ResultsError(f"{err}{message}") from None
 
 
-@keyword_hints
 def load_runs(folder: str | PathLike, *, data: Data = None, data_dir: str | PathLike | None = None) -> list[Run]:
     """Every finished run in ``folder`` (searched recursively, as `report` does; lm-eval output folders
     too, their items matched with ``data``/``data_dir`` and the data the runs beside them recorded);

@@ -22,7 +22,7 @@ from typing import Callable
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
-from abricot_local.option_fields import Namer, Spec, flag_of, specs
+from abricot_local.option_fields import Spec, specs
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,11 @@ def options_class(kind: str) -> type[ScoringOptions]:
     return _load(_registered(kind).options)
 
 
-def backend_options(kind: str, values: dict, *, strict: bool = True, name: Namer = flag_of) -> ScoringOptions:
+def backend_options(kind: str, values: dict, *, strict: bool = True) -> ScoringOptions:
     """Backend ``kind``'s own options from a mapping, each value parsed and checked: CLI values
     or lm-eval's model_args (``strict``: an option it lacks is an error) or a recorded run's
     config (other keys ignored)."""
-    return options_class(kind).from_values(values, backend=kind, strict=strict, name=name)
+    return options_class(kind).from_values(values, backend=kind, strict=strict)
 
 
 def recorded_options(kind: str, config: dict, over: dict | None = None) -> ScoringOptions:

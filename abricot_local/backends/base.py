@@ -19,18 +19,17 @@ prompt is cut into decode calls, so the cut is a function of the request alone:
 3. per continuation whose tokens go beyond ``L + 1``: its tail ``[L, n - 1)``,
    evaluated on top of the trunk and then rewound.
 
-Each segment is split into ``n_batch``-token decode calls from its own start.
-When every continuation ends one token after the trunk (the fast path) a single
-trunk evaluation scores them all.
+Each segment is split into ``n_batch``-token decode calls from its own start. When every continuation
+ends one token after the trunk (the fast path) a single trunk evaluation scores them all.
 
-The engines (strategies in engines.py, over a backend's session) evaluate the
-request with these cuts: ``naive``, ``single`` and ``prefix`` are bit-identical;
-``batched`` decodes several items' trunks in one call and agrees only to a
-measured tolerance (docs/numerics.md#engines), except with ``parallel=1``.
+The engines (strategies in engines.py, over a backend's session) evaluate the request with these
+cuts: ``naive``, ``single`` and ``prefix`` are bit-identical; ``batched`` decodes several items'
+trunks in one call and agrees only to a measured tolerance (docs/numerics.md#engines), except with
+``parallel=1``.
 
-A backend declares its ``Options`` (a frozen dataclass extending
-``options.ScoringOptions``), its ``capabilities`` and whether it reads a model
-file; shared code asks for those, never for a backend's name.
+A backend declares its ``Options`` (a frozen dataclass extending ``options.ScoringOptions``), its
+``capabilities`` and whether it reads a model file; shared code asks for those, never for a
+backend's name. ``Declared.schedule`` keeps each request's schedule: one tokenization per backend.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from abricot_local import memory
 from abricot_local.core import Generated, Request, Scored
-from abricot_local.errors import AbricotError, ContextOverflowError, UsageError
+from abricot_local.errors import AbricotError, ContextOverflowError, UsageError, opt
 from abricot_local.backends.session import Counters
 from abricot_local.record.schema import Provenance
 
@@ -183,8 +182,8 @@ PROBE_SLACK = 64  # tokens a cut text may have more than its part of the whole: 
 
 
 def _window(n_ctx: int, asked_n_ctx: int | None) -> str:
-    return f"--n-ctx {n_ctx}" if asked_n_ctx in (None, n_ctx) else \
-        f"--n-ctx {asked_n_ctx} asked, llama.cpp allocated {n_ctx}"
+    return opt("n_ctx", n_ctx) if asked_n_ctx in (None, n_ctx) else \
+        f"{opt('n_ctx', asked_n_ctx)} asked, llama.cpp allocated {n_ctx}"
 
 
 def _refuse_long(request: Request, tokenize: Callable[[str], list[int]], n_ctx: int,
@@ -200,7 +199,7 @@ def _refuse_long(request: Request, tokenize: Callable[[str], list[int]], n_ctx: 
             raise ContextOverflowError(
                 f"item {request.label}: the prompt is {len(text):,} characters, at least {n - PROBE_SLACK:,} tokens "
                 f"(its first {size:,} characters alone are {n:,}), but the context window holds {n_ctx} "
-                f"({_window(n_ctx, asked_n_ctx)}); shorten the item, raise --n-ctx or use a model with a longer "
+                f"({_window(n_ctx, asked_n_ctx)}); shorten the item, raise {opt('n_ctx')} or use a model with a longer "
                 "context")
         size *= 4
 
@@ -212,7 +211,7 @@ def _cuts(seqs: tuple[tuple[int, ...], ...], ctx_lens: tuple[int, ...], prefix: 
     if longest > n_ctx:
         raise ContextOverflowError(
             f"item {label}: the prompt is {longest} tokens but the context window holds "
-            f"{n_ctx} ({_window(n_ctx, asked_n_ctx)}); raise --n-ctx or use a model with a longer context"
+            f"{n_ctx} ({_window(n_ctx, asked_n_ctx)}); raise {opt('n_ctx')} or use a model with a longer context"
         )
     trunk = seqs[0]
     for s in seqs[1:]:
@@ -242,8 +241,7 @@ def chunks(start: int, tokens: Sequence[int], n_batch: int) -> list[tuple[int, t
 
 @dataclass(frozen=True)
 class Preflight:
-    """A backend's memory facts before it loads a model (``preflight``): the KV cache it will
-    allocate, the free VRAM it may use, the free memory of the remote devices it is given."""
+    """A backend's memory facts before it loads a model: its KV cache, free VRAM, remote devices' free memory."""
 
     kv_bytes: int
     vram: int = 0
@@ -326,6 +324,14 @@ class Declared:
         """None counted: a backend without an engine (the shipped ones give their engine's)."""
         return Counters()
 
+    def schedule(self, request: Request) -> Schedule:
+        """The request's schedule, made once per backend (its ``make_schedule(request)``: its tokenizer) and
+        kept: the run's plan lines, its fit check and its scoring ask for it, one tokenization."""
+        memo = self.__dict__.setdefault("_schedules", {})
+        if request not in memo:
+            memo[request] = self.make_schedule(request)
+        return memo[request]
+
 
 class Backend(Protocol):
     """What the runner needs from an inference backend (see ARCHITECTURE.md)."""
@@ -359,8 +365,7 @@ class Backend(Protocol):
 
     @property
     def prefix_token(self) -> int:
-        """The token a text's first token is predicted from: BOS when the model adds one,
-        else its end-of-text token (lm-eval's rule)."""
+        """What a text's first token is predicted from: BOS when the model adds one, else its EOS (lm-eval's)."""
         ...
 
     def n_ctx(self) -> int:
@@ -375,8 +380,7 @@ class Backend(Protocol):
     # -- with GENERATE ---------------------------------------------------------------------
     def generate(self, prompt: str, until: Sequence[str], max_tokens: int, *, label: str = "",
                  parse_special: bool = False) -> Generated:
-        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx; its
-        cached prefix is the prompt's (:func:`~abricot_local.core.cached_prefix`)."""
+        """Greedy generation after ``prompt`` until a stop string, EOS, ``max_tokens`` or n_ctx."""
         ...
 
     def provenance(self) -> Provenance:
@@ -389,8 +393,7 @@ class Backend(Protocol):
 
     @property
     def counters(self) -> Counters:
-        """What it did so far: decode calls, tokens, requests, prefix hits, and the decode calls whose
-        numbers depend on the thread count (``check`` says whether a rescoring met any)."""
+        """What it did so far: decode calls, tokens, requests, prefix hits, thread-dependent calls (``check``'s)."""
         ...
 
     def close(self) -> None: ...

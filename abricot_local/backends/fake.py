@@ -145,7 +145,7 @@ class FakeBackend(Declared):
         """A ChatML-like template, so chat mode runs through the same code without a model."""
         return split_chat(f"<bos><|user|>\n{CHAT_MARK}<|end|>\n<|assistant|>\n", "<bos>")
 
-    def schedule(self, request: Request) -> Schedule:
+    def make_schedule(self, request: Request) -> Schedule:
         return schedule(request, self.tokenize, self.options.n_ctx)
 
     def score(self, request: Request) -> Scored:

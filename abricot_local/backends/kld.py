@@ -99,3 +99,34 @@ class PairedSession:
 
     def is_eog(self, token: int) -> bool:
         return self.ref.is_eog(token)
+
+
+class TokenizedUnlike(ModelError):
+    """The two models cut a request into different tokens: they are not quants of one model."""
+
+
+class PairedBackend:
+    """Two loaded backends (``ref``, ``rung``: each with a ``session``) scored in lockstep, as far as
+    the run's loop needs a backend (``batch_size``, ``score_many``): each request's schedule, the same
+    for both (else :class:`TokenizedUnlike`), evaluated once by ``options.engine`` over a
+    :class:`PairedSession`, the pairs of rows compared into ``rows``."""
+
+    def __init__(self, ref, rung, options, rows: KlRows):
+        from abricot_local.backends.engines import engine_class
+
+        self.ref, self.rung = ref, rung
+        ref.session.clear()  # the reference's cache as fresh as the rung's: the same decode calls from empty
+        self.engine = engine_class(options.engine)(PairedSession(ref.session, rung.session, rows), options)
+
+    def batch_size(self) -> int:
+        return max(1, self.engine.parallel)
+
+    def score_many(self, requests: Sequence) -> list:
+        schedules = [self.ref.schedule(r) for r in requests]
+        if [self.rung.schedule(r) for r in requests] != schedules:
+            raise TokenizedUnlike(f"request {requests[0].label}: the two models tokenize the text unlike")
+        return self.engine.score_many(schedules, [r.label for r in requests])
+
+    @property
+    def counters(self):
+        return self.engine.counters

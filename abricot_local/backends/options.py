@@ -17,8 +17,8 @@ from abricot_local import option_fields
 from abricot_local.backends.engines import ENGINES, engine_class
 from abricot_local.backends.session import MAX_PARALLEL
 from abricot_local.core import DEFAULT_ENGINE, DEFAULT_N_BATCH, DEFAULT_N_CTX, DEFAULT_SEED, MAX_SEED
-from abricot_local.errors import UsageError
-from abricot_local.option_fields import C_INT_MAX, Namer, flag_of, option
+from abricot_local.errors import UsageError, opt
+from abricot_local.option_fields import C_INT_MAX, option
 
 _EXACT = ", ".join(n for n, e in ENGINES.items() if e.exact)
 _GROUPED = ", ".join(n for n, e in ENGINES.items() if e.takes_parallel)
@@ -49,14 +49,13 @@ class ScoringOptions:
     def __post_init__(self) -> None:
         option_fields.validate(self)
         if self.parallel is not None and not engine_class(self.engine).takes_parallel:
-            raise UsageError(f"--parallel applies only to --engine {_GROUPED}")
+            raise UsageError(f"{opt('parallel')} applies only to {opt('engine', _GROUPED)}")
 
     @classmethod
-    def from_values(cls, values: dict, *, backend: str, strict: bool = True, name: Namer = flag_of):
+    def from_values(cls, values: dict, *, backend: str, strict: bool = True):
         """Options from a mapping (CLI values, lm-eval's model_args, a recorded config), each
-        value parsed and checked (``name`` spells the option in messages); with ``strict``, a
-        value for an option this backend lacks is refused."""
-        return option_fields.from_values(cls, values, owner=f"the {backend} backend", strict=strict, name=name)
+        value parsed and checked; with ``strict``, a value for an option this backend lacks is refused."""
+        return option_fields.from_values(cls, values, owner=f"the {backend} backend", strict=strict)
 
     def config(self) -> dict:
         """The settings a run records in its config (compared on --resume)."""

@@ -8,7 +8,7 @@ import sys
 import click
 
 from abricot_local import __version__
-from abricot_local.errors import AbricotError, fold
+from abricot_local.errors import AbricotError, fold, render
 from abricot_local.report.safe import visible
 
 
@@ -17,8 +17,11 @@ FOLD: bool | None = None  # fold error messages to 120 columns: None, on a termi
 
 def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
     """``click.echo`` of ``text`` made visible (report/safe.py): a folder, model, task or metric name
-    from outside, inside any line, is seen and never acted on; newlines and tabs are kept."""
-    click.echo(visible(text, newlines=True), err=err, nl=nl)
+    from outside, inside any line, is seen and never acted on; newlines and tabs are kept. The options
+    the library names in it (errors.opt) are written as this command's flags (cli/options.flags)."""
+    from abricot_local.cli.options import flags
+
+    click.echo(visible(render(text, flags) if isinstance(text, str) else text, newlines=True), err=err, nl=nl)
 
 
 def shown_error(text: str) -> str:
@@ -46,10 +49,11 @@ class Group(click.Group):
 
 
 def fail(err: AbricotError) -> None:
-    """Print ``err`` as the one error line and exit with its code."""
+    """Print ``err`` as the one error line (its options named as this command's flags) and exit with its code."""
     from abricot_local.backends import exit_process
+    from abricot_local.cli.options import flags
 
-    echo(shown_error(f"error: {visible(err, newlines=True)}"), err=True)
+    echo(shown_error(f"error: {visible(render(err.raw(), flags), newlines=True)}"), err=True)
     exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
 
 

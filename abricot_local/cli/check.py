@@ -7,9 +7,8 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import recheck_options
+from abricot_local.cli.options import backend_values, recheck_options
 from abricot_local.cli.progress import progress as make_progress
-from abricot_local.run.arguments import backend_values
 
 
 @cli.command()

@@ -59,7 +59,7 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
                           **tie)
     text = render(result, fmt)
     if output:
-        from abricot_local.run.results import atomic_write
+        from abricot_local.jsonfiles import atomic_write
 
         atomic_write(Path(output), text + "\n")
         echo(f"wrote {output}", err=True)

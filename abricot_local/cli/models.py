@@ -7,7 +7,6 @@ import click
 
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import backend_options, model_dir_option, models_file_option, task_options
-from abricot_local.run.arguments import given_opts, task_opts
 
 
 @cli.command()
@@ -83,12 +82,15 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 @backend_options
 def labels(model: str, task_name: str, **kw) -> None:
     """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
-    from abricot_local.run import runner
     from abricot_local.console.listings import labels_text
+    from abricot_local.run import look
+    from abricot_local.run.request import request_of
 
+    r = request_of(model, kw, tasks=kw["tasks"], backend=kw["backend"], models_file=kw["models_file"],
+                model_dirs=kw["model_dirs"])
     if not task_name:
-        from abricot_local.run.planning import select_tasks
+        from abricot_local.tasks.selection import select_tasks
 
-        task_name = select_tasks(None, task_opts(kw))[0][0].name
-    info = runner.label_map(model, given_opts(kw), task_name, task_opts(kw), kw["models_file"], kw["model_dirs"])
+        task_name = select_tasks(None, r.task_options)[0][0].name
+    info = look.label_map(model, r.given, task_name, r.task_options, r.models_file, r.model_dirs)
     echo(labels_text(info))

@@ -1,11 +1,12 @@
-"""Options several commands share: the task options and the backend options, and turning
-their values into the library's option objects."""
+"""The options several commands share, each flag made from its field (option_fields: the tasks'
+TaskOptions and every backend's Options), and the command line's words for an option a message
+names (:func:`flags`, the CLI's errors.Namer)."""
 
 from __future__ import annotations
 
 import click
 
-from abricot_local.core import DEFAULT_SEED
+from abricot_local.errors import NONE, flag_of
 
 
 def _apply(f, opts):
@@ -24,64 +25,111 @@ def model_dir_option(f):
                         help="A folder of GGUF files: MODEL may then be a file name found there (repeatable).")(f)
 
 
+class _Declared(click.Choice):
+    """The choices the tasks declare for an option (tasks.declared_choices), read when first needed
+    (a value given, the help shown): the tasks' modules do not load for any other command."""
+
+    def __init__(self, option: str):
+        self.option, self.case_sensitive, self._choices = option, True, None
+
+    @property
+    def choices(self):
+        if self._choices is None:
+            from abricot_local.tasks import declared_choices
+
+            self._choices = declared_choices(self.option)
+        return self._choices
+
+    @choices.setter
+    def choices(self, value) -> None:
+        self._choices = tuple(value)
+
+
+def _click_option(spec, only: str = ""):
+    """An option's flag, from its field: not given is None (the field's default, or the backend's)."""
+    if spec.kind is bool:
+        return click.option(spec.flag_name, is_flag=True, default=None, help=only + spec.help)
+    shown = spec.default_text or (spec.default_help() if spec.default not in (None, (), "") else "")
+    help_ = f"{only}{spec.help}" + (f"  [default: {shown}]" if shown else "")
+    if spec.repeat:
+        return click.option(spec.flag_name, multiple=True, metavar=spec.metavar or None, help=help_)
+    kind = (click.Choice(spec.choices) if spec.choices else _Declared(spec.name) if spec.declared_choices else
+            click.Path() if spec.path else
+            {int: click.INT, float: click.FLOAT}.get(spec.kind, click.STRING) if not spec.many else click.STRING)
+    return click.option(spec.flag_name, type=kind, default=None, metavar=spec.metavar or None, help=help_)
+
+
 def data_options(f):
-    return _apply(f, [
-        click.option("--data", "data", multiple=True, metavar="TASK=PATH", help="Data file or folder for one task."),
-        click.option("--data-dir", type=click.Path(), help="Folder holding the tasks' data files."),
-    ])
+    """--data and --data-dir (TaskOptions' fields)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.tasks.base import TaskOptions
+
+    return _apply(f, [_click_option(s) for s in specs(TaskOptions) if s.name in ("data", "data_dir")])
 
 
 def task_options(f):
+    """--tasks, and every task option's flag (TaskOptions' fields)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.tasks.base import TaskOptions
+
     return _apply(f, [
         click.option("--tasks", "-t", default=None, help="Comma-separated tasks or groups (default: every task "
                      "whose data is here or can be fetched; `abricot-local tasks` lists them)."),
-        data_options,
-        click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
-                     help="Seed for item construction, shots and bootstrap."),
-        click.option("--protocol", default=None, metavar="NAME[,NAME...]|all",
-                     help="Run each task as a published source ran it, every setting its protocol fixes (ABRICOT: "
-                     "paper, calamita; several, or all: each task under each of its protocols named, keyed "
-                     "TASK@PROTOCOL but its first). Default: each protocol whose rows the model's registry entry "
-                     "reproduces, "
-                     "else the task's first (the paper's)."),
-        click.option("--shots", type=int, default=None, help="Few-shot examples (default: the protocol's)."),
-        click.option("--shot-sampler", type=click.Choice(["lm-eval", "shared"]), default=None,
-                     help="lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); "
-                     "shared: one draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval."),
-        click.option("--prompt-variant", default=None, metavar="NAME[,NAME...]|all",
-                     help="A task's prompt wording (`abricot-local tasks` lists each task's; default: the protocol's, "
-                          "else each task's first); a task without it is named in the warnings, and a run where no "
-                          "task has it is refused. Several (a list, or all): each task scored under each of its "
-                          "variants named, keyed TASK~VARIANT (its default keeps TASK): `report` compares them."),
-        click.option("--chat-template", is_flag=True, help="Render prompts with the model's chat template."),
+        *(_click_option(s) for s in specs(TaskOptions) if not s.internal),
     ])
-
-
-def _click_option(spec, kinds: tuple[str, ...]):
-    """A backend option's flag, from its field: not given is None (the backend's default)."""
-    from abricot_local.backends import BACKENDS
-
-    only = f"{', '.join(kinds)} only: " if set(kinds) != set(BACKENDS) else ""
-    if spec.kind is bool:
-        return click.option(spec.flag_name, is_flag=True, default=None, help=only + spec.help)
-    help_ = f"{only}{spec.help}  [default: {spec.default_help()}]"
-    kind = (click.Choice(spec.choices) if spec.choices else
-            {int: click.INT, float: click.FLOAT}.get(spec.kind, click.STRING) if not spec.many else click.STRING)
-    return click.option(spec.flag_name, type=kind, default=None, metavar=spec.metavar or None, help=help_)
 
 
 def backend_options(f):
     """--backend, every registered backend's option flags (generated from their fields), --models."""
     from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, option_specs
 
-    flags = [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag]
+    def only(kinds):
+        return f"{', '.join(kinds)} only: " if set(kinds) != set(BACKENDS) else ""
+
+    flags_ = [_click_option(spec, only(kinds)) for spec, kinds in option_specs() if spec.flag]
     return _apply(f, [click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
                                    help=f"Inference backend: {', '.join(BACKENDS)}."),
-                      *flags, models_file_option, model_dir_option])
+                      *flags_, models_file_option, model_dir_option])
 
 
 def recheck_options(f):
     """The backend options `check` may set again (they change no number), from their fields."""
     from abricot_local.backends import option_specs
 
-    return _apply(f, [_click_option(spec, kinds) for spec, kinds in option_specs() if spec.flag and spec.recheck])
+    return _apply(f, [_click_option(spec) for spec, kinds in option_specs() if spec.flag and spec.recheck])
+
+
+def backend_values(kw: dict) -> dict:
+    """The backend options given on this command line (None: not given), by field name."""
+    from abricot_local.backends import option_specs
+
+    return {spec.name: kw[spec.name] for spec, _ in option_specs() if kw.get(spec.name) is not None}
+
+
+# -- an option as the command line names it ---------------------------------------------------
+def _flag(name: str) -> str:
+    """The flag of ``name`` (an option's field, a command's parameter) in the command running now, else in
+    any command (``models_file`` -> ``--models``), else made from the name (``n_batch`` -> ``--n-batch``)."""
+    ctx = click.get_current_context(silent=True)
+    commands = []
+    while ctx is not None:
+        commands.append(ctx.command)
+        ctx = ctx.parent
+    if commands and isinstance(commands[-1], click.Group):  # the program's group: every command of it
+        commands += list(commands[-1].commands.values())
+    for command in commands:
+        for p in command.params:
+            if p.name == name and isinstance(p, click.Option) and p.opts[0].startswith("--"):
+                return max(p.opts, key=len)
+    return flag_of(name)
+
+
+def flags(name: str, value=NONE) -> str:
+    """The command line's words for an option a message names (errors.Namer): ``--shots 3``, ``--force``,
+    ``--data abricot=FILE``."""
+    flag = _flag(name)
+    if value is NONE or value is True:
+        return flag
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"{flag} {value[0]}={value[1]}"
+    return f"{flag} {value}"

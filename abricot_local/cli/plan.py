@@ -14,13 +14,14 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     """The whole plan of ``request`` (an run.request.RunRequest) on stdout; nothing run,
     written (but a calibration's cache entry) or downloaded. A model that cannot be planned is an
     error for one model, a row in a sweep."""
+    from abricot_local.cli.options import flags
     from abricot_local.console.plan import full
     from abricot_local.run import dry_run
 
     plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1,
                            notify=lambda line: echo(line, err=True))
     if as_json:
-        echo(json.dumps(plan.to_json(), indent=1))
+        echo(json.dumps(plan.rendered(flags).to_json(), indent=1))
     else:
         echo(full(plan, shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""))
 

@@ -9,7 +9,23 @@ from abricot_local.cli.app import echo
 
 
 def progress():
-    """(callback(task, done, total), close()) for the current stderr."""
+    """(callback(task, done, total), close()) for the current stderr, made at the first progress (the
+    console's modules load then: a run refused before it scores loads none of them)."""
+    made: list = []
+
+    def update(task: str, done: int, total: int) -> None:
+        if not made:
+            made.extend(_progress())
+        made[0](task, done, total)
+
+    def close() -> None:
+        if made:
+            made[1]()
+
+    return update, close
+
+
+def _progress():
     from abricot_local.console import ProgressLine, task_bars
 
     if not sys.stderr.isatty():

@@ -6,8 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import models_file_option, recheck_options
-from abricot_local.run.arguments import backend_values
+from abricot_local.cli.options import backend_values, models_file_option, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 

@@ -70,7 +70,7 @@ def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str
     report.tables.build: lm-eval outputs' data from --data/--data-dir, then from what the runs
     recorded); an lm-eval output that cannot be read is one note, and left out."""
     from abricot_local.analysis.loading import load_all
-    from abricot_local.run.arguments import data_pairs
+    from abricot_local.tasks.options import data_pairs
 
     def skipped(path: str, err: ResultsError) -> None:
         echo(f"note: skipped {path}: {err}{_data_hint(err)}", err=True)
@@ -148,7 +148,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     else:
         text = rep.render(doc, fmt, table=which, metrics=patterns)
     if output:
-        from abricot_local.run.results import atomic_write
+        from abricot_local.jsonfiles import atomic_write
 
         atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
         echo(f"wrote {output}", err=True)

@@ -49,8 +49,9 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
-    request = request_of(models, kw, limit=limit, sample=sample, shard=shard, out=out, resume=resume, force=force,
-                         quants=quants)
+    request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"], limit=limit, sample=sample,
+                         shard=shard, out=out, resume=resume, force=force, quants=quants, margin=kw["margin"],
+                         models_file=kw["models_file"], model_dirs=kw["model_dirs"])
     if request.caution:
         echo(request.caution, err=True)
     if dry_run:
@@ -65,7 +66,6 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     """One model of ``request`` (run.session.run_model: plan, load, score, write); the summary and the
     published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
     it with exit code 130."""
-    from abricot_local import console
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
@@ -73,6 +73,8 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     term = signal.signal(signal.SIGTERM, _sigterm)
 
     def loaded(plan, backend) -> None:
+        from abricot_local import console
+
         announce(plan, backend, out_dir if resume else None)
         echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
 
@@ -86,15 +88,22 @@ def run_one(request, model: str, out_dir: Path | None, resume: bool):
     finally:
         close()
         signal.signal(signal.SIGTERM, term)
-    outcome, plan = done.outcome, done.plan
-    if outcome.complete:
+    if done.outcome.complete:
         echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
-    echo(console.summary(outcome.record))
-    echo("")
-    echo(console.verdict(outcome.record.published, plan.quant if plan else ""))
+    echo(_done_text(done))
+    return done.outcome
+
+
+def _done_text(done) -> str:
+    """A model's run as it ends: its summary, the published verdict, where it is written (not when a
+    --resume found it finished)."""
+    from abricot_local import console  # (scipy: once the model is found)
+
+    outcome = done.outcome
+    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant)]
     if not outcome.complete:
-        echo(f"\nwrote {outcome.path} ({done.seconds:.1f} s)")
-    return outcome
+        lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
+    return "\n".join(lines)
 
 
 def _stderr(line: str) -> None:
@@ -120,14 +129,14 @@ def sweep(request) -> None:
                                  lambda model, folder, again: run_one(request, model, folder, again), _stderr)
     if done:
         registry = load_registry(request.models_file)
-        echo(f"\n== comparison of {len(done)} model(s) in {root}")
-        echo(rep.render(rep.build([str(f) for f in done], registry=registry)))
+        lines = [f"\n== comparison of {len(done)} model(s) in {root}", rep.render(rep.build([str(f) for f in done],
+                                                                                            registry=registry))]
         if len(done) > 1:
-            echo("\n" + pairwise_verdicts(done, registry))
+            lines += ["", pairwise_verdicts(done, registry)]
+        echo("\n".join(lines))
     if failed:
-        echo(f"\n{len(failed)} model(s) failed:", err=True)
-        for model, why in failed:
-            echo(f"  {model}: {why}", err=True)
+        lines = [f"\n{len(failed)} model(s) failed:", *(f"  {model}: {why}" for model, why in failed)]
+        echo("\n".join(lines), err=True)
         sys.exit(1)
 
 

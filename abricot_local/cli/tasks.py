@@ -6,7 +6,6 @@ import click
 
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import data_options
-from abricot_local.run.arguments import data_pairs
 
 
 @cli.command()
@@ -16,10 +15,12 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     """List the tasks (plugins included) and groups: items, metrics, published references, data."""
     import json
 
-    from abricot_local.tasks.catalog import task_catalog
     from abricot_local.console.listings import tasks_text
+    from abricot_local.run.request import task_options
+    from abricot_local.tasks.catalog import task_catalog
 
-    rows = task_catalog(data_pairs(data), data_dir)
+    given = task_options({"data": data, "data_dir": data_dir})
+    rows = task_catalog(given.data, given.data_dir)
     echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
 
 
@@ -36,10 +37,10 @@ def data() -> None:
 def data_pull(task: str | None, tests: bool) -> None:
     """Download TASK's (or a group's) data into the user cache, verifying SHA-256 (`tasks` lists them)."""
     from abricot_local.errors import UsageError
-    from abricot_local.run import runner
+    from abricot_local.run import look
 
     if bool(task) == tests:
         raise UsageError("data pull: give a TASK (`abricot-local tasks` lists them) or --tests, not both"
                          if tests else "data pull: give a TASK (`abricot-local tasks` lists them) or --tests")
-    for path, sha in (runner.pull_test_data() if tests else runner.pull_data(task)):
+    for path, sha in (look.pull_test_data() if tests else look.pull_data(task)):
         echo(f"{path}  sha256 {sha}")

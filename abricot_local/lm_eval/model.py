@@ -17,8 +17,8 @@ entry-point group (declared in pyproject.toml) find it with no import; older one
 ``lmstudio:``, ``hf:``...), every option of the backend's own ``Options`` (``n_ctx``,
 ``threads``, ``engine``, ``rpc``, ``extra_bufts``...: ``lm_eval_requests.backend_arg_keys()`` lists them; a list is written with ';', as in
 ``rpc=HOST:PORT;HOST:PORT``, since lm-eval splits model_args on commas), ``backend``,
-``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). The
-model is opened by :mod:`abricot_local.models.ref`, as `run` opens it. The request rules are
+``models`` (an extra models.toml), ``model_dir`` and ``force`` (skip the memory check). They
+make a run's request, whose plan opens the model as `run` opens it (requests.open_model). The request rules are
 in requests.py; the provenance (model SHA-256, llama.cpp build, schedule, rules) goes
 into lm-eval's results under ``config.abricot_local``.
 """

@@ -30,16 +30,14 @@ agree within a measured tolerance (docs/numerics.md#engines).
 from __future__ import annotations
 
 import hashlib
-import platform
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from abricot_local import __version__
-from abricot_local.backends import DEFAULT_BACKEND, backend_class, option_specs
+from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
-from abricot_local.errors import ContextOverflowError, UsageError
-from abricot_local.models.given import Given
+from abricot_local.errors import NONE, AbricotError, ContextOverflowError, UsageError, opt
+from abricot_local.run.execute import scored
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
 
@@ -65,7 +63,7 @@ def label_of(text: str) -> str:
     return "ctx-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
 
-# -- opening the model, as `run` does ------------------------------------------------------------
+# -- the model, opened as `run` opens it ---------------------------------------------------------
 @dataclass(frozen=True)
 class OpenedModel:
     backend: Backend
@@ -78,50 +76,55 @@ def backend_arg_keys() -> tuple[str, ...]:
     return tuple(spec.name for spec, _ in option_specs())
 
 
-def _model_arg(key: str) -> str:
-    return f"model_args {key}"
+def model_arg(name: str, value=NONE) -> str:
+    """lm-eval's words for an option (errors.Namer): ``model_args n_ctx``, ``model_args n_ctx=4096``."""
+    return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
-def open_model(args: dict) -> OpenedModel:
-    """Open ``args["model"]`` (any name `run` takes) as `run` does, through
-    :func:`abricot_local.models.ref.resolve_model_ref` and :func:`~abricot_local.models.ref.open_model`:
-    lookup before any download, the registry's n_ctx when none is given, memory and disk
-    checks (the RPC servers' memory included) unless force, the file's checks and SHA-256,
-    then the backend. ``args``: lm-eval's model_args."""
-    from abricot_local.models import ref as modelref
+def request_of(args: dict):
+    """The run.request.RunRequest of lm-eval's ``model_args``: ``model`` (any name `run` takes), the
+    backend's option fields by name (lm-eval's types, each parsed by its field; a list written with ';'),
+    ``backend``, ``models`` (an extra models.toml), ``model_dir`` (folders, ';'), ``force``."""
+    from abricot_local.run.request import request_of
 
-    model = args.get("model")
-    kind = str(args.get("backend") or DEFAULT_BACKEND)
     keys = backend_arg_keys()
     unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
     if unknown:
         raise UsageError(f"unknown model_args {', '.join(unknown)}; abricot-local takes "
                          f"{', '.join(FRONT_KEYS + keys)}")
-    if not model:
+    if not args.get("model"):
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
-    values = {k: args[k] for k in keys if args.get(k) is not None}  # lm-eval's types: parsed per field
-    given = Given(kind, values, name=_model_arg)  # a list: ';' (lm-eval splits on commas)
-    given.checked()  # a bad value is named before any model is looked up
-    force = bool(args.get("force"))
     dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
-    opened = modelref.open_model(str(model), given, models_file=args.get("models"), force=force, model_dirs=dirs)
-    ref, options = opened.ref, opened.options
-    backend = opened.load(force=force)
+    return request_of(str(args["model"]), {k: args[k] for k in keys if args.get(k) is not None},
+                      backend=str(args.get("backend") or DEFAULT_BACKEND), force=bool(args.get("force")),
+                      models_file=args.get("models"), model_dirs=dirs)
+
+
+def open_model(args: dict) -> OpenedModel:
+    """Open ``args["model"]`` (lm-eval's model_args) as `run` does: the request of its model_args
+    (:func:`request_of`), its plan (run/plan.py: the name located once, the registry's n_ctx when none
+    is given, memory and disk checked before a download unless force, the file's checks and SHA-256),
+    the backend opened as `run` opens it (execute.open_backend), the provenance `run` records
+    (run/record.py) with lm-eval's own: the request rules. An error says lm-eval's words (model_args)."""
+    from abricot_local.run.execute import open_backend
+    from abricot_local.run.plan import make_plan
+    from abricot_local.run.record import provenance
+
     try:
-        prov = {
-            "abricot_local": __version__,
-            "python": platform.python_version(),
-            "model": ref.record(),
-            "config": {"model": ref.config_name, "backend": ref.backend, **backend_class(ref.backend).config(options)},
-            **backend.provenance().to_dict(),
-            "requests": {**REQUEST_RULES, "prefix_token": backend.prefix_token,
-                         "rolling_window_tokens": window_tokens(backend)}
-            if ROLLING in backend.capabilities else dict(REQUEST_RULES),
-        }
+        p = make_plan(request_of(args), tasks=False)
+        backend = open_backend(p)
+    except AbricotError as err:
+        raise err.said_by(model_arg) from None
+    try:
+        rules = dict(REQUEST_RULES)
+        if ROLLING in backend.capabilities:
+            rules.update(prefix_token=backend.prefix_token, rolling_window_tokens=window_tokens(backend))
+        prov = provenance(backend, before={"model": p.model.record(), "config": p.model_config()},
+                          after={"requests": rules})
     except BaseException:
         backend.close()
         raise
-    return OpenedModel(backend, prov, ref.label)
+    return OpenedModel(backend, prov, p.model.label)
 
 
 # -- the three request types ---------------------------------------------------------------------
@@ -129,10 +132,6 @@ def window_tokens(backend: Backend) -> int:
     """Tokens each rolling window predicts at most: n_ctx - 1, the n_ctx asked (llama.cpp may
     allocate more cells), so that context + predicted tokens fit n_ctx."""
     return min(backend.options.n_ctx, backend.n_ctx()) - 1
-
-
-def _overflow(err: ContextOverflowError) -> ContextOverflowError:
-    return ContextOverflowError(f"{err} (with lm-eval: --model_args n_ctx=N)")
 
 
 def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special: bool = False,
@@ -150,7 +149,7 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
         for r in requests:
             backend.schedule(r)
     except ContextOverflowError as err:
-        raise _overflow(err) from None
+        raise err.said_by(model_arg) from None
     results: dict[tuple[str, str], tuple[float, bool]] = {}
     done, total = 0, len(groups)
 
@@ -166,12 +165,9 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
         done += 1
         if progress:
             progress(done, total)
-    size = max(1, backend.batch_size())
-    for k in range(0, len(requests), size):
-        chunk = requests[k : k + size]
-        for r, s in zip(chunk, backend.score_many(chunk), strict=True):
-            keep(r.context, r.continuations, s)
-        done += len(chunk)
+    for k, s in scored(requests, backend):  # the run's loop (run/execute.py): its order kept, its chunks
+        keep(requests[k].context, requests[k].continuations, s)
+        done += 1
         if progress:
             progress(done, total)
     return [results[p] for p in pairs]
@@ -208,7 +204,7 @@ def gen_spec(kwargs: dict | None, default_max: int = DEFAULT_MAX_GEN_TOKS) -> Ge
     kw = dict(kwargs or {})
     if kw.get("do_sample"):
         raise UsageError("abricot-local generates greedily only, and this task asks do_sample=True; "
-                         "override it with --gen_kwargs do_sample=False")
+                         "override it with lm-eval's gen_kwargs do_sample=False")
     until = kw.get("until") or ()
     until = (until,) if isinstance(until, str) else tuple(str(u) for u in until)
     max_tokens = kw.get("max_gen_toks", default_max)
@@ -229,7 +225,7 @@ def generate(backend: Backend, requests: Sequence[tuple[str, dict]], *, special:
         n = len(backend.tokenize(ctx, special=special))
         if n >= n_ctx:
             raise ContextOverflowError(f"item {label_of(ctx)}: the prompt is {n} tokens but the context window holds "
-                                       f"{n_ctx}: no room to generate; raise n_ctx (--model_args n_ctx=N)")
+                                       f"{n_ctx}: no room to generate; raise {opt('n_ctx', 'N')}").said_by(model_arg)
     out: dict[tuple[str, GenSpec], Generated] = {}
     unique = sorted(set(keys), key=lambda k: (cached_prefix(k[0]), k[0], k[1].until, k[1].max_tokens))
     for ctx, spec in unique:

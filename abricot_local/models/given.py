@@ -17,7 +17,6 @@ from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, backend_class, bac
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.gguf.file import model_bytes
-from abricot_local.option_fields import Namer, flag_of
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,6 @@ class Given:
 
     backend: str = DEFAULT_BACKEND
     values: Mapping[str, Any] = field(default_factory=dict)
-    name: Namer = flag_of  # how an option is named in a message (--n-ctx, model_args n_ctx)
 
     @classmethod
     def of(cls, options: ScoringOptions, *, backend: str | None = None, but: tuple[str, ...] = ()) -> Given:
@@ -38,14 +36,14 @@ class Given:
     def checked(self) -> ScoringOptions:
         """The asked backend's options from what was given, each value parsed and checked
         (an option it lacks is an error): the errors a user can fix before any model is looked up."""
-        return backend_options(self.backend, dict(self.values), name=self.name)
+        return backend_options(self.backend, dict(self.values))
 
     def for_model(self, kind: str | None = None, n_ctx: int | None = None) -> ScoringOptions:
         """Backend ``kind``'s options (default: the one asked for) for a model whose registry entry
         says ``n_ctx``: the backend's defaults, then ``n_ctx``, then what was given."""
         kind = kind or self.backend
         defaults = {"n_ctx": n_ctx} if n_ctx else {}
-        return backend_options(kind, {**defaults, **self.values}, strict=kind == self.backend, name=self.name)
+        return backend_options(kind, {**defaults, **self.values}, strict=kind == self.backend)
 
 
 def check_memory(ref, options: ScoringOptions) -> None:

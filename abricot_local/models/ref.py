@@ -14,9 +14,10 @@ and the benches.
    :mod:`abricot_local.hashing` says; ``fresh`` reads the bytes);
 5. one provenance record, :meth:`ModelRef.record` (results.json's ``model``).
 
-:func:`open_model` is all of it with the options the model opens with (``models.given``: the
-registry's n_ctx unless given); its ``load()`` checks memory (the RPC servers' free memory
-included) and opens the backend.
+:func:`locate` is step 1, once per name (:class:`Located`: what a plan and ``run --dry-run`` read);
+``Located.fetch()`` steps 3 and 4. :func:`open_model` is all of it with the options the model opens
+with (``models.given``: the registry's n_ctx unless given); its ``load()`` checks memory (the RPC
+servers' free memory included) and opens the backend.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from pathlib import Path
 from typing import Callable
 
 from abricot_local import hashing, memory
-from abricot_local.backends import DEFAULT_BACKEND, backend_class
+from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given, Opened
 from abricot_local.models.sources import source_of
-from abricot_local.errors import AbricotError, UnknownModelError
+from abricot_local.errors import AbricotError, ModelError, UnknownModelError
 from abricot_local.gguf.file import check_gguf, header_quant, quant_of
 from .registry import ModelSpec, load_registry, lookup
 
@@ -136,68 +137,157 @@ def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
     memory.check_disk(size, source_of(spec).download_folder(spec))
 
 
-# -- resolving -------------------------------------------------------------------------------
-def before_download(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
-                    models_file: Path | str | None = None,
-                    model_dirs: tuple[str, ...] = (), force: bool = False, notify: Notify | None = None,
-                    fresh: bool = False, digest: bool = True) -> ModelRef | None:
-    """The step before anything is fetched: an unknown name, a missing file or store fails
-    here; a registry model not on this machine has its memory and disk checked (unless
-    ``force``). The ModelRef when nothing is to be fetched for it (a file on this machine, a
-    synthetic entry), else None (resolve_model_ref fetches it later). ``digest`` False
-    (``run --dry-run``): the SHA-256 only if remembered, no file read to hash it."""
-    from abricot_local.models import stores
-    from abricot_local.errors import ModelError
+# -- locating: what a name names, found once ---------------------------------------------------
+@dataclass(frozen=True)
+class Located:
+    """What a name names, found once with nothing fetched: the model on this machine (``ref``: a file
+    found and checked, its SHA-256 taken with ``digest``, else only when remembered; a synthetic entry),
+    else its registry entry (``spec``) or hub name and what fetching it downloads (``pending``, a
+    models.sources.Pending). :meth:`fetch` completes it: the download, the file's checks and SHA-256."""
 
-    if not backend_class(backend).reads_model_file:
-        return None
-    local = dict(backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
-                 digest=digest)
+    name: str  # as written
+    backend: str  # the backend it runs on: a registry entry's own, else the one asked for
+    ref: ModelRef | None = None
+    spec: ModelSpec | None = None
+    pending: object | None = None  # models.sources.Pending: what a run downloads (None: nothing)
+    path: Path | None = None  # the registry entry's file when it is here already (not yet checked)
+    models_file: str | None = None  # the user's registry (a hub file's own entry is looked up in it once fetched)
+
+    @property
+    def label(self) -> str:
+        return self.ref.label if self.ref else self.spec.name if self.spec else self.name
+
+    @property
+    def reproduces(self) -> str:
+        """The published rows its registry entry reproduces (or the entry's whose file this is)."""
+        return (self.ref.reproduces if self.ref else "") or (self.spec.reproduces if self.spec else "")
+
+    def here(self) -> ModelRef | None:
+        """The model as far as it is on this machine, nothing read to hash it: the ref, or a registry
+        entry's file already here (its SHA-256 the entry's pin, else remembered); None when not here."""
+        if self.ref is not None or self.path is None:
+            return self.ref
+        sha = self.spec.sha256_for(0) or hashing.remembered(self.path)
+        return ModelRef(self.name, "registry", self.backend, self.spec.name, spec=self.spec, path=self.path,
+                        sha256=sha, quant=self.spec.quant)
+
+    def options(self, given: Given) -> ScoringOptions:
+        """The options it opens with: its backend's own, the registry's n_ctx unless given."""
+        spec = self.ref.spec if self.ref else self.spec
+        return given.for_model(self.backend, spec.n_ctx if spec else None)
+
+    def check_before_download(self, given: Given) -> None:
+        """A registry model not on this machine: its size against RAM and the download folder's free disk."""
+        if self.ref is None and self.spec is not None:
+            check_before_download(self.spec, self.options(given))
+
+    def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True,
+              offline: bool | None = None) -> ModelRef:
+        """The model made available and verified: downloaded when it is not here, checked, hashed."""
+        if self.ref is not None:
+            return self.ref
+        if self.spec is None:  # a hub name not in the cache
+            from abricot_local.models import stores
+
+            hit = stores.resolve(self.name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+            return _finish(self.name, self.backend, hit.path, hit.source, fresh=fresh, facts=hit.facts,
+                           revision=hit.revision, label=hit.label, registry=lambda: _registry(None, self.models_file))
+        source = source_of(self.spec)
+        path = source.fetch(self.spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
+        return _finish(self.name, self.backend, path, "registry", fresh=fresh, spec=self.spec,
+                       revision=source.revision(self.spec, path))
+
+
+def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
+           model_dirs: tuple[str, ...] = (), notify: Notify | None = None, fresh: bool = False,
+           digest: bool = True, offline: bool | None = None, progress: bool = True,
+           registry: dict[str, ModelSpec] | None = None) -> Located:
+    """Find what ``name`` names (any name `run` takes), fetching nothing a download would bring: an unknown
+    name, a missing file or store fails here (UnknownModelError with the close matches). ``digest`` False
+    (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; a hub name not in the
+    cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused)."""
+    from abricot_local.backends import reads_model_file
+    from abricot_local.models import stores
+
+    name = str(name)
     prefix = stores.prefix_of(name)
-    if prefix == "hf":  # from the cache when it is there; a download waits
+
+    def known():
+        return _registry(registry, models_file)
+
+    def finish(path: Path, source: str, **more) -> ModelRef:  # a file found: checked, hashed
+        return _finish(name, backend, path, source, fresh=fresh, registry=known, digest=digest, **more)
+
+    if not reads_model_file(backend):  # a synthetic backend: the name is a label (its runtime not loaded to know)
+        return _synthetic(name, backend, known)
+    if prefix:  # a store's model (the hub's: from the cache when it is there, else a download)
         try:
-            return resolve_model_ref(name, offline=True, **local)
+            hit = stores.resolve(name, offline=True if prefix == "hf" else offline, notify=notify, progress=progress,
+                                 fresh=fresh)
         except ModelError:
-            return None
-    if prefix or is_path_name(name):
-        return resolve_model_ref(name, **local)
-    found = _lookup(name, None, models_file, model_dirs)
-    if not isinstance(found, ModelSpec):
-        return resolve_model_ref(name, **local)
-    if not source_of(found).has_file:
-        return synthetic_ref(name, found.backend, found)
-    if not force:
-        _check_spec(found, given or Given(backend))
-    return None
+            if prefix != "hf" or offline:
+                raise
+            return Located(name, backend, pending=_hub_pending(name), models_file=None if models_file is None else
+                           str(models_file))
+        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts, revision=hit.revision,
+                                             label=hit.label))
+    if is_path_name(name):
+        found = Path(name).expanduser()
+        hit = None if found.exists() or "/" in name or "\\" in name else stores.find_by_file_name(name, model_dirs)
+        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts) if hit else finish(found, "path"))
+    spec = _lookup(name, registry, models_file, model_dirs)
+    if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
+        return Located(name, backend, finish(spec.path, spec.source, facts=spec.facts))
+    return _entry(name, backend, spec)
 
 
-def hub_download(name: str, *, backend: str, models_file: Path | str | None = None):
-    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the
-    cache: a models.sources.Pending (the hub's folder, its free disk); None for any other name.
-    Offline, planned all the same with the run's own refusal (a dry run downloads nothing)."""
+def _synthetic(name: str, backend: str, known) -> Located:
+    """A synthetic backend's model: the name is a label; a registry entry of that name keeps its published rows
+    (a broken user registry: said where it is read)."""
+    try:
+        spec = None if is_path_name(name) or ":" in name else known().get(name)
+    except AbricotError:
+        spec = None
+    ref = synthetic_ref(name, backend, spec if spec and not source_of(spec).has_file else None)
+    return Located(name, ref.backend, ref, spec)
+
+
+def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
+    """A registry entry: its synthetic model, its file here, or what fetching it downloads (offline: planned
+    with the run's own refusal)."""
+    from dataclasses import replace
+
     from abricot_local.cache import is_offline
-    from abricot_local.models import stores
+    from abricot_local.models.sources import offline_refusal
+
+    source = source_of(spec)
+    if not source.has_file:
+        return Located(name, spec.backend or backend, synthetic_ref(name, spec.backend, spec), spec)
+    kind = spec.backend or backend
+    path = local_file(spec)
+    if path is not None:
+        return Located(name, kind, spec=spec, path=path)
+    if not source.fetches:
+        raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
+    refused = ""
+    if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
+        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
+
+
+def _hub_pending(name: str):
+    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the cache:
+    a models.sources.Pending (the hub's folder, its free disk); offline, the run's own refusal."""
+    from abricot_local.cache import is_offline
     from abricot_local.models.hub import download_folder
     from abricot_local.models.sources import Pending, offline_refusal
 
-    if stores.prefix_of(name) != "hf":
-        return None
-    refused = offline_refusal(lambda: resolve_model_ref(name, backend=backend, offline=True, models_file=models_file,
-                                                        digest=False)) if is_offline() else ""
+    from abricot_local.models import stores
+
+    refused = offline_refusal(lambda: stores.resolve(name, offline=True, notify=None, progress=False, fresh=False)) \
+        if is_offline() else ""
     folder = download_folder(ModelSpec(name, "hf", ()))
     return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1], refused)
-
-
-def require_known(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
-                  model_dirs: tuple[str, ...] = ()) -> None:
-    """Refuse a name nothing resolves (UnknownModelError, with the close matches) reading only the
-    registry and the stores' listings: `run` asks it before the plan, the tasks' data or llama.cpp
-    load. A store's name, a path, an alias or a file in a model folder passes (checked later)."""
-    from abricot_local.models import stores
-    from abricot_local.backends import reads_model_file
-
-    if reads_model_file(backend) and not (stores.prefix_of(name) or is_path_name(name)):
-        _lookup(name, None, models_file, model_dirs)
 
 
 def _lookup(name: str, registry, models_file, model_dirs):
@@ -215,51 +305,20 @@ def _lookup(name: str, registry, models_file, model_dirs):
         raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
 
 
-def _check_spec(spec: ModelSpec, given: Given) -> None:
-    check_before_download(spec, given.for_model(spec.backend or given.backend, spec.n_ctx))
-
-
 def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
                       models_file: Path | str | None = None,
                       registry: dict[str, ModelSpec] | None = None, force: bool = False,
                       offline: bool | None = None, progress: bool = True, notify: Notify | None = None,
                       fresh: bool = False, model_dirs: tuple[str, ...] = (), digest: bool = True) -> ModelRef:
-    """What ``name`` names, made available and verified (see the module's text). ``backend``:
-    the one asked for (a registry entry with ``backend`` overrides it); ``given``: the options
-    for the check before a download (the registry's n_ctx applies unless given); ``digest``:
-    as for :func:`before_download`."""
-    name = str(name)
-    if not backend_class(backend).reads_model_file:  # a synthetic backend: the name is a label
-        spec = _registry(registry, models_file).get(name) if not is_path_name(name) and ":" not in name else None
-        return synthetic_ref(name, backend, spec if spec and not source_of(spec).has_file else None)
-    from abricot_local.models import stores
-
-    def known():
-        return _registry(registry, models_file)
-
-    kw = dict(registry=known, digest=digest)
-    if stores.prefix_of(name):
-        hit = stores.resolve(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
-        return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, revision=hit.revision,
-                       label=hit.label, **kw)
-    if is_path_name(name):
-        found = Path(name).expanduser()
-        if not found.exists() and not ("/" in name or "\\" in name):
-            hit = stores.find_by_file_name(name, model_dirs)
-            if hit is not None:
-                return _finish(name, backend, hit.path, hit.source, fresh=fresh, facts=hit.facts, **kw)
-        return _finish(name, backend, found, "path", fresh=fresh, **kw)
-    spec = _lookup(name, registry, models_file, model_dirs)
-    if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
-        return _finish(name, backend, spec.path, spec.source, fresh=fresh, facts=spec.facts, **kw)
-    if not source_of(spec).has_file:
-        return synthetic_ref(name, spec.backend, spec)
-    kind = spec.backend or backend
+    """What ``name`` names, made available and verified (see the module's text): :func:`locate`, then (a
+    registry model not here, unless ``force``) its memory and disk checked against ``given``'s options
+    (the registry's n_ctx unless given), then ``Located.fetch``. ``backend``: the one asked for (a
+    registry entry with ``backend`` overrides it); ``digest``: as for :func:`locate`."""
+    located = locate(name, backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
+                     digest=digest, offline=offline, progress=progress, registry=registry)
     if not force:
-        _check_spec(spec, given or Given(backend))
-    source = source_of(spec)
-    path = source.fetch(spec, offline=offline, progress=progress, notify=notify, fresh=fresh)
-    return _finish(name, kind, path, "registry", fresh=fresh, spec=spec, revision=source.revision(spec, path))
+        located.check_before_download(given or Given(backend))
+    return located.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline)
 
 
 def _registry(registry, models_file) -> dict[str, ModelSpec]:
@@ -300,12 +359,17 @@ def _same_file(sha256: str, registry) -> ModelSpec | None:
 
 
 # -- opening ---------------------------------------------------------------------------------
-def open_model(name: str, given: Given, **resolve) -> Opened:
-    """The one call that opens a model: ``name`` (any name `run` takes) resolved as
-    :func:`resolve_model_ref` does (``resolve``: its keywords; the check before a download with
-    ``given``), with the options it opens with: the backend's own, the registry's n_ctx unless
-    given. ``Opened.load()`` checks memory and loads it."""
-    return Opened.of(resolve_model_ref(name, backend=given.backend, given=given, **resolve), given)
+def open_model(name: str, given: Given, *, models_file: Path | str | None = None, model_dirs: tuple[str, ...] = (),
+               force: bool = False, notify: Notify | None = None, fresh: bool = False, progress: bool = True) -> Opened:
+    """The one call that opens a model: ``name`` (any name `run` takes) located (:func:`locate`), its
+    memory and disk checked before a download (unless ``force``), fetched and verified, with the options
+    it opens with (``given``'s: the backend's own, the registry's n_ctx unless given). ``Opened.load()``
+    checks memory and loads it."""
+    located = locate(name, backend=given.backend, models_file=models_file, model_dirs=model_dirs, notify=notify,
+                     fresh=fresh)
+    if not force:
+        located.check_before_download(given)
+    return Opened(located.fetch(notify=notify, fresh=fresh, progress=progress), located.options(given))
 
 
 def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model file") -> None:
@@ -317,5 +381,5 @@ def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model 
                            "not the same file")
 
 
-__all__ = ["ModelRef", "resolve_model_ref", "open_model", "lookup_alias", "is_cached", "local_file",
-           "check_before_download", "require_same", "SOURCES"]
+__all__ = ["ModelRef", "Located", "locate", "resolve_model_ref", "open_model", "lookup_alias", "is_cached",
+           "local_file", "check_before_download", "require_same", "SOURCES"]

@@ -24,12 +24,13 @@ import numpy as np
 from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
-from abricot_local.backends import backend_class, recorded_options
-from abricot_local.errors import ModelError, ResultsError, UsageError
-from abricot_local.models.given import load
-from abricot_local.models.ref import ModelRef, require_same, resolve_model_ref
+from abricot_local.backends import backend_class
+from abricot_local.errors import ModelError, ResultsError, UsageError, opt
+from abricot_local.models.ref import Located, ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
-from abricot_local.run.planning import Shard, prepare
+from abricot_local.run.execute import execute, open_backend, prepared
+from abricot_local.run.plan import make_plan
+from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
@@ -38,7 +39,6 @@ from abricot_local.record.schema import Kernels
 from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
 from abricot_local.run.states import unfinished
-from abricot_local.run.runner import apply_chat, score_items
 from abricot_local.tasks import base_name, make_task
 from abricot_local.tasks.base import TaskOptions
 
@@ -104,7 +104,7 @@ class CheckReport:
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
     if not path.is_file():
-        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in --help")
+        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in the help")
     got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
     if recorded and got != recorded:
         raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
@@ -158,12 +158,12 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
         return resolve_model_ref(rec.name, backend=kind)
     name = given or rec.path
     if not name:
-        raise ResultsError("the run records no model path; give the model with --model")
+        raise ResultsError(f"the run records no model path; give the model with {opt('model')}")
     if not given and not Path(name).is_file():
         if rec.source not in (None, "path", "registry") and rec.as_written:
             name = rec.as_written
         else:
-            raise ResultsError(f"the recorded model file {name} is missing; give it with the option shown in --help")
+            raise ResultsError(f"the recorded model file {name} is missing; give it with {opt('model')}")
     with hashing.afresh():
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
@@ -205,6 +205,32 @@ def _verdict(out: Path, provenance: Provenance, new: dict[str, list[Sample]],
     return c.verdicts[0], c.changes
 
 
+class _Against:
+    """check's sink (execute.Sink): each re-scored sample held against the recorded one."""
+
+    def __init__(self, recorded: dict[str, dict[str, Sample]], atol: float):
+        self.recorded, self.atol = recorded, atol
+        self.diffs: list[Difference] = []
+        self.new: dict[str, list[Sample]] = {}
+        self.checked = self.same = 0
+        self.worst = 0.0
+
+    def done(self, task: str) -> dict[str, Sample]:
+        return {}
+
+    def append(self, task: str, line: Sample) -> None:
+        old = self.recorded[task][line.id]
+        if line.context != old.context:
+            raise ResultsError(f"item {line.id}: the rebuilt prompt differs from the recorded one")
+        d = float(np.max(np.abs(np.subtract(line.logprobs, old.logprobs))))
+        self.new.setdefault(task, []).append(line)
+        self.checked += 1
+        self.same += line.pred == old.pred
+        self.worst = max(self.worst, d)
+        if line.pred != old.pred or d > self.atol:
+            self.diffs.append(Difference(task, line.id, old.pred, line.pred, d))
+
+
 def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
               exact: bool = False, notice: Notice | None = None) -> CheckReport:
@@ -212,9 +238,10 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     Items the run scored but its samples files lack are reported as missing (not reproduced);
     ``backend_values``: backend options that change no number (threads), over the recorded ones.
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
-    re-scoring, and the report holds compare's verdict."""
+    re-scoring, and the report holds compare's verdict. The re-scoring is the plan of the recorded run
+    (run.request.of_record) executed into a sink that holds each sample against the record."""
     if sample is not None and sample < 1:
-        raise UsageError("--sample must be at least 1 (a check that re-scores nothing proves nothing)")
+        raise UsageError(f"{opt('sample')} must be at least 1 (a check that re-scores nothing proves nothing)")
     out = Path(out)
     why = unfinished(out)
     if why:
@@ -227,30 +254,24 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     record = read_run(out)
     if record.config is None or not record.config.backend:
         raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")
-    cfg = record.config_dict()
     options = _task_options(record, data_dir)
-    kind = record.config.backend
-    ref = recorded_model(record, model)
-    bopts = recorded_options(kind, cfg, backend_values)
-    runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
-                   Shard.parse(record.config.shard))
+    found = recorded_model(record, model)
+    request = of_record(record, found.as_written, options, backend_values)
+    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)
     rng = np.random.default_rng(options.seed)
     read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
     record_differs = tuple(_record_differences(record, read, out))
     recorded_runs = {name: {s.id: s for s in samples} for name, samples in read.items()}
-    backend = load(ref, bopts, force=True)  # the recorded options: no registry default applies
-    diffs, checked, same, worst, missing = [], 0, 0, 0.0, []
-    new: dict[str, list[Sample]] = {}
+    backend = open_backend(p)  # the recorded options: no registry default applies
+    missing, runs = [], []
     try:
         rec_kernels, here = kernel_path.recorded(record.provenance), _kernels(backend)
         kdiff = kernel_path.differences(rec_kernels, here)
         if kdiff and notice:
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
                    "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
-        if options.chat_template:
-            runs = apply_chat(runs, backend)
-        data_differs = held.differences(record, runs, read)
-        for run in runs:
+        data_differs = held.differences(record, prepared(p, backend), read)
+        for run in p.runs:
             recorded = recorded_runs[run.task.key]
             require_finite(list(recorded.values()), run.task.key)
             missing += [(run.task.key, it.id) for it in run.items if it.id not in recorded]
@@ -258,31 +279,17 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
                 items = [it for k, it in enumerate(items) if k in keep]
-            total = len(items)
-            if progress:
-                progress(run.task.key, 0, total)
-            for n, (item, scored) in enumerate(score_items(items, backend), 1):
-                line = run.task.sample(item, scored)
-                old = recorded[item.id]
-                if line.context != old.context:
-                    raise ResultsError(f"item {item.id}: the rebuilt prompt differs from the recorded one")
-                d = float(np.max(np.abs(np.subtract(line.logprobs, old.logprobs))))
-                new.setdefault(run.task.key, []).append(line)
-                checked += 1
-                same += line.pred == old.pred
-                worst = max(worst, d)
-                if line.pred != old.pred or d > atol:
-                    diffs.append(Difference(run.task.key, item.id, old.pred, line.pred, d))
-                if progress:
-                    progress(run.task.key, n, total)
+            runs.append(replace(run, items=tuple(items)))
+        against = _Against(recorded_runs, atol)
+        execute(replace(p, runs=tuple(runs)), backend, against, progress=progress, measure=False)
         note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
-        verdict, changes = (_verdict(out, backend.provenance(), new, options.seed)
-                            if kdiff and checked else (None, ()))
+        verdict, changes = (_verdict(out, backend.provenance(), against.new, options.seed)
+                            if kdiff and against.checked else (None, ()))
     finally:
         backend.close()
-    return CheckReport(checked, same, worst, atol, tuple(diffs), tuple(missing), record_differs,
-                       kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
+    return CheckReport(against.checked, against.same, against.worst, atol, tuple(against.diffs), tuple(missing),
+                       record_differs, kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
                        (note,) if note and not moved else (), verdict, exact, changes, data_differs)
 
 

@@ -38,8 +38,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from abricot_local.backends.engines import Engine, engine_class
-from abricot_local.backends.session import Row
 from abricot_local.tasks.base import Item
 
 
@@ -57,76 +55,20 @@ class Work:
     basis: str = ""  # how the tokens were counted, in words
 
 
-class _NoCache:
-    """A session for counting: the engine's calls are counted before they reach it; its cache
-    always rewinds."""
-
-    normalized = False
-
-    def __init__(self, n_batch: int, n_ctx: int):
-        self.n_batch, self._n_ctx = min(n_batch, n_ctx), n_ctx
-
-    def decode(self, entries):  # pragma: no cover - the counting engine never calls it
-        raise NotImplementedError
-
-    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
-        return True
-
-    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
-        pass
-
-    def clear(self) -> None:
-        pass
-
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-
-def counting_engine(options) -> Engine:
-    """``options.engine``'s own class, its decode calls counted instead of made (rows of zeros)."""
-    base = engine_class(options.engine)
-
-    class Counting(base):
-        rows = positions = 0
-
-        def decode_call(self, entries, label, targets=None):
-            self.counters.decode_calls += 1
-            self.counters.tokens += len(entries)
-            self.positions += sum(e[1] for e in entries)
-            out = []
-            for seq, pos, _tok, want in entries:
-                self.rows += want
-                out.append(Row(0, dict.fromkeys(targets.get((seq, pos), ()) if targets else (), 0.0)) if want else None)
-            return out
-
-    return Counting(_NoCache(options.n_batch, options.n_ctx), options)
-
-
 def count_work(items: Sequence[Item], schedule: Callable, options, *, exact: bool, basis: str,
                progress: Callable[[int], None] | None = None) -> Work:
     """The work of scoring ``items`` with ``options`` (engine, n_batch, n_ctx, parallel), each
     request's schedule given by ``schedule(request)``; a prompt over n_ctx raises as in a run.
-    ``progress(items counted)`` is called after each batch."""
-    from abricot_local.run.runner import score_items
+    ``progress(items counted)`` is called after each batch. The items go through the run's own loop
+    (execute.score_items) into a backend that counts (backends/counting.py): the same order and chunks."""
+    from abricot_local.backends.counting import Counting
+    from abricot_local.run.execute import score_items
 
-    engine = counting_engine(options)
-    done = [0]
-
-    class Feed:  # what score_items asks of a backend
-        def batch_size(self) -> int:
-            return engine.parallel
-
-        def score_many(self, requests):
-            out = engine.score_many([schedule(r) for r in requests], [r.label for r in requests])
-            done[0] += len(requests)
-            if progress is not None:
-                progress(done[0])
-            return out
-
-    for _ in score_items(items, Feed()):
+    counter = Counting(schedule, options, progress)
+    for _ in score_items(items, counter):
         pass
-    c = engine.counters
-    return Work(len(items), c.tokens, c.decode_calls, engine.rows, engine.positions, exact, basis)
+    c = counter.counters
+    return Work(len(items), c.tokens, c.decode_calls, counter.rows, counter.positions, exact, basis)
 
 
 def text_tokenizer(chars_per_token: float) -> Callable[[str], list[int]]:

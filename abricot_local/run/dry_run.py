@@ -1,7 +1,8 @@
-"""The plan of a ``run`` command line before anything runs (``run --dry-run``, and the lines
-every real run prints first): per model and task the items and the tokens to evaluate, the
-download, the memory needed against what is available, and the predicted time on this
-machine (cost.py, calibration.py).
+"""The cost of a run's plan before anything runs (``run --dry-run``, and the lines every real run
+prints first): per model and task the items and the tokens to evaluate, the download, the memory
+needed against what is available, and the predicted time on this machine (cost.py,
+calibration.py). The plan is plan.py's, the one a run executes: ``--dry-run`` makes it ``dry``
+(nothing fetched), a run costs its own once its model is loaded (:func:`of_run`).
 
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its
@@ -18,25 +19,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from abricot_local import hashing, memory
 from abricot_local.run import calibration
-from abricot_local import memory
 from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
-from abricot_local.cache import is_offline
 from abricot_local.run.chars_per_token import ratio
-from abricot_local.errors import AbricotError, MissingDataError, ModelError
+from abricot_local.errors import AbricotError, render
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
-from abricot_local.models.given import Given
-from abricot_local.models.ref import (ModelRef, before_download, hub_download, local_file, lookup_alias,
-                                      resolve_model_ref)
-from abricot_local.models.sources import Pending as Download, offline_refusal, source_of
+from abricot_local.models.ref import ModelRef
+from abricot_local.models.sources import Pending as Download
 from abricot_local.run.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
                                      gguf_facts, parse_params, text_tokenizer, with_items)
-from abricot_local.run.planning import TaskRun, instances, prepare, registry_reproduces
 from abricot_local.models.registry import ModelSpec
-from abricot_local.tasks import all_task_names, make_task, task_class, task_names
-from abricot_local.tasks.uses import refuse_unknown_variants, refuse_unused
 
 NO_CALIBRATION = ("no calibration yet for these settings: `abricot-local run MODEL --dry-run --calibrate` measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
@@ -92,6 +87,15 @@ class DryRun:
         secs = [m.seconds for m in self.models]
         return None if not secs or None in secs else sum(secs)
 
+    def rendered(self, namer) -> "DryRun":
+        """This plan, the options its problems name (errors.opt) written by a door's ``namer``."""
+        def task(t: TaskPlan) -> TaskPlan:
+            return replace(t, problem=render(t.problem, namer))
+
+        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
+                                                  speed_note=render(m.speed_note, namer),
+                                                  tasks=tuple(task(t) for t in m.tasks)) for m in self.models))
+
     def to_json(self) -> dict:
         """The plan as ``run --dry-run --json`` prints it (``seconds``: the whole command, null
         when a model has no speed)."""
@@ -126,116 +130,58 @@ def _model_json(m: ModelPlan) -> dict:
     }
 
 
-@dataclass(frozen=True)
-class _Task:
-    task: object
-    run: TaskRun | None
-    available: int
-    problem: str = ""
-
-
-def plan(models, *, given: Given, task_spec: str | None, task_options,
-         limit: int | None = None, sample: int | None = None, shard=None, models_file=None, model_dirs=(),
-         calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
-         notify: Callable[[str], None] | None = None) -> DryRun:
-    """The plan of ``run MODELS ...`` with these options (see the module's text). ``keep_going``:
-    a model that cannot be planned is reported in its row (a sweep), else its error is raised.
-    Nothing is written on the way: files hashed are remembered in this process only."""
+def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
+            notify: Callable[[str], None] | None = None) -> DryRun:
+    """The cost of each model's plan in ``request`` (a run.request.RunRequest), as `run --dry-run` and
+    ``abricot_local.plan`` ask for it: each plan ``dry`` (plan.py: nothing fetched or downloaded; a task
+    whose data is not here kept with its problem). ``keep_going``: a model that cannot be planned is
+    reported in its row (a sweep), else its error is raised. Nothing is written on the way: files
+    hashed are remembered in this process only."""
     from abricot_local.hashing import unwritten
+    from abricot_local.models.ref import locate
+    from abricot_local.run.plan import make_plan
 
+    r, out = request, []
     with unwritten():
-        return _plan(models, given=given, task_spec=task_spec, task_options=task_options, limit=limit,
-                     sample=sample, shard=shard, models_file=models_file, model_dirs=model_dirs,
-                     calibrate=calibrate, with_memory=with_memory, keep_going=keep_going, notify=notify)
+        for name in r.models:
+            try:
+                located = locate(name, backend=r.given.backend, models_file=r.models_file, model_dirs=r.model_dirs,
+                                 digest=False)
+            except AbricotError as err:
+                if not keep_going:
+                    raise
+                out.append(ModelPlan(name, name, r.given.backend, problem=err.raw().splitlines()[0]))
+                continue
+            p = make_plan(r, located=located, dry=True, notify=notify)  # a task's error is the command's
+            try:
+                out.append(model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify))
+            except AbricotError as err:
+                if not keep_going:
+                    raise
+                out.append(ModelPlan(name, name, r.given.backend, problem=err.raw().splitlines()[0]))
+    return DryRun(tuple(out), _alternatives(out, r.limit, r.sample, r.shard))
 
 
-def _plan(models, *, given, task_spec, task_options, limit, sample, shard, models_file, model_dirs, calibrate,
-          with_memory, keep_going, notify) -> DryRun:
-    made: dict[str, list[_Task]] = {}  # per `reproduces`: the tasks under the protocols it names
-    out = []
-    for name in models:
-        reproduces = registry_reproduces(name, models_file)
-        if reproduces not in made:
-            made[reproduces] = _tasks(task_spec, replace(task_options, allow_download=False), limit, sample, shard,
-                                      reproduces)
-        tasks = made[reproduces]
-        try:
-            out.append(_model(name, tasks, given=given, task_options=task_options, models_file=models_file,
-                              model_dirs=model_dirs, calibrate=calibrate, with_memory=with_memory, notify=notify))
-        except AbricotError as err:
-            if not keep_going:
-                raise
-            out.append(ModelPlan(name, name, given.backend, problem=str(err).splitlines()[0]))
-    return DryRun(tuple(out), _alternatives(out, limit, sample, shard))
-
-
-def _tasks(task_spec, options, limit, sample, shard, reproduces: str = "") -> list[_Task]:
-    """The command's tasks and items, each under the protocols a run would hold it (those
-    ``reproduces`` names: planning.instances). With no --tasks, every task: one whose data is
-    not here is kept with its problem (a run fetches it when it can)."""
-    names = task_names(task_spec) if task_spec else all_task_names()
-    refuse_unused([task_class(n) for n in names], options)
-    refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
-    out = []
-    made = [make_task(n, options) for n in names]
-    for task in instances(made, reproduces, options.prompt_variant, options.protocol):
-        try:
-            items = task.items()
-            task.items = lambda items=items: items  # this task object's own: prepare() reads them once
-            out.append(_Task(task, prepare([task], limit, sample, shard)[0], len(items)))
-        except MissingDataError as err:
-            out.append(_Task(task, None, 0, f"no data here ({err.what}); {err.advice()}"))
-    return out
-
-
-def _model(name: str, tasks: list[_Task], *, given: Given, task_options, models_file, model_dirs,
-           calibrate, with_memory, notify) -> ModelPlan:
-    ref, spec, download = _locate(name, given, models_file, model_dirs)
-    kind = ref.backend if ref else (spec.backend or given.backend) if spec else given.backend
-    cls = backend_class(kind)
-    opts = given.for_model(kind, spec.n_ctx if spec else None)
+def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
+    """The cost of a dry plan (plan.py) of one model: its work counted with the model's own tokenizer
+    (a vocabulary-only load) when its file is here, else estimated from the text; the download, the
+    memory, the speed."""
+    located, ref, opts = plan.located, plan.model, plan.backend_options
+    spec = located.spec or (ref.spec if ref else None)
+    cls = backend_class(plan.backend)
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     family = spec.tokenizer if spec else ""
+    name = located.name
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
-    plans = [_task_plan(t, None, opts, family, task_options.chat_template, notify) for t in tasks] if not here \
-        else _counted(ref, kind, opts, tasks, task_options.chat_template, notify)
-    fit, estimated = _memory(ref, spec, cls, opts) if with_memory else (None, False)
-    speed, note = _speed(name, ref if here else None, cls, opts, facts, calibrate,
-                         spec.sha256_for(0) if spec else None, backend=kind,
-                         models_file=models_file, model_dirs=model_dirs, notify=notify)
+    chat = plan.task_options.chat_template
+    plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
+        else _counted(ref, plan.backend, opts, plan.runs, chat, notify)
+    fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, False)
+    speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
+                         notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
-    label = ref.label if ref else spec.name if spec else name
-    return ModelPlan(name, label, kind, str(ref.path) if ref and ref.path else None, facts, download, fit, estimated,
-                     speed, note, tuple(plans))
-
-
-def _locate(name, given: Given, models_file, model_dirs):
-    """(ModelRef when the model is here or synthetic, its registry entry, what a run downloads)."""
-    if not backend_class(given.backend).reads_model_file:
-        return resolve_model_ref(name, backend=given.backend, models_file=models_file), None, None
-    ref = before_download(name, backend=given.backend, given=given, models_file=models_file,
-                          model_dirs=model_dirs, force=True, digest=False)
-    if ref is not None:  # (a file that is a registry entry's byte for byte keeps the run's own options)
-        return ref, ref.spec, None
-    offline = is_offline()
-    hub = hub_download(name, backend=given.backend, models_file=models_file)
-    if hub is not None:
-        return None, None, hub
-    spec = lookup_alias(name, models_file)
-    path = local_file(spec)
-    if path is None and not source_of(spec).fetches:
-        raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
-    if path is not None:
-        from abricot_local import hashing
-
-        sha = spec.sha256_for(0) or hashing.remembered(path)
-        return ModelRef(name, "registry", spec.backend or given.backend, spec.name, spec=spec, path=path, sha256=sha,
-                        quant=spec.quant), spec, None
-    source = source_of(spec)
-    refused = ""
-    if offline and source.downloads:  # the run's own refusal, naming the file not in the cache: said, not raised
-        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
-    return None, spec, replace(source.pending(spec), refused=refused)
+    return ModelPlan(name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
+                     located.pending, fit, estimated, speed, note, tuple(plans))
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
@@ -248,66 +194,68 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
-def _counted(ref: ModelRef, kind: str, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
+def _counted(ref: ModelRef, kind: str, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself."""
     reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
     be = open_backend(kind, str(ref.path) if reads else ref.label,
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
-        return _counted_by(be, opts, tasks, chat, notify)
+        return _counted_by(be, opts, runs, chat, notify)
     finally:
         be.close()
 
 
-def _counted_by(be, opts, tasks: list[_Task], chat: bool, notify=None) -> list[TaskPlan]:
+def _counted_by(be, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with an open backend's own schedule (the run's: what it counts here,
     it scores without tokenizing again)."""
-    from abricot_local.run.runner import apply_chat
+    from abricot_local.run.execute import apply_chat
 
-    runs = {id(t): (apply_chat([t.run], be)[0] if chat else t.run) for t in tasks if t.run}
-    return [_task_plan(t, (be.schedule, runs.get(id(t))), opts, "", chat, notify) for t in tasks]
+    wrap = (lambda t: apply_chat([t], be)[0]) if chat else None
+    return [_task_plan(r, be.schedule, opts, "", chat, notify, wrap=wrap) for r in runs]
 
 
-def of_run(run_plan, backend, folder: Path | None = None) -> DryRun:
-    """The plan of a run about to score (a RunPlan, its model open as ``backend``): its own items counted
-    with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s first lines).
-    ``folder`` (a --resume): the items it holds are left out, the work and time of those left in proportion."""
-    from abricot_local.run.results import saved_counts
+def of_run(plan, backend, folder: Path | None = None) -> DryRun:
+    """The cost of a plan about to be executed (plan.py's Plan, its model open as ``backend``): its own
+    items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
+    first lines). ``folder`` (a --resume): the items it holds are left out, the work and time of those left
+    in proportion."""
+    from abricot_local.run.states import saved_counts
 
-    ref, opts, cls = run_plan.model, run_plan.backend_options, backend_class(run_plan.backend)
-    plans = _counted_by(backend, opts, [_Task(r.task, r, r.available or len(r.items)) for r in run_plan.runs],
-                        run_plan.task_options.chat_template)
+    ref, opts, cls = plan.model, plan.backend_options, backend_class(plan.backend)
+    plans = _counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
     facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
-    speed, note = _speed(ref.as_written, ref, cls, opts, facts, False, None)
+    speed, note = _speed(ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
     done = saved_counts(folder) if folder is not None and folder.is_dir() else {}  # a --resume: the items left
     plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
-    model = ModelPlan(ref.as_written, ref.label, run_plan.backend, str(ref.path) if ref.path else None, facts,
+    model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
                       None, None, False, speed, note, tuple(plans))
-    return DryRun((model,), _alternatives([model], run_plan.limit, run_plan.sample, run_plan.shard))
+    return DryRun((model,), _alternatives([model], plan.limit, plan.sample, plan.shard))
 
 
-def _task_plan(t: _Task, exact, opts, family: str, chat: bool, notify=None) -> TaskPlan:
-    """One task's work: ``exact`` (the model's schedule, its runs) or estimated from the text."""
-    name = t.task.key
-    if t.run is None:
-        return TaskPlan(name, 0, 0, problem=t.problem)
-    if exact is not None:
-        schedule, run = exact
+def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None) -> TaskPlan:
+    """One task's work (``run``: a plan.TaskRun): counted with ``schedule`` (the model's; ``wrap``: its chat
+    template applied first), else (None) estimated from the text."""
+    name = run.task.key
+    available = run.available or len(run.items)
+    if run.problem:
+        return TaskPlan(name, 0, 0, problem=run.problem)
+    if schedule is not None:
         basis, is_exact = "the model's tokenizer", True
+        run = wrap(run) if wrap else run
     else:
-        r = ratio(family, t.task)
+        r = ratio(family, run.task)
         tokenize = text_tokenizer(r.chars_per_token)
-        schedule, run = (lambda req: make_schedule(req, tokenize, opts.n_ctx)), t.run
+        schedule = lambda req: make_schedule(req, tokenize, opts.n_ctx)  # noqa: E731
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
         work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
                           progress=counting_progress(name, len(run.items), notify))
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there
-        return TaskPlan(name, len(t.run.items), t.available,
-                        problem=str(err) if is_exact else f"may not fit (estimated): {err}")
-    return TaskPlan(name, len(t.run.items), t.available, work)
+        return TaskPlan(name, len(run.items), available,
+                        problem=err.raw() if is_exact else f"may not fit (estimated): {err.raw()}")
+    return TaskPlan(name, len(run.items), available, work)
 
 
 def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fit | None, bool]:
@@ -321,8 +269,8 @@ def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fi
     return memory.fit(size, memory.kv_estimate_from_size(size, opts.n_ctx)), True
 
 
-def _speed(name, ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str | None,
-           **resolve) -> tuple[Speed | None, str]:
+def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str | None,
+           notify=None) -> tuple[Speed | None, str]:
     """The speed: this model's calibration (its file here, or the registry's pinned SHA-256),
     else one scaled from the nearest calibrated model; with ``calibrate``, a model here is
     measured first."""
@@ -333,10 +281,10 @@ def _speed(name, ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned
     sha = ref.sha256 or (None if cls.reads_model_file else f"synthetic:{ref.label}") if ref else pinned
     note = ""
     if calibrate and ref is not None:
-        notify = resolve.pop("notify", None)
         if notify:
             notify(f"calibrating {ref.label} on this machine (its load is timed too) ...")
-        full = resolve_model_ref(name, offline=True, **resolve) if cls.reads_model_file else ref
+        full = ref if ref.sha256 or not cls.reads_model_file else \
+            replace(ref, sha256=hashing.file_digest(ref.path).sha256)  # the calibration's key: its SHA-256
         cal = calibration.calibrate(full, opts, settings, facts)
         sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})" + _busy()
     elif calibrate:
@@ -387,13 +335,3 @@ def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
     work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
     return replace(t, items=t.items - saved, saved=saved, work=work,
                    seconds=speed.seconds(work) if speed and work else None)
-
-
-def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
-            notify: Callable[[str], None] | None = None) -> DryRun:
-    """:func:`plan` of a run as `run` and ``abricot_local.evaluate`` ask for it (an
-    run.request.RunRequest)."""
-    r = request
-    return plan(r.models, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
-                sample=r.sample, shard=r.shard, models_file=r.models_file, model_dirs=r.model_dirs, calibrate=calibrate,
-                with_memory=with_memory, keep_going=keep_going, notify=notify)

@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from abricot_local.analysis import kld as stats
-from abricot_local.backends import backend_class, recorded_options
-from abricot_local.backends.engines import engine_class
-from abricot_local.backends.kld import KlRows, PairedSession
+from abricot_local.backends import backend_class
+from abricot_local.backends.kld import KlRows, PairedBackend, TokenizedUnlike
 from abricot_local.errors import ResultsError, UsageError
-from abricot_local.run.check import _task_options, recorded_model
-from abricot_local.run.planning import Shard, prepare
-from abricot_local.run.runner import apply_chat
-from abricot_local.run.states import unfinished
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.given import load
+from abricot_local.models.ref import Located
 from abricot_local.record import entry_samples, read_run
-from abricot_local.tasks import make_task
+from abricot_local.run.check import _task_options, recorded_model
+from abricot_local.run.execute import open_backend, prepared, score_items
+from abricot_local.run.plan import make_plan
+from abricot_local.run.request import of_record
+from abricot_local.run.states import unfinished
 
 Progress = Callable[[str, int, int], None]
 
@@ -73,7 +73,8 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
              limit: int | None = None, force: bool = False, progress: Progress | None = None,
              notify: Callable[[str], None] | None = None) -> list[KldResult]:
     """The KLD of each run in ``runs`` against ``reference`` (see the module's text), written into each
-    run's folder; ``limit``: the first N common items of each task (in the reference's order)."""
+    run's folder; ``limit``: the first N common items of each task (in the reference's order). REF's
+    items are the plan of its recorded run (run.request.of_record), as `check` rebuilds them."""
     if not runs:
         raise UsageError("kld needs a reference run and at least one run to measure against it")
     say = notify or (lambda _t: None)
@@ -81,11 +82,9 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
     kind = record.config.backend if record.config else ""
     if not kind:
         raise ResultsError(f"{ref_dir / 'results.json'} records no config.backend: its items cannot be rebuilt")
-    options = _task_options(record, data_dir)
-    bopts = recorded_options(kind, record.config_dict(), backend_values)
-    ref_model = recorded_model(record)
-    task_runs = prepare([make_task(n, options) for n in record.tasks], record.config.limit, record.config.sample,
-                        Shard.parse(record.config.shard))
+    found = recorded_model(record)
+    request = of_record(record, found.as_written, _task_options(record, data_dir), backend_values)
+    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)
     ref_ids = _ids(ref_dir, record)
     others = []
     for r in runs:
@@ -97,15 +96,15 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
         others.append((folder, rec, recorded_model(rec)))
     if not force:
         for _, _, m in others:
-            check_memory(kind, [p for p in (ref_model.path, m.path) if p], bopts)
-    backend = load(ref_model, bopts, force=True)
+            check_memory(kind, [p for p in (found.path, m.path) if p], p.backend_options)
+    backend = open_backend(p)
     out = []
     try:
-        if options.chat_template:
-            task_runs = apply_chat(task_runs, backend)
+        task_runs = prepared(p, backend)
         for folder, rec, model in others:
             say(f"kld: {folder} against {ref_dir}")
-            out.append(_one(backend, ref_dir, record, folder, rec, model, bopts, task_runs, ref_ids, limit, progress))
+            out.append(_one(backend, ref_dir, record, folder, rec, model, p.backend_options, task_runs, ref_ids,
+                            limit, progress))
     finally:
         backend.close()
     return out
@@ -118,8 +117,7 @@ def _one(backend, ref_dir, ref_record, folder, rec, model, bopts, task_runs, ref
     results = {}
     try:
         rows = KlRows()
-        backend.session.clear()  # the reference's cache as fresh as the rung's: the same decode calls from empty
-        engine = engine_class(bopts.engine)(PairedSession(backend.session, rung.session, rows), bopts)
+        paired = PairedBackend(backend, rung, bopts, rows)
         for run in task_runs:
             name = run.task.key
             items = [it for it in run.items if it.id in ref_ids.get(name, ()) and it.id in other_ids.get(name, ())]
@@ -128,21 +126,17 @@ def _one(backend, ref_dir, ref_record, folder, rec, model, bopts, task_runs, ref
                 continue
             rows.kl.clear()
             rows.same_top.clear()
-            todo = sorted(items, key=lambda it: it.prefix)  # score_items' order: the same decode calls
             if progress:
-                progress(name, 0, len(todo))
-            size = max(1, engine.parallel)
-            for k in range(0, len(todo), size):
-                chunk = [it.request() for it in todo[k:k + size]]
-                schedules = [backend.schedule(r) for r in chunk]
-                if [rung.schedule(r) for r in chunk] != schedules:
-                    raise ResultsError(f"{model.label} tokenizes {name}'s text unlike {ref_record.model.name}: "
-                                       "not quants of one model")
-                engine.score_many(schedules, [r.label for r in chunk])
-                if progress:
-                    progress(name, min(k + size, len(todo)), len(todo))
+                progress(name, 0, len(items))
+            try:
+                for n, _ in enumerate(score_items(items, paired), 1):  # the run's loop: the same decode calls
+                    if progress:
+                        progress(name, n, len(items))
+            except TokenizedUnlike:
+                raise ResultsError(f"{model.label} tokenizes {name}'s text unlike {ref_record.model.name}: "
+                                   "not quants of one model") from None
             results[name] = stats.summarise(rows.kl, rows.same_top, len(items))
-        calls = engine.counters.decode_calls
+        calls = paired.counters.decode_calls
     finally:
         rung.close()
     if not results:

@@ -1,6 +1,6 @@
 """Joining the shards of one run (`run --shard K/N`) into the run it stands for.
 
-A shard K/N holds every N-th item of each task from the K-th (planning.Shard),
+A shard K/N holds every N-th item of each task from the K-th (request.Shard),
 so the unsharded item order is the shards' items interleaved. The shards must
 be complete, disjoint and of one run: the same model and data SHA-256, options
 (all but the shard), task versions, schedule and llama.cpp build. The merged
@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from abricot_local.record import kernel_path
-from abricot_local.errors import ResultsError
-from abricot_local.run.planning import Shard
+from abricot_local.errors import ResultsError, opt
+from abricot_local.run.request import Shard
 from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
-from abricot_local.run.results import OutputDir
+from abricot_local.run.folder import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
 SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
@@ -29,10 +29,10 @@ def _strip_shard(manifest: Manifest) -> Manifest:
 
 def _load(folder: Path) -> Record:
     if not (folder / RESULTS).exists():
-        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... --resume`")
+        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... {opt('resume', True)}`")
     record = read_run(folder)
     if record.config is None or not record.config.shard:
-        raise ResultsError(f"{folder} is not a shard (its run had no --shard K/N)")
+        raise ResultsError(f"{folder} is not a shard (its run had no {opt('shard', 'K/N')})")
     if record.manifest is None or record.provenance is None:
         raise ResultsError(f"{folder / RESULTS} records no manifest or provenance: it cannot be merged")
     return record
@@ -94,7 +94,7 @@ def interleave(parts: list[list[Sample]]) -> list[Sample]:
 def merge(folders: list[str | Path], out: str | Path) -> Path:
     """Write the merged run into ``out``; returns its results.json."""
     from abricot_local.analysis import baselines
-    from abricot_local.run.runner import as_json, data_warnings, metric_warnings
+    from abricot_local.run.record import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
@@ -131,5 +131,5 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
                      tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
     with OutputDir(out) as o:
         if (Path(out) / RESULTS).exists():
-            raise ResultsError(f"{out} already holds a finished run; choose another --out")
+            raise ResultsError(f"{out} already holds a finished run; choose another {opt('out')}")
         return o.finalize(record, samples)

@@ -6,12 +6,13 @@ files (``.lock``, the state files, results.json, ``.checkpoint/`` and the sample
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.names import path_part
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
 
@@ -48,10 +49,10 @@ def refuse_link(path: Path, *, folder: bool = False) -> None:
         return
     if stat.S_ISLNK(st.st_mode):
         raise ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
-                           "through a link; remove the link, or choose another --out")
+                           f"through a link; remove the link, or choose another {opt('out')}")
     if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
         raise ResultsError(f"{path} is not a {'folder' if folder else 'regular file'}, so it is not the run's own: "
-                           "remove it, or choose another --out")
+                           f"remove it, or choose another {opt('out')}")
 
 
 def _stale_lock(path: Path) -> bool:
@@ -91,7 +92,7 @@ def guard(folder: Path) -> None:
     if _lstat(folder) is None:
         return
     if not folder.is_dir():
-        raise ResultsError(f"{folder} is not a folder; choose another --out")
+        raise ResultsError(f"{folder} is not a folder; choose another {opt('out')}")
     if not is_run_folder(folder):
         try:
             entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e))
@@ -100,7 +101,7 @@ def guard(folder: Path) -> None:
             raise ResultsError(f"cannot read {folder}: {exc.strerror or exc}") from None
         if entries:
             raise ResultsError(f"{folder} is not a run folder and is not empty: it holds {_names(folder, entries)}; "
-                               "a run writes only into a new or empty folder, or its own: choose another --out")
+                               f"a run writes only into a new or empty folder, or its own: choose another {opt('out')}")
     for name in (LOCK, RESULTS, *MARKERS):
         refuse_link(folder / name)
     ckpt = folder / CHECKPOINT
@@ -109,3 +110,41 @@ def guard(folder: Path) -> None:
         for path in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else ():
             refuse_link(path)
     refuse_link(ckpt / RUN_MANIFEST)
+
+
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_own(path: Path, flags: int, mode: str):
+    """``path`` opened as a text file, never through a link (O_NOFOLLOW), and only a regular file."""
+    fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def remove_own(path: Path) -> None:
+    """Unlink ``path`` (a link itself, never its target); gone already, or not removable: left."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def close_own(fh, *, sync: bool = False) -> None:
+    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped.
+    ``sync``: its data fsync'd first (a checkpoint left for a resume), as far as the disk allows."""
+    try:
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    except (OSError, ValueError):
+        pass
+    try:
+        fh.close()
+    except OSError:
+        pass

@@ -1,21 +1,44 @@
-"""A run as asked for, typed: built once from the command line's or the API's values (``kw``: the
-option values by name, run.arguments) with `run`'s first refusals, and what every door then
-passes on (session.run_model, run.dry_run.plan_of). No printing."""
+"""A run as asked for, typed: built once by every door (the command line, the Python API) from the
+option values by field name (the tasks' TaskOptions fields and the backends' Options fields, each
+parsed by its field: text from a command line or lm-eval, typed from Python) and the run's own
+arguments, with `run`'s first refusals; what the plan takes. No printing."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from abricot_local.run.arguments import check_counts, given_opts, limit_caution, margin_of, task_opts
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
-    from abricot_local.run.planning import Shard
     from abricot_local.models.given import Given
     from abricot_local.tasks.base import TaskOptions
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Shard | None":
+        if not text:
+            return None
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            raise UsageError(f"{opt('shard')} expects K/N with 1 <= K <= N (like 2/4), got {text!r}")
+        return cls(int(m.group(1)), int(m.group(2)))
+
+    def take(self, items: list) -> list:
+        """The K-th of N disjoint parts: every N-th item from the K-th, in order."""
+        return items[self.index - 1 :: self.count]
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True)
@@ -38,11 +61,15 @@ class RunRequest:
     model_dirs: tuple[str, ...] = ()
     stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp>
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
+    task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
 
     @property
     def caution(self) -> str | None:
         """What --limit's items may not represent (said once, before anything runs)."""
-        return None if self.limit is None else limit_caution(self.limit)
+        if self.limit is None:
+            return None
+        return (f"caution: {opt('limit', self.limit)} scores the first {self.limit} items of each task in release "
+                f"order, which may not represent the task (use {opt('sample', 'N')} for a seeded draw)")
 
     @property
     def sweep_root(self) -> Path:
@@ -50,26 +77,98 @@ class RunRequest:
         return self.out or Path("results") / f"sweep-{self.stamp}"
 
 
-def request_of(models, kw: dict, *, limit: int | None = None, sample: int | None = None, shard: str | None = None,
-               out=None, resume: bool = False, force: bool = False, quants: str | None = None) -> RunRequest:
-    """The request of `run`'s (or ``evaluate``'s) arguments, refused now where it cannot run: the
-    counts, --quants of one model (its aliases in the registry), one model's name that nothing
-    resolves (read from the registry and the stores' listings only), the backend's options."""
-    from abricot_local.models.ref import require_known
+def option_names() -> tuple[str, ...]:
+    """Every option a request takes by field name: the tasks' and the backends' (a flag each)."""
+    from abricot_local.backends import option_specs
+    from abricot_local.option_fields import specs
+    from abricot_local.tasks.base import TaskOptions
 
-    check_counts(limit, sample, resume, out)
-    margin = margin_of(kw)
-    models = tuple(str(m) for m in models)
+    names = [s.name for s in specs(TaskOptions) if not s.internal]
+    return tuple(dict.fromkeys([*names, *(s.name for s, _ in option_specs() if s.flag)]))
+
+
+def task_options(values: Mapping[str, Any]):
+    """The tasks' options from values by field name (None: not given), each parsed and checked."""
+    from abricot_local.option_fields import from_values, specs
+    from abricot_local.tasks.base import TaskOptions
+
+    names = {s.name for s in specs(TaskOptions) if not s.internal}
+    return from_values(TaskOptions, {k: v for k, v in values.items() if k in names}, owner="the tasks")
+
+
+def given_options(backend: str, values: Mapping[str, Any], seed: int):
+    """The backend options given (a models.given.Given: only those given, and the seed), each parsed
+    and checked now (an option the chosen backend lacks is an error)."""
+    from abricot_local.backends import option_specs
+    from abricot_local.models.given import Given
+
+    names = {s.name for s, _ in option_specs() if s.flag}
+    given = Given(backend, {**{k: v for k, v in values.items() if k in names and v is not None}, "seed": seed})
+    given.checked()
+    return given
+
+
+def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = None, *, tasks: str | None = None,
+            backend: str | None = None, limit: int | None = None, sample: int | None = None,
+            shard: str | None = None, out=None, resume: bool = False, force: bool = False,
+            quants: str | Sequence[str] | None = None, margin: float | None = None, models_file=None,
+            model_dirs: Sequence = ()) -> RunRequest:
+    """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the tasks' and the backends'
+    options by field name; refused now where it cannot run: the counts, --margin, --quants of one model
+    (its aliases in the registry), each option's value. A model's name is found by its plan, first."""
+    from abricot_local.backends import DEFAULT_BACKEND
+
+    _check_counts(limit, sample, resume, out)
+    margin = _margin(margin)
+    backend = backend or DEFAULT_BACKEND
+    models_file = None if models_file is None else str(models_file)
+    model_dirs = tuple(str(d) for d in model_dirs)
+    models = (models,) if isinstance(models, str) else tuple(str(m) for m in models)
     if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
         from abricot_local.models.quants import expand
 
-        models = tuple(expand(models, quants, kw["models_file"]))
+        models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), models_file))
     if not models:
         raise UsageError("no model given")
-    if len(models) == 1:  # a name nothing knows: refused before the plan, the data or the model loads
-        require_known(models[0], backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    from abricot_local.run.planning import Shard
-
-    return RunRequest(models, given_opts(kw), kw["tasks"], task_opts(kw), limit, sample, Shard.parse(shard),
-                      Path(out) if out else None, resume, force, kw["models_file"], tuple(kw["model_dirs"]),
+    options = task_options(values or {})
+    return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
+                      Shard.parse(shard), Path(out) if out else None, resume, force, models_file, model_dirs,
                       datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin)
+
+
+def _margin(margin) -> float | None:
+    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0, or None."""
+    if margin is None:
+        return None
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin) and margin > 0):
+        raise UsageError(f"{opt('margin')} must be a finite number more than 0 (in the metric's own units), "
+                         f"got {margin!r}")
+    return float(margin)
+
+
+def _check_counts(limit: int | None, sample: int | None, resume: bool, out) -> None:
+    """What `run` refuses before anything else: --limit, --sample, --resume without --out."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"{opt('limit')} must be at least 1")
+    if sample is not None and limit is not None:
+        raise UsageError(f"{opt('sample', sample)} and {opt('limit', limit)} cannot be combined: {opt('sample')} "
+                         f"draws items with the seed, {opt('limit')} takes the first ones; give one of them")
+    if sample is not None and sample < 1:
+        raise UsageError(f"{opt('sample')} must be at least 1, got {sample}")
+    if resume and not out:
+        raise UsageError(f"{opt('resume', True)} needs the {opt('out')} folder of the run to continue")
+
+
+def of_record(record, model: str, task_options, over: Mapping[str, Any] | None = None) -> RunRequest:
+    """The request a recorded run (a record.Record) was made with, for `check` and `kld`: ``model`` (the
+    name its model is found by again), its backend and every backend option it recorded (``over``:
+    options that change no number, on top; no registry default applies), its task instances by key with
+    ``task_options`` (their data found again), its item selection."""
+    from abricot_local.backends import recorded_options
+    from abricot_local.models.given import Given
+
+    kind = record.config.backend
+    options = recorded_options(kind, record.config_dict(), dict(over or {}))
+    return RunRequest((model,), Given.of(options, backend=kind), None, task_options, record.config.limit,
+                      record.config.sample, Shard.parse(record.config.shard), force=True,
+                      task_keys=tuple(record.tasks))

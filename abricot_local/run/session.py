@@ -12,6 +12,8 @@ from typing import Callable
 
 from abricot_local.errors import AbricotError
 from abricot_local.names import path_part
+from abricot_local.record import RESULTS, Record
+from abricot_local.run.folder import RunFolder, finished_run, tidy_finished
 
 
 class Interrupted(KeyboardInterrupt):
@@ -39,105 +41,93 @@ class Hooks:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    path: Path
+    record: Record
+    complete: bool = False  # --resume found the run already finished: nothing was scored or written
+
+
+@dataclass(frozen=True)
 class Done:
-    plan: object  # run.planning.RunPlan
-    outcome: object  # run.runner.Outcome
+    plan: object  # run.plan.Plan
+    outcome: Outcome
     folder: Path
     seconds: float  # from the output folder taken to the record written
 
 
 def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
-    """One model of ``request`` (an run.request.RunRequest): plan, load, score, write into
+    """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
-    from abricot_local.run import planning, runner
+    from abricot_local.models.ref import locate
 
-    plan = None
-    state = {"out": out_dir}
+    folder = RunFolder(out_dir)  # the folder's states, a signal's and a lost device's too, go through it
 
     def stuck(_signum: int) -> None:  # the backend did not return after a signal: the process ends now
-        hooks.say(save_interrupted(plan, state["out"], hooks.resume_hint))
+        hooks.say(folder.interrupted(hooks.resume_hint))
 
     forget = backends.on_stuck(stuck)
     try:
-        r = request
-        plan = planning.plan_run(
-            model=model, given=r.given, task_spec=r.task_spec, task_options=r.task_options, limit=r.limit,
-            models_file=r.models_file, force=r.force, sample=r.sample, shard=r.shard,
-            notify=hooks.notify, fresh=resume, model_dirs=r.model_dirs, margin=r.margin,
-        )
-        out_dir = state["out"] = out_dir or Path("results") / path_part(plan.model_label, "model") / r.stamp
-        watch_remote(plan, out_dir, hooks)
+        located = locate(model, backend=request.given.backend, models_file=request.models_file,
+                         model_dirs=request.model_dirs, notify=hooks.notify, fresh=request.resume)
+        from abricot_local.run.plan import make_plan  # (an unknown name is refused before the tasks load)
+
+        plan = make_plan(request, located=located, notify=hooks.notify)
+        folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
+        folder.totals = {r.task.key: len(r.items) for r in plan.runs}
+        watch_remote(plan, folder, hooks)
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")
         for r in plan.runs:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
-
-        def loaded(backend) -> None:
-            if hooks.on_loaded:
-                hooks.on_loaded(plan, backend)
-
         started = time.perf_counter()
-        outcome = runner.execute(plan, out_dir, resume=resume, progress=hooks.progress, on_loaded=loaded)
+        outcome = run_plan(plan, folder, resume=resume, progress=hooks.progress,
+                           on_loaded=lambda backend: hooks.on_loaded and hooks.on_loaded(plan, backend))
     except KeyboardInterrupt as err:
-        raise Interrupted(save_interrupted(plan, out_dir, hooks.resume_hint)) from err
+        raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
     finally:
         forget()
-    return Done(plan, outcome, out_dir, time.perf_counter() - started)
+    return Done(plan, outcome, folder.path, time.perf_counter() - started)
 
 
-def save_interrupted(plan, out_dir: Path | None, resume_hint: Callable[[Path], str]) -> str:
-    """Leave the folder INTERRUPTED (through the OutputDir this process holds, when a signal
-    ends it from the watchdog thread while llama.cpp does not return), and the text to say."""
-    from abricot_local.run.results import INTERRUPTED, RESULTS, OutputDir, held, items_text, saved_counts
+def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
+             on_loaded: Callable[[object], None] | None = None) -> Outcome:
+    """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
+    refuses) before the model loads, the model loaded once, every task scored into the checkpoint
+    (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
+    run writes nothing (its tidy-up's leftovers go)."""
+    from abricot_local.run.execute import execute, open_backend
+    from abricot_local.run.record import build_record, plan_manifest
 
-    holding = held(out_dir) if out_dir else None
-    if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
-        if holding is not None:
-            holding.release()
-        return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
-    if out_dir is None or not resumable(out_dir):
-        if holding is not None:
-            holding.release()  # no lock file, and no folder this run left empty
-        where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
-        return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
-    totals = {r.task.key: len(r.items) for r in plan.runs} if plan else {}
-    if holding is not None:
+    folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
+    folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
+    start = time.perf_counter()
+    manifest = plan_manifest(plan)
+    done = finished_run(folder.path, manifest) if resume else None
+    if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
+        tidy_finished(folder.path, done)
+        return Outcome(folder.path / RESULTS, done, complete=True)
+    with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
+        backend = open_backend(plan)
         try:
-            if not getattr(holding, "totals", None):
-                holding.running(totals)
-            holding.interrupted()
-        except AbricotError:
-            pass  # the state file is a courtesy; the checkpoint is what counts
-        holding.release()
-    elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
-        try:
-            with OutputDir(out_dir) as folder:
-                folder.running(totals)
-                folder.interrupted()
-        except AbricotError:
-            pass  # another run holds the folder: its state is its own
-    saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
-    what = items_text(saved, totals) if any(saved.values()) else "nothing scored yet"
-    return (f"\ninterrupted: {what} saved in {out_dir}.\n"
-            f"resume with: {resume_hint(out_dir)}")
-
-
-def resumable(out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
-    from abricot_local.run.results import CHECKPOINT
-
-    return (out_dir / CHECKPOINT / "run.json").is_file()
+            if on_loaded:
+                on_loaded(backend)
+            record = None
+            with folder.scoring(manifest, resume=resume):
+                results = execute(plan, backend, out, progress=progress)
+                record = build_record(plan, backend, results, time.perf_counter() - start)
+                out.finalize(record, {r.name: list(r.samples) for r in results})
+        finally:
+            backend.close()
+    return Outcome(folder.path / RESULTS, record)
 
 
 def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool], object],
           say: Callable[[str], None]) -> tuple[list[Path], list[tuple[str, str]]]:
     """Several models one after another, each into root/<model>/ (``run_one(model, folder,
     resume)``); a model that fails is said and the others go on: (folders done, (model, why) failed)."""
-    from abricot_local.run.results import RESULTS
-
     done, failed = [], []
     for model in models:
         folder = root / slug(model)
@@ -158,7 +148,6 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
 
 def _tidy(folder: Path) -> None:
     """What a signal or a kill left beside a finished run's results.json, removed (results.tidy_finished)."""
-    from abricot_local.run.results import tidy_finished
     from abricot_local.record import read_run
 
     try:
@@ -174,26 +163,16 @@ def slug(model: str) -> str:
     return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
 
 
-def watch_remote(plan, out_dir: Path, hooks: Hooks) -> None:
+def watch_remote(plan, folder: RunFolder, hooks: Hooks) -> None:
     """A backend whose remote devices end the process when they go away (llama.cpp's RPC servers)
-    calls ``lost``: say which one in one line, and how to go on."""
+    calls ``lost``: the folder says why it stopped, the process says which one in one line, how to go on."""
     import os
     import sys
 
     from abricot_local.backends import backend_class
 
     def lost(err: AbricotError) -> None:
-        from abricot_local.run.results import RUNNING, held
-
-        holding = held(out_dir)
-        if holding is not None:  # no RUNNING marker left: the folder says why it stopped
-            if (out_dir / RUNNING).is_file():
-                holding.failed(str(err))
-            holding.release()
-        kept = resumable(out_dir)
-        then = (f"every item scored so far is kept in {out_dir}; once it is back, resume with: "
-                f"{hooks.resume_hint(out_dir)}" if kept else "run again once it is back")
-        hooks.say(f"\nerror: {err}\n{then}")
+        hooks.say(folder.lost(err, hooks.resume_hint))
         sys.stderr.flush()
         os._exit(err.exit_code)
 

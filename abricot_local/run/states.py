@@ -10,10 +10,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.run.owned import FAILED, LOCK, MARKERS, RUNNING
-from abricot_local.run.results import items_text, saved_counts
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
+from abricot_local.jsonfiles import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -152,10 +152,36 @@ def find_runs(paths) -> list[RunState]:
             out.append(lm_eval_state(root))
             continue
         if not root.is_dir():
-            raise ResultsError(f"{root} is not a folder (give the --out folder of a run, or a folder of runs)")
+            raise ResultsError(f"{root} is not a folder (give the {opt('out')} folder of a run, or a folder of runs)")
         if is_run_folder(root):
             out.append(run_state(root))
         for here, dirs, _ in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != CHECKPOINT)  # a checkpoint holds no run
             out.extend(run_state(Path(here) / d) for d in dirs if is_run_folder(Path(here) / d))
     return out
+
+
+def saved_counts(folder: Path) -> dict[str, int]:
+    """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
+    folder = Path(folder)
+    counts: dict[str, int] = {}
+    for where in (folder, folder / CHECKPOINT):
+        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() and not where.is_symlink() else []:
+            if f.is_symlink():
+                continue  # not the run's own
+            task = f.name[len("samples-"):-len(".jsonl")]
+            try:
+                ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
+            except ResultsError:  # a damaged file: counted as nothing; resuming names the line
+                ids = set()
+            counts[task] = max(counts.get(task, 0), len(ids))
+    return counts
+
+
+def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
+    """"12 of 40 items (discotex 12/40)"; without totals, "12 items (discotex 12)"."""
+    tasks = list(totals) or list(done)
+    n = sum(done.get(t, 0) for t in tasks)
+    per = ", ".join(f"{t} {done.get(t, 0)}" + (f"/{totals[t]}" if t in totals else "") for t in tasks)
+    head = f"{n} of {sum(totals.values())} items" if totals else f"{n} items"
+    return f"{head} ({per})" if per else head

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from importlib.metadata import entry_points
 
-from abricot_local.errors import TaskError
+from abricot_local.errors import TaskError, opt
 from abricot_local.names import did_you_mean
 from abricot_local.tasks.base import CONTRACT, Task, TaskOptions
 
@@ -100,6 +100,18 @@ def data_keys() -> list[str]:
     return sorted(keys)
 
 
+def declared_choices(option: str) -> tuple[str, ...]:
+    """The values the registered tasks declare for ``option`` (``Task.choices``), each once, in order: the
+    command line's choices of a TaskOptions field with ``declared_choices`` (a broken plugin: none of its)."""
+    out: dict[str, None] = {}
+    for name in all_task_names():
+        try:
+            out.update(dict.fromkeys(getattr(task_class(name), "choices", {}).get(option, ())))
+        except TaskError:
+            continue
+    return tuple(out)
+
+
 def _unknown(name: str) -> TaskError:
     known = sorted([*_registry(), *groups()])
     return TaskError(f"unknown task {name!r}.{did_you_mean(name, known)} Known tasks: {', '.join(known)}")
@@ -120,7 +132,7 @@ def task_names(spec: str) -> list[str]:
             raise _unknown(name)
         out.extend(n for n in expanded if n not in out)
     if not out:
-        raise TaskError("no task given; use --tasks with one of: " + ", ".join(sorted([*_registry(), *groups()])))
+        raise TaskError(f"no task given; use {opt('tasks')} with one of: " + ", ".join(sorted([*_registry(), *groups()])))
     return out
 
 
@@ -141,7 +153,7 @@ def make_task(name: str, options: TaskOptions) -> Task:
     if variant and variant not in cls.prompt_variants:
         raise TaskError(f"task {cls.name} has no prompt variant {variant!r} (task key {name!r}); its variants: "
                         f"{', '.join(cls.prompt_variants) or 'none'}")
-    task = cls(replace(uses.for_task(cls, options), prompt_variant=variant) if variant else uses.for_task(cls, options))
+    task = cls(replace(uses.for_task(cls, options), prompt_variant=(variant,)) if variant else uses.for_task(cls, options))
     task.option_notes = uses.notes(cls, options)
     task.key_variant = variant
     return task

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.core import exact_exp, exact_log_softmax
-from abricot_local.errors import TaskError
+from abricot_local.errors import TaskError, opt
 from abricot_local.metrics import with_ci_of
 from abricot_local.record.samples import Sample
 from abricot_local.tasks.abricot_data import RELEASE_FILE, SUFFIXES, Row, load_rows, pull
@@ -111,21 +111,22 @@ class AbricotTask(Task):
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
     data = DataSpec(
         key="abricot", kind="file", files=(RELEASE_FILE, *(f"abricot*{s}" for s in SUFFIXES)), pull=pull,
-        how=f"--data abricot=FILE ({RELEASE_FILE}, the ABRICOT release)",
+        how=f"{opt('data', ('abricot', 'FILE'))} ({RELEASE_FILE}, the ABRICOT release)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
     )
     kind = "abs"
     uses = ("shots", "prompt_variant", "protocol", "shot_sampler")
     prompt_variants = ("paper", "calamita")
+    choices = {"shot_sampler": SAMPLERS}
 
     def __init__(self, options):
         super().__init__(options)
-        self.variant = self.setting("prompt_variant", options.prompt_variant, "paper")
+        self.variant = self.resolved_variant()
         if self.variant not in self.prompt_variants:
             raise TaskError(f"{self.name} has no prompt variant {self.variant!r}; use paper or calamita")
         self.shots = self.setting("shots", options.shots, DEFAULT_SHOTS)
         if self.shots < 0:
-            raise TaskError("--shots must be 0 or more")
+            raise TaskError(f"{opt('shots')} must be 0 or more")
         self.sampler = self.setting("shot_sampler", options.shot_sampler, "lm-eval")
         if self.sampler not in SAMPLERS:
             raise TaskError(f"unknown shot sampler {self.sampler!r}; use {' or '.join(SAMPLERS)}")

@@ -41,46 +41,10 @@ import numpy as np
 
 from abricot_local.core import DEFAULT_SEED, MAX_SEED, Request, Scored, argmax, cached_prefix
 from abricot_local.errors import DataError, MissingDataError
-from abricot_local.option_fields import option, validate
 from abricot_local.record.samples import Sample
+from abricot_local.tasks.options import TaskOptions
 
 CONTRACT = 2  # the task contract's version: 2, samples are record.Sample (1 took dicts: no longer run)
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """Task-side settings given on the command line; all recorded in results.json."""
-
-    data: tuple[tuple[str, str], ...] = ()  # (key, path) from --data KEY=PATH
-    data_dir: str | None = None
-    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED)
-    shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the task's")
-    prompt_variant: str | None = None  # None: the protocol's, else the task's default (its first wording)
-    chat_template: bool = False
-    allow_download: bool = True
-    protocol: str | None = None  # --protocol NAME: every setting it fixes (None: the task's default)
-    shot_sampler: str | None = None  # how shots are drawn (None: the protocol's)
-
-    def __post_init__(self) -> None:
-        validate(self)  # --seed, --shots in range, named in the message
-
-    def data_for(self, *keys: str) -> str | None:
-        given = dict(self.data)
-        return next((given[k] for k in keys if k in given), None)
-
-    def config(self) -> dict:
-        """The options a run records in its config (and compares on --resume)."""
-        return {"seed": self.seed, "shots": self.shots, "prompt_variant": self.prompt_variant,
-                "chat_template": self.chat_template, "protocol": self.protocol, "shot_sampler": self.shot_sampler}
-
-    @classmethod
-    def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
-                    allow_download: bool = False) -> "TaskOptions":
-        """The options of a recorded run (its config, a task's config over the run's)."""
-        return cls(data=data, seed=config.get("seed", DEFAULT_SEED), shots=config.get("shots"),
-                   prompt_variant=config.get("prompt_variant"), chat_template=bool(config.get("chat_template")),
-                   allow_download=allow_download, protocol=config.get("protocol"),
-                   shot_sampler=config.get("shot_sampler"))
 
 
 @dataclass(frozen=True)
@@ -236,10 +200,13 @@ class Task(ABC):
     figures: tuple[Figure, ...] = ()
     group: str | None = None
     sources: tuple[str, ...] = ()  # the item sources the data holds (a warning names any not scored)
-    # Which of the options in tasks.uses.DECLARED (shots, prompt_variant) the task reads: one it does not
-    # declare reaches it at its default, and a run that gives it is refused or names it as unused.
+    # Which of TaskOptions' per-task options (tasks.uses.declared(): shots, prompt_variant...) the task reads:
+    # one it does not declare reaches it at its default, and a run that gives it is refused or named as unused.
     uses: tuple[str, ...] = ()
     prompt_variants: tuple[str, ...] = ()  # its wordings (with "prompt_variant" in uses), the default first
+    # the values an option it uses takes, where TaskOptions' field leaves them to the tasks (``declared_choices``):
+    # the command line's choices are every task's together (tasks.declared_choices)
+    choices: dict[str, tuple[str, ...]] = {}
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
     key_variant: str = ""  # the prompt variant its key names (``TASK~VARIANT``; set by tasks.make_task)
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
@@ -254,7 +221,7 @@ class Task(ABC):
                 not any(p.fixes("prompt_variant") for p in self.protocols):  # not given: the task's default wording
             from dataclasses import replace
 
-            options = replace(options, prompt_variant=self.prompt_variants[0])
+            options = replace(options, prompt_variant=(self.prompt_variants[0],))
         self.options = options
         if options.protocol is not None and self.protocols and self.protocol is None:
             from abricot_local.errors import UsageError
@@ -283,7 +250,8 @@ class Task(ABC):
         """The prompt variant this instance scores: given, else its protocol's, else the task's first."""
         if not self.prompt_variants:
             return None
-        return self.setting("prompt_variant", self.options.prompt_variant, self.prompt_variants[0])
+        given = self.options.prompt_variant  # one variant: make_task gives each instance its own
+        return self.setting("prompt_variant", given[0] if given else None, self.prompt_variants[0])
 
     def setting(self, key: str, given: Any, default: Any = None) -> Any:
         """A setting as resolved: given on the command line, else the protocol's, else ``default``."""

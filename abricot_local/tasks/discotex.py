@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.models import fetch
-from abricot_local.errors import DataError, DownloadError, TaskError
+from abricot_local.errors import DataError, DownloadError, TaskError, opt
 from abricot_local.metrics import accuracy, with_ci_of
 from abricot_local.record.samples import Sample
 from abricot_local.tasks import discotex_rows
@@ -132,20 +132,20 @@ class DiscotexTask(Task):
                        "qwen2": 3.475, "smollm": 2.805}
     data = DataSpec(
         key="discotex", kind="folder", files=tuple(name for name, _, _ in RELEASE.values()), pull=pull,
-        how="--data-dir DIR (the DisCoTEX release or Parquet rows)",
+        how=f"{opt('data_dir', 'DIR')} (the DisCoTEX release or Parquet rows)",
         description="DISCOTEX multiple choice: the published rows (sapienzanlp/discotex), else the DisCoTEX "
                     "sub-task 1 test release (TED, Wikipedia), 1600 rows",
     )
 
     def __init__(self, options: TaskOptions):
         super().__init__(options)
-        self.variant = options.prompt_variant or DEFAULT_WORDING
+        self.variant = self.resolved_variant() or DEFAULT_WORDING
         if self.variant not in WORDINGS:
             raise TaskError(f"discotex has no prompt variant {self.variant!r}; use one of {', '.join(WORDINGS)}")
         self.wording = WORDINGS[self.variant]
         self.shots = 0 if options.shots is None else options.shots
         if self.shots < 0:
-            raise TaskError("--shots must be 0 or more")
+            raise TaskError(f"{opt('shots')} must be 0 or more")
         self._source: Source | None = None
         self._source_notes: list[str] = []  # why the published rows were not used
         self._notes: list[str] = []  # files not byte for byte the release

@@ -17,27 +17,33 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
+from abricot_local.tasks.options import ALL, names, normal  # noqa: F401  (a prompt-variant value, parsed once)
 
-# the options a task receives only when it declares it uses them
-DECLARED = ("shots", "prompt_variant", "protocol", "shot_sampler")
-ALL = "all"  # --prompt-variant all: every variant each task declares
+def declared() -> tuple[str, ...]:
+    """The options a task receives only when it declares it uses them (TaskOptions' ``per_task`` fields)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.tasks.options import TaskOptions
+
+    return tuple(s.name for s in specs(TaskOptions) if s.per_task)
 
 
 def _defaults() -> dict[str, Any]:
-    from abricot_local.tasks.base import TaskOptions
+    from abricot_local.tasks.options import TaskOptions
 
-    return {f.name: f.default for f in fields(TaskOptions) if f.name in DECLARED}
+    names = declared()
+    return {f.name: f.default for f in fields(TaskOptions) if f.name in names}
 
 
 def flag(name: str, value: Any) -> str:
-    return f"--{name.replace('_', '-')} {value}"
+    """The option given, as a message names it (each door writes it its own way)."""
+    return opt(name, ",".join(value) if isinstance(value, tuple) else value)
 
 
 def given(options) -> dict[str, Any]:
     """The declared options set to something other than their default."""
     defaults = _defaults()
-    return {n: getattr(options, n) for n in DECLARED if getattr(options, n) != defaults[n]}
+    return {n: getattr(options, n) for n in defaults if getattr(options, n) != defaults[n]}
 
 
 def unused_by(cls, options) -> list[tuple[str, str]]:
@@ -55,11 +61,11 @@ def for_task(cls, options):
     """The options ``cls`` is built with: each declared option it does not use at its default,
     a prompt variant it does not have replaced by its default."""
     defaults = _defaults()
-    changes = {n: defaults[n] for n in DECLARED if n not in cls.uses and getattr(options, n) != defaults[n]}
+    changes = {n: defaults[n] for n in defaults if n not in cls.uses and getattr(options, n) != defaults[n]}
     if several(options.prompt_variant):  # each instance's own is set by make_task (its key's, else the default)
         changes["prompt_variant"] = None
     elif "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
-            and options.prompt_variant not in cls.prompt_variants:
+            and options.prompt_variant[0] not in cls.prompt_variants:
         changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
     if several(options.protocol):  # --protocol paper,calamita: each instance's own is set by planning.instances
         changes["protocol"] = None
@@ -67,8 +73,11 @@ def for_task(cls, options):
 
 
 def notes(cls, options) -> tuple[str, ...]:
-    """The warnings a task records for the options given that it does not use."""
-    return tuple(f"{f} does not apply to {cls.name} ({why}): not used" for f, why in unused_by(cls, options))
+    """The warnings a task records for the options given that it does not use (in the record's words)."""
+    from abricot_local.errors import recorded_words, render
+
+    return tuple(render(f"{f} does not apply to {cls.name} ({why}): not used", recorded_words)
+                 for f, why in unused_by(cls, options))
 
 
 def refuse_unused(classes, options) -> None:
@@ -82,32 +91,8 @@ def refuse_unused(classes, options) -> None:
 
 
 # -- several prompt variants in one run ---------------------------------------------------------
-def names(spec: str | None) -> tuple[str, ...]:
-    """The names of a --prompt-variant value, in order, once each (``all`` stays ``all``)."""
-    if spec is None:
-        return ()
-    return tuple(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
-
-
-def normal(spec: str | None) -> str | None:
-    """A --prompt-variant value as a run records it: ``all`` lower-case, a list without blanks or
-    repeats (a list of one is that variant); :class:`UsageError` for an empty one or ``all`` in a list."""
-    if spec is None:
-        return None
-    got = names(spec)
-    if not got:
-        raise UsageError(f"--prompt-variant expects a variant name, a comma-separated list or all, got {spec!r}")
-    if any(n.lower() == ALL for n in got):
-        if len(got) > 1:
-            raise UsageError(f"--prompt-variant {spec}: `all` already names every variant; give it alone")
-        return ALL
-    if any("~" in n or "@" in n for n in got):
-        raise UsageError(f"--prompt-variant {spec}: a variant name has no '~' or '@'")
-    return ",".join(got)
-
-
-def several(spec: str | None) -> bool:
-    """Whether a --prompt-variant value asks for several variants (``all``, or a list)."""
+def several(spec) -> bool:
+    """Whether a prompt-variant (or protocol) value asks for several (``all``, or a list)."""
     got = names(spec)
     return len(got) > 1 or got == (ALL,)
 
@@ -133,7 +118,7 @@ def refuse_unknown_variants(classes, spec: str | None) -> None:
         if not any(n in c.prompt_variants for c in known):
             theirs = "; ".join(f"{c.name}'s are {', '.join(c.prompt_variants)}" for c in known) or \
                 "no task of this run has prompt variants"
-            raise UsageError(f"--prompt-variant {spec}: no task of this run has a prompt variant {n!r} ({theirs})")
+            raise UsageError(f"{flag('prompt_variant', spec)}: no task of this run has a prompt variant {n!r} ({theirs})")
 
 
 # -- several protocols in one run ---------------------------------------------------------------
@@ -150,10 +135,10 @@ def refuse_unknown_protocols(classes, spec: str | None) -> None:
         return
     got = names(spec)
     if ALL in (n.lower() for n in got) and got != (ALL,):
-        raise UsageError(f"--protocol {spec}: `all` already names every protocol; give it alone")
+        raise UsageError(f"{opt('protocol', spec)}: `all` already names every protocol; give it alone")
     known = [c for c in classes if c.protocols]
     for n in got if got != (ALL,) else ():
         if not any(p.name == n for c in known for p in c.protocols):
             theirs = "; ".join(f"{c.name}'s are {', '.join(p.name for p in c.protocols)}" for c in known) or \
                 "no task of this run has protocols"
-            raise UsageError(f"--protocol {spec}: no task of this run has a protocol {n!r} ({theirs})")
+            raise UsageError(f"{opt('protocol', spec)}: no task of this run has a protocol {n!r} ({theirs})")

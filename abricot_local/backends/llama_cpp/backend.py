@@ -40,7 +40,7 @@ from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.backends.session import Counters
 from abricot_local.backends.llama_cpp.session import (LlamaSession, resolved_extra_bufts, resolved_gpu_layers,
                                                       resolved_threads)
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.gguf.file import check_gguf
 
 
@@ -58,7 +58,6 @@ class LlamaCppBackend(Declared):
             options = LlamaCppOptions(**{f: getattr(options, f) for f in options.__dataclass_fields__})
         self.path = Path(model_path)
         self.options = options
-        self._schedules: dict[Request, Schedule] = {}  # request -> its schedule (schedule())
         check_gguf(self.path)  # once per file per process (open_model has checked it already)
         engine_cls = engine_class(options.engine)
         n_seq = engine_cls.sequences(options) if not options.vocab_only else 1
@@ -137,15 +136,10 @@ class LlamaCppBackend(Declared):
     def n_ctx(self) -> int:
         return self.session.n_ctx()
 
-    def schedule(self, request: Request) -> Schedule:
-        """The request's schedule, tokenized once per backend: the run's plan, its fit check and
-        its scoring all ask for it."""
-        got = self._schedules.get(request)
-        if got is None:
-            special = request.parse_special
-            got = self._schedules[request] = schedule(request, lambda t: self.tokenize(t, special=special),
-                                                      self.n_ctx(), asked_n_ctx=self.options.n_ctx)
-        return got
+    def make_schedule(self, request: Request) -> Schedule:
+        special = request.parse_special
+        return schedule(request, lambda t: self.tokenize(t, special=special), self.n_ctx(),
+                        asked_n_ctx=self.options.n_ctx)
 
     # -- scoring ---------------------------------------------------------------------------
     def score(self, request: Request) -> Scored:
@@ -188,7 +182,7 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without --chat-template")
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without {opt('chat_template')}")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text)
         return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if s.add_bos else "")
@@ -201,7 +195,7 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop --apply_chat_template")
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop lm-eval's apply_chat_template")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text,
                                   add_generation_prompt=add_generation_prompt)

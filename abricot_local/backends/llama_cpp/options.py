@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from abricot_local.backends.options import C_INT_MAX, ScoringOptions
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.backends.llama_cpp.rpc_hello import HANDSHAKE_TIMEOUT
 from abricot_local.option_fields import option
 
@@ -28,15 +28,15 @@ def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
                 continue
             host, sep, port = ep.rpartition(":")
             if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-                raise UsageError(f"--rpc expects HOST:PORT[,HOST:PORT...], got {ep!r}")
+                raise UsageError(f"{opt('rpc')} expects HOST:PORT[,HOST:PORT...], got {ep!r}")
             if ":" in host or host.startswith("["):  # ggml-rpc parses HOST:PORT at the first colon, IPv4 only
-                raise UsageError(f"--rpc {ep}: llama.cpp's RPC client speaks IPv4 only; give an IPv4 address or "
+                raise UsageError(f"{opt('rpc', ep)}: llama.cpp's RPC client speaks IPv4 only; give an IPv4 address or "
                                  "a host name (127.0.0.1 or localhost for this machine)")
             if ep in out:
-                raise UsageError(f"--rpc lists {ep} twice")
+                raise UsageError(f"{opt('rpc')} lists {ep} twice")
             out.append(ep)
     if not out:
-        raise UsageError("--rpc expects HOST:PORT[,HOST:PORT...]")
+        raise UsageError(f"{opt('rpc')} expects HOST:PORT[,HOST:PORT...]")
     return tuple(out)
 
 
@@ -66,7 +66,7 @@ class LlamaCppOptions(ScoringOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.tensor_split) > MAX_DEVICES:
-            raise UsageError(f"--tensor-split takes at most {MAX_DEVICES} proportions, got {len(self.tensor_split)}")
+            raise UsageError(f"{opt('tensor_split')} takes at most {MAX_DEVICES} proportions, got {len(self.tensor_split)}")
         if self.rpc:
             from abricot_local.backends.llama_cpp import rpc
 

@@ -12,47 +12,33 @@ The folder is the run's own (run/owned.py): nothing is read, written or deleted
 through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
 finalizing deletes only the checkpoint's files the run lists (its manifest, its tasks' samples).
 
-A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it
-(pid, start time, items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items
-saved), ``FAILED`` with the error; none once ``results.json`` is there.
-:func:`run.states.find_runs` reads these states (``runs`` and ``report``).
+A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it (pid, start time,
+items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items saved), ``FAILED`` with the error;
+none once ``results.json`` is there. Every state is written here, through :class:`RunFolder` (a
+signal's or a lost device's too); :func:`run.states.find_runs` reads them (``runs``, ``report``).
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import math
 import os
-import stat
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from contextlib import contextmanager
+from typing import Callable, Mapping, Sequence
 
-from abricot_local.errors import NoSpaceError, ResultsError
-from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, guard, refuse_link,
-                                            samples_name)
-from abricot_local.jsonfiles import atomic_write, dumps_line, read_jsonl, temp_files, write_error
+from abricot_local.errors import AbricotError, NoSpaceError, ResultsError, opt
+from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, close_own, guard, open_own,
+                                     refuse_link, remove_own, samples_name)
+from abricot_local.run.states import items_text, saved_counts
+from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_run, read_samples, resume_refusal, write_manifest,
                                   write_record)
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
-_HELD: dict[Path, "OutputDir"] = {}  # the folders this process holds, by resolved path
-
-
-def held(path: str | Path) -> "OutputDir | None":
-    """The :class:`OutputDir` this process holds for ``path`` (a process ending from another thread marks it)."""
-    try:
-        return _HELD.get(Path(path).resolve())
-    except OSError:
-        return None
-
-
-_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 class OutputDir:
     """One run's output folder, held by one writer at a time."""
 
@@ -74,7 +60,7 @@ class OutputDir:
         try:
             self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
-            fh = _open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT, "a+")
+            fh = open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT, "a+")
         except OSError as exc:
             self._tidy()
             err = write_error(self.path, exc)
@@ -87,7 +73,7 @@ class OutputDir:
             holder = fh.read().strip() or "unknown"
             fh.close()
             raise ResultsError(
-                f"{self.path} is in use by another run (process {holder}); wait for it or choose another --out"
+                f"{self.path} is in use by another run (process {holder}); wait for it or choose another {opt('out')}"
             ) from None
         try:
             fh.seek(0)
@@ -95,21 +81,19 @@ class OutputDir:
             fh.write(str(os.getpid()))
             fh.flush()
         except OSError as exc:  # a full disk: no lock file, and no folder this left empty
-            _close(fh)
+            close_own(fh)
             (self.path / LOCK).unlink(missing_ok=True)
             self._tidy()
             raise write_error(self.path / LOCK, exc) from None
         self._lock = fh
-        _HELD[self.path.resolve()] = self
 
     def release(self) -> None:
         for fh in self._handles.values():
-            _close(fh, sync=True)
+            close_own(fh, sync=True)
         self._handles.clear()
         if self._lock is not None:
-            _HELD.pop(self.path.resolve(), None)
             (self.path / LOCK).unlink(missing_ok=True)
-            _close(self._lock)  # closing drops the flock
+            close_own(self._lock)  # closing drops the flock
             self._lock = None
             self._tidy()
 
@@ -140,11 +124,13 @@ class OutputDir:
         if not resume:
             if finished:
                 raise ResultsError(
-                    f"{self.path} already holds a finished run; choose another --out (or --resume to reuse it)"
+                    f"{self.path} already holds a finished run; choose another {opt('out')} "
+                    f"(or {opt('resume', True)} to reuse it)"
                 )
             if recorded_path.exists():
                 raise ResultsError(
-                    f"{self.path} holds an interrupted run; add --resume to continue it, or choose another --out"
+                    f"{self.path} holds an interrupted run; add {opt('resume', True)} to continue it, or choose "
+                    f"another {opt('out')}"
                 )
         elif recorded_path.exists():
             refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
@@ -181,7 +167,7 @@ class OutputDir:
             if fh is None:
                 self.ckpt.mkdir(parents=True, exist_ok=True)
                 refuse_link(self.ckpt, folder=True)
-                fh = self._handles[task] = _open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a")
+                fh = self._handles[task] = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a")
             fh.write(dumps_line(sample.line))
             fh.flush()
             now = time.monotonic()
@@ -190,7 +176,7 @@ class OutputDir:
                 self._synced[task] = now
         except OSError as exc:  # what the failed flush left buffered is dropped (a torn line is rescored)
             if fh is not None:
-                _close(self._handles.pop(task, fh))
+                close_own(self._handles.pop(task, fh))
             raise write_error(path, exc) from None
 
     # -- state shown to ls and `runs` ------------------------------------------------------
@@ -232,7 +218,7 @@ class OutputDir:
             return False
         try:
             os.replace(old, self.path / state)
-            with _open_own(self.path / state, os.O_RDWR, "r+") as fh:
+            with open_own(self.path / state, os.O_RDWR, "r+") as fh:
                 fh.truncate(0)
                 fh.write(text)
                 fh.flush()
@@ -262,22 +248,113 @@ class OutputDir:
         ``tasks``' samples, then the checkpoint folder if that empties it (a file the run did not
         make stays). Any step may be cut by a signal: the next call (a --resume) completes it."""
         for fh in self._handles.values():
-            _close(fh)
+            close_own(fh)
         self._handles.clear()
         names = [samples_name(t) for t in tasks]
-        for name in MARKERS:
-            _remove(self.path / name)
-        for name in (*names, RESULTS, *MARKERS):
-            for tmp in temp_files(self.path, name):
-                _remove(tmp)
-        if self.ckpt.is_dir() and not self.ckpt.is_symlink():
-            for name in (RUN_MANIFEST, *names):
-                for f in (self.ckpt / name, *temp_files(self.ckpt, name)):
-                    _remove(f)
+        ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()
+        gone = [*(self.path / m for m in MARKERS),
+                *(t for n in (*names, RESULTS, *MARKERS) for t in temp_files(self.path, n)),
+                *(f for n in (RUN_MANIFEST, *names) if ckpt for f in (self.ckpt / n, *temp_files(self.ckpt, n)))]
+        for f in gone:  # in this order: the state files first, the checkpoint last
+            remove_own(f)
+        if ckpt:
             try:
                 self.ckpt.rmdir()
             except OSError:
                 pass  # it holds files the run did not make: they stay
+
+
+class RunFolder:
+    """One run's output folder from before its path is known (a default folder is named once the plan
+    is made) to the run's end, and every state it shows: RUNNING and the checkpoint while scoring,
+    results.json once finished, FAILED with the error, INTERRUPTED after Ctrl-C or SIGTERM, or when a
+    signal or a lost remote device ends the process from another thread while llama.cpp does not return
+    (:meth:`interrupted`, :meth:`lost`: the folder this run holds, marked through this object)."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = None if path is None else Path(path)
+        self.totals: dict[str, int] = {}  # the items of each task, once planned
+        self.out: OutputDir | None = None  # while this run holds the folder
+
+    @contextmanager
+    def taken(self, manifest: Manifest, *, resume: bool):
+        """The folder held (its lock), refusing what it cannot take before any model loads."""
+        with OutputDir(self.path) as out:
+            self.out = out
+            try:
+                out.check(manifest, resume=resume)
+                yield out
+            finally:
+                self.out = None
+
+    @contextmanager
+    def scoring(self, manifest: Manifest, *, resume: bool):
+        """The held folder RUNNING while the block scores into it (the checkpoint; results.json written
+        last by :meth:`OutputDir.finalize`); a failure leaves FAILED with its reason, Ctrl-C INTERRUPTED,
+        and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete)."""
+        out = self.out
+        out.running(self.totals)
+        try:
+            out.start(manifest, resume=resume)
+            yield out
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+            if not out.finished():
+                out.interrupted()
+                raise
+            out.tidy_finished(self.totals)
+        except Exception as err:
+            out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+            raise
+
+    def interrupted(self, resume_hint: Callable[[Path], str]) -> str:
+        """Leave the folder INTERRUPTED (the one this run holds, when a signal ends the process from the
+        watchdog thread while llama.cpp does not return), and the text to say: what is saved, the call
+        that resumes."""
+        out_dir, holding = self.path, self.out
+        if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
+            if holding is not None:
+                holding.release()
+            return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
+        if out_dir is None or not resumable(out_dir):
+            if holding is not None:
+                holding.release()  # no lock file, and no folder this run left empty
+            where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
+            return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
+        if holding is not None:
+            try:
+                if not getattr(holding, "totals", None):
+                    holding.running(self.totals)
+                holding.interrupted()
+            except AbricotError:
+                pass  # the state file is a courtesy; the checkpoint is what counts
+            holding.release()
+        elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
+            try:
+                with OutputDir(out_dir) as folder:
+                    folder.running(self.totals)
+                    folder.interrupted()
+            except AbricotError:
+                pass  # another run holds the folder: its state is its own
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        what = items_text(saved, self.totals) if any(saved.values()) else "nothing scored yet"
+        return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
+
+    def lost(self, err: AbricotError, resume_hint: Callable[[Path], str]) -> str:
+        """A remote device went away and takes the process with it: the folder left FAILED with the error
+        (no RUNNING marker left: it says why it stopped), and the text to say, how to go on."""
+        holding = self.out
+        if holding is not None:
+            if (self.path / RUNNING).is_file():
+                holding.failed(str(err))
+            holding.release()
+        then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
+                f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
+        return f"\nerror: {err}\n{then}"
+
+
+def resumable(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
+    return (Path(out_dir) / CHECKPOINT / RUN_MANIFEST).is_file()
 
 
 def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
@@ -311,66 +388,5 @@ def tidy_finished(folder: Path, record: Record) -> None:
         pass  # another run holds it, or it is no longer the run's own: left as it is
 
 
-def saved_counts(folder: Path) -> dict[str, int]:
-    """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
-    folder = Path(folder)
-    counts: dict[str, int] = {}
-    for where in (folder, folder / CHECKPOINT):
-        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() and not where.is_symlink() else []:
-            if f.is_symlink():
-                continue  # not the run's own
-            task = f.name[len("samples-"):-len(".jsonl")]
-            try:
-                ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
-            except ResultsError:  # a damaged file: counted as nothing; resuming names the line
-                ids = set()
-            counts[task] = max(counts.get(task, 0), len(ids))
-    return counts
-
-
-def _open_own(path: Path, flags: int, mode: str):
-    """``path`` opened as a text file, never through a link (O_NOFOLLOW), and only a regular file."""
-    fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o666)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        return os.fdopen(fd, mode, encoding="utf-8")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _remove(path: Path) -> None:
-    """Unlink ``path`` (a link itself, never its target); gone already, or not removable: left."""
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _close(fh, *, sync: bool = False) -> None:
-    """Close a file whose last flush may have failed (a full disk): what it still buffers is dropped.
-    ``sync``: its data fsync'd first (a checkpoint left for a resume), as far as the disk allows."""
-    try:
-        if sync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    except (OSError, ValueError):
-        pass
-    try:
-        fh.close()
-    except OSError:
-        pass
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
-    """"12 of 40 items (discotex 12/40)"; without totals, "12 items (discotex 12)"."""
-    tasks = list(totals) or list(done)
-    n = sum(done.get(t, 0) for t in tasks)
-    per = ", ".join(f"{t} {done.get(t, 0)}" + (f"/{totals[t]}" if t in totals else "") for t in tasks)
-    head = f"{n} of {sum(totals.values())} items" if totals else f"{n} items"
-    return f"{head} ({per})" if per else head

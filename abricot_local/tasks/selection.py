@@ -1,25 +1,15 @@
-"""Planning a run: tasks, data, model and memory are checked before anything heavy loads.
-
-No task or backend is named here: tasks come from the registry (entry points)
-and declare their data; a backend class declares whether it reads a model
-file, its options and what its config records, and gives its memory facts.
-"""
+"""Which tasks a run holds and which of their items: the tasks asked for (or every task whose data is
+here), each under the protocols and prompt variants asked (``TASK@PROTOCOL~VARIANT`` instances), their
+items after --limit, --sample and --shard (:func:`select`: run/plan.py's one call). Names no task."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from abricot_local import hashing
-from abricot_local.backends import backend_class
-from abricot_local.backends.options import ScoringOptions
-from abricot_local.errors import AbricotError, DataError, DownloadError, MissingDataError, UsageError
-from abricot_local.models.given import Given, Opened
-from abricot_local.models.ref import ModelRef, before_download, open_model
-from abricot_local.tasks import all_task_names, make_task, task_class, task_names
-from abricot_local.tasks import uses
+from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
+from abricot_local.tasks import all_task_names, make_task, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
@@ -33,6 +23,7 @@ class TaskRun:
     sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
     notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
     available: int = 0  # the items in the task's data, before --limit/--sample/--shard
+    problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
 
 
 @dataclass(frozen=True)
@@ -44,40 +35,41 @@ class Skipped:
     how: str
 
 
-@dataclass(frozen=True)
-class Shard:
-    index: int  # 1-based
-    count: int
+def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ...] = (),
+           named: dict[str, tuple[str, ...]] | None = None, limit: int | None = None, sample: int | None = None,
+           shard=None, dry: bool = False) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
+    """The task runs of a plan: ``keys`` (a recorded run's instances, as they were), else the tasks of
+    ``spec`` (--tasks) under the protocols ``named`` and the variants asked, their items selected (``shard``:
+    a run.request.Shard). A run skips a task whose data is not here (no --tasks given) or fetches it; a
+    ``dry`` plan fetches nothing and keeps every task, one without its data with its problem."""
+    if keys:
+        return prepare([make_task(k, options) for k in keys], limit, sample, shard), ()
+    if not dry:
+        chosen, skipped = select_tasks(spec, options)
+        return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard), skipped
+    options = replace(options, allow_download=False)
+    names = task_names(spec) if spec else all_task_names()
+    refuse_unused([task_class(n) for n in names], options)
+    uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
+    runs = []
+    for task in instances([make_task(n, options) for n in names], named, options.prompt_variant, options.protocol):
+        try:
+            runs += prepare([task], limit, sample, shard)
+        except MissingDataError as err:
+            runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
+    return runs, ()
 
-    @classmethod
-    def parse(cls, text: str | None) -> "Shard | None":
-        if not text:
-            return None
-        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-            raise UsageError(f"--shard expects K/N with 1 <= K <= N (like 2/4), got {text!r}")
-        return cls(int(m.group(1)), int(m.group(2)))
 
-    def take(self, items: list) -> list:
-        """The K-th of N disjoint parts: every N-th item from the K-th, in order."""
-        return items[self.index - 1 :: self.count]
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-
-def instances(tasks: list[Task], reproduces: str = "", variants: str | None = None,
+def instances(tasks: list[Task], named: dict[str, tuple[str, ...]] | None = None, variants=None,
               protocols: str | None = None) -> list[Task]:
-    """Each task under every protocol whose published rows ``reproduces`` (a registry entry's)
-    names, in the task's order of protocols (``--protocol`` given: that one only; a list, or ``all``:
+    """Each task under every protocol ``named`` gives it (task -> protocols: those whose published rows a
+    registry entry's ``reproduces`` names, analysis.baselines.protocols_named), in the task's order of protocols (``--protocol`` given: that one only; a list, or ``all``:
     each of those the task has, whatever ``reproduces`` names), and under
     each prompt variant ``variants`` (``--prompt-variant all`` or a list) names
     (:func:`variant_instances`); instances whose settings come out the same (a flag overriding
     what told them apart) run once. A protocol a task lacks, on a task that declares none,
     leaves it as it is (noted in its run)."""
-    from abricot_local.analysis.baselines import protocols_named
-
-    named = protocols_named(reproduces) if reproduces else {}
+    named = named or {}
     out: list[Task] = []
     for task in tasks:
         wanted = named.get(task.name, ()) if task.options.protocol is None else ()
@@ -110,7 +102,7 @@ def variant_instances(task: Task, spec: str | None) -> list[Task]:
         t = task if v == default else make_task(f"{task.key}~{v}", task.options)
         t.option_notes = task.option_notes
         if protocol is not None and protocol.fixes("prompt_variant") and protocol.value("prompt_variant") != v:
-            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {spec}) where protocol "
+            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {','.join(uses.names(spec))}) where protocol "
                               f"{protocol.name} fixes {protocol.value('prompt_variant')}: scored with the protocol's "
                               "other settings; no published row is checked against it")
         out.append(t)
@@ -149,67 +141,6 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | 
     return runs
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    model: ModelRef
-    backend: str
-    backend_options: ScoringOptions
-    task_options: TaskOptions
-    runs: tuple[TaskRun, ...]
-    data: dict  # task -> [{"path", "sha256"}]
-    limit: int | None
-    force: bool
-    sample: int | None = None
-    shard: Shard | None = None
-    skipped: tuple[Skipped, ...] = ()
-    margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
-
-    @property
-    def model_label(self) -> str:
-        return self.model.label
-
-    @property
-    def model_path(self) -> str | None:  # None for a backend that reads no model file
-        return str(self.model.path) if self.model.path else None
-
-    @property
-    def model_sha256(self) -> str | None:
-        return self.model.sha256
-
-    @property
-    def model_alias(self) -> str | None:
-        return self.model.alias
-
-    @property
-    def reproduces(self) -> str:  # the registry entry's ``reproduces`` field
-        return self.model.reproduces
-
-    @property
-    def quant(self) -> str:  # the registry entry's quant, else the file's
-        return self.model.quant
-
-    def config(self) -> dict:
-        """Every option that can change a number (recorded, and compared on --resume)."""
-        return {
-            "model": self.model.config_name,
-            "backend": self.backend,
-            "tasks": [r.task.key for r in self.runs],
-            "limit": self.limit,
-            "sample": self.sample,
-            **({"shard": str(self.shard)} if self.shard else {}),
-            **self.task_options.config(),
-            **backend_class(self.backend).config(self.backend_options),
-        }
-
-    def manifest(self) -> dict:
-        return {
-            "config": self.config(),
-            "model_sha256": self.model_sha256,
-            "data_sha256": {k: [f["sha256"] for f in v] for k, v in self.data.items()},
-            "task_versions": {r.task.key: r.task.version for r in self.runs},
-        }
-
-
 def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task], tuple[Skipped, ...]]:
     """The tasks of ``--tasks``; with none given, every registered task whose data is given,
     found, or can be fetched now (the others are skipped, each with its reason)."""
@@ -227,9 +158,9 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
             chosen.append(task)
         except MissingDataError as err:
             errors.append(err)
-            skipped.append(Skipped(name, err.what, err.advice()))
+            skipped.append(Skipped(name, recorded(err.what), recorded(err.advice())))
         except (DataError, DownloadError) as err:
-            skipped.append(Skipped(name, str(err), task.data.how))
+            skipped.append(Skipped(name, recorded(err.raw()), recorded(task.data.how)))
     if not chosen:
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
@@ -237,6 +168,13 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
     uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
     return chosen, tuple(skipped)
+
+
+def recorded(text: str) -> str:
+    """A text a run records (a skipped task's reason), the options it names in the record's words."""
+    from abricot_local.errors import recorded_words, render
+
+    return render(text, recorded_words)
 
 
 def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
@@ -255,39 +193,3 @@ def no_task_data(errors: list[MissingDataError]) -> MissingDataError:
                        if d is not None}.values())
     return MissingDataError(what, " && ".join(gets) or None, " or ".join(dict.fromkeys(e.offline for e in errors)),
                             download=downloads or None)
-
-
-def plan_run(*, model: str, given: Given, task_spec: str | None, task_options: TaskOptions,
-             limit: int | None, models_file: str | None = None, force: bool = False, sample: int | None = None,
-             shard: Shard | None = None, notify=None, fresh: bool = False,
-             model_dirs: tuple[str, ...] = (), margin: float | None = None) -> RunPlan:
-    """Validate tasks, data, model and memory before anything heavy is loaded or downloaded
-    (a model that is not there fails first; a download waits until the tasks and data are found).
-    ``given``: the backend options as given (the registry's n_ctx applies unless given);
-    ``fresh`` (--resume): every file is hashed from its bytes."""
-    with hashing.afresh(fresh):
-        ref = before_download(model, backend=given.backend, given=given, models_file=models_file,
-                              model_dirs=model_dirs, force=force, notify=notify, fresh=fresh)
-        tasks, skipped = select_tasks(task_spec, task_options)
-        reproduces = ref.reproduces if ref is not None else registry_reproduces(model, models_file)
-        runs = prepare(instances(tasks, reproduces, task_options.prompt_variant, task_options.protocol), limit,
-                       sample, shard)
-        data = {r.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in r.task.data_files()] for r in runs}
-        opened = Opened.of(ref, given) if ref is not None else open_model(
-            model, given, models_file=models_file, force=True, notify=notify, fresh=fresh,
-            model_dirs=model_dirs)  # memory and disk: checked above
-    ref = opened.ref
-    return RunPlan(ref, backend=ref.backend, backend_options=opened.options, task_options=task_options, runs=tuple(runs),
-                   data=data, limit=limit, force=force, sample=sample, shard=shard, skipped=skipped, margin=margin)
-
-
-def registry_reproduces(model: str, models_file: str | None = None) -> str:
-    """The ``reproduces`` field of the registry entry ``model`` names ("" for any other name)."""
-    from abricot_local.models.registry import load_registry
-
-    try:
-        spec = load_registry(models_file).get(model)
-    except AbricotError:  # a broken user registry is reported where the model is resolved
-        return ""
-    return spec.reproduces if spec is not None else ""
-

@@ -1,0 +1,128 @@
+"""Executing a plan: the one loop over a backend's ``score_many`` (:func:`scored`), every door's:
+`run`'s tasks into their folder (:func:`execute`), `check`'s recorded items against the record,
+`kld`'s paired models, the lm-eval model's loglikelihood requests, and the plan's cost (a backend
+that counts). No printing: progress goes to a callback. Names no task and no backend."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator, Protocol, Sequence
+
+from abricot_local.backends.base import Backend
+from abricot_local.core import Request, Scored
+from abricot_local.metrics import require_finite
+from abricot_local.record import Sample
+from abricot_local.run.plan import Plan
+from abricot_local.tasks.selection import TaskRun
+from abricot_local.tasks.base import Item
+
+Progress = Callable[[str, int, int], None]  # (task, done, total)
+
+
+class Sink(Protocol):
+    """Where :func:`execute` puts each sample as it is scored (an output folder, check's comparison)."""
+
+    def done(self, task: str) -> dict[str, Sample]:
+        """The samples it holds already for ``task`` (id -> sample): not scored again."""
+        ...
+
+    def append(self, task: str, sample: Sample) -> None: ...
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    name: str
+    samples: tuple[Sample, ...]
+    metrics: dict
+    seconds: float
+    scored_now: int  # items scored in this process (the rest came from a checkpoint)
+
+
+def scored(requests: Sequence[Request], backend) -> Iterator[tuple[int, Scored]]:
+    """Score ``requests``, yielding (its index in ``requests``, Scored) as soon as its chunk is done:
+    the only loop over a backend's ``score_many``. Requests sharing a prefix are scored together so
+    its KV cache is reused: the order is the cached prefix, then as given (a caller's canonical order
+    kept), so `run`, `check`, `kld` and the cost group alike; the exact engines give the same numbers
+    in any order, and a batched engine's groups depend only on this order. Chunks of
+    ``batch_size()`` go to ``score_many``."""
+    order = sorted(range(len(requests)), key=lambda k: requests[k].prefix)
+    size = max(1, backend.batch_size())
+    for k in range(0, len(order), size):
+        chunk = order[k : k + size]
+        yield from zip(chunk, backend.score_many([requests[i] for i in chunk]), strict=True)
+
+
+def score_items(items: Sequence[Item], backend) -> Iterator[tuple[Item, Scored]]:
+    """Score items through :func:`scored`, yielding each (item, Scored) as soon as its chunk is done."""
+    for k, s in scored([it.request() for it in items], backend):
+        yield items[k], s
+
+
+def open_backend(plan: Plan) -> Backend:
+    """The plan's model opened, after the memory check (remote RPC memory included) unless --force."""
+    from abricot_local.models.given import load
+
+    return load(plan.model, plan.backend_options, force=plan.force)
+
+
+def prepared(plan: Plan, backend: Backend) -> list[TaskRun]:
+    """The plan's task runs as ``backend`` scores them: wrapped in the model's chat template when the
+    plan says so, every request scheduled (tokenized once: the backend keeps it), so a prompt over
+    n_ctx fails before any work."""
+    runs = apply_chat(list(plan.runs), backend) if plan.task_options.chat_template else list(plan.runs)
+    for run in runs:
+        for item in run.items:
+            backend.schedule(item.request())
+    return runs
+
+
+def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
+    """Wrap every prompt as the user turn of the model's chat template; the answer follows
+    the generation prompt directly, so continuations lose their leading space ("1", not " 1")."""
+    head, tail = backend.chat_wrap()
+    out = []
+    for run in runs:
+        items = tuple(
+            replace(it, context=head + it.context + tail, parse_special=True,
+                    continuations=tuple(c.lstrip(" ") for c in it.continuations))
+            for it in run.items
+        )
+        out.append(replace(run, items=items))
+    return out
+
+
+def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None = None,
+             on_sample: Callable[[str, Sample], None] | None = None, progress: Progress | None = None,
+             measure: bool = True) -> TaskResult:
+    """Score the items not in ``done`` (id -> sample); samples in input order, metrics over all
+    (``measure``: a check of a subset computes none)."""
+    done = dict(done or {})
+    start = time.perf_counter()
+    total = len(run.items)
+    finished = sum(1 for it in run.items if it.id in done)
+    scored_now = 0
+    if progress:
+        progress(run.task.key, finished, total)
+    for item, s in score_items([it for it in run.items if it.id not in done], backend):
+        sample = run.task.sample(item, s)
+        done[item.id] = sample
+        scored_now += 1
+        finished += 1
+        if on_sample:
+            on_sample(run.task.key, sample)
+        if progress:
+            progress(run.task.key, finished, total)
+    samples = tuple(done[it.id] for it in run.items)
+    require_finite(list(samples), run.task.key)
+    metrics = run.task.metrics(list(samples)) if measure else {}
+    return TaskResult(run.task.key, samples, metrics, time.perf_counter() - start, scored_now)
+
+
+def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
+            measure: bool = True) -> list[TaskResult]:
+    """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
+    already is not scored again): each task's samples and (``measure``) metrics."""
+    runs = prepared(plan, backend)
+    return [run_task(run, backend, done=sink.done(run.task.key), on_sample=sink.append, progress=progress,
+                     measure=measure) for run in runs]

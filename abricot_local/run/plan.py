@@ -1,0 +1,121 @@
+"""The plan of a run: a request's model located once (models.ref.locate), its tasks, their data and
+items, checked before anything heavy loads. ``run --dry-run`` costs this plan (dry_run.py, nothing
+fetched: a task without its data is kept with its problem), and ``run`` executes the same plan, the
+model fetched (execute.py).
+
+No task or backend is named here: tasks come from the registry (entry points)
+and declare their data; a backend class declares whether it reads a model
+file, its options and what its config records, and gives its memory facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abricot_local import hashing
+from abricot_local.analysis.baselines import protocols_named
+from abricot_local.backends import backend_class
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.models.ref import Located, ModelRef, locate
+from abricot_local.run.request import Shard
+from abricot_local.tasks.base import TaskOptions
+from abricot_local.tasks.selection import Skipped, TaskRun, select
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request's run of one model: the model located (``located``) and, unless ``dry``, fetched and
+    verified (``model``; a dry plan's is the model as far as it is here, else None), the options it
+    opens with, the task runs and their data, the item selection."""
+
+    located: Located
+    model: ModelRef | None
+    backend: str
+    backend_options: ScoringOptions
+    task_options: TaskOptions
+    runs: tuple[TaskRun, ...]
+    data: dict  # task -> [{"path", "sha256"}]
+    limit: int | None
+    force: bool
+    sample: int | None = None
+    shard: Shard | None = None
+    skipped: tuple[Skipped, ...] = ()
+    margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
+    dry: bool = False  # run --dry-run's: nothing fetched
+
+    @property
+    def model_label(self) -> str:
+        return self.located.label
+
+    @property
+    def model_path(self) -> str | None:  # None for a backend that reads no model file
+        return str(self.model.path) if self.model.path else None
+
+    @property
+    def model_sha256(self) -> str | None:
+        return self.model.sha256
+
+    @property
+    def model_alias(self) -> str | None:
+        return self.model.alias
+
+    @property
+    def reproduces(self) -> str:  # the registry entry's ``reproduces`` field
+        return self.model.reproduces if self.model else self.located.reproduces
+
+    @property
+    def quant(self) -> str:  # the registry entry's quant, else the file's
+        return self.model.quant
+
+    def model_config(self) -> dict:
+        """The model and the options it scores with (lm-eval's provenance records these)."""
+        return {"model": self.model.config_name, "backend": self.backend,
+                **backend_class(self.backend).config(self.backend_options)}
+
+    def config(self) -> dict:
+        """Every option that can change a number (recorded, and compared on --resume)."""
+        return {
+            "model": self.model.config_name,
+            "backend": self.backend,
+            "tasks": [r.task.key for r in self.runs],
+            "limit": self.limit,
+            "sample": self.sample,
+            **({"shard": str(self.shard)} if self.shard else {}),
+            **self.task_options.config(),
+            **backend_class(self.backend).config(self.backend_options),
+        }
+
+    def manifest(self) -> dict:
+        return {
+            "config": self.config(),
+            "model_sha256": self.model_sha256,
+            "data_sha256": {k: [f["sha256"] for f in v] for k, v in self.data.items()},
+            "task_versions": {r.task.key: r.task.version for r in self.runs},
+        }
+
+
+def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
+         tasks: bool = True, fresh: bool | None = None, notify=None) -> Plan:
+    """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
+    validated before anything heavy is loaded or downloaded: the name located once (an unknown one
+    fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
+    disk checked before its download (unless --force), the tasks and their data, the items after
+    --limit/--sample/--shard; then (a run, not ``dry``) the data hashed and the model fetched and
+    verified (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
+    --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
+    ``tasks`` False: the model only (lm-eval's)."""
+    r = request
+    fresh = (r.resume if fresh is None else fresh) and not dry
+    with hashing.afresh(fresh):
+        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
+                                    model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
+        if not (r.force or dry):
+            located.check_before_download(r.given)
+        named = protocols_named(located.reproduces) if located.reproduces else {}
+        runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
+                               sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
+        data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
+                               for t in runs}
+        ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
+    return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
+                r.force, r.sample, r.shard, skipped, r.margin, dry)

@@ -1,0 +1,105 @@
+"""A run's record made from its plan, its backend and its task results (results.json's sections:
+record/), and the provenance every door records of a backend (`run`'s and the lm-eval model's, one
+builder). Names no task and no backend."""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import datetime, timezone
+from typing import Sequence
+
+from abricot_local import __version__
+from abricot_local.analysis import baselines
+from abricot_local.backends.base import Backend
+from abricot_local.metrics import CI_LEVEL, N_BOOT
+from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
+                                  RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
+from abricot_local.record.schema import check_metrics
+from abricot_local.run.owned import samples_name
+from abricot_local.run.plan import Plan
+from abricot_local.tasks.selection import TaskRun
+
+
+def provenance(backend: Backend, before: dict | None = None, after: dict | None = None) -> dict:
+    """What made the numbers, as every door records it: this package and Python, ``before``, the
+    backend's own provenance (its build, schedule, kernels), ``after``."""
+    return {"abricot_local": __version__, "python": platform.python_version(), **(before or {}),
+            **backend.provenance().to_dict(), **(after or {})}
+
+
+def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, sample: int | None = None) -> list[str]:
+    """What makes a task's numbers misleading: one gold class only (with the advice that fits how
+    the items were chosen: ``limit``, ``sample``), a source not scored."""
+    out = []
+    golds = {s.gold for s in samples}
+    if len(samples) > 1 and len(golds) == 1:
+        only = samples[0].gold if samples[0].gold_label is None else samples[0].gold_label
+        advice = ("; use --sample N (a seeded draw over the whole release) instead of --limit" if limit is not None
+                  else "; a larger --sample N draws more of the release" if sample is not None else "")
+        out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
+                   f"only{advice}")
+    missing = [src for src in task.sources if src not in {s.source for s in samples}]
+    if missing:
+        out.append(f"no item from source(s) {', '.join(missing)} was scored")
+    return out
+
+
+def metric_warnings(metrics: dict) -> list[str]:
+    return [f"{name} is undefined (NaN): a constant prediction or gold vector"
+            for name, value, _ in metric_items(metrics) if isinstance(value, float) and value != value]
+
+
+def verdict(plan: Plan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (),
+            results: Sequence = ()) -> Published:
+    """The published rows the model's registry entry reproduces, each with its reproduction verdict
+    (analysis/baselines.py: the run's 90% CI against the margin, ``--margin`` or the task's)."""
+    wanted = {r.task for r in baselines.parse_reproduces(plan.reproduces)[0]} if plan.reproduces else set()
+    evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()))
+                for run, res in zip(runs, results) if run.task.name in wanted}
+    return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
+
+
+def as_json(obj):
+    """``obj`` as results.json holds it (tuples as lists): what a read-back record compares equal to."""
+    return json.loads(json.dumps(obj))
+
+
+def plan_manifest(plan: Plan) -> Manifest:
+    """What a resume of this plan must match (the record's manifest)."""
+    return Manifest.from_dict(as_json(plan.manifest()), "manifest")
+
+
+def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
+    """One task's results as results.json records them (the task's metrics checked at this edge)."""
+    metrics = as_json(res.metrics)
+    check_metrics(metrics, f"tasks.{res.name}.metrics")
+    return TaskEntry(
+        metrics=metrics, n=len(res.samples), version=run.task.version, config=run.task.config(),
+        prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
+        samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
+        chance=dict(run.task.chance),
+        warnings=(*run.notes, *run.task.warnings(),
+                  *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics)),
+        sampled=run.sampled)  # config's sample is as given; this is what was drawn
+
+
+def build_record(plan: Plan, backend: Backend, task_results: list, wall: float) -> Record:
+    """The record of ``plan`` scored through ``backend`` (its TaskResults, in the plan's order)."""
+    runs = plan.runs
+    tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
+    chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
+    bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
+    made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})
+    return Record(
+        schema_version=SCHEMA_VERSION,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        model=Model.from_dict(as_json(plan.model.record()), "model"),  # ModelRef: the one source of it
+        config=RunConfig.from_dict(as_json(plan.config()), "config"),
+        manifest=plan_manifest(plan),
+        provenance=Provenance.from_dict(as_json(made), "provenance"),  # the backend's record is an edge
+        tasks=tasks,
+        skipped=tuple(SkippedTask(task=s.task, reason=s.reason, how=s.how) for s in plan.skipped),
+        published=verdict(plan, tasks, runs, task_results),
+        wall_seconds=round(wall, 3),
+    )

@@ -1,0 +1,134 @@
+"""The tasks' options (:class:`TaskOptions`): each one a field, declared once (option_fields), from
+which the command line's flags, the API's keywords, lm-eval's keys, the checks and the recorded config
+are made; and the parsing of a prompt-variant (or protocol) value, once, into a tuple of names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from abricot_local.core import DEFAULT_SEED, MAX_SEED
+from abricot_local.errors import UsageError, opt
+from abricot_local.option_fields import option, recorded, settle, specs, validate
+
+ALL = "all"  # --prompt-variant all: every variant each task declares
+
+
+def names(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """The names of a --prompt-variant (or --protocol) value, in order, once each (``all`` stays ``all``):
+    a comma-separated text or a list of names."""
+    if spec is None:
+        return ()
+    parts = spec.split(",") if isinstance(spec, str) else [str(n) for n in spec]
+    return tuple(dict.fromkeys(n.strip() for n in parts if n.strip()))
+
+
+def normal(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...] | None:
+    """A prompt-variant value as a run holds it: a tuple of names without blanks or repeats, ``("all",)``
+    for every variant; :class:`UsageError` for an empty one or ``all`` in a list."""
+    if spec is None:
+        return None
+    got = names(spec)
+    shown = spec if isinstance(spec, str) else ",".join(map(str, spec))
+    if not got:
+        raise UsageError(f"{opt('prompt_variant')} expects a variant name, a comma-separated list or all, got {shown!r}")
+    if any(n.lower() == ALL for n in got):
+        if len(got) > 1:
+            raise UsageError(f"{opt('prompt_variant', shown)}: `all` already names every variant; give it alone")
+        return (ALL,)
+    if any("~" in n or "@" in n for n in got):
+        raise UsageError(f"{opt('prompt_variant', shown)}: a variant name has no '~' or '@'")
+    return got
+
+
+def data_pairs(given: Any) -> tuple[tuple[str, str], ...]:
+    """``data`` as (key, path) pairs, from ``KEY=PATH`` texts (the command line's), a {key: path} dict,
+    or a list of texts and (key, path) pairs (Python's); a key no task reads (a misspelt task) is
+    refused with a did-you-mean, not ignored."""
+    import os
+
+    from abricot_local.errors import UsageError, opt
+    from abricot_local.names import did_you_mean
+
+    items = given.items() if isinstance(given, dict) else (given,) if isinstance(given, str) else given
+    pairs = []
+    for v in items:
+        if isinstance(v, str):
+            task, sep, path = v.partition("=")
+            if not sep or not task or not path:
+                raise UsageError(f"{opt('data', ('TASK', 'PATH'))} expected, got {v!r}")
+        else:
+            task, path = v
+        pairs.append((str(task).strip().lower(), os.fspath(path)))
+    if pairs:
+        from abricot_local.tasks import data_keys
+
+        known = data_keys()
+        for key, _ in pairs:
+            if key not in known:
+                raise UsageError(f"{opt('data', (key, '...'))}: no task reads data named {key!r}."
+                                 f"{did_you_mean(key, known)} {opt('data')} takes one of: {', '.join(known)}")
+    return tuple(pairs)
+
+
+def _path_text(given: Any) -> str:
+    import os
+
+    return os.fspath(given) if isinstance(given, os.PathLike) else str(given)
+
+
+def _recorded_variants(options: "TaskOptions") -> dict:
+    """A run's config records the prompt variants as one text (``card,ita-bench``), as it always has."""
+    return {"prompt_variant": ",".join(options.prompt_variant) if options.prompt_variant else None}
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """The tasks' options: each one a field (its flag, the API's keyword and lm-eval's key are made from
+    it, option_fields); those ``per_task`` reach only a task that declares it uses them (``Task.uses``,
+    tasks.uses). A run records those with ``record`` in its config (compared on --resume)."""
+
+    data: tuple[tuple[str, str], ...] = option((), "Data file or folder for one task (repeatable).",
+                                               metavar="TASK=PATH", parse=data_pairs, repeat=True)
+    data_dir: str | None = option(None, "Folder holding the tasks' data files.", parse=_path_text, path=True)
+    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED,
+                       record="always", shown_default=True)
+    shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the protocol's", record="always",
+                               per_task=True)
+    prompt_variant: tuple[str, ...] | None = option(
+        None, "A task's prompt wording (`abricot-local tasks` lists each task's; default: the protocol's, else each "
+        "task's first); a task without it is named in the warnings, and a run where no task has it is refused. "
+        "Several (a list, or all): each task scored under each of its variants named, keyed TASK~VARIANT (its "
+        "default keeps TASK): `report` compares them.", metavar="NAME[,NAME...]|all", parse=normal,
+        record=_recorded_variants, per_task=True)
+    chat_template: bool = option(False, "Render prompts with the model's chat template.", record="always")
+    protocol: str | None = option(
+        None, "Run each task as a published source ran it, every setting its protocol fixes (ABRICOT: paper, "
+        "calamita; several, or all: each task under each of its protocols named, keyed TASK@PROTOCOL but its "
+        "first). Default: each protocol whose rows the model's registry entry reproduces, else the task's first "
+        "(the paper's).", metavar="NAME[,NAME...]|all", record="always", per_task=True)
+    shot_sampler: str | None = option(
+        None, "lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); shared: one "
+        "draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval.", record="always",
+        per_task=True, declared_choices=True)
+    allow_download: bool = option(True, internal=True)
+
+    def __post_init__(self) -> None:
+        settle(self)  # a value given as text or in another shape parsed by its field (prompt_variant, data)
+        validate(self)  # --seed, --shots in range, named in the message
+
+    def data_for(self, *keys: str) -> str | None:
+        given = dict(self.data)
+        return next((given[k] for k in keys if k in given), None)
+
+    def config(self) -> dict:
+        """The options a run records in its config (and compares on --resume)."""
+        return recorded(self)
+
+    @classmethod
+    def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
+                    allow_download: bool = False) -> "TaskOptions":
+        """The options of a recorded run (its config, a task's config over the run's)."""
+        recorded_keys = [s.name for s in specs(cls) if s.record]
+        values = {k: config.get(k) for k in recorded_keys}
+        return cls(data=data, allow_download=allow_download, **{k: v for k, v in values.items() if v is not None})
