@@ -179,7 +179,7 @@ def discotex_scenarios(total: int = 1600, margin: float = 0.02) -> list[Scenario
         b, c = round(total * (psi + d) / 2), round(total * (psi - d) / 2)
 
         def draw(rng):
-            ref = (rng.random(total) < 0.35).astype(int)
+            ref = rng.permutation(np.r_[np.ones(round(0.6 * total), int), np.zeros(total - round(0.6 * total), int)])
             other = ref.copy()
             ones, zeros = np.flatnonzero(ref == 1), np.flatnonzero(ref == 0)
             other[rng.choice(zeros, b, replace=False)] = 1  # the rung alone right

@@ -86,8 +86,9 @@ def test_a_look_reads_the_exact_interval_of_the_sets_accuracy_and_tangos_for_a_p
     for r, m_, t_ in ((0, 20, 127), (20, 20, 127), (7, 40, 40)):
         assert sq.exact_ci(r, m_, t_, 0.95) == pytest.approx(_hypergeometric_interval(r, m_, t_, 0.95))
     a, b = x == gold, xr == gold
+    detail = {"a_only": int(np.sum(a & ~b)), "b_only": int(np.sum(~a & b))}
     m = SimpleNamespace(a="o", b="r", diff=float(a.mean() - b.mean()), ci90=(0, 0), stat="accuracy", n=n, task="t",
-                        metric="accuracy", note="", detail={"a_only": int(np.sum(a & ~b)), "b_only": int(np.sum(~a & b))})
+                        metric="accuracy", note="", detail=detail)
     e = equivalence.verdict_of(m, "o", "r", 0.05, total)  # compare's equivalence verdict
     assert got["pair"].interval == pytest.approx(e.ci90, abs=1e-12)
     assert got["pair"].verdict == e.kind
@@ -127,6 +128,9 @@ def test_correlations_are_open_until_they_have_an_interval_and_exact_at_n():
     assert s.latest[0].verdict == reproduction.UNDEFINED and not s.stopped  # fewer than 10 items: not read
     s = sq.look(s, 30, {"r": [x[:30], y[:30]]})
     assert s.latest[0].verdict == reproduction.DIFFERS and s.stopped  # far below 0.99
+    rare = np.r_[np.full(6, 2.0), np.ones(54)]  # 6 items off the commonest answer: its r is not yet read (the bench's
+    lk = sq.look(sq.start(total, [q], looks=[60]), 60, {"r": [rare, y[:60]]}).latest[0]  # near-constant models)
+    assert lk.verdict == reproduction.UNDEFINED and "most common value (6)" in lk.note
     flat = sq.start(total, [q], looks=[30])
     assert sq.look(flat, 30, {"r": [np.ones(30), y[:30]]}).latest[0].verdict == reproduction.UNDEFINED
     exact = replay(sq.start(total, [sq.Question("r", "pearson", 0.05, published=metrics.pearson(x, y))],

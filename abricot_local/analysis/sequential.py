@@ -1,31 +1,16 @@
 """Stop when it is settled: verdicts read at planned looks, valid however many looks are taken.
 
-A run that stops at the first look where its verdicts are settled reads them more than once, and a 90%
-interval read at every look and believed the first time it settles is wrong far more often than 10% of the
-time (bench/sequential.py measures it). Here the error is spent across the looks (docs/protocols.md,
-"Stopping when it is settled"): Bonferroni over a geometric schedule. Look k (1, 2, ...) takes its interval at
-level 1 - alpha 2^-k (alpha 0.10: 95%, 97.5%, 98.75%, ...). The misses sum to less than alpha over any number
-of looks, so with probability at least 1 - alpha every look's interval holds the task's own value, and a
-verdict read at any look, however that look was chosen, is wrong with probability at most alpha: the 10% of a
-fixed-n verdict (two one-sided tests at 5%). Look k's level does not depend on how many looks follow.
-
-Each look's interval is the fixed-n verdict's, at the look's level, for the task's own value: over n of its N
-items the finite-population correction (stats.fpc); at n = N the value itself, and the verdict exact as
-reproduction.judge and equivalence.verdict_of give it:
-- a published accuracy: Wilson's score interval (metrics.wilson);
-- a published correlation: Fisher's z, atanh r +- z x se, se the standard deviation of atanh r over
-  metrics.N_BOOT bootstrap resamples (the seed given; the normal form holds at any level, where a percentile
-  at 1 - 0.1 x 2^-7 would be one resample's);
-- a rung against its reference, an accuracy: Tango's score interval of the paired difference (stats.paired_score_ci);
-  a correlation: the difference +- z x the paired bootstrap's standard deviation.
-A verdict reads the intersection of its looks' intervals (they all hold the value on the same event), so the
-intervals are nested and, below N, a settled verdict stays settled: reproduced, differs, equivalent, worse
-stay what they are; not worse may become equivalent. At n = N the exact verdict; it differs from an earlier
-settled one only when an earlier interval missed the set's value (the event of probability at most alpha).
-
-Settled: reproduced, differs, this task cannot settle M (the interval shows that even the exact value lies within
-the published value's rounding of the margin), equivalent, not worse, worse. Open: cannot tell yet, and cannot
-tell (no interval yet: a constant vector, a correlation over fewer than stats.MIN_CORRELATION_ITEMS items).
+Read at every look and believed the first time it settles, a 90% interval is wrong far more often than 10% of the
+time (bench/sequential.py). Here the error is spent across the looks (docs/protocols.md, "Stopping when it is
+settled"): look k (1, 2, ...) takes its interval at level 1 - alpha 2^-k (alpha 0.10: 95%, 97.5%, ...), the misses
+sum under alpha, so a verdict read at any look, however chosen, is wrong with probability at most alpha, as a
+fixed-n 90% verdict. Each look's interval is for the task's own value over n of its N items, exact at n = N (the
+verdict then reproduction.judge's or equivalence.verdict_of's): a published accuracy's, the exact hypergeometric
+interval (:func:`exact_ci`); a correlation's, Fisher's z +- z x the larger of the bootstrap's and normal theory's se,
+narrowed by stats.fpc, read once each vector has 10 items off its commonest value; a rung's paired accuracy difference,
+Tango's (stats.paired_score_ci), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
+intervals intersected: below N a settled verdict stays settled (not worse may become equivalent). Settled: reproduced,
+differs, this task cannot settle M, equivalent, not worse, worse; open: cannot tell yet, cannot tell (no interval yet).
 Pure: no printing, no file; every record field a number, a string or a tuple of them (results.json can hold it).
 """
 
@@ -128,14 +113,14 @@ class Look:
 
     @property
     def words(self) -> str:
-        m, d = f"{self.margin:g}", self.value
         if self.verdict in (equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE):
             return equivalence.words(self.verdict, self.margin)
-        if self.verdict == reproduction.DIFFERS and self.exact and d is not None:
-            return f"differs by {d:+.3f}"
-        return {reproduction.REPRODUCED: f"reproduced within {m}", reproduction.DIFFERS: f"differs by more than {m}",
-                reproduction.UNSETTLEABLE: f"this task cannot settle {m}", reproduction.UNSETTLED:
-                f"cannot tell yet within {m}"}.get(self.verdict, "cannot tell")
+        if self.verdict == reproduction.DIFFERS and self.exact:
+            return f"differs by {self.value:+.3f}"
+        m = f" {self.margin:g}"
+        return {reproduction.REPRODUCED: "reproduced within" + m, reproduction.DIFFERS: "differs by more than" + m,
+                reproduction.UNSETTLEABLE: "this task cannot settle" + m, reproduction.UNSETTLED:
+                "cannot tell yet within" + m}.get(self.verdict, "cannot tell")
 
     @property
     def figures(self) -> str:
@@ -168,13 +153,11 @@ class Sequential:
         return level(k, self.alpha) if self.spend else 1.0 - self.alpha
 
     @property
-    def taken(self) -> int:
-        """Looks taken."""
+    def taken(self) -> int:  # looks taken
         return self.looks[-1].k if self.looks else 0
 
     @property
-    def n(self) -> int:
-        """Items at the last look taken."""
+    def n(self) -> int:  # items at the last look taken
         return self.planned[self.taken - 1] if self.looks else 0
 
     @property
@@ -222,12 +205,10 @@ def start(total: int, questions: Sequence[Question], *, looks: Sequence[int] | N
           spend: bool = True) -> Sequential:
     """The rule for a task of ``total`` items waiting for ``questions`` (:func:`planned_looks` for ``looks`` and
     ``max_items``), before any look."""
-    if not questions:
-        raise UsageError("nothing to settle: no published row and no rung against a reference")
-    if len({q.name for q in questions}) != len(questions):
-        raise UsageError("two verdicts of one sequential rule share a name")
-    if not 0 < alpha < 1:
-        raise UsageError(f"alpha must be between 0 and 1, got {alpha}")
+    if not questions or len({q.name for q in questions}) != len(questions) or not 0 < alpha < 1:
+        raise UsageError("nothing to settle: no published row and no rung against a reference" if not questions
+                         else f"alpha must be between 0 and 1, got {alpha}" if not 0 < alpha < 1
+                         else "two verdicts of one sequential rule share a name")
     return Sequential(total, planned_looks(total, looks, max_items), tuple(questions), alpha, seed, spend)
 
 
@@ -269,24 +250,54 @@ def _judge(state: Sequential, q: Question, k: int, n: int, v: list[np.ndarray], 
 def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
     """run - published over the n items, its interval at ``lvl`` for the task's own value (the rounding added),
     and why there is none."""
-    x, y = v
-    factor = stats.fpc(n, total)
-    if q.stat == "accuracy":
-        right = int(np.sum(x == y))
-        lo, hi = exact_ci(right, n, total, lvl)
-        value = right / n
-    else:
-        value = float(metrics.ROW_STATS[q.stat](x.astype(float), y.astype(float)))
-        note = _too_few(value, n)
-        if note:
-            return (None if math.isnan(value) else value - q.published), None, note
-        se = _boot_se(q.stat, n, seed, x, y, fisher=True)
-        if not se > 0:
-            return value - q.published, None, "the correlation is the same in every resample: no spread"
-        z, half = math.atanh(max(-_EDGE, min(_EDGE, value))), metrics.z_of(lvl) * se * math.sqrt(factor)
-        lo, hi = math.tanh(z - half), math.tanh(z + half)
     p, r = q.published, q.rounding
-    return value - p, (lo - p - r + 0.0, hi - p + r + 0.0), ""
+    if q.stat == "accuracy":
+        right = int(np.sum(v[0] == v[1]))
+        value, (lo, hi), note = right / n, exact_ci(right, n, total, lvl), ""
+    else:
+        value, ci, note = _correlation(q, v, n, total, lvl, seed)
+        if ci is None:
+            return (None if value is None else value - p), None, note
+        lo, hi = ci
+    return value - p, (lo - p - r + 0.0, hi - p + r + 0.0), note
+
+
+def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
+    """other - reference over the n items, its interval at ``lvl`` for the task's own value, and why there is none."""
+    if q.stat != "accuracy":
+        return _correlation(q, v, n, total, lvl, seed)
+    a, b = v[0] == v[1], v[2] == v[3]
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    return (only_a - only_b) / n, stats.paired_score_ci(only_a, only_b, n, level=lvl, factor=stats.fpc(n, total)), ""
+
+
+def _correlation(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
+    """A correlation (a row's) or the difference of two (a pair's) over the n items, and its interval at ``lvl`` for
+    the task's own value: +- z x the bootstrap's standard deviation (metrics.N_BOOT resamples, ``seed``; one
+    correlation's on Fisher's z), narrowed by the finite-population correction; or why there is none."""
+    f, w = metrics.ROW_STATS[q.stat], [x.astype(float) for x in v]
+    value = float(f(w[0], w[1]) - (f(w[2], w[3]) if q.paired else 0.0))
+    if math.isnan(value):
+        return None, None, "the correlation is undefined (a constant vector)"
+    off = min(n - int(np.unique(x, return_counts=True)[1].max()) for x in w)  # items off a vector's commonest value
+    if off < stats.MIN_CORRELATION_ITEMS:
+        return value, None, (f"fewer than {stats.MIN_CORRELATION_ITEMS} items away from a vector's most common value "
+                             f"({off}): a correlation's interval is not read yet")
+    idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
+    boot = f(w[0][idx], w[1][idx]) - (f(w[2][idx], w[3][idx]) if q.paired else 0.0)
+    boot = boot[~np.isnan(boot)]
+    boot = boot if q.paired else np.arctanh(np.clip(boot, -_EDGE, _EDGE))
+    se = float(np.std(boot, ddof=1)) if len(boot) > 1 else 0.0
+    se = se if q.paired or not se > 0 else max(se, 1.0 / math.sqrt(n - 3))  # one r: never below normal theory's
+    if not se > 0:
+        return value, None, "the same in every resample: the bootstrap has no spread"
+    half, centre = metrics.z_of(lvl) * se * math.sqrt(stats.fpc(n, total)), value if q.paired else _fisher(value)
+    lo, hi = centre - half, centre + half
+    return value, ((lo, hi) if q.paired else (math.tanh(lo), math.tanh(hi))), ""
+
+
+def _fisher(r: float) -> float:
+    return math.atanh(max(-_EDGE, min(_EDGE, r)))
 
 
 def exact_ci(right: int, n: int, total: int, lvl: float) -> tuple[float, float]:
@@ -310,55 +321,12 @@ def exact_ci(right: int, n: int, total: int, lvl: float) -> tuple[float, float]:
 
 def _tails(right: int, n: int, total: int, k: int) -> tuple[float, float]:
     """P(X >= right) and P(X <= right) for X the items right among n drawn from ``total`` of which ``k`` are."""
+    def lcomb(a, b):
+        return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
+
     j = np.arange(max(0, n - (total - k)), min(n, k) + 1)
-    logp = _lcomb(k, j) + _lcomb(total - k, n - j) - _lcomb(total, n)
-    p = np.exp(logp)
+    p = np.exp(lcomb(k, j) + lcomb(total - k, n - j) - lcomb(total, n))
     return float(p[j >= right].sum()), float(p[j <= right].sum())
-
-
-def _lcomb(a, b):
-    return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
-
-
-def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
-    """other - reference over the n items, its interval at ``lvl`` for the task's own value, and why there is none."""
-    x, y, xr, yr = v
-    factor = stats.fpc(n, total)
-    if q.stat == "accuracy":
-        a, b = x == y, xr == yr
-        only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-        return (only_a - only_b) / n, stats.paired_score_ci(only_a, only_b, n, level=lvl, factor=factor), ""
-    f = metrics.ROW_STATS[q.stat]
-    value = float(f(x.astype(float), y.astype(float)) - f(xr.astype(float), yr.astype(float)))
-    note = _too_few(value, n)
-    if note:
-        return (None if math.isnan(value) else value), None, note
-    se = _boot_se(q.stat, n, seed, x, y, xr, yr)
-    if not se > 0:
-        return value, None, "the difference is the same in every resample: no spread"
-    half = metrics.z_of(lvl) * se * math.sqrt(factor)
-    return value, (value - half, value + half), ""
-
-
-def _too_few(value: float, n: int) -> str:
-    if math.isnan(value):
-        return "the correlation is undefined (a constant vector)"
-    if n < stats.MIN_CORRELATION_ITEMS:
-        return f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's interval over {n} is not read"
-    return ""
-
-
-def _boot_se(stat: str, n: int, seed: int, *vectors: np.ndarray, fisher: bool = False) -> float:
-    """The standard deviation over metrics.N_BOOT resamples (``seed``) of the statistic of ``(x, y)``, its Fisher z
-    (``fisher``), or the difference of two runs' ``(x, y, x_ref, y_ref)`` (the same items drawn for both)."""
-    f = metrics.ROW_STATS[stat]
-    idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
-    w = [np.asarray(v, dtype=float)[idx] for v in vectors]
-    values = f(w[0], w[1]) if len(w) == 2 else f(w[0], w[1]) - f(w[2], w[3])
-    values = values[~np.isnan(values)]
-    if fisher:
-        values = np.arctanh(np.clip(values, -_EDGE, _EDGE))
-    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def _meet(prev: tuple[float, float] | None, own: tuple[float, float]) -> tuple[tuple[float, float], str]:
@@ -410,27 +378,22 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
     normal-theory se, 1 / sqrt(n - 3). None: a pair without a discordance (not known before a run)."""
     if question.paired and (discordance is None or truth is None):
         return None
-    t = question.published if truth is None and not question.paired else truth
+    q, t = question, question.published if truth is None and not question.paired else truth
     for k, n in enumerate(state.planned, 1):
         if n >= state.total:
             return n
         lvl, factor = state.level(k), stats.fpc(n, state.total)
-        if question.paired:
+        if q.paired:
             psi = max(discordance, abs(t))
-            d = (t, stats.paired_score_ci(round(n * (psi + t) / 2), round(n * (psi - t) / 2), n, level=lvl,
-                                          factor=factor))
-            kind = equivalence.classify(*d, question.margin)
-        elif question.stat == "accuracy":
-            lo, hi = exact_ci(min(n, max(0, round(t * n))), n, state.total, lvl)
-            kind = _row_kind((lo - question.published - question.rounding,
-                              hi - question.published + question.rounding), question)
+            ci = stats.paired_score_ci(round(n * (psi + t) / 2), round(n * (psi - t) / 2), n, level=lvl, factor=factor)
+            kind = equivalence.classify(t, ci, q.margin)
+        elif n < (1 if q.stat == "accuracy" else stats.MIN_CORRELATION_ITEMS):
+            continue
         else:
-            if n < max(4, stats.MIN_CORRELATION_ITEMS):
-                continue
-            half = metrics.z_of(lvl) * math.sqrt(factor / (n - 3))
-            z = math.atanh(max(-_EDGE, min(_EDGE, t)))
-            kind = _row_kind((math.tanh(z - half) - question.published - question.rounding,
-                              math.tanh(z + half) - question.published + question.rounding), question)
+            half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), _fisher(t)
+            lo, hi = exact_ci(min(n, max(0, round(t * n))), n, state.total, lvl) if q.stat == "accuracy" else (
+                math.tanh(z - half), math.tanh(z + half))
+            kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
         if kind in SETTLED:
             return n
     return state.planned[-1]
