@@ -244,6 +244,8 @@ def test_the_record_is_plain_numbers_and_strings_and_says_how_it_was_reached():
     assert json.loads(text)["looks"][0]["level"] == 0.95
     line = s.line(s.latest[0])
     assert "reached sequentially at look 1 of 5" in line and "at most 0.1" in line and "differs by more" in line
-    assert sq.expected_stop(s, q) == total  # reproducing within 0.02 needs every item
-    assert sq.expected_stop(s, sq.Question("w", "accuracy", 0.3, published=0.6)) == 20
+    assert sq.expected_stop(s, q) == (total, reproduction.REPRODUCED)  # within 0.02: every item
+    assert sq.expected_stop(s, sq.Question("w", "accuracy", 0.3, published=0.6)) == (20, reproduction.REPRODUCED)
+    capped = sq.start(total, [q], max_items=80)
+    assert sq.expected_stop(capped, q) == (80, reproduction.UNSETTLED)
     assert sq.expected_stop(s, sq.Question("p", "accuracy", 0.02)) is None  # a pair: its discordance unknown

@@ -371,22 +371,20 @@ def _exact(q: Question, value: float | None, v: list[np.ndarray], n: int, base: 
 
 
 def expected_stop(state: Sequential, question: Question, truth: float | None = None,
-                  discordance: float | None = None) -> int | None:
-    """Where the rule would stop for ``question`` alone if every look's estimate were ``truth`` (a row's: its
-    published value unless given; a pair's: other - reference, with the rate of items whose correctness differs,
-    ``discordance``): the first planned look whose interval settles it (the last: exact). Correlations: Fisher's
-    normal-theory se, 1 / sqrt(n - 3). None: a pair without a discordance (not known before a run)."""
+                  discordance: float | None = None) -> tuple[int, str] | None:
+    """Where the rule would stop for ``question`` alone, and its verdict there, if every look's estimate were ``truth``
+    (a row's: its published value unless given; a pair's: other - reference, with the rate of items whose correctness
+    differs, ``discordance``): the first planned look that settles it, else the last (exact at N; at --max-items,
+    cannot tell yet). Correlations: normal theory's se, 1 / sqrt(n - 3). None: a pair without a discordance."""
     if question.paired and (discordance is None or truth is None):
         return None
     q, t = question, question.published if truth is None and not question.paired else truth
     for k, n in enumerate(state.planned, 1):
-        if n >= state.total:
-            return n
         lvl, factor = state.level(k), stats.fpc(n, state.total)
         if q.paired:
             psi = max(discordance, abs(t))
             ci = stats.paired_score_ci(round(n * (psi + t) / 2), round(n * (psi - t) / 2), n, level=lvl, factor=factor)
-            kind = equivalence.classify(t, ci, q.margin)
+            kind = equivalence.classify(t, (t, t) if n >= state.total else ci, q.margin)
         elif n < (1 if q.stat == "accuracy" else stats.MIN_CORRELATION_ITEMS):
             continue
         else:
@@ -394,6 +392,6 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
             lo, hi = exact_ci(min(n, max(0, round(t * n))), n, state.total, lvl) if q.stat == "accuracy" else (
                 math.tanh(z - half), math.tanh(z + half))
             kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
-        if kind in SETTLED:
-            return n
-    return state.planned[-1]
+        if kind in SETTLED or k == len(state.planned):
+            return n, kind
+    return None
