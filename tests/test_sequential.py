@@ -249,3 +249,23 @@ def test_the_record_is_plain_numbers_and_strings_and_says_how_it_was_reached():
     capped = sq.start(total, [q], max_items=80)
     assert sq.expected_stop(capped, q) == (80, reproduction.UNSETTLED)
     assert sq.expected_stop(s, sq.Question("p", "accuracy", 0.02)) is None  # a pair: its discordance unknown
+
+
+def test_the_bench_counts_a_settled_false_claim_as_wrong_and_the_last_item_as_right():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import sequential as bench  # bench/sequential.py
+
+    assert bench.outcome(reproduction.REPRODUCED, 40, 127, d=0.05, m=0.05) == "wrong"  # on the margin
+    assert bench.outcome(reproduction.DIFFERS, 40, 127, d=-0.3, m=0.05) == "right"
+    assert bench.outcome(equivalence.NOT_WORSE, 40, 1600, d=0.02, m=0.02) == "right"  # above -M: true
+    assert bench.outcome(reproduction.UNSETTLED, 40, 127, d=0.0, m=0.05) == "open"
+    assert bench.outcome(reproduction.DIFFERS, 127, 127, d=0.0, m=0.05) == "right"  # at N: the set's value
+    scenarios = bench.discotex_scenarios()
+    pair = next(sc for sc in scenarios if sc.on_margin and "rung" in sc.verdict)
+    q, v, d = pair.draw(np.random.default_rng(0))
+    assert q.paired and d == pytest.approx(-q.margin) and len(v[0]) == pair.total == 1600
+    res = bench.replay(pair, 3, 1, [400, 1600])
+    assert [len(res[r]) for r in ("shipped", "peeking")] == [3, 3] and res["fixed"][1600] == ["right"] * 3
