@@ -1,0 +1,397 @@
+"""Stop when it is settled: verdicts read at planned looks, valid however many looks are taken.
+
+Read at every look and believed the first time it settles, a 90% interval is wrong far more often than 10% of the
+time (bench/sequential.py). Here the error is spent across the looks (docs/protocols.md, "Stopping when it is
+settled"): look k (1, 2, ...) takes its interval at level 1 - alpha 2^-k (alpha 0.10: 95%, 97.5%, ...), the misses
+sum under alpha, so a verdict read at any look, however chosen, is wrong with probability at most alpha, as a
+fixed-n 90% verdict. Each look's interval is for the task's own value over n of its N items, exact at n = N (the
+verdict then reproduction.judge's or equivalence.verdict_of's): a published accuracy's, the exact hypergeometric
+interval (:func:`exact_ci`); a correlation's, Fisher's z +- z x the larger of the bootstrap's and normal theory's se,
+narrowed by stats.fpc, read once each vector has 10 items off its commonest value; a rung's paired accuracy difference,
+Tango's (stats.paired_score_ci), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
+intervals intersected: below N a settled verdict stays settled (not worse may become equivalent). Settled: reproduced,
+differs, this task cannot settle M, equivalent, not worse, worse; open: cannot tell yet, cannot tell (no interval yet).
+Pure: no printing, no file; every record field a number, a string or a tuple of them (results.json can hold it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.special import gammaln
+
+from abricot_local import metrics
+from abricot_local.analysis import equivalence, reproduction, stats
+from abricot_local.core import DEFAULT_SEED
+from abricot_local.errors import UsageError
+
+ALPHA = 0.10  # the fixed-n verdict's error: a 90% interval, two one-sided tests at 5%
+FIRST_LOOK = 20  # the default looks: 20, 40, 80, ... items, then the last
+SETTLED = frozenset({reproduction.REPRODUCED, reproduction.DIFFERS, reproduction.UNSETTLEABLE,
+                     equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE})
+BONFERRONI = "Bonferroni over the looks: look k at level 1 - {a:g} x 2^-k"
+PEEKING = "every look at level {l:g}, nothing spent (not valid under repeated looks)"
+_EDGE = 1.0 - 1e-12  # a correlation of +-1 has no Fisher z: clipped inside
+
+
+def planned_looks(total: int, looks: Sequence[int] | None = None, max_items: int | None = None,
+                  first: int = FIRST_LOOK) -> tuple[int, ...]:
+    """The item counts at which the verdicts are read: ``looks`` (``--looks``), else ``first``, twice it, four
+    times, ...; each below the last, min(``total``, ``max_items``), which always ends the list."""
+    if total < 1:
+        raise UsageError("a task with no item has nothing to settle")
+    if max_items is not None and max_items < 1:
+        raise UsageError(f"--max-items must be at least 1, got {max_items}")
+    last = total if max_items is None else min(total, max_items)
+    if looks is None:
+        grid, n = [], max(1, first)
+        while n < last:
+            grid.append(n)
+            n *= 2
+    else:
+        bad = [n for n in looks if int(n) < 1]
+        if bad:
+            raise UsageError(f"--looks: each look is a number of items, at least 1; got {bad[0]}")
+        grid = sorted({int(n) for n in looks if int(n) < last})
+    return (*grid, last)
+
+
+def level(k: int, alpha: float = ALPHA) -> float:
+    """Look ``k``'s (1, 2, ...) interval level: 1 - alpha 2^-k."""
+    return 1.0 - alpha * 2.0 ** -k
+
+
+@dataclass(frozen=True)
+class Question:
+    """One verdict a run waits for: a published row (``published`` set: is the task's own value within ``margin``
+    of it?) or a rung against its reference (``published`` None: is other - reference within ``margin``?)."""
+
+    name: str  # the verdict's name in the record and the lines
+    stat: str  # "accuracy", or a correlation of metrics.ROW_STATS ("pearson", "spearman")
+    margin: float  # in the metric's units
+    published: float | None = None
+    rounding: float = 0.0  # a published value's: half its last decimal (baselines.rounding)
+
+    def __post_init__(self) -> None:
+        if self.stat not in metrics.ROW_STATS:
+            raise UsageError(f"{self.name}: no sequential verdict for the statistic {self.stat!r}")
+        if not (self.margin > 0 and math.isfinite(self.margin)):
+            raise UsageError(f"{self.name}: the margin must be a finite number more than 0, got {self.margin}")
+
+    @property
+    def paired(self) -> bool:
+        return self.published is None
+
+
+@dataclass(frozen=True)
+class Look:
+    """One verdict at one look: what results.json records of it."""
+
+    question: str
+    k: int  # the look's number, 1 first
+    n: int  # items scored
+    total: int  # items the task holds
+    level: float  # the interval's level (at n = total the value is exact, the level moot)
+    margin: float
+    verdict: str  # reproduction's or equivalence's kind
+    value: float | None = None  # run - published, or other - reference, over the n items (None: undefined)
+    interval: tuple[float, float] | None = None  # this look's interval of it for the task's own value
+    running: tuple[float, float] | None = None  # the looks' intervals so far intersected: what `verdict` reads
+    note: str = ""
+
+    @property
+    def settled(self) -> bool:
+        return self.verdict in SETTLED
+
+    @property
+    def exact(self) -> bool:
+        return self.n >= self.total
+
+    @property
+    def words(self) -> str:
+        if self.verdict in (equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE):
+            return equivalence.words(self.verdict, self.margin)
+        if self.verdict == reproduction.DIFFERS and self.exact:
+            return f"differs by {self.value:+.3f}"
+        m = f" {self.margin:g}"
+        return {reproduction.REPRODUCED: "reproduced within" + m, reproduction.DIFFERS: "differs by more than" + m,
+                reproduction.UNSETTLEABLE: "this task cannot settle" + m, reproduction.UNSETTLED:
+                "cannot tell yet within" + m}.get(self.verdict, "cannot tell")
+
+    @property
+    def figures(self) -> str:
+        """The interval the verdict read, in a few words."""
+        if self.running is None:
+            return self.note or "no interval"
+        lo, hi = self.running
+        if self.exact:
+            return f"{self.value:+.3f} on all {self.total:,} items (exact)"
+        return f"[{lo:+.3f}, {hi:+.3f}] at {100 * self.level:.4g}%, {self.n:,} of {self.total:,} items"
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """The stopping rule's plan and every look taken so far (:func:`start`, then :func:`look` at each planned n)."""
+
+    total: int
+    planned: tuple[int, ...]
+    questions: tuple[Question, ...]
+    alpha: float = ALPHA
+    seed: int = DEFAULT_SEED  # the correlations' bootstrap
+    spend: bool = True  # False: every look at 1 - alpha (peeking: the simulation's foil, not valid)
+    looks: tuple[Look, ...] = ()
+
+    @property
+    def method(self) -> str:
+        return BONFERRONI.format(a=self.alpha) if self.spend else PEEKING.format(l=1 - self.alpha)
+
+    def level(self, k: int) -> float:
+        return level(k, self.alpha) if self.spend else 1.0 - self.alpha
+
+    @property
+    def taken(self) -> int:  # looks taken
+        return self.looks[-1].k if self.looks else 0
+
+    @property
+    def n(self) -> int:  # items at the last look taken
+        return self.planned[self.taken - 1] if self.looks else 0
+
+    @property
+    def latest(self) -> tuple[Look, ...]:
+        """Each verdict at the last look taken."""
+        return tuple(lk for lk in self.looks if lk.k == self.taken)
+
+    @property
+    def settled(self) -> bool:
+        return bool(self.looks) and all(lk.settled for lk in self.latest)
+
+    @property
+    def stopped(self) -> bool:
+        """Every verdict settled, or the last planned look taken."""
+        return self.settled or self.taken == len(self.planned)
+
+    @property
+    def next_look(self) -> int | None:
+        return None if self.stopped else self.planned[self.taken]
+
+    @property
+    def open(self) -> tuple[Look, ...]:
+        return tuple(lk for lk in self.latest if not lk.settled)
+
+    def line(self, lk: Look) -> str:
+        """A verdict at the last look as the run's last lines say it: how, where and with what guarantee."""
+        guarantee = (f"{self.method}: each verdict wrong with probability at most {self.alpha:g}" if self.spend
+                     else self.method)
+        where = f"look {lk.k} of {len(self.planned)}"
+        if lk.exact:
+            return f"{lk.question}: {lk.words} (every item scored, {where}: {lk.figures})"
+        how = "reached sequentially" if lk.settled else "not settled by the last look"
+        return f"{lk.question}: {lk.words} ({how} at {where}: {lk.figures}; {guarantee})"
+
+    def progress(self) -> str:
+        """The progress line's part: the next look and each open verdict's interval."""
+        if self.next_look is None:
+            return "settled" if self.settled else "last look taken"
+        shown = "; ".join(f"{lk.question} {lk.figures}" for lk in self.open) or "no look yet"
+        return f"next look at {self.next_look:,} items; open: {shown}"
+
+
+def start(total: int, questions: Sequence[Question], *, looks: Sequence[int] | None = None,
+          max_items: int | None = None, alpha: float = ALPHA, seed: int = DEFAULT_SEED,
+          spend: bool = True) -> Sequential:
+    """The rule for a task of ``total`` items waiting for ``questions`` (:func:`planned_looks` for ``looks`` and
+    ``max_items``), before any look."""
+    if not questions or len({q.name for q in questions}) != len(questions) or not 0 < alpha < 1:
+        raise UsageError("nothing to settle: no published row and no rung against a reference" if not questions
+                         else f"alpha must be between 0 and 1, got {alpha}" if not 0 < alpha < 1
+                         else "two verdicts of one sequential rule share a name")
+    return Sequential(total, planned_looks(total, looks, max_items), tuple(questions), alpha, seed, spend)
+
+
+def look(state: Sequential, n: int, inputs: Mapping[str, Sequence[Any]]) -> Sequential:
+    """``state`` after the look at ``n`` items (one of ``state.planned``, after the last taken). ``inputs``: per
+    question's name, over the first ``n`` items of the nested order, a row's metric inputs ``(x, y)`` (a task's
+    ``MetricInput``'s), a pair's ``(x, y, x_ref, y_ref)`` (the rung's, then its reference's, item for item)."""
+    if state.stopped:
+        raise UsageError("the sequential rule has stopped: no look after it")
+    if n not in state.planned[state.taken:]:
+        raise UsageError(f"{n} items is not a look still to come: {', '.join(map(str, state.planned[state.taken:]))}")
+    k = state.planned.index(n) + 1
+    before = {lk.question: lk for lk in state.latest}
+    out = []
+    for q in state.questions:
+        if q.name not in inputs:
+            raise UsageError(f"the look at {n} items has no inputs for {q.name}")
+        vectors = [np.asarray(v) for v in inputs[q.name]]
+        if any(len(v) != n for v in vectors) or len(vectors) != (4 if q.paired else 2):
+            raise UsageError(f"{q.name}: the look at {n} items needs {'four' if q.paired else 'two'} vectors of {n}")
+        out.append(_judge(state, q, k, n, vectors, before.get(q.name)))
+    return replace(state, looks=(*state.looks, *out))
+
+
+def _judge(state: Sequential, q: Question, k: int, n: int, v: list[np.ndarray], prev: Look | None) -> Look:
+    total, lvl = state.total, state.level(k)
+    base = dict(question=q.name, k=k, n=n, total=total, level=lvl, margin=q.margin)
+    value, own, note = (_pair if q.paired else _row)(q, v, n, total, lvl, state.seed)
+    if n >= total:
+        return _exact(q, value, v, n, base)
+    if own is None:
+        return Look(**base, verdict=reproduction.UNDEFINED, value=value, running=prev.running if prev else None,
+                    note=note)
+    running, note = _meet(prev.running if prev else None, own)
+    kind = equivalence.classify(value, running, q.margin) if q.paired else _row_kind(running, q)
+    return Look(**base, verdict=kind, value=value, interval=own, running=running, note=note)
+
+
+def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
+    """run - published over the n items, its interval at ``lvl`` for the task's own value (the rounding added),
+    and why there is none."""
+    p, r = q.published, q.rounding
+    if q.stat == "accuracy":
+        right = int(np.sum(v[0] == v[1]))
+        value, (lo, hi), note = right / n, exact_ci(right, n, total, lvl), ""
+    else:
+        value, ci, note = _correlation(q, v, n, total, lvl, seed)
+        if ci is None:
+            return (None if value is None else value - p), None, note
+        lo, hi = ci
+    return value - p, (lo - p - r + 0.0, hi - p + r + 0.0), note
+
+
+def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
+    """other - reference over the n items, its interval at ``lvl`` for the task's own value, and why there is none."""
+    if q.stat != "accuracy":
+        return _correlation(q, v, n, total, lvl, seed)
+    a, b = v[0] == v[1], v[2] == v[3]
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    return (only_a - only_b) / n, stats.paired_score_ci(only_a, only_b, n, level=lvl, factor=stats.fpc(n, total)), ""
+
+
+def _correlation(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
+    """A correlation (a row's) or the difference of two (a pair's) over the n items, and its interval at ``lvl`` for
+    the task's own value: +- z x the bootstrap's standard deviation (metrics.N_BOOT resamples, ``seed``; one
+    correlation's on Fisher's z), narrowed by the finite-population correction; or why there is none."""
+    f, w = metrics.ROW_STATS[q.stat], [x.astype(float) for x in v]
+    value = float(f(w[0], w[1]) - (f(w[2], w[3]) if q.paired else 0.0))
+    if math.isnan(value):
+        return None, None, "the correlation is undefined (a constant vector)"
+    off = min(n - int(np.unique(x, return_counts=True)[1].max()) for x in w)  # items off a vector's commonest value
+    if off < stats.MIN_CORRELATION_ITEMS:
+        return value, None, (f"fewer than {stats.MIN_CORRELATION_ITEMS} items away from a vector's most common value "
+                             f"({off}): a correlation's interval is not read yet")
+    idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
+    boot = f(w[0][idx], w[1][idx]) - (f(w[2][idx], w[3][idx]) if q.paired else 0.0)
+    boot = boot[~np.isnan(boot)]
+    boot = boot if q.paired else np.arctanh(np.clip(boot, -_EDGE, _EDGE))
+    se = float(np.std(boot, ddof=1)) if len(boot) > 1 else 0.0
+    se = se if q.paired or not se > 0 else max(se, 1.0 / math.sqrt(n - 3))  # one r: never below normal theory's
+    if not se > 0:
+        return value, None, "the same in every resample: the bootstrap has no spread"
+    half, centre = metrics.z_of(lvl) * se * math.sqrt(stats.fpc(n, total)), value if q.paired else _fisher(value)
+    lo, hi = centre - half, centre + half
+    return value, ((lo, hi) if q.paired else (math.tanh(lo), math.tanh(hi))), ""
+
+
+def _fisher(r: float) -> float:
+    return math.atanh(max(-_EDGE, min(_EDGE, r)))
+
+
+def exact_ci(right: int, n: int, total: int, lvl: float) -> tuple[float, float]:
+    """The exact interval of a set's accuracy K / N from ``right`` of ``n`` items drawn without replacement from its
+    ``total``: every K whose hypergeometric tails at ``right`` both exceed (1 - ``lvl``) / 2 (Clopper and Pearson's
+    construction over the hypergeometric: it holds K with probability ``lvl`` or more whatever K is, where Wilson's
+    falls short at small n). At n = N, K = ``right``."""
+    tail, lo, hi = (1.0 - lvl) / 2.0, right, total - (n - right)
+
+    def first(a: int, b: int, ok) -> int:  # the least K in [a, b] with ok(K), ok monotone; b when none before
+        while a < b:
+            mid = (a + b) // 2
+            a, b = (a, mid) if ok(mid) else (mid + 1, b)
+        return a
+
+    low = first(lo, hi, lambda k: _tails(right, n, total, k)[0] > tail)
+    high = first(lo, hi, lambda k: _tails(right, n, total, k)[1] <= tail)
+    high = high if _tails(right, n, total, high)[1] > tail else high - 1
+    return low / total, max(low, high) / total
+
+
+def _tails(right: int, n: int, total: int, k: int) -> tuple[float, float]:
+    """P(X >= right) and P(X <= right) for X the items right among n drawn from ``total`` of which ``k`` are."""
+    def lcomb(a, b):
+        return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
+
+    j = np.arange(max(0, n - (total - k)), min(n, k) + 1)
+    p = np.exp(lcomb(k, j) + lcomb(total - k, n - j) - lcomb(total, n))
+    return float(p[j >= right].sum()), float(p[j <= right].sum())
+
+
+def _meet(prev: tuple[float, float] | None, own: tuple[float, float]) -> tuple[tuple[float, float], str]:
+    """The running interval: ``own`` intersected with the earlier looks'; disjoint, the earlier kept."""
+    if prev is None:
+        return own, ""
+    lo, hi = max(prev[0], own[0]), min(prev[1], own[1])
+    if lo > hi:
+        return prev, "this look's interval misses the earlier looks': one of them missed the value; theirs kept"
+    return (lo, hi), ""
+
+
+def _row_kind(d: tuple[float, float], q: Question) -> str:
+    """A published row's verdict from the running interval of run - published (its rounding included)."""
+    lo, hi = d
+    m, r = q.margin, q.rounding
+    if -m < lo and hi < m:
+        return reproduction.REPRODUCED
+    if lo > m or hi < -m:
+        return reproduction.DIFFERS
+    if r > 0 and ((lo >= m - 2 * r and hi <= m + 2 * r) or (lo >= -m - 2 * r and hi <= -m + 2 * r)):
+        return reproduction.UNSETTLEABLE  # even the exact value would be within the rounding of the margin
+    return reproduction.UNSETTLED
+
+
+def _exact(q: Question, value: float | None, v: list[np.ndarray], n: int, base: dict) -> Look:
+    """Every item scored: the verdict reproduction.judge or equivalence.verdict_of gives the task's own value."""
+    if value is None or math.isnan(value):
+        return Look(**base, verdict=reproduction.UNDEFINED, note="the value over every item is undefined")
+    if q.paired:
+        a, b = v[0] == v[1], v[2] == v[3]
+        row = SimpleNamespace(a="other", b="reference", diff=value, ci90=(value, value), stat=q.stat, n=n, task="",
+                              metric="", note="", detail={"a_only": int(np.sum(a & ~b)), "b_only": int(np.sum(~a & b))})
+        e = equivalence.verdict_of(row, "other", "reference", q.margin, base["total"])
+        return Look(**base, verdict=e.kind, value=value, interval=e.ci90, running=e.ci90, note=e.note)
+    raw = float(np.mean(v[0] == v[1])) if q.stat == "accuracy" else \
+        float(metrics.ROW_STATS[q.stat](v[0].astype(float), v[1].astype(float)))
+    j = reproduction.judge(raw, None, q.published, q.margin, n=n, total=base["total"], rounding=q.rounding,
+                           correlation=q.stat != "accuracy")
+    return Look(**base, verdict=j.kind, value=value, interval=j.ci90, running=j.ci90,
+                note=j.note if j.kind == reproduction.UNDEFINED else "")
+
+
+def expected_stop(state: Sequential, question: Question, truth: float | None = None,
+                  discordance: float | None = None) -> tuple[int, str] | None:
+    """Where the rule would stop for ``question`` alone, and its verdict there, if every look's estimate were ``truth``
+    (a row's: its published value unless given; a pair's: other - reference, with the rate of items whose correctness
+    differs, ``discordance``): the first planned look that settles it, else the last (exact at N; at --max-items,
+    cannot tell yet). Correlations: normal theory's se, 1 / sqrt(n - 3). None: a pair without a discordance."""
+    if question.paired and (discordance is None or truth is None):
+        return None
+    q, t = question, question.published if truth is None and not question.paired else truth
+    for k, n in enumerate(state.planned, 1):
+        lvl, factor = state.level(k), stats.fpc(n, state.total)
+        if q.paired:
+            psi = max(discordance, abs(t))
+            ci = stats.paired_score_ci(round(n * (psi + t) / 2), round(n * (psi - t) / 2), n, level=lvl, factor=factor)
+            kind = equivalence.classify(t, (t, t) if n >= state.total else ci, q.margin)
+        elif n < (1 if q.stat == "accuracy" else stats.MIN_CORRELATION_ITEMS):
+            continue
+        else:
+            half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), _fisher(t)
+            lo, hi = exact_ci(min(n, max(0, round(t * n))), n, state.total, lvl) if q.stat == "accuracy" else (
+                math.tanh(z - half), math.tanh(z + half))
+            kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
+        if kind in SETTLED or k == len(state.planned):
+            return n, kind
+    return None
