@@ -186,8 +186,8 @@ def fake_answers(tmp_path_factory):
     """Two fake "models" (the fake backend under two seeds) on 240 invented DISCOTEX items: whether each is right."""
     from abricot_local.backends.fake import N_VOCAB, FakeBackend
     from abricot_local.backends.options import ScoringOptions
-    from abricot_local.run.planning import prepare
-    from abricot_local.run.runner import score_items
+    from abricot_local.tasks.selection import prepare
+    from abricot_local.run.execute import score_items
     from abricot_local.tasks import make_task
     from abricot_local.tasks.base import TaskOptions
 
