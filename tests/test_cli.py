@@ -168,13 +168,6 @@ def test_batched_engine_and_parallel_are_accepted_and_recorded(tmp_path, monkeyp
     assert invoke("check", out).exit_code == 0
 
 
-def test_parallel_needs_the_batched_engine(tmp_path, run_fake):
-    r = run_fake(tmp_path / "o", "--limit", 1, "--parallel", 2)
-    assert r.exit_code != 0 and "--parallel applies only to --engine batched" in r.output
-    r = run_fake(tmp_path / "o", "--limit", 1, "--engine", "batched", "--parallel", 0)
-    assert r.exit_code != 0 and "--parallel must be between" in r.output
-
-
 def samples_of(out):
     return [json.loads(line) for line in (out / "samples-discotex.jsonl").read_text().splitlines()]
 
