@@ -3,10 +3,11 @@
 The fake backend runs the same engines (backends/engines.py) over a session that emulates a KV
 cache of sequences (backends/fake.py), and its rows are a pure function of the tokens at positions
 0..pos of the sequence decoded: a cell an engine forgot to decode raises, a cell it copied wrong
-changes the numbers, and a cell it forgot to remove is caught when decoded over (score() below). So the same bits from every exact engine, from batched
-at any parallel, in any item order, and equal to an independent oracle (a fresh session per row, no
-engine) prove the engines' bookkeeping: prefix held and reused, trunks cut into decode calls, tails
-decoded and rewound, sequences copied for a group. What llama.cpp does with those calls (its own KV
+changes the numbers, and a cell it forgot to remove is caught when decoded over (score() below).
+So the same bits from every exact engine, from batched at any parallel, in any item order, and
+equal to an independent oracle (a fresh session per row, no engine) prove the engines'
+bookkeeping: prefix held and reused, trunks cut into decode calls, tails decoded and rewound,
+sequences copied for a group. What llama.cpp does with those calls (its own KV
 cache, the arithmetic of a decode call's composition) is the one real test of this,
 tests/test_real_model.py::test_engines_and_item_order_are_bit_identical.
 """

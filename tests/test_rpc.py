@@ -3,8 +3,9 @@ layers; the numbers equal a local run's, and a server killed mid-run gives one c
 keeps the checkpoint, and the resumed run equals an uninterrupted one.
 
 Every server, and every run that reaches ggml-rpc, is a subprocess (ggml-rpc ends the process
-when a server goes away, which must not be pytest's); what is refused before it, runs in this one. Only 127.0.0.1 is used. Under CI=true nothing here skips:
-a llama-cpp-python built without GGML_RPC, or missing data, fails.
+when a server goes away, which must not be pytest's); what is refused before it, runs in this one.
+Only 127.0.0.1 is used. Under CI=true nothing here skips: a llama-cpp-python built without
+GGML_RPC, or missing data, fails.
 """
 
 from __future__ import annotations
@@ -306,7 +307,8 @@ def test_a_silent_server_stops_the_run_in_the_timeout_with_one_line(gemma_path, 
     assert r.returncode == 75, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and lines[0].startswith(f"error: the RPC server {peer.endpoint} accepted the connection "
-                                                   "but did not answer llama.cpp's RPC handshake within 0.5 s"), r.stderr
+                                                   "but did not answer llama.cpp's RPC handshake within 0.5 s"), \
+        r.stderr
     assert "Traceback" not in r.stderr and "lost the RPC server" not in r.stderr
     assert time.monotonic() - t0 < 60 and not (tmp_path / "o").exists()
 
