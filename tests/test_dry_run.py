@@ -320,19 +320,19 @@ def test_the_stand_in_tokenizer_keeps_prefixes():
 
 @pytest.mark.real
 def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
-    """Calibrate Gemma 3 270M here (seconds), predict a 6-item ABRICOT run (the fixture's first 6
+    """Calibrate Gemma 3 270M here (seconds), predict a 3-item ABRICOT run (the fixture's first 3
     of 18: the run, not the calibration, is what this test spends), run it: the prediction is
     reported against the measured time, and only checked within a factor of 4."""
-    args = (gemma_path, "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}", "--threads", "2", "--limit", "6")
+    args = (gemma_path, "--tasks", "abricot_abs", "--data", f"abricot={FIXTURE}", "--threads", "2", "--limit", "3")
     r = invoke("run", *args, "--dry-run", "--calibrate", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     (task,) = doc["models"][0]["tasks"]
-    assert task["exact"] and task["items"] == 6 and doc["models"][0]["speed"]["source"] == "calibrated"
+    assert task["exact"] and task["items"] == 3 and doc["models"][0]["speed"]["source"] == "calibrated"
     out = tmp_path / "o"
     assert invoke("run", *args, "--out", out).exit_code == 0
     measured = json.loads((out / "results.json").read_text())["wall_seconds"]
-    print(f"gemma-3-270m abricot_abs 6 items: predicted {doc['seconds']:.1f} s, measured {measured:.1f} s "
+    print(f"gemma-3-270m abricot_abs 3 items: predicted {doc['seconds']:.1f} s, measured {measured:.1f} s "
           f"({os.cpu_count()} cores; calibration {doc['models'][0]['speed']})")
     assert measured / 4 < doc["seconds"] < measured * 4
 

@@ -229,10 +229,8 @@ def test_calibrations_made_at_once_are_all_kept():
 
 # -- item 4: results.json, and merge ------------------------------------------------------------------------
 @pytest.fixture
-def fake_run(tmp_path) -> Path:
-    r = invoke("run", "fake", *FAKE, "--out", tmp_path / "run")
-    assert r.exit_code == 0, r.output
-    return tmp_path / "run"
+def fake_run(finished_run, tmp_path) -> Path:
+    return finished_run("run", "fake", *FAKE, into=tmp_path / "run")  # a copy: the tests damage it
 
 
 @pytest.mark.parametrize("damage, words", [

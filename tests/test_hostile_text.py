@@ -82,12 +82,10 @@ def test_the_plan_and_errors_show_escapes(monkeypatch):
 
 
 @pytest.fixture
-def hostile_run(tmp_path) -> Path:
-    """A finished fake run whose model is named with escapes, a newline and HTML."""
+def hostile_run(finished_run, tmp_path) -> Path:
+    """A finished fake run whose model is named with escapes, a newline and HTML (a copy: tests edit it)."""
     name = EVIL + '<img src=x onerror="alert(1)"><script>alert(2)</script>'
-    r = invoke("run", name, *FAKE, "--out", tmp_path / "run")
-    assert r.exit_code == 0, r.output
-    return tmp_path / "run"
+    return finished_run("run", name, *FAKE, into=tmp_path / "run")
 
 
 def test_report_text_csv_and_markdown_are_harmless(hostile_run):

@@ -74,18 +74,18 @@ def test_the_two_models_decode_the_same_calls_and_every_row_is_compared():
 
 
 def test_kld_of_two_runs_is_kept_in_the_run_folder_and_shown(tmp_path):
-    data = write_discotex(tmp_path / "d", 6)
+    data = write_discotex(tmp_path / "d", 4)
     models = tmp_path / "models.toml"
     models.write_text("".join(f'[tiny-{k}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\nbase = "Tiny"\n\n'
                               for k, q in (("q8", "Q8_0"), ("q4", "Q4_K_M"))), encoding="utf-8")
     out = tmp_path / "ladder"
     r = invoke("run", "tiny-q8", "--models", models, "--quants", "Q4_K_M,Q8_0", "--tasks", "discotex",
-               "--data-dir", data, "--out", out)
+               "--data-dir", data, "--sample", 4, "--out", out)  # 4 items: a full row at each of their tokens
     assert r.exit_code == 0, r.output
     r = invoke("kld", out / "tiny-q8", out / "tiny-q4", "--json")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)[0]["tasks"]["discotex"]
-    assert res["n_items"] == 12 and res["n_tokens"] >= 12 and res["mean"] == 0.0 and res["same_top"] == 1.0
+    assert res["n_items"] == 4 and res["n_tokens"] >= 4 and res["mean"] == 0.0 and res["same_top"] == 1.0
     doc = json.loads((out / "tiny-q4" / "kld.json").read_text())
     ref_sha = json.loads((out / "tiny-q8" / "results.json").read_text())["model"]["sha256"]
     assert list(doc["references"]) == [ref_sha or "name:tiny-q8"]
@@ -94,7 +94,7 @@ def test_kld_of_two_runs_is_kept_in_the_run_folder_and_shown(tmp_path):
     assert q4["kld"]["mean"] == 0.0 and q4["kld"]["same_top"] == 1.0 and q4["kl_mean"] == 0.0  # both, apart
     assert "KLD mean" in invoke("report", out, "--models", models, "--table", "quant").stdout
     cmp = json.loads(invoke("compare", out / "tiny-q8", out / "tiny-q4", "--models", models, "--format", "json").stdout)
-    assert [(k["run"], k["task"], k["kld"]["n_items"]) for k in cmp["kld"]] == [("tiny-q4", "discotex", 12)]
+    assert [(k["run"], k["task"], k["kld"]["n_items"]) for k in cmp["kld"]] == [("tiny-q4", "discotex", 4)]
     import abricot_local as al
 
     frame = al.compare([out / "tiny-q8", out / "tiny-q4"], models_file=models).kld()

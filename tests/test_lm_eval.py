@@ -253,16 +253,6 @@ def test_the_class_is_importable_and_registered():
     assert "<|user|>" in lm.apply_chat_template([{"role": "user", "content": "ciao"}])
 
 
-def test_import_and_help_load_no_lm_eval():
-    code = ("import sys, abricot_local, abricot_local.cli as c\n"
-            "from click.testing import CliRunner\n"
-            "for cmd in (['--help'], ['lm-eval', '--help']):\n"
-            "    assert CliRunner().invoke(c.cli, cmd).exit_code == 0\n"
-            "print('lm_eval' in sys.modules, 'abricot_local.lm_eval.requests' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.stdout.strip() == "False False", r.stdout + r.stderr
-
-
 def test_the_command_says_how_to_install_lm_eval(monkeypatch):
     from click.testing import CliRunner
 

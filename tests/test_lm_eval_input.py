@@ -67,10 +67,16 @@ def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_fla
         (tasks / "abricot_mc_ita.yaml").write_text(yaml.replace("task: abricot_mc", "task: abricot_mc_ita").replace(
             "lm_eval_data/mc.jsonl", "lm_eval_data/mc_ita.jsonl"), encoding="utf-8")
         _write_items(folder, discotex_dir, N, "ita-bench", "mc_ita")
+    from lm_eval.tasks import TaskManager
+
+    init = TaskManager.__init__
     with pytest.MonkeyPatch.context() as mp:
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)  # the task YAML reads lm_eval_data/ relative to the working folder
+        # lm-eval's CLI indexes its own thousands of task files first (7 s here); only ours are run
+        mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
+                   init(self, *a, include_defaults=False, **kw))
         _invoke("lm-eval", model, "--include_path", tasks, "--tasks", "abricot_mc" + (",abricot_mc_ita" * ita_bench),
                 "--model_args", model_args, "--output_path", "out", "--log_samples", "--batch_size", "1")
         _invoke("run", model, *run_flags, "--tasks", "discotex", "--data-dir", discotex_dir, "--limit", N,

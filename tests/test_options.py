@@ -158,6 +158,8 @@ def test_engines_are_read_without_a_session(monkeypatch):
     (["--seed", "-5"], "--seed must be at least 0, got -5"),
     (["--shots", "-1"], "--shots must be at least 0, got -1"),
     (["--engine", "batched", "--parallel", "256"], "--parallel must be between 1 and 255, got 256"),
+    (["--engine", "batched", "--parallel", "0"], "--parallel must be between 1 and 255, got 0"),
+    (["--parallel", "2"], "--parallel applies only to --engine batched"),
     (["--threads", "0"], "--threads must be at least 1, got 0"),
     (["--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1, got -2"),
     (["--tensor-split", "1,-1"], "--tensor-split must be at least 0, got -1"),

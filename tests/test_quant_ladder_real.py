@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from conftest import FIXTURE
 
 pytestmark = pytest.mark.real
 
@@ -48,24 +49,27 @@ def test_quantize_writes_rungs_a_fragment_and_keeps_whole_ones(rungs, smollm2_pa
     assert {s.quant for s in load_registry(ladder.fragment).values()} >= {"F16", "Q8_0", "Q2_K"}  # none forgotten
 
 
-def test_kld_orders_the_rungs_and_is_zero_against_itself(rungs, discotex_dir, tmp_path):
+def test_kld_orders_the_rungs_and_is_zero_against_itself(rungs, tmp_path):
     ladder, _ = rungs
     out = tmp_path / "ladder"
+    # 2 short items (ABRICOT at 0 shots: about 195 tokens each, DISCOTEX's first two are 414 and 459)
     r = invoke("run", ladder.alias("F16"), "--quants", "F16,Q8_0,Q2_K", "--models", ladder.fragment, "--tasks",
-               "discotex", "--data-dir", discotex_dir, "--limit", "2", "--threads", "2", "--out", out)
+               "abricot_abs", "--data", f"abricot={FIXTURE}", "--shots", "0", "--limit", "2", "--threads", "2",
+               "--out", out)
     assert r.exit_code == 0, r.output
     ref, q8, q2 = (out / ladder.alias(q) for q in ("F16", "Q8_0", "Q2_K"))
     r = invoke("kld", ref, q8, q2, "--threads", "2", "--json")
     assert r.exit_code == 0, r.output
-    got = {x["quant"]: x["tasks"]["discotex"] for x in json.loads(r.stdout)}
+    got = {x["quant"]: x["tasks"]["abricot_abs"] for x in json.loads(r.stdout)}
     assert 0 < got["Q8_0"]["mean"] < got["Q2_K"]["mean"] and got["Q8_0"]["same_top"] >= got["Q2_K"]["same_top"]
     assert got["Q8_0"]["n_tokens"] == got["Q2_K"]["n_tokens"] > 0
     # the F16 against a copy of its own run: the same model, the same decode calls: exactly 0
     import shutil
 
     shutil.copytree(ref, tmp_path / "f16-again")
-    r = invoke("kld", ref, tmp_path / "f16-again", "--threads", "2", "--json")
-    same = json.loads(r.stdout)[0]["tasks"]["discotex"]
+    r = invoke("kld", ref, tmp_path / "f16-again", "--limit", "1", "--threads", "2", "--json")
+    same = json.loads(r.stdout)[0]["tasks"]["abricot_abs"]
+    assert got["Q8_0"]["n_tokens"] > same["n_tokens"] > 0  # 1 item of the 2
     assert same["mean"] == 0.0 and same["max"] == 0.0 and same["same_top"] == 1.0
     ladder_rows = json.loads(invoke("report", out, "--models", ladder.fragment, "--table", "quant", "--format",
                                     "json").stdout)["quant_ladder"]

@@ -92,32 +92,43 @@ def test_multi_token_continuations_equal_token_by_token(gemma_path):
     b.close()
 
 
-ENGINE_BATCH = 64  # tokens per decode call here: every item's trunk spans several calls (asserted)
+ENGINE_BATCH = 8  # tokens per decode call here: every trunk, and a tail, span several calls (asserted)
 
 
-def items_for_engines(discotex_dir):
-    """Two items of each task, each with its prefix (the shortest DISCOTEX ones, ABRICOT with 1 shot:
-    the engines, not the prompts, are under test; the naive engine decodes every continuation from
-    scratch). With n_batch 64 each trunk still straddles decode-call boundaries, as the default 512
-    does on full-length items."""
-    d = sorted(DiscotexTask(TaskOptions(data_dir=str(discotex_dir))).items(), key=lambda it: len(it.context))[:2]
-    a = AbricotAbsTask(TaskOptions(data=(("abricot", str(FIXTURE)),), shots=1)).items()[:2]
-    return d + a
+def requests_for_engines():
+    """Short requests that still straddle decode calls (the engines, not the prompts, are under
+    test; their equivalence on the tasks' items is proven on the fake backend, tests/test_engines.py):
+    two sharing a prefix (held between them), one without, each with tails to decode and rewind, one
+    longer than a decode call."""
+    tails = (" Roma", " Milano e dintorni", " una città antica che si affaccia sul Tevere e sul mare")
+    m = [Request(f"Completa la frase.\n\nSecondo i libri di storia, la capitale {x} è", tails, label=f"m{k}")
+         for k, x in enumerate(("d'Italia", "della Francia"))]
+    return [*m, Request("Il gatto dorme sul divano del salotto e il cane", (" abbaia", " dorme anche lui"), label="n")]
 
 
-def test_engines_and_item_order_are_bit_identical(gemma_path, discotex_dir):
-    items = items_for_engines(discotex_dir)
+def test_engines_and_item_order_are_bit_identical(gemma_path):
+    """llama.cpp's own KV cache under every engine: the prefix held and reused, tails decoded and
+    rewound, batched at parallel 1 (the prefix schedule, on sequence 1 copied from 0)."""
+    reqs = requests_for_engines()
     results = {}
-    for engine in ("naive", "single", "prefix"):
-        b = backend(gemma_path, engine=engine, n_batch=ENGINE_BATCH)
+    for engine, extra in (("naive", {}), ("single", {}), ("prefix", {}), ("batched", {"parallel": 1})):
+        b = backend(gemma_path, engine=engine, n_batch=ENGINE_BATCH, **extra)
         if engine == "naive":
-            schs = [b.schedule(it.request()) for it in items]
+            schs = [b.schedule(r) for r in reqs]
             spans = [sch.trunk_len - sch.prefix_len for sch in schs]  # the trunk past the prefix
             assert min(spans) > ENGINE_BATCH, spans
-        order = items if engine != "prefix" else list(reversed(items))
-        results[engine] = {it.id: b.score(it.request()).logprobs for it in order}
+            assert max(len(sch.tail(i)) for sch in schs for i in range(len(sch.seqs))) > ENGINE_BATCH
+        order = list(reversed(reqs)) if engine in ("single", "batched") else reqs
+        size = b.batch_size()  # as the runner scores: chunks of batch_size() through score_many
+        got = [s.logprobs for k in range(0, len(order), size) for s in b.score_many(order[k : k + size])]
+        results[engine] = {(r.label, r.context): lp for r, lp in zip(order, got)}
+        if engine == "prefix":
+            assert b.counters.prefix_hits == 1  # the prefix of the first request, reused by the second
+        if engine == "batched":
+            sched = b.provenance().schedule
+            assert sched["parallel"] == 1 and sched["n_seq_max"] == 2
         b.close()
-    assert results["naive"] == results["single"] == results["prefix"]
+    assert results["naive"] == results["single"] == results["prefix"] == results["batched"]
 
 
 def test_truncated_gguf_is_a_clean_error(gemma_path, tmp_path, discotex_dir):

@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -306,7 +305,8 @@ def test_the_text_report_fits_120_columns_and_says_how_to_see_it_whole(runs, tmp
     ("data", "pull", "discotex"),
     ("run", "fake", "--backend", "fake", "--data-dir", "/no/such/folder/" + "deep/" * 30),
     ("run", "mistral-7b-q4", "--tasks", "discotex", "--sample", "40", "--dry-run"),  # a dry run: the whole plan
-    ("run", "mistral-7b-q4", "llama-3.1-70b-q4", "hf:someone/Some-Model-7B-GGUF", "--tasks", "discotex", "--dry-run"),
+    ("run", "mistral-7b-q4", "llama-3.1-70b-q4", "hf:someone/Some-Model-7B-GGUF", "--tasks", "discotex", "--dry-run",
+     "--sample", "40"),  # 3 models' plans (of the whole release: the same lines, in 7 s)
 ])
 def test_errors_and_the_dry_run_fit_120_columns_as_the_report_does(args, monkeypatch, discotex_dir):
     """Issue 30, item 10: lines of 344 to 951 characters; every one now within 120 columns (errors as a
@@ -335,12 +335,6 @@ def test_plots_without_matplotlib_say_how_to_install(runs, tmp_path, monkeypatch
     doc = report.build([runs["toy-q8"]])
     with pytest.raises(UsageError, match=r'pip install "abricot-local\[plot\]"'):
         plots.write_plots(doc, tmp_path / "figs")
-
-
-def test_importing_the_package_needs_no_matplotlib():
-    code = ("import sys, abricot_local, abricot_local.cli, abricot_local.report.tables, abricot_local.report.plots;"
-            "assert 'matplotlib' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # -- quantization comparison --------------------------------------------------------------------

@@ -2,9 +2,10 @@
 layers; the numbers equal a local run's, and a server killed mid-run gives one clean error,
 keeps the checkpoint, and the resumed run equals an uninterrupted one.
 
-Every server and run is a subprocess (ggml-rpc ends the process when a server goes away,
-which must not be pytest's). Only 127.0.0.1 is used. Under CI=true nothing here skips:
-a llama-cpp-python built without GGML_RPC, or missing data, fails.
+Every server, and every run that reaches ggml-rpc, is a subprocess (ggml-rpc ends the process
+when a server goes away, which must not be pytest's); what is refused before it, runs in this one.
+Only 127.0.0.1 is used. Under CI=true nothing here skips: a llama-cpp-python built without
+GGML_RPC, or missing data, fails.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from abricot_local.cli import cli
 from conftest import isolated_env
 
 CI = os.environ.get("CI", "").lower() == "true"
@@ -145,8 +148,8 @@ def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
         port = s.getsockname()[1]
         r = subprocess.run([*RUN, "rpc-server", "--port", str(port)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([*RUN, "rpc-server", "--host", "2001:db8::1"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "IPv4 only" in r.stderr and "WARNING" not in r.stderr  # refused, not warned about
+    r = CliRunner().invoke(cli, ["rpc-server", "--host", "2001:db8::1"])  # refused before any server starts
+    assert r.exit_code == 2 and "IPv4 only" in r.output and "WARNING" not in r.output  # refused, not warned about
 
 
 def test_server_on_a_loopback_name_serves_without_the_warning(tmp_path):
@@ -239,10 +242,8 @@ def test_the_timeout_is_the_backends_option(vocab_gguf):
 
 def test_a_build_without_rpc_says_how_to_reinstall(monkeypatch):
     import llama_cpp
-    from click.testing import CliRunner
 
     from abricot_local.backends.llama_cpp import rpc
-    from abricot_local.cli import cli
 
     monkeypatch.setattr(llama_cpp, "llama_supports_rpc", lambda: False)
     for args in (["run", "any.gguf", "--rpc", "127.0.0.1:50052"], ["rpc-server"]):
@@ -282,29 +283,32 @@ def test_lost_server_errors_name_it():
 
 
 def test_unreachable_server_is_one_clear_error(vocab_gguf, data_dir, tmp_path):
+    """In this process: refused by the probe, before ggml-rpc connects to anything."""
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
-    r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", dead, timeout=120)
-    assert r.returncode == 75, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
-    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the RPC server {dead}"), r.stderr
-    assert "abricot-local rpc-server" in lines[0] and "Traceback" not in r.stderr
+    r = CliRunner().invoke(cli, ["run", str(vocab_gguf), "--tasks", "discotex", "--data-dir", data_dir, "--limit", "4",
+                                 "--threads", "1", "--out", str(tmp_path / "o"), "--rpc", dead])
+    assert r.exit_code == 75, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach the RPC server {dead}"), r.output
+    assert "abricot-local rpc-server" in lines[0] and "Traceback" not in r.output
     assert not (tmp_path / "o" / "results.json").exists()
 
 
-@pytest.mark.real  # waits out the 5 s default (the fast test above sets 0.3 s through the option)
+@pytest.mark.real
 def test_a_silent_server_stops_the_run_in_the_timeout_with_one_line(gemma_path, data_dir, tmp_path):
     """It used to hang before loading (ggml-rpc waits for HELLO's answer forever), and a TERM then
-    said the server was lost."""
+    said the server was lost. (--rpc-timeout 0.5: its 5 s default is checked with the option, above.)"""
     peer = Peer("silent")
     t0 = time.monotonic()
     try:
-        r = run(gemma_path, data_dir, tmp_path / "o", "--rpc", peer.endpoint, timeout=120)
+        r = run(gemma_path, data_dir, tmp_path / "o", "--rpc", peer.endpoint, "--rpc-timeout", "0.5", timeout=120)
     finally:
         peer.close()
     assert r.returncode == 75, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and lines[0].startswith(f"error: the RPC server {peer.endpoint} accepted the connection "
-                                                   "but did not answer llama.cpp's RPC handshake within 5 s"), r.stderr
+                                                   "but did not answer llama.cpp's RPC handshake within 0.5 s"), \
+        r.stderr
     assert "Traceback" not in r.stderr and "lost the RPC server" not in r.stderr
     assert time.monotonic() - t0 < 60 and not (tmp_path / "o").exists()
 
@@ -354,14 +358,14 @@ def test_a_server_silent_after_the_handshake_is_bounded_by_rpc_timeout(vocab_ggu
     peer = HelloPeer()
     t0 = time.monotonic()
     try:
-        r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", peer.endpoint, "--rpc-timeout", "1", timeout=120)
+        r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", peer.endpoint, "--rpc-timeout", "0.3", timeout=120)
     finally:
         peer.close()
     assert r.returncode == 75, r.stderr
     assert peer.hellos >= 2  # ours, then llama.cpp's
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and lines[0] == (f"error: the RPC server {peer.endpoint} answered the handshake but not "
-                                            "llama.cpp's connection (its devices) within 1 s: it is frozen or not a "
+                                            "llama.cpp's connection (its devices) within 0.3 s: it is frozen or not a "
                                             "llama.cpp rpc-server (--rpc-timeout sets the wait)"), r.stderr
     assert "Traceback" not in r.stderr and time.monotonic() - t0 < 60
     assert not (tmp_path / "o").exists()
@@ -410,8 +414,8 @@ def test_a_real_server_answers_the_handshake_and_llama_cpp_connects_after_it(ser
 
 
 def test_doctor_says_rpc_is_available():
-    r = subprocess.run([*RUN, "doctor"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "RPC (llama.cpp over the network; run --rpc, rpc-server): available" in r.stdout
+    r = CliRunner().invoke(cli, ["doctor"])
+    assert r.exit_code == 0 and "RPC (llama.cpp over the network; run --rpc, rpc-server): available" in r.output
 
 
 # -- gemma-3-270m over two loopback servers ---------------------------------------------------

@@ -53,7 +53,7 @@ def test_a_signal_ends_a_run_stuck_inside_llama_cpp(tmp_path, data, sig=signal.S
     out = tmp_path / "o"
     args = ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", str(data), "--limit", "6",
             "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-c", STUCK, "1.0", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", STUCK, "0.3", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     ck = out / ".checkpoint" / "samples-discotex.jsonl"
     deadline = time.monotonic() + 60
@@ -70,7 +70,7 @@ def test_a_signal_ends_a_run_stuck_inside_llama_cpp(tmp_path, data, sig=signal.S
         raise AssertionError("the signal was recorded and never acted on") from None
     took = time.monotonic() - sent
     assert proc.returncode == 130 and took < 10, (proc.returncode, took, err)
-    assert "llama.cpp did not return within 1 s of the signal" in err and "Traceback" not in err
+    assert "llama.cpp did not return within 0.3 s of the signal" in err and "Traceback" not in err
     assert "interrupted: 2 of 6 items (discotex 2/6) saved in" in err and "resume with: abricot-local run" in err
     assert (out / "INTERRUPTED").is_file() and not (out / "RUNNING").exists() and not (out / ".lock").exists()
     assert "items: 2 of 6 items" in (out / "INTERRUPTED").read_text()
@@ -88,14 +88,14 @@ def test_without_a_handler_the_watchdog_exits_with_the_signals_code(tmp_path):
     """Ctrl-C (SIGINT, Python's own KeyboardInterrupt handler) with no on_stuck handler: 128 + 2."""
     code = ("import os, signal, time\n"
             "from abricot_local.backends.llama_cpp import interrupts\n"
-            "interrupts.GRACE = 0.5\n"
+            "interrupts.GRACE = 0.2\n"
             "with interrupts.deferred():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    while True: time.sleep(0.2)\n")
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert r.returncode == 128 + signal.SIGINT and time.monotonic() - t0 < 10, r
-    assert "did not return within 0.5 s" in r.stderr
+    assert "did not return within 0.2 s" in r.stderr
 
 
 def test_a_call_that_returns_in_time_delivers_the_signal_as_before(monkeypatch):
