@@ -40,7 +40,8 @@ def test_a_typo_in_reproduces_is_refused_in_the_plan(tmp_path):
         r = invoke("run", "typo", "--models", models, "--data-dir", data, "--tasks", "discotex", "--out",
                    tmp_path / "o", *dry)
         assert r.exit_code == 2, r.output
-        assert "'ABRICOT papr: mistral-7b'" in r.output and "did you mean: abricot paper: mistral-7b?" in r.output.lower()
+        assert "'ABRICOT papr: mistral-7b'" in r.output
+        assert "did you mean: abricot paper: mistral-7b?" in r.output.lower()
         assert str(models) in r.output and "[typo]" in r.output
     assert not (tmp_path / "o").exists()
 

@@ -1,9 +1,9 @@
 """``abricot-local kld REF RUN...``: the full-vocabulary KL divergence of each RUN's model against
 REF's, on the tasks' own text, streamed.
 
-REF and each RUN are finished runs (analysis.runs.Run, or their folders: a `run --quants` sweep's). REF's items are rebuilt as
-`check` rebuilds them (its recorded tasks, options and data); REF's model and each RUN's model are
-found again by their recorded SHA-256 and opened with REF's recorded options, both loaded at once
+REF and each RUN are finished runs (analysis.runs.Run, or their folders: a `run --quants` sweep's). REF's
+items are rebuilt as `check` rebuilds them (its recorded tasks, options and data); REF's model and each RUN's
+model are found again by their recorded SHA-256 and opened with REF's recorded options, both loaded at once
 (the memory check counts both). An engine runs the canonical schedule over a
 :class:`~abricot_local.backends.kld.PairedSession`, so the two models evaluate the same decode
 calls, each asked for a row at every token it decodes (context and continuations, as llama-perplexity
