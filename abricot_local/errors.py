@@ -8,7 +8,7 @@ message folded to :data:`WIDTH` columns (:func:`fold`) and exits with ``err.exit
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer than that is kept whole)
 
@@ -16,9 +16,15 @@ WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer 
 def fold(text: str, width: int = WIDTH) -> str:
     """Every line of ``text`` folded at spaces to ``width`` columns, a continuation indented two
     spaces more than its line; a word longer than ``width`` (a URL, a path, a SHA-256) is kept
-    whole, on a line of its own."""
+    whole, on a line of its own. A command folded by :func:`fold_command` (lines continued with a
+    trailing backslash) is left as it is: a space inside a quoted argument is not a place to fold."""
     out: list[str] = []
+    continued = False
     for line in text.split("\n"):
+        if continued or line.endswith(" \\"):
+            out.append(line)
+            continued = line.endswith(" \\")
+            continue
         body = line.lstrip(" ")
         indent = line[: len(line) - len(body)]
         current = indent
@@ -30,6 +36,30 @@ def fold(text: str, width: int = WIDTH) -> str:
                 current = current + (" " if current.strip() else "") + word
         out.append(current.rstrip() if current.strip() else line)
     return "\n".join(out)
+
+
+def fold_command(words: Sequence[str], lead: str = "", width: int = WIDTH) -> str:
+    """A command line (``words``, each quoted for a POSIX shell as it is to be shown) that a shell reads
+    back as the one command when pasted: whole when it fits ``width`` columns after ``lead``, else folded
+    between arguments (an option kept with its value), every line but the last ending in " \\" and the
+    next one indented two spaces; an argument is never cut (one longer than ``width`` passes it)."""
+    units: list[list[str]] = []
+    for w in words:
+        if units and len(units[-1]) == 1 and units[-1][0].startswith("-") and not w.startswith("-"):
+            units[-1].append(w)
+        else:
+            units.append([w])
+    if len(lead) + len(" ".join(words)) <= width:
+        return lead + " ".join(words)
+    lines, current, first = [], lead, True
+    for unit in (" ".join(u) for u in units):
+        if not first and len(current) + 1 + len(unit) + 2 > width:
+            lines.append(current + " \\")
+            current = "  " + unit
+        else:
+            current = current + ("" if first else " ") + unit
+        first = False
+    return "\n".join([*lines, current])
 
 
 # -- options named in a message ------------------------------------------------------------------

@@ -16,6 +16,8 @@ import json
 import os
 import stat
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from abricot_local.errors import AbricotError, NoSpaceError, ResultsError
@@ -155,6 +157,50 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:  # Ctrl-C or SIGTERM mid-write: no temp file left behind
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+LOCK_WAIT = 30.0  # seconds a writer waits for another one
+
+
+@contextmanager
+def locked(path: Path, by: str):
+    """The block run by one writer of ``path`` at a time (a read, a merge and :func:`atomic_write`, so no
+    other writer's entry is lost): ``path.lock`` taken with flock (the kernel drops it when a process
+    dies), never through a link, removed when done; waits up to :data:`LOCK_WAIT` seconds for another
+    writer (``by``: what writes it, for the message), then says who holds it."""
+    import fcntl
+
+    lock = path.with_name(path.name + ".lock")
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise write_error(lock, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise ResultsError(f"{path} is being written by another {by} for over {LOCK_WAIT:g} s (its lock: "
+                                   f"{lock}); try again when it is done") from None
+            time.sleep(0.02)
+            continue
+        try:  # the file locked must still be the lock (the writer before removed it when done)
+            if os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(lock)  # then the flock dropped: a writer waiting on it takes the next one
+        except OSError:
+            pass
+        os.close(fd)
 
 
 def temp_files(folder: Path, name: str) -> list[Path]:

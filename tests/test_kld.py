@@ -128,3 +128,137 @@ def test_quantize_refuses_a_quantized_source_without_allow_requantize(tmp_path):
     with pytest.raises(UsageError, match=r"already quantized \(Q4_K_M\).*--allow-requantize"):
         make_ladder(str(src), "Q8_0", out=str(tmp_path / "rungs"))
     assert not (tmp_path / "rungs").exists()
+
+
+# -- kld's own issues (48 items 4-5, 47 item 3) ----------------------------------------------------
+LADDER = ("F16", "Q8_0", "Q4_0")
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory):
+    """A fake ladder of three rungs (8 items), made once: (its folder, its models.toml)."""
+    root = tmp_path_factory.mktemp("kld_ladder")
+    data = write_discotex(root / "d", 4)
+    models = root / "models.toml"
+    models.write_text("".join(f'[t-{q.lower()}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\nbase = "t"\n\n'
+                              for q in LADDER), encoding="utf-8")
+    out = root / "ladder"
+    r = invoke("run", "t-f16", "--models", models, "--quants", ",".join(LADDER), "--tasks", "discotex",
+               "--data-dir", data, "--out", out)
+    assert r.exit_code == 0, r.output
+    return out, models
+
+
+def _copy(ladder, tmp_path):
+    import shutil
+
+    out = tmp_path / "ladder"
+    shutil.copytree(ladder[0], out)
+    return out
+
+
+def test_two_kld_runs_at_once_into_one_rung_keep_both_entries(ladder, tmp_path, monkeypatch):
+    """Each kld reads kld.json, adds its entry and writes it back: two at once, both read before either
+    wrote, and one entry was lost (2 of 3 trials). Here they are made to meet there every time."""
+    import threading
+
+    from abricot_local.analysis import kld as stats
+    from abricot_local.run.kld import kld_runs
+
+    out = _copy(ladder, tmp_path)
+    meet = threading.Barrier(2, timeout=1.5)  # a second reader waiting on a lock never comes: 1.5 s, then on
+    read = stats.entries
+
+    def entries(folder):
+        got = read(folder)
+        try:
+            meet.wait()
+        except threading.BrokenBarrierError:
+            pass
+        return got
+
+    monkeypatch.setattr(stats, "entries", entries)
+    errors = []
+
+    def measure(reference):
+        try:
+            kld_runs(out / reference, [out / "t-q4_0"], limit=1)
+        except BaseException as err:  # noqa: BLE001  (said by the assertion below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=measure, args=(r,)) for r in ("t-f16", "t-q8_0")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    doc = json.loads((out / "t-q4_0" / "kld.json").read_text())
+    refs = {e["reference"]["model"] for e in doc["references"].values()}
+    assert refs == {"t-f16", "t-q8_0"}
+    assert not [p.name for p in (out / "t-q4_0").iterdir() if "lock" in p.name]  # the lock is not left behind
+
+
+def test_each_rung_has_its_own_progress_from_0_and_its_quant_is_named(ladder, tmp_path):
+    """The rate and ETA were carried from one rung into the next (`3/3 items, 43 s/item` for a rung
+    that took 40.9 s): each rung is its own line, from 0; a fake run's quant was printed "()"."""
+    from abricot_local.console import ProgressLine
+    from abricot_local.run.kld import kld_runs
+
+    out = _copy(ladder, tmp_path)
+    calls = []
+    got = kld_runs(out / "t-f16", [out / "t-q8_0", out / "t-q4_0"], limit=2,
+                   progress=lambda *a: calls.append(a))
+    assert [r.quant for r in got] == ["Q8_0", "Q4_0"]
+    names = list(dict.fromkeys(c[0] for c in calls))
+    assert len(names) == 2 and all(n.startswith("discotex") for n in names)  # a line of its own per rung
+    assert [c[1:] for c in calls if c[0] == names[1]] == [(0, 2), (1, 2), (2, 2)]  # from 0
+    clock = iter([0.0, 40.0, 40.9, 41.9]).__next__  # the first rung slow, the second fast
+    lines = ProgressLine(0.0, clock=clock)
+    shown = [lines.update(*c) for c in calls if c[1] in (0, 2)]
+    assert shown[1].endswith("2/2 items, 20 s/item") and shown[3].endswith("2/2 items, 2.00 items/s"), shown
+    r = invoke("kld", out / "t-f16", out / "t-q4_0", "--limit", "1")
+    assert r.exit_code == 0 and f"{out / 't-q4_0'} (Q4_0) discotex: KLD mean" in r.output, r.output
+    assert "()" not in r.output
+
+
+def test_a_missing_model_file_says_what_kld_can_do(tmp_path):
+    """kld said "give it with --model" (check's option): kld has none."""
+    import shutil
+    from pathlib import Path
+
+    ref = Path(__file__).parent / "reference" / "gemma-3-270m"
+    for name in ("a", "b"):
+        shutil.copytree(ref, tmp_path / name)
+        doc = json.loads((tmp_path / name / "results.json").read_text())
+        doc["model"]["path"] = str(tmp_path / "gone.gguf")
+        (tmp_path / name / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    r = invoke("kld", tmp_path / "a", tmp_path / "b")
+    assert r.exit_code == 2 and "--model" not in r.output, r.output
+    assert f"{tmp_path / 'gone.gguf'}" in r.output and f"{tmp_path / 'a'}" in r.output
+    assert "put the file back there" in r.output
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
+    """Ctrl-C ended kld with 1 and click's "Aborted!"; SIGTERM killed it without a word."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = _copy(ladder, tmp_path)
+    env = {**os.environ, "ABRICOT_PROGRESS_SECONDS": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "abricot_local", "kld", str(out / "t-f16"), str(out / "t-q8_0"),
+                             str(out / "t-q4_0")], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    seen = []
+    for line in proc.stderr:  # the first rung is measured, the second begins
+        seen.append(line)
+        if "t-q4_0 against" in line:
+            break
+    proc.send_signal(getattr(signal, signum))
+    rest = proc.stderr.read()
+    proc.wait(60)
+    err = "".join(seen) + rest
+    assert proc.returncode == 130, err
+    assert "Aborted!" not in err and "Traceback" not in err and "kld interrupted" in err
+    assert (out / "t-q8_0" / "kld.json").is_file() and not (out / "t-q4_0" / "kld.json").exists()

@@ -287,6 +287,65 @@ def test_the_shipped_tasks_folder_and_the_one_line_refusals(tmp_path):
     assert len(r.output.strip().splitlines()) == 1
 
 
+def test_two_different_models_are_refused(tmp_path):
+    """`lm-eval smollm2-135m-pypi --model_args model=gemma-3-270m` evaluated Gemma without a word."""
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+
+    _lm_eval()
+    for given in (["--model_args", "model=gemma-3-270m"], ["--model_args", "n_ctx=512", "model=gemma-3-270m"],
+                  ["-a", '{"model": "gemma-3-270m", "n_ctx": 512}']):
+        r = CliRunner().invoke(cli, ["lm-eval", "smollm2-135m-pypi", *given, "--tasks", "x"])
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert "two models" in r.output and "smollm2-135m-pypi" in r.output and "gemma-3-270m" in r.output
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    for same in ("model=smollm2-135m-pypi", f"model={tmp_path}/./m.gguf"):  # the same model: no refusal
+        name = str(model) if "m.gguf" in same else "smollm2-135m-pypi"
+        with pytest.raises(_Reached):
+            _lm_eval_cli(name, ["--model_args", same, "--tasks", "x"])
+
+
+def test_metadata_data_names_each_tasks_own(abricot_file, tmp_path):
+    """``--metadata '{"data": FILE}'`` gave FILE to every task: ABRICOT's file to DISCOTEX too."""
+    _lm_eval()
+    from invented_data import write_discotex
+
+    from abricot_local.errors import AbricotError
+    from abricot_local.lm_eval.tasks import loaders
+
+    folder = write_discotex(tmp_path / "discotex", 4)
+    both = {"abricot": str(abricot_file), "discotex": str(folder)}
+    assert len(loaders.abricot("abs", "paper", data=both)["validation"]) == 127
+    assert len(loaders.discotex(data=both)["test"]) == 8
+    assert len(loaders.abricot("inc", "calamita", data=str(abricot_file))["validation"]) == 127  # one task: one path
+    with pytest.raises(AbricotError) as err:  # the one path given to every task, and DISCOTEX cannot read it
+        loaders.discotex(data=str(abricot_file))
+    assert """--metadata '{"data": {"abricot": FILE, "discotex": DIR}}'""" in str(err.value)
+    with pytest.raises(AbricotError, match="Did you mean: abricot") as err:
+        loaders.abricot("abs", "paper", data={"abricto": str(abricot_file)})
+    assert "--metadata" in str(err.value)
+
+
+class _Reached(Exception):
+    pass
+
+
+def _lm_eval_cli(model, args):
+    """run_cli up to the point where lm-eval would start evaluating."""
+    from lm_eval._cli import HarnessCLI
+
+    from abricot_local.lm_eval import model as lm_model
+
+    def stop(self, ns):
+        raise _Reached
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HarnessCLI, "execute", stop)
+        lm_model.run_cli(model, args)
+
+
 @pytest.mark.real  # lm-eval indexes its own thousands of task files first
 def test_an_unknown_task_is_one_line(isolated_home):
     _lm_eval()

@@ -365,13 +365,37 @@ def test_a_real_gguf_named_dot_dot_gguf_writes_inside_results(tmp_path, monkeypa
     assert json.loads((run / "results.json").read_text())["model"]["name"] == ".."
 
 
+def _pasted(command: str) -> list[str]:
+    """The words a POSIX shell reads in ``command``, pasted (a backslash-newline continues the line)."""
+    return shlex.split(command.replace("\\\n", ""))
+
+
 def test_the_dry_runs_command_line_is_shell_quoted(monkeypatch, base):
     args = [*base, "--out", "runs/my run", "--dry-run"]
     monkeypatch.setattr("sys.argv", ["abricot-local", *args])
     r = invoke(*args)
     assert r.exit_code == 0, r.output
     command = r.output.split("plan of: ", 1)[1].split("\n(a dry run", 1)[0]  # folded at 120 columns
-    assert shlex.split(command) == ["abricot-local", *args]
+    assert _pasted(command) == ["abricot-local", *args]
+
+
+def test_a_long_command_line_is_folded_between_arguments_only(monkeypatch, base, tmp_path):
+    """Folded at 120 columns at any space, a quoted argument was cut in two (`'runs/my\\n  run'`): the line
+    a user pasted ran something else. Now it is folded between arguments, each line continued with a
+    backslash, and bash reads back the very words given."""
+    import subprocess
+
+    args = [*base, "--out", str(tmp_path / "a folder with spaces" / ("my run " * 12).strip()), "--dry-run"]
+    monkeypatch.setattr("sys.argv", ["abricot-local", *args])
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    command = r.output.split("plan of: ", 1)[1].split("\n(a dry run", 1)[0]
+    lines = command.split("\n")
+    assert len(lines) > 1 and all(ln.endswith(" \\") for ln in lines[:-1]), command
+    assert all("my run" in ln for ln in lines if len(ln) > 120 - len("plan of: ")), command  # only the long one
+    shell = subprocess.run(["bash", "-c", "f() { printf '%s\\0' \"$@\"; }; f " + command], capture_output=True,
+                           text=True, timeout=30)
+    assert shell.stdout.split("\0")[:-1] == ["abricot-local", *args], shell
 
 
 def test_runs_started_at_once_into_one_new_folder_leave_one_run(tmp_path, base):

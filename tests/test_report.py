@@ -440,3 +440,24 @@ def test_folder_without_results_is_a_clean_error(tmp_path):
     (bad / "results.json").write_text('{"schema_version": 1, "model": {}}')
     r = invoke("report", bad)
     assert r.exit_code == 2 and "malformed" in r.stderr
+
+
+def test_a_ladder_made_by_quantize_keeps_its_base_without_models(tmp_path):
+    """quantize names a requantized ladder's rungs <stem>-<quant>-dequantized-<rung>: a report without
+    --models shortened the base to "gemma-3-270m--dequantized" (the name without its quant tags)."""
+    from invented_data import write_discotex
+
+    import abricot_local as al
+
+    data = write_discotex(tmp_path / "d", 4)
+    base = "gemma-3-270m-q4_k_m-dequantized"  # quantize's own names (models/quantize.py)
+    models = tmp_path / "models.toml"
+    models.write_text("".join(f'[{base}-{q.lower()}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\n'
+                              f'base = "{base}"\n\n' for q in ("F16", "Q4_0")), encoding="utf-8")
+    out = tmp_path / "ladder"
+    r = invoke("run", f"{base}-f16", "--models", models, "--quants", "F16,Q4_0", "--tasks", "discotex", "--data-dir",
+               data, "--out", out)
+    assert r.exit_code == 0, r.output
+    ladder = json.loads(invoke("report", out, "--table", "quant", "--format", "json").stdout)["quant_ladder"]
+    assert {x["base"] for x in ladder} == {base}
+    assert {run.base for run in al.load_runs(out)} == {base}

@@ -28,6 +28,38 @@ def test_a_model_without_published_rows_gets_one_line(tmp_path, discotex_dir):
     assert "chance" in r.output  # the summary shows each metric's chance level
 
 
+def test_a_typo_in_reproduces_is_refused_in_the_plan(tmp_path):
+    """It was said only after every item was scored ("names no published row this version knows"), and
+    the protocols the run scored by default were chosen without it."""
+    from invented_data import write_discotex
+
+    data = write_discotex(tmp_path / "d", 4)
+    models = tmp_path / "models.toml"
+    models.write_text('[typo]\nbackend = "fake"\nreproduces = "ABRICOT papr: mistral-7b"\n', encoding="utf-8")
+    for dry in (["--dry-run"], []):
+        r = invoke("run", "typo", "--models", models, "--data-dir", data, "--tasks", "discotex", "--out",
+                   tmp_path / "o", *dry)
+        assert r.exit_code == 2, r.output
+        assert "'ABRICOT papr: mistral-7b'" in r.output
+        assert "did you mean: abricot paper: mistral-7b?" in r.output.lower()
+        assert str(models) in r.output and "[typo]" in r.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_synthetic_stand_in_says_why_it_has_no_published_comparison(tmp_path):
+    """`run mistral-7b-v01-q4 --backend fake` said its entry "names no published result": it names one; a
+    synthetic backend's numbers are not held against it."""
+    from invented_data import write_discotex
+
+    data = write_discotex(tmp_path / "d", 4)
+    r = invoke("run", "mistral-7b-v01-q4", "--backend", "fake", "--data-dir", data, "--tasks", "discotex",
+               "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.output.splitlines() if x.startswith("published comparison")]
+    assert "names no published result" not in line, line
+    assert "synthetic" in line and "ABRICOT paper: mistral-7b" in line and "fake" in line
+
+
 def test_verdict_text_from_a_results_dict():
     res = {"published": {"reproduces": "ABRICOT paper: llama-3.1-8b", "tasks_not_run": ["abricot_inc"], "unknown": [],
                          "checks": [{"reference": "llama-3.1-8b", "source": "paper 3-shot", "task": "abricot_abs",

@@ -137,6 +137,29 @@ def protocols_named(text: str, refs: tuple[Reference, ...] | None = None) -> dic
     return {task: tuple(names) for task, names in out.items()}
 
 
+def reproduced_protocols(text: str, where: str) -> dict[str, tuple[str, ...]]:
+    """:func:`protocols_named` of a registry entry's ``reproduces`` (``where``: the entry, as a message names
+    it), a part naming no published row refused, with the parts this version knows: before a run scores
+    anything (a typo would change the protocols it scores, and its comparison would be lost at the end)."""
+    if not text:
+        return {}
+    unknown = parse_reproduces(text)[1]
+    if unknown:
+        from abricot_local.errors import UsageError
+        from abricot_local.names import did_you_mean
+
+        refs = all_references()
+        sources = {r.source: r.aliases for r in refs}
+        parts = {f"{name}: {r.model}" for r in refs for name in (r.source, *r.aliases)}
+        known = "; ".join(source + (f" (or {', '.join(aliases)})" if aliases else "") + ": " +
+                          ", ".join(sorted({r.model for r in refs if r.source == source}))
+                          for source, aliases in sources.items())
+        raise UsageError(f"{where}: reproduces {unknown[0]!r} names no published row this version knows."
+                         f"{did_you_mean(unknown[0], parts)} A part is SOURCE: MODEL, among {known}; fix the "
+                         "entry (or remove reproduces) and run again")
+    return protocols_named(text)
+
+
 def base_name(key: str) -> str:
     return key.partition("~")[0].partition("@")[0]
 

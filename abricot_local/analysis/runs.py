@@ -109,13 +109,14 @@ def scored_text(record: Record) -> str:
 class Run:
     """One finished run: a run folder's record and samples, or an lm-eval output read as a run
     (``lm_eval``); with the model identity the comparisons use (``base``, ``quant``: from the model's
-    registry entry, else its name) and a label (unique among the runs shown together: :func:`labelled`)."""
+    registry entry, else the base the run recorded, else its name) and a label (unique among the runs shown
+    together: :func:`labelled`)."""
 
     path: str
     record: Record = field(repr=False)
     run_tasks: tuple[RunTask, ...] | None = field(default=None, repr=False)  # None: the record's, read from path
     label: str = ""
-    base: str = ""  # the model its quants share: registry ``base``, else the name without its quant
+    base: str = ""  # the model its quants share: registry ``base``, else the recorded one, else the name unquantized
     quant: str = ""  # registry ``quant``, else parsed from the name or the file
     registry_alias: str | None = None
     reproduces: tuple = ()  # the registry entry's published rows (tasks.base.Reference)
@@ -129,7 +130,7 @@ class Run:
                                          for k, e in self.record.tasks.items()))
         put(self, "label", self.label or self.model_label)
         put(self, "quant", self.quant or quant_of(self.model_label) or quant_of(self.record.model.path or ""))
-        put(self, "base", self.base or strip_quant(self.model_label))
+        put(self, "base", self.base or self.record.model.base or strip_quant(self.model_label))
 
     # -- who ran what -------------------------------------------------------------------------
     @property

@@ -53,7 +53,7 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quan
 
 
 def _sigterm(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM stops quantize as Ctrl-C does
+    raise KeyboardInterrupt  # SIGTERM stops quantize and kld as Ctrl-C does
 
 
 @cli.command()
@@ -69,23 +69,37 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
     the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
     logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
-    the result is kept in each RUN's folder (kld.json) for `report` and `compare`."""
+    the result is kept in each RUN's folder (kld.json) for `report` and `compare`. Ctrl-C or SIGTERM stops
+    it with exit code 130: each RUN measured before keeps its kld.json."""
     import json
+    import signal
 
+    from abricot_local import backends
     from abricot_local.run.kld import kld_runs
 
+    stopped = ("kld interrupted: each RUN measured before keeps its kld.json; nothing was written for the one "
+               "being measured; run the same command to measure it")
     progress, close = make_progress()
+    term = signal.signal(signal.SIGTERM, _sigterm)
+    forget = backends.on_stuck(lambda _signum: echo(stopped, err=True))  # a C call that does not return
     try:
         results = kld_runs(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
                            force=force, progress=progress, notify=lambda line: echo(line, err=True))
+    except KeyboardInterrupt:  # 130, as `run` and `quantize`
+        close()
+        echo(stopped, err=True)
+        backends.exit_process(130)
     finally:
         close()
+        forget()
+        signal.signal(signal.SIGTERM, term)
     if as_json:
         echo(json.dumps([{"reference": str(r.reference), "run": str(r.run), "quant": r.quant,
                           "seconds": r.seconds, "decode_calls": r.decode_calls,
                           "tasks": {t: s.to_dict() for t, s in r.tasks.items()}} for r in results], indent=2))
         return
     for r in results:
+        quant = f" ({r.quant})" if r.quant else ""
         for task, s in r.tasks.items():
-            echo(f"{r.run} ({r.quant}) {task}: {s.line()}")
+            echo(f"{r.run}{quant} {task}: {s.line()}")
         echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model; kept in {r.run / 'kld.json'}")

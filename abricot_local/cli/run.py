@@ -100,7 +100,8 @@ def _done_text(done) -> str:
     from abricot_local import console  # (scipy: once the model is found)
 
     outcome = done.outcome
-    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant)]
+    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant,
+                                                                  unheld=done.plan.unheld, backend=done.plan.backend)]
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)

@@ -38,12 +38,18 @@ def summary(record: Record) -> str:
     return "\n".join(lines).rstrip()
 
 
-def verdict(published: Published | None, quant: str = "") -> str:
+def verdict(published: Published | None, quant: str = "", *, unheld: str = "", backend: str = "") -> str:
     """Did the run reproduce the published rows its model's registry entry names? (a record's
     ``published``; ``quant``: the run's, shown beside each source's published precision). Each
     source gets its own block; each row its reproduction verdict (reproduced within the margin,
     differs by more, cannot tell yet, this task cannot settle it) and the reasons the run recorded;
-    a row made otherwise than the run is "not comparable", with each difference."""
+    a row made otherwise than the run is "not comparable", with each difference. ``unheld``: the rows
+    the entry names that the run is not held to (run.plan.Plan.unheld: ``backend``, a synthetic one,
+    stood in for the entry's model)."""
+    if (published is None or not published.reproduces) and unheld:
+        return (f"published comparison: none. The registry entry reproduces {unheld}, but this run's backend "
+                f"({backend or 'synthetic'}) is synthetic: its numbers are not the model's, so they are not held "
+                "against published rows.")
     if published is None or not published.reproduces:
         return ("published comparison: this model's registry entry names no published result "
                 "(`reproduces` in models.toml), so there is nothing to compare with.")

@@ -1,12 +1,13 @@
 """A run's plan as text (dry_run.DryRun): the full table ``run --dry-run`` prints, and the
 short lines every real run prints first. Names no task and no backend. The command line, model
-names and paths are shown through console.safe.visible (an escape in a name is seen, not acted on)."""
+names and paths are shown through console.safe.visible (an escape in a name is seen, not acted on); the
+command line is folded between its arguments only, with a backslash, so that it pastes back whole."""
 
 from __future__ import annotations
 
 from abricot_local.console import _duration
 from abricot_local.report.safe import visible
-from abricot_local.errors import WIDTH, fold
+from abricot_local.errors import WIDTH, fold, fold_command
 
 _GIB = 1024**3
 
@@ -68,7 +69,7 @@ def full(plan, command: str = "") -> str:
     """The whole plan: a row per model and task, each model's file or download, memory and
     speed, the total, and what other item selections would cost."""
     tw = max([14, *(len(t.task) for m in plan.models for t in m.tasks)])  # task keys: TASK@PROTOCOL~VARIANT
-    head = f"plan of: {visible(command)}\n" if command else ""
+    head = f"{_command('plan of: ', command)}\n" if command else ""
     lines = [head + "(a dry run: nothing is scored, written or downloaded)", "",
              f"{'model':<22} {'task':<{tw}} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
              "-" * 100]
@@ -100,6 +101,18 @@ def full(plan, command: str = "") -> str:
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
     return fold(visible("\n".join(lines), newlines=True))
+
+
+def _command(lead: str, command: str) -> str:
+    """``command`` (a shell line, shlex.join's) as a user pastes it: folded between its arguments only
+    (errors.fold_command), each argument shown (console.safe.visible: an escape is seen, not acted on)."""
+    import shlex
+
+    try:
+        words = [visible(shlex.quote(w)) for w in shlex.split(command)]
+    except ValueError:  # not a shell line: shown as it is
+        return lead + visible(command)
+    return fold_command(words, lead)
 
 
 def _row(cells: str, note: str) -> str:

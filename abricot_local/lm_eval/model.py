@@ -134,17 +134,37 @@ def _given(args: Sequence[str], *names: str) -> bool:
     return any(a in names or a.startswith(tuple(f"{n}=" for n in names)) for a in args)
 
 
+def same_model(model: str, args: dict | None) -> None:
+    """The MODEL of ``abricot-local lm-eval MODEL`` and a ``model`` in ``--model_args`` (lm-eval merges them,
+    the later one winning): refused unless they name the same model (the same text, or the same file)."""
+    import os
+
+    given = (args or {}).get("model")
+    if given is None or str(given) == model:
+        return
+    try:
+        if os.path.samefile(str(given), model):
+            return
+    except (OSError, ValueError):
+        pass
+    raise UsageError(f"two models: {model} (MODEL) and {given} (--model_args model={given}); abricot-local lm-eval "
+                     "evaluates one: give it as MODEL, and the other model_args without model=")
+
+
 def run_cli(model: str, args: Sequence[str]) -> None:
     """``lm-eval run --model abricot-local --model_args model=MODEL [args...]`` in this process
     (so the model is registered), with abricot-local's own tasks on the include path (unless
-    ``--include_path`` is given: lm-eval takes one); the other ``args`` go to lm-eval unchanged.
-    No task, or one lm-eval does not know, is one line, not lm-eval's traceback."""
+    ``--include_path`` is given: lm-eval takes one); the other ``args`` go to lm-eval unchanged, read
+    by lm-eval's own parser (as lm-eval's ``cli_evaluate``: 0.4.10 on) before it runs: a ``model`` in
+    ``--model_args`` other than MODEL is refused (:func:`same_model`). No task, or one lm-eval does not
+    know, is one line, not lm-eval's traceback."""
     if _given(args, "--model", "-M"):
         raise UsageError("abricot-local lm-eval sets --model itself; give backend options with --model_args")
     if not _given(args, "--tasks", "-t", "--config", "-C"):
         raise UsageError(f"abricot-local lm-eval needs --tasks NAME[,NAME...]: abricot-local's {SHIPPED_TASKS}, "
                          "or any lm-eval task (`lm-eval ls tasks` lists them)")
-    from lm_eval.__main__ import cli_evaluate
+    from lm_eval._cli import HarnessCLI
+    from lm_eval.utils import setup_logging
 
     from abricot_local.lm_eval.tasks import TASKS_PATH
 
@@ -153,7 +173,11 @@ def run_cli(model: str, args: Sequence[str]) -> None:
     saved = sys.argv
     sys.argv = argv
     try:
-        cli_evaluate()
+        setup_logging()
+        parser = HarnessCLI()
+        parsed = parser.parse_args()
+        same_model(model, getattr(parsed, "model_args", None))
+        parser.execute(parsed)
     except ValueError as err:
         if not str(err).startswith("Tasks not found"):
             raise

@@ -96,6 +96,8 @@ class ModelRef:
             out["sha256_origin"] = self.sha256_origin
         if self.source_facts:
             out["source_facts"] = dict(self.source_facts)
+        if self.spec is not None and self.spec.base:
+            out["base"] = self.spec.base  # a ladder's reports group by it, with or without the registry
         return out
 
 

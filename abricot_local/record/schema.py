@@ -65,6 +65,8 @@ class Model(Section):
         "record of an earlier reading", default=None, write="set")
     source_facts: dict[str, Any] = spec("what the source said of the file (its own record)", default=dict,
                                         write="set")
+    base: str | None = spec("the registry entry's `base`: the model its quants share (a quant ladder's reports "
+                            "group its runs by it)", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,16 +20,14 @@ missing key, a time of 0, negative, infinite, absurd or not a number, facts that
 numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), and left out
 when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
 nested too deep) holds none. Writers take
-``calibrations.json.lock`` (flock, as a results folder's ``.lock``, removed when done) and
+``calibrations.json.lock`` (jsonfiles.locked: flock, removed when done) and
 merge under it, so calibrations made at the same time are all kept.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
-import os
 import platform
 import time
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -93,7 +91,6 @@ class Calibration:
 
 # a measured time in seconds: (least, most); a time of a decode call or a row may be 0
 SECONDS = {"token_s": (0.0, 1e3), "call_s": (0.0, 1e3), "row_s": (0.0, 1e3), "load_s": (0.0, 1e6)}
-LOCK_WAIT = 30.0  # seconds a writer waits for another one
 
 
 @dataclass(frozen=True)
@@ -176,63 +173,16 @@ def load() -> list[Calibration]:
     return list(read().calibrations)
 
 
-def _locked(path: Path):
-    """The cache's lock file, taken (flock: the kernel drops it when a process dies); waits
-    up to :data:`LOCK_WAIT` seconds for another writer, then says who holds it."""
-    from abricot_local.errors import ResultsError
-    from abricot_local.jsonfiles import write_error
-
-    lock = path.with_name(path.name + ".lock")
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(lock, "a+")
-    except OSError as exc:
-        raise write_error(lock, exc) from None
-    deadline = time.monotonic() + LOCK_WAIT
-    while True:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            if time.monotonic() > deadline:
-                fh.close()
-                raise ResultsError(f"{path} is being written by another calibration for over {LOCK_WAIT:g} s "
-                                   f"(its lock: {lock}); try again when it is done") from None
-            time.sleep(0.02)
-            continue
-        try:  # the file locked must still be the lock (the writer before removed it when done)
-            if os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino:
-                return fh
-        except FileNotFoundError:
-            pass
-        fh.close()
-        try:
-            fh = open(lock, "a+")
-        except OSError as exc:
-            raise write_error(lock, exc) from None
-
-
-def _unlock(fh) -> None:
-    """Remove the lock file, then drop the flock (a writer waiting on it takes the next one)."""
-    try:
-        os.unlink(fh.name)
-    except OSError:
-        pass
-    fh.close()
-
-
 def store(cal: Calibration) -> Path:
     """Keep ``cal``, replacing the calibration of the same model, settings and host: read,
     merged and written under the cache's lock, so no other writer's entry is lost."""
-    from abricot_local.jsonfiles import atomic_write
+    from abricot_local.jsonfiles import atomic_write, locked
 
     path = cache_file()
-    fh = _locked(path)
-    try:
+    with locked(path, "calibration"):
         kept = [c for c in load() if (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
         doc = {"version": 1, "calibrations": [c.to_json() for c in [*kept, cal]]}
         atomic_write(path, json.dumps(doc, indent=1) + "\n")
-    finally:
-        _unlock(fh)
     return path
 
 

@@ -149,10 +149,11 @@ def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names:
     return ResultsError("\n".join(lines))
 
 
-def recorded_model(record: Record, given: str | None = None) -> ModelRef:
+def recorded_model(record: Record, given: str | None = None, *, give: str = "") -> ModelRef:
     """The recorded run's model, found again and hashed from its bytes: ``given`` (any name
     `run` takes), else the recorded file, else (moved or replaced) the name as it was written
-    (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one."""
+    (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one. ``give``:
+    what the caller's user can do when the file is missing (default: give it with --model)."""
     rec, kind = record.model, record.config.backend
     if not backend_class(kind).reads_model_file:
         return resolve_model_ref(rec.name, backend=kind)
@@ -163,7 +164,8 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
         if rec.source not in (None, "path", "registry") and rec.as_written:
             name = rec.as_written
         else:
-            raise ResultsError(f"the recorded model file {name} is missing; give it with {opt('model')}")
+            advice = give or f"give it with {opt('model')}"
+            raise ResultsError(f"the recorded model file {name} is missing; {advice}")
     with hashing.afresh():
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)

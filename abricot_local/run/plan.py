@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abricot_local import hashing
-from abricot_local.analysis.baselines import protocols_named
+from abricot_local.analysis.baselines import reproduced_protocols
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.ref import Located, ModelRef, locate
@@ -64,6 +64,12 @@ class Plan:
         return self.model.reproduces if self.model else self.located.reproduces
 
     @property
+    def unheld(self) -> str:
+        """The published rows the registry entry names that this run is not held to (a synthetic backend
+        standing in for the entry's model file: its numbers are not the model's); "" when none."""
+        return "" if self.reproduces else self.located.reproduces
+
+    @property
     def quant(self) -> str:  # the registry entry's quant, else the file's
         return self.model.quant
 
@@ -111,7 +117,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                                     model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
         if not (r.force or dry):
             located.check_before_download(r.given)
-        named = protocols_named(located.reproduces) if located.reproduces else {}
+        named = reproduced_protocols(located.reproduces, _entry(located)) if tasks and not r.task_keys else {}
         runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                                sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
@@ -119,3 +125,10 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
     return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
                 r.force, r.sample, r.shard, skipped, r.margin, dry)
+
+
+
+def _entry(located: Located) -> str:
+    """The registry entry whose ``reproduces`` a run follows, as a message names it."""
+    entry = located.spec or (located.ref.spec or located.ref.matches if located.ref else None)
+    return f"{entry.origin}: [{entry.name}]" if entry is not None and entry.origin else located.label

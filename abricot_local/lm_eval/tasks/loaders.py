@@ -1,10 +1,12 @@
 """The data and the metric of abricot-local's lm-eval tasks (the YAML files beside this module).
 
 lm-eval imports this file by its path (``!function loaders.NAME``). The documents come from the
-files `run` reads, found as `run` finds them (``--metadata '{"data": FILE_OR_DIR}'``, or
-``'{"data_dir": DIR}'``, else abricot-local's cache; offline: nothing is downloaded, and
-`abricot-local data pull TASK` fills the cache), checked as `run` checks them (a file that is not
-the pinned release byte for byte is said as a warning). Never a hub loading script.
+files `run` reads, found as `run` finds them (``--metadata '{"data": {"abricot": FILE, "discotex":
+DIR}}'``: each task's own, keyed as `run --data KEY=PATH`; ``'{"data": PATH}'``: one path for every
+task, refused with the per-task form by a task that cannot read it; or ``'{"data_dir": DIR}'``, else
+abricot-local's cache; offline: nothing is downloaded, and `abricot-local data pull TASK` fills the
+cache), checked as `run` checks them (a file that is not the pinned release byte for byte is said as
+a warning). Never a hub loading script. An error names these options as ``--metadata`` gives them.
 
 ABRICOT documents are ``{"id", "prompt", "choices", "label"}``: ``prompt`` is the item's text as
 `run` writes it (``--shots 0``), ``label`` the gold index (round(5 * mean), 5 -> 4). DISCOTEX
@@ -17,18 +19,67 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
+from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger("abricot_local.lm_eval")
 
 LETTERS = ["A", "B", "C", "D", "E"]
+PER_TASK = """--metadata '{"data": {"abricot": FILE, "discotex": DIR}}'"""
 
 
-def _options(shots: int, variant: str | None, data: Any = None, data_dir: Any = None, key: str = ""):
+def metadata_words(name: str, value: Any = None) -> str:
+    """An option as ``--metadata`` gives it to these tasks (errors.Namer): ``--metadata '{"data":
+    {"abricot": FILE}}'``, ``--metadata '{"data_dir": DIR}'``; another one as Python's keyword."""
+    from abricot_local.errors import NONE, keywords
+
+    if name not in ("data", "data_dir"):
+        return keywords(name, NONE if value is None else value)
+    if value is None or value is NONE:
+        return f"--metadata {name}"
+    shown = f'{{"{value[0]}": {value[1]}}}' if isinstance(value, tuple) and len(value) == 2 else str(value)
+    return f"""--metadata '{{"{name}": {shown}}}'"""
+
+
+def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """``--metadata``'s ``data`` as `run`'s --data pairs: a {key: path} dict (tasks.options.data_pairs: a key
+    no task reads refused), else one path, for the task reading data ``key``."""
+    from abricot_local.errors import AbricotError
+    from abricot_local.tasks.options import data_pairs
+
+    if not data:
+        return ()
+    if isinstance(data, dict):
+        try:
+            return data_pairs(data)
+        except AbricotError as err:
+            raise err.said_by(metadata_words) from None
+    return ((key, os.fspath(data) if isinstance(data, os.PathLike) else str(data)),)
+
+
+def _options(shots: int, variant: str | None, data: tuple[tuple[str, str], ...] = (), data_dir: Any = None):
     from abricot_local.tasks.base import TaskOptions
 
-    return TaskOptions(data=((key, str(data)),) if data else (), data_dir=str(data_dir) if data_dir else None,
+    return TaskOptions(data=data, data_dir=str(data_dir) if data_dir else None,
                        shots=shots, prompt_variant=variant, allow_download=False)
+
+
+@contextmanager
+def _reading(task: str, data: Any):
+    """A task's data read; an error in ``--metadata``'s words, and a path given to every task (``data``
+    one path) that this task cannot read refused with the per-task form."""
+    from abricot_local.errors import DataError
+
+    try:
+        yield
+    except DataError as err:
+        one = data and not isinstance(data, dict) and os.path.exists(data)
+        if not one:
+            raise err.said_by(metadata_words) from None
+        why = str(err.said_by(metadata_words)).split("\n")[0]
+        raise DataError(f"{task}: --metadata data {data} is given to every task, and {task} cannot read it ({why}); "
+                        f"give each task its own: {PER_TASK}") from None
 
 
 def _warn(task) -> None:
@@ -47,9 +98,10 @@ def abricot(kind: str, variant: str, data: Any = None, data_dir: Any = None, **_
     the few-shot pool is the evaluated split itself)."""
     from abricot_local.tasks import make_task
 
-    task = make_task(f"abricot_{kind}", _options(0, variant, data, data_dir, "abricot"))
-    docs = [{"id": it.id, "prompt": it.context, "choices": list(it.choices), "label": it.gold}
-            for it in task.items()]
+    with _reading(f"abricot_{kind}", data):
+        task = make_task(f"abricot_{kind}", _options(0, variant, _pairs(data, "abricot"), data_dir))
+        docs = [{"id": it.id, "prompt": it.context, "choices": list(it.choices), "label": it.gold}
+                for it in task.items()]
     _warn(task)
     return _dataset({"validation": docs})
 
@@ -58,11 +110,12 @@ def discotex(data: Any = None, data_dir: Any = None, **_metadata: Any):
     """DISCOTEX's rows (the published ones when here, else rebuilt from the release, as `run`) as
     ``test``, its few-shot pool as ``train`` (empty, with a warning, when the pool's file is not here);
     built once per process for both wordings."""
-    return _discotex(None if data is None else str(data), None if data_dir is None else str(data_dir))
+    with _reading("discotex", data):
+        return _discotex(_pairs(data, "discotex"), None if data_dir is None else str(data_dir))
 
 
 @functools.lru_cache(maxsize=2)
-def _discotex(data: str | None, data_dir: str | None):
+def _discotex(data: tuple[tuple[str, str], ...], data_dir: str | None):
     from abricot_local.errors import DataError
     from abricot_local.tasks import make_task
 
@@ -70,10 +123,10 @@ def _discotex(data: str | None, data_dir: str | None):
         return [{"text": r.text, "choices": list(r.choices), "label": r.label} for r in rows]
 
     try:
-        task = make_task("discotex", _options(1, None, data, data_dir, "discotex"))
+        task = make_task("discotex", _options(1, None, data, data_dir))
         rows, pool = task.rows_and_pool()
     except DataError as err:
-        task = make_task("discotex", _options(0, None, data, data_dir, "discotex"))
+        task = make_task("discotex", _options(0, None, data, data_dir))
         (rows, pool), why = task.rows_and_pool(), str(err).split("\n")[0]
         log.warning("discotex: no few-shot pool (%s); --num_fewshot needs it", why)
     _warn(task)
