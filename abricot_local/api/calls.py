@@ -106,5 +106,4 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
-                           keep_going=len(request.models) > 1).rendered(keywords)
+    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)

@@ -18,7 +18,7 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     from abricot_local.console.plan import full
     from abricot_local.run import dry_run
 
-    plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1,
+    plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
                            notify=lambda line: echo(line, err=True))
     if as_json:
         echo(json.dumps(plan.rendered(flags).to_json(), indent=1))

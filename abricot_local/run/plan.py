@@ -16,6 +16,7 @@ from abricot_local import hashing
 from abricot_local.analysis.baselines import protocols_named
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.errors import AbricotError
 from abricot_local.models.ref import Located, ModelRef, locate
 from abricot_local.run.request import Shard
 from abricot_local.tasks.base import TaskOptions
@@ -42,6 +43,7 @@ class Plan:
     skipped: tuple[Skipped, ...] = ()
     margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
     dry: bool = False  # run --dry-run's: nothing fetched
+    problem: str = ""  # a dry sweep's model that cannot be located: why (no tasks planned; its row says so)
 
     @property
     def model_label(self) -> str:
@@ -95,7 +97,7 @@ class Plan:
 
 
 def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
-         tasks: bool = True, fresh: bool | None = None, notify=None) -> Plan:
+              tasks: bool = True, fresh: bool | None = None, notify=None, keep_going: bool = False) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
     fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
@@ -103,12 +105,21 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     --limit/--sample/--shard; then (a run, not ``dry``) the data hashed and the model fetched and
     verified (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
-    ``tasks`` False: the model only (lm-eval's)."""
+    ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
+    located is a plan with its ``problem`` and no task, not an error (a task's error is the command's)."""
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
     with hashing.afresh(fresh):
-        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
-                                    model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
+        try:
+            located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
+                                        model_dirs=r.model_dirs, notify=None if dry else notify, fresh=fresh,
+                                        digest=not dry)
+        except AbricotError as err:
+            if not (dry and keep_going):
+                raise
+            name, kind = model or r.models[0], r.given.backend
+            return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
+                        r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
         if not (r.force or dry):
             located.check_before_download(r.given)
         named = protocols_named(located.reproduces) if located.reproduces else {}

@@ -60,7 +60,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
-    from abricot_local.models.ref import locate
+    from abricot_local.run.plan import make_plan
 
     folder = RunFolder(out_dir)  # the folder's states, a signal's and a lost device's too, go through it
 
@@ -69,11 +69,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
 
     forget = backends.on_stuck(stuck)
     try:
-        located = locate(model, backend=request.given.backend, models_file=request.models_file,
-                         model_dirs=request.model_dirs, notify=hooks.notify, fresh=request.resume)
-        from abricot_local.run.plan import make_plan  # (an unknown name is refused before the tasks load)
-
-        plan = make_plan(request, located=located, notify=hooks.notify)
+        plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
         folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         watch_remote(plan, folder, hooks)
