@@ -120,13 +120,11 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
             name, kind = model or r.models[0], r.given.backend
             return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                         r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
-        if not (r.force or dry):
-            located.check_before_download(r.given)
         named = protocols_named(located.reproduces) if located.reproduces else {}
         runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                                sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
                                for t in runs}
-        ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
-    return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
-                r.force, r.sample, r.shard, skipped, r.margin, dry)
+        ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
+    return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
+                r.shard, skipped, r.margin, dry)
