@@ -119,38 +119,19 @@ def _exit_interrupted(message: str) -> None:
 
 def sweep(request) -> None:
     """The request's models one after another, each into <sweep root>/<model>/ (run.session.sweep);
-    then the comparison table and the pairwise verdicts; failures reported at the end."""
+    then the comparison table and the pairwise verdicts (report.sweep); failures reported at the end."""
+    from abricot_local.report.sweep import summary
     from abricot_local.run import session
-    from abricot_local.report import tables as rep
-    from abricot_local.models.registry import load_registry
 
     root = request.sweep_root
     done, failed = session.sweep(request.models, root, request.resume,
                                  lambda model, folder, again: run_one(request, model, folder, again), _stderr)
     if done:
-        registry = load_registry(request.models_file)
-        lines = [f"\n== comparison of {len(done)} model(s) in {root}", rep.render(rep.build([str(f) for f in done],
-                                                                                            registry=registry))]
-        if len(done) > 1:
-            lines += ["", pairwise_verdicts(done, registry)]
-        echo("\n".join(lines))
+        echo(f"\n== comparison of {len(done)} model(s) in {root}\n{summary(done, request.models_file)}")
     if failed:
         lines = [f"\n{len(failed)} model(s) failed:", *(f"  {model}: {why}" for model, why in failed)]
         echo("\n".join(lines), err=True)
         sys.exit(1)
-
-
-def pairwise_verdicts(folders, registry) -> str:
-    """The end of a sweep: one verdict line per pair of runs (`compare` gives the details)."""
-    from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis.loading import load_run
-    from abricot_local.report.comparison import verdict_text
-    from abricot_local.errors import ResultsError
-
-    try:
-        return verdict_text(cmp.compare([load_run(f, registry) for f in folders]))
-    except ResultsError as err:
-        return f"pairwise verdicts: none ({err})"
 
 
 def _sigterm(signum, frame):
