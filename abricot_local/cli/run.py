@@ -120,14 +120,14 @@ def _exit_interrupted(message: str) -> None:
 def sweep(request) -> None:
     """The request's models one after another, each into <sweep root>/<model>/ (run.session.sweep);
     then the comparison table and the pairwise verdicts (report.sweep); failures reported at the end."""
-    from abricot_local.report.sweep import summary
+    from abricot_local.report.sweep import compared
     from abricot_local.run import session
 
     root = request.sweep_root
     done, failed = session.sweep(request.models, root, request.resume,
                                  lambda model, folder, again: run_one(request, model, folder, again), _stderr)
     if done:
-        echo(f"\n== comparison of {len(done)} model(s) in {root}\n{summary(done, request.models_file)}")
+        echo("\n".join([f"\n== comparison of {len(done)} model(s) in {root}", compared(done, request.models_file)]))
     if failed:
         lines = [f"\n{len(failed)} model(s) failed:", *(f"  {model}: {why}" for model, why in failed)]
         echo("\n".join(lines), err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 
-def summary(folders: Sequence[Path], models_file: str | None = None) -> str:
+def compared(folders: Sequence[Path], models_file: str | None = None) -> str:
     """The runs table of the finished runs in ``folders`` (their models identified in the registry,
     ``models_file``'s entries too) and, for two or more, the pairwise verdicts."""
     from abricot_local.analysis.loading import load_all
