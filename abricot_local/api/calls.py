@@ -75,22 +75,15 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     if request.caution:
         warnings.warn(render(request.caution), AbricotWarning, stacklevel=2)
 
-    def one(name: str, folder: Path | None, again: bool) -> Run:
-        bar, close = progress_bars(progress)
-        hooks = session.Hooks(warn=warn, progress=bar, resume_hint=_resume_hint,
-                              say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
-        try:
-            done = session.run_model(request, name, folder, again, hooks=hooks)
-        finally:
-            close()
-        return Run(done.outcome.path.parent, done.outcome.record)
-
+    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
+                          say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
+    steps = list(session.run(request, hooks))
     if len(request.models) == 1:
-        return one(request.models[0], request.out, resume)
-    done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None)
+        return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
     from abricot_local.analysis.loading import load_run
 
-    runs = [load_run(f) for f in done]
+    runs = [load_run(s.folder) for s in steps if not s.failed]
+    failed = [(s.model, s.failed) for s in steps if s.failed]
     if failed:
         raise SweepError(failed, runs)
     return runs
