@@ -229,14 +229,9 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     if not reads_model_file(backend):  # a synthetic backend: the name is a label (its runtime not loaded to know)
         return _synthetic(name, backend, known)
     if prefix:  # a store's model (the hub's: from the cache when it is there, else a download)
-        try:
-            hit = stores.resolve(name, offline=True if prefix == "hf" else offline, notify=notify, progress=progress,
-                                 fresh=fresh)
-        except ModelError:
-            if prefix != "hf" or offline:
-                raise
-            return Located(name, backend, pending=_hub_pending(name), models_file=None if models_file is None else
-                           str(models_file))
+        hit = stores.locate(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+        if not isinstance(hit, stores.Found):
+            return Located(name, backend, pending=hit, models_file=None if models_file is None else str(models_file))
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts, revision=hit.revision,
                                              label=hit.label))
     if is_path_name(name):
@@ -281,21 +276,6 @@ def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
     if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
         refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
     return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
-
-
-def _hub_pending(name: str):
-    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the cache:
-    a models.sources.Pending (the hub's folder, its free disk); offline, the run's own refusal."""
-    from abricot_local.cache import is_offline
-    from abricot_local.models.hub import download_folder
-    from abricot_local.models.sources import Pending, offline_refusal
-
-    from abricot_local.models import stores
-
-    refused = offline_refusal(lambda: stores.resolve(name, offline=True, notify=None, progress=False, fresh=False)) \
-        if is_offline() else ""
-    folder = download_folder(ModelSpec(name, "hf", ()))
-    return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1], refused)
 
 
 def _lookup(name: str, registry, models_file, model_dirs):
