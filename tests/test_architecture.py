@@ -278,3 +278,30 @@ def test_errors_name_options_by_field_not_by_flag():
                     wrong.append(f"{p.relative_to(PKG.parent)}:{n.lineno}")
     assert not wrong, "raises naming a --flag: " + ", ".join(wrong)
     assert "as_keywords" not in (PKG / "api" / "options.py").read_text(encoding="utf-8")
+
+
+# where a record's config is read as a dict: its options, at the edges that declare them
+CONFIG_READERS = {
+    "analysis/runs.py": "task_options/options_of: the one reading of a recorded task's options (RunTask's config)",
+    "analysis/lm_eval_input.py": "an lm-eval output's tasks, as RunTasks with their configs",
+    "run/request.py": "of_record: the backend's recorded options, parsed by the backend's fields",
+}
+
+
+def test_a_recorded_run_is_read_through_its_types():
+    """TaskOptions.from_config has one caller (analysis.runs.task_options), and outside record/ a record's
+    config is read as a dict only where its options are parsed by their fields (CONFIG_READERS)."""
+    callers, readers = set(), set()
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG).as_posix()
+        if rel.startswith("record/"):
+            continue
+        for n in ast.walk(parsed(p)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr == "from_config":
+                    callers.add(rel)
+                if n.func.attr in ("config_dict", "task_config"):
+                    readers.add(rel)
+    assert callers == {"analysis/runs.py"}, callers
+    assert readers <= set(CONFIG_READERS), readers - set(CONFIG_READERS)
+
