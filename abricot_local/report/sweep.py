@@ -31,4 +31,4 @@ def pairwise_verdicts(runs) -> str:
     try:
         return verdict_text(compare(runs))
     except ResultsError as err:
-        return f"pairwise verdicts: none ({err})"
+        return f"pairwise verdicts: none ({err.raw()})"

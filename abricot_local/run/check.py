@@ -169,7 +169,7 @@ def recorded_model(record: Record, given: str | None = None) -> ModelRef:
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
         except ModelError as err:
-            raise ResultsError(f"the recorded model cannot be opened: {err}") from None
+            raise ResultsError(f"the recorded model cannot be opened: {err.raw()}") from None
     require_same(ref, rec.sha256)
     return ref
 

@@ -11,16 +11,18 @@ file, its options and what its config records, and gives its memory facts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from abricot_local import hashing
-from abricot_local.analysis.baselines import protocols_named
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError
 from abricot_local.models.ref import Located, ModelRef, locate
 from abricot_local.run.request import Shard
-from abricot_local.tasks.base import TaskOptions
-from abricot_local.tasks.selection import Skipped, TaskRun, select
+
+if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
+    from abricot_local.tasks.base import TaskOptions
+    from abricot_local.tasks.selection import Skipped, TaskRun
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,9 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
             name, kind = model or r.models[0], r.given.backend
             return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                         r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
+        from abricot_local.analysis.baselines import protocols_named
+        from abricot_local.tasks.selection import select
+
         named = protocols_named(located.reproduces) if located.reproduces else {}
         runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                                sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
