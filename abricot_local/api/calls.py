@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call
+from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.errors import AbricotError, keywords, render
 
@@ -55,6 +55,7 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+@entry
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -89,6 +90,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     return runs
 
 
+@entry
 def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
