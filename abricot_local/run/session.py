@@ -70,11 +70,11 @@ class Step:
 def run(request, hooks: Hooks) -> Iterator[Step]:
     """`run` and ``evaluate``: the request's model into --out (None: results/<model>/<stamp>), or its
     models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends."""
-    if len(request.models) > 1:
-        yield from sweep(request, hooks)
+    if len(request.models) == 1:
+        done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
+        yield Step(request.models[0], done.folder, done)
         return
-    done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
-    yield Step(request.models[0], done.folder, done)
+    yield from sweep(request, hooks)
 
 
 def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
