@@ -74,7 +74,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
-        warnings.warn(render(request.caution), AbricotWarning, stacklevel=2)
+        warnings.warn(render(request.caution), AbricotWarning, stacklevel=3)  # (the user, past api.arguments.entry)
 
     hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
                           say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
