@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from abricot_local.errors import NonFiniteError, UsageError
+from abricot_local.errors import NonFiniteError, UsageError, opt
 
 # -- defaults: the one place they are written -------------------------------------------------
 DEFAULT_SEED = 1234
@@ -133,7 +133,7 @@ def finite_log_softmax(logits, *, label: str, position: int, normalized: bool = 
         raise NonFiniteError(
             f"item {label}: non-finite logits at token position {position} "
             f"({nan} NaN, {x.size - int(finite.sum()) - nan} infinite of {x.size}); the model or the "
-            f"build computes garbage: {NONFINITE_ADVICE}. Scored items are kept: --resume continues."
+            f"build computes garbage: {NONFINITE_ADVICE}. Scored items are kept: {opt('resume', True)} continues."
         )
     if normalized:
         return x

@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelError
+from .errors import ModelError, opt
 
 _GIB = 1024**3
 
@@ -96,7 +96,7 @@ def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = Non
         raise ModelError(
             f"not enough memory: the model needs about {f.need / _GIB:.1f} GiB (weights {f.weights / _GIB:.1f} "
             f"GiB + KV cache {f.kv / _GIB:.1f} GiB) but {f.budget / _GIB:.1f} GiB is available ({f.where()}). "
-            "Use a smaller quantization or a smaller --n-ctx, or use --force to try anyway."
+            f"Use a smaller quantization or a smaller {opt('n_ctx')}, or use {opt('force', True)} to try anyway."
         )
 
 
@@ -124,5 +124,5 @@ def check_disk(need: int, folder) -> None:
     if free is not None and need > free:
         raise ModelError(
             f"not enough disk space: the download needs about {need / _GIB:.1f} GiB but {path} has "
-            f"{free / _GIB:.1f} GiB free. Free some space or set HF_HOME to a larger disk, or use --force."
+            f"{free / _GIB:.1f} GiB free. Free some space or set HF_HOME to a larger disk, or use {opt('force', True)}."
         )

@@ -231,11 +231,6 @@ RUNNING_DOORS = ("cli/run.py", "api/calls.py", "lm_eval/requests.py")  # the doo
 # what only run/ does with a run: the output folder, a model opened for it, the plan's model located
 RUN_ONLY = ("abricot_local.run.folder", "abricot_local.run.owned", "abricot_local.models.given.load",
             "abricot_local.backends.open_backend", "abricot_local.models.ref.locate")
-# files whose errors name options by field (errors.opt, each door writing it), never by a flag
-BY_FIELD = ("run", "api", "lm_eval/requests.py", "option_fields.py", "tasks/options.py", "tasks/uses.py",
-            "tasks/selection.py", "tasks/__init__.py", "tasks/base.py", "backends/base.py")
-
-
 def _files(*places: str):
     for f in places:
         yield from sorted((PKG / f).rglob("*.py")) if (PKG / f).is_dir() else [PKG / f]
@@ -274,15 +269,55 @@ def test_a_task_option_is_spelled_in_tasks_only():
     assert spelled == [], spelled
 
 
+# flags of other programs a message may name: not options of abricot-local's doors (file -> those flags)
+OTHER_PROGRAMS_FLAGS = {
+    "lm_eval/model.py": ("--model", "--model_args", "--tasks", "--apply_chat_template"),  # lm-eval's (run_cli, its model)
+    "analysis/lm_eval_input.py": ("--log_samples",),  # lm-eval's: an output without its samples
+    "models/quant_types.py": ("--imatrix",),  # llama.cpp's llama-quantize
+}
+
+
 def test_errors_name_options_by_field_not_by_flag():
-    """The run's, the API's and the options' errors name an option with errors.opt (each door writes it: a flag,
-    a keyword, a model_args key), never by the command line's flag; and no regex rewrites a message."""
+    """Outside cli/, errors name an option with errors.opt (each door writes it: a flag, a keyword, a
+    model_args key), never by the command line's flag (but another program's flags, OTHER_PROGRAMS_FLAGS);
+    and no regex rewrites a message."""
     wrong = []
-    for p in _files(*BY_FIELD):
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG).as_posix()
+        if rel.startswith("cli/"):
+            continue
         src = p.read_text(encoding="utf-8")
         for n in ast.walk(parsed(p)):
             if isinstance(n, ast.Raise) and n.exc is not None:
-                if re.search(r"--[a-z]", ast.get_source_segment(src, n.exc) or ""):
-                    wrong.append(f"{p.relative_to(PKG.parent)}:{n.lineno}")
-    assert not wrong, "raises naming a --flag: " + ", ".join(wrong)
+                named = set(re.findall(r"--[a-z][a-z0-9_-]*", ast.get_source_segment(src, n.exc) or ""))
+                if named - set(OTHER_PROGRAMS_FLAGS.get(rel, ())):
+                    wrong.append(f"abricot_local/{rel}:{n.lineno} {sorted(named)}")
+    assert not wrong, "raises naming a --flag: " + ", ".join(sorted(wrong))
     assert "as_keywords" not in (PKG / "api" / "options.py").read_text(encoding="utf-8")
+
+
+# where a record's config is read as a dict: its options, at the edges that declare them
+CONFIG_READERS = {
+    "analysis/runs.py": "task_options/options_of: the one reading of a recorded task's options (RunTask's config)",
+    "analysis/lm_eval_input.py": "an lm-eval output's tasks, as RunTasks with their configs",
+    "run/request.py": "of_record: the backend's recorded options, parsed by the backend's fields",
+}
+
+
+def test_a_recorded_run_is_read_through_its_types():
+    """TaskOptions.from_config has one caller (analysis.runs.task_options), and outside record/ a record's
+    config is read as a dict only where its options are parsed by their fields (CONFIG_READERS)."""
+    callers, readers = set(), set()
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG).as_posix()
+        if rel.startswith("record/"):
+            continue
+        for n in ast.walk(parsed(p)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr == "from_config":
+                    callers.add(rel)
+                if n.func.attr in ("config_dict", "task_config"):
+                    readers.add(rel)
+    assert callers == {"analysis/runs.py"}, callers
+    assert readers <= set(CONFIG_READERS), readers - set(CONFIG_READERS)
+

@@ -103,7 +103,7 @@ def test_not_utf8(tmp_path):
 
 
 def test_data_dir_without_the_files(tmp_path):
-    with pytest.raises(DataError, match="lacks discotex_1_ted_test_set_release.tsv.*--data-dir"):
+    with pytest.raises(DataError, match="lacks discotex_1_ted_test_set_release.tsv.*data_dir"):
         task(data_dir=tmp_path).items()
 
 

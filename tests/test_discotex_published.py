@@ -253,7 +253,7 @@ def test_shots_do_not_depend_on_sample_shard_or_resume(tmp_path, hub, monkeypatc
 
 def test_shots_without_a_train_split_are_refused(tmp_path):
     write_parquet(tmp_path / "r" / "data" / "test-00000-of-00001.parquet", invented("test", 4, 8))
-    with pytest.raises(DataError, match=r"--shots 2 draws shots from the train split.*train-\*\.parquet"):
+    with pytest.raises(DataError, match=r"shots=2 draws shots from the train split.*train-\*\.parquet"):
         task(tmp_path / "r", shots=2).items()
 
 

@@ -197,7 +197,7 @@ def test_the_reference_is_the_higher_precision_quant_else_the_first_run_or_the_o
     assert eq.references([other, q4]) == (("m-q4", "x"),)
     assert eq.references([q4, q8, other], "x") == (("m-q4", "x"), ("m-q8", "x"))
     assert eq.references([q4, q8], "/runs/m-q4") == (("m-q8", "m-q4"),)
-    with pytest.raises(UsageError, match="--reference nope: not one of the runs compared; .*m-q4, m-q8"):
+    with pytest.raises(UsageError, match="reference=nope: not one of the runs compared; .*m-q4, m-q8"):
         eq.references([q4, q8], "nope")
 
 

@@ -457,8 +457,8 @@ def test_estimate_kv_bytes():
 def test_check_memory_refuses():
     with pytest.raises(ModelError) as err:
         memory.check_memory(40 * GIB, 2 * GIB, available=16 * GIB)
-    text = str(err.value)
-    assert "42.0 GiB" in text and "16.0 GiB" in text and "--force" in text
+    text = str(err.value)  # the Python API's words
+    assert "42.0 GiB" in text and "16.0 GiB" in text and "force=True" in text and "--force" not in text
 
 
 def test_check_memory_accepts():

@@ -66,7 +66,7 @@ def test_a_given_folder_without_the_files_says_so(tmp_path):
 
         select_tasks("discotex", TaskOptions(data_dir=str(tmp_path)))[0][0].items()
     text = str(err.value)
-    assert text.count("\n") == 2 and "lacks discotex_1_ted_test_set_release.tsv" in text and "(given with --data-dir)" in text
+    assert text.count("\n") == 2 and "lacks discotex_1_ted_test_set_release.tsv" in text and "(given with data_dir)" in text
     r = invoke("run", "fake", "--backend", "fake", "--data-dir", tmp_path / "nope")
     text = " ".join(ln.strip() for ln in r.output.splitlines())  # folded at 120 columns
     assert r.exit_code == 2 and text == f"error: no task has its data here: --data-dir {tmp_path / 'nope'}: folder not found"
@@ -214,7 +214,8 @@ def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_task
     code = ("import sys; from abricot_local.cli import cli\n"
             "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
             "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
-            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.run.plan') if m in sys.modules))")
+            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.tasks.selection',"
+            " 'abricot_local.analysis.baselines') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)

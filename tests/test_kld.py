@@ -125,7 +125,7 @@ def test_quantize_refuses_a_quantized_source_without_allow_requantize(tmp_path):
     from gguf_synth import Synth, kv
 
     src = Synth(kvs=[*Synth().kvs, kv("general.file_type", "u32", 15)]).write(tmp_path / "m.gguf")
-    with pytest.raises(UsageError, match=r"already quantized \(Q4_K_M\).*--allow-requantize"):
+    with pytest.raises(UsageError, match=r"already quantized \(Q4_K_M\).*allow_requantize=True"):
         make_ladder(str(src), "Q8_0", out=str(tmp_path / "rungs"))
     assert not (tmp_path / "rungs").exists()
 

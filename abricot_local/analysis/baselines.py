@@ -290,9 +290,10 @@ def verdict(reproduces: str, tasks: dict[str, TaskEntry], evidence: dict[str, Ev
     """results.json's ``published``: the rows ``reproduces`` (a registry entry's) names, each against the
     run's instance of its task with the reproduction verdict; ``margin``: ``--margin`` (None: each task's)."""
     if margin is not None and not (margin > 0 and margin < float("inf")):
-        from abricot_local.errors import UsageError
+        from abricot_local.errors import UsageError, opt
 
-        raise UsageError(f"--margin must be a finite number more than 0 (in the metric's own units), got {margin}")
+        raise UsageError(f"{opt('margin')} must be a finite number more than 0 (in the metric's own units), "
+                         f"got {margin}")
     refs, unknown = parse_reproduces(reproduces)
     known = all_references(tuple(dict.fromkeys(r.task for r in refs)))
     found = [check_run(r, tasks, evidence, margin, known) for r in refs]

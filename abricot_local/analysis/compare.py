@@ -35,7 +35,6 @@ from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.record import Sample
 from abricot_local.tasks import make_task
-from abricot_local.tasks.base import TaskOptions
 
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
 IDENTICAL, CLOSE, NOISE, DIFFERENT, UNTESTED = (
@@ -245,7 +244,7 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
 
 
 def _inputs(run: Run, task: str, samples: Sequence[Sample]):
-    t = make_task(run.task(task).own_key, TaskOptions.from_config(dict(run.task(task).config)))
+    t = make_task(run.task(task).own_key, run.task(task).options)
     return t, {m.name: m for m in t.metric_inputs(samples)}
 
 

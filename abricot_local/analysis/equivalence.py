@@ -32,7 +32,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.runs import quant_bits
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (
     "equivalent", "not worse", "worse", "cannot tell yet", "cannot tell")
@@ -182,7 +182,7 @@ def _named(runs: Sequence[Any], name: str) -> str:
     for r in runs:
         if Path(r.path).resolve() == wanted:
             return r.label
-    raise UsageError(f"--reference {name}: not one of the runs compared; give a folder or a label: "
+    raise UsageError(f"{opt('reference', name)}: not one of the runs compared; give a folder or a label: "
                      + ", ".join(r.label for r in runs))
 
 
@@ -253,7 +253,7 @@ def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Map
     finite-population correction; absent: items like these only); ``identical``: the (a, b, task) whose
     log-probs are bit-identical."""
     if margin is not None and not margin > 0:
-        raise UsageError(f"--margin must be more than 0 (in the metric's own units), got {margin}")
+        raise UsageError(f"{opt('margin')} must be more than 0 (in the metric's own units), got {margin}")
     wanted = {pair: k for k, pair in enumerate(pairs)}
     totals = totals or {}
     out = []

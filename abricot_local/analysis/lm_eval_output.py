@@ -109,7 +109,7 @@ def layout(run) -> tuple[dict, dict[str, list[dict]]]:
             if ci:
                 ci95[metric] = [ci[0], ci[1]]
         results[name] = metrics
-        n_shot = record.task_config(key).get("shots") or 0
+        n_shot = run.task(key).options.shots or 0
         configs[name] = {"task": name, "output_type": "multiple_choice", "num_fewshot": n_shot,
                          "metadata": {"version": entry.version, "abricot_local_task": key, "config": entry.config,
                                       "prompt_hash": entry.prompt_hash, "ci95": ci95, "chance": entry.chance,

@@ -142,3 +142,23 @@ def check_call(fn, given: dict) -> None:
                     raise _refuse(fn.__name__, name, hints[name], v)
         elif name in hints and not fits(value, hints[name]):
             raise _refuse(fn.__name__, name, hints[name], value)
+
+
+def entry(call):
+    """``call``, one of the API's entry points: an OSError naming a path (a name over 255 bytes, a file where
+    a folder is wanted...) leaves it as that path's one-line AbricotError (paths.path_error), as the command
+    line's group turns it; any other OSError is left whole (a bug to see)."""
+    @functools.wraps(call)
+    def door(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except OSError as err:
+            from abricot_local.paths import path_error
+
+            known = path_error(err)
+            if known is None:
+                raise
+            raise known from None
+
+    return door
+

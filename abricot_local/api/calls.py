@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call
+from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.errors import AbricotError, keywords, render
 
@@ -55,6 +55,7 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+@entry
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -73,29 +74,23 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
-        warnings.warn(render(request.caution), AbricotWarning, stacklevel=2)
+        warnings.warn(render(request.caution), AbricotWarning, stacklevel=3)  # (the user, past api.arguments.entry)
 
-    def one(name: str, folder: Path | None, again: bool) -> Run:
-        bar, close = progress_bars(progress)
-        hooks = session.Hooks(warn=warn, progress=bar, resume_hint=_resume_hint,
-                              say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
-        try:
-            done = session.run_model(request, name, folder, again, hooks=hooks)
-        finally:
-            close()
-        return Run(done.outcome.path.parent, done.outcome.record)
-
+    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
+                          say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
+    steps = list(session.run(request, hooks))
     if len(request.models) == 1:
-        return one(request.models[0], request.out, resume)
-    done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None)
+        return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
     from abricot_local.analysis.loading import load_run
 
-    runs = [load_run(f) for f in done]
+    runs = [load_run(s.folder) for s in steps if not s.failed]
+    failed = [(s.model, s.failed) for s in steps if s.failed]
     if failed:
         raise SweepError(failed, runs)
     return runs
 
 
+@entry
 def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
@@ -106,5 +101,4 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
-                           keep_going=len(request.models) > 1).rendered(keywords)
+    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call
+from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.run import Data, data_pairs, finished, loaded
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError, opt
@@ -37,6 +37,7 @@ def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: i
     return cmp.compare(runs, tolerance=tolerance, alpha=alpha, seed=seed, **verdicts)
 
 
+@entry
 def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
             seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
             near_tie: float | None = None, models_file: str | os.PathLike | None = None, data: Data = None,

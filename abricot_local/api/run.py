@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call
+from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning
 from abricot_local.errors import ResultsError
 
@@ -74,6 +74,7 @@ def loaded(paths, registry=None, *, data=(), data_dir=None, beside=()) -> list[R
         raise ResultsError(f"{err}{hint(err)}") from None
 
 
+@entry
 def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLike | None = None) -> Run:
     """A finished run folder (its results.json and samples files, validated), or an lm-eval output
     folder or results file (docs/compare.md), or a folder holding one of them (searched as `report`
@@ -101,6 +102,7 @@ def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLik
         raise ResultsError(f"{err}{message}") from None
 
 
+@entry
 def load_runs(folder: str | PathLike, *, data: Data = None, data_dir: str | PathLike | None = None) -> list[Run]:
     """Every finished run in ``folder`` (searched recursively, as `report` does; lm-eval output folders
     too, their items matched with ``data``/``data_dir`` and the data the runs beside them recorded);

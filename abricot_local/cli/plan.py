@@ -18,27 +18,18 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     from abricot_local.console.plan import full
     from abricot_local.run import dry_run
 
-    plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True, keep_going=len(request.models) > 1,
+    plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
                            notify=lambda line: echo(line, err=True))
-    if as_json:
-        echo(json.dumps(plan.rendered(flags).to_json(), indent=1))
-    else:
-        echo(full(plan, shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""))
+    command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
+    echo(json.dumps(plan.rendered(flags).to_json(), indent=1) if as_json else full(plan, command))
 
 
-def announce(run_plan, backend, folder=None) -> None:
-    """The short plan on stderr once a real run's model is loaded: the run's own plan and items,
-    counted with the loaded model (no other load; what it tokenizes the run does not tokenize
-    again). ``folder`` (a --resume: its run folder): what is left, not the whole run. A task that
-    cannot be counted gets no line: the run says what is wrong with it. The plan only informs:
-    whatever goes wrong making it is one line, and the run goes on."""
+def announce(plan, backend, cost) -> None:
+    """The plan on stderr once a real run's model is loaded: its items and work (``cost``, run.session's:
+    counted with the loaded model, what is left of a --resume; None when it could not be made: the run
+    said why), then what is about to run, the backend's facts and the kernel path."""
+    from abricot_local import console
     from abricot_local.console.plan import brief
-    from abricot_local.run import dry_run
 
-    try:
-        plan = dry_run.of_run(run_plan, backend, folder)
-    except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
-        echo(f"plan: not made ({type(err).__name__}: {err})", err=True)
-        return
-    for line in brief(plan):
-        echo(line, err=True)
+    lines = brief(cost) if cost is not None else []
+    echo("\n".join([*lines, console.start_line(plan, backend.start_facts(), backend.provenance().kernels)]), err=True)

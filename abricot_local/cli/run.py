@@ -56,42 +56,34 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         echo(request.caution, err=True)
     if dry_run:
         return show(request, as_json=as_json, calibrate=calibrate)
-    if len(request.models) == 1:
-        run_one(request, request.models[0], request.out, resume)
-        return
-    sweep(request)
+    steps = run_request(request)
+    if len(request.models) > 1:
+        said_sweep(request, steps)
 
 
-def run_one(request, model: str, out_dir: Path | None, resume: bool):
-    """One model of ``request`` (run.session.run_model: plan, load, score, write); the summary and the
-    published verdict. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring) ends
-    it with exit code 130."""
+def run_request(request) -> list:
+    """The request run (run.session.run: one model, or a sweep), each model's summary and published verdict
+    said as its run ends; its steps. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring)
+    ends it with exit code 130."""
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
-    progress, close = make_progress()
-    term = signal.signal(signal.SIGTERM, _sigterm)
-
-    def loaded(plan, backend) -> None:
-        from abricot_local import console
-
-        announce(plan, backend, out_dir if resume else None)
-        echo(console.start_line(plan, backend.start_facts(), backend.provenance().kernels), err=True)
-
-    hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=progress, on_loaded=loaded,
+    hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=make_progress, on_loaded=announce,
                           resume_hint=resume_command, say=_stderr)
+    steps = []
+    term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        done = session.run_model(request, model, out_dir, resume, hooks=hooks)
+        for step in session.run(request, hooks):
+            steps.append(step)
+            if step.done is not None and step.done.outcome.complete:
+                echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written", err=True)
+            if step.done is not None:
+                echo(_done_text(step.done))
     except session.Interrupted as err:
-        close()
         _exit_interrupted(err.message)
     finally:
-        close()
         signal.signal(signal.SIGTERM, term)
-    if done.outcome.complete:
-        echo(f"{done.folder} holds this run, complete: nothing to score, nothing written", err=True)
-    echo(_done_text(done))
-    return done.outcome
+    return steps
 
 
 def _done_text(done) -> str:
@@ -118,40 +110,19 @@ def _exit_interrupted(message: str) -> None:
     exit_process(130)
 
 
-def sweep(request) -> None:
-    """The request's models one after another, each into <sweep root>/<model>/ (run.session.sweep);
-    then the comparison table and the pairwise verdicts; failures reported at the end."""
-    from abricot_local.run import session
-    from abricot_local.report import tables as rep
-    from abricot_local.models.registry import load_registry
+def said_sweep(request, steps) -> None:
+    """The end of a sweep: the comparison table and the pairwise verdicts of the models it finished
+    (report.sweep), then the models that failed (exit code 1)."""
+    from abricot_local.report.sweep import compared
 
-    root = request.sweep_root
-    done, failed = session.sweep(request.models, root, request.resume,
-                                 lambda model, folder, again: run_one(request, model, folder, again), _stderr)
-    if done:
-        registry = load_registry(request.models_file)
-        lines = [f"\n== comparison of {len(done)} model(s) in {root}", rep.render(rep.build([str(f) for f in done],
-                                                                                            registry=registry))]
-        if len(done) > 1:
-            lines += ["", pairwise_verdicts(done, registry)]
-        echo("\n".join(lines))
+    folders = [s.folder for s in steps if not s.failed]
+    if folders:
+        echo("\n".join([f"\n== comparison of {len(folders)} model(s) in {request.sweep_root}",
+                        compared(folders, request.models_file)]))
+    failed = [s for s in steps if s.failed]
     if failed:
-        lines = [f"\n{len(failed)} model(s) failed:", *(f"  {model}: {why}" for model, why in failed)]
-        echo("\n".join(lines), err=True)
+        echo("\n".join([f"\n{len(failed)} model(s) failed:", *(f"  {s.model}: {s.failed}" for s in failed)]), err=True)
         sys.exit(1)
-
-
-def pairwise_verdicts(folders, registry) -> str:
-    """The end of a sweep: one verdict line per pair of runs (`compare` gives the details)."""
-    from abricot_local.analysis import compare as cmp
-    from abricot_local.analysis.loading import load_run
-    from abricot_local.report.comparison import verdict_text
-    from abricot_local.errors import ResultsError
-
-    try:
-        return verdict_text(cmp.compare([load_run(f, registry) for f in folders]))
-    except ResultsError as err:
-        return f"pairwise verdicts: none ({err})"
 
 
 def _sigterm(signum, frame):

@@ -27,7 +27,7 @@ from typing import Callable
 
 from abricot_local import hashing
 from abricot_local.cache import cache_dir, publish, shown
-from abricot_local.errors import ModelError, NoSpaceError, UsageError
+from abricot_local.errors import ModelError, NoSpaceError, UsageError, opt
 from abricot_local.gguf.file import FILE_TYPES, facts, headers, strip_quant
 from abricot_local.models import quant_folder
 from abricot_local.models.quant_types import (UNQUANTIZED, estimate, refuse_experts_only, refuse_unwritable,
@@ -81,7 +81,7 @@ def parse_rungs(text: str) -> tuple[str, ...]:
     known = set(FILE_TYPES.values())
     bad = [q for q in names if q not in known]
     if not names or bad:
-        raise UsageError(f"--to: {'unknown quant ' + ', '.join(bad) if bad else 'no quant given'}; llama.cpp "
+        raise UsageError(f"{opt('to')}: {'unknown quant ' + ', '.join(bad) if bad else 'no quant given'}; llama.cpp "
                          f"writes {', '.join(sorted(known))}")
     refuse_unwritable(names)
     return tuple(dict.fromkeys(names))
@@ -211,7 +211,7 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     refuse_experts_only(quants, tensors, label)
     if requantized and not allow_requantize:
         raise UsageError(f"{label} is already quantized ({src_quant}): its rungs would be made from a dequantized "
-                         f"{src_quant}, not from the original weights. Give --allow-requantize to do it anyway "
+                         f"{src_quant}, not from the original weights. Give {opt('allow_requantize', True)} to do it anyway "
                          "(the F16 rung is then the reference: the same function at 16 bits)")
     if requantized and REFERENCE not in quants:
         quants = (REFERENCE, *quants)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from abricot_local.errors import ModelError, UnknownModelError, UsageError
+from abricot_local.errors import ModelError, UnknownModelError, UsageError, opt
 from abricot_local.models.registry import ModelSpec, load_registry, lookup
 
 
@@ -25,7 +25,8 @@ def parse_quants(text: str) -> tuple[str, ...]:
     """``Q4_K_M,Q8_0`` as a tuple (each once, in order); an empty list is refused."""
     out = tuple(dict.fromkeys(q.strip() for q in text.split(",") if q.strip()))
     if not out:
-        raise UsageError("--quants needs quant names, comma-separated, as the registry spells them (e.g. Q4_K_M,Q8_0)")
+        raise UsageError(f"{opt('quants')} needs quant names, comma-separated, as the registry spells them (e.g. "
+                         "Q4_K_M,Q8_0)")
     return out
 
 
@@ -35,13 +36,13 @@ def _family(model: str, registry: dict[str, ModelSpec]) -> tuple[str, ModelSpec 
         given: ModelSpec | None = lookup(model, registry)
         base = given.base
         if not base:
-            raise UsageError(f"--quants: the registry entry {given.name} names no `base` (models.toml), so no other "
+            raise UsageError(f"{opt('quants')}: the registry entry {given.name} names no `base` (models.toml), so no other "
                              "quant of it is known; give the aliases to run, or add `base` to your models.toml entries")
     except UnknownModelError:
         given = None
         base = next((s.base for s in registry.values() if s.base and s.base.lower() == model.lower()), "")
         if not base:
-            raise UsageError(f"--quants: {model} is neither a registry alias nor a registry `base` (models.toml); "
+            raise UsageError(f"{opt('quants')}: {model} is neither a registry alias nor a registry `base` (models.toml); "
                              "`abricot-local models` lists them") from None
     return base, given, [s for s in registry.values() if s.base.lower() == base.lower() and s.quant]
 
@@ -63,7 +64,7 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
     for q in quants:
         cands = [s for s in family if s.quant.lower() == q.lower()]
         if not cands:
-            raise UsageError(f"--quants: the registry has no {q} of {base}; it has {', '.join(have) or 'no quant'} "
+            raise UsageError(f"{opt('quants')}: the registry has no {q} of {base}; it has {', '.join(have) or 'no quant'} "
                              f"(models.toml `base = \"{base}\"`)")
         if given is not None and given in cands:
             out.append(given.name)
@@ -72,7 +73,7 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
         cands = same_repo or cands
         files = list(dict.fromkeys(_file_key(s) for s in cands))
         if len(files) > 1:
-            raise UsageError(f"--quants: the registry has {len(files)} {cands[0].quant} files of {base} "
+            raise UsageError(f"{opt('quants')}: the registry has {len(files)} {cands[0].quant} files of {base} "
                              f"({', '.join(s.name for s in cands)}); give the alias of the one to run")
         out.append(cands[0].name)
     out = list(dict.fromkeys(out))
@@ -136,5 +137,5 @@ def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
 def expand(models: Sequence[str], quants: str, models_file: str | None) -> tuple[str, ...]:
     """`run MODEL --quants ...`: the one MODEL replaced by its quants' aliases."""
     if len(models) != 1:
-        raise UsageError(f"--quants takes one MODEL (its quants are run), got {len(models)}: {', '.join(models)}")
+        raise UsageError(f"{opt('quants')} takes one MODEL (its quants are run), got {len(models)}: {', '.join(models)}")
     return ladder(models[0], parse_quants(quants), load_registry(models_file))

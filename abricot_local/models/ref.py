@@ -15,9 +15,9 @@ and the benches.
 5. one provenance record, :meth:`ModelRef.record` (results.json's ``model``).
 
 :func:`locate` is step 1, once per name (:class:`Located`: what a plan and ``run --dry-run`` read);
-``Located.fetch()`` steps 3 and 4. :func:`open_model` is all of it with the options the model opens
-with (``models.given``: the registry's n_ctx unless given); its ``load()`` checks memory (the RPC
-servers' free memory included) and opens the backend.
+``Located.ready()`` steps 2 to 4 with the options the model opens with (``models.given``: the registry's
+n_ctx unless given; ``Located.fetch()``: 3 and 4). :func:`open_model` is all of it; its ``load()`` checks
+memory (the RPC servers' free memory included) and opens the backend.
 """
 
 from __future__ import annotations
@@ -178,10 +178,18 @@ class Located:
         spec = self.ref.spec if self.ref else self.spec
         return given.for_model(self.backend, spec.n_ctx if spec else None)
 
-    def check_before_download(self, given: Given) -> None:
-        """A registry model not on this machine: its size against RAM and the download folder's free disk."""
-        if self.ref is None and self.spec is not None:
-            check_before_download(self.spec, self.options(given))
+    def ready(self, given: Given, *, fetch: bool = True, force: bool = False, notify: Notify | None = None,
+              fresh: bool = False, progress: bool = True, offline: bool | None = None
+              ) -> tuple[ModelRef | None, ScoringOptions]:
+        """The model and the options it opens with (:meth:`options`): ``fetch``, a registry model not here
+        checked against memory and the download folder's free disk first (unless ``force``), then fetched and
+        verified (:meth:`fetch`); else the model as far as it is here (:meth:`here`, None when it is not)."""
+        options = self.options(given)
+        if not fetch:
+            return self.here(), options
+        if not force and self.ref is None and self.spec is not None:
+            check_before_download(self.spec, options)
+        return self.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline), options
 
     def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True,
               offline: bool | None = None) -> ModelRef:
@@ -223,14 +231,9 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     if not reads_model_file(backend):  # a synthetic backend: the name is a label (its runtime not loaded to know)
         return _synthetic(name, backend, known)
     if prefix:  # a store's model (the hub's: from the cache when it is there, else a download)
-        try:
-            hit = stores.resolve(name, offline=True if prefix == "hf" else offline, notify=notify, progress=progress,
-                                 fresh=fresh)
-        except ModelError:
-            if prefix != "hf" or offline:
-                raise
-            return Located(name, backend, pending=_hub_pending(name), models_file=None if models_file is None else
-                           str(models_file))
+        hit = stores.locate(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+        if not isinstance(hit, stores.Found):
+            return Located(name, backend, pending=hit, models_file=None if models_file is None else str(models_file))
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts, revision=hit.revision,
                                              label=hit.label))
     if is_path_name(name):
@@ -277,21 +280,6 @@ def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
     return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
 
 
-def _hub_pending(name: str):
-    """What a run would download for a hub name (``hf:OWNER/REPO[:QUANT]``) not found in the cache:
-    a models.sources.Pending (the hub's folder, its free disk); offline, the run's own refusal."""
-    from abricot_local.cache import is_offline
-    from abricot_local.models.hub import download_folder
-    from abricot_local.models.sources import Pending, offline_refusal
-
-    from abricot_local.models import stores
-
-    refused = offline_refusal(lambda: stores.resolve(name, offline=True, notify=None, progress=False, fresh=False)) \
-        if is_offline() else ""
-    folder = download_folder(ModelSpec(name, "hf", ()))
-    return Pending(f"{name} from the Hugging Face hub", None, str(folder), memory.free_disk(folder)[1], refused)
-
-
 def _lookup(name: str, registry, models_file, model_dirs):
     """The registry entry ``name`` names, else a file of that name in llama.cpp's cache or a
     --model-dir folder (a stores.Found), else UnknownModelError with close matches, the
@@ -318,9 +306,8 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given
     registry entry with ``backend`` overrides it); ``digest``: as for :func:`locate`."""
     located = locate(name, backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
                      digest=digest, offline=offline, progress=progress, registry=registry)
-    if not force:
-        located.check_before_download(given or Given(backend))
-    return located.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline)
+    return located.ready(given or Given(backend), force=force, notify=notify, fresh=fresh, progress=progress,
+                         offline=offline)[0]
 
 
 def _registry(registry, models_file) -> dict[str, ModelSpec]:
@@ -369,9 +356,7 @@ def open_model(name: str, given: Given, *, models_file: Path | str | None = None
     checks memory and loads it."""
     located = locate(name, backend=given.backend, models_file=models_file, model_dirs=model_dirs, notify=notify,
                      fresh=fresh)
-    if not force:
-        located.check_before_download(given)
-    return Opened(located.fetch(notify=notify, fresh=fresh, progress=progress), located.options(given))
+    return Opened(*located.ready(given, force=force, notify=notify, fresh=fresh, progress=progress))
 
 
 def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model file") -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, read_json
 from abricot_local.record.codec import Invalid, describe
 from abricot_local.record.schema import SCHEMA_VERSION, Manifest, Record
@@ -75,10 +75,11 @@ def read_run(folder: str | Path) -> Record:
     if not folder.exists():
         raise ResultsError(f"run folder not found: {folder}")
     if not folder.is_dir():
-        raise ResultsError(f"{folder} is not a folder (give the --out folder of a run)")
+        raise ResultsError(f"{folder} is not a folder (give the {opt('out')} folder of a run)")
     if not (folder / RESULTS).exists():
         if (folder / CHECKPOINT).exists():
-            raise ResultsError(f"{folder} holds an interrupted run (no {RESULTS}); finish it with `run ... --resume`")
+            raise ResultsError(f"{folder} holds an interrupted run (no {RESULTS}); finish it with `run ... "
+                               f"{opt('resume', True)}`")
         raise ResultsError(f"{folder} holds no {RESULTS} (not a finished run)")
     return read_record(folder / RESULTS)
 

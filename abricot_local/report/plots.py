@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local.report.safe import visible
-from abricot_local.errors import ResultsError, UsageError
+from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.gguf.file import quant_of
 from abricot_local.report.tables import Report, Run, metric_keys
 from abricot_local.tasks.base import Figure
@@ -29,7 +29,7 @@ def _new_figure(width: float, height: float):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise UsageError('--plot needs matplotlib: pip install "abricot-local[plot]"') from None
+        raise UsageError(f'{opt("plot_dir")} needs matplotlib: pip install "abricot-local[plot]"') from None
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from abricot_local.core import log_softmax
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.report.safe import csv_text
 from abricot_local.report.tables import Report
 
@@ -55,8 +55,8 @@ def samples_frame(report: Report) -> pd.DataFrame:
 def render(report: Report, fmt: str) -> str:
     """The table as CSV (one table, a header line, nothing else) or JSON records."""
     if fmt not in FORMATS:
-        raise UsageError(f"--table samples is written as {' or '.join(FORMATS)} (add --format csv); "
-                         f"got --format {fmt}")
+        raise UsageError(f"{opt('which', 'samples')} is written as {' or '.join(FORMATS)} (add {opt('fmt', 'csv')}); "
+                         f"got {opt('fmt', fmt)}")
     frame = samples_frame(report)
     if fmt == "csv":
         return csv_text(frame)

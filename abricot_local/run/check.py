@@ -34,7 +34,8 @@ from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
-from abricot_local.record import Provenance, Record, Sample, entry_samples, read_run
+from abricot_local.analysis.runs import Run, options_of
+from abricot_local.record import Provenance, Record, Sample, entry_samples
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
@@ -114,7 +115,7 @@ def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
     """The recorded run's task options, each task's data re-found (and verified) by the task: in
     ``data_dir``, else at the recorded path, else (a run made on another machine) under the same
     name in this machine's data cache, where `abricot-local data pull` puts it."""
-    base = TaskOptions.from_config(record.config_dict())
+    base = options_of(record)
     data = []
     for name, t in record.tasks.items():
         task = make_task(name, base)
@@ -170,7 +171,7 @@ def recorded_model(record: Record, given: str | None = None, *, give: str = "") 
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
         except ModelError as err:
-            raise ResultsError(f"the recorded model cannot be opened: {err}") from None
+            raise ResultsError(f"the recorded model cannot be opened: {err.raw()}") from None
     require_same(ref, rec.sha256)
     return ref
 
@@ -198,11 +199,10 @@ def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
 
-def _verdict(out: Path, provenance: Provenance, new: dict[str, list[Sample]],
+def _verdict(recorded: Run, provenance: Provenance, new: dict[str, list[Sample]],
              seed: int) -> tuple[Verdict, tuple[AnswerChanges, ...]]:
     """compare's verdict on the recorded run against its re-scored items (the same ids), and the
     answers that changed, classified by the recorded run's margins (near ties or decisive)."""
-    recorded = load_run(out)
     c = compare([recorded, recorded.rescored(provenance, new)], seed=seed, reference=recorded.path)
     return c.verdicts[0], c.changes
 
@@ -233,10 +233,36 @@ class _Against:
             self.diffs.append(Difference(task, line.id, old.pred, line.pred, d))
 
 
-def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
+def recorded_run(run: Run | str | Path) -> Run:
+    """The finished run `check` re-scores: ``run`` (analysis.runs.Run), or the folder of one, read; an
+    unfinished folder, an lm-eval output, a run that records no backend refused."""
+    if not isinstance(run, Run):
+        out = Path(run)
+        why = unfinished(out)
+        if why:
+            raise ResultsError(why)
+        from abricot_local.analysis.lm_eval_input import is_lm_eval_output
+
+        if is_lm_eval_output(out):  # refused before its tasks' items are looked for
+            raise _not_ours(out)
+        run = load_run(out)
+    if run.lm_eval:
+        raise _not_ours(run.path)
+    if run.record.config is None or not run.record.config.backend:
+        raise ResultsError(f"{Path(run.path) / 'results.json'} records no config.backend: the run cannot be re-scored")
+    return run
+
+
+def _not_ours(path) -> ResultsError:
+    return ResultsError(f"{path} is an lm-eval output: check re-scores runs of abricot-local; compare it with one "
+                        f"instead (abricot-local compare {path} RUN)")
+
+
+def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
               exact: bool = False, notice: Notice | None = None) -> CheckReport:
-    """Re-score all items (or ``sample`` drawn with the run's seed) and compare with the samples files.
+    """Re-score all items of ``run`` (analysis.runs.Run, or its folder: :func:`recorded_run`) (or ``sample``
+    drawn with the run's seed) and compare with the samples files.
     Items the run scored but its samples files lack are reported as missing (not reproduced);
     ``backend_values``: backend options that change no number (threads), over the recorded ones.
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
@@ -244,18 +270,8 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
     (run.request.of_record) executed into a sink that holds each sample against the record."""
     if sample is not None and sample < 1:
         raise UsageError(f"{opt('sample')} must be at least 1 (a check that re-scores nothing proves nothing)")
-    out = Path(out)
-    why = unfinished(out)
-    if why:
-        raise ResultsError(why)
-    from abricot_local.analysis.lm_eval_input import is_lm_eval_output
-
-    if is_lm_eval_output(out):
-        raise ResultsError(f"{out} is an lm-eval output: check re-scores runs of abricot-local; compare it with "
-                           f"one instead (abricot-local compare {out} RUN)")
-    record = read_run(out)
-    if record.config is None or not record.config.backend:
-        raise ResultsError(f"{out / 'results.json'} records no config.backend: the run cannot be re-scored")
+    run = recorded_run(run)
+    record, out = run.record, Path(run.path)
     options = _task_options(record, data_dir)
     found = recorded_model(record, model)
     request = of_record(record, found.as_written, options, backend_values)
@@ -272,21 +288,21 @@ def check_run(out: str | Path, *, sample: int | None = None, atol: float = 1e-3,
         if kdiff and notice:
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
                    "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
-        data_differs = held.differences(record, prepared(p, backend), read)
-        for run in p.runs:
-            recorded = recorded_runs[run.task.key]
-            require_finite(list(recorded.values()), run.task.key)
-            missing += [(run.task.key, it.id) for it in run.items if it.id not in recorded]
-            items = [it for it in run.items if it.id in recorded]
+        data_differs = held.differences(run, prepared(p, backend), read)
+        for task_run in p.runs:
+            recorded = recorded_runs[task_run.task.key]
+            require_finite(list(recorded.values()), task_run.task.key)
+            missing += [(task_run.task.key, it.id) for it in task_run.items if it.id not in recorded]
+            items = [it for it in task_run.items if it.id in recorded]
             if sample is not None and sample < len(items):
                 keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
                 items = [it for k, it in enumerate(items) if k in keep]
-            runs.append(replace(run, items=tuple(items)))
+            runs.append(replace(task_run, items=tuple(items)))
         against = _Against(recorded_runs, atol)
         execute(replace(p, runs=tuple(runs)), backend, against, progress=progress, measure=False)
         note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
-        verdict, changes = (_verdict(out, backend.provenance(), against.new, options.seed)
+        verdict, changes = (_verdict(run, backend.provenance(), against.new, options.seed)
                             if kdiff and against.checked else (None, ()))
     finally:
         backend.close()

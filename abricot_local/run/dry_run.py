@@ -130,43 +130,37 @@ def _model_json(m: ModelPlan) -> dict:
     }
 
 
-def plan_of(request, *, calibrate: bool = False, with_memory: bool = True, keep_going: bool = False,
+def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             notify: Callable[[str], None] | None = None) -> DryRun:
     """The cost of each model's plan in ``request`` (a run.request.RunRequest), as `run --dry-run` and
     ``abricot_local.plan`` ask for it: each plan ``dry`` (plan.py: nothing fetched or downloaded; a task
-    whose data is not here kept with its problem). ``keep_going``: a model that cannot be planned is
-    reported in its row (a sweep), else its error is raised. Nothing is written on the way: files
-    hashed are remembered in this process only."""
+    whose data is not here kept with its problem). In a sweep, a model that cannot be planned is
+    reported in its row, else its error is raised (a task's error is the command's). Nothing is written
+    on the way: files hashed are remembered in this process only."""
     from abricot_local.hashing import unwritten
-    from abricot_local.models.ref import locate
     from abricot_local.run.plan import make_plan
 
-    r, out = request, []
+    sweep = len(request.models) > 1
+    out = []
     with unwritten():
-        for name in r.models:
-            try:
-                located = locate(name, backend=r.given.backend, models_file=r.models_file, model_dirs=r.model_dirs,
-                                 digest=False)
-            except AbricotError as err:
-                if not keep_going:
-                    raise
-                out.append(ModelPlan(name, name, r.given.backend, problem=err.raw().splitlines()[0]))
-                continue
-            p = make_plan(r, located=located, dry=True, notify=notify)  # a task's error is the command's
+        for name in request.models:
+            p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
                 out.append(model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify))
             except AbricotError as err:
-                if not keep_going:
+                if not sweep:
                     raise
-                out.append(ModelPlan(name, name, r.given.backend, problem=err.raw().splitlines()[0]))
-    return DryRun(tuple(out), _alternatives(out, r.limit, r.sample, r.shard))
+                out.append(ModelPlan(name, name, p.backend, problem=err.raw().splitlines()[0]))
+    return DryRun(tuple(out), _alternatives(out, request.limit, request.sample, request.shard))
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
     """The cost of a dry plan (plan.py) of one model: its work counted with the model's own tokenizer
     (a vocabulary-only load) when its file is here, else estimated from the text; the download, the
-    memory, the speed."""
+    memory, the speed; a model that could not be located (``plan.problem``), its row."""
     located, ref, opts = plan.located, plan.model, plan.backend_options
+    if plan.problem:
+        return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
     spec = located.spec or (ref.spec if ref else None)
     cls = backend_class(plan.backend)
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)

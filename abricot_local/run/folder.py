@@ -303,7 +303,7 @@ class RunFolder:
                 raise
             out.tidy_finished(self.totals)
         except Exception as err:
-            out.failed(str(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+            out.failed(recorded(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
             raise
 
     def interrupted(self, resume_hint: Callable[[Path], str]) -> str:
@@ -345,11 +345,11 @@ class RunFolder:
         holding = self.out
         if holding is not None:
             if (self.path / RUNNING).is_file():
-                holding.failed(str(err))
+                holding.failed(recorded(err))
             holding.release()
         then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
                 f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
-        return f"\nerror: {err}\n{then}"
+        return f"\nerror: {err.raw()}\n{then}"
 
 
 def resumable(out_dir: Path) -> bool:
@@ -386,6 +386,13 @@ def tidy_finished(folder: Path, record: Record) -> None:
             out.tidy_finished(record.tasks)
     except ResultsError:
         pass  # another run holds it, or it is no longer the run's own: left as it is
+
+
+def recorded(err: AbricotError) -> str:
+    """An error as the folder's FAILED state writes it: the options it names in the record's words."""
+    from abricot_local.errors import recorded_words, render
+
+    return render(err.raw(), recorded_words)
 
 
 def _now() -> str:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from abricot_local.analysis import baselines
 from abricot_local.core import argmax
-from abricot_local.record import Published, Record, Sample, TaskEntry
+from abricot_local.record import Published, Record, Sample, TaskEntry, settings
 
 MAX_LINES = 40  # per task: the differences named, then how many more
 
@@ -139,19 +139,18 @@ def published(record: Record, runs, samples: dict[str, list[Sample]]) -> list[st
         out.append(f"published.checks: recorded {len(rec.checks)}, made again {len(fresh.checks)}")
     verdict_keys = {"verdict", "margin", "ci90", "n", "items_total", "items_to_settle", "settles", "reasons"}
     for k, (a, b) in enumerate(zip(rec.checks, fresh.checks)):
-        da, db = _json(a.to_dict()), _json(b.to_dict())
-        if "verdict" not in da:  # a run of a version before the verdict: its other fields are held
-            db = {n: v for n, v in db.items() if n not in verdict_keys}
         where = f"published.checks[{k}] ({b.reference}, {b.task}.{b.metric})"
-        for name in dict.fromkeys([*da, *db]):
-            if not _same(da.get(name), db.get(name)):
-                out.append(f"{where} {name}: recorded {_shown(da.get(name))}, made again {_shown(db.get(name))}")
+        for d in settings.differences(a, b, depth=1, same=settings.close):
+            if a.verdict is None and d.key in verdict_keys:
+                continue  # a run of a version before the verdict: its other fields are held
+            out.append(f"{where} {d.key}: recorded {_shown(d.a)}, made again {_shown(d.b)}")
     return out
 
 
-def differences(record: Record, runs, samples: dict[str, list[Sample]]) -> tuple[str, ...]:
-    """Every way the recorded run differs from its data (module text); ``runs``: the tasks rebuilt with
-    the recorded options and selection (planning.prepare, chat-wrapped as the run was)."""
+def differences(run, runs, samples: dict[str, list[Sample]]) -> tuple[str, ...]:
+    """Every way the recorded run (analysis.runs.Run) differs from its data (module text); ``runs``: the
+    tasks rebuilt with the recorded options and selection (tasks.selection, chat-wrapped as the run was)."""
+    record = run.record
     out: list[str] = []
     for run in runs:
         key = run.task.key

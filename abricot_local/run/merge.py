@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
 from abricot_local.record import kernel_path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.run.request import Shard
-from abricot_local.record import RESULTS, Manifest, Record, Sample, entry_samples, read_run
+from abricot_local.analysis.loading import load_run
+from abricot_local.analysis.runs import Run, options_of
+from abricot_local.record import RESULTS, Manifest, Sample
+from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
 
 # provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
@@ -27,60 +31,62 @@ def _strip_shard(manifest: Manifest) -> Manifest:
     return replace(manifest, config=replace(manifest.config, shard=None))
 
 
-def _load(folder: Path) -> Record:
-    if not (folder / RESULTS).exists():
-        raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with `run ... {opt('resume', True)}`")
-    record = read_run(folder)
+def _load(shard) -> Run:
+    """A shard: a finished run (analysis.runs.Run), or its folder, read."""
+    if not isinstance(shard, Run):
+        folder = Path(shard)
+        if not (folder / RESULTS).exists():
+            raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with "
+                               f"`run ... {opt('resume', True)}`")
+        shard = load_run(folder)
+    record = shard.record
     if record.config is None or not record.config.shard:
-        raise ResultsError(f"{folder} is not a shard (its run had no {opt('shard', 'K/N')})")
+        raise ResultsError(f"{shard.path} is not a shard (its run had no {opt('shard', 'K/N')})")
     if record.manifest is None or record.provenance is None:
-        raise ResultsError(f"{folder / RESULTS} records no manifest or provenance: it cannot be merged")
-    return record
+        raise ResultsError(f"{Path(shard.path) / RESULTS} records no manifest or provenance: it cannot be merged")
+    return shard
 
 
-def check_shards(folders: list[Path]) -> list[tuple[Shard, Path, Record]]:
-    """The shards in order 1..N, or a ResultsError naming what is missing, doubled or foreign."""
-    if not folders:
+def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
+    """The shards (analysis.runs.Run, or their folders) in order 1..N, or a ResultsError naming what is missing,
+    doubled or foreign."""
+    if not shards:
         raise ResultsError("give the output folders of the shards to merge")
-    shards = []
-    for f in folders:
-        rec = _load(f)
-        shards.append((Shard.parse(rec.config.shard), f, rec))
-    first_shard, first, ref = shards[0]
-    want = _strip_shard(ref.manifest).to_dict()
-    ref_build = ref.provenance.to_dict()
-    for shard, f, rec in shards[1:]:
-        got = _strip_shard(rec.manifest).to_dict()
-        diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s) for s in shards)]
+    first_shard, first = found[0]
+    ref = first.record
+    for shard, run in found[1:]:
+        f, rec = run.path, run.record
+        diff = sorted(d.key for d in differences(_strip_shard(ref.manifest), _strip_shard(rec.manifest), depth=1))
         if diff or shard.count != first_shard.count:
             what = ", ".join(diff) or "the shard count"
-            raise ResultsError(f"{f} is a shard of another run than {first}: {what} differ")
+            raise ResultsError(f"{f} is a shard of another run than {first.path}: {what} differ")
         if set(rec.tasks) != set(ref.tasks):  # (a record edited by hand: its manifest may still agree)
             lacks = [t for t in ref.tasks if t not in rec.tasks]
             more = [t for t in rec.tasks if t not in ref.tasks]
             what = (f"lacks task(s) {', '.join(lacks)}" if lacks else "") + ("; " if lacks and more else "") + \
-                (f"has task(s) {', '.join(more)} that {first} lacks" if more else "")
+                (f"has task(s) {', '.join(more)} that {first.path} lacks" if more else "")
             raise ResultsError(f"{f} {what}: the shards of one run hold the same tasks (its {RESULTS}: "
-                               f"{', '.join(rec.tasks) or 'none'}; {first}'s: {', '.join(ref.tasks)})")
-        build = rec.provenance.to_dict()
+                               f"{', '.join(rec.tasks) or 'none'}; {first.path}'s: {', '.join(ref.tasks)})")
+        build = {d.key for d in differences(ref.provenance, rec.provenance, depth=1)}
         for key in SAME_BUILD:
-            if ref_build.get(key) != build.get(key):
-                raise ResultsError(f"{f} was scored with another build or schedule than {first} "
+            if key in build:
+                raise ResultsError(f"{f} was scored with another build or schedule than {first.path} "
                                    f"(provenance {key} differs): its numbers may differ")
         kernels = kernel_path.differences(kernel_path.recorded(ref.provenance), kernel_path.recorded(rec.provenance))
         if kernels:
-            raise ResultsError(f"{f} was scored on another kernel path than {first} ({'; '.join(kernels)}): "
+            raise ResultsError(f"{f} was scored on another kernel path than {first.path} ({'; '.join(kernels)}): "
                                "its numbers may differ")
-    seen: dict[int, Path] = {}
-    for shard, f, _ in shards:
+    seen: dict[int, str] = {}
+    for shard, run in found:
         if shard.index in seen:
-            raise ResultsError(f"shard {shard} is given twice: {seen[shard.index]} and {f}")
-        seen[shard.index] = f
+            raise ResultsError(f"shard {shard} is given twice: {seen[shard.index]} and {run.path}")
+        seen[shard.index] = run.path
     missing = [str(k) for k in range(1, first_shard.count + 1) if k not in seen]
     if missing:
         raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
                            f"merge needs all {first_shard.count}")
-    return sorted(shards, key=lambda s: s[0].index)
+    return sorted(found, key=lambda s: s[0].index)
 
 
 def interleave(parts: list[list[Sample]]) -> list[Sample]:
@@ -91,32 +97,31 @@ def interleave(parts: list[list[Sample]]) -> list[Sample]:
     return out
 
 
-def merge(folders: list[str | Path], out: str | Path) -> Path:
-    """Write the merged run into ``out``; returns its results.json."""
+def merge(shards: Sequence, out: str | Path) -> Path:
+    """Write the merged run of ``shards`` (analysis.runs.Run, or their folders) into ``out``; returns its
+    results.json."""
     from abricot_local.analysis import baselines
     from abricot_local.run.record import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
-    from abricot_local.tasks.base import TaskOptions
 
-    shards = check_shards([Path(f) for f in folders])
-    ref = shards[0][2]
+    runs = [run for _, run in check_shards(shards)]
+    ref = runs[0].record
     tasks, samples, evidence = {}, {}, {}
     published = ref.published
     for name, entry in ref.tasks.items():
-        parts = [entry_samples(f, rec.tasks[name], name) for _, f, rec in shards]
+        parts = [run.samples_of(name) for run in runs]
         rows = interleave(parts)
         ids = [s.id for s in rows]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
-        config = replace(ref.config, shard=None)
-        task = make_task(name, TaskOptions.from_config({**config.to_dict(), **entry.config}))
+        task = make_task(name, options_of(ref, name))
         metrics = as_json(task.metrics(rows))
         own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
                and w not in metric_warnings(entry.metrics)]
         tasks[name] = replace(entry, metrics=metrics, n=len(rows),
-                              seconds=round(sum(rec.tasks[name].seconds or 0 for _, _, rec in shards), 3),
-                              scored_now=sum(rec.tasks[name].scored_now or 0 for _, _, rec in shards),
+                              seconds=round(sum(run.record.tasks[name].seconds or 0 for run in runs), 3),
+                              scored_now=sum(run.record.tasks[name].scored_now or 0 for run in runs),
                               warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
                                                                    sample=ref.config.sample), *metric_warnings(metrics)))
         samples[name] = rows
@@ -127,8 +132,8 @@ def merge(folders: list[str | Path], out: str | Path) -> Path:
         published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
     record = replace(ref, published=published, config=replace(ref.config, shard=None),
                      manifest=_strip_shard(ref.manifest),
-                     provenance=replace(ref.provenance, merged_from=tuple(str(f) for _, f, _ in shards)),
-                     tasks=tasks, wall_seconds=round(sum(rec.wall_seconds or 0 for _, _, rec in shards), 3))
+                     provenance=replace(ref.provenance, merged_from=tuple(run.path for run in runs)),
+                     tasks=tasks, wall_seconds=round(sum(run.record.wall_seconds or 0 for run in runs), 3))
     with OutputDir(out) as o:
         if (Path(out) / RESULTS).exists():
             raise ResultsError(f"{out} already holds a finished run; choose another {opt('out')}")

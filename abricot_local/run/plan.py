@@ -11,15 +11,18 @@ file, its options and what its config records, and gives its memory facts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from abricot_local import hashing
-from abricot_local.analysis.baselines import reproduced_protocols
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.errors import AbricotError
 from abricot_local.models.ref import Located, ModelRef, locate
 from abricot_local.run.request import Shard
-from abricot_local.tasks.base import TaskOptions
-from abricot_local.tasks.selection import Skipped, TaskRun, select
+
+if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
+    from abricot_local.tasks.base import TaskOptions
+    from abricot_local.tasks.selection import Skipped, TaskRun
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Plan:
     skipped: tuple[Skipped, ...] = ()
     margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
     dry: bool = False  # run --dry-run's: nothing fetched
+    problem: str = ""  # a dry sweep's model that cannot be located: why (no tasks planned; its row says so)
 
     @property
     def model_label(self) -> str:
@@ -101,7 +105,7 @@ class Plan:
 
 
 def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
-         tasks: bool = True, fresh: bool | None = None, notify=None) -> Plan:
+              tasks: bool = True, fresh: bool | None = None, notify=None, keep_going: bool = False) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
     fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
@@ -109,23 +113,32 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     --limit/--sample/--shard; then (a run, not ``dry``) the data hashed and the model fetched and
     verified (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
-    ``tasks`` False: the model only (lm-eval's)."""
+    ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
+    located is a plan with its ``problem`` and no task, not an error (a task's error is the command's)."""
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
     with hashing.afresh(fresh):
-        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
-                                    model_dirs=r.model_dirs, notify=notify, fresh=fresh, digest=not dry)
-        if not (r.force or dry):
-            located.check_before_download(r.given)
+        try:
+            located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
+                                        model_dirs=r.model_dirs, notify=None if dry else notify, fresh=fresh,
+                                        digest=not dry)
+        except AbricotError as err:
+            if not (dry and keep_going):
+                raise
+            name, kind = model or r.models[0], r.given.backend
+            return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
+                        r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
+        from abricot_local.analysis.baselines import reproduced_protocols
+        from abricot_local.tasks.selection import select
+
         named = reproduced_protocols(located.reproduces, _entry(located)) if tasks and not r.task_keys else {}
         runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                                sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
                                for t in runs}
-        ref = located.here() if dry else located.fetch(notify=notify, fresh=fresh)  # memory and disk: checked
-    return Plan(located, ref, located.backend, located.options(r.given), r.task_options, tuple(runs), data, r.limit,
-                r.force, r.sample, r.shard, skipped, r.margin, dry)
-
+        ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
+    return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
+                r.shard, skipped, r.margin, dry)
 
 
 def _entry(located: Located) -> str:

@@ -8,7 +8,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from abricot_local.errors import AbricotError
 from abricot_local.names import path_part
@@ -27,15 +27,16 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class Hooks:
-    """What a run tells its caller: ``notify`` (the plan's lines: downloads), ``warn`` (a task
-    skipped, a task's note: one line each, as the CLI prints them), ``progress`` (task, done,
-    total), ``on_loaded`` (plan, backend: the model is open), ``resume_hint`` (folder -> the call
-    that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server)."""
+    """What a run tells its caller: ``notify`` (the plan's lines: downloads; a sweep's: each model's
+    folder), ``warn`` (a task skipped, a task's note: one line each, as the CLI prints them),
+    ``progress`` (each model's: () -> (update(task, done, total), close())), ``on_loaded`` (plan, backend,
+    cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
+    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server)."""
 
     notify: Callable[[str], None] = lambda line: None
     warn: Callable[[str], None] = lambda line: None
-    progress: Callable[[str, int, int], None] | None = None
-    on_loaded: Callable[[object, object], None] | None = None
+    progress: Callable[[], tuple[Callable[[str, int, int], None] | None, Callable[[], None]]] | None = None
+    on_loaded: Callable[[object, object, object], None] | None = None
     resume_hint: Callable[[Path], str] = lambda folder: shlex.join(["--out", str(folder), "--resume"])
     say: Callable[[str], None] = lambda line: None
 
@@ -55,25 +56,43 @@ class Done:
     seconds: float  # from the output folder taken to the record written
 
 
+@dataclass(frozen=True)
+class Step:
+    """One model of a `run`, as it ends: its run now (``done``), or (a sweep's) its folder found complete
+    by --resume (no ``done``), or why it failed (``failed``, its options unrendered: errors.opt)."""
+
+    model: str
+    folder: Path | None
+    done: Done | None = None
+    failed: str = ""
+
+
+def run(request, hooks: Hooks) -> Iterator[Step]:
+    """`run` and ``evaluate``: the request's model into --out (None: results/<model>/<stamp>), or its
+    models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends."""
+    if len(request.models) == 1:
+        done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
+        yield Step(request.models[0], done.folder, done)
+        return
+    yield from sweep(request, hooks)
+
+
 def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
     """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
-    from abricot_local.models.ref import locate
+    from abricot_local.run.plan import make_plan
 
     folder = RunFolder(out_dir)  # the folder's states, a signal's and a lost device's too, go through it
+    progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
 
     def stuck(_signum: int) -> None:  # the backend did not return after a signal: the process ends now
         hooks.say(folder.interrupted(hooks.resume_hint))
 
     forget = backends.on_stuck(stuck)
     try:
-        located = locate(model, backend=request.given.backend, models_file=request.models_file,
-                         model_dirs=request.model_dirs, notify=hooks.notify, fresh=request.resume)
-        from abricot_local.run.plan import make_plan  # (an unknown name is refused before the tasks load)
-
-        plan = make_plan(request, located=located, notify=hooks.notify)
+        plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
         folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         watch_remote(plan, folder, hooks)
@@ -83,13 +102,30 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=hooks.progress,
-                           on_loaded=lambda backend: hooks.on_loaded and hooks.on_loaded(plan, backend))
+        outcome = run_plan(plan, folder, resume=resume, progress=progress,
+                           on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
     finally:
+        close()
         forget()
     return Done(plan, outcome, folder.path, time.perf_counter() - started)
+
+
+def loaded(plan, backend, folder: Path | None, hooks: Hooks) -> None:
+    """The model is open: ``hooks.on_loaded`` told, with the cost of the plan (dry_run.of_run: its items
+    counted with the loaded model, no other load; ``folder``, a --resume's: the items left). The cost only
+    informs: whatever goes wrong making it is one warning, and the run goes on."""
+    if hooks.on_loaded is None:
+        return
+    from abricot_local.run.dry_run import of_run
+
+    try:
+        cost = of_run(plan, backend, folder)
+    except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
+        hooks.warn(f"plan: not made ({type(err).__name__}: {err})")
+        cost = None
+    hooks.on_loaded(plan, backend, cost)
 
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
@@ -124,26 +160,24 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     return Outcome(folder.path / RESULTS, record)
 
 
-def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool], object],
-          say: Callable[[str], None]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Several models one after another, each into root/<model>/ (``run_one(model, folder,
-    resume)``); a model that fails is said and the others go on: (folders done, (model, why) failed)."""
-    done, failed = [], []
-    for model in models:
-        folder = root / slug(model)
-        say(f"== {model} -> {folder}")
-        if resume and (folder / RESULTS).exists():
+def sweep(request, hooks: Hooks) -> Iterator[Step]:
+    """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
+    (``hooks.notify``) and the others go on."""
+    for model in request.models:
+        folder = request.sweep_root / slug(model)
+        hooks.notify(f"== {model} -> {folder}")
+        if request.resume and (folder / RESULTS).exists():
             _tidy(folder)
-            say(f"{model}: already complete")
-            done.append(folder)
+            hooks.notify(f"{model}: already complete")
+            yield Step(model, folder)
             continue
         try:
-            run_one(model, folder, resume and folder.exists())
-            done.append(folder)
+            done = run_model(request, model, folder, request.resume and folder.exists(), hooks=hooks)
         except AbricotError as err:
-            say(f"error: {model}: {err}")
-            failed.append((model, str(err)))
-    return done, failed
+            hooks.notify(f"error: {model}: {err.raw()}")
+            yield Step(model, None, failed=err.raw())
+            continue
+        yield Step(model, folder, done)
 
 
 def _tidy(folder: Path) -> None:

@@ -146,7 +146,7 @@ class AbricotTask(Task):
                     f"{bad_spans} row(s) of {path.name}: begin/end do not point at the target token in the text"
                 )
             if self.shots and self.shots >= len(self._rows):
-                raise TaskError(f"--shots {self.shots} needs more than {self.shots} items; the data has {len(self._rows)}")
+                raise TaskError(f"{opt('shots', self.shots)} needs more than {self.shots} items; the data has {len(self._rows)}")
         return self._rows
 
     def warnings(self) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from abricot_local.cache import shown
-from abricot_local.errors import DataError, DownloadError, FilesNotDownloaded, MissingDataError
+from abricot_local.errors import DataError, DownloadError, FilesNotDownloaded, MissingDataError, opt
 
 
 def _not_file(path: Path) -> str | None:
@@ -98,7 +98,7 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
     found = _match(folder, spec.files)
     if len(found) > 1:
         raise DataError(f"{folder} holds several {task.name} files ({', '.join(p.name for p in found)}); "
-                        f"pick one with --data {spec.key}=FILE")
+                        f"pick one with {opt('data', (spec.key, 'FILE'))}")
     return found[0] if found else None
 
 
@@ -121,20 +121,20 @@ def _locate(task) -> Path:
             if path.is_file():
                 return path
             if path.is_dir():
-                hit = _in_folder(task, path, given=f"--data {spec.key}")
+                hit = _in_folder(task, path, given=opt('data', spec.key))
                 if hit:
                     return hit
             why = _not_file(path)
             raise missing(task, f"data file not found: {shown(path)}" if why == "missing" else
-                          f"{shown(path)} is {why} (given with --data {spec.key})", path)
-        return _in_folder(task, path, given=f"--data {spec.key}")
+                          f"{shown(path)} is {why} (given with {opt('data', spec.key)})", path)
+        return _in_folder(task, path, given=opt('data', spec.key))
     if opts.data_dir:
         if not Path(opts.data_dir).expanduser().is_dir():
-            raise DataError(f"--data-dir {opts.data_dir}: folder not found")
-        hit = _in_folder(task, Path(opts.data_dir).expanduser(), given="--data-dir" if spec.kind == "folder" else "")
+            raise DataError(f"{opt('data_dir', opts.data_dir)}: folder not found")
+        hit = _in_folder(task, Path(opts.data_dir).expanduser(), given=opt('data_dir') if spec.kind == "folder" else "")
         if hit:
             return hit
-        raise missing(task, f"no data in --data-dir {opts.data_dir} ({_wanted(spec)})", opts.data_dir)
+        raise missing(task, f"no data in {opt('data_dir', opts.data_dir)} ({_wanted(spec)})", opts.data_dir)
     cache = task.cache_folder()
     hit = _in_folder(task, cache)
     if hit:

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.models import fetch
+from abricot_local import errors
 from abricot_local.errors import DataError, DownloadError, TaskError, opt
 from abricot_local.metrics import accuracy, with_ci_of
 from abricot_local.record.samples import Sample
@@ -173,8 +174,8 @@ class DiscotexTask(Task):
     def _published(self, found: discotex_rows.Published, given: str) -> Source:
         train = found.files.get("train", ())
         if self.shots and not train:
-            raise DataError(f"--shots {self.shots} draws shots from the train split, but {given} holds no train "
-                            "Parquet file (train-*.parquet beside test-*.parquet): add it, or use --shots 0")
+            raise DataError(f"{opt('shots', self.shots)} draws shots from the train split, but {given} holds no train "
+                            f"Parquet file (train-*.parquet beside test-*.parquet): add it, or use {opt('shots', 0)}")
         files = (*found.files["test"], *(train if self.shots else ()))
         folder = Path(os.path.commonpath([str(f.parent) for f in files]))
         return Source("published", folder, found.files["test"], train if self.shots else (), found.origin)
@@ -194,8 +195,8 @@ class DiscotexTask(Task):
                 found = discotex_rows.from_hub(("test", "train") if self.shots else ("test",),
                                                allow_download=self.options.allow_download)
                 return self._published(found, f"the hub dataset {discotex_rows.HUB_REPO}")
-            except (DownloadError, DataError) as err:
-                why = str(err).split("\n")[0]
+            except (DownloadError, DataError) as err:  # (a note the run records: its options in the record's words)
+                why = errors.render(err.raw(), errors.recorded_words).split("\n")[0]
         if reachable:
             self._source_notes.append(f"the published rows ({discotex_rows.HUB_REPO}) could not be had ({why[:160]}): "
                                       "items were rebuilt from the DisCoTEX release")
@@ -218,8 +219,9 @@ class DiscotexTask(Task):
             except DownloadError:
                 pass  # said below, with what to do
         if not path.is_file():
-            raise DataError(f"--shots {self.shots} on rebuilt items draws shots from the TED train file, not in "
-                            f"{folder}: save {url} there, or give the published Parquet rows (--data discotex=DIR)")
+            raise DataError(f"{opt('shots', self.shots)} on rebuilt items draws shots from the TED train file, not in "
+                            f"{folder}: save {url} there, or give the published Parquet rows "
+                            f"({opt('data', ('discotex', 'DIR'))})")
         return path
 
     def data_path(self) -> Path:
@@ -271,7 +273,7 @@ class DiscotexTask(Task):
         try:
             draws = lm_eval_draws(len(rows), len(pool), self.shots, seed=LM_EVAL_SEED, same_split=False, same=same)
         except TaskError as err:
-            raise TaskError(f"discotex: {err}") from None
+            raise TaskError(f"discotex: {err.raw()}") from None
         description = self.wording.description
         out = []
         for row, draw in zip(rows, draws):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from abricot_local.errors import TaskError
+from abricot_local.errors import TaskError, opt
 
 LM_EVAL_SEED = 1234  # lm-eval's default fewshot_random_seed (simple_evaluate, the CLI)
 
@@ -37,13 +37,13 @@ def lm_eval_draws(n_items: int, pool_size: int, shots: int, *, seed: int = LM_EV
     by default, on the same split, ``j == item``, and on another split none is.
     """
     if shots < 0:
-        raise TaskError("--shots must be 0 or more")
+        raise TaskError(f"{opt('shots')} must be 0 or more")
     if not shots:
         return [() for _ in range(n_items)]
     n = shots + 1 if same_split else shots
     if n > pool_size:
         where = "the data" if same_split else "the few-shot pool"
-        raise TaskError(f"--shots {shots} needs {n} documents to draw from; {where} has {pool_size}")
+        raise TaskError(f"{opt('shots', shots)} needs {n} documents to draw from; {where} has {pool_size}")
     if same is None:
         same = (lambda item, j: j == item) if same_split else (lambda item, j: False)
     rnd = random.Random(seed)

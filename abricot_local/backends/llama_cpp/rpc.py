@@ -38,7 +38,7 @@ import llama_cpp
 from abricot_local.backends.llama_cpp import interrupts
 from abricot_local.backends.llama_cpp.rpc_hello import HANDSHAKE_TIMEOUT, handshake, resolve, split as _split
 from abricot_local.backends.llama_cpp.build import REINSTALL_RPC
-from abricot_local.errors import ModelError, UsageError
+from abricot_local.errors import ModelError, UsageError, opt
 
 DEFAULT_PORT = 50052
 LOOPBACK = "127.0.0.1"
@@ -283,7 +283,7 @@ def bounded(call: Callable[[], T], timeout: float, what: str) -> T:
             interrupts.abandoned(thread)
     if thread.is_alive():
         raise RpcServerError(f"{what} within {timeout:g} s: it is frozen or not a llama.cpp rpc-server "
-                             "(--rpc-timeout sets the wait)")
+                             f"({opt('rpc_timeout')} sets the wait)")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -321,10 +321,10 @@ def offload(endpoints: Sequence[str], tensor_split: Sequence[float] = (), *,
     if tensor_split:
         if len(tensor_split) != len(devices):
             names = ", ".join(f"{d.name} {d.endpoint or 'local'}" for d in devices) or "none"
-            raise UsageError(f"--tensor-split has {len(tensor_split)} values but there are {len(devices)} "
+            raise UsageError(f"{opt('tensor_split')} has {len(tensor_split)} values but there are {len(devices)} "
                              f"devices ({names})")
         if any(x < 0 for x in tensor_split) or not sum(tensor_split) > 0:
-            raise UsageError("--tensor-split needs non-negative proportions, not all zero")
+            raise UsageError(f"{opt('tensor_split')} needs non-negative proportions, not all zero")
         split = tuple(float(x) for x in tensor_split)
     else:
         free = [max(d.memory_free, 0) for d in devices]

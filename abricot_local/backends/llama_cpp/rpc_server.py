@@ -21,7 +21,7 @@ from abricot_local.backends.llama_cpp.rpc import (
     ggml_lib,
     rpc_function,
 )
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 # rpc-server's own warning (tools/rpc/rpc-server.cpp) and the reason docs/beyond-one-machine.md gives for it.
 EXPOSED_WARNING = """\
@@ -48,12 +48,12 @@ def listen_address(host: str) -> str:
     if ip is not None:
         if ip.is_loopback:
             return LOOPBACK
-        raise UsageError(f"--host {host}: llama.cpp's RPC server listens on IPv4 only; give an IPv4 address "
+        raise UsageError(f"{opt('host', host)}: llama.cpp's RPC server listens on IPv4 only; give an IPv4 address "
                          "(127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
     try:
         return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
     except (socket.gaierror, UnicodeError, IndexError):
-        raise UsageError(f"--host {host!r} is neither an IPv4 address nor a name this machine resolves "
+        raise UsageError(f"{opt('host', repr(host))} is neither an IPv4 address nor a name this machine resolves "
                          "(127.0.0.1 or localhost for this machine only)") from None
 
 
@@ -94,17 +94,17 @@ def start_server(host: str = LOOPBACK, port: int = DEFAULT_PORT, threads: int | 
     start = rpc_function("ggml_backend_rpc_start_server", START_SERVER_FN)
     host = listen_address(host)
     if not 1 <= port <= 65535:
-        raise UsageError(f"--port must be between 1 and 65535, got {port}")
+        raise UsageError(f"{opt('port')} must be between 1 and 65535, got {port}")
     threads = default_threads() if threads is None else threads
     if threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {threads}")
+        raise UsageError(f"{opt('threads')} must be at least 1, got {threads}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a clear message for a taken port
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
             raise UsageError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}; "
-                             "choose another --port or --host") from None
+                             f"choose another {opt('port')} or {opt('host')}") from None
     devs = server_devices(devices)
     cache = None
     if cache_dir is not None:

@@ -6,7 +6,8 @@
   download (:mod:`.hf_cache`);
 - a file name found in llama.cpp's cache or a ``--model-dir`` folder (:mod:`.folders`).
 
-Each store module gives ``resolve(rest, ...) -> Found`` and ``listing() -> [Listed]``; nothing
+Each store module gives ``resolve(rest, ...) -> Found`` and ``listing() -> [Listed]`` (a store that
+downloads what it does not hold, the hub's, also ``pending(rest)``: what a run would download); nothing
 here talks to a running Ollama or LM Studio. ``modelref`` turns a Found into a ModelRef.
 """
 
@@ -77,6 +78,23 @@ def resolve(name: str, *, offline: bool | None = None, notify=None, progress: bo
     prefix = prefix_of(name)
     rest = name[len(prefix) + 1:]
     return _module(prefix).resolve(rest, offline=offline, notify=notify, progress=progress, fresh=fresh)
+
+
+def locate(name: str, *, offline: bool | None = None, notify=None, progress: bool = True, fresh: bool = False):
+    """What ``PREFIX:REST`` names, downloading nothing: the file its store holds (Found), else, from a store
+    that downloads what it does not hold (a module with ``pending``: the hub's), what a run would download (a
+    models.sources.Pending; ``offline`` True: refused)."""
+    from abricot_local.errors import ModelError
+
+    prefix = prefix_of(name)
+    module = _module(prefix)
+    downloads = hasattr(module, "pending")
+    try:
+        return resolve(name, offline=True if downloads else offline, notify=notify, progress=progress, fresh=fresh)
+    except ModelError:
+        if not downloads or offline:
+            raise
+        return module.pending(name[len(prefix) + 1:])
 
 
 def listing(model_dirs: tuple[str, ...] = ()) -> list[Listed]:

@@ -108,6 +108,18 @@ def resolve(rest: str, *, offline=None, notify=None, progress: bool = True, fres
     return _download(repo, quant, file, where, notify, progress)
 
 
+def pending(rest: str):
+    """What a run would download for ``hf:REST`` when it is not in the cache (a models.sources.Pending): the
+    Hugging Face cache, its free disk; offline, the run's own refusal."""
+    from abricot_local.cache import is_offline
+    from abricot_local.memory import free_disk
+    from abricot_local.models.sources import Pending, offline_refusal
+
+    refused = offline_refusal(lambda: resolve(rest, offline=True, progress=False)) if is_offline() else ""
+    folder = hub_cache()
+    return Pending(f"hf:{rest} from the Hugging Face hub", None, str(folder), free_disk(folder)[1], refused)
+
+
 def _download(repo: str, quant, file, where: str, notify, progress: bool) -> Found:
     from abricot_local.models import hub, hub_probe
     from ..hub_errors import hub_error
