@@ -274,6 +274,7 @@ OTHER_PROGRAMS_FLAGS = {
     "lm_eval/model.py": ("--model", "--model_args", "--tasks", "--apply_chat_template"),  # lm-eval's (run_cli, its model)
     "analysis/lm_eval_input.py": ("--log_samples",),  # lm-eval's: an output without its samples
     "models/quant_types.py": ("--imatrix",),  # llama.cpp's llama-quantize
+    "lm_eval/tasks/loaders.py": ("--metadata",),  # lm-eval's: the task metadata its command line gives
 }
 
 

@@ -27,7 +27,7 @@ from scipy.special import gammaln
 from abricot_local import metrics
 from abricot_local.analysis import equivalence, reproduction, stats
 from abricot_local.core import DEFAULT_SEED
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 
 ALPHA = 0.10  # the fixed-n verdict's error: a 90% interval, two one-sided tests at 5%
 FIRST_LOOK = 20  # the default looks: 20, 40, 80, ... items, then the last
@@ -45,7 +45,7 @@ def planned_looks(total: int, looks: Sequence[int] | None = None, max_items: int
     if total < 1:
         raise UsageError("a task with no item has nothing to settle")
     if max_items is not None and max_items < 1:
-        raise UsageError(f"--max-items must be at least 1, got {max_items}")
+        raise UsageError(f"{opt('max_items')} must be at least 1, got {max_items}")
     last = total if max_items is None else min(total, max_items)
     if looks is None:
         grid, n = [], max(1, first)
@@ -55,7 +55,7 @@ def planned_looks(total: int, looks: Sequence[int] | None = None, max_items: int
     else:
         bad = [n for n in looks if int(n) < 1]
         if bad:
-            raise UsageError(f"--looks: each look is a number of items, at least 1; got {bad[0]}")
+            raise UsageError(f"{opt('looks')}: each look is a number of items, at least 1; got {bad[0]}")
         grid = sorted({int(n) for n in looks if int(n) < last})
     return (*grid, last)
 
