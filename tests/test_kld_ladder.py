@@ -58,8 +58,10 @@ def test_only_the_rows_asked_for_when_not_every_token():
 
 
 def _logits(rng, n_rows: int, vocab: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    x = (rng.normal(size=(n_rows, vocab)) * 3).astype(np.float32)
-    return x, (x + rng.normal(size=(n_rows, vocab)) * scale).astype(np.float32)
+    """Rows of float32 log-probabilities (log-sum-exp near 0: a sum's last bits show in the KL)."""
+    x = rng.normal(size=(n_rows, vocab)) * 3
+    y = x + rng.normal(size=(n_rows, vocab)) * scale
+    return tuple((v - np.log(np.exp(v).sum(axis=1, keepdims=True))).astype(np.float32) for v in (x, y))
 
 
 def test_the_bulk_reduction_is_kl_row_within_its_bound():
@@ -100,6 +102,9 @@ def test_rungs_are_grouped_to_fit_beside_the_reference():
     rungs = [Footprint(5, 0, label="A"), Footprint(3, 0), Footprint(3, 0), Footprint(2, 0)]
     # the budget 10 (10% over tolerated: 11) leaves 7 for rungs: first-fit by decreasing size
     assert ladder_groups(ref, rungs, available=10) == [(0, 3), (1, 2)]
+    # the largest first: 3+7 and 3+7 in two passes, where taking them in order would need three
+    small_first = [Footprint(3, 0), Footprint(3, 0), Footprint(7, 0), Footprint(7, 0)]
+    assert ladder_groups(Footprint(1, 0), small_first, available=10) == [(0, 2), (1, 3)]
     assert ladder_groups(ref, rungs, available=100) == [(0, 1, 2, 3)]
     assert ladder_groups(ref, rungs, available=None) == [(0, 1, 2, 3)]  # RAM unknown: not refused
     assert ladder_groups(ref, rungs, available=5, vram=3, remote=2) == [(0, 3), (1, 2)]  # the budget's parts add
