@@ -115,16 +115,20 @@ def test_rungs_are_grouped_to_fit_beside_the_reference():
     with pytest.raises(ModelError, match="the reference and A need about"):
         ladder_groups(ref, rungs, available=6)
     assert ladder_groups(ref, [], available=10) == []
+    # rungs that decode other items never share a reference pass
+    assert ladder_groups(ref, rungs, available=100, keys="abab") == [(0, 2), (1, 3)]
+    assert ladder_groups(ref, rungs, available=None, keys="abba") == [(0, 3), (1, 2)]
 
 
-def test_random_ladders_are_grouped_into_groups_that_fit_and_cannot_merge():
+def test_random_ladders_are_grouped_into_groups_that_fit_and_could_not_merge():
     rng = np.random.default_rng(9)
     for _ in range(200):
         n = int(rng.integers(1, 9))
         rungs = [Footprint(int(w), int(k)) for w, k in rng.integers(1, 40, size=(n, 2))]
         ref = Footprint(int(rng.integers(1, 40)), 3)
         cap = ref.bytes + max(r.bytes for r in rungs) + int(rng.integers(0, 120))
-        groups = ladder_groups(ref, rungs, available=cap)
+        keys = [int(k) for k in rng.integers(0, 2, size=n)]
+        groups = ladder_groups(ref, rungs, available=cap, keys=keys)
         assert sorted(k for g in groups for k in g) == list(range(n)) and [g[0] for g in groups] == sorted(
             g[0] for g in groups)
 
@@ -132,4 +136,6 @@ def test_random_ladders_are_grouped_into_groups_that_fit_and_cannot_merge():
             return ref.bytes + sum(rungs[k].bytes for k in g)
 
         assert all(need(g) <= cap * 1.10 for g in groups)
-        assert all(need(a + b) > cap * 1.10 for i, a in enumerate(groups) for b in groups[i + 1:])
+        assert all(len({keys[k] for k in g}) == 1 for g in groups)
+        assert all(need(a + b) > cap * 1.10 for i, a in enumerate(groups) for b in groups[i + 1:]
+                   if keys[a[0]] == keys[b[0]])

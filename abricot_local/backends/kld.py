@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -238,17 +238,20 @@ class Footprint:
 
 
 def ladder_groups(ref: Footprint, rungs: Sequence[Footprint], *, available: int | None, vram: int = 0,
-                  remote: int = 0) -> list[tuple[int, ...]]:
+                  remote: int = 0, keys: Sequence[Hashable] | None = None) -> list[tuple[int, ...]]:
     """The rungs (their indices) in groups that each fit in memory beside the reference, as few as
     first-fit by decreasing size finds; each group costs one reference pass. A group fits as
     memory.Fit says (the budget: ``available`` RAM + ``vram`` + ``remote``, 10% over tolerated);
     ``available`` None (RAM unknown): one group, as memory.check_memory does not refuse then. Groups
     in the order of their first rung, each group's rungs in the given order. A rung that does not
-    fit even alone beside the reference: :class:`ModelError`."""
+    fit even alone beside the reference: :class:`ModelError`. ``keys``: rungs share a group only when
+    their keys are equal (rungs decoding other items, other calls, cannot run in lockstep)."""
     from abricot_local import memory
 
+    key = list(keys) if keys is not None else [None] * len(rungs)
     if available is None:
-        return [tuple(range(len(rungs)))] if rungs else []
+        return sorted((tuple(k for k in range(len(rungs)) if key[k] == v) for v in dict.fromkeys(key)),
+                      key=lambda g: g[0])
 
     def fits(members: Sequence[int]) -> bool:
         models = [ref, *(rungs[k] for k in members)]
@@ -263,7 +266,7 @@ def ladder_groups(ref: Footprint, rungs: Sequence[Footprint], *, available: int 
                              f"need about {f.need / 1024**3:.1f} GiB together (weights, KV caches and output "
                              f"rows) but {f.budget / 1024**3:.1f} GiB is available ({f.where()}). Free some memory, "
                              "or use --force to try anyway.")
-        into = next((g for g in groups if fits([*g, k])), None)
+        into = next((g for g in groups if key[g[0]] == key[k] and fits([*g, k])), None)
         if into is None:
             groups.append([k])
         else:
