@@ -14,8 +14,8 @@ from abricot_local.backends.kld import Footprint, KlRows, LadderSession, PairedS
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import ModelError, NonFiniteError
 
-# |bulk - kl_row| on one row: measured at most 3.6e-14 nats on Gemma 3 270M's rows (F16 against
-# Q8_0, Q4_0, Q2_K; bench/README.md); both are float64 over the same terms, summed in another order
+# |bulk - kl_row| on one row: measured at most 2.2e-13 nats on 3,060 of Gemma 3 270M's rows (F16
+# against Q8_0, Q4_0, Q2_K; bench/README.md); both are float64 over the same terms, summed in another order
 KL_ROW_BOUND = 1e-12
 
 SCHEDULES = [Schedule.from_tokens([1, 5, 9, 2, 7, 11, 4], [[3, 4], [8], [6, 6, 6]], 64),
