@@ -17,7 +17,10 @@ repacking, full SWA cache): the reference decodes each chunk once for all the ru
 call's rows are compared at once on ``--threads`` threads (its Reducer), then
 :func:`abricot_local.analysis.kld.summarise`. Three runs: the first rung alone, the first two
 rungs, every rung; each timed from loading the models to the last row (llama-perplexity's from
-starting the process to its exit). Nothing is written. In the last run, timed aside (not counted),
+starting the process to its exit), in wall and in CPU seconds (llama-perplexity's process's user +
+system; this process's, every thread). ``--repeat N``: N rounds of both sides in alternate order
+(llama-perplexity first, then abricot-local first, ...), each run's fastest round reported: a
+shared machine's load drifts. Nothing is written. In the last run, timed aside (not counted),
 every row is also compared by the one-row :func:`abricot_local.backends.kld.kl_row` (the bulk
 reduction's maximum difference from it) and by llama-perplexity's own formula (dequantized 16-bit
 base, terms below -16 nats dropped) on the rung's rows from this same process: it isolates what the
@@ -28,7 +31,7 @@ base file's storage changes.
         --rung rungs/gemma-3-270m-from-q4_k_m-q8_0.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q4_0.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q2_k.gguf \\
-        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2
+        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2 --repeat 2
 """
 
 from __future__ import annotations
@@ -70,17 +73,26 @@ def common_flags(a) -> list[str]:
             "-fa", "auto", "--no-repack", "--swa-full", "-ngl", "0"]
 
 
-def perplexity(a, model: str, text: Path, base: Path, kld: bool) -> tuple[float, str]:
+def perplexity(a, model: str, text: Path, base: Path, kld: bool) -> tuple[float, float, str]:
+    """One llama-perplexity pass: its wall seconds, its CPU seconds (user + system), its output."""
     cmd = [a.perplexity, "-m", model, "-f", str(text), "--kl-divergence-base", str(base), *common_flags(a)]
     if kld:
         cmd.append("--kl-divergence")
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     secs = time.perf_counter() - t0
     out = res.stdout + res.stderr
     if res.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{out[-3000:]}")
-    return secs, out
+    return secs, _children_cpu() - c0, out
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def parse_stats(out: str) -> dict:
@@ -148,6 +160,7 @@ class Last:
 class Side:
     rungs: list  # model paths
     seconds: float = 0.0  # loading the models to the last row compared
+    cpu: float = 0.0  # this process's CPU seconds (every thread: llama.cpp's and the Reducer's) over the same
     load: float = 0.0
     reduce: float = 0.0  # comparing the rows (the Reducer), within seconds
     rows: list = field(default_factory=list)  # KlRows per rung
@@ -165,7 +178,7 @@ def abricot_side(a, ref: str, rungs: list, n_ctx: int, n_vocab: int, tokens: np.
     opts = LlamaCppOptions(n_ctx=n_ctx, n_batch=n_ctx, threads=a.threads, flash_attn="auto", extra_bufts="off",
                            n_gpu_layers=0)
     side = Side(rungs, rows=[KlRows() for _ in rungs])
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     s_ref = Last(LlamaSession(Path(ref), opts))
     s_rungs = [Last(LlamaSession(Path(r), opts)) for r in rungs]
     side.load = time.perf_counter() - t0
@@ -181,7 +194,7 @@ def abricot_side(a, ref: str, rungs: list, n_ctx: int, n_vocab: int, tokens: np.
 
     ladder.reducer.compare = timed
     first = n_ctx // 2
-    aside = 0.0
+    aside = aside_cpu = 0.0
     if base_rows is not None:
         side.by_kl_row, side.by_formula = [[] for _ in rungs], [[] for _ in rungs]
     try:
@@ -193,17 +206,19 @@ def abricot_side(a, ref: str, rungs: list, n_ctx: int, n_vocab: int, tokens: np.
             ladder.decode([(0, pos, tok, first <= pos < n_ctx - 1) for pos, tok in enumerate(toks)])
             if base_rows is None:
                 continue
-            t1 = time.perf_counter()
+            c1, t1 = time.process_time(), time.perf_counter()
             for k, rung in enumerate(s_rungs):
                 for pos in range(first, n_ctx - 1):
                     side.by_kl_row[k].append(kl_row(s_ref.last[pos], rung.last[pos])[0])
                     side.by_formula[k].append(llama_formula(base_rows[c, pos - first], n_vocab, rung.last[pos]))
             aside += time.perf_counter() - t1  # not abricot-local's cost
+            aside_cpu += time.process_time() - c1
     finally:
         ladder.close()
         for s in (s_ref, *s_rungs):
             s.close()
     side.seconds = time.perf_counter() - t0 - aside
+    side.cpu = time.process_time() - c0 - aside_cpu
     return side
 
 
@@ -242,48 +257,72 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("-c", "--ctx", type=int, default=512)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=1, help="rounds of both sides, in alternate order (ABBA...); "
+                   "the tables give each run's fastest")
     a = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kld-bench-") as tmp:
         text, base = Path(tmp) / "discotex.txt", Path(tmp) / "base.kld"
         text.write_text(task_text(a.data_dir, a.items), encoding="utf-8")
-        t_base, _ = perplexity(a, a.ref, text, base, kld=False)
+        lp_rounds, lp_stats, ab_rounds = [], {}, []
+        sizes = sorted({1, min(2, len(a.rung)), len(a.rung)})
+
+        def lp_round():
+            t = {"base": perplexity(a, a.ref, text, base, kld=False)[:2]}
+            for rung in a.rung:
+                *t[rung], out = perplexity(a, rung, text, base, kld=True)
+                lp_stats.setdefault(rung, parse_stats(out))
+            lp_rounds.append(t)
+
+        lp_round()
         base_mb = base.stat().st_size / 1e6
         n_ctx, n_vocab, tokens, rows = read_base(base)
         same = own_tokens(a.ref, text)[:tokens.size] == tokens.ravel().tolist()
         print(f"abricot-local's tokenizer gives llama-perplexity's tokens: {'yes' if same else 'NO'}")
         print(f"text: first {a.items} DISCOTEX contexts, {text.stat().st_size} bytes; {len(tokens)} chunks of "
               f"{n_ctx} tokens, {len(tokens) * (n_ctx - 1 - n_ctx // 2)} scored tokens; vocabulary {n_vocab}; "
-              f"{a.threads} threads")
-        lp_time, lp_stats = {}, {}
-        for rung in a.rung:
-            lp_time[rung], out = perplexity(a, rung, text, base, kld=True)
-            lp_stats[rung] = parse_stats(out)
-        sizes = sorted({1, min(2, len(a.rung)), len(a.rung)})
-        runs = {n: abricot_side(a, a.ref, a.rung[:n], n_ctx, n_vocab, tokens,
-                                rows if n == len(a.rung) else None) for n in sizes}
-        full = runs[len(a.rung)]
+              f"{a.threads} threads; {a.repeat} round(s)")
+        for r in range(a.repeat):  # llama-perplexity then abricot-local, then the other way round, ...
+            if r % 2 == 0 and r > 0:
+                lp_round()
+            ab_rounds.append({n: abricot_side(a, a.ref, a.rung[:n], n_ctx, n_vocab, tokens,
+                                              rows if r == 0 and n == len(a.rung) else None) for n in sizes})
+            if r % 2 == 1:
+                lp_round()
+        full = ab_rounds[0][len(a.rung)]
         for k, rung in enumerate(a.rung):
             ours = np.asarray(full.rows[k].kl)
             formula = np.asarray([f[0] for f in full.by_formula[k]])
             stats_table(f"{name(a.ref)} -> {name(rung)}", lp_stats[rung], summarise(full.rows[k].kl,
                         full.rows[k].same_top), summarise(formula, [f[1] for f in full.by_formula[k]]), ours,
                         np.asarray(full.by_kl_row[k]), formula)
-        alike = all(runs[n].rows[k].kl == full.rows[k].kl and runs[n].rows[k].same_top == full.rows[k].same_top
-                    for n in sizes for k in range(n))
-        print(f"\neach rung's rows the same bits alone, in the ladder of two and of {len(a.rung)}: "
+        alike = all(rd[n].rows[k].kl == full.rows[k].kl and rd[n].rows[k].same_top == full.rows[k].same_top
+                    for rd in ab_rounds for n in sizes for k in range(n))
+        print(f"\neach rung's rows the same bits alone, in the ladder of two and of {len(a.rung)}, in every round: "
               f"{'yes' if alike else 'NO'}")
-        print(f"\n| rungs | llama-perplexity (s) | abricot-local (s): all (load, rows compared) | abricot-local / "
-              "llama-perplexity |")
-        print("|---|---|---|---|")
-        for n, side in runs.items():
-            theirs = t_base + sum(lp_time[r] for r in side.rungs)
-            parts = " + ".join(f"{lp_time[r]:.1f}" for r in side.rungs)
-            print(f"| {', '.join(name(r) for r in side.rungs)} | {t_base:.1f} base + {parts} = {theirs:.1f} | "
-                  f"{side.seconds:.1f} ({side.load:.1f}, {side.reduce:.1f}) | {side.seconds / theirs:.2f}x |")
-        if 2 in runs:
-            print(f"\nthe ladder of two against one rung: {runs[2].seconds / runs[1].seconds:.2f}x")
+        timing_table(a, lp_rounds, ab_rounds, sizes)
         print(f"disk: llama-perplexity base file {base_mb:.1f} MB; abricot-local 0 MB (no logits file)")
+
+
+def timing_table(a, lp_rounds: list, ab_rounds: list, sizes: list) -> None:
+    """Each run's fastest round, wall and CPU seconds, both sides."""
+    lp = {key: tuple(min(t[key][i] for t in lp_rounds) for i in (0, 1)) for key in lp_rounds[0]}
+    print(f"\n| rungs | llama-perplexity: base + rung passes (s) | abricot-local (s) (load, rows compared) | ratio "
+          "| CPU s: llama-perplexity | CPU s: abricot-local | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    best = {}
+    for n in sizes:
+        rungs = a.rung[:n]
+        wall, cpu = (min(getattr(rd[n], f) for rd in ab_rounds) for f in ("seconds", "cpu"))
+        side = min((rd[n] for rd in ab_rounds), key=lambda s: s.seconds)
+        best[n] = wall
+        theirs = [lp["base"][i] + sum(lp[r][i] for r in rungs) for i in (0, 1)]
+        parts = " + ".join(f"{lp[r][0]:.1f}" for r in rungs)
+        print(f"| {', '.join(name(r) for r in rungs)} | {lp['base'][0]:.1f} + {parts} = {theirs[0]:.1f} | "
+              f"{wall:.1f} ({side.load:.1f}, {side.reduce:.1f}) | {wall / theirs[0]:.2f}x | {theirs[1]:.1f} | "
+              f"{cpu:.1f} | {cpu / theirs[1]:.2f}x |")
+    if 2 in best:
+        print(f"\nthe ladder of two against one rung: {best[2] / best[1]:.2f}x")
 
 
 if __name__ == "__main__":
