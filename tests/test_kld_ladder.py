@@ -77,7 +77,10 @@ def test_the_bulk_reduction_is_kl_row_within_its_bound():
     assert set(got[2][0]) == {0.0} and all(got[2][1])  # one row twice: exactly 0
     bad = y.copy()
     bad[5, 17] = np.nan
-    with pytest.raises(NonFiniteError, match="position 5"):
+    with pytest.raises(NonFiniteError, match="position 5"):  # in the calling thread's block
+        Reducer(threads=2).compare(list(x), [list(bad)], where)
+    bad[5, 17], bad[20, 3] = 0, np.inf
+    with pytest.raises(NonFiniteError, match="position 20"):  # in another thread's
         Reducer(threads=2).compare(list(x), [list(bad)], where)
     with pytest.raises(ModelError, match="vocabularies differ"):
         Reducer().compare(list(x), [list(y[:, :-1])], where)

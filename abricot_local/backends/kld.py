@@ -22,7 +22,7 @@ each group costs one reference pass.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -67,6 +67,11 @@ def _compare_row(x, ys: Sequence, e: np.ndarray, d: np.ndarray, label: str, posi
     float64 inside the ufunc (exactly, as kl_row's conversion); the sums are numpy's own (pairwise,
     no BLAS: kl_row's np.dot is OpenBLAS's, split by its threads), so a row's numbers depend on its
     vectors alone."""
+    with np.errstate(invalid="ignore", over="ignore"):  # a non-finite row is refused below, by name
+        return _compare(x, ys, e, d, label, position)
+
+
+def _compare(x, ys: Sequence, e: np.ndarray, d: np.ndarray, label: str, position: int) -> list[tuple[float, bool]]:
     n = len(x)
     mx = _F64(np.max(x))
     np.subtract(x, mx, out=e, dtype=_F64)
@@ -121,7 +126,10 @@ class Reducer:
         if blocks > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="kld-rows")
         later = [self._pool.submit(block, j) for j in range(1, blocks)] if blocks > 1 else []
-        rows = block(0)
+        try:
+            rows = block(0)
+        finally:
+            wait(later)  # no thread still reading a model's rows once this returns or raises
         for f in later:
             rows += f.result()
         return [([r[k][0] for r in rows], [r[k][1] for r in rows]) for k in range(len(rung_rows))]
