@@ -1,27 +1,37 @@
-"""abricot-local's streamed KLD beside `llama-perplexity --kl-divergence`, on the same tokens.
+"""abricot-local's streamed KLD beside `llama-perplexity --kl-divergence`, on the same tokens: one rung,
+and ladders of two and three, against llama-perplexity's base pass plus its rung passes, in one run.
 
 The text is the first ``--items`` DISCOTEX contexts (the prompts abricot-local scores), joined
 by blank lines. llama-perplexity tokenizes it (BOS first), cuts it into ``-c`` token chunks, puts
 BOS in each chunk's first cell, decodes each chunk from an empty cache and compares only the
 second half: the rows at positions n_ctx/2 .. n_ctx-2 (each predicting the next token of the
 chunk). Its first pass (reference model) stores those rows' log-probabilities in the base file
-(16 bits an entry, over the 16 nats below each row's top); its second pass (the rung) reads them.
+(16 bits an entry, over the 16 nats below each row's top); each rung's pass reads them.
 
 abricot-local's side decodes the very tokens the base file records (read from its header), in the
-same calls (one chunk of n_ctx tokens a call, output rows asked at positions >= n_ctx/2, as
-llama-perplexity asks), with both models loaded at once through the project's llama.cpp session
-(LlamaSession) with llama-perplexity's settings (threads, n_batch = n_ubatch = n_ctx, flash
-attention auto, no weight repacking, full SWA cache), and reduces each pair of rows with the
-project's own :func:`abricot_local.backends.kld.kl_row` (float64, every vocabulary entry), then
-:func:`abricot_local.analysis.kld.summarise`. Nothing is written. A third column applies
-llama-perplexity's own formula (dequantized 16-bit base, terms below -16 nats dropped) to the
-rung's rows from this same process: it isolates what the base file's storage changes.
+same calls (one chunk of n_ctx tokens a call, output rows asked at positions n_ctx/2 .. n_ctx-2),
+with the reference and the rungs loaded at once and driven in lockstep by the project's
+:class:`abricot_local.backends.kld.LadderSession` over its llama.cpp sessions (LlamaSession), with
+llama-perplexity's settings (threads, n_batch = n_ubatch = n_ctx, flash attention auto, no weight
+repacking, full SWA cache): the reference decodes each chunk once for all the rungs, and each
+call's rows are compared at once on ``--threads`` threads (its Reducer), then
+:func:`abricot_local.analysis.kld.summarise`. Three runs: the first rung alone, the first two
+rungs, every rung; each timed from loading the models to the last row (llama-perplexity's from
+starting the process to its exit), in wall and in CPU seconds (llama-perplexity's process's user +
+system; this process's, every thread). ``--repeat N``: N rounds of both sides in alternate order
+(llama-perplexity first, then abricot-local first, ...), each run's fastest round reported: a
+shared machine's load drifts. Nothing is written. In the last run, timed aside (not counted),
+every row is also compared by the one-row :func:`abricot_local.backends.kld.kl_row` (the bulk
+reduction's maximum difference from it) and by llama-perplexity's own formula (dequantized 16-bit
+base, terms below -16 nats dropped) on the rung's rows from this same process: it isolates what the
+base file's storage changes.
 
     python bench/kld_vs_perplexity.py --perplexity BUILD/bin/llama-perplexity \\
         --ref rungs/gemma-3-270m-from-q4_k_m-f16.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q8_0.gguf \\
+        --rung rungs/gemma-3-270m-from-q4_k_m-q4_0.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q2_k.gguf \\
-        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2
+        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2 --repeat 2
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -62,17 +73,26 @@ def common_flags(a) -> list[str]:
             "-fa", "auto", "--no-repack", "--swa-full", "-ngl", "0"]
 
 
-def perplexity(a, model: str, text: Path, base: Path, kld: bool) -> tuple[float, str]:
+def perplexity(a, model: str, text: Path, base: Path, kld: bool) -> tuple[float, float, str]:
+    """One llama-perplexity pass: its wall seconds, its CPU seconds (user + system), its output."""
     cmd = [a.perplexity, "-m", model, "-f", str(text), "--kl-divergence-base", str(base), *common_flags(a)]
     if kld:
         cmd.append("--kl-divergence")
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     secs = time.perf_counter() - t0
     out = res.stdout + res.stderr
     if res.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{out[-3000:]}")
-    return secs, out
+    return secs, _children_cpu() - c0, out
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def parse_stats(out: str) -> dict:
@@ -122,89 +142,187 @@ def own_tokens(model: str, text: Path) -> list[int]:
         s.close()
 
 
-def abricot_side(a, ref: str, rung: str, n_ctx: int, n_vocab: int, tokens: np.ndarray, rows: np.ndarray):
-    from abricot_local.analysis.kld import summarise
-    from abricot_local.backends.kld import kl_row
+class Last:
+    """A session that keeps the rows of its last decode call (views, valid until its next one)."""
+
+    def __init__(self, session):
+        self.s, self.last = session, []
+
+    def decode(self, entries):
+        self.last = self.s.decode(entries)
+        return self.last
+
+    def __getattr__(self, name):
+        return getattr(self.s, name)
+
+
+@dataclass
+class Side:
+    rungs: list  # model paths
+    seconds: float = 0.0  # loading the models to the last row compared
+    cpu: float = 0.0  # this process's CPU seconds (every thread: llama.cpp's and the Reducer's) over the same
+    load: float = 0.0
+    reduce: float = 0.0  # comparing the rows (the Reducer), within seconds
+    rows: list = field(default_factory=list)  # KlRows per rung
+    by_kl_row: list = field(default_factory=list)  # per rung: kl_row's KL of every row (checked runs)
+    by_formula: list = field(default_factory=list)  # per rung: llama-perplexity's formula's (KL, same top)
+
+
+def abricot_side(a, ref: str, rungs: list, n_ctx: int, n_vocab: int, tokens: np.ndarray,
+                 base_rows: np.ndarray | None = None) -> Side:
+    """The rungs in lockstep with the reference; with ``base_rows``, every row also compared aside."""
+    from abricot_local.backends.kld import KlRows, LadderSession, kl_row
     from abricot_local.backends.llama_cpp.options import LlamaCppOptions
     from abricot_local.backends.llama_cpp.session import LlamaSession
 
     opts = LlamaCppOptions(n_ctx=n_ctx, n_batch=n_ctx, threads=a.threads, flash_attn="auto", extra_bufts="off",
                            n_gpu_layers=0)
-    t0 = time.perf_counter()
-    s_ref, s_rung = LlamaSession(Path(ref), opts), LlamaSession(Path(rung), opts)
+    side = Side(rungs, rows=[KlRows() for _ in rungs])
+    c0, t0 = time.process_time(), time.perf_counter()
+    s_ref = Last(LlamaSession(Path(ref), opts))
+    s_rungs = [Last(LlamaSession(Path(r), opts)) for r in rungs]
+    side.load = time.perf_counter() - t0
+    ladder = LadderSession(s_ref, s_rungs, side.rows, threads=a.threads, every_token=False)
+    compare = ladder.reducer.compare
+
+    def timed(*args):
+        t = time.perf_counter()
+        try:
+            return compare(*args)
+        finally:
+            side.reduce += time.perf_counter() - t
+
+    ladder.reducer.compare = timed
     first = n_ctx // 2
-    ours, same, theirs, same_l = [], [], [], []
-    aside = 0.0
+    aside = aside_cpu = 0.0
+    if base_rows is not None:
+        side.by_kl_row, side.by_formula = [[] for _ in rungs], [[] for _ in rungs]
     try:
         for c, chunk in enumerate(tokens):
             toks = [int(t) for t in chunk]
             if s_ref.add_bos:
                 toks[0] = s_ref.bos
-            entries = [(0, pos, tok, pos >= first) for pos, tok in enumerate(toks)]
-            s_ref.clear()
-            s_rung.clear()
-            x = s_ref.decode(entries)  # views of each model's own logits buffer, valid until its next decode
-            y = s_rung.decode(entries)
-            for pos in range(first, n_ctx - 1):
-                kl, s = kl_row(x[pos], y[pos], label="bench", position=pos)
-                ours.append(kl)
-                same.append(s)
-                t1 = time.perf_counter()
-                kl2, s2 = llama_formula(rows[c, pos - first], n_vocab, np.asarray(y[pos]))
-                aside += time.perf_counter() - t1  # the replica is not abricot-local's cost
-                theirs.append(kl2)
-                same_l.append(s2)
+            ladder.clear()
+            ladder.decode([(0, pos, tok, first <= pos < n_ctx - 1) for pos, tok in enumerate(toks)])
+            if base_rows is None:
+                continue
+            c1, t1 = time.process_time(), time.perf_counter()
+            for k, rung in enumerate(s_rungs):
+                for pos in range(first, n_ctx - 1):
+                    side.by_kl_row[k].append(kl_row(s_ref.last[pos], rung.last[pos])[0])
+                    side.by_formula[k].append(llama_formula(base_rows[c, pos - first], n_vocab, rung.last[pos]))
+            aside += time.perf_counter() - t1  # not abricot-local's cost
+            aside_cpu += time.process_time() - c1
     finally:
-        s_ref.close()
-        s_rung.close()
-    secs = time.perf_counter() - t0 - aside
-    return secs, summarise(ours, same), summarise(theirs, same_l), np.asarray(ours), np.asarray(theirs)
+        ladder.close()
+        for s in (s_ref, *s_rungs):
+            s.close()
+    side.seconds = time.perf_counter() - t0 - aside
+    side.cpu = time.process_time() - c0 - aside_cpu
+    return side
+
+
+def name(path: str) -> str:
+    m = re.search(r"-(f16|bf16|f32|q\w+)\.gguf$", Path(path).name, re.I)
+    return m.group(1).upper() if m else Path(path).name
+
+
+def stats_table(rung: str, lp: dict, st, st_formula, ours: np.ndarray, by_kl_row: np.ndarray,
+                formula: np.ndarray) -> None:
+    print(f"\n### {rung}\n")
+    print("| statistic | llama-perplexity | abricot-local (ladder) | abs diff | llama formula, same rows |")
+    print("|---|---|---|---|---|")
+    for key in ("mean", "median", "p99", "p99_9", "max", "same_top"):
+        mine, rep = getattr(st, key), getattr(st_formula, key)
+        diff = (f"{round(abs(lp[key] - mine) * len(ours))} of {len(ours)} tokens" if key == "same_top"
+                else f"{abs(lp[key] - mine):.2e}")  # llama-perplexity prints a percentage to 3 decimals
+        print(f"| {key} | {lp[key]:.6f} | {mine:.6f} | {diff} | {rep:.6f} |")
+    se = (st.ci95[1] - st.mean) / 1.959963984540054
+    print(f"| mean's standard error | {lp['mean_se']:.6f} | {se:.6f} | | |")
+    d = np.abs(ours - formula)
+    print(f"\nper token, the ladder against llama-perplexity's formula on the stored base: max abs diff {d.max():.2e}, "
+          f"mean {d.mean():.2e} (mean KL {ours.mean():.4f}); against kl_row one row at a time: max abs diff "
+          f"{np.abs(ours - by_kl_row).max():.2e}, max relative {np.max(np.abs(ours - by_kl_row) / np.maximum(by_kl_row, 1e-300)):.1e}")
 
 
 def main() -> None:
+    from abricot_local.analysis.kld import summarise
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--perplexity", required=True, help="llama-perplexity built from llama-cpp-python's llama.cpp")
     p.add_argument("--ref", required=True)
-    p.add_argument("--rung", action="append", required=True)
+    p.add_argument("--rung", action="append", required=True, help="a rung; the first is the one-rung run's")
     p.add_argument("--data-dir", required=True, help="the DISCOTEX release folder")
     p.add_argument("--items", type=int, default=12)
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("-c", "--ctx", type=int, default=512)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=1, help="rounds of both sides, in alternate order (ABBA...); "
+                   "the tables give each run's fastest")
     a = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kld-bench-") as tmp:
         text, base = Path(tmp) / "discotex.txt", Path(tmp) / "base.kld"
         text.write_text(task_text(a.data_dir, a.items), encoding="utf-8")
-        t_base, _ = perplexity(a, a.ref, text, base, kld=False)
+        lp_rounds, lp_stats, ab_rounds = [], {}, []
+        sizes = sorted({1, min(2, len(a.rung)), len(a.rung)})
+
+        def lp_round():
+            t = {"base": perplexity(a, a.ref, text, base, kld=False)[:2]}
+            for rung in a.rung:
+                *t[rung], out = perplexity(a, rung, text, base, kld=True)
+                lp_stats.setdefault(rung, parse_stats(out))
+            lp_rounds.append(t)
+
+        lp_round()
         base_mb = base.stat().st_size / 1e6
         n_ctx, n_vocab, tokens, rows = read_base(base)
-        same = own_tokens(a.ref, text) [:tokens.size] == tokens.ravel().tolist()
+        same = own_tokens(a.ref, text)[:tokens.size] == tokens.ravel().tolist()
         print(f"abricot-local's tokenizer gives llama-perplexity's tokens: {'yes' if same else 'NO'}")
         print(f"text: first {a.items} DISCOTEX contexts, {text.stat().st_size} bytes; {len(tokens)} chunks of "
-              f"{n_ctx} tokens, {len(tokens) * (n_ctx - 1 - n_ctx // 2)} scored tokens; vocabulary {n_vocab}")
-        print(f"llama-perplexity base pass ({Path(a.ref).name}): {t_base:.1f} s, base file {base_mb:.1f} MB")
-        for rung in a.rung:
-            t_kld, out = perplexity(a, rung, text, base, kld=True)
-            lp = parse_stats(out)
-            t_ab, st, st_l, ours, theirs = abricot_side(a, a.ref, rung, n_ctx, n_vocab, tokens, rows)
-            print(f"\n### {Path(a.ref).name} -> {Path(rung).name}\n")
-            print("| statistic | llama-perplexity | abricot-local kl_row | llama formula, same rows "
-                  "| abs diff lp vs ours |")
-            print("|---|---|---|---|---|")
-            for key, ours_v, rep_v in (("mean", st.mean, st_l.mean), ("median", st.median, st_l.median),
-                                       ("p99", st.p99, st_l.p99), ("p99_9", st.p99_9, st_l.p99_9),
-                                       ("max", st.max, st_l.max), ("same_top", st.same_top, st_l.same_top)):
-                print(f"| {key} | {lp[key]:.6f} | {ours_v:.6f} | {rep_v:.6f} | {abs(lp[key] - ours_v):.2e} |")
-            se = (st.ci95[1] - st.mean) / 1.959963984540054
-            print(f"| mean's standard error | {lp['mean_se']:.6f} | {se:.6f} | | |")
-            d = np.abs(ours - theirs)
-            print(f"\nper token, kl_row vs llama formula on the stored base: max abs diff {d.max():.2e}, "
-                  f"mean abs diff {d.mean():.2e} (mean KL {ours.mean():.4f})")
-            print(f"time: llama-perplexity {t_base:.1f} s base pass + {t_kld:.1f} s KLD pass = {t_base + t_kld:.1f} s; "
-                  f"abricot-local streamed (both models loaded, one pass) {t_ab:.1f} s; ratio "
-                  f"{(t_base + t_kld) / t_ab:.2f}x")
-            print(f"disk: llama-perplexity base file {base_mb:.1f} MB; abricot-local 0 MB (no logits file)")
+              f"{n_ctx} tokens, {len(tokens) * (n_ctx - 1 - n_ctx // 2)} scored tokens; vocabulary {n_vocab}; "
+              f"{a.threads} threads; {a.repeat} round(s)")
+        for r in range(a.repeat):  # llama-perplexity then abricot-local, then the other way round, ...
+            if r % 2 == 0 and r > 0:
+                lp_round()
+            ab_rounds.append({n: abricot_side(a, a.ref, a.rung[:n], n_ctx, n_vocab, tokens,
+                                              rows if r == 0 and n == len(a.rung) else None) for n in sizes})
+            if r % 2 == 1:
+                lp_round()
+        full = ab_rounds[0][len(a.rung)]
+        for k, rung in enumerate(a.rung):
+            ours = np.asarray(full.rows[k].kl)
+            formula = np.asarray([f[0] for f in full.by_formula[k]])
+            stats_table(f"{name(a.ref)} -> {name(rung)}", lp_stats[rung], summarise(full.rows[k].kl,
+                        full.rows[k].same_top), summarise(formula, [f[1] for f in full.by_formula[k]]), ours,
+                        np.asarray(full.by_kl_row[k]), formula)
+        alike = all(rd[n].rows[k].kl == full.rows[k].kl and rd[n].rows[k].same_top == full.rows[k].same_top
+                    for rd in ab_rounds for n in sizes for k in range(n))
+        print(f"\neach rung's rows the same bits alone, in the ladder of two and of {len(a.rung)}, in every round: "
+              f"{'yes' if alike else 'NO'}")
+        timing_table(a, lp_rounds, ab_rounds, sizes)
+        print(f"disk: llama-perplexity base file {base_mb:.1f} MB; abricot-local 0 MB (no logits file)")
+
+
+def timing_table(a, lp_rounds: list, ab_rounds: list, sizes: list) -> None:
+    """Each run's fastest round, wall and CPU seconds, both sides."""
+    lp = {key: tuple(min(t[key][i] for t in lp_rounds) for i in (0, 1)) for key in lp_rounds[0]}
+    print(f"\n| rungs | llama-perplexity: base + rung passes (s) | abricot-local (s) (load, rows compared) | ratio "
+          "| CPU s: llama-perplexity | CPU s: abricot-local | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    best = {}
+    for n in sizes:
+        rungs = a.rung[:n]
+        wall, cpu = (min(getattr(rd[n], f) for rd in ab_rounds) for f in ("seconds", "cpu"))
+        side = min((rd[n] for rd in ab_rounds), key=lambda s: s.seconds)
+        best[n] = wall
+        theirs = [lp["base"][i] + sum(lp[r][i] for r in rungs) for i in (0, 1)]
+        parts = " + ".join(f"{lp[r][0]:.1f}" for r in rungs)
+        print(f"| {', '.join(name(r) for r in rungs)} | {lp['base'][0]:.1f} + {parts} = {theirs[0]:.1f} | "
+              f"{wall:.1f} ({side.load:.1f}, {side.reduce:.1f}) | {wall / theirs[0]:.2f}x | {theirs[1]:.1f} | "
+              f"{cpu:.1f} | {cpu / theirs[1]:.2f}x |")
+    if 2 in best:
+        print(f"\nthe ladder of two against one rung: {best[2] / best[1]:.2f}x")
 
 
 if __name__ == "__main__":
