@@ -30,7 +30,7 @@ import numpy as np
 
 from abricot_local.backends.session import Entry, Session
 from abricot_local.core import finite_log_softmax
-from abricot_local.errors import ModelError
+from abricot_local.errors import ModelError, opt
 
 _F64 = np.float64
 
@@ -273,7 +273,7 @@ def ladder_groups(ref: Footprint, rungs: Sequence[Footprint], *, available: int 
             raise ModelError(f"not enough memory for kld: the reference and {rungs[k].label or f'rung {k + 1}'} "
                              f"need about {f.need / 1024**3:.1f} GiB together (weights, KV caches and output "
                              f"rows) but {f.budget / 1024**3:.1f} GiB is available ({f.where()}). Free some memory, "
-                             "or use --force to try anyway.")
+                             f"or use {opt('force')} to try anyway.")
         into = next((g for g in groups if key[g[0]] == key[k] and fits([*g, k])), None)
         if into is None:
             groups.append([k])
