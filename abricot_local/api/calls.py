@@ -55,6 +55,13 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+def _grow_hint(folder: Path, sample: int, config) -> str:
+    """The call that scores ``sample`` items (the verdict's advice): a sample run grown, a limit run drawn anew."""
+    if config.sample is None:
+        return f"abricot_local.evaluate(..., sample={sample})"
+    return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True, sample={sample})"
+
+
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
@@ -83,11 +90,18 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
             done = session.run_model(request, name, folder, again, hooks=hooks)
         finally:
             close()
-        return Run(done.outcome.path.parent, done.outcome.record)
+        from abricot_local.analysis.reproduction import grow_advice
+
+        record = done.outcome.record
+        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))
+        if advice:
+            warn(advice.replace("\n  ", " "))
+        return Run(done.outcome.path.parent, record)
 
     if len(request.models) == 1:
         return one(request.models[0], request.out, resume)
-    done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None)
+    done, failed = session.sweep(request.models, request.sweep_root, resume, one, say=lambda line: None,
+                                 sample=request.sample)
     from abricot_local.analysis.loading import load_run
 
     runs = [load_run(f) for f in done]

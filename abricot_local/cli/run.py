@@ -100,7 +100,9 @@ def _done_text(done) -> str:
     from abricot_local import console  # (scipy: once the model is found)
 
     outcome = done.outcome
-    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant)]
+    config = outcome.record.config
+    lines = [console.summary(outcome.record), "", console.verdict(
+        outcome.record.published, done.plan.quant, grow=(config, lambda m: grow_command(done.folder, m, config)))]
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)
@@ -126,7 +128,8 @@ def sweep(request) -> None:
 
     root = request.sweep_root
     done, failed = session.sweep(request.models, root, request.resume,
-                                 lambda model, folder, again: run_one(request, model, folder, again), _stderr)
+                                 lambda model, folder, again: run_one(request, model, folder, again), _stderr,
+                                 sample=request.sample)
     if done:
         registry = load_registry(request.models_file)
         lines = [f"\n== comparison of {len(done)} model(s) in {root}", rep.render(rep.build([str(f) for f in done],
@@ -162,9 +165,31 @@ def resume_command(out_dir: Path) -> str:
     return shlex.join(["abricot-local", *resume_argv(out_dir)])
 
 
-def resume_argv(out_dir: Path) -> list[str]:
-    """This command line with --out (if missing) and --resume: what continues the run."""
-    args = [a for a in sys.argv[1:] if a != "--resume"]
+def grow_command(out_dir: Path, sample: int, config) -> str:
+    """The command that scores ``sample`` items (the verdict's advice), quoted as resume_command: a --sample
+    run (``config``, its RunConfig) grown in its folder, a --limit run's items drawn in a new one."""
+    args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
+    if config.sample is None:  # a new run, in a new folder
+        return shlex.join(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
+    return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
+
+
+def _dropped(args: list[str], *options: str) -> list[str]:
+    """``args`` without each of ``options`` and its value (``--sample 20``, ``--sample=20``)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in options:
+            skip = True
+        elif not a.startswith(tuple(f"{o}=" for o in options)):
+            out.append(a)
+    return out
+
+
+def resume_argv(out_dir: Path, argv: list[str] | None = None) -> list[str]:
+    """This command line (``argv``: another) with --out (if missing) and --resume: what continues the run."""
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"]
     if "--out" not in args and not any(a.startswith("--out=") for a in args):
         args += ["--out", str(out_dir)]
     return args + ["--resume"]

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, opt
 from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
-from abricot_local.run.folder import RunFolder, finished_run, tidy_finished
+from abricot_local.run.folder import RunFolder, tidy_finished
+from abricot_local.run.resume import finished_run, grows
 
 
 class Interrupted(KeyboardInterrupt):
@@ -83,7 +84,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=hooks.progress,
+        outcome = run_plan(plan, folder, resume=resume, progress=hooks.progress, notify=hooks.notify,
                            on_loaded=lambda backend: hooks.on_loaded and hooks.on_loaded(plan, backend))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
@@ -93,11 +94,12 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
 
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
-             on_loaded: Callable[[object], None] | None = None) -> Outcome:
+             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
-    run writes nothing (its tidy-up's leftovers go)."""
+    run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
+    only the new items are scored, said through ``notify``)."""
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest
 
@@ -109,6 +111,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
         tidy_finished(folder.path, done)
         return Outcome(folder.path / RESULTS, done, complete=True)
+    grown = folder.grown = grows(folder.path, manifest) if resume else None
+    if grown and notify:
+        notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
+               "the items it holds are kept (a sample lies inside every larger one), the new ones scored")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
@@ -125,14 +131,15 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
 
 
 def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool], object],
-          say: Callable[[str], None]) -> tuple[list[Path], list[tuple[str, str]]]:
+          say: Callable[[str], None], *, sample: int | None = None) -> tuple[list[Path], list[tuple[str, str]]]:
     """Several models one after another, each into root/<model>/ (``run_one(model, folder,
-    resume)``); a model that fails is said and the others go on: (folders done, (model, why) failed)."""
+    resume)``); a model that fails is said and the others go on: (folders done, (model, why) failed).
+    With ``resume``, a model's finished run is complete unless ``sample`` (--sample) grows it."""
     done, failed = [], []
     for model in models:
         folder = root / slug(model)
         say(f"== {model} -> {folder}")
-        if resume and (folder / RESULTS).exists():
+        if resume and (folder / RESULTS).exists() and not _larger(folder, sample):
             _tidy(folder)
             say(f"{model}: already complete")
             done.append(folder)
@@ -144,6 +151,17 @@ def sweep(models, root: Path, resume: bool, run_one: Callable[[str, Path, bool],
             say(f"error: {model}: {err}")
             failed.append((model, str(err)))
     return done, failed
+
+
+def _larger(folder: Path, sample: int | None) -> bool:
+    """Whether ``sample`` is more than the --sample of the finished run in ``folder`` (run_one grows it)."""
+    from abricot_local.record import read_run
+
+    try:
+        recorded = getattr(read_run(folder).config, "sample", None)
+    except AbricotError:
+        return False
+    return sample is not None and recorded is not None and sample > recorded
 
 
 def _tidy(folder: Path) -> None:
