@@ -332,6 +332,8 @@ class RunFolder:
         out_dir, holding = self.path, self.out
         if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
             if holding is not None:
+                if holding.growing is not None:
+                    holding.tidy_finished(self.totals)  # no state file beside the finished run it left as it was
                 holding.release()
             if self.grown:  # or before a run that grows it scored a new item
                 return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
@@ -366,7 +368,9 @@ class RunFolder:
         (no RUNNING marker left: it says why it stopped), and the text to say, how to go on."""
         holding = self.out
         if holding is not None:
-            if (self.path / RUNNING).is_file():
+            if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
+                holding.tidy_finished(self.totals)
+            elif (self.path / RUNNING).is_file():
                 holding.failed(str(err))
             holding.release()
         then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
