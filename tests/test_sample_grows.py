@@ -116,6 +116,11 @@ def test_a_run_does_not_shrink(tmp_path, discotex_dir, monkeypatch):
     monkeypatch.undo()
     r = run(discotex_dir, stopped, "--sample", 10, "--resume")
     assert r.exit_code != 0 and "a run does not shrink" in r.output
+    # an interrupted run grows as a finished one does
+    r = run(discotex_dir, stopped, "--sample", 30, "--resume")
+    assert r.exit_code == 0 and "25 items left (5 saved)" in r.stderr, r.output
+    assert run(discotex_dir, tmp_path / "fresh", "--sample", 30).exit_code == 0
+    same_run(stopped, tmp_path / "fresh")
 
 
 def test_an_interrupted_grow_resumes_into_the_fresh_run(tmp_path, discotex_dir, monkeypatch):

@@ -20,12 +20,14 @@ from abricot_local.errors import UsageError
 @task_options
 @backend_options
 @click.option("--limit", type=int, default=None, help="Score only the first N items of each task (release order).")
-@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept).")
+@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept): "
+              "the first N of one seeded order, so a sample lies inside every larger one.")
 @click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
               "(after --limit/--sample); `merge` joins the parts.")
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out; with a larger --sample, "
+              "grow a --sample run (only the new items are scored).")
 @click.option("--margin", type=float, default=None, metavar="M",
               help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
               "run - published lies inside +-M (default: each task's declared margin per metric).")
