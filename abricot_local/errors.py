@@ -127,6 +127,11 @@ def recorded_words(name: str, value: Any = NONE) -> str:
     return f"{flag} {value[0]}={value[1]}" if isinstance(value, tuple) and len(value) == 2 else f"{flag} {value}"
 
 
+
+def recorded_text(err: "AbricotError") -> str:
+    """An error as a run's folder (its FAILED state) writes it: the options it names in the record's words."""
+    return render(err.raw(), recorded_words)
+
 class AbricotError(Exception):
     """Base class: every expected failure (bad input, missing file, offline...). Its text names
     options with :func:`opt`; ``str(err)`` renders them with ``namer`` (a door sets it)."""

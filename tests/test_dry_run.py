@@ -255,8 +255,10 @@ def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_di
             print(f"{family} {run.task.name}: tokens exact {exact.tokens}, estimated {est.tokens}; "
                   f"rows {exact.rows}, {est.rows}")
             assert est.tokens == pytest.approx(exact.tokens, rel=0.10)
-            # one trunk call per item; how the answer splits from the context differs (rows: a factor of 2)
-            assert est.calls == exact.calls and exact.rows / 2 <= est.rows <= 2 * exact.rows
+            # a trunk call per n_batch tokens of an item (one whose length the estimate puts across a boundary
+            # takes a call more or less: 1 of the 40 sampled DISCOTEX items does); how the answer splits from the
+            # context differs (rows: a factor of 2)
+            assert abs(est.calls - exact.calls) <= 1 and exact.rows / 2 <= est.rows <= 2 * exact.rows
         be.close()
 
 

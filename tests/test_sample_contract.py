@@ -20,10 +20,12 @@ from conftest import FIXTURE, ROOT
 # numbers became exact (issue 39: integer logits, an exact log-softmax, an exact expected_score), so
 # the same on every CPU whatever numpy's SIMD dispatch (tests/test_fake_exact.py runs it limited).
 # The fake backend's numbers are a function of the text only, so these move only if the files' bytes do.
+# Re-pinned when --sample became the first N of one seeded order (issue 47 item 2): other items are drawn;
+# the lines of the items both draws hold (6 of ABRICOT's 9 each) came out byte for byte the same.
 BEFORE = {
-    "samples-abricot_abs.jsonl": ("f02a3de06ce91cea7ee95d2e16e696861de7577c06e09b168eaf73183c13c030", 13906),
-    "samples-abricot_inc.jsonl": ("bfc68fe540fd8609438f802fd6a59c3359119db19e85d101b7cbb1deeb8e1961", 14009),
-    "samples-discotex.jsonl": ("e5074c09390a0272acc3117a08294783b36b7266acbd39193de6ab61897fe63b", 32410),
+    "samples-abricot_abs.jsonl": ("7d5b1112e60dccac464ec718a375d4669fff2272c2000d2b91f8de5711b71d08", 13904),
+    "samples-abricot_inc.jsonl": ("d27789ff60ce8b1c43473bb2290a2bd83ae8314d531f13031443ac0d42224728", 14002),
+    "samples-discotex.jsonl": ("1fce4cfde31fafb0c0df32b69800d955ab543bb1f2610d7a26a954b3a1852993", 33214),
 }
 
 

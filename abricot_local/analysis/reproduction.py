@@ -218,3 +218,29 @@ def words(check) -> str:
     return {REPRODUCED: f"reproduced within {m}", DIFFERS: f"differs by more than {m}",
             UNSETTLED: f"cannot tell yet within {m}", UNSETTLEABLE: f"this task cannot settle {m}",
             UNDEFINED: "cannot tell"}.get(check.verdict, check.verdict)
+
+
+def items_to_grow(published) -> int | None:
+    """The items a run's published checks (a ``record.Published``) that `cannot tell yet` would be settled
+    with, about: the most any of them asks for (one ``--sample`` serves every task); None when none asks."""
+    wanted = [c.items_to_settle for c in (published.checks if published is not None else ())
+              if c.verdict == UNSETTLED and c.items_to_settle]
+    return max(wanted, default=None)
+
+
+def grow_advice(published, config, command) -> str:
+    """The verdict's next step when it cannot tell yet: the call that scores the items that would settle
+    it (``command(m)``: a door's words for it), for a run of ``config`` (a ``record.RunConfig``): a
+    ``--sample`` run grows (its items lie inside the larger sample's; only the new ones are scored), a
+    ``--limit`` run's items are drawn anew with ``--sample``; "" when nothing would."""
+    from abricot_local.errors import opt
+
+    m = items_to_grow(published)
+    sample, limit = getattr(config, "sample", None), getattr(config, "limit", None)
+    if m is None or (sample is None and limit is None):
+        return ""
+    if sample is not None:
+        how = f"the run grows to {opt('sample', m)}, keeping the items it holds and scoring only the new ones"
+    else:
+        how = f"{opt('sample', m)} draws them with the seed, in a new run ({opt('limit')} takes the first ones)"
+    return f"to settle what cannot tell yet: about {m} items; {how}:\n  {command(m)}"

@@ -55,6 +55,23 @@ def _resume_hint(folder: Path) -> str:
     return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
 
 
+def _grow_hint(folder: Path, sample: int, config) -> str:
+    """The call that scores ``sample`` items (the verdict's advice): a sample run grown, a limit run drawn anew."""
+    if config.sample is None:
+        return f"abricot_local.evaluate(..., sample={sample})"
+    return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True, sample={sample})"
+
+
+def _advise(done) -> None:
+    """The verdict's advice of a finished model's run, as a warning: the call that settles a row that cannot tell yet."""
+    from abricot_local.analysis.reproduction import grow_advice
+
+    record = done.outcome.record
+    advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))
+    if advice:
+        warn(advice.replace("\n  ", " "))
+
+
 @entry
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
@@ -79,6 +96,9 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
                           say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
     steps = list(session.run(request, hooks))
+    for step in steps:
+        if step.done is not None:
+            _advise(step.done)
     if len(request.models) == 1:
         return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
     from abricot_local.analysis.loading import load_run

@@ -20,12 +20,14 @@ from abricot_local.errors import UsageError
 @task_options
 @backend_options
 @click.option("--limit", type=int, default=None, help="Score only the first N items of each task (release order).")
-@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept).")
+@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept): "
+              "the first N of one seeded order, so a sample lies inside every larger one.")
 @click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
               "(after --limit/--sample); `merge` joins the parts.")
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out; with a larger --sample, "
+              "grow a --sample run (only the new items are scored).")
 @click.option("--margin", type=float, default=None, metavar="M",
               help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
               "run - published lies inside +-M (default: each task's declared margin per metric).")
@@ -92,8 +94,10 @@ def _done_text(done) -> str:
     from abricot_local import console  # (scipy: once the model is found)
 
     outcome = done.outcome
-    lines = [console.summary(outcome.record), "", console.verdict(outcome.record.published, done.plan.quant,
-                                                                  unheld=done.plan.unheld, backend=done.plan.backend)]
+    config = outcome.record.config
+    lines = [console.summary(outcome.record), "", console.verdict(
+        outcome.record.published, done.plan.quant, unheld=done.plan.unheld, backend=done.plan.backend,
+        grow=(config, lambda m: grow_command(done.folder, m, config)))]
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)
@@ -134,9 +138,31 @@ def resume_command(out_dir: Path) -> str:
     return shlex.join(["abricot-local", *resume_argv(out_dir)])
 
 
-def resume_argv(out_dir: Path) -> list[str]:
-    """This command line with --out (if missing) and --resume: what continues the run."""
-    args = [a for a in sys.argv[1:] if a != "--resume"]
+def grow_command(out_dir: Path, sample: int, config) -> str:
+    """The command that scores ``sample`` items (the verdict's advice), quoted as resume_command: a --sample
+    run (``config``, its RunConfig) grown in its folder, a --limit run's items drawn in a new one."""
+    args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
+    if config.sample is None:  # a new run, in a new folder
+        return shlex.join(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
+    return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
+
+
+def _dropped(args: list[str], *options: str) -> list[str]:
+    """``args`` without each of ``options`` and its value (``--sample 20``, ``--sample=20``)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in options:
+            skip = True
+        elif not a.startswith(tuple(f"{o}=" for o in options)):
+            out.append(a)
+    return out
+
+
+def resume_argv(out_dir: Path, argv: list[str] | None = None) -> list[str]:
+    """This command line (``argv``: another) with --out (if missing) and --resume: what continues the run."""
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"]
     if "--out" not in args and not any(a.startswith("--out=") for a in args):
         args += ["--out", str(out_dir)]
     return args + ["--resume"]

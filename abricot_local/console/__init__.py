@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from abricot_local.analysis.reproduction import words
+from abricot_local.analysis.reproduction import grow_advice, words
 from abricot_local.record.kernel_path import describe
 from abricot_local.record import Published, Record
 from abricot_local.record.schema import Kernels
@@ -38,14 +38,17 @@ def summary(record: Record) -> str:
     return "\n".join(lines).rstrip()
 
 
-def verdict(published: Published | None, quant: str = "", *, unheld: str = "", backend: str = "") -> str:
+def verdict(published: Published | None, quant: str = "", *, unheld: str = "", backend: str = "",
+            grow: tuple | None = None) -> str:
     """Did the run reproduce the published rows its model's registry entry names? (a record's
     ``published``; ``quant``: the run's, shown beside each source's published precision). Each
     source gets its own block; each row its reproduction verdict (reproduced within the margin,
     differs by more, cannot tell yet, this task cannot settle it) and the reasons the run recorded;
     a row made otherwise than the run is "not comparable", with each difference. ``unheld``: the rows
     the entry names that the run is not held to (run.plan.Plan.unheld: ``backend``, a synthetic one,
-    stood in for the entry's model)."""
+    stood in for the entry's model). ``grow``: (the run's RunConfig, items -> the command that scores
+    them): the items that would settle a row that cannot tell yet, and that command
+    (reproduction.grow_advice)."""
     if (published is None or not published.reproduces) and unheld:
         return (f"published comparison: none. The registry entry reproduces {unheld}, but this run's backend "
                 f"({backend or 'synthetic'}) is synthetic: its numbers are not the model's, so they are not held "
@@ -81,6 +84,8 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
         lines.append(f"  {task}: published, but not run here (add it to --tasks, with its data)")
     for part in published.unknown:
         lines.append(f"  {part!r}: names no published row this version knows")
+    advice = grow_advice(published, *grow) if grow else ""
+    lines.extend(f"  {line}" for line in advice.splitlines())
     return "\n".join(lines)
 
 

@@ -6,8 +6,8 @@ manifest), ``codec`` the dataclass <-> JSON machinery, ``docs`` docs/RESULTS.md'
 Every module that reads a run reads it through here.
 """
 
-from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, read_manifest, read_record, read_run,
-                                     record_from_json, resume_refusal, to_json, write_manifest, write_record)
+from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, growth, read_manifest, read_record,
+                                     read_run, record_from_json, resume_refusal, to_json, write_manifest, write_record)
 from abricot_local.record.samples import (Sample, check_line, check_rows, entry_samples, parse_samples, read_samples,
                                           run_samples, samples_path)
 from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, DataFile, Manifest, Model,
@@ -17,7 +17,7 @@ from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, Da
 __all__ = [
     "CHECKPOINT", "RESULTS", "RUN_MANIFEST", "SCHEMA_VERSION", "Bootstrap", "ChatWrap", "DataFile", "Manifest",
     "Model", "Provenance", "Published", "PublishedCheck", "Record", "RunConfig", "Sample", "SkippedTask",
-    "TaskEntry", "check_line", "check_rows", "entry_samples", "metric_items", "parse_samples", "run_samples",
+    "TaskEntry", "check_line", "check_rows", "entry_samples", "growth", "metric_items", "parse_samples", "run_samples",
     "samples_path", "read_manifest", "read_record", "read_run", "read_samples",
     "record_from_json", "resume_refusal", "to_json", "write_manifest", "write_record",
 ]

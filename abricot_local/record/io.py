@@ -8,6 +8,7 @@ what it is; a run with a wrong value names the key.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from abricot_local.errors import ResultsError, opt
@@ -150,11 +151,33 @@ def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     return out
 
 
-def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
-    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can."""
-    diff = differences(recorded, given)
-    if not diff:
+def growth(recorded: Manifest, given: Manifest) -> tuple[int, int] | None:
+    """(n, m) when ``given`` is the ``recorded`` run with a larger ``--sample`` (n -> m) and nothing else
+    changed: a run that grows (its n items lie inside the m: tasks.selection.sample_order); else None."""
+    n, m = recorded.config.sample, given.config.sample
+    if n is None or m is None or m <= n:
         return None
+    same = replace(given, config=replace(given.config, sample=n))
+    return (n, m) if not differences(recorded, same) else None
+
+
+def _shrinks(recorded: Manifest, given: Manifest) -> bool:
+    """Whether ``given`` is the ``recorded`` --sample run with a smaller sample, nothing else changed."""
+    n, m = recorded.config.sample, given.config.sample
+    return n is not None and m is not None and m < n and growth(given, recorded) is not None
+
+
+def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
+    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can (the same run, or
+    the same run with a larger ``--sample``: :func:`growth`)."""
+    diff = differences(recorded, given)
+    if not diff or growth(recorded, given):
+        return None
+    if _shrinks(recorded, given):
+        n, m = recorded.config.sample, given.config.sample
+        return (f"cannot resume {folder} with {opt('sample', m)}: it holds a run of {opt('sample', n)}, and a run "
+                f"does not shrink (its items would be dropped); give {opt('sample', n)} or more to continue or grow "
+                f"it, or another {opt('out')} for a smaller sample")
     parts = list(diff)
     head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     verb = "differs" if len(parts) == 1 else "differ"

@@ -29,14 +29,15 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Callable, Mapping, Sequence
 
-from abricot_local.errors import AbricotError, NoSpaceError, ResultsError, opt
+from abricot_local.errors import AbricotError, NoSpaceError, ResultsError, opt, recorded_text
 from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, close_own, guard, open_own,
                                      refuse_link, remove_own, samples_name)
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
-                                  check_rows, read_manifest, read_run, read_samples, resume_refusal, write_manifest,
+                                  check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
                                   write_record)
+from abricot_local.run.resume import finished_run, reopen, resumable
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 class OutputDir:
@@ -49,6 +50,7 @@ class OutputDir:
         self._synced: dict[str, float] = {}  # task -> when its checkpoint was last fsync'd (time.monotonic)
         self._lock = None
         self._made: list[Path] = []  # folders acquire() created, deepest first
+        self.growing: Manifest | None = None  # the manifest of a --resume that grows the finished run here
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -146,8 +148,12 @@ class OutputDir:
             raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
 
     def start(self, manifest: Manifest, *, resume: bool) -> None:
-        """Begin a run, or continue one whose recorded manifest equals ``manifest``."""
+        """Begin a run, or continue one whose recorded manifest equals ``manifest`` (or grows into it: a
+        finished run, reopened when its first new item is scored: run/resume.py)."""
         self.check(manifest, resume=resume)
+        if resume and self.finished():  # check() let it through: it grows (record.growth), reopened at its
+            self.growing = manifest      # first new item: stopped before it, the finished run is left as it was
+            return
         write_manifest(self.ckpt / RUN_MANIFEST, manifest)
 
     def done(self, task: str) -> dict[str, Sample]:
@@ -162,6 +168,9 @@ class OutputDir:
     def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
         check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written
+        if self.growing is not None:
+            reopen(self.path, self.growing)
+            self.growing = None
         fh = self._handles.get(task)
         try:
             if fh is None:
@@ -235,12 +244,14 @@ class OutputDir:
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
         path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies
+        self.growing = None
         self.tidy_finished(samples)
         return path
 
     def finished(self) -> bool:
-        """Whether results.json is written (by this run: a folder holding one is refused, or not taken)."""
-        return (self.path / RESULTS).is_file()
+        """Whether results.json is written (by this run: a folder holding one is refused, or not taken, or
+        a finished run this run grows, still ``growing``: not this run's)."""
+        return (self.path / RESULTS).is_file() and self.growing is None
 
     def tidy_finished(self, tasks) -> None:
         """What a finished run keeps beside results.json goes: the state files, temp files of the
@@ -275,6 +286,7 @@ class RunFolder:
         self.path = None if path is None else Path(path)
         self.totals: dict[str, int] = {}  # the items of each task, once planned
         self.out: OutputDir | None = None  # while this run holds the folder
+        self.grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
@@ -291,19 +303,26 @@ class RunFolder:
     def scoring(self, manifest: Manifest, *, resume: bool):
         """The held folder RUNNING while the block scores into it (the checkpoint; results.json written
         last by :meth:`OutputDir.finalize`); a failure leaves FAILED with its reason, Ctrl-C INTERRUPTED,
-        and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete)."""
+        and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete).
+        A run that grows a finished one and stops before its first new item leaves that run as it was."""
         out = self.out
         out.running(self.totals)
         try:
             out.start(manifest, resume=resume)
             yield out
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+            if out.growing is not None:
+                out.tidy_finished(self.totals)
+                raise
             if not out.finished():
                 out.interrupted()
                 raise
             out.tidy_finished(self.totals)
         except Exception as err:
-            out.failed(recorded(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+            if out.growing is not None:
+                out.tidy_finished(self.totals)
+            else:
+                out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
             raise
 
     def interrupted(self, resume_hint: Callable[[Path], str]) -> str:
@@ -313,7 +332,12 @@ class RunFolder:
         out_dir, holding = self.path, self.out
         if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
             if holding is not None:
+                if holding.growing is not None:
+                    holding.tidy_finished(self.totals)  # no state file beside the finished run it left as it was
                 holding.release()
+            if self.grown:  # or before a run that grows it scored a new item
+                return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
+                        f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
             return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
         if out_dir is None or not resumable(out_dir):
             if holding is not None:
@@ -344,33 +368,14 @@ class RunFolder:
         (no RUNNING marker left: it says why it stopped), and the text to say, how to go on."""
         holding = self.out
         if holding is not None:
-            if (self.path / RUNNING).is_file():
-                holding.failed(recorded(err))
+            if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
+                holding.tidy_finished(self.totals)
+            elif (self.path / RUNNING).is_file():
+                holding.failed(recorded_text(err))
             holding.release()
         then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
                 f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
         return f"\nerror: {err.raw()}\n{then}"
-
-
-def resumable(out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
-    return (Path(out_dir) / CHECKPOINT / RUN_MANIFEST).is_file()
-
-
-def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
-    """With --resume: the finished run in ``folder`` when it is this run (None when the folder
-    holds no finished run); a run of other options, model or data is refused, naming them."""
-    folder = Path(folder)
-    refuse_link(folder / RESULTS)
-    if not (folder / RESULTS).is_file():
-        return None
-    record = read_run(folder)
-    if record.manifest is None:
-        raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
-    refusal = resume_refusal(folder, record.manifest, manifest)
-    if refusal:
-        raise ResultsError(refusal)
-    return record
 
 
 def tidy_finished(folder: Path, record: Record) -> None:
@@ -386,13 +391,6 @@ def tidy_finished(folder: Path, record: Record) -> None:
             out.tidy_finished(record.tasks)
     except ResultsError:
         pass  # another run holds it, or it is no longer the run's own: left as it is
-
-
-def recorded(err: AbricotError) -> str:
-    """An error as the folder's FAILED state writes it: the options it names in the record's words."""
-    from abricot_local.errors import recorded_words, render
-
-    return render(err.raw(), recorded_words)
 
 
 def _now() -> str:

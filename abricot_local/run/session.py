@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, opt
 from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
-from abricot_local.run.folder import RunFolder, finished_run, tidy_finished
+from abricot_local.run.folder import RunFolder, tidy_finished
+from abricot_local.run.resume import finished_run, grows
 
 
 class Interrupted(KeyboardInterrupt):
@@ -102,7 +103,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=progress,
+        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
@@ -129,11 +130,12 @@ def loaded(plan, backend, folder: Path | None, hooks: Hooks) -> None:
 
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
-             on_loaded: Callable[[object], None] | None = None) -> Outcome:
+             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
-    run writes nothing (its tidy-up's leftovers go)."""
+    run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
+    only the new items are scored, said through ``notify``)."""
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest
 
@@ -145,6 +147,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
         tidy_finished(folder.path, done)
         return Outcome(folder.path / RESULTS, done, complete=True)
+    grown = folder.grown = grows(folder.path, manifest) if resume else None
+    if grown and notify:
+        notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
+               "the items it holds are kept (a sample lies inside every larger one), the new ones scored")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
@@ -162,11 +168,12 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
 
 def sweep(request, hooks: Hooks) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
-    (``hooks.notify``) and the others go on."""
+    (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
+    request's --sample grows it."""
     for model in request.models:
         folder = request.sweep_root / slug(model)
         hooks.notify(f"== {model} -> {folder}")
-        if request.resume and (folder / RESULTS).exists():
+        if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample):
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
@@ -178,6 +185,17 @@ def sweep(request, hooks: Hooks) -> Iterator[Step]:
             yield Step(model, None, failed=err.raw())
             continue
         yield Step(model, folder, done)
+
+
+def _larger(folder: Path, sample: int | None) -> bool:
+    """Whether ``sample`` is more than the --sample of the finished run in ``folder`` (run_one grows it)."""
+    from abricot_local.record import read_run
+
+    try:
+        recorded = getattr(read_run(folder).config, "sample", None)
+    except AbricotError:
+        return False
+    return sample is not None and recorded is not None and sample > recorded
 
 
 def _tidy(folder: Path) -> None:

@@ -5,6 +5,7 @@ items after --limit, --sample and --shard (:func:`select`: run/plan.py's one cal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Sequence, TypeVar
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,18 +111,31 @@ def variant_instances(task: Task, spec: str | None) -> list[Task]:
     return out
 
 
+def sample_order(count: int, seed: int) -> tuple[int, ...]:
+    """The order --sample draws a task's ``count`` items in (their release positions): one permutation,
+    from the generator [seed, SAMPLE_STREAM]. ``--sample n`` scores its first n, so a sample lies inside
+    every larger one of the same seed (a run grows with ``--resume --sample M``), and a look at the first
+    n items, for any n, is a look at ``--sample n``'s items."""
+    return tuple(np.random.default_rng([seed, SAMPLE_STREAM]).permutation(count).tolist())
+
+
+def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
+    """``--sample n``'s items of ``items`` (a task's, in release order): the first n of
+    :func:`sample_order`, kept in release order (all of them when there are no more than n)."""
+    return [items[k] for k in sorted(sample_order(len(items), seed)[:n])]
+
+
 def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | None = None) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
-    order, or ``sample`` of them drawn with the task's seed (kept in release order);
-    then the shard's part of those."""
+    order, or the ``sample`` first of the task's seeded order (:func:`drawn`: kept in release
+    order); then the shard's part of those."""
     runs = []
     for task in tasks:
         items = task.items()
         available = len(items)
         notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
         if sample is not None and sample < len(items):
-            keep = np.random.default_rng([task.options.seed, SAMPLE_STREAM]).choice(len(items), sample, replace=False)
-            items = [items[k] for k in sorted(keep)]
+            items = drawn(items, sample, task.options.seed)
         elif sample is not None and sample > len(items):
             notes += (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
         if limit is not None:
