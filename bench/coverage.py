@@ -15,7 +15,8 @@ truth. An interval that says 90% should hold it at least 90% of the time, and mi
 - Two runs' paired accuracy (compare's and the ladder's equivalence verdict): N items of which B are right for the
   first run only and C for the second only (psi = (B + C) / N changed answers, D = (B - C) / N the set's
   difference); a draw of n has b and c of them (multivariate hypergeometric). Against D: Tango's score interval with
-  the same factor (stats.paired_score_ci).
+  the same factor (stats.paired_score_ci: the verdict's), and without it (items like these: whether the shortfall is
+  Tango's own or the correction's).
 
     python bench/coverage.py [--reps 20000] [--seed 1] [--no-readme]
 """
@@ -88,13 +89,14 @@ def pair_cell(total: int, psi: float, d: float, n: int, reps: int, rng: np.rando
     b_pop, c_pop = round(total * (psi + d) / 2), round(total * (psi - d) / 2)
     truth = (b_pop - c_pop) / total
     draws = rng.multivariate_hypergeometric([b_pop, c_pop, total - b_pop - c_pop], n, size=reps)
-    factor, seen = stats.fpc(n, total), {}
-    for b, c in {(int(b), int(c)) for b, c, _ in draws}:
-        seen[b, c] = stats.paired_score_ci(b, c, n, level=LEVEL, factor=factor)
-    bounds = np.array([seen[int(b), int(c)] for b, c, _ in draws])
-    below, above = misses(bounds[:, 0], bounds[:, 1], truth)
-    return {"N": total, "n": n, "psi": psi, "D": truth, "B": b_pop, "C": c_pop,
-            "tango_fpc": {"coverage": share(~(below | above)), "below": share(below), "above": share(above)}}
+    out = {"N": total, "n": n, "psi": psi, "D": truth, "B": b_pop, "C": c_pop}
+    for name, factor in (("tango_fpc", stats.fpc(n, total)), ("tango", 1.0)):
+        seen = {(b, c): stats.paired_score_ci(b, c, n, level=LEVEL, factor=factor)
+                for b, c in {(int(b), int(c)) for b, c, _ in draws}}
+        bounds = np.array([seen[int(b), int(c)] for b, c, _ in draws])
+        below, above = misses(bounds[:, 0], bounds[:, 1], truth)
+        out[name] = {"coverage": share(~(below | above)), "below": share(below), "above": share(above)}
+    return out
 
 
 def pct(x: tuple[float, float]) -> str:
@@ -115,11 +117,11 @@ def accuracy_table(cells: list[dict]) -> str:
 
 def pair_table(cells: list[dict]) -> str:
     lines = ["| N | n | changed answers psi (B, C) | set difference D | Tango + FPC: coverage | misses below | "
-             "misses above |", "|---|---|---|---|---|---|---|"]
+             "misses above | Tango, no correction: coverage |", "|---|---|---|---|---|---|---|---|"]
     for c in cells:
         t = c["tango_fpc"]
         lines.append(f"| {c['N']:,} | {c['n']:,} | {c['psi']:g} ({c['B']}, {c['C']}) | {c['D']:+.3f} | "
-                     f"{pct(t['coverage'])} | {pct(t['below'])} | {pct(t['above'])} |")
+                     f"{pct(t['coverage'])} | {pct(t['below'])} | {pct(t['above'])} | {pct(c['tango']['coverage'])} |")
     return "\n".join(lines)
 
 
