@@ -15,9 +15,9 @@ made under its own protocol.
 
 A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the
 margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% intervals of
-the metric (:class:`Evidence`: an accuracy's Wilson score interval, a correlation's bootstrap; for the
-task's own value and for items like these), its margin, its number of items, and the published
-value's rounding (:func:`rounding`).
+the metric (:class:`Evidence`: for items like these, an accuracy's Wilson score interval, a correlation's
+bootstrap; for the task's own value, an accuracy's exact hypergeometric interval), its margin, its number
+of items, and the published value's rounding (:func:`rounding`).
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ def rounding(value: float) -> float:
 class Evidence:
     """What the verdict reads of one task instance beyond its record entry: each CI metric's 90%
     interval for items like these (an accuracy's Wilson score interval; a correlation's bootstrap, the
-    95% CI's resamples: the task's seed, N_BOOT), an accuracy's for the task's own value (Wilson's with
-    the finite-population correction; a correlation's is narrowed by reproduction.py), which metrics
+    95% CI's resamples: the task's seed, N_BOOT), an accuracy's for the task's own value (the exact
+    hypergeometric interval of k right of n drawn from the N, stats.exact_set_ci: Wilson's narrowed by
+    the finite-population correction falls short of 90% at small n, bench/coverage.py; a correlation's
+    is narrowed by reproduction.py), which metrics
     are correlations, the margin the task declares for each, and how many items the whole task holds."""
 
     total: int
@@ -62,7 +64,7 @@ def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
     import numpy as np
 
     from abricot_local.analysis import stats
-    from abricot_local.metrics import interval, wilson
+    from abricot_local.metrics import interval
 
     ci90, margins, within, correlations = {}, {}, {}, set()
     for inp in task.metric_inputs(list(samples)):
@@ -72,7 +74,7 @@ def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
         n = len(inp.x)
         if inp.stat == "accuracy":
             k = int(np.sum(np.asarray(inp.x) == np.asarray(inp.y)))
-            within[inp.name] = wilson(k, n, level=LEVEL90, fpc=stats.fpc(n, max(total, n)))
+            within[inp.name] = stats.exact_set_ci(k, n, max(total, n), level=LEVEL90)
         else:
             correlations.add(inp.name)
     return Evidence(total, ci90, margins, within, frozenset(correlations))

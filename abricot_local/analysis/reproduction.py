@@ -2,9 +2,10 @@
 
 A published row is a number on a finite set: the task's N items (ABRICOT's 127 rows), the ones the
 run scores. So the question is that set's own value. A run of n of the N items gives it a 90%
-interval narrowed by the finite-population correction sqrt((N - n) / (N - 1)) (``within``: an
-accuracy's Wilson score interval with its variance so scaled; a correlation's bootstrap interval
-narrowed around the value); at n = N the run's value is the set's and the verdict is exact. The
+interval (``within``: an accuracy's exact hypergeometric interval, stats.exact_set_ci, which holds the
+set's accuracy 90% of the time or more at every n; a correlation's bootstrap interval narrowed around
+the value by the finite-population correction sqrt((N - n) / (N - 1))); at n = N the run's value is the
+set's and the verdict is exact. The
 published value is a constant, rounded: the interval of run - published is the run's, shifted by it
 and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Against the margin M
 (the task's declared ``Task.margins`` for the metric, else ``Task.default_margin``; ``run --margin``):

@@ -4,6 +4,8 @@
   indices are drawn once per resample and applied to both runs (seeded, recorded): correlations.
 - :func:`paired_score_ci`: Tango's (1998) score interval of a difference of paired proportions
   (two runs' accuracies over the same items), from the discordant counts.
+- :func:`exact_set_ci`: the exact interval of a set's accuracy K / N from k right of n of its
+  items drawn without replacement (Clopper-Pearson's construction over the hypergeometric).
 - :func:`fpc`: the finite-population factor (N - n) / (N - 1) of n items drawn from a set of N;
   :func:`narrowed`: an interval narrowed by it around its point; :func:`of_population`: the items
   a sample-size figure needs when the question is the set's own value.
@@ -28,6 +30,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as st
+from scipy.special import gammaln
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
@@ -115,6 +118,38 @@ def fpc(n: int, total: int | None) -> float:
     if n >= total:
         return 0.0
     return (total - n) / (total - 1)
+
+
+def exact_set_ci(right: int, n: int, total: int, level: float = LEVEL) -> tuple[float, float]:
+    """The exact interval of a set's accuracy K / N from ``right`` of ``n`` items drawn without replacement from
+    its ``total``: every K whose hypergeometric tails at ``right`` both exceed (1 - ``level``) / 2 (Clopper and
+    Pearson's construction over the hypergeometric): it holds K / N with probability ``level`` or more whatever K
+    is, where Wilson's narrowed by :func:`fpc` falls short at small n (bench/coverage.py). At n = N, K = ``right``.
+    (NaN, NaN) with no item."""
+    if n <= 0 or total < n:
+        return (math.nan, math.nan)
+    tail, lo, hi = (1.0 - level) / 2.0, right, total - (n - right)
+
+    def first(a: int, b: int, ok) -> int:  # the least K in [a, b] with ok(K), ok monotone; b when none before
+        while a < b:
+            mid = (a + b) // 2
+            a, b = (a, mid) if ok(mid) else (mid + 1, b)
+        return a
+
+    low = first(lo, hi, lambda k: _tails(right, n, total, k)[0] > tail)
+    high = first(lo, hi, lambda k: _tails(right, n, total, k)[1] <= tail)
+    high = high if _tails(right, n, total, high)[1] > tail else high - 1
+    return low / total, max(low, high) / total
+
+
+def _tails(right: int, n: int, total: int, k: int) -> tuple[float, float]:
+    """P(X >= right) and P(X <= right) for X the items right among n drawn from ``total`` of which ``k`` are."""
+    def lcomb(a, b):
+        return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
+
+    j = np.arange(max(0, n - (total - k)), min(n, k) + 1)
+    p = np.exp(lcomb(k, j) + lcomb(total - k, n - j) - lcomb(total, n))
+    return float(p[j >= right].sum()), float(p[j <= right].sum())
 
 
 def narrowed(point: float, ci: tuple[float, float], factor: float) -> tuple[float, float]:

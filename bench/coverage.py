@@ -1,0 +1,156 @@
+"""How often the verdict's 90% interval for a task's own value holds that value: coverage, by simulation.
+
+A published row is a number on a finite set of N items; a run scores n of them, drawn without replacement (the
+nested `--sample` order), and the reproduction verdict reads a 90% interval for the set's own value. Each cell is a
+population whose truth is known; each replication draws n of its N items and asks whether the interval holds the
+truth. An interval that says 90% should hold it at least 90% of the time, and miss it at most 5% on each side
+(a miss below: the interval lies wholly under the truth; above: wholly over it).
+
+- One run's accuracy (the reproduction verdict): N items of which K = round(acc N) are right; a draw of n has k
+  right (hypergeometric: numpy draws the count of right items among n drawn without replacement). Against K / N:
+  Wilson's score interval with its variance scaled by the finite-population factor (N - n) / (N - 1) (metrics.wilson
+  with stats.fpc: the verdict's interval before this bench) and the exact hypergeometric interval
+  (stats.exact_set_ci). Beside the simulated coverage, its exact value (the hypergeometric probabilities summed over
+  the k whose interval holds K / N).
+- Two runs' paired accuracy (compare's and the ladder's equivalence verdict): N items of which B are right for the
+  first run only and C for the second only (psi = (B + C) / N changed answers, D = (B - C) / N the set's
+  difference); a draw of n has b and c of them (multivariate hypergeometric). Against D: Tango's score interval with
+  the same factor (stats.paired_score_ci: the verdict's), and without it (items like these: whether the shortfall is
+  Tango's own or the correction's).
+
+    python bench/coverage.py [--reps 20000] [--seed 1] [--no-readme]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as st
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from abricot_local import metrics  # noqa: E402
+from abricot_local.analysis import stats  # noqa: E402
+
+LEVEL = 0.90
+TOL = 1e-12  # a bound this close to the truth holds it (float division on either side)
+TOTALS = (127, 1600)
+ACCURACIES = (0.05, 0.2, 0.5, 0.8)
+PAIRS = ((0.05, 0.0), (0.2, 0.0), (0.2, -0.1), (0.5, -0.15))  # (psi: changed answers, D: the set's difference)
+
+
+def sizes(total: int) -> tuple[int, ...]:
+    return tuple(sorted({10, 20, 40, 80, total // 2, total}))
+
+
+def wilson_fpc(k: int, n: int, total: int) -> tuple[float, float]:
+    return metrics.wilson(k, n, level=LEVEL, fpc=stats.fpc(n, total))
+
+
+def exact(k: int, n: int, total: int) -> tuple[float, float]:
+    return stats.exact_set_ci(k, n, total, level=LEVEL)
+
+
+def misses(lo: np.ndarray, hi: np.ndarray, truth: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per interval: whether it lies wholly below the truth, whether wholly above it."""
+    return hi < truth - TOL, lo > truth + TOL
+
+
+def share(hit: np.ndarray) -> tuple[float, float]:
+    """The share of replications and its Monte Carlo standard error."""
+    p = float(np.mean(hit))
+    return p, math.sqrt(p * (1.0 - p) / len(hit))
+
+
+def accuracy_cell(total: int, acc: float, n: int, reps: int, rng: np.random.Generator) -> dict:
+    big_k = round(acc * total)
+    truth = big_k / total
+    ks = rng.hypergeometric(big_k, total - big_k, n, size=reps)
+    pmf = st.hypergeom(total, big_k, n).pmf(np.arange(n + 1))
+    out = {"N": total, "n": n, "acc": acc, "K": big_k}
+    for name, f in (("wilson_fpc", wilson_fpc), ("exact", exact)):
+        bounds = np.array([f(k, n, total) for k in range(n + 1)])
+        below, above = misses(bounds[:, 0], bounds[:, 1], truth)
+        out[name] = {"coverage": share(~(below | above)[ks]), "below": share(below[ks]), "above": share(above[ks]),
+                     "exact_coverage": float(pmf[~(below | above)].sum())}
+    return out
+
+
+def pair_cell(total: int, psi: float, d: float, n: int, reps: int, rng: np.random.Generator) -> dict:
+    b_pop, c_pop = round(total * (psi + d) / 2), round(total * (psi - d) / 2)
+    truth = (b_pop - c_pop) / total
+    draws = rng.multivariate_hypergeometric([b_pop, c_pop, total - b_pop - c_pop], n, size=reps)
+    out = {"N": total, "n": n, "psi": psi, "D": truth, "B": b_pop, "C": c_pop}
+    for name, factor in (("tango_fpc", stats.fpc(n, total)), ("tango", 1.0)):
+        seen = {(b, c): stats.paired_score_ci(b, c, n, level=LEVEL, factor=factor)
+                for b, c in {(int(b), int(c)) for b, c, _ in draws}}
+        bounds = np.array([seen[int(b), int(c)] for b, c, _ in draws])
+        below, above = misses(bounds[:, 0], bounds[:, 1], truth)
+        out[name] = {"coverage": share(~(below | above)), "below": share(below), "above": share(above)}
+    return out
+
+
+def pct(x: tuple[float, float]) -> str:
+    return f"{100 * x[0]:.1f}% ± {100 * x[1]:.1f}"
+
+
+def accuracy_table(cells: list[dict]) -> str:
+    lines = ["| N | n | set accuracy (K) | Wilson + FPC: coverage | misses below | misses above | exact (P) | "
+             "exact hypergeometric: coverage | misses below | misses above | exact (P) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        w, e = c["wilson_fpc"], c["exact"]
+        lines.append(f"| {c['N']:,} | {c['n']:,} | {c['acc']:g} ({c['K']}) | " + " | ".join(
+            f"{pct(r['coverage'])} | {pct(r['below'])} | {pct(r['above'])} | {100 * r['exact_coverage']:.1f}%"
+            for r in (w, e)) + " |")
+    return "\n".join(lines)
+
+
+def pair_table(cells: list[dict]) -> str:
+    lines = ["| N | n | changed answers psi (B, C) | set difference D | Tango + FPC: coverage | misses below | "
+             "misses above | Tango, no correction: coverage |", "|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        t = c["tango_fpc"]
+        lines.append(f"| {c['N']:,} | {c['n']:,} | {c['psi']:g} ({c['B']}, {c['C']}) | {c['D']:+.3f} | "
+                     f"{pct(t['coverage'])} | {pct(t['below'])} | {pct(t['above'])} | {pct(c['tango']['coverage'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
+    args = ap.parse_args()
+    started, rng = time.time(), np.random.default_rng(args.seed)
+    accuracy = [accuracy_cell(t, a, n, args.reps, rng) for t in TOTALS for a in ACCURACIES for n in sizes(t)]
+    print(f"one run's accuracy: {time.time() - started:.1f} s", file=sys.stderr)
+    pairs = [pair_cell(t, psi, d, n, args.reps, rng) for t in TOTALS for psi, d in PAIRS for n in sizes(t)]
+    head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/coverage.py --reps {args.reps} --seed "
+            f"{args.seed}` on {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
+            f"{time.time() - started:.0f} s; {args.reps:,} draws per cell (± one Monte Carlo standard error); "
+            f"nominal {100 * LEVEL:g}%: coverage at least {100 * LEVEL:g}%, at most {50 * (1 - LEVEL):g}% missed on "
+            "each side")
+    text = (head + "\n\nOne run's accuracy, the set's own value K / N (the reproduction verdict; *exact (P)*: the "
+            "coverage from the hypergeometric probabilities, no simulation):\n\n" + accuracy_table(accuracy) +
+            "\n\nTwo runs' paired accuracy, the set's own difference D = (B - C) / N (compare's and the ladder's "
+            "equivalence verdict):\n\n" + pair_table(pairs))
+    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps, "seed": args.seed,
+           "level": LEVEL, "accuracy": accuracy, "pairs": pairs}
+    from throughput import publish
+
+    publish(doc, "coverage", text, None if args.no_readme else "coverage",
+            "## Coverage of the verdicts' intervals for a task's own value (`coverage.py`)")
+
+
+if __name__ == "__main__":
+    main()
