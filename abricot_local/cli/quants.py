@@ -96,10 +96,13 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     if as_json:
         echo(json.dumps([{"reference": str(r.reference), "run": str(r.run), "quant": r.quant,
                           "seconds": r.seconds, "decode_calls": r.decode_calls,
+                          "pass_runs": [str(p) for p in r.pass_rungs],
                           "tasks": {t: s.to_dict() for t, s in r.tasks.items()}} for r in results], indent=2))
         return
     for r in results:
         quant = f" ({r.quant})" if r.quant else ""
         for task, s in r.tasks.items():
             echo(f"{r.run}{quant} {task}: {s.line()}")
-        echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model; kept in {r.run / 'kld.json'}")
+        others = len(r.pass_rungs) - 1
+        shared = f" (one reference pass with {others} other run{'s' * (others != 1)}: its time)" if others > 0 else ""
+        echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model{shared}; kept in {r.run / 'kld.json'}")
