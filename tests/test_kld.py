@@ -324,3 +324,33 @@ def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
     assert proc.returncode == 130, err
     assert "Aborted!" not in err and "Traceback" not in err and "kld interrupted" in err
     assert (out / "t-q8_0" / "kld.json").is_file() and not (out / "short-q4_0" / "kld.json").exists()
+
+
+def test_kld_dry_run_counts_the_passes_and_tokens_kld_then_decodes(ladder, tmp_path):
+    """`kld --dry-run`: the reference passes, each pass's tokens, decode calls and rows compared as the
+    command then does them, nothing written; a time once each model has a calibration."""
+    from abricot_local.run.kld import kld_runs
+
+    out = _copy(ladder, tmp_path)
+    runs = [out / n for n in ("t-q8_0", "t-q4_0", "short-q4_0")]
+    r = invoke("kld", out / "t-f16", *runs, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert [p["runs"] for p in plan["passes"]] == [[str(runs[0]), str(runs[1])], [str(runs[2])]]
+    assert plan["seconds"] is None and "no calibration" in plan["model"]["speed_note"]
+    assert not list(out.rglob("kld.json"))  # nothing written
+    got = kld_runs(out / "t-f16", runs)
+    for p, res in zip(plan["passes"], (got[0], got[2])):
+        (t,) = p["tasks"]
+        assert (t["items"], t["decode_calls"], t["tokens"]) == (res.tasks["discotex"].n_items, res.decode_calls,
+                                                                res.tasks["discotex"].n_tokens)
+        assert t["rows_compared"] == t["tokens"] * len(p["runs"]) and p["compare_row_s"] > 0
+    for name in ("t-f16", "t-q8_0", "t-q4_0"):  # each model calibrated: the time of each pass, the total
+        cal = invoke("run", name, "--models", ladder[1], "--tasks", "discotex", "--data-dir", ladder[0].parent / "d",
+                     "--dry-run", "--calibrate")
+        assert cal.exit_code == 0, cal.output
+    plan = json.loads(invoke("kld", out / "t-f16", *runs, "--dry-run", "--json").stdout)
+    assert plan["seconds"] == pytest.approx(plan["model"]["speed"]["load_s"] + sum(p["seconds"] for p in plan["passes"]))
+    assert all(p["seconds"] > p["compare_seconds"] > 0 for p in plan["passes"])
+    text = invoke("kld", out / "t-f16", *runs, "--dry-run").stdout
+    assert "3 runs in 2 reference passes" in text and "pass 2 of 2: Q4_0" in text and "total: ~" in text, text
