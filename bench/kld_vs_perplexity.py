@@ -26,12 +26,18 @@ reduction's maximum difference from it) and by llama-perplexity's own formula (d
 base, terms below -16 nats dropped) on the rung's rows from this same process: it isolates what the
 base file's storage changes.
 
+Beside them, unless ``--command-items 0``, the user's command itself (kld_command.py): finished runs of
+the reference and each rung on the first ``--command-items`` DISCOTEX items are made first (not timed),
+then `kld REF R1`, `kld REF R1 R2` and `kld REF R1..Rn` run as the command runs them (run/kld.py's
+``kld_runs``: models found and hashed, loaded, the task's schedule with a row at every decoded token,
+kld.json written into copies), each timed whole in every round, beside what `kld --dry-run` predicted.
+
     python bench/kld_vs_perplexity.py --perplexity BUILD/bin/llama-perplexity \\
         --ref rungs/gemma-3-270m-from-q4_k_m-f16.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q8_0.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q4_0.gguf \\
         --rung rungs/gemma-3-270m-from-q4_k_m-q2_k.gguf \\
-        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2 --repeat 2
+        --data-dir data/discotex --items 12 --chunks 4 -c 512 --threads 2 --repeat 2 --command-items 12
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 STATS = {  # llama-perplexity's "KL divergence statistics" lines -> our keys
     "mean": r"Mean\s+KLD:\s+([-\d.]+)\s+±\s+([-\d.]+)",
@@ -259,6 +266,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=1, help="rounds of both sides, in alternate order (ABBA...); "
                    "the tables give each run's fastest")
+    p.add_argument("--command-items", type=int, default=12, help="DISCOTEX items of the runs `kld` itself measures "
+                   "(0: the command is not run)")
     a = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kld-bench-") as tmp:
@@ -282,11 +291,17 @@ def main() -> None:
         print(f"text: first {a.items} DISCOTEX contexts, {text.stat().st_size} bytes; {len(tokens)} chunks of "
               f"{n_ctx} tokens, {len(tokens) * (n_ctx - 1 - n_ctx // 2)} scored tokens; vocabulary {n_vocab}; "
               f"{a.threads} threads; {a.repeat} round(s)")
+        from kld_command import make_runs, run_command, table
+
+        runs = make_runs(a, Path(tmp) / "runs") if a.command_items else []
+        commands: dict = {}
         for r in range(a.repeat):  # llama-perplexity then abricot-local, then the other way round, ...
             if r % 2 == 0 and r > 0:
                 lp_round()
             ab_rounds.append({n: abricot_side(a, a.ref, a.rung[:n], n_ctx, n_vocab, tokens,
                                               rows if r == 0 and n == len(a.rung) else None) for n in sizes})
+            for n in sizes if runs else ():
+                commands[n] = run_command(a, runs, n, Path(tmp), commands.get(n))
             if r % 2 == 1:
                 lp_round()
         full = ab_rounds[0][len(a.rung)]
@@ -301,6 +316,9 @@ def main() -> None:
         print(f"\neach rung's rows the same bits alone, in the ladder of two and of {len(a.rung)}, in every round: "
               f"{'yes' if alike else 'NO'}")
         timing_table(a, lp_rounds, ab_rounds, sizes)
+        if commands:
+            table(a, {key: tuple(min(t[key][i] for t in lp_rounds) for i in (0, 1)) for key in lp_rounds[0]},
+                  commands, name)
         print(f"disk: llama-perplexity base file {base_mb:.1f} MB; abricot-local 0 MB (no logits file)")
 
 

@@ -136,7 +136,8 @@ LADDER = ("F16", "Q8_0", "Q4_0")
 
 @pytest.fixture(scope="module")
 def ladder(tmp_path_factory):
-    """A fake ladder of three rungs (8 items), made once: (its folder, its models.toml)."""
+    """A fake ladder of three rungs (8 items), and the Q4_0 run again on its first 3 items
+    (``short-q4_0``: other items, so another reference pass), made once: (its folder, its models.toml)."""
     root = tmp_path_factory.mktemp("kld_ladder")
     data = write_discotex(root / "d", 4)
     models = root / "models.toml"
@@ -146,15 +147,75 @@ def ladder(tmp_path_factory):
     r = invoke("run", "t-f16", "--models", models, "--quants", ",".join(LADDER), "--tasks", "discotex",
                "--data-dir", data, "--out", out)
     assert r.exit_code == 0, r.output
+    r = invoke("run", "t-q4_0", "--models", models, "--tasks", "discotex", "--data-dir", data, "--limit", 3,
+               "--out", root / "short-q4_0")
+    assert r.exit_code == 0, r.output
     return out, models
 
 
 def _copy(ladder, tmp_path):
+    """The ladder's folder copied (kld writes into its runs), with short-q4_0 in it."""
     import shutil
 
     out = tmp_path / "ladder"
     shutil.copytree(ladder[0], out)
+    shutil.copytree(ladder[0].parent / "short-q4_0", out / "short-q4_0")
     return out
+
+
+def _tasks(folder) -> dict:
+    (entry,) = json.loads((folder / "kld.json").read_text())["references"].values()
+    return entry["tasks"]
+
+
+def _distinct(monkeypatch) -> None:
+    """Each fake model its own rows (a fake model's rows depend on the seed alone: every rung would be the
+    reference): the seed moved by the model's name."""
+    from dataclasses import replace
+
+    from abricot_local.backends.fake import FakeBackend
+
+    init = FakeBackend.__init__
+    monkeypatch.setattr(FakeBackend, "__init__", lambda self, model="fake", options=ScoringOptions(): init(
+        self, model, replace(options, seed=options.seed + sum(model.encode()))))
+
+
+def test_a_ladder_gives_each_run_the_kld_json_it_gets_alone(ladder, tmp_path, monkeypatch):
+    """`kld REF R1 R2 R3` against `kld REF R1`, `kld REF R2`, `kld REF R3`: every rung's statistics the same
+    bits, in one reference pass, in passes cut by memory, and a run that scored other items in its own."""
+    from abricot_local import memory
+    from abricot_local.backends.base import Preflight
+    from abricot_local.backends.fake import FakeBackend
+    from abricot_local.run.kld import kld_runs
+
+    _distinct(monkeypatch)
+    out = _copy(ladder, tmp_path)
+    names = ("t-q8_0", "t-q4_0", "short-q4_0")
+    alone = {}
+    for name in names:
+        (res,) = kld_runs(out / "t-f16", [out / name])
+        alone[name] = (_tasks(out / name), res.decode_calls)
+        (out / name / "kld.json").unlink()
+    assert alone["t-q8_0"][0] != alone["t-q4_0"][0] and alone["t-q4_0"][0] != alone["short-q4_0"][0]
+    assert min(a["discotex"]["mean"] for a, _ in alone.values()) > 0
+
+    said = []
+    got = kld_runs(out / "t-f16", [out / n for n in names], notify=said.append)
+    assert [r.pass_rungs for r in got] == [(out / "t-q8_0", out / "t-q4_0")] * 2 + [(out / "short-q4_0",)]
+    assert "2 reference passes" in said[0] and len([s for s in said if "kld: pass" in s]) == 2
+    for r in got:  # one pass decodes what each rung alone decodes: the reference once for both
+        assert _tasks(r.run) == alone[r.run.name][0] and r.decode_calls == alone[r.run.name][1]
+
+    # memory for the reference and one rung only (each model: its KV cache + n_batch rows of 257 floats)
+    row = ScoringOptions().n_batch * 257 * 4
+    monkeypatch.setattr(FakeBackend, "preflight", classmethod(lambda cls, path, options: Preflight(kv_bytes=1000)))
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * (row + 1000))
+    got = kld_runs(out / "t-f16", [out / n for n in names])
+    assert [r.pass_rungs for r in got] == [(out / n,) for n in names]
+    assert all(_tasks(r.run) == alone[r.run.name][0] for r in got)
+    monkeypatch.setattr(memory, "available_memory", lambda: row)
+    with pytest.raises(Exception, match="not enough memory for kld"):
+        kld_runs(out / "t-f16", [out / "t-q8_0"])
 
 
 def test_two_kld_runs_at_once_into_one_rung_keep_both_entries(ladder, tmp_path, monkeypatch):
@@ -200,22 +261,22 @@ def test_two_kld_runs_at_once_into_one_rung_keep_both_entries(ladder, tmp_path, 
 
 def test_each_rung_has_its_own_progress_from_0_and_its_quant_is_named(ladder, tmp_path):
     """The rate and ETA were carried from one rung into the next (`3/3 items, 43 s/item` for a rung
-    that took 40.9 s): each rung is its own line, from 0; a fake run's quant was printed "()"."""
+    that took 40.9 s): each reference pass is its own line, from 0; a fake run's quant was printed "()"."""
     from abricot_local.console import ProgressLine
     from abricot_local.run.kld import kld_runs
 
     out = _copy(ladder, tmp_path)
     calls = []
-    got = kld_runs(out / "t-f16", [out / "t-q8_0", out / "t-q4_0"], limit=2,
+    got = kld_runs(out / "t-f16", [out / "t-q8_0", out / "t-q4_0", out / "short-q4_0"],
                    progress=lambda *a: calls.append(a))
-    assert [r.quant for r in got] == ["Q8_0", "Q4_0"]
-    names = list(dict.fromkeys(c[0] for c in calls))
-    assert len(names) == 2 and all(n.startswith("discotex") for n in names)  # a line of its own per rung
-    assert [c[1:] for c in calls if c[0] == names[1]] == [(0, 2), (1, 2), (2, 2)]  # from 0
-    clock = iter([0.0, 40.0, 40.9, 41.9]).__next__  # the first rung slow, the second fast
+    assert [r.quant for r in got] == ["Q8_0", "Q4_0", "Q4_0"]
+    names = list(dict.fromkeys(c[0] for c in calls))  # a line of its own per reference pass, naming its rungs
+    assert names == ["discotex (Q8_0, Q4_0)", "discotex (Q4_0)"], names
+    assert [c[1:] for c in calls if c[0] == names[1]] == [(0, 3), (1, 3), (2, 3), (3, 3)]  # from 0
+    clock = iter([0.0, 40.0, 40.9, 41.9]).__next__  # the first pass slow, the second fast
     lines = ProgressLine(0.0, clock=clock)
-    shown = [lines.update(*c) for c in calls if c[1] in (0, 2)]
-    assert shown[1].endswith("2/2 items, 20 s/item") and shown[3].endswith("2/2 items, 2.00 items/s"), shown
+    shown = [lines.update(*c) for c in calls if c[1] in (0, c[2])]
+    assert shown[1].endswith("8/8 items, 0.20 items/s") and shown[3].endswith("3/3 items, 3.00 items/s"), shown
     r = invoke("kld", out / "t-f16", out / "t-q4_0", "--limit", "1")
     assert r.exit_code == 0 and f"{out / 't-q4_0'} (Q4_0) discotex: KLD mean" in r.output, r.output
     assert "()" not in r.output
@@ -249,11 +310,12 @@ def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
     out = _copy(ladder, tmp_path)
     env = {**os.environ, "ABRICOT_PROGRESS_SECONDS": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "abricot_local", "kld", str(out / "t-f16"), str(out / "t-q8_0"),
-                             str(out / "t-q4_0")], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                             str(out / "short-q4_0")], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
     seen = []
-    for line in proc.stderr:  # the first rung is measured, the second begins
+    for line in proc.stderr:  # the first reference pass is measured, the second begins
         seen.append(line)
-        if "t-q4_0 against" in line:
+        if "pass 2 of 2" in line:
             break
     proc.send_signal(getattr(signal, signum))
     rest = proc.stderr.read()
@@ -261,4 +323,34 @@ def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
     err = "".join(seen) + rest
     assert proc.returncode == 130, err
     assert "Aborted!" not in err and "Traceback" not in err and "kld interrupted" in err
-    assert (out / "t-q8_0" / "kld.json").is_file() and not (out / "t-q4_0" / "kld.json").exists()
+    assert (out / "t-q8_0" / "kld.json").is_file() and not (out / "short-q4_0" / "kld.json").exists()
+
+
+def test_kld_dry_run_counts_the_passes_and_tokens_kld_then_decodes(ladder, tmp_path):
+    """`kld --dry-run`: the reference passes, each pass's tokens, decode calls and rows compared as the
+    command then does them, nothing written; a time once each model has a calibration."""
+    from abricot_local.run.kld import kld_runs
+
+    out = _copy(ladder, tmp_path)
+    runs = [out / n for n in ("t-q8_0", "t-q4_0", "short-q4_0")]
+    r = invoke("kld", out / "t-f16", *runs, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert [p["runs"] for p in plan["passes"]] == [[str(runs[0]), str(runs[1])], [str(runs[2])]]
+    assert plan["seconds"] is None and "no calibration" in plan["model"]["speed_note"]
+    assert not list(out.rglob("kld.json"))  # nothing written
+    got = kld_runs(out / "t-f16", runs)
+    for p, res in zip(plan["passes"], (got[0], got[2])):
+        (t,) = p["tasks"]
+        assert (t["items"], t["decode_calls"], t["tokens"]) == (res.tasks["discotex"].n_items, res.decode_calls,
+                                                                res.tasks["discotex"].n_tokens)
+        assert t["rows_compared"] == t["tokens"] * len(p["runs"]) and p["compare_row_s"] > 0
+    for name in ("t-f16", "t-q8_0", "t-q4_0"):  # each model calibrated: the time of each pass, the total
+        cal = invoke("run", name, "--models", ladder[1], "--tasks", "discotex", "--data-dir", ladder[0].parent / "d",
+                     "--dry-run", "--calibrate")
+        assert cal.exit_code == 0, cal.output
+    plan = json.loads(invoke("kld", out / "t-f16", *runs, "--dry-run", "--json").stdout)
+    assert plan["seconds"] == pytest.approx(plan["model"]["speed"]["load_s"] + sum(p["seconds"] for p in plan["passes"]))
+    assert all(p["seconds"] > p["compare_seconds"] > 0 for p in plan["passes"])
+    text = invoke("kld", out / "t-f16", *runs, "--dry-run").stdout
+    assert "3 runs in 2 reference passes" in text and "pass 2 of 2: Q4_0" in text and "total: ~" in text, text

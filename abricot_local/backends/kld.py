@@ -22,6 +22,7 @@ each group costs one reference pass.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Hashable, Sequence
@@ -138,6 +139,28 @@ class Reducer:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+def compare_seconds(n_vocab: int, rungs: int, threads: int, *, rows: int = 0, repeats: int = 3) -> float:
+    """Seconds :class:`Reducer` takes here to compare one row of ``n_vocab`` entries with ``rungs`` rungs'
+    on ``threads`` threads: random float32 logits, ``rows`` a call (default 4 a thread), the fastest of
+    ``repeats`` calls (a busy machine only slows a measurement down); `kld --dry-run`'s rate."""
+    rows = rows or 4 * max(1, threads)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, max(1, n_vocab))).astype(np.float32) * 3
+    ys = [x + rng.normal(size=x.shape).astype(np.float32) for _ in range(max(1, rungs))]
+    reducer = Reducer(threads)
+    where = [("measure", p) for p in range(rows)]
+    best = float("inf")
+    try:
+        reducer.compare(list(x[:1]), [list(y[:1]) for y in ys], where[:1])  # the scratch rows made
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            reducer.compare(list(x), [list(y) for y in ys], where)
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        reducer.close()
+    return best / rows
 
 
 class KlRows:
@@ -281,32 +304,47 @@ def ladder_groups(ref: Footprint, rungs: Sequence[Footprint], *, available: int 
             into.append(k)
     return sorted((tuple(sorted(g)) for g in groups), key=lambda g: g[0])
 
+
 class TokenizedUnlike(ModelError):
-    """The two models cut a request into different tokens: they are not quants of one model."""
+    """A rung cuts a request into other tokens than the reference: they are not quants of one model.
+    ``rung``: its index among the ladder's rungs."""
+
+    def __init__(self, message: str, rung: int = 0):
+        super().__init__(message)
+        self.rung = rung
 
 
-class PairedBackend:
-    """Two loaded backends (``ref``, ``rung``: each with a ``session``) scored in lockstep, as far as
-    the run's loop needs a backend (``batch_size``, ``score_many``): each request's schedule, the same
-    for both (else :class:`TokenizedUnlike`), evaluated once by ``options.engine`` over a
-    :class:`PairedSession`, the pairs of rows compared into ``rows``."""
+class LadderBackend:
+    """A loaded reference and N loaded rungs (backends, each with a ``session``) scored in lockstep,
+    as far as the run's loop (run/execute.py's ``scored``) needs a backend (``batch_size``,
+    ``score_many``): each request's schedule, the same for every model (else :class:`TokenizedUnlike`),
+    evaluated once by ``options.engine`` over a :class:`LadderSession` (``threads``: its comparing
+    threads), rung k's rows compared into ``rows[k]``. One rung: a pair. :meth:`close` stops the
+    comparing threads (the models are their owner's to close)."""
 
-    def __init__(self, ref, rung, options, rows: KlRows):
+    def __init__(self, ref, rungs: Sequence, options, rows: Sequence[KlRows], *, threads: int = 1):
         from abricot_local.backends.engines import engine_class
 
-        self.ref, self.rung = ref, rung
-        ref.session.clear()  # the reference's cache as fresh as the rung's: the same decode calls from empty
-        self.engine = engine_class(options.engine)(PairedSession(ref.session, rung.session, rows), options)
+        self.ref, self.rungs = ref, list(rungs)
+        for b in (ref, *self.rungs):
+            b.session.clear()  # every cache as fresh as a new rung's: the same decode calls from empty
+        self.session = LadderSession(ref.session, [r.session for r in self.rungs], rows, threads=threads)
+        self.engine = engine_class(options.engine)(self.session, options)
 
     def batch_size(self) -> int:
         return max(1, self.engine.parallel)
 
     def score_many(self, requests: Sequence) -> list:
         schedules = [self.ref.schedule(r) for r in requests]
-        if [self.rung.schedule(r) for r in requests] != schedules:
-            raise TokenizedUnlike(f"request {requests[0].label}: the two models tokenize the text unlike")
+        for k, rung in enumerate(self.rungs):
+            if [rung.schedule(r) for r in requests] != schedules:
+                raise TokenizedUnlike(f"request {requests[0].label}: rung {k + 1} tokenizes the text unlike the "
+                                      "reference", rung=k)
         return self.engine.score_many(schedules, [r.label for r in requests])
 
     @property
     def counters(self):
         return self.engine.counters
+
+    def close(self) -> None:
+        self.session.close()

@@ -61,24 +61,30 @@ def _sigterm(signum, frame):
 @click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN [RUN ...]")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N common items of each task.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
-@click.option("--force", is_flag=True, help="Skip the memory check (both models are loaded at once).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--force", is_flag=True, help="Skip the memory check (the reference and the runs of a pass are "
+              "loaded at once: all that fit).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (reference passes, tokens, memory, predicted time on "
+              "this machine) and stop: nothing is loaded, scored or written.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results (with --dry-run: the plan) as JSON.")
 @recheck_options
 def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str | None, force: bool,
-        as_json: bool, **kw) -> None:
+        dry_run: bool, as_json: bool, **kw) -> None:
     """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
     the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
     logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
-    the result is kept in each RUN's folder (kld.json) for `report` and `compare`. Ctrl-C or SIGTERM stops
-    it with exit code 130: each RUN measured before keeps its kld.json."""
+    the reference decodes once for all the RUNs that fit in memory beside it (a reference pass). The
+    result is kept in each RUN's folder (kld.json) for `report` and `compare`. Ctrl-C or SIGTERM stops
+    it with exit code 130: each RUN measured in an earlier pass keeps its kld.json."""
     import json
     import signal
 
     from abricot_local import backends
     from abricot_local.run.kld import kld_runs
 
-    stopped = ("kld interrupted: each RUN measured before keeps its kld.json; nothing was written for the one "
-               "being measured; run the same command to measure it")
+    if dry_run:
+        return _kld_plan(reference, runs, limit=limit, data_dir=data_dir, force=force, as_json=as_json, kw=kw)
+    stopped = ("kld interrupted: each RUN measured in an earlier pass keeps its kld.json; nothing was written for "
+               "the pass being measured; run the same command to measure its runs")
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
     forget = backends.on_stuck(lambda _signum: echo(stopped, err=True))  # a C call that does not return
@@ -96,10 +102,28 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     if as_json:
         echo(json.dumps([{"reference": str(r.reference), "run": str(r.run), "quant": r.quant,
                           "seconds": r.seconds, "decode_calls": r.decode_calls,
+                          "pass_runs": [str(p) for p in r.pass_rungs],
                           "tasks": {t: s.to_dict() for t, s in r.tasks.items()}} for r in results], indent=2))
         return
     for r in results:
         quant = f" ({r.quant})" if r.quant else ""
         for task, s in r.tasks.items():
             echo(f"{r.run}{quant} {task}: {s.line()}")
-        echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model; kept in {r.run / 'kld.json'}")
+        others = len(r.pass_rungs) - 1
+        shared = f" (one reference pass with {others} other run{'s' * (others != 1)}: its time)" if others > 0 else ""
+        echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model{shared}; kept in {r.run / 'kld.json'}")
+
+
+def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, force: bool, as_json: bool, kw: dict) -> None:
+    """`kld --dry-run`: its plan and cost (run/kld_cost.py) on stdout, as text (console/plan.py) or JSON."""
+    import json
+    import shlex
+    import sys
+
+    from abricot_local.console.plan import kld as rendered
+    from abricot_local.run.kld_cost import kld_cost
+
+    cost = kld_cost(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
+                    force=force, notify=lambda line: echo(line, err=True))
+    command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
+    echo(json.dumps(cost.to_json(), indent=1) if as_json else rendered(cost, command))

@@ -5,6 +5,8 @@ command line is folded between its arguments only, with a backslash, so that it 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from abricot_local.console import _duration
 from abricot_local.report.safe import visible
 from abricot_local.errors import WIDTH, fold, fold_command
@@ -143,3 +145,64 @@ def brief(plan) -> list[str]:
     else:
         out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
     return [fold(line) for line in out]
+
+
+# -- kld --dry-run (run/kld_cost.py's KldCost) ---------------------------------------------------
+def _speeds(models) -> list[str]:
+    """Each model's speed in a line, the models with the same words in one (a note said once)."""
+    said: dict[str, list[str]] = {}
+    for m in models:
+        s = m.speed
+        how = m.note or "no speed" if s is None else f"calibrated on this machine {s.measured}" \
+            if s.source == "calibrated" else f"scaled from {visible(s.reference)} (calibrated {s.measured}) ±{s.error:.0%}"
+        said.setdefault(how, []).append(visible(m.label))
+    return [fold(f"{'speed:' if k == 0 else '':<10}{', '.join(names)}: {how}") for k, (how, names) in
+            enumerate(said.items())]
+
+
+def kld(cost, command: str = "") -> str:
+    """`kld --dry-run`: the reference, each reference pass (its runs, per task the items, the tokens each
+    model decodes, its decode calls, the rows compared, the time; the time by model; the memory), the
+    speeds, the total."""
+    exact = cost.error == 0
+    n, g = len(cost.rungs), len(cost.passes)
+    bar = f" ±{cost.error:.0%}" if cost.error else ""
+    head = f"{_command('plan of: ', command)}\n" if command else ""
+    lines = [head + "(a dry run: nothing is loaded, scored or written)", "",
+             f"reference: {visible(cost.reference)}",
+             f"  model:    {visible(cost.model.label)}" + (f" ({cost.model.quant})" if cost.model.quant else "")
+             + (f", {visible(cost.model.path)}" if cost.model.path else ""),
+             f"{n} run{'s' * (n != 1)} in {g} reference pass{'es' * (g != 1)} (a pass loads its runs' models beside "
+             "the reference, which decodes each call once for them all)"]
+    tw = max([14, *(len(t.task) for p in cost.passes for t in p.tasks)])
+    for k, p in enumerate(cost.passes, 1):
+        lines += ["", f"pass {k} of {g}: " + ", ".join(visible(cost.rungs[i].quant or Path(cost.rungs[i].run).name)
+                                                         for i in p.rungs),
+                  f"  {'task':<{tw}} {'items':>6} {'tokens':>11} {'calls':>7} {'rows compared':>14}  time"]
+        for t in p.tasks:
+            if t.work is None:
+                lines.append(_row(f"  {t.task:<{tw}} {t.items:>6}", t.problem))
+                continue
+            when = _time(t.seconds, exact) + (bar if t.seconds is not None else "")
+            lines.append(f"  {t.task:<{tw}} {t.items:>6} {t.work.tokens:>11,} {t.work.calls:>7,} "
+                         f"{t.work.tokens * len(p.rungs):>14,}  {when}")
+        lines.append(f"  {'load':<{tw}} {'':>6} {'':>11} {'':>7} {'':>14}  {_time(p.load, exact)}")
+        names = ["the reference", *(visible(cost.rungs[i].quant or cost.rungs[i].label) for i in p.rungs)]
+        parts = [f"{name} {_time(s, exact)}" for name, s in zip(names, p.models)]
+        if p.per_row is not None:
+            parts.append(f"the rows compared {_time(p.compare, exact)} ({p.per_row * 1e3:.2f} ms a row against "
+                         f"{len(p.rungs)} run{'s' * (len(p.rungs) != 1)} on {cost.threads} thread"
+                         f"{'s' * (cost.threads != 1)}, measured now)")
+        lines.append(fold(f"  time:     {', '.join(parts)}"))
+        f = p.memory
+        if f is not None:
+            verdict = "fits" if f.fits else "does NOT fit"
+            lines.append(f"  memory:   {f.need / _GIB:.2f} GiB (weights {(f.weights - p.rows_bytes) / _GIB:.2f} + output "
+                         f"rows {p.rows_bytes / _GIB:.2f} + KV caches {f.kv / _GIB:.2f}) of {f.budget / _GIB:.1f} GiB "
+                         f"available ({f.where()}): {verdict}")
+    lines += ["", *_speeds((cost.model, *cost.rungs))]
+    total = cost.seconds
+    lines.append(f"total: {_time(total, False)}{bar if total is not None else ''} predicted for {n} run"
+                 f"{'s' * (n != 1)} in {g} reference pass{'es' * (g != 1)} on this machine, with loading"
+                 + ("" if total is not None else " (a model has no speed yet: see the speed line)"))
+    return fold(visible("\n".join(lines), newlines=True))

@@ -271,6 +271,12 @@ def widened(speed_of, facts: ModelFacts) -> Speed:
                                            f"{ESTIMATED_WIDTH[1]:g}x the estimated {facts.width:.0f})")
 
 
+def paired(work: Work) -> Work:
+    """``work`` as each model of a `kld` pass does it (backends.kld.LadderSession): the same decode calls,
+    a row at every token decoded, not only at the tokens scored."""
+    return replace(work, rows=work.tokens)
+
+
 def with_items(work: Work, items: int) -> Work:
     """``work`` for ``items`` items of the same kind, in proportion (alternatives to a run)."""
     f = items / work.items if work.items else 0.0

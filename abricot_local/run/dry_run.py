@@ -169,13 +169,21 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
     chat = plan.task_options.chat_template
     plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
-        else _counted(ref, plan.backend, opts, plan.runs, chat, notify)
+        else counted(ref, plan.backend, opts, plan.runs, chat, notify)
     fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, False)
     speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
                          notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
     return ModelPlan(name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
                      located.pending, fit, estimated, speed, note, tuple(plans))
+
+
+def model_speed(ref: ModelRef, kind: str, opts) -> tuple[Speed | None, str]:
+    """The speed of a model on this machine (its file here) as a plan gives it: its calibration, else
+    one scaled from the nearest calibrated model; the note when there is none (`kld --dry-run`'s)."""
+    cls = backend_class(kind)
+    facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
+    return _speed(ref, cls, opts, facts, False, None)
 
 
 def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts | None:
@@ -188,9 +196,9 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
     return estimated_facts(params, spec.approx_bytes if spec else None, ratio(family).n_vocab, basis)
 
 
-def _counted(ref: ModelRef, kind: str, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
+def counted(ref: ModelRef, kind: str, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
-    synthetic backend itself."""
+    synthetic backend itself (`kld --dry-run` counts its passes' items so too)."""
     reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
     be = open_backend(kind, str(ref.path) if reads else ref.label,
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)

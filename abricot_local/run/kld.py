@@ -1,20 +1,27 @@
 """``abricot-local kld REF RUN...``: the full-vocabulary KL divergence of each RUN's model against
-REF's, on the tasks' own text, streamed.
+REF's, on the tasks' own text, streamed; the reference decoded once for every rung that fits beside it.
 
 REF and each RUN are finished runs (analysis.runs.Run, or their folders: a `run --quants` sweep's). REF's
 items are rebuilt as `check` rebuilds them (its recorded tasks, options and data); REF's model and each RUN's
-model are found again by their recorded SHA-256 and opened with REF's recorded options, both loaded at once
-(the memory check counts both). An engine runs the canonical schedule over a
-:class:`~abricot_local.backends.kld.PairedSession`, so the two models evaluate the same decode
-calls, each asked for a row at every token it decodes (context and continuations, as llama-perplexity
-over its text: at most n_batch rows a call); each pair of rows is compared over the whole vocabulary and
-dropped. The items are those both runs scored. The statistics (analysis/kld.py) go into RUN's folder, ``kld.json``,
-under REF's model SHA-256 (merged under the file's lock: two `kld` at once keep both entries), where
-`report`, `compare` and the API read them. Each rung's tasks get progress lines of their own, from 0.
+model are found again by their recorded SHA-256 and opened with REF's recorded options. :func:`ladder_of`
+plans it (the `kld --dry-run` of kld_cost.py costs the same plan): each rung's items (those both runs
+scored, ``--limit``: the first N of each task), and the rungs in groups that fit in memory beside the
+reference (weights, KV caches and each model's output rows: backends.kld.ladder_groups; rungs that
+scored other items apart), one reference pass a group. In a pass, the reference and the group's rungs
+are loaded together and one engine runs the canonical schedule over them through the run's loop
+(execute.score_items) by a :class:`~abricot_local.backends.kld.LadderBackend`: the reference decodes
+each call once, every rung the same call, each model asked for a row at every token it decodes
+(context and continuations, as llama-perplexity over its text: at most n_batch rows a call); each
+call's rows are compared over the whole vocabulary on the run's threads and dropped. A rung's
+statistics are the same bits alone or in any pass (backends/kld.py). The statistics (analysis/kld.py)
+go into each RUN's folder, ``kld.json``, under REF's model SHA-256 (merged under the file's lock: two
+`kld` at once keep both entries), where `report`, `compare` and the API read them; a pass's seconds
+and decode calls are its rungs' alike. Each pass's tasks get progress lines of their own, from 0.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,19 +30,21 @@ from typing import Callable, Sequence
 from abricot_local.analysis import kld as stats
 from abricot_local.analysis.runs import Run
 from abricot_local.backends import backend_class
-from abricot_local.backends.kld import KlRows, PairedBackend, TokenizedUnlike
+from abricot_local.backends.kld import Footprint, KlRows, LadderBackend, TokenizedUnlike, ladder_groups
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import model_bytes
+from abricot_local.memory import Fit
 from abricot_local.models.given import load
-from abricot_local.models.ref import Located
+from abricot_local.models.ref import Located, ModelRef
 from abricot_local.record import read_run
 from abricot_local.run.check import _task_options, recorded_model
 from abricot_local.run.execute import open_backend, prepared, score_items
-from abricot_local.run.plan import make_plan
+from abricot_local.run.plan import Plan, make_plan
 from abricot_local.run.request import of_record
 from abricot_local.run.states import unfinished
 
 Progress = Callable[[str, int, int], None]
+ROW_BYTES = 4  # an output row's entry: a float32 logit (llama.cpp's)
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,65 @@ class KldResult:
     run: Path
     quant: str
     tasks: dict  # task -> analysis.kld.KldStats
-    seconds: float
-    decode_calls: int
+    seconds: float  # its pass's, shared by the pass's rungs
+    decode_calls: int  # per model, its pass's
+    pass_rungs: tuple[Path, ...] = ()  # the runs measured in the same reference pass (itself included)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """A RUN to measure: its finished run, its model found again, its quant, and per task the ids of
+    the items it shares with REF (after --limit, in REF's order)."""
+
+    run: Run
+    model: ModelRef
+    quant: str
+    items: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @property
+    def name(self) -> str:
+        return self.quant or Path(self.run.path).name
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the models of a ladder hold (backends.kld.Footprint: weights, KV cache, output rows) and the
+    memory they may use (``available``: RAM, None when unknown; free VRAM; the RPC servers')."""
+
+    reference: Footprint
+    rungs: tuple[Footprint, ...]
+    available: int | None
+    vram: int = 0
+    remote: int = 0
+
+    def fit(self, group: Sequence[int]) -> Fit | None:
+        """A pass's models against the memory (None: RAM unknown); its weights hold the output rows."""
+        models = [self.reference, *(self.rungs[k] for k in group)]
+        if self.available is None:
+            return None
+        return Fit(sum(m.weights + m.rows for m in models), sum(m.kv for m in models), self.available, self.vram,
+                   self.remote)
+
+    def rows(self, group: Sequence[int]) -> int:
+        return self.reference.rows + sum(self.rungs[k].rows for k in group)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """kld's plan: REF (its run, its model, the plan of its recorded run), the rungs, the reference
+    passes (``groups``: the rungs' indices, each group one pass) and the memory they were fitted in
+    (None: the backend gives no memory facts, or --force)."""
+
+    ref: Run
+    model: ModelRef
+    plan: Plan
+    rungs: tuple[Rung, ...]
+    groups: tuple[tuple[int, ...], ...]
+    memory: Memory | None
+    threads: int  # the threads comparing each call's rows (the run's own)
+
+    def passes(self) -> list[list[Rung]]:
+        return [[self.rungs[k] for k in g] for g in self.groups]
 
 
 def _finished(run) -> Run:
@@ -58,46 +124,46 @@ def _finished(run) -> Run:
     return Run(str(run), read_run(run))
 
 
-def _model(run: Run):
-    """The run's model found again where the run recorded it, checked by its SHA-256 (run.check)."""
-    return recorded_model(run.record, give=f"kld opens the model of {run.path} where that run recorded it, and "
-                                           "checks its SHA-256: put the file back there")
+def _model(run: Run, dry: bool = False) -> ModelRef:
+    """The run's model found again where the run recorded it, checked by its SHA-256 (run.check);
+    ``dry`` (--dry-run): not hashed, the recorded SHA-256 taken as its (the real run checks it)."""
+    give = f"kld opens the model of {run.path} where that run recorded it, and checks its SHA-256: put the file back there"
+    rec = run.record.model
+    if not dry or not rec.path or not Path(rec.path).is_file():
+        return recorded_model(run.record, give=give)
+    from dataclasses import replace
 
+    from abricot_local.models.ref import resolve_model_ref
 
-def check_memory(kind: str, paths: Sequence[Path], options) -> None:
-    """Both models and both KV caches against this machine's memory (they are loaded together)."""
-    from abricot_local import memory
-
-    facts = backend_class(kind).preflight(paths[0], options) if paths else None
-    if facts is None:
-        return
-    memory.check_memory(sum(model_bytes(p) for p in paths), facts.kv_bytes * len(paths), vram=facts.vram,
-                        remote=facts.remote)
+    ref = resolve_model_ref(rec.path, backend=run.record.config.backend, offline=True, progress=False, digest=False)
+    return replace(ref, sha256=rec.sha256)
 
 
 def _ids(run: Run) -> dict[str, set[str]]:
     return {t.name: {s.id for s in t.samples} for t in run.run_tasks}
 
 
-def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
-             limit: int | None = None, force: bool = False, progress: Progress | None = None,
-             notify: Callable[[str], None] | None = None) -> list[KldResult]:
-    """The KLD of each run in ``runs`` against ``reference`` (finished runs: analysis.runs.Run or their
-    folders; see the module's text), written into each run's folder; ``limit``: the first N common items
-    of each task (in the reference's order). REF's items are the plan of its recorded run
-    (run.request.of_record), as `check` rebuilds them."""
+def threads_of(options) -> int:
+    """The run's threads (the backend's ``threads`` option, else every core): the rows' comparing threads."""
+    return max(1, getattr(options, "threads", None) or os.cpu_count() or 1)
+
+
+def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
+              limit: int | None = None, force: bool = False, dry: bool = False) -> Ladder:
+    """kld's plan (see the module's text); nothing loaded but headers. ``dry``: the models' files not
+    hashed (``kld --dry-run``)."""
     if not runs:
         raise UsageError("kld needs a reference run and at least one run to measure against it")
-    say = notify or (lambda _t: None)
     ref = _finished(reference)
     record = ref.record
     kind = record.config.backend if record.config else ""
     if not kind:
         raise ResultsError(f"{Path(ref.path) / 'results.json'} records no config.backend: its items cannot be rebuilt")
-    found = _model(ref)
+    found = _model(ref, dry)
     request = of_record(record, found.as_written, _task_options(record, data_dir), backend_values)
-    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)
-    others = []
+    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
+    ref_ids = _ids(ref)
+    rungs = []
     for r in runs:
         run = _finished(r)
         if Path(run.path).resolve() == Path(ref.path).resolve():
@@ -105,61 +171,125 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
         if run.backend != kind:
             raise UsageError(f"{run.path} was run with another backend than {ref.path}; kld compares one backend's "
                              "models")
-        others.append((run, _model(run)))
-    if not force:
-        for _, m in others:
-            check_memory(kind, [p for p in (found.path, m.path) if p], p.backend_options)
-    ref_ids = _ids(ref)
-    backend = open_backend(p)
+        model = _model(run, dry)
+        items = _common(p, ref_ids, _ids(run), limit)
+        if not items:
+            raise ResultsError(f"{run.path} and {ref.path} have no item in common")
+        rungs.append(Rung(run, model, run.quant or model.quant, items))
+    groups, mem = _passes(kind, (ref, found), rungs, p.backend_options, force)
+    return Ladder(ref, found, p, tuple(rungs), groups, mem, threads_of(p.backend_options))
+
+
+def _common(p: Plan, ref_ids: dict, theirs: dict, limit: int | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per task of REF's plan, the ids of the items both runs scored, in REF's order (the first
+    ``limit``); the tasks with none left out."""
+    out = []
+    for t in p.runs:
+        name = t.task.key
+        ids = [it.id for it in t.items if it.id in ref_ids.get(name, ()) and it.id in theirs.get(name, ())]
+        if ids:
+            out.append((name, tuple(ids[:limit] if limit else ids)))
+    return tuple(out)
+
+
+def _passes(kind: str, ref: tuple[Run, ModelRef], rungs: Sequence[Rung], options, force: bool
+            ) -> tuple[tuple[tuple[int, ...], ...], Memory | None]:
+    """The rungs in reference passes (backends.kld.ladder_groups; each rung's key: its items) and the
+    memory they were fitted in. The backend's memory facts (preflight) asked once a model: the
+    reference's VRAM and RPC servers' memory are the budget's. ``force``, or no memory facts: memory
+    not counted."""
+    from abricot_local import memory
+
+    keys = [r.items for r in rungs]
+    cls = backend_class(kind)
+    facts = cls.preflight(ref[1].path, options)
+    if facts is None or force:
+        return tuple(ladder_groups(Footprint(0, 0), [Footprint(0, 0)] * len(rungs), available=None, keys=keys)), None
+
+    def footprint(run: Run, model: ModelRef, kv: int) -> Footprint:
+        n_vocab = (run.record.provenance.n_vocab or 0) if run.record.provenance else 0
+        return Footprint(model_bytes(model.path) if model.path else 0, kv,
+                         rows=options.n_batch * n_vocab * ROW_BYTES, label=model.label)
+
+    mem = Memory(footprint(*ref, facts.kv_bytes),
+                 tuple(footprint(r.run, r.model, (cls.preflight(r.model.path, options) or facts).kv_bytes)
+                       for r in rungs), memory.available_memory(), facts.vram, facts.remote)
+    return tuple(ladder_groups(mem.reference, mem.rungs, available=mem.available, vram=mem.vram, remote=mem.remote,
+                               keys=keys)), mem
+
+
+def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
+             limit: int | None = None, force: bool = False, progress: Progress | None = None,
+             notify: Callable[[str], None] | None = None) -> list[KldResult]:
+    """The KLD of each run in ``runs`` against ``reference`` (finished runs: analysis.runs.Run or their
+    folders; see the module's text), written into each run's folder as its pass ends; ``limit``: the
+    first N common items of each task (in the reference's order). REF's items are the plan of its
+    recorded run (run.request.of_record), as `check` rebuilds them."""
+    say = notify or (lambda _t: None)
+    lad = ladder_of(reference, runs, data_dir=data_dir, backend_values=backend_values, limit=limit, force=force)
+    n, g = len(lad.rungs), len(lad.groups)
+    say(f"kld: {n} run{'s' * (n != 1)} against {lad.ref.path}: {g} reference pass{'es' * (g != 1)}"
+        + (" (the models that fit in memory together, and runs that scored the same items, share one)" if g > 1
+           else ""))
+    backend = open_backend(lad.plan)
     out = []
     try:
-        task_runs = prepared(p, backend)
-        for run, model in others:
-            say(f"kld: {run.path} against {ref.path}")
-            out.append(_one(backend, ref, run, model, p.backend_options, task_runs, ref_ids, limit, progress))
+        task_runs = prepared(lad.plan, backend)
+        for k, rungs in enumerate(lad.passes(), 1):
+            say(f"kld: pass {k} of {g}: {', '.join(str(r.run.path) for r in rungs)} against {lad.ref.path}")
+            out += _pass(backend, lad, rungs, task_runs, progress)
     finally:
         backend.close()
     return out
 
 
-def _one(backend, ref: Run, run: Run, model, bopts, task_runs, ref_ids, limit, progress) -> KldResult:
-    """One rung against the reference: each task's common items scored in lockstep, its own progress
-    line per task (from 0: a rung's rate is its own), the statistics written into its folder."""
-    other_ids = _ids(run)
-    quant = run.quant or model.quant
-    rung = load(model, bopts, force=True)
-    start = time.perf_counter()
-    results = {}
+def _pass(backend, lad: Ladder, rungs: Sequence[Rung], task_runs, progress) -> list[KldResult]:
+    """One reference pass: the group's rungs loaded beside the reference, each task's items scored once
+    in lockstep (one progress line a task, from 0), each rung's statistics written into its folder."""
+    bopts = lad.plan.backend_options
+    loaded = []
+    results: list[dict] = [{} for _ in rungs]
     try:
-        rows = KlRows()
-        paired = PairedBackend(backend, rung, bopts, rows)
-        for task_run in task_runs:
-            name = task_run.task.key
-            items = [it for it in task_run.items if it.id in ref_ids.get(name, ()) and it.id in other_ids.get(name, ())]
-            items = items[:limit] if limit else items
-            if not items:
-                continue
-            rows.kl.clear()
-            rows.same_top.clear()
-            line = f"{name} ({quant or Path(run.path).name})"
-            if progress:
-                progress(line, 0, len(items))
-            try:
-                for n, _ in enumerate(score_items(items, paired), 1):  # the run's loop: the same decode calls
-                    if progress:
-                        progress(line, n, len(items))
-            except TokenizedUnlike:
-                raise ResultsError(f"{model.label} tokenizes {name}'s text unlike {ref.record.model.name}: "
-                                   "not quants of one model") from None
-            results[name] = stats.summarise(rows.kl, rows.same_top, len(items))
-        calls = paired.counters.decode_calls
+        for r in rungs:
+            loaded.append(load(r.model, bopts, force=True))  # the pass's memory was checked (ladder_of)
+        rows = [KlRows() for _ in rungs]
+        ladder = LadderBackend(backend, loaded, bopts, rows, threads=lad.threads)
+        start = time.perf_counter()
+        try:
+            items_of = dict(rungs[0].items)  # a pass's rungs share their items
+            for task_run in task_runs:
+                name = task_run.task.key
+                ids = set(items_of.get(name, ()))
+                items = [it for it in task_run.items if it.id in ids]
+                if not items:
+                    continue
+                for r in rows:
+                    r.clear()
+                line = f"{name} ({', '.join(r.name for r in rungs)})"
+                if progress:
+                    progress(line, 0, len(items))
+                try:
+                    for n, _ in enumerate(score_items(items, ladder), 1):  # the run's loop: the same decode calls
+                        if progress:
+                            progress(line, n, len(items))
+                except TokenizedUnlike as err:
+                    raise ResultsError(f"{rungs[err.rung].model.label} tokenizes {name}'s text unlike "
+                                       f"{lad.ref.record.model.name}: not quants of one model") from None
+                for k, r in enumerate(rows):
+                    results[k][name] = stats.summarise(r.kl, r.same_top, len(items))
+            calls = ladder.counters.decode_calls
+        finally:
+            ladder.close()  # the comparing threads stopped before the models close
+        seconds = time.perf_counter() - start
     finally:
-        rung.close()
-    if not results:
-        raise ResultsError(f"{run.path} and {ref.path} have no item in common")
-    res = KldResult(Path(ref.path), Path(run.path), quant, results, time.perf_counter() - start, calls)
-    write(res, ref.record, run.record, bopts)
-    return res
+        for b in loaded:
+            b.close()
+    together = tuple(Path(r.run.path) for r in rungs)
+    out = [KldResult(Path(lad.ref.path), Path(r.run.path), r.quant, res, seconds, calls, together)
+           for r, res in zip(rungs, results)]
+    for res, r in zip(out, rungs):
+        write(res, lad.ref.record, r.run.record, bopts)
+    return out
 
 
 def write(res: KldResult, ref_record, rec, options) -> None:
@@ -177,7 +307,8 @@ def write(res: KldResult, ref_record, rec, options) -> None:
         "reference": {"folder": str(res.reference), "model": ref_record.model.name,
                       "model_sha256": ref_record.model.sha256},
         "model_sha256": rec.model.sha256, "quant": res.quant, "seconds": round(res.seconds, 3),
-        "decode_calls": res.decode_calls, "engine": options.engine, "n_batch": options.n_batch,
+        "decode_calls": res.decode_calls, "pass_runs": [str(p) for p in res.pass_rungs],
+        "engine": options.engine, "n_batch": options.n_batch,
         "tasks": {t: s.to_dict() for t, s in res.tasks.items()}}
     with locked(path, "`kld`"):
         kept = {**stats.entries(res.run), stats.model_key(ref_record.model): entry}
