@@ -195,6 +195,26 @@ def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
     return lines
 
 
+def _settled_differences(record: Record, runs, read: dict[str, list[Sample]]) -> list[str]:
+    """A --until-settled run's rules taken again over its samples in the nested order (run/settle.py's replay: each
+    look's verdict exactly, its intervals within a tolerance), and its stop where the last rule stopped."""
+    from abricot_local.run import settle
+
+    out, stops = [], []
+    for run in runs:
+        recorded = record.tasks[run.task.key].sequential
+        if recorded is None:
+            continue
+        by_id = {s.id: s for s in read[run.task.key]}
+        ordered = [by_id[i] for i in settle.nested(run) if i in by_id]
+        out += [f"{run.task.key} {line}" for line in settle.replay(recorded, run.task, ordered)]
+        stops.append(recorded.n)
+    if stops and record.config.sample != max(stops):
+        out.append(f"sequential: the run holds {record.config.sample} items of each task, its rules stopped at "
+                   f"{max(stops)}")
+    return out
+
+
 def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
@@ -289,6 +309,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
                    "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
         data_differs = held.differences(run, prepared(p, backend), read)
+        record_differs += tuple(_settled_differences(record, p.runs, read))
         for task_run in p.runs:
             recorded = recorded_runs[task_run.task.key]
             require_finite(list(recorded.values()), task_run.task.key)

@@ -139,18 +139,23 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest
 
+    from abricot_local.run import settle
+
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
+    rule = settle.rule_of(plan) if plan.settle.on else None  # nothing to settle: refused before any load
     manifest = plan_manifest(plan)
-    done = finished_run(folder.path, manifest) if resume else None
+    done = (settle.finished(folder.path, plan) if rule is not None and resume else None) or \
+        (finished_run(folder.path, manifest) if resume else None)
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
         tidy_finished(folder.path, done)
         return Outcome(folder.path / RESULTS, done, complete=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
-               "the items it holds are kept (a sample lies inside every larger one), the new ones scored")
+               "the items it holds are kept (a sample lies inside every larger one), the new ones scored"
+               + (" up to the look where its verdicts are settled" if rule is not None else ""))
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
@@ -158,8 +163,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
                 on_loaded(backend)
             record = None
             with folder.scoring(manifest, resume=resume):
-                results = execute(plan, backend, out, progress=progress)
-                record = build_record(plan, backend, results, time.perf_counter() - start)
+                results = execute(plan, backend, out, progress=progress, stages=rule)
+                made = settle.stopped_plan(plan, rule.n) if rule is not None else plan  # a --sample n run
+                record = build_record(made, backend, results, time.perf_counter() - start,
+                                      settled=rule.sections() if rule is not None else None)
                 out.finalize(record, {r.name: list(r.samples) for r in results})
         finally:
             backend.close()
