@@ -165,6 +165,25 @@ def finished(folder: Path, plan) -> Record | None:
     return record if record.manifest == plan_manifest(replace(plan, sample=c.sample)) else None
 
 
+def costed(plan, model):
+    """A dry_run.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
+    items: its work in proportion) and where its rule would stop if each published value were true
+    (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
+    from abricot_local.run.cost import with_items
+
+    rule = rule_of(replace(plan, runs=tuple(r for r in plan.runs if not r.problem)))
+    tasks = []
+    for t in model.tasks:
+        r = rule.rules.get(t.task)
+        if r is None or t.work is None:
+            tasks.append(t)
+            continue
+        looks = tuple((n, model.speed.seconds(with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
+        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
+        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None)))
+    return replace(model, tasks=tuple(tasks))
+
+
 def stopped_plan(plan, n: int):
     """``plan`` as the ``--sample n`` plan of the items it scored: its runs, their notes and draws as a fresh
     ``--sample n`` run makes them (tasks.selection.prepare)."""
