@@ -227,3 +227,51 @@ def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_
     assert peek > sq.ALPHA + 3 * peek_se, (peek, peek_se)  # repeated looks at 90%: far above 10%
     assert ship <= sq.ALPHA, (ship, ship_se)
     assert peek - ship > 4 * math.hypot(peek_se, ship_se), (peek, ship)
+
+
+# -- a quant ladder: each rung against its reference, look by look ----------------------------------------------
+def test_a_quant_ladder_goes_look_by_look_until_each_rung_settles(tmp_path):
+    """Two fake quants of one base (the same fake: every answer alike). At a margin of 0.2 the rung is equivalent at
+    its first look (20 items); at the task's 0.02 it is not by --max-items 40: paused at 20 while the reference grew,
+    then on to 40. The reference holds what the rung's looks read; `check` takes the rung's looks again from it.
+    120 invented items."""
+    from abricot_local.run.check import check_run
+
+    discotex_dir = write_discotex(tmp_path / "discotex", per_source=60)
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-q8]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q8_0"\n\n'
+                      '[fake-q2]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q2_K"\n', encoding="utf-8")
+
+    def ladder(out, *more):
+        return invoke("run", "fake-q2", "--quants", "Q2_K,Q8_0", "--models", models, "--backend", "fake", "--tasks",
+                      "discotex", "--data-dir", discotex_dir, "--n-ctx", 4096, "--until-settled", *more, "--out", out)
+
+    out = tmp_path / "wide"
+    r = ladder(out, "--margin", 0.2)
+    assert r.exit_code == 0, r.output
+    rung, ref = results(out / "fake-q2"), results(out / "fake-q8")
+    rule = rung["tasks"]["discotex"]["sequential"]
+    assert [q["name"] for q in rule["questions"]] == ["fake-q2 vs fake-q8 discotex.accuracy"]
+    assert [(lk["n"], lk["verdict"]) for lk in rule["looks"]] == [(20, "equivalent")]
+    assert rule["reference"] == "../fake-q8" and rung["config"]["sample"] == ref["config"]["sample"] == 20
+    assert "sequential" not in ref["tasks"]["discotex"]  # the reference waits for nothing: a --sample run
+    assert "equivalent within 0.2 (reached sequentially at look 1 of 4" in r.stdout
+    assert check_run(out / "fake-q2", atol=0.0).reproduced
+
+    out = tmp_path / "narrow"
+    r = ladder(out, "--max-items", 40)
+    assert r.exit_code == 0, r.output
+    rule = results(out / "fake-q2")["tasks"]["discotex"]["sequential"]
+    assert [(lk["n"], lk["verdict"]) for lk in rule["looks"]] == [(20, "cannot tell yet"), (40, "cannot tell yet")]
+    assert results(out / "fake-q8")["config"]["sample"] == 40 and results(out / "fake-q2")["config"]["sample"] == 40
+    assert r.stderr.count("== look at 20 items") == 2 and r.stderr.count("== look at 40 items") == 2
+    fresh = tmp_path / "fresh"
+    assert invoke("run", "fake-q2", "--models", models, "--backend", "fake", "--tasks", "discotex", "--data-dir",
+                  discotex_dir, "--n-ctx", 4096, "--sample", 40, "--out", fresh).exit_code == 0
+    assert (out / "fake-q2" / "samples-discotex.jsonl").read_bytes() == (fresh / "samples-discotex.jsonl").read_bytes()
+    assert check_run(out / "fake-q2", atol=0.0).reproduced
+    doc = results(out / "fake-q2")
+    doc["tasks"]["discotex"]["sequential"]["looks"][1]["running"] = [-0.5, 0.5]
+    (out / "fake-q2" / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    rep = check_run(out / "fake-q2", atol=0.0)
+    assert not rep.reproduced and any("running recorded" in d for d in rep.record_differs), rep.record_differs

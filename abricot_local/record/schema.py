@@ -232,6 +232,8 @@ class Settle(Section):
     seed: int = spec("the correlations' bootstrap seed (the run's `--seed`)")
     spend: bool = spec("`true`: the error spent across the looks (always, for a run)", default=True)
     looks: tuple[SettleLook, ...] = spec("each verdict at each look taken, in order", default=())
+    reference: str | None = spec("a rung of `--quants --until-settled`: the reference run's folder its looks read, "
+                                 "from this run's (`check` takes them again from it when it is there)", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

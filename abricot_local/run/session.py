@@ -75,10 +75,15 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
         done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
         yield Step(request.models[0], done.folder, done)
         return
+    if request.settle.on:
+        from abricot_local.run.settle_sweep import ladder
+
+        yield from ladder(request, hooks)
+        return
     yield from sweep(request, hooks)
 
 
-def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
+def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks, pairs=None) -> Done:
     """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
@@ -103,7 +108,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify,
+        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
@@ -130,7 +135,8 @@ def loaded(plan, backend, folder: Path | None, hooks: Hooks) -> None:
 
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
-             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None) -> Outcome:
+             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None,
+             pairs=None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
@@ -144,7 +150,8 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
-    rule = settle.rule_of(plan) if plan.settle.on else None  # nothing to settle: refused before any load
+    plan = settle.bounded(plan)  # --until-settled: its bound the manifest's sample
+    rule = settle.rule_of(plan, pairs) if plan.settle.on else None  # nothing to settle: refused before any load
     manifest = plan_manifest(plan)
     done = (settle.finished(folder.path, plan) if rule is not None and resume else None) or \
         (finished_run(folder.path, manifest) if resume else None)
@@ -166,7 +173,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
                 results = execute(plan, backend, out, progress=progress, stages=rule)
                 made = settle.stopped_plan(plan, rule.n) if rule is not None else plan  # a --sample n run
                 record = build_record(made, backend, results, time.perf_counter() - start,
-                                      settled=rule.sections() if rule is not None else None)
+                                      settled=rule.sections(folder.path) if rule is not None else None)
                 out.finalize(record, {r.name: list(r.samples) for r in results})
         finally:
             backend.close()

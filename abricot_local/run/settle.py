@@ -43,6 +43,17 @@ class TaskRule:
     metrics: dict[str, str]  # question name -> the task's metric input it reads
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """A rung of ``run --quants --until-settled``: its verdict, against ``reference`` (a label) whose run in ``folder``
+    holds at least the items of each look; the rung's run stops at ``pause`` items (the sweep's look: it goes on once
+    the reference holds the next look's items), or where its verdicts settle."""
+
+    reference: str
+    folder: Path
+    pause: int
+
+
 def nested(run: TaskRun) -> tuple[str, ...]:
     """``run``'s item ids (its items: the first ``len(items)`` of the task's seeded order, kept in release order, or
     every item) in the nested order: the first n of them are ``--sample n``'s items."""
@@ -74,38 +85,77 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
     return out
 
 
-def rule_of(plan) -> "Rule":
-    """The rule of a ``--until-settled`` plan: refused when no task has a verdict to wait for."""
-    asked = questions(plan)
+def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, str]]]:
+    """Per task instance, the rung's question against ``reference`` on the task's primary metric, at ``--margin``
+    or the task's margin for it."""
+    out: dict[str, list[tuple[sq.Question, str]]] = {}
+    for r in plan.runs:
+        task = r.task
+        metric = task.primary_metric or "accuracy"
+        stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+        margin = plan.margin if plan.margin is not None else float(task.margins.get(metric, task.default_margin))
+        out[task.key] = [(sq.Question(f"{plan.model_label} vs {reference} {task.key}.{metric}", stats[metric], margin),
+                          metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
+    return out
+
+
+def bounded(plan):
+    """A --until-settled plan's bound as its ``sample`` (the manifest a --resume compares): --max-items, else the
+    largest task's items (every item: the run holds the first n of the nested order whatever it holds)."""
+    if not plan.settle.on or plan.sample is not None or not plan.runs:
+        return plan
+    return replace(plan, sample=max(r.available or len(r.items) for r in plan.runs))
+
+
+def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
+    """The rule of a ``--until-settled`` plan (``pairs``: a rung's, against its reference): refused when no task has
+    a verdict to wait for."""
+    asked = pair_questions(plan, pairs.reference) if pairs else questions(plan)
     s = plan.settle
     rules = {}
     for run in plan.runs:
-        pairs = asked[run.task.key]
-        if not pairs:
+        mine = asked[run.task.key]
+        if not mine:
             continue
-        state = sq.start(run.available or len(run.items), [q for q, _ in pairs], looks=s.looks,
+        state = sq.start(run.available or len(run.items), [q for q, _ in mine], looks=s.looks,
                          max_items=len(run.items), seed=run.task.options.seed)
-        rules[run.task.key] = TaskRule(run.task.key, state, nested(run), {q.name: m for q, m in pairs})
+        rules[run.task.key] = TaskRule(run.task.key, state, nested(run), {q.name: m for q, m in mine})
     if not rules:
         why = (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
                "tasks are (their protocols and settings), or none is run here" if plan.reproduces else
                "the model's registry entry reproduces no published row (models.toml `reproduces`)")
         raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {why}")
-    return Rule(rules, {r.task.key: nested(r) for r in plan.runs})
+    return Rule(rules, {r.task.key: nested(r) for r in plan.runs}, pairs)
 
 
-def inputs(rule: TaskRule, task, samples: Sequence[Sample]) -> dict[str, tuple]:
-    """Each question's vectors over ``samples`` (the first n in the nested order): a row's metric inputs."""
+def inputs(rule: TaskRule, task, samples: Sequence[Sample], reference: Sequence[Sample] = ()) -> dict[str, tuple]:
+    """Each question's vectors over ``samples`` (the first n in the nested order): a row's metric inputs; a rung's,
+    then its reference's on the same items (``reference``, in the same order)."""
     by_name = {inp.name: inp for inp in task.metric_inputs(list(samples))}
-    return {q: (by_name[m].x, by_name[m].y) for q, m in rule.metrics.items()}
+    ref = {inp.name: inp for inp in task.metric_inputs(list(reference))} if reference else {}
+    return {q: (by_name[m].x, by_name[m].y, *((ref[m].x, ref[m].y) if ref else ())) for q, m in rule.metrics.items()}
+
+
+def reference_samples(pairs: Pairs, key: str, ids: Sequence[str]) -> list[Sample]:
+    """The reference run's samples of ``ids`` (its folder's samples file for ``key``), in that order; an item it
+    does not hold refused (the sweep grows the reference first)."""
+    from abricot_local.record import read_samples
+    from abricot_local.run.owned import samples_name
+
+    held = {s.id: s for s in read_samples(pairs.folder / samples_name(key), required=False)}
+    missing = [i for i in ids if i not in held]
+    if missing:
+        raise ResultsError(f"the reference run in {pairs.folder} holds no sample of item {missing[0]} of {key}: it "
+                           "must hold every item of the rung's look")
+    return [held[i] for i in ids]
 
 
 class Rule:
     """The run's rule over its tasks (execute.py's ``Stages``): the next number of items every task reaches, a look
     in each task's rule whose plan holds it, stopped when every task's rule has."""
 
-    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]]):
-        self.rules, self.orders, self.n = dict(rules), orders, 0
+    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]], pairs: Pairs | None = None):
+        self.rules, self.orders, self.n, self.pairs = dict(rules), orders, 0, pairs
         self.schedule = sorted({n for r in rules.values() for n in r.state.planned})
 
     def order(self, key: str) -> tuple[str, ...]:
@@ -119,7 +169,8 @@ class Rule:
         """The items the next look reads (each task: at most its own); None once every rule has stopped."""
         if self.stopped:
             return None
-        return next(n for n in self.schedule if n > self.n)
+        n = next(n for n in self.schedule if n > self.n)
+        return None if self.pairs is not None and n > self.pairs.pause else n
 
     def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> None:
         """The look at ``n`` items in every rule that plans one there (``tasks``: key -> Task; ``samples``: key ->
@@ -129,7 +180,9 @@ class Rule:
             m = min(n, len(self.orders[key]))
             if r.state.stopped or m not in r.state.planned[r.state.taken:]:
                 continue
-            self.rules[key] = replace(r, state=sq.look(r.state, m, inputs(r, tasks[key], samples[key][:m])))
+            first = samples[key][:m]
+            ref = reference_samples(self.pairs, key, [x.id for x in first]) if self.pairs else ()
+            self.rules[key] = replace(r, state=sq.look(r.state, m, inputs(r, tasks[key], first, ref)))
 
     def note(self, key: str) -> str:
         """The progress line's part for ``key``: the next look and each open verdict's interval."""
@@ -140,9 +193,13 @@ class Rule:
             return f"{r.state.progress()} at {r.state.n} items (scored on: the run waits for other tasks' verdicts)"
         return r.state.progress()
 
-    def sections(self) -> dict[str, Settle]:
-        """Each task's rule as results.json records it."""
-        return {key: section(r) for key, r in self.rules.items()}
+    def sections(self, home: Path) -> dict[str, Settle]:
+        """Each task's rule as results.json records it (``home``: the run's folder, a rung's reference's named from
+        it, so the sweep's folder may move)."""
+        import os
+
+        ref = Path(os.path.relpath(self.pairs.folder.resolve(), Path(home).resolve())) if self.pairs else None
+        return {key: section(r, ref) for key, r in self.rules.items()}
 
 
 def finished(folder: Path, plan) -> Record | None:
@@ -160,9 +217,15 @@ def finished(folder: Path, plan) -> Record | None:
     c = record.config
     if record.manifest is None or c is None or not c.until_settled or c.sample is None:
         return None
-    if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items):
+    if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items) or not stopped(record):
         return None
     return record if record.manifest == plan_manifest(replace(plan, sample=c.sample)) else None
+
+
+def stopped(record: Record) -> bool:
+    """Whether every rule of a --until-settled run's record has stopped (a rung paused at the sweep's look has not)."""
+    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
+    return bool(rules) and all(restored(r).stopped for r in rules)
 
 
 def costed(plan, model):
@@ -196,10 +259,11 @@ def stopped_plan(plan, n: int):
     return replace(plan, sample=n, runs=tuple(runs))
 
 
-def section(rule: TaskRule) -> Settle:
-    """A task's rule as results.json records it (``tasks.<key>.sequential``)."""
+def section(rule: TaskRule, reference: Path | None = None) -> Settle:
+    """A task's rule as results.json records it (``tasks.<key>.sequential``; a rung's: its reference's folder)."""
     s = rule.state
-    return Settle.from_dict({"method": s.method, "n": s.n, **_plain(dataclasses.asdict(s))}, "sequential")
+    return Settle.from_dict({"method": s.method, "n": s.n, **_plain(dataclasses.asdict(s)),
+                             **({"reference": str(reference)} if reference is not None else {})}, "sequential")
 
 
 def _plain(d):
@@ -253,9 +317,11 @@ def advice(record: Record, command) -> str:
             f"goes on to it (the items it holds kept, the error still spent across the looks):\n  {command(m)}")
 
 
-def replay(recorded: Settle, task, samples: Sequence[Sample], metrics: dict[str, str] | None = None) -> list[str]:
-    """``check``: the recorded looks taken again over ``samples`` (the run's, in the nested order): each look's
-    verdict exactly, its intervals within :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
+def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequence[Sample] = (),
+           metrics: dict[str, str] | None = None) -> list[str]:
+    """``check``: the recorded looks taken again over ``samples`` (the run's, in the nested order; a rung's:
+    ``reference``, its reference's on the same items): each look's verdict exactly, its intervals within
+    :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
     state = restored(recorded)
     stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
     metrics = metrics or {q.name: q.name.rpartition(".")[2] for q in state.questions}
@@ -265,7 +331,7 @@ def replay(recorded: Settle, task, samples: Sequence[Sample], metrics: dict[str,
     again = rule.state
     while not again.stopped and again.next_look is not None and again.next_look <= len(samples):
         n = again.next_look
-        again = sq.look(again, n, inputs(rule, task, samples[:n]))
+        again = sq.look(again, n, inputs(rule, task, samples[:n], reference[:n]))
     out = []
     if len(again.looks) != len(state.looks):
         out.append(f"sequential: {len(state.looks)} verdicts at the looks recorded, {len(again.looks)} taken again")
