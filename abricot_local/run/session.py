@@ -78,7 +78,9 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     if request.settle.on:
         from abricot_local.run.settle_sweep import ladder
 
-        yield from ladder(request, hooks)
+        folders = {m: request.sweep_root / slug(m) for m in request.models}
+        for model, done, failed in ladder(request, hooks, folders, run_model):
+            yield Step(model, None if failed else folders[model], done, failed)
         return
     yield from sweep(request, hooks)
 

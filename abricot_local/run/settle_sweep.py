@@ -7,7 +7,7 @@ equivalence verdict takes it. The ladder goes look by look over the looks its ta
 to that look (run/settle.py's ``Pairs``: its rule reads its own samples and the reference's, item by item) and
 stops there, or where its verdict settles. A rung's folder holds its rule and looks (``tasks.<key>.sequential``);
 the reference's, the items the rungs needed. Each model is loaded once a look. No printing: what it says goes
-through the session's Hooks."""
+through the session's Hooks; each model's run is session.run_model's (given: this module is below it)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from typing import Iterator
 from abricot_local.errors import AbricotError, ResultsError
 from abricot_local.record import RESULTS, read_run
 from abricot_local.run.request import SettleOptions
-from abricot_local.run.session import Done, Hooks, Step, run_model, slug
 
 
 def reference_of(request) -> str:
@@ -57,16 +56,16 @@ def schedule(request, reference: str) -> list[int]:
                    for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
 
 
-def ladder(request, hooks: Hooks) -> Iterator[Step]:
-    """The request's quants, each rung against the reference look by look until its verdict settles; each model's
-    Step at the end (a rung that fails is said and the others go on; the reference's failure ends the ladder)."""
+def ladder(request, hooks, folders: dict[str, Path], run_model) -> Iterator[tuple[str, object, str]]:
+    """The request's quants (each into ``folders[model]``; ``run_model``: session.run_model), each rung against the
+    reference look by look until its verdict settles; at the end, each model's (model, its last run's session.Done or
+    None, why it failed or ""): a rung that fails is said and the others go on; the reference's failure ends it."""
     from abricot_local.run.settle import Pairs, stopped
 
     ref = reference_of(request)
-    folders = {m: request.sweep_root / slug(m) for m in request.models}
     plain = replace(request, settle=SettleOptions(), sample=None)  # the reference: an ordinary --sample n run
     left = [m for m in request.models if m != ref]
-    done: dict[str, Done] = {}
+    done: dict[str, object] = {}
     failed: dict[str, str] = {}
     begun: set[str] = set()
 
@@ -101,7 +100,4 @@ def ladder(request, hooks: Hooks) -> Iterator[Step]:
             if stopped(d.outcome.record):
                 left.remove(rung)
     for model in request.models:
-        if model in failed:
-            yield Step(model, None, failed=failed[model])
-        else:
-            yield Step(model, folders[model], done.get(model))
+        yield model, done.get(model), failed.get(model, "")
