@@ -148,10 +148,12 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
     sweep = len(request.models) > 1
     out = []
     with unwritten():
+        reference = _ladder_reference(request)
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify)))
+                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
+                                    reference))
             except AbricotError as err:
                 if not sweep:
                     raise
@@ -235,13 +237,23 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
                                                                                     plan.shard))
 
 
-def _settled(plan, model: ModelPlan) -> ModelPlan:
-    """--until-settled: each task's looks and expected stop (run/settle.py)."""
-    if not plan.settle.on or model.problem:
+def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
+    """--until-settled: each task's looks and expected stop (run/settle.py); ``reference``: a ladder's (its rungs'
+    verdicts are against it; it waits for none)."""
+    if not plan.settle.on or model.problem or (reference is not None and model.model == reference):
         return model
-    from abricot_local.run.settle import costed
+    from abricot_local.run.settle import Pairs, costed
 
-    return costed(plan, model)
+    return costed(plan, model, Pairs(reference, Path(), 0) if reference is not None else None)
+
+
+def _ladder_reference(request) -> str | None:
+    """A --quants --until-settled ladder's reference (run/settle_sweep.py), else None."""
+    if not request.settle.on or len(request.models) < 2:
+        return None
+    from abricot_local.run.settle_sweep import reference_of
+
+    return reference_of(request)
 
 
 def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None) -> TaskPlan:

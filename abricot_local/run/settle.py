@@ -228,13 +228,13 @@ def stopped(record: Record) -> bool:
     return bool(rules) and all(restored(r).stopped for r in rules)
 
 
-def costed(plan, model):
+def costed(plan, model, pairs: Pairs | None = None):
     """A dry_run.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
     items: its work in proportion) and where its rule would stop if each published value were true
     (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
     from abricot_local.run.cost import with_items
 
-    rule = rule_of(replace(plan, runs=tuple(r for r in plan.runs if not r.problem)))
+    rule = rule_of(replace(plan, runs=tuple(r for r in plan.runs if not r.problem)), pairs)
     tasks = []
     for t in model.tasks:
         r = rule.rules.get(t.task)
