@@ -189,8 +189,8 @@ class Sequential:
         where = f"look {lk.k} of {len(self.planned)}"
         if lk.exact:
             return f"{lk.question}: {lk.words} (every item scored, {where}: {lk.figures})"
-        how = "reached sequentially" if lk.settled else "not settled by the last look"
-        return f"{lk.question}: {lk.words} ({how} at {where}: {lk.figures}; {guarantee})"
+        how = "reached sequentially at" if lk.settled else "not settled by the last look,"
+        return f"{lk.question}: {lk.words} ({how} {where}: {lk.figures}; {guarantee})"
 
     def progress(self) -> str:
         """The progress line's part: the next look and each open verdict's interval."""

@@ -91,10 +91,11 @@ def option_hints() -> dict[str, Any]:
     the API's own shapes (:data:`EDGE`)."""
     from abricot_local.backends import option_specs
     from abricot_local.option_fields import specs
+    from abricot_local.run.request import SettleOptions
     from abricot_local.tasks.base import TaskOptions
 
     out: dict[str, Any] = {}
-    for spec in [*specs(TaskOptions), *(s for s, _ in option_specs())]:
+    for spec in [*specs(TaskOptions), *specs(SettleOptions), *(s for s, _ in option_specs())]:
         if spec.kind is None or spec.name in out:
             continue
         hint: Any = spec.kind

@@ -65,9 +65,14 @@ def _grow_hint(folder: Path, sample: int, config) -> str:
 def _advise(done) -> None:
     """The verdict's advice of a finished model's run, as a warning: the call that settles a row that cannot tell yet."""
     from abricot_local.analysis.reproduction import grow_advice
+    from abricot_local.run import settle
 
     record = done.outcome.record
-    advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))
+    if record.config is not None and record.config.until_settled:  # the rule's next look, not a fixed-n sample
+        advice = settle.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(done.folder)!r}, resume=True, "
+                                                 f"until_settled=True, max_items={m})")
+    else:
+        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))
     if advice:
         warn(advice.replace("\n  ", " "))
 

@@ -79,6 +79,14 @@ def task_options(f):
     ])
 
 
+def settle_options(f):
+    """--until-settled, --looks, --max-items (run.request.SettleOptions' fields)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import SettleOptions
+
+    return _apply(f, [_click_option(s) for s in specs(SettleOptions)])
+
+
 def backend_options(f):
     """--backend, every registered backend's option flags (generated from their fields), --models."""
     from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, option_specs

@@ -9,14 +9,14 @@ from abricot_local.cli.app import echo
 
 
 def progress():
-    """(callback(task, done, total), close()) for the current stderr, made at the first progress (the
+    """(callback(task, done, total[, note]), close()) for the current stderr, made at the first progress (the
     console's modules load then: a run refused before it scores loads none of them)."""
     made: list = []
 
-    def update(task: str, done: int, total: int) -> None:
+    def update(task: str, done: int, total: int, note: str = "") -> None:
         if not made:
             made.extend(_progress())
-        made[0](task, done, total)
+        made[0](task, done, total, note)
 
     def close() -> None:
         if made:
@@ -31,8 +31,8 @@ def _progress():
     if not sys.stderr.isatty():
         lines = ProgressLine(float(os.environ.get("ABRICOT_PROGRESS_SECONDS", "30")))
 
-        def plain(task: str, done: int, total: int) -> None:
-            text = lines.update(task, done, total)
+        def plain(task: str, done: int, total: int, note: str = "") -> None:
+            text = lines.update(task, done, total, note)
             if text:
                 echo(text, err=True)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import backend_options, task_options
+from abricot_local.cli.options import backend_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError
 
@@ -39,6 +39,7 @@ from abricot_local.errors import UsageError
               "(models.toml `base` and `quant`: e.g. Q4_K_M,Q8_0), one after another; `report` draws the ladder.")
 @click.option("--calibrate", is_flag=True, help="With --dry-run: first time each model that is on this machine "
               "(a few seconds after its load), cached for later plans.")
+@settle_options
 def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
         resume: bool, force: bool, dry_run: bool, as_json: bool, calibrate: bool, quants: str | None, **kw) -> None:
     """Score MODEL (a registry alias, a .gguf path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE],
@@ -95,9 +96,11 @@ def _done_text(done) -> str:
 
     outcome = done.outcome
     config = outcome.record.config
+    sequential = console.settled(outcome.record, lambda m: settle_command(done.folder, m))
     lines = [console.summary(outcome.record), "", console.verdict(
         outcome.record.published, done.plan.quant, unheld=done.plan.unheld, backend=done.plan.backend,
-        grow=(config, lambda m: grow_command(done.folder, m, config)))]
+        grow=None if sequential else (config, lambda m: grow_command(done.folder, m, config)))]
+    lines += ["", sequential] if sequential else []
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)
@@ -144,6 +147,12 @@ def grow_command(out_dir: Path, sample: int, config) -> str:
     args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
     if config.sample is None:  # a new run, in a new folder
         return shlex.join(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
+    return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
+
+
+def settle_command(out_dir: Path, items: int) -> str:
+    """The command that takes a --until-settled run's next look: its folder resumed with --max-items ``items``."""
+    args = _dropped(sys.argv[1:], "--sample", "--max-items") + ["--max-items", str(items)]
     return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
 
 

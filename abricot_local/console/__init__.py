@@ -89,16 +89,40 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
     return "\n".join(lines)
 
 
+def settled(record: Record, grow=None) -> str:
+    """A ``--until-settled`` run's verdict (its record's rules; "" for another run): each verdict at the look the
+    run stopped at, reached how and with what guarantee; which verdict the run's is; ``grow`` (items -> the call
+    that takes the next look): the next look, when a verdict is open at the bound."""
+    from abricot_local.run import settle
+
+    found = settle.lines(record.tasks)
+    if not found:
+        return ""
+    from abricot_local.errors import opt
+
+    n = record.config.sample if record.config else None
+    lines = [f"verdict ({opt('until_settled', True)}, stopped at {n} items): the run's verdict on the rows it "
+             "waited for:", *(f"  {line}" for line in found),
+             f"  (the published comparison above is the fixed-n 90% verdict over the same items, as {opt('sample', n)} "
+             "reads them: it does not account for the looks this run took, and may say cannot tell yet where this "
+             "verdict is settled, or the reverse)"]
+    advice = settle.advice(record, grow) if grow else ""
+    lines.extend(f"  {line}" for line in advice.splitlines())
+    return "\n".join(lines)
+
+
 def task_bars(make_bar):
-    """(callback(task, done, total), close()): one bar per task, ``make_bar(total=, desc=)`` a
+    """(callback(task, done, total[, note]), close()): one bar per task, ``make_bar(total=, desc=)`` a
     tqdm-like bar (the CLI's tqdm on stderr, the API's tqdm.auto), created at a task's first call."""
     bars: dict = {}
 
-    def bar(task: str, done: int, total: int) -> None:
+    def bar(task: str, done: int, total: int, note: str = "") -> None:
         b = bars.get(task)
         if b is None:
             b = bars[task] = make_bar(total=total, desc=task)
         b.n = done
+        if note:  # a --until-settled run's next look and open verdicts
+            b.set_postfix_str(note, refresh=False)
         b.refresh()
 
     def close() -> None:
@@ -118,21 +142,26 @@ class ProgressLine:
         self.clock = clock
         self.started: dict[str, tuple[float, int]] = {}
         self.last: dict[str, float] = {}
+        self.notes: dict[str, str] = {}
 
-    def update(self, task: str, done: int, total: int) -> str | None:
+    def update(self, task: str, done: int, total: int, note: str = "") -> str | None:
+        """The line to print now, or None; ``note`` (a --until-settled run's next look and open verdicts): a line
+        whenever it changes (a look was taken)."""
         now = self.clock()
+        said = f"; {note}" if note else ""
         if task not in self.started:
             self.started[task] = (now, done)
             self.last[task] = now
-            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "")
-        if done < total and now - self.last[task] < self.interval:
+            self.notes[task] = note
+            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "") + said
+        if done < total and now - self.last[task] < self.interval and note == self.notes.get(task, ""):
             return None
-        self.last[task] = now
+        self.last[task], self.notes[task] = now, note
         t0, d0 = self.started[task]
         rate = (done - d0) / (now - t0) if now > t0 else 0.0
         eta = f", ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else ""
         speed = f"{rate:.2f} items/s" if rate >= 0.1 or rate <= 0 else f"{1 / rate:.0f} s/item"
-        return f"{task}: {done}/{total} items, {speed}{eta}"
+        return f"{task}: {done}/{total} items, {speed}{eta}{said}"
 
 
 def _duration(seconds: float) -> str:

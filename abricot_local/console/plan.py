@@ -88,6 +88,7 @@ def full(plan, command: str = "") -> str:
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
             lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
                               f"{when:<13}", t.work.basis))
+            lines += [fold(f"{'':<23}{line}") for line in _settle_lines(t, m.speed)]
         if m.speed is not None:
             lines.append(f"{'':<22} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
@@ -103,6 +104,17 @@ def full(plan, command: str = "") -> str:
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
     return fold(visible("\n".join(lines), newlines=True))
+
+
+def _settle_lines(t, speed) -> list[str]:
+    """A --until-settled task's looks (the items and the time of each) and where its rule would stop if each
+    published value were true (dry_run.TaskPlan's ``looks``, ``expected``)."""
+    if not t.looks:
+        return []
+    looks = ", ".join(f"{n:,}" + (f" ({_time(sec, False)}{_bar(speed)})" if sec is not None else "") for n, sec in t.looks)
+    out = [f"until settled: looks at {looks} items"]
+    out += [f"  if the run's value were the published one, {q}: {kind} at {n:,} items" for q, n, kind in t.expected]
+    return out
 
 
 def _command(lead: str, command: str) -> str:
@@ -133,8 +145,10 @@ def brief(plan) -> list[str]:
             if t.work is None:
                 continue
             items = f"{t.items} items left ({t.saved} saved)" if t.saved else f"{t.items} items"
+            items = ("at most " if t.looks else "") + items
             out.append(f"plan: {visible(m.label)} {visible(t.task)}: {items}, {_tokens(t.work)} tokens"
-                       + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else ""))
+                       + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else "")
+                       + (f"; looks at {', '.join(str(n) for n, _ in t.looks)} items" if t.looks else ""))
     if not out:
         return []
     if plan.seconds is not None:

@@ -11,12 +11,13 @@ from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, growth, 
 from abricot_local.record.samples import (Sample, check_line, check_rows, entry_samples, parse_samples, read_samples,
                                           run_samples, samples_path)
 from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, DataFile, Manifest, Model,
-                                         Provenance, Published, PublishedCheck, Record, RunConfig, SkippedTask,
-                                         TaskEntry, metric_items)
+                                         Provenance, Published, PublishedCheck, Record, RunConfig, Settle,
+                                         SettleLook, SettleQuestion, SkippedTask, TaskEntry, metric_items)
 
 __all__ = [
     "CHECKPOINT", "RESULTS", "RUN_MANIFEST", "SCHEMA_VERSION", "Bootstrap", "ChatWrap", "DataFile", "Manifest",
-    "Model", "Provenance", "Published", "PublishedCheck", "Record", "RunConfig", "Sample", "SkippedTask",
+    "Model", "Provenance", "Published", "PublishedCheck", "Record", "RunConfig", "Sample", "Settle", "SettleLook",
+    "SettleQuestion", "SkippedTask",
     "TaskEntry", "check_line", "check_rows", "entry_samples", "growth", "metric_items", "parse_samples", "run_samples",
     "samples_path", "read_manifest", "read_record", "read_run", "read_samples",
     "record_from_json", "resume_refusal", "to_json", "write_manifest", "write_record",

@@ -82,6 +82,12 @@ class RunConfig(Section):
     sample: int | None = spec("`--sample` (`null`: every item)", default=None)
     shard: str | None = spec("`--shard K/N`; absent for an unsharded (or merged) run", default=None, write="set")
     seed: int | None = spec("`--seed`: shots, distractors, `--sample` and the bootstrap", default=None)
+    until_settled: bool | None = spec("`--until-settled`: the run stopped at the first look where every verdict it "
+                                      "waited for was settled (`sample`: the items it scored; not in "
+                                      "`manifest.config`: a `--resume` compares `sample`)", default=None, write="set")
+    looks: tuple[int, ...] | None = spec("`--looks` as given (`null`: 20, 40, 80, ...)", default=None, write="set")
+    max_items: int | None = spec("`--max-items` (or `--sample` with `--until-settled`): the most items the rule "
+                                 "could score", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +188,55 @@ class DataFile(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SettleQuestion(Section):
+    """One verdict a `--until-settled` run waited for (`tasks.<name>.sequential.questions[]`)."""
+
+    name: str = spec("`SOURCE: MODEL TASK.METRIC` (a published row), or the rung against its reference")
+    stat: str = spec("`accuracy`, `pearson` or `spearman`")
+    margin: float = spec("the margin M, in the metric's units")
+    published: float | None = spec("the published value (`null`: a rung against its reference)", default=None)
+    rounding: float = spec("half the published value's last decimal (0.005 at two decimals)", default=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettleLook(Section):
+    """One verdict at one look (`tasks.<name>.sequential.looks[]`)."""
+
+    question: str = spec("the verdict's name (`questions[].name`)")
+    k: int = spec("the look's number, 1 first")
+    n: int = spec("items scored at this look (the first n of the task's nested sample order)")
+    total: int = spec("items the whole task holds")
+    level: float = spec("the interval's level: 1 - alpha x 2^-k")
+    margin: float = spec("the margin M")
+    verdict: str = spec("`reproduced`, `differs`, `cannot settle` (a published row), `equivalent`, `not worse`, "
+                        "`worse` (a rung): settled; `cannot tell yet`, `cannot tell`: open")
+    value: float | None = spec("run - published (a rung: rung - reference) over the n items", default=None)
+    interval: tuple[float, float] | None = spec("this look's interval of it for the task's own value", default=None)
+    running: tuple[float, float] | None = spec("the looks' intervals so far intersected: what the verdict reads "
+                                               "(at n = `total`, the value itself)", default=None)
+    note: str = spec("why there is no interval, or why an earlier one was kept", default="")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settle(Section):
+    """A `--until-settled` run's stopping rule and every look it took (`tasks.<name>.sequential`):
+    `check` takes the looks again over the samples in the nested order."""
+
+    method: str = spec("the rule: Bonferroni over the looks, look k at level 1 - alpha x 2^-k")
+    n: int = spec("the items at the look this task's rule stopped at (the run's `sample` is the last rule's stop: a "
+                  "rule that stopped first scored on with the run, its verdicts not read again)")
+    total: int = spec("items the whole task holds")
+    planned: tuple[int, ...] = spec("the looks planned (items), the last `max_items` or `total`")
+    questions: tuple[SettleQuestion, ...] = spec("the verdicts it waited for")
+    alpha: float = spec("the error spent across the looks (0.1: as a fixed-n 90% verdict)")
+    seed: int = spec("the correlations' bootstrap seed (the run's `--seed`)")
+    spend: bool = spec("`true`: the error spent across the looks (always, for a run)", default=True)
+    looks: tuple[SettleLook, ...] = spec("each verdict at each look taken, in order", default=())
+    reference: str | None = spec("a rung of `--quants --until-settled`: the reference run's folder its looks read, "
+                                 "from this run's (`check` takes them again from it when it is there)", default=None, write="set")
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskEntry(Section):
     """One task's results (`tasks.<name>`)."""
 
@@ -204,6 +259,8 @@ class TaskEntry(Section):
                                      "a NaN metric, the task's own)", default=())
     sampled: int | None = spec("the items `--sample N` drew for this task, when N is more than it holds (then "
                                "every item; `config.sample` keeps N as given)", default=None, write="set")
+    sequential: Settle | None = spec("`--until-settled`: the stopping rule and every look (below); the run's "
+                                     "verdict on the rows it waited for", default=None, write="set")
 
     def metric_items(self) -> list[tuple[str, float, tuple[float, float] | None]]:
         return metric_items(self.metrics)
@@ -315,4 +372,4 @@ class Record(Section):
 
 # the order the sections are documented in (docs/RESULTS.md)
 SECTIONS = (Record, Model, RunConfig, Manifest, Provenance, Kernels, Device, Bootstrap, ChatWrap, TaskEntry, DataFile,
-            SkippedTask, Published, PublishedCheck)
+            Settle, SettleQuestion, SettleLook, SkippedTask, Published, PublishedCheck)

@@ -25,7 +25,7 @@ from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import backend_class
-from abricot_local.errors import ModelError, ResultsError, UsageError, opt
+from abricot_local.errors import AbricotError, ModelError, ResultsError, UsageError, opt
 from abricot_local.models.ref import Located, ModelRef, require_same, resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.run.execute import execute, open_backend, prepared
@@ -195,6 +195,36 @@ def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
     return lines
 
 
+def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], home: Path) -> tuple[list[str], list[str]]:
+    """A --until-settled run's rules taken again over its samples in the nested order (run/settle.py's replay: each
+    look's verdict exactly, its intervals within a tolerance), and its stop where the last rule stopped; and what
+    could not be taken again (a rung whose reference's folder is not here), as notes."""
+    from abricot_local.run import settle
+
+    out, notes, stops = [], [], []
+    for run in runs:
+        key, recorded = run.task.key, record.tasks[run.task.key].sequential
+        if recorded is None:
+            continue
+        by_id = {s.id: s for s in read[key]}
+        ordered = [by_id[i] for i in settle.nested(run) if i in by_id]
+        stops.append(recorded.n)
+        reference = ()
+        if any(q.published is None for q in recorded.questions):  # a rung: its reference's samples, item by item
+            try:
+                reference = settle.reference_samples(settle.Pairs("", home / (recorded.reference or ""), 0), key,
+                                                     [s.id for s in ordered])
+            except (AbricotError, OSError) as err:
+                notes.append(f"{key}: its looks read the reference run in {recorded.reference}, which cannot be "
+                             f"read here ({err}): not taken again")
+                continue
+        out += [f"{key} {line}" for line in settle.replay(recorded, run.task, ordered, reference)]
+    if stops and record.config.sample != max(stops) and settle.stopped(record):
+        out.append(f"sequential: the run holds {record.config.sample} items of each task, its rules stopped at "
+                   f"{max(stops)}")
+    return out, notes
+
+
 def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
@@ -289,6 +319,8 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
                    "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
         data_differs = held.differences(run, prepared(p, backend), read)
+        settled, settled_notes = _settled_differences(record, p.runs, read, out)
+        record_differs += tuple(settled)
         for task_run in p.runs:
             recorded = recorded_runs[task_run.task.key]
             require_finite(list(recorded.values()), task_run.task.key)
@@ -308,7 +340,8 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
         backend.close()
     return CheckReport(against.checked, against.same, against.worst, atol, tuple(against.diffs), tuple(missing),
                        record_differs, kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
-                       (note,) if note and not moved else (), verdict, exact, changes, data_differs)
+                       ((note,) if note and not moved else ()) + tuple(settled_notes), verdict, exact, changes,
+                       data_differs)
 
 
 def report_json(rep: CheckReport) -> str:

@@ -46,6 +46,8 @@ class TaskPlan:
     seconds: float | None = None
     problem: str = ""
     saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
+    looks: tuple[tuple[int, float | None], ...] = ()  # --until-settled: each look's items, their seconds
+    expected: tuple[tuple[str, int, str], ...] = ()  # --until-settled: (verdict, items, kind) if published were true
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,10 @@ def _model_json(m: ModelPlan) -> dict:
         "tasks": [{"task": t.task, "items": t.items, "available": t.available, "seconds": t.seconds,
                    "tokens": t.work.tokens if t.work else None, "decode_calls": t.work.calls if t.work else None,
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
-                   "counted_by": t.work.basis if t.work else None, "problem": t.problem or None} for t in m.tasks],
+                   "counted_by": t.work.basis if t.work else None, "problem": t.problem or None,
+                   **({"looks": [{"items": n, "seconds": sec} for n, sec in t.looks],
+                       "expected_stop": [{"verdict": q, "items": n, "kind": k} for q, n, k in t.expected]}
+                      if t.looks else {})} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
                                                      "to": m.download.to, "free_bytes": m.download.free,
                                                      "refused_offline": m.download.refused or None},
@@ -143,15 +148,18 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
     sweep = len(request.models) > 1
     out = []
     with unwritten():
+        reference = _ladder_reference(request)
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                out.append(model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify))
+                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
+                                    reference))
             except AbricotError as err:
                 if not sweep:
                     raise
                 out.append(ModelPlan(name, name, p.backend, problem=err.raw().splitlines()[0]))
-    return DryRun(tuple(out), _alternatives(out, request.limit, request.sample, request.shard))
+    return DryRun(tuple(out), () if request.settle.on else _alternatives(out, request.limit, request.sample,
+                                                                         request.shard))
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
@@ -233,7 +241,27 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
     plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
                       None, None, False, speed, note, tuple(plans))
-    return DryRun((model,), _alternatives([model], plan.limit, plan.sample, plan.shard))
+    return DryRun((_settled(plan, model),), () if plan.settle.on else _alternatives([model], plan.limit, plan.sample,
+                                                                                    plan.shard))
+
+
+def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
+    """--until-settled: each task's looks and expected stop (run/settle.py); ``reference``: a ladder's (its rungs'
+    verdicts are against it; it waits for none)."""
+    if not plan.settle.on or model.problem or (reference is not None and model.model == reference):
+        return model
+    from abricot_local.run.settle import Pairs, costed
+
+    return costed(plan, model, Pairs(reference, Path(), 0) if reference is not None else None)
+
+
+def _ladder_reference(request) -> str | None:
+    """A --quants --until-settled ladder's reference (run/settle_sweep.py), else None."""
+    if not request.settle.on or len(request.models) < 2:
+        return None
+    from abricot_local.run.settle_sweep import reference_of
+
+    return reference_of(request)
 
 
 def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None) -> TaskPlan:

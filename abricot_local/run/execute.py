@@ -17,7 +17,7 @@ from abricot_local.run.plan import Plan
 from abricot_local.tasks.selection import TaskRun
 from abricot_local.tasks.base import Item
 
-Progress = Callable[[str, int, int], None]  # (task, done, total)
+Progress = Callable[..., None]  # (task, done, total[, note]): note, a --until-settled run's next look and open verdicts
 
 
 class Sink(Protocol):
@@ -28,6 +28,27 @@ class Sink(Protocol):
         ...
 
     def append(self, task: str, sample: Sample) -> None: ...
+
+
+class Stages(Protocol):
+    """A rule that reads every task's first items at planned points and may stop the run there (run/settle.py's,
+    ``--until-settled``): the items are taken in its order, all tasks to its next point, then it looks."""
+
+    def order(self, task: str) -> Sequence[str]:
+        """The task's item ids in the order they are taken."""
+        ...
+
+    def next(self) -> int | None:
+        """The items (of each task, at most all of them) its next look reads; None: it has stopped."""
+        ...
+
+    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> None:
+        """The look at ``n`` items (``samples``: per task its first, in its order)."""
+        ...
+
+    def note(self, task: str) -> str:
+        """What the task's progress line adds (the next look, the open verdicts)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -120,9 +141,54 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None =
 
 
 def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
-            measure: bool = True) -> list[TaskResult]:
+            measure: bool = True, stages: Stages | None = None) -> list[TaskResult]:
     """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
-    already is not scored again): each task's samples and (``measure``) metrics."""
+    already is not scored again): each task's samples and (``measure``) metrics. With ``stages`` (``--until-settled``),
+    in its order to each of its looks, until it stops (:func:`staged`)."""
     runs = prepared(plan, backend)
+    if stages is not None:
+        return staged(runs, backend, sink, stages, progress)
     return [run_task(run, backend, done=sink.done(run.task.key), on_sample=sink.append, progress=progress,
                      measure=measure) for run in runs]
+
+
+def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages,
+           progress: Progress | None = None) -> list[TaskResult]:
+    """Every task's items in ``stages``' order, all tasks to its next look, then the look, until it stops: each
+    task's first n items (n: the last look's, at most the task's), in release order, and their metrics. Items the
+    sink holds already are not scored again (a resume), nor kept past n."""
+    orders, done, seconds, now = {}, {}, {}, {}
+    for run in runs:
+        key, by_id = run.task.key, {it.id: it for it in run.items}
+        orders[key] = [by_id[i] for i in stages.order(key)]
+        done[key], seconds[key], now[key] = dict(sink.done(key)), 0.0, 0
+    n = 0
+    while (step := stages.next()) is not None:
+        n = step
+        for run in runs:
+            key, order = run.task.key, orders[run.task.key]
+            start, total = time.perf_counter(), len(order)
+            finished = sum(1 for it in order if it.id in done[key])
+            if progress:
+                progress(key, finished, total, stages.note(key))
+            for item, s in score_items([it for it in order[:n] if it.id not in done[key]], backend):
+                done[key][item.id] = sample = run.task.sample(item, s)
+                sink.append(key, sample)
+                now[key] += 1
+                finished += 1
+                if progress:
+                    progress(key, finished, total, stages.note(key))
+            seconds[key] += time.perf_counter() - start
+        stages.look(n, {r.task.key: r.task for r in runs},
+                    {key: [done[key][it.id] for it in order[:n]] for key, order in orders.items()})
+        if progress:
+            for key, order in orders.items():
+                progress(key, sum(1 for it in order if it.id in done[key]), len(order), stages.note(key))
+    out = []
+    for run in runs:
+        key = run.task.key
+        kept = {it.id for it in orders[key][:n]}
+        samples = tuple(done[key][it.id] for it in run.items if it.id in kept)
+        require_finite(list(samples), key)
+        out.append(TaskResult(key, samples, run.task.metrics(list(samples)), seconds[key], now[key]))
+    return out

@@ -18,7 +18,7 @@ from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError
 from abricot_local.models.ref import Located, ModelRef, locate
-from abricot_local.run.request import Shard
+from abricot_local.run.request import SettleOptions, Shard
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
@@ -46,6 +46,7 @@ class Plan:
     margin: float | None = None  # run --margin: the published verdict's margin (None: each task's)
     dry: bool = False  # run --dry-run's: nothing fetched
     problem: str = ""  # a dry sweep's model that cannot be located: why (no tasks planned; its row says so)
+    settle: SettleOptions = SettleOptions()  # --until-settled: the items scored in the nested order, looks taken
 
     @property
     def model_label(self) -> str:
@@ -83,7 +84,12 @@ class Plan:
                 **backend_class(self.backend).config(self.backend_options)}
 
     def config(self) -> dict:
-        """Every option that can change a number (recorded, and compared on --resume)."""
+        """Every option that can change a number (recorded), then --until-settled's (recorded, not compared on
+        --resume: the items a stopped run holds are its ``sample``, and those are compared)."""
+        return {**self.compared(), **self.settle.config()}
+
+    def compared(self) -> dict:
+        """The options a --resume compares (the manifest's config)."""
         return {
             "model": self.model.config_name,
             "backend": self.backend,
@@ -97,7 +103,7 @@ class Plan:
 
     def manifest(self) -> dict:
         return {
-            "config": self.config(),
+            "config": self.compared(),
             "model_sha256": self.model_sha256,
             "data_sha256": {k: [f["sha256"] for f in v] for k, v in self.data.items()},
             "task_versions": {r.task.key: r.task.version for r in self.runs},
@@ -138,7 +144,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                                for t in runs}
         ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
-                r.shard, skipped, r.margin, dry)
+                r.shard, skipped, r.margin, dry, settle=r.settle)
 
 
 def _entry(located: Located) -> str:

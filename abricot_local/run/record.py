@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Sequence
 
@@ -84,10 +85,13 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 
-def build_record(plan: Plan, backend: Backend, task_results: list, wall: float) -> Record:
-    """The record of ``plan`` scored through ``backend`` (its TaskResults, in the plan's order)."""
+def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, *, settled: dict | None = None) -> Record:
+    """The record of ``plan`` scored through ``backend`` (its TaskResults, in the plan's order); ``settled``: a
+    --until-settled run's rule per task (record.Settle), in its entry."""
     runs = plan.runs
     tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
+    if settled:
+        tasks = {k: replace(e, sequential=settled.get(k)) for k, e in tasks.items()}
     chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
     bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
     made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from abricot_local.errors import UsageError, opt
+from abricot_local.option_fields import option, recorded, validate
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
     from abricot_local.models.given import Given
@@ -42,6 +43,39 @@ class Shard:
 
 
 @dataclass(frozen=True)
+class SettleOptions:
+    """Stopping when it is settled (issue 50): each one a field, as the tasks' options are (its flag, the API's
+    keyword, lm-eval's key and the checks made from it). Recorded in a run's config, not in its manifest: the
+    items a stopped run holds are its recorded sample, and a --resume compares those."""
+
+    until_settled: bool = option(
+        False, "Score each task's items in the nested sample order (the first N of one seeded order) and stop at "
+        "the first planned look where every verdict asked for is settled: the published rows the model's registry "
+        "entry reproduces; with --quants, each rung against its reference. Each look's interval spends part "
+        "of the 10% error (docs/protocols.md, \"Stopping when it is settled\"); the run that stops is the sample "
+        "run of the items it scored.", record="if_set")
+    looks: tuple[int, ...] | None = option(
+        None, "With --until-settled: the item counts at which the verdicts are read (default 20, 40, 80, ... and "
+        "each task's last).", metavar="N,N,...", min=1, record="if_set")
+    max_items: int | None = option(
+        None, "With --until-settled: stop at N items of each task if nothing settles first (--sample N says the "
+        "same).", metavar="N", min=1, record="if_set")
+
+    def __post_init__(self) -> None:
+        if self.looks is not None:
+            object.__setattr__(self, "looks", tuple(sorted({int(n) for n in self.looks})))
+        validate(self)
+
+    @property
+    def on(self) -> bool:
+        return self.until_settled
+
+    def config(self) -> dict:
+        """What a run's config records of them (only when given)."""
+        return recorded(self) if self.until_settled else {}
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """The models (several: a sweep), the tasks (``task_spec``: --tasks as given, None: every task
     whose data is here) and their options, the backend options given, the item selection, the
@@ -62,6 +96,7 @@ class RunRequest:
     stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp>
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
     task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
+    settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
 
     @property
     def caution(self) -> str | None:
@@ -83,8 +118,36 @@ def option_names() -> tuple[str, ...]:
     from abricot_local.option_fields import specs
     from abricot_local.tasks.base import TaskOptions
 
-    names = [s.name for s in specs(TaskOptions) if not s.internal]
+    names = [s.name for s in specs(TaskOptions) if not s.internal] + [s.name for s in specs(SettleOptions)]
     return tuple(dict.fromkeys([*names, *(s.name for s, _ in option_specs() if s.flag)]))
+
+
+def settle_options(values: Mapping[str, Any], sample: int | None, limit: int | None, shard) -> SettleOptions:
+    """--until-settled, --looks and --max-items from values by field name, each parsed and checked; with
+    --until-settled, --sample N is --max-items N, and --limit and --shard are refused (the first items in
+    release order, or a part of them, are no draw the rule can read); --looks and --max-items need it."""
+    from abricot_local.option_fields import from_values, specs
+
+    names = {s.name for s in specs(SettleOptions)}
+    given = {k: v for k, v in values.items() if k in names and v not in (None, False)}
+    s = from_values(SettleOptions, given, owner="the run")
+    if not s.until_settled:
+        extra = [k for k in ("looks", "max_items") if getattr(s, k) is not None]
+        if extra:
+            raise UsageError(f"{opt(extra[0])} goes with {opt('until_settled', True)}: it plans the looks of a run "
+                             "that stops when its verdicts are settled")
+        return s
+    for name, value in (("limit", limit), ("shard", shard)):
+        if value is not None:
+            raise UsageError(f"{opt(name, value)} cannot be combined with {opt('until_settled', True)}: the rule "
+                             f"reads the first items of one seeded draw of the whole task ({opt('sample', 'N')} "
+                             f"or {opt('max_items', 'N')} bounds it)")
+    if sample is not None:
+        if s.max_items is not None and s.max_items != sample:
+            raise UsageError(f"{opt('sample', sample)} and {opt('max_items', s.max_items)} both bound a run "
+                             f"{opt('until_settled', True)}; give one of them")
+        s = SettleOptions(True, s.looks, sample)
+    return s
 
 
 def task_options(values: Mapping[str, Any]):
@@ -131,9 +194,11 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     if not models:
         raise UsageError("no model given")
     options = task_options(values or {})
+    settle = settle_options(values or {}, sample, limit, shard)
+    sample = settle.max_items if settle.on else sample  # the items the rule may read: the first of one draw
     return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
                       Shard.parse(shard), Path(out) if out else None, resume, force, models_file, model_dirs,
-                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin)
+                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle)
 
 
 def _margin(margin) -> float | None:

@@ -75,10 +75,17 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
         done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
         yield Step(request.models[0], done.folder, done)
         return
+    if request.settle.on:
+        from abricot_local.run.settle_sweep import ladder
+
+        folders = {m: request.sweep_root / slug(m) for m in request.models}
+        for model, done, failed in ladder(request, hooks, folders, run_model):
+            yield Step(model, None if failed else folders[model], done, failed)
+        return
     yield from sweep(request, hooks)
 
 
-def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks) -> Done:
+def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks, pairs=None) -> Done:
     """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into
     ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
     (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
@@ -103,7 +110,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify,
+        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
@@ -130,7 +137,8 @@ def loaded(plan, backend, folder: Path | None, hooks: Hooks) -> None:
 
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
-             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None) -> Outcome:
+             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None,
+             pairs=None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
@@ -139,18 +147,24 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest
 
+    from abricot_local.run import settle
+
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
+    plan = settle.bounded(plan)  # --until-settled: its bound the manifest's sample
+    rule = settle.rule_of(plan, pairs) if plan.settle.on else None  # nothing to settle: refused before any load
     manifest = plan_manifest(plan)
-    done = finished_run(folder.path, manifest) if resume else None
+    done = (settle.finished(folder.path, plan) if rule is not None and resume else None) or \
+        (finished_run(folder.path, manifest) if resume else None)
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
         tidy_finished(folder.path, done)
         return Outcome(folder.path / RESULTS, done, complete=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
-               "the items it holds are kept (a sample lies inside every larger one), the new ones scored")
+               "the items it holds are kept (a sample lies inside every larger one), the new ones scored"
+               + (" up to the look where its verdicts are settled" if rule is not None else ""))
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
@@ -158,8 +172,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
                 on_loaded(backend)
             record = None
             with folder.scoring(manifest, resume=resume):
-                results = execute(plan, backend, out, progress=progress)
-                record = build_record(plan, backend, results, time.perf_counter() - start)
+                results = execute(plan, backend, out, progress=progress, stages=rule)
+                made = settle.stopped_plan(plan, rule.n) if rule is not None else plan  # a --sample n run
+                record = build_record(made, backend, results, time.perf_counter() - start,
+                                      settled=rule.sections(folder.path) if rule is not None else None)
                 out.finalize(record, {r.name: list(r.samples) for r in results})
         finally:
             backend.close()

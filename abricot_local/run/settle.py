@@ -1,0 +1,356 @@
+"""``run --until-settled`` (issue 50): the sequential rule (analysis/sequential.py) wired into a run.
+
+Before the loop (:func:`rule_of`, before the model loads): one ``Question`` per published row the model's registry
+entry reproduces that the run's task instance is made as (baselines.entry_for, no protocol difference), its
+statistic the task's ``metric_inputs``', its margin ``--margin`` or the task's, its rounding the published value's;
+a rule per task instance over the task's N items (``sequential.start``), the looks ``--looks`` or 20, 40, 80, ...
+up to ``--max-items`` (the plan's sample) or N. Nothing to settle is refused.
+
+In the loop (execute.py's staged loop, this module's :class:`Rule`): every task's items are taken in the nested
+sample order (tasks.selection.sample_order: the first n are ``--sample n``'s), all tasks to the run's next look, a
+look taken in each task's rule whose plan holds it, until every rule has stopped. The run then is the ``--sample n``
+run of the look it stopped at (:func:`stopped_plan`): its samples, metrics and published block are what a fresh
+``--sample n`` run writes, its record adds each task's rule (``tasks.<key>.sequential``, :func:`section`) and the
+options in its config. ``check`` takes the looks again (:func:`replay`). Names no task and no backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+from abricot_local import metrics as metric_stats
+from abricot_local.analysis import baselines
+from abricot_local.analysis import sequential as sq
+from abricot_local.errors import ResultsError, UsageError, opt
+from abricot_local.record import RESULTS, Record, Sample, TaskEntry, read_run
+from abricot_local.record.schema import Settle
+from abricot_local.tasks.selection import TaskRun, prepare, sample_order
+
+INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
+
+
+@dataclass(frozen=True)
+class TaskRule:
+    """One task instance's rule: its state, its items' ids in the nested order, each question's metric."""
+
+    key: str
+    state: sq.Sequential
+    order: tuple[str, ...]
+    metrics: dict[str, str]  # question name -> the task's metric input it reads
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """A rung of ``run --quants --until-settled``: its verdict, against ``reference`` (a label) whose run in ``folder``
+    holds at least the items of each look; the rung's run stops at ``pause`` items (the sweep's look: it goes on once
+    the reference holds the next look's items), or where its verdicts settle."""
+
+    reference: str
+    folder: Path
+    pause: int
+
+
+def nested(run: TaskRun) -> tuple[str, ...]:
+    """``run``'s item ids (its items: the first ``len(items)`` of the task's seeded order, kept in release order, or
+    every item) in the nested order: the first n of them are ``--sample n``'s items."""
+    first = sample_order(run.available or len(run.items), run.task.options.seed)[:len(run.items)]
+    rank = {p: i for i, p in enumerate(sorted(first))}
+    return tuple(run.items[rank[p]].id for p in first)
+
+
+def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
+    """Per task instance, (question, metric) for each published row the registry entry reproduces that the run
+    checks against that instance and that was made as the run makes it."""
+    out: dict[str, list[tuple[sq.Question, str]]] = {r.task.key: [] for r in plan.runs}
+    if not plan.reproduces:
+        return out
+    runs = {r.task.key: r for r in plan.runs}
+    entries = {key: TaskEntry(metrics={}, n=0, config=r.task.config()) for key, r in runs.items()}
+    for ref in baselines.parse_reproduces(plan.reproduces)[0]:
+        found = baselines.entry_for(ref, entries)
+        if found is None or baselines.protocol_differences(ref.protocol, found[1].config):
+            continue  # not run here, or not comparable: no verdict to wait for
+        task = runs[found[0]].task
+        stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+        if stats.get(ref.metric) not in metric_stats.ROW_STATS:
+            continue
+        margin = plan.margin if plan.margin is not None else float(task.margins.get(ref.metric, task.default_margin))
+        name = f"{ref.source}: {ref.model} {found[0]}.{ref.metric}"
+        out[found[0]].append((sq.Question(name, stats[ref.metric], margin, ref.value,
+                                          baselines.rounding(ref.value)), ref.metric))
+    return out
+
+
+def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, str]]]:
+    """Per task instance, the rung's question against ``reference`` on the task's primary metric, at ``--margin``
+    or the task's margin for it."""
+    out: dict[str, list[tuple[sq.Question, str]]] = {}
+    for r in plan.runs:
+        task = r.task
+        metric = task.primary_metric or "accuracy"
+        stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+        margin = plan.margin if plan.margin is not None else float(task.margins.get(metric, task.default_margin))
+        out[task.key] = [(sq.Question(f"{plan.model_label} vs {reference} {task.key}.{metric}", stats[metric], margin),
+                          metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
+    return out
+
+
+def bounded(plan):
+    """A --until-settled plan's bound as its ``sample`` (the manifest a --resume compares): --max-items, else the
+    largest task's items (every item: the run holds the first n of the nested order whatever it holds)."""
+    if not plan.settle.on or plan.sample is not None or not plan.runs:
+        return plan
+    return replace(plan, sample=max(r.available or len(r.items) for r in plan.runs))
+
+
+def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
+    """The rule of a ``--until-settled`` plan (``pairs``: a rung's, against its reference): refused when no task has
+    a verdict to wait for."""
+    asked = pair_questions(plan, pairs.reference) if pairs else questions(plan)
+    s = plan.settle
+    rules = {}
+    for run in plan.runs:
+        mine = asked[run.task.key]
+        if not mine:
+            continue
+        state = sq.start(run.available or len(run.items), [q for q, _ in mine], looks=s.looks,
+                         max_items=len(run.items), seed=run.task.options.seed)
+        rules[run.task.key] = TaskRule(run.task.key, state, nested(run), {q.name: m for q, m in mine})
+    if not rules:
+        why = (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
+               "tasks are (their protocols and settings), or none is run here" if plan.reproduces else
+               "the model's registry entry reproduces no published row (models.toml `reproduces`)")
+        raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {why}")
+    return Rule(rules, {r.task.key: nested(r) for r in plan.runs}, pairs)
+
+
+def inputs(rule: TaskRule, task, samples: Sequence[Sample], reference: Sequence[Sample] = ()) -> dict[str, tuple]:
+    """Each question's vectors over ``samples`` (the first n in the nested order): a row's metric inputs; a rung's,
+    then its reference's on the same items (``reference``, in the same order)."""
+    by_name = {inp.name: inp for inp in task.metric_inputs(list(samples))}
+    ref = {inp.name: inp for inp in task.metric_inputs(list(reference))} if reference else {}
+    return {q: (by_name[m].x, by_name[m].y, *((ref[m].x, ref[m].y) if ref else ())) for q, m in rule.metrics.items()}
+
+
+def reference_samples(pairs: Pairs, key: str, ids: Sequence[str]) -> list[Sample]:
+    """The reference run's samples of ``ids`` (its folder's samples file for ``key``), in that order; an item it
+    does not hold refused (the sweep grows the reference first)."""
+    from abricot_local.record import read_samples
+    from abricot_local.run.owned import samples_name
+
+    held = {s.id: s for s in read_samples(pairs.folder / samples_name(key), required=False)}
+    missing = [i for i in ids if i not in held]
+    if missing:
+        raise ResultsError(f"the reference run in {pairs.folder} holds no sample of item {missing[0]} of {key}: it "
+                           "must hold every item of the rung's look")
+    return [held[i] for i in ids]
+
+
+class Rule:
+    """The run's rule over its tasks (execute.py's ``Stages``): the next number of items every task reaches, a look
+    in each task's rule whose plan holds it, stopped when every task's rule has."""
+
+    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]], pairs: Pairs | None = None):
+        self.rules, self.orders, self.n, self.pairs = dict(rules), orders, 0, pairs
+        self.schedule = sorted({n for r in rules.values() for n in r.state.planned})
+
+    def order(self, key: str) -> tuple[str, ...]:
+        return self.orders[key]
+
+    @property
+    def stopped(self) -> bool:
+        return all(r.state.stopped for r in self.rules.values())
+
+    def next(self) -> int | None:
+        """The items the next look reads (each task: at most its own); None once every rule has stopped."""
+        if self.stopped:
+            return None
+        n = next(n for n in self.schedule if n > self.n)
+        return None if self.pairs is not None and n > self.pairs.pause else n
+
+    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> None:
+        """The look at ``n`` items in every rule that plans one there (``tasks``: key -> Task; ``samples``: key ->
+        the first n (or all) of its items in the nested order)."""
+        self.n = n
+        for key, r in self.rules.items():
+            m = min(n, len(self.orders[key]))
+            if r.state.stopped or m not in r.state.planned[r.state.taken:]:
+                continue
+            first = samples[key][:m]
+            ref = reference_samples(self.pairs, key, [x.id for x in first]) if self.pairs else ()
+            self.rules[key] = replace(r, state=sq.look(r.state, m, inputs(r, tasks[key], first, ref)))
+
+    def note(self, key: str) -> str:
+        """The progress line's part for ``key``: the next look and each open verdict's interval."""
+        r = self.rules.get(key)
+        if r is None:
+            return ""
+        if r.state.stopped and not self.stopped:
+            return f"{r.state.progress()} at {r.state.n} items (scored on: the run waits for other tasks' verdicts)"
+        return r.state.progress()
+
+    def sections(self, home: Path) -> dict[str, Settle]:
+        """Each task's rule as results.json records it (``home``: the run's folder, a rung's reference's named from
+        it, so the sweep's folder may move)."""
+        import os
+
+        ref = Path(os.path.relpath(self.pairs.folder.resolve(), Path(home).resolve())) if self.pairs else None
+        return {key: section(r, ref) for key, r in self.rules.items()}
+
+
+def finished(folder: Path, plan) -> Record | None:
+    """With --resume: the finished ``--until-settled`` run in ``folder`` when it is this one (the same options,
+    model, data and rule, its ``sample`` where it stopped): nothing to score. None otherwise (the ordinary resume
+    decides: a larger bound grows it, another run is refused)."""
+    from abricot_local.run.record import plan_manifest
+
+    if not (Path(folder) / RESULTS).is_file():
+        return None
+    try:
+        record = read_run(folder)
+    except ResultsError:
+        return None  # the ordinary resume says what is wrong with it
+    c = record.config
+    if record.manifest is None or c is None or not c.until_settled or c.sample is None:
+        return None
+    if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items) or not stopped(record):
+        return None
+    return record if record.manifest == plan_manifest(replace(plan, sample=c.sample)) else None
+
+
+def stopped(record: Record) -> bool:
+    """Whether every rule of a --until-settled run's record has stopped (a rung paused at the sweep's look has not)."""
+    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
+    return bool(rules) and all(restored(r).stopped for r in rules)
+
+
+def costed(plan, model, pairs: Pairs | None = None):
+    """A dry_run.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
+    items: its work in proportion) and where its rule would stop if each published value were true
+    (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
+    from abricot_local.run.cost import with_items
+
+    rule = rule_of(replace(plan, runs=tuple(r for r in plan.runs if not r.problem)), pairs)
+    tasks = []
+    for t in model.tasks:
+        r = rule.rules.get(t.task)
+        if r is None or t.work is None:
+            tasks.append(t)
+            continue
+        looks = tuple((n, model.speed.seconds(with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
+        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
+        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None)))
+    return replace(model, tasks=tuple(tasks))
+
+
+def stopped_plan(plan, n: int):
+    """``plan`` as the ``--sample n`` plan of the items it scored: its runs, their notes and draws as a fresh
+    ``--sample n`` run makes them (tasks.selection.prepare)."""
+    runs = []
+    for run in plan.runs:
+        fresh = prepare([run.task], None, n)[0]
+        keep = {it.id for it in fresh.items}
+        runs.append(replace(run, items=tuple(it for it in run.items if it.id in keep), sampled=fresh.sampled,
+                            notes=fresh.notes))
+    return replace(plan, sample=n, runs=tuple(runs))
+
+
+def section(rule: TaskRule, reference: Path | None = None) -> Settle:
+    """A task's rule as results.json records it (``tasks.<key>.sequential``; a rung's: its reference's folder)."""
+    s = rule.state
+    return Settle.from_dict({"method": s.method, "n": s.n, **_plain(dataclasses.asdict(s)),
+                             **({"reference": str(reference)} if reference is not None else {})}, "sequential")
+
+
+def _plain(d):
+    """asdict's tuples as lists, NaN as null: what JSON holds."""
+    if isinstance(d, dict):
+        return {k: _plain(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_plain(v) for v in d]
+    return None if isinstance(d, float) and math.isnan(d) else d
+
+
+def restored(recorded: Settle) -> sq.Sequential:
+    """A recorded rule as a ``sequential.Sequential`` (its lines, its replay)."""
+    d = recorded.to_dict()
+    pair = (lambda v: None if v is None else tuple(v))  # noqa: E731
+    looks = tuple(sq.Look(**{**lk, "interval": pair(lk.get("interval")), "running": pair(lk.get("running"))})
+                  for lk in d.get("looks", ()))
+    return sq.Sequential(d["total"], tuple(d["planned"]), tuple(sq.Question(**q) for q in d["questions"]),
+                         d["alpha"], d["seed"], d.get("spend", True), looks)
+
+
+def lines(entries: dict[str, TaskEntry]) -> list[str]:
+    """The verdict lines of a run's rules: each verdict at its last look, reached how, where, with what guarantee."""
+    out = []
+    for key, entry in entries.items():
+        if entry.sequential is None:
+            continue
+        state = restored(entry.sequential)
+        out += [state.line(lk) for lk in state.latest]
+    return out
+
+
+def next_bound(record: Record) -> int | None:
+    """A --until-settled run stopped at its bound with a verdict open: the items of its next look (twice the
+    bound, at most the largest task); None when every verdict settled or every item was scored."""
+    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
+    open_ = [r for r in rules if any(lk.k == len(r.planned) and lk.verdict not in sq.SETTLED for lk in r.looks)
+             and r.n < r.total]
+    if not open_:
+        return None
+    return min(max(r.total for r in open_), 2 * max(r.n for r in open_))
+
+
+def advice(record: Record, command) -> str:
+    """A --until-settled run that stopped at its bound with a verdict open: the call that takes its next look
+    (``command(m)``: a door's words for the run grown to ``m`` items, still --until-settled); "" otherwise."""
+    m = next_bound(record)
+    if m is None:
+        return ""
+    return (f"not settled by {opt('max_items', record.config.sample)}: the rule's next look reads {m} items; the run "
+            f"goes on to it (the items it holds kept, the error still spent across the looks):\n  {command(m)}")
+
+
+def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequence[Sample] = (),
+           metrics: dict[str, str] | None = None) -> list[str]:
+    """``check``: the recorded looks taken again over ``samples`` (the run's, in the nested order; a rung's:
+    ``reference``, its reference's on the same items): each look's verdict exactly, its intervals within
+    :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
+    state = restored(recorded)
+    stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+    metrics = metrics or {q.name: q.name.rpartition(".")[2] for q in state.questions}
+    if any(m not in stats for m in metrics.values()):
+        return [f"sequential: a question reads no metric of the task ({', '.join(metrics.values())})"]
+    rule = TaskRule("", replace(state, looks=()), (), metrics)
+    again = rule.state
+    while not again.stopped and again.next_look is not None and again.next_look <= len(samples):
+        n = again.next_look
+        again = sq.look(again, n, inputs(rule, task, samples[:n], reference[:n]))
+    out = []
+    if len(again.looks) != len(state.looks):
+        out.append(f"sequential: {len(state.looks)} verdicts at the looks recorded, {len(again.looks)} taken again")
+    for a, b in zip(state.looks, again.looks):
+        where = f"sequential look {a.k} ({a.n} items) {a.question}"
+        if (a.k, a.n, a.verdict) != (b.k, b.n, b.verdict):
+            out.append(f"{where}: recorded {a.verdict} at {a.n}, taken again {b.verdict} at {b.n}")
+        for name in ("value", "interval", "running", "level"):
+            x, y = getattr(a, name), getattr(b, name)
+            if not _close(x, y):
+                out.append(f"{where}: {name} recorded {x}, taken again {y}")
+    if again.n != recorded.n and not out:
+        out.append(f"sequential: stopped at {recorded.n} items, taken again at {again.n}")
+    return out
+
+
+def _close(x, y) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(y) and all(_close(a, b) for a, b in zip(x, y))
+    return abs(float(x) - float(y)) <= INTERVAL_TOLERANCE

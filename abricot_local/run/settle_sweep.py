@@ -1,0 +1,103 @@
+"""``run MODEL --quants Q,Q --until-settled`` (issue 50): a ladder's rungs against its reference, look by look.
+
+The reference is the ladder's highest-precision quant (analysis.runs.quant_bits; the first on a tie), as compare's
+equivalence verdict takes it. The ladder goes look by look over the looks its tasks plan (--looks, else 20, 40,
+80, ..., up to --max-items or each task's last): the reference's run grows to the look's items (an ordinary
+``--sample n`` run, its items the first n of the nested order), then each rung still open runs ``--until-settled``
+to that look (run/settle.py's ``Pairs``: its rule reads its own samples and the reference's, item by item) and
+stops there, or where its verdict settles. A rung's folder holds its rule and looks (``tasks.<key>.sequential``);
+the reference's, the items the rungs needed. Each model is loaded once a look. No printing: what it says goes
+through the session's Hooks; each model's run is session.run_model's (given: this module is below it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator
+
+from abricot_local.errors import AbricotError, ResultsError
+from abricot_local.record import RESULTS, read_run
+from abricot_local.run.request import SettleOptions
+
+
+def reference_of(request) -> str:
+    """The ladder's reference: its highest-precision quant as the registry names it (the first on a tie)."""
+    from abricot_local.analysis.runs import quant_bits
+    from abricot_local.models.registry import load_registry, lookup
+
+    registry = load_registry(request.models_file)
+
+    def bits(alias: str) -> float:
+        try:
+            return quant_bits(lookup(alias, registry).quant or "")
+        except AbricotError:
+            return -1.0
+
+    return max(request.models, key=lambda m: (bits(m), -request.models.index(m)))
+
+
+def held(folder: Path) -> int:
+    """The items each task of the finished run in ``folder`` holds (its ``--sample``); 0 when there is none."""
+    if not (folder / RESULTS).is_file():
+        return 0
+    try:
+        return read_run(folder).config.sample or 0
+    except (ResultsError, AttributeError):
+        return 0
+
+
+def schedule(request, reference: str) -> list[int]:
+    """Every look the ladder's tasks plan: the reference's plan (dry: nothing fetched), its tasks' looks."""
+    from abricot_local.analysis.sequential import planned_looks
+    from abricot_local.run.plan import make_plan
+
+    p = make_plan(request, reference, dry=True)
+    return sorted({n for r in p.runs if not r.problem
+                   for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
+
+
+def ladder(request, hooks, folders: dict[str, Path], run_model) -> Iterator[tuple[str, object, str]]:
+    """The request's quants (each into ``folders[model]``; ``run_model``: session.run_model), each rung against the
+    reference look by look until its verdict settles; at the end, each model's (model, its last run's session.Done or
+    None, why it failed or ""): a rung that fails is said and the others go on; the reference's failure ends it."""
+    from abricot_local.run.settle import Pairs, stopped
+
+    ref = reference_of(request)
+    plain = replace(request, settle=SettleOptions(), sample=None)  # the reference: an ordinary --sample n run
+    left = [m for m in request.models if m != ref]
+    done: dict[str, object] = {}
+    failed: dict[str, str] = {}
+    begun: set[str] = set()
+
+    def resume(model: str) -> bool:  # the first run of a model in this ladder resumes only with --resume
+        first = model not in begun
+        begun.add(model)
+        return request.resume if first else True
+
+    for n in schedule(request, ref):
+        if not left:
+            break
+        if held(folders[ref]) < n:
+            hooks.notify(f"== look at {n} items: the reference {ref} -> {folders[ref]}")
+            done[ref] = run_model(replace(plain, sample=n), ref, folders[ref], resume(ref), hooks=hooks)
+        else:
+            begun.add(ref)
+        for rung in list(left):
+            if held(folders[rung]) >= n:  # it holds this look already (a ladder resumed): never shrunk
+                begun.add(rung)
+                if stopped(read_run(folders[rung])):
+                    left.remove(rung)
+                continue
+            hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
+            try:
+                d = done[rung] = run_model(request, rung, folders[rung], resume(rung), hooks=hooks,
+                                           pairs=Pairs(ref, folders[ref], n))
+            except AbricotError as err:
+                hooks.notify(f"error: {rung}: {err.raw()}")
+                failed[rung] = err.raw()
+                left.remove(rung)
+                continue
+            if stopped(d.outcome.record):
+                left.remove(rung)
+    for model in request.models:
+        yield model, done.get(model), failed.get(model, "")
