@@ -84,7 +84,7 @@ def test_a_look_reads_the_exact_interval_of_the_sets_accuracy_and_tangos_for_a_p
     wilson = metrics.wilson(right, n, level=0.90, fpc=stats.fpc(n, total))  # the fixed-n verdict's: no wider
     assert lo <= wilson[0] + 1 / total and wilson[1] - 1 / total <= hi
     for r, m_, t_ in ((0, 20, 127), (20, 20, 127), (7, 40, 40)):
-        assert sq.exact_ci(r, m_, t_, 0.95) == pytest.approx(_hypergeometric_interval(r, m_, t_, 0.95))
+        assert stats.exact_set_ci(r, m_, t_, level=0.95) == pytest.approx(_hypergeometric_interval(r, m_, t_, 0.95))
     a, b = x == gold, xr == gold
     detail = {"a_only": int(np.sum(a & ~b)), "b_only": int(np.sum(~a & b))}
     m = SimpleNamespace(a="o", b="r", diff=float(a.mean() - b.mean()), ci90=(0, 0), stat="accuracy", n=n, task="t",

@@ -6,7 +6,7 @@ settled"): look k (1, 2, ...) takes its interval at level 1 - alpha 2^-k (alpha 
 sum under alpha, so a verdict read at any look, however chosen, is wrong with probability at most alpha, as a
 fixed-n 90% verdict. Each look's interval is for the task's own value over n of its N items, exact at n = N (the
 verdict then reproduction.judge's or equivalence.verdict_of's): a published accuracy's, the exact hypergeometric
-interval (:func:`exact_ci`); a correlation's, Fisher's z +- z x the larger of the bootstrap's and normal theory's se,
+interval (stats.exact_set_ci); a correlation's, Fisher's z +- z x the larger of the bootstrap's and normal theory's se,
 narrowed by stats.fpc, read once each vector has 10 items off its commonest value; a rung's paired accuracy difference,
 Tango's (stats.paired_score_ci), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
 intervals intersected: below N a settled verdict stays settled (not worse may become equivalent). Settled: reproduced,
@@ -22,7 +22,6 @@ from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.special import gammaln
 
 from abricot_local import metrics
 from abricot_local.analysis import equivalence, reproduction, stats
@@ -253,7 +252,7 @@ def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed:
     p, r = q.published, q.rounding
     if q.stat == "accuracy":
         right = int(np.sum(v[0] == v[1]))
-        value, (lo, hi), note = right / n, exact_ci(right, n, total, lvl), ""
+        value, (lo, hi), note = right / n, stats.exact_set_ci(right, n, total, level=lvl), ""
     else:
         value, ci, note = _correlation(q, v, n, total, lvl, seed)
         if ci is None:
@@ -298,35 +297,6 @@ def _correlation(q: Question, v: list[np.ndarray], n: int, total: int, lvl: floa
 
 def _fisher(r: float) -> float:
     return math.atanh(max(-_EDGE, min(_EDGE, r)))
-
-
-def exact_ci(right: int, n: int, total: int, lvl: float) -> tuple[float, float]:
-    """The exact interval of a set's accuracy K / N from ``right`` of ``n`` items drawn without replacement from its
-    ``total``: every K whose hypergeometric tails at ``right`` both exceed (1 - ``lvl``) / 2 (Clopper and Pearson's
-    construction over the hypergeometric: it holds K with probability ``lvl`` or more whatever K is, where Wilson's
-    falls short at small n). At n = N, K = ``right``."""
-    tail, lo, hi = (1.0 - lvl) / 2.0, right, total - (n - right)
-
-    def first(a: int, b: int, ok) -> int:  # the least K in [a, b] with ok(K), ok monotone; b when none before
-        while a < b:
-            mid = (a + b) // 2
-            a, b = (a, mid) if ok(mid) else (mid + 1, b)
-        return a
-
-    low = first(lo, hi, lambda k: _tails(right, n, total, k)[0] > tail)
-    high = first(lo, hi, lambda k: _tails(right, n, total, k)[1] <= tail)
-    high = high if _tails(right, n, total, high)[1] > tail else high - 1
-    return low / total, max(low, high) / total
-
-
-def _tails(right: int, n: int, total: int, k: int) -> tuple[float, float]:
-    """P(X >= right) and P(X <= right) for X the items right among n drawn from ``total`` of which ``k`` are."""
-    def lcomb(a, b):
-        return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
-
-    j = np.arange(max(0, n - (total - k)), min(n, k) + 1)
-    p = np.exp(lcomb(k, j) + lcomb(total - k, n - j) - lcomb(total, n))
-    return float(p[j >= right].sum()), float(p[j <= right].sum())
 
 
 def _meet(prev: tuple[float, float] | None, own: tuple[float, float]) -> tuple[tuple[float, float], str]:
@@ -389,7 +359,7 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
             continue
         else:
             half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), _fisher(t)
-            lo, hi = exact_ci(min(n, max(0, round(t * n))), n, state.total, lvl) if q.stat == "accuracy" else (
+            lo, hi = stats.exact_set_ci(min(n, max(0, round(t * n))), n, state.total, level=lvl) if q.stat == "accuracy" else (
                 math.tanh(z - half), math.tanh(z + half))
             kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
         if kind in SETTLED or k == len(state.planned):
