@@ -53,3 +53,18 @@ def test_the_fake_rows_are_the_same_bits_with_numpy_simd_dispatch_limited():
     full = _rows_digest({})
     limited = _rows_digest({"NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)})
     assert full == limited == ROWS_SHA256
+
+
+def test_the_fake_rows_table_is_exact_log_softmax_bit_for_bit():
+    """The fake session's table-driven log-softmax (backends.fake.log_softmax_of_ints) gives exactly the bits of
+    core.exact_log_softmax over the same integer logits, edge values included."""
+    import numpy as np
+
+    from abricot_local.backends import fake
+
+    rng = np.random.default_rng(7)
+    rows = [rng.integers(-fake.SPREAD, fake.SPREAD, fake.N_VOCAB) for _ in range(40)]
+    rows += [np.full(fake.N_VOCAB, -fake.SPREAD), np.array([fake.SPREAD - 1] + [-fake.SPREAD] * (fake.N_VOCAB - 1))]
+    for ints in rows:
+        want = np.array(exact_log_softmax(int(k) / fake.SCALE for k in ints))
+        assert fake.log_softmax_of_ints(ints).tobytes() == want.tobytes()

@@ -5,6 +5,7 @@ llama-perplexity reports them, kept in the run folder and shown by the ladder, c
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -353,4 +354,4 @@ def test_kld_dry_run_counts_the_passes_and_tokens_kld_then_decodes(ladder, tmp_p
     assert plan["seconds"] == pytest.approx(plan["model"]["speed"]["load_s"] + sum(p["seconds"] for p in plan["passes"]))
     assert all(p["seconds"] > p["compare_seconds"] > 0 for p in plan["passes"])
     text = invoke("kld", out / "t-f16", *runs, "--dry-run").stdout
-    assert "3 runs in 2 reference passes" in text and "pass 2 of 2: Q4_0" in text and "total: ~" in text, text
+    assert "3 runs in 2 reference passes" in text and "pass 2 of 2: Q4_0" in text and re.search(r"total: (~|<)\d", text), text

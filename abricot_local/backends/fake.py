@@ -13,6 +13,7 @@ arithmetic) over 64, and the session returns their log-softmax computed exactly
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ from abricot_local.backends.base import (
     schedule_facts,
     split_chat,
 )
-from abricot_local.core import cached_prefix, exact_log_softmax
+from abricot_local.core import cached_prefix, exact_exp, exact_log
 from abricot_local.record.schema import Provenance
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.options import ScoringOptions
@@ -44,6 +45,19 @@ BOS = 256
 N_VOCAB = 257
 SPREAD = 224  # logits are integers in [-SPREAD, SPREAD) over SCALE: a standard deviation of about 2
 SCALE = 64
+
+
+_EXP = np.array([exact_exp(-d / SCALE) for d in range(2 * SPREAD)])  # exp((k - max) / SCALE), every difference
+
+
+def log_softmax_of_ints(ints: np.ndarray) -> np.ndarray:
+    """``core.exact_log_softmax`` of ``ints / SCALE``, the same bits, from a table: with integer logits over a
+    power of two, x - max is exactly (k - kmax) / SCALE, one of 2 SPREAD values whose exact exp is computed once
+    (math.fsum is exactly rounded in any order; a float subtraction rounds alike in numpy and Python)."""
+    top = int(ints.max())
+    xs = ints.astype(np.float64) / SCALE
+    lse = top / SCALE + exact_log(math.fsum(_EXP[top - ints].tolist()))
+    return xs - lse
 
 
 class FakeSession:
@@ -75,7 +89,7 @@ class FakeSession:
         if history[-1] in self.poison:
             return np.full(N_VOCAB, np.nan)
         ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-SPREAD, SPREAD, N_VOCAB)
-        return np.array(exact_log_softmax(int(k) / SCALE for k in ints), dtype=np.float64)
+        return log_softmax_of_ints(ints)
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         cells = self.cells.get(seq, {})
