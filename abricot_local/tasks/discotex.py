@@ -161,13 +161,13 @@ class DiscotexTask(Task):
 
     def _find(self) -> Source:
         opts = self.options
-        for flag, path in ((f"--data {self.data.key}", opts.data_for(self.data.key, self.name)),
-                           ("--data-dir", opts.data_dir)):
+        for named, path in ((lambda p: opt("data", (self.data.key, p)), opts.data_for(self.data.key, self.name)),
+                            (lambda p: opt("data_dir", p), opts.data_dir)):
             if path:
                 folder = Path(path).expanduser()
                 found = discotex_rows.in_folder(folder)
                 if found is not None:
-                    return self._published(found, f"{flag} {path}")
+                    return self._published(found, named(path))
                 return self._rebuilt()  # the release there, or Task.data_path's message on what it lacks
         return self._from_hub() or self._rebuilt()
 
