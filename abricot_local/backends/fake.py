@@ -86,13 +86,10 @@ class FakeSession:
         return [self._row(seq, pos) if want else None for seq, pos, _, want in entries]
 
     def _row(self, seq: int, pos: int) -> np.ndarray:
-        cells = self.cells[seq]
-        history = [cells[p] for p in range(pos + 1)]
-        digest = hashlib.blake2b(
-            bytes(str(self.options.seed), "ascii") + np.asarray(history, dtype=np.int32).tobytes(),
-            digest_size=8,
-        ).digest()
-        if history[-1] in self.poison:
+        cells = self.cells[seq]  # the tokens at 0..pos, read in C (a KeyError where one is missing, as ever)
+        history = np.fromiter(map(cells.__getitem__, range(pos + 1)), dtype=np.int32, count=pos + 1)
+        digest = hashlib.blake2b(bytes(str(self.options.seed), "ascii") + history.tobytes(), digest_size=8).digest()
+        if cells[pos] in self.poison:
             return np.full(N_VOCAB, np.nan)
         ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-SPREAD, SPREAD, N_VOCAB)
         lse = _LSE.get(digest)
