@@ -100,6 +100,12 @@ print("accepted" if ctx else "refused")
 """
 
 
+_ORACLE_EACH = _ORACLE.replace('''ctx = lib.gguf_init_from_file(sys.argv[2].encode(), Params(True, None))
+print("accepted" if ctx else "refused")''', '''for path in sys.argv[2:]:
+    ctx = lib.gguf_init_from_file(path.encode(), Params(True, None))
+    print("accepted" if ctx else "refused", flush=True)''')
+
+
 def llama_cpp_lib_dir() -> str:
     import importlib.util
 
@@ -117,3 +123,22 @@ def llama_cpp_parser_verdict(path: Path, timeout: float = 60) -> str:
     if out.returncode != 0:
         return "crashed"
     return out.stdout.strip()
+
+
+def llama_cpp_parser_verdicts(paths: list[Path], timeout: float = 60) -> list[str]:
+    """:func:`llama_cpp_parser_verdict` of each file, in as few processes as its crashes allow: one process
+    reads the files in turn and says each verdict as it goes; the file it dies (or hangs) on is 'crashed'
+    (or 'hung'), and a new process goes on from the next."""
+    verdicts: list[str] = []
+    while len(verdicts) < len(paths):
+        rest = [str(p) for p in paths[len(verdicts):]]
+        try:
+            out = subprocess.run([sys.executable, "-c", _ORACLE_EACH, llama_cpp_lib_dir(), *rest],
+                                 capture_output=True, timeout=timeout)
+            said, stuck = out.stdout, "crashed" if out.returncode != 0 else None
+        except subprocess.TimeoutExpired as exc:
+            said, stuck = exc.stdout or b"", "hung"
+        verdicts += said.decode(errors="replace").split()
+        if stuck and len(verdicts) < len(paths):
+            verdicts.append(stuck)
+    return verdicts

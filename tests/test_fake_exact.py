@@ -68,3 +68,25 @@ def test_the_fake_rows_table_is_exact_log_softmax_bit_for_bit():
     for ints in rows:
         want = np.array(exact_log_softmax(int(k) / fake.SCALE for k in ints))
         assert fake.log_softmax_of_ints(ints).tobytes() == want.tobytes()
+
+
+def test_a_row_seen_again_is_the_same_bits_as_computed_afresh():
+    """The session keeps each row's log-sum-exp by the row's digest (backends.fake._LSE): a row served from it is
+    the row computed afresh from its own integer logits."""
+    import numpy as np
+
+    from abricot_local.backends import fake
+    from abricot_local.backends.options import ScoringOptions
+
+    fake._LSE.clear()
+    text = b"il gatto dorme sul divano. " * 12  # 325 rows: a key weaker than the digest would collide
+    entries = [(0, p, t, True) for p, t in enumerate([fake.BOS, *text])]
+    first = fake.FakeSession(ScoringOptions(seed=5)).decode(entries)
+    again = fake.FakeSession(ScoringOptions(seed=5)).decode(entries)
+    assert len(fake._LSE) == len(entries)
+    for pos, (a, b) in enumerate(zip(first, again)):
+        cells = [t for _, _, t, _ in entries[:pos + 1]]
+        digest = fake.hashlib.blake2b(b"5" + np.asarray(cells, dtype=np.int32).tobytes(), digest_size=8).digest()
+        ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-fake.SPREAD, fake.SPREAD,
+                                                                               fake.N_VOCAB)
+        assert a.tobytes() == b.tobytes() == fake.log_softmax_of_ints(ints).tobytes()

@@ -137,8 +137,9 @@ LADDER = ("F16", "Q8_0", "Q4_0")
 
 @pytest.fixture(scope="module")
 def ladder(tmp_path_factory):
-    """A fake ladder of three rungs (8 items), and the Q4_0 run again on its first 3 items
-    (``short-q4_0``: other items, so another reference pass), made once: (its folder, its models.toml)."""
+    """A fake ladder of three rungs (the first 4 of 8 items: kld asks a row at every token), and the Q4_0
+    run again on its first 3 items (``short-q4_0``: other items, so another reference pass), made once:
+    (its folder, its models.toml)."""
     root = tmp_path_factory.mktemp("kld_ladder")
     data = write_discotex(root / "d", 4)
     models = root / "models.toml"
@@ -146,7 +147,7 @@ def ladder(tmp_path_factory):
                               for q in LADDER), encoding="utf-8")
     out = root / "ladder"
     r = invoke("run", "t-f16", "--models", models, "--quants", ",".join(LADDER), "--tasks", "discotex",
-               "--data-dir", data, "--out", out)
+               "--data-dir", data, "--limit", 4, "--out", out)
     assert r.exit_code == 0, r.output
     r = invoke("run", "t-q4_0", "--models", models, "--tasks", "discotex", "--data-dir", data, "--limit", 3,
                "--out", root / "short-q4_0")
@@ -228,8 +229,18 @@ def test_two_kld_runs_at_once_into_one_rung_keep_both_entries(ladder, tmp_path, 
     from abricot_local.run.kld import kld_runs
 
     out = _copy(ladder, tmp_path)
-    meet = threading.Barrier(2, timeout=1.5)  # a second reader waiting on a lock never comes: 1.5 s, then on
+    import fcntl
+
+    meet = threading.Barrier(2, timeout=1.5)  # a second reader waiting on a lock never comes: 1.5 s at most
     read = stats.entries
+    flock = fcntl.flock
+
+    def waiting(fd, op):  # ... and it does not wait that long: the other, refused the lock, lets it on at once
+        try:
+            return flock(fd, op)
+        except OSError:
+            meet.abort()
+            raise
 
     def entries(folder):
         got = read(folder)
@@ -240,6 +251,7 @@ def test_two_kld_runs_at_once_into_one_rung_keep_both_entries(ladder, tmp_path, 
         return got
 
     monkeypatch.setattr(stats, "entries", entries)
+    monkeypatch.setattr(fcntl, "flock", waiting)
     errors = []
 
     def measure(reference):
@@ -277,7 +289,7 @@ def test_each_rung_has_its_own_progress_from_0_and_its_quant_is_named(ladder, tm
     clock = iter([0.0, 40.0, 40.9, 41.9]).__next__  # the first pass slow, the second fast
     lines = ProgressLine(0.0, clock=clock)
     shown = [lines.update(*c) for c in calls if c[1] in (0, c[2])]
-    assert shown[1].endswith("8/8 items, 0.20 items/s") and shown[3].endswith("3/3 items, 3.00 items/s"), shown
+    assert shown[1].endswith("4/4 items, 0.10 items/s") and shown[3].endswith("3/3 items, 3.00 items/s"), shown
     r = invoke("kld", out / "t-f16", out / "t-q4_0", "--limit", "1")
     assert r.exit_code == 0 and f"{out / 't-q4_0'} (Q4_0) discotex: KLD mean" in r.output, r.output
     assert "()" not in r.output

@@ -54,6 +54,16 @@ def _write_items(folder: Path, discotex_dir: Path, n: int, variant: str = "card"
     return items
 
 
+def _ours_only(mp: pytest.MonkeyPatch) -> None:
+    """lm-eval's CLI indexes its own thousands of task files first (7 s here); only ours (the include
+    path) are run, so its TaskManager is made without its built-in tasks (lm-eval's ``include_defaults``)."""
+    from lm_eval.tasks import TaskManager
+
+    init = TaskManager.__init__
+    mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
+               init(self, *a, include_defaults=False, **kw))
+
+
 def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_flags: tuple,
           ita_bench: bool = False) -> tuple[Path, Path]:
     """An lm-eval output of abricot_mc (DISCOTEX, the card's prompt; with ``ita_bench`` also
@@ -67,16 +77,11 @@ def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_fla
         (tasks / "abricot_mc_ita.yaml").write_text(yaml.replace("task: abricot_mc", "task: abricot_mc_ita").replace(
             "lm_eval_data/mc.jsonl", "lm_eval_data/mc_ita.jsonl"), encoding="utf-8")
         _write_items(folder, discotex_dir, N, "ita-bench", "mc_ita")
-    from lm_eval.tasks import TaskManager
-
-    init = TaskManager.__init__
     with pytest.MonkeyPatch.context() as mp:
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)  # the task YAML reads lm_eval_data/ relative to the working folder
-        # lm-eval's CLI indexes its own thousands of task files first (7 s here); only ours are run
-        mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
-                   init(self, *a, include_defaults=False, **kw))
+        _ours_only(mp)
         _invoke("lm-eval", model, "--include_path", tasks, "--tasks", "abricot_mc" + (",abricot_mc_ita" * ita_bench),
                 "--model_args", model_args, "--output_path", "out", "--log_samples", "--batch_size", "1")
         _invoke("run", model, *run_flags, "--tasks", "discotex", "--data-dir", discotex_dir, "--limit", N,
@@ -297,6 +302,7 @@ def shipped(abricot_file, discotex_dir, tmp_path_factory):
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)
+        _ours_only(mp)  # the shipped tasks come through abricot-local lm-eval's own --include_path
         _invoke("lm-eval", "fake", "--tasks", "abricot_paper,abricot_calamita,discotex_card,discotex_itabench",
                 "--model_args", "backend=fake,n_ctx=4096", "--metadata", json.dumps({"data_dir": str(data)}),
                 "--limit", 2, "--log_samples", "--output_path", "out", "--batch_size", 8)

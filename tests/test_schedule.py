@@ -110,3 +110,24 @@ def test_batched_groups_share_a_prefix_and_fit_in_the_context():
     assert groups(a + b, 3, 512) == [[0, 1, 2], [3, 4], [5, 6]]  # at most parallel, same prefix
     assert groups(a, 8, 6 + 3 * 3) == [[0, 1, 2], [3, 4]]  # P + sum of trunks <= n_ctx
     assert groups(a, 1, 512) == [[k] for k in range(5)]
+
+
+def test_common_prefix_len_is_the_token_walks_length():
+    """Compared by blocks and halves of a block: the length a walk token by token gives, for lists and tuples,
+    differences anywhere in or past a block, and one sequence the other's prefix."""
+    import random
+
+    from abricot_local.backends.base import common_prefix_len
+
+    def walk(a, b):
+        i = 0
+        while i < min(len(a), len(b)) and a[i] == b[i]:
+            i += 1
+        return i
+
+    rng = random.Random(0)
+    for _ in range(300):
+        a = [rng.randrange(3) for _ in range(rng.randrange(700))]
+        b = a[:rng.randrange(len(a) + 1)] + [rng.randrange(3) for _ in range(rng.randrange(300))]
+        for x, y in ((a, b), (tuple(a), tuple(b)), (a, tuple(b)), (b, a)):
+            assert common_prefix_len(x, y) == walk(x, y)

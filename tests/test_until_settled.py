@@ -152,16 +152,22 @@ def test_dry_run_gives_each_looks_cost_and_the_expected_stop(tmp_path, claims, a
 
 # -- the guarantee, through the run's own path ------------------------------------------------------------------
 class Cached:
-    """The run's backend, its scores remembered by request (the fake's are a function of the request alone, so every
-    number is the fake's own): many runs of one set of items, each scored once."""
+    """The run's backend, its scores and schedules remembered by request (the fake's are functions of the request
+    alone, so every number is the fake's own): many runs of one set of items, each scored and tokenized once."""
 
     memo: dict = {}
+    schedules: dict = {}
 
     def __init__(self, inner):
         self.inner = inner
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+    def schedule(self, request):
+        if request not in self.schedules:
+            self.schedules[request] = self.inner.schedule(request)
+        return self.schedules[request]
 
     def score_many(self, requests):
         keys = [(r.context, tuple(r.continuations)) for r in requests]
@@ -188,7 +194,7 @@ def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_
     data = write_discotex(tmp_path / "discotex", per_source=60)
     opened = execute.open_backend
     monkeypatch.setattr(execute, "open_backend", lambda plan: Cached(opened(plan)))
-    Cached.memo = {}
+    Cached.memo, Cached.schedules = {}, {}
     first = tmp_path / "all"
     assert invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--out",
                   first).exit_code == 0

@@ -142,11 +142,10 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if not (type(a) is type(b) and isinstance(a, (list, tuple))):
         a, b = tuple(a), tuple(b)
-    i, step = 0, 128  # equal blocks compared at once (prompts of thousands of tokens), then token by token
-    while i + step <= n and a[i:i + step] == b[i:i + step]:
-        i += step
-    while i < n and a[i] == b[i]:
-        i += 1
+    i = 0  # equal blocks compared at once (prompts of thousands of tokens), then halves of a block (at most once)
+    for step in (128, 64, 32, 16, 8, 4, 2, 1):
+        while i + step <= n and a[i:i + step] == b[i:i + step]:
+            i += step
     return i
 
 

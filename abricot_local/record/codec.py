@@ -55,15 +55,15 @@ class Section:
         if not isinstance(data, dict):
             raise Invalid(f"{at or 'it'} is {describe(data)}, not a JSON object")
         values = {}
-        for f, tp in typed_fields(cls):
-            here = f"{at}.{f.name}" if at else f.name
-            if f.name in data:
-                values[f.name] = parse(tp, data[f.name], here)
-                if f.metadata["check"]:
-                    f.metadata["check"](values[f.name], here)
-            elif f.default is REQUIRED and f.default_factory is REQUIRED:
-                raise Invalid(f"{here} is missing")
-        known = {f.name for f, _ in typed_fields(cls)}
+        for name, read, check, required in _readers(cls):
+            if name in data:
+                here = f"{at}.{name}" if at else name
+                values[name] = read(data[name], here)
+                if check:
+                    check(values[name], here)
+            elif required:
+                raise Invalid(f"{at}.{name} is missing" if at else f"{name} is missing")
+        known = _known(cls)
         extra = {k: copy.deepcopy(v) for k, v in data.items() if k not in known}
         return cls(**values, extra=extra, _keys=tuple(data))
 
@@ -84,6 +84,18 @@ class Section:
 def typed_fields(cls) -> tuple[tuple[dataclasses.Field, Any], ...]:
     hints = typing.get_type_hints(cls)
     return tuple((f, hints[f.name]) for f in dataclasses.fields(cls) if not f.metadata.get("internal"))
+
+
+@cache
+def _readers(cls) -> tuple:
+    """Per typed field: its name, its reader, its check, whether it is required."""
+    return tuple((f.name, reader(tp), f.metadata["check"], f.default is REQUIRED and f.default_factory is REQUIRED)
+                 for f, tp in typed_fields(cls))
+
+
+@cache
+def _known(cls) -> frozenset:
+    return frozenset(f.name for f, _ in typed_fields(cls))
 
 
 def default_of(f: dataclasses.Field):
@@ -129,47 +141,85 @@ def _fail(value, want: str, at: str):
 
 def parse(tp, value, at: str):
     """``value`` read as type ``tp`` (lists become tuples, objects sections), or :class:`Invalid`."""
+    return reader(tp)(value, at)
+
+
+def _copy(value, at):
+    return copy.deepcopy(value)
+
+
+@cache
+def reader(tp):
+    """The function ``(value, at) -> value`` that :func:`parse` applies for ``tp``: the annotation read once
+    per type, not once per value."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any:
-        return copy.deepcopy(value)
+        return _copy
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
+        nullable = type(None) in args
         inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return parse(inner[0], value, at)
-        for a in inner:
-            try:
-                return parse(a, value, at)
-            except Invalid:
-                continue
-        _fail(value, " or ".join(type_name(a) for a in inner), at)  # e.g. "string or number"
+        readers = [reader(a) for a in inner]
+
+        def union(value, at):
+            if value is None and nullable:
+                return None
+            if len(readers) == 1:
+                return readers[0](value, at)
+            for read in readers:
+                try:
+                    return read(value, at)
+                except Invalid:
+                    continue
+            _fail(value, " or ".join(type_name(a) for a in inner), at)  # e.g. "string or number"
+        return union
     if origin is Literal:
-        if value not in args:
-            _fail(value, " or ".join(repr(a) for a in args), at)
-        return value
+        def literal(value, at):
+            if value not in args:
+                _fail(value, " or ".join(repr(a) for a in args), at)
+            return value
+        return literal
     if tp is float:
-        if not is_number(value):
-            _fail(value, "a number", at)
-        return value
+        def number(value, at):
+            if not is_number(value):
+                _fail(value, "a number", at)
+            return value
+        return number
     if tp in (int, bool, str):
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            _fail(value, {int: "an integer", bool: "a boolean", str: "a string"}[tp], at)
-        return value
+        want = {int: "an integer", bool: "a boolean", str: "a string"}[tp]
+
+        def scalar(value, at):
+            if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+                _fail(value, want, at)
+            return value
+        return scalar
     if origin is tuple:
-        if not isinstance(value, list):
-            _fail(value, "a list", at)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(parse(args[0], v, f"{at}[{k}]") for k, v in enumerate(value))
-        if len(value) != len(args):
-            _fail(value, f"a list of {len(args)}", at)
-        return tuple(parse(a, v, f"{at}[{k}]") for k, (a, v) in enumerate(zip(args, value)))
+            each = reader(args[0])
+
+            def many(value, at):
+                if not isinstance(value, list):
+                    _fail(value, "a list", at)
+                return tuple(each(v, f"{at}[{k}]") for k, v in enumerate(value))
+            return many
+        readers = [reader(a) for a in args]
+
+        def fixed(value, at):
+            if not isinstance(value, list):
+                _fail(value, "a list", at)
+            if len(value) != len(readers):
+                _fail(value, f"a list of {len(readers)}", at)
+            return tuple(read(v, f"{at}[{k}]") for k, (read, v) in enumerate(zip(readers, value)))
+        return fixed
     if origin is dict:
-        if not isinstance(value, dict):
-            _fail(value, "a JSON object", at)
-        return {k: parse(args[1], v, f"{at}.{k}") for k, v in value.items()}
+        each = reader(args[1])
+
+        def mapping(value, at):
+            if not isinstance(value, dict):
+                _fail(value, "a JSON object", at)
+            return {k: each(v, f"{at}.{k}") for k, v in value.items()}
+        return mapping
     if isinstance(tp, type) and issubclass(tp, Section):
-        return tp.from_dict(value, at)
+        return tp.from_dict
     raise TypeError(f"no reader for {tp!r}")  # a schema bug, not bad input
 
 
