@@ -195,6 +195,7 @@ def test_recompute_matches_results(runs):
         assert all(c.ok for c in checks), [c.mismatches for c in checks]
     r = invoke("report", *runs.values(), "--verify", "--table", "runs")
     assert r.exit_code == 0 and "verified" in r.stderr
+    assert "none recorded a published verdict to check" in r.stderr  # it does not claim a check it did not make
 
 
 def test_recompute_detects_a_changed_number(runs, tmp_path):

@@ -167,14 +167,20 @@ def recompute(run: Run) -> tuple[TaskCheck, ...]:
     return tuple(recompute_entry(run.record, task, run.samples_of(task), run.path) for task in run.record.tasks)
 
 
+def holds_verdict(run: Run) -> bool:
+    """Whether the run recorded a published verdict that :func:`verdict_differences` makes again."""
+    rec = run.record.published
+    return rec is not None and bool(rec.reproduces) and not run.lm_eval
+
+
 def verdict_differences(run: Run) -> tuple[str, ...]:
     """The published block made again (baselines.verdict) from the recorded metrics, the published rows
     the record's ``reproduces`` names and the samples' 90% intervals, against the recorded one: each
     field of a check that differs, as "published.checks[K] (MODEL, TASK.METRIC) FIELD: recorded X, made
     again Y" (a run recorded before verdicts existed is held to its other fields)."""
-    rec = run.record.published
-    if rec is None or not rec.reproduces or run.lm_eval:
+    if not holds_verdict(run):
         return ()
+    rec = run.record.published
     wanted = {r.task for r in pub.parse_reproduces(rec.reproduces)[0]}
     totals = {c.task: c.items_total for c in rec.checks if c.items_total}
     evidence = {}

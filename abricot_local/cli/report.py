@@ -162,7 +162,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
             echo(f"note: {note}", err=True)
         echo(f"wrote {len(drawn.paths)} figure(s) to {plot_dir}", err=True)
     if verify:
-        from abricot_local.analysis.overview import verdict_differences
+        from abricot_local.analysis.overview import holds_verdict, verdict_differences
         from abricot_local.errors import AbricotError
 
         bad, code = [], 1
@@ -178,7 +178,9 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
             echo(line, err=True)
         if bad:
             sys.exit(code)
-        echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files, and their published "
-             "verdicts the published rows", err=True)
+        held = sum(map(holds_verdict, doc.runs))
+        said = (f", and the published verdicts of {held} of them the published rows" if held
+                else "; none recorded a published verdict to check")
+        echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files{said}", err=True)
 
 
