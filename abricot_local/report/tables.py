@@ -189,8 +189,10 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
         checked = dict.fromkeys(f"{rc.check.task}.{rc.check.metric}" for rc in report.checks)
         cols = ["model", "quant", "reference", *checked, "notes"]
+        unheld = any(rc.check.comparable and rc.check.verdict is None for rc in report.checks)
         out["published"] = Section("Did the run reproduce the published value? (90% CI of run - published "
-                                   "against the margin)",
+                                   "against the margin" + ("; a run held to no verdict: whether the published value "
+                                                           "is inside its 95% CI)" if unheld else ")"),
                                    pd.DataFrame(rows, columns=cols).fillna(""), 1, ("notes", "reference", "model"))
     if report.quant:
         q = quant_frame(report)
