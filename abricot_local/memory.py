@@ -68,6 +68,12 @@ class Fit:
         """Not clearly over: weights + KV cache within the budget plus 10%."""
         return self.need <= self.budget * 1.10
 
+    def to_json(self) -> dict:
+        """The fit as the dry runs' ``--json`` prints it."""
+        return {"need_bytes": self.need, "weights_bytes": self.weights, "kv_bytes": self.kv,
+                "available_bytes": self.available, "vram_bytes": self.vram, "remote_bytes": self.remote,
+                "fits": self.fits}
+
     def where(self) -> str:
         """The budget's parts: "RAM", or "RAM 14.0 GiB + VRAM 8.0 GiB"."""
         if not (self.vram or self.remote):

@@ -217,6 +217,13 @@ class Speed:
         """Tokens per second of a ``tokens``-token prompt from position 0, in one call."""
         return tokens / self.seconds(Work(1, tokens, 1, 1, tokens * (tokens - 1) // 2))
 
+    def to_json(self) -> dict:
+        """The speed as the dry runs' ``--json`` prints it (`run --dry-run`, `kld --dry-run`)."""
+        return {"source": self.source, "reference": self.reference, "calibrated_at": self.measured,
+                "prompt_tokens_per_s": self.prompt_rate(), "load_s": self.load, "per_token_s": self.per_token,
+                "per_position_s": self.per_position, "per_call_s": self.per_call, "per_row_s": self.per_row,
+                "error": self.error, "how": self.how or None}
+
 
 @dataclass(frozen=True)
 class Measured:

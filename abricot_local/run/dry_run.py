@@ -122,15 +122,8 @@ def _model_json(m: ModelPlan) -> dict:
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
                                                      "to": m.download.to, "free_bytes": m.download.free,
                                                      "refused_offline": m.download.refused or None},
-        "memory": None if fit is None else {"need_bytes": fit.need, "weights_bytes": fit.weights, "kv_bytes": fit.kv,
-                                            "available_bytes": fit.available, "vram_bytes": fit.vram,
-                                            "remote_bytes": fit.remote, "fits": fit.fits,
-                                            "estimated": m.memory_estimated},
-        "speed": None if speed is None else {
-            "source": speed.source, "reference": speed.reference, "calibrated_at": speed.measured,
-            "prompt_tokens_per_s": speed.prompt_rate(), "load_s": speed.load, "per_token_s": speed.per_token,
-            "per_position_s": speed.per_position, "per_call_s": speed.per_call, "per_row_s": speed.per_row,
-            "error": speed.error, "how": speed.how or None},
+        "memory": None if fit is None else {**fit.to_json(), "estimated": m.memory_estimated},
+        "speed": None if speed is None else speed.to_json(),
         "speed_note": m.speed_note or None,
     }
 

@@ -84,13 +84,8 @@ class KldCost:
     def to_json(self) -> dict:
         """The plan as ``kld --dry-run --json`` prints it."""
         def model(m: ModelCost) -> dict:
-            s = m.speed
             return {"label": m.label, "quant": m.quant, "path": m.path, "run": m.run or None,
-                    "speed": None if s is None else {"source": s.source, "reference": s.reference,
-                                                     "calibrated_at": s.measured, "load_s": s.load,
-                                                     "per_token_s": s.per_token, "per_call_s": s.per_call,
-                                                     "per_row_s": s.per_row, "error": s.error},
-                    "speed_note": m.note or None}
+                    "speed": None if m.speed is None else m.speed.to_json(), "speed_note": m.note or None}
 
         def one(p: PassCost) -> dict:
             f = p.memory
@@ -101,10 +96,8 @@ class KldCost:
                                "decode_calls": t.work.calls if t.work else None,
                                "rows_compared": t.work.tokens * len(p.rungs) if t.work else None,
                                "seconds": t.seconds} for t in p.tasks],
-                    "memory": None if f is None else {"need_bytes": f.need, "weights_bytes": f.weights - p.rows_bytes,
-                                                      "rows_bytes": p.rows_bytes, "kv_bytes": f.kv,
-                                                      "available_bytes": f.available, "vram_bytes": f.vram,
-                                                      "remote_bytes": f.remote, "fits": f.fits}}
+                    "memory": None if f is None else {**f.to_json(), "weights_bytes": f.weights - p.rows_bytes,
+                                                      "rows_bytes": p.rows_bytes}}
 
         return {"kld_dry_run_version": 1, "reference": self.reference, "seconds": self.seconds,
                 "threads": self.threads, "model": model(self.model), "rungs": [model(m) for m in self.rungs],
