@@ -70,7 +70,7 @@ def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
     for inp in task.metric_inputs(list(samples)):
         lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
-        margins[inp.name] = float(task.margins.get(inp.name, task.default_margin))
+        margins[inp.name] = task.margin(inp.name)
         n = len(inp.x)
         if inp.stat == "accuracy":
             k = int(np.sum(np.asarray(inp.x) == np.asarray(inp.y)))

@@ -297,7 +297,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
             continue
         built = [_inputs(r, task, s) for r, s in zip(runs, per_run)]
         primary[task] = built[0][0].primary_metric
-        margins.update({(task, name): built[0][0].margins.get(name, built[0][0].default_margin) for name in built[0][1]})
+        margins.update({(task, name): built[0][0].margin(name) for name in built[0][1]})
         for i, j in combinations(range(len(runs)), 2):
             agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
             r, o = (j, i) if (runs[i].label, runs[j].label) in refs else (i, j)  # the reference first

@@ -78,7 +78,7 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
         stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
         if stats.get(ref.metric) not in metric_stats.ROW_STATS:
             continue
-        margin = plan.margin if plan.margin is not None else float(task.margins.get(ref.metric, task.default_margin))
+        margin = plan.margin if plan.margin is not None else task.margin(ref.metric)
         name = f"{ref.source}: {ref.model} {found[0]}.{ref.metric}"
         out[found[0]].append((sq.Question(name, stats[ref.metric], margin, ref.value,
                                           baselines.rounding(ref.value)), ref.metric))
@@ -93,7 +93,7 @@ def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, st
         task = r.task
         metric = task.primary_metric or "accuracy"
         stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
-        margin = plan.margin if plan.margin is not None else float(task.margins.get(metric, task.default_margin))
+        margin = plan.margin if plan.margin is not None else task.margin(metric)
         out[task.key] = [(sq.Question(f"{plan.model_label} vs {reference} {task.key}.{metric}", stats[metric], margin),
                           metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
     return out

@@ -229,6 +229,10 @@ class Task(ABC):
             raise UsageError(f"task {self.name} has no protocol {options.protocol!r}; its protocols: "
                              f"{', '.join(p.name for p in self.protocols)}")
 
+    def margin(self, metric: str) -> float:
+        """The difference in ``metric`` that does not matter: the task's ``margins`` entry, else its default."""
+        return float(self.margins.get(metric, self.default_margin))
+
     # -- protocols ---------------------------------------------------------------------------
     @property
     def protocol(self) -> Protocol | None:
