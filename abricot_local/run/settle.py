@@ -62,6 +62,11 @@ def nested(run: TaskRun) -> tuple[str, ...]:
     return tuple(run.items[rank[p]].id for p in first)
 
 
+def statistics(task) -> dict[str, str]:
+    """Each metric input of ``task`` by name: its statistic (`accuracy`, `pearson`, ...)."""
+    return {inp.name: inp.stat for inp in task.metric_inputs([])}
+
+
 def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
     """Per task instance, (question, metric) for each published row the registry entry reproduces that the run
     checks against that instance and that was made as the run makes it."""
@@ -75,7 +80,7 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
         if found is None or baselines.protocol_differences(ref.protocol, found[1].config):
             continue  # not run here, or not comparable: no verdict to wait for
         task = runs[found[0]].task
-        stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+        stats = statistics(task)
         if stats.get(ref.metric) not in metric_stats.ROW_STATS:
             continue
         margin = plan.margin if plan.margin is not None else task.margin(ref.metric)
@@ -92,7 +97,7 @@ def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, st
     for r in plan.runs:
         task = r.task
         metric = task.primary_metric or "accuracy"
-        stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+        stats = statistics(task)
         margin = plan.margin if plan.margin is not None else task.margin(metric)
         out[task.key] = [(sq.Question(f"{plan.model_label} vs {reference} {task.key}.{metric}", stats[metric], margin),
                           metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
@@ -323,7 +328,7 @@ def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequenc
     ``reference``, its reference's on the same items): each look's verdict exactly, its intervals within
     :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
     state = restored(recorded)
-    stats = {inp.name: inp.stat for inp in task.metric_inputs([])}
+    stats = statistics(task)
     metrics = metrics or {q.name: q.name.rpartition(".")[2] for q in state.questions}
     if any(m not in stats for m in metrics.values()):
         return [f"sequential: a question reads no metric of the task ({', '.join(metrics.values())})"]
