@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.runs import quant_bits
+from abricot_local.analysis.runs import highest_precision
 from abricot_local.errors import UsageError, opt
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (
@@ -164,7 +164,7 @@ def references(runs: Sequence[Any], reference: str | None = None) -> tuple[tuple
         members = groups.get(r.base.lower(), []) if r.base else []
         quants = {_quant(runs[j]) for j in members}
         if len(members) > 1 and len(quants) > 1:
-            top = max(members, key=lambda j: (quant_bits(_quant(runs[j])), -j))
+            top = members[highest_precision([_quant(runs[j]) for j in members])]
             if top != k:
                 out.append((labels[k], labels[top]))
         elif k:

@@ -20,7 +20,7 @@ from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import compare
 from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
-from abricot_local.analysis.runs import Run, quant_bits
+from abricot_local.analysis.runs import Run, highest_precision, quant_bits
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import refuse_mixed
 
@@ -65,7 +65,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
         if len({r.quant.upper() for r in members}) < 2:
             continue
         refuse_mixed(members[0].base, [(r.label, r.record) for r in members])  # one model's quants, or no ladder
-        ref = max(members, key=lambda r: (quant_bits(r.quant), -members.index(r)))
+        ref = members[highest_precision([r.quant for r in members])]
         ref_view = ref
         for task in ref.tasks:
             out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task)))

@@ -296,6 +296,12 @@ def quant_bits(quant: str) -> float:
     return float(m.group(1)) if m else -1.0
 
 
+def highest_precision(quants: Sequence[str]) -> int:
+    """The index of a ladder's reference among ``quants``: the highest-precision quant (:func:`quant_bits`), the
+    first on a tie (compare's equivalence verdict, the quant ladder's table and ``run --quants --until-settled``)."""
+    return max(range(len(quants)), key=lambda i: (quant_bits(quants[i]), -i))
+
+
 def require_path(value: Any, call: str, keyword: str) -> None:
     """A path argument of the Python API: text or a path object, else one line naming the keyword."""
     if not isinstance(value, (str, os.PathLike)):

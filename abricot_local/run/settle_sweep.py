@@ -22,18 +22,18 @@ from abricot_local.run.request import SettleOptions
 
 def reference_of(request) -> str:
     """The ladder's reference: its highest-precision quant as the registry names it (the first on a tie)."""
-    from abricot_local.analysis.runs import quant_bits
+    from abricot_local.analysis.runs import highest_precision
     from abricot_local.models.registry import load_registry, lookup
 
     registry = load_registry(request.models_file)
 
-    def bits(alias: str) -> float:
+    def quant(alias: str) -> str:
         try:
-            return quant_bits(lookup(alias, registry).quant or "")
+            return lookup(alias, registry).quant or ""
         except AbricotError:
-            return -1.0
+            return ""  # not a quant name: the lowest
 
-    return max(request.models, key=lambda m: (bits(m), -request.models.index(m)))
+    return request.models[highest_precision([quant(m) for m in request.models])]
 
 
 def held(folder: Path) -> int:
