@@ -120,24 +120,31 @@ def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None =
     (``measure``: a check of a subset computes none)."""
     done = dict(done or {})
     start = time.perf_counter()
-    total = len(run.items)
-    finished = sum(1 for it in run.items if it.id in done)
-    scored_now = 0
-    if progress:
-        progress(run.task.key, finished, total)
-    for item, s in score_items([it for it in run.items if it.id not in done], backend):
-        sample = run.task.sample(item, s)
-        done[item.id] = sample
-        scored_now += 1
-        finished += 1
-        if on_sample:
-            on_sample(run.task.key, sample)
-        if progress:
-            progress(run.task.key, finished, total)
+    scored_now = _score_into(run, run.items, run.items, backend, done, on_sample, progress)
     samples = tuple(done[it.id] for it in run.items)
     require_finite(list(samples), run.task.key)
     metrics = run.task.metrics(list(samples)) if measure else {}
     return TaskResult(run.task.key, samples, metrics, time.perf_counter() - start, scored_now)
+
+
+def _score_into(run: TaskRun, every: Sequence[Item], upto: Sequence[Item], backend: Backend, done: dict[str, Sample],
+                on_sample: Callable[[str, Sample], None] | None, progress: Progress | None,
+                note: Callable[[], tuple] = tuple) -> int:
+    """The items of ``upto`` not in ``done`` scored into it (and ``on_sample``), the progress counted over ``every``
+    (``note()``: the progress call's further arguments); how many were scored."""
+    key, total = run.task.key, len(every)
+    finished, scored = sum(1 for it in every if it.id in done), 0
+    if progress:
+        progress(key, finished, total, *note())
+    for item, s in score_items([it for it in upto if it.id not in done], backend):
+        done[item.id] = sample = run.task.sample(item, s)
+        scored += 1
+        finished += 1
+        if on_sample:
+            on_sample(key, sample)
+        if progress:
+            progress(key, finished, total, *note())
+    return scored
 
 
 def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
@@ -166,18 +173,9 @@ def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages,
     while (step := stages.next()) is not None:
         n = step
         for run in runs:
-            key, order = run.task.key, orders[run.task.key]
-            start, total = time.perf_counter(), len(order)
-            finished = sum(1 for it in order if it.id in done[key])
-            if progress:
-                progress(key, finished, total, stages.note(key))
-            for item, s in score_items([it for it in order[:n] if it.id not in done[key]], backend):
-                done[key][item.id] = sample = run.task.sample(item, s)
-                sink.append(key, sample)
-                now[key] += 1
-                finished += 1
-                if progress:
-                    progress(key, finished, total, stages.note(key))
+            key, order, start = run.task.key, orders[run.task.key], time.perf_counter()
+            now[key] += _score_into(run, order, order[:n], backend, done[key], sink.append, progress,
+                                    lambda key=key: (stages.note(key),))
             seconds[key] += time.perf_counter() - start
         stages.look(n, {r.task.key: r.task for r in runs},
                     {key: [done[key][it.id] for it in order[:n]] for key, order in orders.items()})
