@@ -42,13 +42,13 @@ def markers(out):
 def test_running_marker_while_scoring(tmp_path, data, monkeypatch):
     out = tmp_path / "o"
     seen = []
-    real = execute.run_task
+    real = execute.staged
 
-    def run_task(run, backend, **kw):
+    def staged(runs, backend, *args, **kw):
         seen.append((markers(out), (out / "RUNNING").read_text(), states.run_state(out)))
-        return real(run, backend, **kw)
+        return real(runs, backend, *args, **kw)
 
-    monkeypatch.setattr(execute, "run_task", run_task)
+    monkeypatch.setattr(execute, "staged", staged)
     assert run_fake(data, out).exit_code == 0
     found, text, state = seen[0]
     assert found == ["RUNNING"]

@@ -55,38 +55,39 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"], limit=limit, sample=sample,
                          shard=shard, out=out, resume=resume, force=force, quants=quants, margin=kw["margin"],
                          models_file=kw["models_file"], model_dirs=kw["model_dirs"])
-    if request.caution:
-        echo(request.caution, err=True)
     if dry_run:
         return show(request, as_json=as_json, calibrate=calibrate)
-    steps = run_request(request)
-    if len(request.models) > 1:
-        said_sweep(request, steps)
+    run_request(request)
 
 
 def run_request(request) -> list:
     """The request run (run.session.run: one model, or a sweep), each model's summary and published verdict
-    said as its run ends; its steps. Ctrl-C or SIGTERM at any moment (planning, hashing, loading, scoring)
-    ends it with exit code 130."""
+    said as its run ends (:func:`_said`), a sweep's comparison at its end; its steps. Ctrl-C or SIGTERM at any
+    moment (planning, hashing, loading, scoring) ends it with exit code 130."""
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
     hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=make_progress, on_loaded=announce,
-                          resume_hint=resume_command, say=_stderr)
-    steps = []
+                          resume_hint=resume_command, say=_stderr, done=_said)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        for step in session.run(request, hooks):
-            steps.append(step)
-            if step.done is not None and step.done.outcome.complete:
-                echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written", err=True)
-            if step.done is not None:
-                echo(_done_text(step.done))
+        steps = list(session.run(request, hooks))
     except session.Interrupted as err:
         _exit_interrupted(err.message)
     finally:
         signal.signal(signal.SIGTERM, term)
+    if len(request.models) > 1:
+        said_sweep(request, steps)
     return steps
+
+
+def _said(step) -> None:
+    """A model's run as it ends (run.session's ``done`` hook): its summary and verdict on stdout."""
+    if step.done is None:
+        return
+    if step.done.outcome.complete:
+        echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written", err=True)
+    echo(_done_text(step.done))
 
 
 def _done_text(done) -> str:

@@ -133,11 +133,13 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
     """The cost of each model's plan in ``request`` (a run.request.RunRequest), as `run --dry-run` and
     ``abricot_local.plan`` ask for it: each plan ``dry`` (plan.py: nothing fetched or downloaded; a task
     whose data is not here kept with its problem). In a sweep, a model that cannot be planned is
-    reported in its row, else its error is raised (a task's error is the command's). Nothing is written
-    on the way: files hashed are remembered in this process only."""
+    reported in its row, else its error is raised (a task's error is the command's). --limit's caution is said
+    first (``notify``). Nothing is written on the way: files hashed are remembered in this process only."""
     from abricot_local.hashing import unwritten
     from abricot_local.run.plan import make_plan
 
+    if request.caution and notify:
+        notify(request.caution)
     sweep = len(request.models) > 1
     out = []
     with unwritten():

@@ -42,8 +42,8 @@ class Stages(Protocol):
         """The items (of each task, at most all of them) its next look reads; None: it has stopped."""
         ...
 
-    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> None:
-        """The look at ``n`` items (``samples``: per task its first, in its order)."""
+    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> bool:
+        """The look at ``n`` items (``samples``: per task its first, in its order); whether it read any."""
         ...
 
     def note(self, task: str) -> str:
@@ -113,18 +113,87 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
     return out
 
 
-def run_task(run: TaskRun, backend: Backend, *, done: dict[str, Sample] | None = None,
-             on_sample: Callable[[str, Sample], None] | None = None, progress: Progress | None = None,
-             measure: bool = True) -> TaskResult:
-    """Score the items not in ``done`` (id -> sample); samples in input order, metrics over all
-    (``measure``: a check of a subset computes none)."""
-    done = dict(done or {})
-    start = time.perf_counter()
-    scored_now = _score_into(run, run.items, run.items, backend, done, on_sample, progress)
-    samples = tuple(done[it.id] for it in run.items)
-    require_finite(list(samples), run.task.key)
-    metrics = run.task.metrics(list(samples)) if measure else {}
-    return TaskResult(run.task.key, samples, metrics, time.perf_counter() - start, scored_now)
+def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
+            measure: bool = True, stages: Stages | None = None) -> list[TaskResult]:
+    """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
+    already is not scored again): each task's samples and (``measure``) metrics, in ``stages``' order to each of
+    its looks until it stops (``--until-settled``'s rule; default :class:`Whole`: every item, task after task)."""
+    return staged(prepared(plan, backend), backend, sink, stages or Whole(plan), progress, measure)
+
+
+class Whole:
+    """A run taken whole: every item of every task in release order, task after task, and no look (the Stages of
+    a run that is not ``--until-settled``; run/settle.py's ``Rule`` is the other). What a run asks of its stages
+    besides: the plan it manifests, the finished run a --resume finds, the plan it records, its rules' sections."""
+
+    until = ""  # what a --resume that grows the run adds to its line
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.orders = {r.task.key: tuple(it.id for it in r.items) for r in plan.runs}
+        self.taken = False
+
+    def order(self, key: str) -> Sequence[str]:
+        return self.orders[key]
+
+    def next(self) -> int | None:
+        if self.taken:
+            return None
+        self.taken = True
+        return max((len(o) for o in self.orders.values()), default=0)
+
+    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> bool:
+        return False
+
+    def note(self, key: str) -> str:
+        return ""
+
+    def finished(self, folder, manifest):
+        """With --resume: the finished run in ``folder`` when it is this one (run/resume.py)."""
+        from abricot_local.run.resume import finished_run
+
+        return finished_run(folder, manifest)
+
+    def made(self, plan: Plan) -> Plan:
+        return plan
+
+    def sections(self, home) -> None:
+        return None
+
+
+def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages, progress: Progress | None = None,
+           measure: bool = True) -> list[TaskResult]:
+    """Every task's items in ``stages``' order, all tasks to its next look, then the look, until it stops: each
+    task's first n items (n: the last look's, at most the task's), in release order, and (``measure``: a check of a
+    subset computes none) their metrics. Items the sink holds already are not scored again (a resume), nor kept
+    past n."""
+    orders, done, seconds, now = {}, {}, {}, {}
+    for run in runs:
+        key, by_id = run.task.key, {it.id: it for it in run.items}
+        orders[key] = [by_id[i] for i in stages.order(key)]
+        done[key], seconds[key], now[key] = dict(sink.done(key)), 0.0, 0
+    n = 0
+    while (step := stages.next()) is not None:
+        n = step
+        for run in runs:
+            key, order, start = run.task.key, orders[run.task.key], time.perf_counter()
+            now[key] += _score_into(run, order, order[:n], backend, done[key], sink.append, progress,
+                                    lambda key=key: _noted(stages.note(key)))
+            seconds[key] += time.perf_counter() - start
+        looked = stages.look(n, {r.task.key: r.task for r in runs},
+                             {key: [done[key][it.id] for it in order[:n]] for key, order in orders.items()})
+        if progress and looked:
+            for key, order in orders.items():
+                progress(key, sum(1 for it in order if it.id in done[key]), len(order), stages.note(key))
+    out = []
+    for run in runs:
+        key = run.task.key
+        kept = {it.id for it in orders[key][:n]}
+        samples = tuple(done[key][it.id] for it in run.items if it.id in kept)
+        require_finite(list(samples), key)
+        out.append(TaskResult(key, samples, run.task.metrics(list(samples)) if measure else {}, seconds[key],
+                              now[key]))
+    return out
 
 
 def _score_into(run: TaskRun, every: Sequence[Item], upto: Sequence[Item], backend: Backend, done: dict[str, Sample],
@@ -147,46 +216,6 @@ def _score_into(run: TaskRun, every: Sequence[Item], upto: Sequence[Item], backe
     return scored
 
 
-def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
-            measure: bool = True, stages: Stages | None = None) -> list[TaskResult]:
-    """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
-    already is not scored again): each task's samples and (``measure``) metrics. With ``stages`` (``--until-settled``),
-    in its order to each of its looks, until it stops (:func:`staged`)."""
-    runs = prepared(plan, backend)
-    if stages is not None:
-        return staged(runs, backend, sink, stages, progress)
-    return [run_task(run, backend, done=sink.done(run.task.key), on_sample=sink.append, progress=progress,
-                     measure=measure) for run in runs]
-
-
-def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages,
-           progress: Progress | None = None) -> list[TaskResult]:
-    """Every task's items in ``stages``' order, all tasks to its next look, then the look, until it stops: each
-    task's first n items (n: the last look's, at most the task's), in release order, and their metrics. Items the
-    sink holds already are not scored again (a resume), nor kept past n."""
-    orders, done, seconds, now = {}, {}, {}, {}
-    for run in runs:
-        key, by_id = run.task.key, {it.id: it for it in run.items}
-        orders[key] = [by_id[i] for i in stages.order(key)]
-        done[key], seconds[key], now[key] = dict(sink.done(key)), 0.0, 0
-    n = 0
-    while (step := stages.next()) is not None:
-        n = step
-        for run in runs:
-            key, order, start = run.task.key, orders[run.task.key], time.perf_counter()
-            now[key] += _score_into(run, order, order[:n], backend, done[key], sink.append, progress,
-                                    lambda key=key: (stages.note(key),))
-            seconds[key] += time.perf_counter() - start
-        stages.look(n, {r.task.key: r.task for r in runs},
-                    {key: [done[key][it.id] for it in order[:n]] for key, order in orders.items()})
-        if progress:
-            for key, order in orders.items():
-                progress(key, sum(1 for it in order if it.id in done[key]), len(order), stages.note(key))
-    out = []
-    for run in runs:
-        key = run.task.key
-        kept = {it.id for it in orders[key][:n]}
-        samples = tuple(done[key][it.id] for it in run.items if it.id in kept)
-        require_finite(list(samples), key)
-        out.append(TaskResult(key, samples, run.task.metrics(list(samples)), seconds[key], now[key]))
-    return out
+def _noted(note: str) -> tuple:
+    """A progress call's further arguments: the stage's note, when it has one."""
+    return (note,) if note else ()

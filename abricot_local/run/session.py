@@ -14,7 +14,7 @@ from abricot_local.errors import AbricotError, opt
 from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import RunFolder, tidy_finished
-from abricot_local.run.resume import finished_run, grows
+from abricot_local.run.resume import grows
 
 
 class Interrupted(KeyboardInterrupt):
@@ -32,7 +32,8 @@ class Hooks:
     folder), ``warn`` (a task skipped, a task's note: one line each, as the CLI prints them),
     ``progress`` (each model's: () -> (update(task, done, total), close())), ``on_loaded`` (plan, backend,
     cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
-    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server)."""
+    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server), ``done``
+    (each model's :class:`Step` as it ends)."""
 
     notify: Callable[[str], None] = lambda line: None
     warn: Callable[[str], None] = lambda line: None
@@ -40,6 +41,7 @@ class Hooks:
     on_loaded: Callable[[object, object, object], None] | None = None
     resume_hint: Callable[[Path], str] = lambda folder: shlex.join(["--out", str(folder), "--resume"])
     say: Callable[[str], None] = lambda line: None
+    done: Callable[["Step"], None] = lambda step: None
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,16 @@ class Step:
 
 def run(request, hooks: Hooks) -> Iterator[Step]:
     """`run` and ``evaluate``: the request's model into --out (None: results/<model>/<stamp>), or its
-    models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends."""
+    models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends
+    (``hooks.done`` told first). --limit's caution is said first (``hooks.notify``)."""
+    if request.caution:
+        hooks.notify(request.caution)
+    for step in _steps(request, hooks):
+        hooks.done(step)
+        yield step
+
+
+def _steps(request, hooks: Hooks) -> Iterator[Step]:
     if len(request.models) == 1:
         done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
         yield Step(request.models[0], done.folder, done)
@@ -146,25 +157,22 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     only the new items are scored, said through ``notify``)."""
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest
-
-    from abricot_local.run import settle
+    from abricot_local.run.settle import stages_of
 
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
-    plan = settle.bounded(plan)  # --until-settled: its bound the manifest's sample
-    rule = settle.rule_of(plan, pairs) if plan.settle.on else None  # nothing to settle: refused before any load
+    stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
+    plan = stages.plan  # --until-settled: its bound the manifest's sample
     manifest = plan_manifest(plan)
-    done = (settle.finished(folder.path, plan) if rule is not None and resume else None) or \
-        (finished_run(folder.path, manifest) if resume else None)
+    done = stages.finished(folder.path, manifest) if resume else None
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go)
         tidy_finished(folder.path, done)
         return Outcome(folder.path / RESULTS, done, complete=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
-               "the items it holds are kept (a sample lies inside every larger one), the new ones scored"
-               + (" up to the look where its verdicts are settled" if rule is not None else ""))
+               f"the items it holds are kept (a sample lies inside every larger one), the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
@@ -172,10 +180,9 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
                 on_loaded(backend)
             record = None
             with folder.scoring(manifest, resume=resume):
-                results = execute(plan, backend, out, progress=progress, stages=rule)
-                made = settle.stopped_plan(plan, rule.n) if rule is not None else plan  # a --sample n run
-                record = build_record(made, backend, results, time.perf_counter() - start,
-                                      settled=rule.sections(folder.path) if rule is not None else None)
+                results = execute(plan, backend, out, progress=progress, stages=stages)
+                record = build_record(stages.made(plan), backend, results, time.perf_counter() - start,
+                                      settled=stages.sections(folder.path))
                 out.finalize(record, {r.name: list(r.samples) for r in results})
         finally:
             backend.close()

@@ -130,7 +130,15 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
                "tasks are (their protocols and settings), or none is run here" if plan.reproduces else
                "the model's registry entry reproduces no published row (models.toml `reproduces`)")
         raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {why}")
-    return Rule(rules, {r.task.key: nested(r) for r in plan.runs}, pairs)
+    return Rule(rules, {r.task.key: nested(r) for r in plan.runs}, pairs, plan)
+
+
+def stages_of(plan, pairs: Pairs | None = None):
+    """The stages ``plan`` is scored in: a ``--until-settled`` plan's :class:`Rule` over its bound (:func:`bounded`;
+    nothing to settle refused, before any load), else the whole run (execute.Whole)."""
+    from abricot_local.run.execute import Whole
+
+    return rule_of(bounded(plan), pairs) if plan.settle.on else Whole(plan)
 
 
 def inputs(rule: TaskRule, task, samples: Sequence[Sample], reference: Sequence[Sample] = ()) -> dict[str, tuple]:
@@ -159,8 +167,11 @@ class Rule:
     """The run's rule over its tasks (execute.py's ``Stages``): the next number of items every task reaches, a look
     in each task's rule whose plan holds it, stopped when every task's rule has."""
 
-    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]], pairs: Pairs | None = None):
-        self.rules, self.orders, self.n, self.pairs = dict(rules), orders, 0, pairs
+    until = " up to the look where its verdicts are settled"  # what a --resume that grows the run adds to its line
+
+    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]], pairs: Pairs | None = None,
+                 plan=None):
+        self.rules, self.orders, self.n, self.pairs, self.plan = dict(rules), orders, 0, pairs, plan
         self.schedule = sorted({n for r in rules.values() for n in r.state.planned})
 
     def order(self, key: str) -> tuple[str, ...]:
@@ -177,9 +188,9 @@ class Rule:
         n = next(n for n in self.schedule if n > self.n)
         return None if self.pairs is not None and n > self.pairs.pause else n
 
-    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> None:
+    def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> bool:
         """The look at ``n`` items in every rule that plans one there (``tasks``: key -> Task; ``samples``: key ->
-        the first n (or all) of its items in the nested order)."""
+        the first n (or all) of its items in the nested order); True (the progress lines say the notes again)."""
         self.n = n
         for key, r in self.rules.items():
             m = min(n, len(self.orders[key]))
@@ -188,6 +199,7 @@ class Rule:
             first = samples[key][:m]
             ref = reference_samples(self.pairs, key, [x.id for x in first]) if self.pairs else ()
             self.rules[key] = replace(r, state=sq.look(r.state, m, inputs(r, tasks[key], first, ref)))
+        return True
 
     def note(self, key: str) -> str:
         """The progress line's part for ``key``: the next look and each open verdict's interval."""
@@ -197,6 +209,17 @@ class Rule:
         if r.state.stopped and not self.stopped:
             return f"{r.state.progress()} at {r.state.n} items (scored on: the run waits for other tasks' verdicts)"
         return r.state.progress()
+
+    def finished(self, folder: Path, manifest):
+        """With --resume: the finished run in ``folder`` when it is this one, stopped where it settled
+        (:func:`finished`), else as the ordinary resume finds it (run/resume.py)."""
+        from abricot_local.run.resume import finished_run
+
+        return finished(folder, self.plan) or finished_run(folder, manifest)
+
+    def made(self, plan):
+        """The plan the run records: the ``--sample n`` plan of the items it scored (:func:`stopped_plan`)."""
+        return stopped_plan(plan, self.n)
 
     def sections(self, home: Path) -> dict[str, Settle]:
         """Each task's rule as results.json records it (``home``: the run's folder, a rung's reference's named from
