@@ -164,6 +164,12 @@ class Located:
         """The published rows its registry entry reproduces (or the entry's whose file this is)."""
         return (self.ref.reproduces if self.ref else "") or (self.spec.reproduces if self.spec else "")
 
+    @property
+    def entry(self) -> str:
+        """The registry entry whose ``reproduces`` a run follows, as a message names it."""
+        entry = self.spec or (self.ref.spec or self.ref.matches if self.ref else None)
+        return f"{entry.origin}: [{entry.name}]" if entry is not None and entry.origin else self.label
+
     def here(self) -> ModelRef | None:
         """The model as far as it is on this machine, nothing read to hash it: the ref, or a registry
         entry's file already here (its SHA-256 the entry's pin, else remembered); None when not here."""

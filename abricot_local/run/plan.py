@@ -116,38 +116,32 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
     fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
     disk checked before its download (unless --force), the tasks and their data, the items after
-    --limit/--sample/--shard; then (a run, not ``dry``) the data hashed and the model fetched and
-    verified (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
+    --limit/--sample/--shard; then (a run, not ``dry``) the model fetched and verified and the data
+    hashed (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
     ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
     located is a plan with its ``problem`` and no task, not an error (a task's error is the command's)."""
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
-    with hashing.afresh(fresh):
-        try:
-            located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
-                                        model_dirs=r.model_dirs, notify=None if dry else notify, fresh=fresh,
-                                        digest=not dry)
-        except AbricotError as err:
-            if not (dry and keep_going):
-                raise
-            name, kind = model or r.models[0], r.given.backend
-            return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
-                        r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
-        from abricot_local.analysis.baselines import reproduced_protocols
-        from abricot_local.tasks.selection import select
+    try:
+        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
+                                    model_dirs=r.model_dirs, notify=None if dry else notify, fresh=fresh,
+                                    digest=not dry)
+    except AbricotError as err:
+        if not (dry and keep_going):
+            raise
+        name, kind = model or r.models[0], r.given.backend
+        return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
+                    r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
+    from abricot_local.analysis.baselines import reproduced_protocols
+    from abricot_local.tasks.selection import select
 
-        named = reproduced_protocols(located.reproduces, _entry(located)) if tasks and not r.task_keys else {}
-        runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
-                               sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
+    named = reproduced_protocols(located.reproduces, located.entry) if tasks and not r.task_keys else {}
+    runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
+                           sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
+    ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
+    with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
                                for t in runs}
-        ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
                 r.shard, skipped, r.margin, dry, settle=r.settle)
-
-
-def _entry(located: Located) -> str:
-    """The registry entry whose ``reproduces`` a run follows, as a message names it."""
-    entry = located.spec or (located.ref.spec or located.ref.matches if located.ref else None)
-    return f"{entry.origin}: [{entry.name}]" if entry is not None and entry.origin else located.label
