@@ -69,7 +69,7 @@ def test_a_second_source_never_takes_the_first_ones_rungs(two, tmp_path):
     assert again.base == first.base and [r.kept for r in again.rungs] == [True, False]
     from abricot_local.models.quants import expand
 
-    assert expand([first.alias("Q8_0")], "Q8_0,Q4_0,Q6_K", str(first.fragment)) == tuple(
+    assert expand([first.alias("Q8_0")], "Q8_0,Q4_0,Q6_K", load_registry(str(first.fragment))) == tuple(
         first.alias(q) for q in ("Q8_0", "Q4_0", "Q6_K"))  # one model's rungs: a ladder
 
 

@@ -52,6 +52,7 @@ def test_a_failing_model_is_reported_and_the_others_go_on(tmp_path, discotex_dir
 
 def test_a_sweep_whose_runs_share_no_item_says_so(tmp_path, discotex_dir):
     """Runs of a sweep that share no item (the seed draws other items) get no verdict, and a line why."""
+    from abricot_local.models.registry import load_registry
     from abricot_local.report.sweep import compared
 
     root = tmp_path / "sweep"
@@ -59,6 +60,6 @@ def test_a_sweep_whose_runs_share_no_item_says_so(tmp_path, discotex_dir):
         r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                    "--sample", "3", "--seed", seed, "--n-ctx", "8192", "--out", root / name)
         assert r.exit_code == 0, r.output
-    text = compared([root / "x", root / "y"])
+    text = compared([root / "x", root / "y"], load_registry())
     line = text[text.index("\npairwise verdicts: none") + 1:]
     assert line.startswith("pairwise verdicts: none (runs fake (seed=1)") and "no common items" in line

@@ -126,7 +126,7 @@ def said_sweep(request, steps) -> None:
     folders = [s.folder for s in steps if not s.failed]
     if folders:
         echo("\n".join([f"\n== comparison of {len(folders)} model(s) in {request.sweep_root}",
-                        compared(folders, request.models_file)]))
+                        compared(folders, request.known_models())]))
     failed = [s for s in steps if s.failed]
     if failed:
         echo("\n".join([f"\n{len(failed)} model(s) failed:", *(f"  {s.model}: {s.failed}" for s in failed)]), err=True)

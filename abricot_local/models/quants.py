@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from abricot_local.errors import ModelError, UnknownModelError, UsageError, opt
-from abricot_local.models.registry import ModelSpec, load_registry, lookup
+from abricot_local.models.registry import ModelSpec, lookup
 
 
 def parse_quants(text: str) -> tuple[str, ...]:
@@ -134,8 +134,8 @@ def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
                              "no ladder is drawn of them; give each model its own `base` in models.toml")
 
 
-def expand(models: Sequence[str], quants: str, models_file: str | None) -> tuple[str, ...]:
-    """`run MODEL --quants ...`: the one MODEL replaced by its quants' aliases."""
+def expand(models: Sequence[str], quants: str, registry: dict[str, ModelSpec]) -> tuple[str, ...]:
+    """`run MODEL --quants ...`: the one MODEL replaced by its quants' aliases in ``registry``."""
     if len(models) != 1:
         raise UsageError(f"{opt('quants')} takes one MODEL (its quants are run), got {len(models)}: {', '.join(models)}")
-    return ladder(models[0], parse_quants(quants), load_registry(models_file))
+    return ladder(models[0], parse_quants(quants), registry)

@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Sequence
 
 
-def compared(folders: Sequence[Path], models_file: str | None = None) -> str:
-    """The runs table of the finished runs in ``folders`` (their models identified in the registry,
-    ``models_file``'s entries too) and, for two or more, the pairwise verdicts."""
+def compared(folders: Sequence[Path], registry: dict) -> str:
+    """The runs table of the finished runs in ``folders`` (their models identified in ``registry``) and, for
+    two or more, the pairwise verdicts."""
     from abricot_local.analysis.loading import load_all
     from abricot_local.analysis.overview import gather
-    from abricot_local.models.registry import load_registry
     from abricot_local.report.tables import render
 
-    runs = load_all([str(f) for f in dict.fromkeys(folders)], load_registry(models_file))
+    runs = load_all([str(f) for f in dict.fromkeys(folders)], registry)
     lines = [render(gather(runs))]
     if len(runs) > 1:
         lines += ["", pairwise_verdicts(runs)]

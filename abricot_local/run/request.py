@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -97,6 +97,15 @@ class RunRequest:
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
     task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
     settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
+    registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, once read (--quants)
+
+    def known_models(self) -> dict:
+        """The registry the request names models from (``models_file``'s entries too), read once."""
+        if self.registry is None:
+            from abricot_local.models.registry import load_registry
+
+            object.__setattr__(self, "registry", load_registry(self.models_file))
+        return self.registry
 
     @property
     def caution(self) -> str | None:
@@ -187,10 +196,13 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     models_file = None if models_file is None else str(models_file)
     model_dirs = tuple(str(d) for d in model_dirs)
     models = (models,) if isinstance(models, str) else tuple(str(m) for m in models)
+    registry = None
     if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
         from abricot_local.models.quants import expand
+        from abricot_local.models.registry import load_registry
 
-        models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), models_file))
+        registry = load_registry(models_file)
+        models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), registry))
     if not models:
         raise UsageError("no model given")
     options = task_options(values or {})
@@ -198,7 +210,7 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     sample = settle.max_items if settle.on else sample  # the items the rule may read: the first of one draw
     return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
                       Shard.parse(shard), Path(out) if out else None, resume, force, models_file, model_dirs,
-                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle)
+                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle, registry=registry)
 
 
 def _margin(margin) -> float | None:

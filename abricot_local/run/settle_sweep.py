@@ -23,9 +23,9 @@ from abricot_local.run.request import SettleOptions
 def reference_of(request) -> str:
     """The ladder's reference: its highest-precision quant as the registry names it (the first on a tie)."""
     from abricot_local.analysis.runs import highest_precision
-    from abricot_local.models.registry import load_registry, lookup
+    from abricot_local.models.registry import lookup
 
-    registry = load_registry(request.models_file)
+    registry = request.known_models()
 
     def quant(alias: str) -> str:
         try:
