@@ -14,8 +14,9 @@ finalizing deletes only the checkpoint's files the run lists (its manifest, its 
 
 A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it (pid, start time,
 items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items saved), ``FAILED`` with the error;
-none once ``results.json`` is there. Every state is written here, through :class:`RunFolder` (a
-signal's or a lost device's too); :func:`run.states.find_runs` reads them (``runs``, ``report``).
+none once ``results.json`` is there. Every state is written here, when a run's ``RunFolder``
+(run/run_folder.py: a signal's or a lost device's too) says so; :func:`run.states.find_runs` reads
+them (``runs``, ``report``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
-from abricot_local.errors import AbricotError, NoSpaceError, ResultsError, opt, recorded_text
+from abricot_local.errors import NoSpaceError, ResultsError, opt
 from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, close_own, guard, open_own,
                                      refuse_link, remove_own, samples_name)
 from abricot_local.run.states import items_text, saved_counts
@@ -37,7 +37,7 @@ from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
                                   write_record)
-from abricot_local.run.resume import finished_run, reopen, resumable
+from abricot_local.run.resume import finished_run, reopen
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 class OutputDir:
@@ -273,109 +273,6 @@ class OutputDir:
                 self.ckpt.rmdir()
             except OSError:
                 pass  # it holds files the run did not make: they stay
-
-
-class RunFolder:
-    """One run's output folder from before its path is known (a default folder is named once the plan
-    is made) to the run's end, and every state it shows: RUNNING and the checkpoint while scoring,
-    results.json once finished, FAILED with the error, INTERRUPTED after Ctrl-C or SIGTERM, or when a
-    signal or a lost remote device ends the process from another thread while llama.cpp does not return
-    (:meth:`interrupted`, :meth:`lost`: the folder this run holds, marked through this object)."""
-
-    def __init__(self, path: Path | None = None):
-        self.path = None if path is None else Path(path)
-        self.totals: dict[str, int] = {}  # the items of each task, once planned
-        self.out: OutputDir | None = None  # while this run holds the folder
-        self.grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
-
-    @contextmanager
-    def taken(self, manifest: Manifest, *, resume: bool):
-        """The folder held (its lock), refusing what it cannot take before any model loads."""
-        with OutputDir(self.path) as out:
-            self.out = out
-            try:
-                out.check(manifest, resume=resume)
-                yield out
-            finally:
-                self.out = None
-
-    @contextmanager
-    def scoring(self, manifest: Manifest, *, resume: bool):
-        """The held folder RUNNING while the block scores into it (the checkpoint; results.json written
-        last by :meth:`OutputDir.finalize`); a failure leaves FAILED with its reason, Ctrl-C INTERRUPTED,
-        and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete).
-        A run that grows a finished one and stops before its first new item leaves that run as it was."""
-        out = self.out
-        out.running(self.totals)
-        try:
-            out.start(manifest, resume=resume)
-            yield out
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
-            if out.growing is not None:
-                out.tidy_finished(self.totals)
-                raise
-            if not out.finished():
-                out.interrupted()
-                raise
-            out.tidy_finished(self.totals)
-        except Exception as err:
-            if out.growing is not None:
-                out.tidy_finished(self.totals)
-            else:
-                out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
-            raise
-
-    def interrupted(self, resume_hint: Callable[[Path], str]) -> str:
-        """Leave the folder INTERRUPTED (the one this run holds, when a signal ends the process from the
-        watchdog thread while llama.cpp does not return), and the text to say: what is saved, the call
-        that resumes."""
-        out_dir, holding = self.path, self.out
-        if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
-            if holding is not None:
-                if holding.growing is not None:
-                    holding.tidy_finished(self.totals)  # no state file beside the finished run it left as it was
-                holding.release()
-            if self.grown:  # or before a run that grows it scored a new item
-                return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
-                        f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
-            return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
-        if out_dir is None or not resumable(out_dir):
-            if holding is not None:
-                holding.release()  # no lock file, and no folder this run left empty
-            where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
-            return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
-        if holding is not None:
-            try:
-                if not getattr(holding, "totals", None):
-                    holding.running(self.totals)
-                holding.interrupted()
-            except AbricotError:
-                pass  # the state file is a courtesy; the checkpoint is what counts
-            holding.release()
-        elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
-            try:
-                with OutputDir(out_dir) as folder:
-                    folder.running(self.totals)
-                    folder.interrupted()
-            except AbricotError:
-                pass  # another run holds the folder: its state is its own
-        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
-        what = items_text(saved, self.totals) if any(saved.values()) else "nothing scored yet"
-        return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
-
-    def lost(self, err: AbricotError, resume_hint: Callable[[Path], str]) -> str:
-        """A remote device went away and takes the process with it: the folder left FAILED with the error
-        (no RUNNING marker left: it says why it stopped), and the text to say, how to go on."""
-        holding = self.out
-        if holding is not None:
-            if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
-                holding.tidy_finished(self.totals)
-            elif (self.path / RUNNING).is_file():
-                holding.failed(recorded_text(err))
-            holding.release()
-        then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
-                f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
-        return f"\nerror: {err.raw()}\n{then}"
 
 
 def tidy_finished(folder: Path, record: Record) -> None:

@@ -16,7 +16,6 @@ written. Names no task and no backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Sequence
 
 from abricot_local.memory import Fit

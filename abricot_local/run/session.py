@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 from abricot_local.errors import AbricotError, opt
 from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
-from abricot_local.run.folder import RunFolder, tidy_finished
+from abricot_local.run.folder import tidy_finished
+from abricot_local.run.run_folder import RunFolder
 from abricot_local.run.resume import grows
 
 
@@ -103,18 +104,14 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
     from abricot_local import backends
     from abricot_local.run.plan import make_plan
 
-    folder = RunFolder(out_dir)  # the folder's states, a signal's and a lost device's too, go through it
+    folder = RunFolder(out_dir, hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
-
-    def stuck(_signum: int) -> None:  # the backend did not return after a signal: the process ends now
-        hooks.say(folder.interrupted(hooks.resume_hint))
-
-    forget = backends.on_stuck(stuck)
+    forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
         plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
         folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
-        watch_remote(plan, folder, hooks)
+        backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")
         for r in plan.runs:
@@ -124,7 +121,7 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
         outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
     except KeyboardInterrupt as err:
-        raise Interrupted(folder.interrupted(hooks.resume_hint)) from err
+        raise Interrupted(folder.interrupted()) from err
     finally:
         close()
         forget()
@@ -236,19 +233,3 @@ def slug(model: str) -> str:
 
     name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
     return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
-
-
-def watch_remote(plan, folder: RunFolder, hooks: Hooks) -> None:
-    """A backend whose remote devices end the process when they go away (llama.cpp's RPC servers)
-    calls ``lost``: the folder says why it stopped, the process says which one in one line, how to go on."""
-    import os
-    import sys
-
-    from abricot_local.backends import backend_class
-
-    def lost(err: AbricotError) -> None:
-        hooks.say(folder.lost(err, hooks.resume_hint))
-        sys.stderr.flush()
-        os._exit(err.exit_code)
-
-    backend_class(plan.backend).watch_remote(plan.backend_options, lost)

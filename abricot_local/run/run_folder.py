@@ -1,0 +1,139 @@
+"""A run's output folder across the run's life (:class:`RunFolder`): before its path is known, while the run holds
+it (the lock, RUNNING, the checkpoint: run/folder.py's OutputDir), when it is finished, FAILED, INTERRUPTED by
+Ctrl-C or SIGTERM, or left by a signal or a lost remote device from another thread while llama.cpp does not
+return. What it says leaves through the run's hooks (``say``, ``hint``); every state file is written by OutputDir."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from abricot_local.errors import AbricotError, opt, recorded_text
+from abricot_local.record import RESULTS, Manifest
+from abricot_local.run.folder import OutputDir
+from abricot_local.run.owned import INTERRUPTED, RUNNING
+from abricot_local.run.resume import resumable
+from abricot_local.run.states import items_text, saved_counts
+
+
+@dataclass
+class RunFolder:
+    """One run's output folder from before its path is known (a default folder is named once the plan
+    is made) to the run's end, and every state it shows: RUNNING and the checkpoint while scoring,
+    results.json once finished, FAILED with the error, INTERRUPTED after Ctrl-C or SIGTERM, or when a
+    signal or a lost remote device ends the process from another thread while llama.cpp does not return
+    (:meth:`stuck`, :meth:`lost`: the folder this run holds, marked through this object; ``say``: the line that
+    leaves the process, ``hint``: folder -> the call that resumes the run in it)."""
+
+    path: Path | None = None
+    say: Callable[[str], None] = lambda line: None
+    hint: Callable[[Path], str] = lambda folder: f"--out {folder} --resume"
+    totals: dict[str, int] = field(default_factory=dict)  # the items of each task, once planned
+    out: OutputDir | None = None  # while this run holds the folder
+    grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
+
+    @contextmanager
+    def taken(self, manifest: Manifest, *, resume: bool):
+        """The folder held (its lock), refusing what it cannot take before any model loads."""
+        with OutputDir(self.path) as out:
+            self.out = out
+            try:
+                out.check(manifest, resume=resume)
+                yield out
+            finally:
+                self.out = None
+
+    @contextmanager
+    def scoring(self, manifest: Manifest, *, resume: bool):
+        """The held folder RUNNING while the block scores into it (the checkpoint; results.json written
+        last by :meth:`OutputDir.finalize`); a failure leaves FAILED with its reason, Ctrl-C INTERRUPTED,
+        and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete).
+        A run that grows a finished one and stops before its first new item leaves that run as it was."""
+        out = self.out
+        out.running(self.totals)
+        try:
+            out.start(manifest, resume=resume)
+            yield out
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
+            if out.growing is not None:
+                out.tidy_finished(self.totals)
+                raise
+            if not out.finished():
+                out.interrupted()
+                raise
+            out.tidy_finished(self.totals)
+        except Exception as err:
+            if out.growing is not None:
+                out.tidy_finished(self.totals)
+            else:
+                out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+            raise
+
+    def stuck(self, _signum: int = 0) -> None:
+        """A signal came and the backend did not return (backends.on_stuck): the folder left INTERRUPTED, what is
+        saved said; the process ends next."""
+        self.say(self.interrupted())
+
+    def interrupted(self) -> str:
+        """Leave the folder INTERRUPTED (the one this run holds, when a signal ends the process from the
+        watchdog thread while llama.cpp does not return), and the text to say: what is saved, the call
+        that resumes."""
+        out_dir, holding, resume_hint = self.path, self.out, self.hint
+        if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
+            if holding is not None:
+                if holding.growing is not None:
+                    holding.tidy_finished(self.totals)  # no state file beside the finished run it left as it was
+                holding.release()
+            if self.grown:  # or before a run that grows it scored a new item
+                return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
+                        f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
+            return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
+        if out_dir is None or not resumable(out_dir):
+            if holding is not None:
+                holding.release()  # no lock file, and no folder this run left empty
+            where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
+            return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
+        if holding is not None:
+            try:
+                if not getattr(holding, "totals", None):
+                    holding.running(self.totals)
+                holding.interrupted()
+            except AbricotError:
+                pass  # the state file is a courtesy; the checkpoint is what counts
+            holding.release()
+        elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
+            try:
+                with OutputDir(out_dir) as folder:
+                    folder.running(self.totals)
+                    folder.interrupted()
+            except AbricotError:
+                pass  # another run holds the folder: its state is its own
+        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        what = items_text(saved, self.totals) if any(saved.values()) else "nothing scored yet"
+        return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
+
+    def lost(self, err: AbricotError) -> None:
+        """A remote device went away (a backend's ``watch_remote``) and takes the process with it: the folder left
+        FAILED with the error (no RUNNING marker left: it says why it stopped), what happened and how to go on
+        said, and the process ends with the error's code."""
+        import sys
+
+        self.say(self.lost_text(err))
+        sys.stderr.flush()
+        os._exit(err.exit_code)
+
+    def lost_text(self, err: AbricotError) -> str:
+        """:meth:`lost`'s folder marked and its text."""
+        holding, resume_hint = self.out, self.hint
+        if holding is not None:
+            if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
+                holding.tidy_finished(self.totals)
+            elif (self.path / RUNNING).is_file():
+                holding.failed(recorded_text(err))
+            holding.release()
+        then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
+                f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
+        return f"\nerror: {err.raw()}\n{then}"
