@@ -207,7 +207,7 @@ def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], ho
         if recorded is None:
             continue
         by_id = {s.id: s for s in read[key]}
-        ordered = [by_id[i] for i in settle.nested(run) if i in by_id]
+        ordered = [by_id[i] for i in run.nested() if i in by_id]
         stops.append(recorded.n)
         reference = ()
         if any(q.published is None for q in recorded.questions):  # a rung: its reference's samples, item by item

@@ -118,29 +118,29 @@ def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | No
     """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
     already is not scored again): each task's samples and (``measure``) metrics, in ``stages``' order to each of
     its looks until it stops (``--until-settled``'s rule; default :class:`Whole`: every item, task after task)."""
-    return staged(prepared(plan, backend), backend, sink, stages or Whole(plan), progress, measure)
+    stages = stages or Whole(plan)
+    runs = prepared(plan, backend)
+    return staged(runs, backend, sink, stages, progress, measure)
 
 
+@dataclass
 class Whole:
     """A run taken whole: every item of every task in release order, task after task, and no look (the Stages of
     a run that is not ``--until-settled``; run/settle.py's ``Rule`` is the other). What a run asks of its stages
     besides: the plan it manifests, the finished run a --resume finds, the plan it records, its rules' sections."""
 
+    plan: Plan
+    taken: bool = False  # its one stage is given
     until = ""  # what a --resume that grows the run adds to its line
 
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.orders = {r.task.key: tuple(it.id for it in r.items) for r in plan.runs}
-        self.taken = False
-
     def order(self, key: str) -> Sequence[str]:
-        return self.orders[key]
+        return next(tuple(it.id for it in r.items) for r in self.plan.runs if r.task.key == key)
 
     def next(self) -> int | None:
         if self.taken:
             return None
         self.taken = True
-        return max((len(o) for o in self.orders.values()), default=0)
+        return max((len(r.items) for r in self.plan.runs), default=0)
 
     def look(self, n: int, tasks: dict, samples: dict[str, list[Sample]]) -> bool:
         return False

@@ -28,7 +28,7 @@ from abricot_local.analysis import sequential as sq
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import RESULTS, Record, Sample, TaskEntry, read_run
 from abricot_local.record.schema import Settle
-from abricot_local.tasks.selection import TaskRun, prepare, sample_order
+from abricot_local.tasks.selection import prepare
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
 
@@ -52,14 +52,6 @@ class Pairs:
     reference: str
     folder: Path
     pause: int
-
-
-def nested(run: TaskRun) -> tuple[str, ...]:
-    """``run``'s item ids (its items: the first ``len(items)`` of the task's seeded order, kept in release order, or
-    every item) in the nested order: the first n of them are ``--sample n``'s items."""
-    first = sample_order(run.available or len(run.items), run.task.options.seed)[:len(run.items)]
-    rank = {p: i for i, p in enumerate(sorted(first))}
-    return tuple(run.items[rank[p]].id for p in first)
 
 
 def statistics(task) -> dict[str, str]:
@@ -117,6 +109,7 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
     a verdict to wait for."""
     asked = pair_questions(plan, pairs.reference) if pairs else questions(plan)
     s = plan.settle
+    orders = {r.task.key: r.nested() for r in plan.runs}
     rules = {}
     for run in plan.runs:
         mine = asked[run.task.key]
@@ -124,13 +117,13 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
             continue
         state = sq.start(run.available or len(run.items), [q for q, _ in mine], looks=s.looks,
                          max_items=len(run.items), seed=run.task.options.seed)
-        rules[run.task.key] = TaskRule(run.task.key, state, nested(run), {q.name: m for q, m in mine})
+        rules[run.task.key] = TaskRule(run.task.key, state, orders[run.task.key], {q.name: m for q, m in mine})
     if not rules:
         why = (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
                "tasks are (their protocols and settings), or none is run here" if plan.reproduces else
                "the model's registry entry reproduces no published row (models.toml `reproduces`)")
         raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {why}")
-    return Rule(rules, {r.task.key: nested(r) for r in plan.runs}, pairs, plan)
+    return Rule(rules, orders, pairs, plan)
 
 
 def stages_of(plan, pairs: Pairs | None = None):
@@ -138,7 +131,10 @@ def stages_of(plan, pairs: Pairs | None = None):
     nothing to settle refused, before any load), else the whole run (execute.Whole)."""
     from abricot_local.run.execute import Whole
 
-    return rule_of(bounded(plan), pairs) if plan.settle.on else Whole(plan)
+    if not plan.settle.on:
+        return Whole(plan)
+    plan = bounded(plan)
+    return rule_of(plan, pairs)
 
 
 def inputs(rule: TaskRule, task, samples: Sequence[Sample], reference: Sequence[Sample] = ()) -> dict[str, tuple]:
@@ -163,16 +159,21 @@ def reference_samples(pairs: Pairs, key: str, ids: Sequence[str]) -> list[Sample
     return [held[i] for i in ids]
 
 
+@dataclass
 class Rule:
     """The run's rule over its tasks (execute.py's ``Stages``): the next number of items every task reaches, a look
     in each task's rule whose plan holds it, stopped when every task's rule has."""
 
+    rules: dict[str, TaskRule]
+    orders: dict[str, tuple[str, ...]]
+    pairs: Pairs | None = None
+    plan: object = None  # the (bounded) plan it rules
+    n: int = 0  # the items of the last look taken
     until = " up to the look where its verdicts are settled"  # what a --resume that grows the run adds to its line
 
-    def __init__(self, rules: dict[str, TaskRule], orders: dict[str, tuple[str, ...]], pairs: Pairs | None = None,
-                 plan=None):
-        self.rules, self.orders, self.n, self.pairs, self.plan = dict(rules), orders, 0, pairs, plan
-        self.schedule = sorted({n for r in rules.values() for n in r.state.planned})
+    @property
+    def schedule(self) -> list[int]:
+        return sorted({n for r in self.rules.values() for n in r.state.planned})
 
     def order(self, key: str) -> tuple[str, ...]:
         return self.orders[key]

@@ -27,6 +27,13 @@ class TaskRun:
     available: int = 0  # the items in the task's data, before --limit/--sample/--shard
     problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
 
+    def nested(self) -> tuple[str, ...]:
+        """The item ids (its items: the first ``len(items)`` of the task's seeded order, kept in release order, or
+        every item) in the nested order: the first n of them are ``--sample n``'s items (:func:`sample_order`)."""
+        first = sample_order(self.available or len(self.items), self.task.options.seed)[:len(self.items)]
+        rank = {p: i for i, p in enumerate(sorted(first))}
+        return tuple(self.items[rank[p]].id for p in first)
+
 
 @dataclass(frozen=True)
 class Skipped:
