@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from abricot_local import hashing, memory
+from abricot_local import hashing
 from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given, Opened
-from abricot_local.models.sources import source_of
+from abricot_local.models.sources import check_before_download, source_of
 from abricot_local.errors import AbricotError, ModelError, UnknownModelError
 from abricot_local.gguf.file import check_gguf, header_quant, quant_of
 from .registry import ModelSpec, load_registry, lookup
@@ -127,18 +127,6 @@ def where_text(spec: ModelSpec) -> str:
     return str(path) if path is not None else source_of(spec).where_text(spec)
 
 
-def check_before_download(spec: ModelSpec, options: ScoringOptions) -> None:
-    """For a registry model not on this machine: its size against RAM and the download
-    folder's free disk, refused with the numbers before anything downloads."""
-    if is_cached(spec):
-        return
-    size = spec.approx_bytes
-    if not size:
-        return
-    memory.check_memory(size, memory.kv_estimate_from_size(size, options.n_ctx))
-    memory.check_disk(size, source_of(spec).download_folder(spec))
-
-
 # -- locating: what a name names, found once ---------------------------------------------------
 @dataclass(frozen=True)
 class Located:
@@ -194,7 +182,7 @@ class Located:
         if not fetch:
             return self.here(), options
         if not force and self.ref is None and self.spec is not None:
-            check_before_download(self.spec, options)
+            check_before_download(self.spec, options.n_ctx)
         return self.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline), options
 
     def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True,
@@ -375,4 +363,4 @@ def require_same(ref: ModelRef, recorded_sha256: str | None, what: str = "model 
 
 
 __all__ = ["ModelRef", "Located", "locate", "resolve_model_ref", "open_model", "lookup_alias", "is_cached",
-           "local_file", "check_before_download", "require_same", "SOURCES"]
+           "local_file", "require_same", "SOURCES"]

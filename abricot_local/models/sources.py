@@ -283,6 +283,18 @@ def source_of(spec) -> Source:
     return SOURCES[spec.source]
 
 
+def check_before_download(spec, n_ctx: int) -> None:
+    """For a registry model not on this machine: its size (and a KV cache of ``n_ctx``) against RAM and its
+    download folder's free disk, refused with the numbers before anything downloads."""
+    from abricot_local import memory
+
+    source = source_of(spec)
+    if source.is_cached(spec) or not spec.approx_bytes:
+        return
+    memory.check_memory(spec.approx_bytes, memory.kv_estimate_from_size(spec.approx_bytes, n_ctx))
+    memory.check_disk(spec.approx_bytes, source.download_folder(spec))
+
+
 def gated_text(spec) -> str:
     """What a listing shows of a registry entry's licence: yes, no, "? (original: yes)" (the original model
     is gated, this file's repository was not checked), or ? (not known); "no" where there is nothing to accept."""
