@@ -291,8 +291,9 @@ def check_before_download(spec, n_ctx: int) -> None:
     source = source_of(spec)
     if source.is_cached(spec) or not spec.approx_bytes:
         return
+    folder = source.download_folder(spec)
     memory.check_memory(spec.approx_bytes, memory.kv_estimate_from_size(spec.approx_bytes, n_ctx))
-    memory.check_disk(spec.approx_bytes, source.download_folder(spec))
+    memory.check_disk(spec.approx_bytes, folder)
 
 
 def gated_text(spec) -> str:
