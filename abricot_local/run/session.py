@@ -109,9 +109,9 @@ def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks:
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
         plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
-        backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
+        backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: no data ({s.how})")
         for r in plan.runs:
