@@ -156,7 +156,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     from abricot_local.run.record import build_record, plan_manifest
     from abricot_local.run.settle import stages_of
 
-    folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
+    folder = folder if isinstance(folder, RunFolder) else RunFolder(Path(folder))
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
     stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
