@@ -226,6 +226,11 @@ def test_what_cannot_be_matched_is_refused_in_one_line(fake_pair, discotex_dir, 
         from abricot_local.run.check import check_run
 
         check_run(lm_dir)
+    from abricot_local.run.kld import ladder_of
+
+    for ref, run in ((lm_dir, run_dir), (run_dir, lm_dir)):  # kld reads a run as check does: refused alike
+        with pytest.raises(ResultsError, match="is an lm-eval output: kld measures runs of abricot-local"):
+            ladder_of(str(ref), [str(run)])
 
 
 def test_items_of_no_task_are_refused(fake_pair, discotex_dir, tmp_path):

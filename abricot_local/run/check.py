@@ -263,9 +263,10 @@ class _Against:
             self.diffs.append(Difference(task, line.id, old.pred, line.pred, d))
 
 
-def recorded_run(run: Run | str | Path) -> Run:
-    """The finished run `check` re-scores: ``run`` (analysis.runs.Run), or the folder of one, read; an
-    unfinished folder, an lm-eval output, a run that records no backend refused."""
+def recorded_run(run: Run | str | Path, *, by: str = "check re-scores") -> Run:
+    """The finished run `check` re-scores (and `kld` measures: ``by``, what the command does to runs):
+    ``run`` (analysis.runs.Run), or the folder of one, read; an unfinished folder, an lm-eval output, a run that
+    records no backend refused."""
     if not isinstance(run, Run):
         out = Path(run)
         why = unfinished(out)
@@ -274,17 +275,18 @@ def recorded_run(run: Run | str | Path) -> Run:
         from abricot_local.analysis.lm_eval_input import is_lm_eval_output
 
         if is_lm_eval_output(out):  # refused before its tasks' items are looked for
-            raise _not_ours(out)
+            raise _not_ours(out, by)
         run = load_run(out)
     if run.lm_eval:
-        raise _not_ours(run.path)
+        raise _not_ours(run.path, by)
     if run.record.config is None or not run.record.config.backend:
-        raise ResultsError(f"{Path(run.path) / 'results.json'} records no config.backend: the run cannot be re-scored")
+        raise ResultsError(f"{Path(run.path) / 'results.json'} records no config.backend: its items cannot be "
+                           "rebuilt and scored again")
     return run
 
 
-def _not_ours(path) -> ResultsError:
-    return ResultsError(f"{path} is an lm-eval output: check re-scores runs of abricot-local; compare it with one "
+def _not_ours(path, by: str) -> ResultsError:
+    return ResultsError(f"{path} is an lm-eval output: {by} runs of abricot-local; compare it with one "
                         f"instead (abricot-local compare {path} RUN)")
 
 

@@ -36,15 +36,14 @@ from abricot_local.gguf.file import model_bytes
 from abricot_local.memory import Fit
 from abricot_local.models.given import load
 from abricot_local.models.ref import Located, ModelRef
-from abricot_local.record import read_run
-from abricot_local.run.check import _task_options, recorded_model
+from abricot_local.run.check import _task_options, recorded_model, recorded_run
 from abricot_local.run.execute import open_backend, prepared, score_items
 from abricot_local.run.plan import Plan, make_plan
 from abricot_local.run.request import of_record
-from abricot_local.run.states import unfinished
 
 Progress = Callable[[str, int, int], None]
 ROW_BYTES = 4  # an output row's entry: a float32 logit (llama.cpp's)
+MEASURES = "kld measures"  # what kld does to runs, as a refused one is told
 
 
 @dataclass(frozen=True)
@@ -114,16 +113,6 @@ class Ladder:
         return [[self.rungs[k] for k in g] for g in self.groups]
 
 
-def _finished(run) -> Run:
-    """``run`` (a finished analysis.runs.Run, or its folder) as the one finished-run type."""
-    if isinstance(run, Run):
-        return run
-    why = unfinished(run)
-    if why:
-        raise ResultsError(why)
-    return Run(str(run), read_run(run))
-
-
 def _model(run: Run, dry: bool = False) -> ModelRef:
     """The run's model found again where the run recorded it, checked by its SHA-256 (run.check);
     ``dry`` (--dry-run): not hashed, the recorded SHA-256 taken as its (the real run checks it)."""
@@ -154,18 +143,16 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
     hashed (``kld --dry-run``)."""
     if not runs:
         raise UsageError("kld needs a reference run and at least one run to measure against it")
-    ref = _finished(reference)
+    ref = recorded_run(reference, by=MEASURES)
     record = ref.record
-    kind = record.config.backend if record.config else ""
-    if not kind:
-        raise ResultsError(f"{Path(ref.path) / 'results.json'} records no config.backend: its items cannot be rebuilt")
+    kind = record.config.backend
     found = _model(ref, dry)
     request = of_record(record, found.as_written, _task_options(record, data_dir), backend_values)
     p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
     ref_ids = _ids(ref)
     rungs = []
     for r in runs:
-        run = _finished(r)
+        run = recorded_run(r, by=MEASURES)
         if Path(run.path).resolve() == Path(ref.path).resolve():
             raise UsageError(f"{run.path} is the reference itself")
         if run.backend != kind:
