@@ -211,9 +211,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; a hub name not in the
     cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused)."""
     from abricot_local.backends import reads_model_file
-    from abricot_local.cache import is_offline
     from abricot_local.models import stores
-    from abricot_local.models.sources import offline_refusal
 
     name = str(name)
 
@@ -240,22 +238,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     spec = _lookup(name, registry, models_file, model_dirs)
     if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
         return Located(name, backend, finish(spec.path, spec.source, facts=spec.facts))
-    # a registry entry: its synthetic model, its file here, or what fetching it downloads (offline: planned with the
-    # run's own refusal)
-    source = source_of(spec)
-    if not source.has_file:
-        return Located(name, spec.backend or backend, ModelRef(name, "synthetic", spec.backend, spec.name, spec=spec,
-                                                               quant=spec.quant), spec)
-    kind = spec.backend or backend
-    path = source.local_file(spec)
-    if path is not None:
-        return Located(name, kind, spec=spec, path=path)
-    if not source.fetches:
-        raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
-    refused = ""
-    if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
-        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
-    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
+    return _entry(name, backend, spec)
 
 
 def _synthetic(name: str, backend: str, known) -> Located:
@@ -267,6 +250,27 @@ def _synthetic(name: str, backend: str, known) -> Located:
         spec = None
     ref = synthetic_ref(name, backend, spec if spec and not source_of(spec).has_file else None)
     return Located(name, ref.backend, ref, spec)
+
+
+def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
+    """A registry entry: its synthetic model, its file here, or what fetching it downloads (offline: planned
+    with the run's own refusal)."""
+    from abricot_local.cache import is_offline
+    from abricot_local.models.sources import offline_refusal
+
+    source = source_of(spec)
+    if not source.has_file:
+        return Located(name, spec.backend or backend, synthetic_ref(name, spec.backend, spec), spec)
+    kind = spec.backend or backend
+    path = source.local_file(spec)
+    if path is not None:
+        return Located(name, kind, spec=spec, path=path)
+    if not source.fetches:
+        raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
+    refused = ""
+    if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
+        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
+    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
 
 
 def _lookup(name: str, registry, models_file, model_dirs):
