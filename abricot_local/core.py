@@ -115,17 +115,16 @@ def exact_log_softmax(values) -> list[float]:
     return [x - lse for x in xs]
 
 
-NONFINITE_ADVICE = (
-    "try --flash-attn off, or --n-gpu-layers 0 to compare with the CPU; verify the file's SHA-256 "
-    "(a registry alias: `abricot-local pull ALIAS` again)"
-)
+VERIFY_FILE = "verify the file's SHA-256 (a registry alias: `abricot-local pull ALIAS` again)"
 
 
-def finite_log_softmax(logits, *, label: str, position: int, normalized: bool = False) -> np.ndarray:
+def finite_log_softmax(logits, *, label: str, position: int, normalized: bool = False, advice: str = "") -> np.ndarray:
     """The log-softmax of one row of logits; :class:`NonFiniteError` when the row (or its
-    log-sum-exp) holds NaN or an infinity. Every row any engine scores passes here. A row that is
+    log-sum-exp) holds NaN or an infinity, with ``advice`` (the session's: what to try with its backend's
+    options) before :data:`VERIFY_FILE`. Every row any engine scores passes here. A row that is
     ``normalized`` (log-probabilities already, as the fake backend computes them exactly) is
     checked and kept as it is."""
+    advice = f"{advice}; {VERIFY_FILE}" if advice else VERIFY_FILE
     x = np.asarray(logits, dtype=np.float64)
     finite = np.isfinite(x)
     if not finite.all():
@@ -133,14 +132,14 @@ def finite_log_softmax(logits, *, label: str, position: int, normalized: bool = 
         raise NonFiniteError(
             f"item {label}: non-finite logits at token position {position} "
             f"({nan} NaN, {x.size - int(finite.sum()) - nan} infinite of {x.size}); the model or the "
-            f"build computes garbage: {NONFINITE_ADVICE}. Scored items are kept: {opt('resume', True)} continues."
+            f"build computes garbage: {advice}. Scored items are kept: {opt('resume', True)} continues."
         )
     if normalized:
         return x
     row = log_softmax(x)
     if not np.isfinite(row[0]):
         raise NonFiniteError(f"item {label}: the log-sum-exp at token position {position} is not finite; "
-                             f"{NONFINITE_ADVICE}")
+                             f"{advice}")
     return row
 
 

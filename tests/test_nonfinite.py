@@ -48,13 +48,21 @@ def test_non_finite_error_is_a_refused_model():
 @pytest.mark.parametrize("bad, found", [(float("nan"), "1 NaN, 0 infinite of 4"),
                                         (float("inf"), "0 NaN, 1 infinite of 4")])
 def test_a_non_finite_logit_row_names_the_item_and_position(bad, found):
+    from abricot_local.backends.llama_cpp.session import LlamaSession
+    from abricot_local.cli.options import flags
     from abricot_local.core import finite_log_softmax
+    from abricot_local.errors import render
 
     with pytest.raises(NonFiniteError) as err:
         finite_log_softmax([0.5, bad, -1.0, 2.0], label="task_1_ted_test_7", position=42)
     text = str(err.value)
     assert "task_1_ted_test_7" in text and "position 42" in text and found in text
-    assert "--flash-attn off" in text and "--n-gpu-layers 0" in text and "SHA-256" in text
+    assert "SHA-256" in text and "flash" not in text  # no backend's advice unless its session gives it
+    with pytest.raises(NonFiniteError) as err:  # the llama.cpp session's advice, in each door's words
+        finite_log_softmax([0.5, bad], label="x", position=0, advice=LlamaSession.nonfinite_advice)
+    assert "flash_attn=off" in str(err.value) and "n_gpu_layers=0" in str(err.value)  # Python's
+    cli = render(err.value.raw(), flags)  # the command line's
+    assert "--flash-attn off" in cli and "--n-gpu-layers 0" in cli and "SHA-256" in cli
 
 
 def test_a_finite_row_is_its_log_softmax():

@@ -99,7 +99,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
         warnings.warn(render(request.caution), AbricotWarning, stacklevel=3)  # (the user, past api.arguments.entry)
 
     hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
-                          say=lambda line: warnings.warn(line.strip(), AbricotWarning, stacklevel=2))
+                          say=lambda line: warnings.warn(render(line.strip()), AbricotWarning, stacklevel=2))
     steps = list(session.run(request, hooks))
     for step in steps:
         if step.done is not None:

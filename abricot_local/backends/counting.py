@@ -18,6 +18,7 @@ class _NoCache:
     always rewinds."""
 
     normalized = False
+    nonfinite_advice = ""
 
     def __init__(self, n_batch: int, n_ctx: int):
         self.n_batch, self._n_ctx = min(n_batch, n_ctx), n_ctx

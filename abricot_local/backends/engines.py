@@ -99,7 +99,8 @@ class Engine:
             if r is None:
                 out.append(None)
                 continue
-            row = finite_log_softmax(r, label=name(e), position=e[1], normalized=self.session.normalized)
+            row = finite_log_softmax(r, label=name(e), position=e[1], normalized=self.session.normalized,
+                                     advice=self.session.nonfinite_advice)
             wanted = targets.get((e[0], e[1]), ()) if targets else ()
             # numpy float64 values: summed as before (Python 3.12's sum() compensates plain floats)
             out.append(Row(int(np.argmax(r)), {t: row[t] for t in wanted}))

@@ -70,6 +70,7 @@ class FakeSession:
     """Sequences of cells {position: token}; a row depends on the tokens at 0..pos."""
 
     normalized = True  # its rows are exact log-probabilities
+    nonfinite_advice = ""
 
     def __init__(self, options: ScoringOptions):
         self.options = options

@@ -202,6 +202,7 @@ class LadderSession:
         self.ref, self.rungs, self.rows = ref, list(rungs), list(rows)
         self.n_batch = ref.n_batch
         self.normalized = ref.normalized  # the engine reads the reference's rows
+        self.nonfinite_advice = ref.nonfinite_advice
         self.reducer = Reducer(threads)
         self.every_token = every_token
 

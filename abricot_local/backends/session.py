@@ -29,6 +29,8 @@ class Session(Protocol):
     # its rows are log-probabilities already (the fake backend's, exact on every CPU): the
     # engine checks them (finite) and does not normalise them again; a model's logits: False
     normalized: bool
+    # what a user can try when a row is not finite (core.finite_log_softmax), its options named with errors.opt
+    nonfinite_advice: str
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         """One decode call; raw logits for each entry that wants a row, else None."""

@@ -49,7 +49,16 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quan
     echo(f"models.toml: {ladder.fragment}")
     if ladder.requantized:
         echo(f"note: the reference F16 is {ladder.source_quant} dequantized, not the original weights")
-    echo(f"run them: {ladder.command()}")
+    echo(f"run them: {_run_command(ladder)}")
+
+
+def _run_command(ladder) -> str:
+    """The `run --quants` command line over a made ladder's rungs (models.quantize.Ladder)."""
+    from abricot_local.cache import shown
+
+    quants = ",".join(r.quant for r in ladder.rungs)
+    return (f"abricot-local run {ladder.alias(ladder.rungs[0].quant)} --quants {quants} --models "
+            f"{shown(ladder.fragment)} --tasks TASKS")
 
 
 def _sigterm(signum, frame):

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from abricot_local.models import hub_probe
 from abricot_local.cache import cache_dir, is_offline
-from abricot_local.errors import DownloadError, ModelError
+from abricot_local.errors import DownloadError, ModelError, opt
 from abricot_local.hashing import verify_file
 from .hub_errors import hub_error, is_connection_error
 from .spec import ModelSpec
@@ -177,5 +177,5 @@ def hub_dataset_download(repo_id: str, filename: str, revision: str | None = Non
                                                repo_type="dataset", local_files_only=local))
         except Exception as exc:
             if local and not is_offline() and not local_only:
-                hub_probe.require(f"{repo_id}/{filename}", "give the data file with --data TASK=FILE")
+                hub_probe.require(f"{repo_id}/{filename}", f"give the data file with {opt('data', ('TASK', 'FILE'))}")
             raise hub_error(exc, repo_id, filename, revision, dataset=True) from None

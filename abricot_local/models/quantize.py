@@ -63,12 +63,6 @@ class Ladder:
     def alias(self, quant: str) -> str:
         return alias_of(self.base, quant)
 
-    def command(self) -> str:
-        """The `run --quants` command line over these rungs."""
-        quants = ",".join(r.quant for r in self.rungs)
-        return (f"abricot-local run {self.alias(self.rungs[0].quant)} --quants {quants} --models "
-                f"{shown(self.fragment)} --tasks TASKS")
-
 
 def alias_of(base: str, quant: str) -> str:
     return f"{base}-{quant}".lower()

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from abricot_local.cache import cache_dir
+from abricot_local.errors import opt
 from abricot_local.run.cost import Measured, ModelFacts, Speed, speed_from, widened
 
 PROMPT_TOKENS, CALLS, ROWS = 256, 8, 32  # prompt tokens, parts of it, rows
@@ -162,7 +163,7 @@ def read() -> Cache:
     for k, d in enumerate(entries, 1):
         why = problem(d)
         if why:
-            notes.append(f"{path}: calibration {k} ignored ({why}); `--calibrate` measures it again")
+            notes.append(f"{path}: calibration {k} ignored ({why}); {opt('calibrate', True)} measures it again")
         else:
             good.append(Calibration.from_json(d))
     return Cache(tuple(good), tuple(notes))

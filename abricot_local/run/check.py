@@ -104,8 +104,7 @@ class CheckReport:
 
 
 def _verify(path: Path, recorded: str | None, what: str) -> None:
-    if not path.is_file():
-        raise ResultsError(f"the recorded {what} {path} is missing; give it with the option shown in the help")
+    """``path`` (a file that is here) refused unless its bytes have the ``recorded`` SHA-256."""
     got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
     if recorded and got != recorded:
         raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
@@ -139,12 +138,12 @@ def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names:
     option that gives it, and the command that fetches it."""
     from abricot_local.cache import shown
 
-    looked = f"--data-dir {data_dir}" if data_dir else \
+    looked = opt("data_dir", data_dir) if data_dir else \
         f"the recorded folder, and {shown(task.cache_folder())} (this machine's data cache)"
     lines = [f"{task.name}: the run's data file {path.name} is not here",
              "  recorded as (where the machine that made the run had it):", f"    {recorded}",
              f"  looked in: {looked}",
-             f"  give it:  --data-dir DIR, a folder holding {', '.join(names)}"]
+             f"  give it:  {opt('data_dir', 'DIR')}, a folder holding {', '.join(names)}"]
     if task.data.pull is not None:
         lines.append(f"  get it:   abricot-local data pull {task.group or task.name} (into {shown(task.cache_folder())})")
     return ResultsError("\n".join(lines))
@@ -319,7 +318,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
         kdiff = kernel_path.differences(rec_kernels, here)
         if kdiff and notice:
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
-                   "then comparing" + (" (--exact: the recorded numbers are demanded)" if exact else ""))
+                   "then comparing" + (f" ({opt('exact', True)}: the recorded numbers are demanded)" if exact else ""))
         data_differs = held.differences(run, prepared(p, backend), read)
         settled, settled_notes = _settled_differences(record, p.runs, read, out)
         record_differs += tuple(settled)

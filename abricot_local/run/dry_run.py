@@ -24,7 +24,7 @@ from abricot_local.run import calibration
 from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.run.chars_per_token import ratio
-from abricot_local.errors import AbricotError, render
+from abricot_local.errors import AbricotError, opt, render
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.ref import ModelRef
@@ -33,7 +33,7 @@ from abricot_local.run.cost import (ModelFacts, Speed, Work, count_work, countin
                                      gguf_facts, parse_params, text_tokenizer, with_items)
 from abricot_local.models.registry import ModelSpec
 
-NO_CALIBRATION = ("no calibration yet for these settings: `abricot-local run MODEL --dry-run --calibrate` measures a "
+NO_CALIBRATION = (f"no calibration yet for these settings: a dry run with {opt('calibrate', True)} measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
 
 
@@ -75,7 +75,7 @@ class ModelPlan:
 
 @dataclass(frozen=True)
 class Alternative:
-    option: str  # "--sample 100", "--shard 1/4"
+    option: str  # errors.opt's sample 100, shard K/4 (a door's namer writes it: "--sample 100"), or "every item"
     seconds: float | None  # the whole command with it (per part for a shard)
 
 
@@ -96,7 +96,8 @@ class DryRun:
 
         return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
                                                   speed_note=render(m.speed_note, namer),
-                                                  tasks=tuple(task(t) for t in m.tasks)) for m in self.models))
+                                                  tasks=tuple(task(t) for t in m.tasks)) for m in self.models),
+                       alternatives=tuple(replace(a, option=render(a.option, namer)) for a in self.alternatives))
 
     def to_json(self) -> dict:
         """The plan as ``run --dry-run --json`` prints it (``seconds``: the whole command, null
@@ -339,12 +340,12 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
         return ()
     choices: list[tuple[str, Callable[[TaskPlan], int]]] = []
     if limit is None and sample is None and shard is None:
-        choices += [(f"--sample {n}", lambda t, n=n: min(n, t.available)) for n in (100, 400)
+        choices += [(opt("sample", n), lambda t, n=n: min(n, t.available)) for n in (100, 400)
                     if any(t.available > n for t in tasks)]
     elif any(t.items < t.available for t in tasks):
         choices.append(("every item", lambda t: t.available))
     if shard is None:
-        choices += [(f"--shard K/{k} (each part)", lambda t, k=k: -(-t.items // k)) for k in (2, 4)
+        choices += [(f"{opt('shard', f'K/{k}')} (each part)", lambda t, k=k: -(-t.items // k)) for k in (2, 4)
                     if any(t.items >= k for t in tasks)]
     out = []
     for option, items in choices:

@@ -6,6 +6,7 @@ return. What it says leaves through the run's hooks (``say``, ``hint``); every s
 from __future__ import annotations
 
 import os
+import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,12 @@ from abricot_local.run.resume import resumable
 from abricot_local.run.states import items_text, saved_counts
 
 
+def resume_words(folder: Path) -> str:
+    """The options that resume a run in ``folder`` (errors.opt: each door writes them), where a door gives no
+    hint of its own."""
+    return f"{opt('out', shlex.quote(str(folder)))} {opt('resume', True)}"
+
+
 @dataclass
 class RunFolder:
     """One run's output folder from before its path is known (a default folder is named once the plan
@@ -30,7 +37,7 @@ class RunFolder:
 
     path: Path | None = None
     say: Callable[[str], None] = lambda line: None
-    hint: Callable[[Path], str] = lambda folder: f"--out {folder} --resume"
+    hint: Callable[[Path], str] = resume_words
     totals: dict[str, int] = field(default_factory=dict)  # the items of each task, once planned
     out: OutputDir | None = None  # while this run holds the folder
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m

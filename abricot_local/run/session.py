@@ -4,7 +4,6 @@ watched, Ctrl-C saved for a resume. No printing: what a run says goes through :c
 
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from abricot_local.errors import AbricotError, opt
 from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
-from abricot_local.run.run_folder import RunFolder
+from abricot_local.run.run_folder import RunFolder, resume_words
 from abricot_local.run.resume import grows
 
 
@@ -40,7 +39,7 @@ class Hooks:
     warn: Callable[[str], None] = lambda line: None
     progress: Callable[[], tuple[Callable[[str, int, int], None] | None, Callable[[], None]]] | None = None
     on_loaded: Callable[[object, object, object], None] | None = None
-    resume_hint: Callable[[Path], str] = lambda folder: shlex.join(["--out", str(folder), "--resume"])
+    resume_hint: Callable[[Path], str] = resume_words
     say: Callable[[str], None] = lambda line: None
     done: Callable[["Step"], None] = lambda step: None
 

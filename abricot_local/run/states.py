@@ -121,10 +121,10 @@ def run_state(folder: str | Path) -> RunState:
             return RunState(folder, "running", n, total,
                             detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"))
         return RunState(folder, "stopped", n, total, detail(
-            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", "--resume continues"))
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", f"{opt('resume', True)} continues"))
     if marker == FAILED:
         return RunState(folder, "failed", n, total, fields.get("error", "unknown error"))
-    return RunState(folder, "interrupted", n, total, detail("--resume continues"))
+    return RunState(folder, "interrupted", n, total, detail(f"{opt('resume', True)} continues"))
 
 
 def unfinished(folder: str | Path) -> str | None:
@@ -135,8 +135,8 @@ def unfinished(folder: str | Path) -> str | None:
         return None
     state = run_state(folder)
     then = {"running": "a run is still writing it; wait for it to finish",
-            "failed": "finish it with `run ... --resume` once the cause is fixed"}.get(
-        state.state, "finish it with `run ... --resume`")
+            "failed": f"finish it with the same run and {opt('resume', True)} once the cause is fixed"}.get(
+        state.state, f"finish it with the same run and {opt('resume', True)}")
     return f"{folder} holds no finished run ({state.describe()}): {then}"
 
 

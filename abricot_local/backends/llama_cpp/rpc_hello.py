@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from abricot_local.backends.llama_cpp import interrupts
+from abricot_local.errors import opt
 
 RPC_CMD_HELLO = 14
 CONN_CAPS_SIZE = 24  # RPC_CONN_CAPS_SIZE, ggml-rpc/transport.h
@@ -120,7 +121,7 @@ def handshake(endpoint: str, timeout: float = HANDSHAKE_TIMEOUT) -> Refusal | No
         except TimeoutError:
             return Refusal(True, f"accepted the connection but did not answer llama.cpp's RPC handshake within "
                                  f"{timeout:g} s: it is frozen, busy with another run, or not an rpc-server "
-                                 "(--rpc-timeout sets the wait)")
+                                 f"({opt('rpc_timeout')} sets the wait)")
         except _Closed as exc:
             got = f" after {exc.args[0]!r}" if exc.args[0] else ""
             return Refusal(True, f"closed the connection during llama.cpp's RPC handshake{got}: it is not an "

@@ -21,7 +21,7 @@ import numpy as np
 from abricot_local.backends.llama_cpp import log as resolved
 from abricot_local.backends.llama_cpp import interrupts, rpc
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
-from abricot_local.errors import ModelError, UsageError
+from abricot_local.errors import ModelError, UsageError, opt
 
 FLASH_ATTN = {  # one per choice of LlamaCppOptions.flash_attn
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
@@ -107,6 +107,7 @@ class LlamaSession:
     """
 
     normalized = False  # raw logits: the engine takes their log-softmax
+    nonfinite_advice = f"try {opt('flash_attn', 'off')}, or {opt('n_gpu_layers', 0)} to compare with the CPU"
 
     def __init__(self, path: Path, options: LlamaCppOptions, n_seq: int = 1):
         self.path = path

@@ -20,7 +20,7 @@ import os
 import re
 from pathlib import Path
 
-from abricot_local.errors import IntegrityError, ModelError, UnknownModelError
+from abricot_local.errors import IntegrityError, ModelError, UnknownModelError, opt
 from . import Found, Listed, label_of
 
 HOST, NAMESPACE, TAG = "registry.ollama.ai", "library", "latest"
@@ -160,7 +160,7 @@ def _found(root: Path, path: Path, shown: str, notify, fresh: bool) -> Found:
     if note:
         facts.append(("template", note))
         if notify and note.startswith("differs"):
-            notify(f"note: {shown}: Ollama's template differs from the GGUF's own chat template; --chat-template "
+            notify(f"note: {shown}: Ollama's template differs from the GGUF's own chat template; {opt('chat_template', True)} "
                    "uses the GGUF's (recorded in results.json)")
     return Found(file, "ollama", label_of(shown.removeprefix("ollama:")), facts=tuple(facts))
 
