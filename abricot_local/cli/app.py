@@ -24,6 +24,11 @@ def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
     click.echo(visible(render(text, flags) if isinstance(text, str) else text, newlines=True), err=err, nl=nl)
 
 
+def say(line: str) -> None:
+    """One line on stderr (:func:`echo`): what the library tells as it works (a hook's ``notify``, ``warn``, ``say``)."""
+    echo(line, err=True)
+
+
 def shown_error(text: str) -> str:
     """An error as printed: folded to 120 columns on a terminal (errors.fold), whole elsewhere."""
     wanted = sys.stderr.isatty() if FOLD is None else FOLD

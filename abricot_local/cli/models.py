@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.cli.app import cli, echo
+from abricot_local.cli.app import cli, echo, say
 from abricot_local.cli.options import backend_options, model_dir_option, models_file_option, task_options
 
 
@@ -31,7 +31,7 @@ def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[
         echo(paths_table([r for r in rows if local or r.alias]))
         return
     if local:
-        rows = local_models(registry, model_dirs, progress=lambda line: echo(line, err=True))
+        rows = local_models(registry, model_dirs, progress=say)
         echo(local_models_table(rows))
         return
     here: dict[str, str] = {}  # alias -> where its file comes from: the same set as `models --local`
@@ -53,7 +53,7 @@ def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
     from abricot_local.models.ref import resolve_model_ref
 
-    ref = resolve_model_ref(alias, models_file=models_file, notify=lambda line: echo(line, err=True))
+    ref = resolve_model_ref(alias, models_file=models_file, notify=say)
     echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")
 
 

@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 
-from abricot_local.cli.app import echo
+from abricot_local.cli.app import echo, say
 
 
 def show(request, *, as_json: bool, calibrate: bool) -> None:
@@ -19,7 +19,7 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     from abricot_local.run import dry_run
 
     plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
-                           notify=lambda line: echo(line, err=True))
+                           notify=say)
     command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
     echo(json.dumps(plan.rendered(flags).to_json(), indent=1) if as_json else full(plan, command))
 

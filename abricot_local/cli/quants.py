@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from abricot_local.cli.app import cli, echo
+from abricot_local.cli.app import cli, echo, say
 from abricot_local.cli.options import backend_values, models_file_option, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
@@ -35,7 +35,7 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quan
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
         ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
-                             threads=quant_threads, notify=lambda line: echo(line, err=True))
+                             threads=quant_threads, notify=say)
     except KeyboardInterrupt:
         from abricot_local.backends import exit_process
 
@@ -99,7 +99,7 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     forget = backends.on_stuck(lambda _signum: echo(stopped, err=True))  # a C call that does not return
     try:
         results = kld_runs(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
-                           force=force, progress=progress, notify=lambda line: echo(line, err=True))
+                           force=force, progress=progress, notify=say)
     except KeyboardInterrupt:  # 130, as `run` and `quantize`
         close()
         echo(stopped, err=True)
@@ -133,6 +133,6 @@ def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, force: 
     from abricot_local.run.kld_cost import kld_cost
 
     cost = kld_cost(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
-                    force=force, notify=lambda line: echo(line, err=True))
+                    force=force, notify=say)
     command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
     echo(json.dumps(cost.to_json(), indent=1) if as_json else rendered(cost, command))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli, echo
+from abricot_local.cli.app import cli, echo, say
 from abricot_local.cli.options import backend_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError
@@ -67,8 +67,8 @@ def run_request(request) -> list:
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
-    hooks = session.Hooks(notify=_stderr, warn=_stderr, progress=make_progress, on_loaded=announce,
-                          resume_hint=resume_command, say=_stderr, done=_said)
+    hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
+                          resume_hint=resume_command, say=say, done=_said)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
         steps = list(session.run(request, hooks))
@@ -105,10 +105,6 @@ def _done_text(done) -> str:
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)
-
-
-def _stderr(line: str) -> None:
-    echo(line, err=True)
 
 
 def _exit_interrupted(message: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from abricot_local.errors import UsageError, opt
+from abricot_local.names import path_part
 from abricot_local.option_fields import option, recorded, validate
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
@@ -119,6 +120,21 @@ class RunRequest:
     def sweep_root(self) -> Path:
         """The folder of a sweep: --out, else results/sweep-<stamp>."""
         return self.out or Path("results") / f"sweep-{self.stamp}"
+
+    def folder_of(self, model: str, label: str | None = None) -> Path | None:
+        """The folder ``model``'s run writes: in a sweep <sweep root>/<the name as given, made a folder's name>,
+        else --out, else results/<label>/<stamp> (``label``: the located model's; None before it is located)."""
+        if len(self.models) > 1:
+            return self.sweep_root / slug(model)
+        if self.out is not None or label is None:
+            return self.out
+        return Path("results") / path_part(label, "model") / self.stamp
+
+
+def slug(model: str) -> str:
+    """A model's name as given, made the name of its folder in a sweep."""
+    name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
+    return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
 
 
 def option_names() -> tuple[str, ...]:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from abricot_local.errors import AbricotError, opt
-from abricot_local.names import path_part
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
 from abricot_local.run.run_folder import RunFolder, resume_words
@@ -83,32 +82,31 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
 
 def _steps(request, hooks: Hooks) -> Iterator[Step]:
     if len(request.models) == 1:
-        done = run_model(request, request.models[0], request.out, request.resume, hooks=hooks)
+        done = run_model(request, request.models[0], request.resume, hooks=hooks)
         yield Step(request.models[0], done.folder, done)
         return
     if request.settle.on:
         from abricot_local.run.settle_sweep import ladder
 
-        folders = {m: request.sweep_root / slug(m) for m in request.models}
-        for model, done, failed in ladder(request, hooks, folders, run_model):
-            yield Step(model, None if failed else folders[model], done, failed)
+        for model, done, failed in ladder(request, hooks, run_model):
+            yield Step(model, None if failed else request.folder_of(model), done, failed)
         return
     yield from sweep(request, hooks)
 
 
-def run_model(request, model: str, out_dir: Path | None, resume: bool, *, hooks: Hooks, pairs=None) -> Done:
-    """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into
-    ``out_dir`` (None: results/<model>/<stamp>). Ctrl-C (KeyboardInterrupt) at any moment
-    (planning, hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
+def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) -> Done:
+    """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into its folder
+    (RunRequest.folder_of: a default one named once the model is located). Ctrl-C (KeyboardInterrupt) at any moment (planning, hashing, loading, scoring) leaves
+    the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
     from abricot_local.run.plan import make_plan
 
-    folder = RunFolder(out_dir, hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
+    folder = RunFolder(request.folder_of(model), hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
         plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
-        folder.path = out_dir or Path("results") / path_part(plan.model_label, "model") / request.stamp
+        folder.path = request.folder_of(model, plan.model_label)
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         for s in plan.skipped:
@@ -190,7 +188,7 @@ def sweep(request, hooks: Hooks) -> Iterator[Step]:
     (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
     request's --sample grows it."""
     for model in request.models:
-        folder = request.sweep_root / slug(model)
+        folder = request.folder_of(model)
         hooks.notify(f"== {model} -> {folder}")
         if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample):
             _tidy(folder)
@@ -198,7 +196,7 @@ def sweep(request, hooks: Hooks) -> Iterator[Step]:
             yield Step(model, folder)
             continue
         try:
-            done = run_model(request, model, folder, request.resume and folder.exists(), hooks=hooks)
+            done = run_model(request, model, request.resume and folder.exists(), hooks=hooks)
         except AbricotError as err:
             hooks.notify(f"error: {model}: {err.raw()}")
             yield Step(model, None, failed=err.raw())
@@ -226,9 +224,3 @@ def _tidy(folder: Path) -> None:
     except AbricotError:
         pass  # a damaged record: `runs` and `check` say what is wrong with it
 
-
-def slug(model: str) -> str:
-    import re
-
-    name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
-    return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")

@@ -56,13 +56,15 @@ def schedule(request, reference: str) -> list[int]:
                    for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
 
 
-def ladder(request, hooks, folders: dict[str, Path], run_model) -> Iterator[tuple[str, object, str]]:
-    """The request's quants (each into ``folders[model]``; ``run_model``: session.run_model), each rung against the
-    reference look by look until its verdict settles; at the end, each model's (model, its last run's session.Done or
-    None, why it failed or ""): a rung that fails is said and the others go on; the reference's failure ends it."""
+def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
+    """The request's quants (each into its folder: RunRequest.folder_of; ``run_model``: session.run_model), each rung
+    against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
+    session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
+    failure ends it."""
     from abricot_local.run.settle import Pairs, stopped
 
     ref = reference_of(request)
+    folders = {m: request.folder_of(m) for m in request.models}
     plain = replace(request, settle=SettleOptions(), sample=None)  # the reference: an ordinary --sample n run
     left = [m for m in request.models if m != ref]
     done: dict[str, object] = {}
@@ -79,7 +81,7 @@ def ladder(request, hooks, folders: dict[str, Path], run_model) -> Iterator[tupl
             break
         if held(folders[ref]) < n:
             hooks.notify(f"== look at {n} items: the reference {ref} -> {folders[ref]}")
-            done[ref] = run_model(replace(plain, sample=n), ref, folders[ref], resume(ref), hooks=hooks)
+            done[ref] = run_model(replace(plain, sample=n), ref, resume(ref), hooks=hooks)
         else:
             begun.add(ref)
         for rung in list(left):
@@ -90,7 +92,7 @@ def ladder(request, hooks, folders: dict[str, Path], run_model) -> Iterator[tupl
                 continue
             hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
             try:
-                d = done[rung] = run_model(request, rung, folders[rung], resume(rung), hooks=hooks,
+                d = done[rung] = run_model(request, rung, resume(rung), hooks=hooks,
                                            pairs=Pairs(ref, folders[ref], n))
             except AbricotError as err:
                 hooks.notify(f"error: {rung}: {err.raw()}")
