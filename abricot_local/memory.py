@@ -106,9 +106,27 @@ def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = Non
         )
 
 
+# The f16 KV cache per token of a model known by its parameter count alone (no header to read): a least-squares
+# line in log-log through the shapes (layers x KV heads x head size) of 12 GQA models, SmolLM2-135M, Gemma 3 270M and
+# 1B, Qwen2.5 0.5B, 1.5B, 7B and 14B, Llama 3.2 1B and 3B, Mistral 7B, Llama 3.1 8B and 70B: each one's real value lies
+# between 0.51x (SmolLM2-135M) and 1.92x (Qwen2.5-0.5B) of it (tests/test_memory_estimate.py holds the table).
+KV_PER_TOKEN_AT_8B = 105_335  # bytes per token at 8.03e9 parameters
+KV_EXPONENT = 0.535
+
+
+def kv_estimate(params: float | None, model_bytes: int, n_ctx: int) -> int:
+    """The KV cache of ``n_ctx`` tokens before the GGUF is here: from the parameter count (``params``: a registry
+    entry's) as :data:`KV_PER_TOKEN_AT_8B` scales it, within a factor of 2 of the models it was fitted to; without
+    one, from the file's size (:func:`kv_estimate_from_size`, rougher)."""
+    if params:
+        return int(n_ctx * KV_PER_TOKEN_AT_8B * (params / 8.03e9) ** KV_EXPONENT)
+    return kv_estimate_from_size(model_bytes, n_ctx)
+
+
 def kv_estimate_from_size(model_bytes: int, n_ctx: int) -> int:
-    """A rough KV-cache size before the GGUF is here (no metadata to read): about
-    model_bytes * n_ctx / 131072, in line with GQA models of 1-70B parameters at f16."""
+    """A rough KV-cache size from the file's size alone: model_bytes * n_ctx / 131072, in line with GQA
+    models of 7-70B parameters at f16 (a 4-bit quant's file is smaller: about 4x low for a 7B Q4_K_M, 20x for
+    a 135M Q8_0)."""
     return int(model_bytes * n_ctx / 131072)
 
 

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from abricot_local.models.ref import local_file, lookup_alias  # noqa: E402
 from abricot_local.run import calibration  # noqa: E402
 from abricot_local.run.chars_per_token import ratio  # noqa: E402
-from abricot_local.run.cost import Work, estimated_facts, gguf_facts, parse_params, widened  # noqa: E402
+from abricot_local.models.spec import parse_params  # noqa: E402
+from abricot_local.run.cost import Work, estimated_facts, gguf_facts, widened  # noqa: E402
 
 PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)  # one 512-token prompt from position 0, one output row
 

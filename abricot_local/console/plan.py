@@ -48,10 +48,10 @@ def _memory_line(m) -> str:
     f = m.memory
     if f is None:
         return "nothing to load (synthetic)" if not m.path and not m.download else "unknown"
-    est = ", estimated from the file size" if m.memory_estimated else ""
+    est = f"; {m.memory_estimated}" if m.memory_estimated else ""
     verdict = "fits" if f.fits else "does NOT fit (run refuses it without --force)"
-    return (f"{f.need / _GIB:.2f} GiB (weights {f.weights / _GIB:.2f} + KV cache {f.kv / _GIB:.2f}{est}) of "
-            f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}")
+    return (f"{f.need / _GIB:.2f} GiB (weights {f.weights / _GIB:.2f} + KV cache {f.kv / _GIB:.2f}) of "
+            f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}{est}")
 
 
 def _file_line(m) -> str:

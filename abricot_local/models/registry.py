@@ -17,7 +17,6 @@ import os
 import pickle
 import re
 import sys
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any

@@ -292,7 +292,7 @@ def check_before_download(spec, n_ctx: int) -> None:
     if source.is_cached(spec) or not spec.approx_bytes:
         return
     folder = source.download_folder(spec)
-    memory.check_memory(spec.approx_bytes, memory.kv_estimate_from_size(spec.approx_bytes, n_ctx))
+    memory.check_memory(spec.approx_bytes, memory.kv_estimate(spec.param_count, spec.approx_bytes, n_ctx))
     memory.check_disk(spec.approx_bytes, folder)
 
 

@@ -59,6 +59,11 @@ class ModelSpec:
         return len(self.files) > 1
 
     @property
+    def param_count(self) -> float | None:
+        """``params`` as a number ("7B" -> 7e9); None when not given."""
+        return parse_params(self.params)
+
+    @property
     def approx_bytes(self) -> int | None:
         """Exact total size when known, else the parsed ``size_approx``, else None."""
         if self.sizes:
@@ -76,6 +81,12 @@ class ModelSpec:
 
     def size_for(self, index: int) -> int | None:
         return self.sizes[index] if self.sizes else None
+
+
+def parse_params(text: str) -> float | None:
+    """"7B" -> 7e9, "270M" -> 2.7e8, "0.5B" -> 5e8 (a registry entry's ``params`` or a model's name)."""
+    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([KMBT])(?![a-zA-Z])", text or "", re.I)
+    return float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2).upper()] if m else None
 
 
 def parse_size(text: str) -> int | None:

@@ -31,7 +31,6 @@ error bar and says how it was made (``Speed.how``).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -137,12 +136,6 @@ def _num(value) -> float:
     if isinstance(value, (list, tuple)):
         value = value[0] if value else 0
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
-def parse_params(text: str) -> float | None:
-    """"7B" -> 7e9, "270M" -> 2.7e8, "0.5B" -> 5e8 (a registry entry's ``params`` or a model's name)."""
-    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([KMBT])(?![a-zA-Z])", text or "", re.I)
-    return float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2).upper()] if m else None
 
 
 TYPICAL_VOCAB = 50257  # the median vocabulary of the tokenizers chars_per_token.py measured (32000 to 262144)

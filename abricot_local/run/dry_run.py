@@ -30,8 +30,9 @@ from abricot_local.gguf.file import model_bytes
 from abricot_local.models.ref import ModelRef
 from abricot_local.models.sources import Pending as Download
 from abricot_local.run.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
-                                     gguf_facts, parse_params, text_tokenizer, with_items)
+                                     gguf_facts, text_tokenizer, with_items)
 from abricot_local.models.registry import ModelSpec
+from abricot_local.models.spec import parse_params
 
 NO_CALIBRATION = (f"no calibration yet for these settings: a dry run with {opt('calibrate', True)} measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
@@ -59,7 +60,7 @@ class ModelPlan:
     facts: ModelFacts | None = None
     download: Download | None = None
     memory: Fit | None = None
-    memory_estimated: bool = False  # from the registry's size (the file is not here)
+    memory_estimated: str = ""  # the file is not here: what the estimate is made from ("": its header's)
     speed: Speed | None = None
     speed_note: str = ""
     tasks: tuple[TaskPlan, ...] = ()
@@ -123,7 +124,7 @@ def _model_json(m: ModelPlan) -> dict:
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
                                                      "to": m.download.to, "free_bytes": m.download.free,
                                                      "refused_offline": m.download.refused or None},
-        "memory": None if fit is None else {**fit.to_json(), "estimated": m.memory_estimated},
+        "memory": None if fit is None else {**fit.to_json(), "estimated": bool(m.memory_estimated)},
         "speed": None if speed is None else speed.to_json(),
         "speed_note": m.speed_note or None,
     }
@@ -174,7 +175,7 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     chat = plan.task_options.chat_template
     plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
         else counted(ref, plan.backend, opts, plan.runs, chat, notify)
-    fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, False)
+    fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
     speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
                          notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
@@ -236,7 +237,7 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
     done = saved_counts(folder) if folder is not None and folder.is_dir() else {}  # a --resume: the items left
     plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
-                      None, None, False, speed, note, tuple(plans))
+                      None, None, "", speed, note, tuple(plans))
     return DryRun((_settled(plan, model),), () if plan.settle.on else _alternatives([model], plan.limit, plan.sample,
                                                                                     plan.shard))
 
@@ -284,15 +285,18 @@ def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=N
     return TaskPlan(name, len(run.items), available, work)
 
 
-def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fit | None, bool]:
-    """The model's weights + KV cache against RAM (+ VRAM, + the RPC servers': asked here)."""
+def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fit | None, str]:
+    """The model's weights + KV cache against RAM (+ VRAM, + the RPC servers': asked here); before its file is
+    here, estimated from its registry entry (and what from)."""
     if ref is not None and ref.path is not None:
         facts = cls.preflight(ref.path, opts)
-        return (None if facts is None else facts.fit(model_bytes(ref.path))), False
+        return (None if facts is None else facts.fit(model_bytes(ref.path))), ""
     size = spec.approx_bytes if spec else None
     if not size:
-        return None, False
-    return memory.fit(size, memory.kv_estimate_from_size(size, opts.n_ctx)), True
+        return None, ""
+    basis = (f"its KV cache estimated from its {spec.params} parameters (within 2x)" if spec.param_count
+             else "its KV cache estimated from the file size")
+    return memory.fit(size, memory.kv_estimate(spec.param_count, size, opts.n_ctx)), basis
 
 
 def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str | None,

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from abricot_local.core import DEFAULT_SEED, MAX_SEED, Request, Scored, argmax, cached_prefix
+from abricot_local.core import Request, Scored, argmax, cached_prefix
 from abricot_local.errors import DataError, MissingDataError
 from abricot_local.record.samples import Sample
 from abricot_local.tasks.options import TaskOptions
