@@ -152,6 +152,29 @@ def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir, 
     assert "no calibration yet" in text
 
 
+@pytest.mark.real
+def test_a_quant_not_here_is_costed_by_another_quant_of_its_model_that_is(smollm2_path, tmp_path, discotex_dir,
+                                                                        online):
+    """The same base and params: the file here gives the shape (its width, no width spread), the KV cache and the
+    tokens (its tokenizer's, not called exact), the entry its own size."""
+    away_entry = ('[tiny-q8]\nrepo = "someone/Tiny-GGUF"\nrevision = ""\nfile = "tiny.Q8_0.gguf"\n'
+                  'size_approx = "145 MB"\nparams = "135M"\nbase = "Tiny"\nquant = "Q8_0"\n')
+    both, alone = tmp_path / "models.toml", tmp_path / "alone.toml"
+    both.write_text(f'[tiny-here]\nsource = "local"\npath = "{smollm2_path}"\nparams = "135M"\nbase = "Tiny"\n'
+                    f'quant = "Q4_1"\n\n{away_entry}', encoding="utf-8")
+    alone.write_text(away_entry, encoding="utf-8")
+    selection = ("--tasks", "discotex", "--data-dir", discotex_dir, "--sample", "8")
+    away, here = dry("tiny-q8", "tiny-here", "--models", both, *selection)["models"]
+    (a,), (h,) = away["tasks"], here["tasks"]
+    assert away["path"] is None and away["download"]["bytes"] == 145_000_000
+    assert (a["tokens"], a["decode_calls"]) == (h["tokens"], h["decode_calls"]) and not a["exact"] and h["exact"]
+    assert a["counted_by"] == "the tokenizer of tiny-here (the same model)"
+    assert away["memory"]["kv_bytes"] == here["memory"]["kv_bytes"] and away["memory"]["weights_bytes"] == 145_000_000
+    assert away["memory"]["estimated"]
+    (guessed,) = dry("tiny-q8", "--models", alone, *selection)["models"][0]["tasks"]
+    assert guessed["counted_by"] != a["counted_by"]  # without a quant of it here: estimated from the text
+
+
 def test_a_model_not_calibrated_is_scaled_from_the_nearest_calibrated_one(discotex_dir, online):
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
 

@@ -283,6 +283,19 @@ def source_of(spec) -> Source:
     return SOURCES[spec.source]
 
 
+def sibling_here(spec, registry: dict) -> tuple[object, Path] | None:
+    """Another quant of ``spec``'s model whose file is on this machine (a registry entry of the same ``base`` and
+    ``params``: the same shape and tokenizer), and that file; None when ``spec`` names no base or none is here."""
+    if spec is None or not spec.base:
+        return None
+    for other in registry.values():
+        if other.name != spec.name and other.base == spec.base and other.params == spec.params:
+            path = source_of(other).local_file(other)
+            if path is not None and path.is_file():
+                return other, path
+    return None
+
+
 def check_before_download(spec, n_ctx: int) -> None:
     """For a registry model not on this machine: its size (and a KV cache of ``n_ctx``) against RAM and its
     download folder's free disk, refused with the numbers before anything downloads."""

@@ -105,8 +105,14 @@ class ModelFacts:
     def flops(self, position: float) -> float:
         return 2 * self.params + 4 * self.attention * position
 
+    @property
+    def from_header(self) -> bool:
+        """Its shape read from a GGUF header (its own file's, or another quant's of the same model): width known."""
+        return HEADER in self.basis
 
-HEADER_BASIS = "its GGUF header"  # the facts of a file on disk; any other basis: estimated
+
+HEADER = "GGUF header"  # in the basis of facts read from a file on disk; any other basis: estimated
+HEADER_BASIS = f"its {HEADER}"
 
 
 def gguf_facts(path: Path) -> ModelFacts | None:
@@ -258,7 +264,7 @@ def widened(speed_of, facts: ModelFacts) -> Speed:
     header), its error bar widened to what such facts can promise: the scaled error times the
     spread of the prompt rate over the widths :data:`ESTIMATED_WIDTH` allows (bench/README.md)."""
     speed = speed_of(facts)
-    if facts.basis == HEADER_BASIS or not facts.width or not speed.error:
+    if facts.from_header or not facts.width or not speed.error:
         return speed
     rate = speed.prompt_rate()
     spread = max(abs(rate / speed_of(estimated_facts(facts.total_params or facts.params, facts.bytes,

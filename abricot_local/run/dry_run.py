@@ -28,8 +28,8 @@ from abricot_local.errors import AbricotError, opt, render
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.ref import ModelRef
-from abricot_local.models.sources import Pending as Download
-from abricot_local.run.cost import (ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+from abricot_local.models.sources import Pending as Download, sibling_here
+from abricot_local.run.cost import (HEADER, ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
                                      gguf_facts, text_tokenizer, with_items)
 from abricot_local.models.registry import ModelSpec
 from abricot_local.models.spec import parse_params
@@ -149,7 +149,8 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
+                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
+                                                  registry=request.known_models()),
                                     reference))
             except AbricotError as err:
                 if not sweep:
@@ -159,10 +160,12 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
                                                                          request.shard))
 
 
-def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
+def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None,
+               registry: dict | None = None) -> ModelPlan:
     """The cost of a dry plan (plan.py) of one model: its work counted with the model's own tokenizer
-    (a vocabulary-only load) when its file is here, else estimated from the text; the download, the
-    memory, the speed; a model that could not be located (``plan.problem``), its row."""
+    (a vocabulary-only load) when its file is here, else with another quant's of the same model (``registry``'s
+    entry of the same base, here), else estimated from the text; the download, the memory, the speed; a model
+    that could not be located (``plan.problem``), its row."""
     located, ref, opts = plan.located, plan.model, plan.backend_options
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
@@ -176,11 +179,31 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
         else counted(ref, plan.backend, opts, plan.runs, chat, notify)
     fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
+    sibling = sibling_here(spec, registry) if not here and cls.reads_model_file and registry else None
+    if sibling is not None:  # another quant of the model is here: its header's shape, its tokenizer's tokens
+        facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
     speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
                          notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
     return ModelPlan(name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
                      located.pending, fit, estimated, speed, note, tuple(plans))
+
+
+def _from_sibling(sibling, spec: ModelSpec, plan, cls, chat: bool, notify, with_memory: bool):
+    """A model not here, costed by another quant of it that is (models.sources.sibling_here): that file's header
+    gives the shape (this entry's own size kept), its tokenizer the tokens (not exact: another conversion may
+    tokenize otherwise), its header the KV cache."""
+    other, path = sibling
+    opts, size = plan.backend_options, spec.approx_bytes
+    head = gguf_facts(path)
+    basis = f"the {HEADER} of {other.name}, another quant of {spec.base} that is here"
+    facts = None if head is None else replace(head, bytes=size or head.bytes, basis=basis)
+    ref = ModelRef(other.name, other.source, plan.backend, other.name, spec=other, path=path)
+    plans = [replace(p, work=replace(p.work, exact=False, basis=f"the tokenizer of {other.name} (the same model)"))
+             if p.work else p for p in counted(ref, plan.backend, opts, plan.runs, chat, notify)]
+    pre = cls.preflight(path, opts) if with_memory and size else None
+    fit = None if pre is None else pre.fit(size)
+    return facts, plans, fit, f"its KV cache from the {HEADER} of {other.name}" if fit else ""
 
 
 def model_speed(ref: ModelRef, kind: str, opts) -> tuple[Speed | None, str]:
