@@ -170,22 +170,23 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
     spec = located.spec or (ref.spec if ref else None)
+    sibling = sibling_here(spec, registry) if registry and (ref is None or ref.path is None) else None
     cls = backend_class(plan.backend)
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
-    family = spec.tokenizer if spec else ""
-    name = located.name
-    facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else _guess_facts(spec, name, family)
     chat = plan.task_options.chat_template
-    plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
-        else counted(ref, plan.backend, opts, plan.runs, chat, notify)
-    fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
-    sibling = sibling_here(spec, registry) if not here and cls.reads_model_file and registry else None
-    if sibling is not None:  # another quant of the model is here: its header's shape, its tokenizer's tokens
+    if not here and cls.reads_model_file and sibling is not None:  # another quant of it is here
         facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
+    else:
+        family = spec.tokenizer if spec else ""
+        facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else \
+            _guess_facts(spec, located.name, family)
+        plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
+            else counted(ref, plan.backend, opts, plan.runs, chat, notify)
+        fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
     speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
                          notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
-    return ModelPlan(name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
+    return ModelPlan(located.name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
                      located.pending, fit, estimated, speed, note, tuple(plans))
 
 
