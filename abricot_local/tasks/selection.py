@@ -132,10 +132,10 @@ def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
     return [items[k] for k in sorted(sample_order(len(items), seed)[:n])]
 
 
-def prepare(tasks, limit: int | None, sample: int | None = None, shard: Shard | None = None) -> list[TaskRun]:
+def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
     order, or the ``sample`` first of the task's seeded order (:func:`drawn`: kept in release
-    order); then the shard's part of those."""
+    order); then the shard's part of those (``shard``: a run.request.Shard, its ``take``)."""
     runs = []
     for task in tasks:
         items = task.items()
