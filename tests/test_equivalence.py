@@ -420,6 +420,10 @@ def test_the_api_runs_a_quant_ladder_and_judges_it(models, tmp_path):
     # the reference is the higher-precision quant; the fake backend scores both alike
     acc = frame[frame.metric == "accuracy"].iloc[0]
     assert (acc["run"], acc["reference"], acc["verdict"], acc["diff"]) == ("tiny-q4", "tiny-q8", "equivalent", 0.0)
+    # every item of the 10 compared: the task's own value is known, equivalent; items like these cannot tell yet
+    assert acc["total"] == acc["n"] == 10 and (acc["ci90_low"], acc["ci90_high"]) == (0.0, 0.0)
+    assert acc["like_verdict"] == "cannot tell yet" and acc["like_ci90_low"] < -0.1 < 0.1 < acc["like_ci90_high"]
+    assert acc["like_items_to_settle"] > 100
     assert al.compare(*runs, models_file=models).changes().empty
     with pytest.raises(UsageError, match="it has Q8_0, Q5_K_M, Q4_K_M"):
         al.plan("tiny-q8", "discotex", quants="Q2_K", models_file=models, data_dir=data)

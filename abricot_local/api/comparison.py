@@ -115,13 +115,17 @@ class Comparison:
 
     def equivalence(self):
         """One row per run judged against its reference, task and metric: the margin verdict
-        (`compare --margin`), its 90% CI and, when it cannot tell yet, about how many items would settle it."""
+        (`compare --margin`), its 90% CI and, when it cannot tell yet, about how many items would settle it:
+        for the task's own value when its items are counted (``total``: the finite-population correction),
+        then (``like_*``) for items like these, without it (NaN, "": not judged)."""
         import pandas as pd
 
-        return pd.DataFrame([(e.other, e.reference, e.task, e.metric, e.margin, e.n, e.diff, e.ci90[0], e.ci90[1],
-                              e.kind, e.items, e.line) for e in self.result.equivalence],
-                            columns=["run", "reference", "task", "metric", "margin", "n", "diff", "ci90_low",
-                                     "ci90_high", "verdict", "items_to_settle", "line"])
+        return pd.DataFrame([(e.other, e.reference, e.task, e.metric, e.margin, e.n, e.total, e.diff, e.ci90[0],
+                              e.ci90[1], e.kind, e.items, e.like_ci90[0], e.like_ci90[1], e.like_kind, e.like_items,
+                              e.line) for e in self.result.equivalence],
+                            columns=["run", "reference", "task", "metric", "margin", "n", "total", "diff", "ci90_low",
+                                     "ci90_high", "verdict", "items_to_settle", "like_ci90_low", "like_ci90_high",
+                                     "like_verdict", "like_items_to_settle", "line"])
 
     def changes(self):
         """One row per answer that changed between a pair: what the pair compares (one model, quants,
