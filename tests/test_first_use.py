@@ -14,6 +14,7 @@ from abricot_local.models import fetch
 from abricot_local.cli import cli
 from abricot_local.errors import MissingDataError, UnknownModelError
 from abricot_local.names import close_names, distance
+from conftest import FIXTURE
 from invented_data import write_discotex
 
 
@@ -226,3 +227,13 @@ def test_each_backend_registration_says_whether_it_reads_a_model_file_as_its_cla
     from abricot_local.backends import BACKENDS, backend_class, reads_model_file
 
     assert all(reads_model_file(kind) == backend_class(kind).reads_model_file for kind in BACKENDS)
+
+
+def test_what_a_run_says_on_stderr_is_folded_as_an_error_is(folded, tmp_path):
+    """--limit's caution (a hook's line, 142 columns whole) folded to 120 on a terminal, as errors are."""
+    r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot", "--data", f"abricot={FIXTURE}",
+               "--limit", "5", "--dry-run")
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    start = next(k for k, ln in enumerate(lines) if ln.startswith("caution: --limit 5 scores the first 5 items"))
+    assert len(lines[start]) <= 120 and lines[start + 1].startswith("  ") and "--sample N" in lines[start + 1]

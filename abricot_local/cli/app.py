@@ -25,8 +25,11 @@ def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
 
 
 def say(line: str) -> None:
-    """One line on stderr (:func:`echo`): what the library tells as it works (a hook's ``notify``, ``warn``, ``say``)."""
-    echo(line, err=True)
+    """A line on stderr (:func:`echo`): what the library tells as it works (a hook's ``notify``, ``warn``, ``say``),
+    folded to 120 columns on a terminal as an error is (:func:`shown_error`)."""
+    from abricot_local.cli.options import flags
+
+    echo(shown_error(render(line, flags)), err=True)
 
 
 def shown_error(text: str) -> str:
