@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import abricot_local as api
 from abricot_local.cli import cli
-from abricot_local.errors import AbricotError, ModelError, UsageError
+from abricot_local.errors import AbricotError, ModelError, UsageError, opt
 from conftest import FIXTURE, fail_after
 
 ARGS = dict(backend="fake", data={"abricot": str(FIXTURE)}, n_ctx=8192, progress=False)
@@ -183,9 +183,10 @@ def test_a_sweep_and_compare(tmp_path):
     assert r.exit_code == 0 and c.verdicts[0].line in r.output and str(c).splitlines()[-1] in r.output
     with pytest.MonkeyPatch.context() as m, pytest.raises(api.SweepError, match="1 model.s. failed:\n  b: boom"
                                                             ) as err:
-        fail_after(m, 8, ModelError("boom"))  # the second model fails, the first is kept
+        fail_after(m, 8, ModelError(f"boom ({opt('n_ctx', 4096)})"))  # the second model fails, the first is kept
         quiet_evaluate(["fake", "b"], "abricot_abs", out=tmp_path / "sw2", sample=8)
     assert [Path(r.path).name for r in err.value.runs] == ["fake"]
+    assert err.value.failed == [("b", "boom (n_ctx=4096)")]  # the option it names in Python's words
     with pytest.raises(UsageError, match="at least two finished runs"):
         api.compare(runs[0])
     with pytest.raises(UsageError, match="alpha must be between 0 and 1"):

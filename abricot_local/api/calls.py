@@ -28,8 +28,9 @@ class SweepError(AbricotError):
     exit_code = 1
 
     def __init__(self, failed: list[tuple[str, str]], runs: list[Run]):
-        self.failed, self.runs = failed, runs
-        lines = [f"{len(failed)} model(s) failed:"] + [f"  {model}: {why}" for model, why in failed]
+        self.failed = [(model, render(why)) for model, why in failed]  # the options each names, as keywords
+        self.runs = runs
+        lines = [f"{len(failed)} model(s) failed:"] + [f"  {model}: {why}" for model, why in self.failed]
         super().__init__("\n".join(lines))
 
 
