@@ -17,6 +17,10 @@ truth. An interval that says 90% should hold it at least 90% of the time, and mi
   difference); a draw of n has b and c of them (multivariate hypergeometric). Against D: Tango's score interval with
   the same factor (stats.paired_score_ci: the verdict's), and without it (items like these: whether the shortfall is
   Tango's own or the correction's).
+- The candidate for the paired verdict on a small set (N = 127: ABRICOT's), computed, not simulated: the exact
+  unconditional interval (every D whose two tails exceed 5%, the outcomes (b, c) ordered by Tango's statistic at D,
+  their multivariate hypergeometric probabilities maximised over the changed answers B + C), its coverage summed
+  over every outcome, and each interval's expected width beside Tango + FPC's.
 
     python bench/coverage.py [--reps 20000] [--seed 1] [--no-readme]
 """
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats as st
+from scipy.special import gammaln
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -99,6 +104,72 @@ def pair_cell(total: int, psi: float, d: float, n: int, reps: int, rng: np.rando
     return out
 
 
+def _lcomb(a, k) -> np.ndarray:
+    """log C(a, k), -inf where k is not in [0, a] (numpy arrays, broadcast)."""
+    a, k = np.broadcast_arrays(np.asarray(a, float), np.asarray(k, float))
+    ok = (k >= 0) & (k <= a)
+    kk, rest = np.where(ok, k, 0.0), np.where(ok, a - k, 0.0)
+    return np.where(ok, gammaln(a + 1.0) - gammaln(kk + 1.0) - gammaln(rest + 1.0), -np.inf)
+
+
+def _tango_z(ob: np.ndarray, oc: np.ndarray, n: int, delta: float) -> np.ndarray:
+    """stats._tango_z over every outcome (b, c) at once."""
+    big_b = -ob - oc + (2 * n - ob + oc) * delta
+    big_c = -oc * delta * (1.0 - delta)
+    q = (np.sqrt(np.maximum(0.0, big_b * big_b - 8.0 * n * big_c)) - big_b) / (4.0 * n)
+    var, num = n * (2.0 * q + delta * (1.0 - delta)), ob - oc - n * delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, num / np.sqrt(np.where(var > 0, var, 1.0)), np.sign(num) * np.inf)
+    return np.where((var <= 0) & (num == 0), 0.0, z)
+
+
+def exact_unconditional(total: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every outcome (b, c) of n items drawn from ``total`` and its exact unconditional 90% interval of the set's
+    D = (B - C) / N: the D (a multiple of 1 / N) whose tails P(z >= z_obs) and P(z <= z_obs), z Tango's statistic at
+    D, both exceed 5% for some B and C with B - C = D N (the maximum over the changed answers), their hull."""
+    bs, cs = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
+    ob, oc = bs[bs + cs <= n], cs[bs + cs <= n]
+    tail, outcomes = (1.0 - LEVEL) / 2.0, len(ob)
+    lo, hi = np.full(outcomes, np.inf), np.full(outcomes, -np.inf)
+    for d in range(-total, total + 1):
+        big_b = np.arange(max(0, d), (total + d) // 2 + 1.0)
+        big_c = big_b - d
+        z = _tango_z(ob, oc, n, d / total)
+        order = np.argsort(z, kind="stable")
+        zs = z[order]
+        p = np.exp(_lcomb(big_b[:, None], ob) + _lcomb(big_c[:, None], oc)
+                   + _lcomb((total - big_b - big_c)[:, None], n - ob - oc) - _lcomb(total, n))[:, order]
+        cum = np.cumsum(p, axis=1)
+        first, last = np.searchsorted(zs, zs, side="left"), np.searchsorted(zs, zs, side="right") - 1
+        upper = cum[:, -1:] - np.where(first > 0, cum[:, np.maximum(first - 1, 0)], 0.0)  # P(z' >= z_k)
+        inside = np.empty(outcomes, bool)
+        inside[order] = (upper.max(axis=0) > tail) & (cum[:, last].max(axis=0) > tail)
+        lo[inside], hi[inside] = np.minimum(lo[inside], d / total), np.maximum(hi[inside], d / total)
+    return ob.astype(int), oc.astype(int), lo, hi
+
+
+def exact_cells(total: int) -> list[dict]:
+    """PAIRS' cells of a set of ``total``: the coverage and expected width of the exact unconditional interval and of
+    Tango + FPC, summed over every outcome with its probability (no simulation)."""
+    out = []
+    for n in (n for n in sizes(total) if n < total):
+        ob, oc, lo, hi = exact_unconditional(total, n)
+        factor = stats.fpc(n, total)
+        tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=LEVEL, factor=factor) for b, c in zip(ob, oc)])
+        for psi, d in PAIRS:
+            b_pop, c_pop = round(total * (psi + d) / 2), round(total * (psi - d) / 2)
+            truth = (b_pop - c_pop) / total
+            p = np.exp(_lcomb(b_pop, ob) + _lcomb(c_pop, oc) + _lcomb(total - b_pop - c_pop, n - ob - oc)
+                       - _lcomb(total, n))
+            cell = {"N": total, "n": n, "psi": psi, "D": truth, "B": b_pop, "C": c_pop}
+            for name, (low, high) in (("exact", (lo, hi)), ("tango_fpc", (tango[:, 0], tango[:, 1]))):
+                below, above = misses(low, high, truth)
+                cell[name] = {"coverage": float(p[~(below | above)].sum()), "below": float(p[below].sum()),
+                              "above": float(p[above].sum()), "width": float((p * (high - low)).sum())}
+            out.append(cell)
+    return out
+
+
 def pct(x: tuple[float, float]) -> str:
     return f"{100 * x[0]:.1f}% ± {100 * x[1]:.1f}"
 
@@ -125,6 +196,19 @@ def pair_table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def exact_table(cells: list[dict]) -> str:
+    lines = ["| N | n | changed answers psi (B, C) | set difference D | exact unconditional: coverage | misses below | "
+             "misses above | expected width | Tango + FPC: coverage | expected width | width, exact / Tango |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        e, t = c["exact"], c["tango_fpc"]
+        lines.append(f"| {c['N']:,} | {c['n']:,} | {c['psi']:g} ({c['B']}, {c['C']}) | {c['D']:+.3f} | "
+                     f"{100 * e['coverage']:.1f}% | {100 * e['below']:.1f}% | {100 * e['above']:.1f}% | "
+                     f"{e['width']:.3f} | {100 * t['coverage']:.1f}% | {t['width']:.3f} | "
+                     f"{e['width'] / t['width']:.2f}x |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
@@ -135,6 +219,7 @@ def main() -> None:
     accuracy = [accuracy_cell(t, a, n, args.reps, rng) for t in TOTALS for a in ACCURACIES for n in sizes(t)]
     print(f"one run's accuracy: {time.time() - started:.1f} s", file=sys.stderr)
     pairs = [pair_cell(t, psi, d, n, args.reps, rng) for t in TOTALS for psi, d in PAIRS for n in sizes(t)]
+    exact_pairs = exact_cells(min(TOTALS))
     head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/coverage.py --reps {args.reps} --seed "
             f"{args.seed}` on {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
             f"{time.time() - started:.0f} s; {args.reps:,} draws per cell (± one Monte Carlo standard error); "
@@ -143,9 +228,12 @@ def main() -> None:
     text = (head + "\n\nOne run's accuracy, the set's own value K / N (the reproduction verdict; *exact (P)*: the "
             "coverage from the hypergeometric probabilities, no simulation):\n\n" + accuracy_table(accuracy) +
             "\n\nTwo runs' paired accuracy, the set's own difference D = (B - C) / N (compare's and the ladder's "
-            "equivalence verdict):\n\n" + pair_table(pairs))
+            "equivalence verdict):\n\n" + pair_table(pairs) +
+            f"\n\nThe candidate on a set of {min(TOTALS)} (ABRICOT's): the exact unconditional interval beside Tango + FPC, "
+            "each coverage and expected width summed over every outcome with its probability (no simulation):\n\n"
+            + exact_table(exact_pairs))
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps, "seed": args.seed,
-           "level": LEVEL, "accuracy": accuracy, "pairs": pairs}
+           "level": LEVEL, "accuracy": accuracy, "pairs": pairs, "exact_pairs": exact_pairs}
     from throughput import publish
 
     publish(doc, "coverage", text, None if args.no_readme else "coverage",
