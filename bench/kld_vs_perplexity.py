@@ -325,7 +325,7 @@ def main() -> None:
 def timing_table(a, lp_rounds: list, ab_rounds: list, sizes: list) -> None:
     """Each run's fastest round, wall and CPU seconds, both sides."""
     lp = {key: tuple(min(t[key][i] for t in lp_rounds) for i in (0, 1)) for key in lp_rounds[0]}
-    print(f"\n| rungs | llama-perplexity: base + rung passes (s) | abricot-local (s) (load, rows compared) | ratio "
+    print("\n| rungs | llama-perplexity: base + rung passes (s) | abricot-local (s) (load, rows compared) | ratio "
           "| CPU s: llama-perplexity | CPU s: abricot-local | ratio |")
     print("|---|---|---|---|---|---|---|")
     best = {}

@@ -230,26 +230,3 @@ def test_bench_scripts_open_models_with_the_one_call():
              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id.endswith("Backend")]
     assert not built, built
 
-
-def test_the_exact_unconditional_paired_interval_holds_every_sets_difference_at_90_percent():
-    """bench/coverage.py's candidate for the paired verdict on a small set: for every population (B, C) of a set
-    of 20 items, the interval of 8 drawn holds D = (B - C) / N with probability 90% or more (summed over every
-    outcome: no simulation), where Tango's narrowed by the finite-population factor falls short for some."""
-    import coverage
-
-    from abricot_local.analysis import stats
-
-    total, n = 20, 8
-    ob, oc, lo, hi = coverage.exact_unconditional(total, n)
-    tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=0.9, factor=stats.fpc(n, total))
-                      for b, c in zip(ob, oc)])
-    worst_exact, worst_tango = 1.0, 1.0
-    for b_pop in range(total + 1):
-        for c_pop in range(total + 1 - b_pop):
-            p = np.exp(coverage._lcomb(b_pop, ob) + coverage._lcomb(c_pop, oc)
-                       + coverage._lcomb(total - b_pop - c_pop, n - ob - oc) - coverage._lcomb(total, n))
-            truth = (b_pop - c_pop) / total
-            worst_exact = min(worst_exact, p[(lo <= truth + 1e-12) & (hi >= truth - 1e-12)].sum())
-            worst_tango = min(worst_tango, p[(tango[:, 0] <= truth + 1e-12) & (tango[:, 1] >= truth - 1e-12)].sum())
-    assert worst_exact >= 0.9 - 1e-9 > worst_tango
-    assert np.all(lo <= (ob - oc) / n + 1e-12) and np.all((ob - oc) / n <= hi + 1e-12)  # the point inside

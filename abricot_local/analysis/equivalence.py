@@ -9,8 +9,9 @@ is about +-0.18, not [0, 0]); a correlation's, compare.py's paired bootstrap (no
 stats.MIN_CORRELATION_ITEMS items, none when the difference is the same in every resample).
 
 Which question: the task's own value, a number on its N items (``totals``: compare.py reads N off
-the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc);
-at n = N the difference is the set's and the verdict exact. The wider interval for items like
+the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc; an
+accuracy on a task of at most paired_exact.MAX_TOTAL items: the exact interval of its own difference,
+paired_exact.paired_set_ci); at n = N the difference is the set's and the verdict exact. The wider interval for items like
 these (whether it generalises: no correction) is kept beside it (``like_*``); with N unknown it is
 the only one.
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
+from abricot_local.analysis.paired_exact import paired_set_ci
 from abricot_local.analysis.runs import highest_precision
 from abricot_local.errors import UsageError, opt
 
@@ -186,11 +188,13 @@ def _named(runs: Sequence[Any], name: str) -> str:
                      + ", ".join(r.label for r in runs))
 
 
-def _interval(m: Any, sign: float, factor: float) -> tuple[float, float]:
-    """The 90% interval of other - reference at the finite-population ``factor`` (1: items like these)."""
+def _interval(m: Any, sign: float, factor: float, total: int | None = None) -> tuple[float, float]:
+    """The 90% interval of other - reference at the finite-population ``factor`` (1: items like these); an accuracy's
+    for the task's own value (its ``total`` items): paired_exact.paired_set_ci's (exact on a small task)."""
     if m.stat == "accuracy":
         detail = dict(m.detail)
-        lo, hi = stats.paired_score_ci(detail["a_only"], detail["b_only"], m.n, level=0.90, factor=factor)
+        lo, hi = paired_set_ci(detail["a_only"], detail["b_only"], m.n, total, level=0.90) if total is not None \
+            else stats.paired_score_ci(detail["a_only"], detail["b_only"], m.n, level=0.90, factor=factor)
     else:
         lo, hi = stats.narrowed(m.diff, m.ci90, factor)
     return (lo + 0.0, hi + 0.0) if sign > 0 else (-hi + 0.0, -lo + 0.0)
@@ -232,7 +236,7 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     if math.isnan(like[0]) or math.isnan(diff):
         return Equivalence(**base, ci90=NAN2, kind=UNDEFINED,
                            note=note or "the difference is undefined (a constant vector)")
-    own = _interval(m, sign, stats.fpc(m.n, total)) if total is not None else like
+    own = _interval(m, sign, stats.fpc(m.n, total), total) if total is not None else like
     kind = classify(diff, own, margin)
     items = None
     if kind == UNSETTLED:

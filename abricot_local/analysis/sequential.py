@@ -25,6 +25,7 @@ import numpy as np
 
 from abricot_local import metrics
 from abricot_local.analysis import equivalence, reproduction, stats
+from abricot_local.analysis.paired_exact import paired_set_ci
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError, opt
 
@@ -267,7 +268,7 @@ def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed
         return _correlation(q, v, n, total, lvl, seed)
     a, b = v[0] == v[1], v[2] == v[3]
     only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    return (only_a - only_b) / n, stats.paired_score_ci(only_a, only_b, n, level=lvl, factor=stats.fpc(n, total)), ""
+    return (only_a - only_b) / n, paired_set_ci(only_a, only_b, n, total, level=lvl), ""
 
 
 def _correlation(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
@@ -353,7 +354,8 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
         lvl, factor = state.level(k), stats.fpc(n, state.total)
         if q.paired:
             psi = max(discordance, abs(t))
-            ci = stats.paired_score_ci(round(n * (psi + t) / 2), round(n * (psi - t) / 2), n, level=lvl, factor=factor)
+            only_a = round(n * (psi + t) / 2)
+            ci = paired_set_ci(only_a, min(n - only_a, round(n * (psi - t) / 2)), n, state.total, level=lvl)
             kind = equivalence.classify(t, (t, t) if n >= state.total else ci, q.margin)
         elif n < (1 if q.stat == "accuracy" else stats.MIN_CORRELATION_ITEMS):
             continue
