@@ -11,9 +11,9 @@ stats.MIN_CORRELATION_ITEMS items, none when the difference is the same in every
 Which question: the task's own value, a number on its N items (``totals``: compare.py reads N off
 the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc; an
 accuracy on a task of at most paired_exact.MAX_TOTAL items: the exact interval of its own difference,
-paired_exact.paired_set_ci); at n = N the difference is the set's and the verdict exact. The wider interval for items like
-these (whether it generalises: no correction) is kept beside it (``like_*``); with N unknown it is
-the only one.
+paired_exact.paired_set_ci); at n = N the difference is the set's and the verdict exact. The wider
+interval for items like these (whether it generalises: no correction) is kept beside it (``like_*``);
+with N unknown it is the only one.
 
 - ``equivalent within M``: the interval inside (-M, M) (two one-sided tests at 5%);
 - ``not worse by more than M``: its lower bound above -M (and its upper bound M or more);
@@ -188,15 +188,16 @@ def _named(runs: Sequence[Any], name: str) -> str:
                      + ", ".join(r.label for r in runs))
 
 
-def _interval(m: Any, sign: float, factor: float, total: int | None = None) -> tuple[float, float]:
-    """The 90% interval of other - reference at the finite-population ``factor`` (1: items like these); an accuracy's
-    for the task's own value (its ``total`` items): paired_exact.paired_set_ci's (exact on a small task)."""
+def _interval(m: Any, sign: float, total: int | None = None) -> tuple[float, float]:
+    """The 90% interval of other - reference for the task's own value (its ``total`` items: an accuracy's
+    paired_exact.paired_set_ci, exact on a small task; a correlation's narrowed by the finite-population factor), or
+    (None) for items like these."""
     if m.stat == "accuracy":
-        detail = dict(m.detail)
-        lo, hi = paired_set_ci(detail["a_only"], detail["b_only"], m.n, total, level=0.90) if total is not None \
-            else stats.paired_score_ci(detail["a_only"], detail["b_only"], m.n, level=0.90, factor=factor)
+        b, c = dict(m.detail)["a_only"], dict(m.detail)["b_only"]
+        lo, hi = paired_set_ci(b, c, m.n, total, level=0.90) if total is not None else \
+            stats.paired_score_ci(b, c, m.n, level=0.90)
     else:
-        lo, hi = stats.narrowed(m.diff, m.ci90, factor)
+        lo, hi = stats.narrowed(m.diff, m.ci90, stats.fpc(m.n, total) if total is not None else 1.0)
     return (lo + 0.0, hi + 0.0) if sign > 0 else (-hi + 0.0, -lo + 0.0)
 
 
@@ -216,8 +217,7 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     base = dict(other=other, reference=ref, task=m.task, metric=m.metric, margin=margin, n=m.n, diff=diff,
                 stat=m.stat, total=total, identical=identical)
     exact = total is not None and m.n >= total
-    like = _interval(m, sign, 1.0) if m.stat == "accuracy" else (
-        NAN2 if any(math.isnan(v) for v in m.ci90) else _interval(m, sign, 1.0))
+    like = NAN2 if m.stat != "accuracy" and any(math.isnan(v) for v in m.ci90) else _interval(m, sign)
     note = m.note if math.isnan(diff) or math.isnan(like[0]) else ""
     if m.stat != "accuracy" and m.n < stats.MIN_CORRELATION_ITEMS and not math.isnan(diff):
         note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {m.n} is "
@@ -236,7 +236,7 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     if math.isnan(like[0]) or math.isnan(diff):
         return Equivalence(**base, ci90=NAN2, kind=UNDEFINED,
                            note=note or "the difference is undefined (a constant vector)")
-    own = _interval(m, sign, stats.fpc(m.n, total), total) if total is not None else like
+    own = _interval(m, sign, total) if total is not None else like
     kind = classify(diff, own, margin)
     items = None
     if kind == UNSETTLED:
