@@ -22,6 +22,10 @@ truth. An interval that says 90% should hold it at least 90% of the time, and mi
   Tango's statistic at D, their multivariate hypergeometric probabilities maximised over the changed answers B + C),
   every outcome's at once (:func:`exact_unconditional`: paired_exact's one outcome at a time is too slow for a
   table), its coverage summed over every outcome, and its expected width beside Tango + FPC's.
+- The paired verdict's interval on a large set (N = 1,600: DISCOTEX's), computed the same way:
+  paired_exact.paired_set_ci itself for each outcome (b, c) (the restricted exact interval up to MAX_CHANGED changed
+  answers, Tango + FPC above), every outcome more probable than 1e-10 in some cell (the largest mass left out is
+  printed), n up to 80.
 
     python bench/coverage.py [--reps 20000] [--seed 1] [--no-readme]
 """
@@ -45,7 +49,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from abricot_local import metrics  # noqa: E402
 from abricot_local.analysis import stats  # noqa: E402
-from abricot_local.analysis.paired_exact import _log_comb, _tango_z  # noqa: E402
+from abricot_local.analysis.paired_exact import MAX_CHANGED, _log_comb, _tango_z, paired_set_ci  # noqa: E402
 
 LEVEL = 0.90
 TOL = 1e-12  # a bound this close to the truth holds it (float division on either side)
@@ -152,6 +156,37 @@ def exact_cells(total: int) -> list[dict]:
     return out
 
 
+
+def verdict_cells(total: int, ns: tuple[int, ...] = (10, 20, 40, 80)) -> list[dict]:
+    """PAIRS' cells of a set of ``total``: the coverage and expected width of the verdict's own interval
+    (paired_exact.paired_set_ci) and of Tango + FPC, summed over every outcome whose probability exceeds 1e-10 in some
+    cell (``left``: the largest mass of a cell's outcomes left out)."""
+    out = []
+    for n in ns:
+        bs, cs = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
+        ob, oc = bs[bs + cs <= n], cs[bs + cs <= n]
+        cells = []
+        for psi, d in PAIRS:
+            b_pop, c_pop = round(total * (psi + d) / 2), round(total * (psi - d) / 2)
+            p = np.exp(_log_comb([b_pop], ob)[0] + _log_comb([c_pop], oc)[0]
+                       + _log_comb([total - b_pop - c_pop], n - ob - oc)[0] - _log_comb([total], [n])[0, 0])
+            cells.append(({"N": total, "n": n, "psi": psi, "D": (b_pop - c_pop) / total, "B": b_pop, "C": c_pop}, p))
+        keep = np.max([p for _, p in cells], axis=0) > 1e-10
+        ob, oc = ob[keep], oc[keep]
+        factor = stats.fpc(n, total)
+        ours = np.array([paired_set_ci(int(b), int(c), n, total, LEVEL) for b, c in zip(ob, oc)])
+        tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=LEVEL, factor=factor) for b, c in zip(ob, oc)])
+        for cell, p in cells:
+            left, p = float(p[~keep].sum()), p[keep]
+            for name, (low, high) in (("exact", (ours[:, 0], ours[:, 1])), ("tango_fpc", (tango[:, 0], tango[:, 1]))):
+                below, above = misses(low, high, cell["D"])
+                cell[name] = {"coverage": float(p[~(below | above)].sum()), "below": float(p[below].sum()),
+                              "above": float(p[above].sum()), "width": float((p * (high - low)).sum())}
+            cell["left"] = left
+            out.append(cell)
+        print(f"the verdict's interval, {n} of {total:,}: {len(ob)} outcomes", file=sys.stderr)
+    return out
+
 def pct(x: tuple[float, float]) -> str:
     return f"{100 * x[0]:.1f}% ± {100 * x[1]:.1f}"
 
@@ -178,8 +213,8 @@ def pair_table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def exact_table(cells: list[dict]) -> str:
-    lines = ["| N | n | changed answers psi (B, C) | set difference D | exact unconditional: coverage | misses below | "
+def exact_table(cells: list[dict], name: str = "exact unconditional") -> str:
+    lines = [f"| N | n | changed answers psi (B, C) | set difference D | {name}: coverage | misses below | "
              "misses above | expected width | Tango + FPC: coverage | expected width | width, exact / Tango |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
@@ -202,6 +237,7 @@ def main() -> None:
     print(f"one run's accuracy: {time.time() - started:.1f} s", file=sys.stderr)
     pairs = [pair_cell(t, psi, d, n, args.reps, rng) for t in TOTALS for psi, d in PAIRS for n in sizes(t)]
     exact_pairs = exact_cells(min(TOTALS))
+    verdict_pairs = verdict_cells(max(TOTALS))
     head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/coverage.py --reps {args.reps} --seed "
             f"{args.seed}` on {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
             f"{time.time() - started:.0f} s; {args.reps:,} draws per cell (± one Monte Carlo standard error); "
@@ -214,9 +250,15 @@ def main() -> None:
             f"\n\nOn a set of {min(TOTALS)} (ABRICOT's): the exact unconditional interval (the verdict's up to 150 items) "
             "beside Tango + FPC, "
             "each coverage and expected width summed over every outcome with its probability (no simulation):\n\n"
-            + exact_table(exact_pairs))
+            + exact_table(exact_pairs) +
+            f"\n\nOn a set of {max(TOTALS):,} (DISCOTEX's): the verdict's interval (the restricted exact interval "
+            f"while at most {MAX_CHANGED} answers changed, Tango + FPC above) beside Tango + FPC, summed over every "
+            "outcome more probable than 1e-10 in some cell (the mass left out: at most "
+            f"{max(c['left'] for c in verdict_pairs):.0e} a cell), no simulation:\n\n"
+            + exact_table(verdict_pairs, "the verdict's"))
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps, "seed": args.seed,
-           "level": LEVEL, "accuracy": accuracy, "pairs": pairs, "exact_pairs": exact_pairs}
+           "level": LEVEL, "accuracy": accuracy, "pairs": pairs, "exact_pairs": exact_pairs,
+           "verdict_pairs": verdict_pairs}
     from throughput import publish
 
     publish(doc, "coverage", text, None if args.no_readme else "coverage",

@@ -9,11 +9,11 @@ is about +-0.18, not [0, 0]); a correlation's, compare.py's paired bootstrap (no
 stats.MIN_CORRELATION_ITEMS items, none when the difference is the same in every resample).
 
 Which question: the task's own value, a number on its N items (``totals``: compare.py reads N off
-the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc; an
-accuracy on a task of at most paired_exact.MAX_TOTAL items: the exact interval of its own difference,
-paired_exact.paired_set_ci); at n = N the difference is the set's and the verdict exact. The wider
-interval for items like these (whether it generalises: no correction) is kept beside it (``like_*``);
-with N unknown it is the only one.
+the runs). Over n of them the interval narrows by the finite-population correction (stats.fpc); an
+accuracy's is the exact interval of its own difference (paired_exact.paired_set_ci; Tango's narrowed only where many
+answers changed on a large task); at n = N the difference is the set's and the verdict exact. The interval for items
+like these (whether it generalises: no correction; with few changed answers it can be the narrower, Tango's falling
+short there) is kept beside it (``like_*``); with N unknown it is the only one.
 
 - ``equivalent within M``: the interval inside (-M, M) (two one-sided tests at 5%);
 - ``not worse by more than M``: its lower bound above -M (and its upper bound M or more);
@@ -190,7 +190,7 @@ def _named(runs: Sequence[Any], name: str) -> str:
 
 def _interval(m: Any, sign: float, total: int | None = None) -> tuple[float, float]:
     """The 90% interval of other - reference for the task's own value (its ``total`` items: an accuracy's
-    paired_exact.paired_set_ci, exact on a small task; a correlation's narrowed by the finite-population factor), or
+    paired_exact.paired_set_ci; a correlation's narrowed by the finite-population factor), or
     (None) for items like these."""
     if m.stat == "accuracy":
         b, c = dict(m.detail)["a_only"], dict(m.detail)["b_only"]

@@ -8,7 +8,8 @@ fixed-n 90% verdict. Each look's interval is for the task's own value over n of 
 verdict then reproduction.judge's or equivalence.verdict_of's): a published accuracy's, the exact hypergeometric
 interval (stats.exact_set_ci); a correlation's, Fisher's z +- z x the larger of the bootstrap's and normal theory's se,
 narrowed by stats.fpc, read once each vector has 10 items off its commonest value; a rung's paired accuracy difference,
-Tango's (stats.paired_score_ci), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
+the exact interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
+changed on a large task), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
 intervals intersected: below N a settled verdict stays settled (not worse may become equivalent). Settled: reproduced,
 differs, this task cannot settle M, equivalent, not worse, worse; open: cannot tell yet, cannot tell (no interval yet).
 Pure: no printing, no file; every record field a number, a string or a tuple of them (results.json can hold it).
