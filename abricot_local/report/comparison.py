@@ -126,7 +126,7 @@ SHOWN_DECISIVE = 20  # changed answers listed by id per pair, task and kind in t
 
 def equivalence_lines(c: Comparison) -> list[str]:
     """One line per run, its reference and metric: equivalent within M, not worse, worse, cannot tell yet;
-    under it (indented) the same for items like these, when the task's size made the first exact or narrower."""
+    under it (indented) the same for items like these, when the first is for the task's own value."""
     return [line if k == 0 else "  " + line for e in c.equivalence for k, line in enumerate(e.lines)]
 
 
@@ -291,8 +291,8 @@ def render(c: Comparison, fmt: str = "table") -> str:
             parts.append(_text_section(title, df.fillna("")))
     margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
     parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
-                               f"the margin ({margin}), for the task's own value (its items counted: narrower, exact "
-                               f"when every item is compared), then for items like these (docs/compare.md)",
+                               f"the margin ({margin}), for the task's own value (its items counted; exact when every "
+                               f"item is compared), then for items like these (docs/compare.md)",
                                equivalence_lines(c), md))
     parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
                                f"(-> another wrong answer); near ties (the reference's top-two margin under "
