@@ -289,7 +289,7 @@ def test_the_apis_resume_hint_is_a_python_literal(tmp_path, monkeypatch, discote
     folder = str(tmp_path / "it's $(touch x) \"run\"")
     fail_after(monkeypatch, 2, KeyboardInterrupt)
     with pytest.raises(Interrupted) as err:
-        al.evaluate("fake", "discotex", backend="fake", data_dir=str(discotex_dir), limit=5, out=folder,
+        al.evaluate("fake", "discotex", backend="fake", data_dir=str(discotex_dir), sample=5, out=folder,
                     progress=False)
     hint = err.value.message.split("resume with: ")[1].strip()
     call = ast.parse(hint.replace("...", "model"), mode="eval").body

@@ -48,15 +48,24 @@ def paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90) -> tu
     return stats.paired_score_ci(b, c, n, level=level, factor=stats.fpc(n, total))
 
 
-def exact_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90) -> tuple[float, float]:
-    """The exact ``level`` interval of the set's D = (B - C) / N (``total`` = N) from ``b`` and ``c`` of ``n`` items
-    drawn from it (see the module's text); (NaN, NaN) with no item, the point at n = N."""
+def _without_search(b: int, c: int, n: int, total: int) -> tuple[float, float] | None:
+    """(NaN, NaN) with no item, the point at n = N (the set's own value), else None: an interval to search for.
+    Counts that cannot be are a ValueError."""
     if n <= 0 or total < n:
         return (float("nan"), float("nan"))
     if min(b, c) < 0 or b + c > n:
         raise ValueError(f"{b} and {c} changed answers of {n} items")
     if n == total:
         return ((b - c) / total, (b - c) / total)
+    return None
+
+
+def exact_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90) -> tuple[float, float]:
+    """The exact ``level`` interval of the set's D = (B - C) / N (``total`` = N) from ``b`` and ``c`` of ``n`` items
+    drawn from it (see the module's text); (NaN, NaN) with no item, the point at n = N."""
+    known = _without_search(b, c, n, total)
+    if known is not None:
+        return known
     tail = (1.0 - level) / 2.0
     grid_b, grid_c = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
     inside = grid_b + grid_c <= n
@@ -78,18 +87,14 @@ def exact_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90)
     return (min(held) / total, max(held) / total)
 
 
-
 def restricted_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90,
                              scan: bool = False) -> tuple[float, float]:
     """The exact ``level`` interval of D = (B - C) / N as :func:`exact_paired_set_ci` makes it, each tail maximised over
     a 1 - gamma confidence set of the changed answers S = B + C only, gamma added (Berger and Boos); see the module's
     text. ``scan``: every D the confidence set allows tested (the search's check), not only those near its bounds."""
-    if n <= 0 or total < n:
-        return (float("nan"), float("nan"))
-    if min(b, c) < 0 or b + c > n:
-        raise ValueError(f"{b} and {c} changed answers of {n} items")
-    if n == total:
-        return ((b - c) / total, (b - c) / total)
+    known = _without_search(b, c, n, total)
+    if known is not None:
+        return known
     tail = (1.0 - level) / 2.0
     gamma = tail / 50.0
     s = b + c
