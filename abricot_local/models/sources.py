@@ -291,7 +291,7 @@ def sibling_here(spec, registry: dict) -> tuple[object, Path] | None:
     for other in registry.values():
         if other.name != spec.name and other.base == spec.base and other.params == spec.params:
             path = source_of(other).local_file(other)
-            if path is not None and path.is_file():
+            if path is not None:
                 return other, path
     return None
 

@@ -170,11 +170,11 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
     spec = located.spec or (ref.spec if ref else None)
-    sibling = sibling_here(spec, registry) if registry and (ref is None or ref.path is None) else None
     cls = backend_class(plan.backend)
     here = ref is not None and (ref.path is not None or not cls.reads_model_file)
     chat = plan.task_options.chat_template
-    if not here and cls.reads_model_file and sibling is not None:  # another quant of it is here
+    sibling = sibling_here(spec, registry) if registry and not here and cls.reads_model_file else None
+    if sibling is not None:  # another quant of it is here
         facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
     else:
         family = spec.tokenizer if spec else ""
