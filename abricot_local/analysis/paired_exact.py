@@ -76,12 +76,14 @@ def exact_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90)
     log_r = _log_comb(counts, n - ob - oc) - _log_comb(np.array([total]), np.array([n]))[0, 0]
     held = []
     for d in range(-total, total + 1):
-        big_b = np.arange(max(0, d), (total + d) // 2 + 1)
-        if not len(big_b):
+        first, last = max(0, d), (total + d) // 2  # B runs on, C = B - D with it, R = N - B - C down in steps of 2
+        if last < first:
             continue
         z = _tango_z(ob, oc, n, d / total)
         upper, lower = z >= z[seen], z <= z[seen]
-        p = np.exp(log_b[big_b] + log_c[big_b - d] + log_r[total - 2 * big_b + d])
+        r_first, r_last = total - 2 * first + d, total - 2 * last + d
+        p = np.exp(log_b[first:last + 1] + log_c[first - d:last - d + 1]
+                   + log_r[r_first:r_last - 1 if r_last else None:-2])
         if (p @ upper).max() > tail and (p @ lower).max() > tail:
             held.append(d)
     return (min(held) / total, max(held) / total)
@@ -128,17 +130,16 @@ def restricted_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 
     def held(ds) -> list[bool]:  # whether each D (times N) is held; those not tested yet in batches of GUARD
         waiting = [d for d in dict.fromkeys(ds) if d not in tested]
         for todo in (waiting[k:k + GUARD] for k in range(0, len(waiting), GUARD)):
-            big_s = [np.arange(max(s_lo, abs(d)), s_hi + 1) for d in todo]
-            big_s = [x[(x - d) % 2 == 0] for x, d in zip(big_s, todo)]
-            ends = np.cumsum([len(x) for x in big_s])
-            all_s, all_d = np.concatenate(big_s), np.repeat(todo, [len(x) for x in big_s])
-            all_b = (all_s + all_d) // 2
-            p = np.exp(falling_b[all_b] + falling_c[all_b - all_d] + falling_r[all_s - s_lo])
             z = _tango_z(ob[None, :], oc[None, :], n, np.array(todo, float)[:, None] / total)
-            for k, d in enumerate(todo):
-                rows = p[ends[k] - len(big_s[k]):ends[k]]
-                tested[d] = bool(len(rows)) and (rows @ (z[k] >= z[k, seen])).max() + slack > tail \
-                    and (rows @ (z[k] <= z[k, seen])).max() + slack > tail
+            for k, d in enumerate(todo):  # S = B + C from the set, B - C = D: B, C and S run on in steps of 1, 1, 2
+                first_s = max(s_lo, abs(d))
+                first_s += (first_s - d) % 2
+                rows = max(0, (s_hi - first_s) // 2 + 1)
+                first_b, at_r = (first_s + d) // 2, first_s - s_lo
+                p = np.exp(falling_b[first_b:first_b + rows] + falling_c[first_b - d:first_b - d + rows]
+                           + falling_r[at_r:at_r + 2 * rows:2])
+                tested[d] = bool(rows) and (p @ (z[k] >= z[k, seen])).max() + slack > tail \
+                    and (p @ (z[k] <= z[k, seen])).max() + slack > tail
         return [tested[d] for d in ds]
 
     if scan:
