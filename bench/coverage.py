@@ -232,14 +232,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
     args = ap.parse_args()
-    started, rng = time.time(), np.random.default_rng(args.seed)
+    started, rng, load = time.time(), np.random.default_rng(args.seed), os.getloadavg()
     accuracy = [accuracy_cell(t, a, n, args.reps, rng) for t in TOTALS for a in ACCURACIES for n in sizes(t)]
     print(f"one run's accuracy: {time.time() - started:.1f} s", file=sys.stderr)
     pairs = [pair_cell(t, psi, d, n, args.reps, rng) for t in TOTALS for psi, d in PAIRS for n in sizes(t)]
     exact_pairs = exact_cells(min(TOTALS))
     verdict_pairs = verdict_cells(max(TOTALS))
     head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/coverage.py --reps {args.reps} --seed "
-            f"{args.seed}` on {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
+            f"{args.seed}` on {platform.machine()}, {os.cpu_count()} cores (load {load[0]:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end), "
             f"{time.time() - started:.0f} s; {args.reps:,} draws per cell (± one Monte Carlo standard error); "
             f"nominal {100 * LEVEL:g}%: coverage at least {100 * LEVEL:g}%, at most {50 * (1 - LEVEL):g}% missed on "
             "each side")

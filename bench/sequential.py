@@ -271,15 +271,16 @@ def main() -> None:
     ap.add_argument("--abricot", type=Path, default=None, help="a run folder holding abricot_*@calamita samples")
     ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
     args = ap.parse_args()
-    started, results = time.time(), []
+    started, results, load = time.time(), [], os.getloadavg()
     for k, sc in enumerate(discotex_scenarios() + pearson_scenarios(args.abricot)):
         t = time.time()
         res = replay(sc, args.reps, args.seed + 1000 * k, [] if sc.on_margin else grid_for(sc.total))
         results.append((sc, summarise(sc, res, args.reps)))
         print(f"{sc.verdict} | {sc.truth}: {time.time() - t:.1f} s", file=sys.stderr)
     head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/sequential.py --reps {args.reps}"
-            f"{' --abricot RUN' if args.abricot else ''}` on {platform.machine()}, {os.cpu_count()} cores shared with "
-            f"other jobs, {time.time() - started:.0f} s; {args.reps} replications per scenario (± one Monte Carlo "
+            f"{' --abricot RUN' if args.abricot else ''}` on {platform.machine()}, {os.cpu_count()} cores (load "
+            f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end), {time.time() - started:.0f} s; "
+            f"{args.reps} replications per scenario (± one Monte Carlo "
             "standard error); the shipped rule at looks 20, 40, 80, ... and N, look k at 1 - 0.1 x 2^-k")
     text = head + "\n\n" + table(results)
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps,
