@@ -17,7 +17,7 @@ restriction (1994): the maximum over the changed answers S = B + C taken over an
 probability is below 1e-12 for every S of that set left out, their mass added too; D searched from Tango's bounds
 (bisection, then the next :data:`GUARD` values past each bound checked). The guarantee is the same (at least 90%).
 It is read while the changed answers b + c are at most :data:`MAX_CHANGED` (where Tango's falls short: its
-asymptotics need changed answers, bench/README.md; at most 0.35 s an interval on 1,600 items, 2 cores); with more,
+asymptotics need changed answers, bench/README.md; at most 0.13 s an interval on 1,600 items, 2 cores); with more,
 Tango's with the correction. :func:`paired_set_ci` picks the interval."""
 
 from __future__ import annotations
