@@ -12,7 +12,6 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from abricot_local.errors import ResultsError
 
@@ -44,6 +43,8 @@ def pearson(x, y) -> float:
 
 
 def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from scipy import stats  # (scipy.stats: half a second to import; `--help` and a refused name need none)
+
     return _pearson_rows(stats.rankdata(x, axis=-1), stats.rankdata(y, axis=-1))
 
 
@@ -90,6 +91,8 @@ def bootstrap_ci(
 
 def z_of(level: float) -> float:
     """The two-sided normal quantile of a confidence ``level`` (1.96 at 0.95, 1.645 at 0.90)."""
+    from scipy import stats
+
     return float(stats.norm.isf((1.0 - level) / 2.0))
 
 

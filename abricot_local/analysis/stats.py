@@ -28,9 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-import numpy as np
-from scipy import stats as st
-from scipy.special import gammaln
+import numpy as np  # scipy is imported where it is used: half a second that `tasks` and `models` need none of
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
@@ -144,6 +142,8 @@ def exact_set_ci(right: int, n: int, total: int, level: float = LEVEL) -> tuple[
 
 def _tails(right: int, n: int, total: int, k: int) -> tuple[float, float]:
     """P(X >= right) and P(X <= right) for X the items right among n drawn from ``total`` of which ``k`` are."""
+    from scipy.special import gammaln
+
     def lcomb(a, b):
         return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
 
@@ -187,6 +187,7 @@ def paired_score_ci(b: int, c: int, n: int, *, level: float = LEVEL, factor: flo
     score statistic (:func:`_tango_z`) lies within +-z. It accounts for the items not seen: no
     discordant item of n gives about +-z^2 / (n + z^2), not [0, 0]. ``factor``: the finite-population
     factor (:func:`fpc`) scaling the variance (z becomes z sqrt(factor): 0 gives the point)."""
+    from scipy import stats as st
     nan = float("nan")
     if n <= 0:
         return (nan, nan)
@@ -214,6 +215,7 @@ def paired_score_ci(b: int, c: int, n: int, *, level: float = LEVEL, factor: flo
 
 def mcnemar_exact(correct_a, correct_b) -> McNemar:
     """McNemar's exact test on two runs' per-item correctness (same items, same order)."""
+    from scipy import stats as st
     ca, cb = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
     if ca.shape != cb.shape:
         raise UsageError(f"paired vectors differ in length: {len(ca)}, {len(cb)}")
@@ -239,6 +241,7 @@ def williams_t(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelat
     |R| the determinant of the correlation matrix, rbar = (r_a + r_b) / 2.
     NaN when undefined (n <= 3, a NaN correlation); p = 1 when r_a == r_b.
     """
+    from scipy import stats as st
     nan = float("nan")
     if n <= 3 or any(math.isnan(v) for v in (r_a, r_b, r_ab)):
         return DependentCorrelation("Williams t", r_a, r_b, r_ab, n, nan, None, nan)
@@ -259,6 +262,7 @@ def steiger_z(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelati
     z = (atanh r_a - atanh r_b) sqrt(n-3) / sqrt(2 - 2 c), c = psi / (1 - rbar^2)^2,
     psi = r_ab (1 - 2 rbar^2) - rbar^2 (1 - 2 rbar^2 - r_ab^2) / 2.
     """
+    from scipy import stats as st
     nan = float("nan")
     if n <= 3 or any(math.isnan(v) for v in (r_a, r_b, r_ab)) or max(abs(r_a), abs(r_b)) >= 1.0:
         return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
@@ -318,6 +322,7 @@ def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], flo
 
 
 def _z(alpha: float, power: float) -> tuple[float, float]:
+    from scipy import stats as st
     return float(st.norm.isf(alpha / 2.0)), float(st.norm.ppf(power))
 
 
@@ -353,6 +358,7 @@ def min_detectable_difference(n: int, discordance: float, *, alpha: float = ALPH
 def power_at(n: int, discordance: float, diff: float, *, alpha: float = ALPHA) -> float:
     """The normal-approximation power of McNemar's test for a difference ``diff`` at
     discordant rate ``discordance`` over ``n`` items (the formula above, read forward)."""
+    from scipy import stats as st
     za = float(st.norm.isf(alpha / 2.0))
     var = discordance - diff * diff
     if var <= 0:
