@@ -90,10 +90,12 @@ def bootstrap_ci(
 
 
 def z_of(level: float) -> float:
-    """The two-sided normal quantile of a confidence ``level`` (1.96 at 0.95, 1.645 at 0.90)."""
-    from scipy import stats
+    """The two-sided normal quantile of a confidence ``level`` (1.96 at 0.95, 1.645 at 0.90): scipy.stats'
+    ``norm.isf`` bit for bit (it is -ndtri, scaled by 1 and shifted by 0), from scipy.special, which a run loads
+    anyway, where scipy.stats takes half a second more."""
+    from scipy.special import ndtri
 
-    return float(stats.norm.isf((1.0 - level) / 2.0))
+    return float(-ndtri((1.0 - level) / 2.0))
 
 
 def wilson(k: int, n: int, *, level: float = CI_LEVEL, fpc: float = 1.0) -> tuple[float, float]:

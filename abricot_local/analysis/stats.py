@@ -32,6 +32,7 @@ import numpy as np  # scipy is imported where it is used: half a second that `ta
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
+from abricot_local.metrics import z_of
 
 N_BOOT = 1000
 LEVEL = 0.95
@@ -187,12 +188,11 @@ def paired_score_ci(b: int, c: int, n: int, *, level: float = LEVEL, factor: flo
     score statistic (:func:`_tango_z`) lies within +-z. It accounts for the items not seen: no
     discordant item of n gives about +-z^2 / (n + z^2), not [0, 0]. ``factor``: the finite-population
     factor (:func:`fpc`) scaling the variance (z becomes z sqrt(factor): 0 gives the point)."""
-    from scipy import stats as st
     nan = float("nan")
     if n <= 0:
         return (nan, nan)
     d = (b - c) / n
-    z = float(st.norm.isf((1.0 - level) / 2.0)) * math.sqrt(max(0.0, min(1.0, factor)))
+    z = z_of(level) * math.sqrt(max(0.0, min(1.0, factor)))
     if z == 0.0:
         return (d, d)
 
@@ -262,7 +262,7 @@ def steiger_z(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelati
     z = (atanh r_a - atanh r_b) sqrt(n-3) / sqrt(2 - 2 c), c = psi / (1 - rbar^2)^2,
     psi = r_ab (1 - 2 rbar^2) - rbar^2 (1 - 2 rbar^2 - r_ab^2) / 2.
     """
-    from scipy import stats as st
+    from scipy.special import ndtr  # norm.sf, bit for bit (metrics.z_of)
     nan = float("nan")
     if n <= 3 or any(math.isnan(v) for v in (r_a, r_b, r_ab)) or max(abs(r_a), abs(r_b)) >= 1.0:
         return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
@@ -274,7 +274,7 @@ def steiger_z(r_a: float, r_b: float, r_ab: float, n: int) -> DependentCorrelati
     if 2.0 - 2.0 * c <= 0:
         return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, nan, None, nan)
     z = (math.atanh(r_a) - math.atanh(r_b)) * math.sqrt(n - 3) / math.sqrt(2.0 - 2.0 * c)
-    return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, z, None, float(2.0 * st.norm.sf(abs(z))))
+    return DependentCorrelation("Steiger z", r_a, r_b, r_ab, n, z, None, float(2.0 * ndtr(-abs(z))))
 
 
 def label_kl(lp_ref, lp_other) -> float:
@@ -322,8 +322,8 @@ def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], flo
 
 
 def _z(alpha: float, power: float) -> tuple[float, float]:
-    from scipy import stats as st
-    return float(st.norm.isf(alpha / 2.0)), float(st.norm.ppf(power))
+    from scipy.special import ndtri  # norm.isf and norm.ppf, bit for bit (metrics.z_of)
+    return float(-ndtri(alpha / 2.0)), float(ndtri(power))
 
 
 def detectable_factor(n: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -358,12 +358,12 @@ def min_detectable_difference(n: int, discordance: float, *, alpha: float = ALPH
 def power_at(n: int, discordance: float, diff: float, *, alpha: float = ALPHA) -> float:
     """The normal-approximation power of McNemar's test for a difference ``diff`` at
     discordant rate ``discordance`` over ``n`` items (the formula above, read forward)."""
-    from scipy import stats as st
-    za = float(st.norm.isf(alpha / 2.0))
+    from scipy.special import ndtr, ndtri  # norm.isf and norm.cdf, bit for bit (metrics.z_of)
+    za = float(-ndtri(alpha / 2.0))
     var = discordance - diff * diff
     if var <= 0:
         return 1.0 if diff > 0 else float("nan")
-    return float(st.norm.cdf((math.sqrt(n) * abs(diff) - za * math.sqrt(discordance)) / math.sqrt(var)))
+    return float(ndtr((math.sqrt(n) * abs(diff) - za * math.sqrt(discordance)) / math.sqrt(var)))
 
 
 MAX_ITEMS = 10_000_000  # items_to_settle's answer when nothing settles it
