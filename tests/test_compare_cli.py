@@ -19,7 +19,6 @@ from abricot_local.analysis.loading import load_run
 import planned
 from abricot_local.run.session import run_plan
 from abricot_local.analysis import stats
-from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.cli.compare import compare as compare_command
 from abricot_local.report.comparison import render

@@ -4,7 +4,6 @@ Proved here by computing its rows with numpy's SIMD dispatch limited to the base
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import subprocess

@@ -23,7 +23,7 @@ from abricot_local.models import ref as modelref
 from abricot_local.errors import ModelError
 from abricot_local.gguf.check import GGML_TYPES, NOT_WEIGHT_TYPES, REMOVED_TYPES, read_header
 from abricot_local.gguf.file import verify_gguf
-from gguf_synth import (F32, Q4_0, Q8_0, Synth, gstr, kv, llama_cpp_lib_dir, llama_cpp_parser_verdict,
+from gguf_synth import (F32, Synth, gstr, kv, llama_cpp_lib_dir, llama_cpp_parser_verdict,
                         llama_cpp_parser_verdicts)
 
 GiB = 1 << 30

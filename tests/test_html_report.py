@@ -271,7 +271,7 @@ def test_leaderboard_rows_chance_and_sort(page, site):
 
     def column(key):
         return page.eval_on_selector_all(
-            f"#leaderboard-table tbody tr", f"trs => trs.map(tr => tr.children[{keys.index(key)}].dataset.value ?? null)")
+            "#leaderboard-table tbody tr", f"trs => trs.map(tr => tr.children[{keys.index(key)}].dataset.value ?? null)")
 
     header = page.locator('#leaderboard-table th[data-key="abricot_abs.pearson"] button')
     header.click()

@@ -25,7 +25,7 @@ from abricot_local.tasks.selection import instances
 from abricot_local.tasks import make_task, split_key
 from abricot_local.tasks.base import Task, TaskOptions
 from abricot_local.tasks.uses import normal, refuse_unused, several
-from conftest import FIXTURE, fail_after, rewrite_run
+from conftest import fail_after, rewrite_run
 
 BOTH = "ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"
 

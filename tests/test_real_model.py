@@ -8,9 +8,6 @@ from click.testing import CliRunner
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions
 from abricot_local.core import Request, log_softmax
 from abricot_local.cli import cli
-from abricot_local.tasks.base import TaskOptions
-from abricot_local.tasks.discotex import DiscotexTask
-from abricot_local.tasks.abricot import AbricotAbsTask
 from conftest import FIXTURE
 
 pytestmark = pytest.mark.real

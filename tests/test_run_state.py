@@ -4,7 +4,6 @@ and reading results/ by default, the Ctrl-C and SIGTERM messages, and file modes
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat

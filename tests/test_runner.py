@@ -15,7 +15,6 @@ from abricot_local.run.record import plan_manifest
 from abricot_local.run.request import Shard
 from abricot_local.run.session import run_plan
 from abricot_local import tasks
-from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import DataError, TaskError, UsageError
 from abricot_local.metrics import with_ci
 from abricot_local.run.folder import OutputDir

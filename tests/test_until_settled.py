@@ -11,7 +11,6 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
