@@ -43,7 +43,7 @@ def pearson(x, y) -> float:
 
 
 def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from scipy import stats  # (scipy.stats: half a second to import; `--help` and a refused name need none)
+    from scipy import stats  # (half a second to import: `run --help`, `tasks` and an accuracy task need none)
 
     return _pearson_rows(stats.rankdata(x, axis=-1), stats.rankdata(y, axis=-1))
 
