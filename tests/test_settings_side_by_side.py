@@ -32,3 +32,17 @@ def test_a_long_value_keeps_where_it_differs():
     a, b = common + "LLAMAFILE = 1 | OPENMP = 1 |", common + "AVX512 = 1 | AVX512_VNNI = 1 | LLAMAFILE = 1 |"
     assert "AVX512 = 1" in _value(b, a) and "LLAMAFILE = 1" in _value(a, b)
     assert _value(a, b).startswith("...") and _value("short", "other") == "short"
+
+
+def test_a_long_setting_name_breaks_after_a_dot_never_inside_a_word():
+    """A recorded setting's dotted name longer than the setting column (a llama.cpp buffer's) folds after a
+    ``.``: read back whole, each line a run of whole parts (the 40-column cut once left ``CPU_Ma`` / ``pped``)."""
+    name = "provenance.schedule.model_buffers.CPU_Mapped"
+    rows = pd.DataFrame([(name, "235.16", "92.1"), ("quant", "Q4_K_M", "Q4_1")], columns=["setting", "a", "b"])
+    lines = side_by_side(rows).splitlines()
+    width = len(lines[1].split()[0])  # the setting column, from the rule
+    assert width < len(name)
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("provenance."))
+    parts = [ln[:width].strip() for ln in lines[first:first + 2]]
+    assert parts == ["provenance.schedule.model_buffers.", "CPU_Mapped"]
+    assert lines[first][width:].split() == ["235.16", "92.1"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import textwrap
 from dataclasses import asdict
 
@@ -184,11 +185,23 @@ def side_by_side(rows: pd.DataFrame, width: int = TEXT_WIDTH) -> str:
 
     out = [f"{'setting':<{key}}  {'a':<{cols[0]}}  b", f"{'-' * key}  {'-' * cols[0]}  {'-' * cols[1]}"]
     for k, a, b in cells:
-        parts = [fold(k, key), fold(a, cols[0]), fold(b, cols[1])]
+        parts = [_dotted(k, key), fold(a, cols[0]), fold(b, cols[1])]
         for i in range(max(map(len, parts))):
             got = [p[i] if i < len(p) else "" for p in parts]
             out.append(f"{got[0]:<{key}}  {got[1]:<{cols[0]}}  {got[2]}".rstrip())
     return "\n".join(out)
+
+
+def _dotted(name: str, width: int) -> list[str]:
+    """A setting's dotted name on lines of at most ``width``, broken after a ``.``
+    (``provenance.schedule.model_buffers.`` / ``CPU_Mapped``); a part longer than a line is cut."""
+    lines = [""]
+    for part in re.split(r"(?<=\.)", name):
+        for piece in [part[i:i + width] for i in range(0, len(part), width)] or [""]:
+            if lines[-1] and len(lines[-1]) + len(piece) > width:
+                lines.append("")
+            lines[-1] += piece
+    return lines
 
 
 def _text_section(title: str, df: pd.DataFrame) -> str:
