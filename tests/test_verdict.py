@@ -154,8 +154,9 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     assert v.kind == rp.UNDEFINED and "rounding (+-0.005) leaves it on either side of +-0.05" in v.line
     # 20 of 127 items: the task's own value narrows to sqrt(107/126) of +-0.35, still holding the margin; all 127
     # items would settle it (the set's value, then exact), so never "this task cannot settle" but how many
+    # (the finite-population formula says 126 of 127: within 5% of the task, the advice is every item, exact)
     v = rp.judge(0.30, (-0.05, 0.65), 0.30, 0.05, n=20, total=127)
-    assert v.kind == rp.UNSETTLED and 20 < v.items <= 127
+    assert v.kind == rp.UNSETTLED and v.items == 127 and "about 127 of the task's 127 items" in v.line
     assert v.ci90 == pytest.approx((-0.35 * math.sqrt(107 / 126), 0.35 * math.sqrt(107 / 126)))
     assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9
     assert "even all 127" in v.reasons[1]
@@ -272,3 +273,15 @@ def shown_in_chromium(page, *texts):
         finally:
             browser.close()
     assert "verdict" in table and all(t in table for t in texts), table
+
+
+def test_items_within_five_percent_of_the_task_are_the_whole_task():
+    """stats.of_population: n0 N / (n0 + N - 1) nears N and never reaches it; when it leaves out at most 5% of the
+    task the figure is N (every item: the task's value exactly, for at most 5% more items)."""
+    from abricot_local.analysis.stats import MAX_ITEMS, of_population
+
+    assert of_population(10_000, 127) == 127  # the formula's 126
+    assert of_population(2_170, 127) == 127  # the formula's 121: 6 left out, 127 // 20
+    assert of_population(2_160, 127) == 120  # 7 left out: the formula's figure stands
+    assert of_population(60, 127) == 41 and of_population(60, None) == 60 and of_population(MAX_ITEMS, 127) == MAX_ITEMS
+    assert of_population(30_000, 1600) == 1600 and of_population(20_000, 1600) == 1482  # the formula's 1,520 and 1,482

@@ -161,11 +161,12 @@ def narrowed(point: float, ci: tuple[float, float], factor: float) -> tuple[floa
 
 
 def of_population(n0: int, total: int | None) -> int:
-    """The items a sample-size figure ``n0`` (for items like these) comes to when they are drawn
-    from a set of ``total`` and the question is the set's own value: n0 N / (n0 + N - 1), at most N."""
+    """The items a sample-size figure ``n0`` (items like these) comes to for the set of ``total``'s own value:
+    n0 N / (n0 + N - 1); N when it leaves out <= 5% (it nears N, never reaching it; N is exact: 121 of 127 is 127)."""
     if total is None or total < 1 or n0 >= MAX_ITEMS:
         return n0
-    return min(total, max(1, math.ceil(n0 * total / (n0 + total - 1))))
+    n = min(total, max(1, math.ceil(n0 * total / (n0 + total - 1))))
+    return total if total - n <= total // 20 else n
 
 
 def _tango_z(b: int, c: int, n: int, delta: float) -> float:
