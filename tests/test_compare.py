@@ -127,7 +127,7 @@ def test_two_fake_models_differ_as_measured(views):
     assert acc.ci[0] <= acc.diff <= acc.ci[1] and acc.p_holm == acc.p  # one pair: nothing to adjust
     assert acc.mdd == stats.min_detectable_difference(24, (a_only + b_only) / 24)
     v = c.verdicts[0]
-    assert v.kind == (cmp.DIFFERENT if acc.p < 0.05 else cmp.NOISE) and v.p == acc.p
+    assert v.kind == (cmp.DIFFERENT if acc.p < 0.05 else cmp.CANNOT_TELL) and v.p == acc.p
     assert "discotex accuracy" in v.reason
     assert c.power == (cmp.TaskPower("discotex", "accuracy", v.a, v.b, 24, acc.mdd),)  # the table's own figure
 
@@ -139,7 +139,7 @@ def test_numerically_close_follows_the_tolerance(views):
     assert c.agreements[0].max_abs_delta == pytest.approx(2e-4, rel=1e-6)
     assert c.agreements[0].mean_kl == pytest.approx(0.0, abs=1e-12)  # a shift: same distribution
     strict = cmp.compare([views["a"], nudged], tolerance=1e-5)
-    assert strict.verdicts[0].kind == cmp.NOISE and strict.verdicts[0].p == 1.0
+    assert strict.verdicts[0].kind == cmp.CANNOT_TELL and strict.verdicts[0].p == 1.0
     with pytest.raises(UsageError):
         cmp.compare([views["a"], nudged], tolerance=-1)
 
@@ -156,7 +156,7 @@ def test_three_runs_holm_and_the_best_group(views):
     assert group.best == "oracle" and group.members == ("oracle",)
     ab = next(m for m in acc if (m.a, m.b) == ("fake", "fake-7"))
     if ab.p_holm >= 0.05:  # neither fake is distinguishable from the other, both far from the oracle
-        assert by_pair[("fake", "fake-7")].kind == cmp.NOISE
+        assert by_pair[("fake", "fake-7")].kind == cmp.CANNOT_TELL
     assert cmp.compare([views["a"], views["b"]]).groups == ()  # two runs: no group
 
 
@@ -248,7 +248,7 @@ def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
     """Two real runs differing in one setting (--n-batch: the decode cuts of the ~300-token
     prompts): the setting is named, the log-probs move, and the verdict says how much.
     Measured (llama-cpp-python 0.3.36, CPU AVX2/FMA, 2 threads), 10 items at 64 vs 512: one
-    prediction of 10 flipped, max |delta log-prob| 0.34 nats, same accuracy: same within noise."""
+    prediction of 10 flipped, max |delta log-prob| 0.34 nats, same accuracy: cannot tell apart."""
     # the shared run (the first 4 items, TED: the shortest prompts; n_batch 512, the default), and it at 128
     r = CliRunner().invoke(cli, [*gemma_run.args, "--n-batch", "128", "--out", str(tmp_path / "nb128")])
     assert r.exit_code == 0, r.output
@@ -258,5 +258,5 @@ def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
         "n_batch": (128, 512), "provenance.schedule.n_ubatch": (128, 512)}
     (g,) = c.agreements
     assert g.n == 4 and g.max_abs_delta > 0  # the decode cuts changed the numbers
-    assert c.verdicts[0].kind in (cmp.CLOSE, cmp.NOISE), c.verdicts[0].line
+    assert c.verdicts[0].kind in (cmp.CLOSE, cmp.CANNOT_TELL), c.verdicts[0].line
     assert "n_batch" in render(c, "table")

@@ -70,7 +70,7 @@ def test_two_runs(runs):
     assert max(map(len, out.splitlines())) <= 120, [ln for ln in out.splitlines() if len(ln) > 120]
     c = api(runs["a"], runs["b"])
     assert verdict_lines(out) == [v.line for v in c.verdicts]
-    assert c.verdicts[0].kind in (cmp.DIFFERENT, cmp.NOISE) and c.verdicts[0].p is not None
+    assert c.verdicts[0].kind in (cmp.DIFFERENT, cmp.CANNOT_TELL) and c.verdicts[0].p is not None
     # the items matched, the settings that differ, the power stated in words
     assert ["discotex", "24", "/", "24", "24", "0"] in [ln.split() for ln in out.splitlines()]
     settings = out.split("Recorded settings that differ", 1)[1].split("Paired differences", 1)[0]
@@ -130,7 +130,7 @@ def test_tolerance(runs):
     assert verdict_lines(invoke("compare", runs["a"], runs["nudged"]).stdout)[0].split(": ")[1].startswith(
         "numerically close (same predictions on 24 items, max |delta log-prob| 2.00e-04 <= 0.001 nats")
     strict = verdict_lines(invoke("compare", runs["a"], runs["nudged"], "--tolerance", 1e-5).stdout)[0]
-    assert ": same within noise (" in strict
+    assert ": cannot tell apart (" in strict
     # the command's defaults are the library's
     defaults = {p.name: p.default for p in compare_command.params}
     assert defaults["tolerance"] == cmp.TOLERANCE and defaults["alpha"] == stats.ALPHA

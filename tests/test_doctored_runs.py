@@ -189,10 +189,10 @@ def test_merge_of_a_shard_that_lost_a_line_is_refused(made, tmp_path):
     assert not (tmp_path / "m" / "results.json").exists()
 
 
-def test_compare_against_an_all_nan_run_is_not_same_within_noise(run, made):
+def test_compare_against_an_all_nan_run_is_refused_not_told_apart(run, made):
     _all_nan(run)
     r = invoke("compare", made[0], run)
-    assert r.exit_code != 0 and "same within noise" not in r.output and "logprobs[0] is nan" in r.output
+    assert r.exit_code != 0 and "cannot tell apart" not in r.output and "logprobs[0] is nan" in r.output
 
     from abricot_local.analysis import compare as cmp
     from abricot_local.analysis.loading import load_run

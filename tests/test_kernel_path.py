@@ -255,7 +255,7 @@ def test_numbers_that_moved_within_noise_pass_on_another_kernel_path_but_not_wit
     r = invoke("check", run)
     assert r.exit_code == 0, r.output
     assert "numerically close" not in r.stdout  # 0.05 nats > compare's tolerance
-    assert "(re-scored here): same within noise (" in r.stdout and "the verdict is same within noise" in r.stdout
+    assert "(re-scored here): cannot tell apart (" in r.stdout and "the verdict is cannot tell apart" in r.stdout
     assert "not reproduced bit for bit" in r.stdout
     r = invoke("check", run, "--exact")
     assert r.exit_code == 1 and r.stdout.splitlines()[-1].startswith("NOT reproduced (--exact demands")

@@ -37,8 +37,8 @@ from abricot_local.record import Sample
 from abricot_local.tasks import make_task
 
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
-IDENTICAL, CLOSE, NOISE, DIFFERENT, UNTESTED = (
-    "identical", "numerically close", "same within noise", "different", "not comparable")
+IDENTICAL, CLOSE, CANNOT_TELL, DIFFERENT, UNTESTED = (
+    "identical", "numerically close", "cannot tell apart", "different", "not comparable")
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
         raise UsageError(f"{opt('seed')} must be between 0 and {MAX_SEED}, got {seed}")
     runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
     refs = references(runs, reference)
-    for r in runs:  # a NaN log-prob compares as nothing: refused, never "same within noise"
+    for r in runs:  # a NaN log-prob compares as nothing: refused, never "cannot tell apart"
         for t in r.run_tasks:
             try:
                 require_finite(list(t.samples), t.name)
@@ -370,7 +370,7 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
             primary: Mapping[str, str], tolerance: float, alpha: float) -> Verdict:
     """identical (every log-prob bit-equal) > numerically close (same predictions, every
     |delta log-prob| <= tolerance) > different (some task's primary metric, else its first
-    tested one, has a Holm-adjusted p < alpha) > same within noise."""
+    tested one, has a Holm-adjusted p < alpha) > cannot tell apart."""
     ags = [g for g in agreements if (g.a, g.b) == (a, b)]
     n = sum(g.n for g in ags)
     if ags and all(g.identical for g in ags):
@@ -395,4 +395,4 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
         text += "; the CI excludes 0 but the test does not reject"
     if m.mdd is not None:
         text += f"; {m.n} items detect only differences of {m.mdd:.3f} or more (80% power)"
-    return Verdict(a, b, NOISE, text, m.p_holm)
+    return Verdict(a, b, CANNOT_TELL, text, m.p_holm)

@@ -38,7 +38,7 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
             data: tuple[str, ...], data_dir: str | None, models_file: str | None) -> None:
     """Compare finished runs item by item: the items they share (same id, same scored context),
     every recorded setting that differs, paired differences with their CI and test, and one
-    verdict per pair (identical, numerically close, same within noise, different); each run against
+    verdict per pair (identical, numerically close, cannot tell apart, different); each run against
     its reference with a margin (equivalent, not worse, worse, cannot tell yet), and the answers that
     changed (near ties or decisive).
 
