@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +15,10 @@ import realdata  # imported before any test's monkeypatch: it records the real u
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "data" / "abricot_invented_fixture.csv"
+
+if "HF_DATASETS_CACHE" not in os.environ:  # lm-eval's `datasets`, read by the tests that run it: one cache, removed at exit
+    os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="abricot-test-hf-datasets-")
+    atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], True)
 
 
 def isolated_env(root: Path) -> dict[str, str]:

@@ -10,11 +10,9 @@ build byte for byte `run`'s contexts, and score them to `run`'s numbers.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="abricot-test-hf-datasets-"))
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 

@@ -16,11 +16,9 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-# lm-eval reads its data through `datasets`, which reads these when first imported
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="abricot-test-hf-datasets-"))
+# lm-eval reads its data through `datasets`, which reads these when first imported (its cache: conftest.py)
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 
