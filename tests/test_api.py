@@ -5,6 +5,7 @@ and lm-eval's results layout checked against lm-eval's own schema and file-name 
 
 from __future__ import annotations
 
+import html
 import json
 import warnings
 from pathlib import Path
@@ -168,6 +169,12 @@ def test_plan_is_the_dry_run(tmp_path):
     assert "with calibrate=True measures" in api_text and "with --calibrate measures" in cli_text
     in_python = cli_text.replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True")
     assert plan.to_json() == json.loads(in_python)
+    # shown as the command prints it (in the API's words), in one line as a repr, as the text in a notebook
+    text = invoke("run", "fake", "--tasks", "abricot_abs", "--sample", "8", *CLI, "--dry-run").stdout
+    table = text[text.index("(a dry run"):].replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True")
+    assert str(plan).split() == table.split() and "shard=K/2 (each part)" in str(plan)  # (folded where it fits)
+    assert repr(plan) == "Plan(fake: 8 items, time unknown)" and isinstance(plan, api.Plan)
+    assert plan._repr_html_() == f"<pre>{html.escape(str(plan))}</pre>"
 
 
 def test_a_sweep_and_compare(tmp_path):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.errors import AbricotError, keywords, render
+from abricot_local.run.dry_run import DryRun
 
 
 PathLike = os.PathLike  # a Path, or any path object
@@ -32,6 +34,29 @@ class SweepError(AbricotError):
         self.runs = runs
         lines = [f"{len(failed)} model(s) failed:"] + [f"  {model}: {why}" for model, why in self.failed]
         super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True, repr=False)
+class Plan(DryRun):
+    """``plan``'s answer: `run --dry-run`'s plan (a run.dry_run.DryRun: ``models``, ``to_json()``), shown as
+    the command prints it (``str``; a notebook's cell: the same text), ``repr`` in one line."""
+
+    def __repr__(self) -> str:
+        from abricot_local.console import _duration
+
+        items = sum(t.items for m in self.models for t in m.tasks)
+        time = "time unknown" if self.seconds is None else f"about {_duration(self.seconds)}"
+        return f"Plan({', '.join(m.label for m in self.models)}: {items:,} items, {time})"
+
+    def __str__(self) -> str:
+        from abricot_local.console.plan import full
+
+        return full(self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"
 
 
 def _models(model) -> list[str]:
@@ -121,10 +146,11 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
-    plan (run.dry_run.DryRun: items, tokens, download, memory, predicted time; ``to_json()``);
-    nothing scored, written or downloaded."""
+    plan (a Plan, run.dry_run.DryRun's: items, tokens, download, memory, predicted time; ``to_json()``;
+    ``print`` it for the command's text); nothing scored, written or downloaded."""
     from abricot_local.run import dry_run
 
     check_call(plan, locals())
     request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    return dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)
+    made = dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)
+    return Plan(**{f.name: getattr(made, f.name) for f in fields(made)})
