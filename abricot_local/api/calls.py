@@ -42,10 +42,10 @@ class Plan(DryRun):
     the command prints it (``str``; a notebook's cell: the same text), ``repr`` in one line."""
 
     def __repr__(self) -> str:
-        from abricot_local.console import _duration
+        from abricot_local.console.plan import _time
 
         items = sum(t.items for m in self.models for t in m.tasks)
-        time = "time unknown" if self.seconds is None else f"about {_duration(self.seconds)}"
+        time = "time unknown" if self.seconds is None else f"about {_time(self.seconds)}"
         return f"Plan({', '.join(m.label for m in self.models)}: {items:,} items, {time})"
 
     def __str__(self) -> str:
