@@ -349,6 +349,7 @@ def test_run_quants_runs_the_ladder_and_report_draws_it(models, tmp_path, discot
     doc = json.loads(invoke("report", out, "--models", models, "--table", "quant", "--format", "json").stdout)
     rows = {r["quant"]: r for r in doc["quant_ladder"]}
     assert rows["Q8_0"]["reference"] is None and rows["Q8_0"]["verdict_text"] == "reference"
+    assert rows["Q8_0"]["n"] == 20 and rows["Q4_K_M"]["n"] == 20  # the reference's own items; each rung's shared
     assert [r["quant"] for r in doc["quant_ladder"]] == ["Q8_0", "Q5_K_M", "Q4_K_M"]
     q4, q5 = rows["Q4_K_M"], rows["Q5_K_M"]
     assert q4["verdict"]["kind"] == "equivalent" and q4["same_pred"] == 1.0 and q4["kl_mean"] == 0.0

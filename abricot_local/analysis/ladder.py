@@ -34,7 +34,7 @@ class Rung:
     reference: str  # the reference run's label ("" on the reference's own row)
     size: int | None  # the model file's bytes (None: not recorded)
     items_per_s: float | None  # measured while scoring the task (None: nothing scored by the last process)
-    n: int = 0  # common items with the reference
+    n: int = 0  # common items with the reference (the reference's own row: the items it scored)
     same_pred: float | None = None
     kl_mean: float | None = None  # mean KL(reference || this quant), nats
     verdict: Equivalence | None = None  # the task's primary metric
@@ -68,7 +68,8 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
         ref = members[highest_precision([r.quant for r in members])]
         ref_view = ref
         for task in ref.tasks:
-            out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task)))
+            out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task),
+                            n=ref.record.tasks[task].n))
             for other in sorted(members, key=lambda r: -quant_bits(r.quant)):  # down the ladder
                 if other is ref or task not in other.tasks:
                     continue

@@ -514,7 +514,7 @@ function ladder() {  // each quant against the highest-precision one of its mode
     h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
-        h("td", {cls: "num", text: r.reference ? String(r.n) : ""}),
+        h("td", {cls: "num", text: String(r.n)}),
         h("td", {title: r.verdict ? [r.verdict.line, r.verdict.like_line || ""].join("\n").trim() : "", text: r.verdict_text}),
         h("td", {cls: "num", text: r.difference_text ?? ci(r.verdict)}),
         h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
