@@ -260,3 +260,20 @@ def test_real_gemma_n_batch_128_against_512(gemma_run, tmp_path):
     assert g.n == 4 and g.max_abs_delta > 0  # the decode cuts changed the numbers
     assert c.verdicts[0].kind in (cmp.CLOSE, cmp.CANNOT_TELL), c.verdicts[0].line
     assert "n_batch" in render(c, "table")
+
+
+def test_a_ci_that_excludes_0_beside_a_test_that_does_not_reject_says_why():
+    """The last session's SmolLM2 ladder: F16 vs Q4_0 on 40 items, +0.175 [+0.035, +0.329], McNemar exact p = 0.039,
+    0.117 Holm-adjusted over 3 pairs: the CI is not adjusted, the p-value is; with 2 runs there is nothing to adjust."""
+    m = cmp.MetricComparison("discotex", "accuracy", "accuracy", "f16", "q4_0", 40, 0.325, 0.15, 0.175,
+                             (0.0347, 0.3294), "McNemar exact", 9.0, 0.039, p_holm=0.117, mdd=0.204)
+    g = cmp.Agreement("discotex", "f16", "q4_0", 40, 0.525, 2.0, 0.5, 0.04, False)
+    v = cmp.verdict("f16", "q4_0", [m], [g], {"discotex": "accuracy"}, cmp.TOLERANCE, 0.05)
+    assert v.kind == cmp.CANNOT_TELL and v.p == 0.117
+    assert ("p = 0.117 (Holm-adjusted over the pairs); the CI (not adjusted over the pairs) excludes 0 but the "
+            "Holm-adjusted test does not reject; 40 items detect only differences of 0.204 or more") in v.reason
+    alone = cmp.verdict("f16", "q4_0", [replace(m, p=0.06, p_holm=0.06)], [g], {"discotex": "accuracy"},
+                        cmp.TOLERANCE, 0.05)
+    assert alone.kind == cmp.CANNOT_TELL and "p = 0.06; the CI excludes 0 but the test does not reject;" in alone.reason
+    assert cmp.verdict("f16", "q4_0", [replace(m, p_holm=0.039)], [g], {"discotex": "accuracy"}, cmp.TOLERANCE,
+                       0.05).kind == cmp.DIFFERENT

@@ -392,7 +392,8 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     if m.p_holm < alpha:
         return Verdict(a, b, DIFFERENT, text + ("; the CI includes 0" if zero_inside else ""), m.p_holm)
     if not zero_inside:
-        text += "; the CI excludes 0 but the test does not reject"
+        text += ("; the CI (not adjusted over the pairs) excludes 0 but the Holm-adjusted test does not reject"
+                 if adjusted else "; the CI excludes 0 but the test does not reject")
     if m.mdd is not None:
         text += f"; {m.n} items detect only differences of {m.mdd:.3f} or more (80% power)"
     return Verdict(a, b, CANNOT_TELL, text, m.p_holm)
