@@ -31,6 +31,8 @@ def test_the_example_notebook_runs(gemma_path, smollm2_path, discotex_dir, gemma
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the figure was not drawn"
+    assert any("(a dry run: nothing is scored" in str(o.get("data", {}).get("text/html", "")) for o in outputs), \
+        "the plan's table was not shown"
     kinds = (cmp.IDENTICAL, cmp.CLOSE, cmp.CANNOT_TELL, cmp.DIFFERENT)
     assert any(k in str(o) for o in outputs for k in kinds), "no verdict shown"
     name = "samples-discotex.jsonl"
