@@ -235,9 +235,13 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         found = Path(name).expanduser()
         hit = None if found.exists() or "/" in name or "\\" in name else stores.find_by_file_name(name, model_dirs)
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts) if hit else finish(found, "path"))
-    spec = _lookup(name, registry, models_file, model_dirs)
-    if not isinstance(spec, ModelSpec):  # a file in llama.cpp's cache or a --model-dir folder
-        return Located(name, backend, finish(spec.path, spec.source, facts=spec.facts))
+    try:
+        spec = lookup(name, known())
+    except UnknownModelError as err:  # else a file of that name in llama.cpp's cache or a --model-dir folder
+        hit = stores.find_by_file_name(name, model_dirs)
+        if hit is None:  # else the close matches, the registry's and this machine's
+            raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
+        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
     return _entry(name, backend, spec)
 
 
@@ -271,21 +275,6 @@ def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
     if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
         refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
     return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
-
-
-def _lookup(name: str, registry, models_file, model_dirs):
-    """The registry entry ``name`` names, else a file of that name in llama.cpp's cache or a
-    --model-dir folder (a stores.Found), else UnknownModelError with close matches, the
-    registry's and this machine's."""
-    from abricot_local.models import stores
-
-    try:
-        return lookup(name, _registry(registry, models_file))
-    except UnknownModelError as err:
-        hit = stores.find_by_file_name(name, model_dirs)
-        if hit is not None:
-            return hit
-        raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
 
 
 def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,
