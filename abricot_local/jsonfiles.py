@@ -137,15 +137,15 @@ def write_error(path: Path, exc: OSError) -> ResultsError:
     return ResultsError(f"cannot write {path}: {exc.strerror or exc}")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (str, or bytes: a figure) to ``path`` so that readers see the old file or the whole new one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise write_error(path, exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as fh:
             fh.write(text)
             fh.flush()
             os.fchmod(fh.fileno(), file_mode())

@@ -228,6 +228,7 @@ def test_plots_are_png_files(runs, tmp_path):
     for p in out.iterdir():
         data = p.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000, p.name
+        assert p.stat().st_mode & 0o444 == 0o444, p.name  # written whole with the umask's mode, not mkstemp's 0600
 
 
 def _skewed(runs, tmp_path) -> Path:

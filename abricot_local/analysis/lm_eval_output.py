@@ -150,9 +150,11 @@ def inside_a_run(out: Path) -> Path | None:
 
 def export(run, out) -> Path:
     """Write the layout of ``run`` (analysis.runs.Run) under ``out`` (every file whole, atomically); the
-    model's folder. Refused: ``out`` inside a run folder, or ``run`` an lm-eval output."""
+    model's folder. Refused: ``out`` inside a run folder, ``out``, the model's folder or a file in it a link (or
+    read-only), or ``run`` an lm-eval output."""
     from abricot_local.jsonfiles import atomic_write
     from abricot_local.names import path_part
+    from abricot_local.record.outputs import output_file, output_folder
 
     if run.lm_eval:
         raise UsageError(f"{run.path} is an lm-eval output already; the lm-eval layout is written of runs of "
@@ -163,9 +165,14 @@ def export(run, out) -> Path:
     if home is not None:
         raise UsageError(f"{out} is inside the run folder {home}: the export would be read as a second run there; "
                          "give a folder outside any run")
+    for folder in (Path(out), where):  # no link, none read-only (record.outputs)
+        output_folder(folder)
     stamp = date_id(run.record)
-    for name, lines in samples.items():
-        atomic_write(where / f"samples_{name}_{stamp}.jsonl",
-                     "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
-    atomic_write(where / f"results_{stamp}.json", json.dumps(doc, indent=2, ensure_ascii=False))
+    files = {where / f"samples_{name}_{stamp}.jsonl": "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+             for name, lines in samples.items()}
+    files[where / f"results_{stamp}.json"] = json.dumps(doc, indent=2, ensure_ascii=False)
+    for path in files:
+        output_file(path)
+    for path, text in files.items():
+        atomic_write(path, text)
     return where

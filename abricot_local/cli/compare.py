@@ -50,6 +50,10 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     from abricot_local.models.registry import load_registry
 
     check_alpha(alpha)
+    if output:
+        from abricot_local.record.outputs import output_file
+
+        output_file(output)  # before the runs are read
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     registry = load_registry(models_file)

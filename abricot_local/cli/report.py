@@ -65,6 +65,16 @@ def _data_hint(err: ResultsError) -> str:
     return "; give it with " + " ".join(f"--data {k}=PATH" for k in err.keys) + " or --data-dir DIR"
 
 
+def _checked(path: str | None, folder: bool) -> Path | None:
+    """A file or folder given to write to, refused before any run is read when it is a link, read-only or
+    a run's own (record.outputs)."""
+    if not path:
+        return None
+    from abricot_local.record.outputs import output_file, output_folder
+
+    return (output_folder if folder else output_file)(path)
+
+
 def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str | None, read=None):
     """The finished runs at ``folders``, read together (``read``: analysis.loading.load_all, or
     report.tables.build: lm-eval outputs' data from --data/--data-dir, then from what the runs
@@ -125,6 +135,9 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         if home is not None:
             raise UsageError(f"-o {output} is inside the run folder {home}: the export would be read as a second "
                              "run there; give a folder outside any run")
+    out = _checked(output, fmt == "lm-eval")
+    if plot_dir:
+        _checked(plot_dir, True)
     registry = load_registry(models_file)
     doc = read_runs(finished_runs(runs, strict), registry, data, data_dir, read=rep.build)
     if fmt == "lm-eval":
@@ -150,7 +163,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     if output:
         from abricot_local.jsonfiles import atomic_write
 
-        atomic_write(Path(output), text if text.endswith("\n") else text + "\n")
+        atomic_write(out, text if text.endswith("\n") else text + "\n")
         echo(f"wrote {output}", err=True)
     else:
         echo(text, nl=not text.endswith("\n"))

@@ -36,10 +36,15 @@ def _new_figure(width: float, height: float):
 
 
 def _save(fig, path: Path) -> Path:
-    try:
-        fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight")
-    except OSError as exc:
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """The figure written whole (a rename), never through or over a link (record.outputs)."""
+    import io
+
+    from abricot_local.jsonfiles import atomic_write
+    from abricot_local.record.outputs import output_file
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight")
+    atomic_write(output_file(path), png.getvalue())
     return path
 
 
@@ -241,7 +246,9 @@ def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...]
     """Every figure of a report into ``out_dir`` (``bar_charts``: the per-metric bars too).
     A figure that cannot be drawn is left out and named in the notes; the others are written."""
     _new_figure(1, 1)  # fail early, with the install hint, when matplotlib is missing
-    out = Path(out_dir)
+    from abricot_local.record.outputs import output_folder
+
+    out = output_folder(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError, opt
-from abricot_local.run.owned import (FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, close_own, guard, open_own,
-                                     refuse_link, remove_own, samples_name)
+from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
+from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, samples_name
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,

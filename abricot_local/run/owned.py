@@ -15,22 +15,14 @@ from pathlib import Path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.names import path_part
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
+from abricot_local.record.outputs import LOCK, MARKERS, is_run_folder
 
-LOCK = ".lock"
-RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
-MARKERS = (RUNNING, INTERRUPTED, FAILED)
 SHOWN = 5  # entries a refusal names
 _STARTING = re.compile(rf"\.({'|'.join(MARKERS)})\.[^/]+\.tmp")  # a run starting there this moment: its state file
 
 
 def samples_name(task: str) -> str:
     return f"samples-{path_part(task, 'task')}.jsonl"
-
-
-def is_run_folder(folder: str | Path) -> bool:
-    """Whether ``folder`` is a run's: results.json, a state file or a checkpoint's manifest."""
-    folder = Path(folder)
-    return any((folder / n).is_file() for n in (RESULTS, *MARKERS)) or (folder / CHECKPOINT / RUN_MANIFEST).is_file()
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -83,7 +75,7 @@ def _names(folder: Path, entries: list[str]) -> str:
 
 def guard(folder: Path) -> None:
     """Refuse ``folder`` for a run unless it is new, empty or a run's own, outside any other
-    run, with nothing but the run's own regular files where it keeps them. Writes nothing."""
+    run, no link itself, with nothing but the run's own regular files where it keeps them. Writes nothing."""
     folder = Path(folder)
     outer = next((p for p in folder.absolute().parents if is_run_folder(p)), None)
     if outer is not None:
@@ -91,6 +83,7 @@ def guard(folder: Path) -> None:
                            "folder outside it")
     if _lstat(folder) is None:
         return
+    refuse_link(folder, folder=True)
     if not folder.is_dir():
         raise ResultsError(f"{folder} is not a folder; choose another {opt('out')}")
     if not is_run_folder(folder):

@@ -15,7 +15,7 @@ from typing import Callable
 from abricot_local.errors import AbricotError, opt, recorded_text
 from abricot_local.record import RESULTS, Manifest
 from abricot_local.run.folder import OutputDir
-from abricot_local.run.owned import INTERRUPTED, RUNNING
+from abricot_local.record.outputs import INTERRUPTED, RUNNING
 from abricot_local.run.resume import resumable
 from abricot_local.run.states import items_text, saved_counts
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abricot_local.errors import ResultsError, opt
-from abricot_local.run.owned import FAILED, LOCK, MARKERS, RUNNING
+from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 from abricot_local.jsonfiles import read_jsonl
 
@@ -60,7 +60,7 @@ def _lock_held(folder: Path) -> bool:
 
 
 def is_run_folder(folder: Path) -> bool:
-    """A folder to list: results.json, a state file, or a checkpoint folder (owned.is_run_folder,
+    """A folder to list: results.json, a state file, or a checkpoint folder (record.outputs.is_run_folder,
     which a run must find before it writes there, also wants the checkpoint's manifest); or an lm-eval
     output folder (its results_*.json: read as a run, analysis/lm_eval_input.py)."""
     return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir()
