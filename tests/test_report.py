@@ -133,6 +133,15 @@ def test_metrics_filter(runs):
                            "abricot_abs@calamita.pearson", "abricot_inc@calamita.pearson"]  # the first run's first
 
 
+def test_a_metrics_pattern_that_selects_nothing_is_said(runs):
+    r = CliRunner().invoke(cli, ["report", *map(str, runs.values()), "--metrics", "nope,discotex.["])
+    assert r.exit_code == 2 and "--metrics nope,discotex.[: no metric of these runs matches; theirs: " \
+        "discotex.accuracy, " in r.output, r.output  # was an empty table, exit 0
+    r = CliRunner().invoke(cli, ["report", *map(str, runs.values()), "--metrics", "nope,pearson", "--format", "csv"])
+    assert r.exit_code == 0 and "note: --metrics nope matches no metric of these runs" in r.stderr
+    assert "abricot_abs.pearson" in r.stdout
+
+
 # -- published baselines ------------------------------------------------------------------------
 def test_registry_reproduces_fields_all_name_published_rows():
     for spec in load_registry().values():

@@ -219,3 +219,9 @@ def metric_keys(report: Report, patterns: tuple[str, ...] = ()) -> list[str]:
         keys.extend(m.key for m in run.metric_values if m.key not in keys and _selected(m.key, patterns))
     return keys
 
+
+def unmatched(report: Report, patterns: tuple[str, ...]) -> list[str]:
+    """The ``patterns`` (``report --metrics``) that select no metric of the report's runs."""
+    keys = metric_keys(report)
+    return [p for p in patterns if not any(_selected(k, (p,)) for k in keys)]
+

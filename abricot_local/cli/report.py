@@ -75,6 +75,19 @@ def _checked(path: str | None, folder: bool) -> Path | None:
     return (output_folder if folder else output_file)(path)
 
 
+def _metrics_named(doc, patterns: tuple[str, ...], given: str) -> None:
+    """--metrics: a pattern that selects no metric of the runs is said (every one: refused, naming theirs)."""
+    from abricot_local.analysis.overview import metric_keys, unmatched
+
+    missed = unmatched(doc, patterns)
+    if missed and len(missed) == len(patterns):
+        keys = metric_keys(doc)
+        raise UsageError(f"--metrics {given}: no metric of these runs matches; theirs: {', '.join(keys[:12])}"
+                         + (f" and {len(keys) - 12} more" if len(keys) > 12 else ""))
+    for p in missed:
+        echo(f"note: --metrics {p} matches no metric of these runs", err=True)
+
+
 def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str | None, read=None):
     """The finished runs at ``folders``, read together (``read``: analysis.loading.load_all, or
     report.tables.build: lm-eval outputs' data from --data/--data-dir, then from what the runs
@@ -140,6 +153,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         _checked(plot_dir, True)
     registry = load_registry(models_file)
     doc = read_runs(finished_runs(runs, strict), registry, data, data_dir, read=rep.build)
+    _metrics_named(doc, patterns, metrics)
     if fmt == "lm-eval":
         from abricot_local.analysis.lm_eval_output import export
 
