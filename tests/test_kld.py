@@ -312,6 +312,18 @@ def test_a_missing_model_file_says_what_kld_can_do(tmp_path):
     assert "put the file back there" in r.output
 
 
+def test_a_linked_kld_json_is_refused_before_any_model_loads(ladder, tmp_path, monkeypatch):
+    from abricot_local.run import kld
+
+    out = _copy(ladder, tmp_path)
+    (tmp_path / "mine.json").write_text("{}\n")
+    (out / "t-q4_0" / "kld.json").symlink_to(tmp_path / "mine.json")
+    monkeypatch.setattr(kld, "open_backend", lambda plan: pytest.fail("a model loaded"))  # was after the passes
+    r = invoke("kld", out / "t-f16", out / "t-q8_0", out / "t-q4_0")
+    assert r.exit_code != 0 and "kld.json is a symbolic link" in r.output, r.output
+    assert (tmp_path / "mine.json").read_text() == "{}\n" and not (out / "t-q8_0" / "kld.json").exists()
+
+
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
     """Ctrl-C ended kld with 1 and click's "Aborted!"; SIGTERM killed it without a word."""

@@ -214,6 +214,8 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
     recorded run (run.request.of_record), as `check` rebuilds them."""
     say = notify or (lambda _t: None)
     lad = ladder_of(reference, runs, data_dir=data_dir, backend_values=backend_values, limit=limit, force=force)
+    for r in lad.rungs:  # what write() refuses, refused before any model loads
+        _writable(Path(r.run.path) / stats.FILE)
     n, g = len(lad.rungs), len(lad.groups)
     say(f"kld: {n} run{'s' * (n != 1)} against {lad.ref.path}: {g} reference pass{'es' * (g != 1)}"
         + (" (the models that fit in memory together, and runs that scored the same items, share one)" if g > 1
@@ -279,6 +281,12 @@ def _pass(backend, lad: Ladder, rungs: Sequence[Rung], task_runs, progress) -> l
     return out
 
 
+def _writable(path: Path) -> Path:
+    if path.is_symlink():
+        raise ResultsError(f"{path} is a symbolic link: kld writes only files of its own")
+    return path
+
+
 def write(res: KldResult, ref_record, rec, options) -> None:
     """Into the run's folder, beside what an earlier `kld` kept against other references: read, merged
     and written under the file's lock (jsonfiles.locked), so a `kld` into the same run at the same time
@@ -287,9 +295,7 @@ def write(res: KldResult, ref_record, rec, options) -> None:
 
     from abricot_local.jsonfiles import atomic_write, locked
 
-    path = res.run / stats.FILE
-    if path.is_symlink():
-        raise ResultsError(f"{path} is a symbolic link: kld writes only files of its own")
+    path = _writable(res.run / stats.FILE)
     entry = {
         "reference": {"folder": str(res.reference), "model": ref_record.model.name,
                       "model_sha256": ref_record.model.sha256},
