@@ -127,6 +127,8 @@ def test_ctrl_c_leaves_a_run_that_resume_continues(tmp_path, monkeypatch):
             quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o")
     assert "resume=True" in str(err.value) and (tmp_path / "o" / "INTERRUPTED").is_file()
     assert not (tmp_path / "o" / "results.json").exists()
+    with pytest.warns(api.AbricotWarning, match=r"o \(interrupted, 5 of 18 items; resume=True continues"):
+        assert [r.path for r in api.load_runs(tmp_path)] == [ref.path]  # was "resumeTrue": the markers unrendered
     run = quiet_evaluate("fake", "abricot_abs", out=tmp_path / "o", resume=True)
     name = "samples-abricot_abs.jsonl"
     assert (Path(run.path) / name).read_bytes() == (Path(ref.path) / name).read_bytes()

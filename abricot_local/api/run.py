@@ -13,7 +13,7 @@ from pathlib import Path
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, render
 
 PathLike = os.PathLike
 # as evaluate's ``data``: {task: path}, "task=path", or a list of "task=path" and (task, path)
@@ -52,7 +52,7 @@ def finished(paths, *, what: str) -> list[str]:
         raise ResultsError(f"{what} holds no results.json and no run folder below it")
     for s in states:
         if not s.complete:
-            warnings.warn(f"skipped {s.path} ({s.describe()})", AbricotWarning, stacklevel=4)
+            warnings.warn(render(f"skipped {s.path} ({s.describe()})"), AbricotWarning, stacklevel=4)  # keywords
     done = list(dict.fromkeys(str(s.path) for s in states if s.complete))
     if not done:
         raise ResultsError(f"no finished run in {what}")
