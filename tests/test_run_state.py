@@ -97,6 +97,30 @@ def test_an_interrupt_before_anything_is_written_offers_no_resume(tmp_path, data
         assert "Aborted" not in r.output and not (tmp_path / "o").exists()
 
 
+def test_a_run_that_failed_before_its_first_item_leaves_a_folder_a_new_run_takes(tmp_path, data):
+    """A prompt over --n-ctx fails the run before it scores an item: the same command with --n-ctx raised (or
+    with --resume) runs there; a failed run with items saved is named as failed, not interrupted."""
+    out = tmp_path / "o"
+    r = run_fake(data, out, "--n-ctx", 64)
+    assert r.exit_code != 0 and "raise --n-ctx" in r.output and markers(out) == ["FAILED"]
+    r = run_fake(data, out, "--n-ctx", 8192)  # was: "holds an interrupted run; add --resume" (refused again)
+    assert r.exit_code == 0, r.output
+    assert markers(out) == [] and (out / "results.json").is_file() and not (out / ".checkpoint").exists()
+    assert run_fake(data, tmp_path / "again", "--n-ctx", 64).exit_code != 0
+    assert run_fake(data, tmp_path / "again", "--n-ctx", 8192, "--resume").exit_code == 0
+
+
+def test_a_failed_run_with_items_saved_is_named_as_failed(tmp_path, data, monkeypatch):
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        fail_after(m, 3, ModelError("boom"))
+        run_fake(data, out)
+    r = run_fake(data, out, "--n-ctx", 9000)
+    assert r.exit_code != 0 and f"{out} holds a failed run (3 items saved); add --resume to continue it with the " \
+        "options it recorded" in r.output, r.output
+    assert markers(out) == ["FAILED"]
+
+
 def test_an_interrupted_resume_leaves_the_folder_interrupted_with_the_resume_command(tmp_path, data, monkeypatch):
     out = tmp_path / "o"
     with monkeypatch.context() as m:

@@ -51,6 +51,7 @@ class OutputDir:
         self._lock = None
         self._made: list[Path] = []  # folders acquire() created, deepest first
         self.growing: Manifest | None = None  # the manifest of a --resume that grows the finished run here
+        self.afresh = False  # check() took a folder whose run failed with nothing saved: started anew
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -123,6 +124,11 @@ class OutputDir:
         to resume), writing nothing: called before the model loads."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
+        failed = not finished and (self.path / FAILED).is_file()
+        saved = sum(saved_counts(self.path).values()) if recorded_path.exists() else 0
+        if self.afresh or (failed and not saved):  # a run that failed before it scored an item (a prompt over
+            self.afresh = True                     # --n-ctx): this one starts afresh there, whatever its options
+            return
         if not resume:
             if finished:
                 raise ResultsError(
@@ -131,8 +137,9 @@ class OutputDir:
                 )
             if recorded_path.exists():
                 raise ResultsError(
-                    f"{self.path} holds an interrupted run; add {opt('resume', True)} to continue it, or choose "
-                    f"another {opt('out')}"
+                    f"{self.path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item"
+                    f"{'s' * (saved != 1)} saved); add {opt('resume', True)} to continue it with the options it "
+                    f"recorded, or choose another {opt('out')}"
                 )
         elif recorded_path.exists():
             refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
