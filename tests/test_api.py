@@ -241,14 +241,14 @@ def test_lm_eval_layout_reads_as_lm_evals(tmp_path):
     assert r.exit_code == 2 and "-o DIR" in r.output
 
 
-@pytest.mark.parametrize("call", ["evaluate", "plan", "load_run", "load_runs", "compare"])
+@pytest.mark.parametrize("call", ["evaluate", "plan", "load_run", "load_runs", "compare", "out"])
 def test_a_path_the_file_system_refuses_is_one_error_line(call, tmp_path):
     """A path with a name over 255 bytes, given to each entry point, is its one-line AbricotError (the path
     shortened, its length said, why), as the command line says it: not an OSError (paths.path_error)."""
     long = tmp_path / ("x" * 300)
     args = {"evaluate": (f"{long}.gguf", "discotex"), "plan": (f"{long}.gguf", "discotex"), "load_run": (long,),
-            "load_runs": (long,), "compare": (long, tmp_path / "y")}[call]
+            "load_runs": (long,), "compare": (long, tmp_path / "y"), "out": ("fake", "abricot_abs")}[call]
     with pytest.raises(AbricotError) as err:
-        getattr(api, call)(*args)
+        getattr(api, "evaluate" if call == "out" else call)(*args, **(dict(ARGS, out=long) if call == "out" else {}))
     text = str(err.value)
     assert "\n" not in text and "bytes)" in text and "longer than the file system allows" in text, text

@@ -43,7 +43,9 @@ def _lstat(path: Path) -> os.stat_result | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+        from abricot_local.paths import path_error
+
+        raise path_error(exc) or ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _refuse(path: Path, st: os.stat_result | None, *, folder: bool) -> None:

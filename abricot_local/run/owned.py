@@ -31,7 +31,9 @@ def _lstat(path: Path) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+        from abricot_local.paths import path_error
+
+        raise path_error(exc) or ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def refuse_link(path: Path, *, folder: bool = False) -> None:
