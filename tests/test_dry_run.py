@@ -123,6 +123,9 @@ def test_a_dry_run_writes_nothing_and_downloads_nothing(tmp_path, monkeypatch, v
         r = invoke("run", *args, "--dry-run")
         assert r.exit_code == 0, r.output
         assert "nothing is scored, written or downloaded" in r.stdout
+        # the total says what it leaves out (it read ~8 s, a model's load, for hours of work)
+        assert ("not counted: 1 task whose data is not here (discotex): a run downloads it first" in r.stdout) \
+            == (args[0] == "mistral-7b-q4"), r.stdout
     assert tree(tmp_path) == before
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 

@@ -101,6 +101,14 @@ def full(plan, command: str = "") -> str:
     bar_text = f" ±{bar:.0%} (a model's speed is scaled from another's)" if bar else ""
     lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
                  + (bar_text if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
+    uncounted = list(dict.fromkeys(t.task for m in plan.models if not m.problem for t in m.tasks
+                                   if t.problem and t.work is None))
+    if uncounted:
+        k = len(uncounted)
+        lines.append(f"  not counted: {k} task{'s' * (k != 1)} whose data is not here ({', '.join(uncounted)}): "
+                     f"a run downloads it first and scores {'them' if k != 1 else 'it'} too (offline it cannot: see "
+                     f"{'each' if k != 1 else 'the'} task's line); with the data here, a plan counts "
+                     f"{'them' if k != 1 else 'it'}")
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
     return fold(visible("\n".join(lines), newlines=True))
