@@ -103,8 +103,8 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
 
 
 def locate(task) -> Path:
-    """``task``'s data: the file or folder given (--data KEY=PATH, --data-dir), else its cache,
-    else downloaded. A folder that cannot be searched (no permission) is one error naming it."""
+    """``task``'s data: the file or folder given (--data KEY=PATH; --data-dir DIR: in DIR/KEY/, the cache's
+    layout, else in DIR), else its cache, else downloaded. A folder that cannot be searched (no permission) is one error naming it."""
     try:
         return _locate(task)
     except OSError as exc:
@@ -129,12 +129,18 @@ def _locate(task) -> Path:
                           f"{shown(path)} is {why} (given with {opt('data', spec.key)})", path)
         return _in_folder(task, path, given=opt('data', spec.key))
     if opts.data_dir:
-        if not Path(opts.data_dir).expanduser().is_dir():
+        root = Path(opts.data_dir).expanduser()
+        if not root.is_dir():
             raise DataError(f"{opt('data_dir', opts.data_dir)}: folder not found")
-        hit = _in_folder(task, Path(opts.data_dir).expanduser(), given=opt('data_dir') if spec.kind == "folder" else "")
+        own = root / spec.key  # the cache's layout, a folder per task's data (`data pull` writes DIR/KEY/)
+        hit = _in_folder(task, own) if own.is_dir() else None
         if hit:
             return hit
-        raise missing(task, f"no data in {opt('data_dir', opts.data_dir)} ({_wanted(spec)})", opts.data_dir)
+        hit = _in_folder(task, root, given=opt('data_dir') if spec.kind == "folder" else "")
+        if hit:
+            return hit
+        raise missing(task, f"no data in {opt('data_dir', opts.data_dir)} nor in its {spec.key}/ ({_wanted(spec)})",
+                      opts.data_dir)
     cache = task.cache_folder()
     hit = _in_folder(task, cache)
     if hit:

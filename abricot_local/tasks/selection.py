@@ -65,6 +65,8 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
         try:
             runs += prepare([task], limit, sample, shard)
         except MissingDataError as err:
+            if spec and (options.data_dir or options.data_for(task.data.key, task.name)):
+                raise  # a task named whose data was given and is not there: the run refuses it too (no download)
             runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
     return runs, ()
 
