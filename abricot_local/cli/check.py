@@ -7,13 +7,13 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import backend_values, recheck_options
+from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 
 @cli.command()
 @click.argument("shards", nargs=-1, required=True, type=click.Path(), metavar="SHARD_OUT [SHARD_OUT ...]")
-@click.option("--out", type=click.Path(), required=True, help="Folder for the merged run.")
+@click.option("--out", type=OutputPath(), required=True, help="Folder for the merged run.")
 def merge(shards: tuple[str, ...], out: str) -> None:
     """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
     from abricot_local.run.merge import merge as join
@@ -26,7 +26,7 @@ def merge(shards: tuple[str, ...], out: str) -> None:
 @click.argument("out", type=click.Path())
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="Re-score only N items, drawn with the run's seed.")
-@click.option("--atol", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+@click.option("--atol", type=FiniteRange(min=0), default=1e-3, show_default=True,
               help="Largest log-prob difference accepted.")
 @click.option("--model", "model_path", default=None,
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import data_options, models_file_option
+from abricot_local.cli.options import OutputPath, data_options, models_file_option
 from abricot_local.cli.report import finished_runs, read_runs
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError
@@ -18,7 +18,7 @@ from abricot_local.errors import UsageError
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
               show_default=True, help="Output format (table: aligned text within 120 columns; csv: one row per "
               "pair, task and metric).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE, not stdout.")
+@click.option("-o", "--output", type=OutputPath(dir_okay=False), default=None, help="Write to FILE, not stdout.")
 @click.option("--tolerance", type=float, default=1e-3, show_default=True,
               help="Nats: runs with the same predictions and every |delta log-prob| within it are numerically close.")
 @click.option("--alpha", type=float, default=0.05, show_default=True,

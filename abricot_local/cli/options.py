@@ -4,6 +4,8 @@ names (:func:`flags`, the CLI's errors.Namer)."""
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from abricot_local.errors import NONE, flag_of
@@ -43,6 +45,29 @@ class _Declared(click.Choice):
     @choices.setter
     def choices(self, value) -> None:
         self._choices = tuple(value)
+
+
+class OutputPath(click.Path):
+    """A path a command writes (a folder, a file): an empty one is refused, naming the option (errors.opt), not
+    read as the current folder (``Path("")`` is ``.``) nor as the option left out."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            from abricot_local.errors import UsageError, opt
+
+            raise UsageError(f"{opt(param.name)} is empty: give the folder or file to write")
+        return super().convert(value, param, ctx)
+
+
+class FiniteRange(click.FloatRange):
+    """A float option's range, with NaN and infinities refused as click refuses a value out of range
+    (a NaN is in no range: every comparison with it is false)."""
+
+    def convert(self, value, param, ctx):
+        x = super().convert(value, param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{x} is not a finite number.", param, ctx)
+        return x
 
 
 def _click_option(spec, only: str = ""):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo, say
-from abricot_local.cli.options import backend_values, models_file_option, recheck_options
+from abricot_local.cli.options import OutputPath, backend_values, models_file_option, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -14,7 +14,7 @@ from abricot_local.cli.progress import progress as make_progress
 @click.argument("source")
 @click.option("--to", "to", required=True, metavar="Q,Q,...",
               help="The quants to write, as llama.cpp names them (e.g. F16,Q8_0,Q6_K,Q4_K_M,Q4_0,Q3_K_M,Q2_K).")
-@click.option("--out", type=click.Path(), default=None,
+@click.option("--out", type=OutputPath(), default=None,
               help="Folder for the rungs and their models.toml (default: the cache's quants/SOURCE).")
 @click.option("--allow-requantize", is_flag=True,
               help="Accept a quantized SOURCE: the F16 rung is written from it (its function at 16 bits, not "

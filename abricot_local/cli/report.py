@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import data_options, models_file_option
+from abricot_local.cli.options import OutputPath, data_options, models_file_option
 from abricot_local.errors import ResultsError, UsageError
 
 
@@ -113,14 +113,14 @@ def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str
               default="table", show_default=True, help="Output format. csv is one plain table (with --table all: the "
               "runs table); html: one self-contained page to explore the runs, best with -o; lm-eval: lm-eval's "
               "results layout (results_*.json, samples_<task>_*.jsonl per model) in the -o folder.")
-@click.option("-o", "--output", type=click.Path(), default=None,
+@click.option("-o", "--output", type=OutputPath(), default=None,
               help="Write the report to FILE, not stdout (--format lm-eval: into the folder DIR).")
 @click.option("--table", "which", type=click.Choice(["all", "runs", "published", "quant", "prompts", "samples"]),
               default="all", show_default=True, help="Which table: runs + published rows, published-in-CI checks, "
               "quant comparison, prompts (each task scored under several prompt variants: does the ranking hold?), "
               "samples (every item of every run and task: labels, correct, p_0.. choice probabilities; csv or json).")
 @click.option("--metrics", default="", help="Comma-separated metric names or TASK.METRIC patterns (e.g. accuracy,mytask.*).")
-@click.option("--plot", "plot_dir", type=click.Path(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
+@click.option("--plot", "plot_dir", type=OutputPath(), default=None, help="Write PNG figures into this folder (needs matplotlib).")
 @click.option("--verify", is_flag=True, help="Recompute every task's metrics from its samples file, and the published "
               "verdict from the recorded metrics and the published rows; exit 1 on a difference.")
 @data_options

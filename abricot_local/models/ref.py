@@ -209,11 +209,14 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     """Find what ``name`` names (any name `run` takes), fetching nothing a download would bring: an unknown
     name, a missing file or store fails here (UnknownModelError with the close matches). ``digest`` False
     (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; a hub name not in the
-    cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused)."""
+    cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused). A
+    ``models_file`` the user named is read first, whatever the name: its errors are raised."""
     from abricot_local.backends import reads_model_file
     from abricot_local.models import stores
 
     name = str(name)
+    if registry is None and models_file is not None:  # a models file the user named: read now, its errors raised
+        registry = load_registry(models_file)
 
     def known():
         return _registry(registry, models_file)
@@ -246,8 +249,9 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
 
 
 def _synthetic(name: str, backend: str, known) -> Located:
-    """A synthetic backend's model: the name is a label; a registry entry of that name keeps its published rows
-    (a broken user registry: said where it is read)."""
+    """A synthetic backend's model: the name is a label; a registry entry of that name keeps its published rows.
+    A broken default user registry does not stop it (`check` of a recorded run, as ``run.held`` reads it; a
+    ``--models`` file is read by :func:`locate` first, its errors raised)."""
     try:
         spec = None if is_path_name(name) or ":" in name else known().get(name)
     except AbricotError:
@@ -322,7 +326,7 @@ def _same_file(sha256: str, registry) -> ModelSpec | None:
     """The registry entry pinned to this SHA-256 (a file found elsewhere that is an alias's)."""
     try:
         reg = registry() if callable(registry) else registry
-    except AbricotError:  # a broken user models.toml does not stop a run of a path
+    except AbricotError:  # a broken default models.toml does not stop a run of a path (a --models file: read first)
         return None
     if not reg:
         return None

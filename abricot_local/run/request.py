@@ -98,7 +98,7 @@ class RunRequest:
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
     task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
     settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
-    registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, once read (--quants)
+    registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, read once given
 
     def known_models(self) -> dict:
         """The registry the request names models from (``models_file``'s entries too), read once."""
@@ -202,8 +202,9 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
             quants: str | Sequence[str] | None = None, margin: float | None = None, models_file=None,
             model_dirs: Sequence = ()) -> RunRequest:
     """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the tasks' and the backends'
-    options by field name; refused now where it cannot run: the counts, --margin, --quants of one model
-    (its aliases in the registry), each option's value. A model's name is found by its plan, first."""
+    options by field name; refused now where it cannot run: the counts, an empty --out, --margin, a --models
+    file that cannot be read, --quants of one model (its aliases in the registry), each option's value. A
+    model's name is found by its plan, first."""
     from abricot_local.backends import DEFAULT_BACKEND
 
     _check_counts(limit, sample, resume, out)
@@ -213,11 +214,13 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     model_dirs = tuple(str(d) for d in model_dirs)
     models = (models,) if isinstance(models, str) else tuple(str(m) for m in models)
     registry = None
-    if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
-        from abricot_local.models.quants import expand
+    if quants is not None or models_file is not None:  # a models file the user named: read now (any backend)
         from abricot_local.models.registry import load_registry
 
         registry = load_registry(models_file)
+    if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
+        from abricot_local.models.quants import expand
+
         models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), registry))
     if not models:
         raise UsageError("no model given")
@@ -225,8 +228,9 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     settle = settle_options(values or {}, sample, limit, shard)
     sample = settle.max_items if settle.on else sample  # the items the rule may read: the first of one draw
     return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
-                      Shard.parse(shard), Path(out) if out else None, resume, force, models_file, model_dirs,
-                      datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle, registry=registry)
+                      Shard.parse(shard), None if out is None else Path(out), resume, force, models_file,
+                      model_dirs, datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle,
+                      registry=registry)
 
 
 def _margin(margin) -> float | None:
@@ -240,7 +244,7 @@ def _margin(margin) -> float | None:
 
 
 def _check_counts(limit: int | None, sample: int | None, resume: bool, out) -> None:
-    """What `run` refuses before anything else: --limit, --sample, --resume without --out."""
+    """What `run` refuses before anything else: --limit, --sample, an empty --out, --resume without --out."""
     if limit is not None and limit < 1:
         raise UsageError(f"{opt('limit')} must be at least 1")
     if sample is not None and limit is not None:
@@ -248,6 +252,9 @@ def _check_counts(limit: int | None, sample: int | None, resume: bool, out) -> N
                          f"draws items with the seed, {opt('limit')} takes the first ones; give one of them")
     if sample is not None and sample < 1:
         raise UsageError(f"{opt('sample')} must be at least 1, got {sample}")
+    if out is not None and not str(out):  # Path("") is ".": not "no --out" (results/<model>/<time>/), not here
+        raise UsageError(f"{opt('out')} is empty: give the run's folder (without {opt('out')}, a run writes "
+                         "results/<model>/<time>/)")
     if resume and not out:
         raise UsageError(f"{opt('resume', True)} needs the {opt('out')} folder of the run to continue")
 

@@ -72,12 +72,37 @@ class Step:
 def run(request, hooks: Hooks) -> Iterator[Step]:
     """`run` and ``evaluate``: the request's model into --out (None: results/<model>/<stamp>), or its
     models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends
-    (``hooks.done`` told first). --limit's caution is said first (``hooks.notify``)."""
-    if request.caution:
-        hooks.notify(request.caution)
-    for step in _steps(request, hooks):
-        hooks.done(step)
-        yield step
+    (``hooks.done`` told first). --limit's caution is said first (``hooks.notify``). Ctrl-C anywhere else than
+    inside a model's run (which says its own: :func:`run_model`), as ``hooks.done`` tells a step or between two
+    models, raises :class:`Interrupted` too, saying which runs are complete (:func:`after_signal`)."""
+    finished: list[Path] = []
+    try:
+        if request.caution:
+            hooks.notify(request.caution)
+        for step in _steps(request, hooks):
+            if step.folder is not None and not step.failed:
+                finished.append(step.folder)
+            hooks.done(step)
+            yield step
+    except Interrupted:
+        raise
+    except KeyboardInterrupt as err:
+        raise Interrupted(after_signal(request, finished, hooks.resume_hint)) from err
+
+
+def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], str] = resume_words) -> str:
+    """What a signal outside a model's run leaves (the text of :class:`Interrupted`): the runs that finished
+    (``finished``, their folders: each complete, its results.json written), and, for a sweep with models
+    left, the call that goes on."""
+    if len(request.models) == 1:
+        if finished:
+            return f"\ninterrupted: the run in {finished[0]} is complete (results.json is written)"
+        return "\ninterrupted: before the run began, nothing was written; run the same command again"
+    root, n = request.sweep_root, len(request.models)
+    if len(finished) == n:
+        return f"\ninterrupted: the sweep in {root} holds its {n} runs, complete (results.json is written)"
+    return (f"\ninterrupted: the sweep in {root} holds {len(finished)} of {n} runs complete (results.json is "
+            f"written).\nresume with: {resume_hint(root)}")
 
 
 def _steps(request, hooks: Hooks) -> Iterator[Step]:
