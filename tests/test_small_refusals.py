@@ -14,7 +14,8 @@ from click.testing import CliRunner
 import abricot_local as api
 from abricot_local.cli import cli
 from abricot_local.errors import UsageError
-from abricot_local.models.ref import locate
+from abricot_local.models.given import Given
+from abricot_local.models.ref import open_model, resolve_model_ref
 from invented_data import write_discotex
 
 BAD_TOML = "[a\nb = \n"
@@ -50,7 +51,9 @@ def test_a_models_file_the_user_named_is_read_by_a_synthetic_backend_too(tmp_pat
         assert not out.exists()
     for backend, name in (("fake", "m1"), ("llama.cpp", "x.gguf"), ("llama.cpp", "hf:org/repo")):
         with pytest.raises(UsageError, match=why):  # read first, whatever the name (a path: before its file)
-            locate(name, backend=backend, models_file=models)
+            resolve_model_ref(name, backend=backend, models_file=models)
+        with pytest.raises(UsageError, match=why):
+            open_model(name, Given(backend), models_file=models)
 
 
 def test_a_broken_default_registry_does_not_stop_check_of_a_recorded_synthetic_run(tmp_path, data):

@@ -62,26 +62,20 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
 def run_request(request) -> list:
     """The request run (run.session.run: one model, or a sweep), each model's summary and published verdict
-    said as its run ends (:func:`_said`), a sweep's comparison at its end; its steps. Ctrl-C or SIGTERM at any
+    said as its run ends (:func:`_said`), a sweep's comparison at its end (:func:`said_sweep`, the ``ended``
+    hook); its steps. Ctrl-C or SIGTERM at any
     moment (planning, hashing, loading, scoring, the summaries said) ends it with exit code 130 and what is
     saved (run.session.after_signal: the runs that finished are complete)."""
     from abricot_local.cli.plan import announce
     from abricot_local.run import session
 
     hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
-                          resume_hint=resume_command, say=say, done=_said)
-    steps: list = []
+                          resume_hint=resume_command, say=say, done=_said, ended=said_sweep)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        for step in session.run(request, hooks):
-            steps.append(step)
-        if len(request.models) > 1:
-            said_sweep(request, steps)
+        steps = list(session.run(request, hooks))
     except session.Interrupted as err:
         _exit_interrupted(err.message)
-    except KeyboardInterrupt:  # between two steps, or as the sweep's comparison is said: every step's run finished
-        _exit_interrupted(session.after_signal(request, [s.folder for s in steps if s.folder and not s.failed],
-                                               resume_command))
     finally:
         signal.signal(signal.SIGTERM, term)
     return steps

@@ -209,14 +209,13 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     """Find what ``name`` names (any name `run` takes), fetching nothing a download would bring: an unknown
     name, a missing file or store fails here (UnknownModelError with the close matches). ``digest`` False
     (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; a hub name not in the
-    cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused). A
-    ``models_file`` the user named is read first, whatever the name: its errors are raised."""
+    cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused).
+    ``registry``: ``models_file`` read already (a run's request reads a file the user named first, whatever
+    the name: its errors are raised; :func:`resolve_model_ref` and :func:`open_model` too)."""
     from abricot_local.backends import reads_model_file
     from abricot_local.models import stores
 
     name = str(name)
-    if registry is None and models_file is not None:  # a models file the user named: read now, its errors raised
-        registry = load_registry(models_file)
 
     def known():
         return _registry(registry, models_file)
@@ -291,9 +290,16 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given
     (the registry's n_ctx unless given), then ``Located.fetch``. ``backend``: the one asked for (a
     registry entry with ``backend`` overrides it); ``digest``: as for :func:`locate`."""
     located = locate(name, backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
-                     digest=digest, offline=offline, progress=progress, registry=registry)
+                     digest=digest, offline=offline, progress=progress, registry=_named(registry, models_file))
     return located.ready(given or Given(backend), force=force, notify=notify, fresh=fresh, progress=progress,
                          offline=offline)[0]
+
+
+def _named(registry, models_file) -> dict[str, ModelSpec] | None:
+    """``registry``, else the models file the user named, read now (its errors raised, whatever the name: a
+    synthetic label or a path reads no registry entry, and would not say them); None: the default one, read
+    when needed (a broken one does not stop a run of a path or a synthetic label, nor `check` of one)."""
+    return registry if registry is not None or models_file is None else load_registry(models_file)
 
 
 def _registry(registry, models_file) -> dict[str, ModelSpec]:
@@ -341,7 +347,7 @@ def open_model(name: str, given: Given, *, models_file: Path | str | None = None
     it opens with (``given``'s: the backend's own, the registry's n_ctx unless given). ``Opened.load()``
     checks memory and loads it."""
     located = locate(name, backend=given.backend, models_file=models_file, model_dirs=model_dirs, notify=notify,
-                     fresh=fresh)
+                     fresh=fresh, registry=_named(None, models_file))
     return Opened(*located.ready(given, force=force, notify=notify, fresh=fresh, progress=progress))
 
 

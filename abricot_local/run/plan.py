@@ -125,8 +125,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     fresh = (r.resume if fresh is None else fresh) and not dry
     try:
         located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
-                                    model_dirs=r.model_dirs, notify=None if dry else notify, fresh=fresh,
-                                    digest=not dry)
+                                    registry=r.registry, model_dirs=r.model_dirs, notify=None if dry else notify,
+                                    fresh=fresh, digest=not dry)
     except AbricotError as err:
         if not (dry and keep_going):
             raise

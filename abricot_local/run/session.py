@@ -32,7 +32,8 @@ class Hooks:
     ``progress`` (each model's: () -> (update(task, done, total), close())), ``on_loaded`` (plan, backend,
     cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
     the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server), ``done``
-    (each model's :class:`Step` as it ends)."""
+    (each model's :class:`Step` as it ends), ``ended`` (a sweep's request and steps once its last model
+    ended: its comparison)."""
 
     notify: Callable[[str], None] = lambda line: None
     warn: Callable[[str], None] = lambda line: None
@@ -41,6 +42,7 @@ class Hooks:
     resume_hint: Callable[[Path], str] = resume_words
     say: Callable[[str], None] = lambda line: None
     done: Callable[["Step"], None] = lambda step: None
+    ended: Callable[[object, list], None] = lambda request, steps: None  # a sweep's end: its request, its steps
 
 
 @dataclass(frozen=True)
@@ -73,17 +75,22 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     """`run` and ``evaluate``: the request's model into --out (None: results/<model>/<stamp>), or its
     models one after another into the sweep's folder (:func:`sweep`); each model's :class:`Step` as it ends
     (``hooks.done`` told first). --limit's caution is said first (``hooks.notify``). Ctrl-C anywhere else than
-    inside a model's run (which says its own: :func:`run_model`), as ``hooks.done`` tells a step or between two
-    models, raises :class:`Interrupted` too, saying which runs are complete (:func:`after_signal`)."""
+    inside a model's run (which says its own: :func:`run_model`), as ``hooks.done`` tells a step, between two
+    models or as ``hooks.ended`` tells a sweep's end, raises :class:`Interrupted` too, saying which runs are
+    complete (:func:`after_signal`)."""
     finished: list[Path] = []
+    steps: list[Step] = []
     try:
         if request.caution:
             hooks.notify(request.caution)
         for step in _steps(request, hooks):
             if step.folder is not None and not step.failed:
                 finished.append(step.folder)
+            steps.append(step)
             hooks.done(step)
             yield step
+        if len(request.models) > 1:
+            hooks.ended(request, steps)
     except Interrupted:
         raise
     except KeyboardInterrupt as err:
