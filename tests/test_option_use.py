@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, recorded_words, render
 from abricot_local.tasks.base import TaskOptions
 
 
@@ -36,8 +36,8 @@ def test_an_option_no_task_uses_is_refused_and_one_some_use_is_named():
     from abricot_local.tasks.discotex import DiscotexTask
 
     refuse_unused([NoShots, DiscotexTask], TaskOptions(shots=3))  # discotex uses it
-    assert notes(NoShots, TaskOptions(shots=3)) == ("--shots 3 does not apply to noshots (noshots uses no shots): "
-                                                    "not used",)
+    assert tuple(render(n, recorded_words) for n in notes(NoShots, TaskOptions(shots=3))) == ("--shots 3 does not apply to noshots (noshots uses no shots): "
+                                                                                               "not used",)
     assert for_task(NoShots, TaskOptions(shots=3)).shots is None
     assert NoShots(for_task(NoShots, TaskOptions(shots=3))).options.shots is None
 

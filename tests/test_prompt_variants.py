@@ -19,7 +19,7 @@ from abricot_local.analysis import prompts as P
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import labelled
 from abricot_local.cli import cli
-from abricot_local.errors import AbricotError, TaskError, UsageError
+from abricot_local.errors import AbricotError, TaskError, UsageError, recorded_words, render
 from abricot_local.analysis.baselines import protocols_named
 from abricot_local.tasks.selection import instances
 from abricot_local.tasks import make_task, split_key
@@ -55,7 +55,7 @@ def test_keys_of_the_variants_and_what_they_rebuild():
     assert (t.key, t.variant, t.shots, t.protocol.name) == ("abricot_abs@calamita~paper", "paper", 0, "calamita")
     assert split_key(t.key) == ("abricot_abs", "calamita", "paper")
     (_, other) = instances([make_task("abricot_abs", TaskOptions(prompt_variant="all"))], {}, "all")
-    assert any("prompt variant calamita (--prompt-variant all) where protocol paper fixes paper" in n
+    assert any("prompt variant calamita (--prompt-variant all) where protocol paper fixes paper" in render(n, recorded_words)
                for n in other.option_notes)
     assert make_task("discotex", TaskOptions(prompt_variant="all")).variant == "card"  # a plain key: the default
     with pytest.raises(TaskError, match=r"has no prompt variant 'paper' .*its variants: card, ita-bench"):

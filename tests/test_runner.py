@@ -15,7 +15,7 @@ from abricot_local.run.record import plan_manifest
 from abricot_local.run.request import Shard
 from abricot_local.run.session import run_plan
 from abricot_local import tasks
-from abricot_local.errors import DataError, TaskError, UsageError
+from abricot_local.errors import DataError, TaskError, UsageError, recorded_words, render
 from abricot_local.metrics import with_ci
 from abricot_local.run.folder import OutputDir
 from abricot_local.record import read_samples
@@ -135,7 +135,7 @@ def test_default_tasks_are_those_with_data(plan, discotex_dir):
     p = plan(task_spec=None)
     assert [r.task.name for r in p.runs] == ["discotex"]
     assert {s.task for s in p.skipped} == {"abricot_abs", "abricot_inc"}
-    assert all("--data abricot=FILE" in s.how for s in p.skipped)
+    assert all("--data abricot=FILE" in render(s.how, recorded_words) for s in p.skipped)  # the record's words
     both = plan(task_spec=None, task_options=TaskOptions(data_dir=str(discotex_dir), data=(("abricot", str(FIXTURE)),)))
     assert [r.task.name for r in both.runs] == ["abricot_abs", "abricot_inc", "discotex"] and both.skipped == ()
     with pytest.raises(DataError, match="no task has its data"):

@@ -13,6 +13,7 @@ from typing import Sequence
 from abricot_local import __version__
 from abricot_local.analysis import baselines
 from abricot_local.backends.base import Backend
+from abricot_local.errors import recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
@@ -27,6 +28,12 @@ def provenance(backend: Backend, before: dict | None = None, after: dict | None 
     backend's own provenance (its build, schedule, kernels), ``after``."""
     return {"abricot_local": __version__, "python": platform.python_version(), **(before or {}),
             **backend.provenance().to_dict(), **(after or {})}
+
+
+def recorded(text: str) -> str:
+    """A text a run records (a task's warning, a skipped task's reason), the options it names in the record's
+    words (errors.recorded_words: the flag made from the field, as records always have)."""
+    return render(text, recorded_words)
 
 
 def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, sample: int | None = None) -> list[str]:
@@ -80,8 +87,8 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=(*run.notes, *run.task.warnings(),
-                  *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics)),
+        warnings=tuple(recorded(w) for w in (*run.notes, *run.task.warnings(), *data_warnings(
+            run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics))),
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 
@@ -103,7 +110,8 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
         manifest=plan_manifest(plan),
         provenance=Provenance.from_dict(as_json(made), "provenance"),  # the backend's record is an edge
         tasks=tasks,
-        skipped=tuple(SkippedTask(task=s.task, reason=s.reason, how=s.how) for s in plan.skipped),
+        skipped=tuple(SkippedTask(task=s.task, reason=recorded(s.reason), how=recorded(s.how))
+                      for s in plan.skipped),
         published=verdict(plan, tasks, runs, task_results),
         wall_seconds=round(wall, 3),
     )

@@ -9,7 +9,7 @@ from typing import Sequence, TypeVar
 
 import numpy as np
 
-from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError
+from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError, opt
 from abricot_local.tasks import all_task_names, make_task, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
@@ -113,7 +113,8 @@ def variant_instances(task: Task, spec: str | None) -> list[Task]:
         t = task if v == default else make_task(f"{task.key}~{v}", task.options)
         t.option_notes = task.option_notes
         if protocol is not None and protocol.fixes("prompt_variant") and protocol.value("prompt_variant") != v:
-            t.option_notes = (*t.option_notes, f"prompt variant {v} (--prompt-variant {','.join(uses.names(spec))}) where protocol "
+            asked = opt("prompt_variant", ",".join(uses.names(spec)))
+            t.option_notes = (*t.option_notes, f"prompt variant {v} ({asked}) where protocol "
                               f"{protocol.name} fixes {protocol.value('prompt_variant')}: scored with the protocol's "
                               "other settings; no published row is checked against it")
         out.append(t)
@@ -182,9 +183,9 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
             chosen.append(task)
         except MissingDataError as err:
             errors.append(err)
-            skipped.append(Skipped(name, recorded(err.what), recorded(err.advice())))
+            skipped.append(Skipped(name, err.what, err.advice()))
         except (DataError, DownloadError) as err:
-            skipped.append(Skipped(name, recorded(err.raw()), recorded(task.data.how)))
+            skipped.append(Skipped(name, err.raw(), task.data.how))
     if not chosen:
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
@@ -193,12 +194,6 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
     return chosen, tuple(skipped)
 
-
-def recorded(text: str) -> str:
-    """A text a run records (a skipped task's reason), the options it names in the record's words."""
-    from abricot_local.errors import recorded_words, render
-
-    return render(text, recorded_words)
 
 
 def no_task_data(errors: list[MissingDataError]) -> MissingDataError:

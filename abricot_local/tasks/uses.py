@@ -73,11 +73,9 @@ def for_task(cls, options):
 
 
 def notes(cls, options) -> tuple[str, ...]:
-    """The warnings a task records for the options given that it does not use (in the record's words)."""
-    from abricot_local.errors import recorded_words, render
-
-    return tuple(render(f"{f} does not apply to {cls.name} ({why}): not used", recorded_words)
-                 for f, why in unused_by(cls, options))
+    """The warnings a task records for the options given that it does not use (their options unrendered:
+    errors.opt; the record writes them in its words, each door in its own)."""
+    return tuple(f"{f} does not apply to {cls.name} ({why}): not used" for f, why in unused_by(cls, options))
 
 
 def refuse_unused(classes, options) -> None:
