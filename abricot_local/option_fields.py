@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import re
 import types
 import typing
@@ -130,7 +131,7 @@ def _one(spec: Spec, raw: Any) -> Any:
                 return x
         elif kind is str and isinstance(raw, (str, int, float)):
             return str(raw).strip()
-    except ValueError:
+    except (ValueError, TypeError):  # text that is no number, or no number at all (a list, an object)
         pass
     raise UsageError(f"{opt(spec.name)}: expected {_WORDS.get(kind, 'a value')}, got {raw!r}")
 
@@ -179,6 +180,8 @@ def check(spec: Spec, value: Any) -> None:
     if spec.min is None and spec.max is None:
         return
     for v in value if spec.many else (value,):
+        if not isinstance(v, numbers.Real):  # a value never parsed (text, a list): named, not compared
+            raise UsageError(f"{name}: expected {_WORDS.get(spec.kind, 'a number')}, got {v!r}")
         low, high = spec.min is not None and v < spec.min, spec.max is not None and v > spec.max
         if spec.min is not None and spec.max is not None and spec.max < C_INT_MAX and (low or high):
             raise UsageError(f"{name} must be between {_number(spec.min)} and {_number(spec.max)}, got {_number(v)}")

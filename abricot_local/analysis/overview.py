@@ -151,7 +151,7 @@ def recompute_entry(record: Record, task: str, samples, where: Path | str) -> Ta
         raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
     try:
-        fresh = json.loads(json.dumps(make_task(task, options_of(record, task)).metrics(list(samples))))
+        fresh = json.loads(json.dumps(make_task(task, options_of(record, task, where)).metrics(list(samples))))
     except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback
         raise ResultsError(f"{where}: the samples of task {task} lack its field {exc.args[0]!r}: the file holds "
                            "another task's samples, or was changed") from None

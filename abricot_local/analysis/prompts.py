@@ -135,7 +135,7 @@ def _variant(run: Run, key: str) -> str | None:
 
 
 def _options(run: Run, key: str):
-    return options_of(run.record, key)
+    return options_of(run.record, key, None if run.lm_eval else run.path)
 
 
 def _inputs(run: Run, key: str, samples: Sequence[Sample], metric: str):

@@ -14,12 +14,13 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis.labels import RunIdentity, unique_labels
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
-from abricot_local.record import Provenance, Record, Sample, TaskEntry, entry_samples
+from abricot_local.record import RESULTS, Provenance, Record, Sample, TaskEntry, entry_samples
 from abricot_local.record import settings as recorded
 
 
@@ -35,17 +36,60 @@ class Metric:
         return f"{self.task}.{self.name}"
 
 
-def task_options(config: Mapping[str, Any]):
+def task_options(config: Mapping[str, Any], where: str | Path | None = None, task: str | None = None,
+                 own: Mapping[str, Any] = MappingProxyType({})):
     """The tasks.base.TaskOptions of a recorded task, from its config (record.Record.task_config: the
-    run's with the task's own over it; a run's config alone for every task): the one reading of them."""
+    run's with the task's own over it; a run's config alone for every task): the one reading of them.
+    A recorded value of the wrong type or range is a ResultsError naming ``where`` (a run's folder or its
+    results.json) and the key: ``tasks.TASK.config.KEY`` for one of the task's own config (``own``), else
+    ``config.KEY``."""
     from abricot_local.tasks.base import TaskOptions
 
-    return TaskOptions.from_config(dict(config))
+    if where is not None and Path(where).name != RESULTS:
+        where = Path(where) / RESULTS
+    return TaskOptions.from_config(dict(config), where=None if where is None else str(where),
+                                   at=lambda key: f"tasks.{task}.config" if task and key in own else "config")
 
 
-def options_of(record: Record, task: str | None = None):
-    """The task options ``record`` ran ``task`` with (None: the run's, before any task's own)."""
-    return task_options(record.task_config(task) if task is not None else record.config_dict())
+def options_of(record: Record, task: str | None = None, where: str | Path | None = None):
+    """The task options ``record`` ran ``task`` with (None: the run's, before any task's own); ``where``:
+    the run's folder, named by an error."""
+    if task is None:
+        return task_options(record.config_dict(), where)
+    return task_options(record.task_config(task), where, task, record.tasks[task].config)
+
+
+def task_samples(folder: str | Path, entry: TaskEntry, key: str, *, counted: bool = True) -> list[Sample]:
+    """The samples of a finished run's task (its ``key``) from its folder: record.entry_samples, each line
+    holding the task's own fields its metrics read, of their types (``Task.sample_fields``): the one reading
+    every reader shares (`report`, `compare`, `merge`, `check`). A task not known here declares none (its
+    readers name it)."""
+    from abricot_local.errors import TaskError
+    from abricot_local.tasks import task_class
+
+    try:
+        fields = task_class(key).sample_fields
+    except TaskError:
+        fields = {}
+    return entry_samples(Path(folder), entry, key, counted=counted, fields=fields)
+
+
+def check_recorded_options(record: Record, where: str | Path) -> None:
+    """Every option ``record`` holds read by its field, as a re-scoring reads them (`check`, `kld`): the run's
+    task options, each task's (its config over the run's) and its backend's; a value of the wrong type is
+    a ResultsError naming ``where`` (the run's folder) and the key. A backend not known here is left to
+    the reader that opens it."""
+    from abricot_local.backends import BACKENDS, options_class
+    from abricot_local.record.codec import Invalid, check_options
+
+    options_of(record, None, where)
+    for task in record.tasks:
+        options_of(record, task, where)
+    if record.backend in BACKENDS:
+        try:
+            check_options(options_class(record.backend), record.config_dict())
+        except Invalid as err:
+            raise ResultsError(f"{Path(where) / RESULTS} is malformed: {err.raw()}") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,7 +97,7 @@ class RunTask:
     """One task instance of a finished run: its key (``name``: the key it is compared under; ``key``: its
     own, when alignment.py pairs it under another's), its config (the run's with the task's own over it),
     its record entry, and its samples: held (``given``: an lm-eval output's, a re-scoring's) or read from
-    the run's folder when first asked (record.entry_samples: validated, exactly the entry's ``n``)."""
+    the run's folder when first asked (task_samples: validated, exactly the entry's ``n``)."""
 
     name: str
     config: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -72,12 +116,13 @@ class RunTask:
             return self.given
         if self.folder is None or self.entry is None:
             return ()
-        return tuple(entry_samples(Path(self.folder), self.entry, self.own_key))
+        return tuple(task_samples(self.folder, self.entry, self.own_key))
 
     @property
     def options(self):
         """The task options it ran with (tasks.base.TaskOptions)."""
-        return task_options(self.config)
+        own = self.entry.config if self.entry is not None else {}
+        return task_options(self.config, self.folder, self.own_key, own)
 
     def instance(self):
         """The task instance it ran as (its own key, its options; its data found where `run` finds it)."""

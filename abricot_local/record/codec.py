@@ -223,6 +223,23 @@ def reader(tp):
     raise TypeError(f"no reader for {tp!r}")  # a schema bug, not bad input
 
 
+def check_options(cls, values, at="config") -> None:
+    """Refuse a value a run recorded (JSON) for a field of the options class ``cls`` (option_fields: the
+    tasks', a backend's) that is not of the field's type, read as a section's fields are (a tuple is a JSON
+    list; a field with its own parser, recorded as text, may be text too: ``prompt_variant "card,ita-bench"``).
+    Keys ``cls`` lacks, and null, are left to the reader. :class:`Invalid` names the key, under ``at`` (its
+    section: ``config``; or a callable of the key)."""
+    from abricot_local.option_fields import specs
+
+    hints = typing.get_type_hints(cls)
+    for s in specs(cls):
+        value = values.get(s.name)
+        if value is None or s.internal:
+            continue
+        tp = hints[s.name] if s.parse is None else str | hints[s.name]
+        reader(tp)(value, f"{at(s.name) if callable(at) else at}.{s.name}")
+
+
 def type_name(tp) -> str:
     """A field's type in words, as docs/RESULTS.md and the errors say it."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -45,6 +45,8 @@ def record_from_json(doc, where: str) -> Record:
     if kind:
         raise ResultsError(f"{where} is {kind}, not an abricot-local run")
     version = doc.get("schema_version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise ResultsError(f"{where} is malformed: schema_version is {describe(version)}, not an integer")
     if version != SCHEMA_VERSION:
         if version in MIGRATIONS:
             doc = MIGRATIONS[version](doc)

@@ -11,8 +11,10 @@ log-probs as choices / continuations, ``gold`` and ``pred`` choice indices, ``pr
 highest log-prob's (ties: the earlier). Ids are unique within a file.
 
 A finished run's samples (:func:`run_samples`) are read strictly: the file lies inside the
-run folder, has no torn line, and holds exactly the record's ``n`` items; otherwise one
-error naming the file (and the ids, where they can be known). A torn last line is forgiven
+run folder, has no torn line, holds exactly the record's ``n`` items, and each line the
+task's own fields its metrics read, of their types (the task declares them, its reader passes
+them: :func:`check_fields`); otherwise one error naming the file (and the line and id, where
+they can be known). A torn last line is forgiven
 only in a checkpoint (:func:`read_samples` with ``repair``), which ``--resume`` rescores.
 Samples about to be written are validated alike (:func:`check_line`, :func:`check_rows`).
 """
@@ -31,7 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
 from abricot_local.jsonfiles import TornLineError, read_jsonl_lines
-from abricot_local.record.codec import Invalid, Section, spec
+from abricot_local.record.codec import Invalid, Section, parse, spec
 from abricot_local.record.schema import TaskEntry
 
 
@@ -145,17 +147,33 @@ def check_line(value: Any, where: str) -> Sample:
     return sample
 
 
+def check_fields(sample: Sample, where: str, task: str, fields: Mapping[str, Any]) -> None:
+    """Refuse a read sample that lacks one of the task's own fields its metrics read (``fields``: each
+    one's type, as :mod:`record.codec` reads it; the task declares them: ``Task.sample_fields``) or
+    holds one of another type; ``where`` names the file and the line."""
+    for name, tp in fields.items():
+        if name not in sample.extra:
+            raise ResultsError(f"{where}: the samples of task {task} lack its field {name!r} (id {sample.id!r}): "
+                               "the file holds another task's samples, or was changed")
+        try:
+            parse(tp, sample.extra[name], name)
+        except Invalid as err:
+            raise ResultsError(f"{where} is malformed (id {sample.id!r}): {err.raw()}") from None
+
+
 def _key(s: Sample) -> str:
     return json.dumps(s.line, sort_keys=True, allow_nan=True)
 
 
-def parse_samples(rows: Iterable[tuple[int, Any]], where: str, *, same_twice: bool = False) -> list[Sample]:
-    """Validated samples from (line number, value) pairs of ``where``, ids unique. With
-    ``same_twice`` (a checkpoint) a line repeated whole is kept once; else a second line of
-    one id is an error naming both lines."""
+def parse_samples(rows: Iterable[tuple[int, Any]], where: str, *, same_twice: bool = False, task: str = "",
+                  fields: Mapping[str, Any] = MappingProxyType({})) -> list[Sample]:
+    """Validated samples from (line number, value) pairs of ``where``, ids unique, each holding the task's
+    own ``fields`` (:func:`check_fields`). With ``same_twice`` (a checkpoint) a line repeated whole is kept
+    once; else a second line of one id is an error naming both lines."""
     out, seen = [], {}
     for number, value in rows:
         sample = check_line(value, f"{where} line {number}")
+        check_fields(sample, f"{where} line {number}", task, fields)
         if sample.id in seen:
             first, kept = seen[sample.id]
             if same_twice and _key(kept) == _key(sample):
@@ -176,10 +194,12 @@ def check_rows(rows: Sequence[Any], where: str | Path, n: int | None = None) -> 
     return parse_samples(enumerate(rows, 1), str(where))
 
 
-def read_samples(path: Path, *, repair: bool = False, required: bool = True) -> list[Sample]:
+def read_samples(path: Path, *, repair: bool = False, required: bool = True, task: str = "",
+                 fields: Mapping[str, Any] = MappingProxyType({})) -> list[Sample]:
     """Every sample of a samples file or checkpoint, in file order. ``required``: a missing
     file is an error (a finished run's file, read whole: a torn line is an error); else it
-    holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``)."""
+    holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``).
+    ``fields``: the own fields of ``task`` each line must hold (:func:`check_fields`)."""
     path = Path(path)
     if required and not path.exists():  # there but no regular file: read_jsonl_lines says what it is
         raise ResultsError(f"{path} is missing (results.json names it)")
@@ -189,7 +209,7 @@ def read_samples(path: Path, *, repair: bool = False, required: bool = True) -> 
         seen = re.search(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', err.text)
         who = f" (item {seen.group(1).decode('utf-8', 'replace')})" if seen else ""
         raise ResultsError(f"{err}{who}: the file was cut; a finished run's samples are written whole") from None
-    return parse_samples(rows, str(path), same_twice=not required)
+    return parse_samples(rows, str(path), same_twice=not required, task=task, fields=fields)
 
 
 def samples_path(folder: Path, name: str, task: str) -> Path:
@@ -215,12 +235,14 @@ def samples_path(folder: Path, name: str, task: str) -> Path:
     return path
 
 
-def run_samples(folder: Path, name: str, task: str, n: int | None) -> list[Sample]:
+def run_samples(folder: Path, name: str, task: str, n: int | None,
+                fields: Mapping[str, Any] = MappingProxyType({})) -> list[Sample]:
     """The samples of one task of a finished run in ``folder`` (``name``: its ``samples_file``),
-    validated, and exactly the ``n`` items its record counts (None: any number; `check`
-    names the missing items itself, from the rebuilt ones)."""
+    validated (each holding the task's own ``fields``: :func:`check_fields`), and exactly the ``n``
+    items its record counts (None: any number; `check` names the missing items itself, from the
+    rebuilt ones)."""
     path = samples_path(folder, name, task)
-    samples = read_samples(path)
+    samples = read_samples(path, task=task, fields=fields)
     if n is not None and len(samples) != n:
         what = (f"{n - len(samples)} item(s) missing: `abricot-local check {folder}` names them" if len(samples) < n
                 else f"{len(samples) - n} more than recorded")
@@ -229,6 +251,8 @@ def run_samples(folder: Path, name: str, task: str, n: int | None) -> list[Sampl
     return samples
 
 
-def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = True) -> list[Sample]:
-    """:func:`run_samples` of a task's record entry (``counted``: hold exactly its ``n``)."""
-    return run_samples(folder, entry.samples_name(task), task, entry.n if counted else None)
+def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = True,
+                  fields: Mapping[str, Any] = MappingProxyType({})) -> list[Sample]:
+    """:func:`run_samples` of a task's record entry (``counted``: hold exactly its ``n``; ``fields``: the
+    task's own fields each line holds, of their types)."""
+    return run_samples(folder, entry.samples_name(task), task, entry.n if counted else None, fields)

@@ -34,8 +34,8 @@ from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
-from abricot_local.analysis.runs import Run, options_of
-from abricot_local.record import Provenance, Record, Sample, entry_samples
+from abricot_local.analysis.runs import Run, check_recorded_options, options_of, task_samples
+from abricot_local.record import Provenance, Record, Sample
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
@@ -281,6 +281,7 @@ def recorded_run(run: Run | str | Path, *, by: str = "check re-scores") -> Run:
     if run.record.config is None or not run.record.config.backend:
         raise ResultsError(f"{Path(run.path) / 'results.json'} records no config.backend: its items cannot be "
                            "rebuilt and scored again")
+    check_recorded_options(run.record, run.path)  # a value of the wrong type: one line naming its key
     return run
 
 
@@ -308,7 +309,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
     request = of_record(record, found.as_written, options, backend_values)
     p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)
     rng = np.random.default_rng(options.seed)
-    read = {name: entry_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
+    read = {name: task_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
     record_differs = tuple(_record_differences(record, read, out))
     recorded_runs = {name: {s.id: s for s in samples} for name, samples in read.items()}
     backend = open_backend(p)  # the recorded options: no registry default applies

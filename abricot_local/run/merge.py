@@ -18,7 +18,7 @@ from abricot_local.record import kernel_path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.run.request import Shard
 from abricot_local.analysis.loading import load_run
-from abricot_local.analysis.runs import Run, options_of
+from abricot_local.analysis.runs import Run, check_recorded_options, options_of
 from abricot_local.record import RESULTS, Manifest, Sample
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
@@ -44,6 +44,7 @@ def _load(shard) -> Run:
         raise ResultsError(f"{shard.path} is not a shard (its run had no {opt('shard', 'K/N')})")
     if record.manifest is None or record.provenance is None:
         raise ResultsError(f"{Path(shard.path) / RESULTS} records no manifest or provenance: it cannot be merged")
+    check_recorded_options(record, shard.path)  # each shard's options read by their fields, as the merged run's
     return shard
 
 
@@ -115,7 +116,7 @@ def merge(shards: Sequence, out: str | Path) -> Path:
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
-        task = make_task(name, options_of(ref, name))
+        task = make_task(name, options_of(ref, name, runs[0].path))
         metrics = as_json(task.metrics(rows))
         own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
                and w not in metric_warnings(entry.metrics)]

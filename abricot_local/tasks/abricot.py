@@ -109,6 +109,7 @@ class AbricotTask(Task):
     margins = {"pearson": 0.05, "pearson_continuous": 0.05, "pearson_expected": 0.05, "spearman": 0.05}
     figures = (Figure("scatter", x="human_mean", metric="pearson_continuous",
                       x_label="human mean (0 = concrete/specific, 1 = abstract/inclusive)"),)
+    sample_fields = {"human_mean": float, "expected_score": float}  # the metrics' human side, the expected rating
     data = DataSpec(
         key="abricot", kind="file", files=(RELEASE_FILE, *(f"abricot*{s}" for s in SUFFIXES)), pull=pull,
         how=f"{opt('data', ('abricot', 'FILE'))} ({RELEASE_FILE}, the ABRICOT release)",

@@ -21,6 +21,8 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
   under several prompt variants, ``--prompt-variant all``, ``task[@protocol]~variant``);
 - ``references()``: published results (:class:`Reference`), each made under a protocol;
 - ``figures``: the figures that suit its metrics (:class:`Figure`);
+- ``sample_fields``: its own sample fields that ``metrics()`` reads, with their types (a samples
+  file that lacks one, or holds one of another type, is refused when read);
 - ``chance``: each metric's chance level; ``margins``: the difference that does not matter, per
   metric (``compare``'s equivalence verdicts; ``default_margin`` for the others);
 - ``warnings()``, ``config()`` (right before and after ``items()``),
@@ -198,6 +200,10 @@ class Task(ABC):
     margins: dict[str, float] = {}
     default_margin: float = 0.02  # a metric the task gives no margin (an accuracy: 0.02)
     figures: tuple[Figure, ...] = ()
+    # its own sample fields (Item.fields) that metrics() reads, each with its JSON type as record.codec reads it
+    # (int, float, float | None...): a finished run's samples line that lacks one, or holds one of another
+    # type, is refused when read (record.samples.check_fields), by every reader alike
+    sample_fields: dict[str, Any] = {}
     group: str | None = None
     sources: tuple[str, ...] = ()  # the item sources the data holds (a warning names any not scored)
     # Which of TaskOptions' per-task options (tasks.uses.declared(): shots, prompt_variant...) the task reads:

@@ -127,6 +127,7 @@ class DiscotexTask(Task):
     chance = {"accuracy": 0.2, "accuracy_ted": 0.2, "accuracy_wiki": 0.2, "binary_accuracy": 0.5}
     margins = {"accuracy": 0.02, "binary_accuracy": 0.02}
     figures = (Figure("confusion", metric="accuracy"),)
+    sample_fields = {"class": int}  # 0: no continuation is right (gold E), 1: one is (binary_accuracy reads it)
     uses = ("shots", "prompt_variant")
     prompt_variants = tuple(WORDINGS)
     chars_per_token = {"gemma3": 4.01, "gpt-2": 2.796, "llama-bpe": 3.497, "llama-spm": 3.269, "phi-3": 3.269,

@@ -4,7 +4,7 @@ are made; and the parsing of a prompt-variant (or protocol) value, once, into a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
@@ -126,9 +126,25 @@ class TaskOptions:
         return recorded(self)
 
     @classmethod
-    def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (),
-                    allow_download: bool = False) -> "TaskOptions":
-        """The options of a recorded run (its config, a task's config over the run's)."""
+    def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (), allow_download: bool = False,
+                    where: str | None = None, at=None) -> "TaskOptions":
+        """The options of a recorded run (its config, a task's config over the run's). A recorded value of
+        another type than its field's, or outside its choices or range, is a :class:`ResultsError` naming
+        ``where`` (the run's results.json) and the key under ``at`` (record.codec.check_options: ``config``)."""
+        from abricot_local.errors import NONE, ResultsError, render
+        from abricot_local.record.codec import Invalid, check_options
+
         recorded_keys = [s.name for s in specs(cls) if s.record]
         values = {k: config.get(k) for k in recorded_keys}
-        return cls(data=data, allow_download=allow_download, **{k: v for k, v in values.items() if v is not None})
+        at = at or "config"
+        head = f"{where} is malformed" if where else "a recorded run's config is malformed"
+        try:
+            check_options(cls, values, at)
+            options = cls(allow_download=allow_download, **{k: v for k, v in values.items() if v is not None})
+        except Invalid as err:
+            raise ResultsError(f"{head}: {err.raw()}") from None
+        except UsageError as err:  # a value of its type outside its choices or range: named by its key, not a flag
+            def key(name: str, value=NONE) -> str:
+                return f"{at(name) if callable(at) else at}.{name}"
+            raise ResultsError(f"{head}: {render(err.raw(), key)}") from None
+        return replace(options, data=data) if data else options
