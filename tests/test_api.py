@@ -121,7 +121,7 @@ def test_warnings_are_python_warnings(tmp_path):
 
 def test_a_task_skipped_for_lack_of_data_is_said_in_the_api_s_words_and_recorded_in_the_record_s(tmp_path):
     with pytest.warns(api.AbricotWarning, match=r"skipped discotex: no data \(get it: .*; offline: data_dir=DIR "):
-        run = api.evaluate("fake", limit=2, out=tmp_path / "o", **ARGS)  # was: offline: --data-dir DIR
+        run = api.evaluate("fake", sample=2, out=tmp_path / "o", **ARGS)  # was: offline: --data-dir DIR
     (skipped,) = run.record.skipped
     assert "offline: --data-dir DIR" in skipped.how  # the record keeps the words records always had
 

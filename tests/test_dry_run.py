@@ -130,6 +130,19 @@ def test_a_dry_run_writes_nothing_and_downloads_nothing(tmp_path, monkeypatch, v
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
+def test_a_dry_run_finds_its_out_as_the_run_will(tmp_path):
+    """--resume: the items the folder holds are left out (a grown --sample: the new ones only); a folder the run
+    refuses is refused (the dry run planned every item, and passed a finished folder the run refuses)."""
+    out, args = tmp_path / "o", ("fake", "--backend", "fake", *ABRICOT)
+    assert invoke("run", *args, "--sample", 8, "--out", out).exit_code == 0
+    plan = dry(*args, "--sample", 12, "--out", out, "--resume")
+    assert [(t["task"], t["items"]) for t in plan["models"][0]["tasks"]] == [("abricot_abs", 4), ("abricot_inc", 4)]
+    r = CliRunner().invoke(cli, ["run", *map(str, args), "--sample", "12", "--out", str(out), "--dry-run"])
+    assert r.exit_code == 2 and f"{out} already holds a finished run" in r.output, r.output
+    plan = dry(*args, "--sample", 12, "--out", tmp_path / "new")
+    assert [t["items"] for t in plan["models"][0]["tasks"]] == [12, 12]
+
+
 def test_a_model_not_here_is_estimated_from_its_text_and_labelled(discotex_dir, online):
     from abricot_local.models.hub import download_folder
     from abricot_local.models.ref import lookup_alias
@@ -366,10 +379,8 @@ def test_gemma_calibrated_predicts_a_run(gemma_path, tmp_path):
 
 
 def test_a_calibration_on_a_busy_machine_says_so(monkeypatch):
-    from abricot_local.run import dry_run
-
     monkeypatch.setattr("os.getloadavg", lambda: (8.3, 7.0, 6.0))
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert "the machine was busy (load average 8.3 on 2 cores)" in dry_run._busy()
+    assert "the machine was busy (load average 8.3 on 2 cores)" in calibration.busy()
     monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.4, 0.3))
-    assert dry_run._busy() == ""
+    assert calibration.busy() == ""

@@ -87,7 +87,7 @@ def full(plan, command: str = "") -> str:
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
             lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
-                              f"{when:<13}", t.work.basis))
+                              f"{when:<13}", t.work.basis + (f"; {t.saved} saved in --out, left out" if t.saved else "")))
             lines += [fold(f"{'':<23}{line}") for line in _settle_lines(t, m.speed)]
         if m.speed is not None:
             lines.append(f"{'':<22} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")

@@ -257,3 +257,15 @@ def calibrate(ref, options, settings: dict, facts: ModelFacts | None) -> Calibra
                       datetime.now(timezone.utc).isoformat(timespec="seconds"))
     store(cal)
     return cal
+
+
+def busy() -> str:
+    """A note when the machine was busy while a calibration ran (its speed is a busy machine's)."""
+    import os
+
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except (OSError, AttributeError):
+        return ""
+    return (f"; the machine was busy (load average {load:.1f} on {cores} cores): this speed is a busy machine's, "
+            "calibrate again when it is idle") if load > cores else ""

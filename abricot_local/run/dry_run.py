@@ -149,15 +149,29 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                out.append(_settled(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
-                                                  registry=request.known_models()),
-                                    reference))
+                cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
+                                  registry=request.known_models())
+                out.append(_settled(p, _in_folder(cost, request, name), reference))
             except AbricotError as err:
                 if not sweep:
                     raise
                 out.append(ModelPlan(name, name, p.backend, problem=err.raw().splitlines()[0]))
     return DryRun(tuple(out), () if request.settle.on else _alternatives(out, request.limit, request.sample,
                                                                          request.shard))
+
+
+def _in_folder(model: ModelPlan, request, name: str) -> ModelPlan:
+    """The run's --out as the run will find it (run.folder.held_items): a folder it refuses is its error (a
+    sweep's: the model's row); with --resume, the items it holds left out (a sweep's finished model: none left)."""
+    folder = request.folder_of(name) if request.out is not None else None
+    if folder is None or model.problem:
+        return model
+    from abricot_local.run.folder import held_items
+
+    done = held_items(folder, resume=request.resume)
+    if not done or request.settle.on:  # --until-settled: its looks are counted from the rule's own first item
+        return model
+    return replace(model, tasks=tuple(_less(t, min(done.get(t.task, 0), t.items), model.speed) for t in model.tasks))
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None,
@@ -340,24 +354,12 @@ def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str 
         full = ref if ref.sha256 or not cls.reads_model_file else \
             replace(ref, sha256=hashing.file_digest(ref.path).sha256)  # the calibration's key: its SHA-256
         cal = calibration.calibrate(full, opts, settings, facts)
-        sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})" + _busy()
+        sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})" + calibration.busy()
     elif calibrate:
         note = "not calibrated: the model is not on this machine (a dry run downloads nothing)"
     speed = calibration.speed_for(sha, settings, facts)
     note = note or ("" if speed else NO_CALIBRATION)
     return speed, "; ".join([*([note] if note else []), *calibration.read().notes])  # entries ignored, named
-
-
-def _busy() -> str:
-    """A note when the machine was busy while a calibration ran (its speed is a busy machine's)."""
-    import os
-
-    try:
-        load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    except (OSError, AttributeError):
-        return ""
-    return (f"; the machine was busy (load average {load:.1f} on {cores} cores): this speed is a busy machine's, "
-            "calibrate again when it is idle") if load > cores else ""
 
 
 def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Alternative, ...]:

@@ -40,6 +40,35 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, R
 from abricot_local.run.resume import finished_run, reopen
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
+def fresh_refusal(path: Path) -> str:
+    """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
+    its first item): a finished run, or another's checkpoint with items saved. :meth:`OutputDir.check`'s first
+    refusal, and what a dry run says of its --out."""
+    if (path / RESULTS).exists():
+        return (f"{path} already holds a finished run; choose another {opt('out')} "
+                f"(or {opt('resume', True)} to reuse it)")
+    if not (path / CHECKPOINT / RUN_MANIFEST).exists():
+        return ""
+    saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
+    if failed and not saved:
+        return ""
+    return (f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved); "
+            f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
+
+
+def held_items(path: Path, *, resume: bool) -> dict[str, int]:
+    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the items each task
+    holds (a --resume's: left out of its work); a folder a run without --resume refuses is that ResultsError."""
+    if not path.is_dir():
+        return {}
+    if not resume:
+        refusal = fresh_refusal(path)
+        if refusal:
+            raise ResultsError(refusal)
+        return {}
+    return saved_counts(path)
+
+
 class OutputDir:
     """One run's output folder, held by one writer at a time."""
 
@@ -130,17 +159,9 @@ class OutputDir:
             self.afresh = True                     # --n-ctx): this one starts afresh there, whatever its options
             return
         if not resume:
-            if finished:
-                raise ResultsError(
-                    f"{self.path} already holds a finished run; choose another {opt('out')} "
-                    f"(or {opt('resume', True)} to reuse it)"
-                )
-            if recorded_path.exists():
-                raise ResultsError(
-                    f"{self.path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item"
-                    f"{'s' * (saved != 1)} saved); add {opt('resume', True)} to continue it with the options it "
-                    f"recorded, or choose another {opt('out')}"
-                )
+            refusal = fresh_refusal(self.path)
+            if refusal:
+                raise ResultsError(refusal)
         elif recorded_path.exists():
             refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
             if refusal:
