@@ -137,7 +137,8 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     v = rp.judge(0.32, (0.22, 0.42), 0.30, 0.10, n=20, total=1000, neighbours=near)
     assert v.kind == rp.UNSETTLED and 20 < v.items <= 1000 and f"about {v.items:,} of the task's 1000" in v.line
     assert v.items <= v.like_items  # drawn from the task's own 1000, fewer are needed than for items like these
-    assert v.warnings and "small sample" in v.warnings[-1] and "other 0.35" in v.warnings[-1]
+    assert v.warnings and "small sample" in v.warnings[-1] and "gap 0.05 from this published value (0.30) to the " \
+        "nearest other model's (other 0.35): at this size a run cannot tell those two models apart" in v.warnings[-1]
     # ABRICOT-like, every item scored: the run's value is the set's; the verdict is exact, allowing the rounding
     v = rp.judge(0.30, (0.15, 0.45), 0.30, 0.05, n=127, total=127, rounding=0.005)
     assert v.kind == rp.REPRODUCED and v.exact and v.ci90 == pytest.approx((-0.005, 0.005))

@@ -200,8 +200,9 @@ def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, f
     if not near or width <= near[0][0]:
         return ()
     gap, name, v = near[0]
-    return (f"small sample: the 90% CI, {width:.2f} wide at {n} items, is wider than the gap {gap:.2f} to the nearest "
-            f"published value ({name} {v:.2f}): the run cannot tell those models apart",)
+    return (f"small sample: the 90% CI, {width:.2f} wide at {n} items, is wider than the gap {gap:.2f} from this "
+            f"published value ({published:.2f}) to the nearest other model's ({name} {v:.2f}): at this size a run "
+            "cannot tell those two models apart, whatever its verdict on this row",)
 
 
 def words(check) -> str:
