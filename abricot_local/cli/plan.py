@@ -21,7 +21,8 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     plan = dry_run.plan_of(request, calibrate=calibrate, with_memory=True,
                            notify=say)
     command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
-    echo(json.dumps(plan.rendered(flags).to_json(), indent=1) if as_json else full(plan, command))
+    text = json.dumps(plan.rendered(flags).to_json(), indent=1) if as_json else full(plan, command)
+    echo(text)
 
 
 def announce(plan, backend, cost) -> None:
