@@ -71,6 +71,16 @@ def test_frames_hold_the_record(tmp_path):
     assert run.kernels.runtime == "fake"
 
 
+def test_a_metric_over_part_of_the_items_shows_their_count():
+    """DISCOTEX's accuracy_ted and accuracy_wiki are over one source's items (21 and 19 of 40): n was the task's 40."""
+    run = api.load_run(Path(__file__).parent / "reference" / "gemma-3-270m")
+    m = run.metrics().set_index("metric")
+    s = run.samples("discotex")
+    assert m.loc["accuracy", "n"] == m.loc["binary_accuracy", "n"] == len(s) == 40
+    assert (m.loc["accuracy_ted", "n"], m.loc["accuracy_wiki", "n"]) == ((s.source == "ted").sum(),
+                                                                         (s.source == "wiki").sum()) == (21, 19)
+
+
 def test_published_rows_with_their_verdict(tmp_path):
     models = tmp_path / "models.toml"
     models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n')

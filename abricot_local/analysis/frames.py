@@ -21,10 +21,23 @@ def metrics(run):
 
     rows = []
     for task, entry in run.record.tasks.items():
+        counts = _counts(run, task)
         for name, value, ci in entry.metric_items():
             rows.append((task, name, value, ci[0] if ci else None, ci[1] if ci else None,
-                         entry.chance.get(name), entry.n))
+                         entry.chance.get(name), counts.get(name, entry.n)))
     return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+
+
+def _counts(run, task: str) -> dict[str, int]:
+    """The items behind each of ``task``'s metrics not over all of them (Task.metric_counts: a source's accuracy),
+    from its samples; {} when its task or samples cannot be had (every metric then shows the task's n)."""
+    from abricot_local.errors import AbricotError
+
+    rt = run.task(task)
+    try:
+        return rt.instance().metric_counts(rt.samples) if rt is not None else {}
+    except AbricotError:
+        return {}
 
 
 def samples(run, task: str | None = None):

@@ -340,6 +340,11 @@ class Task(ABC):
         """Warnings about the data, known once ``items()`` ran."""
         return []
 
+    def metric_counts(self, samples: Sequence[Sample]) -> dict[str, int]:
+        """The items behind each metric of ``metrics(samples)`` that is not over all of them (a source's
+        accuracy: that source's items); a metric not named is over every sample."""
+        return {}
+
     def config(self) -> dict:
         """Task settings that can change a number."""
         return {"seed": self.options.seed}

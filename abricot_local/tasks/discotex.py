@@ -19,6 +19,7 @@ depend on --sample, --limit, --shard, the order or a resume.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -323,6 +324,10 @@ class DiscotexTask(Task):
         is_negative = np.array([s.fields["class"] == 0 for s in samples], dtype=bool)
         return (MetricInput("accuracy", "accuracy", pred, gold),
                 MetricInput("binary_accuracy", "accuracy", said_none, is_negative))
+
+    def metric_counts(self, samples: Sequence[Sample]) -> dict[str, int]:
+        counts = Counter(s.source for s in samples)
+        return {f"accuracy_{source}": counts[source] for source in RELEASE if counts[source]}
 
     def metrics(self, samples: Sequence[Sample]) -> dict:
         acc, binary = self.metric_inputs(samples)
