@@ -147,17 +147,19 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     # items like these: +-0.15 at 127 items against 0.05: no number of the task's items settles that question
     like = v.reasons[1]
     assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9 and "this task cannot settle +-0.05" in like
-    assert "all 127 items give a 90% CI of about +-0.15" in like and "margins of about 0.15 or more" in like
+    assert "all 127 items give a 90% CI of about +-0.15, and tell a difference about 0.23 or more from a margin (80% " \
+        "power)" in like and "margins of about 0.23 or more" in like  # 0.15 x (z.95 + z.80) / z.95: as items_to_settle
     v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127, rounding=0.005)  # d = -0.3, h = 0.1
     assert v.kind == rp.DIFFERS and v.line.startswith("differs by -0.300: run - published -0.300 on all 127 items")
-    assert "margins of about 0.40 or more (or, differing, under 0.20)" in v.reasons[1]
+    assert "margins of about 0.45 or more (or, differing, under 0.15)" in v.reasons[1]
     v = rp.judge(0.349, (0.2, 0.5), 0.30, 0.05, n=127, total=127, rounding=0.005)  # 0.049 +- 0.005 straddles 0.05
     assert v.kind == rp.UNDEFINED and "rounding (+-0.005) leaves it on either side of +-0.05" in v.line
     # 20 of 127 items: the task's own value narrows to sqrt(107/126) of +-0.35, still holding the margin; all 127
     # items would settle it (the set's value, then exact), so never "this task cannot settle" but how many
     # (the finite-population formula says 126 of 127: within 5% of the task, the advice is every item, exact)
     v = rp.judge(0.30, (-0.05, 0.65), 0.30, 0.05, n=20, total=127)
-    assert v.kind == rp.UNSETTLED and v.items == 127 and "about 127 of the task's 127 items" in v.line
+    assert v.kind == rp.UNSETTLED and v.items == 127 and "all 127 of the task's items would tell (the value then " \
+        "exact)" in v.line
     assert v.ci90 == pytest.approx((-0.35 * math.sqrt(107 / 126), 0.35 * math.sqrt(107 / 126)))
     assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.35 * math.sqrt(20 / 127)) < 1e-9
     assert "even all 127" in v.reasons[1]
@@ -168,6 +170,9 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     assert v.kind == rp.UNDEFINED and "fewer than 10 items" in v.line
     v = rp.judge(1.0, (1.0, 1.0), 0.30, 0.05, n=40, total=127, correlation=True)
     assert v.kind == rp.UNDEFINED and "same in every resample" in v.line
+    # below N, an estimate on the margin is no "cannot settle": the whole task tells (it said so from the estimate)
+    v = rp.judge(0.55, (0.35, 0.75), 0.30, 0.25, n=40, total=127, rounding=0.005)
+    assert v.kind == rp.UNSETTLED and v.items == 127 and "cannot tell yet within 0.25" in v.line
 
 
 def test_run_margin_and_several_protocols(tmp_path):

@@ -86,8 +86,10 @@ class Verdict:
                 return f"differs by {self.difference:+.3f}: {self._figures()}, beyond +-{m}"
             return f"differs by more than {m}: {self._figures()}, wholly beyond +-{m}"
         if self.kind == UNSETTLED:
-            return f"cannot tell yet within {m}: {self._figures()}; about {self.items:,} of the task's {self.total} " \
-                   "items would settle it"
+            need = (f"all {self.total} of the task's items would tell (the value then exact)"
+                    if self.items >= self.total else f"about {self.items:,} of the task's {self.total} items would "
+                                                     "settle it")
+            return f"cannot tell yet within {m}: {self._figures()}; {need}"
         return (f"this task cannot settle +-{m}: {self._figures()}; the difference is within the published value's "
                 f"rounding of the margin: even all {self.total} items leave it there")
 
@@ -108,10 +110,13 @@ class Verdict:
             return head + (f"{figures}: cannot tell yet within {m}; about {self.like_items:,} items like these would "
                            "settle it")
         d, h = abs(self.difference), self.settles or 0.0
-        under = f" (or, differing, under {d - h:.2f})" if d - h >= 0.005 else ""
+        za, zb = stats._z(0.10, stats.POWER)
+        p = h * (za + zb) / za  # what all the items tell from a margin with the power items_to_settle asks
+        under = f" (or, differing, under {d - p:.2f})" if d - p >= 0.005 else ""
         whole = f"all {self.total}" if self.exact else f"even all {self.total}"
-        return head + (f"{figures}: this task cannot settle +-{m}: {whole} items give a 90% CI of about +-{h:.2f}: at "
-                       f"this difference it settles margins of about {d + h:.2f} or more{under}")
+        return head + (f"{figures}: this task cannot settle +-{m}: {whole} items give a 90% CI of about +-{h:.2f}, "
+                       f"and tell a difference about {p:.2f} or more from a margin ({stats.POWER:.0%} power): at "
+                       f"this difference it settles margins of about {d + p:.2f} or more{under}")
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -186,8 +191,8 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     kind = _kind(*own, margin)
     if kind is not None:
         return Verdict(kind, difference=diff, ci90=own, warnings=warnings, **extra)
-    if gap <= 0:
-        return Verdict(UNSETTLEABLE, difference=diff, ci90=own, warnings=warnings, **extra)
+    if gap <= 0:  # the estimate on the margin (within its rounding): only the whole task can tell, and it will
+        return Verdict(UNSETTLED, difference=diff, ci90=own, items=total, warnings=warnings, **extra)  # (unless on it)
     n0 = like_items if like_kind == UNSETTLED else stats.items_to_settle(n, gap, ci90=ci90)
     items = max(stats.of_population(n0, total), n + 1)
     return Verdict(UNSETTLED, difference=diff, ci90=own, items=items, warnings=warnings, **extra)
