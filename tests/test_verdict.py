@@ -291,3 +291,23 @@ def test_items_within_five_percent_of_the_task_are_the_whole_task():
     assert of_population(2_160, 127) == 120  # 7 left out: the formula's figure stands
     assert of_population(60, 127) == 41 and of_population(60, None) == 60 and of_population(MAX_ITEMS, 127) == MAX_ITEMS
     assert of_population(30_000, 1600) == 1600 and of_population(20_000, 1600) == 1482  # the formula's 1,520 and 1,482
+
+
+def test_the_first_items_of_a_limit_run_are_no_draw_of_the_task(tmp_path, discotex_dir):
+    """--limit's first items (DISCOTEX's first 400 are all TED, gold E) got an interval "for the task's 1,600
+    items" with the finite-population correction, as if drawn; now the task's value is not judged from them."""
+    from abricot_local.analysis import reproduction as rp
+
+    drawn = rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=40, total=127)
+    first = rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=40, total=127, drawn=False)
+    assert drawn.kind == rp.REPRODUCED and first.kind == rp.UNDEFINED and first.items == 40
+    assert "are the task's first (--limit), no draw of its 127" in first.line and first.like_kind == rp.REPRODUCED
+    assert rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=127, total=127, drawn=False).kind == rp.REPRODUCED  # all of it
+    runs = []
+    for name in ("fake", "fake2"):
+        runs.append(tmp_path / name)
+        r = invoke("run", name, "--backend", "fake", "--data-dir", discotex_dir, "--tasks", "discotex", "--limit",
+                   60, "--n-ctx", "8192", "--out", runs[-1])
+        assert r.exit_code == 0, r.output
+    r = invoke("compare", *runs, "--margin", "0.05")
+    assert r.exit_code == 0 and "for the task's 1,600 items" not in r.output and "items like these" in r.output, r.output

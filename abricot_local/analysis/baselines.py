@@ -57,10 +57,12 @@ class Evidence:
     margins: dict[str, float] = field(default_factory=dict)
     within: dict[str, tuple[float, float]] = field(default_factory=dict)
     correlations: frozenset[str] = frozenset()
+    drawn: bool = True  # its items a draw of the task (every one, --sample's, a shard's): not --limit's first ones
 
 
-def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
-    """``task``'s :class:`Evidence` over its ``samples`` (``total``: its items before --limit/--sample/--shard)."""
+def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool = True) -> Evidence:
+    """``task``'s :class:`Evidence` over its ``samples`` (``total``: its items before --limit/--sample/--shard;
+    ``drawn`` False: --limit's first items, no draw of the task)."""
     import numpy as np
 
     from abricot_local.analysis import stats
@@ -77,7 +79,7 @@ def evidence(task: Task, samples: Sequence[Sample], total: int) -> Evidence:
             within[inp.name] = stats.exact_set_ci(k, n, max(total, n), level=LEVEL90)
         else:
             correlations.add(inp.name)
-    return Evidence(total, ci90, margins, within, frozenset(correlations))
+    return Evidence(total, ci90, margins, within, frozenset(correlations), drawn)
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
@@ -272,7 +274,7 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
         verdict = reproduction.judge(value, evidence.ci90.get(ref.metric), ref.value, m, n=entry.n,
                                      total=evidence.total, neighbours=neighbours(ref, refs),
                                      within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
-                                     correlation=ref.metric in evidence.correlations)
+                                     correlation=ref.metric in evidence.correlations, drawn=evidence.drawn)
     return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
                    differences=differences, key=key, verdict=verdict)
 

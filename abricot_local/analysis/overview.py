@@ -186,7 +186,8 @@ def verdict_differences(run: Run) -> tuple[str, ...]:
     evidence = {}
     for t in run.run_tasks:
         if pub.base_name(t.name) in wanted and t.entry is not None:
-            evidence[t.name] = pub.evidence(t.instance(), t.samples, totals.get(t.name) or t.entry.n)
+            evidence[t.name] = pub.evidence(t.instance(), t.samples, totals.get(t.name) or t.entry.n,
+                                            drawn=run.record.config.limit is None)
     fresh = pub.verdict(rec.reproduces, run.record.tasks, evidence, rec.margin)
     out = [] if len(rec.checks) == len(fresh.checks) else [
         f"published.checks: recorded {len(rec.checks)}, made again {len(fresh.checks)}"]

@@ -6,7 +6,8 @@ compared: a run that scored the whole task holds N items (its record names no ``
 ``--sample`` or ``--shard``; an lm-eval log is not taken for a whole task, since its own
 ``--limit`` is not in the record); else the task's items are counted from its data when that is
 here (where the run recorded it, or where `run` finds it) and is the data the run recorded (the same
-SHA-256). None: not known here, and a verdict then speaks of items like these only.
+SHA-256). None: not known here, or a run compared scored --limit's first items (no draw of the task), and
+a verdict then speaks of items like these only.
 """
 
 from __future__ import annotations
@@ -51,8 +52,18 @@ def counted(view, task: str) -> int | None:
         return None
 
 
+def drawn(config) -> bool:
+    """Whether a run's task items are a draw of the task (every item, --sample's, a shard of either), not
+    --limit's first ones (the FPC, and a verdict on the task's own value, want a draw)."""
+    return config.get("limit") is None
+
+
 def task_total(views: Sequence, task: str) -> int | None:
-    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data."""
+    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data; None
+    too when a run compared scored --limit's first items, which are no draw of the task (whole ones aside)."""
+    if any(v.task(task) is not None and not whole(v.task(task).config) and not drawn(v.task(task).config)
+           for v in views):
+        return None
     scored = [len(v.task(task).samples) for v in views if v.task(task) is not None and whole(v.task(task).config)]
     if scored:
         return max(scored)

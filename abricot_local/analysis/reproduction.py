@@ -144,12 +144,13 @@ def _kind(lo: float, hi: float, margin: float) -> str | None:
 
 def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
           total: int, neighbours: tuple[tuple[str, float], ...] = (), within: tuple[float, float] | None = None,
-          rounding: float = 0.0, correlation: bool = False) -> Verdict:
+          rounding: float = 0.0, correlation: bool = False, drawn: bool = True) -> Verdict:
     """The verdict on ``published`` (rounded to +-``rounding``) of a run whose metric is ``value`` over ``n``
     items of a task of ``total``: ``ci90``, its 90% interval for items like these; ``within``, for the task's
     own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
     interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
-    published (model, value) of the same source, task and metric (the small-sample warning)."""
+    published (model, value) of the same source, task and metric (the small-sample warning); ``drawn`` False:
+    the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
     if value is None or _bad(value):
@@ -185,6 +186,12 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
         return Verdict(kind, difference=diff, ci90=own, note=note, **extra)
     if note:
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, **base)
+    if not drawn:  # items: what a --sample run would need, as a draw would be judged (at least as many)
+        as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
+                         correlation=correlation)
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or n, note=(
+            f"the run's {n} items are the task's first (--limit), no draw of its {total}: the task's value is not "
+            "judged from them (--sample N draws them)"), **extra)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
     own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
     warnings = _small_sample(own[1] - own[0], published, neighbours, n)
@@ -231,7 +238,7 @@ def items_to_grow(published) -> int | None:
     """The items a run's published checks (a ``record.Published``) that `cannot tell yet` would be settled
     with, about: the most any of them asks for (one ``--sample`` serves every task); None when none asks."""
     wanted = [c.items_to_settle for c in (published.checks if published is not None else ())
-              if c.verdict == UNSETTLED and c.items_to_settle]
+              if c.verdict in (UNSETTLED, UNDEFINED) and c.items_to_settle]  # cannot tell: --limit's, drawn anew
     return max(wanted, default=None)
 
 

@@ -124,7 +124,8 @@ def published(record: Record, runs, samples: dict[str, list[Sample]]) -> list[st
     rec = record.published or Published()
     reproduces = expected_reproduces(record)
     wanted = {r.task for r in baselines.parse_reproduces(reproduces)[0]} if reproduces else set()
-    evidence = {r.task.key: baselines.evidence(r.task, samples[r.task.key], len(r.task.items()))
+    evidence = {r.task.key: baselines.evidence(r.task, samples[r.task.key], len(r.task.items()),
+                                               drawn=record.config.limit is None)
                 for r in runs if r.task.name in wanted}
     fresh = baselines.verdict(reproduces, record.tasks, evidence, rec.margin)
     out = []

@@ -128,7 +128,8 @@ def merge(shards: Sequence, out: str | Path) -> Path:
         samples[name] = rows
         if published is not None and published.reproduces:
             totals = [c.items_total for c in published.checks if c.task == name and c.items_total]
-            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows))  # all its items
+            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows),  # all its items
+                                                drawn=ref.config.limit is None)
     if published is not None and published.reproduces:  # the verdict on the whole run, not on a shard
         published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
     record = replace(ref, published=published, config=replace(ref.config, shard=None),

@@ -63,7 +63,7 @@ def verdict(plan: Plan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (
     """The published rows the model's registry entry reproduces, each with its reproduction verdict
     (analysis/baselines.py: the run's 90% CI against the margin, ``--margin`` or the task's)."""
     wanted = {r.task for r in baselines.parse_reproduces(plan.reproduces)[0]} if plan.reproduces else set()
-    evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()))
+    evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()), drawn=plan.limit is None)
                 for run, res in zip(runs, results) if run.task.name in wanted}
     return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
 
