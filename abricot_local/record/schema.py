@@ -303,8 +303,8 @@ class PublishedCheck(Section):
     verdict: str | None = spec("the reproduction verdict on the task's own items: `reproduced` (the 90% CI of "
                                "run - published inside +-`margin`; exact when `n` is `items_total`), `differs` "
                                "(wholly beyond it), `cannot tell yet` (`items_to_settle` would), `cannot settle` "
-                               "(within the published value's rounding of the margin), `cannot tell` (no interval); "
-                               "`null`: not comparable", default=None, write="set")
+                               "(every item scored, within the published value's rounding of the margin), "
+                               "`cannot tell` (no interval); `null`: not comparable", default=None, write="set")
     margin: float | None = spec("the margin M the verdict used (the task's for the metric, or `run --margin`)",
                                 default=None, write="set")
     ci90: tuple[float, float] | None = spec("the 90% CI of run - published for the task's own items (the "
@@ -313,7 +313,8 @@ class PublishedCheck(Section):
                                             default=None, write="set")
     n: int | None = spec("items the run scored of the task", default=None, write="set")
     items_total: int | None = spec("items the whole task holds", default=None, write="set")
-    items_to_settle: int | None = spec("`cannot tell yet`: about how many of the task's items would settle it",
+    items_to_settle: int | None = spec("`cannot tell yet`: about how many of the task's items would settle it; "
+                                       "`cannot tell` of a `--limit` run: the items a `--sample` run would need",
                                        default=None, write="set")
     settles: float | None = spec("items like these, when the task cannot settle it: the half-width of a 90% CI "
                                  "over every item of the task", default=None, write="set")
