@@ -301,7 +301,10 @@ def test_the_first_items_of_a_limit_run_are_no_draw_of_the_task(tmp_path, discot
     drawn = rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=40, total=127)
     first = rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=40, total=127, drawn=False)
     assert drawn.kind == rp.REPRODUCED and first.kind == rp.UNDEFINED and first.items == 40
-    assert "are the task's first (--limit), no draw of its 127" in first.line and first.like_kind == rp.REPRODUCED
+    from abricot_local.errors import recorded_words, render
+
+    assert "are the task's first (--limit), no draw of its 127: the task's value is not judged from them " \
+        "(--sample N draws them)" in render(first.line, recorded_words) and first.like_kind == rp.REPRODUCED
     assert rp.judge(0.30, (0.22, 0.38), 0.30, 0.10, n=127, total=127, drawn=False).kind == rp.REPRODUCED  # all of it
     runs = []
     for name in ("fake", "fake2"):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from abricot_local.analysis import reproduction
+from abricot_local.errors import recorded_words, render
 from abricot_local.record import Published, PublishedCheck, Sample, TaskEntry
 from abricot_local.tasks.base import Protocol, Reference, Task
 
@@ -244,7 +245,7 @@ class CICheck:
                               n=v.n if v else None, items_total=v.total if v else None,
                               items_to_settle=v.items if v else None,
                               settles=None if v is None or v.settles is None else round(v.settles, 6),
-                              reasons=v.reasons if v else ())
+                              reasons=tuple(render(r, recorded_words) for r in v.reasons) if v else ())
 
 
 def protocol_differences(protocol: Protocol | None, task_config: dict) -> tuple[str, ...]:

@@ -7,12 +7,11 @@ spelling, an lm-eval output) is paired by the same items (alignment.py). For eac
 each task, each CI metric the task declares (``Task.metric_inputs``) is compared over those items:
 the paired difference with Tango's score interval and McNemar's exact test (accuracy) or a
 paired-bootstrap CI and Williams' t (correlations, when both runs share the gold vector); p-values
-are Holm-adjusted over the pairs of each task and metric. The runs' predictions and log-probs are
-compared too (agreement, |delta log-prob|, KL), every recorded setting that differs is named, each
-pair gets one verdict, and each run one with a margin against its reference (equivalence.py, over
-the task's N items: population.py). Pure: reads finished runs (runs.Run) and returns
-frozen dataclasses; see report/comparison.py for the text.
-"""
+are Holm-adjusted over the pairs of each task and metric (a pair's verdict: over its tasks too). The
+runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL), every recorded
+setting that differs is named, each pair gets one verdict, and each run one with a margin against
+its reference (equivalence.py, over the task's N items: population.py). Pure: reads finished runs
+(runs.Run), returns frozen dataclasses; report/comparison.py writes the text."""
 
 from __future__ import annotations
 
@@ -370,7 +369,7 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
             primary: Mapping[str, str], tolerance: float, alpha: float) -> Verdict:
     """identical (every log-prob bit-equal) > numerically close (same predictions, every
     |delta log-prob| <= tolerance) > different (some task's primary metric, else its first
-    tested one, has a Holm-adjusted p < alpha) > cannot tell apart."""
+    tested one, has a p < alpha Holm-adjusted over the pairs and the tasks) > cannot tell apart."""
     ags = [g for g in agreements if (g.a, g.b) == (a, b)]
     n = sum(g.n for g in ags)
     if ags and all(g.identical for g in ags):
@@ -383,17 +382,18 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
               if m is not None]
     if not chosen:
         return Verdict(a, b, UNTESTED, "no metric could be tested (undefined correlations or differing gold)")
-    m = min(chosen, key=lambda m: (m.p_holm, m.p, -m.n))
-    adjusted = " (Holm-adjusted over the pairs)" if m.p_holm != m.p else ""
-    lead = f"the smallest p of {len(chosen)} tasks: " if len(chosen) > 1 else ""
-    text = (f"{lead}{m.task} {m.metric} {m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)} "
-            f"[{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], {m.test} p = {m.p_holm:.3g}{adjusted}")
+    adj = stats.holm([m.p_holm for m in chosen])  # over the tasks too: "different" is a claim on any of them
+    p, m = min(zip(adj, chosen), key=lambda x: (x[0], x[1].p, -x[1].n))
+    over = " and the ".join(w for w, on in (("pairs", m.p_holm != m.p), (f"{len(chosen)} tasks", len(adj) > 1)) if on)
+    text = (f"{'the smallest p of %d tasks: ' % len(chosen) if len(chosen) > 1 else ''}{m.task} {m.metric} "
+            f"{m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)} [{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], "
+            f"{m.test} p = {p:.3g}{f' (Holm-adjusted over the {over})' if over else ''}")
     zero_inside = m.ci[0] <= 0 <= m.ci[1] or math.isnan(m.ci[0])  # no interval: nothing to set against the test
-    if m.p_holm < alpha:
-        return Verdict(a, b, DIFFERENT, text + ("; the CI includes 0" if zero_inside else ""), m.p_holm)
+    if p < alpha:
+        return Verdict(a, b, DIFFERENT, text + ("; the CI includes 0" if zero_inside else ""), p)
     if not zero_inside:
-        text += ("; the CI (not adjusted over the pairs) excludes 0 but the Holm-adjusted test does not reject"
-                 if adjusted else "; the CI excludes 0 but the test does not reject")
+        text += (f"; the CI (not adjusted over the {over}) excludes 0 but the Holm-adjusted test does not reject"
+                 if over else "; the CI excludes 0 but the test does not reject")
     if m.mdd is not None:
         text += f"; {m.n} items detect only differences of {m.mdd:.3f} or more (80% power)"
-    return Verdict(a, b, CANNOT_TELL, text, m.p_holm)
+    return Verdict(a, b, CANNOT_TELL, text, p)

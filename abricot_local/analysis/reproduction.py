@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass
 
 from abricot_local.analysis import stats
+from abricot_local.errors import opt
 
 REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
     "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
@@ -190,8 +191,8 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
                          correlation=correlation)
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or n, note=(
-            f"the run's {n} items are the task's first (--limit), no draw of its {total}: the task's value is not "
-            "judged from them (--sample N draws them)"), **extra)
+            f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the task's value "
+            f"is not judged from them ({opt('sample', 'N')} draws them)"), **extra)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
     own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
     warnings = _small_sample(own[1] - own[0], published, neighbours, n)
