@@ -277,3 +277,20 @@ def test_a_ci_that_excludes_0_beside_a_test_that_does_not_reject_says_why():
     assert alone.kind == cmp.CANNOT_TELL and "p = 0.06; the CI excludes 0 but the test does not reject;" in alone.reason
     assert cmp.verdict("f16", "q4_0", [replace(m, p_holm=0.039)], [g], {"discotex": "accuracy"}, cmp.TOLERANCE,
                        0.05).kind == cmp.DIFFERENT
+
+
+def test_a_pairs_different_verdict_is_adjusted_over_its_tasks():
+    """It read the smallest p of the pair's tasks unadjusted: with three equal tasks, one pair in seven was
+    `different` at alpha 0.05. Holm over the tasks: p 0.03 of three is 0.09; 0.01 of three is still 0.03."""
+    m = cmp.MetricComparison("discotex", "accuracy", "accuracy", "a", "b", 40, 0.3, 0.2, 0.1, (0.01, 0.19),
+                             "McNemar exact", 5.0, 0.03, p_holm=0.03, mdd=0.2)
+    ms = [m, replace(m, task="t2", p=0.5, p_holm=0.5), replace(m, task="t3", p=0.8, p_holm=0.8)]
+    gs = [cmp.Agreement(t, "a", "b", 40, 0.8, 1.0, 0.5, 0.01, False) for t in ("discotex", "t2", "t3")]
+    primary = {"discotex": "accuracy", "t2": "accuracy", "t3": "accuracy"}
+    v = cmp.verdict("a", "b", ms, gs, primary, cmp.TOLERANCE, 0.05)
+    assert v.kind == cmp.CANNOT_TELL and v.p == pytest.approx(0.09)
+    assert "the smallest p of 3 tasks: discotex accuracy" in v.reason and "p = 0.09 (Holm-adjusted over the 3 " \
+        "tasks); the CI (not adjusted over the 3 tasks) excludes 0" in v.reason
+    assert cmp.verdict("a", "b", [replace(m, p=0.01, p_holm=0.01), *ms[1:]], gs, primary, cmp.TOLERANCE,
+                       0.05).kind == cmp.DIFFERENT
+    assert cmp.verdict("a", "b", [m], gs[:1], primary, cmp.TOLERANCE, 0.05).kind == cmp.DIFFERENT  # one task alone
