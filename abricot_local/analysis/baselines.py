@@ -16,7 +16,8 @@ made under its own protocol.
 A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the
 margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% intervals of
 the metric (:class:`Evidence`: for items like these, an accuracy's Wilson score interval, a correlation's
-bootstrap; for the task's own value, an accuracy's exact hypergeometric interval), its margin, its number
+bootstrap; for the task's own value, an accuracy's exact hypergeometric interval, a correlation's
+correlation_ci: Fisher's z, guarded, narrowed), its margin, its number
 of items, and the published value's rounding (:func:`rounding`).
 """
 
@@ -50,7 +51,7 @@ class Evidence:
     95% CI's resamples: the task's seed, N_BOOT), an accuracy's for the task's own value (the exact
     hypergeometric interval of k right of n drawn from the N, stats.exact_set_ci: Wilson's narrowed by
     the finite-population correction falls short of 90% at small n, bench/coverage.py; a correlation's
-    is narrowed by reproduction.py), which metrics
+    correlation_ci's, the --until-settled rule's, or why it has none: ``why``), which metrics
     are correlations, the margin the task declares for each, and how many items the whole task holds."""
 
     total: int
@@ -58,6 +59,7 @@ class Evidence:
     margins: dict[str, float] = field(default_factory=dict)
     within: dict[str, tuple[float, float]] = field(default_factory=dict)
     correlations: frozenset[str] = frozenset()
+    why: dict[str, str] = field(default_factory=dict)  # a correlation's: why it has no interval for the task's value
     drawn: bool = True  # its items a draw of the task (every one, --sample's, a shard's): not --limit's first ones
 
 
@@ -69,7 +71,9 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     from abricot_local.analysis import stats
     from abricot_local.metrics import interval
 
-    ci90, margins, within, correlations = {}, {}, {}, set()
+    from abricot_local.analysis.correlation_ci import correlation_ci
+
+    ci90, margins, within, correlations, why = {}, {}, {}, set(), {}
     for inp in task.metric_inputs(list(samples)):
         lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
@@ -78,9 +82,13 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
         if inp.stat == "accuracy":
             k = int(np.sum(np.asarray(inp.x) == np.asarray(inp.y)))
             within[inp.name] = stats.exact_set_ci(k, n, max(total, n), level=LEVEL90)
-        else:
+        else:  # the sequential rule's interval: Fisher's z, floored by normal theory, guarded, narrowed
             correlations.add(inp.name)
-    return Evidence(total, ci90, margins, within, frozenset(correlations), drawn)
+            _, ci, no = correlation_ci(inp.stat, [np.asarray(inp.x, float), np.asarray(inp.y, float)], n, max(total, n),
+                                       LEVEL90, task.options.seed)
+            within.update({inp.name: ci} if ci else {})
+            why.update({inp.name: no} if no else {})
+    return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn)
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
@@ -275,7 +283,8 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
         verdict = reproduction.judge(value, evidence.ci90.get(ref.metric), ref.value, m, n=entry.n,
                                      total=evidence.total, neighbours=neighbours(ref, refs),
                                      within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
-                                     correlation=ref.metric in evidence.correlations, drawn=evidence.drawn)
+                                     correlation=ref.metric in evidence.correlations, drawn=evidence.drawn,
+                                     why=evidence.why.get(ref.metric, ""))
     return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
                    differences=differences, key=key, verdict=verdict)
 

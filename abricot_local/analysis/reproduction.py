@@ -145,12 +145,13 @@ def _kind(lo: float, hi: float, margin: float) -> str | None:
 
 def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
           total: int, neighbours: tuple[tuple[str, float], ...] = (), within: tuple[float, float] | None = None,
-          rounding: float = 0.0, correlation: bool = False, drawn: bool = True) -> Verdict:
+          rounding: float = 0.0, correlation: bool = False, drawn: bool = True, why: str = "") -> Verdict:
     """The verdict on ``published`` (rounded to +-``rounding``) of a run whose metric is ``value`` over ``n``
     items of a task of ``total``: ``ci90``, its 90% interval for items like these; ``within``, for the task's
     own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
     interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
-    published (model, value) of the same source, task and metric (the small-sample warning); ``drawn`` False:
+    published (model, value) of the same source, task and metric (the small-sample warning); ``why``: why a
+    correlation has no interval for the task's own value (correlation_ci's guard); ``drawn`` False:
     the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
@@ -167,6 +168,8 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
                 "read")
     elif correlation and ci90[0] == ci90[1]:
         note = "the correlation is the same in every resample: its bootstrap has no spread"
+    elif correlation and why and n < total:  # no interval for the task's own value (correlation_ci)
+        note = why
     like = NAN2 if note else (ci90[0] - published - rounding + 0.0, ci90[1] - published + rounding + 0.0)
     gap = abs(abs(diff) - margin) - rounding  # how far the interval's nearer edge may reach and still settle it
     like_kind, like_items, settles = UNDEFINED, None, None

@@ -26,6 +26,7 @@ import numpy as np
 
 from abricot_local import metrics
 from abricot_local.analysis import equivalence, reproduction, stats
+from abricot_local.analysis.correlation_ci import correlation_ci, fisher
 from abricot_local.analysis.paired_exact import paired_set_ci
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError, opt
@@ -36,7 +37,6 @@ SETTLED = frozenset({reproduction.REPRODUCED, reproduction.DIFFERS, reproduction
                      equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE})
 BONFERRONI = "Bonferroni over the looks: look k at level 1 - {a:g} x 2^-k"
 PEEKING = "every look at level {l:g}, nothing spent (not valid under repeated looks)"
-_EDGE = 1.0 - 1e-12  # a correlation of +-1 has no Fisher z: clipped inside
 
 
 def planned_looks(total: int, looks: Sequence[int] | None = None, max_items: int | None = None,
@@ -256,7 +256,7 @@ def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed:
         right = int(np.sum(v[0] == v[1]))
         value, (lo, hi), note = right / n, stats.exact_set_ci(right, n, total, level=lvl), ""
     else:
-        value, ci, note = _correlation(q, v, n, total, lvl, seed)
+        value, ci, note = correlation_ci(q.stat, v, n, total, lvl, seed, paired=q.paired)
         if ci is None:
             return (None if value is None else value - p), None, note
         lo, hi = ci
@@ -266,39 +266,10 @@ def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed:
 def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
     """other - reference over the n items, its interval at ``lvl`` for the task's own value, and why there is none."""
     if q.stat != "accuracy":
-        return _correlation(q, v, n, total, lvl, seed)
+        return correlation_ci(q.stat, v, n, total, lvl, seed, paired=q.paired)
     a, b = v[0] == v[1], v[2] == v[3]
     only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
     return (only_a - only_b) / n, paired_set_ci(only_a, only_b, n, total, level=lvl), ""
-
-
-def _correlation(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
-    """A correlation (a row's) or the difference of two (a pair's) over the n items, and its interval at ``lvl`` for
-    the task's own value: +- z x the bootstrap's standard deviation (metrics.N_BOOT resamples, ``seed``; one
-    correlation's on Fisher's z), narrowed by the finite-population correction; or why there is none."""
-    f, w = metrics.ROW_STATS[q.stat], [x.astype(float) for x in v]
-    value = float(f(w[0], w[1]) - (f(w[2], w[3]) if q.paired else 0.0))
-    if math.isnan(value):
-        return None, None, "the correlation is undefined (a constant vector)"
-    off = min(n - int(np.unique(x, return_counts=True)[1].max()) for x in w)  # items off a vector's commonest value
-    if off < stats.MIN_CORRELATION_ITEMS:
-        return value, None, (f"fewer than {stats.MIN_CORRELATION_ITEMS} items away from a vector's most common value "
-                             f"({off}): a correlation's interval is not read yet")
-    idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
-    boot = f(w[0][idx], w[1][idx]) - (f(w[2][idx], w[3][idx]) if q.paired else 0.0)
-    boot = boot[~np.isnan(boot)]
-    boot = boot if q.paired else np.arctanh(np.clip(boot, -_EDGE, _EDGE))
-    se = float(np.std(boot, ddof=1)) if len(boot) > 1 else 0.0
-    se = se if q.paired or not se > 0 else max(se, 1.0 / math.sqrt(n - 3))  # one r: never below normal theory's
-    if not se > 0:
-        return value, None, "the same in every resample: the bootstrap has no spread"
-    half, centre = metrics.z_of(lvl) * se * math.sqrt(stats.fpc(n, total)), value if q.paired else _fisher(value)
-    lo, hi = centre - half, centre + half
-    return value, ((lo, hi) if q.paired else (math.tanh(lo), math.tanh(hi))), ""
-
-
-def _fisher(r: float) -> float:
-    return math.atanh(max(-_EDGE, min(_EDGE, r)))
 
 
 def _meet(prev: tuple[float, float] | None, own: tuple[float, float]) -> tuple[tuple[float, float], str]:
@@ -361,7 +332,7 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
         elif n < (1 if q.stat == "accuracy" else stats.MIN_CORRELATION_ITEMS):
             continue
         else:
-            half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), _fisher(t)
+            half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), fisher(t)
             lo, hi = stats.exact_set_ci(min(n, max(0, round(t * n))), n, state.total, level=lvl) if q.stat == "accuracy" else (
                 math.tanh(z - half), math.tanh(z + half))
             kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
