@@ -314,3 +314,24 @@ def test_the_first_items_of_a_limit_run_are_no_draw_of_the_task(tmp_path, discot
         assert r.exit_code == 0, r.output
     r = invoke("compare", *runs, "--margin", "0.05")
     assert r.exit_code == 0 and "for the task's 1,600 items" not in r.output and "items like these" in r.output, r.output
+
+
+def test_a_verdict_of_an_earlier_method_is_held_to_its_other_fields(tmp_path):
+    """A run made before the verdicts' method changed (record.Published.method) is not called doctored by `check`
+    or `report --verify` for its verdict's figures; one of today's method with a changed figure is."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nn_ctx = 8192\nreproduces = "ABRICOT paper: llama-3.1-8b"\n',
+                      encoding="utf-8")
+    out = tmp_path / "o"
+    r = invoke("run", "fake-as-llama", "--models", models, "--tasks", "abricot_abs", "--protocol", "paper", "--data",
+               f"abricot={FIXTURE}", "--sample", 12, "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["published"]["method"] == 2
+    doc["published"]["checks"][0]["ci90"] = [-0.9, -0.1]  # another method's figures (or a hand's)
+    for method, held in ((2, False), (None, True), (1, True)):
+        doc["published"]["method"] = method
+        (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+        for args in (("check", out), ("report", out, "--verify", "--models", models)):
+            r = CliRunner().invoke(cli, [str(a) for a in args])
+            assert (r.exit_code == 0) == held, (method, args, r.output)

@@ -314,4 +314,4 @@ def verdict(reproduces: str, tasks: dict[str, TaskEntry], evidence: dict[str, Ev
     checks = tuple(c.to_record() for c in found if c is not None)
     missing = tuple(sorted({r.task for r, c in zip(refs, found) if c is None}))
     return Published(reproduces=reproduces or None, checks=checks, tasks_not_run=missing, unknown=tuple(unknown),
-                     margin=margin)
+                     margin=margin, method=reproduction.METHOD)

@@ -41,6 +41,9 @@ from abricot_local.errors import opt
 REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
     "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
 KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
+# the verdicts' method, recorded (record.Published.method): 2 since a correlation's interval for the task's own
+# value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell
+METHOD = 2
 NAN2 = (math.nan, math.nan)
 
 

@@ -333,6 +333,9 @@ class Published(Section):
     unknown: tuple[str, ...] = spec("parts of `reproduces` naming no published row", default=())
     margin: float | None = spec("`run --margin` (`null`: each task's declared margin per metric)", default=None,
                                 write="set")
+    method: int | None = spec("the verdicts' method (`analysis.reproduction.METHOD`; `null`: one before 2): "
+                              "`check` and `report --verify` make again only a verdict of today's method, and "
+                              "hold one of another to its other fields", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

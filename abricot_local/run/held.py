@@ -142,8 +142,8 @@ def published(record: Record, runs, samples: dict[str, list[Sample]]) -> list[st
     for k, (a, b) in enumerate(zip(rec.checks, fresh.checks)):
         where = f"published.checks[{k}] ({b.reference}, {b.task}.{b.metric})"
         for d in settings.differences(a, b, depth=1, same=settings.close):
-            if a.verdict is None and d.key in verdict_keys:
-                continue  # a run of a version before the verdict: its other fields are held
+            if (a.verdict is None or rec.method != fresh.method) and d.key in verdict_keys:
+                continue  # a run of a version before the verdict, or of another method: its other fields are held
             out.append(f"{where} {d.key}: recorded {_shown(d.a)}, made again {_shown(d.b)}")
     return out
 
