@@ -384,3 +384,19 @@ def test_a_calibration_on_a_busy_machine_says_so(monkeypatch):
     assert "the machine was busy (load average 8.3 on 2 cores)" in calibration.busy()
     monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.4, 0.3))
     assert calibration.busy() == ""
+
+
+def test_a_grown_shard_plans_the_items_it_will_score(tmp_path, discotex_dir):
+    """Growing --sample moves items between shards: the plan left out every item the folder held, though only
+    some are still in the shard (it planned 3 items left of a shard that scored 10)."""
+    out = tmp_path / "s"
+    args = ("fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir, "--n-ctx", 8192,
+            "--shard", "1/3")
+    assert invoke("run", *args, "--sample", 30, "--out", out).exit_code == 0
+    plan = dry(*args, "--sample", 40, "--out", out, "--resume")
+    (task,) = plan["models"][0]["tasks"]
+    r = invoke("run", *args, "--sample", 40, "--out", out, "--resume")
+    assert r.exit_code == 0, r.output
+    scored = json.loads((out / "results.json").read_text())["tasks"]["discotex"]["scored_now"]
+    assert task["items"] == scored > 40 // 3 - 10, (task, scored)  # more than the items not held before
+    assert f"{scored} items left" in r.stderr  # the run's own plan line counts alike

@@ -151,7 +151,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             try:
                 cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
                                   registry=request.known_models())
-                out.append(_settled(p, _in_folder(cost, request, name), reference))
+                out.append(_settled(p, _in_folder(cost, p, request, name), reference))
             except AbricotError as err:
                 if not sweep:
                     raise
@@ -160,9 +160,9 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
                                                                          request.shard))
 
 
-def _in_folder(model: ModelPlan, request, name: str) -> ModelPlan:
-    """The run's --out as the run will find it (run.folder.held_items): a folder it refuses is its error (a
-    sweep's: the model's row); with --resume, the items it holds left out (a sweep's finished model: none left)."""
+def _in_folder(model: ModelPlan, plan, request, name: str) -> ModelPlan:
+    """The run's --out as the run finds it (run.folder.held_items): a folder it refuses is its error (a sweep's:
+    the model's row); --resume: the items of ``plan`` it holds left out (a grown shard's: those still in it)."""
     folder = request.folder_of(name) if request.out is not None else None
     if folder is None or model.problem:
         return model
@@ -171,7 +171,13 @@ def _in_folder(model: ModelPlan, request, name: str) -> ModelPlan:
     done = held_items(folder, resume=request.resume)
     if not done or request.settle.on:  # --until-settled: its looks are counted from the rule's own first item
         return model
-    return replace(model, tasks=tuple(_less(t, min(done.get(t.task, 0), t.items), model.speed) for t in model.tasks))
+    left = _held(plan.runs, done)
+    return replace(model, tasks=tuple(_less(t, left.get(t.task, 0), model.speed) for t in model.tasks))
+
+
+def _held(runs, done: dict[str, set]) -> dict[str, int]:
+    """Per task run, how many of its items the folder holds (``done``: ids per task, states.saved_ids)."""
+    return {r.task.key: len(done.get(r.task.key, set()) & {it.id for it in r.items}) for r in runs}
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None,
@@ -265,15 +271,15 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
     items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
     first lines). ``folder`` (a --resume): the items it holds are left out, the work and time of those left
     in proportion."""
-    from abricot_local.run.states import saved_counts
+    from abricot_local.run.states import saved_ids
 
     ref, opts, cls = plan.model, plan.backend_options, backend_class(plan.backend)
     plans = _counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
     facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
     speed, note = _speed(ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
-    done = saved_counts(folder) if folder is not None and folder.is_dir() else {}  # a --resume: the items left
-    plans = [_less(p, min(done.get(p.task, 0), p.items), speed) for p in plans]
+    held = _held(plan.runs, saved_ids(folder)) if folder is not None and folder.is_dir() else {}  # a --resume's
+    plans = [_less(p, held.get(p.task, 0), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
                       None, None, "", speed, note, tuple(plans))
     return DryRun((_settled(plan, model),), () if plan.settle.on else _alternatives([model], plan.limit, plan.sample,

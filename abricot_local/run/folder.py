@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 from abricot_local.errors import NoSpaceError, ResultsError, opt
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
 from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, samples_name
-from abricot_local.run.states import items_text, saved_counts
+from abricot_local.run.states import items_text, saved_counts, saved_ids
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
@@ -56,9 +56,10 @@ def fresh_refusal(path: Path) -> str:
             f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
 
 
-def held_items(path: Path, *, resume: bool) -> dict[str, int]:
-    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the items each task
-    holds (a --resume's: left out of its work); a folder a run without --resume refuses is that ResultsError."""
+def held_items(path: Path, *, resume: bool) -> dict[str, set]:
+    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
+    each task holds (a --resume's: those it plans left out of its work); a folder a run without --resume refuses
+    is that ResultsError."""
     if not path.is_dir():
         return {}
     if not resume:
@@ -66,7 +67,7 @@ def held_items(path: Path, *, resume: bool) -> dict[str, int]:
         if refusal:
             raise ResultsError(refusal)
         return {}
-    return saved_counts(path)
+    return saved_ids(path)
 
 
 class OutputDir:

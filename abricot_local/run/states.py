@@ -163,8 +163,13 @@ def find_runs(paths) -> list[RunState]:
 
 def saved_counts(folder: Path) -> dict[str, int]:
     """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
+    return {task: len(ids) for task, ids in saved_ids(folder).items()}
+
+
+def saved_ids(folder: Path) -> dict[str, set]:
+    """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint)."""
     folder = Path(folder)
-    counts: dict[str, int] = {}
+    found: dict[str, set] = {}
     for where in (folder, folder / CHECKPOINT):
         for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() and not where.is_symlink() else []:
             if f.is_symlink():
@@ -174,8 +179,8 @@ def saved_counts(folder: Path) -> dict[str, int]:
                 ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
             except ResultsError:  # a damaged file: counted as nothing; resuming names the line
                 ids = set()
-            counts[task] = max(counts.get(task, 0), len(ids))
-    return counts
+            found[task] = found.get(task, set()) | ids
+    return found
 
 
 def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
