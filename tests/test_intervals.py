@@ -330,6 +330,6 @@ def test_every_block_of_the_quantization_comparison_names_the_reference_quant(tm
     section = text.split("Quantization comparison", 1)[1].split("Quant ladder", 1)[0]
     blocks = [b for b in section.split("\n\n") if "-----" in b]
     assert len(blocks) >= 2 and max(map(len, text.splitlines())) <= 120
-    for block in blocks:
+    for block in blocks:  # and the rung's: a ladder's rows in one block were told apart by their order alone
         head, rule, row = block.splitlines()[-3:]
-        assert "ref_quant" in head and "F16" in row.split()
+        assert "ref_quant" in head and "other_quant" in head and row.split()[2:4] == ["F16", "Q4_K_M"], block

@@ -210,8 +210,9 @@ def _text_section(title: str, df: pd.DataFrame) -> str:
     if not len(df):
         return f"{wrap(title)}\n\nnone"
     wraps = ("setting", "a", "b", "note", "group", "best", "run")
-    if "pair" not in df.columns:
-        return f"{wrap(title)}\n\n{fit(df, keys=1, wrap_cols=wraps, fold_last=('folder',))[0]}"
+    if "pair" not in df.columns:  # a run against its reference: both name a row of every block
+        keys = 3 if list(df.columns[:3]) == ["reference", "run", "task"] else 1
+        return f"{wrap(title)}\n\n{fit(df, keys=keys, wrap_cols=wraps, fold_last=('folder',))[0]}"
     parts = [wrap(title)]
     for pair, rows in df.groupby("pair", sort=False):
         empty = [c for c in ("note", "detectable") if c in rows.columns and not any(map(str, rows[c]))]

@@ -199,8 +199,9 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
-        q.insert(2, "ref_quant", q.pop("ref_quant"))  # a key column: every block names the reference quant
-        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 3,
+        q.insert(2, "ref_quant", q.pop("ref_quant"))  # key columns: every block names the reference quant
+        q.insert(3, "other_quant", q.pop("other_quant"))  # and the rung's (its rows' order is no key)
+        out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 4,
                                ("notes", "ref_model", "other_model"))
         rungs = ladders(report.runs)
         if rungs:
