@@ -297,10 +297,10 @@ def write(res: KldResult, ref_record, rec, options) -> None:
 
     path = _writable(res.run / stats.FILE)
     entry = {
-        "reference": {"folder": str(res.reference), "model": ref_record.model.name,
+        "reference": {"folder": str(Path(res.reference).absolute()), "model": ref_record.model.name,
                       "model_sha256": ref_record.model.sha256},
         "model_sha256": rec.model.sha256, "quant": res.quant, "seconds": round(res.seconds, 3),
-        "decode_calls": res.decode_calls, "pass_runs": [str(p) for p in res.pass_rungs],
+        "decode_calls": res.decode_calls, "pass_runs": [str(Path(p).absolute()) for p in res.pass_rungs],
         "engine": options.engine, "n_batch": options.n_batch,
         "tasks": {t: s.to_dict() for t, s in res.tasks.items()}}
     with locked(path, "`kld`"):

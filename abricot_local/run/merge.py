@@ -134,7 +134,7 @@ def merge(shards: Sequence, out: str | Path) -> Path:
         published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
     record = replace(ref, published=published, config=replace(ref.config, shard=None),
                      manifest=_strip_shard(ref.manifest),
-                     provenance=replace(ref.provenance, merged_from=tuple(run.path for run in runs)),
+                     provenance=replace(ref.provenance, merged_from=tuple(str(Path(run.path).absolute()) for run in runs)),
                      tasks=tasks, wall_seconds=round(sum(run.record.wall_seconds or 0 for run in runs), 3))
     with OutputDir(out) as o:
         if (Path(out) / RESULTS).exists():
