@@ -432,3 +432,20 @@ def test_the_api_runs_a_quant_ladder_and_judges_it(models, tmp_path):
     assert al.compare(*runs, models_file=models).changes().empty
     with pytest.raises(UsageError, match="it has Q8_0, Q5_K_M, Q4_K_M"):
         al.plan("tiny-q8", "discotex", quants="Q2_K", models_file=models, data_dir=data)
+
+
+def test_a_correlation_difference_made_by_a_handful_of_changed_answers_is_not_read():
+    """A rung whose r moved because of a few changed answers: its paired bootstrap over a sample of them (one
+    changed answer: [-0.131, 0.000]) settled a truly worse rung as equivalent up to 15% of the time."""
+    from types import SimpleNamespace
+
+    from abricot_local.analysis import equivalence
+
+    m = SimpleNamespace(a="o", b="r", diff=-0.01, ci90=(-0.03, 0.0), stat="pearson", n=40, task="t",
+                        metric="pearson", note="", detail={"changed": 3})
+    v = equivalence.verdict_of(m, "o", "r", 0.05, 127)
+    assert v.kind == equivalence.UNDEFINED and "3 of the 40 items changed their answer, fewer than 10" in v.note
+    many = equivalence.verdict_of(SimpleNamespace(**{**vars(m), "detail": {"changed": 12}}), "o", "r", 0.05, 127)
+    assert many.kind == equivalence.EQUIVALENT
+    every = equivalence.verdict_of(SimpleNamespace(**{**vars(m), "n": 127}), "o", "r", 0.05, 127)
+    assert every.kind == equivalence.EQUIVALENT  # every item: the set's own difference, exact

@@ -237,9 +237,9 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
     w = stats.williams_t(boot.a, boot.b, r_ab, n)
     z = stats.steiger_z(boot.a, boot.b, r_ab, n)
     note = flat or ("" if not math.isnan(w.p) else "undefined (a constant vector or too few items): not tested")
-    return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p,
-                            detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p)),
-                            note=note)
+    return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p, note=note,
+                            detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p),
+                                    ("changed", int(np.sum(np.asarray(ia.x, float) != np.asarray(ib.x, float))))))
 
 
 def _inputs(run: Run, task: str, samples: Sequence[Sample]):
