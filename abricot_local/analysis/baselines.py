@@ -280,8 +280,9 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
     verdict = None
     if evidence is not None and not differences:
         m = margin if margin is not None else evidence.margins.get(ref.metric, Task.default_margin)
+        near = neighbours(ref, refs)  # the other published values of its source, task and metric
         verdict = reproduction.judge(value, evidence.ci90.get(ref.metric), ref.value, m, n=entry.n,
-                                     total=evidence.total, neighbours=neighbours(ref, refs),
+                                     total=evidence.total, neighbours=near,
                                      within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
                                      correlation=ref.metric in evidence.correlations, drawn=evidence.drawn,
                                      why=evidence.why.get(ref.metric, ""))
