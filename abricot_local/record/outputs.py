@@ -37,10 +37,12 @@ def _runs_own(path: Path) -> str:
     return f"{'is' if ckpt == path else 'lies in'} the checkpoint of the run in {ckpt.parent}"
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def lstat_or_none(path: Path) -> os.stat_result | None:
+    """``path``'s own stat (a link's, not its target's); None when nothing is there; any other OSError as the
+    one line of paths.path_error."""
     try:
         return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return None
     except OSError as exc:
         from abricot_local.paths import path_error
@@ -72,8 +74,8 @@ def output_file(path: str | Path) -> Path:
     checked first: refused when it is a link, a run's own file, read-only, not a regular file, or in a
     read-only folder."""
     path = Path(path)
-    _refuse(path, _lstat(path), folder=False)
-    parent = _lstat(path.parent)
+    _refuse(path, lstat_or_none(path), folder=False)
+    parent = lstat_or_none(path.parent)
     if parent is not None and stat.S_ISDIR(parent.st_mode) and not parent.st_mode & _WRITABLE:
         raise ResultsError(f"{path.parent} is a read-only folder: abricot-local writes nothing into it; "
                            "give a file elsewhere")
@@ -84,5 +86,5 @@ def output_folder(path: str | Path) -> Path:
     """``path``, a folder the user named for the tool to write files into (made when missing), checked
     first: refused when it is a link, not a folder, read-only, or a run's checkpoint (or inside one)."""
     path = Path(path)
-    _refuse(path, _lstat(path), folder=True)
+    _refuse(path, lstat_or_none(path), folder=True)
     return path

@@ -15,7 +15,7 @@ from pathlib import Path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.names import path_part
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
-from abricot_local.record.outputs import LOCK, MARKERS, is_run_folder
+from abricot_local.record.outputs import LOCK, MARKERS, is_run_folder, lstat_or_none
 
 SHOWN = 5  # entries a refusal names
 _STARTING = re.compile(rf"\.({'|'.join(MARKERS)})\.[^/]+\.tmp")  # a run starting there this moment: its state file
@@ -25,20 +25,9 @@ def samples_name(task: str) -> str:
     return f"samples-{path_part(task, 'task')}.jsonl"
 
 
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        from abricot_local.paths import path_error
-
-        raise path_error(exc) or ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 def refuse_link(path: Path, *, folder: bool = False) -> None:
     """``path`` absent, or a regular file (``folder``: a folder) that is no link; else refused."""
-    st = _lstat(path)
+    st = lstat_or_none(path)
     if st is None:
         return
     if stat.S_ISLNK(st.st_mode):
@@ -83,7 +72,7 @@ def guard(folder: Path) -> None:
     if outer is not None:
         raise ResultsError(f"{folder} lies inside the run folder {outer}; a run folder holds one run: choose a "
                            "folder outside it")
-    if _lstat(folder) is None:
+    if lstat_or_none(folder) is None:
         return
     refuse_link(folder, folder=True)
     if not folder.is_dir():
