@@ -78,14 +78,11 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     inside a model's run (which says its own: :func:`run_model`), as ``hooks.done`` tells a step, between two
     models or as ``hooks.ended`` tells a sweep's end, raises :class:`Interrupted` too, saying which runs are
     complete (:func:`after_signal`)."""
-    finished: list[Path] = []
     steps: list[Step] = []
     try:
         if request.caution:
             hooks.notify(request.caution)
         for step in _steps(request, hooks):
-            if step.folder is not None and not step.failed:
-                finished.append(step.folder)
             steps.append(step)
             hooks.done(step)
             yield step
@@ -94,6 +91,7 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     except Interrupted:
         raise
     except KeyboardInterrupt as err:
+        finished = [s.folder for s in steps if s.folder is not None and not s.failed]
         raise Interrupted(after_signal(request, finished, hooks.resume_hint)) from err
 
 
