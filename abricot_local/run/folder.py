@@ -40,6 +40,14 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, R
 from abricot_local.run.resume import finished_run, reopen
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
+def _failed_before_first_item(path: Path) -> bool:
+    """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
+    options starts afresh there."""
+    if not (path / FAILED).is_file() or (path / RESULTS).exists():
+        return False
+    return not (path / CHECKPOINT / RUN_MANIFEST).exists() or not any(saved_counts(path).values())
+
+
 def fresh_refusal(path: Path) -> str:
     """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
     its first item): a finished run, or another's checkpoint with items saved. :meth:`OutputDir.check`'s first
@@ -47,11 +55,9 @@ def fresh_refusal(path: Path) -> str:
     if (path / RESULTS).exists():
         return (f"{path} already holds a finished run; choose another {opt('out')} "
                 f"(or {opt('resume', True)} to reuse it)")
-    if not (path / CHECKPOINT / RUN_MANIFEST).exists():
+    if not (path / CHECKPOINT / RUN_MANIFEST).exists() or _failed_before_first_item(path):
         return ""
     saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
-    if failed and not saved:
-        return ""
     return (f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved); "
             f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
 
@@ -154,10 +160,8 @@ class OutputDir:
         to resume), writing nothing: called before the model loads."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
-        failed = not finished and (self.path / FAILED).is_file()
-        saved = sum(saved_counts(self.path).values()) if recorded_path.exists() else 0
-        if self.afresh or (failed and not saved):  # a run that failed before it scored an item (a prompt over
-            self.afresh = True                     # --n-ctx): this one starts afresh there, whatever its options
+        if self.afresh or _failed_before_first_item(self.path):  # this run starts afresh there, whatever its
+            self.afresh = True                                   # options (start() checks again: RUNNING by then)
             return
         if not resume:
             refusal = fresh_refusal(self.path)
