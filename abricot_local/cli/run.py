@@ -47,7 +47,8 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.cli.plan import show
+    from abricot_local.cli.plan import announce, show
+    from abricot_local.run import session
     from abricot_local.run.request import request_of
 
     if (as_json or calibrate) and not dry_run:
@@ -57,28 +58,20 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
                          models_file=kw["models_file"], model_dirs=kw["model_dirs"])
     if dry_run:
         return show(request, as_json=as_json, calibrate=calibrate)
-    run_request(request)
-
-
-def run_request(request) -> list:
-    """The request run (run.session.run: one model, or a sweep), each model's summary and published verdict
-    said as its run ends (:func:`_said`), a sweep's comparison at its end (:func:`said_sweep`, the ``ended``
-    hook); its steps. Ctrl-C or SIGTERM at any
-    moment (planning, hashing, loading, scoring, the summaries said) ends it with exit code 130 and what is
-    saved (run.session.after_signal: the runs that finished are complete)."""
-    from abricot_local.cli.plan import announce
-    from abricot_local.run import session
-
+    # the request run (run.session.run: one model, or a sweep), each model's summary and published verdict
+    # said as its run ends (_said), a sweep's comparison at its end (said_sweep, the ``ended`` hook). Ctrl-C
+    # or SIGTERM at any moment (planning, hashing, loading, scoring, the summaries said) ends it with exit
+    # code 130 and what is saved (run.session.after_signal: the runs that finished are complete).
     hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
                           resume_hint=resume_command, say=say, done=_said, ended=said_sweep)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        steps = list(session.run(request, hooks))
+        for _ in session.run(request, hooks):
+            pass
     except session.Interrupted as err:
         _exit_interrupted(err.message)
     finally:
         signal.signal(signal.SIGTERM, term)
-    return steps
 
 
 def _said(step) -> None:
