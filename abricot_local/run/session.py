@@ -195,8 +195,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         return Outcome(folder.path / RESULTS, done, complete=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
+        kept = (f"the items it holds that shard {plan.shard} of the larger sample takes are kept (the others are "
+                "other shards' now)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
-               f"the items it holds are kept (a sample lies inside every larger one), the new ones scored{stages.until}")
+               f"{kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan)
         try:
