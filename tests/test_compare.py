@@ -207,6 +207,8 @@ def test_metric_inputs_give_the_recorded_metrics(views, folders):
 
 
 def test_settings_differ_and_settings_of(folders):
+    from abricot_local.analysis.differing import differing_settings
+
     from abricot_local.record import Model, Provenance, Record, RunConfig, read_run
     from abricot_local.record import settings as recorded
 
@@ -217,7 +219,7 @@ def test_settings_differ_and_settings_of(folders):
     x = run("x", RunConfig(seed=1, extra={"n_batch": 64, "k": None}), Provenance(schedule={"n_batch": 64}))
     y = run("y", RunConfig(extra={"n_batch": 512}),
             Provenance(schedule={"n_batch": 512}, extra={"system_info": "AVX2 = 1"}))
-    got = {d.key: (d.value_a, d.value_b) for d in cmp.differing_settings(x, y)}
+    got = {d.key: (d.value_a, d.value_b) for d in differing_settings(x, y)}
     assert got == {"seed": (1, None), "n_batch": (64, 512), "provenance.system_info": (None, "AVX2 = 1")}
     s = recorded.settings(read_run(folders["half"]), "Q4_K_M")
     assert s["quant"] == "Q4_K_M" and s["engine"] and s["n_batch"] and s["provenance.schedule.n_batch"]

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
+from abricot_local.analysis.differing import SettingDiff
 from abricot_local.analysis.loading import load_run
 import planned
 from abricot_local.run.session import run_plan
@@ -230,7 +231,7 @@ def test_a_sha256_and_a_long_setting_name_are_never_broken_across_lines():
 
 def test_render_of_a_long_setting_stays_within_120_columns(runs):
     c = api(runs["a"], runs["b"])
-    long = replace(c, differs=(cmp.SettingDiff(c.runs[0].label, c.runs[1].label, "provenance.system_info",
+    long = replace(c, differs=(SettingDiff(c.runs[0].label, c.runs[1].label, "provenance.system_info",
                                                "AVX = 1 | " * 40, None),))
     text = render(long, "table")
     assert max(map(len, text.splitlines())) <= 120 and "(not recorded)" in text

@@ -9,7 +9,7 @@ the paired difference with Tango's score interval and McNemar's exact test (accu
 paired-bootstrap CI and Williams' t (correlations, when both runs share the gold vector); p-values
 are Holm-adjusted over the pairs of each task and metric (a pair's verdict: over its tasks too). The
 runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL), every recorded
-setting that differs is named, each pair gets one verdict, and each run one with a margin against
+setting that differs is named (differing.py), each pair gets one verdict, and each run one with a margin against
 its reference (equivalence.py, over the task's N items: population.py). Pure: reads finished runs
 (runs.Run), returns frozen dataclasses; report/comparison.py writes the text."""
 
@@ -26,8 +26,9 @@ import numpy as np
 from abricot_local.analysis import stats
 from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
+from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
-from abricot_local.analysis.population import task_total
+from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_total
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError, opt
@@ -38,15 +39,6 @@ from abricot_local.tasks import make_task
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
 IDENTICAL, CLOSE, CANNOT_TELL, DIFFERENT, UNTESTED = (
     "identical", "numerically close", "cannot tell apart", "different", "not comparable")
-
-
-@dataclass(frozen=True)
-class SettingDiff:
-    a: str
-    b: str
-    key: str
-    value_a: Any  # None: not recorded by run a
-    value_b: Any
 
 
 @dataclass(frozen=True)
@@ -177,22 +169,6 @@ def _refuse(runs: Sequence[Run], shared: Sequence[str]) -> ResultsError:
 
 
 # -- comparing -------------------------------------------------------------------------------
-def differing_settings(a: Run, b: Run) -> tuple[SettingDiff, ...]:
-    """Settings recorded differently (a key only one run records counts); a provenance key
-    that repeats a differing config key with the same values is left out."""
-    sa, sb = a.settings, b.settings
-    out = []
-    for key in dict.fromkeys([*sa, *sb]):
-        va, vb = sa.get(key), sb.get(key)
-        if va == vb:
-            continue
-        leaf = key.rsplit(".", 1)[-1]
-        if "." in key and leaf != key and (sa.get(leaf), sb.get(leaf)) == (va, vb):
-            continue
-        out.append(SettingDiff(a.label, b.label, key, va, vb))
-    return tuple(out)
-
-
 def agreement(task: str, a: Run, b: Run, sa: Sequence[Sample], sb: Sequence[Sample]) -> Agreement:
     """Predictions and log-probs of two runs over the same items (choice counts must agree)."""
     pairs = [(np.asarray(x.logprobs, float), np.asarray(y.logprobs, float))
@@ -260,11 +236,12 @@ def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPowe
 
 def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
-            reference: str | None = None, near_tie: float = NEAR_TIE) -> Comparison:
+            reference: str | None = None, near_tie: float = NEAR_TIE, given: GivenData = NOTHING_GIVEN) -> Comparison:
     """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
     level of the verdicts and the best group (the power figures stay at 5% / 80%); ``margin``
     (else each task's per metric) and ``reference`` (a label or folder, else equivalence.references'
-    default): the equivalence verdicts; ``near_tie``: nats, changes.py's threshold."""
+    default): the equivalence verdicts, over each task's N (population.py; ``given``: the data a user gave,
+    where it is counted when the runs' recorded files are not here); ``near_tie``: nats, changes.py's threshold."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 <= tolerance < math.inf:  # NaN fails too
@@ -308,7 +285,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
                                                   seed=seed, n_boot=n_boot))
     if not any(m.n_common for m in matches):
         raise _refuse(runs, shared)
-    totals = {m.task: task_total(runs, m.task) for m in matches if m.n_common}
+    totals = {m.task: task_total(runs, m.task, given) for m in matches if m.n_common}
     same = {(g.a, g.b, g.task) for g in agreements if g.identical}
     metrics = _holm(metrics)
     labels = [r.label for r in runs]

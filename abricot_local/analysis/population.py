@@ -6,18 +6,55 @@ compared: a run that scored the whole task holds N items (its record names no ``
 ``--sample`` or ``--shard``; an lm-eval log is not taken for a whole task, since its own
 ``--limit`` is not in the record); else the task's items are counted from its data when that is
 here (where the run recorded it, or where `run` finds it) and is the data the run recorded (the same
-SHA-256). None: not known here, or a run compared scored --limit's first items (no draw of the task), and
-a verdict then speaks of items like these only.
+SHA-256). Where the recorded files are not here (a run folder copied from another machine), the data the
+user gave (:class:`GivenData`: `compare --data KEY=PATH`, `--data-dir DIR`) is where they are counted. None:
+not known here, or a run compared scored --limit's first items (no draw of the task), and a verdict then
+speaks of items like these only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from abricot_local.errors import AbricotError
 
 SELECTION = ("limit", "sample", "shard")  # what a run records when it scored only some items
 LM_EVAL_KEY = "lm_eval_task"  # a task config read from an lm-eval log (analysis/lm_eval_input.py)
+
+
+@dataclass(frozen=True)
+class GivenData:
+    """The data a user gave a command reading finished runs (TaskOptions' ``data`` and ``data_dir``: `--data
+    KEY=PATH`, `--data-dir DIR`): where a task's items are counted when the files a run recorded are not here."""
+
+    data: tuple[tuple[str, str], ...] = ()  # (data key or task, path)
+    data_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", tuple((str(k), str(v)) for k, v in self.data))
+        object.__setattr__(self, "data_dir", None if self.data_dir is None else str(self.data_dir))
+
+    def __bool__(self) -> bool:
+        return bool(self.data) or self.data_dir is not None
+
+
+NOTHING_GIVEN = GivenData()
+
+
+def given_data(data: Sequence[tuple[str, str]] = (), data_dir: str | None = None) -> GivenData:
+    """The data a command was given (--data pairs, parsed; --data-dir), each path checked here: one that is not
+    here is a DataError naming its option, not an N silently unknown."""
+    from pathlib import Path
+
+    from abricot_local.errors import DataError, opt
+
+    for key, path in data:
+        if not Path(path).expanduser().exists():
+            raise DataError(f"{opt('data', (key, path))}: not found")
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        raise DataError(f"{opt('data_dir', data_dir)}: folder not found")
+    return GivenData(tuple(data), data_dir)
 
 
 def whole(config) -> bool:
@@ -35,15 +72,27 @@ def _recorded(run) -> tuple[tuple[str, str], ...]:
         return ()
 
 
-def counted(view, task: str) -> int | None:
-    """The items of ``task`` as built from its data here (None: no data, or not the data ``view`` recorded)."""
-    from dataclasses import replace
+def counted(view, task: str, given: GivenData = NOTHING_GIVEN) -> int | None:
+    """The items of ``task`` as built from its data here: the files ``view`` recorded where they are here, else
+    the data ``given`` (its --data, then its --data-dir), else the cache; None: no data, or not the data
+    ``view`` recorded (its SHA-256)."""
+    t = view.task(task)
+    recorded = _recorded(view)
+    mine = replace(t.options, data=given.data, data_dir=given.data_dir)
+    tries = [replace(mine, data=(*given.data, *recorded)), mine] if given else []  # a key's last pair counts
+    for options in dict.fromkeys([*tries, replace(t.options, data=recorded)]):  # then the recorded, else the cache
+        n = _items(view, t, options)
+        if n is not None:
+            return n
+    return None
 
+
+def _items(view, t, options) -> int | None:
+    """The items of ``view``'s task ``t`` built with ``options`` (None: no data, or not the data it recorded)."""
     from abricot_local.tasks import make_task
 
-    t = view.task(task)
     try:
-        made = make_task(t.own_key, replace(t.options, data=_recorded(view)))
+        made = make_task(t.own_key, options)
         recorded = view.settings.get(f"{t.own_key}.data_sha256")
         if recorded and sorted(str(f.sha256) for f in made.data_files()) != sorted(map(str, recorded)):
             return None
@@ -58,9 +107,10 @@ def drawn(config) -> bool:
     return config.get("limit") is None
 
 
-def task_total(views: Sequence, task: str) -> int | None:
-    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data; None
-    too when a run compared scored --limit's first items, which are no draw of the task (whole ones aside)."""
+def task_total(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> int | None:
+    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data (where
+    they recorded it, else ``given``); None too when a run compared scored --limit's first items, which are no
+    draw of the task (whole ones aside)."""
     if any(v.task(task) is not None and not whole(v.task(task).config) and not drawn(v.task(task).config)
            for v in views):
         return None
@@ -69,7 +119,7 @@ def task_total(views: Sequence, task: str) -> int | None:
         return max(scored)
     for v in views:
         if v.task(task) is not None:
-            n = counted(v, task)
+            n = counted(v, task, given)
             if n is not None:
                 return n
     return None

@@ -28,7 +28,8 @@ def check_alpha(alpha: float) -> None:
 
 def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: int, **verdicts):
     """The analysis.compare.Comparison of finished runs (`compare`'s refusals), for the command and the
-    API. ``verdicts``: analysis.compare.compare's margin, reference and near_tie, by name."""
+    API. ``verdicts``: analysis.compare.compare's margin, reference, near_tie and given (population.GivenData: the
+    data where a task's N is counted when the runs' recorded files are not here), by name."""
     from abricot_local.analysis import compare as cmp
 
     if len(runs) < 2:
@@ -47,6 +48,7 @@ def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | No
     lm-eval output's tasks' data): the items they share, paired differences with their CI and test, one
     verdict per pair."""
     from abricot_local.analysis.compare import TOLERANCE
+    from abricot_local.analysis.population import given_data
     from abricot_local.models.registry import load_registry
 
     check_call(compare, locals())
@@ -54,16 +56,18 @@ def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | No
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     registry = load_registry(models_file)
-    given = _flat(runs)
-    objects = [r for r in given if isinstance(r, Run)]
-    folders = {k: finished([r], what=str(r)) for k, r in enumerate(given) if not isinstance(r, Run)}
-    read = {r.path: r for r in loaded([f for fs in folders.values() for f in fs], registry, data=data_pairs(data),
-                                       data_dir=None if data_dir is None else os.fspath(data_dir), beside=objects)}
+    pairs, folder = data_pairs(data), None if data_dir is None else os.fspath(data_dir)
+    counted_in = given_data(pairs, folder)  # where a task's N is counted when the runs' data is elsewhere
+    listed = _flat(runs)
+    objects = [r for r in listed if isinstance(r, Run)]
+    folders = {k: finished([r], what=str(r)) for k, r in enumerate(listed) if not isinstance(r, Run)}
+    read = {r.path: r for r in loaded([f for fs in folders.values() for f in fs], registry, data=pairs,
+                                       data_dir=folder, beside=objects)}
     chosen = []
-    for k, r in enumerate(given):
+    for k, r in enumerate(listed):
         chosen += [r.identified(registry)] if isinstance(r, Run) else [read[f] for f in folders[k] if f in read]
     result = compare_runs(_unique(chosen), tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha,
-                          seed=seed, margin=margin, reference=reference,
+                          seed=seed, margin=margin, reference=reference, given=counted_in,
                           **({} if near_tie is None else {"near_tie": near_tie}))
     return Comparison(result)
 

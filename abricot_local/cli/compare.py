@@ -44,10 +44,14 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them; an
     lm-eval output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in
-    the cache. Exits 0 whatever the verdicts. See docs/compare.md."""
+    the cache. A task's size N (the verdicts' finite-population correction) is counted from the data the
+    runs recorded, else from --data/--data-dir (a run copied from another machine), else the cache.
+    Exits 0 whatever the verdicts. See docs/compare.md."""
+    from abricot_local.analysis.population import given_data
     from abricot_local.api.comparison import check_alpha, compare_runs
     from abricot_local.report.comparison import render
     from abricot_local.models.registry import load_registry
+    from abricot_local.tasks.options import data_pairs
 
     check_alpha(alpha)
     if output:
@@ -57,10 +61,11 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     registry = load_registry(models_file)
+    given = given_data(data_pairs(data), data_dir)  # where a task's N is counted when the runs' data is elsewhere
     found = read_runs(finished_runs(runs, strict), registry, data, data_dir)
     tie = {} if near_tie is None else {"near_tie": near_tie}
     result = compare_runs(found, tolerance=tolerance, alpha=alpha, seed=seed, margin=margin, reference=reference,
-                          **tie)
+                          given=given, **tie)
     text = render(result, fmt)
     if output:
         from abricot_local.jsonfiles import atomic_write

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis import stats
+from abricot_local.analysis.differing import differing_settings
 from abricot_local.analysis.overview import Report
 from abricot_local.analysis.runs import Run
 
@@ -89,7 +90,7 @@ def pairwise(report: Report, *, alpha: float = stats.ALPHA, tolerance: float = c
         else:
             notes.append(f"{task}: no two runs share an item (same id and scored context)")
     settings = [{"a": i, "b": j, "differs": [[d.key, _short(d.value_a), _short(d.value_b)]
-                                             for d in cmp.differing_settings(views[i], views[j])]}
+                                             for d in differing_settings(views[i], views[j])]}
                 for i, j in combinations(range(len(views)), 2)]
     return {"alpha": alpha, "tolerance": tolerance, "tasks": tasks, "best": best, "settings": settings,
             "notes": list(dict.fromkeys(notes))}

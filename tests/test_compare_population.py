@@ -1,0 +1,132 @@
+"""compare's task size N (analysis/population.py) when the data a run recorded is not on this machine (a run
+folder copied from elsewhere): counted from the data the user gives (`compare --data-dir DIR`, `--data
+KEY=PATH`, population.GivenData), only when it is the data the run recorded (its SHA-256); the recorded files,
+where they are here, first; a path given that is not here refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import planned
+from abricot_local.analysis import compare as cmp
+from abricot_local.analysis.loading import load_run
+from abricot_local.analysis.population import GivenData, counted, given_data, task_total
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.cli import cli
+from abricot_local.errors import DataError
+from abricot_local.models.given import Given
+from abricot_local.run.session import run_plan
+from abricot_local.tasks import make_task
+from abricot_local.tasks.base import TaskOptions
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def _copy(src, dest):
+    dest.mkdir(parents=True)
+    for f in sorted(src.iterdir()):
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory, discotex_dir):
+    """Two --sample 24 fake runs (fake, fake-7) made with --data-dir on a copy of the data that is then moved
+    (the runs' recorded paths gone), one made on a copy that stays; and a copy of the data one row short."""
+    root = tmp_path_factory.mktemp("population")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABRICOT_CACHE_DIR", str(root / "cache"))  # empty: the cache holds no copy of the data
+        mp.setenv("ABRICOT_OFFLINE", "1")
+        gone, kept = _copy(discotex_dir, root / "gone" / "discotex"), _copy(discotex_dir, root / "kept" / "discotex")
+        out = {}
+        for name, data, model, seed in (("a", gone, "fake", 1234), ("b", gone, "fake-7", 7), ("k", kept, "fake", 1234)):
+            plan = planned.plan_run(model=model, given=Given.of(ScoringOptions(n_ctx=8192, seed=seed), backend="fake"),
+                                     task_spec="discotex", task_options=TaskOptions(data_dir=str(data.parent)),
+                                     limit=None, sample=24)
+            out[name] = run_plan(plan, root / "runs" / name).path.parent
+        moved = root / "moved"
+        (root / "gone").rename(moved)
+        short = _copy(moved / "discotex", root / "short" / "discotex")
+        ted = short / "discotex_1_ted_test_set_release.tsv"
+        ted.write_text("".join(ted.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
+        whole = len(make_task("discotex", TaskOptions(data_dir=str(moved), allow_download=False)).items())
+        yield {**out, "root": root, "moved": moved, "short": root / "short", "whole": whole}
+
+
+@pytest.fixture()
+def cache(place, monkeypatch):
+    monkeypatch.setenv("ABRICOT_CACHE_DIR", str(place["root"] / "cache"))
+    monkeypatch.setenv("ABRICOT_OFFLINE", "1")
+    return place
+
+
+def test_n_from_the_data_given_when_the_recorded_files_are_gone(cache):
+    p = cache
+    runs = [load_run(p["a"]), load_run(p["b"])]
+    assert p["whole"] == 1600 and not (p["moved"].parent / "gone").exists()
+    assert cmp.compare(runs).totals == {"discotex": None}  # the recorded files gone, the cache empty: not known
+    by_dir = cmp.compare(runs, given=GivenData(data_dir=str(p["moved"])))
+    assert by_dir.totals == {"discotex": 1600}
+    (e, *_) = [e for e in by_dir.equivalence if e.metric == "accuracy"]
+    assert e.total == 1600 and "of the task's 1,600 items" in e.line
+    by_pair = GivenData(data=(("discotex", str(p["moved"] / "discotex")),))
+    assert task_total(runs, "discotex", by_pair) == 1600
+    assert task_total(runs, "discotex", GivenData(data_dir=str(p["moved"] / "discotex"))) == 1600  # DIR itself
+    assert task_total(runs, "discotex") is None
+
+
+def test_data_given_that_is_not_the_data_recorded_counts_nothing(cache):
+    """One row short of the recorded files (another SHA-256): N is not counted from it; the recorded files, where
+    they are here, are read before the data given."""
+    p = cache
+    run, kept = load_run(p["a"]), load_run(p["k"])
+    assert counted(run, "discotex", GivenData(data_dir=str(p["short"]))) is None
+    assert counted(kept, "discotex", GivenData(data_dir=str(p["short"]))) == 1600
+    assert counted(kept, "discotex") == 1600
+    # the data given but not holding the task: the cache, as before (here empty)
+    assert counted(run, "discotex", GivenData(data_dir=str(p["root"] / "runs"))) is None
+
+
+def test_compare_command_counts_n_from_data_dir(cache):
+    p = cache
+    without = invoke("compare", p["a"], p["b"], "--format", "json")
+    assert without.exit_code == 0, without.output
+    assert json.loads(without.stdout)["task_items"] == {"discotex": None}
+    for given in (("--data-dir", p["moved"]), ("--data", f"discotex={p['moved'] / 'discotex'}")):
+        r = invoke("compare", p["a"], p["b"], "--format", "json", *given)
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["task_items"] == {"discotex": 1600}
+    text = invoke("compare", p["a"], p["b"], "--data-dir", p["moved"]).stdout
+    assert "for the task's 1,600 items, 24 compared" in text.replace("\n    ", " ")
+
+
+def test_a_path_given_that_is_not_here_is_one_error_line(cache, tmp_path):
+    p = cache
+    for args, words in ((("--data-dir", tmp_path / "none"), f"--data-dir {tmp_path / 'none'}: folder not found"),
+                        (("--data", f"discotex={tmp_path / 'none'}"), f"--data discotex={tmp_path / 'none'}: not found")):
+        r = invoke("compare", p["a"], p["b"], *args)
+        assert r.exit_code == 2 and words in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.output
+    with pytest.raises(DataError, match="folder not found"):
+        given_data((), str(tmp_path / "none"))
+    assert given_data((("discotex", str(p["moved"])),), None) == GivenData((("discotex", str(p["moved"])),))
+    assert not GivenData() and GivenData(data_dir=str(tmp_path))
+
+
+def test_the_api_counts_n_from_data_dir_as_the_command_does(cache):
+    import abricot_local as al
+
+    p = cache
+    runs = (al.load_run(p["a"]), al.load_run(p["b"]))
+    assert al.compare(*runs).result.totals == {"discotex": None}
+    assert al.compare(*runs, data_dir=p["moved"]).result.totals == {"discotex": 1600}
+    assert al.compare(str(p["a"]), str(p["b"]), data={"discotex": p["moved"] / "discotex"}).result.totals \
+        == {"discotex": 1600}
+    with pytest.raises(DataError, match="data_dir=.*folder not found"):
+        al.compare(*runs, data_dir=p["root"] / "none")
