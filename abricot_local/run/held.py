@@ -18,9 +18,9 @@ import json
 import math
 from typing import Any, Sequence
 
-from abricot_local.analysis import baselines
+from abricot_local.analysis.overview import VerdictTask, published_differences, reproduced_tasks
 from abricot_local.core import argmax
-from abricot_local.record import Published, Record, Sample, TaskEntry, settings
+from abricot_local.record import Record, Sample, TaskEntry
 
 MAX_LINES = 40  # per task: the differences named, then how many more
 
@@ -120,32 +120,13 @@ def expected_reproduces(record: Record) -> str:
 
 
 def published(record: Record, runs, samples: dict[str, list[Sample]]) -> list[str]:
-    """The recorded published block against the one made again from the published rows and the samples."""
-    rec = record.published or Published()
+    """The recorded published block against the one made again from the published rows (the model's registry
+    entry's, expected_reproduces), each task's items rebuilt from its data (``runs``) and the recorded samples."""
     reproduces = expected_reproduces(record)
-    wanted = {r.task for r in baselines.parse_reproduces(reproduces)[0]} if reproduces else set()
-    evidence = {r.task.key: baselines.evidence(r.task, samples[r.task.key], len(r.task.items()),
-                                               drawn=record.config.limit is None)
-                for r in runs if r.task.name in wanted}
-    fresh = baselines.verdict(reproduces, record.tasks, evidence, rec.margin)
-    out = []
-    if (rec.reproduces or "") != (fresh.reproduces or ""):
-        out.append(f"published.reproduces: recorded {_shown(rec.reproduces)}, the model's registry entry says "
-                   f"{_shown(fresh.reproduces)}")
-    for name in ("tasks_not_run", "unknown"):
-        if list(getattr(rec, name)) != list(getattr(fresh, name)):
-            out.append(f"published.{name}: recorded {_shown(list(getattr(rec, name)))}, made again "
-                       f"{_shown(list(getattr(fresh, name)))}")
-    if len(rec.checks) != len(fresh.checks):
-        out.append(f"published.checks: recorded {len(rec.checks)}, made again {len(fresh.checks)}")
-    verdict_keys = {"verdict", "margin", "ci90", "n", "items_total", "items_to_settle", "settles", "reasons"}
-    for k, (a, b) in enumerate(zip(rec.checks, fresh.checks)):
-        where = f"published.checks[{k}] ({b.reference}, {b.task}.{b.metric})"
-        for d in settings.differences(a, b, depth=1, same=settings.close):
-            if (a.verdict is None or rec.method != fresh.method) and d.key in verdict_keys:
-                continue  # a run of a version before the verdict, or of another method: its other fields are held
-            out.append(f"{where} {d.key}: recorded {_shown(d.a)}, made again {_shown(d.b)}")
-    return out
+    wanted = reproduced_tasks(reproduces)
+    tasks = [VerdictTask(r.task.key, r.task, tuple(samples[r.task.key]), len(r.task.items()))
+             for r in runs if r.task.name in wanted]
+    return list(published_differences(record, reproduces, tasks, block=True))
 
 
 def differences(run, runs, samples: dict[str, list[Sample]]) -> tuple[str, ...]:
