@@ -15,7 +15,7 @@ from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import check_call, entry
 from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
 from abricot_local.errors import AbricotError, keywords, render
-from abricot_local.run.dry_run import DryRun
+from abricot_local.run.dry_plan import DryRun
 
 
 PathLike = os.PathLike  # a Path, or any path object
@@ -38,7 +38,7 @@ class SweepError(AbricotError):
 
 @dataclass(frozen=True, repr=False)
 class Plan(DryRun):
-    """``plan``'s answer: `run --dry-run`'s plan (a run.dry_run.DryRun: ``models``, ``to_json()``), shown as
+    """``plan``'s answer: `run --dry-run`'s plan (a run.dry_plan.DryRun: ``models``, ``to_json()``), shown as
     the command prints it (``str``; a notebook's cell: the same text), ``repr`` in one line."""
 
     def __repr__(self) -> str:
@@ -146,7 +146,7 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
          shard: str | None = None, protocol: str | None = None, calibrate: bool = False, quants: Quants = None,
          **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
-    plan (a Plan, run.dry_run.DryRun's: items, tokens, download, memory, predicted time; ``to_json()``;
+    plan (a Plan, run.dry_plan.DryRun's: items, tokens, download, memory, predicted time; ``to_json()``;
     ``print`` it for the command's text); nothing scored, written or downloaded."""
     from abricot_local.run import dry_run
 

@@ -1,4 +1,4 @@
-"""A run's plan as text (dry_run.DryRun): the full table ``run --dry-run`` prints, and the
+"""A run's plan as text (dry_plan.DryRun): the full table ``run --dry-run`` prints, and the
 short lines every real run prints first. Names no task and no backend. The command line, model
 names and paths are shown through console.safe.visible (an escape in a name is seen, not acted on); the
 command line is folded between its arguments only, with a backslash, so that it pastes back whole."""
@@ -116,7 +116,7 @@ def full(plan, command: str = "") -> str:
 
 def _settle_lines(t, speed) -> list[str]:
     """A --until-settled task's looks (the items and the time of each) and where its rule would stop if each
-    published value were true (dry_run.TaskPlan's ``looks``, ``expected``)."""
+    published value were true (dry_plan.TaskPlan's ``looks``, ``expected``)."""
     if not t.looks:
         return []
     looks = ", ".join(f"{n:,}" + (f" ({_time(sec, False)}{_bar(speed)})" if sec is not None else "") for n, sec in t.looks)

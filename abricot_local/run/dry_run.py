@@ -9,13 +9,13 @@ its registry entry (size, parameters, tokenizer family); a file here has its hea
 vocabulary read (a vocabulary-only load: no weights), its SHA-256 taken only if remembered.
 Task data that is not here is not fetched: that task is planned as "no data here". Only
 ``calibrate`` loads a model here, times it and writes the result into the user cache.
-Names no task and no backend.
+Names no task and no backend. What it makes (DryRun, ModelPlan, TaskPlan) is dry_plan.py's.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -24,110 +24,19 @@ from abricot_local.run import calibration
 from abricot_local.backends import backend_class, open_backend
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.run.chars_per_token import ratio
-from abricot_local.errors import AbricotError, opt, render
+from abricot_local.errors import AbricotError, opt
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.ref import ModelRef
-from abricot_local.models.sources import Pending as Download, sibling_here
-from abricot_local.run.cost import (HEADER, ModelFacts, Speed, Work, count_work, counting_progress, estimated_facts,
+from abricot_local.models.sources import sibling_here
+from abricot_local.run.dry_plan import Alternative, DryRun, ModelPlan, TaskPlan
+from abricot_local.run.cost import (HEADER, ModelFacts, Speed, count_work, counting_progress, estimated_facts,
                                      gguf_facts, text_tokenizer, with_items)
 from abricot_local.models.registry import ModelSpec
 from abricot_local.models.spec import parse_params
 
 NO_CALIBRATION = (f"no calibration yet for these settings: a dry run with {opt('calibrate', True)} measures a "
                   "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    task: str
-    items: int  # to score
-    available: int  # in the task's data
-    work: Work | None = None
-    seconds: float | None = None
-    problem: str = ""
-    saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
-    looks: tuple[tuple[int, float | None], ...] = ()  # --until-settled: each look's items, their seconds
-    expected: tuple[tuple[str, int, str], ...] = ()  # --until-settled: (verdict, items, kind) if published were true
-
-
-@dataclass(frozen=True)
-class ModelPlan:
-    model: str  # as written
-    label: str
-    backend: str
-    path: str | None = None  # the file on this machine
-    facts: ModelFacts | None = None
-    download: Download | None = None
-    memory: Fit | None = None
-    memory_estimated: str = ""  # the file is not here: what the estimate is made from ("": its header's)
-    speed: Speed | None = None
-    speed_note: str = ""
-    tasks: tuple[TaskPlan, ...] = ()
-    problem: str = ""  # why it cannot be planned (a sweep goes on)
-
-    @property
-    def seconds(self) -> float | None:
-        """Load and every task that could be counted (None without a speed)."""
-        if self.speed is None or self.problem:
-            return None
-        return self.speed.load + sum(t.seconds or 0.0 for t in self.tasks)
-
-
-@dataclass(frozen=True)
-class Alternative:
-    option: str  # errors.opt's sample 100, shard K/4 (a door's namer writes it: "--sample 100"), or "every item"
-    seconds: float | None  # the whole command with it (per part for a shard)
-
-
-@dataclass(frozen=True)
-class DryRun:
-    models: tuple[ModelPlan, ...]
-    alternatives: tuple[Alternative, ...] = ()
-
-    @property
-    def seconds(self) -> float | None:
-        secs = [m.seconds for m in self.models]
-        return None if not secs or None in secs else sum(secs)
-
-    def rendered(self, namer) -> "DryRun":
-        """This plan, the options its problems name (errors.opt) written by a door's ``namer``."""
-        def task(t: TaskPlan) -> TaskPlan:
-            return replace(t, problem=render(t.problem, namer))
-
-        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
-                                                  speed_note=render(m.speed_note, namer),
-                                                  tasks=tuple(task(t) for t in m.tasks)) for m in self.models),
-                       alternatives=tuple(replace(a, option=render(a.option, namer)) for a in self.alternatives))
-
-    def to_json(self) -> dict:
-        """The plan as ``run --dry-run --json`` prints it (``seconds``: the whole command, null
-        when a model has no speed)."""
-        return {"dry_run_version": 1, "seconds": self.seconds,
-                "models": [_model_json(m) for m in self.models],
-                "alternatives": [{"option": a.option, "seconds": a.seconds} for a in self.alternatives]}
-
-
-def _model_json(m: ModelPlan) -> dict:
-    fit = m.memory
-    speed = m.speed
-    return {
-        "model": m.model, "label": m.label, "backend": m.backend, "seconds": m.seconds, "path": m.path,
-        "problem": m.problem or None,
-        "tasks": [{"task": t.task, "items": t.items, "available": t.available, "seconds": t.seconds,
-                   "tokens": t.work.tokens if t.work else None, "decode_calls": t.work.calls if t.work else None,
-                   "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
-                   "counted_by": t.work.basis if t.work else None, "problem": t.problem or None,
-                   **({"looks": [{"items": n, "seconds": sec} for n, sec in t.looks],
-                       "expected_stop": [{"verdict": q, "items": n, "kind": k} for q, n, k in t.expected]}
-                      if t.looks else {})} for t in m.tasks],
-        "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
-                                                     "to": m.download.to, "free_bytes": m.download.free,
-                                                     "refused_offline": m.download.refused or None},
-        "memory": None if fit is None else {**fit.to_json(), "estimated": bool(m.memory_estimated)},
-        "speed": None if speed is None else speed.to_json(),
-        "speed_note": m.speed_note or None,
-    }
 
 
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from abricot_local.memory import Fit
 from abricot_local.run.cost import Speed, paired
-from abricot_local.run.dry_run import TaskPlan
+from abricot_local.run.dry_plan import TaskPlan
 
 
 @dataclass(frozen=True)

@@ -258,7 +258,7 @@ def stopped(record: Record) -> bool:
 
 
 def costed(plan, model, pairs: Pairs | None = None):
-    """A dry_run.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
+    """A dry_plan.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
     items: its work in proportion) and where its rule would stop if each published value were true
     (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
     from abricot_local.run.cost import with_items
