@@ -8,7 +8,9 @@ predictions and the mean KL(reference || quant) of the answer-label distribution
 (``stats.label_kl``), beside each run's file size and measured items/s (results.json's
 ``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
 quant's folder keeps against the reference's model (``abricot-local kld``: analysis/kld.py), if
-measured. Pure: reads runs, returns rows.
+measured. The task's N (the verdict's finite-population correction) is compare's: counted where the runs
+recorded their data, else in the data the user gave (population.GivenData: `report --data-dir`). Pure: reads
+runs, returns rows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import compare
 from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
+from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, highest_precision, quant_bits
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import refuse_mixed
@@ -54,8 +57,9 @@ def speed(run: Run, task: str) -> float | None:
     return e.scored_now / e.seconds
 
 
-def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]:
-    """Every model's ladder over ``runs`` (labelled as a report labels them)."""
+def ladders(runs: Sequence[Run], *, seed: int | None = None, given: GivenData = NOTHING_GIVEN) -> tuple[Rung, ...]:
+    """Every model's ladder over ``runs`` (labelled as a report labels them); ``given``: the data where a task's
+    N is counted when the runs' recorded files are not here (a report's ``given``)."""
     groups: dict[str, list[Run]] = {}
     for r in runs:
         if r.base:
@@ -73,16 +77,16 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None) -> tuple[Rung, ...]
             for other in sorted(members, key=lambda r: -quant_bits(r.quant)):  # down the ladder
                 if other is ref or task not in other.tasks:
                     continue
-                out.append(_rung(ref, other, task, ref_view, seed))
+                out.append(_rung(ref, other, task, ref_view, seed, given))
     return tuple(out)
 
 
-def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None) -> Rung:
+def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: GivenData) -> Rung:
     base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
                 kld=kld_of(other.path, ref.record.model).get(task))
     views = [_only(ref_view, task), _only(other, task)]
     try:
-        c = compare(views, reference=ref_view.path, **({} if seed is None else {"seed": seed}))
+        c = compare(views, reference=ref_view.path, given=given, **({} if seed is None else {"seed": seed}))
     except ResultsError:  # no common item
         return base
     g = c.agreements[0]

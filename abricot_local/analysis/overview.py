@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, labelled, options_of, quant_bits
 from abricot_local.analysis.stats import label_kl
 from abricot_local.errors import ResultsError, UsageError
@@ -64,11 +65,13 @@ class Report:
     baselines: tuple[Reference, ...]
     checks: tuple[RunCheck, ...]
     quant: tuple[QuantPair, ...]
+    given: GivenData = NOTHING_GIVEN  # the data the user gave (report --data/--data-dir): a task's N where the
+    # runs' recorded files are not here, for the report's comparisons (the quant ladder, the page's pairs)
 
 
-def gather(runs: Sequence[Run]) -> Report:
+def gather(runs: Sequence[Run], given: GivenData = NOTHING_GIVEN) -> Report:
     """The report of finished runs (each once, by its path): labelled, checked against the published
-    rows, quants compared."""
+    rows, quants compared; ``given``: where its comparisons count a task's N when the runs' data is elsewhere."""
     if not runs:
         raise UsageError("give at least one run folder")
     unique, seen = [], set()
@@ -86,7 +89,7 @@ def gather(runs: Sequence[Run]) -> Report:
             if r.synthetic:
                 c = replace(c, notes=tuple(dict.fromkeys((f"{r.backend} backend, not the model", *c.notes))))
             checks.append(RunCheck(r, c))
-    return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)))
+    return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)), given)
 
 
 # -- quantization comparison -----------------------------------------------------------------

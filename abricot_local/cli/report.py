@@ -132,6 +132,8 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
 
     OUT: run folders, or folders holding runs (searched recursively; default results/); an lm-eval
     output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in the cache.
+    A task's size N (the quant ladder's and the HTML page's verdicts) is counted as compare counts it: from the
+    data the runs recorded, else from --data/--data-dir (runs copied from another machine), else the cache.
     Incomplete runs are skipped with a note (--strict: an error)."""
     from abricot_local.report import tables as rep
     from abricot_local.models.registry import load_registry

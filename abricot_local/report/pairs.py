@@ -4,7 +4,8 @@ for each task, analysis/compare.py over the report's runs that scored it.
 Per task, every pair of those runs gets the task's verdict and the comparison it rests on
 (the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p);
 per metric, the runs not distinguishable from the best; per pair of runs, the recorded
-settings that differ. Plain data (a dict of lists); pure: nothing is printed.
+settings that differ. A task's N is compare's, counted in the data the report was given (``Report.given``)
+where the runs' recorded files are not here. Plain data (a dict of lists); pure: nothing is printed.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ def pairwise(report: Report, *, alpha: float = stats.ALPHA, tolerance: float = c
                 entry["notes"].append(f"{views[runs[0]].label} shares no item (same id and scored context) "
                                       "with the other runs")
                 continue
-            c = cmp.compare([views[k].only(task) for k in runs],
-                            tolerance=tolerance, alpha=alpha)
+            c = cmp.compare([views[k].only(task) for k in runs], tolerance=tolerance, alpha=alpha,
+                            given=report.given)
             primary = dict(c.primary)
             entry["metric"] = entry["metric"] or primary.get(task, "")
             entry["n"].append(c.matches[0].n_common)

@@ -44,13 +44,17 @@ EMPTY = {"published": "No run's registry entry reproduces a published result.",
 def build(folders, *, registry: dict | None = None, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None,
           skip=None) -> Report:
     """The report of finished run folders (and lm-eval outputs), each read once (analysis.loading.load_all:
-    ``data``/``data_dir`` for the lm-eval outputs' tasks; ``skip`` told of one that cannot be read)."""
+    ``data``/``data_dir`` for the lm-eval outputs' tasks, and where its comparisons count a task's N when the
+    runs' recorded data is not here, population.given_data: a path not here refused; ``skip`` told of one that
+    cannot be read)."""
     from abricot_local.analysis.loading import load_all
+    from abricot_local.analysis.population import given_data
 
     if not folders:
         raise UsageError("give at least one run folder")
+    given = given_data(data, data_dir)
     return gather(load_all(list(dict.fromkeys(str(f) for f in folders)), registry, data=data, data_dir=data_dir,
-                           skip=skip))
+                           skip=skip), given)
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -203,7 +207,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         q.insert(3, "other_quant", q.pop("other_quant"))  # and the rung's (its rows' order is no key)
         out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 4,
                                ("notes", "ref_model", "other_model"))
-        rungs = ladders(report.runs)
+        rungs = ladders(report.runs, given=report.given)
         if rungs:
             out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.frame(rungs), 3, ("verdict", "run", "answers changed"))
     return out
@@ -225,7 +229,7 @@ def to_json(report: Report) -> dict:
         "published_checks": _check_records(report),
         "quant_comparison": [{**row, "notes": list(q.notes)}
                              for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
-        "quant_ladder": ladder_rows.records(ladders(report.runs)) if report.quant else [],
+        "quant_ladder": ladder_rows.records(ladders(report.runs, given=report.given)) if report.quant else [],
     }
 
 
