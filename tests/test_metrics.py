@@ -59,7 +59,7 @@ def test_the_normal_quantiles_are_scipy_stats_bit_for_bit():
     n, disc, diff = 120, 0.3, 0.1
     for alpha, power in ((0.05, 0.8), (0.1, 0.9), (0.01, 0.5), (0.2, 0.999)):
         za = float(stats.norm.isf(alpha / 2.0))
-        assert paired._z(alpha, power) == (za, float(stats.norm.ppf(power)))
+        assert paired.z_power(alpha, power) == (za, float(stats.norm.ppf(power)))
         want = stats.norm.cdf((math.sqrt(n) * diff - za * math.sqrt(disc)) / math.sqrt(disc - diff * diff))
         assert paired.power_at(n, disc, diff, alpha=alpha).hex() == float(want).hex()
     steiger = paired.steiger_z(0.6, 0.4, 0.5, 50)

@@ -114,7 +114,7 @@ class Verdict:
             return head + (f"{figures}: cannot tell yet within {m}; about {self.like_items:,} items like these would "
                            "settle it")
         d, h = abs(self.difference), self.settles or 0.0
-        za, zb = stats._z(0.10, stats.POWER)
+        za, zb = stats.z_power(0.10, stats.POWER)
         p = h * (za + zb) / za  # what all the items tell from a margin with the power items_to_settle asks
         under = f" (or, differing, under {d - p:.2f})" if d - p >= 0.005 else ""
         whole = f"all {self.total}" if self.exact else f"even all {self.total}"

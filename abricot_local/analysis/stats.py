@@ -322,7 +322,9 @@ def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], flo
     return best, tuple(members)
 
 
-def _z(alpha: float, power: float) -> tuple[float, float]:
+def z_power(alpha: float, power: float) -> tuple[float, float]:
+    """(z_a, z_b): the two-sided normal quantile of level ``alpha`` and the quantile of ``power``, the pair every
+    sample-size and power formula here reads."""
     from scipy.special import ndtri  # norm.isf and norm.ppf, bit for bit (metrics.z_of)
     return float(-ndtri(alpha / 2.0)), float(ndtri(power))
 
@@ -331,7 +333,7 @@ def detectable_factor(n: int, *, alpha: float = ALPHA, power: float = POWER) -> 
     """c(n) = (z_a sqrt(n) + z_b sqrt(n - z_a^2 + z_b^2)) / (n + z_b^2): the McNemar
     sample-size formula solved for the difference d at discordant rate psi gives
     d = c sqrt(psi). Infinite when n is too small for any difference."""
-    za, zb = _z(alpha, power)
+    za, zb = z_power(alpha, power)
     inner = n - za * za + zb * zb
     if n <= 0 or inner <= 0:
         return math.inf
@@ -392,7 +394,7 @@ def items_to_settle(n: int, gap: float, *, discordance: float | None = None, ci9
         return lo
     if ci90 is None or any(math.isnan(v) for v in ci90):
         return MAX_ITEMS
-    za, zb = _z(0.10, power)
+    za, zb = z_power(0.10, power)
     se = (ci90[1] - ci90[0]) / (2.0 * za)  # the per-n standard error the interval shows
     if se <= 0:
         return n
