@@ -1,7 +1,8 @@
 """Small refusals and a signal's last window: a --models file the user named is read even by a synthetic
 backend (a broken default registry does not stop `check` of a recorded run); Ctrl-C or SIGTERM as a run's
 summary is said, or a sweep's comparison, exits 130 saying which runs are complete; `check --atol` refuses
-NaN and infinities as it refuses a negative value; an empty --out is refused, never read as no --out."""
+NaN and infinities as it refuses a negative value; an empty --out is refused, never read as no --out; a shard
+with no item says how many parts the items allow."""
 
 from __future__ import annotations
 
@@ -146,3 +147,13 @@ def test_an_empty_out_is_refused_naming_the_option(tmp_path, data):
     with pytest.raises(UsageError, match="^out is empty"):  # the API names its keyword
         api.evaluate("fake", "discotex", out="", backend="fake", data_dir=str(data))
     assert not (tmp_path / "results").exists()
+
+
+def test_a_shard_with_no_item_says_how_many_parts_the_items_allow(data, tmp_path):
+    r = run_fake(data, "--sample", 4, "--shard", "5/5", "--out", tmp_path / "e")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "shard 5/5 holds no item (4 items in all): split them into at most 4 parts (--shard K/4)" in one_line(r)
+    assert not (tmp_path / "e").exists()
+    with pytest.raises(UsageError, match=r"at most 4 parts \(shard=K/4\)"):
+        api.evaluate("m1", backend="fake", tasks="discotex", data_dir=data, sample=4, shard="5/5", out=tmp_path / "f")
+    assert run_fake(data, "--sample", 4, "--shard", "4/4", "--out", tmp_path / "g").exit_code == 0

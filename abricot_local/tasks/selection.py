@@ -160,7 +160,8 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> 
         if shard is not None:
             items = shard.take(items)
             if not items:
-                raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all)")
+                raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all): split "
+                                 f"them into at most {len(seen)} parts ({opt('shard', f'K/{len(seen)}')})")
         runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes,
                             available))
     return runs
