@@ -449,3 +449,19 @@ def test_a_correlation_difference_made_by_a_handful_of_changed_answers_is_not_re
     assert many.kind == equivalence.EQUIVALENT
     every = equivalence.verdict_of(SimpleNamespace(**{**vars(m), "n": 127}), "o", "r", 0.05, 127)
     assert every.kind == equivalence.EQUIVALENT  # every item: the set's own difference, exact
+
+
+def test_an_accuracy_on_a_few_items_is_read_against_the_margin_not_held_to_the_correlation_guard():
+    """The changed-answers guard is a correlation's: an accuracy compared on 5 items, none changed, is Tango's
+    `cannot tell yet` with its interval and the items that would settle it (the guard said `cannot tell`, 5 of
+    the 5 items changed, beside `no answer changed`)."""
+    from types import SimpleNamespace
+
+    from abricot_local.analysis import equivalence
+
+    m = SimpleNamespace(a="o", b="r", diff=0.0, ci90=(-0.3, 0.3), stat="accuracy", n=5, task="t", metric="accuracy",
+                        note="", detail={"a_only": 0, "b_only": 0})
+    v = equivalence.verdict_of(m, "o", "r", 0.02, 1600)
+    assert v.kind == equivalence.UNSETTLED and "changed their answer" not in v.note
+    assert v.ci90[0] < -0.02 < 0.02 < v.ci90[1] and v.items is not None and v.items > 5
+    assert v.like_kind == equivalence.UNSETTLED and v.like_items is not None

@@ -219,12 +219,13 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     exact = total is not None and m.n >= total
     like = NAN2 if m.stat != "accuracy" and any(math.isnan(v) for v in m.ci90) else _interval(m, sign)
     note = m.note if math.isnan(diff) or math.isnan(like[0]) else ""
-    changed = dict(m.detail).get("changed", m.n) if m.stat != "accuracy" else m.n
-    if m.stat != "accuracy" and m.n < stats.MIN_CORRELATION_ITEMS and not math.isnan(diff):
+    correlation = m.stat != "accuracy"  # an accuracy's interval is Tango's (or exact): no guard of these
+    changed = dict(m.detail).get("changed", m.n)
+    if correlation and m.n < stats.MIN_CORRELATION_ITEMS and not math.isnan(diff):
         note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {m.n} is "
                 "not read against a margin")
         like = NAN2
-    elif changed < stats.MIN_CORRELATION_ITEMS and not exact and not math.isnan(diff):  # a handful makes it
+    elif correlation and changed < stats.MIN_CORRELATION_ITEMS and not exact and not math.isnan(diff):  # a handful
         note = (f"{changed} of the {m.n} items changed their answer, fewer than {stats.MIN_CORRELATION_ITEMS}: a "
                 "correlation's difference made by so few is not read against a margin (its bootstrap settled "
                 "a rung truly worse as equivalent up to 15% of the time)")
