@@ -471,3 +471,19 @@ def test_memory_probes():
     total, available = memory.total_memory(), memory.available_memory()
     if total is not None:
         assert total > 0 and (available is None or available <= total)
+
+
+def test_a_folder_here_named_as_a_registry_alias_does_not_shadow_it(tmp_path, monkeypatch):
+    """lm-eval writes <out>/<model>/ and a run results/<model>/<time>/: a bare name that is a folder in the
+    working directory is the registry's model; a folder of no model's name is still said to be a folder, and
+    one written as a path too."""
+    from abricot_local.models.ref import locate
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qwen2.5-0.5b-q4").mkdir()
+    (tmp_path / "not-a-model").mkdir()
+    located = locate("qwen2.5-0.5b-q4", digest=False, offline=True)
+    assert located.spec is not None and located.spec.name == "qwen2.5-0.5b-q4"
+    for name in ("not-a-model", "./qwen2.5-0.5b-q4", str(tmp_path / "qwen2.5-0.5b-q4")):
+        with pytest.raises(ModelError, match="is a folder"):
+            locate(name, digest=False)

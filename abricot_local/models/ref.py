@@ -107,7 +107,12 @@ def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:
 
 
 def is_path_name(name: str) -> bool:
-    return name.lower().endswith(".gguf") or Path(name).expanduser().exists()
+    """Whether ``name`` names a file by its path: a .gguf name, a file here, or a folder written as a path (a
+    bare name that is a folder here, e.g. lm-eval's ``<out>/<model>/`` or results/<model>/, is looked up as a
+    model name first: :func:`locate`)."""
+    path = Path(name).expanduser()
+    spelt = "/" in name or "\\" in name or name.startswith(("~", "."))
+    return name.lower().endswith(".gguf") or path.is_file() or (spelt and path.exists())
 
 
 # -- what is on this machine (each source answers: models.sources) ---------------------------
@@ -241,6 +246,8 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         spec = lookup(name, known())
     except UnknownModelError as err:  # else a file of that name in llama.cpp's cache or a --model-dir folder
         hit = stores.find_by_file_name(name, model_dirs)
+        if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
+            return Located(name, backend, finish(Path(name).expanduser(), "path"))
         if hit is None:  # else the close matches, the registry's and this machine's
             raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
