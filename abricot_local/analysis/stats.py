@@ -13,8 +13,7 @@
   discordant pairs (p = 1/2); the mid-p is kept too, the exact p is the one reported.
 - :func:`williams_t` (reported) and :func:`steiger_z`: two dependent correlations
   sharing one variable (the gold vector), r(a, gold) against r(b, gold), given r(a, b).
-- :func:`holm`: Holm's step-down adjusted p-values; :func:`best_group`: the runs not
-  distinguishable from the best.
+- :func:`holm`: Holm's step-down adjusted p-values; :func:`best_group`: the runs not distinguishable from the best.
 - :func:`label_kl`: KL(p || q) between two runs' distributions over one item's choices.
 - :func:`items_to_settle`: about how many items would tell an observed difference from a margin.
 - :func:`min_detectable_difference`: the smallest accuracy difference a paired design
@@ -323,9 +322,8 @@ def best_group(values: Sequence[float], p_adjusted: Mapping[tuple[int, int], flo
 
 
 def z_power(alpha: float, power: float) -> tuple[float, float]:
-    """(z_a, z_b): the two-sided normal quantile of level ``alpha`` and the quantile of ``power``, the pair every
-    sample-size and power formula here reads."""
-    from scipy.special import ndtri  # norm.isf and norm.ppf, bit for bit (metrics.z_of)
+    """(z_a, z_b) of two-sided level ``alpha`` and of ``power``: every sample-size formula's (scipy's, bit for bit)."""
+    from scipy.special import ndtri
     return float(-ndtri(alpha / 2.0)), float(ndtri(power))
 
 
