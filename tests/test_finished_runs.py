@@ -287,4 +287,5 @@ def test_labels_name_what_each_run_scored(made):
     runs = labelled([load_run(made["runs"] / n) for n in ("s8", "l5", "all")])
     assert [r.label for r in runs] == ["fake (sample 8)", "fake (limit 5)", "fake (all 18)"]
     lm = load_run(made["lm"], data=(("abricot", str(FIXTURE)),))
-    assert [r.label for r in labelled([lm, load_run(made["runs"] / "l5")])] == ["fake (all 8)", "fake (limit 5)"]
+    # an export of the --sample 8 run records its sample (it was read as all of 8)
+    assert [r.label for r in labelled([lm, load_run(made["runs"] / "l5")])] == ["fake (sample 8)", "fake (limit 5)"]

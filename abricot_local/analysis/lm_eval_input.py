@@ -1,16 +1,15 @@
 """An lm-eval output folder read as a run: ``results_<date>.json`` and the ``samples_<task>_<date>.jsonl``
 files of ``--log_samples`` (lm-eval 0.4.x, any model: hf, vllm, this project's ``abricot-local``).
 
-No lm-eval import: the files are JSON. Each lm-eval task's logged items are matched to one of this
-tool's task instances (a registered task under one of its protocols, prompt variants and shot
-counts), whose items are built from the data here: an lm-eval item is the tool's item with the
-same scored context and the same continuations, in the same order (:func:`items.scored_key`, the
-key `compare` pairs task instances by too). Every logged item must match; the items' ids, gold,
-source and own fields are the tool's, the log-likelihoods lm-eval's (``filtered_resps``, else
-``resps``), and the run's metrics are the task's own ``metrics()`` of them. The model and its
-settings come from the results file's ``config``. What cannot be matched, and what no lm-eval run
-writes (a log-likelihood above 0, a date no clock shows), is refused in one line naming the file.
-:func:`read` returns the :class:`runs.Run` (its record, and its samples held per task key).
+No lm-eval import: the files are JSON. Each lm-eval task's logged items are matched to one of this tool's task
+instances (a registered task under one of its protocols, prompt variants and shot counts), whose items are built
+from the data here: an lm-eval item is the tool's item with the same scored context and the same continuations, in
+the same order (:func:`items.scored_key`, the key `compare` pairs task instances by too). Every logged item must
+match; the items' ids, gold, source and own fields are the tool's, the log-likelihoods lm-eval's
+(``filtered_resps``, else ``resps``), and the run's metrics are the task's own ``metrics()`` of them. The model
+and its settings come from the results file's ``config``, the task options from the instances matched
+(:func:`_given`). What cannot be matched, and what no lm-eval run writes (a log-likelihood above 0, a date no clock
+shows), is refused in one line naming the file. :func:`read` returns the :class:`runs.Run`.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ _DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", 
 
 
 class DataNotHere(ResultsError):
-    """An lm-eval task none of whose items matched because some tasks' data is not here: ``keys``, the
-    data keys to give (each door names its own way: `--data KEY=PATH`, ``data={KEY: PATH}``)."""
+    """An lm-eval task none of whose items matched as its data is not here: ``keys``, the data keys to give."""
 
     def __init__(self, message: str, keys: tuple[str, ...]):
         super().__init__(message)
@@ -47,9 +45,7 @@ class DataNotHere(ResultsError):
 
 
 @dataclass(frozen=True)
-class Logged:
-    """One logged item of an lm-eval task: its doc id, scored context, continuations, log-likelihoods."""
-
+class Logged:  # one logged item of an lm-eval task: its doc id, scored context, continuations, log-likelihoods
     doc_id: int
     context: str
     continuations: tuple[str, ...]
@@ -57,8 +53,7 @@ class Logged:
 
 
 def results_file(path: str | Path) -> Path | None:
-    """The lm-eval results file ``path`` is or holds (one ``results_*.json``; None: no lm-eval
-    output, e.g. an abricot-local run folder). Several results files: refused, naming them."""
+    """The lm-eval results file ``path`` is or holds (None: no lm-eval output); several: refused, naming them."""
     path = Path(path)
     if path.is_file():
         return path if re.fullmatch(r"results_.+\.json", path.name) else None
@@ -80,8 +75,7 @@ def is_lm_eval_output(path: str | Path) -> bool:
 
 
 def _number(value: Any, where: str) -> float:
-    """A logged log-likelihood: lm-eval writes str(float) (or a number in earlier 0.4 versions); a
-    log-probability is never above 0."""
+    """A logged log-likelihood (str(float), or a number in earlier 0.4 releases); never above 0."""
     try:
         got = float(value[0] if isinstance(value, (list, tuple)) else value)
     except (TypeError, ValueError, IndexError):
@@ -189,7 +183,7 @@ def _apart(matched: list) -> list:
 
 
 def _index(items) -> dict[str, list]:
-    out: dict[str, list] = {}
+    out: dict[str, list] = {}  # scored key -> the items holding it, in order
     for it in items:
         out.setdefault(scored_key(it.context, it.continuations), []).append(it)
     return out
@@ -255,11 +249,33 @@ def _model_args(config: Mapping) -> dict:
     return {}
 
 
-def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None) -> tuple[Model, RunConfig,
-                                                                                         Provenance, str]:
-    """The model, config and provenance of the run: this project's own when lm-eval ran its model
-    ``abricot-local`` (its provenance in ``config.abricot_local``), else lm-eval's ``config``
-    (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings)."""
+def _given(made: list, doc: Mapping, configs: Mapping) -> dict:
+    """The task options as the `run` scoring the same texts records them (docs/lm-eval.md), from what the output
+    records (never a default it does not): the protocol its items were matched under (`--protocol P`), the prompt
+    variant where no protocol fixes it (`--prompt-variant V`), the shots beyond the protocol's or task's (`--shots K`),
+    each when all tasks using it agree; lm-eval's ``chat_template`` (null: none); an export's ``sample``."""
+    def one(values: list) -> Any:
+        return values[0] if values and all(v == values[0] for v in values) else None
+
+    def variant(t) -> str | None:
+        got = t.resolved_variant()  # named, as `--prompt-variant` names it, unless the protocol fixes it
+        return None if got == t.setting("prompt_variant", None) else got
+
+    out = {"protocol": one([t.protocol.name for t in made if t.protocol is not None]),
+           "shots": one([t.options.shots for t in made if "shots" in t.uses]),
+           "prompt_variant": one([variant(t) for t in made if "prompt_variant" in t.uses]),
+           "chat_template": bool(doc["chat_template"]) if "chat_template" in doc else None}
+    meta = [c.get("metadata") if isinstance(c, dict) else None for c in configs.values()]
+    sample = one([m.get("sample") if isinstance(m, dict) else None for m in meta])
+    out["sample"] = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample > 0 else None
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None,
+              given: Mapping) -> tuple[Model, RunConfig, Provenance, str]:
+    """The model, config (with the task options ``given``: :func:`_given`) and provenance of the run: this
+    project's own when lm-eval ran its model ``abricot-local`` (its provenance in ``config.abricot_local``),
+    else lm-eval's ``config`` (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings)."""
     args = _model_args(config)
     name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
                or "lm-eval model")
@@ -271,7 +287,7 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
     if isinstance(own, dict) and isinstance(own.get("model"), dict) and isinstance(own.get("config"), dict):
         try:
             model = Model.from_dict(own["model"])
-            run = RunConfig.from_dict({**own["config"], "tasks": list(tasks), "seed": seed, "limit": limit})
+            run = RunConfig.from_dict({**own["config"], **given, "tasks": list(tasks), "seed": seed, "limit": limit})
             prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")}, **lm})
             return model, run, prov, quant
         except Invalid:
@@ -282,7 +298,8 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
                   f"{config.get('model', '?')}")
     settings = {"model_args": {k: v for k, v in args.items() if k not in ("pretrained", "model")},
                 "batch_size": config.get("batch_size")}
-    run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, limit=limit, extra=settings)
+    run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, limit=limit, sample=given.get("sample"),
+                    extra={**{k: v for k, v in given.items() if k != "sample"}, **settings})
     return model, run, Provenance(backend=backend, model_desc=name, extra=lm), quant
 
 
@@ -294,8 +311,7 @@ def _limit(value: Any) -> int | None:
 
 
 def _created(when: Any, where: Path) -> str | None:
-    """The results file's ``date`` (seconds since the epoch) as the record's ``created``; none (or not a
-    number): None; a number no clock shows: one line naming the file."""
+    """The results file's ``date`` (seconds since 1970) as the record's ``created`` (None: none, or no number)."""
     if isinstance(when, bool) or not isinstance(when, (int, float)):
         return None
     try:
@@ -306,8 +322,8 @@ def _created(when: Any, where: Path) -> str | None:
 
 
 def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> Run:
-    """The lm-eval output at ``path`` (its folder or results file) as a run; ``data``/``data_dir``:
-    where the tasks' data is (as `run`'s --data / --data-dir; default: the tool's cache)."""
+    """The lm-eval output at ``path`` (its folder or results file) as a run; ``data``/``data_dir``: where the
+    tasks' data is (as `run`'s --data / --data-dir; default: the tool's cache)."""
     from abricot_local.gguf.file import strip_quant
     from abricot_local.tasks.base import TaskOptions
 
@@ -345,20 +361,20 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
             s = task.sample(item, Scored(x.logprobs, (), 0, False))
             s = s if isinstance(s, Sample) else Sample.from_dict(s)
             rows.append(check_line(replace(s, continuation_tokens=None), f"{files[lm_task]} doc {x.doc_id}"))
-        metrics = task.metrics(rows)
         files_used = []
         try:
             files_used = [DataFile(path=str(f.path), sha256=f.sha256) for f in task.data_files()]
         except AbricotError:
             pass
-        tasks[task.key] = TaskEntry(metrics=metrics, n=len(rows), version=task.version,
+        tasks[task.key] = TaskEntry(metrics=task.metrics(rows), n=len(rows), version=task.version,
                                     config={**task.config(), "lm_eval_task": lm_task}, prompt_hash=task.prompt_hash(),
                                     data=tuple(files_used), chance=dict(task.chance),
                                     warnings=tuple(task.warnings()))
         samples[task.key] = tuple(rows)
         made.append(task)
     seeds = [t.options.seed for t in made]
-    model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None)
+    model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None,
+                                        _given(made, doc, {n: configs.get(n) for n in names}))
     record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
                     tasks=tasks)
     held = tuple(RunTask(key, record.task_config(key), samples[key], entry=record.tasks[key]) for key in tasks)

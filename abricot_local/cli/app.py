@@ -57,11 +57,12 @@ class Group(click.Group):
 
 
 def fail(err: AbricotError) -> None:
-    """Print ``err`` as the one error line (its options named as this command's flags) and exit with its code."""
+    """Print ``err`` as the one error line and exit with its code: its options named as this command's flags,
+    or in the words of the door it left through (``err.namer``: `lm-eval`'s model_args and --metadata)."""
     from abricot_local.backends import exit_process
     from abricot_local.cli.options import flags
 
-    echo(shown_error(f"error: {visible(render(err.raw(), flags), newlines=True)}"), err=True)
+    echo(shown_error(f"error: {visible(render(err.raw(), err.namer or flags), newlines=True)}"), err=True)
     exit_process(err.exit_code)  # os._exit once a backend left a thread inside a C call
 
 

@@ -34,7 +34,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from abricot_local.lm_eval import requests as lm_eval_requests
-from abricot_local.errors import UsageError
+from abricot_local.errors import AbricotError, UsageError
 
 MODEL_NAME = "abricot-local"
 
@@ -175,7 +175,10 @@ def run_cli(model: str, args: Sequence[str]) -> None:
     try:
         setup_logging()
         parser = HarnessCLI()
-        parsed = parser.parse_args()
+        try:
+            parsed = parser.parse_args()
+        except ValueError as err:  # its own reading of --model_args, --metadata...: bad JSON, a bad key=value
+            raise UsageError(f"lm-eval could not read its arguments: {str(err).splitlines()[0]}") from None
         same_model(model, getattr(parsed, "model_args", None))
         parser.execute(parsed)
     except ValueError as err:
@@ -183,5 +186,7 @@ def run_cli(model: str, args: Sequence[str]) -> None:
             raise
         raise UsageError(f"lm-eval: {str(err).splitlines()[0]}; abricot-local's tasks are {SHIPPED_TASKS}; "
                          "`lm-eval ls tasks` lists lm-eval's") from None
+    except AbricotError as err:  # an option it names in this command's words: model_args, --metadata, lm-eval's
+        raise (err if err.namer else err.said_by(lm_eval_requests.door_words)) from None
     finally:
         sys.argv = saved

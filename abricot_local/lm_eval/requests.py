@@ -81,6 +81,28 @@ def model_arg(name: str, value=NONE) -> str:
     return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
+def door_words(name: str, value=NONE) -> str:
+    """An option as `abricot-local lm-eval` and lm-eval's API take it (errors.Namer, for a message no
+    narrower namer claimed): the tasks' data as ``--metadata`` gives it (tasks/loaders.py), the shots as
+    lm-eval's ``--num_fewshot``, the model's options as model_args keys (:func:`model_arg`), another by
+    its Python keyword."""
+    from abricot_local.errors import keywords
+    from abricot_local.lm_eval.tasks.loaders import metadata_words
+
+    if name in ("data", "data_dir"):
+        return metadata_words(name, value)
+    if name == "shots":
+        return "--num_fewshot" if value is NONE else f"--num_fewshot {value}"
+    return model_arg(name, value) if name in FRONT_KEYS + backend_arg_keys() else keywords(name, value)
+
+
+def _switch(name: str, raw) -> bool:
+    """A model_args switch (``force``) read as the command line reads one: a bool word, else refused."""
+    from abricot_local.option_fields import Spec, parse
+
+    return bool(parse(Spec(name, bool, False, False, False), raw)) if raw is not None else False
+
+
 def request_of(args: dict):
     """The run.request.RunRequest of lm-eval's ``model_args``: ``model`` (any name `run` takes), the
     backend's option fields by name (lm-eval's types, each parsed by its field; a list written with ';'),
@@ -96,7 +118,7 @@ def request_of(args: dict):
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
     dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
     return request_of(str(args["model"]), {k: args[k] for k in keys if args.get(k) is not None},
-                      backend=str(args.get("backend") or DEFAULT_BACKEND), force=bool(args.get("force")),
+                      backend=str(args.get("backend") or DEFAULT_BACKEND), force=_switch("force", args.get("force")),
                       models_file=args.get("models"), model_dirs=dirs)
 
 
