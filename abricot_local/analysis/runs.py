@@ -306,9 +306,14 @@ class Run:
         return f"Run({self.path!r}: {self.model_label}, {', '.join(self.tasks)})"
 
     def _repr_html_(self) -> str:
+        """The run in Jupyter (frames.html), then each task's recorded warnings (what makes its numbers
+        misleading), as `run` prints them under its summary: in the record's words."""
+        import html
+
         from abricot_local.analysis import frames
 
-        return frames.html(self)
+        said = [f"<li>{html.escape(f'{task}: {w}')}</li>" for task, e in self.record.tasks.items() for w in e.warnings]
+        return frames.html(self) + (f"<p><small>warnings:</small></p><ul>{''.join(said)}</ul>" if said else "")
 
 
 def _match(model, registry: Mapping) -> object | None:

@@ -120,10 +120,9 @@ def _refuse(call: str, name: str, hint, value) -> UsageError:
 
 
 def check_call(fn, given: dict) -> None:
-    """Refuse any argument of ``fn`` (its parameters by name, as ``locals()`` holds them at its
-    entry) that is not of its type: the annotations' for its parameters (each element of a
-    ``*args``), the option fields' for ``**options`` (an unknown option is left to the caller,
-    which names the valid ones)."""
+    """Refuse any argument of ``fn`` (its parameters by name, as bound at its entry) that is not of
+    its type: the annotations' for its parameters (each element of a ``*args``), the option fields'
+    for ``**options`` (an unknown option is left to the caller, which names the valid ones)."""
     import inspect
 
     hints = _hints(fn)
@@ -145,12 +144,47 @@ def check_call(fn, given: dict) -> None:
             raise _refuse(fn.__name__, name, hints[name], value)
 
 
+def bind(fn, args: tuple, kwargs: dict) -> dict:
+    """``fn``'s arguments by name, as its call binds them; a call it cannot take (a keyword it has not,
+    misspelt or not; more positional arguments than it takes; one given twice; one missing) is one
+    :class:`UsageError` naming the keyword, not Python's TypeError."""
+    import inspect
+
+    from abricot_local.errors import fold
+    from abricot_local.names import did_you_mean
+
+    params = inspect.signature(fn).parameters.values()
+    call = f"{fn.__name__}()"
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not any(p.kind is p.VAR_POSITIONAL for p in params) and len(args) > len(positional):
+        rest = ", ".join(f"{n}=..." for n in named if n not in positional)
+        raise UsageError(fold(f"{call} takes {len(positional)} positional argument{'s' * (len(positional) != 1)} "
+                         f"({', '.join(positional)}), got {len(args)}: give the others by keyword ({rest})"))
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        for key in kwargs:
+            if key not in named:
+                raise UsageError(fold(f"{call} has no keyword {key!r}.{did_you_mean(key, named)} It takes: "
+                                      f"{', '.join(named)}"))
+    for name in positional[:len(args)]:
+        if name in kwargs:
+            raise UsageError(f"{call}: {name} given twice, by position and as {name}=")
+    missing = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+               p.KEYWORD_ONLY) and p.name not in kwargs and p.name not in positional[:len(args)]]
+    if missing:
+        raise UsageError(f"{call}: {missing[0]} is missing (give it: {fn.__name__}({missing[0]}=...))")
+    return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+
+
 def entry(call):
-    """``call``, one of the API's entry points: an OSError naming a path (a name over 255 bytes, a file where
-    a folder is wanted...) leaves it as that path's one-line AbricotError (paths.path_error), as the command
-    line's group turns it; any other OSError is left whole (a bug to see)."""
+    """``call``, one of the API's entry points: its arguments bound and checked first (:func:`bind`, then
+    :func:`check_call`: each refused as one UsageError naming its keyword); an OSError naming a path (a
+    name over 255 bytes, a file where a folder is wanted...) leaves it as that path's one-line AbricotError
+    (paths.path_error), as the command line's group turns it; any other OSError is left whole (a bug to
+    see)."""
     @functools.wraps(call)
     def door(*args, **kwargs):
+        check_call(call, bind(call, args, kwargs))
         try:
             return call(*args, **kwargs)
         except OSError as err:
@@ -163,3 +197,15 @@ def entry(call):
 
     return door
 
+
+def user_level() -> int:
+    """``warnings.warn``'s stacklevel, for a warning issued by the function calling this one, that points at
+    the user's line: the first frame outside this package (a call made inside another, a sweep's runs, a
+    load_run inside load_runs, is not the user's)."""
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1]) + os.sep  # abricot_local/
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level

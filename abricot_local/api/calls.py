@@ -7,13 +7,12 @@ what a run says is a Python warning (AbricotWarning), a failure an AbricotError.
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call, entry
-from abricot_local.api.options import AbricotWarning, progress_bars, refuse_unknown, warn
+from abricot_local.api.arguments import entry
+from abricot_local.api.options import progress_bars, refuse_unknown, warn
 from abricot_local.errors import AbricotError, keywords, render
 from abricot_local.run.dry_plan import DryRun
 
@@ -60,15 +59,16 @@ class Plan(DryRun):
 
 
 def _models(model) -> list[str]:
-    return [str(model)] if isinstance(model, (str, Path)) else [str(m) for m in model]
+    """One model or a sweep's, each as text (a path object, any os.PathLike, by os.fspath)."""
+    return [os.fspath(m) for m in ([model] if isinstance(model, (str, os.PathLike)) else model)]
 
 
-def _request(model, tasks, protocol, options: dict, **selection):
-    """The run.request.RunRequest of the API's arguments, typed as given (``quants``: a text or a list of
+def _request(call, model, tasks, protocol, options: dict, **selection):
+    """The run.request.RunRequest of ``call``'s arguments, typed as given (``quants``: a text or a list of
     the registry's quant names, as `run --quants`), refused as `run` refuses them."""
     from abricot_local.run.request import request_of
 
-    refuse_unknown(options)
+    refuse_unknown(options, call)
     dirs = options.get("model_dirs", ())
     return request_of(_models(model), {**options, "protocol": protocol},
                    tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks, backend=options.get("backend"),
@@ -118,17 +118,16 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
     ``resume=True`` (and its ``out``) continues it."""
     from abricot_local.run import session
 
-    check_call(evaluate, locals())
-    request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
+    request = _request(evaluate, model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, out=out,
                        resume=resume, quants=quants)
     if request.caution:
-        warnings.warn(render(request.caution), AbricotWarning, stacklevel=3)  # (the user, past api.arguments.entry)
-
-    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint,
-                          say=lambda line: warnings.warn(render(line.strip()), AbricotWarning, stacklevel=2))
+        warn(request.caution)
+    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint, say=warn)
     steps = list(session.run(request, hooks))
     for step in steps:
         if step.done is not None:
+            for task, line in step.done.outcome.warnings:  # what its numbers may mislead by (`run`: under its summary)
+                warn(f"{task}: {line}")
             _advise(step.done)
     if len(request.models) == 1:
         return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
@@ -147,10 +146,10 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
          **options):
     """What ``evaluate`` with these arguments would do, before it does it: ``run --dry-run``'s
     plan (a Plan, run.dry_plan.DryRun's: items, tokens, download, memory, predicted time; ``to_json()``;
-    ``print`` it for the command's text); nothing scored, written or downloaded."""
+    ``print`` it for the command's text); nothing scored, written or downloaded, but with ``calibrate``: the model
+    timed here, its speed written into the cache (calibrations.json), as `run --dry-run --calibrate`."""
     from abricot_local.run import dry_run
 
-    check_call(plan, locals())
-    request = _request(model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
+    request = _request(plan, model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
     made = dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)
     return Plan(**{f.name: getattr(made, f.name) for f in fields(made)})

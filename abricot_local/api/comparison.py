@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call, entry
-from abricot_local.api.run import Data, data_pairs, finished, loaded
+from abricot_local.api.arguments import entry
+from abricot_local.api.run import Data, data_folder, data_pairs, finished, loaded
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError, opt
 
@@ -51,12 +51,11 @@ def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | No
     from abricot_local.analysis.population import given_data
     from abricot_local.models.registry import load_registry
 
-    check_call(compare, locals())
     check_alpha(alpha)
     if not runs:
         raise UsageError("compare needs at least two runs: give two run folders, or a folder holding them")
     registry = load_registry(models_file)
-    pairs, folder = data_pairs(data), None if data_dir is None else os.fspath(data_dir)
+    pairs, folder = data_pairs(data), data_folder(data_dir)
     counted_in = given_data(pairs, folder)  # where a task's N is counted when the runs' data is elsewhere
     listed = _flat(runs)
     objects = [r for r in listed if isinstance(r, Run)]

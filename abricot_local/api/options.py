@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 
+from abricot_local.api.arguments import user_level
 from abricot_local.errors import UsageError, render
 
 # the API's own keywords besides the option fields: `--backend`, `--force`, `--models FILE`, `--model-dir DIR`,
@@ -15,7 +16,8 @@ RUN_KEYWORDS = ("backend", "force", "models_file", "model_dirs", "margin")
 
 
 class AbricotWarning(UserWarning):
-    """What a run says besides its results: a task skipped, a task's note, --limit's caution."""
+    """What a run says besides its results: a task skipped, a task's note or warning, --limit's caution; a folder
+    load_runs leaves out."""
 
 
 def valid_options() -> list[str]:
@@ -24,21 +26,27 @@ def valid_options() -> list[str]:
     return sorted({*option_names(), *RUN_KEYWORDS})
 
 
-def refuse_unknown(options: dict) -> None:
-    """An option name the API does not take, refused with the valid ones (the tasks' and the backends')."""
+def refuse_unknown(options: dict, call) -> None:
+    """An option name the API does not take, refused with the valid ones (the tasks' and the backends'); the
+    close match among them and ``call``'s own keywords (``limt``: limit)."""
+    import inspect
+
     from abricot_local.errors import fold
     from abricot_local.names import did_you_mean
 
     valid = valid_options()
     unknown = [k for k in options if k not in valid]
     if unknown:
-        raise UsageError(fold(f"unknown option {unknown[0]!r}.{did_you_mean(unknown[0], valid)} The options (the "
+        own = [p.name for p in inspect.signature(call).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        close = did_you_mean(unknown[0], [*valid, *own])
+        raise UsageError(fold(f"unknown option {unknown[0]!r}.{close} The options (the "
                               f"tasks' and the backends'): {', '.join(valid)}"))
 
 
 def warn(line: str) -> None:
-    """A run's line as a Python warning (without the CLI's "warning: ")."""
-    warnings.warn(render(line.removeprefix("warning: ")), AbricotWarning, stacklevel=4)
+    """A run's line as a Python warning (without the CLI's "warning: "), its options (opt's) as keywords,
+    pointing at the user's line (arguments.user_level)."""
+    warnings.warn(render(line.strip().removeprefix("warning: ")), AbricotWarning, stacklevel=user_level())
 
 
 def progress_bars(enabled: bool):

@@ -7,12 +7,11 @@ the runs beside them recorded; one that cannot be read is left out with an Abric
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 from abricot_local.analysis.runs import Run
-from abricot_local.api.arguments import check_call, entry
-from abricot_local.api.options import AbricotWarning
+from abricot_local.api.arguments import entry
+from abricot_local.api.options import warn
 from abricot_local.errors import ResultsError, render
 
 PathLike = os.PathLike
@@ -38,24 +37,40 @@ def hint(err: ResultsError) -> str:
     return f"; give it: data={{{given}}} or data_dir=DIR"
 
 
+def data_folder(data_dir) -> str | None:
+    """The API's ``data_dir`` as its option field takes it (tasks.options.TaskOptions.data_dir: a file refused)."""
+    from abricot_local.tasks.options import TaskOptions
+
+    return None if data_dir is None else TaskOptions(data_dir=data_dir).data_dir
+
+
 def _warn_skipped(path: str, err: ResultsError) -> None:
-    warnings.warn(f"skipped {path}: {err}{hint(err)}", AbricotWarning, stacklevel=4)
+    warn(f"skipped {path}: {err}{hint(err)}")
+
+
+def state_words(state) -> str:
+    """A run folder's state (run.states.RunState.describe: interrupted with how far, failed with its error as
+    its folder keeps it, in the record's words): what load_runs says of a folder it skips and load_run of one
+    it refuses."""
+    return render(state.describe())
 
 
 def finished(paths, *, what: str) -> list[str]:
     """The finished runs under ``paths`` (run folders, lm-eval outputs, folders searched for them, as
-    `report` searches), each once, in order; one that is not finished is named in a warning."""
+    `report` searches), each once, in order; one that is not finished is named in a warning; none finished:
+    a ResultsError naming each one's state."""
     from abricot_local.run.states import find_runs
 
     states = find_runs(tuple(str(p) for p in paths))
     if not states:
         raise ResultsError(f"{what} holds no results.json and no run folder below it")
-    for s in states:
-        if not s.complete:
-            warnings.warn(render(f"skipped {s.path} ({s.describe()})"), AbricotWarning, stacklevel=4)  # keywords
     done = list(dict.fromkeys(str(s.path) for s in states if s.complete))
+    left = [s for s in states if not s.complete]
     if not done:
-        raise ResultsError(f"no finished run in {what}")
+        lines = [f"{s.path} is not a finished run ({state_words(s)})" for s in left]
+        raise ResultsError(lines[0] if len(lines) == 1 else "\n  ".join([f"no finished run in {what}:", *lines]))
+    for s in left:
+        warn(f"skipped {s.path} ({state_words(s)})")
     return done
 
 
@@ -80,13 +95,14 @@ def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLik
     folder or results file (docs/compare.md), or a folder holding one of them (searched as `report`
     searches); an lm-eval output's items are matched to the tasks' own, whose data is found in ``data``
     ({"discotex": PATH}, as `run --data`) and ``data_dir`` (as `run --data-dir`), else where `run` finds it."""
+    from abricot_local.analysis.lm_eval_input import is_lm_eval_output
     from abricot_local.analysis.loading import load_run as read
-    from abricot_local.run.states import is_run_folder
+    from abricot_local.record import RESULTS
 
-    check_call(load_run, locals())
-    pairs = data_pairs(data)
+    pairs, folder = data_pairs(data), data_folder(data_dir)
     where = Path(path)
-    if where.is_dir() and not is_run_folder(where):  # a folder above one run (lm-eval's <out>/<model>/)
+    if where.is_dir() and not (where / RESULTS).is_file() and not is_lm_eval_output(where):  # a folder above
+        # one run (lm-eval's <out>/<model>/), or a run folder that holds no finished run (said as load_runs says it)
         found = finished([where], what=str(where))
         if len(found) > 1:
             raise ResultsError(f"{where} holds {len(found)} finished runs ({', '.join(found[:3])}"
@@ -94,7 +110,7 @@ def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLik
                                "load_runs")
         where = Path(found[0])
     try:
-        return read(where, data=pairs, data_dir=None if data_dir is None else os.fspath(data_dir))
+        return read(where, data=pairs, data_dir=folder)
     except ResultsError as err:
         message = hint(err)
         if not message:
@@ -106,8 +122,8 @@ def load_run(path: str | PathLike, *, data: Data = None, data_dir: str | PathLik
 def load_runs(folder: str | PathLike, *, data: Data = None, data_dir: str | PathLike | None = None) -> list[Run]:
     """Every finished run in ``folder`` (searched recursively, as `report` does; lm-eval output folders
     too, their items matched with ``data``/``data_dir`` and the data the runs beside them recorded);
-    one that is not finished, or an lm-eval output that cannot be read, is named in a warning and left out."""
-    check_call(load_runs, locals())
-    return loaded(finished([folder], what=str(folder)), data=data_pairs(data),
-                  data_dir=None if data_dir is None else os.fspath(data_dir))
+    one that is not finished, or an lm-eval output that cannot be read, is named in a warning and left out;
+    nothing left to hand back is an error saying why (each unfinished run's state, the lm-eval output's error)."""
+    pairs, where = data_pairs(data), data_folder(data_dir)
+    return loaded(finished([folder], what=str(folder)), data=pairs, data_dir=where)
 

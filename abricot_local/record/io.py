@@ -80,9 +80,8 @@ def read_run(folder: str | Path) -> Record:
     if not folder.is_dir():
         raise ResultsError(f"{folder} is not a folder (give the {opt('out')} folder of a run)")
     if not (folder / RESULTS).exists():
-        if (folder / CHECKPOINT).exists():
-            raise ResultsError(f"{folder} holds an interrupted run (no {RESULTS}); finish it with `run ... "
-                               f"{opt('resume', True)}`")
+        if (folder / CHECKPOINT).exists():  # interrupted, failed or still running: run/states.py reads which
+            raise ResultsError(f"{folder} holds no finished run (no {RESULTS}, a checkpoint: an unfinished run)")
         raise ResultsError(f"{folder} holds no {RESULTS} (not a finished run)")
     return read_record(folder / RESULTS)
 

@@ -13,7 +13,7 @@ from typing import Sequence
 from abricot_local import __version__
 from abricot_local.analysis import baselines
 from abricot_local.backends.base import Backend
-from abricot_local.errors import recorded_words, render
+from abricot_local.errors import opt, recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
@@ -43,8 +43,9 @@ def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, 
     golds = {s.gold for s in samples}
     if len(samples) > 1 and len(golds) == 1:
         only = samples[0].gold if samples[0].gold_label is None else samples[0].gold_label
-        advice = ("; use --sample N (a seeded draw over the whole release) instead of --limit" if limit is not None
-                  else "; a larger --sample N draws more of the release" if sample is not None else "")
+        advice = (f"; use {opt('sample', 'N')} (a seeded draw over the whole release) instead of {opt('limit')}"
+                  if limit is not None else f"; a larger {opt('sample', 'N')} draws more of the release"
+                  if sample is not None else "")
         out.append(f"every scored item has the same gold answer ({only!r}): the metrics describe one class "
                    f"only{advice}")
     missing = [src for src in task.sources if src not in {s.source for s in samples}]
@@ -78,6 +79,20 @@ def plan_manifest(plan: Plan) -> Manifest:
     return Manifest.from_dict(as_json(plan.manifest()), "manifest")
 
 
+def task_warnings(plan: Plan, run: TaskRun, res) -> tuple[str, ...]:
+    """What makes a task's numbers misleading, as its run ends: the task's own, its data's (one gold class, a
+    source not scored), its metrics' (undefined); the options they name as opt()'s (a door renders them; the
+    record keeps them in its words, after the task's notes, which the run said as it began)."""
+    return (*run.task.warnings(), *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample),
+            *metric_warnings(as_json(res.metrics)))
+
+
+def warnings_of(plan: Plan, task_results: list) -> tuple[tuple[str, str], ...]:
+    """(task, warning) for each of the plan's tasks scored (:func:`task_warnings`, as made: a door's words)."""
+    return tuple((res.name, w) for res, run in zip(task_results, plan.runs, strict=True)
+                 for w in task_warnings(plan, run, res))
+
+
 def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
     """One task's results as results.json records them (the task's metrics checked at this edge)."""
     metrics = as_json(res.metrics)
@@ -87,8 +102,7 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=tuple(recorded(w) for w in (*run.notes, *run.task.warnings(), *data_warnings(
-            run.task, res.samples, limit=plan.limit, sample=plan.sample), *metric_warnings(metrics))),
+        warnings=tuple(recorded(w) for w in (*run.notes, *task_warnings(plan, run, res))),
         sampled=run.sampled)  # config's sample is as given; this is what was drawn
 
 

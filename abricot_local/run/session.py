@@ -50,6 +50,8 @@ class Outcome:
     path: Path
     record: Record
     complete: bool = False  # --resume found the run already finished: nothing was scored or written
+    warnings: tuple[tuple[str, str], ...] = ()  # (task, text): what its tasks' numbers may mislead by, as made
+    # (record.task_warnings: opt()'s, for a door to render; the record holds them in its words)
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
     only the new items are scored, said through ``notify``)."""
     from abricot_local.run.execute import execute, open_backend
-    from abricot_local.run.record import build_record, plan_manifest
+    from abricot_local.run.record import build_record, plan_manifest, warnings_of
     from abricot_local.run.settle import stages_of
 
     folder = folder if isinstance(folder, RunFolder) else RunFolder(Path(folder))
@@ -207,12 +209,13 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
             record = None
             with folder.scoring(manifest, resume=resume):
                 results = execute(plan, backend, out, progress=progress, stages=stages)
-                record = build_record(stages.made(plan), backend, results, time.perf_counter() - start,
+                made = stages.made(plan)
+                record = build_record(made, backend, results, time.perf_counter() - start,
                                       settled=stages.sections(folder.path))
                 out.finalize(record, {r.name: list(r.samples) for r in results})
         finally:
             backend.close()
-    return Outcome(folder.path / RESULTS, record)
+    return Outcome(folder.path / RESULTS, record, warnings=warnings_of(made, results))
 
 
 def sweep(request, hooks: Hooks) -> Iterator[Step]:

@@ -77,6 +77,20 @@ def _path_text(given: Any) -> str:
     return os.fspath(given) if isinstance(given, os.PathLike) else str(given)
 
 
+def _data_folder(given: Any) -> str:
+    """``data_dir`` as text; a file given as it is refused here (what is missing is said where the data is
+    looked for)."""
+    from pathlib import Path
+
+    from abricot_local.errors import DataError
+
+    path = _path_text(given)
+    if Path(path).expanduser().exists() and not Path(path).expanduser().is_dir():
+        raise DataError(f"{opt('data_dir', path)} is a file, not a folder: give the folder holding the tasks' data "
+                        f"files (one task's file: {opt('data', ('TASK', 'FILE'))})")
+    return path
+
+
 def _recorded_variants(options: "TaskOptions") -> dict:
     """A run's config records the prompt variants as one text (``card,ita-bench``), as it always has."""
     return {"prompt_variant": ",".join(options.prompt_variant) if options.prompt_variant else None}
@@ -90,7 +104,7 @@ class TaskOptions:
 
     data: tuple[tuple[str, str], ...] = option((), "Data file or folder for one task (repeatable).",
                                                metavar="TASK=PATH", parse=data_pairs, repeat=True)
-    data_dir: str | None = option(None, "Folder holding the tasks' data files.", parse=_path_text, path=True)
+    data_dir: str | None = option(None, "Folder holding the tasks' data files.", parse=_data_folder, path=True)
     seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED,
                        record="always", shown_default=True)
     shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the protocol's", record="always",

@@ -147,7 +147,7 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> 
         if sample is not None and sample < len(items):
             items = drawn(items, sample, task.options.seed)
         elif sample is not None and sample > len(items):
-            notes += (f"--sample {sample} asks for more items than the task has: all {len(items)} were scored",)
+            notes += (f"{opt('sample', sample)} asks for more items than the task has: all {len(items)} were scored",)
         if limit is not None:
             items = items[:limit]
         if not items:
