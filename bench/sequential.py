@@ -9,9 +9,11 @@ real samples, a new population), then replays:
 - the shipped rule: looks 20, 40, 80, ... and N, look k at 1 - 0.1 x 2^-k, stop at the first look where the verdict
   is settled (analysis/sequential.py, as `run --until-settled` will call it);
 - the same looks read at 90% every time (peeking without spending: the rule users make by hand today);
-- a fixed-n run: the project's own 90% verdict (reproduction.judge, equivalence's Tango interval) over the first n
-  items, for n on a grid; "same power": the smallest n whose verdict is settled and right at least as often as the
-  shipped rule's.
+- a fixed-n run: the verdict the tool gives a `--sample n` run of the first n items, by its own functions (fixed():
+  a published row's, baselines.evidence and check_run, reproduction.judge on the exact hypergeometric interval of an
+  accuracy or correlation_ci's of a correlation; a rung's, compare.compare_metric and equivalence.verdict_of,
+  paired_exact's interval), for n on a grid; "same power": the smallest n whose verdict is settled and right at
+  least as often as the shipped rule's.
 
 A verdict is wrong when it is settled before N and its claim is false of the truth (reproduced or equivalent: the
 difference within the margin; differs: beyond it; not worse: above -M; worse: below -M). At N the verdict is the
@@ -36,8 +38,8 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -46,11 +48,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from abricot_local import metrics  # noqa: E402
-from abricot_local.analysis import equivalence, reproduction, stats  # noqa: E402
+from abricot_local.analysis import baselines, compare, equivalence, reproduction  # noqa: E402
 from abricot_local.analysis import sequential as sq  # noqa: E402
+from abricot_local.record import TaskEntry  # noqa: E402
+from abricot_local.tasks.base import MetricInput, Reference  # noqa: E402
 
-LEVEL = 0.90
 TOL = 1e-9  # a difference this close to the margin counts as on it
+VALUE = {"accuracy": metrics.accuracy, "pearson": metrics.pearson, "spearman": metrics.spearman}  # a run's metric
 
 
 @dataclass(frozen=True)
@@ -79,30 +83,35 @@ def shipped(q: sq.Question, v: list[np.ndarray], total: int, spend: bool, seed: 
     return s.latest[0].verdict, s.n
 
 
-@lru_cache(maxsize=None)
-def _tango90(b: int, c: int, n: int, total: int) -> tuple[float, float]:
-    return stats.paired_score_ci(b, c, n, level=LEVEL, factor=stats.fpc(n, total))
+class _Task:
+    """The little of a task that baselines.evidence reads: one CI metric's inputs over the items given (indices into
+    the order scored), its margin, its seed (the correlations' bootstrap)."""
+
+    def __init__(self, q: sq.Question, v: list[np.ndarray], seed: int):
+        self.q, self.v, self.options = q, v, SimpleNamespace(seed=seed)
+
+    def metric_inputs(self, items: list[int]) -> tuple[MetricInput, ...]:
+        return (MetricInput(self.q.stat, self.q.stat, self.v[0][items], self.v[1][items]),)
+
+    def margin(self, name: str) -> float:
+        return self.q.margin
 
 
 def fixed(q: sq.Question, v: list[np.ndarray], total: int, n: int, seed: int) -> str:
-    """The project's fixed-n 90% verdict over the first n items (at n = N: exact)."""
+    """The verdict the tool gives a fixed-n run of the first n items (a ``--sample n`` run), by its own functions: a
+    published row's, baselines.evidence then baselines.check_run (reproduction.judge on the exact hypergeometric
+    interval of an accuracy, correlation_ci's of a correlation); a rung's, compare.compare_metric then
+    equivalence.verdict_of (compare's verdict: paired_exact.paired_set_ci of an accuracy)."""
     if q.paired:
-        a, b = v[0][:n] == v[1][:n], v[2][:n] == v[3][:n]
-        only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-        if n >= total:
-            return "exact"  # the set's own value: outcome() counts it right
-        d = (only_a - only_b) / n
-        return equivalence.classify(d, _tango90(only_a, only_b, n, total), q.margin)
-    x, y = v[0][:n], v[1][:n]
-    if q.stat == "accuracy":
-        right = int(np.sum(x == y))
-        value, like = right / n, metrics.wilson(right, n, level=LEVEL)
-        within = metrics.wilson(right, n, level=LEVEL, fpc=stats.fpc(n, total))
-    else:
-        value = metrics.pearson(x, y)
-        like, within = tuple(metrics.bootstrap_ci(q.stat, x, y, seed=seed, level=LEVEL)), None
-    return reproduction.judge(value, like, q.published, q.margin, n=n, total=total, within=within,
-                              rounding=q.rounding, correlation=q.stat != "accuracy").kind
+        ia, ib = (MetricInput(q.stat, q.stat, v[i][:n], v[i + 1][:n]) for i in (0, 2))
+        m = compare.compare_metric("task", "other", "reference", ia, ib, seed=seed, n_boot=metrics.N_BOOT)
+        return equivalence.verdict_of(m, "other", "reference", q.margin, total).kind
+    items = list(range(n))
+    ev = baselines.evidence(_Task(q, v, seed), items, total)
+    value = VALUE[q.stat](v[0][:n], v[1][:n])
+    ref = Reference("bench", "model", "task", q.stat, q.published)
+    c = baselines.check_run(ref, {"task": TaskEntry(metrics={q.stat: value}, n=n)}, {"task": ev}, q.margin)
+    return c.verdict.kind
 
 
 def replay(sc: Scenario, reps: int, seed: int, grid: list[int]) -> dict:
@@ -163,7 +172,7 @@ def discotex_scenarios(total: int = 1600, margin: float = 0.02) -> list[Scenario
             pick = rng.integers(0, len(gp), total)
             x, y = gp[pick], gg[pick]
             truth = float(np.mean(x == y))
-            q = sq.Question("row", "accuracy", margin, published=truth - offset)
+            q = sq.Question("row", "accuracy", margin, truth - offset, baselines.rounding(truth - offset))
             return q, [x, y], offset
         return draw
 
@@ -212,7 +221,7 @@ def pearson_scenarios(abricot: Path | None, margin: float = 0.05, total: int = 1
 
         def draw(rng):
             order = rng.permutation(len(x))
-            q = sq.Question("row", "pearson", margin, published=truth - offset)
+            q = sq.Question("row", "pearson", margin, truth - offset, baselines.rounding(truth - offset))
             return q, [x[order], y[order]], offset
         return draw
 

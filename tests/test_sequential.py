@@ -251,6 +251,37 @@ def test_the_record_is_plain_numbers_and_strings_and_says_how_it_was_reached():
     assert sq.expected_stop(s, sq.Question("p", "accuracy", 0.02)) is None  # a pair: its discordance unknown
 
 
+def test_the_bench_s_fixed_n_run_is_judged_by_the_tool_s_own_verdict():
+    """bench/sequential.py's fixed-n comparator is the verdict a `--sample n` run gets (baselines.evidence and
+    check_run; compare's equivalence.verdict_of), not Wilson's or Tango's interval narrowed by the finite-population
+    correction, nor a percentile bootstrap: each case below is one those settled and the tool's verdict does not."""
+    import sys
+    from pathlib import Path
+
+    from abricot_local.analysis.paired_exact import paired_set_ci
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import sequential as bench  # bench/sequential.py
+
+    none_right = [np.zeros(20, int), np.ones(20, int)]  # 0 of 20 right, published 0.15: run - published -0.15
+    row = sq.Question("row", "accuracy", 0.02, published=0.15)
+    assert metrics.wilson(0, 20, level=0.90, fpc=stats.fpc(20, 1600))[1] < 0.15 - 0.02  # narrowed Wilson: differs
+    assert stats.exact_set_ci(0, 20, 1600, level=0.90)[1] > 0.15 - 0.02  # the exact interval reaches the margin
+    assert bench.fixed(row, none_right, 1600, 20, seed=1) == reproduction.UNSETTLED
+    gold = np.ones(40, int)  # a rung right alone on 1 item, its reference on 2, 40 of 127 items, margin 0.1
+    other, ref = np.r_[1, 0, 0, np.ones(37, int)], np.r_[0, 1, 1, np.ones(37, int)]
+    pair = sq.Question("pair", "accuracy", 0.1)
+    assert -0.1 < stats.paired_score_ci(1, 2, 40, level=0.90, factor=stats.fpc(40, 127))[0]  # narrowed Tango: settled
+    assert paired_set_ci(1, 2, 40, 127)[0] <= -0.1
+    assert bench.fixed(pair, [other, gold, ref, gold], 127, 40, seed=1) == equivalence.UNSETTLED
+    y = np.random.default_rng(3).integers(1, 6, 60).astype(float)
+    rare = np.ones(60)
+    rare[np.argsort(-y)[:6]] = 2.0  # 6 items off the commonest answer: correlation_ci reads no interval yet
+    far = sq.Question("r", "pearson", 0.05, published=metrics.pearson(rare, y) + 0.4)
+    assert metrics.bootstrap_ci("pearson", rare, y, seed=1, level=0.90)[1] < far.published - 0.05  # it settled
+    assert bench.fixed(far, [rare, y], 127, 60, seed=1) == reproduction.UNDEFINED
+
+
 def test_the_bench_counts_a_settled_false_claim_as_wrong_and_the_last_item_as_right():
     import sys
     from pathlib import Path
