@@ -24,7 +24,6 @@ bench/sequential.py's); independent ratings (r about 0: the fake backend's); nea
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import platform
@@ -108,11 +107,9 @@ def table(rows: list[tuple[str, dict]]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
-    args = ap.parse_args()
+    from throughput import simulation_args
+
+    args = simulation_args(__doc__)
     started, rows, load = time.time(), [], os.getloadavg()
     for k, (name, x, y) in enumerate(populations()):
         for j, n in enumerate(SIZES):

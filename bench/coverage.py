@@ -32,7 +32,6 @@ truth. An interval that says 90% should hold it at least 90% of the time, and mi
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import platform
@@ -227,11 +226,9 @@ def exact_table(cells: list[dict], name: str = "exact unconditional") -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
-    args = ap.parse_args()
+    from throughput import simulation_args
+
+    args = simulation_args(__doc__)
     started, rng, load = time.time(), np.random.default_rng(args.seed), os.getloadavg()
     accuracy = [accuracy_cell(t, a, n, args.reps, rng) for t in TOTALS for a in ACCURACIES for n in sizes(t)]
     print(f"one run's accuracy: {time.time() - started:.1f} s", file=sys.stderr)

@@ -205,6 +205,16 @@ def format_table(doc: dict) -> str:
     return head + "\n".join(lines)
 
 
+def simulation_args(doc: str, reps: int = 20000) -> argparse.Namespace:
+    """A simulation script's arguments (coverage.py, correlation_coverage.py): ``--reps`` replications per cell,
+    ``--seed``, ``--no-readme``; its help the first paragraph of ``doc``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=reps, help="replications per cell")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
+    return ap.parse_args()
+
+
 def save_results(doc: dict, name: str) -> Path:
     """``doc`` as bench/results/<its created time>-<name>.json (ignored by git); the path."""
     out = HERE / "results" / f"{doc['created'].replace(':', '')}-{name}.json"
