@@ -64,14 +64,20 @@ def fold_command(words: Sequence[str], lead: str = "", width: int = WIDTH) -> st
 
 # -- options named in a message ------------------------------------------------------------------
 _OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
+_MANY = "\ue003"  # before each element of a list value
 NONE = object()  # an option named without a value
-Namer = Callable[[str, Any], str]  # (field name, value or NONE) -> how a door writes it
+# (field name, value or NONE) -> how a door writes it; a list value reaches it joined by the namer's ``join``
+# attribute, if it has one (lm-eval's model_args: ';', Python: a list), else with commas (the command line's)
+Namer = Callable[[str, Any], str]
 
 
 def opt(name: str, value: Any = NONE) -> str:
     """The option ``name`` (a field's or a call's argument name), with ``value`` when one is shown (a
     placeholder such as ``"DIR"``, a number, True for a switch; a (key, value) pair for a keyed
-    option: ``opt("data", ("abricot", "FILE"))``), as a door renders it (:func:`render`)."""
+    option: ``opt("data", ("abricot", "FILE"))``; a list for several values of a list option:
+    ``opt("rpc", ["HOST:PORT", "HOST:PORT"])``), as a door renders it (:func:`render`)."""
+    if isinstance(value, list):
+        return f"{_OPEN}{name}{_VALUE}{''.join(_MANY + str(v) for v in value)}{_CLOSE}"
     shown = "" if value is NONE else _VALUE + (repr(tuple(value)) if isinstance(value, tuple) else str(value))
     return f"{_OPEN}{name}{shown}{_CLOSE}"
 
@@ -87,7 +93,11 @@ def render(text: str, namer: Namer | None = None) -> str:
         head, _, tail = rest.partition(_OPEN)
         inner, _, rest = tail.partition(_CLOSE)
         name, has, value = inner.partition(_VALUE)
-        out += [head, namer(name, _value(value) if has else NONE)]
+        if value.startswith(_MANY):  # several values (a list option's), joined as this door writes a list
+            shown = getattr(namer, "join", ",".join)(value.split(_MANY)[1:])
+        else:
+            shown = _value(value) if has else NONE
+        out += [head, namer(name, shown)]
     return "".join(out) + rest
 
 
@@ -105,12 +115,16 @@ def _value(text: str) -> Any:
 
 
 def keywords(name: str, value: Any = NONE) -> str:
-    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``."""
+    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``,
+    ``rpc=[HOST:PORT, HOST:PORT]`` (its ``join``)."""
     if value is NONE:
         return name
     if isinstance(value, tuple) and len(value) == 2:
         return f'{name}={{"{value[0]}": {value[1]}}}'
     return f"{name}={value}"
+
+
+keywords.join = lambda values: f"[{', '.join(values)}]"  # type: ignore[attr-defined]  # rpc=[HOST:PORT, ...]
 
 
 def flag_of(name: str) -> str:

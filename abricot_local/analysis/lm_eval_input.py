@@ -304,10 +304,10 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
 
 
 def _limit(value: Any) -> int | None:
-    """lm-eval's ``--limit N`` as the run's ``limit`` (a fraction of each task stays in the provenance only)."""
+    """lm-eval's ``--limit`` (written as a float: 3.0) as the run's ``limit``, as lm-eval's get_sample_size reads it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    return int(value) if value >= 1 and float(value).is_integer() else None
+    return int(value) if value >= 1 else None  # 2.5: its first 2 items; under 1: a fraction, ignored (provenance)
 
 
 def _created(when: Any, where: Path) -> str | None:

@@ -1,7 +1,7 @@
 """A finished run in lm-eval's own results layout (lm-eval 0.4.10+: its EvaluationTracker and
 ``lm_eval.result_schema``), so that tools reading lm-eval output take abricot-local runs as they are:
 ``<out>/<model_name_sanitized>/results_<date>.json`` (``results``, ``group_subtasks``, ``configs``,
-``versions``, ``n-shot``, ``higher_is_better``, ``n-samples``, ``config``, ``task_hashes``...) and
+``versions``, ``n-shot``, ``higher_is_better``, ``n-samples``, ``config``, ``task_hashes``, ``chat_template``...) and
 ``samples_<task>_<date>.jsonl``, one line per item with lm-eval's fields (``doc_id``, ``doc``,
 ``target``, ``arguments``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``, the three hashes,
 ``acc``). Task names are sanitized as lm-eval's (``\\W`` -> ``_``: ``abricot@calamita`` ->
@@ -92,6 +92,17 @@ def sample_line(doc_id: int, s) -> dict:
     return line
 
 
+def chat_keys(prov) -> dict:
+    """lm-eval's keys of the chat template a run rendered its prompts with (``null`` without one): the
+    template as abricot-local's lm-eval model gives it (its user turn around ``{message}``, with the generation
+    prompt), its ``hash_string``; each prompt, shots included, one user turn (``fewshot_as_multiturn`` false)."""
+    wrap = prov.chat_template if prov else None
+    template = f"{wrap.head}{{message}}{wrap.tail}" if wrap else None
+    return {"system_instruction": None, "system_instruction_sha": None,
+            "fewshot_as_multiturn": False if wrap else None, "chat_template": template,
+            "chat_template_sha": hash_string(template) if template else None}
+
+
 def layout(run) -> tuple[dict, dict[str, list[dict]]]:
     """(the results document, lm-eval task name -> its sample lines) of a finished run (analysis.runs.Run)."""
     record = run.record
@@ -134,7 +145,7 @@ def layout(run) -> tuple[dict, dict[str, list[dict]]]:
         "git_hash": None,
         "date": datetime.fromisoformat(record.created).timestamp() if record.created else None,
         "model_source": "abricot-local", "model_name": model, "model_name_sanitized": model_name_sanitized(model),
-        "task_hashes": hashes,
+        "task_hashes": hashes, **chat_keys(prov),
         "total_evaluation_time_seconds": str(record.wall_seconds) if record.wall_seconds is not None else None,
     }
     return doc, samples

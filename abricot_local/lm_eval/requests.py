@@ -96,6 +96,10 @@ def door_words(name: str, value=NONE) -> str:
     return model_arg(name, value) if name in FRONT_KEYS + backend_arg_keys() else keywords(name, value)
 
 
+# a list in model_args is written with ';' (lm-eval splits model_args at commas): rpc=HOST:PORT;HOST:PORT
+model_arg.join = door_words.join = ";".join  # type: ignore[attr-defined]
+
+
 def _switch(name: str, raw) -> bool:
     """A model_args switch (``force``) read as the command line reads one: a bool word, else refused."""
     from abricot_local.option_fields import Spec, parse

@@ -15,6 +15,8 @@ from abricot_local.option_fields import option
 
 MAX_DEVICES = 16  # llama.cpp's LLAMA_MAX_DEVICES: the most proportions --tensor-split takes
 ON_OFF = ("auto", "on", "off")
+# several servers as each door writes a list: --rpc A,B; model_args rpc=A;B; rpc=[A, B]
+_EXPECTS = f"{opt('rpc')} expects HOST:PORT (several: {opt('rpc', ['HOST:PORT', 'HOST:PORT'])})"
 
 
 def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
@@ -28,7 +30,7 @@ def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
                 continue
             host, sep, port = ep.rpartition(":")
             if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-                raise UsageError(f"{opt('rpc')} expects HOST:PORT[,HOST:PORT...], got {ep!r}")
+                raise UsageError(f"{_EXPECTS}, got {ep!r}")
             if ":" in host or host.startswith("["):  # ggml-rpc parses HOST:PORT at the first colon, IPv4 only
                 raise UsageError(f"{opt('rpc', ep)}: llama.cpp's RPC client speaks IPv4 only; give an IPv4 address or "
                                  "a host name (127.0.0.1 or localhost for this machine)")
@@ -36,7 +38,7 @@ def parse_endpoints(spec: str | Iterable[str]) -> tuple[str, ...]:
                 raise UsageError(f"{opt('rpc')} lists {ep} twice")
             out.append(ep)
     if not out:
-        raise UsageError(f"{opt('rpc')} expects HOST:PORT[,HOST:PORT...]")
+        raise UsageError(f"{_EXPECTS}, got no server")
     return tuple(out)
 
 
