@@ -111,3 +111,22 @@ def test_the_closing_lines_say_how_to_get_every_missing_set(monkeypatch):
     assert max(map(len, text.splitlines())) <= 120
     monkeypatch.setattr(realdata, "locate", lambda ds: ("a folder", realdata.SHARED))
     assert "data pull --tests" not in realdata.describe()
+
+
+def test_a_download_that_fails_leaves_no_folder_it_made(server, tmp_path, monkeypatch):
+    """A file the server does not have (404), and a server that is not there: the folders the download made for
+    it are gone again (an empty ~/.cache/abricot-local/data/discotex was left); a folder that was there stays."""
+    monkeypatch.delenv("ABRICOT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    _Serve.files = {}
+    deep = tmp_path / "cache" / "data" / "discotex"
+    with pytest.raises(fetch.FilesNotDownloaded):
+        fetch.download_files([(f"{server}/missing.tsv", "a.tsv", None)], deep, progress=False)
+    assert not (tmp_path / "cache").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(fetch.FilesNotDownloaded):
+        fetch.download_files([("http://127.0.0.1:9/none.tsv", "a.tsv", None)], tmp_path / "kept" / "d", progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"] and not any((tmp_path / "kept").iterdir())
+    _Serve.files = {"/b.tsv": b"x\n"}
+    got = fetch.download_files([(f"{server}/b.tsv", "b.tsv", None)], deep, progress=False)
+    assert got == [deep / "b.tsv"] and got[0].read_bytes() == b"x\n"

@@ -97,10 +97,12 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
     off = offline_cause()
     if off:
         raise _Failed(off, network=True)
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this download makes
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     except OSError as exc:
+        _unmake(made)
         raise DownloadError(f"cannot write {dest} ({exc.strerror}); choose a writable folder") from None
     tmp = Path(tmp_name)
     try:
@@ -109,11 +111,24 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
             raise _Failed(f"{url}: sha256 mismatch, expected {sha256.lower()}, got {digest}", integrity=True)
         publish(tmp, dest)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise _cause(url, exc) from None
-    finally:
         tmp.unlink(missing_ok=True)
+        _unmake(made)
+        raise _cause(url, exc) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        _unmake(made)
+        raise
     memo_store(dest, digest)
     return dest
+
+
+def _unmake(made: list[Path]) -> None:
+    """The folders a failed download made (``made``, deepest first), removed while empty: nothing of it is left."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (another file of it arrived), or not ours to remove
 
 
 def _stream(url: str, fd: int, progress: bool, label: str) -> str:
