@@ -165,3 +165,16 @@ def test_a_fake_run_named_like_a_registry_alias_is_held_to_what_it_recorded(tmp_
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "o" / "results.json").read_text())["published"]["reproduces"] is None
     assert check(tmp_path / "o")[0] == 0
+
+
+
+def test_a_run_whose_published_verdict_differs_reproduces_its_record_and_check_says_which(made, tmp_path):
+    """check's `reproduced` is the run against its own record: after a published verdict that differs, its last
+    line says so, not a bare `reproduced` a reader takes for the paper's number."""
+    r = invoke("run", "fake-as-llama", "--models", made[0] / "models.toml", "--data", f"abricot={FIXTURE}", "--tasks",
+               "abricot_abs", "--n-ctx", 8192, "--margin", 0.01, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["published"]["checks"][0]["verdict"] == "differs"
+    rc, out = check(tmp_path / "o")
+    assert rc == 0 and out.splitlines()[-1] == ("reproduced: the re-scored items match the run's record (not a verdict "
+                                                "on a published value)")

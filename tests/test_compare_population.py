@@ -130,3 +130,52 @@ def test_the_api_counts_n_from_data_dir_as_the_command_does(cache):
         == {"discotex": 1600}
     with pytest.raises(DataError, match="data_dir=.*folder not found"):
         al.compare(*runs, data_dir=p["root"] / "none")
+
+
+def _notes(result) -> list[str]:
+    return [n for n in result.notes if "not counted from the data given" in n]
+
+
+def test_data_given_that_counts_nothing_is_said_once_per_task_with_why(cache):
+    """Data given that cannot count N (another SHA-256, a folder without the task's files, a file where the task
+    wants a folder) is one note of compare's, naming why; nothing when no data is given or when it counted."""
+    p = cache
+    runs = [load_run(p["a"]), load_run(p["b"])]
+    assert not _notes(cmp.compare(runs)) and not _notes(cmp.compare(runs, given=GivenData(data_dir=str(p["moved"]))))
+    (short,) = _notes(cmp.compare(runs, given=GivenData(data_dir=str(p["short"]))))
+    assert short.startswith(f"task discotex: its items (N) not counted from the data given ({p['short']}): not the "
+                            "data the runs recorded (another SHA-256: discotex_1_ted_test_set_release.tsv)")
+    assert short.endswith("its verdicts are for items like these")
+    (elsewhere,) = _notes(cmp.compare(runs, given=GivenData(data_dir=str(p["root"] / "runs"))))
+    assert "the task could not be built from it (discotex: " in elsewhere and "get it" not in elsewhere
+    ted = p["moved"] / "discotex" / "discotex_1_ted_test_set_release.tsv"
+    (a_file,) = _notes(cmp.compare(runs, given=GivenData(data=(("discotex", str(ted)),))))
+    assert f"(discotex={ted}): the task could not be built from it (discotex: --data discotex names a folder" in a_file
+    # data given for another task only is not data given for this one: nothing said
+    assert not _notes(cmp.compare(runs, given=GivenData(data=(("abricot", str(ted)),))))
+
+
+def test_the_note_on_data_given_reaches_the_command_and_the_api(cache):
+    import abricot_local as al
+
+    p = cache
+    text = invoke("compare", p["a"], p["b"], "--data-dir", p["short"]).stdout
+    assert text.count("note: task discotex: its items (N) not counted from the data given") == 1
+    assert "not the data the runs recorded (another SHA-256" in text.replace("\n  ", " ")
+    assert "not counted from the data given" not in invoke("compare", p["a"], p["b"], "--data-dir", p["moved"]).stdout
+    notes = json.loads(invoke("compare", p["a"], p["b"], "--format", "json", "--data-dir", p["short"]).stdout)["notes"]
+    assert len([n for n in notes if "not counted from the data given" in n]) == 1
+    assert len(_notes(al.compare(p["a"], p["b"], data_dir=p["short"]).result)) == 1
+    assert "not counted from the data given" in str(al.compare(p["a"], p["b"], data_dir=p["short"]))
+
+
+def test_data_given_for_runs_of_limits_first_items_is_said_unused():
+    from types import SimpleNamespace
+
+    from abricot_local.analysis.population import task_count
+
+    view = SimpleNamespace(task=lambda name: SimpleNamespace(config={"limit": 5}, own_key="discotex", samples=()))
+    assert task_count([view], "discotex") == (None, "")
+    n, why = task_count([view], "discotex", GivenData(data_dir="/data"))
+    assert n is None and why.startswith("task discotex: its items (N) not counted from the data given (/data): a run "
+                                        "compared scored the task's first items (a limit), no draw of it")

@@ -215,7 +215,7 @@ def test_check_on_the_recorded_kernel_path_keeps_its_output(fake_run_folder):
     out = r.stdout.splitlines()
     assert out[0].startswith("kernel path: as recorded (synthetic build; CPU only; fake)")
     assert out[1:] == ["checked 20 items: 20 identical predictions, max |logprob difference| 0 (atol 0.001)",
-                       "reproduced"]
+                       "reproduced: the re-scored items match the run's record (not a verdict on a published value)"]
 
 
 def test_check_of_a_run_that_recorded_no_kernel_path_says_so_and_demands_the_numbers(fake_run_folder, tmp_path):
@@ -239,7 +239,8 @@ def test_check_on_another_kernel_path_says_so_first_and_passes_on_an_identical_v
                        "  build: recorded synthetic build (AVX512), here synthetic build"]
     verdict = next(line for line in out if line.startswith("verdict: "))
     assert verdict.endswith(" (re-scored here): identical (on these 20 common items, every log-prob bit-identical)")
-    assert out[-1].startswith("reproduced on another kernel path; passed: the verdict is identical")
+    assert out[-1].startswith("reproduced on another kernel path: the re-scored items match the run's record; passed: "
+                              "re-scored against its record, the verdict is identical, not different")
     doc = json.loads(invoke("check", run, "--json").stdout)
     assert doc["kernels"]["same"] is False and doc["verdict"]["kind"] == "identical" and doc["passed"]
 
@@ -261,7 +262,8 @@ def test_numbers_that_moved_within_noise_pass_on_another_kernel_path_but_not_wit
     assert r.exit_code == 1 and r.stdout.splitlines()[-1].startswith("NOT reproduced (--exact demands")
     same_path = edited(fake_run_folder[0], tmp_path / "s", logprobs=nudge)  # the recorded kernel path
     r = invoke("check", same_path)
-    assert r.exit_code == 1 and r.stdout.splitlines()[-1] == "NOT reproduced" and "verdict:" not in r.stdout
+    assert r.exit_code == 1 and r.stdout.splitlines()[-1] == ("NOT reproduced: the run, re-scored, does not match its record "
+                                                        "(above)") and "verdict:" not in r.stdout
 
 
 def test_a_different_verdict_on_another_kernel_path_fails(fake_run_folder, tmp_path):
@@ -272,7 +274,7 @@ def test_a_different_verdict_on_another_kernel_path_fails(fake_run_folder, tmp_p
     r = invoke("check", run)
     assert r.exit_code == 1, r.output
     assert "(re-scored here): different (" in r.stdout
-    assert r.stdout.splitlines()[-1] == "NOT reproduced: the verdict is different"
+    assert r.stdout.splitlines()[-1] == "NOT reproduced: re-scored against its record, the verdict is different"
 
 
 def test_merge_refuses_shards_scored_on_another_kernel_path(tmp_path):

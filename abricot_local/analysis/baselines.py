@@ -133,6 +133,12 @@ def parse_reproduces(text: str, refs: tuple[Reference, ...] | None = None
     return tuple(found), tuple(unknown)
 
 
+def sources_of(reproduces: str, task: str) -> tuple[str, ...]:
+    """Where the published rows ``reproduces`` (a registry entry's) names for ``task`` come from, in order: what a
+    run that did not run the task leaves unchecked."""
+    return tuple(dict.fromkeys(r.source for r in parse_reproduces(reproduces)[0] if r.task == task))
+
+
 def group_rows(refs: tuple[Reference, ...]) -> list[tuple[str, str, dict[str, float]]]:
     """References as published rows: (model, source, {"task.metric": value})."""
     rows: dict[tuple[str, str], dict[str, float]] = {}

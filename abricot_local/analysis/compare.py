@@ -28,7 +28,7 @@ from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
-from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_total
+from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_count
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError, opt
@@ -285,7 +285,8 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
                                                   seed=seed, n_boot=n_boot))
     if not any(m.n_common for m in matches):
         raise _refuse(runs, shared)
-    totals = {m.task: task_total(runs, m.task, given) for m in matches if m.n_common}
+    counts = {m.task: task_count(runs, m.task, given) for m in matches if m.n_common}
+    totals, notes = {t: n for t, (n, _) in counts.items()}, notes + [w for _, w in counts.values() if w]
     same = {(g.a, g.b, g.task) for g in agreements if g.identical}
     metrics = _holm(metrics)
     labels = [r.label for r in runs]

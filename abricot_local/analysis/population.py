@@ -76,29 +76,53 @@ def counted(view, task: str, given: GivenData = NOTHING_GIVEN) -> int | None:
     """The items of ``task`` as built from its data here: the files ``view`` recorded where they are here, else
     the data ``given`` (its --data, then its --data-dir), else the cache; None: no data, or not the data
     ``view`` recorded (its SHA-256)."""
+    return _count(view, task, given)[0]
+
+
+def _count(view, task: str, given: GivenData) -> tuple[int | None, str]:
+    """:func:`counted`, with why the data ``given`` counted nothing ("": none given, or the items counted)."""
     t = view.task(task)
     recorded = _recorded(view)
     mine = replace(t.options, data=given.data, data_dir=given.data_dir)
     tries = [replace(mine, data=(*given.data, *recorded)), mine] if given else []  # a key's last pair counts
+    why = ""
     for options in dict.fromkeys([*tries, replace(t.options, data=recorded)]):  # then the recorded, else the cache
         n = _items(view, t, options)
-        if n is not None:
-            return n
-    return None
+        if isinstance(n, int):
+            return n, ""
+        why = n if options == mine else why
+    return None, why
 
 
-def _items(view, t, options) -> int | None:
-    """The items of ``view``'s task ``t`` built with ``options`` (None: no data, or not the data it recorded)."""
+def _given_for(t, given: GivenData) -> str:
+    """What of ``given`` names the data of ``view``'s task ``t`` (its --data-dir, its --data pairs; "": none)."""
+    from abricot_local.tasks import task_class
+
+    try:
+        cls = task_class(t.own_key)
+        keys = (cls.data.key, cls.name)
+    except AbricotError:
+        keys = ()
+    return ", ".join([*(f"{k}={v}" for k, v in given.data if k in keys), *filter(None, [given.data_dir])])
+
+
+def _items(view, t, options) -> int | str:
+    """The items of ``view``'s task ``t`` built with ``options``, else why not: not the data it recorded (another
+    SHA-256), or the task could not be built from it (its error's first line)."""
+    from abricot_local.errors import recorded_text
     from abricot_local.tasks import make_task
 
     try:
         made = make_task(t.own_key, options)
         recorded = view.settings.get(f"{t.own_key}.data_sha256")
-        if recorded and sorted(str(f.sha256) for f in made.data_files()) != sorted(map(str, recorded)):
-            return None
+        files = made.data_files()
+        if recorded and sorted(str(f.sha256) for f in files) != sorted(map(str, recorded)):
+            other = [f.path.name for f in files if str(f.sha256) not in map(str, recorded)]
+            return f"not the data the runs recorded (another SHA-256: {', '.join(other) or 'the files it holds'})"
         return len(made.items())
-    except (AbricotError, OSError, ValueError, KeyError):
-        return None
+    except (AbricotError, OSError, ValueError, KeyError) as err:
+        text = recorded_text(err) if isinstance(err, AbricotError) else str(err) or type(err).__name__
+        return f"the task could not be built from it ({(text.splitlines() or [''])[0]})"
 
 
 def drawn(config) -> bool:
@@ -111,15 +135,29 @@ def task_total(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> 
     """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data (where
     they recorded it, else ``given``); None too when a run compared scored --limit's first items, which are no
     draw of the task (whole ones aside)."""
-    if any(v.task(task) is not None and not whole(v.task(task).config) and not drawn(v.task(task).config)
-           for v in views):
-        return None
-    scored = [len(v.task(task).samples) for v in views if v.task(task) is not None and whole(v.task(task).config)]
+    return task_count(views, task, given)[0]
+
+
+def task_count(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> tuple[int | None, str]:
+    """:func:`task_total`, and a note where data was given for ``task`` and counted nothing, saying why ("": no
+    data given for it, or N known: from a whole run, or counted)."""
+    mine = [v for v in views if v.task(task) is not None]
+    if any(not whole(v.task(task).config) and not drawn(v.task(task).config) for v in mine):
+        return None, _unused(task, mine, given, "a run compared scored the task's first items (a limit), no draw of it")
+    scored = [len(v.task(task).samples) for v in mine if whole(v.task(task).config)]
     if scored:
-        return max(scored)
-    for v in views:
-        if v.task(task) is not None:
-            n = counted(v, task, given)
-            if n is not None:
-                return n
-    return None
+        return max(scored), ""
+    why = ""
+    for v in mine:
+        n, reason = _count(v, task, given)
+        if n is not None:
+            return n, ""
+        why = why or reason
+    return None, _unused(task, mine, given, why) if why else ""
+
+
+def _unused(task: str, views: Sequence, given: GivenData, why: str) -> str:
+    """compare's note on the data given for ``task`` that counted none of its items ("": none given for it)."""
+    where = _given_for(views[0].task(task), given) if views and given else ""
+    return (f"task {task}: its items (N) not counted from the data given ({where}): {why}; its verdicts are for "
+            "items like these") if where else ""

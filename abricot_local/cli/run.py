@@ -93,7 +93,8 @@ def _done_text(done) -> str:
     sequential = console.settled(outcome.record, lambda m: settle_command(done.folder, m))
     lines = [console.summary(outcome.record), "", console.verdict(
         outcome.record.published, done.plan.quant, unheld=done.plan.unheld, backend=done.plan.backend,
-        grow=None if sequential else (config, lambda m: grow_command(done.folder, m, config)))]
+        grow=None if sequential else (config, lambda m: grow_command(done.folder, m, config)),
+        skipped=outcome.record.skipped)]
     lines += ["", sequential] if sequential else []
     if not outcome.complete:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Sequence
 
 from abricot_local.analysis.reproduction import grow_advice, words
 from abricot_local.record.kernel_path import describe
@@ -39,7 +40,7 @@ def summary(record: Record) -> str:
 
 
 def verdict(published: Published | None, quant: str = "", *, unheld: str = "", backend: str = "",
-            grow: tuple | None = None) -> str:
+            grow: tuple | None = None, skipped: Sequence | None = None) -> str:
     """Did the run reproduce the published rows its model's registry entry names? (a record's
     ``published``; ``quant``: the run's, shown beside each source's published precision). Each
     source gets its own block; each row its reproduction verdict (reproduced within the margin,
@@ -80,8 +81,7 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
                 lines.extend(f"      {reason}" for reason in c.reasons[1:])
             for note in c.notes:
                 lines.append(f"      note: {note}")
-    for task in published.tasks_not_run:
-        lines.append(f"  {task}: published, but not run here (add it to --tasks, with its data)")
+    lines += [f"  {line}" for line in not_run(published, skipped)]
     for part in published.unknown:
         lines.append(f"  {part!r}: names no published row this version knows")
     advice = grow_advice(published, *grow) if grow else ""
@@ -89,10 +89,32 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
     return "\n".join(lines)
 
 
+def not_run(published: Published, skipped: Sequence | None = None) -> list[str]:
+    """A line per task the published rows name that the run did not run: where its rows were published, and why it
+    was not run: its data was not here (in ``skipped``, a record's SkippedTask: how to get it), else --tasks left it
+    out; both said where ``skipped`` is None (not known)."""
+    from abricot_local.analysis.baselines import sources_of
+
+    lacking = {s.task: s for s in skipped or ()}
+    lines = []
+    for task in published.tasks_not_run:
+        where = ", ".join(sources_of(published.reproduces or "", task)) or "its source"
+        if task in lacking:
+            how = lacking[task].how or "give it with --data/--data-dir"
+            why = f"its data was not here, so the run left it out ({how})"
+        elif skipped is not None:
+            why = "--tasks left it out (add it to --tasks, with its data)"
+        else:
+            why = ("its data was not here (give it with --data/--data-dir), or --tasks left it out (add it to --tasks, "
+                   "with its data)")
+        lines.append(f"{task}: published, but not run here: {why}; its rows of {where} are not checked")
+    return lines
+
+
 def settled(record: Record, grow=None) -> str:
     """A ``--until-settled`` run's verdict (its record's rules; "" for another run): each verdict at the look the
     run stopped at, reached how and with what guarantee; which verdict the run's is; ``grow`` (items -> the call
-    that takes the next look): the next look, when a verdict is open at the bound."""
+    that grows the run): the look a larger bound adds, when a verdict is open at the bound (settle.advice)."""
     from abricot_local.run import settle
 
     found = settle.lines(record.tasks)

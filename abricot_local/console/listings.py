@@ -181,6 +181,9 @@ def runs_text(states) -> str:
     return "\n".join(f"{p:<{width}}  {visible(s.describe())}" for p, s in zip(paths, states))
 
 
+MATCH = "the re-scored items match the run's record (not a verdict on a published value)"
+
+
 def check_text(rep) -> str:
     """A check report: the kernel path (first, when it differs from the recorded one), items checked,
     identical predictions, the largest difference, each item that differs; on another kernel
@@ -215,7 +218,8 @@ def check_text(rep) -> str:
     if rep.checked == 0:
         lines.append("no item was checked")
     if rep.same_kernels or rep.verdict is None:
-        lines.append("reproduced" if rep.reproduced else "NOT reproduced")
+        lines.append(f"reproduced: {MATCH}" if rep.reproduced else "NOT reproduced: the run, re-scored, does not match "
+                     "its record (above)")
         return "\n".join(lines)
     lines.append(f"verdict: {rep.verdict.line}")
     lines += [f"{c.task}: {c.summary}" + ("; decisive: " + ", ".join(d.text for d in c.decisive) if c.decisive else "")
@@ -224,13 +228,14 @@ def check_text(rep) -> str:
         lines.append(f"answers changed: only near ties (the recorded run's top two choices under {rep.changes[0].threshold:g} "
                      "nats apart: kernels alone can flip them)" if rep.only_near_ties else
                      "answers changed: not only near ties: a decisive change is more than kernel drift")
+    against = f"re-scored against its record, the verdict is {rep.verdict.kind}"
     if rep.exact:
-        lines.append("reproduced (--exact)" if rep.reproduced else "NOT reproduced (--exact demands the recorded "
-                     "numbers on any kernel path)")
+        lines.append(f"reproduced (--exact): {MATCH}" if rep.reproduced else "NOT reproduced (--exact demands the "
+                     "recorded numbers on any kernel path)")
     elif rep.passed:
-        lines.append(("reproduced on another kernel path" if rep.reproduced else "not reproduced bit for bit "
-                      "(another kernel path)") + f"; passed: the verdict is {rep.verdict.kind}, not different "
+        lines.append(("reproduced on another kernel path: the re-scored items match the run's record" if rep.reproduced
+                      else "not reproduced bit for bit (another kernel path)") + f"; passed: {against}, not different "
                      "(--exact demands the recorded numbers)")
     else:
-        lines.append(f"NOT reproduced: the verdict is {rep.verdict.kind}")
+        lines.append(f"NOT reproduced: {against}")
     return "\n".join(lines)

@@ -337,13 +337,15 @@ def next_bound(record: Record) -> int | None:
 
 
 def advice(record: Record, command) -> str:
-    """A --until-settled run that stopped at its bound with a verdict open: the call that takes its next look
-    (``command(m)``: a door's words for the run grown to ``m`` items, still --until-settled); "" otherwise."""
+    """A --until-settled run that stopped at its bound with a verdict open: the bound's last look was taken (its
+    verdict line says `look k of k`), and a larger bound plans more (``command(m)``: a door's words for the run
+    grown to ``m`` items, still --until-settled); "" otherwise."""
     m = next_bound(record)
     if m is None:
         return ""
-    return (f"not settled by {opt('max_items', record.config.sample)}: the rule's next look reads {m} items; the run "
-            f"goes on to it (the items it holds kept, the error still spent across the looks):\n  {command(m)}")
+    return (f"not settled by {opt('max_items', record.config.sample)}, its last look: {opt('max_items', m)} plans a "
+            f"look at {m} items, and the run goes on to it (the items it holds kept, the error still spent across the "
+            f"looks):\n  {command(m)}")
 
 
 def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequence[Sample] = (),
