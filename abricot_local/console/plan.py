@@ -20,9 +20,18 @@ def _time(seconds: float | None, exact: bool = True) -> str:
     return ("" if exact else "~") + _duration(seconds) if seconds >= 1 else "<1 s"
 
 
+def error_bar(error: float, below: float | None = None) -> str:
+    """A prediction's error bar as the plan shows it: " ±25%", or each side on its own where they differ
+    (``below``: the bar under the prediction; " +143% / -29%": a model whose width is not known yet)."""
+    if not error:
+        return ""
+    lower = error if below is None else below
+    return f" ±{error:.0%}" if f"{error:.0%}" == f"{lower:.0%}" else f" +{error:.0%} / -{lower:.0%}"
+
+
 def _bar(speed) -> str:
-    """A scaled speed's error bar, as the time columns show it: " ±25%"."""
-    return f" ±{speed.error:.0%}" if speed is not None and speed.error and speed.source != "calibrated" else ""
+    """A scaled speed's error bar, as the time columns show it (:func:`error_bar`)."""
+    return error_bar(speed.error, speed.below) if speed is not None and speed.source != "calibrated" else ""
 
 
 def _tokens(work) -> str:
@@ -39,8 +48,8 @@ def _speed_line(m) -> str:
         how = f"calibrated on this machine {s.measured}"
     else:
         by = m.facts.basis if m.facts else "?"
-        how = (f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: {s.how}; ±{s.error:.0%} "
-               f"(`--calibrate` on the model itself measures it)")
+        how = (f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: {s.how};"
+               f"{error_bar(s.error, s.below)} (`--calibrate` on the model itself measures it)")
     return f"{how}: {facts}" + (f"; {m.speed_note}" if m.speed_note else "")
 
 
@@ -97,8 +106,9 @@ def full(plan, command: str = "") -> str:
                      f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)
-    bar = max((m.speed.error for m in plan.models if m.speed and m.speed.source != "calibrated"), default=0.0)
-    bar_text = f" ±{bar:.0%} (a model's speed is scaled from another's)" if bar else ""
+    scaled = [m.speed for m in plan.models if m.speed and m.speed.source != "calibrated"]
+    bar = max((s.error for s in scaled), default=0.0)
+    bar_text = f"{error_bar(bar, max(s.below for s in scaled))} (a model's speed is scaled from another's)" if bar else ""
     lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
                  + (bar_text if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
     uncounted = list(dict.fromkeys(t.task for m in plan.models if not m.problem for t in m.tasks
@@ -176,7 +186,8 @@ def _speeds(models) -> list[str]:
     for m in models:
         s = m.speed
         how = m.note or "no speed" if s is None else f"calibrated on this machine {s.measured}" \
-            if s.source == "calibrated" else f"scaled from {visible(s.reference)} (calibrated {s.measured}) ±{s.error:.0%}"
+            if s.source == "calibrated" else \
+            f"scaled from {visible(s.reference)} (calibrated {s.measured}){error_bar(s.error, s.below)}"
         said.setdefault(how, []).append(visible(m.label))
     return [fold(f"{'speed:' if k == 0 else '':<10}{', '.join(names)}: {how}") for k, (how, names) in
             enumerate(said.items())]
@@ -188,7 +199,7 @@ def kld(cost, command: str = "") -> str:
     speeds, the total."""
     exact = cost.error == 0
     n, g = len(cost.rungs), len(cost.passes)
-    bar = f" ±{cost.error:.0%}" if cost.error else ""
+    bar = error_bar(cost.error)
     head = f"{_command('plan of: ', command)}\n" if command else ""
     lines = [head + "(a dry run: nothing is loaded, scored or written)", "",
              f"reference: {visible(cost.reference)}",

@@ -204,8 +204,14 @@ class Speed:
     source: str  # CALIBRATED (this model) or SCALED (from ``reference``)
     reference: str  # the calibrated model's label
     measured: str  # when that calibration ran (UTC)
-    error: float = 0.0  # relative error bar of a prediction at this speed (SCALED_ERROR when scaled)
+    error: float = 0.0  # relative error bar of a prediction at this speed (SCALED_ERROR when scaled), above
     how: str = ""  # how a scaled speed was made, in words
+    error_below: float | None = None  # the bar below, where it is not ``error`` (widened: a narrower model is slower)
+
+    @property
+    def below(self) -> float:
+        """The error bar below the prediction (the time at least t (1 - below))."""
+        return self.error if self.error_below is None else self.error_below
 
     def seconds(self, work: Work) -> float:
         """Scoring time of ``work`` (the load not included)."""
@@ -221,7 +227,7 @@ class Speed:
         return {"source": self.source, "reference": self.reference, "calibrated_at": self.measured,
                 "prompt_tokens_per_s": self.prompt_rate(), "load_s": self.load, "per_token_s": self.per_token,
                 "per_position_s": self.per_position, "per_call_s": self.per_call, "per_row_s": self.per_row,
-                "error": self.error, "how": self.how or None}
+                "error": self.error, "error_below": self.below, "how": self.how or None}
 
 
 @dataclass(frozen=True)
@@ -262,19 +268,20 @@ def speed_from(measured: Measured, ref: ModelFacts | None, target: ModelFacts | 
 def widened(speed_of, facts: ModelFacts) -> Speed:
     """``speed_of(facts)`` (a scaled speed); for facts estimated from a parameter count (not a GGUF
     header), its error bar widened to what such facts can promise: the scaled error times the
-    spread of the prompt rate over the widths :data:`ESTIMATED_WIDTH` allows (bench/README.md)."""
+    spread of the prompt rate over the widths :data:`ESTIMATED_WIDTH` allows (bench/README.md), each side on its
+    own (a narrower model is much slower, a wider one barely faster: ``error`` above, ``error_below`` below)."""
     speed = speed_of(facts)
     if facts.from_header or not facts.width or not speed.error:
         return speed
     rate = speed.prompt_rate()
-    spread = max(abs(rate / speed_of(estimated_facts(facts.total_params or facts.params, facts.bytes,
-                                                     facts.n_vocab or None, facts.basis,
-                                                     width=max(1.0, facts.width * f))).prompt_rate() - 1)
-                 for f in ESTIMATED_WIDTH)
-    error = (1 + speed.error) * (1 + spread) - 1
-    return replace(speed, error=error, how=f"{speed.how}; the width is not known until its file is here "
-                                           f"(a parameter count allows {ESTIMATED_WIDTH[0]:g}x to "
-                                           f"{ESTIMATED_WIDTH[1]:g}x the estimated {facts.width:.0f})")
+    times = [rate / speed_of(estimated_facts(facts.total_params or facts.params, facts.bytes, facts.n_vocab or None,
+                                             facts.basis, width=max(1.0, facts.width * f))).prompt_rate()
+             for f in ESTIMATED_WIDTH]  # the time at each width the count allows, over the time predicted
+    error = (1 + speed.error) * max(1.0, *times) - 1
+    below = 1 - (1 - min(speed.error, 1.0)) * min(1.0, *times)  # a narrower model is slower: the bar is lopsided
+    return replace(speed, error=error, error_below=below,
+                   how=f"{speed.how}; the width is not known until its file is here (a parameter count allows "
+                       f"{ESTIMATED_WIDTH[0]:g}x to {ESTIMATED_WIDTH[1]:g}x the estimated {facts.width:.0f})")
 
 
 def paired(work: Work) -> Work:
