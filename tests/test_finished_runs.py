@@ -203,7 +203,8 @@ def test_an_lm_eval_date_no_clock_shows_is_one_line(made, tmp_path):
 def test_report_verify_refuses_an_edited_verdict(made, tmp_path):
     run = _copy(made["runs"] / "pub", tmp_path / "pub")
     r = invoke("report", run, "--verify")
-    assert r.exit_code == 0 and "the published verdicts of 1 of them the published rows" in r.output, r.output
+    said = "the published verdicts of 1 of them match those made again from their metrics and the published rows"
+    assert r.exit_code == 0 and said in r.output, r.output
     doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
     check = doc["published"]["checks"][0]
     was = check["verdict"]

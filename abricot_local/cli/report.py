@@ -208,8 +208,8 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         if bad:
             sys.exit(code)
         held = sum(map(holds_verdict, doc.runs))
-        said = (f", and the published verdicts of {held} of them the published rows" if held
-                else "; none recorded a published verdict to check")
+        said = (f", and the published verdicts of {held} of them match those made again from their metrics and "
+                "the published rows" if held else "; none recorded a published verdict to check")
         echo(f"verified: the metrics of {len(doc.runs)} run(s) match their samples files{said}", err=True)
 
 

@@ -172,11 +172,22 @@ def _finite(v) -> bool:
     return v is not None and math.isfinite(v)
 
 
+def published_rows(report: Report, key: str) -> list:
+    """The published rows a ``task.metric`` figure draws: those of that task instance (a row made under
+    another protocol, ``abricot_abs@calamita``'s, belongs to its own instance's figure), with a finite value."""
+    return [r for r in report.baselines if f"{r.key or r.task}.{r.metric}" == key and _finite(r.value)]
+
+
 def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, list[str]]:
     """One bar per run with its 95% CI as whiskers; published values as dashed lines. What cannot
     be drawn (a NaN or infinite value or bound) is left out and named, on the figure and in
     the notes returned; a CI that does not contain its value is drawn as recorded, and named."""
-    task, name = key.split(".", 1)
+    fig, notes = bars_figure(report, key, slugs)
+    return _save(fig, path), [f"{path.name}: {n}" for n in notes]
+
+
+def bars_figure(report: Report, key: str, slugs: list[str]):
+    """:func:`bars`'s figure, not saved, and its notes."""
     labels, values, whiskers, notes = [], [], [], []
     for run, slug in zip(report.runs, slugs):
         m = next((x for x in run.metric_values if x.key == key), None)
@@ -209,8 +220,9 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, 
         at, lo, hi = (np.array(c, dtype=float) for c in zip(*whiskers))
         ax.errorbar(at, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor="black", capsize=5, lw=1.2)
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, max(len(labels), 1) - 0.4)  # a run with no bar keeps its place (and its "not drawn")
     ax.axhline(0, color="grey", lw=0.8)
-    refs = [r for r in report.baselines if f"{r.task}.{r.metric}" == key and _finite(r.value)]
+    refs = published_rows(report, key)
     if refs:
         cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
         for b, color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
@@ -219,9 +231,10 @@ def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, 
     ax.set_ylabel(key)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{key} per run (whiskers: 95% CI)", fontsize=9, loc="left")
-    if notes:
-        fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
-    return _save(fig, path), [f"{path.name}: {n}" for n in notes]
+    if notes:  # below the axes and their tick labels (the run names), never over them
+        below = ax.get_tightbbox(fig.canvas.get_renderer()).transformed(fig.transFigure.inverted()).y0
+        fig.text(0.01, below - 0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
+    return fig, notes
 
 
 def _task_class(name: str):

@@ -1,6 +1,7 @@
 """One tidy table of every scored item over runs and tasks (``report --table samples``).
 
-A row per (run, task, item): ``model``, ``quant``, ``run`` (the run folder), ``task``,
+A row per (run, task, item): ``model``, ``quant``, ``run`` (the run folder), ``label`` (the run's
+label, unique among the runs shown, as the runs table and compare name it), ``task``,
 ``id``, ``source``, ``gold`` and ``pred`` (choice indices), ``gold_label`` and
 ``pred_label`` (the answers as a reader knows them), ``correct`` (pred == gold), then
 ``p_0`` .. ``p_{K-1}``: the probability of each choice, in the task's choice order,
@@ -21,7 +22,8 @@ from abricot_local.errors import UsageError, opt
 from abricot_local.report.safe import csv_text
 from abricot_local.report.tables import Report
 
-COLUMNS = ("model", "quant", "run", "task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
+COLUMNS = ("model", "quant", "run", "label", "task", "id", "source", "gold", "pred", "gold_label", "pred_label",
+           "correct")
 FORMATS = ("csv", "json")
 
 
@@ -42,8 +44,8 @@ def samples_frame(report: Report) -> pd.DataFrame:
     for run in report.runs:
         for task in run.tasks:
             for s in run.samples_of(task):
-                row = {"model": run.model_label, "quant": run.quant, "run": str(run.path), "task": task,
-                       "id": s.id, "source": _or_empty(s.source), "gold": s.gold, "pred": s.pred,
+                row = {"model": run.model_label, "quant": run.quant, "run": str(run.path), "label": run.label,
+                       "task": task, "id": s.id, "source": _or_empty(s.source), "gold": s.gold, "pred": s.pred,
                        "gold_label": _or_empty(s.gold_label), "pred_label": _or_empty(s.pred_label),
                        "correct": s.pred == s.gold}
                 row.update({f"p_{k}": p for k, p in enumerate(choice_probabilities(s.logprobs))})

@@ -152,6 +152,13 @@ def _cell(value, ci, digits: int = 3) -> str:
     return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
+def verdict_cell(check) -> str:
+    """A published check as the text and markdown tables show it: the run's value, the published one, the
+    verdict (``run -0.460 vs published 0.30: differs by more than 0.05``): neither number read for the other."""
+    run = "" if check.value is None else f"run {_num(check.value)} vs "
+    return f"{run}published {check.published:.2f}: {words(check)}"
+
+
 @dataclass(frozen=True)
 class Section:
     """One table of the text report, and how it fits the terminal (texttable.fit)."""
@@ -186,18 +193,21 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         for rc in report.checks:
             c = rc.check
             key = (rc.run.label, rc.run.quant, f"{c.reference} ({c.source})", str(rc.run.path))
-            row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": []})
-            row[f"{c.task}.{c.metric}"] = f"{c.published:.2f}: {words(c)}"
-            more = (*(f"not comparable: {d}" for d in c.differences), *c.reasons[1:], *c.notes)
-            row["notes"].extend(n for n in more if n not in row["notes"])
-        rows = [{**r, "notes": "; ".join(r["notes"])} for r in wide.values()]
+            row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": {}})
+            cell = f"{c.task}.{c.metric}"
+            row[cell] = verdict_cell(c)
+            for n in (*(f"not comparable: {d}" for d in c.differences), *c.reasons[1:], *c.notes):
+                on = row["notes"].setdefault(n, [])  # each note names its tasks (one shared by them: once)
+                on += [cell] if cell not in on else []
+        rows = [{**r, "notes": "; ".join(f"{', '.join(on)}: {n}" for n, on in r["notes"].items())}
+                for r in wide.values()]
         checked = dict.fromkeys(f"{rc.check.task}.{rc.check.metric}" for rc in report.checks)
         cols = ["model", "quant", "reference", *checked, "notes"]
         unheld = any(rc.check.comparable and rc.check.verdict is None for rc in report.checks)
         out["published"] = Section("Did the run reproduce the published value? (90% CI of run - published "
                                    "against the margin" + ("; a run held to no verdict: whether the published value "
                                                            "is inside its 95% CI)" if unheld else ")"),
-                                   pd.DataFrame(rows, columns=cols).fillna(""), 1, ("notes", "reference", "model"))
+                                   pd.DataFrame(rows, columns=cols).fillna(""), 3, ("notes", "reference", "model"))
     if report.quant:
         q = quant_frame(report)
         q["agreement"] = q["agreement"].map(_num)

@@ -6,8 +6,9 @@ lines, and when the table is still too wide its other columns are split into blo
 that each repeat the key columns. :func:`wrap` folds a line of prose.
 
 Every cell is shown harmless (console.safe: control characters as escapes, markdown's HTML
-escaped) and at most :data:`CELL_MAX` characters of it, so a hostile or huge name (a 10 MB
-model name) costs linear time and a few lines.
+escaped); the text table shows at most :data:`CELL_MAX` characters of it (the rest counted, and
+where to see it whole said), markdown every cell whole up to :data:`MARKDOWN_MAX`, so a hostile or
+huge name (a 10 MB model name) costs linear time and a few lines.
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ WIDTH = 120  # the text report's and compare's widest line
 GAP = 2  # spaces between columns
 CAP = 36  # a cell of a column that may wrap is folded onto lines this long
 MIN_WRAP = 20  # ... and, to avoid splitting a table, this long
-CELL_MAX = 240  # characters of a cell shown; the rest is counted
+CELL_MAX = 240  # characters of a cell the text table shows; the rest is counted, and where it is whole said
+WHOLE = "the markdown, csv and json formats show it whole"
+WHOLE_DATA = "the csv and json formats show it whole"
+MARKDOWN_MAX = 100_000  # markdown shows every cell whole but one past this (a hostile 10 MB name), cut as above
 
 
-def shown(text) -> str:
-    """A cell as a table shows it: its first :data:`CELL_MAX` characters (the rest counted),
-    control characters as escapes (its newlines kept: a folded cell's lines)."""
+def shown(text, limit: int = CELL_MAX, whole: str = WHOLE) -> str:
+    """A cell as a table shows it: its first ``limit`` characters (the rest counted, and ``whole``: where
+    to see it whole), control characters as escapes (its newlines kept: a folded cell's lines)."""
     text = str(text)
-    if len(text) <= CELL_MAX:
+    if len(text) <= limit:
         return visible(text, newlines=True)
-    return visible(text[:CELL_MAX], newlines=True) + f"... (+{len(text) - CELL_MAX:,} characters)"
+    return visible(text[:limit], newlines=True) + f"... (+{len(text) - limit:,} characters; {whole})"
 
 
 def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
@@ -74,9 +78,10 @@ def _fold(text: str, width: int, cut: bool = True) -> list[str]:
 
 def grid(df: pd.DataFrame, markdown: bool, *, ready: bool = False) -> str:
     """``df`` as an aligned text table (a header or cell holding ``\\n`` takes several lines) or
-    markdown (each cell :func:`console.safe.markup`); ``ready``: cells already :func:`shown`."""
+    markdown (each cell whole, up to :data:`MARKDOWN_MAX`, :func:`console.safe.markup`); ``ready``: cells
+    already :func:`shown`."""
     if markdown:
-        cell = lambda s: markup(" ".join(_lines(shown(s))))  # noqa: E731
+        cell = lambda s: markup(" ".join(_lines(shown(s, MARKDOWN_MAX, WHOLE_DATA))))  # noqa: E731
         cols, rows = [cell(c) for c in df.columns], [[cell(v) for v in r] for r in df.itertuples(index=False)]
         lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
