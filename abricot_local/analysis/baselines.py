@@ -143,7 +143,7 @@ def group_rows(refs: tuple[Reference, ...]) -> list[tuple[str, str, dict[str, fl
     """References as published rows: (model, source, {"task.metric": value})."""
     rows: dict[tuple[str, str], dict[str, float]] = {}
     for r in refs:
-        rows.setdefault((r.model, r.source), {})[f"{r.key or r.task}.{r.metric}"] = r.value
+        rows.setdefault((r.model, r.source), {})[f"{r.instance}.{r.metric}"] = r.value
     return [(m, s, v) for (m, s), v in rows.items()]
 
 

@@ -175,7 +175,7 @@ def _finite(v) -> bool:
 def published_rows(report: Report, key: str) -> list:
     """The published rows a ``task.metric`` figure draws: those of that task instance (a row made under
     another protocol, ``abricot_abs@calamita``'s, belongs to its own instance's figure), with a finite value."""
-    return [r for r in report.baselines if f"{r.key or r.task}.{r.metric}" == key and _finite(r.value)]
+    return [r for r in report.baselines if f"{r.instance}.{r.metric}" == key and _finite(r.value)]
 
 
 def bars(report: Report, key: str, path: Path, slugs: list[str]) -> tuple[Path, list[str]]:

@@ -182,7 +182,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
     cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    unpublished = [t for t in tasks if t not in {b.key or b.task for b in report.baselines}]
+    unpublished = [t for t in tasks if t not in {b.instance for b in report.baselines}]
     title = "Runs and published results (value [95% CI])" if report.baselines else \
         "Runs (value [95% CI]); no published results exist for these tasks"
     if report.baselines and unpublished:

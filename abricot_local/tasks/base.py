@@ -162,6 +162,11 @@ class Reference:
     def label(self) -> str:
         return f"{self.model} ({self.source})"
 
+    @property
+    def instance(self) -> str:
+        """The run's key of the task instance this row is held against (``key``, else ``task``)."""
+        return self.key or self.task
+
 
 @dataclass(frozen=True)
 class Figure:
