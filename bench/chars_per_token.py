@@ -67,7 +67,7 @@ def texts() -> dict[str, list[str]]:
 def measure() -> dict[str, tuple[int, dict[str, float]]]:
     """family -> (its vocabulary size, {task: chars/token, "*": over every task's text})."""
     from abricot_local.models.given import Given
-    from abricot_local.models.ref import open_model
+    from abricot_local.models.locate import open_model
 
     by_task = texts()
     chars = {task: sum(len(t) for t in ts) for task, ts in by_task.items()}

@@ -62,7 +62,7 @@ SHORT_NAMES = {"gemma": "gemma-3-270m", "smollm2": "smollm2-135m-pypi"}
 
 def model_path(name: str, work: Path | None = None) -> Path:
     """A short name, a registry alias or a path, found as `run` finds it."""
-    from abricot_local.models.ref import resolve_model_ref
+    from abricot_local.models.locate import resolve_model_ref
 
     return resolve_model_ref(SHORT_NAMES.get(name, name)).path
 

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.models.locate import resolve_model_ref  # noqa: E402
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
 from abricot_local.tasks.selection import prepare  # noqa: E402
 from throughput import publish  # noqa: E402  (bench/ is this script's own folder)

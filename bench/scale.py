@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from random_gguf import SHAPES, gguf_params, random_model  # noqa: E402  (bench/ is this script's folder)
 
 from abricot_local.gguf.file import model_bytes  # noqa: E402
-from abricot_local.models.ref import resolve_model_ref  # noqa: E402
+from abricot_local.models.locate import resolve_model_ref  # noqa: E402
 from abricot_local.tasks.selection import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
 from abricot_local.tasks.base import TaskOptions  # noqa: E402

@@ -29,7 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from abricot_local.models.given import Given  # noqa: E402
-from abricot_local.models.ref import open_model  # noqa: E402
+from abricot_local.models.locate import open_model  # noqa: E402
 from abricot_local.backends.llama_cpp.backend import LlamaCppOptions  # noqa: E402
 from abricot_local.tasks.selection import prepare  # noqa: E402
 from abricot_local.tasks import make_task  # noqa: E402
@@ -92,7 +92,7 @@ def raw_pp(backend, items, n_tokens: int) -> float:
 
 def open_llama(model, **options):
     """``model`` (a path or any name `run` takes) opened on llama.cpp with ``options`` as `run` opens a
-    model: ``models.ref.open_model`` (found, verified, the registry's n_ctx unless given), memory checked."""
+    model: ``models.locate.open_model`` (found, verified, the registry's n_ctx unless given), memory checked."""
     given = {k: v for k, v in options.items() if v is not None and v != ()}
     return open_model(str(model), Given("llama.cpp", given)).load()
 

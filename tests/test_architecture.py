@@ -233,7 +233,7 @@ DOORS = ("cli", "api", "lm_eval")
 RUNNING_DOORS = ("cli/run.py", "api/calls.py", "lm_eval/requests.py")  # the doors that start a run
 # what only run/ does with a run: the output folder, a model opened for it, the plan's model located
 RUN_ONLY = ("abricot_local.run.folder", "abricot_local.run.run_folder", "abricot_local.run.owned",
-            "abricot_local.models.given.load", "abricot_local.backends.open_backend", "abricot_local.models.ref.locate")
+            "abricot_local.models.given.load", "abricot_local.backends.open_backend", "abricot_local.models.locate.locate")
 def _files(*places: str):
     for f in places:
         yield from sorted((PKG / f).rglob("*.py")) if (PKG / f).is_dir() else [PKG / f]

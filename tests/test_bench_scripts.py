@@ -220,7 +220,7 @@ def test_gpu_script_cpu_path_runs_and_prints_the_table(tmp_path, gemma_path, dis
 
 
 def test_bench_scripts_open_models_with_the_one_call():
-    """bench/ opens a model as `run` does (models.ref.open_model, through throughput.open_llama), never
+    """bench/ opens a model as `run` does (models.locate.open_model, through throughput.open_llama), never
     by building a backend class directly."""
     import ast
 

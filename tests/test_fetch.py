@@ -19,6 +19,7 @@ import pytest
 from huggingface_hub import errors as hf_errors
 
 from abricot_local.models import fetch, hub, ref as modelref, pypi as pypi_models
+from abricot_local.models import locate as modellocate
 from abricot_local import memory
 from abricot_local.errors import DownloadError, IntegrityError, ModelError, UnknownModelError
 from abricot_local.models.registry import ModelSpec, load_registry
@@ -49,7 +50,7 @@ def _isolated(tmp_path, monkeypatch):
 
 def resolve(name, **kw):
     """What run resolves ``name`` to (llama.cpp's model file, no backend opened)."""
-    return modelref.resolve_model_ref(name, **kw)
+    return modellocate.resolve_model_ref(name, **kw)
 
 
 def hf_spec(**kw) -> ModelSpec:
@@ -477,7 +478,7 @@ def test_a_folder_here_named_as_a_registry_alias_does_not_shadow_it(tmp_path, mo
     """lm-eval writes <out>/<model>/ and a run results/<model>/<time>/: a bare name that is a folder in the
     working directory is the registry's model; a folder of no model's name is still said to be a folder, and
     one written as a path too."""
-    from abricot_local.models.ref import locate
+    from abricot_local.models.locate import locate
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "qwen2.5-0.5b-q4").mkdir()

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from abricot_local.gguf import check as gguf_check, file as model_file
-from abricot_local.models import ref as modelref
+from abricot_local.models import locate as modellocate
 from abricot_local.errors import ModelError
 from abricot_local.gguf.check import GGML_TYPES, NOT_WEIGHT_TYPES, REMOVED_TYPES, read_header
 from abricot_local.gguf.file import verify_gguf
@@ -296,7 +296,7 @@ def test_damaged_part_is_named(tmp_path):
 # -- every load path checks -----------------------------------------------------------------------
 def test_the_resolver_and_check_gguf_verify_the_structure(tmp_path):
     path = Synth(offsets={"blk.0.w": 1 << 40}).write(tmp_path / "bad.gguf")
-    for call in (lambda: model_file.check_gguf(path), lambda: modelref.resolve_model_ref(str(path))):
+    for call in (lambda: model_file.check_gguf(path), lambda: modellocate.resolve_model_ref(str(path))):
         with pytest.raises(ModelError, match="points past the end of the file"):
             call()
     empty = tmp_path / "empty.gguf"

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.run import calibration
-from abricot_local.models import ref as modelref
+from abricot_local.models import locate as modellocate
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError, ResultsError, UnknownModelError
 from abricot_local.jsonfiles import MAX_DEPTH
@@ -83,10 +83,10 @@ def test_damaged_ollama_manifests_are_one_line_and_listed_as_unusable(home, tmp_
               "latin1": "not UTF-8 text (byte 0xe9"}
     for name, words in expect.items():
         with pytest.raises(ModelError, match=re.escape(words)) as err:
-            modelref.resolve_model_ref(f"ollama:{name}")
+            modellocate.resolve_model_ref(f"ollama:{name}")
         assert "\n" not in str(err.value)
     with pytest.raises(UnknownModelError, match="Did you mean: ollama:good:latest"):  # the listing held
-        modelref.resolve_model_ref("ollama:goood")
+        modellocate.resolve_model_ref("ollama:goood")
     r = invoke("models", "--local")
     assert r.exit_code == 0, r.output
     rows = listed_rows(r.output, "ollama")
@@ -122,7 +122,7 @@ def test_lm_studio_settings_nested_too_deep_fall_back_to_the_default_folder(home
     (repo / "r-Q4_0.gguf").write_bytes(GGUF)
     r = invoke("models", "--local")
     assert r.exit_code == 0 and "lmstudio:pub/R/r-Q4_0.gguf" in r.output, r.output
-    assert modelref.resolve_model_ref("lmstudio:pub/R").path == repo / "r-Q4_0.gguf"
+    assert modellocate.resolve_model_ref("lmstudio:pub/R").path == repo / "r-Q4_0.gguf"
 
 
 # -- item 5a: digests that leave the store, blobs that are not their name -----------------------------
@@ -144,7 +144,7 @@ def test_an_ollama_digest_must_be_hex_and_a_blob_its_own_hash(home, tmp_path, mo
     monkeypatch.setattr("builtins.open", spy)
     for name in ("escape", "short"):
         with pytest.raises(ModelError, match="not sha256: and 64 hex digits"):
-            modelref.resolve_model_ref(f"ollama:{name}")
+            modellocate.resolve_model_ref(f"ollama:{name}")
     monkeypatch.setattr("builtins.open", real_open)
     assert str(secret) not in opened  # never opened, never hashed
     # a blob named for other bytes than it holds: found when hashed, listed as such

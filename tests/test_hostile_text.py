@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abricot_local.models import ref as modelref
+from abricot_local.models import locate as modellocate
 from abricot_local.cli import cli
 from abricot_local.report.safe import markup, visible
 from abricot_local.errors import ModelError, UsageError
@@ -209,7 +209,7 @@ def test_a_split_model_missing_a_part_names_it(home, tmp_path):
     (snap.parents[1] / "refs").mkdir()
     (snap.parents[1] / "refs" / "main").write_text("c" * 40)
     with pytest.raises(ModelError, match=r"lacks part\(s\) big-Q4_K_M-00002-of-00003.gguf") as err:
-        modelref.resolve_model_ref("hf:org/Big-GGUF")
+        modellocate.resolve_model_ref("hf:org/Big-GGUF")
     assert "not in the Hugging Face cache" not in str(err.value)
 
 

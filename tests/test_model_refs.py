@@ -19,7 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import hashing
-from abricot_local.models import hub_probe, ref as modelref, pypi as pypi_models
+from abricot_local.models import hub_probe, pypi as pypi_models
+from abricot_local.models import locate as modellocate
 from abricot_local.lm_eval import requests as lm_eval_requests
 from abricot_local.cli import cli
 from abricot_local.errors import IntegrityError, ModelError, UnknownModelError, UsageError
@@ -51,25 +52,25 @@ def test_a_pinned_hash_is_not_fooled_by_a_rewrite_that_keeps_size_and_mtime(tmp_
     path.write_bytes(gguf_with(("general.name", "aaaa")))
     user = tmp_path / "u.toml"
     user.write_text(f'[mine]\nsource = "local"\npath = "m.gguf"\nsha256 = "{hashlib.sha256(path.read_bytes()).hexdigest()}"\n')
-    assert modelref.resolve_model_ref("mine", models_file=user).sha256_origin == hashing.COMPUTED
+    assert modellocate.resolve_model_ref("mine", models_file=user).sha256_origin == hashing.COMPUTED
     st = path.stat()
     path.write_bytes(gguf_with(("general.name", "bbbb")))  # same size
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime restored, as rsync -t or a restore leaves it
     assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
     with pytest.raises(IntegrityError, match="sha256 mismatch"):
-        modelref.resolve_model_ref("mine", models_file=user)
+        modellocate.resolve_model_ref("mine", models_file=user)
 
 
 def test_the_record_says_whether_the_hash_was_computed_now_or_remembered(tmp_path, monkeypatch):
     path = tmp_path / "m.gguf"
     path.write_bytes(GGUF)
-    first = modelref.resolve_model_ref(str(path))
+    first = modellocate.resolve_model_ref(str(path))
     assert (first.sha256, first.sha256_origin) == (SHA, "computed")
     monkeypatch.setattr(hashing, "_seen", {})  # a later process: only the memo file remembers
     reads = []
     real_open = open
     monkeypatch.setattr("builtins.open", lambda f, *a, **k: reads.append(str(f)) or real_open(f, *a, **k))
-    later = modelref.resolve_model_ref(str(path))
+    later = modellocate.resolve_model_ref(str(path))
     assert later.sha256_origin == "memo" and later.record()["sha256_origin"] == "memo"
     with hashing.afresh():  # check, --resume: from the bytes
         assert hashing.file_digest(path).origin == "computed"
@@ -96,7 +97,7 @@ def test_a_fifo_is_refused_at_once(tmp_path):
 
     def resolve():
         try:
-            modelref.resolve_model_ref(str(fifo))
+            modellocate.resolve_model_ref(str(fifo))
         except ModelError as err:
             errors.append(str(err))
 
@@ -203,37 +204,37 @@ def test_ollama_names_resolve_to_verified_blobs(home, tmp_path, monkeypatch):
     blob = ollama_store(root, "tiny", "latest", GGUF)
     ollama_store(root, "tiny", "q8", gguf_with(("general.name", "q8")), namespace="someone")
     notes = []
-    ref = modelref.resolve_model_ref("ollama:tiny", notify=notes.append)  # tag latest
+    ref = modellocate.resolve_model_ref("ollama:tiny", notify=notes.append)  # tag latest
     assert (ref.path, ref.source, ref.sha256, ref.label) == (blob, "ollama", SHA, "tiny-latest")
     facts = dict(ref.source_facts)
     assert facts["model_layer"] == f"sha256:{SHA}" and len(facts["manifest_sha256"]) == 64
     assert ref.record()["source_facts"] == facts and ref.config_name == "ollama:tiny"
-    assert modelref.resolve_model_ref("ollama:someone/tiny:q8").source == "ollama"
+    assert modellocate.resolve_model_ref("ollama:someone/tiny:q8").source == "ollama"
     user = tmp_path / "u.toml"  # a registry entry pinned to this blob's bytes: its published rows apply
     user.write_text(f'[tiny-q4]\nsource = "local"\npath = "x.gguf"\nsha256 = "{SHA}"\nreproduces = "ABRICOT paper: mistral-7b"\n')
-    same = modelref.resolve_model_ref("ollama:tiny", models_file=user)
+    same = modellocate.resolve_model_ref("ollama:tiny", models_file=user)
     assert same.reproduces == "ABRICOT paper: mistral-7b" and dict(same.source_facts)["same_sha256_as"] == "tiny-q4"
     assert same.alias is None and same.config_name == "ollama:tiny"
     with pytest.raises(UnknownModelError, match=r"ollama:tni:latest is not in the Ollama store.*Did you mean: ollama:tiny:latest"):
-        modelref.resolve_model_ref("ollama:tni")
+        modellocate.resolve_model_ref("ollama:tni")
     blob.write_bytes(GGUF[:-1] + b"\x01")  # a damaged blob: its name is not its hash
     with pytest.raises(IntegrityError, match="ollama pull"):
-        modelref.resolve_model_ref("ollama:tiny")
+        modellocate.resolve_model_ref("ollama:tiny")
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "nowhere"))
     with pytest.raises(ModelError, match=f"no Ollama store here \\(looked in {tmp_path / 'nowhere'}\\)"):
-        modelref.resolve_model_ref("ollama:tiny")
+        modellocate.resolve_model_ref("ollama:tiny")
 
 
 def test_ollama_adapters_are_refused_and_a_different_template_is_said(home):
     root = home / ".ollama" / "models"
     ollama_store(root, "lora", "latest", GGUF, extra=[blob_layer(root, "application/vnd.ollama.image.adapter", "x")])
     with pytest.raises(ModelError, match="LoRA adapter.*base GGUF only"):
-        modelref.resolve_model_ref("ollama:lora")
+        modellocate.resolve_model_ref("ollama:lora")
     model = gguf_with(("tokenizer.chat_template", "{{ messages }}"))
     ollama_store(root, "chat", "latest", model, extra=[blob_layer(root, "application/vnd.ollama.image.template",
                                                                   "{{ .Prompt }}")])
     notes = []
-    ref = modelref.resolve_model_ref("ollama:chat", notify=notes.append)
+    ref = modellocate.resolve_model_ref("ollama:chat", notify=notes.append)
     assert dict(ref.source_facts)["template"].startswith("differs from the GGUF's")
     assert len(notes) == 1 and "uses the GGUF's" in notes[0]
 
@@ -245,8 +246,8 @@ def test_lm_studio_asks_which_quant(home):
     (repo / "tiny-Q8_0.gguf").write_bytes(gguf_with(("general.name", "q8")))
     with pytest.raises(ModelError, match="holds 2 model files; choose one: lmstudio:pub/Tiny-GGUF/tiny-Q4_K_M.gguf, "
                                          "lmstudio:pub/Tiny-GGUF/tiny-Q8_0.gguf"):
-        modelref.resolve_model_ref("lmstudio:pub/Tiny-GGUF")
-    ref = modelref.resolve_model_ref("lmstudio:pub/Tiny-GGUF/tiny-Q4_K_M.gguf")
+        modellocate.resolve_model_ref("lmstudio:pub/Tiny-GGUF")
+    ref = modellocate.resolve_model_ref("lmstudio:pub/Tiny-GGUF/tiny-Q4_K_M.gguf")
     assert ref.path == repo / "tiny-Q4_K_M.gguf" and ref.source == "lmstudio" and ref.quant == "Q4_K_M"
 
 
@@ -265,15 +266,15 @@ def test_hf_names_come_from_the_cache_offline_with_the_revision(home, tmp_path):
     snap = hf_cache(tmp_path, "org/Tiny-GGUF", {"tiny-q4_k_m.gguf": GGUF, "tiny-Q8_0.gguf": gguf_with(("a", "b")),
                                                 "big/big-Q4_0-00001-of-00002.gguf": gguf_with(("p", "1")),
                                                 "big/big-Q4_0-00002-of-00002.gguf": gguf_with(("p", "2"))})
-    ref = modelref.resolve_model_ref("hf:org/Tiny-GGUF")  # no quant: Q4_K_M, matched case-insensitively
+    ref = modellocate.resolve_model_ref("hf:org/Tiny-GGUF")  # no quant: Q4_K_M, matched case-insensitively
     assert (ref.path, ref.revision, ref.source) == (snap / "tiny-q4_k_m.gguf", COMMIT, "hf")
     assert ref.record()["revision"] == COMMIT
-    assert modelref.resolve_model_ref("hf:org/Tiny-GGUF:q8_0").path == snap / "tiny-Q8_0.gguf"
-    split = modelref.resolve_model_ref("hf:org/Tiny-GGUF:Q4_0")  # a split model: its first part
+    assert modellocate.resolve_model_ref("hf:org/Tiny-GGUF:q8_0").path == snap / "tiny-Q8_0.gguf"
+    split = modellocate.resolve_model_ref("hf:org/Tiny-GGUF:Q4_0")  # a split model: its first part
     assert split.path == snap / "big" / "big-Q4_0-00001-of-00002.gguf"
-    assert modelref.resolve_model_ref("hf:org/Tiny-GGUF/tiny-Q8_0.gguf").path == snap / "tiny-Q8_0.gguf"
+    assert modellocate.resolve_model_ref("hf:org/Tiny-GGUF/tiny-Q8_0.gguf").path == snap / "tiny-Q8_0.gguf"
     with pytest.raises(ModelError, match=r"not in the Hugging Face cache \(.*\) and downloads are off"):
-        modelref.resolve_model_ref("hf:org/Other-GGUF")
+        modellocate.resolve_model_ref("hf:org/Other-GGUF")
 
 
 def test_hf_names_not_cached_are_downloaded_with_huggingface_hub(home, tmp_path, monkeypatch):
@@ -292,7 +293,7 @@ def test_hf_names_not_cached_are_downloaded_with_huggingface_hub(home, tmp_path,
 
     monkeypatch.setattr(huggingface_hub, "model_info", lambda repo, **kw: Info)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    ref = modelref.resolve_model_ref("hf:org/X-GGUF:Q4_K_M")
+    ref = modellocate.resolve_model_ref("hf:org/X-GGUF:Q4_K_M")
     assert asked == [("org/X-GGUF", "x-Q4_K_M.gguf", COMMIT)] and ref.revision == COMMIT
 
 
@@ -301,15 +302,15 @@ def test_llama_cpp_cache_and_model_dirs_find_file_names(home, tmp_path, monkeypa
     cache.mkdir()
     (cache / "org_Tiny-GGUF_tiny-Q4_K_M.gguf").write_bytes(GGUF)
     monkeypatch.setenv("LLAMA_CACHE", str(cache))
-    ref = modelref.resolve_model_ref("org_Tiny-GGUF_tiny-Q4_K_M")
+    ref = modellocate.resolve_model_ref("org_Tiny-GGUF_tiny-Q4_K_M")
     assert ref.source == "llama.cpp-cache" and ref.path == cache / "org_Tiny-GGUF_tiny-Q4_K_M.gguf"
     mine = tmp_path / "mine" / "sub"
     mine.mkdir(parents=True)
     (mine / "own.gguf").write_bytes(gguf_with(("x", "y")))
-    ref = modelref.resolve_model_ref("own.gguf", model_dirs=(str(tmp_path / "mine"),))
+    ref = modellocate.resolve_model_ref("own.gguf", model_dirs=(str(tmp_path / "mine"),))
     assert ref.source == "model-dir" and ref.path == mine / "own.gguf"
     with pytest.raises(UnknownModelError, match="Found on this machine: org_Tiny-GGUF_tiny-Q4_K_M.gguf"):
-        modelref.resolve_model_ref("org_Tiny-GGUF_tiny-Q4_K_L")
+        modellocate.resolve_model_ref("org_Tiny-GGUF_tiny-Q4_K_L")
 
 
 def test_models_local_lists_every_store_and_names_the_registry_alias(home, tmp_path, monkeypatch):
@@ -349,8 +350,8 @@ def test_the_gguf_check_runs_once_per_file_per_process(tmp_path, monkeypatch):
     monkeypatch.setattr(model_file, "verify_gguf", lambda p: calls.append(p) or real(p))
     path = tmp_path / "m.gguf"
     path.write_bytes(GGUF)
-    modelref.resolve_model_ref(str(path))
-    modelref.resolve_model_ref(str(path))
+    modellocate.resolve_model_ref(str(path))
+    modellocate.resolve_model_ref(str(path))
     model_file.check_gguf(path)  # as LlamaCppBackend.__init__ does
     assert calls == [path]
     path.write_bytes(gguf_with(("a", "b")))  # changed: checked again

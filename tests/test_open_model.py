@@ -1,4 +1,4 @@
-"""One call opens a model (issue 28, item 4): models.ref.open_model resolves the name, applies the
+"""One call opens a model (issue 28, item 4): models.locate.open_model resolves the name, applies the
 registry entry's n_ctx unless n_ctx was given, and builds the backend's own options once; the plan,
 lm-eval and the label map all go through it."""
 
@@ -11,7 +11,7 @@ from abricot_local.errors import UsageError
 import planned
 from abricot_local.run import look
 from abricot_local.models.given import Given
-from abricot_local.models.ref import open_model
+from abricot_local.models.locate import open_model
 from abricot_local.tasks.base import TaskOptions
 from conftest import FIXTURE
 

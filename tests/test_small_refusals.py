@@ -16,7 +16,7 @@ import abricot_local as api
 from abricot_local.cli import cli
 from abricot_local.errors import UsageError
 from abricot_local.models.given import Given
-from abricot_local.models.ref import open_model, resolve_model_ref
+from abricot_local.models.locate import open_model, resolve_model_ref
 from invented_data import write_discotex
 
 BAD_TOML = "[a\nb = \n"

@@ -51,7 +51,7 @@ def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[
 @models_file_option
 def pull(alias: str, models_file: str | None) -> None:
     """Download a registry model into the Hugging Face cache and verify it."""
-    from abricot_local.models.ref import resolve_model_ref
+    from abricot_local.models.locate import resolve_model_ref
 
     ref = resolve_model_ref(alias, models_file=models_file, notify=say)
     echo(f"{ref.alias or alias}: {ref.path}  sha256 {ref.sha256}")

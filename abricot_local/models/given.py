@@ -4,7 +4,7 @@ entry's (its ``n_ctx``), then what was given (the command line's flags, lm-eval'
 :class:`Given` holds only what was given, so "was n_ctx given?" is a question of the value,
 not a flag carried beside it; :meth:`Given.for_model` builds the backend's own options for a
 model (a registry entry may name another backend than the one asked for). :func:`load`
-checks memory and opens the backend: ``models.ref.open_model`` returns an :class:`Opened`
+checks memory and opens the backend: ``models.locate.open_model`` returns an :class:`Opened`
 whose ``load()`` it is.
 """
 

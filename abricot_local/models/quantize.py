@@ -83,7 +83,7 @@ def parse_rungs(text: str) -> tuple[str, ...]:
 
 def _source(source: str, models_file: str | None):
     """(label, path, its registry entry or None) of SOURCE: an alias, a file or a store reference."""
-    from abricot_local.models.ref import resolve_model_ref
+    from abricot_local.models.locate import resolve_model_ref
 
     ref = resolve_model_ref(source, backend="llama.cpp", models_file=models_file)
     if ref.path is None:

@@ -26,7 +26,8 @@ from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import backend_class
 from abricot_local.errors import AbricotError, ModelError, ResultsError, UsageError, opt
-from abricot_local.models.ref import Located, ModelRef, require_same, resolve_model_ref
+from abricot_local.models.ref import Located, ModelRef, require_same
+from abricot_local.models.locate import resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.run.execute import execute, open_backend, prepared
 from abricot_local.run.plan import make_plan

@@ -122,7 +122,7 @@ def _model(run: Run, dry: bool = False) -> ModelRef:
         return recorded_model(run.record, give=give)
     from dataclasses import replace
 
-    from abricot_local.models.ref import resolve_model_ref
+    from abricot_local.models.locate import resolve_model_ref
 
     ref = resolve_model_ref(rec.path, backend=run.record.config.backend, offline=True, progress=False, digest=False)
     return replace(ref, sha256=rec.sha256)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from abricot_local.models import fetch
 from abricot_local.models.given import Given
-from abricot_local.models.ref import open_model
+from abricot_local.models.locate import open_model
 from abricot_local.tasks.selection import prepare
 from abricot_local.tasks import make_task, task_names
 from abricot_local.tasks.base import TaskOptions

@@ -1,4 +1,4 @@
-"""The plan of a run: a request's model located once (models.ref.locate), its tasks, their data and
+"""The plan of a run: a request's model located once (models.locate.locate), its tasks, their data and
 items, checked before anything heavy loads. ``run --dry-run`` costs this plan (dry_run.py, nothing
 fetched: a task without its data is kept with its problem), and ``run`` executes the same plan, the
 model fetched (execute.py).
@@ -17,7 +17,8 @@ from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError
-from abricot_local.models.ref import Located, ModelRef, locate
+from abricot_local.models.ref import Located, ModelRef
+from abricot_local.models.locate import locate
 from abricot_local.run.request import SettleOptions, Shard
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
