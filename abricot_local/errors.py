@@ -1,13 +1,14 @@
 """Errors a user can act on, and the options they name, in each door's words.
 
 A message names an option by its field (:func:`opt`: ``opt("shots", 3)``), never by one door's
-spelling of it; the door renders it (:func:`render` with its :data:`Namer`): the command line as
+spelling of it; the door renders it (:func:`render` with its :class:`Namer`): the command line as
 ``--shots 3`` (cli/), lm-eval as ``model_args shots=3`` (lm_eval/), Python as ``shots=3``
 (:func:`keywords`: what ``str(err)`` gives unless a door set ``err.namer``). The CLI prints the
 message folded to :data:`WIDTH` columns (:func:`fold`) and exits with ``err.exit_code``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer than that is kept whole)
@@ -66,9 +67,16 @@ def fold_command(words: Sequence[str], lead: str = "", width: int = WIDTH) -> st
 _OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
 _MANY = "\ue003"  # before each element of a list value
 NONE = object()  # an option named without a value
-# (field name, value or NONE) -> how a door writes it; a list value reaches it joined by the namer's ``join``
-# attribute, if it has one (lm-eval's model_args: ';', Python: a list), else with commas (the command line's)
-Namer = Callable[[str, Any], str]
+
+
+@dataclass(frozen=True)
+class Namer:
+    """How a door writes an option a message names (:func:`opt`): ``write(name, value)`` (``value`` is
+    :data:`NONE` when none is shown); a list value's elements reach ``write`` joined by ``join`` (the
+    command line's commas unless the door says otherwise: lm-eval's model_args ';', Python a list)."""
+
+    write: Callable[[str, Any], str]
+    join: Callable[[Sequence[str]], str] = ",".join
 
 
 def opt(name: str, value: Any = NONE) -> str:
@@ -94,10 +102,10 @@ def render(text: str, namer: Namer | None = None) -> str:
         inner, _, rest = tail.partition(_CLOSE)
         name, has, value = inner.partition(_VALUE)
         if value.startswith(_MANY):  # several values (a list option's), joined as this door writes a list
-            shown = getattr(namer, "join", ",".join)(value.split(_MANY)[1:])
+            shown = namer.join(value.split(_MANY)[1:])
         else:
             shown = _value(value) if has else NONE
-        out += [head, namer(name, shown)]
+        out += [head, namer.write(name, shown)]
     return "".join(out) + rest
 
 
@@ -114,9 +122,8 @@ def _value(text: str) -> Any:
     return text
 
 
-def keywords(name: str, value: Any = NONE) -> str:
-    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``,
-    ``rpc=[HOST:PORT, HOST:PORT]`` (its ``join``)."""
+def _keyword(name: str, value: Any = NONE) -> str:
+    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``."""
     if value is NONE:
         return name
     if isinstance(value, tuple) and len(value) == 2:
@@ -124,7 +131,11 @@ def keywords(name: str, value: Any = NONE) -> str:
     return f"{name}={value}"
 
 
-keywords.join = lambda values: f"[{', '.join(values)}]"  # type: ignore[attr-defined]  # rpc=[HOST:PORT, ...]
+def _python_list(values: Sequence[str]) -> str:
+    return f"[{', '.join(values)}]"
+
+
+keywords = Namer(_keyword, _python_list)  # Python's words: shots=3, rpc=[HOST:PORT, HOST:PORT]
 
 
 def flag_of(name: str) -> str:
@@ -132,7 +143,7 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def recorded_words(name: str, value: Any = NONE) -> str:
+def _recorded(name: str, value: Any = NONE) -> str:
     """An option as a run's record writes it in its texts (a skipped task's ``how``, a task's notes):
     the flag made from the field, ``--data-dir DIR``, as records always have."""
     flag = flag_of(name)
@@ -141,10 +152,13 @@ def recorded_words(name: str, value: Any = NONE) -> str:
     return f"{flag} {value[0]}={value[1]}" if isinstance(value, tuple) and len(value) == 2 else f"{flag} {value}"
 
 
+recorded_words = Namer(_recorded)  # a record's words: --shots 3, --rpc A:1,B:2
+
 
 def recorded_text(err: "AbricotError") -> str:
     """An error as a run's folder (its FAILED state) writes it: the options it names in the record's words."""
     return render(err.raw(), recorded_words)
+
 
 class AbricotError(Exception):
     """Base class: every expected failure (bad input, missing file, offline...). Its text names

@@ -172,7 +172,7 @@ def test_rpc_says_several_servers_to_python_as_a_list(tmp_path):
 
 
 def test_a_list_value_is_joined_by_each_namer():
-    from abricot_local.errors import keywords, opt, recorded_words, render
+    from abricot_local.errors import Namer, keywords, opt, recorded_words, render
     from abricot_local.lm_eval.requests import door_words, model_arg
 
     text = f"as {opt('rpc', ['A:1', 'B:2'])} or {opt('data', ('abricot', 'FILE'))}"
@@ -180,4 +180,4 @@ def test_a_list_value_is_joined_by_each_namer():
     assert render(text, recorded_words) == "as --rpc A:1,B:2 or --data abricot=FILE"
     assert render(f"{opt('rpc', ['A:1', 'B:2'])}", model_arg) == "model_args rpc=A:1;B:2"
     assert render(f"{opt('rpc', ['A:1'])}", door_words) == "model_args rpc=A:1"
-    assert render(f"{opt('rpc', ['A:1', 'B:2'])}", lambda n, v: f"<{n}|{v}>") == "<rpc|A:1,B:2>"  # no join: commas
+    assert render(f"{opt('rpc', ['A:1', 'B:2'])}", Namer(lambda n, v: f"<{n}|{v}>")) == "<rpc|A:1,B:2>"  # no join given: commas

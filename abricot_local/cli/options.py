@@ -1,6 +1,6 @@
 """The options several commands share, each flag made from its field (option_fields: the tasks'
 TaskOptions and every backend's Options), and the command line's words for an option a message
-names (:func:`flags`, the CLI's errors.Namer)."""
+names (:data:`flags`, the CLI's errors.Namer)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import click
 
-from abricot_local.errors import NONE, flag_of
+from abricot_local.errors import NONE, Namer, flag_of
 
 
 def _apply(f, opts):
@@ -157,8 +157,8 @@ def _flag(name: str) -> str:
     return flag_of(name)
 
 
-def flags(name: str, value=NONE) -> str:
-    """The command line's words for an option a message names (errors.Namer): ``--shots 3``, ``--force``,
+def _flags(name: str, value=NONE) -> str:
+    """The command line's words for an option a message names (:data:`flags`): ``--shots 3``, ``--force``,
     ``--data abricot=FILE``."""
     flag = _flag(name)
     if value is NONE or value is True:
@@ -166,3 +166,6 @@ def flags(name: str, value=NONE) -> str:
     if isinstance(value, tuple) and len(value) == 2:
         return f"{flag} {value[0]}={value[1]}"
     return f"{flag} {value}"
+
+
+flags = Namer(_flags, ",".join)  # the command line's errors.Namer: --shots 3, a list with commas (--rpc A:1,B:2)

@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Sequence
 from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
-from abricot_local.errors import NONE, AbricotError, ContextOverflowError, UsageError, opt
+from abricot_local.errors import NONE, AbricotError, ContextOverflowError, Namer, UsageError, keywords, opt
 from abricot_local.run.execute import scored
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
@@ -76,28 +76,29 @@ def backend_arg_keys() -> tuple[str, ...]:
     return tuple(spec.name for spec, _ in option_specs())
 
 
-def model_arg(name: str, value=NONE) -> str:
-    """lm-eval's words for an option (errors.Namer): ``model_args n_ctx``, ``model_args n_ctx=4096``."""
+def _model_arg(name: str, value=NONE) -> str:
+    """lm-eval's words for an option: ``model_args n_ctx``, ``model_args n_ctx=4096``."""
     return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
-def door_words(name: str, value=NONE) -> str:
-    """An option as `abricot-local lm-eval` and lm-eval's API take it (errors.Namer, for a message no
+def _door_words(name: str, value=NONE) -> str:
+    """An option as `abricot-local lm-eval` and lm-eval's API take it (:data:`door_words`, for a message no
     narrower namer claimed): the tasks' data as ``--metadata`` gives it (tasks/loaders.py), the shots as
-    lm-eval's ``--num_fewshot``, the model's options as model_args keys (:func:`model_arg`), another by
+    lm-eval's ``--num_fewshot``, the model's options as model_args keys (:data:`model_arg`), another by
     its Python keyword."""
-    from abricot_local.errors import keywords
     from abricot_local.lm_eval.tasks.loaders import metadata_words
 
     if name in ("data", "data_dir"):
-        return metadata_words(name, value)
+        return metadata_words.write(name, value)
     if name == "shots":
         return "--num_fewshot" if value is NONE else f"--num_fewshot {value}"
-    return model_arg(name, value) if name in FRONT_KEYS + backend_arg_keys() else keywords(name, value)
+    return _model_arg(name, value) if name in FRONT_KEYS + backend_arg_keys() else keywords.write(name, value)
 
 
-# a list in model_args is written with ';' (lm-eval splits model_args at commas): rpc=HOST:PORT;HOST:PORT
-model_arg.join = door_words.join = ";".join  # type: ignore[attr-defined]
+# the errors.Namer of lm-eval's model_args and of the command `abricot-local lm-eval`; a list in model_args is
+# written with ';' (lm-eval splits model_args at commas): rpc=HOST:PORT;HOST:PORT
+model_arg = Namer(_model_arg, ";".join)
+door_words = Namer(_door_words, ";".join)
 
 
 def _switch(name: str, raw) -> bool:

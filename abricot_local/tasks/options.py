@@ -145,7 +145,7 @@ class TaskOptions:
         """The options of a recorded run (its config, a task's config over the run's). A recorded value of
         another type than its field's, or outside its choices or range, is a :class:`ResultsError` naming
         ``where`` (the run's results.json) and the key under ``at`` (record.codec.check_options: ``config``)."""
-        from abricot_local.errors import NONE, ResultsError, render
+        from abricot_local.errors import NONE, Namer, ResultsError, render
         from abricot_local.record.codec import Invalid, check_options
 
         recorded_keys = [s.name for s in specs(cls) if s.record]
@@ -160,5 +160,5 @@ class TaskOptions:
         except UsageError as err:  # a value of its type outside its choices or range: named by its key, not a flag
             def key(name: str, value=NONE) -> str:
                 return f"{at(name) if callable(at) else at}.{name}"
-            raise ResultsError(f"{head}: {render(err.raw(), key)}") from None
+            raise ResultsError(f"{head}: {render(err.raw(), Namer(key))}") from None
         return replace(options, data=data) if data else options

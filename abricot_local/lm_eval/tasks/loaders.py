@@ -23,23 +23,26 @@ import os
 from contextlib import contextmanager
 from typing import Any
 
+from abricot_local.errors import NONE, Namer, keywords
+
 log = logging.getLogger("abricot_local.lm_eval")
 
 LETTERS = ["A", "B", "C", "D", "E"]
 PER_TASK = """--metadata '{"data": {"abricot": FILE, "discotex": DIR}}'"""
 
 
-def metadata_words(name: str, value: Any = None) -> str:
-    """An option as ``--metadata`` gives it to these tasks (errors.Namer): ``--metadata '{"data":
+def _metadata_words(name: str, value: Any = None) -> str:
+    """An option as ``--metadata`` gives it to these tasks (:data:`metadata_words`): ``--metadata '{"data":
     {"abricot": FILE}}'``, ``--metadata '{"data_dir": DIR}'``; another one as Python's keyword."""
-    from abricot_local.errors import NONE, keywords
-
     if name not in ("data", "data_dir"):
-        return keywords(name, NONE if value is None else value)
+        return keywords.write(name, NONE if value is None else value)
     if value is None or value is NONE:
         return f"--metadata {name}"
     shown = f'{{"{value[0]}": {value[1]}}}' if isinstance(value, tuple) and len(value) == 2 else str(value)
     return f"""--metadata '{{"{name}": {shown}}}'"""
+
+
+metadata_words = Namer(_metadata_words)  # the errors.Namer of these tasks' --metadata
 
 
 def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
