@@ -46,3 +46,20 @@ def test_a_long_setting_name_breaks_after_a_dot_never_inside_a_word():
     parts = [ln[:width].strip() for ln in lines[first:first + 2]]
     assert parts == ["provenance.schedule.model_buffers.", "CPU_Mapped"]
     assert lines[first][width:].split() == ["235.16", "92.1"]
+
+
+def test_an_option_as_given_is_compared_as_each_task_resolved_it(finished_run, discotex_dir):
+    """A run-wide option left to each task's default records null; the same value given records it: both
+    scored the same prompts, and each task records what it resolved, so no setting differs. Another variant
+    differs on the task that resolved it, not on the run-wide line."""
+    from abricot_local.analysis.differing import differing_settings
+    from abricot_local.analysis.loading import load_run
+
+    base = ("run", "x", "--backend", "fake", "--n-ctx", "8192", "--data-dir", str(discotex_dir), "--tasks",
+            "discotex", "--sample", "6")
+    default, card, ita = (load_run(finished_run(*base, *more)) for more in
+                          ((), ("--prompt-variant", "card"), ("--prompt-variant", "ita-bench")))
+    assert default.record.config_dict()["prompt_variant"] is None and card.record.config_dict()["prompt_variant"]
+    assert differing_settings(default, card) == ()
+    keys = {d.key: (d.value_a, d.value_b) for d in differing_settings(default, ita)}
+    assert keys.get("discotex.config.prompt_variant") == ("card", "ita-bench") and "prompt_variant" not in keys

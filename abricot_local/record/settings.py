@@ -89,12 +89,16 @@ def overlay(under: Section, over: Section) -> Section:
 
 def settings(record: Record, quant: str = "") -> dict[str, Any]:
     """Every recorded setting of a run, flat: the model's SHA-256 (and ``quant``, as the reader
-    identified it), the config (but what only selects items), the provenance (schedule, build, CPU
-    features, devices; not the bootstrap), each task's config, version, prompt hash and data SHA-256."""
+    identified it), the config (but what only selects items, and an option as given that every task records
+    as it resolved it: `prompt_variant` null beside each task's `card` is the same run as `card` given), the
+    provenance (schedule, build, CPU features, devices; not the bootstrap), each task's config, version,
+    prompt hash and data SHA-256."""
     out: dict[str, Any] = {}
     _flatten(out, "model_sha256", record.model.sha256, None)
     _flatten(out, "quant", quant or None, None)
-    _flatten(out, "", {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}, None)
+    resolved = set.intersection(*(set(dump(e.config)) for e in record.tasks.values())) if record.tasks else set()
+    _flatten(out, "", {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION and k not in resolved},
+             None)
     prov = dump(record.provenance) if record.provenance is not None else {}
     _flatten(out, "provenance", {k: v for k, v in prov.items() if k not in PROVENANCE_SKIP}, None)
     for task, entry in record.tasks.items():
