@@ -86,6 +86,27 @@ def test_force_goes_on_to_the_download(online, tmp_path, monkeypatch):
     assert pulled == ["huge-q4"] and "mocked download reached" in r.output and "not enough memory" not in r.output
 
 
+def test_a_run_says_its_plan_before_the_download_starts(online, tmp_path, monkeypatch):
+    """A multi-GB download may take long, and fail: the run's plan (the download, each task's items, tokens
+    and time as estimated from the registry entry) is said before it starts, not only once the model loads."""
+    monkeypatch.setattr(memory, "available_memory", lambda: 64 * GIB)
+    said = []
+
+    def pull_model(spec, **kw):
+        said.append("download started")
+        raise fetch.DownloadError("mocked download reached")
+
+    monkeypatch.setattr(hub, "pull_model", pull_model)
+    r = invoke("run", "huge-q4", "--models", models_file(tmp_path, "2 GB"), "--tasks", "discotex",
+               "--data-dir", write_discotex(tmp_path / "d"), "--sample", "3")
+    assert r.exit_code != 0 and said == ["download started"]
+    lines = r.output.splitlines()
+    first = [ln for ln in lines if ln.startswith("plan")]
+    assert first[0].startswith("plan: download: ") and "2.00 GB" in first[0], r.output
+    assert any(ln.startswith("plan (estimated): huge-q4 discotex: 3 items, ") for ln in first), r.output
+    assert lines.index(first[0]) < next(k for k, ln in enumerate(lines) if "mocked download reached" in ln)
+
+
 def test_too_big_for_the_disk_is_refused_before_any_download(online, tmp_path, monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: 64 * GIB)
     usage = namedtuple("usage", "total used free")

@@ -25,6 +25,18 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     echo(text)
 
 
+def before_download(cost) -> None:
+    """The plan on stderr before a real run downloads its model (run.session's ``before_download``): the
+    download, then each task's items and work as estimated from the registry entry (the loaded model's own
+    count follows, :func:`announce`)."""
+    from abricot_local.console.plan import brief, download_line
+
+    if cost is None:  # the run said why
+        return
+    lines = [download_line(m) for m in cost.models if m.download is not None]
+    echo("\n".join([*lines, *(ln.replace("plan: ", "plan (estimated): ", 1) for ln in brief(cost))]), err=True)
+
+
 def announce(plan, backend, cost) -> None:
     """The plan on stderr once a real run's model is loaded: its items and work (``cost``, run.session's:
     counted with the loaded model, what is left of a --resume; None when it could not be made: the run

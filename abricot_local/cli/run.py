@@ -47,7 +47,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.cli.plan import announce, show
+    from abricot_local.cli.plan import announce, before_download, show
     from abricot_local.run import session
     from abricot_local.run.request import request_of
 
@@ -63,6 +63,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
     # or SIGTERM at any moment (planning, hashing, loading, scoring, the summaries said) ends it with exit
     # code 130 and what is saved (run.session.after_signal: the runs that finished are complete).
     hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
+                          before_download=before_download,
                           resume_hint=resume_command, say=say, done=_said, ended=said_sweep)
     term = signal.signal(signal.SIGTERM, _sigterm)
     try:

@@ -63,6 +63,11 @@ def _memory_line(m) -> str:
             f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}{est}")
 
 
+def download_line(m) -> str:
+    """A model's download as a run says it before it starts (``plan: download ...``)."""
+    return "plan: " + _file_line(m).replace("\n            ", "\n  ")
+
+
 def _file_line(m) -> str:
     if m.download is not None:
         d = m.download

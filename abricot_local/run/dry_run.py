@@ -195,6 +195,17 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
                                                                                     plan.shard))
 
 
+def of_download(plan, registry: dict, warn: Callable[[str], None]) -> DryRun | None:
+    """The cost of a dry plan whose model is about to be downloaded (`run`'s first lines then): its registry
+    entry's size, the tokens estimated, the time scaled. It only informs: whatever goes wrong making it is one
+    warning (None), and the download goes on."""
+    try:
+        return DryRun((model_cost(plan, with_memory=False, registry=registry),), ())
+    except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
+        warn(f"plan: not made before the download ({type(err).__name__}: {err})")
+        return None
+
+
 def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
     """--until-settled: each task's looks and expected stop (run/settle.py); ``reference``: a ladder's (its rungs'
     verdicts are against it; it waits for none)."""

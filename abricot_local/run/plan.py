@@ -112,7 +112,8 @@ class Plan:
 
 
 def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
-              tasks: bool = True, fresh: bool | None = None, notify=None, keep_going: bool = False) -> Plan:
+              tasks: bool = True, fresh: bool | None = None, notify=None, keep_going: bool = False,
+              before_download=None) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
     fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
@@ -121,7 +122,9 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     hashed (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
     ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
-    located is a plan with its ``problem`` and no task, not an error (a task's error is the command's)."""
+    located is a plan with its ``problem`` and no task, not an error (a task's error is the command's).
+    ``before_download`` (a run's): told the dry plan (nothing fetched) once the tasks are chosen, when the model
+    is to be downloaded: what the run costs, before a download that may take long."""
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
     try:
@@ -140,6 +143,9 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     named = reproduced_protocols(located.reproduces, located.entry) if tasks and not r.task_keys else {}
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                            sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
+    if before_download is not None and not dry and located.pending is not None:
+        before_download(Plan(located, None, located.backend, located.options(r.given), r.task_options, tuple(runs),
+                             {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
         data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]

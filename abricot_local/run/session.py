@@ -33,12 +33,14 @@ class Hooks:
     cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
     the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server), ``done``
     (each model's :class:`Step` as it ends), ``ended`` (a sweep's request and steps once its last model
-    ended: its comparison)."""
+    ended: its comparison), ``before_download`` (dry_run.of_download's DryRun, None when it could not be made:
+    the cost of a model's plan estimated from its registry entry before its download starts; made only for it)."""
 
     notify: Callable[[str], None] = lambda line: None
     warn: Callable[[str], None] = lambda line: None
     progress: Callable[[], tuple[Callable[[str, int, int], None] | None, Callable[[], None]]] | None = None
     on_loaded: Callable[[object, object, object], None] | None = None
+    before_download: Callable[[object], None] | None = None
     resume_hint: Callable[[Path], str] = resume_words
     say: Callable[[str], None] = lambda line: None
     done: Callable[["Step"], None] = lambda step: None
@@ -131,13 +133,16 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) ->
     (RunRequest.folder_of: a default one named once the model is located). Ctrl-C (KeyboardInterrupt) at any moment (planning, hashing, loading, scoring) leaves
     the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
+    from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
 
     folder = RunFolder(request.folder_of(model), hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
-        plan = make_plan(request, model, notify=hooks.notify)  # the name located first: an unknown one refused
+        plan = make_plan(request, model, notify=hooks.notify,  # the name located first: an unknown one refused
+                         before_download=None if hooks.before_download is None else
+                         lambda dry: hooks.before_download(of_download(dry, request.known_models(), hooks.warn)))
         folder.path = request.folder_of(model, plan.model_label)
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
