@@ -2,9 +2,9 @@
 files of ``--log_samples`` (lm-eval 0.4.x, any model: hf, vllm, this project's ``abricot-local``).
 
 No lm-eval import: the files are JSON. Each lm-eval task's logged items are matched to one of this tool's task
-instances (a registered task under one of its protocols, prompt variants and shot counts), whose items are built
-from the data here: an lm-eval item is the tool's item with the same scored context and the same continuations, in
-the same order (:func:`items.scored_key`, the key `compare` pairs task instances by too). Every logged item must
+instances (lm_eval_match.py: the items with the same scored context and continuations; under lm-eval's
+``--apply_chat_template``, the items wrapped in the recorded template's user turn, which the record keeps as a
+run's ``provenance.chat_template``). Every logged item must
 match; the items' ids, gold, source and own fields are the tool's, the log-likelihoods lm-eval's
 (``filtered_resps``, else ``resps``), and the run's metrics are the task's own ``metrics()`` of them. The model
 and its settings come from the results file's ``config``, the task options from the instances matched
@@ -16,40 +16,26 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
-from abricot_local.analysis.items import scored_key
+from abricot_local.analysis.lm_eval_match import DataNotHere, Logged, apart, chat_of, match_task, refused
 from abricot_local.analysis.runs import Run, RunTask
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError, ResultsError
 from abricot_local.jsonfiles import TornLineError, read_json, read_jsonl_lines
-from abricot_local.record import DataFile, Model, Provenance, Record, RunConfig, Sample, TaskEntry, check_line
+from abricot_local.record import (ChatWrap, DataFile, Model, Provenance, Record, RunConfig, Sample, TaskEntry,
+                                  check_line)
 from abricot_local.record.codec import Invalid
 from abricot_local.record.schema import SCHEMA_VERSION
+
+__all__ = ["DataNotHere", "is_lm_eval_output", "read", "recorded_data", "results_file"]  # DataNotHere: matching's
 
 RESULTS_GLOB = "results_*.json"
 _DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16",
            "float32": "F32", "fp32": "F32", "float": "F32"}
-
-
-class DataNotHere(ResultsError):
-    """An lm-eval task none of whose items matched as its data is not here: ``keys``, the data keys to give."""
-
-    def __init__(self, message: str, keys: tuple[str, ...]):
-        super().__init__(message)
-        self.keys = keys
-
-
-@dataclass(frozen=True)
-class Logged:  # one logged item of an lm-eval task: its doc id, scored context, continuations, log-likelihoods
-    doc_id: int
-    context: str
-    continuations: tuple[str, ...]
-    logprobs: tuple[float, ...]
 
 
 def results_file(path: str | Path) -> Path | None:
@@ -134,111 +120,6 @@ def logged_items(path: Path, task: str) -> list[Logged]:
                           tuple(_number(r, where) for r in resps)))
     return out
 
-
-# -- matching ------------------------------------------------------------------------------------
-def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[tuple[str, dict]]:
-    """(task key, TaskOptions fields) of every task instance an lm-eval task may be, the most default first:
-    each registered task (those whose name the lm-eval task's contains first) as `run --protocol P` makes
-    it under each of its protocols, then with the shots lm-eval gave, then under each prompt variant
-    (keyed as `run --prompt-variant V` keys one; :func:`read` names apart two variants of one task);
-    lm-eval's few-shot seed after the default."""
-    from abricot_local.core import DEFAULT_SEED
-    from abricot_local.tasks import all_task_names, task_class
-
-    names = sorted(all_task_names(), key=lambda n: n not in lm_task.lower())
-    for s in dict.fromkeys([DEFAULT_SEED, DEFAULT_SEED if seed is None else seed]):
-        for name in names:
-            cls = task_class(name)
-            keys = [name, *(f"{name}@{p.name}" for p in cls.protocols[1:])]
-            for n in dict.fromkeys([None, shots]):
-                for key in keys:
-                    yield key, {"shots": n, "seed": s}
-            for variant in cls.prompt_variants:
-                for n in dict.fromkeys([None, shots]):
-                    yield name, {"prompt_variant": variant, "shots": n, "seed": s}
-
-
-def _apart(matched: list) -> list:
-    """The matched (lm-eval task, task instance, pairs), two prompt variants of one task keyed apart as
-    `run --prompt-variant A,B` keys them (the default one plain, another ``TASK~VARIANT``); two lm-eval
-    tasks holding the very same instance: refused."""
-    from abricot_local.tasks import make_task
-
-    count = Counter(task.key for _, task, _ in matched)
-    out = []
-    for lm_task, task, pairs in matched:
-        variant = task.config().get("prompt_variant")
-        if count[task.key] > 1 and variant:
-            plain = replace(task.options, prompt_variant=None)
-            if variant != make_task(task.key, plain).config().get("prompt_variant"):
-                task = make_task(f"{task.key}~{variant}", plain)
-        out.append((lm_task, task, pairs))
-    seen: dict[str, str] = {}
-    for lm_task, task, _ in out:
-        if task.key in seen:
-            raise ResultsError(f"lm-eval tasks {seen[task.key]} and {lm_task} both hold the items of {task.key}; "
-                               "give a folder of one run of each")
-        seen[task.key] = lm_task
-    return out
-
-
-def _index(items) -> dict[str, list]:
-    out: dict[str, list] = {}  # scored key -> the items holding it, in order
-    for it in items:
-        out.setdefault(scored_key(it.context, it.continuations), []).append(it)
-    return out
-
-
-def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int | None, base) -> tuple[Any, list]:
-    """The tool's task instance whose items hold every logged item (the most default one first),
-    and the item of each logged one; else one ResultsError line saying why none does."""
-    from abricot_local.tasks import make_task
-
-    if not logged:
-        raise ResultsError(f"lm-eval task {lm_task} logged no item")
-    best, seen, skipped = (0, ""), set(), {}
-    wanted = Counter(scored_key(x.context, x.continuations) for x in logged)
-    for key, fields in _candidates(lm_task, shots, seed):
-        try:
-            task = make_task(key, replace(base, **fields))
-            items = task.items()
-        except AbricotError:
-            skipped.setdefault(key.partition("@")[0].partition("~")[0], None)
-            continue
-        index = _index(items)
-        sig = tuple(sorted(index))
-        if sig in seen:
-            continue
-        seen.add(sig)
-        hits = sum(min(n, len(index.get(k, ()))) for k, n in wanted.items())  # each item of the task once
-        if hits == len(logged):
-            used: Counter = Counter()
-            chosen = []
-            for x in sorted(logged, key=lambda x: x.doc_id):
-                k = scored_key(x.context, x.continuations)
-                chosen.append((x, index[k][used[k]]))
-                used[k] += 1
-            return task, chosen
-        if hits > best[0]:
-            best = (hits, key)
-    first = min(logged, key=lambda x: x.doc_id)
-    if best[0]:
-        why = (f"only {best[0]} of its {len(logged)} items have the scored context and continuations of an item of "
-               f"{best[1]}")
-    else:
-        why = (f"no item of any task here has the scored context and continuations of its items (doc "
-               f"{first.doc_id} scores {len(first.continuations)} continuations after {first.context[:40]!r}...)")
-    if skipped and not best[0]:
-        from abricot_local.tasks import task_class
-
-        named = [n for n in skipped if n in lm_task.lower()] or list(skipped)  # the task the lm-eval one names
-        keys = tuple(dict.fromkeys(task_class(n).data.key for n in named))
-        why += (f"; the data of {', '.join(named)} is not here (abricot-local data pull TASK, give where it is, "
-                "or compare it with a run that read it)")
-        raise DataNotHere(f"cannot read lm-eval task {lm_task} as a run: {why}", keys)
-    raise ResultsError(f"cannot read lm-eval task {lm_task} as a run: {why}")
-
-
 # -- the run ---------------------------------------------------------------------------------------
 def _model_args(config: Mapping) -> dict:
     args = config.get("model_args")
@@ -272,10 +153,12 @@ def _given(made: list, doc: Mapping, configs: Mapping) -> dict:
 
 
 def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None,
-              given: Mapping) -> tuple[Model, RunConfig, Provenance, str]:
+              given: Mapping, chat: tuple[str, str] | None = None) -> tuple[Model, RunConfig, Provenance, str]:
     """The model, config (with the task options ``given``: :func:`_given`) and provenance of the run: this
     project's own when lm-eval ran its model ``abricot-local`` (its provenance in ``config.abricot_local``),
-    else lm-eval's ``config`` (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings)."""
+    else lm-eval's ``config`` (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings);
+    ``chat``: the (head, tail) of the chat template's user turn, as a run records it (``provenance.chat_template``)."""
+    wrap = ChatWrap(head=chat[0], tail=chat[1]) if chat else None
     args = _model_args(config)
     name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
                or "lm-eval model")
@@ -289,7 +172,7 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
             model = Model.from_dict(own["model"])
             run = RunConfig.from_dict({**own["config"], **given, "tasks": list(tasks), "seed": seed, "limit": limit})
             prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")}, **lm})
-            return model, run, prov, quant
+            return model, run, replace(prov, chat_template=wrap), quant
         except Invalid:
             pass  # not this project's provenance after all: read as any model's
     backend = f"lm-eval {config.get('model', '?')}"
@@ -300,7 +183,7 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
                 "batch_size": config.get("batch_size")}
     run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, limit=limit, sample=given.get("sample"),
                     extra={**{k: v for k, v in given.items() if k != "sample"}, **settings})
-    return model, run, Provenance(backend=backend, model_desc=name, extra=lm), quant
+    return model, run, Provenance(backend=backend, model_desc=name, extra=lm, chat_template=wrap), quant
 
 
 def _limit(value: Any) -> int | None:
@@ -319,6 +202,21 @@ def _created(when: Any, where: Path) -> str | None:
     except (OverflowError, OSError, ValueError):  # 1e300, inf, NaN
         raise ResultsError(f"{where}: its date {when!r} is no time a clock shows (seconds since 1970); the file "
                            "was changed") from None
+
+
+def _one_turn(turns) -> tuple[str, str] | None:
+    """The (head, tail) of the chat template's user turn every task was scored in (None: none, or not one)."""
+    found = {(t.head, t.tail) if t else None for t in turns}
+    return found.pop() if len(found) == 1 else None
+
+
+def _trimmed(turn) -> tuple[str, ...]:
+    """The task's warning when lm-eval's chat template trimmed each prompt (lm_eval_match.Turn.trimmed)."""
+    if turn is None or not turn.trimmed:
+        return ()
+    return ("lm-eval's chat template trimmed each prompt (the whitespace around it dropped, as a template's "
+            "`| trim` does); a run with a chat template wraps the prompt whole: the texts scored differ by that "
+            "whitespace, and so may the log-likelihoods",)
 
 
 def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> Run:
@@ -340,7 +238,8 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     configs = doc.get("configs") if isinstance(doc.get("configs"), dict) else {}
     seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
     base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False)
-    tasks, samples, made, matched = {}, {}, [], []
+    tasks, samples, made, matched, turns = {}, {}, [], [], {}
+    chat = chat_of(doc, where)  # the chat template lm-eval wrapped each prompt in (None: none)
     files = {p.name[len("samples_"):-len(f"_{stamp}.jsonl")]: p for p in where.parent.glob(f"samples_*_{stamp}.jsonl")}
     groups = {g for g, subs in (doc.get("group_subtasks") or {}).items() if subs}
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
@@ -352,10 +251,15 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                "run lm-eval with --log_samples to compare its items")
         cfg = configs.get(lm_task) if isinstance(configs.get(lm_task), dict) else {}
         shots = cfg.get("num_fewshot", (doc.get("n-shot") or {}).get(lm_task))
-        matched.append((lm_task, *match_task(lm_task, logged_items(files[lm_task], lm_task),
-                                             shots if isinstance(shots, int) else None,
-                                             seed if seed and seed >= 0 else None, base)))
-    for lm_task, task, pairs in _apart(matched):
+        shots = shots if isinstance(shots, int) and not isinstance(shots, bool) else None
+        why = refused(lm_task, cfg, shots, doc.get("fewshot_as_multiturn")) if chat else None
+        if why:
+            raise ResultsError(why)
+        task, pairs, turn = match_task(lm_task, logged_items(files[lm_task], lm_task), shots,
+                                       seed if seed and seed >= 0 else None, base, chat)
+        matched.append((lm_task, task, pairs))
+        turns[lm_task] = turn
+    for lm_task, task, pairs in apart(matched):
         rows = []
         for x, item in pairs:
             s = task.sample(item, Scored(x.logprobs, (), 0, False))
@@ -369,12 +273,13 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         tasks[task.key] = TaskEntry(metrics=task.metrics(rows), n=len(rows), version=task.version,
                                     config={**task.config(), "lm_eval_task": lm_task}, prompt_hash=task.prompt_hash(),
                                     data=tuple(files_used), chance=dict(task.chance),
-                                    warnings=tuple(task.warnings()))
+                                    warnings=(*task.warnings(), *_trimmed(turns[lm_task])))
         samples[task.key] = tuple(rows)
         made.append(task)
     seeds = [t.options.seed for t in made]
     model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None,
-                                        _given(made, doc, {n: configs.get(n) for n in names}))
+                                        _given(made, doc, {n: configs.get(n) for n in names}),
+                                        _one_turn(turns.values()))
     record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
                     tasks=tasks)
     held = tuple(RunTask(key, record.task_config(key), samples[key], entry=record.tasks[key]) for key in tasks)
