@@ -562,3 +562,28 @@ def test_real_chat_template_renders_the_gguf_own(gemma_path, monkeypatch):
         assert b.piece(toks[1]) == "<start_of_turn>"  # one special token, not its letters
     finally:
         b.close()
+
+
+@pytest.mark.real
+def test_real_a_chat_run_renders_each_prompt_as_lm_eval_does(gemma_path, monkeypatch):
+    """`run --chat-template` renders each prompt through the template as the one user turn, as lm-eval's
+    --apply_chat_template does through this backend: Gemma 3's `| trim` drops an ABRICOT prompt's last newline
+    (a head + prompt + tail wrap kept it, and scored another text than the lm-eval door)."""
+    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+    from abricot_local.run.execute import apply_chat
+    from abricot_local.tasks.base import Item
+    from abricot_local.tasks.selection import TaskRun
+
+    b = LlamaCppBackend(gemma_path, LlamaCppOptions(vocab_only=True))
+    try:
+        monkeypatch.setattr(b.session, "chat_template", lambda: GEMMA3_TEMPLATE)
+        it = Item(id="1", source="s", context="Parola: casa\nRisposta:\n", choices=("1", "2"),
+                  continuations=(" 1", " 2"), gold=0)
+        (run,) = apply_chat([TaskRun(None, (it,))], b)
+        (got,) = run.items
+        lm_eval = b.render_chat([{"role": "user", "content": it.context}])  # what lm_eval/model.py gives lm-eval
+        head, tail = b.chat_wrap()
+        assert got.context == lm_eval == head + it.context.strip() + tail != head + it.context + tail
+        assert (got.continuations, got.parse_special) == (("1", "2"), True)
+    finally:
+        b.close()

@@ -210,15 +210,6 @@ def _one_turn(turns) -> tuple[str, str] | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _trimmed(turn) -> tuple[str, ...]:
-    """The task's warning when lm-eval's chat template trimmed each prompt (lm_eval_match.Turn.trimmed)."""
-    if turn is None or not turn.trimmed:
-        return ()
-    return ("lm-eval's chat template trimmed each prompt (the whitespace around it dropped, as a template's "
-            "`| trim` does); a run with a chat template wraps the prompt whole: the texts scored differ by that "
-            "whitespace, and so may the log-likelihoods",)
-
-
 def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> Run:
     """The lm-eval output at ``path`` (its folder or results file) as a run; ``data``/``data_dir``: where the
     tasks' data is (as `run`'s --data / --data-dir; default: the tool's cache)."""
@@ -273,7 +264,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         tasks[task.key] = TaskEntry(metrics=task.metrics(rows), n=len(rows), version=task.version,
                                     config={**task.config(), "lm_eval_task": lm_task}, prompt_hash=task.prompt_hash(),
                                     data=tuple(files_used), chance=dict(task.chance),
-                                    warnings=(*task.warnings(), *_trimmed(turns[lm_task])))
+                                    warnings=tuple(task.warnings()))
         samples[task.key] = tuple(rows)
         made.append(task)
     seeds = [t.options.seed for t in made]

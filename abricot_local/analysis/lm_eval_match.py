@@ -6,14 +6,14 @@ logged item must match, else one line says why none does (:class:`DataNotHere`: 
 
 An output made with lm-eval's ``--apply_chat_template`` (or an export of a run with a chat template) scored each
 prompt as the one user turn of a chat template, as a run with ``chat_template`` does (run/execute.py's
-``apply_chat``): the context ``head + prompt + tail``, the continuations without their leading space (lm-eval's
-target delimiter is dropped under a chat template). :func:`chat_of` reads that turn from the results file: its
+``apply_chat``: the prompt rendered through the template): the context ``head + prompt + tail``, the continuations
+without their leading space (lm-eval's target delimiter is dropped under a chat template). :func:`chat_of` reads that turn from the results file: its
 ``chat_template`` as abricot-local's lm-eval model and an export record it (the user turn around ``{message}``),
 else (a Jinja source: lm-eval's ``hf``) found from the contexts themselves, each task's items wrapped alike. The
 task's items are wrapped so (:func:`wrapped`) before they are matched: the items read back carry the text the
 model saw, as the run's own samples do. A template that trims the message (Gemma 3's ``| trim``) holds each prompt
-without its outer whitespace, which a run keeps: such items match their prompt trimmed, read with the text
-lm-eval scored and a warning that a run scores other text (:attr:`Turn.trimmed`). What no run scores is refused
+without its outer whitespace, as a run with that template renders it too: such items match their prompt trimmed
+(:attr:`Turn.trimmed`; the recorded turn around ``{message}`` does not show the trim). What no run scores is refused
 before matching (:func:`refused`): a system turn (``--system_instruction``, a task's ``description``), shots as
 turns of their own (``fewshot_as_multiturn``).
 """
@@ -95,7 +95,7 @@ def refused(lm_task: str, config: Mapping, shots: int | None, multiturn: Any) ->
 @dataclass(frozen=True)
 class Turn:
     """The user turn a chat template put every prompt in: ``head`` + prompt + ``tail``; ``trimmed``: the
-    prompt without its leading and trailing whitespace (a template's ``| trim``; a run wraps it whole)."""
+    prompt without its leading and trailing whitespace (a template's ``| trim``, which a run renders too)."""
 
     head: str
     tail: str

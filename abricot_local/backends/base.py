@@ -355,7 +355,14 @@ class Backend(Protocol):
 
     def piece(self, token: int) -> str: ...
 
-    def chat_wrap(self) -> tuple[str, str]: ...
+    def chat_wrap(self) -> tuple[str, str]:
+        """(head, tail): what the chat template puts around one user message (recorded in provenance)."""
+        ...
+
+    def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """A conversation through the model's chat template (a run's prompt: the one user turn), without the
+        BOS text (tokenize adds it); tokenized with special tokens parsed."""
+        ...
 
     # -- with ROLLING: token-level scoring (lm-eval's rolling windows) ---------------------
     def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:

@@ -99,13 +99,14 @@ def prepared(plan: Plan, backend: Backend) -> list[TaskRun]:
 
 
 def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
-    """Wrap every prompt as the user turn of the model's chat template; the answer follows
-    the generation prompt directly, so continuations lose their leading space ("1", not " 1")."""
-    head, tail = backend.chat_wrap()
+    """Every prompt as the one user turn of the model's chat template, rendered through it as lm-eval's
+    ``--apply_chat_template`` renders it (a template's own ``| trim`` included: Gemma 3's drops a prompt's last
+    newline); the answer follows the generation prompt directly, so continuations lose their leading space
+    ("1", not " 1")."""
     out = []
     for run in runs:
         items = tuple(
-            replace(it, context=head + it.context + tail, parse_special=True,
+            replace(it, context=backend.render_chat([{"role": "user", "content": it.context}]), parse_special=True,
                     continuations=tuple(c.lstrip(" ") for c in it.continuations))
             for it in run.items
         )

@@ -195,11 +195,15 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); drop lm-eval's apply_chat_template")
+            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without "
+                             f"{opt('chat_template')} (lm-eval: drop --apply_chat_template)")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
-        fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text,
-                                  add_generation_prompt=add_generation_prompt)
-        text = fmt(messages=list(messages)).prompt
+        made = self.__dict__.setdefault("_chat_formatters", {})  # compiled once per template (a run renders each item)
+        key = (tpl, add_generation_prompt)
+        if key not in made:
+            made[key] = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "",
+                                            bos_token=bos_text, add_generation_prompt=add_generation_prompt)
+        text = made[key](messages=list(messages)).prompt
         return text[len(bos_text):] if s.add_bos and bos_text and text.startswith(bos_text) else text
 
     def start_facts(self) -> tuple[str, ...]:
