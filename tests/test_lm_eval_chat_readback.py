@@ -268,3 +268,13 @@ def test_real_model_lm_eval_chat_output_compares_bit_identical_with_the_chat_run
     assert back.samples_of("abricot_abs@calamita")[0].context.startswith("<|im_start|>system\n")
     doc = _compare(tmp_path / "run", _out(tmp_path / "lm"), data, RUNS["calamita"])
     assert [a["max_abs_delta"] for a in doc["agreement"]] == [0.0] * len(RUNS["calamita"])
+
+
+def test_report_skips_what_no_run_scored_in_the_commands_words(chat):
+    """`report` leaves out an lm-eval output it cannot read, in one note naming the option as the command line
+    spells it (--chat-template, not the API's chat_template=True)."""
+    folder, data = chat
+    r = CliRunner().invoke(cli, ["report", str(folder / "paper"), str(_out(folder / "lm" / "multi")),
+                                 "--data-dir", str(data)])
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("note: skipped")]
+    assert len(notes) == 1 and "--chat-template" in notes[0] and "chat_template=True" not in notes[0], r.stderr

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import OutputPath, data_options, models_file_option
-from abricot_local.errors import ResultsError, UsageError
+from abricot_local.cli.options import OutputPath, data_options, flags, models_file_option
+from abricot_local.errors import ResultsError, UsageError, render
 
 
 def _run_states(paths: tuple[str, ...]):
@@ -96,7 +96,7 @@ def read_runs(folders: list[str], registry, data: tuple[str, ...], data_dir: str
     from abricot_local.tasks.options import data_pairs
 
     def skipped(path: str, err: ResultsError) -> None:
-        echo(f"note: skipped {path}: {err}{_data_hint(err)}", err=True)
+        echo(f"note: skipped {path}: {render(err.raw(), flags)}{_data_hint(err)}", err=True)
 
     try:
         return (read or load_all)(folders, registry=registry, data=data_pairs(data), data_dir=data_dir, skip=skipped)
