@@ -106,8 +106,7 @@ def wrapped(items, head: str, tail: str, trimmed: bool = False) -> list:
     """``items`` as a run with a chat template scores them (run/execute.py's ``apply_chat``): each context the
     user turn ``head + context + tail`` (special tokens parsed), each continuation without its leading space;
     ``trimmed``: the context stripped first, as a template that trims the message renders it."""
-    return [replace(it, context=head + (it.context.strip() if trimmed else it.context) + tail, parse_special=True,
-                    continuations=tuple(c.lstrip(" ") for c in it.continuations)) for it in items]
+    return [it.in_chat(head + (it.context.strip() if trimmed else it.context) + tail) for it in items]
 
 
 def _turns(logged: list[Logged], items, most: int = 8) -> list[Turn]:

@@ -103,15 +103,8 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
     ``--apply_chat_template`` renders it (a template's own ``| trim`` included: Gemma 3's drops a prompt's last
     newline); the answer follows the generation prompt directly, so continuations lose their leading space
     ("1", not " 1")."""
-    out = []
-    for run in runs:
-        items = tuple(
-            replace(it, context=backend.render_chat([{"role": "user", "content": it.context}]), parse_special=True,
-                    continuations=tuple(c.lstrip(" ") for c in it.continuations))
-            for it in run.items
-        )
-        out.append(replace(run, items=items))
-    return out
+    return [replace(run, items=tuple(it.in_chat(backend.render_chat([{"role": "user", "content": it.context}]))
+                                     for it in run.items)) for run in runs]
 
 
 def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -71,6 +71,13 @@ class Item:
     def request(self) -> Request:
         return Request(context=self.context, continuations=self.continuations, label=self.id,
                        parse_special=self.parse_special)
+
+    def in_chat(self, turn: str) -> Item:
+        """This item scored in a chat template: ``turn``, its context rendered as the one user turn (special
+        tokens parsed); the answer follows the generation prompt directly, so each continuation loses its
+        leading space ("1", not " 1"), as under lm-eval's --apply_chat_template."""
+        return replace(self, context=turn, parse_special=True, continuations=tuple(c.lstrip(" ")
+                                                                                  for c in self.continuations))
 
 
 @dataclass(frozen=True, eq=False)
