@@ -569,6 +569,7 @@ def test_real_a_chat_run_renders_each_prompt_as_lm_eval_does(gemma_path, monkeyp
     """`run --chat-template` renders each prompt through the template as the one user turn, as lm-eval's
     --apply_chat_template does through this backend: Gemma 3's `| trim` drops an ABRICOT prompt's last newline
     (a head + prompt + tail wrap kept it, and scored another text than the lm-eval door)."""
+    from abricot_local.backends.chat import turn_of
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
     from abricot_local.run.execute import apply_chat
     from abricot_local.tasks.base import Item
@@ -582,7 +583,7 @@ def test_real_a_chat_run_renders_each_prompt_as_lm_eval_does(gemma_path, monkeyp
         (run,) = apply_chat([TaskRun(None, (it,))], b)
         (got,) = run.items
         lm_eval = b.render_chat([{"role": "user", "content": it.context}])  # what lm_eval/model.py gives lm-eval
-        head, tail = b.chat_wrap()
+        head, tail = turn_of(b)
         assert got.context == lm_eval == head + it.context.strip() + tail != head + it.context + tail
         assert (got.continuations, got.parse_special) == (("1", "2"), True)
     finally:

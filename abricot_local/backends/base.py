@@ -125,19 +125,6 @@ class Schedule:
         return self.trunk_len + sum(len(self.tail(i)) for i in range(len(self.seqs)))
 
 
-CHAT_MARK = "\x00abricot-message\x00"
-
-
-def split_chat(rendered: str, bos_text: str) -> tuple[str, str]:
-    """Split a chat template rendered around CHAT_MARK into (head, tail)."""
-    if rendered.count(CHAT_MARK) != 1:
-        raise UsageError("the model's chat template does not place the user message exactly once")
-    head, tail = rendered.split(CHAT_MARK)
-    if bos_text and head.startswith(bos_text):
-        head = head[len(bos_text):]
-    return head, tail
-
-
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if not (type(a) is type(b) and isinstance(a, (list, tuple))):
@@ -355,14 +342,8 @@ class Backend(Protocol):
 
     def piece(self, token: int) -> str: ...
 
-    def chat_wrap(self) -> tuple[str, str]:
-        """(head, tail): what the chat template puts around one user message (recorded in provenance)."""
-        ...
-
     def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
-        """A conversation through the model's chat template (a run's prompt: the one user turn), without the
-        BOS text (tokenize adds it); tokenized with special tokens parsed."""
-        ...
+        """Messages through the model's chat template, less the BOS text (tokenize adds it; special=True)."""
 
     # -- with ROLLING: token-level scoring (lm-eval's rolling windows) ---------------------
     def tokenize(self, text: str, *, special: bool = False, bos: bool = True) -> list[int]:

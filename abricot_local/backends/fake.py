@@ -19,7 +19,6 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.backends.base import (
-    CHAT_MARK,
     GENERATE,
     ROLLING,
     SCHEDULE_VERSION,
@@ -33,7 +32,6 @@ from abricot_local.backends.base import (
     provenance_of,
     schedule,
     schedule_facts,
-    split_chat,
 )
 from abricot_local.core import cached_prefix, exact_exp, exact_log
 from abricot_local.record.schema import Provenance
@@ -164,10 +162,6 @@ class FakeBackend(Declared):
     def piece(self, token: int) -> str:
         return "<bos>" if token == BOS else bytes([token]).decode("latin-1")
 
-    def chat_wrap(self) -> tuple[str, str]:
-        """A ChatML-like template, so chat mode runs through the same code without a model."""
-        return split_chat(f"<bos><|user|>\n{CHAT_MARK}<|end|>\n<|assistant|>\n", "<bos>")
-
     def make_schedule(self, request: Request) -> Schedule:
         return schedule(request, self.tokenize, self.options.n_ctx)
 
@@ -192,7 +186,7 @@ class FakeBackend(Declared):
         return self.engine.generate(tokens, p, until, max_tokens, label)
 
     def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
-        """The ChatML-like template of :meth:`chat_wrap`, for a whole conversation."""
+        """A ChatML-like template, so chat mode runs through the same code without a model."""
         text = "".join(f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages)
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 

@@ -13,6 +13,7 @@ from typing import Sequence
 from abricot_local import __version__
 from abricot_local.analysis import baselines
 from abricot_local.backends.base import Backend
+from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.errors import opt, recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
@@ -113,7 +114,7 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
     tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
     if settled:
         tasks = {k: replace(e, sequential=settled.get(k)) for k, e in tasks.items()}
-    chat = dict(zip(("head", "tail"), backend.chat_wrap())) if plan.task_options.chat_template else None
+    chat = dict(zip(("head", "tail"), chat_turn(backend))) if plan.task_options.chat_template else None
     bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
     made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})
     return Record(

@@ -16,7 +16,6 @@ import llama_cpp
 from abricot_local.backends.llama_cpp import log as resolved
 from abricot_local.backends.llama_cpp import kernels as llama_kernels, rpc
 from abricot_local.backends.base import (
-    CHAT_MARK,
     GENERATE,
     ROLLING,
     SCHEDULE_VERSION,
@@ -31,7 +30,6 @@ from abricot_local.backends.base import (
     provenance_of,
     schedule,
     schedule_facts,
-    split_chat,
 )
 from abricot_local.core import cached_prefix
 from abricot_local.record.schema import Provenance
@@ -173,19 +171,6 @@ class LlamaCppBackend(Declared):
     # -- facts -----------------------------------------------------------------------------
     def metadata(self, key: str) -> str | None:
         return self.session.metadata(key)
-
-    def chat_wrap(self) -> tuple[str, str]:
-        """(head, tail) the GGUF's own chat template puts around one user message, with the
-        generation prompt; the BOS text is dropped from the head since tokenize() adds BOS."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        s = self.session
-        tpl = s.chat_template()
-        if not tpl:
-            raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without {opt('chat_template')}")
-        bos_text = s.piece(s.bos) if s.bos >= 0 else ""
-        fmt = Jinja2ChatFormatter(template=tpl, eos_token=s.piece(s.eos) if s.eos >= 0 else "", bos_token=bos_text)
-        return split_chat(fmt(messages=[{"role": "user", "content": CHAT_MARK}]).prompt, bos_text if s.add_bos else "")
 
     def render_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         """A conversation through the GGUF's own chat template, without the BOS text (tokenize
