@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from abricot_local.models.given import Given
 from abricot_local.analysis import compare as cmp
+from abricot_local.analysis.matching import item_key
 from abricot_local.analysis.loading import load_run
 import planned
 from abricot_local.run.request import Shard
@@ -166,8 +167,8 @@ def test_correlations_use_williams_t_and_need_the_same_gold(views):
     rows = {m.metric: m for m in c.metrics}
     assert set(rows) == {"pearson", "pearson_continuous", "pearson_expected", "spearman", "accuracy"}
     m = rows["pearson_expected"]
-    xa = [s.fields["expected_score"] for s in sorted(a.task("abricot_abs").samples, key=cmp.item_key)]
-    xb = [s.fields["expected_score"] for s in sorted(b.task("abricot_abs").samples, key=cmp.item_key)]
+    xa = [s.fields["expected_score"] for s in sorted(a.task("abricot_abs").samples, key=item_key)]
+    xb = [s.fields["expected_score"] for s in sorted(b.task("abricot_abs").samples, key=item_key)]
     assert m.test == "Williams t" and dict(m.detail)["r_ab"] == pytest.approx(pearson(xa, xb))
     w = stats.williams_t(m.value_a, m.value_b, dict(m.detail)["r_ab"], m.n)
     assert (m.statistic, m.p) == (w.statistic, w.p) and dict(m.detail)["steiger_p"] > 0

@@ -1,21 +1,21 @@
 """Paired comparisons of finished runs, item by item.
 
-Runs are matched on the items every one of them scored with the same id and the same scored
-context (SHA-256 of the sample's ``context``), in id order, so the numbers depend neither on item
-order nor on sharding; a task one run recorded under another key (another prompt-variant
-spelling, an lm-eval output) is paired by the same items (alignment.py). For each pair of runs and
-each task, each CI metric the task declares (``Task.metric_inputs``) is compared over those items:
-the paired difference with Tango's score interval and McNemar's exact test (accuracy) or a
-paired-bootstrap CI and Williams' t (correlations, when both runs share the gold vector); p-values
-are Holm-adjusted over the pairs of each task and metric (a pair's verdict: over its tasks too). The
-runs' predictions and log-probs are compared too (agreement, |delta log-prob|, KL), every recorded
-setting that differs is named (differing.py), each pair gets one verdict, and each run one with a margin against
-its reference (equivalence.py, over the task's N items: population.py). Pure: reads finished runs
-(runs.Run), returns frozen dataclasses; report/comparison.py writes the text."""
+Each task is compared among the runs that have it (matching.py), over the items all of those runs
+scored with the same id and the same scored context (SHA-256 of the sample's ``context``), in id
+order, so the numbers depend neither on item order nor on sharding; a task one run recorded under
+another key (another prompt-variant spelling, an lm-eval output) is paired by the same items
+(alignment.py). For each pair of runs that share a task, each CI metric the task declares
+(``Task.metric_inputs``) is compared over those items: the paired difference with Tango's score
+interval and McNemar's exact test (accuracy) or a paired-bootstrap CI and Williams' t (correlations,
+when both runs share the gold vector); p-values are Holm-adjusted over the pairs of each task and metric
+(a pair's verdict: over its tasks too). The runs' predictions and log-probs are compared too (agreement,
+|delta log-prob|, KL), every recorded setting that differs is named (differing.py), each pair gets one
+verdict, and each run one with a margin against its reference on each task (equivalence.py, over the
+task's N items: population.py). Pure: reads finished runs (runs.Run), returns frozen dataclasses;
+report/comparison.py writes the text."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -28,6 +28,8 @@ from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
+from abricot_local.analysis.matching import (TaskMatch, absent_notes, match, no_common_note,
+                                            not_paired, refusal, spread, taking_part, task_references)
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_count
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
@@ -39,14 +41,6 @@ from abricot_local.tasks import make_task
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
 IDENTICAL, CLOSE, CANNOT_TELL, DIFFERENT, UNTESTED = (
     "identical", "numerically close", "cannot tell apart", "different", "not comparable")
-
-
-@dataclass(frozen=True)
-class TaskMatch:
-    task: str
-    n: tuple[int, ...]  # items per run, in the runs' order
-    n_common: int
-    n_context_differs: int  # ids every run has whose scored context differs between runs
 
 
 @dataclass(frozen=True)
@@ -142,32 +136,6 @@ class Comparison:
     totals: Mapping[str, int | None] = field(default_factory=dict)  # per task, its items (population.py; None: unknown)
 
 
-# -- matching --------------------------------------------------------------------------------
-def item_key(sample: Sample) -> tuple[str, str]:
-    """(id, SHA-256 of the scored context): what makes two runs' samples the same item."""
-    return sample.id, hashlib.sha256(str(sample.context).encode("utf-8")).hexdigest()
-
-
-def match(runs: Sequence[Run], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
-    """The items every run scored alike, in id order: per run its samples of them."""
-    keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
-    common = sorted(set.intersection(*(set(k) for k in keyed)))
-    ids = set.intersection(*({i for i, _ in k} for k in keyed))
-    m = TaskMatch(task, tuple(len(k) for k in keyed), len(common), len(ids) - len(common))
-    return m, [tuple(k[key] for key in common) for k in keyed]
-
-
-def _refuse(runs: Sequence[Run], shared: Sequence[str]) -> ResultsError:
-    for x, y in combinations(runs, 2):
-        if not any(match([x, y], t)[0].n_common for t in shared):
-            return ResultsError(
-                f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items (same id and same "
-                f"scored context) in {', '.join(shared) or 'any task: they share no task'}; nothing to compare")
-    names = ", ".join(f"{r.label} ({r.path})" for r in runs)
-    return ResultsError(f"runs {names} have no item in common to all of them in {', '.join(shared)}; "
-                        "compare fewer runs at once")
-
-
 # -- comparing -------------------------------------------------------------------------------
 def agreement(task: str, a: Run, b: Run, sa: Sequence[Sample], sb: Sequence[Sample]) -> Agreement:
     """Predictions and log-probs of two runs over the same items (choice counts must agree)."""
@@ -237,11 +205,13 @@ def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPowe
 def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
             reference: str | None = None, near_tie: float = NEAR_TIE, given: GivenData = NOTHING_GIVEN) -> Comparison:
-    """Every pair of ``runs`` compared over the items all of them scored alike. ``alpha``: the
+    """Every pair of ``runs`` that share a task compared on it, over the items all the runs that have the task
+    scored alike (matching.py; refused only when no two runs share an item). ``alpha``: the
     level of the verdicts and the best group (the power figures stay at 5% / 80%); ``margin``
     (else each task's per metric) and ``reference`` (a label or folder, else equivalence.references'
-    default): the equivalence verdicts, over each task's N (population.py; ``given``: the data a user gave,
-    where it is counted when the runs' recorded files are not here); ``near_tie``: nats, changes.py's threshold."""
+    default among each task's runs): the equivalence verdicts, over each task's N (population.py; ``given``: the data
+    a user gave, where it is counted when the runs' recorded files are not here); ``near_tie``: nats, changes.py's
+    threshold."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 <= tolerance < math.inf:  # NaN fails too
@@ -253,52 +223,60 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"{opt('seed')} must be between 0 and {MAX_SEED}, got {seed}")
     runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
-    refs = references(runs, reference)
+    named = references(runs, reference)[0][1] if reference is not None else None  # checked against every run
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "cannot tell apart"
         for t in r.run_tasks:
             try:
                 require_finite(list(t.samples), t.name)
             except ResultsError as err:
                 raise ResultsError(f"run {r.label} ({r.path}): {err}") from None
-    names = [t.name for t in runs[0].run_tasks]
-    shared = [t for t in names if all(r.task(t) for r in runs)]
-    notes = aligned + [f"task {t} is not in every run: not compared" for t in dict.fromkeys(
-        t.name for r in runs for t in r.run_tasks) if t not in shared]
-    matches, metrics, agreements, primary, margins, changes = [], [], [], {}, {}, []
-    for task in shared:
-        m, per_run = match(runs, task)
-        matches.append(m)
-        if not m.n_common:
-            notes.append(f"task {task}: no item in common to all runs (same id and scored context)")
+    tasks = taking_part(runs)  # each task among the runs that have it (matching.py)
+    notes = aligned + absent_notes(runs, tasks)
+    matches, metrics, agreements, primary, margins, changes, refs, size = [], [], [], {}, {}, [], {}, {}
+    for task, members in tasks:
+        if len(members) < 2:
             continue
-        built = [_inputs(r, task, s) for r, s in zip(runs, per_run)]
+        group = [runs[k] for k in members]
+        m, per_run = match(group, task)
+        matches.append(spread(m, members, len(runs)))
+        if not m.n_common:
+            notes.append(no_common_note(runs, task, members))
+            continue
+        size[task], refs[task] = len(group), task_references(group, named, task, notes)
+        built = [_inputs(r, task, s) for r, s in zip(group, per_run)]
         primary[task] = built[0][0].primary_metric
         margins.update({(task, name): built[0][0].margin(name) for name in built[0][1]})
-        for i, j in combinations(range(len(runs)), 2):
-            agreements.append(agreement(task, runs[i], runs[j], per_run[i], per_run[j]))
-            r, o = (j, i) if (runs[i].label, runs[j].label) in refs else (i, j)  # the reference first
-            changes.append(changed_answers(task, runs[r].label, runs[o].label, per_run[r], per_run[o], near_tie,
-                                           what=compared(runs[r], runs[o])))
+        for i, j in combinations(range(len(group)), 2):
+            agreements.append(agreement(task, group[i], group[j], per_run[i], per_run[j]))
+            r, o = (j, i) if (group[i].label, group[j].label) in refs[task] else (i, j)  # the reference first
+            changes.append(changed_answers(task, group[r].label, group[o].label, per_run[r], per_run[o], near_tie,
+                                           what=compared(group[r], group[o])))
             for name, ia in built[i][1].items():
                 if name in built[j][1]:
-                    metrics.append(compare_metric(task, runs[i].label, runs[j].label, ia, built[j][1][name],
+                    metrics.append(compare_metric(task, group[i].label, group[j].label, ia, built[j][1][name],
                                                   seed=seed, n_boot=n_boot))
-    if not any(m.n_common for m in matches):
-        raise _refuse(runs, shared)
-    counts = {m.task: task_count(runs, m.task, given) for m in matches if m.n_common}
+    if not agreements:
+        raise refusal(runs, tasks)
+    counts = {t: task_count(runs, t, given) for t in size}
     totals, notes = {t: n for t, (n, _) in counts.items()}, notes + [w for _, w in counts.values() if w]
     same = {(g.a, g.b, g.task) for g in agreements if g.identical}
     metrics = _holm(metrics)
     labels = [r.label for r in runs]
+    paired = {(g.a, g.b) for g in agreements}  # only runs sharing a compared task are paired
+    notes += not_paired(runs, paired)
     power = _power(metrics, primary)
     verdicts = tuple(verdict(a, b, metrics, agreements, primary, tolerance, alpha)
-                     for a, b in combinations(labels, 2))
-    differs = tuple(d for x, y in combinations(runs, 2) for d in differing_settings(x, y))
-    groups = best_groups(labels, metrics, alpha) if len(runs) > 2 else ()
+                     for a, b in combinations(labels, 2) if (a, b) in paired)
+    differs = tuple(d for x, y in combinations(runs, 2) if (x.label, y.label) in paired
+                    for d in differing_settings(x, y))
+    groups = tuple(g for g in best_groups(labels, metrics, alpha) if size[g.task] > 2)
+    index = {lab: k for k, lab in enumerate(labels)}
+    judged = sorted((e for t in size for e in judge([m for m in metrics if m.task == t], refs[t], margins, margin,
+                                                       totals=totals, identical=same)),
+                    key=lambda e: (index[e.other], index[e.reference]))  # a run and its references, in order
     return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
                       verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()),
-                      judge(metrics, refs, margins, margin, totals=totals, identical=same), tuple(changes), margin,
-                      near_tie, totals)
+                      tuple(judged), tuple(changes), margin, near_tie, totals)
 
 
 def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:

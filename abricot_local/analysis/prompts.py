@@ -30,7 +30,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.compare import MetricComparison, compare_metric, match
+from abricot_local.analysis.compare import MetricComparison, compare_metric
+from abricot_local.analysis.matching import match
 from abricot_local.analysis.runs import Run, RunTask, options_of
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import AbricotError
@@ -258,7 +259,7 @@ def _holm_pairs(rows: list[RunPrompts]) -> list[RunPrompts]:
 
 
 def _run_tests(members, prompts, samples, metric: str, seed: int, n_boot: int) -> tuple[PromptTest, ...]:
-    """Per prompt, every pair of runs over the items they scored alike (compare.match), Holm over the pairs."""
+    """Per prompt, every pair of runs over the items they scored alike (matching.match), Holm over the pairs."""
     out = []
     for p in prompts:
         views = [replace(run, run_tasks=(RunTask(p, given=samples[(run.label, p)]),)) for run, _ in members]

@@ -27,7 +27,8 @@ from abricot_local.errors import UsageError
 @click.option("--margin", type=float, default=None, help="The difference that does not matter, in each metric's own "
               "units, for the equivalence verdicts (default: the task's per metric, e.g. 0.02 accuracy).")
 @click.option("--reference", default=None, metavar="RUN", help="The run every other is judged against (a folder or "
-              "a label; default: the highest-precision quant of the same model, else the first run).")
+              "a label; default: the highest-precision quant of the same model, else the first run; on a task it does "
+              "not have, that default among the task's runs).")
 @click.option("--near-tie", type=float, default=None, help="Nats: a changed answer whose reference run's top two "
               "choices were closer than this is a near tie (default 0.5, docs/compare.md).")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
@@ -40,7 +41,8 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     every recorded setting that differs, paired differences with their CI and test, and one
     verdict per pair (identical, numerically close, cannot tell apart, different); each run against
     its reference with a margin (equivalent, not worse, worse, cannot tell yet), and the answers that
-    changed (near ties or decisive).
+    changed (near ties or decisive). Each task is compared among the runs that have it; a note names the
+    runs without it and the pairs that share no task.
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them; an
     lm-eval output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in

@@ -59,7 +59,8 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     many = len(c.runs) > 2
     out = [("Runs", pd.DataFrame([{"run": r.label, "folder": r.path} for r in c.runs]))]
     out.append(("Items matched on id and scored context (SHA-256)", pd.DataFrame([{
-        "task": m.task, "items per run": " / ".join(map(str, m.n)), "common": m.n_common,
+        "task": m.task, "items per run": " / ".join("-" if n is None else str(n) for n in m.n),
+        "common": m.n_common,
         "same id, other context": m.n_context_differs} for m in c.matches])))
     diffs = []
     for v in c.verdicts:

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis import stats
 from abricot_local.analysis.differing import differing_settings
+from abricot_local.analysis.matching import item_key
 from abricot_local.analysis.overview import Report
 from abricot_local.analysis.runs import Run
 
@@ -44,7 +45,7 @@ def clusters(views: Sequence[Run], task: str) -> list[list[int]]:
     non-empty, else starts one. A chat-wrapped run and a plain one land in different groups."""
     groups: list[tuple[list[int], set]] = []
     for k, v in enumerate(views):
-        keys = {cmp.item_key(s) for s in v.task(task).samples}
+        keys = {item_key(s) for s in v.task(task).samples}
         for members, common in groups:
             if common & keys:
                 members.append(k)

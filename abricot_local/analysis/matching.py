@@ -1,0 +1,122 @@
+"""Which runs a comparison pairs on each task, and the items they share (compare.py).
+
+A task is compared among the runs that have it (after alignment.py has paired the instances one
+prompt was recorded under), over the items all of those runs scored alike: the same id and the same
+scored context (SHA-256 of the sample's ``context``), in id order. A run without the task is named
+in the task's note and takes no part in it; two runs that share no compared task are not paired.
+Each task's runs are judged against its own reference (equivalence.references over them). A
+comparison is refused only when no two runs share an item in any task."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from itertools import combinations
+from typing import Sequence
+
+from abricot_local.analysis.equivalence import references
+from abricot_local.analysis.runs import Run
+from abricot_local.errors import ResultsError
+from abricot_local.record import Sample
+
+
+@dataclass(frozen=True)
+class TaskMatch:
+    task: str
+    n: tuple[int | None, ...]  # items per run, in the runs' order (None: the run has not the task)
+    n_common: int
+    n_context_differs: int  # ids every run of the task has whose scored context differs between them
+
+
+def item_key(sample: Sample) -> tuple[str, str]:
+    """(id, SHA-256 of the scored context): what makes two runs' samples the same item."""
+    return sample.id, hashlib.sha256(str(sample.context).encode("utf-8")).hexdigest()
+
+
+def match(runs: Sequence[Run], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
+    """The items every run scored alike, in id order: per run its samples of them."""
+    keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
+    common = sorted(set.intersection(*(set(k) for k in keyed)))
+    ids = set.intersection(*({i for i, _ in k} for k in keyed))
+    m = TaskMatch(task, tuple(len(k) for k in keyed), len(common), len(ids) - len(common))
+    return m, [tuple(k[key] for key in common) for k in keyed]
+
+
+def taking_part(runs: Sequence[Run]) -> list[tuple[str, tuple[int, ...]]]:
+    """Per task (the first run's in its order, then the others' as they come), the indices of the runs
+    that have it."""
+    names = dict.fromkeys(t.name for r in runs for t in r.run_tasks)
+    return [(task, tuple(k for k, r in enumerate(runs) if r.task(task))) for task in names]
+
+
+def spread(m: TaskMatch, members: Sequence[int], n_runs: int) -> TaskMatch:
+    """``m`` (a match of the runs ``members``) with its items per run over all ``n_runs`` runs."""
+    per = dict(zip(members, m.n))
+    return replace(m, n=tuple(per.get(k) for k in range(n_runs)))
+
+
+def _labels(runs: Sequence[Run]) -> str:
+    return ", ".join(r.label for r in runs)
+
+
+def absent_notes(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]]) -> list[str]:
+    """A note per task not in every run: which runs it is compared among, and which lack it."""
+    out = []
+    for task, members in tasks:
+        if len(members) < 2:
+            out.append(f"task {task} is not in every run: not compared")
+        elif len(members) < len(runs):
+            out.append(f"task {task} is not in every run: compared among {_labels([runs[k] for k in members])}; "
+                       f"not in {_labels([r for k, r in enumerate(runs) if k not in members])}")
+    return out
+
+
+def no_common_note(runs: Sequence[Run], task: str, members: Sequence[int]) -> str:
+    mine = "all runs" if len(members) == len(runs) else f"its runs {_labels([runs[k] for k in members])}"
+    return f"task {task}: no item in common to {mine} (same id and scored context)"
+
+
+def task_references(group: Sequence[Run], reference: str | None, task: str,
+                    notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """(run, its reference) on ``task`` among ``group`` (its runs): ``reference`` (a label, checked against
+    every run already) when it is one of them, else equivalence.references' default, with a note."""
+    labels = [r.label for r in group]
+    if reference is None or reference in labels:
+        return references(group, reference)
+    refs = references(group)
+    notes.append(f"task {task}: the reference {reference} does not have this task; its runs are judged against "
+                 f"{', '.join(dict.fromkeys(ref for _, ref in refs))} (the default reference, docs/compare.md)")
+    return refs
+
+
+def not_paired(runs: Sequence[Run], paired: set[tuple[str, str]]) -> list[str]:
+    """The note naming the pairs of runs that share no compared task (none: every pair is paired)."""
+    left = [f"{x.label} and {y.label}" for x, y in combinations(runs, 2) if (x.label, y.label) not in paired]
+    return [f"not paired (no compared task in common): {'; '.join(left)}"] if left else []
+
+
+def refusal(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]]) -> ResultsError:
+    """Why nothing was compared: no two runs share an item in a task they both have (the runs named), or
+    no task has an item common to all the runs that have it."""
+    def shared(x: int, y: int) -> list[str]:
+        return [t for t, members in tasks if x in members and y in members]
+
+    def common(x: int, y: int) -> bool:
+        return any(match([runs[x], runs[y]], t)[0].n_common for t in shared(x, y))
+
+    pairs = [(x, y) for x, y in combinations(range(len(runs)), 2) if common(x, y)]
+    if not pairs:
+        if len(runs) == 2:
+            where = ", ".join(shared(0, 1)) or "any task: they share no task"
+            x, y = runs
+            return ResultsError(f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items (same id "
+                                f"and same scored context) in {where}; nothing to compare")
+        names = ", ".join(f"{r.label} ({r.path})" for r in runs)
+        where = ", ".join(t for t, members in tasks if len(members) > 1)
+        return ResultsError(f"runs {names}: no two of them have common items (same id and same scored context) in "
+                            f"{'a task both ran (' + where + ')' if where else 'any task: no two share a task'}; "
+                            "nothing to compare")
+    names = ", ".join(f"{r.label} ({r.path})" for r in runs)
+    some = "; ".join(f"{runs[x].label} and {runs[y].label}" for x, y in pairs)
+    return ResultsError(f"runs {names}: no task has an item in common to all the runs that have it; compare fewer "
+                        f"runs at once (these share items: {some})")
