@@ -300,3 +300,31 @@ def test_the_bench_counts_a_settled_false_claim_as_wrong_and_the_last_item_as_ri
     assert q.paired and d == pytest.approx(-q.margin) and len(v[0]) == pair.total == 1600
     res = bench.replay(pair, 3, 1, [400, 1600])
     assert [len(res[r]) for r in ("shipped", "peeking")] == [3, 3] and res["fixed"][1600] == ["right"] * 3
+
+
+def test_a_verdict_settled_early_is_overruled_once_every_item_is_scored():
+    """A rule that settled at a look, while the run went on for another task's verdict, takes one more look when
+    its task holds every item: the exact value (no error spent) is the verdict, and its line says which settled
+    verdict it overrules; check's replay takes the same looks."""
+    from abricot_local.run.settle import TaskRule, replay, section
+
+    q = sq.Question("row", "accuracy", 0.2, published=0.5, rounding=0.005)
+    state = sq.start(40, [q], looks=(20, 40))
+    gold = np.zeros(40, dtype=int)
+    pred = np.array([0, 1] * 10 + [1] * 20)  # half right in the first 20, none right after
+    state = sq.look(state, 20, {"row": (pred[:20], gold[:20])})
+    assert state.stopped and state.latest[0].verdict == reproduction.REPRODUCED
+    assert state.exact_due(40) and not state.exact_due(30)
+    state = sq.look(state, 40, {"row": (pred, gold)})
+    (last,) = state.latest
+    assert (last.k, last.exact, last.verdict) == (2, True, reproduction.DIFFERS) and last.value == pytest.approx(-0.25)
+    line = state.line(last)
+    assert "every item scored, look 2 of 2" in line and "it had settled at look 1 as reproduced within 0.2" in line
+    with pytest.raises(UsageError, match="has stopped"):
+        sq.look(state, 40, {"row": (pred, gold)})
+    # check: the recorded looks (both) taken again from the samples
+    task = SimpleNamespace(metric_inputs=lambda samples: [SimpleNamespace(
+        name="accuracy", stat="accuracy", x=np.array([s.pred for s in samples]), y=np.array([s.gold for s in samples]))])
+    samples = [SimpleNamespace(pred=int(p), gold=int(g)) for p, g in zip(pred, gold)]
+    recorded = section(TaskRule("t", state, (), {"row": "accuracy"}))
+    assert replay(recorded, task, samples, metrics={"row": "accuracy"}) == []

@@ -10,7 +10,8 @@ interval (stats.exact_set_ci); a correlation's, Fisher's z +- z x the larger of 
 narrowed by stats.fpc, read once each vector has 10 items off its commonest value; a rung's paired accuracy difference,
 the exact interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
 changed on a large task), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
-intervals intersected: below N a settled verdict stays settled (not worse may become equivalent). Settled: reproduced,
+intervals intersected: below N a settled verdict stays settled (not worse may become equivalent); a task scored on
+to all N items (the run waiting for another's verdict) takes its exact look, which overrules it. Settled: reproduced,
 differs, this task cannot settle M, equivalent, not worse, worse; open: cannot tell yet, cannot tell (no interval yet).
 Pure: no printing, no file; every record field a number, a string or a tuple of them (results.json can hold it).
 """
@@ -179,6 +180,11 @@ class Sequential:
     def next_look(self) -> int | None:
         return None if self.stopped else self.planned[self.taken]
 
+    def exact_due(self, n: int) -> bool:
+        """A rule settled before its last look whose task now holds every item (the run went on for another task's
+        verdict): its exact look at ``n`` = N, no error spent, says what every item shows and supersedes it."""
+        return self.settled and n >= self.total and n in self.planned[self.taken:]
+
     @property
     def open(self) -> tuple[Look, ...]:
         return tuple(lk for lk in self.latest if not lk.settled)
@@ -189,7 +195,10 @@ class Sequential:
                      else self.method)
         where = f"look {lk.k} of {len(self.planned)}"
         if lk.exact:
-            return f"{lk.question}: {lk.words} (every item scored, {where}: {lk.figures})"
+            early = next((e for e in self.looks if e.question == lk.question and e.k < lk.k and e.settled), None)
+            was = ("" if early is None or early.verdict == lk.verdict else
+                   f"; it had settled at look {early.k} as {early.words} ({early.figures}), which every item overrules")
+            return f"{lk.question}: {lk.words} (every item scored, {where}: {lk.figures}{was})"
         how = "reached sequentially at" if lk.settled else "not settled by the last look,"
         return f"{lk.question}: {lk.words} ({how} {where}: {lk.figures}; {guarantee})"
 
@@ -217,7 +226,7 @@ def look(state: Sequential, n: int, inputs: Mapping[str, Sequence[Any]]) -> Sequ
     """``state`` after the look at ``n`` items (one of ``state.planned``, after the last taken). ``inputs``: per
     question's name, over the first ``n`` items of the nested order, a row's metric inputs ``(x, y)`` (a task's
     ``MetricInput``'s), a pair's ``(x, y, x_ref, y_ref)`` (the rung's, then its reference's, item for item)."""
-    if state.stopped:
+    if state.stopped and not state.exact_due(n):
         raise UsageError("the sequential rule has stopped: no look after it")
     if n not in state.planned[state.taken:]:
         raise UsageError(f"{n} items is not a look still to come: {', '.join(map(str, state.planned[state.taken:]))}")

@@ -195,8 +195,8 @@ class Rule:
         self.n = n
         for key, r in self.rules.items():
             m = min(n, len(self.orders[key]))
-            if r.state.stopped or m not in r.state.planned[r.state.taken:]:
-                continue
+            if (r.state.stopped and not r.state.exact_due(m)) or m not in r.state.planned[r.state.taken:]:
+                continue  # a settled rule takes one more look: its exact one, once its task holds every item
             first = samples[key][:m]
             ref = reference_samples(self.pairs, key, [x.id for x in first]) if self.pairs else ()
             self.rules[key] = replace(r, state=sq.look(r.state, m, inputs(r, tasks[key], first, ref)))
@@ -362,6 +362,9 @@ def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequenc
     again = rule.state
     while not again.stopped and again.next_look is not None and again.next_look <= len(samples):
         n = again.next_look
+        again = sq.look(again, n, inputs(rule, task, samples[:n], reference[:n]))
+    if again.exact_due(len(samples)):  # settled, then every item scored for another task's verdict
+        n = again.total
         again = sq.look(again, n, inputs(rule, task, samples[:n], reference[:n]))
     out = []
     if len(again.looks) != len(state.looks):
