@@ -2,8 +2,9 @@
 the fixed-n published verdict built on it is wrong with the published value on the margin: by simulation.
 
 ABRICOT's metric is a Pearson r over the task's N = 127 items; a run scores n of them, drawn without replacement (the
-nested `--sample` order), and the verdict reads correlation_ci's interval (Fisher's z with the bootstrap's spread,
-floored by normal theory, narrowed by the finite-population correction, guarded: no interval below 10 items off a
+nested `--sample` order), and the verdict reads correlation_ci's interval (published.method 3: Fisher's z with the
+bootstrap's spread, floored by normal theory, narrowed by the finite-population correction, its centre corrected for
+Fisher's bias and z's skewness drawn without replacement, Student's t; guarded: no interval below 10 items off a
 vector's most common value). Each population is a pair of 1-5 vectors over the 127 items whose r (the truth) is known;
 each replication draws a new order and reads the first n, as `run --sample n` would.
 
@@ -19,11 +20,22 @@ Populations: gold ratings 1-5 (15/25/30/20/10%); a model's ratings from a discre
 bench/sequential.py's); independent ratings (r about 0: the fake backend's); near-constant models answering 1 with 20
 (bench/sequential.py's), 30 and 45 of the 127 answers 2, the 2s drawn more often on high gold.
 
-    python bench/correlation_coverage.py [--reps 20000] [--seed 1] [--no-readme]
+Candidate methods side by side (`--method`, default `shipped`, the library's; `all`: every one on the same draws, the
+first table the shipped one's, then each method's misses): `2`, published.method 2's (Fisher's z +- z x the bootstrap's
+spread floored by 1/sqrt(n-3), narrowed); `bias`, its centre less Fisher's bias r/(2(n-1)); `fpb`, a finite-population
+bootstrap (each resample n drawn without replacement from the n items completed to N: each repeated floor(N/n) times,
+the rest drawn anew per resample), its basic interval on z; `skew-t`, method 2's spread with the centre less the bias
+r/(2(n-1)) x (N-n)/(N-1) and less a Cornish-Fisher shift for z's skewness drawn without replacement (the items'
+empirical influence skew scaled by (N-2n)/(N-2), plus the bootstrap's z skew scaled by sqrt((N-n)/(N-1)), the linear
+part removed), Student's t quantile on n-1 degrees of freedom: published.method 3's, written out here (its column
+matches `shipped`'s).
+
+    python bench/correlation_coverage.py [--reps 20000] [--seed 1] [--no-readme] [--method shipped|2|bias|fpb|skew-t|all]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import platform
@@ -38,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from abricot_local import metrics  # noqa: E402
-from abricot_local.analysis import reproduction  # noqa: E402
+from abricot_local.analysis import reproduction, stats  # noqa: E402
 from abricot_local.analysis.correlation_ci import correlation_ci  # noqa: E402
 
 LEVEL = 0.90
@@ -66,27 +78,107 @@ def populations() -> list[tuple[str, np.ndarray, np.ndarray]]:
     return out
 
 
-def cell(x: np.ndarray, y: np.ndarray, n: int, reps: int, seed: int) -> dict:
-    """One population at n items: the interval's reads and misses, and the verdict's wrong claims on the margin."""
+def _z(r: float) -> float:
+    return math.atanh(max(-1 + 1e-12, min(1 - 1e-12, r)))
+
+
+def _spread(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[float, float]:
+    """Method 2's bootstrap (its draws): the standard deviation of z over the resamples, floored by 1/sqrt(n-3), and
+    z's skewness over them."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
+    r = metrics.ROW_STATS["pearson"](a[idx], b[idx])
+    z = np.arctanh(np.clip(r[~np.isnan(r)], -1 + 1e-12, 1 - 1e-12))
+    d = z - math.fsum(z) / len(z)
+    m2 = math.fsum(d * d) / len(z)
+    skew = math.fsum(d ** 3) / len(z) / m2 ** 1.5 if m2 > 0 else 0.0
+    return max(math.sqrt(m2 * len(z) / (len(z) - 1)), 1 / math.sqrt(n - 3)), skew
+
+
+def _normal(a, b, n, lvl, seed, *, bias=0.0, skew_t=False):
+    """Fisher's z +- a quantile x method 2's spread, narrowed, its centre less ``bias`` x r/(2(n-1)) (skew_t: the
+    candidate `skew-t`)."""
+    r, f = metrics.pearson(a, b), stats.fpc(n, TOTAL)
+    se, zskew = _spread(a, b, n, seed)
+    s, centre = se * math.sqrt(f), _z(r) - bias * r / (2 * (n - 1))
+    q = metrics.z_of(lvl)
+    if skew_t:
+        from scipy.special import stdtrit
+
+        q = float(stdtrit(n - 1, 1 - (1 - lvl) / 2))
+        xs, ys = (a - a.mean()) / a.std(), (b - b.mean()) / b.std()
+        psi = xs * ys - r * (xs * xs + ys * ys) / 2  # each item's empirical influence on r
+        m2 = math.fsum(psi * psi) / n
+        lin = math.fsum(psi ** 3) / n / m2 ** 1.5 / math.sqrt(n) if m2 > 0 else 0.0
+        g3 = (TOTAL - 2 * n) / (TOTAL - 2) / math.sqrt(f)  # the linear part's skewness, drawn without replacement
+        gamma = lin * (g3 - math.sqrt(f)) + zskew * math.sqrt(f)
+        centre = _z(r) - r / (2 * (n - 1)) * f - s * gamma * (q * q - 1) / 6
+    return math.tanh(centre - q * s), math.tanh(centre + q * s)
+
+
+def _fpb(a, b, n, lvl, seed):
+    """The finite-population bootstrap's basic interval on z."""
+    rng, (k, rest) = np.random.default_rng(seed), divmod(TOTAL, n)
+    extra = np.argsort(rng.random((metrics.N_BOOT, n)), axis=1)[:, :rest]
+    pop = np.concatenate([np.broadcast_to(np.tile(np.arange(n), k), (metrics.N_BOOT, k * n)), extra], axis=1)
+    idx = np.take_along_axis(pop, np.argsort(rng.random((metrics.N_BOOT, TOTAL)), axis=1)[:, :n], axis=1)
+    r = np.sort(metrics.ROW_STATS["pearson"](a[idx], b[idx]))
+    r = r[~np.isnan(r)]
+    lo, hi = (_z(float(r[min(len(r) - 1, int(p * len(r)))])) for p in ((1 - lvl) / 2, (1 + lvl) / 2))
+    z = 2 * _z(metrics.pearson(a, b))
+    return math.tanh(z - hi), math.tanh(z - lo)
+
+
+CANDIDATES = {"2": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed),
+              "bias": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed, bias=1.0),
+              "fpb": _fpb,
+              "skew-t": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed, skew_t=True)}
+
+
+def cell(x: np.ndarray, y: np.ndarray, n: int, reps: int, seed: int, methods: tuple[str, ...] = ("shipped",)) -> dict:
+    """One population at n items, for each method: the interval's reads and misses (and its mean width), and the
+    verdict's wrong claims on the margin."""
     truth = metrics.pearson(x, y)
     rng = np.random.default_rng(seed)
-    read = below = above = reproduced = over = under = 0
+    t = {m: dict(read=0, below=0, above=0, width=0.0, reproduced=0, over=0, under=0) for m in methods}
     for r in range(reps):
         order = rng.permutation(TOTAL)[:n]
         a, b = x[order], y[order]
-        value, ci, why = correlation_ci("pearson", [a, b], n, TOTAL, LEVEL, seed + r)
-        if ci is not None:
-            read += 1
-            below += ci[1] < truth
-            above += ci[0] > truth
+        value, shipped, why = correlation_ci("pearson", [a, b], n, TOTAL, LEVEL, seed + r)
         like = metrics.interval("pearson", a, b, seed=seed + r, level=LEVEL)
-        v = reproduction.judge(value, tuple(like), truth - MARGIN, MARGIN, n=n, total=TOTAL, within=ci,
-                               correlation=True, why=why)
-        reproduced += v.kind == reproduction.REPRODUCED
-        over += v.kind == reproduction.DIFFERS and v.ci90[0] > 0  # run - published > M said: a miss above
-        under += v.kind == reproduction.DIFFERS and v.ci90[1] < 0  # < -M said: a miss below by more than 2 M
-    return dict(truth=truth, n=n, reps=reps, read=read / reps, coverage=(read - below - above) / read if read else None,
-                below=below / reps, above=above / reps, reproduced=reproduced / reps, over=over / reps, under=under / reps)
+        for m in methods:
+            ci = shipped if m == "shipped" or shipped is None else CANDIDATES[m](a, b, n, LEVEL, seed + r)
+            c = t[m]
+            if ci is not None:
+                c["read"] += 1
+                c["below"] += ci[1] < truth
+                c["above"] += ci[0] > truth
+                c["width"] += ci[1] - ci[0]
+            v = reproduction.judge(value, tuple(like), truth - MARGIN, MARGIN, n=n, total=TOTAL, within=ci,
+                                   correlation=True, why=why)
+            c["reproduced"] += v.kind == reproduction.REPRODUCED
+            c["over"] += v.kind == reproduction.DIFFERS and v.ci90[0] > 0  # run - published > M said: a miss above
+            c["under"] += v.kind == reproduction.DIFFERS and v.ci90[1] < 0  # < -M said: a miss below by over 2 M
+    out = {}
+    for m, c in t.items():
+        read = c["read"]
+        out[m] = dict(truth=truth, n=n, reps=reps, read=read / reps, width=c["width"] / read if read else None,
+                      coverage=(read - c["below"] - c["above"]) / read if read else None,
+                      **{k: c[k] / reps for k in ("below", "above", "reproduced", "over", "under")})
+    return out
+
+
+def compare(rows: list[tuple[str, dict]], methods: tuple[str, ...]) -> str:
+    """Each method's misses below / above (± one Monte Carlo standard error) and its mean width, cell by cell."""
+    lines = ["| population | n | " + " | ".join(f"`{m}`: below / above (width)" for m in methods) + " |",
+             "|---|---|" + "---|" * len(methods)]
+    for name, cs in rows:
+        def one(c: dict) -> str:
+            se = 100 * math.sqrt(0.05 * 0.95 / c["reps"])
+            w = "-" if c["width"] is None else f"{c['width']:.3f}"
+            flag = "**" if max(c["below"], c["above"]) * 100 > 5 + 2 * se else ""
+            return f"{flag}{100 * c['below']:.1f} / {100 * c['above']:.1f}{flag} ({w})"
+        lines.append(f"| {name} | {cs[methods[0]]['n']} | " + " | ".join(one(cs[m]) for m in methods) + " |")
+    return "\n".join(lines)
 
 
 def table(rows: list[tuple[str, dict]]) -> str:
@@ -107,23 +199,33 @@ def table(rows: list[tuple[str, dict]]) -> str:
 
 
 def main() -> None:
-    from throughput import simulation_args
-
-    args = simulation_args(__doc__)
-    started, rows, load = time.time(), [], os.getloadavg()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
+    ap.add_argument("--method", choices=("shipped", *CANDIDATES, "all"), default="shipped")
+    args = ap.parse_args()
+    methods = ("shipped", *CANDIDATES) if args.method == "all" else (args.method,)
+    started, every, load = time.time(), [], os.getloadavg()
     for k, (name, x, y) in enumerate(populations()):
         for j, n in enumerate(SIZES):
             t = time.time()
-            rows.append((name, cell(x, y, n, args.reps, args.seed + 100_000 * (len(SIZES) * k + j))))
+            every.append((name, cell(x, y, n, args.reps, args.seed + 100_000 * (len(SIZES) * k + j), methods)))
             print(f"{name}, n = {n}: {time.time() - t:.1f} s", file=sys.stderr)
+    rows = [(name, cs[methods[0]]) for name, cs in every]
+    how = "" if args.method == "shipped" else f" --method {args.method}"
     head = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/correlation_coverage.py --reps "
-            f"{args.reps} --seed {args.seed}` on {platform.machine()}, {os.cpu_count()} cores (load {load[0]:.1f} at "
+            f"{args.reps} --seed {args.seed}{how}` on {platform.machine()}, {os.cpu_count()} cores (load {load[0]:.1f} at "
             f"the start, {os.getloadavg()[0]:.1f} at the end), {time.time() - started:.0f} s; {args.reps:,} draws per "
             "cell (± one Monte Carlo standard error); N = 127, margin 0.05, nominal 90%: at most 5% missed on each "
-            "side")
+            f"side; the first table method `{methods[0]}`'s")
     text = head + "\n\n" + table(rows)
+    if len(methods) > 1:
+        text += ("\n\nEach method's misses below / above the truth, in % (bold: over 5% + 2 Monte Carlo standard "
+                 "errors), and its mean width where read:\n\n" + compare(every, methods))
     doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps, "seed": args.seed,
-           "cells": [{"population": name, **c} for name, c in rows]}
+           "method": args.method,
+           "cells": [{"population": name, "method": m, **c} for name, cs in every for m, c in cs.items()]}
     from throughput import publish
 
     publish(doc, "correlation_coverage", text, None if args.no_readme else "correlation_coverage",

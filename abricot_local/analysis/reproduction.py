@@ -42,8 +42,9 @@ REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
     "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
 KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # the verdicts' method, recorded (record.Published.method): 2 since a correlation's interval for the task's own
-# value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell
-METHOD = 2
+# value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell; 3
+# since that interval's centre is corrected for Fisher's bias and z's skewness drawn without replacement, with t
+METHOD = 3
 NAN2 = (math.nan, math.nan)
 
 
