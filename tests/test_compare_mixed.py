@@ -150,6 +150,45 @@ def test_refused_only_when_no_two_runs_share_an_item(views):
     assert [(v.a, v.b) for v in c.verdicts] == [("fake-4", "fake-5")]
 
 
+WHY = "(another seed, prompt variant, shot count or chat template: see docs/compare.md)"
+
+
+def test_the_refusal_counts_the_items_that_share_an_id_but_not_the_context(views):
+    d2, d3, x4 = (views[k] for k in ("d2", "d3", "x4"))
+    moved = _moved(d3, "moved")
+    n = len({s.id for s in d2.task("discotex").samples} & {s.id for s in moved.task("discotex").samples})
+    assert n  # the moved run has the same ids, every context changed
+    with pytest.raises(ResultsError) as err:
+        cmp.compare([d2, moved])
+    assert str(err.value).endswith(f"have no common items (same id and same scored context) in discotex: {n} items "
+                                   f"share an id but not the scored context {WHY}; nothing to compare"), str(err.value)
+    with pytest.raises(ResultsError) as err:  # three runs: the pair that shares ids named, with its task
+        cmp.compare([d2, moved, x4])
+    assert (f"in a task both ran (discotex); items that share an id but not the scored context: fake-2 and moved: "
+            f"{n} in discotex {WHY}; nothing to compare") in str(err.value), str(err.value)
+    with pytest.raises(ResultsError) as err:  # no id shared: nothing counted
+        cmp.compare([d2, x4])
+    assert "share an id" not in str(err.value)
+
+
+def test_two_seeds_of_the_seeded_paper_protocol_say_why_they_share_no_item(tmp_path):
+    """ABRICOT's paper protocol draws each item's shots with --seed: two seeds, the same ids, other contexts."""
+    runs = []
+    for seed in (1, 2):
+        runs.append(tmp_path / f"seed{seed}")
+        r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--n-ctx", "8192", "--tasks", "abricot_inc",
+                                     "--protocol", "paper", "--data", f"abricot={FIXTURE}", "--seed", str(seed),
+                                     "--out", str(runs[-1])], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+    a, b = ({s.id: s.context for s in load_run(p).task("abricot_inc").samples} for p in runs)
+    n = sum(a[i] != b[i] for i in a.keys() & b.keys())
+    assert n == len(a) == len(b)  # every item's shots drawn anew
+    r = CliRunner().invoke(cli, ["compare", *map(str, runs)], catch_exceptions=False)
+    text = " ".join(r.stderr.split())
+    assert r.exit_code == 2 and (f"in abricot_inc: {n} items share an id but not the scored context {WHY}; "
+                                 "nothing to compare") in text, text
+
+
 def test_the_command_on_a_mixed_folder(folders, views, tmp_path):
     root = tmp_path / "runs"
     for k in ("d2", "d3", "x4", "x5"):

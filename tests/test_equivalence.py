@@ -92,8 +92,9 @@ def in_compare_order(samples):
 
 
 def own_kind(diff, lo, hi, m):
+    """compare's verdict, written here: above +M is better by more than M, the mirror of worse."""
     if lo > -m:
-        return "equivalent" if hi < m else "not worse"
+        return "equivalent" if hi < m else "better" if lo > m else "not worse"
     return "worse" if hi < -m else "cannot tell yet"
 
 
@@ -153,11 +154,14 @@ def test_accuracy_verdicts_read_the_tasks_own_interval_against_the_margin(runs, 
     else:
         assert e.items is None
     # 100 unchanged answers do not show equivalence within 0.02: about 0.025 either way is still possible
-    expected = {0: "cannot tell yet", -12: "worse", 40: "not worse", -4: "cannot tell yet", -2: "cannot tell yet"}
+    expected = {0: "cannot tell yet", -12: "worse", 40: "better", -4: "cannot tell yet", -2: "cannot tell yet"}
     if moved in expected and margin is None:
         assert e.kind == expected[moved]
     if (moved, margin) == (-4, 0.1):
         assert e.kind == "equivalent" and "equivalent within 0.1 " in line
+    if e.kind == "better":  # 40 answers fixed: the interval above +M, and the line says so
+        assert lo > m and f"discotex accuracy: better by more than {m:g} (difference" in line
+        assert e.like_kind == "better" and e.lines[1].endswith(f": better by more than {m:g}")
 
 
 def test_a_correlation_s_verdict_is_its_paired_bootstrap_against_the_task_s_margin(runs):
@@ -354,11 +358,17 @@ def test_run_quants_runs_the_ladder_and_report_draws_it(models, tmp_path, discot
     q4, q5 = rows["Q4_K_M"], rows["Q5_K_M"]
     assert q4["verdict"]["kind"] == "equivalent" and q4["same_pred"] == 1.0 and q4["kl_mean"] == 0.0
     assert q5["verdict"]["diff"] == pytest.approx(3 / 20) and q5["changed"]["n"] == 3
+    # every item compared, 3 of 20 more right: better by more than the margin, not merely not worse
+    assert q5["verdict"]["kind"] == "better" and q5["verdict_text"] == "better by more than 0.02, exact"
+    assert "better by more than 0.02 (difference 0.150 on all 20 items of the task: exact)" in q5["verdict"]["line"]
     assert q5["same_pred"] == pytest.approx(17 / 20) and q5["kl_mean"] > 0
     rec = json.loads((out / "tiny-q4" / "results.json").read_text())["tasks"]["discotex"]
     assert q4["items_per_s"] == pytest.approx(rec["scored_now"] / rec["seconds"])
     text = invoke("report", out, "--models", models, "--table", "quant").stdout
-    assert "Quant ladder" in text and "equivalent within 0.02" in text
+    assert "Quant ladder" in text and "equivalent within 0.02" in text and "better by more than 0.02, exact" in text
+    page = invoke("report", out, "--models", models, "--format", "html").stdout  # the HTML page's ladder
+    data = json.loads(page.split('<script type="application/json" id="report-data">', 1)[1].split("</script>", 1)[0])
+    assert {r["quant"]: r["verdict_text"] for r in data["ladder"]}["Q5_K_M"] == "better by more than 0.02, exact"
 
 
 # -- check on another kernel path ------------------------------------------------------------------
@@ -465,3 +475,83 @@ def test_an_accuracy_on_a_few_items_is_read_against_the_margin_not_held_to_the_c
     assert v.kind == equivalence.UNSETTLED and "changed their answer" not in v.note
     assert v.ci90[0] < -0.02 < 0.02 < v.ci90[1] and v.items is not None and v.items > 5
     assert v.like_kind == equivalence.UNSETTLED and v.like_items is not None
+
+
+# -- better by more than M: the mirror of worse --------------------------------------------------------------------
+@pytest.mark.parametrize("ci, kind", [
+    ((0.444, 1.162), "better"),  # wholly above +M (the reviewer's pearson_expected)
+    ((0.051, 0.2), "better"),
+    ((0.05, 0.2), "not worse"),  # on +M: not above it
+    ((0.01, 0.2), "not worse"),  # straddles +M
+    ((-0.04, 0.04), "equivalent"),
+    ((-0.1, 0.04), "cannot tell yet"),  # straddles -M: below +M, yet it may be worse by more than M
+    ((-0.1, 0.1), "cannot tell yet"),
+    ((-0.2, -0.05), "cannot tell yet"),  # on -M
+    ((-0.3, -0.1), "worse"),
+])
+def test_an_interval_above_the_margin_is_better_by_more_than_it(ci, kind):
+    diff = sum(ci) / 2
+    assert eq.classify(diff, ci, 0.05, better=True) == kind == own_kind(diff, *ci, 0.05)
+    # the kinds the --until-settled looks record (sequential.py, replayed by check): above +M is not worse there
+    assert eq.classify(diff, ci, 0.05) == ("not worse" if kind == "better" else kind)
+    mirrored = eq.classify(-diff, (-ci[1], -ci[0]), 0.05, better=True)  # the runs swapped
+    want = {"better": {"worse"}, "worse": {"better"}, "equivalent": {"equivalent"}, "not worse": {"cannot tell yet"},
+            "cannot tell yet": {"cannot tell yet", "not worse"}}[kind]
+    assert mirrored in want
+    assert eq.classify(math.nan, ci, 0.05, better=True) == eq.UNDEFINED
+    if kind in ("better", "worse", "equivalent", "not worse"):
+        m = {"better": "better by more than", "worse": "worse by more than", "equivalent": "equivalent within",
+             "not worse": "not worse by more than"}[kind]
+        assert eq.words(kind, 0.05) == f"{m} 0.05"
+
+
+def test_verdict_of_names_a_difference_above_the_margin_from_the_reference_s_point_of_view():
+    """The reviewer's pair: B scores much higher than A; the 90% CI [0.444, 1.162] lies wholly above +0.05."""
+    from types import SimpleNamespace
+
+    m = SimpleNamespace(a="B", b="A", diff=0.836, ci90=(0.444, 1.162), stat="pearson", n=40, task="abricot_abs",
+                        metric="pearson_expected", note="", detail={"changed": 30})
+    e = eq.verdict_of(m, "B", "A", 0.05, better=True)
+    assert e.kind == eq.BETTER and e.items is None
+    assert e.line == ("B vs A, abricot_abs pearson_expected: better by more than 0.05 (difference 0.836, 90% CI "
+                      "[0.444, 1.162] for items like these, 40 items)")
+    flipped = eq.verdict_of(m, "A", "B", 0.05, better=True)  # A against B: the interval mirrored, worse
+    assert flipped.kind == eq.WORSE and flipped.ci90 == pytest.approx((-1.162, -0.444))
+    assert "A vs B, abricot_abs pearson_expected: worse by more than 0.05 (difference -0.836" in flipped.line
+    assert eq.verdict_of(m, "B", "A", 0.05).kind == eq.NOT_WORSE  # not asked: sequential.py's kinds
+    own = eq.verdict_of(m, "B", "A", 0.05, 127, better=True)  # 40 of the task's 127: the narrower interval
+    assert (own.kind, own.like_kind) == (eq.BETTER, eq.BETTER) and 0.444 < own.ci90[0]
+    assert own.like_line.endswith("(paired bootstrap, 40 items): better by more than 0.05")
+    every = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127}), "B", "A", 0.05, 127, better=True)
+    assert every.kind == eq.BETTER and every.exact
+    assert every.line.endswith("better by more than 0.05 (difference 0.836 on all 127 items of the task: exact)")
+    on = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127, "diff": 0.05}), "B", "A", 0.05, 127, better=True)
+    assert on.kind == eq.NOT_WORSE  # exactly +M: not worse, not better by more than M
+    # an accuracy: 30 answers fixed, none broken, of 40: Tango's interval wholly above +0.02
+    acc = SimpleNamespace(a="B", b="A", diff=0.75, ci90=(math.nan, math.nan), stat="accuracy", n=40, task="discotex",
+                          metric="accuracy", note="", detail={"a_only": 30, "b_only": 0, "changed": 30})
+    (j,) = eq.judge([acc], [("B", "A")], {("discotex", "accuracy"): 0.02}, totals={"discotex": 1600})
+    assert j.kind == j.like_kind == eq.BETTER and j.ci90[0] > 0.02  # compare's judge names it
+    assert "discotex accuracy: better by more than 0.02 (difference 0.750, 90% CI [" in j.line
+
+
+def test_compare_says_better_by_more_than_the_margin_in_every_form(runs, tmp_path):
+    """Two runs on the same items, the second right on every DISCOTEX item: `compare` says better by more than 0.02
+    (table, markdown, JSON's kind) where it said "not worse by more than 0.02", and the API's frame has the kind."""
+    d = runs["d"]
+    b = rewrite_run(d, tmp_path / "b", "fake-oracle", lambda t, s: answer(s, s["gold"]))
+    doc = json.loads(invoke("compare", d, b, "--format", "json").stdout)
+    acc = [e for e in doc["equivalence"] if e["metric"] == "accuracy"]
+    assert [(e["other"], e["reference"], e["kind"], e["like_kind"]) for e in acc] == [
+        ("fake-oracle", "fake", "better", "better")]
+    assert acc[0]["ci90"][0] > 0.02 and "better by more than 0.02" in acc[0]["line"] + acc[0]["like_line"]
+    for fmt in ("table", "markdown"):
+        flat = " ".join(invoke("compare", d, b, "--format", fmt).stdout.split())
+        assert "fake-oracle vs fake, discotex accuracy: better by more than 0.02 (difference" in flat
+        assert "not worse by more than" not in flat
+    mirrored = json.loads(invoke("compare", d, b, "--format", "json", "--reference", b).stdout)
+    assert {e["kind"] for e in mirrored["equivalence"] if e["metric"] == "accuracy"} == {"worse"}
+    import abricot_local as al
+
+    frame = al.compare(d, b).equivalence()
+    assert set(frame[frame.metric == "accuracy"].verdict) == {"better"}

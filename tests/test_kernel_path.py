@@ -20,6 +20,7 @@ from abricot_local.cli import cli
 from abricot_local.console import start_line
 from abricot_local.console.listings import doctor_text
 from abricot_local.record import Manifest, Provenance, RunConfig, resume_refusal
+from abricot_local.errors import recorded_words, render
 from abricot_local.record.schema import Device, Kernels
 from invented_data import write_discotex
 
@@ -171,7 +172,7 @@ def test_resuming_with_another_extra_bufts_names_both(tmp_path):
                                                "extra_bufts": "auto"}))
     new = Manifest(config=RunConfig.from_dict({"model": "m", "backend": "llama.cpp", "n_ctx": 512,
                                                "extra_bufts": "off"}))
-    assert "--extra-bufts: recorded auto, given off" in resume_refusal(tmp_path, old, new)
+    assert "--extra-bufts: recorded auto, given off" in render(resume_refusal(tmp_path, old, new), recorded_words)
     assert resume_refusal(tmp_path, old, old) is None
 
 

@@ -95,27 +95,51 @@ def not_paired(runs: Sequence[Run], paired: set[tuple[str, str]]) -> list[str]:
     return [f"not paired (no compared task in common): {'; '.join(left)}"] if left else []
 
 
+WHY_CONTEXT = "another seed, prompt variant, shot count or chat template: see docs/compare.md"
+SAME_IDS = "an id but not the scored context"  # what two runs' items share under another seed (WHY_CONTEXT)
+
+
+def _counts(matches: Sequence[TaskMatch]) -> str:
+    """The items that share an id but not the scored context in ``matches`` (a pair's, on the tasks it
+    shares), per task: "127 in abricot_inc, 12 in discotex" ("" when none)."""
+    return ", ".join(f"{m.n_context_differs} in {m.task}" for m in matches if m.n_context_differs)
+
+
+def _same_ids(matches: Sequence[TaskMatch]) -> str:
+    """What two runs' items that share an id but not the scored context are, in words ("" when none):
+    "127 items share an id but not ... (another seed, ...)" on their one task."""
+    counts = [m.n_context_differs for m in matches if m.n_context_differs]
+    if len(matches) == 1 and counts:
+        n = counts[0]
+        return f"{n} item{'s' * (n != 1)} share{'s' * (n == 1)} {SAME_IDS} ({WHY_CONTEXT})"
+    return f"items that share {SAME_IDS}: {_counts(matches)} ({WHY_CONTEXT})" if counts else ""
+
+
 def refusal(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]]) -> ResultsError:
-    """Why nothing was compared: no two runs share an item in a task they both have (the runs named), or
-    no task has an item common to all the runs that have it."""
+    """Why nothing was compared: no two runs share an item in a task they both have (the runs named, and
+    the items that share an id but not the scored context: another seed, say), or no task has an item
+    common to all the runs that have it."""
     def shared(x: int, y: int) -> list[str]:
         return [t for t, members in tasks if x in members and y in members]
 
-    def common(x: int, y: int) -> bool:
-        return any(match([runs[x], runs[y]], t)[0].n_common for t in shared(x, y))
-
-    pairs = [(x, y) for x, y in combinations(range(len(runs)), 2) if common(x, y)]
+    matched = {(x, y): [match([runs[x], runs[y]], t)[0] for t in shared(x, y)]
+               for x, y in combinations(range(len(runs)), 2)}
+    pairs = [(x, y) for (x, y), ms in matched.items() if any(m.n_common for m in ms)]
     if not pairs:
         if len(runs) == 2:
             where = ", ".join(shared(0, 1)) or "any task: they share no task"
+            same = _same_ids(matched[(0, 1)])
             x, y = runs
             return ResultsError(f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items (same id "
-                                f"and same scored context) in {where}; nothing to compare")
+                                f"and same scored context) in {where}{': ' + same if same else ''}; nothing to compare")
         names = ", ".join(f"{r.label} ({r.path})" for r in runs)
         where = ", ".join(t for t, members in tasks if len(members) > 1)
+        same = "; ".join(f"{runs[x].label} and {runs[y].label}: {text}" for (x, y), ms in matched.items()
+                         if (text := _counts(ms)))
+        same = f"; items that share {SAME_IDS}: {same} ({WHY_CONTEXT})" if same else ""
         return ResultsError(f"runs {names}: no two of them have common items (same id and same scored context) in "
-                            f"{'a task both ran (' + where + ')' if where else 'any task: no two share a task'}; "
-                            "nothing to compare")
+                            f"{'a task both ran (' + where + ')' if where else 'any task: no two share a task'}"
+                            f"{same}; nothing to compare")
     names = ", ".join(f"{r.label} ({r.path})" for r in runs)
     some = "; ".join(f"{runs[x].label} and {runs[y].label}" for x, y in pairs)
     return ResultsError(f"runs {names}: no task has an item in common to all the runs that have it; compare fewer "

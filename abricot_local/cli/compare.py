@@ -40,7 +40,7 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     """Compare finished runs item by item: the items they share (same id, same scored context),
     every recorded setting that differs, paired differences with their CI and test, and one
     verdict per pair (identical, numerically close, cannot tell apart, different); each run against
-    its reference with a margin (equivalent, not worse, worse, cannot tell yet), and the answers that
+    its reference with a margin (equivalent, better, not worse, worse, cannot tell yet), and the answers that
     changed (near ties or decisive). Each task is compared among the runs that have it; a note names the
     runs without it and the pairs that share no task.
 

@@ -123,17 +123,25 @@ def _shown(value) -> str:
 
 
 def _option(key: str) -> str:
-    return "the model" if key == "model" else "--" + key.replace("_", "-")
+    """A config key as a message names it: the model in words, any other key an option (:func:`errors.opt`:
+    each door writes it, ``--shots`` on the command line, ``shots`` in Python)."""
+    return "the model" if key == "model" else opt(key)
 
 
 def _short(sha) -> str:
     return f"{sha[:12]}..." if isinstance(sha, str) else _shown(sha)
 
 
+def _shas(value) -> str:
+    return _shown([_short(x) for x in value or ()])
+
+
 def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     """What differs between a recorded and a new manifest, by part ("config", "model file",
-    "data", "task versions"), each with both values ("--shots: recorded 3, given 2");
-    empty when the run may continue."""
+    "data", "task versions"), each with both values ("--shots: recorded 3, given 2"; a task's
+    data or version labelled: "data sha256 of abricot_abs: ...", "task version of abricot_abs: ...");
+    empty when the run may continue. A task run on one side only is named by the config's tasks,
+    not again by its data and version. Options are named with :func:`errors.opt` (a door words them)."""
     out: dict[str, list[str]] = {}
     rc, gc = recorded.config.to_dict(), given.config.to_dict()
     for key in dict.fromkeys([*gc, *rc]):
@@ -142,11 +150,16 @@ def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
             out.setdefault("config", []).append(line)
     if recorded.model_sha256 != given.model_sha256:
         out["model file"] = [f"recorded sha256 {_short(recorded.model_sha256)}, given {_short(given.model_sha256)}"]
-    for part, rec, new, show in (("data", recorded.data_sha256, given.data_sha256, lambda v: _shown([_short(x) for x in v or ()])),
-                                 ("task versions", recorded.task_versions, given.task_versions, _shown)):
+    tasks_named = rc.get("tasks") != gc.get("tasks")  # the config's tasks line names a task run on one side only
+    for part, label, rec, new, show in (("data", "data sha256", recorded.data_sha256, given.data_sha256, _shas),
+                                        ("task versions", "task version", recorded.task_versions,
+                                         given.task_versions, _shown)):
         for task in dict.fromkeys([*new, *rec]):
+            if tasks_named and (task in rec) != (task in new):
+                continue
             if rec.get(task) != new.get(task):
-                out.setdefault(part, []).append(f"{task}: recorded {show(rec.get(task))}, given {show(new.get(task))}")
+                out.setdefault(part, []).append(f"{label} of {task}: recorded {show(rec.get(task))}, "
+                                                f"given {show(new.get(task))}")
     if not out and recorded.to_dict() != given.to_dict():
         out["manifest"] = ["the recorded one differs from this run's"]
     return out
@@ -169,19 +182,26 @@ def _shrinks(recorded: Manifest, given: Manifest) -> bool:
 
 
 def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
-    """Why a run in ``folder`` cannot be continued with ``given``, or None when it can (the same run, or
-    the same run with a larger ``--sample``: :func:`growth`)."""
+    """Why a run in ``folder`` cannot be continued with ``given`` (its options named with
+    :func:`errors.opt`: the door that raises it words them), or None when it can (the same run, or
+    the same run with a larger ``--sample``: :func:`growth`). A larger sample is no difference: the
+    refusal names the others, and says the sample alone would have grown the run."""
     diff = differences(recorded, given)
     if not diff or growth(recorded, given):
         return None
+    n, m = recorded.config.sample, given.config.sample
     if _shrinks(recorded, given):
-        n, m = recorded.config.sample, given.config.sample
         return (f"cannot resume {folder} with {opt('sample', m)}: it holds a run of {opt('sample', n)}, and a run "
                 f"does not shrink (its items would be dropped); give {opt('sample', n)} or more to continue or grow "
                 f"it, or another {opt('out')} for a smaller sample")
+    grown = ""
+    if n is not None and m is not None and m > n:  # the sample grows a run: not what refuses this one
+        diff = differences(recorded, replace(given, config=replace(given.config, sample=n)))
+        grown = f" (changing only {opt('sample', n)} to {opt('sample', m)} would have grown it)"
     parts = list(diff)
     head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     verb = "differs" if len(parts) == 1 else "differ"
     details = "; ".join(d for ds in diff.values() for d in ds)
     return (f"cannot resume {folder}: its {head} {verb} from the recorded run ({details}); "
-            "the same model file, data and options are needed")
+            f"the same model file, data and options are needed{grown}")
+

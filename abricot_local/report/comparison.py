@@ -127,7 +127,7 @@ SHOWN_DECISIVE = 20  # changed answers listed by id per pair, task and kind in t
 
 
 def equivalence_lines(c: Comparison) -> list[str]:
-    """One line per run, its reference and metric: equivalent within M, not worse, worse, cannot tell yet;
+    """One line per run, its reference and metric: equivalent within M, better, not worse, worse, cannot tell yet;
     under it (indented) the same for items like these, when the first is for the task's own value."""
     return [line if k == 0 else "  " + line for e in c.equivalence for k, line in enumerate(e.lines)]
 

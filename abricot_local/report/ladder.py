@@ -25,9 +25,9 @@ def _num(v, digits: int = 3) -> str:
 
 
 def verdict_text(r: Rung) -> str:
-    """The verdict in a cell: ``equivalent within 0.02``, ``cannot tell yet (~900 items)``, ``equivalent within
-    0.02, exact`` (every item of the task compared), ``identical; ...`` (every log-prob bit-identical),
-    ``reference``."""
+    """The verdict in a cell: ``equivalent within 0.02``, ``better by more than 0.02``, ``cannot tell yet (~900
+    items)``, ``equivalent within 0.02, exact`` (every item of the task compared), ``identical; ...`` (every log-prob
+    bit-identical), ``reference``."""
     if r.is_reference:
         return "reference"
     e = r.verdict
