@@ -118,11 +118,53 @@ def test_an_interrupted_run_resumes_and_a_run_at_its_bound_goes_on_to_its_next_l
     rule = results(out)["tasks"]["abricot_abs"]["sequential"]
     assert [lk["n"] for lk in rule["looks"]] == [5, 10] and rule["looks"][-1]["verdict"] != "differs"
     assert "not settled by --max-items 10" in r.stdout and "--max-items 20" in r.stdout
+    monkeypatch.setenv("ABRICOT_PROGRESS_SECONDS", "0")  # every progress line
     r = abricot(claims, abricot_file, out, "--until-settled", "--looks", "5,10", "--max-items", 40, "--resume")
     assert r.exit_code == 0, r.output
     rule = results(out)["tasks"]["abricot_abs"]["sequential"]
     assert [lk["n"] for lk in rule["looks"]][:2] == [5, 10] and rule["planned"] == [5, 10, 40]
+    # its progress: the 10 held items, no stale "next look at 5", no rate of items it did not score
+    shown = [ln for ln in r.stderr.splitlines() if ln.startswith("abricot_abs: ")]
+    assert shown[0] == "abricot_abs: 10/40 items (resumed)", shown
+    assert "items/s" not in " ".join(ln for ln in shown if ln.startswith("abricot_abs: 10/40")), shown
+    assert "next look at 5 " not in r.stderr and "0.00 items/s" not in r.stderr, shown
     assert rule["looks"][-1]["verdict"] == "differs" and results(out)["config"]["sample"] == 40
+
+
+def test_a_resumed_tasks_progress_says_no_stale_look_and_no_rate_before_it_scores():
+    """Plain lines: the first holds the items held, no note (the rule has not read them); a look at them (its note
+    changed, nothing scored) says no rate; the rate counts this process's items only. Bars start at the held items."""
+    from abricot_local.console import ProgressLine, task_bars
+
+    t = [0.0]
+    p = ProgressLine(30, clock=lambda: t[0])
+    assert p.update("a", 40, 80, "next look at 20 items; open: no look yet") == "a: 40/80 items (resumed)"
+    t[0] += 1
+    assert p.update("a", 40, 80, "next look at 80 items; open: q [0.1, 0.2]") == \
+        "a: 40/80 items (resumed); next look at 80 items; open: q [0.1, 0.2]"
+    t[0] += 9
+    assert p.update("a", 50, 80, "next look at 80 items; open: q [0.1, 0.2]") is None  # paced as before
+    t[0] += 30
+    assert p.update("a", 60, 80, "next look at 80 items; open: q [0.1, 0.2]") == \
+        "a: 60/80 items, 0.50 items/s, ETA 40 s; next look at 80 items; open: q [0.1, 0.2]"
+    assert p.update("b", 0, 10, "next look at 5 items; open: no look yet") == \
+        "b: 0/10 items; next look at 5 items; open: no look yet"  # a fresh task keeps its note
+    made = []
+
+    class Bar:
+        def __init__(self, **kw):
+            made.append(kw)
+            self.n, self.postfix = 0, ""
+
+        def set_postfix_str(self, s, refresh=False):
+            self.postfix = s
+
+        def refresh(self):
+            pass
+
+    bar, _ = task_bars(Bar)
+    bar("a", 40, 80, "next look at 20 items; open: no look yet")
+    assert made == [{"total": 80, "desc": "a", "initial": 40}]
 
 
 def test_what_until_settled_refuses_before_anything_loads(tmp_path, claims, abricot_file, discotex_dir):

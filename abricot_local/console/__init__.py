@@ -134,14 +134,15 @@ def settled(record: Record, grow=None) -> str:
 
 
 def task_bars(make_bar):
-    """(callback(task, done, total[, note]), close()): one bar per task, ``make_bar(total=, desc=)`` a
+    """(callback(task, done, total[, note]), close()): one bar per task, ``make_bar(total=, desc=, initial=)`` a
     tqdm-like bar (the CLI's tqdm on stderr, the API's tqdm.auto), created at a task's first call."""
     bars: dict = {}
 
     def bar(task: str, done: int, total: int, note: str = "") -> None:
         b = bars.get(task)
-        if b is None:
-            b = bars[task] = make_bar(total=total, desc=task)
+        if b is None:  # a resumed task's held items are its start (tqdm's rate: this process's items only)
+            b = bars[task] = make_bar(total=total, desc=task, initial=done)
+            note = resumed_note(done, note)
         b.n = done
         if note:  # a --until-settled run's next look and open verdicts
             b.set_postfix_str(note, refresh=False)
@@ -157,7 +158,8 @@ def task_bars(make_bar):
 
 class ProgressLine:
     """Off a terminal: one plain line per task at most every ``interval`` seconds, with the
-    rate and the time left (a line at the start and at the end of each task too)."""
+    rate and the time left (a line at the start and at the end of each task too). The rate counts the items scored
+    since the task's first line: none yet (a resumed task, whose held items are not this process's work), none said."""
 
     def __init__(self, interval: float = 30.0, clock=time.monotonic):
         self.interval = interval
@@ -168,22 +170,32 @@ class ProgressLine:
 
     def update(self, task: str, done: int, total: int, note: str = "") -> str | None:
         """The line to print now, or None; ``note`` (a --until-settled run's next look and open verdicts): a line
-        whenever it changes (a look was taken)."""
+        whenever it changes (a look was taken). A resumed task's first line has no note (:func:`resumed_note`)."""
         now = self.clock()
-        said = f"; {note}" if note else ""
         if task not in self.started:
+            note = resumed_note(done, note)
             self.started[task] = (now, done)
             self.last[task] = now
             self.notes[task] = note
-            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "") + said
+            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "") + (f"; {note}" if note else "")
         if done < total and now - self.last[task] < self.interval and note == self.notes.get(task, ""):
             return None
         self.last[task], self.notes[task] = now, note
         t0, d0 = self.started[task]
+        said = f"; {note}" if note else ""
+        if done <= d0:  # nothing scored here yet (a resumed task's looks at the items it holds): no rate to say
+            return f"{task}: {done}/{total} items" + (" (resumed)" if done else "") + said
         rate = (done - d0) / (now - t0) if now > t0 else 0.0
         eta = f", ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else ""
         speed = f"{rate:.2f} items/s" if rate >= 0.1 or rate <= 0 else f"{1 / rate:.0f} s/item"
         return f"{task}: {done}/{total} items, {speed}{eta}{said}"
+
+
+def resumed_note(done: int, note: str) -> str:
+    """A task's note at its first progress: none when it resumes with items held (``done``), as its rule has not
+    read them yet (a --until-settled run's "next look at 20 items; open: no look yet" with 40 held: stale); its
+    looks at them follow at once, each its own line."""
+    return "" if done else note
 
 
 def _duration(seconds: float) -> str:

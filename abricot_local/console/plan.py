@@ -116,17 +116,36 @@ def full(plan, command: str = "") -> str:
     bar_text = f"{error_bar(bar, max(s.below for s in scaled))} (a model's speed is scaled from another's)" if bar else ""
     lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
                  + (bar_text if plan.seconds is not None else " (a model has no speed yet: see its speed line)"))
-    uncounted = list(dict.fromkeys(t.task for m in plan.models if not m.problem for t in m.tasks
-                                   if t.problem and t.work is None))
-    if uncounted:
-        k = len(uncounted)
-        lines.append(f"  not counted: {k} task{'s' * (k != 1)} whose data is not here ({', '.join(uncounted)}): "
-                     f"a run downloads it first and scores {'them' if k != 1 else 'it'} too (offline it cannot: see "
-                     f"{'each' if k != 1 else 'the'} task's line); with the data here, a plan counts "
-                     f"{'them' if k != 1 else 'it'}")
+    lines += _uncounted(plan)
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
     return fold(visible("\n".join(lines), newlines=True))
+
+
+def _not_counted(plan) -> list:
+    """The tasks of the models that could be planned whose work could not be counted (a problem, no work)."""
+    return [(m, t) for m in plan.models if not m.problem for t in m.tasks if t.problem and t.work is None]
+
+
+def _uncounted(plan) -> list[str]:
+    """The full plan's last word on the tasks it could not count, each kind of problem as what it is: a task whose
+    data is not here (no item to count: a run downloads it first), and a task whose items are here but could not
+    all be counted (its line says the item and why: a run checks every prompt before it scores and stops there)."""
+    missing = list(dict.fromkeys(t.task for _, t in _not_counted(plan) if not t.items))
+    stopped = list(dict.fromkeys(t.task for _, t in _not_counted(plan) if t.items))
+    out = []
+    if missing:
+        k = len(missing)
+        out.append(f"  not counted: {k} task{'s' * (k != 1)} whose data is not here ({', '.join(missing)}): "
+                   f"a run downloads it first and scores {'them' if k != 1 else 'it'} too (offline it cannot: see "
+                   f"{'each' if k != 1 else 'the'} task's line); with the data here, a plan counts "
+                   f"{'them' if k != 1 else 'it'}")
+    if stopped:
+        k = len(stopped)
+        out.append(f"  not counted: {k} task{'s' * (k != 1)} whose items are here but could not all be counted "
+                   f"({', '.join(stopped)}): see {'each' if k != 1 else 'the'} task's line; a run checks every "
+                   "prompt before it scores any, and stops at the first it cannot score")
+    return out
 
 
 def _settle_lines(t, speed) -> list[str]:
@@ -160,12 +179,14 @@ def _row(cells: str, note: str) -> str:
 
 
 def brief(plan) -> list[str]:
-    """The lines a real run prints first: one per model and task that could be counted (the
-    run itself says what stops the others), then the total."""
+    """The lines a real run prints first: one per model and task, its work, or (not counted) its problem's
+    first line, then the total."""
     out = []
     for m in plan.models:
         for t in m.tasks if not m.problem else ():
             if t.work is None:
+                if t.problem:  # said in one line: the problem's first (its line in the full plan has the rest)
+                    out.append(f"plan: {visible(m.label)} {visible(t.task)}: not counted: {t.problem.splitlines()[0]}")
                 continue
             items = f"{t.items} items left ({t.saved} saved)" if t.saved else f"{t.items} items"
             items = ("at most " if t.looks else "") + items
@@ -174,11 +195,13 @@ def brief(plan) -> list[str]:
                        + (f"; looks at {', '.join(str(n) for n, _ in t.looks)} items" if t.looks else ""))
     if not out:
         return []
+    left = len(_not_counted(plan))
     if plan.seconds is not None:
         how = {"calibrated": "calibrated", "scaled": "scaled from another model"}
         sources = sorted({how[m.speed.source] + _bar(m.speed) for m in plan.models if m.speed})
-        out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}; "
-                   "`--dry-run` shows the whole plan)")
+        out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}"
+                   + (f"; the {left} task{'s' * (left != 1)} not counted left out" if left else "")
+                   + "; `--dry-run` shows the whole plan)")
     else:
         out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
     return [fold(line) for line in out]

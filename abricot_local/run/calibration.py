@@ -19,7 +19,8 @@ The cache is read entry by entry: one that is not a calibration this version wri
 missing key, a time of 0, negative, infinite, absurd or not a number, facts that are not
 numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), and left out
 when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
-nested too deep) holds none. Writers take
+nested too deep) holds none. A degenerate fit (an output row's cost fitted to 0: :func:`degenerate`) is
+written beside the calibration it would have replaced, which stays the one used, and named as ignored. Writers take
 ``calibrations.json.lock`` (jsonfiles.locked: flock, removed when done) and
 merge under it, so calibrations made at the same time are all kept.
 """
@@ -90,8 +91,25 @@ class Calibration:
         return speed_from(self.measured, self.facts, target, same=same, reference=self.model, when=self.when)
 
 
-# a measured time in seconds: (least, most); a time of a decode call or a row may be 0
+# a measured time in seconds: (least, most); a decode call's may be 0, a row's may not (:func:`degenerate`)
 SECONDS = {"token_s": (0.0, 1e3), "call_s": (0.0, 1e3), "row_s": (0.0, 1e3), "load_s": (0.0, 1e6)}
+
+
+DEGENERATE = "a degenerate fit"  # its note's words: measured again on a quiet machine
+
+
+def degenerate(m: Measured) -> str:
+    """Why a fit cannot be used ("" if it can): an output row's cost fitted to 0 (negative, clipped to 0). A row is
+    a log-softmax over the whole vocabulary: never free; a 0 is a busy machine's noise swamping the three timings, and
+    it would predict every row free, for this model and every model scaled from it."""
+    return _zero_row(m.row_s)
+
+
+def _zero_row(row_s: float) -> str:
+    if row_s > 0:
+        return ""
+    return (f"measured.row_s is {row_s!r}: {DEGENERATE}, an output row's cost lost in a busy machine's noise, not a "
+            "speed to predict or scale by")
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,8 @@ def problem(d) -> str:
         if not _number(v) or not low <= v <= high or (key == "token_s" and v <= 0):
             least = "above 0" if key == "token_s" else "at least 0"
             return f"measured.{key} is {v!r}, not a number of seconds {least} and at most {high:g}"
+    if _zero_row(m["row_s"]):
+        return _zero_row(m["row_s"])
     if not (isinstance(m.get("prompt_tokens"), int) and 2 <= m["prompt_tokens"] <= 10**7) or \
             isinstance(m.get("prompt_tokens"), bool):
         return f"measured.prompt_tokens is {m.get('prompt_tokens')!r}, not a count of tokens"
@@ -163,7 +183,8 @@ def read() -> Cache:
     for k, d in enumerate(entries, 1):
         why = problem(d)
         if why:
-            notes.append(f"{path}: calibration {k} ignored ({why}); {opt('calibrate', True)} measures it again")
+            quiet = " on a quiet machine" if DEGENERATE in why else ""
+            notes.append(f"{path}: calibration {k} ignored ({why}); {opt('calibrate', True)}{quiet} measures it again")
         else:
             good.append(Calibration.from_json(d))
     return Cache(tuple(good), tuple(notes))
@@ -176,12 +197,15 @@ def load() -> list[Calibration]:
 
 def store(cal: Calibration) -> Path:
     """Keep ``cal``, replacing the calibration of the same model, settings and host: read,
-    merged and written under the cache's lock, so no other writer's entry is lost."""
+    merged and written under the cache's lock, so no other writer's entry is lost. A :func:`degenerate` one
+    replaces nothing: it is written after the calibration it would replace, which stays the one used (:func:`read`
+    ignores it, and its note says so in every plan until a calibration replaces both)."""
     from abricot_local.jsonfiles import atomic_write, locked
 
     path = cache_file()
     with locked(path, "calibration"):
-        kept = [c for c in load() if (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
+        kept = [c for c in load() if degenerate(cal.measured)
+                or (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
         doc = {"version": 1, "calibrations": [c.to_json() for c in [*kept, cal]]}
         atomic_write(path, json.dumps(doc, indent=1) + "\n")
     return path
@@ -231,8 +255,14 @@ def measure(backend, load_s: float) -> Measured:
         best = [min(b, g) for b, g in zip(best, got)]
         if time.perf_counter() - start > REPEAT_BUDGET:
             break
-    t_prompt, t_parts, t_rows = best
-    # seconds = tokens x + calls y + rows z, for each of the three
+    return fit(n, part, rows, n_batch, best, load_s)
+
+
+def fit(n: int, part: int, rows: int, n_batch: int, seconds, load_s: float) -> Measured:
+    """The costs the three timings (``seconds``: the prompt of ``n`` tokens with one row, it in :data:`CALLS` parts of
+    ``part`` tokens, ``rows`` tokens with a row each) give: seconds = tokens x + calls y + rows z for each, solved,
+    each cost clipped to what noise leaves possible (a row's may clip to 0: :func:`degenerate`)."""
+    t_prompt, t_parts, t_rows = seconds
     calls = [math.ceil(n / n_batch), CALLS * math.ceil(part / n_batch), math.ceil(rows / n_batch)]
     a = np.array([[n, calls[0], 1], [CALLS * part, calls[1], 0], [rows, calls[2], rows]], float)
     x, y, z = np.linalg.lstsq(a, np.array([t_prompt, t_parts, t_rows]), rcond=None)[0]

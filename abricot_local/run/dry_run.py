@@ -243,10 +243,22 @@ def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=N
     try:
         work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,
                           progress=counting_progress(name, len(run.items), notify))
-    except AbricotError as err:  # a prompt over n_ctx: the run would stop there
+    except AbricotError as err:  # a prompt over n_ctx: the run would stop there (at its first such item)
+        err = _first_refused(run.items, schedule) or err
         return TaskPlan(name, len(run.items), available,
                         problem=err.raw() if is_exact else f"may not fit (estimated): {err.raw()}")
     return TaskPlan(name, len(run.items), available, work)
+
+
+def _first_refused(items, schedule) -> AbricotError | None:
+    """The error of the first of ``items`` whose schedule fails, in the run's order (execute.prepared schedules every
+    item so before it scores any): the item a run stops at. count_work meets them in the scoring order, another."""
+    for item in items:
+        try:
+            schedule(item.request())
+        except AbricotError as err:
+            return err
+    return None
 
 
 def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fit | None, str]:
