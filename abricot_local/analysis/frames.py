@@ -60,17 +60,23 @@ def samples(run, task: str | None = None):
 
 
 def published(run):
-    """The published checks the run recorded, with the reproduction verdict in words."""
+    """The published checks the run recorded, with the reproduction verdict in words; a row a --until-settled
+    rule judged: ``verdict`` the rule's (the run's verdict, as its line says it), with ``sequential`` (that line)
+    and ``fixed_n_verdict`` (the fixed-n verdict over the same items, which does not account for the looks)."""
     import pandas as pd
 
+    from abricot_local.analysis.overview import settled_verdict
     from abricot_local.analysis.reproduction import words
 
     checks = run.record.published.checks if run.record.published else ()
+    rules = [settled_verdict(run.record, c) for c in checks]
     rows = [(c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
-             c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference, words(c),
-             c.margin, c.ci90[0] if c.ci90 else None, c.ci90[1] if c.ci90 else None, c.items_to_settle,
-             c.inside, "; ".join(c.reasons), "; ".join(c.differences)) for c in checks]
-    return pd.DataFrame(rows, columns=list(PUBLISHED_COLUMNS))
+             c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference,
+             rule.words if rule else words(c), c.margin, c.ci90[0] if c.ci90 else None, c.ci90[1] if c.ci90 else None,
+             c.items_to_settle, c.inside, "; ".join(c.reasons), "; ".join(c.differences),
+             *((rule.line if rule else None, words(c) if rule else None) if any(rules) else ()))
+            for c, rule in zip(checks, rules)]
+    return pd.DataFrame(rows, columns=[*PUBLISHED_COLUMNS, *(("sequential", "fixed_n_verdict") if any(rules) else ())])
 
 
 def html(run) -> str:

@@ -19,8 +19,8 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
-from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
-                                             gather, metric_keys, recompute)
+from abricot_local.analysis.overview import (FIXED_N, QuantPair, Report, RunCheck, SettledVerdict, TaskCheck,
+                                             compare_pair, compare_quants, gather, metric_keys, recompute)
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.prompts import study as prompt_study
@@ -104,28 +104,44 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
 
 
 def _check_records(report: Report) -> list[dict]:
+    """A record per published check; a row a --until-settled rule judged: ``verdict`` the rule's, ``sequential``
+    its look and the run's own line, ``fixed_n`` the fixed-n verdict (``ci90``, ``items_to_settle``, ``reasons``
+    are its figures), said not to account for the looks."""
     return [{
         "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
         "reference": rc.check.reference, "source": rc.check.source, "task": rc.check.task,
         "metric": rc.check.metric, "published": rc.check.published, "value": rc.check.value,
         "ci95": list(rc.check.ci95) if rc.check.ci95 else None, "inside": rc.check.inside,
-        "verdict": rc.check.verdict, "margin": rc.check.margin,
+        "verdict": rc.settled.verdict if rc.settled else rc.check.verdict, "margin": rc.check.margin,
         "ci90": list(rc.check.ci90) if rc.check.ci90 else None, "items_to_settle": rc.check.items_to_settle,
         "reasons": list(rc.check.reasons),
         "comparable": rc.check.comparable, "differences": list(rc.check.differences), "notes": list(rc.check.notes),
+        **({"sequential": rc.settled.to_json(), "fixed_n": {"verdict": rc.check.verdict, "words": words(rc.check),
+                                                            "about": FIXED_N}} if rc.settled else {}),
     } for rc in report.checks]
 
 
+def fixed_n_note(rc: RunCheck) -> str:
+    """A row a --until-settled rule judged: its fixed-n verdict, as secondary information (said not to account
+    for the looks), with its figures (the record's first reason)."""
+    c = rc.check
+    return f"{FIXED_N}: {c.reasons[0] if c.reasons else words(c)}"
+
+
 def published_frame(report: Report) -> pd.DataFrame:
+    """A row per published check; with a row a --until-settled rule judged, its ``sequential`` line (the run's
+    verdict, the rule's, in ``verdict``) and ``fixed_n_verdict`` (:data:`FIXED_N`) too."""
     rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
              "diff_ci90_lo": (r["ci90"] or [None])[0], "diff_ci90_hi": (r["ci90"] or [None, None])[1],
              "reasons": "; ".join(r["reasons"]), "notes": "; ".join(r["notes"]),
-             "differences": "; ".join(r["differences"])}
+             "differences": "; ".join(r["differences"]), "sequential": r.get("sequential", {}).get("line"),
+             "fixed_n_verdict": r.get("fixed_n", {}).get("verdict")}
             for r in _check_records(report)]
+    settled = ["sequential", "fixed_n_verdict"] if any(rc.settled for rc in report.checks) else []
     return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
-                                       "published", "value", "ci_lo", "ci_hi", "verdict", "margin", "diff_ci90_lo",
-                                       "diff_ci90_hi", "items_to_settle", "reasons", "inside", "comparable",
-                                       "differences", "notes"])
+                                       "published", "value", "ci_lo", "ci_hi", "verdict", *settled, "margin",
+                                       "diff_ci90_lo", "diff_ci90_hi", "items_to_settle", "reasons", "inside",
+                                       "comparable", "differences", "notes"])
 
 
 def quant_frame(report: Report) -> pd.DataFrame:
@@ -152,11 +168,13 @@ def _cell(value, ci, digits: int = 3) -> str:
     return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
-def verdict_cell(check) -> str:
+def verdict_cell(check, settled: SettledVerdict | None = None) -> str:
     """A published check as the text and markdown tables show it: the run's value, the published one, the
-    verdict (``run -0.460 vs published 0.30: differs by more than 0.05``): neither number read for the other."""
+    verdict (``run -0.460 vs published 0.30: differs by more than 0.05``): neither number read for the other. A row
+    a --until-settled rule judged (``settled``): the rule's verdict, in the run's own line (its look, its interval,
+    its guarantee)."""
     run = "" if check.value is None else f"run {_num(check.value)} vs "
-    return f"{run}published {check.published:.2f}: {words(check)}"
+    return f"{run}published {check.published:.2f}: {settled.line if settled else words(check)}"
 
 
 @dataclass(frozen=True)
@@ -195,8 +213,9 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
             key = (rc.run.label, rc.run.quant, f"{c.reference} ({c.source})", str(rc.run.path))
             row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": {}})
             cell = f"{c.task}.{c.metric}"
-            row[cell] = verdict_cell(c)
-            for n in (*(f"not comparable: {d}" for d in c.differences), *c.reasons[1:], *c.notes):
+            row[cell] = verdict_cell(c, rc.settled)
+            fixed = (fixed_n_note(rc),) if rc.settled else ()
+            for n in (*(f"not comparable: {d}" for d in c.differences), *fixed, *c.reasons[1:], *c.notes):
                 on = row["notes"].setdefault(n, [])  # each note names its tasks (one shared by them: once)
                 on += [cell] if cell not in on else []
         rows = [{**r, "notes": "; ".join(f"{', '.join(on)}: {n}" for n, on in r["notes"].items())}
@@ -204,10 +223,15 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         checked = dict.fromkeys(f"{rc.check.task}.{rc.check.metric}" for rc in report.checks)
         cols = ["model", "quant", "reference", *checked, "notes"]
         unheld = any(rc.check.comparable and rc.check.verdict is None for rc in report.checks)
+        settled = [c for c in checked if any(rc.settled and f"{rc.check.task}.{rc.check.metric}" == c
+                                             for rc in report.checks)]
         out["published"] = Section("Did the run reproduce the published value? (90% CI of run - published "
                                    "against the margin" + ("; a run held to no verdict: whether the published value "
-                                                           "is inside its 95% CI)" if unheld else ")"),
-                                   pd.DataFrame(rows, columns=cols).fillna(""), 3, ("notes", "reference", "model"))
+                                                           "is inside its 95% CI" if unheld else "") +
+                                   ("; a row judged by a --until-settled run's rule: that rule's verdict, the run's, "
+                                    "at the look it stopped at; the fixed-n one in the notes" if settled else "") + ")",
+                                   pd.DataFrame(rows, columns=cols).fillna(""), 3,
+                                   ("notes", "reference", "model", *settled))
     if report.quant:
         q = quant_frame(report)
         q["agreement"] = q["agreement"].map(_num)
