@@ -73,7 +73,7 @@ def own_line(record, name: str) -> str:
 
 
 def test_the_rules_verdict_is_the_runs_in_every_format_the_fixed_n_one_beside_it(tmp_path, claims, abricot_file):
-    from abricot_local.analysis.overview import FIXED_N
+    from abricot_local.analysis.settled import FIXED_N
     from abricot_local.analysis.reproduction import words
     from abricot_local.record import read_run
 
@@ -131,7 +131,7 @@ def test_the_rules_verdict_is_the_runs_in_every_format_the_fixed_n_one_beside_it
 
 
 def test_a_run_without_the_rule_is_reported_as_before(tmp_path, claims, abricot_file):
-    from abricot_local.analysis.overview import FIXED_N
+    from abricot_local.analysis.settled import FIXED_N
     from abricot_local.analysis.reproduction import words
     from abricot_local.record import read_run
     from abricot_local.report import tables

@@ -40,7 +40,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.paired_exact import paired_set_ci
-from abricot_local.analysis.runs import highest_precision
+from abricot_local.gguf.file import highest_precision
 from abricot_local.errors import UsageError, opt
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (

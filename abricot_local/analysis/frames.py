@@ -65,7 +65,7 @@ def published(run):
     and ``fixed_n_verdict`` (the fixed-n verdict over the same items, which does not account for the looks)."""
     import pandas as pd
 
-    from abricot_local.analysis.overview import settled_verdict
+    from abricot_local.analysis.settled import settled_verdict
     from abricot_local.analysis.reproduction import words
 
     checks = run.record.published.checks if run.record.published else ()

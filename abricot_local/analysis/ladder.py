@@ -1,7 +1,7 @@
 """A quant ladder: each quant of one model against its highest-precision quant, per task.
 
 For every model (``base``) with runs at two quants or more, the reference is the quant with the
-most bits (``runs.quant_bits``; the first run on a tie), and each other quant is compared with it
+most bits (``gguf.file.quant_bits``; the first run on a tie), and each other quant is compared with it
 by compare.py over their common items: the equivalence verdict of the task's primary metric
 (equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
@@ -23,7 +23,8 @@ from abricot_local.analysis.compare import compare
 from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
-from abricot_local.analysis.runs import Run, highest_precision, quant_bits
+from abricot_local.analysis.runs import Run
+from abricot_local.gguf.file import highest_precision, quant_bits
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import refuse_mixed
 

@@ -10,7 +10,6 @@ Pure: reads through :mod:`abricot_local.record`; nothing is printed.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -335,21 +334,6 @@ def labelled(runs: Sequence[Run]) -> list[Run]:
     """The runs, each labelled uniquely among them (labels.unique_labels)."""
     labels = unique_labels([r.identity for r in runs])
     return [replace(r, label=lab) for r, lab in zip(runs, labels)]
-
-
-def quant_bits(quant: str) -> float:
-    """A quant's bits per weight as its name says (F16: 16, Q8_0: 8, Q4_K_M: 4; -1: not a quant name)."""
-    q = quant.upper()
-    if q in ("F32", "F16", "BF16"):
-        return float(q.lstrip("BF"))
-    m = re.match(r"I?Q(\d+)", q)
-    return float(m.group(1)) if m else -1.0
-
-
-def highest_precision(quants: Sequence[str]) -> int:
-    """The index of a ladder's reference among ``quants``: the highest-precision quant (:func:`quant_bits`), the
-    first on a tie (compare's equivalence verdict, the quant ladder's table and ``run --quants --until-settled``)."""
-    return max(range(len(quants)), key=lambda i: (quant_bits(quants[i]), -i))
 
 
 def require_path(value: Any, call: str, keyword: str) -> None:

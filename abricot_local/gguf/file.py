@@ -10,6 +10,7 @@ import re
 import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 from abricot_local.errors import ModelError
 from abricot_local.gguf.check import SPLIT_NAME, GGUFInfo, read_header, split_parts
@@ -231,3 +232,18 @@ def identity(path: Path) -> Identity:
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror or exc}") from None
     return Identity(arch, tok if isinstance(tok, str) else "", span.count, digest.hexdigest())
+
+
+def quant_bits(quant: str) -> float:
+    """A quant's bits per weight as its name says (F16: 16, Q8_0: 8, Q4_K_M: 4; -1: not a quant name)."""
+    q = quant.upper()
+    if q in ("F32", "F16", "BF16"):
+        return float(q.lstrip("BF"))
+    m = re.match(r"I?Q(\d+)", q)
+    return float(m.group(1)) if m else -1.0
+
+
+def highest_precision(quants: Sequence[str]) -> int:
+    """The index of a ladder's reference among ``quants``: the highest-precision quant (:func:`quant_bits`), the
+    first on a tie (compare's equivalence verdict, the quant ladder's table and ``run --quants --until-settled``)."""
+    return max(range(len(quants)), key=lambda i: (quant_bits(quants[i]), -i))

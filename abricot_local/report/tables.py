@@ -19,8 +19,9 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
-from abricot_local.analysis.overview import (FIXED_N, QuantPair, Report, RunCheck, SettledVerdict, TaskCheck,
-                                             compare_pair, compare_quants, gather, metric_keys, recompute)
+from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
+                                             gather, metric_keys, recompute)
+from abricot_local.analysis.settled import FIXED_N, SettledVerdict
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.prompts import study as prompt_study
