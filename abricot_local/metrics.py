@@ -3,7 +3,8 @@
 An accuracy (a proportion of items) gets Wilson's score interval (:func:`wilson`): it accounts for
 the items not seen, so 20 right answers of 20 give [0.84, 1], not [1, 1]. A correlation gets a
 percentile bootstrap interval (:func:`bootstrap_ci`). A correlation over a constant vector is NaN
-(never an exception); callers report it with a warning.
+(never an exception); callers report it with a warning that names the side that is constant
+(:func:`constant_words`).
 """
 
 from __future__ import annotations
@@ -133,6 +134,33 @@ def with_ci_of(inp, *, seed: int) -> dict:
     """``{name: value, name_ci95: CI}`` of a task's ``MetricInput`` (tasks/base.py)."""
     value, ci = with_ci(inp.stat, inp.x, inp.y, seed=seed)
     return {inp.name: value, f"{inp.name}_ci95": ci}
+
+
+def constant_words(inp, samples: Sequence = ()) -> str:
+    """Why a correlation of a task's ``MetricInput`` (``x`` the prediction side, ``y`` the gold side) over
+    ``samples`` (``record.Sample``s, in its order) is undefined, in words: which side is the same for every item
+    (the model's answer named where every sample has one answer; the gold labels' where every sample has one
+    gold), or too few items; "" when neither side is constant."""
+    x, y = np.asarray(inp.x), np.asarray(inp.y)
+    if len(x) < 2:
+        return f"{len(x)} item(s): a correlation needs 2 or more"
+    out = []
+    if np.all(x == x[0]):
+        answers = {(s.pred, s.pred_label) for s in samples}
+        if len(answers) == 1:
+            s = samples[0]
+            said = s.pred_label if s.pred_label is not None else s.choices[s.pred] if s.choices else s.pred
+            out.append(f"the model gave the same answer, {said!r}, to every item")
+        else:
+            out.append(f"the model's side of {inp.name} is the same ({float(x[0]):g}) for every item")
+    if np.all(y == y[0]):
+        golds = {(s.gold, s.gold_label) for s in samples}
+        if len(golds) == 1:
+            s = samples[0]
+            out.append(f"the gold labels are constant ({s.gold_label if s.gold_label is not None else s.gold!r})")
+        else:
+            out.append(f"the gold side of {inp.name} is the same ({float(y[0]):g}) for every item")
+    return " and ".join(out)
 
 
 def require_finite(samples: Sequence, task: str) -> None:

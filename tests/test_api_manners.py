@@ -33,7 +33,7 @@ def test_a_tasks_recorded_warnings_are_said_in_the_api_s_words_at_the_user_s_lin
     same_gold = [t for t in texts if "every scored item has the same gold answer" in t]
     assert len(same_gold) == 1 and same_gold[0].startswith("abricot_inc: every scored item has the same gold answer")
     assert same_gold[0].endswith("the metrics describe one class only; a larger sample=N draws more of the release")
-    assert "abricot_inc: pearson is undefined (NaN): a constant prediction or gold vector" in texts
+    assert "abricot_inc: pearson is undefined (NaN): the gold labels are constant ('5')" in texts
     assert not any("--" in t for t in texts)  # no flag: every option a keyword
     assert {Path(w.filename).name for w in caught} == {Path(__file__).name}  # the user's line, not run/session.py
     html = run._repr_html_()  # where a notebook looks at the run later

@@ -178,6 +178,11 @@ def test_what_until_settled_refuses_before_anything_loads(tmp_path, claims, abri
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                "--until-settled", "--out", tmp_path / "y")
     assert r.exit_code != 0 and "nothing to settle for --until-settled" in r.output, r.output
+    assert "discotex has no published row at all" in r.output, r.output  # not "no row of it was made as ..."
+    r = invoke("run", "fake-as-llama", "--models", claims, "--tasks", "discotex", "--data-dir", discotex_dir,
+               "--until-settled", "--out", tmp_path / "y")  # an entry that reproduces rows: still none for it
+    assert r.exit_code != 0 and "discotex has no published row at all" in r.output, r.output
+    assert "no row of it was made" not in r.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 

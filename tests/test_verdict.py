@@ -176,6 +176,33 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     assert v.kind == rp.UNSETTLED and v.items == 127 and "cannot tell yet within 0.25" in v.line
 
 
+def test_all_items_are_no_promise_within_the_published_value_s_rounding_of_the_margin():
+    """126 of 127 items, the estimate near the margin: all 127 give the exact value, but an exact value within the
+    published value's rounding of +-M cannot tell (what `--sample 127` then says), so the advice promises nothing
+    there: within the rounding, likely not; within twice it, maybe not; farther, all 127 items would tell."""
+    from abricot_local.analysis import reproduction as rp
+
+    def judged(value, within, rounding=0.005):
+        return rp.judge(value, (-0.15, 0.19), 0.18, 0.16, n=126, total=127, within=within, rounding=rounding)
+
+    v = judged(0.021, (0.0115, 0.0305))  # run - published -0.159: 0.001 from the margin, within 0.005
+    assert v.kind == rp.UNSETTLED and v.items == 127 and "would tell" not in v.line
+    assert v.line.endswith("; all 127 items would give the exact value, but the difference is within the published "
+                           "value's rounding (+-0.005) of +-0.16: if it stays there even that cannot tell (this task "
+                           "likely cannot settle +-0.16)")
+    exact = rp.judge(0.021, None, 0.18, 0.16, n=127, total=127, rounding=0.005)  # the same value over all 127 items
+    assert exact.kind == rp.UNDEFINED and "leaves it on either side of +-0.16" in exact.line
+    v = judged(0.012, (0.005, 0.019))  # -0.168: 0.008 from the margin, within twice the rounding
+    assert v.kind == rp.UNSETTLED and v.items == 127 and v.line.endswith(
+        "; all 127 items would give the exact value; within the published value's rounding (+-0.005) of +-0.16 even "
+        "that may not tell")
+    v = judged(0.0, (-0.02, 0.03))  # -0.18: 0.02 from the margin: all 127 would tell
+    assert v.kind == rp.UNSETTLED and v.items == 127 and v.line.endswith(
+        "; all 127 of the task's items would tell (the value then exact)")
+    v = judged(0.021, (0.0115, 0.0305), rounding=0.0)  # no rounding: the exact value tells
+    assert v.line.endswith("; all 127 of the task's items would tell (the value then exact)")
+
+
 def test_run_margin_and_several_protocols(tmp_path):
     """--margin overrides the task's; --protocol paper,calamita scores both protocols without a registry entry."""
     models = tmp_path / "models.toml"

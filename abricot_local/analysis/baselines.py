@@ -74,7 +74,8 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     from abricot_local.analysis.correlation_ci import correlation_ci
 
     ci90, margins, within, correlations, why = {}, {}, {}, set(), {}
-    for inp in task.metric_inputs(list(samples)):
+    inputs = task.metric_inputs(list(samples))
+    for inp in inputs:
         lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
         margins[inp.name] = task.margin(inp.name)
@@ -88,7 +89,25 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
                                        LEVEL90, task.options.seed)
             within.update({inp.name: ci} if ci else {})
             why.update({inp.name: no} if no else {})
+    why.update(undefined(inputs, samples))
     return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn)
+
+
+def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
+    """Each correlation among a task's metric ``inputs`` that is undefined (NaN) over ``samples``: which side is
+    constant (metrics.constant_words), and the task's correlations still defined over them, with their values (a
+    score read from the model's probabilities varies where its answer does not)."""
+    import numpy as np
+
+    from abricot_local.metrics import ROW_STATS, constant_words
+
+    values = {inp.name: float(ROW_STATS[inp.stat](np.asarray(inp.x, float), np.asarray(inp.y, float)))
+              if len(inp.x) > 1 else float("nan") for inp in inputs if inp.stat != "accuracy"}
+    defined = [f"{name} ({v:+.3f})" for name, v in values.items() if v == v]
+    also = (f"; the task's {', '.join(defined)} {'is' if len(defined) == 1 else 'are'} defined over the same items "
+            "(neither side constant)") if defined else ""
+    return {inp.name: (constant_words(inp, samples) or "a constant vector") + also
+            for inp in inputs if inp.name in values and values[inp.name] != values[inp.name]}
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:

@@ -15,12 +15,14 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
 - ``differs``: the interval lies wholly beyond M on one side (at n = N, "differs by d");
 - ``cannot tell yet``: the interval holds a bound of +-M; with about how many of the task's items would
   settle it if the difference stayed what it is (stats.items_to_settle: the interval's spread scaled
-  as 1/sqrt(n), then stats.of_population: never more than N);
+  as 1/sqrt(n), then stats.of_population: never more than N); all N, with the estimate within twice
+  the published value's rounding of M: that even all N may not tell (the exact value may fall within
+  the rounding of M);
 - ``cannot settle``: not even every item could: the difference is within the published value's
   rounding of the margin;
-- ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric), a correlation over
-  fewer than stats.MIN_CORRELATION_ITEMS items or the same in every resample, or at n = N a difference
-  the rounding puts on either side of M.
+- ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric: the note says which
+  side is constant), a correlation over fewer than stats.MIN_CORRELATION_ITEMS items or the same in every
+  resample, or at n = N a difference the rounding puts on either side of M.
 
 The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
 judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
@@ -91,12 +93,25 @@ class Verdict:
                 return f"differs by {self.difference:+.3f}: {self._figures()}, beyond +-{m}"
             return f"differs by more than {m}: {self._figures()}, wholly beyond +-{m}"
         if self.kind == UNSETTLED:
-            need = (f"all {self.total} of the task's items would tell (the value then exact)"
-                    if self.items >= self.total else f"about {self.items:,} of the task's {self.total} items would "
-                                                     "settle it")
-            return f"cannot tell yet within {m}: {self._figures()}; {need}"
+            return f"cannot tell yet within {m}: {self._figures()}; {self._need()}"
         return (f"this task cannot settle +-{m}: {self._figures()}; the difference is within the published value's "
                 f"rounding of the margin: even all {self.total} items leave it there")
+
+    def _need(self) -> str:
+        """cannot tell yet: the items that would settle it. All N give the exact value, but an exact value within
+        the published value's rounding of the margin tells nothing: with the estimate that near (within twice the
+        rounding; within it, where it stays, even all N cannot tell) the advice says so, no promise."""
+        m = f"{self.margin:g}"
+        if self.items < self.total:
+            return f"about {self.items:,} of the task's {self.total} items would settle it"
+        near = abs(abs(self.difference) - self.margin)
+        if not self.rounding or not near <= 2 * self.rounding:
+            return f"all {self.total} of the task's items would tell (the value then exact)"
+        band = f"the published value's rounding (+-{self.rounding:g}) of +-{m}"
+        if near <= self.rounding:
+            return (f"all {self.total} items would give the exact value, but the difference is within {band}: "
+                    f"if it stays there even that cannot tell (this task likely cannot settle +-{m})")
+        return f"all {self.total} items would give the exact value; within {band} even that may not tell"
 
     def _like(self) -> str:
         """Items like these (whether the model generalises), or "" when not judged."""
@@ -155,14 +170,16 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
     interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
     published (model, value) of the same source, task and metric (the small-sample warning); ``why``: why a
-    correlation has no interval for the task's own value (correlation_ci's guard); ``drawn`` False:
+    correlation has no interval for the task's own value (correlation_ci's guard), or, ``value`` NaN, why it is
+    undefined (baselines.undefined: which side is constant); ``drawn`` False:
     the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
     if value is None or _bad(value):
         diff = math.nan if value is None else value - published
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2,
-                       note="the run's metric is undefined (NaN: a constant vector)", **base)
+                       note=f"the run's metric is undefined (NaN): {why}" if why else
+                       "the run's metric is undefined (NaN: a constant vector)", **base)
     diff = value - published + 0.0
     note = ""
     if ci90 is None or _bad(*ci90):

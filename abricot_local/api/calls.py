@@ -91,11 +91,11 @@ def _grow_hint(folder: Path, sample: int, config) -> str:
 def _advise(done) -> None:
     """The verdict's advice of a finished model's run, as a warning: the call that settles a row that cannot tell yet."""
     from abricot_local.analysis.reproduction import grow_advice
-    from abricot_local.run import settle
+    from abricot_local.run import settle_record
 
     record = done.outcome.record
     if record.config is not None and record.config.until_settled:  # the rule's next look, not a fixed-n sample
-        advice = settle.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(done.folder)!r}, resume=True, "
+        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(done.folder)!r}, resume=True, "
                                                  f"until_settled=True, max_items={m})")
     else:
         advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))

@@ -114,10 +114,10 @@ def not_run(published: Published, skipped: Sequence | None = None) -> list[str]:
 def settled(record: Record, grow=None) -> str:
     """A ``--until-settled`` run's verdict (its record's rules; "" for another run): each verdict at the look the
     run stopped at, reached how and with what guarantee; which verdict the run's is; ``grow`` (items -> the call
-    that grows the run): the look a larger bound adds, when a verdict is open at the bound (settle.advice)."""
-    from abricot_local.run import settle
+    that grows the run): the look a larger bound adds, when a verdict is open at the bound (settle_record.advice)."""
+    from abricot_local.run import settle_record
 
-    found = settle.lines(record.tasks)
+    found = settle_record.lines(record.tasks)
     if not found:
         return ""
     from abricot_local.errors import opt
@@ -128,7 +128,7 @@ def settled(record: Record, grow=None) -> str:
              f"  (the published comparison above is the fixed-n 90% verdict over the same items, as {opt('sample', n)} "
              "reads them: it does not account for the looks this run took, and may say cannot tell yet where this "
              "verdict is settled, or the reverse)"]
-    advice = settle.advice(record, grow) if grow else ""
+    advice = settle_record.advice(record, grow) if grow else ""
     lines.extend(f"  {line}" for line in advice.splitlines())
     return "\n".join(lines)
 

@@ -199,7 +199,7 @@ def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], ho
     """A --until-settled run's rules taken again over its samples in the nested order (run/settle.py's replay: each
     look's verdict exactly, its intervals within a tolerance), and its stop where the last rule stopped; and what
     could not be taken again (a rung whose reference's folder is not here), as notes."""
-    from abricot_local.run import settle
+    from abricot_local.run import settle, settle_record
 
     out, notes, stops = [], [], []
     for run in runs:
@@ -219,7 +219,7 @@ def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], ho
                              f"read here ({err}): not taken again")
                 continue
         out += [f"{key} {line}" for line in settle.replay(recorded, run.task, ordered, reference)]
-    if stops and record.config.sample != max(stops) and settle.stopped(record):
+    if stops and record.config.sample != max(stops) and settle_record.stopped(record):
         out.append(f"sequential: the run holds {record.config.sample} items of each task, its rules stopped at "
                    f"{max(stops)}")
     return out, notes

@@ -15,7 +15,7 @@ from abricot_local.analysis import baselines
 from abricot_local.backends.base import Backend
 from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.errors import opt, recorded_words, render
-from abricot_local.metrics import CI_LEVEL, N_BOOT
+from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
@@ -55,8 +55,12 @@ def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, 
     return out
 
 
-def metric_warnings(metrics: dict) -> list[str]:
-    return [f"{name} is undefined (NaN): a constant prediction or gold vector"
+def metric_warnings(metrics: dict, task=None, samples: Sequence[Sample] = ()) -> list[str]:
+    """Each metric undefined (NaN), with the side that is constant (metrics.constant_words over ``task``'s metric
+    inputs of ``samples``; without them, either)."""
+    inputs = {inp.name: inp for inp in task.metric_inputs(list(samples))} if task is not None and samples else {}
+    why = {name: constant_words(inp, samples) for name, inp in inputs.items()}
+    return [f"{name} is undefined (NaN): {why.get(name) or 'a constant prediction or gold vector'}"
             for name, value, _ in metric_items(metrics) if isinstance(value, float) and value != value]
 
 
@@ -85,7 +89,7 @@ def task_warnings(plan: Plan, run: TaskRun, res) -> tuple[str, ...]:
     source not scored), its metrics' (undefined); the options they name as opt()'s (a door renders them; the
     record keeps them in its words, after the task's notes, which the run said as it began)."""
     return (*run.task.warnings(), *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample),
-            *metric_warnings(as_json(res.metrics)))
+            *metric_warnings(as_json(res.metrics), run.task, res.samples))
 
 
 def warnings_of(plan: Plan, task_results: list) -> tuple[tuple[str, str], ...]:

@@ -29,6 +29,7 @@ from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import RESULTS, Record, Sample, TaskEntry, read_run
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import prepare
+from abricot_local.run.settle_record import stopped
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
 
@@ -76,7 +77,7 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
         if stats.get(ref.metric) not in metric_stats.ROW_STATS:
             continue
         margin = plan.margin if plan.margin is not None else task.margin(ref.metric)
-        name = f"{ref.source}: {ref.model} {found[0]}.{ref.metric}"
+        name = sq.question_name(ref.source, ref.model, found[0], ref.metric)
         out[found[0]].append((sq.Question(name, stats[ref.metric], margin, ref.value,
                                           baselines.rounding(ref.value)), ref.metric))
     return out
@@ -119,11 +120,23 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
                          max_items=len(run.items), seed=run.task.options.seed)
         rules[run.task.key] = TaskRule(run.task.key, state, orders[run.task.key], {q.name: m for q, m in mine})
     if not rules:
-        why = (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
-               "tasks are (their protocols and settings), or none is run here" if plan.reproduces else
-               "the model's registry entry reproduces no published row (models.toml `reproduces`)")
-        raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {why}")
+        raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {_nothing_asked(plan, pairs)}")
     return Rule(rules, orders, pairs, plan)
+
+
+def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
+    """Why no task of ``plan`` has a verdict to wait for: no row reproduced, the run's tasks have no published row at
+    all (said plainly: no registry entry can give them one; a rung's ``pairs`` wait for none), or the rows reproduced
+    are not made as the run makes its tasks."""
+    bare = [] if pairs else [r.task.key for r in plan.runs if not baselines.all_references((r.task.key,))]
+    none = f"{', '.join(bare)} {'has' if len(bare) == 1 else 'have'} no published row at all"
+    if bare and len(bare) == len(plan.runs):
+        return (f"{none}, so no verdict can be waited for, whatever the model's registry entry reproduces; "
+                f"{opt('sample', 'N')} scores a fixed number of items")
+    if not plan.reproduces:
+        return "the model's registry entry reproduces no published row (models.toml `reproduces`)"
+    return (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
+            "tasks are (their protocols and settings), or none is run here" + (f" ({none})" if bare else ""))
 
 
 def stages_of(plan, pairs: Pairs | None = None):
@@ -251,12 +264,6 @@ def finished(folder: Path, plan) -> Record | None:
     return record if record.manifest == plan_manifest(replace(plan, sample=c.sample)) else None
 
 
-def stopped(record: Record) -> bool:
-    """Whether every rule of a --until-settled run's record has stopped (a rung paused at the sweep's look has not)."""
-    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
-    return bool(rules) and all(restored(r).stopped for r in rules)
-
-
 def costed(plan, model, pairs: Pairs | None = None):
     """A dry_plan.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
     items: its work in proportion) and where its rule would stop if each published value were true
@@ -304,56 +311,12 @@ def _plain(d):
     return None if isinstance(d, float) and math.isnan(d) else d
 
 
-def restored(recorded: Settle) -> sq.Sequential:
-    """A recorded rule as a ``sequential.Sequential`` (its lines, its replay)."""
-    d = recorded.to_dict()
-    pair = (lambda v: None if v is None else tuple(v))  # noqa: E731
-    looks = tuple(sq.Look(**{**lk, "interval": pair(lk.get("interval")), "running": pair(lk.get("running"))})
-                  for lk in d.get("looks", ()))
-    return sq.Sequential(d["total"], tuple(d["planned"]), tuple(sq.Question(**q) for q in d["questions"]),
-                         d["alpha"], d["seed"], d.get("spend", True), looks)
-
-
-def lines(entries: dict[str, TaskEntry]) -> list[str]:
-    """The verdict lines of a run's rules: each verdict at its last look, reached how, where, with what guarantee."""
-    out = []
-    for key, entry in entries.items():
-        if entry.sequential is None:
-            continue
-        state = restored(entry.sequential)
-        out += [state.line(lk) for lk in state.latest]
-    return out
-
-
-def next_bound(record: Record) -> int | None:
-    """A --until-settled run stopped at its bound with a verdict open: the items of its next look (twice the
-    bound, at most the largest task); None when every verdict settled or every item was scored."""
-    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
-    open_ = [r for r in rules if any(lk.k == len(r.planned) and lk.verdict not in sq.SETTLED for lk in r.looks)
-             and r.n < r.total]
-    if not open_:
-        return None
-    return min(max(r.total for r in open_), 2 * max(r.n for r in open_))
-
-
-def advice(record: Record, command) -> str:
-    """A --until-settled run that stopped at its bound with a verdict open: the bound's last look was taken (its
-    verdict line says `look k of k`), and a larger bound plans more (``command(m)``: a door's words for the run
-    grown to ``m`` items, still --until-settled); "" otherwise."""
-    m = next_bound(record)
-    if m is None:
-        return ""
-    return (f"not settled by {opt('max_items', record.config.sample)}, its last look: {opt('max_items', m)} plans a "
-            f"look at {m} items, and the run goes on to it (the items it holds kept, the error still spent across the "
-            f"looks):\n  {command(m)}")
-
-
 def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequence[Sample] = (),
            metrics: dict[str, str] | None = None) -> list[str]:
     """``check``: the recorded looks taken again over ``samples`` (the run's, in the nested order; a rung's:
     ``reference``, its reference's on the same items): each look's verdict exactly, its intervals within
     :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
-    state = restored(recorded)
+    state = sq.from_recorded(recorded.to_dict())
     stats = statistics(task)
     metrics = metrics or {q.name: q.name.rpartition(".")[2] for q in state.questions}
     if any(m not in stats for m in metrics.values()):

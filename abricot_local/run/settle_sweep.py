@@ -61,7 +61,8 @@ def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it."""
-    from abricot_local.run.settle import Pairs, stopped
+    from abricot_local.run.settle import Pairs
+    from abricot_local.run.settle_record import stopped
 
     ref = reference_of(request)
     folders = {m: request.folder_of(m) for m in request.models}
