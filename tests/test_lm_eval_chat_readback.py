@@ -24,6 +24,7 @@ from click.testing import CliRunner  # noqa: E402
 from abricot_local.cli import cli  # noqa: E402
 from abricot_local.errors import ResultsError  # noqa: E402
 from conftest import isolated_env, require_lm_eval as _lm_eval  # noqa: E402
+from test_lm_eval_export import _invoke, _ours_only  # noqa: E402
 
 FAKE = ("--backend", "fake", "--n-ctx", "4096")
 RUNS = {"paper": ("abricot_abs", "abricot_inc"), "calamita": ("abricot_abs@calamita", "abricot_inc@calamita")}
@@ -32,21 +33,6 @@ LM = {  # an lm-eval output's name: its arguments (all with --apply_chat_templat
     "multi": ("--tasks", "abricot_paper"),  # lm-eval's default under a chat template: the shots as turns
     "card": ("--tasks", "discotex_card"),  # its description: a system turn
 }
-
-
-def _invoke(*args) -> str:
-    r = CliRunner().invoke(cli, [str(a) for a in args])
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    return r.output
-
-
-def _ours_only(mp: pytest.MonkeyPatch) -> None:
-    """Only the shipped tasks: lm-eval's TaskManager made without its own thousands (``include_defaults``)."""
-    from lm_eval.tasks import TaskManager
-
-    init = TaskManager.__init__
-    mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
-               init(self, *a, include_defaults=False, **kw))
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
 
 FAKE = ("--backend", "fake", "--n-ctx", "4096")
-
-
-@pytest.fixture
-def claims(tmp_path):
-    """A registry entry on the fake backend claiming Llama-3.1-8B's ABRICOT paper rows."""
-    models = tmp_path / "models.toml"
-    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n',
-                      encoding="utf-8")
-    return models
 
 
 def run(models, data, out: Path, *more):

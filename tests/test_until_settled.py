@@ -11,7 +11,6 @@ import math
 import shutil
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
@@ -23,15 +22,6 @@ ABRICOT = ("--backend", "fake", "--n-ctx", "4096")
 
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-@pytest.fixture
-def claims(tmp_path):
-    """A registry entry on the fake backend claiming Llama-3.1-8B's ABRICOT paper rows."""
-    models = tmp_path / "models.toml"
-    models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n',
-                      encoding="utf-8")
-    return models
 
 
 def abricot(models, data, out, *more):
