@@ -23,8 +23,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
 from abricot_local.errors import ResultsError  # noqa: E402
-from conftest import isolated_env, require_lm_eval as _lm_eval  # noqa: E402
-from test_lm_eval_export import _invoke, _ours_only  # noqa: E402
+from conftest import require_lm_eval as _lm_eval  # noqa: E402
+from test_lm_eval_export import _invoke, _ours_only, lm_eval_folder  # noqa: E402
 
 FAKE = ("--backend", "fake", "--n-ctx", "4096")
 RUNS = {"paper": ("abricot_abs", "abricot_inc"), "calamita": ("abricot_abs@calamita", "abricot_inc@calamita")}
@@ -38,17 +38,7 @@ LM = {  # an lm-eval output's name: its arguments (all with --apply_chat_templat
 @pytest.fixture(scope="module")
 def chat(abricot_file, discotex_dir, tmp_path_factory):
     """The lm-eval outputs (LM), the runs with --chat-template under each protocol (RUNS), each run exported."""
-    _lm_eval()
-    folder = tmp_path_factory.mktemp("chat_readback")
-    data = folder / "data"
-    data.mkdir()
-    for f in [abricot_file, *discotex_dir.iterdir()]:
-        (data / f.name).symlink_to(f)
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in isolated_env(folder).items():
-            mp.setenv(key, value)
-        mp.chdir(folder)
-        _ours_only(mp)
+    with lm_eval_folder("chat_readback", abricot_file, discotex_dir, tmp_path_factory) as (folder, data):
         for name, args in LM.items():
             _invoke("lm-eval", "fake", "--model_args", "backend=fake,n_ctx=4096", *args, "--apply_chat_template",
                     "--limit", 2, "--metadata", json.dumps({"data_dir": str(data)}), "--log_samples",

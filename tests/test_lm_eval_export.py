@@ -7,6 +7,7 @@ Python list).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +44,24 @@ def _invoke(*args) -> str:
     return r.output
 
 
+@contextlib.contextmanager
+def lm_eval_folder(name: str, abricot_file, discotex_dir, tmp_path_factory):
+    """A module's folder for real lm-eval and `run`: the data linked in (``data``), a private cache and config, the
+    working directory, the shipped tasks only; yields (folder, data)."""
+    _lm_eval()
+    folder = tmp_path_factory.mktemp(name)
+    data = folder / "data"
+    data.mkdir()
+    for f in [abricot_file, *discotex_dir.iterdir()]:
+        (data / f.name).symlink_to(f)
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in isolated_env(folder).items():
+            mp.setenv(key, value)
+        mp.chdir(folder)
+        _ours_only(mp)
+        yield folder, data
+
+
 def _ours_only(mp: pytest.MonkeyPatch) -> None:
     """Only the shipped tasks: lm-eval's TaskManager made without its own thousands (``include_defaults``)."""
     from lm_eval.tasks import TaskManager
@@ -61,17 +80,7 @@ def _results(folder: Path) -> dict:
 def both(abricot_file, discotex_dir, tmp_path_factory):
     """Real lm-eval over abricot_paper, abricot_calamita and discotex_card (and at --num_fewshot 2, and with
     --apply_chat_template), 2 items each; the `run` of each (RUNS), exported."""
-    _lm_eval()
-    folder = tmp_path_factory.mktemp("export")
-    data = folder / "data"
-    data.mkdir()
-    for f in [abricot_file, *discotex_dir.iterdir()]:
-        (data / f.name).symlink_to(f)
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in isolated_env(folder).items():
-            mp.setenv(key, value)
-        mp.chdir(folder)
-        _ours_only(mp)
+    with lm_eval_folder("export", abricot_file, discotex_dir, tmp_path_factory) as (folder, data):
         for out, args in (("lm", ("--tasks", "abricot_paper,abricot_calamita,discotex_card")),
                           ("lm_2", ("--tasks", "discotex_card", "--num_fewshot", 2)),
                           ("lm_chat", ("--tasks", "abricot_calamita", "--apply_chat_template"))):
