@@ -35,8 +35,8 @@ from abricot_local.run.owned import close_own, guard, open_own, refuse_link, rem
 from abricot_local.run.states import items_text, saved_counts, saved_ids
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
-                                  check_rows, read_manifest, read_samples, write_manifest, write_record)
-from abricot_local.record.io import resume_refusal
+                                  check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
+                                  write_record)
 from abricot_local.run.resume import finished_run, reopen
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)

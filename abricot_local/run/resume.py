@@ -2,7 +2,7 @@
 it is (nothing to score), or a finished ``--sample`` run it grows (``--sample`` larger, nothing else
 changed: record.growth; the n items drawn lie inside the m, tasks.selection.sample_order), which is
 reopened into a checkpoint before the new items are scored. A smaller ``--sample`` is refused: a run
-does not shrink (record.io.resume_refusal). The folder's writer is run/folder.py."""
+does not shrink (record.resume_refusal). The folder's writer is run/folder.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from pathlib import Path
 from abricot_local.errors import ResultsError
 from abricot_local.jsonfiles import atomic_write, dumps_line
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
-                                  read_samples, write_manifest)
-from abricot_local.record.io import resume_refusal
+                                  read_samples, resume_refusal, write_manifest)
 from abricot_local.run.owned import refuse_link, remove_own, samples_name
 
 
