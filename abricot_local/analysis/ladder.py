@@ -9,13 +9,17 @@ predictions and the mean KL(reference || quant) of the answer-label distribution
 ``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
 quant's folder keeps against the reference's model (``abricot-local kld``: analysis/kld.py), if
 measured. The task's N (the verdict's finite-population correction) is compare's: counted where the runs
-recorded their data, else in the data the user gave (population.GivenData: `report --data-dir`). Pure: reads
-runs, returns rows.
+recorded their data, else in the data the user gave (population.GivenData: `report --data-dir`). A rung a
+``run --quants --until-settled`` rule judged against this reference holds that rule's verdict too (``settled``:
+settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it not accounting
+for the looks. Pure: reads runs, returns rows.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Sequence
 
 from abricot_local.analysis.changes import AnswerChanges
@@ -24,6 +28,7 @@ from abricot_local.analysis.equivalence import Equivalence
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run
+from abricot_local.analysis.settled import SettledVerdict, rung_verdict
 from abricot_local.gguf.file import highest_precision, quant_bits
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import refuse_mixed
@@ -44,6 +49,7 @@ class Rung:
     verdict: Equivalence | None = None  # the task's primary metric
     changes: AnswerChanges | None = None
     kld: KldStats | None = None  # full-vocabulary KL(reference || quant) on the task's text (`kld`), if measured
+    settled: SettledVerdict | None = None  # a --until-settled rule's verdict against this reference: the run's
 
     @property
     def is_reference(self) -> bool:
@@ -94,7 +100,28 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: Gi
     primary = dict(c.primary).get(task)
     verdict = next((e for e in c.equivalence if e.metric == primary), c.equivalence[0] if c.equivalence else None)
     return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict,
-                   changes=c.changes[0] if c.changes else None)
+                   changes=c.changes[0] if c.changes else None,
+                   settled=_settled(ref, other, task, verdict.metric if verdict else primary))
+
+
+def _settled(ref: Run, other: Run, task: str, metric: str | None) -> SettledVerdict | None:
+    """``other``'s rule's verdict against ``ref`` on ``task``'s ``metric`` (settled.rung_verdict: by the question's
+    name, the reference as the runs may name it); None when its rule read another reference run (the folder it
+    records, from its own, is there and is not ``ref``'s)."""
+    if not metric:
+        return None
+    rule = other.record.tasks[task].sequential
+    if rule is None:
+        return None
+    if rule.reference is not None:
+        read = Path(other.path) / rule.reference
+        try:
+            if read.is_dir() and not os.path.samefile(read, ref.path):
+                return None
+        except OSError:  # the reference's folder is not here to compare: the names decide
+            pass
+    m = ref.record.model
+    return rung_verdict(other.record, (ref.label, ref.model_label, m.alias, m.name, m.as_written), task, metric)
 
 
 def _only(view, task: str):

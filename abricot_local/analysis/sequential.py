@@ -217,6 +217,12 @@ def question_name(source: str, model: str, task: str, metric: str) -> str:
     return f"{source}: {model} {task}.{metric}"
 
 
+def pair_question_name(model: str, reference: str, task: str, metric: str) -> str:
+    """A rung's verdict against its reference as a rule names it (the record, the lines, a report's match): ``MODEL
+    vs REFERENCE TASK.METRIC``."""
+    return f"{model} vs {reference} {task}.{metric}"
+
+
 def from_recorded(d: Mapping[str, Any]) -> Sequential:
     """A rule as results.json records it (``tasks.<key>.sequential``, as a dict) back as the Sequential it was."""
     pair = (lambda v: None if v is None else tuple(v))  # noqa: E731

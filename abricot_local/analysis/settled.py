@@ -5,6 +5,7 @@ at the look it stopped at, in the run's own line; what the fixed-n verdict besid
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from abricot_local.analysis import sequential as sq
 from abricot_local.record import PublishedCheck, Record
@@ -38,14 +39,33 @@ class SettledVerdict:
                 "line": self.line}
 
 
+def _judged(record: Record, task: str, names: Iterable[str]) -> SettledVerdict | None:
+    """The verdict at the look ``task``'s rule stopped at on the first of its questions named one of ``names``."""
+    entry = record.tasks.get(task)
+    if entry is None or entry.sequential is None:
+        return None
+    state = sq.from_recorded(entry.sequential.to_dict())
+    wanted = set(names)
+    lk = next((lk for lk in state.latest if lk.question in wanted), None)
+    return None if lk is None else SettledVerdict(lk, len(state.planned),
+                                                  state.line(lk).removeprefix(f"{lk.question}: "))
+
+
 def settled_verdict(record: Record, check: PublishedCheck) -> SettledVerdict | None:
     """The verdict a run's ``--until-settled`` rule (its ``record``'s) reached on ``check``'s row (its question
     named as run/settle.py names it: sequential.question_name), at the look the task's rule stopped at; None
     for a row no rule waited for (a run without the rule, a row not made as the run's task instance)."""
-    entry = record.tasks.get(check.task)
-    if entry is None or entry.sequential is None:
-        return None
-    state = sq.from_recorded(entry.sequential.to_dict())
-    name = sq.question_name(check.source, check.reference, check.task, check.metric)
-    lk = next((lk for lk in state.latest if lk.question == name), None)
-    return None if lk is None else SettledVerdict(lk, len(state.planned), state.line(lk).removeprefix(f"{name}: "))
+    return _judged(record, check.task, (sq.question_name(check.source, check.reference, check.task, check.metric),))
+
+
+def rung_verdict(record: Record, reference: str | Iterable[str], task: str, metric: str) -> SettledVerdict | None:
+    """The verdict a rung's ``--until-settled`` rule (``run --quants --until-settled``: its ``record``'s) reached
+    against ``reference`` on ``task``'s ``metric``, at the look the task's rule stopped at: its question named as
+    run/settle.py's pair_questions names it (sequential.pair_question_name: the rung's model as the run named it,
+    its registry alias, name or the name as written, then ``reference``: a name, or the names the reference run
+    may have been given). None for a rung no rule judged against that reference (a run without the rule, a
+    ladder whose reference is another run)."""
+    refs = (reference,) if isinstance(reference, str) else tuple(reference)
+    m = record.model
+    mine = dict.fromkeys(n for n in (m.alias, m.name, m.as_written) if n)
+    return _judged(record, task, (sq.pair_question_name(own, ref, task, metric) for own in mine for ref in refs if ref))

@@ -286,7 +286,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "primary": primary,
         "checks": _checks(report),
         "quant": _quant(report),
-        "ladder": ladder_rows.records(ladders(report.runs, given=report.given)) if report.quant else [],
+        "ladder": ladder_rows.page_records(ladders(report.runs, given=report.given)) if report.quant else [],
         "nearTie": NEAR_TIE,
         "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,

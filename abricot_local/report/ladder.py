@@ -1,5 +1,7 @@
 """The quant ladder (analysis/ladder.py) as rows: a table for the text report, records for JSON
-and the HTML page. Pure."""
+and the HTML page. A rung a ``run --quants --until-settled`` rule judged: its verdict the rule's, in the run's own
+line (the look it stopped at, its interval, its guarantee), compare's fixed-n one beside it (settled.FIXED_N: it
+does not account for the looks); a ladder with no such rung, as before. Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pandas as pd
 from abricot_local.analysis import stats
 from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, words
 from abricot_local.analysis.ladder import Rung
+from abricot_local.analysis.settled import FIXED_N
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model (the task's primary metric, its "
          "margin; 90% CI of quant - reference for the task's own items, exact when every item is compared; label KL: "
@@ -18,6 +21,7 @@ TITLE = ("Quant ladder: each quant against the highest-precision one of its mode
          "`abricot-local kld`)")
 COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
            "label KL", "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "size MB", "items/s")
+FIXED_N_COLUMN = "fixed-n verdict (does not account for the looks)"  # beside a rule's verdict, only with one
 
 
 def _num(v, digits: int = 3) -> str:
@@ -25,9 +29,18 @@ def _num(v, digits: int = 3) -> str:
 
 
 def verdict_text(r: Rung) -> str:
-    """The verdict in a cell: ``equivalent within 0.02``, ``better by more than 0.02``, ``cannot tell yet (~900
-    items)``, ``equivalent within 0.02, exact`` (every item of the task compared), ``identical; ...`` (every log-prob
-    bit-identical), ``reference``."""
+    """The rung's verdict in a cell: a rule's (``run --quants --until-settled``) in the run's own line, ``equivalent
+    within 0.2 (reached sequentially at look 1 of 4: ...)``; else compare's (:func:`fixed_n_text`, ``identical``
+    said there)."""
+    if r.settled is not None and not r.is_reference:
+        return r.settled.line
+    return fixed_n_text(r)
+
+
+def fixed_n_text(r: Rung) -> str:
+    """Compare's fixed-n verdict in a cell: ``equivalent within 0.02``, ``better by more than 0.02``, ``cannot tell
+    yet (~900 items)``, ``equivalent within 0.02, exact`` (every item of the task compared), ``identical; ...``
+    (every log-prob bit-identical), ``reference``."""
     if r.is_reference:
         return "reference"
     e = r.verdict
@@ -54,23 +67,48 @@ def difference_text(e) -> str:
 
 
 def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
+    """A row per rung; with a rung a rule judged, the fixed-n verdict beside the rule's (:data:`FIXED_N_COLUMN`)."""
     rows = []
+    judged = any(r.settled is not None for r in rungs)
     for r in rungs:
         e, k = r.verdict, r.kld
+        metric = '' if e is None else ' (' + e.metric + ')'
         rows.append({
             "model": r.base, "task": r.task, "quant": r.quant, "run": r.run, "n": str(r.n or ""),
-            "verdict": f"{verdict_text(r)}{'' if e is None else ' (' + e.metric + ')'}",
+            "verdict": f"{verdict_text(r)}{metric}",
+            **({FIXED_N_COLUMN: f"{fixed_n_text(r)}{metric}" if r.settled is not None else ""} if judged else {}),
             "difference [90% CI]": difference_text(e),
             "same prediction": _num(r.same_pred), "label KL": _num(r.kl_mean, 4),
             "KLD mean [95% CI]": "" if k is None else f"{k.mean:.4f} [{k.ci95[0]:.4f}, {k.ci95[1]:.4f}]",
             "KLD p99": "" if k is None else _num(k.p99, 4), "same top": "" if k is None else _num(k.same_top),
             "answers changed": "" if r.changes is None else r.changes.summary,
             "size MB": "" if r.size is None else f"{r.size / 1e6:.0f}", "items/s": _num(r.items_per_s, 2)})
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    cols = list(COLUMNS)
+    if judged:
+        cols.insert(cols.index("verdict") + 1, FIXED_N_COLUMN)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _verdict(r: Rung) -> dict | None:
+    """Compare's verdict as plain data (its line, like_line, exact)."""
+    e = r.verdict
+    return None if e is None else {**asdict(e), "exact": e.exact, "line": e.line, "like_line": e.like_line or None}
+
+
+def _judged(r: Rung) -> dict:
+    """A rung a rule judged: ``verdict`` the rule's (kind, words, the run's line), ``sequential`` its look
+    (settled.SettledVerdict.to_json), ``fixed_n`` compare's verdict beside it (:data:`FIXED_N`); else nothing."""
+    s = r.settled
+    if s is None or r.is_reference:
+        return {}
+    return {"verdict": {"kind": s.verdict, "metric": None if r.verdict is None else r.verdict.metric,
+                        "margin": s.look.margin, "words": s.words, "line": s.line, "like_line": None},
+            "sequential": s.to_json(), "fixed_n": {**(_verdict(r) or {}), "words": fixed_n_text(r), "about": FIXED_N}}
 
 
 def records(rungs: Sequence[Rung]) -> list[dict]:
-    """Plain data: every field, the verdict's line and the changes' counts and decisive ids."""
+    """Plain data: every field, the verdict's line and the changes' counts and decisive ids; a rung a rule judged,
+    the rule's verdict (``verdict``, ``sequential``) and compare's beside it (``fixed_n``)."""
     out = []
     for r in rungs:
         ch = r.changes
@@ -79,11 +117,16 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
                     "kl_mean": r.kl_mean, "kld": None if r.kld is None else {
                         key: v for key, v in r.kld.to_dict().items()
                         if key in ("mean", "median", "p99", "p99_9", "max", "same_top", "ci95", "n_tokens")},
-                    "verdict": None if r.verdict is None else
-                    {**asdict(r.verdict), "exact": r.verdict.exact, "line": r.verdict.line,
-                     "like_line": r.verdict.like_line or None},
+                    "verdict": _verdict(r),
                     "verdict_text": verdict_text(r), "difference_text": difference_text(r.verdict),
                     "changed": None if ch is None else {
                         "n": len(ch.changed), "near_ties": len(ch.near_ties), "decisive": [d.id for d in ch.decisive],
-                        "threshold_nats": ch.threshold, "line": ch.summary}})
+                        "threshold_nats": ch.threshold, "line": ch.summary}, **_judged(r)})
     return out
+
+
+def page_records(rungs: Sequence[Rung]) -> list[dict]:
+    """:func:`records` for the HTML page: a rung a rule judged shows compare's verdict beside the rule's in its
+    verdict cell (``verdict_text``), said not to account for the looks."""
+    return [{**d, "verdict_text": f"{d['verdict_text']}; {FIXED_N}: {d['fixed_n']['words']}"} if "fixed_n" in d else d
+            for d in records(rungs)]

@@ -92,7 +92,8 @@ def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, st
         metric = task.primary_metric or "accuracy"
         stats = statistics(task)
         margin = plan.margin if plan.margin is not None else task.margin(metric)
-        out[task.key] = [(sq.Question(f"{plan.model_label} vs {reference} {task.key}.{metric}", stats[metric], margin),
+        name = sq.pair_question_name(plan.model_label, reference, task.key, metric)
+        out[task.key] = [(sq.Question(name, stats[metric], margin),
                           metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
     return out
 
