@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +28,28 @@ def isolated_env(root: Path) -> dict[str, str]:
             "ABRICOT_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
+def forget_environment_memos() -> None:
+    """Forget the process's answers that hang on the environment a test sets, not on a file's bytes:
+    the hub probe's (HF_ENDPOINT, the proxy variables) and lm-eval's DISCOTEX documents (keyed by the
+    paths given: with none, the cache folder, another in each test). Only modules already imported.
+    The memos keyed by a file's identity (path, inode, size, mtime: hashing, GGUF headers, DISCOTEX
+    items) are kept: another test meets an entry only for the same unchanged file, with the same answer."""
+    probe = sys.modules.get("abricot_local.models.hub_probe")
+    if probe is not None:
+        probe._answers.clear()
+    loaders = sys.modules.get("abricot_local.lm_eval.tasks.loaders")
+    if loaders is not None:
+        loaders._discotex.cache_clear()
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
-    """A private cache/config dir per test, the cwd in tmp, and every download refused."""
+    """A private cache/config dir per test, the cwd in tmp, every download refused, and no answer
+    an earlier test left in a memo that hangs on the environment (forget_environment_memos)."""
     for key, value in isolated_env(tmp_path).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
+    forget_environment_memos()
     yield tmp_path
 
 

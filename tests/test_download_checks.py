@@ -125,7 +125,17 @@ def folded(monkeypatch):
     monkeypatch.setattr("abricot_local.cli.app.FOLD", True)
 
 
-def test_discotex_pull_names_every_missing_file_its_url_and_the_offline_way_each_on_a_line(tmp_path, folded):
+@pytest.fixture
+def user_cache(home, monkeypatch):
+    """The cache where a user's is (~/.cache/abricot-local, HOME a tmp folder), so that a message shows
+    it as ~/.cache/...: as long as a user's, whatever the tmp folder's length (pytest-xdist adds popen-gwN/)
+    folds it the same; and an empty Hugging Face cache (``home``)."""
+    monkeypatch.delenv("ABRICOT_CACHE_DIR")
+    return home / ".cache" / "abricot-local"
+
+
+def test_discotex_pull_names_every_missing_file_its_url_and_the_offline_way_each_on_a_line(tmp_path, folded,
+                                                                                          user_cache):
     """Offline (conftest): both release files fail; each file, its URL and --data-dir on a line of its own,
     within 120 columns, each URL once, and the cause said (offline), not only that the download failed."""
     r = invoke("data", "pull", "discotex")
@@ -144,7 +154,8 @@ def test_discotex_pull_names_every_missing_file_its_url_and_the_offline_way_each
     assert len(r.output) < 700
 
 
-def test_an_unreachable_network_is_said_as_one_and_the_second_file_is_not_tried(tmp_path, folded, monkeypatch):
+def test_an_unreachable_network_is_said_as_one_and_the_second_file_is_not_tried(tmp_path, folded, monkeypatch,
+                                                                              user_cache):
     import urllib.error
 
     tried = []
@@ -156,6 +167,9 @@ def test_an_unreachable_network_is_said_as_one_and_the_second_file_is_not_tried(
     monkeypatch.delenv("ABRICOT_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr("urllib.request.urlopen", urlopen)
+    # the hub unreachable too (no real connection, whatever the machine's network and an earlier test's probe)
+    monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: "huggingface.co:443: Temporary failure in "
+                                                                      "name resolution")
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex")
     assert r.exit_code == 2 and len(tried) == 1
     lines = r.output.rstrip().splitlines()

@@ -122,9 +122,9 @@ _BUILT_MAX = 8  # a process keeps the items of a few settings (1,600 items each)
 
 
 def _identity(path: Path) -> tuple:
-    """A data file as it is now: its path, inode, size and modification time (a file rewritten is another)."""
+    """A data file as it is now: its path, inode, size, modification and change times (a file rewritten is another)."""
     st = Path(path).stat()
-    return str(path), st.st_ino, st.st_size, st.st_mtime_ns
+    return str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 class DiscotexTask(Task):
