@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from test_report_settled import column  # the text table's column, folded lines joined
 from invented_data import write_discotex
 
 FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
@@ -49,20 +50,6 @@ def build(*folders):
 
 def rung_of(rungs, run: str):
     return next(r for r in rungs if r.run == run)
-
-
-def column(text: str, header: str) -> str:
-    """The cells of the text table's column ``header`` (its first block), their folded lines joined."""
-    lines = text.splitlines()
-    at = next(k for k, ln in enumerate(lines) if header in ln.split())
-    start = lines[at].index(header)
-    end = start + len(lines[at + 1][start:].split()[0])
-    cells = []
-    for ln in lines[at + 2:]:
-        if not ln.strip():
-            break
-        cells.append(ln[start:end].strip())
-    return " ".join(c for c in cells if c)
 
 
 def own_line(record, name: str) -> str:
