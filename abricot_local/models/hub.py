@@ -18,10 +18,26 @@ from .hub_errors import hub_error, is_connection_error
 from .spec import ModelSpec
 
 
-def hub_module():
-    """The huggingface_hub module, imported on first use (keeps the CLI start fast)."""
-    import huggingface_hub
+_set_offline = False  # hub_module() turned huggingface_hub's offline mode on, and so turns it off again
 
+
+def hub_module():
+    """The huggingface_hub module, imported on first use (keeps the CLI start fast); offline while
+    abricot-local is (:func:`is_offline`). ``local_files_only`` alone is not enough: huggingface_hub
+    still builds a user agent, and with it fetches its agent-harness registry
+    (``GET {ENDPOINT}/api/agent-harnesses``, 3 s timeout) once per process. It reads
+    ``HF_HUB_OFFLINE`` at import into ``constants.HF_HUB_OFFLINE``, which its calls consult each
+    time: that constant is set here (not the variable, which :func:`is_offline` and child processes
+    would read after), before any call, and reset when abricot-local is online again in the process."""
+    global _set_offline
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    if is_offline():
+        if not constants.HF_HUB_OFFLINE:
+            constants.HF_HUB_OFFLINE = _set_offline = True
+    elif _set_offline:
+        constants.HF_HUB_OFFLINE = _set_offline = False
     return huggingface_hub
 
 
