@@ -101,3 +101,16 @@ def test_offline_left_as_the_user_set_it(seen, monkeypatch):
     monkeypatch.delenv("ABRICOT_OFFLINE")
     assert hub.hub_module().constants.HF_HUB_OFFLINE is True
     assert seen == []
+
+
+def test_a_refusal_names_the_hub_it_asked(monkeypatch):
+    """HF_ENDPOINT's host, not huggingface.co, is the one a refusal sends the user to."""
+    from huggingface_hub import errors
+
+    from abricot_local.models.hub_errors import hub_error
+
+    monkeypatch.setattr(hf_constants, "ENDPOINT", "http://127.0.0.1:9")
+    offline = hub_error(errors.LocalEntryNotFoundError("not cached"), "org/repo", "m.gguf", None, dataset=False)
+    down = hub_error(ConnectionError("refused"), "org/repo", "m.gguf", None, dataset=True)
+    assert "http://127.0.0.1:9 unreachable" in str(offline) and "huggingface.co" not in str(offline)
+    assert "from http://127.0.0.1:9 (ConnectionError" in str(down)

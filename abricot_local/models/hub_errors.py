@@ -22,16 +22,17 @@ def is_connection_error(exc: BaseException) -> bool:
 def hub_error(exc: BaseException, repo: str, filename: str | None, revision: str | None, *,
                dataset: bool) -> BaseException:
     """Translate a huggingface_hub exception into a :class:`DownloadError` a user can act on."""
-    from huggingface_hub import errors
+    from huggingface_hub import constants, errors
 
-    url = f"https://huggingface.co/{'datasets/' if dataset else ''}{repo}"
+    host = constants.ENDPOINT.rstrip("/")  # HF_ENDPOINT's, else https://huggingface.co
+    url = f"{host}/{'datasets/' if dataset else ''}{repo}"
     what = f"{repo}/{filename}" if filename else repo
     at = f" --revision {revision}" if revision else ""
     kind = " --repo-type dataset" if dataset else ""
     if isinstance(exc, (errors.LocalEntryNotFoundError, getattr(errors, "OfflineModeIsEnabled", ()))):
         return DownloadError(
             f"{what} is not in the local Hugging Face cache and cannot be downloaded now (offline: "
-            f"ABRICOT_OFFLINE/HF_HUB_OFFLINE set, or huggingface.co unreachable). When online, run "
+            f"ABRICOT_OFFLINE/HF_HUB_OFFLINE set, or {host} unreachable). When online, run "
             f"'hf download {repo} {filename or ''}{at}{kind}' or run again without offline mode"
             + (", or give the path to a .gguf file instead." if not dataset else ".")
         )
@@ -50,6 +51,6 @@ def hub_error(exc: BaseException, repo: str, filename: str | None, revision: str
     if isinstance(exc, errors.HfHubHTTPError):
         return DownloadError(f"Hugging Face refused the download of {what} (HTTP {status(exc)}): {exc}")
     if is_connection_error(exc):
-        return DownloadError(f"could not download {what} from huggingface.co ({type(exc).__name__}: {exc}); "
+        return DownloadError(f"could not download {what} from {host} ({type(exc).__name__}: {exc}); "
                              "check the network or proxy and retry (downloads resume)")
     return exc
