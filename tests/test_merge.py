@@ -1,4 +1,5 @@
-"""Shards and merge: a merged run equals the unsharded one, byte for byte (fake and real model)."""
+"""Shards and merge: a shard is a seeded draw of each task's items (not every N-th one), and a merged run equals
+the unsharded one, byte for byte (fake and real model)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from abricot_local.run.request import Shard
 from conftest import FIXTURE
 
 
@@ -19,6 +21,10 @@ def base(discotex_dir):
 
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def ids(folder, task):
+    return [json.loads(line)["id"] for line in (folder / f"samples-{task}.jsonl").read_text().splitlines()]
 
 
 def same_run(a, b, tasks):
@@ -38,6 +44,9 @@ def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
         r = invoke(*base, "--shard", f"{k}/3", "--out", p)
         assert r.exit_code == 0, r.output
     assert json.loads((parts[1] / "results.json").read_text())["tasks"]["discotex"]["n"] == 4  # 11 = 4 + 4 + 3
+    whole, first = (ids(d, "discotex") for d in (tmp_path / "whole", parts[0]))
+    seed = json.loads((parts[0] / "results.json").read_text())["tasks"]["discotex"]["config"]["seed"]
+    assert first == [whole[p] for p in Shard(1, 3).places(11, seed)] and first != whole[0::3]  # a draw, not every 3rd
     r = invoke("merge", parts[2], parts[0], parts[1], "--out", tmp_path / "merged")
     assert r.exit_code == 0, r.output
     same_run(tmp_path / "merged", tmp_path / "whole", ["discotex", "abricot_abs", "abricot_inc"])
@@ -46,6 +55,16 @@ def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
     assert rep.exit_code == 0, rep.output
     res = invoke(*base, "--out", tmp_path / "merged", "--resume")
     assert res.exit_code == 0, res.output
+
+
+def test_shards_of_another_seed_merge_into_its_unsharded_run(tmp_path, base):
+    args = [{"discotex,abricot": "discotex"}.get(a, a) for a in base] + ["--seed", 7]
+    assert invoke(*args, "--out", tmp_path / "whole").exit_code == 0
+    for k in (1, 2):
+        assert invoke(*args, "--shard", f"{k}/2", "--out", tmp_path / f"s{k}").exit_code == 0
+    assert ids(tmp_path / "s1", "discotex") != ids(tmp_path / "whole", "discotex")[0::2]
+    assert invoke("merge", tmp_path / "s2", tmp_path / "s1", "--out", tmp_path / "merged").exit_code == 0
+    same_run(tmp_path / "merged", tmp_path / "whole", ["discotex"])
 
 
 def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base):

@@ -23,7 +23,7 @@ from abricot_local.errors import UsageError
 @click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept): "
               "the first N of one seeded order, so a sample lies inside every larger one.")
 @click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
-              "(after --limit/--sample); `merge` joins the parts.")
+              "(after --limit/--sample), each a seeded random draw of them; `merge` joins the parts.")
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out; with a larger --sample, "

@@ -1,11 +1,13 @@
 """Joining the shards of one run (`run --shard K/N`) into the run it stands for.
 
-A shard K/N holds every N-th item of each task from the K-th (request.Shard),
-so the unsharded item order is the shards' items interleaved. The shards must
-be complete, disjoint and of one run: the same model and data SHA-256, options
-(all but the shard), task versions, schedule and llama.cpp build. The merged
-folder's samples files and metrics are those of an unsharded run with the same
-exact engine, byte for byte; `check`, `report` and `--resume` treat it as one.
+A shard K/N holds the items of each task at ranks K-1, K-1+N, ... of its seeded
+shard order (request.Shard.places), in release order: from the count of the
+shards' items and the task's seed, each item's place in the unsharded order is
+known. The shards must be complete, disjoint and of one run: the same model and
+data SHA-256, options (all but the shard), task versions, schedule and llama.cpp
+build. The merged folder's samples files and metrics are those of an unsharded
+run with the same exact engine, byte for byte; `check`, `report` and `--resume`
+treat it as one.
 """
 
 from __future__ import annotations
@@ -90,11 +92,18 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
     return sorted(found, key=lambda s: s[0].index)
 
 
-def interleave(parts: list[list[Sample]]) -> list[Sample]:
-    """The unsharded order: item j of shard k is item j * N + (k - 1)."""
-    out = []
-    for j in range(max(len(p) for p in parts)):
-        out.extend(p[j] for p in parts if j < len(p))
+def unsharded(name: str, parts: Sequence[tuple[Shard, Sequence[Sample]]], seed: int) -> list[Sample]:
+    """Task ``name``'s samples in the unsharded order (``parts``: each shard, 1..N, with its samples; ``seed``: the
+    task's): item j of shard K at its place ``K.places(m, seed)[j]`` among the m items of all the shards."""
+    count = sum(len(part) for _, part in parts)
+    out: list = [None] * count
+    for shard, part in parts:
+        places = shard.places(count, seed)
+        if len(places) != len(part):
+            raise ResultsError(f"task {name}: shard {shard} holds {len(part)} item(s) where its part of the {count} "
+                               f"the shards hold is {len(places)}: the shards are not of one run")
+        for place, sample in zip(places, part):
+            out[place] = sample
     return out
 
 
@@ -105,18 +114,19 @@ def merge(shards: Sequence, out: str | Path) -> Path:
     from abricot_local.run.record import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
 
-    runs = [run for _, run in check_shards(shards)]
+    found = check_shards(shards)
+    runs = [run for _, run in found]
     ref = runs[0].record
     tasks, samples, evidence = {}, {}, {}
     published = ref.published
     for name, entry in ref.tasks.items():
+        task = make_task(name, options_of(ref, name, runs[0].path))
         parts = [run.samples_of(name) for run in runs]
-        rows = interleave(parts)
+        rows = unsharded(name, [(shard, part) for (shard, _), part in zip(found, parts)], task.options.seed)
         ids = [s.id for s in rows]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
-        task = make_task(name, options_of(ref, name, runs[0].path))
         metrics = as_json(task.metrics(rows))
         own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
                and w not in metric_warnings(entry.metrics)]

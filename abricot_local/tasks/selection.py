@@ -15,6 +15,7 @@ from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
+SHARD_STREAM = 102  # --shard's: [seed, 102], apart from --sample's (one stream for both would tie a shard to its sample)
 T = TypeVar("T")
 
 
@@ -129,6 +130,12 @@ def sample_order(count: int, seed: int) -> tuple[int, ...]:
     return tuple(np.random.default_rng([seed, SAMPLE_STREAM]).permutation(count).tolist())
 
 
+def shard_order(count: int, seed: int) -> tuple[int, ...]:
+    """The order --shard K/N deals a task's ``count`` items (after --limit/--sample) in: one permutation, from
+    the generator [seed, SHARD_STREAM]; shard K holds ranks K-1, K-1+N, ... (run.request.Shard.places)."""
+    return tuple(np.random.default_rng([seed, SHARD_STREAM]).permutation(count).tolist())
+
+
 def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
     """``--sample n``'s items of ``items`` (a task's, in release order): the first n of
     :func:`sample_order`, kept in release order (all of them when there are no more than n)."""
@@ -138,7 +145,8 @@ def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
 def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
     order, or the ``sample`` first of the task's seeded order (:func:`drawn`: kept in release
-    order); then the shard's part of those (``shard``: a run.request.Shard, its ``take``)."""
+    order); then the shard's part of those (``shard``: a run.request.Shard, its ``take``: a seeded random
+    draw of them, :func:`shard_order`)."""
     runs = []
     for task in tasks:
         items = task.items()
@@ -158,7 +166,7 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> 
                 raise DataError(f"task {task.key}: item id {it.id!r} appears twice in the data")
             seen.add(it.id)
         if shard is not None:
-            items = shard.take(items)
+            items = shard.take(items, task.options.seed)
             if not items:
                 raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all): split "
                                  f"them into at most {len(seen)} parts ({opt('shard', f'K/{len(seen)}')})")
