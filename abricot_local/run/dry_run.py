@@ -54,7 +54,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
     sweep = len(request.models) > 1
     out = []
     with unwritten():
-        reference = _ladder_reference(request)
+        reference = request.reference  # a --until-settled ladder's, else None
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
@@ -214,15 +214,6 @@ def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
     from abricot_local.run.settle import Pairs, costed
 
     return costed(plan, model, Pairs(reference, Path(), 0) if reference is not None else None)
-
-
-def _ladder_reference(request) -> str | None:
-    """A --quants --until-settled ladder's reference (run/settle_sweep.py), else None."""
-    if not request.settle.on or len(request.models) < 2:
-        return None
-    from abricot_local.run.settle_sweep import reference_of
-
-    return reference_of(request)
 
 
 def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None) -> TaskPlan:

@@ -20,22 +20,6 @@ from abricot_local.record import RESULTS, read_run
 from abricot_local.run.request import SettleOptions
 
 
-def reference_of(request) -> str:
-    """The ladder's reference: its highest-precision quant as the registry names it (the first on a tie)."""
-    from abricot_local.gguf.file import highest_precision
-    from abricot_local.models.registry import lookup
-
-    registry = request.known_models()
-
-    def quant(alias: str) -> str:
-        try:
-            return lookup(alias, registry).quant or ""
-        except AbricotError:
-            return ""  # not a quant name: the lowest
-
-    return request.models[highest_precision([quant(m) for m in request.models])]
-
-
 def held(folder: Path) -> int:
     """The items each task of the finished run in ``folder`` holds (its ``--sample``); 0 when there is none."""
     if not (folder / RESULTS).is_file():
@@ -64,7 +48,7 @@ def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
     from abricot_local.run.settle import Pairs
     from abricot_local.run.settle_record import stopped
 
-    ref = reference_of(request)
+    ref = request.reference  # chosen once, with the request (request._reference)
     folders = {m: request.folder_of(m) for m in request.models}
     plain = replace(request, settle=SettleOptions(), sample=None)  # the reference: an ordinary --sample n run
     left = [m for m in request.models if m != ref]
