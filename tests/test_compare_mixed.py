@@ -151,6 +151,8 @@ def test_refused_only_when_no_two_runs_share_an_item(views):
 
 
 WHY = "(another seed, prompt variant, shot count or chat template: see docs/compare.md)"
+FORWARD = ("; to pair them on id alone (each item under its two contexts: is the result sensitive to the seed?), "
+           "compare with ")  # then --by-id, by_id=True: the door's words
 
 
 def test_the_refusal_counts_the_items_that_share_an_id_but_not_the_context(views):
@@ -161,14 +163,15 @@ def test_the_refusal_counts_the_items_that_share_an_id_but_not_the_context(views
     with pytest.raises(ResultsError) as err:
         cmp.compare([d2, moved])
     assert str(err.value).endswith(f"have no common items (same id and same scored context) in discotex: {n} items "
-                                   f"share an id but not the scored context {WHY}; nothing to compare"), str(err.value)
+                                   f"share an id but not the scored context {WHY}; nothing to compare{FORWARD}"
+                                   "by_id=True"), str(err.value)
     with pytest.raises(ResultsError) as err:  # three runs: the pair that shares ids named, with its task
         cmp.compare([d2, moved, x4])
     assert (f"in a task both ran (discotex); items that share an id but not the scored context: fake-2 and moved: "
-            f"{n} in discotex {WHY}; nothing to compare") in str(err.value), str(err.value)
+            f"{n} in discotex {WHY}; nothing to compare{FORWARD}by_id=True") in str(err.value), str(err.value)
     with pytest.raises(ResultsError) as err:  # no id shared: nothing counted
         cmp.compare([d2, x4])
-    assert "share an id" not in str(err.value)
+    assert "share an id" not in str(err.value) and "by_id" not in str(err.value)
 
 
 def test_two_seeds_of_the_seeded_paper_protocol_say_why_they_share_no_item(tmp_path):
@@ -186,7 +189,7 @@ def test_two_seeds_of_the_seeded_paper_protocol_say_why_they_share_no_item(tmp_p
     r = CliRunner().invoke(cli, ["compare", *map(str, runs)], catch_exceptions=False)
     text = " ".join(r.stderr.split())
     assert r.exit_code == 2 and (f"in abricot_inc: {n} items share an id but not the scored context {WHY}; "
-                                 "nothing to compare") in text, text
+                                 f"nothing to compare{FORWARD}--by-id") in text, text
 
 
 def test_the_command_on_a_mixed_folder(folders, views, tmp_path):

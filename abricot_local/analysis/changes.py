@@ -26,8 +26,10 @@ NEAR_TIE = 0.5
 
 # what a pair of runs compares (`compared`): what a near tie means depends on it
 ONE_MODEL, QUANTS, MODELS = "one model", "quants", "two models"
+OTHER_CONTEXTS = "other contexts"  # compare --by-id: items scored under another prompt (seed, variant, shots)
 NEAR_TIE_MEANS = {ONE_MODEL: "kernels alone can flip them", QUANTS: "a quant or kernels alone can flip them",
-                  MODELS: "close calls for the reference"}
+                  MODELS: "close calls for the reference",
+                  OTHER_CONTEXTS: "close calls for the reference; another prompt can change any answer"}
 FIXED, BROKEN, STILL_WRONG = "fixed", "broken", "still_wrong"  # wrong -> right, right -> wrong, wrong -> other wrong
 
 
@@ -53,11 +55,14 @@ def compared(ref, other) -> str:
 def near_tie_note(kinds) -> str:
     """What a near tie means for the pairs compared (``compared``'s kinds)."""
     seen = set(kinds)
-    kinds = [k for k in (ONE_MODEL, QUANTS, MODELS) if k in seen]
+    kinds = [k for k in (ONE_MODEL, QUANTS, MODELS, OTHER_CONTEXTS) if k in seen]
     if len(kinds) == 1:
         return NEAR_TIE_MEANS[kinds[0]]
     if not kinds:
         return NEAR_TIE_MEANS[ONE_MODEL]
+    if OTHER_CONTEXTS in seen:
+        return "close calls; another prompt can change any answer, and between runs of one model or its quants on " \
+            "one prompt, kernels alone can flip them"
     return "close calls; between runs of one model or its quants, kernels alone can flip them"
 
 

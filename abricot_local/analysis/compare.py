@@ -2,7 +2,8 @@
 
 Each task is compared among the runs that have it (matching.py), over the items all of those runs
 scored with the same id and the same scored context (SHA-256 of the sample's ``context``), in id
-order, so the numbers depend neither on item order nor on sharding; a task one run recorded under
+order, so the numbers depend neither on item order nor on sharding (``by_id``: on the id alone, the same
+item under two contexts, said in the notes and every verdict); a task one run recorded under
 another key (another prompt-variant spelling, an lm-eval output) is paired by the same items
 (alignment.py). For each pair of runs that share a task, each CI metric the task declares
 (``Task.metric_inputs``) is compared over those items: the paired difference with Tango's score
@@ -25,11 +26,12 @@ import numpy as np
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.alignment import align
-from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, changed_answers, compared
+from abricot_local.analysis.changes import NEAR_TIE, OTHER_CONTEXTS, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
-from abricot_local.analysis.matching import (TaskMatch, absent_notes, match, no_common_note,
-                                            not_paired, refusal, spread, taking_part, task_references)
+from abricot_local.analysis.matching import (CONTEXT, ID, TaskMatch, absent_notes, by_id_note, by_id_words, match,
+                                            n_other_context, no_common_note, not_paired, refusal, spread,
+                                            taking_part, task_references)
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_count
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
@@ -134,6 +136,7 @@ class Comparison:
     margin: float | None = None  # --margin (None: each task's per metric)
     near_tie: float = NEAR_TIE
     totals: Mapping[str, int | None] = field(default_factory=dict)  # per task, its items (population.py; None: unknown)
+    paired_on: str = CONTEXT  # matching.CONTEXT: same id and scored context; matching.ID: the id alone (by_id)
 
 
 # -- comparing -------------------------------------------------------------------------------
@@ -204,14 +207,16 @@ def _power(metrics: Sequence[MetricComparison], primary: dict) -> tuple[TaskPowe
 
 def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float = stats.ALPHA,
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
-            reference: str | None = None, near_tie: float = NEAR_TIE, given: GivenData = NOTHING_GIVEN) -> Comparison:
+            reference: str | None = None, near_tie: float = NEAR_TIE, given: GivenData = NOTHING_GIVEN,
+            by_id: bool = False) -> Comparison:
     """Every pair of ``runs`` that share a task compared on it, over the items all the runs that have the task
     scored alike (matching.py; refused only when no two runs share an item). ``alpha``: the
     level of the verdicts and the best group (the power figures stay at 5% / 80%); ``margin``
     (else each task's per metric) and ``reference`` (a label or folder, else equivalence.references'
     default among each task's runs): the equivalence verdicts, over each task's N (population.py; ``given``: the data
     a user gave, where it is counted when the runs' recorded files are not here); ``near_tie``: nats, changes.py's
-    threshold."""
+    threshold; ``by_id``: items paired on their id alone (matching.py), each pair one item under two contexts
+    (another seed, prompt variant...), the notes and each verdict saying on how many the context differs."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
     if not 0 <= tolerance < math.inf:  # NaN fails too
@@ -233,30 +238,36 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
     tasks = taking_part(runs)  # each task among the runs that have it (matching.py)
     notes = aligned + absent_notes(runs, tasks)
     matches, metrics, agreements, primary, margins, changes, refs, size = [], [], [], {}, {}, [], {}, {}
+    moved: dict[tuple[str, str], int] = {}  # by_id: per pair, its common items scored under another context
     for task, members in tasks:
         if len(members) < 2:
             continue
         group = [runs[k] for k in members]
-        m, per_run = match(group, task)
+        m, per_run = match(group, task, by_id)
         matches.append(spread(m, members, len(runs)))
         if not m.n_common:
-            notes.append(no_common_note(runs, task, members))
+            notes.append(no_common_note(runs, task, members, by_id))
             continue
+        notes += [by_id_note(m)] if by_id else []
         size[task], refs[task] = len(group), task_references(group, named, task, notes)
         built = [_inputs(r, task, s) for r, s in zip(group, per_run)]
         primary[task] = built[0][0].primary_metric
         margins.update({(task, name): built[0][0].margin(name) for name in built[0][1]})
         for i, j in combinations(range(len(group)), 2):
             agreements.append(agreement(task, group[i], group[j], per_run[i], per_run[j]))
+            other = by_id and n_other_context(per_run[i], per_run[j])
+            if by_id:
+                key = (group[i].label, group[j].label)
+                moved[key] = moved.get(key, 0) + other
             r, o = (j, i) if (group[i].label, group[j].label) in refs[task] else (i, j)  # the reference first
             changes.append(changed_answers(task, group[r].label, group[o].label, per_run[r], per_run[o], near_tie,
-                                           what=compared(group[r], group[o])))
+                                           what=OTHER_CONTEXTS if other else compared(group[r], group[o])))
             for name, ia in built[i][1].items():
                 if name in built[j][1]:
                     metrics.append(compare_metric(task, group[i].label, group[j].label, ia, built[j][1][name],
                                                   seed=seed, n_boot=n_boot))
     if not agreements:
-        raise refusal(runs, tasks)
+        raise refusal(runs, tasks, by_id)
     counts = {t: task_count(runs, t, given) for t in size}
     totals, notes = {t: n for t, (n, _) in counts.items()}, notes + [w for _, w in counts.values() if w]
     same = {(g.a, g.b, g.task) for g in agreements if g.identical}
@@ -267,6 +278,10 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
     power = _power(metrics, primary)
     verdicts = tuple(verdict(a, b, metrics, agreements, primary, tolerance, alpha)
                      for a, b in combinations(labels, 2) if (a, b) in paired)
+    if by_id:  # every verdict says it: no one reads it as two runs on the same prompts
+        n = {(v.a, v.b): sum(g.n for g in agreements if (g.a, g.b) == (v.a, v.b)) for v in verdicts}
+        verdicts = tuple(replace(v, reason=f"{by_id_words(moved[(v.a, v.b)], n[(v.a, v.b)])}; {v.reason}")
+                         for v in verdicts)
     differs = tuple(d for x, y in combinations(runs, 2) if (x.label, y.label) in paired
                     for d in differing_settings(x, y))
     groups = tuple(g for g in best_groups(labels, metrics, alpha) if size[g.task] > 2)
@@ -276,7 +291,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
                     key=lambda e: (index[e.other], index[e.reference]))  # a run and its references, in order
     return Comparison(tuple(runs), tuple(matches), tuple(metrics), tuple(agreements), differs, groups, power,
                       verdicts, tuple(notes), tolerance, alpha, seed, n_boot, tuple(primary.items()),
-                      tuple(judged), tuple(changes), margin, near_tie, totals)
+                      tuple(judged), tuple(changes), margin, near_tie, totals, ID if by_id else CONTEXT)
 
 
 def _holm(metrics: list[MetricComparison]) -> list[MetricComparison]:

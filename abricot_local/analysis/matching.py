@@ -2,7 +2,9 @@
 
 A task is compared among the runs that have it (after alignment.py has paired the instances one
 prompt was recorded under), over the items all of those runs scored alike: the same id and the same
-scored context (SHA-256 of the sample's ``context``), in id order. A run without the task is named
+scored context (SHA-256 of the sample's ``context``), in id order; ``by_id`` (`compare --by-id`): the
+same id alone, each pair one item scored under two contexts (another seed, say), said in the notes
+and each verdict (:func:`by_id_note`, :func:`by_id_words`). A run without the task is named
 in the task's note and takes no part in it; two runs that share no compared task are not paired.
 Each task's runs are judged against its own reference (equivalence.references over them). A
 comparison is refused only when no two runs share an item in any task."""
@@ -16,7 +18,7 @@ from typing import Sequence
 
 from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.runs import Run
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 from abricot_local.record import Sample
 
 
@@ -26,6 +28,10 @@ class TaskMatch:
     n: tuple[int | None, ...]  # items per run, in the runs' order (None: the run has not the task)
     n_common: int
     n_context_differs: int  # ids every run of the task has whose scored context differs between them
+    paired_on: str = "id+context"  # PAIRED_ON: what makes two runs' samples one item (ID: `compare --by-id`)
+
+
+CONTEXT, ID = "id+context", "id"  # TaskMatch.paired_on: the same id and scored context (the default), the id alone
 
 
 def item_key(sample: Sample) -> tuple[str, str]:
@@ -33,13 +39,37 @@ def item_key(sample: Sample) -> tuple[str, str]:
     return sample.id, hashlib.sha256(str(sample.context).encode("utf-8")).hexdigest()
 
 
-def match(runs: Sequence[Run], task: str) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
-    """The items every run scored alike, in id order: per run its samples of them."""
+def match(runs: Sequence[Run], task: str, by_id: bool = False) -> tuple[TaskMatch, list[tuple[Sample, ...]]]:
+    """The items every run scored alike, in id order: per run its samples of them. ``by_id``: the items
+    every run has, on their id alone (``n_context_differs``: those of them scored under other contexts)."""
     keyed = [{item_key(s): s for s in r.task(task).samples} for r in runs]
-    common = sorted(set.intersection(*(set(k) for k in keyed)))
+    alike = set.intersection(*(set(k) for k in keyed))
     ids = set.intersection(*({i for i, _ in k} for k in keyed))
+    if by_id:
+        by = [{i: s for (i, _), s in k.items()} for k in keyed]
+        common = sorted(ids)
+        m = TaskMatch(task, tuple(len(k) for k in keyed), len(common), len(ids) - len(alike), ID)
+        return m, [tuple(k[i] for i in common) for k in by]
+    common = sorted(alike)
     m = TaskMatch(task, tuple(len(k) for k in keyed), len(common), len(ids) - len(common))
     return m, [tuple(k[key] for key in common) for k in keyed]
+
+
+def n_other_context(xs: Sequence[Sample], ys: Sequence[Sample]) -> int:
+    """How many of two runs' paired samples (in the same order) were scored under another context."""
+    return sum(item_key(x)[1] != item_key(y)[1] for x, y in zip(xs, ys))
+
+
+def by_id_words(k: int, n: int) -> str:
+    """What a pair paired on id alone compared: "paired by id, the scored context differing on 40 of 40 items"."""
+    return f"paired by id, the scored context differing on {k} of {n} item{'s' * (n != 1)}"
+
+
+def by_id_note(m: TaskMatch) -> str:
+    """The note of a task paired on id alone: what each pair is, and what it is not."""
+    return (f"task {m.task}: items paired by id alone, the scored context differing on {m.n_context_differs} of "
+            f"{m.n_common} common items: each pair is one item under two contexts ({WHY}), not two runs on the same "
+            "prompts (docs/compare.md)")
 
 
 def taking_part(runs: Sequence[Run]) -> list[tuple[str, tuple[int, ...]]]:
@@ -71,9 +101,9 @@ def absent_notes(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]
     return out
 
 
-def no_common_note(runs: Sequence[Run], task: str, members: Sequence[int]) -> str:
+def no_common_note(runs: Sequence[Run], task: str, members: Sequence[int], by_id: bool = False) -> str:
     mine = "all runs" if len(members) == len(runs) else f"its runs {_labels([runs[k] for k in members])}"
-    return f"task {task}: no item in common to {mine} (same id and scored context)"
+    return f"task {task}: no item in common to {mine} ({_SAME[by_id]})"
 
 
 def task_references(group: Sequence[Run], reference: str | None, task: str,
@@ -95,8 +125,16 @@ def not_paired(runs: Sequence[Run], paired: set[tuple[str, str]]) -> list[str]:
     return [f"not paired (no compared task in common): {'; '.join(left)}"] if left else []
 
 
-WHY_CONTEXT = "another seed, prompt variant, shot count or chat template: see docs/compare.md"
+WHY = "another seed, prompt variant, shot count or chat template"  # why one id was scored under two contexts
+WHY_CONTEXT = f"{WHY}: see docs/compare.md"
 SAME_IDS = "an id but not the scored context"  # what two runs' items share under another seed (WHY_CONTEXT)
+_SAME = {False: "same id and scored context", True: "same id"}  # an item in common, without and with by_id
+
+
+def _way_forward() -> str:
+    """The end of a refusal whose runs share ids but not contexts: the pairing on id alone."""
+    return (f"; to pair them on id alone (each item under its two contexts: is the result sensitive to the seed?), "
+            f"compare with {opt('by_id', True)}")
 
 
 def _counts(matches: Sequence[TaskMatch]) -> str:
@@ -115,32 +153,34 @@ def _same_ids(matches: Sequence[TaskMatch]) -> str:
     return f"items that share {SAME_IDS}: {_counts(matches)} ({WHY_CONTEXT})" if counts else ""
 
 
-def refusal(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]]) -> ResultsError:
+def refusal(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]], by_id: bool = False) -> ResultsError:
     """Why nothing was compared: no two runs share an item in a task they both have (the runs named, and
-    the items that share an id but not the scored context: another seed, say), or no task has an item
-    common to all the runs that have it."""
+    the items that share an id but not the scored context: another seed, say, with the way forward, the
+    pairing on id alone), or no task has an item common to all the runs that have it."""
     def shared(x: int, y: int) -> list[str]:
         return [t for t, members in tasks if x in members and y in members]
 
-    matched = {(x, y): [match([runs[x], runs[y]], t)[0] for t in shared(x, y)]
+    matched = {(x, y): [match([runs[x], runs[y]], t, by_id)[0] for t in shared(x, y)]
                for x, y in combinations(range(len(runs)), 2)}
     pairs = [(x, y) for (x, y), ms in matched.items() if any(m.n_common for m in ms)]
+    alike = "same id" if by_id else "same id and same scored context"
+    forward = _way_forward() if any(_counts(ms) for ms in matched.values()) else ""  # by_id: none counted
     if not pairs:
         if len(runs) == 2:
             where = ", ".join(shared(0, 1)) or "any task: they share no task"
             same = _same_ids(matched[(0, 1)])
             x, y = runs
-            return ResultsError(f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items (same id "
-                                f"and same scored context) in {where}{': ' + same if same else ''}; nothing to compare")
+            return ResultsError(f"runs {x.label} ({x.path}) and {y.label} ({y.path}) have no common items ({alike}) "
+                                f"in {where}{': ' + same if same else ''}; nothing to compare{forward}")
         names = ", ".join(f"{r.label} ({r.path})" for r in runs)
         where = ", ".join(t for t, members in tasks if len(members) > 1)
         same = "; ".join(f"{runs[x].label} and {runs[y].label}: {text}" for (x, y), ms in matched.items()
                          if (text := _counts(ms)))
         same = f"; items that share {SAME_IDS}: {same} ({WHY_CONTEXT})" if same else ""
-        return ResultsError(f"runs {names}: no two of them have common items (same id and same scored context) in "
+        return ResultsError(f"runs {names}: no two of them have common items ({alike}) in "
                             f"{'a task both ran (' + where + ')' if where else 'any task: no two share a task'}"
-                            f"{same}; nothing to compare")
+                            f"{same}; nothing to compare{forward}")
     names = ", ".join(f"{r.label} ({r.path})" for r in runs)
     some = "; ".join(f"{runs[x].label} and {runs[y].label}" for x, y in pairs)
     return ResultsError(f"runs {names}: no task has an item in common to all the runs that have it; compare fewer "
-                        f"runs at once (these share items: {some})")
+                        f"runs at once (these share items: {some}){forward}")

@@ -28,8 +28,8 @@ def check_alpha(alpha: float) -> None:
 
 def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: int, **verdicts):
     """The analysis.compare.Comparison of finished runs (`compare`'s refusals), for the command and the
-    API. ``verdicts``: analysis.compare.compare's margin, reference, near_tie and given (population.GivenData: the
-    data where a task's N is counted when the runs' recorded files are not here), by name."""
+    API. ``verdicts``: analysis.compare.compare's margin, reference, near_tie, given (population.GivenData: the
+    data where a task's N is counted when the runs' recorded files are not here) and by_id, by name."""
     from abricot_local.analysis import compare as cmp
 
     if len(runs) < 2:
@@ -41,12 +41,14 @@ def compare_runs(runs: Sequence[Run], *, tolerance: float, alpha: float, seed: i
 @entry
 def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | None = None, alpha: float = 0.05,
             seed: int = DEFAULT_SEED, margin: float | None = None, reference: str | None = None,
-            near_tie: float | None = None, models_file: str | os.PathLike | None = None, data: Data = None,
-            data_dir: str | os.PathLike | None = None) -> Comparison:
+            near_tie: float | None = None, by_id: bool = False, models_file: str | os.PathLike | None = None,
+            data: Data = None, data_dir: str | os.PathLike | None = None) -> Comparison:
     """`compare` of finished runs (Run objects, compared as they are; run folders, lm-eval outputs, or
     folders holding runs, read together as the command reads them, ``data``/``data_dir`` giving an
     lm-eval output's tasks' data): the items they share, paired differences with their CI and test, one
-    verdict per pair."""
+    verdict per pair. ``by_id`` (`compare --by-id`): items paired on their id alone, each pair one item
+    under two scored contexts (runs of two seeds, prompt variants, shot counts: is the result sensitive to
+    them?), said in every verdict and in ``paired_on``."""
     from abricot_local.analysis.compare import TOLERANCE
     from abricot_local.analysis.population import given_data
     from abricot_local.models.registry import load_registry
@@ -66,7 +68,7 @@ def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | No
     for k, r in enumerate(listed):
         chosen += [r.identified(registry)] if isinstance(r, Run) else [read[f] for f in folders[k] if f in read]
     result = compare_runs(_unique(chosen), tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha,
-                          seed=seed, margin=margin, reference=reference, given=counted_in,
+                          seed=seed, margin=margin, reference=reference, given=counted_in, by_id=by_id,
                           **({} if near_tie is None else {"near_tie": near_tie}))
     return Comparison(result)
 
@@ -99,6 +101,12 @@ class Comparison:
     @property
     def verdicts(self):
         return self.result.verdicts
+
+    @property
+    def paired_on(self) -> str:
+        """What made two runs' samples one item: "id+context" (the same id and scored context), or "id"
+        (``by_id``: the id alone, each pair one item under two contexts)."""
+        return self.result.paired_on
 
     @property
     def labels(self) -> tuple[str, ...]:

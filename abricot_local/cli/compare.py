@@ -31,18 +31,22 @@ from abricot_local.errors import UsageError
               "not have, that default among the task's runs).")
 @click.option("--near-tie", type=float, default=None, help="Nats: a changed answer whose reference run's top two "
               "choices were closer than this is a near tie (default 0.5, docs/compare.md).")
+@click.option("--by-id", "by_id", is_flag=True, help="Pair items on their id alone, each pair one item scored "
+              "under two contexts: two --seed runs, prompt variants or shot counts (is the result sensitive to "
+              "them?); never a same-prompt comparison of two models (docs/compare.md).")
 @click.option("--strict", is_flag=True, help="Fail on an incomplete run instead of skipping it with a note.")
 @data_options
 @models_file_option
 def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: float, alpha: float, seed: int,
-            margin: float | None, reference: str | None, near_tie: float | None, strict: bool,
+            margin: float | None, reference: str | None, near_tie: float | None, by_id: bool, strict: bool,
             data: tuple[str, ...], data_dir: str | None, models_file: str | None) -> None:
     """Compare finished runs item by item: the items they share (same id, same scored context),
     every recorded setting that differs, paired differences with their CI and test, and one
     verdict per pair (identical, numerically close, cannot tell apart, different); each run against
     its reference with a margin (equivalent, better, not worse, worse, cannot tell yet), and the answers that
     changed (near ties or decisive). Each task is compared among the runs that have it; a note names the
-    runs without it and the pairs that share no task.
+    runs without it and the pairs that share no task. --by-id pairs the items on their id alone (runs of
+    two seeds: is the result sensitive to the seed?), said in every verdict.
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them; an
     lm-eval output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in
@@ -67,7 +71,7 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     found = read_runs(finished_runs(runs, strict), registry, data, data_dir)
     tie = {} if near_tie is None else {"near_tie": near_tie}
     result = compare_runs(found, tolerance=tolerance, alpha=alpha, seed=seed, margin=margin, reference=reference,
-                          given=given, **tie)
+                          given=given, by_id=by_id, **tie)
     text = render(result, fmt)
     if output:
         from abricot_local.jsonfiles import atomic_write

@@ -14,6 +14,7 @@ import pandas as pd
 
 from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
 from abricot_local.analysis.compare import Comparison
+from abricot_local.analysis.matching import ID
 from abricot_local.analysis.kld import of_views
 from abricot_local.errors import UsageError
 from abricot_local.report.texttable import GAP, fit, grid, wrap
@@ -58,7 +59,8 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     """The sections of the text report: (title, table)."""
     many = len(c.runs) > 2
     out = [("Runs", pd.DataFrame([{"run": r.label, "folder": r.path} for r in c.runs]))]
-    out.append(("Items matched on id and scored context (SHA-256)", pd.DataFrame([{
+    out.append(("Items paired on id alone (the scored context may differ)" if c.paired_on == ID else
+                "Items matched on id and scored context (SHA-256)", pd.DataFrame([{
         "task": m.task, "items per run": " / ".join("-" if n is None else str(n) for n in m.n),
         "common": m.n_common,
         "same id, other context": m.n_context_differs} for m in c.matches])))
@@ -240,6 +242,7 @@ def to_json(c: Comparison) -> dict:
         "schema_version": 1,
         "runs": [{"label": r.label, "folder": r.path} for r in c.runs],
         "matches": [asdict(m) for m in c.matches],
+        "paired_on": c.paired_on,
         "settings_differ": [asdict(d) for d in c.differs],
         "metrics": [{**asdict(m), "detail": dict(m.detail)} for m in c.metrics],
         "agreement": [asdict(g) for g in c.agreements],
