@@ -491,14 +491,12 @@ def test_an_accuracy_on_a_few_items_is_read_against_the_margin_not_held_to_the_c
 ])
 def test_an_interval_above_the_margin_is_better_by_more_than_it(ci, kind):
     diff = sum(ci) / 2
-    assert eq.classify(diff, ci, 0.05, better=True) == kind == own_kind(diff, *ci, 0.05)
-    # the kinds the --until-settled looks record (sequential.py, replayed by check): above +M is not worse there
-    assert eq.classify(diff, ci, 0.05) == ("not worse" if kind == "better" else kind)
-    mirrored = eq.classify(-diff, (-ci[1], -ci[0]), 0.05, better=True)  # the runs swapped
+    assert eq.classify(diff, ci, 0.05) == kind == own_kind(diff, *ci, 0.05)
+    mirrored = eq.classify(-diff, (-ci[1], -ci[0]), 0.05)  # the runs swapped
     want = {"better": {"worse"}, "worse": {"better"}, "equivalent": {"equivalent"}, "not worse": {"cannot tell yet"},
             "cannot tell yet": {"cannot tell yet", "not worse"}}[kind]
     assert mirrored in want
-    assert eq.classify(math.nan, ci, 0.05, better=True) == eq.UNDEFINED
+    assert eq.classify(math.nan, ci, 0.05) == eq.UNDEFINED
     if kind in ("better", "worse", "equivalent", "not worse"):
         m = {"better": "better by more than", "worse": "worse by more than", "equivalent": "equivalent within",
              "not worse": "not worse by more than"}[kind]
@@ -511,21 +509,21 @@ def test_verdict_of_names_a_difference_above_the_margin_from_the_reference_s_poi
 
     m = SimpleNamespace(a="B", b="A", diff=0.836, ci90=(0.444, 1.162), stat="pearson", n=40, task="abricot_abs",
                         metric="pearson_expected", note="", detail={"changed": 30})
-    e = eq.verdict_of(m, "B", "A", 0.05, better=True)
+    e = eq.verdict_of(m, "B", "A", 0.05)
     assert e.kind == eq.BETTER and e.items is None
     assert e.line == ("B vs A, abricot_abs pearson_expected: better by more than 0.05 (difference 0.836, 90% CI "
                       "[0.444, 1.162] for items like these, 40 items)")
-    flipped = eq.verdict_of(m, "A", "B", 0.05, better=True)  # A against B: the interval mirrored, worse
+    flipped = eq.verdict_of(m, "A", "B", 0.05)  # A against B: the interval mirrored, worse
     assert flipped.kind == eq.WORSE and flipped.ci90 == pytest.approx((-1.162, -0.444))
     assert "A vs B, abricot_abs pearson_expected: worse by more than 0.05 (difference -0.836" in flipped.line
     assert eq.verdict_of(m, "B", "A", 0.05).kind == eq.NOT_WORSE  # not asked: sequential.py's kinds
-    own = eq.verdict_of(m, "B", "A", 0.05, 127, better=True)  # 40 of the task's 127: the narrower interval
+    own = eq.verdict_of(m, "B", "A", 0.05, 127)  # 40 of the task's 127: the narrower interval
     assert (own.kind, own.like_kind) == (eq.BETTER, eq.BETTER) and 0.444 < own.ci90[0]
     assert own.like_line.endswith("(paired bootstrap, 40 items): better by more than 0.05")
-    every = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127}), "B", "A", 0.05, 127, better=True)
+    every = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127}), "B", "A", 0.05, 127)
     assert every.kind == eq.BETTER and every.exact
     assert every.line.endswith("better by more than 0.05 (difference 0.836 on all 127 items of the task: exact)")
-    on = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127, "diff": 0.05}), "B", "A", 0.05, 127, better=True)
+    on = eq.verdict_of(SimpleNamespace(**{**vars(m), "n": 127, "diff": 0.05}), "B", "A", 0.05, 127)
     assert on.kind == eq.NOT_WORSE  # exactly +M: not worse, not better by more than M
     # an accuracy: 30 answers fixed, none broken, of 40: Tango's interval wholly above +0.02
     acc = SimpleNamespace(a="B", b="A", diff=0.75, ci90=(math.nan, math.nan), stat="accuracy", n=40, task="discotex",

@@ -142,7 +142,7 @@ def test_correlations_are_open_until_they_have_an_interval_and_exact_at_n():
 def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n():
     """Several verdicts at once: one held open keeps the rule looking, so every other is read again after it
     settles. Below N its interval only narrows (the looks intersected) and its verdict stays (not worse may become
-    equivalent); at N the exact verdict differs from an earlier one only where that one was wrong."""
+    equivalent or better); at N the exact verdict differs from an earlier one only where that one was wrong."""
     total, reversed_at_n, wrong_before, reread = 400, 0, 0, 0
     rng = np.random.default_rng(11)
     for rep in range(30):
@@ -164,8 +164,9 @@ def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n():
                     assert before.running[0] <= after.running[0] <= after.running[1] <= before.running[1]
             for later in mine[mine.index(first) + 1:]:
                 reread += 1
-                kept = later.verdict == first.verdict or (first.verdict, later.verdict) == (
-                    equivalence.NOT_WORSE, equivalence.EQUIVALENT)  # equivalent says more, nothing against
+                kept = later.verdict == first.verdict or (first.verdict, later.verdict) in (
+                    (equivalence.NOT_WORSE, equivalence.EQUIVALENT), (equivalence.NOT_WORSE, equivalence.BETTER)
+                )  # equivalent or better says more, nothing against
                 if later.exact and not kept:
                     reversed_at_n += 1
                     wrong_before += not _holds(first.verdict, later.value, q.margin)
@@ -177,7 +178,7 @@ def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n():
 
 def _holds(kind: str, d: float, m: float) -> bool:
     return {reproduction.REPRODUCED: abs(d) < m, equivalence.EQUIVALENT: abs(d) < m, reproduction.DIFFERS: abs(d) > m,
-            equivalence.NOT_WORSE: d > -m, equivalence.WORSE: d < -m}.get(kind, True)
+            equivalence.BETTER: d > m, equivalence.NOT_WORSE: d > -m, equivalence.WORSE: d < -m}.get(kind, True)
 
 
 # -- the guarantee, in a seeded simulation on the fake backend's answers ---------------------------------------

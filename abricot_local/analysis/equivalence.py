@@ -25,9 +25,8 @@ short there) is kept beside it (``like_*``); with N unknown it is the only one.
 
 The question is one-sided, the reference's point of view (is the run as good?), so the verdicts mirror where the
 mirror still answers it: ``better`` mirrors ``worse``; an interval below +M that holds -M is ``cannot tell yet``, not
-"not better by more than M", since the run may still be worse by more than M. ``better`` is compare's (``judge``);
-:func:`classify` and :func:`verdict_of` give it only when asked (``better=True``): without it an interval above +M is
-``not worse``, the kinds the --until-settled looks (sequential.py) record and ``check`` replays.
+"not better by more than M", since the run may still be worse by more than M. compare (``judge``) and the
+--until-settled looks (sequential.py, replayed by ``check``) read one rule, :func:`classify`.
 
 Pure: reads compare.py's MetricComparison rows (duck-typed: no import of compare.py).
 """
@@ -45,7 +44,7 @@ from abricot_local.errors import UsageError, opt
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (
     "equivalent", "not worse", "worse", "cannot tell yet", "cannot tell")
-BETTER = "better"  # the interval above +M: the mirror of WORSE (``better=True``)
+BETTER = "better"  # the interval above +M: the mirror of WORSE
 NAN2 = (math.nan, math.nan)
 
 
@@ -140,14 +139,13 @@ def words(kind: str, margin: float) -> str:
             NOT_WORSE: f"not worse by more than {m}", WORSE: f"worse by more than {m}"}[kind]
 
 
-def classify(diff: float, ci90: tuple[float, float], margin: float, *, better: bool = False) -> str:
-    """The verdict of a difference's 90% interval against the margin (module docstring); ``better``: an interval
-    above +M is BETTER, else NOT_WORSE."""
+def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:
+    """The verdict of a difference's 90% interval against the margin (module docstring)."""
     lo, hi = ci90
     if any(math.isnan(v) for v in (diff, lo, hi)):
         return UNDEFINED
     if lo > -margin:
-        return EQUIVALENT if hi < margin else BETTER if better and lo > margin else NOT_WORSE
+        return EQUIVALENT if hi < margin else BETTER if lo > margin else NOT_WORSE
     return WORSE if hi < -margin else UNSETTLED
 
 
@@ -217,9 +215,9 @@ def _settle(m: Any, diff: float, margin: float, like: tuple[float, float]) -> in
 
 
 def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = None,
-               identical: bool = False, *, better: bool = False) -> Equivalence:
+               identical: bool = False) -> Equivalence:
     """One MetricComparison row (runs ``m.a`` and ``m.b``) judged as ``other`` against ``ref`` at ``margin``,
-    ``total``: the task's items (None: not known); ``better``: name a difference above +M (:func:`classify`)."""
+    ``total``: the task's items (None: not known)."""
     sign = 1.0 if (m.a, m.b) == (other, ref) else -1.0
     diff = sign * m.diff + 0.0  # never -0.0
     total = total if total is not None and total >= m.n else None
@@ -239,12 +237,12 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
                 "correlation's difference made by so few is not read against a margin (its bootstrap settled "
                 "a rung truly worse as equivalent up to 15% of the time)")
         like = NAN2
-    like_kind = classify(diff, like, margin, better=better)
+    like_kind = classify(diff, like, margin)
     like_items = _settle(m, diff, margin, like) if like_kind == UNSETTLED else None
     if exact:
         if math.isnan(diff):
             return Equivalence(**base, ci90=NAN2, kind=UNDEFINED, note=note or "the difference is undefined")
-        kind = EQUIVALENT if -margin < diff < margin else BETTER if better and diff > margin else \
+        kind = EQUIVALENT if -margin < diff < margin else BETTER if diff > margin else \
             NOT_WORSE if diff > -margin else WORSE if diff < -margin else UNDEFINED
         return Equivalence(**base, ci90=(diff, diff), kind=kind, like_ci90=like, like_kind=like_kind,
                            like_items=like_items, note=note if kind != UNDEFINED else
@@ -253,7 +251,7 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
         return Equivalence(**base, ci90=NAN2, kind=UNDEFINED,
                            note=note or "the difference is undefined (a constant vector)")
     own = _interval(m, sign, total) if total is not None else like
-    kind = classify(diff, own, margin, better=better)
+    kind = classify(diff, own, margin)
     items = None
     if kind == UNSETTLED:
         n0 = like_items if like_kind == UNSETTLED else _settle(m, diff, margin, like)
@@ -271,8 +269,7 @@ def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Map
     """One :class:`Equivalence` per (run, reference) pair and metric compared. ``margins``: per (task,
     metric) the task's; ``margin``: one for every metric instead; ``totals``: per task its items (the
     finite-population correction; absent: items like these only); ``identical``: the (a, b, task) whose
-    log-probs are bit-identical. An interval above +M is ``better by more than M`` (:func:`classify`'s
-    ``better``)."""
+    log-probs are bit-identical. An interval above +M is ``better by more than M`` (:func:`classify`)."""
     if margin is not None and not margin > 0:
         raise UsageError(f"{opt('margin')} must be more than 0 (in the metric's own units), got {margin}")
     wanted = {pair: k for k, pair in enumerate(pairs)}
@@ -287,6 +284,6 @@ def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Map
             continue
         mg = margin if margin is not None else margins.get((m.task, m.metric), 0.02)
         same = (m.a, m.b, m.task) in identical or (m.b, m.a, m.task) in identical
-        out.append(verdict_of(m, other, ref, mg, totals.get(m.task), same, better=True))
+        out.append(verdict_of(m, other, ref, mg, totals.get(m.task), same))
     order = {pair: k for k, pair in enumerate(pairs)}
     return tuple(sorted(out, key=lambda e: order[(e.other, e.reference)]))

@@ -5,15 +5,17 @@ time (bench/sequential.py). Here the error is spent across the looks (docs/proto
 settled"): look k (1, 2, ...) takes its interval at level 1 - alpha 2^-k (alpha 0.10: 95%, 97.5%, ...), the misses
 sum under alpha, so a verdict read at any look, however chosen, is wrong with probability at most alpha, as a
 fixed-n 90% verdict. Each look's interval is for the task's own value over n of its N items, exact at n = N (the
-verdict then reproduction.judge's or equivalence.verdict_of's): a published accuracy's, the exact hypergeometric
-interval (stats.exact_set_ci); a correlation's, correlation_ci's (published.method 3: Fisher's z centred for its bias
-and skew, +- Student's t x the larger of the bootstrap's and normal theory's se, narrowed by stats.fpc), read once each
-vector has 10 items off its commonest value; a rung's paired accuracy difference,
-the exact interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
+verdict then reproduction.judge's or compare's equivalence.verdict_of's): a published accuracy's, the exact
+hypergeometric interval (stats.exact_set_ci); a correlation's, correlation_ci's (published.method 3: Fisher's z
+centred for its bias and skew, +- Student's t x the larger of the bootstrap's and normal theory's se, narrowed by
+stats.fpc), read once each vector has 10 items off its commonest value; a rung's paired accuracy difference, the exact
+interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
 changed on a large task), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
-intervals intersected: below N a settled verdict stays settled (not worse may become equivalent); a task scored on
-to all N items (the run waiting for another's verdict) takes its exact look, which overrules it. Settled: reproduced,
-differs, this task cannot settle M, equivalent, not worse, worse; open: cannot tell yet, cannot tell (no interval yet).
+intervals intersected: below N a settled verdict stays settled (not worse may become equivalent or better); a task
+scored on to all N items (the run waiting for another's verdict) takes its exact look, which overrules it. Settled:
+reproduced, differs, this task cannot settle M, equivalent, better (the interval above +M: better by more than M, as
+compare words it, equivalence.classify's ``better``), not worse, worse; open: cannot tell yet, cannot tell (no
+interval yet).
 Pure: no printing, no file; every record field a number, a string or a tuple of them (results.json can hold it).
 """
 
@@ -36,7 +38,8 @@ from abricot_local.errors import UsageError, opt
 ALPHA = 0.10  # the fixed-n verdict's error: a 90% interval, two one-sided tests at 5%
 FIRST_LOOK = 20  # the default looks: 20, 40, 80, ... items, then the last
 SETTLED = frozenset({reproduction.REPRODUCED, reproduction.DIFFERS, reproduction.UNSETTLEABLE,
-                     equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE})
+                     equivalence.EQUIVALENT, equivalence.BETTER, equivalence.NOT_WORSE, equivalence.WORSE})
+PAIR_KINDS = (equivalence.EQUIVALENT, equivalence.BETTER, equivalence.NOT_WORSE, equivalence.WORSE)  # a rung's, settled
 BONFERRONI = "Bonferroni over the looks: look k at level 1 - {a:g} x 2^-k"
 PEEKING = "every look at level {l:g}, nothing spent (not valid under repeated looks)"
 
@@ -116,7 +119,7 @@ class Look:
 
     @property
     def words(self) -> str:
-        if self.verdict in (equivalence.EQUIVALENT, equivalence.NOT_WORSE, equivalence.WORSE):
+        if self.verdict in PAIR_KINDS:
             return equivalence.words(self.verdict, self.margin)
         if self.verdict == reproduction.DIFFERS and self.exact:
             return f"differs by {self.value:+.3f}"
