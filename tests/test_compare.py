@@ -40,8 +40,7 @@ def _plan(data_dir, *, model="fake", sample=24, limit=None, task_spec="discotex"
 
 def _variant(plan, *, model="fake", seed=1234, shard=None):
     """The plan with another fake model (label and seed) or a shard of its items (planned once)."""
-    runs = tuple(replace(r, items=tuple(shard.take(list(r.items), r.task.options.seed))) for r in plan.runs) \
-        if shard else plan.runs
+    runs = tuple(r.sharded(shard) for r in plan.runs) if shard else plan.runs
     return replace(plan, model=replace(plan.model, label=model, as_written=model),
                    backend_options=replace(plan.backend_options, seed=seed), runs=runs, shard=shard)
 

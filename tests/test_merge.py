@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from abricot_local.cli import cli
 from abricot_local.run.request import Shard
+from abricot_local.tasks.selection import dealt, kept
 from conftest import FIXTURE
 
 
@@ -45,8 +46,11 @@ def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
         assert r.exit_code == 0, r.output
     assert json.loads((parts[1] / "results.json").read_text())["tasks"]["discotex"]["n"] == 4  # 11 = 4 + 4 + 3
     whole, first = (ids(d, "discotex") for d in (tmp_path / "whole", parts[0]))
-    seed = json.loads((parts[0] / "results.json").read_text())["tasks"]["discotex"]["config"]["seed"]
-    assert first == [whole[p] for p in Shard(1, 3).places(11, seed)] and first != whole[0::3]  # a draw, not every 3rd
+    entry = json.loads((parts[0] / "results.json").read_text())["tasks"]["discotex"]
+    seed, available = entry["config"]["seed"], entry["available"]
+    order = dealt(kept(available, seed, sample=11), available, seed)  # the nested order of --sample 11's items
+    assert first == [whole[p] for p in Shard(1, 3).places(order)] and first != whole[0::3]  # a draw, not every 3rd
+    assert available > 11 and entry["n"] == 4
     r = invoke("merge", parts[2], parts[0], parts[1], "--out", tmp_path / "merged")
     assert r.exit_code == 0, r.output
     same_run(tmp_path / "merged", tmp_path / "whole", ["discotex", "abricot_abs", "abricot_inc"])
@@ -67,6 +71,17 @@ def test_shards_of_another_seed_merge_into_its_unsharded_run(tmp_path, base):
     same_run(tmp_path / "merged", tmp_path / "whole", ["discotex"])
 
 
+@pytest.mark.parametrize("count", [None, ("--limit", 7)])
+def test_shards_of_a_limit_or_of_every_item_merge_into_its_unsharded_run(tmp_path, discotex_dir, count):
+    args = ["run", "fake", "--backend", "fake", "--data-dir", discotex_dir, "--tasks", "discotex", "--n-ctx", 8192,
+            *(count or ())]
+    assert invoke(*args, "--out", tmp_path / "whole").exit_code == 0
+    for k in (1, 2, 3):
+        assert invoke(*args, "--shard", f"{k}/3", "--out", tmp_path / f"s{k}").exit_code == 0
+    assert invoke("merge", tmp_path / "s3", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m").exit_code == 0
+    same_run(tmp_path / "m", tmp_path / "whole", ["discotex"])
+
+
 def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base):
     for k in (1, 2):
         assert invoke(*base, "--shard", f"{k}/3", "--out", tmp_path / f"s{k}").exit_code == 0
@@ -80,6 +95,14 @@ def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base
     assert invoke(*base, "--out", tmp_path / "plain").exit_code == 0
     r = invoke("merge", tmp_path / "s1", tmp_path / "plain", "--out", tmp_path / "m")
     assert r.exit_code == 2 and "not a shard" in r.output
+    assert invoke(*base, "--shard", "3/3", "--out", tmp_path / "s3").exit_code == 0
+    made = json.loads((tmp_path / "s2" / "results.json").read_text())
+    del made["tasks"]["abricot_abs"]["available"]  # as written before tasks.<task>.available: dealt otherwise
+    (tmp_path / "s2" / "results.json").write_text(json.dumps(made))
+    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", tmp_path / "s3", "--out", tmp_path / "m")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "records no tasks.abricot_abs.available" in said, r.output
+    assert "score every shard again with this version" in said
     (tmp_path / "s2" / "results.json").unlink()
     r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
     assert r.exit_code == 2 and "not a complete shard" in r.output

@@ -165,7 +165,7 @@ def test_resume_and_shards_give_the_same_samples(made, tmp_path, monkeypatch, di
     parts = []
     for k in (1, 2):  # the plan's items cut as --shard k/2 cuts them
         shard = Shard(k, 2)
-        runs = tuple(replace(r, items=tuple(shard.take(list(r.items), r.task.options.seed))) for r in plan.runs)
+        runs = tuple(r.sharded(shard) for r in plan.runs)
         parts.append(run_plan(replace(plan, runs=runs, shard=shard), tmp_path / f"s{k}").path.parent)
     merge(parts, tmp_path / "merged")
     assert _samples(tmp_path / "merged") == _samples(made)

@@ -167,7 +167,7 @@ def test_grown_shards_merge_into_the_fresh_run(tmp_path, discotex_dir):
         assert run(discotex_dir, part, "--sample", 20, "--shard", f"{k}/2").exit_code == 0
         r = run(discotex_dir, part, "--sample", 40, "--shard", f"{k}/2", "--resume")
         assert r.exit_code == 0, r.output
-        assert f"the items it holds that shard {k}/2 of the larger sample takes are kept" in r.output
+        assert f"the items it holds are kept (shard {k}/2 of a sample lies inside shard {k}/2" in r.output
         fresh = tmp_path / f"f{k}"
         assert run(discotex_dir, fresh, "--sample", 40, "--shard", f"{k}/2").exit_code == 0
         same_run(part, fresh)  # the shard of the grown set

@@ -208,7 +208,7 @@ class SettleLook(Section):
     total: int = spec("items the whole task holds")
     level: float = spec("the interval's level: 1 - alpha x 2^-k")
     margin: float = spec("the margin M")
-    verdict: str = spec("`reproduced`, `differs`, `cannot settle` (a published row), `equivalent`, `not worse`, "
+    verdict: str = spec("`reproduced`, `differs`, `cannot settle` (a published row), `equivalent`, `better`, `not worse`, "
                         "`worse` (a rung): settled; `cannot tell yet`, `cannot tell`: open")
     value: float | None = spec("run - published (a rung: rung - reference) over the n items", default=None)
     interval: tuple[float, float] | None = spec("this look's interval of it for the task's own value", default=None)
@@ -259,6 +259,9 @@ class TaskEntry(Section):
                                      "a NaN metric, the task's own)", default=())
     sampled: int | None = spec("the items `--sample N` drew for this task, when N is more than it holds (then "
                                "every item; `config.sample` keeps N as given)", default=None, write="set")
+    available: int | None = spec("items the task's data holds (before `--limit`, `--sample`, `--shard`): with "
+                                 "the seed, where each item of a shard lies in the whole run (`merge`)",
+                                 default=None, write="set")
     sequential: Settle | None = spec("`--until-settled`: the stopping rule and every look (below); the run's "
                                      "verdict on the rows it waited for", default=None, write="set")
 

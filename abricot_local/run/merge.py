@@ -1,14 +1,15 @@
 """Joining the shards of one run (`run --shard K/N`) into the run it stands for.
 
-A shard K/N holds the items of each task at ranks K-1, K-1+N, ... of its seeded
-shard order (request.Shard.places), in release order: from the count of the
-shards' items and the task's seed, each item's place in the unsharded order is
-known. The shards must be complete, disjoint and of one run: the same model and
-data SHA-256, options (all but the shard), task versions, schedule and llama.cpp
-build. The merged folder's samples files and metrics are those of an unsharded
-run with the same exact engine, byte for byte; `check`, `report` and `--resume`
-treat it as one.
-"""
+A shard K/N holds the items of each task at ranks K-1, K-1+N, ... of the order
+they are dealt in (tasks.selection.dealt: the items --limit/--sample keep, by
+their rank in the task's nested order), in release order. From the items the
+task's data holds (recorded: `tasks.<name>.available`), --limit or --sample and
+the task's seed, each item's place in the unsharded order is known. The shards
+must be complete, disjoint and of one run: the same model and data SHA-256,
+options (all but the shard), task versions, schedule and llama.cpp build. The
+merged folder's samples files and metrics are those of an unsharded run with
+the same exact engine, byte for byte; `check`, `report` and `--resume` treat it
+as one."""
 
 from __future__ import annotations
 
@@ -92,19 +93,45 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
     return sorted(found, key=lambda s: s[0].index)
 
 
-def unsharded(name: str, parts: Sequence[tuple[Shard, Sequence[Sample]]], seed: int) -> list[Sample]:
-    """Task ``name``'s samples in the unsharded order (``parts``: each shard, 1..N, with its samples; ``seed``: the
-    task's): item j of shard K at its place ``K.places(m, seed)[j]`` among the m items of all the shards."""
+def unsharded(name: str, parts: Sequence[tuple[Shard, Sequence[Sample]]], available: int, seed: int, *,
+              limit: int | None = None, sample: int | None = None) -> list[Sample]:
+    """Task ``name``'s samples in the unsharded order (``parts``: each shard, 1..N, with its samples;
+    ``available``: the items of the task's data; ``seed``: the task's): the items ``limit`` or ``sample`` keep
+    (tasks.selection.kept) dealt as the shards dealt them (tasks.selection.dealt), item j of shard K at its
+    place ``K.places(order)[j]``."""
+    from abricot_local.tasks.selection import dealt, kept
+
+    positions = kept(available, seed, limit, sample)
     count = sum(len(part) for _, part in parts)
+    if count != len(positions):
+        raise ResultsError(f"task {name}: the shards hold {count} item(s) where the run keeps {len(positions)} of "
+                           f"the {available} in its data: the shards are not of one complete run")
+    order = dealt(positions, available, seed)
     out: list = [None] * count
     for shard, part in parts:
-        places = shard.places(count, seed)
+        places = shard.places(order)
         if len(places) != len(part):
             raise ResultsError(f"task {name}: shard {shard} holds {len(part)} item(s) where its part of the {count} "
                                f"the shards hold is {len(places)}: the shards are not of one run")
-        for place, sample in zip(places, part):
-            out[place] = sample
+        for place, row in zip(places, part):
+            out[place] = row
     return out
+
+
+def available_of(name: str, found: Sequence[tuple[Shard, Run]]) -> int:
+    """The items task ``name``'s data holds, as every shard recorded it (``tasks.<name>.available``), or a
+    ResultsError: a shard of an earlier abricot-local records none (it dealt its items otherwise)."""
+    counts = {run.record.tasks[name].available for _, run in found}
+    if None in counts:
+        lacking = next(run.path for _, run in found if run.record.tasks[name].available is None)
+        raise ResultsError(f"{Path(lacking) / RESULTS} records no tasks.{name}.available (the items of the task's "
+                           "data): it was written by an earlier abricot-local, which dealt a shard's items otherwise, "
+                           "so where each lies in the whole run is not known; score every shard again with this "
+                           f"version (`run ... {opt('shard', 'K/N')}`), then merge them")
+    if len(counts) != 1:
+        raise ResultsError(f"task {name}: the shards record {' and '.join(map(str, sorted(counts)))} items in its "
+                           "data: the shards are not of one run")
+    return counts.pop()
 
 
 def merge(shards: Sequence, out: str | Path) -> Path:
@@ -122,7 +149,8 @@ def merge(shards: Sequence, out: str | Path) -> Path:
     for name, entry in ref.tasks.items():
         task = make_task(name, options_of(ref, name, runs[0].path))
         parts = [run.samples_of(name) for run in runs]
-        rows = unsharded(name, [(shard, part) for (shard, _), part in zip(found, parts)], task.options.seed)
+        rows = unsharded(name, [(shard, part) for (shard, _), part in zip(found, parts)], available_of(name, found),
+                         task.options.seed, limit=ref.config.limit, sample=ref.config.sample)
         ids = [s.id for s in rows]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)

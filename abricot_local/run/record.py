@@ -108,7 +108,8 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
         warnings=tuple(recorded(w) for w in (*run.notes, *task_warnings(plan, run, res))),
-        sampled=run.sampled)  # config's sample is as given; this is what was drawn
+        sampled=run.sampled,  # config's sample is as given; this is what was drawn
+        available=run.available or None)
 
 
 def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, *, settled: dict | None = None) -> Record:

@@ -35,18 +35,18 @@ class Shard:
             raise UsageError(f"{opt('shard')} expects K/N with 1 <= K <= N (like 2/4), got {text!r}")
         return cls(int(m.group(1)), int(m.group(2)))
 
-    def places(self, count: int, seed: int) -> list[int]:
-        """Where this part's items lie among ``count`` (a task's, after --limit/--sample, in release order):
-        those whose rank in the seeded shard order (tasks.selection.shard_order) is K-1, K-1+N, K-1+2N, ...,
-        in release order. A systematic take of a uniformly random order: a simple random draw, without
-        replacement, of the ``count``; the N parts are disjoint, cover them and differ by one item at most."""
-        from abricot_local.tasks.selection import shard_order
+    def places(self, order: Sequence[int]) -> list[int]:
+        """Where this part's items lie among a task's items (after --limit/--sample, in release order), given
+        the order they are dealt in (``order``: tasks.selection.dealt, their indices by rank in the task's nested
+        order): those at ranks K-1, K-1+N, K-1+2N, ... of it, in release order. A fixed set of ranks of a
+        uniformly random order: a simple random draw, without replacement, of the items; the N parts are
+        disjoint, cover them and differ by one item at most; and part K of the first n ranks lies inside part K
+        of the first n' > n (a grown --sample's shard keeps its items)."""
+        return sorted(order[self.index - 1 :: self.count])
 
-        return sorted(shard_order(count, seed)[self.index - 1 :: self.count])
-
-    def take(self, items: Sequence, seed: int) -> list:
-        """The K-th of N disjoint parts of ``items`` (in release order; ``seed``: the task's): :meth:`places`."""
-        return [items[p] for p in self.places(len(items), seed)]
+    def take(self, items: Sequence, order: Sequence[int]) -> list:
+        """The K-th of N disjoint parts of ``items`` (in release order; ``order``: :meth:`places`'s)."""
+        return [items[p] for p in self.places(order)]
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

@@ -1,7 +1,8 @@
 """What ``--resume`` finds in an output folder: a run it continues (the checkpoint), the finished run
 it is (nothing to score), or a finished ``--sample`` run it grows (``--sample`` larger, nothing else
-changed: record.growth; the n items drawn lie inside the m, tasks.selection.sample_order), which is
-reopened into a checkpoint before the new items are scored. A smaller ``--sample`` is refused: a run
+changed: record.growth; the n items drawn lie inside the m, tasks.selection.sample_order, and with
+--shard K/N shard K of the n inside shard K of the m, tasks.selection.dealt: every item held is kept),
+which is reopened into a checkpoint before the new items are scored. A smaller ``--sample`` is refused: a run
 does not shrink (record.resume_refusal). The folder's writer is run/folder.py."""
 
 from __future__ import annotations

@@ -202,8 +202,8 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         return Outcome(folder.path / RESULTS, done, complete=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
-        kept = (f"the items it holds that shard {plan.shard} of the larger sample takes are kept (the others are "
-                "other shards' now)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
+        kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
+                "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
                f"{kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load

@@ -15,7 +15,6 @@ from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
-SHARD_STREAM = 102  # --shard's: [seed, 102], apart from --sample's (one stream for both would tie a shard to its sample)
 T = TypeVar("T")
 
 
@@ -27,6 +26,16 @@ class TaskRun:
     notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
     available: int = 0  # the items in the task's data, before --limit/--sample/--shard
     problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
+    positions: tuple[int, ...] = ()  # each item's place in the task's data (release order), as prepare left
+    # them (a run cut afterwards keeps them): only :meth:`sharded` reads them
+
+    def sharded(self, shard) -> "TaskRun":
+        """This run's part ``shard`` (a run.request.Shard) takes (:func:`dealt`; its items' places known)."""
+        if len(self.positions) != len(self.items):
+            raise ValueError("a TaskRun's items are dealt to shards by their places in the data (prepare's)")
+        places = shard.places(dealt(self.positions, self.available, self.task.options.seed))
+        return replace(self, items=tuple(self.items[i] for i in places),
+                       positions=tuple(self.positions[i] for i in places))
 
     def nested(self) -> tuple[str, ...]:
         """The item ids (its items: the first ``len(items)`` of the task's seeded order, kept in release order, or
@@ -130,10 +139,22 @@ def sample_order(count: int, seed: int) -> tuple[int, ...]:
     return tuple(np.random.default_rng([seed, SAMPLE_STREAM]).permutation(count).tolist())
 
 
-def shard_order(count: int, seed: int) -> tuple[int, ...]:
-    """The order --shard K/N deals a task's ``count`` items (after --limit/--sample) in: one permutation, from
-    the generator [seed, SHARD_STREAM]; shard K holds ranks K-1, K-1+N, ... (run.request.Shard.places)."""
-    return tuple(np.random.default_rng([seed, SHARD_STREAM]).permutation(count).tolist())
+def kept(available: int, seed: int, limit: int | None = None, sample: int | None = None) -> tuple[int, ...]:
+    """The places (in release order) of the items --limit or --sample keep of a task's ``available``: the first
+    ``limit``, or the first ``sample`` of :func:`sample_order` (every item when it has no more), in release order."""
+    places = sorted(sample_order(available, seed)[:sample]) if sample is not None else range(available)
+    return tuple(places[:limit] if limit is not None else places)
+
+
+def dealt(positions: Sequence[int], available: int, seed: int) -> tuple[int, ...]:
+    """The order --shard K/N deals a task's items in: the indices of ``positions`` (its items' places among the
+    ``available`` of its data, after --limit/--sample) sorted by their rank in :func:`sample_order` (the nested
+    order, one permutation of every item); shard K takes ranks K-1, K-1+N, ... of it (run.request.Shard.places).
+    A fixed set of ranks of a uniform permutation is a simple random draw of the items, so each shard is one
+    (of --sample n's items: their first n ranks; of --limit's: the same order restricted to them); and shard K
+    of --sample n lies inside shard K of every larger sample (a grown shard keeps every item it scored)."""
+    rank = {p: r for r, p in enumerate(sample_order(available, seed))}
+    return tuple(sorted(range(len(positions)), key=lambda i: rank[positions[i]]))
 
 
 def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
@@ -144,20 +165,18 @@ def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
 
 def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
-    order, or the ``sample`` first of the task's seeded order (:func:`drawn`: kept in release
-    order); then the shard's part of those (``shard``: a run.request.Shard, its ``take``: a seeded random
-    draw of them, :func:`shard_order`)."""
+    order, or the ``sample`` first of the task's seeded order (:func:`kept`: kept in release
+    order); then the shard's part of those (``shard``: a run.request.Shard, dealt in the nested order:
+    :func:`dealt`, :meth:`TaskRun.sharded`)."""
     runs = []
     for task in tasks:
-        items = task.items()
-        available = len(items)
+        every = task.items()
+        available = len(every)
         notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
-        if sample is not None and sample < len(items):
-            items = drawn(items, sample, task.options.seed)
-        elif sample is not None and sample > len(items):
-            notes += (f"{opt('sample', sample)} asks for more items than the task has: all {len(items)} were scored",)
-        if limit is not None:
-            items = items[:limit]
+        if sample is not None and sample > available:
+            notes += (f"{opt('sample', sample)} asks for more items than the task has: all {available} were scored",)
+        positions = kept(available, task.options.seed, limit, sample)
+        items = [every[p] for p in positions]
         if not items:
             raise DataError(f"task {task.key}: the data holds no items")
         seen: set[str] = set()
@@ -165,13 +184,14 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> 
             if it.id in seen:
                 raise DataError(f"task {task.key}: item id {it.id!r} appears twice in the data")
             seen.add(it.id)
+        run = TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes, available,
+                      positions=positions)
         if shard is not None:
-            items = shard.take(items, task.options.seed)
-            if not items:
+            run = run.sharded(shard)
+            if not run.items:
                 raise UsageError(f"task {task.key}: shard {shard} holds no item ({len(seen)} items in all): split "
                                  f"them into at most {len(seen)} parts ({opt('shard', f'K/{len(seen)}')})")
-        runs.append(TaskRun(task, tuple(items), None if sample is None else min(sample, len(seen)), notes,
-                            available))
+        runs.append(run)
     return runs
 
 
