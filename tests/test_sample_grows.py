@@ -66,15 +66,15 @@ def test_a_sample_lies_inside_every_larger_one(discotex_dir, abricot_file):
 
 
 def test_the_order_is_one_another_module_can_follow(discotex_dir):
-    from abricot_local.tasks.selection import drawn, sample_order
+    from abricot_local.tasks.selection import kept, sample_order
 
     task = make_task("discotex", TaskOptions(data_dir=str(discotex_dir)))
     items = task.items()
     order = sample_order(len(items), task.options.seed)
     assert sorted(order) == list(range(len(items)))  # a permutation
     for n in (1, 20, 77):
-        assert {it.id for it in drawn(items, n, task.options.seed)} == {items[k].id for k in order[:n]}
-        assert [it.id for it in drawn(items, n, task.options.seed)] == \
+        assert kept(len(items), task.options.seed, sample=n) == tuple(sorted(order[:n]))  # release order kept
+        assert [items[k].id for k in kept(len(items), task.options.seed, sample=n)] == \
             [it.id for it in prepare([task], None, n)[0].items]
 
 

@@ -5,7 +5,7 @@ items after --limit, --sample and --shard (:func:`select`: run/plan.py's one cal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence, TypeVar
+from typing import Sequence
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -155,12 +154,6 @@ def dealt(positions: Sequence[int], available: int, seed: int) -> tuple[int, ...
     of --sample n lies inside shard K of every larger sample (a grown shard keeps every item it scored)."""
     rank = {p: r for r, p in enumerate(sample_order(available, seed))}
     return tuple(sorted(range(len(positions)), key=lambda i: rank[positions[i]]))
-
-
-def drawn(items: Sequence[T], n: int, seed: int) -> list[T]:
-    """``--sample n``'s items of ``items`` (a task's, in release order): the first n of
-    :func:`sample_order`, kept in release order (all of them when there are no more than n)."""
-    return [items[k] for k in sorted(sample_order(len(items), seed)[:n])]
 
 
 def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> list[TaskRun]:
