@@ -15,7 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 import planned
+from abricot_local import api
 from abricot_local.analysis import compare as cmp
+from abricot_local.cli.options import flags
+from abricot_local.errors import render as in_words
 from abricot_local.analysis import stats
 from abricot_local.analysis.loading import load_run
 from abricot_local.backends.options import ScoringOptions
@@ -146,7 +149,12 @@ def test_refused_only_when_no_two_runs_share_an_item(views):
     # a task whose runs share no item is named; the other task is still compared
     c = cmp.compare([d2, moved, x4, views["x5"]])
     assert [(m.task, m.n_common) for m in c.matches] == [("discotex", 0), ("abricot_abs", 12)]
-    assert "task discotex: no item in common to its runs fake-2, moved (same id and scored context)" in c.notes
+    (note,) = [in_words(x, flags) for x in c.notes if x.startswith("task discotex: no item in common")]
+    n = len(moved.task("discotex").samples)
+    assert note == (f"task discotex: no item in common to its runs fake-2, moved (same id and scored context): {n} "
+                    f"items share an id but not the scored context {WHY}{FORWARD}--by-id")
+    said = api.compare(d2, moved, x4, views["x5"]).render()  # the Python door: its keyword, never a marker
+    assert f"{FORWARD}by_id=True" in " ".join(said.split()) and "\ue000" not in said
     assert [(v.a, v.b) for v in c.verdicts] == [("fake-4", "fake-5")]
 
 

@@ -246,7 +246,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
         m, per_run = match(group, task, by_id)
         matches.append(spread(m, members, len(runs)))
         if not m.n_common:
-            notes.append(no_common_note(runs, task, members, by_id))
+            notes.append(no_common_note(runs, m, members, by_id))
             continue
         notes += [by_id_note(m)] if by_id else []
         size[task], refs[task] = len(group), task_references(group, named, task, notes)

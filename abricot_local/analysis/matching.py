@@ -101,9 +101,13 @@ def absent_notes(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]
     return out
 
 
-def no_common_note(runs: Sequence[Run], task: str, members: Sequence[int], by_id: bool = False) -> str:
+def no_common_note(runs: Sequence[Run], m: TaskMatch, members: Sequence[int], by_id: bool = False) -> str:
+    """A task whose runs share no item: its runs named, and (the ids they share under other contexts) how many
+    and the way forward."""
     mine = "all runs" if len(members) == len(runs) else f"its runs {_labels([runs[k] for k in members])}"
-    return f"task {task}: no item in common to {mine} ({_SAME[by_id]})"
+    same = _same_ids([m])
+    return (f"task {m.task}: no item in common to {mine} ({_SAME[by_id]})"
+            + (f": {same}{_way_forward()}" if same else ""))
 
 
 def task_references(group: Sequence[Run], reference: str | None, task: str,

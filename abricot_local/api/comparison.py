@@ -171,10 +171,11 @@ class Comparison:
                                      "median", "p99", "p99_9", "max", "same_top"])
 
     def render(self, fmt: str = "table") -> str:
-        """As `compare --format FMT` prints it (table, markdown, csv, json)."""
+        """As `compare --format FMT` prints it (table, markdown, csv, json), the options it names as keywords."""
+        from abricot_local.errors import render as in_keywords
         from abricot_local.report.comparison import render
 
-        return render(self.result, fmt)
+        return in_keywords(render(self.result, fmt))
 
     def __str__(self) -> str:
         return self.render("table")
