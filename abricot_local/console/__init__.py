@@ -124,13 +124,30 @@ def settled(record: Record, grow=None) -> str:
 
     n = record.config.sample if record.config else None
     lines = [f"verdict ({opt('until_settled', True)}, stopped at {n} items): the run's verdict on the rows it "
-             "waited for:", *(f"  {line}" for line in found),
-             f"  (the published comparison above is the fixed-n 90% verdict over the same items, as {opt('sample', n)} "
-             "reads them: it does not account for the looks this run took, and may say cannot tell yet where this "
-             "verdict is settled, or the reverse)"]
+             "waited for:", *(f"  {line}" for line in found)]
+    fixed = _fixed_n(record)
+    if fixed:
+        lines.append(f"  ({fixed}: it does not account for the looks this run took, and may say cannot tell yet "
+                     "where this verdict is settled, or the reverse)")
     advice = settle_record.advice(record, grow) if grow else ""
     lines.extend(f"  {line}" for line in advice.splitlines())
     return "\n".join(lines)
+
+
+def _fixed_n(record: Record) -> str:
+    """Where the fixed-n 90% verdict over the run's items is printed beside its rule's: a rung's (its rule against
+    the ladder's reference), in the sweep's quant ladder; a run held to published rows, in the published comparison
+    above (when it compared any); "" when none is."""
+    from abricot_local.errors import opt
+
+    if any(e.sequential is not None and e.sequential.reference is not None for e in record.tasks.values()):
+        return ("compare's fixed-n 90% verdict over the same items stands beside this one in the quant ladder at the "
+                "sweep's end, and in `report`'s")
+    if record.published is not None and record.published.checks:
+        n = record.config.sample if record.config else None
+        return (f"the published comparison above is the fixed-n 90% verdict over the same items, as "
+                f"{opt('sample', n)} reads them")
+    return ""
 
 
 def task_bars(make_bar):

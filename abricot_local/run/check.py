@@ -218,11 +218,25 @@ def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], ho
                 notes.append(f"{key}: its looks read the reference run in {recorded.reference}, which cannot be "
                              f"read here ({err}): not taken again")
                 continue
-        out += [f"{key} {line}" for line in settle.replay(recorded, run.task, ordered, reference)]
+        differs = [f"{key} {line}" for line in settle.replay(recorded, run.task, ordered, reference)]
+        out += differs
+        notes.append(_replayed(key, recorded, differs, settle.INTERVAL_TOLERANCE))
     if stops and record.config.sample != max(stops) and settle_record.stopped(record):
         out.append(f"sequential: the run holds {record.config.sample} items of each task, its rules stopped at "
                    f"{max(stops)}")
     return out, notes
+
+
+def _replayed(key: str, recorded, differs: list[str], tolerance: float) -> str:
+    """What check says of a task's rule it took again: how many looks, at which items, against what, and whether
+    every one came back as recorded (``differs``: what did not, said with the record's differences)."""
+    looks = sorted({(lk.k, lk.n) for lk in recorded.looks})
+    at = ", ".join(str(n) for _, n in looks)
+    against = f" against the reference run in {recorded.reference}" if recorded.reference else ""
+    said = (f"not as recorded ({len(differs)} difference(s), below)" if differs else
+            f"each as recorded (every verdict the same, every interval within {tolerance:g})")
+    return (f"{key}: its rule's {len(looks)} look(s) (at {at} items) taken again over the run's "
+            f"samples{against}: {said}")
 
 
 def _kernels(backend) -> Kernels | None:

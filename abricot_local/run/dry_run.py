@@ -175,11 +175,12 @@ def _counted_by(be, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     return [_task_plan(r, be.schedule, opts, "", chat, notify, wrap=wrap) for r in runs]
 
 
-def of_run(plan, backend, folder: Path | None = None) -> DryRun:
+def of_run(plan, backend, folder: Path | None = None, reference: str | None = None) -> DryRun:
     """The cost of a plan about to be executed (plan.py's Plan, its model open as ``backend``): its own
     items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
     first lines). ``folder`` (a --resume): the items it holds are left out, the work and time of those left
-    in proportion."""
+    in proportion. ``reference``: a --until-settled ladder's, the plan a rung's (its looks and expected stop
+    against it, as --dry-run gives them)."""
     from abricot_local.run.states import saved_ids
 
     ref, opts, cls = plan.model, plan.backend_options, backend_class(plan.backend)
@@ -191,8 +192,8 @@ def of_run(plan, backend, folder: Path | None = None) -> DryRun:
     plans = [_less(p, held.get(p.task, 0), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
                       None, None, "", speed, note, tuple(plans))
-    return DryRun((_settled(plan, model),), () if plan.settle.on else _alternatives([model], plan.limit, plan.sample,
-                                                                                    plan.shard))
+    return DryRun((_settled(plan, model, reference),),
+                  () if plan.settle.on else _alternatives([model], plan.limit, plan.sample, plan.shard))
 
 
 def of_download(plan, registry: dict, warn: Callable[[str], None]) -> DryRun | None:

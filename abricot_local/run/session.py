@@ -153,7 +153,8 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) ->
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
         outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
-                           on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks))
+                           on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
+                                                            pairs))
     except KeyboardInterrupt as err:
         raise Interrupted(folder.interrupted()) from err
     finally:
@@ -162,16 +163,21 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) ->
     return Done(plan, outcome, folder.path, time.perf_counter() - started)
 
 
-def loaded(plan, backend, folder: Path | None, hooks: Hooks) -> None:
+def loaded(plan, backend, folder: Path | None, hooks: Hooks, pairs=None) -> None:
     """The model is open: ``hooks.on_loaded`` told, with the cost of the plan (dry_run.of_run: its items
-    counted with the loaded model, no other load; ``folder``, a --resume's: the items left). The cost only
-    informs: whatever goes wrong making it is one warning, and the run goes on."""
+    counted with the loaded model, no other load; ``folder``, a --resume's: the items left; ``pairs``, a ladder's
+    rung: its verdicts against its reference, as --dry-run costs them). The cost only informs: whatever goes wrong
+    making it is one warning (an AbricotError in its own words, its options left for the door to write; anything
+    else with its type), and the run goes on."""
     if hooks.on_loaded is None:
         return
     from abricot_local.run.dry_run import of_run
 
     try:
-        cost = of_run(plan, backend, folder)
+        cost = of_run(plan, backend, folder, reference=pairs.reference if pairs is not None else None)
+    except AbricotError as err:
+        hooks.warn(f"plan: not made: {err.raw()}")
+        cost = None
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
         hooks.warn(f"plan: not made ({type(err).__name__}: {err})")
         cost = None

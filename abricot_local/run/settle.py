@@ -190,7 +190,9 @@ class Rule:
         return sorted({n for r in self.rules.values() for n in r.state.planned})
 
     def order(self, key: str) -> tuple[str, ...]:
-        return self.orders[key]
+        """The task's items in the order they are taken; a rung's, the first ``pause`` of them (its run stops at that
+        look at the latest: its progress counts, and its time left is reckoned, to it)."""
+        return self.orders[key] if self.pairs is None else self.orders[key][:self.pairs.pause]
 
     @property
     def stopped(self) -> bool:

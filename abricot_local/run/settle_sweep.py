@@ -40,13 +40,21 @@ def schedule(request, reference: str) -> list[int]:
                    for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
 
 
+def finished(record) -> bool:
+    """Whether a rung's run (its record) is done with this ladder: every rule stopped where it settled (or with every
+    item scored). A rule that stopped only at its bound, a verdict open (settle_record.next_bound), goes on to the
+    looks a larger --max-items plans; at the same bound the ladder has no look past it, so it stays as it is."""
+    from abricot_local.run.settle_record import next_bound, stopped
+
+    return stopped(record) and next_bound(record) is None
+
+
 def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
     """The request's quants (each into its folder: RunRequest.folder_of; ``run_model``: session.run_model), each rung
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it."""
     from abricot_local.run.settle import Pairs
-    from abricot_local.run.settle_record import stopped
 
     ref = request.reference  # chosen once, with the request (request._reference)
     folders = {m: request.folder_of(m) for m in request.models}
@@ -72,7 +80,7 @@ def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
         for rung in list(left):
             if held(folders[rung]) >= n:  # it holds this look already (a ladder resumed): never shrunk
                 begun.add(rung)
-                if stopped(read_run(folders[rung])):
+                if finished(read_run(folders[rung])):
                     left.remove(rung)
                 continue
             hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
@@ -84,7 +92,7 @@ def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
                 failed[rung] = err.raw()
                 left.remove(rung)
                 continue
-            if stopped(d.outcome.record):
+            if finished(d.outcome.record):
                 left.remove(rung)
     for model in request.models:
         yield model, done.get(model), failed.get(model, "")
