@@ -202,6 +202,9 @@ def of_download(plan, registry: dict, warn: Callable[[str], None]) -> DryRun | N
     warning (None), and the download goes on."""
     try:
         return DryRun((model_cost(plan, with_memory=False, registry=registry),), ())
+    except AbricotError as err:  # in its own words, its options left for the door to write
+        warn(f"plan: not made before the download: {err.raw()}")
+        return None
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
         warn(f"plan: not made before the download ({type(err).__name__}: {err})")
         return None
