@@ -4,7 +4,10 @@ An accuracy (a proportion of items) gets Wilson's score interval (:func:`wilson`
 the items not seen, so 20 right answers of 20 give [0.84, 1], not [1, 1]. A correlation gets a
 percentile bootstrap interval (:func:`bootstrap_ci`). A correlation over a constant vector is NaN
 (never an exception); callers report it with a warning that names the side that is constant
-(:func:`constant_words`).
+(:func:`constant_words`). A correlation whose vectors do not each have :data:`MIN_CORRELATION_ITEMS` items off
+their most common value (:func:`interval_read`) is recorded with its value and no interval ([NaN, NaN]): a
+near-constant side's r is made by a handful of items, which neither the bootstrap nor normal theory describes
+(the guard of analysis/correlation_ci.py, the same rule); callers say so (:func:`few_words`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from abricot_local.errors import ResultsError
 
 N_BOOT = 1000
 CI_LEVEL = 0.95
+CORRELATIONS = ("pearson", "spearman")
+# a correlation's interval is read only once each vector has this many items off its most common value (the run's
+# CI, the published verdict's and --until-settled's: analysis/correlation_ci.py)
+MIN_CORRELATION_ITEMS = 10
 
 
 def accuracy(pred, gold) -> float:
@@ -124,9 +131,24 @@ def interval(stat: str, a, b, *, seed: int, level: float = CI_LEVEL) -> list[flo
     return bootstrap_ci(stat, a, b, seed=seed, level=level)
 
 
+def off_mode(v) -> int:
+    """How many of ``v``'s items are away from its most common value (0 with none)."""
+    v = np.asarray(v)
+    return len(v) - int(np.unique(v, return_counts=True)[1].max()) if len(v) else 0
+
+
+def interval_read(stat: str, *vectors) -> bool:
+    """Whether ``stat``'s interval over ``vectors`` is read: an accuracy's always, a correlation's (or a difference
+    of two) once each vector has :data:`MIN_CORRELATION_ITEMS` items off its most common value."""
+    return stat not in CORRELATIONS or min(off_mode(v) for v in vectors) >= MIN_CORRELATION_ITEMS
+
+
 def with_ci(stat: str, a, b, *, seed: int) -> tuple[float, list[float]]:
-    """The statistic and its 95% CI (:func:`interval`)."""
+    """The statistic and its 95% CI (:func:`interval`) as a run records them: [NaN, NaN] for a correlation whose
+    interval is not read (:func:`interval_read`), its value kept."""
     point = {"accuracy": accuracy, "pearson": pearson, "spearman": spearman}[stat](a, b)
+    if not interval_read(stat, a, b):
+        return point, [float("nan"), float("nan")]
     return point, interval(stat, a, b, seed=seed)
 
 
@@ -161,6 +183,34 @@ def constant_words(inp, samples: Sequence = ()) -> str:
         else:
             out.append(f"the gold side of {inp.name} is the same ({float(y[0]):g}) for every item")
     return " and ".join(out)
+
+
+def _side(values: np.ndarray, labels: list, name: str, model: bool) -> tuple[str, str]:
+    """One side's words for :func:`few_words`: what its items off the most common value are, and their unit. The
+    side is named as the samples' answers (gold labels) where it is those one to one (``labels``: theirs)."""
+    n, off = len(values), off_mode(values)
+    same, s = f"({n - off} of {n} the same)", "" if off == 1 else "s"
+    if labels and len(set(labels)) == len(set(values.tolist())) == len(set(zip(labels, values.tolist()))):
+        if model:
+            return f"{off} answer{s} off the model's most common one {same}", "answers"
+        return f"{off} gold label{s} off their most common one {same}", "gold labels"
+    return f"{off} item{s} off the most common value of {name}'s {'model' if model else 'gold'} side {same}", "items"
+
+
+def few_words(inp, samples: Sequence = ()) -> str:
+    """Why a correlation of a task's ``MetricInput`` (``x`` the prediction side, ``y`` the gold side) over ``samples``
+    (``record.Sample``s, in its order) is recorded without an interval (:func:`interval_read`), in words naming what
+    it rests on; "" when its interval is read, or when it is undefined (a constant side: :func:`constant_words`)."""
+    x, y = np.asarray(inp.x, dtype=float), np.asarray(inp.y, dtype=float)
+    if inp.stat not in CORRELATIONS or len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]) \
+            or interval_read(inp.stat, x, y):
+        return ""
+    whole = len(samples) == len(x)
+    sides = [_side(v, [getattr(s, field) for s in samples] if whole else [], inp.name, model)
+             for v, model, field in ((x, True, "pred"), (y, False, "gold")) if off_mode(v) < MIN_CORRELATION_ITEMS]
+    such = f"such {sides[0][1]}" if len(sides) == 1 else "items off each side's most common value"
+    return (f"{inp.name} rests on {' and '.join(w for w, _ in sides)}: its value is shown, its interval is not read "
+            f"below {MIN_CORRELATION_ITEMS} {such}")
 
 
 def require_finite(samples: Sequence, task: str) -> None:

@@ -1,12 +1,13 @@
 """A correlation's interval for the task's own value, from the n of its N items scored (published.method 3): Fisher's
 z with the bootstrap's spread (never below normal theory's), narrowed by the finite-population correction, its centre
 moved down by Fisher's bias and by a Cornish-Fisher term for z's skewness drawn without replacement, Student's t
-quantile on n - 1 degrees of freedom; read only once each vector has stats.MIN_CORRELATION_ITEMS items off its most
-common value (a near-constant model's r is made by a handful of items: neither the bootstrap nor normal theory
-describes it); a paired difference of two: +- z x the paired bootstrap's spread, narrowed alike. The --until-settled
-rule's (sequential.py) and the fixed-n published verdict's (baselines.evidence: the narrowed percentile bootstrap it
-read fell short of 90%, about 85% at 20 items). bench/correlation_coverage.py measures it (method 2, the plain z
-interval, missed above the truth up to 6.2% at 90%, where 5% a side is allowed)."""
+quantile on n - 1 degrees of freedom; read only once each vector has metrics.MIN_CORRELATION_ITEMS items off its most
+common value (metrics.interval_read, the rule the run's own CI follows: a near-constant model's r is made by a
+handful of items, which neither the bootstrap nor normal theory describes); a paired difference of two: +- z x the
+paired bootstrap's spread, narrowed alike. The --until-settled rule's (sequential.py) and the fixed-n published
+verdict's (baselines.evidence: the narrowed percentile bootstrap it read fell short of 90%, about 85% at 20 items).
+bench/correlation_coverage.py measures it (method 2, the plain z interval, missed above the truth up to 6.2% at 90%,
+where 5% a side is allowed)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ def correlation_ci(stat: str, v: list[np.ndarray], n: int, total: int, lvl: floa
     value = float(f(w[0], w[1]) - (f(w[2], w[3]) if paired else 0.0))
     if math.isnan(value):
         return None, None, "the correlation is undefined (a constant vector)"
-    off = min(n - int(np.unique(x, return_counts=True)[1].max()) for x in w)  # items off a vector's commonest value
-    if off < stats.MIN_CORRELATION_ITEMS:
-        return value, None, (f"fewer than {stats.MIN_CORRELATION_ITEMS} items away from a vector's most common value "
-                             f"({off}): a correlation's interval is not read yet")
+    if not metrics.interval_read(stat, *w):  # the rule the run's own CI follows (metrics.with_ci): one rule
+        off = min(metrics.off_mode(x) for x in w)  # items off a vector's commonest value
+        return value, None, (f"fewer than {metrics.MIN_CORRELATION_ITEMS} items away from a vector's most common "
+                             f"value ({off}): a correlation's interval is not read yet")
     idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
     boot = f(w[0][idx], w[1][idx]) - (f(w[2][idx], w[3][idx]) if paired else 0.0)
     boot = boot[~np.isnan(boot)]

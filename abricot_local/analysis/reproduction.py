@@ -249,7 +249,7 @@ def words(check) -> str:
     if not check.comparable:
         return "not comparable"
     if check.verdict is None:
-        return {True: "inside the 95% CI", False: "outside the 95% CI", None: "n/a"}[check.inside]
+        return {True: "inside the 95% CI", False: "outside the 95% CI", None: "no 95% CI"}[check.inside]
     m = f"{check.margin:g}" if check.margin is not None else "?"
     exact = check.n is not None and check.items_total is not None and check.n >= check.items_total
     if check.verdict == DIFFERS and exact and check.difference is not None:

@@ -31,13 +31,13 @@ import numpy as np  # scipy is imported where it is used: half a second that `ta
 
 from abricot_local.core import log_softmax
 from abricot_local.errors import UsageError
-from abricot_local.metrics import z_of
+from abricot_local.metrics import MIN_CORRELATION_ITEMS, z_of  # noqa: F401 - stats.MIN_CORRELATION_ITEMS: the one rule
 
 N_BOOT = 1000
 LEVEL = 0.95
 ALPHA = 0.05
 POWER = 0.80
-MIN_CORRELATION_ITEMS = 10  # below it a correlation's bootstrap interval is not read against a margin
+
 
 RowStat = Callable[[np.ndarray, np.ndarray], np.ndarray]  # statistic along the last axis
 

@@ -30,7 +30,7 @@ def summary(record: Record) -> str:
     lines = [f"{'task':<{tw}} {'metric':<20} {'value':>8}  {'95% CI':<20} chance", "-" * (58 + tw)]
     for name, t in record.tasks.items():
         for key, val, ci in t.metric_items():
-            ci_s = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+            ci_s = "" if not ci else "no interval" if val == val and ci[0] != ci[0] else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
             chance = fmt(t.chance[key], 2) if key in t.chance else ""
             lines.append(f"{name:<{tw}} {key:<20} {fmt(val):>8}  {ci_s:<20} {chance}")
         lines.append(f"{name:<{tw}} {'n':<20} {t.n:>8}")

@@ -156,13 +156,14 @@ def merge(shards: Sequence, out: str | Path) -> Path:
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
         metrics = as_json(task.metrics(rows))
-        own = [w for w in entry.warnings if w not in data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample)
-               and w not in metric_warnings(entry.metrics)]
+        first = data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample) + \
+            metric_warnings(entry.metrics, task, parts[0])  # the first shard's own, made anew for the whole below
+        own = [w for w in entry.warnings if w not in first]
         tasks[name] = replace(entry, metrics=metrics, n=len(rows),
                               seconds=round(sum(run.record.tasks[name].seconds or 0 for run in runs), 3),
                               scored_now=sum(run.record.tasks[name].scored_now or 0 for run in runs),
                               warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
-                                                                   sample=ref.config.sample), *metric_warnings(metrics)))
+                                                                   sample=ref.config.sample), *metric_warnings(metrics, task, rows)))
         samples[name] = rows
         if published is not None and published.reproduces:
             totals = [c.items_total for c in published.checks if c.task == name and c.items_total]

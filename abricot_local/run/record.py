@@ -15,7 +15,7 @@ from abricot_local.analysis import baselines
 from abricot_local.backends.base import Backend
 from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.errors import opt, recorded_words, render
-from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words
+from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words, few_words
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import check_metrics
@@ -57,11 +57,17 @@ def data_warnings(task, samples: Sequence[Sample], *, limit: int | None = None, 
 
 def metric_warnings(metrics: dict, task=None, samples: Sequence[Sample] = ()) -> list[str]:
     """Each metric undefined (NaN), with the side that is constant (metrics.constant_words over ``task``'s metric
-    inputs of ``samples``; without them, either)."""
+    inputs of ``samples``; without them, either); each correlation recorded without its interval, too few items off
+    a side's most common value (metrics.few_words: what its value rests on; only with ``task`` and ``samples``)."""
     inputs = {inp.name: inp for inp in task.metric_inputs(list(samples))} if task is not None and samples else {}
-    why = {name: constant_words(inp, samples) for name, inp in inputs.items()}
-    return [f"{name} is undefined (NaN): {why.get(name) or 'a constant prediction or gold vector'}"
-            for name, value, _ in metric_items(metrics) if isinstance(value, float) and value != value]
+    out = []
+    for name, value, _ in metric_items(metrics):
+        if isinstance(value, float) and value != value:
+            why = constant_words(inputs[name], samples) if name in inputs else ""
+            out.append(f"{name} is undefined (NaN): {why or 'a constant prediction or gold vector'}")
+        elif name in inputs and (few := few_words(inputs[name], samples)):
+            out.append(few)
+    return out
 
 
 def verdict(plan: Plan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (),
