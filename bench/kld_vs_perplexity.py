@@ -244,8 +244,10 @@ def stats_table(rung: str, lp: dict, st, st_formula, ours: np.ndarray, by_kl_row
         diff = (f"{round(abs(lp[key] - mine) * len(ours))} of {len(ours)} tokens" if key == "same_top"
                 else f"{abs(lp[key] - mine):.2e}")  # llama-perplexity prints a percentage to 3 decimals
         print(f"| {key} | {lp[key]:.6f} | {mine:.6f} | {diff} | {rep:.6f} |")
-    se = (st.ci95[1] - st.mean) / 1.959963984540054
-    print(f"| mean's standard error | {lp['mean_se']:.6f} | {se:.6f} | | |")
+    # llama-perplexity's "±" treats every token as independent: set beside abricot-local's per-token standard error
+    # (KldStats.se_token), not beside kld's CI, which is over the items (the chunks here are no items)
+    print(f"| mean's per-token standard error (every token independent) | {lp['mean_se']:.6f} | {st.se_token:.6f} "
+          f"| {abs(lp['mean_se'] - st.se_token):.2e} | {st_formula.se_token:.6f} |")
     d = np.abs(ours - formula)
     print(f"\nper token, the ladder against llama-perplexity's formula on the stored base: max abs diff {d.max():.2e}, "
           f"mean {d.mean():.2e} (mean KL {ours.mean():.4f}); against kl_row one row at a time: max abs diff "

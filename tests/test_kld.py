@@ -44,10 +44,11 @@ def test_kl_row_is_the_full_vocabulary_kl_in_float64():
 def test_summary_is_llama_perplexity_s():
     rng = np.random.default_rng(1)
     x = rng.exponential(0.05, size=2001)
-    s = summarise(x, x < 0.1, n_items=7)
-    se = x.std(ddof=1) / np.sqrt(x.size)
-    assert s.mean == pytest.approx(x.mean()) and s.ci95 == pytest.approx((x.mean() - 1.96 * se, x.mean() + 1.96 * se),
-                                                                          rel=1e-4)
+    ends = [300 * k for k in range(1, 7)] + [2001]  # 7 items
+    s = summarise(x, x < 0.1, n_items=7, ends=ends)
+    se = x.std(ddof=1) / np.sqrt(x.size)  # llama-perplexity's "±": every token independent, kept beside the CI
+    assert s.mean == pytest.approx(x.mean(), rel=1e-12) and s.se_token == pytest.approx(se, rel=1e-9)
+    assert s.n_units == 7 and s.ci95[0] < s.mean < s.ci95[1]  # the CI is over the items (tests/test_kld_items.py)
     srt = np.sort(x)  # llama-perplexity: linear interpolation at fraction * (n - 1)
     assert s.median == srt[1000] and s.p99 == pytest.approx(srt[1980]) and s.max == srt[-1]
     assert s.p99_9 == pytest.approx(srt[1998]) and s.same_top == np.mean(x < 0.1)

@@ -1,7 +1,9 @@
 """The full-vocabulary KL divergence of a rung against its reference, as llama-perplexity
---kl-divergence reports it: mean with its 95% CI, median, 99th and 99.9th percentiles, max, and
-the share of tokens whose top token is the same (:class:`KldStats`, from per-token values by
-:func:`summarise`). ``abricot-local kld`` (run/kld.py) measures it and keeps it in the
+--kl-divergence reports it: mean, median, 99th and 99.9th percentiles, max, and the share of tokens
+whose top token is the same (:class:`KldStats`, from per-token values by :func:`summarise`). The
+mean's 95% CI is over the items measured, not the tokens: a task's items are its sampling units and
+the tokens of one item move together, so llama-perplexity's standard error (every token independent,
+kept as ``se_token``) is far too narrow for "this quant's KLD on this task" (:func:`item_interval`). ``abricot-local kld`` (run/kld.py) measures it and keeps it in the
 rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (its SHA-256:
 :func:`model_key`);
 :func:`kld_of` reads it back for the ladder, ``compare`` and the API. Not to be confused with the
@@ -10,7 +12,7 @@ rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -23,9 +25,21 @@ from abricot_local.models.quants import refuse_mixed
 
 FILE = "kld.json"
 KIND = "abricot-local kld"
-VERSION = 1
+VERSION = 2  # 2: the CI over the items (1: over the tokens, read back without a CI)
 Z95 = 1.959963984540054
 EPS = 1e-9  # nats: float rounding in a KL divergence of identical rows (never a real value below 0)
+CI_METHOD = ("ratio of sums over the items (KL summed per item over its tokens), delta-method standard error "
+             "with the m/(m-1) correction, Student's t on m - 1 degrees of freedom, on the log scale")
+# Student's t 0.975 quantile on 1..30 degrees of freedom (scipy.special.stdtrit, kept as constants: the same
+# bits on every CPU); beyond, Cornish and Fisher's expansion in 1/df (Abramowitz and Stegun 26.7.5: within
+# 1.3e-8 relative from 31 on)
+_T975 = (12.706204736174694, 4.302652729749462, 3.1824463052837078, 2.7764451051977934, 2.5705818356363146,
+         2.4469118511449786, 2.364624251592784, 2.306004135204166, 2.262157162798205, 2.228138851986274,
+         2.200985160091639, 2.1788128296672284, 2.1603686564627913, 2.144786687917804, 2.131449545559776,
+         2.1199052992212546, 2.1098155778333156, 2.1009220402410382, 2.0930240544083087, 2.085963447265864,
+         2.0796138447276795, 2.0738730679040254, 2.0686576104190486, 2.0638985616280245, 2.0595385527532972,
+         2.0555294386428735, 2.0518305164802846, 2.0484071417952454, 2.045229642132703, 2.0422724563012378)
+OLD = "an older kld.json, run `abricot-local kld` again"
 
 
 def _count(value) -> int:
@@ -39,37 +53,53 @@ class KldStats:
     """KL(reference || rung) over every compared token (nats) and the same-top-token share."""
 
     n_tokens: int
-    mean: float
-    ci95: tuple[float, float]  # the mean's, from its standard error (llama-perplexity's "±" is that error)
+    mean: float  # over the tokens (= the sum over the items over their tokens)
+    ci95: tuple[float, float]  # the mean's, over the items (item_interval); (nan, nan): none (why: no_ci)
     median: float
     p99: float
     p99_9: float
     max: float
     same_top: float  # share of tokens where both models' most likely token is the same
-    n_items: int = 0
+    n_items: int = 0  # the items measured
+    se_token: float = math.nan  # the mean's standard error with every token independent: llama-perplexity's "±"
+    n_units: int = 0  # the CI's sampling units: the items (a batched engine's items decoded together); 0: an old file
+    ci_method: str = ""  # how ci95 was made (CI_METHOD); "": an old file's entry, no CI
+
+    @property
+    def has_ci(self) -> bool:
+        return self.ci95[0] == self.ci95[0] and self.ci95[1] == self.ci95[1]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "ci95": list(self.ci95)}
+        return {**asdict(self), "ci95": [v if v == v else None for v in self.ci95],
+                "se_token": self.se_token if self.se_token == self.se_token else None}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = FILE) -> KldStats:
         """An entry's statistics, refused in one line (naming ``where``) when damaged or impossible: a KL
         divergence is never below 0, a share lies in [0, 1], a CI's low end is not above its high end."""
+        def value(v) -> float:
+            return math.nan if v is None else float(v)
+
         try:
-            got = cls(_count(d["n_tokens"]), float(d["mean"]), (float(d["ci95"][0]), float(d["ci95"][1])),
+            ci = d["ci95"]
+            got = cls(_count(d["n_tokens"]), float(d["mean"]), (value(ci[0]), value(ci[1])),
                       float(d["median"]), float(d["p99"]), float(d["p99_9"]), float(d["max"]),
-                      float(d["same_top"]), _count(d.get("n_items", 0)))
+                      float(d["same_top"]), _count(d.get("n_items", 0)), value(d.get("se_token")),
+                      _count(d.get("n_units", 0)), str(d.get("ci_method", "")))
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise ResultsError(f"{where}: an entry is damaged ({err!r}); run `abricot-local kld` again") from None
         why = got.impossible()
         if why:
             raise ResultsError(f"{where}: {why}, which no measurement gives; run `abricot-local kld` again")
+        if not got.ci_method:  # an entry of kld.json version 1: its CI was over the tokens (1.96 x se_token)
+            return replace(got, ci95=(math.nan, math.nan), se_token=(got.ci95[1] - got.ci95[0]) / (2 * Z95))
         return got
 
     def impossible(self) -> str:
         """What no measurement of a KL divergence gives in these statistics ("" when none)."""
-        values = {"KLD mean": self.mean, "CI low": self.ci95[0], "CI high": self.ci95[1], "median": self.median,
-                  "p99": self.p99, "p99.9": self.p99_9, "max": self.max}
+        values = {"KLD mean": self.mean, "median": self.median, "p99": self.p99, "p99.9": self.p99_9, "max": self.max,
+                  **({"CI low": self.ci95[0], "CI high": self.ci95[1]} if self.has_ci else {}),
+                  **({"per-token standard error": self.se_token} if self.se_token == self.se_token else {})}
         bad = next((f"{k} {v!r} is not a finite number" for k, v in values.items() if not math.isfinite(v)), "")
         bad = bad or next((f"{k} {v:g} is below 0" for k, v in values.items() if k != "CI low" and v < -EPS), "")
         if bad:
@@ -78,28 +108,116 @@ class KldStats:
             return f"n_tokens {self.n_tokens} is less than 1"
         if not 0 <= self.same_top <= 1:
             return f"same-top share {self.same_top:g} is not within [0, 1]"
-        if self.ci95[0] > self.ci95[1] or not self.ci95[0] - EPS <= self.mean <= self.ci95[1] + EPS:
+        if (self.ci95[0] == self.ci95[0]) != (self.ci95[1] == self.ci95[1]):
+            return "its CI has one end only"
+        if self.has_ci and (self.ci95[0] > self.ci95[1] or not self.ci95[0] - EPS <= self.mean <= self.ci95[1] + EPS):
             return f"the CI [{self.ci95[0]:g}, {self.ci95[1]:g}] does not hold the mean {self.mean:g} in order"
         if not self.median <= self.p99 + EPS <= self.p99_9 + 2 * EPS <= self.max + 3 * EPS:
             return "its percentiles are out of order (median, p99, p99.9, max)"
         return ""
 
+    def no_ci(self) -> str:
+        """Why there is no CI ("" when there is one)."""
+        if self.has_ci:
+            return ""
+        if not self.ci_method:
+            return OLD
+        return "one item" if self.n_items <= 1 else "its items decoded together (one unit)"
+
+    def interval(self, digits: int = 4) -> str:
+        """The mean and its 95% CI over the items, ``0.0099 [0.0081, 0.0121]`` (a value below 10^-digits as
+        ``2.31e-05``); none: why, ``0.0099 (no CI: one item)``."""
+        def num(v: float) -> str:
+            return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.2e}"
+
+        if self.has_ci:
+            return f"{num(self.mean)} [{num(self.ci95[0])}, {num(self.ci95[1])}]"
+        return f"{num(self.mean)} (no CI: {self.no_ci()})"
+
+    def covers(self, of: int | None = None) -> str:
+        """What it is over, ``over 4 items (1,047 tokens)``; ``of``: the items of the row it stands beside, said
+        when it covers fewer, ``over 4 of the 40 items (1,047 tokens)`` (:meth:`extent` after ``over``)."""
+        return f"over {self.extent(of)}"
+
+    def extent(self, of: int | None = None) -> str:
+        """:meth:`covers` without its ``over``: ``4 of the 40 items (1,047 tokens)``; the CI's units when they
+        are not the items (a batched engine's), ``...; CI over 2 units of items decoded together``."""
+        if self.n_items < 1:  # an entry older than the items' count
+            return f"{self.n_tokens:,} tokens (its items not recorded)"
+        items = "item" if self.n_items == 1 else "items"
+        part = f"{self.n_items:,} of the {of:,} items" if of and self.n_items < of else f"{self.n_items:,} {items}"
+        units = (f"; CI over {self.n_units:,} unit{'s' * (self.n_units != 1)} of items decoded together"
+                 if self.has_ci and 0 < self.n_units != self.n_items else "")
+        return f"{part} ({self.n_tokens:,} tokens{units})"
+
     def line(self) -> str:
-        return (f"KLD mean {self.mean:.5f} [{self.ci95[0]:.5f}, {self.ci95[1]:.5f}], median {self.median:.5f}, "
-                f"p99 {self.p99:.4f}, p99.9 {self.p99_9:.4f}, max {self.max:.4f}, same top "
-                f"{100 * self.same_top:.2f}% ({self.n_tokens:,} tokens)")
+        se = f"; per-token standard error {self.se_token:.5f} (llama-perplexity's \u00b1: every token independent)" \
+            if self.se_token == self.se_token else ""
+        return (f"KLD mean {self.interval(5)} {self.covers()}, median {self.median:.5f}, p99 {self.p99:.4f}, "
+                f"p99.9 {self.p99_9:.4f}, max {self.max:.4f}, same top {100 * self.same_top:.2f}%{se}")
+
+    def record(self, of: int | None = None) -> dict:
+        """As a report's or compare's JSON gives it: :meth:`to_dict`, ``covers`` (:meth:`covers` beside ``of``
+        items) and ``text`` (the mean, its CI and what it covers, as the tables show it)."""
+        return {**self.to_dict(), "covers": self.covers(of), "text": f"{self.interval()} {self.covers(of)}"}
 
 
-def summarise(kl: Sequence[float], same_top: Sequence[bool], n_items: int = 0) -> KldStats:
-    """The statistics of per-token KL values (percentiles interpolated linearly, as llama-perplexity's)."""
+def t975(df: int) -> float:
+    """Student's t 0.975 quantile on ``df`` >= 1 degrees of freedom, the same bits on every CPU (arithmetic only)."""
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, v = Z95, float(df)
+    z2 = z * z
+    g = ((z2 + 1) * z / 4, ((5 * z2 + 16) * z2 + 3) * z / 96, (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384,
+         ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160)
+    return z + g[0] / v + g[1] / v ** 2 + g[2] / v ** 3 + g[3] / v ** 4
+
+
+def item_interval(sums: Sequence[float], counts: Sequence[int], mean: float | None = None) -> tuple[float, float]:
+    """The 95% CI of the mean KL over the items, from each item's (unit's) KL summed over its tokens and its token
+    count (:data:`CI_METHOD`). The mean over the tokens is a ratio r = sum S_i / sum n_i over the m items; its
+    delta-method variance is m/(m-1) sum (S_i - r n_i)^2 / (sum n_i)^2; the interval r exp(+-t se/r) (on the log
+    scale: a KL is positive and skewed; never below 0) with Student's t on m - 1 degrees of freedom. (nan, nan)
+    with one unit; (0, 0) when every KL is 0. ``mean``: r as the caller summed it over the tokens (the same
+    value, to its last bit: sum S_i rounds each S_i first). Sums are math.fsum's, exp is core.exact_exp's: the same bits on
+    every CPU. The finite population (a measurement over every item of a task) is not corrected for."""
+    from abricot_local.core import exact_exp
+
+    m, total = len(sums), sum(counts)
+    if m < 2 or total < 1:
+        return math.nan, math.nan
+    r = math.fsum(sums) / total if mean is None else mean
+    if not r > 0:
+        return 0.0, 0.0
+    e2 = math.fsum((s - r * n) * (s - r * n) for s, n in zip(sums, counts, strict=True))
+    half = t975(m - 1) * math.sqrt(m / (m - 1) * e2) / total / r
+    return r * exact_exp(-half), r * exact_exp(half)
+
+
+def summarise(kl: Sequence[float], same_top: Sequence[bool], n_items: int = 0,
+              ends: Sequence[int] | None = None) -> KldStats:
+    """The statistics of per-token KL values (percentiles interpolated linearly, as llama-perplexity's). ``ends``:
+    where each item's (each unit's) tokens end in ``kl`` (backends.kld.KlRows.ends; None: one unit), for the
+    mean's CI over the items (:func:`item_interval`); ``se_token`` the per-token standard error beside it. Sums
+    are math.fsum's and no numpy transcendental function is used: the same bits on every CPU."""
     x = np.asarray(kl, dtype=np.float64)
-    if x.size == 0:
+    n = int(x.size)
+    if n == 0:
         raise AbricotError("no token was compared: nothing to summarise")
-    mean = float(x.mean())
-    se = float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
-    p = np.percentile(x, [50, 99, 99.9])
-    return KldStats(int(x.size), mean, (mean - Z95 * se, mean + Z95 * se), float(p[0]), float(p[1]), float(p[2]),
-                    float(x.max()), float(np.mean(np.asarray(same_top, dtype=bool))), n_items)
+    values = x.tolist()
+    ends = [n] if ends is None else [int(e) for e in ends]
+    if not ends or ends[-1] != n or any(b <= a for a, b in zip([0, *ends], ends)):
+        raise AbricotError(f"the items' ends {ends[:5]}... do not cut {n} tokens into items")
+    starts = [0, *ends[:-1]]
+    mean = math.fsum(values) / n
+    d = (x - mean).tolist()
+    se = math.sqrt(math.fsum(v * v for v in d) / (n - 1) / n) if n > 1 else 0.0
+    ci = item_interval([math.fsum(values[a:b]) for a, b in zip(starts, ends)],
+                       [b - a for a, b in zip(starts, ends)], mean)
+    p = np.percentile(x, [50, 99, 99.9])  # a sort and linear interpolation: IEEE arithmetic only
+    same = sum(bool(v) for v in same_top)
+    return KldStats(n, mean, ci, float(p[0]), float(p[1]), float(p[2]), float(x.max()), same / len(same_top),
+                    n_items, se, len(ends), CI_METHOD)
 
 
 def entries(folder: str | Path) -> dict[str, dict]:

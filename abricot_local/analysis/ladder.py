@@ -1,7 +1,9 @@
 """A quant ladder: each quant of one model against its highest-precision quant, per task.
 
-For every model (``base``) with runs at two quants or more, the reference is the quant with the
-most bits (``gguf.file.quant_bits``; the first run on a tie), and each other quant is compared with it
+A ladder is per model (``base``) and task (:func:`plan`): the base's runs that hold the task, at two quants or more;
+its reference the quant with the most bits among them (``gguf.file.quant_bits``; the first run on a tie). Two runs of
+one quant are never one ladder (split by their folders; what is left out, said in a note). Each other quant is
+compared with the reference
 by compare.py over their common items: the equivalence verdict of the task's primary metric
 (equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
@@ -50,6 +52,7 @@ class Rung:
     changes: AnswerChanges | None = None
     kld: KldStats | None = None  # full-vocabulary KL(reference || quant) on the task's text (`kld`), if measured
     settled: SettledVerdict | None = None  # a --until-settled rule's verdict against this reference: the run's
+    ladder: str = ""  # the folder of its runs when its base has several ladders on the task ("": one)
 
     @property
     def is_reference(self) -> bool:
@@ -64,28 +67,86 @@ def speed(run: Run, task: str) -> float | None:
     return e.scored_now / e.seconds
 
 
-def ladders(runs: Sequence[Run], *, seed: int | None = None, given: GivenData = NOTHING_GIVEN) -> tuple[Rung, ...]:
-    """Every model's ladder over ``runs`` (labelled as a report labels them); ``given``: the data where a task's
-    N is counted when the runs' recorded files are not here (a report's ``given``)."""
+@dataclass(frozen=True)
+class Ladder:
+    """One ladder: a base's runs on one task, the reference (the highest-precision quant among them) first, then
+    down; ``where``: the folder holding its runs when the base has several ladders on the task ("": one)."""
+
+    base: str
+    task: str
+    runs: tuple[Run, ...]
+    where: str = ""
+
+
+def _folder(r: Run) -> str:
+    return str(Path(r.path).parent)
+
+
+def plan(runs: Sequence[Run]) -> tuple[tuple[Ladder, ...], tuple[str, ...]]:
+    """The ladders over ``runs`` and a note for each run or task left out. A ladder is per base and task: the runs
+    of the base that hold the task, against the highest-precision quant among them. Two runs of one quant of a base
+    (their items or settings may differ) are never a rung of each other: the runs are then split by the folder
+    holding them (a sweep's ``--out``), one ladder per folder with two quants or more; a run alone in its folder, a
+    second run of a quant in one folder, a task one quant holds: left out, said in a note."""
     groups: dict[str, list[Run]] = {}
     for r in runs:
         if r.base:
             groups.setdefault(r.base.lower(), []).append(r)
-    out: list[Rung] = []
+    out: list[Ladder] = []
+    notes: list[str] = []
     for members in groups.values():
         if len({r.quant.upper() for r in members}) < 2:
             continue
         refuse_mixed(members[0].base, [(r.label, r.record) for r in members])  # one model's quants, or no ladder
-        ref = members[highest_precision([r.quant for r in members])]
-        ref_view = ref
-        for task in ref.tasks:
-            out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task),
-                            n=ref.record.tasks[task].n))
-            for other in sorted(members, key=lambda r: -quant_bits(r.quant)):  # down the ladder
-                if other is ref or task not in other.tasks:
+        base = members[0].base
+        for task in dict.fromkeys(t for r in members for t in r.tasks):
+            having = [r for r in members if task in r.tasks]
+            quants = [r.quant.upper() for r in having]
+            parts: dict[str, list[Run]] = {"": having}
+            if len(set(quants)) < len(quants):  # a quant run twice: one ladder per folder
+                parts = {}
+                for r in having:
+                    parts.setdefault(_folder(r), []).append(r)
+            for where, part in parts.items():
+                kept: dict[str, Run] = {}
+                for r in part:
+                    if r.quant.upper() in kept:
+                        notes.append(f"{task}: {r.label} left out of the quant ladder of {base}: "
+                                     f"{kept[r.quant.upper()].label} is the same quant ({r.quant}) in the same folder; "
+                                     "compare them with `abricot-local compare`")
+                    else:
+                        kept[r.quant.upper()] = r
+                chosen = list(kept.values())
+                if len(chosen) < 2:
+                    alone = chosen[0]
+                    notes.append(f"{task}: {alone.label} ({alone.quant}) left out of the quant ladders of {base}: "
+                                 + ("no other quant of the base holds the task" if not where else
+                                    f"no other quant of the base in its folder ({where}) holds the task, and the "
+                                    "runs of its quant elsewhere are other ladders' (their items or settings may "
+                                    "differ)"))
                     continue
-                out.append(_rung(ref, other, task, ref_view, seed, given))
+                ref = chosen[highest_precision([r.quant for r in chosen])]
+                down = sorted((r for r in chosen if r is not ref), key=lambda r: -quant_bits(r.quant))
+                out.append(Ladder(base, task, (ref, *down), where))
+    return tuple(out), tuple(notes)
+
+
+def ladders(runs: Sequence[Run], *, seed: int | None = None, given: GivenData = NOTHING_GIVEN) -> tuple[Rung, ...]:
+    """Every ladder's rungs over ``runs`` (labelled as a report labels them; :func:`plan`: a ladder per base and
+    task), its reference first; ``given``: the data where a task's N is counted when the runs' recorded files are
+    not here (a report's ``given``)."""
+    out: list[Rung] = []
+    for lad in plan(runs)[0]:
+        ref, task = lad.runs[0], lad.task
+        out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task),
+                        n=ref.record.tasks[task].n, ladder=lad.where))
+        out += [replace(_rung(ref, other, task, ref, seed, given), ladder=lad.where) for other in lad.runs[1:]]
     return tuple(out)
+
+
+def notes(runs: Sequence[Run]) -> tuple[str, ...]:
+    """What the ladders over ``runs`` leave out, and why (:func:`plan`)."""
+    return plan(runs)[1]
 
 
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: GivenData) -> Rung:

@@ -164,11 +164,13 @@ def compare_seconds(n_vocab: int, rungs: int, threads: int, *, rows: int = 0, re
 
 
 class KlRows:
-    """Per compared row: its KL and top-token agreement (two numbers a row, nothing else)."""
+    """Per compared row: its KL and top-token agreement (two numbers a row, nothing else), and where each item's
+    rows end (``ends``, by :meth:`mark`: the units of the KLD's CI over the items, analysis.kld.summarise)."""
 
     def __init__(self) -> None:
         self.kl: list[float] = []
         self.same_top: list[bool] = []
+        self.ends: list[int] = []
 
     def add(self, kl: float, same: bool) -> None:
         self.kl.append(kl)
@@ -178,9 +180,17 @@ class KlRows:
         self.kl.extend(kl)
         self.same_top.extend(same)
 
+    def mark(self) -> None:
+        """An item done: the rows since the last mark are its (none since: nothing marked, its rows were decoded
+        with an earlier item's, as a batched engine's items decoded together, or a shared prefix kept in the
+        cache, which goes with the item that decoded it)."""
+        if len(self.kl) > (self.ends[-1] if self.ends else 0):
+            self.ends.append(len(self.kl))
+
     def clear(self) -> None:
         self.kl.clear()
         self.same_top.clear()
+        self.ends.clear()
 
     def __len__(self) -> int:
         return len(self.kl)

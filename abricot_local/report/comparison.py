@@ -13,7 +13,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
-from abricot_local.analysis.compare import Comparison
+from abricot_local.analysis.compare import CANNOT_TELL, CLOSE, DIFFERENT, Comparison
 from abricot_local.analysis.matching import ID
 from abricot_local.analysis.kld import of_views
 from abricot_local.errors import UsageError
@@ -55,6 +55,13 @@ def _pair(a: str, b: str) -> str:
     return f"{a} vs {b}"
 
 
+def _kld(c: Comparison) -> list[tuple]:
+    """Each KLD `kld` kept for the compared runs (analysis.kld.PairKld) and the items compare paired for its pair
+    and task (0: none), which it may cover only some of (`kld --limit`)."""
+    n = {(frozenset((g.a, g.b)), g.task): g.n for g in c.agreements}
+    return [(k, n.get((frozenset((k.reference, k.run)), k.task), 0)) for k in of_views(c.runs)]
+
+
 def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     """The sections of the text report: (title, table)."""
     many = len(c.runs) > 2
@@ -89,15 +96,15 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
               "mean KL": _num(g.mean_kl), "bit-identical": "yes" if g.identical else "no"} for g in c.agreements]
     out.append(("Predictions and log-probs over the common items (KL(a || b) between the choice distributions)",
                 pd.DataFrame(agree)))
-    kld = of_views(c.runs)
+    kld = _kld(c)
     if kld:
-        out.append(("Full-vocabulary KL(reference || run) at every token of the task text (abricot-local kld; quants of one model)",
-                    pd.DataFrame([{"reference": k.reference, "run": k.run, "task": k.task, "tokens": k.stats.n_tokens,
-                                   "KLD mean [95% CI]": f"{_num(k.stats.mean)} [{_num(k.stats.ci95[0])}, "
-                                                        f"{_num(k.stats.ci95[1])}]",
+        out.append(("Full-vocabulary KL(reference || run) at every token of the items abricot-local kld measured (quants "
+                    "of one model; 95% CI over those items)",
+                    pd.DataFrame([{"reference": k.reference, "run": k.run, "task": k.task,
+                                   "KLD mean [95% CI]": k.stats.interval(), "over": k.stats.extent(n),
                                    "median": _num(k.stats.median), "p99": _num(k.stats.p99),
                                    "p99.9": _num(k.stats.p99_9), "max": _num(k.stats.max),
-                                   "same top": _num(k.stats.same_top, 3)} for k in kld])))
+                                   "same top": _num(k.stats.same_top, 3)} for k, n in kld])))
     if c.groups:
         out.append((f"Runs not distinguishable from the best (Holm-adjusted p >= {c.alpha:g})", pd.DataFrame([
             {"task": g.task, "metric": g.metric, "best": g.best, "group": ", ".join(g.members)} for g in c.groups])))
@@ -110,8 +117,13 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
 
 def _footer(c: Comparison) -> list[str]:
     lines = [f"note: {n}" for n in c.notes]
-    lines.append(f"bootstrap (correlations): {c.n_boot} resamples of the common items, seed {c.seed}; "
-                 f"numerically close: every |delta log-prob| <= {c.tolerance:g} nats")
+    close = any(v.kind == CLOSE for v in c.verdicts)  # the term defined only where a verdict uses it
+    lines.append(f"bootstrap (correlations): {c.n_boot} resamples of the common items, seed {c.seed}" +
+                 (f"; \"numerically close\" (a verdict below) means the same prediction on every common item and "
+                  f"every |delta log-prob| <= {c.tolerance:g} nats" if close else ""))
+    if _figures(c):  # a verdict below gives a difference: which way, at which level
+        lines.append(f"verdicts: {VERDICT_FIGURES} (the paired differences' a - b; \"Is it as good?\" reads run - "
+                     "reference at 90%)")
     return lines
 
 
@@ -163,10 +175,19 @@ def _headed_lines(title: str, lines: list[str], md: bool) -> str:
     return ("### " if md else "") + f"{wrap(title)}\n\n{body}"
 
 
+VERDICT_FIGURES = "in each line `A vs B`, the difference is A - B with its 95% CI"
+
+
+def _figures(c: Comparison) -> str:
+    """:data:`VERDICT_FIGURES` followed by ``; `` where a verdict line gives a difference, else ""."""
+    return f"{VERDICT_FIGURES}; " if any(v.kind in (CANNOT_TELL, DIFFERENT) for v in c.verdicts) else ""
+
+
 def verdict_text(c: Comparison) -> str:
-    """The verdict lines under a heading naming the command that shows the details."""
+    """The verdict lines under a heading naming the command that shows the details and, where a line gives a
+    difference, how to read it (:data:`VERDICT_FIGURES`: its direction and its level)."""
     folders = " ".join(r.path for r in c.runs)
-    head = wrap(f"Pairwise verdicts (details: abricot-local compare {folders})", indent="  ")
+    head = wrap(f"Pairwise verdicts ({_figures(c)}details: abricot-local compare {folders})", indent="  ")
     return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
 
 
@@ -246,8 +267,8 @@ def to_json(c: Comparison) -> dict:
         "settings_differ": [asdict(d) for d in c.differs],
         "metrics": [{**asdict(m), "detail": dict(m.detail)} for m in c.metrics],
         "agreement": [asdict(g) for g in c.agreements],
-        "kld": [{"reference": k.reference, "run": k.run, "task": k.task, "kld": k.stats.to_dict()}
-                for k in of_views(c.runs)],
+        "kld": [{"reference": k.reference, "run": k.run, "task": k.task, "items_compared": n or None,
+                 "kld": k.stats.record(n)} for k, n in _kld(c)],
         "best_groups": [asdict(g) for g in c.groups],
         "power": [asdict(p) for p in c.power],
         "verdicts": [{**asdict(v), "line": v.line} for v in c.verdicts],

@@ -32,6 +32,7 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, STILL_WRONG, outcome, top_two_margin
 from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.ladder import ladders
+from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.reproduction import words
 from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
@@ -287,6 +288,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "checks": _checks(report),
         "quant": _quant(report),
         "ladder": ladder_rows.page_records(ladders(report.runs, given=report.given)) if report.quant else [],
+        "ladderNotes": list(ladder_notes(report.runs)) if report.quant else [],
         "nearTie": NEAR_TIE,
         "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,

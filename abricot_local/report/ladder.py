@@ -15,10 +15,11 @@ from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, words
 from abricot_local.analysis.ladder import Rung
 from abricot_local.analysis.settled import FIXED_N
 
-TITLE = ("Quant ladder: each quant against the highest-precision one of its model (the task's primary metric, its "
+TITLE = ("Quant ladder: each quant against the highest-precision one of its model on the task (the task's primary "
+         "metric, its "
          "margin; 90% CI of quant - reference for the task's own items, exact when every item is compared; label KL: "
-         "KL(reference || quant) of the answer labels; KLD: over the whole vocabulary at every token of the task text, "
-         "`abricot-local kld`)")
+         "KL(reference || quant) of the answer labels; KLD: over the whole vocabulary at every token of the "
+         "items `abricot-local kld` measured, its 95% CI over those items)")
 COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
            "label KL", "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "size MB", "items/s")
 FIXED_N_COLUMN = "fixed-n verdict (does not account for the looks)"  # beside a rule's verdict, only with one
@@ -56,14 +57,34 @@ def fixed_n_text(r: Rung) -> str:
 
 
 def difference_text(e) -> str:
-    """The difference and its 90% CI (the task's own value); every item compared: the difference, exact."""
+    """The difference quant - reference and its 90% CI (the task's own value); every item compared: the difference,
+    exact; an undefined difference or interval: why (the verdict's note), never ``nan``."""
     if e is None:
         return ""
+    why = e.note or "a constant vector or too few items"
+    if e.diff != e.diff:
+        return why if why.startswith("undefined") else f"undefined ({why})"
     if e.exact:
         return f"{e.diff:+.3f} (exact)"
     if any(v != v for v in e.ci90):
-        return f"{e.diff:+.3f} (no interval)"
+        return f"{e.diff:+.3f} (no interval: {why})"
     return f"{e.diff:+.3f} [{e.ci90[0]:+.3f}, {e.ci90[1]:+.3f}]"
+
+
+def model_text(r: Rung) -> str:
+    """The rung's model: its base, and the folder of its ladder's runs where the base has several ladders on the
+    task (analysis.ladder.plan)."""
+    return f"{r.base} ({r.ladder})" if r.ladder else r.base
+
+
+def marked(df: pd.DataFrame, rungs: Sequence[Rung]) -> pd.DataFrame:
+    """:func:`frame`'s table with the reference rows' empty cells as ``-``: every row shows in every block of a table
+    split to fit (texttable.fit)."""
+    out = df.copy()
+    for k, r in enumerate(rungs):
+        if r.is_reference:
+            out.iloc[k] = [("-" if v == "" else v) for v in out.iloc[k]]
+    return out
 
 
 def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
@@ -74,12 +95,12 @@ def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
         e, k = r.verdict, r.kld
         metric = '' if e is None else ' (' + e.metric + ')'
         rows.append({
-            "model": r.base, "task": r.task, "quant": r.quant, "run": r.run, "n": str(r.n or ""),
+            "model": model_text(r), "task": r.task, "quant": r.quant, "run": r.run, "n": str(r.n or ""),
             "verdict": f"{verdict_text(r)}{metric}",
             **({FIXED_N_COLUMN: f"{fixed_n_text(r)}{metric}" if r.settled is not None else ""} if judged else {}),
             "difference [90% CI]": difference_text(e),
             "same prediction": _num(r.same_pred), "label KL": _num(r.kl_mean, 4),
-            "KLD mean [95% CI]": "" if k is None else f"{k.mean:.4f} [{k.ci95[0]:.4f}, {k.ci95[1]:.4f}]",
+            "KLD mean [95% CI]": "" if k is None else f"{k.interval()} {k.covers(r.n)}",
             "KLD p99": "" if k is None else _num(k.p99, 4), "same top": "" if k is None else _num(k.same_top),
             "answers changed": "" if r.changes is None else r.changes.summary,
             "size MB": "" if r.size is None else f"{r.size / 1e6:.0f}", "items/s": _num(r.items_per_s, 2)})
@@ -112,11 +133,12 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
     out = []
     for r in rungs:
         ch = r.changes
-        out.append({"base": r.base, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
+        out.append({"base": r.base, "ladder": r.ladder or None, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
                     "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n, "same_pred": r.same_pred,
                     "kl_mean": r.kl_mean, "kld": None if r.kld is None else {
-                        key: v for key, v in r.kld.to_dict().items()
-                        if key in ("mean", "median", "p99", "p99_9", "max", "same_top", "ci95", "n_tokens")},
+                        key: v for key, v in r.kld.record(r.n).items()
+                        if key in ("mean", "median", "p99", "p99_9", "max", "same_top", "ci95", "n_tokens", "n_items",
+                                   "n_units", "se_token", "ci_method", "covers", "text")},
                     "verdict": _verdict(r),
                     "verdict_text": verdict_text(r), "difference_text": difference_text(r.verdict),
                     "changed": None if ch is None else {
@@ -128,5 +150,6 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
 def page_records(rungs: Sequence[Rung]) -> list[dict]:
     """:func:`records` for the HTML page: a rung a rule judged shows compare's verdict beside the rule's in its
     verdict cell (``verdict_text``), said not to account for the looks."""
+    page = [{**d, "base": model_text(r)} for d, r in zip(records(rungs), rungs)]
     return [{**d, "verdict_text": f"{d['verdict_text']}; {FIXED_N}: {d['fixed_n']['words']}"} if "fixed_n" in d else d
-            for d in records(rungs)]
+            for d in page]

@@ -24,6 +24,7 @@ from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCh
 from abricot_local.analysis.settled import FIXED_N, SettledVerdict
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
+from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.analysis.stats import label_kl
 from abricot_local.report import ladder as ladder_rows
@@ -187,6 +188,8 @@ class Section:
     keys: int = 1  # columns each block repeats when the table is split
     wrap: tuple[str, ...] = ()  # columns whose long cells may take several lines
     groups: tuple[tuple[str, ...], ...] = ()  # columns kept in one block where they fit
+    notes: tuple[str, ...] = ()  # lines under the table (what it leaves out)
+    keep_rows: bool = False  # every row in every block when split (texttable.fit)
 
 
 def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section]:
@@ -243,8 +246,11 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         out["quant"] = Section("Quantization comparison (same base, different quants; common items)", q, 4,
                                ("notes", "ref_model", "other_model"))
         rungs = ladders(report.runs, given=report.given)
-        if rungs:
-            out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.frame(rungs), 3, ("verdict", "run", "answers changed"))
+        left_out = ladder_notes(report.runs)
+        if rungs or left_out:
+            out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.marked(ladder_rows.frame(rungs), rungs), 3,
+                                    ("verdict", "run", "answers changed", "difference [90% CI]"), notes=left_out,
+                                    keep_rows=True)
     return out
 
 
@@ -265,6 +271,7 @@ def to_json(report: Report) -> dict:
         "quant_comparison": [{**row, "notes": list(q.notes)}
                              for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
         "quant_ladder": ladder_rows.records(ladders(report.runs, given=report.given)) if report.quant else [],
+        "quant_ladder_notes": list(ladder_notes(report.runs)) if report.quant else [],
     }
 
 
@@ -289,7 +296,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         if table in ("all", "prompts"):
             doc["prompts"] = prompt_report.to_json(prompt_study(report.runs))
         keep = {"runs": ("runs", "baselines"), "published": ("published_checks",),
-                "quant": ("quant_comparison", "quant_ladder"), "prompts": ("prompts",)}
+                "quant": ("quant_comparison", "quant_ladder", "quant_ladder_notes"), "prompts": ("prompts",)}
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
         return json.dumps(doc, indent=2, ensure_ascii=False)
     if fmt == "csv":
@@ -306,13 +313,16 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
     chosen = list(sections.values()) if table == "all" else [sections[table], *(
         [sections["ladder"]] if table == "quant" and "ladder" in sections else [])]
     if fmt == "markdown":
-        return "\n\n".join([*(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" for sec in chosen),
+        return "\n\n".join([*(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" + "".join(
+                                "\n\n- note: " + markup(n) for n in sec.notes) for sec in chosen),
                             *([prompts] if prompts else [])])
     parts, split = [], False
     for sec in chosen:
-        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",))
+        body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",),
+                        keep_rows=sec.keep_rows) if len(sec.frame) else ("none", False)
         split |= cut
-        parts.append(f"{wrap(visible(sec.title))}\n\n{body}")
+        parts.append(f"{wrap(visible(sec.title))}\n\n{body}" + "".join(
+            "\n" + wrap(visible("note: " + n), indent="  ") for n in sec.notes))
     if prompts:
         parts.append(prompts)
     if split:

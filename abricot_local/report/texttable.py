@@ -156,7 +156,7 @@ def _named(df: pd.DataFrame, names: Sequence[str]) -> list:
 
 
 def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), groups: Sequence[Sequence[str]] = (),
-        fold_last: Sequence[str] = (), width: int = WIDTH) -> tuple[str, bool]:
+        fold_last: Sequence[str] = (), width: int = WIDTH, keep_rows: bool = False) -> tuple[str, bool]:
     """``df`` as aligned text no wider than ``width``, and whether it had to be split in blocks.
 
     While the table is too wide: long cells of the ``wrap_cols`` are folded at spaces onto lines
@@ -164,8 +164,8 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
     are narrowed down to :data:`MIN_WRAP`; then the columns after the first ``keys`` are
     split into blocks that each repeat those key columns (the columns of one of ``groups``
     stay in one block where they fit; a block leaves out the rows that have nothing in it but
-    their keys); last, the ``fold_last`` columns (a folder's path) of a block still too wide
-    are folded."""
+    their keys; ``keep_rows``: every row in every block, a block left out only when no row has anything in it but
+    ``-``); last, the ``fold_last`` columns (a folder's path) of a block still too wide are folded."""
     df = df.astype(str)
     df = pd.DataFrame([[shown(v) for v in r] for r in df.itertuples(index=False)], columns=[shown(c) for c in df.columns],
                       index=df.index, dtype=object) if len(df) else df.rename(columns=shown)
@@ -180,12 +180,13 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
         if _total(narrow) <= width:
             df = narrow
     split = _total(df) > width and len(df.columns) > keys + 1
-    parts = _blocks(df, keys, groups, width) if split else [df]
+    parts = _blocks(df, keys, groups, width, keep_rows) if split else [df]
     parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width, cut=True) for part in parts]
     return "\n\n".join(grid(part, False, ready=True) for part in parts), split
 
 
-def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width: int) -> list[pd.DataFrame]:
+def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width: int,
+            keep_rows: bool = False) -> list[pd.DataFrame]:
     key_cols, rest = list(df.columns[:keys]), list(df.columns[keys:])
     plain = {c: str(c).replace("\n", "") for c in rest}
     room = width - _total(df[key_cols])
@@ -208,7 +209,8 @@ def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width:
     parts = []
     for block in blocks:
         part = df[key_cols + block]
-        keep = [any(v.strip() for v in row) for row in part[block].itertuples(index=False)]
+        keep = [any(v.strip() not in ("", "-") if keep_rows else v.strip() for v in row)
+                for row in part[block].itertuples(index=False)]
         if any(keep):
-            parts.append(part[keep])
+            parts.append(part if keep_rows else part[keep])
     return parts

@@ -13,8 +13,9 @@ are loaded together and one engine runs the canonical schedule over them through
 each call once, every rung the same call, each model asked for a row at every token it decodes
 (context and continuations, as llama-perplexity over its text: at most n_batch rows a call); each
 call's rows are compared over the whole vocabulary on the run's threads and dropped. A rung's
-statistics are the same bits alone or in any pass (backends/kld.py). The statistics (analysis/kld.py)
-go into each RUN's folder, ``kld.json``, under REF's model SHA-256 (merged under the file's lock: two
+statistics are the same bits alone or in any pass (backends/kld.py). Each item's rows are marked as it
+is done (KlRows.mark): the statistics (analysis/kld.py) give the mean's CI over the items, its sampling
+units, and the per-token standard error beside it. They go into each RUN's folder, ``kld.json``, under REF's model SHA-256 (merged under the file's lock: two
 `kld` at once keep both entries), where `report`, `compare` and the API read them; a pass's seconds
 and decode calls are its rungs' alike. Each pass's tasks get progress lines of their own, from 0.
 """
@@ -259,13 +260,15 @@ def _pass(backend, lad: Ladder, rungs: Sequence[Rung], task_runs, progress) -> l
                     progress(line, 0, len(items))
                 try:
                     for n, _ in enumerate(score_items(items, ladder), 1):  # the run's loop: the same decode calls
+                        for r in rows:
+                            r.mark()  # the item's rows: a unit of the CI over the items
                         if progress:
                             progress(line, n, len(items))
                 except TokenizedUnlike as err:
                     raise ResultsError(f"{rungs[err.rung].model.label} tokenizes {name}'s text unlike "
                                        f"{lad.ref.record.model.name}: not quants of one model") from None
                 for k, r in enumerate(rows):
-                    results[k][name] = stats.summarise(r.kl, r.same_top, len(items))
+                    results[k][name] = stats.summarise(r.kl, r.same_top, len(items), r.ends)
             calls = ladder.counters.decode_calls
         finally:
             ladder.close()  # the comparing threads stopped before the models close
