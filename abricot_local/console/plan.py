@@ -45,7 +45,7 @@ def _speed_line(m) -> str:
     facts = f"{s.prompt_rate():,.3g} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
             f"{s.per_row * 1e3:.2f} ms per output row, load {_time(s.load)}"
     if s.source == "calibrated":
-        how = f"calibrated on this machine {s.measured}"
+        how = f"calibrated on this machine {s.measured}" + (f" ({s.how})" if s.how else "")
     else:
         by = m.facts.basis if m.facts else "?"
         how = (f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: {s.how};"
@@ -81,33 +81,44 @@ def _file_line(m) -> str:
     return "file:     none (synthetic)"
 
 
+MODEL_COLUMN = (22, 40)  # the plan's model column: at least 22 wide, as wide as its names up to 40 (and WIDTH)
+
+
 def full(plan, command: str = "") -> str:
     """The whole plan: a row per model and task, each model's file or download, memory and
-    speed, the total, and what other item selections would cost."""
+    speed, the total, and what other item selections would cost. The model column is as wide as its names
+    (:data:`MODEL_COLUMN`); a longer name is a line of its own above its rows."""
     tw = max([14, *(len(t.task) for m in plan.models for t in m.tasks)])  # task keys: TASK@PROTOCOL~VARIANT
+    names = [visible(m.label) for m in plan.models]
+    rest = f" {'task':<{tw}} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by"
+    most = max(MODEL_COLUMN[0], min(MODEL_COLUMN[1], WIDTH - len(rest)))  # the header within WIDTH
+    mw = max([MODEL_COLUMN[0], *(len(n) for n in names if len(n) <= most)])
     head = f"{_command('plan of: ', command)}\n" if command else ""
-    lines = [head + "(a dry run: nothing is scored, written or downloaded)", "",
-             f"{'model':<22} {'task':<{tw}} {'items':>6} {'tokens':>11} {'calls':>7}  {'time':<13} tokens counted by",
-             "-" * 100]
-    for m in plan.models:
+    header = f"{'model':<{mw}}{rest}"
+    lines = [head + "(a dry run: nothing is scored, written or downloaded)", "", header, "-" * max(100, len(header))]
+    for m, label in zip(plan.models, names):
         if m.problem:
-            lines += [f"{visible(m.label):<22} cannot be planned: {visible(m.problem)}", ""]
+            lines += [f"{label:<{mw}} cannot be planned: {visible(m.problem)}", ""]
             continue
+        if len(label) > mw and m.tasks:  # folded: the name on its own line, its rows under it
+            lines.append(label)
         for k, t in enumerate(m.tasks):
-            name = visible(m.label) if k == 0 else ""
+            name = label if k == 0 and len(label) <= mw else ""
             if t.problem and t.work is None:
-                lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}", t.problem))
+                lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}",
+                                  t.problem, mw + 1))
                 continue
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
-            lines.append(_row(f"{name:<22} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
-                              f"{when:<13}", t.work.basis + (f"; {t.saved} saved in --out, left out" if t.saved else "")))
-            lines += [fold(f"{'':<23}{line}") for line in _settle_lines(t, m.speed)]
+            basis = t.work.basis + (f"; {t.saved} saved in --out, left out" if t.saved else "")
+            lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
+                              f"{when:<13}", basis, mw + 1))
+            lines += [fold(f"{'':<{mw + 1}}{line}") for line in _settle_lines(t, m.speed)]
         if m.speed is not None:
-            lines.append(f"{'':<22} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
+            lines.append(f"{'':<{mw}} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
         total = _time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated')
-        lines.append(f"{'':<22} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
+        lines.append(f"{'':<{mw}} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
                      f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)
@@ -171,11 +182,11 @@ def _command(lead: str, command: str) -> str:
     return fold_command(words, lead)
 
 
-def _row(cells: str, note: str) -> str:
+def _row(cells: str, note: str, indent: int = 23) -> str:
     """A table row and its last column; a note that would pass :data:`WIDTH` goes on lines of its
-    own under the row, indented."""
+    own under the row, indented by ``indent``."""
     line = f"{cells} {note}".rstrip()
-    return line if len(line) <= WIDTH else fold(f"{cells.rstrip()}\n{'':<23}{note}")
+    return line if len(line) <= WIDTH else fold(f"{cells.rstrip()}\n{'':<{indent}}{note}")
 
 
 def brief(plan) -> list[str]:

@@ -1,13 +1,18 @@
 """This machine's measured speed for a model: a calibration, cached in the user cache.
 
-A calibration loads the model (timed), then through the engine's own decode calls: a fixed
-Italian prompt of :data:`PROMPT_TOKENS` tokens from position 0 in ``n_batch``-token calls
-with one output row; the same prompt in :data:`CALLS` parts, no row; :data:`ROWS` tokens in
-one call with a row each (every row through the same finite log-softmax as a run). Three
-equations give seconds per token, per decode call and per output row (plan_cost.Measured),
-each from the fastest of up to :data:`REPEATS` measurements.
-A few seconds on a 270M model on a laptop's CPU; a large model's load (reading its file)
-comes first and counts too.
+A calibration loads the model (timed), then times the engine's own decode calls (:func:`timings`), in pairs
+that differ in one thing each, so that what the two have in common, and a busy machine's slow spells between
+pairs, cancel: a fixed Italian prompt of :data:`PROMPT_TOKENS` tokens from position 0 in ``n_batch``-token calls
+and in :data:`CALLS` parts (a row at its end in both: the calls differ), and :data:`ROWS` tokens with one output
+row and with a row each (the rows differ; every row through the same finite log-softmax as a run). :func:`fit`
+gives seconds per token, per decode call and per output row (plan_cost.Measured): the costs of a call and of a row
+from the medians of their pairs' differences, a token's from the fastest whole prompt. The rows' pair is timed
+:data:`MIN_REPEATS` to :data:`REPEATS` times, the prompt's 1 to :data:`REPEATS` times, more only while the
+calibration has taken under :data:`REPEAT_BUDGET` seconds. A row whose median difference the pairs' spread does
+not resolve (a busy machine: :func:`resolved`) is not fitted to 0: its cost is the token's measured one times the
+output head's FLOPs over a token's (ModelFacts.row_flops: width x vocabulary), and the calibration says so
+(``Calibration.row``, shown in the speed line). A few seconds on a 270M model on
+a laptop's CPU; a large model's load (reading its file) comes first and counts too.
 
 Each one is kept in ``cache_dir()/calibrations.json`` under the model file's SHA-256 and what
 changes the speed: the backend's ``speed_settings(options)`` (for llama.cpp: its build,
@@ -19,8 +24,8 @@ The cache is read entry by entry: one that is not a calibration this version wri
 missing key, a time of 0, negative, infinite, absurd or not a number, facts that are not
 numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), and left out
 when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
-nested too deep) holds none. A degenerate fit (an output row's cost fitted to 0: :func:`degenerate`) is
-written beside the calibration it would have replaced, which stays the one used, and named as ignored. Writers take
+nested too deep) holds none. A degenerate fit (an output row's cost of 0: :func:`degenerate`; earlier versions
+stored some) is never stored: :func:`calibrate` refuses it in one line, and the calibration before stays. Writers take
 ``calibrations.json.lock`` (jsonfiles.locked: flock, removed when done) and
 merge under it, so calibrations made at the same time are all kept.
 """
@@ -30,19 +35,19 @@ from __future__ import annotations
 import json
 import math
 import platform
+import statistics
 import time
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
 
 from abricot_local.cache import cache_dir
 from abricot_local.errors import opt
 from abricot_local.run.cost import Measured, ModelFacts, Speed, speed_from, widened
 
 PROMPT_TOKENS, CALLS, ROWS = 256, 8, 32  # prompt tokens, parts of it, rows
-REPEATS, REPEAT_BUDGET = 3, 3.0  # measured up to 3 times while the first ones took under 3 s
+MIN_REPEATS, REPEATS, REPEAT_BUDGET = 3, 9, 3.0  # pairs timed 3 to 9 times, while under 3 s
+RESOLVED = 2.0  # a row's median difference resolved: above this many of its robust standard errors
 LABEL = "calibration"
 TEXT = (
     "Nel piccolo paese di montagna, la biblioteca comunale apriva soltanto il martedì e il venerdì. "
@@ -78,6 +83,7 @@ class Calibration:
     measured: Measured
     facts: ModelFacts | None  # None: a synthetic model (nothing to scale by)
     when: str  # UTC, ISO 8601
+    row: str = ""  # how its output row's cost was had, where the timings did not resolve it ("": measured)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -85,31 +91,29 @@ class Calibration:
     @classmethod
     def from_json(cls, d: dict) -> "Calibration":
         return cls(d["model"], d["sha256"], dict(d["settings"]), d["host"], Measured(**d["measured"]),
-                   ModelFacts(**d["facts"]) if d.get("facts") else None, d["when"])
+                   ModelFacts(**d["facts"]) if d.get("facts") else None, d["when"], d.get("row", ""))
 
     def speed(self, target: ModelFacts | None, same: bool) -> Speed:
-        return speed_from(self.measured, self.facts, target, same=same, reference=self.model, when=self.when)
+        speed = speed_from(self.measured, self.facts, target, same=same, reference=self.model, when=self.when)
+        return replace(speed, how=self.row) if same and self.row else speed
 
 
 # a measured time in seconds: (least, most); a decode call's may be 0, a row's may not (:func:`degenerate`)
 SECONDS = {"token_s": (0.0, 1e3), "call_s": (0.0, 1e3), "row_s": (0.0, 1e3), "load_s": (0.0, 1e6)}
 
 
-DEGENERATE = "a degenerate fit"  # its note's words: measured again on a quiet machine
+DEGENERATE = "a degenerate fit"  # its note's words
 
 
 def degenerate(m: Measured) -> str:
-    """Why a fit cannot be used ("" if it can): an output row's cost fitted to 0 (negative, clipped to 0). A row is
-    a log-softmax over the whole vocabulary: never free; a 0 is a busy machine's noise swamping the three timings, and
-    it would predict every row free, for this model and every model scaled from it."""
+    """Why a fit cannot be used ("" if it can): an output row's cost of 0. A row is the output head and a
+    log-softmax over the whole vocabulary: never free; a 0 would predict every row free, for this model and every
+    model scaled from it. :func:`fit` makes none where the model's facts are known; earlier versions stored some."""
     return _zero_row(m.row_s)
 
 
 def _zero_row(row_s: float) -> str:
-    if row_s > 0:
-        return ""
-    return (f"measured.row_s is {row_s!r}: {DEGENERATE}, an output row's cost lost in a busy machine's noise, not a "
-            "speed to predict or scale by")
+    return "" if row_s > 0 else f"measured.row_s is {row_s!r}, {DEGENERATE}: an output row is never free"
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ def problem(d) -> str:
             return f"measured.{key} is {v!r}, not a number of seconds {least} and at most {high:g}"
     if _zero_row(m["row_s"]):
         return _zero_row(m["row_s"])
+    if not isinstance(d.get("row", ""), str):
+        return "row is not text"
     if not (isinstance(m.get("prompt_tokens"), int) and 2 <= m["prompt_tokens"] <= 10**7) or \
             isinstance(m.get("prompt_tokens"), bool):
         return f"measured.prompt_tokens is {m.get('prompt_tokens')!r}, not a count of tokens"
@@ -183,8 +189,7 @@ def read() -> Cache:
     for k, d in enumerate(entries, 1):
         why = problem(d)
         if why:
-            quiet = " on a quiet machine" if DEGENERATE in why else ""
-            notes.append(f"{path}: calibration {k} ignored ({why}); {opt('calibrate', True)}{quiet} measures it again")
+            notes.append(f"{path}: calibration {k} ignored ({why}); {opt('calibrate', True)} measures it again")
         else:
             good.append(Calibration.from_json(d))
     return Cache(tuple(good), tuple(notes))
@@ -197,15 +202,17 @@ def load() -> list[Calibration]:
 
 def store(cal: Calibration) -> Path:
     """Keep ``cal``, replacing the calibration of the same model, settings and host: read,
-    merged and written under the cache's lock, so no other writer's entry is lost. A :func:`degenerate` one
-    replaces nothing: it is written after the calibration it would replace, which stays the one used (:func:`read`
-    ignores it, and its note says so in every plan until a calibration replaces both)."""
+    merged and written under the cache's lock, so no other writer's entry is lost (the entries :func:`read`
+    ignores are left out). A :func:`degenerate` one is refused (ValueError; :func:`calibrate` says why in one
+    line): once written beside the others, each was dropped by the next store, which keeps only what :func:`read`
+    can use, so of a ladder's rungs calibrated in turn only the last one's was left."""
     from abricot_local.jsonfiles import atomic_write, locked
 
+    if degenerate(cal.measured):
+        raise ValueError(f"not stored: {degenerate(cal.measured)}")
     path = cache_file()
     with locked(path, "calibration"):
-        kept = [c for c in load() if degenerate(cal.measured)
-                or (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
+        kept = [c for c in load() if (c.sha256, c.settings, c.host) != (cal.sha256, cal.settings, cal.host)]
         doc = {"version": 1, "calibrations": [c.to_json() for c in [*kept, cal]]}
         atomic_write(path, json.dumps(doc, indent=1) + "\n")
     return path
@@ -226,12 +233,39 @@ def speed_for(sha256: str | None, settings: dict, facts: ModelFacts | None) -> S
     return widened(lambda f: near.speed(f, same=False), facts)
 
 
-def measure(backend, load_s: float) -> Measured:
-    """Time the three kinds of work on ``backend``'s engine (see the module's text)."""
+@dataclass(frozen=True)
+class Timings:
+    """A calibration's measurements in seconds, as :func:`fit` reads them: the prompt's pair (``whole[k]`` and
+    ``parts[k]`` timed one after the other, in ``calls`` and ``part_calls`` decode calls, a row at its end in
+    both) and the rows' pair (``one_row[k]`` and ``all_rows[k]``: the same ``rows`` tokens with a row at the last
+    and with a row each)."""
+
+    tokens: int
+    calls: int
+    part_calls: int
+    rows: int
+    whole: tuple[float, ...]
+    parts: tuple[float, ...]
+    one_row: tuple[float, ...]
+    all_rows: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What :func:`fit` makes of :class:`Timings`: the costs, and how the row's was had ("": measured)."""
+
+    measured: Measured
+    row: str = ""
+
+
+def timings(backend) -> Timings:
+    """Time the two pairs on ``backend``'s engine (see the module's text), each pair in turn in either order."""
     engine = backend.engine
     n_batch, n_ctx = engine.session.n_batch, backend.n_ctx()
     tokens = tuple(backend.tokenize(TEXT * 4)[: max(CALLS, min(PROMPT_TOKENS, n_ctx - 1))])
-    n, part = len(tokens), len(tokens) // CALLS
+    n = len(tokens)
+    cuts = [n * k // CALLS for k in range(CALLS + 1)]
+    rows = min(ROWS, n - 1)
 
     def timed(work) -> float:
         engine.reset()
@@ -242,49 +276,87 @@ def measure(backend, load_s: float) -> Measured:
         return dt
 
     def in_parts() -> None:
-        for k in range(0, CALLS * part, part):
-            engine.decode(k, tokens[k : k + part], (), LABEL)
+        for a, b in zip(cuts, cuts[1:]):
+            engine.decode(a, tokens[a:b], {n - 1: ()} if b == n else (), LABEL)
 
-    rows = min(ROWS, n - 1)
+    prompt = (lambda: engine.decode(0, tokens, {n - 1: ()}, LABEL), in_parts)
+    row_pair = (lambda: engine.decode(0, tokens[:rows], {rows - 1: (tokens[rows],)}, LABEL),
+                lambda: engine.decode(0, tokens[:rows], {p: (tokens[p + 1],) for p in range(rows)}, LABEL))
     timed(lambda: engine.decode(0, tokens[:8], (), LABEL))  # warm-up: first-call allocations
-    best = [math.inf] * 3
+    got: tuple[list[float], ...] = ([], [], [], [])
     start = time.perf_counter()
-    for _ in range(REPEATS):  # the fastest of each: other processes only ever slow a measurement down
-        got = (timed(lambda: engine.decode(0, tokens, {n - 1: ()}, LABEL)), timed(in_parts),
-               timed(lambda: engine.decode(0, tokens[:rows], {p: (tokens[p + 1],) for p in range(rows)}, LABEL)))
-        best = [min(b, g) for b, g in zip(best, got)]
-        if time.perf_counter() - start > REPEAT_BUDGET:
+    for k in range(REPEATS):
+        order = (0, 1) if k % 2 == 0 else (1, 0)  # a slow spell falls on either side of a pair alike
+        if k == 0 or time.perf_counter() - start <= REPEAT_BUDGET:
+            for i in order:
+                got[i].append(timed(prompt[i]))
+        for i in order:
+            got[2 + i].append(timed(row_pair[i]))
+        if k + 1 >= MIN_REPEATS and time.perf_counter() - start > REPEAT_BUDGET:
             break
-    return fit(n, part, rows, n_batch, best, load_s)
+    calls = math.ceil(n / n_batch)
+    part_calls = sum(math.ceil((b - a) / n_batch) for a, b in zip(cuts, cuts[1:]))
+    return Timings(n, calls, part_calls, rows, *(tuple(g) for g in got))
 
 
-def fit(n: int, part: int, rows: int, n_batch: int, seconds, load_s: float) -> Measured:
-    """The costs the three timings (``seconds``: the prompt of ``n`` tokens with one row, it in :data:`CALLS` parts of
-    ``part`` tokens, ``rows`` tokens with a row each) give: seconds = tokens x + calls y + rows z for each, solved,
-    each cost clipped to what noise leaves possible (a row's may clip to 0: :func:`degenerate`)."""
-    t_prompt, t_parts, t_rows = seconds
-    calls = [math.ceil(n / n_batch), CALLS * math.ceil(part / n_batch), math.ceil(rows / n_batch)]
-    a = np.array([[n, calls[0], 1], [CALLS * part, calls[1], 0], [rows, calls[2], rows]], float)
-    x, y, z = np.linalg.lstsq(a, np.array([t_prompt, t_parts, t_rows]), rcond=None)[0]
-    y = min(max(float(y), 0.0), t_parts / calls[1] / 2)  # noise: a call is not most of its work
-    z = min(max(float(z), 0.0), t_rows / rows / 2)
-    x = max((t_prompt - calls[0] * y - z) / n, t_prompt / n / 10)
-    return Measured(token_s=x, prompt_tokens=n, call_s=y, row_s=z, load_s=load_s)
+def measure(backend, load_s: float, facts: ModelFacts | None = None) -> Measured:
+    """Time the engine of ``backend`` (:func:`timings`) and fit its costs (:func:`fit`)."""
+    return fit(timings(backend), load_s, facts).measured
+
+
+def resolved(differences) -> float | None:
+    """The median of ``differences`` (paired timings' differences) where it is resolved: above 0 and above
+    :data:`RESOLVED` times its robust standard error (1.4826 x the median absolute deviation over the square root
+    of their number); else None (noise swamps it)."""
+    mid = statistics.median(differences)
+    spread = 1.4826 * statistics.median(abs(d - mid) for d in differences) / math.sqrt(len(differences))
+    return mid if mid > 0 and mid > RESOLVED * spread else None
+
+
+def fit(t: Timings, load_s: float, facts: ModelFacts | None = None) -> Fit:
+    """The costs of :class:`Timings`: a row's from the median difference of the rows' pair, where resolved
+    (:func:`resolved`); else, with ``facts``, a token's measured cost times the output head's FLOPs over a token's
+    at the prompt's mean position (``Fit.row`` says so); else its median difference, 0 if not above it
+    (:func:`degenerate`). A call's from the prompt's pair (0 if not above it; at most half its part's time), a
+    token's from the fastest whole prompt less its calls and row (at least a tenth of it)."""
+    n, whole = t.tokens, min(t.whole)
+    added = t.part_calls - t.calls
+    y = statistics.median(p - w for p, w in zip(t.parts, t.whole)) / added if added > 0 else 0.0
+    y = min(max(y, 0.0), min(t.parts) / t.part_calls / 2)  # noise: a call is not most of its work
+    per_row = [(a - o) / (t.rows - 1) for a, o in zip(t.all_rows, t.one_row)]  # rows >= 7: tokens >= CALLS
+    z, row = resolved(per_row), ""
+    ratio = facts.row_flops / facts.flops((n - 1) / 2) if facts and facts.row_flops and facts.params else 0.0
+    if z is None and ratio:  # whole = n x + calls y + ratio x
+        x = max((whole - t.calls * y) / (n + ratio), whole / n / 10)
+        z = ratio * x
+        row = (f"an output row estimated as {ratio:.3g} tokens, the output head's FLOPs over a token's: this "
+               "machine's noise hid the row's own timing")
+    else:
+        z = max(statistics.median(per_row), 0.0) if z is None else z
+        x = max((whole - t.calls * y - z) / n, whole / n / 10)
+    return Fit(Measured(token_s=x, prompt_tokens=n, call_s=y, row_s=z, load_s=load_s), row)
 
 
 def calibrate(ref, options, settings: dict, facts: ModelFacts | None) -> Calibration:
-    """Load ``ref`` (a modelref.ModelRef) with ``options``, measure it, cache the result."""
+    """Load ``ref`` (a modelref.ModelRef) with ``options``, measure it, cache the result; a
+    :func:`degenerate` fit is refused in one line and nothing is stored."""
+    from abricot_local.errors import AbricotError
     from abricot_local.models.given import load
 
     t0 = time.perf_counter()
     backend = load(ref, options, force=True)
     try:
-        measured = measure(backend, time.perf_counter() - t0)
+        load_s = time.perf_counter() - t0
+        made = fit(timings(backend), load_s, facts)
     finally:
         backend.close()
+    if degenerate(made.measured):
+        raise AbricotError(f"calibration of {ref.label}: an output row's cost not resolved from this machine's "
+                           f"noise, and no facts of the model to estimate it by; nothing stored: "
+                           f"{opt('calibrate', True)} again when the machine is less busy")
     sha = ref.sha256 or f"synthetic:{ref.label}"
-    cal = Calibration(ref.label, sha, settings, host(), measured, facts,
-                      datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    cal = Calibration(ref.label, sha, settings, host(), made.measured, facts,
+                      datetime.now(timezone.utc).isoformat(timespec="seconds"), made.row)
     store(cal)
     return cal
 

@@ -106,6 +106,11 @@ class ModelFacts:
         return 2 * self.params + 4 * self.attention * position
 
     @property
+    def row_flops(self) -> float:
+        """An output row's: the output head (width x vocabulary, 2 FLOPs each; 0 where either is not known)."""
+        return 2.0 * self.width * self.n_vocab
+
+    @property
     def from_header(self) -> bool:
         """Its shape read from a GGUF header (its own file's, or another quant's of the same model): width known."""
         return HEADER in self.basis
