@@ -101,6 +101,7 @@ def test_kld_of_two_runs_is_kept_in_the_run_folder_and_shown(tmp_path):
 
     frame = al.compare([out / "tiny-q8", out / "tiny-q4"], models_file=models).kld()
     assert list(frame["run"]) == ["tiny-q4"] and frame["mean"].iloc[0] == 0.0
+    assert (frame["n_items"].iloc[0], frame["n_tokens"].iloc[0]) == (4, cmp["kld"][0]["kld"]["n_tokens"])
     bad = invoke("kld", out / "tiny-q8", out / "tiny-q8")
     assert bad.exit_code != 0 and "is the reference itself" in bad.output
 

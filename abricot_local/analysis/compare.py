@@ -357,7 +357,7 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     p, m = min(zip(adj, chosen), key=lambda x: (x[0], x[1].p, -x[1].n))
     over = " and the ".join(w for w, on in (("pairs", m.p_holm != m.p), (f"{len(chosen)} tasks", len(adj) > 1)) if on)
     text = (f"{'the smallest p of %d tasks: ' % len(chosen) if len(chosen) > 1 else ''}{m.task} {m.metric} "
-            f"{m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)} [{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], "
+            f"{m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)}, 95% CI [{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], "
             f"{m.test} p = {p:.3g}{f' (Holm-adjusted over the {over})' if over else ''}")
     zero_inside = m.ci[0] <= 0 <= m.ci[1] or math.isnan(m.ci[0])  # no interval: nothing to set against the test
     if p < alpha:

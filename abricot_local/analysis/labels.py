@@ -50,7 +50,7 @@ def _option(runs: Sequence[RunIdentity]) -> list[str] | None:
     keys = dict.fromkeys(k for r in runs for k in r.options if k != "model")
     best = None
     for key in keys:
-        texts = [f"{key}={_value(r.options.get(key))}" for r in runs]
+        texts = [f"{key}={_value(v)}" if (v := r.options.get(key)) is not None else f"no {key}" for r in runs]
         if max(map(len, texts)) > MAX_OPTION or len(set(texts)) < 2:
             continue
         rank = (-len(set(texts)), max(map(len, texts)))

@@ -158,17 +158,18 @@ class Comparison:
 
     def kld(self):
         """One row per run that is a quant of another compared run's model and task: the full-vocabulary
-        KL(reference || run) at every token of the task text, as `abricot-local kld` measured and kept it (mean, its
-        95% CI, median, p99, p99.9, max, same-top share); empty when none was measured."""
+        KL(reference || run) at every token of the items `abricot-local kld` measured, as it kept it (the items and
+        tokens it covers, the mean, its 95% CI over those items, llama-perplexity's per-token standard error, median,
+        p99, p99.9, max, same-top share); empty when none was measured."""
         import pandas as pd
 
         from abricot_local.analysis.kld import of_views
 
-        return pd.DataFrame([(k.reference, k.run, k.task, k.stats.n_tokens, k.stats.mean, k.stats.ci95[0],
-                              k.stats.ci95[1], k.stats.median, k.stats.p99, k.stats.p99_9, k.stats.max,
-                              k.stats.same_top) for k in of_views(self.result.runs)],
-                            columns=["reference", "run", "task", "n_tokens", "mean", "ci95_low", "ci95_high",
-                                     "median", "p99", "p99_9", "max", "same_top"])
+        return pd.DataFrame([(k.reference, k.run, k.task, k.stats.n_items, k.stats.n_tokens, k.stats.mean,
+                              k.stats.ci95[0], k.stats.ci95[1], k.stats.se_token, k.stats.median, k.stats.p99,
+                              k.stats.p99_9, k.stats.max, k.stats.same_top) for k in of_views(self.result.runs)],
+                            columns=["reference", "run", "task", "n_items", "n_tokens", "mean", "ci95_low",
+                                     "ci95_high", "se_token", "median", "p99", "p99_9", "max", "same_top"])
 
     def render(self, fmt: str = "table") -> str:
         """As `compare --format FMT` prints it (table, markdown, csv, json), the options it names as keywords."""

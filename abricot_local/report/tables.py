@@ -249,7 +249,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         left_out = ladder_notes(report.runs)
         if rungs or left_out:
             out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.marked(ladder_rows.frame(rungs), rungs), 3,
-                                    ("verdict", "run", "answers changed", "difference [90% CI]"), notes=left_out,
+                                    ("verdict", "run", "answers changed", "difference [90% CI]", "KLD mean [95% CI]"),
+                                    notes=left_out,
                                     keep_rows=True)
     return out
 
