@@ -273,6 +273,19 @@ function pairwise() {
 }
 
 // -- figures ---------------------------------------------------------------------------------
+const LABEL_MAX = 56;
+function shortName(name) {
+  return name.length > LABEL_MAX ? name.slice(0, 27) + "\u2026" + name.slice(-28) : name;
+}
+let measurer;
+function labelWidth(text) {  // the width of a label in the plots' font (svg text: 11px), else about 6.6 px a character
+  if (measurer === undefined) {
+    measurer = document.createElement("canvas").getContext("2d");
+    if (measurer) measurer.font = "11px system-ui, sans-serif";
+  }
+  const w = measurer ? measurer.measureText(text).width : NaN;
+  return Number.isFinite(w) && w > 0 ? w : 6.6 * text.length;
+}
 function forest(key) {
   const col = D.columns.find(c => c.key === key);
   const rows = D.rows.filter(r => r.cells[key] && Number.isFinite(r.cells[key][0]));
@@ -280,7 +293,12 @@ function forest(key) {
     .map(r => r.label + " (" + fmt(r.cells[key][0]) + ")");
   const untold = missing.length ? "; not drawn: " + missing.join(", ") : "";
   if (!rows.length) return missing.length ? h("figure", {}, h("figcaption", {text: key + untold})) : null;
-  const W = 560, left = 230, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
+  // every label whole (a quant ladder's names run long): the margin as wide as the longest, a name over
+  // LABEL_MAX characters cut in its middle (its start and its quant, at the end, kept), whole in its tooltip
+  const full = rows.map(r => r.label + (r.kind === "published" ? " (published)" : ""));
+  const names = full.map(shortName);
+  const left = Math.max(120, 14 + Math.ceil(Math.max(...names.map(labelWidth))));
+  const W = left + 330, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
   const xs = rows.flatMap(r => r.cells[key].filter(Number.isFinite));
   if (col.chance !== null) xs.push(col.chance);
   let lo = Math.min(...xs), hi = Math.max(...xs);
@@ -301,8 +319,9 @@ function forest(key) {
   }
   rows.forEach((r, i) => {
     const y = top + rowH * i + rowH / 2, v = r.cells[key];
-    const name = r.label + (r.kind === "published" ? " (published)" : "");
-    svg.append(s("text", {x: left - 8, y: y + 4, "text-anchor": "end"}, name.length > 38 ? name.slice(0, 37) + "\u2026" : name));
+    const label = s("g", {class: "label"});  // its title: the whole name, as a tooltip
+    label.append(s("title", {}, full[i]), s("text", {x: left - 8, y: y + 4, "text-anchor": "end"}, names[i]));
+    svg.append(label);
     if (Number.isFinite(v[1]) && Number.isFinite(v[2])) svg.append(s("line", {x1: X(v[1]), x2: X(v[2]), y1: y, y2: y, class: "whisker"}));
     if (r.kind === "published") svg.append(s("rect", {x: X(v[0]) - 4, y: y - 4, width: 8, height: 8, class: "pub", transform: "rotate(45 " + X(v[0]) + " " + y + ")"}));
     else svg.append(s("circle", {cx: X(v[0]), cy: y, r: 4.5, class: "run"}));
@@ -498,20 +517,34 @@ function quant() {
       h("td", {text: q.other + (q.otherQuant ? " (" + q.otherQuant + ")" : "")}),
       h("td", {cls: "num", text: String(q.n)}), h("td", {cls: "num", text: fmt(q.agreement)}),
       h("td", {cls: "num", text: fmt(q.kl, 4)}), h("td", {cls: "muted", text: q.notes.join("; ")})))))));
-  if (D.ladder.length) sec.append(ladder());
+  if (D.ladder.length || (D.ladderNotes || []).length) sec.append(ladder());
   return sec;
+}
+
+// a ladder row's KLD: its text (mean, 95% CI over the items, or why there is none, and the items and tokens it
+// covers, report/ladder.py); without one, the mean, the CI only where both ends are numbers, what it covers
+function kldText(k) {
+  if (!k) return "";
+  if (typeof k.text === "string" && k.text) return k.text;
+  const mean = num(k.mean), ci = (k.ci95 || []).map(num);
+  const parts = [Number.isFinite(mean) ? fmt(mean, 4) : "no mean"];
+  if (ci.length === 2 && ci.every(Number.isFinite)) parts.push("[" + fmt(ci[0], 4) + ", " + fmt(ci[1], 4) + "]");
+  else parts.push("(no CI)");
+  if (k.covers) parts.push(k.covers);
+  return parts.join(" ");
 }
 
 function ladder() {  // each quant against the highest-precision one of its model (analysis/ladder.py)
   const cols = ["model", "task", "quant", "run", "items", "verdict", "difference [90% CI]", "same answer", "label KL",
     "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "decisive ids", "size MB", "items/s"];
   const ci = v => v ? signed(v.diff, 3) + " [" + signed(v.ci90[0], 3) + ", " + signed(v.ci90[1], 3) + "]" : "";
-  return h("div", {}, h("h3", {text: "Quant ladder"}),
+  const notes = D.ladderNotes || [];
+  return h("div", {id: "ladder"}, h("h3", {text: "Quant ladder"}),
     h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
       "metric with the task's margin (90% CI of quant - reference), beside what it costs and buys: the file size " +
       "and the items/s the run measured. Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
       "whole vocabulary at every token of the task text (abricot-local kld), when measured."}),
-    h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
+    D.ladder.length ? h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
         h("td", {cls: "num", text: String(r.n)}),
@@ -519,13 +552,15 @@ function ladder() {  // each quant against the highest-precision one of its mode
         h("td", {cls: "num", text: r.difference_text ?? ci(r.verdict)}),
         h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
         h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
-        h("td", {cls: "num", text: r.kld ? fmt(r.kld.mean, 4) + " [" + fmt(r.kld.ci95[0], 4) + ", " + fmt(r.kld.ci95[1], 4) + "]" : ""}),
+        h("td", {cls: "num kld", text: kldText(r.kld)}),
         h("td", {cls: "num", text: r.kld ? fmt(r.kld.p99, 4) : ""}),
         h("td", {cls: "num", text: r.kld ? fmt(r.kld.same_top) : ""}),
         h("td", {text: r.changed ? r.changed.line : ""}),
         h("td", {cls: "muted", text: r.changed ? r.changed.decisive.join(", ") : ""}),
         h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),
-        h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))));
+        h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))) :
+      h("p", {cls: "note", text: "No ladder: every run that could be a rung is left out, as said below."}),
+    notes.length ? h("ul", {cls: "note", id: "ladder-notes"}, notes.map(n => h("li", {text: n}))) : null);
 }
 
 // -- does the prompt matter? (report/prompts.py: tables of strings) ------------------------------
