@@ -8,8 +8,6 @@ leave out are listed; a KLD cell shows its text (mean, CI or why none, the items
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,6 @@ from click.testing import CliRunner
 from abricot_local.cli import cli
 from invented_data import write_discotex
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REF = "gemma-3-270m-f16"
 LONG = "gemma-3-270m-q4_k_m-dequantized-q2_k"  # 36 characters: drawn whole
 LONGER = "gemma-3-270m-it-qat-q4_0-unquantized-requantized-imatrix-q3_k_s"  # 63: cut in the middle
@@ -31,11 +27,6 @@ def invoke(*args):
     assert r.exit_code == 0, r.output
     return r
 
-
-def need(reason: str):
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -86,20 +77,6 @@ def with_data(page: Path, dest: Path, change) -> Path:
     dest.write_text(head + 'id="report-data">' + script_json(data) + "</script>" + tail, encoding="utf-8")
     return dest
 
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        need('playwright is not installed (pip install -e ".[test]")')
-    exe = os.environ.get("ABRICOT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).is_file():
-        need(f"no Chromium at {exe} (apt-get install chromium, or set ABRICOT_CHROMIUM)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def opened(browser, page: Path):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -25,8 +24,6 @@ from abricot_local.cli import cli
 from abricot_local.report.html import script_json, unpacked
 from conftest import FIXTURE, oracle_sample, rewrite_run
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCRIPT_ITEM = "<script>window.__pwned = 1;</script>"
 IMG_CHOICE = "<img src=x onerror='window.__pwned = 2'>"
 SCRIPT_SENTENCE = "<script>window.__pwned = 3;</script>"
@@ -36,12 +33,6 @@ LOAD_BUDGET_MS = 1000
 def invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
-
-def need(reason: str):
-    """Skip with ``reason``; under CI=true the test fails instead."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true: {reason}")
-    pytest.skip(reason)
 
 
 # -- without a browser ---------------------------------------------------------------------------
@@ -183,20 +174,6 @@ def site(tmp_path_factory, discotex_dir):
     return {"page": page, "runs": runs, "samples": samples, "script_id": script_id,
             "results": [json.loads((run / "results.json").read_text()) for run in runs]}
 
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        need('playwright is not installed (pip install -e ".[test]")')
-    exe = os.environ.get("ABRICOT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).is_file():
-        need(f"no Chromium at {exe} (apt-get install chromium, or set ABRICOT_CHROMIUM)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from abricot_local.cli import cli
 from abricot_local.run.request import Shard
 from abricot_local.tasks.selection import dealt, kept
 from conftest import FIXTURE
+from invented_data import write_discotex
 
 
 @pytest.fixture
@@ -72,8 +73,9 @@ def test_shards_of_another_seed_merge_into_its_unsharded_run(tmp_path, base):
 
 
 @pytest.mark.parametrize("count", [None, ("--limit", 7)])
-def test_shards_of_a_limit_or_of_every_item_merge_into_its_unsharded_run(tmp_path, discotex_dir, count):
-    args = ["run", "fake", "--backend", "fake", "--data-dir", discotex_dir, "--tasks", "discotex", "--n-ctx", 8192,
+def test_shards_of_a_limit_or_of_every_item_merge_into_its_unsharded_run(tmp_path, count):
+    data = write_discotex(tmp_path / "data", 5)  # release-shaped, 20 items: every item scored is the whole task
+    args = ["run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--n-ctx", 8192,
             *(count or ())]
     assert invoke(*args, "--out", tmp_path / "whole").exit_code == 0
     for k in (1, 2, 3):
