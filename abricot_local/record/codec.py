@@ -108,7 +108,12 @@ def written(f: dataclasses.Field, value, keys: tuple[str, ...]) -> bool:
     return not keys or f.name in keys or value != default_of(f)
 
 
+_ATOMIC = (str, int, float, bool, type(None))  # deepcopy returns these as they are
+
+
 def dump(value):
+    if type(value) in _ATOMIC:
+        return value
     if isinstance(value, Section):
         return value.to_dict()
     if isinstance(value, tuple):
@@ -145,7 +150,7 @@ def parse(tp, value, at: str):
 
 
 def _copy(value, at):
-    return copy.deepcopy(value)
+    return value if type(value) in _ATOMIC else copy.deepcopy(value)
 
 
 @cache
