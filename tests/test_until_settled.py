@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def test_an_interrupted_run_resumes_and_a_run_at_its_bound_goes_on_to_its_next_l
     shown = [ln for ln in r.stderr.splitlines() if ln.startswith("abricot_abs: ")]
     assert shown[0] == "abricot_abs: 10/40 items (resumed)", shown
     assert "items/s" not in " ".join(ln for ln in shown if ln.startswith("abricot_abs: 10/40")), shown
-    assert "next look at 5 " not in r.stderr and "0.00 items/s" not in r.stderr, shown
+    assert "next look at 5 " not in r.stderr and not re.search(r"(?<![\d.])0\.00 items/s", r.stderr), shown  # 810.00: fine
     assert rule["looks"][-1]["verdict"] == "differs" and results(out)["config"]["sample"] == 40
 
 
