@@ -5,6 +5,7 @@ items after --limit, --sample and --shard (:func:`select`: run/plan.py's one cal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -135,7 +136,12 @@ def sample_order(count: int, seed: int) -> tuple[int, ...]:
     from the generator [seed, SAMPLE_STREAM]. ``--sample n`` scores its first n, so a sample lies inside
     every larger one of the same seed (a run grows with ``--resume --sample M``), and a look at the first
     n items, for any n, is a look at ``--sample n``'s items."""
-    return tuple(np.random.default_rng([seed, SAMPLE_STREAM]).permutation(count).tolist())
+    return _permutation(count, seed, SAMPLE_STREAM)
+
+
+@lru_cache(maxsize=64)  # a pure function: prepare (kept, then dealt for a shard) and TaskRun.nested ask again
+def _permutation(count: int, seed: int, stream: int) -> tuple[int, ...]:
+    return tuple(np.random.default_rng([seed, stream]).permutation(count).tolist())
 
 
 def kept(available: int, seed: int, limit: int | None = None, sample: int | None = None) -> tuple[int, ...]:
