@@ -156,12 +156,23 @@ def tasks_text(rows: list[dict]) -> str:
                   f"  metrics: {', '.join(r['metrics'])}  (main: {r['primary_metric']}; chance: {chance})",
                   f"  items: {r['items'] if r['items'] is not None else '?'}  published references: "
                   f"{len(refs)}{sources}",
+                  *_published(refs),
                   f"  options: {_uses(r)}",
                   f"  data: {data_status(r)}",
                   f"  from: {r['plugin']}"]
     for g in sorted({r["group"] for r in rows if r["group"]}):
         lines.append(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
     return "\n".join(lines)
+
+
+def _published(refs: list[dict]) -> list[str]:
+    """The published rows, one line per source and metric: each model's value as published."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for x in refs:
+        value = x["value"]
+        shown = f"{value:.2f}" if round(value, 2) == value else f"{value:g}"  # 0.30 as published, not 0.3
+        groups.setdefault((x["source"], x["metric"]), []).append(f"{x['model']} {shown}")
+    return [f"    {source} ({metric}): {', '.join(rows)}" for (source, metric), rows in groups.items()]
 
 
 def labels_text(info: dict) -> str:
