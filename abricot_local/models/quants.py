@@ -81,6 +81,21 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
     return tuple(out)
 
 
+def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
+    """A ladder's reference (a --until-settled sweep's, run/settle_sweep.py): its highest-precision quant as
+    ``registry`` names it (the first on a tie; a name that is no registry quant, the lowest), as compare's
+    equivalence verdict takes it."""
+    from abricot_local.gguf.file import highest_precision
+
+    def quant(alias: str) -> str:
+        try:
+            return lookup(alias, registry).quant or ""
+        except UnknownModelError:
+            return ""
+
+    return models[highest_precision([quant(m) for m in models])]
+
+
 def same_model(base: str, specs: Sequence[ModelSpec]) -> None:
     """Refuse registry entries given as quants of ``base`` that are not one model's: made by quantize
     from different files (``from_sha256``), or whose files here differ in architecture or vocabulary

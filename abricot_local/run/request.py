@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from abricot_local.errors import AbricotError, UsageError, opt
+from abricot_local.errors import UsageError, opt
 from abricot_local.names import path_part
 from abricot_local.option_fields import option, recorded, validate
 
@@ -237,30 +237,16 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
     options = task_options(values or {})
     settle = settle_options(values or {}, sample, limit, shard)
     sample = settle.max_items if settle.on else sample  # the items the rule may read: the first of one draw
-    if settle.on and len(models) > 1:
+    if settle.on and len(models) > 1:  # a ladder's reference, chosen once (run/settle_sweep.py)
+        from abricot_local.models.quants import reference
         from abricot_local.models.registry import load_registry
 
         registry = registry if registry is not None else load_registry(models_file)
     return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
                       Shard.parse(shard), None if out is None else Path(out), resume, force, models_file,
                       model_dirs, datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle,
-                      reference=_reference(models, registry) if settle.on and len(models) > 1 else None,
+                      reference=reference(models, registry) if settle.on and len(models) > 1 else None,
                       registry=registry)
-
-
-def _reference(models: tuple[str, ...], registry: dict) -> str:
-    """A ladder's reference (run/settle_sweep.py): its highest-precision quant as the registry names it (the first on
-    a tie; a name that is no registry quant, the lowest), as compare's equivalence verdict takes it."""
-    from abricot_local.gguf.file import highest_precision
-    from abricot_local.models.registry import lookup
-
-    def quant(alias: str) -> str:
-        try:
-            return lookup(alias, registry).quant or ""
-        except AbricotError:
-            return ""
-
-    return models[highest_precision([quant(m) for m in models])]
 
 
 def _margin(margin) -> float | None:
