@@ -189,8 +189,8 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
                 "read")
     elif correlation and ci90[0] == ci90[1]:
         note = "the correlation is the same in every resample: its bootstrap has no spread"
-    elif correlation and why and n < total:  # no interval for the task's own value (correlation_ci)
-        note = why
+    elif correlation and why:  # no interval for the task's own value (correlation_ci), nor for items like these:
+        note = why  # the same bootstrap (all N scored, the exact verdict stands; items like these are not judged)
     like = NAN2 if note else (ci90[0] - published - rounding + 0.0, ci90[1] - published + rounding + 0.0)
     gap = abs(abs(diff) - margin) - rounding  # how far the interval's nearer edge may reach and still settle it
     like_kind, like_items, settles = UNDEFINED, None, None
@@ -209,14 +209,15 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
                 f"run - published {diff:+.3f} on all {total} items of the task (exact), but the published value's "
                 f"rounding (+-{rounding:g}) leaves it on either side of +-{margin:g}"), **extra)
         return Verdict(kind, difference=diff, ci90=own, note=note, **extra)
-    if note:
-        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, **base)
     if not drawn:  # items: what a --sample run would need, as a draw would be judged (at least as many)
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
-                         correlation=correlation)
+                         correlation=correlation, why=why)
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or n, note=(
             f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the task's value "
-            f"is not judged from them ({opt('sample', 'N')} draws them)"), **extra)
+            f"is not judged from them ({opt('sample', 'N')} draws them)" + (f"; and {note}" if note else "")),
+            **extra)
+    if note:
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, **base)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
     own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
     warnings = _small_sample(own[1] - own[0], published, neighbours, n)
