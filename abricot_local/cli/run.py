@@ -27,7 +27,8 @@ from abricot_local.errors import UsageError
 @click.option("--out", type=click.Path(), default=None,
               help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out; with a larger --sample, "
-              "grow a --sample run (only the new items are scored).")
+              "grow a --sample run (only the new items are scored); with another --margin, judge a finished run's "
+              "verdict again at it (nothing is scored).")
 @click.option("--margin", type=float, default=None, metavar="M",
               help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
               "run - published lies inside +-M (default: each task's declared margin per metric).")
@@ -79,14 +80,14 @@ def _said(step) -> None:
     """A model's run as it ends (run.session's ``done`` hook): its summary and verdict on stdout."""
     if step.done is None:
         return
-    if step.done.outcome.complete:
+    if step.done.outcome.complete and not step.done.outcome.rejudged:  # (a verdict judged again: said by notify)
         echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written", err=True)
     echo(_done_text(step.done))
 
 
 def _done_text(done) -> str:
     """A model's run as it ends: its summary, the published verdict, where it is written (not when a
-    --resume found it finished)."""
+    --resume found it finished, unless it judged its verdict again at another --margin)."""
     from abricot_local import console  # (scipy: once the model is found)
 
     outcome = done.outcome
@@ -97,7 +98,7 @@ def _done_text(done) -> str:
         grow=None if sequential else (config, lambda m: grow_command(done.folder, m, config)),
         skipped=outcome.record.skipped)]
     lines += ["", sequential] if sequential else []
-    if not outcome.complete:
+    if not outcome.complete or outcome.rejudged:
         lines += ["", f"wrote {outcome.path} ({done.seconds:.1f} s)"]
     return "\n".join(lines)
 

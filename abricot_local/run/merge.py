@@ -6,7 +6,8 @@ their rank in the task's nested order), in release order. From the items the
 task's data holds (recorded: `tasks.<name>.available`), --limit or --sample and
 the task's seed, each item's place in the unsharded order is known. The shards
 must be complete, disjoint and of one run: the same model and data SHA-256,
-options (all but the shard), task versions, schedule and llama.cpp build. The
+options (all but the shard), task versions, schedule and llama.cpp build, and
+their published verdicts judged at one margin (`run --margin`). The
 merged folder's samples files and metrics are those of an unsharded run with
 the same exact engine, byte for byte; `check`, `report` and `--resume` treat it
 as one."""
@@ -53,7 +54,7 @@ def _load(shard) -> Run:
 
 def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
     """The shards (analysis.runs.Run, or their folders) in order 1..N, or a ResultsError naming what is missing,
-    doubled or foreign."""
+    doubled, foreign or judged at other margins (:class:`MarginsDiffer`)."""
     if not shards:
         raise ResultsError("give the output folders of the shards to merge")
     found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s) for s in shards)]
@@ -81,6 +82,13 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
         if kernels:
             raise ResultsError(f"{f} was scored on another kernel path than {first.path} ({'; '.join(kernels)}): "
                                "its numbers may differ")
+    margins = [(shard, run.path, margin_of(run)) for shard, run in found]
+    if len({m for _, _, m in margins}) > 1:
+        each = "; ".join(f"shard {shard} ({path}): {_margin_words(m)}" for shard, path, m in margins)
+        raise MarginsDiffer(f"the shards' published verdicts were judged at different margins ({each}): the merged "
+                            f"run has one; give every shard the same {opt('margin', 'M')} (`run ... "
+                            f"{opt('shard', 'K/N')} {opt('out', 'SHARD')} {opt('resume', True)} {opt('margin', 'M')}` "
+                            "judges a finished shard's verdict again at M, scoring nothing), then merge them")
     seen: dict[int, str] = {}
     for shard, run in found:
         if shard.index in seen:
@@ -91,6 +99,19 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
         raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
                            f"merge needs all {first_shard.count}")
     return sorted(found, key=lambda s: s[0].index)
+
+
+class MarginsDiffer(ResultsError):
+    """The shards to merge were judged at different ``--margin``s: the merged run's verdict has one margin."""
+
+
+def margin_of(run: Run) -> float | None:
+    """The margin a run's published verdict was judged at (``published.margin``; None: each task's declared one)."""
+    return run.record.published.margin if run.record.published is not None else None
+
+
+def _margin_words(margin: float | None) -> str:
+    return opt("margin", margin) if margin is not None else "each task's declared margin"
 
 
 def unsharded(name: str, parts: Sequence[tuple[Shard, Sequence[Sample]]], available: int, seed: int, *,

@@ -80,6 +80,17 @@ def verdict(plan: Plan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (
     return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
 
 
+def judged_again(plan: Plan, record: Record, samples: dict[str, Sequence[Sample]]) -> Record:
+    """``record`` (the finished run of ``plan``) with its published verdict made again at ``plan.margin`` from
+    its recorded ``samples`` (task key -> its samples file's): :func:`verdict`, as the run's end makes it (a
+    verdict is a function of the samples and the margin: nothing is scored); the rest of the record as it is."""
+    from abricot_local.run.execute import TaskResult
+
+    runs = [r for r in plan.runs if r.task.key in record.tasks]
+    results = [TaskResult(r.task.key, tuple(samples[r.task.key]), {}, 0.0, 0) for r in runs]
+    return replace(record, published=verdict(plan, record.tasks, runs, results))
+
+
 def as_json(obj):
     """``obj`` as results.json holds it (tuples as lists): what a read-back record compares equal to."""
     return json.loads(json.dumps(obj))
