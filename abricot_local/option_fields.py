@@ -215,7 +215,7 @@ def from_values(cls: type, values: dict, *, owner: str, strict: bool = True):
     for key, raw in values.items():
         spec = known.get(key)
         if spec is None:
-            if raw not in (None, False, "", ()):
+            if not (raw is None or raw is False or (isinstance(raw, (str, tuple)) and not raw)):  # (0 is given)
                 foreign.append(key)
             continue
         if raw is None:

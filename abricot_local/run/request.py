@@ -164,7 +164,7 @@ def settle_options(values: Mapping[str, Any], sample: int | None, limit: int | N
     from abricot_local.option_fields import from_values, specs
 
     names = {s.name for s in specs(SettleOptions)}
-    given = {k: v for k, v in values.items() if k in names and v not in (None, False)}
+    given = {k: v for k, v in values.items() if k in names and v is not None and v is not False}  # (0 is given)
     s = from_values(SettleOptions, given, owner="the run")
     if not s.until_settled:
         extra = [k for k in ("looks", "max_items") if getattr(s, k) is not None]
