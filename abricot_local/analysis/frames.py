@@ -10,6 +10,9 @@ SAMPLE_COLUMNS = ("task", "id", "source", "gold", "pred", "gold_label", "pred_la
 PUBLISHED_COLUMNS = ("reference", "source", "task", "metric", "protocol", "published", "value", "ci_low", "ci_high",
                      "difference", "verdict", "margin", "diff_ci90_low", "diff_ci90_high", "items_to_settle",
                      "inside", "reasons", "differences")
+# published()'s numeric columns, numeric whatever they hold: NaN (float64) or <NA> (pandas' nullable Int64, boolean)
+PUBLISHED_TYPES = {**dict.fromkeys(("published", "value", "ci_low", "ci_high", "difference", "margin", "diff_ci90_low",
+                                    "diff_ci90_high"), "float64"), "items_to_settle": "Int64", "inside": "boolean"}
 # the samples line's fields a row shows already (or leaves out: the prompt and the token ids)
 _SHOWN = {"id", "source", "gold", "pred", "gold_label", "pred_label", "logprobs", "context", "choices",
           "continuations", "continuation_tokens"}
@@ -45,6 +48,11 @@ def samples(run, task: str | None = None):
     correct, ``logprob_0`` .. ``logprob_{K-1}``, then the task's own fields."""
     import pandas as pd
 
+    from abricot_local.errors import UsageError
+
+    if task is not None and not isinstance(task, str):
+        raise UsageError(f"samples(): task must be one task's name (text; None: every task), got {task!r} "
+                         f"({type(task).__name__}); this run's tasks: {', '.join(run.tasks) or 'none'}")
     rows = []
     for name in run.tasks if task is None else (task,):
         for s in run.samples_of(name):
@@ -62,7 +70,9 @@ def samples(run, task: str | None = None):
 def published(run):
     """The published checks the run recorded, with the reproduction verdict in words; a row a --until-settled
     rule judged: ``verdict`` the rule's (the run's verdict, as its line says it), with ``sequential`` (that line)
-    and ``fixed_n_verdict`` (the fixed-n verdict over the same items, which does not account for the looks)."""
+    and ``fixed_n_verdict`` (the fixed-n verdict over the same items, which does not account for the looks). The
+    numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN where a row has no value,
+    ``items_to_settle`` pandas' nullable Int64 and ``inside`` its nullable boolean (<NA>: none)."""
     import pandas as pd
 
     from abricot_local.analysis.settled import settled_verdict
@@ -76,7 +86,8 @@ def published(run):
              c.items_to_settle, c.inside, "; ".join(c.reasons), "; ".join(c.differences),
              *((rule.line if rule else None, words(c) if rule else None) if any(rules) else ()))
             for c, rule in zip(checks, rules)]
-    return pd.DataFrame(rows, columns=[*PUBLISHED_COLUMNS, *(("sequential", "fixed_n_verdict") if any(rules) else ())])
+    frame = pd.DataFrame(rows, columns=[*PUBLISHED_COLUMNS, *(("sequential", "fixed_n_verdict") if any(rules) else ())])
+    return frame.astype(PUBLISHED_TYPES)
 
 
 def html(run) -> str:

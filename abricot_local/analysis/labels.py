@@ -27,6 +27,25 @@ class RunIdentity:
     options: Mapping[str, Any] = field(default_factory=dict)  # the recorded options (flat), not the item selection
     names_quant: bool = False  # the model's label already says its quant
     scored: str = ""  # the items it scored: "sample 20", "limit 5", "all 1600"
+    # what every task of the run records it ran with (:func:`task_values`): an option left unset (None) reads
+    # its value here (`prompt_variant` null beside each task's `card` is a run of `card`; a default is the value)
+    resolved: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, key: str) -> Any:
+        """The option ``key`` as the run ran it: as given, else as every task records it resolved (None: neither)."""
+        given = self.options.get(key)
+        return self.resolved.get(key) if given is None else given
+
+
+def task_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The settings every one of a run's tasks records with one value (their configs as recorded): the
+    options they resolved alike (RunIdentity.resolved)."""
+    if not configs:
+        return {}
+    first = configs[0]
+    return {k: v for k, v in first.items()
+            if v is not None and all(k in c and json.dumps(c[k], sort_keys=True, default=str) ==
+                                     json.dumps(v, sort_keys=True, default=str) for c in configs[1:])}
 
 
 def _value(v: Any) -> str:
@@ -46,11 +65,12 @@ def _scored(runs: Sequence[RunIdentity]) -> list[str] | None:
 
 
 def _option(runs: Sequence[RunIdentity]) -> list[str] | None:
-    """The option that tells most of ``runs`` apart, the shortest such one."""
+    """The option that tells most of ``runs`` apart, the shortest such one, each run's as it ran it
+    (RunIdentity.option: a value left unset that its tasks resolved is that value)."""
     keys = dict.fromkeys(k for r in runs for k in r.options if k != "model")
     best = None
     for key in keys:
-        texts = [f"{key}={_value(v)}" if (v := r.options.get(key)) is not None else f"no {key}" for r in runs]
+        texts = [f"{key}={_value(v)}" if (v := r.option(key)) is not None else f"no {key}" for r in runs]
         if max(map(len, texts)) > MAX_OPTION or len(set(texts)) < 2:
             continue
         rank = (-len(set(texts)), max(map(len, texts)))

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from abricot_local.analysis.labels import RunIdentity, unique_labels
+from abricot_local.analysis.labels import RunIdentity, task_values, unique_labels
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import RESULTS, Provenance, Record, Sample, TaskEntry, entry_samples
@@ -208,7 +208,7 @@ class Run:
         """What this run's label may say (labels.unique_labels): its label now is the model's name."""
         return RunIdentity(self.label, self.quant, self.path, self.record.created or "",
                            recorded.options(self.record), not self.quant or bool(quant_of(self.label)),
-                           scored_text(self.record))
+                           scored_text(self.record), task_values([e.config for e in self.record.tasks.values()]))
 
     @cached_property
     def settings(self) -> dict[str, Any]:

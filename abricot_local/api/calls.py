@@ -103,12 +103,29 @@ def _advise(done) -> None:
         warn(advice.replace("\n  ", " "))
 
 
+def _not_checked(record) -> None:
+    """A warning per task the published rows name that the run did not run (`run`'s "published, but not run
+    here": console.not_run), in the API's words: its rows are not checked."""
+    from abricot_local.analysis.baselines import sources_of
+    from abricot_local.errors import opt
+
+    published = record.published
+    lacking = {s.task: s for s in record.skipped}
+    for task in published.tasks_not_run if published is not None else ():
+        where = ", ".join(sources_of(published.reproduces or "", task)) or "its source"
+        if task in lacking:
+            why = f"its data was not here, so the run left it out (give it with {opt('data')} or {opt('data_dir')})"
+        else:
+            why = f"{opt('tasks')} left it out (add it to {opt('tasks')}, with its data)"
+        warn(f"{task}: published, but not run here: {why}; its rows of {where} are not checked")
+
+
 @entry
 def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit: int | None = None,
              shard: str | None = None, protocol: str | None = None, out: str | PathLike | None = None,
              resume: bool = False, progress: bool = True, quants: Quants = None, **options):
     """Score ``model`` (anything `run` takes: an alias, a .gguf path, ollama:NAME...) on ``tasks``
-    (a name, "a,b", a list; None: every task whose data is here or can be fetched), as
+    (a name, "a,b", a list; None: every task whose data is here or can be fetched; "" or [] refused), as
     ``abricot-local run`` does; a list of models runs a sweep into ``out`` (one folder per model).
     ``options``: the tasks' and the backends' option fields by name (``seed``, ``shots``,
     ``data_dir``, ``data``, ``threads``, ``n_ctx``, ``backend``, ``force``, ``prompt_variant="all"``...);
@@ -128,6 +145,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
         if step.done is not None:
             for task, line in step.done.outcome.warnings:  # what its numbers may mislead by (`run`: under its summary)
                 warn(f"{task}: {line}")
+            _not_checked(step.done.outcome.record)
             _advise(step.done)
     if len(request.models) == 1:
         return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)

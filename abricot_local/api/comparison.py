@@ -91,7 +91,7 @@ def _unique(runs: Sequence[Run]) -> list[Run]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Comparison:
     """analysis.compare.Comparison (``.result``: matches, metrics, agreements, settings that differ,
     best groups, power, one verdict per pair) with the tables a notebook wants."""
@@ -180,6 +180,12 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.render("table")
+
+    def __repr__(self) -> str:
+        """One line, as Run's and Plan's: the runs compared (their labels), how many verdicts, paired on what."""
+        n = len(self.result.verdicts)
+        return (f"Comparison({' vs '.join(self.labels)}: {n} verdict{'s' * (n != 1)}, paired on "
+                f"{self.paired_on})")
 
     def _repr_html_(self) -> str:
         import html

@@ -65,6 +65,18 @@ def _bar(desc: str, disable: bool):
     return update
 
 
+def refuse_unknown(args: dict) -> None:
+    """A model_args key abricot-local does not take, refused with the close ones (as the API's unknown keyword:
+    ``thread`` -> "Did you mean: threads?") and every key it takes."""
+    from abricot_local.names import did_you_mean
+
+    taken = (*lm_eval_requests.FRONT_KEYS, *lm_eval_requests.backend_arg_keys())
+    unknown = sorted(set(args) - {"model", *taken, *lm_eval_requests.IGNORED_KEYS})
+    if unknown:
+        hints = "".join(did_you_mean(k, taken) for k in unknown)
+        raise UsageError(f"unknown model_args {', '.join(unknown)}.{hints} abricot-local takes {', '.join(taken)}")
+
+
 @register_model(MODEL_NAME)
 class AbricotLM(LM):
     """lm-eval's ``LM`` over an abricot-local backend (llama.cpp by default)."""
@@ -72,6 +84,7 @@ class AbricotLM(LM):
     def __init__(self, model: str | None = None, **kwargs) -> None:
         super().__init__()
         self.batch_size_given = kwargs.get("batch_size")  # recorded by lm-eval; no number depends on it
+        refuse_unknown(kwargs)
         self.opened = lm_eval_requests.open_model({"model": model, **kwargs})
         self.backend = self.opened.backend
         self._special = False  # prompts rendered by the chat template hold special-token markup

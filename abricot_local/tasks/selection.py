@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError, opt
-from abricot_local.tasks import all_task_names, make_task, task_class, task_names, uses
+from abricot_local.tasks import all_task_names, groups, make_task, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
@@ -63,6 +63,7 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
     ``dry`` plan fetches nothing and keeps every task, one without its data with its problem."""
     if keys:
         return prepare([make_task(k, options) for k in keys], limit, sample, shard), ()
+    refuse_empty(spec)
     if not dry:
         chosen, skipped = select_tasks(spec, options)
         return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard), skipped
@@ -194,9 +195,20 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> 
     return runs
 
 
+def refuse_empty(spec: str | None) -> None:
+    """An empty --tasks (``""``, the API's ``[]``) is refused: only none given (None) means every task whose
+    data is here."""
+    if spec is not None and not spec.strip():
+        raise UsageError(f"{opt('tasks')} is empty: give one or more task names (one of: "
+                         f"{', '.join(sorted([*all_task_names(), *groups()]))}), or leave it out (None, the "
+                         "default) for every task whose data is here")
+
+
 def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task], tuple[Skipped, ...]]:
     """The tasks of ``--tasks``; with none given, every registered task whose data is given,
-    found, or can be fetched now (the others are skipped, each with its reason)."""
+    found, or can be fetched now (the others are skipped, each with its reason); an empty one refused
+    (:func:`refuse_empty`)."""
+    refuse_empty(task_spec)
     if task_spec:
         names = task_names(task_spec)
         refuse_unused([task_class(n) for n in names], options)
