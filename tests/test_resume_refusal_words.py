@@ -40,7 +40,7 @@ def test_the_command_line_names_flags_and_not_the_larger_sample(sample5):
     text = " ".join(r.stderr.split())  # unfolded
     assert (f"cannot resume {sample5}: its config differs from the recorded run (--tasks: recorded "
             "abricot_abs,abricot_inc, given abricot_inc@calamita; --protocol: recorded none, given calamita); "
-            "the same model file, data and options are needed "
+            "the same options are needed "
             "(changing only --sample 5 to --sample 8 would have grown it)") in text, text
     assert "--sample: recorded" not in text  # a larger sample is no difference
     assert "abricot_abs: recorded" not in text and "sha256" not in text  # tasks run on one side: named by --tasks

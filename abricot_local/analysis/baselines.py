@@ -61,6 +61,8 @@ class Evidence:
     correlations: frozenset[str] = frozenset()
     why: dict[str, str] = field(default_factory=dict)  # a correlation's: why it has no interval for the task's value
     drawn: bool = True  # its items a draw of the task (every one, --sample's, a shard's): not --limit's first ones
+    off: dict[str, int] = field(default_factory=dict)  # a correlation's under the 10-answer rule: its answers k off
+    #                                                    the most common value (correlation_ci.too_few_off)
 
 
 def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool = True) -> Evidence:
@@ -71,9 +73,9 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     from abricot_local.analysis import stats
     from abricot_local.metrics import interval
 
-    from abricot_local.analysis.correlation_ci import correlation_ci
+    from abricot_local.analysis.correlation_ci import correlation_ci, too_few_off
 
-    ci90, margins, within, correlations, why = {}, {}, {}, set(), {}
+    ci90, margins, within, correlations, why, off = {}, {}, {}, set(), {}, {}
     inputs = task.metric_inputs(list(samples))
     for inp in inputs:
         lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
@@ -85,12 +87,14 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
             within[inp.name] = stats.exact_set_ci(k, n, max(total, n), level=LEVEL90)
         else:  # the sequential rule's interval: Fisher's z, floored by normal theory, guarded, narrowed
             correlations.add(inp.name)
-            _, ci, no = correlation_ci(inp.stat, [np.asarray(inp.x, float), np.asarray(inp.y, float)], n, max(total, n),
-                                       LEVEL90, task.options.seed)
+            w = [np.asarray(inp.x, float), np.asarray(inp.y, float)]
+            value, ci, no = correlation_ci(inp.stat, w, n, max(total, n), LEVEL90, task.options.seed)
             within.update({inp.name: ci} if ci else {})
             why.update({inp.name: no} if no else {})
+            k = too_few_off(inp.stat, w) if ci is None and value is not None else None
+            off.update({inp.name: k} if k is not None else {})
     why.update(undefined(inputs, samples))
-    return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn)
+    return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn, off=off)
 
 
 def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
@@ -310,7 +314,7 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
                                      total=evidence.total, neighbours=near,
                                      within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
                                      correlation=ref.metric in evidence.correlations, drawn=evidence.drawn,
-                                     why=evidence.why.get(ref.metric, ""))
+                                     why=evidence.why.get(ref.metric, ""), off=evidence.off.get(ref.metric))
     return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
                    differences=differences, key=key, verdict=verdict)
 

@@ -31,8 +31,8 @@ def correlation_ci(stat: str, v: list[np.ndarray], n: int, total: int, lvl: floa
     value = float(f(w[0], w[1]) - (f(w[2], w[3]) if paired else 0.0))
     if math.isnan(value):
         return None, None, "the correlation is undefined (a constant vector)"
-    if not metrics.interval_read(stat, *w):  # the rule the run's own CI follows (metrics.with_ci): one rule
-        off = min(metrics.off_mode(x) for x in w)  # items off a vector's commonest value
+    off = too_few_off(stat, w)
+    if off is not None:
         return value, None, (f"fewer than {metrics.MIN_CORRELATION_ITEMS} items away from a vector's most common "
                              f"value ({off}): a correlation's interval is not read yet")
     idx = np.random.default_rng(seed).integers(0, n, size=(metrics.N_BOOT, n))
@@ -48,6 +48,15 @@ def correlation_ci(stat: str, v: list[np.ndarray], n: int, total: int, lvl: floa
         return value, (value - half, value + half), ""
     centre, half = _shift(stat, w[0], w[1], value, boot, se, n, total, lvl)
     return value, (math.tanh(centre - half), math.tanh(centre + half)), ""
+
+
+def too_few_off(stat: str, vectors) -> int | None:
+    """Under the 10-answer rule (metrics.interval_read, the rule the run's own CI follows, metrics.with_ci: one
+    rule): the items off the most common value of the vector that has fewest (k, under
+    metrics.MIN_CORRELATION_ITEMS); None when the interval is read."""
+    if metrics.interval_read(stat, *vectors):
+        return None
+    return min(metrics.off_mode(x) for x in vectors)
 
 
 def _shift(stat: str, x: np.ndarray, y: np.ndarray, r: float, zboot: np.ndarray, se: float, n: int, total: int,

@@ -22,7 +22,9 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
   rounding of the margin;
 - ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric: the note says which
   side is constant), a correlation over fewer than stats.MIN_CORRELATION_ITEMS items or the same in every
-  resample, or at n = N a difference the rounding puts on either side of M.
+  resample, or at n = N a difference the rounding puts on either side of M. Under the 10-answer rule (fewer than
+  10 answers off a vector's most common value, k of the n), about ceil(10 n / k) items would hold 10 at the run's
+  rate: the note says so and ``items`` holds it (none with k = 0), which the grow advice offers.
 
 The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
 judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
@@ -45,8 +47,10 @@ REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
 KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # the verdicts' method, recorded (record.Published.method): 2 since a correlation's interval for the task's own
 # value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell; 3
-# since that interval's centre is corrected for Fisher's bias and z's skewness drawn without replacement, with t
-METHOD = 3
+# since that interval's centre is corrected for Fisher's bias and z's skewness drawn without replacement, with t;
+# 4 since the 10-answer rule holds for items like these at N too, and its cannot tell estimates the items needed
+METHOD = 4
+MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 NAN2 = (math.nan, math.nan)
 
 
@@ -60,7 +64,8 @@ class Verdict:
     ci90: tuple[float, float]  # 90% interval of run - published: the task's own value, the published rounding included
     n: int  # items the run scored
     total: int  # items the whole task holds
-    items: int | None = None  # cannot tell yet: about how many of the task's items would settle it
+    items: int | None = None  # cannot tell yet: about how many of the task's items would settle it; cannot tell
+    #                           under the 10-answer rule: about how many would hold 10 answers off the commonest
     settles: float | None = None  # items like these: half-width of a 90% CI over all the task's items
     warnings: tuple[str, ...] = ()
     rounding: float = 0.0  # half a unit of the published value's last decimal
@@ -164,14 +169,17 @@ def _kind(lo: float, hi: float, margin: float) -> str | None:
 
 def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
           total: int, neighbours: tuple[tuple[str, float], ...] = (), within: tuple[float, float] | None = None,
-          rounding: float = 0.0, correlation: bool = False, drawn: bool = True, why: str = "") -> Verdict:
+          rounding: float = 0.0, correlation: bool = False, drawn: bool = True, why: str = "",
+          off: int | None = None) -> Verdict:
     """The verdict on ``published`` (rounded to +-``rounding``) of a run whose metric is ``value`` over ``n``
     items of a task of ``total``: ``ci90``, its 90% interval for items like these; ``within``, for the task's
     own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
     interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
     published (model, value) of the same source, task and metric (the small-sample warning); ``why``: why a
     correlation has no interval for the task's own value (correlation_ci's guard), or, ``value`` NaN, why it is
-    undefined (baselines.undefined: which side is constant); ``drawn`` False:
+    undefined (baselines.undefined: which side is constant); ``off``: with ``why`` the 10-answer rule's, the k
+    answers off the most common value (correlation_ci.too_few_off), from which :func:`_rate_items` estimates the
+    items that would hold 10 such answers; ``drawn`` False:
     the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
@@ -181,7 +189,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
                        note=f"the run's metric is undefined (NaN): {why}" if why else
                        "the run's metric is undefined (NaN: a constant vector)", **base)
     diff = value - published + 0.0
-    note = ""
+    note, items = "", None
     if ci90 is None or _bad(*ci90):
         note = "the run's metric has no finite 90% interval (a constant vector)"
     elif correlation and n < stats.MIN_CORRELATION_ITEMS:
@@ -191,6 +199,9 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
         note = "the correlation is the same in every resample: its bootstrap has no spread"
     elif correlation and why:  # no interval for the task's own value (correlation_ci), nor for items like these:
         note = why  # the same bootstrap (all N scored, the exact verdict stands; items like these are not judged)
+        if off is not None and n < total:  # the 10-answer rule: how many items would hold 10 such answers
+            items, more = _rate_items(off, n, total)
+            note += f"; {more}"
     like = NAN2 if note else (ci90[0] - published - rounding + 0.0, ci90[1] - published + rounding + 0.0)
     gap = abs(abs(diff) - margin) - rounding  # how far the interval's nearer edge may reach and still settle it
     like_kind, like_items, settles = UNDEFINED, None, None
@@ -211,13 +222,13 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
         return Verdict(kind, difference=diff, ci90=own, note=note, **extra)
     if not drawn:  # items: what a --sample run would need, as a draw would be judged (at least as many)
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
-                         correlation=correlation, why=why)
+                         correlation=correlation, why=why, off=off)
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or n, note=(
             f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the task's value "
             f"is not judged from them ({opt('sample', 'N')} draws them)" + (f"; and {note}" if note else "")),
             **extra)
     if note:
-        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, **base)
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, items=items, **base)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
     own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
     warnings = _small_sample(own[1] - own[0], published, neighbours, n)
@@ -229,6 +240,21 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     n0 = like_items if like_kind == UNSETTLED else stats.items_to_settle(n, gap, ci90=ci90)
     items = max(stats.of_population(n0, total), n + 1)
     return Verdict(UNSETTLED, difference=diff, ci90=own, items=items, warnings=warnings, **extra)
+
+
+def _rate_items(off: int, n: int, total: int) -> tuple[int | None, str]:
+    """Under the 10-answer rule, k = ``off`` of the ``n`` answers off the most common one: about ceil(10 n / k)
+    items would hold 10 such answers at this run's rate (at least n + 1, at most the task's ``total``: all of them
+    give the exact value, the rule then no guard of the task's own); with k = 0, no estimate. (the items, the words)"""
+    need = MIN_ANSWERS
+    if off <= 0:
+        return None, (f"no answer off the most common one yet: no estimate of the items that would give {need} "
+                      "such answers")
+    est = -(-need * n // off)  # ceil, in integers
+    if est > total:
+        return total, (f"about {est:,} items would give {need} such answers at this run's rate, more than the task's "
+                       f"{total}: all {total} would give its exact value")
+    return max(est, n + 1), f"about {max(est, n + 1):,} items would give {need} such answers at this run's rate"
 
 
 def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, float], ...], n: int

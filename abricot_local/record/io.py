@@ -136,18 +136,32 @@ def _shas(value) -> str:
     return _shown([_short(x) for x in value or ()])
 
 
+def _real_sha(sha) -> bool:
+    """Whether ``sha`` is a model file's SHA-256 (a synthetic model's is None or ``synthetic:<label>``)."""
+    return isinstance(sha, str) and bool(sha) and not sha.startswith("synthetic:")
+
+
+def _config_keys(recorded: Manifest, given: Manifest) -> list[str]:
+    """The config keys whose values differ; ``model`` not among them when both sides record the same real
+    SHA-256 (the same file, called by an alias or a path)."""
+    rc, gc = recorded.config.to_dict(), given.config.to_dict()
+    same_file = _real_sha(recorded.model_sha256) and recorded.model_sha256 == given.model_sha256
+    return [k for k in dict.fromkeys([*gc, *rc]) if rc.get(k) != gc.get(k) and not (k == "model" and same_file)]
+
+
 def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     """What differs between a recorded and a new manifest, by part ("config", "model file",
     "data", "task versions"), each with both values ("--shots: recorded 3, given 2"; a task's
     data or version labelled: "data sha256 of abricot_abs: ...", "task version of abricot_abs: ...");
     empty when the run may continue. A task run on one side only is named by the config's tasks,
-    not again by its data and version. Options are named with :func:`errors.opt` (a door words them)."""
+    not again by its data and version. Options are named with :func:`errors.opt` (a door words them). A model's
+    identity is its file's SHA-256: both sides recording the same real one (:func:`_real_sha`), the name it was
+    called by (an alias, a path) is no difference."""
     out: dict[str, list[str]] = {}
     rc, gc = recorded.config.to_dict(), given.config.to_dict()
-    for key in dict.fromkeys([*gc, *rc]):
-        if rc.get(key) != gc.get(key):
-            line = f"{_option(key)}: recorded {_shown(rc.get(key))}, given {_shown(gc.get(key))}"
-            out.setdefault("config", []).append(line)
+    for key in _config_keys(recorded, given):
+        line = f"{_option(key)}: recorded {_shown(rc.get(key))}, given {_shown(gc.get(key))}"
+        out.setdefault("config", []).append(line)
     if recorded.model_sha256 != given.model_sha256:
         out["model file"] = [f"recorded sha256 {_short(recorded.model_sha256)}, given {_short(given.model_sha256)}"]
     tasks_named = rc.get("tasks") != gc.get("tasks")  # the config's tasks line names a task run on one side only
@@ -160,6 +174,8 @@ def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
             if rec.get(task) != new.get(task):
                 out.setdefault(part, []).append(f"{label} of {task}: recorded {show(rec.get(task))}, "
                                                 f"given {show(new.get(task))}")
+    if "model" not in _config_keys(recorded, given):  # the same file by another name: compared as the same
+        given = replace(given, config=replace(given.config, model=recorded.config.model))
     if not out and recorded.to_dict() != given.to_dict():
         out["manifest"] = ["the recorded one differs from this run's"]
     return out
@@ -181,27 +197,62 @@ def _shrinks(recorded: Manifest, given: Manifest) -> bool:
     return n is not None and m is not None and m < n and growth(given, recorded) is not None
 
 
+def _until_settled(folder) -> bool:
+    """Whether the finished run in ``folder`` ran ``--until-settled`` (its record's config says; a manifest does
+    not: a --resume compares the items it scored, its ``sample``, which ``--max-items`` bounds)."""
+    path = Path(folder) / RESULTS
+    try:
+        config = read_record(path).config if path.is_file() else None
+    except (ResultsError, OSError):
+        return False  # taking the folder says what is wrong with it
+    return bool(config is not None and config.until_settled)
+
+
+# what each part of differences() asks to be the same, in a refusal's last words
+_NEEDED = {"model file": "model file", "data": "data", "task versions": "task versions", "manifest": "run"}
+
+
+def _needed(diff: dict[str, list[str]], recorded: Manifest, given: Manifest) -> str:
+    """What the refusal asks for: the same of each part that differs ("the same options are needed")."""
+    needs = []
+    for part in diff:
+        if part == "config":
+            keys = _config_keys(recorded, given)
+            needs += (["model"] if "model" in keys else []) + (["options"] if set(keys) - {"model"} else [])
+        else:
+            needs.append(_NEEDED.get(part, part))
+    needs = list(dict.fromkeys(needs))
+    said = needs[0] if len(needs) == 1 else ", ".join(needs[:-1]) + " and " + needs[-1]
+    plural = len(needs) > 1 or needs[0] in ("options", "task versions")
+    return f"the same {said} {'are' if plural else 'is'} needed"
+
+
 def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
     """Why a run in ``folder`` cannot be continued with ``given`` (its options named with
     :func:`errors.opt`: the door that raises it words them), or None when it can (the same run, or
     the same run with a larger ``--sample``: :func:`growth`). A larger sample is no difference: the
-    refusal names the others, and says the sample alone would have grown the run."""
+    refusal names the others, and says the sample alone would have grown the run. A run made
+    ``--until-settled`` (its record's config says) is bounded by ``--max-items``, which the advice names."""
     diff = differences(recorded, given)
     if not diff or growth(recorded, given):
         return None
     n, m = recorded.config.sample, given.config.sample
+    bound = "max_items" if _until_settled(folder) else "sample"  # run/request.py maps --max-items onto the sample
     if _shrinks(recorded, given):
-        return (f"cannot resume {folder} with {opt('sample', m)}: it holds a run of {opt('sample', n)}, and a run "
-                f"does not shrink (its items would be dropped); give {opt('sample', n)} or more to continue or grow "
-                f"it, or another {opt('out')} for a smaller sample")
+        held = (f"a run of {opt(bound, n)}" if bound == "sample" else
+                f"the {n} items a run {opt('until_settled', True)} scored")
+        return (f"cannot resume {folder} with {opt(bound, m)}: it holds {held}, and a run does not shrink (its "
+                f"items would be dropped); give {opt(bound, n)} or more to continue or grow it, or another "
+                f"{opt('out')} for a smaller {'sample' if bound == 'sample' else 'bound'}")
     grown = ""
     if n is not None and m is not None and m > n:  # the sample grows a run: not what refuses this one
-        diff = differences(recorded, replace(given, config=replace(given.config, sample=n)))
-        grown = f" (changing only {opt('sample', n)} to {opt('sample', m)} would have grown it)"
+        given = replace(given, config=replace(given.config, sample=n))
+        diff = differences(recorded, given)
+        grown = (f" (changing only {opt(bound, n)} to {opt(bound, m)} would have grown it)" if bound == "sample" else
+                 f" ({opt(bound, m)} with nothing else changed would have grown it)")  # its bound is no sample
     parts = list(diff)
     head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     verb = "differs" if len(parts) == 1 else "differ"
     details = "; ".join(d for ds in diff.values() for d in ds)
     return (f"cannot resume {folder}: its {head} {verb} from the recorded run ({details}); "
-            f"the same model file, data and options are needed{grown}")
-
+            f"{_needed(diff, recorded, given)}{grown}")
