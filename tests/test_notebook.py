@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import abricot_local
 from abricot_local.analysis import compare as cmp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,4 +40,5 @@ def test_the_example_notebook_runs(gemma_path, smollm2_path, discotex_dir, gemma
     lines = (gemma_run.out / name).read_bytes().splitlines(keepends=True)
     assert len(lines) == 4 and (out / "gemma" / name).read_bytes() == b"".join(lines[:LIMIT])
     assert (out / "smollm2" / "results.json").is_file()
-    assert list((out / "lm-eval").glob("*/results_*.json"))
+    assert list((tmp_path / "out-lm-eval").glob("*/results_*.json"))  # beside the runs' folder, not in it
+    assert sorted(Path(r.path).name for r in abricot_local.load_runs(out)) == ["gemma", "smollm2"]  # each once

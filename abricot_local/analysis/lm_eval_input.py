@@ -153,11 +153,13 @@ def _given(made: list, doc: Mapping, configs: Mapping) -> dict:
 
 
 def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None,
-              given: Mapping, chat: tuple[str, str] | None = None) -> tuple[Model, RunConfig, Provenance, str]:
+              given: Mapping, chat: tuple[str, str] | None = None,
+              exported: bool = False) -> tuple[Model, RunConfig, Provenance, str]:
     """The model, config (with the task options ``given``: :func:`_given`) and provenance of the run: this
     project's own when lm-eval ran its model ``abricot-local`` (its provenance in ``config.abricot_local``),
     else lm-eval's ``config`` (``backend``: ``lm-eval hf``; the model_args, batch size and versions as settings);
-    ``chat``: the (head, tail) of the chat template's user turn, as a run records it (``provenance.chat_template``)."""
+    ``chat``: the (head, tail) of the chat template's user turn, as a run records it (``provenance.chat_template``);
+    ``exported``: a run's export (:func:`_exported`), its provenance the run's alone (no lm-eval ran it)."""
     wrap = ChatWrap(head=chat[0], tail=chat[1]) if chat else None
     args = _model_args(config)
     name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
@@ -170,8 +172,10 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
     if isinstance(own, dict) and isinstance(own.get("model"), dict) and isinstance(own.get("config"), dict):
         try:
             model = Model.from_dict(own["model"])
-            run = RunConfig.from_dict({**own["config"], **given, "tasks": list(tasks), "seed": seed, "limit": limit})
-            prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")}, **lm})
+            options = {**given, **own["config"]} if exported else {**own["config"], **given}  # an export: as run
+            run = RunConfig.from_dict({**options, "tasks": list(tasks), "seed": seed, "limit": limit})
+            prov = Provenance.from_dict({**{k: v for k, v in own.items() if k not in ("model", "config")},
+                                         **({} if exported else lm)})
             return model, run, replace(prov, chat_template=wrap), quant
         except Invalid:
             pass  # not this project's provenance after all: read as any model's
@@ -184,6 +188,13 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
     run = RunConfig(model=name, backend=backend, tasks=tasks, seed=seed, limit=limit, sample=given.get("sample"),
                     extra={**{k: v for k, v in given.items() if k != "sample"}, **settings})
     return model, run, Provenance(backend=backend, model_desc=name, extra=lm, chat_template=wrap), quant
+
+
+def _exported(configs: Mapping, names) -> bool:
+    """Whether the output is a finished run's export (lm_eval_output.py: every task's ``metadata`` names its
+    abricot-local task), not a run of lm-eval: read back as that run, no lm-eval task or model recorded."""
+    meta = [configs.get(n).get("metadata") if isinstance(configs.get(n), dict) else None for n in names]
+    return all(isinstance(m, dict) and isinstance(m.get("abricot_local_task"), str) for m in meta)
 
 
 def _limit(value: Any) -> int | None:
@@ -250,6 +261,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                        seed if seed and seed >= 0 else None, base, chat)
         matched.append((lm_task, task, pairs))
         turns[lm_task] = turn
+    exported = _exported(configs, names)
     for lm_task, task, pairs in apart(matched):
         rows = []
         for x, item in pairs:
@@ -261,8 +273,9 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
             files_used = [DataFile(path=str(f.path), sha256=f.sha256) for f in task.data_files()]
         except AbricotError:
             pass
+        named = {} if exported else {"lm_eval_task": lm_task}  # an export is its run: no lm-eval task ran it
         tasks[task.key] = TaskEntry(metrics=task.metrics(rows), n=len(rows), version=task.version,
-                                    config={**task.config(), "lm_eval_task": lm_task}, prompt_hash=task.prompt_hash(),
+                                    config={**task.config(), **named}, prompt_hash=task.prompt_hash(),
                                     data=tuple(files_used), chance=dict(task.chance),
                                     warnings=tuple(task.warnings()))
         samples[task.key] = tuple(rows)
@@ -270,7 +283,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     seeds = [t.options.seed for t in made]
     model, run, prov, quant = _identity(doc, config, tuple(tasks), seeds[0] if len(set(seeds)) == 1 else None,
                                         _given(made, doc, {n: configs.get(n) for n in names}),
-                                        _one_turn(turns.values()))
+                                        _one_turn(turns.values()), exported)
     record = Record(schema_version=SCHEMA_VERSION, created=created, model=model, config=run, provenance=prov,
                     tasks=tasks)
     held = tuple(RunTask(key, record.task_config(key), samples[key], entry=record.tasks[key]) for key in tasks)

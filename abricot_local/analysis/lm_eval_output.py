@@ -11,7 +11,9 @@
 ``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
 one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
 ``n-samples``' ``original`` is the items scored too (a run records its --limit/--sample/--shard in
-``metadata``, not the release's size). Names no task: every number is read from the record. An output
+``metadata``, not the release's size). The run's provenance is ``config.abricot_local``, as `abricot-local
+lm-eval` writes it (:func:`own_provenance`): the export reads back as its run (model, options, backend,
+kernels). Names no task: every number is read from the record. An output
 folder inside a run folder is refused (the run would then list two runs), and so is an lm-eval output
 read as a run (it is in this layout already)."""
 
@@ -103,6 +105,16 @@ def chat_keys(prov) -> dict:
             "chat_template_sha": hash_string(template) if template else None}
 
 
+def own_provenance(record: Record) -> dict:
+    """``config.abricot_local`` as `abricot-local lm-eval` writes it (lm_eval/requests.py: the provenance `run`
+    records, with the model and config beside it), so that the reader (lm_eval_input.py) reads the run's model,
+    settings, backend and kernels back: the record's provenance (its chat template is lm-eval's own keys'), its
+    ``model``, its ``config`` (the tasks, seed and limit are lm-eval's own keys', and the reader's)."""
+    prov = {k: v for k, v in record.provenance.to_dict().items() if k != "chat_template"} if record.provenance else {}
+    config = {k: v for k, v in record.config_dict().items() if k not in ("tasks", "seed", "limit")}
+    return {**prov, "model": record.model.to_dict(), "config": config}
+
+
 def layout(run) -> tuple[dict, dict[str, list[dict]]]:
     """(the results document, lm-eval task name -> its sample lines) of a finished run (analysis.runs.Run)."""
     record = run.record
@@ -139,6 +151,7 @@ def layout(run) -> tuple[dict, dict[str, list[dict]]]:
         "results": results, "group_subtasks": {name: [] for name in results}, "configs": configs,
         "versions": versions, "n-shot": shots, "higher_is_better": better, "n-samples": counts,
         "config": {"model": "abricot-local", "model_args": {"model": model, "backend": record.backend},
+                   "abricot_local": own_provenance(record),
                    "model_sha": record.model.sha256, "batch_size": None, "limit": cfg.limit if cfg else None,
                    "random_seed": seed, "fewshot_seed": seed,
                    "abricot_local_version": prov.abricot_local if prov else None},
