@@ -341,6 +341,8 @@ def test_texts_name_options_by_field_not_by_flag():
 CONFIG_READERS = {
     "analysis/runs.py": "task_options/options_of: the one reading of a recorded task's options (RunTask's config)",
     "analysis/lm_eval_input.py": "an lm-eval output's tasks, as RunTasks with their configs",
+    "analysis/lm_eval_output.py": "an export: the recorded config written whole into lm-eval's config.abricot_local "
+                                  "(the edge lm_eval_input.py reads it back from)",
     "run/request.py": "of_record: the backend's recorded options, parsed by the backend's fields",
 }
 
