@@ -115,16 +115,30 @@ def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
 
 
 def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
-    """The published references of every registered task (or of ``tasks``)."""
-    from abricot_local.tasks import all_task_names, make_task
+    """The published references of every registered task (or of ``tasks``). A task this version does not
+    register (recorded by another version) has none; one named in ``tasks`` whose plugin fails to load, is
+    refused, or whose ``references()`` fails is named (:class:`TaskError`, with its error). With ``tasks``
+    None such a plugin is passed over, so that it blocks no other task's rows (``tasks.broken()`` names it)."""
+    from abricot_local.errors import AbricotError, TaskError
+    from abricot_local.tasks import all_task_names, make_task, task_class
     from abricot_local.tasks.base import TaskOptions
 
+    registered = all_task_names()
     out: list[Reference] = []
-    for name in dict.fromkeys(base_name(t) for t in (tasks if tasks is not None else all_task_names())):
-        try:
-            out.extend(make_task(name, TaskOptions(allow_download=False)).references())
-        except Exception:  # an unknown task recorded by another version has no references here
+    for name in dict.fromkeys(base_name(t) for t in (tasks if tasks is not None else registered)):
+        if name not in registered:  # an unknown task recorded by another version has no references here
             continue
+        try:
+            task = make_task(name, TaskOptions(allow_download=False))
+            out.extend(task.references())
+        except Exception as exc:
+            if tasks is None:
+                continue
+            if isinstance(exc, AbricotError):
+                raise
+            cls = task_class(name)
+            raise TaskError(f"task {name!r} ({cls.__module__}.{cls.__qualname__}): its published rows cannot be "
+                            f"read: {type(exc).__name__}: {exc}; fix the task (or upgrade its package)") from None
     return tuple(out)
 
 
@@ -196,9 +210,13 @@ def reproduced_protocols(text: str, where: str) -> dict[str, tuple[str, ...]]:
         known = "; ".join(source + (f" (or {', '.join(aliases)})" if aliases else "") + ": " +
                           ", ".join(sorted({r.model for r in refs if r.source == source}))
                           for source, aliases in sources.items())
+        from abricot_local.tasks import broken
+
+        unread = "; ".join(broken())
+        unread = f" A task whose rows are not known (refused here) may hold it: {unread}." if unread else ""
         raise UsageError(f"{where}: reproduces {unknown[0]!r} names no published row this version knows."
-                         f"{did_you_mean(unknown[0], parts)} A part is SOURCE: MODEL, among {known}; fix the "
-                         "entry (or remove reproduces) and run again")
+                         f"{did_you_mean(unknown[0], parts)}{unread} A part is SOURCE: MODEL, among {known}; fix "
+                         "the entry (or remove reproduces) and run again")
     return protocols_named(text)
 
 

@@ -183,9 +183,11 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
-    if value is None or _bad(value):
-        diff = math.nan if value is None else value - published
-        return Verdict(UNDEFINED, difference=diff, ci90=NAN2,
+    if value is None:  # the run records no such metric (a published row of a metric its task does not give)
+        return Verdict(UNDEFINED, difference=math.nan, ci90=NAN2,
+                       note="the run has no such metric: its task records none of that name", **base)
+    if _bad(value):
+        return Verdict(UNDEFINED, difference=value - published, ci90=NAN2,
                        note=f"the run's metric is undefined (NaN): {why}" if why else
                        "the run's metric is undefined (NaN: a constant vector)", **base)
     diff = value - published + 0.0

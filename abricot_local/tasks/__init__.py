@@ -4,13 +4,15 @@ Each entry point maps a task name to ``module:Class`` (a :class:`Task`
 subclass); the shipped tasks are registered the same way in pyproject.toml,
 as simonw/llm and pytest find their plugins. A task's ``group`` attribute puts
 it in a group (``--tasks abricot`` runs ``abricot_abs`` and ``abricot_inc``). A task written
-for another version of the task contract (``Task.contract``) is refused by name.
+for another version of the task contract (``Task.contract``), or whose declarations do not hold together
+(:mod:`tasks.contract`), is refused by name, as is a plugin that fails to load: when it is asked for, so that
+it blocks no other task. A plugin cannot take a shipped task's name, nor two plugins one name.
 """
 
 from __future__ import annotations
 
 import functools
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 from abricot_local.errors import TaskError, opt
 from abricot_local.names import did_you_mean
@@ -20,12 +22,50 @@ GROUP = "abricot_local.tasks"
 
 
 @functools.cache
-def _registry() -> dict[str, object]:
-    eps = {ep.name.lower(): ep for ep in entry_points(group=GROUP)}
-    if not eps:
+def _entries() -> tuple[dict[str, EntryPoint], dict[str, str], dict[str, str]]:
+    """(name -> its entry point: the shipped tasks in registration order, then the plugins' by name;
+    name -> why a name two plugins register is refused; name -> why a plugin's entry that takes a
+    shipped task's name is ignored). A package found twice (the same ``module:Class``) is no clash."""
+    shipped: dict[str, EntryPoint] = {}
+    plugins: dict[str, dict[str, EntryPoint]] = {}
+    for ep in entry_points(group=GROUP):
+        name = ep.name.lower()
+        if ep.value.partition(":")[0].split(".")[0] == "abricot_local":
+            shipped.setdefault(name, ep)
+        else:
+            plugins.setdefault(name, {}).setdefault(ep.value, ep)
+    if not shipped and not plugins:
         raise TaskError("no task is registered: abricot-local's entry points are missing "
                         "(install the package: pip install -e .)")
-    return eps
+    registry, clashes, ignored = dict(shipped), {}, {}
+    for name in sorted(plugins):
+        eps = list(plugins[name].values())
+        entries = " and ".join(f"{name} = {ep.value}{_from(ep)}" for ep in eps)
+        if name in shipped:
+            ignored[name] = (f"task plugin entry {entries} is ignored: {name!r} is a task shipped with abricot-local "
+                             "(it runs that one); the plugin must register its task under another name")
+            continue
+        registry[name] = eps[0]
+        if len(eps) > 1:
+            clashes[name] = (f"task {name!r} is registered by several plugins ({entries}): uninstall one of them, "
+                             "or have one register its task under another name")
+    return registry, clashes, ignored
+
+
+def _from(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return f" (package {dist.name})" if dist is not None else ""
+
+
+def _registry() -> dict[str, object]:
+    return _entries()[0]
+
+
+def refused() -> tuple[str, ...]:
+    """Why a plugin's entry is not run: one that takes a shipped task's name (ignored: the shipped task
+    runs), a name several plugins register (refused when that name is used)."""
+    _, clashes, ignored = _entries()
+    return (*clashes.values(), *ignored.values())
 
 
 def split_key(key: str) -> tuple[str, str, str]:
@@ -48,18 +88,30 @@ def without_variant(key: str) -> str:
 
 
 def task_class(name: str) -> type[Task]:
-    """The class of a task name, or of a run's task key (``TASK@PROTOCOL``)."""
+    """The class of a task name, or of a run's task key (``TASK@PROTOCOL``), its contract and its
+    declarations checked (:mod:`tasks.contract`)."""
+    from abricot_local.tasks.contract import checked
+
+    return checked(written_for_today(_loaded(name)))
+
+
+def _loaded(name: str) -> type[Task]:
+    """The class an entry point names, loaded, not yet checked: a :class:`TaskError` naming the plugin
+    when it fails to load, is no Task, or its name is registered by several plugins."""
     name = base_name(name)
     ep = _registry().get(name)
     if ep is None:
         raise _unknown(name)
+    if name in _entries()[1]:
+        raise TaskError(_entries()[1][name])
     try:
         cls = ep.load()
     except Exception as exc:  # a broken plugin names itself
-        raise TaskError(f"task plugin {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
+        raise TaskError(f"task plugin {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}; "
+                        "fix or reinstall its package (or uninstall it)") from None
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise TaskError(f"task plugin {name!r} ({ep.value}) is not a Task subclass")
-    return written_for_today(cls)
+    return cls
 
 
 def written_for_today(cls: type[Task]) -> type[Task]:
@@ -74,15 +126,21 @@ def written_for_today(cls: type[Task]) -> type[Task]:
 
 
 def all_task_names() -> list[str]:
-    """Every registered task, in registration order (shipped first, then plugins by name)."""
+    """Every registered task: the shipped ones in registration order, then the plugins' by name."""
     return list(_registry())
 
 
 @functools.cache
 def groups() -> dict[str, tuple[str, ...]]:
+    """group -> its tasks. A plugin whose class does not load is in none (it is named when it is asked for,
+    or when an unknown name is given: :func:`_unknown`); one that loads and is refused is in its group, so
+    that the group names its refusal."""
     out: dict[str, list[str]] = {}
     for name in all_task_names():
-        group = getattr(task_class(name), "group", None)
+        try:
+            group = getattr(_loaded(name), "group", None)
+        except TaskError:
+            continue
         if group:
             out.setdefault(group.lower(), []).append(name)
     return {g: tuple(v) for g, v in out.items()}
@@ -114,7 +172,29 @@ def declared_choices(option: str) -> tuple[str, ...]:
 
 def _unknown(name: str) -> TaskError:
     known = sorted([*_registry(), *groups()])
-    return TaskError(f"unknown task {name!r}.{did_you_mean(name, known)} Known tasks: {', '.join(known)}")
+    return TaskError(f"unknown task {name!r}.{did_you_mean(name, known)} Known tasks: {', '.join(known)}"
+                     + "".join(f"; {why}" for why in _unloaded()))
+
+
+def _unloaded() -> list[str]:
+    """Why each plugin that does not load fails (its group, if any, is not known)."""
+    return _failures(_loaded)
+
+
+def broken() -> list[str]:
+    """Why each registered task that cannot be run is refused (its plugin does not load, is outdated, or what it
+    declares does not hold together): what a message that could be about its task names (its rows unknown)."""
+    return _failures(task_class)
+
+
+def _failures(load) -> list[str]:
+    out = []
+    for name in _registry():
+        try:
+            load(name)
+        except TaskError as err:
+            out.append(str(err))
+    return out
 
 
 def task_names(spec: str) -> list[str]:
