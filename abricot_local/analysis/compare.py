@@ -38,7 +38,6 @@ from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.metrics import ROW_STATS, require_finite
 from abricot_local.record import Sample
-from abricot_local.tasks import make_task
 
 TOLERANCE = 1e-3  # nats: "numerically close" when every |delta log-prob| is within it
 IDENTICAL, CLOSE, CANNOT_TELL, DIFFERENT, UNTESTED = (
@@ -190,7 +189,7 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
 
 
 def _inputs(run: Run, task: str, samples: Sequence[Sample]):
-    t = make_task(run.task(task).own_key, run.task(task).options)
+    t = run.task(task).instance()  # (a task not registered here: the plugin its run recorded, named)
     return t, {m.name: m for m in t.metric_inputs(samples)}
 
 

@@ -153,11 +153,12 @@ def _same(x, y) -> bool:
 def recompute_entry(record: Record, task: str, samples, where: Path | str) -> TaskCheck:
     """One task's metrics and ``n`` recomputed from ``samples`` (its Sample lines) by the task's
     ``metrics()``, against the record's; a mismatch names the metric (or ``n``)."""
-    from abricot_local.tasks import all_task_names, base_name, make_task
+    from abricot_local.analysis.runs import unknown_task
+    from abricot_local.tasks import make_task
 
-    if base_name(task) not in all_task_names():
-        raise ResultsError(f"{where}: unknown task {task!r} (written by another version?)")
     entry = record.tasks[task]
+    if (err := unknown_task(task, entry, where, record.provenance.abricot_local if record.provenance else None)):
+        raise err
     try:
         fresh = json.loads(json.dumps(make_task(task, options_of(record, task, where)).metrics(list(samples))))
     except KeyError as exc:  # another task's samples (DISCOTEX's metrics read `class`): one line, no traceback

@@ -17,10 +17,11 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis.labels import RunIdentity, task_values, unique_labels
-from abricot_local.errors import ResultsError, UsageError
+from abricot_local.errors import ResultsError, TaskError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import RESULTS, Provenance, Record, Sample, TaskEntry, entry_samples
 from abricot_local.record import settings as recorded
+from abricot_local.record.schema import TaskPlugin
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,57 @@ def task_samples(folder: str | Path, entry: TaskEntry, key: str, *, counted: boo
     return entry_samples(Path(folder), entry, key, counted=counted, fields=fields)
 
 
+def plugin_words(plugin: TaskPlugin) -> str:
+    """A recorded plugin as a message names it: ``plugin rc-italiano 0.1.0 (rc_italiano:ArticoloTask)``."""
+    made = " ".join(x for x in (plugin.package, plugin.version) if x)
+    return f"plugin {made} ({plugin.entry_point})" if made else f"plugin {plugin.entry_point}"
+
+
+def unknown_task(key: str, entry: TaskEntry | None, where: str | Path | None = None,
+                 wrote: str | None = None) -> TaskError | None:
+    """None when the task of a run's task key ``key`` is registered here; else the error a reader that needs its
+    class raises: the plugin the run recorded for it (``entry``, its ``tasks.KEY``: ``plugin``) and how to get it,
+    or, where the run records none (a task another abricot-local shipped, or a run written before runs recorded
+    their plugins), what wrote the run (``wrote``: its ``provenance.abricot_local``). ``where``: the run, named."""
+    from abricot_local.tasks import all_task_names, base_name
+
+    name = base_name(key)
+    if name in all_task_names():
+        return None
+    plugin = entry.plugin if entry is not None else None
+    if plugin is not None and plugin.package:
+        pin = f"{plugin.package}=={plugin.version}" if plugin.version else plugin.package
+        how = f"recorded by {plugin_words(plugin)}: install it to read this run (pip install '{pin}')"
+    elif plugin is not None:
+        how = (f"recorded by {plugin_words(plugin)}, an entry point of no installed package: register that class "
+               "(entry-point group abricot_local.tasks) to read this run")
+    else:
+        how = ("the run records no plugin for it (a task another abricot-local shipped, or a run written before "
+               f"runs recorded their tasks' plugins{f'; written by abricot-local {wrote}' if wrote else ''}): "
+               "install the package that provides it to read this run")
+    run = f" in {where}" if where is not None else ""
+    return TaskError(f"unknown task {name!r}{run}: {how}. Tasks here: {', '.join(sorted(all_task_names()))}")
+
+
+def require_tasks(record: Record, where: str | Path | None = None) -> None:
+    """Every task ``record`` ran registered here (a reader that builds each one: `check`, `kld`, `merge`), else
+    :func:`unknown_task`'s error for the first that is not."""
+    wrote = record.provenance.abricot_local if record.provenance is not None else None
+    for key, entry in record.tasks.items():
+        if (err := unknown_task(key, entry, where, wrote)) is not None:
+            raise err
+
+
 def check_recorded_options(record: Record, where: str | Path) -> None:
-    """Every option ``record`` holds read by its field, as a re-scoring reads them (`check`, `kld`): the run's
-    task options, each task's (its config over the run's) and its backend's; a value of the wrong type is
-    a ResultsError naming ``where`` (the run's folder) and the key. A backend not known here is left to
-    the reader that opens it."""
+    """Every option ``record`` holds read by its field, as a re-scoring reads them (`check`, `kld`, `merge`): the
+    run's task options, each task's (its config over the run's) and its backend's; a value of the wrong type is
+    a ResultsError naming ``where`` (the run's folder) and the key. A task not registered here is a TaskError
+    naming the plugin the run recorded for it (:func:`require_tasks`: a re-scoring builds every task); a backend
+    not known here is left to the reader that opens it."""
     from abricot_local.backends import BACKENDS, options_class
     from abricot_local.record.codec import Invalid, check_options
 
+    require_tasks(record, where)
     options_of(record, None, where)
     for task in record.tasks:
         options_of(record, task, where)
@@ -124,9 +168,12 @@ class RunTask:
         return task_options(self.config, self.folder, self.own_key, own)
 
     def instance(self):
-        """The task instance it ran as (its own key, its options; its data found where `run` finds it)."""
+        """The task instance it ran as (its own key, its options; its data found where `run` finds it); a task not
+        registered here names the plugin its entry recorded (:func:`unknown_task`)."""
         from abricot_local.tasks import make_task
 
+        if (err := unknown_task(self.own_key, self.entry, self.folder)) is not None:
+            raise err
         return make_task(self.own_key, self.options)
 
     def renamed(self, name: str) -> RunTask:

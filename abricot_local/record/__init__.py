@@ -12,13 +12,14 @@ from abricot_local.record.samples import (Sample, check_line, check_rows, entry_
                                           run_samples, samples_path)
 from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, DataFile, Manifest, Model,
                                          Provenance, Published, PublishedCheck, Record, RunConfig, Settle,
-                                         SettleLook, SettleQuestion, SkippedTask, TaskEntry, metric_items)
+                                         SettleLook, SettleQuestion, SkippedTask, TaskEntry, TaskPlugin,
+                                         metric_items)
 
 __all__ = [
     "CHECKPOINT", "RESULTS", "RUN_MANIFEST", "SCHEMA_VERSION", "Bootstrap", "ChatWrap", "DataFile", "Manifest",
     "Model", "Provenance", "Published", "PublishedCheck", "Record", "RunConfig", "Sample", "Settle", "SettleLook",
     "SettleQuestion", "SkippedTask",
-    "TaskEntry", "check_line", "check_rows", "entry_samples", "growth", "metric_items", "parse_samples", "run_samples",
+    "TaskEntry", "TaskPlugin", "check_line", "check_rows", "entry_samples", "growth", "metric_items", "parse_samples", "run_samples",
     "samples_path", "read_manifest", "read_record", "read_run", "read_samples",
     "record_from_json", "resume_refusal", "to_json", "write_manifest", "write_record",
 ]

@@ -237,6 +237,16 @@ class Settle(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskPlugin(Section):
+    """The plugin that registered a task's class (`tasks.<name>.plugin`): what a reader without it installs."""
+
+    entry_point: str = spec("the class its entry point names (`module:Class`, group `abricot_local.tasks`)")
+    package: str | None = spec("the distribution that declares the entry point (its `pip install` name; `null`: "
+                               "registered by no installed distribution)", default=None)
+    version: str | None = spec("that distribution's version (`importlib.metadata`)", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskEntry(Section):
     """One task's results (`tasks.<name>`)."""
 
@@ -264,6 +274,9 @@ class TaskEntry(Section):
                                  default=None, write="set")
     sequential: Settle | None = spec("`--until-settled`: the stopping rule and every look (below); the run's "
                                      "verdict on the rows it waited for", default=None, write="set")
+    plugin: TaskPlugin | None = spec("the plugin whose class scored the task; absent for a task abricot-local "
+                                     "ships (`provenance.abricot_local` names it) and in runs written before "
+                                     "tasks recorded it", default=None, write="set")
 
     def metric_items(self) -> list[tuple[str, float, tuple[float, float] | None]]:
         return metric_items(self.metrics)
@@ -378,5 +391,5 @@ class Record(Section):
 
 
 # the order the sections are documented in (docs/RESULTS.md)
-SECTIONS = (Record, Model, RunConfig, Manifest, Provenance, Kernels, Device, Bootstrap, ChatWrap, TaskEntry, DataFile,
-            Settle, SettleQuestion, SettleLook, SkippedTask, Published, PublishedCheck)
+SECTIONS = (Record, Model, RunConfig, Manifest, Provenance, Kernels, Device, Bootstrap, ChatWrap, TaskEntry, TaskPlugin,
+            DataFile, Settle, SettleQuestion, SettleLook, SkippedTask, Published, PublishedCheck)

@@ -204,10 +204,14 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
     cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
     text = pd.DataFrame(rows, columns=cols).fillna("")
-    unpublished = [t for t in tasks if t not in {b.instance for b in report.baselines}]
-    title = "Runs and published results (value [95% CI])" if report.baselines else \
-        "Runs (value [95% CI]); no published results exist for these tasks"
-    if report.baselines and unpublished:
+    listed, checked = {b.instance for b in report.baselines}, {rc.check.task for rc in report.checks}
+    recorded = [t for t in tasks if t in checked and t not in listed]  # published values a run recorded only
+    unpublished = [t for t in tasks if t not in listed and t not in checked]
+    title = "Runs and published results (value [95% CI])" if report.baselines else "Runs (value [95% CI])" \
+        if recorded else "Runs (value [95% CI]); no published results exist for these tasks"
+    if recorded:  # their task here lists none (not installed, or another version): the runs' verdicts below say them
+        title += f"; the published values of {', '.join(recorded)} are those the runs recorded (below)"
+    if (report.baselines or recorded) and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
     out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
     if report.checks:

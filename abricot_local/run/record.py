@@ -18,7 +18,7 @@ from abricot_local.errors import opt, recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words, few_words
 from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
                                   RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
-from abricot_local.record.schema import check_metrics
+from abricot_local.record.schema import TaskPlugin, check_metrics
 from abricot_local.run.owned import samples_name
 from abricot_local.run.plan import Plan
 from abricot_local.tasks.selection import TaskRun
@@ -115,6 +115,22 @@ def warnings_of(plan: Plan, task_results: list) -> tuple[tuple[str, str], ...]:
                  for w in task_warnings(plan, run, res))
 
 
+def task_plugin(key: str) -> TaskPlugin | None:
+    """The plugin that registered the task of run key ``key`` (tasks.GROUP's entry point, its distribution's name
+    and version: importlib.metadata), or None for a task this package ships (its class in abricot_local: the
+    record's ``provenance.abricot_local`` names it). An entry point of no distribution (made in-process) records
+    itself alone."""
+    from abricot_local.tasks import _registry, base_name
+
+    ep = _registry().get(base_name(key))
+    if ep is None or ep.module.split(".")[0] == __name__.split(".")[0]:
+        return None
+    dist = getattr(ep, "dist", None)  # None: an entry point made in-process, of no distribution
+    meta = dist.metadata if dist is not None else None
+    return TaskPlugin(entry_point=ep.value, package=meta["Name"] if meta else None,
+                      version=meta["Version"] if meta else None)
+
+
 def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
     """One task's results as results.json records them (the task's metrics checked at this edge)."""
     metrics = as_json(res.metrics)
@@ -126,7 +142,7 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         chance=dict(run.task.chance),
         warnings=tuple(recorded(w) for w in (*run.notes, *task_warnings(plan, run, res))),
         sampled=run.sampled,  # config's sample is as given; this is what was drawn
-        available=run.available or None)
+        available=run.available or None, plugin=task_plugin(res.name))
 
 
 def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, *, settled: dict | None = None) -> Record:
