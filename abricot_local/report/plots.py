@@ -104,16 +104,62 @@ def _field(sample, name: str, run: Run, task: str) -> float:
     return value
 
 
+def _metric_input(run: Run, task: str, samples, figure: Figure):
+    """The per-item inputs of ``figure.metric`` (the task's :class:`MetricInput`): what the metric correlates,
+    its model side (``x``) against the sample field ``figure.x`` (its ``y``); else an error naming why not."""
+    from abricot_local.errors import AbricotError
+
+    where = f"{run.path} {task}: the figure's metric {figure.metric}"
+    try:
+        inputs = run.task(task).instance().metric_inputs(list(samples))
+    except AbricotError as err:
+        raise ResultsError(f"{where}: its inputs cannot be made ({err.raw().splitlines()[0]})") from None
+    found = next((m for m in inputs if m.name == figure.metric), None)
+    if found is None:
+        raise ResultsError(f"{where} is not one of the metrics the task gives inputs of (metric_inputs: "
+                           f"{', '.join(m.name for m in inputs) or 'none'}): nothing to plot it from")
+    if not len(found.x) == len(found.y) == len(samples):
+        raise ResultsError(f"{where}: its inputs hold {len(found.x)} and {len(found.y)} values for {len(samples)} "
+                           "items (metric_inputs gives one per sample)")
+    return found
+
+
+def _side_name(samples, values: np.ndarray) -> str:
+    """The task's own sample field holding ``values`` (a metric's model side), or ""."""
+    for name in (samples[0].fields if samples else {}):
+        got = [s.fields.get(name) for s in samples]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in got) and \
+                np.array_equal(np.array(got, dtype=float), values, equal_nan=True):
+            return name
+    return ""
+
+
 def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") -> tuple[Path, list[str]]:
-    """The prediction (pred + 1, jittered) against the sample field ``figure.x``, one dot per item
-    (an item whose field is NaN or infinite is left out, and counted in the notes returned)."""
+    """What ``figure.metric`` correlates, one dot per item: its model side (the task's MetricInput ``x``)
+    against the sample field ``figure.x``, which must be the metric's other side (its ``y``); with no
+    metric, the model's choice (pred + 1). A side that is the choice is drawn jittered over the choices.
+    An item whose value is NaN or infinite is left out, and counted in the notes returned."""
     samples = run.samples_of(task)
     human = np.array([_field(s, figure.x, run, task) for s in samples], dtype=float)
-    pred = np.array([s.pred + 1 for s in samples], dtype=float)
-    jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred))
-    keep = np.isfinite(human)
-    notes = [] if keep.all() else [f"{path.name}: {int((~keep).sum())} item(s) with a non-finite {figure.x} "
-                                   "not drawn"]
+    choice = np.array([s.pred + 1 for s in samples], dtype=float)
+    pred, side = choice, ""
+    if figure.metric:
+        inp = _metric_input(run, task, samples, figure)
+        if not np.array_equal(np.asarray(inp.y, dtype=float), human, equal_nan=True):
+            raise ResultsError(f"{run.path} {task}: {figure.metric} correlates its model side with another "
+                               f"vector than the sample field {figure.x}: a scatter against {figure.x} would not "
+                               f"show it (the figure's x must be the metric's MetricInput y)")
+        pred = np.asarray(inp.x, dtype=float)
+        side = "" if np.array_equal(pred, choice) else _side_name(samples, pred)
+    is_choice = np.array_equal(pred, choice)
+    jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, len(pred)) if is_choice \
+        else np.zeros(len(pred))
+    y_name = "the model's choice" if is_choice else side or f"{figure.metric}'s model side"
+    x_bad = ~np.isfinite(human)
+    y_bad = ~np.isfinite(pred) & ~x_bad
+    notes = [f"{path.name}: {int(bad.sum())} item(s) with a non-finite {name} not drawn"
+             for bad, name in ((x_bad, figure.x), (y_bad, y_name)) if bad.any()]
+    keep = ~(x_bad | y_bad)
     human, pred, jitter = human[keep], pred[keep], jitter[keep]
     m = {x.name: x for x in run.metric_values if x.task == task}
     cont, main = m.get(figure.metric), m.get(primary)
@@ -121,17 +167,21 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
     fig = _new_figure(6.0, 4.6)
     ax = fig.add_subplot()
     ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
-    ax.set_ylim(0.5, n_choices + 0.5)
-    ax.set_yticks(list(range(1, n_choices + 1)))
+    if is_choice:
+        ax.set_ylim(0.5, n_choices + 0.5)
+        ax.set_yticks(list(range(1, n_choices + 1)))
     ax.set_xlabel(figure.x_label or figure.x)
-    ax.set_ylabel(f"model's choice (1-{n_choices}, jittered)")
+    ax.set_ylabel(f"model's choice (1-{n_choices}, jittered)" if is_choice else
+                  f"{side} ({figure.metric}'s model side)" if side else y_name)
     ax.grid(alpha=0.3)
-    lines = [f"{_title(run)} - {task} (n={len(samples)})",
-             f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}"]
+    lines = [f"{_title(run)} - {task} (n={len(samples)})"]
+    if figure.metric:
+        lines.append(f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}")
     if main is not None and primary != figure.metric:
         lines.append(f"{primary} (the task's main metric): {_ci_text(main.value, main.ci)}")
-    if notes:
-        lines.append(f"{int((~keep).sum())} item(s) not drawn: {figure.x} is not finite")
+    for bad, name in ((x_bad, figure.x), (y_bad, y_name)):
+        if bad.any():
+            lines.append(f"{int(bad.sum())} item(s) not drawn: {name} is not finite")
     ax.set_title("\n".join(lines), fontsize=9, loc="left")
     return _save(fig, path), notes
 

@@ -138,11 +138,12 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                     r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
     from abricot_local.analysis.baselines import reproduced_protocols
-    from abricot_local.tasks.selection import select
+    from abricot_local.tasks.selection import Count, select
 
     named = reproduced_protocols(located.reproduces, located.entry) if tasks and not r.task_keys else {}
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
-                           sample=r.sample, shard=r.shard, dry=dry) if tasks else ((), ())
+                           sample=r.sample, shard=r.shard, dry=dry,  # --until-settled: its sample is its bound
+                           count=Count.BOUND if r.settle.on else Count.SAMPLE) if tasks else ((), ())
     if before_download is not None and not dry and located.pending is not None:
         before_download(Plan(located, None, located.backend, located.options(r.given), r.task_options, tuple(runs),
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))

@@ -28,7 +28,7 @@ from abricot_local.analysis import sequential as sq
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import RESULTS, Record, Sample, TaskEntry, read_run
 from abricot_local.record.schema import Settle
-from abricot_local.tasks.selection import prepare
+from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.settle_record import stopped
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
@@ -288,10 +288,11 @@ def costed(plan, model, pairs: Pairs | None = None):
 
 def stopped_plan(plan, n: int):
     """``plan`` as the ``--sample n`` plan of the items it scored: its runs, their notes and draws as a fresh
-    ``--sample n`` run makes them (tasks.selection.prepare)."""
+    ``--sample n`` run makes them (tasks.selection.prepare), save that a task holding fewer than ``n`` items is
+    noted as stopped at its look of ``n`` (tasks.selection.Count.LOOK), not as a ``--sample`` asked for."""
     runs = []
     for run in plan.runs:
-        fresh = prepare([run.task], None, n)[0]
+        fresh = prepare([run.task], None, n, count=Count.LOOK)[0]
         keep = {it.id for it in fresh.items}
         runs.append(replace(run, items=tuple(it for it in run.items if it.id in keep), sampled=fresh.sampled,
                             notes=fresh.notes))

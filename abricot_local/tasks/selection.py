@@ -5,6 +5,7 @@ items after --limit, --sample and --shard (:func:`select`: run/plan.py's one cal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 from functools import lru_cache
 from typing import Sequence
 
@@ -16,6 +17,26 @@ from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
+
+
+class Count(Enum):
+    """What asked for the ``sample`` items :func:`prepare` takes of each task (its note names it when a task holds
+    fewer): ``--sample N``; ``--until-settled``'s bound (``--max-items N``, or ``--sample N`` with it: run/request.py
+    maps it onto the sample); the look a ``--until-settled`` run stopped at (run/settle.py), which no option named."""
+
+    SAMPLE = "sample"
+    BOUND = "bound"
+    LOOK = "look"
+
+    def beyond(self, n: int, available: int) -> str:
+        """The note of a task holding fewer than the ``n`` items asked this way: all ``available`` taken."""
+        if self is Count.LOOK:
+            return (f"{opt('until_settled', True)} stopped at its look of {n} items, more than the task has: "
+                    f"all {available} were scored")
+        if self is Count.BOUND:
+            return (f"{opt('max_items', n)} ({opt('until_settled', True)}'s bound) asks for more items than the task "
+                    f"has: at most all {available} are scored")
+        return f"{opt('sample', n)} asks for more items than the task has: all {available} were scored"
 
 
 @dataclass(frozen=True)
@@ -56,17 +77,19 @@ class Skipped:
 
 def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ...] = (),
            named: dict[str, tuple[str, ...]] | None = None, limit: int | None = None, sample: int | None = None,
-           shard=None, dry: bool = False) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
+           shard=None, dry: bool = False, count: Count = Count.SAMPLE) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
     """The task runs of a plan: ``keys`` (a recorded run's instances, as they were), else the tasks of
     ``spec`` (--tasks) under the protocols ``named`` and the variants asked, their items selected (``shard``:
     a run.request.Shard). A run skips a task whose data is not here (no --tasks given) or fetches it; a
-    ``dry`` plan fetches nothing and keeps every task, one without its data with its problem."""
+    ``dry`` plan fetches nothing and keeps every task, one without its data with its problem. ``count``: what
+    asked for ``sample`` (:class:`Count`), named when a task holds fewer items."""
     if keys:
-        return prepare([make_task(k, options) for k in keys], limit, sample, shard), ()
+        return prepare([make_task(k, options) for k in keys], limit, sample, shard, count), ()
     refuse_empty(spec)
     if not dry:
         chosen, skipped = select_tasks(spec, options)
-        return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard), skipped
+        return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard,
+                       count), skipped
     options = replace(options, allow_download=False)
     names = task_names(spec) if spec else all_task_names()
     refuse_unused([task_class(n) for n in names], options)
@@ -74,7 +97,7 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
     runs = []
     for task in instances([make_task(n, options) for n in names], named, options.prompt_variant, options.protocol):
         try:
-            runs += prepare([task], limit, sample, shard)
+            runs += prepare([task], limit, sample, shard, count)
         except MissingDataError as err:
             if spec and (options.data_dir or options.data_for(task.data.key, task.name)):
                 raise  # a task named whose data was given and is not there: the run refuses it too (no download)
@@ -163,18 +186,20 @@ def dealt(positions: Sequence[int], available: int, seed: int) -> tuple[int, ...
     return tuple(sorted(range(len(positions)), key=lambda i: rank[positions[i]]))
 
 
-def prepare(tasks, limit: int | None, sample: int | None = None, shard=None) -> list[TaskRun]:
+def prepare(tasks, limit: int | None, sample: int | None = None, shard=None,
+            count: Count = Count.SAMPLE) -> list[TaskRun]:
     """Build every task's items, checking ids are unique: the first ``limit`` in release
     order, or the ``sample`` first of the task's seeded order (:func:`kept`: kept in release
     order); then the shard's part of those (``shard``: a run.request.Shard, dealt in the nested order:
-    :func:`dealt`, :meth:`TaskRun.sharded`)."""
+    :func:`dealt`, :meth:`TaskRun.sharded`). A task holding fewer than ``sample`` items is noted, naming what
+    asked for them (``count``)."""
     runs = []
     for task in tasks:
         every = task.items()
         available = len(every)
         notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
         if sample is not None and sample > available:
-            notes += (f"{opt('sample', sample)} asks for more items than the task has: all {available} were scored",)
+            notes += (count.beyond(sample, available),)
         positions = kept(available, task.options.seed, limit, sample)
         items = [every[p] for p in positions]
         if not items:
