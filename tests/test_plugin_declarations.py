@@ -153,3 +153,16 @@ def test_a_published_row_of_a_metric_the_run_lacks_says_so():
     assert v.kind == reproduction.UNDEFINED and "no such metric" in v.note and "constant" not in v.note
     nan = reproduction.judge(float("nan"), None, 0.3, 0.05, n=10, total=10)
     assert "constant vector" in nan.note
+
+
+def test_every_task_skips_a_broken_plugin_with_its_reason_and_runs_the_others(plugins):
+    """No --tasks: a plugin that fails to load is skipped, said with its error (not `no data`), as a task without
+    its data is; the shipped tasks whose data is given run."""
+    from conftest import FIXTURE
+
+    plugins(broken=f"{HERE}_missing:Task")
+    chosen, skipped = select_tasks(None, TaskOptions(data=(("abricot", str(FIXTURE)),)))
+    (bad,) = [s for s in skipped if s.task == "broken"]
+    assert "failed to load" in bad.said and bad.said != "no data" and "uninstall" in bad.how
+    assert all(s.said == "no data" for s in skipped if s.task != "broken")
+    assert [t.name for t in chosen] == ["abricot_abs", "abricot_inc"]

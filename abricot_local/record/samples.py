@@ -110,21 +110,28 @@ def problem(s: Sample) -> str | None:
 
 def unwritable(s: Sample) -> str | None:
     """What keeps a sample a task built from being written as strict JSON: a NaN or infinite float
-    in its own fields (a reader takes such a line, written by an earlier version: plots name it)."""
+    in its own fields (a reader takes such a line, written by an earlier version: plots name it), or a
+    value JSON has not (a NumPy number a task's ``sample()`` added)."""
     for key, value in s.extra.items():
         where = _not_finite(value, key)
+        if where and where[1]:
+            return f"{where[0]} is not a finite number: JSON has no NaN or Infinity (null says \"none\")"
         if where:
-            return f"{where} is not a finite number: JSON has no NaN or Infinity (null says \"none\")"
+            return f"{where[0]} is not a JSON value (a string, number, boolean, null, list or object)"
     return None
 
 
-def _not_finite(value, key: str) -> str | None:
-    """Where in ``value`` (a task's field, JSON) a float is NaN or infinite, or None."""
+def _not_finite(value, key: str) -> tuple[str, bool] | None:
+    """Where in ``value`` (a task's field) a float is NaN or infinite (``(where, True)``), or a value is not
+    JSON (``(where, False)``), or None."""
     stack = [(value, key)]
     while stack:
         v, at = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
-            return f"{at} ({v!r})"
+            return f"{at} ({v!r})", True
+        if not (v is None or isinstance(v, (str, int, float, list, tuple, dict))) or \
+                isinstance(v, dict) and any(not isinstance(k, str) for k in v):
+            return f"{at} (a {type(v).__module__}.{type(v).__qualname__})", False
         if isinstance(v, dict):
             stack.extend((x, f"{at}.{k}") for k, x in v.items())
         elif isinstance(v, (list, tuple)):
@@ -151,14 +158,26 @@ def check_fields(sample: Sample, where: str, task: str, fields: Mapping[str, Any
     """Refuse a read sample that lacks one of the task's own fields its metrics read (``fields``: each
     one's type, as :mod:`record.codec` reads it; the task declares them: ``Task.sample_fields``) or
     holds one of another type; ``where`` names the file and the line."""
+    found = field_problem(sample, fields)
+    if found and found[1] is None:
+        raise ResultsError(f"{where}: the samples of task {task} lack its field {found[0]!r} (id {sample.id!r}): "
+                           "the file holds another task's samples, or was changed")
+    if found:
+        raise ResultsError(f"{where} is malformed (id {sample.id!r}): {found[1]}")
+
+
+def field_problem(sample: Sample, fields: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The first of a task's own ``fields`` (``Task.sample_fields``: each one's type) that ``sample`` lacks
+    (``(name, None)``) or holds of another type (``(name, what is wrong)``), or None: the one rule its readers
+    (:func:`check_fields`) and its writer (run/folder.py, before a sample is written) keep."""
     for name, tp in fields.items():
         if name not in sample.extra:
-            raise ResultsError(f"{where}: the samples of task {task} lack its field {name!r} (id {sample.id!r}): "
-                               "the file holds another task's samples, or was changed")
+            return name, None
         try:
             parse(tp, sample.extra[name], name)
         except Invalid as err:
-            raise ResultsError(f"{where} is malformed (id {sample.id!r}): {err.raw()}") from None
+            return name, err.raw()
+    return None
 
 
 def _key(s: Sample) -> str:

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from abricot_local.errors import NoSpaceError, ResultsError, opt
+from abricot_local.errors import NoSpaceError, ResultsError, TaskError, opt
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
 from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, samples_name
 from abricot_local.run.states import items_text, saved_counts, saved_ids
@@ -37,7 +37,9 @@ from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
                                   write_record)
+from abricot_local.record.samples import field_problem
 from abricot_local.run.resume import finished_run, reopen
+from abricot_local.tasks import base_name, task_class
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 def _failed_before_first_item(path: Path) -> bool:
@@ -88,6 +90,7 @@ class OutputDir:
         self._made: list[Path] = []  # folders acquire() created, deepest first
         self.growing: Manifest | None = None  # the manifest of a --resume that grows the finished run here
         self.afresh = False  # check() took a folder whose run failed with nothing saved: started anew
+        self._declared: dict[str, tuple[Mapping, str]] = {}  # task key -> (its sample_fields, its class)
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -200,7 +203,8 @@ class OutputDir:
 
     def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
-        check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written
+        check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written:
+        self._own_fields(task, sample)                          # its lines, and the fields the task declares
         if self.growing is not None:
             reopen(self.path, self.growing)
             self.growing = None
@@ -220,6 +224,27 @@ class OutputDir:
             if fh is not None:
                 close_own(self._handles.pop(task, fh))
             raise write_error(path, exc) from None
+
+    def _own_fields(self, task: str, sample: Sample) -> None:
+        """Refuse a sample of ``task`` (its key) that lacks a field its task declares (``sample_fields``: what its
+        metrics read) or holds one of another type: the rule every reader keeps (record.field_problem; a task not
+        known here declares none, as its readers take it), so a run never writes a file they refuse."""
+        if task not in self._declared:
+            try:
+                kind = task_class(task)
+                self._declared[task] = (kind.sample_fields, f"{kind.__module__}.{kind.__qualname__}")
+            except TaskError:
+                self._declared[task] = ({}, "")
+        fields, plugin = self._declared[task]
+        found = field_problem(sample, fields)
+        if found:
+            name, why = found
+            tp = fields[name]
+            declared = f"its sample_fields declare {name} {getattr(tp, '__name__', tp)}"
+            raise TaskError(f"task {base_name(task)!r} ({plugin}) made a sample its readers would refuse (item "
+                            f"{sample.id!r}): " + (f"it lacks the field {name!r} ({declared})" if why is None
+                                                   else f"{why} ({declared})")
+                            + "; nothing of it was written: mend the task's items() or sample()")
 
     # -- state shown to ls and `runs` ------------------------------------------------------
     def running(self, totals: dict[str, int]) -> None:
@@ -274,6 +299,8 @@ class OutputDir:
         samples are checked first as a reader will (record.samples), their count against ``n``."""
         for task, rows in samples.items():
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
+            for row in rows:
+                self._own_fields(task, row)
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
         path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies

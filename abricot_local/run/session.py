@@ -148,7 +148,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) ->
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         for s in plan.skipped:
-            hooks.warn(f"skipped {s.task}: no data ({s.how})")
+            hooks.warn(f"skipped {s.task}: {s.said} ({s.how})")
         for r in plan.runs:
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")

@@ -44,6 +44,7 @@ import numpy as np
 from abricot_local.core import Request, Scored, argmax, cached_prefix
 from abricot_local.errors import DataError, MissingDataError
 from abricot_local.record.samples import Sample
+from abricot_local.tasks import item_check
 from abricot_local.tasks.options import TaskOptions
 
 CONTRACT = 2  # the task contract's version: 2, samples are record.Sample (1 took dicts: no longer run)
@@ -62,6 +63,10 @@ class Item:
     gold: int
     fields: dict[str, Any] = field(default_factory=dict, compare=False)  # extra sample fields
     parse_special: bool = False
+
+    def __post_init__(self):  # checked as made (tasks/item_check.py): NumPy scalars taken as Python values
+        for name, value in item_check.checked(self).items():
+            object.__setattr__(self, name, value)
 
     @property
     def prefix(self) -> str:
@@ -180,8 +185,8 @@ class Figure:
     """A figure that suits a task's metrics, drawn by report/plots.py for each run.
 
     ``kind``: ``"confusion"`` (gold against prediction over the choices) or
-    ``"scatter"`` (sample field ``x`` against the prediction + 1); ``metric``
-    is quoted in the title.
+    ``"scatter"``: ``metric``'s model side (its MetricInput's ``x``) against sample field ``x`` (its ``y``),
+    the metric's value in the title; with no ``metric``, the prediction + 1 against ``x``.
     """
 
     kind: str
@@ -233,6 +238,12 @@ class Task(ABC):
     # a family not declared: the family's ratio over every task's text (run/chars_per_token.py)
     chars_per_token: dict[str, float] = {}
     data: DataSpec
+
+    def __init_subclass__(cls, **kwargs):
+        """A task's own ``items()`` names the task and its class in an item's refusal (item_check.ItemError)."""
+        super().__init_subclass__(**kwargs)
+        if "items" in cls.__dict__:
+            cls.items = item_check.naming(cls.__dict__["items"])
 
     def __init__(self, options: TaskOptions):
         if options.prompt_variant is None and self.prompt_variants and \

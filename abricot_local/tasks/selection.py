@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from abricot_local.errors import DataError, DownloadError, MissingDataError, UsageError, opt
+from abricot_local.errors import DataError, DownloadError, MissingDataError, TaskError, UsageError, opt
 from abricot_local.tasks import all_task_names, groups, make_task, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
@@ -68,11 +68,13 @@ class TaskRun:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A task left out of a run with no --tasks: why, and the command that gets its data."""
+    """A task left out of a run with no --tasks: why, and the command that gets its data (or mends it); ``said``,
+    the few words a run says it with (``skipped TASK: SAID (HOW)``)."""
 
     task: str
     reason: str
     how: str
+    said: str = "no data"
 
 
 def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ...] = (),
@@ -242,7 +244,11 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
         return [make_task(n, options) for n in names], ()
     chosen, skipped, errors = [], [], []
     for name in all_task_names():
-        task = make_task(name, options)
+        try:
+            task = make_task(name, options)
+        except TaskError as err:  # a broken or outdated plugin: skipped with its reason, as a task without data is
+            skipped.append(Skipped(name, err.raw(), "fix, upgrade or uninstall its package", said=err.raw()))
+            continue
         try:
             task.data_path()
             chosen.append(task)
