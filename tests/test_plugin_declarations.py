@@ -166,3 +166,18 @@ def test_every_task_skips_a_broken_plugin_with_its_reason_and_runs_the_others(pl
     assert "failed to load" in bad.said and bad.said != "no data" and "uninstall" in bad.how
     assert all(s.said == "no data" for s in skipped if s.task != "broken")
     assert [t.name for t in chosen] == ["abricot_abs", "abricot_inc"]
+
+
+def test_tasks_and_lm_eval_matching_name_a_broken_plugin_and_go_on(plugins):
+    """`tasks` says a broken plugin is not run here (why), not that its data is missing; matching an lm-eval
+    output's tasks passes it over."""
+    from abricot_local.analysis.lm_eval_match import _candidates as candidates
+    from abricot_local.console.listings import data_status, tasks_text
+    from abricot_local.tasks.catalog import task_catalog
+
+    plugins(broken=f"{HERE}_missing:Task")
+    rows = {r["name"]: r for r in task_catalog()}
+    assert "failed to load" in rows["broken"]["error"] and data_status(rows["broken"]).startswith("not run here: ")
+    text = tasks_text(list(rows.values()))
+    assert "broken: not run here: task plugin 'broken'" in text and "discotex: DISCOTEX" in text
+    assert any(key == "discotex" for key, _ in candidates("discotex_card", None, None))

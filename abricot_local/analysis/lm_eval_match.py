@@ -133,12 +133,16 @@ def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[t
     (keyed as `run --prompt-variant V` keys one; :func:`apart` names apart two variants of one task);
     lm-eval's few-shot seed after the default."""
     from abricot_local.core import DEFAULT_SEED
+    from abricot_local.errors import TaskError
     from abricot_local.tasks import all_task_names, task_class
 
     names = sorted(all_task_names(), key=lambda n: n not in lm_task.lower())
     for s in dict.fromkeys([DEFAULT_SEED, DEFAULT_SEED if seed is None else seed]):
         for name in names:
-            cls = task_class(name)
+            try:
+                cls = task_class(name)
+            except TaskError:  # a broken plugin: no lm-eval task is it (it is named where it is asked for)
+                continue
             keys = [name, *(f"{name}@{p.name}" for p in cls.protocols[1:])]
             for n in dict.fromkeys([None, shots]):
                 for key in keys:

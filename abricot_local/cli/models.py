@@ -71,7 +71,8 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     from abricot_local.models.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
-    facts["tasks"] = [{k: r[k] for k in ("name", "group", "items", "data_path", "data_note")} for r in task_catalog()]
+    facts["tasks"] = [{k: r.get(k) for k in ("name", "group", "items", "data_path", "data_note", "error")}
+                      for r in task_catalog()]
     echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts))
 
 

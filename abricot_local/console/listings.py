@@ -78,7 +78,10 @@ def on_machine_lines(rows: list[dict]) -> list[str]:
 
 
 def data_status(row: dict) -> str:
-    """A task's data, from a catalog row: where it was found (and its items), or how to get it."""
+    """A task's data, from a catalog row: where it was found (and its items), or how to get it; a task that is not
+    run here (its plugin broken): why."""
+    if row.get("error"):
+        return f"not run here: {row['error']}"
     if row.get("data_path"):
         items = f" ({row['items']} items)" if row.get("items") is not None else ""
         note = f"; {row['data_note']}" if row.get("data_note") else ""  # found, but unreadable: why
@@ -147,8 +150,13 @@ def _command(cmd: str) -> str:
 
 
 def tasks_text(rows: list[dict]) -> str:
+    from abricot_local.tasks import refused
+
     lines = []
     for r in rows:
+        if r.get("error"):  # a plugin that does not load, is outdated or declares what does not hold together
+            lines += [f"{r['name']}: not run here: {r['error']}", f"  from: {r['plugin']}"]
+            continue
         chance = ", ".join(f"{k} {v:g}" for k, v in r["chance"].items()) or "n/a"
         refs = r["references"]
         sources = f" ({', '.join(sorted({x['source'] for x in refs}))})" if refs else ""
@@ -162,6 +170,7 @@ def tasks_text(rows: list[dict]) -> str:
                   f"  from: {r['plugin']}"]
     for g in sorted({r["group"] for r in rows if r["group"]}):
         lines.append(f"group {g}: {', '.join(r['name'] for r in rows if r['group'] == g)}")
+    lines += [f"plugin entry not run: {why}" for why in refused()]  # a shipped task's name taken, a name twice
     return "\n".join(lines)
 
 

@@ -19,8 +19,8 @@ def task_catalog(data: tuple[tuple[str, str], ...] = (), data_dir: str | None = 
                "data_path": None, "data_note": "", "options": [], "prompt_variants": [], "choices": {}}
         try:
             task = make_task(name, options)
-        except AbricotError as err:
-            rec["data_note"] = str(err)
+        except AbricotError as err:  # a plugin that does not load, is outdated or declares what does not hold
+            rec["error"] = str(err)
             rows.append(rec)
             continue
         rec.update(group=task.group, description=task.description, metrics=list(task.metric_names),
