@@ -26,8 +26,11 @@ def merge(shards: tuple[str, ...], out: str) -> None:
 @click.argument("out", type=click.Path())
 @click.option("--sample", type=click.IntRange(min=1), default=None,
               help="Re-score only N items, drawn with the run's seed.")
-@click.option("--atol", type=FiniteRange(min=0), default=1e-3, show_default=True,
-              help="Largest log-prob difference accepted.")
+@click.option("--atol", type=FiniteRange(min=0), default=None,
+              help="Largest log-prob difference accepted.  [default: 0 (exact) where the re-scoring is "
+                   "bit-identical (the recorded kernel path, an exact engine, threads that do not matter); "
+                   "1e-3 where the numbers may move (another kernel path, threads that matter, the batched "
+                   "engine); the batched engine's drift with --sample]")
 @click.option("--model", "model_path", default=None,
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
 @click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")

@@ -7,7 +7,10 @@ file, the task's config, the published block made again); a difference fails the
 whatever the re-scoring gives. Then the re-scoring.
 On the recorded kernel path (record/kernel_path.py: build, CPU features, extra buffer types,
 devices) the numbers must come back: every prediction the same and every log-prob within
-``atol``. On another kernel path they cannot be expected to: the check says so, re-scores,
+``atol``: by default (:func:`tolerance`) exactly where the recomputation is bit-identical (an exact
+engine, and the thread count as recorded or no thread-dependent decode call), 1e-3 where the numbers may
+move (threads that mattered, the batched engine's groups), the batched engine's drift where a ``sample``
+regroups its items. On another kernel path they cannot be expected to: the check says so, re-scores,
 and gives analysis/compare.py's verdict on the recorded run against the re-scored one; it fails then
 only when that verdict is ``different`` (or when ``exact`` demands the recorded numbers).
 """
@@ -32,7 +35,8 @@ from abricot_local.metrics import require_finite
 from abricot_local.run.execute import execute, open_backend, prepared
 from abricot_local.run.plan import make_plan
 from abricot_local.run.request import of_record
-from abricot_local.analysis.changes import AnswerChanges
+from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, top_two_margin
+from abricot_local.run.check_tolerance import Tolerance, tolerance
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, options_of, task_samples
@@ -74,6 +78,8 @@ class CheckReport:
     exact: bool = False  # the recorded numbers demanded whatever the kernel path
     changes: tuple[AnswerChanges, ...] = ()  # with the verdict: per task, the answers that changed (near ties?)
     data_differs: tuple[str, ...] = ()  # the run against its data (held.py): "task item ID field: recorded X, ..."
+    rule: str = ""  # why ``atol`` (Tolerance.why)
+    near_ties: tuple[Difference, ...] = ()  # changed predictions accepted as near ties (the batched engine regrouped)
 
     @property
     def only_near_ties(self) -> bool:
@@ -82,8 +88,8 @@ class CheckReport:
 
     @property
     def reproduced(self) -> bool:
-        return (self.sound and self.checked > 0 and self.identical_predictions == self.checked
-                and self.max_abs_diff <= self.atol)
+        return (self.sound and self.checked > 0 and not self.differences
+                and self.identical_predictions + len(self.near_ties) == self.checked and self.max_abs_diff <= self.atol)
 
     @property
     def sound(self) -> bool:
@@ -254,9 +260,9 @@ def _verdict(recorded: Run, provenance: Provenance, new: dict[str, list[Sample]]
 class _Against:
     """check's sink (execute.Sink): each re-scored sample held against the recorded one."""
 
-    def __init__(self, recorded: dict[str, dict[str, Sample]], atol: float):
-        self.recorded, self.atol = recorded, atol
-        self.diffs: list[Difference] = []
+    def __init__(self, recorded: dict[str, dict[str, Sample]]):
+        self.recorded = recorded
+        self.every: list[tuple[Difference, float]] = []  # each item, with the recorded top-two margin
         self.new: dict[str, list[Sample]] = {}
         self.checked = self.same = 0
         self.worst = 0.0
@@ -273,8 +279,14 @@ class _Against:
         self.checked += 1
         self.same += line.pred == old.pred
         self.worst = max(self.worst, d)
-        if line.pred != old.pred or d > self.atol:
-            self.diffs.append(Difference(task, line.id, old.pred, line.pred, d))
+        self.every.append((Difference(task, line.id, old.pred, line.pred, d), top_two_margin(old.logprobs)))
+
+    def held(self, tol: Tolerance) -> tuple[tuple[Difference, ...], tuple[Difference, ...]]:
+        """(the items that differ under ``tol``, the changed predictions it accepts as near ties)."""
+        flips = tuple(d for d, m in self.every if tol.near_ties and d.recorded_pred != d.new_pred and m < NEAR_TIE
+                      and d.max_abs_diff <= tol.atol)
+        return tuple(d for d, _ in self.every if d not in flips and (d.recorded_pred != d.new_pred
+                                                                     or d.max_abs_diff > tol.atol)), flips
 
 
 def recorded_run(run: Run | str | Path, *, by: str = "check re-scores") -> Run:
@@ -305,13 +317,14 @@ def _not_ours(path, by: str) -> ResultsError:
                         f"instead (abricot-local compare {path} RUN)")
 
 
-def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float = 1e-3, model: str | None = None,
+def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float | None = None, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
               exact: bool = False, notice: Notice | None = None) -> CheckReport:
     """Re-score all items of ``run`` (analysis.runs.Run, or its folder: :func:`recorded_run`) (or ``sample``
     drawn with the run's seed) and compare with the samples files.
     Items the run scored but its samples files lack are reported as missing (not reproduced);
     ``backend_values``: backend options that change no number (threads), over the recorded ones.
+    ``atol``: the largest log-prob difference accepted; None: :func:`tolerance`'s rule (0 where bit-identical).
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
     re-scoring, and the report holds compare's verdict. The re-scoring is the plan of the recorded run
     (run.request.of_record) executed into a sink that holds each sample against the record."""
@@ -328,7 +341,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
     record_differs = tuple(_record_differences(record, read, out))
     recorded_runs = {name: {s.id: s for s in samples} for name, samples in read.items()}
     backend = open_backend(p)  # the recorded options: no registry default applies
-    missing, runs = [], []
+    missing, runs, regrouped = [], [], False
     try:
         rec_kernels, here = kernel_path.recorded(record.provenance), _kernels(backend)
         kdiff = kernel_path.differences(rec_kernels, here)
@@ -344,28 +357,32 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float =
             missing += [(task_run.task.key, it.id) for it in task_run.items if it.id not in recorded]
             items = [it for it in task_run.items if it.id in recorded]
             if sample is not None and sample < len(items):
-                keep = set(rng.choice(len(items), size=sample, replace=False).tolist())
+                keep, regrouped = set(rng.choice(len(items), size=sample, replace=False).tolist()), True
                 items = [it for k, it in enumerate(items) if k in keep]
             runs.append(replace(task_run, items=tuple(items)))
-        against = _Against(recorded_runs, atol)
+        against = _Against(recorded_runs)
         execute(replace(p, runs=tuple(runs)), backend, against, progress=progress, measure=False)
         note, moved = kernel_path.thread_note(rec_kernels, here, backend.counters.thread_dependent)
         kdiff += (note,) if moved else ()
+        tol = tolerance(atol, kernels=kdiff, known=None not in (rec_kernels, here), threads=note,
+                        options=p.backend_options, regrouped=regrouped)
         verdict, changes = (_verdict(run, backend.provenance(), against.new, options.seed)
                             if kdiff and against.checked else (None, ()))
     finally:
         backend.close()
-    return CheckReport(against.checked, against.same, against.worst, atol, tuple(against.diffs), tuple(missing),
+    diffs, flips = against.held(tol)
+    accepted = (f"{len(flips)} changed prediction(s) at near ties: " + ", ".join(f"{d.task} {d.id}" for d in flips),)
+    return CheckReport(against.checked, against.same, against.worst, tol.atol, diffs, tuple(missing),
                        record_differs, kernel_path.describe(rec_kernels), kernel_path.describe(here), kdiff,
-                       ((note,) if note and not moved else ()) + tuple(settled_notes), verdict, exact, changes,
-                       data_differs)
+                       (f"tolerance {tol.why}",) + ((note,) if note and not moved else ()) + tuple(settled_notes)
+                       + (accepted if flips else ()), verdict, exact, changes, data_differs, tol.why, flips)
 
 
 def report_json(rep: CheckReport) -> str:
     v = rep.verdict
     return json.dumps(
         {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
-         "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "reproduced": rep.reproduced,
+         "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "tolerance": rep.rule, "reproduced": rep.reproduced,
          "passed": rep.passed, "exact": rep.exact,
          "kernels": {"recorded": rep.kernels_recorded, "here": rep.kernels_here,
                      "same": rep.same_kernels, "differences": list(rep.kernel_differences)},
@@ -376,7 +393,8 @@ def report_json(rep: CheckReport) -> str:
                              for c in rep.changes],
          "only_near_ties": rep.only_near_ties if rep.changes else None,
          "differences": [d.__dict__ for d in rep.differences],
+         "near_ties_accepted": [d.__dict__ for d in rep.near_ties],
          "missing": [{"task": t, "id": i} for t, i in rep.missing],
          "record_differs": list(rep.record_differs), "data_differs": list(rep.data_differs)},
-        indent=2,
+        indent=2, ensure_ascii=False,  # the options named (errors.opt) kept for the door to write
     )
