@@ -150,8 +150,12 @@ class Kernels(Section):
     devices: tuple[Device, ...] = spec("the devices the backend computes on, as it lists them", default=())
     cpu: str | None = spec("this machine's CPU model (a fact, not compared: a portable build's kernels do not "
                            "depend on it)", default=None)
-    threads: int | None = spec("CPU threads (compared only where the arithmetic depends on them: "
-                               "docs/numerics.md)", default=None)
+    threads: int | None = spec("CPU threads (compared only where the arithmetic depends on them: docs/numerics.md); of "
+                               "a run resumed or merged from parts run at several counts: the parts' that made "
+                               "`thread_dependent` calls (`null`: not one known count)", default=None)
+    thread_dependent: int | None = spec("decode calls whose numbers depend on `threads` (docs/numerics.md#threads), "
+                                        "every part of a resumed or merged run counted; absent: not counted (an "
+                                        "earlier abricot-local's run, or part)", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,10 @@ Progress = Callable[..., None]  # (task, done, total[, note]): note, a --until-s
 
 
 class Sink(Protocol):
-    """Where :func:`execute` puts each sample as it is scored (an output folder, check's comparison)."""
+    """Where :func:`execute` puts each sample as it is scored (an output folder, check's comparison). A sink
+    that keeps which thread count scored what (a run's folder: docs/numerics.md#threads) has
+    ``scored_with(threads, counted)``: told, before any item, the backend's thread count and its decode calls
+    so far that depend on it (two callables)."""
 
     def done(self, task: str) -> dict[str, Sample]:
         """The samples it holds already for ``task`` (id -> sample): not scored again."""
@@ -113,8 +116,17 @@ def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | No
     already is not scored again): each task's samples and (``measure``) metrics, in ``stages``' order to each of
     its looks until it stops (``--until-settled``'s rule; default :class:`Whole`: every item, task after task)."""
     stages = stages or Whole(plan)
+    scored_with = getattr(sink, "scored_with", None)
+    if scored_with is not None:
+        scored_with(lambda: _threads(backend), lambda: backend.counters.thread_dependent)
     runs = prepared(plan, backend)
     return staged(runs, backend, sink, stages, progress, measure)
+
+
+def _threads(backend: Backend) -> int | None:
+    """The thread count the backend's kernels record (None: it records none)."""
+    kernels = backend.provenance().kernels
+    return kernels.threads if kernels is not None else None
 
 
 @dataclass

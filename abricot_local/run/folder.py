@@ -4,13 +4,15 @@ While a run is going, every scored item is appended (flushed at once: a killed p
 nothing; fsync'd at most every SYNC_EVERY seconds and when the folder is released: a power cut
 loses at most the last second's items, which a resume scores again) to
 ``.checkpoint/samples-<task>.jsonl``; ``.checkpoint/run.json`` records what
-must match for a resume. Only a finished run writes ``samples-<task>.jsonl``
-and, last, ``results.json``, each atomically (temp file, fsync, rename), with
-the mode any file gets under the umask (0644 under umask 022).
+must match for a resume, ``.checkpoint/threads.jsonl`` the thread counts that scored the
+items (run/resume.py). Only a finished run writes ``samples-<task>.jsonl`` and, last,
+``results.json``, each atomically (temp file, fsync, rename), with the mode any file gets
+under the umask (0644 under umask 022).
 
 The folder is the run's own (run/owned.py): nothing is read, written or deleted
 through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
-finalizing deletes only the checkpoint's files the run lists (its manifest, its tasks' samples).
+finalizing deletes only the checkpoint's files the run lists (its manifest, its thread counts, its
+tasks' samples).
 
 A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it (pid, start time,
 items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items saved), ``FAILED`` with the error;
@@ -25,9 +27,10 @@ import fcntl
 import math
 import os
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError, TaskError, opt
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
@@ -37,8 +40,9 @@ from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
                                   check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
                                   write_record)
+from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
-from abricot_local.run.resume import finished_run, reopen
+from abricot_local.run.resume import THREADS, ThreadLog, finished_run, reopen, thread_parts
 from abricot_local.tasks import base_name, task_class
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
@@ -89,8 +93,10 @@ class OutputDir:
         self._lock = None
         self._made: list[Path] = []  # folders acquire() created, deepest first
         self.growing: Manifest | None = None  # the manifest of a --resume that grows the finished run here
+        self.written: Record | None = None  # the record finalize wrote (its thread count as results.json states it)
         self.afresh = False  # check() took a folder whose run failed with nothing saved: started anew
         self._declared: dict[str, tuple[Mapping, str]] = {}  # task key -> (its sample_fields, its class)
+        self.thread_log = ThreadLog(self.path)  # which thread count scored the items (scored_with)
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -133,6 +139,7 @@ class OutputDir:
         for fh in self._handles.values():
             close_own(fh, sync=True)
         self._handles.clear()
+        self.thread_log.close(sync=True)
         if self._lock is not None:
             (self.path / LOCK).unlink(missing_ok=True)
             close_own(self._lock)  # closing drops the flock
@@ -201,6 +208,13 @@ class OutputDir:
             found.setdefault(s.id, s)
         return found
 
+    def scored_with(self, threads: Callable[[], int | None], counted: Callable[[], int]) -> None:
+        """The backend that scores this run's items (execute.py): its thread count (``threads()``) and its decode
+        calls so far that depend on it (``counted()``), kept in the checkpoint with the items (resume.ThreadLog);
+        a --resume whose count is not the one the saved items' such calls were made with is refused here."""
+        earlier = [kernel_path.part(read_run(self.path).provenance)] if self.growing is not None else None
+        self.thread_log.start(threads, counted, earlier)
+
     def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
         check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written:
@@ -208,6 +222,7 @@ class OutputDir:
         if self.growing is not None:
             reopen(self.path, self.growing)
             self.growing = None
+        self.thread_log.note()
         fh = self._handles.get(task)
         try:
             if fh is None:
@@ -301,10 +316,13 @@ class OutputDir:
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
             for row in rows:
                 self._own_fields(task, row)
+        parts = thread_parts(self.path)  # a resumed run's: the thread count its record states (kernel_path)
+        if parts and record.provenance is not None:
+            record = replace(record, provenance=kernel_path.with_threads(record.provenance, parts))
         for task, rows in samples.items():
             atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
         path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies
-        self.growing = None
+        self.written, self.growing = record, None  # (the record as written: the thread count it states)
         self.tidy_finished(samples)
         return path
 
@@ -321,11 +339,13 @@ class OutputDir:
         for fh in self._handles.values():
             close_own(fh)
         self._handles.clear()
+        self.thread_log.close()
         names = [samples_name(t) for t in tasks]
         ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()
         gone = [*(self.path / m for m in MARKERS),
                 *(t for n in (*names, RESULTS, *MARKERS) for t in temp_files(self.path, n)),
-                *(f for n in (RUN_MANIFEST, *names) if ckpt for f in (self.ckpt / n, *temp_files(self.ckpt, n)))]
+                *(f for n in (RUN_MANIFEST, THREADS, *names) if ckpt
+                  for f in (self.ckpt / n, *temp_files(self.ckpt, n)))]
         for f in gone:  # in this order: the state files first, the checkpoint last
             remove_own(f)
         if ckpt:

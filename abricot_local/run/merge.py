@@ -7,7 +7,9 @@ task's data holds (recorded: `tasks.<name>.available`), --limit or --sample and
 the task's seed, each item's place in the unsharded order is known. The shards
 must be complete, disjoint and of one run: the same model and data SHA-256,
 options (all but the shard), task versions, schedule and llama.cpp build, and
-their published verdicts judged at one margin (`run --margin`). The
+their published verdicts judged at one margin (`run --margin`), and their
+thread-dependent decode calls (docs/numerics.md#threads) made at one thread
+count: the merged run states that count (kernel_path.joined_threads). The
 merged folder's samples files and metrics are those of an unsharded run with
 the same exact engine, byte for byte; `check`, `report` and `--resume` treat it
 as one."""
@@ -27,7 +29,7 @@ from abricot_local.record import RESULTS, Manifest, Sample
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
 
-# provenance that must agree between shards (the rest, e.g. threads or platform, may differ)
+# provenance that must agree between shards (the rest, e.g. platform, may differ; threads: check_threads)
 SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
 
 
@@ -82,6 +84,7 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
         if kernels:
             raise ResultsError(f"{f} was scored on another kernel path than {first.path} ({'; '.join(kernels)}): "
                                "its numbers may differ")
+    check_threads(found)
     margins = [(shard, run.path, margin_of(run)) for shard, run in found]
     if len({m for _, _, m in margins}) > 1:
         each = "; ".join(f"shard {shard} ({path}): {_margin_words(m)}" for shard, path, m in margins)
@@ -99,6 +102,28 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
         raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
                            f"merge needs all {first_shard.count}")
     return sorted(found, key=lambda s: s[0].index)
+
+
+def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
+    """Refuse shards whose decode calls that depend on the thread count (``provenance.kernels.thread_dependent``)
+    were made with different counts: no one count made the merged run's numbers, and `check` could reproduce
+    the items of one count only. Shards that made none, or were not counted, are not refused."""
+    parts = [kernel_path.part(run.record.provenance) for _, run in found]
+    counts = kernel_path.thread_conflict(parts)
+    if not counts:
+        return
+    from abricot_local.run.resume import counted
+
+    made = [(shard, run.path, t, c) for (shard, run), (t, c) in zip(found, parts) if c]
+    each = "; ".join(f"shard {shard} ({path}): {counted(t, 'thread')}, {counted(c, 'decode call')} depending on it"
+                     for shard, path, t, c in made)
+    keep = counts[0]
+    again = [str(shard) for shard, _, t, _ in made if t != keep]
+    raise ResultsError(f"the shards were scored with different thread counts, and decode calls of each depend on it "
+                       f"({each}: docs/numerics.md#threads): no one count made the merged run's numbers; score "
+                       f"shard(s) {', '.join(again)} again with {opt('threads', keep)} (`run ... "
+                       f"{opt('shard', again[0])} {opt('threads', keep)} {opt('out', 'NEW')}`), then merge NEW in its "
+                       "place")
 
 
 class MarginsDiffer(ResultsError):
@@ -194,7 +219,9 @@ def merge(shards: Sequence, out: str | Path) -> Path:
         published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
     record = replace(ref, published=published, config=replace(ref.config, shard=None),
                      manifest=_strip_shard(ref.manifest),
-                     provenance=replace(ref.provenance, merged_from=tuple(str(Path(run.path).absolute()) for run in runs)),
+                     provenance=kernel_path.with_threads(  # the thread count its numbers were made with
+                         replace(ref.provenance, merged_from=tuple(str(Path(run.path).absolute()) for run in runs)),
+                         [kernel_path.part(run.record.provenance) for run in runs]),
                      tasks=tasks, wall_seconds=round(sum(run.record.wall_seconds or 0 for run in runs), 3))
     with OutputDir(out) as o:
         if (Path(out) / RESULTS).exists():

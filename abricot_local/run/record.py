@@ -155,6 +155,8 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
     chat = dict(zip(("head", "tail"), chat_turn(backend))) if plan.task_options.chat_template else None
     bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
     made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})
+    if made.get("kernels"):  # the decode calls whose numbers depend on its thread count (docs/numerics.md#threads)
+        made["kernels"] = {**made["kernels"], "thread_dependent": backend.counters.thread_dependent}
     return Record(
         schema_version=SCHEMA_VERSION,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

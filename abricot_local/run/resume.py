@@ -3,17 +3,29 @@ it is (nothing to score), or a finished ``--sample`` run it grows (``--sample`` 
 changed: record.growth; the n items drawn lie inside the m, tasks.selection.sample_order, and with
 --shard K/N shard K of the n inside shard K of the m, tasks.selection.dealt: every item held is kept),
 which is reopened into a checkpoint before the new items are scored. A smaller ``--sample`` is refused: a run
-does not shrink (record.resume_refusal). The folder's writer is run/folder.py."""
+does not shrink (record.resume_refusal). The folder's writer is run/folder.py.
+
+Which thread count scored the items a checkpoint holds (``.checkpoint/threads.jsonl``, :func:`thread_parts`): a
+line ``{"threads": T, "calls": N}`` written by each process before its first item and before each item whose
+scoring made N more decode calls that depend on the thread count (docs/numerics.md#threads). A --resume whose
+count is not the one those calls were made with is refused (:func:`thread_refusal`): its record could state no
+one thread count."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Callable
 
-from abricot_local.errors import ResultsError
-from abricot_local.jsonfiles import atomic_write, dumps_line
+from abricot_local.errors import ResultsError, opt
+from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest)
-from abricot_local.run.owned import refuse_link, remove_own, samples_name
+from abricot_local.record.kernel_path import Part, part
+from abricot_local.run.owned import close_own, open_own, refuse_link, remove_own, samples_name
+
+THREADS = "threads.jsonl"  # in the checkpoint: the thread counts that scored its items (kernel_path.Part each line)
 
 
 def resumable(out_dir: Path) -> bool:
@@ -69,7 +81,125 @@ def reopen(folder: Path, manifest: Manifest) -> None:
         refuse_link(folder / name)
         rows = read_samples(folder / name, required=False)
         atomic_write(ckpt / name, "".join(dumps_line(r.line) for r in rows))
+    refuse_link(ckpt / THREADS)
+    atomic_write(ckpt / THREADS, part_line(part(record.provenance)))  # the finished run is one part of the larger
     write_manifest(ckpt / RUN_MANIFEST, manifest)
     remove_own(folder / RESULTS)
     for name in names:
         remove_own(folder / name)
+
+
+def part_line(p: Part) -> str:
+    return dumps_line({"threads": p[0], "calls": p[1]})
+
+
+def holds_items(folder: Path) -> bool:
+    """Whether ``folder``'s checkpoint holds a saved item (a samples file not empty)."""
+    ckpt = Path(folder) / CHECKPOINT
+    return ckpt.is_dir() and any(f.stat().st_size for f in ckpt.glob("samples-*.jsonl") if not f.is_symlink())
+
+
+def _read_part(line: str) -> Part:
+    """A line of threads.jsonl; a value that is no count (a line changed by hand): not known."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        obj = None
+    t, c = (obj.get("threads"), obj.get("calls")) if isinstance(obj, dict) else (None, None)
+    ok = lambda v, low: v if isinstance(v, int) and not isinstance(v, bool) and v >= low else None  # noqa: E731
+    return ok(t, 1), ok(c, 0)
+
+
+def thread_parts(folder: Path) -> list[Part]:
+    """The parts that scored the items ``folder``'s checkpoint holds, one per line of its threads.jsonl (a torn
+    last line, whose item was not written, left out); items saved by an abricot-local that kept no such file:
+    one part whose count and calls are not known; no item saved: none."""
+    path = Path(folder) / CHECKPOINT / THREADS
+    if not holds_items(folder):
+        return []
+    try:
+        with open_own(path, os.O_RDONLY, "r") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return [(None, None)]
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = text.split("\n")
+    return [_read_part(line) for line in lines[:-1] if line.strip()]  # the last: "" after a whole line, else torn
+
+
+def thread_refusal(folder: Path, earlier: list[Part], threads: int | None) -> str:
+    """Why a --resume with ``threads`` cannot score more items into ``folder`` ("" when it can): the items there
+    (``earlier``: their parts) made decode calls that depend on the thread count with another count, so no one
+    count would make the run's numbers, and `check` could reproduce neither part."""
+    calls: dict[int, int] = {}
+    for t, c in earlier:
+        if t is not None and c:
+            calls[t] = calls.get(t, 0) + c
+    other = [t for t in sorted(calls) if t != threads]
+    if threads is None or not other:
+        return ""
+    said = " and ".join(f"{counted(t, 'thread')} ({counted(calls[t], 'decode call')} depending on it)"
+                        for t in sorted(calls))
+    return (f"the items saved in {folder} were scored with {said}: docs/numerics.md#threads; this run has "
+            f"{counted(threads, 'thread')}: its items' numbers would be made with another count, and no one count "
+            "would make the run's; " + (f"resume with {opt('threads', other[0])}" if len(calls) == 1
+                                         else "score the run again into a new folder"))
+
+
+def counted(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+class ThreadLog:
+    """A run folder's threads.jsonl as one process writes it: its thread count before its first item, and the
+    thread-dependent decode calls made since the last item before the next (a call counted is on disk before
+    its item)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.counted: Callable[[], int] | None = None  # the backend's thread-dependent decode calls so far
+        self.threads: Callable[[], int | None] = lambda: None  # its thread count, asked once
+        self.logged = 0  # of this process's calls, those written
+        self.fh = None  # the file, once this process wrote to it
+
+    def start(self, threads: Callable[[], int | None], counted: Callable[[], int], earlier: list[Part] | None) -> None:
+        """The backend that scores from now; refused (:func:`thread_refusal`) when ``earlier`` (the parts of
+        the items saved; None: the checkpoint's) made thread-dependent calls with another thread count."""
+        memo: list = []
+        self.threads = lambda: memo[0] if memo else memo.append(threads()) or memo[0]
+        self.counted, self.logged = counted, counted()
+        earlier = thread_parts(self.folder) if earlier is None else earlier
+        if any(c for _, c in earlier):
+            refusal = thread_refusal(self.folder, earlier, self.threads())
+            if refusal:
+                raise ResultsError(refusal)
+
+    def note(self) -> None:
+        """Before an item is appended: this process's part, and the calls made since the last item."""
+        calls = self.counted() - self.logged if self.counted is not None else 0
+        if self.counted is None or (self.fh is not None and not calls):
+            return
+        ckpt = self.folder / CHECKPOINT
+        path, lines = ckpt / THREADS, ""
+        try:
+            if self.fh is None:
+                held = holds_items(self.folder)  # saved by an abricot-local that kept no threads.jsonl: not known
+                lines = part_line((None, None)) if held and not path.exists() else ""
+                ckpt.mkdir(parents=True, exist_ok=True)
+                refuse_link(ckpt, folder=True)  # nothing saved: a stale file (a run that failed) is not kept
+                self.fh = open_own(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if held else os.O_TRUNC),
+                                   "a" if held else "w")
+            self.fh.write(lines + part_line((self.threads(), calls)))
+            self.fh.flush()
+            if calls:
+                os.fsync(self.fh.fileno())
+        except OSError as exc:
+            self.close()
+            raise write_error(path, exc) from None
+        self.logged += calls
+
+    def close(self, *, sync: bool = False) -> None:
+        if self.fh is not None:
+            close_own(self.fh, sync=sync)
+        self.fh = None

@@ -228,6 +228,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
                 record = build_record(made, backend, results, time.perf_counter() - start,
                                       settled=stages.sections(folder.path))
                 out.finalize(record, {r.name: list(r.samples) for r in results})
+                record = out.written  # as results.json holds it (a resumed run's thread count: run/folder.py)
         finally:
             backend.close()
     return Outcome(folder.path / RESULTS, record, warnings=warnings_of(made, results))
