@@ -2,10 +2,9 @@
 
 First the record itself: every metric and ``n`` of results.json is recomputed from the
 samples files (each line validated by record.samples) and compared with the recorded
-value; then the run is held to its data (held.py: each item rebuilt from the recorded data
-file, the task's config, the published block made again); a difference fails the check
-whatever the re-scoring gives. Then the re-scoring.
-On the recorded kernel path (record/kernel_path.py: build, CPU features, extra buffer types,
+value; then the run is held to its data (held.py: each item rebuilt from the recorded data file, the task's
+config, the published block made again); a difference fails the check whatever the re-scoring gives. Then the
+re-scoring. On the recorded kernel path (record/kernel_path.py: build, CPU features, extra buffer types,
 devices) the numbers must come back: every prediction the same and every log-prob within
 ``atol``: by default (:func:`tolerance`) exactly where the recomputation is bit-identical (an exact
 engine, and the thread count as recorded or no thread-dependent decode call), 1e-3 where the numbers may

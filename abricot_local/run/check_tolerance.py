@@ -56,7 +56,7 @@ def tolerance(given: float | None, *, kernels: tuple[str, ...], known: bool, thr
                 f"its drift (docs/numerics.md#engines); check without {opt('sample')} to re-score them in the "
                 f"run's groups (within {ATOL:g})"), near_ties=True)
         return Tolerance(ATOL, f"{ATOL:g}: the run used the {engine} engine, whose numbers depend on which items "
-                               f"share a decode (up to {group}; a --resume may have grouped them otherwise)")
+                               f"share a decode (up to {group}; {opt('resume', True)} may have grouped them otherwise)")
     return Tolerance(0.0, f"0 (exact): the recorded kernel path and the {engine} engine give bit-identical numbers"
                           + ("; the thread count differs, but no decode call depends on it" if threads else "")
                           + f"; give {opt('atol')} to allow a difference")

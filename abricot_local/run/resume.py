@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import ResultsError, opt
+from abricot_local.errors import AbricotError, ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest)
@@ -203,3 +203,18 @@ class ThreadLog:
         if self.fh is not None:
             close_own(self.fh, sync=sync)
         self.fh = None
+
+
+def remargined(record: Record, margin: float | None) -> bool:
+    """Whether ``margin`` (a --resume's ``--margin``; None, not given: the recorded one kept) is another than the
+    one the finished run ``record``'s published verdict was judged at (None there: each task's declared margin)."""
+    return margin is not None and (record.published is None or record.published.margin != margin)
+
+
+def folder_remargined(folder: Path, margin: float | None) -> bool:
+    """Whether ``margin`` is another than the finished run's in ``folder`` (:func:`remargined`: run.session's
+    run_model judges its verdict again)."""
+    try:
+        return remargined(read_run(folder), margin)
+    except AbricotError:
+        return False

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from abricot_local.errors import AbricotError, opt, recorded_text
-from abricot_local.record import RESULTS, Manifest
+from abricot_local.record import RESULTS, Manifest, Record
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, RUNNING
 from abricot_local.run.resume import resumable
@@ -144,3 +144,23 @@ class RunFolder:
         then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
                 f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
         return f"\nerror: {err.raw()}\n{then}"
+
+
+def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | None = None) -> Record:
+    """The finished run ``record`` in ``path`` with its published verdict judged again at ``plan.margin`` (the
+    --margin of a --resume: run.resume.remargined) from its recorded samples, by the code that judges it as a run
+    ends (run.record.judged_again); results.json rewritten atomically under the folder's lock, said through
+    ``notify``. Nothing is scored and nothing else changes."""
+    from abricot_local.record import entry_samples, write_record
+    from abricot_local.run.record import judged_again
+
+    old = record.published.margin if record.published is not None else None
+    with OutputDir(path):  # a second run on this folder is refused meanwhile
+        again = judged_again(plan, record, {k: entry_samples(path, e, k) for k, e in record.tasks.items()})
+        write_record(path / RESULTS, again)
+    if notify:
+        was = opt("margin", old) if old is not None else "each task's declared margin"
+        notify(f"resume: the run in {path} is complete; nothing was scored: its published verdict is judged again "
+               f"at {opt('margin', plan.margin)} (it was judged at {was}) from its recorded samples, {RESULTS} "
+               "rewritten")
+    return again

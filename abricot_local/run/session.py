@@ -12,8 +12,8 @@ from typing import Callable, Iterator
 from abricot_local.errors import AbricotError, opt
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
-from abricot_local.run.run_folder import RunFolder, resume_words
-from abricot_local.run.resume import grows
+from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
+from abricot_local.run.resume import folder_remargined, grows, remargined
 
 
 class Interrupted(KeyboardInterrupt):
@@ -52,7 +52,7 @@ class Outcome:
     path: Path
     record: Record
     complete: bool = False  # --resume found the run already finished: nothing was scored or written (but:)
-    rejudged: bool = False  # its verdict judged again at another --margin, results.json rewritten (rejudge)
+    rejudged: bool = False  # its verdict judged again at another --margin, results.json rewritten (run.run_folder.rejudged)
     warnings: tuple[tuple[str, str], ...] = ()  # (task, text): what its tasks' numbers may mislead by, as made
     # (record.task_warnings: opt()'s, for a door to render; the record holds them in its words)
 
@@ -193,7 +193,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
     run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
     only the new items are scored, said through ``notify``) or gives another ``--margin`` than the one its
-    verdict records (:func:`rejudge`: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
+    verdict records (run.run_folder.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.record import build_record, plan_manifest, warnings_of
     from abricot_local.run.settle import stages_of
@@ -206,10 +206,11 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     manifest = plan_manifest(plan)
     done = stages.finished(folder.path, manifest) if resume else None
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go),
-        tidy_finished(folder.path, done)  # its verdict judged again when --margin is another (rejudge)
+        tidy_finished(folder.path, done)  # its verdict judged again when --margin is another (run.run_folder.rejudged)
         if not remargined(done, plan.margin):
             return Outcome(folder.path / RESULTS, done, complete=True)
-        return Outcome(folder.path / RESULTS, rejudge(plan, folder.path, done, notify), complete=True, rejudged=True)
+        return Outcome(folder.path / RESULTS, rejudged(plan, folder.path, done, notify), complete=True,
+                       rejudged=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
     if grown and notify:
         kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
@@ -234,42 +235,15 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     return Outcome(folder.path / RESULTS, record, warnings=warnings_of(made, results))
 
 
-def remargined(record: Record, margin: float | None) -> bool:
-    """Whether ``margin`` (a --resume's ``--margin``; None, not given: the recorded one kept) is another than the
-    one the finished run ``record``'s published verdict was judged at (None there: each task's declared margin)."""
-    return margin is not None and (record.published is None or record.published.margin != margin)
-
-
-def rejudge(plan, path: Path, record: Record, notify: Callable[[str], None] | None = None) -> Record:
-    """The finished run ``record`` in ``path`` with its published verdict judged again at ``plan.margin`` (the
-    --margin of a --resume: :func:`remargined`) from its recorded samples, by the code that judges it as a run
-    ends (run.record.judged_again); results.json rewritten atomically under the folder's lock, said through
-    ``notify``. Nothing is scored and nothing else changes."""
-    from abricot_local.record import entry_samples, write_record
-    from abricot_local.run.folder import OutputDir
-    from abricot_local.run.record import judged_again
-
-    old = record.published.margin if record.published is not None else None
-    with OutputDir(path):  # a second run on this folder is refused meanwhile
-        again = judged_again(plan, record, {k: entry_samples(path, e, k) for k, e in record.tasks.items()})
-        write_record(path / RESULTS, again)
-    if notify:
-        was = opt("margin", old) if old is not None else "each task's declared margin"
-        notify(f"resume: the run in {path} is complete; nothing was scored: its published verdict is judged again "
-               f"at {opt('margin', plan.margin)} (it was judged at {was}) from its recorded samples, {RESULTS} "
-               "rewritten")
-    return again
-
-
 def sweep(request, hooks: Hooks) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
     (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
-    request's --sample grows it or its --margin is another than the recorded one (:func:`rejudge`)."""
+    request's --sample grows it or its --margin is another than the recorded one (run.run_folder.rejudged)."""
     for model in request.models:
         folder = request.folder_of(model)
         hooks.notify(f"== {model} -> {folder}")
         if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample) and \
-                not _remargined(folder, request.margin):
+                not folder_remargined(folder, request.margin):
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
@@ -292,17 +266,6 @@ def _larger(folder: Path, sample: int | None) -> bool:
     except AbricotError:
         return False
     return sample is not None and recorded is not None and sample > recorded
-
-
-def _remargined(folder: Path, margin: float | None) -> bool:
-    """Whether ``margin`` is another than the finished run's in ``folder`` (:func:`remargined`: run_model judges
-    its verdict again)."""
-    from abricot_local.record import read_run
-
-    try:
-        return remargined(read_run(folder), margin)
-    except AbricotError:
-        return False
 
 
 def _tidy(folder: Path) -> None:
