@@ -181,3 +181,18 @@ def test_tasks_and_lm_eval_matching_name_a_broken_plugin_and_go_on(plugins):
     text = tasks_text(list(rows.values()))
     assert "broken: not run here: task plugin 'broken'" in text and "discotex: DISCOTEX" in text
     assert any(key == "discotex" for key, _ in candidates("discotex_card", None, None))
+
+
+def test_a_dry_run_of_every_task_skips_a_broken_plugin_and_doctor_names_an_entry_not_run(plugins):
+    from conftest import FIXTURE
+
+    from abricot_local.console.listings import doctor_text
+    from abricot_local.tasks.selection import select
+
+    plugins(broken=f"{HERE}_missing:Task", discotex=f"{HERE}:GoodTask")
+    runs, skipped = select(TaskOptions(data=(("abricot", str(FIXTURE)),)), dry=True)
+    assert "broken" in [s.task for s in skipped] and "broken" not in [r.task.name for r in runs]
+    facts = {"python": {"version": "3"}, "packages": {}, "llama_cpp": {}, "memory": {}, "nvidia": {}, "reinstall": {},
+             "reinstall_rpc": "",
+             "tasks": [], "advice": [], "plugins_not_run": list(tasks.refused())}
+    assert "plugin entry not run: " in doctor_text(facts) and "discotex" in doctor_text(facts)

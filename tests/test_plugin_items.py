@@ -17,7 +17,7 @@ import pytest
 
 import planned
 from abricot_local import tasks
-from abricot_local.errors import ResultsError, TaskError
+from abricot_local.errors import TaskError
 from abricot_local.metrics import with_ci
 from abricot_local.models.given import Given
 from abricot_local.record import read_samples
@@ -136,7 +136,9 @@ def test_numpy_values_from_a_task_run_and_read_back(pi, tmp_path):
     run_plan(pi("np"), tmp_path / "o")
     lines = [json.loads(x) for x in (tmp_path / "o" / "samples-pi.jsonl").read_text().splitlines()]
     assert [s["gold"] for s in lines] == [2, 0, 1, 1, 2] and lines[0]["m"] == 2.0
-    with pytest.raises(ResultsError, match=r"e \(a numpy.float32\) is not a JSON value"):  # sample() adding one
+    with pytest.raises(TaskError, match=r"^task 'pi' \(test_plugin_items\.PiTask\) made a sample its readers would "
+                                        r"refuse: .*e \(a numpy.float32\) is not a JSON value.*mend the task's items\(\) "
+                                        r"or sample\(\)"):  # sample() adding one: the task named
         run_plan(pi("npsample"), tmp_path / "n")
 
 

@@ -114,11 +114,12 @@ def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
             for inp in inputs if inp.name in values and values[inp.name] != values[inp.name]}
 
 
-def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...]:
+def all_references(tasks: tuple[str, ...] | None = None, *, strict: bool = True) -> tuple[Reference, ...]:
     """The published references of every registered task (or of ``tasks``). A task this version does not
     register (recorded by another version) has none; one named in ``tasks`` whose plugin fails to load, is
     refused, or whose ``references()`` fails is named (:class:`TaskError`, with its error). With ``tasks``
-    None such a plugin is passed over, so that it blocks no other task's rows (``tasks.broken()`` names it)."""
+    None, or not ``strict`` (a reader of recorded runs: the rows they recorded stand), such a plugin is passed over,
+    so that it blocks no other task's rows (``tasks.broken()`` names it)."""
     from abricot_local.errors import AbricotError, TaskError
     from abricot_local.tasks import all_task_names, make_task, task_class
     from abricot_local.tasks.base import TaskOptions
@@ -132,7 +133,7 @@ def all_references(tasks: tuple[str, ...] | None = None) -> tuple[Reference, ...
             task = make_task(name, TaskOptions(allow_download=False))
             out.extend(task.references())
         except Exception as exc:
-            if tasks is None:
+            if tasks is None or not strict:
                 continue
             if isinstance(exc, AbricotError):
                 raise

@@ -66,6 +66,7 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     import json
 
     from abricot_local.models import doctor as doc
+    from abricot_local.tasks import refused
     from abricot_local.tasks.catalog import task_catalog
     from abricot_local.console.listings import doctor_text
     from abricot_local.models.registry import load_registry
@@ -73,6 +74,7 @@ def doctor(as_json: bool, models_file: str | None) -> None:
     facts = doc.gather(load_registry(models_file))
     facts["tasks"] = [{k: r.get(k) for k in ("name", "group", "items", "data_path", "data_note", "error")}
                       for r in task_catalog()]
+    facts["plugins_not_run"] = list(refused())  # a shipped task's name taken, a name two plugins register
     echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts))
 
 

@@ -130,6 +130,7 @@ def doctor_text(facts: dict) -> str:
               for kind, cmd in facts["reinstall"].items()]
     lines.append("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
     lines += [f"  {t['name']:<14} {data_status(t)}" for t in facts["tasks"]]
+    lines += [f"plugin entry not run: {why}" for why in facts.get("plugins_not_run", ())]
     lines += [f"advice: {tip}" for tip in facts["advice"]]
     return "\n".join(lines)
 

@@ -217,8 +217,12 @@ class OutputDir:
 
     def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
-        check_line(sample, f"the sample to append to {path}")  # what a reader will refuse is not written:
-        self._own_fields(task, sample)                          # its lines, and the fields the task declares
+        try:  # what a reader will refuse is not written: its lines, and the fields the task declares
+            check_line(sample, f"the sample to append to {path}")
+        except ResultsError as err:  # a task's sample() made it: the task named
+            self._own_fields(task, sample, err.raw())
+            raise
+        self._own_fields(task, sample)
         if self.growing is not None:
             reopen(self.path, self.growing)
             self.growing = None
@@ -240,7 +244,7 @@ class OutputDir:
                 close_own(self._handles.pop(task, fh))
             raise write_error(path, exc) from None
 
-    def _own_fields(self, task: str, sample: Sample) -> None:
+    def _own_fields(self, task: str, sample: Sample, refused: str = "") -> None:
         """Refuse a sample of ``task`` (its key) that lacks a field its task declares (``sample_fields``: what its
         metrics read) or holds one of another type: the rule every reader keeps (record.field_problem; a task not
         known here declares none, as its readers take it), so a run never writes a file they refuse."""
@@ -251,6 +255,9 @@ class OutputDir:
             except TaskError:
                 self._declared[task] = ({}, "")
         fields, plugin = self._declared[task]
+        if refused:  # its line refused (record.check_line): said with the task that made it
+            raise TaskError(f"task {base_name(task)!r} ({plugin or 'not registered here'}) made a sample its readers "
+                            f"would refuse: {refused}; nothing of it was written: mend the task's items() or sample()")
         found = field_problem(sample, fields)
         if found:
             name, why = found

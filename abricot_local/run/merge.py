@@ -86,7 +86,8 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
                                "its numbers may differ")
     check_threads(found)
     margins = [(shard, run.path, margin_of(run)) for shard, run in found]
-    if len({m for _, _, m in margins}) > 1:
+    judged = any(run.record.published is not None and run.record.published.checks for _, run in found)
+    if judged and len({m for _, _, m in margins}) > 1:  # (no published row: no verdict, no margin to agree on)
         each = "; ".join(f"shard {shard} ({path}): {_margin_words(m)}" for shard, path, m in margins)
         raise MarginsDiffer(f"the shards' published verdicts were judged at different margins ({each}): the merged "
                             f"run has one; give every shard the same {opt('margin', 'M')} (`run ... "

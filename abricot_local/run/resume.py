@@ -117,6 +117,7 @@ def thread_parts(folder: Path) -> list[Part]:
     path = Path(folder) / CHECKPOINT / THREADS
     if not holds_items(folder):
         return []
+    refuse_link(path)  # (a link: said as every file of the run's is)
     try:
         with open_own(path, os.O_RDONLY, "r") as fh:
             text = fh.read()
@@ -207,8 +208,10 @@ class ThreadLog:
 
 def remargined(record: Record, margin: float | None) -> bool:
     """Whether ``margin`` (a --resume's ``--margin``; None, not given: the recorded one kept) is another than the
-    one the finished run ``record``'s published verdict was judged at (None there: each task's declared margin)."""
-    return margin is not None and (record.published is None or record.published.margin != margin)
+    one the finished run ``record``'s published verdict was judged at (None there: each task's declared margin); a
+    run with no published row has no verdict to judge again."""
+    published = record.published
+    return margin is not None and published is not None and bool(published.checks) and published.margin != margin
 
 
 def folder_remargined(folder: Path, margin: float | None) -> bool:

@@ -93,7 +93,7 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
         return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard,
                        count), skipped
     options = replace(options, allow_download=False)
-    names = task_names(spec) if spec else all_task_names()
+    names, broken = (task_names(spec), []) if spec else _loading(all_task_names())
     refuse_unused([task_class(n) for n in names], options)
     uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
     runs = []
@@ -104,7 +104,20 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
             if spec and (options.data_dir or options.data_for(task.data.key, task.name)):
                 raise  # a task named whose data was given and is not there: the run refuses it too (no download)
             runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
-    return runs, ()
+    return runs, tuple(broken)
+
+
+def _loading(names: list[str]) -> tuple[list[str], list[Skipped]]:
+    """Of every registered task (no --tasks), those whose class loads, and a broken plugin's skipped with its reason,
+    as a run skips it (select_tasks)."""
+    out, broken = [], []
+    for name in names:
+        try:
+            task_class(name)
+            out.append(name)
+        except TaskError as err:
+            broken.append(Skipped(name, err.raw(), "fix, upgrade or uninstall its package", said=err.raw()))
+    return out, broken
 
 
 def instances(tasks: list[Task], named: dict[str, tuple[str, ...]] | None = None, variants=None,
