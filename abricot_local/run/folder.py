@@ -255,9 +255,11 @@ class OutputDir:
             except TaskError:
                 self._declared[task] = ({}, "")
         fields, plugin = self._declared[task]
-        if refused:  # its line refused (record.check_line): said with the task that made it
-            raise TaskError(f"task {base_name(task)!r} ({plugin or 'not registered here'}) made a sample its readers "
-                            f"would refuse: {refused}; nothing of it was written: mend the task's items() or sample()")
+        if refused and plugin:  # its line refused (record.check_line): said with the task that made it (a task not
+            raise TaskError(f"task {base_name(task)!r} ({plugin}) made a sample its readers would refuse: "  # known
+                            f"{refused}; nothing of it was written: mend the task's items() or sample()")  # here: as is)
+        if refused:
+            return
         found = field_problem(sample, fields)
         if found:
             name, why = found
