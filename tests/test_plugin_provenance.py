@@ -23,29 +23,13 @@ from abricot_local.record.schema import TaskPlugin
 
 PACKAGE, VERSION, MODULE = "prov-toy-plugin", "0.3.1", "prov_toy_plugin"
 TASK = """
-    from abricot_local.metrics import with_ci
-    from abricot_local.tasks.base import CONTRACT, DataSpec, Item, Reference, Task
+    from abricot_local.tasks.base import DataSpec, Reference
+    from test_runner import ToyTask  # test_runner's toy plugin task, renamed and given a published row
 
-    class ProvTask(Task):
+
+    class ProvTask(ToyTask):
         name = "provtoy"
-        version = "1"
-        contract = CONTRACT
-        metric_names = ("accuracy",)
-        primary_metric = "accuracy"
-        chance = {"accuracy": 1 / 3}
-        sources = ("north", "south")
         data = DataSpec(key="provtoy", kind="file", files=("provtoy*.txt",), how="give --data provtoy=FILE")
-
-        def items(self):
-            rows = self.data_path().read_text(encoding="utf-8").split()
-            return [Item(id=f"t{k}", source=self.sources[k % 2], context=f"Conta. {w} ha",
-                         choices=("uno", "due", "tre"), continuations=(" uno", " due", " tre"), gold=len(w) % 3)
-                    for k, w in enumerate(rows)]
-
-        def metrics(self, samples):
-            acc, ci = with_ci("accuracy", [s.pred for s in samples], [s.gold for s in samples],
-                              seed=self.options.seed)
-            return {"accuracy": acc, "accuracy_ci95": ci}
 
         def references(self):
             return (Reference("Prov paper", "prov-model", self.name, "accuracy", 0.5),)
