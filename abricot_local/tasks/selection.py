@@ -76,6 +76,11 @@ class Skipped:
     how: str
     said: str = "no data"
 
+    @classmethod
+    def broken(cls, name: str, err: TaskError) -> "Skipped":
+        """A plugin's task that does not load, is outdated or is refused: skipped with its error."""
+        return cls(name, err.raw(), "fix, upgrade or uninstall its package", said=err.raw())
+
 
 def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ...] = (),
            named: dict[str, tuple[str, ...]] | None = None, limit: int | None = None, sample: int | None = None,
@@ -116,7 +121,7 @@ def _loading(names: list[str]) -> tuple[list[str], list[Skipped]]:
             task_class(name)
             out.append(name)
         except TaskError as err:
-            broken.append(Skipped(name, err.raw(), "fix, upgrade or uninstall its package", said=err.raw()))
+            broken.append(Skipped.broken(name, err))
     return out, broken
 
 
@@ -260,7 +265,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
         try:
             task = make_task(name, options)
         except TaskError as err:  # a broken or outdated plugin: skipped with its reason, as a task without data is
-            skipped.append(Skipped(name, err.raw(), "fix, upgrade or uninstall its package", said=err.raw()))
+            skipped.append(Skipped.broken(name, err))
             continue
         try:
             task.data_path()
