@@ -53,3 +53,17 @@ def test_what_resume_with_another_margin_does_not_judge_again(tmp_path, claims, 
                    *more).exit_code == 0
     r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
     assert r.exit_code == 0, r.output
+
+
+def test_a_sweep_resumed_with_another_margin_judges_each_finished_run_again(tmp_path, claims, abricot_file):
+    with claims.open("a", encoding="utf-8") as fh:
+        fh.write('[fake-as-llama-too]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n')
+    sweep = ("run", "fake-as-llama", "fake-as-llama-too", "--models", claims, "--data", f"abricot={abricot_file}",
+             *FAKE, "--sample", 30, "--out", tmp_path / "sweep")
+    assert invoke(*sweep).exit_code == 0
+    r = invoke(*sweep, "--resume", "--margin", 1.5)
+    assert r.exit_code == 0 and r.output.count("judged again at --margin 1.5") == 2, r.output
+    for model in ("fake-as-llama", "fake-as-llama-too"):
+        assert json.loads((tmp_path / "sweep" / model / "results.json").read_text())["published"]["margin"] == 1.5
+    r = invoke(*sweep, "--resume")  # no --margin: each finished run left as it is
+    assert r.exit_code == 0 and r.output.count("already complete") == 2, r.output

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import AbricotError, ResultsError, opt
+from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest)
@@ -212,12 +212,3 @@ def remargined(record: Record, margin: float | None) -> bool:
     run with no published row has no verdict to judge again."""
     published = record.published
     return margin is not None and published is not None and bool(published.checks) and published.margin != margin
-
-
-def folder_remargined(folder: Path, margin: float | None) -> bool:
-    """Whether ``margin`` is another than the finished run's in ``folder`` (:func:`remargined`: run.session's
-    run_model judges its verdict again)."""
-    try:
-        return remargined(read_run(folder), margin)
-    except AbricotError:
-        return False

@@ -13,7 +13,7 @@ from abricot_local.errors import AbricotError, opt
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
-from abricot_local.run.resume import folder_remargined, grows, remargined
+from abricot_local.run.resume import grows, remargined
 
 
 class Interrupted(KeyboardInterrupt):
@@ -243,7 +243,7 @@ def sweep(request, hooks: Hooks) -> Iterator[Step]:
         folder = request.folder_of(model)
         hooks.notify(f"== {model} -> {folder}")
         if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample) and \
-                not folder_remargined(folder, request.margin):
+                request.margin is None:  # (a --margin: run_model judges a finished run's verdict again, or not)
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
