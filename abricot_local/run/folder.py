@@ -219,8 +219,9 @@ class OutputDir:
         path = self.ckpt / samples_name(task)
         try:  # what a reader will refuse is not written: its lines, and the fields the task declares
             check_line(sample, f"the sample to append to {path}")
-        except ResultsError as err:  # a task's sample() made it: the task named
-            self._own_fields(task, sample, err.raw())
+        except ResultsError as err:  # a task's sample() made it: the task named (one not known here: as it is)
+            if self._declaration(task)[1]:
+                raise self._refusal(task, f": {err.raw()}") from None
             raise
         self._own_fields(task, sample)
         if self.growing is not None:
@@ -244,31 +245,33 @@ class OutputDir:
                 close_own(self._handles.pop(task, fh))
             raise write_error(path, exc) from None
 
-    def _own_fields(self, task: str, sample: Sample, refused: str = "") -> None:
-        """Refuse a sample of ``task`` (its key) that lacks a field its task declares (``sample_fields``: what its
-        metrics read) or holds one of another type: the rule every reader keeps (record.field_problem; a task not
-        known here declares none, as its readers take it), so a run never writes a file they refuse."""
+    def _declaration(self, task: str) -> tuple[dict, str]:
+        """What ``task`` (its key) declares of its samples (``sample_fields``) and its class (``module.Class``);
+        a task not known here declares none and has no class ("")."""
         if task not in self._declared:
             try:
                 kind = task_class(task)
                 self._declared[task] = (kind.sample_fields, f"{kind.__module__}.{kind.__qualname__}")
             except TaskError:
                 self._declared[task] = ({}, "")
-        fields, plugin = self._declared[task]
-        if refused and plugin:  # its line refused (record.check_line): said with the task that made it (a task not
-            raise TaskError(f"task {base_name(task)!r} ({plugin}) made a sample its readers would refuse: "  # known
-                            f"{refused}; nothing of it was written: mend the task's items() or sample()")  # here: as is)
-        if refused:
-            return
+        return self._declared[task]
+
+    def _refusal(self, task: str, what: str) -> TaskError:
+        return TaskError(f"task {base_name(task)!r} ({self._declaration(task)[1]}) made a sample its readers would "
+                         f"refuse{what}; nothing of it was written: mend the task's items() or sample()")
+
+    def _own_fields(self, task: str, sample: Sample) -> None:
+        """Refuse a sample of ``task`` (its key) that lacks a field its task declares (``sample_fields``: what its
+        metrics read) or holds one of another type: the rule every reader keeps (record.field_problem; a task not
+        known here declares none, as its readers take it), so a run never writes a file they refuse."""
+        fields = self._declaration(task)[0]
         found = field_problem(sample, fields)
         if found:
             name, why = found
             tp = fields[name]
             declared = f"its sample_fields declare {name} {getattr(tp, '__name__', tp)}"
-            raise TaskError(f"task {base_name(task)!r} ({plugin}) made a sample its readers would refuse (item "
-                            f"{sample.id!r}): " + (f"it lacks the field {name!r} ({declared})" if why is None
-                                                   else f"{why} ({declared})")
-                            + "; nothing of it was written: mend the task's items() or sample()")
+            raise self._refusal(task, f" (item {sample.id!r}): " + (f"it lacks the field {name!r} ({declared})"
+                                                                    if why is None else f"{why} ({declared})"))
 
     # -- state shown to ls and `runs` ------------------------------------------------------
     def running(self, totals: dict[str, int]) -> None:
