@@ -123,6 +123,7 @@ def all_references(tasks: tuple[str, ...] | None = None, *, strict: bool = True)
     from abricot_local.errors import AbricotError, TaskError
     from abricot_local.tasks import all_task_names, make_task, task_class
     from abricot_local.tasks.base import TaskOptions
+    from abricot_local.tasks.item_check import where
 
     registered = all_task_names()
     out: list[Reference] = []
@@ -137,8 +138,7 @@ def all_references(tasks: tuple[str, ...] | None = None, *, strict: bool = True)
                 continue
             if isinstance(exc, AbricotError):
                 raise
-            cls = task_class(name)
-            raise TaskError(f"task {name!r} ({cls.__module__}.{cls.__qualname__}): its published rows cannot be "
+            raise TaskError(f"{where(task_class(name), name)}: its published rows cannot be "
                             f"read: {type(exc).__name__}: {exc}; fix the task (or upgrade its package)") from None
     return tuple(out)
 

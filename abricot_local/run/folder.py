@@ -44,6 +44,7 @@ from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
 from abricot_local.run.resume import THREADS, ThreadLog, finished_run, reopen, thread_parts
 from abricot_local.tasks import base_name, task_class
+from abricot_local.tasks.item_check import where
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 def _failed_before_first_item(path: Path) -> bool:
@@ -246,18 +247,18 @@ class OutputDir:
             raise write_error(path, exc) from None
 
     def _declaration(self, task: str) -> tuple[dict, str]:
-        """What ``task`` (its key) declares of its samples (``sample_fields``) and its class (``module.Class``);
-        a task not known here declares none and has no class ("")."""
+        """What ``task`` (its key) declares of its samples (``sample_fields``), and the task as a refusal names it
+        (``task 'x' (module.Class)``; a task not known here declares none and is named without a class)."""
         if task not in self._declared:
             try:
                 kind = task_class(task)
-                self._declared[task] = (kind.sample_fields, f"{kind.__module__}.{kind.__qualname__}")
+                self._declared[task] = (kind.sample_fields, where(kind, base_name(task)))
             except TaskError:
-                self._declared[task] = ({}, "")
+                self._declared[task] = ({}, f"task {base_name(task)!r}")
         return self._declared[task]
 
     def _refusal(self, task: str, what: str) -> TaskError:
-        return TaskError(f"task {base_name(task)!r} ({self._declaration(task)[1]}) made a sample its readers would "
+        return TaskError(f"{self._declaration(task)[1]} made a sample its readers would "
                          f"refuse{what}; nothing of it was written: mend the task's items() or sample()")
 
     def _own_fields(self, task: str, sample: Sample) -> None:

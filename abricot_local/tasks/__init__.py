@@ -17,6 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 from abricot_local.errors import TaskError, opt
 from abricot_local.names import did_you_mean
 from abricot_local.tasks.base import CONTRACT, Task, TaskOptions
+from abricot_local.tasks.item_check import where
 
 GROUP = "abricot_local.tasks"
 
@@ -118,7 +119,7 @@ def written_for_today(cls: type[Task]) -> type[Task]:
     """``cls`` if it is written for this contract (``contract = CONTRACT``), else a :class:`TaskError`
     naming the task and both versions."""
     if getattr(cls, "contract", None) != CONTRACT:
-        raise TaskError(f"task {cls.name!r} ({cls.__module__}.{cls.__qualname__}) is written for task contract "
+        raise TaskError(f"{where(cls)} is written for task contract "
                         f"{getattr(cls, 'contract', None)!r}; this abricot-local runs contract {CONTRACT} "
                         f"(`contract = {CONTRACT}` in the class, samples as record.Sample): upgrade abricot-local "
                         "or the task's package")

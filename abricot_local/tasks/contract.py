@@ -18,11 +18,7 @@ import functools
 from abricot_local.errors import TaskError
 from abricot_local.names import did_you_mean
 from abricot_local.tasks.base import Task
-
-
-def where(cls: type) -> str:
-    """The task and its class, as a refusal names them: ``task 'x' (module.Class)``."""
-    return f"task {getattr(cls, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+from abricot_local.tasks.item_check import where
 
 
 def _refused(cls: type, what: str, name: object, known, among: str = "its metric_names") -> TaskError:

@@ -167,6 +167,12 @@ def _checked(item: Any) -> dict[str, Any]:
     return changes
 
 
+def where(cls: type, name: str | None = None) -> str:
+    """A task and its class, as every refusal names them: ``task 'x' (module.Class)`` (``name``: the name it was
+    asked by, a key with its options; default: the class's own)."""
+    return f"task {name if name is not None else getattr(cls, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+
+
 def naming(items: Any) -> Any:
     """A task class's own ``items`` method, wrapped so that an item's refusal names the task (its key) and its
     class: ``task 'x' (module.Class): item 'id': ...`` (anything else, an abstract method, kept as it is)."""
@@ -178,7 +184,6 @@ def naming(items: Any) -> Any:
         try:
             return items(self)
         except ItemError as err:
-            kind = type(self)
-            raise err.of(f"task {self.key!r} ({kind.__module__}.{kind.__qualname__})") from None
+            raise err.of(where(type(self), self.key)) from None
 
     return named
