@@ -8,6 +8,8 @@ from click.testing import CliRunner
 
 from abricot_local import console
 from abricot_local.cli import cli
+from abricot_local.cli.options import flags
+from abricot_local.errors import render
 from abricot_local.record import Published
 from abricot_local.record.schema import SkippedTask
 
@@ -20,7 +22,9 @@ def _published() -> Published:
 
 
 def _line(text: str, task: str) -> str:
-    (line,) = [x for x in text.splitlines() if x.startswith(f"  {task}: ")]
+    """``task``'s line of ``text``, its options named as the command line prints them (console names them with
+    errors.opt)."""
+    (line,) = [x for x in render(text, flags).splitlines() if x.startswith(f"  {task}: ")]
     return line
 
 
@@ -53,3 +57,24 @@ def test_a_run_given_no_tasks_without_abricot_data_does_not_only_blame_tasks(tmp
     assert r.exit_code == 0, r.output
     line = _line(r.stdout, "abricot_abs")
     assert "its data was not here" in line and "CALAMITA leaderboard" in line, line
+
+
+def test_the_api_says_why_in_its_own_words(tmp_path, discotex_dir, monkeypatch):
+    """evaluate's warning is the same line (console.not_run), its options in Python's words: the skipped task's
+    recorded how-to (written in the command line's) gives way to the keywords that give data."""
+    import warnings
+
+    from abricot_local import api
+
+    monkeypatch.setenv("ABRICOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ABRICOT_OFFLINE", "1")
+    models = tmp_path / "models.toml"
+    models.write_text(f'[fake-as-llama]\nbackend = "fake"\nreproduces = "{BOTH}"\n', encoding="utf-8")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        api.evaluate("fake-as-llama", models_file=models, data_dir=discotex_dir, sample=8, out=tmp_path / "o",
+                     progress=False)
+    lines = [str(w.message) for w in said if issubclass(w.category, api.AbricotWarning)]
+    line = next(x for x in lines if x.startswith("abricot_abs: published, but not run here"))
+    assert "its data was not here, so the run left it out (give it with data/data_dir)" in line, line
+    assert "--" not in line and "CALAMITA leaderboard" in line

@@ -104,20 +104,16 @@ def _advise(done) -> None:
 
 
 def _not_checked(record) -> None:
-    """A warning per task the published rows name that the run did not run (`run`'s "published, but not run
-    here": console.not_run), in the API's words: its rows are not checked."""
-    from abricot_local.analysis.baselines import sources_of
-    from abricot_local.errors import opt
+    """A warning per task the published rows name that the run did not run (`run`'s lines: console.not_run), in
+    the API's words: a skipped task's recorded ``how`` is in the command line's, so the options that give data
+    are named instead."""
+    from dataclasses import replace
 
-    published = record.published
-    lacking = {s.task: s for s in record.skipped}
-    for task in published.tasks_not_run if published is not None else ():
-        where = ", ".join(sources_of(published.reproduces or "", task)) or "its source"
-        if task in lacking:
-            why = f"its data was not here, so the run left it out (give it with {opt('data')} or {opt('data_dir')})"
-        else:
-            why = f"{opt('tasks')} left it out (add it to {opt('tasks')}, with its data)"
-        warn(f"{task}: published, but not run here: {why}; its rows of {where} are not checked")
+    from abricot_local.console import not_run
+
+    if record.published is not None:
+        for line in not_run(record.published, tuple(replace(s, how="") for s in record.skipped)):
+            warn(line)
 
 
 @entry

@@ -91,22 +91,24 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
 
 def not_run(published: Published, skipped: Sequence | None = None) -> list[str]:
     """A line per task the published rows name that the run did not run: where its rows were published, and why it
-    was not run: its data was not here (in ``skipped``, a record's SkippedTask: how to get it), else --tasks left it
-    out; both said where ``skipped`` is None (not known)."""
+    was not run: its data was not here (in ``skipped``, a record's SkippedTask: how to get it, its ``how``, else
+    the options that give data), else the tasks option left it out; both said where ``skipped`` is None (not
+    known). Options are named with errors.opt: each door (the command line, the API's warnings) words them."""
     from abricot_local.analysis.baselines import sources_of
+    from abricot_local.errors import opt
 
+    data = f"give it with {opt('data')}/{opt('data_dir')}"
+    tasks = f"{opt('tasks')} left it out (add it to {opt('tasks')}, with its data)"
     lacking = {s.task: s for s in skipped or ()}
     lines = []
     for task in published.tasks_not_run:
         where = ", ".join(sources_of(published.reproduces or "", task)) or "its source"
         if task in lacking:
-            how = lacking[task].how or "give it with --data/--data-dir"
-            why = f"its data was not here, so the run left it out ({how})"
+            why = f"its data was not here, so the run left it out ({lacking[task].how or data})"
         elif skipped is not None:
-            why = "--tasks left it out (add it to --tasks, with its data)"
+            why = tasks
         else:
-            why = ("its data was not here (give it with --data/--data-dir), or --tasks left it out (add it to --tasks, "
-                   "with its data)")
+            why = f"its data was not here ({data}), or {tasks}"
         lines.append(f"{task}: published, but not run here: {why}; its rows of {where} are not checked")
     return lines
 
