@@ -223,12 +223,6 @@ def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_task
     assert "unknown model 'no-such-model'" in r.stderr
 
 
-def test_each_backend_registration_says_whether_it_reads_a_model_file_as_its_class_does():
-    from abricot_local.backends import BACKENDS, backend_class, reads_model_file
-
-    assert all(reads_model_file(kind) == backend_class(kind).reads_model_file for kind in BACKENDS)
-
-
 def test_what_a_run_says_on_stderr_is_folded_as_an_error_is(folded, tmp_path):
     """--limit's caution (a hook's line, 142 columns whole) folded to 120 on a terminal, as errors are."""
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "abricot", "--data", f"abricot={FIXTURE}",

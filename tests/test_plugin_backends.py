@@ -10,10 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
-from abricot_local import backends
-from abricot_local.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,14 +55,3 @@ def test_a_backend_plugin_is_registered_and_loads_when_used(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))})
     assert r.stdout.splitlines() == ["True False toystore False", "toy []"], r.stdout + r.stderr
-
-
-def test_a_broken_backend_plugin_names_itself(tmp_path, monkeypatch):
-    dist(tmp_path, "[abricot_local.backends]\nbad = toy_missing:REGISTERED\nodd = toy_odd:REGISTERED\n",
-         toy_odd="REGISTERED = 'not a Registered'\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(UsageError, match=r"backend plugin 'bad' \(toy_missing:REGISTERED\) failed to load"):
-        backends.plugins()
-    (tmp_path / "toy_missing.py").write_text(textwrap.dedent(REGISTER), encoding="utf-8")
-    with pytest.raises(UsageError, match=r"backend plugin 'odd' \(toy_odd:REGISTERED\) is not a backends.Registered"):
-        backends.plugins()

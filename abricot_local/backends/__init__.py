@@ -1,25 +1,32 @@
 """Backends by name, imported lazily (llama.cpp loads only when used).
 
-A backend class follows ``base.BackendClass`` (``name``, ``Options``: a frozen dataclass
-extending ``options.ScoringOptions``, ``capabilities``, ``reads_model_file``, ``synthetic``,
-and the classmethods ``config``, ``preflight``, ``speed_settings``, ``watch_remote``;
-``base.Declared`` gives their defaults); instances follow ``base.Backend``. Each is registered
-with its options class, which lives in a module that does not import the backend's runtime:
-flags, model_args keys and option checks need only that; and, when its runtime's C calls need
-it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no
-runtime import), which :func:`on_stuck` and :func:`exit_process` go through. Shared code uses
-these and never compares a backend's name.
+A backend is registered (:class:`Registered`: shipped in :data:`SHIPPED`, another package's through the
+entry-point group :data:`GROUP`) with its options class, which lives in a module that does not import the
+backend's runtime (flags, model_args keys and option checks need only that), whether it reads a model file (its
+one declaration: the registry and the model lookup read it without loading the runtime), and, when its runtime's
+C calls need it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no runtime
+import), which :func:`on_stuck` and :func:`exit_process` go through. Its class follows ``base.BackendClass``
+(``name``, ``Options``, ``capabilities``, the classmethods ``config``, ``preflight``, ``speed_settings``,
+``watch_remote``; ``base.Declared`` gives their defaults); instances follow ``base.Backend``; both are checked
+when the backend is asked for (:mod:`backends.contract`). Shared code uses these and never compares a backend's
+name.
+
+A plugin that fails to load, takes a shipped backend's name, shares its name with another plugin, or declares an
+option as another backend does not is refused by name when it is asked for (:class:`contract.BackendError`),
+and `doctor` says why (:func:`refused`): it blocks no other backend, and no command that does not use it.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Callable
 
 from abricot_local.backends.base import Backend, BackendClass
+from abricot_local.backends.contract import BackendError, check_session, checked_class, clash
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import Spec, specs
@@ -29,10 +36,14 @@ from abricot_local.option_fields import Spec, specs
 class Registered:
     backend: str  # "module:Class" of the backend
     options: str  # "module:Class" of its Options (a module that does not import the runtime)
-    reads_model_file: bool = True  # its class's, known without importing the runtime (tests/test_options.py)
+    # MODEL is a file (else a label: a synthetic backend, or a model behind an API). Declared here only: the
+    # registry, the model lookup, `check` and the plan read it without importing the runtime
+    reads_model_file: bool = True
     interrupts: str = ""  # the module of its interrupt handling (no runtime import), or none
     doctor: str = ""  # "module:function": gpus -> what `doctor` shows of it (no runtime import to call it)
-    quantizer: str = ""  # "module:function" writing a quant of a model file (`abricot-local quantize`), or none
+    # "module:function" writing a quant of a model file, or none: ``f(src, dst, quant, *, allow_requantize,
+    # threads)`` (`abricot-local quantize`, models/quantize.py; llama.cpp's: backends/llama_cpp/quantize.py)
+    quantizer: str = ""
 
 
 GROUP = "abricot_local.backends"  # other packages' backends: NAME = "module:REGISTERED" (a Registered)
@@ -40,7 +51,7 @@ SHIPPED = {
     "llama.cpp": Registered("abricot_local.backends.llama_cpp.backend:LlamaCppBackend",
                             "abricot_local.backends.llama_cpp.options:LlamaCppOptions",
                             interrupts="abricot_local.backends.llama_cpp.interrupts",
-                            doctor="abricot_local.backends.llama_cpp.system:doctor_facts",
+                            doctor="abricot_local.backends.llama_cpp.doctor:doctor_facts",
                             quantizer="abricot_local.backends.llama_cpp.quantize:quantize"),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
@@ -48,23 +59,81 @@ SHIPPED = {
 DEFAULT_BACKEND = "llama.cpp"
 
 
-def plugins(group: str = GROUP) -> dict[str, Registered]:
-    """The backends other packages register through the entry-point group ``group``: each names a
-    ``Registered`` in a module of its own, so only that small module loads here (the backend and
-    its runtime load when used). A broken one is named, and refused."""
-    out = {}
-    for ep in entry_points(group=group):
-        try:
-            found = ep.load()
-        except Exception as exc:  # a broken plugin names itself
-            raise UsageError(f"backend plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}")
+def __getattr__(name: str):
+    if name == "BACKENDS":  # name -> Registered of every usable backend, read when first asked for (PEP 562)
+        return _entries()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _entries() -> tuple[dict[str, Registered], dict[str, str], tuple[str, ...]]:
+    """(name -> Registered of each usable backend: the shipped ones, then the plugins' by name; name -> why a
+    plugin's backend is refused; why a plugin's entry that takes a shipped backend's name is ignored). Only each
+    plugin's small registration module and its options class load here. A package found twice (the same
+    ``module:REGISTERED``) is no clash."""
+    found: dict[str, dict[str, EntryPoint]] = {}
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, {}).setdefault(ep.value, ep)
+    usable, refused, ignored = dict(SHIPPED), {}, []
+    declared: dict[str, tuple[Spec, str]] = {}  # option -> (its first declaration, by which backend)
+    for name in SHIPPED:
+        declared.update({s.name: (s, name) for s in specs(_load(SHIPPED[name].options)) if s.name not in declared})
+    for name in sorted(found):
+        eps = list(found[name].values())
+        entries = " and ".join(f"{name} = {ep.value}{_from(ep)}" for ep in eps)
+        if name in SHIPPED:
+            ignored.append(f"backend plugin entry {entries} is ignored: {name!r} is a backend shipped with "
+                           "abricot-local (it runs that one); the plugin must register its backend under another name")
+        elif len(eps) > 1:
+            refused[name] = (f"backend {name!r} is registered by several plugins ({entries}): uninstall one of "
+                             "them, or have one register its backend under another name")
+        else:
+            try:
+                usable[name] = _registration(name, eps[0], declared)
+            except BackendError as err:
+                refused[name] = str(err)
+    return usable, refused, tuple(ignored)
+
+
+def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str]]) -> Registered:
+    """Plugin ``name``'s registration, loaded, its options class loaded and its options checked against those
+    declared before it (``declared``, which gets its own); else a :class:`BackendError` naming it."""
+    said = f"backend plugin {name!r} ({ep.value}{_from(ep)})"
+    try:
+        found = ep.load()
         if not isinstance(found, Registered):
-            raise UsageError(f"backend plugin {ep.name!r} ({ep.value}) is not a backends.Registered")
-        out.setdefault(ep.name, found)
-    return out
+            raise BackendError(f"{said} is not a backends.Registered")
+        options = _load(found.options)
+    except BackendError:
+        raise
+    except Exception as exc:  # a broken plugin names itself
+        raise BackendError(f"{said} failed to load: {type(exc).__name__}: {exc}; fix or reinstall its package "
+                           "(or uninstall it)") from None
+    if not (isinstance(options, type) and issubclass(options, ScoringOptions)):
+        raise BackendError(f"{said}: its options {found.options} is not a subclass of backends.options.ScoringOptions")
+    try:
+        own = specs(options)
+    except Exception as exc:  # its fields cannot be read (an annotation that does not resolve)
+        raise BackendError(f"{said}: its options {found.options} cannot be read: {type(exc).__name__}: {exc}") from None
+    for spec in own:
+        theirs, other = declared.get(spec.name, (spec, name))
+        why = clash(name, spec, other, theirs)
+        if why:
+            raise BackendError(why)
+    declared.update({s.name: (s, name) for s in own if s.name not in declared})
+    return found
 
 
-BACKENDS = {**SHIPPED, **{k: v for k, v in plugins().items() if k not in SHIPPED}}
+def _from(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return f", package {dist.name}" if dist is not None else ""
+
+
+def refused() -> tuple[str, ...]:
+    """Why each plugin's backend is not usable (refused when it is asked for), and why an entry that takes a
+    shipped backend's name is ignored: what `doctor` says."""
+    _, no, ignored = _entries()
+    return (*no.values(), *ignored)
 
 
 def _load(ref: str):
@@ -73,18 +142,33 @@ def _load(ref: str):
 
 
 def _registered(kind: str) -> Registered:
-    if kind not in BACKENDS:
-        raise UsageError(f"unknown backend {kind!r}; choose from {', '.join(BACKENDS)}")
-    return BACKENDS[kind]
+    usable, no, _ = _entries()
+    if kind in usable:
+        return usable[kind]
+    if kind in no:
+        raise BackendError(no[kind])
+    raise UsageError(f"unknown backend {kind!r}; choose from {', '.join(usable)}"
+                     + "".join(f"; {why}" for why in no.values()))
+
+
+def known(kind: str) -> bool:
+    """Whether ``kind`` is a backend: a usable one, or a plugin's that is refused (named when it is asked for)."""
+    return kind in _entries()[0] or kind in _entries()[1]
 
 
 def backend_class(kind: str) -> BackendClass:
-    """The class of backend ``kind`` (imports its module, and its runtime)."""
-    return _load(_registered(kind).backend)
+    """The class of backend ``kind`` (imports its module, and its runtime), checked (:mod:`backends.contract`)."""
+    r = _registered(kind)
+    try:
+        cls = _load(r.backend)
+    except Exception as exc:  # a broken plugin (or a runtime not installed) names itself
+        raise BackendError(f"backend {kind!r} ({r.backend}) failed to load: {type(exc).__name__}: {exc}; fix or "
+                           "reinstall its package") from None
+    return checked_class(kind, r.backend, cls, options_class(kind), r.reads_model_file)
 
 
 def reads_model_file(kind: str) -> bool:
-    """Whether backend ``kind`` reads a model file (its registration says so: no runtime is imported)."""
+    """Whether backend ``kind`` reads a model file (its registration declares it: no runtime is imported)."""
     return _registered(kind).reads_model_file
 
 
@@ -110,7 +194,7 @@ def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:
     """Every registered backend's options, each once, in declaration order: (spec, the backends
     that have it). The command line's backend flags and lm-eval's model_args keys."""
     out: dict[str, tuple[Spec, list[str]]] = {}
-    for kind in BACKENDS:
+    for kind in _entries()[0]:  # each option declared alike by every backend that has it (_registration)
         for spec in specs(options_class(kind)):
             if not spec.internal:
                 out.setdefault(spec.name, (spec, []))[1].append(kind)
@@ -118,13 +202,20 @@ def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:
 
 
 def open_backend(kind: str, model: str, options: ScoringOptions) -> Backend:
-    """Create the backend ``kind`` for ``model`` (a GGUF path, or a label for a synthetic one)."""
-    return backend_class(kind)(model, options)
+    """Create the backend ``kind`` for ``model`` (a GGUF path, or a label for a synthetic one), its session
+    checked before any item is scored (:func:`contract.check_session`)."""
+    backend = backend_class(kind)(model, options)
+    try:
+        check_session(kind, _registered(kind).backend, backend)
+    except BackendError:
+        backend.close()
+        raise
+    return backend
 
 
 def _interrupt_hooks() -> list:
     """The registered backends' interrupt-handling modules (none imports a runtime)."""
-    return [import_module(r.interrupts) for r in BACKENDS.values() if r.interrupts]
+    return [import_module(r.interrupts) for r in _entries()[0].values() if r.interrupts]
 
 
 def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
@@ -148,16 +239,24 @@ def exit_process(code: int) -> None:
     sys.exit(code)
 
 
-def doctor_facts(gpus: dict) -> dict:
-    """What `doctor` shows of the registered backends (each one's ``doctor`` hook, given the GPUs
-    found), merged; ``advice``: every backend's tips."""
-    out: dict = {"advice": []}
-    for r in BACKENDS.values():
-        if r.doctor:
-            facts = dict(_load(r.doctor)(gpus))
-            out["advice"] += facts.pop("advice", [])
-            out.update(facts)
-    return out
+def class_refusal(kind: str) -> BackendError | None:
+    """Why plugin backend ``kind``'s class cannot be used (it does not load, or lacks what the contract needs:
+    its class is loaded to know), else None; None for a shipped backend (its class is the tests', and loading
+    llama.cpp's would import its runtime)."""
+    if kind in SHIPPED:
+        return None
+    try:
+        backend_class(kind)
+    except BackendError as err:
+        return err
+    return None
+
+
+def not_usable() -> list[str]:
+    """Why each backend that cannot be used is not, for `doctor`: a plugin refused (:func:`refused`: it does not
+    load, clashes, declares an option unlike another backend; an entry taking a shipped name, ignored), or whose
+    class is (:func:`class_refusal`)."""
+    return [*refused(), *(str(err) for err in map(class_refusal, _entries()[0]) if err is not None)]
 
 
 def quantizer(kind: str = DEFAULT_BACKEND) -> Callable:

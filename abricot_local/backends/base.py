@@ -28,7 +28,7 @@ trunks in one call and agrees only to a measured tolerance (docs/numerics.md#eng
 ``parallel=1``.
 
 A backend declares its ``Options`` (a frozen dataclass extending ``options.ScoringOptions``), its
-``capabilities`` and whether it reads a model file; shared code asks for those, never for a
+``capabilities`` (and its registration, whether it reads a model file); shared code asks for those, never for a
 backend's name. ``Declared.schedule`` keeps each request's schedule: one tokenization per backend.
 """
 
@@ -261,8 +261,8 @@ class BackendClass(Protocol):
     name: str
     Options: type  # a frozen dataclass extending options.ScoringOptions
     capabilities: frozenset[str]
-    reads_model_file: bool  # MODEL is a file (else a label: a synthetic backend)
-    synthetic: bool  # its numbers say nothing about a model
+    # (whether MODEL is a file is its registration's: backends.Registered.reads_model_file; whether its numbers say
+    # nothing about a model, its provenance's ``synthetic``)
 
     def __call__(self, model: str, options: Any) -> "Backend": ...
 
@@ -285,9 +285,6 @@ class BackendClass(Protocol):
 
 class Declared:
     """The defaults of :class:`BackendClass`'s members, for a backend class to extend."""
-
-    reads_model_file = True
-    synthetic = False
 
     @classmethod
     def config(cls, options) -> dict:

@@ -129,8 +129,6 @@ class FakeBackend(Declared):
     name = "fake"
     Options = ScoringOptions
     capabilities = frozenset({SCORE, ROLLING, GENERATE})
-    reads_model_file = False
-    synthetic = True  # its numbers say nothing about a model
 
     def __init__(self, model: str = "fake", options: ScoringOptions = ScoringOptions()):
         self.model = str(model)

@@ -58,6 +58,33 @@ class Session(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
 
+# What :func:`missing` checks of a session when its backend opens (backends.open_backend), before any item is
+# scored: the members of :class:`Session` every engine uses, and those only generation uses.
+SESSION_MEMBERS = ("n_batch", "normalized", "nonfinite_advice", "decode", "seq_rm", "seq_cp", "clear", "n_ctx",
+                   "thread_dependent")
+GENERATION_MEMBERS = ("token_bytes", "is_eog")
+_TYPES = {"n_batch": int, "normalized": bool, "nonfinite_advice": str}
+
+
+def missing(session: object, *, generates: bool) -> list[str]:
+    """What ``session`` lacks of :class:`Session` (``generates``: its backend declares generation, which needs
+    :data:`GENERATION_MEMBERS` too), each member once, a value of the wrong type named with what it must be."""
+    out = []
+    for name in (*SESSION_MEMBERS, *(GENERATION_MEMBERS if generates else ())):
+        value = getattr(session, name, _NONE)
+        want = _TYPES.get(name)
+        if value is _NONE:
+            out.append(name)
+        elif want is not None and (not isinstance(value, want) or want is int and (isinstance(value, bool) or value < 1)):
+            out.append(f"{name} (must be {'a positive integer' if want is int else want.__name__}, got {value!r})")
+        elif want is None and not callable(value):
+            out.append(f"{name} (must be a method)")
+    return out
+
+
+_NONE = object()
+
+
 class Row(NamedTuple):
     """What is kept of one checked log-softmax row: its argmax (first on ties, from the raw
     logits) and the log-probabilities of the tokens it was asked for."""

@@ -81,9 +81,20 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
             return Located(name, backend, finish(Path(name).expanduser(), "path"))
         if hit is None:  # else the close matches, the registry's and this machine's
+            _unless_its_backend_is_refused(backend)
             raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
     return _entry(name, backend, spec)
+
+
+def _unless_its_backend_is_refused(backend: str) -> None:
+    """A plugin's backend whose class the contract refuses (one that says on its class only that it reads no model
+    file took the name for a file's) is why a name is unknown: named instead (its class loaded on this path only)."""
+    from abricot_local.backends import class_refusal
+
+    err = class_refusal(backend)
+    if err is not None:
+        raise err
 
 
 def _synthetic(name: str, backend: str, known) -> Located:

@@ -175,11 +175,14 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
     backend = t.get("backend", "")
     fileless = False
     if backend:
-        from abricot_local.backends import BACKENDS, backend_class
+        from abricot_local.backends import BACKENDS, known, reads_model_file
 
-        if backend not in BACKENDS:
+        if not known(backend):
             raise UsageError(f"{where}: backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-        fileless = not backend_class(backend).reads_model_file
+        try:
+            fileless = not reads_model_file(backend)  # its registration's: no backend (no runtime) is imported
+        except UsageError as err:  # a plugin's backend that is refused: why
+            raise type(err)(f"{where}: {err}") from None
     source = t.get("source", "synthetic" if fileless else "hf")
     if source not in SOURCES:
         raise UsageError(f"{where}: source must be one of {', '.join(SOURCES)}, not {source!r}")

@@ -26,7 +26,7 @@ import numpy as np
 from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
-from abricot_local.backends import backend_class
+from abricot_local.backends import reads_model_file
 from abricot_local.errors import AbricotError, ModelError, ResultsError, UsageError, opt
 from abricot_local.models.ref import Located, ModelRef, require_same
 from abricot_local.models.locate import resolve_model_ref
@@ -161,7 +161,7 @@ def recorded_model(record: Record, given: str | None = None, *, give: str = "") 
     (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one. ``give``:
     what the caller's user can do when the file is missing (default: give it with --model)."""
     rec, kind = record.model, record.config.backend
-    if not backend_class(kind).reads_model_file:
+    if not reads_model_file(kind):
         return resolve_model_ref(rec.name, backend=kind)
     name = given or rec.path
     if not name:

@@ -21,7 +21,7 @@ from typing import Callable
 
 from abricot_local import hashing, memory
 from abricot_local.run import calibration
-from abricot_local.backends import backend_class, open_backend
+from abricot_local.backends import backend_class, open_backend, reads_model_file
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.run.chars_per_token import ratio
 from abricot_local.errors import AbricotError, opt
@@ -99,15 +99,15 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
     spec = located.spec or (ref.spec if ref else None)
-    cls = backend_class(plan.backend)
-    here = ref is not None and (ref.path is not None or not cls.reads_model_file)
+    cls, reads = backend_class(plan.backend), reads_model_file(plan.backend)
+    here = ref is not None and (ref.path is not None or not reads)
     chat = plan.task_options.chat_template
-    sibling = sibling_here(spec, registry) if registry and not here and cls.reads_model_file else None
+    sibling = sibling_here(spec, registry) if registry and not here and reads else None
     if sibling is not None:  # another quant of it is here
         facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
     else:
         family = spec.tokenizer if spec else ""
-        facts = None if not cls.reads_model_file else gguf_facts(ref.path) if here else \
+        facts = None if not reads else gguf_facts(ref.path) if here else \
             _guess_facts(spec, located.name, family)
         plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
             else counted(ref, plan.backend, opts, plan.runs, chat, notify)
@@ -140,7 +140,7 @@ def model_speed(ref: ModelRef, kind: str, opts) -> tuple[Speed | None, str]:
     """The speed of a model on this machine (its file here) as a plan gives it: its calibration, else
     one scaled from the nearest calibrated model; the note when there is none (`kld --dry-run`'s)."""
     cls = backend_class(kind)
-    facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
+    facts = gguf_facts(ref.path) if reads_model_file(kind) and ref.path else None
     return _speed(ref, cls, opts, facts, False, None)
 
 
@@ -157,7 +157,7 @@ def _guess_facts(spec: ModelSpec | None, name: str, family: str) -> ModelFacts |
 def counted(ref: ModelRef, kind: str, opts, runs, chat: bool, notify=None) -> list[TaskPlan]:
     """Every task's work with the model's own tokenizer (a vocabulary-only load) or the
     synthetic backend itself (`kld --dry-run` counts its passes' items so too)."""
-    reads = backend_class(kind).reads_model_file  # (--verbose shows the log of the run's own load, not this one)
+    reads = reads_model_file(kind)  # (--verbose shows the log of the run's own load, not this one)
     be = open_backend(kind, str(ref.path) if reads else ref.label,
                       replace(opts, vocab_only=True, verbose=False) if reads else opts)
     try:
@@ -185,7 +185,7 @@ def of_run(plan, backend, folder: Path | None = None, reference: str | None = No
 
     ref, opts, cls = plan.model, plan.backend_options, backend_class(plan.backend)
     plans = _counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
-    facts = gguf_facts(ref.path) if cls.reads_model_file and ref.path else None
+    facts = gguf_facts(ref.path) if reads_model_file(plan.backend) and ref.path else None
     speed, note = _speed(ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
     held = _held(plan.runs, saved_ids(folder)) if folder is not None and folder.is_dir() else {}  # a --resume's
@@ -279,12 +279,12 @@ def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str 
     if settings is None:
         return None, "this backend has no calibration"
     settings = json.loads(json.dumps(settings))
-    sha = ref.sha256 or (None if cls.reads_model_file else f"synthetic:{ref.label}") if ref else pinned
+    sha = ref.sha256 or (None if reads_model_file(ref.backend) else f"synthetic:{ref.label}") if ref else pinned
     note = ""
     if calibrate and ref is not None:
         if notify:
             notify(f"calibrating {ref.label} on this machine (its load is timed too) ...")
-        full = ref if ref.sha256 or not cls.reads_model_file else \
+        full = ref if ref.sha256 or not reads_model_file(ref.backend) else \
             replace(ref, sha256=hashing.file_digest(ref.path).sha256)  # the calibration's key: its SHA-256
         cal = calibration.calibrate(full, opts, settings, facts)
         sha, note = cal.sha256, f"calibrated now ({calibration.cache_file()})" + calibration.busy()

@@ -48,8 +48,6 @@ class LlamaCppBackend(Declared):
     name = "llama.cpp"
     Options = LlamaCppOptions
     capabilities = frozenset({SCORE, ROLLING, GENERATE})
-    reads_model_file = True  # MODEL is a GGUF path or a registry alias
-    synthetic = False
 
     def __init__(self, model_path: str | Path, options: LlamaCppOptions = LlamaCppOptions()):
         if not isinstance(options, LlamaCppOptions):
