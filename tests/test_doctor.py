@@ -81,15 +81,16 @@ def test_gather_runs():
     json.dumps(facts)  # plain data
     assert facts["python"]["version"].count(".") == 2
     assert set(facts["packages"]) >= {"llama-cpp-python", "huggingface_hub"}
-    assert facts["llama_cpp"]["importable"] in (True, False)
-    if facts["llama_cpp"]["importable"]:
-        assert "CPU" in facts["llama_cpp"]["backends"] or facts["llama_cpp"]["cpu_features"] is not None
-        assert isinstance(facts["llama_cpp"]["gpu_offload"], bool)
+    llama = facts["backends"]["llama.cpp"]  # each backend's facts under its name (its doctor hook's)
+    assert llama["llama_cpp"]["importable"] in (True, False) and llama["text"][0].startswith("llama-cpp-python ")
+    if llama["llama_cpp"]["importable"]:
+        assert "CPU" in llama["llama_cpp"]["backends"] or llama["llama_cpp"]["cpu_features"] is not None
+        assert isinstance(llama["llama_cpp"]["gpu_offload"], bool)
     rows = {r["alias"]: r for r in facts["models"]}
     assert set(rows) == set(models)
     assert rows["llama-3.1-8b-q4"]["cached"] is False  # empty HF cache
     assert rows["llama-3.1-70b-q4"]["size"] == 42520398400 and rows["llama-3.1-70b-q4"]["size_exact"]
-    assert facts["reinstall"] == llama_build.REINSTALL
+    assert llama["reinstall"] == llama_build.REINSTALL
     assert facts["memory"]["ram_total"] is None or facts["memory"]["ram_total"] > 0
 
 

@@ -139,21 +139,26 @@ def test_ci_and_the_readme_install_the_portable_build_with_the_same_switches():
 
 
 def test_doctor_says_what_an_rpc_only_build_offloads_to_and_every_reinstall_has_rpc():
+    from abricot_local.backends.llama_cpp import doctor as llama_doctor
+    from abricot_local.cli.options import flags
+    from abricot_local.errors import render
+
+    llama = {"importable": True, "system_info": PORTABLE_INFO, "gpu_offload": True, "gpu_backends": [],
+             "rpc": True, "build": "portable", "cpu_features": ["AVX", "AVX2"]}
+    own = {"llama_cpp": llama, "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT),
+           "reinstall_rpc": llama_build.REINSTALL_RPC, "advice": []}
     facts = {"python": {"version": "3.11.7"}, "packages": {"llama-cpp-python": "0.3.36"},
-             "llama_cpp": {"importable": True, "system_info": PORTABLE_INFO, "gpu_offload": True, "gpu_backends": [],
-                           "rpc": True, "build": "portable", "cpu_features": ["AVX", "AVX2"]},
              "memory": {"ram_total": 2**34, "ram_available": 2**33}, "nvidia": {"gpus": []}, "models": [],
-             "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT), "tasks": [],
-             "reinstall_rpc": llama_build.REINSTALL_RPC, "advice": []}
-    text = doctor_text(facts).replace(" \\\n      pip ", " pip ")  # (as the README: `\`)
+             "backends": {"llama.cpp": {**own, "text": llama_doctor.text(own)}}, "tasks": []}
+    text = render(doctor_text(facts), flags).replace(" \\\n        pip ", " pip ")  # (as the README: `\`)
     assert "GPU offload supported" not in text and "CPU only" not in text.split("GPU backends:")[0]
     assert "GPU backends: none in this build (offload only to --rpc servers' devices)" in text
     assert "llama.cpp build: portable (GGML_NATIVE=OFF)" in text
     assert "RPC (llama.cpp over the network; run --rpc, rpc-server): available" in text
     assert all("-DGGML_RPC=on" in cmd for cmd in llama_build.REINSTALL.values())
     assert all(cmd in text for cmd in llama_build.REINSTALL.values())
-    facts["llama_cpp"].update(gpu_offload=False, build="native")
-    text = doctor_text(facts)
+    llama.update(gpu_offload=False, build="native")
+    text = "\n".join(llama_doctor.text(own))
     assert "GPU backends: none in this build (CPU only)" in text and "llama.cpp build: native (GGML_NATIVE=ON)" in text
 
 

@@ -31,8 +31,12 @@ def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[
         echo(paths_table([r for r in rows if local or r.alias]))
         return
     if local:
+        from abricot_local.models import stores
+
         rows = local_models(registry, model_dirs, progress=say)
         echo(local_models_table(rows))
+        for why in stores.refused():  # a store plugin whose models are not listed: why
+            echo(f"plugin entry not run: {why}")
         return
     here: dict[str, str] = {}  # alias -> where its file comes from: the same set as `models --local`
     for r in local_models(registry, model_dirs, hash_new=False):
@@ -61,21 +65,21 @@ def pull(alias: str, models_file: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print every fact as JSON.")
 @models_file_option
 def doctor(as_json: bool, models_file: str | None) -> None:
-    """What this machine and this llama.cpp build can do (CPU features, GPU offload, memory), and
-    whether each task's data is here."""
-    import json
-
-    from abricot_local.models import doctor as doc
+    """What this machine and each backend can do (its build: CPU features, GPU offload; memory),
+    and whether each task's data is here."""
+    from abricot_local.cli.options import flags
+    from abricot_local.console.listings import doctor_text, json_text
+    from abricot_local.models import doctor as doc, stores
+    from abricot_local.models.registry import load_registry
     from abricot_local.tasks import refused
     from abricot_local.tasks.catalog import task_catalog
-    from abricot_local.console.listings import doctor_text
-    from abricot_local.models.registry import load_registry
 
     facts = doc.gather(load_registry(models_file))
     facts["tasks"] = [{k: r.get(k) for k in ("name", "group", "items", "data_path", "data_note", "error")}
                       for r in task_catalog()]
-    facts["plugins_not_run"] = list(refused())  # a shipped task's name taken, a name two plugins register
-    echo(json.dumps(facts, indent=2, default=str) if as_json else doctor_text(facts))
+    # a shipped task's name or store's prefix taken, a name two plugins register, a store plugin that cannot be used
+    facts["plugins_not_run"] = [*refused(), *stores.refused()]
+    echo(json_text(facts, flags) if as_json else doctor_text(facts))
 
 
 @cli.command()

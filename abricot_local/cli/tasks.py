@@ -13,20 +13,14 @@ from abricot_local.cli.options import data_options
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
 def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
     """List the tasks (plugins included) and groups: items, metrics, published references, data."""
-    import json
-
     from abricot_local.cli.options import flags
-    from abricot_local.console.listings import tasks_text
-    from abricot_local.errors import render
+    from abricot_local.console.listings import json_text, tasks_text
     from abricot_local.run.request import task_options
     from abricot_local.tasks.catalog import task_catalog
 
     given = task_options({"data": data, "data_dir": data_dir})
     rows = task_catalog(given.data, given.data_dir)
-    if as_json:  # the options named in a row's text written as flags, as the listing writes them
-        rows = json.loads(json.dumps(rows), object_hook=lambda d: {k: render(v, flags) if isinstance(v, str) else v
-                                                                    for k, v in d.items()})
-    echo(json.dumps(rows, indent=2) if as_json else tasks_text(rows))
+    echo(json_text(rows, flags) if as_json else tasks_text(rows))  # options named as the listing writes them
 
 
 @cli.group()

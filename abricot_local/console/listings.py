@@ -89,50 +89,67 @@ def data_status(row: dict) -> str:
     return f"missing: {row.get('data_note') or 'unknown'}"
 
 
-BUILD_WORDS = {
-    "portable": "portable (GGML_NATIVE=OFF): its CPU kernels and numbers are the same on every CPU with these features",
-    "native": "native (GGML_NATIVE=ON): this CPU's instructions; another CPU's native build may give other numbers",
-    "dispatch": "runtime dispatch (GGML_CPU_ALL_VARIANTS): the CPU kernels, and the numbers, depend on the CPU",
-    "unknown": "unknown (its ggml-config.cmake was not found)",
-}
-
-
-def build_lines(llama: dict) -> list[str]:
-    """What the llama.cpp build is and can do: native or portable, GPU backends, RPC."""
-    features = " ".join(llama.get("cpu_features") or []) or "none listed"
-    gpus = llama.get("gpu_backends") or []
-    if gpus:
-        offload = f"GPU backends: {', '.join(gpus)}"
-    elif llama.get("gpu_offload"):  # an RPC-only build reports offload support: its devices are RPC servers
-        offload = "GPU backends: none in this build (offload only to --rpc servers' devices)"
-    else:
-        offload = "GPU backends: none in this build (CPU only)"
-    return [f"llama.cpp build: {BUILD_WORDS.get(llama.get('build') or 'unknown', llama.get('build'))}",
-            f"  CPU features used: {features}", f"  {offload}"]
-
-
 def doctor_text(facts: dict) -> str:
-    llama = facts["llama_cpp"]
-    lines = [f"python {facts['python']['version']}  llama-cpp-python {facts['packages'].get('llama-cpp-python')}",
-             f"llama.cpp system info: {llama.get('system_info', '?')}"]
-    if llama.get("importable"):
-        lines += build_lines(llama)
+    """doctor's text: python, memory, GPUs, the models here, then each backend's facts under its name (the
+    lines its hook gives, else each fact as ``key: value``: models.doctor.backend_facts), the tasks' data,
+    the backends not usable and plugin entries not run, each backend's advice."""
+    packages = facts.get("packages", {})
+    lines = [f"python {facts['python']['version']}  abricot-local {packages.get('abricot-local') or '?'}"]
     mem = facts["memory"]
     lines.append(f"RAM: {gib(mem.get('ram_total'))} total, {gib(mem.get('ram_available'))} available")
     for g in facts["nvidia"].get("gpus", []):
         lines.append(f"GPU: {g.get('name')}  VRAM {gib(g.get('memory_total'))} total, {gib(g.get('memory_free'))} free")
     lines += on_machine_lines(facts.get("on_this_machine", []))
-    lines.append("RPC (llama.cpp over the network; run --rpc, rpc-server): "
-                 + ("available" if llama.get("rpc") else f"not in this build; reinstall with: {facts['reinstall_rpc']}"))
-    lines.append("reinstall llama-cpp-python (each with RPC; docs/numerics.md says which numbers each gives):")
-    what = facts.get("reinstall_what", {})
-    lines += [f"  {kind} ({what[kind]}):\n    {_command(cmd)}" if kind in what else f"  {kind}: {_command(cmd)}"
-              for kind, cmd in facts["reinstall"].items()]
+    backends = facts.get("backends", {})
+    for name, own in backends.items():
+        lines.append(f"backend {name}:")
+        lines += ["  " + line for line in _backend_lines(own)]
     lines.append("task data (the user cache; `abricot-local tasks --data-dir DIR` checks a folder):")
     lines += [f"  {t['name']:<14} {data_status(t)}" for t in facts["tasks"]]
+    lines += [f"backend not usable: {why}" for why in facts.get("backends_not_usable", ())]
     lines += [f"plugin entry not run: {why}" for why in facts.get("plugins_not_run", ())]
-    lines += [f"advice: {tip}" for tip in facts["advice"]]
+    lines += [f"advice ({name}): {tip}" for name, own in backends.items() for tip in own.get("advice", ())]
+    lines += [f"advice: {tip}" for tip in facts.get("advice", ())]
     return "\n".join(lines)
+
+
+def _backend_lines(facts: dict) -> list[str]:
+    """A backend's doctor facts as lines: those its hook wrote (``text``), else each fact but its advice as
+    ``key: value`` (a value as compact JSON; a mapping's keys a line each)."""
+    import json
+
+    if facts.get("text"):
+        return [part for line in facts["text"] for part in str(line).split("\n")]
+    shown = lambda v: json.dumps(v, default=str, ensure_ascii=False)  # noqa: E731
+    lines = []
+    for key, value in facts.items():
+        if key in ("text", "advice"):
+            continue
+        if isinstance(value, dict) and value:  # one level down, a line each
+            lines += [f"{key}:", *(f"  {k}: {shown(v)}" for k, v in value.items())]
+        else:
+            lines.append(f"{key}: {shown(value)}")
+    return lines or ["(no facts)"]
+
+
+def json_text(value, namer) -> str:
+    """``value`` as the indented JSON a command's ``--json`` prints, every option a message in it names
+    (errors.opt) written by ``namer`` (the command line's flags), as the text listing writes it: the one
+    place a ``--json`` renders them (`tasks --json`, `doctor --json`)."""
+    import json
+
+    from abricot_local.errors import render
+
+    def rendered(v):
+        if isinstance(v, str):
+            return render(v, namer)
+        if isinstance(v, dict):
+            return {k: rendered(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [rendered(x) for x in v]
+        return v
+
+    return json.dumps(rendered(value), indent=2, default=lambda o: render(str(o), namer))
 
 
 def _uses(row: dict) -> str:
@@ -142,12 +159,6 @@ def _uses(row: dict) -> str:
     flags = [f"--{o.replace('_', '-')}" + (f" ({', '.join(choices[o])})" if choices.get(o) else "")
              for o in row.get("options", [])]
     return ", ".join(flags) or "none of --shots, --prompt-variant"
-
-
-def _command(cmd: str) -> str:
-    """A shell command as the README writes it: its CMAKE_ARGS, then `\\` and the pip line (each whole)."""
-    head, sep, rest = cmd.partition('" pip ')
-    return f'{head}" \\\n      pip {rest}' if sep and len(cmd) > 110 else cmd
 
 
 def tasks_text(rows: list[dict]) -> str:

@@ -1,8 +1,8 @@
-"""Facts for ``abricot-local doctor``: versions, llama.cpp build, memory, GPUs, cached models.
+"""Facts for ``abricot-local doctor``: versions, each backend's facts, memory, GPUs, cached models.
 
 Pure fact gathering: nothing is printed and nothing is downloaded. The probes are the
-backends' (backends/gpus.py: nvidia-smi; each backend's own facts, advice and reinstall commands
-through its `doctor` hook: backends.doctor_facts).
+backends' (backends/gpus.py: nvidia-smi; each registered backend's own facts through its
+``doctor`` hook, ``Registered.doctor``, kept under its name: :func:`backend_facts`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import platform
 import sys
 from typing import Any
 
-from abricot_local import memory
-from abricot_local.backends import doctor_facts
+from abricot_local import backends, memory
 from abricot_local.backends.gpus import nvidia_gpus
 from abricot_local.models import fetch
 from abricot_local.models.ref import is_cached, local_file
@@ -69,24 +68,50 @@ def on_this_machine(models: dict[str, ModelSpec], ram: int | None) -> list[dict[
             for r in local_models(models, hash_new=False)]
 
 
+def backend_facts(gpus: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each registered backend's facts, under its name (none merged into another's): what its ``doctor``
+    hook (``module:function``, given the GPUs found) returns, a dict of plain data; a backend without a
+    hook has none. Doctor's text reads two keys of it: ``text`` (a list of str: the lines it shows of the
+    backend, in the backend's words; without it, each other key as ``key: value``) and ``advice`` (a list
+    of str: tips, each an ``advice (BACKEND):`` line). A hook that fails, or returns something else, is its
+    backend's ``error`` (doctor goes on)."""
+    from importlib import import_module
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, registered in backends.BACKENDS.items():
+        if not registered.doctor:
+            continue
+        module, _, function = registered.doctor.partition(":")
+        try:
+            facts = getattr(import_module(module), function)(gpus)
+            if not isinstance(facts, dict):
+                raise TypeError(f"it returned {type(facts).__name__}, not a dict")
+            text, advice = facts.get("text", []), facts.get("advice", [])
+            if not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in (text, advice)):
+                raise TypeError("its text and advice must be lists of strings")
+        except Exception as exc:  # a plugin's broken hook must not break the report
+            why = f"its doctor hook {registered.doctor} failed: {type(exc).__name__}: {exc}"
+            facts = {"error": why, "text": [why]}
+        out[name] = facts
+    return out
+
+
 def gather(models: dict[str, ModelSpec]) -> dict[str, Any]:
     """Every fact the doctor command shows, as plain data."""
     gpus = nvidia_gpus()
-    runtime = doctor_facts(gpus)  # each backend's: its build, reinstall commands, advice
-    advice = runtime.pop("advice", [])
     memory = memory_facts()
     vram = sum(g["memory_free"] for g in gpus["gpus"])
     return {
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},
         "packages": package_versions(),
-        **runtime,
+        "backends": backend_facts(gpus),  # each backend's: its build, reinstall commands, advice
+        "backends_not_usable": backends.not_usable(),  # a plugin refused, a class that does not load: why
         "memory": memory,
         "nvidia": gpus,
         "cache": {"abricot": str(fetch.cache_dir()), "huggingface": _hf_cache(), "offline": fetch.is_offline()},
         "models": model_facts(models, memory["ram_available"], vram),
         "on_this_machine": on_this_machine(models, memory["ram_available"]),
-        "advice": advice,
     }
 
 

@@ -6,30 +6,88 @@
   download (:mod:`.hf_cache`);
 - a file name found in llama.cpp's cache or a ``--model-dir`` folder (:mod:`.folders`).
 
-Each store module gives ``resolve(rest, ...) -> Found`` and ``listing() -> [Listed]`` (a store that
-downloads what it does not hold, the hub's, also ``pending(rest)``: what a run would download); nothing
-here talks to a running Ollama or LM Studio. ``modelref`` turns a Found into a ModelRef.
+Each store module gives what :data:`NEEDS` says (checked when it loads); nothing here talks to a running
+Ollama or LM Studio. ``modelref`` turns a Found into a ModelRef.
+
+Other packages add stores through the entry-point group ``abricot_local.model_stores`` (``PREFIX = "module"``),
+as tasks are added: a plugin cannot take a shipped store's prefix (its entry is ignored, and `doctor` says so),
+a prefix two plugins register is refused when used, naming both; a plugin that fails to load, or whose
+functions do not take what a store is given, is named when its prefix is used (`doctor` and `models --local`
+name it too) and blocks no other store.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+
+from abricot_local.errors import UsageError
 
 GROUP = "abricot_local.model_stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
 MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_local.models.stores.lmstudio",
-           "hf": "abricot_local.models.stores.hf_cache"}
+           "hf": "abricot_local.models.stores.hf_cache"}  # the shipped stores
+NEEDS = ("resolve(rest, *, offline=None, notify=None, progress=True, fresh=False) -> Found, "
+         "listing() -> list[Listed], and optionally pending(rest) (what a run would download)")
+RESOLVE_KEYWORDS = {"offline": None, "notify": None, "progress": True, "fresh": False}  # what resolve() is given
 
 
-def _plugins() -> dict[str, str]:
-    from importlib.metadata import entry_points
+@functools.cache
+def _entries() -> tuple[dict[str, str | EntryPoint], dict[str, str], dict[str, str]]:
+    """(prefix -> its module: the shipped stores, then the plugins' entry points by prefix; prefix -> why a
+    prefix two plugins register is refused; prefix -> why a plugin's entry taking a shipped prefix is
+    ignored). A package found twice (the same value) is no clash. Names only: nothing is imported."""
+    plugins: dict[str, dict[str, EntryPoint]] = {}
+    for ep in entry_points(group=GROUP):
+        plugins.setdefault(ep.name, {}).setdefault(ep.value, ep)
+    registry: dict[str, str | EntryPoint] = dict(MODULES)
+    clashes, ignored = {}, {}
+    for prefix in sorted(plugins):
+        eps = list(plugins[prefix].values())
+        entries = " and ".join(f"{prefix} = {ep.value}" + (f" (package {_package(ep)})" if _package(ep) else "")
+                               for ep in eps)
+        if prefix in MODULES:
+            ignored[prefix] = (f"model store plugin entry {entries} is ignored: {prefix!r} is a store shipped with "
+                               f"abricot-local (`{prefix}:` names that one); the plugin must register its store "
+                               "under another prefix")
+            continue
+        registry[prefix] = eps[0]
+        if len(eps) > 1:
+            clashes[prefix] = (f"model store prefix {prefix!r} is registered by several plugins ({entries}): "
+                               "uninstall one of them, or have one register its store under another prefix")
+    return registry, clashes, ignored
 
-    return {ep.name: ep.value for ep in entry_points(group=GROUP) if ep.name not in MODULES}
+
+def _package(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else ""
 
 
-MODULES.update(_plugins())  # names only: a store's module loads when a name with its prefix is used
-PREFIXES = tuple(MODULES)
+def _where(ep: EntryPoint) -> str:
+    """An entry as a message names it: its module, its package."""
+    return ep.value + (f", package {_package(ep)}" if _package(ep) else "")
+
+
+def prefixes() -> tuple[str, ...]:
+    """Every store prefix: the shipped ones, then the plugins' (a refused one included: it is named when used)."""
+    return tuple(_entries()[0])
+
+
+def refused() -> tuple[str, ...]:
+    """Why a store plugin's entry is not used: one taking a shipped prefix (ignored), a prefix several plugins
+    register, a plugin that does not load or whose functions do not take what a store is given (each imported
+    here: `doctor` and `models --local` ask)."""
+    registry, clashes, ignored = _entries()
+    out = [*clashes.values(), *ignored.values()]
+    for prefix in registry:
+        if prefix not in MODULES and prefix not in clashes:
+            try:
+                _module(prefix)
+            except UsageError as err:
+                out.append(str(err))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -55,7 +113,11 @@ class Listed:
 
 
 def label_of(text: str) -> str:
-    """A name usable as a folder: ``gemma3:270m`` -> ``gemma3-270m``."""
+    """A store's short ASCII label of a model (ASCII letters, digits, ``.``, ``_``, ``-``): the name its run
+    records and its run's folder (``gemma3:270m`` -> ``gemma3-270m``). Not a path part itself: where it becomes
+    one (run.request.folder_of) it goes through names.path_part, which leaves it as it is (up to 120
+    characters). path_part alone would keep ``:`` and spaces (``gemma3:270m``), renaming existing runs'
+    folders and recorded names: this narrower label stays."""
     import re
 
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._") or "model"
@@ -63,13 +125,55 @@ def label_of(text: str) -> str:
 
 def prefix_of(name: str) -> str | None:
     head, sep, _ = name.partition(":")
-    return head if sep and head in PREFIXES else None
+    return head if sep and head in _entries()[0] else None
 
 
 def _module(prefix: str):
+    """The store module of ``prefix``, checked (:func:`_checked`); a plugin's that cannot be used is a
+    UsageError naming it."""
     from importlib import import_module
 
-    return import_module(MODULES[prefix])
+    registry, clashes, _ = _entries()
+    if prefix in clashes:
+        raise UsageError(clashes[prefix])
+    found = registry[prefix]
+    if isinstance(found, str):  # a shipped store
+        return import_module(found)
+    try:
+        module = found.load()
+    except Exception as exc:  # a broken plugin names itself
+        raise UsageError(f"model store plugin {prefix!r} ({_where(found)}) failed to load: "
+                         f"{type(exc).__name__}: {exc}; fix or reinstall its package (or uninstall it)") from None
+    return _checked(prefix, _where(found), module)
+
+
+def _checked(prefix: str, where: str, module):
+    """``module`` if its functions take what a store is given (:data:`NEEDS`), else a UsageError naming the
+    plugin, what it has and what it needs."""
+    import inspect
+
+    wanted = {"resolve": (("rest",), RESOLVE_KEYWORDS), "listing": ((), {})}
+    if hasattr(module, "pending"):
+        wanted["pending"] = (("rest",), {})
+    problems = []
+    for name, (args, keywords) in wanted.items():
+        function = getattr(module, name, None)
+        if not callable(function):
+            problems.append(f"it has no {name}()")
+            continue
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):  # no signature to read (a builtin): trusted
+            continue
+        try:
+            signature.bind(*args, **keywords)
+        except TypeError as err:
+            problems.append(f"its {name}{signature} cannot be called as {name}("
+                            + ", ".join([*args, *(f"{k}=..." for k in keywords)]) + f") ({err})")
+    if problems:
+        raise UsageError(f"model store plugin {prefix!r} ({where}) cannot be used: {'; '.join(problems)}; a store's "
+                         f"module must give {NEEDS}")
+    return module
 
 
 def resolve(name: str, *, offline: bool | None = None, notify=None, progress: bool = True,
@@ -98,12 +202,19 @@ def locate(name: str, *, offline: bool | None = None, notify=None, progress: boo
 
 
 def listing(model_dirs: tuple[str, ...] = ()) -> list[Listed]:
-    """Every GGUF the stores hold (missing stores are skipped)."""
+    """Every GGUF the stores hold (missing stores are skipped, as is a plugin's that cannot be used:
+    :func:`refused` says why)."""
     from . import folders
 
     out: list[Listed] = []
-    for prefix in PREFIXES:
-        out += _module(prefix).listing()
+    for prefix in prefixes():
+        try:
+            module = _module(prefix)
+        except UsageError:
+            if prefix in MODULES:
+                raise
+            continue
+        out += module.listing()
     return out + folders.listing(model_dirs)
 
 
