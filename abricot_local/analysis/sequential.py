@@ -10,7 +10,9 @@ hypergeometric interval (stats.exact_set_ci); a correlation's, correlation_ci's 
 centred for its bias and skew, +- Student's t x the larger of the bootstrap's and normal theory's se, narrowed by
 stats.fpc), read once each vector has 10 items off its commonest value; a rung's paired accuracy difference, the exact
 interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
-changed on a large task), a paired correlation's, +- z x the paired bootstrap's se. A verdict reads its looks'
+changed on a large task), a paired correlation's, +- z x the paired bootstrap's se, read once 10 of the items
+changed their answer (equivalence.few_changed: compare's rule). A run grown by --resume keeps the looks its rule
+took (:func:`grown`): its new looks spend only the error left. A verdict reads its looks'
 intervals intersected: below N a settled verdict stays settled (not worse may become equivalent or better); a task
 scored on to all N items (the run waiting for another's verdict) takes its exact look, which overrules it. Settled:
 reproduced, differs, this task cannot settle M, equivalent, better (the interval above +M: better by more than M, as
@@ -247,6 +249,22 @@ def start(total: int, questions: Sequence[Question], *, looks: Sequence[int] | N
     return Sequential(total, planned_looks(total, looks, max_items), tuple(questions), alpha, seed, spend)
 
 
+def grown(state: Sequential, taken: Sequence[int]) -> Sequential:
+    """``state`` before its first look, an earlier rule of its task having taken the looks ``taken`` (items: a run
+    grown by ``--resume --until-settled --max-items``): those kept first, look k at its own level (the error it spent
+    stays spent), then the plan's looks past the last of them at the levels after theirs, so the error left is all
+    the new looks spend and every verdict keeps its bound (a fresh plan would take its looks at the first levels
+    again: the error spent twice). A look past the plan's last is not kept (a run does not shrink)."""
+    if state.looks:
+        raise UsageError("an earlier rule's looks are kept before the first look, not after")
+    kept = tuple(int(n) for n in taken if int(n) <= state.planned[-1])
+    if not kept:
+        return state
+    if kept[0] < 1 or any(b <= a for a, b in zip(kept, kept[1:])):
+        raise UsageError(f"the looks an earlier rule took are no plan: {', '.join(map(str, kept))}")
+    return replace(state, planned=(*kept, *(n for n in state.planned if n > kept[-1])))
+
+
 def look(state: Sequential, n: int, inputs: Mapping[str, Sequence[Any]]) -> Sequential:
     """``state`` after the look at ``n`` items (one of ``state.planned``, after the last taken). ``inputs``: per
     question's name, over the first ``n`` items of the nested order, a row's metric inputs ``(x, y)`` (a task's
@@ -300,7 +318,9 @@ def _row(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed:
 def _pair(q: Question, v: list[np.ndarray], n: int, total: int, lvl: float, seed: int):
     """other - reference over the n items, its interval at ``lvl`` for the task's own value, and why there is none."""
     if q.stat != "accuracy":
-        return correlation_ci(q.stat, v, n, total, lvl, seed, paired=q.paired)
+        value, ci, note = correlation_ci(q.stat, v, n, total, lvl, seed, paired=q.paired)
+        few = equivalence.few_changed(q.stat, int(np.sum(v[0].astype(float) != v[2].astype(float))), n)
+        return (value, None, few) if ci is not None and few and n < total else (value, ci, note)
     a, b = v[0] == v[1], v[2] == v[3]
     only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
     return (only_a - only_b) / n, paired_set_ci(only_a, only_b, n, total, level=lvl), ""

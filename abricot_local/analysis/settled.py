@@ -9,9 +9,16 @@ from typing import Iterable
 
 from abricot_local.analysis import sequential as sq
 from abricot_local.record import PublishedCheck, Record
+from abricot_local.record.schema import Settle
 
 # what the fixed-n verdict of a row a --until-settled rule judged is, beside the rule's (console.settled's words)
 FIXED_N = "the fixed-n 90% verdict over the same items: it does not account for the looks this run took"
+
+
+def restored(recorded: Settle) -> sq.Sequential:
+    """A recorded rule (``tasks.<key>.sequential``) as the ``sequential.Sequential`` it was: the one reader of a
+    recorded rule (its lines, its replay, a grown run's looks already taken, a report's verdict)."""
+    return sq.from_recorded(recorded.to_dict())
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ def _judged(record: Record, task: str, names: Iterable[str]) -> SettledVerdict |
     entry = record.tasks.get(task)
     if entry is None or entry.sequential is None:
         return None
-    state = sq.from_recorded(entry.sequential.to_dict())
+    state = restored(entry.sequential)
     wanted = set(names)
     lk = next((lk for lk in state.latest if lk.question in wanted), None)
     return None if lk is None else SettledVerdict(lk, len(state.planned),

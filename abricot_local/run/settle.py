@@ -4,7 +4,9 @@ Before the loop (:func:`rule_of`, before the model loads): one ``Question`` per 
 entry reproduces that the run's task instance is made as (baselines.entry_for, no protocol difference), its
 statistic the task's ``metric_inputs``', its margin ``--margin`` or the task's, its rounding the published value's;
 a rule per task instance over the task's N items (``sequential.start``), the looks ``--looks`` or 20, 40, 80, ...
-up to ``--max-items`` (the plan's sample) or N. Nothing to settle is refused.
+up to ``--max-items`` (the plan's sample) or N; a --resume that grows a finished run keeps the looks its recorded
+rule took (``Rule.keep``: sequential.grown), and one that makes it a fixed-n run says them (:class:`Grown`).
+Nothing to settle is refused.
 
 In the loop (execute.py's staged loop, this module's :class:`Rule`): every task's items are taken in the nested
 sample order (tasks.selection.sample_order: the first n are ``--sample n``'s), all tasks to the run's next look, a
@@ -26,10 +28,11 @@ from abricot_local import metrics as metric_stats
 from abricot_local.analysis import baselines
 from abricot_local.analysis import sequential as sq
 from abricot_local.errors import ResultsError, UsageError, opt
-from abricot_local.record import RESULTS, Record, Sample, TaskEntry, read_run
+from abricot_local.record import Record, Sample, TaskEntry
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import Count, prepare
-from abricot_local.run.settle_record import stopped
+from abricot_local.run.execute import Whole
+from abricot_local.run.settle_record import looked, record_in, restored, stopped, taken
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
 
@@ -143,10 +146,8 @@ def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
 def stages_of(plan, pairs: Pairs | None = None):
     """The stages ``plan`` is scored in: a ``--until-settled`` plan's :class:`Rule` over its bound (:func:`bounded`;
     nothing to settle refused, before any load), else the whole run (execute.Whole)."""
-    from abricot_local.run.execute import Whole
-
     if not plan.settle.on:
-        return Whole(plan)
+        return Grown(plan)
     plan = bounded(plan)
     return rule_of(plan, pairs)
 
@@ -229,10 +230,23 @@ class Rule:
 
     def finished(self, folder: Path, manifest):
         """With --resume: the finished run in ``folder`` when it is this one, stopped where it settled
-        (:func:`finished`), else as the ordinary resume finds it (run/resume.py)."""
+        (:func:`finished`), else as the ordinary resume finds it (run/resume.py). A finished run this one grows
+        (a larger --max-items): each task's rule keeps the looks its recorded rule took (:meth:`keep`)."""
         from abricot_local.run.resume import finished_run
 
-        return finished(folder, self.plan) or finished_run(folder, manifest)
+        done = finished(folder, self.plan)
+        if done is None:
+            self.keep(taken(record_in(folder)))
+        return done or finished_run(folder, manifest)
+
+    def keep(self, earlier: dict[str, sq.Sequential]) -> None:
+        """Each task's rule, before its first look, with the looks an earlier rule of it took (``earlier``: per task,
+        the recorded rule: settle_record.taken) kept first, their error spent (sequential.grown): a run grown by
+        --resume spends on its new looks only the error left, and they are taken again from the items held."""
+        for key, r in self.rules.items():
+            e = earlier.get(key)
+            if e is not None and e.taken and e.total == r.state.total and not r.state.looks:
+                self.rules[key] = replace(r, state=sq.grown(r.state, e.planned[:e.taken]))
 
     def made(self, plan):
         """The plan the run records: the ``--sample n`` plan of the items it scored (:func:`stopped_plan`)."""
@@ -247,18 +261,36 @@ class Rule:
         return {key: section(r, ref) for key, r in self.rules.items()}
 
 
+@dataclass
+class Grown(Whole):
+    """A run that is not ``--until-settled`` (execute.Whole): a --resume that grows a finished ``--until-settled``
+    run in its folder to a larger --sample says, on its resume line and as a warning of each task its record holds,
+    the looks that run's rules took and the bound its fixed-n verdict has with them (settle_record.looked)."""
+
+    took: dict[str, str] = dataclasses.field(default_factory=dict)  # per task: what its earlier rule took
+
+    def finished(self, folder, manifest):
+        done = super().finished(folder, manifest)
+        if done is None:
+            found = {k: looked(s, self.plan.sample) for k, s in taken(record_in(folder)).items()}
+            self.took = {k: v for k, v in found.items() if v}
+            self.until = "".join(f"; {k}: {v}" for k, v in self.took.items())
+        return done
+
+    def made(self, plan):
+        return replace(plan, runs=tuple(replace(r, notes=(*r.notes, self.took[r.task.key])) if r.task.key in self.took
+                                        else r for r in plan.runs))
+
+
 def finished(folder: Path, plan) -> Record | None:
     """With --resume: the finished ``--until-settled`` run in ``folder`` when it is this one (the same options,
     model, data and rule, its ``sample`` where it stopped): nothing to score. None otherwise (the ordinary resume
     decides: a larger bound grows it, another run is refused)."""
     from abricot_local.run.record import plan_manifest
 
-    if not (Path(folder) / RESULTS).is_file():
+    record = record_in(folder)
+    if record is None:
         return None
-    try:
-        record = read_run(folder)
-    except ResultsError:
-        return None  # the ordinary resume says what is wrong with it
     c = record.config
     if record.manifest is None or c is None or not c.until_settled or c.sample is None:
         return None
@@ -320,7 +352,7 @@ def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequenc
     """``check``: the recorded looks taken again over ``samples`` (the run's, in the nested order; a rung's:
     ``reference``, its reference's on the same items): each look's verdict exactly, its intervals within
     :data:`INTERVAL_TOLERANCE`, and the stop where it was; what differs."""
-    state = sq.from_recorded(recorded.to_dict())
+    state = restored(recorded)
     stats = statistics(task)
     metrics = metrics or {q.name: q.name.rpartition(".")[2] for q in state.questions}
     if any(m not in stats for m in metrics.values()):

@@ -1,19 +1,51 @@
-"""A ``--until-settled`` run's recorded rules read back (``tasks.<key>.sequential``): whether they all stopped
-(:func:`stopped`), their verdict lines (:func:`lines`), the bound a run open at its last look goes on to
-(:func:`next_bound`) and the advice that says so (:func:`advice`: one text for the CLI and the API). The rule's making,
-its looks and ``check``'s replay are settle.py's."""
+"""A ``--until-settled`` run's recorded rules read back (``tasks.<key>.sequential``, through analysis.settled.restored,
+the one reader): the looks they took (:func:`taken`, what a grown run keeps; :func:`looked`, what a fixed-n one
+says), whether they all stopped (:func:`stopped`), their verdict lines (:func:`lines`), the bound a run open at its
+last look goes on to (:func:`next_bound`) and the advice that says so (:func:`advice`: one text for the CLI and the
+API). The rule's making, its looks and ``check``'s replay are settle.py's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from abricot_local.analysis import sequential as sq
-from abricot_local.errors import opt
-from abricot_local.record import Record, TaskEntry
-from abricot_local.record.schema import Settle
+from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
+from abricot_local.errors import ResultsError, opt
+from abricot_local.record import RESULTS, Record, TaskEntry, read_run
 
 
-def restored(recorded: Settle) -> sq.Sequential:
-    """A recorded rule as a ``sequential.Sequential`` (its lines, its replay)."""
-    return sq.from_recorded(recorded.to_dict())
+def record_in(folder: Path) -> Record | None:
+    """The finished run's record in ``folder``; None when there is none or it cannot be read (the ordinary resume
+    says what is wrong with it)."""
+    if not (Path(folder) / RESULTS).is_file():
+        return None
+    try:
+        return read_run(folder)
+    except ResultsError:
+        return None
+
+
+def taken(record: Record | None) -> dict[str, sq.Sequential]:
+    """Per task, the rule ``record`` holds (its looks taken: ``planned[:taken]``, their error spent): what a run
+    grown from it by --resume keeps (sequential.grown), or says it took (:func:`looked`). Empty for no record, or
+    one no rule ruled."""
+    if record is None:
+        return {}
+    return {key: restored(e.sequential) for key, e in record.tasks.items() if e.sequential is not None}
+
+
+def looked(state: sq.Sequential, sample: int | None) -> str:
+    """A task of a run that is not --until-settled, grown (``--sample``) from a --until-settled run whose rule
+    ``state`` took looks: those looks, the error they spent and the bound its fixed-n verdict has with them
+    (Bonferroni: theirs and its alpha), as its resume line and its recorded warning say; "" when none was taken."""
+    if not state.taken:
+        return ""
+    spent = sum(1.0 - state.level(k) for k in range(1, state.taken + 1))
+    until = opt("until_settled", True)
+    return (f"its rule took looks ({until}) at {', '.join(map(str, state.planned[:state.taken]))} items before "
+            f"{opt('sample', sample)} grew the run (error {spent:.4g} spent): the fixed-n {100 * (1 - state.alpha):g}% "
+            f"verdict does not account for them (with them, wrong with probability at most {spent + state.alpha:.4g}); "
+            f"{until} {opt('max_items', sample)} goes on with its looks kept instead")
 
 
 def stopped(record: Record) -> bool:
@@ -57,5 +89,5 @@ def advice(record: Record, command) -> str:
                    "vary; " for e in record.tasks.values() if e.sequential is not None
                    for lk in restored(e.sequential).open if lk.interval is None and lk.note)
     return (f"not settled by {opt('max_items', record.config.sample)}, its last look: {said}{opt('max_items', m)} "
-            f"plans a look at {m} items, and the run goes on to it (the items it holds kept, the error still spent "
-            f"across the looks):\n  {command(m)}")
+            f"plans a look at {m} items, and the run goes on to it (the items it holds and the looks it took kept: "
+            f"the new looks spend only the error left):\n  {command(m)}")
