@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -98,20 +97,21 @@ def _memo_lookup(real: str, key: dict) -> str | None:
 
 
 def memo_store(path: Path | str, digest: str) -> None:
-    """Remember ``digest`` for ``path`` as it is now (best effort: a read-only cache only
-    costs a rehash next time)."""
+    """Remember ``digest`` for ``path`` as it is now (best effort: a read-only cache, a full disk or another
+    process holding the memo's lock too long only cost a rehash next time). Read, merged and written under
+    the memo's lock (jsonfiles.locked), with the one atomic write (jsonfiles.atomic_write: the umask's mode,
+    no temp file left by an error or Ctrl-C), as calibrations.json is: two processes hashing at once keep
+    both entries, and a reader sees the old memo or the whole new one."""
+    from .jsonfiles import atomic_write, locked
+
     real = os.path.realpath(path)
     try:
-        entry = {**_key(os.stat(real)), "sha256": digest}
-        memo = {k: v for k, v in _memo_load().items() if os.path.exists(k)}  # drop deleted files
-        memo[real] = entry
-        target = memo_file()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".memo-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(memo, fh, indent=0, sort_keys=True)
-        os.replace(tmp, target)
-    except OSError:
+        entry, target = {**_key(os.stat(real)), "sha256": digest}, memo_file()
+        with locked(target, "process hashing a file"):
+            memo = {k: v for k, v in _memo_load().items() if os.path.exists(k)}  # drop deleted files
+            memo[real] = entry
+            atomic_write(target, json.dumps(memo, indent=0, sort_keys=True))
+    except (OSError, AbricotError):  # atomic_write and locked say an OSError as a ResultsError
         pass
     else:
         _seen[tuple(entry[k] for k in _KEYS)] = digest

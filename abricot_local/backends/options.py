@@ -28,6 +28,13 @@ def _engine_config(o: "ScoringOptions") -> dict:
     return engine_class(o.engine).config(o)
 
 
+def seed_option(**role):
+    """The seed's field, declared here once for the two classes that hold it: its default, range and help.
+    ``TaskOptions.seed`` is the flag (--seed) and what a run records; ``ScoringOptions.seed`` is set from it
+    (``flag=False``: a second --seed flag, or the seed recorded twice, is what one field in both would make)."""
+    return option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED, **role)
+
+
 @dataclass(frozen=True)
 class ScoringOptions:
     """The schedule's settings (n_ctx, n_batch) and the engine's (all recorded), the seed and
@@ -42,7 +49,7 @@ class ScoringOptions:
                          choices=tuple(ENGINES), record=_engine_config)
     parallel: int | None = option(None, f"{_GROUPED}: most items per decode (each group also fits in --n-ctx). "
                                   "1 = prefix's numbers.", min=1, max=MAX_PARALLEL, default_text="n_ctx/256, 1-16")
-    seed: int = option(DEFAULT_SEED, "Seed (set by --seed).", min=0, max=MAX_SEED, flag=False)
+    seed: int = seed_option(flag=False)  # set from TaskOptions.seed (--seed)
     verbose: bool = option(False, "Show the backend's own log.")
     vocab_only: bool = option(False, internal=True)
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, recheck_options
+from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, data_dir_option, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -33,7 +33,7 @@ def merge(shards: tuple[str, ...], out: str) -> None:
                    "engine); the batched engine's drift with --sample]")
 @click.option("--model", "model_path", default=None,
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
-@click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
+@data_dir_option
 @recheck_options
 @click.option("--exact", is_flag=True,
               help="Demand the recorded numbers (same predictions, log-probs within --atol) even when this "

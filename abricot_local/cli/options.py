@@ -70,8 +70,23 @@ class FiniteRange(click.FloatRange):
         return x
 
 
+class FieldPath(click.Path):
+    """A path option's value checked by its field's own parser (``TaskOptions.data_dir``: a file where a folder is
+    wanted refused), as given on the command line: every command taking the flag refuses it alike."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec
+
+    def convert(self, value, param, ctx):
+        from abricot_local.option_fields import parse
+
+        return parse(self.spec, super().convert(value, param, ctx))
+
+
 def _click_option(spec, only: str = ""):
-    """An option's flag, from its field: not given is None (the field's default, or the backend's)."""
+    """An option's flag, from its field: not given is None (the field's default, or the backend's); a path
+    field with its own parser parses the value given (:class:`FieldPath`)."""
     if spec.kind is bool:
         return click.option(spec.flag_name, is_flag=True, default=None, help=only + spec.help)
     shown = spec.default_text or (spec.default_help() if spec.default not in (None, (), "") else "")
@@ -79,17 +94,28 @@ def _click_option(spec, only: str = ""):
     if spec.repeat:
         return click.option(spec.flag_name, multiple=True, metavar=spec.metavar or None, help=help_)
     kind = (click.Choice(spec.choices) if spec.choices else _Declared(spec.name) if spec.declared_choices else
-            click.Path() if spec.path else
+            (FieldPath(spec) if spec.parse else click.Path()) if spec.path else
             {int: click.INT, float: click.FLOAT}.get(spec.kind, click.STRING) if not spec.many else click.STRING)
     return click.option(spec.flag_name, type=kind, default=None, metavar=spec.metavar or None, help=help_)
 
 
-def data_options(f):
-    """--data and --data-dir (TaskOptions' fields)."""
+def _task_flags(*names: str) -> list:
+    """The flags of these TaskOptions fields, in declaration order."""
     from abricot_local.option_fields import specs
     from abricot_local.tasks.base import TaskOptions
 
-    return _apply(f, [_click_option(s) for s in specs(TaskOptions) if s.name in ("data", "data_dir")])
+    return [_click_option(s) for s in specs(TaskOptions) if s.name in names]
+
+
+def data_options(f):
+    """--data and --data-dir (TaskOptions' fields)."""
+    return _apply(f, _task_flags("data", "data_dir"))
+
+
+def data_dir_option(f):
+    """--data-dir alone (TaskOptions' field: `run`'s help, parser and refusal): `check` and `kld`, where a
+    recorded run's data files are looked for when they moved."""
+    return _apply(f, _task_flags("data_dir"))
 
 
 def task_options(f):

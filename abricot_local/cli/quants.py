@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo, say
-from abricot_local.cli.options import OutputPath, backend_values, models_file_option, recheck_options
+from abricot_local.cli.options import (OutputPath, backend_values, data_dir_option, models_file_option,
+                                       recheck_options)
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -69,7 +70,7 @@ def _sigterm(signum, frame):
 @click.argument("reference", type=click.Path())
 @click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN [RUN ...]")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N common items of each task.")
-@click.option("--data-dir", type=click.Path(), default=None, help="Folder of the data files, if they moved.")
+@data_dir_option
 @click.option("--force", is_flag=True, help="Skip the memory check (the reference and the runs of a pass are "
               "loaded at once: all that fit).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (reference passes, tokens, memory, predicted time on "

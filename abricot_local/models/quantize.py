@@ -30,6 +30,7 @@ from abricot_local.cache import cache_dir, publish, shown
 from abricot_local.errors import ModelError, NoSpaceError, UsageError, opt
 from abricot_local.gguf.file import FILE_TYPES, facts, headers, strip_quant
 from abricot_local.models import quant_folder
+from abricot_local.names import path_part
 from abricot_local.models.quant_types import (UNQUANTIZED, estimate, refuse_experts_only, refuse_unwritable,
                                               weights_quant)
 
@@ -66,6 +67,13 @@ class Ladder:
 
 def alias_of(base: str, quant: str) -> str:
     return f"{base}-{quant}".lower()
+
+
+def _alias_part(name: str) -> str:
+    """``name`` as the base of the rungs' aliases (and file names): letters, digits, ``_`` and ``-``, every other
+    run of characters one ``-``, as a models.toml alias must be (models.registry; names.path_part keeps ``:``,
+    spaces, dots: not an alias's rule)."""
+    return re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9_-]+", "-", name)).strip("-_") or "model"
 
 
 def parse_rungs(text: str) -> tuple[str, ...]:
@@ -212,7 +220,7 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
         say(f"{label} is {src_quant}: the {REFERENCE} rung is written first, the reference every other rung is made from")
     elif requantized:
         quants = (REFERENCE, *(q for q in quants if q != REFERENCE))
-    folder = Path(out) if out else cache_dir() / "quants" / label
+    folder = Path(out) if out else cache_dir() / "quants" / path_part(label, "model")
     quant_folder.check(folder)
     quant_folder.make(folder)
     with quant_folder.held(folder):
@@ -221,7 +229,7 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
             say(f"removed {len(gone)} temporary file(s) an interrupted quantize left: {', '.join(gone)}")
         entries = quant_folder.read_entries(folder)
         sha = hashing.sha256_file(path)
-        stem = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9_-]+", "-", strip_quant(label))).strip("-_") or "model"
+        stem = _alias_part(strip_quant(label))
         base = _pick_base(f"{stem}-{src_quant.lower()}-dequantized" if requantized else stem, quants, sha, entries,
                           say)
         dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}

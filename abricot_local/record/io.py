@@ -137,8 +137,9 @@ def _shas(value) -> str:
 
 
 def _real_sha(sha) -> bool:
-    """Whether ``sha`` is a model file's SHA-256 (a synthetic model's is None or ``synthetic:<label>``)."""
-    return isinstance(sha, str) and bool(sha) and not sha.startswith("synthetic:")
+    """Whether ``sha`` is a model file's SHA-256 (64 hex digits): a synthetic model records None, and anything
+    else (a calibration's key, ``run.calibration.synthetic_key``, were one ever recorded) names no file."""
+    return isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdefABCDEF" for c in sha)
 
 
 def _config_keys(recorded: Manifest, given: Manifest) -> list[str]:

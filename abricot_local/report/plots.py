@@ -70,7 +70,9 @@ def run_slugs(runs) -> list[str]:
 
 
 def _slug(text: str, empty: str = "x") -> str:
-    """``text`` as a file name's part: letters, digits, ``._-`` (100 at most)."""
+    """``text`` as a figure file name's part: letters, digits, ``._-`` (100 at most), every other run of
+    characters one ``_``. Stricter than names.path_part (which keeps ``:``, spaces, ``#``, ``%``, ``?``): a
+    figure is linked from Markdown and HTML, where those break a relative link (``a:b.png`` reads as a URL scheme)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text[:400]).strip("._-")[:100] or empty
 
 

@@ -68,6 +68,12 @@ def host() -> str:
     return f"{platform.node()} ({platform.machine()})"
 
 
+def synthetic_key(label: str) -> str:
+    """The key a synthetic model (a backend that reads no model file) is calibrated under, in place of a file's
+    SHA-256: ``synthetic:<label>`` (the one place it is made; a run's record never holds it)."""
+    return f"synthetic:{label}"
+
+
 def cache_file() -> Path:
     return cache_dir() / "calibrations.json"
 
@@ -77,7 +83,7 @@ class Calibration:
     """One model's measured speed with one set of settings on one host."""
 
     model: str  # the model's label when it was calibrated
-    sha256: str  # the model file's (for a synthetic model: "synthetic:" + its label)
+    sha256: str  # the model file's (for a synthetic model: synthetic_key(its label))
     settings: dict  # the backend's speed_settings(options)
     host: str
     measured: Measured
@@ -354,7 +360,7 @@ def calibrate(ref, options, settings: dict, facts: ModelFacts | None) -> Calibra
         raise AbricotError(f"calibration of {ref.label}: an output row's cost not resolved from this machine's "
                            f"noise, and no facts of the model to estimate it by; nothing stored: "
                            f"{opt('calibrate', True)} again when the machine is less busy")
-    sha = ref.sha256 or f"synthetic:{ref.label}"
+    sha = ref.sha256 or synthetic_key(ref.label)
     cal = Calibration(ref.label, sha, settings, host(), made.measured, facts,
                       datetime.now(timezone.utc).isoformat(timespec="seconds"), made.row)
     store(cal)

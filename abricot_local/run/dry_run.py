@@ -279,7 +279,7 @@ def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str 
     if settings is None:
         return None, "this backend has no calibration"
     settings = json.loads(json.dumps(settings))
-    sha = ref.sha256 or (None if reads_model_file(ref.backend) else f"synthetic:{ref.label}") if ref else pinned
+    sha = ref.sha256 or (None if reads_model_file(ref.backend) else calibration.synthetic_key(ref.label)) if ref else pinned
     note = ""
     if calibrate and ref is not None:
         if notify:

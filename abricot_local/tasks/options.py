@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from abricot_local.core import DEFAULT_SEED, MAX_SEED
+from abricot_local.backends.options import seed_option
 from abricot_local.errors import UsageError, opt
 from abricot_local.option_fields import option, recorded, settle, specs, validate
 
@@ -105,8 +105,7 @@ class TaskOptions:
     data: tuple[tuple[str, str], ...] = option((), "Data file or folder for one task (repeatable).",
                                                metavar="TASK=PATH", parse=data_pairs, repeat=True)
     data_dir: str | None = option(None, "Folder holding the tasks' data files.", parse=_data_folder, path=True)
-    seed: int = option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED,
-                       record="always", shown_default=True)
+    seed: int = seed_option(record="always", shown_default=True)  # the flag; ScoringOptions.seed is set from it
     shots: int | None = option(None, "Few-shot examples.", min=0, default_text="the protocol's", record="always",
                                per_task=True)
     prompt_variant: tuple[str, ...] | None = option(
