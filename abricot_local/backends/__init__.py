@@ -3,13 +3,15 @@
 A backend is registered (:class:`Registered`: shipped in :data:`SHIPPED`, another package's through the
 entry-point group :data:`GROUP`) with its options class, which lives in a module that does not import the
 backend's runtime (flags, model_args keys and option checks need only that), whether it reads a model file (its
-one declaration: the registry and the model lookup read it without loading the runtime), and, when its runtime's
+one declaration: the registry and the model lookup read it without loading the runtime), the keys of its own
+provenance that must agree between the parts of one run (``build_keys``: merge reads them from recorded runs, no
+runtime loaded), and, when its runtime's
 C calls need it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no runtime
 import), which :func:`on_stuck` and :func:`exit_process` go through. Its class follows ``base.BackendClass``
 (``name``, ``Options``, ``capabilities``, the classmethods ``config``, ``preflight``, ``speed_settings``,
 ``watch_remote``; ``base.Declared`` gives their defaults); instances follow ``base.Backend``; both are checked
-when the backend is asked for (:mod:`backends.contract`). Shared code uses these and never compares a backend's
-name.
+when the backend is asked for (:mod:`backends.contract`). Shared code uses these, and asks whether a backend has
+an option by its Options' fields (:func:`has_option`), never comparing a backend's name.
 
 A plugin that fails to load, takes a shipped backend's name, shares its name with another plugin, or declares an
 option as another backend does not is refused by name when it is asked for (:class:`contract.BackendError`),
@@ -44,6 +46,10 @@ class Registered:
     # "module:function" writing a quant of a model file, or none: ``f(src, dst, quant, *, allow_requantize,
     # threads)`` (`abricot-local quantize`, models/quantize.py; llama.cpp's: backends/llama_cpp/quantize.py)
     quantizer: str = ""
+    # its own provenance keys (``Provenance.extra``: its runtime's version, build...) that must agree between the
+    # parts of one run (`merge`'s shards), beside the ones every backend records (run.merge.SHARED_BUILD); read
+    # from recorded runs without loading the runtime
+    build_keys: tuple[str, ...] = ()
 
 
 GROUP = "abricot_local.backends"  # other packages' backends: NAME = "module:REGISTERED" (a Registered)
@@ -52,7 +58,8 @@ SHIPPED = {
                             "abricot_local.backends.llama_cpp.options:LlamaCppOptions",
                             interrupts="abricot_local.backends.llama_cpp.interrupts",
                             doctor="abricot_local.backends.llama_cpp.doctor:doctor_facts",
-                            quantizer="abricot_local.backends.llama_cpp.quantize:quantize"),
+                            quantizer="abricot_local.backends.llama_cpp.quantize:quantize",
+                            build_keys=("llama_cpp_python", "system_info")),
     "fake": Registered("abricot_local.backends.fake:FakeBackend", "abricot_local.backends.options:ScoringOptions",
                        reads_model_file=False),
 }
@@ -109,6 +116,10 @@ def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str
     except Exception as exc:  # a broken plugin names itself
         raise BackendError(f"{said} failed to load: {type(exc).__name__}: {exc}; fix or reinstall its package "
                            "(or uninstall it)") from None
+    keys = found.build_keys
+    if not (isinstance(keys, tuple) and all(isinstance(k, str) and k for k in keys)):
+        raise BackendError(f"{said}: its build_keys must be a tuple of provenance keys (non-empty strings), got "
+                           f"{keys!r}")
     if not (isinstance(options, type) and issubclass(options, ScoringOptions)):
         raise BackendError(f"{said}: its options {found.options} is not a subclass of backends.options.ScoringOptions")
     try:
@@ -164,12 +175,24 @@ def backend_class(kind: str) -> BackendClass:
     except Exception as exc:  # a broken plugin (or a runtime not installed) names itself
         raise BackendError(f"backend {kind!r} ({r.backend}) failed to load: {type(exc).__name__}: {exc}; fix or "
                            "reinstall its package") from None
-    return checked_class(kind, r.backend, cls, options_class(kind), r.reads_model_file)
+    return checked_class(kind, r.backend, cls, options_class(kind), r.reads_model_file, r.build_keys)
 
 
 def reads_model_file(kind: str) -> bool:
     """Whether backend ``kind`` reads a model file (its registration declares it: no runtime is imported)."""
     return _registered(kind).reads_model_file
+
+
+def build_keys(kind: str) -> tuple[str, ...]:
+    """Backend ``kind``'s own provenance keys that must agree between the parts of one run (its registration
+    declares them: no runtime is imported)."""
+    return _registered(kind).build_keys
+
+
+def has_option(kind: str, name: str) -> bool:
+    """Whether backend ``kind`` has the option ``name`` (a field of its Options a user can set: advice that names
+    the option, e.g. ``threads``, gives it only to a backend that takes it). Imports no runtime."""
+    return any(s.name == name and not s.internal for s in specs(options_class(kind)))
 
 
 def options_class(kind: str) -> type[ScoringOptions]:

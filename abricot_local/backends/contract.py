@@ -6,8 +6,9 @@ refused by name at once rather than met as an AttributeError in the middle of a 
   named with the other one and the option: the command line and lm-eval's model_args check one declaration;
 - its class (when it is asked for, :func:`checked_class`): every member of ``base.BackendClass`` and
   ``base.Backend`` (:data:`CLASS_MEMBERS`, :data:`INSTANCE_MEMBERS`, and per capability :data:`BY_CAPABILITY`),
-  its ``Options`` the options class its registration names, and no ``reads_model_file`` set in its own body
-  that contradicts its registration (which declares it: ``backends.Registered``);
+  its ``Options`` the options class its registration names, and no ``reads_model_file`` or ``build_keys`` set
+  in its own body that contradicts its registration (which declares them: ``backends.Registered``, read without
+  loading the backend; its ``build_keys`` a tuple of provenance keys, checked as the registry is read);
 - its session (when the backend opens, before any item is scored, :func:`check_session`): a backend that scores
   through an engine holds it as ``engine``, and that engine's session has every member of ``session.Session``
   the engines use (``session.missing``).
@@ -56,7 +57,8 @@ def clash(kind: str, spec: Spec, other: str, theirs: Spec) -> str | None:
 
 
 @functools.cache
-def checked_class(kind: str, ref: str, cls: object, options: type, reads_model_file: bool) -> object:
+def checked_class(kind: str, ref: str, cls: object, options: type, reads_model_file: bool,
+                  build_keys: tuple[str, ...] = ()) -> object:
     """``cls`` (backend ``kind``'s class, ``ref`` its ``module:Class``) if it has what the contract needs (module
     docstring), else a :class:`BackendError` naming what it lacks; once per class and registration."""
     named = where(kind, ref)
@@ -78,11 +80,12 @@ def checked_class(kind: str, ref: str, cls: object, options: type, reads_model_f
     if cls.Options is not options:
         raise BackendError(f"{named}: its Options ({_ref(cls.Options)}) is not the options class its registration "
                            f"names ({_ref(options)}); {FIX}")
-    own = vars(cls).get("reads_model_file", reads_model_file)  # one its own body sets (the shipped ones' agree)
-    if own != reads_model_file:
-        raise BackendError(f"{named} sets reads_model_file = {own!r} on its class, but its registration says "
-                           f"{reads_model_file!r}: it is declared once, in its backends.Registered "
-                           f"(reads_model_file={own!r}), read without loading the backend; {FIX}")
+    for member, registered in (("reads_model_file", reads_model_file), ("build_keys", build_keys)):
+        own = vars(cls).get(member, registered)  # one its own body sets (the shipped ones' agree)
+        if own != registered:
+            raise BackendError(f"{named} sets {member} = {own!r} on its class, but its registration says "
+                               f"{registered!r}: it is declared once, in its backends.Registered "
+                               f"({member}={own!r}), read without loading the backend; {FIX}")
     return cls
 
 

@@ -46,19 +46,28 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
     source gets its own block; each row its reproduction verdict (reproduced within the margin,
     differs by more, cannot tell yet, this task cannot settle it) and the reasons the run recorded;
     a row made otherwise than the run is "not comparable", with each difference. ``unheld``: the rows
-    the entry names that the run is not held to (run.plan.Plan.unheld: ``backend``, a synthetic one,
-    stood in for the entry's model). ``grow``: (the run's RunConfig, items -> the command that scores
-    them): the items that would settle a row that cannot tell yet, and that command
+    the entry names that the run is not held to (run.plan.Plan.unheld: ``backend`` reads no model file, its
+    numbers are not the model's): with no comparison made (``backend`` stood in for the entry's model file), why;
+    with one (the entry is ``backend``'s own, a synthetic entry), the comparison shown as made on synthetic
+    numbers, no row's words saying what a model does. ``grow``: (the run's RunConfig, items -> the command
+    that scores them): the items that would settle a row that cannot tell yet, and that command
     (reproduction.grow_advice)."""
     if (published is None or not published.reproduces) and unheld:
         return (f"published comparison: none. The registry entry reproduces {unheld}, but this run's backend "
                 f"({backend or 'synthetic'}) is synthetic: its numbers are not the model's, so they are not held "
                 "against published rows.")
     if published is None or not published.reproduces:
-        return ("published comparison: this model's registry entry names no published result "
-                "(`reproduces` in models.toml), so there is nothing to compare with.")
+        return f"published comparison: none: {_no_entry(backend)}"
+    synthetic = bool(unheld)
     margin = f"; margin {published.margin:g} (--margin)" if published.margin is not None else ""
-    lines = [f"published comparison ({published.reproduces}{margin}):"]
+    lines = [f"published comparison ({published.reproduces}{margin}):" + (
+        f" synthetic numbers, not a model's (backend {backend or 'synthetic'} reads no model file)" if synthetic
+        else "")]
+    if synthetic:
+        lines.append("  a synthetic registry entry: its numbers are not the published model's, so no row says whether "
+                     f"a model reproduces its published value; each row shows the comparison made on these numbers, "
+                     f"marked {SYNTHETIC}")
+    mark = f"{SYNTHETIC} " if synthetic else ""
     for source in dict.fromkeys(c.source for c in published.checks):
         checks = [c for c in published.checks if c.source == source]
         protocol = checks[0].protocol
@@ -73,7 +82,7 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
         for c in checks:
             ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
             lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
-                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {words(c)}")
+                         f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {mark}{words(c)}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
             if c.reasons:  # the verdict's figures (its words are in the row), then its warnings
@@ -87,6 +96,28 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
     advice = grow_advice(published, *grow) if grow else ""
     lines.extend(f"  {line}" for line in advice.splitlines())
     return "\n".join(lines)
+
+
+SYNTHETIC = "(synthetic)"  # a published row's verdict made on a synthetic backend's numbers
+
+
+def _no_entry(backend: str) -> str:
+    """Why a run with no published comparison has none, as far as the run's ``backend`` tells: one that reads no
+    model file scored a label (its numbers no model's); else the model has no registry entry that names a
+    published result."""
+    from abricot_local.backends import reads_model_file
+    from abricot_local.errors import AbricotError
+
+    try:
+        label = bool(backend) and not reads_model_file(backend)
+    except AbricotError:  # (a backend not usable here: said as for a model)
+        label = False
+    if label:
+        return (f"this run names no published result: backend {backend!r} reads no model file, so the model it "
+                "scored is a label, not a model file, and no registry entry of that label names published rows "
+                "(`reproduces` in models.toml); there is nothing to compare with")
+    return ("no registry entry names published rows for this run's model (`reproduces` in models.toml), so there "
+            "is nothing to compare with")
 
 
 def not_run(published: Published, skipped: Sequence | None = None) -> list[str]:
@@ -126,7 +157,11 @@ def settled(record: Record, grow=None) -> str:
 
     n = record.config.sample if record.config else None
     lines = [f"verdict ({opt('until_settled', True)}, stopped at {n} items): the run's verdict on the rows it "
-             "waited for:", *(f"  {line}" for line in found)]
+             "waited for:"]
+    if record.synthetic and record.published is not None and record.published.reproduces:
+        lines.append(f"  {SYNTHETIC} numbers of a backend that is synthetic, not a model's: a verdict on a published "
+                     "row says what the rule makes of them, never whether a model reproduces it")
+    lines += [f"  {line}" for line in found]
     fixed = _fixed_n(record)
     if fixed:
         lines.append(f"  ({fixed}: it does not account for the looks this run took, and may say cannot tell yet "

@@ -133,9 +133,13 @@ def _ids(run: Run) -> dict[str, set[str]]:
     return {t.name: {s.id for s in t.samples} for t in run.run_tasks}
 
 
-def threads_of(options) -> int:
-    """The run's threads (the backend's ``threads`` option, else every core): the rows' comparing threads."""
-    return max(1, getattr(options, "threads", None) or os.cpu_count() or 1)
+def threads_of(kind: str, options) -> int:
+    """The run's threads (backend ``kind``'s ``threads`` option where it has one, ``backends.has_option``, and it is
+    set; else every core): the rows' comparing threads."""
+    from abricot_local.backends import has_option
+
+    given = getattr(options, "threads", None) if has_option(kind, "threads") else None
+    return max(1, given or os.cpu_count() or 1)
 
 
 def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
@@ -165,7 +169,7 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
             raise ResultsError(f"{run.path} and {ref.path} have no item in common")
         rungs.append(Rung(run, model, run.quant or model.quant, items))
     groups, mem = _passes(kind, (ref, found), rungs, p.backend_options, force)
-    return Ladder(ref, found, p, tuple(rungs), groups, mem, threads_of(p.backend_options))
+    return Ladder(ref, found, p, tuple(rungs), groups, mem, threads_of(kind, p.backend_options))
 
 
 def _common(p: Plan, ref_ids: dict, theirs: dict, limit: int | None) -> tuple[tuple[str, tuple[str, ...]], ...]:

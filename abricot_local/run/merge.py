@@ -6,7 +6,8 @@ their rank in the task's nested order), in release order. From the items the
 task's data holds (recorded: `tasks.<name>.available`), --limit or --sample and
 the task's seed, each item's place in the unsharded order is known. The shards
 must be complete, disjoint and of one run: the same model and data SHA-256,
-options (all but the shard), task versions, schedule and llama.cpp build, and
+options (all but the shard), task versions, schedule and build (the provenance every backend records,
+:data:`SHARED_BUILD`, and the keys its registration declares, ``backends.Registered.build_keys``), and
 their published verdicts judged at one margin (`run --margin`), and their
 thread-dependent decode calls (docs/numerics.md#threads) made at one thread
 count: the merged run states that count (kernel_path.joined_threads). The
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from abricot_local.record import kernel_path
-from abricot_local.errors import ResultsError, opt
+from abricot_local.errors import AbricotError, ResultsError, opt
 from abricot_local.run.request import Shard
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, options_of
@@ -29,8 +30,26 @@ from abricot_local.record import RESULTS, Manifest, Sample
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
 
-# provenance that must agree between shards (the rest, e.g. platform, may differ; threads: check_threads)
-SAME_BUILD = ("backend", "llama_cpp_python", "system_info", "schedule", "n_vocab", "add_bos", "chat_template")
+# provenance every backend records that must agree between shards, beside the backend's own build keys
+# (same_build; the rest, e.g. platform, may differ; threads: check_threads)
+SHARED_BUILD = ("backend", "schedule", "n_vocab", "add_bos", "chat_template")
+
+
+def same_build(run: Run) -> tuple[str, ...]:
+    """The provenance keys that must agree between ``run``'s shards: :data:`SHARED_BUILD` and those its backend
+    declares (``backends.Registered.build_keys``, read with no runtime loaded); a backend not usable here is
+    refused, naming why (which of its keys must agree is its own declaration)."""
+    from abricot_local.backends import build_keys
+
+    kind = run.record.config.backend or run.record.provenance.backend
+    if not kind:
+        return SHARED_BUILD
+    try:
+        return (*SHARED_BUILD, *build_keys(kind))
+    except AbricotError as err:
+        raise ResultsError(f"{run.path} was scored by backend {kind!r}, which cannot be used here ({err.raw()}): "
+                           "which of its provenance must agree between shards is its own declaration; install "
+                           "it, then merge") from None
 
 
 def _strip_shard(manifest: Manifest) -> Manifest:
@@ -62,6 +81,7 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
     found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s) for s in shards)]
     first_shard, first = found[0]
     ref = first.record
+    same = same_build(first)
     for shard, run in found[1:]:
         f, rec = run.path, run.record
         diff = sorted(d.key for d in differences(_strip_shard(ref.manifest), _strip_shard(rec.manifest), depth=1))
@@ -76,7 +96,7 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
             raise ResultsError(f"{f} {what}: the shards of one run hold the same tasks (its {RESULTS}: "
                                f"{', '.join(rec.tasks) or 'none'}; {first.path}'s: {', '.join(ref.tasks)})")
         build = {d.key for d in differences(ref.provenance, rec.provenance, depth=1)}
-        for key in SAME_BUILD:
+        for key in same:
             if key in build:
                 raise ResultsError(f"{f} was scored with another build or schedule than {first.path} "
                                    f"(provenance {key} differs): its numbers may differ")
@@ -122,9 +142,25 @@ def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
     again = [str(shard) for shard, _, t, _ in made if t != keep]
     raise ResultsError(f"the shards were scored with different thread counts, and decode calls of each depend on it "
                        f"({each}: docs/numerics.md#threads): no one count made the merged run's numbers; score "
-                       f"shard(s) {', '.join(again)} again with {opt('threads', keep)} (`run ... "
-                       f"{opt('shard', again[0])} {opt('threads', keep)} {opt('out', 'NEW')}`), then merge NEW in its "
-                       "place")
+                       f"shard(s) {', '.join(again)} again {at_threads(found[0][1], keep, again[0])}, then merge "
+                       "NEW in its place")
+
+
+def at_threads(run: Run, threads: int, shard: str) -> str:
+    """How to score shard ``shard`` of ``run`` again at ``threads`` threads: with the backend's ``threads`` option
+    where it has one (``backends.has_option``), else where its own settings make that count."""
+    from abricot_local.backends import has_option
+    from abricot_local.run.resume import counted
+
+    kind = run.record.config.backend or ""
+    if kind and has_option(kind, "threads"):
+        return (f"with {opt('threads', threads)} (`run ... {opt('shard', shard)} {opt('threads', threads)} "
+                f"{opt('out', 'NEW')}`)")
+    if not kind:
+        return (f"with {counted(threads, 'thread')} ({opt('threads', threads)} where the backend has that option; "
+                f"`run ... {opt('shard', shard)} {opt('out', 'NEW')}`)")
+    return (f"with the backend running {counted(threads, 'thread')} (backend {kind!r} has no {opt('threads')} option: "
+            f"its own settings or environment set the count; `run ... {opt('shard', shard)} {opt('out', 'NEW')}`)")
 
 
 class MarginsDiffer(ResultsError):

@@ -71,9 +71,15 @@ class Plan:
 
     @property
     def unheld(self) -> str:
-        """The published rows the registry entry names that this run is not held to (a synthetic backend
-        standing in for the entry's model file: its numbers are not the model's); "" when none."""
-        return "" if self.reproduces else self.located.reproduces
+        """The published rows the registry entry names that this run is not held to, "" when none: its numbers
+        are no model file's (a synthetic model: a backend that reads no model file scored a label), so they are
+        not the model's. Either that backend stood in for the entry's model file (the run makes no comparison:
+        ``reproduces`` is ""), or the entry is that backend's own, a synthetic entry (the comparison is made, and
+        shown as made on synthetic numbers, never as a model's verdict: console.verdict)."""
+        if not self.reproduces:
+            return self.located.reproduces
+        model = self.model if self.model is not None else self.located.ref
+        return self.reproduces if model is not None and model.source == "synthetic" else ""
 
     @property
     def quant(self) -> str:  # the registry entry's quant, else the file's

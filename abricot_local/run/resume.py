@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import ResultsError, opt
+from abricot_local.errors import AbricotError, ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest)
@@ -144,8 +144,30 @@ def thread_refusal(folder: Path, earlier: list[Part], threads: int | None) -> st
                         for t in sorted(calls))
     return (f"the items saved in {folder} were scored with {said}: docs/numerics.md#threads; this run has "
             f"{counted(threads, 'thread')}: its items' numbers would be made with another count, and no one count "
-            "would make the run's; " + (f"resume with {opt('threads', other[0])}" if len(calls) == 1
+            "would make the run's; " + (f"resume {_with_threads(folder, other[0])}" if len(calls) == 1
                                          else "score the run again into a new folder"))
+
+
+def _with_threads(folder: Path, threads: int) -> str:
+    """How a --resume of ``folder`` runs at ``threads`` threads: with its backend's ``threads`` option where it has
+    one (``backends.has_option``; the backend read from the run's recorded manifest), else where the backend's own
+    settings make that count."""
+    from abricot_local.backends import has_option
+
+    kind, takes = "", False  # not known: said without the option
+    try:
+        config = (read_manifest(Path(folder) / CHECKPOINT / RUN_MANIFEST).config if resumable(folder)
+                  else read_run(folder).config)  # (a finished run it grows)
+        kind = (config.backend if config is not None else None) or ""
+        takes = bool(kind) and has_option(kind, "threads")
+    except (AbricotError, OSError):
+        pass
+    if takes:
+        return f"with {opt('threads', threads)}"
+    if not kind:
+        return f"with {counted(threads, 'thread')} ({opt('threads', threads)} where the backend has that option)"
+    return (f"with the backend running {counted(threads, 'thread')} (backend {kind!r} has no {opt('threads')} "
+            "option: its own settings or environment set the count)")
 
 
 def counted(n: int, word: str) -> str:
