@@ -63,6 +63,41 @@ def fold_command(words: Sequence[str], lead: str = "", width: int = WIDTH) -> st
     return "\n".join([*lines, current])
 
 
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+_SHELL_NAMED = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shell_word(word: str) -> str:
+    """``word`` quoted for bash and zsh, so that pasting it gives back exactly ``word``: as it is when it needs no
+    quote, else in single quotes (shlex.quote's), else, when it holds a character a terminal would not show as
+    itself (a control, a tab or newline, a bidirectional or other format character, a separator other than the
+    space, an unassigned or private-use one), as ``$'...'`` with that character escaped (``\\t``, ``\\x1b``,
+    ``\\u202e``); printable text (``città``) is kept as it is. The one quoting of every command the tool prints."""
+    import unicodedata
+
+    word = str(word)
+    if word and all(c in _SHELL_SAFE for c in word):
+        return word
+    hidden = [c != " " and unicodedata.category(c)[0] in "CZ" for c in word]
+    if not any(hidden):
+        return "'" + word.replace("'", "'\"'\"'") + "'"
+    out = []
+    for c, h in zip(word, hidden):
+        if c in _SHELL_NAMED:
+            out.append(_SHELL_NAMED[c])
+        elif h:  # a byte no encoding read (a surrogate-escaped file name: U+DC80..U+DCFF) as that byte
+            o = ord(c) - 0xDC00 if 0xDC80 <= ord(c) <= 0xDCFF else ord(c)
+            out.append(f"\\x{o:02x}" if o < 0x80 or o != ord(c) else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
+def shell_line(words: Sequence[str]) -> str:
+    """``words`` as one command line (each :func:`shell_word`), what a user pastes into bash or zsh."""
+    return " ".join(shell_word(w) for w in words)
+
+
 # -- options named in a message ------------------------------------------------------------------
 _OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
 _MANY = "\ue003"  # before each element of a list value

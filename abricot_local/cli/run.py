@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import signal
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import click
 from abricot_local.cli.app import cli, echo, say
 from abricot_local.cli.options import backend_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, shell_line
 
 
 @cli.command()
@@ -74,6 +73,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         _exit_interrupted(err.message)
     finally:
         signal.signal(signal.SIGTERM, term)
+        request.drop_unused()  # a default folder made for a run that wrote nothing in it
 
 
 def _said(step) -> None:
@@ -130,8 +130,9 @@ def _sigterm(signum, frame):
 
 
 def resume_command(out_dir: Path) -> str:
-    """The command that continues the run, quoted for a POSIX shell (a space or `$(...)` stays one word)."""
-    return shlex.join(["abricot-local", *resume_argv(out_dir)])
+    """The command that continues the run, quoted for bash and zsh (errors.shell_word: a space or `$(...)` stays
+    one word, a control or bidirectional character is written as its escape inside $'...')."""
+    return shell_line(["abricot-local", *resume_argv(out_dir)])
 
 
 def grow_command(out_dir: Path, sample: int, config) -> str:
@@ -139,14 +140,14 @@ def grow_command(out_dir: Path, sample: int, config) -> str:
     run (``config``, its RunConfig) grown in its folder, a --limit run's items drawn in a new one."""
     args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
     if config.sample is None:  # a new run, in a new folder
-        return shlex.join(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
-    return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
+        return shell_line(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args)])
 
 
 def settle_command(out_dir: Path, items: int) -> str:
     """The command that takes a --until-settled run's next look: its folder resumed with --max-items ``items``."""
     args = _dropped(sys.argv[1:], "--sample", "--max-items") + ["--max-items", str(items)]
-    return shlex.join(["abricot-local", *resume_argv(out_dir, args)])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args)])
 
 
 def _dropped(args: list[str], *options: str) -> list[str]:

