@@ -1,9 +1,10 @@
 """A quant ladder: each quant of one model against its highest-precision quant, per task.
 
 A ladder is per model (``base``) and task (:func:`plan`): the base's runs that hold the task, at two quants or more;
-its reference the quant with the most bits among them (``gguf.file.quant_bits``; the first run on a tie). Two runs of
-one quant are never one ladder (split by their folders; what is left out, said in a note). Each other quant is
-compared with the reference
+its reference the quant with the most bits per weight among them, then the others down (``gguf.file.by_precision``,
+the one order of precision: each run's recorded ``model.bits_per_weight``, an older run's quant name's, ties by the
+name, then the label: the same ladder whatever order the runs come in). Two runs of one quant are never one ladder
+(split by their folders; what is left out, said in a note). Each other quant is compared with the reference
 by compare.py over their common items: the equivalence verdict of the task's primary metric
 (equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
@@ -31,9 +32,9 @@ from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run
 from abricot_local.analysis.settled import SettledVerdict, rung_verdict
-from abricot_local.gguf.file import highest_precision, quant_bits
+from abricot_local.gguf.file import by_precision
 from abricot_local.errors import ResultsError
-from abricot_local.models.quants import refuse_mixed
+from abricot_local.models.quants import precision_of, refuse_mixed
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Rung:
     kld: KldStats | None = None  # full-vocabulary KL(reference || quant) on the task's text (`kld`), if measured
     settled: SettledVerdict | None = None  # a --until-settled rule's verdict against this reference: the run's
     ladder: str = ""  # the folder of its runs when its base has several ladders on the task ("": one)
+    bits: float | None = None  # its model file's bits per weight as its run recorded it (None: not recorded)
 
     @property
     def is_reference(self) -> bool:
@@ -125,9 +127,8 @@ def plan(runs: Sequence[Run]) -> tuple[tuple[Ladder, ...], tuple[str, ...]]:
                                     "runs of its quant elsewhere are other ladders' (their items or settings may "
                                     "differ)"))
                     continue
-                ref = chosen[highest_precision([r.quant for r in chosen])]
-                down = sorted((r for r in chosen if r is not ref), key=lambda r: -quant_bits(r.quant))
-                out.append(Ladder(base, task, (ref, *down), where))
+                order = by_precision([precision_of(r) for r in chosen])
+                out.append(Ladder(base, task, tuple(chosen[i] for i in order), where))
     return tuple(out), tuple(notes)
 
 
@@ -139,7 +140,7 @@ def ladders(runs: Sequence[Run], *, seed: int | None = None, given: GivenData = 
     for lad in plan(runs)[0]:
         ref, task = lad.runs[0], lad.task
         out.append(Rung(ref.base, task, ref.label, ref.quant, "", ref.record.model.size, speed(ref, task),
-                        n=ref.record.tasks[task].n, ladder=lad.where))
+                        n=ref.record.tasks[task].n, ladder=lad.where, bits=ref.record.model.bits_per_weight))
         out += [replace(_rung(ref, other, task, ref, seed, given), ladder=lad.where) for other in lad.runs[1:]]
     return tuple(out)
 
@@ -151,7 +152,7 @@ def notes(runs: Sequence[Run]) -> tuple[str, ...]:
 
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: GivenData) -> Rung:
     base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
-                kld=kld_of(other.path, ref.record.model).get(task))
+                kld=kld_of(other.path, ref.record.model).get(task), bits=other.record.model.bits_per_weight)
     views = [_only(ref_view, task), _only(other, task)]
     try:
         c = compare(views, reference=ref_view.path, given=given, **({} if seed is None else {"seed": seed}))

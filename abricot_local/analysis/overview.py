@@ -22,9 +22,10 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.settled import SettledVerdict, settled_verdict
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, labelled, options_of
-from abricot_local.gguf.file import quant_bits
+from abricot_local.gguf.file import highest_precision
 from abricot_local.analysis.stats import label_kl
 from abricot_local.errors import ResultsError, UsageError
+from abricot_local.models.quants import precision_of
 from abricot_local.record import Published, PublishedCheck, Record, Sample
 from abricot_local.record import settings as recorded
 from abricot_local.tasks.base import Reference, Task
@@ -124,7 +125,7 @@ def compare_quants(runs) -> list[QuantPair]:
     for x, y in combinations(runs, 2):
         if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
             continue
-        ref, other = (y, x) if quant_bits(y.quant) > quant_bits(x.quant) else (x, y)
+        ref, other = (y, x) if highest_precision([precision_of(x), precision_of(y)]) else (x, y)
         out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
     return out
 

@@ -234,16 +234,71 @@ def identity(path: Path) -> Identity:
     return Identity(arch, tok if isinstance(tok, str) else "", span.count, digest.hexdigest())
 
 
+# -- the order of precision: bits per weight ------------------------------------------------
+# The name rule: bits per weight of each llama.cpp file type as llama-quantize --help gives it (the bpw it
+# lists, else its Llama-3-8B size: GiB x 2^33 / 8.03e9 weights; F32, F16, BF16 and MXFP4: ggml's block
+# bytes x 8 / block size). Only for a run that recorded no ``model.bits_per_weight`` (recorded from the file's tensors).
+NAME_BITS: dict[str, float] = {
+    "F32": 32.0, "F16": 16.0, "BF16": 16.0, "Q8_0": 8.52, "Q6_K": 6.57, "Q5_1": 6.04, "Q5_K_M": 5.70,
+    "Q5_K_S": 5.57, "Q5_0": 5.57, "Q4_1": 5.11, "Q4_K_M": 4.90, "Q4_K_S": 4.68, "Q4_0": 4.64, "IQ4_NL": 4.5,
+    "Q3_K_L": 4.31, "MXFP4": 4.25, "IQ4_XS": 4.25, "Q3_K_M": 4.0, "IQ3_M": 3.66, "Q3_K_S": 3.65, "IQ3_S": 3.44,
+    "IQ3_XS": 3.3, "Q2_K": 3.17, "Q2_K_S": 3.17, "IQ3_XXS": 3.06, "IQ2_M": 2.7, "IQ2_S": 2.5, "IQ2_XS": 2.31,
+    "IQ2_XXS": 2.06, "TQ2_0": 2.06, "IQ1_M": 1.75, "TQ1_0": 1.69, "IQ1_S": 1.56,
+}
+_ALIASES = {"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "MXFP4_MOE": "MXFP4"}  # llama-quantize's
+
+
 def quant_bits(quant: str) -> float:
-    """A quant's bits per weight as its name says (F16: 16, Q8_0: 8, Q4_K_M: 4; -1: not a quant name)."""
+    """A quant's bits per weight as its name says (:data:`NAME_BITS`: F16 16, Q8_0 8.52, Q4_K_M 4.9, Q4_0 4.64; a
+    name it lacks, the digit after Q: ``Q4_X`` 4; -1: not a quant name)."""
     q = quant.upper()
-    if q in ("F32", "F16", "BF16"):
-        return float(q.lstrip("BF"))
+    q = _ALIASES.get(q, q)
+    if q in NAME_BITS:
+        return NAME_BITS[q]
     m = re.match(r"I?Q(\d+)", q)
     return float(m.group(1)) if m else -1.0
 
 
-def highest_precision(quants: Sequence[str]) -> int:
-    """The index of a ladder's reference among ``quants``: the highest-precision quant (:func:`quant_bits`), the
-    first on a tie (compare's equivalence verdict, the quant ladder's table and ``run --quants --until-settled``)."""
-    return max(range(len(quants)), key=lambda i: (quant_bits(quants[i]), -i))
+def bits_per_weight(path: Path | str) -> float | None:
+    """A model file's real bits per weight, as llama.cpp's loader prints it (``file size = ... (4.85 BPW)``):
+    every tensor's bytes x 8 over its elements, every part of a split file, from the checked header's tensor
+    infos (ggml's block size and bytes per block of each tensor's type), to 4 decimals; None: no tensor (a
+    vocabulary-only file)."""
+    infos = headers(Path(path))
+    n = sum(math.prod(t.shape) for info in infos for t in info.tensors)
+    return round(8 * sum(t.nbytes for info in infos for t in info.tensors) / n, 4) if n else None
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What orders a ladder's members (:func:`by_precision`): the quant's name, its file's real bits per weight
+    when known (a run's recorded ``model.bits_per_weight``; None: the name rule, :func:`quant_bits`), and the
+    names that break a tie (a run's label and folder, a registry alias)."""
+
+    quant: str
+    bits: float | None = None
+    tie: tuple[str, ...] = ()
+
+    @property
+    def bpw(self) -> float:
+        """The bits per weight it is ordered by: the file's, else the name's."""
+        return self.bits if self.bits is not None else quant_bits(self.quant)
+
+    def key(self) -> tuple:
+        """Sorted ascending, the most precise first: more bits per weight, then more by the name rule, then
+        the quant's name in alphabetical order, then the tie's names in alphabetical order."""
+        return (-self.bpw, -quant_bits(self.quant), self.quant.upper(), self.tie)
+
+
+def by_precision(members: Sequence[str | Precision]) -> list[int]:
+    """The indices of ``members`` (quant names, or :class:`Precision`) from the most precise down
+    (:meth:`Precision.key`): the same order whatever order they are given in, but for members alike in every
+    part of the key (given twice)."""
+    keys = [(Precision(m) if isinstance(m, str) else m).key() for m in members]
+    return sorted(range(len(keys)), key=lambda i: (keys[i], i))
+
+
+def highest_precision(members: Sequence[str | Precision]) -> int:
+    """The index of a ladder's reference among ``members``: the first of :func:`by_precision` (compare's
+    equivalence verdict, the quant ladder's table and ``run --quants --until-settled``)."""
+    return by_precision(members)[0]

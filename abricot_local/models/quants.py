@@ -15,10 +15,13 @@ ladders).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from abricot_local.errors import ModelError, UnknownModelError, UsageError, opt
 from abricot_local.models.registry import ModelSpec, lookup
+
+if TYPE_CHECKING:
+    from abricot_local.gguf.file import Precision
 
 
 def parse_quants(text: str) -> tuple[str, ...]:
@@ -82,18 +85,46 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
 
 
 def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
-    """A ladder's reference (a --until-settled sweep's, run/settle_sweep.py): its highest-precision quant as
-    ``registry`` names it (the first on a tie; a name that is no registry quant, the lowest), as compare's
-    equivalence verdict takes it."""
-    from abricot_local.gguf.file import highest_precision
+    """A ladder's reference (a --until-settled sweep's, run/settle_sweep.py): its highest-precision quant by the
+    rule compare's equivalence verdict and the report's ladder take (gguf.file.by_precision): each file's real
+    bits per weight where it is here already (its header's tensors, as the run will record them), else the
+    quant ``registry`` names (a name that is no registry quant, the lowest); a tie, the alias first in
+    alphabetical order."""
+    from abricot_local.gguf.file import Precision, bits_per_weight, highest_precision
+    from abricot_local.models.ref import local_file
 
-    def quant(alias: str) -> str:
+    def precision(alias: str) -> Precision:
         try:
-            return lookup(alias, registry).quant or ""
+            spec = lookup(alias, registry)
         except UnknownModelError:
-            return ""
+            return Precision("", None, (alias,))
+        path, bits = local_file(spec), None
+        if path is not None:
+            try:
+                bits = bits_per_weight(path)
+            except ModelError:  # a damaged file is said when it is opened
+                pass
+        return Precision(spec.quant or "", bits, (alias,))
 
-    return models[highest_precision([quant(m) for m in models])]
+    return models[highest_precision([precision(m) for m in models])]
+
+
+def precision_of(run) -> "Precision":
+    """A finished run's place in the order of precision (gguf.file.Precision): its quant, its model file's bits
+    per weight as its record says (``model.bits_per_weight``; an older run without it: None, the name rule) and
+    its label and folder for a tie. ``run``: an analysis.runs.Run, or anything with ``label``, ``path`` and a
+    quant (``quant``, else a ``settings`` mapping's ``quant``) and perhaps a ``record``."""
+    from abricot_local.gguf.file import Precision
+
+    quant = getattr(run, "quant", None)
+    if quant is None:
+        settings = getattr(run, "settings", None)
+        quant = settings.get("quant", "") if settings is not None else ""
+    record = getattr(run, "record", None)
+    model = getattr(record, "model", None)
+    bits = getattr(model, "bits_per_weight", None)
+    return Precision(str(quant or "").upper(), bits if isinstance(bits, (int, float)) else None,
+                     (str(getattr(run, "label", "")), str(getattr(run, "path", ""))))
 
 
 def same_model(base: str, specs: Sequence[ModelSpec]) -> None:

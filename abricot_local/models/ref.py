@@ -86,6 +86,16 @@ class ModelRef:
             out["source_facts"] = dict(self.source_facts)
         if self.spec is not None and self.spec.base:
             out["base"] = self.spec.base  # a ladder's reports group by it, with or without the registry
+        if self.path is not None:  # a ladder's order of precision (gguf.file.by_precision)
+            from abricot_local.errors import ModelError
+            from abricot_local.gguf.file import bits_per_weight
+
+            try:
+                bits = bits_per_weight(self.path)
+            except ModelError:  # not a GGUF (a plugin backend's own format): not recorded
+                bits = None
+            if bits is not None:
+                out["bits_per_weight"] = bits
         return out
 
 

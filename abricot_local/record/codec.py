@@ -140,6 +140,19 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def check_samples_file(value, at: str) -> None:
+    """A samples file is named inside the run folder: relative, no ``..``."""
+    parts = value.replace("\\", "/").split("/") if isinstance(value, str) else []
+    if value is not None and (not value or value.startswith(("/", "\\")) or ".." in parts or ":" in value[:3]):
+        raise Invalid(f"{at} is {describe(value)}, not a file name inside the run folder")
+
+
+def check_positive(value, at: str) -> None:
+    """A finite number above 0 (or null)."""
+    if value is not None and not (is_number(value) and 0 < value < float("inf")):
+        raise Invalid(f"{at} is {describe(value)}, not a finite number above 0")
+
+
 def _fail(value, want: str, at: str):
     raise Invalid(f"{at} is {describe(value)}, not {want}")
 

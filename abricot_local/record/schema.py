@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from abricot_local.record.codec import Invalid, Section, describe, is_number, spec
+from abricot_local.record.codec import (Invalid, Section, check_positive, check_samples_file, describe, is_number,
+                                       spec)
 
 SCHEMA_VERSION = 1
 
@@ -24,13 +25,6 @@ def check_metrics(metrics: dict, at: str) -> None:
                 raise Invalid(f"{here} is {describe(value)}, not a [low, high] pair of numbers")
         elif not (is_number(value) or isinstance(value, (list, dict))):
             raise Invalid(f"{here} is {describe(value)}, not a number")
-
-
-def check_samples_file(value, at: str) -> None:
-    """A samples file is named inside the run folder: relative, no ``..``."""
-    parts = value.replace("\\", "/").split("/") if isinstance(value, str) else []
-    if value is not None and (not value or value.startswith(("/", "\\")) or ".." in parts or ":" in value[:3]):
-        raise Invalid(f"{at} is {describe(value)}, not a file name inside the run folder")
 
 
 def metric_items(metrics: dict) -> list[tuple[str, float, tuple[float, float] | None]]:
@@ -67,6 +61,11 @@ class Model(Section):
                                         write="set")
     base: str | None = spec("the registry entry's `base`: the model its quants share (a quant ladder's reports "
                             "group its runs by it)", default=None, write="set")
+    bits_per_weight: float | None = spec(
+        "the file's bits per weight, as llama.cpp's loader prints it: every tensor's bytes x 8 over its elements "
+        "(its GGUF header's tensor types; 4 decimals). A quant ladder's reference is the run with the most (ties: "
+        "docs/compare.md); a run without it (older) is placed by its quant's name", default=None, write="set",
+        check=check_positive)
 
 
 @dataclass(frozen=True, kw_only=True)

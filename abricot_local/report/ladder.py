@@ -134,7 +134,8 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
     for r in rungs:
         ch = r.changes
         out.append({"base": r.base, "ladder": r.ladder or None, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
-                    "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n, "same_pred": r.same_pred,
+                    "bits_per_weight": r.bits, "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n,
+                    "same_pred": r.same_pred,
                     "kl_mean": r.kl_mean, "kld": None if r.kld is None else {
                         key: v for key, v in r.kld.record(r.n).items()
                         if key in ("mean", "median", "p99", "p99_9", "max", "same_top", "ci95", "n_tokens", "n_items",

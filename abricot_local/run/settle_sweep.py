@@ -1,6 +1,6 @@
 """``run MODEL --quants Q,Q --until-settled`` (issue 50): a ladder's rungs against its reference, look by look.
 
-The reference is the ladder's highest-precision quant (gguf.file.quant_bits; the first on a tie), as compare's
+The reference is the ladder's highest-precision quant (models.quants.reference, gguf.file.by_precision), as compare's
 equivalence verdict takes it. The ladder goes look by look over the looks its tasks plan (--looks, else 20, 40,
 80, ..., up to --max-items or each task's last): the reference's run grows to the look's items (an ordinary
 ``--sample n`` run, its items the first n of the nested order), then each rung still open runs ``--until-settled``
