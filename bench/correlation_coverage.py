@@ -2,11 +2,12 @@
 the fixed-n published verdict built on it is wrong with the published value on the margin: by simulation.
 
 ABRICOT's metric is a Pearson r over the task's N = 127 items; a run scores n of them, drawn without replacement (the
-nested `--sample` order), and the verdict reads correlation_ci's interval (published.method 3: Fisher's z with the
-bootstrap's spread, floored by normal theory, narrowed by the finite-population correction, its centre corrected for
-Fisher's bias and z's skewness drawn without replacement, Student's t; guarded: no interval below 10 items off a
-vector's most common value). Each population is a pair of 1-5 vectors over the 127 items whose r (the truth) is known;
-each replication draws a new order and reads the first n, as `run --sample n` would.
+nested `--sample` order), and the verdict reads correlation_ci's interval (published.method 5: Fisher's z with the
+jackknife's spread, floored by normal theory, narrowed by the finite-population correction, its centre corrected for
+the jackknife's bias and z's skewness drawn without replacement, Student's t; guarded: no interval below 10 items off
+a vector's most common value, nor where r is +-1 with an item left out). Each population is a pair of 1-5 vectors over
+the 127 items whose r (the truth) is known; each replication draws a new order and reads the first n, as
+`run --sample n` would.
 
 - coverage: the share of the intervals read that hold the truth; a miss below: the interval wholly under it, above:
   wholly over it (shares of every replication: the guard's `cannot tell` is no miss). A 90% interval should miss at
@@ -18,19 +19,27 @@ each replication draws a new order and reads the first n, as `run --sample n` wo
 
 Populations: gold ratings 1-5 (15/25/30/20/10%); a model's ratings from a discretised normal pair (r = 0.63, as
 bench/sequential.py's); independent ratings (r about 0: the fake backend's); near-constant models answering 1 with 20
-(bench/sequential.py's), 30 and 45 of the 127 answers 2, the 2s drawn more often on high gold.
+(bench/sequential.py's), 30 and 45 of the 127 answers 2, the 2s drawn more often on high gold; and high r: gold rated
+as ABRICOT's 127 rows are (7/27/9/41/43 of 1-5), the model's rating the gold's but on 10, 20, 30, 40 or 55 of them,
+one off (r 0.97 to 0.85).
 
 Candidate methods side by side (`--method`, default `shipped`, the library's; `all`: every one on the same draws, the
-first table the shipped one's, then each method's misses): `2`, published.method 2's (Fisher's z +- z x the bootstrap's
+first table the shipped one's, then each method's misses; or a comma list): `2`, published.method 2's (Fisher's z +- z x the bootstrap's
 spread floored by 1/sqrt(n-3), narrowed); `bias`, its centre less Fisher's bias r/(2(n-1)); `fpb`, a finite-population
 bootstrap (each resample n drawn without replacement from the n items completed to N: each repeated floor(N/n) times,
-the rest drawn anew per resample), its basic interval on z; `skew-t`, method 2's spread with the centre less the bias
+the rest drawn anew per resample), its basic interval on z; `3`, method 2's spread with the centre less the bias
 r/(2(n-1)) x (N-n)/(N-1) and less a Cornish-Fisher shift for z's skewness drawn without replacement (the items'
 empirical influence skew scaled by (N-2n)/(N-2), plus the bootstrap's z skew scaled by sqrt((N-n)/(N-1)), the linear
-part removed), Student's t quantile on n-1 degrees of freedom: published.method 3's, written out here (its column
-matches `shipped`'s).
+part removed), Student's t quantile on n-1 degrees of freedom: published.method 3's (reproduction.METHOD 3-4), the one
+the jackknife replaced (near r = 1 a few resamples with r = 1 made its moments).
 
-    python bench/correlation_coverage.py [--reps 20000] [--seed 1] [--no-readme] [--method shipped|2|bias|fpb|skew-t|all]
+`--like`: instead, items like these (reproduction.judge's second line): n items drawn with replacement from a
+population of 200,000 (the truth its r; the same gold shares and errors), the 90% interval like_interval gives
+(correlation_ci.jackknife_ci, no correction) against the percentile bootstrap the verdict read before
+(metrics.interval at 90%, the run's recorded CI's construction).
+
+    python bench/correlation_coverage.py [--reps 20000] [--seed 1] [--no-readme] [--like]
+        [--method shipped|2|bias|fpb|3|all|A,B]
 """
 
 from __future__ import annotations
@@ -51,12 +60,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from abricot_local import metrics  # noqa: E402
 from abricot_local.analysis import reproduction, stats  # noqa: E402
-from abricot_local.analysis.correlation_ci import correlation_ci  # noqa: E402
+from abricot_local.analysis.correlation_ci import correlation_ci, like_interval  # noqa: E402
 
 LEVEL = 0.90
 TOTAL = 127
 MARGIN = 0.05
-SIZES = (20, 40, 80)
+SIZES = (20, 30, 40, 80, 120, 126)
+ABRICOT_LIKE = (7, 27, 9, 41, 43)  # gold ratings 1-5 of 127, as ABRICOT's rows are
+OFF = (10, 20, 30, 40, 55)  # of 127 answers one off the gold's
 
 
 def populations() -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -75,6 +86,22 @@ def populations() -> list[tuple[str, np.ndarray, np.ndarray]]:
         x[rng.choice(TOTAL, k, replace=False, p=tilt)] = 2.0
         out.append((f"near-constant: {k} of 127 answers off the commonest", x, gold))
     out.append(("independent 1-5 ratings", (rng.choice(5, TOTAL) + 1).astype(float), gold))
+    for k, (model, high) in zip(OFF, high_r(TOTAL, np.random.default_rng(20261205))):
+        out.append((f"high r: {k} of 127 answers one off the gold's", model, high))
+    return out
+
+
+def high_r(size: int, rng) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(model, gold) over ``size`` items for each of OFF: gold 1-5 in ABRICOT's shares, the model's the gold's but
+    on k of every 127 items, one off (up or down at random; 2 at gold 1, 4 at 5): r 0.97 to 0.85 over the 127."""
+    shares = np.array(ABRICOT_LIKE, dtype=float) / sum(ABRICOT_LIKE)
+    out = []
+    for k in OFF:
+        gold = (rng.choice(5, size, p=shares) + 1).astype(float)
+        model, idx = gold.copy(), rng.choice(size, round(k * size / TOTAL), replace=False)
+        step = rng.choice([-1.0, 1.0], len(idx))
+        model[idx] = np.where(gold[idx] == 1, 2.0, np.where(gold[idx] == 5, 4.0, gold[idx] + step))
+        out.append((model, gold))
     return out
 
 
@@ -96,7 +123,7 @@ def _spread(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[float, flo
 
 def _normal(a, b, n, lvl, seed, *, bias=0.0, skew_t=False):
     """Fisher's z +- a quantile x method 2's spread, narrowed, its centre less ``bias`` x r/(2(n-1)) (skew_t: the
-    candidate `skew-t`)."""
+    candidate `3`, published.method 3's)."""
     r, f = metrics.pearson(a, b), stats.fpc(n, TOTAL)
     se, zskew = _spread(a, b, n, seed)
     s, centre = se * math.sqrt(f), _z(r) - bias * r / (2 * (n - 1))
@@ -131,7 +158,7 @@ def _fpb(a, b, n, lvl, seed):
 CANDIDATES = {"2": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed),
               "bias": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed, bias=1.0),
               "fpb": _fpb,
-              "skew-t": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed, skew_t=True)}
+              "3": lambda a, b, n, lvl, seed: _normal(a, b, n, lvl, seed, skew_t=True)}
 
 
 def cell(x: np.ndarray, y: np.ndarray, n: int, reps: int, seed: int, methods: tuple[str, ...] = ("shipped",)) -> dict:
@@ -144,7 +171,7 @@ def cell(x: np.ndarray, y: np.ndarray, n: int, reps: int, seed: int, methods: tu
         order = rng.permutation(TOTAL)[:n]
         a, b = x[order], y[order]
         value, shipped, why = correlation_ci("pearson", [a, b], n, TOTAL, LEVEL, seed + r)
-        like = metrics.interval("pearson", a, b, seed=seed + r, level=LEVEL)
+        like = like_interval("pearson", a, b, seed=seed + r, level=LEVEL)
         for m in methods:
             ci = shipped if m == "shipped" or shipped is None else CANDIDATES[m](a, b, n, LEVEL, seed + r)
             c = t[m]
@@ -198,15 +225,80 @@ def table(rows: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
+def like_cells(reps: int, seed: int) -> list[dict]:
+    """Items like these: each high-r population's errors and the discretised normal pair grown to 200,000 items, n
+    drawn with replacement; the 90% interval of like_interval and of the percentile bootstrap (metrics.interval)."""
+    rng = np.random.default_rng(seed)
+    big = 200_000
+    pops = [(f"high r: {k} of 127 one off", m, g) for k, (m, g) in zip(OFF, high_r(big, rng))]
+    g = (rng.choice(5, big, p=[0.15, 0.25, 0.30, 0.20, 0.10]) + 1).astype(float)
+    latent = (g - g.mean()) / g.std() * 0.55 + rng.standard_normal(big) * math.sqrt(1 - 0.55 ** 2)
+    pops.append(("a discretised normal pair", (np.digitize(latent, np.quantile(latent, [0.1, 0.35, 0.7, 0.9]))
+                                               + 1).astype(float), g))
+    out = []
+    for name, x, y in pops:
+        truth = metrics.pearson(x, y)
+        for n in (20, 40, 80):
+            t = {m: dict(read=0, below=0, above=0) for m in ("shipped", "percentile")}
+            for r in range(reps):
+                o = rng.integers(0, big, n)
+                a, b = x[o], y[o]
+                if not metrics.interval_read("pearson", a, b):
+                    continue
+                for m, ci in (("shipped", like_interval("pearson", a, b, seed=seed + r, level=LEVEL)),
+                              ("percentile", metrics.interval("pearson", a, b, seed=seed + r, level=LEVEL))):
+                    if not all(map(math.isfinite, ci)):
+                        continue
+                    c = t[m]
+                    c["read"] += 1
+                    c["below"] += ci[1] < truth
+                    c["above"] += ci[0] > truth
+            for m, c in t.items():
+                out.append(dict(population=name, truth=truth, n=n, method=m, reps=reps, **c))
+            print(f"{name}, n = {n}", file=sys.stderr)
+    return out
+
+
+def like_table(cells: list[dict]) -> str:
+    lines = ["| population | r | n | `like_interval` (jackknife): coverage, misses below / above | percentile "
+             "bootstrap (before) |", "|---|---|---|---|---|"]
+    for k in range(0, len(cells), 2):
+        row = []
+        for c in cells[k:k + 2]:
+            m, read = c, max(c["read"], 1)
+            row.append(f"{100 * (read - m['below'] - m['above']) / read:.1f}%: {100 * m['below'] / read:.1f} / "
+                       f"{100 * m['above'] / read:.1f} ({m['read']} read)")
+        c = cells[k]
+        lines.append(f"| {c['population']} | {c['truth']:+.3f} | {c['n']} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=20000, help="replications per cell")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md as it is")
-    ap.add_argument("--method", choices=("shipped", *CANDIDATES, "all"), default="shipped")
+    ap.add_argument("--like", action="store_true", help="items like these: like_interval against the percentile")
+    ap.add_argument("--method", default="shipped", help="shipped, 2, bias, fpb, 3, all, or a comma list")
     args = ap.parse_args()
-    methods = ("shipped", *CANDIDATES) if args.method == "all" else (args.method,)
+    methods = ("shipped", *CANDIDATES) if args.method == "all" else tuple(args.method.split(","))
+    if any(m not in ("shipped", *CANDIDATES) for m in methods):
+        ap.error(f"--method: one of shipped, {', '.join(CANDIDATES)}, all, or a comma list of them")
     started, every, load = time.time(), [], os.getloadavg()
+    if args.like:
+        cells = like_cells(args.reps, args.seed)
+        text = (f"Measured {datetime.now(timezone.utc):%Y-%m-%d} by `python bench/correlation_coverage.py --like "
+                f"--reps {args.reps} --seed {args.seed}` on {platform.machine()}, {os.cpu_count()} cores, "
+                f"{time.time() - started:.0f} s; {args.reps:,} draws per cell (one Monte Carlo standard error about "
+                "0.7 points on a 5% miss at 1,000); nominal 90%: at most 5% missed on each side\n\n"
+                + like_table(cells))
+        doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reps": args.reps,
+               "seed": args.seed, "like": True, "cells": cells}
+        from throughput import publish
+
+        publish(doc, "correlation_like_coverage", text, None if args.no_readme else "correlation_like_coverage",
+                "## A correlation's interval for a task's own value (`correlation_coverage.py`)")
+        return
     for k, (name, x, y) in enumerate(populations()):
         for j, n in enumerate(SIZES):
             t = time.time()

@@ -71,14 +71,13 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     import numpy as np
 
     from abricot_local.analysis import stats
-    from abricot_local.metrics import interval
 
-    from abricot_local.analysis.correlation_ci import correlation_ci, too_few_off
+    from abricot_local.analysis.correlation_ci import correlation_ci, like_interval, too_few_off
 
     ci90, margins, within, correlations, why, off = {}, {}, {}, set(), {}, {}
     inputs = task.metric_inputs(list(samples))
     for inp in inputs:
-        lo, hi = interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
+        lo, hi = like_interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
         margins[inp.name] = task.margin(inp.name)
         n = len(inp.x)

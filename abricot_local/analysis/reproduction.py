@@ -48,8 +48,10 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # the verdicts' method, recorded (record.Published.method): 2 since a correlation's interval for the task's own
 # value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell; 3
 # since that interval's centre is corrected for Fisher's bias and z's skewness drawn without replacement, with t;
-# 4 since the 10-answer rule holds for items like these at N too, and its cannot tell estimates the items needed
-METHOD = 4
+# 4 since the 10-answer rule holds for items like these at N too, and its cannot tell estimates the items needed; 5
+# since a correlation's intervals are the jackknife's on Fisher's z (correlation_ci.jackknife_ci: method 3's bootstrap
+# moments broke down near r = 1), none where r is +-1 with an item left out
+METHOD = 5
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 NAN2 = (math.nan, math.nan)
 
@@ -192,7 +194,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
                        "the run's metric is undefined (NaN: a constant vector)", **base)
     diff = value - published + 0.0
     note, items = "", None
-    if ci90 is None or _bad(*ci90):
+    if (ci90 is None or _bad(*ci90)) and not (correlation and why):  # else why says why it has none
         note = "the run's metric has no finite 90% interval (a constant vector)"
     elif correlation and n < stats.MIN_CORRELATION_ITEMS:
         note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not "

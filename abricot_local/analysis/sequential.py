@@ -6,9 +6,9 @@ settled"): look k (1, 2, ...) takes its interval at level 1 - alpha 2^-k (alpha 
 sum under alpha, so a verdict read at any look, however chosen, is wrong with probability at most alpha, as a
 fixed-n 90% verdict. Each look's interval is for the task's own value over n of its N items, exact at n = N (the
 verdict then reproduction.judge's or compare's equivalence.verdict_of's): a published accuracy's, the exact
-hypergeometric interval (stats.exact_set_ci); a correlation's, correlation_ci's (published.method 3: Fisher's z
-centred for its bias and skew, +- Student's t x the larger of the bootstrap's and normal theory's se, narrowed by
-stats.fpc), read once each vector has 10 items off its commonest value; a rung's paired accuracy difference, the exact
+hypergeometric interval (stats.exact_set_ci); a correlation's, correlation_ci's (published.method 5: Fisher's z
+centred for the jackknife's bias and skew, +- Student's t x the larger of the jackknife's and normal theory's se,
+narrowed by stats.fpc), read once each vector has 10 items off its commonest value; a rung's paired accuracy difference, the exact
 interval of the task's own difference (paired_exact.paired_set_ci: Tango's narrowed only where many answers
 changed on a large task), a paired correlation's, +- z x the paired bootstrap's se, read once 10 of the items
 changed their answer (equivalence.few_changed: compare's rule). A run grown by --resume keeps the looks its rule

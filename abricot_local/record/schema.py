@@ -232,7 +232,7 @@ class Settle(Section):
     planned: tuple[int, ...] = spec("the looks planned (items), the last `max_items` or `total`")
     questions: tuple[SettleQuestion, ...] = spec("the verdicts it waited for")
     alpha: float = spec("the error spent across the looks (0.1: as a fixed-n 90% verdict)")
-    seed: int = spec("the correlations' bootstrap seed (the run's `--seed`)")
+    seed: int = spec("the paired correlations' bootstrap seed (the run's `--seed`)")
     spend: bool = spec("`true`: the error spent across the looks (always, for a run)", default=True)
     looks: tuple[SettleLook, ...] = spec("each verdict at each look taken, in order", default=())
     reference: str | None = spec("a rung of `--quants --until-settled`: the reference run's folder its looks read, "

@@ -27,7 +27,7 @@ from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import reads_model_file
-from abricot_local.errors import AbricotError, ModelError, ResultsError, UsageError, opt
+from abricot_local.errors import ModelError, ResultsError, UsageError, opt
 from abricot_local.models.ref import Located, ModelRef, require_same
 from abricot_local.models.locate import resolve_model_ref
 from abricot_local.metrics import require_finite
@@ -36,6 +36,7 @@ from abricot_local.run.plan import make_plan
 from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, top_two_margin
 from abricot_local.run.check_tolerance import Tolerance, tolerance
+from abricot_local.run.check_settled import settled_differences
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, options_of, task_samples
@@ -200,50 +201,6 @@ def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
     return lines
 
 
-def _settled_differences(record: Record, runs, read: dict[str, list[Sample]], home: Path) -> tuple[list[str], list[str]]:
-    """A --until-settled run's rules taken again over its samples in the nested order (run/settle.py's replay: each
-    look's verdict exactly, its intervals within a tolerance), and its stop where the last rule stopped; and what
-    could not be taken again (a rung whose reference's folder is not here), as notes."""
-    from abricot_local.run import settle, settle_record
-
-    out, notes, stops = [], [], []
-    for run in runs:
-        key, recorded = run.task.key, record.tasks[run.task.key].sequential
-        if recorded is None:
-            continue
-        by_id = {s.id: s for s in read[key]}
-        ordered = [by_id[i] for i in run.nested() if i in by_id]
-        stops.append(recorded.n)
-        reference = ()
-        if any(q.published is None for q in recorded.questions):  # a rung: its reference's samples, item by item
-            try:
-                reference = settle.reference_samples(settle.Pairs("", home / (recorded.reference or ""), 0), key,
-                                                     [s.id for s in ordered])
-            except (AbricotError, OSError) as err:
-                notes.append(f"{key}: its looks read the reference run in {recorded.reference}, which cannot be "
-                             f"read here ({err}): not taken again")
-                continue
-        differs = [f"{key} {line}" for line in settle.replay(recorded, run.task, ordered, reference)]
-        out += differs
-        notes.append(_replayed(key, recorded, differs, settle.INTERVAL_TOLERANCE))
-    if stops and record.config.sample != max(stops) and settle_record.stopped(record):
-        out.append(f"sequential: the run holds {record.config.sample} items of each task, its rules stopped at "
-                   f"{max(stops)}")
-    return out, notes
-
-
-def _replayed(key: str, recorded, differs: list[str], tolerance: float) -> str:
-    """What check says of a task's rule it took again: how many looks, at which items, against what, and whether
-    every one came back as recorded (``differs``: what did not, said with the record's differences)."""
-    looks = sorted({(lk.k, lk.n) for lk in recorded.looks})
-    at = ", ".join(str(n) for _, n in looks)
-    against = f" against the reference run in {recorded.reference}" if recorded.reference else ""
-    said = (f"not as recorded ({len(differs)} difference(s), below)" if differs else
-            f"each as recorded (every verdict the same, every interval within {tolerance:g})")
-    return (f"{key}: its rule's {len(looks)} look(s) (at {at} items) taken again over the run's "
-            f"samples{against}: {said}")
-
-
 def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
@@ -348,7 +305,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
             notice("the kernel path differs from the recorded run's (" + "; ".join(kdiff) + "): re-scoring, "
                    "then comparing" + (f" ({opt('exact', True)}: the recorded numbers are demanded)" if exact else ""))
         data_differs = held.differences(run, prepared(p, backend), read)
-        settled, settled_notes = _settled_differences(record, p.runs, read, out)
+        settled, settled_notes = settled_differences(record, p.runs, read, out)
         record_differs += tuple(settled)
         for task_run in p.runs:
             recorded = recorded_runs[task_run.task.key]
