@@ -48,6 +48,7 @@ class Engine:
     exact = True  # numbers identical to every other exact engine's
     reuse_prefix = False  # keep the task's prefix in the cache between items
     takes_parallel = False  # --parallel: items decoded together
+    decodes_once = False  # every token of a task's items decoded once (its shared prefix too): kld's rows are the text's
 
     def __init__(self, session: Session, options: EngineOptions):
         self.session = session
@@ -210,6 +211,7 @@ class Prefix(Engine):
 
     name = "prefix"
     reuse_prefix = True
+    decodes_once = True
 
 
 class Single(Engine):
@@ -342,6 +344,13 @@ def _trunk_calls(schs: list[Schedule], n_batch: int) -> list[list[Entry]]:
 
 
 ENGINES: dict[str, type[Engine]] = {e.name: e for e in (Naive, Single, Prefix, Batched)}
+
+
+def once(name: str) -> str:
+    """The engine that decodes as ``name`` does but each token once (``name`` where it does, else ``prefix``: exact,
+    so its numbers are every exact engine's): `kld`, whose rows are one per decoded token, a token decoded again for
+    each item (``single``'s prefix, ``naive``'s trunk per continuation) counted again, runs it."""
+    return name if engine_class(name).decodes_once else Prefix.name
 
 
 def engine_class(name: str) -> type[Engine]:

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 from abricot_local.analysis import kld as stats
 from abricot_local.analysis.runs import Run
 from abricot_local.backends import backend_class
+from abricot_local.backends.engines import once
 from abricot_local.backends.kld import Footprint, KlRows, LadderBackend, TokenizedUnlike, ladder_groups
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import model_bytes
@@ -153,6 +154,10 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
     kind = record.config.backend
     found = _model(ref, dry)
     request = of_record(record, found.as_written, _task_options(record, data_dir), backend_values)
+    engine = request.given.values.get("engine")  # a token decoded again would be a row counted again
+    if engine is not None and once(engine) != engine:
+        request = of_record(record, found.as_written, _task_options(record, data_dir),
+                            {**(backend_values or {}), "engine": once(engine)})
     p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
     ref_ids = _ids(ref)
     rungs = []
