@@ -210,7 +210,8 @@ LOAD_MOMENTS = (
 def test_a_signal_at_any_moment_of_a_real_load_stops_the_run(tmp_path, data, gemma_path):
     """Before: 6 of 8 signals during llama.cpp's load were dropped inside its log callback and
     the run finished with exit 0. Now each ends the run: exit 130, one message, nothing ignored;
-    no resume command before a folder exists, INTERRUPTED and the command once scoring began."""
+    no resume command before an item is saved (no folder left: nothing to resume, as before a folder exists), an
+    INTERRUPTED folder and the command once one is."""
     before_start = 0
     for k, (marker, sig) in enumerate((*LOAD_MOMENTS, ("discotex: 0/", signal.SIGTERM))):
         out = tmp_path / f"o{k}"
@@ -233,9 +234,10 @@ def test_a_signal_at_any_moment_of_a_real_load_stops_the_run(tmp_path, data, gem
         assert proc.returncode == 130, f"{marker}: exit {proc.returncode}\n{err[-2000:]}"
         assert "Exception ignored" not in err and "Traceback" not in err, err[-2000:]
         assert "\ninterrupted: " in err and not (out / "results.json").exists()
-        if marker.startswith("discotex"):  # scoring had begun: a folder to resume
+        saved = any((out / ".checkpoint").glob("samples-*.jsonl")) if out.exists() else False
+        if saved:  # an item was saved: a folder to resume
             assert "resume with: abricot-local" in err and markers(out) == ["INTERRUPTED"]
-        else:
+        else:  # the load, or scoring before its first item was saved: nothing left behind
             assert "nothing to resume" in err and "resume with" not in err and not out.exists()
             before_start += not any(ln.startswith("run: ") for ln in err.splitlines())
     assert before_start >= 2  # most signals landed inside the load itself, before the start line

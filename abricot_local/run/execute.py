@@ -177,7 +177,7 @@ def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages, pr
     for run in runs:
         key, by_id = run.task.key, {it.id: it for it in run.items}
         orders[key] = [by_id[i] for i in stages.order(key)]
-        done[key], seconds[key], now[key] = dict(sink.done(key)), 0.0, 0
+        done[key], seconds[key], now[key] = dict(_vouched(sink, run)), 0.0, 0
     n = 0
     while (step := stages.next()) is not None:
         n = step
@@ -200,6 +200,13 @@ def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages, pr
         out.append(TaskResult(key, samples, run.task.metrics(list(samples)) if measure else {}, seconds[key],
                               now[key]))
     return out
+
+
+def _vouched(sink: Sink, run: TaskRun) -> dict[str, Sample]:
+    """What ``sink`` holds already for ``run``'s task; a sink that can (a run's folder: ``vouched(run)``) keeps only
+    the saved samples ``run``'s items give (run/saved.py), the rest scored again."""
+    vouched = getattr(sink, "vouched", None)
+    return vouched(run) if vouched is not None else sink.done(run.task.key)
 
 
 def _score_into(run: TaskRun, every: Sequence[Item], upto: Sequence[Item], backend: Backend, done: dict[str, Sample],

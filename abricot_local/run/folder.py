@@ -5,9 +5,9 @@ nothing; fsync'd at most every SYNC_EVERY seconds and when the folder is release
 loses at most the last second's items, which a resume scores again) to
 ``.checkpoint/samples-<task>.jsonl``; ``.checkpoint/run.json`` records what
 must match for a resume, ``.checkpoint/threads.jsonl`` the thread counts that scored the
-items (run/resume.py). Only a finished run writes ``samples-<task>.jsonl`` and, last,
-``results.json``, each atomically (temp file, fsync, rename), with the mode any file gets
-under the umask (0644 under umask 022).
+items (run/resume.py); what a resume reuses of them, run/saved.py. Only a finished run puts
+``samples-<task>.jsonl`` in place (the checkpoint's moved, or written) and, last, ``results.json``,
+each atomically (temp file, fsync, rename), with the mode any file gets under the umask (0644 under umask 022).
 
 The folder is the run's own (run/owned.py): nothing is read, written or deleted
 through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
@@ -34,53 +34,23 @@ from typing import Callable, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError, TaskError, opt
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
-from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, samples_name
-from abricot_local.run.states import items_text, saved_counts, saved_ids
+from abricot_local.run.owned import (close_own, guard, open_own, refuse_link, remove_own, rewrite_marker,
+                                     samples_name)
+from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
-                                  check_rows, read_manifest, read_samples, resume_refusal, write_manifest,
+                                  check_rows, read_manifest, resume_refusal, write_manifest,
                                   write_record)
 from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
 from abricot_local.run.resume import THREADS, ThreadLog, finished_run, reopen, thread_parts
+from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, gives, orphan_refusal, place, read_saved,
+                                     unplace)
+from abricot_local.run.saved import held_items  # noqa: F401 - what a dry run finds in its --out (run/dry_run.py)
 from abricot_local.tasks import base_name, task_class
 from abricot_local.tasks.item_check import where
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
-def _failed_before_first_item(path: Path) -> bool:
-    """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
-    options starts afresh there."""
-    if not (path / FAILED).is_file() or (path / RESULTS).exists():
-        return False
-    return not (path / CHECKPOINT / RUN_MANIFEST).exists() or not any(saved_counts(path).values())
-
-
-def fresh_refusal(path: Path) -> str:
-    """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
-    its first item): a finished run, or another's checkpoint with items saved. :meth:`OutputDir.check`'s first
-    refusal, and what a dry run says of its --out."""
-    if (path / RESULTS).exists():
-        return (f"{path} already holds a finished run; choose another {opt('out')} "
-                f"(or {opt('resume', True)} to reuse it)")
-    if not (path / CHECKPOINT / RUN_MANIFEST).exists() or _failed_before_first_item(path):
-        return ""
-    saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
-    return (f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved); "
-            f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
-
-
-def held_items(path: Path, *, resume: bool) -> dict[str, set]:
-    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
-    each task holds (a --resume's: those it plans left out of its work); a folder a run without --resume refuses
-    is that ResultsError."""
-    if not path.is_dir():
-        return {}
-    if not resume:
-        refusal = fresh_refusal(path)
-        if refusal:
-            raise ResultsError(refusal)
-        return {}
-    return saved_ids(path)
 
 
 class OutputDir:
@@ -98,6 +68,7 @@ class OutputDir:
         self.afresh = False  # check() took a folder whose run failed with nothing saved: started anew
         self._declared: dict[str, tuple[Mapping, str]] = {}  # task key -> (its sample_fields, its class)
         self.thread_log = ThreadLog(self.path)  # which thread count scored the items (scored_with)
+        self.tell: Callable[[str], None] = lambda line: None  # a line for the user (a saved line set aside)
 
     # -- lock ------------------------------------------------------------------------------
     def acquire(self) -> None:
@@ -171,7 +142,7 @@ class OutputDir:
         to resume), writing nothing: called before the model loads."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
-        if self.afresh or _failed_before_first_item(self.path):  # this run starts afresh there, whatever its
+        if self.afresh or failed_before_first_item(self.path):  # this run starts afresh there, whatever its
             self.afresh = True                                   # options (start() checks again: RUNNING by then)
             return
         if not resume:
@@ -184,6 +155,8 @@ class OutputDir:
                 raise ResultsError(refusal)
         elif finished:
             finished_run(self.path, manifest)  # refuses another run's folder
+        elif orphan := orphan_refusal(self.path):  # saved samples no manifest vouches for
+            raise ResultsError(orphan)
         elif any((self.path / m).is_file() for m in MARKERS):
             return  # a run that stopped before it saved anything (a full disk): it starts from the first item
         elif self.path in self._made:
@@ -202,12 +175,44 @@ class OutputDir:
 
     def done(self, task: str) -> dict[str, Sample]:
         """Samples already scored for ``task`` (from a finished file or the checkpoint), each
-        line checked (record.samples: a sample that holds together, ids unique), as written;
-        a torn last line of the checkpoint is cut (its item is scored again)."""
-        found = {s.id: s for s in read_samples(self.path / samples_name(task), required=False)}
-        for s in read_samples(self.ckpt / samples_name(task), repair=True, required=False):
-            found.setdefault(s.id, s)
+        line checked (record.samples: a sample that holds together), as written; a torn last line of the
+        checkpoint is cut, a damaged line elsewhere set aside (saved.read_saved: the checkpoint rewritten
+        without it), and its item is scored again. A finished run a --resume grows must be whole."""
+        found, off = {}, []
+        for path in (self.path / samples_name(task), self.ckpt / samples_name(task)):
+            rows, bad = read_saved(path, repair=path.parent == self.ckpt)
+            off += [f"{path} line {n}" for n in bad]
+            for s in rows:
+                found.setdefault(s.id, s)
+        if off:
+            self._keep(task, found, f"{', '.join(off)}: damaged")
         return found
+
+    def vouched(self, run) -> dict[str, Sample]:
+        """What :meth:`done` holds for ``run`` (a tasks.selection.TaskRun as the resume rebuilt it), each saved line
+        vouched for by its item (saved.gives); a line its item does not give (a context, a gold changed) is set
+        aside, the checkpoint rewritten without it, and its item scored again."""
+        task, found = run.task.key, self.done(run.task.key)
+        items = {it.id: it for it in run.items}
+        off = [i for i, s in found.items() if i in items and not gives(run.task, items[i], s)]
+        if off:
+            for i in off:
+                del found[i]
+            self._keep(task, found, f"{task}: the saved line of item {off[0]!r}" + (f" and {len(off) - 1} more" if
+                                    len(off) > 1 else "") + " is not what its item gives (changed, or another run's)")
+        return found
+
+    def _keep(self, task: str, found: dict[str, Sample], why: str) -> None:
+        """``task``'s checkpoint rewritten to hold ``found`` alone (a cut finish's samples file folded into it,
+        then removed); refused while the finished run a --resume grows is in place (it stays as it was)."""
+        if self.growing is not None:
+            raise ResultsError(f"{why}: the finished run in {self.path} was changed, so it does not grow; `check` "
+                               f"says more, or run it anew in another {opt('out')}")
+        self.ckpt.mkdir(exist_ok=True)
+        refuse_link(self.ckpt, folder=True)
+        atomic_write(self.ckpt / samples_name(task), "".join(dumps_line(s.line) for s in found.values()))
+        remove_own(self.path / samples_name(task))
+        self.tell(f"resume: {why}: set aside, scored again")
 
     def scored_with(self, threads: Callable[[], int | None], counted: Callable[[], int]) -> None:
         """The backend that scores this run's items (execute.py): its thread count (``threads()``) and its decode
@@ -248,17 +253,17 @@ class OutputDir:
 
     def _declaration(self, task: str) -> tuple[dict, str]:
         """What ``task`` (its key) declares of its samples (``sample_fields``), and the task as a refusal names it
-        (``task 'x' (module.Class)``; a task not known here declares none and is named without a class)."""
+        (``task 'x' (module.Class)``; a task not known here declares none and has no such name: "")."""
         if task not in self._declared:
             try:
                 kind = task_class(task)
                 self._declared[task] = (kind.sample_fields, where(kind, base_name(task)))
             except TaskError:
-                self._declared[task] = ({}, f"task {base_name(task)!r}")
+                self._declared[task] = ({}, "")
         return self._declared[task]
 
     def _refusal(self, task: str, what: str) -> TaskError:
-        return TaskError(f"{self._declaration(task)[1]} made a sample its readers would "
+        return TaskError(f"{self._declaration(task)[1] or f'task {base_name(task)!r}'} made a sample its readers would "
                          f"refuse{what}; nothing of it was written: mend the task's items() or sample()")
 
     def _own_fields(self, task: str, sample: Sample) -> None:
@@ -285,6 +290,13 @@ class OutputDir:
         self._mark(INTERRUPTED, [f"interrupted: {_now()}",
                                  "resume: run the same command with --out this folder and --resume"])
 
+    def abandon(self) -> None:
+        """A run stopped before it saved an item leaves nothing of its own (state file, manifest, thread counts, an
+        empty samples file); release() then removes the folders it made."""
+        names = [samples_name(t) for t in getattr(self, "totals", {})]  # (empty: called when none holds a line)
+        for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (RUN_MANIFEST, THREADS, *names))):
+            remove_own(f)
+
     def failed(self, error: str) -> None:
         self._mark(FAILED, [f"failed: {_now()}", f"error: {' '.join(error.split())}"])
 
@@ -297,7 +309,7 @@ class OutputDir:
         try:
             atomic_write(self.path / state, text)
         except ResultsError as err:
-            if not (isinstance(err, NoSpaceError) and self._rewrite_marker(state, text)):
+            if not (isinstance(err, NoSpaceError) and rewrite_marker(self.path, state, text)):
                 if strict:
                     raise
                 return  # otherwise the state file is a courtesy; the checkpoint is what counts
@@ -305,26 +317,14 @@ class OutputDir:
             if name != state:
                 (self.path / name).unlink(missing_ok=True)
 
-    def _rewrite_marker(self, state: str, text: str) -> bool:
-        """On a full disk: the folder's state file renamed to ``state`` and rewritten in place
-        (truncated first, so its own blocks take the new text). False when there is none."""
-        old = next((self.path / m for m in (state, *MARKERS) if (self.path / m).is_file()), None)
-        if old is None:
-            return False
-        try:
-            os.replace(old, self.path / state)
-            with open_own(self.path / state, os.O_RDWR, "r+") as fh:
-                fh.truncate(0)
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError:
-            return False
-        return True
-
     def finalize(self, record: Record, samples: Mapping[str, Sequence[Sample]]) -> Path:
-        """Write the samples files, then results.json; then drop the checkpoint. Each task's
-        samples are checked first as a reader will (record.samples), their count against ``n``."""
+        """Put the samples files in place, then write results.json; then drop the checkpoint. Each task's
+        samples are checked first as a reader will (record.samples), their count against ``n``. A task's
+        checkpoint that holds its file's bytes is moved into place; another is written, and its checkpoint copy
+        dropped at once (a resume reads a samples file beside a checkpoint as saved items), so finishing needs
+        room for one task's samples more, not a second copy of all. Stopped before results.json is written (a
+        full disk, a signal), the samples files go back into the checkpoint: no samples file without
+        results.json."""
         for task, rows in samples.items():
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
             for row in rows:
@@ -332,9 +332,18 @@ class OutputDir:
         parts = thread_parts(self.path)  # a resumed run's: the thread count its record states (kernel_path)
         if parts and record.provenance is not None:
             record = replace(record, provenance=kernel_path.with_threads(record.provenance, parts))
-        for task, rows in samples.items():
-            atomic_write(self.path / samples_name(task), "".join(dumps_line(r.line) for r in rows))
-        path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies
+        for fh in self._handles.values():
+            close_own(fh, sync=True)
+        self._handles.clear()
+        try:
+            for task, rows in samples.items():
+                place(self.path, samples_name(task), "".join(dumps_line(r.line) for r in rows).encode())
+            path = write_record(self.path / RESULTS, record)  # the run is finished: what follows only tidies
+        except BaseException:
+            if not (self.path / RESULTS).is_file():
+                for task in samples:
+                    unplace(self.path, samples_name(task))
+            raise
         self.written, self.growing = record, None  # (the record as written: the thread count it states)
         self.tidy_finished(samples)
         return path
@@ -373,7 +382,7 @@ def tidy_finished(folder: Path, record: Record) -> None:
     nothing done when there are none, or another process holds the folder."""
     folder = Path(folder)
     names = [samples_name(t) for t in record.tasks]
-    left = [*(folder / m for m in MARKERS), folder / CHECKPOINT]
+    left = [*(folder / m for m in MARKERS), folder / CHECKPOINT, folder / LOCK]  # a .lock a kill left too
     if not any(os.path.lexists(p) for p in left) and not any(temp_files(folder, n) for n in (*names, RESULTS)):
         return
     try:

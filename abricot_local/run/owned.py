@@ -132,3 +132,21 @@ def close_own(fh, *, sync: bool = False) -> None:
         fh.close()
     except OSError:
         pass
+
+
+def rewrite_marker(folder: Path, state: str, text: str) -> bool:
+    """On a full disk: ``folder``'s state file renamed to ``state`` and rewritten in place
+    (truncated first, so its own blocks take the new text). False when there is none."""
+    old = next((folder / m for m in (state, *MARKERS) if (folder / m).is_file()), None)
+    if old is None:
+        return False
+    try:
+        os.replace(old, folder / state)
+        with open_own(folder / state, os.O_RDWR, "r+") as fh:
+            fh.truncate(0)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        return False
+    return True

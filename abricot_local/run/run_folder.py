@@ -15,8 +15,9 @@ from typing import Callable
 from abricot_local.errors import AbricotError, opt, recorded_text
 from abricot_local.record import RESULTS, Manifest, Record
 from abricot_local.run.folder import OutputDir
-from abricot_local.record.outputs import INTERRUPTED, RUNNING
+from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
 from abricot_local.run.resume import resumable
+from abricot_local.run.saved import saved_files
 from abricot_local.run.states import items_text, saved_counts
 
 
@@ -46,7 +47,7 @@ class RunFolder:
     def taken(self, manifest: Manifest, *, resume: bool):
         """The folder held (its lock), refusing what it cannot take before any model loads."""
         with OutputDir(self.path) as out:
-            self.out = out
+            self.out, out.tell = out, self.say
             try:
                 out.check(manifest, resume=resume)
                 yield out
@@ -58,18 +59,20 @@ class RunFolder:
         """The held folder RUNNING while the block scores into it (the checkpoint; results.json written
         last by :meth:`OutputDir.finalize`); a failure leaves FAILED with its reason, Ctrl-C INTERRUPTED,
         and Ctrl-C once results.json is written finishes the tidy-up and ends the block (the run is complete).
-        A run that grows a finished one and stops before its first new item leaves that run as it was."""
+        A run that grows a finished one and stops before its first new item leaves that run as it was; a run
+        without --resume stopped before it saved an item leaves nothing (:meth:`OutputDir.abandon`)."""
         out = self.out
-        out.running(self.totals)
+        try:
+            out.running(self.totals)
+        except KeyboardInterrupt:  # before start(): a finished run here is one this --resume grows
+            self._stopped(out, resume, growing=(out.path / RESULTS).is_file())
+            raise
         try:
             out.start(manifest, resume=resume)
             yield out
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
-            if out.growing is not None:
-                out.tidy_finished(self.totals)
-                raise
-            if not out.finished():
-                out.interrupted()
+            if out.growing is not None or not out.finished():
+                self._stopped(out, resume, growing=out.growing is not None)
                 raise
             out.tidy_finished(self.totals)
         except Exception as err:
@@ -78,6 +81,16 @@ class RunFolder:
             else:
                 out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
             raise
+
+    def _stopped(self, out: OutputDir, resume: bool, *, growing: bool) -> None:
+        """The folder as a signal before results.json leaves it: the finished run a --resume grows as it was, a run
+        with an item saved (or a --resume's folder) INTERRUPTED, a new run with none saved gone."""
+        if growing:
+            out.tidy_finished(self.totals)
+        elif resume or saved_files(out.path):
+            out.interrupted()
+        else:
+            out.abandon()
 
     def stuck(self, _signum: int = 0) -> None:
         """A signal came and the backend did not return (backends.on_stuck): the folder left INTERRUPTED, what is
@@ -98,7 +111,7 @@ class RunFolder:
                 return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
                         f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
             return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
-        if out_dir is None or not resumable(out_dir):
+        if out_dir is None or not (resumable(out_dir) or any((out_dir / m).is_file() for m in MARKERS)):
             if holding is not None:
                 holding.release()  # no lock file, and no folder this run left empty
             where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""

@@ -13,7 +13,7 @@ from pathlib import Path
 from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
-from abricot_local.jsonfiles import read_jsonl
+from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, loads, read_jsonl, read_regular
 
 
 @dataclass(frozen=True)
@@ -177,10 +177,28 @@ def saved_ids(folder: Path) -> dict[str, set]:
             task = f.name[len("samples-"):-len(".jsonl")]
             try:
                 ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
-            except ResultsError:  # a damaged file: counted as nothing; resuming names the line
-                ids = set()
+            except ResultsError:  # a damaged line: the others counted (a resume sets it aside, run/saved.py)
+                ids = _whole_ids(f)
             found[task] = found.get(task, set()) | ids
     return found
+
+
+def _whole_ids(path: Path) -> set:
+    """The ids of the lines of ``path`` that are JSON objects (the damaged ones left out); none when the file
+    cannot be read."""
+    try:
+        data = read_regular(path, MAX_JSONL_BYTES)
+    except ResultsError:
+        return set()
+    ids = set()
+    for raw in data.split(b"\n"):
+        try:
+            value = loads(raw) if raw.strip() else None
+        except BadJSON:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("id"), str):
+            ids.add(value["id"])
+    return ids
 
 
 def items_text(done: dict[str, int], totals: dict[str, int]) -> str:

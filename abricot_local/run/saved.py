@@ -1,0 +1,187 @@
+"""What an output folder holds of a run's scored items before its results.json, and whether a run may reuse it
+(run/folder.py's writer asks): samples saved with no manifest (``.checkpoint/run.json``) that says how they were
+made are never reused (:func:`orphan_refusal`); a checkpoint line that is damaged (not JSON, not a sample, one id
+twice with other content) is set aside and its item scored again (:func:`read_saved`), and so is a saved line that
+is not what its item, rebuilt by the resume, gives with the log-probs it records (:func:`gives`): its id, context,
+choices, continuations, gold, prediction and the task's own fields, byte for byte. What is kept is the line as
+written, so a resumed run's samples are an uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from abricot_local.core import Scored
+from abricot_local.errors import ResultsError, opt
+from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
+from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_samples
+from abricot_local.record.outputs import FAILED, lstat_or_none
+from abricot_local.run.owned import refuse_link, remove_own
+from abricot_local.run.states import saved_counts, saved_ids
+
+SHOWN = 3  # files a refusal names
+
+
+def saved_files(folder: Path) -> list[Path]:
+    """The samples files in ``folder`` (no results.json there: a finishing run's, cut) and its checkpoint that hold
+    anything (a damaged line too), regular files only (a link is owned.guard's to refuse)."""
+    folder = Path(folder)
+    places = [folder / CHECKPOINT] if (folder / RESULTS).exists() else [folder, folder / CHECKPOINT]
+    out = []
+    for where in places:
+        st = lstat_or_none(where)
+        if st is None or where.is_symlink() or not where.is_dir():
+            continue
+        for f in sorted(where.glob("samples-*.jsonl")):
+            st = lstat_or_none(f)
+            if st is not None and not f.is_symlink() and f.is_file() and st.st_size:
+                out.append(f)
+    return out
+
+
+def orphan_refusal(folder: Path) -> str:
+    """Why no run may take ``folder``'s saved samples ("" when it may): there are some, outside a finished run,
+    and no ``.checkpoint/run.json`` records the options, model and data that scored them, so nothing can tell
+    whether they are this run's (a resume's, or a run of other options: reused, they would be wrong)."""
+    folder = Path(folder)
+    if (folder / RESULTS).exists() or (folder / CHECKPOINT / RUN_MANIFEST).exists():
+        return ""
+    files = saved_files(folder)
+    if not files:
+        return ""
+    named = ", ".join(str(f.relative_to(folder)) for f in files[:SHOWN]) + (
+        f" and {len(files) - SHOWN} more" if len(files) > SHOWN else "")
+    return (f"{folder} holds saved samples ({named}) but no {CHECKPOINT}/{RUN_MANIFEST}, the record of the options, "
+            "model and data that scored them: nothing can tell whether they belong to this run, so they are not "
+            f"reused; delete them (or the folder) to start afresh there, or choose another {opt('out')}")
+
+
+def read_saved(path: Path, *, repair: bool) -> tuple[list[Sample], list[int]]:
+    """The samples of a checkpoint's (or a cut finish's) samples file, in file order, and the numbers of the lines
+    set aside: damaged (not JSON: what a crash or a failing disk leaves, cut, zeros, garbage) or an id found again
+    with other content (both lines: which is right cannot be told). A torn last line is cut (``repair``) as
+    record.read_samples cuts it. A line that is JSON but no sample that holds together was written by something
+    else (a hand, a tool): refused, naming it, with what to do; so is a file that cannot be read at all (a link)."""
+    try:
+        return read_samples(path, repair=repair, required=False), []
+    except ResultsError:
+        data = read_regular(path, MAX_JSONL_BYTES)  # what is wrong with the file itself raises here
+    kept: dict[str, tuple[int, Sample]] = {}
+    off: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            value = loads(raw)
+        except BadJSON:
+            off.append(number)
+            continue
+        try:
+            sample = check_line(value, f"{path} line {number}")
+        except ResultsError as err:
+            raise ResultsError(f"{err.raw()}: the checkpoint was changed; delete that line (its item is scored "
+                               "again) and resume") from None
+        if sample.id in kept:
+            first, was = kept[sample.id]
+            if dumps_line(was.line) != dumps_line(sample.line):
+                off += [first, number]
+                kept[sample.id] = (first, None)
+            continue
+        kept[sample.id] = (number, sample)
+    return [s for _, s in kept.values() if s is not None], sorted(off)
+
+
+def gives(task, item, sample: Sample) -> bool:
+    """Whether ``task`` makes ``sample``'s line, byte for byte, from ``item`` (as the resume rebuilt it) and the
+    log-probs and continuation tokens the line records: nothing the item gives was changed (a prediction that is
+    not the log-probs' either)."""
+    try:
+        scored = Scored(logprobs=tuple(sample.logprobs), n_context_tokens=0, fast_path=False,
+                        continuation_tokens=tuple(tuple(t) for t in (sample.continuation_tokens or ())))
+        again = task.sample(item, scored)
+        again = again if isinstance(again, Sample) else check_line(again, "the sample its item gives")
+        return dumps_line(again.line) == dumps_line(sample.line)
+    except Exception:  # noqa: BLE001 - a line the task cannot remake is not vouched for: its item is scored again
+        return False
+
+
+def failed_before_first_item(path: Path) -> bool:
+    """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
+    options starts afresh there."""
+    return (path / FAILED).is_file() and not (path / RESULTS).exists() and not saved_files(path)
+
+
+def fresh_refusal(path: Path) -> str:
+    """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
+    its first item): a finished run, another's checkpoint with items saved, or saved items with no manifest
+    (saved.orphan_refusal). :meth:`OutputDir.check`'s first refusal, and what a dry run says of its --out."""
+    if (path / RESULTS).exists():
+        return (f"{path} already holds a finished run; choose another {opt('out')} "
+                f"(or {opt('resume', True)} to reuse it)")
+    if orphan := orphan_refusal(path):
+        return orphan
+    if not (path / CHECKPOINT / RUN_MANIFEST).exists() or failed_before_first_item(path):
+        return ""
+    saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
+    return (f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved); "
+            f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
+
+
+def held_items(path: Path, *, resume: bool) -> dict[str, set]:
+    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
+    each task holds (a --resume's: those it plans left out of its work); a folder a run without --resume refuses
+    is that ResultsError."""
+    if not path.is_dir():
+        return {}
+    if not resume:
+        refusal = fresh_refusal(path)
+        if refusal:
+            raise ResultsError(refusal)
+        return {}
+    if orphan := orphan_refusal(path):
+        raise ResultsError(orphan)
+    return saved_ids(path)
+
+
+def place(folder: Path, name: str, data: bytes) -> None:
+    """The samples file ``name`` in ``folder`` made to hold ``data`` (run/folder.py's finalize): the checkpoint's
+    moved into place when it holds these bytes, else written (the checkpoint's copy then dropped); one a cut
+    finish left, as it is."""
+    final, saved = folder / name, folder / CHECKPOINT / name
+    if _holds(saved, data):
+        refuse_link(final)
+        os.replace(saved, final)
+    elif not _holds(final, data):
+        atomic_write(final, data)
+        remove_own(saved)
+
+
+def unplace(folder: Path, name: str) -> None:
+    """A samples file :func:`place` put in place moved back into the checkpoint (a rename: no room needed); with no
+    checkpoint (a merge's folder: its shards hold the samples), removed."""
+    final, ckpt = folder / name, folder / CHECKPOINT
+    try:
+        if final.is_file() and not final.is_symlink():
+            if ckpt.is_dir() and not ckpt.is_symlink():
+                os.replace(final, ckpt / name)
+            else:
+                os.unlink(final)
+    except OSError:
+        pass  # left where it is: a resume reads it as saved items
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (no link) holding exactly ``data``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read() == data
+    finally:
+        os.close(fd)
