@@ -229,3 +229,13 @@ def test_the_resume_command_names_the_exact_folder(monkeypatch, base):
     monkeypatch.setattr("sys.argv", ["abricot-local", *base])
     line = resume_command(folder)
     assert line.endswith(f" --out {shell_word(str(folder))} --resume") and "\t" not in line and "\u202e" not in line
+
+
+def test_a_file_given_for_out_is_left_and_another_out_asked(tmp_path, base):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine\n")
+    for out in (mine, "/dev/null"):
+        r = invoke(*base, "--out", out)
+        assert r.exit_code != 0 and f"{out} is not a folder" in r.output and "choose another --out" in r.output
+        assert "remove" not in r.output, r.output
+    assert mine.read_text() == "mine\n"

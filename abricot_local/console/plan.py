@@ -9,7 +9,7 @@ from pathlib import Path
 
 from abricot_local.console import _duration
 from abricot_local.report.safe import visible
-from abricot_local.errors import WIDTH, fold, fold_command
+from abricot_local.errors import WIDTH, fold, fold_command, shell_word
 
 _GIB = 1024**3
 
@@ -172,11 +172,12 @@ def _settle_lines(t, speed) -> list[str]:
 
 def _command(lead: str, command: str) -> str:
     """``command`` (a shell line, shlex.join's) as a user pastes it: folded between its arguments only
-    (errors.fold_command), each argument shown (console.safe.visible: an escape is seen, not acted on)."""
+    (errors.fold_command), each argument quoted by errors.shell_word (a control or bidirectional character
+    written as its escape inside $'...': seen, not acted on, and pasted back as it was)."""
     import shlex
 
     try:
-        words = [visible(shlex.quote(w)) for w in shlex.split(command)]
+        words = [shell_word(w) for w in shlex.split(command)]
     except ValueError:  # not a shell line: shown as it is
         return lead + visible(command)
     return fold_command(words, lead)

@@ -32,10 +32,10 @@ def refuse_link(path: Path, *, folder: bool = False) -> None:
         return
     if stat.S_ISLNK(st.st_mode):
         raise ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
-                           f"through a link; remove the link, or choose another {opt('out')}")
+                           f"through a link; choose another {opt('out')}")
     if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
         raise ResultsError(f"{path} is not a {'folder' if folder else 'regular file'}, so it is not the run's own: "
-                           f"remove it, or choose another {opt('out')}")
+                           f"choose another {opt('out')}")  # (never advice to remove what it did not make)
 
 
 def _stale_lock(path: Path) -> bool:

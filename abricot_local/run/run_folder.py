@@ -6,13 +6,12 @@ return. What it says leaves through the run's hooks (``say``, ``hint``); every s
 from __future__ import annotations
 
 import os
-import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import AbricotError, opt, recorded_text
+from abricot_local.errors import AbricotError, opt, recorded_text, shell_word
 from abricot_local.record import RESULTS, Manifest, Record
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
@@ -24,7 +23,7 @@ from abricot_local.run.states import items_text, saved_counts
 def resume_words(folder: Path) -> str:
     """The options that resume a run in ``folder`` (errors.opt: each door writes them), where a door gives no
     hint of its own."""
-    return f"{opt('out', shlex.quote(str(folder)))} {opt('resume', True)}"
+    return f"{opt('out', shell_word(str(folder)))} {opt('resume', True)}"
 
 
 @dataclass
