@@ -24,7 +24,7 @@ truth. An interval that says 90% should hold it at least 90% of the time, and mi
   table), its coverage summed over every outcome, and its expected width beside Tango + FPC's.
 - The paired verdict's interval on a large set (N = 1,600: DISCOTEX's), computed the same way:
   paired_exact.paired_set_ci itself for each outcome (b, c) (the restricted exact interval up to MAX_CHANGED changed
-  answers, Tango + FPC above), every outcome more probable than 1e-10 in some cell (the largest mass left out is
+  answers, Tango + FPC on the set's grid above; near N: coverage_near.py), every outcome more probable than 1e-10 in some cell (the largest mass left out is
   printed), n up to 80.
 
     python bench/coverage.py [--reps 20000] [--seed 1] [--no-readme]
@@ -250,7 +250,8 @@ def main() -> None:
             "each coverage and expected width summed over every outcome with its probability (no simulation):\n\n"
             + exact_table(exact_pairs) +
             f"\n\nOn a set of {max(TOTALS):,} (DISCOTEX's): the verdict's interval (the restricted exact interval "
-            f"while at most {MAX_CHANGED} answers changed, Tango + FPC above) beside Tango + FPC, summed over every "
+            f"while at most {MAX_CHANGED} answers changed, Tango + FPC on the set's grid above: near N, the table after "
+            "this one) beside Tango + FPC, summed over every "
             "outcome more probable than 1e-10 in some cell (the mass left out: at most "
             f"{max(c['left'] for c in verdict_pairs):.0e} a cell), no simulation:\n\n"
             + exact_table(verdict_pairs, "the verdict's"))

@@ -16,7 +16,7 @@ from scipy.stats import multivariate_hypergeom
 
 from abricot_local.analysis import equivalence, stats
 from abricot_local.analysis.paired_exact import (MAX_CHANGED, MAX_TOTAL, exact_paired_set_ci, paired_set_ci,
-                                                 restricted_paired_set_ci)
+                                                 restricted_paired_set_ci, tango_set_ci)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -61,7 +61,7 @@ def test_the_task_size_picks_the_interval_and_the_verdict_reads_it():
     assert MAX_TOTAL >= 127  # ABRICOT's tasks
     assert paired_set_ci(2, 1, 40, 1600) == restricted_paired_set_ci(2, 1, 40, 1600)  # DISCOTEX's: few changed
     many = (MAX_CHANGED // 2 + 1, MAX_CHANGED // 2)
-    assert paired_set_ci(*many, 400, 1600) == stats.paired_score_ci(*many, 400, level=0.9, factor=stats.fpc(400, 1600))
+    assert paired_set_ci(*many, 400, 1600) == tango_set_ci(*many, 400, 1600)  # Tango + FPC on the set's grid
     m = SimpleNamespace(a="o", b="r", diff=(3 - 1) / 40, ci90=(0, 0), stat="accuracy", n=40, task="t",
                         metric="accuracy", note="", detail={"a_only": 3, "b_only": 1})
     small = equivalence.verdict_of(m, "o", "r", 0.05, 127)

@@ -164,10 +164,12 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
         mc = stats.mcnemar_exact(ca, cb)
         va, vb = (float(np.mean(ca)), float(np.mean(cb))) if n else (math.nan, math.nan)
         mdd = stats.min_detectable_difference(n, mc.discordant / n if n else 0.0)
+        ci = stats.paired_score_ci(mc.a_only, mc.b_only, n)
         return MetricComparison(task, ia.name, ia.stat, a, b, n, va, vb, (mc.a_only - mc.b_only) / n if n else math.nan,
-                                stats.paired_score_ci(mc.a_only, mc.b_only, n), "McNemar exact", float(mc.a_only),
+                                ci, "McNemar exact", float(mc.a_only),
                                 mc.p, mdd=mdd, detail=(("a_only", mc.a_only), ("b_only", mc.b_only),
                                                        ("mid_p", mc.mid_p)),
+                                note=ci_against_test(ci, mc.p, "McNemar exact", "Tango's score interval"),
                                 ci90=stats.paired_score_ci(mc.a_only, mc.b_only, n, level=0.90))
     row = ROW_STATS[ia.stat]
     boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
@@ -182,10 +184,26 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
     r_ab = float(row(np.asarray(ia.x, float), np.asarray(ib.x, float))) if n >= 2 else math.nan
     w = stats.williams_t(boot.a, boot.b, r_ab, n)
     z = stats.steiger_z(boot.a, boot.b, r_ab, n)
-    note = flat or ("" if not math.isnan(w.p) else "undefined (a constant vector or too few items): not tested")
+    note = flat or ("undefined (a constant vector or too few items): not tested" if math.isnan(w.p) else
+                    ci_against_test(base["ci"], w.p, "Williams t", "the paired bootstrap's percentiles"))
     return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p, note=note,
                             detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p),
                                     ("changed", int(np.sum(np.asarray(ia.x, float) != np.asarray(ib.x, float))))))
+
+
+def ci_against_test(ci: tuple[float, float], p: float, test: str, how: str) -> str:
+    """A word where a row's 95% CI and its test (unadjusted, at 5%) disagree about 0, else "": the two are different
+    approximations (the verdict reads the test, Holm-adjusted; the Holm case is said on the verdict's line too)."""
+    if math.isnan(ci[0]) or math.isnan(p):
+        return ""
+    inside = ci[0] <= 0 <= ci[1]
+    if not inside and p >= 0.05:
+        return (f"the 95% CI excludes 0 but {test} does not reject at 5% (p = {p:.3g}, not adjusted): the interval "
+                f"({how}) and the test are different approximations, and the verdict reads the test")
+    if inside and p < 0.05:
+        return (f"{test} rejects at 5% (p = {p:.3g}, not adjusted) but the 95% CI includes 0: the interval ({how}) "
+                f"and the test are different approximations, and the verdict reads the test (Holm-adjusted)")
+    return ""
 
 
 def _inputs(run: Run, task: str, samples: Sequence[Sample]):

@@ -51,6 +51,8 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # 4 since the 10-answer rule holds for items like these at N too, and its cannot tell estimates the items needed; 5
 # since a correlation's intervals are the jackknife's on Fisher's z (correlation_ci.jackknife_ci: method 3's bootstrap
 # moments broke down near r = 1), none where r is +-1 with an item left out
+# and a rung's paired accuracy interval near N the restricted exact one (up to 200 changed answers while few are
+# expected among the items unseen), elsewhere above 40 changed Tango's taken outward to the task's grid (paired_exact)
 METHOD = 5
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 NAN2 = (math.nan, math.nan)
