@@ -11,8 +11,8 @@ each atomically (temp file, fsync, rename), with the mode any file gets under th
 
 The folder is the run's own (run/owned.py): nothing is read, written or deleted
 through a link, a folder that is not a run (and not empty) or lies inside one is refused, and
-finalizing deletes only the checkpoint's files the run lists (its manifest, its thread counts, its
-tasks' samples).
+finalizing deletes only the checkpoint's files the run lists (its manifest, its thread counts, the
+record a grow keeps, its tasks' samples).
 
 A folder shows its state to ``ls``: a ``RUNNING`` file while a run writes it (pid, start time,
 items), ``INTERRUPTED`` after Ctrl-C or SIGTERM (N of M items saved), ``FAILED`` with the error;
@@ -43,7 +43,7 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, R
                                   write_record)
 from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
-from abricot_local.run.resume import THREADS, ThreadLog, finished_run, reopen, thread_parts
+from abricot_local.run.resume import OWN_FILES, ThreadLog, finished_run, reopen, thread_parts
 from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, gives, orphan_refusal, place, read_saved,
                                      unplace)
 from abricot_local.run.saved import held_items  # noqa: F401 - what a dry run finds in its --out (run/dry_run.py)
@@ -294,7 +294,7 @@ class OutputDir:
         """A run stopped before it saved an item leaves nothing of its own (state file, manifest, thread counts, an
         empty samples file); release() then removes the folders it made."""
         names = [samples_name(t) for t in getattr(self, "totals", {})]  # (empty: called when none holds a line)
-        for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (RUN_MANIFEST, THREADS, *names))):
+        for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (*OWN_FILES, *names))):
             remove_own(f)
 
     def failed(self, error: str) -> None:
@@ -355,9 +355,9 @@ class OutputDir:
 
     def tidy_finished(self, tasks) -> None:
         """What a finished run keeps beside results.json goes: the state files, temp files of the
-        files it writes (left by a process killed mid-write), the checkpoint's manifest and its
-        ``tasks``' samples, then the checkpoint folder if that empties it (a file the run did not
-        make stays). Any step may be cut by a signal: the next call (a --resume) completes it."""
+        files it writes (left by a process killed mid-write), the checkpoint's manifest, thread counts, a grow's
+        kept record (resume.OWN_FILES) and its ``tasks``' samples, then the checkpoint folder if that empties it (a
+        file the run did not make stays). Any step may be cut by a signal: the next call (a --resume) completes it."""
         for fh in self._handles.values():
             close_own(fh)
         self._handles.clear()
@@ -366,7 +366,7 @@ class OutputDir:
         ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()
         gone = [*(self.path / m for m in MARKERS),
                 *(t for n in (*names, RESULTS, *MARKERS) for t in temp_files(self.path, n)),
-                *(f for n in (RUN_MANIFEST, THREADS, *names) if ckpt
+                *(f for n in (*OWN_FILES, *names) if ckpt
                   for f in (self.ckpt / n, *temp_files(self.ckpt, n)))]
         for f in gone:  # in this order: the state files first, the checkpoint last
             remove_own(f)

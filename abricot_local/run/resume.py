@@ -2,8 +2,10 @@
 it is (nothing to score), or a finished ``--sample`` run it grows (``--sample`` larger, nothing else
 changed: record.growth; the n items drawn lie inside the m, tasks.selection.sample_order, and with
 --shard K/N shard K of the n inside shard K of the m, tasks.selection.dealt: every item held is kept),
-which is reopened into a checkpoint before the new items are scored. A smaller ``--sample`` is refused: a run
-does not shrink (record.resume_refusal). The folder's writer is run/folder.py.
+which is reopened into a checkpoint before the new items are scored (its record kept there as
+``.checkpoint/grown-from.json``, :data:`GROWN_FROM`: a grow cut after its first new item still knows the looks the
+run's rules took, settle_record.earlier_in). A smaller ``--sample`` is refused: a run does not shrink
+(record.resume_refusal). The folder's writer is run/folder.py.
 
 Which thread count scored the items a checkpoint holds (``.checkpoint/threads.jsonl``, :func:`thread_parts`): a
 line ``{"threads": T, "calls": N}`` written by each process before its first item and before each item whose
@@ -21,11 +23,13 @@ from typing import Callable
 from abricot_local.errors import AbricotError, ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
-                                  read_samples, resume_refusal, write_manifest)
+                                  read_samples, resume_refusal, write_manifest, write_record)
 from abricot_local.record.kernel_path import Part, part
 from abricot_local.run.owned import close_own, open_own, refuse_link, remove_own, samples_name
 
 THREADS = "threads.jsonl"  # in the checkpoint: the thread counts that scored its items (kernel_path.Part each line)
+GROWN_FROM = "grown-from.json"  # in a grow's checkpoint: the record of the finished run it grows (reopen)
+OWN_FILES = (RUN_MANIFEST, THREADS, GROWN_FROM)  # the checkpoint's files a run makes besides its tasks' samples
 
 
 def resumable(out_dir: Path) -> bool:
@@ -68,7 +72,8 @@ def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:
 def reopen(folder: Path, manifest: Manifest) -> None:
     """The finished run in ``folder`` (held: its lock taken), which ``manifest`` grows, made an unfinished
     run of ``manifest``: its samples carried into the checkpoint as they were written (none is scored
-    again), the new manifest written, then its results.json and samples files removed, so the folder
+    again), its record kept there (:data:`GROWN_FROM`: what its rules took, for a --resume of this grow
+    cut short), the new manifest written, then its results.json and samples files removed, so the folder
     shows what it holds (RUNNING, then INTERRUPTED or finished anew), never a results file for part of
     the run. In this order every step is safe to cut: a --resume completes it."""
     folder = Path(folder)
@@ -83,6 +88,8 @@ def reopen(folder: Path, manifest: Manifest) -> None:
         atomic_write(ckpt / name, "".join(dumps_line(r.line) for r in rows))
     refuse_link(ckpt / THREADS)
     atomic_write(ckpt / THREADS, part_line(part(record.provenance)))  # the finished run is one part of the larger
+    refuse_link(ckpt / GROWN_FROM)
+    write_record(ckpt / GROWN_FROM, record)
     write_manifest(ckpt / RUN_MANIFEST, manifest)
     remove_own(folder / RESULTS)
     for name in names:

@@ -32,7 +32,7 @@ from abricot_local.record import Record, Sample, TaskEntry
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
-from abricot_local.run.settle_record import looked, record_in, restored, stopped, taken
+from abricot_local.run.settle_record import earlier_in, record_in, restored, stopped, taken, took_notes
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
 
@@ -236,7 +236,7 @@ class Rule:
 
         done = finished(folder, self.plan)
         if done is None:
-            self.keep(taken(record_in(folder)))
+            self.keep(taken(earlier_in(folder)))  # (a grow cut short: the record its checkpoint kept)
         return done or finished_run(folder, manifest)
 
     def keep(self, earlier: dict[str, sq.Sequential]) -> None:
@@ -265,20 +265,20 @@ class Rule:
 class Grown(Whole):
     """A run that is not ``--until-settled`` (execute.Whole): a --resume that grows a finished ``--until-settled``
     run in its folder to a larger --sample says, on its resume line and as a warning of each task its record holds,
-    the looks that run's rules took and the bound its fixed-n verdict has with them (settle_record.looked)."""
+    the looks that run's rules took and the bound its fixed-n verdict has with them (settle_record.looked), or what
+    its record says of them, a fixed-n run grown from one (settle_record.took_notes: said however many grows later)."""
 
-    took: dict[str, str] = dataclasses.field(default_factory=dict)  # per task: what its earlier rule took
+    took: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # per task: what its earlier rule took
 
     def finished(self, folder, manifest):
         done = super().finished(folder, manifest)
         if done is None:
-            found = {k: looked(s, self.plan.sample) for k, s in taken(record_in(folder)).items()}
-            self.took = {k: v for k, v in found.items() if v}
-            self.until = "".join(f"; {k}: {v}" for k, v in self.took.items())
+            self.took = took_notes(earlier_in(folder), self.plan.sample)  # (a grow cut short: its checkpoint's record)
+            self.until = "".join(f"; {k}: {v}" for k, said in self.took.items() for v in said)
         return done
 
     def made(self, plan):
-        return replace(plan, runs=tuple(replace(r, notes=(*r.notes, self.took[r.task.key])) if r.task.key in self.took
+        return replace(plan, runs=tuple(replace(r, notes=(*r.notes, *self.took[r.task.key])) if r.task.key in self.took
                                         else r for r in plan.runs))
 
 

@@ -1,8 +1,10 @@
 """A ``--until-settled`` run's recorded rules read back (``tasks.<key>.sequential``, through analysis.settled.restored,
-the one reader): the looks they took (:func:`taken`, what a grown run keeps; :func:`looked`, what a fixed-n one
-says), whether they all stopped (:func:`stopped`), their verdict lines (:func:`lines`), the bound a run open at its
-last look goes on to (:func:`next_bound`) and the advice that says so (:func:`advice`: one text for the CLI and the
-API). The rule's making, its looks and ``check``'s replay are settle.py's."""
+the one reader): the record a --resume grows (:func:`earlier_in`: its results.json, or the one the cut grow's
+checkpoint kept), the looks they took (:func:`taken`, what a grown run keeps; :func:`looked` and
+:func:`took_notes`, what a fixed-n one says, however many grows later), whether they all stopped (:func:`stopped`),
+their verdict lines (:func:`lines`), the bound a run open at its last look goes on to (:func:`next_bound`) and the
+advice that says so (:func:`advice`: one text for the CLI and the API). The rule's making, its looks and ``check``'s
+replay are settle.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ from pathlib import Path
 from abricot_local.analysis import sequential as sq
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
 from abricot_local.errors import ResultsError, opt
-from abricot_local.record import RESULTS, Record, TaskEntry, read_run
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
+                                  read_record, read_run)
+from abricot_local.run.owned import refuse_link
+from abricot_local.run.resume import GROWN_FROM
+
+TOOK = "its rule took looks"  # how a note of the looks an earlier rule took begins (looked, took_notes)
 
 
 def record_in(folder: Path) -> Record | None:
@@ -23,6 +30,47 @@ def record_in(folder: Path) -> Record | None:
         return read_run(folder)
     except ResultsError:
         return None
+
+
+def earlier_in(folder: Path) -> Record | None:
+    """The finished run a --resume finds in ``folder`` to grow, whose rules' looks it keeps or says: its record
+    (:func:`record_in`); where a grow was cut after its first new item (resume.reopen removed results.json then),
+    the record its checkpoint kept (``.checkpoint/grown-from.json``) when the checkpoint's manifest grows it (the
+    same run, a larger sample: any other is not this run's); None when there is neither. A kept record that is a
+    link, or cannot be read, is refused: planned afresh, the rules would spend their looks' error again."""
+    folder = Path(folder)
+    ckpt = folder / CHECKPOINT
+    kept, manifest = ckpt / GROWN_FROM, ckpt / RUN_MANIFEST
+    if (folder / RESULTS).is_file() or not manifest.is_file():
+        return record_in(folder)
+    refuse_link(manifest)
+    refuse_link(kept)
+    if not kept.exists():
+        return None
+    try:
+        now = read_manifest(manifest)
+    except ResultsError:
+        return None  # the ordinary resume says what is wrong with it
+    try:
+        record = read_record(kept)
+    except ResultsError as err:
+        raise ResultsError(f"{err.raw()}: it holds the record of the finished run this interrupted grow grows (the "
+                           "looks its rules took); restore it, or remove it to resume with each rule planned afresh "
+                           "(the error of the looks taken then spent again)") from None
+    return record if record.manifest is not None and growth(record.manifest, now) else None
+
+
+def took_notes(record: Record | None, sample: int | None) -> dict[str, tuple[str, ...]]:
+    """Per task of ``record`` (the finished run a --resume ``--sample`` grows), what its record says of looks a
+    rule took: its rule's (:func:`looked`), or, a fixed-n run grown from such a run, the notes its record holds of
+    them (carried as they were: the record says the looks taken however many grows later). Empty for none."""
+    out: dict[str, tuple[str, ...]] = {}
+    for key, e in (record.tasks if record is not None else {}).items():
+        said = ((looked(restored(e.sequential), sample),) if e.sequential is not None
+                else tuple(w for w in e.warnings if w.startswith(f"{TOOK} (")))
+        if any(said):
+            out[key] = tuple(w for w in said if w)
+    return out
 
 
 def taken(record: Record | None) -> dict[str, sq.Sequential]:
@@ -42,7 +90,7 @@ def looked(state: sq.Sequential, sample: int | None) -> str:
         return ""
     spent = sum(1.0 - state.level(k) for k in range(1, state.taken + 1))
     until = opt("until_settled", True)
-    return (f"its rule took looks ({until}) at {', '.join(map(str, state.planned[:state.taken]))} items before "
+    return (f"{TOOK} ({until}) at {', '.join(map(str, state.planned[:state.taken]))} items before "
             f"{opt('sample', sample)} grew the run (error {spent:.4g} spent): the fixed-n {100 * (1 - state.alpha):g}% "
             f"verdict does not account for them (with them, wrong with probability at most {spent + state.alpha:.4g}); "
             f"{until} {opt('max_items', sample)} goes on with its looks kept instead")
