@@ -1,6 +1,7 @@
-"""The one order of precision of a quant ladder (gguf.file.by_precision): a file's real bits per weight from its
-GGUF header's tensors (recorded by every run as ``model.bits_per_weight``), else its quant's name's
-(gguf.file.NAME_BITS), ties by the name then the label: compare's reference, the report's ladder and a sweep's
+"""The one order of precision of a quant ladder (gguf.file.by_precision), on one scale for the set: the quants'
+names' sizes (gguf.file.NAME_BITS) where every name is sized, else the files' real bits per weight from their GGUF
+headers' tensors (recorded by every run as ``model.bits_per_weight``) where every member has them; ties by the name
+then the label: compare's reference, the report's ladder and a sweep's
 reference are the same whatever order the runs are given in. Real tiny quants (llama.cpp's quantizer, tests/
 tiny_llama.py) for the header's bits; the fake backend, in-process, for the runs."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -65,11 +65,16 @@ def test_the_order_is_the_same_whatever_the_order_given():
         assert [perm[i] for i in by_precision(perm)] == want
     assert quant_bits("q4_k_m") == NAME_BITS["Q4_K_M"] > quant_bits("Q4_0") and quant_bits("Q4_K") == quant_bits("Q4_K_M")
     assert quant_bits("Q4_X") == 4.0 and quant_bits("model") == -1.0
-    # the file's bits first; equal bits: the name's; equal names: the label, not the order given
+    # one scale for the set: the names' where every name is sized (a file's real bits never mixed in: gemma-3-270m's
+    # Q4_K_M file has 7.36 bits per weight, its embeddings at higher precision, above the names' Q6_K 6.57)
     a, b = Precision("Q4_0", 6.2, ("a",)), Precision("Q4_K_M", 6.1, ("b",))
-    assert highest_precision([b, a]) == 1 and highest_precision([a, b]) == 0
-    c, d = Precision("Q4_0", 5.0, ("z",)), Precision("Q4_K_M", 5.0, ("y",))
+    assert highest_precision([b, a]) == 0 and highest_precision([a, b]) == 1
+    assert highest_precision([Precision("Q4_K_M", 7.3581), Precision("Q6_K")]) == 1
+    assert highest_precision([Precision("Q6_K"), Precision("Q4_K_M", 7.3581)]) == 0
+    # names not sized: the files' real bits where every member has them, else the names' digits
+    c, d = Precision("Q4_X", 5.0, ("z",)), Precision("Q4_Y", 5.5, ("y",))
     assert highest_precision([c, d]) == 1 and highest_precision([d, c]) == 0
+    assert highest_precision([Precision("Q4_X", 5.0), Precision("Q5_Y")]) == 1  # one not known: the digits
     e, f = Precision("Q8_0", None, ("run-b", "/x/b")), Precision("Q8_0", None, ("run-a", "/x/a"))
     assert highest_precision([e, f]) == 1 and highest_precision([f, e]) == 0
 
@@ -126,8 +131,9 @@ def _with_bits(src: Path, dst: Path, bits: float) -> Path:
     return dst
 
 
-def test_recorded_bits_per_weight_decide_over_the_name(sweep, tmp_path):
-    """A Q4_0 file recorded with more bits per weight than the Q4_K_M one is the reference, in either order."""
+def test_recorded_bits_per_weight_do_not_mix_into_the_names_scale(sweep, tmp_path):
+    """A Q4_0 file recorded with more bits per weight than the Q4_K_M one: the names are sized, so the names' scale
+    orders them, as a sweep ordered them before any file was here: Q4_K_M the reference, in either order."""
     models, q40, q4km = sweep
     a, b = _with_bits(q40, tmp_path / "fake-q40", 6.25), _with_bits(q4km, tmp_path / "fake-q4km", 5.5)
     from abricot_local.record import read_run
@@ -135,12 +141,13 @@ def test_recorded_bits_per_weight_decide_over_the_name(sweep, tmp_path):
     assert read_run(a).model.bits_per_weight == 6.25
     for folders in ((a, b), (b, a)):
         ladder = _ladder(folders, models)
-        assert [q for q, _ in ladder] == ["Q4_0", "Q4_K_M"], ladder
-        assert {ref for _, ref in _references(folders, models)} == {"fake-q40"}
+        assert [q for q, _ in ladder] == ["Q4_K_M", "Q4_0"], ladder
+        assert {ref for _, ref in _references(folders, models)} == {"fake-q4km"}
 
 
 def test_a_sweeps_reference_reads_the_files_here(tiny_quants, tmp_path):
-    """models.quants.reference: the real bits of the registry's files where they are here, whatever the order."""
+    """models.quants.reference: the one scale, whatever the order and whatever is here: the names' (Q4_1 not here,
+    5.11 by its name, over the Q4_K_M file here, whatever that file's own bits)."""
     from abricot_local.models.quants import reference
     from abricot_local.models.registry import load_registry
 
@@ -151,11 +158,8 @@ def test_a_sweeps_reference_reads_the_files_here(tiny_quants, tmp_path):
                     encoding="utf-8")
     registry = load_registry(toml)
     assert reference(["m-q4_0", "m-q4_k_m"], registry) == reference(["m-q4_k_m", "m-q4_0"], registry) == "m-q4_k_m"
-    bits = bits_per_weight(tiny_quants["Q4_K_M"])
-    # Q4_1 is not here: its name's 5.11 bits against the Q4_K_M file's own
-    want = "m-q4_1" if NAME_BITS["Q4_1"] > bits else "m-q4_k_m"
-    assert reference(["m-q4_1", "m-q4_k_m"], registry) == reference(["m-q4_k_m", "m-q4_1"], registry) == want
-    assert not math.isnan(bits)
+    assert bits_per_weight(tiny_quants["Q4_K_M"]) > NAME_BITS["Q4_1"]  # its own bits would have put it first
+    assert reference(["m-q4_1", "m-q4_k_m"], registry) == reference(["m-q4_k_m", "m-q4_1"], registry) == "m-q4_1"
 
 
 def test_a_run_records_its_files_bits_per_weight(tiny_quants):

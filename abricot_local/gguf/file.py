@@ -272,29 +272,31 @@ def bits_per_weight(path: Path | str) -> float | None:
 @dataclass(frozen=True)
 class Precision:
     """What orders a ladder's members (:func:`by_precision`): the quant's name, its file's real bits per weight
-    when known (a run's recorded ``model.bits_per_weight``; None: the name rule, :func:`quant_bits`), and the
+    when known (a run's recorded ``model.bits_per_weight``, a registry file on disk; None: not known), and the
     names that break a tie (a run's label and folder, a registry alias)."""
 
     quant: str
     bits: float | None = None
     tie: tuple[str, ...] = ()
 
-    @property
-    def bpw(self) -> float:
-        """The bits per weight it is ordered by: the file's, else the name's."""
-        return self.bits if self.bits is not None else quant_bits(self.quant)
-
-    def key(self) -> tuple:
-        """Sorted ascending, the most precise first: more bits per weight, then more by the name rule, then
-        the quant's name in alphabetical order, then the tie's names in alphabetical order."""
-        return (-self.bpw, -quant_bits(self.quant), self.quant.upper(), self.tie)
+    def named(self) -> bool:
+        """Whether its quant's name is one :data:`NAME_BITS` sizes."""
+        q = self.quant.upper()
+        return _ALIASES.get(q, q) in NAME_BITS
 
 
 def by_precision(members: Sequence[str | Precision]) -> list[int]:
-    """The indices of ``members`` (quant names, or :class:`Precision`) from the most precise down
-    (:meth:`Precision.key`): the same order whatever order they are given in, but for members alike in every
-    part of the key (given twice)."""
-    keys = [(Precision(m) if isinstance(m, str) else m).key() for m in members]
+    """The indices of ``members`` (quant names, or :class:`Precision`) from the most precise down, on ONE scale for
+    the whole set: the names' (:func:`quant_bits`, llama-quantize's sizes) where every member's is one
+    :data:`NAME_BITS` sizes, else the files' real bits per weight where every member has them, else the names'
+    (the digit after Q where a name is not sized). Never the two mixed: a small model's real figure (gemma-3-270m
+    Q4_K_M: 7.36, its embeddings at higher precision) is far above the name's (4.90), so a mixed order would put a
+    Q4_K_M on disk above a Q6_K not downloaded, and a ladder's reference would depend on what is downloaded. Ties:
+    the quant's name in alphabetical order, then the tie's names; the same order whatever order they are given in,
+    but for members alike in every part (given twice)."""
+    ps = [Precision(m) if isinstance(m, str) else m for m in members]
+    real = not all(p.named() for p in ps) and all(p.bits is not None for p in ps)
+    keys = [((-p.bits,) if real else ()) + (-quant_bits(p.quant), p.quant.upper(), p.tie) for p in ps]
     return sorted(range(len(keys)), key=lambda i: (keys[i], i))
 
 

@@ -86,10 +86,10 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
 
 def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
     """A ladder's reference (a --until-settled sweep's, run/settle_sweep.py): its highest-precision quant by the
-    rule compare's equivalence verdict and the report's ladder take (gguf.file.by_precision): each file's real
-    bits per weight where it is here already (its header's tensors, as the run will record them), else the
-    quant ``registry`` names (a name that is no registry quant, the lowest); a tie, the alias first in
-    alphabetical order."""
+    rule compare's equivalence verdict and the report's ladder take (gguf.file.by_precision, one scale for the
+    set): the quants ``registry`` names, sized by their names (a name that is no registry quant, the lowest), or,
+    where a name is not sized, each file's real bits per weight where every file is here (its header's tensors,
+    as the run will record them); a tie, the alias first in alphabetical order."""
     from abricot_local.gguf.file import Precision, bits_per_weight, highest_precision
     from abricot_local.models.ref import local_file
 
