@@ -201,7 +201,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     elif correlation and n < stats.MIN_CORRELATION_ITEMS:
         note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not "
                 "read")
-    elif correlation and ci90[0] == ci90[1]:
+    elif correlation and ci90 is not None and ci90[0] == ci90[1]:
         note = "the correlation is the same in every resample: its bootstrap has no spread"
     elif correlation and why:  # no interval for the task's own value (correlation_ci), nor for items like these:
         note = why  # the same bootstrap (all N scored, the exact verdict stands; items like these are not judged)

@@ -109,7 +109,6 @@ def doctor_text(facts: dict) -> str:
     lines += [f"backend not usable: {why}" for why in facts.get("backends_not_usable", ())]
     lines += [f"plugin entry not run: {why}" for why in facts.get("plugins_not_run", ())]
     lines += [f"advice ({name}): {tip}" for name, own in backends.items() for tip in own.get("advice", ())]
-    lines += [f"advice: {tip}" for tip in facts.get("advice", ())]
     return "\n".join(lines)
 
 

@@ -181,8 +181,8 @@ def _validate(alias: str, t: dict[str, Any], origin: Path) -> ModelSpec:
             raise UsageError(f"{where}: backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         try:
             fileless = not reads_model_file(backend)  # its registration's: no backend (no runtime) is imported
-        except UsageError as err:  # a plugin's backend that is refused: why
-            raise type(err)(f"{where}: {err}") from None
+        except UsageError:  # a plugin's backend that is refused: the entry is refused when it is used (the backend
+            fileless = t.get("source") == "synthetic"  # named, and why), not every entry of the file with it
     source = t.get("source", "synthetic" if fileless else "hf")
     if source not in SOURCES:
         raise UsageError(f"{where}: source must be one of {', '.join(SOURCES)}, not {source!r}")

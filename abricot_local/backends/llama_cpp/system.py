@@ -82,7 +82,7 @@ def advice(llama: dict[str, Any], gpus: dict[str, Any]) -> list[str]:
 
 
 def doctor_facts(gpus: dict[str, Any]) -> dict[str, Any]:
-    """What `doctor` shows of this backend (its hook, backends.doctor_facts): the build's facts,
+    """What `doctor` shows of this backend (the facts its hook, backends/llama_cpp/doctor.py, words): the build's facts,
     the reinstall commands (``reinstall_rpc``: the one that adds RPC) and the advice for ``gpus``."""
     llama = llama_facts()
     return {"llama_cpp": llama, "reinstall": dict(llama_build.REINSTALL), "reinstall_what": dict(llama_build.WHAT),
