@@ -239,7 +239,8 @@ def test_instances_are_keyed_by_task_and_protocol(abricot_file):
 
 def test_the_headline_scores_abricot_both_ways_in_one_command(abricot_file, tmp_path):
     """`run MODEL` whose entry reproduces both sources: 2 tasks x 127 items at 3 shots and at 0, each
-    source its own verdict; `check` re-scores every instance (the fake backend under the entry)."""
+    source its own verdict, exact on every item; `check` re-scores every instance (the fake backend under the
+    entry)."""
     models = tmp_path / "models.toml"
     models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b; '
                       'CALAMITA leaderboard: Llama-3.1-8B-Instruct"\n', encoding="utf-8")
@@ -261,6 +262,20 @@ def test_the_headline_scores_abricot_both_ways_in_one_command(abricot_file, tmp_
         ("abricot_abs@calamita", "CALAMITA leaderboard"), ("abricot_inc@calamita", "CALAMITA leaderboard")}
     assert "CALAMITA leaderboard (protocol calamita): published precision bf16 (vLLM)" in r.output
     assert "not comparable" not in r.output
+    # every row of the release (was test_intervals' own run of it): the run's value is the set's, so each published
+    # row gets "reproduced within M" or "differs by d", never "this task cannot settle M", and the interval for
+    # items like these on a line of its own
+    lines = r.stdout.splitlines()
+    for c in checks:
+        assert c["n"] == c["items_total"] == 127 and c["verdict"] in ("reproduced", "differs")
+        d = c["value"] - c["published"]
+        assert c["ci90"] == pytest.approx([d - 0.005, d + 0.005])  # exact, the published value's rounding allowed
+        head = f"differs by {d:+.3f}" if c["verdict"] == "differs" else f"reproduced within {c['margin']:g}"
+        assert c["reasons"][0].startswith(head + ": ") and "on all 127 items of the task (exact" in c["reasons"][0]
+        assert c["reasons"][1].startswith("items like these (whether the model generalises): run - published 90% CI")
+        at = next(k for k, x in enumerate(lines) if f"{c['task']}.pearson" in x and c["reference"] in x)
+        assert head in lines[at] and "cannot settle" not in lines[at]
+        assert lines[at + 2].strip() == c["reasons"][1]  # its own line, under the exact figures
     c = invoke("check", out, "--sample", "3")
     assert c.exit_code == 0, c.output
     # --protocol calamita: the paper's rows are shown, not comparable, each difference named

@@ -56,6 +56,22 @@ def invoke(monkeypatch, args: list[str]):
     return r
 
 
+@pytest.fixture(scope="module")
+def bound40(made, tmp_path_factory):
+    """One `--max-items 40` ladder (every progress line shown), made once for the tests that only read it or its
+    output: (its folder, the CliRunner result). A test that changes it works on a copy."""
+    from conftest import isolated_env
+
+    root = tmp_path_factory.mktemp("bound40")
+    with pytest.MonkeyPatch.context() as mp:  # as isolated_home, for a run shared past its test
+        for name, value in isolated_env(root).items():
+            mp.setenv(name, value)
+        mp.setenv("ABRICOT_PROGRESS_SECONDS", "0")  # every progress line
+        mp.chdir(root)
+        r = invoke(mp, ladder_args(made, root / "o", "--max-items", 40))
+    return root / "o", r
+
+
 def test_the_advice_at_a_ladders_bound_run_verbatim_takes_each_open_rung_to_the_larger_bounds_looks(
         made, tmp_path, monkeypatch):
     """At the task's margin (0.02) the rung is open at --max-items 40 (looks 20, 40); its advice (--max-items 80
@@ -102,10 +118,10 @@ def test_a_rung_that_settled_stays_as_it_is_when_the_bound_grows(made, tmp_path,
     assert looks(out / "fake-q2") == [(20, "equivalent")] and results(out / "fake-q8")["config"]["sample"] == 20
 
 
-def test_a_rungs_plan_line_gives_its_looks_against_the_reference(made, tmp_path, monkeypatch):
+def test_a_rungs_plan_line_gives_its_looks_against_the_reference(bound40):
     """Each rung's plan, made once it loads, knows its reference (as --dry-run's): its looks, no `plan: not made
     (UsageError: nothing to settle ...)`; the reference's is a plain --sample run's."""
-    r = invoke(monkeypatch, ladder_args(made, tmp_path / "o", "--max-items", 40))
+    _, r = bound40
     assert "plan: not made" not in r.stderr and "UsageError" not in r.stderr, r.stderr
     assert r.stderr.count("plan: fake-q2 discotex: at most 40 items") == 1, r.stderr
     assert r.stderr.count("plan: fake-q2 discotex: at most 20 items left (20 saved)") == 1, r.stderr
@@ -113,10 +129,9 @@ def test_a_rungs_plan_line_gives_its_looks_against_the_reference(made, tmp_path,
     assert "plan: fake-q8 discotex: 20 items," in r.stderr and "plan: fake-q8 discotex: 20 items left" in r.stderr
 
 
-def test_a_rungs_progress_counts_to_the_look_it_runs_to(made, tmp_path, monkeypatch):
+def test_a_rungs_progress_counts_to_the_look_it_runs_to(bound40):
     """A rung's run at the look at 20 stops there: its progress counts to 20 (its ETA to it), at 40 to 40."""
-    monkeypatch.setenv("ABRICOT_PROGRESS_SECONDS", "0")  # every progress line
-    r = invoke(monkeypatch, ladder_args(made, tmp_path / "o", "--max-items", 40))
+    _, r = bound40  # made with ABRICOT_PROGRESS_SECONDS=0: every progress line
     steps = re.split(r"^== look at (\d+) items: (\S+)", r.stderr, flags=re.M)[1:]
     seen = []
     for n, who, text in zip(steps[::3], steps[1::3], steps[2::3]):
@@ -152,15 +167,14 @@ def test_a_plan_that_cannot_be_made_is_said_in_the_commands_words(made, tmp_path
     assert (tmp_path / "o" / "results.json").is_file()
 
 
-def test_a_rungs_verdict_block_points_only_at_a_fixed_n_verdict_that_is_printed(made, tmp_path, monkeypatch):
+def test_a_rungs_verdict_block_points_only_at_a_fixed_n_verdict_that_is_printed(bound40):
     """A rung's block is printed under `published comparison: ... nothing to compare with`: it names the quant
     ladder at the sweep's end, which prints compare's fixed-n verdict beside the rule's, not "the published
     comparison above". A rule's record with no published comparison and no reference names none."""
     from abricot_local import console
     from abricot_local.record import read_run
 
-    out = tmp_path / "o"
-    r = invoke(monkeypatch, ladder_args(made, out, "--max-items", 40))
+    out, r = bound40
     block = r.stdout[r.stdout.index("verdict (--until-settled"):]
     assert "nothing to compare with" in r.stdout[:r.stdout.index("verdict (--until-settled")]
     assert "the published comparison above" not in r.stdout, r.stdout
@@ -175,11 +189,11 @@ def test_a_rungs_verdict_block_points_only_at_a_fixed_n_verdict_that_is_printed(
     assert text.startswith("verdict (") and "fixed-n" not in text and "published comparison" not in text
 
 
-def test_check_of_a_rung_says_the_looks_it_took_again(made, tmp_path, monkeypatch):
+def test_check_of_a_rung_says_the_looks_it_took_again(bound40, tmp_path, monkeypatch):
     """`check` on a rung: how many looks, at which items, against which reference run, each as recorded; a look
     doctored in results.json: said not as recorded."""
     out = tmp_path / "o"
-    invoke(monkeypatch, ladder_args(made, out, "--max-items", 40))
+    shutil.copytree(bound40[0], out)
     r = invoke(monkeypatch, ["check", str(out / "fake-q2")])
     assert ("note: discotex: its rule's 2 look(s) (at 20, 40 items) taken again over the run's samples against the "
             "reference run in ../fake-q8: each as recorded (every verdict the same, every interval within 1e-06)"

@@ -39,14 +39,11 @@ def same_run(a, b, tasks):
         assert ra["tasks"][t]["n"] == rb["tasks"][t]["n"]
 
 
-def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
-    assert invoke(*base, "--out", tmp_path / "whole").exit_code == 0
-    parts = [tmp_path / f"s{k}" for k in (1, 2, 3)]
-    for k, p in enumerate(parts, 1):
-        r = invoke(*base, "--shard", f"{k}/3", "--out", p)
-        assert r.exit_code == 0, r.output
+def test_three_shards_merge_into_the_unsharded_run(tmp_path, base, finished_run):
+    unsharded = finished_run(*base)  # read only, as the shards (made once per session: the next tests share them)
+    parts = [finished_run(*base, "--shard", f"{k}/3") for k in (1, 2, 3)]
     assert json.loads((parts[1] / "results.json").read_text())["tasks"]["discotex"]["n"] == 4  # 11 = 4 + 4 + 3
-    whole, first = (ids(d, "discotex") for d in (tmp_path / "whole", parts[0]))
+    whole, first = (ids(d, "discotex") for d in (unsharded, parts[0]))
     entry = json.loads((parts[0] / "results.json").read_text())["tasks"]["discotex"]
     seed, available = entry["config"]["seed"], entry["available"]
     order = dealt(kept(available, seed, sample=11), available, seed)  # the nested order of --sample 11's items
@@ -54,7 +51,7 @@ def test_three_shards_merge_into_the_unsharded_run(tmp_path, base):
     assert available > 11 and entry["n"] == 4
     r = invoke("merge", parts[2], parts[0], parts[1], "--out", tmp_path / "merged")
     assert r.exit_code == 0, r.output
-    same_run(tmp_path / "merged", tmp_path / "whole", ["discotex", "abricot_abs", "abricot_inc"])
+    same_run(tmp_path / "merged", unsharded, ["discotex", "abricot_abs", "abricot_inc"])
     assert invoke("check", tmp_path / "merged").exit_code == 0
     rep = invoke("report", tmp_path / "merged", "--verify")
     assert rep.exit_code == 0, rep.output
@@ -84,29 +81,28 @@ def test_shards_of_a_limit_or_of_every_item_merge_into_its_unsharded_run(tmp_pat
     same_run(tmp_path / "m", tmp_path / "whole", ["discotex"])
 
 
-def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base):
-    for k in (1, 2):
-        assert invoke(*base, "--shard", f"{k}/3", "--out", tmp_path / f"s{k}").exit_code == 0
-    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
+def test_missing_foreign_doubled_or_incomplete_shards_are_refused(tmp_path, base, finished_run):
+    s1 = finished_run(*base, "--shard", "1/3")  # read only; the session's (the test above made them)
+    s2 = finished_run(*base, "--shard", "2/3", into=tmp_path / "s2")  # a copy: damaged below
+    r = invoke("merge", s1, s2, "--out", tmp_path / "m")
     assert r.exit_code == 2 and "shard(s) 3/3 missing" in r.output
-    r = invoke("merge", tmp_path / "s1", tmp_path / "s1", "--out", tmp_path / "m")
+    r = invoke("merge", s1, s1, "--out", tmp_path / "m")
     assert r.exit_code == 2 and "given twice" in r.output
     assert invoke(*base, "--shard", "3/3", "--seed", "7", "--out", tmp_path / "s3x").exit_code == 0
-    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", tmp_path / "s3x", "--out", tmp_path / "m")
+    r = invoke("merge", s1, s2, tmp_path / "s3x", "--out", tmp_path / "m")
     assert r.exit_code == 2 and "another run" in r.output and "config" in r.output
-    assert invoke(*base, "--out", tmp_path / "plain").exit_code == 0
-    r = invoke("merge", tmp_path / "s1", tmp_path / "plain", "--out", tmp_path / "m")
+    r = invoke("merge", s1, finished_run(*base), "--out", tmp_path / "m")
     assert r.exit_code == 2 and "not a shard" in r.output
-    assert invoke(*base, "--shard", "3/3", "--out", tmp_path / "s3").exit_code == 0
-    made = json.loads((tmp_path / "s2" / "results.json").read_text())
+    s3 = finished_run(*base, "--shard", "3/3")
+    made = json.loads((s2 / "results.json").read_text())
     del made["tasks"]["abricot_abs"]["available"]  # as written before tasks.<task>.available: dealt otherwise
-    (tmp_path / "s2" / "results.json").write_text(json.dumps(made))
-    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", tmp_path / "s3", "--out", tmp_path / "m")
+    (s2 / "results.json").write_text(json.dumps(made))
+    r = invoke("merge", s1, s2, s3, "--out", tmp_path / "m")
     said = " ".join(r.output.split())
     assert r.exit_code == 2 and "records no tasks.abricot_abs.available" in said, r.output
     assert "score every shard again with this version" in said
-    (tmp_path / "s2" / "results.json").unlink()
-    r = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "m")
+    (s2 / "results.json").unlink()
+    r = invoke("merge", s1, s2, "--out", tmp_path / "m")
     assert r.exit_code == 2 and "not a complete shard" in r.output
     assert not (tmp_path / "m" / "results.json").exists()
 

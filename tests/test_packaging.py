@@ -88,6 +88,7 @@ def test_installed_wheel_finds_its_registry(built, tmp_path):
     assert int(count) == len(load_registry())
 
 
+@pytest.mark.real  # builds a wheel and an sdist (as the two tests above; the not-real suite builds nothing)
 def test_wheel_carries_every_module_of_the_source_tree(built):
     """Every module and subpackage ships: a hand-kept package list once left out abricot_local/stores
     and the installed tool failed on its first run (an editable install hid it)."""

@@ -225,10 +225,14 @@ def test_recompute_detects_a_changed_number(runs, tmp_path):
 
 
 # -- plots --------------------------------------------------------------------------------------
-def test_plots_are_png_files(runs, tmp_path):
+def test_plots_are_png_files(runs, tmp_path, monkeypatch):
     import matplotlib  # noqa: F401  (the test extra installs it: the plots are tested, not skipped)
+    from abricot_local.report import plots
+
+    # every figure drawn, the bar charts of two metrics (one code for every metric's: all of them take seconds)
     out = tmp_path / "figs"
-    r = invoke("report", *runs.values(), "--plot", out, "--format", "json")
+    r = invoke("report", *runs.values(), "--plot", out, "--format", "json",
+               "--metrics", "abricot_abs.pearson,discotex.accuracy")
     assert r.exit_code == 0, r.output
     json.loads(r.stdout)  # the figure message goes to stderr
     names = {p.name for p in out.iterdir()}
@@ -240,6 +244,21 @@ def test_plots_are_png_files(runs, tmp_path):
         data = p.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000, p.name
         assert p.stat().st_mode & 0o444 == 0o444, p.name  # written whole with the umask's mode, not mkstemp's 0600
+    # without --metrics: the same figures, and a bar chart of every metric (asked for here, not drawn)
+    asked = []
+
+    def drawn(*args):  # scatter, confusion and bars take the figure's path
+        path = next(a for a in args if isinstance(a, Path))
+        asked.append(path.name)
+        return path, []
+
+    for name in ("scatter", "confusion", "bars"):
+        monkeypatch.setattr(plots, name, drawn)
+    r = invoke("report", *runs.values(), "--plot", tmp_path / "all", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert names < set(asked) and len(asked) == len(set(asked))
+    keys = {m.key for run in report.build([str(f) for f in runs.values()]).runs for m in run.metric_values}
+    assert len([n for n in asked if n.startswith("bar-")]) == len(keys) > 2
 
 
 def _skewed(runs, tmp_path) -> Path:
