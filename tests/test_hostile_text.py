@@ -74,7 +74,9 @@ def test_the_plan_and_errors_show_escapes(monkeypatch):
     assert r.exit_code == 0, r.output
     harmless(r.output)
     (head,) = [ln for ln in r.output.splitlines() if ln.startswith("plan of:")]
-    assert visible(EVIL) in head
+    from abricot_local.errors import shell_word
+
+    assert shell_word(EVIL) in head and shell_word(EVIL).startswith("$'")  # a command pasted gives the name back
     assert [ln for ln in r.output.splitlines() if ln.startswith(visible(EVIL)[:20])]  # the model's row, one line
     r = invoke("run", "ollama:" + EVIL)  # an error naming the model
     assert r.exit_code == 2 and "error:" in r.output
