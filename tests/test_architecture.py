@@ -164,10 +164,12 @@ def test_import_and_help_load_no_llama_cpp():
     """The package, the CLI, the run loop (run.execute, run.session) and the report's modules imported, and `--help` of the commands:
     neither llama.cpp nor matplotlib nor lm-eval (nor its request code) is loaded, and until the report's modules
     are, neither scipy.stats nor pandas (half a second each: `run --help` took 0.9 s with scipy, 0.3 s without).
-    One process for what test_cli, test_report, test_html_report and test_lm_eval each checked in a process of
-    their own."""
+    Nor do a backend's build keys and options (backends.build_keys, has_option: its registration's). One process
+    for what test_cli, test_report, test_html_report and test_lm_eval each checked in a process of their own."""
     code = ("import sys, abricot_local, abricot_local.cli as c, abricot_local.run.execute, abricot_local.run.session\n"
             "from click.testing import CliRunner\n"
+            "from abricot_local import backends\n"  # a backend's declarations read from its registration alone
+            "assert backends.build_keys('llama.cpp') and backends.has_option('llama.cpp', 'threads')\n"
             "for cmd in (['--help'], ['run', '--help'], ['lm-eval', '--help'], ['compare', '--help']):\n"
             "    r = CliRunner().invoke(c.cli, cmd)\n"
             "    assert r.exit_code == 0, r.output\n"

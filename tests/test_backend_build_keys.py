@@ -28,16 +28,10 @@ def invoke(*args):
 
 
 def test_llama_cpp_declares_its_build_and_its_threads_option_with_no_runtime_loaded():
-    import subprocess
-    import sys
-
     assert backends.build_keys("llama.cpp") == ("llama_cpp_python", "system_info") and backends.build_keys("fake") == ()
     assert backends.has_option("llama.cpp", "threads") and not backends.has_option("fake", "threads")
     assert not backends.has_option("fake", "vocab_only")  # an internal field is no option a user can give
-    code = ("import sys; from abricot_local import backends; backends.build_keys('llama.cpp'); "
-            "backends.has_option('llama.cpp', 'threads'); print('llama_cpp' in sys.modules)")
-    # in a fresh process: this one may have loaded llama.cpp for another test
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    # with no runtime loaded: test_architecture's test_import_and_help_load_no_llama_cpp asks them in a fresh process
 
 
 @pytest.fixture
