@@ -175,7 +175,8 @@ def backend_class(kind: str) -> BackendClass:
     except Exception as exc:  # a broken plugin (or a runtime not installed) names itself
         raise BackendError(f"backend {kind!r} ({r.backend}) failed to load: {type(exc).__name__}: {exc}; fix or "
                            "reinstall its package") from None
-    return checked_class(kind, r.backend, cls, options_class(kind), r.reads_model_file, r.build_keys)
+    options = options_class(kind)
+    return checked_class(kind, r.backend, cls, options, r.reads_model_file, r.build_keys)
 
 
 def reads_model_file(kind: str) -> bool:

@@ -49,7 +49,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused).
     ``registry``: ``models_file`` read already (a run's request reads a file the user named first, whatever
     the name: its errors are raised; :func:`resolve_model_ref` and :func:`open_model` too)."""
-    from abricot_local.backends import reads_model_file
+    from abricot_local.backends import class_refusal, reads_model_file
     from abricot_local.models import stores
 
     name = str(name)
@@ -57,7 +57,10 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     def known():
         return _registry(registry, models_file)
 
-    if not reads_model_file(backend):  # a synthetic backend: the name is a label (its runtime not loaded to know)
+    reads, refused = reads_model_file(backend), class_refusal(backend)
+    if refused is not None:  # a plugin's backend the contract refuses is named first, before its name is taken for a
+        raise refused  # label or a file's (its class loaded on this path only; never a shipped one)
+    if not reads:  # a synthetic backend: the name is a label (its runtime not loaded to know)
         return _synthetic(name, backend, known)
 
     def finish(path: Path, source: str, **more) -> ModelRef:  # a file found: checked, hashed
@@ -81,20 +84,9 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
             return Located(name, backend, finish(Path(name).expanduser(), "path"))
         if hit is None:  # else the close matches, the registry's and this machine's
-            _unless_its_backend_is_refused(backend)
             raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
     return _entry(name, backend, spec)
-
-
-def _unless_its_backend_is_refused(backend: str) -> None:
-    """A plugin's backend whose class the contract refuses (one that says on its class only that it reads no model
-    file took the name for a file's) is why a name is unknown: named instead (its class loaded on this path only)."""
-    from abricot_local.backends import class_refusal
-
-    err = class_refusal(backend)
-    if err is not None:
-        raise err
 
 
 def _synthetic(name: str, backend: str, known) -> Located:
