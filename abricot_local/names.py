@@ -1,11 +1,15 @@
 """Did-you-mean for mistyped names (tasks, groups, model aliases): by edit distance only, and
-only close matches, so a suggestion is a likely typo and never a merely similar word; and
-:func:`path_part`, the one place a name becomes part of a path."""
+only close matches, so a suggestion is a likely typo and never a merely similar word;
+:func:`path_part`, the one place a name becomes part of a path; and plugins' entry points by name as every
+registry reads them (tasks/, backends/, models/stores/: :func:`grouped`, each name's distinct entries, a package
+found twice being one) and the words a message names them in (:func:`listed`, :func:`where`); each registry keeps
+its own rules (what it ships, what a clash or a broken entry means)."""
 
 from __future__ import annotations
 
 import unicodedata
-from typing import Iterable
+from importlib.metadata import EntryPoint
+from typing import Callable, Iterable
 
 MAX_PART = 120  # characters of a name made a path part (a file system allows 255 bytes)
 
@@ -57,3 +61,32 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """" Did you mean: X?" for close matches, else ""."""
     close = close_names(name, known)
     return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+def grouped(eps: Iterable[EntryPoint], fold: Callable[[str], str] = str) -> dict[str, tuple[EntryPoint, ...]]:
+    """Each name (``fold``-ed: tasks' are case-blind) with its distinct entries, in the order found; names sorted."""
+    found: dict[str, dict[str, EntryPoint]] = {}
+    for ep in eps:
+        found.setdefault(fold(ep.name), {}).setdefault(ep.value, ep)
+    return {name: tuple(found[name].values()) for name in sorted(found)}
+
+
+def package(ep: EntryPoint) -> str:
+    """The installed package an entry comes from ("" when not known)."""
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else ""
+
+
+def from_package(ep: EntryPoint) -> str:
+    """`` (package NAME)`` when the entry's package is known, else ""."""
+    return f" (package {package(ep)})" if package(ep) else ""
+
+
+def listed(name: str, eps: Iterable[EntryPoint]) -> str:
+    """The entries of ``name`` as a message names them: ``name = module:attr (package P) and ...``."""
+    return " and ".join(f"{name} = {ep.value}{from_package(ep)}" for ep in eps)
+
+
+def where(ep: EntryPoint) -> str:
+    """An entry as a refusal names it in parentheses: ``module:attr, package P`` (the package when known)."""
+    return ep.value + (f", package {package(ep)}" if package(ep) else "")

@@ -32,6 +32,7 @@ from abricot_local.backends.contract import BackendError, check_session, checked
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import UsageError
 from abricot_local.option_fields import Spec, specs
+from abricot_local.names import grouped, listed, where
 
 
 @dataclass(frozen=True)
@@ -78,16 +79,12 @@ def _entries() -> tuple[dict[str, Registered], dict[str, str], tuple[str, ...]]:
     plugin's backend is refused; why a plugin's entry that takes a shipped backend's name is ignored). Only each
     plugin's small registration module and its options class load here. A package found twice (the same
     ``module:REGISTERED``) is no clash."""
-    found: dict[str, dict[str, EntryPoint]] = {}
-    for ep in entry_points(group=GROUP):
-        found.setdefault(ep.name, {}).setdefault(ep.value, ep)
     usable, refused, ignored = dict(SHIPPED), {}, []
     declared: dict[str, tuple[Spec, str]] = {}  # option -> (its first declaration, by which backend)
     for name in SHIPPED:
         declared.update({s.name: (s, name) for s in specs(_load(SHIPPED[name].options)) if s.name not in declared})
-    for name in sorted(found):
-        eps = list(found[name].values())
-        entries = " and ".join(f"{name} = {ep.value}{_from(ep)}" for ep in eps)
+    for name, eps in grouped(entry_points(group=GROUP)).items():
+        entries = listed(name, eps)
         if name in SHIPPED:
             ignored.append(f"backend plugin entry {entries} is ignored: {name!r} is a backend shipped with "
                            "abricot-local (it runs that one); the plugin must register its backend under another name")
@@ -105,7 +102,7 @@ def _entries() -> tuple[dict[str, Registered], dict[str, str], tuple[str, ...]]:
 def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str]]) -> Registered:
     """Plugin ``name``'s registration, loaded, its options class loaded and its options checked against those
     declared before it (``declared``, which gets its own); else a :class:`BackendError` naming it."""
-    said = f"backend plugin {name!r} ({ep.value}{_from(ep)})"
+    said = f"backend plugin {name!r} ({where(ep)})"
     try:
         found = ep.load()
         if not isinstance(found, Registered):
@@ -133,11 +130,6 @@ def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str
             raise BackendError(why)
     declared.update({s.name: (s, name) for s in own if s.name not in declared})
     return found
-
-
-def _from(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return f", package {dist.name}" if dist is not None else ""
 
 
 def refused() -> tuple[str, ...]:

@@ -15,7 +15,7 @@ import functools
 from importlib.metadata import EntryPoint, entry_points
 
 from abricot_local.errors import TaskError, opt
-from abricot_local.names import did_you_mean
+from abricot_local.names import did_you_mean, grouped, listed
 from abricot_local.tasks.base import CONTRACT, Task, TaskOptions
 from abricot_local.tasks.item_check import where
 
@@ -28,20 +28,19 @@ def _entries() -> tuple[dict[str, EntryPoint], dict[str, str], dict[str, str]]:
     name -> why a name two plugins register is refused; name -> why a plugin's entry that takes a
     shipped task's name is ignored). A package found twice (the same ``module:Class``) is no clash."""
     shipped: dict[str, EntryPoint] = {}
-    plugins: dict[str, dict[str, EntryPoint]] = {}
+    others: list[EntryPoint] = []
     for ep in entry_points(group=GROUP):
-        name = ep.name.lower()
         if ep.value.partition(":")[0].split(".")[0] == "abricot_local":
-            shipped.setdefault(name, ep)
+            shipped.setdefault(ep.name.lower(), ep)
         else:
-            plugins.setdefault(name, {}).setdefault(ep.value, ep)
+            others.append(ep)
+    plugins = grouped(others, str.lower)
     if not shipped and not plugins:
         raise TaskError("no task is registered: abricot-local's entry points are missing "
                         "(install the package: pip install -e .)")
     registry, clashes, ignored = dict(shipped), {}, {}
-    for name in sorted(plugins):
-        eps = list(plugins[name].values())
-        entries = " and ".join(f"{name} = {ep.value}{_from(ep)}" for ep in eps)
+    for name, eps in plugins.items():
+        entries = listed(name, eps)
         if name in shipped:
             ignored[name] = (f"task plugin entry {entries} is ignored: {name!r} is a task shipped with abricot-local "
                              "(it runs that one); the plugin must register its task under another name")
@@ -51,11 +50,6 @@ def _entries() -> tuple[dict[str, EntryPoint], dict[str, str], dict[str, str]]:
             clashes[name] = (f"task {name!r} is registered by several plugins ({entries}): uninstall one of them, "
                              "or have one register its task under another name")
     return registry, clashes, ignored
-
-
-def _from(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return f" (package {dist.name})" if dist is not None else ""
 
 
 def _registry() -> dict[str, object]:

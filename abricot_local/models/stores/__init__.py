@@ -25,6 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from abricot_local.errors import UsageError
+from abricot_local.names import grouped, listed, where
 
 GROUP = "abricot_local.model_stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
 MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_local.models.stores.lmstudio",
@@ -39,15 +40,10 @@ def _entries() -> tuple[dict[str, str | EntryPoint], dict[str, str], dict[str, s
     """(prefix -> its module: the shipped stores, then the plugins' entry points by prefix; prefix -> why a
     prefix two plugins register is refused; prefix -> why a plugin's entry taking a shipped prefix is
     ignored). A package found twice (the same value) is no clash. Names only: nothing is imported."""
-    plugins: dict[str, dict[str, EntryPoint]] = {}
-    for ep in entry_points(group=GROUP):
-        plugins.setdefault(ep.name, {}).setdefault(ep.value, ep)
     registry: dict[str, str | EntryPoint] = dict(MODULES)
     clashes, ignored = {}, {}
-    for prefix in sorted(plugins):
-        eps = list(plugins[prefix].values())
-        entries = " and ".join(f"{prefix} = {ep.value}" + (f" (package {_package(ep)})" if _package(ep) else "")
-                               for ep in eps)
+    for prefix, eps in grouped(entry_points(group=GROUP)).items():
+        entries = listed(prefix, eps)
         if prefix in MODULES:
             ignored[prefix] = (f"model store plugin entry {entries} is ignored: {prefix!r} is a store shipped with "
                                f"abricot-local (`{prefix}:` names that one); the plugin must register its store "
@@ -58,16 +54,6 @@ def _entries() -> tuple[dict[str, str | EntryPoint], dict[str, str], dict[str, s
             clashes[prefix] = (f"model store prefix {prefix!r} is registered by several plugins ({entries}): "
                                "uninstall one of them, or have one register its store under another prefix")
     return registry, clashes, ignored
-
-
-def _package(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return dist.name if dist is not None else ""
-
-
-def _where(ep: EntryPoint) -> str:
-    """An entry as a message names it: its module, its package."""
-    return ep.value + (f", package {_package(ep)}" if _package(ep) else "")
 
 
 def prefixes() -> tuple[str, ...]:
@@ -142,9 +128,9 @@ def _module(prefix: str):
     try:
         module = found.load()
     except Exception as exc:  # a broken plugin names itself
-        raise UsageError(f"model store plugin {prefix!r} ({_where(found)}) failed to load: "
+        raise UsageError(f"model store plugin {prefix!r} ({where(found)}) failed to load: "
                          f"{type(exc).__name__}: {exc}; fix or reinstall its package (or uninstall it)") from None
-    return _checked(prefix, _where(found), module)
+    return _checked(prefix, where(found), module)
 
 
 def _checked(prefix: str, where: str, module):
