@@ -32,7 +32,8 @@ from abricot_local.record import Record, Sample, TaskEntry
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
-from abricot_local.run.settle_record import earlier_in, record_in, restored, stopped, taken, took_notes
+from abricot_local.run.settle_record import (earlier_in, record_in, refuse_said_looks, restored, stopped, taken,
+                                             took_notes)
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
 
@@ -236,7 +237,9 @@ class Rule:
 
         done = finished(folder, self.plan)
         if done is None:
-            self.keep(taken(earlier_in(folder)))  # (a grow cut short: the record its checkpoint kept)
+            earlier = earlier_in(folder)  # (a grow cut short: the record its checkpoint kept)
+            refuse_said_looks(folder, earlier, self.plan.sample)
+            self.keep(taken(earlier))
         return done or finished_run(folder, manifest)
 
     def keep(self, earlier: dict[str, sq.Sequential]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from abricot_local.analysis import sequential as sq
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
-from abricot_local.errors import ResultsError, opt
+from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
                                   read_record, read_run)
 from abricot_local.run.owned import refuse_link
@@ -58,6 +58,21 @@ def earlier_in(folder: Path) -> Record | None:
                            "looks its rules took); restore it, or remove it to resume with each rule planned afresh "
                            "(the error of the looks taken then spent again)") from None
     return record if record.manifest is not None and growth(record.manifest, now) else None
+
+
+def refuse_said_looks(folder: Path, record: Record | None, sample: int | None) -> None:
+    """Refuse an --until-settled grow of ``record`` (the finished run in ``folder``) where a task's record says its
+    looks in a note only (a fixed-n run grown by --sample from a run --until-settled: :func:`took_notes`): its rule
+    would plan those looks afresh and spend their error again, so the bound its verdict states would not hold."""
+    said = {key: notes for key, notes in took_notes(record, sample).items()
+            if record is not None and record.tasks[key].sequential is None}
+    if said:
+        key, notes = next(iter(said.items()))
+        raise UsageError(f"{folder} holds a fixed-n run grown from a run {opt('until_settled', True)} ({key}: "
+                         f"{notes[0]}): its looks are said in a note, not kept as a rule, so a grow "
+                         f"{opt('until_settled', True)} would take them again and spend their error twice; grow it "
+                         f"with {opt('sample', 'N')} (its fixed-n verdict says the looks taken), or run "
+                         f"{opt('until_settled', True)} anew into another {opt('out')}")
 
 
 def took_notes(record: Record | None, sample: int | None) -> dict[str, tuple[str, ...]]:
