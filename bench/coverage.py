@@ -170,21 +170,32 @@ def verdict_cells(total: int, ns: tuple[int, ...] = (10, 20, 40, 80)) -> list[di
             p = np.exp(_log_comb([b_pop], ob)[0] + _log_comb([c_pop], oc)[0]
                        + _log_comb([total - b_pop - c_pop], n - ob - oc)[0] - _log_comb([total], [n])[0, 0])
             cells.append(({"N": total, "n": n, "psi": psi, "D": (b_pop - c_pop) / total, "B": b_pop, "C": c_pop}, p))
-        keep = np.max([p for _, p in cells], axis=0) > 1e-10
-        ob, oc = ob[keep], oc[keep]
-        factor = stats.fpc(n, total)
-        ours = np.array([paired_set_ci(int(b), int(c), n, total, LEVEL) for b, c in zip(ob, oc)])
-        tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=LEVEL, factor=factor) for b, c in zip(ob, oc)])
-        for cell, p in cells:
-            left, p = float(p[~keep].sum()), p[keep]
-            for name, (low, high) in (("exact", (ours[:, 0], ours[:, 1])), ("tango_fpc", (tango[:, 0], tango[:, 1]))):
-                below, above = misses(low, high, cell["D"])
-                cell[name] = {"coverage": float(p[~(below | above)].sum()), "below": float(p[below].sum()),
-                              "above": float(p[above].sum()), "width": float((p * (high - low)).sum())}
-            cell["left"] = left
-            out.append(cell)
-        print(f"the verdict's interval, {n} of {total:,}: {len(ob)} outcomes", file=sys.stderr)
+        scored, kept = verdict_scored(cells, ob, oc, n, total, 1e-10)
+        out += scored
+        print(f"the verdict's interval, {n} of {total:,}: {kept} outcomes", file=sys.stderr)
     return out
+
+
+def verdict_scored(cells: list, ob: np.ndarray, oc: np.ndarray, n: int, total: int, cut: float) -> tuple[list, int]:
+    """``cells`` ((cell, p): a population and each outcome (ob, oc)'s probability under it) scored for the verdict's
+    own interval (paired_set_ci) and Tango + FPC over the outcomes whose probability exceeds ``cut`` in some cell
+    (``left``: a cell's mass of those left out): coverage, each side's miss and the expected width; and how many
+    outcomes were kept. verdict_cells' and coverage_near.py's one scoring."""
+    keep = np.max([p for _, p in cells], axis=0) > cut
+    ob, oc = ob[keep], oc[keep]
+    factor = stats.fpc(n, total)
+    ours = np.array([paired_set_ci(int(b), int(c), n, total, LEVEL) for b, c in zip(ob, oc)])
+    tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=LEVEL, factor=factor) for b, c in zip(ob, oc)])
+    out = []
+    for cell, p in cells:
+        left, p = float(p[~keep].sum()), p[keep]
+        for name, (low, high) in (("exact", (ours[:, 0], ours[:, 1])), ("tango_fpc", (tango[:, 0], tango[:, 1]))):
+            below, above = misses(low, high, cell["D"])
+            cell[name] = {"coverage": float(p[~(below | above)].sum()), "below": float(p[below].sum()),
+                          "above": float(p[above].sum()), "width": float((p * (high - low)).sum())}
+        cell["left"] = left
+        out.append(cell)
+    return out, len(ob)
 
 def pct(x: tuple[float, float]) -> str:
     return f"{100 * x[0]:.1f}% ± {100 * x[1]:.1f}"

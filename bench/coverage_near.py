@@ -26,11 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from coverage import LEVEL, exact_table, misses  # noqa: E402
+from coverage import LEVEL, exact_table, verdict_scored  # noqa: E402
 
-from abricot_local.analysis import stats  # noqa: E402
-from abricot_local.analysis.paired_exact import (MAX_CHANGED, MAX_CHANGED_NEAR, MAX_UNSEEN, _log_comb,  # noqa: E402
-                                                 paired_set_ci)
+from abricot_local.analysis.paired_exact import MAX_CHANGED, MAX_CHANGED_NEAR, MAX_UNSEEN, _log_comb  # noqa: E402
 
 TOTAL = 1600
 NEAR = ((23, 22), (45, 45), (60, 30), (100, 100), (300, 300))  # (B, C): 45 to 600 changed answers
@@ -49,21 +47,8 @@ def cells_at(n: int) -> list[dict]:
                    + _log_comb([TOTAL - b_pop - c_pop], n - ob - oc)[0] - _log_comb([TOTAL], [n])[0, 0])
         cells.append(({"N": TOTAL, "n": n, "psi": round((b_pop + c_pop) / TOTAL, 4), "D": (b_pop - c_pop) / TOTAL,
                        "B": b_pop, "C": c_pop}, p))
-    keep = np.max([p for _, p in cells], axis=0) > NEAR_CUT
-    ob, oc = ob[keep], oc[keep]
-    factor = stats.fpc(n, TOTAL)
-    ours = np.array([paired_set_ci(int(b), int(c), n, TOTAL, LEVEL) for b, c in zip(ob, oc)])
-    tango = np.array([stats.paired_score_ci(int(b), int(c), n, level=LEVEL, factor=factor) for b, c in zip(ob, oc)])
-    out = []
-    for cell, p in cells:
-        left, p = float(p[~keep].sum()), p[keep]
-        for name, (low, high) in (("exact", (ours[:, 0], ours[:, 1])), ("tango_fpc", (tango[:, 0], tango[:, 1]))):
-            below, above = misses(low, high, cell["D"])
-            cell[name] = {"coverage": float(p[~(below | above)].sum()), "below": float(p[below].sum()),
-                          "above": float(p[above].sum()), "width": float((p * (high - low)).sum())}
-        cell["left"] = left
-        out.append(cell)
-    print(f"{n} of {TOTAL:,}: {len(ob)} outcomes, {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+    out, kept = verdict_scored(cells, ob, oc, n, TOTAL, NEAR_CUT)
+    print(f"{n} of {TOTAL:,}: {kept} outcomes, {time.time() - started:.0f} s", file=sys.stderr, flush=True)
     return out
 
 
