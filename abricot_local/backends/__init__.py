@@ -25,12 +25,14 @@ import sys
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Callable
 
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.contract import BackendError, check_session, checked_class, clash
 from abricot_local.backends.options import ScoringOptions
-from abricot_local.errors import UsageError
+from abricot_local.errors import AbricotError, UsageError
+from abricot_local.gguf.file import model_bytes
 from abricot_local.option_fields import Spec, specs
 from abricot_local.names import grouped, listed, where
 
@@ -217,10 +219,22 @@ def option_specs() -> list[tuple[Spec, tuple[str, ...]]]:
     return [(spec, tuple(kinds)) for spec, kinds in out.values()]
 
 
-def open_backend(kind: str, model: str, options: ScoringOptions) -> Backend:
-    """Create the backend ``kind`` for ``model`` (a GGUF path, or a label for a synthetic one), its session
-    checked before any item is scored (:func:`contract.check_session`)."""
-    backend = backend_class(kind)(model, options)
+def open_backend(kind: str, model: str, options: ScoringOptions, *, weights: Path | None = None,
+                 lost: Callable[[AbricotError], None] | None = None) -> Backend:
+    """Open the backend ``kind`` for ``model`` (a GGUF path, or a label for a synthetic one), in one step: its
+    remote devices watched (``lost``, which ends the process, told when one goes away: the class's
+    ``watch_remote``, begun before its preflight reaches them), then ``weights`` (the model file; None: not
+    checked, --force) refused when it and its KV cache clearly do not fit (the class's ``preflight``: RAM, free
+    VRAM, the RPC servers' free memory), then its session made and checked before any item is scored
+    (:func:`contract.check_session`)."""
+    cls = backend_class(kind)
+    if lost is not None:
+        cls.watch_remote(options, lost)
+    if weights is not None:
+        facts = cls.preflight(weights, options)
+        if facts is not None:
+            facts.check(model_bytes(weights))
+    backend = cls(model, options)
     try:
         check_session(kind, _registered(kind).backend, backend)
     except BackendError:

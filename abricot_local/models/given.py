@@ -4,7 +4,7 @@ entry's (its ``n_ctx``), then what was given (the command line's flags, lm-eval'
 :class:`Given` holds only what was given, so "was n_ctx given?" is a question of the value,
 not a flag carried beside it; :meth:`Given.for_model` builds the backend's own options for a
 model (a registry entry may name another backend than the one asked for). :func:`load`
-checks memory and opens the backend: ``models.locate.open_model`` returns an :class:`Opened`
+opens the backend, its memory checked: ``models.locate.open_model`` returns an :class:`Opened`
 whose ``load()`` it is.
 """
 
@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, backend_class, backend_options, open_backend, options_class
+from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, backend_options, open_backend, options_class
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
-from abricot_local.gguf.file import model_bytes
 
 
 @dataclass(frozen=True)
@@ -46,22 +45,12 @@ class Given:
         return backend_options(kind, {**defaults, **self.values}, strict=kind == self.backend)
 
 
-def check_memory(ref, options: ScoringOptions) -> None:
-    """Refuse a model (a models.ref.ModelRef) whose weights + KV cache clearly exceed RAM
-    (+ free VRAM, + the RPC servers' free memory)."""
-    if ref.path is None:
-        return
-    facts = backend_class(ref.backend).preflight(ref.path, options)
-    if facts is not None:
-        facts.check(model_bytes(ref.path))
-
-
-def load(ref, options: ScoringOptions, *, force: bool = False) -> Backend:
-    """The backend for ``ref`` (a models.ref.ModelRef) with ``options`` (its backend's own), after
-    the memory check (unless ``force``)."""
-    if not force:
-        check_memory(ref, options)
-    return open_backend(ref.backend, str(ref.path) if ref.path else ref.label, options)
+def load(ref, options: ScoringOptions, *, force: bool = False, lost=None) -> Backend:
+    """The backend for ``ref`` (a models.ref.ModelRef) with ``options`` (its backend's own), after the memory
+    check (unless ``force``: backends.open_backend's ``weights``); ``lost``: told when a remote device goes away
+    (backends.open_backend)."""
+    return open_backend(ref.backend, str(ref.path) if ref.path else ref.label, options,
+                        weights=None if force else ref.path, lost=lost)
 
 
 @dataclass(frozen=True)

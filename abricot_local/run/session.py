@@ -146,7 +146,6 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) ->
                          lambda dry: hooks.before_download(of_download(dry, request.known_models(), hooks.warn)))
         folder.path = request.folder_of(model, plan.model_label)
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
-        backends.backend_class(plan.backend).watch_remote(plan.backend_options, folder.lost)  # RPC servers
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: {s.said} ({s.how})")
         for r in plan.runs:
@@ -218,7 +217,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
                f"{kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
-        backend = open_backend(plan)
+        backend = open_backend(plan, folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
             if on_loaded:
                 on_loaded(backend)
