@@ -199,7 +199,7 @@ def test_enospc_at_each_write_is_one_line_and_resumes(tmp_path, data, monkeypatc
 
 
 # -- the lock before the model (issue 21 item 10) ---------------------------------------------
-def no_load(plan):
+def no_load(plan, **_):
     raise AssertionError("the model was loaded for a run the folder refuses")
 
 

@@ -66,7 +66,7 @@ def test_ctrl_c_leaves_interrupted_and_a_resume_start_counts_what_is_on_disk(tmp
     assert markers(out) == ["INTERRUPTED"]
     assert "items: 4 of 10 items (discotex 4/10)" in (out / "INTERRUPTED").read_text()
 
-    def interrupted_while_loading(plan):
+    def interrupted_while_loading(plan, **_):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:

@@ -232,7 +232,7 @@ def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_
 
     data = write_discotex(tmp_path / "discotex", per_source=60)
     opened = execute.open_backend
-    monkeypatch.setattr(execute, "open_backend", lambda plan: Cached(opened(plan)))
+    monkeypatch.setattr(execute, "open_backend", lambda plan, **kw: Cached(opened(plan, **kw)))
     Cached.memo, Cached.schedules = {}, {}
     first = tmp_path / "all"
     assert invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", data, "--out",

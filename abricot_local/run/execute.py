@@ -83,7 +83,7 @@ def score_items(items: Sequence[Item], backend) -> Iterator[tuple[Item, Scored]]
         yield items[k], s
 
 
-def open_backend(plan: Plan, lost=None) -> Backend:
+def open_backend(plan: Plan, *, lost=None) -> Backend:
     """The plan's model opened, after the memory check (remote RPC memory included) unless --force; ``lost``
     (a run's folder's: run_folder.RunFolder.lost) told when a remote device goes away."""
     from abricot_local.models.given import load

@@ -217,7 +217,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
                f"{kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
-        backend = open_backend(plan, folder.lost)  # its remote devices watched from here: a lost one marks the folder
+        backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
             if on_loaded:
                 on_loaded(backend)
