@@ -32,7 +32,7 @@ from abricot_local.record import Record, Sample, TaskEntry
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
-from abricot_local.run.settle_record import (earlier_in, record_in, refuse_said_looks, restored, stopped, taken,
+from abricot_local.run.settle_record import (earlier_in, grow_instead, record_in, refuse_said_looks, restored, stopped, taken,
                                              took_notes)
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
@@ -276,8 +276,10 @@ class Grown(Whole):
     def finished(self, folder, manifest):
         done = super().finished(folder, manifest)
         if done is None:
-            self.took = took_notes(earlier_in(folder), self.plan.sample)  # (a grow cut short: its checkpoint's record)
-            self.until = "".join(f"; {k}: {v}" for k, said in self.took.items() for v in said)
+            earlier = earlier_in(folder)  # (a grow cut short: its checkpoint's record)
+            self.took = took_notes(earlier, self.plan.sample)
+            self.until = "".join(f"; {k}: {v}" for k, said in self.took.items() for v in said) + \
+                (grow_instead(earlier, self.plan.sample) if self.took else "")
         return done
 
     def made(self, plan):

@@ -100,15 +100,25 @@ def taken(record: Record | None) -> dict[str, sq.Sequential]:
 def looked(state: sq.Sequential, sample: int | None) -> str:
     """A task of a run that is not --until-settled, grown (``--sample``) from a --until-settled run whose rule
     ``state`` took looks: those looks, the error they spent and the bound its fixed-n verdict has with them
-    (Bonferroni: theirs and its alpha), as its resume line and its recorded warning say; "" when none was taken."""
+    (Bonferroni: theirs and its alpha), as its resume line and its recorded warning say (what it could have been
+    instead, on the resume line only: :func:`grow_instead`); "" when none was taken."""
     if not state.taken:
         return ""
     spent = sum(1.0 - state.level(k) for k in range(1, state.taken + 1))
     until = opt("until_settled", True)
     return (f"{TOOK} ({until}) at {', '.join(map(str, state.planned[:state.taken]))} items before "
             f"{opt('sample', sample)} grew the run (error {spent:.4g} spent): the fixed-n {100 * (1 - state.alpha):g}% "
-            f"verdict does not account for them (with them, wrong with probability at most {spent + state.alpha:.4g}); "
-            f"{until} {opt('max_items', sample)} goes on with its looks kept instead")
+            f"verdict does not account for them (with them, wrong with probability at most {spent + state.alpha:.4g})")
+
+
+def grow_instead(record: Record | None, sample: int | None) -> str:
+    """What a --sample grow of ``record`` (the finished run it grows) could have been instead, on its resume line
+    only: an --until-settled grow keeps the looks where a task's rule is recorded; "" when none is (a fixed-n run
+    grown from such a run: an --until-settled grow of it is refused, :func:`refuse_said_looks`, so its recorded
+    note says no such thing)."""
+    if not taken(record):
+        return ""
+    return f"; {opt('until_settled', True)} {opt('max_items', sample)} would go on with the looks kept instead"
 
 
 def stopped(record: Record) -> bool:
