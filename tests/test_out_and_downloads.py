@@ -24,6 +24,7 @@ from abricot_local.models import fetch, pypi, quant_folder
 from abricot_local.models.temps import PART, remove_stale, temp_beside, temp_pattern
 from abricot_local.names import path_part
 from abricot_local.report.safe import visible
+from abricot_local.run import naming
 from abricot_local.run import request as run_request
 from conftest import fail_after
 
@@ -41,7 +42,7 @@ def base(discotex_dir):
 # -- 1. the default folder of runs started in the same second ---------------------------------------
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
     with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda _: run_request.fresh_folder(Path("results") / "m", "20261205-204635"), range(8)))
+        got = list(pool.map(lambda _: naming.fresh_folder(Path("results") / "m", "20261205-204635"), range(8)))
     folders = [f for f, _ in got]
     assert len(set(folders)) == 8 and all(f.is_dir() for f in folders)
     names = sorted(f.name for f in folders)
@@ -76,27 +77,39 @@ def test_a_second_run_in_the_same_second_writes_its_own_folder_and_resumes_it(tm
 
 def test_a_default_folder_a_run_left_empty_is_removed(tmp_path, monkeypatch, base):
     request = run_request.request_of("fake", {}, backend="fake")
-    folder = request.folder_of("fake", "some model")
+    folders = naming.Folders(request)
+    folder = folders.of("fake", "some model")
     assert folder == Path("results/some model") / request.stamp and folder.is_dir()
-    assert request.folder_of("fake", "some model") == folder  # made once
-    request.drop_unused()
+    assert folders.of("fake", "some model") == folder  # made once
+    assert folders.of("fake") is None  # not located yet: no folder
+    folders.drop_unused()
     assert not (tmp_path / "results").exists()
-    kept = run_request.request_of("fake", {}, backend="fake")
-    (kept.folder_of("fake", "m") / "x").write_text("written")
+    kept = naming.Folders(run_request.request_of("fake", {}, backend="fake"))
+    (kept.of("fake", "m") / "x").write_text("written")
     kept.drop_unused()
-    assert (tmp_path / "results" / "m" / kept.stamp / "x").is_file()
+    assert (tmp_path / "results" / "m" / kept.request.stamp / "x").is_file()
 
 
-def test_a_sweep_folder_is_made_once_for_the_request_and_its_copies(tmp_path):
+def test_a_run_refused_after_its_default_folder_was_made_leaves_none(tmp_path, base, discotex_dir):
+    r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--data-dir", str(discotex_dir), "--tasks",
+                                 "discotex", "--until-settled"])  # refused once its folder is named: no row
+    assert r.exit_code != 0 and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "results").exists(), list((tmp_path / "results").rglob("*"))
+
+
+def test_a_sweep_folder_is_made_once_for_the_run_and_its_copies(tmp_path):
     import dataclasses
 
     request = run_request.request_of(["fake", "other"], {}, backend="fake")
-    root = request.sweep_root
+    folders = naming.Folders(request)
+    root = folders.root
     assert root.is_dir() and root == Path("results") / f"sweep-{request.stamp}"
-    assert dataclasses.replace(request, sample=3).sweep_root == root  # a ladder's copy: the same folder
-    assert request.folder_of("other") == root / "other"
-    assert run_request.request_of(["fake", "other"], {}, backend="fake", out=tmp_path / "s").sweep_root == \
-        tmp_path / "s" and not (tmp_path / "s").exists()  # --out: made by the run, not here
+    assert folders.root == root and folders.of("other") == root / "other"
+    assert naming.Folders(dataclasses.replace(request, sample=3)).of("other") != root / "other"  # another run's
+    assert dataclasses.replace(request, sample=3) == dataclasses.replace(request, sample=3)  # the request: a value
+    out = run_request.request_of(["fake", "other"], {}, backend="fake", out=tmp_path / "s")
+    assert naming.Folders(out).root == tmp_path / "s" == out.out_folder("fake").parent
+    assert not (tmp_path / "s").exists()  # --out: made by the run, not here
 
 
 def test_a_sweep_folder_name_stays_ascii_unlike_path_part():

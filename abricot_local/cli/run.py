@@ -73,7 +73,6 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
         _exit_interrupted(err.message)
     finally:
         signal.signal(signal.SIGTERM, term)
-        request.drop_unused()  # a default folder made for a run that wrote nothing in it
 
 
 def _said(step) -> None:
@@ -117,7 +116,7 @@ def said_sweep(request, steps) -> None:
 
     folders = [s.folder for s in steps if not s.failed]
     if folders:
-        echo("\n".join([f"\n== comparison of {len(folders)} model(s) in {request.sweep_root}",
+        echo("\n".join([f"\n== comparison of {len(folders)} model(s) in {folders[0].parent}",  # the sweep's
                         compared(folders, request.known_models())]))
     failed = [s for s in steps if s.failed]
     if failed:

@@ -72,7 +72,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
 def _in_folder(model: ModelPlan, plan, request, name: str) -> ModelPlan:
     """The run's --out as the run finds it (run.folder.held_items): a folder it refuses is its error (a sweep's:
     the model's row); --resume: the items of ``plan`` it holds left out (a grown shard's: those still in it)."""
-    folder = request.folder_of(name) if request.out is not None else None
+    folder = request.out_folder(name)
     if folder is None or model.problem:
         return model
     from abricot_local.run.folder import held_items

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,13 +103,12 @@ class RunRequest:
     force: bool = False
     models_file: str | None = None
     model_dirs: tuple[str, ...] = ()
-    stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp> (made: fresh_folder)
+    stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp> (made: run.naming.Folders)
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
     task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
     settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
     reference: str | None = None  # a --until-settled ladder's (several models): its highest-precision quant
     registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, read once given
-    made: dict = field(default_factory=dict, compare=False, repr=False)  # default folders made: fresh_folder's
 
     def known_models(self) -> dict:
         """The registry the request names models from (``models_file``'s entries too), read once."""
@@ -128,68 +126,12 @@ class RunRequest:
         return (f"caution: {opt('limit', self.limit)} scores the first {self.limit} items of each task in release "
                 f"order, which may not represent the task (use {opt('sample', 'N')} for a seeded draw)")
 
-    @property
-    def sweep_root(self) -> Path:
-        """The folder of a sweep: --out, else results/sweep-<stamp> (made now, once: :func:`fresh_folder`)."""
-        return self.out or self._default(Path("results"), f"sweep-{self.stamp}")
-
-    def folder_of(self, model: str, label: str | None = None) -> Path | None:
-        """The folder ``model``'s run writes: in a sweep <sweep root>/<the name as given, made a folder's name>,
-        else --out, else results/<label>/<stamp> (``label``: the located model's; None before it is located; made
-        now, once: :func:`fresh_folder`, so two runs started in the same second never share one)."""
-        if len(self.models) > 1:
-            return self.sweep_root / slug(model)
-        if self.out is not None or label is None:
-            return self.out
-        return self._default(Path("results") / path_part(label, "model"), self.stamp)
-
-    def _default(self, parent: Path, name: str) -> Path:
-        key = str(parent / name)
-        if key not in self.made:
-            if not self.made:  # the folders left empty go with the request (or at exit), unless drop_unused first
-                weakref.finalize(self, _drop_empty, self.made)
-            self.made[key] = fresh_folder(parent, name)
-        return self.made[key][0]
-
-    def drop_unused(self) -> None:
-        """Remove the default folders this request made that are still empty (a run refused or stopped before it
-        wrote anything leaves no folder behind), and the folders made for them, while empty."""
-        _drop_empty(self.made)
-
-
-def _drop_empty(made: dict) -> None:
-    for folder, chain in list(made.values()):
-        for path in chain:  # deepest first
-            try:
-                path.rmdir()
-            except OSError:  # not empty (written, or another run's), or gone
-                break
-
-
-def fresh_folder(parent: Path, name: str) -> tuple[Path, list[Path]]:
-    """A default run folder, and the folders made for it (deepest first): ``parent/name`` made now, or, when
-    another run (started in the same second) or anything else has that name, the first of ``name-02``,
-    ``name-03``, ... that this call makes (mkdir is atomic: two runs never get the same folder; the names sort in
-    the order they were taken). When no folder can be made there (a file in the way, no permission),
-    ``parent/name``, made by no one: the run's folder says why."""
-    above = [p for p in (parent, *parent.parents) if not p.exists()]  # deepest first
-    n = 1
-    for _ in range(1000):
-        path = parent / (name if n == 1 else f"{name}-{n:02d}")
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            break
-        try:
-            path.mkdir()
-            return path, [path, *above]
-        except FileExistsError:
-            n += 1
-        except FileNotFoundError:  # its parent removed meanwhile (another run's, left empty): made again
-            continue
-        except OSError:
-            break
-    return parent / name, []
+    def out_folder(self, model: str) -> Path | None:
+        """The folder --out names for ``model``'s run: a sweep's <out>/<its slug>, else --out; None without --out
+        (a default folder, made when the run asks for it: run.naming.Folders)."""
+        if self.out is None:
+            return None
+        return self.out / slug(model) if len(self.models) > 1 else self.out
 
 
 def slug(model: str) -> str:

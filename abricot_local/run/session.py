@@ -4,6 +4,7 @@ watched, Ctrl-C saved for a resume. No printing: what a run says goes through :c
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Callable, Iterator
 from abricot_local.errors import AbricotError, opt
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
+from abricot_local.run.naming import Folders
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
 from abricot_local.run.resume import grows, remargined
 
@@ -84,10 +86,11 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     models or as ``hooks.ended`` tells a sweep's end, raises :class:`Interrupted` too, saying which runs are
     complete (:func:`after_signal`)."""
     steps: list[Step] = []
+    folders = Folders(request)  # this run's: a default folder made once, and gone at the end when left empty
     try:
         if request.caution:
             hooks.notify(request.caution)
-        for step in _steps(request, hooks):
+        for step in _steps(request, hooks, folders):
             steps.append(step)
             hooks.done(step)
             yield step
@@ -97,10 +100,14 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
         raise
     except KeyboardInterrupt as err:
         finished = [s.folder for s in steps if s.folder is not None and not s.failed]
-        raise Interrupted(after_signal(request, finished, hooks.resume_hint)) from err
+        raise Interrupted(after_signal(request, finished, hooks.resume_hint,
+                                       folders.root if len(request.models) > 1 else None)) from err
+    finally:
+        folders.drop_unused()
 
 
-def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], str] = resume_words) -> str:
+def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], str] = resume_words,
+                 root: Path | None = None) -> str:
     """What a signal outside a model's run leaves (the text of :class:`Interrupted`): the runs that finished
     (``finished``, their folders: each complete, its results.json written), and, for a sweep with models
     left, the call that goes on."""
@@ -108,43 +115,44 @@ def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], st
         if finished:
             return f"\ninterrupted: the run in {finished[0]} is complete (results.json is written)"
         return "\ninterrupted: before the run began, nothing was written; run the same command again"
-    root, n = request.sweep_root, len(request.models)
+    n = len(request.models)
     if len(finished) == n:
         return f"\ninterrupted: the sweep in {root} holds its {n} runs, complete (results.json is written)"
     return (f"\ninterrupted: the sweep in {root} holds {len(finished)} of {n} runs complete (results.json is "
             f"written).\nresume with: {resume_hint(root)}")
 
 
-def _steps(request, hooks: Hooks) -> Iterator[Step]:
+def _steps(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     if len(request.models) == 1:
-        done = run_model(request, request.models[0], request.resume, hooks=hooks)
+        done = run_model(request, request.models[0], request.resume, hooks=hooks, folders=folders)
         yield Step(request.models[0], done.folder, done)
         return
     if request.settle.on:
         from abricot_local.run.settle_sweep import ladder
 
-        for model, done, failed in ladder(request, hooks, run_model):
-            yield Step(model, None if failed else request.folder_of(model), done, failed)
+        for model, done, failed in ladder(request, hooks, functools.partial(run_model, folders=folders),
+                                          folders):
+            yield Step(model, None if failed else folders.of(model), done, failed)
         return
-    yield from sweep(request, hooks)
+    yield from sweep(request, hooks, folders)
 
 
-def run_model(request, model: str, resume: bool, *, hooks: Hooks, pairs=None) -> Done:
+def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folders, pairs=None) -> Done:
     """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into its folder
-    (RunRequest.folder_of: a default one named once the model is located). Ctrl-C (KeyboardInterrupt) at any moment (planning, hashing, loading, scoring) leaves
+    (``folders``, this run's: a default one named once the model is located). Ctrl-C (KeyboardInterrupt) at any moment (planning, hashing, loading, scoring) leaves
     the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
     from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
 
-    folder = RunFolder(request.folder_of(model), hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
+    folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
         plan = make_plan(request, model, notify=hooks.notify,  # the name located first: an unknown one refused
                          before_download=None if hooks.before_download is None else
                          lambda dry: hooks.before_download(of_download(dry, request.known_models(), hooks.warn)))
-        folder.path = request.folder_of(model, plan.model_label)
+        folder.path = folders.of(model, plan.model_label)
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         for s in plan.skipped:
             hooks.warn(f"skipped {s.task}: {s.said} ({s.how})")
@@ -234,12 +242,12 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     return Outcome(folder.path / RESULTS, record, warnings=warnings_of(made, results))
 
 
-def sweep(request, hooks: Hooks) -> Iterator[Step]:
+def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
     (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
     request's --sample grows it or its --margin is another than the recorded one (run.run_folder.rejudged)."""
     for model in request.models:
-        folder = request.folder_of(model)
+        folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
         if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample) and \
                 request.margin is None:  # (a --margin: run_model judges a finished run's verdict again, or not)
@@ -248,7 +256,7 @@ def sweep(request, hooks: Hooks) -> Iterator[Step]:
             yield Step(model, folder)
             continue
         try:
-            done = run_model(request, model, request.resume and folder.exists(), hooks=hooks)
+            done = run_model(request, model, request.resume and folder.exists(), hooks=hooks, folders=folders)
         except AbricotError as err:
             hooks.notify(f"error: {model}: {err.raw()}")
             yield Step(model, None, failed=err.raw())

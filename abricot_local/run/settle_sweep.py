@@ -49,15 +49,15 @@ def finished(record) -> bool:
     return stopped(record) and next_bound(record) is None
 
 
-def ladder(request, hooks, run_model) -> Iterator[tuple[str, object, str]]:
-    """The request's quants (each into its folder: RunRequest.folder_of; ``run_model``: session.run_model), each rung
+def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, str]]:
+    """The request's quants (each into its folder: ``folders``, run.naming.Folders; ``run_model``: session.run_model), each rung
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it."""
     from abricot_local.run.settle import Pairs
 
     ref = request.reference  # chosen once, with the request (request._reference)
-    folders = {m: request.folder_of(m) for m in request.models}
+    folders = {m: folders.of(m) for m in request.models}
     plain = replace(request, settle=SettleOptions(), sample=None)  # the reference: an ordinary --sample n run
     left = [m for m in request.models if m != ref]
     done: dict[str, object] = {}
