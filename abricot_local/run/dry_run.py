@@ -70,14 +70,16 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
 
 
 def _in_folder(model: ModelPlan, plan, request, name: str) -> ModelPlan:
-    """The run's --out as the run finds it (run.folder.held_items): a folder it refuses is its error (a sweep's:
-    the model's row); --resume: the items of ``plan`` it holds left out (a grown shard's: those still in it)."""
+    """The run's --out as the run finds it (run.saved.held_items): a folder it refuses is its error (a sweep's:
+    the model's row); --resume: the items of ``plan`` it keeps left out (a grown shard's: those still in it), each
+    saved line judged by the resume's own rule (saved.kept_lines: one edited, damaged or saved twice with other
+    content is scored again), against the dry plan's items (no model loaded)."""
     folder = request.out_folder(name)
     if folder is None or model.problem:
         return model
-    from abricot_local.run.folder import held_items
+    from abricot_local.run.saved import held_items
 
-    done = held_items(folder, resume=request.resume)
+    done = held_items(folder, resume=request.resume, runs=plan.runs, chat=plan.task_options.chat_template)
     if not done or request.settle.on:  # --until-settled: its looks are counted from the rule's own first item
         return model
     left = _held(plan.runs, done)

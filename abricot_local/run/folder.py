@@ -44,9 +44,8 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, R
 from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
 from abricot_local.run.resume import OWN_FILES, ThreadLog, finished_run, reopen, thread_parts
-from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, gives, orphan_refusal, place, read_saved,
-                                     unplace)
-from abricot_local.run.saved import held_items  # noqa: F401 - what a dry run finds in its --out (run/dry_run.py)
+from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal,
+                                     place, unplace)
 from abricot_local.tasks import base_name, task_class
 from abricot_local.tasks.item_check import where
 
@@ -176,38 +175,28 @@ class OutputDir:
     def done(self, task: str) -> dict[str, Sample]:
         """Samples already scored for ``task`` (from a finished file or the checkpoint), each
         line checked (record.samples: a sample that holds together), as written; a torn last line of the
-        checkpoint is cut, a damaged line elsewhere set aside (saved.read_saved: the checkpoint rewritten
+        checkpoint is cut, a damaged line elsewhere set aside (saved.kept_lines: the checkpoint rewritten
         without it), and its item is scored again. A finished run a --resume grows must be whole."""
-        found, off = {}, []
-        for path in (self.path / samples_name(task), self.ckpt / samples_name(task)):
-            rows, bad = read_saved(path, repair=path.parent == self.ckpt)
-            off += [f"{path} line {n}" for n in bad]
-            for s in rows:
-                found.setdefault(s.id, s)
-        if off:
-            self._keep(task, found, f"{', '.join(off)}: damaged")
-        return found
+        return self._kept(task, None)
 
     def vouched(self, run) -> dict[str, Sample]:
         """What :meth:`done` holds for ``run`` (a tasks.selection.TaskRun as the resume rebuilt it), each saved line
-        vouched for by its item (saved.gives); a line its item does not give (a context, a gold changed) is set
-        aside, the checkpoint rewritten without it, and its item scored again."""
-        task, found = run.task.key, self.done(run.task.key)
-        items = {it.id: it for it in run.items}
-        off = [i for i, s in found.items() if i in items and not gives(run.task, items[i], s)]
-        if off:
-            for i in off:
-                del found[i]
-            self._keep(task, found, f"{task}: the saved line of item {off[0]!r}" + (f" and {len(off) - 1} more" if
-                                    len(off) > 1 else "") + " is not what its item gives (changed, or another run's)")
+        vouched for by its item (saved.kept_lines, the rule a dry run counts by too); a line its item does not give
+        (a context, a gold changed) is set aside, the checkpoint rewritten without it, and its item scored again."""
+        return self._kept(run.task.key, run)
+
+    def _kept(self, task: str, run) -> dict[str, Sample]:
+        kept = kept_lines(self.path, task, run, repair=True)
+        found = dict(kept.found)
+        for why in kept.why(task):
+            self._keep(task, found, why)
         return found
 
     def _keep(self, task: str, found: dict[str, Sample], why: str) -> None:
         """``task``'s checkpoint rewritten to hold ``found`` alone (a cut finish's samples file folded into it,
         then removed); refused while the finished run a --resume grows is in place (it stays as it was)."""
         if self.growing is not None:
-            raise ResultsError(f"{why}: the finished run in {self.path} was changed, so it does not grow; `check` "
-                               f"says more, or run it anew in another {opt('out')}")
+            raise ResultsError(grow_refusal(self.path, why))
         self.ckpt.mkdir(exist_ok=True)
         refuse_link(self.ckpt, folder=True)
         atomic_write(self.ckpt / samples_name(task), "".join(dumps_line(s.line) for s in found.values()))

@@ -4,20 +4,24 @@ made are never reused (:func:`orphan_refusal`); a checkpoint line that is damage
 twice with other content) is set aside and its item scored again (:func:`read_saved`), and so is a saved line that
 is not what its item, rebuilt by the resume, gives with the log-probs it records (:func:`gives`): its id, context,
 choices, continuations, gold, prediction and the task's own fields, byte for byte. What is kept is the line as
-written, so a resumed run's samples are an uninterrupted run's."""
+written, so a resumed run's samples are an uninterrupted run's. Which saved lines a resume keeps is one rule,
+:func:`kept_lines` (read_saved, then gives: folder.OutputDir.vouched's), and ``run --dry-run --resume`` counts by it
+(:func:`held_items`), so the dry run's "saved" is what the resume then keeps."""
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
-from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_samples
+from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
 from abricot_local.record.outputs import FAILED, lstat_or_none
-from abricot_local.run.owned import refuse_link, remove_own
+from abricot_local.run.owned import refuse_link, remove_own, samples_name
 from abricot_local.run.states import saved_counts, saved_ids
 
 SHOWN = 3  # files a refusal names
@@ -106,6 +110,77 @@ def gives(task, item, sample: Sample) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What a --resume keeps of one task's saved lines (:func:`kept_lines`): ``found``, the samples by id as written
+    (lines of items the plan does not hold included: not scored, not counted), and what it sets aside, each item
+    scored again: the ``damaged`` lines ("PATH line N") and the ids whose line its item does not give (``changed``)."""
+
+    found: Mapping[str, Sample]
+    damaged: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+    def why(self, task: str) -> tuple[str, ...]:
+        """What the resume says of the lines set aside (a line each: the damaged ones, then the changed ones)."""
+        off = self.changed
+        return (*([f"{', '.join(self.damaged)}: damaged"] if self.damaged else []),
+                *([f"{task}: the saved line of item {off[0]!r}" + (f" and {len(off) - 1} more" if len(off) > 1 else "")
+                   + " is not what its item gives (changed, or another run's)"] if off else []))
+
+
+def kept_lines(folder: Path, task: str, run=None, *, repair: bool = False, chat: bool = False) -> Kept:
+    """The one rule of what a --resume in ``folder`` keeps of ``task``'s saved lines (its finished samples file, a
+    cut finish's, then its checkpoint's; an id in both: the first), and what it sets aside: each file read by
+    :func:`read_saved` (a damaged line, an id twice with other content: set aside; a line that is no sample: its
+    refusal raised), then, given ``run`` (a tasks.selection.TaskRun as the resume rebuilds it), each line of one of
+    its items vouched for by :func:`gives`. ``repair``: the checkpoint's torn last line cut from the file (the
+    resume's; what is kept is the same without). ``chat`` (a dry run's plan under a chat template: no model to
+    render it): each item taken in the context its line records, the rest of the line vouched for."""
+    folder, name = Path(folder), samples_name(task)
+    found: dict[str, Sample] = {}
+    damaged: list[str] = []
+    for path in (folder / name, folder / CHECKPOINT / name):
+        rows, bad = read_saved(path, repair=repair and path.parent == folder / CHECKPOINT)
+        damaged += [f"{path} line {n}" for n in bad]
+        for s in rows:
+            found.setdefault(s.id, s)
+    items = {it.id: it for it in run.items} if run is not None else {}
+    changed = tuple(i for i, s in found.items() if i in items and not gives(
+        run.task, items[i].in_chat(s.context) if chat else items[i], s))
+    for i in changed:
+        del found[i]
+    return Kept(found, tuple(damaged), changed)
+
+
+def grow_refusal(folder: Path, why: str) -> str:
+    """Why a --resume does not grow the finished run in ``folder`` (``why``: a line :meth:`Kept.why` gives): a saved
+    line of it would be set aside, so it was changed."""
+    return (f"{why}: the finished run in {folder} was changed, so it does not grow; `check` says more, or run it anew "
+            f"in another {opt('out')}")
+
+
+def kept_ids(folder: Path, runs, *, chat: bool = False) -> dict[str, set]:
+    """The ids of the items a --resume in ``folder`` keeps per task of ``runs`` (the plan's TaskRuns: the dry run's,
+    their items those the resume rebuilds), by :func:`kept_lines` and nothing written; a task with no items (a dry
+    plan's whose data is not here) is left out. A finished run no task of ``runs`` grows past the items its record
+    counts is the one the resume returns as it is: all kept; one it grows that would set a line aside is the
+    resume's refusal (:func:`grow_refusal`)."""
+    folder = Path(folder)
+    runs = [r for r in runs if r.items]
+    finished = (folder / RESULTS).is_file()
+    if finished:
+        tasks = read_run(folder).tasks  # (a damaged record: the resume's error too)
+        if all(r.task.key in tasks and len(r.items) <= tasks[r.task.key].n for r in runs):
+            return {r.task.key: {it.id for it in r.items} for r in runs}  # returned as it is: nothing scored
+    out = {}
+    for r in runs:
+        kept = kept_lines(folder, r.task.key, r, chat=chat)
+        if finished and kept.why(r.task.key):
+            raise ResultsError(grow_refusal(folder, kept.why(r.task.key)[0]))
+        out[r.task.key] = set(kept.found)
+    return out
+
+
 def failed_before_first_item(path: Path) -> bool:
     """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
     options starts afresh there."""
@@ -128,9 +203,10 @@ def fresh_refusal(path: Path) -> str:
             f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
 
 
-def held_items(path: Path, *, resume: bool) -> dict[str, set]:
+def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False) -> dict[str, set]:
     """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
-    each task holds (a --resume's: those it plans left out of its work); a folder a run without --resume refuses
+    each task holds (a --resume's: those it plans left out of its work; given the plan's ``runs``, those the
+    resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder a run without --resume refuses
     is that ResultsError."""
     if not path.is_dir():
         return {}
@@ -141,7 +217,7 @@ def held_items(path: Path, *, resume: bool) -> dict[str, set]:
         return {}
     if orphan := orphan_refusal(path):
         raise ResultsError(orphan)
-    return saved_ids(path)
+    return saved_ids(path) if runs is None else kept_ids(path, runs, chat=chat)
 
 
 def place(folder: Path, name: str, data: bytes) -> None:
