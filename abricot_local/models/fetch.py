@@ -1,14 +1,15 @@
-"""Data files from URLs (the tasks' releases), and the names tasks use from the modules
-that fetch things: :mod:`cache` (where files go, offline), :mod:`hashing` (SHA-256),
+"""Data files from URLs (the tasks' releases; one stopped midway is continued: models/resume.py), and the names
+tasks use from the modules that fetch things: :mod:`cache` (where files go, offline), :mod:`hashing` (SHA-256),
 :mod:`hub` (the Hugging Face hub). Every expected failure is an :class:`AbricotError`.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
+import http.client
 import os
 import socket
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,19 +18,17 @@ from pathlib import Path
 from abricot_local.cache import cache_dir, is_offline, publish, shown
 from abricot_local.errors import DownloadError, FilesNotDownloaded, IntegrityError
 from abricot_local.hashing import memo_store, sha256_file
+from . import resume
 from .hub import hub_dataset_download, hub_dataset_files
-from .temps import PART, remove_stale, temp_beside, temp_pattern
+from .resume import Failed as _Failed
+from .temps import PART, hold_partial, partial_pattern, remove_stale, temp_beside, temp_pattern
 
 __all__ = ["cache_dir", "is_offline", "sha256_file", "download_url", "download_files", "hub_dataset_files",
            "hub_dataset_download", "DownloadError", "FilesNotDownloaded"]
 
 
-class _Failed(Exception):
-    """Why one URL could not be fetched, in a few words; ``network``: the host cannot be reached."""
-
-    def __init__(self, cause: str, network: bool = False, integrity: bool = False):
-        super().__init__(cause)
-        self.cause, self.network, self.integrity = cause, network, integrity
+KEEP_FROM = 1024 * 1024  # a download stopped with fewer bytes than this discards them: starting over costs less
+_SAID = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)  # failures said in a few words
 
 
 def offline_cause() -> str | None:
@@ -55,8 +54,9 @@ def _cause(url: str, exc: BaseException) -> _Failed:
 
 
 def download_url(url: str, dest: Path, *, sha256: str | None = None, progress: bool = True) -> Path:
-    """Download ``url`` to ``dest`` (temporary file, then rename). An existing ``dest``
-    is kept when it matches ``sha256`` (or when no hash is given)."""
+    """Download ``url`` to ``dest`` (a partial file beside it, then rename; one an earlier download of ``url``
+    left is continued, with an HTTP Range request: :func:`_download`). An existing ``dest`` is kept when it
+    matches ``sha256`` (or when no hash is given)."""
     try:
         return _download(url, Path(dest), sha256, progress)
     except _Failed as failed:
@@ -75,7 +75,7 @@ def download_files(files, folder: Path, *, progress: bool = True) -> list[Path]:
     for url, name, sha in files:
         dest = Path(folder) / name
         if network:
-            if dest.is_file() and (not sha or sha256_file(dest) == sha.lower()):
+            if _whole(dest, sha):
                 got.append(dest)
             else:
                 failed.append((url, name))
@@ -92,36 +92,67 @@ def download_files(files, folder: Path, *, progress: bool = True) -> list[Path]:
 
 
 def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
-    if dest.is_file() and (not sha256 or sha256_file(dest) == sha256.lower()):
+    """``url`` into ``dest`` through its partial file (models/temps.py's hold_partial, models/resume.py): what an
+    earlier download of ``url`` into ``dest`` left is continued. The partial goes once it is published, when its
+    whole file's SHA-256 is not the pinned one, when a failure this sees left fewer than KEEP_FROM bytes, and when
+    a download of another URL into ``dest`` starts; it stays after any other failure, Ctrl-C, or a kill."""
+    if _whole(dest, sha256):
         return dest
     off = offline_cause()
     if off:
         raise _Failed(off, network=True)
-    remove_stale(dest.parent, temp_pattern(dest.name, PART))  # a killed download's (models/temps.py)
+    remove_stale(dest.parent, temp_pattern(dest.name, PART))  # a killed download's, from before partial files
+    mine = resume.key(url)
+    remove_stale(dest.parent, partial_pattern(dest.name, but=mine))  # a partial of this file from another URL
     made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this download makes
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = temp_beside(dest, PART)
+        held = hold_partial(dest, mine, _waiting if progress else None)
+        fd, tmp, waited = held or (*temp_beside(dest, PART), False)  # a partial not safely ours: not resumed
     except OSError as exc:
         _unmake(made)
         raise DownloadError(f"cannot write {dest} ({exc.strerror}); choose a writable folder") from None
-    try:  # the temporary file held (its lock: fd) until it is published or removed
-        digest = _stream(url, os.dup(fd), progress, dest.name)
+    try:  # the partial file held (its lock: fd) until it is published or removed
+        if waited and _whole(dest, sha256):  # the download waited for published it
+            tmp.unlink()
+            return dest
+        digest = resume.stream(url, fd, progress, dest.name)
         if sha256 and digest != sha256.lower():
             raise _Failed(f"{url}: sha256 mismatch, expected {sha256.lower()}, got {digest}", integrity=True)
         publish(tmp, dest)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        tmp.unlink(missing_ok=True)
-        _unmake(made)
-        raise _cause(url, exc) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        _unmake(made)
-        raise
+    except BaseException as exc:
+        failed = exc if isinstance(exc, _Failed) else _cause(url, exc) if isinstance(exc, _SAID) else None
+        integrity = failed is not None and failed.integrity
+        note = _settle(tmp, fd, made, keep=held is not None and not integrity)
+        if failed is None:
+            raise  # Ctrl-C: its partial file settled as a failure's
+        raise _Failed(failed.cause + ("" if integrity else note), failed.network, integrity) from None
     finally:
         os.close(fd)
     memo_store(dest, digest)
     return dest
+
+
+def _whole(dest: Path, sha256: str | None) -> bool:
+    return dest.is_file() and (not sha256 or sha256_file(dest) == sha256.lower())
+
+
+def _waiting(path: Path) -> None:
+    print(f"another process is downloading this file now ({shown(path)}); waiting for it", file=sys.stderr)
+
+
+def _settle(tmp: Path, fd: int, made: list[Path], keep: bool) -> str:
+    """After a failed download: its partial file kept (``keep`` and at least KEEP_FROM bytes) or removed with the
+    folders it made; what became of it, said after the failure's cause ("" when nothing had arrived)."""
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        size = 0
+    if keep and size >= KEEP_FROM:
+        return f"; the {size:,} bytes received are kept in {shown(tmp)}, where the next download continues"
+    tmp.unlink(missing_ok=True)
+    _unmake(made)
+    return "; the partial file was discarded" if size else ""
 
 
 def _unmake(made: list[Path]) -> None:
@@ -131,26 +162,3 @@ def _unmake(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return  # not empty (another file of it arrived), or not ours to remove
-
-
-def _stream(url: str, fd: int, progress: bool, label: str) -> str:
-    """Copy ``url`` into the open file ``fd`` (closed after), returning the SHA-256 of the bytes; a body shorter or
-    longer than its Content-Length (the connection cut) is refused."""
-    from tqdm.auto import tqdm
-
-    digest = hashlib.sha256()
-    got = 0
-    request = urllib.request.Request(url, headers={"User-Agent": "abricot-local"})
-    with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=60) as resp:
-        total = resp.headers.get("Content-Length")
-        total = int(total) if total and total.strip().isdigit() else None
-        with tqdm(total=total, unit="B", unit_scale=True, desc=label, disable=not progress) as bar:
-            for block in iter(lambda: resp.read(1024 * 1024), b""):
-                out.write(block)
-                digest.update(block)
-                got += len(block)
-                bar.update(len(block))
-    if total is not None and got != total:
-        raise _Failed(f"{url}: the download ended after {got:,} bytes of the {total:,} its Content-Length "
-                      "announces (the connection was cut); the partial file was discarded")
-    return digest.hexdigest()

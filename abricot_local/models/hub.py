@@ -1,5 +1,6 @@
 """Models and data sets from the Hugging Face hub, through the standard Hugging Face cache
-(shared with other tools; downloads resume). With :mod:`fetch` (data URLs), the only
+(shared with other tools; huggingface_hub resumes a dropped connection within a download, and 2.4 starts a
+file over after a stopped process). With :mod:`fetch` and :mod:`resume` (data URLs), the only
 modules of abricot-local that do network I/O."""
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def download_line(spec: ModelSpec) -> str:
 
 
 def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
-    """Download every part of ``spec`` into the standard HF cache (resumable), check
+    """Download every part of ``spec`` into the standard HF cache (see the module's text on resuming), check
     size and sha256 where known, and return the path of the first part. ``notify(line)``
     is told what will be fetched before anything starts."""
     if not spec.repo:  # sources.Hub's entries name one (models.toml's check); no other source downloads here
