@@ -14,7 +14,7 @@ import pytest
 from abricot_local import metrics
 from abricot_local.analysis import compare, equivalence
 from abricot_local.analysis import sequential as sq
-from abricot_local.analysis.settled import SettledVerdict
+from abricot_local.analysis.settled import SettledVerdict, restored
 from abricot_local.record.schema import Settle
 from abricot_local.run.settle import TaskRule, replay, section
 from abricot_local.tasks.base import MetricInput
@@ -98,8 +98,8 @@ def test_a_recorded_better_look_replays_under_check_and_a_mismatch_is_flagged():
     assert state.latest[0].verdict == equivalence.BETTER
     recorded = section(TaskRule("t", state, (), {"pair": "accuracy"}), Path("ref"))
     assert recorded.looks[-1].verdict == "better"  # results.json's word: equivalence.BETTER
-    restored = sq.from_recorded(recorded.to_dict())
-    assert restored.settled and restored.latest[0].words == "better by more than 0.02"
+    back = restored(recorded)  # the record's typed rule, back as the Sequential it was
+    assert back.settled and back.latest[0].words == "better by more than 0.02"
     task = SimpleNamespace(metric_inputs=lambda samples: [SimpleNamespace(
         name="accuracy", stat="accuracy", x=np.array([s.pred for s in samples]),
         y=np.array([s.gold for s in samples]))])

@@ -228,15 +228,6 @@ def pair_question_name(model: str, reference: str, task: str, metric: str) -> st
     return f"{model} vs {reference} {task}.{metric}"
 
 
-def from_recorded(d: Mapping[str, Any]) -> Sequential:
-    """A rule as results.json records it (``tasks.<key>.sequential``, as a dict) back as the Sequential it was."""
-    pair = (lambda v: None if v is None else tuple(v))  # noqa: E731
-    looks = tuple(Look(**{**lk, "interval": pair(lk.get("interval")), "running": pair(lk.get("running"))})
-                  for lk in d.get("looks", ()))
-    return Sequential(d["total"], tuple(d["planned"]), tuple(Question(**q) for q in d["questions"]),
-                      d["alpha"], d["seed"], d.get("spend", True), looks)
-
-
 def start(total: int, questions: Sequence[Question], *, looks: Sequence[int] | None = None,
           max_items: int | None = None, alpha: float = ALPHA, seed: int = DEFAULT_SEED,
           spend: bool = True) -> Sequential:

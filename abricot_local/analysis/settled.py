@@ -1,15 +1,16 @@
 """A ``--until-settled`` run's own verdict on a published row its rule judged (:func:`settled_verdict`): the rule's,
 at the look it stopped at, in the run's own line; what the fixed-n verdict beside it is (:data:`FIXED_N`). Read by
-`report` (overview.py) and the API's ``Run.published()`` (frames.py). Pure: reads a record."""
+`report` (overview.py) and the API's ``Run.published()`` (frames.py). A rule and its record, typed both ways
+(:func:`restored`, :func:`record_of`: sequential.Sequential <-> record.Settle, field by field). Pure: reads a record."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
 from abricot_local.analysis import sequential as sq
-from abricot_local.record import PublishedCheck, Record
-from abricot_local.record.schema import Settle
+from abricot_local.record import PublishedCheck, Record, Settle, SettleLook, SettleQuestion
 
 # what the fixed-n verdict of a row a --until-settled rule judged is, beside the rule's (console.settled's words)
 FIXED_N = "the fixed-n 90% verdict over the same items: it does not account for the looks this run took"
@@ -18,7 +19,37 @@ FIXED_N = "the fixed-n 90% verdict over the same items: it does not account for 
 def restored(recorded: Settle) -> sq.Sequential:
     """A recorded rule (``tasks.<key>.sequential``) as the ``sequential.Sequential`` it was: the one reader of a
     recorded rule (its lines, its replay, a grown run's looks already taken, a report's verdict)."""
-    return sq.from_recorded(recorded.to_dict())
+    r = recorded
+    return sq.Sequential(
+        total=r.total, planned=r.planned, alpha=r.alpha, seed=r.seed, spend=r.spend,
+        questions=tuple(sq.Question(name=q.name, stat=q.stat, margin=q.margin, published=q.published,
+                                    rounding=q.rounding) for q in r.questions),
+        looks=tuple(sq.Look(question=lk.question, k=lk.k, n=lk.n, total=lk.total, level=lk.level, margin=lk.margin,
+                            verdict=lk.verdict, value=lk.value, interval=lk.interval, running=lk.running,
+                            note=lk.note) for lk in r.looks))
+
+
+def record_of(state: sq.Sequential, reference: str | None = None) -> Settle:
+    """``state`` as results.json records it (``tasks.<key>.sequential``; ``reference``: a rung's, its reference run's
+    folder named from its own): the one maker of a recorded rule (run/settle.py's section). An undefined value (NaN:
+    a constant vector's correlation) is recorded as null, as :func:`restored` gives it back."""
+    s = state
+    return Settle(
+        method=s.method, n=s.n, total=s.total, planned=tuple(s.planned), alpha=s.alpha, seed=s.seed, spend=s.spend,
+        questions=tuple(SettleQuestion(name=q.name, stat=q.stat, margin=q.margin, published=_defined(q.published),
+                                       rounding=q.rounding) for q in s.questions),
+        looks=tuple(SettleLook(question=lk.question, k=lk.k, n=lk.n, total=lk.total, level=lk.level, margin=lk.margin,
+                               verdict=lk.verdict, value=_defined(lk.value), interval=_pair(lk.interval),
+                               running=_pair(lk.running), note=lk.note) for lk in s.looks),
+        reference=reference)
+
+
+def _defined(x: float | None) -> float | None:
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+def _pair(p) -> tuple[float, float] | None:
+    return None if p is None else tuple(p)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ options in its config. ``check`` takes the looks again (:func:`replay`). Names n
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -27,6 +26,7 @@ from typing import Sequence
 from abricot_local import metrics as metric_stats
 from abricot_local.analysis import baselines
 from abricot_local.analysis import sequential as sq
+from abricot_local.analysis.settled import record_of
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import Record, Sample, TaskEntry
 from abricot_local.record.schema import Settle
@@ -338,18 +338,7 @@ def stopped_plan(plan, n: int):
 
 def section(rule: TaskRule, reference: Path | None = None) -> Settle:
     """A task's rule as results.json records it (``tasks.<key>.sequential``; a rung's: its reference's folder)."""
-    s = rule.state
-    return Settle.from_dict({"method": s.method, "n": s.n, **_plain(dataclasses.asdict(s)),
-                             **({"reference": str(reference)} if reference is not None else {})}, "sequential")
-
-
-def _plain(d):
-    """asdict's tuples as lists, NaN as null: what JSON holds."""
-    if isinstance(d, dict):
-        return {k: _plain(v) for k, v in d.items()}
-    if isinstance(d, (list, tuple)):
-        return [_plain(v) for v in d]
-    return None if isinstance(d, float) and math.isnan(d) else d
+    return record_of(rule.state, None if reference is None else str(reference))
 
 
 def replay(recorded: Settle, task, samples: Sequence[Sample], reference: Sequence[Sample] = (),
