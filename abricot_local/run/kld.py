@@ -135,11 +135,11 @@ def _ids(run: Run) -> dict[str, set[str]]:
 
 
 def threads_of(kind: str, options) -> int:
-    """The run's threads (backend ``kind``'s ``threads`` option where it has one, ``backends.has_option``, and it is
+    """The run's threads (backend ``kind``'s ``threads`` option where it has one, resume.takes_threads, and it is
     set; else every core): the rows' comparing threads."""
-    from abricot_local.backends import has_option
+    from abricot_local.run.resume import takes_threads
 
-    given = getattr(options, "threads", None) if has_option(kind, "threads") else None
+    given = getattr(options, "threads", None) if takes_threads(kind) else None
     return max(1, given or os.cpu_count() or 1)
 
 

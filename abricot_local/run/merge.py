@@ -147,20 +147,11 @@ def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
 
 
 def at_threads(run: Run, threads: int, shard: str) -> str:
-    """How to score shard ``shard`` of ``run`` again at ``threads`` threads: with the backend's ``threads`` option
-    where it has one (``backends.has_option``), else where its own settings make that count."""
-    from abricot_local.backends import has_option
-    from abricot_local.run.resume import counted
+    """How to score shard ``shard`` of ``run`` again at ``threads`` threads (resume.with_threads: with the backend's
+    ``threads`` option where it has one, else where its own settings make that count)."""
+    from abricot_local.run.resume import with_threads
 
-    kind = run.record.config.backend or ""
-    if kind and has_option(kind, "threads"):
-        return (f"with {opt('threads', threads)} (`run ... {opt('shard', shard)} {opt('threads', threads)} "
-                f"{opt('out', 'NEW')}`)")
-    if not kind:
-        return (f"with {counted(threads, 'thread')} ({opt('threads', threads)} where the backend has that option; "
-                f"`run ... {opt('shard', shard)} {opt('out', 'NEW')}`)")
-    return (f"with the backend running {counted(threads, 'thread')} (backend {kind!r} has no {opt('threads')} option: "
-            f"its own settings or environment set the count; `run ... {opt('shard', shard)} {opt('out', 'NEW')}`)")
+    return with_threads(run.record.config.backend or "", threads, shard)
 
 
 class MarginsDiffer(ResultsError):

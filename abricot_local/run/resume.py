@@ -156,25 +156,42 @@ def thread_refusal(folder: Path, earlier: list[Part], threads: int | None) -> st
 
 
 def _with_threads(folder: Path, threads: int) -> str:
-    """How a --resume of ``folder`` runs at ``threads`` threads: with its backend's ``threads`` option where it has
-    one (``backends.has_option``; the backend read from the run's recorded manifest), else where the backend's own
-    settings make that count."""
-    from abricot_local.backends import has_option
-
-    kind, takes = "", False  # not known: said without the option
+    """How a --resume of ``folder`` runs at ``threads`` threads (:func:`with_threads`; the backend read from the
+    run's recorded manifest, not known where it cannot be read)."""
+    kind = ""  # not known: said without the option
     try:
         config = (read_manifest(Path(folder) / CHECKPOINT / RUN_MANIFEST).config if resumable(folder)
                   else read_run(folder).config)  # (a finished run it grows)
         kind = (config.backend if config is not None else None) or ""
-        takes = bool(kind) and has_option(kind, "threads")
     except (AbricotError, OSError):
         pass
-    if takes:
-        return f"with {opt('threads', threads)}"
+    return with_threads(kind, threads)
+
+
+def takes_threads(kind: str) -> bool:
+    """Whether backend ``kind`` has a ``threads`` option a user sets (``backends.has_option``; not known: False)."""
+    from abricot_local.backends import has_option
+
+    try:
+        return bool(kind) and has_option(kind, "threads")
+    except AbricotError:
+        return False
+
+
+def with_threads(kind: str, threads: int, shard: str | None = None) -> str:
+    """How to score again at ``threads`` threads with backend ``kind`` ("" where not known): with its ``threads``
+    option where it has one (:func:`takes_threads`), else where the backend's own settings make that count; with
+    ``shard``, the `run` command that scores that shard into a new folder too (`merge`'s advice)."""
+    said = opt("threads", threads)
+    command = (f"`run ... {opt('shard', shard)} " + (f"{said} " if takes_threads(kind) else "")
+               + f"{opt('out', 'NEW')}`") if shard is not None else ""
+    if takes_threads(kind):
+        return f"with {said}" + (f" ({command})" if command else "")
     if not kind:
-        return f"with {counted(threads, 'thread')} ({opt('threads', threads)} where the backend has that option)"
+        return f"with {counted(threads, 'thread')} ({said} where the backend has that option" + \
+            (f"; {command})" if command else ")")
     return (f"with the backend running {counted(threads, 'thread')} (backend {kind!r} has no {opt('threads')} "
-            "option: its own settings or environment set the count)")
+            "option: its own settings or environment set the count" + (f"; {command})" if command else ")"))
 
 
 def counted(n: int, word: str) -> str:
