@@ -46,6 +46,10 @@ def _isolated(tmp_path, monkeypatch):
     from abricot_local.models import hub_probe
 
     monkeypatch.setattr(hub_probe, "unreachable", lambda timeout=3.0: None)  # the mocked hub answers
+    from abricot_local.models import hub_pull
+
+    # a pull goes through the mocked hf_hub_download (the resumable path itself: tests/test_hub_resume.py)
+    monkeypatch.setattr(hub_pull, "pull", lambda api, repo, name, rev, **kw: hub_pull.hf_download(api, repo, name, rev))
 
 
 def resolve(name, **kw):

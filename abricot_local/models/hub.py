@@ -1,7 +1,8 @@
 """Models and data sets from the Hugging Face hub, through the standard Hugging Face cache
-(shared with other tools; huggingface_hub resumes a dropped connection within a download, and 2.4 starts a
-file over after a stopped process). With :mod:`fetch` and :mod:`resume` (data URLs), the only
-modules of abricot-local that do network I/O."""
+(shared with other tools). A model pull stopped midway is continued by the next one (:mod:`hub_pull`: a
+partial file beside its blob; huggingface_hub 2.4 starts a stopped file over); data sets are huggingface_hub's
+downloads. With :mod:`fetch` and :mod:`resume` (data URLs), the only modules of abricot-local that do
+network I/O."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from abricot_local.models import hub_probe
 from abricot_local.cache import cache_dir, is_offline
 from abricot_local.errors import DownloadError, ModelError, opt
 from abricot_local.hashing import verify_file
+from . import hub_pull
 from .hub_errors import hub_error, is_connection_error
 from .spec import ModelSpec
 
@@ -93,8 +95,8 @@ def download_line(spec: ModelSpec) -> str:
 
 
 def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
-    """Download every part of ``spec`` into the standard HF cache (see the module's text on resuming), check
-    size and sha256 where known, and return the path of the first part. ``notify(line)``
+    """Download every part of ``spec`` into the standard HF cache (a stopped pull is continued: :mod:`hub_pull`),
+    check size and sha256 where known, and return the path of the first part. ``notify(line)``
     is told what will be fetched before anything starts."""
     if not spec.repo:  # sources.Hub's entries name one (models.toml's check); no other source downloads here
         raise ModelError(f"model '{spec.name}' names no Hugging Face repository (source = {spec.source})")
@@ -107,12 +109,11 @@ def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None =
     with progress_bars(progress):
         for i, name in enumerate(spec.files):
             rev = spec.revision_for(i)
-            try:
-                found = hub_module().hf_hub_download(repo_id=spec.repo, filename=name, revision=rev,
-                                               local_files_only=offline)
-            except Exception as exc:
-                raise hub_error(exc, spec.repo, name, rev, dataset=False) from None
-            paths.append(Path(found))
+            if offline:  # the cache alone: huggingface_hub's own lookup
+                paths.append(hub_pull.hf_download(hub_module(), spec.repo, name, rev, local=True))
+            else:
+                paths.append(hub_pull.pull(hub_module(), spec.repo, name, rev, sha256=spec.sha256_for(i),
+                                           size=spec.size_for(i), progress=progress))
     verify_parts(spec, paths)
     return colocate(spec, paths)
 

@@ -1,4 +1,4 @@
-"""The body of a download (:func:`fetch.download_url`), continued where an earlier one stopped.
+"""The body of a download (:func:`fetch.download_url`, :func:`hub_pull.pull`), continued where an earlier one stopped.
 
 The file the bytes go into is a partial file the caller holds (:func:`temps.hold_partial`, named for the URL, so
 the next download of that URL into that file finds it). A partial of N bytes asks only for the rest, with
@@ -34,16 +34,17 @@ def key(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def stream(url: str, fd: int, progress: bool, label: str) -> str:
+def stream(url: str, fd: int, progress: bool, label: str, private: dict[str, str] | None = None) -> str:
     """Complete the open file ``fd`` (its bytes so far kept where the server continues them, else replaced) with
     ``url``'s body, returning the SHA-256 of the whole file; a body shorter or longer than announced (the connection
-    cut) is :class:`Failed`. ``fd`` stays open."""
+    cut) is :class:`Failed`. ``fd`` stays open. ``private`` headers (a token) go to ``url`` alone, never to a host
+    it redirects to."""
     have = os.fstat(fd).st_size
     before = _prefix(fd, have) if have else None  # hashed before asking: not while a response waits
     resp = None
     if have:
         try:
-            resp = _open(url, have)
+            resp = _get(url, have, private)
         except urllib.error.HTTPError as exc:
             if exc.code != 416:
                 raise
@@ -55,7 +56,7 @@ def stream(url: str, fd: int, progress: bool, label: str) -> str:
             resp.close()
             resp = None
     if resp is None:
-        resp, have = _open(url, 0), 0
+        resp, have = _get(url, 0, private), 0
     with resp:
         start, total, said = _continues(resp, have) or (0, None, "")
         digest = before if start else hashlib.sha256()
@@ -70,11 +71,19 @@ def stream(url: str, fd: int, progress: bool, label: str) -> str:
     return digest.hexdigest()
 
 
-def _open(url: str, start: int):
+def _get(url: str, start: int, private: dict[str, str] | None):
+    """:func:`_open`, called with its first two arguments alone when nothing is private (as before the headers)."""
+    return _open(url, start, private) if private else _open(url, start)
+
+
+def _open(url: str, start: int, private: dict[str, str] | None = None):
     headers = {"User-Agent": "abricot-local"}
     if start:
         headers["Range"] = f"bytes={start}-"
-    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
+    req = urllib.request.Request(url, headers=headers)
+    for name, value in (private or {}).items():
+        req.add_unredirected_header(name.capitalize(), value)  # urllib drops these on a redirect
+    return urllib.request.urlopen(req, timeout=60)
 
 
 def _length(resp) -> int | None:

@@ -82,21 +82,22 @@ def temp_beside(dst: Path, suffix: str = PART) -> tuple[int, Path]:
         os.close(fd)
 
 
-def partial_pattern(name: str, but: str | None = None) -> re.Pattern:
+def partial_pattern(name: str, but: str | None = None, suffix: str = PARTIAL) -> re.Pattern:
     """The names :func:`hold_partial` gives the resumable partial files of a file named ``name`` (one per URL:
-    ``.<name>.<16 hex>.partial``), ``but`` the one of that key."""
+    ``.<name>.<16 hex>.partial``, or another ``suffix``), ``but`` the one of that key."""
     key = rf"(?!{re.escape(but)}\.)" if but else ""
-    return re.compile(rf"\.{re.escape(name)}\.{key}[0-9a-f]{{16}}{re.escape(PARTIAL)}")
+    return re.compile(rf"\.{re.escape(name)}\.{key}[0-9a-f]{{16}}{re.escape(suffix)}")
 
 
-def hold_partial(dst: Path, key: str, on_wait=None) -> tuple[int, Path, bool] | None:
+def hold_partial(dst: Path, key: str, on_wait=None, suffix: str = PARTIAL) -> tuple[int, Path, bool] | None:
     """The resumable partial file of ``dst`` for ``key`` (16 hex digits): ``.<dst's name>.<key>.partial`` beside
     ``dst``, opened (made empty when absent) and locked by this process: ``(fd, path, waited)``. Another process
     holding it (downloading the same file now) is waited for, ``on_wait(path)`` told first, ``waited`` then True: two
     never write one partial. None when it cannot be held safely, where a fresh :func:`temp_beside` does: a link
     (never followed), not a regular file, not this user's, more than one link, or a file system without locks.
-    Closing ``fd`` drops the lock, as :func:`temp_beside`'s. OSError when it cannot be made."""
-    path, waited = dst.parent / f".{dst.name}.{key}{PARTIAL}", False
+    Closing ``fd`` drops the lock, as :func:`temp_beside`'s. OSError when it cannot be made. ``suffix``: another
+    ending than ``.partial`` (a model pull's, ``.incomplete``, is the one huggingface_hub's cache tools list)."""
+    path, waited = dst.parent / f".{dst.name}.{key}{suffix}", False
     while True:
         made = True
         try:
