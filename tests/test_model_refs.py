@@ -293,6 +293,8 @@ def test_hf_names_not_cached_are_downloaded_with_huggingface_hub(home, tmp_path,
 
     monkeypatch.setattr(huggingface_hub, "model_info", lambda repo, **kw: Info)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    from abricot_local.models import hub_pull  # the pull through the mocked download (its own: test_hub_resume.py)
+    monkeypatch.setattr(hub_pull, "pull", lambda api, repo, name, rev, **kw: hub_pull.hf_download(api, repo, name, rev))
     ref = modellocate.resolve_model_ref("hf:org/X-GGUF:Q4_K_M")
     assert asked == [("org/X-GGUF", "x-Q4_K_M.gguf", COMMIT)] and ref.revision == COMMIT
 

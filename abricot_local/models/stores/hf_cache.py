@@ -121,7 +121,7 @@ def pending(rest: str):
 
 
 def _download(repo: str, quant, file, where: str, notify, progress: bool) -> Found:
-    from abricot_local.models import hub, hub_probe
+    from abricot_local.models import hub, hub_probe, hub_pull
     from ..hub_errors import hub_error
 
     hub_probe.require(where)
@@ -136,11 +136,8 @@ def _download(repo: str, quant, file, where: str, notify, progress: bool) -> Fou
         notify(f"downloading {repo} @ {commit[:12]}: {', '.join(parts)} -> {hub_cache()}")
     paths = []
     with hub.progress_bars(progress):
-        for name in parts:
-            try:
-                paths.append(Path(api.hf_hub_download(repo_id=repo, filename=name, revision=commit)))
-            except Exception as exc:
-                raise hub_error(exc, repo, name, commit, dataset=False) from None
+        for name in parts:  # a stopped pull continued (hub_pull), as a registry model's
+            paths.append(hub_pull.pull(api, repo, name, commit, progress=progress))
     return _found(repo, commit, paths[0])
 
 
