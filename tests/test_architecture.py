@@ -282,7 +282,6 @@ FLAGS_SPELLED = {
     "run/record.py": "data warnings a run records, in the record's words",
     "tasks/selection.py": "a task's notes a run records, in the record's words",
     "run/folder.py": "the INTERRUPTED state file's text, in the record's words",
-    "report/comparison.py": "a report's text, a document of the command line's",
     "report/tables.py": "a report's text, a document of the command line's",
     "run/request.py": "the --until-settled fields' help texts (the command line's help)",
     "backends/options.py": "the scoring fields' help texts (the command line's help)",

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from abricot_local.record import kernel_path
 from abricot_local.backends import recorded_options
 from abricot_local.backends.llama_cpp import build as llama_build
+from abricot_local.backends.llama_cpp.kernels import features
 from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 from abricot_local.cli import cli
 from abricot_local.console import start_line
@@ -30,7 +31,7 @@ NATIVE_INFO = PORTABLE_INFO + "BMI2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | "
 
 def kernels(**kw) -> Kernels:
     base = dict(runtime="llama-cpp-python 0.3.36", build="portable", system_info=PORTABLE_INFO,
-                cpu_features=kernel_path.features(PORTABLE_INFO), extra_bufts=False, cpu="AMD EPYC", threads=2,
+                cpu_features=features(PORTABLE_INFO), extra_bufts=False, cpu="AMD EPYC", threads=2,
                 devices=(Device(name="CPU", description="AMD EPYC", type="cpu"),))
     return Kernels(**{**base, **kw})
 
@@ -40,9 +41,9 @@ H200 = Device(name="CUDA0", description="NVIDIA H200", type="gpu", compute_capab
 
 # -- what is compared ----------------------------------------------------------------------------
 def test_features_are_the_cpu_sections_flags_that_are_on():
-    assert kernel_path.features("CPU : AVX = 1 | AVX2 = 1 | AVX512 = 0 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 |") == \
+    assert features("CPU : AVX = 1 | AVX2 = 1 | AVX512 = 0 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 |") == \
         ("AVX", "AVX2")
-    assert kernel_path.features(NATIVE_INFO)[-3:] == ("BMI2", "AVX512", "AVX512_VNNI")
+    assert features(NATIVE_INFO)[-3:] == ("BMI2", "AVX512", "AVX512_VNNI")
 
 
 def test_the_same_build_on_another_cpu_model_or_thread_count_is_the_same_kernel_path():
@@ -52,7 +53,7 @@ def test_the_same_build_on_another_cpu_model_or_thread_count_is_the_same_kernel_
 
 
 @pytest.mark.parametrize("change, says", [
-    (dict(build="native", system_info=NATIVE_INFO, cpu_features=kernel_path.features(NATIVE_INFO)),
+    (dict(build="native", system_info=NATIVE_INFO, cpu_features=features(NATIVE_INFO)),
      "build: recorded portable build (SSE3 SSSE3 AVX AVX2 F16C FMA LLAMAFILE OPENMP), here native build (SSE3"),
     (dict(build="native"), "build: recorded portable build"),
     (dict(extra_bufts=True), "extra buffer types (repacked CPU weights): recorded off, here on"),

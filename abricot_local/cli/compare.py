@@ -74,9 +74,11 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
                           given=given, by_id=by_id, **tie)
     text = render(result, fmt)
     if output:
+        from abricot_local.cli.options import flags
+        from abricot_local.errors import render as in_flags
         from abricot_local.jsonfiles import atomic_write
 
-        atomic_write(Path(output), text + "\n")
+        atomic_write(Path(output), in_flags(text, flags) + "\n")  # its options named as this command's flags
         echo(f"wrote {output}", err=True)
     else:
         echo(text)

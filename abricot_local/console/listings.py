@@ -7,7 +7,7 @@ disk (store folders, model and file names) are shown through :func:`safe.visible
 from __future__ import annotations
 
 from abricot_local.report.safe import visible
-from abricot_local.errors import fold
+from abricot_local.errors import flag_of, fold
 
 
 def gib(n) -> str:
@@ -155,9 +155,8 @@ def _uses(row: dict) -> str:
     """The task options a task uses, each with the values it takes (its prompt variants and its
     protocols: the default first)."""
     choices = row.get("choices", {})
-    flags = [f"--{o.replace('_', '-')}" + (f" ({', '.join(choices[o])})" if choices.get(o) else "")
-             for o in row.get("options", [])]
-    return ", ".join(flags) or "none of --shots, --prompt-variant"
+    flags = [flag_of(o) + (f" ({', '.join(choices[o])})" if choices.get(o) else "") for o in row.get("options", [])]
+    return ", ".join(flags) or f"none of {flag_of('shots')}, {flag_of('prompt_variant')}"
 
 
 def tasks_text(rows: list[dict]) -> str:

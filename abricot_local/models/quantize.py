@@ -91,9 +91,10 @@ def parse_rungs(text: str) -> tuple[str, ...]:
 
 def _source(source: str, models_file: str | None):
     """(label, path, its registry entry or None) of SOURCE: an alias, a file or a store reference."""
+    from abricot_local.backends import DEFAULT_BACKEND
     from abricot_local.models.locate import resolve_model_ref
 
-    ref = resolve_model_ref(source, backend="llama.cpp", models_file=models_file)
+    ref = resolve_model_ref(source, backend=DEFAULT_BACKEND, models_file=models_file)  # _write quantizes with it
     if ref.path is None:
         raise UsageError(f"{source} names no model file: quantize needs a GGUF")
     return ref.label, Path(ref.path), ref.spec
@@ -163,9 +164,9 @@ def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int, nee
            listed: Callable[[str], None]) -> tuple[str, str]:
     """One rung through llama.cpp, into a temporary file that ``listed(sha256)`` names in models.toml
     before it is renamed; (its fallbacks' line, its SHA-256). A failure on a full disk says so."""
-    from abricot_local.backends import quantizer
+    from abricot_local.backends import DEFAULT_BACKEND, quantizer
 
-    quantize = quantizer()
+    quantize = quantizer(DEFAULT_BACKEND)  # the backend _source found SOURCE for
     tmp = quant_folder.temp_for(dst)
     try:
         try:

@@ -170,14 +170,35 @@ def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
         p = rec.provenance
         if p is None:  # a record that says nothing of its model
             continue
-        arch = p.extra.get("architecture")
-        seen.append((label, arch if isinstance(arch, str) else None, p.n_vocab))
+        seen.append((label, architecture(rec), p.n_vocab))
     for k, what in ((1, "architecture"), (2, "vocabulary size")):
         known = [x for x in seen if x[k] is not None]
         if len({x[k] for x in known}) > 1:
             shown = "; ".join(f"{x[0]}: {x[k]}" for x in known)
             raise UsageError(f"the runs of {base} differ in {what} ({shown}): they are not one model's quants, and "
                              "no ladder is drawn of them; give each model its own `base` in models.toml")
+
+
+def architecture(rec) -> str | None:
+    """A finished run's model architecture (GGUF ``general.architecture``), whatever backend scored it: its record's
+    ``model.architecture``, else the GGUF header of the file it records when that file is here (of the size
+    recorded), else an older record's ``provenance.architecture`` (a backend's own key); None: not known."""
+    model = getattr(rec, "model", None)
+    arch = getattr(model, "architecture", None)
+    if isinstance(arch, str) and arch:
+        return arch
+    path = Path(model.path) if model is not None and model.path else None
+    if path is not None and path.is_file() and (model.size is None or path.stat().st_size == model.size):
+        from abricot_local.gguf.file import headers
+
+        try:
+            arch = headers(path)[0].metadata.get("general.architecture")
+        except (ModelError, OSError):  # not a GGUF (a plugin backend's own format), or unreadable: not known here
+            arch = None
+        if isinstance(arch, str) and arch:
+            return arch
+    arch = rec.provenance.extra.get("architecture") if rec.provenance is not None else None
+    return arch if isinstance(arch, str) and arch else None
 
 
 def expand(models: Sequence[str], quants: str, registry: dict[str, ModelSpec]) -> tuple[str, ...]:

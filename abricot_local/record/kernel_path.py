@@ -30,22 +30,6 @@ def recorded(prov: Provenance | None) -> Kernels | None:
     return None if prov is None else prov.kernels
 
 
-def features(system_info: str) -> tuple[str, ...]:
-    """The CPU features a build's kernels use, from llama.cpp's system info
-    (``"CPU : AVX = 1 | AVX2 = 1 | ..."`` -> ``("AVX", "AVX2", ...)``, in its order)."""
-    out: list[str] = []
-    section = ""
-    for part in system_info.split("|"):
-        part = part.strip()
-        if " : " in part:
-            section, part = (s.strip() for s in part.split(" : ", 1))
-        if "=" in part and section.upper() in ("", "CPU"):
-            key, value = (s.strip() for s in part.split("=", 1))
-            if value == "1" and key not in out:
-                out.append(key)
-    return tuple(out)
-
-
 def _device(d: Device) -> str:
     facts = [f for f in (f"compute capability {d.compute_capability}" if d.compute_capability else "",
                          f"driver {d.driver}" if d.driver else "", d.endpoint or "") if f]

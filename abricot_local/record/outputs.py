@@ -3,7 +3,8 @@ a checkpoint's manifest); run/owned.py guards the one a run takes. A file or fol
 what the tool writes beside runs (``report -o``, ``compare -o``, ``report --plot``, the lm-eval layout's
 folder) is checked here before anything is written: never a symbolic link (written through, or
 replaced: either way not the tool's own file), never a read-only file or folder (root could replace
-it all the same), never one of a run's own files or a place inside a run's checkpoint."""
+it all the same), never one of a run's own files or a place inside a run's checkpoint. A task's samples file
+is named here too (:func:`samples_name`, :func:`task_of`): the one rule every writer and reader of one follows."""
 
 from __future__ import annotations
 
@@ -12,12 +13,30 @@ import stat
 from pathlib import Path
 
 from abricot_local.errors import ResultsError
+from abricot_local.names import path_part
 from abricot_local.record.io import CHECKPOINT, RESULTS, RUN_MANIFEST
 
 LOCK = ".lock"
 RUNNING, INTERRUPTED, FAILED = "RUNNING", "INTERRUPTED", "FAILED"
 MARKERS = (RUNNING, INTERRUPTED, FAILED)
 _WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+_SAMPLES, _JSONL = "samples-", ".jsonl"
+SAMPLES_GLOB = f"{_SAMPLES}*{_JSONL}"  # every samples file in a folder (:func:`task_of` says which are)
+
+
+def samples_name(task: str) -> str:
+    """The samples file of the task key ``task`` (in a run folder and in its checkpoint): ``samples-<task>.jsonl``,
+    the key as one part of a path (names.path_part: a ``/`` or a control character becomes ``_``, as a plugin's
+    variant name may hold). The one naming rule: every writer and reader of a samples file goes through it."""
+    return f"{_SAMPLES}{path_part(task, 'task')}{_JSONL}"
+
+
+def task_of(filename: str) -> str | None:
+    """The task part of a samples file's name (:func:`samples_name`'s inverse: the task key itself for every key
+    that path_part keeps as it is, which is every shipped task's); None for a name that is no samples file."""
+    if filename.startswith(_SAMPLES) and filename.endswith(_JSONL) and len(filename) > len(_SAMPLES) + len(_JSONL):
+        return filename[len(_SAMPLES):-len(_JSONL)]
+    return None
 
 
 def is_run_folder(folder: str | Path) -> bool:
@@ -28,8 +47,7 @@ def is_run_folder(folder: str | Path) -> bool:
 
 def _runs_own(path: Path) -> str:
     """What makes ``path`` (absolute) a run's: one of its own files, or a place in its checkpoint ("": neither)."""
-    if is_run_folder(path.parent) and (path.name in (RESULTS, LOCK, *MARKERS)
-                                       or (path.name.startswith("samples-") and path.name.endswith(".jsonl"))):
+    if is_run_folder(path.parent) and (path.name in (RESULTS, LOCK, *MARKERS) or task_of(path.name) is not None):
         return f"is a file of the run in {path.parent}"
     ckpt = next((p for p in (path, *path.parents) if p.name == CHECKPOINT and is_run_folder(p.parent)), None)
     if ckpt is None:

@@ -34,6 +34,7 @@ from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
 from abricot_local.jsonfiles import TornLineError, read_jsonl_lines
 from abricot_local.record.codec import Invalid, Section, parse, spec
+from abricot_local.record.outputs import samples_name
 from abricot_local.record.schema import TaskEntry
 
 
@@ -246,7 +247,7 @@ def samples_path(folder: Path, name: str, task: str) -> Path:
     if not inside:
         raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not a file inside "
                            "the run folder; a run's samples files lie in its folder")
-    own = f"samples-{task}.jsonl"
+    own = samples_name(task)
     if given.as_posix() != own:  # another task's file would be read as this task's samples
         raise ResultsError(f"{folder / 'results.json'}: tasks.{task}.samples_file {name!r} is not this task's "
                            f"samples file ({own}): a run writes each task's samples to its own file; the record "
@@ -274,4 +275,4 @@ def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = 
                   fields: Mapping[str, Any] = MappingProxyType({})) -> list[Sample]:
     """:func:`run_samples` of a task's record entry (``counted``: hold exactly its ``n``; ``fields``: the
     task's own fields each line holds, of their types)."""
-    return run_samples(folder, entry.samples_name(task), task, entry.n if counted else None, fields)
+    return run_samples(folder, entry.samples_file or samples_name(task), task, entry.n if counted else None, fields)

@@ -16,7 +16,7 @@ from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_
 from abricot_local.analysis.compare import CANNOT_TELL, CLOSE, DIFFERENT, Comparison
 from abricot_local.analysis.matching import ID
 from abricot_local.analysis.kld import of_views
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.report.texttable import GAP, fit, grid, wrap
 from abricot_local.report.texttable import WIDTH as TEXT_WIDTH
 
@@ -151,7 +151,7 @@ def _listed(kind: str, changed) -> list[str]:
         return []
     shown = ", ".join(d.text for d in changed[:SHOWN_DECISIVE])
     left = len(changed) - SHOWN_DECISIVE
-    more = f" and {left} more (--format json lists them)" if left > 0 else ""
+    more = f" and {left} more ({opt('fmt', 'json')} lists them)" if left > 0 else ""
     return [f"  {kind}: {shown}{more}"]
 
 
@@ -328,7 +328,7 @@ def render(c: Comparison, fmt: str = "table") -> str:
             parts.append(f"### {title}\n\n" + (grid(df.fillna(""), True) if len(df) else "none"))
         else:
             parts.append(_text_section(title, df.fillna("")))
-    margin = f"--margin {c.margin:g}" if c.margin is not None else "each task's margin per metric"
+    margin = opt("margin", f"{c.margin:g}") if c.margin is not None else "each task's margin per metric"
     parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
                                f"the margin ({margin}), for the task's own value (its items counted; exact when every "
                                f"item is compared), then for items like these (docs/compare.md)",

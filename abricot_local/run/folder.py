@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError, TaskError, opt
-from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING
-from abricot_local.run.owned import (close_own, guard, open_own, refuse_link, remove_own, rewrite_marker,
-                                     samples_name)
+from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, samples_name
+from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, rewrite_marker
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
@@ -50,6 +49,8 @@ from abricot_local.tasks import base_name, task_class
 from abricot_local.tasks.item_check import where
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
+RESUME_ANY_DOOR = ("the same run again with this folder as its output, resumed (the command line: --out FOLDER "
+                   "--resume; Python: out=FOLDER, resume=True)")  # an INTERRUPTED file's advice, no door named
 
 
 class OutputDir:
@@ -275,9 +276,10 @@ class OutputDir:
         self.totals, self.started = dict(totals), _now()
         self._mark(RUNNING, [], strict=True)
 
-    def interrupted(self) -> None:
-        self._mark(INTERRUPTED, [f"interrupted: {_now()}",
-                                 "resume: run the same command with --out this folder and --resume"])
+    def interrupted(self, resume: str = "") -> None:
+        """Mark the folder INTERRUPTED; ``resume``: the call that continues the run, in the words of the door that
+        ran it (its ``resume_hint``: a command line, a Python call), else how each door does it."""
+        self._mark(INTERRUPTED, [f"interrupted: {_now()}", f"resume: {resume or RESUME_ANY_DOOR}"])
 
     def abandon(self) -> None:
         """A run stopped before it saved an item leaves nothing of its own (state file, manifest, thread counts, an
@@ -291,7 +293,7 @@ class OutputDir:
 
     def _mark(self, state: str, lines: list[str], *, strict: bool = False) -> None:
         totals = getattr(self, "totals", {})
-        done = saved_counts(self.path)
+        done = saved_counts(self.path, totals)
         lines = [f"pid: {os.getpid()}", f"started: {getattr(self, 'started', '?')}", *lines, f"items: {items_text(done, totals)}",
                  "totals: " + ", ".join(f"{t}={n}" for t, n in totals.items())]
         text = "\n".join(lines) + "\n"

@@ -13,16 +13,12 @@ import stat
 from pathlib import Path
 
 from abricot_local.errors import ResultsError, opt
-from abricot_local.names import path_part
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST
-from abricot_local.record.outputs import LOCK, MARKERS, is_run_folder, lstat_or_none
+from abricot_local.record.outputs import LOCK, MARKERS, SAMPLES_GLOB, is_run_folder, lstat_or_none
+from abricot_local.record.outputs import samples_name  # noqa: F401  (the run's modules take the naming rule from here)
 
 SHOWN = 5  # entries a refusal names
 _STARTING = re.compile(rf"\.({'|'.join(MARKERS)})\.[^/]+\.tmp")  # a run starting there this moment: its state file
-
-
-def samples_name(task: str) -> str:
-    return f"samples-{path_part(task, 'task')}.jsonl"
 
 
 def refuse_link(path: Path, *, folder: bool = False) -> None:
@@ -91,7 +87,7 @@ def guard(folder: Path) -> None:
     ckpt = folder / CHECKPOINT
     refuse_link(ckpt, folder=True)
     for where in (folder, ckpt):
-        for path in sorted(where.glob("samples-*.jsonl")) if where.is_dir() else ():
+        for path in sorted(where.glob(SAMPLES_GLOB)) if where.is_dir() else ():
             refuse_link(path)
     refuse_link(ckpt / RUN_MANIFEST)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import AbricotError, opt, recorded_text, shell_word
+from abricot_local.errors import AbricotError, opt, recorded_text, recorded_words, render, shell_word
 from abricot_local.record import RESULTS, Manifest, Record
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
@@ -87,9 +87,14 @@ class RunFolder:
         if growing:
             out.tidy_finished(self.totals)
         elif resume or saved_files(out.path):
-            out.interrupted()
+            out.interrupted(self.resume_line(out.path))
         else:
             out.abandon()
+
+    def resume_line(self, folder: Path) -> str:
+        """The INTERRUPTED file's advice: this door's call that resumes the run in ``folder`` (its ``hint``), its
+        options in the record's words; "" (each door's way, OutputDir.interrupted) where the door gives none."""
+        return "" if self.hint is resume_words else render(self.hint(folder), recorded_words)
 
     def stuck(self, _signum: int = 0) -> None:
         """A signal came and the backend did not return (backends.on_stuck): the folder left INTERRUPTED, what is
@@ -119,7 +124,7 @@ class RunFolder:
             try:
                 if not getattr(holding, "totals", None):
                     holding.running(self.totals)
-                holding.interrupted()
+                holding.interrupted(self.resume_line(out_dir))
             except AbricotError:
                 pass  # the state file is a courtesy; the checkpoint is what counts
             holding.release()
@@ -127,10 +132,10 @@ class RunFolder:
             try:
                 with OutputDir(out_dir) as folder:
                     folder.running(self.totals)
-                    folder.interrupted()
+                    folder.interrupted(self.resume_line(out_dir))
             except AbricotError:
                 pass  # another run holds the folder: its state is its own
-        saved = saved_counts(out_dir)  # what is on disk (a resume's earlier items too)
+        saved = saved_counts(out_dir, self.totals)  # what is on disk (a resume's earlier items too)
         what = items_text(saved, self.totals) if any(saved.values()) else "nothing scored yet"
         return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
 

@@ -20,8 +20,8 @@ from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
-from abricot_local.record.outputs import FAILED, lstat_or_none
-from abricot_local.run.owned import refuse_link, remove_own, samples_name
+from abricot_local.record.outputs import FAILED, SAMPLES_GLOB, lstat_or_none, samples_name, task_of
+from abricot_local.run.owned import refuse_link, remove_own
 from abricot_local.run.states import saved_counts, saved_ids
 
 SHOWN = 3  # files a refusal names
@@ -37,9 +37,9 @@ def saved_files(folder: Path) -> list[Path]:
         st = lstat_or_none(where)
         if st is None or where.is_symlink() or not where.is_dir():
             continue
-        for f in sorted(where.glob("samples-*.jsonl")):
+        for f in sorted(where.glob(SAMPLES_GLOB)):
             st = lstat_or_none(f)
-            if st is not None and not f.is_symlink() and f.is_file() and st.st_size:
+            if task_of(f.name) is not None and st is not None and not f.is_symlink() and f.is_file() and st.st_size:
                 out.append(f)
     return out
 

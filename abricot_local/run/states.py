@@ -9,9 +9,10 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from abricot_local.errors import ResultsError, opt
-from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING
+from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
 from abricot_local.record import CHECKPOINT, RESULTS, read_run
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, loads, read_jsonl, read_regular
 
@@ -108,7 +109,7 @@ def run_state(folder: str | Path) -> RunState:
         task, _, n = part.partition("=")
         if n.isdigit():
             totals[task] = int(n)
-    done = saved_counts(folder)
+    done = saved_counts(folder, totals)
     total = sum(totals.values()) if totals else None
     per = items_text(done, totals).partition("(")[2].rstrip(")")
     n = sum(done.values())
@@ -161,20 +162,23 @@ def find_runs(paths) -> list[RunState]:
     return out
 
 
-def saved_counts(folder: Path) -> dict[str, int]:
-    """Items on disk per task in a run folder (finished samples files and the checkpoint)."""
-    return {task: len(ids) for task, ids in saved_ids(folder).items()}
+def saved_counts(folder: Path, tasks: Iterable[str] = ()) -> dict[str, int]:
+    """Items on disk per task in a run folder (finished samples files and the checkpoint; :func:`saved_ids`)."""
+    return {task: len(ids) for task, ids in saved_ids(folder, tasks).items()}
 
 
-def saved_ids(folder: Path) -> dict[str, set]:
-    """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint)."""
+def saved_ids(folder: Path, tasks: Iterable[str] = ()) -> dict[str, set]:
+    """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint), keyed by
+    the task of each file's name (record.outputs.task_of), or by its key among ``tasks`` (the run's task keys: one
+    whose file name is not the key itself, a ``/`` in a plugin's variant, is found by its samples_name)."""
     folder = Path(folder)
     found: dict[str, set] = {}
+    named = {samples_name(t): t for t in tasks}
     for where in (folder, folder / CHECKPOINT):
-        for f in sorted(where.glob("samples-*.jsonl")) if where.is_dir() and not where.is_symlink() else []:
-            if f.is_symlink():
+        for f in sorted(where.glob(SAMPLES_GLOB)) if where.is_dir() and not where.is_symlink() else []:
+            task = named.get(f.name, task_of(f.name))
+            if task is None or f.is_symlink():
                 continue  # not the run's own
-            task = f.name[len("samples-"):-len(".jsonl")]
             try:
                 ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
             except ResultsError:  # a damaged line: the others counted (a resume sets it aside, run/saved.py)

@@ -13,9 +13,24 @@ from importlib.metadata import version as pkg_version
 from typing import Sequence
 
 from abricot_local.backends.llama_cpp import build as llama_build, rpc
-from abricot_local.record.kernel_path import features
 
 _TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}  # enum ggml_backend_dev_type
+
+
+def features(system_info: str) -> tuple[str, ...]:
+    """The CPU features a build's kernels use, from llama.cpp's system info
+    (``"CPU : AVX = 1 | AVX2 = 1 | ..."`` -> ``("AVX", "AVX2", ...)``, in its order)."""
+    out: list[str] = []
+    section = ""
+    for part in system_info.split("|"):
+        part = part.strip()
+        if " : " in part:
+            section, part = (s.strip() for s in part.split(" : ", 1))
+        if "=" in part and section.upper() in ("", "CPU"):
+            key, value = (s.strip() for s in part.split("=", 1))
+            if value == "1" and key not in out:
+                out.append(key)
+    return tuple(out)
 
 
 @functools.cache
