@@ -25,7 +25,8 @@ from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
                                   read_samples, resume_refusal, write_manifest, write_record)
 from abricot_local.record.kernel_path import Part, part
-from abricot_local.run.owned import close_own, open_own, refuse_link, remove_own, samples_name
+from abricot_local.record.outputs import SAMPLES_GLOB, samples_name, task_of
+from abricot_local.run.owned import close_own, open_own, refuse_link, remove_own
 
 THREADS = "threads.jsonl"  # in the checkpoint: the thread counts that scored its items (kernel_path.Part each line)
 GROWN_FROM = "grown-from.json"  # in a grow's checkpoint: the record of the finished run it grows (reopen)
@@ -103,7 +104,8 @@ def part_line(p: Part) -> str:
 def holds_items(folder: Path) -> bool:
     """Whether ``folder``'s checkpoint holds a saved item (a samples file not empty)."""
     ckpt = Path(folder) / CHECKPOINT
-    return ckpt.is_dir() and any(f.stat().st_size for f in ckpt.glob("samples-*.jsonl") if not f.is_symlink())
+    return ckpt.is_dir() and any(f.stat().st_size for f in ckpt.glob(SAMPLES_GLOB)
+                               if task_of(f.name) is not None and not f.is_symlink())
 
 
 def _read_part(line: str) -> Part:
