@@ -7,7 +7,7 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, data_dir_option, recheck_options
+from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, data_options, recheck_options
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -19,7 +19,23 @@ def merge(shards: tuple[str, ...], out: str) -> None:
     from abricot_local.run.merge import merge as join
 
     path = join(list(shards), out)
-    echo(f"merged {len(shards)} shard(s) into {path}")
+    echo(merged_text(path.parent))
+    echo(f"\nmerged {len(shards)} shard(s) into {path}")
+
+
+def merged_text(folder) -> str:
+    """The merged run as `run` says a finished run (cli/run.py's _done_text, from its record): its summary, its
+    published verdict (judged on every item by merge), an --until-settled run's verdict."""
+    from abricot_local import console
+    from abricot_local.analysis.loading import load_run
+
+    run = load_run(folder)
+    record, published = run.record, run.record.published
+    unheld = published.reproduces if record.synthetic and published is not None and published.reproduces else ""
+    sequential = console.settled(record)
+    lines = [console.summary(record), "", console.verdict(published, run.quant, unheld=unheld,
+                                                          backend=record.backend, skipped=record.skipped)]
+    return "\n".join(lines + (["", sequential] if sequential else []))
 
 
 @cli.command()
@@ -33,25 +49,27 @@ def merge(shards: tuple[str, ...], out: str) -> None:
                    "engine); the batched engine's drift with --sample]")
 @click.option("--model", "model_path", default=None,
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
-@data_dir_option
+@data_options
 @recheck_options
 @click.option("--exact", is_flag=True,
               help="Demand the recorded numbers (same predictions, log-probs within --atol) even when this "
                    "machine's kernel path (build, CPU features, devices) differs from the recorded one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(out: str, sample: int | None, atol: float, model_path: str | None, data_dir: str | None,
-          exact: bool, as_json: bool, **kw) -> None:
+def check(out: str, sample: int | None, atol: float, model_path: str | None, data: tuple[str, ...],
+          data_dir: str | None, exact: bool, as_json: bool, **kw) -> None:
     """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce.
 
     On another kernel path than the recorded one (another build, CPU features or devices: it is
     said first) the numbers may move: the run is re-scored and compared item by item (compare's
-    verdict), and the check fails only when the verdict is `different`, or with --exact."""
+    verdict), and the check fails only when the verdict is `different`, or with --exact. Data that moved:
+    --data-dir DIR (each task's DIR/KEY/, else DIR, as `run` finds it) or --data TASK=PATH, else the
+    recorded paths, else this machine's data cache."""
     from abricot_local.run.check import check_run, report_json
     from abricot_local.console.listings import check_text
 
     progress, close = make_progress()
     try:
-        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir,
+        rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, data=data,
                         backend_values=backend_values(kw), progress=progress, exact=exact,
                         notice=lambda text: echo(f"check: {text}", err=True))
     except KeyboardInterrupt:  # 130, as `run`: not 1, which means "NOT reproduced"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo, say
-from abricot_local.cli.options import (OutputPath, backend_values, data_dir_option, models_file_option,
+from abricot_local.cli.options import (OutputPath, backend_values, data_options, models_file_option,
                                        recheck_options)
 from abricot_local.cli.progress import progress as make_progress
 
@@ -70,15 +70,15 @@ def _sigterm(signum, frame):
 @click.argument("reference", type=click.Path())
 @click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN [RUN ...]")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N common items of each task.")
-@data_dir_option
+@data_options
 @click.option("--force", is_flag=True, help="Skip the memory check (the reference and the runs of a pass are "
               "loaded at once: all that fit).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (reference passes, tokens, memory, predicted time on "
               "this machine) and stop: nothing is loaded, scored or written.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results (with --dry-run: the plan) as JSON.")
 @recheck_options
-def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str | None, force: bool,
-        dry_run: bool, as_json: bool, **kw) -> None:
+def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[str, ...], data_dir: str | None,
+        force: bool, dry_run: bool, as_json: bool, **kw) -> None:
     """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
     the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
     logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
@@ -92,15 +92,16 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
     from abricot_local.run.kld import kld_runs
 
     if dry_run:
-        return _kld_plan(reference, runs, limit=limit, data_dir=data_dir, force=force, as_json=as_json, kw=kw)
+        return _kld_plan(reference, runs, limit=limit, data_dir=data_dir, data=data, force=force, as_json=as_json,
+                         kw=kw)
     stopped = ("kld interrupted: each RUN measured in an earlier pass keeps its kld.json; nothing was written for "
                "the pass being measured; run the same command to measure its runs")
     progress, close = make_progress()
     term = signal.signal(signal.SIGTERM, _sigterm)
     forget = backends.on_stuck(lambda _signum: echo(stopped, err=True))  # a C call that does not return
     try:
-        results = kld_runs(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
-                           force=force, progress=progress, notify=say)
+        results = kld_runs(reference, list(runs), data_dir=data_dir, data=data, backend_values=backend_values(kw),
+                           limit=limit, force=force, progress=progress, notify=say)
     except KeyboardInterrupt:  # 130, as `run` and `quantize`
         close()
         echo(stopped, err=True)
@@ -124,7 +125,8 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data_dir: str 
         echo(f"  {r.seconds:.1f} s, {r.decode_calls} decode calls per model{shared}; kept in {r.run / 'kld.json'}")
 
 
-def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, force: bool, as_json: bool, kw: dict) -> None:
+def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, data, force: bool, as_json: bool,
+              kw: dict) -> None:
     """`kld --dry-run`: its plan and cost (run/kld_cost.py) on stdout, as text (console/plan.py) or JSON."""
     import json
     import shlex
@@ -133,7 +135,7 @@ def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, force: 
     from abricot_local.console.plan import kld as rendered
     from abricot_local.run.kld_cost import kld_cost
 
-    cost = kld_cost(reference, list(runs), data_dir=data_dir, backend_values=backend_values(kw), limit=limit,
-                    force=force, notify=say)
+    cost = kld_cost(reference, list(runs), data_dir=data_dir, data=data, backend_values=backend_values(kw),
+                    limit=limit, force=force, notify=say)
     command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
     echo(json.dumps(cost.to_json(), indent=1) if as_json else rendered(cost, command))

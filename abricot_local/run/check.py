@@ -23,7 +23,6 @@ from typing import Callable
 
 import numpy as np
 
-from abricot_local.models import fetch
 from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import reads_model_file
@@ -35,18 +34,17 @@ from abricot_local.run.execute import execute, open_backend, prepared
 from abricot_local.run.plan import make_plan
 from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, top_two_margin
+from abricot_local.run.check_data import recorded_task_options
 from abricot_local.run.check_tolerance import Tolerance, tolerance
 from abricot_local.run.check_settled import settled_differences
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
-from abricot_local.analysis.runs import Run, check_recorded_options, options_of, task_samples
+from abricot_local.analysis.runs import Run, check_recorded_options, task_samples
 from abricot_local.record import Provenance, Record, Sample
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
 from abricot_local.run.states import unfinished
-from abricot_local.tasks import base_name, make_task
-from abricot_local.tasks.base import TaskOptions
 
 Progress = Callable[[str, int, int], None]
 Notice = Callable[[str], None]
@@ -110,52 +108,6 @@ class CheckReport:
         return self.sound and self.checked > 0 and self.verdict.kind != DIFFERENT
 
 
-def _verify(path: Path, recorded: str | None, what: str) -> None:
-    """``path`` (a file that is here) refused unless its bytes have the ``recorded`` SHA-256."""
-    got = fetch.sha256_file(path, fresh=True)  # from the bytes: a memo could be fooled
-    if recorded and got != recorded:
-        raise ResultsError(f"{what} {path} has sha256 {got}, but the run recorded {recorded}: not the same file")
-
-
-def _task_options(record: Record, data_dir: str | None) -> TaskOptions:
-    """The recorded run's task options, each task's data re-found (and verified) by the task: in
-    ``data_dir``, else at the recorded path, else (a run made on another machine) under the same
-    name in this machine's data cache, where `abricot-local data pull` puts it."""
-    base = options_of(record)
-    data = []
-    for name, t in record.tasks.items():
-        task = make_task(name, base)
-        recorded = [Path(f.path) for f in t.data]
-        if data_dir:
-            files = [Path(data_dir) / f.name for f in recorded]
-        else:
-            files = [p if p.is_file() or not (task.cache_folder() / p.name).is_file() else task.cache_folder() / p.name
-                     for p in recorded]
-        for f, was, rec in zip(files, recorded, t.data):
-            if not f.is_file():
-                raise _missing_data(task, f, was, data_dir, [r.name for r in recorded])
-            _verify(f, rec.sha256, "data file")
-        data.append((base_name(name), task.data_ref(files)))
-    return replace(base, data=tuple(data))
-
-
-def _missing_data(task, path: Path, recorded: Path, data_dir: str | None, names: list[str]) -> ResultsError:
-    """A recorded data file that is not here: the path the run recorded (on the machine that made
-    it: shown as it was written, never as this user's ~), where it was looked for here, the
-    option that gives it, and the command that fetches it."""
-    from abricot_local.cache import shown
-
-    looked = opt("data_dir", data_dir) if data_dir else \
-        f"the recorded folder, and {shown(task.cache_folder())} (this machine's data cache)"
-    lines = [f"{task.name}: the run's data file {path.name} is not here",
-             "  recorded as (where the machine that made the run had it):", f"    {recorded}",
-             f"  looked in: {looked}",
-             f"  give it:  {opt('data_dir', 'DIR')}, a folder holding {', '.join(names)}"]
-    if task.data.pull is not None:
-        lines.append(f"  get it:   abricot-local data pull {task.group or task.name} (into {shown(task.cache_folder())})")
-    return ResultsError("\n".join(lines))
-
-
 def recorded_model(record: Record, given: str | None = None, *, give: str = "") -> ModelRef:
     """The recorded run's model, found again and hashed from its bytes: ``given`` (any name
     `run` takes), else the recorded file, else (moved or replaced) the name as it was written
@@ -172,7 +124,9 @@ def recorded_model(record: Record, given: str | None = None, *, give: str = "") 
             name = rec.as_written
         else:
             advice = give or f"give it with {opt('model')}"
-            raise ResultsError(f"the recorded model file {name} is missing; {advice}")
+            rel = "" if Path(name).is_absolute() else \
+                " (a relative path: relative to the folder the run was started from, which is not recorded)"
+            raise ResultsError(f"the recorded model file {name} is missing{rel}; {advice}")
     with hashing.afresh():
         try:
             ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
@@ -275,11 +229,12 @@ def _not_ours(path, by: str) -> ResultsError:
 
 def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float | None = None, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
-              exact: bool = False, notice: Notice | None = None) -> CheckReport:
+              exact: bool = False, notice: Notice | None = None, data=()) -> CheckReport:
     """Re-score all items of ``run`` (analysis.runs.Run, or its folder: :func:`recorded_run`) (or ``sample``
     drawn with the run's seed) and compare with the samples files.
     Items the run scored but its samples files lack are reported as missing (not reproduced);
     ``backend_values``: backend options that change no number (threads), over the recorded ones.
+    ``data_dir``, ``data``: where the run's data is, if it moved (as `run`'s; check_data.py).
     ``atol``: the largest log-prob difference accepted; None: :func:`tolerance`'s rule (0 where bit-identical).
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
     re-scoring, and the report holds compare's verdict. The re-scoring is the plan of the recorded run
@@ -288,7 +243,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
         raise UsageError(f"{opt('sample')} must be at least 1 (a check that re-scores nothing proves nothing)")
     run = recorded_run(run)
     record, out = run.record, Path(run.path)
-    options = _task_options(record, data_dir)
+    options = recorded_task_options(record, data_dir, data)
     found = recorded_model(record, model)
     request = of_record(record, found.as_written, options, backend_values)
     p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)

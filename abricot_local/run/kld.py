@@ -38,7 +38,8 @@ from abricot_local.gguf.file import model_bytes
 from abricot_local.memory import Fit
 from abricot_local.models.given import load
 from abricot_local.models.ref import Located, ModelRef
-from abricot_local.run.check import _task_options, recorded_model, recorded_run
+from abricot_local.run.check import recorded_model, recorded_run
+from abricot_local.run.check_data import recorded_task_options
 from abricot_local.run.execute import open_backend, prepared, score_items
 from abricot_local.run.plan import Plan, make_plan
 from abricot_local.run.request import of_record
@@ -144,20 +145,21 @@ def threads_of(kind: str, options) -> int:
 
 
 def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
-              limit: int | None = None, force: bool = False, dry: bool = False) -> Ladder:
+              limit: int | None = None, force: bool = False, dry: bool = False, data=()) -> Ladder:
     """kld's plan (see the module's text); nothing loaded but headers. ``dry``: the models' files not
-    hashed (``kld --dry-run``)."""
+    hashed (``kld --dry-run``). ``data_dir``, ``data``: where REF's data is, if it moved (as `check` finds it:
+    run/check_data.py)."""
     if not runs:
         raise UsageError("kld needs a reference run and at least one run to measure against it")
     ref = recorded_run(reference, by=MEASURES)
     record = ref.record
     kind = record.config.backend
     found = _model(ref, dry)
-    request = of_record(record, found.as_written, _task_options(record, data_dir), backend_values)
+    options = recorded_task_options(record, data_dir, data)
+    request = of_record(record, found.as_written, options, backend_values)
     engine = request.given.values.get("engine")  # a token decoded again would be a row counted again
     if engine is not None and once(engine) != engine:
-        request = of_record(record, found.as_written, _task_options(record, data_dir),
-                            {**(backend_values or {}), "engine": once(engine)})
+        request = of_record(record, found.as_written, options, {**(backend_values or {}), "engine": once(engine)})
     p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
     ref_ids = _ids(ref)
     rungs = []
@@ -217,13 +219,14 @@ def _passes(kind: str, ref: tuple[Run, ModelRef], rungs: Sequence[Rung], options
 
 def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
              limit: int | None = None, force: bool = False, progress: Progress | None = None,
-             notify: Callable[[str], None] | None = None) -> list[KldResult]:
+             notify: Callable[[str], None] | None = None, data=()) -> list[KldResult]:
     """The KLD of each run in ``runs`` against ``reference`` (finished runs: analysis.runs.Run or their
     folders; see the module's text), written into each run's folder as its pass ends; ``limit``: the
     first N common items of each task (in the reference's order). REF's items are the plan of its
     recorded run (run.request.of_record), as `check` rebuilds them."""
     say = notify or (lambda _t: None)
-    lad = ladder_of(reference, runs, data_dir=data_dir, backend_values=backend_values, limit=limit, force=force)
+    lad = ladder_of(reference, runs, data_dir=data_dir, backend_values=backend_values, limit=limit, force=force,
+                    data=data)
     for r in lad.rungs:  # what write() refuses, refused before any model loads
         _writable(Path(r.run.path) / stats.FILE)
     n, g = len(lad.rungs), len(lad.groups)

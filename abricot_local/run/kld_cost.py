@@ -104,7 +104,8 @@ class KldCost:
 
 
 def kld_cost(reference, runs: Sequence, *, data_dir: str | None = None, backend_values: dict | None = None,
-             limit: int | None = None, force: bool = False, notify: Callable[[str], None] | None = None) -> KldCost:
+             limit: int | None = None, force: bool = False, notify: Callable[[str], None] | None = None,
+             data=()) -> KldCost:
     """What ``kld_runs`` with the same arguments would do and cost (see the module's text)."""
     from abricot_local import hashing
     from abricot_local.backends.kld import compare_seconds
@@ -113,7 +114,7 @@ def kld_cost(reference, runs: Sequence, *, data_dir: str | None = None, backend_
 
     with hashing.unwritten():
         lad = ladder_of(reference, runs, data_dir=data_dir, backend_values=backend_values, limit=limit, force=force,
-                        dry=True)
+                        dry=True, data=data)
     p, kind = lad.plan, lad.plan.backend
     opts = p.backend_options
 

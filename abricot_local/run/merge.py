@@ -13,7 +13,8 @@ thread-dependent decode calls (docs/numerics.md#threads) made at one thread
 count: the merged run states that count (kernel_path.joined_threads). The
 merged folder's samples files and metrics are those of an unsharded run with
 the same exact engine, byte for byte; `check`, `report` and `--resume` treat it
-as one."""
+as one. A shard whose samples do not give the metrics its record holds (the check `report --verify`
+makes: :func:`check_scores`) is refused: it was changed after it was scored."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from abricot_local.run.request import Shard
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, options_of
 from abricot_local.record import RESULTS, Manifest, Sample
+from abricot_local.record.outputs import INTERRUPTED, is_run_folder
+from abricot_local.record.io import differences as option_differences
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
 
@@ -56,13 +59,13 @@ def _strip_shard(manifest: Manifest) -> Manifest:
     return replace(manifest, config=replace(manifest.config, shard=None))
 
 
-def _load(shard) -> Run:
-    """A shard: a finished run (analysis.runs.Run), or its folder, read."""
+def _load(shard, given: Sequence = (), out=None) -> Run:
+    """A shard: a finished run (analysis.runs.Run), or its folder, read; a folder that holds none is refused,
+    saying what it is (:func:`not_a_shard`: ``given``, every shard given, for a sweep's advice)."""
     if not isinstance(shard, Run):
         folder = Path(shard)
         if not (folder / RESULTS).exists():
-            raise ResultsError(f"{folder} is not a complete shard (no {RESULTS}); finish it with "
-                               f"`run ... {opt('resume', True)}`")
+            raise ResultsError(not_a_shard(folder, given or (folder,), out))
         shard = load_run(folder)
     record = shard.record
     if record.config is None or not record.config.shard:
@@ -73,21 +76,51 @@ def _load(shard) -> Run:
     return shard
 
 
-def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
+def not_a_shard(folder: Path, given: Sequence, out=None) -> str:
+    """Why ``folder`` (no results.json) is no shard to merge, and what to do: it does not exist; it is a sweep's
+    folder (a run per model: merge each model's shards, ``given`` each with that model's folder, into ``out``'s);
+    a run not finished (run/states.py's state; an INTERRUPTED one's file names the call that resumes it,
+    OutputDir.interrupted); else no run."""
+    from abricot_local.run.states import _fields, run_state, unfinished
+
+    if not folder.exists():
+        return f"{folder} does not exist: give the {opt('out')} folder of each shard of the run"
+    try:
+        models = sorted(d.name for d in folder.iterdir() if d.is_dir() and is_run_folder(d))
+    except OSError:  # not a folder, or not readable: said below as no run
+        models = []
+    if models and not is_run_folder(folder):
+        folders = [Path(getattr(g, "path", g)) for g in given]  # (a Run given: its folder)
+        each = "; ".join(f"`merge {' '.join(str(g / m) for g in folders)} {opt('out', Path(out or 'OUT') / m)}`"
+                         for m in models)
+        return (f"{folder} is a sweep's folder (a run per model: {', '.join(models)}), not a shard: merge each "
+                f"model's shards apart ({each})")
+    why = unfinished(folder)
+    if why is None:
+        return (f"{folder} is not a complete shard (no {RESULTS}, and no run stopped there to resume): give the "
+                f"{opt('out')} folder of each shard of the run, or score that shard again (`run ... "
+                f"{opt('shard', 'K/N')} {opt('out', 'NEW')}`)")
+    command = _fields(folder / INTERRUPTED).get("resume", "") if (folder / INTERRUPTED).is_file() else ""
+    if command:
+        return (f"{folder} is not a complete shard ({run_state(folder).describe()}): resume it with `{command}`, "
+                "then merge")
+    return f"{why}, then merge"
+
+
+def check_shards(shards: Sequence, out=None) -> list[tuple[Shard, Run]]:
     """The shards (analysis.runs.Run, or their folders) in order 1..N, or a ResultsError naming what is missing,
     doubled, foreign or judged at other margins (:class:`MarginsDiffer`)."""
     if not shards:
         raise ResultsError("give the output folders of the shards to merge")
-    found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s) for s in shards)]
+    found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s, shards, out) for s in shards)]
     first_shard, first = found[0]
     ref = first.record
     same = same_build(first)
     for shard, run in found[1:]:
         f, rec = run.path, run.record
-        diff = sorted(d.key for d in differences(_strip_shard(ref.manifest), _strip_shard(rec.manifest), depth=1))
-        if diff or shard.count != first_shard.count:
-            what = ", ".join(diff) or "the shard count"
-            raise ResultsError(f"{f} is a shard of another run than {first.path}: {what} differ")
+        other = _other_run(first, run, shard.count != first_shard.count)
+        if other:
+            raise ResultsError(other)
         if set(rec.tasks) != set(ref.tasks):  # (a record edited by hand: its manifest may still agree)
             lacks = [t for t in ref.tasks if t not in rec.tasks]
             more = [t for t in rec.tasks if t not in ref.tasks]
@@ -123,6 +156,38 @@ def check_shards(shards: Sequence) -> list[tuple[Shard, Run]]:
         raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
                            f"merge needs all {first_shard.count}")
     return sorted(found, key=lambda s: s[0].index)
+
+
+def _other_run(first: Run, run: Run, counts: bool) -> str:
+    """Why ``run`` is a shard of another run than ``first`` ("" when of the same), each difference with both values
+    in --resume's words (record.io.differences: "--seed: recorded 1234, given 5"; recorded: ``first``'s, given:
+    ``run``'s); their --shard compared only where the shard counts differ (``counts``)."""
+    a, b = first.record.manifest, run.record.manifest
+    diff = option_differences(*((a, b) if counts else (_strip_shard(a), _strip_shard(b))))
+    if not diff:
+        return ""
+    parts = list(diff)
+    head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    details = "; ".join(d for ds in diff.values() for d in ds)
+    return (f"{run.path} is a shard of another run than {first.path}: its {head} "
+            f"{'differs' if len(parts) == 1 else 'differ'} ({details}; recorded: {first.path}'s, given: "
+            f"{run.path}'s): the shards of one run are made with the same model, data and options, all but "
+            f"{opt('shard', 'K/N')}'s K")
+
+
+def check_scores(shard: Shard, run: Run, name: str, rows: Sequence[Sample]) -> None:
+    """Refuse shard ``run`` when its samples of task ``name`` do not give the metrics its record holds (the check
+    `report --verify` makes: analysis.overview.recompute_entry): a changed samples file or record would be
+    merged into a run whose metrics its own samples give, and `report --verify` would pass it."""
+    from abricot_local.analysis.overview import recompute_entry
+
+    bad = recompute_entry(run.record, name, rows, run.path).mismatches
+    if bad:
+        raise ResultsError(f"shard {shard} ({run.path}): its samples of task {name} do not give the "
+                           f"{', '.join(bad)} its {RESULTS} records (`report {run.path} {opt('verify', True)}` "
+                           f"says so too): its samples or record were changed after it was scored; `check "
+                           f"{run.path}` re-scores it; run shard {shard} again (`run ... {opt('shard', shard)} "
+                           f"{opt('out', 'NEW')}`), then merge NEW in its place")
 
 
 def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
@@ -215,7 +280,7 @@ def merge(shards: Sequence, out: str | Path) -> Path:
     from abricot_local.run.record import as_json, data_warnings, metric_warnings
     from abricot_local.tasks import make_task
 
-    found = check_shards(shards)
+    found = check_shards(shards, out)
     runs = [run for _, run in found]
     ref = runs[0].record
     tasks, samples, evidence = {}, {}, {}
@@ -223,6 +288,8 @@ def merge(shards: Sequence, out: str | Path) -> Path:
     for name, entry in ref.tasks.items():
         task = make_task(name, options_of(ref, name, runs[0].path))
         parts = [run.samples_of(name) for run in runs]
+        for (shard, run), part in zip(found, parts):
+            check_scores(shard, run, name, part)
         rows = unsharded(name, [(shard, part) for (shard, _), part in zip(found, parts)], available_of(name, found),
                          task.options.seed, limit=ref.config.limit, sample=ref.config.sample)
         ids = [s.id for s in rows]
