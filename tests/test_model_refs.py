@@ -71,12 +71,12 @@ def test_the_record_says_whether_the_hash_was_computed_now_or_remembered(tmp_pat
     real_open = open
     monkeypatch.setattr("builtins.open", lambda f, *a, **k: reads.append(str(f)) or real_open(f, *a, **k))
     later = modellocate.resolve_model_ref(str(path))
-    assert later.sha256_origin == "memo" and later.record()["sha256_origin"] == "memo"
+    assert later.sha256_origin == "memo" and later.record().sha256_origin == "memo"
     with hashing.afresh():  # check, --resume: from the bytes
         assert hashing.file_digest(path).origin == "computed"
     rec = first.record()
-    assert rec["source"] == "path" and rec["as_written"] == str(path) and rec["sha256"] == SHA
-    assert rec["size"] == len(GGUF) and rec["name"] == "m" and rec["alias"] is None
+    assert rec.source == "path" and rec.as_written == str(path) and rec.sha256 == SHA
+    assert rec.size == len(GGUF) and rec.name == "m" and rec.alias is None
 
 
 def test_data_files_share_the_memo_and_are_rehashed_when_changed(tmp_path):
@@ -208,7 +208,7 @@ def test_ollama_names_resolve_to_verified_blobs(home, tmp_path, monkeypatch):
     assert (ref.path, ref.source, ref.sha256, ref.label) == (blob, "ollama", SHA, "tiny-latest")
     facts = dict(ref.source_facts)
     assert facts["model_layer"] == f"sha256:{SHA}" and len(facts["manifest_sha256"]) == 64
-    assert ref.record()["source_facts"] == facts and ref.config_name == "ollama:tiny"
+    assert ref.record().source_facts == facts and ref.config_name == "ollama:tiny"
     assert modellocate.resolve_model_ref("ollama:someone/tiny:q8").source == "ollama"
     user = tmp_path / "u.toml"  # a registry entry pinned to this blob's bytes: its published rows apply
     user.write_text(f'[tiny-q4]\nsource = "local"\npath = "x.gguf"\nsha256 = "{SHA}"\nreproduces = "ABRICOT paper: mistral-7b"\n')
@@ -268,7 +268,7 @@ def test_hf_names_come_from_the_cache_offline_with_the_revision(home, tmp_path):
                                                 "big/big-Q4_0-00002-of-00002.gguf": gguf_with(("p", "2"))})
     ref = modellocate.resolve_model_ref("hf:org/Tiny-GGUF")  # no quant: Q4_K_M, matched case-insensitively
     assert (ref.path, ref.revision, ref.source) == (snap / "tiny-q4_k_m.gguf", COMMIT, "hf")
-    assert ref.record()["revision"] == COMMIT
+    assert ref.record().revision == COMMIT
     assert modellocate.resolve_model_ref("hf:org/Tiny-GGUF:q8_0").path == snap / "tiny-Q8_0.gguf"
     split = modellocate.resolve_model_ref("hf:org/Tiny-GGUF:Q4_0")  # a split model: its first part
     assert split.path == snap / "big" / "big-Q4_0-00001-of-00002.gguf"

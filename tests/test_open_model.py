@@ -55,7 +55,7 @@ def test_the_plan_and_the_label_map_open_the_model_as_run_does(models):
     topts = TaskOptions(data=(("abricot", str(FIXTURE)),))
     plan = planned.plan_run(model="tiny", given=Given("fake"), task_spec="abricot_abs", task_options=topts,
                              limit=2, models_file=models)
-    assert plan.backend_options.n_ctx == 4096 and plan.config()["n_ctx"] == 4096
+    assert plan.backend_options.n_ctx == 4096 and plan.config().extra["n_ctx"] == 4096
     given = planned.plan_run(model="tiny", given=Given("fake", {"n_ctx": 2048}), task_spec="abricot_abs",
                               task_options=topts, limit=2, models_file=models)
     assert given.backend_options.n_ctx == 2048

@@ -168,5 +168,5 @@ def test_a_run_records_its_files_bits_per_weight(tiny_quants):
 
     path = tiny_quants["Q4_K_M"]
     rec = ModelRef("m", "path", "llama.cpp", "m", path=path).record()
-    assert rec["bits_per_weight"] == bits_per_weight(path)
-    assert "bits_per_weight" not in ModelRef("f", "synthetic", "fake", "f").record()
+    assert rec.bits_per_weight == bits_per_weight(path)
+    assert ModelRef("f", "synthetic", "fake", "f").record().bits_per_weight is None

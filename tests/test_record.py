@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from abricot_local import record as rec
 from abricot_local.cli import cli
+from abricot_local.record.outputs import samples_name
 from abricot_local.run.check import check_run
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.record import docs
@@ -42,7 +43,7 @@ def assert_round_trips(folder: Path) -> rec.Record:
     assert rec.to_json(record) == text
     assert rec.record_from_json(json.loads(text), "x").to_dict() == record.to_dict()
     for task, entry in record.tasks.items():
-        path = folder / entry.samples_name(task)
+        path = folder / (entry.samples_file or samples_name(task))
         lines = "".join(json.dumps(s.line, ensure_ascii=False) + "\n" for s in rec.read_samples(path))
         assert lines == path.read_text(encoding="utf-8"), path
     return record

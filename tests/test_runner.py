@@ -77,8 +77,8 @@ def test_plan_records_config_without_loading_anything(plan):
     assert p.model_path is None and [r.task.name for r in p.runs] == ["discotex"]
     assert len(p.runs[0].items) == 5
     cfg = p.config()
-    assert cfg["backend"] == "fake" and cfg["limit"] == 5 and cfg["engine"] == "prefix" and cfg["n_ctx"] == 8192
-    assert p.manifest()["data_sha256"]["discotex"] and p.skipped == ()
+    assert cfg.backend == "fake" and cfg.limit == 5 and cfg.extra["engine"] == "prefix" and cfg.extra["n_ctx"] == 8192
+    assert p.manifest().data_sha256["discotex"] and p.skipped == ()
 
 
 def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it(plan):
@@ -88,7 +88,7 @@ def test_sample_is_a_seeded_subset_in_release_order_and_shards_partition_it(plan
     assert s == [it.id for it in plan(sample=30).runs[0].items]
     parts = [[it.id for it in plan(sample=30, shard=Shard(k, 3)).runs[0].items] for k in (1, 2, 3)]
     assert sorted(sum(parts, [])) == sorted(s) and sum(map(len, parts)) == 30
-    assert plan(sample=30, shard=Shard(2, 3)).config()["shard"] == "2/3"
+    assert plan(sample=30, shard=Shard(2, 3)).config().shard == "2/3"
     with pytest.raises(UsageError):
         Shard.parse("4/3")
 

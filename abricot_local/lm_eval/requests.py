@@ -37,6 +37,7 @@ from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
 from abricot_local.errors import NONE, AbricotError, ContextOverflowError, Namer, UsageError, keywords, opt
+from abricot_local.record import Provenance
 from abricot_local.run.execute import scored
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for its own models
@@ -66,9 +67,20 @@ def label_of(text: str) -> str:
 # -- the model, opened as `run` opens it ---------------------------------------------------------
 @dataclass(frozen=True)
 class OpenedModel:
+    """A model opened for lm-eval: its backend, the provenance recorded as it opened (``made``) and its label."""
+
     backend: Backend
-    provenance: dict
+    made: Provenance
     label: str
+
+    @property
+    def provenance(self) -> dict:
+        """What lm-eval's output records (``config.abricot_local``), as `run` records it at the end of its run: the
+        provenance made as the model opened, with the decode calls scored so far whose numbers depend on the thread
+        count (:func:`counted`). lm-eval asks for it (get_model_info) after scoring."""
+        from abricot_local.run.record import counted
+
+        return counted(self.made, self.backend).to_dict()
 
 
 def backend_arg_keys() -> tuple[str, ...]:
@@ -132,7 +144,8 @@ def open_model(args: dict) -> OpenedModel:
     (:func:`request_of`), its plan (run/plan.py: the name located once, the registry's n_ctx when none
     is given, memory and disk checked before a download unless force, the file's checks and SHA-256),
     the backend opened as `run` opens it (execute.open_backend), the provenance `run` records
-    (run/record.py) with lm-eval's own: the request rules. An error says lm-eval's words (model_args)."""
+    (run/record.py) with lm-eval's own: the request rules (its thread-dependent decode calls counted when lm-eval
+    reads it, after scoring: OpenedModel.provenance). An error says lm-eval's words (model_args)."""
     from abricot_local.run.execute import open_backend
     from abricot_local.run.plan import make_plan
     from abricot_local.run.record import provenance
@@ -146,12 +159,12 @@ def open_model(args: dict) -> OpenedModel:
         rules = dict(REQUEST_RULES)
         if ROLLING in backend.capabilities:
             rules.update(prefix_token=backend.prefix_token, rolling_window_tokens=window_tokens(backend))
-        prov = provenance(backend, before={"model": p.model.record(), "config": p.model_config()},
-                          after={"requests": rules})
+        made = provenance(backend, before={"model": p.model.record().to_dict(), "config": p.model_config().to_dict()},
+                          after={"requests": rules})  # lm-eval's edge: OpenedModel.provenance, its output's JSON
     except BaseException:
         backend.close()
         raise
-    return OpenedModel(backend, prov, p.model.label)
+    return OpenedModel(backend, made, p.model.label)
 
 
 # -- the three request types ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from abricot_local.models.given import Given
 from abricot_local.models.sources import check_before_download, source_of
 from abricot_local.errors import AbricotError
 from abricot_local.gguf.file import check_gguf, header_quant, quant_of
+from abricot_local.record.schema import Model
 from .registry import ModelSpec, load_registry, lookup
 
 Notify = Callable[[str], None]
@@ -69,34 +70,33 @@ class ModelRef:
         """What a run's config records as its model (compared on --resume)."""
         if self.alias:
             return self.alias
-        if self.source in ("path", "synthetic") or self.path is None:
+        if self.source == "path" or self.synthetic or self.path is None:
             return str(self.path) if self.path else self.label
         return self.as_written
 
-    def record(self) -> dict:
+    @property
+    def synthetic(self) -> bool:
+        """A synthetic model: a label a backend that reads no model file scores, not a model's file."""
+        return self.source == "synthetic"
+
+    def record(self) -> Model:
         """The ``model`` section of a run's results (and of lm-eval's provenance)."""
-        out = {"name": self.label, "alias": self.alias, "path": str(self.path) if self.path else None,
-               "size": self.path.stat().st_size if self.path else None, "sha256": self.sha256,
-               "source": self.source, "as_written": self.as_written}
-        if self.revision:
-            out["revision"] = self.revision
-        if self.sha256_origin:
-            out["sha256_origin"] = self.sha256_origin
-        if self.source_facts:
-            out["source_facts"] = dict(self.source_facts)
-        if self.spec is not None and self.spec.base:
-            out["base"] = self.spec.base  # a ladder's reports group by it, with or without the registry
-        if self.path is not None:  # a ladder's order of precision (gguf.file.by_precision)
+        base = self.spec.base if self.spec is not None and self.spec.base else None  # a ladder's reports group by it
+        bits = arch = None
+        if self.path is not None:  # a ladder's order of precision (gguf.file.by_precision), and what its runs share
             from abricot_local.errors import ModelError
-            from abricot_local.gguf.file import bits_per_weight
+            from abricot_local.gguf.file import bits_per_weight, headers
 
             try:
                 bits = bits_per_weight(self.path)
+                arch = headers(self.path)[0].metadata.get("general.architecture")
             except ModelError:  # not a GGUF (a plugin backend's own format): not recorded
-                bits = None
-            if bits is not None:
-                out["bits_per_weight"] = bits
-        return out
+                bits = arch = None
+        return Model(name=self.label, alias=self.alias, path=str(self.path) if self.path else None,
+                     size=self.path.stat().st_size if self.path else None, sha256=self.sha256, source=self.source,
+                     as_written=self.as_written, revision=self.revision or None,
+                     sha256_origin=self.sha256_origin or None, source_facts=dict(self.source_facts),
+                     base=base, bits_per_weight=bits, architecture=arch if isinstance(arch, str) and arch else None)
 
 
 def lookup_alias(name: str, models_file: Path | str | None = None) -> ModelSpec:

@@ -67,6 +67,32 @@ class Section:
         extra = {k: copy.deepcopy(v) for k, v in data.items() if k not in known}
         return cls(**values, extra=extra, _keys=tuple(data))
 
+    @classmethod
+    def joined(cls, *parts: dict, at: str = "", **fields):
+        """A section made in code of its own ``fields`` (typed values) and ``parts``, other objects' recorded
+        forms (an options object's: option_fields.recorded, the JSON edge they are recorded at), their keys in
+        that order: read as the one object merged from them is from a file (a key it types checked, the rest
+        kept in ``extra`` as written)."""
+        merged = dict(fields)
+        for part in parts:
+            merged.update(part)
+        return cls.from_dict(dump(merged), at)
+
+    def written_keys(self) -> tuple[str, ...]:
+        """The keys :meth:`to_dict` writes, in its order (nothing dumped)."""
+        out = [f.name for f, _ in typed_fields(type(self)) if written(f, getattr(self, f.name), self._keys)]
+        out += [k for k in self.extra if k not in out]
+        first = [k for k in self._keys if k in out]
+        return (*first, *(k for k in out if k not in first))
+
+    def placed(self, first: tuple[str, ...] = (), last: tuple[str, ...] = (), **changes):
+        """A copy with ``changes`` (its fields, ``extra``) that writes the keys ``first`` first and ``last`` last,
+        its own between in its order: a section made in code from another (a backend's provenance), written as
+        one JSON object merged from theirs would be. A field named in ``first`` or ``last`` is written."""
+        made = dataclasses.replace(self, **changes)
+        keys = (*first, *(k for k in self.written_keys() if k not in first and k not in last), *last)
+        return dataclasses.replace(made, _keys=tuple(dict.fromkeys(keys)))
+
     def to_dict(self) -> dict:
         out = {}
         for f, _ in typed_fields(type(self)):

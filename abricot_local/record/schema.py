@@ -66,6 +66,8 @@ class Model(Section):
         "(its GGUF header's tensor types; 4 decimals). A quant ladder's reference is the run with the most (ties: "
         "docs/compare.md); a run without it (older) is placed by its quant's name", default=None, write="set",
         check=check_positive)
+    architecture: str | None = spec("the model's architecture, as its GGUF header names it (`general.architecture`): "
+                                    "the runs of a quant ladder share it", default=None, write="set")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,9 +285,6 @@ class TaskEntry(Section):
 
     def metric_items(self) -> list[tuple[str, float, tuple[float, float] | None]]:
         return metric_items(self.metrics)
-
-    def samples_name(self, task: str) -> str:
-        return self.samples_file or f"samples-{task}.jsonl"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError
 from abricot_local.models.ref import Located, ModelRef
 from abricot_local.models.locate import locate
+from abricot_local.record import DataFile, Manifest, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
@@ -38,7 +39,7 @@ class Plan:
     backend_options: ScoringOptions
     task_options: TaskOptions
     runs: tuple[TaskRun, ...]
-    data: dict  # task -> [{"path", "sha256"}]
+    data: dict[str, tuple[DataFile, ...]]  # task -> the data files it reads, with their SHA-256
     limit: int | None
     force: bool
     sample: int | None = None
@@ -79,42 +80,40 @@ class Plan:
         if not self.reproduces:
             return self.located.reproduces
         model = self.model if self.model is not None else self.located.ref
-        return self.reproduces if model is not None and model.source == "synthetic" else ""
+        return self.reproduces if model is not None and model.synthetic else ""
 
     @property
     def quant(self) -> str:  # the registry entry's quant, else the file's
         return self.model.quant
 
-    def model_config(self) -> dict:
+    def model_config(self) -> RunConfig:
         """The model and the options it scores with (lm-eval's provenance records these)."""
-        return {"model": self.model.config_name, "backend": self.backend,
-                **backend_class(self.backend).config(self.backend_options)}
+        return RunConfig.joined(backend_class(self.backend).config(self.backend_options), at="config",
+                                model=self.model.config_name, backend=self.backend)
 
-    def config(self) -> dict:
+    def config(self) -> RunConfig:
         """Every option that can change a number (recorded), then --until-settled's (recorded, not compared on
         --resume: the items a stopped run holds are its ``sample``, and those are compared)."""
-        return {**self.compared(), **self.settle.config()}
+        return self._config(settle=True)
 
-    def compared(self) -> dict:
+    def compared(self) -> RunConfig:
         """The options a --resume compares (the manifest's config)."""
-        return {
-            "model": self.model.config_name,
-            "backend": self.backend,
-            "tasks": [r.task.key for r in self.runs],
-            "limit": self.limit,
-            "sample": self.sample,
-            **({"shard": str(self.shard)} if self.shard else {}),
-            **self.task_options.config(),
-            **backend_class(self.backend).config(self.backend_options),
-        }
+        return self._config()
 
-    def manifest(self) -> dict:
-        return {
-            "config": self.compared(),
-            "model_sha256": self.model_sha256,
-            "data_sha256": {k: [f["sha256"] for f in v] for k, v in self.data.items()},
-            "task_versions": {r.task.key: r.task.version for r in self.runs},
-        }
+    def _config(self, *, settle: bool = False) -> RunConfig:
+        """The run's own settings, then the options' recorded forms: the tasks', the backend's (and ``settle``:
+        --until-settled's)."""
+        shard = {"shard": str(self.shard)} if self.shard else {}
+        return RunConfig.joined(self.task_options.config(), backend_class(self.backend).config(self.backend_options),
+                                self.settle.config() if settle else {}, at="config", model=self.model.config_name,
+                                backend=self.backend, tasks=tuple(r.task.key for r in self.runs), limit=self.limit,
+                                sample=self.sample, **shard)
+
+    def manifest(self) -> Manifest:
+        """What a resume of this plan must match (the record's manifest)."""
+        return Manifest(config=self.compared(), model_sha256=self.model_sha256,
+                        data_sha256={k: tuple(f.sha256 for f in files) for k, files in self.data.items()},
+                        task_versions={r.task.key: r.task.version for r in self.runs})
 
 
 def make_plan(request, model: str | None = None, *, located: Located | None = None, dry: bool = False,
@@ -155,7 +154,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
-        data = {} if dry else {t.task.key: [{"path": str(f.path), "sha256": f.sha256} for f in t.task.data_files()]
-                               for t in runs}
+        data = {} if dry else {t.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256)
+                                                 for f in t.task.data_files()) for t in runs}
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
                 r.shard, skipped, r.margin, dry, settle=r.settle)

@@ -16,19 +16,22 @@ from abricot_local.backends.base import Backend
 from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.errors import opt, recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words, few_words
-from abricot_local.record import (SCHEMA_VERSION, DataFile, Manifest, Model, Provenance, Published, Record,
-                                  RunConfig, Sample, SkippedTask, TaskEntry, metric_items)
+from abricot_local.record import (SCHEMA_VERSION, Bootstrap, ChatWrap, Manifest, Provenance, Published, Record, Sample,
+                                  SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import TaskPlugin, check_metrics
 from abricot_local.run.owned import samples_name
 from abricot_local.run.plan import Plan
 from abricot_local.tasks.selection import TaskRun
 
 
-def provenance(backend: Backend, before: dict | None = None, after: dict | None = None) -> dict:
-    """What made the numbers, as every door records it: this package and Python, ``before``, the
-    backend's own provenance (its build, schedule, kernels), ``after``."""
-    return {"abricot_local": __version__, "python": platform.python_version(), **(before or {}),
-            **backend.provenance().to_dict(), **(after or {})}
+def provenance(backend: Backend, *, before: dict | None = None, after: dict | None = None, **fields) -> Provenance:
+    """What made the numbers, as every door records it: this package and Python, ``before`` (a door's own keys, as
+    it writes them: lm-eval's model and config), the backend's own provenance (its build, schedule, kernels),
+    ``fields`` (typed: a run's bootstrap and chat wrap), ``after`` (a door's own keys: lm-eval's request rules)."""
+    own = backend.provenance()
+    before, after = before or {}, after or {}
+    return own.placed(("abricot_local", "python", *before), (*fields, *after), abricot_local=__version__,
+                      python=platform.python_version(), extra={**before, **own.extra, **after}, **fields)
 
 
 def recorded(text: str) -> str:
@@ -97,8 +100,8 @@ def as_json(obj):
 
 
 def plan_manifest(plan: Plan) -> Manifest:
-    """What a resume of this plan must match (the record's manifest)."""
-    return Manifest.from_dict(as_json(plan.manifest()), "manifest")
+    """What a resume of this plan must match (the record's manifest): Plan.manifest."""
+    return plan.manifest()
 
 
 def task_warnings(plan: Plan, run: TaskRun, res) -> tuple[str, ...]:
@@ -137,7 +140,7 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
     check_metrics(metrics, f"tasks.{res.name}.metrics")
     return TaskEntry(
         metrics=metrics, n=len(res.samples), version=run.task.version, config=run.task.config(),
-        prompt_hash=run.task.prompt_hash(), data=tuple(DataFile(**d) for d in plan.data[res.name]),
+        prompt_hash=run.task.prompt_hash(), data=plan.data[res.name],
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
         warnings=tuple(recorded(w) for w in (*run.notes, *task_warnings(plan, run, res))),
@@ -152,21 +155,32 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
     tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
     if settled:
         tasks = {k: replace(e, sequential=settled.get(k)) for k, e in tasks.items()}
-    chat = dict(zip(("head", "tail"), chat_turn(backend))) if plan.task_options.chat_template else None
-    bootstrap = {"n_boot": N_BOOT, "level": CI_LEVEL, "seed": plan.task_options.seed}
-    made = provenance(backend, after={"bootstrap": bootstrap, "chat_template": chat})
-    if made.get("kernels"):  # the decode calls whose numbers depend on its thread count (docs/numerics.md#threads)
-        made["kernels"] = {**made["kernels"], "thread_dependent": backend.counters.thread_dependent}
+    chat = None
+    if plan.task_options.chat_template:
+        head, tail = chat_turn(backend)
+        chat = ChatWrap(head=head, tail=tail)
+    made = counted(provenance(backend, bootstrap=Bootstrap(n_boot=N_BOOT, level=CI_LEVEL, seed=plan.task_options.seed),
+                              chat_template=chat), backend)
     return Record(
         schema_version=SCHEMA_VERSION,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        model=Model.from_dict(as_json(plan.model.record()), "model"),  # ModelRef: the one source of it
-        config=RunConfig.from_dict(as_json(plan.config()), "config"),
-        manifest=plan_manifest(plan),
-        provenance=Provenance.from_dict(as_json(made), "provenance"),  # the backend's record is an edge
+        model=plan.model.record(),  # ModelRef: the one source of it
+        config=plan.config(),
+        manifest=plan.manifest(),
+        provenance=made,
         tasks=tasks,
         skipped=tuple(SkippedTask(task=s.task, reason=recorded(s.reason), how=recorded(s.how))
                       for s in plan.skipped),
         published=verdict(plan, tasks, runs, task_results),
         wall_seconds=round(wall, 3),
     )
+
+
+def counted(made: Provenance, backend: Backend) -> Provenance:
+    """``made`` with ``kernels.thread_dependent``, the backend's count of decode calls whose numbers depend on its
+    thread count (docs/numerics.md#threads), written last in ``kernels``; every door records it after scoring
+    (`run` here, lm-eval's model when lm-eval reads its provenance: lm_eval/requests.OpenedModel.provenance)."""
+    if made.kernels is None:
+        return made
+    return replace(made, kernels=made.kernels.placed(last=("thread_dependent",),
+                                                     thread_dependent=backend.counters.thread_dependent))
