@@ -57,6 +57,13 @@ class Spec:
     def flag_name(self) -> str:
         return flag_of(self.name)
 
+    @property
+    def switch(self) -> bool:
+        """An on/off option (text with "on" and "off" among its choices: ``flash_attn``, ``extra_bufts``), which
+        takes True/False too, as "on"/"off": the one rule of every door (the API's ``flash_attn=True``, lm-eval's
+        ``model_args flash_attn=true`` read as a bool)."""
+        return self.kind is str and not self.many and {"on", "off"} <= set(self.choices)
+
     def default_help(self) -> str:
         """The default as the help shows it."""
         if self.default_text:
@@ -111,8 +118,8 @@ _WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "tex
 def _one(spec: Spec, raw: Any) -> Any:
     """One value of type ``spec.kind`` from ``raw`` (typed, or text)."""
     kind = spec.kind
-    if kind is str and isinstance(raw, bool) and {"on", "off"} <= set(spec.choices):
-        return "on" if raw else "off"  # lm-eval reads flash_attn=true as a bool
+    if isinstance(raw, bool) and spec.switch:
+        return "on" if raw else "off"
     try:
         if kind is bool:
             if isinstance(raw, bool):

@@ -4,6 +4,7 @@ published checks, and a compact table in Jupyter. pandas is imported here, when 
 from __future__ import annotations
 
 import html as markup
+import math
 
 METRIC_COLUMNS = ("task", "metric", "value", "ci_low", "ci_high", "chance", "n")
 SAMPLE_COLUMNS = ("task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
@@ -22,13 +23,28 @@ def metrics(run):
     """One row per task and metric: task, metric, value, ci_low, ci_high, chance, n."""
     import pandas as pd
 
-    rows = []
+    rows = [(task, name, value, ci[0] if ci else None, ci[1] if ci else None, chance, n)
+            for task, name, value, ci, chance, n in _metric_rows(run)]
+    return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+
+
+def _metric_rows(run):
+    """(task, metric, value, 95% CI or None, chance or None, n) of each recorded metric: the one reading of
+    :func:`metrics` and :func:`html` (``n``: the items behind the metric, :func:`_counts`, else the task's)."""
     for task, entry in run.record.tasks.items():
         counts = _counts(run, task)
         for name, value, ci in entry.metric_items():
-            rows.append((task, name, value, ci[0] if ci else None, ci[1] if ci else None,
-                         entry.chance.get(name), counts.get(name, entry.n)))
-    return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+            yield task, name, value, ci, entry.chance.get(name), counts.get(name, entry.n)
+
+
+def ci_words(value: float, ci: tuple[float, float] | None) -> str:
+    """A metric's 95% CI as `run`'s summary says it: "[low, high]", "no interval" (a value recorded with [NaN, NaN]:
+    metrics.interval_read), "" (none recorded)."""
+    if not ci:
+        return ""
+    if not math.isnan(value) and math.isnan(ci[0]):
+        return "no interval"
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def _counts(run, task: str) -> dict[str, int]:
@@ -96,14 +112,9 @@ def html(run) -> str:
 
     head = (f"<p><b>{markup.escape(run.model_label)}</b> &middot; {markup.escape(run.backend)} &middot; "
             f"<code>{markup.escape(run.path)}</code></p>")
-    cells = []
-    for task, entry in run.record.tasks.items():
-        for name, value, ci in entry.metric_items():
-            ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-            chance = entry.chance.get(name)
-            cells.append(f"<tr><td>{markup.escape(task)}</td><td>{markup.escape(name)}</td><td>{value:.4f}</td>"
-                         f"<td>{ci_text}</td><td>{'' if chance is None else f'{chance:.3f}'}</td>"
-                         f"<td>{entry.n}</td></tr>")
+    cells = [f"<tr><td>{markup.escape(task)}</td><td>{markup.escape(name)}</td><td>{value:.4f}</td>"
+             f"<td>{ci_words(value, ci)}</td><td>{'' if chance is None else f'{chance:.3f}'}</td><td>{n}</td></tr>"
+             for task, name, value, ci, chance, n in _metric_rows(run)]
     table = ("<table><tr><th>task</th><th>metric</th><th>value</th><th>95% CI</th><th>chance</th><th>n</th>"
              f"</tr>{''.join(cells)}</table>")
     return head + table + f"<p><small>kernels: {markup.escape(describe(run.kernels))}</small></p>"

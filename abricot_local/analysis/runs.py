@@ -2,9 +2,7 @@
 use, a label, and the run's task instances, :class:`RunTask`, whose samples are read when first asked).
 A run folder and an lm-eval output folder are both one (loading.py reads them; lm_eval_input.py the
 latter). `compare`, `report`, `check`, `kld` and the Python API (``abricot_local.Run``) take it; its
-tables for a notebook load pandas when called (frames.py).
-
-Pure: reads through :mod:`abricot_local.record`; nothing is printed.
+tables for a notebook load pandas when called (frames.py). Pure: reads through :mod:`abricot_local.record`.
 """
 
 from __future__ import annotations
@@ -146,8 +144,11 @@ class RunTask:
     config: Mapping[str, Any] = field(default_factory=dict, repr=False)
     given: tuple[Sample, ...] | None = field(default=None, repr=False)
     key: str = ""
-    folder: str | None = field(default=None, repr=False)
+    folder: str | None = field(default=None, repr=False)  # absolute: made so once, a later os.chdir moves nothing
     entry: TaskEntry | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "folder", None if self.folder is None else os.path.abspath(self.folder))
 
     @property
     def own_key(self) -> str:
@@ -196,7 +197,7 @@ def scored_text(record: Record) -> str:
     return text + (f", shard {c.shard}" if c is not None and c.shard else "")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)  # __eq__: the same folder, record and tasks
 class Run:
     """One finished run: a run folder's record and samples, or an lm-eval output read as a run
     (``lm_eval``); with the model identity the comparisons use (``base``, ``quant``: from the model's
@@ -212,12 +213,14 @@ class Run:
     registry_alias: str | None = None
     reproduces: tuple = ()  # the registry entry's published rows (tasks.base.Reference)
     lm_eval: bool = False  # an lm-eval output read as a run
+    folder: str = field(default="", repr=False)  # ``path`` made absolute once: every read goes there, whatever os.chdir
 
     def __post_init__(self):
         put = object.__setattr__
         put(self, "path", os.fspath(self.path))
+        put(self, "folder", os.path.abspath(self.folder or self.path))
         if self.run_tasks is None:
-            put(self, "run_tasks", tuple(RunTask(k, self.record.task_config(k), folder=self.path, entry=e)
+            put(self, "run_tasks", tuple(RunTask(k, self.record.task_config(k), folder=self.folder, entry=e)
                                          for k, e in self.record.tasks.items()))
         put(self, "label", self.label or self.model_label)
         put(self, "quant", self.quant or quant_of(self.model_label) or quant_of(self.record.model.path or ""))
@@ -345,11 +348,22 @@ class Run:
         """lm-eval's results layout in ``folder`` (lm_eval_output.py); the model's subfolder."""
         from abricot_local.analysis import lm_eval_output
 
-        require_path(folder, "to_lm_eval", "folder")
+        if not isinstance(folder, (str, os.PathLike)):  # a path argument of the API: one line naming the keyword
+            raise UsageError(f"to_lm_eval(): folder must be text or a path, got {folder!r} ({type(folder).__name__})")
         return lm_eval_output.export(self, folder)
 
     def __repr__(self) -> str:
         return f"Run({self.path!r}: {self.model_label}, {', '.join(self.tasks)})"
+
+    def __eq__(self, other: object) -> bool:
+        """The same run (folder, record: NaN equal to NaN, tasks), however had (`evaluate`'s, `load_run`'s)."""
+        if not isinstance(other, Run):
+            return NotImplemented
+        return (self.folder, self.lm_eval, self.tasks) == (other.folder, other.lm_eval, other.tasks) and recorded.equal(
+            self.record.to_dict(), other.record.to_dict())
+
+    def __hash__(self) -> int:  # equal runs share their folder
+        return hash((Run, self.folder))
 
     def _repr_html_(self) -> str:
         """The run in Jupyter (frames.html), then each task's recorded warnings (what makes its numbers
@@ -382,8 +396,3 @@ def labelled(runs: Sequence[Run]) -> list[Run]:
     labels = unique_labels([r.identity for r in runs])
     return [replace(r, label=lab) for r, lab in zip(runs, labels)]
 
-
-def require_path(value: Any, call: str, keyword: str) -> None:
-    """A path argument of the Python API: text or a path object, else one line naming the keyword."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise UsageError(f"{call}(): {keyword} must be text or a path, got {value!r} ({type(value).__name__})")

@@ -2,7 +2,8 @@
 annotations, its ``**options`` by the option fields they set (the tasks' and the backends':
 option_fields.Spec's kind, many, optional), so that a value of the wrong type is one
 :class:`UsageError` naming the keyword, what it takes and what it got, never a TypeError from
-deep inside. Values are not converted here: ``sample="3"`` is refused, as ``sample=True`` is."""
+deep inside. Values are not converted here: ``sample="3"`` is refused, as ``sample=True`` is; an on/off
+option takes True/False besides its words (option_fields.Spec.switch: ``flash_attn=True`` is "on")."""
 
 from __future__ import annotations
 
@@ -101,11 +102,20 @@ def option_hints() -> dict[str, Any]:
         hint: Any = spec.kind
         if spec.many:  # a list, a tuple, or text holding the values
             hint = list[spec.kind] | tuple[spec.kind, ...] | str  # type: ignore[valid-type]
-        elif spec.kind is str and {"on", "off"} <= set(spec.choices):
-            hint = str | bool  # flash_attn=True means "on"
+        elif spec.switch:  # True/False: "on"/"off" (option_fields.Spec.switch)
+            hint = str | bool
         out[spec.name] = hint | None  # None: not given (the default)
     out.update(EDGE)
     return out
+
+
+@functools.cache
+def switch_words() -> dict[str, str]:
+    """What each on/off option takes, in words (option_fields.Spec.switch): its choices, or True/False."""
+    from abricot_local.backends import option_specs
+
+    return {s.name: f"{', '.join(repr(c) for c in s.choices)}, or True/False ('on'/'off')"
+            for s, _ in option_specs() if s.switch}
 
 
 @functools.cache
@@ -116,7 +126,8 @@ def _hints(fn) -> dict[str, Any]:
 def _refuse(call: str, name: str, hint, value) -> UsageError:
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return UsageError(f"{call}(): {name} must be {WHAT.get(name) or words(hint)}, got {shown} ({type(value).__name__})")
+    what = WHAT.get(name) or switch_words().get(name) or words(hint)
+    return UsageError(f"{call}(): {name} must be {what}, got {shown} ({type(value).__name__})")
 
 
 def check_call(fn, given: dict) -> None:

@@ -38,14 +38,25 @@ class SweepError(AbricotError):
 @dataclass(frozen=True, repr=False)
 class Plan(DryRun):
     """``plan``'s answer: `run --dry-run`'s plan (a run.dry_plan.DryRun: ``models``, ``to_json()``), shown as
-    the command prints it (``str``; a notebook's cell: the same text), ``repr`` in one line."""
+    the command prints it (``str``; a notebook's cell: the same text), ``repr`` in one line (naming the models and
+    tasks that have a problem)."""
 
     def __repr__(self) -> str:
         from abricot_local.console.plan import _time
 
         items = sum(t.items for m in self.models for t in m.tasks)
         time = "time unknown" if self.seconds is None else f"about {_time(self.seconds)}"
-        return f"Plan({', '.join(m.label for m in self.models)}: {items:,} items, {time})"
+        return f"Plan({', '.join(m.label for m in self.models)}: {items:,} items, {time}{self._problems()})"
+
+    def _problems(self) -> str:
+        """What the repr adds when the run would not go as planned: the models and tasks that have a problem
+        (a model that cannot be planned, a prompt over n_ctx...), each line of which ``print(plan)`` shows."""
+        said = [m.label for m in self.models if m.problem]
+        said += [f"{m.label} {t.task}" if len(self.models) > 1 else t.task
+                 for m in self.models if not m.problem for t in m.tasks if t.problem]
+        if not said:
+            return ""
+        return f"; a problem in {', '.join(said)} (print the plan: its lines say what)"
 
     def __str__(self) -> str:
         from abricot_local.console.plan import full

@@ -81,10 +81,10 @@ def _flat(runs) -> list:
 
 
 def _unique(runs: Sequence[Run]) -> list[Run]:
-    """Each run once (by its resolved path), in order."""
+    """Each run once (by its folder, resolved), in order."""
     seen, out = set(), []
     for r in runs:
-        key = Path(r.path).resolve()
+        key = Path(r.folder).resolve()
         if key not in seen:
             seen.add(key)
             out.append(r)

@@ -27,8 +27,8 @@ def valid_options() -> list[str]:
 
 
 def refuse_unknown(options: dict, call) -> None:
-    """An option name the API does not take, refused with the valid ones (the tasks' and the backends'); the
-    close match among them and ``call``'s own keywords (``limt``: limit)."""
+    """An option name the API does not take, refused with every keyword ``call`` takes (its own, then the options:
+    the tasks' and the backends') and the close match among them (``limt``: limit)."""
     import inspect
 
     from abricot_local.errors import fold
@@ -38,9 +38,10 @@ def refuse_unknown(options: dict, call) -> None:
     unknown = [k for k in options if k not in valid]
     if unknown:
         own = [p.name for p in inspect.signature(call).parameters.values() if p.kind is not p.VAR_KEYWORD]
-        close = did_you_mean(unknown[0], [*valid, *own])
-        raise UsageError(fold(f"unknown option {unknown[0]!r}.{close} The options (the "
-                              f"tasks' and the backends'): {', '.join(valid)}"))
+        close = did_you_mean(unknown[0], [*own, *valid])
+        others = [k for k in valid if k not in own]
+        raise UsageError(fold(f"unknown option {unknown[0]!r}.{close} {call.__name__}() takes {', '.join(own)}, "
+                              f"and the options (the tasks' and the backends'): {', '.join(others)}"))
 
 
 def warn(line: str) -> None:

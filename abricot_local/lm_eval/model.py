@@ -133,7 +133,8 @@ class AbricotLM(LM):
 
     # -- what lm-eval records --------------------------------------------------------------
     def get_model_info(self) -> dict:
-        """Merged by lm-eval into its results' ``config``."""
+        """Merged by lm-eval into its results' ``config``, asked after scoring: the provenance as `run` records it,
+        its thread-dependent decode calls counted (requests.OpenedModel.provenance)."""
         return {"abricot_local": self.opened.provenance}
 
     def close(self) -> None:
