@@ -61,7 +61,7 @@ class Plan(DryRun):
     def __str__(self) -> str:
         from abricot_local.console.plan import full
 
-        return full(self)
+        return render(full(self))  # the options it names as keywords
 
     def _repr_html_(self) -> str:
         import html

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from abricot_local.console import _duration
 from abricot_local.report.safe import visible
-from abricot_local.errors import WIDTH, fold, fold_command, shell_word
+from abricot_local.errors import WIDTH, fold, fold_command, opt, shell_word
 
 _GIB = 1024**3
 
@@ -49,7 +49,7 @@ def _speed_line(m) -> str:
     else:
         by = m.facts.basis if m.facts else "?"
         how = (f"scaled from {s.reference} (calibrated {s.measured}) by the facts of {by}: {s.how};"
-               f"{error_bar(s.error, s.below)} (`--calibrate` on the model itself measures it)")
+               f"{error_bar(s.error, s.below)} (`{opt('calibrate', True)}` on the model itself measures it)")
     return f"{how}: {facts}" + (f"; {m.speed_note}" if m.speed_note else "")
 
 
@@ -58,7 +58,7 @@ def _memory_line(m) -> str:
     if f is None:
         return "nothing to load (synthetic)" if not m.path and not m.download else "unknown"
     est = f"; {m.memory_estimated}" if m.memory_estimated else ""
-    verdict = "fits" if f.fits else "does NOT fit (run refuses it without --force)"
+    verdict = "fits" if f.fits else f"does NOT fit (run refuses it without {opt('force', True)})"
     return (f"{f.need / _GIB:.2f} GiB (weights {f.weights / _GIB:.2f} + KV cache {f.kv / _GIB:.2f}) of "
             f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}{est}")
 
@@ -110,7 +110,7 @@ def full(plan, command: str = "") -> str:
                 continue
             exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
-            basis = t.work.basis + (f"; {t.saved} saved in --out, left out" if t.saved else "")
+            basis = t.work.basis + (f"; {t.saved} saved in {opt('out')}, left out" if t.saved else "")
             lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
                               f"{when:<13}", basis, mw + 1))
             lines += [fold(f"{'':<{mw + 1}}{line}") for line in _settle_lines(t, m.speed)]
