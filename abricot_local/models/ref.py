@@ -11,6 +11,7 @@ benches.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -80,7 +81,8 @@ class ModelRef:
         return self.source == "synthetic"
 
     def record(self) -> Model:
-        """The ``model`` section of a run's results (and of lm-eval's provenance)."""
+        """The ``model`` section of a run's results (and of lm-eval's provenance); its ``path`` absolute (made so
+        without following a symlink), so `check` and `kld` find the file again from any folder."""
         base = self.spec.base if self.spec is not None and self.spec.base else None  # a ladder's reports group by it
         bits = arch = None
         if self.path is not None:  # a ladder's order of precision (gguf.file.by_precision), and what its runs share
@@ -92,7 +94,7 @@ class ModelRef:
                 arch = headers(self.path)[0].metadata.get("general.architecture")
             except ModelError:  # not a GGUF (a plugin backend's own format): not recorded
                 bits = arch = None
-        return Model(name=self.label, alias=self.alias, path=str(self.path) if self.path else None,
+        return Model(name=self.label, alias=self.alias, path=os.path.abspath(self.path) if self.path else None,
                      size=self.path.stat().st_size if self.path else None, sha256=self.sha256, source=self.source,
                      as_written=self.as_written, revision=self.revision or None,
                      sha256_origin=self.sha256_origin or None, source_facts=dict(self.source_facts),

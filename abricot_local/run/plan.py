@@ -10,6 +10,7 @@ file, its options and what its config records, and gives its memory facts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -154,7 +155,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
-        data = {} if dry else {t.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256)
-                                                 for f in t.task.data_files()) for t in runs}
+        data = {} if dry else {t.task.key: tuple(DataFile(path=os.path.abspath(f.path), sha256=f.sha256)
+                                                 for f in t.task.data_files()) for t in runs}  # absolute: `check`
+        # finds them from any folder (made absolute without following a symlink: the path as the run named it)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
                 r.shard, skipped, r.margin, dry, settle=r.settle)
