@@ -273,7 +273,7 @@ def pairs(runs: Sequence) -> tuple[PairKld, ...]:
         for ref in own:
             if ref is run or ref.label == run.label:
                 continue
-            for task, s in sorted(kld_of(run.path, ref.record.model, run.record.model).items()):
+            for task, s in sorted(kld_of(run.folder, ref.record.model, run.record.model).items()):
                 out.append(PairKld(ref.label, run.label, task, s))
     return tuple(out)
 

@@ -81,7 +81,7 @@ class Ladder:
 
 
 def _folder(r: Run) -> str:
-    return str(Path(r.path).parent)
+    return str(Path(r.folder).parent)
 
 
 def plan(runs: Sequence[Run]) -> tuple[tuple[Ladder, ...], tuple[str, ...]]:
@@ -152,7 +152,7 @@ def notes(runs: Sequence[Run]) -> tuple[str, ...]:
 
 def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: GivenData) -> Rung:
     base = Rung(ref.base, task, other.label, other.quant, ref.label, other.record.model.size, speed(other, task),
-                kld=kld_of(other.path, ref.record.model).get(task), bits=other.record.model.bits_per_weight)
+                kld=kld_of(other.folder, ref.record.model).get(task), bits=other.record.model.bits_per_weight)
     views = [_only(ref_view, task), _only(other, task)]
     try:
         c = compare(views, reference=ref_view.path, given=given, **({} if seed is None else {"seed": seed}))
@@ -176,9 +176,9 @@ def _settled(ref: Run, other: Run, task: str, metric: str | None) -> SettledVerd
     if rule is None:
         return None
     if rule.reference is not None:
-        read = Path(other.path) / rule.reference
+        read = Path(other.folder) / rule.reference
         try:
-            if read.is_dir() and not os.path.samefile(read, ref.path):
+            if read.is_dir() and not os.path.samefile(read, ref.folder):
                 return None
         except OSError:  # the reference's folder is not here to compare: the names decide
             pass

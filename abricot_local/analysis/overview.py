@@ -82,7 +82,7 @@ def gather(runs: Sequence[Run], given: GivenData = NOTHING_GIVEN) -> Report:
         raise UsageError("give at least one run folder")
     unique, seen = [], set()
     for run in runs:
-        key = Path(run.path).resolve()
+        key = Path(run.folder).resolve()
         if key not in seen:
             seen.add(key)
             unique.append(run)
@@ -174,7 +174,7 @@ def recompute_entry(record: Record, task: str, samples, where: Path | str) -> Ta
 
 def recompute(run: Run) -> tuple[TaskCheck, ...]:
     """Each task's metrics recomputed from its samples by the task's ``metrics()``."""
-    return tuple(recompute_entry(run.record, task, run.samples_of(task), run.path) for task in run.record.tasks)
+    return tuple(recompute_entry(run.record, task, run.samples_of(task), run.folder) for task in run.record.tasks)
 
 
 def holds_verdict(run: Run) -> bool:
