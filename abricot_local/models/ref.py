@@ -19,6 +19,7 @@ from typing import Callable
 from abricot_local import hashing
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given
+from abricot_local.models import sources as registry_sources
 from abricot_local.models.sources import check_before_download, source_of
 from abricot_local.errors import AbricotError
 from abricot_local.gguf.file import check_gguf, header_quant, quant_of
@@ -78,7 +79,8 @@ class ModelRef:
     @property
     def synthetic(self) -> bool:
         """A synthetic model: a label a backend that reads no model file scores, not a model's file."""
-        return self.source == "synthetic"
+        kinds = registry_sources.SOURCES  # a registry entry's sources, by kind: the one that has no file
+        return self.source in kinds and not kinds[self.source].has_file
 
     def record(self) -> Model:
         """The ``model`` section of a run's results (and of lm-eval's provenance); its ``path`` absolute (made so
