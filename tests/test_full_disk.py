@@ -229,7 +229,7 @@ def test_a_failed_resume_creates_no_folder(tmp_path, data):
     assert not (tmp_path / "no").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run_fake(data, empty, "--resume")
-    assert r.exit_code == 2 and "it holds no checkpoint" in r.output
-    assert empty.is_dir() and not any(empty.iterdir())  # a folder the user made stays, untouched
+    r = run_fake(data, empty, "--resume")  # a folder holding nothing of a run (a job killed before it began)
+    assert r.exit_code == 0 and f"nothing saved in {empty}: the run starts there" in r.output, r.output
+    assert (empty / "results.json").is_file()
 

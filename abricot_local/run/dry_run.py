@@ -25,6 +25,7 @@ from abricot_local.backends import backend_class, open_backend, reads_model_file
 from abricot_local.backends.base import schedule as make_schedule
 from abricot_local.run.chars_per_token import ratio
 from abricot_local.errors import AbricotError, opt
+from abricot_local.record import RESULTS
 from abricot_local.memory import Fit
 from abricot_local.gguf.file import model_bytes
 from abricot_local.models.ref import ModelRef
@@ -60,7 +61,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             try:
                 cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
                                   registry=request.known_models())
-                out.append(_settled(p, _in_folder(cost, p, request, name), reference))
+                out.append(_in_folder(_settled(p, cost, reference), p, request, name, notify))
             except AbricotError as err:
                 if not sweep:
                     raise
@@ -69,25 +70,40 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
                                                                          request.shard))
 
 
-def _in_folder(model: ModelPlan, plan, request, name: str) -> ModelPlan:
+def _in_folder(model: ModelPlan, plan, request, name: str, notify=None) -> ModelPlan:
     """The run's --out as the run finds it (run.saved.held_items): a folder it refuses is its error (a sweep's:
-    the model's row); --resume: the items of ``plan`` it keeps left out (a grown shard's: those still in it), each
-    saved line judged by the resume's own rule (saved.kept_lines: one edited, damaged or saved twice with other
-    content is scored again), against the dry plan's items (no model loaded)."""
+    the model's row), a --resume's refusal too (of a run of other options: resume.refusal, the resume's own rule; of
+    a folder that does not exist); --resume: the items of ``plan`` it keeps left out (a grown shard's: those still
+    in it; a --until-settled run's: its looks counted from the rule's first item, the items left as the resume scores
+    them), each saved line judged by the resume's own rule (saved.kept_lines: one edited, damaged or saved twice
+    with other content is scored again), against the dry plan's items (no model loaded)."""
     folder = request.out_folder(name)
     if folder is None or model.problem:
         return model
-    from abricot_local.run.saved import held_items
+    from abricot_local.run.resume import recorded_manifest, starts_there
+    from abricot_local.run.saved import as_recorded, held_items, holds_no_run
 
-    done = held_items(folder, resume=request.resume, runs=plan.runs, chat=plan.task_options.chat_template)
-    if not done or request.settle.on:  # --until-settled: its looks are counted from the rule's own first item
+    sweep = len(request.models) > 1  # a sweep's model with no folder yet starts; a finished one is complete
+    resume = request.resume and (not sweep or folder.is_dir())  # (run.session.sweep)
+    judged = None if sweep and (folder / RESULTS).exists() else plan
+    done = held_items(folder, resume=resume, runs=plan.runs, chat=plan.task_options.chat_template, plan=judged)
+    if resume and notify and holds_no_run(folder):
+        notify(starts_there(folder))
+    if not done:
         return model
     left = _held(plan.runs, done)
+    if request.settle.on and resume and plan.model is not None and (folder / RESULTS).is_file():
+        from abricot_local.run.settle import finished
+
+        recorded = recorded_manifest(folder)  # a run stopped where it settled, as this one would: nothing scored
+        if recorded is not None and finished(folder, as_recorded(plan, recorded)) is not None:
+            return replace(model, tasks=tuple(_less(t, t.items, model.speed, left.get(t.task, 0))
+                                              for t in model.tasks))
     return replace(model, tasks=tuple(_less(t, left.get(t.task, 0), model.speed) for t in model.tasks))
 
 
 def _held(runs, done: dict[str, set]) -> dict[str, int]:
-    """Per task run, how many of its items the folder holds (``done``: ids per task, states.saved_ids)."""
+    """Per task run, how many of its items the folder holds (``done``: ids per task, saved.kept_ids)."""
     return {r.task.key: len(done.get(r.task.key, set()) & {it.id for it in r.items}) for r in runs}
 
 
@@ -183,14 +199,15 @@ def of_run(plan, backend, folder: Path | None = None, reference: str | None = No
     first lines). ``folder`` (a --resume): the items it holds are left out, the work and time of those left
     in proportion. ``reference``: a --until-settled ladder's, the plan a rung's (its looks and expected stop
     against it, as --dry-run gives them)."""
-    from abricot_local.run.states import saved_ids
+    from abricot_local.run.saved import kept_ids
 
     ref, opts, cls = plan.model, plan.backend_options, backend_class(plan.backend)
     plans = _counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
     facts = gguf_facts(ref.path) if reads_model_file(plan.backend) and ref.path else None
     speed, note = _speed(ref, cls, opts, facts, False, None)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
-    held = _held(plan.runs, saved_ids(folder)) if folder is not None and folder.is_dir() else {}  # a --resume's
+    held = _held(plan.runs, kept_ids(folder, plan.runs, chat=plan.task_options.chat_template)) \
+        if folder is not None and folder.is_dir() else {}  # a --resume's: what it keeps (the dry run's rule)
     plans = [_less(p, held.get(p.task, 0), speed) for p in plans]
     model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, facts,
                       None, None, "", speed, note, tuple(plans))
@@ -320,9 +337,12 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
     return tuple(out)
 
 
-def _less(t: TaskPlan, saved: int, speed: Speed | None) -> TaskPlan:
-    if not saved:
+def _less(t: TaskPlan, skipped: int, speed: Speed | None, saved: int | None = None) -> TaskPlan:
+    """``t`` less ``skipped`` of its items, ``saved`` (default: those) said as saved (a run --until-settled that
+    stopped where it settled: every item skipped, those it scored saved)."""
+    if not skipped:
         return t
-    work = replace(with_items(t.work, t.items - saved), exact=False) if t.work else None
-    return replace(t, items=t.items - saved, saved=saved, work=work,
+    saved = skipped if saved is None else saved
+    work = replace(with_items(t.work, t.items - skipped), exact=False) if t.work else None
+    return replace(t, items=t.items - skipped, saved=saved, work=work,
                    seconds=speed.seconds(work) if speed and work else None)

@@ -38,11 +38,11 @@ from abricot_local.run.owned import close_own, guard, open_own, refuse_link, rem
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
-                                  check_rows, read_manifest, resume_refusal, write_manifest,
-                                  write_record)
+                                  check_rows, write_manifest, write_record)
 from abricot_local.record import kernel_path, read_run
 from abricot_local.record.samples import field_problem
-from abricot_local.run.resume import OWN_FILES, ThreadLog, finished_run, reopen, thread_parts
+from abricot_local.run.resume import (OWN_FILES, ThreadLog, finished_run, nothing_to_resume, reopen, starts_there,
+                                      thread_parts, refusal as resume_refusal_of)
 from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal,
                                      place, unplace)
 from abricot_local.tasks import base_name, task_class
@@ -138,8 +138,9 @@ class OutputDir:
 
     # -- start / resume --------------------------------------------------------------------
     def check(self, manifest: Manifest, *, resume: bool) -> None:
-        """Refuse a run this folder cannot take (a finished run, another run's checkpoint, nothing
-        to resume), writing nothing: called before the model loads."""
+        """Refuse a run this folder cannot take (a finished run, another run's checkpoint, no folder to
+        resume), writing nothing: called before the model loads. A --resume of a folder that holds nothing of a
+        run starts the run there (said in a line)."""
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if self.afresh or failed_before_first_item(self.path):  # this run starts afresh there, whatever its
@@ -150,8 +151,7 @@ class OutputDir:
             if refusal:
                 raise ResultsError(refusal)
         elif recorded_path.exists():
-            refusal = resume_refusal(self.path, read_manifest(recorded_path), manifest)
-            if refusal:
+            if refusal := resume_refusal_of(self.path, manifest):
                 raise ResultsError(refusal)
         elif finished:
             finished_run(self.path, manifest)  # refuses another run's folder
@@ -159,10 +159,10 @@ class OutputDir:
             raise ResultsError(orphan)
         elif any((self.path / m).is_file() for m in MARKERS):
             return  # a run that stopped before it saved anything (a full disk): it starts from the first item
-        elif self.path in self._made:
-            raise ResultsError(f"nothing to resume: {self.path} does not exist")
-        else:
-            raise ResultsError(f"nothing to resume in {self.path}: it holds no checkpoint")
+        elif self.path in self._made:  # (a typo in --out): no folder made
+            raise ResultsError(nothing_to_resume(self.path))
+        else:  # empty, or a lock a run killed before it showed its state left (guard refused anything else)
+            self.tell(starts_there(self.path))
 
     def start(self, manifest: Manifest, *, resume: bool) -> None:
         """Begin a run, or continue one whose recorded manifest equals ``manifest`` (or grows into it: a

@@ -47,12 +47,48 @@ def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
     if not (folder / RESULTS).is_file():
         return None
     record = read_run(folder)
-    if record.manifest is None:
-        raise ResultsError(f"{folder / RESULTS} records no manifest: it cannot be resumed")
-    refusal = resume_refusal(folder, record.manifest, manifest)
-    if refusal:
-        raise ResultsError(refusal)
+    why = _finished_refusal(folder, record, manifest)
+    if why:
+        raise ResultsError(why)
     return None if growth(record.manifest, manifest) else record
+
+
+def _finished_refusal(folder: Path, record: Record, manifest: Manifest) -> str:
+    if record.manifest is None:
+        return f"{folder / RESULTS} records no manifest: it cannot be resumed"
+    return resume_refusal(folder, record.manifest, manifest) or ""
+
+
+def refusal(folder: str | Path, manifest: Manifest) -> str:
+    """Why a --resume of ``manifest`` cannot take the run in ``folder`` ("" when it can, or the folder holds none):
+    its checkpoint's recorded manifest, else its finished run's, compared by record.resume_refusal. The one rule
+    OutputDir.check and :func:`finished_run` refuse by, and ``run --dry-run --resume`` says (its plan's manifest as
+    far as a dry plan knows it: run.saved.as_recorded)."""
+    folder = Path(folder)
+    if resumable(folder):
+        return resume_refusal(folder, read_manifest(folder / CHECKPOINT / RUN_MANIFEST), manifest) or ""
+    return _finished_refusal(folder, read_run(folder), manifest) if (folder / RESULTS).is_file() else ""
+
+
+def recorded_manifest(folder: str | Path) -> Manifest | None:
+    """The manifest a --resume in ``folder`` is compared with (:func:`refusal`'s): its checkpoint's, else its
+    finished run's; None when it holds neither."""
+    folder = Path(folder)
+    if resumable(folder):
+        return read_manifest(folder / CHECKPOINT / RUN_MANIFEST)
+    return read_run(folder).manifest if (folder / RESULTS).is_file() else None
+
+
+def nothing_to_resume(folder: str | Path) -> str:
+    """A --resume's refusal of a folder that does not exist (a typo in --out, or a run never started there)."""
+    return (f"nothing to resume: {folder} does not exist; check {opt('out')}, or start the run there without "
+            f"{opt('resume', True)}")
+
+
+def starts_there(folder: str | Path) -> str:
+    """What a --resume says of an existing folder that holds nothing of a run (empty, or a lock a run killed before
+    it showed its state left): the run starts there, from its first item."""
+    return f"nothing saved in {folder}: the run starts there"
 
 
 def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -20,8 +20,9 @@ from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
-from abricot_local.record.outputs import FAILED, SAMPLES_GLOB, lstat_or_none, samples_name, task_of
+from abricot_local.record.outputs import FAILED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name, task_of
 from abricot_local.run.owned import refuse_link, remove_own
+from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
 from abricot_local.run.states import saved_counts, saved_ids
 
 SHOWN = 3  # files a refusal names
@@ -181,6 +182,15 @@ def kept_ids(folder: Path, runs, *, chat: bool = False) -> dict[str, set]:
     return out
 
 
+def holds_no_run(path: Path) -> bool:
+    """Whether ``path`` is a folder that holds nothing of a run: no manifest, results.json, state file or saved
+    sample (empty, or a lock left by a run killed before it showed its state): a --resume starts the run there
+    (resume.starts_there), as OutputDir.check lets it."""
+    path = Path(path)
+    return path.is_dir() and not resumable(path) and not (path / RESULTS).exists() and \
+        not any((path / m).exists() for m in MARKERS) and not saved_files(path)
+
+
 def failed_before_first_item(path: Path) -> bool:
     """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
     options starts afresh there."""
@@ -203,21 +213,44 @@ def fresh_refusal(path: Path) -> str:
             f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
 
 
-def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False) -> dict[str, set]:
+def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=None) -> dict[str, set]:
     """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
     each task holds (a --resume's: those it plans left out of its work; given the plan's ``runs``, those the
-    resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder a run without --resume refuses
-    is that ResultsError."""
+    resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder the run refuses is that
+    ResultsError: without --resume, :func:`fresh_refusal`'s; with it, a folder that does not exist, and (given the
+    dry ``plan``) the run of other options in it, by the resume's own rule (resume.refusal, :func:`as_recorded`)."""
     if not path.is_dir():
+        if resume:
+            raise ResultsError(nothing_to_resume(path))
         return {}
     if not resume:
-        refusal = fresh_refusal(path)
-        if refusal:
-            raise ResultsError(refusal)
+        if why := fresh_refusal(path):
+            raise ResultsError(why)
         return {}
+    recorded = recorded_manifest(path) if plan is not None and plan.model is not None else None
+    if recorded is not None and (why := refusal(path, as_recorded(plan, recorded).manifest())):
+        raise ResultsError(why)
     if orphan := orphan_refusal(path):
         raise ResultsError(orphan)
     return saved_ids(path) if runs is None else kept_ids(path, runs, chat=chat)
+
+
+def as_recorded(plan, recorded):
+    """A dry ``plan`` (run.plan.Plan, its model here or planned; a --until-settled one with its bound as its sample,
+    settle.bounded) made the plan the resume compares: the data files of each task whose items it read hashed as a
+    run hashes them (a task's data_files; its data not here: ``recorded``'s taken, the resume checks them), the
+    model file's SHA-256 taken as ``recorded``'s when it is not remembered (a dry run reads no GGUF through) and the
+    plan calls the model by the recorded name; the options, the model's name and the task versions the plan's own."""
+    from abricot_local.record.schema import DataFile
+    from abricot_local.run.settle import bounded
+
+    model = plan.model
+    if model.sha256 is None and model.config_name == recorded.config.model:
+        model = replace(model, sha256=recorded.model_sha256)
+    data = {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
+            if r.items and not r.problem else
+            tuple(DataFile(path="", sha256=s) for s in recorded.data_sha256.get(r.task.key, ())) for r in plan.runs}
+    return bounded(replace(plan, model=model, data=data))
 
 
 def place(folder: Path, name: str, data: bytes) -> None:

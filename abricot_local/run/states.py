@@ -61,11 +61,20 @@ def _lock_held(folder: Path) -> bool:
 
 
 def is_run_folder(folder: Path) -> bool:
-    """A folder to list: results.json, a state file, or a checkpoint folder (record.outputs.is_run_folder,
-    which a run must find before it writes there, also wants the checkpoint's manifest); or an lm-eval
-    output folder (its results_*.json: read as a run, analysis/lm_eval_input.py)."""
+    """A folder to list: results.json, a state file, a checkpoint folder, or a lone ``.lock`` (a run killed before
+    it showed its state: stopped, --resume starts it there) (record.outputs.is_run_folder, which a run must find
+    before it writes there, also wants the checkpoint's manifest); or an lm-eval output folder (its results_*.json:
+    read as a run, analysis/lm_eval_input.py)."""
     return ((folder / RESULTS).is_file() or (folder / CHECKPOINT).is_dir()
-            or any((folder / m).is_file() for m in MARKERS) or _lm_eval(folder))
+            or any((folder / m).is_file() for m in MARKERS) or _lock_alone(folder) or _lm_eval(folder))
+
+
+def _lock_alone(folder: Path) -> bool:
+    """A folder holding only a run's ``.lock``: a run starting there, or one killed before it showed its state."""
+    try:
+        return (folder / LOCK).is_file() and not (folder / LOCK).is_symlink() and os.listdir(folder) == [LOCK]
+    except OSError:
+        return False
 
 
 def _lm_eval(path: Path) -> bool:
@@ -102,6 +111,10 @@ def run_state(folder: str | Path) -> RunState:
             return RunState(folder, "failed", 0, None, str(err))  # names the file and what is wrong
         n = sum(t.n for t in tasks.values())
         return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in tasks.items()))
+    if _lock_alone(folder):  # nothing saved, no state shown yet
+        if _lock_held(folder):
+            return RunState(folder, "running", 0, None, "starting")
+        return RunState(folder, "stopped", 0, None, f"killed before it started; {opt('resume', True)} starts it there")
     marker = next((m for m in MARKERS if (folder / m).is_file()), None)
     fields = _fields(folder / marker) if marker else {}
     totals = {}
