@@ -1,24 +1,22 @@
 """Published references (declared by the tasks) and how a run is checked against them.
 
-A registry entry's ``reproduces`` field names the published rows a model should
-match, as ``"ABRICOT paper: llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"``:
-each part is ``SOURCE: MODEL``, SOURCE a task reference's ``source`` or one of
-its ``aliases`` (case-insensitive). A part names every reference of that model
-in that source, over all tasks.
+A registry entry's ``reproduces`` field names the published rows a model should match, as ``"ABRICOT paper:
+llama-3.1-8b; CALAMITA leaderboard: Llama-3.1-8B-Instruct"``: each part is ``SOURCE: MODEL``, SOURCE a task
+reference's ``source`` or one of its ``aliases`` (case-insensitive). A part names every reference of that model in
+that source, over all tasks.
 
-A published row is compared with a run only when the run made it the same way: every
-setting the row's protocol fixes (tasks/base.py's :class:`Protocol`) matches the run's task
-config. Otherwise the check is *not comparable*, and says each difference (``shots 3,
-published 0``); it never answers whether the value is inside the CI. A run may hold a task
-under several protocols (keys ``task@protocol``): each row is checked against the instance
-made under its own protocol.
+A published row is compared with a run only when the run made it the same way: every setting the row's protocol
+fixes (tasks/base.py's :class:`Protocol`) matches the run's task config. Otherwise the check is *not comparable*,
+and says each difference (``shots 3, published 0``); it never answers whether the value is inside the CI. A run may
+hold a task under several protocols (keys ``task@protocol``): each row is checked against the instance made under
+its own protocol.
 
-A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the
-margin, differs by more, cannot tell yet, this task cannot settle it) from the run's 90% intervals of
-the metric (:class:`Evidence`: for items like these, an accuracy's Wilson score interval, a correlation's
-bootstrap; for the task's own value, an accuracy's exact hypergeometric interval, a correlation's
-correlation_ci: Fisher's z, guarded, narrowed), its margin, its number
-of items, and the published value's rounding (:func:`rounding`).
+A comparable row gets the reproduction verdict (analysis/reproduction.py: reproduced within the margin, differs by
+more, cannot tell yet, this task cannot settle it) from the run's 90% intervals of the metric (:class:`Evidence`:
+for items like these, an accuracy's Wilson score interval, a correlation's bootstrap; for the task's own value, an
+accuracy's exact hypergeometric interval, a correlation's correlation_ci: Fisher's z, guarded, narrowed), its
+margin, its number of items (N: :func:`items_total`, one rule for every maker of a run's verdicts, :func:`rejudge`),
+and the published value's rounding (:func:`rounding`).
 """
 
 from __future__ import annotations
@@ -69,9 +67,7 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     """``task``'s :class:`Evidence` over its ``samples`` (``total``: its items before --limit/--sample/--shard;
     ``drawn`` False: --limit's first items, no draw of the task)."""
     import numpy as np
-
     from abricot_local.analysis import stats
-
     from abricot_local.analysis.correlation_ci import correlation_ci, like_interval, too_few_off
 
     ci90, margins, within, correlations, why, off = {}, {}, {}, set(), {}, {}
@@ -101,7 +97,6 @@ def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
     constant (metrics.constant_words), and the task's correlations still defined over them, with their values (a
     score read from the model's probabilities varies where its answer does not)."""
     import numpy as np
-
     from abricot_local.metrics import ROW_STATS, constant_words
 
     values = {inp.name: float(ROW_STATS[inp.stat](np.asarray(inp.x, float), np.asarray(inp.y, float)))
@@ -316,9 +311,8 @@ def neighbours(ref: Reference, refs: tuple[Reference, ...]) -> tuple[tuple[str, 
 
 def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evidence | None = None,
           margin: float | None = None, refs: tuple[Reference, ...] = ()) -> CICheck:
-    """Compare ``ref`` with a run's task entry (``key``: the run's name of that instance); with the
-    instance's ``evidence``, the reproduction verdict at ``margin`` (None: the task's), the small-sample
-    warning read against ``refs`` (the published rows)."""
+    """Compare ``ref`` with a run's task entry (``key``: its name of that instance); with the instance's ``evidence``,
+    the reproduction verdict at ``margin`` (None: the task's), the small-sample warning read against ``refs``."""
     if entry is None:
         return CICheck(ref, None, None, ("the run has no such task",))
     ci = entry.metrics.get(f"{ref.metric}_ci95")
@@ -345,6 +339,45 @@ def check_run(ref: Reference, tasks: dict[str, TaskEntry], evidence: dict[str, E
     if found is None:
         return None
     return check(ref, found[1], found[0], (evidence or {}).get(found[0]), margin, refs)
+
+
+@dataclass(frozen=True)
+class VerdictTask:
+    """A task of a run as its published verdict reads it: its key in the record, the task (the run's instance of
+    it), its samples, and the items its data holds as counted here (None: not known here; :func:`items_total`)."""
+    key: str
+    task: Task
+    samples: tuple[Sample, ...]
+    total: int | None = None
+
+
+def reproduced_tasks(reproduces: str | None) -> frozenset[str]:
+    """The tasks (base names) whose published rows ``reproduces`` names: those a published verdict reads."""
+    return frozenset(r.task for r in parse_reproduces(reproduces)[0]) if reproduces else frozenset()
+
+
+def items_total(key: str, entry: TaskEntry | None, recorded: Published | None = None, data: int | None = None):
+    """Task ``key``'s N (the items its data holds: the finite-population correction's), by one rule: its entry's
+    ``available`` (what --limit/--sample/--shard selected from; `merge` keeps it); else ``recorded``'s (the run's
+    verdict's) ``items_total``: a record older than ``available``; else ``data`` (counted here); else None, and no
+    verdict: the items scored are never taken for N (that would call them the whole task, its value exact)."""
+    if entry is not None and entry.available:
+        return entry.available
+    stated = [c.items_total for c in (recorded.checks if recorded else ()) if c.task == key and c.items_total]
+    return stated[0] if stated else data or None
+
+
+def rejudge(reproduces: str | None, tasks: dict[str, TaskEntry], judged: Sequence[VerdictTask],
+            margin: float | None = None, *, drawn: bool = True, recorded: Published | None = None) -> Published:
+    """A run's published verdicts (``published``), their one maker (a run's end and --resume --margin, `merge`,
+    `report --verify`, `check`): :func:`verdict` at ``margin`` on the :func:`evidence` of each of ``judged`` whose task
+    ``reproduces`` names, N by :func:`items_total` (``recorded``: its recorded block); ``drawn`` False: --limit's."""
+    wanted, made = reproduced_tasks(reproduces), {}
+    for t in judged:
+        total = items_total(t.key, tasks.get(t.key), recorded, t.total) if base_name(t.key) in wanted else None
+        if total is not None:
+            made[t.key] = evidence(t.task, t.samples, total, drawn=drawn)
+    return verdict(reproduces, tasks, made, margin)
 
 
 def verdict(reproduces: str, tasks: dict[str, TaskEntry], evidence: dict[str, Evidence],

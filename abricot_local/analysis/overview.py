@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.baselines import VerdictTask, reproduced_tasks  # (here too: run/held.py's)
 from abricot_local.analysis.settled import SettledVerdict, settled_verdict
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, labelled, options_of
@@ -26,9 +27,9 @@ from abricot_local.gguf.file import highest_precision
 from abricot_local.analysis.stats import label_kl
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.models.quants import precision_of
-from abricot_local.record import Published, PublishedCheck, Record, Sample
+from abricot_local.record import Published, PublishedCheck, Record
 from abricot_local.record import settings as recorded
-from abricot_local.tasks.base import Reference, Task
+from abricot_local.tasks.base import Reference
 
 
 @dataclass(frozen=True)
@@ -185,46 +186,29 @@ def holds_verdict(run: Run) -> bool:
 
 def verdict_differences(run: Run) -> tuple[str, ...]:
     """The published block made again from the recorded metrics, the published rows the record's
-    ``reproduces`` names and the samples' 90% intervals (each task's N: the recorded checks' ``items_total``,
-    else its ``n``), against the recorded one (:func:`published_differences`)."""
+    ``reproduces`` names and the samples' 90% intervals (each task's N: baselines.items_total, the task's data
+    not read here), against the recorded one (:func:`published_differences`)."""
     if not holds_verdict(run):
         return ()
     rec = run.record.published
     wanted = reproduced_tasks(rec.reproduces)
-    totals = {c.task: c.items_total for c in rec.checks if c.items_total}
-    tasks = [VerdictTask(t.name, t.instance(), tuple(t.samples), totals.get(t.name) or t.entry.n)
+    tasks = [VerdictTask(t.name, t.instance(), tuple(t.samples))
              for t in run.run_tasks if pub.base_name(t.name) in wanted and t.entry is not None]
     return published_differences(run.record, rec.reproduces, tasks)
 
 
-@dataclass(frozen=True)
-class VerdictTask:
-    """A task of a recorded run as its published verdict reads it: its key in the record, the task (the run's
-    instance of it), its samples and the items the task holds (N: the finite-population correction's)."""
-
-    key: str
-    task: Task
-    samples: tuple[Sample, ...]
-    total: int
-
-
-def reproduced_tasks(reproduces: str | None) -> frozenset[str]:
-    """The tasks (base names) whose published rows ``reproduces`` names: those a published verdict reads."""
-    return frozenset(r.task for r in pub.parse_reproduces(reproduces)[0]) if reproduces else frozenset()
-
-
 def published_differences(record: Record, reproduces: str, tasks: Sequence[VerdictTask], *,
                           block: bool = False) -> tuple[str, ...]:
-    """The published block made again (baselines.verdict) from ``reproduces`` (the published rows the run is
-    held to), the record's metrics and each of ``tasks``' samples' 90% intervals, against the recorded one (none:
+    """The published block made again (baselines.rejudge, as the run made it: each task's N by its one rule) from
+    ``reproduces`` (the published rows the run is held to), the record's metrics and each of ``tasks``' samples'
+    90% intervals, against the recorded one (none:
     an empty block): each field of a check that differs, as "published.checks[K] (MODEL, TASK.METRIC) FIELD:
     recorded X, made again Y" (a run recorded before verdicts existed, or by another method, is held to its
     other fields); ``block``: the block's ``reproduces``, ``tasks_not_run`` and ``unknown`` too (`check`'s).
     `report --verify` (:func:`verdict_differences`) and `check` (run/held.py) make it again."""
     rec = record.published or Published()
-    drawn = record.config.limit is None
-    evidence = {t.key: pub.evidence(t.task, t.samples, t.total, drawn=drawn) for t in tasks}
-    fresh = pub.verdict(reproduces, record.tasks, evidence, rec.margin)
+    fresh = pub.rejudge(reproduces, record.tasks, tasks, rec.margin, drawn=record.config.limit is None,
+                        recorded=record.published)
     out = []
     if block and (rec.reproduces or "") != (fresh.reproduces or ""):
         out.append(f"published.reproduces: recorded {_shown(rec.reproduces)}, the model's registry entry says "

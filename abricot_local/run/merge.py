@@ -283,7 +283,7 @@ def merge(shards: Sequence, out: str | Path) -> Path:
     found = check_shards(shards, out)
     runs = [run for _, run in found]
     ref = runs[0].record
-    tasks, samples, evidence = {}, {}, {}
+    tasks, samples, judged = {}, {}, []
     published = ref.published
     for name, entry in ref.tasks.items():
         task = make_task(name, options_of(ref, name, runs[0].path))
@@ -306,12 +306,10 @@ def merge(shards: Sequence, out: str | Path) -> Path:
                               warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
                                                                    sample=ref.config.sample), *metric_warnings(metrics, task, rows)))
         samples[name] = rows
-        if published is not None and published.reproduces:
-            totals = [c.items_total for c in published.checks if c.task == name and c.items_total]
-            evidence[name] = baselines.evidence(task, rows, totals[0] if totals else len(rows),  # all its items
-                                                drawn=ref.config.limit is None)
+        judged.append(baselines.VerdictTask(name, task, tuple(rows)))  # N: its entry's available (available_of)
     if published is not None and published.reproduces:  # the verdict on the whole run, not on a shard
-        published = baselines.verdict(published.reproduces, tasks, evidence, published.margin)
+        published = baselines.rejudge(published.reproduces, tasks, judged, published.margin,
+                                      drawn=ref.config.limit is None, recorded=published)
     record = replace(ref, published=published, config=replace(ref.config, shard=None),
                      manifest=_strip_shard(ref.manifest),
                      provenance=kernel_path.with_threads(  # the thread count its numbers were made with

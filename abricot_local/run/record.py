@@ -74,13 +74,14 @@ def metric_warnings(metrics: dict, task=None, samples: Sequence[Sample] = ()) ->
 
 
 def verdict(plan: Plan, tasks: dict[str, TaskEntry], runs: Sequence[TaskRun] = (),
-            results: Sequence = ()) -> Published:
-    """The published rows the model's registry entry reproduces, each with its reproduction verdict
-    (analysis/baselines.py: the run's 90% CI against the margin, ``--margin`` or the task's)."""
-    wanted = {r.task for r in baselines.parse_reproduces(plan.reproduces)[0]} if plan.reproduces else set()
-    evidence = {res.name: baselines.evidence(run.task, res.samples, len(run.task.items()), drawn=plan.limit is None)
-                for run, res in zip(runs, results) if run.task.name in wanted}
-    return baselines.verdict(plan.reproduces, tasks, evidence, plan.margin)
+            results: Sequence = (), recorded: Published | None = None) -> Published:
+    """The published rows the model's registry entry reproduces, each with its reproduction verdict at the margin
+    (``--margin`` or the task's): baselines.rejudge over the ``results``' samples, each task's N by its one rule
+    (baselines.items_total: ``tasks``' ``available``, else ``recorded``'s, else what prepare counted of its data)."""
+    judged = [baselines.VerdictTask(res.name, run.task, tuple(res.samples), run.available or len(run.task.items()))
+              for run, res in zip(runs, results)]
+    return baselines.rejudge(plan.reproduces, tasks, judged, plan.margin, drawn=plan.limit is None,
+                             recorded=recorded)
 
 
 def judged_again(plan: Plan, record: Record, samples: dict[str, Sequence[Sample]]) -> Record:
@@ -91,7 +92,7 @@ def judged_again(plan: Plan, record: Record, samples: dict[str, Sequence[Sample]
 
     runs = [r for r in plan.runs if r.task.key in record.tasks]
     results = [TaskResult(r.task.key, tuple(samples[r.task.key]), {}, 0.0, 0) for r in runs]
-    return replace(record, published=verdict(plan, record.tasks, runs, results))
+    return replace(record, published=verdict(plan, record.tasks, runs, results, record.published))
 
 
 def as_json(obj):
