@@ -52,10 +52,13 @@ class Spec:
     shown_default: bool = False  # the help shows its default
     per_task: bool = False  # reaches a task only when the task declares it uses it (tasks.uses)
     declared_choices: bool = False  # its choices are the tasks' declarations (Task.choices), known once they load
+    cli: str = ""  # its flag where the command line's is not made from the field (models_file: --models)
+    model_arg: str = ""  # its lm-eval model_args key, where lm-eval's front end takes it (models_file: models)
+    words: str = ""  # what the Python API's keyword takes, in words, where its type says it poorly
 
     @property
     def flag_name(self) -> str:
-        return flag_of(self.name)
+        return self.cli or flag_of(self.name)
 
     @property
     def switch(self) -> bool:

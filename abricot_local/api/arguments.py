@@ -18,21 +18,17 @@ from typing import Any
 from abricot_local.errors import UsageError
 
 PathLike = str | os.PathLike
-# what the API takes besides the option fields' own types (data in three shapes, folders as paths)
+# what the API takes besides the option fields' own types (data in three shapes, folders as paths); the run's
+# options (run.request.RunOptions) take their fields' types, a path field's as a path (:func:`run_hint`)
 EDGE: dict[str, Any] = {
     "data": dict[str, PathLike] | str | list[str | tuple[str, PathLike]] | tuple[str | tuple[str, PathLike], ...],
     "data_dir": PathLike | None,
-    "models_file": PathLike | None,
-    "model_dirs": PathLike | list[PathLike] | tuple[PathLike, ...],
     "backend": str,
-    "force": bool,
 }
-WHAT = {  # what a keyword takes, in words, where its type alone says it poorly
+WHAT = {  # what a keyword takes, in words, where its type alone says it poorly (a field's: its ``words``)
     "model": "a model name or a .gguf path ('gemma-3-270m'), or a list of them",
     "tasks": "task names as text ('discotex', 'abricot_abs,discotex'), a list of them, or None",
-    "shard": "text 'K/N' ('1/2') or None", "out": "a folder path (text or a Path) or None",
     "data": "{task: path}, 'task=path', or a list of 'task=path' and (task, path)",
-    "quants": "quant names as text ('Q4_K_M,Q8_0'), a list of them, or None",
     "prompt_variant": "variant names as text ('all', 'ita-bench,card'), a list of them, or None",
 }
 
@@ -88,11 +84,11 @@ def words(hint) -> str:
 
 @functools.cache
 def option_hints() -> dict[str, Any]:
-    """Each option keyword's type, from the option fields (TaskOptions' and every backend's), then
-    the API's own shapes (:data:`EDGE`)."""
+    """Each option keyword's type, from the option fields (TaskOptions', SettleOptions', every backend's, then
+    the run's: RunOptions, :func:`run_hint`), then the API's own shapes (:data:`EDGE`)."""
     from abricot_local.backends import option_specs
     from abricot_local.option_fields import specs
-    from abricot_local.run.request import SettleOptions
+    from abricot_local.run.request import RunOptions, SettleOptions
     from abricot_local.tasks.base import TaskOptions
 
     out: dict[str, Any] = {}
@@ -105,8 +101,26 @@ def option_hints() -> dict[str, Any]:
         elif spec.switch:  # True/False: "on"/"off" (option_fields.Spec.switch)
             hint = str | bool
         out[spec.name] = hint | None  # None: not given (the default)
+    out.update({spec.name: run_hint(spec) for spec in specs(RunOptions)})
     out.update(EDGE)
     return out
+
+
+def run_hint(spec) -> Any:
+    """The type the API takes for a run option (a RunOptions field): its field's, a path field's a path (text or a
+    path object) or a list of them; None only where the field takes None (``force`` is True or False)."""
+    one: Any = PathLike if spec.path else spec.kind
+    hint = one | list[one] | tuple[one, ...] if spec.many else one  # type: ignore[valid-type]
+    return hint | None if spec.optional else hint
+
+
+@functools.cache
+def field_words() -> dict[str, str]:
+    """What each option field's keyword takes, in words, where the field says it (option_fields.Spec.words)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions
+
+    return {s.name: s.words for s in specs(RunOptions) if s.words}
 
 
 @functools.cache
@@ -126,7 +140,7 @@ def _hints(fn) -> dict[str, Any]:
 def _refuse(call: str, name: str, hint, value) -> UsageError:
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    what = WHAT.get(name) or switch_words().get(name) or words(hint)
+    what = WHAT.get(name) or field_words().get(name) or switch_words().get(name) or words(hint)
     return UsageError(f"{call}(): {name} must be {what}, got {shown} ({type(value).__name__})")
 
 

@@ -79,13 +79,10 @@ def _request(call, model, tasks, protocol, options: dict, **selection):
     the registry's quant names, as `run --quants`), refused as `run` refuses them."""
     from abricot_local.run.request import request_of
 
-    refuse_unknown(options, call)
-    dirs = options.get("model_dirs", ())
-    return request_of(_models(model), {**options, "protocol": protocol},
-                   tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks, backend=options.get("backend"),
-                   force=bool(options.get("force", False)), margin=options.get("margin"),
-                   models_file=options.get("models_file"),
-                   model_dirs=(dirs,) if isinstance(dirs, (str, os.PathLike)) else dirs, **selection)
+    refuse_unknown(options, call, evaluate)
+    return request_of(_models(model), {**options, "protocol": protocol},  # the run's options by field name too
+                      tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks,
+                      backend=options.get("backend"), **selection)
 
 
 def _resume_hint(folder: Path) -> str:

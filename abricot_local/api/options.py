@@ -10,9 +10,6 @@ import warnings
 from abricot_local.api.arguments import user_level
 from abricot_local.errors import UsageError, render
 
-# the API's own keywords besides the option fields: `--backend`, `--force`, `--models FILE`, `--model-dir DIR`,
-# `--margin M` (the published verdict's)
-RUN_KEYWORDS = ("backend", "force", "models_file", "model_dirs", "margin")
 
 
 class AbricotWarning(UserWarning):
@@ -20,21 +17,35 @@ class AbricotWarning(UserWarning):
     load_runs leaves out."""
 
 
-def valid_options() -> list[str]:
+def run_keywords(whole) -> tuple[str, ...]:
+    """The run's options (run.request.RunOptions' fields, by their names) the API takes among ``**options``: those
+    ``whole`` (``evaluate``, the API's whole run) does not take as parameters of its own (``limit``, ``out``...)."""
+    import inspect
+
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions
+
+    own = inspect.signature(whole).parameters
+    return tuple(s.name for s in specs(RunOptions) if s.name not in own)
+
+
+def valid_options(whole) -> list[str]:
+    """Every keyword ``**options`` takes: the option fields (the tasks', the backends'), ``backend``, the run's
+    options that are no parameter of ``whole`` (:func:`run_keywords`)."""
     from abricot_local.run.request import option_names
 
-    return sorted({*option_names(), *RUN_KEYWORDS})
+    return sorted({*option_names(), "backend", *run_keywords(whole)})
 
 
-def refuse_unknown(options: dict, call) -> None:
+def refuse_unknown(options: dict, call, whole) -> None:
     """An option name the API does not take, refused with every keyword ``call`` takes (its own, then the options:
-    the tasks' and the backends') and the close match among them (``limt``: limit)."""
+    the tasks' and the backends') and the close match among them (``limt``: limit); ``whole``: ``evaluate``."""
     import inspect
 
     from abricot_local.errors import fold
     from abricot_local.names import did_you_mean
 
-    valid = valid_options()
+    valid = valid_options(whole)
     unknown = [k for k in options if k not in valid]
     if unknown:
         own = [p.name for p in inspect.signature(call).parameters.values() if p.kind is not p.VAR_KEYWORD]

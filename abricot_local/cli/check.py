@@ -7,7 +7,8 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import FiniteRange, OutputPath, backend_values, data_options, recheck_options
+from abricot_local.cli.options import (FiniteRange, OutputPath, backend_values, data_options, recheck_options,
+                                       run_option)
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -40,8 +41,7 @@ def merged_text(folder) -> str:
 
 @cli.command()
 @click.argument("out", type=click.Path())
-@click.option("--sample", type=click.IntRange(min=1), default=None,
-              help="Re-score only N items, drawn with the run's seed.")
+@run_option("sample", help="Re-score only N items, drawn with the run's seed.")
 @click.option("--atol", type=FiniteRange(min=0), default=None,
               help="Largest log-prob difference accepted.  [default: 0 (exact) where the re-scoring is "
                    "bit-identical (the recorded kernel path, an exact engine, threads that do not matter); "

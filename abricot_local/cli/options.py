@@ -17,14 +17,32 @@ def _apply(f, opts):
     return f
 
 
+def run_option(name: str, help: str = ""):
+    """The flag of the run's option ``name`` (run.request.RunOptions' field: its flag, type, parser and range,
+    checked as the value is read, so every command taking it refuses a value in the same words); ``help``: the
+    command's own words for it, where they are not `run`'s."""
+    from dataclasses import replace
+
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions
+
+    spec = next(s for s in specs(RunOptions) if s.name == name)
+    return _click_option(replace(spec, help=help) if help else spec, checked=True)
+
+
+def run_options(*names: str):
+    """The flags of these run options (:func:`run_option`), in the order named."""
+    return lambda f: _apply(f, [run_option(n) for n in names])
+
+
 def models_file_option(f):
-    return click.option("--models", "models_file", type=click.Path(),
-                        help="Extra models.toml extending the registry.")(f)
+    """--models FILE (RunOptions.models_file)."""
+    return run_option("models_file")(f)
 
 
 def model_dir_option(f):
-    return click.option("--model-dir", "model_dirs", multiple=True, type=click.Path(), metavar="DIR",
-                        help="A folder of GGUF files: MODEL may then be a file name found there (repeatable).")(f)
+    """--model-dir DIR, repeatable (RunOptions.model_dirs)."""
+    return run_option("model_dirs")(f)
 
 
 class _Declared(click.Choice):
@@ -84,19 +102,42 @@ class FieldPath(click.Path):
         return parse(self.spec, super().convert(value, param, ctx))
 
 
-def _click_option(spec, only: str = ""):
-    """An option's flag, from its field: not given is None (the field's default, or the backend's); a path
-    field with its own parser parses the value given (:class:`FieldPath`)."""
+class Checked(click.ParamType):
+    """A value read by ``base`` (click's), then checked by its field's range (option_fields.check): refused in the
+    field's words (``--limit must be at least 1, got 0``), the same in every command taking the flag."""
+
+    def __init__(self, base, spec):
+        self.base, self.spec, self.name = base, spec, base.name
+
+    def get_metavar(self, *args, **kwargs):
+        return self.base.get_metavar(*args, **kwargs)
+
+    def convert(self, value, param, ctx):
+        from abricot_local.option_fields import check
+
+        x = self.base.convert(value, param, ctx)
+        check(self.spec, x)
+        return x
+
+
+def _click_option(spec, only: str = "", checked: bool = False):
+    """An option's flag, from its field (named by it; its flag ``spec.flag_name``): not given is None (the
+    field's default, or the backend's); a path field with its own parser parses the value given
+    (:class:`FieldPath`); ``checked``: its range checked as it is read (:class:`Checked`)."""
     if spec.kind is bool:
-        return click.option(spec.flag_name, is_flag=True, default=None, help=only + spec.help)
+        return click.option(spec.flag_name, spec.name, is_flag=True, default=None, help=only + spec.help)
     shown = spec.default_text or (spec.default_help() if spec.default not in (None, (), "") else "")
     help_ = f"{only}{spec.help}" + (f"  [default: {shown}]" if shown else "")
     if spec.repeat:
-        return click.option(spec.flag_name, multiple=True, metavar=spec.metavar or None, help=help_)
+        return click.option(spec.flag_name, spec.name, multiple=True, type=click.Path() if spec.path else None,
+                            metavar=spec.metavar or None, help=help_)
     kind = (click.Choice(spec.choices) if spec.choices else _Declared(spec.name) if spec.declared_choices else
             (FieldPath(spec) if spec.parse else click.Path()) if spec.path else
             {int: click.INT, float: click.FLOAT}.get(spec.kind, click.STRING) if not spec.many else click.STRING)
-    return click.option(spec.flag_name, type=kind, default=None, metavar=spec.metavar or None, help=help_)
+    if checked and (spec.min is not None or spec.max is not None):
+        kind = Checked(kind, spec)
+    return click.option(spec.flag_name, spec.name, type=kind, default=None, metavar=spec.metavar or None,
+                        help=help_)
 
 
 def _task_flags(*names: str) -> list:

@@ -7,7 +7,7 @@ import click
 
 from abricot_local.cli.app import cli, echo, say
 from abricot_local.cli.options import (OutputPath, backend_values, data_options, models_file_option,
-                                       recheck_options)
+                                       recheck_options, run_option)
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -69,7 +69,7 @@ def _sigterm(signum, frame):
 @cli.command()
 @click.argument("reference", type=click.Path())
 @click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN [RUN ...]")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N common items of each task.")
+@run_option("limit", help="Only the first N common items of each task.")
 @data_options
 @click.option("--force", is_flag=True, help="Skip the memory check (the reference and the runs of a pass are "
               "loaded at once: all that fit).")

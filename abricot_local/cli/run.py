@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo, say
-from abricot_local.cli.options import backend_options, settle_options, task_options
+from abricot_local.cli.options import backend_options, run_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError, shell_line
 
@@ -18,30 +18,15 @@ from abricot_local.errors import UsageError, shell_line
 @click.argument("models", nargs=-1, required=True, metavar="MODEL [MODEL ...]")
 @task_options
 @backend_options
-@click.option("--limit", type=int, default=None, help="Score only the first N items of each task (release order).")
-@click.option("--sample", type=int, default=None, help="Score N items of each task drawn with --seed (release order kept): "
-              "the first N of one seeded order, so a sample lies inside every larger one.")
-@click.option("--shard", default=None, metavar="K/N", help="Score only the K-th of N disjoint parts of each task's items "
-              "(after --limit/--sample), each a seeded random draw of them; `merge` joins the parts.")
-@click.option("--out", type=click.Path(), default=None,
-              help="Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run (or sweep) in --out; with a larger --sample, "
-              "grow a --sample run (only the new items are scored); with another --margin, judge a finished run's "
-              "verdict again at it (nothing is scored).")
-@click.option("--margin", type=float, default=None, metavar="M",
-              help="The published verdict's margin, in the metric's own units: reproduced when the 90% CI of "
-              "run - published lies inside +-M (default: each task's declared margin per metric).")
-@click.option("--force", is_flag=True, help="Run even if the model seems not to fit in memory or on disk.")
+@run_options("limit", "sample", "shard", "out", "resume", "margin", "force")
 @click.option("--dry-run", is_flag=True, help="Print the plan (items, tokens, download, memory, predicted time on "
               "this machine) and stop: nothing is scored, written or downloaded.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON.")
-@click.option("--quants", default=None, metavar="Q,Q,...", help="Run these quants of MODEL, as the registry names them "
-              "(models.toml `base` and `quant`: e.g. Q4_K_M,Q8_0), one after another; `report` draws the ladder.")
+@run_options("quants")
 @click.option("--calibrate", is_flag=True, help="With --dry-run: first time each model that is on this machine "
               "(a few seconds after its load), cached for later plans.")
 @settle_options
-def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: str | None, out: str | None,
-        resume: bool, force: bool, dry_run: bool, as_json: bool, calibrate: bool, quants: str | None, **kw) -> None:
+def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, **kw) -> None:
     """Score MODEL (a registry alias, a .gguf path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE],
     hf:OWNER/REPO[:QUANT] or a file in --model-dir / llama.cpp's cache) on the tasks; write results to --out.
 
@@ -53,9 +38,7 @@ def run(models: tuple[str, ...], limit: int | None, sample: int | None, shard: s
 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
-    request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"], limit=limit, sample=sample,
-                         shard=shard, out=out, resume=resume, force=force, quants=quants, margin=kw["margin"],
-                         models_file=kw["models_file"], model_dirs=kw["model_dirs"])
+    request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"])  # every option by field name
     if dry_run:
         return show(request, as_json=as_json, calibrate=calibrate)
     # the request run (run.session.run: one model, or a sweep), each model's summary and published verdict

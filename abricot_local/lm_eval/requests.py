@@ -52,8 +52,20 @@ REQUEST_RULES = {
                       f"max_gen_toks (default {DEFAULT_MAX_GEN_TOKS}) or a full context; prefix rule as loglikelihood",
 }
 
-# model_args the front end takes besides the backend's own options (backend_arg_keys)
-FRONT_KEYS = ("model", "backend", "models", "force", "model_dir")
+
+
+def run_arg_keys() -> dict[str, str]:
+    """The run's options lm-eval's front end takes, by model_args key: each RunOptions field's ``model_arg``
+    (``models``: models_file, ``model_dir``: model_dirs, ``force``)."""
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions
+
+    return {s.model_arg: s.name for s in specs(RunOptions) if s.model_arg}
+
+
+# model_args the front end takes besides the backend's own options (backend_arg_keys): the model, the backend, the
+# run's options that have a model_args key (run_arg_keys)
+FRONT_KEYS = ("model", "backend", *run_arg_keys())
 IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  # lm-eval's; numbers never depend on them
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
@@ -89,7 +101,9 @@ def backend_arg_keys() -> tuple[str, ...]:
 
 
 def _model_arg(name: str, value=NONE) -> str:
-    """lm-eval's words for an option: ``model_args n_ctx``, ``model_args n_ctx=4096``."""
+    """lm-eval's words for an option: ``model_args n_ctx``, ``model_args n_ctx=4096``; a run option by its key
+    (``models_file``: ``model_args models``)."""
+    name = {field: key for key, field in run_arg_keys().items()}.get(name, name)
     return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
@@ -104,7 +118,8 @@ def _door_words(name: str, value=NONE) -> str:
         return metadata_words.write(name, value)
     if name == "shots":
         return "--num_fewshot" if value is NONE else f"--num_fewshot {value}"
-    return _model_arg(name, value) if name in FRONT_KEYS + backend_arg_keys() else keywords.write(name, value)
+    keys = (*FRONT_KEYS, *run_arg_keys().values(), *backend_arg_keys())
+    return _model_arg(name, value) if name in keys else keywords.write(name, value)
 
 
 # the errors.Namer of lm-eval's model_args and of the command `abricot-local lm-eval`; a list in model_args is
@@ -113,18 +128,13 @@ model_arg = Namer(_model_arg, ";".join)
 door_words = Namer(_door_words, ";".join)
 
 
-def _switch(name: str, raw) -> bool:
-    """A model_args switch (``force``) read as the command line reads one: a bool word, else refused."""
-    from abricot_local.option_fields import Spec, parse
-
-    return bool(parse(Spec(name, bool, False, False, False), raw)) if raw is not None else False
-
-
 def request_of(args: dict):
     """The run.request.RunRequest of lm-eval's ``model_args``: ``model`` (any name `run` takes), the
     backend's option fields by name (lm-eval's types, each parsed by its field; a list written with ';'),
-    ``backend``, ``models`` (an extra models.toml), ``model_dir`` (folders, ';'), ``force``."""
-    from abricot_local.run.request import request_of
+    ``backend``, and the run's options by their keys (:func:`run_arg_keys`: ``models``, an extra models.toml;
+    ``model_dir``, folders written with ';'; ``force``), each parsed and checked by its field."""
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions, request_of
 
     keys = backend_arg_keys()
     unknown = sorted(set(args) - set(FRONT_KEYS) - set(keys) - set(IGNORED_KEYS))
@@ -133,10 +143,12 @@ def request_of(args: dict):
                          f"{', '.join(FRONT_KEYS + keys)}")
     if not args.get("model"):
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
-    dirs = tuple(d for d in str(args.get("model_dir") or "").split(";") if d)
-    return request_of(str(args["model"]), {k: args[k] for k in keys if args.get(k) is not None},
-                      backend=str(args.get("backend") or DEFAULT_BACKEND), force=_switch("force", args.get("force")),
-                      models_file=args.get("models"), model_dirs=dirs)
+    many = {s.name for s in specs(RunOptions) if s.many}
+    run = {name: args.get(key) for key, name in run_arg_keys().items()}  # by field name
+    run = {name: tuple(d for d in str(v).split(";") if d) if name in many and isinstance(v, str) else v
+           for name, v in run.items() if v is not None}  # a list in model_args: ';' (rpc=A;B)
+    return request_of(str(args["model"]), {**{k: args[k] for k in keys if args.get(k) is not None}, **run},
+                      backend=str(args.get("backend") or DEFAULT_BACKEND))
 
 
 def open_model(args: dict) -> OpenedModel:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from abricot_local.errors import UsageError, opt
 from abricot_local.names import path_part
-from abricot_local.option_fields import option, recorded, validate
+from abricot_local.option_fields import option, recorded, settle, validate
 
 if TYPE_CHECKING:  # loaded once the request holds together: an unknown name is refused before them
     from abricot_local.models.given import Given
@@ -83,6 +83,106 @@ class SettleOptions:
     def config(self) -> dict:
         """What a run's config records of them (only when given)."""
         return recorded(self) if self.until_settled else {}
+
+
+def _shard(raw) -> str:
+    """--shard's value as ``K/N`` (checked: :meth:`Shard.parse`'s refusal)."""
+    return str(raw) if isinstance(raw, Shard) else str(Shard.parse(str(raw)) or "")
+
+
+def _out(raw) -> str:
+    """--out's folder as text (a path object too); an empty one refused, not read as ``.``."""
+    import os
+
+    text = os.fspath(raw) if isinstance(raw, os.PathLike) else raw
+    if not isinstance(text, str):
+        raise UsageError(f"{opt('out')}: expected a folder path, got {raw!r}")
+    if not text:  # Path("") is ".": not "no --out" (results/<model>/<time>/), not here
+        raise UsageError(f"{opt('out')} is empty: give the run's folder (without {opt('out')}, a run writes "
+                         "results/<model>/<time>/)")
+    return text
+
+
+def _margin(margin) -> float:
+    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin) and margin > 0):
+        raise UsageError(f"{opt('margin')} must be a finite number more than 0 (in the metric's own units), "
+                         f"got {margin!r}")
+    return float(margin)
+
+
+def _joined(raw) -> str:
+    """--quants as text: a list of the registry's quant names joined with commas."""
+    return raw if isinstance(raw, str) else ",".join(str(q) for q in raw)
+
+
+def _path(raw) -> str:
+    import os
+
+    return os.fspath(raw) if isinstance(raw, (str, os.PathLike)) else str(raw)
+
+
+def _paths(raw) -> tuple[str, ...]:
+    """--model-dir's folders: one (text, a path object) or several."""
+    import os
+
+    return (_path(raw),) if isinstance(raw, (str, os.PathLike)) else tuple(_path(d) for d in raw)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The run's own options (issue 44): each one a field, as the tasks' and the settle options are: its flag
+    (cli/options.run_flags), the API's keyword and lm-eval's model_args key (``model_arg``) and its checks made
+    from it (:func:`run_options`). ``cli``: the flag where it is not made from the field's name."""
+
+    limit: int | None = option(None, "Score only the first N items of each task (release order).", min=1)
+    sample: int | None = option(
+        None, "Score N items of each task drawn with --seed (release order kept): the first N of one seeded order, "
+        "so a sample lies inside every larger one.", min=1)
+    shard: str | None = option(
+        None, "Score only the K-th of N disjoint parts of each task's items (after --limit/--sample), each a seeded "
+        "random draw of them; `merge` joins the parts.", metavar="K/N", parse=_shard,
+        words="text 'K/N' ('1/2') or None")
+    out: str | None = option(
+        None, "Output folder (default results/<model>/<time>/; several models: results/<sweep>/<model>/).",
+        path=True, parse=_out, words="a folder path (text or a Path) or None")
+    resume: bool = option(
+        False, "Continue an interrupted run (or sweep) in --out; with a larger --sample, grow a --sample run (only "
+        "the new items are scored); with another --margin, judge a finished run's verdict again at it (nothing is "
+        "scored).")
+    margin: float | None = option(
+        None, "The published verdict's margin, in the metric's own units: reproduced when the 90% CI of run - "
+        "published lies inside +-M (default: each task's declared margin per metric).", metavar="M", parse=_margin)
+    models_file: str | None = option(None, "Extra models.toml extending the registry.", path=True, parse=_path,
+                                     cli="--models", model_arg="models")
+    force: bool = option(False, "Run even if the model seems not to fit in memory or on disk.", model_arg="force")
+    quants: str | None = option(
+        None, "Run these quants of MODEL, as the registry names them (models.toml `base` and `quant`: e.g. "
+        "Q4_K_M,Q8_0), one after another; `report` draws the ladder.", metavar="Q,Q,...", parse=_joined,
+        words="quant names as text ('Q4_K_M,Q8_0'), a list of them, or None")
+    model_dirs: tuple[str, ...] = option(
+        (), "A folder of GGUF files: MODEL may then be a file name found there (repeatable).", metavar="DIR",
+        path=True, repeat=True, parse=_paths, cli="--model-dir", model_arg="model_dir")
+
+    def __post_init__(self) -> None:
+        settle(self)
+        validate(self)
+        if self.sample is not None and self.limit is not None:
+            raise UsageError(f"{opt('sample', self.sample)} and {opt('limit', self.limit)} cannot be combined: "
+                             f"{opt('sample')} draws items with the seed, {opt('limit')} takes the first ones; give "
+                             "one of them")
+        if self.resume and not self.out:
+            raise UsageError(f"{opt('resume', True)} needs the {opt('out')} folder of the run to continue")
+
+
+def run_options(values: Mapping[str, Any]) -> RunOptions:
+    """The run's options from values by field name (None: not given; the others are left), each parsed and checked
+    by its field (option_fields.from_values: the one check of every door), then together (--sample with --limit,
+    --resume without --out)."""
+    from abricot_local.option_fields import from_values, specs
+
+    return from_values(RunOptions, {s.name: values[s.name] for s in specs(RunOptions) if s.name in values},
+                       owner="the run")
 
 
 @dataclass(frozen=True)
@@ -204,72 +304,45 @@ def given_options(backend: str, values: Mapping[str, Any], seed: int):
 
 
 def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = None, *, tasks: str | None = None,
-            backend: str | None = None, limit: int | None = None, sample: int | None = None,
-            shard: str | None = None, out=None, resume: bool = False, force: bool = False,
-            quants: str | Sequence[str] | None = None, margin: float | None = None, models_file=None,
-            model_dirs: Sequence = ()) -> RunRequest:
-    """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the tasks' and the backends'
-    options by field name; refused now where it cannot run: the counts, an empty --out, --margin, a --models
-    file that cannot be read, --quants of one model (its aliases in the registry), each option's value. A
+               backend: str | None = None, **run: Any) -> RunRequest:
+    """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the options by field name (the
+    tasks', the backends', the settle options and the run's own, :class:`RunOptions`); ``run``: run options given
+    by keyword (over ``values``); refused now where it cannot run: each run option (:func:`run_options`), a
+    --models file that cannot be read, --quants of one model (its aliases in the registry), each option's value. A
     model's name is found by its plan, first."""
     from abricot_local.backends import DEFAULT_BACKEND
 
-    _check_counts(limit, sample, resume, out)
-    margin = _margin(margin)
+    unknown = sorted(set(run) - {f.name for f in fields(RunOptions)})
+    if unknown:  # a door's own mistake: every run option is a RunOptions field
+        raise TypeError(f"request_of() has no run option {', '.join(unknown)}")
+    values = dict(values or {})
+    o = run_options({**values, **run})
     backend = backend or DEFAULT_BACKEND
-    models_file = None if models_file is None else str(models_file)
-    model_dirs = tuple(str(d) for d in model_dirs)
     models = (models,) if isinstance(models, str) else tuple(str(m) for m in models)
     registry = None
-    if quants is not None or models_file is not None:  # a models file the user named: read now (any backend)
+    if o.quants is not None or o.models_file is not None:  # a models file the user named: read now (any backend)
         from abricot_local.models.registry import load_registry
 
-        registry = load_registry(models_file)
-    if quants is not None:  # the registry's aliases of MODEL's quants: a sweep
+        registry = load_registry(o.models_file)
+    if o.quants is not None:  # the registry's aliases of MODEL's quants: a sweep
         from abricot_local.models.quants import expand
 
-        models = tuple(expand(models, quants if isinstance(quants, str) else ",".join(quants), registry))
+        models = tuple(expand(models, o.quants, registry))
     if not models:
         raise UsageError("no model given")
-    options = task_options(values or {})
-    settle = settle_options(values or {}, sample, limit, shard)
-    sample = settle.max_items if settle.on else sample  # the items the rule may read: the first of one draw
+    options = task_options(values)
+    settle = settle_options(values, o.sample, o.limit, o.shard)
+    sample = settle.max_items if settle.on else o.sample  # the items the rule may read: the first of one draw
     if settle.on and len(models) > 1:  # a ladder's reference, chosen once (run/settle_sweep.py)
         from abricot_local.models.quants import reference
         from abricot_local.models.registry import load_registry
 
-        registry = registry if registry is not None else load_registry(models_file)
-    return RunRequest(models, given_options(backend, values or {}, options.seed), tasks, options, limit, sample,
-                      Shard.parse(shard), None if out is None else Path(out), resume, force, models_file,
-                      model_dirs, datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), margin, settle=settle,
-                      reference=reference(models, registry) if settle.on and len(models) > 1 else None,
+        registry = registry if registry is not None else load_registry(o.models_file)
+    return RunRequest(models, given_options(backend, values, options.seed), tasks, options, o.limit, sample,
+                      Shard.parse(o.shard), None if o.out is None else Path(o.out), o.resume, o.force,
+                      o.models_file, o.model_dirs, datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), o.margin,
+                      settle=settle, reference=reference(models, registry) if settle.on and len(models) > 1 else None,
                       registry=registry)
-
-
-def _margin(margin) -> float | None:
-    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0, or None."""
-    if margin is None:
-        return None
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin) and margin > 0):
-        raise UsageError(f"{opt('margin')} must be a finite number more than 0 (in the metric's own units), "
-                         f"got {margin!r}")
-    return float(margin)
-
-
-def _check_counts(limit: int | None, sample: int | None, resume: bool, out) -> None:
-    """What `run` refuses before anything else: --limit, --sample, an empty --out, --resume without --out."""
-    if limit is not None and limit < 1:
-        raise UsageError(f"{opt('limit')} must be at least 1")
-    if sample is not None and limit is not None:
-        raise UsageError(f"{opt('sample', sample)} and {opt('limit', limit)} cannot be combined: {opt('sample')} "
-                         f"draws items with the seed, {opt('limit')} takes the first ones; give one of them")
-    if sample is not None and sample < 1:
-        raise UsageError(f"{opt('sample')} must be at least 1, got {sample}")
-    if out is not None and not str(out):  # Path("") is ".": not "no --out" (results/<model>/<time>/), not here
-        raise UsageError(f"{opt('out')} is empty: give the run's folder (without {opt('out')}, a run writes "
-                         "results/<model>/<time>/)")
-    if resume and not out:
-        raise UsageError(f"{opt('resume', True)} needs the {opt('out')} folder of the run to continue")
 
 
 def of_record(record, model: str, task_options, over: Mapping[str, Any] | None = None) -> RunRequest:
