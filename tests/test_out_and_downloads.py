@@ -24,7 +24,7 @@ from abricot_local.models import fetch, pypi, quant_folder
 from abricot_local.models.temps import PART, remove_stale, temp_beside, temp_pattern
 from abricot_local.names import path_part
 from abricot_local.report.safe import visible
-from abricot_local.run import naming
+from abricot_local.run import owned, session
 from abricot_local.run import request as run_request
 from conftest import fail_after
 
@@ -42,7 +42,7 @@ def base(discotex_dir):
 # -- 1. the default folder of runs started in the same second ---------------------------------------
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
     with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda _: naming.fresh_folder(Path("results") / "m", "20261205-204635"), range(8)))
+        got = list(pool.map(lambda _: owned.fresh_folder(Path("results") / "m", "20261205-204635"), range(8)))
     folders = [f for f, _ in got]
     assert len(set(folders)) == 8 and all(f.is_dir() for f in folders)
     names = sorted(f.name for f in folders)
@@ -77,14 +77,14 @@ def test_a_second_run_in_the_same_second_writes_its_own_folder_and_resumes_it(tm
 
 def test_a_default_folder_a_run_left_empty_is_removed(tmp_path, monkeypatch, base):
     request = run_request.request_of("fake", {}, backend="fake")
-    folders = naming.Folders(request)
+    folders = session.Folders(request)
     folder = folders.of("fake", "some model")
     assert folder == Path("results/some model") / request.stamp and folder.is_dir()
     assert folders.of("fake", "some model") == folder  # made once
     assert folders.of("fake") is None  # not located yet: no folder
     folders.drop_unused()
     assert not (tmp_path / "results").exists()
-    kept = naming.Folders(run_request.request_of("fake", {}, backend="fake"))
+    kept = session.Folders(run_request.request_of("fake", {}, backend="fake"))
     (kept.of("fake", "m") / "x").write_text("written")
     kept.drop_unused()
     assert (tmp_path / "results" / "m" / kept.request.stamp / "x").is_file()
@@ -101,14 +101,14 @@ def test_a_sweep_folder_is_made_once_for_the_run_and_its_copies(tmp_path):
     import dataclasses
 
     request = run_request.request_of(["fake", "other"], {}, backend="fake")
-    folders = naming.Folders(request)
+    folders = session.Folders(request)
     root = folders.root
     assert root.is_dir() and root == Path("results") / f"sweep-{request.stamp}"
     assert folders.root == root and folders.of("other") == root / "other"
-    assert naming.Folders(dataclasses.replace(request, sample=3)).of("other") != root / "other"  # another run's
+    assert session.Folders(dataclasses.replace(request, sample=3)).of("other") != root / "other"  # another run's
     assert dataclasses.replace(request, sample=3) == dataclasses.replace(request, sample=3)  # the request: a value
     out = run_request.request_of(["fake", "other"], {}, backend="fake", out=tmp_path / "s")
-    assert naming.Folders(out).root == tmp_path / "s" == out.out_folder("fake").parent
+    assert session.Folders(out).root == tmp_path / "s" == out.out_folder("fake").parent
     assert not (tmp_path / "s").exists()  # --out: made by the run, not here
 
 

@@ -146,3 +146,29 @@ def rewrite_marker(folder: Path, state: str, text: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def fresh_folder(parent: Path, name: str) -> tuple[Path, list[Path]]:
+    """A default run folder, and the folders made for it (deepest first): ``parent/name`` made now, or, when
+    another run (started in the same second) or anything else has that name, the first of ``name-02``,
+    ``name-03``, ... that this call makes (mkdir is atomic: two runs never get the same folder; the names sort in
+    the order they were taken). When no folder can be made there (a file in the way, no permission),
+    ``parent/name``, made by no one: the run's folder says why."""
+    above = [p for p in (parent, *parent.parents) if not p.exists()]  # deepest first
+    n = 1
+    for _ in range(1000):
+        path = parent / (name if n == 1 else f"{name}-{n:02d}")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            break
+        try:
+            path.mkdir()
+            return path, [path, *above]
+        except FileExistsError:
+            n += 1
+        except FileNotFoundError:  # its parent removed meanwhile (another run's, left empty): made again
+            continue
+        except OSError:
+            break
+    return parent / name, []

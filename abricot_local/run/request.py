@@ -203,7 +203,7 @@ class RunRequest:
     force: bool = False
     models_file: str | None = None
     model_dirs: tuple[str, ...] = ()
-    stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp> (made: run.naming.Folders)
+    stamp: str = ""  # UTC, %Y%m%d-%H%M%S: results/<model>/<stamp>, results/sweep-<stamp> (made: run.session.Folders)
     margin: float | None = None  # --margin: the published verdict's (None: each task's)
     task_keys: tuple[str, ...] = ()  # a recorded run's task instances, by key (check, kld): made as they were
     settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
@@ -228,7 +228,7 @@ class RunRequest:
 
     def out_folder(self, model: str) -> Path | None:
         """The folder --out names for ``model``'s run: a sweep's <out>/<its slug>, else --out; None without --out
-        (a default folder, made when the run asks for it: run.naming.Folders)."""
+        (a default folder, made when the run asks for it: run.session.Folders)."""
         if self.out is None:
             return None
         return self.out / slug(model) if len(self.models) > 1 else self.out

@@ -13,7 +13,9 @@ from typing import Callable, Iterator
 from abricot_local.errors import AbricotError, opt
 from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
-from abricot_local.run.naming import Folders
+from abricot_local.names import path_part
+from abricot_local.run.owned import fresh_folder
+from abricot_local.run.request import slug
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
 from abricot_local.run.resume import grows, remargined
 
@@ -57,6 +59,46 @@ class Outcome:
     rejudged: bool = False  # its verdict judged again at another --margin, results.json rewritten (run.run_folder.rejudged)
     warnings: tuple[tuple[str, str], ...] = ()  # (task, text): what its tasks' numbers may mislead by, as made
     # (record.task_warnings: opt()'s, for a door to render; the record holds them in its words)
+
+
+class Folders:
+    """The folders of one run of ``request`` (a run.request.RunRequest): each named once, a default one made
+    when first asked for; :meth:`drop_unused` removes the default ones still empty."""
+
+    def __init__(self, request) -> None:
+        self.request = request
+        self._made: dict[str, tuple[Path, list[Path]]] = {}  # what fresh_folder made, by the name asked for
+
+    @property
+    def root(self) -> Path:
+        """The folder of a sweep: --out, else results/sweep-<stamp> (made now, once)."""
+        return self.request.out or self._default(Path("results"), f"sweep-{self.request.stamp}")
+
+    def of(self, model: str, label: str | None = None) -> Path | None:
+        """The folder ``model``'s run writes: in a sweep <root>/<its slug>, else --out, else results/<label>/<stamp>
+        (``label``: the located model's; None before it is located: no folder yet), made now, once."""
+        r = self.request
+        if len(r.models) > 1:
+            return self.root / slug(model)
+        if r.out is not None or label is None:
+            return r.out
+        return self._default(Path("results") / path_part(label, "model"), r.stamp)
+
+    def _default(self, parent: Path, name: str) -> Path:
+        key = str(parent / name)
+        if key not in self._made:
+            self._made[key] = fresh_folder(parent, name)
+        return self._made[key][0]
+
+    def drop_unused(self) -> None:
+        """Remove the default folders made here that are still empty, and the folders made for them, while
+        empty."""
+        for _folder, chain in list(self._made.values()):
+            for path in chain:  # deepest first
+                try:
+                    path.rmdir()
+                except OSError:  # not empty (written, or another run's), or gone
+                    break
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def finished(record) -> bool:
 
 
 def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, str]]:
-    """The request's quants (each into its folder: ``folders``, run.naming.Folders; ``run_model``: session.run_model), each rung
+    """The request's quants (each into its folder: ``folders``, run.session.Folders; ``run_model``: session.run_model), each rung
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it."""

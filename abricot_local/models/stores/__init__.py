@@ -101,7 +101,7 @@ class Listed:
 def label_of(text: str) -> str:
     """A store's short ASCII label of a model (ASCII letters, digits, ``.``, ``_``, ``-``): the name its run
     records and its run's folder (``gemma3:270m`` -> ``gemma3-270m``). Not a path part itself: where it becomes
-    one (run.naming.Folders.of) it goes through names.path_part, which leaves it as it is (up to 120
+    one (run.session.Folders.of) it goes through names.path_part, which leaves it as it is (up to 120
     characters). path_part alone would keep ``:`` and spaces (``gemma3:270m``), renaming existing runs'
     folders and recorded names: this narrower label stays."""
     import re
