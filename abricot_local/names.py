@@ -2,14 +2,17 @@
 only close matches, so a suggestion is a likely typo and never a merely similar word;
 :func:`path_part`, the one place a name becomes part of a path; and plugins' entry points by name as every
 registry reads them (tasks/, backends/, models/stores/: :func:`grouped`, each name's distinct entries, a package
-found twice being one) and the words a message names them in (:func:`listed`, :func:`where`); each registry keeps
-its own rules (what it ships, what a clash or a broken entry means)."""
+found twice being one; :func:`plugin_entries`, the plugins' names against the shipped ones: a plugin's entry
+taking a shipped name ignored, a name two plugins register refused) and the words a message names them in
+(:func:`listed`, :func:`where`); each registry keeps its own rules (what it ships, its messages' words, whether a
+name two plugins register stays listed, what a broken entry means)."""
 
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint
-from typing import Callable, Iterable
+from typing import Callable, Container, Iterable, Mapping
 
 MAX_PART = 120  # characters of a name made a path part (a file system allows 255 bytes)
 
@@ -90,3 +93,44 @@ def listed(name: str, eps: Iterable[EntryPoint]) -> str:
 def where(ep: EntryPoint) -> str:
     """An entry as a refusal names it in parentheses: ``module:attr, package P`` (the package when known)."""
     return ep.value + (f", package {package(ep)}" if package(ep) else "")
+
+
+@dataclass(frozen=True)
+class Clashes:
+    """A registry's words for its plugins' clashes: ``str.format`` templates of ``name`` (a plugin's name) and
+    ``entries`` (:func:`listed`): ``ignored``, a plugin's entry taking a shipped name; ``several``, a name several
+    plugins register."""
+
+    ignored: str
+    several: str
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """A registry's plugin entries against the names it ships (:func:`plugin_entries`)."""
+
+    entries: dict[str, tuple[EntryPoint, ...]]  # each name no shipped one has -> its entries, names sorted
+    several: dict[str, str]  # a name several plugins register -> why it is refused
+    ignored: dict[str, str]  # a name a plugin takes from a shipped one -> why its entries are ignored
+
+    def over(self, shipped: Mapping[str, object]) -> dict[str, object]:
+        """``shipped``, then each plugin name with its first entry (a name several plugins register too: it is
+        refused when it is used, :attr:`several`)."""
+        return {**shipped, **{name: eps[0] for name, eps in self.entries.items()}}
+
+
+def plugin_entries(eps: Iterable[EntryPoint], shipped: Container[str], words: Clashes,
+                   fold: Callable[[str], str] = str) -> Plugins:
+    """The plugins' entries ``eps`` by name (:func:`grouped`, ``fold``-ed) against the ``shipped`` names: a
+    plugin's entry taking a shipped name is ignored (the shipped one runs), a name several plugins register is
+    refused; each said in the registry's ``words``."""
+    entries, several, ignored = {}, {}, {}
+    for name, found in grouped(eps, fold).items():
+        said = {"name": name, "entries": listed(name, found)}
+        if name in shipped:
+            ignored[name] = words.ignored.format(**said)
+            continue
+        entries[name] = found
+        if len(found) > 1:
+            several[name] = words.several.format(**said)
+    return Plugins(entries, several, ignored)

@@ -9,9 +9,9 @@ runtime loaded), and, when its runtime's
 C calls need it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no runtime
 import), which :func:`on_stuck` and :func:`exit_process` go through. Its class follows ``base.BackendClass``
 (``name``, ``Options``, ``capabilities``, the classmethods ``config``, ``preflight``, ``speed_settings``,
-``watch_remote``; ``base.Declared`` gives their defaults); instances follow ``base.Backend``; both are checked
-when the backend is asked for (:mod:`backends.contract`). Shared code uses these, and asks whether a backend has
-an option by its Options' fields (:func:`has_option`), never comparing a backend's name.
+``watch_remote``, ``kernel_threads``; ``base.Declared`` gives their defaults); instances follow ``base.Backend``;
+both are checked when the backend is asked for (:mod:`backends.contract`). Shared code uses these, and asks
+whether a backend has an option by its Options' fields (:func:`has_option`), never comparing a backend's name.
 
 A plugin that fails to load, takes a shipped backend's name, shares its name with another plugin, or declares an
 option as another backend does not is refused by name when it is asked for (:class:`contract.BackendError`),
@@ -34,7 +34,7 @@ from abricot_local.backends.options import ScoringOptions
 from abricot_local.errors import AbricotError, UsageError
 from abricot_local.gguf.file import model_bytes
 from abricot_local.option_fields import Spec, specs
-from abricot_local.names import grouped, listed, where
+from abricot_local.names import Clashes, plugin_entries, where
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,11 @@ SHIPPED = {
                        reads_model_file=False),
 }
 DEFAULT_BACKEND = "llama.cpp"
+CLASHES = Clashes(
+    ignored="backend plugin entry {entries} is ignored: {name!r} is a backend shipped with abricot-local (it runs "
+            "that one); the plugin must register its backend under another name",
+    several="backend {name!r} is registered by several plugins ({entries}): uninstall one of them, or have one "
+            "register its backend under another name")
 
 
 def __getattr__(name: str):
@@ -81,24 +86,20 @@ def _entries() -> tuple[dict[str, Registered], dict[str, str], tuple[str, ...]]:
     plugin's backend is refused; why a plugin's entry that takes a shipped backend's name is ignored). Only each
     plugin's small registration module and its options class load here. A package found twice (the same
     ``module:REGISTERED``) is no clash."""
-    usable, refused, ignored = dict(SHIPPED), {}, []
+    usable, refused = dict(SHIPPED), {}
     declared: dict[str, tuple[Spec, str]] = {}  # option -> (its first declaration, by which backend)
     for name in SHIPPED:
         declared.update({s.name: (s, name) for s in specs(_load(SHIPPED[name].options)) if s.name not in declared})
-    for name, eps in grouped(entry_points(group=GROUP)).items():
-        entries = listed(name, eps)
-        if name in SHIPPED:
-            ignored.append(f"backend plugin entry {entries} is ignored: {name!r} is a backend shipped with "
-                           "abricot-local (it runs that one); the plugin must register its backend under another name")
-        elif len(eps) > 1:
-            refused[name] = (f"backend {name!r} is registered by several plugins ({entries}): uninstall one of "
-                             "them, or have one register its backend under another name")
-        else:
-            try:
-                usable[name] = _registration(name, eps[0], declared)
-            except BackendError as err:
-                refused[name] = str(err)
-    return usable, refused, tuple(ignored)
+    plugins = plugin_entries(entry_points(group=GROUP), SHIPPED, CLASHES)
+    for name, eps in plugins.entries.items():  # a name several plugins register: not usable, none of them loaded
+        if name in plugins.several:
+            refused[name] = plugins.several[name]
+            continue
+        try:
+            usable[name] = _registration(name, eps[0], declared)
+        except BackendError as err:
+            refused[name] = str(err)
+    return usable, refused, tuple(plugins.ignored.values())
 
 
 def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str]]) -> Registered:

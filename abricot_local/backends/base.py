@@ -282,6 +282,10 @@ class BackendClass(Protocol):
         """Call ``lost`` (which ends the process) when a remote device it uses goes away."""
         ...
 
+    def kernel_threads(self, options: Any) -> int | None:
+        """The threads it decodes on with ``options``, resolved (its own default applied); None: not known."""
+        ...
+
 
 class Declared:
     """The defaults of :class:`BackendClass`'s members, for a backend class to extend."""
@@ -301,6 +305,12 @@ class Declared:
     @classmethod
     def watch_remote(cls, options, lost: Callable[[AbricotError], None]) -> None:
         return None
+
+    @classmethod
+    def kernel_threads(cls, options) -> int | None:
+        """Its ``threads`` option where its options have one and it is set, else None (a backend whose own
+        default is a count says it: llama.cpp's, every core)."""
+        return getattr(options, "threads", None) or None
 
     @property
     def counters(self) -> Counters:

@@ -29,7 +29,8 @@ CAPABILITIES = (SCORE, ROLLING, GENERATE)
 # What checking a value reads of an option's declaration: two backends' declarations of one option agree on these
 CHECKED = ("kind", "many", "optional", "choices", "min", "max", "parse", "sep", "repeat", "path", "flag", "internal",
            "declared_choices")
-CLASS_MEMBERS = ("name", "Options", "capabilities", "config", "preflight", "speed_settings", "watch_remote")
+CLASS_MEMBERS = ("name", "Options", "capabilities", "config", "preflight", "speed_settings", "watch_remote",
+                 "kernel_threads")
 INSTANCE_MEMBERS = ("score", "score_many", "batch_size", "schedule", "piece", "render_chat", "provenance",
                     "start_facts", "counters", "n_ctx", "close")
 BY_CAPABILITY = {ROLLING: ("tokenize", "prefix_token", "score_tokens"), GENERATE: ("generate",)}

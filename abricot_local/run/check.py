@@ -31,7 +31,7 @@ from abricot_local.models.ref import Located, ModelRef, require_same
 from abricot_local.models.locate import resolve_model_ref
 from abricot_local.metrics import require_finite
 from abricot_local.run.execute import execute, open_backend, prepared
-from abricot_local.run.plan import make_plan
+from abricot_local.run.plan import Plan, make_plan
 from abricot_local.run.request import of_record
 from abricot_local.analysis.changes import NEAR_TIE, AnswerChanges, top_two_margin
 from abricot_local.run.check_data import recorded_task_options
@@ -134,6 +134,21 @@ def recorded_model(record: Record, given: str | None = None, *, give: str = "") 
             raise ResultsError(f"the recorded model cannot be opened: {err.raw()}") from None
     require_same(ref, rec.sha256)
     return ref
+
+
+def recorded_plan(record: Record, found: ModelRef, task_options, backend_values: dict | None = None, *,
+                  engine: Callable[[str], str] | None = None, dry: bool = False) -> Plan:
+    """The plan of a recorded run (`check` re-scores it, `kld` measures against it): its request
+    (run.request.of_record: its backend options as recorded, ``backend_values`` on top, its tasks with
+    ``task_options``) for its model ``found`` again (:func:`recorded_model`), planned with that model as
+    located (nothing hashed afresh). ``engine``: the engine run for the recorded one (`kld`'s: each token
+    decoded once), None: the recorded one; ``dry`` (`kld --dry-run`): nothing fetched or hashed."""
+    request = of_record(record, found.as_written, task_options, backend_values)
+    recorded = request.given.values.get("engine")
+    if engine is not None and recorded is not None and engine(recorded) != recorded:
+        over = {**(backend_values or {}), "engine": engine(recorded)}
+        request = of_record(record, found.as_written, task_options, over)
+    return make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
 
 
 def _shown(value) -> str:
@@ -245,8 +260,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
     record, out = run.record, Path(run.path)
     options = recorded_task_options(record, data_dir, data)
     found = recorded_model(record, model)
-    request = of_record(record, found.as_written, options, backend_values)
-    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False)
+    p = recorded_plan(record, found, options, backend_values)
     rng = np.random.default_rng(options.seed)
     read = {name: task_samples(out, t, name, counted=False) for name, t in record.tasks.items()}
     record_differs = tuple(_record_differences(record, read, out))

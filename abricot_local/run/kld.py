@@ -37,12 +37,11 @@ from abricot_local.errors import ResultsError, UsageError
 from abricot_local.gguf.file import model_bytes
 from abricot_local.memory import Fit
 from abricot_local.models.given import load
-from abricot_local.models.ref import Located, ModelRef
-from abricot_local.run.check import recorded_model, recorded_run
+from abricot_local.models.ref import ModelRef
+from abricot_local.run.check import recorded_model, recorded_plan, recorded_run
 from abricot_local.run.check_data import recorded_task_options
 from abricot_local.run.execute import open_backend, prepared, score_items
-from abricot_local.run.plan import Plan, make_plan
-from abricot_local.run.request import of_record
+from abricot_local.run.plan import Plan
 
 Progress = Callable[[str, int, int], None]
 ROW_BYTES = 4  # an output row's entry: a float32 logit (llama.cpp's)
@@ -136,11 +135,11 @@ def _ids(run: Run) -> dict[str, set[str]]:
 
 
 def threads_of(kind: str, options) -> int:
-    """The run's threads (backend ``kind``'s ``threads`` option where it has one, resume.takes_threads, and it is
-    set; else every core): the rows' comparing threads."""
+    """The rows' comparing threads: the run's, as backend ``kind`` resolves them (its class's ``kernel_threads``,
+    where it has a ``threads`` option: resume.takes_threads); else (none, or not known) every core."""
     from abricot_local.run.resume import takes_threads
 
-    given = getattr(options, "threads", None) if takes_threads(kind) else None
+    given = backend_class(kind).kernel_threads(options) if takes_threads(kind) else None
     return max(1, given or os.cpu_count() or 1)
 
 
@@ -156,11 +155,8 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
     kind = record.config.backend
     found = _model(ref, dry)
     options = recorded_task_options(record, data_dir, data)
-    request = of_record(record, found.as_written, options, backend_values)
-    engine = request.given.values.get("engine")  # a token decoded again would be a row counted again
-    if engine is not None and once(engine) != engine:
-        request = of_record(record, found.as_written, options, {**(backend_values or {}), "engine": once(engine)})
-    p = make_plan(request, located=Located(found.as_written, found.backend, found), fresh=False, dry=dry)
+    # each token decoded once (engines.once): a token decoded again would be a row counted again
+    p = recorded_plan(record, found, options, backend_values, engine=once, dry=dry)
     ref_ids = _ids(ref)
     rungs = []
     for r in runs:

@@ -15,11 +15,16 @@ import functools
 from importlib.metadata import EntryPoint, entry_points
 
 from abricot_local.errors import TaskError, opt
-from abricot_local.names import did_you_mean, grouped, listed
+from abricot_local.names import Clashes, did_you_mean, plugin_entries
 from abricot_local.tasks.base import CONTRACT, Task, TaskOptions
 from abricot_local.tasks.item_check import where
 
 GROUP = "abricot_local.tasks"
+CLASHES = Clashes(  # a task name is case-blind: plugins' names are folded to lower case
+    ignored="task plugin entry {entries} is ignored: {name!r} is a task shipped with abricot-local (it runs that one); "
+            "the plugin must register its task under another name",
+    several="task {name!r} is registered by several plugins ({entries}): uninstall one of them, or have one register "
+            "its task under another name")
 
 
 @functools.cache
@@ -34,22 +39,11 @@ def _entries() -> tuple[dict[str, EntryPoint], dict[str, str], dict[str, str]]:
             shipped.setdefault(ep.name.lower(), ep)
         else:
             others.append(ep)
-    plugins = grouped(others, str.lower)
-    if not shipped and not plugins:
+    plugins = plugin_entries(others, shipped, CLASHES, str.lower)
+    if not shipped and not plugins.entries:
         raise TaskError("no task is registered: abricot-local's entry points are missing "
                         "(install the package: pip install -e .)")
-    registry, clashes, ignored = dict(shipped), {}, {}
-    for name, eps in plugins.items():
-        entries = listed(name, eps)
-        if name in shipped:
-            ignored[name] = (f"task plugin entry {entries} is ignored: {name!r} is a task shipped with abricot-local "
-                             "(it runs that one); the plugin must register its task under another name")
-            continue
-        registry[name] = eps[0]
-        if len(eps) > 1:
-            clashes[name] = (f"task {name!r} is registered by several plugins ({entries}): uninstall one of them, "
-                             "or have one register its task under another name")
-    return registry, clashes, ignored
+    return plugins.over(shipped), plugins.several, plugins.ignored
 
 
 def _registry() -> dict[str, object]:

@@ -102,6 +102,11 @@ class LlamaCppBackend(Declared):
                 "rpc": list(options.rpc)}
 
     @classmethod
+    def kernel_threads(cls, options: LlamaCppOptions) -> int:
+        """The threads llama.cpp decodes on with ``options``: --threads, else every core (session.resolved_threads)."""
+        return resolved_threads(options)
+
+    @classmethod
     def watch_remote(cls, options: LlamaCppOptions, lost) -> None:
         """Call ``lost(err)`` (which must end the process) when one of the --rpc servers goes away:
         ggml-rpc ends the process then, and ``err`` names the server."""

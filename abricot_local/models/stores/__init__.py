@@ -25,7 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from abricot_local.errors import UsageError
-from abricot_local.names import grouped, listed, where
+from abricot_local.names import Clashes, plugin_entries, where
 
 GROUP = "abricot_local.model_stores"  # other packages' stores: PREFIX = "module" (with resolve() and listing())
 MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_local.models.stores.lmstudio",
@@ -33,6 +33,11 @@ MODULES = {"ollama": "abricot_local.models.stores.ollama", "lmstudio": "abricot_
 NEEDS = ("resolve(rest, *, offline=None, notify=None, progress=True, fresh=False) -> Found, "
          "listing() -> list[Listed], and optionally pending(rest) (what a run would download)")
 RESOLVE_KEYWORDS = {"offline": None, "notify": None, "progress": True, "fresh": False}  # what resolve() is given
+CLASHES = Clashes(
+    ignored="model store plugin entry {entries} is ignored: {name!r} is a store shipped with abricot-local "
+            "(`{name}:` names that one); the plugin must register its store under another prefix",
+    several="model store prefix {name!r} is registered by several plugins ({entries}): uninstall one of them, or "
+            "have one register its store under another prefix")
 
 
 @functools.cache
@@ -40,20 +45,8 @@ def _entries() -> tuple[dict[str, str | EntryPoint], dict[str, str], dict[str, s
     """(prefix -> its module: the shipped stores, then the plugins' entry points by prefix; prefix -> why a
     prefix two plugins register is refused; prefix -> why a plugin's entry taking a shipped prefix is
     ignored). A package found twice (the same value) is no clash. Names only: nothing is imported."""
-    registry: dict[str, str | EntryPoint] = dict(MODULES)
-    clashes, ignored = {}, {}
-    for prefix, eps in grouped(entry_points(group=GROUP)).items():
-        entries = listed(prefix, eps)
-        if prefix in MODULES:
-            ignored[prefix] = (f"model store plugin entry {entries} is ignored: {prefix!r} is a store shipped with "
-                               f"abricot-local (`{prefix}:` names that one); the plugin must register its store "
-                               "under another prefix")
-            continue
-        registry[prefix] = eps[0]
-        if len(eps) > 1:
-            clashes[prefix] = (f"model store prefix {prefix!r} is registered by several plugins ({entries}): "
-                               "uninstall one of them, or have one register its store under another prefix")
-    return registry, clashes, ignored
+    plugins = plugin_entries(entry_points(group=GROUP), MODULES, CLASHES)
+    return plugins.over(MODULES), plugins.several, plugins.ignored
 
 
 def prefixes() -> tuple[str, ...]:
