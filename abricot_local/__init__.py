@@ -7,8 +7,8 @@ __version__ = "0.1.0"
 
 # the Python API (abricot_local/api/, docs/python.md), loaded on first use: `import abricot_local`
 # loads neither llama.cpp nor pandas
-__all__ = ["evaluate", "plan", "load_run", "load_runs", "compare", "Run", "Comparison", "Plan", "AbricotWarning",
-           "SweepError", "AbricotError", "__version__"]
+__all__ = ["evaluate", "plan", "load_run", "load_runs", "compare", "merge", "check", "Run", "Comparison", "Plan",
+           "Check", "AbricotWarning", "SweepError", "AbricotError", "__version__"]
 
 
 def __getattr__(name: str):

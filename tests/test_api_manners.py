@@ -49,7 +49,7 @@ def test_a_skipped_task_and_a_sweep_s_warnings_point_at_the_user_s_line(tmp_path
 
 def test_a_note_said_as_the_run_goes_is_not_said_again_from_its_record(tmp_path):
     run, caught = said(api.evaluate, "fake", "abricot_abs", sample=100, out=tmp_path / "o", **ARGS)
-    note = "abricot_abs: sample=100 asks for more items than the task has: all 18 were scored"
+    note = "abricot_abs: sample=100 asks for more items than the task has: all 18 are scored"
     assert [str(w.message) for w in caught].count(note) == 1  # was: once, in the command's words (--sample 100)
     assert "--sample 100 asks for more items" in run.record.tasks["abricot_abs"].warnings[0]
 

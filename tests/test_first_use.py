@@ -89,7 +89,7 @@ def test_sample_over_the_task_size_warns_and_records_the_items_drawn(tmp_path):
     r = invoke("run", "fake", "--backend", "fake", "--data-dir", data, "--tasks", "discotex", "--sample", 100,
                "--out", out)
     assert r.exit_code == 0, r.output
-    note = "--sample 100 asks for more items than the task has: all 18 were scored"
+    note = "--sample 100 asks for more items than the task has: all 18 are scored"
     assert f"warning: discotex: {note}" in r.stderr  # before the run
     assert f"  warning: {note}" in r.stdout  # and in the summary
     doc = json.loads((out / "results.json").read_text())

@@ -1,9 +1,12 @@
 """The click group every command registers on, the one place an AbricotError (or an OSError on a path:
-paths.path_error) becomes its one-line message and exit code, and :func:`echo`, the one way to print."""
+paths.path_error) becomes its one-line message and exit code, and :func:`echo`, the one way to print; the
+console script's own process (:meth:`Group.__call__`), whose exit a late SIGTERM does not make a failure."""
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
@@ -13,6 +16,7 @@ from abricot_local.report.safe import visible
 
 
 FOLD: bool | None = None  # fold error messages to 120 columns: None, on a terminal only (a pipe or a log: whole lines)
+_PROCESS = False  # this process is the console script's (Group.__call__): it ends as its command returns
 
 
 def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
@@ -42,6 +46,20 @@ class Group(click.Group):
     """Turns every AbricotError, and every OSError naming a path (a name over 255 bytes, a file where
     a folder was wanted...), into its message (folded to 120 columns on a terminal) and a non-zero exit."""
 
+    def __call__(self, *args, **kwargs):
+        """The console script's entry (cli.main, ``python -m abricot_local``; a CliRunner calls ``main``, in its
+        caller's process): the process ends as the command returns. Its exit status is decided then, and a
+        SIGTERM during the interpreter's exit must not turn it into 143 (a finished run recorded by a scheduler as
+        a failed job): SIGTERM is ignored from then on (:func:`left_sigterm`: from the moment a command's work is
+        finished)."""
+        global _PROCESS
+        _PROCESS = True
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -54,6 +72,14 @@ class Group(click.Group):
             if known is None:  # not a path's problem: a bug to see whole
                 raise
             fail(known)
+
+
+def left_sigterm(previous, finished: bool):
+    """The SIGTERM handler a command leaves as it returns, ``previous`` the one it replaced: ``previous`` for a
+    caller in this process (a CliRunner test, a script calling ``main``); in the console script's own process
+    (:meth:`Group.__call__`) once the command's work is ``finished`` (a run's results written), SIG_IGN: only
+    the process's exit is left, which a SIGTERM must not make a failure."""
+    return signal.SIG_IGN if finished and _PROCESS else previous
 
 
 def fail(err: AbricotError) -> None:

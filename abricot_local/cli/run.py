@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from abricot_local.cli.app import cli, echo, say
+from abricot_local.cli.app import cli, echo, left_sigterm, say
 from abricot_local.cli.options import backend_options, run_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError, shell_line
@@ -44,18 +44,42 @@ def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, 
     # the request run (run.session.run: one model, or a sweep), each model's summary and published verdict
     # said as its run ends (_said), a sweep's comparison at its end (said_sweep, the ``ended`` hook). Ctrl-C
     # or SIGTERM at any moment (planning, hashing, loading, scoring, the summaries said) ends it with exit
-    # code 130 and what is saved (run.session.after_signal: the runs that finished are complete).
+    # code 130 and what is saved (run.session.after_signal: the runs that finished are complete); a SIGTERM
+    # once every model's run is written stops nothing (_Ending): the command ends as it would have.
+    ending = _Ending(len(request.models))
     hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
                           before_download=before_download,
-                          resume_hint=resume_command, say=say, done=_said, ended=said_sweep)
-    term = signal.signal(signal.SIGTERM, _sigterm)
+                          resume_hint=resume_command, say=say, done=ending.done, ended=said_sweep)
+    term = signal.signal(signal.SIGTERM, ending.sigterm)
     try:
         for _ in session.run(request, hooks):
             pass
     except session.Interrupted as err:
-        _exit_interrupted(err.message)
-    finally:
-        signal.signal(signal.SIGTERM, term)
+        _exit_interrupted(err.message, 0 if err.complete else 130)
+    finally:  # the caller's handler back (a CliRunner test's); the console script's process: ignored from now
+        signal.signal(signal.SIGTERM, left_sigterm(term, finished=ending.finished))
+
+
+class _Ending:
+    """SIGTERM as `run` takes it: as Ctrl-C (a KeyboardInterrupt: the run left for --resume) while a model's run is
+    still to be made; once every model's run has ended (the ``done`` hook: its results.json written, or its
+    failure said) nothing is left to stop, and a SIGTERM is let pass: the summaries are said and the command
+    ends as it would have (0; a sweep with a failed model 1), never a complete run turned into a failure."""
+
+    def __init__(self, models: int):
+        self.left = models
+
+    @property
+    def finished(self) -> bool:
+        return self.left <= 0
+
+    def sigterm(self, signum, frame) -> None:
+        if not self.finished:
+            raise KeyboardInterrupt
+
+    def done(self, step) -> None:
+        self.left -= 1
+        _said(step)
 
 
 def _said(step) -> None:
@@ -85,11 +109,13 @@ def _done_text(done) -> str:
     return "\n".join(lines)
 
 
-def _exit_interrupted(message: str) -> None:
+def _exit_interrupted(message: str, code: int = 130) -> None:
+    """The run's interruption said, and the exit: 130, or 0 when the signal came once the request's runs were
+    all written (run.session.Interrupted.complete: nothing lost, nothing to resume)."""
     from abricot_local.backends import exit_process
 
     echo(message, err=True)
-    exit_process(130)
+    exit_process(code)
 
 
 def said_sweep(request, steps) -> None:
@@ -105,10 +131,6 @@ def said_sweep(request, steps) -> None:
     if failed:
         echo("\n".join([f"\n{len(failed)} model(s) failed:", *(f"  {s.model}: {s.failed}" for s in failed)]), err=True)
         sys.exit(1)
-
-
-def _sigterm(signum, frame):
-    raise KeyboardInterrupt
 
 
 def resume_command(out_dir: Path) -> str:

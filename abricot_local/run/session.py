@@ -22,11 +22,13 @@ from abricot_local.run.resume import grows, remargined
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM, as the CLI turns it) ended a run: its folder is left INTERRUPTED, and
-    ``message`` says what is saved and how to go on."""
+    ``message`` says what is saved and how to go on; ``complete``: the signal came once every run of the
+    request was written (nothing lost, nothing to resume: the CLI exits 0, not 130)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, complete: bool = False):
         super().__init__(message)
         self.message = message
+        self.complete = complete
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     except KeyboardInterrupt as err:
         finished = [s.folder for s in steps if s.folder is not None and not s.failed]
         raise Interrupted(after_signal(request, finished, hooks.resume_hint,
-                                       folders.root if len(request.models) > 1 else None)) from err
+                                       folders.root if len(request.models) > 1 else None),
+                          complete=len(finished) == len(request.models)) from err
     finally:
         folders.drop_unused()
 
@@ -205,8 +208,9 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
         outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
                                                             pairs))
-    except KeyboardInterrupt as err:
-        raise Interrupted(folder.interrupted()) from err
+    except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
+        written = folder.path is not None and (folder.path / RESULTS).is_file() and not folder.grown
+        raise Interrupted(folder.interrupted(), complete=written and len(request.models) == 1) from err
     finally:
         close()
         forget()

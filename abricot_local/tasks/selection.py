@@ -36,7 +36,7 @@ class Count(Enum):
         if self is Count.BOUND:
             return (f"{opt('max_items', n)} ({opt('until_settled', True)}'s bound) asks for more items than the task "
                     f"has: at most all {available} are scored")
-        return f"{opt('sample', n)} asks for more items than the task has: all {available} were scored"
+        return f"{opt('sample', n)} asks for more items than the task has: all {available} are scored"
 
 
 @dataclass(frozen=True)
