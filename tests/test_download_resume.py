@@ -118,15 +118,30 @@ def test_a_cut_download_continues_from_its_bytes_with_a_range_request(tmp_path, 
     assert fetch.sha256_file(dest) == SHA  # the memo stored holds the whole file's hash
 
 
-def test_a_download_cut_twice_continues_twice_and_without_a_pinned_hash(tmp_path, server):
+def test_a_download_cut_twice_continues_twice(tmp_path, server):
     dest = tmp_path / "d" / "m.gguf"
     dest.parent.mkdir()
     _Serve.cuts = [HALF, 1_000_000]
     for _ in range(2):
         with pytest.raises(DownloadError, match="kept in"):
-            fetch.download_url(server, dest, progress=False)
-    assert fetch.download_url(server, dest, progress=False).read_bytes() == BODY
+            fetch.download_url(server, dest, sha256=SHA, progress=False)
+    assert fetch.download_url(server, dest, sha256=SHA, progress=False).read_bytes() == BODY
     assert _Serve.seen == [None, f"bytes={HALF}-", f"bytes={HALF + 1_000_000}-"]
+
+
+def test_without_a_pinned_hash_a_changed_file_is_never_spliced(tmp_path, server):
+    """Nothing tells a file changed at its URL between two tries when no SHA-256 pins it: such a download starts
+    afresh each time, so what is published is one version of the file, never the head of one and the tail of
+    another."""
+    dest = tmp_path / "d" / "m.gguf"
+    dest.parent.mkdir()
+    _Serve.cuts = [HALF]
+    with pytest.raises(DownloadError) as err:
+        fetch.download_url(server, dest, progress=False)
+    assert "kept in" not in str(err.value) and list(dest.parent.iterdir()) == []
+    _Serve.body = bytes(reversed(BODY))  # the file at the URL changed meanwhile
+    assert fetch.download_url(server, dest, progress=False).read_bytes() == bytes(reversed(BODY))
+    assert _Serve.seen == [None, None]  # no range asked
 
 
 def test_a_server_that_ignores_ranges_restarts_from_zero(tmp_path, server):
@@ -223,7 +238,8 @@ def test_a_process_waiting_for_one_that_publishes_downloads_nothing(tmp_path, se
     dest.parent.mkdir()
     fd, part, _ = hold_partial(dest, resume.key(server))
     done = []
-    worker = threading.Thread(target=lambda: done.append(fetch.download_url(server, dest, progress=False)))
+    worker = threading.Thread(target=lambda: done.append(fetch.download_url(server, dest, sha256=SHA,
+                                                                             progress=False)))
     worker.start()
     try:
         time.sleep(0.1)
@@ -267,8 +283,8 @@ def test_a_download_killed_with_sigkill_continues(tmp_path, server):
     dest.parent.mkdir()
     _Serve.cuts, _Serve.stall = [HALF], 2.0  # the server stalls after HALF bytes: the download is killed there
     code = ("import sys; from pathlib import Path; from abricot_local.models.fetch import download_url; "
-            "download_url(sys.argv[1], Path(sys.argv[2]), progress=False)")
-    child = subprocess.Popen([sys.executable, "-c", code, server, str(dest)])
+            "download_url(sys.argv[1], Path(sys.argv[2]), sha256=sys.argv[3], progress=False)")
+    child = subprocess.Popen([sys.executable, "-c", code, server, str(dest), SHA])
     part = partial_of(server, dest)
     deadline = time.monotonic() + 10
     while not (part.exists() and part.stat().st_size) and time.monotonic() < deadline:

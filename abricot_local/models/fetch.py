@@ -93,7 +93,8 @@ def download_files(files, folder: Path, *, progress: bool = True) -> list[Path]:
 
 def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
     """``url`` into ``dest`` through its partial file (models/temps.py's hold_partial, models/resume.py): what an
-    earlier download of ``url`` into ``dest`` left is continued. The partial goes once it is published, when its
+    earlier download of ``url`` into ``dest`` left is continued, when ``sha256`` pins the file (else each download
+    starts afresh: nothing would tell a file changed at its URL between two tries). The partial goes once it is published, when its
     whole file's SHA-256 is not the pinned one, when a failure this sees left fewer than KEEP_FROM bytes, and when
     a download of another URL into ``dest`` starts; it stays after any other failure, Ctrl-C, or a kill."""
     if _whole(dest, sha256):
@@ -107,8 +108,10 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
     made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this download makes
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        held = hold_partial(dest, mine, _waiting if progress else None)
-        fd, tmp, waited = held or (*temp_beside(dest, PART), False)  # a partial not safely ours: not resumed
+        # continued only under a pinned SHA-256, which the whole file is checked against: without one, a file
+        # changed at its URL between two tries would be published spliced from both (no validator is kept)
+        held = hold_partial(dest, mine, _waiting if progress else None) if sha256 else None
+        fd, tmp, waited = held or (*temp_beside(dest, PART), False)  # unpinned, or a partial not safely ours: afresh
     except OSError as exc:
         _unmake(made)
         raise DownloadError(f"cannot write {dest} ({exc.strerror}); choose a writable folder") from None

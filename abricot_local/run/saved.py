@@ -239,13 +239,14 @@ def as_recorded(plan, recorded):
     """A dry ``plan`` (run.plan.Plan, its model here or planned; a --until-settled one with its bound as its sample,
     settle.bounded) made the plan the resume compares: the data files of each task whose items it read hashed as a
     run hashes them (a task's data_files; its data not here: ``recorded``'s taken, the resume checks them), the
-    model file's SHA-256 taken as ``recorded``'s when it is not remembered (a dry run reads no GGUF through) and the
-    plan calls the model by the recorded name; the options, the model's name and the task versions the plan's own."""
+    model file's SHA-256 taken as ``recorded``'s when it is not remembered (a dry run reads no GGUF through: the file
+    moved or named otherwise is the resume's to check, by its bytes); the options, the model's name and the task
+    versions the plan's own."""
     from abricot_local.record.schema import DataFile
     from abricot_local.run.settle import bounded
 
     model = plan.model
-    if model.sha256 is None and model.config_name == recorded.config.model:
+    if model.sha256 is None:
         model = replace(model, sha256=recorded.model_sha256)
     data = {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
             if r.items and not r.problem else
