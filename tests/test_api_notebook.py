@@ -148,3 +148,10 @@ def test_an_on_off_option_takes_a_bool_by_one_rule():
     with pytest.raises(UsageError, match=r"flash_attn must be 'auto', 'on', 'off', or True/False \('on'/'off'\), "
                                          r"got 3 \(int\)"):
         api.plan("gemma-3-270m", "abricot_abs", flash_attn=3)
+
+
+def test_lm_eval_model_dir_typed_as_a_number_by_lm_eval_is_a_folder_name():
+    """lm-eval's model_args parser makes `model_dir=2024` an int: it is a folder's name all the same."""
+    from abricot_local.lm_eval.requests import request_of
+
+    assert request_of({"model": "fake", "backend": "fake", "model_dir": 2024}).model_dirs == ("2024",)

@@ -145,8 +145,9 @@ def request_of(args: dict):
         raise UsageError("model_args needs model=ALIAS_OR_GGUF_PATH (a registry alias or a .gguf file)")
     many = {s.name for s in specs(RunOptions) if s.many}
     run = {name: args.get(key) for key, name in run_arg_keys().items()}  # by field name
-    run = {name: tuple(d for d in str(v).split(";") if d) if name in many and isinstance(v, str) else v
-           for name, v in run.items() if v is not None}  # a list in model_args: ';' (rpc=A;B)
+    run = {name: tuple(d for d in str(v).split(";") if d) if name in many and not isinstance(v, (list, tuple))
+           else v for name, v in run.items() if v is not None}  # a list in model_args: ';' (rpc=A;B); lm-eval
+    # types what looks like a number (model_dir=2024: a folder's name all the same)
     return request_of(str(args["model"]), {**{k: args[k] for k in keys if args.get(k) is not None}, **run},
                       backend=str(args.get("backend") or DEFAULT_BACKEND))
 
