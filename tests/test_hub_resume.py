@@ -6,6 +6,7 @@ X-Linked-Size) and serves the body there with ranges, cutting the connection whe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import random
@@ -35,9 +36,12 @@ class Hub(BaseHTTPRequestHandler):
     (another origin: huggingface_hub stops there), or with ``cdn`` empty the body itself (a file the hub serves);
     another file: 404 EntryNotFound; ``status``: that answer instead. The body (``body``): a Range answered with a
     206 unless ``ranges`` is False; ``cuts``: for each next body request, the bytes after which the connection is
-    closed. ``seen``: each body request's Range (None: none); ``tokens``: (path, Authorization) of each request."""
+    closed. ``seen``: each body request's Range (None: none); ``tokens``: (path, Authorization) of each request.
+    The CDN location's ``sig``: the number of the HEAD that gave it (``fresh``), else 1; a sig in ``expired`` is
+    answered 403, as a CDN answers an expired signed URL; ``expire``: a cut expires its request's sig."""
     protocol_version = "HTTP/1.1"
     body, ranges, cuts, seen, tokens, etag, cdn, status = BODY, True, [], [], [], SHA, "", None
+    heads, fresh, expire, expired = 0, False, False, set()
 
     def do_HEAD(self):
         self.answer(head=True)
@@ -55,8 +59,9 @@ class Hub(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if not resolve and not path.startswith("/cdn/"):
-            self.send_response(404)
+        sig = self.path.partition("?sig=")[2]
+        if not resolve and (not path.startswith("/cdn/") or sig in Hub.expired):
+            self.send_response(403 if path.startswith("/cdn/") else 404)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -69,8 +74,10 @@ class Hub(BaseHTTPRequestHandler):
             self.send_header("X-Linked-Etag", f'"{self.etag}"')
             self.send_header("ETag", '"0123abcd"')
             self.send_header("X-Linked-Size", str(len(self.body)))
+        if resolve and head:
+            Hub.heads += 1
         if resolve and self.cdn:
-            self.send_header("Location", f"{self.cdn}/cdn/{self.etag}?sig=x")
+            self.send_header("Location", f"{self.cdn}/cdn/{self.etag}?sig={Hub.heads if Hub.fresh else 1}")
             data = b""
         if start:
             self.send_header("Content-Range", f"bytes {start}-{len(self.body) - 1}/{len(self.body)}")
@@ -81,6 +88,8 @@ class Hub(BaseHTTPRequestHandler):
             return
         self.seen.append(asked)
         cut = self.cuts.pop(0) if self.cuts else None
+        if cut is not None and Hub.expire:
+            Hub.expired.add(sig)
         self.wfile.write(data if cut is None else data[:cut])
         self.wfile.flush()
         self.close_connection = True
@@ -118,6 +127,10 @@ def fake_hub(monkeypatch, tmp_path):
     monkeypatch.setattr(Hub, "seen", [])
     monkeypatch.setattr(Hub, "tokens", [])
     monkeypatch.setattr(Hub, "status", None)
+    monkeypatch.setattr(Hub, "heads", 0)
+    monkeypatch.setattr(Hub, "fresh", False)
+    monkeypatch.setattr(Hub, "expire", False)
+    monkeypatch.setattr(Hub, "expired", set())
     yield tmp_path / "hf" / "models--org--Tiny-GGUF"
     for server in servers:
         server.shutdown()
@@ -284,3 +297,61 @@ def test_an_etag_that_names_no_file_is_refused(fake_hub):
     with pytest.raises(DownloadError, match="without a usable ETag header"):
         hub.pull_model(spec(sha256=""), progress=False)
     assert Hub.seen == [] and not (fake_hub.parent / "escaped").exists() and not (fake_hub / "blobs").exists()
+
+
+def test_an_expired_cdn_link_is_said_so_and_the_next_pull_continues(fake_hub):
+    """The CDN refuses its signed URL after a cut (403: it expired) and the hub gives the same one again: the pull
+    stops, saying run again (not a licence, not HF_TOKEN), its bytes kept; the next pull continues them."""
+    Hub.expire, Hub.cuts = True, [CUT]
+    with pytest.raises(DownloadError) as err:
+        hub.pull_model(spec(), progress=False)
+    text = str(err.value)
+    assert "has expired or was refused" in text and "run the same command again" in text
+    assert "licence" not in text and "HF_TOKEN" not in text and "sig=" not in text and ";;" not in text
+    assert f"the {CUT:,} bytes received are kept in" in text and Hub.heads == 2  # the re-ask: no fresh link
+    assert [p.read_bytes() for p in partials(fake_hub)] == [BODY[:CUT]]
+    Hub.expired.clear()
+    hub.pull_model(spec(), progress=False)
+    assert Hub.seen == [None, f"bytes={CUT}-"]
+    assert_in_the_cache(fake_hub, "")
+
+
+def test_an_expired_cdn_link_is_renewed_within_the_pull(fake_hub):
+    Hub.expire, Hub.fresh, Hub.cuts = True, True, [CUT]
+    hub.pull_model(spec(), progress=False)
+    assert Hub.heads == 2 and Hub.expired == {"1"}  # a second HEAD, a fresh location: the rest from there
+    assert Hub.seen == [None, f"bytes={CUT}-"]
+    assert_in_the_cache(fake_hub, "")
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_a_blob_already_there_is_linked_as_not_new(fake_hub, monkeypatch, before):
+    """huggingface_hub's _create_symlink moves a new blob into the snapshot where links cannot be made, and copies
+    one already there (another revision's, another download's): new_blob says which, as huggingface_hub says it."""
+    from huggingface_hub import file_download
+
+    real, calls = file_download._create_symlink, []
+
+    def recorded(src, dst, new_blob=False):
+        calls.append((Path(src).name, new_blob))
+        return real(src, dst, new_blob=new_blob)
+
+    monkeypatch.setattr(file_download, "_create_symlink", recorded)
+    if before:
+        (fake_hub / "blobs").mkdir(parents=True)
+        (fake_hub / "blobs" / SHA).write_bytes(BODY)
+    hub.pull_model(spec(), progress=False)
+    assert calls == [(SHA, not before)] and Hub.seen == ([] if before else [None])
+    assert_in_the_cache(fake_hub, "")
+
+
+def test_a_refused_body_is_said_in_whole_sentences(fake_hub):
+    """A 401/403 to a body on the hub's own host: the hub's advice (gated or private), then what became of the
+    bytes as its own sentence; on a CDN's signed URL: its link expired, run again."""
+    own = hub_pull._Body(REPO, f"{REPO}/{FILE} @ abc", FILE, f"{hf_constants.ENDPOINT}/{REPO}/resolve/main/{FILE}",
+                         {}, fake_hub / "b", 10, None)
+    text = str(hub_pull._error(hub_pull._HTTPStatus(403, "Forbidden"), own, "; the 5 bytes received are kept"))
+    assert "licence" in text and text.endswith("repository name. The 5 bytes received are kept.")
+    cdn = dataclasses.replace(own, location="https://cdn.example/x?sig=1")
+    text = str(hub_pull._error(hub_pull._HTTPStatus(401, "Unauthorized"), cdn, "; the 5 bytes received are kept"))
+    assert "licence" not in text and "(cdn.example: HTTP 401 Unauthorized); the 5 bytes received are kept; run " in text

@@ -7,7 +7,8 @@ its bytes are served from, a CDN's signed URL after a redirect). The body goes, 
 the partial file :func:`temps.hold_partial` keeps beside its blob (``blobs/.<etag>.<16 hex of the etag>.incomplete``:
 a pull of any commit holding the same bytes continues it; a second abricot-local pull waits for the first;
 huggingface_hub's ``scan_cache_dir`` counts it as an incomplete download, ``hf cache prune`` removes it, as its
-own). Checked for its size and its SHA-256 (the ETag of an LFS or Xet file is its SHA-256; the registry's pin), it
+own; a CDN's signed location that expires during a pull is asked of the hub again once). Checked for its size
+and its SHA-256 (the ETag of an LFS or Xet file is its SHA-256; the registry's pin), it
 becomes ``blobs/<etag>``, with ``snapshots/<commit>/<file>`` a relative link to it and ``refs/<revision>``, all
 made by huggingface_hub's own helpers under its own lock for that blob (``.locks/<repo folder>/<etag>.lock``): a
 huggingface_hub download of the same file at the same time waits for the blob, then finds it;
@@ -149,11 +150,22 @@ def pull(api, repo: str, filename: str, revision: str | None, *, sha256: str | N
         raise DownloadError(f"cannot write the Hugging Face cache {shown(storage)} ({exc.strerror or exc}); "
                             "make it writable, or set HF_HUB_CACHE to a writable folder") from None
 
-    def place() -> None:
+    def place(new_blob: bool) -> None:
+        # new_blob=False for a blob already there (another download's, another revision's with the same ETag), as
+        # huggingface_hub says it: where links cannot be made, that blob is copied, not moved from its snapshot.
         if not pointer.exists():
-            _create_symlink(str(body.blob), str(pointer), new_blob=True)
+            _create_symlink(str(body.blob), str(pointer), new_blob=new_blob)
 
-    digest = _fetch(body, lambda: WeakFileLock(str(lock)), place, progress)
+    def renew() -> str | None:
+        """A fresh location for the same bytes (a CDN's signed URL expires), None when the hub gives none."""
+        try:
+            fresh = api.get_hf_file_metadata(url)
+        except Exception:  # noqa: BLE001 - any failure to re-ask: the pull stops with the run-again advice
+            return None
+        same = fresh.etag == meta.etag and fresh.location and fresh.location != url
+        return fresh.location if same else None
+
+    digest = _fetch(body, lambda: WeakFileLock(str(lock)), place, progress, renew)
     if digest:
         memo_store(body.blob, digest)
     return pointer
@@ -180,21 +192,19 @@ def _auth(url: str, location: str) -> dict:
     is on the hub's own host; a CDN's signed URL gets none, as huggingface_hub sends none."""
     from huggingface_hub.utils import build_hf_headers
 
-    def origin(u: str) -> tuple[str, str]:
-        parts = urllib.parse.urlsplit(u)
-        return parts.scheme, parts.netloc
-
-    if origin(url) != origin(location):
+    if _origin(url) != _origin(location):
         return {}
     token = {k.lower(): v for k, v in build_hf_headers().items()}.get("authorization")
     return {"authorization": token} if token else {}
 
 
-def _fetch(body: _Body, locked: Callable, place: Callable[[], None], progress: bool) -> str | None:
-    """The blob made from ``body.location`` through its partial file, then ``place()``d, under huggingface_hub's
-    lock for it (``locked()``); its SHA-256, None when another download made the blob first. The partial goes once
-    published, when its SHA-256 or size is not the expected one, and after a failure that left under KEEP_FROM
-    bytes; it stays after any other failure, Ctrl-C or a kill, and the next pull continues it."""
+def _fetch(body: _Body, locked: Callable, place: Callable[[bool], None], progress: bool,
+           renew: Callable[[], str | None] | None = None) -> str | None:
+    """The blob made from ``body.location`` through its partial file, then ``place(new_blob)``d, under
+    huggingface_hub's lock for it (``locked()``); its SHA-256, None when another download made the blob first
+    (``new_blob`` False then). ``renew()``: a fresh location once a CDN's signed one is refused (:func:`_stream`).
+    The partial goes once published, when its SHA-256 or size is not the expected one, and after a failure that left
+    under KEEP_FROM bytes; it stays after any other failure, Ctrl-C or a kill, and the next pull continues it."""
     blob = body.blob
     remove_stale(blob.parent, temp_pattern(blob.name, PART))  # a killed pull's unresumable temporary file
     mine = resume.key(blob.name)
@@ -205,13 +215,13 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[], None], progress: b
     except OSError as exc:
         raise DownloadError(f"cannot write {shown(blob.parent)} ({exc.strerror}); make the Hugging Face cache "
                             "writable, or set HF_HUB_CACHE to a writable folder") from None
-    digest, published = None, False
+    digest, published, new = None, False, False
     try:
         with locked():
-            if blob.exists():  # a download this waited for made it
+            if blob.exists():  # a download this waited for made it, or another revision's with the same ETag
                 tmp.unlink()
             else:
-                digest = _stream(body, fd, progress)
+                digest = _stream(body, fd, progress, renew)
                 got = os.fstat(fd).st_size
                 if body.size is not None and got != body.size:
                     raise resume.Failed(f"{body.what}: {got:,} bytes arrived where {body.size:,} were announced",
@@ -220,8 +230,9 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[], None], progress: b
                     raise resume.Failed(f"{body.what}: sha256 mismatch, expected {body.sha256}, got {digest}",
                                         integrity=True)
                 publish(tmp, blob)
+                new = True
             published = True
-            place()
+            place(new)
     except BaseException as exc:
         integrity = isinstance(exc, resume.Failed) and exc.integrity
         note = "" if published else _settle(tmp, fd, keep=held is not None and not integrity)
@@ -233,23 +244,29 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[], None], progress: b
     return digest
 
 
-def _stream(body: _Body, fd: int, progress: bool) -> str:
+def _stream(body: _Body, fd: int, progress: bool, renew: Callable[[], str | None] | None = None) -> str:
     """resume.stream, again from where it stopped after a cut connection or a busy server: RETRIES times in a row
-    with no new byte, as huggingface_hub's http_get does (it keeps no bytes between processes)."""
-    idle = 0
+    with no new byte, as huggingface_hub's http_get does (it keeps no bytes between processes). A CDN refusing its
+    signed location (401/403: it expired during a long pull) is continued once from a fresh one, ``renew()``'s."""
+    idle, location = 0, body.location
     while True:
         had = os.fstat(fd).st_size
         try:
-            return resume.stream(body.location, fd, progress, body.label, body.auth)
+            return resume.stream(location, fd, progress, body.label, body.auth)
         except urllib.error.HTTPError as exc:
             exc.close()
             failure: Exception = _HTTPStatus(exc.code, exc.reason)
+            if exc.code in (401, 403) and renew and _signed(body.location):
+                fresh, renew = renew(), None  # once a pull
+                if fresh and fresh != location:
+                    location = fresh
+                    continue
             if exc.code not in _TRANSIENT:
                 raise failure from None
         except resume.Failed as exc:
+            failure = resume.Failed(exc.cause.replace(location, body.location), exc.network, exc.integrity)
             if exc.integrity:
-                raise
-            failure = exc
+                raise failure from None
         except (OSError, http.client.HTTPException) as exc:
             if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
                 raise
@@ -270,9 +287,14 @@ def _error(exc: BaseException, body: _Body, note: str) -> Exception:
                                   "re-uploaded, pin another revision and sha256 in your own models.toml")
         return DownloadError(f"could not download {cause}{note}; check the network and retry")
     if isinstance(exc, _HTTPStatus):
+        if exc.code in (401, 403) and _signed(body.location):  # not the hub's answer: its CDN's, to a signed link
+            return DownloadError(
+                f"the signed download link the hub gave for {body.what} has expired or was refused ({host}: {exc})"
+                f"{note}; run the same command again: it asks the hub for a fresh link (if this repeats, check the "
+                "proxy or firewall)")
         said = hub_error(exc, body.repo, None, None, dataset=False)
-        if isinstance(said, DownloadError):
-            return DownloadError(f"{said}{note}")
+        if isinstance(said, DownloadError):  # the hub's own host refused: its sentences, then the note's
+            return DownloadError(f"{said} {note[2:3].upper()}{note[3:]}." if note else str(said))
         return DownloadError(f"{host} refused the download of {body.what} ({exc}){note}; retry later")
     if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
         return DownloadError(f"the disk is full while downloading {body.what}{note}; free some space and retry")
@@ -282,6 +304,18 @@ def _error(exc: BaseException, body: _Body, note: str) -> Exception:
     reason = getattr(exc, "reason", None) or exc
     return DownloadError(f"could not download {body.what} from {host} ({type(reason).__name__}: {reason}){note}; "
                          "check the network or proxy and retry")
+
+
+def _signed(location: str) -> bool:
+    """``location`` is not on the hub's host (HF_ENDPOINT's): a CDN's signed URL the hub redirected to."""
+    from huggingface_hub import constants
+
+    return _origin(location) != _origin(constants.ENDPOINT)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, parts.netloc
 
 
 def _settle(tmp: Path, fd: int, keep: bool) -> str:
