@@ -107,3 +107,93 @@ def test_a_sigterm_once_results_json_is_written_ends_the_run_with_0(tmp_path):
         proc.kill()
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr and al.load_run(out).record.tasks["abricot_abs"].n == 2
+
+
+def _no_command_of_a_door(text: str) -> None:
+    """A message the API hands back: no command template holding ``out=`` (the API's words in a command no door
+    takes), no ``--flag`` (the command line's words)."""
+    import re
+
+    assert not re.search(r"`[^`]*\bout=", text) and not re.search(r"(^|\s|`|\()--[a-z]", text), text
+
+
+def test_merge_and_resume_advice_reads_right_in_the_api(tmp_path, monkeypatch):
+    """Before: run/merge.py put options rendered in the API's words into command-line templates ("`merge sw1/fake
+    sw2/fake out=/tmp/o/fake`", "`run ... shard=2/2 out=NEW`"), and a resume of a missing folder said "check out"."""
+    import json
+    import shutil
+
+    from abricot_local.run import merge as joining
+
+    one, two = shards(tmp_path)
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+
+    def refusal(call) -> str:
+        with pytest.raises(al.AbricotError) as caught:
+            call()
+        said = str(caught.value)
+        _no_command_of_a_door(said)
+        return said
+
+    for k, s in ((1, s1), (2, s2)):  # a sweep's folder: a run per model
+        shutil.copytree(s, tmp_path / f"sw{k}" / "fake")
+    said = refusal(lambda: al.merge(tmp_path / "sw1", tmp_path / "sw2", out=tmp_path / "o"))
+    assert f"merge each model's shards apart ({tmp_path / 'sw1' / 'fake'} and {tmp_path / 'sw2' / 'fake'}, into " \
+           f"{tmp_path / 'o' / 'fake'})" in said
+    assert "does not exist: give the folder each shard" in refusal(lambda: al.merge(one, tmp_path / "no",
+                                                                                    out=tmp_path / "o"))
+    (tmp_path / "empty").mkdir()
+    assert "score that shard again into a new folder" in refusal(lambda: al.merge(one, tmp_path / "empty",
+                                                                                  out=tmp_path / "o"))
+    monkeypatch.setattr(joining.kernel_path, "part", lambda prov: (1, 3) if prov is one.record.provenance else (2, 3))
+    said = refusal(lambda: al.merge(one, two, out=tmp_path / "o"))  # decode calls made at 1 and at 2 threads
+    assert "score shard(s) 2/2 again with " in said and "into a new folder, then merge it in its place" in said
+    monkeypatch.undo()
+    from dataclasses import replace
+
+    judged = [replace(r, record=replace(r.record, published=replace(r.record.published, checks=("a verdict",))))
+              for r in (one, two)]  # (the fake model has no published row: a verdict, margins to agree on)
+    monkeypatch.setattr(joining, "margin_of", lambda run: 0.5 if run is judged[0] else None)
+    said = refusal(lambda: al.merge(*judged, out=tmp_path / "o"))
+    assert "same margin=M (a finished shard's run resumed in its folder with resume=True and margin=M" in said
+    monkeypatch.undo()
+    samples = s2 / "samples-abricot_abs.jsonl"
+    lines = samples.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    flipped = (row["gold"] + 1) % len(row["logprobs"]) if row["pred"] == row["gold"] else row["gold"]
+    row["logprobs"][flipped] = max(row["logprobs"]) + 1.0  # a forged item: its metric no longer the recorded one
+    row["pred"] = flipped
+    samples.write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n", encoding="utf-8")
+    said = refusal(lambda: al.merge(one, s2, out=tmp_path / "o"))
+    assert "report's verify check says so too" in said and "run shard 2/2 again into a new folder" in said
+    samples.write_text("\n".join(lines) + "\n", encoding="utf-8")  # as scored again
+    record = json.loads((s2 / "results.json").read_text(encoding="utf-8"))
+    del record["tasks"]["abricot_abs"]["available"]  # a shard of an earlier abricot-local
+    (s2 / "results.json").write_text(json.dumps(record), encoding="utf-8")
+    assert "score every shard again with this version, then merge" in refusal(lambda: al.merge(one, s2,
+                                                                                               out=tmp_path / "o"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        said = refusal(lambda: al.evaluate("fake", "abricot_abs", sample=2, out=tmp_path / "typo", resume=True,
+                                           **ARGS))
+    assert "check the folder given as out, or start the run there without resume=True" in said
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_a_signal_between_a_written_run_and_its_step_says_the_run_is_complete(tmp_path, monkeypatch):
+    """Before: a SIGTERM after run_model returned and before its step was kept said "interrupted: before the run
+    began, nothing was written" and exited 130, the run complete on disk: the folder tells it now."""
+    from abricot_local.run import session
+
+    made = session.run_model
+
+    def then_a_signal(*a, **k):
+        made(*a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session, "run_model", then_a_signal)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}", "--tasks",
+                                 "abricot_abs", "--sample", "2", "--n-ctx", "8192", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"the run in {out} is complete" in r.output and "nothing was written" not in r.output

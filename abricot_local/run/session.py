@@ -70,6 +70,7 @@ class Folders:
     def __init__(self, request) -> None:
         self.request = request
         self._made: dict[str, tuple[Path, list[Path]]] = {}  # what fresh_folder made, by the name asked for
+        self._named: dict[Path, None] = {}  # every model's folder named so far, in order
 
     @property
     def root(self) -> Path:
@@ -81,10 +82,19 @@ class Folders:
         (``label``: the located model's; None before it is located: no folder yet), made now, once."""
         r = self.request
         if len(r.models) > 1:
-            return self.root / slug(model)
-        if r.out is not None or label is None:
-            return r.out
-        return self._default(Path("results") / path_part(label, "model"), r.stamp)
+            folder = self.root / slug(model)
+        elif r.out is not None or label is None:
+            folder = r.out
+        else:
+            folder = self._default(Path("results") / path_part(label, "model"), r.stamp)
+        if folder is not None:
+            self._named[folder] = None
+        return folder
+
+    def finished(self) -> list[Path]:
+        """The folders named so far that hold a finished run now (its results.json): what a signal leaves complete,
+        told by the folder itself (a signal between a run's results.json and its step leaves no step to tell it)."""
+        return [f for f in self._named if (f / RESULTS).is_file()]
 
     def _default(self, parent: Path, name: str) -> Path:
         key = str(parent / name)
@@ -143,7 +153,8 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
     except Interrupted:
         raise
     except KeyboardInterrupt as err:
-        finished = [s.folder for s in steps if s.folder is not None and not s.failed]
+        finished = list(dict.fromkeys([*(s.folder for s in steps if s.folder is not None and not s.failed),
+                                       *folders.finished()]))
         raise Interrupted(after_signal(request, finished, hooks.resume_hint,
                                        folders.root if len(request.models) > 1 else None),
                           complete=len(finished) == len(request.models)) from err
