@@ -107,7 +107,7 @@ def test_thread_advice_names_threads_only_for_a_backend_that_has_it(tmp_path, di
     assert threads_of("fake", given) == max(1, os.cpu_count() or 1)  # its options have no threads: not read
     monkeypatch.setattr(backends, "has_option", lambda kind, name: name == "threads")
     assert "resume with --threads 1" in thread_refusal(out, [(1, 5)], 2)
-    assert at_threads(run, 1, "2/2").startswith("with --threads 1 (`run ... --shard 2/2 --threads 1")
+    assert at_threads(run, 1, "2/2") == "with --threads 1, into a new folder"
     assert threads_of("fake", given) == 3
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -71,6 +71,7 @@ def test_a_folder_that_does_not_exist_is_nothing_to_resume_in_both(tmp_path, bas
     real = invoke(*base, "--sample", 3, "--out", out, "--resume")
     assert real.exit_code == r.exit_code == 2 and error_of(r) == error_of(real)
     assert "does not exist" in error_of(r) and "without --resume" in error_of(r) and not out.exists()
+    assert "check the folder given as --out, or start the run there" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("left", ["nothing", "lock"])

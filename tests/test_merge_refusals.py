@@ -54,7 +54,9 @@ def test_a_shard_whose_samples_do_not_give_its_metrics_is_refused(shards, finish
     text = said(r)
     assert r.exit_code == 2, r.output
     assert f"shard 2/3 ({s2}): its samples of task discotex do not give the accuracy" in text
-    assert f"`check {s2}` re-scores it" in text and "run shard 2/3 again" in text
+    assert "(report's verify check says so too)" in text and "check re-scores the shard" in text
+    assert "run shard 2/3 again into a new folder, then merge it in its place" in text
+    assert "`" not in text.partition("do not give")[2] and "--out" not in text  # words, no one door's command
     assert not (tmp_path / "m" / "results.json").exists()
 
 
@@ -81,7 +83,9 @@ def test_a_sweep_a_missing_path_and_an_interrupted_shard_each_get_their_advice(s
     sw1, sw2 = tmp_path / "sw1", tmp_path / "sw2"
     r = invoke("merge", sw1, sw2, "--out", tmp_path / "m")
     assert r.exit_code == 2 and f"{sw1} is a sweep's folder (a run per model: fakeA, fakeB)" in said(r), r.output
-    assert f"`merge {sw1 / 'fakeA'} {sw2 / 'fakeA'} --out {tmp_path / 'm' / 'fakeA'}`" in said(r)
+    assert (f"merge each model's shards apart ({sw1 / 'fakeA'} and {sw2 / 'fakeA'}, into {tmp_path / 'm' / 'fakeA'}; "
+            f"{sw1 / 'fakeB'} and {sw2 / 'fakeB'}, into {tmp_path / 'm' / 'fakeB'})") in said(r)
+    assert "`" not in said(r) and "--out" not in said(r)  # the folders, in words every door reads
     assert "not a complete shard" not in said(r)
     r = invoke("merge", shards[0], tmp_path / "nowhere", "--out", tmp_path / "m")
     assert r.exit_code == 2 and f"{tmp_path / 'nowhere'} does not exist" in said(r), r.output

@@ -1,6 +1,7 @@
-"""The advice to score again at a thread count ("resume with --threads N", `merge`'s shard again): one function,
-run/resume.py's with_threads, names --threads only for a backend that has that option (takes_threads, which kld's
-threads_of reads too); resume's refusal, merge's and kld's all go through it."""
+"""The advice to score again at a thread count ("resume with --threads N", `merge`'s shard again, into a new folder:
+in words, no one door's command): one function, run/resume.py's with_threads, names --threads only for a backend
+that has that option (takes_threads, which kld's threads_of reads too); resume's refusal, merge's and kld's all go
+through it."""
 
 from __future__ import annotations
 
@@ -26,14 +27,16 @@ def test_threads_named_only_where_the_backend_has_the_option(monkeypatch, takes)
     shard = said(resume.with_threads("fake", 2, "2/3"))
     if takes:
         assert known == "with --threads 2"
-        assert shard == "with --threads 2 (`run ... --shard 2/3 --threads 2 --out NEW`)"
+        assert shard == "with --threads 2, into a new folder"
     else:
         assert known == ("with the backend running 2 threads (backend 'fake' has no --threads option: its own "
                          "settings or environment set the count)")
-        assert shard == known[:-1] + "; `run ... --shard 2/3 --out NEW`)"
+        assert shard == known + ", into a new folder"
     unknown = said(resume.with_threads("", 1))
     assert unknown == "with 1 thread (--threads 1 where the backend has that option)"
-    assert said(resume.with_threads("", 1, "1/2")) == unknown[:-1] + "; `run ... --shard 1/2 --out NEW`)"
+    assert said(resume.with_threads("", 1, "1/2")) == unknown + ", into a new folder"
+    for advice in (resume.with_threads("fake", 2, "2/3"), resume.with_threads("", 1, "1/2")):
+        assert "`" not in advice and "out" not in render(advice)  # no command, in no door's words
 
 
 def test_an_unknown_backend_is_said_to_have_no_threads_option():

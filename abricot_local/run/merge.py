@@ -84,22 +84,21 @@ def not_a_shard(folder: Path, given: Sequence, out=None) -> str:
     from abricot_local.run.states import _fields, run_state, unfinished
 
     if not folder.exists():
-        return f"{folder} does not exist: give the {opt('out')} folder of each shard of the run"
+        return f"{folder} does not exist: give the folder each shard of the run was written to"
     try:
         models = sorted(d.name for d in folder.iterdir() if d.is_dir() and is_run_folder(d))
     except OSError:  # not a folder, or not readable: said below as no run
         models = []
     if models and not is_run_folder(folder):
         folders = [Path(getattr(g, "path", g)) for g in given]  # (a Run given: its folder)
-        each = "; ".join(f"`merge {' '.join(str(g / m) for g in folders)} {opt('out', Path(out or 'OUT') / m)}`"
-                         for m in models)
+        each = "; ".join(f"{' and '.join(str(g / m) for g in folders)}, into {Path(out or 'OUT') / m}"
+                         for m in models)  # door-neutral: the folders, no one door's command (nor its options)
         return (f"{folder} is a sweep's folder (a run per model: {', '.join(models)}), not a shard: merge each "
                 f"model's shards apart ({each})")
     why = unfinished(folder)
     if why is None:
         return (f"{folder} is not a complete shard (no {RESULTS}, and no run stopped there to resume): give the "
-                f"{opt('out')} folder of each shard of the run, or score that shard again (`run ... "
-                f"{opt('shard', 'K/N')} {opt('out', 'NEW')}`)")
+                "folder each shard of the run was written to, or score that shard again into a new folder")
     command = _fields(folder / INTERRUPTED).get("resume", "") if (folder / INTERRUPTED).is_file() else ""
     if command:
         return (f"{folder} is not a complete shard ({run_state(folder).describe()}): resume it with `{command}`, "
@@ -143,9 +142,9 @@ def check_shards(shards: Sequence, out=None) -> list[tuple[Shard, Run]]:
     if judged and len({m for _, _, m in margins}) > 1:  # (no published row: no verdict, no margin to agree on)
         each = "; ".join(f"shard {shard} ({path}): {_margin_words(m)}" for shard, path, m in margins)
         raise MarginsDiffer(f"the shards' published verdicts were judged at different margins ({each}): the merged "
-                            f"run has one; give every shard the same {opt('margin', 'M')} (`run ... "
-                            f"{opt('shard', 'K/N')} {opt('out', 'SHARD')} {opt('resume', True)} {opt('margin', 'M')}` "
-                            "judges a finished shard's verdict again at M, scoring nothing), then merge them")
+                            f"run has one; give every shard the same {opt('margin', 'M')} (a finished shard's run "
+                            f"resumed in its folder with {opt('resume', True)} and {opt('margin', 'M')} judges its "
+                            "verdict again at M, scoring nothing), then merge them")
     seen: dict[int, str] = {}
     for shard, run in found:
         if shard.index in seen:
@@ -184,10 +183,9 @@ def check_scores(shard: Shard, run: Run, name: str, rows: Sequence[Sample]) -> N
     bad = recompute_entry(run.record, name, rows, run.path).mismatches
     if bad:
         raise ResultsError(f"shard {shard} ({run.path}): its samples of task {name} do not give the "
-                           f"{', '.join(bad)} its {RESULTS} records (`report {run.path} {opt('verify', True)}` "
-                           f"says so too): its samples or record were changed after it was scored; `check "
-                           f"{run.path}` re-scores it; run shard {shard} again (`run ... {opt('shard', shard)} "
-                           f"{opt('out', 'NEW')}`), then merge NEW in its place")
+                           f"{', '.join(bad)} its {RESULTS} records (report's verify check says so too): its "
+                           f"samples or record were changed after it was scored; check re-scores the shard; run "
+                           f"shard {shard} again into a new folder, then merge it in its place")
 
 
 def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
@@ -208,7 +206,7 @@ def check_threads(found: Sequence[tuple[Shard, Run]]) -> None:
     raise ResultsError(f"the shards were scored with different thread counts, and decode calls of each depend on it "
                        f"({each}: docs/numerics.md#threads): no one count made the merged run's numbers; score "
                        f"shard(s) {', '.join(again)} again {at_threads(found[0][1], keep, again[0])}, then merge "
-                       "NEW in its place")
+                       f"{'it' if len(again) == 1 else 'each'} in its place")
 
 
 def at_threads(run: Run, threads: int, shard: str) -> str:
@@ -266,7 +264,7 @@ def available_of(name: str, found: Sequence[tuple[Shard, Run]]) -> int:
         raise ResultsError(f"{Path(lacking) / RESULTS} records no tasks.{name}.available (the items of the task's "
                            "data): it was written by an earlier abricot-local, which dealt a shard's items otherwise, "
                            "so where each lies in the whole run is not known; score every shard again with this "
-                           f"version (`run ... {opt('shard', 'K/N')}`), then merge them")
+                           "version, then merge them")
     if len(counts) != 1:
         raise ResultsError(f"task {name}: the shards record {' and '.join(map(str, sorted(counts)))} items in its "
                            "data: the shards are not of one run")

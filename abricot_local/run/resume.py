@@ -81,8 +81,8 @@ def recorded_manifest(folder: str | Path) -> Manifest | None:
 
 def nothing_to_resume(folder: str | Path) -> str:
     """A --resume's refusal of a folder that does not exist (a typo in --out, or a run never started there)."""
-    return (f"nothing to resume: {folder} does not exist; check {opt('out')}, or start the run there without "
-            f"{opt('resume', True)}")
+    return (f"nothing to resume: {folder} does not exist; check the folder given as {opt('out')}, or start the run "
+            f"there without {opt('resume', True)}")
 
 
 def starts_there(folder: str | Path) -> str:
@@ -219,17 +219,15 @@ def takes_threads(kind: str) -> bool:
 def with_threads(kind: str, threads: int, shard: str | None = None) -> str:
     """How to score again at ``threads`` threads with backend ``kind`` ("" where not known): with its ``threads``
     option where it has one (:func:`takes_threads`), else where the backend's own settings make that count; with
-    ``shard``, the `run` command that scores that shard into a new folder too (`merge`'s advice)."""
+    ``shard`` (`merge`'s advice for that shard), into a new folder too: in words, no one door's command."""
     said = opt("threads", threads)
-    command = (f"`run ... {opt('shard', shard)} " + (f"{said} " if takes_threads(kind) else "")
-               + f"{opt('out', 'NEW')}`") if shard is not None else ""
+    into = ", into a new folder" if shard is not None else ""
     if takes_threads(kind):
-        return f"with {said}" + (f" ({command})" if command else "")
+        return f"with {said}{into}"
     if not kind:
-        return f"with {counted(threads, 'thread')} ({said} where the backend has that option" + \
-            (f"; {command})" if command else ")")
+        return f"with {counted(threads, 'thread')} ({said} where the backend has that option){into}"
     return (f"with the backend running {counted(threads, 'thread')} (backend {kind!r} has no {opt('threads')} "
-            "option: its own settings or environment set the count" + (f"; {command})" if command else ")"))
+            f"option: its own settings or environment set the count){into}")
 
 
 def counted(n: int, word: str) -> str:
