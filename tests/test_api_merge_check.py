@@ -197,3 +197,38 @@ def test_a_signal_between_a_written_run_and_its_step_says_the_run_is_complete(tm
                                  "abricot_abs", "--sample", "2", "--n-ctx", "8192", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert f"the run in {out} is complete" in r.output and "nothing was written" not in r.output
+
+
+def test_merge_names_the_shards_a_folder_holds_and_refuses_an_unsharded_run_in_the_api_s_words(tmp_path,
+                                                                                               monkeypatch):
+    """Before: a folder holding the shards of one run was called a sweep's folder (merge each model's shards
+    apart: refused again, shards missing), and an interrupted run made without a shard was told to resume, then
+    merge (refused again: no shard)."""
+    import shutil
+
+    from conftest import fail_after
+
+    shards(tmp_path)
+    held = tmp_path / "held"
+    for k in (1, 2):
+        shutil.copytree(tmp_path / f"s{k}", held / f"part-{k}")
+    with pytest.raises(al.AbricotError) as caught:
+        al.merge(held, out=tmp_path / "o")
+    said = str(caught.value)
+    _no_command_of_a_door(said)
+    assert f"{held} holds the shards of one run (1/2, 2/2), not a shard: merge {held / 'part-1'} " \
+           f"{held / 'part-2'}" in said and "sweep" not in said
+    assert al.merge(held / "part-1", held / "part-2", out=tmp_path / "o").record.config.shard is None
+    late = tmp_path / "late"
+    with monkeypatch.context() as m, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fail_after(m, 1, KeyboardInterrupt)
+        with pytest.raises(KeyboardInterrupt):
+            al.evaluate("fake", "abricot_abs", sample=6, out=late, **ARGS)
+    with pytest.raises(al.AbricotError) as caught:
+        al.merge(late, tmp_path / "s2", out=tmp_path / "q")
+    said = str(caught.value)
+    _no_command_of_a_door(said)
+    assert f"{late} is not a shard of a run: its run (interrupted, 1 of 6 items) was started without shard=K/N" \
+        in said and "resume" not in said
+    assert not (tmp_path / "q").exists() or not (tmp_path / "q" / "results.json").exists()

@@ -1,7 +1,8 @@
 """`merge`'s refusals and what it says: a shard whose samples do not give its recorded metrics is refused (the check
 `report --verify` makes); a shard of another run names each option that differs with both values, in --resume's
 words; a sweep's folder, a missing path and an interrupted shard each get their own advice (the interrupted one:
-the call its INTERRUPTED file holds); a merge says the merged run's summary and verdict, as `run` does."""
+the call its INTERRUPTED file holds); a folder holding the shards of one run names them to merge, one holding
+other runs says what it holds, and an unfinished run made without --shard is no shard; a merge says the merged run's summary and verdict, as `run` does."""
 
 from __future__ import annotations
 
@@ -113,3 +114,48 @@ def test_merge_says_the_merged_runs_summary_and_verdict(shards, tmp_path):
     assert console.summary(record) in r.output  # the merged run's metrics, every item's
     assert "published comparison" in r.output
     assert r.output.rstrip().endswith(f"merged 3 shard(s) into {tmp_path / 'm' / 'results.json'}")
+
+
+def test_a_folder_holding_the_shards_of_one_run_names_them_and_a_run_with_no_shard_is_no_shard(
+        shards, finished_run, data, tmp_path, monkeypatch):
+    """Before: a folder holding the shards of one run (docs' GNU parallel + rsync recipe: shards/mistral-1..3) was
+    called a sweep's folder and told to merge each sub-folder apart, which merge then refused (shards missing); an
+    interrupted run made without --shard was told to resume, then merge, which merge would still refuse."""
+    import shutil
+
+    held = tmp_path / "held"
+    for k, s in enumerate(shards, 1):
+        shutil.copytree(s, held / f"g-{k}")
+    r = invoke("merge", held, "--out", tmp_path / "m")
+    text = said(r)
+    parts = " ".join(str(held / f"g-{k}") for k in (1, 2, 3))
+    assert r.exit_code == 2 and f"{held} holds the shards of one run (1/3, 2/3, 3/3), not a shard: merge {parts}" \
+        in text, r.output
+    assert "sweep" not in text and "`" not in text and "--out" not in text  # folders, in words every door reads
+    assert invoke("merge", *parts.split(), "--out", tmp_path / "m").exit_code == 0  # the advice, followed
+    shutil.rmtree(held / "g-3")  # two of three there, the third given beside the folder
+    r = invoke("merge", held, shards[2], "--out", tmp_path / "m2")
+    assert r.exit_code == 2 and (f"{held} holds the shards of one run (1/3, 2/3), not a shard: merge {held / 'g-1'} "
+                                 f"{held / 'g-2'} {shards[2]} (shard(s) 3/3 not there: give them too)") in said(r)
+    mixed = tmp_path / "mixed"
+    shutil.copytree(shards[0], mixed / "g-1")
+    shutil.copytree(finished_run(*base(data, "--shard", "2/2")), mixed / "h-2")
+    shutil.copytree(finished_run(*base(data)), mixed / "plain")
+    r = invoke("merge", mixed, "--out", tmp_path / "m3")
+    assert r.exit_code == 2 and (f"{mixed} holds runs, not a shard: shard(s) 1/3 of a run of fake (g-1); shard(s) "
+                                 "2/2 of a run of fake (h-2); run(s) of fake, not sharded (plain): give the folders "
+                                 "of the shards of one run") in said(r), r.output
+    late = tmp_path / "late"
+    args = [*base(data), "--out", str(late)]
+    with monkeypatch.context() as m:
+        m.setattr(sys, "argv", ["abricot-local", *args])
+        fail_after(m, 2, KeyboardInterrupt)
+        assert invoke(*args).exit_code == 130
+    assert (late / "INTERRUPTED").is_file()
+    r = invoke("merge", late, shards[1], "--out", tmp_path / "q")
+    text = said(r)
+    assert r.exit_code == 2 and f"{late} is not a shard of a run: its run (interrupted, 2 of 12 items)" in text, \
+        r.output
+    assert "was started without --shard K/N; give the folders of the shards of one run" in text
+    assert "resume" not in text  # resumed, it would still be no shard
+    assert not any((tmp_path / n / "results.json").exists() for n in ("m2", "m3", "q"))
