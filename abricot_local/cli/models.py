@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from abricot_local.cli.app import cli, echo, say
-from abricot_local.cli.options import backend_options, model_dir_option, models_file_option, task_options
+from abricot_local.cli.options import backend_subset, model_dir_option, models_file_option, task_settings
 
 
 @cli.command()
@@ -85,16 +85,20 @@ def doctor(as_json: bool, models_file: str | None) -> None:
 @cli.command()
 @click.argument("model")
 @click.option("--task", "task_name", default=None, help="Task whose first item is shown (default: the first registered).")
-@task_options
-@backend_options
-def labels(model: str, task_name: str, **kw) -> None:
-    """Show how MODEL's tokenizer maps the first item's answer labels to tokens."""
+@click.option("--tasks", "-t", "tasks_given", default=None, hidden=True)  # `run`'s flag: refused, naming --task
+@task_settings
+@backend_subset("n_ctx", "verbose")  # a vocabulary-only load: the context's size (a long item refused) and the log
+def labels(model: str, task_name: str | None, tasks_given: str | None, **kw) -> None:
+    """Show how MODEL's tokenizer maps the first item's answer labels to tokens (a vocabulary-only load: only
+    --n-ctx and --verbose of the backend's options)."""
     from abricot_local.console.listings import labels_text
+    from abricot_local.errors import UsageError
     from abricot_local.run import look
     from abricot_local.run.request import request_of
 
-    r = request_of(model, kw, tasks=kw["tasks"], backend=kw["backend"], models_file=kw["models_file"],
-                model_dirs=kw["model_dirs"])
+    if tasks_given is not None:
+        raise UsageError(f"labels shows one task's first item: give it as --task {tasks_given}, not --tasks")
+    r = request_of(model, kw, backend=kw["backend"], models_file=kw["models_file"], model_dirs=kw["model_dirs"])
     if not task_name:
         from abricot_local.tasks.selection import select_tasks
 

@@ -159,16 +159,22 @@ def data_dir_option(f):
     return _apply(f, _task_flags("data_dir"))
 
 
-def task_options(f):
-    """--tasks, and every task option's flag (TaskOptions' fields)."""
+def task_options(f, tasks: bool = True):
+    """--tasks, and every task option's flag (TaskOptions' fields); ``tasks`` False: without --tasks
+    (:func:`task_settings`)."""
     from abricot_local.option_fields import specs
     from abricot_local.tasks.base import TaskOptions
 
     return _apply(f, [
-        click.option("--tasks", "-t", default=None, help="Comma-separated tasks or groups (default: every task "
-                     "whose data is here or can be fetched; `abricot-local tasks` lists them)."),
+        *([click.option("--tasks", "-t", default=None, help="Comma-separated tasks or groups (default: every task "
+                        "whose data is here or can be fetched; `abricot-local tasks` lists them).")] if tasks else []),
         *(_click_option(s) for s in specs(TaskOptions) if not s.internal),
     ])
+
+
+def task_settings(f):
+    """Every task option's flag (TaskOptions' fields) without --tasks: a command that takes one task its own way."""
+    return task_options(f, tasks=False)
 
 
 def settle_options(f):
@@ -179,17 +185,25 @@ def settle_options(f):
     return _apply(f, [_click_option(s) for s in specs(SettleOptions)])
 
 
-def backend_options(f):
-    """--backend, every registered backend's option flags (generated from their fields), --models."""
+def backend_options(f, names: tuple[str, ...] | None = None):
+    """--backend, every registered backend's option flags (generated from their fields), --models;
+    ``names``: only these backend options' flags (a command that uses only some, :func:`backend_subset`)."""
     from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, option_specs
 
     def only(kinds):
         return f"{', '.join(kinds)} only: " if set(kinds) != set(BACKENDS) else ""
 
-    flags_ = [_click_option(spec, only(kinds)) for spec, kinds in option_specs() if spec.flag]
+    flags_ = [_click_option(spec, only(kinds)) for spec, kinds in option_specs()
+              if spec.flag and (names is None or spec.name in names)]
     return _apply(f, [click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
                                    help=f"Inference backend: {', '.join(BACKENDS)}."),
                       *flags_, models_file_option, model_dir_option])
+
+
+def backend_subset(*names: str):
+    """--backend, --models, --model-dir and only these backend options' flags (by field name): a command that
+    uses no other (`labels`, a vocabulary-only load) does not accept a flag that would change nothing."""
+    return lambda f: backend_options(f, names)
 
 
 def recheck_options(f):

@@ -13,7 +13,8 @@ import os
 import tarfile
 from pathlib import Path
 
-from abricot_local.errors import IntegrityError
+from abricot_local.cache import shown
+from abricot_local.errors import DownloadError, IntegrityError, opt, url_lines
 from abricot_local.models import fetch
 from abricot_local.tasks import abricot_data, discotex
 
@@ -91,12 +92,67 @@ def _intact(folder: Path, files) -> bool:
 
 def pull_test_data(*, progress: bool = True) -> list[Path]:
     """Every file the test suite reads, downloaded where the tests look (files already there
-    intact are kept); a failure names what is missing and why (``fetch``'s errors)."""
+    intact are kept); a failure (offline, an HTTP error, a changed file) stops the pull and names every
+    file still missing, each with its URL and the folder it goes into, and where the tests look
+    (:class:`TestDataNotDownloaded`)."""
     cache = fetch.cache_dir()
-    got = list(fetch.download_files(discotex_files(), cache / "data" / "discotex", progress=progress))
-    got += fetch.download_files(((abricot_data.RELEASE_URL, abricot_data.RELEASE_FILE, abricot_data.RELEASE_SHA256),),
-                                cache / "data" / "abricot", progress=progress)
-    vocab = cache / VOCAB_FOLDER
-    got += ([vocab / name for name, _ in VOCAB_FILES] if _intact(vocab, VOCAB_FILES)
-            else fetch_vocab(vocab, progress=progress))
+    sets = _sets(cache)
+    got: list[Path] = []
+    for i, (folder, files, _) in enumerate(sets):
+        try:
+            if files is VOCAB_FILES:
+                got += [folder / name for name, _ in VOCAB_FILES] if _intact(folder, VOCAB_FILES) \
+                    else fetch_vocab(folder, progress=progress)
+            else:
+                got += fetch.download_files(files, folder, progress=progress)
+        except IntegrityError:
+            raise
+        except DownloadError as exc:  # the later sets are not tried: offline, they would wait for the same timeout
+            failed = set(getattr(exc, "names", ()) or ())
+            raise TestDataNotDownloaded(getattr(exc, "cause", "") or str(exc).split("\n")[0],
+                                        sets[i:], failed if failed else None) from None
     return got
+
+
+def _sets(cache: Path):
+    """(folder, files, URL) of each set --tests fetches: ``files`` (url, name, sha256) each, or VOCAB_FILES (name,
+    sha256), extracted from the sdist at URL."""
+    return [(cache / "data" / "discotex", discotex_files(), None),
+            (cache / "data" / "abricot",
+             ((abricot_data.RELEASE_URL, abricot_data.RELEASE_FILE, abricot_data.RELEASE_SHA256),), None),
+            (cache / VOCAB_FOLDER, VOCAB_FILES, SDIST_URL)]
+
+
+class TestDataNotDownloaded(DownloadError):
+    """`data pull --tests` could not get every file: why (``cause``), then every file of the sets not had yet
+    (the failed set's missing ones, each later set's not already intact), each with its URL, by the folder it goes
+    into; then where the tests look for each set (tests/realdata.py's order)."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, cause: str, sets, failed: set[str] | None):
+        self.cause = cause
+        lines, n = [], 0
+        for k, (folder, files, sdist) in enumerate(sets):
+            if sdist:
+                names = [name for name, sha in files if not _intact(folder, ((name, sha),))]
+                if names:
+                    n += len(names)
+                    lines += [f"  into {shown(folder)}: extract from the sdist's {SDIST_MODELS}/", *url_lines((sdist,), (), "    "),
+                              *(f"        {'  '.join(names[j:j + 3])}" for j in range(0, len(names), 3))]
+                continue
+            missing = [(u, name) for u, name, sha in files
+                       if (name in failed if k == 0 and failed is not None else not _intact(folder, ((name, sha),)))]
+            if missing:
+                n += len(missing)
+                lines += [f"  into {shown(folder)}:", *url_lines([u for u, _ in missing], [m for _, m in missing],
+                                                                  "    ")]
+        home = shown(fetch.cache_dir())
+        lines += ["The tests look for each set in $ABRICOT_TEST_DATA (DIR/data/discotex/, DIR/data/abricot/, "
+                  "DIR/vocab/),",
+                  f"the tool's data cache ({home}/data/discotex/, {home}/data/abricot/), a shared/ folder "
+                  "beside the repository,",
+                  f"then {home}/test-data (data/discotex/, data/abricot/, vocab/)."]
+        flag = opt("tests")
+        super().__init__("\n".join([f"could not get {n} file{'s' * (n != 1)} that `data pull {flag}` "
+                                    f"fetches: {cause}", *lines]))
