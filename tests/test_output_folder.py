@@ -346,7 +346,7 @@ def test_a_signal_after_the_run_is_written_says_it_is_complete(tmp_path, monkeyp
             raise KeyboardInterrupt  # Ctrl-C while the model is closed, after results.json
     monkeypatch.setattr(FakeBackend, "close", close)
     r = invoke(*base, "--out", out)
-    assert r.exit_code == 130
+    assert r.exit_code == 0  # the run complete: nothing lost (a scheduler's job not failed)
     assert f"the run in {out} is complete" in " ".join(r.output.split()) and "resume with" not in r.output
     assert sorted(os.listdir(out)) == ["results.json", "samples-discotex.jsonl"]
 

@@ -71,7 +71,7 @@ class Server:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return self
             except OSError:
-                time.sleep(0.1)
+                time.sleep(0.02)
         raise AssertionError(f"rpc-server on {self.endpoint} did not start: {self.log.read_text()}")
 
     def kill(self) -> None:
