@@ -22,7 +22,7 @@ from abricot_local.errors import DownloadError, IntegrityError
 from abricot_local.models import fetch, resume
 from abricot_local.models.temps import PARTIAL, hold_partial, partial_pattern
 
-BODY = random.Random(7).randbytes(3 * 1024 * 1024 + 123)  # a few MiB: over fetch.KEEP_FROM once cut midway
+BODY = random.Random(7).randbytes(3 * 1024 * 1024 + 123)  # a few MiB: over resume.KEEP_FROM once cut midway
 SHA = hashlib.sha256(BODY).hexdigest()
 HALF = 1_600_000
 
@@ -210,7 +210,7 @@ def test_ctrl_c_keeps_the_partial_and_a_small_cut_discards_it(tmp_path, server, 
     _Serve.cuts = [1000]
     with pytest.raises(DownloadError, match="ended after 1,000 bytes.*the partial file was discarded"):
         fetch.download_url(server, small, progress=False)
-    assert not small.parent.exists()  # under fetch.KEEP_FROM: nothing left, not even its folder
+    assert not small.parent.exists()  # under resume.KEEP_FROM: nothing left, not even its folder
 
 
 def test_a_partial_is_held_two_processes_never_write_one(tmp_path, server, capsys):

@@ -25,7 +25,7 @@ from abricot_local.models import hub, hub_probe, hub_pull, resume
 from abricot_local.models.spec import ModelSpec
 
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
-BODY = random.Random(11).randbytes(2 * 1024 * 1024 + 77)  # over hub_pull.KEEP_FROM once cut midway
+BODY = random.Random(11).randbytes(2 * 1024 * 1024 + 77)  # over resume.KEEP_FROM once cut midway
 SHA = hashlib.sha256(BODY).hexdigest()
 CUT = 1_300_000
 REPO, FILE = "org/Tiny-GGUF", "tiny.Q4_K_M.gguf"

@@ -9,7 +9,6 @@ import errno
 import http.client
 import os
 import socket
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,7 +26,6 @@ __all__ = ["cache_dir", "is_offline", "sha256_file", "download_url", "download_f
            "hub_dataset_download", "DownloadError", "FilesNotDownloaded"]
 
 
-KEEP_FROM = 1024 * 1024  # a download stopped with fewer bytes than this discards them: starting over costs less
 _SAID = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)  # failures said in a few words
 
 
@@ -95,7 +93,7 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
     """``url`` into ``dest`` through its partial file (models/temps.py's hold_partial, models/resume.py): what an
     earlier download of ``url`` into ``dest`` left is continued, when ``sha256`` pins the file (else each download
     starts afresh: nothing would tell a file changed at its URL between two tries). The partial goes once it is published, when its
-    whole file's SHA-256 is not the pinned one, when a failure this sees left fewer than KEEP_FROM bytes, and when
+    whole file's SHA-256 is not the pinned one, when a failure this sees left fewer than resume.KEEP_FROM bytes, and when
     a download of another URL into ``dest`` starts; it stays after any other failure, Ctrl-C, or a kill."""
     if _whole(dest, sha256):
         return dest
@@ -110,7 +108,7 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         # continued only under a pinned SHA-256, which the whole file is checked against: without one, a file
         # changed at its URL between two tries would be published spliced from both (no validator is kept)
-        held = hold_partial(dest, mine, _waiting if progress else None) if sha256 else None
+        held = hold_partial(dest, mine, resume.waiting if progress else None) if sha256 else None
         fd, tmp, waited = held or (*temp_beside(dest, PART), False)  # unpinned, or a partial not safely ours: afresh
     except OSError as exc:
         _unmake(made)
@@ -140,22 +138,12 @@ def _whole(dest: Path, sha256: str | None) -> bool:
     return dest.is_file() and (not sha256 or sha256_file(dest) == sha256.lower())
 
 
-def _waiting(path: Path) -> None:
-    print(f"another process is downloading this file now ({shown(path)}); waiting for it", file=sys.stderr)
-
-
 def _settle(tmp: Path, fd: int, made: list[Path], keep: bool) -> str:
-    """After a failed download: its partial file kept (``keep`` and at least KEEP_FROM bytes) or removed with the
-    folders it made; what became of it, said after the failure's cause ("" when nothing had arrived)."""
-    try:
-        size = os.fstat(fd).st_size
-    except OSError:
-        size = 0
-    if keep and size >= KEEP_FROM:
-        return f"; the {size:,} bytes received are kept in {shown(tmp)}, where the next download continues"
-    tmp.unlink(missing_ok=True)
-    _unmake(made)
-    return "; the partial file was discarded" if size else ""
+    """After a failed download: resume.settled, and the folders it made removed with its partial file."""
+    note = resume.settled(tmp, fd, keep, "download")
+    if not tmp.exists():
+        _unmake(made)
+    return note
 
 
 def _unmake(made: list[Path]) -> None:

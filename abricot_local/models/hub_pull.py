@@ -24,7 +24,6 @@ import errno
 import http.client
 import os
 import re
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -48,7 +47,6 @@ from .temps import (
     temp_pattern,
 )
 
-KEEP_FROM = 1024 * 1024  # a pull stopped with fewer bytes discards them (fetch.KEEP_FROM's rule)
 RETRIES = 5  # cut connections in a row with no new byte that one pull continues (huggingface_hub's http_get: 5)
 RETRY_WAIT = 1.0  # seconds before each
 _TRANSIENT = {408, 429, 500, 502, 503, 504}  # HTTP answers another try may not get
@@ -204,13 +202,13 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[bool], None], progres
     huggingface_hub's lock for it (``locked()``); its SHA-256, None when another download made the blob first
     (``new_blob`` False then). ``renew()``: a fresh location once a CDN's signed one is refused (:func:`_stream`).
     The partial goes once published, when its SHA-256 or size is not the expected one, and after a failure that left
-    under KEEP_FROM bytes; it stays after any other failure, Ctrl-C or a kill, and the next pull continues it."""
+    under resume.KEEP_FROM bytes; it stays after any other failure, Ctrl-C or a kill, and the next pull continues it."""
     blob = body.blob
     remove_stale(blob.parent, temp_pattern(blob.name, PART))  # a killed pull's unresumable temporary file
     mine = resume.key(blob.name)
     remove_stale(blob.parent, partial_pattern(blob.name, but=mine, suffix=INCOMPLETE))
     try:
-        held = hold_partial(blob, mine, _waiting if progress else None, INCOMPLETE)
+        held = hold_partial(blob, mine, resume.waiting if progress else None, INCOMPLETE)
         fd, tmp, _ = held or (*temp_beside(blob, PART), False)  # a partial not safely ours: not resumed
     except OSError as exc:
         raise DownloadError(f"cannot write {shown(blob.parent)} ({exc.strerror}); make the Hugging Face cache "
@@ -235,7 +233,7 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[bool], None], progres
             place(new)
     except BaseException as exc:
         integrity = isinstance(exc, resume.Failed) and exc.integrity
-        note = "" if published else _settle(tmp, fd, keep=held is not None and not integrity)
+        note = "" if published else resume.settled(tmp, fd, held is not None and not integrity, "pull")
         if isinstance(exc, (resume.Failed, _HTTPStatus, OSError, http.client.HTTPException)):
             raise _error(exc, body, note) from None
         raise  # Ctrl-C: its partial file settled as a failure's
@@ -316,20 +314,3 @@ def _signed(location: str) -> bool:
 def _origin(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url)
     return parts.scheme, parts.netloc
-
-
-def _settle(tmp: Path, fd: int, keep: bool) -> str:
-    """After a failed pull: its partial file kept (``keep`` and at least KEEP_FROM bytes) or removed; what became of
-    it, said after the failure's cause ("" when nothing had arrived)."""
-    try:
-        size = os.fstat(fd).st_size
-    except OSError:
-        size = 0
-    if keep and size >= KEEP_FROM:
-        return f"; the {size:,} bytes received are kept in {shown(tmp)}, where the next pull continues"
-    tmp.unlink(missing_ok=True)
-    return "; the partial file was discarded" if size else ""
-
-
-def _waiting(path: Path) -> None:
-    print(f"another process is downloading this file now ({shown(path)}); waiting for it", file=sys.stderr)

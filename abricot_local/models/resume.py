@@ -13,8 +13,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
+
+from abricot_local.cache import shown
 
 BLOCK = 1024 * 1024
 _RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
@@ -27,6 +31,28 @@ class Failed(Exception):
     def __init__(self, cause: str, network: bool = False, integrity: bool = False):
         super().__init__(cause)
         self.cause, self.network, self.integrity = cause, network, integrity
+
+
+KEEP_FROM = 1024 * 1024  # a download stopped with fewer bytes than this discards them: starting over costs less
+
+
+def settled(tmp: Path, fd: int, keep: bool, what: str) -> str:
+    """After a failed download (``what``: "download", "pull"): its partial file ``tmp`` (open as ``fd``) kept
+    (``keep`` and at least KEEP_FROM bytes) or removed; what became of it, said after the failure's cause ("" when
+    nothing had arrived). The caller removes what else it made when ``tmp`` is gone."""
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        size = 0
+    if keep and size >= KEEP_FROM:
+        return f"; the {size:,} bytes received are kept in {shown(tmp)}, where the next {what} continues"
+    tmp.unlink(missing_ok=True)
+    return "; the partial file was discarded" if size else ""
+
+
+def waiting(path: Path) -> None:
+    """Said when another process holds the partial file of the same file (temps.hold_partial waits for it)."""
+    print(f"another process is downloading this file now ({shown(path)}); waiting for it", file=sys.stderr)
 
 
 def key(url: str) -> str:
