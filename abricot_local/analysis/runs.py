@@ -359,8 +359,8 @@ class Run:
         """The same run (folder, record: NaN equal to NaN, tasks), however had (`evaluate`'s, `load_run`'s)."""
         if not isinstance(other, Run):
             return NotImplemented
-        return (self.folder, self.lm_eval, self.tasks) == (other.folder, other.lm_eval, other.tasks) and recorded.equal(
-            self.record.to_dict(), other.record.to_dict())
+        return (self.folder, self.lm_eval, self.tasks) == (other.folder, other.lm_eval, other.tasks) and recorded.same_record(
+            self.record, other.record)
 
     def __hash__(self) -> int:  # equal runs share their folder
         return hash((Run, self.folder))

@@ -48,6 +48,12 @@ def flat(value: Any, depth: int | None = None) -> dict[str, Any]:
     return out
 
 
+def same_record(a, b) -> bool:
+    """Whether two records (record.Record) hold the same values, NaN equal to NaN (a run had twice: `evaluate`'s and
+    `load_run`'s): compared as results.json holds them, here, where the record's form is known."""
+    return equal(a.to_dict(), b.to_dict())
+
+
 def equal(x: Any, y: Any) -> bool:
     """Equal JSON values, NaN equal to NaN."""
     if isinstance(x, list) and isinstance(y, list):
