@@ -1,12 +1,15 @@
 """An OSError on a path given by a user, as the one line an :class:`AbricotError` prints: which path,
 and what about it (a name over the file system's 255 bytes, a file where a folder was wanted, a
 folder where a file was, a full disk...). The CLI's command group turns every such OSError into this
-line (cli/app.py); a Python caller's door can do the same (``raise path_error(err) or err``)."""
+line (cli/app.py); a Python caller's door can do the same (``raise path_error(err) or err``). And
+:func:`once_each`: things named by folders, each folder once however it is written."""
 
 from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
+from typing import Callable, Iterable, TypeVar
 
 from abricot_local.errors import AbricotError, NoSpaceError, UsageError
 
@@ -47,3 +50,19 @@ def path_error(err: OSError) -> AbricotError | None:
     why = _WHY.get(err.errno) or (err.strerror or str(err)).lower()
     cls = NoSpaceError if err.errno in (errno.ENOSPC, errno.EDQUOT) else UsageError
     return cls(f"{where}: {why}")
+
+
+T = TypeVar("T")
+
+
+def once_each(items: Iterable[T], folder: Callable[[T], object]) -> list[T]:
+    """``items`` in order, each folder (``folder(item)``) once, as first named: compared resolved (``r20`` given and
+    found again under ``.``, a link and its target: one run)."""
+    seen: set[Path] = set()
+    out = []
+    for item in items:
+        key = Path(folder(item)).resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out

@@ -27,6 +27,7 @@ from abricot_local.gguf.file import highest_precision
 from abricot_local.analysis.stats import label_kl
 from abricot_local.errors import ResultsError, UsageError
 from abricot_local.models.quants import precision_of
+from abricot_local.paths import once_each
 from abricot_local.record import Published, PublishedCheck, Record
 from abricot_local.record import settings as recorded
 from abricot_local.tasks.base import Reference
@@ -81,13 +82,7 @@ def gather(runs: Sequence[Run], given: GivenData = NOTHING_GIVEN) -> Report:
     rows, quants compared; ``given``: where its comparisons count a task's N when the runs' data is elsewhere."""
     if not runs:
         raise UsageError("give at least one run folder")
-    unique, seen = [], set()
-    for run in runs:
-        key = Path(run.folder).resolve()
-        if key not in seen:
-            seen.add(key)
-            unique.append(run)
-    runs = labelled(unique)
+    runs = labelled(once_each(runs, lambda r: r.folder))
     shown = tuple(dict.fromkeys(t for r in runs for t in r.tasks))
     bases = pub.all_references(shown, strict=False)  # a broken plugin's runs: their recorded rows, as uninstalled
     checks = []

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 from abricot_local.analysis.runs import Run
@@ -16,6 +15,7 @@ from abricot_local.api.arguments import entry
 from abricot_local.api.run import Data, data_folder, data_pairs, finished, loaded
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError, opt
+from abricot_local.paths import once_each
 
 FRAME_COLUMNS = ("a", "b", "task", "metric", "n", "value_a", "value_b", "diff", "ci_low", "ci_high", "test", "p",
                  "p_holm", "detectable", "verdict", "reason")
@@ -67,7 +67,7 @@ def compare(*runs: Run | str | os.PathLike | list | tuple, tolerance: float | No
     chosen = []
     for k, r in enumerate(listed):
         chosen += [r.identified(registry)] if isinstance(r, Run) else [read[f] for f in folders[k] if f in read]
-    result = compare_runs(_unique(chosen), tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha,
+    result = compare_runs(once_each(chosen, lambda r: r.folder), tolerance=TOLERANCE if tolerance is None else tolerance, alpha=alpha,
                           seed=seed, margin=margin, reference=reference, given=counted_in, by_id=by_id,
                           **({} if near_tie is None else {"near_tie": near_tie}))
     return Comparison(result)
@@ -77,17 +77,6 @@ def _flat(runs) -> list:
     out: list = []
     for r in runs:
         out += _flat(r) if isinstance(r, (list, tuple)) else [r]
-    return out
-
-
-def _unique(runs: Sequence[Run]) -> list[Run]:
-    """Each run once (by its folder, resolved), in order."""
-    seen, out = set(), []
-    for r in runs:
-        key = Path(r.folder).resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
     return out
 
 

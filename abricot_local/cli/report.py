@@ -10,19 +10,7 @@ import click
 from abricot_local.cli.app import cli, echo
 from abricot_local.cli.options import OutputPath, data_options, flags, models_file_option
 from abricot_local.errors import ResultsError, UsageError, render
-
-
-def _once(states: list) -> list:
-    """Each run folder once, as first named (``runs r20 .``: r20 given, and found again under .), its path
-    resolved to compare."""
-    seen: set[Path] = set()
-    out = []
-    for s in states:
-        key = Path(s.path).resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
+from abricot_local.paths import once_each
 
 
 def _run_states(paths: tuple[str, ...]):
@@ -42,7 +30,7 @@ def runs_(folders: tuple[str, ...]) -> None:
     from abricot_local.run.states import find_runs
 
     default = Path("results")
-    states = _once(find_runs(folders or (str(default),))) if folders or default.is_dir() else []  # one given must exist
+    states = once_each(find_runs(folders or (str(default),)), lambda s: s.path) if folders or default.is_dir() else []  # one given must exist
     if states:
         echo(runs_text(states))
     else:
