@@ -14,6 +14,7 @@ import pandas as pd
 
 from abricot_local.analysis.changes import BROKEN, FIXED, STILL_WRONG, near_tie_note
 from abricot_local.analysis.compare import CANNOT_TELL, CLOSE, DIFFERENT, Comparison
+from abricot_local.analysis.differing import one_side_settings
 from abricot_local.analysis.matching import ID
 from abricot_local.analysis.kld import of_views
 from abricot_local.errors import UsageError, opt
@@ -55,6 +56,16 @@ def _pair(a: str, b: str) -> str:
     return f"{a} vs {b}"
 
 
+ONE_SIDE = ("Recorded by one side only (what only an lm-eval output records: how lm-eval called the model, not a "
+            "difference in how the numbers were made)")
+
+
+def _one_side(c: Comparison) -> list:
+    """Each compared pair's settings only one side's door can record (differing.one_side_settings)."""
+    runs = {r.label: r for r in c.runs}
+    return [d for v in c.verdicts for d in one_side_settings(runs[v.a], runs[v.b])]
+
+
 def _kld(c: Comparison) -> list[tuple]:
     """Each KLD `kld` kept for the compared runs (analysis.kld.PairKld) and the items compare paired for its pair
     and task (0: none), which it may cover only some of (`kld --limit`)."""
@@ -78,6 +89,10 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
                    "b": _value(d.value_b, d.value_a)}
                   for d in mine] or [{"pair": _pair(v.a, v.b), "setting": "(none)", "a": "", "b": ""}]
     out.append(("Recorded settings that differ", pd.DataFrame(diffs, columns=["pair", "setting", "a", "b"])))
+    ones = [{"pair": _pair(d.a, d.b), "setting": d.key, "a": _value(d.value_a), "b": _value(d.value_b)}
+            for d in _one_side(c)]
+    if ones:  # an lm-eval output beside a run: said, not as a difference
+        out.append((ONE_SIDE, pd.DataFrame(ones, columns=["pair", "setting", "a", "b"])))
     rows = []
     for m in c.metrics:
         row = {"pair": _pair(m.a, m.b), "task": m.task, "metric": m.metric, "n": m.n, "a": _num(m.value_a),
@@ -265,6 +280,7 @@ def to_json(c: Comparison) -> dict:
         "matches": [asdict(m) for m in c.matches],
         "paired_on": c.paired_on,
         "settings_differ": [asdict(d) for d in c.differs],
+        "settings_one_side": [asdict(d) for d in _one_side(c)],
         "metrics": [{**asdict(m), "detail": dict(m.detail)} for m in c.metrics],
         "agreement": [asdict(g) for g in c.agreements],
         "kld": [{"reference": k.reference, "run": k.run, "task": k.task, "items_compared": n or None,
