@@ -137,7 +137,8 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) 
     """Why ``folder``, which holds the run folders ``inside``, is no shard, and what to merge instead: the shards of
     one run (their folders, in shard order); a sweep's folder (run/session.py names each model's run after it,
     request.slug: a run per model; merge each model's shards, ``given`` each with that model's folder, into
-    ``out``'s); else what it holds, run by run. Door-neutral: folders, no one door's command (nor its options)."""
+    ``out``'s; a run made without shards is whole: nothing to merge); else what it holds, run by run. Door-neutral:
+    folders, no one door's command (nor its options)."""
     recorded = [(d, _recorded(d)) for d in inside]
     known = [(d, m) for d, m in recorded if m is not None]
     models = [m.config.model or "" for _, m in known]
@@ -158,11 +159,16 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) 
         return f"{folder} holds {held}, not a shard: merge {' '.join(folders)}{lacks}"
     if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
         names = [d.name for d in inside]
+        whole = [d.name for d, m in known if not m.config.shard]  # a model's run made without --shard: no shards
+        sweep = f"{folder} is a sweep's folder (a run per model: {', '.join(names)}), not a shard"
+        if len(whole) == len(names):
+            return f"{sweep}: each model's run in it is a whole run (made without shards), nothing to merge"
         folders = [Path(getattr(g, "path", g)) for g in given]  # (a Run given: its folder)
         each = "; ".join(f"{' and '.join(str(g / m) for g in folders)}, into {Path(out or 'OUT') / m}"
-                         for m in names)
-        return (f"{folder} is a sweep's folder (a run per model: {', '.join(names)}), not a shard: merge each "
-                f"model's shards apart ({each})")
+                         for m in names if m not in whole)
+        rest = (f"; {', '.join(whole)}: {'a whole run' if len(whole) == 1 else 'whole runs'} (made without shards), "
+                "nothing to merge") if whole else ""
+        return f"{sweep}: merge each model's shards apart ({each}){rest}"
     groups: list[list[tuple[Path, Manifest]]] = []  # the shards of one run together; other runs by their model
     for d, m in known:
         group = next((g for g in groups if _one_run(g[0][1], m) or not (m.config.shard or g[0][1].config.shard)
