@@ -39,6 +39,7 @@ def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, 
     if (as_json or calibrate) and not dry_run:
         raise UsageError("--json and --calibrate go with --dry-run")
     request = request_of(models, kw, tasks=kw["tasks"], backend=kw["backend"])  # every option by field name
+    ending = _Ending(len(request.models))
     if dry_run:
         return show(request, as_json=as_json, calibrate=calibrate)
     # the request run (run.session.run: one model, or a sweep), each model's summary and published verdict
@@ -46,7 +47,6 @@ def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, 
     # or SIGTERM at any moment (planning, hashing, loading, scoring, the summaries said) ends it with exit
     # code 130 and what is saved (run.session.after_signal: the runs that finished are complete); a SIGTERM
     # once every model's run is written stops nothing (_Ending): the command ends as it would have.
-    ending = _Ending(len(request.models))
     hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
                           before_download=before_download,
                           resume_hint=resume_command, say=say, done=ending.done, ended=said_sweep)
