@@ -14,7 +14,7 @@ def test_a_refused_cost_before_a_download_is_said_in_its_own_words(monkeypatch):
         raise UsageError(f"nothing to cost: {opt('max_items', 3)} is below the first look")
 
     monkeypatch.setattr(dry_run, "model_cost", refused)
-    assert dry_run.of_download(object(), {}, said.append) is None
+    assert dry_run.of_download(object(), said.append) is None
     assert said == [f"plan: not made before the download: nothing to cost: {opt('max_items', 3)} is below the "
                     "first look"]
     assert "UsageError" not in said[0]
@@ -23,5 +23,5 @@ def test_a_refused_cost_before_a_download_is_said_in_its_own_words(monkeypatch):
         raise RuntimeError("a fault")
 
     monkeypatch.setattr(dry_run, "model_cost", broken)
-    assert dry_run.of_download(object(), {}, said.append) is None
+    assert dry_run.of_download(object(), said.append) is None
     assert said[-1] == "plan: not made before the download (RuntimeError: a fault)"

@@ -77,8 +77,9 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         found = Path(name).expanduser()
         hit = None if found.exists() or "/" in name or "\\" in name else stores.find_by_file_name(name, model_dirs)
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts) if hit else finish(found, "path"))
+    registry = known()
     try:
-        spec = lookup(name, known())
+        spec = lookup(name, registry)
     except UnknownModelError as err:  # else a file of that name in llama.cpp's cache or a --model-dir folder
         hit = stores.find_by_file_name(name, model_dirs)
         if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
@@ -86,7 +87,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         if hit is None:  # else the close matches, the registry's and this machine's
             raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
-    return _entry(name, backend, spec)
+    return _entry(name, backend, spec, registry)
 
 
 def _synthetic(name: str, backend: str, known) -> Located:
@@ -101,25 +102,25 @@ def _synthetic(name: str, backend: str, known) -> Located:
     return Located(name, ref.backend, ref, spec)
 
 
-def _entry(name: str, backend: str, spec: ModelSpec) -> Located:
-    """A registry entry: its synthetic model, its file here, or what fetching it downloads (offline: planned
-    with the run's own refusal)."""
+def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSpec]) -> Located:
+    """A registry entry (of ``registry``, kept: its other quants cost a plan of a model not here): its synthetic
+    model, its file here, or what fetching it downloads (offline: planned with the run's own refusal)."""
     from abricot_local.cache import is_offline
     from abricot_local.models.sources import offline_refusal
 
     source = source_of(spec)
     if not source.has_file:
-        return Located(name, spec.backend or backend, synthetic_ref(name, spec.backend, spec), spec)
+        return Located(name, spec.backend or backend, synthetic_ref(name, spec.backend, spec), spec, registry=registry)
     kind = spec.backend or backend
     path = source.local_file(spec)
     if path is not None:
-        return Located(name, kind, spec=spec, path=path)
+        return Located(name, kind, spec=spec, path=path, registry=registry)
     if not source.fetches:
         raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
     refused = ""
     if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
         refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
-    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused))
+    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused), registry=registry)
 
 
 def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,

@@ -12,7 +12,7 @@ benches.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -140,6 +140,8 @@ class Located:
     pending: object | None = None  # models.sources.Pending: what a run downloads (None: nothing)
     path: Path | None = None  # the registry entry's file when it is here already (not yet checked)
     models_file: str | None = None  # the user's registry (a hub file's own entry is looked up in it once fetched)
+    registry: dict[str, ModelSpec] | None = field(default=None, compare=False, repr=False)  # the registry ``spec``
+    # is an entry of, read to find it (a model to download: another quant of it here costs its plan)
 
     @property
     def label(self) -> str:

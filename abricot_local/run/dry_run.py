@@ -59,8 +59,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
         for name in request.models:
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify,
-                                  registry=request.known_models())
+                cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify)
                 out.append(_in_folder(_settled(p, cost, reference), p, request, name, notify))
             except AbricotError as err:
                 if not sweep:
@@ -107,12 +106,11 @@ def _held(runs, done: dict[str, set]) -> dict[str, int]:
     return {r.task.key: len(done.get(r.task.key, set()) & {it.id for it in r.items}) for r in runs}
 
 
-def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None,
-               registry: dict | None = None) -> ModelPlan:
+def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
     """The cost of a dry plan (plan.py) of one model: its work counted with the model's own tokenizer
-    (a vocabulary-only load) when its file is here, else with another quant's of the same model (``registry``'s
-    entry of the same base, here), else estimated from the text; the download, the memory, the speed; a model
-    that could not be located (``plan.problem``), its row."""
+    (a vocabulary-only load) when its file is here, else with another quant's of the same model (an entry of the
+    same base in the registry it was located in, here), else estimated from the text; the download, the memory,
+    the speed; a model that could not be located (``plan.problem``), its row."""
     located, ref, opts = plan.located, plan.model, plan.backend_options
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
@@ -120,6 +118,7 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     cls, reads = backend_class(plan.backend), reads_model_file(plan.backend)
     here = ref is not None and (ref.path is not None or not reads)
     chat = plan.task_options.chat_template
+    registry = located.registry
     sibling = sibling_here(spec, registry) if registry and not here and reads else None
     if sibling is not None:  # another quant of it is here
         facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
@@ -215,12 +214,12 @@ def of_run(plan, backend, folder: Path | None = None, reference: str | None = No
                   () if plan.settle.on else _alternatives([model], plan.limit, plan.sample, plan.shard))
 
 
-def of_download(plan, registry: dict, warn: Callable[[str], None]) -> DryRun | None:
+def of_download(plan, warn: Callable[[str], None]) -> DryRun | None:
     """The cost of a dry plan whose model is about to be downloaded (`run`'s first lines then): its registry
     entry's size, the tokens estimated, the time scaled. It only informs: whatever goes wrong making it is one
     warning (None), and the download goes on."""
     try:
-        return DryRun((model_cost(plan, with_memory=False, registry=registry),), ())
+        return DryRun((model_cost(plan, with_memory=False),), ())
     except AbricotError as err:  # in its own words, its options left for the door to write
         warn(f"plan: not made before the download: {err.raw()}")
         return None

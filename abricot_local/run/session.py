@@ -207,7 +207,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     try:
         plan = make_plan(request, model, notify=hooks.notify,  # the name located first: an unknown one refused
                          before_download=None if hooks.before_download is None else
-                         lambda dry: hooks.before_download(of_download(dry, request.known_models(), hooks.warn)))
+                         lambda dry: hooks.before_download(of_download(dry, hooks.warn)))
         folder.path = folders.of(model, plan.model_label)
         folder.totals = {r.task.key: len(r.items) for r in plan.runs}
         for s in plan.skipped:
