@@ -99,7 +99,7 @@ def settled_verdict(record: Record, check: PublishedCheck) -> SettledVerdict | N
 def rung_verdict(record: Record, reference: str | Iterable[str], task: str, metric: str) -> SettledVerdict | None:
     """The verdict a rung's ``--until-settled`` rule (``run --quants --until-settled``: its ``record``'s) reached
     against ``reference`` on ``task``'s ``metric``, at the look the task's rule stopped at: its question named as
-    run/settle.py's pair_questions names it (sequential.pair_question_name: the rung's model as the run named it,
+    analysis/questions.py's pair_questions names it (sequential.pair_question_name: the rung's model as the run named it,
     its registry alias, name or the name as written, then ``reference``: a name, or the names the reference run
     may have been given). None for a rung no rule judged against that reference (a run without the rule, a
     ladder whose reference is another run)."""

@@ -1,8 +1,9 @@
 """``run --until-settled`` (issue 50): the sequential rule (analysis/sequential.py) wired into a run.
 
 Before the loop (:func:`rule_of`, before the model loads): one ``Question`` per published row the model's registry
-entry reproduces that the run's task instance is made as (baselines.entry_for, no protocol difference), its
-statistic the task's ``metric_inputs``', its margin ``--margin`` or the task's, its rounding the published value's;
+entry reproduces that the run's task instance is made as (analysis/questions.py: baselines.entry_for, no protocol
+difference), its statistic the task's ``metric_inputs``', its margin ``--margin`` or the task's, its rounding the
+published value's;
 a rule per task instance over the task's N items (``sequential.start``), the looks ``--looks`` or 20, 40, 80, ...
 up to ``--max-items`` (the plan's sample) or N; a --resume that grows a finished run keeps the looks its recorded
 rule took (``Rule.keep``: sequential.grown), and one that makes it a fixed-n run says them (:class:`Grown`).
@@ -23,12 +24,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from abricot_local import metrics as metric_stats
 from abricot_local.analysis import baselines
 from abricot_local.analysis import sequential as sq
+from abricot_local.analysis.questions import pair_questions, questions, statistics
 from abricot_local.analysis.settled import record_of
 from abricot_local.errors import ResultsError, UsageError, opt
-from abricot_local.record import Record, Sample, TaskEntry
+from abricot_local.record import Record, Sample
 from abricot_local.record.schema import Settle
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
@@ -57,49 +58,6 @@ class Pairs:
     reference: str
     folder: Path
     pause: int
-
-
-def statistics(task) -> dict[str, str]:
-    """Each metric input of ``task`` by name: its statistic (`accuracy`, `pearson`, ...)."""
-    return {inp.name: inp.stat for inp in task.metric_inputs([])}
-
-
-def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
-    """Per task instance, (question, metric) for each published row the registry entry reproduces that the run
-    checks against that instance and that was made as the run makes it."""
-    out: dict[str, list[tuple[sq.Question, str]]] = {r.task.key: [] for r in plan.runs}
-    if not plan.reproduces:
-        return out
-    runs = {r.task.key: r for r in plan.runs}
-    entries = {key: TaskEntry(metrics={}, n=0, config=r.task.config()) for key, r in runs.items()}
-    for ref in baselines.parse_reproduces(plan.reproduces)[0]:
-        found = baselines.entry_for(ref, entries)
-        if found is None or baselines.protocol_differences(ref.protocol, found[1].config):
-            continue  # not run here, or not comparable: no verdict to wait for
-        task = runs[found[0]].task
-        stats = statistics(task)
-        if stats.get(ref.metric) not in metric_stats.ROW_STATS:
-            continue
-        margin = plan.margin if plan.margin is not None else task.margin(ref.metric)
-        name = sq.question_name(ref.source, ref.model, found[0], ref.metric)
-        out[found[0]].append((sq.Question(name, stats[ref.metric], margin, ref.value,
-                                          baselines.rounding(ref.value)), ref.metric))
-    return out
-
-
-def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, str]]]:
-    """Per task instance, the rung's question against ``reference`` on the task's primary metric, at ``--margin``
-    or the task's margin for it."""
-    out: dict[str, list[tuple[sq.Question, str]]] = {}
-    for r in plan.runs:
-        task = r.task
-        metric = task.primary_metric or "accuracy"
-        stats = statistics(task)
-        margin = plan.margin if plan.margin is not None else task.margin(metric)
-        name = sq.pair_question_name(plan.model_label, reference, task.key, metric)
-        out[task.key] = [(sq.Question(name, stats[metric], margin),
-                          metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
-    return out
 
 
 def bounded(plan):
