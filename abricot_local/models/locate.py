@@ -26,7 +26,7 @@ from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.errors import AbricotError, ModelError, UnknownModelError
 from abricot_local.models.given import Given, Opened
 from abricot_local.models.ref import Located, ModelRef, Notify, _finish, _registry, synthetic_ref
-from abricot_local.models.registry import ModelSpec, load_registry, lookup
+from abricot_local.models.registry import ModelSpec, find, load_registry, unknown_model
 from abricot_local.models.sources import source_of
 
 
@@ -78,16 +78,15 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         hit = None if found.exists() or "/" in name or "\\" in name else stores.find_by_file_name(name, model_dirs)
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts) if hit else finish(found, "path"))
     registry = known()
-    try:
-        spec = lookup(name, registry)
-    except UnknownModelError as err:  # else a file of that name in llama.cpp's cache or a --model-dir folder
-        hit = stores.find_by_file_name(name, model_dirs)
-        if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
-            return Located(name, backend, finish(Path(name).expanduser(), "path"))
-        if hit is None:  # else the close matches, the registry's and this machine's
-            raise UnknownModelError(f"{err}{stores.near_matches(name, model_dirs)}") from None
-        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
-    return _entry(name, backend, spec, registry)
+    spec = find(name, registry)
+    if spec is not None:
+        return _entry(name, backend, spec, registry)
+    hit = stores.find_by_file_name(name, model_dirs)  # else a file of that name in llama.cpp's cache or a --model-dir
+    if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
+        return Located(name, backend, finish(Path(name).expanduser(), "path"))
+    if hit is None:  # else the close matches, the registry's and this machine's
+        raise UnknownModelError(f"{unknown_model(name, registry)}{stores.near_matches(name, model_dirs)}")
+    return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
 
 
 def _synthetic(name: str, backend: str, known) -> Located:

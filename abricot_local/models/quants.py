@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from abricot_local.errors import ModelError, UnknownModelError, UsageError, opt
-from abricot_local.models.registry import ModelSpec, lookup
+from abricot_local.errors import ModelError, UsageError, opt
+from abricot_local.models.registry import ModelSpec, find
 
 if TYPE_CHECKING:
     from abricot_local.gguf.file import Precision
@@ -35,18 +35,17 @@ def parse_quants(text: str) -> tuple[str, ...]:
 
 def _family(model: str, registry: dict[str, ModelSpec]) -> tuple[str, ModelSpec | None, list[ModelSpec]]:
     """The base, the entry named (None when ``model`` is a base name) and every entry of the base with a quant."""
-    try:
-        given: ModelSpec | None = lookup(model, registry)
+    given = find(model, registry)
+    if given is not None:
         base = given.base
         if not base:
             raise UsageError(f"{opt('quants')}: the registry entry {given.name} names no `base` (models.toml), so no other "
                              "quant of it is known; give the aliases to run, or add `base` to your models.toml entries")
-    except UnknownModelError:
-        given = None
+    else:
         base = next((s.base for s in registry.values() if s.base and s.base.lower() == model.lower()), "")
         if not base:
             raise UsageError(f"{opt('quants')}: {model} is neither a registry alias nor a registry `base` (models.toml); "
-                             "`abricot-local models` lists them") from None
+                             "`abricot-local models` lists them")
     return base, given, [s for s in registry.values() if s.base.lower() == base.lower() and s.quant]
 
 
@@ -94,9 +93,8 @@ def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
     from abricot_local.models.ref import local_file
 
     def precision(alias: str) -> Precision:
-        try:
-            spec = lookup(alias, registry)
-        except UnknownModelError:
+        spec = find(alias, registry)
+        if spec is None:
             return Precision("", None, (alias,))
         path, bits = local_file(spec), None
         if path is not None:

@@ -265,18 +265,30 @@ def _per_file(t: dict[str, Any], key: str, kind: type, where: str, n: int) -> li
     return values
 
 
-def lookup(name: str, registry: dict[str, ModelSpec]) -> ModelSpec:
-    """The spec of alias ``name`` (case-insensitive), or :class:`UnknownModelError`
-    with close matches and the hint that a .gguf path works too."""
+def find(name: str, registry: dict[str, ModelSpec]) -> ModelSpec | None:
+    """The spec of alias ``name`` (case-insensitive); None when the registry has none."""
     if name in registry:
         return registry[name]
     folded = {alias.lower(): alias for alias in registry}
-    if name.lower() in folded:
-        return registry[folded[name.lower()]]
+    return registry[folded[name.lower()]] if name.lower() in folded else None
+
+
+def lookup(name: str, registry: dict[str, ModelSpec]) -> ModelSpec:
+    """The spec of alias ``name`` (case-insensitive: :func:`find`), or :class:`UnknownModelError`
+    with close matches and the hint that a .gguf path works too."""
+    spec = find(name, registry)
+    if spec is None:
+        raise unknown_model(name, registry)
+    return spec
+
+
+def unknown_model(name: str, registry: dict[str, ModelSpec]) -> UnknownModelError:
+    """The error of a ``name`` that is no alias of ``registry``: its close matches (or the aliases whose PyPI
+    package it names) and the hint that a .gguf path works too."""
     shipped = [alias for alias, spec in registry.items() if spec.package and spec.package.lower() == name.lower()]
     hint = (f" {name} is the PyPI package of {', '.join(shipped)}: run it by that alias." if shipped
             else did_you_mean(name, registry))
-    raise UnknownModelError(
+    return UnknownModelError(
         f"unknown model '{name}'.{hint} Run 'abricot-local models' for the list of aliases, "
         "or give the path to a .gguf file."
     )
