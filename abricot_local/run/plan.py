@@ -150,10 +150,11 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                            sample=r.sample, shard=r.shard, dry=dry,  # --until-settled: its sample is its bound
                            count=Count.BOUND if r.settle.on else Count.SAMPLE) if tasks else ((), ())
+    options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
     if before_download is not None and not dry and located.pending is not None:
-        before_download(Plan(located, None, located.backend, located.options(r.given), r.task_options, tuple(runs),
+        before_download(Plan(located, None, located.backend, options, r.task_options, tuple(runs),
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
-    ref, options = located.ready(r.given, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
+    ref = located.ready(options, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
         data = {} if dry else {t.task.key: tuple(DataFile(path=os.path.abspath(f.path), sha256=f.sha256)
                                                  for f in t.task.data_files()) for t in runs}  # absolute: `check`
