@@ -122,8 +122,9 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
               before_download=None) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
-    fails first; ``located``: found already, by a recorded run's SHA-256), a registry model's memory and
-    disk checked before its download (unless --force), the tasks and their data, the items after
+    fails first; ``located``: found already, by a recorded run's SHA-256) and the options it opens with made
+    (once), a registry model's memory and disk checked before its download (unless --force), the tasks and
+    their data, the items after
     --limit/--sample/--shard; then (a run, not ``dry``) the model fetched and verified and the data
     hashed (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
@@ -143,6 +144,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         name, kind = model or r.models[0], r.given.backend
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                     r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
+    options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
     from abricot_local.analysis.baselines import reproduced_protocols
     from abricot_local.tasks.selection import Count, select
 
@@ -150,7 +152,6 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                            sample=r.sample, shard=r.shard, dry=dry,  # --until-settled: its sample is its bound
                            count=Count.BOUND if r.settle.on else Count.SAMPLE) if tasks else ((), ())
-    options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
     if before_download is not None and not dry and located.pending is not None:
         before_download(Plan(located, None, located.backend, options, r.task_options, tuple(runs),
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
