@@ -115,12 +115,12 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
     spec = located.spec or (ref.spec if ref else None)
+    # a registry model to be downloaded: another quant of it that is here, found in the registry it was located in
+    sibling = sibling_here(spec, located.registry) if located.pending is not None and located.registry else None
     cls, reads = backend_class(plan.backend), reads_model_file(plan.backend)
     here = ref is not None and (ref.path is not None or not reads)
     chat = plan.task_options.chat_template
-    registry = located.registry
-    sibling = sibling_here(spec, registry) if registry and not here and reads else None
-    if sibling is not None:  # another quant of it is here
+    if sibling is not None and reads and not here:  # costed by that quant's file
         facts, plans, fit, estimated = _from_sibling(sibling, spec, plan, cls, chat, notify, with_memory)
     else:
         family = spec.tokenizer if spec else ""
