@@ -6,7 +6,8 @@ order, so the numbers depend neither on item order nor on sharding (``by_id``: o
 item under two contexts, said in the notes and every verdict); a task one run recorded under
 another key (another prompt-variant spelling, an lm-eval output) is paired by the same items
 (alignment.py). For each pair of runs that share a task, each CI metric the task declares
-(``Task.metric_inputs``) is compared over those items: the paired difference with Tango's score
+(``Task.metric_inputs``) is compared over the items both runs scored alike (runs of different items: each pair
+its own; the best group over those common to all, said in a note): the paired difference with Tango's score
 interval and McNemar's exact test (accuracy) or a paired-bootstrap CI and Williams' t (correlations,
 when both runs share the gold vector); p-values are Holm-adjusted over the pairs of each task and metric
 (a pair's verdict: over its tasks too). The runs' predictions and log-probs are compared too (agreement,
@@ -30,8 +31,8 @@ from abricot_local.analysis.changes import NEAR_TIE, OTHER_CONTEXTS, AnswerChang
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.matching import (CONTEXT, ID, TaskMatch, absent_notes, by_id_note, by_id_words, match,
-                                            n_other_context, no_common_note, not_paired, refusal, spread,
-                                            taking_part, task_references)
+                                            n_other_context, no_common_note, not_paired, own_items_note, pair_items,
+                                            refusal, spread, taking_part, task_references)
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_count
 from abricot_local.analysis.runs import Run, labelled
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
@@ -226,8 +227,8 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
             seed: int = DEFAULT_SEED, n_boot: int = stats.N_BOOT, margin: float | None = None,
             reference: str | None = None, near_tie: float = NEAR_TIE, given: GivenData = NOTHING_GIVEN,
             by_id: bool = False) -> Comparison:
-    """Every pair of ``runs`` that share a task compared on it, over the items all the runs that have the task
-    scored alike (matching.py; refused only when no two runs share an item). ``alpha``: the
+    """Every pair of ``runs`` that share a task compared on it, over the items both scored alike, when the task has
+    an item all its runs scored alike (matching.py; refused only when no two runs share an item). ``alpha``: the
     level of the verdicts and the best group (the power figures stay at 5% / 80%); ``margin``
     (else each task's per metric) and ``reference`` (a label or folder, else equivalence.references'
     default among each task's runs): the equivalence verdicts, over each task's N (population.py; ``given``: the data
@@ -255,6 +256,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
     tasks = taking_part(runs)  # each task among the runs that have it (matching.py)
     notes = aligned + absent_notes(runs, tasks)
     matches, metrics, agreements, primary, margins, changes, refs, size = [], [], [], {}, {}, [], {}, {}
+    side: list[MetricComparison] = []  # each pair over its task's items common to all its runs: the best groups'
     moved: dict[tuple[str, str], int] = {}  # by_id: per pair, its common items scored under another context
     for task, members in tasks:
         if len(members) < 2:
@@ -270,19 +272,29 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
         built = [_inputs(r, task, s) for r, s in zip(group, per_run)]
         primary[task] = built[0][0].primary_metric
         margins.update({(task, name): built[0][0].margin(name) for name in built[0][1]})
+        wider = []  # the pairs whose own common items are more than the task's common ones: (a, b, n)
         for i, j in combinations(range(len(group)), 2):
-            agreements.append(agreement(task, group[i], group[j], per_run[i], per_run[j]))
-            other = by_id and n_other_context(per_run[i], per_run[j])
+            xi, xj, wide = pair_items(group, i, j, task, by_id, m, per_run)  # the items both scored alike
+            xs = {i: xi, j: xj}
+            ins = {k: _inputs(group[k], task, xs[k])[1] if wide else built[k][1] for k in (i, j)}
+            wider += [(group[i].label, group[j].label, len(xs[i]))] if wide else []
+            agreements.append(agreement(task, group[i], group[j], xs[i], xs[j]))
+            other = by_id and n_other_context(xs[i], xs[j])
             if by_id:
                 key = (group[i].label, group[j].label)
                 moved[key] = moved.get(key, 0) + other
             r, o = (j, i) if (group[i].label, group[j].label) in refs[task] else (i, j)  # the reference first
-            changes.append(changed_answers(task, group[r].label, group[o].label, per_run[r], per_run[o], near_tie,
+            changes.append(changed_answers(task, group[r].label, group[o].label, xs[r], xs[o], near_tie,
                                            what=OTHER_CONTEXTS if other else compared(group[r], group[o])))
-            for name, ia in built[i][1].items():
-                if name in built[j][1]:
-                    metrics.append(compare_metric(task, group[i].label, group[j].label, ia, built[j][1][name],
+            for name, ia in ins[i].items():
+                if name in ins[j]:
+                    metrics.append(compare_metric(task, group[i].label, group[j].label, ia, ins[j][name],
                                                   seed=seed, n_boot=n_boot))
+                    if name in built[i][1] and name in built[j][1]:  # the best group's: over the task's common items
+                        side.append(compare_metric(
+                            task, group[i].label, group[j].label, built[i][1][name], built[j][1][name],
+                            seed=seed, n_boot=n_boot) if wide else metrics[-1])
+        notes += [own_items_note(task, m.n_common, len(group), wider)] if wider else []
     if not agreements:
         raise refusal(runs, tasks, by_id)
     counts = {t: task_count(runs, t, given) for t in size}
@@ -301,7 +313,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
                          for v in verdicts)
     differs = tuple(d for x, y in combinations(runs, 2) if (x.label, y.label) in paired
                     for d in differing_settings(x, y))
-    groups = tuple(g for g in best_groups(labels, metrics, alpha) if size[g.task] > 2)
+    groups = tuple(g for g in best_groups(labels, _holm(side), alpha) if size[g.task] > 2)
     index = {lab: k for k, lab in enumerate(labels)}
     judged = sorted((e for t in size for e in judge([m for m in metrics if m.task == t], refs[t], margins, margin,
                                                        totals=totals, identical=same)),

@@ -2,7 +2,8 @@
 
 A task is compared among the runs that have it (after alignment.py has paired the instances one
 prompt was recorded under), over the items all of those runs scored alike: the same id and the same
-scored context (SHA-256 of the sample's ``context``), in id order; ``by_id`` (`compare --by-id`): the
+scored context (SHA-256 of the sample's ``context``), in id order (each pair over the items both of its runs
+scored alike, :func:`pair_items`, when those are more); ``by_id`` (`compare --by-id`): the
 same id alone, each pair one item scored under two contexts (another seed, say), said in the notes
 and each verdict (:func:`by_id_note`, :func:`by_id_words`). A run without the task is named
 in the task's note and takes no part in it; two runs that share no compared task are not paired.
@@ -70,6 +71,31 @@ def by_id_note(m: TaskMatch) -> str:
     return (f"task {m.task}: items paired by id alone, the scored context differing on {m.n_context_differs} of "
             f"{m.n_common} common items: each pair is one item under two contexts ({WHY}), not two runs on the same "
             "prompts (docs/compare.md)")
+
+
+OWN_ITEMS = "each pair is compared over the items both of its runs scored alike"  # own_items_note's words
+
+
+def pair_items(group: Sequence[Run], i: int, j: int, task: str, by_id: bool, m: TaskMatch,
+               per_run: Sequence[tuple[Sample, ...]]) -> tuple[tuple[Sample, ...], tuple[Sample, ...], bool]:
+    """The items runs ``i`` and ``j`` of ``group`` are compared over on ``task``: the items both scored alike (the
+    most the pair's data supports), whose samples, and whether they are more than the ``m.n_common`` items common
+    to all of ``group`` (``per_run``: those, :func:`match`'s); the very ``per_run`` samples when they are not."""
+    if len(group) > 2 and min(m.n[i], m.n[j]) > m.n_common:  # (else the pair has no item more)
+        xs, ys = match([group[i], group[j]], task, by_id)[1]
+        if len(xs) > m.n_common:
+            return xs, ys, True
+    return per_run[i], per_run[j], False
+
+
+def own_items_note(task: str, n_common: int, n_runs: int, wider: Sequence[tuple[str, str, int]]) -> str:
+    """The note of a task whose runs scored different items: the pairs compared over more than the ``n_common`` items
+    all ``n_runs`` runs share (``wider``: (a, b, their items)), and what those common items are still for."""
+    rest = n_runs * (n_runs - 1) // 2 - len(wider)
+    pairs = [f"{a} vs {b} on {n}" for a, b, n in wider]
+    pairs += [f"the other pair{'s' * (rest != 1)} on the {n_common} all {n_runs} runs share"] if rest else []
+    return (f"task {task}: its runs scored different items, so {OWN_ITEMS} ({'; '.join(pairs)}); the best group, "
+            f"and the common items of compare's first table, are over the {n_common} items all {n_runs} runs share")
 
 
 def taking_part(runs: Sequence[Run]) -> list[tuple[str, tuple[int, ...]]]:

@@ -247,6 +247,7 @@ function pairwise() {
         differs.map(([k, va, vb]) => "  " + k + ": " + va + " / " + vb).join("\n") : "no recorded setting differs");
       const kids = [h("div", {cls: "kind", text: c.kind})];
       if (c.metric && c.metric !== t.metric) kids.push(h("div", {cls: "metric", text: c.metric}));  // the main one untested
+      if (c.metric && new Set(t.cells.map(x => x.n)).size > 1) kids.push(h("div", {cls: "n", text: "n = " + c.n}));  // each pair its own items
       if (c.metric) {
         const lo = sign > 0 ? c.ci[0] : -num(c.ci[1]), hi = sign > 0 ? c.ci[1] : -num(c.ci[0]);
         kids.push(h("div", {cls: "diff", text: "\u0394 " + signed(sign * num(c.diff), 3) + " [" + signed(lo, 3) + ", " + signed(hi, 3) + "]"}),

@@ -2,7 +2,8 @@
 for each task, analysis/compare.py over the report's runs that scored it.
 
 Per task, every pair of those runs gets the task's verdict and the comparison it rests on
-(the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p);
+(the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p), over the
+items both runs scored alike (runs that scored different items: each pair its own, the cell's ``n``);
 per metric, the runs not distinguishable from the best; per pair of runs, the recorded
 settings that differ. A task's N is compare's, counted in the data the report was given (``Report.given``)
 where the runs' recorded files are not here. Plain data (a dict of lists); pure: nothing is printed.
@@ -37,6 +38,14 @@ def _cell(v: cmp.Verdict, m: cmp.MetricComparison | None, index: Mapping[str, in
         cell.update(metric=m.metric, test=m.test, n=m.n, valueA=m.value_a, valueB=m.value_b, diff=m.diff,
                     ci=list(m.ci), p=m.p_holm, adjusted=m.p_holm != m.p)
     return cell
+
+
+def _items(c: cmp.Comparison) -> int | str:
+    """The items a group's pairs are compared over, for the matrix's heading: their number when every pair has the
+    same (the items common to the group), else the range of the pairs' own ("20 to 40"; each cell's ``n`` is its
+    pair's, and compare's note names them)."""
+    ns = sorted({g.n for g in c.agreements})
+    return ns[0] if len(ns) == 1 else f"{ns[0]} to {ns[-1]}"
 
 
 def clusters(views: Sequence[Run], task: str) -> list[list[int]]:
@@ -82,10 +91,12 @@ def pairwise(report: Report, *, alpha: float = stats.ALPHA, tolerance: float = c
                             given=report.given)
             primary = dict(c.primary)
             entry["metric"] = entry["metric"] or primary.get(task, "")
-            entry["n"].append(c.matches[0].n_common)
+            entry["n"].append(_items(c))
             entry["cells"] += [_cell(v, cmp.deciding(v.a, v.b, task, c.metrics, primary), index) for v in c.verdicts]
             entry["notes"] += c.notes
-            for g in cmp.best_groups([r.label for r in c.runs], c.metrics, alpha) if len(groups) == 1 else ():
+            # the best group: compare's, over the items all the group's runs share (two runs: every metric's)
+            found = c.groups if len(runs) > 2 else cmp.best_groups([r.label for r in c.runs], c.metrics, alpha)
+            for g in found if len(groups) == 1 else ():
                 best[f"{g.task}.{g.metric}"] = {"best": index[g.best], "members": [index[x] for x in g.members]}
         if entry["cells"]:
             tasks.append(entry)

@@ -22,12 +22,17 @@ def compared(folders: Sequence[Path], registry: dict) -> str:
 
 
 def pairwise_verdicts(runs) -> str:
-    """One verdict line per pair of ``runs`` (analysis.runs.Run), or why there is none."""
+    """One verdict line per pair of ``runs`` (analysis.runs.Run), or why there is none; where the runs of a task
+    scored different items (an --until-settled sweep's rungs stopped at different looks), compare's note on the
+    items each pair was compared over."""
     from abricot_local.analysis.compare import compare
+    from abricot_local.analysis.matching import OWN_ITEMS
     from abricot_local.errors import ResultsError
     from abricot_local.report.comparison import verdict_text
+    from abricot_local.report.texttable import wrap
 
     try:
-        return verdict_text(compare(runs))
+        c = compare(runs)
     except ResultsError as err:
         return f"pairwise verdicts: none ({err.raw()})"
+    return "\n".join([verdict_text(c), *(wrap(f"note: {n}", indent="  ") for n in c.notes if OWN_ITEMS in n)])
