@@ -53,6 +53,8 @@ def results(folder: Path) -> dict:
 
 
 def fmt_cell(value, ci=None) -> str:
+    if ci and value == value and ci[0] != ci[0]:  # a value recorded with no interval: run's words (frames.ci_words)
+        return f"{value:.3f} no interval"
     return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 

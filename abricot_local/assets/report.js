@@ -131,7 +131,8 @@ function leaderboard() {
         return h("td", {cls: "num" + (g ? " best" : ""), "data-value": v[0] === null ? "nan" : v[0], "data-best": g ? "1" : null},
           g ? h("span", {cls: "bestmark", title: (g.best === r.run ? "the best run" : "not distinguishable from the best run, " +
             D.runs[g.best].label) + " on " + c.key, text: "\u25C6 "}) : null, fmt(v[0]),
-          v[1] !== null || v[2] !== null ? h("span", {cls: "ci", text: "[" + fmt(v[1]) + ", " + fmt(v[2]) + "]"}) : null);
+          v[1] !== null || v[2] !== null ? h("span", {cls: "ci", text: "[" + fmt(v[1]) + ", " + fmt(v[2]) + "]"}) :
+            v.length > 3 ? h("span", {cls: "ci", title: v[3] || null, text: "no interval"}) : null);  // withheld: why
       }));
     return {r, i, tr};
   });

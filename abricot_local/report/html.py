@@ -38,7 +38,7 @@ from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
-from abricot_local.report.tables import Report, fixed_n_note, metric_keys
+from abricot_local.report.tables import Report, fixed_n_note, metric_keys, no_interval
 from abricot_local.report.pairs import pairwise
 
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
@@ -110,8 +110,10 @@ def _leaderboard(report: Report, keys: list[str]) -> tuple[list[dict], list[dict
         columns.append({"key": key, "task": task, "metric": metric, "chance": chance})
     rows = []
     for k, run in enumerate(report.runs):
-        by_key = {m.key: m for m in run.metric_values}
-        cells = {key: [by_key[key].value, *(by_key[key].ci or (None, None))] for key in keys if key in by_key}
+        by_key, why = {m.key: m for m in run.metric_values}, no_interval(run)
+        # [value, CI low, CI high], and a 4th, why, where the run withheld the interval (tables.no_interval)
+        cells = {key: [by_key[key].value, *(by_key[key].ci or (None, None)), *([why[key]] if key in why else [])]
+                 for key in keys if key in by_key}
         rows.append({"label": run.label, "quant": run.quant, "kind": "run", "source": run.source, "run": k,
                      "cells": cells})
     for model, source, values in pub.group_rows(report.baselines):

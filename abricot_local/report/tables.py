@@ -11,11 +11,12 @@ shows from the runs (names, folders, task and metric names) is made visible and 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from abricot_local.analysis import baselines as pub
+from abricot_local.analysis.frames import ci_words
 from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
@@ -29,12 +30,12 @@ from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.analysis.stats import label_kl
 from abricot_local.report import ladder as ladder_rows
 from abricot_local.report import prompts as prompt_report
-from abricot_local.report.texttable import WIDTH, fit, grid, wrap
+from abricot_local.report.texttable import WIDTH, fit, grid, shown, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
 __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
-           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "published_frame", "quant_frame",
-           "recompute", "render", "runs_frame", "runs_rows", "to_json"]
+           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "no_interval", "published_frame",
+           "quant_frame", "recompute", "render", "runs_frame", "runs_rows", "to_json"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant", "prompts")
@@ -72,6 +73,19 @@ class RunsRow:
     cells: dict  # "task.metric" -> (value, CI or None)
     published: bool = False
     label: str = ""  # a run: its label, unique among the report's runs (run_labels)
+    why: dict = field(default_factory=dict)  # "task.metric" -> why a value has no interval (no_interval)
+
+
+def no_interval(run: Run) -> dict[str, str]:
+    """Each metric of ``run`` recorded with a value and no interval ([NaN, NaN]: metrics.interval_read; `run`'s
+    summary says "no interval", analysis.frames.ci_words), "task.metric" -> why, in the words the run printed: its
+    task's recorded warning on it (metrics.few_words: ``NAME rests on ...``); "" where the record gives none."""
+    out = {}
+    for task, entry in run.record.tasks.items():
+        for name, value, ci in entry.metric_items():
+            if isinstance(value, (int, float)) and ci_words(value, ci) == "no interval":
+                out[f"{task}.{name}"] = next((w for w in entry.warnings if w.startswith(f"{name} rests on ")), "")
+    return out
 
 
 def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[RunsRow]]:
@@ -80,7 +94,8 @@ def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str]
     keys = metric_keys(report, patterns)
     tasks = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
     rows = [RunsRow(run.model_label, run.quant, run.source, str(run.path), dict(run.task_n),
-                    {m.key: (m.value, m.ci) for m in run.metric_values if m.key in keys}, label=run.label)
+                    {m.key: (m.value, m.ci) for m in run.metric_values if m.key in keys}, label=run.label,
+                    why={k: w for k, w in no_interval(run).items() if k in keys})
             for run in report.runs]
     rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
              for model, source, values in pub.group_rows(report.baselines)]
@@ -165,9 +180,11 @@ def _num(v, digits: int = 3) -> str:
 
 
 def _cell(value, ci, digits: int = 3) -> str:
+    """A value and its 95% CI as `run`'s summary says them (analysis.frames.ci_words): "0.250 [0.112, 0.469]",
+    "-0.123 no interval" (a correlation's withheld: why, in a note under the table)."""
     if value is None:
         return ""
-    return _num(value, digits) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+    return _num(value, digits) + (f" {ci_words(value, ci)}" if ci else "")
 
 
 def verdict_cell(check, settled: SettledVerdict | None = None) -> str:
@@ -207,13 +224,15 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     listed, checked = {b.instance for b in report.baselines}, {rc.check.task for rc in report.checks}
     recorded = [t for t in tasks if t in checked and t not in listed]  # published values a run recorded only
     unpublished = [t for t in tasks if t not in listed and t not in checked]
+    withheld = tuple(f"{shown(r.label or r.model)} {key.split('.', 1)[0]}: no interval: {why}" for r in table
+                     for key, why in r.why.items() if why)  # the run's warning on it, as the run printed it
     title = "Runs and published results (value [95% CI])" if report.baselines else "Runs (value [95% CI])" \
         if recorded else "Runs (value [95% CI]); no published results exist for these tasks"
     if recorded:  # their task here lists none (not installed, or another version): the runs' verdicts below say them
         title += f"; the published values of {', '.join(recorded)} are those the runs recorded (below)"
     if (report.baselines or recorded) and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
-    out = {"runs": Section(title, text, 1, ("source", "model"), groups)}
+    out = {"runs": Section(title, text, 1, ("source", "model"), groups, withheld)}
     if report.checks:
         wide: dict[tuple, dict] = {}
         for rc in report.checks:
