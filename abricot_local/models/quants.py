@@ -33,8 +33,11 @@ def parse_quants(text: str) -> tuple[str, ...]:
     return out
 
 
-def _family(model: str, registry: dict[str, ModelSpec]) -> tuple[str, ModelSpec | None, list[ModelSpec]]:
-    """The base, the entry named (None when ``model`` is a base name) and every entry of the base with a quant."""
+def _family(model: str, registry: dict[str, ModelSpec], quants: Sequence[str] = ()
+            ) -> tuple[str, ModelSpec | None, list[ModelSpec]]:
+    """The base, the entry named (None when ``model`` is a base name) and every entry of the base with a quant.
+    A ``model`` that is neither is refused (a model file: with how to run the files of ``quants``,
+    :func:`_files_advice`)."""
     given = find(model, registry)
     if given is not None:
         base = given.base
@@ -44,9 +47,62 @@ def _family(model: str, registry: dict[str, ModelSpec]) -> tuple[str, ModelSpec 
     else:
         base = next((s.base for s in registry.values() if s.base and s.base.lower() == model.lower()), "")
         if not base:
-            raise UsageError(f"{opt('quants')}: {model} is neither a registry alias nor a registry `base` (models.toml); "
-                             "`abricot-local models` lists them")
+            raise UsageError(_files_advice(model, quants) or f"{opt('quants')}: {model} is neither a registry alias "
+                             "nor a registry `base` (models.toml); `abricot-local models` lists them")
     return base, given, [s for s in registry.values() if s.base.lower() == base.lower() and s.quant]
+
+
+def _quantize_advice(given: ModelSpec | None, family: Sequence[ModelSpec], quants: Sequence[str]) -> str:
+    """What to do when the registry lacks a quant asked for (docs/compare.md#making-the-rungs-quantize): make the
+    ladder here with `quantize` from the model's highest-precision quant by name (the entry named where it is that
+    quant), requantizing when that is not F16, BF16 or F32; "" when a quant asked for is no type llama.cpp writes
+    (a misspelt name: the quants the registry has are the answer) or the model has no quant."""
+    from abricot_local.gguf.file import FILE_TYPES, Precision, highest_precision
+    from abricot_local.models.quant_types import UNQUANTIZED
+
+    asked = list(dict.fromkeys(q.upper() for q in quants))
+    if not family or not set(asked) <= set(FILE_TYPES.values()):
+        return ""
+    source = family[highest_precision([Precision(s.quant, None, (s.name,)) for s in family])]
+    source = given if given is not None and given.quant.upper() == source.quant.upper() else source
+    quant = source.quant.upper()
+    command = f"`abricot-local quantize {source.name} {opt('to', ','.join(asked))}"
+    if quant in UNQUANTIZED:
+        return (f"; make this ladder here with {command}`, which prints the command that runs its rungs "
+                "(docs/compare.md#making-the-rungs-quantize)")
+    return (f"; make this ladder here with {command} {opt('allow_requantize', True)}` ({source.name} is a {quant}: "
+            "every rung is made from it dequantized to F16, the ladder's reference, not from the original weights), "
+            "which prints the command that runs its rungs (docs/compare.md#making-the-rungs-quantize)")
+
+
+def _files_advice(model: str, quants: Sequence[str]) -> str:
+    """The refusal of a model file given with the quants of a registry model, saying how its ladder is made: each
+    file given as a MODEL (a sweep; report draws their ladder, their runs grouped by their names less the quant
+    tag), the files of the quants asked for beside it listed where each is there; "" when ``model`` is no file."""
+    from abricot_local.errors import shell_line
+    from abricot_local.gguf.file import quant_of, strip_quant
+
+    path = Path(model)
+    if path.suffix.lower() != ".gguf" and not path.is_file():
+        return ""
+    stem, found = strip_quant(path.name.removesuffix(path.suffix)).lower(), {}
+    try:
+        beside = sorted(path.parent.glob("*.gguf")) if path.parent.is_dir() else []
+    except OSError:
+        beside = []
+    for f in beside:
+        if strip_quant(f.name.removesuffix(f.suffix)).lower() == stem:
+            found.setdefault(quant_of(f.name), f)
+    wanted = list(dict.fromkeys(q.upper() for q in quants))
+    files = [str(path.parent / found[q].name) for q in wanted if q in found]
+    missing = [q for q in wanted if q not in found]
+    listed = shell_line(files) if len(files) > 1 and not missing else "FILE FILE ..."
+    said = f"; no {', '.join(missing)} file of that name is beside it" if missing else ""
+    return (f"{opt('quants')} names quants of a registry model (an alias or a `base`, models.toml), and {model} is a "
+            f"model file: to run files as a ladder, give each as a MODEL, without {opt('quants')} "
+            f"(`abricot-local run {listed}`, with your other options): they run one after another, and `report` "
+            "draws their ladder where their file names differ only in the quant "
+            f"(docs/compare.md#a-quant-ladder-run---quants-and-report){said}")
 
 
 def _file_key(spec: ModelSpec) -> tuple:
@@ -60,14 +116,14 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
     """The registry aliases of ``model``'s quants ``quants``: the entry named when it is one of them,
     else one of the same repository, else the only file of that quant (several files: refused,
     naming their aliases)."""
-    base, given, family = _family(model, registry)
+    base, given, family = _family(model, registry, quants)
     have = list(dict.fromkeys(s.quant for s in family))
     out = []
     for q in quants:
         cands = [s for s in family if s.quant.lower() == q.lower()]
         if not cands:
             raise UsageError(f"{opt('quants')}: the registry has no {q} of {base}; it has {', '.join(have) or 'no quant'} "
-                             f"(models.toml `base = \"{base}\"`)")
+                             f"(models.toml `base = \"{base}\"`)" + _quantize_advice(given, family, quants))
         if given is not None and given in cands:
             out.append(given.name)
             continue
