@@ -6,7 +6,8 @@ the one order of precision: each run's recorded ``model.bits_per_weight``, an ol
 name, then the label: the same ladder whatever order the runs come in). Two runs of one quant are never one ladder
 (split by their folders; what is left out, said in a note). Each other quant is compared with the reference
 by compare.py over their common items: the equivalence verdict of the task's primary metric
-(equivalence.py, the task's margin), the answers that changed (changes.py), the share of same
+(equivalence.py, the task's margin), the answers that changed (changes.py) beside how many near ties and decisive
+answers the reference had on those items (its flip rate: ``ref_near_ties``, ``ref_decisive``), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
 (``stats.label_kl``), beside each run's file size and measured items/s (results.json's
 ``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
@@ -14,8 +15,9 @@ quant's folder keeps against the reference's model (``abricot-local kld``: analy
 measured. The task's N (the verdict's finite-population correction) is compare's: counted where the runs
 recorded their data, else in the data the user gave (population.GivenData: `report --data-dir`). A rung a
 ``run --quants --until-settled`` rule judged against this reference holds that rule's verdict too (``settled``:
-settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it not accounting
-for the looks. Pure: reads runs, returns rows.
+settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it judged at the
+rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks.
+Pure: reads runs, returns rows.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from abricot_local.analysis.changes import AnswerChanges
-from abricot_local.analysis.compare import compare
-from abricot_local.analysis.equivalence import Equivalence
+from abricot_local.analysis.changes import AnswerChanges, top_two_margin
+from abricot_local.analysis.compare import Comparison, compare
+from abricot_local.analysis.equivalence import Equivalence, judge
 from abricot_local.analysis.kld import KldStats, kld_of
+from abricot_local.analysis.matching import match
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run
 from abricot_local.analysis.settled import SettledVerdict, rung_verdict
@@ -49,12 +52,14 @@ class Rung:
     n: int = 0  # common items with the reference (the reference's own row: the items it scored)
     same_pred: float | None = None
     kl_mean: float | None = None  # mean KL(reference || this quant), nats
-    verdict: Equivalence | None = None  # the task's primary metric
+    verdict: Equivalence | None = None  # the task's primary metric, the task's margin (a rule's rung: the rule's)
     changes: AnswerChanges | None = None
     kld: KldStats | None = None  # full-vocabulary KL(reference || quant) on the task's text (`kld`), if measured
     settled: SettledVerdict | None = None  # a --until-settled rule's verdict against this reference: the run's
     ladder: str = ""  # the folder of its runs when its base has several ladders on the task ("": one)
     bits: float | None = None  # its model file's bits per weight as its run recorded it (None: not recorded)
+    ref_near_ties: int | None = None  # the reference's near ties on the items compared (changes' threshold)
+    ref_decisive: int | None = None  # and its decisive answers there: what ``changes`` flipped, of how many
 
     @property
     def is_reference(self) -> bool:
@@ -161,9 +166,32 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: Gi
     g = c.agreements[0]
     primary = dict(c.primary).get(task)
     verdict = next((e for e in c.equivalence if e.metric == primary), c.equivalence[0] if c.equivalence else None)
-    return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict,
-                   changes=c.changes[0] if c.changes else None,
-                   settled=_settled(ref, other, task, verdict.metric if verdict else primary))
+    settled = _settled(ref, other, task, verdict.metric if verdict else primary)
+    if settled is not None and verdict is not None and settled.look.margin != verdict.margin:
+        verdict = _at_margin(c, verdict, settled.look.margin, g.identical)
+    changes = c.changes[0] if c.changes else None
+    ties, decisive = _reference_ties(views, task, changes.threshold) if changes else (None, None)
+    return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict, changes=changes,
+                   settled=settled, ref_near_ties=ties, ref_decisive=decisive)
+
+
+def _at_margin(c: Comparison, e: Equivalence, margin: float, identical: bool) -> Equivalence:
+    """Compare's verdict ``e`` judged again at ``margin`` (a rule's: the fixed-n verdict beside the rule's reads the
+    margin the rule read), from the same paired difference, as compare judges it (equivalence.judge)."""
+    rows = [m for m in c.metrics if (m.task, m.metric) == (e.task, e.metric)]
+    same = {(e.other, e.reference, e.task)} if identical else set()
+    found = judge(rows, [(e.other, e.reference)], {}, margin, totals=c.totals, identical=same)
+    return found[0] if found else e
+
+
+def _reference_ties(views: Sequence[Run], task: str, threshold: float) -> tuple[int, int]:
+    """The reference's near ties (its top-two margin under ``threshold``: changes.py's rule) and decisive answers
+    over the items compared (matching.py's, as compare matched them; an item whose choice counts differ is left out,
+    as changes.py leaves it): how many the rung's changed answers were flipped out of."""
+    _, (mine, theirs) = match(views, task)
+    margins = [top_two_margin(r.logprobs) for r, o in zip(mine, theirs) if len(r.logprobs) == len(o.logprobs)]
+    ties = sum(1 for m in margins if m < threshold)
+    return ties, len(margins) - ties
 
 
 def _settled(ref: Run, other: Run, task: str, metric: str | None) -> SettledVerdict | None:

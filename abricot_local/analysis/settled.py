@@ -1,5 +1,6 @@
 """A ``--until-settled`` run's own verdict on a published row its rule judged (:func:`settled_verdict`): the rule's,
-at the look it stopped at, in the run's own line; what the fixed-n verdict beside it is (:data:`FIXED_N`). Read by
+at the look it stopped at, in the run's own line; what the fixed-n verdict beside it is (:data:`FIXED_N`: at the
+margin the rule read, the run's ``--margin`` else the task's, so the two differ by the looks alone). Read by
 `report` (overview.py) and the API's ``Run.published()`` (frames.py). A rule and its record, typed both ways
 (:func:`restored`, :func:`record_of`: sequential.Sequential <-> record.Settle, field by field). Pure: reads a record."""
 
@@ -13,7 +14,8 @@ from abricot_local.analysis import sequential as sq
 from abricot_local.record import PublishedCheck, Record, Settle, SettleLook, SettleQuestion
 
 # what the fixed-n verdict of a row a --until-settled rule judged is, beside the rule's (console.settled's words)
-FIXED_N = "the fixed-n 90% verdict over the same items: it does not account for the looks this run took"
+FIXED_N = ("the fixed-n 90% verdict over the same items, at the rule's margin: it does not account for the looks "
+           "this run took")
 
 
 def restored(recorded: Settle) -> sq.Sequential:

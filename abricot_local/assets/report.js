@@ -543,8 +543,11 @@ function ladder() {  // each quant against the highest-precision one of its mode
   const notes = D.ladderNotes || [];
   return h("div", {id: "ladder"}, h("h3", {text: "Quant ladder"}),
     h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
-      "metric with the task's margin (90% CI of quant - reference), beside what it costs and buys: the file size " +
-      "and the items/s the run measured. Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
+      "metric with the task's margin (a rung an --until-settled rule judged: the rule's verdict, then the fixed-n " +
+      "one at the rule's margin; 90% CI of quant - reference), beside what it costs and buys: the file size " +
+      "and the items/s the run measured. Answers changed: how many of the reference's near ties (its top two " +
+      "choices closer than 0.5 nats: a quant or kernels alone can flip them) and of its decisive answers flipped. " +
+      "Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
       "whole vocabulary at every token of the task text (abricot-local kld), when measured."}),
     D.ladder.length ? h("div", {cls: "scroll"}, h("table", {id: "ladder-table"}, h("thead", {}, h("tr", {}, cols.map(c => h("th", {text: c})))),
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},

@@ -1,7 +1,8 @@
 """The quant ladder (analysis/ladder.py) as rows: a table for the text report, records for JSON
 and the HTML page. A rung a ``run --quants --until-settled`` rule judged: its verdict the rule's, in the run's own
-line (the look it stopped at, its interval, its guarantee), compare's fixed-n one beside it (settled.FIXED_N: it
-does not account for the looks); a ladder with no such rung, as before. Pure."""
+line (the look it stopped at, its interval, its guarantee), compare's fixed-n one beside it, at the rule's margin
+(settled.FIXED_N: it does not account for the looks); a ladder with no such rung, as before. The answers changed
+say how many of the reference's near ties and decisive answers the rung flipped (:func:`changes_text`). Pure."""
 
 from __future__ import annotations
 
@@ -11,18 +12,21 @@ from typing import Sequence
 import pandas as pd
 
 from abricot_local.analysis import stats
+from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, NEAR_TIE_MEANS, QUANTS, STILL_WRONG
 from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, words
 from abricot_local.analysis.ladder import Rung
 from abricot_local.analysis.settled import FIXED_N
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model on the task (the task's primary "
-         "metric, its "
-         "margin; 90% CI of quant - reference for the task's own items, exact when every item is compared; label KL: "
-         "KL(reference || quant) of the answer labels; KLD: over the whole vocabulary at every token of the "
-         "items `abricot-local kld` measured, its 95% CI over those items)")
+         "metric at the task's margin, a rung a sweep's until-settled rule judged at the rule's margin; 90% CI of "
+         "quant - reference for the task's own items, exact when every item is compared; answers changed: how many "
+         f"of the reference's near ties (its top two choices closer than {NEAR_TIE:g} nats: {NEAR_TIE_MEANS[QUANTS]}) "
+         "and of its decisive answers flipped; label KL: KL(reference || quant) of the answer labels; KLD: over the "
+         "whole vocabulary at every token of the items `abricot-local kld` measured, its 95% CI over those items)")
 COLUMNS = ("model", "task", "quant", "run", "n", "verdict", "difference [90% CI]", "same prediction",
            "label KL", "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "size MB", "items/s")
-FIXED_N_COLUMN = "fixed-n verdict (does not account for the looks)"  # beside a rule's verdict, only with one
+# beside a rule's verdict, only with one
+FIXED_N_COLUMN = "fixed-n verdict at the rule's margin (does not account for the looks)"
 
 
 def _num(v, digits: int = 3) -> str:
@@ -41,18 +45,20 @@ def verdict_text(r: Rung) -> str:
 def fixed_n_text(r: Rung) -> str:
     """Compare's fixed-n verdict in a cell: ``equivalent within 0.02``, ``better by more than 0.02``, ``cannot tell
     yet (~900 items)``, ``equivalent within 0.02, exact`` (every item of the task compared), ``identical; ...``
-    (every log-prob bit-identical), ``reference``."""
+    (every log-prob bit-identical), ``reference``. Beside a rule's verdict (at the rule's margin) a verdict not
+    settled names its margin too: ``cannot tell yet within 0.2 (~40 items)``."""
     if r.is_reference:
         return "reference"
     e = r.verdict
     if e is None:
         return "no common item"
     same = "identical; " if e.identical else ""
+    within = f" within {e.margin:g}" if r.settled is not None else ""
     if e.kind == UNSETTLED:
-        return same + ("cannot tell yet (on the margin)" if e.items >= stats.MAX_ITEMS else
-                       f"cannot tell yet (~{e.items:,} items)")
+        return same + (f"cannot tell yet{within} (on the margin)" if e.items >= stats.MAX_ITEMS else
+                       f"cannot tell yet{within} (~{e.items:,} items)")
     if e.kind == UNDEFINED:
-        return same + "cannot tell"
+        return same + "cannot tell" + within
     return same + words(e.kind, e.margin) + (", exact" if e.exact else "")
 
 
@@ -69,6 +75,25 @@ def difference_text(e) -> str:
     if any(v != v for v in e.ci90):
         return f"{e.diff:+.3f} (no interval: {why})"
     return f"{e.diff:+.3f} [{e.ci90[0]:+.3f}, {e.ci90[1]:+.3f}]"
+
+
+def changes_text(r: Rung) -> str:
+    """The answers that changed, of how many the reference had of each kind: ``20 answers changed: 3 fixed, 5 broken,
+    12 still wrong; 16 of 23 near ties flipped, 4 of 7 decisive``, ``no answer changed (of 30: 23 near ties, 7
+    decisive)``; a rung whose reference's counts are not known, changes.py's summary; "" with no changes."""
+    ch = r.changes
+    if ch is None:
+        return ""
+    if r.ref_near_ties is None or r.ref_decisive is None:
+        return ch.summary
+    ties, dec = r.ref_near_ties, r.ref_decisive
+    plural = "" if ties == 1 else "s"
+    if not ch.changed:
+        return f"no answer changed (of {ch.n}: {ties} near tie{plural}, {dec} decisive)"
+    k = len(ch.changed)
+    fixed, broken, wrong = (len(ch.with_outcome(x)) for x in (FIXED, BROKEN, STILL_WRONG))
+    return (f"{k} answer{'s' if k != 1 else ''} changed: {fixed} fixed, {broken} broken, {wrong} still wrong; "
+            f"{len(ch.near_ties)} of {ties} near tie{plural} flipped, {len(ch.decisive)} of {dec} decisive")
 
 
 def model_text(r: Rung) -> str:
@@ -102,7 +127,7 @@ def frame(rungs: Sequence[Rung]) -> pd.DataFrame:
             "same prediction": _num(r.same_pred), "label KL": _num(r.kl_mean, 4),
             "KLD mean [95% CI]": "" if k is None else f"{k.interval()} {k.covers(r.n)}",
             "KLD p99": "" if k is None else _num(k.p99, 4), "same top": "" if k is None else _num(k.same_top),
-            "answers changed": "" if r.changes is None else r.changes.summary,
+            "answers changed": changes_text(r),
             "size MB": "" if r.size is None else f"{r.size / 1e6:.0f}", "items/s": _num(r.items_per_s, 2)})
     cols = list(COLUMNS)
     if judged:
@@ -128,8 +153,10 @@ def _judged(r: Rung) -> dict:
 
 
 def records(rungs: Sequence[Rung]) -> list[dict]:
-    """Plain data: every field, the verdict's line and the changes' counts and decisive ids; a rung a rule judged,
-    the rule's verdict (``verdict``, ``sequential``) and compare's beside it (``fixed_n``)."""
+    """Plain data: every field, the verdict's line and the changes' counts and decisive ids, beside the reference's
+    near ties and decisive answers on the items compared (``reference_near_ties``, ``reference_decisive``: null where
+    not known; ``line``: :func:`changes_text`); a rung a rule judged, the rule's verdict (``verdict``, ``sequential``)
+    and compare's beside it, at the rule's margin (``fixed_n``)."""
     out = []
     for r in rungs:
         ch = r.changes
@@ -144,7 +171,8 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
                     "verdict_text": verdict_text(r), "difference_text": difference_text(r.verdict),
                     "changed": None if ch is None else {
                         "n": len(ch.changed), "near_ties": len(ch.near_ties), "decisive": [d.id for d in ch.decisive],
-                        "threshold_nats": ch.threshold, "line": ch.summary}, **_judged(r)})
+                        "reference_near_ties": r.ref_near_ties, "reference_decisive": r.ref_decisive,
+                        "threshold_nats": ch.threshold, "line": changes_text(r)}, **_judged(r)})
     return out
 
 
