@@ -12,6 +12,7 @@ independent computation here (statsmodels, a profile likelihood, scipy's hyperge
 from __future__ import annotations
 
 import json
+import re
 import math
 from dataclasses import replace
 
@@ -224,7 +225,8 @@ def test_compare_of_a_twelve_item_rerun_with_another_quant_that_changed_nothing_
     r = invoke("compare", tmp_path / "tiny-q8", tmp_path / "tiny-q4", "--models", models)
     assert r.exit_code == 0, r.output
     flat = " ".join(r.stdout.split())
-    assert "no answer changed (of 12)" in flat
+    counted = re.search(r"no answer changed \(of 12: (\d+) near ties?, (\d+) decisive\)", flat)
+    assert counted and int(counted[1]) + int(counted[2]) == 12  # of how many of each kind the reference had
     line = next(x for x in r.stdout.split("Is it as good?")[1].split("\n\n", 2)[1].split("\n") if "accuracy:" in x)
     assert line.startswith("tiny-q4 vs tiny-q8, discotex accuracy: identical on these 12 items; cannot tell yet within")
     assert "equivalent" not in flat.split("Is it as good?")[1].split("Answers changed")[0]

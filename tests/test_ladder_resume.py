@@ -178,9 +178,9 @@ def test_a_rungs_verdict_block_points_only_at_a_fixed_n_verdict_that_is_printed(
     block = r.stdout[r.stdout.index("verdict (--until-settled"):]
     assert "nothing to compare with" in r.stdout[:r.stdout.index("verdict (--until-settled")]
     assert "the published comparison above" not in r.stdout, r.stdout
-    assert "compare's fixed-n 90% verdict over the same items stands beside this one in the quant ladder at the " \
-           "sweep's end" in " ".join(block.split())
-    assert "fixed-n verdict (does not account for" in r.stdout[r.stdout.index("Quant ladder"):]
+    assert "compare's fixed-n 90% verdict over the same items, at the rule's margin, stands beside this one in the " \
+           "quant ladder at the sweep's end" in " ".join(block.split())
+    assert "fixed-n verdict at the rule's margin (does not account for" in r.stdout[r.stdout.index("Quant ladder"):]
 
     record = read_run(out / "fake-q2")
     alone = replace(record, tasks={k: replace(e, sequential=replace(e.sequential, reference=None))

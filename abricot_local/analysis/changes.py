@@ -7,7 +7,10 @@ how decided the reference run was: its margin between its top two choices' log-p
 can flip it (docs/compare.md, from docs/numerics.md's measurements); between two models it is only
 a close call of the reference's. At or above it, a *decisive* change. Against the gold answer each
 change is *fixed* (wrong -> right), *broken* (right -> wrong) or *still wrong* (one wrong answer
--> another). compare, the HTML report's explorer and `check` on another kernel path use this one rule.
+-> another). compare, the HTML report's explorer and `check` on another kernel path use this one rule. Beside
+the changes, how many near ties and decisive answers the reference had on the items compared (``ref_near_ties``,
+``ref_decisive``): a rung that flipped 16 of 23 near ties is not one that flipped 2 of 23 (:attr:`AnswerChanges.flips`,
+the one line compare and the quant ladder give).
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ class AnswerChanges:
     threshold: float  # nats: a reference margin below it is a near tie
     changed: tuple[ChangedAnswer, ...]
     compared: str = MODELS  # ONE_MODEL, QUANTS or MODELS: what a near tie means
+    ref_near_ties: int | None = None  # the reference's near ties on the items compared (None: not counted)
+    ref_decisive: int | None = None  # and its decisive answers there: what the changes flipped, of how many
 
     def with_outcome(self, kind: str) -> tuple[ChangedAnswer, ...]:
         return tuple(c for c in self.changed if c.outcome == kind)
@@ -119,8 +124,24 @@ class AnswerChanges:
                 f"{ties} near tie{'s' if ties != 1 else ''}, {dec} decisive")
 
     @property
+    def flips(self) -> str:
+        """The changes of how many the reference had of each kind: ``20 answers changed: 3 fixed, 5 broken, 12 still
+        wrong; 16 of 23 near ties flipped, 4 of 7 decisive``, ``no answer changed (of 30: 23 near ties, 7
+        decisive)``; :attr:`summary` where the reference's counts are not known."""
+        ties, dec = self.ref_near_ties, self.ref_decisive
+        if ties is None or dec is None:
+            return self.summary
+        plural = "" if ties == 1 else "s"
+        if not self.changed:
+            return f"no answer changed (of {self.n}: {ties} near tie{plural}, {dec} decisive)"
+        k = len(self.changed)
+        fixed, broken, wrong = (len(self.with_outcome(x)) for x in (FIXED, BROKEN, STILL_WRONG))
+        return (f"{k} answer{'s' if k != 1 else ''} changed: {fixed} fixed, {broken} broken, {wrong} still wrong; "
+                f"{len(self.near_ties)} of {ties} near tie{plural} flipped, {len(self.decisive)} of {dec} decisive")
+
+    @property
     def line(self) -> str:
-        return f"{self.other} vs {self.reference} ({self.compared}), {self.task}: {self.summary}"
+        return f"{self.other} vs {self.reference} ({self.compared}), {self.task}: {self.flips}"
 
 
 def top_two_margin(logprobs: Sequence[float]) -> float:
@@ -141,11 +162,16 @@ def changed_answers(task: str, reference: str, other: str, ref_samples: Sequence
                     what: str = MODELS) -> AnswerChanges:
     """The common items (same order in both) whose prediction differs, with the reference's margin
     and the change against the gold answer; items whose choice counts differ are left out
-    (compare's agreement counts them). ``what``: :func:`compared`'s kind of the pair."""
-    out = []
+    (compare's agreement counts them), from the changes and from the reference's near ties and decisive answers
+    counted beside them. ``what``: :func:`compared`'s kind of the pair."""
+    out, ties, decisive = [], 0, 0
     for r, o in zip(ref_samples, other_samples):
-        if r.pred == o.pred or len(r.logprobs) != len(o.logprobs):
+        if len(r.logprobs) != len(o.logprobs):
             continue
-        out.append(ChangedAnswer(str(r.id), int(r.pred), int(o.pred), top_two_margin(r.logprobs),
+        margin = top_two_margin(r.logprobs)
+        ties, decisive = (ties + 1, decisive) if margin < threshold else (ties, decisive + 1)
+        if r.pred == o.pred:
+            continue
+        out.append(ChangedAnswer(str(r.id), int(r.pred), int(o.pred), margin,
                                  _label(r), _label(o), int(r.gold), outcome(int(r.gold), int(r.pred), int(o.pred))))
-    return AnswerChanges(task, reference, other, len(ref_samples), threshold, tuple(out), what)
+    return AnswerChanges(task, reference, other, len(ref_samples), threshold, tuple(out), what, ties, decisive)

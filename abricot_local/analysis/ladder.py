@@ -7,7 +7,7 @@ name, then the label: the same ladder whatever order the runs come in). Two runs
 (split by their folders; what is left out, said in a note). Each other quant is compared with the reference
 by compare.py over their common items: the equivalence verdict of the task's primary metric
 (equivalence.py, the task's margin), the answers that changed (changes.py) beside how many near ties and decisive
-answers the reference had on those items (its flip rate: ``ref_near_ties``, ``ref_decisive``), the share of same
+answers the reference had on those items (its flip rate: changes.py counts them), the share of same
 predictions and the mean KL(reference || quant) of the answer-label distributions
 (``stats.label_kl``), beside each run's file size and measured items/s (results.json's
 ``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
@@ -17,7 +17,9 @@ recorded their data, else in the data the user gave (population.GivenData: `repo
 ``run --quants --until-settled`` rule judged against this reference holds that rule's verdict too (``settled``:
 settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it judged at the
 rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks.
-Pure: reads runs, returns rows.
+What a ladder's verdicts say about which quant to keep (:func:`choices`): the smallest quant shown as good as the
+reference within the margin, the rungs that cannot tell yet, those shown worse; no more. Pure: reads runs, returns
+rows.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from abricot_local.analysis.changes import AnswerChanges, top_two_margin
+from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import Comparison, compare
-from abricot_local.analysis.equivalence import Equivalence, judge
+from abricot_local.analysis.equivalence import BETTER, EQUIVALENT, NOT_WORSE, UNDEFINED, UNSETTLED, \
+    Equivalence, judge, words
 from abricot_local.analysis.kld import KldStats, kld_of
-from abricot_local.analysis.matching import match
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run
 from abricot_local.analysis.settled import SettledVerdict, rung_verdict
@@ -170,9 +172,9 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: Gi
     if settled is not None and verdict is not None and settled.look.margin != verdict.margin:
         verdict = _at_margin(c, verdict, settled.look.margin, g.identical)
     changes = c.changes[0] if c.changes else None
-    ties, decisive = _reference_ties(views, task, changes.threshold) if changes else (None, None)
     return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict, changes=changes,
-                   settled=settled, ref_near_ties=ties, ref_decisive=decisive)
+                   settled=settled, ref_near_ties=changes.ref_near_ties if changes else None,
+                   ref_decisive=changes.ref_decisive if changes else None)
 
 
 def _at_margin(c: Comparison, e: Equivalence, margin: float, identical: bool) -> Equivalence:
@@ -182,16 +184,6 @@ def _at_margin(c: Comparison, e: Equivalence, margin: float, identical: bool) ->
     same = {(e.other, e.reference, e.task)} if identical else set()
     found = judge(rows, [(e.other, e.reference)], {}, margin, totals=c.totals, identical=same)
     return found[0] if found else e
-
-
-def _reference_ties(views: Sequence[Run], task: str, threshold: float) -> tuple[int, int]:
-    """The reference's near ties (its top-two margin under ``threshold``: changes.py's rule) and decisive answers
-    over the items compared (matching.py's, as compare matched them; an item whose choice counts differ is left out,
-    as changes.py leaves it): how many the rung's changed answers were flipped out of."""
-    _, (mine, theirs) = match(views, task)
-    margins = [top_two_margin(r.logprobs) for r, o in zip(mine, theirs) if len(r.logprobs) == len(o.logprobs)]
-    ties = sum(1 for m in margins if m < threshold)
-    return ties, len(margins) - ties
 
 
 def _settled(ref: Run, other: Run, task: str, metric: str | None) -> SettledVerdict | None:
@@ -216,3 +208,75 @@ def _settled(ref: Run, other: Run, task: str, metric: str | None) -> SettledVerd
 
 def _only(view, task: str):
     return view.only(task)
+
+
+AS_GOOD = (EQUIVALENT, NOT_WORSE, BETTER)  # the verdicts that show a rung as good as its reference within the margin
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One rung's verdict as :func:`choices` reads it: the rule's where one judged it (``by_rule``), else compare's."""
+
+    quant: str
+    run: str
+    kind: str  # equivalence's kinds; "" with no common item
+    words: str  # ``equivalent within 0.02``, ``cannot tell yet within 0.02``, ``cannot tell``, ``no common item``
+    margin: float | None
+    n: int  # the items the verdict rests on (a rule's: the look it stopped at)
+    items: int | None = None  # cannot tell yet: about how many of the task's items would settle it (compare's figure)
+    by_rule: bool = False
+    look: str = ""  # a rule's: ``look 1 of 2``
+    note: str = ""  # cannot tell: why
+    kld: float | None = None  # the full-vocabulary KLD's mean against the reference, if measured (not a verdict)
+    exact: bool = False  # every item of the task compared: the task's own difference
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one ladder's verdicts say about which quant to keep: the smallest quant (fewest bits) shown as good as
+    the reference within the margin (``kept``: None when none is), the rungs that cannot tell yet, those shown worse;
+    nothing beyond the verdicts (the KLDs are how far the distributions moved, not a verdict)."""
+
+    base: str
+    task: str
+    ladder: str  # the folder of its runs when its base has several ladders on the task ("": one)
+    reference: str  # the reference's quant
+    metric: str  # the task's primary metric, the verdicts'
+    rungs: tuple[Standing, ...]  # the other quants, the most bits first
+
+    @property
+    def kept(self) -> Standing | None:
+        good = [s for s in self.rungs if s.kind in AS_GOOD]
+        return good[-1] if good else None
+
+    def having(self, *kinds: str) -> tuple[Standing, ...]:
+        return tuple(s for s in self.rungs if s.kind in kinds)
+
+
+def _standing(r: Rung) -> Standing:
+    e, s = r.verdict, r.settled
+    kld = None if r.kld is None or r.kld.mean != r.kld.mean else r.kld.mean
+    if e is None:
+        return Standing(r.quant, r.run, "", "no common item", None, r.n, kld=kld)
+    items = e.items if e.kind == UNSETTLED else None
+    if s is not None:
+        lk = s.look
+        return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
+                        items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,
+                        lk.exact)
+    said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
+        f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
+    return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact)
+
+
+def choices(rungs: Sequence[Rung]) -> tuple[Choice, ...]:
+    """A :class:`Choice` per ladder of ``rungs`` (:func:`ladders`' order: each reference, then its rungs down)."""
+    out: list[Choice] = []
+    for r in rungs:
+        if r.is_reference:
+            out.append(Choice(r.base, r.task, r.ladder, r.quant, "", ()))
+        elif out:
+            c = out[-1]
+            metric = c.metric or (r.verdict.metric if r.verdict is not None else "")
+            out[-1] = replace(c, metric=metric, rungs=(*c.rungs, _standing(r)))
+    return tuple(out)

@@ -565,6 +565,8 @@ function ladder() {  // each quant against the highest-precision one of its mode
         h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),
         h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))) :
       h("p", {cls: "note", text: "No ladder: every run that could be a rung is left out, as said below."}),
+    // which quant to keep: each ladder's line (report/ladder.py's choice, on its reference row), what its verdicts support
+    ...D.ladder.filter(r => r.choice).map(r => h("p", {cls: "ladder-choice", text: r.choice.line})),
     notes.length ? h("ul", {cls: "note", id: "ladder-notes"}, notes.map(n => h("li", {text: n}))) : null);
 }
 

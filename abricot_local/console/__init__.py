@@ -173,13 +173,13 @@ def settled(record: Record, grow=None) -> str:
 
 def _fixed_n(record: Record) -> str:
     """Where the fixed-n 90% verdict over the run's items is printed beside its rule's: a rung's (its rule against
-    the ladder's reference), in the sweep's quant ladder; a run held to published rows, in the published comparison
-    above (when it compared any); "" when none is."""
+    the ladder's reference, at the rule's margin: settled.FIXED_N), in the sweep's quant ladder; a run held to
+    published rows, in the published comparison above (when it compared any); "" when none is."""
     from abricot_local.errors import opt
 
     if any(e.sequential is not None and e.sequential.reference is not None for e in record.tasks.values()):
-        return ("compare's fixed-n 90% verdict over the same items stands beside this one in the quant ladder at the "
-                "sweep's end, and in `report`'s")
+        return ("compare's fixed-n 90% verdict over the same items, at the rule's margin, stands beside this one in the "
+                "quant ladder at the sweep's end, and in `report`'s")
     if record.published is not None and record.published.checks:
         n = record.config.sample if record.config else None
         return (f"the published comparison above is the fixed-n 90% verdict over the same items, as "

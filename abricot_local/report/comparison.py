@@ -294,6 +294,7 @@ def to_json(c: Comparison) -> dict:
         "answers_changed": [{"task": ch.task, "reference": ch.reference, "other": ch.other, "n": ch.n,
                              "threshold_nats": ch.threshold, "changed": len(ch.changed),
                              "near_ties": len(ch.near_ties), "decisive": len(ch.decisive), "compared": ch.compared,
+                             "reference_near_ties": ch.ref_near_ties, "reference_decisive": ch.ref_decisive,
                              **{kind: len(ch.with_outcome(kind)) for kind in (FIXED, BROKEN, STILL_WRONG)},
                              "items": [{**asdict(x), "decisive": not x.margin < ch.threshold} for x in ch.changed],
                              "line": ch.line} for ch in c.changes],
@@ -351,7 +352,8 @@ def render(c: Comparison, fmt: str = "table") -> str:
                                equivalence_lines(c), md))
     parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
                                f"(-> another wrong answer); near ties (the reference's top-two margin under "
-                               f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive",
+                               f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive, "
+                               f"each of how many the reference had on the items compared",
                                change_lines(c), md))
     parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
     head = "### Verdict" if md else "Verdict"

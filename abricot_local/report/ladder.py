@@ -2,7 +2,8 @@
 and the HTML page. A rung a ``run --quants --until-settled`` rule judged: its verdict the rule's, in the run's own
 line (the look it stopped at, its interval, its guarantee), compare's fixed-n one beside it, at the rule's margin
 (settled.FIXED_N: it does not account for the looks); a ladder with no such rung, as before. The answers changed
-say how many of the reference's near ties and decisive answers the rung flipped (:func:`changes_text`). Pure."""
+say how many of the reference's near ties and decisive answers the rung flipped (:func:`changes_text`). Under the
+table, a line per ladder says what its verdicts support about which quant to keep (:func:`choice_text`). Pure."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from typing import Sequence
 import pandas as pd
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, NEAR_TIE_MEANS, QUANTS, STILL_WRONG
-from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, words
-from abricot_local.analysis.ladder import Rung
+from abricot_local.analysis.changes import NEAR_TIE, NEAR_TIE_MEANS, QUANTS
+from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, WORSE, words
+from abricot_local.analysis.ladder import AS_GOOD, Choice, Rung, Standing, choices
 from abricot_local.analysis.settled import FIXED_N
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model on the task (the task's primary "
@@ -78,22 +79,83 @@ def difference_text(e) -> str:
 
 
 def changes_text(r: Rung) -> str:
-    """The answers that changed, of how many the reference had of each kind: ``20 answers changed: 3 fixed, 5 broken,
-    12 still wrong; 16 of 23 near ties flipped, 4 of 7 decisive``, ``no answer changed (of 30: 23 near ties, 7
-    decisive)``; a rung whose reference's counts are not known, changes.py's summary; "" with no changes."""
-    ch = r.changes
-    if ch is None:
-        return ""
-    if r.ref_near_ties is None or r.ref_decisive is None:
-        return ch.summary
-    ties, dec = r.ref_near_ties, r.ref_decisive
-    plural = "" if ties == 1 else "s"
-    if not ch.changed:
-        return f"no answer changed (of {ch.n}: {ties} near tie{plural}, {dec} decisive)"
-    k = len(ch.changed)
-    fixed, broken, wrong = (len(ch.with_outcome(x)) for x in (FIXED, BROKEN, STILL_WRONG))
-    return (f"{k} answer{'s' if k != 1 else ''} changed: {fixed} fixed, {broken} broken, {wrong} still wrong; "
-            f"{len(ch.near_ties)} of {ties} near tie{plural} flipped, {len(ch.decisive)} of {dec} decisive")
+    """The answers that changed, of how many the reference had of each kind (changes.AnswerChanges.flips, compare's
+    line too): ``20 answers changed: 3 fixed, 5 broken, 12 still wrong; 16 of 23 near ties flipped, 4 of 7
+    decisive``, ``no answer changed (of 30: 23 near ties, 7 decisive)``; "" with no changes."""
+    return "" if r.changes is None else r.changes.flips
+
+
+def _rests(s: Standing) -> str:
+    """What a verdict rests on: ``over 30 items``, ``over all 12 items of the task (exact)``, a rule's ``over 20
+    items, the rule's verdict at look 1 of 2``."""
+    over = f"over all {s.n:,} items of the task (exact)" if s.exact else f"over {s.n:,} items"
+    return over + (f", the rule's verdict at {s.look}" if s.by_rule else "")
+
+
+def _unsettled(s: Standing) -> str:
+    if s.items is None:
+        need = "no figure of the items that would settle it"
+    elif s.items >= stats.MAX_ITEMS:
+        need = "no number of items settles it: the difference sits on the margin"
+    else:
+        need = f"~{s.items:,} items would settle it" + (" at a fixed n" if s.by_rule else "")
+    return f"{s.quant} ({s.words.removeprefix('cannot tell yet ')} {_rests(s)}; {need})"
+
+
+def choice_text(c: Choice) -> str:
+    """What the ladder's verdicts say about which quant to keep, and no more: the smallest quant shown as good as the
+    reference (its verdict, margin and items), or ``No quant is shown as good as F16 yet``; the rungs that cannot
+    tell yet (the items each would need), those shown worse; the KLDs measured, as what they are."""
+    where = f"{c.base} ({c.ladder})" if c.ladder else c.base
+    on = f"({where} on {c.task}, {c.metric or 'no metric'})"
+    kept = c.kept
+    parts = [f"{kept.quant} is the smallest quant shown as good as {c.reference} {on}: {kept.words} {_rests(kept)}"
+             if kept else f"No quant is shown as good as {c.reference} yet {on}"]
+    others = [s for s in c.having(*AS_GOOD) if s is not kept]
+    if others:
+        parts.append("also shown as good: " + ", ".join(f"{s.quant} ({s.words} {_rests(s)})" for s in others))
+    if c.having(UNSETTLED):
+        parts.append("cannot tell yet: " + ", ".join(_unsettled(s) for s in c.having(UNSETTLED)))
+    if c.having(WORSE):
+        parts.append("shown worse: " + ", ".join(f"{s.quant} ({s.words} {_rests(s)})" for s in c.having(WORSE)))
+    if c.having(UNDEFINED):
+        parts.append("cannot tell: " + ", ".join(f"{s.quant} ({s.note or 'the difference is undefined'})"
+                                                  for s in c.having(UNDEFINED)))
+    if c.having(""):
+        parts.append("no common item: " + ", ".join(s.quant for s in c.having("")))
+    kld = sorted((s for s in c.rungs if s.kld is not None), key=lambda s: s.kld)
+    if kld:
+        parts.append(f"KLD from {c.reference} (how far the distributions moved, not a verdict): "
+                     + ", ".join(f"{s.quant} {s.kld:.4f}" for s in kld))
+    return "; ".join(parts)
+
+
+def choice_lines(rungs: Sequence[Rung]) -> tuple[str, ...]:
+    """:func:`choice_text` of every ladder of ``rungs`` (analysis.ladder.choices), for the lines under the table."""
+    return tuple(choice_text(c) for c in choices(rungs))
+
+
+def _standing_record(s: Standing) -> dict:
+    return {"quant": s.quant, "run": s.run, "kind": s.kind or None, "words": s.words, "margin": s.margin, "n": s.n,
+            "items_to_settle": s.items, "by_rule": s.by_rule, "look": s.look or None, "exact": s.exact,
+            "kld_mean": s.kld}
+
+
+def choice_record(c: Choice) -> dict:
+    """:func:`choice_text` as plain data: ``smallest_as_good`` (a rung's verdict, or null: no quant is shown as good
+    yet), ``as_good``, ``cannot_tell_yet`` (each with ``items_to_settle``: compare's figure), ``worse``, ``cannot_tell``,
+    ``no_common_item``, ``kld`` (the measured KLDs, lowest first: not a verdict) and ``line``."""
+    kept = c.kept
+    return {"reference": c.reference, "metric": c.metric or None,
+            "smallest_as_good": None if kept is None else _standing_record(kept),
+            "as_good": [_standing_record(s) for s in c.having(*AS_GOOD)],
+            "cannot_tell_yet": [_standing_record(s) for s in c.having(UNSETTLED)],
+            "worse": [_standing_record(s) for s in c.having(WORSE)],
+            "cannot_tell": [_standing_record(s) for s in c.having(UNDEFINED)],
+            "no_common_item": [s.quant for s in c.having("")],
+            "kld": [{"quant": s.quant, "mean": s.kld} for s in sorted((s for s in c.rungs if s.kld is not None),
+                                                                     key=lambda s: s.kld)],
+            "line": choice_text(c)}
 
 
 def model_text(r: Rung) -> str:
@@ -156,10 +218,13 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
     """Plain data: every field, the verdict's line and the changes' counts and decisive ids, beside the reference's
     near ties and decisive answers on the items compared (``reference_near_ties``, ``reference_decisive``: null where
     not known; ``line``: :func:`changes_text`); a rung a rule judged, the rule's verdict (``verdict``, ``sequential``)
-    and compare's beside it, at the rule's margin (``fixed_n``)."""
+    and compare's beside it, at the rule's margin (``fixed_n``); each ladder's reference row, what the ladder's verdicts
+    say about which quant to keep (``choice``: :func:`choice_record`, the HTML page's line under the table)."""
     out = []
+    chosen = iter(choices(rungs))
     for r in rungs:
         ch = r.changes
+        choice = {"choice": choice_record(next(chosen))} if r.is_reference else {}
         out.append({"base": r.base, "ladder": r.ladder or None, "task": r.task, "run": r.run, "quant": r.quant, "reference": r.reference or None,
                     "bits_per_weight": r.bits, "size_bytes": r.size, "items_per_s": r.items_per_s, "n": r.n,
                     "same_pred": r.same_pred,
@@ -172,7 +237,7 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
                     "changed": None if ch is None else {
                         "n": len(ch.changed), "near_ties": len(ch.near_ties), "decisive": [d.id for d in ch.decisive],
                         "reference_near_ties": r.ref_near_ties, "reference_decisive": r.ref_decisive,
-                        "threshold_nats": ch.threshold, "line": changes_text(r)}, **_judged(r)})
+                        "threshold_nats": ch.threshold, "line": changes_text(r)}, **_judged(r), **choice})
     return out
 
 

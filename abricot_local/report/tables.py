@@ -206,6 +206,7 @@ class Section:
     wrap: tuple[str, ...] = ()  # columns whose long cells may take several lines
     groups: tuple[tuple[str, ...], ...] = ()  # columns kept in one block where they fit
     notes: tuple[str, ...] = ()  # lines under the table (what it leaves out)
+    lines: tuple[str, ...] = ()  # lines under the table before its notes (the quant ladder's: which quant to keep)
     keep_rows: bool = False  # every row in every block when split (texttable.fit)
 
 
@@ -273,7 +274,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         if rungs or left_out:
             out["ladder"] = Section(ladder_rows.TITLE, ladder_rows.marked(ladder_rows.frame(rungs), rungs), 3,
                                     ("verdict", "run", "answers changed", "difference [90% CI]", "KLD mean [95% CI]"),
-                                    notes=left_out,
+                                    notes=left_out, lines=ladder_rows.choice_lines(rungs),
                                     keep_rows=True)
     return out
 
@@ -338,6 +339,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         [sections["ladder"]] if table == "quant" and "ladder" in sections else [])]
     if fmt == "markdown":
         return "\n\n".join([*(f"### {markup(sec.title)}\n\n{grid(sec.frame, True)}" + "".join(
+                                "\n\n" + markup(n) for n in sec.lines) + "".join(
                                 "\n\n- note: " + markup(n) for n in sec.notes) for sec in chosen),
                             *([prompts] if prompts else [])])
     parts, split = [], False
@@ -345,7 +347,8 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         body, cut = fit(sec.frame, keys=sec.keys, wrap_cols=sec.wrap, groups=sec.groups, fold_last=("folder",),
                         keep_rows=sec.keep_rows) if len(sec.frame) else ("none", False)
         split |= cut
-        parts.append(f"{wrap(visible(sec.title))}\n\n{body}" + "".join(
+        parts.append(f"{wrap(visible(sec.title))}\n\n{body}" + ("\n" if sec.lines else "") + "".join(
+            "\n" + wrap(visible(n), indent="  ") for n in sec.lines) + "".join(
             "\n" + wrap(visible("note: " + n), indent="  ") for n in sec.notes))
     if prompts:
         parts.append(prompts)
