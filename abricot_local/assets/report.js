@@ -218,10 +218,14 @@ function columnChooser(table, box) {
 }
 
 // -- pairwise ----------------------------------------------------------------------------------
-function pairSettings(a, b) {
+function pairSettings(a, b, which = "differs") {  // "one_side": what only one side's door records (said apart)
   const x = Math.min(a, b), y = Math.max(a, b);
   const found = D.pairwise.settings.find(p => p.a === x && p.b === y);
-  return (found ? found.differs : []).map(([k, va, vb]) => x === a ? [k, va, vb] : [k, vb, va]);
+  return ((found && found[which]) || []).map(([k, va, vb]) => x === a ? [k, va, vb] : [k, vb, va]);
+}
+
+function settingLines(rows) {
+  return rows.map(([k, va, vb]) => "  " + k + ": " + va + " / " + vb).join("\n");
 }
 
 function pairwise() {
@@ -231,7 +235,8 @@ function pairwise() {
       "per task: the verdict, and the difference row \u2212 column of the task's main metric (named in the cell " +
       "when it could not be tested and another was) with its 95% " +
       "paired CI (an accuracy's: Tango's score interval; a correlation's: the bootstrap's) and the test's p (Holm-adjusted over the pairs of the task). Hover a cell for the " +
-      "verdict and the recorded settings that differ; click it for the details. `abricot-local compare` gives every metric."}));
+      "verdict and the recorded settings that differ (apart: those only one side records, an lm-eval output's own); " +
+      "click it for the details. `abricot-local compare` gives every metric."}));
   if (!P.tasks.length) sec.append(h("p", {cls: "note", text: D.runs.length < 2 ? "One run: nothing to pair." :
     "No task was scored by two runs on common items."}));
   for (const t of P.tasks) {
@@ -243,9 +248,10 @@ function pairwise() {
       if (!c) return h("td", {cls: "verdict not-comparable", "data-a": i, "data-b": j, "data-kind": "",
         text: "no common items"});
       const sign = c.a === i ? 1 : -1;
-      const differs = pairSettings(i, j);
+      const differs = pairSettings(i, j), ones = pairSettings(i, j, "one_side");
       const title = c.line + "\n" + (differs.length ? "settings that differ (" + runLabel(i) + " / " + runLabel(j) + "):\n" +
-        differs.map(([k, va, vb]) => "  " + k + ": " + va + " / " + vb).join("\n") : "no recorded setting differs");
+        settingLines(differs) : "no recorded setting differs") +
+        (ones.length ? "\n" + P.one_side + " (" + runLabel(i) + " / " + runLabel(j) + "):\n" + settingLines(ones) : "");
       const kids = [h("div", {cls: "kind", text: c.kind})];
       if (c.metric && c.metric !== t.metric) kids.push(h("div", {cls: "metric", text: c.metric}));  // the main one untested
       if (c.metric && new Set(t.cells.map(x => x.n)).size > 1) kids.push(h("div", {cls: "n", text: "n = " + c.n}));  // each pair its own items
@@ -258,12 +264,16 @@ function pairwise() {
         "data-kind": c.kind, onclick: () => show(c, i, j)}, kids);
     })));
     function show(c, i, j) {
-      const differs = pairSettings(i, j);
-      detail.replaceChildren(h("p", {text: c.line}),
+      const differs = pairSettings(i, j), ones = pairSettings(i, j, "one_side");
+      const rows = list => list.map(([k, va, vb]) => h("tr", {}, h("td", {text: k}), h("td", {text: va}), h("td", {text: vb})));
+      const kids = [h("p", {text: c.line}),
         h("table", {cls: "settings"}, h("thead", {}, h("tr", {}, h("th", {text: "setting that differs"}),
           h("th", {text: runLabel(i)}), h("th", {text: runLabel(j)}))),
-          h("tbody", {}, differs.length ? differs.map(([k, va, vb]) => h("tr", {}, h("td", {text: k}), h("td", {text: va}),
-            h("td", {text: vb}))) : h("tr", {}, h("td", {text: "(none recorded)"}), h("td"), h("td")))));
+          h("tbody", {}, differs.length ? rows(differs) : h("tr", {}, h("td", {text: "(none recorded)"}), h("td"), h("td"))))];
+      if (ones.length) kids.push(h("p", {cls: "note", text: P.one_side}),
+        h("table", {cls: "settings one-side"}, h("thead", {}, h("tr", {}, h("th", {text: "setting one side records"}),
+          h("th", {text: runLabel(i)}), h("th", {text: runLabel(j)}))), h("tbody", {}, rows(ones))));
+      detail.replaceChildren(...kids);
     }
     sec.append(h("h3", {text: t.task + " \u00b7 " + t.metric + " \u00b7 " + t.n.join(" / ") + " common items"}),
       h("div", {cls: "scroll"}, h("table", {cls: "pairwise", "data-task": t.task}, h("thead", {}, head), h("tbody", {}, rows))));

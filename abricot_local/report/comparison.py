@@ -199,10 +199,12 @@ def _figures(c: Comparison) -> str:
 
 
 def verdict_text(c: Comparison) -> str:
-    """The verdict lines under a heading naming the command that shows the details and, where a line gives a
-    difference, how to read it (:data:`VERDICT_FIGURES`: its direction and its level)."""
+    """The verdict lines under a heading naming the command that shows the details (with the margin ``c`` was
+    judged at, when not each task's: the same verdicts again) and, where a line gives a difference, how to read it
+    (:data:`VERDICT_FIGURES`: its direction and its level)."""
     folders = " ".join(r.path for r in c.runs)
-    head = wrap(f"Pairwise verdicts ({_figures(c)}details: abricot-local compare {folders})", indent="  ")
+    margin = f" {opt('margin', f'{c.margin:g}')}" if c.margin is not None else ""
+    head = wrap(f"Pairwise verdicts ({_figures(c)}details: abricot-local compare {folders}{margin})", indent="  ")
     return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
 
 
@@ -264,9 +266,9 @@ def _text_section(title: str, df: pd.DataFrame) -> str:
 
 
 def to_json(c: Comparison) -> dict:
-    """The whole comparison as plain data."""
+    """The whole comparison as plain data, strict JSON's: a NaN or an infinity is None (the note beside it says why)."""
     def clean(v):
-        if isinstance(v, float) and math.isnan(v):
+        if isinstance(v, float) and not math.isfinite(v):
             return None
         if isinstance(v, dict):
             return {k: clean(x) for k, x in v.items()}
@@ -329,7 +331,7 @@ def render(c: Comparison, fmt: str = "table") -> str:
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if fmt == "json":
-        return json.dumps(to_json(c), indent=2, ensure_ascii=False)
+        return json.dumps(to_json(c), indent=2, ensure_ascii=False, allow_nan=False)
     if fmt == "csv":
         return csv_frame(c).to_csv(index=False).rstrip("\n")
     md = fmt == "markdown"

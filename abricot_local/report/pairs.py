@@ -5,8 +5,9 @@ Per task, every pair of those runs gets the task's verdict and the comparison it
 (the task's primary metric, else its first tested one: difference, CI, Holm-adjusted p), over the
 items both runs scored alike (runs that scored different items: each pair its own, the cell's ``n``);
 per metric, the runs not distinguishable from the best; per pair of runs, the recorded
-settings that differ. A task's N is compare's, counted in the data the report was given (``Report.given``)
-where the runs' recorded files are not here. Plain data (a dict of lists); pure: nothing is printed.
+settings that differ and, apart as compare says them, those only one side's door can record (an lm-eval
+output's beside a run: analysis/differing.one_side_settings). A task's N is compare's, counted in the data the
+report was given (``Report.given``) where the runs' recorded files are not here. Plain data (a dict of lists); pure: nothing is printed.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any, Mapping, Sequence
 
 from abricot_local.analysis import compare as cmp
 from abricot_local.analysis import stats
-from abricot_local.analysis.differing import differing_settings
+from abricot_local.analysis.differing import differing_settings, one_side_settings
 from abricot_local.analysis.matching import item_key
 from abricot_local.analysis.overview import Report
 from abricot_local.analysis.runs import Run
+from abricot_local.report.comparison import ONE_SIDE  # compare's words for them, the page's heading
 
 LONGEST = 160  # a setting's value longer than this is cut on the page (compare --format json has it whole)
 
@@ -102,8 +104,11 @@ def pairwise(report: Report, *, alpha: float = stats.ALPHA, tolerance: float = c
             tasks.append(entry)
         else:
             notes.append(f"{task}: no two runs share an item (same id and scored context)")
-    settings = [{"a": i, "b": j, "differs": [[d.key, _short(d.value_a), _short(d.value_b)]
-                                             for d in differing_settings(views[i], views[j])]}
+    def listed(found, a: Run, b: Run) -> list[list[str]]:
+        return [[d.key, _short(d.value_a), _short(d.value_b)] for d in found(a, b)]
+
+    settings = [{"a": i, "b": j, "differs": listed(differing_settings, views[i], views[j]),
+                 "one_side": listed(one_side_settings, views[i], views[j])}
                 for i, j in combinations(range(len(views)), 2)]
     return {"alpha": alpha, "tolerance": tolerance, "tasks": tasks, "best": best, "settings": settings,
-            "notes": list(dict.fromkeys(notes))}
+            "one_side": ONE_SIDE, "notes": list(dict.fromkeys(notes))}

@@ -1,5 +1,6 @@
 """The end of a sweep (`run MODEL MODEL ...`): the runs it finished, each read once, as the runs table
-(`report`'s) and one verdict line per pair of runs (`compare` gives the details)."""
+(`report`'s) and one verdict line per pair of runs (`compare` gives the details, at the margin the sweep's
+--until-settled rules read: the quant ladder's)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,24 @@ def pairwise_verdicts(runs) -> str:
     items each pair was compared over."""
     from abricot_local.analysis.compare import compare
     from abricot_local.analysis.matching import OWN_ITEMS
-    from abricot_local.errors import ResultsError
+    from abricot_local.errors import ResultsError, opt
     from abricot_local.report.comparison import verdict_text
     from abricot_local.report.texttable import wrap
 
+    margins = rule_margins(runs)
     try:
-        c = compare(runs)
+        c = compare(runs, margin=margins[0] if len(margins) == 1 else None)
     except ResultsError as err:
         return f"pairwise verdicts: none ({err.raw()})"
-    return "\n".join([verdict_text(c), *(wrap(f"note: {n}", indent="  ") for n in c.notes if OWN_ITEMS in n)])
+    read = ", ".join("each task's" if m is None else f"{m:g}" for m in margins)
+    mixed = [wrap(f"note: the runs' {opt('until_settled')} rules read other margins ({read}); compare judges "
+                  f"every pair at one: the task's, or {opt('margin', 'M')}", indent="  ")] if len(margins) > 1 else []
+    return "\n".join([verdict_text(c), *(wrap(f"note: {n}", indent="  ") for n in c.notes if OWN_ITEMS in n), *mixed])
+
+
+def rule_margins(runs) -> list[float | None]:
+    """The margins the --until-settled rules of ``runs`` read, in order: their run's --margin, None for each task's
+    (the one the quant ladder judges a rule's rung at, analysis/ladder.py). One, and compare (the sweep's verdicts
+    and the details command under them) judges at it; none (no rule), at each task's."""
+    ruled = [r for r in runs if any(t.sequential is not None for t in r.record.tasks.values())]
+    return list(dict.fromkeys(r.record.published.margin if r.record.published is not None else None for r in ruled))

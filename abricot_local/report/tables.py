@@ -11,6 +11,7 @@ shows from the runs (names, folders, task and metric names) is made visible and 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -102,8 +103,19 @@ def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str]
     return tasks, keys, rows
 
 
+WITHHELD = "withheld (the run recorded no reason)"  # a metric's interval withheld with no warning on it
+
+
+def _withheld(why: dict) -> str:
+    """The runs table's ``no_interval`` cell: each metric whose interval the run withheld (recorded [NaN, NaN]: its
+    CI cells blank, as a metric recorded with no interval has them), ``task.metric: why`` (:func:`no_interval`),
+    joined by `` | ``; "" for none."""
+    return " | ".join(f"{k}: {w or WITHHELD}" for k, w in why.items())
+
+
 def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Runs then published rows; per metric its value and CI bounds, exactly as recorded."""
+    """Runs then published rows; per metric its value and CI bounds, exactly as recorded (a withheld interval's
+    NaN bounds blank, as no interval recorded: ``no_interval`` names the metrics the run withheld one of, and why)."""
     tasks, keys, table = runs_rows(report, patterns)
     rows = []
     for r in table:
@@ -113,9 +125,10 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
             value, ci = r.cells.get(k, (None, None))
             row[k] = value
             row[f"{k}.ci_lo"], row[f"{k}.ci_hi"] = ci or (None, None)
+        row["no_interval"] = _withheld(r.why)
         rows.append(row)
     columns = ["model", "quant", "source", "folder", "label", *(f"{t}.n" for t in tasks)]
-    columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")]
+    columns += [c for k in keys for c in (k, f"{k}.ci_lo", f"{k}.ci_hi")] + ["no_interval"]
     df = pd.DataFrame(rows, columns=columns)
     return df.astype({f"{t}.n": "Int64" for t in tasks})
 
@@ -279,8 +292,35 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     return out
 
 
+def finite(obj):
+    """``obj`` (plain data) with every NaN and infinity as None: strict JSON, which has neither (a withheld
+    interval's [NaN, NaN] reads [null, null]; the reason beside it, where the data has one)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def strict_json(doc) -> str:
+    """``doc`` as indented strict JSON (:func:`finite`): a parser that refuses NaN (JSON.parse, jq) reads it."""
+    return json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def _run_tasks(run: Run) -> dict:
+    """A run's tasks as the JSON report gives them: ``n``, the ``metrics`` as recorded (NaN: null, :func:`finite`)
+    and ``no_interval``: each metric whose interval the run withheld, with why (its warning, "" for none)."""
+    why = no_interval(run)
+    return {t: {"n": e.n, "metrics": finite(e.metrics),
+                "no_interval": {k.split(".", 1)[1]: w for k, w in why.items() if k.split(".", 1)[0] == t}}
+            for t, e in run.record.tasks.items()}
+
+
 def to_json(report: Report) -> dict:
-    """The whole report as plain data (metrics copied from results.json unchanged)."""
+    """The whole report as plain data (metrics copied from results.json unchanged, but NaN as null: a withheld
+    interval said in ``no_interval``)."""
     return {
         "schema_version": 1,
         "runs": [{
@@ -288,7 +328,7 @@ def to_json(report: Report) -> dict:
             "quant": r.quant, "base": r.base, "registry_alias": r.registry_alias,
             "reproduces": [dict(t) for t in dict.fromkeys(
                 (("model", b.model), ("source", b.source)) for b in r.reproduces)],
-            "tasks": {t: {"n": e.n, "metrics": e.metrics} for t, e in r.record.tasks.items()},
+            "tasks": _run_tasks(r),
         } for r in report.runs],
         "baselines": [{"model": model, "source": source, "values": values}
                       for model, source, values in pub.group_rows(report.baselines)],
@@ -323,7 +363,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         keep = {"runs": ("runs", "baselines"), "published": ("published_checks",),
                 "quant": ("quant_comparison", "quant_ladder", "quant_ladder_notes"), "prompts": ("prompts",)}
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
-        return json.dumps(doc, indent=2, ensure_ascii=False)
+        return strict_json(doc)
     if fmt == "csv":
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
