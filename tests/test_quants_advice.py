@@ -13,12 +13,13 @@ from abricot_local.models.registry import load_registry
 
 
 def entries(*quants: str) -> str:
-    return "".join(f'[tiny-{q.lower()}]\nsource = "synthetic"\nbackend = "fake"\nquant = "{q}"\nbase = "Tiny"\n'
+    """Entries of base Tiny, each a local .gguf (quantize's SOURCE is a GGUF file; never opened here)."""
+    return "".join(f'[tiny-{q.lower()}]\nsource = "local"\npath = "tiny-{q}.gguf"\nquant = "{q}"\nbase = "Tiny"\n'
                    'n_ctx = 8192\n\n' for q in quants)
 
 
 def refused(tmp_path, model: str, quants: str, registry: str = "") -> str:
-    models = tmp_path / "models.toml"
+    models = tmp_path / "models.toml"  # its own --models is carried: `quantize ... --models <it>`
     models.write_text(registry or entries("Q4_K_M"), encoding="utf-8")
     r = CliRunner().invoke(cli, ["run", model, "--quants", quants, "--models", str(models), "--tasks", "discotex",
                                  "--dry-run"])
@@ -27,19 +28,23 @@ def refused(tmp_path, model: str, quants: str, registry: str = "") -> str:
 
 
 def test_a_quant_the_registry_lacks_says_the_quantize_command_that_makes_the_ladder(tmp_path):
-    out = refused(tmp_path, "tiny-q4_k_m", "Q4_K_M,q8_0")
-    assert "the registry has no q8_0 of Tiny; it has Q4_K_M" in out, out
+    out = refused(tmp_path, "tiny-q4_k_m", "Q4_K_M,q2_k")
+    assert "the registry has no q2_k of Tiny; it has Q4_K_M" in out, out
     # one quant here, a quantized one: requantize it, every quant asked for (the new ladder holds them all)
-    assert "`abricot-local quantize tiny-q4_k_m --to Q4_K_M,Q8_0 --allow-requantize` (tiny-q4_k_m is a Q4_K_M:" in out
+    assert (f"`abricot-local quantize tiny-q4_k_m --to Q4_K_M,Q2_K --models {tmp_path / 'models.toml'} "
+            "--allow-requantize` (tiny-q4_k_m is a Q4_K_M:") in out, out
     assert "docs/compare.md#making-the-rungs-quantize" in out
 
 
 def test_the_source_is_the_model_s_highest_precision_quant(tmp_path):
     out = refused(tmp_path, "tiny-q4_k_m", "Q4_K_M,Q2_K", entries("Q4_K_M", "Q8_0"))
-    assert "`abricot-local quantize tiny-q8_0 --to Q4_K_M,Q2_K --allow-requantize` (tiny-q8_0 is a Q8_0:" in out, out
+    models = tmp_path / "models.toml"
+    assert (f"`abricot-local quantize tiny-q8_0 --to Q4_K_M,Q2_K --models {models} --allow-requantize` (tiny-q8_0 is "
+            "a Q8_0:") in out, out
     # an unquantized entry: nothing to requantize
     out = refused(tmp_path, "tiny-q4_k_m", "Q4_K_M,Q2_K", entries("Q4_K_M", "F16"))
-    assert "`abricot-local quantize tiny-f16 --to Q4_K_M,Q2_K`, which prints the command that runs" in out, out
+    assert f"`abricot-local quantize tiny-f16 --to Q4_K_M,Q2_K --models {models}`, which prints the command that" \
+        in out, out
     assert "allow-requantize" not in out
 
 
@@ -52,12 +57,13 @@ def test_the_python_api_names_the_options_its_way(tmp_path):
     models = tmp_path / "models.toml"
     models.write_text(entries("Q4_K_M"), encoding="utf-8")
     try:
-        ladder("tiny-q4_k_m", ("Q8_0",), load_registry(models))
+        ladder("tiny-q4_k_m", ("Q3_K_M",), load_registry(models))
     except UsageError as err:
         said = str(err)
     else:
         raise AssertionError("not refused")
-    assert "quantize tiny-q4_k_m to=Q8_0 allow_requantize=True`" in said and "--" not in said, said
+    assert f"quantize tiny-q4_k_m to=Q3_K_M models_file={models} allow_requantize=True`" in said, said
+    assert "--" not in said
 
 
 def test_a_model_file_given_with_quants_lists_the_files_that_make_the_ladder(tmp_path):

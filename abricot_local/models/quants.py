@@ -54,36 +54,89 @@ def _family(model: str, registry: dict[str, ModelSpec], quants: Sequence[str] = 
 
 def _quantize_advice(given: ModelSpec | None, family: Sequence[ModelSpec], quants: Sequence[str]) -> str:
     """What to do when the registry lacks a quant asked for (docs/compare.md#making-the-rungs-quantize): make the
-    ladder here with `quantize` from the model's highest-precision quant by name (the entry named where it is that
-    quant), requantizing when that is not F16, BF16 or F32; "" when a quant asked for is no type llama.cpp writes
-    (a misspelt name: the quants the registry has are the answer) or the model has no quant."""
-    from abricot_local.gguf.file import FILE_TYPES, Precision, highest_precision
+    ladder here with `quantize` from the model's highest-precision GGUF file by name (the entry named where it is
+    that quant; its --models file carried where the entry is a file's the user named), requantizing when that is not
+    F16, BF16 or F32, of the quants asked for at or below its precision; a quant above it is said to need a
+    higher-precision source (made from it, it would be that quant in disguise). "" when a quant asked for is no type
+    llama.cpp writes (a misspelt name: the quants the registry has are the answer) or no quant of the model names a
+    GGUF file (a synthetic entry: nothing to quantize)."""
+    from abricot_local.gguf.file import FILE_TYPES, Precision, highest_precision, quant_bits
     from abricot_local.models.quant_types import UNQUANTIZED
 
     asked = list(dict.fromkeys(q.upper() for q in quants))
-    if not family or not set(asked) <= set(FILE_TYPES.values()):
+    files = [s for s in family if _gguf(s)]
+    if not files or not set(asked) <= set(FILE_TYPES.values()):
         return ""
-    source = family[highest_precision([Precision(s.quant, None, (s.name,)) for s in family])]
-    source = given if given is not None and given.quant.upper() == source.quant.upper() else source
+    source = files[highest_precision([Precision(s.quant, None, (s.name,)) for s in files])]
+    source = given if given in files and given.quant.upper() == source.quant.upper() else source
     quant = source.quant.upper()
-    command = f"`abricot-local quantize {source.name} {opt('to', ','.join(asked))}"
+    above = [q for q in asked if quant_bits(q) > quant_bits(quant) >= 0]  # (a quant name not sized: none known)
+    rungs = [q for q in asked if q not in above]
+    have = {s.quant.upper() for s in family}
+    said = ""
+    if above:
+        said = (f"; {', '.join(above)} {'is' if len(above) == 1 else 'are'} above {quant}, the highest precision "
+                f"the registry has of {source.base}: made from {source.name}, {'it' if len(above) == 1 else 'each'} "
+                f"would be its {quant} in disguise (no more than its weights hold); a higher quant needs a "
+                f"higher-precision source (an F16, BF16 or F32 GGUF of the model, or a higher quant: add its entry "
+                f"to your models.toml with `base = \"{source.base}\"` and its `quant`)")
+    if not set(rungs) - have:  # every quant asked for at or below the source's is there: nothing to make
+        return said
+    command = f"`abricot-local quantize {source.name} {opt('to', ','.join(rungs))}{_models_file(source)}"
+    make = f"; make {'its rungs up to ' + quant if above else 'this ladder'} here with {command}"
     if quant in UNQUANTIZED:
-        return (f"; make this ladder here with {command}`, which prints the command that runs its rungs "
-                "(docs/compare.md#making-the-rungs-quantize)")
-    return (f"; make this ladder here with {command} {opt('allow_requantize', True)}` ({source.name} is a {quant}: "
+        return (f"{make}`, which prints the command that runs its rungs "
+                f"(docs/compare.md#making-the-rungs-quantize){said}")
+    return (f"{make} {opt('allow_requantize', True)}` ({source.name} is a {quant}: "
             "every rung is made from it dequantized to F16, the ladder's reference, not from the original weights), "
-            "which prints the command that runs its rungs (docs/compare.md#making-the-rungs-quantize)")
+            f"which prints the command that runs its rungs (docs/compare.md#making-the-rungs-quantize){said}")
+
+
+def _gguf(spec: ModelSpec) -> bool:
+    """Whether registry entry ``spec`` names a GGUF file (quantize's SOURCE): not a synthetic one (no file), nor a
+    plugin backend's file of its own format."""
+    from abricot_local.models.sources import source_of
+
+    return source_of(spec).has_file and spec.file.lower().endswith(".gguf")
+
+
+def _models_file(spec: ModelSpec) -> str:
+    """The --models file that names ``spec`` (as the user gave it), as an option, with a space before it; "" for
+    an entry of the shipped registry or of the default user file (every command reads those)."""
+    from abricot_local.errors import shell_word
+    from abricot_local.models.registry import default_user_file, packaged_file
+
+    if not spec.origin:
+        return ""
+    here = Path(spec.origin).expanduser()
+    try:
+        read_always = any(here.resolve() == f.resolve() for f in (packaged_file(), default_user_file()))
+    except OSError:
+        read_always = False
+    return "" if read_always else f" {opt('models_file', shell_word(spec.origin))}"
 
 
 def _files_advice(model: str, quants: Sequence[str]) -> str:
     """The refusal of a model file given with the quants of a registry model, saying how its ladder is made: each
     file given as a MODEL (a sweep; report draws their ladder, their runs grouped by their names less the quant
-    tag), the files of the quants asked for beside it listed where each is there; "" when ``model`` is no file."""
+    tag), the files of the quants asked for beside it listed where each is there. Only for a .gguf file here (a
+    path, or a file name in llama.cpp's cache); a path to no file: said missing; "" for anything else (a store's
+    reference, ``hf:...``: the plain refusal)."""
     from abricot_local.errors import shell_line
     from abricot_local.gguf.file import quant_of, strip_quant
+    from abricot_local.models import stores
 
-    path = Path(model)
-    if path.suffix.lower() != ".gguf" and not path.is_file():
+    if stores.prefix_of(model):
+        return ""
+    path, named = Path(model).expanduser(), model.lower().endswith(".gguf")
+    if named and not path.exists() and "/" not in model and "\\" not in model:  # run finds a bare file name in
+        hit = stores.find_by_file_name(model)  # llama.cpp's cache too
+        path = hit.path if hit is not None else path
+    if named and not path.exists():
+        return (f"{opt('quants')}: there is no file {model} here, and it is neither a registry alias nor a registry "
+                f"`base` (models.toml): {opt('quants')} names quants of a registry model (`abricot-local models` "
+                "lists them)")
+    if not path.is_file() or path.suffix.lower() != ".gguf":
         return ""
     stem, found = strip_quant(path.name.removesuffix(path.suffix)).lower(), {}
     try:

@@ -24,14 +24,14 @@ from typing import Sequence
 
 from abricot_local.record import kernel_path
 from abricot_local.errors import AbricotError, ResultsError, opt
-from abricot_local.run.request import Shard, slug
+from abricot_local.run.request import Shard
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, options_of
-from abricot_local.record import RESULTS, Manifest, Sample
-from abricot_local.record.outputs import INTERRUPTED, is_run_folder
+from abricot_local.record import RESULTS, Sample
 from abricot_local.record.io import differences as option_differences
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
+from abricot_local.run.merge_advice import not_a_shard, strip_shard as _strip_shard
 
 # provenance every backend records that must agree between shards, beside the backend's own build keys
 # (same_build; the rest, e.g. platform, may differ; threads: check_threads)
@@ -55,10 +55,6 @@ def same_build(run: Run) -> tuple[str, ...]:
                            "it, then merge") from None
 
 
-def _strip_shard(manifest: Manifest) -> Manifest:
-    return replace(manifest, config=replace(manifest.config, shard=None))
-
-
 def _load(shard, given: Sequence = (), out=None) -> Run:
     """A shard: a finished run (analysis.runs.Run), or its folder, read; a folder that holds none is refused,
     saying what it is (:func:`not_a_shard`: ``given``, every shard given, for a sweep's advice)."""
@@ -74,115 +70,6 @@ def _load(shard, given: Sequence = (), out=None) -> Run:
         raise ResultsError(f"{Path(shard.path) / RESULTS} records no manifest or provenance: it cannot be merged")
     check_recorded_options(record, shard.path)  # each shard's options read by their fields, as the merged run's
     return shard
-
-
-def not_a_shard(folder: Path, given: Sequence, out=None) -> str:
-    """Why ``folder`` (no results.json) is no shard to merge, and what to do: it does not exist; it holds runs
-    (:func:`holds_runs`: the shards of one run, a sweep's runs, or other runs); a run not finished (run/states.py's
-    state): a shard's (its checkpoint's recorded config has a shard; an INTERRUPTED one's file names the call that
-    resumes it, OutputDir.interrupted), or not a shard at all; else no run."""
-    from abricot_local.run.states import _fields, run_state, unfinished
-
-    if not folder.exists():
-        return f"{folder} does not exist: give the folder each shard of the run was written to"
-    try:
-        inside = sorted((d for d in folder.iterdir() if d.is_dir() and is_run_folder(d)), key=lambda d: d.name)
-    except OSError:  # not a folder, or not readable: said below as no run
-        inside = []
-    if inside and not is_run_folder(folder):
-        return holds_runs(folder, inside, given, out)
-    why = unfinished(folder)
-    if why is None:
-        return (f"{folder} is not a complete shard (no {RESULTS}, and no run stopped there to resume): give the "
-                "folder each shard of the run was written to, or score that shard again into a new folder")
-    manifest = _recorded(folder)
-    if manifest is not None and not manifest.config.shard:  # resumed, it would be a finished run, still no shard
-        state = run_state(folder)  # (its state, not describe(): that says how to resume it)
-        items = f"{state.done} of {state.total} items" if state.total is not None else f"{state.done} items"
-        return (f"{folder} is not a shard of a run: its run ({state.state}, {items}) was started without "
-                f"{opt('shard', 'K/N')}; give the folders of the shards of one run")
-    command = _fields(folder / INTERRUPTED).get("resume", "") if (folder / INTERRUPTED).is_file() else ""
-    if command:
-        return (f"{folder} is not a complete shard ({run_state(folder).describe()}): resume it with `{command}`, "
-                "then merge")
-    return f"{why}, then merge"
-
-
-def _recorded(folder: Path) -> Manifest | None:
-    """What the run in ``folder`` recorded (its results.json's manifest, else its checkpoint's run.json); None
-    when neither can be read."""
-    from abricot_local.record import CHECKPOINT, RUN_MANIFEST, read_manifest, read_record
-
-    try:
-        if (folder / RESULTS).is_file():
-            manifest = read_record(folder / RESULTS).manifest
-        elif (folder / CHECKPOINT / RUN_MANIFEST).is_file():
-            manifest = read_manifest(folder / CHECKPOINT / RUN_MANIFEST)
-        else:
-            return None
-        if manifest is not None:
-            Shard.parse(manifest.config.shard)  # a shard recorded as merge reads it, or the record is not read
-        return manifest
-    except AbricotError:
-        return None
-
-
-def _one_run(a: Manifest, b: Manifest) -> bool:
-    """Whether ``a`` and ``b`` are shards of one run: both sharded, into as many shards, all else the same."""
-    return bool(a.config.shard and b.config.shard) and Shard.parse(a.config.shard).count == \
-        Shard.parse(b.config.shard).count and not option_differences(_strip_shard(a), _strip_shard(b))
-
-
-def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) -> str:
-    """Why ``folder``, which holds the run folders ``inside``, is no shard, and what to merge instead: the shards of
-    one run (their folders, in shard order); a sweep's folder (run/session.py names each model's run after it,
-    request.slug: a run per model; merge each model's shards, ``given`` each with that model's folder, into
-    ``out``'s; a run made without shards is whole: nothing to merge); else what it holds, run by run. Door-neutral:
-    folders, no one door's command (nor its options)."""
-    recorded = [(d, _recorded(d)) for d in inside]
-    known = [(d, m) for d, m in recorded if m is not None]
-    models = [m.config.model or "" for _, m in known]
-    swept = len(set(models)) == len(models) and all(d.name == slug(m) for (d, _), m in zip(known, models))
-    if len(known) == len(inside) and all(_one_run(known[0][1], m) for _, m in known) and (len(known) > 1 or
-                                                                                            not swept):
-        by_index = sorted(known, key=lambda dm: Shard.parse(dm[1].config.shard).index)
-        count = Shard.parse(known[0][1].config.shard).count
-        indexes = {Shard.parse(m.config.shard).index for _, m in known}
-        missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in indexes]
-        folders = [str(d) for d, _ in by_index]
-        if missing:  # the others given may hold them: each given, this folder replaced by its shards
-            folders = [f for g in given for f in (folders if Path(getattr(g, "path", g)) == folder
-                                                  else [str(getattr(g, "path", g))])]
-        held = (f"the shards of one run ({', '.join(m.config.shard for _, m in by_index)})" if len(known) > 1
-                else f"a shard of a run ({known[0][1].config.shard})")
-        lacks = f" (shard(s) {', '.join(missing)} not there: give them too)" if missing else ""
-        return f"{folder} holds {held}, not a shard: merge {' '.join(folders)}{lacks}"
-    if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
-        names = [d.name for d in inside]
-        whole = [d.name for d, m in known if not m.config.shard]  # a model's run made without --shard: no shards
-        sweep = f"{folder} is a sweep's folder (a run per model: {', '.join(names)}), not a shard"
-        if len(whole) == len(names):
-            return f"{sweep}: each model's run in it is a whole run (made without shards), nothing to merge"
-        folders = [Path(getattr(g, "path", g)) for g in given]  # (a Run given: its folder)
-        each = "; ".join(f"{' and '.join(str(g / m) for g in folders)}, into {Path(out or 'OUT') / m}"
-                         for m in names if m not in whole)
-        rest = (f"; {', '.join(whole)}: {'a whole run' if len(whole) == 1 else 'whole runs'} (made without shards), "
-                "nothing to merge") if whole else ""
-        return f"{sweep}: merge each model's shards apart ({each}){rest}"
-    groups: list[list[tuple[Path, Manifest]]] = []  # the shards of one run together; other runs by their model
-    for d, m in known:
-        group = next((g for g in groups if _one_run(g[0][1], m) or not (m.config.shard or g[0][1].config.shard)
-                      and g[0][1].config.model == m.config.model), None)
-        if group is None:
-            groups.append([(d, m)])
-        else:
-            group.append((d, m))
-    parts = [(f"shard(s) {', '.join(m.config.shard for _, m in g)} of a run of {g[0][1].config.model or '?'}"
-              if g[0][1].config.shard else f"run(s) of {g[0][1].config.model or '?'}, not sharded")
-             + f" ({', '.join(d.name for d, _ in g)})" for g in groups]
-    unread = [d.name for d, m in recorded if m is None]
-    parts += [f"run folder(s) whose record cannot be read ({', '.join(unread)})"] if unread else []
-    return f"{folder} holds runs, not a shard: {'; '.join(parts)}: give the folders of the shards of one run"
 
 
 def check_shards(shards: Sequence, out=None) -> list[tuple[Shard, Run]]:

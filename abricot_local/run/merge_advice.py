@@ -1,0 +1,223 @@
+"""What `merge` says of a folder given that holds no shard (run/merge.py), and what to merge instead.
+
+Every folder given is read, not only the one refused: a folder given is a run's (a shard, a whole run) or one
+that holds runs (a sweep's, run/session.py: a run per model, named after it, request.slug; the shards of one
+run gathered by hand). The advice names only a merge that the folders given make whole: the shards of one run,
+each once, every one of its N there; a run made without shards is whole (nothing to merge); shards whose run
+lacks one in every folder given are named with the shards they lack. Door-neutral: folders, no one door's
+command (nor its options)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from abricot_local.errors import AbricotError, opt
+from abricot_local.record import RESULTS, Manifest
+from abricot_local.record.io import differences as option_differences
+from abricot_local.record.outputs import INTERRUPTED, is_run_folder
+from abricot_local.run.request import Shard, slug
+
+Found = tuple[Path, Manifest]  # a run folder and what it recorded
+
+
+def strip_shard(manifest: Manifest) -> Manifest:
+    return replace(manifest, config=replace(manifest.config, shard=None))
+
+
+def not_a_shard(folder: Path, given: Sequence, out=None) -> str:
+    """Why ``folder`` (no results.json) is no shard to merge, and what to do: it does not exist; it holds runs
+    (:func:`holds_runs`: the shards of one run, a sweep's runs, or other runs); a run not finished (run/states.py's
+    state): a shard's (its checkpoint's recorded config has a shard; an INTERRUPTED one's file names the call that
+    resumes it, OutputDir.interrupted), or not a shard at all; else no run."""
+    from abricot_local.run.states import _fields, run_state, unfinished
+
+    if not folder.exists():
+        return f"{folder} does not exist: give the folder each shard of the run was written to"
+    inside = _inside(folder)
+    if inside and not is_run_folder(folder):
+        return holds_runs(folder, inside, given, out)
+    why = unfinished(folder)
+    if why is None:
+        return (f"{folder} is not a complete shard (no {RESULTS}, and no run stopped there to resume): give the "
+                "folder each shard of the run was written to, or score that shard again into a new folder")
+    manifest = recorded(folder)
+    if manifest is not None and not manifest.config.shard:  # resumed, it would be a finished run, still no shard
+        state = run_state(folder)  # (its state, not describe(): that says how to resume it)
+        items = f"{state.done} of {state.total} items" if state.total is not None else f"{state.done} items"
+        return (f"{folder} is not a shard of a run: its run ({state.state}, {items}) was started without "
+                f"{opt('shard', 'K/N')}; give the folders of the shards of one run")
+    command = _fields(folder / INTERRUPTED).get("resume", "") if (folder / INTERRUPTED).is_file() else ""
+    if command:
+        return (f"{folder} is not a complete shard ({run_state(folder).describe()}): resume it with `{command}`, "
+                "then merge")
+    return f"{why}, then merge"
+
+
+def _inside(folder: Path) -> list[Path]:
+    """The run folders right inside ``folder``, by name ([] when it cannot be read)."""
+    try:
+        return sorted((d for d in folder.iterdir() if d.is_dir() and is_run_folder(d)), key=lambda d: d.name)
+    except OSError:  # not a folder, or not readable
+        return []
+
+
+def recorded(folder: Path) -> Manifest | None:
+    """What the run in ``folder`` recorded (its results.json's manifest, else its checkpoint's run.json); None
+    when neither can be read."""
+    from abricot_local.record import CHECKPOINT, RUN_MANIFEST, read_manifest, read_record
+
+    try:
+        if (folder / RESULTS).is_file():
+            manifest = read_record(folder / RESULTS).manifest
+        elif (folder / CHECKPOINT / RUN_MANIFEST).is_file():
+            manifest = read_manifest(folder / CHECKPOINT / RUN_MANIFEST)
+        else:
+            return None
+        if manifest is not None:
+            Shard.parse(manifest.config.shard)  # a shard recorded as merge reads it, or the record is not read
+        return manifest
+    except AbricotError:
+        return None
+
+
+def _one_run(a: Manifest, b: Manifest) -> bool:
+    """Whether ``a`` and ``b`` are shards of one run: both sharded, into as many shards, all else the same."""
+    return bool(a.config.shard and b.config.shard) and Shard.parse(a.config.shard).count == \
+        Shard.parse(b.config.shard).count and not option_differences(strip_shard(a), strip_shard(b))
+
+
+def _given_runs(given: Sequence, but: Path, held: Sequence[Path]) -> list[Found]:
+    """The runs the folders ``given`` hold (a Run given: its folder), but ``but`` and the runs ``held`` in it: each
+    folder given that is a run's, else the run folders inside it; each once, in the order given; a record not
+    read, left out."""
+    out: list[Found] = []
+    seen = {_key(p) for p in (but, *held)}
+    for g in given:
+        path = Path(getattr(g, "path", g))
+        for d in [path] if is_run_folder(path) else [] if _key(path) == _key(but) else _inside(path):
+            manifest = recorded(d) if _key(d) not in seen else None
+            if manifest is not None:
+                seen.add(_key(d))
+                out.append((d, manifest))
+    return out
+
+
+def _key(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def _index(m: Manifest) -> int:
+    return Shard.parse(m.config.shard).index
+
+
+def _shards_of(first: Manifest, found: Sequence[Found]) -> list[Found]:
+    """The shards of ``first``'s run among ``found``, in shard order."""
+    return sorted([f for f in found if _one_run(first, f[1])], key=lambda f: _index(f[1]))
+
+
+def _lacks(group: Sequence[Found]) -> tuple[list[str], list[str]]:
+    """(the shards of ``group``'s run (one run's shards) that no folder of it holds, as K/N; those two folders
+    hold, each said with its folders)."""
+    count = Shard.parse(group[0][1].config.shard).count
+    at: dict[int, list[Path]] = {}
+    for d, m in group:
+        at.setdefault(_index(m), []).append(d)
+    missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in at]
+    twice = [f"{k}/{count} ({', '.join(map(str, ds))})" for k, ds in sorted(at.items()) if len(ds) > 1]
+    return missing, twice
+
+
+def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) -> str:
+    """Why ``folder``, which holds the run folders ``inside``, is no shard, and what to merge instead, from every
+    folder ``given`` (a Run given: its folder): the shards of one run (their folders, in shard order, with those of
+    that run the others given hold); a sweep's folder (each model's shards merged apart into ``out``'s folder of
+    it, across the folders given; a model's run made without shards is whole: nothing to merge); else what it
+    holds, run by run."""
+    read = [(d, recorded(d)) for d in inside]
+    known: list[Found] = [(d, m) for d, m in read if m is not None]
+    models = [m.config.model or "" for _, m in known]
+    swept = len(set(models)) == len(models) and all(d.name == slug(m) for (d, _), m in zip(known, models))
+    others = _given_runs(given, folder, inside)
+    if len(known) == len(inside) and all(_one_run(known[0][1], m) for _, m in known) and (len(known) > 1 or
+                                                                                            not swept):
+        return _one_runs_shards(folder, known, others)
+    if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
+        return _sweep(folder, known, others, given, out)
+    groups: list[list[Found]] = []  # the shards of one run together; other runs by their model
+    for d, m in known:
+        group = next((g for g in groups if _one_run(g[0][1], m) or not (m.config.shard or g[0][1].config.shard)
+                      and g[0][1].config.model == m.config.model), None)
+        if group is None:
+            groups.append([(d, m)])
+        else:
+            group.append((d, m))
+    parts = [(f"shard(s) {', '.join(m.config.shard for _, m in g)} of a run of {g[0][1].config.model or '?'}"
+              if g[0][1].config.shard else f"run(s) of {g[0][1].config.model or '?'}, not sharded")
+             + f" ({', '.join(d.name for d, _ in g)})" for g in groups]
+    unread = [d.name for d, m in read if m is None]
+    parts += [f"run folder(s) whose record cannot be read ({', '.join(unread)})"] if unread else []
+    return f"{folder} holds runs, not a shard: {'; '.join(parts)}: give the folders of the shards of one run"
+
+
+def _one_runs_shards(folder: Path, known: Sequence[Found], others: Sequence[Found]) -> str:
+    """``folder`` holds shards of one run (``known``): merge them, with the shards of that run among ``others``
+    where it lacks some; those no folder given holds, named."""
+    own = sorted(known, key=lambda f: _index(f[1]))
+    held = (f"the shards of one run ({', '.join(m.config.shard for _, m in own)})" if len(own) > 1
+            else f"a shard of a run ({own[0][1].config.shard})")
+    missing, _ = _lacks(own)
+    if not missing:
+        return f"{folder} holds {held}, not a shard: merge {' '.join(str(d) for d, _ in own)}"
+    group = _shards_of(own[0][1], [*own, *others])
+    still, twice = _lacks(group)
+    folders = " ".join(str(d) for d, _ in group)
+    lacks = f" (shard(s) {', '.join(missing)} not there: give them too)"
+    if not still and not twice:  # the others given hold the rest: this merge works as said
+        return f"{folder} holds {held}, not a shard: merge {folders}{lacks}"
+    return f"{folder} holds {held}, not a shard: {_unmergeable(folders, still, twice)}"
+
+
+def _unmergeable(folders: str, missing: Sequence[str], twice: Sequence[str]) -> str:
+    """Shards (``folders``) of one run that do not merge as given: the shards of it no folder given holds, and
+    those two folders given hold."""
+    said = [f"shard(s) {', '.join(missing)} of that run are in no folder given: give them too"] if missing else []
+    said += [f"shard {t} is given twice: give one folder of each" for t in twice]
+    return f"{folders}: {'; '.join(said)}"
+
+
+def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given: Sequence, out) -> str:
+    """``folder`` is a sweep's (``known``: a run per model): each model's runs across every folder given
+    (``others``), its shards merged apart where they make its run whole, its whole runs nothing to merge."""
+    names = [d.name for d, _ in known]
+    sweep = f"{folder} is a sweep's folder (a run per model: {', '.join(names)}), not a shard"
+    by_model: dict[str, list[Found]] = {}
+    for d, m in [*known, *others]:
+        by_model.setdefault(m.config.model or "", []).append((d, m))
+    merges, whole, problems = [], [], []
+    for model, runs in by_model.items():
+        name = slug(model) if model else "?"
+        whole += [(name, d) for d, m in runs if not m.config.shard]
+        shards = [f for f in runs if f[1].config.shard]
+        while shards:
+            group = _shards_of(shards[0][1], shards)
+            shards = [f for f in shards if f not in group]
+            missing, twice = _lacks(group)
+            folders = " and ".join(str(d) for d, _ in group)
+            if missing or twice:
+                problems.append(f"{name}: {_unmergeable(folders, missing, twice)}")
+            else:
+                merges.append(f"{folders}, into {Path(out or 'OUT') / name}")
+    if not merges and not problems:
+        where = "in it" if len(given) <= 1 else "in the folders given"
+        return f"{sweep}: each model's run {where} is a whole run (made without shards), nothing to merge"
+    said = [f"merge each model's shards apart ({'; '.join(merges)})"] if merges else []
+    if whole:
+        models = list(dict.fromkeys(n for n, _ in whole))
+        said.append(f"{', '.join(models)}: {'a whole run' if len(whole) == 1 else 'whole runs'} (made without "
+                    f"shards), nothing to merge ({', '.join(str(d) for _, d in whole)})")
+    return f"{sweep}: {'; '.join(said + problems)}"
