@@ -75,8 +75,10 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
                                              label=hit.label))
     if is_path_name(name):
         found = Path(name).expanduser()
-        hit = None if found.exists() or "/" in name or "\\" in name else stores.find_by_file_name(name, model_dirs)
-        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts) if hit else finish(found, "path"))
+        if found.exists() or "/" in name or "\\" in name:  # a path (one to no file: said missing, naming it)
+            return Located(name, backend, finish(found, "path"))
+        hit = stores.find_file(name, model_dirs)  # a bare file name: llama.cpp's cache, a --model-dir, else refused
+        return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))  # saying where it looked
     registry = known()
     spec = find(name, registry)
     if spec is not None:

@@ -119,9 +119,9 @@ def _models_file(spec: ModelSpec) -> str:
 def _files_advice(model: str, quants: Sequence[str]) -> str:
     """The refusal of a model file given with the quants of a registry model, saying how its ladder is made: each
     file given as a MODEL (a sweep; report draws their ladder, their runs grouped by their names less the quant
-    tag), the files of the quants asked for beside it listed where each is there. Only for a .gguf file here (a
-    path, or a file name in llama.cpp's cache); a path to no file: said missing; "" for anything else (a store's
-    reference, ``hf:...``: the plain refusal)."""
+    tag), the file given and the files of the quants asked for beside it listed where each is there (the file
+    given and one rung: a ladder of two). Only for a .gguf file here (a path, or a file name in llama.cpp's cache);
+    a path to no file: said missing; "" for anything else (a store's reference, ``hf:...``: the plain refusal)."""
     from abricot_local.errors import shell_line
     from abricot_local.gguf.file import quant_of, strip_quant
     from abricot_local.models import stores
@@ -143,11 +143,14 @@ def _files_advice(model: str, quants: Sequence[str]) -> str:
         beside = sorted(path.parent.glob("*.gguf")) if path.parent.is_dir() else []
     except OSError:
         beside = []
+    own = quant_of(path.name)
+    found[own] = path  # the file given is its own quant's rung
     for f in beside:
         if strip_quant(f.name.removesuffix(f.suffix)).lower() == stem:
             found.setdefault(quant_of(f.name), f)
     wanted = list(dict.fromkeys(q.upper() for q in quants))
-    files = [str(path.parent / found[q].name) for q in wanted if q in found]
+    ladder = wanted if own in wanted else [own, *wanted]  # the file given, and the rungs asked for beside it
+    files = [str(path.parent / found[q].name) for q in ladder if q in found]
     missing = [q for q in wanted if q not in found]
     listed = shell_line(files) if len(files) > 1 and not missing else "FILE FILE ..."
     said = f"; no {', '.join(missing)} file of that name is beside it" if missing else ""

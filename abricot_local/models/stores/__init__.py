@@ -204,12 +204,32 @@ def find_by_file_name(name: str, model_dirs: tuple[str, ...] = ()) -> Found | No
     return folders.find(name, model_dirs)
 
 
+def find_file(name: str, model_dirs: tuple[str, ...] = ()) -> Found:
+    """A model file given by its bare name (``my-model.gguf``, no folder part, not in the current folder) in
+    llama.cpp's cache or a --model-dir folder (:func:`find_by_file_name`), else UnknownModelError saying where it
+    was looked for (the current folder, each --model-dir, llama.cpp's cache) and the close matches found here."""
+    from abricot_local.errors import UnknownModelError, opt
+
+    from . import folders
+
+    hit = folders.find(name, model_dirs)
+    if hit is None:
+        raise UnknownModelError(f"model file not found: {name} is not in {folders.looked_in(model_dirs)}; give its "
+                                f"path, or {opt('model_dirs', 'DIR')} for the folder that holds it."
+                                f"{near_matches(name, model_dirs)}")
+    return hit
+
+
 def near_matches(name: str, model_dirs: tuple[str, ...] = ()) -> str:
     """" Found on this machine: ..." with the local names closest to ``name``, else ""."""
     try:
         names = [x.name for x in listing(model_dirs)]
     except Exception:  # a damaged store must not hide the real error
         return ""
-    bare = {n.split(":", 1)[-1].lower(): n for n in names}
-    close = difflib.get_close_matches(name.lower().split(":", 1)[-1], list(bare), n=3, cutoff=0.5)
+
+    def key(text: str) -> str:  # the name after a store's prefix, without .gguf (which every file name shares)
+        return text.split(":", 1)[-1].lower().removesuffix(".gguf")
+
+    bare = {key(n): n for n in names}
+    close = difflib.get_close_matches(key(name), list(bare), n=3, cutoff=0.5)
     return f" Found on this machine: {', '.join(bare[c] for c in close)}." if close else ""
