@@ -103,8 +103,10 @@ def test_the_rules_verdict_is_the_runs_in_every_format_the_fixed_n_one_beside_it
         assert (row["sequential"]["look"], row["sequential"]["looks"], row["sequential"]["n"]) == (
             last["k"], len(rule["planned"]), last["n"])
         assert row["sequential"]["settled"] is (not doctored)
-        assert row["fixed_n"] == {"verdict": check.verdict, "words": words(check), "about": FIXED_N}
-        assert row["ci90"] == list(check.ci90)  # the fixed-n figures keep their place
+        assert row["fixed_n"] == {"verdict": check.verdict, "words": words(check), "about": FIXED_N,
+                                  "ci90": list(check.ci90), "items_to_settle": check.items_to_settle,
+                                  "reasons": list(check.reasons)}
+        assert row["ci90"] is None  # the fixed-n figures under fixed_n: the row's fields are the rule's
 
         csv = report(out, "csv").splitlines()
         assert csv[0].split(",")[11:14] == ["verdict", "sequential", "fixed_n_verdict"]

@@ -83,12 +83,26 @@ def samples(run, task: str | None = None):
     return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *lps, *extra])
 
 
+# the columns published() adds where a --until-settled rule judged a row: the rule's (its line, its look of the looks
+# planned, its interval of run - published at that look's level, its next look and the --max-items a grow takes it at),
+# then the fixed-n verdict's and its figures (which do not account for the looks)
+SETTLED_COLUMNS = ("sequential", "look", "looks", "level", "diff_ci_low", "diff_ci_high", "next_look", "max_items",
+                   "fixed_n_verdict", "fixed_n_diff_ci90_low", "fixed_n_diff_ci90_high", "fixed_n_items_to_settle",
+                   "fixed_n_reasons")
+SETTLED_TYPES = {**dict.fromkeys(("level", "diff_ci_low", "diff_ci_high", "fixed_n_diff_ci90_low",
+                                  "fixed_n_diff_ci90_high"), "float64"),
+                 **dict.fromkeys(("look", "looks", "next_look", "max_items", "fixed_n_items_to_settle"), "Int64")}
+
+
 def published(run):
     """The published checks the run recorded, with the reproduction verdict in words; a row a --until-settled
-    rule judged: ``verdict`` the rule's (the run's verdict, as its line says it), with ``sequential`` (that line)
-    and ``fixed_n_verdict`` (the fixed-n verdict over the same items, which does not account for the looks). The
-    numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN where a row has no value,
-    ``items_to_settle`` pandas' nullable Int64 and ``inside`` its nullable boolean (<NA>: none)."""
+    rule judged has every field the rule's (settled.SettledVerdict.fields): ``verdict`` its words, ``diff_ci90_*``
+    none, its interval at its look's level in ``diff_ci_low``/``diff_ci_high`` (``level``, ``look`` of ``looks``),
+    ``items_to_settle`` the --max-items a grow takes its next look at (``next_look``), ``reasons`` its line then
+    that step, ``sequential`` its line; the fixed-n verdict over the same items (which does not account for the
+    looks) and its figures in the ``fixed_n_*`` columns (:data:`SETTLED_COLUMNS`, there when a rule judged a row).
+    The numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN where a row has no
+    value, ``items_to_settle`` pandas' nullable Int64 and ``inside`` its nullable boolean (<NA>: none)."""
     import pandas as pd
 
     from abricot_local.analysis.settled import settled_verdict
@@ -96,14 +110,21 @@ def published(run):
 
     checks = run.record.published.checks if run.record.published else ()
     rules = [settled_verdict(run.record, c) for c in checks]
-    rows = [(c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
-             c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference,
-             rule.words if rule else words(c), c.margin, c.ci90[0] if c.ci90 else None, c.ci90[1] if c.ci90 else None,
-             c.items_to_settle, c.inside, "; ".join(c.reasons), "; ".join(c.differences),
-             *((rule.line if rule else None, words(c) if rule else None) if any(rules) else ()))
-            for c, rule in zip(checks, rules)]
-    frame = pd.DataFrame(rows, columns=[*PUBLISHED_COLUMNS, *(("sequential", "fixed_n_verdict") if any(rules) else ())])
-    return frame.astype(PUBLISHED_TYPES)
+    rows = []
+    for c, rule in zip(checks, rules):
+        f = rule.fields(c) if rule else {"ci90": c.ci90, "items_to_settle": c.items_to_settle, "reasons": c.reasons}
+        ci90, lo_hi = f["ci90"] or (None, None), (rule.interval if rule else None) or (None, None)
+        fixed = f.get("fixed_n", {})
+        rows.append((c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
+                     c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference,
+                     rule.words if rule else words(c), c.margin, *ci90, f["items_to_settle"], c.inside,
+                     "; ".join(f["reasons"]), "; ".join(c.differences),
+                     *((rule and rule.line, rule and rule.look.k, rule and rule.looks, rule and rule.level, *lo_hi,
+                        rule and rule.next_look, rule and rule.max_items, rule and fixed["words"],
+                        *(fixed.get("ci90") or (None, None)), fixed.get("items_to_settle"),
+                        "; ".join(fixed.get("reasons", ())) if rule else None) if any(rules) else ())))
+    frame = pd.DataFrame(rows, columns=[*PUBLISHED_COLUMNS, *(SETTLED_COLUMNS if any(rules) else ())])
+    return frame.astype({**PUBLISHED_TYPES, **(SETTLED_TYPES if any(rules) else {})})
 
 
 def html(run) -> str:

@@ -38,7 +38,7 @@ from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
-from abricot_local.report.tables import Report, fixed_n_note, metric_keys, no_interval
+from abricot_local.report.tables import Report, metric_keys, no_interval
 from abricot_local.report.pairs import pairwise
 
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
@@ -132,13 +132,14 @@ def _quant(report: Report) -> list[dict]:
 
 def _checks(report: Report) -> list[dict]:
     """The page's published checks; a row a --until-settled rule judged: the rule's verdict in the run's own line,
-    the fixed-n one first in its notes, said not to account for the looks (tables.fixed_n_note)."""
+    the fixed-n one first in its notes and each of its figures after it, said not to account for the looks, then what
+    settles the rule's (settled.SettledVerdict.notes)."""
     return [{"label": rc.run.label, "reference": f"{rc.check.reference} ({rc.check.source})", "task": rc.check.task,
              "published": rc.check.published, "value": rc.check.value,
              "ci": list(rc.check.ci95) if rc.check.ci95 else None,
              "verdict": rc.settled.line if rc.settled else words(rc.check),
              "notes": [*(f"not comparable: {d}" for d in rc.check.differences),
-                       *((fixed_n_note(rc), *rc.check.reasons[1:]) if rc.settled else rc.check.reasons),
+                       *(rc.settled.notes(rc.check) if rc.settled else rc.check.reasons),
                        *rc.check.notes]}
             for rc in report.checks]
 

@@ -23,7 +23,7 @@ from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
                                              gather, metric_keys, recompute)
-from abricot_local.analysis.settled import FIXED_N, SettledVerdict
+from abricot_local.analysis.settled import SettledVerdict
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.ladder import notes as ladder_notes
@@ -134,44 +134,46 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
 
 
 def _check_records(report: Report) -> list[dict]:
-    """A record per published check; a row a --until-settled rule judged: ``verdict`` the rule's, ``sequential``
-    its look and the run's own line, ``fixed_n`` the fixed-n verdict (``ci90``, ``items_to_settle``, ``reasons``
-    are its figures), said not to account for the looks."""
-    return [{
-        "model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path),
-        "reference": rc.check.reference, "source": rc.check.source, "task": rc.check.task,
-        "metric": rc.check.metric, "published": rc.check.published, "value": rc.check.value,
-        "ci95": list(rc.check.ci95) if rc.check.ci95 else None, "inside": rc.check.inside,
-        "verdict": rc.settled.verdict if rc.settled else rc.check.verdict, "margin": rc.check.margin,
-        "ci90": list(rc.check.ci90) if rc.check.ci90 else None, "items_to_settle": rc.check.items_to_settle,
-        "reasons": list(rc.check.reasons),
-        "comparable": rc.check.comparable, "differences": list(rc.check.differences), "notes": list(rc.check.notes),
-        **({"sequential": rc.settled.to_json(), "fixed_n": {"verdict": rc.check.verdict, "words": words(rc.check),
-                                                            "about": FIXED_N}} if rc.settled else {}),
-    } for rc in report.checks]
+    """A record per published check; a row a --until-settled rule judged has every field the rule's (``verdict``,
+    ``ci90`` null, ``items_to_settle``, ``reasons``, ``sequential``: settled.SettledVerdict.fields), the fixed-n
+    verdict and its figures in ``fixed_n``."""
+    return [{"model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path), "reference": c.reference,
+             "source": c.source, "task": c.task, "metric": c.metric, "published": c.published, "value": c.value,
+             "ci95": list(c.ci95) if c.ci95 else None, "inside": c.inside, "verdict": c.verdict, "margin": c.margin,
+             "ci90": list(c.ci90) if c.ci90 else None, "items_to_settle": c.items_to_settle, "reasons": list(c.reasons),
+             "comparable": c.comparable, "differences": list(c.differences), "notes": list(c.notes),
+             **(rc.settled.fields(c) if rc.settled else {})} for rc in report.checks for c in (rc.check,)]
 
 
-def fixed_n_note(rc: RunCheck) -> str:
-    """A row a --until-settled rule judged: its fixed-n verdict, as secondary information (said not to account
-    for the looks), with its figures (the record's first reason)."""
-    c = rc.check
-    return f"{FIXED_N}: {c.reasons[0] if c.reasons else words(c)}"
+def fixed_n_note(rc: RunCheck) -> str:  # a rule's row: its fixed-n verdict, said not to account for the looks
+    return rc.settled.notes(rc.check)[0]
+
+
+SETTLED = ("look", "looks", "level", "diff_ci_lo", "diff_ci_hi", "next_look", "max_items", "fixed_n_diff_ci90_lo",
+           "fixed_n_diff_ci90_hi", "fixed_n_items_to_settle", "fixed_n_reasons")  # a rule's row's, at the end
 
 
 def published_frame(report: Report) -> pd.DataFrame:
-    """A row per published check; with a row a --until-settled rule judged, its ``sequential`` line (the run's
-    verdict, the rule's, in ``verdict``) and ``fixed_n_verdict`` (:data:`FIXED_N`) too."""
-    rows = [{**r, "ci_lo": (r["ci95"] or [None])[0], "ci_hi": (r["ci95"] or [None, None])[1],
-             "diff_ci90_lo": (r["ci90"] or [None])[0], "diff_ci90_hi": (r["ci90"] or [None, None])[1],
-             "reasons": "; ".join(r["reasons"]), "notes": "; ".join(r["notes"]),
-             "differences": "; ".join(r["differences"]), "sequential": r.get("sequential", {}).get("line"),
-             "fixed_n_verdict": r.get("fixed_n", {}).get("verdict")}
-            for r in _check_records(report)]
-    settled = ["sequential", "fixed_n_verdict"] if any(rc.settled for rc in report.checks) else []
-    return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric",
-                                       "published", "value", "ci_lo", "ci_hi", "verdict", *settled, "margin",
-                                       "diff_ci90_lo", "diff_ci90_hi", "items_to_settle", "reasons", "inside",
-                                       "comparable", "differences", "notes"])
+    """A row per published check; with a row a --until-settled rule judged, its ``sequential`` line, the rule's figures
+    (:data:`SETTLED`), ``fixed_n_verdict`` (:data:`FIXED_N`) and the fixed-n figures (``fixed_n_*``) too."""
+    rows = []
+    for r in _check_records(report):
+        s, f = r.get("sequential", {}), r.get("fixed_n", {})
+        (lo, hi), (d_lo, d_hi), (s_lo, s_hi), (f_lo, f_hi) = (x or (None, None) for x in (
+            r["ci95"], r["ci90"], s.get("interval"), f.get("ci90")))
+        rows.append({**r, "ci_lo": lo, "ci_hi": hi, "diff_ci90_lo": d_lo, "diff_ci90_hi": d_hi, "diff_ci_lo": s_lo,
+                     "diff_ci_hi": s_hi, "fixed_n_diff_ci90_lo": f_lo, "fixed_n_diff_ci90_hi": f_hi,
+                     **{k: "; ".join(r[k]) for k in ("reasons", "notes", "differences")}, "sequential": s.get("line"),
+                     **{k: s.get(k) for k in (*SETTLED[:3], *SETTLED[5:7])}, "fixed_n_verdict": f.get("verdict"),
+                     "fixed_n_items_to_settle": f.get("items_to_settle"),
+                     "fixed_n_reasons": "; ".join(f["reasons"]) if f else None})
+    settled = any(rc.settled for rc in report.checks)
+    return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric", "published",
+                                       "value", "ci_lo", "ci_hi", "verdict", *(("sequential", "fixed_n_verdict") if
+                                       settled else ()), "margin", "diff_ci90_lo", "diff_ci90_hi", "items_to_settle",
+                                       "reasons", "inside", "comparable", "differences", "notes",
+                                       *(SETTLED if settled else ())]).astype(
+        {k: "Int64" for k in (*SETTLED[:2], *SETTLED[5:7], SETTLED[9]) if settled})
 
 
 def quant_frame(report: Report) -> pd.DataFrame:
@@ -255,8 +257,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
             row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": {}})
             cell = f"{c.task}.{c.metric}"
             row[cell] = verdict_cell(c, rc.settled)
-            fixed = (fixed_n_note(rc),) if rc.settled else ()
-            for n in (*(f"not comparable: {d}" for d in c.differences), *fixed, *c.reasons[1:], *c.notes):
+            said = rc.settled.notes(c) if rc.settled else c.reasons[1:]  # a rule's: each fixed-n figure said so
+            for n in (*(f"not comparable: {d}" for d in c.differences), *said, *c.notes):
                 on = row["notes"].setdefault(n, [])  # each note names its tasks (one shared by them: once)
                 on += [cell] if cell not in on else []
         rows = [{**r, "notes": "; ".join(f"{', '.join(on)}: {n}" for n, on in r["notes"].items())}

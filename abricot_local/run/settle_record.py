@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from abricot_local.analysis import sequential as sq
+from abricot_local.analysis.settled import next_bound as settled_bound
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
@@ -140,13 +141,9 @@ def lines(entries: dict[str, TaskEntry]) -> list[str]:
 
 def next_bound(record: Record) -> int | None:
     """A --until-settled run stopped at its bound with a verdict open: the items of its next look (twice the
-    bound, at most the largest task); None when every verdict settled or every item was scored."""
-    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
-    open_ = [r for r in rules if any(lk.k == len(r.planned) and lk.verdict not in sq.SETTLED for lk in r.looks)
-             and r.n < r.total]
-    if not open_:
-        return None
-    return min(max(r.total for r in open_), 2 * max(r.n for r in open_))
+    bound, at most the largest task); None when every verdict settled or every item was scored (analysis.settled's:
+    the one rule, which `report` and ``Run.published()`` give such a row as its ``max_items``)."""
+    return settled_bound(record)
 
 
 def advice(record: Record, command) -> str:
