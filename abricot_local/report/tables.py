@@ -145,10 +145,6 @@ def _check_records(report: Report) -> list[dict]:
              **(rc.settled.fields(c) if rc.settled else {})} for rc in report.checks for c in (rc.check,)]
 
 
-def fixed_n_note(rc: RunCheck) -> str:  # a rule's row: its fixed-n verdict, said not to account for the looks
-    return rc.settled.notes(rc.check)[0]
-
-
 SETTLED = ("look", "looks", "level", "diff_ci_lo", "diff_ci_hi", "next_look", "max_items", "fixed_n_diff_ci90_lo",
            "fixed_n_diff_ci90_hi", "fixed_n_items_to_settle", "fixed_n_reasons")  # a rule's row's, at the end
 
