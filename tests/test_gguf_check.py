@@ -23,8 +23,7 @@ from abricot_local.models import locate as modellocate
 from abricot_local.errors import ModelError
 from abricot_local.gguf.check import GGML_TYPES, NOT_WEIGHT_TYPES, REMOVED_TYPES, read_header
 from abricot_local.gguf.file import verify_gguf
-from gguf_synth import (F32, Synth, gstr, kv, llama_cpp_lib_dir, llama_cpp_parser_verdict,
-                        llama_cpp_parser_verdicts)
+from gguf_synth import F32, Synth, gstr, kv, llama_cpp_lib_dir, llama_cpp_parser_verdicts
 
 GiB = 1 << 30
 
@@ -103,8 +102,34 @@ CASES = {
 }
 
 
+VALID_SYNTHS = {
+    "default": Synth(),
+    "align64": Synth(kvs=base_kvs(kv("general.alignment", "u32", 64)), alignment=64),
+    "name63": Synth(tensors=[("n" * 63, (64,), F32)]),
+    "no_tensors": Synth(tensors=[]),  # vocabulary-only files have no tensors
+    "every_value_type": Synth(kvs=[kv(f"k.{t}", t, 1) for t in ("u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool",
+                                                                 "u64", "i64", "f64")]
+                              + [kv("a.f", "arr:f32", [1.0, 2.0]), kv("a.s", "arr:str", []),
+                                 kv("s", "str", "x" * 5000)]),
+}
+
+@pytest.fixture(scope="module")
+def llama_verdicts(tmp_path_factory) -> dict[str, str]:
+    """llama.cpp's parser verdict on each damaged case's bytes and each valid file, by name: one child process
+    reads them all in turn (llama_cpp_parser_verdicts: a new one after a file it dies or hangs on), not one
+    process per file (42 of them, some 1.5 s)."""
+    folder = tmp_path_factory.mktemp("llama-verdicts")
+    paths = {}
+    for case, (content, _, _) in CASES.items():
+        paths[f"case-{case}"] = folder / f"case-{case}.gguf"
+        paths[f"case-{case}"].write_bytes(content)
+    for name, synth in VALID_SYNTHS.items():
+        paths[f"valid-{name}"] = synth.write(folder / f"valid-{name}.gguf")
+    return dict(zip(paths, llama_cpp_parser_verdicts(list(paths.values()))))
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_damaged_header_is_refused_with_a_message_naming_it(case, tmp_path):
+def test_damaged_header_is_refused_with_a_message_naming_it(case, tmp_path, llama_verdicts):
     content, message, llama_verdict = CASES[case]
     path = tmp_path / f"{case}.gguf"
     path.write_bytes(content)
@@ -112,7 +137,7 @@ def test_damaged_header_is_refused_with_a_message_naming_it(case, tmp_path):
         verify_gguf(path)
     text = str(err.value)
     assert message in text and str(path) in text and "\n" not in text
-    assert llama_cpp_parser_verdict(path) == llama_verdict
+    assert llama_verdicts[f"case-{case}"] == llama_verdict  # the same bytes, in llama.cpp's parser
 
 
 def test_fuzzed_headers_never_pass_what_llama_cpp_refuses(tmp_path):
@@ -142,22 +167,16 @@ def test_fuzzed_headers_never_pass_what_llama_cpp_refuses(tmp_path):
     assert seen["refused", "refused"] > 10 and seen["accepted", "accepted"] > 5  # both kinds were exercised
 
 
-@pytest.mark.parametrize("synth", [
-    Synth(),
-    Synth(kvs=base_kvs(kv("general.alignment", "u32", 64)), alignment=64),
-    Synth(tensors=[("n" * 63, (64,), F32)]),
-    Synth(tensors=[]),  # vocabulary-only files have no tensors
-    Synth(kvs=[kv(f"k.{t}", t, 1) for t in ("u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "u64", "i64", "f64")]
-          + [kv("a.f", "arr:f32", [1.0, 2.0]), kv("a.s", "arr:str", []), kv("s", "str", "x" * 5000)]),
-], ids=["default", "align64", "name63", "no_tensors", "every_value_type"])
-def test_valid_files_pass_here_and_in_llama_cpp(synth, tmp_path):
+@pytest.mark.parametrize("valid", list(VALID_SYNTHS))
+def test_valid_files_pass_here_and_in_llama_cpp(valid, tmp_path, llama_verdicts):
+    synth = VALID_SYNTHS[valid]
     path = synth.write(tmp_path / "ok.gguf")
     (info,) = verify_gguf(path)
     assert info.file_size == path.stat().st_size
     assert len(info.tensors) == len(synth.tensors) and info.alignment == synth.alignment
     for t, (name, dims, tid) in zip(info.tensors, synth.tensors):
         assert (t.name, t.shape, t.type_id) == (name, dims, tid) and t.start % synth.alignment == 0
-    assert llama_cpp_parser_verdict(path) == "accepted"
+    assert llama_verdicts[f"valid-{valid}"] == "accepted"  # the same bytes, in llama.cpp's parser
 
 
 def test_type_table_matches_the_ggml_llama_cpp_ships():
