@@ -50,6 +50,13 @@ def parsed(p: Path) -> ast.Module:
     return ast.parse(p.read_text(encoding="utf-8"))
 
 
+@functools.lru_cache(maxsize=None)
+def walked(p: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``parsed(p)``, in ast.walk's order, listed once per session: six tests walk each tree, and
+    ast.walk's generator was most of their time."""
+    return tuple(ast.walk(parsed(p)))
+
+
 def module_name(p: Path) -> str:
     name = ".".join(p.relative_to(PKG.parent).with_suffix("").parts)
     return name.removesuffix(".__init__")
@@ -62,7 +69,7 @@ def imported(p: Path) -> tuple[tuple[int, str], ...]:
     me = module_name(p)
     here = me.split(".") if p.name == "__init__.py" else me.split(".")[:-1]
     out = []
-    for node in ast.walk(parsed(p)):
+    for node in walked(p):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -154,7 +161,7 @@ def test_shared_modules_name_no_task_and_no_backend():
 
     names = [*all_task_names(), *groups(), *BACKENDS, *ENGINES]
     for f in shared_files():
-        for node in ast.walk(parsed(f)):
+        for node in walked(f):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for n in names:
                     assert not re.fullmatch(re.escape(n), node.value, re.I), f"{f}:{node.lineno} names {n!r}"
@@ -261,7 +268,7 @@ def test_the_doors_build_a_request_and_leave_the_run_to_run():
 def test_one_loop_over_score_many():
     """Outside backends/, a backend's score_many is called in run/execute.py alone (every door's loop)."""
     calls = sorted({str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] != "backends"
-                    for n in ast.walk(parsed(p)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    for n in walked(p) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "score_many"})
     assert calls == ["run/execute.py"], calls
 
@@ -328,11 +335,10 @@ def test_texts_name_options_by_field_not_by_flag():
         rel = p.relative_to(PKG).as_posix()
         if rel.startswith(("cli/", "console/")) and rel not in API_TEXTS or rel in FLAGS_SPELLED:
             continue
-        tree = parsed(p)
-        docs = {id(n.body[0].value) for n in ast.walk(tree)
+        docs = {id(n.body[0].value) for n in walked(p)
                 if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-        for n in ast.walk(tree):
+        for n in walked(p):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
                 named = set(re.findall(r"--[a-z][a-z0-9-]*", n.value)) & own
                 if named - set(OTHER_PROGRAMS.get(rel, ())) - set(API_TEXTS.get(rel, ())):
@@ -359,7 +365,7 @@ def test_a_recorded_run_is_read_through_its_types():
         rel = p.relative_to(PKG).as_posix()
         if rel.startswith("record/"):
             continue
-        for n in ast.walk(parsed(p)):
+        for n in walked(p):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr == "from_config":
                     callers.add(rel)
