@@ -338,3 +338,44 @@ def browser():
         b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+class Early:
+    """A child process started now and read later (``result()``: a ``subprocess.CompletedProcess`` as
+    ``subprocess.run(..., capture_output=True, text=True, timeout=...)`` gives, TimeoutExpired raised the same way):
+    a module fixture starts the fresh interpreters its tests check, and they run beside the module's in-process
+    tests on the machine's other core instead of after them, the parent idle. Killed at ``close()``."""
+
+    def __init__(self, args, *, timeout: float = 120, **popen):
+        import subprocess
+        import threading
+
+        self.args, self.timeout = args, timeout
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+        self._out: list = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        import subprocess
+
+        try:
+            self._out.append(self.proc.communicate(timeout=self.timeout))
+        except subprocess.TimeoutExpired as exc:
+            self.proc.kill()
+            self.proc.communicate()
+            self._out.append(exc)
+
+    def result(self):
+        import subprocess
+
+        self._reader.join()
+        (got,) = self._out
+        if isinstance(got, BaseException):
+            raise got
+        return subprocess.CompletedProcess(self.args, self.proc.returncode, *got)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self._reader.join(30)

@@ -7,9 +7,12 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from conftest import Early
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
 
@@ -167,34 +170,47 @@ def test_shared_modules_name_no_task_and_no_backend():
                     assert not re.fullmatch(re.escape(n), node.value, re.I), f"{f}:{node.lineno} names {n!r}"
 
 
-def test_import_and_help_load_no_llama_cpp():
+# the fresh interpreters two tests read, started as the module starts: they run beside its other tests
+IMPORT_AND_HELP = (
+    "import sys, abricot_local, abricot_local.cli as c, abricot_local.run.execute, abricot_local.run.session\n"
+    "from click.testing import CliRunner\n"
+    "from abricot_local import backends\n"  # a backend's declarations read from its registration alone
+    "assert backends.build_keys('llama.cpp') and backends.has_option('llama.cpp', 'threads')\n"
+    "for cmd in (['--help'], ['run', '--help'], ['lm-eval', '--help'], ['compare', '--help']):\n"
+    "    r = CliRunner().invoke(c.cli, cmd)\n"
+    "    assert r.exit_code == 0, r.output\n"
+    "print(sorted(m for m in ('scipy.stats', 'scipy.special', 'pandas') if m in sys.modules))\n"
+    "import abricot_local.report.tables, abricot_local.report.plots, abricot_local.report.html\n"
+    "print(sorted(m for m in ('llama_cpp', 'matplotlib', 'lm_eval', 'abricot_local.lm_eval.requests')"
+    " if m in sys.modules))")
+API_NAMES = ("import sys, abricot_local as a\n"
+             "names = [getattr(a, n) for n in a.__all__]\n"  # every name of the API resolves (lazily)
+             "print(sorted(set(a.__all__) - set(dir(a))), 'llama_cpp' in sys.modules, 'pandas' in sys.modules)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh():
+    """Each check's own fresh interpreter (``python -c``), started when the module starts (conftest.Early)."""
+    started = {name: Early([sys.executable, "-c", code], timeout=120)
+               for name, code in (("import_and_help", IMPORT_AND_HELP), ("api_names", API_NAMES))}
+    yield started
+    for child in started.values():
+        child.close()
+
+
+def test_import_and_help_load_no_llama_cpp(fresh):
     """The package, the CLI, the run loop (run.execute, run.session) and the report's modules imported, and `--help` of the commands:
     neither llama.cpp nor matplotlib nor lm-eval (nor its request code) is loaded, and until the report's modules
     are, neither scipy.stats nor pandas (half a second each: `run --help` took 0.9 s with scipy, 0.3 s without).
     Nor do a backend's build keys and options (backends.build_keys, has_option: its registration's). One process
     for what test_cli, test_report, test_html_report and test_lm_eval each checked in a process of their own."""
-    code = ("import sys, abricot_local, abricot_local.cli as c, abricot_local.run.execute, abricot_local.run.session\n"
-            "from click.testing import CliRunner\n"
-            "from abricot_local import backends\n"  # a backend's declarations read from its registration alone
-            "assert backends.build_keys('llama.cpp') and backends.has_option('llama.cpp', 'threads')\n"
-            "for cmd in (['--help'], ['run', '--help'], ['lm-eval', '--help'], ['compare', '--help']):\n"
-            "    r = CliRunner().invoke(c.cli, cmd)\n"
-            "    assert r.exit_code == 0, r.output\n"
-            "print(sorted(m for m in ('scipy.stats', 'scipy.special', 'pandas') if m in sys.modules))\n"
-            "import abricot_local.report.tables, abricot_local.report.plots, abricot_local.report.html\n"
-            "print(sorted(m for m in ('llama_cpp', 'matplotlib', 'lm_eval', 'abricot_local.lm_eval.requests')"
-            " if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    r = fresh["import_and_help"].result()
     assert r.stdout.split() == ["[]", "[]"], r.stdout + r.stderr
 
 
-def test_import_loads_neither_llama_cpp_nor_pandas_until_a_call_needs_them():
-    code = ("import sys, abricot_local as a\n"
-            "names = [getattr(a, n) for n in a.__all__]\n"  # every name of the API resolves (lazily)
-            "print(sorted(set(a.__all__) - set(dir(a))), 'llama_cpp' in sys.modules, 'pandas' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def test_import_loads_neither_llama_cpp_nor_pandas_until_a_call_needs_them(fresh):
+    r = fresh["api_names"].result()
     assert r.stdout.strip() == "[] False False", r.stdout + r.stderr
-
 
 
 def _drawn_layers() -> tuple[tuple[str, ...], ...]:
