@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import realdata
 from click.testing import CliRunner
+from conftest import Early
 
 from abricot_local.cli import cli
 from abricot_local.errors import DataError
@@ -400,15 +401,17 @@ class FakeHub:
         self.server.server_close()
 
 
-def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
-    """The real command in a fresh process, huggingface_hub pointed at a hub served on 127.0.0.1:
-    the listing, the card's data/test-* file, the commit and the file's SHA-256 recorded."""
+@pytest.fixture(scope="module", autouse=True)
+def hub_run(tmp_path_factory):
+    """The real command in a fresh process, huggingface_hub pointed at a hub served on 127.0.0.1, started as the
+    module starts (conftest.Early: the child runs beside the module's other tests, the hub in a thread here)."""
     import os
-    import subprocess
     import sys
 
-    from abricot_local.models import fetch
-
+    tmp_path = tmp_path_factory.mktemp("hub-run")
+    hub = tmp_path / "discotex-hub"  # as the hub fixture makes it
+    write_parquet(hub / "data" / "test-00000-of-00001.parquet", invented("test", 12, 1))
+    write_parquet(hub / "data" / "train-00000-of-00001.parquet", invented("train", 40, 2))
     test = hub / "data" / "test-00000-of-00001.parquet"
     files = {"README.md": b"---\nconfigs: []\n---\n", "data/test-00000-of-00001.parquet": test.read_bytes(),
              "data/train-00000-of-00001.parquet": (hub / "data" / "train-00000-of-00001.parquet").read_bytes()}
@@ -421,7 +424,19 @@ def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
                 "HF_HUB_DISABLE_XET": "1"}
         cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
                "--limit", "3", "--out", str(out)]
-        r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        child = Early(cmd, env=env, cwd=tmp_path, timeout=300)
+        try:
+            yield {"child": child, "server": server, "test": test, "out": out, "tmp_path": tmp_path}
+        finally:
+            child.close()
+
+
+def test_the_rows_come_from_a_hub_through_huggingface_hub(hub_run):
+    """The real command in a fresh process, huggingface_hub pointed at a hub served on 127.0.0.1:
+    the listing, the card's data/test-* file, the commit and the file's SHA-256 recorded."""
+    from abricot_local.models import fetch
+
+    r, server, test, out = hub_run["child"].result(), hub_run["server"], hub_run["test"], hub_run["out"]
     assert r.returncode == 0, r.stdout + r.stderr + "\n".join(server.asked)
     assert "GET /datasets/sapienzanlp/discotex/resolve/main/data/test-00000-of-00001.parquet" in server.asked
     assert not any("train-" in a for a in server.asked)  # 0 shots: the pool is not fetched
@@ -429,7 +444,7 @@ def test_the_rows_come_from_a_hub_through_huggingface_hub(tmp_path, hub):
     entry = doc["tasks"]["discotex"]
     assert entry["config"]["items"] == f"published rows: hub sapienzanlp/discotex@{FakeHub.COMMIT}"
     assert [d["sha256"] for d in entry["data"]] == [fetch.sha256_file(test)]
-    assert Path(entry["data"][0]["path"]).is_relative_to(tmp_path / "hf")
+    assert Path(entry["data"][0]["path"]).is_relative_to(hub_run["tmp_path"] / "hf")
     assert [json.loads(x)["id"] for x in (out / "samples-discotex.jsonl").read_text().splitlines()] == \
         ["test-0", "test-1", "test-2"]
 
