@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from abricot_local.cli import cli
 from abricot_local.run import folder as results
 from abricot_local.names import path_part
-from conftest import fail_after
+from conftest import Early, fail_after, isolated_env
 
 
 @pytest.fixture
@@ -398,16 +398,27 @@ def test_a_long_command_line_is_folded_between_arguments_only(monkeypatch, base,
     assert shell.stdout.split("\0")[:-1] == ["abricot-local", *args], shell
 
 
-def test_runs_started_at_once_into_one_new_folder_leave_one_run(tmp_path, base):
-    """Whatever the interleaving, one run writes the folder and the others are refused in one line
-    (in use, or already finished): a run starting there is never taken for files of the user's."""
-    import subprocess
+@pytest.fixture(scope="module", autouse=True)
+def at_once(tmp_path_factory, discotex_dir):
+    """Three `run`s of ``base`` into one new folder, each its own process, started together as the module starts
+    (conftest.Early: they run beside the module's in-process tests); their test reads them."""
     import sys
 
-    out = tmp_path / "o"
-    procs = [subprocess.Popen([sys.executable, "-m", "abricot_local", *base, "--out", str(out)], text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
-    done = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    root = tmp_path_factory.mktemp("at-once")
+    args = ["run", "fake", "--backend", "fake", "--data-dir", str(discotex_dir), "--limit", "10"]  # base's
+    env = {**os.environ, **isolated_env(root)}
+    procs = [Early([sys.executable, "-m", "abricot_local", *args, "--out", str(root / "o")], timeout=120, cwd=root,
+                   env=env) for _ in range(3)]
+    yield root / "o", procs
+    for p in procs:
+        p.close()
+
+
+def test_runs_started_at_once_into_one_new_folder_leave_one_run(at_once):
+    """Whatever the interleaving, one run writes the folder and the others are refused in one line
+    (in use, or already finished): a run starting there is never taken for files of the user's."""
+    out, procs = at_once
+    done = [(r.returncode, r.stderr) for r in (p.result() for p in procs)]
     assert sorted(rc for rc, _ in done) == [0, 2, 2], done
     for rc, err in done:
         assert "Traceback" not in err and "not a run folder" not in err, err
