@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from conftest import Early
 from invented_data import write_discotex
 
 STUCK = r"""
@@ -84,16 +85,28 @@ def test_a_signal_ends_a_run_stuck_inside_llama_cpp(tmp_path, data, sig=signal.S
     assert (out / "samples-discotex.jsonl").read_bytes() == (whole / "samples-discotex.jsonl").read_bytes()
 
 
-def test_without_a_handler_the_watchdog_exits_with_the_signals_code(tmp_path):
-    """Ctrl-C (SIGINT, Python's own KeyboardInterrupt handler) with no on_stuck handler: 128 + 2."""
-    code = ("import os, signal, time\n"
+WATCHDOG = ("import os, signal, time\n"
             "from abricot_local.backends.llama_cpp import interrupts\n"
             "interrupts.GRACE = 0.2\n"
             "with interrupts.deferred():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    while True: time.sleep(0.2)\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def watchdog_child():
+    """WATCHDOG's process, started as the module starts (conftest.Early: it runs while the test before it waits
+    on its own child), and when it was started."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    child = Early([sys.executable, "-c", WATCHDOG], timeout=30)
+    yield child, t0
+    child.close()
+
+
+def test_without_a_handler_the_watchdog_exits_with_the_signals_code(watchdog_child):
+    """Ctrl-C (SIGINT, Python's own KeyboardInterrupt handler) with no on_stuck handler: 128 + 2."""
+    child, t0 = watchdog_child
+    r = child.result()
     assert r.returncode == 128 + signal.SIGINT and time.monotonic() - t0 < 10, r
     assert "did not return within 0.2 s" in r.stderr
 
