@@ -252,6 +252,7 @@ def pytest_collection_finish(session):
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)
+    start_early(session)
 
 
 def pytest_runtest_setup(item):
@@ -341,20 +342,33 @@ def browser():
 
 
 class Early:
-    """A child process started now and read later (``result()``: a ``subprocess.CompletedProcess`` as
+    """A child process started before its test and read by it (``result()``: a ``subprocess.CompletedProcess`` as
     ``subprocess.run(..., capture_output=True, text=True, timeout=...)`` gives, TimeoutExpired raised the same way):
-    a module fixture starts the fresh interpreters its tests check, and they run beside the module's in-process
-    tests on the machine's other core instead of after them, the parent idle. Killed at ``close()``."""
+    the fresh interpreters a test checks run on the machine's other core, beside the in-process tests, instead of
+    after them with this process idle. ``start()`` starts it (once; ``result()`` starts it where nothing has);
+    ``close()`` kills it, and one closed is never started."""
 
     def __init__(self, args, *, timeout: float = 120, **popen):
+        import threading
+
+        self.args, self.timeout, self.popen = args, timeout, popen
+        self.proc = None
+        self._out: list = []
+        self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._closed = False
+
+    def start(self) -> "Early":
         import subprocess
         import threading
 
-        self.args, self.timeout = args, timeout
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
-        self._out: list = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        with self._lock:
+            if self.proc is None and not self._closed:
+                self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                             **self.popen)
+                self._reader = threading.Thread(target=self._read, daemon=True)
+                self._reader.start()
+        return self
 
     def _read(self) -> None:
         import subprocess
@@ -366,16 +380,62 @@ class Early:
             self.proc.communicate()
             self._out.append(exc)
 
+    def wait(self) -> None:
+        if self._reader is not None:
+            self._reader.join()
+
     def result(self):
         import subprocess
 
-        self._reader.join()
+        self.start()
+        self.wait()
         (got,) = self._out
         if isinstance(got, BaseException):
             raise got
         return subprocess.CompletedProcess(self.args, self.proc.returncode, *got)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        with self._lock:
+            self._closed = True
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-        self._reader.join(30)
+        if self._reader is not None:
+            self._reader.join(30)
+
+
+EARLY: dict[str, dict[str, Early]] = {}  # a test module's children (its early_children), by module and name
+
+
+def start_early(session) -> None:
+    """Each selected test module's ``early_children(tmp_path_factory)`` (a dict of Early, not started), made once
+    the tests are collected and started one after another in a thread: one child at a time, beside the tests."""
+    import threading
+
+    modules = dict.fromkeys(item.module for item in session.items if getattr(item, "module", None) is not None)
+    queue = []
+    for module in modules:
+        make = getattr(module, "early_children", None)
+        if make is not None:
+            EARLY[module.__name__] = make(session.config._tmp_path_factory)
+            queue += EARLY[module.__name__].values()
+
+    def in_turn():
+        for child in queue:
+            child.start().wait()
+
+    if queue:
+        threading.Thread(target=in_turn, daemon=True).start()
+
+
+def early_children_of(module: str, make, tmp_path_factory) -> dict[str, Early]:
+    """The children start_early made for ``module``, or (the module not collected through it) made now: each then
+    starts when its test asks for its result."""
+    if module not in EARLY:
+        EARLY[module] = make(tmp_path_factory)
+    return EARLY[module]
+
+
+def pytest_sessionfinish(session):
+    for children in EARLY.values():
+        for child in children.values():
+            child.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Early
+from conftest import Early, early_children_of
 
 PKG = Path(__file__).resolve().parents[1] / "abricot_local"
 
@@ -170,7 +170,7 @@ def test_shared_modules_name_no_task_and_no_backend():
                     assert not re.fullmatch(re.escape(n), node.value, re.I), f"{f}:{node.lineno} names {n!r}"
 
 
-# the fresh interpreters two tests read, started as the module starts: they run beside its other tests
+# the fresh interpreters two tests read, started before their tests: they run beside the suite's other tests
 IMPORT_AND_HELP = (
     "import sys, abricot_local, abricot_local.cli as c, abricot_local.run.execute, abricot_local.run.session\n"
     "from click.testing import CliRunner\n"
@@ -188,13 +188,18 @@ API_NAMES = ("import sys, abricot_local as a\n"
              "print(sorted(set(a.__all__) - set(dir(a))), 'llama_cpp' in sys.modules, 'pandas' in sys.modules)")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def fresh():
-    """Each check's own fresh interpreter (``python -c``), started when the module starts (conftest.Early)."""
-    started = {name: Early([sys.executable, "-c", code], timeout=120)
-               for name, code in (("import_and_help", IMPORT_AND_HELP), ("api_names", API_NAMES))}
-    yield started
-    for child in started.values():
+def early_children(tmp_path_factory) -> dict[str, Early]:
+    """Each check's own fresh interpreter (``python -c``), in the repository's folder: started by conftest once the
+    tests are collected, one child at a time beside the tests (conftest.start_early)."""
+    return {name: Early([sys.executable, "-c", code], timeout=120, cwd=PKG.parent)
+            for name, code in (("import_and_help", IMPORT_AND_HELP), ("api_names", API_NAMES))}
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    children = early_children_of(__name__, early_children, tmp_path_factory)
+    yield children
+    for child in children.values():
         child.close()
 
 

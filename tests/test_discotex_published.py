@@ -424,7 +424,7 @@ def hub_run(tmp_path_factory):
                 "HF_HUB_DISABLE_XET": "1"}
         cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
                "--limit", "3", "--out", str(out)]
-        child = Early(cmd, env=env, cwd=tmp_path, timeout=300)
+        child = Early(cmd, env=env, cwd=tmp_path, timeout=300).start()
         try:
             yield {"child": child, "server": server, "test": test, "out": out, "tmp_path": tmp_path}
         finally:

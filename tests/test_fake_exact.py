@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from abricot_local.core import exact_exp, exact_log, exact_log_softmax, finite_log_softmax
 
@@ -27,9 +29,33 @@ print(h.hexdigest())
 """
 
 
-def _rows_digest(env: dict[str, str]) -> str:
-    out = subprocess.run([sys.executable, "-c", ROWS], env={**os.environ, **env}, capture_output=True,
-                         text=True, check=True)
+def _rows_child(env: dict[str, str]):
+    from conftest import Early  # here: the module is also read where no conftest is
+
+    return Early([sys.executable, "-c", ROWS], env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[1])
+
+
+def early_children(tmp_path_factory) -> dict:
+    """ROWS in two fresh processes, SIMD dispatch as it is and limited to the baseline: started by conftest once
+    the tests are collected, beside the other tests (conftest.start_early)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    return {"full": _rows_child({}), "limited": _rows_child({"NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)})}
+
+
+@pytest.fixture(scope="module")
+def rows_digests(tmp_path_factory):
+    from conftest import early_children_of
+
+    children = early_children_of(__name__, early_children, tmp_path_factory)
+    yield children
+    for child in children.values():
+        child.close()
+
+
+def _rows_digest(child) -> str:
+    out = child.result()
+    out.check_returncode()
     return out.stdout.strip()
 
 
@@ -46,11 +72,9 @@ def test_exact_log_softmax_is_a_distribution_and_agrees_with_numpy_within_an_ulp
     assert all(abs(a - b) < 1e-14 for a, b in zip(got, finite_log_softmax(values, label="x", position=0)))
 
 
-def test_the_fake_rows_are_the_same_bits_with_numpy_simd_dispatch_limited():
-    from numpy._core._multiarray_umath import __cpu_dispatch__
-
-    full = _rows_digest({})
-    limited = _rows_digest({"NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)})
+def test_the_fake_rows_are_the_same_bits_with_numpy_simd_dispatch_limited(rows_digests):
+    full = _rows_digest(rows_digests["full"])
+    limited = _rows_digest(rows_digests["limited"])
     assert full == limited == ROWS_SHA256
 
 

@@ -205,20 +205,40 @@ def test_check_names_the_option_for_missing_data_shows_the_recorded_path_as_reco
 
 
 # -- issue 30, item 9: a typo in a model's name is refused before anything heavy loads ----------
-def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_tasks_data(tmp_path):
+UNKNOWN_MODEL = ("import sys; from abricot_local.cli import cli\n"
+                 "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
+                 "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
+                 " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.tasks.selection',"
+                 " 'abricot_local.analysis.baselines') if m in sys.modules))")
+
+
+def early_children(tmp_path_factory) -> dict:
+    """UNKNOWN_MODEL's fresh process (a private home, cache and config), started by conftest once the tests are
+    collected, beside the other tests (conftest.start_early)."""
     import os
-    import subprocess
     import sys
     from pathlib import Path
 
+    from conftest import Early, isolated_env
+
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; from abricot_local.cli import cli\n"
-            "try:\n    cli(['run', 'no-such-model'], prog_name='abricot-local')\n"
-            "except SystemExit as e:\n    print(e.code, sorted(m for m in ('llama_cpp', 'scipy', 'pandas', 'matplotlib',"
-            " 'abricot_local.metrics', 'abricot_local.tasks.discotex', 'abricot_local.tasks.selection',"
-            " 'abricot_local.analysis.baselines') if m in sys.modules))")
-    env = {**os.environ, "PYTHONPATH": str(root), "HOME": str(tmp_path), "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    tmp_path = tmp_path_factory.mktemp("unknown-model")
+    env = {**os.environ, **isolated_env(tmp_path), "PYTHONPATH": str(root), "HOME": str(tmp_path),
+           "ABRICOT_CACHE_DIR": str(tmp_path / "c")}
+    return {"unknown_model": Early([sys.executable, "-c", UNKNOWN_MODEL], env=env, cwd=tmp_path, timeout=120)}
+
+
+@pytest.fixture(scope="module")
+def unknown_model(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_an_unknown_model_is_refused_without_loading_llama_cpp_scipy_or_the_tasks_data(unknown_model):
+    r = unknown_model.result()
     assert r.stdout.split(None, 1) == ["2", "[]\n"], (r.stdout, r.stderr)
     assert "unknown model 'no-such-model'" in r.stderr
 

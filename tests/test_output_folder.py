@@ -409,6 +409,8 @@ def at_once(tmp_path_factory, discotex_dir):
     env = {**os.environ, **isolated_env(root)}
     procs = [Early([sys.executable, "-m", "abricot_local", *args, "--out", str(root / "o")], timeout=120, cwd=root,
                    env=env) for _ in range(3)]
+    for p in procs:
+        p.start()
     yield root / "o", procs
     for p in procs:
         p.close()

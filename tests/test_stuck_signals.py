@@ -98,7 +98,7 @@ def watchdog_child():
     """WATCHDOG's process, started as the module starts (conftest.Early: it runs while the test before it waits
     on its own child), and when it was started."""
     t0 = time.monotonic()
-    child = Early([sys.executable, "-c", WATCHDOG], timeout=30)
+    child = Early([sys.executable, "-c", WATCHDOG], timeout=30).start()
     yield child, t0
     child.close()
 
