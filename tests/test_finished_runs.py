@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -122,21 +121,56 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_tree_with_a_fifo_or_a_link_to_dev_zero_is_reported_within_seconds(made, tmp_path):
-    """`report` and `load_runs` on a tree holding a FIFO named results_x.json, a link to /dev/zero named
-    so, and an lm-eval folder whose samples file is a FIFO: one line each, the real run reported."""
-    tree = tmp_path / "tree"
-    shutil.copytree(made["runs"] / "s8", tree / "good")
+# the tree SCRIPT reads, made in SCRIPT's own process before it: a finished fake run of 8 sampled items (as `made`
+# makes "s8") and its lm-eval export, copied in beside a FIFO named results_x.json, a link to /dev/zero named so, and
+# the export's samples file replaced by a FIFO
+HOSTILE_TREE = textwrap.dedent("""
+    import os, shutil, sys, warnings
+    from pathlib import Path
+    from click.testing import CliRunner
+    from abricot_local.analysis.loading import load_run
+    from abricot_local.cli import cli
+    tree, root = Path(sys.argv[1]), Path(sys.argv.pop(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = CliRunner().invoke(cli, ["run", "fake", *sys.argv[2:], "--sample", "8", "--out", str(root / "s8")])
+    assert made.exit_code == 0, made.output
+    shutil.copytree(root / "s8", tree / "good")
     (tree / "zero").mkdir()
     (tree / "zero" / "results_x.json").symlink_to("/dev/zero")
     (tree / "fifo").mkdir()
     os.mkfifo(tree / "fifo" / "results_x.json")
-    lm = shutil.copytree(made["lm"], tree / "lm")
-    (samples,) = lm.glob("samples_*.jsonl")
+    lm = shutil.copytree(load_run(root / "s8").to_lm_eval(root / "lm"), tree / "lm")
+    (samples,) = Path(lm).glob("samples_*.jsonl")
     samples.unlink()
     os.mkfifo(samples)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(tree)], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, **isolated_env(tmp_path)})
+""")
+
+
+def early_children(tmp_path_factory) -> dict:
+    """HOSTILE_TREE then SCRIPT in one fresh process (a private cache and config), started by conftest once the
+    tests are collected, beside the other tests (conftest.start_early): SCRIPT's part is bounded as before."""
+    from conftest import Early
+
+    root = tmp_path_factory.mktemp("hostile")
+    return {"tree": Early([sys.executable, "-c", HOSTILE_TREE + SCRIPT, str(root / "tree"), str(root / "made"), *ARGS],
+                          timeout=60, cwd=root, env={**os.environ, **isolated_env(root)})}
+
+
+@pytest.fixture(scope="module")
+def hostile_tree(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_a_tree_with_a_fifo_or_a_link_to_dev_zero_is_reported_within_seconds(hostile_tree):
+    """`report` and `load_runs` on a tree holding a FIFO named results_x.json, a link to /dev/zero named
+    so, and an lm-eval folder whose samples file is a FIFO: one line each, the real run reported."""
+    r = hostile_tree.result()
+    lm = Path(hostile_tree.args[3]) / "lm"  # the tree's, as HOSTILE_TREE copies it
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout)
     assert got["code"] == 0, got["notes"]
