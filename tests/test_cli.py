@@ -1,8 +1,8 @@
 """The CLI end to end on the fake backend (same code paths as llama.cpp, no model)."""
 
 import json
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -26,8 +26,26 @@ def run_fake(discotex_dir):
     return run
 
 
-def test_module_entry_point_runs():
-    out = subprocess.run([sys.executable, "-m", "abricot_local", "--version"], capture_output=True, text=True)
+def early_children(tmp_path_factory) -> dict:
+    """`python -m abricot_local --version` in a fresh process, started by conftest once the tests are collected,
+    beside the other tests (conftest.start_early)."""
+    from conftest import Early
+
+    return {"version": Early([sys.executable, "-m", "abricot_local", "--version"], timeout=120,
+                             cwd=Path(__file__).resolve().parents[1])}
+
+
+@pytest.fixture(scope="module")
+def module_version(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_module_entry_point_runs(module_version):
+    out = module_version.result()
     assert out.returncode == 0 and "abricot-local" in out.stdout
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -211,11 +210,31 @@ def test_options_built_in_python_are_checked_too():
         TaskOptions(seed=-1)
 
 
-def test_check_and_help_load_no_llama_cpp_for_the_options():
-    code = ("import sys\nfrom abricot_local.backends import backend_options\n"
-            "o = backend_options('llama.cpp', {'n_gpu_layers': 0, 'flash_attn': 'off'})\n"
-            "print(type(o).__name__, 'llama_cpp' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+OPTIONS_ONLY = ("import sys\nfrom abricot_local.backends import backend_options\n"
+                "o = backend_options('llama.cpp', {'n_gpu_layers': 0, 'flash_attn': 'off'})\n"
+                "print(type(o).__name__, 'llama_cpp' in sys.modules)")
+
+
+def early_children(tmp_path_factory) -> dict:
+    """OPTIONS_ONLY in a fresh process (in the repository: the package the suite imports), started by conftest once
+    the tests are collected, beside the other tests (conftest.start_early)."""
+    from conftest import Early
+
+    return {"options_only": Early([sys.executable, "-c", OPTIONS_ONLY], timeout=120,
+                                  cwd=Path(__file__).resolve().parents[1])}
+
+
+@pytest.fixture(scope="module")
+def options_only(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_check_and_help_load_no_llama_cpp_for_the_options(options_only):
+    r = options_only.result()
     assert r.stdout.strip() == "LlamaCppOptions False", r.stdout + r.stderr
 
 
