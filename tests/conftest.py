@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -357,6 +358,7 @@ class Early:
         self._lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._closed = False
+        self.seconds: float | None = None  # from its start to its end (a check on its own wall time)
 
     def start(self) -> "Early":
         import subprocess
@@ -373,8 +375,10 @@ class Early:
     def _read(self) -> None:
         import subprocess
 
+        t0 = time.monotonic()
         try:
             self._out.append(self.proc.communicate(timeout=self.timeout))
+            self.seconds = time.monotonic() - t0
         except subprocess.TimeoutExpired as exc:
             self.proc.kill()
             self.proc.communicate()

@@ -17,7 +17,7 @@ from abricot_local.run import calibration
 from abricot_local.backends.fake import FakeBackend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.run.cost import Measured, ModelFacts, count_work, text_tokenizer
+from abricot_local.run.cost import Measured, ModelFacts, text_tokenizer
 from conftest import FIXTURE
 
 RATE = dict(token_s=1e-3, call_s=1e-2, row_s=2e-3, load_s=1.5)
@@ -271,34 +271,82 @@ def test_every_7b_figure_of_the_readme_and_the_docs_is_bench_scales():
     assert per_item in running and f"{seven['full_hours']:.0f} hours" in running
 
 
-def test_estimated_tokens_are_close_to_the_tokenizers_own(vocab_dir, discotex_dir):
+# the counts below, in a process of their own started once the tests are collected (conftest.start_early): three
+# vocabularies' tokenizers over 80 items run beside the suite's other tests; the same calls, their numbers as JSON
+TOKENS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])  # the package the suite imports
+from pathlib import Path
+from abricot_local.backends.base import schedule
+from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+from abricot_local.backends.options import ScoringOptions
+from abricot_local.run.chars_per_token import ratio
+from abricot_local.run.cost import count_work, text_tokenizer
+from abricot_local.tasks.selection import prepare
+from abricot_local.tasks import make_task
+from abricot_local.tasks.base import TaskOptions
+vocab_dir, discotex_dir, fixture = map(Path, sys.argv[2:5])
+opts = ScoringOptions(n_ctx=4096)
+tasks = [make_task("discotex", TaskOptions(data_dir=str(discotex_dir))),
+         make_task("abricot_inc", TaskOptions(data=(("abricot", str(fixture)),)))]
+runs = prepare(tasks, None, sample=40)
+said = []
+for family in ("llama-bpe", "llama-spm", "qwen2"):
+    be = LlamaCppBackend(vocab_dir / f"ggml-vocab-{family}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
+    for run in runs:
+        exact = count_work(run.items, be.schedule, opts, exact=True, basis="")
+        tok = text_tokenizer(ratio(family, run.task).chars_per_token)
+        est = count_work(run.items, lambda r: schedule(r, tok, 4096), opts, exact=False, basis="")
+        said.append([family, run.task.name, exact.tokens, est.tokens, exact.calls, est.calls, exact.rows, est.rows])
+    be.close()
+print(json.dumps(said))
+"""
+
+
+def early_children(tmp_path_factory, vocab_dir=None, discotex_dir=None) -> dict:
+    """TOKENS in a fresh process (a private cache and config), the data sets where the suite finds them (none: no
+    child yet, the test's fixtures say why)."""
+    import sys
+
+    import abricot_local
+    import realdata
+    from conftest import Early, isolated_env
+
+    try:
+        vocab_dir = vocab_dir or realdata.obtain(realdata.VOCAB)
+        discotex_dir = discotex_dir or realdata.obtain(realdata.DISCOTEX)
+    except realdata.Missing:
+        return {}
+    root = tmp_path_factory.mktemp("tokens")
+    return {"tokens": Early([sys.executable, "-c", TOKENS, str(Path(abricot_local.__file__).parents[1]),
+                             str(vocab_dir), str(discotex_dir), str(FIXTURE)], timeout=300, cwd=root,
+                            env={**os.environ, **isolated_env(root)})}
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory, vocab_dir, discotex_dir):
+    from conftest import early_children_of
+
+    child = early_children_of(__name__, early_children, tmp_path_factory).get("tokens")
+    child = child or early_children(tmp_path_factory, vocab_dir, discotex_dir)["tokens"]
+    yield child
+    child.close()
+
+
+def test_estimated_tokens_are_close_to_the_tokenizers_own(tokens):
     """The stand-in tokenizer with a family's measured ratio against that family's tokenizer,
     on the same items through the same engine: within 10% (figures printed)."""
-    from abricot_local.backends.base import schedule
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.run.chars_per_token import ratio
-    from abricot_local.tasks.selection import prepare
-    from abricot_local.tasks import make_task
-    from abricot_local.tasks.base import TaskOptions
-
-    opts = ScoringOptions(n_ctx=4096)
-    tasks = [make_task("discotex", TaskOptions(data_dir=str(discotex_dir))),
-             make_task("abricot_inc", TaskOptions(data=(("abricot", str(FIXTURE)),)))]
-    runs = prepare(tasks, None, sample=40)
-    for family in ("llama-bpe", "llama-spm", "qwen2"):
-        be = LlamaCppBackend(vocab_dir / f"ggml-vocab-{family}.gguf", LlamaCppOptions(vocab_only=True, n_ctx=4096))
-        for run in runs:
-            exact = count_work(run.items, be.schedule, opts, exact=True, basis="")
-            tok = text_tokenizer(ratio(family, run.task).chars_per_token)
-            est = count_work(run.items, lambda r: schedule(r, tok, 4096), opts, exact=False, basis="")
-            print(f"{family} {run.task.name}: tokens exact {exact.tokens}, estimated {est.tokens}; "
-                  f"rows {exact.rows}, {est.rows}")
-            assert est.tokens == pytest.approx(exact.tokens, rel=0.10)
-            # a trunk call per n_batch tokens of an item (one whose length the estimate puts across a boundary
-            # takes a call more or less: 1 of the 40 sampled DISCOTEX items does); how the answer splits from the
-            # context differs (rows: a factor of 2)
-            assert abs(est.calls - exact.calls) <= 1 and exact.rows / 2 <= est.rows <= 2 * exact.rows
-        be.close()
+    r = tokens.result()
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = json.loads(r.stdout)
+    assert len(said) == 6  # 3 families x 2 tasks
+    for family, task, exact_tokens, est_tokens, exact_calls, est_calls, exact_rows, est_rows in said:
+        print(f"{family} {task}: tokens exact {exact_tokens}, estimated {est_tokens}; rows {exact_rows}, {est_rows}")
+        assert est_tokens == pytest.approx(exact_tokens, rel=0.10)
+        # a trunk call per n_batch tokens of an item (one whose length the estimate puts across a boundary
+        # takes a call more or less: 1 of the 40 sampled DISCOTEX items does); how the answer splits from the
+        # context differs (rows: a factor of 2)
+        assert abs(est_calls - exact_calls) <= 1 and exact_rows / 2 <= est_rows <= 2 * exact_rows
 
 
 def test_a_real_run_prints_its_plan_first(tmp_path):

@@ -93,21 +93,25 @@ WATCHDOG = ("import os, signal, time\n"
             "    while True: time.sleep(0.2)\n")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def watchdog_child():
-    """WATCHDOG's process, started as the module starts (conftest.Early: it runs while the test before it waits
-    on its own child), and when it was started."""
-    t0 = time.monotonic()
-    child = Early([sys.executable, "-c", WATCHDOG], timeout=30).start()
-    yield child, t0
+def early_children(tmp_path_factory) -> dict:
+    """WATCHDOG's fresh process, started by conftest once the tests are collected, beside the other tests
+    (conftest.start_early)."""
+    return {"watchdog": Early([sys.executable, "-c", WATCHDOG], timeout=30)}
+
+
+@pytest.fixture(scope="module")
+def watchdog_child(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
     child.close()
 
 
 def test_without_a_handler_the_watchdog_exits_with_the_signals_code(watchdog_child):
     """Ctrl-C (SIGINT, Python's own KeyboardInterrupt handler) with no on_stuck handler: 128 + 2."""
-    child, t0 = watchdog_child
-    r = child.result()
-    assert r.returncode == 128 + signal.SIGINT and time.monotonic() - t0 < 10, r
+    r = watchdog_child.result()
+    assert r.returncode == 128 + signal.SIGINT and watchdog_child.seconds < 10, (r, watchdog_child.seconds)
     assert "did not return within 0.2 s" in r.stderr
 
 
