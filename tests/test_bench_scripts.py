@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,30 +133,70 @@ def test_shapes_have_the_parameters_of_the_models_they_copy(key, billions):
     assert random_gguf.n_params(random_gguf.SHAPES[key]) / 1e9 == pytest.approx(billions, rel=0.01)
 
 
-def test_random_gguf_has_the_shape_and_the_tokenizer(tmp_path, vocab_dir):
-    from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
-    from abricot_local.gguf.check import read_header
+# the test below, its body in a process of its own started once the tests are collected (conftest.start_early): it
+# writes a GGUF of 32,000 tokens and opens two vocabularies, beside the suite's other tests; each check as it was
+RANDOM_GGUF = """
+import sys
+sys.path[:0] = sys.argv[1:3]  # the package the suite imports, and bench/
+from pathlib import Path
+import numpy as np
+import random_gguf
+from abricot_local.backends.llama_cpp.backend import LlamaCppBackend, LlamaCppOptions
+from abricot_local.gguf.check import read_header
+vocab_dir, out = Path(sys.argv[3]), Path(sys.argv[4])
+tiny = random_gguf.Shape("tiny", "nothing", 32000, 64, 2, 4, 2, 128, True, random_gguf.SPM, 10000.0)
+random_gguf.write_random_gguf(tiny, vocab_dir / random_gguf.SPM, out)
+header = read_header(out)  # our reader of what the gguf package wrote (its own reader parses 32000 tokens: seconds)
+assert {t.name: t.shape[::-1] for t in header.tensors} == dict(random_gguf.tensor_shapes(tiny))
+assert random_gguf.gguf_params(out) == random_gguf.n_params(tiny)
+up = next(t for t in header.tensors if t.name == "blk.0.ffn_up.weight")
+rows, cols = dict(random_gguf.tensor_shapes(tiny))[up.name]
+assert up.type_name == "F16" and up.nbytes == 2 * rows * cols
+weights = np.fromfile(out, np.float16, count=up.nbytes // 2, offset=up.start).astype(np.float32)
+assert 0.015 < weights.std() < 0.025, weights.std()
+text = "Indica la frase che rappresenta la continuazione del paragrafo."
+ours = LlamaCppBackend(out, LlamaCppOptions(vocab_only=True))
+theirs = LlamaCppBackend(vocab_dir / random_gguf.SPM, LlamaCppOptions(vocab_only=True))
+try:
+    assert ours.tokenize(text) == theirs.tokenize(text)
+    assert ours.metadata("llama.block_count") == "2"
+finally:
+    ours.close()
+    theirs.close()
+print("checked")
+"""
 
-    tiny = random_gguf.Shape("tiny", "nothing", 32000, 64, 2, 4, 2, 128, True, random_gguf.SPM, 10000.0)
-    out = tmp_path / "tiny.gguf"
-    random_gguf.write_random_gguf(tiny, vocab_dir / random_gguf.SPM, out)
-    header = read_header(out)  # our reader of what the gguf package wrote (its own reader parses 32000 tokens: seconds)
-    assert {t.name: t.shape[::-1] for t in header.tensors} == dict(random_gguf.tensor_shapes(tiny))
-    assert random_gguf.gguf_params(out) == random_gguf.n_params(tiny)
-    up = next(t for t in header.tensors if t.name == "blk.0.ffn_up.weight")
-    rows, cols = dict(random_gguf.tensor_shapes(tiny))[up.name]
-    assert up.type_name == "F16" and up.nbytes == 2 * rows * cols
-    weights = np.fromfile(out, np.float16, count=up.nbytes // 2, offset=up.start).astype(np.float32)
-    assert 0.015 < weights.std() < 0.025
-    text = "Indica la frase che rappresenta la continuazione del paragrafo."
-    ours = LlamaCppBackend(out, LlamaCppOptions(vocab_only=True))
-    theirs = LlamaCppBackend(vocab_dir / random_gguf.SPM, LlamaCppOptions(vocab_only=True))
+
+def early_children(tmp_path_factory, vocab_dir=None) -> dict:
+    """RANDOM_GGUF in a fresh process (a private cache and config), the vocabularies where the suite finds them
+    (none: no child yet, the test's fixture says why)."""
+    import abricot_local
+    import realdata
+    from conftest import Early, isolated_env
+
     try:
-        assert ours.tokenize(text) == theirs.tokenize(text)
-        assert ours.metadata("llama.block_count") == "2"
-    finally:
-        ours.close()
-        theirs.close()
+        vocab_dir = vocab_dir or realdata.obtain(realdata.VOCAB)
+    except realdata.Missing:
+        return {}
+    root = tmp_path_factory.mktemp("random-gguf")
+    return {"random_gguf": Early([sys.executable, "-c", RANDOM_GGUF, str(Path(abricot_local.__file__).parents[1]),
+                                  str(ROOT / "bench"), str(vocab_dir), str(root / "tiny.gguf")], timeout=300,
+                                 cwd=root, env={**os.environ, **isolated_env(root)})}
+
+
+@pytest.fixture(scope="module")
+def random_gguf_child(tmp_path_factory, vocab_dir):
+    from conftest import early_children_of
+
+    child = early_children_of(__name__, early_children, tmp_path_factory).get("random_gguf")
+    child = child or early_children(tmp_path_factory, vocab_dir)["random_gguf"]
+    yield child
+    child.close()
+
+
+def test_random_gguf_has_the_shape_and_the_tokenizer(random_gguf_child):
+    r = random_gguf_child.result()
+    assert r.returncode == 0 and r.stdout.split() == ["checked"], r.stdout + r.stderr[-3000:]
 
 
 def test_dry_run_predictions_are_read_from_the_plan_json():
