@@ -141,7 +141,7 @@ def test_correlations_are_open_until_they_have_an_interval_and_exact_at_n():
 
 
 # -- a settled verdict stays settled --------------------------------------------------------------------------
-def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n():
+def never_reversed() -> None:
     """Several verdicts at once: one held open keeps the rule looking, so every other is read again after it
     settles. Below N its interval only narrows (the looks intersected) and its verdict stays (not worse may become
     equivalent or better); at N the exact verdict differs from an earlier one only where that one was wrong."""
@@ -176,6 +176,13 @@ def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n():
                     assert kept, (q, first, later)
     assert reread > 60  # settled verdicts were read again at later looks
     assert reversed_at_n == wrong_before  # every change at N corrects a wrong earlier verdict
+
+
+def test_a_settled_verdict_is_never_reversed_at_a_later_look_below_n(never_reversed_child):
+    """never_reversed's checks, in a child started once the tests are collected (NEVER_REVERSED): each assert as
+    it was, the child to exit 0 and say 'checked'."""
+    r = never_reversed_child.result()
+    assert r.returncode == 0 and r.stdout.split() == ["checked"], r.stdout + r.stderr[-3000:]
 
 
 def _holds(kind: str, d: float, m: float) -> bool:
@@ -237,6 +244,13 @@ import test_sequential as t
 right = t.fake_answers(Path(sys.argv[3]))
 print(json.dumps([*t.wrong_rate(right, spend=False, reps=100, seed=7), *t.wrong_rate(right, spend=True, reps=100, seed=7)]))
 """
+NEVER_REVERSED = """
+import sys
+sys.path[:0] = sys.argv[1:3]  # the package the suite imports, and tests/
+import test_sequential as t
+t.never_reversed()
+print("checked")
+"""
 
 
 def early_children(tmp_path_factory) -> dict:
@@ -245,15 +259,25 @@ def early_children(tmp_path_factory) -> dict:
     from conftest import Early  # here: the child imports this module, and not the suite's conftest
 
     folder = tmp_path_factory.mktemp("seq") / "discotex"
-    return {"peeking": Early([sys.executable, "-c", PEEKING, str(Path(abricot_local.__file__).parents[1]),
-                              str(Path(__file__).parent), str(folder)], timeout=300)}
+    paths = [str(Path(abricot_local.__file__).parents[1]), str(Path(__file__).parent)]
+    return {"peeking": Early([sys.executable, "-c", PEEKING, *paths, str(folder)], timeout=300),
+            "never_reversed": Early([sys.executable, "-c", NEVER_REVERSED, *paths], timeout=300)}
 
 
 @pytest.fixture(scope="module")
 def peeking(tmp_path_factory):
     from conftest import early_children_of
 
-    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    child = early_children_of(__name__, early_children, tmp_path_factory)["peeking"]
+    yield child
+    child.close()
+
+
+@pytest.fixture(scope="module")
+def never_reversed_child(tmp_path_factory):
+    from conftest import early_children_of
+
+    child = early_children_of(__name__, early_children, tmp_path_factory)["never_reversed"]
     yield child
     child.close()
 
