@@ -12,6 +12,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
@@ -216,8 +217,7 @@ class Cached:
         return [self.memo[k] for k in keys]
 
 
-def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_the_shipped_rule_does_not(
-        tmp_path, monkeypatch):
+def peeking_through_runs(tmp_path: Path, monkeypatch) -> None:
     """A test's own published DISCOTEX rows claim the fake model's accuracy and binary accuracy on 120 invented items
     each less, and each plus, the margin: on the margin, every verdict settled before the last item is wrong. Looks
     at 10, 20, ..., 110 items (many looks: where peeking costs most). Each
@@ -274,6 +274,50 @@ def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_
     assert peek > sq.ALPHA + 3 * peek_se, (peek, peek_se)  # repeated looks at 90%: far above 10%
     assert ship <= sq.ALPHA, (ship, ship_se)
     assert peek - ship > 4 * math.hypot(peek_se, ship_se), (peek, ship)
+
+
+# the test below, its body (peeking_through_runs) in a process of its own started once the tests are collected
+# (conftest.start_early): 30 whole runs beside the suite's other tests; each assert as it was
+PEEKING_THROUGH_RUNS = """
+import sys
+sys.path[:0] = sys.argv[1:3]  # the package the suite imports, and tests/
+from pathlib import Path
+import pytest
+import test_until_settled as t
+with pytest.MonkeyPatch.context() as mp:
+    t.peeking_through_runs(Path(sys.argv[3]), mp)
+print("checked")
+"""
+
+
+def early_children(tmp_path_factory) -> dict:
+    """PEEKING_THROUGH_RUNS in a fresh process: its own folder (its working folder too), cache and config."""
+    import os
+    import sys
+
+    import abricot_local
+    from conftest import Early, isolated_env
+
+    root = tmp_path_factory.mktemp("peeking-runs")
+    return {"peeking": Early([sys.executable, "-c", PEEKING_THROUGH_RUNS, str(Path(abricot_local.__file__).parents[1]),
+                              str(Path(__file__).parent), str(root)], timeout=300, cwd=root,
+                             env={**os.environ, **isolated_env(root)})}
+
+
+@pytest.fixture(scope="module")
+def peeking_child(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_peeking_at_ninety_percent_through_the_run_exceeds_the_nominal_rate_and_the_shipped_rule_does_not(
+        peeking_child):
+    """peeking_through_runs's checks in a child (each assert as it was): the child exits 0 and says 'checked'."""
+    r = peeking_child.result()
+    assert r.returncode == 0 and r.stdout.split() == ["checked"], r.stdout + r.stderr[-3000:]
 
 
 # -- a quant ladder: each rung against its reference, look by look ----------------------------------------------
