@@ -2,7 +2,7 @@
 the one reader): the record a --resume grows (:func:`earlier_in`: its results.json, or the one the cut grow's
 checkpoint kept), the looks they took (:func:`taken`, what a grown run keeps; :func:`looked` and
 :func:`took_notes`, what a fixed-n one says, however many grows later), whether they all stopped (:func:`stopped`),
-their verdict lines (:func:`lines`), the bound a run open at its last look goes on to (:func:`next_bound`) and the
+their verdict lines (:func:`lines`), the bound a run open at its last look goes on to (analysis.settled.next_bound) and the
 advice that says so (:func:`advice`: one text for the CLI and the API). The rule's making, its looks and ``check``'s
 replay are settle.py's."""
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from abricot_local.analysis import sequential as sq
-from abricot_local.analysis.settled import next_bound as settled_bound
+from abricot_local.analysis.settled import next_bound  # the bound a run open at its last look goes on to (one rule)
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
@@ -137,13 +137,6 @@ def lines(entries: dict[str, TaskEntry]) -> list[str]:
         state = restored(entry.sequential)
         out += [state.line(lk) for lk in state.latest]
     return out
-
-
-def next_bound(record: Record) -> int | None:
-    """A --until-settled run stopped at its bound with a verdict open: the items of its next look (twice the
-    bound, at most the largest task); None when every verdict settled or every item was scored (analysis.settled's:
-    the one rule, which `report` and ``Run.published()`` give such a row as its ``max_items``)."""
-    return settled_bound(record)
 
 
 def advice(record: Record, command) -> str:
