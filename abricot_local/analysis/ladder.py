@@ -252,6 +252,11 @@ class Choice:
     def having(self, *kinds: str) -> tuple[Standing, ...]:
         return tuple(s for s in self.rungs if s.kind in kinds)
 
+    @property
+    def by_kld(self) -> tuple[Standing, ...]:
+        """The rungs whose KLD was measured, the lowest first (how far the distributions moved: not a verdict)."""
+        return tuple(sorted((s for s in self.rungs if s.kld is not None), key=lambda s: s.kld))
+
 
 def _standing(r: Rung) -> Standing:
     e, s = r.verdict, r.settled

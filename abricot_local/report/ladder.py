@@ -123,10 +123,9 @@ def choice_text(c: Choice) -> str:
                                                   for s in c.having(UNDEFINED)))
     if c.having(""):
         parts.append("no common item: " + ", ".join(s.quant for s in c.having("")))
-    kld = sorted((s for s in c.rungs if s.kld is not None), key=lambda s: s.kld)
-    if kld:
+    if c.by_kld:
         parts.append(f"KLD from {c.reference} (how far the distributions moved, not a verdict): "
-                     + ", ".join(f"{s.quant} {s.kld:.4f}" for s in kld))
+                     + ", ".join(f"{s.quant} {s.kld:.4f}" for s in c.by_kld))
     return "; ".join(parts)
 
 
@@ -153,8 +152,7 @@ def choice_record(c: Choice) -> dict:
             "worse": [_standing_record(s) for s in c.having(WORSE)],
             "cannot_tell": [_standing_record(s) for s in c.having(UNDEFINED)],
             "no_common_item": [s.quant for s in c.having("")],
-            "kld": [{"quant": s.quant, "mean": s.kld} for s in sorted((s for s in c.rungs if s.kld is not None),
-                                                                     key=lambda s: s.kld)],
+            "kld": [{"quant": s.quant, "mean": s.kld} for s in c.by_kld],
             "line": choice_text(c)}
 
 
