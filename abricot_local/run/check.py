@@ -170,6 +170,29 @@ def _record_differences(record: Record, samples: dict, out: Path) -> list[str]:
     return lines
 
 
+def _warning_differences(record: Record, plan: Plan, samples: dict) -> tuple[str, ...]:
+    """Each task whose recorded warnings do not end with those its samples give, made again by the rule the run
+    recorded them by (run.record.recorded_split), naming the warnings that differ. The warnings that do not depend
+    on the items scored (notes, the task's own; held.py holds the run to its data) are not remade here."""
+    from abricot_local.run.record import entry_warnings, recorded_split
+
+    lines = []
+    config = record.config
+    for task_run in plan.runs:
+        name = task_run.task.key
+        entry, rows = record.tasks[name], samples[name]
+        if recorded_split(entry, task_run.task, rows, limit=config.limit, sample=config.sample) is not None:
+            continue
+        made = entry_warnings((), task_run.task, rows, entry.metrics, limit=config.limit, sample=config.sample)
+        tail = tuple(entry.warnings)[-len(made):] if made else ()
+        lacks = [w for w in made if w not in entry.warnings]
+        more = [w for w in tail if w not in made]
+        said = "; ".join([*(f"the samples give {w!r}, not recorded" for w in lacks),
+                          *(f"recorded {w!r}, which the samples do not give" for w in more)])
+        lines.append(f"{name} warnings: {said or 'recorded in another order than the samples give them'}")
+    return tuple(lines)
+
+
 def _kernels(backend) -> Kernels | None:
     return backend.provenance().kernels
 
@@ -275,7 +298,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
                    "then comparing" + (f" ({opt('exact', True)}: the recorded numbers are demanded)" if exact else ""))
         data_differs = held.differences(run, prepared(p, backend), read)
         settled, settled_notes = settled_differences(record, p.runs, read, out)
-        record_differs += tuple(settled)
+        record_differs += tuple(settled) + _warning_differences(record, p, read)
         for task_run in p.runs:
             recorded = recorded_runs[task_run.task.key]
             require_finite(list(recorded.values()), task_run.task.key)

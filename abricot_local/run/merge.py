@@ -237,11 +237,31 @@ def available_of(name: str, found: Sequence[tuple[Shard, Run]]) -> int:
     return counts.pop()
 
 
+def fixed_warnings(name: str, task, found: Sequence[tuple[Shard, Run]], parts: Sequence[Sequence[Sample]]) -> tuple:
+    """Task ``name``'s recorded warnings that do not depend on the items a shard scored (its notes, the task's own:
+    run.record.recorded_split), each once, in the shards' order; the merged run's own scored ones are made anew
+    from all its items (run.record.entry_warnings: the rule `run` records by). A shard whose recorded warnings do
+    not end with those its samples give is refused: its record was changed after it was scored."""
+    from abricot_local.run.record import recorded_split
+
+    fixed: dict[str, None] = {}
+    for (shard, run), part in zip(found, parts):
+        config = run.record.config
+        split = recorded_split(run.record.tasks[name], task, part, limit=config.limit, sample=config.sample)
+        if split is None:
+            raise ResultsError(f"shard {shard} ({run.path}): the warnings its {RESULTS} records for task {name} do "
+                               "not end with those its samples give (check re-makes them too): its record was "
+                               f"changed after it was scored, or an earlier abricot-local wrote it; run shard {shard} "
+                               "again into a new folder, then merge it in its place")
+        fixed.update(dict.fromkeys(split[0]))
+    return tuple(fixed)
+
+
 def merge(shards: Sequence, out: str | Path) -> Path:
     """Write the merged run of ``shards`` (analysis.runs.Run, or their folders) into ``out``; returns its
     results.json."""
     from abricot_local.analysis import baselines
-    from abricot_local.run.record import as_json, data_warnings, metric_warnings
+    from abricot_local.run.record import as_json, entry_warnings
     from abricot_local.tasks import make_task
 
     found = check_shards(shards, out)
@@ -261,14 +281,11 @@ def merge(shards: Sequence, out: str | Path) -> Path:
             dup = next(i for i in ids if ids.count(i) > 1)
             raise ResultsError(f"task {name}: item {dup} is in more than one shard; the shards are not disjoint")
         metrics = as_json(task.metrics(rows))
-        first = data_warnings(task, parts[0], limit=ref.config.limit, sample=ref.config.sample) + \
-            metric_warnings(entry.metrics, task, parts[0])  # the first shard's own, made anew for the whole below
-        own = [w for w in entry.warnings if w not in first]
         tasks[name] = replace(entry, metrics=metrics, n=len(rows),
                               seconds=round(sum(run.record.tasks[name].seconds or 0 for run in runs), 3),
                               scored_now=sum(run.record.tasks[name].scored_now or 0 for run in runs),
-                              warnings=(*own, *data_warnings(task, rows, limit=ref.config.limit,
-                                                                   sample=ref.config.sample), *metric_warnings(metrics, task, rows)))
+                              warnings=entry_warnings(fixed_warnings(name, task, found, parts), task, rows, metrics,
+                                                      limit=ref.config.limit, sample=ref.config.sample))
         samples[name] = rows
         judged.append(baselines.VerdictTask(name, task, tuple(rows)))  # N: its entry's available (available_of)
     if published is not None and published.reproduces:  # the verdict on the whole run, not on a shard

@@ -105,12 +105,42 @@ def plan_manifest(plan: Plan) -> Manifest:
     return plan.manifest()
 
 
+def scored_warnings(task, samples: Sequence[Sample], metrics: dict, *, limit: int | None = None,
+                    sample: int | None = None) -> tuple[str, ...]:
+    """The warnings a task's scored ``samples`` and their ``metrics`` (as results.json holds them) give: its data's
+    (one gold class, a source not scored: :func:`data_warnings`), its metrics' (:func:`metric_warnings`); the
+    options they name as opt()'s. A function of the samples: a shard's are not its merged run's (run/merge.py)."""
+    return (*data_warnings(task, samples, limit=limit, sample=sample), *metric_warnings(metrics, task, samples))
+
+
 def task_warnings(plan: Plan, run: TaskRun, res) -> tuple[str, ...]:
-    """What makes a task's numbers misleading, as its run ends: the task's own, its data's (one gold class, a
-    source not scored), its metrics' (undefined); the options they name as opt()'s (a door renders them; the
-    record keeps them in its words, after the task's notes, which the run said as it began)."""
-    return (*run.task.warnings(), *data_warnings(run.task, res.samples, limit=plan.limit, sample=plan.sample),
-            *metric_warnings(as_json(res.metrics), run.task, res.samples))
+    """What makes a task's numbers misleading, as its run ends: the task's own, then :func:`scored_warnings`; the
+    options they name as opt()'s (a door renders them; the record keeps them in its words, after the task's notes,
+    which the run said as it began: :func:`entry_warnings`)."""
+    return (*run.task.warnings(), *scored_warnings(run.task, res.samples, as_json(res.metrics), limit=plan.limit,
+                                                   sample=plan.sample))
+
+
+def entry_warnings(fixed: Sequence[str], task, samples: Sequence[Sample], metrics: dict, *,
+                   limit: int | None = None, sample: int | None = None) -> tuple[str, ...]:
+    """A task entry's ``warnings`` as results.json records them, in its words (:func:`recorded`): ``fixed``, what
+    does not depend on the items scored (the run's notes, the task's own warnings: the same in every shard of a
+    run), then :func:`scored_warnings` of ``samples``. The one rule `run`, `--resume` and `merge` record by;
+    `check` holds a record to it (:func:`recorded_split`)."""
+    made = scored_warnings(task, samples, metrics, limit=limit, sample=sample)
+    return tuple(recorded(w) for w in (*fixed, *made))
+
+
+def recorded_split(entry: TaskEntry, task, samples: Sequence[Sample], *, limit: int | None = None,
+                   sample: int | None = None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(fixed, scored) of a recorded task ``entry``'s warnings (:func:`entry_warnings`): ``scored``, those its
+    ``samples`` and recorded metrics give, remade, ending them; ``fixed`` the rest. None when the record's do not
+    end with them (the record or its samples were changed after it was written, or an earlier version wrote it)."""
+    made = entry_warnings((), task, samples, entry.metrics, limit=limit, sample=sample)
+    have = tuple(entry.warnings)
+    if len(made) > len(have) or have[len(have) - len(made):] != made:
+        return None
+    return have[:len(have) - len(made)], made
 
 
 def warnings_of(plan: Plan, task_results: list) -> tuple[tuple[str, str], ...]:
@@ -144,7 +174,8 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=plan.data[res.name],
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=tuple(recorded(w) for w in (*run.notes, *task_warnings(plan, run, res))),
+        warnings=entry_warnings((*run.notes, *run.task.warnings()), run.task, res.samples, metrics, limit=plan.limit,
+                                sample=plan.sample),
         sampled=run.sampled,  # config's sample is as given; this is what was drawn
         available=run.available or None, plugin=task_plugin(res.name))
 
