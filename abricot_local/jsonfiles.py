@@ -166,18 +166,18 @@ LOCK_WAIT = 30.0  # seconds a writer waits for another one
 def locked(path: Path, by: str):
     """The block run by one writer of ``path`` at a time (a read, a merge and :func:`atomic_write`, so no
     other writer's entry is lost): ``path.lock`` taken with flock (the kernel drops it when a process
-    dies), never through a link, removed when done; waits up to :data:`LOCK_WAIT` seconds for another
-    writer (``by``: what writes it, for the message), then says who holds it."""
+    dies), never through a link; waits up to :data:`LOCK_WAIT` seconds for another writer (``by``: what
+    writes it, for the message), then says who holds it. The lock file is removed when done only by the
+    call that made it (``O_EXCL``); a file of that name this call did not make (another writer's, one a
+    killed writer left, a user's own ``notes.json.lock``) is locked as it is, never written nor removed."""
     import fcntl
 
     lock = path.with_name(path.name + ".lock")
     deadline = time.monotonic() + LOCK_WAIT
     while True:
-        try:
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-        except OSError as exc:
-            raise write_error(lock, exc) from None
+        fd, made = _lock_file(lock)
+        if fd is None:
+            continue  # removed between two opens: make it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -187,20 +187,49 @@ def locked(path: Path, by: str):
                                    f"{lock}); try again when it is done") from None
             time.sleep(0.02)
             continue
-        try:  # the file locked must still be the lock (the writer before removed it when done)
-            if os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
-                break
-        except FileNotFoundError:
-            pass
+        if _at(lock, fd):  # the file locked must still be the lock (its maker removes it when done)
+            break
         os.close(fd)
     try:
         yield
     finally:
-        try:
-            os.unlink(lock)  # then the flock dropped: a writer waiting on it takes the next one
-        except OSError:
-            pass
+        if made and _at(lock, fd):
+            try:
+                os.unlink(lock)  # then the flock dropped: a writer waiting on it takes the next one
+            except OSError:
+                pass
         os.close(fd)
+
+
+def _lock_file(lock: Path) -> tuple[int | None, bool]:
+    """``lock`` opened for flock: (fd, made: this call created it), (None, False) when it vanished between the
+    two opens. Never through a link; a link or a file that is not a regular one is refused in one line."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), True
+        except FileExistsError:  # another writer's, or a file this did not make: locked as it is, left as it is
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsError(f"{lock} is a link; a lock is never taken through one: remove it") from None
+        raise write_error(lock, exc) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        raise ResultsError(f"{lock} is {kind}, not the regular file a lock is; move it away")
+    return fd, False
+
+
+def _at(lock: Path, fd: int) -> bool:
+    """Whether ``lock``'s name still holds the file open as ``fd`` (not removed, not replaced)."""
+    try:
+        return os.path.samestat(os.stat(lock, follow_symlinks=False), os.fstat(fd))
+    except OSError:
+        return False
 
 
 def temp_files(folder: Path, name: str) -> list[Path]:

@@ -7,13 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from abricot_local.analysis.lm_eval_input import LM_EVAL_PROVENANCE
 from abricot_local.analysis.population import LM_EVAL_KEY
 from abricot_local.analysis.runs import Run
 
 # what only lm-eval's door records, so a run's own folder never does: lm-eval's request rules (lm_eval/requests.py),
 # its version, its model and its --limit (the items chosen: the matching's), each task's lm-eval task
-# (analysis/lm_eval_input.py). Beside a run they tell how lm-eval called the model, not how the numbers were made
-LM_EVAL_ONLY = ("provenance.requests", "provenance.lm_eval_version", "provenance.lm_eval_model", "provenance.limit")
+# (analysis/lm_eval_input.py: LM_EVAL_PROVENANCE, named there once). Beside a run they tell how lm-eval called the
+# model, not how the numbers were made
+LM_EVAL_ONLY = tuple(f"provenance.{key}" for key in LM_EVAL_PROVENANCE)
 
 
 @dataclass(frozen=True)

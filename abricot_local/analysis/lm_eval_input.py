@@ -34,6 +34,15 @@ from abricot_local.record.schema import SCHEMA_VERSION
 __all__ = ["DataNotHere", "is_lm_eval_output", "read", "recorded_data", "results_file"]  # DataNotHere: matching's
 
 RESULTS_GLOB = "results_*.json"
+# What only lm-eval's door records in a run's provenance, named here once: REQUESTS, written by lm_eval/requests.py
+# (its request rules: OpenedModel.provenance, in an output's config.abricot_local), and what this module reads from
+# an lm-eval output (_LM_EVAL_READ: lm-eval's version, its model, its --limit). analysis/differing.py's LM_EVAL_ONLY
+# is made from LM_EVAL_PROVENANCE: a key added to either writer is known there.
+REQUESTS = "requests"
+_LM_EVAL_READ = {"lm_eval_version": lambda doc, config: doc.get("lm_eval_version"),
+                 "lm_eval_model": lambda doc, config: config.get("model"),
+                 "limit": lambda doc, config: config.get("limit")}
+LM_EVAL_PROVENANCE = (REQUESTS, *_LM_EVAL_READ)
 _DTYPES = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16",
            "float32": "F32", "fp32": "F32", "float": "F32"}
 
@@ -165,8 +174,7 @@ def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int |
     name = str(doc.get("model_name") or args.get("pretrained") or args.get("model") or config.get("model")
                or "lm-eval model")
     quant = _DTYPES.get(str(args.get("dtype", "")).lower(), "")
-    lm = {"lm_eval_version": doc.get("lm_eval_version"), "lm_eval_model": config.get("model"),
-          "limit": config.get("limit")}
+    lm = {key: read(doc, config) for key, read in _LM_EVAL_READ.items()}
     limit = _limit(config.get("limit"))
     own = config.get("abricot_local")
     if isinstance(own, dict) and isinstance(own.get("model"), dict) and isinstance(own.get("config"), dict):

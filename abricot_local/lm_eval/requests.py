@@ -159,6 +159,7 @@ def open_model(args: dict) -> OpenedModel:
     the backend opened as `run` opens it (execute.open_backend), the provenance `run` records
     (run/record.py) with lm-eval's own: the request rules (its thread-dependent decode calls counted when lm-eval
     reads it, after scoring: OpenedModel.provenance). An error says lm-eval's words (model_args)."""
+    from abricot_local.analysis.lm_eval_input import REQUESTS
     from abricot_local.run.execute import open_backend
     from abricot_local.run.plan import make_plan
     from abricot_local.run.record import provenance
@@ -173,7 +174,7 @@ def open_model(args: dict) -> OpenedModel:
         if ROLLING in backend.capabilities:
             rules.update(prefix_token=backend.prefix_token, rolling_window_tokens=window_tokens(backend))
         made = provenance(backend, before={"model": p.model.record().to_dict(), "config": p.model_config().to_dict()},
-                          after={"requests": rules})  # lm-eval's edge: OpenedModel.provenance, its output's JSON
+                          after={REQUESTS: rules})  # lm-eval's edge: OpenedModel.provenance, its output's JSON
     except BaseException:
         backend.close()
         raise

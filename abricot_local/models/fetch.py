@@ -12,6 +12,7 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from abricot_local.cache import cache_dir, is_offline, publish, shown
@@ -51,12 +52,14 @@ def _cause(url: str, exc: BaseException) -> _Failed:
     return _Failed(f"{host}: {getattr(reason, 'strerror', None) or reason}")
 
 
-def download_url(url: str, dest: Path, *, sha256: str | None = None, progress: bool = True) -> Path:
+def download_url(url: str, dest: Path, *, sha256: str | None = None, progress: bool = True,
+                 notify: Callable[[str], None] | None = None) -> Path:
     """Download ``url`` to ``dest`` (a partial file beside it, then rename; one an earlier download of ``url``
     left is continued, with an HTTP Range request: :func:`_download`). An existing ``dest`` is kept when it
-    matches ``sha256`` (or when no hash is given)."""
+    matches ``sha256`` (or when no hash is given). ``notify``: told when another process downloads the same file
+    now and this one waits for it (nothing is printed)."""
     try:
-        return _download(url, Path(dest), sha256, progress)
+        return _download(url, Path(dest), sha256, progress, notify)
     except _Failed as failed:
         by_hand = f"download it by hand and save it as {dest}"
         if failed.integrity:
@@ -89,7 +92,7 @@ def download_files(files, folder: Path, *, progress: bool = True) -> list[Path]:
     return got
 
 
-def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
+def _download(url: str, dest: Path, sha256: str | None, progress: bool, notify=None) -> Path:
     """``url`` into ``dest`` through its partial file (models/temps.py's hold_partial, models/resume.py): what an
     earlier download of ``url`` into ``dest`` left is continued, when ``sha256`` pins the file (else each download
     starts afresh: nothing would tell a file changed at its URL between two tries). The partial goes once it is published, when its
@@ -108,7 +111,7 @@ def _download(url: str, dest: Path, sha256: str | None, progress: bool) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         # continued only under a pinned SHA-256, which the whole file is checked against: without one, a file
         # changed at its URL between two tries would be published spliced from both (no validator is kept)
-        held = hold_partial(dest, mine, resume.waiting if progress else None) if sha256 else None
+        held = hold_partial(dest, mine, resume.waiting(notify)) if sha256 else None
         fd, tmp, waited = held or (*temp_beside(dest, PART), False)  # unpinned, or a partial not safely ours: afresh
     except OSError as exc:
         _unmake(made)

@@ -97,7 +97,7 @@ def download_line(spec: ModelSpec) -> str:
 def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None = None, notify=None) -> Path:
     """Download every part of ``spec`` into the standard HF cache (a stopped pull is continued: :mod:`hub_pull`),
     check size and sha256 where known, and return the path of the first part. ``notify(line)``
-    is told what will be fetched before anything starts."""
+    is told what will be fetched before anything starts, and when another process pulls a part now (waited for)."""
     if not spec.repo:  # sources.Hub's entries name one (models.toml's check); no other source downloads here
         raise ModelError(f"model '{spec.name}' names no Hugging Face repository (source = {spec.source})")
     offline = is_offline() if offline is None else offline
@@ -113,7 +113,7 @@ def pull_model(spec: ModelSpec, *, progress: bool = True, offline: bool | None =
                 paths.append(hub_pull.hf_download(hub_module(), spec.repo, name, rev, local=True))
             else:
                 paths.append(hub_pull.pull(hub_module(), spec.repo, name, rev, sha256=spec.sha256_for(i),
-                                           size=spec.size_for(i), progress=progress))
+                                           size=spec.size_for(i), progress=progress, notify=notify))
     verify_parts(spec, paths)
     return colocate(spec, paths)
 

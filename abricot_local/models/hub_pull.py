@@ -79,10 +79,11 @@ class _HTTPStatus(Exception):
 
 
 def pull(api, repo: str, filename: str, revision: str | None, *, sha256: str | None = None,
-         size: int | None = None, progress: bool = True) -> Path:
+         size: int | None = None, progress: bool = True, notify: Callable[[str], None] | None = None) -> Path:
     """``filename`` of model repository ``repo`` at ``revision`` (None: the default branch) in the HF cache, its
     snapshot path; ``api`` is the huggingface_hub module (hub.hub_module()). Online only. A stopped pull's bytes are
-    continued; ``sha256`` and ``size`` (the registry's pins) are checked before the blob is placed."""
+    continued; ``sha256`` and ``size`` (the registry's pins) are checked before the blob is placed. ``notify``: told
+    when another process pulls the same blob now and this one waits for it."""
     try:
         from huggingface_hub import constants, errors
         from huggingface_hub.file_download import (
@@ -163,7 +164,7 @@ def pull(api, repo: str, filename: str, revision: str | None, *, sha256: str | N
         same = fresh.etag == meta.etag and fresh.location and fresh.location != url
         return fresh.location if same else None
 
-    digest = _fetch(body, lambda: WeakFileLock(str(lock)), place, progress, renew)
+    digest = _fetch(body, lambda: WeakFileLock(str(lock)), place, progress, renew, notify)
     if digest:
         memo_store(body.blob, digest)
     return pointer
@@ -197,7 +198,7 @@ def _auth(url: str, location: str) -> dict:
 
 
 def _fetch(body: _Body, locked: Callable, place: Callable[[bool], None], progress: bool,
-           renew: Callable[[], str | None] | None = None) -> str | None:
+           renew: Callable[[], str | None] | None = None, notify: Callable[[str], None] | None = None) -> str | None:
     """The blob made from ``body.location`` through its partial file, then ``place(new_blob)``d, under
     huggingface_hub's lock for it (``locked()``); its SHA-256, None when another download made the blob first
     (``new_blob`` False then). ``renew()``: a fresh location once a CDN's signed one is refused (:func:`_stream`).
@@ -208,7 +209,7 @@ def _fetch(body: _Body, locked: Callable, place: Callable[[bool], None], progres
     mine = resume.key(blob.name)
     remove_stale(blob.parent, partial_pattern(blob.name, but=mine, suffix=INCOMPLETE))
     try:
-        held = hold_partial(blob, mine, resume.waiting if progress else None, INCOMPLETE)
+        held = hold_partial(blob, mine, resume.waiting(notify), INCOMPLETE)
         fd, tmp, _ = held or (*temp_beside(blob, PART), False)  # a partial not safely ours: not resumed
     except OSError as exc:
         raise DownloadError(f"cannot write {shown(blob.parent)} ({exc.strerror}); make the Hugging Face cache "

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from abricot_local.cache import shown
@@ -50,9 +50,13 @@ def settled(tmp: Path, fd: int, keep: bool, what: str) -> str:
     return "; the partial file was discarded" if size else ""
 
 
-def waiting(path: Path) -> None:
-    """Said when another process holds the partial file of the same file (temps.hold_partial waits for it)."""
-    print(f"another process is downloading this file now ({shown(path)}); waiting for it", file=sys.stderr)
+def waiting(notify: Callable[[str], None] | None) -> Callable[[Path], None] | None:
+    """What tells ``notify`` (the caller's: a run's hooks, the CLI's line; None: nothing is said) that another
+    process holds the partial file of the same file (temps.hold_partial's ``on_wait``: it waits for it). The
+    library prints nothing itself."""
+    if notify is None:
+        return None
+    return lambda path: notify(f"another process is downloading this file now ({shown(path)}); waiting for it")
 
 
 def key(url: str) -> str:

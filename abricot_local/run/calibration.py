@@ -26,7 +26,7 @@ numbers) is ignored and named (:func:`read`'s notes, which the dry run shows), a
 when the next calibration rewrites the file; a file that cannot be read at all (not JSON,
 nested too deep) holds none. A degenerate fit (an output row's cost of 0: :func:`degenerate`; earlier versions
 stored some) is never stored: :func:`calibrate` refuses it in one line, and the calibration before stays. Writers take
-``calibrations.json.lock`` (jsonfiles.locked: flock, removed when done) and
+``calibrations.json.lock`` (jsonfiles.locked: flock, removed when done by the writer that made it) and
 merge under it, so calibrations made at the same time are all kept.
 """
 

@@ -137,7 +137,7 @@ def _download(repo: str, quant, file, where: str, notify, progress: bool) -> Fou
     paths = []
     with hub.progress_bars(progress):
         for name in parts:  # a stopped pull continued (hub_pull), as a registry model's
-            paths.append(hub_pull.pull(api, repo, name, commit, progress=progress))
+            paths.append(hub_pull.pull(api, repo, name, commit, progress=progress, notify=notify))
     return _found(repo, commit, paths[0])
 
 
