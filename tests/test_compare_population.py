@@ -1,7 +1,8 @@
 """compare's task size N (analysis/population.py) when the data a run recorded is not on this machine (a run
 folder copied from elsewhere): counted from the data the user gives (`compare --data-dir DIR`, `--data
 KEY=PATH`, population.GivenData), only when it is the data the run recorded (its SHA-256); the recorded files,
-where they are here, first; a path given that is not here refused in one line."""
+where they are here, first; a path given that is not here refused in one line. A run that records its N (its
+entry's ``available``) is read by it (tests/test_recorded_n.py): these runs are made as older records, without it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def _copy(src, dest):
     return dest
 
 
+def unrecorded(run):
+    """``run`` as a record older than ``available`` (its N counted from the data, not read off the record)."""
+    doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    for entry in doc["tasks"].values():
+        entry.pop("available", None)
+    (run / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    return run
+
+
 @pytest.fixture(scope="module")
 def place(tmp_path_factory, discotex_dir):
     """Two --sample 24 fake runs (fake, fake-7) made with --data-dir on a copy of the data that is then moved
@@ -50,7 +60,7 @@ def place(tmp_path_factory, discotex_dir):
             plan = planned.plan_run(model=model, given=Given.of(ScoringOptions(n_ctx=8192, seed=seed), backend="fake"),
                                      task_spec="discotex", task_options=TaskOptions(data_dir=str(data.parent)),
                                      limit=None, sample=24)
-            out[name] = run_plan(plan, root / "runs" / name).path.parent
+            out[name] = unrecorded(run_plan(plan, root / "runs" / name).path.parent)
         moved = root / "moved"
         (root / "gone").rename(moved)
         short = _copy(moved / "discotex", root / "short" / "discotex")
@@ -173,8 +183,10 @@ def test_data_given_for_runs_of_limits_first_items_is_said_unused():
     from types import SimpleNamespace
 
     from abricot_local.analysis.population import task_count
+    from abricot_local.record import RunConfig
 
-    view = SimpleNamespace(task=lambda name: SimpleNamespace(config={"limit": 5}, own_key="discotex", samples=()))
+    view = SimpleNamespace(task=lambda name: SimpleNamespace(own_key="discotex", samples=()),
+                           record=SimpleNamespace(config=RunConfig(limit=5)))
     assert task_count([view], "discotex") == (None, "")
     n, why = task_count([view], "discotex", GivenData(data_dir="/data"))
     assert n is None and why.startswith("task discotex: its items (N) not counted from the data given (/data): a run "

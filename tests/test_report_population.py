@@ -1,7 +1,8 @@
 """`report`'s own comparisons (the quant ladder, the HTML page's pairwise view) count a task's size N as `compare`
 does (analysis/population.py): where the runs recorded their data, else in the data given with `report --data-dir
 DIR` / `--data KEY=PATH` (a run folder copied from another machine), carried as ``Report.given``
-(population.GivenData); a path given that is not here refused in one line."""
+(population.GivenData); a path given that is not here refused in one line. The runs are made as records older
+than ``available`` (a run that records its N is read by it: tests/test_recorded_n.py)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def place(tmp_path_factory, discotex_dir):
         r = invoke("run", "toy-f16", "--models", models, "--quants", "F16,Q4_0", "--tasks", "discotex",
                    "--data-dir", data.parent, "--sample", 24, "--out", root / "ladder")
         assert r.exit_code == 0, r.output
+        for results in sorted((root / "ladder").glob("*/results.json")):  # older records: N counted from the data
+            doc = json.loads(results.read_text(encoding="utf-8"))
+            for entry in doc["tasks"].values():
+                entry.pop("available", None)
+            results.write_text(json.dumps(doc), encoding="utf-8")
         (root / "gone").rename(root / "moved")
     return {"root": root, "models": models, "ladder": root / "ladder", "moved": root / "moved"}
 

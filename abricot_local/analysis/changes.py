@@ -42,14 +42,14 @@ def outcome(gold: int, pred_ref: int, pred_other: int) -> str:
 
 
 def compared(ref, other) -> str:
-    """What two runs (each with ``settings``, flat, and ``base``: analysis/runs.Run) compare:
-    one model (the same file, or no file and the same model name: settings, kernels, engines),
+    """What two runs (analysis/runs.Run: the model's SHA-256 its record holds, its ``base`` and ``quant``)
+    compare: one model (the same file, or no file and the same model name: settings, kernels, engines),
     quants of one base model, or two models."""
-    a, b = ref.settings.get("model_sha256"), other.settings.get("model_sha256")
+    a, b = ref.record.model.sha256, other.record.model.sha256
     if a and a == b:
         return ONE_MODEL
     same_base = bool(ref.base) and ref.base.lower() == (other.base or "").lower()
-    qa, qb = (str(v.settings.get("quant") or "").upper() for v in (ref, other))
+    qa, qb = (str(v.quant or "").upper() for v in (ref, other))
     if same_base and qa != qb:
         return QUANTS
     return ONE_MODEL if same_base and not (a and b) else MODELS

@@ -12,8 +12,9 @@ predictions and the mean KL(reference || quant) of the answer-label distribution
 (``stats.label_kl``), beside each run's file size and measured items/s (results.json's
 ``model.size``, and ``scored_now / seconds`` of the task), and the full-vocabulary KLD the
 quant's folder keeps against the reference's model (``abricot-local kld``: analysis/kld.py), if
-measured. The task's N (the verdict's finite-population correction) is compare's: counted where the runs
-recorded their data, else in the data the user gave (population.GivenData: `report --data-dir`). A rung a
+measured. The task's N (the verdict's finite-population correction) is compare's: the N the runs recorded, else
+counted where they recorded their data, else in the data the user gave (population.GivenData: `report
+--data-dir`). A rung a
 ``run --quants --until-settled`` rule judged against this reference holds that rule's verdict too (``settled``:
 settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it judged at the
 rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks.

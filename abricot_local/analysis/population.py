@@ -2,14 +2,16 @@
 
 A published row, and the value a comparison is about, is a number on a finite set of items
 (ABRICOT's 127 rows, DISCOTEX's 1,600 test rows). :func:`task_total` reads N off the runs
-compared: a run that scored the whole task holds N items (its record names no ``--limit``,
-``--sample`` or ``--shard``; an lm-eval log is not taken for a whole task, since its own
-``--limit`` is not in the record); else the task's items are counted from its data when that is
-here (where the run recorded it, or where `run` finds it) and is the data the run recorded (the same
-SHA-256). Where the recorded files are not here (a run folder copied from another machine), the data the
-user gave (:class:`GivenData`: `compare --data KEY=PATH`, `--data-dir DIR`) is where they are counted. None:
-not known here, or a run compared scored --limit's first items (no draw of the task), and a verdict then
-speaks of items like these only.
+compared, by the published verdict's rule (baselines.items_total): the N a run recorded (its task entry's
+``available``, else its verdict's ``items_total``), so the same runs give the same N wherever their data is;
+two runs that recorded different Ns give none (a note says so). A record without it (lm-eval's, an older run's):
+a run that scored the whole task holds N items (its record names no ``--limit``, ``--sample`` or ``--shard``;
+an lm-eval log is not taken for a whole task, since its own ``--limit`` is not in the record); else the
+task's items are counted from its data when that is here (where the run recorded it, or where `run` finds
+it) and is the data the run recorded (the same SHA-256). Where the recorded files are not here (a run folder
+copied from another machine), the data the user gave (:class:`GivenData`: `compare --data KEY=PATH`,
+`--data-dir DIR`) is where they are counted. None: not known here, or a run compared scored --limit's first
+items (no draw of the task), and a verdict then speaks of items like these only.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from abricot_local.analysis.baselines import items_total
 from abricot_local.errors import AbricotError
+from abricot_local.record.settings import subset
 
-SELECTION = ("limit", "sample", "shard")  # what a run records when it scored only some items
 LM_EVAL_KEY = "lm_eval_task"  # a task config read from an lm-eval log (analysis/lm_eval_input.py)
 
 
@@ -57,9 +60,26 @@ def given_data(data: Sequence[tuple[str, str]] = (), data_dir: str | None = None
     return GivenData(tuple(data), data_dir)
 
 
-def whole(config) -> bool:
-    """Whether a run's task (its config: the run's with the task's over it) scored every item."""
-    return all(config.get(k) is None for k in SELECTION) and LM_EVAL_KEY not in config
+def whole(view, task: str) -> bool:
+    """Whether run ``view`` (a runs.Run) scored every item of its ``task``: its config selects none
+    (record.settings.subset) and the task is no lm-eval log's (whose own --limit the record may not hold)."""
+    entry = view.task(task).entry
+    return not subset(view.record.config) and LM_EVAL_KEY not in (entry.config if entry is not None else {})
+
+
+def drawn(view) -> bool:
+    """Whether run ``view``'s task items are a draw of the task (every item, --sample's, a shard of either), not
+    --limit's first ones (the FPC, and a verdict on the task's own value, want a draw)."""
+    return "limit" not in subset(view.record.config)
+
+
+def recorded_total(view, task: str) -> int | None:
+    """``task``'s N as run ``view`` recorded it, by the published verdict's rule (baselines.items_total: its
+    entry's ``available``, else its verdict's ``items_total``), else, a run that scored the whole task, the items
+    it scored; None: not recorded (an lm-eval output, an older record), to be counted from the data."""
+    t = view.task(task)
+    scored = len(t.samples) if whole(view, task) else None
+    return items_total(t.own_key, t.entry, view.record.published, scored)
 
 
 def _recorded(run) -> tuple[tuple[str, str], ...]:
@@ -114,7 +134,7 @@ def _items(view, t, options) -> int | str:
 
     try:
         made = make_task(t.own_key, options)
-        recorded = view.settings.get(f"{t.own_key}.data_sha256")
+        recorded = [f.sha256 for f in t.entry.data] if t.entry is not None else []
         files = made.data_files()
         if recorded and sorted(str(f.sha256) for f in files) != sorted(map(str, recorded)):
             other = [f.path.name for f in files if str(f.sha256) not in map(str, recorded)]
@@ -125,28 +145,27 @@ def _items(view, t, options) -> int | str:
         return f"the task could not be built from it ({(text.splitlines() or [''])[0]})"
 
 
-def drawn(config) -> bool:
-    """Whether a run's task items are a draw of the task (every item, --sample's, a shard of either), not
-    --limit's first ones (the FPC, and a verdict on the task's own value, want a draw)."""
-    return config.get("limit") is None
-
-
 def task_total(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> int | None:
-    """The items ``task`` holds, from the runs compared (``views``: the runs.Run compared), else its data (where
-    they recorded it, else ``given``); None too when a run compared scored --limit's first items, which are no
-    draw of the task (whole ones aside)."""
+    """The items ``task`` holds, as the runs compared (``views``: the runs.Run compared) recorded it
+    (:func:`recorded_total`), else counted from its data (where they recorded it, else ``given``); None when the
+    runs recorded different Ns, or a run compared scored --limit's first items, which are no draw of the task
+    (whole ones aside)."""
     return task_count(views, task, given)[0]
 
 
 def task_count(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> tuple[int | None, str]:
-    """:func:`task_total`, and a note where data was given for ``task`` and counted nothing, saying why ("": no
-    data given for it, or N known: from a whole run, or counted)."""
+    """:func:`task_total`, and a note where the runs recorded different Ns for ``task``, or where data was given
+    for it and counted nothing, saying why ("": N known, or no data given for it)."""
     mine = [v for v in views if v.task(task) is not None]
-    if any(not whole(v.task(task).config) and not drawn(v.task(task).config) for v in mine):
+    if any(not drawn(v) for v in mine):
         return None, _unused(task, mine, given, "a run compared scored the task's first items (a limit), no draw of it")
-    scored = [len(v.task(task).samples) for v in mine if whole(v.task(task).config)]
-    if scored:
-        return max(scored), ""
+    recorded = {v.label or v.path: n for v in mine if (n := recorded_total(v, task)) is not None}
+    if len(set(recorded.values())) > 1:
+        said = ", ".join(f"{label} {n:,}" for label, n in recorded.items())
+        return None, (f"task {task}: the runs compared recorded different numbers of items in it ({said}: different "
+                      "data), so no N; its verdicts are for items like these")
+    if recorded:
+        return next(iter(recorded.values())), ""
     why = ""
     for v in mine:
         n, reason = _count(v, task, given)

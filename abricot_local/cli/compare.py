@@ -50,8 +50,9 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
 
     RUN: a run folder, or a folder holding runs (searched recursively), as `report` takes them; an
     lm-eval output folder too, its tasks' data found with --data/--data-dir, else beside the runs or in
-    the cache. A task's size N (the verdicts' finite-population correction) is counted from the data the
-    runs recorded, else from --data/--data-dir (a run copied from another machine), else the cache.
+    the cache. A task's size N (the verdicts' finite-population correction) is the one the runs recorded;
+    else (an lm-eval output, an older run) it is counted from the data the runs recorded, else from
+    --data/--data-dir (a run copied from another machine), else the cache.
     Exits 0 whatever the verdicts. See docs/compare.md."""
     from abricot_local.analysis.population import given_data
     from abricot_local.api.comparison import check_alpha, compare_runs

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from abricot_local.record.codec import Section, dump
-from abricot_local.record.schema import Record
+from abricot_local.record.schema import Record, RunConfig
 
-ITEM_SELECTION = ("tasks", "limit", "sample", "shard")  # choose items (compare matches the items themselves)
+SUBSET = ("limit", "sample", "shard")  # RunConfig's fields that score only some of a task's items
+ITEM_SELECTION = ("tasks", *SUBSET)  # choose items (compare matches the items themselves)
 PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
 
 
@@ -119,3 +120,9 @@ def options(record: Record) -> dict[str, Any]:
     """The run's recorded options (its config), but what only selects items: what tells apart two runs
     of one model besides the items they scored."""
     return {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}
+
+
+def subset(config: RunConfig | None) -> tuple[str, ...]:
+    """The options of :data:`SUBSET` a run's ``config`` (its typed ``config``; None: none recorded) sets: what it
+    scored only some of each task's items by (none: every item)."""
+    return tuple(k for k in SUBSET if config is not None and getattr(config, k) is not None)
