@@ -290,7 +290,7 @@ def test_compare_cli_margin_reference_and_near_tie(runs, tmp_path):
     bad = invoke("compare", d, b, "--reference", "nowhere")
     assert bad.exit_code != 0 and "--reference nowhere: not one of the runs compared" in bad.output
     bad = invoke("compare", d, b, "--margin", "0")
-    assert bad.exit_code != 0 and "--margin must be more than 0" in bad.output
+    assert bad.exit_code != 0 and "--margin must be a finite number more than 0" in bad.output
 
 
 # -- run --quants ---------------------------------------------------------------------------------

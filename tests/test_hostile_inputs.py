@@ -154,7 +154,8 @@ def test_compare_refuses_a_negative_seed_an_infinite_margin_and_a_nan_tolerance(
         r = invoke("compare", run, other, flag, value)
         assert r.exit_code == 2 and want in clean(r), (flag, r.output)
     # the API names its keyword, not the flag (errors.opt: str(err) writes the keyword)
-    with pytest.raises(AbricotError, match="^margin must be more than 0 and finite, got inf"):
+    with pytest.raises(AbricotError, match=r"^margin must be a finite number more than 0 \(in the metric's own "
+                                           r"units\), got inf"):
         abricot_local.compare(run, other, margin=float("inf"))
 
 

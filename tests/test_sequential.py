@@ -96,7 +96,7 @@ def test_a_look_reads_the_exact_interval_of_the_sets_accuracy_and_tangos_for_a_p
     assert got["pair"].verdict == e.kind
 
 
-def test_every_item_scored_gives_the_sets_exact_verdict_and_cannot_tell_on_the_margin():
+def test_every_item_scored_gives_the_sets_exact_verdict_and_cannot_settle_on_the_margin():
     total = 40  # every figure below a binary fraction: no rounding puts the margin's on either side
     gold = np.zeros(total, int)
     x = np.r_[np.zeros(15, int), np.ones(25, int)]  # accuracy 0.375 exactly
@@ -110,12 +110,12 @@ def test_every_item_scored_gives_the_sets_exact_verdict_and_cannot_tell_on_the_m
     assert s.stopped and all(lk.exact for lk in s.latest)
     assert got["far"].verdict == reproduction.DIFFERS and got["far"].words == "differs by +0.125"
     assert got["far"].running == (0.125, 0.125)
-    assert got["on"].verdict == reproduction.UNDEFINED  # exactly on the margin: the truth is "cannot tell"
+    assert got["on"].verdict == reproduction.UNSETTLEABLE  # exactly on the margin, every item scored: nothing settles it
     assert got["pair"].verdict == equivalence.WORSE and got["pair"].value == -0.125
     assert got["pair-on"].verdict == equivalence.UNDEFINED
-    # a published value's rounding can leave the exact value on either side of the margin: cannot tell
+    # a published value's rounding can leave the exact value on either side of the margin: this task cannot settle it
     s = sq.start(total, [sq.Question("r", "accuracy", 0.128, published=0.25, rounding=0.005)], looks=[total])
-    assert sq.look(s, total, {"r": [x, gold]}).latest[0].verdict == reproduction.UNDEFINED
+    assert sq.look(s, total, {"r": [x, gold]}).latest[0].verdict == reproduction.UNSETTLEABLE
     assert "every item scored" in s.line(sq.look(s, total, {"r": [x, gold]}).latest[0])
 
 

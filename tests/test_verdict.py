@@ -154,7 +154,7 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     assert v.kind == rp.DIFFERS and v.line.startswith("differs by -0.300: run - published -0.300 on all 127 items")
     assert "margins of about 0.45 or more (or, differing, under 0.15)" in v.reasons[1]
     v = rp.judge(0.349, (0.2, 0.5), 0.30, 0.05, n=127, total=127, rounding=0.005)  # 0.049 +- 0.005 straddles 0.05
-    assert v.kind == rp.UNDEFINED and "rounding (+-0.005) leaves it on either side of +-0.05" in v.line
+    assert v.kind == rp.UNSETTLEABLE and "within the published value's rounding of the margin" in v.line
     # 20 of 127 items: the task's own value narrows to sqrt(107/126) of +-0.35, still holding the margin; all 127
     # items would settle it (the set's value, then exact), so never "this task cannot settle" but how many
     # (the finite-population formula says 126 of 127: within 5% of the task, the advice is every item, exact)
@@ -191,7 +191,7 @@ def test_all_items_are_no_promise_within_the_published_value_s_rounding_of_the_m
                            "value's rounding (+-0.005) of +-0.16: if it stays there even that cannot tell (this task "
                            "likely cannot settle +-0.16)")
     exact = rp.judge(0.021, None, 0.18, 0.16, n=127, total=127, rounding=0.005)  # the same value over all 127 items
-    assert exact.kind == rp.UNDEFINED and "leaves it on either side of +-0.16" in exact.line
+    assert exact.kind == rp.UNSETTLEABLE and exact.line.startswith("this task cannot settle +-0.16")
     v = judged(0.012, (0.005, 0.019))  # -0.168: 0.008 from the margin, within twice the rounding
     assert v.kind == rp.UNSETTLED and v.items == 127 and v.line.endswith(
         "; all 127 items would give the exact value; within the published value's rounding (+-0.005) of +-0.16 even "

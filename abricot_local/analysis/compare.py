@@ -30,6 +30,7 @@ from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, OTHER_CONTEXTS, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
+from abricot_local.analysis.reproduction import checked_margin
 from abricot_local.analysis.matching import (CONTEXT, ID, TaskMatch, absent_notes, by_id_note, by_id_words, match,
                                             n_other_context, no_common_note, not_paired, own_items_note, pair_items,
                                             refusal, spread, taking_part, task_references)
@@ -174,8 +175,8 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
                                 ci90=stats.paired_score_ci(mc.a_only, mc.b_only, n, level=0.90))
     row = ROW_STATS[ia.stat]
     boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
-    flat = f"the difference is the same in every resample (the same ratings on these {n} items): no interval" \
-        if boot.ci90[0] == boot.ci90[1] else ""
+    flat = f"the difference is the same in every resample (the same ratings on these {n} items)" \
+        if boot.ci90[0] == boot.ci90[1] else ""  # why it has no interval, said once where it is shown
     base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
                 diff=boot.diff, ci=(math.nan,) * 2 if flat else boot.ci, ci90=(math.nan,) * 2 if flat else boot.ci90)
     if not np.array_equal(np.asarray(ia.y, float), np.asarray(ib.y, float)):
@@ -239,8 +240,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
         raise UsageError("compare needs at least two runs")
     if not 0 <= tolerance < math.inf:  # NaN fails too
         raise UsageError(f"{opt('tolerance')} must be a finite number of nats, 0 or more, got {tolerance}")
-    if margin is not None and not 0 < margin < math.inf:
-        raise UsageError(f"{opt('margin')} must be more than 0 and finite, got {margin}")
+    margin = None if margin is None else checked_margin(margin)
     if not 0 <= near_tie < math.inf:
         raise UsageError(f"{opt('near_tie')} must be a finite number of nats, 0 or more, got {near_tie}")
     if not 0 <= seed <= MAX_SEED:

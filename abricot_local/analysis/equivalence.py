@@ -178,9 +178,9 @@ def classify(diff: float, ci90: tuple[float, float], margin: float) -> str:
 
 
 def _quant(run: Any) -> str:
-    """A compared run's quant (its recorded settings, runs.Run)."""
-    settings = getattr(run, "settings", None)
-    return str(settings.get("quant", "") if settings is not None else getattr(run, "quant", "")).upper()
+    """A compared run's quant as identified (runs.Run.quant: the registry's, else the name's or the file's; what its
+    flat settings' ``quant`` repeats)."""
+    return str(run.quant or "").upper()
 
 
 def references(runs: Sequence[Any], reference: str | None = None) -> tuple[tuple[str, str], ...]:
@@ -298,8 +298,10 @@ def judge(metrics: Sequence[Any], pairs: Sequence[tuple[str, str]], margins: Map
     metric) the task's; ``margin``: one for every metric instead; ``totals``: per task its items (the
     finite-population correction; absent: items like these only); ``identical``: the (a, b, task) whose
     log-probs are bit-identical. An interval above +M is ``better by more than M`` (:func:`classify`)."""
-    if margin is not None and not margin > 0:
-        raise UsageError(f"{opt('margin')} must be more than 0 (in the metric's own units), got {margin}")
+    if margin is not None:
+        from abricot_local.analysis.reproduction import checked_margin
+
+        margin = checked_margin(margin)
     wanted = {pair: k for k, pair in enumerate(pairs)}
     totals = totals or {}
     out = []

@@ -18,13 +18,14 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
   as 1/sqrt(n), then stats.of_population: never more than N); all N, with the estimate within twice
   the published value's rounding of M: that even all N may not tell (the exact value may fall within
   the rounding of M);
-- ``cannot settle``: not even every item could: the difference is within the published value's
-  rounding of the margin;
+- ``cannot settle``: not even every item could: every item scored, the exact difference lies within the
+  published value's rounding of the margin (its interval holds a bound of +-M; on it, without rounding), where
+  more items cannot help (:func:`kind`: the one rule, the --until-settled looks' too);
 - ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric: the note says which
   side is constant), a correlation over fewer than stats.MIN_CORRELATION_ITEMS items or the same in every
-  resample, or at n = N a difference the rounding puts on either side of M. Under the 10-answer rule (fewer than
-  10 answers off a vector's most common value, k of the n), about ceil(10 n / k) items would hold 10 at the run's
-  rate: the note says so and ``items`` holds it (none with k = 0), which the grow advice offers.
+  resample. Under the 10-answer rule (fewer than 10 answers off a vector's most common value, k of the n), about
+  ceil(10 n / k) items would hold 10 at the run's rate: the note says so and ``items`` holds it (none with k = 0),
+  which the grow advice offers.
 
 The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
 judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
@@ -37,10 +38,11 @@ published models apart. Pure: no run folder, no task is read here.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from abricot_local.analysis import stats
-from abricot_local.errors import opt
+from abricot_local.errors import UsageError, opt
 
 REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
     "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
@@ -56,6 +58,17 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 METHOD = 5
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 NAN2 = (math.nan, math.nan)
+
+
+def checked_margin(margin, what: str = "") -> float:
+    """A margin M (``--margin`` of run and compare; a verdict's) as a float: the one check of every door that takes
+    one (run's option, the published verdict, compare, its equivalence verdicts, a --until-settled question): a
+    finite number more than 0, in the metric's own units, else a UsageError saying so (``what``: the margin's name,
+    default ``--margin``)."""
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not (math.isfinite(margin) and margin > 0):
+        raise UsageError(f"{what or opt('margin')} must be a finite number more than 0 (in the metric's own units), "
+                         f"got {margin!r}")
+    return float(margin)
 
 
 @dataclass(frozen=True)
@@ -103,8 +116,9 @@ class Verdict:
             return f"differs by more than {m}: {self._figures()}, wholly beyond +-{m}"
         if self.kind == UNSETTLED:
             return f"cannot tell yet within {m}: {self._figures()}; {self._need()}"
-        return (f"this task cannot settle +-{m}: {self._figures()}; the difference is within the published value's "
-                f"rounding of the margin: even all {self.total} items leave it there")
+        where = "within the published value's rounding of the margin" if self.rounding else "on the margin"
+        return (f"this task cannot settle +-{m}: {self._figures()}; the difference is {where}: even all {self.total} "
+                "items leave it there")
 
     def _need(self) -> str:
         """cannot tell yet: the items that would settle it. All N give the exact value, but an exact value within
@@ -162,12 +176,19 @@ def _bad(*values: float) -> bool:
     return any(v is None or not math.isfinite(v) for v in values)
 
 
-def _kind(lo: float, hi: float, margin: float) -> str | None:
-    """REPRODUCED or DIFFERS when the interval settles it, else None."""
+def kind(lo: float, hi: float, margin: float, rounding: float = 0.0, *, exact: bool = False) -> str | None:
+    """The verdict an interval of run - published (the published value's rounding in it) settles against the margin:
+    the one rule of :func:`judge` and of the --until-settled looks (sequential). REPRODUCED inside (-M, M), DIFFERS
+    wholly beyond it; UNSETTLEABLE where no item can settle it: ``exact`` (every item scored: the interval is the
+    exact difference +- the rounding, holding a bound of +-M: "this task cannot settle M", for more items there are
+    none, never an open "cannot tell") or, a ``rounding`` given, an interval lying within twice it of a bound (the
+    exact value would lie within the rounding of the margin: a look may stop there); else None (cannot tell yet)."""
     if -margin < lo and hi < margin:
         return REPRODUCED
     if lo > margin or hi < -margin:
         return DIFFERS
+    if exact or (rounding > 0 and any(b - 2 * rounding <= lo and hi <= b + 2 * rounding for b in (margin, -margin))):
+        return UNSETTLEABLE
     return None
 
 
@@ -212,7 +233,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     gap = abs(abs(diff) - margin) - rounding  # how far the interval's nearer edge may reach and still settle it
     like_kind, like_items, settles = UNDEFINED, None, None
     if not note:
-        like_kind = _kind(*like, margin)
+        like_kind = kind(*like, margin)
         if like_kind is None:
             n0 = stats.items_to_settle(n, gap, ci90=ci90) if gap > 0 else stats.MAX_ITEMS
             settles = (ci90[1] - ci90[0]) / 2.0 * math.sqrt(n / total) if n else math.inf
@@ -220,12 +241,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     extra = dict(like_ci90=like, like_kind=like_kind, like_items=like_items, settles=settles, **base)
     if n >= total:  # every item: the run's value is the set's
         own = (diff - rounding + 0.0, diff + rounding + 0.0)
-        kind = _kind(*own, margin)
-        if kind is None:
-            return Verdict(UNDEFINED, difference=diff, ci90=own, note=(
-                f"run - published {diff:+.3f} on all {total} items of the task (exact), but the published value's "
-                f"rounding (+-{rounding:g}) leaves it on either side of +-{margin:g}"), **extra)
-        return Verdict(kind, difference=diff, ci90=own, note=note, **extra)
+        return Verdict(kind(*own, margin, exact=True), difference=diff, ci90=own, note=note, **extra)
     if not drawn:  # items: what a --sample run would need, as a draw would be judged (at least as many)
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
                          correlation=correlation, why=why, off=off)
@@ -238,9 +254,9 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
     own = (w[0] - published - rounding + 0.0, w[1] - published + rounding + 0.0)
     warnings = _small_sample(own[1] - own[0], published, neighbours, n)
-    kind = _kind(*own, margin)
-    if kind is not None:
-        return Verdict(kind, difference=diff, ci90=own, warnings=warnings, **extra)
+    settled = kind(*own, margin)
+    if settled is not None:
+        return Verdict(settled, difference=diff, ci90=own, warnings=warnings, **extra)
     if gap <= 0:  # the estimate on the margin (within its rounding): only the whole task can tell, and it will
         return Verdict(UNSETTLED, difference=diff, ci90=own, items=total, warnings=warnings, **extra)  # (unless on it)
     n0 = like_items if like_kind == UNSETTLED else stats.items_to_settle(n, gap, ci90=ci90)

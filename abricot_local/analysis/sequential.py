@@ -87,8 +87,7 @@ class Question:
     def __post_init__(self) -> None:
         if self.stat not in metrics.ROW_STATS:
             raise UsageError(f"{self.name}: no sequential verdict for the statistic {self.stat!r}")
-        if not (self.margin > 0 and math.isfinite(self.margin)):
-            raise UsageError(f"{self.name}: the margin must be a finite number more than 0, got {self.margin}")
+        reproduction.checked_margin(self.margin, f"{self.name}: the margin")
 
     @property
     def paired(self) -> bool:
@@ -327,17 +326,11 @@ def _meet(prev: tuple[float, float] | None, own: tuple[float, float]) -> tuple[t
     return (lo, hi), ""
 
 
-def _row_kind(d: tuple[float, float], q: Question) -> str:
-    """A published row's verdict from the running interval of run - published (its rounding included)."""
-    lo, hi = d
-    m, r = q.margin, q.rounding
-    if -m < lo and hi < m:
-        return reproduction.REPRODUCED
-    if lo > m or hi < -m:
-        return reproduction.DIFFERS
-    if r > 0 and ((lo >= m - 2 * r and hi <= m + 2 * r) or (lo >= -m - 2 * r and hi <= -m + 2 * r)):
-        return reproduction.UNSETTLEABLE  # even the exact value would be within the rounding of the margin
-    return reproduction.UNSETTLED
+def _row_kind(d: tuple[float, float], q: Question, exact: bool = False) -> str:
+    """A published row's verdict from the running interval of run - published (its rounding included): reproduction's
+    rule (reproduction.kind: within twice the rounding of the margin, or ``exact`` and on it, this task cannot settle
+    M), open: cannot tell yet."""
+    return reproduction.kind(*d, q.margin, q.rounding, exact=exact) or reproduction.UNSETTLED
 
 
 def _exact(q: Question, value: float | None, v: list[np.ndarray], n: int, base: dict) -> Look:
@@ -380,7 +373,7 @@ def expected_stop(state: Sequential, question: Question, truth: float | None = N
             half, z = metrics.z_of(lvl) * math.sqrt(factor / max(1, n - 3)), fisher(t)
             lo, hi = stats.exact_set_ci(min(n, max(0, round(t * n))), n, state.total, level=lvl) if q.stat == "accuracy" else (
                 math.tanh(z - half), math.tanh(z + half))
-            kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q)
+            kind = _row_kind((lo - q.published - q.rounding, hi - q.published + q.rounding), q, n >= state.total)
         if kind in SETTLED or k == len(state.planned):
             return n, kind
     return None

@@ -37,6 +37,16 @@ def _signed(v) -> str:
     return _num(v) if v != v else ("+" if v > 0 else "") + _num(v)
 
 
+def _difference(m) -> str:
+    """A row's a - b and its 95% CI; with none, "no interval" (its note says why, once), "undefined" for no
+    difference (ladder.py's words): never ``nan``."""
+    if m.diff != m.diff:
+        return "undefined"
+    if any(v != v for v in m.ci):
+        return f"{_signed(m.diff)} no interval"
+    return f"{_signed(m.diff)} [{_signed(m.ci[0])}, {_signed(m.ci[1])}]"
+
+
 def _value(v, other=None) -> str:
     """A recorded setting as text; one longer than :data:`WIDTH` keeps the part where it differs
     from ``other`` (the other run's value), its common start elided."""
@@ -96,7 +106,7 @@ def frames(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
     rows = []
     for m in c.metrics:
         row = {"pair": _pair(m.a, m.b), "task": m.task, "metric": m.metric, "n": m.n, "a": _num(m.value_a),
-               "b": _num(m.value_b), "a - b [95% CI]": f"{_signed(m.diff)} [{_signed(m.ci[0])}, {_signed(m.ci[1])}]",
+               "b": _num(m.value_b), "a - b [95% CI]": _difference(m),
                "test": m.test, "p": _num(m.p, 3)}
         if many:
             row["p (Holm)"] = _num(m.p_holm, 3)

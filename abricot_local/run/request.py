@@ -5,7 +5,6 @@ arguments, with `run`'s first refusals; what the plan takes. No printing."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
@@ -104,11 +103,11 @@ def _out(raw) -> str:
 
 
 def _margin(margin) -> float:
-    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin) and margin > 0):
-        raise UsageError(f"{opt('margin')} must be a finite number more than 0 (in the metric's own units), "
-                         f"got {margin!r}")
-    return float(margin)
+    """``--margin`` (the published verdict's, in the metric's own units): a finite number above 0 (reproduction's
+    check, every door's)."""
+    from abricot_local.analysis.reproduction import checked_margin
+
+    return checked_margin(margin)
 
 
 def _joined(raw) -> str:
