@@ -108,7 +108,7 @@ def test_mistral_versions_are_distinct(shipped):
 
 def test_split_70b_q8(shipped):
     spec = shipped["llama-3.1-70b-q8"]
-    assert spec.is_split and len(spec.files) == 2 == len(spec.sha256) == len(spec.revisions)
+    assert len(spec.files) == 2 == len(spec.sha256) == len(spec.revisions)
     assert spec.file.endswith("-00001-of-00002.gguf")
     assert spec.files[1].endswith("-00002-of-00002.gguf")
     assert len({f.rsplit("/", 1)[0] for f in spec.files}) == 1  # one folder

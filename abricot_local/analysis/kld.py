@@ -4,8 +4,8 @@ whose top token is the same (:class:`KldStats`, from per-token values by :func:`
 mean's 95% CI is over the items measured, not the tokens: a task's items are its sampling units and
 the tokens of one item move together, so llama-perplexity's standard error (every token independent,
 kept as ``se_token``) is far too narrow for "this quant's KLD on this task" (:func:`item_interval`). ``abricot-local kld`` (run/kld.py) measures it and keeps it in the
-rung's run folder (``kld.json``, :data:`FILE`), one entry per reference model (its SHA-256:
-:func:`model_key`);
+rung's run folder (``kld.json``, :data:`FILE`, :data:`VERSION`), one entry per reference model (its SHA-256:
+:func:`model_key`; :class:`KldEntry`);
 :func:`kld_of` reads it back for the ladder, ``compare`` and the API. Not to be confused with the
 ``kl_mean`` of compare/the ladder: the KL of the answer-label distributions, from the samples.
 """
@@ -221,7 +221,8 @@ def summarise(kl: Sequence[float], same_top: Sequence[bool], n_items: int = 0,
 
 
 def entries(folder: str | Path) -> dict[str, dict]:
-    """A run folder's kld.json: reference model SHA-256 -> entry ({} when there is none)."""
+    """A run folder's kld.json: reference model SHA-256 -> entry, as the file holds it ({} when there is none; a
+    file of another kind is not kld's). A version this abricot-local does not read is refused in one line."""
     from abricot_local.jsonfiles import read_json
 
     path = Path(folder) / FILE
@@ -230,7 +231,67 @@ def entries(folder: str | Path) -> dict[str, dict]:
     doc = read_json(path, what="KL divergence file")
     if not isinstance(doc, dict) or doc.get("kind") != KIND or not isinstance(doc.get("references"), dict):
         return {}
+    version = doc.get("version")
+    if type(version) is not int or not 1 <= version <= VERSION:
+        why = ("a newer abricot-local wrote it: read it with that one, or" if type(version) is int and version > VERSION
+               else "not one kld writes (the file is damaged):")
+        raise ResultsError(f"{path}: version {version!r}, which this abricot-local does not read (it reads 1 to "
+                           f"{VERSION}); {why} move it away and run `abricot-local kld` again")
     return {k: v for k, v in doc["references"].items() if isinstance(v, dict)}
+
+
+@dataclass(frozen=True)
+class KldEntry:
+    """One entry of kld.json: a run's KLD against one reference model (filed under its :func:`model_key`), as
+    ``kld`` writes it (run/kld.write) and :func:`kld_of` reads it back. :meth:`to_dict` is the file's shape;
+    :meth:`from_dict` reads any version's entry (a field an older one lacks: its default)."""
+
+    tasks: dict  # task -> KldStats
+    model_sha256: str | None  # the measured run's model
+    reference_folder: str = ""  # REF's run folder (absolute)
+    reference_model: str = ""  # REF's model's name
+    reference_sha256: str | None = None
+    quant: str = ""
+    seconds: float = 0.0  # its reference pass's, to the ms
+    decode_calls: int = 0  # per model, its pass's
+    pass_runs: tuple[str, ...] = ()  # the runs measured in the same reference pass (absolute)
+    engine: str = ""
+    n_batch: int = 0
+
+    def to_dict(self) -> dict:
+        return {"reference": {"folder": self.reference_folder, "model": self.reference_model,
+                              "model_sha256": self.reference_sha256},
+                "model_sha256": self.model_sha256, "quant": self.quant, "seconds": self.seconds,
+                "decode_calls": self.decode_calls, "pass_runs": list(self.pass_runs), "engine": self.engine,
+                "n_batch": self.n_batch, "tasks": {t: s.to_dict() for t, s in self.tasks.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = FILE) -> KldEntry:
+        """An entry read back, refused in one line (naming ``where``) when damaged; its tasks'
+        statistics by :meth:`KldStats.from_dict` (an entry that is not an object among them: left out)."""
+        def text(key: str, of: dict, none: bool = False):
+            v = of.get(key, None if none else "")
+            if (v is None and none) or isinstance(v, str):
+                return v
+            raise TypeError(f"{key} {v!r} is not text")
+
+        try:
+            ref = d.get("reference", {})
+            if not isinstance(ref, dict) or not isinstance(d["tasks"], dict):
+                raise TypeError("its reference or tasks are not objects")
+            runs = d.get("pass_runs", [])
+            if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+                raise TypeError(f"pass_runs {runs!r} is not a list of folders")
+            seconds = d.get("seconds", 0.0)
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise TypeError(f"seconds {seconds!r} is not a number")
+            head = cls({}, text("model_sha256", d, True), text("folder", ref), text("model", ref),
+                       text("model_sha256", ref, True), text("quant", d), float(seconds),
+                       _count(d.get("decode_calls", 0)), tuple(runs), text("engine", d), _count(d.get("n_batch", 0)))
+        except (KeyError, TypeError) as err:
+            raise ResultsError(f"{where}: an entry is damaged ({err!r}); run `abricot-local kld` again") from None
+        return replace(head, tasks={t: KldStats.from_dict(s, where) for t, s in d["tasks"].items()
+                                    if isinstance(s, dict)})
 
 
 def model_key(model) -> str:
@@ -249,11 +310,12 @@ def kld_of(folder: str | Path, reference, rung=None) -> dict[str, KldStats]:
         from abricot_local.record import read_run
 
         rung = read_run(folder).model
-    if e.get("model_sha256") != rung.sha256:
+    entry = KldEntry.from_dict(e, where)
+    if entry.model_sha256 != rung.sha256:
         raise ResultsError(f"{where}: its entry against {reference.name} was measured for the model "
-                           f"{str(e.get('model_sha256'))[:16]}..., not this run's ({str(rung.sha256)[:16]}...); "
+                           f"{str(entry.model_sha256)[:16]}..., not this run's ({str(rung.sha256)[:16]}...); "
                            "run `abricot-local kld` again")
-    return {task: KldStats.from_dict(s, where) for task, s in e["tasks"].items() if isinstance(s, dict)}
+    return dict(entry.tasks)
 
 
 @dataclass(frozen=True)

@@ -153,12 +153,6 @@ def data_options(f):
     return _apply(f, _task_flags("data", "data_dir"))
 
 
-def data_dir_option(f):
-    """--data-dir alone (TaskOptions' field: `run`'s help, parser and refusal): `check` and `kld`, where a
-    recorded run's data files are looked for when they moved."""
-    return _apply(f, _task_flags("data_dir"))
-
-
 def task_options(f, tasks: bool = True):
     """--tasks, and every task option's flag (TaskOptions' fields); ``tasks`` False: without --tasks
     (:func:`task_settings`)."""

@@ -111,10 +111,7 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[st
         forget()
         signal.signal(signal.SIGTERM, term)
     if as_json:
-        echo(json.dumps([{"reference": str(r.reference), "run": str(r.run), "quant": r.quant,
-                          "seconds": r.seconds, "decode_calls": r.decode_calls,
-                          "pass_runs": [str(p) for p in r.pass_rungs],
-                          "tasks": {t: s.record() for t, s in r.tasks.items()}} for r in results], indent=2))
+        echo(json.dumps([r.to_json() for r in results], indent=2))
         return
     for r in results:
         quant = f" ({r.quant})" if r.quant else ""

@@ -31,7 +31,7 @@ def error_bar(error: float, below: float | None = None) -> str:
 
 def _bar(speed) -> str:
     """A scaled speed's error bar, as the time columns show it (:func:`error_bar`)."""
-    return error_bar(speed.error, speed.below) if speed is not None and speed.source != "calibrated" else ""
+    return error_bar(speed.error, speed.below) if speed is not None and not speed.calibrated else ""
 
 
 def _tokens(work) -> str:
@@ -44,7 +44,7 @@ def _speed_line(m) -> str:
         return m.speed_note
     facts = f"{s.prompt_rate():,.3g} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
             f"{s.per_row * 1e3:.2f} ms per output row, load {_time(s.load)}"
-    if s.source == "calibrated":
+    if s.calibrated:
         how = f"calibrated on this machine {s.measured}" + (f" ({s.how})" if s.how else "")
     else:
         by = m.facts.basis if m.facts else "?"
@@ -108,7 +108,7 @@ def full(plan, command: str = "") -> str:
                 lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items or '':>6} {'':>11} {'':>7}  {'':<13}",
                                   t.problem, mw + 1))
                 continue
-            exact = t.work.exact and m.speed is not None and m.speed.source == "calibrated"
+            exact = t.work.exact and m.speed is not None and m.speed.calibrated
             when = _time(t.seconds, exact) + (_bar(m.speed) if t.seconds is not None else "")
             basis = t.work.basis + (f"; {t.saved} saved in {opt('out')}, left out" if t.saved else "")
             lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
@@ -117,12 +117,12 @@ def full(plan, command: str = "") -> str:
         if m.speed is not None:
             lines.append(f"{'':<{mw}} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)
-        total = _time(m.seconds, exact and m.speed is not None and m.speed.source == 'calibrated')
+        total = _time(m.seconds, exact and m.speed is not None and m.speed.calibrated)
         lines.append(f"{'':<{mw}} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
                      f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
         lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
     n = len(plan.models)
-    scaled = [m.speed for m in plan.models if m.speed and m.speed.source != "calibrated"]
+    scaled = [m.speed for m in plan.models if m.speed and not m.speed.calibrated]
     bar = max((s.error for s in scaled), default=0.0)
     bar_text = f"{error_bar(bar, max(s.below for s in scaled))} (a model's speed is scaled from another's)" if bar else ""
     lines.append(f"total: {_time(plan.seconds, False)} predicted for {n} model{'s' * (n != 1)} on this machine"
@@ -209,8 +209,8 @@ def brief(plan) -> list[str]:
         return []
     left = len(_not_counted(plan))
     if plan.seconds is not None:
-        how = {"calibrated": "calibrated", "scaled": "scaled from another model"}
-        sources = sorted({how[m.speed.source] + _bar(m.speed) for m in plan.models if m.speed})
+        sources = sorted({("calibrated" if m.speed.calibrated else "scaled from another model") + _bar(m.speed)
+                          for m in plan.models if m.speed})
         out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}"
                    + (f"; the {left} task{'s' * (left != 1)} not counted left out" if left else "")
                    + "; `--dry-run` shows the whole plan)")
@@ -226,7 +226,7 @@ def _speeds(models) -> list[str]:
     for m in models:
         s = m.speed
         how = m.note or "no speed" if s is None else f"calibrated on this machine {s.measured}" \
-            if s.source == "calibrated" else \
+            if s.calibrated else \
             f"scaled from {visible(s.reference)} (calibrated {s.measured}){error_bar(s.error, s.below)}"
         said.setdefault(how, []).append(visible(m.label))
     return [fold(f"{'speed:' if k == 0 else '':<10}{', '.join(names)}: {how}") for k, (how, names) in

@@ -55,10 +55,6 @@ class ModelSpec:
         return self.revisions[0] if self.revisions else ""
 
     @property
-    def is_split(self) -> bool:
-        return len(self.files) > 1
-
-    @property
     def param_count(self) -> float | None:
         """``params`` as a number ("7B" -> 7e9); None when not given."""
         return parse_params(self.params)

@@ -214,6 +214,11 @@ class Speed:
     error_below: float | None = None  # the bar below, where it is not ``error`` (widened: a narrower model is slower)
 
     @property
+    def calibrated(self) -> bool:
+        """Measured on this machine for this model (:data:`CALIBRATED`), not scaled from another's."""
+        return self.source == CALIBRATED
+
+    @property
     def below(self) -> float:
         """The error bar below the prediction (the time at least t (1 - below))."""
         return self.error if self.error_below is None else self.error_below

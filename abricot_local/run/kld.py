@@ -58,6 +58,19 @@ class KldResult:
     decode_calls: int  # per model, its pass's
     pass_rungs: tuple[Path, ...] = ()  # the runs measured in the same reference pass (itself included)
 
+    def entry(self, reference, model, options) -> stats.KldEntry:
+        """What kld.json keeps of it: ``reference`` and ``model`` REF's and its run's record.Model, ``options`` the
+        pass's (engine, n_batch); folders absolute, seconds to the ms."""
+        return stats.KldEntry(dict(self.tasks), model.sha256, str(Path(self.reference).absolute()), reference.name,
+                              reference.sha256, self.quant, round(self.seconds, 3), self.decode_calls,
+                              tuple(str(Path(p).absolute()) for p in self.pass_rungs), options.engine, options.n_batch)
+
+    def to_json(self) -> dict:
+        """As ``kld --json`` prints it: each task's statistics with what they cover (KldStats.record)."""
+        return {"reference": str(self.reference), "run": str(self.run), "quant": self.quant, "seconds": self.seconds,
+                "decode_calls": self.decode_calls, "pass_runs": [str(p) for p in self.pass_rungs],
+                "tasks": {t: s.record() for t, s in self.tasks.items()}}
+
 
 @dataclass(frozen=True)
 class Rung:
@@ -225,6 +238,7 @@ def kld_runs(reference, runs: Sequence, *, data_dir: str | None = None, backend_
                     data=data)
     for r in lad.rungs:  # what write() refuses, refused before any model loads
         _writable(Path(r.run.path) / stats.FILE)
+        stats.entries(r.run.path)  # a kld.json of a version not read here
     n, g = len(lad.rungs), len(lad.groups)
     say(f"kld: {n} run{'s' * (n != 1)} against {lad.ref.path}: {g} reference pass{'es' * (g != 1)}"
         + (" (the models that fit in memory together, and runs that scored the same items, share one)" if g > 1
@@ -307,14 +321,8 @@ def write(res: KldResult, ref_record, rec, options) -> None:
     from abricot_local.jsonfiles import atomic_write, locked
 
     path = _writable(res.run / stats.FILE)
-    entry = {
-        "reference": {"folder": str(Path(res.reference).absolute()), "model": ref_record.model.name,
-                      "model_sha256": ref_record.model.sha256},
-        "model_sha256": rec.model.sha256, "quant": res.quant, "seconds": round(res.seconds, 3),
-        "decode_calls": res.decode_calls, "pass_runs": [str(Path(p).absolute()) for p in res.pass_rungs],
-        "engine": options.engine, "n_batch": options.n_batch,
-        "tasks": {t: s.to_dict() for t, s in res.tasks.items()}}
-    with locked(path, "`kld`"):
+    entry = res.entry(ref_record.model, rec.model, options).to_dict()
+    with locked(path, "`kld`"):  # the other references' entries kept as they are
         kept = {**stats.entries(res.run), stats.model_key(ref_record.model): entry}
         atomic_write(path, json.dumps({"kind": stats.KIND, "version": stats.VERSION, "references": kept},
                                       indent=1) + "\n")

@@ -77,7 +77,7 @@ class KldCost:
     @property
     def error(self) -> float:
         """The widest error bar of a scaled speed in the plan (0: every model calibrated)."""
-        return max((m.speed.error for m in (self.model, *self.rungs) if m.speed and m.speed.source != "calibrated"),
+        return max((m.speed.error for m in (self.model, *self.rungs) if m.speed and not m.speed.calibrated),
                    default=0.0)
 
     def to_json(self) -> dict:

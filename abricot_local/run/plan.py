@@ -64,10 +64,6 @@ class Plan:
         return self.model.sha256
 
     @property
-    def model_alias(self) -> str | None:
-        return self.model.alias
-
-    @property
     def reproduces(self) -> str:  # the registry entry's ``reproduces`` field
         return self.model.reproduces if self.model else self.located.reproduces
 
