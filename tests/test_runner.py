@@ -11,7 +11,6 @@ import pytest
 from abricot_local.models.given import Given
 import planned
 from abricot_local.run import execute as runner
-from abricot_local.run.record import plan_manifest
 from abricot_local.run.request import Shard
 from abricot_local.run.session import run_plan
 from abricot_local import tasks
@@ -122,7 +121,7 @@ def test_resume_scores_only_the_rest_and_equals_a_full_run(tmp_path, plan):
     full = run_plan(p, tmp_path / "full").record.to_dict()
     out = tmp_path / "part"
     with OutputDir(out) as o:  # a run interrupted after 4 items
-        o.start(plan_manifest(p), resume=False)
+        o.start(p.manifest(), resume=False)
         for item, scored in list(runner.score_items(p.runs[0].items[:4], runner.open_backend(p))):
             o.append("discotex", p.runs[0].task.sample(item, scored))
     doc = run_plan(p, out, resume=True).record.to_dict()

@@ -16,7 +16,7 @@ from abricot_local.backends.base import Backend
 from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.errors import opt, recorded_words, render
 from abricot_local.metrics import CI_LEVEL, N_BOOT, constant_words, few_words
-from abricot_local.record import (SCHEMA_VERSION, Bootstrap, ChatWrap, Manifest, Provenance, Published, Record, Sample,
+from abricot_local.record import (SCHEMA_VERSION, Bootstrap, ChatWrap, Provenance, Published, Record, Sample,
                                   SkippedTask, TaskEntry, metric_items)
 from abricot_local.record.schema import TaskPlugin, check_metrics
 from abricot_local.run.owned import samples_name
@@ -98,11 +98,6 @@ def judged_again(plan: Plan, record: Record, samples: dict[str, Sequence[Sample]
 def as_json(obj):
     """``obj`` as results.json holds it (tuples as lists): what a read-back record compares equal to."""
     return json.loads(json.dumps(obj))
-
-
-def plan_manifest(plan: Plan) -> Manifest:
-    """What a resume of this plan must match (the record's manifest): Plan.manifest."""
-    return plan.manifest()
 
 
 def scored_warnings(task, samples: Sequence[Sample], metrics: dict, *, limit: int | None = None,

@@ -259,7 +259,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     only the new items are scored, said through ``notify``) or gives another ``--margin`` than the one its
     verdict records (run.run_folder.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
     from abricot_local.run.execute import execute, open_backend
-    from abricot_local.run.record import build_record, plan_manifest, warnings_of
+    from abricot_local.run.record import build_record, warnings_of
     from abricot_local.run.settle import stages_of
 
     folder = folder if isinstance(folder, RunFolder) else RunFolder(Path(folder))
@@ -267,7 +267,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     start = time.perf_counter()
     stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
     plan = stages.plan  # --until-settled: its bound the manifest's sample
-    manifest = plan_manifest(plan)
+    manifest = plan.manifest()
     done = stages.finished(folder.path, manifest) if resume else None
     if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go),
         tidy_finished(folder.path, done)  # its verdict judged again when --margin is another (run.run_folder.rejudged)

@@ -249,8 +249,6 @@ def finished(folder: Path, plan) -> Record | None:
     """With --resume: the finished ``--until-settled`` run in ``folder`` when it is this one (the same options,
     model, data and rule, its ``sample`` where it stopped): nothing to score. None otherwise (the ordinary resume
     decides: a larger bound grows it, another run is refused)."""
-    from abricot_local.run.record import plan_manifest
-
     record = record_in(folder)
     if record is None:
         return None
@@ -259,7 +257,7 @@ def finished(folder: Path, plan) -> Record | None:
         return None
     if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items) or not stopped(record):
         return None
-    return record if record.manifest == plan_manifest(replace(plan, sample=c.sample)) else None
+    return record if record.manifest == replace(plan, sample=c.sample).manifest() else None
 
 
 def costed(plan, model, pairs: Pairs | None = None):
