@@ -177,22 +177,29 @@ def sha256_file(path: Path | str, *, memo: bool = True, fresh: bool = False) -> 
     return file_digest(path, memo=memo, fresh=fresh).sha256
 
 
-def verify_file(path: Path, *, sha256: str | None, size: int | None, what: str, fresh: bool = False) -> Digest | None:
+def verify_file(path: Path, *, sha256: str | None, size: int | None, what: str, fresh: bool = False,
+                pinned_by: str = "") -> Digest | None:
     """Raise :class:`IntegrityError` when ``path`` differs from the expected size or hash;
-    the digest when a hash was expected."""
+    the digest when a hash was expected. ``pinned_by``: the models.toml entry that pins a file the tool did
+    not download (``[alias] in FILE``, a ``source = "local"`` entry): a mismatch is that entry's to fix (its
+    ``sha256``, ``size`` or ``path``), never the file's to delete; else the file is a download, said damaged."""
     got_size = os.path.getsize(path)
     if size is not None and got_size != size:
-        raise IntegrityError(
-            f"{what}: expected {size} bytes, got {got_size} ({path}). The file was not used; "
-            "delete it and download it again."
-        )
+        fix = _fix_pin(pinned_by, "size") if pinned_by else "The file was not used; delete it and download it again."
+        raise IntegrityError(f"{what}: expected {size} bytes, got {got_size} ({path}). {fix}")
     if not sha256:
         return None
     got = file_digest(path, fresh=fresh)
     if got.sha256 != sha256.lower():
-        raise IntegrityError(
-            f"{what}: sha256 mismatch, expected {sha256.lower()}, got {got.sha256} ({path}). The file was not "
-            "used. Delete it and retry; if the repository was re-uploaded, pin another revision and "
-            "sha256 in your own models.toml."
-        )
+        fix = _fix_pin(pinned_by, "sha256") if pinned_by else (
+            "The file was not used. Delete it and retry; if the repository was re-uploaded, pin another revision "
+            "and sha256 in your own models.toml.")
+        raise IntegrityError(f"{what}: sha256 mismatch, expected {sha256.lower()}, got {got.sha256} ({path}). {fix}")
     return got
+
+
+def _fix_pin(pinned_by: str, key: str) -> str:
+    """What to do when a file the user gave differs from what its models.toml entry pins: the entry is wrong
+    (or names another file), the file is left as it is."""
+    return (f"The file was not used, and is left as it is (it is your file, not a download): it differs from the "
+            f"{key} that {pinned_by} pins; fix `{key}` there if this is the file you mean, else its `path`.")

@@ -176,6 +176,25 @@ def header_quant(path: Path) -> str:
     return quant_name(infos[0], path) if infos else ""
 
 
+def declared_quant(path: Path) -> str:
+    """The quant a GGUF's own header declares (the first part's ``general.file_type``, by llama.cpp's names), ""
+    when it declares none or a type no quant name is known for (its file name is not read: :func:`header_quant`)."""
+    ftype = headers(Path(path))[0].metadata.get("general.file_type")
+    return FILE_TYPES.get(ftype, "") if isinstance(ftype, int) and not isinstance(ftype, bool) else ""
+
+
+def same_quant(a: str, b: str) -> bool:
+    """Whether two quant names name one llama.cpp file type (any case; ``Q4_K`` is ``Q4_K_M``, as llama-quantize
+    takes them)."""
+    return _ALIASES.get(a.upper(), a.upper()) == _ALIASES.get(b.upper(), b.upper())
+
+
+def file_type_name(quant: str) -> bool:
+    """Whether ``quant`` names one of llama.cpp's file types (:data:`FILE_TYPES`; ``Q4_K`` too), not a label of
+    a user's own (``UD-Q4_K_XL``)."""
+    return any(same_quant(quant, name) for name in FILE_TYPES.values())
+
+
 def model_bytes(path: Path) -> int:
     """Size of a GGUF, every part of a split one (name-0000k-of-0000N.gguf) included."""
     parts = split_parts(Path(path)) or [Path(path)]

@@ -25,6 +25,7 @@ from pathlib import Path
 from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.errors import AbricotError, ModelError, UnknownModelError
 from abricot_local.models.given import Given, Opened
+from abricot_local.models.quants import require_labelled
 from abricot_local.models.ref import Located, ModelRef, Notify, _finish, _registry, synthetic_ref
 from abricot_local.models.registry import ModelSpec, find, load_registry, unknown_model
 from abricot_local.models.sources import source_of
@@ -115,6 +116,7 @@ def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSp
     kind = spec.backend or backend
     path = source.local_file(spec)
     if path is not None:
+        require_labelled([spec], path)  # its `quant` against its file's header, before a plan shows it
         return Located(name, kind, spec=spec, path=path, registry=registry)
     if not source.fetches:
         raise ModelError(f"model '{spec.name}': file not found: {spec.path}")

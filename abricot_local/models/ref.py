@@ -19,6 +19,7 @@ from typing import Callable
 from abricot_local import hashing
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given
+from abricot_local.models.quants import require_labelled
 from abricot_local.models import sources as registry_sources
 from abricot_local.models.sources import check_before_download, source_of
 from abricot_local.errors import AbricotError
@@ -216,6 +217,8 @@ def _finish(as_written: str, backend: str, path: Path, source: str, *, fresh: bo
     """The GGUF check and the SHA-256 of a file found: the ModelRef (without ``digest``, the
     SHA-256 only when remembered: nothing is read)."""
     check_gguf(path)
+    if spec is not None:  # a registry file just fetched: its `quant` against its header
+        require_labelled([spec], Path(path))
     memo = None if digest else hashing.remembered(path)
     found = hashing.file_digest(path, fresh=fresh) if digest else hashing.Digest(memo, memo and hashing.MEMO)
     quant = (spec.quant if spec else "") or quant_of(str(path)) or header_quant(path)

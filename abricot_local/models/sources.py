@@ -246,7 +246,9 @@ class Local(Kind):
         from abricot_local.hashing import verify_file
 
         path = check_gguf(Path(spec.path))
-        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'", fresh=fresh)
+        pinned_by = f"[{spec.name}] in {spec.origin or 'your models.toml'}"  # the user's file: the pin is the fault
+        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'", fresh=fresh,
+                    pinned_by=pinned_by)
         return path
 
     def revision(self, spec, path: Path) -> str | None:
