@@ -52,7 +52,7 @@ def test_the_smallest_quant_shown_as_good_is_named_with_its_margin_and_items_bes
     assert line.startswith("Q2_K is the smallest quant shown as good as F16 (fakebase on discotex, accuracy): "
                            "equivalent within 0.05 over 30 items; also shown as good: Q6_K (better by more than 0.02 "
                            "over 30 items), Q4_0 (not worse by more than 0.02 over 24 items); ")
-    assert "cannot tell yet: Q3_K (within 0.02 over 30 items; ~259 items would settle it)" in line
+    assert "cannot tell yet: Q3_K (whether within 0.02: not settled over 30 items; ~259 items would settle it)" in line
     assert line.endswith("shown worse: Q8_0 (worse by more than 0.02 over 30 items)") and "KLD" not in line
     (j,) = [d["choice"] for d in rows.records(rungs) if "choice" in d]
     assert j["line"] == line and j["smallest_as_good"]["quant"] == "Q2_K" and j["smallest_as_good"]["margin"] == 0.05
@@ -69,7 +69,8 @@ def test_no_quant_shown_as_good_is_said_so_with_what_each_would_need_and_the_kld
     rungs = ladder(q8, ("Q4_0", None), q2)
     line = rows.choice_text(choices(rungs)[0])
     assert line.startswith("No quant is shown as good as F16 yet (fakebase on discotex, accuracy); cannot tell yet: "
-                           "Q8_0 (within 0.02 over 30 items; ~259 items would settle it), Q2_K (within 0.02 over 30 "
+                           "Q8_0 (whether within 0.02: not settled over 30 items; ~259 items would settle it), Q2_K (whether "
+                           "within 0.02: not settled over 30 "
                            "items; no number of items settles it")
     assert "no common item: Q4_0" in line
     assert line.endswith("KLD from F16 (how far the distributions moved, not a verdict): Q8_0 0.0040, Q2_K 0.6600")
@@ -88,8 +89,8 @@ def test_a_rung_a_rule_judged_is_read_by_its_rules_verdict_and_look():
                    settled("Q2_K", UNSETTLED, 2, 40, verdict("Q2_K", UNSETTLED, margin=0.2, n=40, items=101)))
     line = rows.choice_text(choices(rungs)[0])
     assert line == ("Q8_0 is the smallest quant shown as good as F16 (fakebase on discotex, accuracy): equivalent "
-                    "within 0.2 over 20 items, the rule's verdict at look 1 of 2; cannot tell yet: Q2_K (within 0.2 "
-                    "over 40 items, the rule's verdict at look 2 of 2; ~101 items would settle it at a fixed n)")
+                    "within 0.2 over 20 items, the rule's verdict at look 1 of 2; cannot tell yet: Q2_K (whether within "
+                    "0.2: not settled over 40 items, the rule's verdict at look 2 of 2; ~101 items would settle it at a fixed n)")
 
 
 FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")

@@ -11,6 +11,11 @@ from abricot_local.cli.options import (OutputPath, backend_values, data_options,
 from abricot_local.cli.progress import progress as make_progress
 
 
+# what quantize says when a signal stops it, unwound or ending while llama.cpp did not return (quant_folder.let_go)
+QUANTIZE_STOPPED = ("quantize interrupted: the rungs written so far are kept (models.toml lists them), the one being "
+                    "written was removed; run the same command to go on")
+
+
 @cli.command()
 @click.argument("source")
 @click.option("--to", "to", required=True, metavar="Q,Q,...",
@@ -31,19 +36,19 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quan
     is removed; the same command goes on from there."""
     import signal
 
+    from abricot_local import backends
     from abricot_local.models.quantize import make_ladder
 
     term = signal.signal(signal.SIGTERM, _sigterm)
+    forget = backends.on_stuck(lambda _signum: echo(QUANTIZE_STOPPED, err=True))  # llama.cpp did not return
     try:
         ladder = make_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
                              threads=quant_threads, notify=say)
     except KeyboardInterrupt:
-        from abricot_local.backends import exit_process
-
-        echo("quantize interrupted: the rungs written so far are kept and listed, the one being written was "
-             "removed; run the same command to go on", err=True)
-        exit_process(130)
+        echo(QUANTIZE_STOPPED, err=True)
+        backends.exit_process(130)
     finally:
+        forget()
         signal.signal(signal.SIGTERM, term)
     for r in ladder.rungs:
         echo(f"{r.quant:8} {r.size / 1e6:8.0f} MB  {r.path}  sha256 {r.sha256}")

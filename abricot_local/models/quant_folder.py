@@ -4,7 +4,8 @@ Before anything is written the folder is refused when quantize may not write the
 file, a run's folder or one inside a run (results.json or a .checkpoint), a models.toml quantize
 did not write (or cannot read back whole). One quantize at a time holds the folder
 (``.quantize.lock``, flock: the kernel drops it when a process dies), so the temporary files an
-earlier call left when it was killed are known stale and removed. models.toml keeps every entry
+earlier call left when it was killed are known stale and removed; a signal that ends the process while llama.cpp
+does not return removes the temporary file of the rung being written and the lock first (:func:`let_go`). models.toml keeps every entry
 it holds (a second SOURCE's ladder is added beside the first's); each rung quantize writes is
 listed with its SHA-256 and ``from_sha256`` (its SOURCE's) before its file takes its name, so a
 file at a rung's name that models.toml does not list as this SOURCE's is never quantize's to keep
@@ -107,13 +108,29 @@ def held(folder: Path) -> Iterator[None]:
         if same:
             break
         os.close(fd)
+    from abricot_local.backends import on_stuck
+
+    forget = on_stuck(lambda _signum: let_go(folder))  # llama.cpp did not return after a signal: the process ends
     try:
         yield
     finally:
+        forget()
         try:
-            path.unlink()
+            path.unlink(missing_ok=True)
         finally:
             os.close(fd)  # the flock goes with it
+
+
+def let_go(folder: Path) -> None:
+    """What a quantize holding ``folder`` leaves when a signal ends the process while llama.cpp's quantizer does not
+    return (backends.on_stuck; no Python unwinds after it): the rungs written and listed kept, the temporary file of
+    the one being written removed (held: none is another's) and the lock, so the folder is as a Ctrl-C that unwound
+    leaves it, and the same command goes on from there. Best effort: the process is ending."""
+    try:
+        clean_stale(folder)
+        (folder / LOCK).unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def clean_stale(folder: Path) -> list[str]:

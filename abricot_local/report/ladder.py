@@ -99,7 +99,14 @@ def _unsettled(s: Standing) -> str:
         need = "no number of items settles it: the difference sits on the margin"
     else:
         need = f"~{s.items:,} items would settle it" + (" at a fixed n" if s.by_rule else "")
-    return f"{s.quant} ({s.words.removeprefix('cannot tell yet ')} {_rests(s)}; {need})"
+    return f"{s.quant} ({open_question(s.margin)} {_rests(s)}; {need})"
+
+
+def open_question(margin: float | None) -> str:
+    """What a rung that cannot tell yet leaves open, worded as the question it is (``whether within 0.02: not
+    settled``, then what it rests on), never as a finding: the one wording of the choice line's ``cannot tell yet``
+    rungs (text, markdown, JSON's ``line``, the HTML page's line under the table)."""
+    return "not settled" if margin is None else f"whether within {margin:g}: not settled"
 
 
 def choice_text(c: Choice) -> str:
