@@ -6,7 +6,8 @@ calibration.py). The plan is plan.py's, the one a run executes: ``--dry-run`` ma
 
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its
-vocabulary read (a vocabulary-only load: no weights), its SHA-256 taken only if remembered.
+vocabulary read (a vocabulary-only load: no weights), its SHA-256 taken only if remembered. A prompt is judged
+against the context the backend will allocate (its ``context_window``: llama.cpp rounds n_ctx up), in the run's words.
 Task data that is not here is not fetched: that task is planned as "no data here". Only
 ``calibrate`` loads a model here, times it and writes the result into the user cache.
 Names no task and no backend. What it makes (DryRun, ModelPlan, TaskPlan) is dry_plan.py's.
@@ -126,7 +127,8 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
         family = spec.tokenizer if spec else ""
         facts = None if not reads else gguf_facts(ref.path) if here else \
             _guess_facts(spec, located.name, family)
-        plans = [_task_plan(t, None, opts, family, chat, notify) for t in plan.runs] if not here \
+        plans = [_task_plan(t, None, opts, family, chat, notify, window=cls.context_window(opts))
+                 for t in plan.runs] if not here \
             else counted(ref, plan.backend, opts, plan.runs, chat, notify)
         fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
     speed, note = _speed(ref if here else None, cls, opts, facts, calibrate, spec.sha256_for(0) if spec else None,
@@ -238,9 +240,10 @@ def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
     return costed(plan, model, Pairs(reference, Path(), 0) if reference is not None else None)
 
 
-def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None) -> TaskPlan:
+def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None, window=None) -> TaskPlan:
     """One task's work (``run``: a plan.TaskRun): counted with ``schedule`` (the model's; ``wrap``: its chat
-    template applied first), else (None) estimated from the text."""
+    template applied first), else (None) estimated from the text, each prompt against ``window`` (the context the
+    backend will allocate: its ``context_window``, as a vocabulary-only load's schedule judges it)."""
     name = run.task.key
     available = run.available or len(run.items)
     if run.problem:
@@ -251,7 +254,7 @@ def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=N
     else:
         r = ratio(family, run.task)
         tokenize = text_tokenizer(r.chars_per_token)
-        schedule = lambda req: make_schedule(req, tokenize, opts.n_ctx)  # noqa: E731
+        schedule = lambda req: make_schedule(req, tokenize, window or opts.n_ctx, opts.n_ctx)  # noqa: E731
         basis, is_exact = r.basis + (" (chat template not counted)" if chat else ""), False
     try:
         work = count_work(run.items, schedule, opts, exact=is_exact, basis=basis,

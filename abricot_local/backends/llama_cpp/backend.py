@@ -134,8 +134,15 @@ class LlamaCppBackend(Declared):
     def piece(self, token: int) -> str:
         return self.session.piece(token)
 
-    def n_ctx(self) -> int:
-        return self.session.n_ctx()
+    def n_ctx(self) -> int:  # a vocabulary-only load has no context: the one a load would allocate (the plan's)
+        return self.session.n_ctx() if self.session.can_decode else self.context_window(self.options)
+
+    @classmethod
+    def context_window(cls, options: LlamaCppOptions) -> int:
+        """What llama.cpp allocates for ``options.n_ctx``: the next multiple of 256 (llama_context's constructor,
+        ``GGML_PAD(n_ctx, 256)``; llama-cpp-python 0.3.36 measured: one or several sequences, never capped at the
+        model's n_ctx_train)."""
+        return -(-options.n_ctx // 256) * 256
 
     def make_schedule(self, request: Request) -> Schedule:
         special = request.parse_special
