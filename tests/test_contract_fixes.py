@@ -78,7 +78,8 @@ def test_one_samples_file_name_rule_written_and_read(tmp_path, task):
     assert (task_of(name) == task) == (task in ("discotex", "abricot_abs@calamita~paper"))
     assert task_of("samples-.jsonl") is None and task_of("results.json") is None
     (tmp_path / "RUNNING").write_text("")
-    (tmp_path / name).write_text('{"id": "a"}\n{"id": "b"}\n')
+    line = '{"id": "%s", "choices": ["x", "y"], "logprobs": [-1.0, -2.0], "gold": 0, "pred": 0}\n'  # a sample
+    (tmp_path / name).write_text(line % "a" + line % "b")
     assert samples_path(tmp_path, name, task) == tmp_path / name  # the reader takes the writer's name
     with pytest.raises(Exception, match="not this task's samples file"):
         samples_path(tmp_path, samples_name("other"), task)

@@ -147,7 +147,7 @@ class OutputDir:
             self.afresh = True                                   # options (start() checks again: RUNNING by then)
             return
         if not resume:
-            refusal = fresh_refusal(self.path)
+            refusal = fresh_refusal(self.path, manifest)  # --resume offered only where it takes it
             if refusal:
                 raise ResultsError(refusal)
         elif recorded_path.exists():
@@ -285,7 +285,8 @@ class OutputDir:
         """A run stopped before it saved an item leaves nothing of its own (state file, manifest, thread counts, an
         empty samples file); release() then removes the folders it made."""
         names = [samples_name(t) for t in getattr(self, "totals", {})]  # (empty: called when none holds a line)
-        for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (*OWN_FILES, *names))):
+        ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()  # never a file through a link
+        for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (*OWN_FILES, *names) if ckpt)):
             remove_own(f)
 
     def failed(self, error: str) -> None:

@@ -41,12 +41,13 @@ class RunFolder:
     totals: dict[str, int] = field(default_factory=dict)  # the items of each task, once planned
     out: OutputDir | None = None  # while this run holds the folder
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
+    resume: bool = False  # the run is a --resume (its folder, once taken, is left INTERRUPTED however little it saved)
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
         """The folder held (its lock), refusing what it cannot take before any model loads."""
         with OutputDir(self.path) as out:
-            self.out, out.tell = out, self.say
+            self.out, out.tell, self.resume = out, self.say, resume
             try:
                 out.check(manifest, resume=resume)
                 yield out
@@ -81,15 +82,21 @@ class RunFolder:
                 out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
             raise
 
-    def _stopped(self, out: OutputDir, resume: bool, *, growing: bool) -> None:
-        """The folder as a signal before results.json leaves it: the finished run a --resume grows as it was, a run
-        with an item saved (or a --resume's folder) INTERRUPTED, a new run with none saved gone."""
+    def _stopped(self, out: OutputDir, resume: bool, *, growing: bool) -> bool:
+        """The folder as a signal before results.json leaves it, the one rule of Ctrl-C's and of a signal while
+        llama.cpp does not return (:meth:`interrupted`): the finished run a --resume grows as it was, a run with an
+        item saved (or a --resume's folder: the items an earlier run saved kept) INTERRUPTED, a new run with none
+        saved gone (OutputDir.abandon: the files it made, and the folders). True when it left nothing to resume."""
         if growing:
             out.tidy_finished(self.totals)
         elif resume or saved_files(out.path):
+            if not hasattr(out, "totals"):  # stopped before it showed RUNNING (a model's load)
+                out.running(self.totals)
             out.interrupted(self.resume_line(out.path))
         else:
             out.abandon()
+            return True
+        return False
 
     def resume_line(self, folder: Path) -> str:
         """The INTERRUPTED file's advice: this door's call that resumes the run in ``folder`` (its ``hint``), its
@@ -102,9 +109,10 @@ class RunFolder:
         self.say(self.interrupted())
 
     def interrupted(self) -> str:
-        """Leave the folder INTERRUPTED (the one this run holds, when a signal ends the process from the
-        watchdog thread while llama.cpp does not return), and the text to say: what is saved, the call
-        that resumes."""
+        """What a signal leaves of the folder, and the text to say (the one this run holds too, when a signal ends
+        the process from the watchdog thread while llama.cpp does not return): by :meth:`_stopped`'s rule, the
+        folder INTERRUPTED, what is saved and the call that resumes said; before the run saved an item (and no
+        --resume), what it wrote removed (a folder it did not take left as it was) and no command said."""
         out_dir, holding, resume_hint = self.path, self.out, self.hint
         if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
             if holding is not None:
@@ -115,28 +123,26 @@ class RunFolder:
                 return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
                         f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
             return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
-        if out_dir is None or not (resumable(out_dir) or any((out_dir / m).is_file() for m in MARKERS)):
-            if holding is not None:
-                holding.release()  # no lock file, and no folder this run left empty
-            where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
-            return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
+        fresh = out_dir is None or not (self.resume or saved_files(out_dir))  # nothing this run could resume
         if holding is not None:
             try:
-                if not getattr(holding, "totals", None):
-                    holding.running(self.totals)
-                holding.interrupted(self.resume_line(out_dir))
+                fresh = self._stopped(holding, self.resume, growing=False)  # (a grow it holds: results.json, above)
             except AbricotError:
                 pass  # the state file is a courtesy; the checkpoint is what counts
-            holding.release()
-        elif not (out_dir / INTERRUPTED).exists():  # stopped before scoring began (a resume, loading)
-            try:
+            holding.release()  # no lock file, and no folder this run made and left empty
+        shows = not fresh and (resumable(out_dir) or any((out_dir / m).is_file() for m in MARKERS))
+        if shows and holding is None and not (out_dir / INTERRUPTED).exists():
+            try:  # stopped before it took the folder (a resume, planning): the run there INTERRUPTED
                 with OutputDir(out_dir) as folder:
                     folder.running(self.totals)
                     folder.interrupted(self.resume_line(out_dir))
             except AbricotError:
                 pass  # another run holds the folder: its state is its own
+        if not shows:  # what this run made is gone; a folder it did not take, as it was
+            where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
+            return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
         saved = saved_counts(out_dir, self.totals)  # what is on disk (a resume's earlier items too)
-        what = items_text(saved, self.totals) if any(saved.values()) else "nothing scored yet"
+        what = items_text(saved, self.totals) if any(saved.values()) else "no item"
         return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
 
     def lost(self, err: AbricotError) -> None:

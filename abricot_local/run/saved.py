@@ -20,7 +20,8 @@ from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
-from abricot_local.record.outputs import FAILED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name, task_of
+from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
+                                          task_of)
 from abricot_local.run.owned import refuse_link, remove_own
 from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
 from abricot_local.run.states import saved_counts, saved_ids
@@ -192,16 +193,21 @@ def holds_no_run(path: Path) -> bool:
 
 
 def failed_before_first_item(path: Path) -> bool:
-    """Whether ``path`` holds a run that failed before it saved an item (a prompt over --n-ctx): a run of any
-    options starts afresh there."""
-    return (path / FAILED).is_file() and not (path / RESULTS).exists() and not saved_files(path)
+    """Whether ``path`` holds a run that failed (a prompt over --n-ctx) or was interrupted (a --resume's, or one an
+    earlier abricot-local left) before it saved an item: a run of any options starts afresh there."""
+    return any((path / m).is_file() for m in (FAILED, INTERRUPTED)) and not (path / RESULTS).exists() and \
+        not saved_files(path)
 
 
-def fresh_refusal(path: Path) -> str:
+def fresh_refusal(path: Path, manifest=None) -> str:
     """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
     its first item): a finished run, another's checkpoint with items saved, or saved items with no manifest
-    (saved.orphan_refusal). :meth:`OutputDir.check`'s first refusal, and what a dry run says of its --out."""
+    (saved.orphan_refusal). :meth:`OutputDir.check`'s first refusal, and what a dry run says of its --out. Given
+    the run's ``manifest``, --resume is offered only where it would take the folder (:func:`resume_offer`)."""
     if (path / RESULTS).exists():
+        if why := resume_offer(path, manifest):
+            return (f"{path} already holds a finished run; choose another {opt('out')} ({opt('resume', True)} would "
+                    f"not take it: {why})")
         return (f"{path} already holds a finished run; choose another {opt('out')} "
                 f"(or {opt('resume', True)} to reuse it)")
     if orphan := orphan_refusal(path):
@@ -209,8 +215,31 @@ def fresh_refusal(path: Path) -> str:
     if not (path / CHECKPOINT / RUN_MANIFEST).exists() or failed_before_first_item(path):
         return ""
     saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
-    return (f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved); "
-            f"add {opt('resume', True)} to continue it with the options it recorded, or choose another {opt('out')}")
+    held = f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved)"
+    why = resume_offer(path, manifest)  # this command's options would not do: said, the recorded ones would
+    return (f"{held}; add {opt('resume', True)} to continue it with the options it recorded"
+            f"{f' (not these: {why})' if why else ''}, or choose another {opt('out')}")
+
+
+def resume_offer(path: Path, manifest) -> str:
+    """Why a --resume of ``manifest`` would not take the run in ``path`` ("" when it would, or with no manifest to
+    tell), by the resume's own rule (resume.refusal; its "cannot resume PATH: " head left out): a refusal offers
+    --resume only where the same command with it would be accepted (an unfinished run's: with its recorded options,
+    saying why these would not do)."""
+    if manifest is None:
+        return ""
+    try:
+        why = refusal(path, manifest)
+        if why and (path / RESULTS).is_file():  # a --sample taking the whole of every task, as the run's (whole_tasks)
+            record = read_run(path)
+            n = None if record.manifest is None else record.manifest.config.sample
+            if same_items(n, manifest.config.sample, [t.available for t in record.tasks.values()]) and \
+                    not refusal(path, replace(manifest, config=replace(manifest.config, sample=n))):
+                return ""
+    except ResultsError as err:  # a record that cannot be read: no --resume takes it either
+        why = err.raw()
+    head = f"cannot resume {path}: "
+    return why.removeprefix(head)
 
 
 def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=None) -> dict[str, set]:
@@ -224,7 +253,7 @@ def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=
             raise ResultsError(nothing_to_resume(path))
         return {}
     if not resume:
-        if why := fresh_refusal(path):
+        if why := fresh_refusal(path, _compared(path, plan)):
             raise ResultsError(why)
         return {}
     recorded = recorded_manifest(path) if plan is not None and plan.model is not None else None
@@ -233,6 +262,18 @@ def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=
     if orphan := orphan_refusal(path):
         raise ResultsError(orphan)
     return saved_ids(path) if runs is None else kept_ids(path, runs, chat=chat)
+
+
+def _compared(path: Path, plan):
+    """The manifest a --resume of the dry ``plan`` in ``path`` would be compared by (:func:`as_recorded`); None when
+    it cannot be told (no plan, no model, no record there or one that cannot be read: the run says what is wrong)."""
+    if plan is None or plan.model is None:
+        return None
+    try:
+        recorded = recorded_manifest(path)
+    except ResultsError:
+        return None
+    return None if recorded is None else as_recorded(plan, recorded).manifest()
 
 
 def as_recorded(plan, recorded):
@@ -245,13 +286,47 @@ def as_recorded(plan, recorded):
     from abricot_local.record.schema import DataFile
     from abricot_local.run.settle import bounded
 
-    model = plan.model
+    plan, model = whole_tasks(plan, recorded), plan.model
     if model.sha256 is None:
         model = replace(model, sha256=recorded.model_sha256)
     data = {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
             if r.items and not r.problem else
             tuple(DataFile(path="", sha256=s) for s in recorded.data_sha256.get(r.task.key, ())) for r in plan.runs}
     return bounded(replace(plan, model=model, data=data))
+
+
+def whole_tasks(plan, recorded):
+    """``plan`` (run.plan.Plan) as a --resume of the run ``recorded`` (its Manifest, or None) compares it: where
+    the plan's ``sample`` and the recorded one both take every item of every task (a sample at or above a task's
+    items is the whole task, tasks.selection.kept), they select the same items, so the run is the same: the plan takes
+    the recorded sample (and the note a task holding fewer items than it asked for records), neither a shrink nor a
+    grow. The record keeps the option as it was given (check and merge rebuild the note from it); the items each
+    task resolved it to are recorded per task. run_plan's and the dry run's (:func:`as_recorded`) one rule."""
+    from abricot_local.tasks.selection import Count
+
+    n, m = None if recorded is None else recorded.config.sample, plan.sample
+    if n == m or not same_items(n, m, [r.available for r in plan.runs]):
+        return plan
+    count = Count.BOUND if plan.settle.on else Count.SAMPLE
+    runs = tuple(replace(r, notes=(*(x for x in r.notes if x != count.beyond(m, r.available)),
+                                   *((count.beyond(n, r.available),) if n > r.available else ())))
+                 for r in plan.runs)
+    return replace(plan, sample=n, runs=runs)
+
+
+def same_items(n: int | None, m: int | None, available) -> bool:
+    """Whether ``--sample n`` and ``--sample m`` take the same items of tasks holding ``available`` items each (a
+    list; 0 or None: not known): both the whole of every task (:func:`whole_tasks`' rule)."""
+    return n is not None and m is not None and bool(available) and all(a and min(n, m) >= a for a in available)
+
+
+def resumed_plan(plan, folder: Path):
+    """``plan`` as a --resume in ``folder`` runs it (run_plan's): :func:`whole_tasks` against the run recorded there
+    (none, or a record that cannot be read: ``plan`` as it is, the folder's check says what is wrong)."""
+    try:
+        return whole_tasks(plan, recorded_manifest(folder))
+    except (ResultsError, OSError):
+        return plan
 
 
 def place(folder: Path, name: str, data: bytes) -> None:

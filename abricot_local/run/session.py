@@ -201,7 +201,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
 
-    folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint)  # its states, a signal's and a lost device's too
+    folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume)  # its states, a signal's too
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
@@ -265,6 +265,9 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     folder = folder if isinstance(folder, RunFolder) else RunFolder(Path(folder))
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
+    if resume:  # a --sample taking every item of every task, as the recorded one does: the same run
+        from abricot_local.run.saved import resumed_plan
+        plan = resumed_plan(plan, folder.path)
     stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
     plan = stages.plan  # --until-settled: its bound the manifest's sample
     manifest = plan.manifest()

@@ -13,8 +13,8 @@ from typing import Iterable
 
 from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
-from abricot_local.record import CHECKPOINT, RESULTS, read_run
-from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, loads, read_jsonl, read_regular
+from abricot_local.record import CHECKPOINT, RESULTS, check_line, read_run, read_samples
+from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
 
 
 @dataclass(frozen=True)
@@ -122,10 +122,14 @@ def run_state(folder: str | Path) -> RunState:
         task, _, n = part.partition("=")
         if n.isdigit():
             totals[task] = int(n)
-    done = saved_counts(folder, totals)
+    problems: list[str] = []
+    done = saved_counts(folder, totals, problems)
     total = sum(totals.values()) if totals else None
     per = items_text(done, totals).partition("(")[2].rstrip(")")
     n = sum(done.values())
+    resumes = f"{opt('resume', True)} continues"
+    if problems:  # a line the resume refuses: not counted, and said
+        resumes = f"damaged: {problems[0]}: {opt('resume', True)} refuses it; delete that line (its item is scored again)"
 
     def detail(*parts: str) -> str:
         return "; ".join(p for p in (*parts, per) if p)
@@ -135,10 +139,10 @@ def run_state(folder: str | Path) -> RunState:
             return RunState(folder, "running", n, total,
                             detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"))
         return RunState(folder, "stopped", n, total, detail(
-            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", f"{opt('resume', True)} continues"))
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", resumes))
     if marker == FAILED:
-        return RunState(folder, "failed", n, total, fields.get("error", "unknown error"))
-    return RunState(folder, "interrupted", n, total, detail(f"{opt('resume', True)} continues"))
+        return RunState(folder, "failed", n, total, "; ".join([fields.get("error", "unknown error"), *problems[:1]]))
+    return RunState(folder, "interrupted", n, total, detail(resumes))
 
 
 def unfinished(folder: str | Path) -> str | None:
@@ -175,15 +179,16 @@ def find_runs(paths) -> list[RunState]:
     return out
 
 
-def saved_counts(folder: Path, tasks: Iterable[str] = ()) -> dict[str, int]:
+def saved_counts(folder: Path, tasks: Iterable[str] = (), problems: list[str] | None = None) -> dict[str, int]:
     """Items on disk per task in a run folder (finished samples files and the checkpoint; :func:`saved_ids`)."""
-    return {task: len(ids) for task, ids in saved_ids(folder, tasks).items()}
+    return {task: len(ids) for task, ids in saved_ids(folder, tasks, problems).items()}
 
 
-def saved_ids(folder: Path, tasks: Iterable[str] = ()) -> dict[str, set]:
+def saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | None = None) -> dict[str, set]:
     """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint), keyed by
     the task of each file's name (record.outputs.task_of), or by its key among ``tasks`` (the run's task keys: one
-    whose file name is not the key itself, a ``/`` in a plugin's variant, is found by its samples_name)."""
+    whose file name is not the key itself, a ``/`` in a plugin's variant, is found by its samples_name); each file
+    read by the rule a --resume reads it by (:func:`saved_lines`), a line it refuses added to ``problems``."""
     folder = Path(folder)
     found: dict[str, set] = {}
     named = {samples_name(t): t for t in tasks}
@@ -192,30 +197,42 @@ def saved_ids(folder: Path, tasks: Iterable[str] = ()) -> dict[str, set]:
             task = named.get(f.name, task_of(f.name))
             if task is None or f.is_symlink():
                 continue  # not the run's own
-            try:
-                ids = {s.get("id") for s in read_jsonl(f) if isinstance(s, dict)}
-            except ResultsError:  # a damaged line: the others counted (a resume sets it aside, run/saved.py)
-                ids = _whole_ids(f)
+            ids, refused = saved_lines(f)
+            if refused and problems is not None:
+                problems.append(refused)
             found[task] = found.get(task, set()) | ids
     return found
 
 
-def _whole_ids(path: Path) -> set:
-    """The ids of the lines of ``path`` that are JSON objects (the damaged ones left out); none when the file
-    cannot be read."""
+def saved_lines(path: Path) -> tuple[set, str]:
+    """The ids of the saved items of a samples file as a --resume keeps them (run.saved.read_saved's rule: every
+    line a sample, record.read_samples; else a damaged line, not JSON, and both lines of an id found twice with
+    other content set aside, their items scored again), and the first line that is JSON but no sample ("" when
+    none), which the resume refuses; nothing when the file cannot be read."""
+    try:
+        return {s.id for s in read_samples(path, required=False)}, ""
+    except ResultsError:
+        pass
     try:
         data = read_regular(path, MAX_JSONL_BYTES)
     except ResultsError:
-        return set()
-    ids = set()
-    for raw in data.split(b"\n"):
+        return set(), ""  # (a link, too large: refused, and said, where a run takes the folder)
+    kept: dict[str, str | None] = {}
+    refused = ""
+    for number, raw in enumerate(data.split(b"\n"), 1):
         try:
             value = loads(raw) if raw.strip() else None
         except BadJSON:
             continue
-        if isinstance(value, dict) and isinstance(value.get("id"), str):
-            ids.add(value["id"])
-    return ids
+        try:
+            sample = None if value is None else check_line(value, f"{path} line {number}")
+        except ResultsError as err:
+            refused = refused or err.raw()
+            continue
+        if sample is not None:
+            line = dumps_line(sample.line)
+            kept[sample.id] = line if kept.get(sample.id, line) == line else None
+    return {i for i, line in kept.items() if line is not None}, refused
 
 
 def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
