@@ -18,13 +18,13 @@ from typing import Mapping
 
 from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
-from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, atomic_write, dumps_line, loads, read_regular
+from abricot_local.jsonfiles import atomic_write, dumps_line
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
 from abricot_local.run.owned import refuse_link, remove_own
 from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
-from abricot_local.run.states import saved_counts, saved_ids
+from abricot_local.run.states import saved_counts, saved_ids, scan_saved
 
 SHOWN = 3  # files a refusal names
 
@@ -72,30 +72,11 @@ def read_saved(path: Path, *, repair: bool) -> tuple[list[Sample], list[int]]:
     try:
         return read_samples(path, repair=repair, required=False), []
     except ResultsError:
-        data = read_regular(path, MAX_JSONL_BYTES)  # what is wrong with the file itself raises here
-    kept: dict[str, tuple[int, Sample]] = {}
-    off: list[int] = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            value = loads(raw)
-        except BadJSON:
-            off.append(number)
-            continue
-        try:
-            sample = check_line(value, f"{path} line {number}")
-        except ResultsError as err:
-            raise ResultsError(f"{err.raw()}: the checkpoint was changed; delete that line (its item is scored "
-                               "again) and resume") from None
-        if sample.id in kept:
-            first, was = kept[sample.id]
-            if dumps_line(was.line) != dumps_line(sample.line):
-                off += [first, number]
-                kept[sample.id] = (first, None)
-            continue
-        kept[sample.id] = (number, sample)
-    return [s for _, s in kept.values() if s is not None], sorted(off)
+        scan = scan_saved(path)  # what is wrong with the file itself raises here
+    if scan.refused is not None:
+        raise ResultsError(f"{scan.refused.raw()}: the checkpoint was changed; delete that line (its item is scored "
+                           "again) and resume") from None
+    return list(scan.samples), list(scan.off)
 
 
 def gives(task, item, sample: Sample) -> bool:

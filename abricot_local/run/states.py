@@ -13,7 +13,7 @@ from typing import Iterable
 
 from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
-from abricot_local.record import CHECKPOINT, RESULTS, check_line, read_run, read_samples
+from abricot_local.record import CHECKPOINT, RESULTS, Sample, check_line, read_run, read_samples
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
 
 
@@ -205,34 +205,59 @@ def saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | Non
 
 
 def saved_lines(path: Path) -> tuple[set, str]:
-    """The ids of the saved items of a samples file as a --resume keeps them (run.saved.read_saved's rule: every
-    line a sample, record.read_samples; else a damaged line, not JSON, and both lines of an id found twice with
-    other content set aside, their items scored again), and the first line that is JSON but no sample ("" when
-    none), which the resume refuses; nothing when the file cannot be read."""
+    """The ids of the saved items of a samples file as a --resume keeps them (:func:`scan_saved`), and the first
+    line that is JSON but no sample ("" when none), which the resume refuses; nothing when the file cannot be read."""
     try:
         return {s.id for s in read_samples(path, required=False)}, ""
     except ResultsError:
         pass
     try:
-        data = read_regular(path, MAX_JSONL_BYTES)
+        scan = scan_saved(path)
     except ResultsError:
         return set(), ""  # (a link, too large: refused, and said, where a run takes the folder)
-    kept: dict[str, str | None] = {}
-    refused = ""
+    return {s.id for s in scan.samples}, scan.refused.raw() if scan.refused is not None else ""
+
+
+@dataclass(frozen=True)
+class SavedScan:
+    """A samples file read line by line (:func:`scan_saved`): the ``samples`` kept, in file order; the numbers of the
+    lines set aside (``off``); the first line that is JSON but no sample (``refused``: None when none)."""
+
+    samples: tuple[Sample, ...]
+    off: tuple[int, ...]
+    refused: ResultsError | None
+
+
+def scan_saved(path: Path) -> SavedScan:
+    """The one rule a checkpoint's lines are read by, a --resume's and `runs`' (run.saved.read_saved): a line that
+    is not JSON (what a crash or a failing disk leaves) is set aside, and so is every line of an id found again with
+    other content (which is right cannot be told); a line that is JSON but no sample is the ``refused`` one. Raises
+    ResultsError when the file itself cannot be read (a link, too large)."""
+    data = read_regular(path, MAX_JSONL_BYTES)
+    kept: dict[str, tuple[int, Sample | None]] = {}
+    off: list[int] = []
+    refused = None
     for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
         try:
-            value = loads(raw) if raw.strip() else None
+            sample = check_line(loads(raw), f"{path} line {number}")
         except BadJSON:
+            off.append(number)
             continue
-        try:
-            sample = None if value is None else check_line(value, f"{path} line {number}")
         except ResultsError as err:
-            refused = refused or err.raw()
+            refused = refused or err
             continue
-        if sample is not None:
-            line = dumps_line(sample.line)
-            kept[sample.id] = line if kept.get(sample.id, line) == line else None
-    return {i for i, line in kept.items() if line is not None}, refused
+        if sample.id not in kept:
+            kept[sample.id] = (number, sample)
+            continue
+        first, was = kept[sample.id]
+        if was is None:  # an id already set aside: this line too
+            off.append(number)
+        elif dumps_line(was.line) != dumps_line(sample.line):
+            off += [first, number]
+            kept[sample.id] = (first, None)
+    return SavedScan(tuple(s for _, s in kept.values() if s is not None), tuple(sorted(off)), refused)
 
 
 def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
