@@ -55,6 +55,7 @@ class Spec:
     cli: str = ""  # its flag where the command line's is not made from the field (models_file: --models)
     model_arg: str = ""  # its lm-eval model_args key, where lm-eval's front end takes it (models_file: models)
     words: str = ""  # what the Python API's keyword takes, in words, where its type says it poorly
+    listed: bool = False  # text naming several, comma-separated (--protocol paper,calamita): a list of them is joined
 
     @property
     def flag_name(self) -> str:
@@ -163,6 +164,8 @@ def parse(spec: Spec, raw: Any) -> Any:
     tuple split at ``spec.sep``); None stays None."""
     if raw is None or spec.kind is None:
         return raw
+    if spec.listed and isinstance(raw, (list, tuple)):  # the names as a list: the text the command line takes
+        raw = ",".join(str(r).strip() for r in raw)
     if spec.parse is not None:
         return spec.parse(raw)
     if spec.many:
@@ -203,10 +206,13 @@ def check(spec: Spec, value: Any) -> None:
 
 def settle(obj: Any) -> None:
     """Parse, in place, each field of a frozen options object whose field has its own parser (a value
-    given as text or in another shape: ``prompt_variant="a,b"``, ``data={"abricot": PATH}``)."""
+    given as text or in another shape: ``prompt_variant="a,b"``, ``data={"abricot": PATH}``; a list for a listed
+    text: ``protocol=["paper", "calamita"]``)."""
     for spec in specs(type(obj)):
         value = getattr(obj, spec.name)
-        if spec.parse is not None and value is not None:
+        if spec.listed and isinstance(value, (list, tuple)):
+            object.__setattr__(obj, spec.name, parse(spec, value))
+        elif spec.parse is not None and value is not None:
             object.__setattr__(obj, spec.name, spec.parse(value))
 
 

@@ -29,8 +29,20 @@ WHAT = {  # what a keyword takes, in words, where its type alone says it poorly 
     "model": "a model name or a .gguf path ('gemma-3-270m'), or a list of them",
     "tasks": "task names as text ('discotex', 'abricot_abs,discotex'), a list of them, or None",
     "data": "{task: path}, 'task=path', or a list of 'task=path' and (task, path)",
-    "prompt_variant": "variant names as text ('all', 'ita-bench,card'), a list of them, or None",
 }
+
+
+def _names_a_task(value) -> bool:
+    """Whether ``data``'s texts each name a task (``task=path``): 'discotex' alone is no form ``data`` takes."""
+    texts = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []
+    return all("=" in t for t in texts if isinstance(t, str))
+
+
+SHAPES = {"data": _names_a_task}  # a keyword whose type alone does not say every value it refuses
+
+
+def _shaped(name: str, value) -> bool:
+    return SHAPES[name](value) if name in SHAPES else True
 
 
 def fits(value, hint) -> bool:
@@ -96,7 +108,7 @@ def option_hints() -> dict[str, Any]:
         if spec.kind is None or spec.name in out:
             continue
         hint: Any = spec.kind
-        if spec.many:  # a list, a tuple, or text holding the values
+        if spec.many or spec.listed:  # a list, a tuple, or text holding the values
             hint = list[spec.kind] | tuple[spec.kind, ...] | str  # type: ignore[valid-type]
         elif spec.switch:  # True/False: "on"/"off" (option_fields.Spec.switch)
             hint = str | bool
@@ -106,11 +118,24 @@ def option_hints() -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def list_fields() -> frozenset[str]:
+    """The option fields that take several values (a tuple field, a ``listed`` text: ``protocol``, ``quants``): a
+    parameter of that name takes what its field takes (a list too), whatever its annotation says."""
+    from abricot_local.backends import option_specs
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions, SettleOptions
+    from abricot_local.tasks.base import TaskOptions
+
+    every = [*specs(TaskOptions), *specs(SettleOptions), *specs(RunOptions), *(s for s, _ in option_specs())]
+    return frozenset(s.name for s in every if s.kind is not None and (s.many or s.listed))
+
+
 def run_hint(spec) -> Any:
     """The type the API takes for a run option (a RunOptions field): its field's, a path field's a path (text or a
     path object) or a list of them; None only where the field takes None (``force`` is True or False)."""
     one: Any = PathLike if spec.path else spec.kind
-    hint = one | list[one] | tuple[one, ...] if spec.many else one  # type: ignore[valid-type]
+    hint = one | list[one] | tuple[one, ...] if spec.many or spec.listed else one  # type: ignore[valid-type]
     return hint | None if spec.optional else hint
 
 
@@ -119,8 +144,9 @@ def field_words() -> dict[str, str]:
     """What each option field's keyword takes, in words, where the field says it (option_fields.Spec.words)."""
     from abricot_local.option_fields import specs
     from abricot_local.run.request import RunOptions
+    from abricot_local.tasks.base import TaskOptions
 
-    return {s.name: s.words for s in specs(RunOptions) if s.words}
+    return {s.name: s.words for s in (*specs(TaskOptions), *specs(RunOptions)) if s.words}
 
 
 @functools.cache
@@ -159,14 +185,16 @@ def check_call(fn, given: dict) -> None:
         if param.kind is param.VAR_KEYWORD:
             known = option_hints()
             for key, v in value.items():
-                if key in known and not fits(v, known[key]):
+                if key in known and not (fits(v, known[key]) and _shaped(key, v)):
                     raise _refuse(fn.__name__, key, known[key], v)
         elif param.kind is param.VAR_POSITIONAL:
             for v in value:
                 if name in hints and not fits(v, hints[name]):
                     raise _refuse(fn.__name__, name, hints[name], v)
-        elif name in hints and not fits(value, hints[name]):
-            raise _refuse(fn.__name__, name, hints[name], value)
+        elif name in hints:
+            hint = option_hints()[name] if name in list_fields() else hints[name]
+            if not (fits(value, hint) and _shaped(name, value)):
+                raise _refuse(fn.__name__, name, hint, value)
 
 
 def bind(fn, args: tuple, kwargs: dict) -> dict:

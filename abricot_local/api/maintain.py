@@ -83,10 +83,11 @@ def check(run: Run | str | PathLike, *, sample: int | None = None, atol: float |
     and options (``sample``: only N items, drawn with the run's seed), compared item by item; returns a
     :class:`Check` (``passed``: what the command's exit status 0 says). ``atol`` (None: the command's rule),
     ``model`` (the model, if it moved), ``data``/``data_dir`` (the run's data, if it moved), ``exact`` as
-    `check`'s flags; ``options``: the backend options that change no number (``threads``, ``rpc_timeout``)."""
+    `check`'s flags; ``options``: ``model_dirs`` (as ``evaluate``'s: folders ``model`` may name a file in) and the
+    backend options that change no number (``threads``, ``rpc_timeout``)."""
     from abricot_local.run.check import check_run
 
-    allowed = _recheck_names()
+    allowed = ["model_dirs", *_recheck_names()]
     unknown = [k for k in options if k not in allowed]
     if unknown:
         from abricot_local.errors import fold
@@ -94,16 +95,19 @@ def check(run: Run | str | PathLike, *, sample: int | None = None, atol: float |
 
         own = ["sample", "atol", "model", "data", "data_dir", "exact", "progress"]
         raise UsageError(fold(f"unknown option {unknown[0]!r}.{did_you_mean(unknown[0], [*own, *allowed])} "
-                              f"check() takes run, {', '.join(own)}, and the backend options that change no "
-                              f"number: {', '.join(allowed)}"))
+                              f"check() takes run, {', '.join(own)}, model_dirs, and the backend options that "
+                              f"change no number: {', '.join(allowed[1:])}"))
     if atol is not None and not (math.isfinite(atol) and atol >= 0):
         raise UsageError(f"{opt('atol')} must be a finite number, 0 or more, got {atol}")
+    from abricot_local.run.request import run_options
+
+    dirs = run_options({"model_dirs": options.pop("model_dirs", None)}).model_dirs  # parsed by its field
     update, close = progress_bars(progress)
     try:
         rep = check_run(run if isinstance(run, Run) else os.fspath(run), sample=sample, atol=atol,
                         model=None if model is None else os.fspath(model), data_dir=data_folder(data_dir),
                         data=data_pairs(data), backend_values={k: v for k, v in options.items() if v is not None},
-                        progress=update, exact=exact, notice=lambda text: warn(f"check: {text}"))
+                        progress=update, exact=exact, notice=lambda text: warn(f"check: {text}"), model_dirs=dirs)
     finally:
         close()
     return Check(**{f.name: getattr(rep, f.name) for f in fields(rep)})

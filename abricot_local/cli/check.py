@@ -7,8 +7,8 @@ import sys
 import click
 
 from abricot_local.cli.app import cli, echo
-from abricot_local.cli.options import (FiniteRange, OutputPath, backend_values, data_options, recheck_options,
-                                       run_option)
+from abricot_local.cli.options import (FiniteRange, OutputPath, backend_values, data_options, model_dir_option,
+                                       recheck_options, run_option)
 from abricot_local.cli.progress import progress as make_progress
 
 
@@ -49,6 +49,7 @@ def merged_text(folder) -> str:
                    "engine); the batched engine's drift with --sample]")
 @click.option("--model", "model_path", default=None,
               help="The model (a path or any name `run` takes), if it moved; its SHA-256 must be the recorded one.")
+@model_dir_option
 @data_options
 @recheck_options
 @click.option("--exact", is_flag=True,
@@ -56,7 +57,7 @@ def merged_text(folder) -> str:
                    "machine's kernel path (build, CPU features, devices) differs from the recorded one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(out: str, sample: int | None, atol: float, model_path: str | None, data: tuple[str, ...],
-          data_dir: str | None, exact: bool, as_json: bool, **kw) -> None:
+          data_dir: str | None, exact: bool, as_json: bool, model_dirs: tuple[str, ...], **kw) -> None:
     """Re-score the run in OUT with its recorded model, data and options; exit 1 if it does not reproduce.
 
     On another kernel path than the recorded one (another build, CPU features or devices: it is
@@ -71,7 +72,7 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
     try:
         rep = check_run(out, sample=sample, atol=atol, model=model_path, data_dir=data_dir, data=data,
                         backend_values=backend_values(kw), progress=progress, exact=exact,
-                        notice=lambda text: echo(f"check: {text}", err=True))
+                        notice=lambda text: echo(f"check: {text}", err=True), model_dirs=model_dirs)
     except KeyboardInterrupt:  # 130, as `run`: not 1, which means "NOT reproduced"
         from abricot_local.backends import exit_process
 

@@ -103,7 +103,7 @@ def settings(record: Record, quant: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     _flatten(out, "model_sha256", record.model.sha256, None)
     _flatten(out, "quant", quant or None, None)
-    resolved = set.intersection(*(set(dump(e.config)) for e in record.tasks.values())) if record.tasks else set()
+    resolved = per_task(record)
     _flatten(out, "", {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION and k not in resolved},
              None)
     prov = dump(record.provenance) if record.provenance is not None else {}
@@ -114,6 +114,13 @@ def settings(record: Record, quant: str = "") -> dict[str, Any]:
         _flatten(out, f"{task}.prompt_hash", entry.prompt_hash or None, None)
         _flatten(out, f"{task}.data_sha256", [f.sha256 for f in entry.data] or None, None)
     return out
+
+
+def per_task(record: Record) -> set[str]:
+    """The settings every task of the run records in its own config: compared task by task (``TASK.config.KEY``),
+    never as the run's option as given (``protocol`` all beside each task's paper or calamita). The one rule of
+    :func:`settings` and of the labels (analysis.runs.Run.identity)."""
+    return set.intersection(*(set(dump(e.config)) for e in record.tasks.values())) if record.tasks else set()
 
 
 def options(record: Record) -> dict[str, Any]:

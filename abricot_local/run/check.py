@@ -40,7 +40,7 @@ from abricot_local.run.check_settled import settled_differences
 from abricot_local.analysis.compare import DIFFERENT, Verdict, compare
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.runs import Run, check_recorded_options, task_samples
-from abricot_local.record import Provenance, Record, Sample
+from abricot_local.record import RESULTS, Provenance, Record, Sample
 from abricot_local.record.schema import Kernels
 from abricot_local.analysis.overview import recompute_entry
 from abricot_local.run import held
@@ -108,11 +108,12 @@ class CheckReport:
         return self.sound and self.checked > 0 and self.verdict.kind != DIFFERENT
 
 
-def recorded_model(record: Record, given: str | None = None, *, give: str = "") -> ModelRef:
+def recorded_model(record: Record, given: str | None = None, *, give: str = "",
+                   model_dirs: tuple[str, ...] = ()) -> ModelRef:
     """The recorded run's model, found again and hashed from its bytes: ``given`` (any name
-    `run` takes), else the recorded file, else (moved or replaced) the name as it was written
-    (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded one. ``give``:
-    what the caller's user can do when the file is missing (default: give it with --model)."""
+    `run` takes, a file name looked for in ``model_dirs`` too), else the recorded file, else (moved or replaced)
+    the name as it was written (an Ollama tag, an hf: repository...); refused unless its SHA-256 is the recorded
+    one. ``give``: what the caller's user can do when the file is missing (default: give it with --model)."""
     rec, kind = record.model, record.config.backend
     if not reads_model_file(kind):
         return resolve_model_ref(rec.name, backend=kind)
@@ -129,9 +130,10 @@ def recorded_model(record: Record, given: str | None = None, *, give: str = "") 
             raise ResultsError(f"the recorded model file {name} is missing{rel}; {advice}")
     with hashing.afresh():
         try:
-            ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False)
-        except ModelError as err:
-            raise ResultsError(f"the recorded model cannot be opened: {err.raw()}") from None
+            ref = resolve_model_ref(str(name), backend=kind, offline=True, progress=False, model_dirs=model_dirs)
+        except ModelError as err:  # the model given named as given, not as the run's
+            what = opt("model", given) if given else "the recorded model"
+            raise ResultsError(f"{what} cannot be opened: {err.raw()}") from None
     require_same(ref, rec.sha256)
     return ref
 
@@ -250,6 +252,10 @@ def recorded_run(run: Run | str | Path, *, by: str = "check re-scores") -> Run:
 
         if is_lm_eval_output(out):  # refused before its tasks' items are looked for
             raise _not_ours(out, by)
+        inner = [] if (out / RESULTS).is_file() or not out.is_dir() else \
+            [c for c in sorted(out.iterdir()) if c.is_dir() and is_lm_eval_output(c)]
+        if inner:  # lm-eval's --output_path folder: its results below it, in a folder per model
+            raise _not_ours(out, by, inner)
         run = load_run(out)
     if run.lm_eval:
         raise _not_ours(run.path, by)
@@ -260,19 +266,25 @@ def recorded_run(run: Run | str | Path, *, by: str = "check re-scores") -> Run:
     return run
 
 
-def _not_ours(path, by: str) -> ResultsError:
-    return ResultsError(f"{path} is an lm-eval output: {by} runs of abricot-local; compare it with one "
-                        f"instead (abricot-local compare {path} RUN)")
+def _not_ours(path, by: str, inner=()) -> ResultsError:
+    """An lm-eval output (``inner``: the lm-eval outputs in the folder ``path``) refused in every door's words:
+    what it does to runs, and that `compare` takes it beside a run (no door's spelling of a command)."""
+    holds = f" (lm-eval's results in {', '.join(map(str, inner))})" if inner else ""
+    return ResultsError(f"{path} is an lm-eval output{holds}: {by} runs of abricot-local, whose record says how "
+                        "to score their items again; it holds nothing to re-score. `compare` takes it beside a run of "
+                        "the same model and tasks")
 
 
 def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float | None = None, model: str | None = None,
               data_dir: str | None = None, backend_values: dict | None = None, progress: Progress | None = None,
-              exact: bool = False, notice: Notice | None = None, data=()) -> CheckReport:
+              exact: bool = False, notice: Notice | None = None, data=(),
+              model_dirs: tuple[str, ...] = ()) -> CheckReport:
     """Re-score all items of ``run`` (analysis.runs.Run, or its folder: :func:`recorded_run`) (or ``sample``
     drawn with the run's seed) and compare with the samples files.
     Items the run scored but its samples files lack are reported as missing (not reproduced);
     ``backend_values``: backend options that change no number (threads), over the recorded ones.
-    ``data_dir``, ``data``: where the run's data is, if it moved (as `run`'s; check_data.py).
+    ``data_dir``, ``data``: where the run's data is, if it moved (as `run`'s; check_data.py); ``model``,
+    ``model_dirs``: the model, if it moved (as `run` finds it).
     ``atol``: the largest log-prob difference accepted; None: :func:`tolerance`'s rule (0 where bit-identical).
     When this machine's kernel path differs from the recorded one, ``notice`` hears it before the
     re-scoring, and the report holds compare's verdict. The re-scoring is the plan of the recorded run
@@ -282,7 +294,7 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
     run = recorded_run(run)
     record, out = run.record, Path(run.path)
     options = recorded_task_options(record, data_dir, data)
-    found = recorded_model(record, model)
+    found = recorded_model(record, model, model_dirs=model_dirs)
     p = recorded_plan(record, found, options, backend_values)
     rng = np.random.default_rng(options.seed)
     read = {name: task_samples(out, t, name, counted=False) for name, t in record.tasks.items()}

@@ -110,11 +110,6 @@ def _margin(margin) -> float:
     return checked_margin(margin)
 
 
-def _joined(raw) -> str:
-    """--quants as text: a list of the registry's quant names joined with commas."""
-    return raw if isinstance(raw, str) else ",".join(str(q) for q in raw)
-
-
 def _path(raw) -> str:
     import os
 
@@ -157,7 +152,7 @@ class RunOptions:
     force: bool = option(False, "Run even if the model seems not to fit in memory or on disk.", model_arg="force")
     quants: str | None = option(
         None, "Run these quants of MODEL, as the registry names them (models.toml `base` and `quant`: e.g. "
-        "Q4_K_M,Q8_0), one after another; `report` draws the ladder.", metavar="Q,Q,...", parse=_joined,
+        "Q4_K_M,Q8_0), one after another; `report` draws the ladder.", metavar="Q,Q,...", listed=True,
         words="quant names as text ('Q4_K_M,Q8_0'), a list of them, or None")
     model_dirs: tuple[str, ...] = option(
         (), "A folder of GGUF files: MODEL may then be a file name found there (repeatable).", metavar="DIR",

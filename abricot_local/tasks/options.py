@@ -113,13 +113,15 @@ class TaskOptions:
         "task's first); a task without it is named in the warnings, and a run where no task has it is refused. "
         "Several (a list, or all): each task scored under each of its variants named, keyed TASK~VARIANT (its "
         "default keeps TASK): `report` compares them.", metavar="NAME[,NAME...]|all", parse=normal,
-        record=_recorded_variants, per_task=True)
+        record=_recorded_variants, per_task=True,
+        words="variant names as text ('all', 'ita-bench,card'), a list of them, or None")
     chat_template: bool = option(False, "Render prompts with the model's chat template.", record="always")
     protocol: str | None = option(
         None, "Run each task as a published source ran it, every setting its protocol fixes (ABRICOT: paper, "
         "calamita; several, or all: each task under each of its protocols named, keyed TASK@PROTOCOL but its "
         "first). Default: each protocol whose rows the model's registry entry reproduces, else the task's first "
-        "(the paper's).", metavar="NAME[,NAME...]|all", record="always", per_task=True)
+        "(the paper's).", metavar="NAME[,NAME...]|all", record="always", per_task=True, listed=True,
+        words="protocol names as text ('all', 'paper,calamita'), a list of them, or None")
     shot_sampler: str | None = option(
         None, "lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); shared: one "
         "draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval.", record="always",
