@@ -237,9 +237,12 @@ def entry(call):
     see)."""
     @functools.wraps(call)
     def door(*args, **kwargs):
+        from abricot_local.backends import waiting
+
         check_call(call, bind(call, args, kwargs))
         try:
-            return call(*args, **kwargs)
+            with waiting():  # a signal llama.cpp does not return from: waited for, never the process ended
+                return call(*args, **kwargs)
         except OSError as err:
             from abricot_local.paths import path_error
 

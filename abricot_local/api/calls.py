@@ -82,7 +82,8 @@ def _request(call, model, tasks, protocol, options: dict, **selection):
     refuse_unknown(options, call, evaluate)
     return request_of(_models(model), {**options, "protocol": protocol},  # the run's options by field name too
                       tasks=",".join(tasks) if isinstance(tasks, (list, tuple)) else tasks,
-                      backend=options.get("backend"), **selection)
+                      backend=options.get("backend"), listed=not isinstance(model, (str, os.PathLike)),  # a sweep
+                      **selection)
 
 
 def _resume_hint(folder: Path) -> str:
@@ -151,7 +152,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
                 warn(f"{task}: {line}")
             _not_checked(step.done.outcome.record)
             _advise(step.done)
-    if len(request.models) == 1:
+    if not request.sweep:  # (a list of one model is a sweep too: a list back)
         return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
     from abricot_local.analysis.loading import load_run
 

@@ -6,8 +6,9 @@ backend's runtime (flags, model_args keys and option checks need only that), whe
 one declaration: the registry and the model lookup read it without loading the runtime), the keys of its own
 provenance that must agree between the parts of one run (``build_keys``: merge reads them from recorded runs, no
 runtime loaded), and, when its runtime's
-C calls need it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``; no runtime
-import), which :func:`on_stuck` and :func:`exit_process` go through. Its class follows ``base.BackendClass``
+C calls need it, the module of its interrupt handling (``on_stuck``, ``left_inside``, ``exit_process``, optionally
+``waiting``; no runtime import), which :func:`on_stuck`, :func:`waiting` and :func:`exit_process` go through. Its
+class follows ``base.BackendClass``
 (``name``, ``Options``, ``capabilities``, the classmethods ``config``, ``preflight``, ``speed_settings``,
 ``watch_remote``, ``kernel_threads``; ``base.Declared`` gives their defaults); instances follow ``base.Backend``;
 both are checked when the backend is asked for (:mod:`backends.contract`). Shared code uses these, and asks
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 import functools
 import sys
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from abricot_local.backends.base import Backend, BackendClass
 from abricot_local.backends.contract import BackendError, check_session, checked_class, clash
@@ -251,7 +253,8 @@ def _interrupt_hooks() -> list:
 
 def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
     """Call ``handler(signum)`` when a signal came while a backend's C call did not return (each
-    backend's own hook decides when; the process ends after it). Returns what unregisters it."""
+    backend's own hook decides when; the process ends after it, within :func:`waiting` only at a second signal).
+    Returns what unregisters it."""
     forgets = [hooks.on_stuck(handler) for hooks in _interrupt_hooks()]
 
     def forget() -> None:
@@ -259,6 +262,20 @@ def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
             f()
 
     return forget
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """The door's choice, declared by the Python API around each call (api.arguments.entry): within the block,
+    a signal whose backend C call has not returned a few seconds later is waited for, and raised once the call
+    returns (a user's interpreter, a notebook's kernel, is never ended for a first signal; a second one ends
+    it); outside it (the command line) the process ends then, :func:`on_stuck`'s handlers first. Each
+    backend's hook decides when a call is stuck."""
+    with ExitStack() as stack:
+        for hooks in _interrupt_hooks():
+            if hasattr(hooks, "waiting"):
+                stack.enter_context(hooks.waiting())
+        yield
 
 
 def exit_process(code: int) -> None:

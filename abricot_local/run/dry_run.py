@@ -53,7 +53,7 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
 
     if request.caution and notify:
         notify(request.caution)
-    sweep = len(request.models) > 1
+    sweep = request.sweep
     out = []
     with unwritten():
         reference = request.reference  # a --until-settled ladder's, else None
@@ -83,7 +83,7 @@ def _in_folder(model: ModelPlan, plan, request, name: str, notify=None) -> Model
     from abricot_local.run.resume import recorded_manifest, starts_there
     from abricot_local.run.saved import as_recorded, held_items, holds_no_run
 
-    sweep = len(request.models) > 1  # a sweep's model with no folder yet starts; a finished one is complete
+    sweep = request.sweep  # a sweep's model with no folder yet starts; a finished one is complete
     resume = request.resume and (not sweep or folder.is_dir())  # (run.session.sweep)
     judged = None if sweep and (folder / RESULTS).exists() else plan
     done = held_items(folder, resume=resume, runs=plan.runs, chat=plan.task_options.chat_template, plan=judged)

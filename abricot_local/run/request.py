@@ -203,6 +203,13 @@ class RunRequest:
     settle: SettleOptions = SettleOptions()  # --until-settled, --looks, --max-items
     reference: str | None = None  # a --until-settled ladder's (several models): its highest-precision quant
     registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, read once given
+    listed: bool = False  # the models given as a list (the API's ``evaluate([model])``): a sweep even of one
+
+    @property
+    def sweep(self) -> bool:
+        """Whether this is a sweep (one folder per model under the sweep's, a list of runs back): several
+        models, or a list of one (:attr:`listed`)."""
+        return self.listed or len(self.models) > 1
 
     def known_models(self) -> dict:
         """The registry the request names models from (``models_file``'s entries too), read once."""
@@ -225,7 +232,7 @@ class RunRequest:
         (a default folder, made when the run asks for it: run.session.Folders)."""
         if self.out is None:
             return None
-        return self.out / slug(model) if len(self.models) > 1 else self.out
+        return self.out / slug(model) if self.sweep else self.out
 
 
 def slug(model: str) -> str:
@@ -298,12 +305,12 @@ def given_options(backend: str, values: Mapping[str, Any], seed: int):
 
 
 def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = None, *, tasks: str | None = None,
-               backend: str | None = None, **run: Any) -> RunRequest:
+               backend: str | None = None, listed: bool = False, **run: Any) -> RunRequest:
     """The request of a run (`run`'s arguments, ``evaluate``'s): ``values``, the options by field name (the
     tasks', the backends', the settle options and the run's own, :class:`RunOptions`); ``run``: run options given
     by keyword (over ``values``); refused now where it cannot run: each run option (:func:`run_options`), a
     --models file that cannot be read, --quants of one model (its aliases in the registry), each option's value. A
-    model's name is found by its plan, first."""
+    model's name is found by its plan, first. ``listed``: the models were given as a list (a sweep, even of one)."""
     from abricot_local.backends import DEFAULT_BACKEND
 
     unknown = sorted(set(run) - {f.name for f in fields(RunOptions)})
@@ -336,7 +343,7 @@ def request_of(models: str | Sequence[str], values: Mapping[str, Any] | None = N
                       Shard.parse(o.shard), None if o.out is None else Path(o.out), o.resume, o.force,
                       o.models_file, o.model_dirs, datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"), o.margin,
                       settle=settle, reference=reference(models, registry) if settle.on and len(models) > 1 else None,
-                      registry=registry)
+                      registry=registry, listed=listed)
 
 
 def of_record(record, model: str, task_options, over: Mapping[str, Any] | None = None) -> RunRequest:

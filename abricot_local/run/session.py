@@ -81,7 +81,7 @@ class Folders:
         """The folder ``model``'s run writes: in a sweep <root>/<its slug>, else --out, else results/<label>/<stamp>
         (``label``: the located model's; None before it is located: no folder yet), made now, once."""
         r = self.request
-        if len(r.models) > 1:
+        if r.sweep:
             folder = self.root / slug(model)
         elif r.out is not None or label is None:
             folder = r.out
@@ -148,7 +148,7 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
             steps.append(step)
             hooks.done(step)
             yield step
-        if len(request.models) > 1:
+        if request.sweep:
             hooks.ended(request, steps)
     except Interrupted:
         raise
@@ -156,7 +156,7 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
         finished = list(dict.fromkeys([*(s.folder for s in steps if s.folder is not None and not s.failed),
                                        *folders.finished()]))
         raise Interrupted(after_signal(request, finished, hooks.resume_hint,
-                                       folders.root if len(request.models) > 1 else None),
+                                       folders.root if request.sweep else None),
                           complete=len(finished) == len(request.models)) from err
     finally:
         folders.drop_unused()
@@ -167,7 +167,7 @@ def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], st
     """What a signal outside a model's run leaves (the text of :class:`Interrupted`): the runs that finished
     (``finished``, their folders: each complete, its results.json written), and, for a sweep with models
     left, the call that goes on."""
-    if len(request.models) == 1:
+    if not request.sweep:
         if finished:
             return f"\ninterrupted: the run in {finished[0]} is complete (results.json is written)"
         return "\ninterrupted: before the run began, nothing was written; run the same command again"
@@ -179,11 +179,11 @@ def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], st
 
 
 def _steps(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
-    if len(request.models) == 1:
+    if not request.sweep:
         done = run_model(request, request.models[0], request.resume, hooks=hooks, folders=folders)
         yield Step(request.models[0], done.folder, done)
         return
-    if request.settle.on:
+    if request.settle.on and len(request.models) > 1:  # (a list of one: a sweep, no ladder)
         from abricot_local.run.settle_sweep import ladder
 
         for model, done, failed in ladder(request, hooks, functools.partial(run_model, folders=folders),
@@ -221,7 +221,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
                                                             pairs))
     except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
         written = folder.path is not None and (folder.path / RESULTS).is_file() and not folder.grown
-        raise Interrupted(folder.interrupted(), complete=written and len(request.models) == 1) from err
+        raise Interrupted(folder.interrupted(), complete=written and not request.sweep) from err
     finally:
         close()
         forget()

@@ -13,18 +13,28 @@ SIGTERM only record the signal; on the way out they are restored and the recorde
 is handed to its own handler (KeyboardInterrupt, or whatever the program installed), once
 llama.cpp has returned. A callback may ask :func:`pending` to cut the C work short (the
 model load's progress callback does). And a watchdog thread hears the signal at once
-(Python's wakeup file descriptor, written by its C-level handler): when the C call has not
-returned :data:`GRACE` seconds later, it calls the handlers given to :func:`on_stuck`
-(the CLI's: the folder marked INTERRUPTED, the resume command) and ends the process with
-``os._exit`` (130 after them, or 128 + the signal without one). Handlers that are not
-Python functions (SIG_DFL, SIG_IGN) are left alone: no Python code runs for them. Outside
-the main thread nothing changes (Python handlers only ever run in the main thread). No
-llama_cpp import here.
+(Python's wakeup file descriptor, written by its C-level handler) and raises :func:`abort_flag`,
+which llama.cpp's abort callback reads between two graph nodes (:func:`abort_check`: a C
+function, no Python and no GIL in the compute loop): the decode returns "aborted" within one
+node's time, and the signal is raised. When the C call has not returned :data:`GRACE`
+seconds later (a call that reads no abort flag: a model load inside one tensor, a GPU
+backend, an RPC server that went silent), the door's choice applies (:func:`waiting`): the
+command line's (the default), the handlers given to :func:`on_stuck` are called (the folder
+marked INTERRUPTED, the resume command) and the process ends with ``os._exit`` (130 after
+them, or 128 + the signal without one); a library's (the Python API's calls), it says that
+llama.cpp has not returned and waits for it, the signal raised once it does, and only a
+second signal ends the process as the command line's would (the user insisting). Handlers that
+are not Python functions (SIG_DFL, SIG_IGN) are left alone: no Python code runs for them.
+Outside the main thread nothing changes (Python handlers only ever run in the main thread).
+No llama_cpp import here.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import select
 import signal
 import sys
 import threading
@@ -35,7 +45,8 @@ from typing import Callable, Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE = 3.0  # seconds a C call has, after a signal, to return before the process ends without it
 EXIT_INTERRUPTED = 130
-_state: dict = {"depth": 0, "pending": None, "block": 0, "handled": ()}
+_state: dict = {"depth": 0, "pending": None, "block": 0, "handled": (), "waits": 0}
+_abort = (ctypes.c_ubyte * 2)()  # [1, 0] once a signal came in the current block: a C string of length 1
 _stuck: list[Callable[[int], None]] = []
 _watch: dict = {}  # "r", "w": the wakeup pipe; "thread"
 _left: list[threading.Thread] = []  # threads left inside a C call
@@ -44,6 +55,38 @@ _left: list[threading.Thread] = []  # threads left inside a C call
 def pending() -> int | None:
     """The signal received during the current :func:`deferred` block, if any."""
     return _state["pending"]
+
+
+def abort_flag() -> ctypes.c_void_p:
+    """The data of llama.cpp's abort callback (:func:`abort_check`): a byte, 1 from a signal in a
+    :func:`deferred` block to the block's end, else 0."""
+    return ctypes.cast(_abort, ctypes.c_void_p)
+
+
+@functools.cache
+def abort_check() -> int | None:
+    """The address of a C function that reads :func:`abort_flag` as llama.cpp's ``ggml_abort_callback``
+    (``bool (*)(void *)``: true aborts): the C library's ``strlen``, 1 on the raised flag, 0 otherwise (the
+    byte after it is always 0; a bool return is its low byte). C, not a Python callback: ggml calls it
+    after every graph node, where a Python one would take the GIL each time. None where there is no C
+    library to find (no abort then: the watchdog's :data:`GRACE` applies)."""
+    try:
+        libc = ctypes.cdll.msvcrt if sys.platform == "win32" else ctypes.CDLL(None)
+        return ctypes.cast(libc.strlen, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return None
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Within the block (a library's call: the Python API's), a signal whose C call has not returned
+    :data:`GRACE` seconds later is waited for (said once), and only a second signal ends the process;
+    outside it (the command line) the process ends then (:func:`on_stuck`)."""
+    _state["waits"] += 1
+    try:
+        yield
+    finally:
+        _state["waits"] -= 1
 
 
 def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
@@ -82,13 +125,21 @@ def exit_process(code: int) -> None:
 def _record(signum: int, _frame) -> None:
     if _state["pending"] is None:
         _state["pending"] = signum
+    _abort[0] = 1
 
 
-def _abandon(signum: int) -> None:
-    """The C call did not return: say so, let the handlers save what they can, end the process."""
+def _say(text: str) -> None:
     try:
-        sys.stderr.write(f"\nllama.cpp did not return within {GRACE:g} s of the signal: stopping without it\n")
+        sys.stderr.write(text)
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _abandon(signum: int, why: str = "") -> None:
+    """The C call did not return: say so (``why``), let the handlers save what they can, end the process."""
+    try:
+        _say(f"\n{why or f'llama.cpp did not return within {GRACE:g} s of the signal'}: stopping without it\n")
         for handler in list(_stuck):
             handler(signum)
     finally:
@@ -96,6 +147,20 @@ def _abandon(signum: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(EXIT_INTERRUPTED if _stuck else 128 + signum)
+
+
+def _inside(block: int) -> bool:
+    return bool(_state["depth"]) and _state["block"] == block
+
+
+def _another(fd: int, block: int) -> int | None:
+    """Wait while the C call of ``block`` has not returned: the signal that comes meanwhile (None: it returned)."""
+    while _inside(block):
+        if select.select([fd], [], [], 0.05)[0]:
+            for signum in os.read(fd, 64):
+                if signum in _state["handled"] and _inside(block):
+                    return signum
+    return None
 
 
 def _watchdog(fd: int) -> None:
@@ -108,11 +173,19 @@ def _watchdog(fd: int) -> None:
             block = _state["block"]
             if not _state["depth"] or signum not in _state["handled"]:
                 continue
-            end = time.monotonic() + GRACE  # (the main thread records it, once it runs Python again)
-            while time.monotonic() < end and _state["depth"] and _state["block"] == block:
+            _abort[0] = 1  # llama.cpp's decode stops at its next graph node (the main thread records the signal)
+            end = time.monotonic() + GRACE
+            while time.monotonic() < end and _inside(block):
                 time.sleep(0.05)
-            if _state["depth"] and _state["block"] == block:
+            if not _inside(block):
+                continue
+            if not _state["waits"]:
                 _abandon(signum)
+            _say(f"\nllama.cpp has not returned {GRACE:g} s after the signal: waiting for it, the signal raised once "
+                 "it does (a second Ctrl-C ends the process now)\n")
+            again = _another(fd, block)
+            if again is not None:
+                _abandon(again, "a second signal while llama.cpp has not returned")
 
 
 def _wakeup_fd() -> int:
@@ -128,8 +201,9 @@ def _wakeup_fd() -> int:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Record SIGINT/SIGTERM during the block; deliver the first one after it (nests); when
-    the block does not end within :data:`GRACE` seconds of it, end the process (:func:`on_stuck`)."""
+    """Record SIGINT/SIGTERM during the block (:func:`abort_flag` raised); deliver the first one after
+    it (nests); when the block does not end within :data:`GRACE` seconds of it, end the process
+    (:func:`on_stuck`) or, within :func:`waiting`, wait for it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -143,6 +217,7 @@ def deferred() -> Iterator[None]:
     saved = {}
     old_fd = None
     _state.update(depth=1, pending=None, block=_state["block"] + 1)
+    _abort[0] = 0
     try:
         for sig in SIGNALS:
             handler = signal.getsignal(sig)
@@ -158,6 +233,7 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _state.update(depth=0, block=_state["block"] + 1, handled=())
+        _abort[0] = 0
         if old_fd is not None:
             signal.set_wakeup_fd(old_fd)
         for sig, handler in saved.items():

@@ -30,6 +30,7 @@ FLASH_ATTN = {  # one per choice of LlamaCppOptions.flash_attn
 }
 
 
+ABORTED = 2  # llama_decode's code when the abort callback stopped it (the context is closed after it)
 SPLIT_KV_FROM = 256  # llama.cpp pads the cells attended to 256: a token here sees 512 (ggml's split-KV threshold)
 
 
@@ -196,6 +197,10 @@ class LlamaSession:
             raise ModelError(
                 f"llama.cpp could not create a context of {o.n_ctx} tokens for {self.path}: {log.reason()}"
             )
+        check = interrupts.abort_check()  # a signal stops a decode at its next graph node (CPU backend)
+        if check is not None:
+            self._abort = llama_cpp.ggml_abort_callback(check)  # a C function: it only reads the flag
+            llama_cpp.llama_set_abort_callback(ctx, self._abort, interrupts.abort_flag())
         return ctx
 
     @property
@@ -262,7 +267,9 @@ class LlamaSession:
             b.seq_id[k][0] = seq
             b.logits[k] = want
         with interrupts.deferred():  # a warning in llama.cpp's log must not swallow a Ctrl-C
-            rc = llama_cpp.llama_decode(self._ctx, b)
+            rc = llama_cpp.llama_decode(self._ctx, b)  # a signal aborts it (2), raised as the block ends
+        if rc == ABORTED:  # (a signal's handler that did not raise: the decode is cut all the same)
+            raise KeyboardInterrupt
         if rc != 0:
             raise ModelError(f"llama_decode failed (code {rc}): {llama_log().reason()}")
         return [self._logits(k) if e[3] else None for k, e in enumerate(entries)]
