@@ -213,6 +213,26 @@ def test_local_source_relative_path(tmp_path):
     assert reg["mine"].file == "m.gguf"
 
 
+def test_a_local_path_is_resolved_at_each_load(tmp_path, monkeypatch):
+    # the answers are kept by the files' bytes (registry._BUILT); an entry resolved against more than its text is not
+    path = write(tmp_path, '[mine]\nsource = "local"\npath = "~/m.gguf"\n')
+    for home in ("a", "b"):
+        monkeypatch.setenv("HOME", str(tmp_path / home))
+        assert load_registry(path)["mine"].path == str((tmp_path / home / "m.gguf").resolve())
+
+
+def test_a_file_read_again_is_checked_again_when_its_bytes_change(tmp_path):
+    path = write(tmp_path, f'[mine]\nrepo = "x/y"\nrevision = ""\nfile = "a.gguf"\nsha256 = "{SHA_A}"\n')
+    first = load_registry(path)
+    first.pop("mine")  # each caller's own dict
+    assert load_registry(path)["mine"].sha256 == (SHA_A,)
+    write(tmp_path, path.read_text().replace(SHA_A, "g" * 64))  # the same size, another answer
+    with pytest.raises(UsageError, match="is not 64 hexadecimal digits"):
+        load_registry(path)
+    write(tmp_path, path.read_text().replace("g" * 64, SHA_B))
+    assert load_registry(path)["mine"].sha256 == (SHA_B,)
+
+
 def test_duplicate_alias_is_a_clean_error(tmp_path):
     path = write(tmp_path, USER + '\n["my-model"]\nrepo = "x/y"\nrevision = ""\nfile = "a.gguf"\n')
     with pytest.raises(AbricotError, match="defined only once") as err:

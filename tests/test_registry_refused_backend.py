@@ -4,9 +4,11 @@ work (backends/__init__.py: a refused plugin blocks no other backend and no comm
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from abricot_local.errors import UsageError
 from abricot_local.models.registry import load_registry, lookup
 from test_backend_plugins_door import TILT, plugins, register  # noqa: F401 (the fixture)
 
@@ -25,3 +27,13 @@ def test_an_entry_of_a_refused_backend_blocks_no_other_entry(plugins, tmp_path, 
     assert r.exit_code == 0 and "other" in r.output, r.output
     r = CliRunner().invoke(cli, ["run", "mine", "--models", str(toml), "--tasks", "discotex", "--dry-run"])
     assert r.exit_code != 0 and "backend 'two' declares option 'tilt' unlike backend 'one'" in r.output, r.output
+
+
+def test_an_entry_naming_a_backend_is_checked_again_once_the_backends_are_looked_for_again(plugins, tmp_path):  # noqa: F811
+    toml = tmp_path / "m.toml"
+    toml.write_text('[mine]\nbackend = "one"\nsource = "synthetic"\n', encoding="utf-8")
+    plugins("one = toy_one:REGISTERED\n", toy_one=register("toy_nowhere:One", reads_model_file=False))
+    assert load_registry(toml)["mine"].backend == "one"
+    plugins("")  # the same bytes, the plugin gone: registry._BUILT's answer is not served
+    with pytest.raises(UsageError, match="backend must be one of .*, not 'one'"):
+        load_registry(toml)

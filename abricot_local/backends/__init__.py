@@ -137,6 +137,12 @@ def _registration(name: str, ep: EntryPoint, declared: dict[str, tuple[Spec, str
     return found
 
 
+def found() -> object:
+    """The backends as found now: the same object until they are looked for again (a memo of what a registration
+    decided, e.g. models.toml's checks, keyed by it, is never stale)."""
+    return _entries()
+
+
 def refused() -> tuple[str, ...]:
     """Why each plugin's backend is not usable (refused when it is asked for), and why an entry that takes a
     shipped backend's name is ignored: what `doctor` says."""

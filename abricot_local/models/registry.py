@@ -80,10 +80,37 @@ def load_registry(user_file: Path | str | None = None) -> dict[str, ModelSpec]:
         if not path.is_file():
             raise UsageError(f"models file not found: {path}")
         sources.append(path)
-    for path in sources:
-        for alias, table in _read_toml(path).items():
+    texts = [(path, _read_bytes(path)) for path in sources]  # an unreadable one: its error, raised in its turn
+    key = tuple((str(path), data) for path, data in texts)
+    kept = _BUILT.get(key)
+    if kept is not None and (kept[1] is None or kept[1] is _backends_found()):
+        return dict(kept[0])
+    for path, data in texts:
+        if isinstance(data, UsageError):
+            raise data
+        for alias, table in _read_toml(path, data).items():
             raw[alias] = (table, path)
-    return {alias: _build(alias, raw) for alias in raw}
+    specs = {alias: _build(alias, raw) for alias in raw}
+    if not any(SOURCES[s.source].fields_from_disk for s in specs.values()):
+        while len(_BUILT) >= _BUILT_MAX:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = (specs, _backends_found() if any(s.backend for s in specs.values()) else None)
+    return dict(specs)
+
+
+# load_registry's answers, by the path and bytes of each file it read: a sweep's runs, a command's later lookups and
+# a test session read the same files again (the checks of every entry, 2% of the not-real suite). An answer with an
+# entry whose fields come from more than its text (a local path: resolved against $HOME and the links on the way) is
+# never kept; one with an entry that names a backend only while the backends found are the same (a plugin's
+# registration decides whether it reads a file). Each caller gets its own dict (the specs are frozen).
+_BUILT: dict[tuple, tuple[dict[str, ModelSpec], object]] = {}
+_BUILT_MAX = 8
+
+
+def _backends_found() -> object:
+    from abricot_local.backends import found
+
+    return found()
 
 
 @functools.lru_cache(maxsize=8)
@@ -97,16 +124,21 @@ def _parse_toml(raw: bytes) -> dict[str, Any]:
     return pickle.loads(_parsed(raw))
 
 
-def _read_toml(path: Path) -> dict[str, dict[str, Any]]:
+def _read_bytes(path: Path) -> bytes | UsageError:
     try:
         with open(path, "rb") as fh:
-            data = _parse_toml(fh.read())
+            return fh.read()
+    except OSError as exc:
+        return UsageError(f"{path}: cannot read models file ({exc.strerror})")
+
+
+def _read_toml(path: Path, raw: bytes) -> dict[str, dict[str, Any]]:
+    try:
+        data = _parse_toml(raw)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); note that an alias may be defined only once per file") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the models file as UTF-8") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read models file ({exc.strerror})") from None
     for alias, table in data.items():
         if not isinstance(table, dict):
             raise UsageError(f"{path}: '{alias}' must be a table ([{alias}]), not a bare key")

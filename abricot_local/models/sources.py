@@ -48,6 +48,7 @@ class Source(Protocol):
     downloads: bool  # whether fetching it needs the network (offline, a dry run refuses it as the run would)
     required: tuple[str, ...]  # the keys a models.toml entry of this source must give
     pins_revision: bool  # an entry pins the commit of each file (revision = "..." or one per file)
+    fields_from_disk: bool  # entry_fields reads more than the entry (the file system, $HOME): not kept between loads
 
     def entry_fields(self, fields: dict[str, str], files: tuple[str, ...], where: str,
                      toml: Path) -> dict[str, str]:
@@ -94,6 +95,7 @@ class Kind:
     kind = ""
     required: tuple[str, ...] = ()
     pins_revision = False
+    fields_from_disk = False
 
     def entry_fields(self, fields, files, where, toml):
         return fields
@@ -214,7 +216,7 @@ class Local(Kind):
     """A file on this machine (a user's models.toml only): nothing fetches it."""
 
     kind, has_file, to_accept, fetches, downloads = "local", True, False, False, False
-    required = ("path",)
+    required, fields_from_disk = ("path",), True  # its path resolved: against $HOME, the links on the way
 
     def entry_fields(self, fields, files, where, toml):
         return {**fields, "path": str((toml.parent / Path(fields["path"]).expanduser()).resolve())}
@@ -259,7 +261,7 @@ class Synthetic(Local):
     """No file: the synthetic backend under a registry alias."""
 
     kind, has_file, to_accept, fetches, downloads = "synthetic", False, False, False, False
-    required = ()
+    required, fields_from_disk = (), False
 
     def entry_fields(self, fields, files, where, toml):
         return fields
