@@ -81,6 +81,39 @@ def test_a_known_rate_gives_a_known_prediction_of_the_engines_own_work(engine, t
         assert (task["tokens"], task["decode_calls"]) == (backend.counters.tokens, backend.counters.decode_calls)
 
 
+@pytest.mark.parametrize("engine", ["naive", "single", "prefix", "batched"])
+def test_the_count_of_a_segment_is_the_count_of_its_entries(engine, monkeypatch):
+    """counting.py's decode counts a segment's calls, tokens, positions and rows without an entry per token: the same
+    Work as Engine.decode's entries through the counting decode_call, small n_batch calls cutting the prompts."""
+    import types
+
+    import planned
+    from abricot_local.backends import backend_options, counting
+    from abricot_local.backends.engines import Engine
+    from abricot_local.run.cost import count_work
+    from abricot_local.tasks.base import TaskOptions
+
+    opts = backend_options("fake", {"n_ctx": 8192, "engine": engine, "n_batch": 48})
+    plan = planned.plan_run(model="fake", given=Given.of(opts, backend="fake"), task_spec="abricot", limit=None,
+                            task_options=TaskOptions(data=(("abricot", str(FIXTURE)),)))
+    fake = FakeBackend("fake", opts)
+    items = [it for run in plan.runs for it in run.items[:4]]
+
+    def work():
+        return count_work(items, fake.schedule, opts, exact=True, basis="")
+
+    fast = work()
+    made = counting.counting_engine
+
+    def by_entries(o):
+        engine = made(o)
+        engine.decode = types.MethodType(Engine.decode, engine)  # an entry per token into the counting decode_call
+        return engine
+
+    monkeypatch.setattr(counting, "counting_engine", by_entries)
+    assert fast == work() and fast.rows > 0 and fast.positions > fast.tokens > 0
+
+
 def test_a_sweep_sums_its_models():
     known_rate("fake-a")
     known_rate("fake-b", token_s=2e-3)

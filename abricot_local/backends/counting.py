@@ -6,7 +6,7 @@ output rows, the positions attention reads) and answered with rows of zeros."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from abricot_local.backends.engines import Engine, engine_class
 from abricot_local.backends.session import Counters, Row
@@ -55,6 +55,19 @@ def counting_engine(options) -> Engine:
                 self.rows += want
                 out.append(Row(0, dict.fromkeys(targets.get((seq, pos), ()) if targets else (), 0.0)) if want else None)
             return out
+
+        def decode(self, start, tokens, outputs, label, seq=0):
+            """Engine.decode's calls counted as decode_call counts them, without making an entry per token: the
+            segment's n_batch cuts (base.chunks) are calls, its positions an arithmetic series, its rows those of
+            ``outputs`` inside it (a dry plan and every run's plan line count each item's prompt so)."""
+            wanted = outputs if isinstance(outputs, Mapping) else dict.fromkeys(outputs, ())
+            n, n_batch = len(tokens), self.session.n_batch
+            self.counters.decode_calls += -(-n // n_batch)
+            self.counters.tokens += n
+            self.positions += n * start + n * (n - 1) // 2
+            inside = sorted(p for p in wanted if start <= p < start + n)
+            self.rows += len(inside)
+            return {p: Row(0, dict.fromkeys(wanted[p], 0.0)) for p in inside}
 
     return Counting(_NoCache(options.n_batch, options.n_ctx), options)
 
