@@ -123,10 +123,14 @@ def _folded(df: pd.DataFrame, col, target: int, cut: bool = False) -> pd.DataFra
 def _narrowed(df: pd.DataFrame, wraps: list[str], floor: int, width: int, cut: bool = False) -> pd.DataFrame:
     """The wrap columns folded, the widest first, until the table fits or none is wider than ``floor``."""
     wraps = [c for c in wraps if c in df.columns]
-    while _total(df) > width and wraps:
-        col = max(wraps, key=lambda c: _width(df, c))
+    while wraps:
+        widths = [_width(df, c) for c in df.columns]  # each column measured once a round (_total's sum)
+        total = sum(widths) + GAP * (len(df.columns) - 1)
+        if total <= width:
+            break
+        col = max(wraps, key=dict(zip(df.columns, widths)).__getitem__)
         now = _width(df, col)
-        target = max(floor, now - (_total(df) - width))
+        target = max(floor, now - (total - width))
         folded = _folded(df, col, target, cut) if target < now else df
         if _width(folded, col) >= now:  # nothing left to fold in this column
             wraps.remove(col)
@@ -198,7 +202,8 @@ def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width:
         elif not any(c in u for u in units):
             units.append([x for x in rest if plain[x] in group])
     blocks: list[list] = [[]]
-    size = lambda cols: sum(_width(df, c) + GAP for c in cols)  # noqa: E731
+    widths = {c: _width(df, c) for c in dict.fromkeys(rest)}  # df is not changed here: each column measured once
+    size = lambda cols: sum(widths[c] + GAP for c in cols)  # noqa: E731
     for unit in units:
         if blocks[-1] and size(blocks[-1]) + size(unit) > room:
             blocks.append([])
