@@ -6,9 +6,7 @@ run would have (exit 0), not as a failure (143), while an in-process caller gets
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
-import time
 import warnings
 
 import pytest
@@ -83,30 +81,66 @@ def test_run_in_process_gives_the_caller_s_sigterm_handler_back_and_says_what_wi
     assert "were scored" not in r.output
 
 
-def test_a_sigterm_once_results_json_is_written_ends_the_run_with_0(tmp_path):
+# a `run` sent SIGTERM as soon as its results.json is there, by a driver process started by conftest once the tests
+# are collected (conftest.start_early), beside the in-process tests: it prints the run's exit code and stderr
+SIGTERM_AFTER_RESULTS = """
+import json, signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+try:
+    while not (out / "results.json").exists() and proc.poll() is None:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=30)
+finally:
+    proc.kill()
+print(json.dumps({"returncode": proc.returncode, "stderr": stderr}))
+"""
+
+
+def early_children(tmp_path_factory) -> dict:
+    """SIGTERM_AFTER_RESULTS's driver and its run (a private cache and config, offline, this tree's package)."""
+    import os
+    from pathlib import Path
+
+    from conftest import Early, isolated_env
+
+    root = tmp_path_factory.mktemp("sigterm-after-results")
+    env = {**os.environ, **isolated_env(root), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--data", f"abricot={FIXTURE}",
+           "--tasks", "abricot_abs", "--sample", "4", "--shard", "1/2", "--n-ctx", "8192", "--out", str(root / "o")]
+    return {"sigterm": Early([sys.executable, "-c", SIGTERM_AFTER_RESULTS, str(root / "o"), *run], env=env, cwd=root,
+                             timeout=90)}
+
+
+@pytest.fixture(scope="module")
+def sigterm_child(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_a_sigterm_once_results_json_is_written_ends_the_run_with_0(sigterm_child):
     """Before: SIGTERM as `run` printed "wrote .../results.json" exited 143 (the handler restored to the default
     before the process's exit): a scheduler recorded a failed job for a complete run."""
     import inspect
+    import json
+    from pathlib import Path
 
     from abricot_local.run import session
 
     if "complete" not in inspect.signature(session.Interrupted).parameters:  # a signal inside run_model, once
         pytest.skip("needs run/session.py's Interrupted(complete=...): a SIGTERM between results.json and the run's "
                     "end exits 130 without it")
-    out = tmp_path / "o"
-    proc = subprocess.Popen([sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--data",
-                             f"abricot={FIXTURE}", "--tasks", "abricot_abs", "--sample", "4", "--shard", "1/2",
-                             "--n-ctx", "8192", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not (out / "results.json").exists() and proc.poll() is None:
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr and al.load_run(out).record.tasks["abricot_abs"].n == 2
+    driver = sigterm_child.result()
+    assert driver.returncode == 0, driver.stderr
+    got = json.loads(driver.stdout)
+    assert got["returncode"] == 0, got["stderr"]
+    out = Path(sigterm_child.args[3])
+    assert "Traceback" not in got["stderr"] and al.load_run(out).record.tasks["abricot_abs"].n == 2
 
 
 def _no_command_of_a_door(text: str) -> None:
