@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -45,42 +45,82 @@ cli(sys.argv[1:], prog_name="abricot-local")
 """
 
 
-@pytest.fixture
-def data(tmp_path):
-    return write_discotex(tmp_path / "d", 5)
+# STUCK's run, driven by a process started by conftest once the tests are collected (conftest.start_early), beside
+# the in-process tests: SIGTERM 0.3 s after its second item is saved; it prints what the test reads
+STUCK_DRIVER = r"""
+import json, signal, subprocess, sys, time
+from pathlib import Path
+ck = Path(sys.argv[1]) / ".checkpoint" / "samples-discotex.jsonl"
+proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline and not (ck.is_file() and len(ck.read_text().splitlines()) >= 2):
+    if proc.poll() is not None:
+        print(json.dumps({"ended_before_the_signal": proc.returncode, "err": proc.communicate()[1]}))
+        sys.exit()
+    time.sleep(0.05)
+time.sleep(0.3)  # inside the call that never returns
+sent = time.monotonic()
+proc.send_signal(signal.SIGTERM)
+try:
+    _, err = proc.communicate(timeout=30)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    print(json.dumps({"never_acted_on": True}))
+    sys.exit()
+print(json.dumps({"returncode": proc.returncode, "took": time.monotonic() - sent, "err": err}))
+"""
+STUCK_ARGS = ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--limit", "6"]
 
 
-def test_a_signal_ends_a_run_stuck_inside_llama_cpp(tmp_path, data, sig=signal.SIGTERM):
-    out = tmp_path / "o"
-    args = ["run", "fake", "--backend", "fake", "--tasks", "discotex", "--data-dir", str(data), "--limit", "6",
-            "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-c", STUCK, "0.3", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    ck = out / ".checkpoint" / "samples-discotex.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (ck.is_file() and len(ck.read_text().splitlines()) >= 2):
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    time.sleep(0.3)  # inside the call that never returns
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError("the signal was recorded and never acted on") from None
-    took = time.monotonic() - sent
-    assert proc.returncode == 130 and took < 10, (proc.returncode, took, err)
+def stuck_child(tmp_path_factory):
+    """STUCK_DRIVER's process and its run (5 invented DISCOTEX rows per source; a private cache and config, offline,
+    this tree's package), and the folder it works in."""
+    from pathlib import Path
+
+    from conftest import isolated_env
+
+    root = tmp_path_factory.mktemp("stuck")
+    data = write_discotex(root / "d", 5)
+    env = {**os.environ, **isolated_env(root), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = [sys.executable, "-c", STUCK, "0.3", *STUCK_ARGS, "--data-dir", str(data), "--out", str(root / "o")]
+    return Early([sys.executable, "-c", STUCK_DRIVER, str(root / "o"), *run], env=env, cwd=root, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def stuck(tmp_path_factory):
+    from conftest import early_children_of
+
+    child = early_children_of(__name__, early_children, tmp_path_factory)["stuck"]
+    yield child
+    child.close()
+
+
+def test_a_signal_ends_a_run_stuck_inside_llama_cpp(stuck, monkeypatch):
+    from conftest import isolated_env
+
+    driver = stuck.result()
+    assert driver.returncode == 0, driver.stderr
+    got = json.loads(driver.stdout)
+    assert "ended_before_the_signal" not in got, got
+    assert not got.get("never_acted_on"), "the signal was recorded and never acted on"
+    err, took = got["err"], got["took"]
+    assert got["returncode"] == 130 and took < 10, (got["returncode"], took, err)
     assert "llama.cpp did not return within 0.3 s of the signal" in err and "Traceback" not in err
     assert "interrupted: 2 of 6 items (discotex 2/6) saved in" in err and "resume with: abricot-local run" in err
+    root = Path(stuck.popen["cwd"])
+    out = root / "o"
     assert (out / "INTERRUPTED").is_file() and not (out / "RUNNING").exists() and not (out / ".lock").exists()
     assert "items: 2 of 6 items" in (out / "INTERRUPTED").read_text()
 
+    for key, value in isolated_env(root).items():  # the child's cache and config, its folder
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(root)
+    args = [*STUCK_ARGS, "--data-dir", str(root / "d"), "--out", str(out)]
     r = CliRunner().invoke(cli, [*args, "--resume"])  # the run continues from the checkpoint
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "results.json").read_text())
     assert doc["tasks"]["discotex"]["n"] == 6 and doc["tasks"]["discotex"]["scored_now"] == 4
-    whole = tmp_path / "whole"
+    whole = root / "whole"
     assert CliRunner().invoke(cli, [*args[:-1], str(whole)]).exit_code == 0
     assert (out / "samples-discotex.jsonl").read_bytes() == (whole / "samples-discotex.jsonl").read_bytes()
 
@@ -94,16 +134,16 @@ WATCHDOG = ("import os, signal, time\n"
 
 
 def early_children(tmp_path_factory) -> dict:
-    """WATCHDOG's fresh process, started by conftest once the tests are collected, beside the other tests
-    (conftest.start_early)."""
-    return {"watchdog": Early([sys.executable, "-c", WATCHDOG], timeout=30)}
+    """WATCHDOG's fresh process and STUCK_DRIVER's, started by conftest once the tests are collected, beside the
+    other tests (conftest.start_early)."""
+    return {"watchdog": Early([sys.executable, "-c", WATCHDOG], timeout=30), "stuck": stuck_child(tmp_path_factory)}
 
 
 @pytest.fixture(scope="module")
 def watchdog_child(tmp_path_factory):
     from conftest import early_children_of
 
-    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    child = early_children_of(__name__, early_children, tmp_path_factory)["watchdog"]
     yield child
     child.close()
 
