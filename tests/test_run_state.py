@@ -311,19 +311,56 @@ def test_report_skips_incomplete_runs_and_reads_results_by_default(tmp_path, dat
     assert r.exit_code != 0 and "run folder not found" in r.output
 
 
-def test_sigterm_gets_the_saved_and_resume_message(tmp_path):
-    data = write_discotex(tmp_path / "big", 300)  # 600 items: a few seconds on the fake backend
-    out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
-           "--data-dir", str(data), "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    ck = out / ".checkpoint" / "samples-discotex.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (ck.exists() and len(ck.read_bytes().splitlines()) >= 5):
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+# a run of 600 items sent SIGTERM once 5 are saved, by a driver process started by conftest once the tests are
+# collected (conftest.start_early), beside the in-process tests: it prints the run's exit code and stderr
+SIGTERM_AT_5 = """
+import json, signal, subprocess, sys, time
+from pathlib import Path
+ck = Path(sys.argv[1]) / ".checkpoint" / "samples-discotex.jsonl"
+proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 120
+while time.time() < deadline and not (ck.exists() and len(ck.read_bytes().splitlines()) >= 5):
+    time.sleep(0.02)
+proc.send_signal(signal.SIGTERM)
+_, err = proc.communicate(timeout=120)
+print(json.dumps({"returncode": proc.returncode, "err": err}))
+"""
+
+
+def early_children(tmp_path_factory) -> dict:
+    """SIGTERM_AT_5's driver and its run (300 invented rows per source: a few seconds on the fake backend; a private
+    cache and config, offline, this tree's package)."""
+    from pathlib import Path
+
+    from conftest import Early, isolated_env
+
+    root = tmp_path_factory.mktemp("sigterm-at-5")
+    data = write_discotex(root / "big", 300)
+    env = {**os.environ, **isolated_env(root), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
+           "--data-dir", str(data), "--out", str(root / "o")]
+    return {"sigterm": Early([sys.executable, "-c", SIGTERM_AT_5, str(root / "o"), *run], env=env, cwd=root,
+                             timeout=300)}
+
+
+@pytest.fixture(scope="module")
+def sigterm_child(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_sigterm_gets_the_saved_and_resume_message(sigterm_child):
+    import json
+    from pathlib import Path
+
+    driver = sigterm_child.result()
+    assert driver.returncode == 0, driver.stderr
+    got = json.loads(driver.stdout)
+    err, out = got["err"], Path(sigterm_child.args[3])
+    assert got["returncode"] == 130, err
     assert "of 600 items (discotex" in err and "saved in" in err and "resume with: abricot-local" in err
     assert markers(out) == ["INTERRUPTED"] and not (out / "results.json").exists()
     assert states.run_state(out).state == "interrupted"
