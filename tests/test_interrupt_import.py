@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
+
+import pytest
 
 import abricot_local
 
@@ -40,8 +41,28 @@ print("second:", callable(abricot_local.evaluate) and abricot_local.Run.__name__
 """
 
 
-def test_ctrl_c_in_the_apis_first_import_leaves_the_session_usable():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+def early_children(tmp_path_factory) -> dict:
+    """SCRIPT's fresh process (this tree's package), started by conftest once the tests are collected, beside the
+    other tests (conftest.start_early)."""
+    from pathlib import Path
+
+    from conftest import Early
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return {"first_import": Early([sys.executable, "-c", SCRIPT], env=env, timeout=60)}
+
+
+@pytest.fixture(scope="module")
+def first_import(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_ctrl_c_in_the_apis_first_import_leaves_the_session_usable(first_import):
+    done = first_import.result()
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["first: KeyboardInterrupt", "second: Run True"], done.stdout
 
