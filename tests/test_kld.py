@@ -154,7 +154,48 @@ def ladder(tmp_path_factory):
     r = invoke("run", "t-q4_0", "--models", models, "--tasks", "discotex", "--data-dir", data, "--limit", 3,
                "--out", root / "short-q4_0")
     assert r.exit_code == 0, r.output
-    return out, models
+    signalled = _signalled((out, models), tmp_path_factory)  # started now: they run beside the module's tests
+    yield out, models
+    for child, _ in signalled.values():
+        child.close()
+
+
+# `kld` in a fresh process on a copy of the ladder, sent a signal once its second reference pass begins, by a driver
+# started with the ladder (beside the module's other tests): it prints kld's exit code and stderr
+KLD_SIGNAL = """
+import json, signal, subprocess, sys
+sig = getattr(signal, sys.argv[1])
+proc = subprocess.Popen(sys.argv[2:], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+seen = []
+for line in proc.stderr:  # the first reference pass is measured, the second begins
+    seen.append(line)
+    if "pass 2 of 2" in line:
+        break
+proc.send_signal(sig)
+rest = proc.stderr.read()
+proc.wait(60)
+print(json.dumps({"returncode": proc.returncode, "err": "".join(seen) + rest}))
+"""
+SIGNALLED: dict = {}  # signal name -> (its driver, conftest.Early; the ladder's copy it works on)
+
+
+def _signalled(ladder, tmp_path_factory) -> dict:
+    import os
+    import sys
+    from pathlib import Path
+
+    from conftest import Early, isolated_env
+
+    for signum in ("SIGINT", "SIGTERM"):
+        root = tmp_path_factory.mktemp(f"kld-{signum}")
+        out = _copy(ladder, root)
+        env = {**os.environ, **isolated_env(root), "ABRICOT_PROGRESS_SECONDS": "0",
+               "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        kld = [sys.executable, "-m", "abricot_local", "kld", str(out / "t-f16"), str(out / "t-q8_0"),
+               str(out / "short-q4_0")]
+        SIGNALLED[signum] = (Early([sys.executable, "-c", KLD_SIGNAL, signum, *kld], env=env, cwd=root,
+                                   timeout=120).start(), out)
+    return SIGNALLED
 
 
 def _copy(ladder, tmp_path):
@@ -343,28 +384,14 @@ def test_a_linked_kld_json_is_refused_before_any_model_loads(ladder, tmp_path, m
 
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
-def test_kld_stops_on_a_signal_with_130(ladder, tmp_path, signum):
+def test_kld_stops_on_a_signal_with_130(ladder, signum):
     """Ctrl-C ended kld with 1 and click's "Aborted!"; SIGTERM killed it without a word."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    out = _copy(ladder, tmp_path)
-    env = {**os.environ, "ABRICOT_PROGRESS_SECONDS": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "abricot_local", "kld", str(out / "t-f16"), str(out / "t-q8_0"),
-                             str(out / "short-q4_0")], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=env)
-    seen = []
-    for line in proc.stderr:  # the first reference pass is measured, the second begins
-        seen.append(line)
-        if "pass 2 of 2" in line:
-            break
-    proc.send_signal(getattr(signal, signum))
-    rest = proc.stderr.read()
-    proc.wait(60)
-    err = "".join(seen) + rest
-    assert proc.returncode == 130, err
+    child, out = SIGNALLED[signum]
+    driver = child.result()
+    assert driver.returncode == 0, driver.stderr
+    got = json.loads(driver.stdout)
+    err = got["err"]
+    assert got["returncode"] == 130, err
     assert "Aborted!" not in err and "Traceback" not in err and "kld interrupted" in err
     assert (out / "t-q8_0" / "kld.json").is_file() and not (out / "short-q4_0" / "kld.json").exists()
 
