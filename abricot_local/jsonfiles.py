@@ -174,10 +174,14 @@ def locked(path: Path, by: str):
 
     lock = path.with_name(path.name + ".lock")
     deadline = time.monotonic() + LOCK_WAIT
+    mine = None  # (device, inode) of the lock file this call made: another writer may flock it first
     while True:
         fd, made = _lock_file(lock)
         if fd is None:
             continue  # removed between two opens: make it
+        st = os.fstat(fd)
+        mine = (st.st_dev, st.st_ino) if made else mine
+        made = mine == (st.st_dev, st.st_ino)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
