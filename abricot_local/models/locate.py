@@ -25,7 +25,7 @@ from pathlib import Path
 from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.errors import AbricotError, ModelError, UnknownModelError
 from abricot_local.models.given import Given, Opened
-from abricot_local.models.quants import require_labelled
+from abricot_local.models.labelled import require_labelled
 from abricot_local.models.ref import Located, ModelRef, Notify, _finish, _registry, synthetic_ref
 from abricot_local.models.registry import ModelSpec, find, load_registry, unknown_model
 from abricot_local.models.sources import source_of

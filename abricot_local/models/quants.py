@@ -10,8 +10,7 @@ either is not one model's, and is refused (:func:`same_model` for the registry's
 run: their GGUF headers, and ``from_sha256`` where quantize wrote them; :func:`refuse_mixed` for
 finished runs grouped by ``base``, from what their records say, for the report's and compare's
 ladders). An entry's ``quant`` is checked against its file's own header where the file is here
-(:func:`require_labelled`: the header's ``general.file_type`` is the one truth; a contradiction is refused at
-plan time, naming the models file's line to fix).
+(models/labelled.py), before a ladder is picked by it.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from abricot_local.errors import ModelError, UsageError, opt
+from abricot_local.models.labelled import contradicted, require_labelled, same
 from abricot_local.models.registry import ModelSpec, find
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
     for q in quants:
         cands = [s for s in family if s.quant.lower() == q.lower()]
         if not cands:  # a file here of that quant labelled another is the answer: its entry's `quant` is wrong
-            require_labelled([s for s in family if _same(contradicted(s), q)])
+            require_labelled([s for s in family if same(contradicted(s), q)])
             raise UsageError(f"{opt('quants')}: the registry has no {q} of {base}; it has {', '.join(have) or 'no quant'} "
                              f"(models.toml `base = \"{base}\"`)" + _quantize_advice(given, family, quants))
         if given is not None and given in cands:
@@ -200,60 +200,6 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
     return tuple(out)
 
 
-def _local_file(spec: ModelSpec) -> Path | None:
-    """Where a registry entry's file is on this machine now, else None (models.ref.local_file's rule; read from the
-    source here, as models.ref imports this module)."""
-    from abricot_local.models.sources import source_of
-
-    return source_of(spec).local_file(spec)
-
-
-def _same(a: str, b: str) -> bool:
-    from abricot_local.gguf.file import same_quant
-
-    return bool(a) and same_quant(a, b)
-
-
-def contradicted(spec: ModelSpec, path: Path | None = None) -> str:
-    """The quant the file of registry entry ``spec`` declares (its GGUF header's ``general.file_type``: the one
-    truth, read without loading the model) where it contradicts the entry's ``quant``; "" where it does not, or
-    cannot be told: no ``quant``, one that is no llama.cpp file type (a label of the user's own), no file here
-    (``path``, else the entry's file on this machine), a file that is no GGUF or is damaged (said when it is
-    opened), a header that declares no file type or one with no quant name."""
-    return _declared(spec, path)[0]
-
-
-def _declared(spec: ModelSpec, path: Path | None) -> tuple[str, Path | None]:
-    """:func:`contradicted`'s quant, and the file read."""
-    from abricot_local.gguf.file import declared_quant, file_type_name, same_quant
-
-    if not spec.quant or not file_type_name(spec.quant):
-        return "", None
-    path = path if path is not None else _local_file(spec)
-    if path is None:
-        return "", None
-    try:
-        declared = declared_quant(path)
-    except ModelError:
-        return "", path
-    return ("" if not declared or same_quant(declared, spec.quant) else declared), path
-
-
-def require_labelled(specs: Sequence[ModelSpec], path: Path | None = None) -> None:
-    """Refuse registry entries whose ``quant`` their file contradicts (:func:`contradicted`; ``path``: the file
-    of a single entry, found already), naming each, the file's own quant and the models file line to fix: else a
-    run would show it, and a sweep pick and order its rungs, by a quant the file is not."""
-    wrong = []
-    for spec in specs:
-        declared, file = _declared(spec, path)
-        if declared:
-            wrong.append(f"[{spec.name}] in {spec.origin or 'your models.toml'} says quant = \"{spec.quant}\", but its "
-                         f"file {file} is {declared} (its GGUF header's general.file_type); fix that `quant` line "
-                         f"(quant = \"{declared}\"), or its `path` if it names another file")
-    if wrong:
-        raise UsageError("a models.toml `quant` contradicts its file: " + "; ".join(wrong))
-
-
 def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
     """A ladder's reference (a --until-settled sweep's, run/settle_sweep.py): its highest-precision quant by the
     rule compare's equivalence verdict and the report's ladder take (gguf.file.by_precision, one scale for the
@@ -261,12 +207,13 @@ def reference(models: Sequence[str], registry: dict[str, ModelSpec]) -> str:
     where a name is not sized, each file's real bits per weight where every file is here (its header's tensors,
     as the run will record them); a tie, the alias first in alphabetical order."""
     from abricot_local.gguf.file import Precision, bits_per_weight, highest_precision
+    from abricot_local.models.ref import local_file
 
     def precision(alias: str) -> Precision:
         spec = find(alias, registry)
         if spec is None:
             return Precision("", None, (alias,))
-        path, bits = _local_file(spec), None
+        path, bits = local_file(spec), None
         if path is not None:
             try:
                 bits = bits_per_weight(path)
@@ -305,10 +252,11 @@ def same_model(base: str, specs: Sequence[ModelSpec]) -> None:
         raise UsageError(f"the quants of {base} were made from different files ({listed}): they are not one model's "
                          "ladder; give each its own `base` in models.toml")
     from abricot_local.gguf.file import identity
+    from abricot_local.models.ref import local_file
 
     found = []
     for s in specs:
-        path = _local_file(s)
+        path = local_file(s)
         if path is not None:
             try:
                 found.append((s.name, identity(path)))

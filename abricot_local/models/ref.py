@@ -19,7 +19,7 @@ from typing import Callable
 from abricot_local import hashing
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.models.given import Given
-from abricot_local.models.quants import require_labelled
+from abricot_local.models.labelled import require_labelled
 from abricot_local.models import sources as registry_sources
 from abricot_local.models.sources import check_before_download, source_of
 from abricot_local.errors import AbricotError
