@@ -1,5 +1,6 @@
 """One margin check (reproduction.checked_margin) for every door that takes a margin: run's --margin, the published
-verdict, compare and its equivalence verdicts, a --until-settled question. A margin must be a finite number more
+verdict (reproduction.judge, where each published row is judged), compare and its equivalence verdicts, a --until-settled
+question. A margin must be a finite number more
 than 0: infinity, NaN, 0 and a negative number are refused, in one wording, before anything is read."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local import api
-from abricot_local.analysis import baselines, equivalence, reproduction, sequential
+from abricot_local.analysis import equivalence, reproduction, sequential
 from abricot_local.cli import cli
 from abricot_local.errors import UsageError
 from abricot_local.run.request import run_options
@@ -44,7 +45,7 @@ def test_every_door_that_takes_a_margin_refuses_it_in_the_same_words(bad):
         return str(err.value)
 
     said = [refused(lambda: run_options({"margin": bad})),
-            refused(lambda: baselines.verdict("", {}, {}, bad)),
+            refused(lambda: reproduction.judge(0.3, (0.2, 0.4), 0.3, bad, n=10, total=100)),  # the published rows'
             refused(lambda: equivalence.judge((), (), {}, bad)),  # its own door: `inf` passed it
             refused(lambda: sequential.Question("q", "accuracy", bad, published=0.3)),
             refused(lambda: reproduction.checked_margin(bad))]

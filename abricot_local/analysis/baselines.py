@@ -384,7 +384,6 @@ def verdict(reproduces: str, tasks: dict[str, TaskEntry], evidence: dict[str, Ev
             margin: float | None = None) -> Published:
     """results.json's ``published``: the rows ``reproduces`` (a registry entry's) names, each against the
     run's instance of its task with the reproduction verdict; ``margin``: ``--margin`` (None: each task's)."""
-    margin = None if margin is None else reproduction.checked_margin(margin)
     refs, unknown = parse_reproduces(reproduces)
     known = all_references(tuple(dict.fromkeys(r.task for r in refs)))
     found = [check_run(r, tasks, evidence, margin, known) for r in refs]

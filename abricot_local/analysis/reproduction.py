@@ -205,7 +205,9 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     undefined (baselines.undefined: which side is constant); ``off``: with ``why`` the 10-answer rule's, the k
     answers off the most common value (correlation_ci.too_few_off), from which :func:`_rate_items` estimates the
     items that would hold 10 such answers; ``drawn`` False:
-    the items are the task's first (--limit), no draw of it: the task's value is not judged from them."""
+    the items are the task's first (--limit), no draw of it: the task's value is not judged from them. A margin
+    that is no finite number above 0 is refused (:func:`checked_margin`: every door's rule)."""
+    margin = checked_margin(margin)
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
     if value is None:  # the run records no such metric (a published row of a metric its task does not give)
