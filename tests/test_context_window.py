@@ -8,7 +8,6 @@ import re
 import pytest
 
 import abricot_local as al
-from abricot_local.backends import backend_class
 
 
 def problem(*args, **kw) -> str:
@@ -20,7 +19,7 @@ def problem(*args, **kw) -> str:
 def test_the_fake_backend_allocates_what_is_asked_and_its_plan_says_what_its_run_says(discotex_dir, tmp_path):
     from abricot_local.backends.options import ScoringOptions
 
-    assert backend_class("fake").context_window(ScoringOptions(n_ctx=300)) == 300
+    assert ScoringOptions(n_ctx=300).context_window == 300
     args = dict(backend="fake", sample=2, n_ctx=300, data_dir=discotex_dir)
     said = problem("fake", "discotex", **args)
     assert "the context window holds 300 (n_ctx=300)" in said, said
@@ -34,7 +33,7 @@ def test_the_plan_of_a_llama_cpp_model_judges_the_window_llama_cpp_allocates(voc
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
     from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 
-    assert [LlamaCppBackend.context_window(LlamaCppOptions(n_ctx=n)) for n in (1, 64, 256, 257, 300, 513)] == \
+    assert [LlamaCppOptions(n_ctx=n).context_window for n in (1, 64, 256, 257, 300, 513)] == \
         [256, 256, 256, 512, 512, 768]
     vocab = vocab_dir / "ggml-vocab-llama-spm.gguf"
     be = LlamaCppBackend(vocab, LlamaCppOptions(vocab_only=True, n_ctx=300))
@@ -56,7 +55,7 @@ def test_the_plan_of_a_llama_cpp_model_judges_the_window_llama_cpp_allocates(voc
 @pytest.mark.real
 def test_llama_cpp_allocates_its_declared_window_and_the_plan_says_what_the_run_says(gemma_path, discotex_dir,
                                                                                        tmp_path):
-    """The rule (LlamaCppBackend.context_window) against the installed llama.cpp's own allocation."""
+    """The rule (LlamaCppOptions.context_window) against the installed llama.cpp's own allocation."""
     from abricot_local.backends.llama_cpp.backend import LlamaCppBackend
     from abricot_local.backends.llama_cpp.options import LlamaCppOptions
 
@@ -65,7 +64,7 @@ def test_llama_cpp_allocates_its_declared_window_and_the_plan_says_what_the_run_
         opts = LlamaCppOptions(n_ctx=n, threads=1, engine=engine, parallel=parallel)
         be = LlamaCppBackend(gemma_path, opts)
         try:
-            assert be.n_ctx() == LlamaCppBackend.context_window(opts), (n, engine)
+            assert be.n_ctx() == opts.context_window, (n, engine)
         finally:
             be.close()
     args = dict(sample=4, n_ctx=64, threads=1, data_dir=discotex_dir)

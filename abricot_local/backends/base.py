@@ -281,9 +281,6 @@ class BackendClass(Protocol):
     def kernel_threads(self, options: Any) -> int | None:
         """The threads it decodes on with ``options``, resolved (its own default applied); None: not known."""
 
-    def context_window(self, options: Any) -> int:
-        """The context, in tokens, it will allocate for ``options.n_ctx`` (its ``n_ctx()`` once loaded)."""
-
 
 class Declared:
     """The defaults of :class:`BackendClass`'s members, for a backend class to extend."""
@@ -309,12 +306,6 @@ class Declared:
         """Its ``threads`` option where its options have one and it is set, else None (a backend whose own
         default is a count says it: llama.cpp's, every core)."""
         return getattr(options, "threads", None) or None
-
-    @classmethod
-    def context_window(cls, options) -> int:
-        """The n_ctx asked, exactly (the fake backend's); a backend that rounds it declares its rule: the plan
-        (run/dry_run.py) judges each prompt against it, with the words the run's schedule uses (:func:`_window`)."""
-        return options.n_ctx
 
     @property
     def counters(self) -> Counters:

@@ -30,7 +30,7 @@ CAPABILITIES = (SCORE, ROLLING, GENERATE)
 CHECKED = ("kind", "many", "optional", "choices", "min", "max", "parse", "sep", "repeat", "path", "flag", "internal",
            "declared_choices")
 CLASS_MEMBERS = ("name", "Options", "capabilities", "config", "preflight", "speed_settings", "watch_remote",
-                 "kernel_threads", "context_window")
+                 "kernel_threads")
 INSTANCE_MEMBERS = ("score", "score_many", "batch_size", "schedule", "piece", "render_chat", "provenance",
                     "start_facts", "counters", "n_ctx", "close")
 BY_CAPABILITY = {ROLLING: ("tokenize", "prefix_token", "score_tokens"), GENERATE: ("generate",)}

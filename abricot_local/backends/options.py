@@ -67,3 +67,10 @@ class ScoringOptions:
     def config(self) -> dict:
         """The settings a run records in its config (compared on --resume)."""
         return option_fields.recorded(self)
+
+    @property
+    def context_window(self) -> int:
+        """The context, in tokens, the backend allocates for :attr:`n_ctx` (known before a load: the plan judges
+        each prompt against it, in the run's words, and the memory checks count its KV cache): n_ctx as asked (the
+        fake backend's); a backend that rounds it says so in its options (llama.cpp's)."""
+        return self.n_ctx

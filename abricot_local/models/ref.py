@@ -176,13 +176,13 @@ class Located:
     def ready(self, options: ScoringOptions, *, fetch: bool = True, force: bool = False, notify: Notify | None = None,
               fresh: bool = False, progress: bool = True, offline: bool | None = None) -> ModelRef | None:
         """The model, to open with ``options`` (:meth:`options`'s): ``fetch``, a registry model not here checked
-        against memory (its KV cache at their n_ctx) and the download folder's free disk first (unless ``force``),
-        then fetched and verified (:meth:`fetch`); else the model as far as it is here (:meth:`here`, None when it
-        is not)."""
+        against memory (its KV cache at the context its backend allocates for them: their context_window) and the
+        download folder's free disk first (unless ``force``), then fetched and verified (:meth:`fetch`); else the
+        model as far as it is here (:meth:`here`, None when it is not)."""
         if not fetch:
             return self.here()
         if not force and self.ref is None and self.spec is not None:
-            check_before_download(self.spec, options.n_ctx)
+            check_before_download(self.spec, options.context_window)  # the KV cache of the context allocated
         return self.fetch(notify=notify, fresh=fresh, progress=progress, offline=offline)
 
     def fetch(self, *, notify: Notify | None = None, fresh: bool = False, progress: bool = True,

@@ -7,7 +7,7 @@ calibration.py). The plan is plan.py's, the one a run executes: ``--dry-run`` ma
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its
 vocabulary read (a vocabulary-only load: no weights), its SHA-256 taken only if remembered. A prompt is judged
-against the context the backend will allocate (its ``context_window``: llama.cpp rounds n_ctx up), in the run's words.
+against the context the backend will allocate (its options' ``context_window``: llama.cpp rounds n_ctx up), in the run's words.
 Task data that is not here is not fetched: that task is planned as "no data here". Only
 ``calibrate`` loads a model here, times it and writes the result into the user cache.
 Names no task and no backend. What it makes (DryRun, ModelPlan, TaskPlan) is dry_plan.py's.
@@ -127,7 +127,7 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
         family = spec.tokenizer if spec else ""
         facts = None if not reads else gguf_facts(ref.path) if here else \
             _guess_facts(spec, located.name, family)
-        plans = [_task_plan(t, None, opts, family, chat, notify, window=cls.context_window(opts))
+        plans = [_task_plan(t, None, opts, family, chat, notify, window=opts.context_window)
                  for t in plan.runs] if not here \
             else counted(ref, plan.backend, opts, plan.runs, chat, notify)
         fit, estimated = _memory(ref if here else None, spec, cls, opts) if with_memory else (None, "")
@@ -243,7 +243,7 @@ def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
 def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None, window=None) -> TaskPlan:
     """One task's work (``run``: a plan.TaskRun): counted with ``schedule`` (the model's; ``wrap``: its chat
     template applied first), else (None) estimated from the text, each prompt against ``window`` (the context the
-    backend will allocate: its ``context_window``, as a vocabulary-only load's schedule judges it)."""
+    backend will allocate: its options' ``context_window``, as a vocabulary-only load's schedule judges it)."""
     name = run.task.key
     available = run.available or len(run.items)
     if run.problem:
@@ -288,7 +288,7 @@ def _memory(ref: ModelRef | None, spec: ModelSpec | None, cls, opts) -> tuple[Fi
         return None, ""
     basis = (f"its KV cache estimated from its {spec.params} parameters (within 2x)" if spec.param_count
              else "its KV cache estimated from the file size")
-    return memory.fit(size, memory.kv_estimate(spec.param_count, size, opts.n_ctx)), basis
+    return memory.fit(size, memory.kv_estimate(spec.param_count, size, opts.context_window)), basis
 
 
 def _speed(ref: ModelRef | None, cls, opts, facts, calibrate: bool, pinned: str | None,

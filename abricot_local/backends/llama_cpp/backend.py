@@ -88,7 +88,7 @@ class LlamaCppBackend(Declared):
         remote = 0
         if options.rpc:
             remote = sum(d.memory_free for d in rpc.add_servers(options.rpc, timeout=options.rpc_timeout))
-        return Preflight(kv_bytes=kv_cache_bytes(path, options.n_ctx), vram=vram, remote=remote)
+        return Preflight(kv_bytes=kv_cache_bytes(path, options.context_window), vram=vram, remote=remote)
 
     @classmethod
     def speed_settings(cls, options: LlamaCppOptions) -> dict:
@@ -135,14 +135,7 @@ class LlamaCppBackend(Declared):
         return self.session.piece(token)
 
     def n_ctx(self) -> int:  # a vocabulary-only load has no context: the one a load would allocate (the plan's)
-        return self.session.n_ctx() if self.session.can_decode else self.context_window(self.options)
-
-    @classmethod
-    def context_window(cls, options: LlamaCppOptions) -> int:
-        """What llama.cpp allocates for ``options.n_ctx``: the next multiple of 256 (llama_context's constructor,
-        ``GGML_PAD(n_ctx, 256)``; llama-cpp-python 0.3.36 measured: one or several sequences, never capped at the
-        model's n_ctx_train)."""
-        return -(-options.n_ctx // 256) * 256
+        return self.session.n_ctx() if self.session.can_decode else self.options.context_window
 
     def make_schedule(self, request: Request) -> Schedule:
         special = request.parse_special

@@ -65,6 +65,13 @@ class LlamaCppOptions(ScoringOptions):
                                 "the run stops, naming it (a server busy with another run does not answer "
                                 "either).", min=0.001, recheck=True)
 
+    @property
+    def context_window(self) -> int:
+        """What llama.cpp allocates for :attr:`n_ctx`: the next multiple of 256 (llama_context's constructor,
+        ``GGML_PAD(n_ctx, 256)``; llama-cpp-python 0.3.36 measured: one or several sequences, never capped at the
+        model's n_ctx_train)."""
+        return -(-self.n_ctx // 256) * 256
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.tensor_split) > MAX_DEVICES:
