@@ -134,6 +134,7 @@ def _model(run: Run, dry: bool = False) -> ModelRef:
     give = f"kld opens the model of {run.path} where that run recorded it, and checks its SHA-256: put the file back there"
     rec = run.record.model
     if not dry or not rec.path or not Path(rec.path).is_file():
+        _not_searched(run, give)
         return recorded_model(run.record, give=give)
     from dataclasses import replace
 
@@ -141,6 +142,23 @@ def _model(run: Run, dry: bool = False) -> ModelRef:
 
     ref = resolve_model_ref(rec.path, backend=run.record.config.backend, offline=True, progress=False, digest=False)
     return replace(ref, sha256=rec.sha256)
+
+
+def _not_searched(run: Run, give: str) -> None:
+    """A recorded file that is gone whose run was given a bare file name (found in a --model-dir or llama.cpp's
+    cache): kld takes no --model-dir, so its name is searched for in llama.cpp's cache only (run.check's
+    recorded_model); where that finds nothing it is refused with kld's advice (``give``), not the search's (which
+    names --model-dir)."""
+    rec = run.record.model
+    name = rec.as_written
+    if not rec.path or Path(rec.path).is_file() or rec.source in (None, "path", "registry") or not name:
+        return  # (recorded_model's own rule: the file as recorded, else the name as it was written)
+    from abricot_local.models import stores
+
+    if Path(name).name != name or stores.prefix_of(name) or stores.find_by_file_name(name) is not None:
+        return
+    raise ResultsError(f"the recorded model file {rec.path} is missing, and {name} (the file name the run was given) "
+                       f"is not in llama.cpp's cache; {give}")
 
 
 def _ids(run: Run) -> dict[str, set[str]]:
