@@ -116,13 +116,15 @@ def kept_lines(folder: Path, task: str, run=None, *, repair: bool = False, chat:
     cut finish's, then its checkpoint's; an id in both: the first), and what it sets aside: each file read by
     :func:`read_saved` (a damaged line, an id twice with other content: set aside; a line that is no sample: its
     refusal raised), then, given ``run`` (a tasks.selection.TaskRun as the resume rebuilds it), each line of one of
-    its items vouched for by :func:`gives`. ``repair``: the checkpoint's torn last line cut from the file (the
+    its items vouched for by :func:`gives`. A file there that is a link or no regular file is refused
+    (owned.refuse_link: the run's own refusal; a dry run reads nothing through it). ``repair``: the checkpoint's torn last line cut from the file (the
     resume's; what is kept is the same without). ``chat`` (a dry run's plan under a chat template: no model to
     render it): each item taken in the context its line records, the rest of the line vouched for."""
     folder, name = Path(folder), samples_name(task)
     found: dict[str, Sample] = {}
     damaged: list[str] = []
     for path in (folder / name, folder / CHECKPOINT / name):
+        refuse_link(path)  # a link or a folder there: the run's refusal, never read through (`runs` says it too)
         rows, bad = read_saved(path, repair=repair and path.parent == folder / CHECKPOINT)
         damaged += [f"{path} line {n}" for n in bad]
         for s in rows:
@@ -279,26 +281,32 @@ def as_recorded(plan, recorded):
 def whole_tasks(plan, recorded):
     """``plan`` (run.plan.Plan) as a --resume of the run ``recorded`` (its Manifest, or None) compares it: where
     the plan's ``sample`` and the recorded one both take every item of every task (a sample at or above a task's
-    items is the whole task, tasks.selection.kept), they select the same items, so the run is the same: the plan takes
+    items, or none, is the whole task, tasks.selection.kept), they select the same items, so the run is the same: the plan takes
     the recorded sample (and the note a task holding fewer items than it asked for records), neither a shrink nor a
     grow. The record keeps the option as it was given (check and merge rebuild the note from it); the items each
-    task resolved it to are recorded per task. run_plan's and the dry run's (:func:`as_recorded`) one rule."""
+    task resolved it to are recorded per task (``sampled``: what the recorded sample drew). No --sample is the whole
+    task too: ``--sample 50`` resumed without it, or a run without it resumed with ``--sample N`` at or above every
+    task's items, is the same run. run_plan's and the dry run's (:func:`as_recorded`) one rule."""
     from abricot_local.tasks.selection import Count
 
     n, m = None if recorded is None else recorded.config.sample, plan.sample
     if n == m or not same_items(n, m, [r.available for r in plan.runs]):
         return plan
     count = Count.BOUND if plan.settle.on else Count.SAMPLE
-    runs = tuple(replace(r, notes=(*(x for x in r.notes if x != count.beyond(m, r.available)),
-                                   *((count.beyond(n, r.available),) if n > r.available else ())))
+    runs = tuple(replace(r, notes=(*(x for x in r.notes if m is None or x != count.beyond(m, r.available)),
+                                   *((count.beyond(n, r.available),) if n is not None and n > r.available else ())),
+                         sampled=None if n is None else min(n, r.available if plan.limit is None else
+                                                            min(plan.limit, r.available)))
                  for r in plan.runs)
     return replace(plan, sample=n, runs=runs)
 
 
 def same_items(n: int | None, m: int | None, available) -> bool:
-    """Whether ``--sample n`` and ``--sample m`` take the same items of tasks holding ``available`` items each (a
-    list; 0 or None: not known): both the whole of every task (:func:`whole_tasks`' rule)."""
-    return n is not None and m is not None and bool(available) and all(a and min(n, m) >= a for a in available)
+    """Whether ``--sample n`` and ``--sample m`` (None: no --sample, the whole task) take the same items of tasks
+    holding ``available`` items each (a list; 0 or None: not known): both the whole of every task (:func:`whole_tasks`'
+    rule; a sample below a task's items is a shrink or a grow, never the same)."""
+    least = min((x for x in (n, m) if x is not None), default=None)
+    return bool(available) and all(a and (least is None or least >= a) for a in available)
 
 
 def resumed_plan(plan, folder: Path):

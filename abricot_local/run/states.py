@@ -15,6 +15,7 @@ from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
 from abricot_local.record import CHECKPOINT, RESULTS, Sample, check_line, read_run, read_samples
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
+from abricot_local.run.owned import refuse_link
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,7 @@ def run_state(folder: str | Path) -> RunState:
     total = sum(totals.values()) if totals else None
     per = items_text(done, totals).partition("(")[2].rstrip(")")
     n = sum(done.values())
-    resumes = f"{opt('resume', True)} continues"
-    if problems:  # a line the resume refuses: not counted, and said
-        resumes = f"damaged: {problems[0]}: {opt('resume', True)} refuses it; delete that line (its item is scored again)"
+    resumes = problems[0] if problems else f"{opt('resume', True)} continues"  # what the resume refuses: said
 
     def detail(*parts: str) -> str:
         return "; ".join(p for p in (*parts, per) if p)
@@ -188,15 +187,22 @@ def saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | Non
     """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint), keyed by
     the task of each file's name (record.outputs.task_of), or by its key among ``tasks`` (the run's task keys: one
     whose file name is not the key itself, a ``/`` in a plugin's variant, is found by its samples_name); each file
-    read by the rule a --resume reads it by (:func:`saved_lines`), a line it refuses added to ``problems``."""
+    read by the rule a --resume reads it by (:func:`saved_lines`), what it refuses (a line that is no sample; a file
+    that is a link or no regular file: owned.refuse_link, not read through) said in ``problems``."""
     folder = Path(folder)
     found: dict[str, set] = {}
     named = {samples_name(t): t for t in tasks}
     for where in (folder, folder / CHECKPOINT):
         for f in sorted(where.glob(SAMPLES_GLOB)) if where.is_dir() and not where.is_symlink() else []:
             task = named.get(f.name, task_of(f.name))
-            if task is None or f.is_symlink():
+            if task is None:
                 continue  # not the run's own
+            try:
+                refuse_link(f)
+            except ResultsError as err:
+                if problems is not None:
+                    problems.append(_refused(err.raw()))
+                continue
             ids, refused = saved_lines(f)
             if refused and problems is not None:
                 problems.append(refused)
@@ -205,17 +211,24 @@ def saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | Non
 
 
 def saved_lines(path: Path) -> tuple[set, str]:
-    """The ids of the saved items of a samples file as a --resume keeps them (:func:`scan_saved`), and the first
-    line that is JSON but no sample ("" when none), which the resume refuses; nothing when the file cannot be read."""
+    """The ids of the saved items of a samples file as a --resume keeps them (:func:`scan_saved`), and what the
+    resume says of it where it refuses it ("" when it does not): its first line that is JSON but no sample, or the
+    file itself (one that cannot be read: too large: nothing of it counted)."""
     try:
         return {s.id for s in read_samples(path, required=False)}, ""
     except ResultsError:
         pass
     try:
         scan = scan_saved(path)
-    except ResultsError:
-        return set(), ""  # (a link, too large: refused, and said, where a run takes the folder)
-    return {s.id for s in scan.samples}, scan.refused.raw() if scan.refused is not None else ""
+    except ResultsError as err:
+        return set(), _refused(err.raw())
+    return {s.id for s in scan.samples}, "" if scan.refused is None else (
+        f"damaged: {scan.refused.raw()}: {opt('resume', True)} refuses it; delete that line (its item is scored again)")
+
+
+def _refused(why: str) -> str:
+    """What `runs` says of a samples file the resume refuses as a whole (``why``: the resume's words)."""
+    return f"{opt('resume', True)} refuses it: {why}"
 
 
 @dataclass(frozen=True)

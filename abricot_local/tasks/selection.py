@@ -99,8 +99,7 @@ def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ..
                        count), skipped
     options = replace(options, allow_download=False)
     names, broken = (task_names(spec), []) if spec else _loading(all_task_names())
-    refuse_unused([task_class(n) for n in names], options)
-    uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
+    refuse_options([task_class(n) for n in names], options)
     runs = []
     for task in instances([make_task(n, options) for n in names], named, options.prompt_variant, options.protocol):
         try:
@@ -256,9 +255,7 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     refuse_empty(task_spec)
     if task_spec:
         names = task_names(task_spec)
-        refuse_unused([task_class(n) for n in names], options)
-        uses.refuse_unknown_variants([task_class(n) for n in names], options.prompt_variant)
-        uses.refuse_unknown_protocols([task_class(n) for n in names], options.protocol)
+        refuse_options([task_class(n) for n in names], options)
         return [make_task(n, options) for n in names], ()
     chosen, skipped, errors = [], [], []
     for name in all_task_names():
@@ -278,10 +275,20 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
     if not chosen:
         raise no_task_data(errors) if len(errors) == len(skipped) else DataError(
             "no task has its data here: " + "; ".join(dict.fromkeys(s.reason for s in skipped)))
-    refuse_unused([type(t) for t in chosen], options)
-    uses.refuse_unknown_variants([type(t) for t in chosen], options.prompt_variant)
-    uses.refuse_unknown_protocols([type(t) for t in chosen], options.protocol)
+    refuse_options([type(t) for t in chosen], options)
     return chosen, tuple(skipped)
+
+
+def refuse_options(classes, options: TaskOptions) -> None:
+    """:class:`UsageError` for an option no task of ``classes`` (the run's) uses, a prompt variant or protocol none
+    of them has, or a protocol named twice: a run's and a dry run's one check (select_tasks', select's)."""
+    refuse_unused(classes, options)
+    uses.refuse_unknown_variants(classes, options.prompt_variant)
+    spec = options.protocol
+    parts = [] if spec is None else [n.strip() for n in (spec.split(",") if isinstance(spec, str) else map(str, spec))]
+    if twice := next((n for i, n in enumerate(parts) if n and n in parts[:i]), None):
+        raise UsageError(f"{opt('protocol', spec)} names the protocol {twice!r} twice: give each protocol once")
+    uses.refuse_unknown_protocols(classes, spec)
 
 
 
