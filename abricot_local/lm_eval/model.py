@@ -25,6 +25,7 @@ into lm-eval's results under ``config.abricot_local``.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Sequence
@@ -77,10 +78,31 @@ def refuse_unknown(args: dict) -> None:
         raise UsageError(f"unknown model_args {', '.join(unknown)}.{hints} abricot-local takes {', '.join(taken)}")
 
 
+_door = {"waits": True}  # False while `abricot-local lm-eval` runs lm-eval (run_cli): the command line's rule
+
+
+def door(method):
+    """One of lm-eval's calls into abricot-local: a library's door, as the Python API's (api.arguments.entry): a
+    signal that llama.cpp does not return from within 3 s (a GPU backend, a silent RPC server) is waited for and
+    raised once it returns, only a second one ending the process (backends.waiting), never ending a notebook's
+    kernel at a first Ctrl-C; under `abricot-local lm-eval` (the command line) the process ends then, as `run`'s."""
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        from contextlib import nullcontext
+
+        from abricot_local.backends import waiting
+
+        with waiting() if _door["waits"] else nullcontext():
+            return method(*args, **kwargs)
+
+    return call
+
+
 @register_model(MODEL_NAME)
 class AbricotLM(LM):
     """lm-eval's ``LM`` over an abricot-local backend (llama.cpp by default)."""
 
+    @door
     def __init__(self, model: str | None = None, **kwargs) -> None:
         super().__init__()
         self.batch_size_given = kwargs.get("batch_size")  # recorded by lm-eval; no number depends on it
@@ -90,6 +112,7 @@ class AbricotLM(LM):
         self._special = False  # prompts rendered by the chat template hold special-token markup
 
     # -- the three request types -----------------------------------------------------------
+    @door
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         pairs = [(str(r.args[0]), str(r.args[1])) for r in requests]
         out = lm_eval_requests.loglikelihood(self.backend, pairs, special=self._special,
@@ -98,6 +121,7 @@ class AbricotLM(LM):
             self.cache_hook.add_partial("loglikelihood", pair, res)
         return out
 
+    @door
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         texts = [str(r.args[0]) for r in requests]
         out = lm_eval_requests.loglikelihood_rolling(self.backend, texts, lm_eval_windows, special=self._special,
@@ -106,6 +130,7 @@ class AbricotLM(LM):
             self.cache_hook.add_partial("loglikelihood_rolling", (text,), res)
         return out
 
+    @door
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         args = [(str(r.args[0]), dict(r.args[1] or {})) for r in requests]
         gens = lm_eval_requests.generate(self.backend, args, special=self._special,
@@ -137,6 +162,7 @@ class AbricotLM(LM):
         its thread-dependent decode calls counted (requests.OpenedModel.provenance)."""
         return {"abricot_local": self.opened.provenance}
 
+    @door
     def close(self) -> None:
         self.backend.close()
 
@@ -186,6 +212,7 @@ def run_cli(model: str, args: Sequence[str]) -> None:
     argv = ["lm-eval", "run", "--model", MODEL_NAME, "--model_args", json.dumps({"model": model}), *include, *args]
     saved = sys.argv
     sys.argv = argv
+    _door["waits"] = False  # the command line: a signal llama.cpp does not return from ends the process
     try:
         setup_logging()
         parser = HarnessCLI()
@@ -204,3 +231,4 @@ def run_cli(model: str, args: Sequence[str]) -> None:
         raise (err if err.namer else err.said_by(lm_eval_requests.door_words)) from None
     finally:
         sys.argv = saved
+        _door["waits"] = True

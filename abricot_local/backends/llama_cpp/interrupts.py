@@ -13,18 +13,22 @@ SIGTERM only record the signal; on the way out they are restored and the recorde
 is handed to its own handler (KeyboardInterrupt, or whatever the program installed), once
 llama.cpp has returned. A callback may ask :func:`pending` to cut the C work short (the
 model load's progress callback does). And a watchdog thread hears the signal at once
-(Python's wakeup file descriptor, written by its C-level handler) and raises :func:`abort_flag`,
-which llama.cpp's abort callback reads between two graph nodes (:func:`abort_check`: a C
-function, no Python and no GIL in the compute loop): the decode returns "aborted" within one
-node's time, and the signal is raised. When the C call has not returned :data:`GRACE`
-seconds later (a call that reads no abort flag: a model load inside one tensor, a GPU
-backend, an RPC server that went silent), the door's choice applies (:func:`waiting`): the
-command line's (the default), the handlers given to :func:`on_stuck` are called (the folder
-marked INTERRUPTED, the resume command) and the process ends with ``os._exit`` (130 after
-them, or 128 + the signal without one); a library's (the Python API's calls), it says that
-llama.cpp has not returned and waits for it, the signal raised once it does, and only a
-second signal ends the process as the command line's would (the user insisting). Handlers that
-are not Python functions (SIG_DFL, SIG_IGN) are left alone: no Python code runs for them.
+(Python's wakeup file descriptor, written by its C-level handler) and raises the abort flag of
+the decode running inside the block (each context has its own, :func:`new_abort_flag`, given as
+``deferred(abort=flag)``), which llama.cpp's abort callback reads between two graph nodes
+(:func:`abort_check`: a C function, no Python and no GIL in the compute loop): the decode returns
+"aborted" within one node's time, and the signal is raised. A decode in another thread is never
+cut: a flag is raised only inside a main thread's block, and one lock holds the watchdog's
+check-then-raise and a block's exit-and-reset together (no late raise lands on a later decode).
+When the C call has not returned :data:`GRACE` seconds later (a call that reads no abort flag: a
+model load inside one tensor, a GPU backend, an RPC server that went silent), the door's choice
+applies (:func:`waiting`): the command line's (the default), the handlers given to
+:func:`on_stuck` are called (the folder marked INTERRUPTED, the resume command) and the process
+ends with ``os._exit`` (130 after them, or 128 + the signal without one); a library's (the Python
+API's calls, lm-eval's model's), it says that llama.cpp has not returned and waits for it, the
+signal raised once it does, and only a second signal ends the process as the command line's would
+(the user insisting). Handlers that are not Python functions (SIG_DFL, SIG_IGN) are left alone: no
+Python code runs for them.
 Outside the main thread nothing changes (Python handlers only ever run in the main thread).
 No llama_cpp import here.
 """
@@ -46,7 +50,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE = 3.0  # seconds a C call has, after a signal, to return before the process ends without it
 EXIT_INTERRUPTED = 130
 _state: dict = {"depth": 0, "pending": None, "block": 0, "handled": (), "waits": 0}
-_abort = (ctypes.c_ubyte * 2)()  # [1, 0] once a signal came in the current block: a C string of length 1
+_lock = threading.RLock()  # the watchdog's check-then-raise against a block's arm/exit-and-reset (a handler re-enters)
+_armed: list = []  # the abort flags of the decodes inside the main thread's current block
 _stuck: list[Callable[[int], None]] = []
 _watch: dict = {}  # "r", "w": the wakeup pipe; "thread"
 _left: list[threading.Thread] = []  # threads left inside a C call
@@ -57,15 +62,23 @@ def pending() -> int | None:
     return _state["pending"]
 
 
-def abort_flag() -> ctypes.c_void_p:
-    """The data of llama.cpp's abort callback (:func:`abort_check`): a byte, 1 from a signal in a
-    :func:`deferred` block to the block's end, else 0."""
-    return ctypes.cast(_abort, ctypes.c_void_p)
+def new_abort_flag() -> ctypes.Array:
+    """A context's abort flag, the data of llama.cpp's abort callback (:func:`abort_check`; pass
+    ``ctypes.cast(flag, ctypes.c_void_p)``): two bytes, [1, 0] (a C string of length 1) from a signal
+    in a main thread's ``deferred(abort=flag)`` block to that block's end, else [0, 0]. Keep it alive
+    as long as the context."""
+    return (ctypes.c_ubyte * 2)()
+
+
+def _raise_armed() -> None:
+    with _lock:
+        for flag in _armed:
+            flag[0] = 1
 
 
 @functools.cache
 def abort_check() -> int | None:
-    """The address of a C function that reads :func:`abort_flag` as llama.cpp's ``ggml_abort_callback``
+    """The address of a C function that reads a :func:`new_abort_flag` as llama.cpp's ``ggml_abort_callback``
     (``bool (*)(void *)``: true aborts): the C library's ``strlen``, 1 on the raised flag, 0 otherwise (the
     byte after it is always 0; a bool return is its low byte). C, not a Python callback: ggml calls it
     after every graph node, where a Python one would take the GIL each time. None where there is no C
@@ -125,7 +138,7 @@ def exit_process(code: int) -> None:
 def _record(signum: int, _frame) -> None:
     if _state["pending"] is None:
         _state["pending"] = signum
-    _abort[0] = 1
+    _raise_armed()
 
 
 def _say(text: str) -> None:
@@ -153,39 +166,48 @@ def _inside(block: int) -> bool:
     return bool(_state["depth"]) and _state["block"] == block
 
 
-def _another(fd: int, block: int) -> int | None:
-    """Wait while the C call of ``block`` has not returned: the signal that comes meanwhile (None: it returned)."""
+def _another(fd: int, block: int, later: list[int]) -> int | None:
+    """Wait while the C call of ``block`` has not returned: the signal that comes meanwhile (None: it returned).
+    The signals read once the block has ended are a later block's: left in ``later`` for the watchdog."""
     while _inside(block):
         if select.select([fd], [], [], 0.05)[0]:
-            for signum in os.read(fd, 64):
-                if signum in _state["handled"] and _inside(block):
+            data = list(os.read(fd, 64))
+            while data:
+                signum = data.pop(0)
+                if not _inside(block):
+                    later += [signum, *data]
+                    return None
+                if signum in _state["handled"]:
                     return signum
     return None
 
 
 def _watchdog(fd: int) -> None:
+    queue: list[int] = []  # the signals read and not yet acted on, in order
     while True:
-        try:
-            data = os.read(fd, 64)
-        except OSError:
-            return
-        for signum in data:
+        if not queue:
+            try:
+                queue += os.read(fd, 64)
+            except OSError:
+                return
+        signum = queue.pop(0)
+        with _lock:  # checked and raised while no block can end (a block's exit resets under it)
             block = _state["block"]
             if not _state["depth"] or signum not in _state["handled"]:
                 continue
-            _abort[0] = 1  # llama.cpp's decode stops at its next graph node (the main thread records the signal)
-            end = time.monotonic() + GRACE
-            while time.monotonic() < end and _inside(block):
-                time.sleep(0.05)
-            if not _inside(block):
-                continue
-            if not _state["waits"]:
-                _abandon(signum)
-            _say(f"\nllama.cpp has not returned {GRACE:g} s after the signal: waiting for it, the signal raised once "
-                 "it does (a second Ctrl-C ends the process now)\n")
-            again = _another(fd, block)
-            if again is not None:
-                _abandon(again, "a second signal while llama.cpp has not returned")
+            _raise_armed()  # the block's decode stops at its next graph node (the main thread records the signal)
+        end = time.monotonic() + GRACE
+        while time.monotonic() < end and _inside(block):
+            time.sleep(0.05)
+        if not _inside(block):
+            continue
+        if not _state["waits"]:
+            _abandon(signum)
+        _say(f"\nllama.cpp has not returned {GRACE:g} s after the signal: waiting for it, the signal raised once "
+             "it does (a second Ctrl-C ends the process now)\n")
+        again = _another(fd, block, queue)
+        if again is not None:
+            _abandon(again, "a second signal while llama.cpp has not returned")
 
 
 def _wakeup_fd() -> int:
@@ -200,24 +222,44 @@ def _wakeup_fd() -> int:
 
 
 @contextmanager
-def deferred() -> Iterator[None]:
-    """Record SIGINT/SIGTERM during the block (:func:`abort_flag` raised); deliver the first one after
-    it (nests); when the block does not end within :data:`GRACE` seconds of it, end the process
-    (:func:`on_stuck`) or, within :func:`waiting`, wait for it."""
+def _arming(flag: ctypes.Array | None) -> Iterator[None]:
+    """``flag`` raised by a signal while the block runs (at once when one came earlier in the outer
+    block), and lowered as it ends, under :data:`_lock`."""
+    if flag is None:
+        yield
+        return
+    with _lock:
+        flag[0] = 1 if _state["pending"] is not None else 0
+        _armed.append(flag)
+    try:
+        yield
+    finally:
+        with _lock:
+            _armed.remove(flag)
+            flag[0] = 0
+
+
+@contextmanager
+def deferred(abort: ctypes.Array | None = None) -> Iterator[None]:
+    """Record SIGINT/SIGTERM during the block (``abort``, a context's :func:`new_abort_flag`, raised);
+    deliver the first one after it (nests); when the block does not end within :data:`GRACE` seconds
+    of it, end the process (:func:`on_stuck`) or, within :func:`waiting`, wait for it. Outside the
+    main thread nothing changes (``abort`` is never raised)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     if _state["depth"]:  # an outer block delivers
         _state["depth"] += 1
         try:
-            yield
+            with _arming(abort):
+                yield
         finally:
             _state["depth"] -= 1
         return
     saved = {}
     old_fd = None
-    _state.update(depth=1, pending=None, block=_state["block"] + 1)
-    _abort[0] = 0
+    with _lock:
+        _state.update(depth=1, pending=None, block=_state["block"] + 1)
     try:
         for sig in SIGNALS:
             handler = signal.getsignal(sig)
@@ -230,10 +272,11 @@ def deferred() -> Iterator[None]:
                 old_fd = signal.set_wakeup_fd(_wakeup_fd(), warn_on_full_buffer=False)
             except (ValueError, OSError):  # no watchdog then; the signal still waits for the call
                 old_fd = None
-        yield
+        with _arming(abort):
+            yield
     finally:
-        _state.update(depth=0, block=_state["block"] + 1, handled=())
-        _abort[0] = 0
+        with _lock:
+            _state.update(depth=0, block=_state["block"] + 1, handled=())
         if old_fd is not None:
             signal.set_wakeup_fd(old_fd)
         for sig, handler in saved.items():

@@ -30,7 +30,9 @@ FLASH_ATTN = {  # one per choice of LlamaCppOptions.flash_attn
 }
 
 
-ABORTED = 2  # llama_decode's code when the abort callback stopped it (the context is closed after it)
+# llama_decode's code when the abort callback stopped it: the ubatches it finished stay in the context's memory
+# (llama.h), the context usable; the engines clear them as they go on (hold_prefix's seq_rm past the prefix, or reset)
+ABORTED = 2
 SPLIT_KV_FROM = 256  # llama.cpp pads the cells attended to 256: a token here sees 512 (ggml's split-KV threshold)
 
 
@@ -118,6 +120,7 @@ class LlamaSession:
         log.verbose = options.verbose
         log.lines, log.notes = [], []
         self.model = self._ctx = self._batch = self._mem = self.offload = None
+        self._abort_flag = interrupts.new_abort_flag()  # this context's: raised for its main-thread decode only
         if (options.rpc or rpc.registered()) and not options.vocab_only:
             # RPC: an explicit device list and split; a new server answers the handshake first
             # (in Python, with a deadline, interruptible), then llama.cpp connects
@@ -200,7 +203,7 @@ class LlamaSession:
         check = interrupts.abort_check()  # a signal stops a decode at its next graph node (CPU backend)
         if check is not None:
             self._abort = llama_cpp.ggml_abort_callback(check)  # a C function: it only reads the flag
-            llama_cpp.llama_set_abort_callback(ctx, self._abort, interrupts.abort_flag())
+            llama_cpp.llama_set_abort_callback(ctx, self._abort, ctypes.cast(self._abort_flag, ctypes.c_void_p))
         return ctx
 
     @property
@@ -266,8 +269,10 @@ class LlamaSession:
             b.n_seq_id[k] = 1
             b.seq_id[k][0] = seq
             b.logits[k] = want
-        with interrupts.deferred():  # a warning in llama.cpp's log must not swallow a Ctrl-C
-            rc = llama_cpp.llama_decode(self._ctx, b)  # a signal aborts it (2), raised as the block ends
+        # a warning in llama.cpp's log must not swallow a Ctrl-C; in the main thread a signal raises this
+        # context's flag: the decode aborts (2), the signal raised as the block ends (another thread's: never)
+        with interrupts.deferred(abort=self._abort_flag):
+            rc = llama_cpp.llama_decode(self._ctx, b)
         if rc == ABORTED:  # (a signal's handler that did not raise: the decode is cut all the same)
             raise KeyboardInterrupt
         if rc != 0:
