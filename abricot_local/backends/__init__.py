@@ -272,7 +272,8 @@ def on_stuck(handler: Callable[[int], None]) -> Callable[[], None]:
 
 @contextmanager
 def waiting() -> Iterator[None]:
-    """The door's choice, declared by the Python API around each call (api.arguments.entry): within the block,
+    """The door's choice, declared by a library's door around each call (the Python API's, api.arguments.entry;
+    lm-eval's model called from Python, lm_eval.model.door): within the block,
     a signal whose backend C call has not returned a few seconds later is waited for, and raised once the call
     returns (a user's interpreter, a notebook's kernel, is never ended for a first signal; a second one ends
     it); outside it (the command line) the process ends then, :func:`on_stuck`'s handlers first. Each
