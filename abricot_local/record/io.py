@@ -193,9 +193,13 @@ def growth(recorded: Manifest, given: Manifest) -> tuple[int, int] | None:
 
 
 def _shrinks(recorded: Manifest, given: Manifest) -> bool:
-    """Whether ``given`` is the ``recorded`` --sample run with a smaller sample, nothing else changed."""
+    """Whether ``given`` is the ``recorded`` run with a smaller sample, nothing else changed: ``--sample m`` below the
+    recorded n, or any ``--sample m`` where the run recorded none (the whole of every task; a sample taking every item
+    of every task is that same run, made so before a door asks: run.saved.whole_tasks)."""
     n, m = recorded.config.sample, given.config.sample
-    return n is not None and m is not None and m < n and growth(given, recorded) is not None
+    if m is None or (n is not None and m >= n):
+        return False
+    return not differences(recorded, replace(given, config=replace(given.config, sample=n)))
 
 
 def _until_settled(folder) -> bool:
@@ -240,11 +244,7 @@ def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
     n, m = recorded.config.sample, given.config.sample
     bound = "max_items" if _until_settled(folder) else "sample"  # run/request.py maps --max-items onto the sample
     if _shrinks(recorded, given):
-        held = (f"a run of {opt(bound, n)}" if bound == "sample" else
-                f"the {n} items a run {opt('until_settled', True)} scored")
-        return (f"cannot resume {folder} with {opt(bound, m)}: it holds {held}, and a run does not shrink (its "
-                f"items would be dropped); give {opt(bound, n)} or more to continue or grow it, or another "
-                f"{opt('out')} for a smaller {'sample' if bound == 'sample' else 'bound'}")
+        return _shrink_refusal(folder, bound, n, m)
     grown = ""
     if n is not None and m is not None and m > n:  # the sample grows a run: not what refuses this one
         given = replace(given, config=replace(given.config, sample=n))
@@ -257,3 +257,19 @@ def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
     details = "; ".join(d for ds in diff.values() for d in ds)
     return (f"cannot resume {folder}: its {head} {verb} from the recorded run ({details}); "
             f"{_needed(diff, recorded, given)}{grown}")
+
+
+def _shrink_refusal(folder, bound: str, n: int | None, m: int) -> str:
+    """A --resume with ``bound`` (``sample``, or ``max_items`` for a run made --until-settled) m refused in ``folder``,
+    whose run holds n (None: every item of every task, no bound given): a run does not shrink."""
+    if n is None:
+        held = (f"a run without {opt(bound)} (every item)" if bound == "sample" else
+                f"the items a run {opt('until_settled', True)} without {opt(bound)} scored")
+        keep = f"give no {opt(bound)} (or one at or above every task's items) to continue it"
+    else:
+        held = (f"a run of {opt(bound, n)}" if bound == "sample" else
+                f"the {n} items a run {opt('until_settled', True)} scored")
+        keep = f"give {opt(bound, n)} or more to continue or grow it"
+    return (f"cannot resume {folder} with {opt(bound, m)}: it holds {held}, and a run does not shrink (its items "
+            f"would be dropped); {keep}, or another {opt('out')} for a smaller "
+            f"{'sample' if bound == 'sample' else 'bound'}")

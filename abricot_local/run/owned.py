@@ -2,7 +2,8 @@
 files it made, and never through a symbolic link: before it takes a folder, :func:`guard`
 refuses one inside another run (naming the outer run), one that is not a run folder and not
 empty (naming what is there), and a link or a non-regular file where the tool keeps its own
-files (``.lock``, the state files, results.json, ``.checkpoint/`` and the samples files)."""
+files (``.lock``, the state files, results.json, ``.checkpoint/``, a link in it, and the samples files:
+:func:`refuse_links`, which ``runs`` and a dry run say too)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,16 @@ def guard(folder: Path) -> None:
         if entries:
             raise ResultsError(f"{folder} is not a run folder and is not empty: it holds {_names(folder, entries)}; "
                                f"a run writes only into a new or empty folder, or its own: choose another {opt('out')}")
+    refuse_links(folder)
+
+
+def refuse_links(folder: Path) -> None:
+    """The run's own paths in ``folder`` refused (:func:`refuse_link`) where one is a link or not what a run makes
+    there: ``.lock``, results.json, the state files, the samples files, the checkpoint folder, its manifest and
+    anything in it that is a link (a run makes none: its threads.jsonl and grown-from.json are never read through
+    one either). The one rule a run (:func:`guard`), ``runs`` (run.states) and a dry run (run.saved.held_items)
+    refuse a folder's links by, reading nothing through them."""
+    folder = Path(folder)
     for name in (LOCK, RESULTS, *MARKERS):
         refuse_link(folder / name)
     ckpt = folder / CHECKPOINT
@@ -90,6 +101,12 @@ def guard(folder: Path) -> None:
         for path in sorted(where.glob(SAMPLES_GLOB)) if where.is_dir() else ():
             refuse_link(path)
     refuse_link(ckpt / RUN_MANIFEST)
+    try:
+        linked = sorted(e.name for e in os.scandir(ckpt) if e.is_symlink()) if ckpt.is_dir() else []
+    except OSError:
+        linked = []  # (a checkpoint that cannot be listed: what reads it says so)
+    for name in linked:
+        refuse_link(ckpt / name)
 
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC

@@ -22,7 +22,7 @@ from abricot_local.jsonfiles import atomic_write, dumps_line
 from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
-from abricot_local.run.owned import refuse_link, remove_own
+from abricot_local.run.owned import refuse_link, refuse_links, remove_own
 from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
 from abricot_local.run.states import saved_counts, saved_ids, scan_saved
 
@@ -235,6 +235,7 @@ def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=
         if resume:
             raise ResultsError(nothing_to_resume(path))
         return {}
+    refuse_links(path)  # the run's own refusal (owned.guard's), before anything there is read
     if not resume:
         if why := fresh_refusal(path, _compared(path, plan)):
             raise ResultsError(why)

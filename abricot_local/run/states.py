@@ -15,7 +15,7 @@ from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
 from abricot_local.record import CHECKPOINT, RESULTS, Sample, check_line, read_run, read_samples
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
-from abricot_local.run.owned import refuse_link
+from abricot_local.run.owned import refuse_link, refuse_links
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,10 @@ def run_state(folder: str | Path) -> RunState:
         if n.isdigit():
             totals[task] = int(n)
     problems: list[str] = []
+    try:
+        refuse_links(folder)  # a link where the run keeps its files: what a run and a dry run refuse, said first
+    except ResultsError as err:
+        problems.append(_refused(err.raw()))
     done = saved_counts(folder, totals, problems)
     total = sum(totals.values()) if totals else None
     per = items_text(done, totals).partition("(")[2].rstrip(")")
