@@ -6,8 +6,9 @@ manifest), ``codec`` the dataclass <-> JSON machinery, ``docs`` docs/RESULTS.md'
 Every module that reads a run reads it through here.
 """
 
-from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, growth, read_manifest, read_record,
-                                     read_run, record_from_json, resume_refusal, to_json, write_manifest, write_record)
+from abricot_local.record.io import (CHECKPOINT, RESULTS, RUN_MANIFEST, Refusal, growth, read_manifest, read_record,
+                                     read_run, record_from_json, refused, resume_refusal, same_items, sample_words,
+                                     to_json, write_manifest, write_record)
 from abricot_local.record.samples import (Sample, check_line, check_rows, entry_samples, parse_samples, read_samples,
                                           run_samples, samples_path)
 from abricot_local.record.schema import (SCHEMA_VERSION, Bootstrap, ChatWrap, DataFile, Manifest, Model,
@@ -21,5 +22,5 @@ __all__ = [
     "SettleQuestion", "SkippedTask",
     "TaskEntry", "TaskPlugin", "check_line", "check_rows", "entry_samples", "growth", "metric_items", "parse_samples", "run_samples",
     "samples_path", "read_manifest", "read_record", "read_run", "read_samples",
-    "record_from_json", "resume_refusal", "to_json", "write_manifest", "write_record",
+    "record_from_json", "Refusal", "refused", "resume_refusal", "same_items", "sample_words", "to_json", "write_manifest", "write_record",
 ]

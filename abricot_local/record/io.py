@@ -8,7 +8,7 @@ what it is; a run with a wrong value names the key.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abricot_local.errors import ResultsError, opt
@@ -182,14 +182,30 @@ def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     return out
 
 
-def growth(recorded: Manifest, given: Manifest) -> tuple[int, int] | None:
-    """(n, m) when ``given`` is the ``recorded`` run with a larger ``--sample`` (n -> m) and nothing else
-    changed: a run that grows (its n items lie inside the m: tasks.selection.sample_order); else None."""
+def growth(recorded: Manifest, given: Manifest) -> tuple[int, int | None] | None:
+    """(n, m) when ``given`` is the ``recorded`` run with a larger ``--sample`` (n -> m; m None: no ``--sample``, the
+    whole of every task, larger than any sample) and nothing else changed: a run that grows (its n items lie inside
+    the m: tasks.selection.sample_order); else None. A sample already taking every item of every task that no
+    ``--sample`` takes is the same run, made so before a door asks (run.saved.whole_tasks)."""
     n, m = recorded.config.sample, given.config.sample
-    if n is None or m is None or m <= n:
+    if n is None or (m is not None and m <= n):
         return None
     same = replace(given, config=replace(given.config, sample=n))
     return (n, m) if not differences(recorded, same) else None
+
+
+def same_items(n: int | None, m: int | None, available) -> bool:
+    """Whether ``--sample n`` and ``--sample m`` (None: no --sample, the whole task) take the same items of tasks
+    holding ``available`` items each (a list; 0 or None: not known): both the whole of every task (run.saved.whole_tasks'
+    rule; a sample below a task's items is a shrink or a grow, never the same)."""
+    least = min((x for x in (n, m) if x is not None), default=None)
+    return bool(available) and all(a and (least is None or least >= a) for a in available)
+
+
+def sample_words(m: int | None, bound: str = "sample") -> str:
+    """A run's sample (or, ``bound`` ``max_items``, an --until-settled run's bound) as a message says what a run
+    grows to: ``--sample m``, or every item where none is given."""
+    return opt(bound, m) if m is not None else f"every item (no {opt(bound)})"
 
 
 def _shrinks(recorded: Manifest, given: Manifest) -> bool:
@@ -232,10 +248,30 @@ def _needed(diff: dict[str, list[str]], recorded: Manifest, given: Manifest) -> 
     return f"the same {said} {'are' if plural else 'is'} needed"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a --resume cannot take the run in ``folder``, in its parts: ``given``, the option it names as refused
+    (``--sample m``: a shrink; "" for none) and ``why``, the reason, which names no folder. :meth:`said` is the
+    resume's refusal; a run without --resume offered it says the parts after its own words (run.saved.resume_offer)."""
+
+    folder: str
+    why: str
+    given: str = ""
+
+    def said(self) -> str:
+        return f"cannot resume {self.folder}{f' with {self.given}' if self.given else ''}: {self.why}"
+
+
 def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
+    """:func:`refused`'s refusal said (the resume's words), or None when the run can be continued."""
+    why = refused(folder, recorded, given)
+    return None if why is None else why.said()
+
+
+def refused(folder, recorded: Manifest, given: Manifest) -> Refusal | None:
     """Why a run in ``folder`` cannot be continued with ``given`` (its options named with
     :func:`errors.opt`: the door that raises it words them), or None when it can (the same run, or
-    the same run with a larger ``--sample``: :func:`growth`). A larger sample is no difference: the
+    the same run with a larger ``--sample``, or none: :func:`growth`). A larger sample is no difference: the
     refusal names the others, and says the sample alone would have grown the run. A run made
     ``--until-settled`` (its record's config says) is bounded by ``--max-items``, which the advice names."""
     diff = differences(recorded, given)
@@ -244,24 +280,26 @@ def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
     n, m = recorded.config.sample, given.config.sample
     bound = "max_items" if _until_settled(folder) else "sample"  # run/request.py maps --max-items onto the sample
     if _shrinks(recorded, given):
-        return _shrink_refusal(folder, bound, n, m)
+        return Refusal(str(folder), _shrink_refusal(bound, n, m), opt(bound, m))
     grown = ""
-    if n is not None and m is not None and m > n:  # the sample grows a run: not what refuses this one
+    if n is not None and (m is None or m > n):  # the sample grows a run: not what refuses this one
         given = replace(given, config=replace(given.config, sample=n))
         diff = differences(recorded, given)
-        grown = (f" (changing only {opt(bound, n)} to {opt(bound, m)} would have grown it)" if bound == "sample" else
-                 f" ({opt(bound, m)} with nothing else changed would have grown it)")  # its bound is no sample
+        grown = (f" (changing only {opt(bound, n)} to {sample_words(m, bound)} would have grown it)"
+                 if bound == "sample" else
+                 f" ({opt(bound, m) if m is not None else f'no {opt(bound)}'} with nothing else changed would have "
+                 "grown it)")  # its bound is no sample
     parts = list(diff)
     head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     verb = "differs" if len(parts) == 1 else "differ"
     details = "; ".join(d for ds in diff.values() for d in ds)
-    return (f"cannot resume {folder}: its {head} {verb} from the recorded run ({details}); "
-            f"{_needed(diff, recorded, given)}{grown}")
+    return Refusal(str(folder), f"its {head} {verb} from the recorded run ({details}); "
+                                f"{_needed(diff, recorded, given)}{grown}")
 
 
-def _shrink_refusal(folder, bound: str, n: int | None, m: int) -> str:
-    """A --resume with ``bound`` (``sample``, or ``max_items`` for a run made --until-settled) m refused in ``folder``,
-    whose run holds n (None: every item of every task, no bound given): a run does not shrink."""
+def _shrink_refusal(bound: str, n: int | None, m: int) -> str:
+    """Why a --resume with ``bound`` (``sample``, or ``max_items`` for a run made --until-settled) m is refused by a
+    run that holds n (None: every item of every task, no bound given): a run does not shrink."""
     if n is None:
         held = (f"a run without {opt(bound)} (every item)" if bound == "sample" else
                 f"the items a run {opt('until_settled', True)} without {opt(bound)} scored")
@@ -270,6 +308,5 @@ def _shrink_refusal(folder, bound: str, n: int | None, m: int) -> str:
         held = (f"a run of {opt(bound, n)}" if bound == "sample" else
                 f"the {n} items a run {opt('until_settled', True)} scored")
         keep = f"give {opt(bound, n)} or more to continue or grow it"
-    return (f"cannot resume {folder} with {opt(bound, m)}: it holds {held}, and a run does not shrink (its items "
-            f"would be dropped); {keep}, or another {opt('out')} for a smaller "
-            f"{'sample' if bound == 'sample' else 'bound'}")
+    return (f"it holds {held}, and a run does not shrink (its items would be dropped); {keep}, or another "
+            f"{opt('out')} for a smaller {'sample' if bound == 'sample' else 'bound'}")

@@ -22,6 +22,7 @@ from abricot_local.models.ref import Located, ModelRef
 from abricot_local.models.locate import locate
 from abricot_local.record import DataFile, Manifest, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
+from abricot_local.run.resume import finished_in
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
@@ -122,7 +123,10 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     (once), a registry model's memory and disk checked before its download (unless --force), the tasks and
     their data, the items after
     --limit/--sample/--shard; then (a run, not ``dry``) the model fetched and verified and the data
-    hashed (``fresh``, default --resume: every file hashed from its bytes). ``dry`` (``run
+    hashed (``fresh``, default --resume: every file hashed from its bytes); a --resume of a folder holding a
+    finished run (resume.finished_in) fetches no data, and a task of it whose data is not here takes its files'
+    SHA-256 and its items' count from the record (run_plan finds the run finished, needing none, or refuses to
+    score that task). ``dry`` (``run
     --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
     ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
     located is a plan with its ``problem`` and no task, not an error (a task's error is the command's).
@@ -141,20 +145,22 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                     r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
     options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
+    held = finished_in(r.out_folder(model or r.models[0]), r.sample) if r.resume and tasks and not dry else None
     from abricot_local.analysis.baselines import reproduced_protocols
     from abricot_local.tasks.selection import Count, select
 
     named = reproduced_protocols(located.reproduces, located.entry) if tasks and not r.task_keys else {}
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                            sample=r.sample, shard=r.shard, dry=dry,  # --until-settled: its sample is its bound
-                           count=Count.BOUND if r.settle.on else Count.SAMPLE) if tasks else ((), ())
+                           count=Count.BOUND if r.settle.on else Count.SAMPLE, held=held) if tasks else ((), ())
     if before_download is not None and not dry and located.pending is not None:
         before_download(Plan(located, None, located.backend, options, r.task_options, tuple(runs),
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref = located.ready(options, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
-        data = {} if dry else {t.task.key: tuple(DataFile(path=os.path.abspath(f.path), sha256=f.sha256)
-                                                 for f in t.task.data_files()) for t in runs}  # absolute: `check`
+        data = {} if dry else {t.task.key: held.tasks[t.task.key].data if t.problem else  # held: its record's
+                               tuple(DataFile(path=os.path.abspath(f.path), sha256=f.sha256)
+                                     for f in t.task.data_files()) for t in runs}  # absolute: `check`
         # finds them from any folder (made absolute without following a symlink: the path as the run named it)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
                 r.shard, skipped, r.margin, dry, settle=r.settle)

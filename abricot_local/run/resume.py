@@ -23,7 +23,8 @@ from typing import Callable
 from abricot_local.errors import AbricotError, ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, growth, read_manifest, read_run,
-                                  read_samples, resume_refusal, write_manifest, write_record)
+                                  read_samples, resume_refusal, same_items, sample_words, write_manifest,
+                                  write_record)
 from abricot_local.record.kernel_path import Part, part
 from abricot_local.record.outputs import SAMPLES_GLOB, samples_name, task_of
 from abricot_local.run.owned import close_own, open_own, refuse_link, remove_own
@@ -36,6 +37,23 @@ OWN_FILES = (RUN_MANIFEST, THREADS, GROWN_FROM)  # the checkpoint's files a run 
 def resumable(out_dir: Path) -> bool:
     """Whether ``out_dir`` holds a run that --resume continues (its recorded manifest)."""
     return (Path(out_dir) / CHECKPOINT / RUN_MANIFEST).is_file()
+
+
+def finished_in(folder: Path | None, sample: int | None) -> Record | None:
+    """The finished run in a --resume's ``folder`` (its results.json) when a resume with ``sample`` scores no item
+    it does not hold (none, or the whole of every task as it records them: record.same_items); None when it holds
+    none, one that cannot be read (the resume says why as it takes the folder), or one that ``sample`` grows (its
+    data is fetched as any run's). What the resume's plan takes of a task whose data is not here (run.plan: a
+    finished run needs no data; :func:`finished_run` tells whether it is this one)."""
+    try:
+        record = read_run(folder) if folder is not None and (Path(folder) / RESULTS).is_file() else None
+    except (AbricotError, OSError):
+        return None  # (a link in its place: refused as the resume takes the folder, finished_run)
+    n = record.manifest.config.sample if record is not None and record.manifest is not None else None
+    if record is not None and n is not None and (sample is None or sample > n) and \
+            not same_items(n, sample, [t.available for t in record.tasks.values()]):
+        return None  # a grow: new items scored, their data needed
+    return record
 
 
 def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
@@ -104,6 +122,15 @@ def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:
     except ResultsError:
         return None  # a damaged record: taking the folder says what is wrong
     return None
+
+
+def without_data(folder: Path, grown: tuple[int, int] | None, run) -> str:
+    """Why a --resume that scores items into the finished run in ``folder`` (``grown``: it grows it, --sample n -> m)
+    is refused when a task's data is not here (``run``: a tasks.selection.TaskRun planned from the run's record,
+    run.plan: the finished run needed none), and how to get it."""
+    more = (f"grows the finished run there from {opt('sample', grown[0])} to {sample_words(grown[1])}"
+            if grown else "scores items into the finished run there")
+    return f"cannot resume {folder}: it {more}, which needs the data of {run.task.key}: {run.problem}"
 
 
 def reopen(folder: Path, manifest: Manifest) -> None:

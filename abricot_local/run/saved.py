@@ -19,7 +19,8 @@ from typing import Mapping
 from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import atomic_write, dumps_line
-from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Sample, check_line, read_run, read_samples
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Refusal, Sample, check_line, read_run, read_samples,
+                                  refused, same_items)
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
 from abricot_local.run.owned import refuse_link, refuse_links, remove_own
@@ -190,7 +191,7 @@ def fresh_refusal(path: Path, manifest=None) -> str:
     if (path / RESULTS).exists():
         if why := resume_offer(path, manifest):
             return (f"{path} already holds a finished run; choose another {opt('out')} ({opt('resume', True)} would "
-                    f"not take it: {why})")
+                    f"not take it{f' with {why.given}' if why.given else ''}: {why.why})")
         return (f"{path} already holds a finished run; choose another {opt('out')} "
                 f"(or {opt('resume', True)} to reuse it)")
     if orphan := orphan_refusal(path):
@@ -200,29 +201,33 @@ def fresh_refusal(path: Path, manifest=None) -> str:
     saved, failed = sum(saved_counts(path).values()), (path / FAILED).is_file()
     held = f"{path} holds {'a failed' if failed else 'an interrupted'} run ({saved} item{'s' * (saved != 1)} saved)"
     why = resume_offer(path, manifest)  # this command's options would not do: said, the recorded ones would
-    return (f"{held}; add {opt('resume', True)} to continue it with the options it recorded"
-            f"{f' (not these: {why})' if why else ''}, or choose another {opt('out')}")
+    not_these = f" (not {why.given or 'these'}: {why.why})" if why else ""
+    return (f"{held}; add {opt('resume', True)} to continue it with the options it recorded{not_these}, or choose "
+            f"another {opt('out')}")
 
 
-def resume_offer(path: Path, manifest) -> str:
-    """Why a --resume of ``manifest`` would not take the run in ``path`` ("" when it would, or with no manifest to
-    tell), by the resume's own rule (resume.refusal; its "cannot resume PATH: " head left out): a refusal offers
+def resume_offer(path: Path, manifest) -> Refusal | None:
+    """Why a --resume of ``manifest`` would not take the run in ``path`` (None when it would, or with no manifest to
+    tell), by the resume's own rule (record.refused, on the manifest resume.refusal compares with: the checkpoint's,
+    else the finished run's), in its parts, so the offer says the reason without the folder again: a refusal offers
     --resume only where the same command with it would be accepted (an unfinished run's: with its recorded options,
     saying why these would not do)."""
     if manifest is None:
-        return ""
+        return None
     try:
-        why = refusal(path, manifest)
+        recorded = recorded_manifest(path)
+        if recorded is None:  # nothing there, or a finished run that records no manifest: its refusal as it is
+            why = refusal(path, manifest)
+            return Refusal(str(path), why) if why else None
+        why = refused(path, recorded, manifest)
         if why and (path / RESULTS).is_file():  # a --sample taking the whole of every task, as the run's (whole_tasks)
-            record = read_run(path)
-            n = None if record.manifest is None else record.manifest.config.sample
-            if same_items(n, manifest.config.sample, [t.available for t in record.tasks.values()]) and \
-                    not refusal(path, replace(manifest, config=replace(manifest.config, sample=n))):
-                return ""
+            n, available = recorded.config.sample, [t.available for t in read_run(path).tasks.values()]
+            if same_items(n, manifest.config.sample, available) and \
+                    not refused(path, recorded, replace(manifest, config=replace(manifest.config, sample=n))):
+                return None
     except ResultsError as err:  # a record that cannot be read: no --resume takes it either
-        why = err.raw()
-    head = f"cannot resume {path}: "
-    return why.removeprefix(head)
+        return Refusal(str(path), err.raw())
+    return why
 
 
 def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=None) -> dict[str, set]:
@@ -300,14 +305,6 @@ def whole_tasks(plan, recorded):
                                                             min(plan.limit, r.available)))
                  for r in plan.runs)
     return replace(plan, sample=n, runs=runs)
-
-
-def same_items(n: int | None, m: int | None, available) -> bool:
-    """Whether ``--sample n`` and ``--sample m`` (None: no --sample, the whole task) take the same items of tasks
-    holding ``available`` items each (a list; 0 or None: not known): both the whole of every task (:func:`whole_tasks`'
-    rule; a sample below a task's items is a shrink or a grow, never the same)."""
-    least = min((x for x in (n, m) if x is not None), default=None)
-    return bool(available) and all(a and (least is None or least >= a) for a in available)
 
 
 def resumed_plan(plan, folder: Path):

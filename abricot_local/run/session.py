@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from abricot_local.errors import AbricotError, opt
-from abricot_local.record import RESULTS, Record
+from abricot_local.errors import AbricotError, DataError, opt
+from abricot_local.record import RESULTS, Record, sample_words
 from abricot_local.run.folder import tidy_finished
 from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
-from abricot_local.run.resume import grows, remargined
+from abricot_local.run.resume import grows, remargined, without_data
 
 
 class Interrupted(KeyboardInterrupt):
@@ -279,10 +279,12 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         return Outcome(folder.path / RESULTS, rejudged(plan, folder.path, done, notify), complete=True,
                        rejudged=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
+    if lacking := [r for r in plan.runs if r.problem]:  # planned from the finished run's record (run.plan)
+        raise DataError(without_data(folder.path, grown, lacking[0]))
     if grown and notify:
         kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
                 "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
-        notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {opt('sample', grown[1])}: "
+        notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {sample_words(grown[1])}: "
                f"{kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder

@@ -108,6 +108,8 @@ def stages_of(plan, pairs: Pairs | None = None):
     if not plan.settle.on:
         return Grown(plan)
     plan = bounded(plan)
+    if any(r.problem for r in plan.runs):  # a --resume's task planned from the finished run's record (run.plan): no
+        return Rule({}, {}, pairs, plan)  # rule to make, its data not here; run_plan finds it finished, or refuses
     return rule_of(plan, pairs)
 
 

@@ -15,7 +15,7 @@ from abricot_local.analysis.settled import next_bound  # the bound a run open at
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
-                                  read_record, read_run)
+                                  read_record, read_run, sample_words)
 from abricot_local.run.owned import refuse_link
 from abricot_local.run.resume import GROWN_FROM
 
@@ -108,7 +108,7 @@ def looked(state: sq.Sequential, sample: int | None) -> str:
     spent = sum(1.0 - state.level(k) for k in range(1, state.taken + 1))
     until = opt("until_settled", True)
     return (f"{TOOK} ({until}) at {', '.join(map(str, state.planned[:state.taken]))} items before "
-            f"{opt('sample', sample)} grew the run (error {spent:.4g} spent): the fixed-n {100 * (1 - state.alpha):g}% "
+            f"{sample_words(sample)} grew the run (error {spent:.4g} spent): the fixed-n {100 * (1 - state.alpha):g}% "
             f"verdict does not account for them (with them, wrong with probability at most {spent + state.alpha:.4g})")
 
 
@@ -119,7 +119,8 @@ def grow_instead(record: Record | None, sample: int | None) -> str:
     note says no such thing)."""
     if not taken(record):
         return ""
-    return f"; {opt('until_settled', True)} {opt('max_items', sample)} would go on with the looks kept instead"
+    bound = "" if sample is None else f" {opt('max_items', sample)}"  # none: every item, as no --sample
+    return f"; {opt('until_settled', True)}{bound} would go on with the looks kept instead"
 
 
 def stopped(record: Record) -> bool:

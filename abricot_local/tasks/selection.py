@@ -7,14 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from abricot_local.errors import DataError, DownloadError, MissingDataError, TaskError, UsageError, opt
-from abricot_local.tasks import all_task_names, groups, make_task, task_class, task_names, uses
+from abricot_local.tasks import all_task_names, base_name, groups, make_task, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
+
+if TYPE_CHECKING:
+    from abricot_local.record import Record
 
 SAMPLE_STREAM = 101  # --sample's generator: [seed, 101], apart from the tasks' own draws
 
@@ -46,7 +49,7 @@ class TaskRun:
     sampled: int | None = None  # with --sample: the items drawn (all of them when the task has fewer)
     notes: tuple[str, ...] = ()  # what preparing did that a reader must know (recorded as warnings)
     available: int = 0  # the items in the task's data, before --limit/--sample/--shard
-    problem: str = ""  # a dry plan's task whose data is not here: why, and how to get it (no items)
+    problem: str = ""  # a dry (or held: select) plan's task whose data is not here: why, how to get it (no items)
     positions: tuple[int, ...] = ()  # each item's place in the task's data (release order), as prepare left
     # them (a run cut afterwards keeps them): only :meth:`sharded` reads them
 
@@ -84,31 +87,53 @@ class Skipped:
 
 def select(options: TaskOptions, *, spec: str | None = None, keys: tuple[str, ...] = (),
            named: dict[str, tuple[str, ...]] | None = None, limit: int | None = None, sample: int | None = None,
-           shard=None, dry: bool = False, count: Count = Count.SAMPLE) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
+           shard=None, dry: bool = False, count: Count = Count.SAMPLE,
+           held: Record | None = None) -> tuple[list[TaskRun], tuple[Skipped, ...]]:
     """The task runs of a plan: ``keys`` (a recorded run's instances, as they were), else the tasks of
     ``spec`` (--tasks) under the protocols ``named`` and the variants asked, their items selected (``shard``:
     a run.request.Shard). A run skips a task whose data is not here (no --tasks given) or fetches it; a
-    ``dry`` plan fetches nothing and keeps every task, one without its data with its problem. ``count``: what
-    asked for ``sample`` (:class:`Count`), named when a task holds fewer items."""
+    ``dry`` plan fetches nothing and keeps every task, one without its data with its problem; ``held`` (a
+    --resume's of a folder holding this finished run, which needs no data: run/plan.py) fetches nothing either and
+    keeps a task whose data is not here (given or not; no --tasks: one of the run's) that the run records with its
+    problem and the items its record counts (``available``). ``count``: what asked for
+    ``sample`` (:class:`Count`), named when a task holds fewer items."""
     if keys:
         return prepare([make_task(k, options) for k in keys], limit, sample, shard, count), ()
     refuse_empty(spec)
-    if not dry:
+    if not dry and held is None:
         chosen, skipped = select_tasks(spec, options)
         return prepare(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard,
                        count), skipped
     options = replace(options, allow_download=False)
+    if held is not None:
+        chosen, skipped = select_tasks(spec, options, held={base_name(k) for k in held.tasks})
+        return _kept(instances(chosen, named, options.prompt_variant, options.protocol), limit, sample, shard,
+                     count, held=held), skipped
     names, broken = (task_names(spec), []) if spec else _loading(all_task_names())
     refuse_options([task_class(n) for n in names], options)
+    return _kept(instances([make_task(n, options) for n in names], named, options.prompt_variant, options.protocol),
+                 limit, sample, shard, count, given=bool(spec)), tuple(broken)
+
+
+def _kept(tasks: list[Task], limit: int | None, sample: int | None, shard, count: Count, *,
+          given: bool = False, held: Record | None = None) -> list[TaskRun]:
+    """:func:`prepare` of each of ``tasks``, one whose data is not here kept with its problem (no items); ``given``
+    (a dry plan's --tasks): one whose data was given and is not there is refused, as the run refuses it; ``held``
+    (select's): one the finished run does not record is refused (its data is needed), one it records kept with
+    the items it counts."""
     runs = []
-    for task in instances([make_task(n, options) for n in names], named, options.prompt_variant, options.protocol):
+    for task in tasks:
         try:
             runs += prepare([task], limit, sample, shard, count)
         except MissingDataError as err:
-            if spec and (options.data_dir or options.data_for(task.data.key, task.name)):
+            if given and (task.options.data_dir or task.options.data_for(task.data.key, task.name)):
                 raise  # a task named whose data was given and is not there: the run refuses it too (no download)
-            runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}"))
-    return runs, tuple(broken)
+            entry = held.tasks.get(task.key) if held is not None else None
+            if held is not None and entry is None:
+                raise
+            runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}",
+                                available=(entry.available or 0) if entry is not None else 0))
+    return runs
 
 
 def _loading(names: list[str]) -> tuple[list[str], list[Skipped]]:
@@ -248,10 +273,11 @@ def refuse_empty(spec: str | None) -> None:
                          "default) for every task whose data is here")
 
 
-def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task], tuple[Skipped, ...]]:
+def select_tasks(task_spec: str | None, options: TaskOptions,
+                 held: set[str] = frozenset()) -> tuple[list[Task], tuple[Skipped, ...]]:
     """The tasks of ``--tasks``; with none given, every registered task whose data is given,
-    found, or can be fetched now (the others are skipped, each with its reason); an empty one refused
-    (:func:`refuse_empty`)."""
+    found, or can be fetched now, or that ``held`` names (select's: the tasks of the finished run a --resume finds;
+    the others are skipped, each with its reason); an empty one refused (:func:`refuse_empty`)."""
     refuse_empty(task_spec)
     if task_spec:
         names = task_names(task_spec)
@@ -268,6 +294,9 @@ def select_tasks(task_spec: str | None, options: TaskOptions) -> tuple[list[Task
             task.data_path()
             chosen.append(task)
         except MissingDataError as err:
+            if name in held:
+                chosen.append(task)
+                continue
             errors.append(err)
             skipped.append(Skipped(name, err.what, err.advice()))
         except (DataError, DownloadError) as err:
