@@ -322,7 +322,8 @@ def grow_advice(published, config, command) -> str:
     """The verdict's next step when it cannot tell yet: the call that scores the items that would settle
     it (``command(m)``: a door's words for it), for a run of ``config`` (a ``record.RunConfig``): a
     ``--sample`` run grows (its items lie inside the larger sample's; only the new ones are scored), a
-    ``--limit`` run's items are drawn anew with ``--sample``; "" when nothing would."""
+    ``--limit`` run's items are drawn anew with ``--sample``; "" when nothing would. Items asked by a verdict that
+    "cannot tell" in a ``--sample`` run (not judged at all: the 10-answer rule's) are said to judge it, not to settle it."""
     from abricot_local.errors import opt
 
     m = items_to_grow(published)
@@ -333,4 +334,7 @@ def grow_advice(published, config, command) -> str:
         how = f"the run grows to {opt('sample', m)}, keeping the items it holds and scoring only the new ones"
     else:
         how = f"{opt('sample', m)} draws them with the seed, in a new run ({opt('limit')} takes the first ones)"
-    return f"to settle what cannot tell yet: about {m} items; {how}:\n  {command(m)}"
+    judged = sample is not None and any(c.verdict == UNDEFINED and c.items_to_settle == m for c in published.checks)
+    why = (f"to judge what cannot tell: about {m} items (the fewest it is judged on at all, not what settles it)"
+           if judged else f"to settle what cannot tell yet: about {m} items")
+    return f"{why}; {how}:\n  {command(m)}"
