@@ -230,6 +230,8 @@ class Standing:
     note: str = ""  # cannot tell: why
     kld: float | None = None  # the full-vocabulary KLD's mean against the reference, if measured (not a verdict)
     exact: bool = False  # every item of the task compared: the task's own difference
+    next_look: int | None = None  # a rule's open verdict: the items of its next look (settled.SettledVerdict's)
+    max_items: int | None = None  # ... and the --max-items of the run grown to it (None: the rule goes on itself)
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ def _standing(r: Rung) -> Standing:
         lk = s.look
         return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
                         items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,
-                        lk.exact)
+                        lk.exact, s.next_look, s.max_items)
     said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
         f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
     return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact)

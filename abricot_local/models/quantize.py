@@ -14,16 +14,18 @@ models.toml lists it, with that SHA-256, as made from this SOURCE; a file there 
 list is the user's and refused, never overwritten; a second SOURCE whose rungs would take the
 names of another's gets a base of its own (``<base>-<its SHA-256's first 8 digits>``). A rung is
 written to a temporary file, listed in models.toml, then renamed: a Ctrl-C or SIGTERM leaves no
-partial file, and a full disk is said as such.
+partial file, and a full disk is said as such. A call refused or stopped removes the folders it made
+for --out and left empty (never a folder that was there).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from abricot_local import hashing
 from abricot_local.cache import cache_dir, publish, shown
@@ -223,25 +225,41 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
         quants = (REFERENCE, *(q for q in quants if q != REFERENCE))
     folder = Path(out) if out else cache_dir() / "quants" / path_part(label, "model")
     quant_folder.check(folder)
+    made = [d for d in (folder, *folder.parents) if not os.path.lexists(d)]  # this call's folders, the deepest first
     quant_folder.make(folder)
-    with quant_folder.held(folder):
-        gone = quant_folder.clean_stale(folder)
-        if gone:
-            say(f"removed {len(gone)} temporary file(s) an interrupted quantize left: {', '.join(gone)}")
-        entries = quant_folder.read_entries(folder)
-        sha = hashing.sha256_file(path)
-        stem = _alias_part(strip_quant(label))
-        base = _pick_base(f"{stem}-{src_quant.lower()}-dequantized" if requantized else stem, quants, sha, entries,
-                          say)
-        dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
-        todo = [q for q in quants if not _keep(dsts[q], alias_of(base, q), entries, sha)]
-        needs = {q: estimate(tensors, q, infos[0].data_offset) for q in quants}
-        _check_disk({q: needs[q] for q in todo}, folder)
-        ladder = Ladder(source, path, src_quant, sha, base, requantized, (), folder / quant_folder.FRAGMENT)
-        rungs = []
-        for k, q in enumerate(quants, 1):
-            rungs.append(_rung(ladder, spec, entries, q, dsts, q not in todo, needs[q], threads, f"[{k}/{len(quants)}]", say))
+    try:
+        with quant_folder.held(folder):
+            gone = quant_folder.clean_stale(folder)
+            if gone:
+                say(f"removed {len(gone)} temporary file(s) an interrupted quantize left: {', '.join(gone)}")
+            entries = quant_folder.read_entries(folder)
+            sha = hashing.sha256_file(path)
+            stem = _alias_part(strip_quant(label))
+            base = _pick_base(f"{stem}-{src_quant.lower()}-dequantized" if requantized else stem, quants, sha,
+                              entries, say)
+            dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
+            todo = [q for q in quants if not _keep(dsts[q], alias_of(base, q), entries, sha)]
+            needs = {q: estimate(tensors, q, infos[0].data_offset) for q in quants}
+            _check_disk({q: needs[q] for q in todo}, folder)
+            ladder = Ladder(source, path, src_quant, sha, base, requantized, (), folder / quant_folder.FRAGMENT)
+            rungs = []
+            for k, q in enumerate(quants, 1):
+                rungs.append(_rung(ladder, spec, entries, q, dsts, q not in todo, needs[q], threads,
+                                   f"[{k}/{len(quants)}]", say))
+    except BaseException:  # refused, failed or stopped: the folders this call made go, where it left them empty
+        _remove_empty(made)
+        raise
     return replace(ladder, rungs=tuple(rungs))
+
+
+def _remove_empty(made: Sequence[Path]) -> None:
+    """The folders quantize made (``made``: the deepest first) that hold nothing, removed: it removes only what it
+    made; a folder that was there, or that holds anything, stays."""
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (or not ours to remove): it and the folders above it stay
+            return
 
 
 def _rung(ladder: Ladder, spec, entries: dict, q: str, dsts: dict, kept: bool, need: int, threads: int, at: str,

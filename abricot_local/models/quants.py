@@ -271,9 +271,16 @@ def same_model(base: str, specs: Sequence[ModelSpec]) -> None:
 
 
 def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
-    """Refuse finished runs given as quants of ``base`` (a ladder: report, compare) whose models differ in
-    architecture or vocabulary size, as their records say. ``runs``: (label, a record.Record or the run's
-    folder); a folder without results.json (an lm-eval output) records neither and is passed over."""
+    """Refuse finished runs given as quants of ``base`` (a ladder: report, compare) that :func:`mixed` tells apart."""
+    if what := mixed(runs):
+        raise UsageError(f"the runs of {base} differ in {what}: they are not one model's quants, and no ladder is "
+                         "drawn of them; give each model its own `base` in models.toml")
+
+
+def mixed(runs: Sequence[tuple[str, object]]) -> str:
+    """What finished runs' models differ in as their records say, with each one's (``architecture (A: llama; B:
+    gemma3)``), "" for nothing: quants of one model share the architecture and the vocabulary size (also kld's rule).
+    ``runs``: (label, a record.Record or the run's folder); a folder without results.json (lm-eval's) is passed over."""
     from abricot_local.record import RESULTS, read_run
 
     seen: list[tuple[str, str | None, int | None]] = []
@@ -289,9 +296,8 @@ def refuse_mixed(base: str, runs: Sequence[tuple[str, object]]) -> None:
     for k, what in ((1, "architecture"), (2, "vocabulary size")):
         known = [x for x in seen if x[k] is not None]
         if len({x[k] for x in known}) > 1:
-            shown = "; ".join(f"{x[0]}: {x[k]}" for x in known)
-            raise UsageError(f"the runs of {base} differ in {what} ({shown}): they are not one model's quants, and "
-                             "no ladder is drawn of them; give each model its own `base` in models.toml")
+            return f"{what} ({'; '.join(f'{x[0]}: {x[k]}' for x in known)})"
+    return ""
 
 
 def architecture(rec) -> str | None:

@@ -17,6 +17,7 @@ from abricot_local.analysis.changes import NEAR_TIE, NEAR_TIE_MEANS, QUANTS
 from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, WORSE, words
 from abricot_local.analysis.ladder import AS_GOOD, Choice, Rung, Standing, choices
 from abricot_local.analysis.settled import FIXED_N
+from abricot_local.errors import keywords, opt, recorded_words, render
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model on the task (the task's primary "
          "metric at the task's margin, a rung a sweep's until-settled rule judged at the rule's margin; 90% CI of "
@@ -93,13 +94,31 @@ def _rests(s: Standing) -> str:
 
 
 def _unsettled(s: Standing) -> str:
+    """A rung that cannot tell yet: what it rests on, and what would settle it: a rule's next bound first (the step
+    its run printed: the run grown by ``--resume --until-settled --max-items M``, or the rule's own next look), then
+    the verdict's own figure (a rule's rung: the fixed-n one's)."""
+    rule = _rule_step(s)
     if s.items is None:
-        need = "no figure of the items that would settle it"
+        need = rule or "no figure of the items that would settle it"
     elif s.items >= stats.MAX_ITEMS:
         need = "no number of items settles it: the difference sits on the margin"
+        need = f"{rule}; at a fixed n, {need}" if rule else need
     else:
         need = f"~{s.items:,} items would settle it" + (" at a fixed n" if s.by_rule else "")
+        need = f"{rule}; {need}" if rule else need
     return f"{s.quant} ({open_question(s.margin)} {_rests(s)}; {need})"
+
+
+def _rule_step(s: Standing) -> str:
+    """A rule's next bound in words (settled.SettledVerdict.step's, shortened for the line); "" for none."""
+    if not s.by_rule or not (s.next_look or s.max_items):
+        return ""
+    at = f"the rule's next look is at {s.next_look:,} items" if s.next_look else "the rule takes another look"
+    if not s.max_items:
+        return at
+    grow = f"{opt('resume', True)} {opt('until_settled', True)} {opt('max_items', s.max_items)}"
+    python = f"{opt('resume', True)}, {opt('max_items', s.max_items)}"
+    return f"{at}: the run grown by {render(grow, recorded_words)} ({render(python, keywords)} in Python)"
 
 
 def open_question(margin: float | None) -> str:
@@ -144,7 +163,7 @@ def choice_lines(rungs: Sequence[Rung]) -> tuple[str, ...]:
 def _standing_record(s: Standing) -> dict:
     return {"quant": s.quant, "run": s.run, "kind": s.kind or None, "words": s.words, "margin": s.margin, "n": s.n,
             "items_to_settle": s.items, "by_rule": s.by_rule, "look": s.look or None, "exact": s.exact,
-            "kld_mean": s.kld}
+            "kld_mean": s.kld, "next_look": s.next_look, "max_items": s.max_items}
 
 
 def choice_record(c: Choice) -> dict:

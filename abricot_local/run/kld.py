@@ -3,7 +3,8 @@ REF's, on the tasks' own text, streamed; the reference decoded once for every ru
 
 REF and each RUN are finished runs (analysis.runs.Run, or their folders: a `run --quants` sweep's). REF's
 items are rebuilt as `check` rebuilds them (its recorded tasks, options and data); REF's model and each RUN's
-model are found again by their recorded SHA-256 and opened with REF's recorded options. :func:`ladder_of`
+model are found again by their recorded SHA-256 and opened with REF's recorded options; a RUN whose record says
+its model is another than REF's (models.quants.mixed) is refused before any is looked for. :func:`ladder_of`
 plans it (the `kld --dry-run` of kld_cost.py costs the same plan): each rung's items (those both runs
 scored, ``--limit``: the first N of each task), and the rungs in groups that fit in memory beside the
 reference (weights, KV caches and each model's output rows: backends.kld.ladder_groups; rungs that
@@ -184,19 +185,16 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
     ref = recorded_run(reference, by=MEASURES)
     record = ref.record
     kind = record.config.backend
+    measured = [recorded_run(r, by=MEASURES) for r in runs]
+    for run in measured:  # what the records refuse, refused before any model file is opened or hashed
+        _measurable(ref, run)
     found = _model(ref, dry)
     options = recorded_task_options(record, data_dir, data)
     # each token decoded once (engines.once): a token decoded again would be a row counted again
     p = recorded_plan(record, found, options, backend_values, engine=once, dry=dry)
     ref_ids = _ids(ref)
     rungs = []
-    for r in runs:
-        run = recorded_run(r, by=MEASURES)
-        if Path(run.path).resolve() == Path(ref.path).resolve():
-            raise UsageError(f"{run.path} is the reference itself")
-        if run.backend != kind:
-            raise UsageError(f"{run.path} was run with another backend than {ref.path}; kld compares one backend's "
-                             "models")
+    for run in measured:
         model = _model(run, dry)
         items = _common(p, ref_ids, _ids(run), limit)
         if not items:
@@ -204,6 +202,28 @@ def ladder_of(reference, runs: Sequence, *, data_dir: str | None = None, backend
         rungs.append(Rung(run, model, run.quant or model.quant, items))
     groups, mem = _passes(kind, (ref, found), rungs, p.backend_options, force)
     return Ladder(ref, found, p, tuple(rungs), groups, mem, threads_of(kind, p.backend_options))
+
+
+def _measurable(ref: Run, run: Run) -> None:
+    """Refuse a RUN kld cannot measure against REF, from the two records alone: REF itself, another backend's, or
+    the run of another model (models.quants.mixed: an architecture or a vocabulary size of its own; quants of one
+    model share both, whatever their names or registry ``base``)."""
+    if Path(run.path).resolve() == Path(ref.path).resolve():
+        raise UsageError(f"{run.path} is the reference itself")
+    if run.backend != ref.record.config.backend:
+        raise UsageError(f"{run.path} was run with another backend than {ref.path}; kld compares one backend's "
+                         "models")
+    from abricot_local.models.quants import mixed
+
+    def named(r: Run) -> str:
+        base = r.base or r.record.model.base
+        return f"{r.record.model.name}" + (f" (base {base})" if base and base != r.record.model.name else "")
+
+    what = mixed([(named(ref), ref.record), (named(run), run.record)])
+    if what:
+        raise UsageError(f"{run.path} and {ref.path} are not quants of one model: their models differ in {what}. "
+                         "kld measures quants of one model against each other, on the same tokens: give a reference "
+                         "and runs of quants of its model (the folders of one sweep of its quants)")
 
 
 def _common(p: Plan, ref_ids: dict, theirs: dict, limit: int | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
