@@ -98,6 +98,20 @@ def shell_line(words: Sequence[str]) -> str:
     return " ".join(shell_word(w) for w in words)
 
 
+def command(*words: str, **options: Any) -> str:
+    """A whole abricot-local command line to paste into a shell, the same in every door (a shell command is the
+    command line's, whichever door shows it: never rendered as one door's options, :func:`opt`): ``words`` (the
+    command and its arguments), then ``options`` by the command line's own names, in order, each its flag made
+    from the name (``to="Q3_K_M"``: ``--to Q3_K_M``; ``allow_requantize=True``: ``--allow-requantize``; None or
+    False: left out), every word quoted as :func:`shell_word` quotes it."""
+    line = ["abricot-local", *words]
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        line += [flag_of(name)] if value is True else [flag_of(name), str(value)]
+    return shell_line(line)
+
+
 # -- options named in a message ------------------------------------------------------------------
 _OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
 _MANY = "\ue003"  # before each element of a list value

@@ -53,7 +53,7 @@ def test_a_name_llama_cpp_does_not_write_gets_no_quantize_command(tmp_path):
     assert "the registry has no Q9 of Tiny; it has Q4_K_M" in out and "quantize" not in out, out
 
 
-def test_the_python_api_names_the_options_its_way(tmp_path):
+def test_the_python_api_prints_the_same_shell_command(tmp_path):
     models = tmp_path / "models.toml"
     models.write_text(entries("Q4_K_M"), encoding="utf-8")
     try:
@@ -62,8 +62,8 @@ def test_the_python_api_names_the_options_its_way(tmp_path):
         said = str(err)
     else:
         raise AssertionError("not refused")
-    assert f"quantize tiny-q4_k_m to=Q3_K_M models_file={models} allow_requantize=True`" in said, said
-    assert "--" not in said
+    assert f"quantize tiny-q4_k_m --to Q3_K_M --models {models} --allow-requantize`" in said, said  # a shell command
+    assert "to=" not in said and "models_file" not in said  # is one in every door (errors.command)
 
 
 def test_a_model_file_given_with_quants_lists_the_files_that_make_the_ladder(tmp_path):

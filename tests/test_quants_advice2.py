@@ -81,13 +81,13 @@ def test_a_synthetic_entry_gets_no_quantize_command(models):
                         '"fakebase"`)'), out
 
 
-def test_the_python_api_names_the_models_file_its_way(tmp_path, models):
+def test_the_python_api_prints_the_models_file_as_the_shell_command_does(tmp_path, models):
     path = models(files(tmp_path, "Q8_0"))
     with pytest.raises(UsageError) as caught:
         ladder("tiny-q8_0", ("Q4_0",), load_registry(path))
     said = str(caught.value)
-    assert f"quantize tiny-q8_0 to=Q4_0 models_file={shell_word(str(path))} allow_requantize=True`" in said, said
-    assert "--" not in said
+    assert f"quantize tiny-q8_0 --to Q4_0 --models {shell_word(str(path))} --allow-requantize`" in said, said
+    assert "models_file" not in said
 
 
 def test_a_store_reference_gets_the_plain_refusal(models):

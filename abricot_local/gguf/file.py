@@ -166,8 +166,16 @@ def quant_of(text: str) -> str:
 
 
 def strip_quant(name: str) -> str:
-    """The name without its quant tag and the separators around it."""
-    return _QUANT_RE.sub("", name).strip("-_. ") or name
+    """The name without its quant tag (:func:`quant_of`'s: the last one) and the separators around it, one kept
+    between the parts it joined: another tag stays, part of the model's name (quantize's requantized ladder
+    ``x-q4_1-dequantized-f16`` is ``x-q4_1-dequantized``'s F16 rung)."""
+    found = list(_QUANT_RE.finditer(name))
+    if not found:
+        return name.strip("-_. ") or name
+    head, tail = name[:found[-1].start()], name[found[-1].end():]
+    left, right = head.rstrip("-_. "), tail.lstrip("-_. ")
+    joint = (head[len(left):] or tail[:len(tail) - len(right)])[:1] if left and right else ""
+    return (left + joint + right).strip("-_. ") or name
 
 
 def header_quant(path: Path) -> str:

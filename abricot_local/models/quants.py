@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from abricot_local.errors import ModelError, UsageError, opt
 from abricot_local.models.labelled import contradicted, require_labelled, same
+from abricot_local.models.quant_advice import files_advice, quantize_advice
 from abricot_local.models.registry import ModelSpec, find
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _family(model: str, registry: dict[str, ModelSpec], quants: Sequence[str] = 
             ) -> tuple[str, ModelSpec | None, list[ModelSpec]]:
     """The base, the entry named (None when ``model`` is a base name) and every entry of the base with a quant.
     A ``model`` that is neither is refused (a model file: with how to run the files of ``quants``,
-    :func:`_files_advice`)."""
+    :func:`models.quant_advice.files_advice`)."""
     given = find(model, registry)
     if given is not None:
         base = given.base
@@ -49,118 +50,9 @@ def _family(model: str, registry: dict[str, ModelSpec], quants: Sequence[str] = 
     else:
         base = next((s.base for s in registry.values() if s.base and s.base.lower() == model.lower()), "")
         if not base:
-            raise UsageError(_files_advice(model, quants) or f"{opt('quants')}: {model} is neither a registry alias "
+            raise UsageError(files_advice(model, quants) or f"{opt('quants')}: {model} is neither a registry alias "
                              "nor a registry `base` (models.toml); `abricot-local models` lists them")
     return base, given, [s for s in registry.values() if s.base.lower() == base.lower() and s.quant]
-
-
-def _quantize_advice(given: ModelSpec | None, family: Sequence[ModelSpec], quants: Sequence[str]) -> str:
-    """What to do when the registry lacks a quant asked for (docs/compare.md#making-the-rungs-quantize): make the
-    ladder here with `quantize` from the model's highest-precision GGUF file by name (the entry named where it is
-    that quant; its --models file carried where the entry is a file's the user named), requantizing when that is not
-    F16, BF16 or F32, of the quants asked for at or below its precision; a quant above it is said to need a
-    higher-precision source (made from it, it would be that quant in disguise). "" when a quant asked for is no type
-    llama.cpp writes (a misspelt name: the quants the registry has are the answer) or no quant of the model names a
-    GGUF file (a synthetic entry: nothing to quantize)."""
-    from abricot_local.gguf.file import FILE_TYPES, Precision, highest_precision, quant_bits
-    from abricot_local.models.quant_types import UNQUANTIZED
-
-    asked = list(dict.fromkeys(q.upper() for q in quants))
-    files = [s for s in family if _gguf(s)]
-    if not files or not set(asked) <= set(FILE_TYPES.values()):
-        return ""
-    source = files[highest_precision([Precision(s.quant, None, (s.name,)) for s in files])]
-    source = given if given in files and given.quant.upper() == source.quant.upper() else source
-    quant = source.quant.upper()
-    above = [q for q in asked if quant_bits(q) > quant_bits(quant) >= 0]  # (a quant name not sized: none known)
-    rungs = [q for q in asked if q not in above]
-    have = {s.quant.upper() for s in family}
-    said = ""
-    if above:
-        said = (f"; {', '.join(above)} {'is' if len(above) == 1 else 'are'} above {quant}, the highest precision "
-                f"the registry has of {source.base}: made from {source.name}, {'it' if len(above) == 1 else 'each'} "
-                f"would be its {quant} in disguise (no more than its weights hold); a higher quant needs a "
-                f"higher-precision source (an F16, BF16 or F32 GGUF of the model, or a higher quant: add its entry "
-                f"to your models.toml with `base = \"{source.base}\"` and its `quant`)")
-    if not set(rungs) - have:  # every quant asked for at or below the source's is there: nothing to make
-        return said
-    command = f"`abricot-local quantize {source.name} {opt('to', ','.join(rungs))}{_models_file(source)}"
-    make = f"; make {'its rungs up to ' + quant if above else 'this ladder'} here with {command}"
-    if quant in UNQUANTIZED:
-        return (f"{make}`, which prints the command that runs its rungs "
-                f"(docs/compare.md#making-the-rungs-quantize){said}")
-    return (f"{make} {opt('allow_requantize', True)}` ({source.name} is a {quant}: "
-            "every rung is made from it dequantized to F16, the ladder's reference, not from the original weights), "
-            f"which prints the command that runs its rungs (docs/compare.md#making-the-rungs-quantize){said}")
-
-
-def _gguf(spec: ModelSpec) -> bool:
-    """Whether registry entry ``spec`` names a GGUF file (quantize's SOURCE): not a synthetic one (no file), nor a
-    plugin backend's file of its own format."""
-    from abricot_local.models.sources import source_of
-
-    return source_of(spec).has_file and spec.file.lower().endswith(".gguf")
-
-
-def _models_file(spec: ModelSpec) -> str:
-    """The --models file that names ``spec`` (as the user gave it), as an option, with a space before it; "" for
-    an entry of the shipped registry or of the default user file (every command reads those)."""
-    from abricot_local.errors import shell_word
-    from abricot_local.models.registry import default_user_file, packaged_file
-
-    if not spec.origin:
-        return ""
-    here = Path(spec.origin).expanduser()
-    try:
-        read_always = any(here.resolve() == f.resolve() for f in (packaged_file(), default_user_file()))
-    except OSError:
-        read_always = False
-    return "" if read_always else f" {opt('models_file', shell_word(spec.origin))}"
-
-
-def _files_advice(model: str, quants: Sequence[str]) -> str:
-    """The refusal of a model file given with the quants of a registry model, saying how its ladder is made: each
-    file given as a MODEL (a sweep; report draws their ladder, their runs grouped by their names less the quant
-    tag), the file given and the files of the quants asked for beside it listed where each is there (the file
-    given and one rung: a ladder of two). Only for a .gguf file here (a path, or a file name in llama.cpp's cache);
-    a path to no file: said missing; "" for anything else (a store's reference, ``hf:...``: the plain refusal)."""
-    from abricot_local.errors import shell_line
-    from abricot_local.gguf.file import quant_of, strip_quant
-    from abricot_local.models import stores
-
-    if stores.prefix_of(model):
-        return ""
-    path, named = Path(model).expanduser(), model.lower().endswith(".gguf")
-    if named and not path.exists() and "/" not in model and "\\" not in model:  # run finds a bare file name in
-        hit = stores.find_by_file_name(model)  # llama.cpp's cache too
-        path = hit.path if hit is not None else path
-    if named and not path.exists():
-        return (f"{opt('quants')}: there is no file {model} here, and it is neither a registry alias nor a registry "
-                f"`base` (models.toml): {opt('quants')} names quants of a registry model (`abricot-local models` "
-                "lists them)")
-    if not path.is_file() or path.suffix.lower() != ".gguf":
-        return ""
-    stem, found = strip_quant(path.name.removesuffix(path.suffix)).lower(), {}
-    try:
-        beside = sorted(path.parent.glob("*.gguf")) if path.parent.is_dir() else []
-    except OSError:
-        beside = []
-    own = quant_of(path.name)
-    found[own] = path  # the file given is its own quant's rung
-    for f in beside:
-        if strip_quant(f.name.removesuffix(f.suffix)).lower() == stem:
-            found.setdefault(quant_of(f.name), f)
-    wanted = list(dict.fromkeys(q.upper() for q in quants))
-    ladder = wanted if own in wanted else [own, *wanted]  # the file given, and the rungs asked for beside it
-    files = [str(path.parent / found[q].name) for q in ladder if q in found]
-    missing = [q for q in wanted if q not in found]
-    listed = shell_line(files) if len(files) > 1 and not missing else "FILE FILE ..."
-    said = f"; no {', '.join(missing)} file of that name is beside it" if missing else ""
-    return (f"{opt('quants')} names quants of a registry model (an alias or a `base`, models.toml), and {model} is a "
-            f"model file: to run files as a ladder, give each as a MODEL, without {opt('quants')} "
-            f"(`abricot-local run {listed}`, with your other options): they run one after another, and `report` "
-            "draws their ladder where their file names differ only in the quant "
-            f"(docs/compare.md#a-quant-ladder-run---quants-and-report){said}")
 
 
 def _file_key(spec: ModelSpec) -> tuple:
@@ -182,7 +74,7 @@ def ladder(model: str, quants: Sequence[str], registry: dict[str, ModelSpec]) ->
         if not cands:  # a file here of that quant labelled another is the answer: its entry's `quant` is wrong
             require_labelled([s for s in family if same(contradicted(s), q)])
             raise UsageError(f"{opt('quants')}: the registry has no {q} of {base}; it has {', '.join(have) or 'no quant'} "
-                             f"(models.toml `base = \"{base}\"`)" + _quantize_advice(given, family, quants))
+                             f"(models.toml `base = \"{base}\"`)" + quantize_advice(given, family, quants, registry))
         if given is not None and given in cands:
             out.append(given.name)
             continue
