@@ -26,16 +26,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.alignment import align
 from abricot_local.analysis.changes import NEAR_TIE, OTHER_CONTEXTS, AnswerChanges, changed_answers, compared
 from abricot_local.analysis.differing import SettingDiff, differing_settings
 from abricot_local.analysis.equivalence import Equivalence, judge, references
 from abricot_local.analysis.reproduction import checked_margin
-from abricot_local.analysis.matching import (CONTEXT, ID, TaskMatch, absent_notes, by_id_note, by_id_words, match,
-                                            n_other_context, no_common_note, not_paired, own_items_note, pair_items,
-                                            refusal, spread, taking_part, task_references)
+from abricot_local.analysis.matching import (CONTEXT, ID, TaskMatch, absent_notes, by_id_note, by_id_words,
+                                            compared_runs, match, n_other_context, no_common_note, not_paired,
+                                            own_items_note, pair_items, refusal, spread, taking_part, task_references)
+from abricot_local.analysis.paired_notes import ci_against_test, few_off
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData, task_count
-from abricot_local.analysis.runs import Run, labelled
+from abricot_local.analysis.runs import Run
 from abricot_local.core import DEFAULT_SEED, MAX_SEED
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.metrics import ROW_STATS, require_finite
@@ -159,7 +159,8 @@ def agreement(task: str, a: Run, b: Run, sa: Sequence[Sample], sb: Sequence[Samp
 def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int) -> MetricComparison:
     """One metric of two runs over the same items (their MetricInputs, in the same order): an accuracy's
     difference with Tango's score interval and McNemar's test; a correlation's with the paired
-    bootstrap (no interval when the difference is the same in every resample) and Williams' t."""
+    bootstrap (no interval when the difference is the same in every resample, nor below 10 items off a side's most
+    common value: paired_notes.few_off, the rule of a run's own CI) and Williams' t."""
     n = len(ia.x)
     if ia.stat == "accuracy":
         ca, cb = np.asarray(ia.x) == np.asarray(ia.y), np.asarray(ib.x) == np.asarray(ib.y)
@@ -175,10 +176,12 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
                                 ci90=stats.paired_score_ci(mc.a_only, mc.b_only, n, level=0.90))
     row = ROW_STATS[ia.stat]
     boot = stats.paired_bootstrap(row, ia.x, ia.y, ib.x, ib.y, seed=seed, n_boot=n_boot)
+    few = few_off(ia, ib)  # the 10-answer rule of a run's own CI: its interval not read, the test made
     flat = f"the difference is the same in every resample (the same ratings on these {n} items)" \
         if boot.ci90[0] == boot.ci90[1] else ""  # why it has no interval, said once where it is shown
     base = dict(task=task, metric=ia.name, stat=ia.stat, a=a, b=b, n=n, value_a=boot.a, value_b=boot.b,
-                diff=boot.diff, ci=(math.nan,) * 2 if flat else boot.ci, ci90=(math.nan,) * 2 if flat else boot.ci90)
+                diff=boot.diff, ci=(math.nan,) * 2 if flat or few else boot.ci,
+                ci90=(math.nan,) * 2 if flat or few else boot.ci90)
     if not np.array_equal(np.asarray(ia.y, float), np.asarray(ib.y, float)):
         return MetricComparison(**{**base, "diff": math.nan, "ci": (math.nan,) * 2, "ci90": (math.nan,) * 2}, test="",
                                 statistic=math.nan, p=math.nan,
@@ -187,25 +190,10 @@ def compare_metric(task: str, a: str, b: str, ia, ib, *, seed: int, n_boot: int)
     w = stats.williams_t(boot.a, boot.b, r_ab, n)
     z = stats.steiger_z(boot.a, boot.b, r_ab, n)
     note = flat or ("undefined (a constant vector or too few items): not tested" if math.isnan(w.p) else
-                    ci_against_test(base["ci"], w.p, "Williams t", "the paired bootstrap's percentiles"))
+                    few or ci_against_test(base["ci"], w.p, "Williams t", "the paired bootstrap's percentiles"))
     return MetricComparison(**base, test="Williams t", statistic=w.statistic, p=w.p, note=note,
                             detail=(("r_ab", r_ab), ("df", w.df), ("steiger_z", z.statistic), ("steiger_p", z.p),
                                     ("changed", int(np.sum(np.asarray(ia.x, float) != np.asarray(ib.x, float))))))
-
-
-def ci_against_test(ci: tuple[float, float], p: float, test: str, how: str) -> str:
-    """A word where a row's 95% CI and its test (unadjusted, at 5%) disagree about 0, else "": the two are different
-    approximations (the verdict reads the test, Holm-adjusted; the Holm case is said on the verdict's line too)."""
-    if math.isnan(ci[0]) or math.isnan(p):
-        return ""
-    inside = ci[0] <= 0 <= ci[1]
-    if not inside and p >= 0.05:
-        return (f"the 95% CI excludes 0 but {test} does not reject at 5% (p = {p:.3g}, not adjusted): the interval "
-                f"({how}) and the test are different approximations, and the verdict reads the test")
-    if inside and p < 0.05:
-        return (f"{test} rejects at 5% (p = {p:.3g}, not adjusted) but the 95% CI includes 0: the interval ({how}) "
-                f"and the test are different approximations, and the verdict reads the test (Holm-adjusted)")
-    return ""
 
 
 def _inputs(run: Run, task: str, samples: Sequence[Sample]):
@@ -245,7 +233,7 @@ def compare(runs: Sequence[Run], *, tolerance: float = TOLERANCE, alpha: float =
         raise UsageError(f"{opt('near_tie')} must be a finite number of nats, 0 or more, got {near_tie}")
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"{opt('seed')} must be between 0 and {MAX_SEED}, got {seed}")
-    runs, aligned = align(labelled(runs))  # a task recorded under another key: paired by what it scored
+    runs, aligned = compared_runs(runs, by_id)  # labelled over what they compare; instances under other keys paired
     named = references(runs, reference)[0][1] if reference is not None else None  # checked against every run
     for r in runs:  # a NaN log-prob compares as nothing: refused, never "cannot tell apart"
         for t in r.run_tasks:
@@ -386,7 +374,8 @@ def verdict(a: str, b: str, metrics: Sequence[MetricComparison], agreements: Seq
     p, m = min(zip(adj, chosen), key=lambda x: (x[0], x[1].p, -x[1].n))
     over = " and the ".join(w for w, on in (("pairs", m.p_holm != m.p), (f"{len(chosen)} tasks", len(adj) > 1)) if on)
     text = (f"{'the smallest p of %d tasks: ' % len(chosen) if len(chosen) > 1 else ''}{m.task} {m.metric} "
-            f"{m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)}, 95% CI [{_fmt(m.ci[0])}, {_fmt(m.ci[1])}], "
+            f"{m.value_a:.4f} vs {m.value_b:.4f}, difference {_fmt(m.diff)}, "
+            f"{'no interval' if math.isnan(m.ci[0]) else f'95% CI [{_fmt(m.ci[0])}, {_fmt(m.ci[1])}]'}, "
             f"{m.test} p = {p:.3g}{f' (Holm-adjusted over the {over})' if over else ''}")
     zero_inside = m.ci[0] <= 0 <= m.ci[1] or math.isnan(m.ci[0])  # no interval: nothing to set against the test
     if p < alpha:

@@ -1,7 +1,9 @@
 """One label per run, unique among the runs shown together: the model, plus the shortest
 part that tells apart runs of the same model (the quant, the items it scored: ``sample 20``,
 ``limit 5``, ``all 1600``; a recorded option, the folder or the time the run was written). The text report, the HTML page, the figures and compare
-all name runs through :func:`unique_labels`. Pure.
+all name runs through :func:`unique_labels` (compare over the tasks it compares: matching.compared_runs). An option
+a run's tasks record with several values (``shots`` 3 and 0: RunIdentity.mixed) names no label: "no shots" is an option
+not set, never "mixed". Pure.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import re
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import PurePath
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 MAX_OPTION = 24  # an option longer than this as `key=value` does not make a label
+
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class RunIdentity:
     # what every task of the run records it ran with (:func:`task_values`): an option left unset (None) reads
     # its value here (`prompt_variant` null beside each task's `card` is a run of `card`; a default is the value)
     resolved: Mapping[str, Any] = field(default_factory=dict)
+    mixed: frozenset[str] = frozenset()  # what its tasks record with several values (:func:`task_settings`)
 
     def option(self, key: str) -> Any:
         """The option ``key`` as the run ran it: as given, else as every task records it resolved (None: neither)."""
@@ -46,6 +50,18 @@ def task_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in first.items()
             if v is not None and all(k in c and json.dumps(c[k], sort_keys=True, default=str) ==
                                      json.dumps(v, sort_keys=True, default=str) for c in configs[1:])}
+
+
+def task_settings(configs: Sequence[Mapping[str, Any]], options: Mapping[str, Any],
+                  per_task: Collection[str]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+    """A run's options for its label (RunIdentity's ``options``, ``resolved``, ``mixed``) from its tasks' configs as
+    recorded and its ``options`` as given: one every task records (``per_task``) as they resolved it, their one
+    value (:func:`task_values`, None where they differ), never the value given; and the settings every task records
+    with several values (`shots` 3 on abricot_abs, 0 on abricot_abs@calamita: no one value for a label to name)."""
+    resolved = task_values(configs)
+    every = set.intersection(*(set(c) for c in configs)) if configs else set()
+    mixed = {k for k in every if len({json.dumps(c[k], sort_keys=True, default=str) for c in configs}) > 1}
+    return {k: resolved.get(k) if k in per_task else v for k, v in options.items()}, resolved, frozenset(mixed)
 
 
 def _value(v: Any) -> str:
@@ -66,10 +82,13 @@ def _scored(runs: Sequence[RunIdentity]) -> list[str] | None:
 
 def _option(runs: Sequence[RunIdentity]) -> list[str] | None:
     """The option that tells most of ``runs`` apart, the shortest such one, each run's as it ran it
-    (RunIdentity.option: a value left unset that its tasks resolved is that value)."""
+    (RunIdentity.option: a value left unset that its tasks resolved is that value); not one a run's tasks record
+    with several values (RunIdentity.mixed: a label would say one)."""
     keys = dict.fromkeys(k for r in runs for k in r.options if k != "model")
     best = None
     for key in keys:
+        if any(key in r.mixed for r in runs):
+            continue
         texts = [f"{key}={_value(v)}" if (v := r.option(key)) is not None else f"no {key}" for r in runs]
         if max(map(len, texts)) > MAX_OPTION or len(set(texts)) < 2:
             continue

@@ -7,8 +7,10 @@ scored alike, :func:`pair_items`, when those are more); ``by_id`` (`compare --by
 same id alone, each pair one item scored under two contexts (another seed, say), said in the notes
 and each verdict (:func:`by_id_note`, :func:`by_id_words`). A run without the task is named
 in the task's note and takes no part in it; two runs that share no compared task are not paired.
-Each task's runs are judged against its own reference (equivalence.references over them). A
-comparison is refused only when no two runs share an item in any task."""
+``by_id`` also pairs one task's instances recorded under other keys (``abricot_abs`` of a `--protocol paper`
+run, ``abricot_abs@calamita`` of a `--protocol calamita` one: :func:`paired_by_id`). The runs are labelled over
+the tasks they compare (:func:`compared_runs`). Each task's runs are judged against its own reference
+(equivalence.references over them). A comparison is refused only when no two runs share an item in any task."""
 
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Sequence
 
+from abricot_local.analysis.alignment import align
 from abricot_local.analysis.equivalence import references
+from abricot_local.analysis.labels import unique_labels
 from abricot_local.analysis.runs import Run
 from abricot_local.errors import ResultsError, opt
 from abricot_local.record import Sample
+from abricot_local.tasks import base_name
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,61 @@ def own_items_note(task: str, n_common: int, n_runs: int, wider: Sequence[tuple[
     pairs += [f"the other pair{'s' * (rest != 1)} on the {n_common} all {n_runs} runs share"] if rest else []
     return (f"task {task}: its runs scored different items, so {OWN_ITEMS} ({'; '.join(pairs)}); the best group, "
             f"and the common items of compare's first table, are over the {n_common} items all {n_runs} runs share")
+
+
+def paired_by_id(runs: Sequence[Run]) -> tuple[list[Run], list[str], list[str]]:
+    """``by_id``'s pairing of one task's instances under other keys (after alignment.py's): per task (its
+    base name), an instance that no other run holds under its key is compared under the first such run's key
+    when every run holding one holds exactly one (a `--protocol paper` run's ``abricot_abs`` and a `--protocol
+    calamita` run's ``abricot_abs@calamita``: the same items, by id); with several on a run, none of them is (which
+    to pair is the user's: Run.only). The runs, a note per instance paired or task left, and the pairs in words."""
+    runs, notes, pairs = list(runs), [], []
+    held: dict[str, list[int]] = {}  # instance key -> the runs holding it
+    for k, r in enumerate(runs):
+        for t in r.run_tasks:
+            held.setdefault(t.name, []).append(k)
+    left: dict[str, dict[int, list[str]]] = {}  # base task -> run -> its instances no other run holds
+    for name, ks in held.items():
+        if len(ks) == 1:
+            left.setdefault(base_name(name), {}).setdefault(ks[0], []).append(name)
+    for task, per in left.items():
+        if len(per) < 2:
+            continue
+        names = {k: ", ".join(v) for k, v in per.items()}
+        if any(len(v) > 1 for v in per.values()):
+            notes.append(f"task {task}: {opt('by_id')} pairs one instance of a task per run, and these runs hold "
+                         f"several not paired by key ({'; '.join(f'{runs[k].label}: {n}' for k, n in names.items())}"
+                         "): none of them is compared (from Python, Run.only(KEY) keeps the one to compare)")
+            continue
+        (first, [key]), *rest = per.items()
+        for k, [own] in rest:
+            runs[k] = replace(runs[k], run_tasks=tuple(t.renamed(key) if t.name == own else t
+                                                       for t in runs[k].run_tasks))
+            pairs.append(f"{runs[k].label}'s {own} with {runs[first].label}'s {key}")
+            notes.append(f"task {key}: run {runs[k].label} recorded it as {own}; paired with run {runs[first].label}'s "
+                         f"by id alone ({opt('by_id')}: each holds one instance of task {task} not paired by key)")
+    return runs, notes, pairs
+
+
+def _aligned(runs: Sequence[Run], by_id: bool) -> tuple[list[Run], list[str]]:
+    runs, notes = align(runs)
+    if by_id:
+        runs, more, _ = paired_by_id(runs)
+        notes += more
+    return runs, notes
+
+
+def compared_runs(runs: Sequence[Run], by_id: bool = False) -> tuple[list[Run], list[str]]:
+    """The runs labelled over the task instances they compare (labels.unique_labels: an option that differs between
+    those, not the runs' others), with their instances paired (alignment.align; ``by_id``: :func:`paired_by_id`),
+    and a note per instance paired under another key."""
+    found, _ = _aligned(runs, by_id)  # which instances are compared (the labels do not change it)
+    shared = {task for task, members in taking_part(found) if len(members) > 1}
+    keys = [{t.own_key for t in r.run_tasks if t.name in shared} for r in found]
+    over = [replace(r, record=replace(r.record, tasks={k: e for k, e in r.record.tasks.items() if k in ks}))
+            if ks else r for r, ks in zip(runs, keys)]  # no task compared: the whole run (a refusal names it)
+    labels = unique_labels([r.identity for r in over])
+    return _aligned([replace(r, label=lab) for r, lab in zip(runs, labels)], by_id)
 
 
 def taking_part(runs: Sequence[Run]) -> list[tuple[str, tuple[int, ...]]]:
@@ -195,6 +255,11 @@ def refusal(runs: Sequence[Run], tasks: Sequence[tuple[str, tuple[int, ...]]], b
     pairs = [(x, y) for (x, y), ms in matched.items() if any(m.n_common for m in ms)]
     alike = "same id" if by_id else "same id and same scored context"
     forward = _way_forward() if any(_counts(ms) for ms in matched.values()) else ""  # by_id: none counted
+    _, several, keyed = paired_by_id(runs)  # one task's instances under other keys (by_id: those it could not pair)
+    if not by_id and not forward and keyed:
+        forward = (f"; to pair one task's instances recorded under other keys on their ids ({'; '.join(keyed)}: each "
+                   f"item under its two contexts), compare with {opt('by_id', True)}")
+    forward += "".join(f"; {n}" for n in several if not forward or by_id)
     if not pairs:
         if len(runs) == 2:
             where = ", ".join(shared(0, 1)) or "any task: they share no task"

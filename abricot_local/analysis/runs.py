@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from abricot_local.analysis.labels import RunIdentity, task_values, unique_labels
+from abricot_local.analysis.labels import RunIdentity, task_settings, unique_labels
 from abricot_local.errors import ResultsError, TaskError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import RESULTS, Provenance, Record, Sample, TaskEntry, entry_samples, settings as recorded
@@ -255,11 +255,11 @@ class Run:
     @property
     def identity(self) -> RunIdentity:
         """What this run's label may say (labels.unique_labels); an option every task records (record.settings.per_task)
-        as the settings compare it: the tasks' one value (None where they differ), never the value given."""
-        resolved, per_task = task_values([e.config for e in self.record.tasks.values()]), recorded.per_task(self.record)
-        options = {k: resolved.get(k) if k in per_task else v for k, v in recorded.options(self.record).items()}
+        as the settings compare it: the tasks' one value (None where they differ: ``mixed``), never the value given."""
+        options, resolved, mixed = task_settings([e.config for e in self.record.tasks.values()],
+                                                 recorded.options(self.record), recorded.per_task(self.record))
         return RunIdentity(self.label, self.quant, self.path, self.record.created or "", options,
-                           not self.quant or bool(quant_of(self.label)), scored_text(self.record), resolved)
+                           not self.quant or bool(quant_of(self.label)), scored_text(self.record), resolved, mixed)
 
     @cached_property
     def settings(self) -> dict[str, Any]:

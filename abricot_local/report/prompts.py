@@ -33,6 +33,12 @@ def _signed(v: float) -> str:
     return "nan" if v != v else f"{v:+.3f}"
 
 
+def _diff_ci(c) -> str:
+    """A paired difference and its 95% CI; "no interval" where it has none (compare.compare_metric's rules)."""
+    lo, hi = c.ci
+    return f"{_signed(c.diff)} " + ("no interval" if lo != lo else f"[{_signed(lo)}, {_signed(hi)}]")
+
+
 def _p(p: float) -> str:
     return "n/a" if p != p else f"{p:.3g}"
 
@@ -70,7 +76,7 @@ def blocks(s: PromptStudy) -> list[Block]:
              "spread (max-min)": _num(r.spread)} for r in s.runs]
     out = [Block(head + ": value [95% CI] as recorded", pd.DataFrame(rows), (verdict(s),))]
     pairs = [{"run": p.run, "prompts": f"{c.a} - {c.b}", "n": c.n,
-              "difference [95% CI]": f"{_signed(c.diff)} [{_signed(c.ci[0])}, {_signed(c.ci[1])}]",
+              "difference [95% CI]": _diff_ci(c),
               "test": c.test or "-", "p (Holm)": _p(c.p_holm)}
              for r in s.runs for p in r.pairs for c in (p.comparison,)]
     if pairs:
@@ -81,7 +87,7 @@ def blocks(s: PromptStudy) -> list[Block]:
         rank = [{"prompt": p, "ranking (best first)": _ranking([(lab, value[(lab, p)]) for lab in order])}
                 for p, order in s.rankings]
         tests = [{"prompt": t.prompt, "pair": f"{c.a} vs {c.b}", "n": c.n,
-                  "a - b [95% CI]": f"{_signed(c.diff)} [{_signed(c.ci[0])}, {_signed(c.ci[1])}]",
+                  "a - b [95% CI]": _diff_ci(c),
                   "test": c.test or "-", "p (Holm)": _p(c.p_holm)}
                  for t in s.tests for c in (t.comparison,)]
         lines = [f"Kendall's tau {t.x} vs {t.y}: {_num(t.tau, 2)} (p {_p(t.p)}, {t.n} runs)" for t in s.taus]
