@@ -3,7 +3,8 @@ files it made, and never through a symbolic link: before it takes a folder, :fun
 refuses one inside another run (naming the outer run), one that is not a run folder and not
 empty (naming what is there), and a link or a non-regular file where the tool keeps its own
 files (``.lock``, the state files, results.json, ``.checkpoint/``, a link in it, and the samples files:
-:func:`refuse_links`, which ``runs`` and a dry run say too)."""
+:func:`refuse_links`, which ``runs`` says too). A dry run and a --resume, before they read the folder, refuse it
+by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan)."""
 
 from __future__ import annotations
 
@@ -90,8 +91,8 @@ def refuse_links(folder: Path) -> None:
     """The run's own paths in ``folder`` refused (:func:`refuse_link`) where one is a link or not what a run makes
     there: ``.lock``, results.json, the state files, the samples files, the checkpoint folder, its manifest and
     anything in it that is a link (a run makes none: its threads.jsonl and grown-from.json are never read through
-    one either). The one rule a run (:func:`guard`), ``runs`` (run.states) and a dry run (run.saved.held_items)
-    refuse a folder's links by, reading nothing through them."""
+    one either). The one rule a run and its dry run (:func:`guard`) and ``runs`` (run.states) refuse a folder's
+    links by, reading nothing through them."""
     folder = Path(folder)
     for name in (LOCK, RESULTS, *MARKERS):
         refuse_link(folder / name)

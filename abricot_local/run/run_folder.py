@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from abricot_local.errors import AbricotError, opt, recorded_text, recorded_words, render, shell_word
+from abricot_local.errors import AbricotError, NoSpaceError, opt, recorded_text, recorded_words, render, shell_word
 from abricot_local.record import RESULTS, Manifest, Record
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
@@ -80,6 +80,8 @@ class RunFolder:
                 out.tidy_finished(self.totals)
             else:
                 out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+            if isinstance(err, NoSpaceError):  # the run's ending says what is kept and how to go on, as Ctrl-C's
+                raise NoSpaceError(f"{err.raw()}\n{self.go_on('there is space again')}") from None
             raise
 
     def _stopped(self, out: OutputDir, resume: bool, *, growing: bool) -> bool:
@@ -157,16 +159,29 @@ class RunFolder:
 
     def lost_text(self, err: AbricotError) -> str:
         """:meth:`lost`'s folder marked and its text."""
-        holding, resume_hint = self.out, self.hint
+        holding = self.out
         if holding is not None:
             if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
                 holding.tidy_finished(self.totals)
             elif (self.path / RUNNING).is_file():
                 holding.failed(recorded_text(err))
             holding.release()
-        then = (f"every item scored so far is kept in {self.path}; once it is back, resume with: "
-                f"{resume_hint(self.path)}" if resumable(self.path) else "run again once it is back")
-        return f"\nerror: {err.raw()}\n{then}"
+        return f"\nerror: {err.raw()}\n{self.go_on('it is back')}"
+
+    def go_on(self, once: str) -> str:
+        """How to go on after a failure that leaves the folder (a lost device, a full disk), ``once`` its cause is
+        gone: what the folder keeps and the call that resumes the run there (this door's ``hint``), by
+        :meth:`interrupted`'s words (a grow stopped before its first new item: the finished run, as it was); a
+        folder holding no run to resume: the same call again."""
+        path = self.path
+        if path is not None and self.grown and not resumable(path) and (path / RESULTS).is_file():
+            return (f"the run in {path} is its finished {opt('sample', self.grown[0])} run, as it was (no new item "
+                    f"scored); once {once}, grow it with: {self.hint(path)}")
+        if path is None or not resumable(path):
+            return f"nothing scored is kept; once {once}, run the same command again"
+        saved = saved_counts(path, self.totals)  # what is on disk (a resume's earlier items too)
+        what = items_text(saved, self.totals) if any(saved.values()) else "no item"
+        return f"{what} saved in {path}; once {once}, resume with: {self.hint(path)}"
 
 
 def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | None = None) -> Record:

@@ -23,7 +23,7 @@ from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Refusal, Sa
                                   refused, same_items)
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
-from abricot_local.run.owned import refuse_link, refuse_links, remove_own
+from abricot_local.run.owned import guard, refuse_link, remove_own
 from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
 from abricot_local.run.states import saved_counts, saved_ids, scan_saved
 
@@ -235,12 +235,14 @@ def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=
     each task holds (a --resume's: those it plans left out of its work; given the plan's ``runs``, those the
     resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder the run refuses is that
     ResultsError: without --resume, :func:`fresh_refusal`'s; with it, a folder that does not exist, and (given the
-    dry ``plan``) the run of other options in it, by the resume's own rule (resume.refusal, :func:`as_recorded`)."""
+    dry ``plan``) the run of other options in it, by the resume's own rule (resume.refusal, :func:`as_recorded`);
+    first, a folder the run would not take (owned.guard: a link, inside another run, not a run and not empty),
+    by the run's own check, in its words, creating and locking nothing."""
+    guard(path)  # what the run takes the folder with (run.folder.OutputDir.acquire), before anything is read
     if not path.is_dir():
         if resume:
             raise ResultsError(nothing_to_resume(path))
         return {}
-    refuse_links(path)  # the run's own refusal (owned.guard's), before anything there is read
     if not resume:
         if why := fresh_refusal(path, _compared(path, plan)):
             raise ResultsError(why)
@@ -309,7 +311,10 @@ def whole_tasks(plan, recorded):
 
 def resumed_plan(plan, folder: Path):
     """``plan`` as a --resume in ``folder`` runs it (run_plan's): :func:`whole_tasks` against the run recorded there
-    (none, or a record that cannot be read: ``plan`` as it is, the folder's check says what is wrong)."""
+    (none, or a record that cannot be read: ``plan`` as it is, the folder's check says what is wrong). A folder the
+    run does not take (owned.guard: a link, inside another run, not a run and not empty) is refused first, in the
+    run's words (its dry run's, :func:`held_items`), before the resume reads anything there or finds it finished."""
+    guard(folder)
     try:
         return whole_tasks(plan, recorded_manifest(folder))
     except (ResultsError, OSError):
