@@ -126,3 +126,15 @@ def test_a_full_disk_in_the_api_names_the_call_that_resumes(tmp_path, data, monk
     assert then == (f"3 of 8 items (discotex 3/8) saved in {out}; once there is space again, resume with: "
                     f"abricot_local.evaluate(..., out={str(out)!r}, resume=True)")
 
+
+def test_a_resumed_sweep_takes_no_finished_run_through_a_link(tmp_path, data):
+    """Before: the run said `fake-a: already complete` of a link to a finished run (tidying it through the link)."""
+    assert run_fake(data, tmp_path / "done").exit_code == 0
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "fake-a").symlink_to(tmp_path / "done")
+    dry = run_fake(data, sweep, "--dry-run", "--json", "--resume", models=("fake-a", "fake-b"))
+    row = json.loads(dry.output)["models"][0]
+    assert "is a symbolic link" in row["problem"], dry.output
+    ran = run_fake(data, sweep, "--resume", models=("fake-a", "fake-b"))
+    assert f"error: fake-a: {row['problem']}" in ran.output and "already complete" not in ran.output, ran.output

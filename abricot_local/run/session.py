@@ -315,8 +315,9 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
-        if request.resume and (folder / RESULTS).exists() and not _larger(folder, request.sample) and \
-                request.margin is None:  # (a --margin: run_model judges a finished run's verdict again, or not)
+        if request.resume and not folder.is_symlink() and (folder / RESULTS).exists() and \
+                not _larger(folder, request.sample) and request.margin is None:  # (a link: run_model refuses it;
+            # a --margin: run_model judges a finished run's verdict again, or not)
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
