@@ -6,8 +6,9 @@ reference's ``source`` or one of its ``aliases`` (case-insensitive). A part name
 that source, over all tasks.
 
 A published row is compared with a run only when the run made it the same way: every setting the row's protocol
-fixes (tasks/base.py's :class:`Protocol`) matches the run's task config. Otherwise the check is *not comparable*,
-and says each difference (``shots 3, published 0``); it never answers whether the value is inside the CI. A run may
+fixes (tasks/base.py's :class:`Protocol`) matches the run's task config and its data is the row's release (tasks/
+release.py). Otherwise the check is *not comparable*, says each difference (``shots 3, published 0``; ``data FILE is
+not the release (...)``: :func:`made_otherwise`) and never answers whether the value is inside the CI. A run may
 hold a task under several protocols (keys ``task@protocol``): each row is checked against the instance made under
 its own protocol.
 
@@ -21,13 +22,14 @@ and the published value's rounding (:func:`rounding`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from abricot_local.analysis import reproduction
 from abricot_local.errors import recorded_words, render
 from abricot_local.record import Published, PublishedCheck, Sample, TaskEntry
-from abricot_local.tasks.base import Protocol, Reference, Task
+from abricot_local.tasks import release
+from abricot_local.tasks.base import Reference, Task
 
 LEVEL90 = 0.90  # the verdict's interval: two one-sided tests at 5%, as compare's equivalence
 DECIMALS = 2  # the published tables (ABRICOT's paper, the CALAMITA leaderboard) give two decimals
@@ -126,7 +128,7 @@ def all_references(tasks: tuple[str, ...] | None = None, *, strict: bool = True)
             continue
         try:
             task = make_task(name, TaskOptions(allow_download=False))
-            out.extend(task.references())
+            out.extend(replace(r, release=r.release or task.data.release) for r in task.references())
         except Exception as exc:
             if tasks is None or not strict:
                 continue
@@ -298,9 +300,11 @@ class CICheck:
                               reasons=tuple(render(r, recorded_words) for r in v.reasons) if v else ())
 
 
-def protocol_differences(protocol: Protocol | None, task_config: dict) -> tuple[str, ...]:
-    """Where a run's task settings differ from how a row was made (none without a protocol)."""
-    return protocol.differences(task_config) if protocol is not None else ()
+def made_otherwise(ref: Reference, entry: TaskEntry) -> tuple[str, ...]:
+    """Where a run's task ``entry`` was made otherwise than ``ref``: each setting its protocol fixes that differs (none
+    without a protocol), then each data file recorded that is not the release it was made on (tasks/release.py)."""
+    settings = ref.protocol.differences(entry.config) if ref.protocol is not None else ()
+    return (*settings, *release.differences(ref.release, entry.data))
 
 
 def neighbours(ref: Reference, refs: tuple[Reference, ...]) -> tuple[tuple[str, float], ...]:
@@ -317,7 +321,7 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
         return CICheck(ref, None, None, ("the run has no such task",))
     ci = entry.metrics.get(f"{ref.metric}_ci95")
     value = entry.metrics.get(ref.metric)
-    differences = protocol_differences(ref.protocol, entry.config)
+    differences = made_otherwise(ref, entry)
     verdict = None
     if evidence is not None and not differences:
         m = margin if margin is not None else evidence.margins.get(ref.metric, Task.default_margin)

@@ -1,9 +1,9 @@
 """The verdicts a ``run --until-settled`` rule waits for (run/settle.py: the rule wired into the run), one
 ``sequential.Question`` each: per task instance, each published row the model's registry entry reproduces that the
-run checks against that instance (baselines.entry_for) and that was made as the run makes it (no protocol
-difference), or a rung's against its ladder's reference on the task's primary metric; its statistic the task's
-``metric_inputs``', its margin ``--margin`` or the task's. ``plan``: a run.plan.Plan (its runs, registry entry's
-``reproduces``, margin, model label). Names no task."""
+run checks against that instance (baselines.entry_for) and that was made as the run makes it (no protocol difference,
+its data the release: baselines.made_otherwise), or a rung's against its ladder's reference on the task's primary
+metric; its statistic the task's ``metric_inputs``', its margin ``--margin`` or the task's. ``plan``: a
+run.plan.Plan (its runs, their data, registry entry's ``reproduces``, margin, model label). Names no task."""
 
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
     if not plan.reproduces:
         return out
     runs = {r.task.key: r for r in plan.runs}
-    entries = {key: TaskEntry(metrics={}, n=0, config=r.task.config()) for key, r in runs.items()}
+    entries = {key: TaskEntry(metrics={}, n=0, config=r.task.config(), data=plan.data.get(key, ()))
+               for key, r in runs.items()}
     for ref in baselines.parse_reproduces(plan.reproduces)[0]:
         found = baselines.entry_for(ref, entries)
-        if found is None or baselines.protocol_differences(ref.protocol, found[1].config):
+        if found is None or baselines.made_otherwise(ref, found[1]):
             continue  # not run here, or not comparable: no verdict to wait for
         task = runs[found[0]].task
         stats = statistics(task)

@@ -312,10 +312,12 @@ class PublishedCheck(Section):
     notes: tuple[str, ...] = spec("notes on the check (a synthetic backend)", default=())
     protocol: str | None = spec("the protocol the row was made under (`paper`, `calamita`)", default=None,
                                 write="set")
-    comparable: bool = spec("whether the run was made as the row was (every setting its protocol fixes): "
-                            "`false`: `inside` is `null`", default=True)
+    comparable: bool = spec("whether the run was made as the row was (every setting its protocol fixes, on the "
+                            "release's data byte for byte): `false`: `inside` is `null`", default=True)
     differences: tuple[str, ...] = spec("each setting made otherwise than the row's protocol (`shots 3, "
-                                        "published 0`)", default=())
+                                        "published 0`), then each data file that is not the release the row was "
+                                        "made on (`data FILE is not the release (sha256 X..., release Y...)`)",
+                                        default=())
     precision: str | None = spec("the published precision of the weights (`bf16 (vLLM)`; `null`: not "
                                  "published)", default=None)
     verdict: str | None = spec("the reproduction verdict on the task's own items: `reproduced` (the 90% CI of "

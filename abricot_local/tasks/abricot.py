@@ -25,7 +25,7 @@ from abricot_local.core import exact_exp, exact_log_softmax
 from abricot_local.errors import TaskError, opt
 from abricot_local.metrics import with_ci_of
 from abricot_local.record.samples import Sample
-from abricot_local.tasks.abricot_data import RELEASE_FILE, SUFFIXES, Row, load_rows, pull
+from abricot_local.tasks.abricot_data import RELEASE_FILE, RELEASE_SHA256, SUFFIXES, Row, load_rows, pull
 from abricot_local.tasks.base import (CONTRACT, DataSpec, Figure, Item, MetricInput, Protocol, Reference, Task,
                                       text_hash)
 from abricot_local.tasks.fewshot import LM_EVAL_SEED, lm_eval_draws
@@ -114,6 +114,7 @@ class AbricotTask(Task):
         key="abricot", kind="file", files=(RELEASE_FILE, *(f"abricot*{s}" for s in SUFFIXES)), pull=pull,
         how=f"{opt('data', ('abricot', 'FILE'))} ({RELEASE_FILE}, the ABRICOT release)",
         description="ABRICOT release (ids, target word, sentence, human abstractness/inclusiveness means)",
+        release=(RELEASE_SHA256,),  # both sources' rows were made on it (docs/protocols.md)
     )
     kind = "abs"
     uses = ("shots", "prompt_variant", "protocol", "shot_sampler")

@@ -8,7 +8,9 @@ target is stripped only to check that it is not empty. Names are matched in any 
 spaces, hyphens or underscores, long (``abstractness mean``) or short (``abs_mean``). A NUL
 byte in a text is refused, naming the line.
 
-``pull`` downloads the release from its GitHub home at the pinned commit, SHA-256 verified.
+``pull`` downloads the release from its GitHub home at the pinned commit, SHA-256 verified; that SHA-256 is also
+the release the tasks' published rows were made on (their ``DataSpec.release``: a run on other data is said and not
+compared with the rows, tasks/release.py).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Besides ``items()``, ``metrics()`` and ``data_files()``, a task declares:
 - ``metric_inputs()``: each CI metric's per-item inputs (:class:`MetricInput`), so
   two runs can be compared item by item without knowing the task (analysis/compare.py);
 
-- ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one
-  release share it), a folder or a file, how to pull it, how to get it by hand;
+- ``data``: a :class:`DataSpec`: the ``--data KEY=PATH`` key (tasks of one release share it), a folder or a
+  file, how to pull it, how to get it by hand, the release its published rows were made on (tasks/release.py);
 - ``protocols``: how each published source ran the task (:class:`Protocol`: the settings it
   fixes, its precision); the first is the default, ``--protocol NAME`` picks one, and a run
   may hold a task under several (its instances are keyed ``task@protocol``, :attr:`Task.key`;
@@ -112,7 +112,8 @@ class DataSpec:
     is one file); ``pull``: downloads into a folder and returns the paths (None:
     no public download; ``abricot-local data pull TASK`` runs it); ``how``: the offline
     alternative, one short line (e.g. "--data-dir DIR, a folder holding ..."): how a user gives the
-    data by hand.
+    data by hand; ``release``: the SHA-256 of each file of the release the task's published rows were made on
+    (none: no rows, or no pinned release): other data is said and judged by tasks/release.py.
     """
 
     key: str
@@ -121,6 +122,7 @@ class DataSpec:
     files: tuple[str, ...] = ()
     pull: Callable[[Path], list[Path]] | None = None
     description: str = ""
+    release: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ class Reference:
     protocol: Protocol | None = None
     aliases: tuple[str, ...] = ()
     key: str = ""  # the run's key of the task instance made under ``protocol`` ("": ``task``)
+    release: tuple[str, ...] = ()  # the SHA-256 of the data it was made on (baselines: the task's data.release)
 
     @property
     def label(self) -> str:

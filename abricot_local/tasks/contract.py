@@ -5,7 +5,8 @@ slip is refused by name at once rather than as a wrong verdict or a raw KeyError
 - every published row (``references()``) is of one of its ``metric_names``;
 - every :class:`~abricot_local.tasks.base.MetricInput` ``metric_inputs()`` declares (asked over no
   sample: a task whose inputs need samples to be known is checked when run) is of one of its
-  ``metric_names``, its ``stat`` a statistic the project computes (``metrics.ROW_STATS``).
+  ``metric_names``, its ``stat`` a statistic the project computes (``metrics.ROW_STATS``);
+- its ``data.release`` is a tuple of SHA-256 (64 lowercase hex digits: tasks/release.py compares them).
 
 Each refusal is a :class:`TaskError` naming the task, its class and the bad name, with the names it
 could be.
@@ -14,6 +15,7 @@ could be.
 from __future__ import annotations
 
 import functools
+import re
 
 from abricot_local.errors import TaskError
 from abricot_local.names import did_you_mean
@@ -41,6 +43,12 @@ def checked(cls: type[Task]) -> type[Task]:
         for key in getattr(cls, field, {}) or {}:
             if key not in names:
                 raise _refused(cls, f"{field} names", key, names)
+    release = getattr(getattr(cls, "data", None), "release", ())
+    if not isinstance(release, tuple) or not all(isinstance(s, str) and re.fullmatch("[0-9a-f]{64}", s)
+                                                 for s in release):
+        raise TaskError(f"{where(cls)}: data.release is {release!r}, not a tuple of SHA-256 (64 lowercase hex digits, "
+                        "one per file of the release its published rows were made on); fix the task's declarations "
+                        "(or upgrade its package)")
     try:  # a task made with no option given; one that cannot be is refused when run, with the options given
         task = cls(TaskOptions(allow_download=False))
     except Exception:

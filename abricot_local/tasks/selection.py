@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from abricot_local.errors import DataError, DownloadError, MissingDataError, TaskError, UsageError, opt
-from abricot_local.tasks import all_task_names, base_name, groups, make_task, task_class, task_names, uses
+from abricot_local.tasks import all_task_names, base_name, groups, make_task, release, task_class, task_names, uses
 from abricot_local.tasks.base import Item, Task, TaskOptions
 from abricot_local.tasks.uses import refuse_unused
 
@@ -236,12 +236,14 @@ def prepare(tasks, limit: int | None, sample: int | None = None, shard=None,
     order, or the ``sample`` first of the task's seeded order (:func:`kept`: kept in release
     order); then the shard's part of those (``shard``: a run.request.Shard, dealt in the nested order:
     :func:`dealt`, :meth:`TaskRun.sharded`). A task holding fewer than ``sample`` items is noted, naming what
-    asked for them (``count``)."""
+    asked for them (``count``), and one whose data is not the release its published rows were made on
+    (tasks/release.py)."""
     runs = []
     for task in tasks:
         every = task.items()
         available = len(every)
-        notes: tuple[str, ...] = tuple(task.option_notes)  # options given that the task does not use
+        # options given that the task does not use; data that is not the release its published rows were made on
+        notes: tuple[str, ...] = (*task.option_notes, *release.notes(task))
         if sample is not None and sample > available:
             notes += (count.beyond(sample, available),)
         positions = kept(available, task.options.seed, limit, sample)

@@ -86,8 +86,13 @@ def _reading(task: str, data: Any):
 
 
 def _warn(task) -> None:
-    for note in task.warnings():
-        log.warning("%s: %s", task.name, note)
+    """The task's warnings on its data, and `run`'s on data that is not the release its published rows were made
+    on (tasks/release.py: the same rule), options in ``--metadata``'s words."""
+    from abricot_local.errors import render
+    from abricot_local.tasks import release
+
+    for note in (*task.warnings(), *release.notes(task)):
+        log.warning("%s: %s", task.name, render(note, metadata_words))
 
 
 def _dataset(splits: dict[str, list[dict]]):
