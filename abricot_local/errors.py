@@ -104,12 +104,17 @@ def command(*words: str, **options: Any) -> str:
     command and its arguments), then ``options`` by the command line's own names, in order, each its flag made
     from the name (``to="Q3_K_M"``: ``--to Q3_K_M``; ``allow_requantize=True``: ``--allow-requantize``; None or
     False: left out), every word quoted as :func:`shell_word` quotes it."""
+    return " ".join(command_words(*words, **options))
+
+
+def command_words(*words: str, **options: Any) -> list[str]:
+    """:func:`command`'s words, each quoted (what :func:`fold_command` folds: a command on lines of its own)."""
     line = ["abricot-local", *words]
     for name, value in options.items():
         if value is None or value is False:
             continue
         line += [flag_of(name)] if value is True else [flag_of(name), str(value)]
-    return shell_line(line)
+    return [shell_word(w) for w in line]
 
 
 # -- options named in a message ------------------------------------------------------------------

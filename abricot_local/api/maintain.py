@@ -34,8 +34,14 @@ def merge(*shards: Run | str | PathLike, out: str | PathLike) -> Run:
                          "(a run made with shard='K/N'), then out=FOLDER")
     if not os.fspath(out):
         raise UsageError(f"{opt('out')} is empty: give the folder to write")
-    path = join([s if isinstance(s, Run) else os.fspath(s) for s in shards], os.fspath(out))
+    path = join([s if isinstance(s, Run) else os.fspath(s) for s in shards], os.fspath(out), _shard_call)
     return load_run(path.parent)
+
+
+def _shard_call(model: str, options: dict, shard: str, out) -> str:
+    """The ``evaluate`` call that scores ``shard`` with ``options`` (run.merge_advice.shard_options) into ``out``."""
+    given = ", ".join(f"{k}={list(v) if isinstance(v, (list, tuple)) else v!r}" for k, v in options.items())
+    return f"abricot_local.evaluate({model!r}, {given}, shard={shard!r}, out={str(out)!r})"
 
 
 @dataclass(frozen=True, repr=False)

@@ -19,9 +19,25 @@ def merge(shards: tuple[str, ...], out: str) -> None:
     """Join the complete shards of one run (run --shard K/N) into the run they stand for."""
     from abricot_local.run.merge import merge as join
 
-    path = join(list(shards), out)
+    path = join(list(shards), out, shard_command)
     echo(merged_text(path.parent))
     echo(f"\nmerged {len(shards)} shard(s) into {path}")
+
+
+def shard_command(model: str, options: dict, shard: str, out) -> str:
+    """The `run` command that scores ``shard`` with ``options`` (run.merge_advice.shard_options: by field name, a
+    list joined by commas) into ``out``, folded to fit (errors.fold_command, after the advice's two spaces)."""
+    from abricot_local.errors import command_words, fold_command
+
+    given = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in options.items()}
+    return fold_command(command_words("run", model, **given, shard=shard, out=str(out)), "  ")[2:]
+
+
+def merge_command(folders, out) -> str:
+    """The `merge` command that joins the shard ``folders`` into ``out`` (what `runs` says under its list)."""
+    from abricot_local.errors import command_words, fold_command
+
+    return fold_command(command_words("merge", *map(str, folders), out=str(out)), "  ")[2:]
 
 
 def merged_text(folder) -> str:

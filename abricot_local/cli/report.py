@@ -32,7 +32,10 @@ def runs_(folders: tuple[str, ...]) -> None:
     default = Path("results")
     states = once_each(find_runs(folders or (str(default),)), lambda s: s.path) if folders or default.is_dir() else []  # one given must exist
     if states:
-        echo(runs_text(states))
+        from abricot_local.cli.check import merge_command
+        from abricot_local.run.merge_advice import listed
+
+        echo("\n".join([runs_text(states), *listed([s.path for s in states if s.complete], merge_command)]))
     else:
         looked = ", ".join(folders) or f"{default.resolve()}" + ("" if default.is_dir() else " (no such folder yet)")
         echo(f"no run folder in {looked}", err=True)

@@ -31,7 +31,7 @@ from abricot_local.record import RESULTS, Sample
 from abricot_local.record.io import differences as option_differences
 from abricot_local.record.settings import differences
 from abricot_local.run.folder import OutputDir
-from abricot_local.run.merge_advice import not_a_shard, strip_shard as _strip_shard
+from abricot_local.run.merge_advice import missing_shards, not_a_shard, strip_shard as _strip_shard
 
 # provenance every backend records that must agree between shards, beside the backend's own build keys
 # (same_build; the rest, e.g. platform, may differ; threads: check_threads)
@@ -72,8 +72,9 @@ def _load(shard, given: Sequence = (), out=None) -> Run:
     return shard
 
 
-def check_shards(shards: Sequence, out=None) -> list[tuple[Shard, Run]]:
-    """The shards (analysis.runs.Run, or their folders) in order 1..N, or a ResultsError naming what is missing,
+def check_shards(shards: Sequence, out=None, command=None) -> list[tuple[Shard, Run]]:
+    """The shards (analysis.runs.Run, or their folders) in order 1..N, or a ResultsError naming what is missing
+    (with ``command``, a door's words for the call that scores a missing shard: merge_advice.missing_shards),
     doubled, foreign or judged at other margins (:class:`MarginsDiffer`)."""
     if not shards:
         raise ResultsError("give the output folders of the shards to merge")
@@ -116,10 +117,9 @@ def check_shards(shards: Sequence, out=None) -> list[tuple[Shard, Run]]:
         if shard.index in seen:
             raise ResultsError(f"shard {shard} is given twice: {seen[shard.index]} and {run.path}")
         seen[shard.index] = run.path
-    missing = [str(k) for k in range(1, first_shard.count + 1) if k not in seen]
+    missing = [k for k in range(1, first_shard.count + 1) if k not in seen]
     if missing:
-        raise ResultsError(f"shard(s) {', '.join(f'{k}/{first_shard.count}' for k in missing)} missing: "
-                           f"merge needs all {first_shard.count}")
+        raise ResultsError(missing_shards(first, first_shard.count, missing, command))
     return sorted(found, key=lambda s: s[0].index)
 
 
@@ -257,14 +257,14 @@ def fixed_warnings(name: str, task, found: Sequence[tuple[Shard, Run]], parts: S
     return tuple(fixed)
 
 
-def merge(shards: Sequence, out: str | Path) -> Path:
+def merge(shards: Sequence, out: str | Path, command=None) -> Path:
     """Write the merged run of ``shards`` (analysis.runs.Run, or their folders) into ``out``; returns its
-    results.json."""
+    results.json (``command``: the door's words for the call that scores a missing shard, :func:`check_shards`)."""
     from abricot_local.analysis import baselines
     from abricot_local.run.record import as_json, entry_warnings
     from abricot_local.tasks import make_task
 
-    found = check_shards(shards, out)
+    found = check_shards(shards, out, command)
     runs = [run for _, run in found]
     ref = runs[0].record
     tasks, samples, judged = {}, {}, []

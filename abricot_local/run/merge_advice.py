@@ -221,3 +221,80 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
         said.append(f"{', '.join(models)}: {'a whole run' if len(whole) == 1 else 'whole runs'} (made without "
                     f"shards), nothing to merge ({', '.join(str(d) for _, d in whole)})")
     return f"{sweep}: {'; '.join(said + problems)}"
+
+
+def missing_shards(first, count: int, missing: Sequence[int], command=None) -> str:
+    """Why shards ``missing`` (their K) of the run of shard ``first`` (an analysis.runs.Run), of ``count``, stop a
+    merge, and how to score each where its folder is not at hand: ``command(model, options, shard, out)``, a door's
+    words for the call that scores it (:func:`shard_options`; the door's line, its continuations indented), else
+    in words (every door reads them)."""
+    manifest, one = first.record.manifest, len(missing) == 1
+    said = ", ".join(f"{k}/{count}" for k in missing)
+    head = (f"shard(s) {said} missing: merge needs all {count}; give {'its folder' if one else 'their folders'} "
+            f"too, or score {'it' if one else 'each'} with the options {first.path} recorded")
+    unrecorded = (f"add the {opt('data_dir')}, {opt('data')}, {opt('models_file')} or {opt('model_dirs')} it was "
+                  "given: a run does not record them")
+    outs = {k: _new_folder(Path(first.path).parent / f"shard-{k}-of-{count}") for k in missing}
+    if command is None:
+        each = "; ".join(f"{opt('shard', f'{k}/{count}')} {opt('out', outs[k])}" for k in missing)
+        return f"{head}, {each} ({unrecorded}), then merge"
+    options = shard_options(manifest, first.record.provenance)
+    lines = [f"  {command(manifest.config.model or 'MODEL', options, f'{k}/{count}', outs[k])}" for k in missing]
+    return f"{head} ({unrecorded}), then merge:\n" + "\n".join(lines)
+
+
+def shard_options(manifest: Manifest, provenance) -> dict:
+    """The options, by field name, that score another shard of the run ``manifest`` records as it was scored: its
+    recorded config but the model and the shard (what merge compares: a value None or off left out), and its
+    thread count where its numbers depend on it (merge.check_threads) and its backend takes one."""
+    from abricot_local.record import kernel_path
+    from abricot_local.run.resume import takes_threads
+
+    options = {k: v for k, v in manifest.config.to_dict().items()
+               if k not in ("model", "shard") and v is not None and v is not False}
+    threads, calls = kernel_path.part(provenance)
+    if threads is not None and (calls is None or calls > 0) and takes_threads(manifest.config.backend or ""):
+        options["threads"] = threads
+    return options
+
+def _new_folder(path: Path) -> Path:
+    """``path``, else the first of ``path``-2, -3, ... that does not exist."""
+    n = 1
+    while (found := path if n == 1 else path.with_name(f"{path.name}-{n}")).exists():
+        n += 1
+    return found
+
+
+def listed(folders: Sequence[Path], command) -> list[str]:
+    """What `runs` says under its list of the shards among the complete runs ``folders``: each run's shards, with
+    the merge that joins them (``command(folders, out)``: the door's words for it) where every one is there once
+    and no run listed was merged from them, else which shards of it are not there (or there twice)."""
+    found = [(d, m) for d in folders if (m := recorded(d)) is not None and m.config.shard]
+    merged = {tuple(sorted(_key(Path(p)) for p in run.provenance.merged_from)): d
+              for d, run in ((d, _record(d)) for d in folders) if run is not None and run.provenance is not None
+              and run.provenance.merged_from}
+    out: list[str] = []
+    while found:
+        group = _shards_of(found[0][1], found)
+        found = [f for f in found if f not in group]
+        names = ", ".join(str(d) for d, _ in group)
+        missing, twice = _lacks(group)
+        into = merged.get(tuple(sorted(_key(d) for d, _ in group)))
+        if into is not None:
+            out.append(f"{names}: the shards of one run, merged into {into}")
+        elif missing or twice:
+            said = [f"shard(s) {', '.join(missing)} not here"] if missing else []
+            said += [f"shard {t} here twice" for t in twice]
+            out.append(f"{names}: shards of one run; {'; '.join(said)}: merge takes each of its shards once")
+        else:
+            where = _new_folder(group[0][0].parent / "merged")
+            out.append(f"{names}: the shards of one run; merge them:\n  {command([d for d, _ in group], where)}")
+    return out
+
+def _record(folder: Path):
+    from abricot_local.record import read_record
+
+    try:
+        return read_record(folder / RESULTS)
+    except AbricotError:
+        return None

@@ -28,14 +28,18 @@ class RunState:
     done: int
     total: int | None
     detail: str = ""  # items per task, the error, the pid
+    shard: str | None = None  # "K/N": the run is that part of a run's items (run --shard; `merge` joins the parts)
 
     @property
     def complete(self) -> bool:
         return self.state == "complete"
 
     def describe(self) -> str:
+        """"complete, 40 of 40 items; discotex 40"; a shard's said first ("shard 1/2 of a run: complete, 20 of 20
+        items"): its items are a part of its run's, not a whole run."""
         items = f"{self.done} of {self.total} items" if self.total is not None else f"{self.done} items"
-        return f"{self.state}, {items}" + (f"; {self.detail}" if self.detail else "")
+        return (f"shard {self.shard} of a run: " if self.shard else "") + f"{self.state}, {items}" + \
+            (f"; {self.detail}" if self.detail else "")
 
 
 def _fields(path: Path) -> dict[str, str]:
@@ -107,11 +111,12 @@ def run_state(folder: str | Path) -> RunState:
         return lm_eval_state(folder)
     if (folder / RESULTS).is_file():
         try:
-            tasks = read_run(folder).tasks
+            record = read_run(folder)
         except ResultsError as err:
             return RunState(folder, "failed", 0, None, str(err))  # names the file and what is wrong
-        n = sum(t.n for t in tasks.values())
-        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in tasks.items()))
+        n = sum(t.n for t in record.tasks.values())
+        return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in record.tasks.items()),
+                        record.config.shard if record.config is not None else None)
     if _lock_alone(folder):  # nothing saved, no state shown yet
         if _lock_held(folder):
             return RunState(folder, "running", 0, None, "starting")
@@ -137,15 +142,29 @@ def run_state(folder: str | Path) -> RunState:
     def detail(*parts: str) -> str:
         return "; ".join(p for p in (*parts, per) if p)
 
+    shard = _checkpoint_shard(folder)
     if marker == RUNNING:
         if _lock_held(folder):
             return RunState(folder, "running", n, total,
-                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"))
+                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"), shard)
         return RunState(folder, "stopped", n, total, detail(
-            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", resumes))
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", resumes), shard)
     if marker == FAILED:
-        return RunState(folder, "failed", n, total, "; ".join([fields.get("error", "unknown error"), *problems[:1]]))
-    return RunState(folder, "interrupted", n, total, detail(resumes))
+        return RunState(folder, "failed", n, total, "; ".join([fields.get("error", "unknown error"), *problems[:1]]),
+                        shard)
+    return RunState(folder, "interrupted", n, total, detail(resumes), shard)
+
+
+def _checkpoint_shard(folder: Path) -> str | None:
+    """The shard an unfinished run scores (its checkpoint's recorded config), None when none or not read."""
+    from abricot_local.errors import AbricotError
+    from abricot_local.record import RUN_MANIFEST, read_manifest
+
+    path = folder / CHECKPOINT / RUN_MANIFEST
+    try:
+        return read_manifest(path).config.shard if path.is_file() and not path.is_symlink() else None
+    except (AbricotError, OSError):
+        return None
 
 
 def unfinished(folder: str | Path) -> str | None:
