@@ -102,12 +102,12 @@ def _advise(done) -> None:
     from abricot_local.analysis.reproduction import grow_advice
     from abricot_local.run import settle_record
 
-    record = done.outcome.record
+    record, at = done.outcome.record, done.within or done.folder  # a sweep's: the sweep's folder, as its resume's
     if record.config is not None and record.config.until_settled:  # the rule's next look, not a fixed-n sample
-        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(done.folder)!r}, resume=True, "
+        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(at)!r}, resume=True, "
                                                  f"until_settled=True, max_items={m})")
     else:
-        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(done.folder, m, record.config))
+        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(at, m, record.config))
     if advice:
         warn(advice.replace("\n  ", " "))
 

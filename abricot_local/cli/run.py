@@ -98,10 +98,11 @@ def _done_text(done) -> str:
 
     outcome = done.outcome
     config = outcome.record.config
-    sequential = console.settled(outcome.record, lambda m: settle_command(done.folder, m))
+    at = done.within or done.folder  # a sweep's advice: the sweep's call (its folder), as its resume's
+    sequential = console.settled(outcome.record, lambda m: settle_command(at, m))
     lines = [console.summary(outcome.record), "", console.verdict(
         outcome.record.published, done.plan.quant, unheld=done.plan.unheld, backend=done.plan.backend,
-        grow=None if sequential else (config, lambda m: grow_command(done.folder, m, config)),
+        grow=None if sequential else (config, lambda m: grow_command(at, m, config)),
         skipped=outcome.record.skipped)]
     lines += ["", sequential] if sequential else []
     if not outcome.complete or outcome.rejudged:

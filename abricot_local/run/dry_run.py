@@ -58,10 +58,11 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
     with unwritten():
         reference = request.reference  # a --until-settled ladder's, else None
         for name in request.models:
+            folder = request.out_folder(name)  # a sweep's --out refused whole where the run refuses it
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
                 cost = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify)
-                out.append(_in_folder(_settled(p, cost, reference), p, request, name, notify))
+                out.append(_in_folder(_settled(p, cost, reference), p, request, folder, notify))
             except AbricotError as err:
                 if not sweep:
                     raise
@@ -70,14 +71,14 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
                                                                          request.shard))
 
 
-def _in_folder(model: ModelPlan, plan, request, name: str, notify=None) -> ModelPlan:
-    """The run's --out as the run finds it (run.saved.held_items): a folder it refuses is its error (a sweep's:
-    the model's row), a --resume's refusal too (of a run of other options: resume.refusal, the resume's own rule; of
-    a folder that does not exist); --resume: the items of ``plan`` it keeps left out (a grown shard's: those still
-    in it; a --until-settled run's: its looks counted from the rule's first item, the items left as the resume scores
-    them), each saved line judged by the resume's own rule (saved.kept_lines: one edited, damaged or saved twice
-    with other content is scored again), against the dry plan's items (no model loaded)."""
-    folder = request.out_folder(name)
+def _in_folder(model: ModelPlan, plan, request, folder: Path | None, notify=None) -> ModelPlan:
+    """The run's --out as the run finds it (run.saved.held_items; ``folder``: RunRequest.out_folder's, a sweep's
+    --out refused whole there): a folder it refuses is its error (a sweep's: the model's row), a --resume's refusal
+    too (of a run of other options: resume.refusal, the resume's own rule; of a folder that does not exist);
+    --resume: the items of ``plan`` it keeps left out (a grown shard's: those still in it; a --until-settled run's:
+    its looks counted from the rule's first item, the items left as the resume scores them), each saved line judged
+    by the resume's own rule (saved.kept_lines: one edited, damaged or saved twice with other content is scored
+    again), against the dry plan's items (no model loaded)."""
     if folder is None or model.problem:
         return model
     from abricot_local.run.resume import recorded_manifest, starts_there

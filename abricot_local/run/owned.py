@@ -4,7 +4,8 @@ refuses one inside another run (naming the outer run), one that is not a run fol
 empty (naming what is there), and a link or a non-regular file where the tool keeps its own
 files (``.lock``, the state files, results.json, ``.checkpoint/``, a link in it, and the samples files:
 :func:`refuse_links`, which ``runs`` says too). A dry run and a --resume, before they read the folder, refuse it
-by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan)."""
+by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan); a sweep's --out itself a link is refused in
+:func:`linked`'s words as its folders are named (run.request.RunRequest.out_folder)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,16 @@ def refuse_link(path: Path, *, folder: bool = False) -> None:
     if st is None:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
-                           f"through a link; choose another {opt('out')}")
+        raise linked(path)
     if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
         raise ResultsError(f"{path} is not a {'folder' if folder else 'regular file'}, so it is not the run's own: "
                            f"choose another {opt('out')}")  # (never advice to remove what it did not make)
+
+
+def linked(path: Path) -> ResultsError:
+    """The refusal of ``path``, a symbolic link where a run would read or write (:func:`refuse_link`'s words)."""
+    return ResultsError(f"{path} is a symbolic link: abricot-local reads and writes only files it made, never "
+                        f"through a link; choose another {opt('out')}")
 
 
 def _stale_lock(path: Path) -> bool:

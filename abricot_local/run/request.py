@@ -229,10 +229,18 @@ class RunRequest:
 
     def out_folder(self, model: str) -> Path | None:
         """The folder --out names for ``model``'s run: a sweep's <out>/<its slug>, else --out; None without --out
-        (a default folder, made when the run asks for it: run.session.Folders)."""
+        (a default folder, made when the run asks for it: run.session.Folders). The one rule for both, the run's and
+        the dry run's: a sweep's --out that is itself a link is refused here, the whole sweep before any model's plan,
+        in the words one model's --out is refused by (run.owned.linked; a link further up is not refused)."""
         if self.out is None:
             return None
-        return self.out / slug(model) if self.sweep else self.out
+        if not self.sweep:
+            return self.out
+        if self.out.is_symlink():
+            from abricot_local.run.owned import linked
+
+            raise linked(self.out)
+        return self.out / slug(model)
 
 
 def slug(model: str) -> str:

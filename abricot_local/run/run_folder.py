@@ -33,7 +33,8 @@ class RunFolder:
     results.json once finished, FAILED with the error, INTERRUPTED after Ctrl-C or SIGTERM, or when a
     signal or a lost remote device ends the process from another thread while llama.cpp does not return
     (:meth:`stuck`, :meth:`lost`: the folder this run holds, marked through this object; ``say``: the line that
-    leaves the process, ``hint``: folder -> the call that resumes the run in it)."""
+    leaves the process, ``hint``: folder -> the call that resumes the run in it; ``within``: a sweep's folder, which
+    that call names: the sweep resumed whole, every model, never one model into its own folder as a sweep)."""
 
     path: Path | None = None
     say: Callable[[str], None] = lambda line: None
@@ -42,6 +43,7 @@ class RunFolder:
     out: OutputDir | None = None  # while this run holds the folder
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
     resume: bool = False  # the run is a --resume (its folder, once taken, is left INTERRUPTED however little it saved)
+    within: Path | None = None  # a sweep's folder (run.session.Folders.root): what its resume call names
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
@@ -103,7 +105,11 @@ class RunFolder:
     def resume_line(self, folder: Path) -> str:
         """The INTERRUPTED file's advice: this door's call that resumes the run in ``folder`` (its ``hint``), its
         options in the record's words; "" (each door's way, OutputDir.interrupted) where the door gives none."""
-        return "" if self.hint is resume_words else render(self.hint(folder), recorded_words)
+        return "" if self.hint is resume_words else render(self.resume_call(folder), recorded_words)
+
+    def resume_call(self, folder: Path) -> str:
+        """The call that resumes the run in ``folder`` (``hint``'s): a sweep's names the sweep's folder."""
+        return self.hint(self.within or folder)
 
     def stuck(self, _signum: int = 0) -> None:
         """A signal came and the backend did not return (backends.on_stuck): the folder left INTERRUPTED, what is
@@ -115,7 +121,7 @@ class RunFolder:
         the process from the watchdog thread while llama.cpp does not return): by :meth:`_stopped`'s rule, the
         folder INTERRUPTED, what is saved and the call that resumes said; before the run saved an item (and no
         --resume), what it wrote removed (a folder it did not take left as it was) and no command said."""
-        out_dir, holding, resume_hint = self.path, self.out, self.hint
+        out_dir, holding, resume_hint = self.path, self.out, self.resume_call
         if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
             if holding is not None:
                 if holding.growing is not None:
@@ -176,12 +182,12 @@ class RunFolder:
         path = self.path
         if path is not None and self.grown and not resumable(path) and (path / RESULTS).is_file():
             return (f"the run in {path} is its finished {opt('sample', self.grown[0])} run, as it was (no new item "
-                    f"scored); once {once}, grow it with: {self.hint(path)}")
+                    f"scored); once {once}, grow it with: {self.resume_call(path)}")
         if path is None or not resumable(path):
             return f"nothing scored is kept; once {once}, run the same command again"
         saved = saved_counts(path, self.totals)  # what is on disk (a resume's earlier items too)
         what = items_text(saved, self.totals) if any(saved.values()) else "no item"
-        return f"{what} saved in {path}; once {once}, resume with: {self.hint(path)}"
+        return f"{what} saved in {path}; once {once}, resume with: {self.resume_call(path)}"
 
 
 def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | None = None) -> Record:

@@ -81,11 +81,10 @@ class Folders:
         """The folder ``model``'s run writes: in a sweep <root>/<its slug>, else --out, else results/<label>/<stamp>
         (``label``: the located model's; None before it is located: no folder yet), made now, once."""
         r = self.request
-        if r.sweep:
+        folder = r.out_folder(model)  # --out's (RunRequest.out_folder: a sweep's refused where it is a link)
+        if folder is None and r.sweep:
             folder = self.root / slug(model)
-        elif r.out is not None or label is None:
-            folder = r.out
-        else:
+        elif folder is None and label is not None:
             folder = self._default(Path("results") / path_part(label, "model"), r.stamp)
         if folder is not None:
             self._named[folder] = None
@@ -119,6 +118,7 @@ class Done:
     outcome: Outcome
     folder: Path
     seconds: float  # from the output folder taken to the record written
+    within: Path | None = None  # a sweep's folder (RunFolder.within): what a call that grows this run names
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,8 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
 
-    folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume)  # its states, a signal's too
+    folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume,  # its states, a signal's too
+                       within=folders.root if request.sweep else None)  # (a sweep's resume: the sweep's)
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
@@ -225,7 +226,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     finally:
         close()
         forget()
-    return Done(plan, outcome, folder.path, time.perf_counter() - started)
+    return Done(plan, outcome, folder.path, time.perf_counter() - started, folder.within)
 
 
 def loaded(plan, backend, folder: Path | None, hooks: Hooks, pairs=None) -> None:
@@ -284,8 +285,9 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     if grown and notify:
         kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
                 "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
-        notify(f"resume: the run in {folder.path} grows from {opt('sample', grown[0])} to {sample_words(grown[1])}: "
-               f"{kept}, the new ones scored{stages.until}")
+        bound = "max_items" if plan.settle.on else "sample"  # --until-settled: --max-items is the run's sample
+        notify(f"resume: the run in {folder.path} grows from {opt(bound, grown[0])} to "
+               f"{sample_words(grown[1], bound)}: {kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
