@@ -211,7 +211,7 @@ def test_same_seed_same_shots_for_abs_and_inc_other_seed_differs(sampler):
     assert AbricotAbsTask(opts(shots=3, seed=7, shot_sampler=sampler)).items()[0].context == ia[0].context
     draws = set()
     for seed in (7, 8, 9, 10):
-        t = AbricotAbsTask(opts(shots=3, seed=seed, shot_sampler=sampler))
+        t = AbricotAbsTask(opts(shots=3, seed=seed, shot_seed=seed, shot_sampler=sampler))
         draws.add(tuple(tuple(x.fields["shot_ids"]) for x in t.items()))
     assert len(draws) > 1
 

@@ -1,5 +1,5 @@
 """`compare --by-id` (API ``by_id=True``): items paired on their id alone, each pair one item scored under two
-contexts. Two fake-backend runs of ABRICOT's paper protocol with two --seed values (the same ids, every item's
+contexts. Two fake-backend runs of ABRICOT's paper protocol with two --shot-seed values (the same ids, every item's
 shots drawn anew) compared item by item, the pairing said in the text, the JSON and every verdict; the refusal
 without it naming the way forward in each door's words; runs that scored the same contexts give the very numbers
 of the default pairing."""
@@ -34,7 +34,7 @@ def invoke(*args):
 
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory):
-    """abricot_inc under its paper protocol (shots drawn per item with --seed), --seed 1, 2 and 3."""
+    """abricot_inc under its paper protocol (shots drawn per item with --shot-seed), --seed and --shot-seed 1, 2, 3."""
     root = tmp_path_factory.mktemp("by-id")
     out = {}
     with pytest.MonkeyPatch.context() as mp:
@@ -43,7 +43,7 @@ def seeds(tmp_path_factory):
         for seed in (1, 2, 3):
             out[seed] = root / f"seed{seed}"
             r = invoke("run", "fake", "--backend", "fake", "--n-ctx", "8192", "--tasks", "abricot_inc", "--protocol",
-                       "paper", "--data", f"abricot={FIXTURE}", "--seed", seed, "--out", out[seed])
+                       "paper", "--data", f"abricot={FIXTURE}", "--seed", seed, "--shot-seed", seed, "--out", out[seed])
             assert r.exit_code == 0, r.output
     return out
 

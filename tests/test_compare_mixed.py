@@ -183,13 +183,13 @@ def test_the_refusal_counts_the_items_that_share_an_id_but_not_the_context(views
 
 
 def test_two_seeds_of_the_seeded_paper_protocol_say_why_they_share_no_item(tmp_path):
-    """ABRICOT's paper protocol draws each item's shots with --seed: two seeds, the same ids, other contexts."""
+    """ABRICOT's paper protocol draws each item's shots with --shot-seed: two seeds, the same ids, other contexts."""
     runs = []
     for seed in (1, 2):
         runs.append(tmp_path / f"seed{seed}")
         r = CliRunner().invoke(cli, ["run", "fake", "--backend", "fake", "--n-ctx", "8192", "--tasks", "abricot_inc",
                                      "--protocol", "paper", "--data", f"abricot={FIXTURE}", "--seed", str(seed),
-                                     "--out", str(runs[-1])], catch_exceptions=False)
+                                     "--shot-seed", str(seed), "--out", str(runs[-1])], catch_exceptions=False)
         assert r.exit_code == 0, r.output
     a, b = ({s.id: s.context for s in load_run(p).task("abricot_inc").samples} for p in runs)
     n = sum(a[i] != b[i] for i in a.keys() & b.keys())

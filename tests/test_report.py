@@ -42,7 +42,7 @@ def runs(tmp_path_factory, discotex_dir) -> dict[str, Path]:
         for label, seed in (("toy-q8", "1234"), ("llama-3.1-8b-q4", "7")):
             r = invoke("run", label, "--backend", "fake", "--tasks", "discotex,abricot", "--data-dir", discotex_dir,
                        "--data", f"abricot={FIXTURE}", "--n-ctx", 8192, "--limit", 12, "--seed", seed,
-                       "--out", root / label)
+                       "--shot-seed", seed, "--out", root / label)
             assert r.exit_code == 0, r.output
             out[label] = root / label
     return out
@@ -179,12 +179,12 @@ def test_published_value_inside_ci(runs):
             assert c.task.endswith("@calamita") and c.comparable
             assert c.inside == (None if lo != lo else lo <= c.published <= hi)  # 12 items: no interval read
             assert words(c) == {True: "inside the 95% CI", False: "outside the 95% CI", None: "no 95% CI"}[c.inside]
-        else:  # --seed 7 drew other shots than the paper's seed 1234: not comparable, never "no"
-            assert c.differences == ("seed 7, published 1234",) and c.inside is None
+        else:  # --shot-seed 7 drew other shots than the paper's seed 1234: not comparable, never "no"
+            assert c.differences == ("shot_seed 7, published 1234",) and c.inside is None
             assert words(c) == "not comparable"
     text = report.render(doc, table="published")
     assert "against the margin" in text and "llama-3.1-8b (paper 3-shot)" in text and "fake backend" in text
-    assert "not comparable: seed 7, published" in " ".join(text.split())
+    assert "not comparable: shot_seed 7, published" in " ".join(text.split())
     assert ("inside the 95% CI" in text) == any(rc.check.inside for rc in checks)  # 12 items: often no interval
     assert "a run held to no verdict: whether the published value is inside its 95% CI" in " ".join(text.split())
     assert report.build(list(runs.values())).checks == ()  # no registry, nothing recorded: no checks

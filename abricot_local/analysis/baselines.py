@@ -30,6 +30,7 @@ from abricot_local.errors import recorded_words, render
 from abricot_local.record import Published, PublishedCheck, Sample, TaskEntry
 from abricot_local.tasks import release
 from abricot_local.tasks.base import Reference, Task
+from abricot_local.tasks.options import as_read
 
 LEVEL90 = 0.90  # the verdict's interval: two one-sided tests at 5%, as compare's equivalence
 DECIMALS = 2  # the published tables (ABRICOT's paper, the CALAMITA leaderboard) give two decimals
@@ -303,7 +304,8 @@ class CICheck:
 def made_otherwise(ref: Reference, entry: TaskEntry) -> tuple[str, ...]:
     """Where a run's task ``entry`` was made otherwise than ``ref``: each setting its protocol fixes that differs (none
     without a protocol), then each data file recorded that is not the release it was made on (tasks/release.py)."""
-    settings = ref.protocol.differences(entry.config) if ref.protocol is not None else ()
+    config = as_read(dict(entry.config), [entry.config])  # one recorded before shot_seed: its shots' seed, its seed
+    settings = ref.protocol.differences(config) if ref.protocol is not None else ()
     return (*settings, *release.differences(ref.release, entry.data))
 
 

@@ -255,6 +255,8 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
     if not names:
         raise ResultsError(f"{where} records no task")
+    run_seed = config.get("random_seed")  # an export's: the run's --seed (lm-eval's own is no seed of a run here)
+    run_seed = run_seed if _exported(configs, names) and isinstance(run_seed, int) and run_seed >= 0 else None
     for lm_task in names:
         if lm_task not in files:
             raise ResultsError(f"lm-eval task {lm_task} has no samples_{lm_task}_{stamp}.jsonl beside {where.name}: "
@@ -266,7 +268,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         if why:
             raise ResultsError(why)
         task, pairs, turn = match_task(lm_task, logged_items(files[lm_task], lm_task), shots,
-                                       seed if seed and seed >= 0 else None, base, chat)
+                                       seed if seed and seed >= 0 else None, base, chat, run_seed)
         matched.append((lm_task, task, pairs))
         turns[lm_task] = turn
     exported = _exported(configs, names)

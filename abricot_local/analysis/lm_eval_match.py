@@ -126,12 +126,14 @@ def _turns(logged: list[Logged], items, most: int = 8) -> list[Turn]:
     return list(out)
 
 
-def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[tuple[str, dict]]:
+def _candidates(lm_task: str, shots: int | None, seed: int | None,
+                run_seed: int | None = None) -> Iterator[tuple[str, dict]]:
     """(task key, TaskOptions fields) of every task instance an lm-eval task may be, the most default first:
     each registered task (those whose name the lm-eval task's contains first) as `run --protocol P` makes
     it under each of its protocols, then with the shots lm-eval gave, then under each prompt variant
     (keyed as `run --prompt-variant V` keys one; :func:`apart` names apart two variants of one task);
-    lm-eval's few-shot seed after the default."""
+    lm-eval's few-shot seed after the default (a task's ``shot_seed`` where it uses one; the run's ``seed`` too, but
+    ``run_seed`` where known: an export's)."""
     from abricot_local.core import DEFAULT_SEED
     from abricot_local.errors import TaskError
     from abricot_local.tasks import all_task_names, task_class
@@ -144,12 +146,14 @@ def _candidates(lm_task: str, shots: int | None, seed: int | None) -> Iterator[t
             except TaskError:  # a broken plugin: no lm-eval task is it (it is named where it is asked for)
                 continue
             keys = [name, *(f"{name}@{p.name}" for p in cls.protocols[1:])]
+            seeds = {"seed": s if run_seed is None else run_seed,
+                     **({"shot_seed": s} if "shot_seed" in cls.uses else {})}
             for n in dict.fromkeys([None, shots]):
                 for key in keys:
-                    yield key, {"shots": n, "seed": s}
+                    yield key, {"shots": n, **seeds}
             for variant in cls.prompt_variants:
                 for n in dict.fromkeys([None, shots]):
-                    yield name, {"prompt_variant": variant, "shots": n, "seed": s}
+                    yield name, {"prompt_variant": variant, "shots": n, **seeds}
 
 
 def apart(matched: list) -> list:
@@ -184,10 +188,11 @@ def _index(items) -> dict[str, list]:
 
 
 def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int | None, base,
-               chat: Chat | None = None) -> tuple[Any, list, Turn | None]:
+               chat: Chat | None = None, run_seed: int | None = None) -> tuple[Any, list, Turn | None]:
     """The tool's task instance whose items hold every logged item (the most default one first), the item of each
     logged one and, under the chat template ``chat``, the turn its items were wrapped in (:func:`wrapped`: whole
-    first, then trimmed); else one ResultsError line saying why none does."""
+    first, then trimmed); else one ResultsError line saying why none does. ``seed``: lm-eval's few-shot seed;
+    ``run_seed``: the run's own --seed where the output records it (an export's)."""
     from abricot_local.tasks import make_task
 
     if not logged:
@@ -196,7 +201,7 @@ def match_task(lm_task: str, logged: list[Logged], shots: int | None, seed: int 
     wanted = Counter(scored_key(x.context, x.continuations) for x in logged)
     if chat is not None:
         base = replace(base, chat_template=True)  # the task's config as the run's with a chat template
-    for key, fields in _candidates(lm_task, shots, seed):
+    for key, fields in _candidates(lm_task, shots, seed, run_seed):
         try:
             task = make_task(key, replace(base, **fields))
             items = task.items()

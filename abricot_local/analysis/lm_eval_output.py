@@ -115,6 +115,12 @@ def own_provenance(record: Record) -> dict:
     return {**prov, "model": record.model.to_dict(), "config": config}
 
 
+def _shot_seed(record: Record, seed: int | None) -> int | None:
+    """lm-eval's ``fewshot_seed`` of a run: the shot seed its tasks record (one for all), else its ``--seed``."""
+    seeds = {e.config.get("shot_seed") for e in record.tasks.values() if "shot_seed" in e.config}
+    return seeds.pop() if len(seeds) == 1 else seed
+
+
 def layout(run) -> tuple[dict, dict[str, list[dict]]]:
     """(the results document, lm-eval task name -> its sample lines) of a finished run (analysis.runs.Run)."""
     record = run.record
@@ -153,7 +159,7 @@ def layout(run) -> tuple[dict, dict[str, list[dict]]]:
         "config": {"model": "abricot-local", "model_args": {"model": model, "backend": record.backend},
                    "abricot_local": own_provenance(record),
                    "model_sha": record.model.sha256, "batch_size": None, "limit": cfg.limit if cfg else None,
-                   "random_seed": seed, "fewshot_seed": seed,
+                   "random_seed": seed, "fewshot_seed": _shot_seed(record, seed),
                    "abricot_local_version": prov.abricot_local if prov else None},
         "git_hash": None,
         "date": datetime.fromisoformat(record.created).timestamp() if record.created else None,

@@ -34,25 +34,25 @@ class Metric:
 
 
 def task_options(config: Mapping[str, Any], where: str | Path | None = None, task: str | None = None,
-                 own: Mapping[str, Any] = MappingProxyType({})):
-    """The tasks.base.TaskOptions of a recorded task, from its config (record.Record.task_config: the
-    run's with the task's own over it; a run's config alone for every task): the one reading of them.
-    A recorded value of the wrong type or range is a ResultsError naming ``where`` (a run's folder or its
-    results.json) and the key: ``tasks.TASK.config.KEY`` for one of the task's own config (``own``), else
-    ``config.KEY``."""
+                 own: Mapping[str, Any] = MappingProxyType({}), owns=()):
+    """The tasks.base.TaskOptions of a recorded task, from its config (record.Record.task_config: the run's with the
+    task's own over it; a run's config alone for every task, ``owns`` the tasks' own): the one reading of them. A
+    recorded value of the wrong type or range is a ResultsError naming ``where`` (a run's folder or its results.json)
+    and the key: ``tasks.TASK.config.KEY`` for one of the task's own config (``own``), else ``config.KEY``."""
     from abricot_local.tasks.base import TaskOptions
 
     if where is not None and Path(where).name != RESULTS:
         where = Path(where) / RESULTS
     return TaskOptions.from_config(dict(config), where=None if where is None else str(where),
-                                   at=lambda key: f"tasks.{task}.config" if task and key in own else "config")
+                                   at=lambda key: f"tasks.{task}.config" if task and key in own else "config",
+                                   owns=[own] if task else owns)
 
 
 def options_of(record: Record, task: str | None = None, where: str | Path | None = None):
     """The task options ``record`` ran ``task`` with (None: the run's, before any task's own); ``where``:
     the run's folder, named by an error."""
     if task is None:
-        return task_options(record.config_dict(), where)
+        return task_options(record.config_dict(), where, owns=[e.config for e in record.tasks.values()])
     return task_options(record.task_config(task), where, task, record.tasks[task].config)
 
 

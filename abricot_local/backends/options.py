@@ -32,7 +32,8 @@ def seed_option(**role):
     """The seed's field, declared here once for the two classes that hold it: its default, range and help.
     ``TaskOptions.seed`` is the flag (--seed) and what a run records; ``ScoringOptions.seed`` is set from it
     (``flag=False``: a second --seed flag, or the seed recorded twice, is what one field in both would make)."""
-    return option(DEFAULT_SEED, "Seed for item construction, shots and bootstrap.", min=0, max=MAX_SEED, **role)
+    return option(DEFAULT_SEED, "Seed for item construction, --sample and bootstrap; shots too where neither "
+                  "--shot-seed nor the protocol sets theirs.", min=0, max=MAX_SEED, **role)
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class Model(Section):
 @dataclass(frozen=True, kw_only=True)
 class RunConfig(Section):
     """Every option that can change a number (`config`, and `manifest.config`). Other keys: the task
-    options (`shots`, `prompt_variant`, `chat_template`) and the backend's options (llama.cpp: `n_ctx`,
+    options (`shots`, `prompt_variant`, `chat_template`, `shot_seed`...) and the backend's options (llama.cpp: `n_ctx`,
     `n_batch`, `n_gpu_layers`, `flash_attn`, `engine`, ...; the fake backend: `n_ctx`, `n_batch`, `engine`)."""
 
     model: str | None = spec("the alias, else the model path, else the label (fake backend)", default=None)
@@ -82,7 +82,7 @@ class RunConfig(Section):
     limit: int | None = spec("`--limit` (`null`: every item)", default=None)
     sample: int | None = spec("`--sample` (`null`: every item)", default=None)
     shard: str | None = spec("`--shard K/N`; absent for an unsharded (or merged) run", default=None, write="set")
-    seed: int | None = spec("`--seed`: shots, distractors, `--sample` and the bootstrap", default=None)
+    seed: int | None = spec("`--seed`: distractors, `--sample`, bootstrap (shots: `tasks.*.config.shot_seed`)", default=None)
     until_settled: bool | None = spec("`--until-settled`: the run stopped at the first look where every verdict it "
                                       "waited for was settled (`sample`: the items it scored; not in "
                                       "`manifest.config`: a `--resume` compares `sample`)", default=None, write="set")

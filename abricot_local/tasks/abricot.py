@@ -5,7 +5,8 @@ Prompts are byte-exact to the published text (variant ``paper``, with its typos,
 its protocol (``PAPER_PROTOCOL``, ``CALAMITA_PROTOCOL``: docs/protocols.md, "The two
 protocols"); the paper's is the default. Shots (sampler ``lm-eval``, lm-eval's default
 ``--num_fewshot K``): for every item of the release, in file order, ``Random(seed).sample`` of
-K+1 rows, the item itself dropped, the first K kept (tasks/fewshot.py): drawn for all items,
+K+1 rows, the item itself dropped, the first K kept (tasks/fewshot.py), ``seed`` the shot seed (``--shot-seed``,
+else the protocol's: the paper's 1234, else ``--seed``): drawn for all items,
 then selected, so an item's shots never depend on --sample, --limit, --shard, order or resume.
 Sampler ``shared`` (no published source's): one draw of K shots for every item (an item that
 is itself a shot gets the next drawn row in its place), so every item shares its shots.
@@ -63,7 +64,7 @@ SAMPLERS = ("lm-eval", "shared")
 PAPER, CALAMITA = "paper 3-shot", "CALAMITA leaderboard"
 PAPER_PROTOCOL = Protocol(
     "paper", PAPER,
-    (("prompt_variant", "paper"), ("shots", 3), ("shot_sampler", "lm-eval"), ("seed", LM_EVAL_SEED),
+    (("prompt_variant", "paper"), ("shots", 3), ("shot_sampler", "lm-eval"), ("shot_seed", LM_EVAL_SEED),
      ("chat_template", False)),
     precision="",
     facts="the authors' lm-eval v0.4.4 fork (gpucce/lm-evaluation-harness@4d8bb2d6, branch add_abricot), "
@@ -117,7 +118,7 @@ class AbricotTask(Task):
         release=(RELEASE_SHA256,),  # both sources' rows were made on it (docs/protocols.md)
     )
     kind = "abs"
-    uses = ("shots", "prompt_variant", "protocol", "shot_sampler")
+    uses = ("shots", "prompt_variant", "protocol", "shot_sampler", "shot_seed")
     prompt_variants = ("paper", "calamita")
     choices = {"shot_sampler": SAMPLERS}
 
@@ -132,12 +133,13 @@ class AbricotTask(Task):
         self.sampler = self.setting("shot_sampler", options.shot_sampler, "lm-eval")
         if self.sampler not in SAMPLERS:
             raise TaskError(f"unknown shot sampler {self.sampler!r}; use {' or '.join(SAMPLERS)}")
+        self.shot_seed = self.setting("shot_seed", options.shot_seed, options.seed)  # the draws' seed alone
         self._warnings: list[str] = []
         self._rows: list[Row] | None = None
 
     def settings(self) -> dict:
         return {"prompt_variant": self.variant, "shots": self.shots, "shot_sampler": self.sampler,
-                "seed": self.options.seed, "chat_template": self.options.chat_template}
+                "shot_seed": self.shot_seed, "seed": self.options.seed, "chat_template": self.options.chat_template}
 
     def _load(self) -> list[Row]:
         if self._rows is None:
@@ -168,7 +170,7 @@ class AbricotTask(Task):
         rows = self._load()
         if not self.shots or self.sampler != "shared":
             return [], None
-        order = list(np.random.default_rng(self.options.seed).permutation(len(rows)))
+        order = list(np.random.default_rng(self.shot_seed).permutation(len(rows)))
         return [rows[k] for k in order[: self.shots]], rows[order[self.shots]]
 
     def _shots_of(self, rows: list[Row]) -> list[list[Row]]:
@@ -176,7 +178,7 @@ class AbricotTask(Task):
         if self.sampler == "shared":
             shots, spare = self._shot_draw()
             return [[spare if s.id == row.id else s for s in shots] for row in rows]
-        draws = lm_eval_draws(len(rows), len(rows), self.shots, seed=self.options.seed, same_split=True)
+        draws = lm_eval_draws(len(rows), len(rows), self.shots, seed=self.shot_seed, same_split=True)
         return [[rows[j] for j in draw] for draw in draws]
 
     def mean(self, row: Row) -> float:

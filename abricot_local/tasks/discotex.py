@@ -12,8 +12,8 @@ ITA-Bench's YAML as lm-eval renders it. The description comes first, then the sh
 item's prompt; each shot is its prompt, " ", its gold letter and a blank line (lm-eval's
 target and few-shot delimiters). ``--shots K`` (default 0) draws each item's shots from the
 train split as lm-eval's default sampler does when the pool is not the evaluated split
-(:func:`fewshot.lm_eval_draws`, seed 1234), for every item in order: an item's shots never
-depend on --sample, --limit, --shard, the order or a resume.
+(:func:`fewshot.lm_eval_draws`, seed ``--shot-seed``, default 1234, lm-eval's, never ``--seed``), for
+every item in order: an item's shots never depend on --sample, --limit, --shard, the order or a resume.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def pull(folder: Path) -> list[Path]:
     return fetch.download_files(release_files(), folder)
 
 
-_BUILT: dict = {}  # (source kind, each file's identity, seed, shots, variant) -> items, notes, pool size, sources
+_BUILT: dict = {}  # (source kind, files' identity, seed, shots, variant, shot seed) -> items, notes, pool size, sources
 _BUILT_MAX = 8  # a process keeps the items of a few settings (1,600 items each)
 
 
@@ -139,7 +139,7 @@ class DiscotexTask(Task):
     margins = {"accuracy": 0.02, "binary_accuracy": 0.02}
     figures = (Figure("confusion", metric="accuracy"),)
     sample_fields = {"class": int}  # 0: no continuation is right (gold E), 1: one is (binary_accuracy reads it)
-    uses = ("shots", "prompt_variant")
+    uses = ("shots", "prompt_variant", "shot_seed")
     prompt_variants = tuple(WORDINGS)
     chars_per_token = {"gemma3": 4.01, "gpt-2": 2.796, "llama-bpe": 3.497, "llama-spm": 3.269, "phi-3": 3.269,
                        "qwen2": 3.475, "smollm": 2.805}
@@ -159,6 +159,7 @@ class DiscotexTask(Task):
         self.shots = 0 if options.shots is None else options.shots
         if self.shots < 0:
             raise TaskError(f"{opt('shots')} must be 0 or more")
+        self.shot_seed = LM_EVAL_SEED if options.shot_seed is None else options.shot_seed  # never --seed's
         self._source: Source | None = None
         self._source_notes: list[str] = []  # why the published rows were not used
         self._notes: list[str] = []  # files not byte for byte the release
@@ -276,7 +277,7 @@ class DiscotexTask(Task):
             return list(self._items)
         src = self.source()
         key = (src.kind, tuple(_identity(f) for f in (*src.test, *src.train)), self.options.seed, self.shots,
-               self.variant)
+               self.variant, self.shot_seed)
         if key in _BUILT:  # the same files, unchanged, and the same options: the same items (a session's runs)
             self._items, notes, self._pool_size, sources = _BUILT[key]
             self._notes = list(notes)
@@ -291,7 +292,7 @@ class DiscotexTask(Task):
             return (a.text, a.choices, a.label) == (b.text, b.choices, b.label)
 
         try:
-            draws = lm_eval_draws(len(rows), len(pool), self.shots, seed=LM_EVAL_SEED, same_split=False, same=same)
+            draws = lm_eval_draws(len(rows), len(pool), self.shots, seed=self.shot_seed, same_split=False, same=same)
         except TaskError as err:
             raise TaskError(f"discotex: {err.raw()}") from None
         description = self.wording.description
@@ -336,7 +337,7 @@ class DiscotexTask(Task):
                     f"{TRAIN[0]} only (TED; the Wikipedia train file has no pinned hash), rebuilt as the test items are")
             out |= {"shot_pool": f"{pool}, {self._pool_size} rows",
                     "shot_sampler": "lm-eval's default: per item in order, random.Random(seed).sample(pool, K)",
-                    "shot_seed": LM_EVAL_SEED}
+                    "shot_seed": self.shot_seed}
         return out
 
     def metric_inputs(self, samples: Sequence[Sample]) -> tuple[MetricInput, ...]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from abricot_local.backends.options import seed_option
+from abricot_local.core import MAX_SEED
 from abricot_local.errors import UsageError, opt
 from abricot_local.option_fields import option, recorded, settle, specs, validate
 
@@ -126,6 +127,12 @@ class TaskOptions:
         None, "lm-eval: each item its own shots, as lm-eval draws them (the published protocols'); shared: one "
         "draw for every item (a shared prefix: cheaper, no source's). Default: lm-eval.", record="always",
         per_task=True, declared_choices=True)
+    shot_seed: int | None = option(
+        None, "Seed of the few-shot draws alone (lm-eval's fewshot_random_seed: which rows are each item's shots), "
+        "apart from the run's seed (the items a sample draws, the bootstrap). Default: the protocol's (ABRICOT's "
+        "paper: 1234, lm-eval's default), else the task's own (ABRICOT: the run's seed; DISCOTEX: 1234).", min=0,
+        max=MAX_SEED,
+        default_text="the protocol's, else the task's", record="if_set", per_task=True)
     allow_download: bool = option(True, internal=True)
 
     def __post_init__(self) -> None:
@@ -142,14 +149,16 @@ class TaskOptions:
 
     @classmethod
     def from_config(cls, config: dict, *, data: tuple[tuple[str, str], ...] = (), allow_download: bool = False,
-                    where: str | None = None, at=None) -> "TaskOptions":
-        """The options of a recorded run (its config, a task's config over the run's). A recorded value of
+                    where: str | None = None, at=None, owns=()) -> "TaskOptions":
+        """The options of a recorded run (its config, a task's config over the run's; ``owns``: the tasks' own
+        configs, or the task's, read by :func:`as_read`). A recorded value of
         another type than its field's, or outside its choices or range, is a :class:`ResultsError` naming
         ``where`` (the run's results.json) and the key under ``at`` (record.codec.check_options: ``config``)."""
         from abricot_local.errors import NONE, Namer, ResultsError, render
         from abricot_local.record.codec import Invalid, check_options
 
         recorded_keys = [s.name for s in specs(cls) if s.record]
+        config = as_read(config, owns)
         values = {k: config.get(k) for k in recorded_keys}
         at = at or "config"
         head = f"{where} is malformed" if where else "a recorded run's config is malformed"
@@ -163,3 +172,24 @@ class TaskOptions:
                 return f"{at(name) if callable(at) else at}.{name}"
             raise ResultsError(f"{head}: {render(err.raw(), Namer(key))}") from None
         return replace(options, data=data) if data else options
+
+
+def as_read(config: dict, owns) -> dict:
+    """A recorded config (a run's, or a task's: the run's with its own over it) as this version reads it, ``owns`` the
+    tasks' own configs (the task's alone for a task's): a run recorded before ``shot_seed`` was an option (no
+    ``shot_seed``) whose tasks drew any shots with their ``seed`` (shots recorded, no ``shot_seed`` of their own:
+    ABRICOT's; DISCOTEX recorded its own with shots), one seed for all and none recording another, is read as given
+    that seed.
+    The one rule every reader of recorded settings follows: a task rebuilt (check, merge, kld) draws its shots as the
+    run did; its published verdict (analysis.baselines) holds that seed to the protocol's."""
+    if "shot_seed" in config:
+        return config
+    owns = [dict(o) for o in owns]
+    drawn = {o["seed"] for o in owns if "shot_seed" not in o and _whole(o.get("shots")) and _whole(o.get("seed"))}
+    if len(drawn) != 1 or any(o["shot_seed"] not in drawn for o in owns if "shot_seed" in o):
+        return config
+    return {**config, "shot_seed": drawn.pop()}
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
