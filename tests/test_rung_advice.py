@@ -111,6 +111,9 @@ def test_a_file_ladder_s_base_is_its_names_less_the_quant_tag():
     assert strip_quant("gemma-3-270m-it-Q4_K_M") == "gemma-3-270m-it"
     assert strip_quant("model-Q8_0-extra") == "model-extra"  # a tag inside the name: one separator left
     assert strip_quant("Qwen2.5-0.5B-Instruct.Q4_K_M") == "Qwen2.5-0.5B-Instruct"
+    # a tag the name still ends with goes too: a Q8_0 made from model-f16 is the same model's rung as model-f16
+    assert strip_quant("model-f16-q8_0") == strip_quant("model-f16") == "model"
+    assert strip_quant("f16") == "f16"  # a name that is only a tag stays
 
 
 def test_a_file_given_with_quants_names_the_models_toml_quantize_wrote_beside_it(source):

@@ -167,15 +167,19 @@ def quant_of(text: str) -> str:
 
 def strip_quant(name: str) -> str:
     """The name without its quant tag (:func:`quant_of`'s: the last one) and the separators around it, one kept
-    between the parts it joined: another tag stays, part of the model's name (quantize's requantized ladder
-    ``x-q4_1-dequantized-f16`` is ``x-q4_1-dequantized``'s F16 rung)."""
+    between the parts it joined, then any tags the name still ends with (``model-f16-q8_0``, a Q8_0 made from
+    ``model-f16``, is ``model``'s rung, as ``model-f16`` is): a tag inside the name stays, part of the model's name
+    (quantize's requantized ladder ``x-q4_1-dequantized-f16`` is ``x-q4_1-dequantized``'s F16 rung)."""
     found = list(_QUANT_RE.finditer(name))
     if not found:
         return name.strip("-_. ") or name
     head, tail = name[:found[-1].start()], name[found[-1].end():]
     left, right = head.rstrip("-_. "), tail.lstrip("-_. ")
     joint = (head[len(left):] or tail[:len(tail) - len(right)])[:1] if left and right else ""
-    return (left + joint + right).strip("-_. ") or name
+    out = (left + joint + right).strip("-_. ")
+    while (last := list(_QUANT_RE.finditer(out))) and last[-1].end() == len(out) and last[-1].start() > 0:
+        out = out[:last[-1].start()].rstrip("-_. ")  # a tag the stripped name still ends with
+    return out or name
 
 
 def header_quant(path: Path) -> str:
