@@ -39,14 +39,35 @@ def _one_door(key: str, a: Run, va: Any, b: Run, vb: Any) -> bool:
     return lm_eval_only(key) and any(v is None and not r.lm_eval and o.lm_eval for r, v, o in ((a, va, b), (b, vb, a)))
 
 
+PER_TASK = ("config", "version", "prompt_hash", "data_sha256")  # record.settings.settings' own of each task
+RECORDED_KEY = "recorded_key"  # TASK.recorded_key: the key a run recorded the instance compared as TASK under
+
+
+def compared_settings(run: Run) -> dict[str, Any]:
+    """``run``'s recorded settings (Run.settings) as a comparison reads them: each task instance's under the key it is
+    compared under (RunTask.name: alignment.align's, matching.paired_by_id's pairing), not the key the run recorded
+    (RunTask.own_key), which ``TASK.recorded_key`` says, first among the instance's settings. The one place the
+    pairing renames a run's settings, for every reader (compare's table, its JSON, the page, the API)."""
+    named = {t.own_key: t.name for t in run.run_tasks}
+    out: dict[str, Any] = {}
+    for key, value in run.settings.items():
+        own, _, rest = key.partition(".")
+        if own in named and rest.split(".", 1)[0] in PER_TASK:
+            out.setdefault(f"{named[own]}.{RECORDED_KEY}", own)
+            key = f"{named[own]}.{rest}"
+        out[key] = value
+    return out
+
+
 def _settings(a: Run, b: Run) -> list[tuple[SettingDiff, bool]]:
     """Each setting recorded otherwise, with whether only one side's door can record it; a provenance key that
-    repeats a differing config key with the same values is left out."""
-    sa, sb = a.settings, b.settings
+    repeats a differing config key with the same values is left out, and the key a run recorded an instance
+    under is said only where the other run holds the instance under another key (compared together)."""
+    sa, sb = compared_settings(a), compared_settings(b)
     out = []
     for key in dict.fromkeys([*sa, *sb]):
         va, vb = sa.get(key), sb.get(key)
-        if va == vb:
+        if va == vb or (key.endswith(f".{RECORDED_KEY}") and None in (va, vb)):
             continue
         leaf = key.rsplit(".", 1)[-1]
         if "." in key and leaf != key and (sa.get(leaf), sb.get(leaf)) == (va, vb):

@@ -59,11 +59,12 @@ def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quan
 
 
 def _run_command(ladder) -> str:
-    """The `run --quants` command line over a made ladder's rungs (models.quantize.Ladder)."""
+    """The `run --quants` command line over the whole ladder its models.toml lists (models.quantize.Ladder.ladder:
+    the rungs of earlier calls too, the reference first)."""
     from abricot_local.cache import shown
 
-    quants = ",".join(r.quant for r in ladder.rungs)
-    return (f"abricot-local run {ladder.alias(ladder.rungs[0].quant)} --quants {quants} --models "
+    rungs = ladder.ladder or tuple(r.quant for r in ladder.rungs)
+    return (f"abricot-local run {ladder.alias(rungs[0])} --quants {','.join(rungs)} --models "
             f"{shown(ladder.fragment)} --tasks TASKS")
 
 

@@ -62,9 +62,24 @@ class Ladder:
     requantized: bool  # the reference is a dequantized quant
     rungs: tuple[Rung, ...]
     fragment: Path  # the models.toml beside the rungs
+    ladder: tuple[str, ...] = ()  # every rung of ``base`` its models.toml lists, the reference first (:func:`listed`)
 
     def alias(self, quant: str) -> str:
         return alias_of(self.base, quant)
+
+
+def listed(entries: dict, base: str, folder: Path) -> tuple[str, ...]:
+    """The quants of ``base`` that a ladder's models.toml (``entries``) lists with their file in ``folder``: its
+    whole ladder, made by this call or an earlier one (what `run --quants` runs, so a rung added later joins the
+    ladder's runs), the reference first (gguf.file.highest_precision: F16 in a requantized ladder), then as listed."""
+    from abricot_local.gguf.file import highest_precision
+
+    quants = list(dict.fromkeys(str(e.get("quant", "")) for e in entries.values() if e.get("base") == base
+                                and e.get("quant") and (folder / str(e.get("path", ""))).is_file()))
+    if not quants:
+        return ()
+    first = quants.pop(highest_precision(quants))
+    return (first, *quants)
 
 
 def alias_of(base: str, quant: str) -> str:
@@ -249,7 +264,7 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
     except BaseException:  # refused, failed or stopped: the folders this call made go, where it left them empty
         _remove_empty(made)
         raise
-    return replace(ladder, rungs=tuple(rungs))
+    return replace(ladder, rungs=tuple(rungs), ladder=listed(entries, base, folder))
 
 
 def _remove_empty(made: Sequence[Path]) -> None:

@@ -9,7 +9,7 @@ command (nor its options)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -148,19 +148,24 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) 
         return _one_runs_shards(folder, known, others)
     if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
         return _sweep(folder, known, others, given, out)
-    groups: list[list[Found]] = []  # the shards of one run together; other runs by their model
-    for d, m in known:
-        group = next((g for g in groups if _one_run(g[0][1], m) or not (m.config.shard or g[0][1].config.shard)
-                      and g[0][1].config.model == m.config.model), None)
+    sets = shard_sets(known, [d for d, _ in known])  # the shards of one run together, in shard order
+    groups: list[list[Found]] = [list(s.shards) for s in sets]  # then other runs by their model
+    for d, m in (f for f in known if not f[1].config.shard):
+        group = next((g for g in groups if not g[0][1].config.shard and g[0][1].config.model == m.config.model), None)
         if group is None:
             groups.append([(d, m)])
         else:
             group.append((d, m))
+    groups.sort(key=lambda g: min(known.index(f) for f in g))  # as the folder holds them
     parts = [(f"shard(s) {', '.join(m.config.shard for _, m in g)} of a run of {g[0][1].config.model or '?'}"
               if g[0][1].config.shard else f"run(s) of {g[0][1].config.model or '?'}, not sharded")
              + f" ({', '.join(d.name for d, _ in g)})" for g in groups]
     unread = [d.name for d, m in read if m is None]
     parts += [f"run folder(s) whose record cannot be read ({', '.join(unread)})"] if unread else []
+    whole = [s for s in sets if s.whole]
+    if len(whole) == 1:  # the one run they make whole: its merge (runs' listed says it alike)
+        merged = f" (already merged into {whole[0].into})" if whole[0].into is not None else ""
+        return f"{folder} holds runs, not a shard: {'; '.join(parts)}: merge {whole[0].folders}{merged}"
     return f"{folder} holds runs, not a shard: {'; '.join(parts)}: give the folders of the shards of one run"
 
 
@@ -265,31 +270,62 @@ def _new_folder(path: Path) -> Path:
     return found
 
 
+@dataclass(frozen=True)
+class ShardSet:
+    """The shards of one run among the folders looked at, in shard order: those of its N not there, those there
+    twice, and the run among the folders merged from exactly these (None: none)."""
+
+    shards: tuple[Found, ...]
+    missing: tuple[str, ...]
+    twice: tuple[str, ...]
+    into: Path | None
+
+    @property
+    def whole(self) -> bool:
+        """Every shard of its run there, once: merge joins them."""
+        return not self.missing and not self.twice
+
+    @property
+    def folders(self) -> str:
+        return " ".join(str(d) for d, _ in self.shards)
+
+
+def shard_sets(found: Sequence[Found], folders: Sequence[Path]) -> list[ShardSet]:
+    """The shards among ``found`` run by run (each in shard order, the runs as ``found`` first holds them), each
+    with what it lacks and the run among ``folders`` merged from it: what `runs` lists under its runs (:func:`listed`)
+    and what `merge` says of a folder that holds runs (:func:`holds_runs`), one reading for both."""
+    found = [f for f in found if f[1].config.shard]
+    merged = {tuple(sorted(_key(Path(p)) for p in run.provenance.merged_from)): d
+              for d, run in ((d, _record(d)) for d in folders) if run is not None and run.provenance is not None
+              and run.provenance.merged_from} if found else {}
+    out: list[ShardSet] = []
+    while found:
+        group = _shards_of(found[0][1], found)
+        found = [f for f in found if f not in group]
+        missing, twice = _lacks(group)
+        out.append(ShardSet(tuple(group), tuple(missing), tuple(twice),
+                            merged.get(tuple(sorted(_key(d) for d, _ in group)))))
+    return out
+
+
 def listed(folders: Sequence[Path], command) -> list[str]:
     """What `runs` says under its list of the shards among the complete runs ``folders``: each run's shards, with
     the merge that joins them (``command(folders, out)``: the door's words for it) where every one is there once
     and no run listed was merged from them, else which shards of it are not there (or there twice)."""
-    found = [(d, m) for d in folders if (m := recorded(d)) is not None and m.config.shard]
-    merged = {tuple(sorted(_key(Path(p)) for p in run.provenance.merged_from)): d
-              for d, run in ((d, _record(d)) for d in folders) if run is not None and run.provenance is not None
-              and run.provenance.merged_from}
     out: list[str] = []
-    while found:
-        group = _shards_of(found[0][1], found)
-        found = [f for f in found if f not in group]
-        names = ", ".join(str(d) for d, _ in group)
-        missing, twice = _lacks(group)
-        into = merged.get(tuple(sorted(_key(d) for d, _ in group)))
-        if into is not None:
-            out.append(f"{names}: the shards of one run, merged into {into}")
-        elif missing or twice:
-            said = [f"shard(s) {', '.join(missing)} not here"] if missing else []
-            said += [f"shard {t} here twice" for t in twice]
+    for s in shard_sets([(d, m) for d in folders if (m := recorded(d)) is not None], folders):
+        names = ", ".join(str(d) for d, _ in s.shards)
+        if s.into is not None:
+            out.append(f"{names}: the shards of one run, merged into {s.into}")
+        elif not s.whole:
+            said = [f"shard(s) {', '.join(s.missing)} not here"] if s.missing else []
+            said += [f"shard {t} here twice" for t in s.twice]
             out.append(f"{names}: shards of one run; {'; '.join(said)}: merge takes each of its shards once")
         else:
-            where = _new_folder(group[0][0].parent / "merged")
-            out.append(f"{names}: the shards of one run; merge them:\n  {command([d for d, _ in group], where)}")
+            where = _new_folder(s.shards[0][0].parent / "merged")
+            out.append(f"{names}: the shards of one run; merge them:\n  {command([d for d, _ in s.shards], where)}")
     return out
+
 
 def _record(folder: Path):
     from abricot_local.record import read_record
