@@ -2,7 +2,7 @@
 refused only after its F16 rung had been scored in full). A sweep's plan holds every model file that is here to its
 models.toml pin (run.plan.make_plan: a ladder, an --until-settled ladder, a list of models), so its first plan names
 the entry to fix, as the late refusal does; the hash is remembered, so each later check reads nothing more. A dry
-run hashes nothing: a hash remembered from an earlier run that contradicts the pin is that model's row."""
+run hashes nothing: a hash remembered from an earlier run that contradicts the pin refuses the sweep, as its run does."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_the_dry_run_hashes_nothing_and_says_a_remembered_hash_against_the_pin(t
     assert [hashing.remembered(f) for f in files] == [None, None]
     hashing.sha256_file(files[1])  # hashed by an earlier run: remembered
     r = CliRunner().invoke(cli, args)
-    assert r.exit_code == 0 and hashing.remembered(files[0]) is None, r.output
-    assert "t-q8 cannot be planned: model 't-q8': sha256" in " ".join(r.output.split()), r.output
+    assert r.exit_code == 2 and hashing.remembered(files[0]) is None, r.output  # the sweep refused, as its run is
+    assert "error: model 't-q8': sha256 mismatch" in r.output and "cannot be planned" not in r.output, r.output
     r = CliRunner().invoke(cli, args[:1] + ["t-q8"] + args[4:])  # one model: refused, as its run is
     assert r.exit_code == 2 and "sha256 mismatch" in r.output and f"[t-q8] in {toml}" in r.output, r.output

@@ -23,7 +23,7 @@ from abricot_local.models.locate import locate
 from abricot_local.models.sources import held_to_pins
 from abricot_local.record import DataFile, Manifest, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
-from abricot_local.run.resume import finished_in
+from abricot_local.run.resume import finished_in, sweep_skips
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
@@ -144,7 +144,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     try:
         located = located or _located(r, model or r.models[0], dry=dry, notify=notify, fresh=fresh)
     except AbricotError as err:
-        if not (dry and keep_going):
+        if not (dry and keep_going) or isinstance(err, PinsRefused):  # a wrong pin: the sweep's refusal, dry or not
             raise
         name, kind = model or r.models[0], r.given.backend
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
@@ -163,7 +163,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref = located.ready(options, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
     with hashing.afresh(fresh):  # the data's SHA-256, from the bytes on a --resume (its model's: located.ready)
-        data = {} if dry else {t.task.key: held.tasks[t.task.key].data if t.problem else  # held: its record's
+        data = {} if dry else {t.task.key: (held.tasks[t.task.key].data if t.task.key in held.tasks else ())
+                               if t.problem else  # held: its record's (a task it lacks: none; its options refused)
                                tuple(DataFile(path=os.path.abspath(f.path), sha256=f.sha256)
                                      for f in t.task.data_files()) for t in runs}  # absolute: `check`
         # finds them from any folder (made absolute without following a symlink: the path as the run named it)
@@ -172,22 +173,23 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
 
 
 def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
-    """``model`` of request ``r`` located (models.locate.locate, nothing fetched); in a sweep's plan (not ``dry``)
-    every model of the sweep too, each file here held to its models.toml pins (sources.held_to_pins: the check its
-    fetch makes; the hash remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan
-    refuses a wrong pin, naming its entry, before the sweep scores its first item, not after the models before it
-    ran. A dry plan holds its model's file to its pin only where its hash is remembered (nothing read to hash it). A
-    model of the sweep that cannot be located is left to its own plan, one to download to its download; every wrong
-    pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
+    """``model`` of request ``r`` located (models.locate.locate, nothing fetched); in a sweep's plan every model of the
+    sweep too, each file here held to its models.toml pins (sources.held_to_pins: the check its fetch makes; the hash
+    remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
+    naming its entry, before the sweep scores its first item, not after the models before it ran. A dry plan holds a
+    file to its pin only where its hash is remembered (nothing read to hash it), a dry sweep's every model's too: it
+    refuses the sweep as its run will. A model the sweep skips is held to nothing (run.resume.sweep_skips: with
+    --resume, a finished run the sweep never plans). A model of the sweep that cannot be located is left to its own
+    plan, one to download to its download; every wrong pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
     wrong: list[IntegrityError] = []
     found = None
-    for name in dict.fromkeys((model, *(r.models if r.sweep and not dry else ()))):  # its own first: its errors
+    for name in dict.fromkeys((model, *(r.models if r.sweep else ()))):  # its own first: its errors
         own = name == model
         try:
             here = locate(name, backend=r.given.backend, models_file=r.models_file, registry=r.registry,
                           model_dirs=r.model_dirs, notify=notify if own and not dry else None, fresh=fresh and own,
                           digest=own and not dry)
-            if here.path is not None and (dry or r.sweep):  # a registry entry's file, here
+            if here.path is not None and (dry or r.sweep) and not sweep_skips(r, name):  # a registry entry's file
                 held_to_pins(here.spec, fresh=fresh and own, remembered=dry)
         except IntegrityError as err:
             wrong.append(err)
@@ -197,7 +199,7 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
                 raise
             continue
         found = here if own else found
-    if wrong and r.sweep and not dry:
+    if wrong and r.sweep:
         raise PinsRefused("\n".join(err.raw() for err in wrong))
     if wrong:
         raise wrong[0]

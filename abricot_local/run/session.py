@@ -17,7 +17,7 @@ from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
-from abricot_local.run.resume import grows, remargined, without_data
+from abricot_local.run.resume import grows, remargined, sweep_skips, without_data
 
 
 class Interrupted(KeyboardInterrupt):
@@ -309,17 +309,16 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
 def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
     (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
-    request's --sample grows it or its --margin is another than the recorded one (run.run_folder.rejudged). A
-    models.toml pin a plan refuses (run.plan.PinsRefused: the sweep's first plan holds every model's, before any item)
-    ends it."""
+    request's --sample grows it or its --margin is another than the recorded one (run.resume.sweep_skips). A
+    models.toml pin of a model it plans that is wrong (run.plan.PinsRefused: its first plan holds every model's it
+    plans, before any item; not one it skips) ends it."""
     from abricot_local.run.plan import PinsRefused
 
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
-        if request.resume and not folder.is_symlink() and (folder / RESULTS).exists() and \
-                not _larger(folder, request.sample) and request.margin is None:  # (a link: run_model refuses it;
-            # a --margin: run_model judges a finished run's verdict again, or not)
+        if request.resume and \
+                sweep_skips(request, model):  # its finished run (run.resume: a link or a --margin, run_model's)
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
@@ -333,17 +332,6 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
             yield Step(model, None, failed=err.raw())
             continue
         yield Step(model, folder, done)
-
-
-def _larger(folder: Path, sample: int | None) -> bool:
-    """Whether ``sample`` is more than the --sample of the finished run in ``folder`` (run_one grows it)."""
-    from abricot_local.record import read_run
-
-    try:
-        recorded = getattr(read_run(folder).config, "sample", None)
-    except AbricotError:
-        return False
-    return sample is not None and recorded is not None and sample > recorded
 
 
 def _tidy(folder: Path) -> None:

@@ -31,6 +31,7 @@ from abricot_local.analysis.settled import record_of
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import Record, Sample
 from abricot_local.record.schema import Settle
+from abricot_local.tasks import release
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
 from abricot_local.run.settle_record import (earlier_in, grow_instead, record_in, refuse_said_looks, restored, stopped, taken,
@@ -90,7 +91,7 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
 def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
     """Why no task of ``plan`` has a verdict to wait for: no row reproduced, the run's tasks have no published row at
     all (said plainly: no registry entry can give them one; a rung's ``pairs`` wait for none), or the rows reproduced
-    are not made as the run makes its tasks."""
+    are not made as the run makes its tasks (its data that is not the release named: tasks/release.py's rule)."""
     bare = [] if pairs else [r.task.key for r in plan.runs if not baselines.all_references((r.task.key,))]
     none = f"{', '.join(bare)} {'has' if len(bare) == 1 else 'have'} no published row at all"
     if bare and len(bare) == len(plan.runs):
@@ -98,8 +99,10 @@ def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
                 f"{opt('sample', 'N')} scores a fixed number of items")
     if not plan.reproduces:
         return "the model's registry entry reproduces no published row (models.toml `reproduces`)"
+    data = [n for r in plan.runs for n in release.notes(r.task, plan.data.get(r.task.key, ()))]  # (tasks/release.py)
     return (f"the model's registry entry reproduces {plan.reproduces}, but no row of it was made as this run's "
-            "tasks are (their protocols and settings), or none is run here" + (f" ({none})" if bare else ""))
+            f"tasks are (their protocols and settings{', and data' if data else ''}), or none is run here" +
+            (f" ({none})" if bare else "") + "".join(f"; {n}" for n in data))
 
 
 def stages_of(plan, pairs: Pairs | None = None):
@@ -266,9 +269,13 @@ def costed(plan, model, pairs: Pairs | None = None):
     """A dry_plan.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
     items: its work in proportion) and where its rule would stop if each published value were true
     (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
+    from abricot_local.record.schema import DataFile
     from abricot_local.run.cost import with_items
 
-    rule = rule_of(replace(plan, runs=tuple(r for r in plan.runs if not r.problem)), pairs)
+    runs = tuple(r for r in plan.runs if not r.problem)  # a dry plan's data hashed as the run hashes it (a task's
+    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
+                         for r in runs}  # data_files: small, hashed once), so a row on data not the release is not
+    rule = rule_of(replace(plan, runs=runs, data=data), pairs)  # waited for, as in the run (tasks/release.py)
     tasks = []
     for t in model.tasks:
         r = rule.rules.get(t.task)

@@ -119,8 +119,8 @@ def _kept(tasks: list[Task], limit: int | None, sample: int | None, shard, count
           given: bool = False, held: Record | None = None) -> list[TaskRun]:
     """:func:`prepare` of each of ``tasks``, one whose data is not here kept with its problem (no items); ``given``
     (a dry plan's --tasks): one whose data was given and is not there is refused, as the run refuses it; ``held``
-    (select's): one the finished run does not record is refused (its data is needed), one it records kept with
-    the items it counts."""
+    (select's): one it records kept with the items it counts, one the finished run does not record kept with no item
+    (the resume's own refusal of a run of other options speaks first: run.session.run_plan, its data needed else)."""
     runs = []
     for task in tasks:
         try:
@@ -128,9 +128,7 @@ def _kept(tasks: list[Task], limit: int | None, sample: int | None, shard, count
         except MissingDataError as err:
             if given and (task.options.data_dir or task.options.data_for(task.data.key, task.name)):
                 raise  # a task named whose data was given and is not there: the run refuses it too (no download)
-            entry = held.tasks.get(task.key) if held is not None else None
-            if held is not None and entry is None:
-                raise
+            entry = held.tasks.get(task.key) if held is not None else None  # (one it does not record: kept too)
             runs.append(TaskRun(task, (), problem=f"no data here ({err.what}); {err.advice()}",
                                 available=(entry.available or 0) if entry is not None else 0))
     return runs
