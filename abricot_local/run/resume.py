@@ -58,9 +58,10 @@ def finished_in(folder: Path | None, sample: int | None) -> Record | None:
 
 def sweep_skips(request, model: str) -> bool:
     """Whether a sweep's --resume (``request``, a run.request.RunRequest; not an --until-settled ladder's, which goes
-    look by look: run/settle_sweep.py) takes ``model`` as complete and never plans it: its folder (not a link: the model's run refuses that) holds a finished run (its results.json) that the request's
-    --sample does not grow, and no --margin judges its verdict again (run.run_folder.rejudged). The one rule
-    run.session.sweep skips a model by ("already complete") and the sweep's pin check leaves it out by (run.plan)."""
+    look by look: run/settle_sweep.py) takes ``model`` as complete and never plans it: its folder (not a link: the
+    model's run refuses that) holds a finished run (its results.json) that the request's --sample does not grow,
+    and no --margin judges its verdict again (run.run_folder.rejudged). The one rule run.session.sweep skips a model
+    by ("already complete") and the sweep's pin check leaves it out by (run.plan)."""
     if not (request.sweep and request.resume and request.reference is None) or request.margin is not None:
         return False
     folder = request.out_folder(model)  # (no --out: a new sweep's folder, empty)

@@ -317,8 +317,7 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
-        if request.resume and \
-                sweep_skips(request, model):  # its finished run (run.resume: a link or a --margin, run_model's)
+        if sweep_skips(request, model):  # its finished run (run.resume; a link or a --margin: run_model's)
             _tidy(folder)
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
