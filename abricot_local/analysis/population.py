@@ -11,7 +11,8 @@ task's items are counted from its data when that is here (where the run recorded
 it) and is the data the run recorded (the same SHA-256). Where the recorded files are not here (a run folder
 copied from another machine), the data the user gave (:class:`GivenData`: `compare --data KEY=PATH`,
 `--data-dir DIR`) is where they are counted. None: not known here, or a run compared scored --limit's first
-items (no draw of the task), and a verdict then speaks of items like these only.
+items (no draw of the task), and a verdict then speaks of items like these only; compare's notes say why once
+per task (:func:`task_count`: the data given that counted none, else the data here, and the option that gives it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from abricot_local.analysis.baselines import items_total
-from abricot_local.errors import AbricotError
+from abricot_local.errors import AbricotError, opt
 from abricot_local.record.settings import subset
 
 LM_EVAL_KEY = "lm_eval_task"  # a task config read from an lm-eval log (analysis/lm_eval_input.py)
@@ -50,7 +51,7 @@ def given_data(data: Sequence[tuple[str, str]] = (), data_dir: str | None = None
     here is a DataError naming its option, not an N silently unknown."""
     from pathlib import Path
 
-    from abricot_local.errors import DataError, opt
+    from abricot_local.errors import DataError
 
     for key, path in data:
         if not Path(path).expanduser().exists():
@@ -100,18 +101,19 @@ def counted(view, task: str, given: GivenData = NOTHING_GIVEN) -> int | None:
 
 
 def _count(view, task: str, given: GivenData) -> tuple[int | None, str]:
-    """:func:`counted`, with why the data ``given`` counted nothing ("": none given, or the items counted)."""
+    """:func:`counted`, with why nothing was counted ("": the items counted): why the data ``given`` counted
+    none, else (none given) why the data here (the recorded files, the cache) counted none."""
     t = view.task(task)
     recorded = _recorded(view)
     mine = replace(t.options, data=given.data, data_dir=given.data_dir)
     tries = [replace(mine, data=(*given.data, *recorded)), mine] if given else []  # a key's last pair counts
-    why = ""
+    why, here = "", ""
     for options in dict.fromkeys([*tries, replace(t.options, data=recorded)]):  # then the recorded, else the cache
         n = _items(view, t, options)
         if isinstance(n, int):
             return n, ""
-        why = n if options == mine else why
-    return None, why
+        why, here = (n if given and options == mine else why), n
+    return None, why or here
 
 
 def _given_for(t, given: GivenData) -> str:
@@ -154,8 +156,9 @@ def task_total(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> 
 
 
 def task_count(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> tuple[int | None, str]:
-    """:func:`task_total`, and a note where the runs recorded different Ns for ``task``, or where data was given
-    for it and counted nothing, saying why ("": N known, or no data given for it)."""
+    """:func:`task_total`, and a note where the runs recorded different Ns for ``task``, where data was given
+    for it and counted nothing, or where none was and the data here counts nothing (with the option that gives
+    it), saying why ("": N known, or --limit's runs with no data given for it)."""
     mine = [v for v in views if v.task(task) is not None]
     if any(not drawn(v) for v in mine):
         return None, _unused(task, mine, given, "a run compared scored the task's first items (a limit), no draw of it")
@@ -172,7 +175,15 @@ def task_count(views: Sequence, task: str, given: GivenData = NOTHING_GIVEN) -> 
         if n is not None:
             return n, ""
         why = why or reason
-    return None, _unused(task, mine, given, why) if why else ""
+    return None, (_unused(task, mine, given, why) or _unknown(task, why)) if why else ""
+
+
+def _unknown(task: str, why: str) -> str:
+    """compare's note on a drawn ``task`` whose N neither the runs recorded nor the data here counts (``why``):
+    no verdict on the task's own value, and the option that gives its data, in the door's words (errors.opt)."""
+    return (f"task {task}: its items (N) not known here, so no interval for the task's own value: the runs compared "
+            f"recorded no count of them, and the data here counts none: {why}; {opt('data_dir', 'DIR')} (the folder "
+            "holding the data they recorded) counts them; its verdicts are for items like these")
 
 
 def _unused(task: str, views: Sequence, given: GivenData, why: str) -> str:

@@ -156,6 +156,9 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
                              "run there; give a folder outside any run")
     out = _checked(output, fmt == "lm-eval")
     if plot_dir:
+        from abricot_local.report.plots import needs_matplotlib
+
+        needs_matplotlib()  # before any output: not a report printed, then refused
         _checked(plot_dir, True)
     registry = load_registry(models_file)
     doc = read_runs(finished_runs(runs, strict), registry, data, data_dir, read=rep.build)

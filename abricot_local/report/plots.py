@@ -24,12 +24,19 @@ JITTER_SEED = 0
 DPI = 110
 
 
-def _new_figure(width: float, height: float):
+def needs_matplotlib():
+    """The one rule of every ``--plot``: matplotlib's Figure and Agg canvas, else a UsageError with the install
+    hint; a command calls it when it reads its options, before it prints or writes anything."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise UsageError(f'{opt("plot_dir")} needs matplotlib: pip install "abricot-local[plot]"') from None
+    return Figure, FigureCanvasAgg
+
+
+def _new_figure(width: float, height: float):
+    Figure, FigureCanvasAgg = needs_matplotlib()
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
@@ -310,7 +317,7 @@ def write_plots(report: Report, out_dir: str | Path, *, metrics: tuple[str, ...]
                 bar_charts: bool = True) -> Figures:
     """Every figure of a report into ``out_dir`` (``bar_charts``: the per-metric bars too).
     A figure that cannot be drawn is left out and named in the notes; the others are written."""
-    _new_figure(1, 1)  # fail early, with the install hint, when matplotlib is missing
+    needs_matplotlib()  # fail early, with the install hint, when matplotlib is missing
     from abricot_local.record.outputs import output_folder
 
     out = output_folder(out_dir)
