@@ -69,6 +69,8 @@ def download_line(m) -> str:
 
 
 def _file_line(m) -> str:
+    if m.download is not None and not m.download.fetches:  # a package to install first: the run refuses
+        return f"file:     not here, and the run refuses (it installs nothing): {visible(m.download.refused)}"
     if m.download is not None:
         d = m.download
         size = f"{d.bytes / 1e9:.2f} GB" if d.bytes else "size unknown"
@@ -114,6 +116,7 @@ def full(plan, command: str = "") -> str:
             lines.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items:>6} {_tokens(t.work):>11} {t.work.calls:>7,}  "
                               f"{when:<13}", basis, mw + 1))
             lines += [fold(f"{'':<{mw + 1}}{line}") for line in _settle_lines(t, m.speed)]
+            lines += [fold(f"{'':<{mw + 1}}warning: {visible(note)}") for note in t.notes]  # as the run warns
         if m.speed is not None:
             lines.append(f"{'':<{mw}} {'load':<{tw}} {'':>6} {'':>11} {'':>7}  {_time(m.speed.load):<13}")
         exact = all(t.work.exact for t in m.tasks if t.work)

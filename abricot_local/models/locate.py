@@ -120,10 +120,11 @@ def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSp
         return Located(name, kind, spec=spec, path=path, registry=registry)
     if not source.fetches:
         raise ModelError(f"model '{spec.name}': file not found: {spec.path}")
-    refused = ""
+    pending = source.pending(spec)  # (one the run refuses whatever the network: its refusal said)
     if is_offline() and source.downloads:  # the run's own refusal, naming the file not in the cache
-        refused = offline_refusal(lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False))
-    return Located(name, kind, spec=spec, pending=replace(source.pending(spec), refused=refused), registry=registry)
+        pending = replace(pending, refused=offline_refusal(
+            lambda: source.fetch(spec, offline=True, progress=False, notify=None, fresh=False)))
+    return Located(name, kind, spec=spec, pending=pending, registry=registry)
 
 
 def resolve_model_ref(name: str, *, backend: str = DEFAULT_BACKEND, given: Given | None = None,

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from abricot_local.cache import cache_dir, publish
-from abricot_local.errors import AbricotError, ModelError
+from abricot_local.errors import AbricotError, IntegrityError, ModelError
 from abricot_local.hashing import memo_store, sha256_file, verify_file
 from .spec import ModelSpec
 from .temps import PART, remove_stale, temp_beside, temp_pattern
@@ -27,6 +27,11 @@ def reinstall_hint(spec: ModelSpec) -> str:
     leaves an installed package as it is)."""
     pin = f"=={spec.version}" if spec.version else ""
     return f'pip install --force-reinstall "{spec.package}{pin}"'
+
+
+def installed(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s package is installed (found without importing it)."""
+    return importlib.util.find_spec(spec.module) is not None
 
 
 def package_folder(spec: ModelSpec) -> Path | None:
@@ -57,12 +62,32 @@ def assembled_path(spec: ModelSpec) -> Path | None:
     return cache_dir() / "models" / Path(spec.file).name
 
 
+def not_installed(spec: ModelSpec) -> str:
+    """The refusal of a model whose package is not installed and whose file is not where :func:`resolve_pypi` looks
+    for it: install the package, or (offline) put its GGUF there, or give the file's path. The run's words, and its
+    dry run's (models/sources.py's Pypi.pending)."""
+    pinned = " (held to the SHA-256 its entry pins)" if spec.sha256_for(0) else ""
+    return (f"model '{spec.name}' comes from the PyPI package {spec.package}, which is not installed. Install it "
+            f"with: {install_hint(spec)}; or, offline, put a GGUF file of this model at {assembled_path(spec)}"
+            f"{pinned}, or give the file's path as the model: abricot-local run /path/to/file.gguf")
+
+
 def resolve_pypi(spec: ModelSpec, *, fresh: bool = False) -> Path:
-    """The file shipped in a package, or assembled once from its chunks into the cache."""
+    """The file shipped in a package, or assembled once from its chunks into the cache; its package not installed,
+    a file put where it would be assembled (:func:`assembled_path`), held to the entry's size and SHA-256."""
     folder = package_folder(spec)
     if folder is None:
-        raise ModelError(f"model '{spec.name}' comes from the PyPI package {spec.package}, which is not "
-                         f"installed. Install it with: {install_hint(spec)}")
+        placed = assembled_path(spec)
+        if placed is None or not placed.is_file():
+            raise ModelError(not_installed(spec))
+        try:
+            verify_file(placed, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'",
+                        fresh=fresh)
+        except IntegrityError as err:  # a file put there by hand: not this model's
+            raise IntegrityError(f"{err}\nIt was put there in place of the package {spec.package}, which is not "
+                                 f"installed: put this model's own GGUF there, or install it: {install_hint(spec)}"
+                                 ) from None
+        return placed
     shipped = inside(folder, spec.file, f"model '{spec.name}'")
     if shipped.is_file():
         verify_file(shipped, sha256=spec.sha256_for(0), size=spec.size_for(0), what=f"model '{spec.name}'",

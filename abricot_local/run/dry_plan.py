@@ -23,6 +23,7 @@ class TaskPlan:
     saved: int = 0  # items a resumed run's folder holds already (``items``: those left)
     looks: tuple[tuple[int, float | None], ...] = ()  # --until-settled: each look's items, their seconds
     expected: tuple[tuple[str, int, str], ...] = ()  # --until-settled: (verdict, items, kind) if published were true
+    notes: tuple[str, ...] = ()  # what preparing the task did that a reader must know (the run warns them)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class DryRun:
     def rendered(self, namer) -> "DryRun":
         """This plan, the options its problems name (errors.opt) written by a door's ``namer``."""
         def task(t: TaskPlan) -> TaskPlan:
-            return replace(t, problem=render(t.problem, namer))
+            return replace(t, problem=render(t.problem, namer), notes=tuple(render(n, namer) for n in t.notes))
 
         return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
                                                   speed_note=render(m.speed_note, namer),
@@ -92,12 +93,15 @@ def _model_json(m: ModelPlan) -> dict:
                    "tokens": t.work.tokens if t.work else None, "decode_calls": t.work.calls if t.work else None,
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,
                    "counted_by": t.work.basis if t.work else None, "problem": t.problem or None,
+                   "notes": list(t.notes),
                    **({"looks": [{"items": n, "seconds": sec} for n, sec in t.looks],
                        "expected_stop": [{"verdict": q, "items": n, "kind": k} for q, n, k in t.expected]}
                       if t.looks else {})} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
                                                      "to": m.download.to, "free_bytes": m.download.free,
-                                                     "refused_offline": m.download.refused or None},
+                                                     "refused_offline": m.download.fetches and m.download.refused
+                                                     or None, "refused": m.download.refused or None,
+                                                     "run_fetches": m.download.fetches},
         "memory": None if fit is None else {**fit.to_json(), "estimated": bool(m.memory_estimated)},
         "speed": None if speed is None else speed.to_json(),
         "speed_note": m.speed_note or None,

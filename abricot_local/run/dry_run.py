@@ -248,7 +248,7 @@ def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=N
     name = run.task.key
     available = run.available or len(run.items)
     if run.problem:
-        return TaskPlan(name, 0, 0, problem=run.problem)
+        return TaskPlan(name, 0, 0, problem=run.problem, notes=run.notes)
     if schedule is not None:
         basis, is_exact = "the model's tokenizer", True
         run = wrap(run) if wrap else run
@@ -263,8 +263,8 @@ def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=N
     except AbricotError as err:  # a prompt over n_ctx: the run would stop there (at its first such item)
         err = _first_refused(run.items, schedule) or err
         return TaskPlan(name, len(run.items), available,
-                        problem=err.raw() if is_exact else f"may not fit (estimated): {err.raw()}")
-    return TaskPlan(name, len(run.items), available, work)
+                        problem=err.raw() if is_exact else f"may not fit (estimated): {err.raw()}", notes=run.notes)
+    return TaskPlan(name, len(run.items), available, work, notes=run.notes)
 
 
 def _first_refused(items, schedule) -> AbricotError | None:

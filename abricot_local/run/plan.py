@@ -158,7 +158,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     runs, skipped = select(r.task_options, spec=r.task_spec, keys=r.task_keys, named=named, limit=r.limit,
                            sample=r.sample, shard=r.shard, dry=dry,  # --until-settled: its sample is its bound
                            count=Count.BOUND if r.settle.on else Count.SAMPLE, held=held) if tasks else ((), ())
-    if before_download is not None and not dry and located.pending is not None:
+    if before_download is not None and not dry and located.pending is not None and located.pending.fetches:
         before_download(Plan(located, None, located.backend, options, r.task_options, tuple(runs),
                              {}, r.limit, r.force, r.sample, r.shard, skipped, r.margin, True, settle=r.settle))
     ref = located.ready(options, fetch=not dry, force=r.force, notify=notify, fresh=fresh)
