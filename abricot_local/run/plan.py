@@ -189,7 +189,7 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
             here = locate(name, backend=r.given.backend, models_file=r.models_file, registry=r.registry,
                           model_dirs=r.model_dirs, notify=notify if own and not dry else None, fresh=fresh and own,
                           digest=own and not dry)
-            if here.path is not None and (dry or r.sweep) and not sweep_skips(r, name):  # a registry entry's file
+            if here.path is not None and (dry or r.sweep) and sweep_skips(r, name) is None:  # a registry entry's file
                 held_to_pins(here.spec, fresh=fresh and own, remembered=dry)
         except IntegrityError as err:
             wrong.append(err)

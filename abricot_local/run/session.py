@@ -317,8 +317,8 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
-        if sweep_skips(request, model):  # its finished run (run.resume; a link or a --margin: run_model's)
-            _tidy(folder)
+        if (finished := sweep_skips(request, model)) is not None:  # its finished run (run.resume; a link, a --margin, a
+            tidy_finished(folder, finished)  # damaged record: run_model's); what a signal or a kill left beside it goes
             hooks.notify(f"{model}: already complete")
             yield Step(model, folder)
             continue
@@ -331,14 +331,3 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
             yield Step(model, None, failed=err.raw())
             continue
         yield Step(model, folder, done)
-
-
-def _tidy(folder: Path) -> None:
-    """What a signal or a kill left beside a finished run's results.json, removed (results.tidy_finished)."""
-    from abricot_local.record import read_run
-
-    try:
-        tidy_finished(folder, read_run(folder))
-    except AbricotError:
-        pass  # a damaged record: `runs` and `check` say what is wrong with it
-
