@@ -1,8 +1,9 @@
-"""No --sample is the whole task (docs/running.md, a sample that grows): a --resume without --sample of a finished
-``--sample 3`` run of a task of 8 items grows it to every item, as ``--sample 8 --resume`` does, into what a fresh
-run without --sample writes (its record says no sample, as given); its dry run says the same. A run without --resume
-into a folder the resume would refuse says why once, naming the folder once. Fake backend, 8 invented DISCOTEX items,
-one small run copied for each test."""
+"""A --sample run grows only where a larger --sample is asked for (docs/running.md, a sample that grows): a --resume
+with ``--sample 8`` (every item) of a finished ``--sample 3`` run of a task of 8 items grows it into what a fresh run
+without --sample writes; a --resume without --sample is refused, saying how to continue or grow it (a resume that
+forgot its --sample is never taken as every item), its dry run too. A run without --resume into a folder the resume
+would refuse says why once, naming the folder once. Fake backend, 8 invented DISCOTEX items, one small run copied for
+each test."""
 
 from __future__ import annotations
 
@@ -50,22 +51,27 @@ def copy(made, name):
     return tmp / name
 
 
-@pytest.mark.parametrize("given", [(), ("--sample", ITEMS)])
-def test_no_sample_grows_a_sample_run_to_every_item(made, given):
+def test_a_sample_covering_every_item_grows_a_sample_run_to_every_item(made):
     tmp, data = made
-    out = copy(made, f"grown{len(given)}")
-    dry = invoke(*FAKE, "--data-dir", data, *given, "--out", out, "--resume", "--dry-run")
+    out = copy(made, "grown")
+    dry = invoke(*FAKE, "--data-dir", data, "--sample", ITEMS, "--out", out, "--resume", "--dry-run")
     assert "3 saved in --out, left out" in dry.output and "cannot resume" not in dry.output, dry.output
-    r = invoke(*FAKE, "--data-dir", data, *given, "--out", out, "--resume")
-    said = f"grows from --sample 3 to {'--sample 8' if given else 'every item (no --sample)'}"
-    assert said in r.output and f"{ITEMS - 3} items left (3 saved)" in r.output, r.output
+    r = invoke(*FAKE, "--data-dir", data, "--sample", ITEMS, "--out", out, "--resume")
+    assert "grows from --sample 3 to --sample 8" in r.output and f"{ITEMS - 3} items left (3 saved)" in r.output
     assert (out / SAMPLES).read_bytes() == (tmp / "whole" / SAMPLES).read_bytes()
-    grown = record(out)
-    assert grown["tasks"]["discotex"]["n"] == ITEMS
-    if not given:  # the fresh run without --sample, but for the times and the items scored by the last process
-        assert grown == record(tmp / "whole")
-    again = invoke(*FAKE, "--data-dir", data, "--out", out, "--resume")
-    assert "nothing to score, nothing written" in again.output, again.output
+    assert record(out)["tasks"]["discotex"]["n"] == ITEMS
+
+
+@pytest.mark.parametrize("dry", [(), ("--dry-run",)])
+def test_no_sample_on_a_sample_run_is_refused_saying_how_to_continue_or_grow_it(made, dry):
+    tmp, data = made
+    out = copy(made, f"forgot{len(dry)}")
+    before = (out / "results.json").read_bytes()
+    r = invoke(*FAKE, "--data-dir", data, "--out", out, "--resume", *dry, code=2)
+    assert "(--sample: recorded 3, given none)" in r.output, r.output
+    assert ("(--sample 3 continues it; a larger --sample grows it, one at or above each task's items to every item)"
+            in r.output.replace("\n", " ")), r.output
+    assert (out / "results.json").read_bytes() == before
 
 
 @pytest.mark.parametrize("dry", [(), ("--dry-run",)])
@@ -76,4 +82,5 @@ def test_a_refused_resume_names_the_folder_once(made, dry):
     assert r.output.count(str(out)) == 1, r.output
     assert "--resume would not take it with --sample 2: it holds a run of --sample 3, and a run does not shrink" \
         in r.output, r.output
-    assert "(or --resume to reuse it)" in invoke(*FAKE, "--data-dir", data, "--out", out, *dry, code=2).output
+    forgot = invoke(*FAKE, "--data-dir", data, "--out", out, *dry, code=2).output  # no --sample: --resume refuses
+    assert "--resume would not take it: " in forgot and "--sample 3 continues it" in forgot, forgot

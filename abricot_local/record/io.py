@@ -182,13 +182,15 @@ def differences(recorded: Manifest, given: Manifest) -> dict[str, list[str]]:
     return out
 
 
-def growth(recorded: Manifest, given: Manifest) -> tuple[int, int | None] | None:
-    """(n, m) when ``given`` is the ``recorded`` run with a larger ``--sample`` (n -> m; m None: no ``--sample``, the
-    whole of every task, larger than any sample) and nothing else changed: a run that grows (its n items lie inside
-    the m: tasks.selection.sample_order); else None. A sample already taking every item of every task that no
-    ``--sample`` takes is the same run, made so before a door asks (run.saved.whole_tasks)."""
+def growth(recorded: Manifest, given: Manifest) -> tuple[int, int] | None:
+    """(n, m) when ``given`` is the ``recorded`` run with a larger ``--sample`` (n -> m) and nothing else changed: a
+    run that grows (its n items lie inside the m: tasks.selection.sample_order); else None. A run grows only where a
+    larger sample is asked for: no ``--sample`` on a sample run is refused (:func:`refused` says how to continue or
+    grow it), never taken as every item (a resume that forgot its --sample would score the whole task); a sample
+    already taking every item of every task that no ``--sample`` takes is the same run, made so before a door asks
+    (run.saved.whole_tasks)."""
     n, m = recorded.config.sample, given.config.sample
-    if n is None or (m is not None and m <= n):
+    if n is None or m is None or m <= n:
         return None
     same = replace(given, config=replace(given.config, sample=n))
     return (n, m) if not differences(recorded, same) else None
@@ -271,7 +273,7 @@ def resume_refusal(folder, recorded: Manifest, given: Manifest) -> str | None:
 def refused(folder, recorded: Manifest, given: Manifest) -> Refusal | None:
     """Why a run in ``folder`` cannot be continued with ``given`` (its options named with
     :func:`errors.opt`: the door that raises it words them), or None when it can (the same run, or
-    the same run with a larger ``--sample``, or none: :func:`growth`). A larger sample is no difference: the
+    the same run with a larger ``--sample``: :func:`growth`). A larger sample is no difference: the
     refusal names the others, and says the sample alone would have grown the run. A run made
     ``--until-settled`` (its record's config says) is bounded by ``--max-items``, which the advice names."""
     diff = differences(recorded, given)
@@ -282,13 +284,15 @@ def refused(folder, recorded: Manifest, given: Manifest) -> Refusal | None:
     if _shrinks(recorded, given):
         return Refusal(str(folder), _shrink_refusal(bound, n, m), opt(bound, m))
     grown = ""
-    if n is not None and (m is None or m > n):  # the sample grows a run: not what refuses this one
+    if n is not None and m is None and list(diff) == ["config"] and len(diff["config"]) == 1:  # only no --sample
+        grown = (f" ({opt(bound, n)} continues it; a larger {opt(bound)} grows it, one at or above each task's items "
+                 "to every item)")  # never taken as every item: a resume that forgot its --sample (growth)
+    elif n is not None and m is not None and m > n:  # the sample grows a run: not what refuses this one
         given = replace(given, config=replace(given.config, sample=n))
         diff = differences(recorded, given)
         grown = (f" (changing only {opt(bound, n)} to {sample_words(m, bound)} would have grown it)"
                  if bound == "sample" else
-                 f" ({opt(bound, m) if m is not None else f'no {opt(bound)}'} with nothing else changed would have "
-                 "grown it)")  # its bound is no sample
+                 f" ({opt(bound, m)} with nothing else changed would have grown it)")  # its bound is no sample
     parts = list(diff)
     head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     verb = "differs" if len(parts) == 1 else "differ"

@@ -50,9 +50,9 @@ def finished_in(folder: Path | None, sample: int | None) -> Record | None:
     except (AbricotError, OSError):
         return None  # (a link in its place: refused as the resume takes the folder, finished_run)
     n = record.manifest.config.sample if record is not None and record.manifest is not None else None
-    if record is not None and n is not None and (sample is None or sample > n) and \
+    if record is not None and n is not None and sample is not None and sample > n and \
             not same_items(n, sample, [t.available for t in record.tasks.values()]):
-        return None  # a grow: new items scored, their data needed
+        return None  # a grow: new items scored, their data needed (no --sample: refused, record.growth)
     return record
 
 
