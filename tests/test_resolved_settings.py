@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 
 import pytest
 from click.testing import CliRunner
 
 from abricot_local.backends.llama_cpp import log as llama_log
+from conftest import FIXTURE
 from invented_data import write_discotex
 
 
@@ -103,3 +105,57 @@ def test_results_json_records_flash_attn_resolved(gemma_path, tmp_path):
     sched = json.loads((out / "results.json").read_text())["provenance"]["schedule"]
     assert sched["flash_attn_resolved"] in ("on", "off")
     assert f"flash-attn {sched['flash_attn_resolved']}" in r.output  # the start line says it too
+
+
+
+# -- compare and the labels judge a setting by what it resolved to (F17) ------------------------------------------
+# a run's config keeps each option as asked, its provenance.schedule what the backend resolved it to
+# (record.settings.RESOLVED): fake runs' results.json given both, as a llama.cpp run's record holds them
+
+# the fake run other tests make once per session (test_compare_lmeval_keys, test_hostile_text): read only
+FAKE_RUN = ("run", "fake", "--backend", "fake", "--tasks", "abricot", "--data", f"abricot={FIXTURE}", "--n-ctx", "8192",
+            "--limit", "4")
+
+
+def _ran(made, into, asked: dict, ran: dict):
+    """A copy of the fake run ``made`` that asked ``asked`` (its config) and ran ``ran`` (its schedule)."""
+    from abricot_local.analysis.loading import load_run
+
+    doc = json.loads((made / "results.json").read_text())
+    doc["config"].update(asked)
+    doc["provenance"]["schedule"].update(ran)
+    shutil.copytree(made, into)
+    (into / "results.json").write_text(json.dumps(doc))
+    return load_run(into)
+
+
+ON = {"flash_attn": "auto", "flash_attn_resolved": "on", "n_gpu_layers": 0, "extra_bufts": False}
+
+
+def test_asked_otherwise_but_resolved_alike_is_no_difference(finished_run, tmp_path):
+    from abricot_local.analysis.compare import compare
+    from abricot_local.analysis.runs import labelled
+    from abricot_local.cli import cli
+
+    made = finished_run(*FAKE_RUN)
+    a = _ran(made, tmp_path / "auto", {"flash_attn": "auto", "n_gpu_layers": -1, "extra_bufts": "auto"}, ON)
+    b = _ran(made, tmp_path / "on", {"flash_attn": "on", "n_gpu_layers": 0, "extra_bufts": "off"},
+             {**ON, "flash_attn": "on"})
+    assert not compare([a, b]).differs  # nor the schedule's asked flash_attn, nor config's -1 beside 0
+    assert [r.label for r in labelled([a, b])] == ["fake (auto)", "fake (on)"]  # the folder, never flash_attn=
+    text = CliRunner().invoke(cli, ["compare", str(a.path), str(b.path)]).output
+    table = text[text.index("Recorded settings that differ"):text.index("Paired differences")]
+    assert "(none)" in table and "flash_attn" not in text and "n_gpu_layers" not in text, text
+
+
+def test_asked_alike_but_resolved_otherwise_differs(finished_run, tmp_path):
+    from abricot_local.analysis.compare import compare
+    from abricot_local.analysis.runs import labelled
+
+    made = finished_run(*FAKE_RUN)
+    asked = {"flash_attn": "auto", "n_gpu_layers": -1}
+    a = _ran(made, tmp_path / "a", asked, ON)
+    b = _ran(made, tmp_path / "b", asked, {**ON, "flash_attn_resolved": "off", "n_gpu_layers": 999})
+    rows = {d.key: (d.value_a, d.value_b) for d in compare([a, b]).differs}
+    assert rows == {"flash_attn": ("on", "off"), "n_gpu_layers": (0, 999)}, rows  # once each, as they ran
+    assert [r.label for r in labelled([a, b])] == ["fake (flash_attn=on)", "fake (flash_attn=off)"]

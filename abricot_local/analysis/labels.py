@@ -27,7 +27,9 @@ class RunIdentity:
     quant: str = ""
     folder: str = ""
     created: str = ""  # when results.json was written (ISO 8601)
-    options: Mapping[str, Any] = field(default_factory=dict)  # the recorded options (flat), not the item selection
+    # the recorded options (flat), not the item selection, each as it resolved where the record holds that
+    # (record.settings.options: `flash_attn` as llama.cpp ran it, never the `auto` asked)
+    options: Mapping[str, Any] = field(default_factory=dict)
     names_quant: bool = False  # the model's label already says its quant
     scored: str = ""  # the items it scored: "sample 20", "limit 5", "all 1600"
     # what every task of the run records it ran with (:func:`task_values`): an option left unset (None) reads

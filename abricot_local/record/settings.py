@@ -16,6 +16,13 @@ from abricot_local.record.schema import Record, RunConfig
 SUBSET = ("limit", "sample", "shard")  # RunConfig's fields that score only some of a task's items
 ITEM_SELECTION = ("tasks", *SUBSET)  # choose items (compare matches the items themselves)
 PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
+# an option as given (the config's KEY) -> the `provenance.schedule` field in which the backend records what it
+# resolved it to (docs/RESULTS.md: `flash_attn` auto -> `flash_attn_resolved` on/off, `n_gpu_layers` -1 -> 0 or 999, `extra_bufts`
+# auto -> true/false, `n_batch` capped at n_ctx). The one mapping: where the record holds the resolved value, the
+# settings compare and the labels judge the option by it (:func:`options`), never by the value asked (the config's,
+# and `schedule.KEY`'s where it repeats it): asked `auto` and `on`, both run `on`, is one setting
+RESOLVED = {"flash_attn": "flash_attn_resolved", "n_gpu_layers": "n_gpu_layers", "extra_bufts": "extra_bufts",
+            "n_batch": "n_batch"}
 
 
 @dataclass(frozen=True)
@@ -97,17 +104,20 @@ def overlay(under: Section, over: Section) -> Section:
 def settings(record: Record, quant: str = "") -> dict[str, Any]:
     """Every recorded setting of a run, flat: the model's SHA-256 (and ``quant``, as the reader
     identified it), the config (but what only selects items, and an option as given that every task records
-    as it resolved it: `prompt_variant` null beside each task's `card` is the same run as `card` given), the
-    provenance (schedule, build, CPU features, devices; not the bootstrap), each task's config, version,
-    prompt hash and data SHA-256."""
+    as it resolved it: `prompt_variant` null beside each task's `card` is the same run as `card` given; an option
+    the backend recorded resolved, as it resolved: :data:`RESOLVED`), the provenance (schedule, build, CPU features,
+    devices; not the bootstrap), each task's config, version, prompt hash and data SHA-256."""
     out: dict[str, Any] = {}
     _flatten(out, "model_sha256", record.model.sha256, None)
     _flatten(out, "quant", quant or None, None)
-    resolved = per_task(record)
-    _flatten(out, "", {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION and k not in resolved},
-             None)
+    tasks = per_task(record)
+    _flatten(out, "", {k: v for k, v in options(record).items() if k not in tasks}, None)
     prov = dump(record.provenance) if record.provenance is not None else {}
-    _flatten(out, "provenance", {k: v for k, v in prov.items() if k not in PROVENANCE_SKIP}, None)
+    prov = {k: v for k, v in prov.items() if k not in PROVENANCE_SKIP}
+    if ran := resolved(record):  # said by the option: not again as the schedule's asked value and resolved field
+        said = {f for k in ran if RESOLVED[k] != k for f in (k, RESOLVED[k])}  # (one field: as the option, kept)
+        prov["schedule"] = {k: v for k, v in prov["schedule"].items() if k not in said}
+    _flatten(out, "provenance", prov, None)
     for task, entry in record.tasks.items():
         _flatten(out, f"{task}.config", dump(entry.config), None)
         _flatten(out, f"{task}.version", entry.version, None)
@@ -123,10 +133,19 @@ def per_task(record: Record) -> set[str]:
     return set.intersection(*(set(dump(e.config)) for e in record.tasks.values())) if record.tasks else set()
 
 
+def resolved(record: Record) -> dict[str, Any]:
+    """The options of :data:`RESOLVED` the record holds resolved (its `provenance.schedule`), by the option's key:
+    what the run ran with where it asked `auto` or more than the backend gave."""
+    schedule = record.provenance.schedule if record.provenance is not None else {}
+    return {k: schedule[f] for k, f in RESOLVED.items() if schedule.get(f) is not None}
+
+
 def options(record: Record) -> dict[str, Any]:
-    """The run's recorded options (its config), but what only selects items: what tells apart two runs
-    of one model besides the items they scored."""
-    return {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}
+    """The run's recorded options (its config), but what only selects items, each as it resolved where the record
+    holds that (:func:`resolved`; the config keeps it as asked): what tells apart two runs of one model besides the
+    items they scored."""
+    config = {k: v for k, v in record.config_dict().items() if k not in ITEM_SELECTION}
+    return {**config, **resolved(record)}
 
 
 def subset(config: RunConfig | None) -> tuple[str, ...]:
