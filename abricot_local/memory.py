@@ -97,13 +97,19 @@ def check_memory(model_bytes: int, kv_bytes: int, *, available: int | None = Non
     """Raise :class:`ModelError` when weights + KV cache clearly (by more than 10%)
     exceed available RAM plus ``vram`` (free VRAM when offloading) plus ``remote`` (free
     memory of the RPC servers' devices). Unknown RAM: no check."""
-    f = fit(model_bytes, kv_bytes, available=available, vram=vram, remote=remote)
-    if f is not None and not f.fits:
-        raise ModelError(
-            f"not enough memory: the model needs about {f.need / _GIB:.1f} GiB (weights {f.weights / _GIB:.1f} "
+    why = refusal(fit(model_bytes, kv_bytes, available=available, vram=vram, remote=remote))
+    if why:
+        raise ModelError(why)
+
+
+def refusal(f: Fit | None) -> str:
+    """Why a run refuses a model of fit ``f`` unless forced ("": it fits, or RAM is unknown): what
+    :func:`check_memory` raises, and what a dry run's plan says of a run that would raise it."""
+    if f is None or f.fits:
+        return ""
+    return (f"not enough memory: the model needs about {f.need / _GIB:.1f} GiB (weights {f.weights / _GIB:.1f} "
             f"GiB + KV cache {f.kv / _GIB:.1f} GiB) but {f.budget / _GIB:.1f} GiB is available ({f.where()}). "
-            f"Use a smaller quantization or a smaller {opt('n_ctx')}, or use {opt('force', True)} to try anyway."
-        )
+            f"Use a smaller quantization or a smaller {opt('n_ctx')}, or use {opt('force', True)} to try anyway.")
 
 
 # The f16 KV cache per token of a model known by its parameter count alone (no header to read): a least-squares

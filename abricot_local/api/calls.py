@@ -50,8 +50,9 @@ class Plan(DryRun):
 
     def _problems(self) -> str:
         """What the repr adds when the run would not go as planned: the models and tasks that have a problem
-        (a model that cannot be planned, a prompt over n_ctx...), each line of which ``print(plan)`` shows."""
-        said = [m.label for m in self.models if m.problem]
+        (a model that cannot be planned, one the run refuses as planned: its memory, a prompt over n_ctx...), each
+        line of which ``print(plan)`` shows."""
+        said = [m.label for m in self.models if m.problem or m.refused]  # (refused: the run's memory check)
         said += [f"{m.label} {t.task}" if len(self.models) > 1 else t.task
                  for m in self.models if not m.problem for t in m.tasks if t.problem]
         if not said:

@@ -26,11 +26,14 @@ def merge(shards: tuple[str, ...], out: str) -> None:
 
 def shard_command(model: str, options: dict, shard: str, out) -> str:
     """The `run` command that scores ``shard`` with ``options`` (run.merge_advice.shard_options: by field name, a
-    list joined by commas) into ``out``, folded to fit (errors.fold_command, after the advice's two spaces)."""
+    list joined by commas; ``data``, key -> path: a --data KEY=PATH each) into ``out``, folded to fit
+    (errors.fold_command, after the advice's two spaces)."""
     from abricot_local.errors import command_words, fold_command
 
-    given = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in options.items()}
-    return fold_command(command_words("run", model, **given, shard=shard, out=str(out)), "  ")[2:]
+    given = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in options.items() if k != "data"}
+    data = [w for k, path in options.get("data", {}).items() for w in command_words(data=f"{k}={path}")[1:]]
+    return fold_command([*command_words("run", model, **given), *data, *command_words(shard=shard, out=str(out))[1:]],
+                        "  ")[2:]
 
 
 def merge_command(folders, out) -> str:

@@ -58,7 +58,8 @@ def _memory_line(m) -> str:
     if f is None:
         return "nothing to load (synthetic)" if not m.path and not m.download else "unknown"
     est = f"; {m.memory_estimated}" if m.memory_estimated else ""
-    verdict = "fits" if f.fits else f"does NOT fit (run refuses it without {opt('force', True)})"
+    verdict = "fits" if f.fits else "does NOT fit " + (f"(run refuses it without {opt('force', True)})" if m.refused
+                                                       else f"({opt('force', True)}: the run tries it)")
     return (f"{f.need / _GIB:.2f} GiB (weights {f.weights / _GIB:.2f} + KV cache {f.kv / _GIB:.2f}) of "
             f"{f.budget / _GIB:.1f} GiB available ({f.where()}): {verdict}{est}")
 

@@ -40,6 +40,7 @@ class ModelPlan:
     speed_note: str = ""
     tasks: tuple[TaskPlan, ...] = ()
     problem: str = ""  # why it cannot be planned (a sweep goes on)
+    refused: str = ""  # planned, but the run refuses it as planned: its memory does not fit, without force
 
     @property
     def seconds(self) -> float | None:
@@ -70,7 +71,7 @@ class DryRun:
         def task(t: TaskPlan) -> TaskPlan:
             return replace(t, problem=render(t.problem, namer), notes=tuple(render(n, namer) for n in t.notes))
 
-        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer),
+        return replace(self, models=tuple(replace(m, problem=render(m.problem, namer), refused=render(m.refused, namer),
                                                   speed_note=render(m.speed_note, namer),
                                                   tasks=tuple(task(t) for t in m.tasks)) for m in self.models),
                        alternatives=tuple(replace(a, option=render(a.option, namer)) for a in self.alternatives))
@@ -88,7 +89,7 @@ def _model_json(m: ModelPlan) -> dict:
     speed = m.speed
     return {
         "model": m.model, "label": m.label, "backend": m.backend, "seconds": m.seconds, "path": m.path,
-        "problem": m.problem or None,
+        "problem": m.problem or m.refused or None,  # (cannot be planned, or the run refuses it as planned)
         "tasks": [{"task": t.task, "items": t.items, "available": t.available, "seconds": t.seconds,
                    "tokens": t.work.tokens if t.work else None, "decode_calls": t.work.calls if t.work else None,
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,

@@ -136,7 +136,8 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
                          notify)
     plans = [replace(p, seconds=speed.seconds(p.work)) if speed and p.work else p for p in plans]
     return ModelPlan(located.name, located.label, plan.backend, str(ref.path) if here and ref.path else None, facts,
-                     located.pending, fit, estimated, speed, note, tuple(plans))
+                     located.pending, fit, estimated, speed, note, tuple(plans),
+                     refused="" if plan.force else memory.refusal(fit))  # the run's check_memory, unless --force
 
 
 def _from_sibling(sibling, spec: ModelSpec, plan, cls, chat: bool, notify, with_memory: bool):

@@ -231,19 +231,23 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
 def missing_shards(first, count: int, missing: Sequence[int], command=None) -> str:
     """Why shards ``missing`` (their K) of the run of shard ``first`` (an analysis.runs.Run), of ``count``, stop a
     merge, and how to score each where its folder is not at hand: ``command(model, options, shard, out)``, a door's
-    words for the call that scores it (:func:`shard_options`; the door's line, its continuations indented), else
-    in words (every door reads them)."""
+    words for the call that scores it (:func:`shard_options`, and ``data``: its recorded data files, key -> path,
+    :func:`recorded_data`; the door's line, its continuations indented), else in words (every door reads them);
+    what a run does not record (a models file, model folders) said to add."""
     manifest, one = first.record.manifest, len(missing) == 1
     said = ", ".join(f"{k}/{count}" for k in missing)
     head = (f"shard(s) {said} missing: merge needs all {count}; give {'its folder' if one else 'their folders'} "
             f"too, or score {'it' if one else 'each'} with the options {first.path} recorded")
-    unrecorded = (f"add the {opt('data_dir')}, {opt('data')}, {opt('models_file')} or {opt('model_dirs')} it was "
-                  "given: a run does not record them")
+    data, gone = recorded_data(first)
+    unrecorded = (f"add the {opt('models_file')} or {opt('model_dirs')} it was given, if any: a run does not record "
+                  "them" + "".join(f"; {task}'s data files are not here (it recorded {path}): add "
+                                   f"{opt('data', (task, 'PATH'))}" for task, path in gone))
     outs = {k: _new_folder(Path(first.path).parent / f"shard-{k}-of-{count}") for k in missing}
     if command is None:
-        each = "; ".join(f"{opt('shard', f'{k}/{count}')} {opt('out', outs[k])}" for k in missing)
+        given = "".join(f" {opt('data', pair)}" for pair in data.items())
+        each = "; ".join(f"{opt('shard', f'{k}/{count}')} {opt('out', outs[k])}{given}" for k in missing)
         return f"{head}, {each} ({unrecorded}), then merge"
-    options = shard_options(manifest, first.record.provenance)
+    options = {**shard_options(manifest, first.record.provenance), **({"data": data} if data else {})}
     lines = [f"  {command(manifest.config.model or 'MODEL', options, f'{k}/{count}', outs[k])}" for k in missing]
     return f"{head} ({unrecorded}), then merge:\n" + "\n".join(lines)
 
@@ -261,6 +265,31 @@ def shard_options(manifest: Manifest, provenance) -> dict:
     if threads is not None and (calls is None or calls > 0) and takes_threads(manifest.config.backend or ""):
         options["threads"] = threads
     return options
+
+
+def recorded_data(run) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The data the tasks of ``run`` (an analysis.runs.Run) read, as ``data`` finds it again (key -> path: each
+    task's data key, Task.data_ref; a key whose tasks read other files: each task's name, which --data takes too),
+    and the tasks whose recorded files are not here (task, a recorded path)."""
+    refs: dict[str, dict[str, str]] = {}  # data key -> task name -> its data_ref
+    gone: list[tuple[str, str]] = []
+    for t in run.run_tasks:
+        files = [Path(f.path) for f in t.entry.data] if t.entry is not None else []
+        if not files:
+            continue
+        try:
+            task = t.instance()
+        except AbricotError:
+            continue
+        if not all(f.exists() for f in files):
+            gone.append((task.name, str(files[0])))
+            continue
+        refs.setdefault(task.data.key, {})[task.name] = task.data_ref(files)
+    data: dict[str, str] = {}
+    for key, by_task in refs.items():
+        data.update({key: next(iter(by_task.values()))} if len(set(by_task.values())) == 1 else by_task)
+    return data, gone
+
 
 def _new_folder(path: Path) -> Path:
     """``path``, else the first of ``path``-2, -3, ... that does not exist."""

@@ -205,6 +205,10 @@ class RunRequest:
     registry: dict | None = field(default=None, compare=False, repr=False)  # models_file's, read once given
     listed: bool = False  # the models given as a list (the API's ``evaluate([model])``): a sweep even of one
 
+    def __post_init__(self) -> None:
+        if self.sweep:  # every door's sweep: its folders apart, before any plan
+            apart(self.models, self.out)
+
     @property
     def sweep(self) -> bool:
         """Whether this is a sweep (one folder per model under the sweep's, a list of runs back): several
@@ -251,6 +255,30 @@ def slug(model: str) -> str:
     stay plain ASCII, and a sweep folder written before keeps the names its ``--resume`` looks for."""
     name = Path(model).name.removesuffix(".gguf") if model.lower().endswith(".gguf") else model
     return path_part(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._"), "model")
+
+
+def apart(models: Sequence[str], out: Path | None) -> None:
+    """A sweep's models, each into a folder of its own (<out>/<its slug>): a model given twice (the same name, or two
+    paths to one file) refused as a duplicate, two whose slugs name one folder (letter case aside: m1/model.gguf and
+    m2/model.gguf) as sharing it, before any plan. Slugs unchanged: a sweep folder written before still resumes."""
+    import os
+
+    seen: dict[str, str] = {}  # a model's file (two paths to one file: one model), else its name -> the model
+    named: dict[str, str] = {}  # its folder's name, letter case aside -> the model
+    for model in models:
+        path = os.path.expanduser(model)
+        same = (os.path.realpath(path) if os.path.isfile(path) else
+                os.path.normpath(path) if model.lower().endswith(".gguf") else model)
+        if same in seen:
+            what = "is given twice" if seen[same] == model else f"and {seen[same]!r} are one model file ({same})"
+            raise UsageError(f"{model!r} {what}: a sweep runs each model once; give it once")
+        seen[same] = model
+        if (first := named.setdefault(slug(model).casefold(), model)) != model:
+            where = Path(out or "results/sweep-<time>") / slug(model)
+            raise UsageError(f"{first!r} and {model!r} would share the sweep's folder {where} (a model's run is "
+                             "written into a folder named by the model, a .gguf file's name without .gguf): give each "
+                             "model a file of its own name (rename or link one), or run them apart, each with its own "
+                             f"{opt('out')}")
 
 
 def option_names() -> tuple[str, ...]:

@@ -37,7 +37,8 @@ class Hooks:
     folder), ``warn`` (a task skipped, a task's note: one line each, as the CLI prints them),
     ``progress`` (each model's: () -> (update(task, done, total), close())), ``on_loaded`` (plan, backend,
     cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
-    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server), ``done``
+    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server; a --resume's
+    own, as its folder says them: a saved line set aside, the run grown, its verdict judged again), ``done``
     (each model's :class:`Step` as it ends), ``ended`` (a sweep's request and steps once its last model
     ended: its comparison), ``before_download`` (dry_run.of_download's DryRun, None when it could not be made:
     the cost of a model's plan estimated from its registry entry before its download starts; made only for it)."""
@@ -217,7 +218,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=hooks.notify, pairs=pairs,
+        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=folder.say, pairs=pairs,  # (resume:)
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
                                                             pairs))
     except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
