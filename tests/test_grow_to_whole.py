@@ -11,21 +11,9 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from abricot_local.cli import cli
-from abricot_local.tasks.discotex import RELEASE
 from invented_data import write_discotex
-
-FAKE = ("run", "fake-model", "--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
-ITEMS = 4 * len(RELEASE)
-SAMPLES = "samples-discotex.jsonl"
-
-
-def invoke(*args, code: int = 0):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == code, r.output
-    return r
+from test_sample_whole_task2 import FAKE, ITEMS, SAMPLES, invoke  # (its runs' setup: the same 8 invented items)
 
 
 def record(folder):
