@@ -1,8 +1,8 @@
 """The dry run says what the run will do, and the run refuses for the cause it has (senior review, F13):
 
-1. A sweep's pin check leaves out the models a --resume skips (a finished run: run.resume.sweep_skips, the one rule
-   run.session.sweep skips by), so a pin edited wrong since on such a model refuses nothing; a wrong pin of a model
-   the sweep plans refuses the whole sweep, its dry run too (a hash it remembers: nothing read), in the run's words.
+1. A sweep's pin check holds every model of the sweep, one whose run a --resume finds finished too (that model's own
+   --resume holds it to its pin as well): a pin edited wrong since refuses the whole sweep before any item, its dry
+   run too (a hash it remembers: nothing read), in the run's words; the finished run is left as it is.
 2. --until-settled on data that is not the release: the dry run sees it (its data hashed as the run hashes it, in
    run.settle.costed) and refuses as the run does, and the refusal names the data and the release.
 3. A --resume of a finished run asked with other options, its data gone, gets the resume's refusal of other options
@@ -61,19 +61,22 @@ def scored(monkeypatch):
     return ran
 
 
-def test_a_sweep_skips_the_pin_of_a_model_it_skips_and_its_dry_run_refuses_as_it_does(tmp_path, scored):
+def test_a_resumed_sweep_holds_a_finished_model_to_its_pin_as_its_own_resume_does(tmp_path, scored):
     data, out = write_discotex(tmp_path / "d", 4), tmp_path / "sw"
     args = ("--tasks", "discotex", "--data-dir", data, "--sample", 2, "--out", out)
     r = invoke("run", "g1", "g2", "--models", entries(tmp_path), *args)
     assert r.exit_code == 0 and scored == ["g1", "g2"], r.output
     shutil.rmtree(out / "g2")  # g1's run finished; g2's to score again
+    held = (out / "g1" / "results.json").read_bytes()
     bad = entries(tmp_path, wrong=("g1",))  # g1's pin edited wrong since
     assert hashing.remembered(tmp_path / "g1.gguf")  # (its hash remembered: a dry run holds the pin to it)
-    dry = invoke("run", "g1", "g2", "--models", bad, *args, "--resume", "--dry-run")
-    assert dry.exit_code == 0 and "sha256 mismatch" not in dry.output, dry.output
-    r = invoke("run", "g1", "g2", "--models", bad, *args, "--resume")
-    assert r.exit_code == 0 and "g1: already complete" in r.output and scored[2:] == ["g2"], r.output
-    assert (out / "g2" / "results.json").is_file()
+    own = invoke("run", "g1", "--models", bad, *args[:-1], out / "g1", "--resume")  # g1's own --resume
+    assert own.exit_code == 2 and "error: model 'g1': sha256 mismatch" in own.output, own.output
+    for more in ((), ("--dry-run",)):
+        r = invoke("run", "g1", "g2", "--models", bad, *args, "--resume", *more)
+        assert r.exit_code == 2 and "error: model 'g1': sha256 mismatch" in r.output, (more, r.output)
+        assert f"[g1] in {bad}" in said(r) and "== g2" not in r.output
+    assert scored[2:] == [] and not (out / "g2").exists() and (out / "g1" / "results.json").read_bytes() == held
     for more in ((), ("--dry-run",)):  # g1 planned (a new sweep): the whole sweep refused, the dry run so too
         r = invoke("run", "g1", "g2", "--models", bad, *args[:-1], tmp_path / "sw2", *more)
         assert r.exit_code == 2 and "error: model 'g1': sha256 mismatch" in r.output, (more, r.output)

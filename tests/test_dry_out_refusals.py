@@ -128,7 +128,7 @@ def test_a_full_disk_in_the_api_names_the_call_that_resumes(tmp_path, data, monk
 
 
 def test_a_resumed_sweep_takes_no_finished_run_through_a_link(tmp_path, data):
-    """Before: the run said `fake-a: already complete` of a link to a finished run (tidying it through the link)."""
+    """Before: the run took as complete a link to a finished run (tidying it through the link)."""
     assert run_fake(data, tmp_path / "done").exit_code == 0
     sweep = tmp_path / "sweep"
     sweep.mkdir()
@@ -137,4 +137,4 @@ def test_a_resumed_sweep_takes_no_finished_run_through_a_link(tmp_path, data):
     row = json.loads(dry.output)["models"][0]
     assert "is a symbolic link" in row["problem"], dry.output
     ran = run_fake(data, sweep, "--resume", models=("fake-a", "fake-b"))
-    assert f"error: fake-a: {row['problem']}" in ran.output and "already complete" not in ran.output, ran.output
+    assert f"error: fake-a: {row['problem']}" in ran.output and "holds this run, complete: nothing to score" not in ran.output, ran.output

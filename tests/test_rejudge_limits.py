@@ -66,4 +66,4 @@ def test_a_sweep_resumed_with_another_margin_judges_each_finished_run_again(tmp_
     for model in ("fake-as-llama", "fake-as-llama-too"):
         assert json.loads((tmp_path / "sweep" / model / "results.json").read_text())["published"]["margin"] == 1.5
     r = invoke(*sweep, "--resume")  # no --margin: each finished run left as it is
-    assert r.exit_code == 0 and r.output.count("already complete") == 2, r.output
+    assert r.exit_code == 0 and r.output.count("holds this run, complete: nothing to score") == 2, r.output

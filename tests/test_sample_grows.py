@@ -184,7 +184,7 @@ def test_a_sweep_grows_each_model(tmp_path, discotex_dir):
     args = ("run", "fake-a", "fake-b", *FAKE, "--data-dir", discotex_dir, "--out", root)
     assert invoke(*args, "--sample", 6).exit_code == 0
     r = invoke(*args, "--sample", 9, "--resume")
-    assert r.exit_code == 0 and "already complete" not in r.output and r.stderr.count("grows from") == 2
+    assert r.exit_code == 0 and "holds this run, complete: nothing to score" not in r.output and r.stderr.count("grows from") == 2
     for name in ("fake-a", "fake-b"):
         entry = json.loads((root / name / "results.json").read_text())["tasks"]["discotex"]
         assert (entry["n"], entry["scored_now"]) == (9, 3)

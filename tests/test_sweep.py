@@ -31,7 +31,7 @@ def test_two_fake_models_into_one_sweep_folder(tmp_path, discotex_dir):
     assert tail[1:] == ["fake-a vs fake-b: identical (on these 6 common items, every log-prob bit-identical)"]
     again = invoke("run", "fake-a", "fake-b", "--backend", "fake", "--tasks", "discotex", "--data-dir", discotex_dir,
                    "--sample", "6", "--n-ctx", "8192", "--out", root, "--resume")
-    assert again.exit_code == 0 and again.output.count("already complete") == 2
+    assert again.exit_code == 0 and again.output.count("holds this run, complete: nothing to score") == 2
 
 
 def test_a_failing_model_is_reported_and_the_others_go_on(tmp_path, discotex_dir):

@@ -100,7 +100,7 @@ def test_a_sweep_without_out_names_the_call_that_resumes_the_sweep_and_it_does(t
     on = RunFolder(root / "fake-b", hint=resume_command, totals={"discotex": 8}, within=root).go_on("it is back")
     assert on.endswith(f"resume with: {said}"), on
     again = invoke(shlex.split(said)[1:])  # run as printed
-    assert again.exit_code == 0 and "fake-a: already complete" in again.output, again.output
+    assert again.exit_code == 0 and f"{root / 'fake-a'} holds this run, complete: nothing to score" in again.output, again.output
     assert sorted(p.name for p in root.iterdir()) == list(MODELS)  # no sweep made inside a model's folder
     for m in MODELS:
         name = "samples-discotex.jsonl"

@@ -23,7 +23,7 @@ from abricot_local.models.locate import locate
 from abricot_local.models.sources import held_to_pins
 from abricot_local.record import DataFile, Manifest, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
-from abricot_local.run.resume import finished_in, sweep_skips
+from abricot_local.run.resume import finished_in
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
@@ -178,8 +178,7 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
     remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
     naming its entry, before the sweep scores its first item, not after the models before it ran. A dry plan holds a
     file to its pin only where its hash is remembered (nothing read to hash it), a dry sweep's every model's too: it
-    refuses the sweep as its run will. A model the sweep skips is held to nothing (run.resume.sweep_skips: with
-    --resume, a finished run the sweep never plans). A model of the sweep that cannot be located is left to its own
+    refuses the sweep as its run will. A model of the sweep that cannot be located is left to its own
     plan, one to download to its download; every wrong pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
     wrong: list[IntegrityError] = []
     found = None
@@ -189,7 +188,7 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
             here = locate(name, backend=r.given.backend, models_file=r.models_file, registry=r.registry,
                           model_dirs=r.model_dirs, notify=notify if own and not dry else None, fresh=fresh and own,
                           digest=own and not dry)
-            if here.path is not None and (dry or r.sweep) and sweep_skips(r, name) is None:  # a registry entry's file
+            if here.path is not None and (dry or r.sweep):  # a registry entry's file
                 held_to_pins(here.spec, fresh=fresh and own, remembered=dry)
         except IntegrityError as err:
             wrong.append(err)

@@ -56,26 +56,6 @@ def finished_in(folder: Path | None, sample: int | None) -> Record | None:
     return record
 
 
-def sweep_skips(request, model: str) -> Record | None:
-    """The finished run a sweep's --resume (``request``, a run.request.RunRequest; not an --until-settled ladder's,
-    which goes look by look: run/settle_sweep.py) takes ``model`` as complete by, never planning it: its folder (not a
-    link: the model's run refuses that) holds a finished run (its results.json) that the request's --sample does not
-    grow, and no --margin judges its verdict again (run.run_folder.rejudged); else None (a record that cannot be read
-    too: the model's run says what is wrong with it). The one rule run.session.sweep skips a model by ("already
-    complete", its leftovers tidied from this record) and the sweep's pin check leaves it out by (run.plan)."""
-    if not (request.sweep and request.resume and request.reference is None) or request.margin is not None:
-        return None
-    folder = request.out_folder(model)  # (no --out: a new sweep's folder, empty)
-    if folder is None or folder.is_symlink() or not (folder / RESULTS).exists():
-        return None
-    try:
-        record = read_run(folder)
-    except AbricotError:
-        return None
-    recorded = getattr(record.config, "sample", None)
-    return None if request.sample is not None and recorded is not None and request.sample > recorded else record
-
-
 def finished_run(folder: str | Path, manifest: Manifest) -> Record | None:
     """With --resume: the finished run in ``folder`` when it is this run (None when the folder
     holds no finished run, or one this run grows: :func:`grows`); a run of other options, model or

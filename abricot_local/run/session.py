@@ -17,7 +17,7 @@ from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
-from abricot_local.run.resume import grows, remargined, sweep_skips, without_data
+from abricot_local.run.resume import grows, remargined, without_data
 
 
 class Interrupted(KeyboardInterrupt):
@@ -124,8 +124,8 @@ class Done:
 
 @dataclass(frozen=True)
 class Step:
-    """One model of a `run`, as it ends: its run now (``done``), or (a sweep's) its folder found complete
-    by --resume (no ``done``), or why it failed (``failed``, its options unrendered: errors.opt)."""
+    """One model of a `run`, as it ends: its run (``done``: a --resume's found complete too; none for a ladder's rung
+    a --resume found holding its looks), or (a sweep's) why it failed (``failed``, its options unrendered: errors.opt)."""
 
     model: str
     folder: Path | None
@@ -309,20 +309,16 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
 
 def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     """The request's models one after another, each into <sweep root>/<model>/; a model that fails is said
-    (``hooks.notify``) and the others go on. With --resume, a model's finished run is complete unless the
-    request's --sample grows it or its --margin is another than the recorded one (run.resume.sweep_skips). A
-    models.toml pin of a model it plans that is wrong (run.plan.PinsRefused: its first plan holds every model's it
-    plans, before any item; not one it skips) ends it."""
+    (``hooks.notify``) and the others go on. With --resume, each model's run goes on as one model's --resume does
+    (:func:`run_model`): a finished run that is this request's is complete (nothing scored or loaded), one this
+    request grows or judges again at another --margin is grown or judged again, and one of other options is refused
+    as that model's error. A models.toml pin of a model it plans that is wrong (run.plan.PinsRefused: its first plan
+    holds every model's, before any item) ends it."""
     from abricot_local.run.plan import PinsRefused
 
     for model in request.models:
         folder = folders.of(model)
         hooks.notify(f"== {model} -> {folder}")
-        if (finished := sweep_skips(request, model)) is not None:  # its finished run (run.resume; a link, a --margin, a
-            tidy_finished(folder, finished)  # damaged record: run_model's); what a signal or a kill left beside it goes
-            hooks.notify(f"{model}: already complete")
-            yield Step(model, folder)
-            continue
         try:
             done = run_model(request, model, request.resume and folder.exists(), hooks=hooks, folders=folders)
         except PinsRefused:  # a models.toml pin of the sweep's models: the sweep's error, not this model's
