@@ -124,11 +124,12 @@ def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:
     return None
 
 
-def without_data(folder: Path, grown: tuple[int, int] | None, run) -> str:
-    """Why a --resume that scores items into the finished run in ``folder`` (``grown``: it grows it, --sample n -> m)
-    is refused when a task's data is not here (``run``: a tasks.selection.TaskRun planned from the run's record,
-    run.plan: the finished run needed none), and how to get it."""
-    more = (f"grows the finished run there from {opt('sample', grown[0])} to {sample_words(grown[1])}"
+def without_data(folder: Path, grown: tuple[int, int] | None, run, bound: str = "sample") -> str:
+    """Why a --resume that scores items into the finished run in ``folder`` (``grown``: it grows it, --sample n -> m;
+    ``bound`` "max_items": a run --until-settled, its bound --max-items) is refused when a task's data is not here
+    (``run``: a tasks.selection.TaskRun planned from the run's record, run.plan: the finished run needed none), and how
+    to get it."""
+    more = (f"grows the finished run there from {opt(bound, grown[0])} to {sample_words(grown[1], bound)}"
             if grown else "scores items into the finished run there")
     return f"cannot resume {folder}: it {more}, which needs the data of {run.task.key}: {run.problem}"
 

@@ -281,12 +281,12 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         return Outcome(folder.path / RESULTS, rejudged(plan, folder.path, done, notify), complete=True,
                        rejudged=True)
     grown = folder.grown = grows(folder.path, manifest) if resume else None
+    bound = "max_items" if plan.settle.on else "sample"  # --until-settled: --max-items is the run's sample
     if lacking := [r for r in plan.runs if r.problem]:  # planned from the finished run's record (run.plan)
-        raise DataError(without_data(folder.path, grown, lacking[0]))
+        raise DataError(without_data(folder.path, grown, lacking[0], bound))
     if grown and notify:
         kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
                 "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
-        bound = "max_items" if plan.settle.on else "sample"  # --until-settled: --max-items is the run's sample
         notify(f"resume: the run in {folder.path} grows from {opt(bound, grown[0])} to "
                f"{sample_words(grown[1], bound)}: {kept}, the new ones scored{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
