@@ -285,65 +285,23 @@ function pairwise() {
 }
 
 // -- figures ---------------------------------------------------------------------------------
-const LABEL_MAX = 56;
-function shortName(name) {
-  return name.length > LABEL_MAX ? name.slice(0, 27) + "\u2026" + name.slice(-28) : name;
-}
-let measurer;
-function labelWidth(text) {  // the width of a label in the plots' font (svg text: 11px), else about 6.6 px a character
-  if (measurer === undefined) {
-    measurer = document.createElement("canvas").getContext("2d");
-    if (measurer) measurer.font = "11px system-ui, sans-serif";
-  }
-  const w = measurer ? measurer.measureText(text).width : NaN;
-  return Number.isFinite(w) && w > 0 ? w : 6.6 * text.length;
-}
-function forest(key) {
-  const col = D.columns.find(c => c.key === key);
-  const rows = D.rows.filter(r => r.cells[key] && Number.isFinite(r.cells[key][0]));
-  const missing = D.rows.filter(r => r.cells[key] && !Number.isFinite(r.cells[key][0]))
-    .map(r => r.label + " (" + fmt(r.cells[key][0]) + ")");
-  const untold = missing.length ? "; not drawn: " + missing.join(", ") : "";
-  if (!rows.length) return missing.length ? h("figure", {}, h("figcaption", {text: key + untold})) : null;
-  // every label whole (a quant ladder's names run long): the margin as wide as the longest, a name over
-  // LABEL_MAX characters cut in its middle (its start and its quant, at the end, kept), whole in its tooltip
-  const full = rows.map(r => r.label + (r.kind === "published" ? " (published)" : ""));
-  const names = full.map(shortName);
-  const left = Math.max(120, 14 + Math.ceil(Math.max(...names.map(labelWidth))));
-  const W = left + 330, right = 20, top = 26, rowH = 20, H = top + rowH * rows.length + 30;
-  const xs = rows.flatMap(r => r.cells[key].filter(Number.isFinite));
-  if (col.chance !== null) xs.push(col.chance);
-  let lo = Math.min(...xs), hi = Math.max(...xs);
-  if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
-  const pad = (hi - lo) * 0.06; lo -= pad; hi += pad;
-  const X = v => left + (v - lo) / (hi - lo) * (W - left - right);
-  const svg = s("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img"});
-  svg.append(s("text", {x: 4, y: 14, "font-weight": 600}, key + " (dot: value, bar: 95% CI)"));
-  const step = Math.pow(10, Math.floor(Math.log10((hi - lo) / 4)));
-  const mult = [1, 2, 5, 10].find(m => (hi - lo) / (step * m) <= 6) || 10;
-  for (let t = Math.ceil(lo / (step * mult)) * step * mult; t <= hi; t += step * mult) {
-    svg.append(s("line", {x1: X(t), x2: X(t), y1: top - 4, y2: H - 24, class: "grid"}),
-      s("text", {x: X(t), y: H - 10, "text-anchor": "middle"}, (Math.abs(t) < 1e-12 ? 0 : t).toFixed(step * mult < 0.1 ? 2 : 1)));
-  }
-  if (col.chance !== null) {
-    svg.append(s("line", {x1: X(col.chance), x2: X(col.chance), y1: top - 6, y2: H - 24, class: "chance"}),
-      s("text", {x: X(col.chance) + 3, y: top - 8, fill: "#cf222e"}, "chance " + fmt(col.chance, 2)));
-  }
-  rows.forEach((r, i) => {
-    const y = top + rowH * i + rowH / 2, v = r.cells[key];
-    const label = s("g", {class: "label"});  // its title: the whole name, as a tooltip
-    label.append(s("title", {}, full[i]), s("text", {x: left - 8, y: y + 4, "text-anchor": "end"}, names[i]));
+// A forest plot as report/forest.py laid it out (every text in a band of its own, none over another):
+// its shapes drawn as they come; a name's whole text (a long one is cut in its middle) is its tooltip.
+function forest(fig) {
+  if (!fig.shapes.length) return h("figure", {}, h("figcaption", {text: fig.caption}));
+  const svg = s("svg", {width: fig.width, height: fig.height, viewBox: "0 0 " + fig.width + " " + fig.height, role: "img"});
+  for (const [tag, attrs, text, whole] of fig.shapes) {
+    if (whole === undefined) { svg.append(s(tag, attrs, text)); continue; }
+    const label = s("g", {class: "label"});
+    label.append(s("title", {}, whole), s(tag, attrs, text));
     svg.append(label);
-    if (Number.isFinite(v[1]) && Number.isFinite(v[2])) svg.append(s("line", {x1: X(v[1]), x2: X(v[2]), y1: y, y2: y, class: "whisker"}));
-    if (r.kind === "published") svg.append(s("rect", {x: X(v[0]) - 4, y: y - 4, width: 8, height: 8, class: "pub", transform: "rotate(45 " + X(v[0]) + " " + y + ")"}));
-    else svg.append(s("circle", {cx: X(v[0]), cy: y, r: 4.5, class: "run"}));
-  });
-  return h("figure", {}, svg, h("figcaption", {text: col.task + ": " + col.metric + " per run; dashed line: chance level" + untold}));
+  }
+  return h("figure", {}, svg, h("figcaption", {text: fig.caption}));
 }
 
 function figures() {
   const sec = h("section", {id: "figures"}, h("h2", {text: "Figures"}));
-  const box = h("div", {cls: "figs"}, D.primary.map(forest));
+  const box = h("div", {cls: "figs"}, D.forests.map(forest));
   for (const f of D.figures) {
     if (!/^data:image\/png;base64,[A-Za-z0-9+\/=]+$/.test(f.src)) continue;
     box.append(h("figure", {}, h("img", {src: f.src, alt: f.caption, loading: "lazy"}), h("figcaption", {text: f.caption})));

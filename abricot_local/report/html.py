@@ -3,9 +3,10 @@
 :func:`render_html` takes a :class:`~abricot_local.report.tables.Report` and returns
 one HTML string with everything inline: styles, a vanilla script, figures
 (PNG data URIs from :mod:`abricot_local.report.plots` when matplotlib is installed,
-plus SVG drawn by the page itself) and the data. Nothing is fetched: a
-Content-Security-Policy allows only this page's own script and style (by
-hash) and ``data:`` images, so the page works offline from ``file://``.
+plus SVG forest plots that :mod:`abricot_local.report.forest` lays out and the page
+draws) and the data. Nothing is fetched: a Content-Security-Policy allows only this
+page's own script and style (by hash) and ``data:`` images, so the page works
+offline from ``file://``.
 
 Every text from data or from a model reaches the page only inside the JSON
 block (``<``, ``>``, ``&`` written as ``\\u003c`` etc.) and is put into the
@@ -34,6 +35,7 @@ from abricot_local.analysis.equivalence import references
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.reproduction import words
+from abricot_local.report import forest
 from abricot_local.report import ladder as ladder_rows
 from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
@@ -288,6 +290,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "columns": columns,
         "rows": rows,
         "primary": primary,
+        "forests": [f for f in (forest.figure(c, rows) for c in columns if c["key"] in primary) if f is not None],
         "checks": _checks(report),
         "quant": _quant(report),
         "ladder": ladder_rows.page_records(ladders(report.runs, given=report.given)) if report.quant else [],

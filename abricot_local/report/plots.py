@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from abricot_local.report.forest import text_width
 from abricot_local.report.safe import visible
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.gguf.file import quant_of
@@ -22,6 +23,7 @@ from abricot_local.tasks.base import Figure
 JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
 JITTER_SEED = 0
 DPI = 110
+TITLE_PT = 9  # a figure's title
 
 
 def needs_matplotlib():
@@ -103,6 +105,28 @@ def _names_quant(run: Run) -> bool:
 
 def _title(run: Run) -> str:
     return visible(run.label if _names_quant(run) else f"{run.label} ({run.quant})")[:200]
+
+
+def heading(lines: list[str], fig) -> str:
+    """A figure's title lines, each broken (after a ``-``, ``_``, ``.`` or space where it can) to fit the figure's
+    width: one long line (a run's name runs to 200 characters) would widen the PNG past its width
+    (``bbox_inches="tight"``), and the page and Markdown, which show it at their width, would shrink every text."""
+    size = TITLE_PT * DPI / 72  # px
+    room = fig.get_figwidth() * DPI * 0.8  # the title starts at the axes' left edge
+    out: list[str] = []
+    for line in lines:
+        row = ""
+        for part in re.findall(r"[^-_. ]*[-_. ]?", line)[:-1]:
+            if row and text_width(row + part, size) > room:
+                out.append(row.rstrip())
+                row = ""
+            row += part
+            while text_width(row, size) > room:  # one part wider than the figure: cut where it fills it
+                cut = max(1, max(k for k in range(len(row) + 1) if text_width(row[:k], size) <= room))
+                out.append(row[:cut])
+                row = row[cut:]
+        out.append(row)
+    return "\n".join(out)
 
 
 def _field(sample, name: str, run: Run, task: str) -> float:
@@ -191,7 +215,7 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
     for bad, name in ((x_bad, figure.x), (y_bad, y_name)):
         if bad.any():
             lines.append(f"{int(bad.sum())} item(s) not drawn: {name} is not finite")
-    ax.set_title("\n".join(lines), fontsize=9, loc="left")
+    ax.set_title(heading(lines, fig), fontsize=TITLE_PT, loc="left")
     return _save(fig, path), notes
 
 
@@ -222,8 +246,8 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
                     color="white" if counts[g, p] > top / 2 else "black")
     name = figure.metric if figure and figure.metric else "accuracy"
     acc = next((x for x in run.metric_values if x.task == task and x.name == name), None)
-    ax.set_title(f"{_title(run)} - {task} (n={len(samples)})\n{name} {_ci_text(acc and acc.value, acc and acc.ci)}",
-                 fontsize=9, loc="left")
+    ax.set_title(heading([f"{_title(run)} - {task} (n={len(samples)})",
+                          f"{name} {_ci_text(acc and acc.value, acc and acc.ci)}"], fig), fontsize=TITLE_PT, loc="left")
     return _save(fig, path), []
 
 
