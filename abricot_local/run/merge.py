@@ -55,13 +55,14 @@ def same_build(run: Run) -> tuple[str, ...]:
                            "it, then merge") from None
 
 
-def _load(shard, given: Sequence = (), out=None) -> Run:
+def _load(shard, given: Sequence = (), out=None, command=None) -> Run:
     """A shard: a finished run (analysis.runs.Run), or its folder, read; a folder that holds none is refused,
-    saying what it is (:func:`not_a_shard`: ``given``, every shard given, for a sweep's advice)."""
+    saying what it is (:func:`not_a_shard`: ``given``, every shard given, for a sweep's advice; ``command``, a door's
+    words for the call that scores a shard none of them holds)."""
     if not isinstance(shard, Run):
         folder = Path(shard)
         if not (folder / RESULTS).exists():
-            raise ResultsError(not_a_shard(folder, given or (folder,), out))
+            raise ResultsError(not_a_shard(folder, given or (folder,), out, command))
         shard = load_run(folder)
     record = shard.record
     if record.config is None or not record.config.shard:
@@ -78,7 +79,7 @@ def check_shards(shards: Sequence, out=None, command=None) -> list[tuple[Shard, 
     doubled, foreign or judged at other margins (:class:`MarginsDiffer`)."""
     if not shards:
         raise ResultsError("give the output folders of the shards to merge")
-    found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s, shards, out) for s in shards)]
+    found = [(Shard.parse(run.record.config.shard), run) for run in (_load(s, shards, out, command) for s in shards)]
     first_shard, first = found[0]
     ref = first.record
     same = same_build(first)

@@ -5,7 +5,8 @@ that holds runs (a sweep's, run/session.py: a run per model, named after it, req
 run gathered by hand). The advice names only a merge that the folders given make whole: the shards of one run,
 each once, every one of its N there; a run made without shards is whole (nothing to merge); shards whose run
 lacks one in every folder given are named with the shards they lack. Door-neutral: folders, no one door's
-command (nor its options)."""
+command (nor its options), but the call that scores a sweep's shard no folder given holds: the door's words for
+it (``command``), as for one run's missing shard (:func:`missing_shards`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from abricot_local.record import RESULTS, Manifest
 from abricot_local.record.io import differences as option_differences
 from abricot_local.record.outputs import INTERRUPTED, is_run_folder
 from abricot_local.run.request import Shard, slug
+from abricot_local.tasks.recorded_data import recorded_data
 
 Found = tuple[Path, Manifest]  # a run folder and what it recorded
 
@@ -26,18 +28,19 @@ def strip_shard(manifest: Manifest) -> Manifest:
     return replace(manifest, config=replace(manifest.config, shard=None))
 
 
-def not_a_shard(folder: Path, given: Sequence, out=None) -> str:
+def not_a_shard(folder: Path, given: Sequence, out=None, command=None) -> str:
     """Why ``folder`` (no results.json) is no shard to merge, and what to do: it does not exist; it holds runs
     (:func:`holds_runs`: the shards of one run, a sweep's runs, or other runs); a run not finished (run/states.py's
     state): a shard's (its checkpoint's recorded config has a shard; an INTERRUPTED one's file names the call that
-    resumes it, OutputDir.interrupted), or not a shard at all; else no run."""
+    resumes it, OutputDir.interrupted), or not a shard at all; else no run. ``command``: the door's words for the
+    call that scores a shard no folder given holds (:func:`missing_shards`)."""
     from abricot_local.run.states import _fields, run_state, unfinished
 
     if not folder.exists():
         return f"{folder} does not exist: give the folder each shard of the run was written to"
     inside = _inside(folder)
     if inside and not is_run_folder(folder):
-        return holds_runs(folder, inside, given, out)
+        return holds_runs(folder, inside, given, out, command)
     why = unfinished(folder)
     if why is None:
         return (f"{folder} is not a complete shard (no {RESULTS}, and no run stopped there to resume): give the "
@@ -132,12 +135,13 @@ def _lacks(group: Sequence[Found]) -> tuple[list[str], list[str]]:
     return missing, twice
 
 
-def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) -> str:
+def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None, command=None) -> str:
     """Why ``folder``, which holds the run folders ``inside``, is no shard, and what to merge instead, from every
     folder ``given`` (a Run given: its folder): the shards of one run (their folders, in shard order, with those of
     that run the others given hold); a sweep's folder (each model's shards merged apart into ``out``'s folder of
     it, across the folders given; a model's run made without shards is whole: nothing to merge); else what it
-    holds, run by run."""
+    holds, run by run. A sweep's shards no folder given holds: named, with ``command``'s call that scores each
+    (:func:`_scoring`)."""
     read = [(d, recorded(d)) for d in inside]
     known: list[Found] = [(d, m) for d, m in read if m is not None]
     models = [m.config.model or "" for _, m in known]
@@ -147,7 +151,7 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None) 
                                                                                             not swept):
         return _one_runs_shards(folder, known, others)
     if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
-        return _sweep(folder, known, others, given, out)
+        return _sweep(folder, known, others, given, out, command)
     sets = shard_sets(known, [d for d, _ in known])  # the shards of one run together, in shard order
     groups: list[list[Found]] = [list(s.shards) for s in sets]  # then other runs by their model
     for d, m in (f for f in known if not f[1].config.shard):
@@ -195,15 +199,17 @@ def _unmergeable(folders: str, missing: Sequence[str], twice: Sequence[str]) -> 
     return f"{folders}: {'; '.join(said)}"
 
 
-def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given: Sequence, out) -> str:
+def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given: Sequence, out, command=None) -> str:
     """``folder`` is a sweep's (``known``: a run per model): each model's runs across every folder given
-    (``others``), its shards merged apart where they make its run whole, its whole runs nothing to merge."""
+    (``others``), its shards merged apart where they make its run whole, its whole runs nothing to merge; the shards
+    no folder given holds scored (``command``) each into a folder beside ``folder`` of that shard, in its model's
+    folder there (as a sweep of that shard writes them: merged with the others given, it merges apart too)."""
     names = [d.name for d, _ in known]
     sweep = f"{folder} is a sweep's folder (a run per model: {', '.join(names)}), not a shard"
     by_model: dict[str, list[Found]] = {}
     for d, m in [*known, *others]:
         by_model.setdefault(m.config.model or "", []).append((d, m))
-    merges, whole, problems = [], [], []
+    merges, whole, problems, lacking = [], [], [], []
     for model, runs in by_model.items():
         name = slug(model) if model else "?"
         whole += [(name, d) for d, m in runs if not m.config.shard]
@@ -215,6 +221,7 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
             folders = " and ".join(str(d) for d, _ in group)
             if missing or twice:
                 problems.append(f"{name}: {_unmergeable(folders, missing, twice)}")
+                lacking.append(group)
             else:
                 merges.append(f"{folders}, into {Path(out or 'OUT') / name}")
     if not merges and not problems:
@@ -225,31 +232,82 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
         models = list(dict.fromkeys(n for n, _ in whole))
         said.append(f"{', '.join(models)}: {'a whole run' if len(whole) == 1 else 'whole runs'} (made without "
                     f"shards), nothing to merge ({', '.join(str(d) for _, d in whole)})")
-    return f"{sweep}: {'; '.join(said + problems)}"
+    bases: dict[tuple[int, int], Path] = {}  # one folder per shard, its models' runs in it
+
+    def where(k: int, count: int, found: Found) -> Path:
+        base = bases.setdefault((k, count), _new_folder(folder.parent / f"shard-{k}-of-{count}"))
+        return base / slug(found[1].config.model or "MODEL")
+
+    return f"{sweep}: {'; '.join(said + problems)}{_scoring(lacking, command, where)}"
 
 
 def missing_shards(first, count: int, missing: Sequence[int], command=None) -> str:
     """Why shards ``missing`` (their K) of the run of shard ``first`` (an analysis.runs.Run), of ``count``, stop a
     merge, and how to score each where its folder is not at hand: ``command(model, options, shard, out)``, a door's
-    words for the call that scores it (:func:`shard_options`, and ``data``: its recorded data files, key -> path,
-    :func:`recorded_data`; the door's line, its continuations indented), else in words (every door reads them);
-    what a run does not record (a models file, model folders) said to add."""
-    manifest, one = first.record.manifest, len(missing) == 1
+    words for the call that scores it (:func:`_calls`; the door's line, its continuations indented), else in words
+    (every door reads them); what a run does not record (a models file, model folders) said to add."""
+    one = len(missing) == 1
     said = ", ".join(f"{k}/{count}" for k in missing)
     head = (f"shard(s) {said} missing: merge needs all {count}; give {'its folder' if one else 'their folders'} "
             f"too, or score {'it' if one else 'each'} with the options {first.path} recorded")
-    data, gone = recorded_data(first)
-    unrecorded = (f"add the {opt('models_file')} or {opt('model_dirs')} it was given, if any: a run does not record "
-                  "them" + "".join(f"; {task}'s data files are not here (it recorded {path}): add "
-                                   f"{opt('data', (task, 'PATH'))}" for task, path in gone))
     outs = {k: _new_folder(Path(first.path).parent / f"shard-{k}-of-{count}") for k in missing}
+    data, gone = _data(first)
     if command is None:
         given = "".join(f" {opt('data', pair)}" for pair in data.items())
         each = "; ".join(f"{opt('shard', f'{k}/{count}')} {opt('out', outs[k])}{given}" for k in missing)
-        return f"{head}, {each} ({unrecorded}), then merge"
+        return f"{head}, {each} ({_unrecorded(gone)}), then merge"
+    lines = _calls(first, count, missing, command, outs)
+    return f"{head} ({_unrecorded(gone)}), then merge:\n" + "\n".join(lines)
+
+
+def _data(run) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """The data files ``run`` recorded, as ``--data`` finds them again (key -> path), and its tasks whose files are
+    not here (task, a recorded path): tasks/recorded_data.py's rule, that of the lm-eval outputs read beside runs."""
+    found = recorded_data(run.run_tasks)
+    return dict(found.pairs), found.gone
+
+
+def _unrecorded(gone: Sequence[tuple[str, str]]) -> str:
+    """What to add to the calls that score a missing shard: what a run does not record, the data not here."""
+    return (f"add the {opt('models_file')} or {opt('model_dirs')} it was given, if any: a run does not record them"
+            + "".join(f"; {task}'s data files are not here (it recorded {path}): add {opt('data', (task, 'PATH'))}"
+                      for task, path in gone))
+
+
+def _calls(first, count: int, missing: Sequence[int], command, outs) -> list[str]:
+    """The door's calls (``command``) that score shards ``missing`` of ``first``'s run (an analysis.runs.Run) with
+    the options it recorded (:func:`shard_options`, and ``data``: its recorded data files) into ``outs[k]``,
+    each indented."""
+    manifest = first.record.manifest
+    data, _ = _data(first)
     options = {**shard_options(manifest, first.record.provenance), **({"data": data} if data else {})}
-    lines = [f"  {command(manifest.config.model or 'MODEL', options, f'{k}/{count}', outs[k])}" for k in missing]
-    return f"{head} ({unrecorded}), then merge:\n" + "\n".join(lines)
+    return [f"  {command(manifest.config.model or 'MODEL', options, f'{k}/{count}', outs[k])}" for k in missing]
+
+
+def _scoring(groups: Sequence[Sequence[Found]], command, where) -> str:
+    """After what a folder given holds: the door's calls (``command``, :func:`_calls`) that score the shards no
+    folder given holds of each run of ``groups`` (one run's shards each), with the options a finished one of them
+    recorded, each into ``where(k, count, found)`` (``found``: the run's first shard, its folder and manifest); ""
+    without a command, or none to score."""
+    from abricot_local.analysis.loading import load_run
+
+    lines, gone = [], []
+    for group in groups:
+        count = Shard.parse(group[0][1].config.shard).count
+        missing = [int(m.split("/")[0]) for m in _lacks(group)[0]]
+        done = next((d for d, _ in group if (d / RESULTS).is_file()), None)
+        if command is None or not missing or done is None:
+            continue
+        try:
+            first = load_run(done)
+        except AbricotError:  # its record read otherwise: nothing to score from
+            continue
+        lines += _calls(first, count, missing, command, {k: where(k, count, group[0]) for k in missing})
+        gone += [g for g in _data(first)[1] if g not in gone]
+    if not lines:
+        return ""
+    return (f"; score {'it' if len(lines) == 1 else 'each'} with the options its run recorded "
+            f"({_unrecorded(gone)}), then merge:\n" + "\n".join(lines))
 
 
 def shard_options(manifest: Manifest, provenance) -> dict:
@@ -265,30 +323,6 @@ def shard_options(manifest: Manifest, provenance) -> dict:
     if threads is not None and (calls is None or calls > 0) and takes_threads(manifest.config.backend or ""):
         options["threads"] = threads
     return options
-
-
-def recorded_data(run) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """The data the tasks of ``run`` (an analysis.runs.Run) read, as ``data`` finds it again (key -> path: each
-    task's data key, Task.data_ref; a key whose tasks read other files: each task's name, which --data takes too),
-    and the tasks whose recorded files are not here (task, a recorded path)."""
-    refs: dict[str, dict[str, str]] = {}  # data key -> task name -> its data_ref
-    gone: list[tuple[str, str]] = []
-    for t in run.run_tasks:
-        files = [Path(f.path) for f in t.entry.data] if t.entry is not None else []
-        if not files:
-            continue
-        try:
-            task = t.instance()
-        except AbricotError:
-            continue
-        if not all(f.exists() for f in files):
-            gone.append((task.name, str(files[0])))
-            continue
-        refs.setdefault(task.data.key, {})[task.name] = task.data_ref(files)
-    data: dict[str, str] = {}
-    for key, by_task in refs.items():
-        data.update({key: next(iter(by_task.values()))} if len(set(by_task.values())) == 1 else by_task)
-    return data, gone
 
 
 def _new_folder(path: Path) -> Path:
