@@ -3,12 +3,14 @@
 A message names an option by its field (:func:`opt`: ``opt("shots", 3)``), never by one door's
 spelling of it; the door renders it (:func:`render` with its :class:`Namer`): the command line as
 ``--shots 3`` (cli/), lm-eval as ``model_args shots=3`` (lm_eval/), Python as ``shots=3``
-(:func:`keywords`: what ``str(err)`` gives unless a door set ``err.namer``). The CLI prints the
+(:func:`keywords`: what ``str(err)`` gives unless a door set ``err.namer``). A call of a command the message
+tells the user to make (:func:`call`) is the door's too: the shell command (:func:`command`) unless the door
+writes it its own way (the API: ``abricot_local.evaluate([...])``). The CLI prints the
 message folded to :data:`WIDTH` columns (:func:`fold`) and exits with ``err.exit_code``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, Callable, Sequence
 
 WIDTH = 120  # no line of a message is wider (a URL, a path or a SHA-256 longer than that is kept whole)
@@ -120,17 +122,48 @@ def command_words(*words: str, **options: Any) -> list[str]:
 # -- options named in a message ------------------------------------------------------------------
 _OPEN, _VALUE, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use characters: never in a user's text
 _MANY = "\ue003"  # before each element of a list value
+_CALL = "\ue004"  # before a call's fields (:func:`call`)
 NONE = object()  # an option named without a value
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of a command that a message tells the user to make, as each door makes it (:attr:`Namer.call`;
+    :func:`call` puts it in a message): the command line's ``command`` ("run"), its arguments ``words``, its
+    ``options`` as (field, name, value) (``("models_file", "models", PATH)``: ``name`` as :func:`command` takes
+    it; a list value a list); ``placeholders``: words that stand for the user's (``FILE``), written as they are."""
+
+    command: str
+    words: tuple[str, ...] = ()
+    options: tuple[tuple[str, str, Any], ...] = ()
+    placeholders: bool = False
+
+    def shell(self) -> str:
+        """The call as the shell command that makes it (:func:`command`): a list value with commas."""
+        given = {flag: ",".join(v) if isinstance(v, (list, tuple)) else v for _, flag, v in self.options}
+        if self.placeholders:
+            return " ".join(["abricot-local", self.command, *self.words, *command_words(**given)[1:]])
+        return command(self.command, *self.words, **given)
 
 
 @dataclass(frozen=True)
 class Namer:
     """How a door writes an option a message names (:func:`opt`): ``write(name, value)`` (``value`` is
     :data:`NONE` when none is shown); a list value's elements reach ``write`` joined by ``join`` (the
-    command line's commas unless the door says otherwise: lm-eval's model_args ';', Python a list)."""
+    command line's commas unless the door says otherwise: lm-eval's model_args ';', Python a list); a call
+    the message tells the user to make (:func:`call`) by ``call`` (None: the shell command, :meth:`Call.shell`)."""
 
     write: Callable[[str, Any], str]
     join: Callable[[Sequence[str]], str] = ",".join
+    call: Callable[[Call], str] | None = None
+
+
+def call(made: Call) -> str:
+    """The call ``made`` in a message, as :func:`render` writes it for the door (``Namer.call``, else the shell's):
+    the command line's user is told `abricot-local run A B`, the API's the call that does it."""
+    import json
+
+    return f"{_OPEN}{_CALL}{json.dumps(astuple(made))}{_CLOSE}"  # (JSON's \u escapes: no marker inside)
 
 
 def opt(name: str, value: Any = NONE) -> str:
@@ -154,6 +187,13 @@ def render(text: str, namer: Namer | None = None) -> str:
     while _OPEN in rest:
         head, _, tail = rest.partition(_OPEN)
         inner, _, rest = tail.partition(_CLOSE)
+        if inner.startswith(_CALL):  # a call (:func:`call`), as this door makes it
+            import json
+
+            name, words, options, placeholders = json.loads(inner[len(_CALL):])
+            made = Call(name, tuple(words), tuple(map(tuple, options)), placeholders)
+            out += [head, namer.call(made) if namer.call is not None else made.shell()]
+            continue
         name, has, value = inner.partition(_VALUE)
         if value.startswith(_MANY):  # several values (a list option's), joined as this door writes a list
             shown = namer.join(value.split(_MANY)[1:])

@@ -257,3 +257,17 @@ def recorded(obj: Any) -> dict:
         elif spec.record == "always" or (spec.record == "if_set" and value != spec.default):
             out[spec.name] = list(value) if spec.many else value
     return out
+
+
+_BARE = object()  # an lm-eval option named without a value
+
+
+def lm_eval_option(name: str, given: str = "", python: Any = _BARE) -> str:
+    """lm-eval's own option ``name`` (not one of these fields: :func:`errors.opt` names those) as a message names
+    it: lm-eval has two doors of its own, its command line and simple_evaluate, and a message about what lm-eval
+    did (an output read back, a request our model got) cannot know which one the user ran, so it names both: the
+    flag with ``given`` (its value there, if any), then simple_evaluate's keyword with ``python`` where one is
+    shown: ``--apply_chat_template (simple_evaluate's apply_chat_template)``, ``--fewshot_as_multiturn false
+    (simple_evaluate's fewshot_as_multiturn=False)``."""
+    flag = f"--{name} {given}" if given else f"--{name}"
+    return f"{flag} (simple_evaluate's {name}{'' if python is _BARE else f'={python!r}'})"

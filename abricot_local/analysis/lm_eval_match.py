@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping
 
 from abricot_local.analysis.items import scored_key
 from abricot_local.errors import AbricotError, ResultsError, opt
+from abricot_local.option_fields import lm_eval_option
 
 
 class DataNotHere(ResultsError):
@@ -70,7 +71,7 @@ def chat_of(doc: Mapping, where) -> Chat | None:
         raise ResultsError(f"{where}: lm-eval put a system instruction ({str(system)[:40]!r}) in a turn of its own "
                            f"before every prompt, and a run with {opt('chat_template', True)} scores the prompt as "
                            "the one user turn: no run here scored these texts; run lm-eval without "
-                           "--system_instruction to compare it")
+                           f"{lm_eval_option('system_instruction')} to compare it")
     if template.count(MESSAGE) == 1:
         head, tail = template.split(MESSAGE)
         return Chat(template, head, tail)
@@ -81,14 +82,15 @@ def refused(lm_task: str, config: Mapping, shots: int | None, multiturn: Any) ->
     """Why lm-eval task ``lm_task`` (its ``configs`` entry ``config``), scored under a chat template, holds texts no
     run scores (None: it may match): the task's description in a system turn; its shots as turns of their own."""
     if config.get("description"):
-        return (f"cannot read lm-eval task {lm_task} as a run: under --apply_chat_template lm-eval puts the task's "
-                f"description in a system turn of its own, and a run with {opt('chat_template', True)} scores the "
-                "whole prompt as one user turn: no run here scored these texts")
+        return (f"cannot read lm-eval task {lm_task} as a run: under {lm_eval_option('apply_chat_template')} "
+                f"lm-eval puts the task's description in a system turn of its own, and a run with "
+                f"{opt('chat_template', True)} scores the whole prompt as one user turn: no run here scored these "
+                "texts")
     if shots and multiturn is True:  # not recorded (before lm-eval 0.4.3): matched, or refused as no match
         return (f"cannot read lm-eval task {lm_task} as a run: lm-eval wrote its {shots} shots as chat turns of their "
-                f"own (fewshot_as_multiturn, its default under --apply_chat_template), and a run with "
-                f"{opt('chat_template', True)} scores them in its one user turn; run lm-eval with "
-                "--fewshot_as_multiturn false to compare it")
+                f"own (fewshot_as_multiturn, its default under {lm_eval_option('apply_chat_template')}), and a "
+                f"run with {opt('chat_template', True)} scores them in its one user turn; run lm-eval with "
+                f"{lm_eval_option('fewshot_as_multiturn', 'false', False)} to compare it")
     return None
 
 

@@ -234,15 +234,21 @@ def entry(call):
     :func:`check_call`: each refused as one UsageError naming its keyword); an OSError naming a path (a
     name over 255 bytes, a file where a folder is wanted...) leaves it as that path's one-line AbricotError
     (paths.path_error), as the command line's group turns it; any other OSError is left whole (a bug to
-    see)."""
+    see); an AbricotError no door claimed leaves in the API's words, a call it tells the user to make as this
+    API's call (api.words.words_of: ``plan([...])`` from plan)."""
     @functools.wraps(call)
     def door(*args, **kwargs):
         from abricot_local.backends import waiting
+        from abricot_local.errors import AbricotError
 
         check_call(call, bind(call, args, kwargs))
         try:
             with waiting():  # a signal llama.cpp does not return from: waited for, never the process ended
                 return call(*args, **kwargs)
+        except AbricotError as err:
+            from abricot_local.api.words import words_of
+
+            raise (err if err.namer else err.said_by(words_of(call.__name__)))
         except OSError as err:
             from abricot_local.paths import path_error
 

@@ -1,7 +1,8 @@
 """The Python API's options: the option fields by name (the tasks' and the backends'), passed typed
 into the run's request (run/request.py parses each by its field); progress through tqdm.auto; the
 run's lines as Python warnings. Its errors need no rewording: an AbricotError names options by field
-(errors.opt), which ``str(err)`` writes as the API's keywords."""
+(errors.opt), which ``str(err)`` writes as the API's keywords, and a call it tells the user to make by the command
+(errors.call), which the API writes as its own call (api/words.py)."""
 
 from __future__ import annotations
 

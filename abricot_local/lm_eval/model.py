@@ -36,6 +36,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from abricot_local.lm_eval import requests as lm_eval_requests
 from abricot_local.errors import AbricotError, UsageError
+from abricot_local.option_fields import lm_eval_option
 
 MODEL_NAME = "abricot-local"
 
@@ -148,8 +149,8 @@ class AbricotLM(LM):
         if not chat_template:
             return ""
         if isinstance(chat_template, str):
-            raise UsageError("abricot-local renders the GGUF's own chat template; pass --apply_chat_template "
-                             "without a template name")
+            raise UsageError("abricot-local renders the GGUF's own chat template: give no template name, "
+                             f"{lm_eval_option('apply_chat_template', python=True)}")
         return self.backend.render_chat([{"role": "user", "content": "{message}"}])
 
     @property

@@ -2,8 +2,9 @@
 lacks is made by `quantize` (:func:`quantize_advice`: a ladder quantize wrote gets its missing rungs added, by the
 SOURCE its models.toml records, into its folder; any other ladder is made here from the model's highest-precision
 file), and a model file given with the quants of a registry model is run as files (:func:`files_advice`), or as the
-ladder the models.toml quantize wrote beside it names. Every command it prints is a shell command, the same in every
-door (errors.command), that works as printed."""
+ladder the models.toml quantize wrote beside it names. Every `quantize` command it prints is a shell command, the
+same in every door (errors.command), that works as printed; the run of files is a call each door makes its own way
+(errors.call: the command line's `abricot-local run A B`, the API's ``evaluate(["A", "B"])``)."""
 
 from __future__ import annotations
 
@@ -154,7 +155,7 @@ def files_advice(model: str, quants: Sequence[str]) -> str:
     tag), the file given and the files of the quants asked for beside it listed where each is there (the file
     given and one rung: a ladder of two). Only for a .gguf file here (a path, or a file name in llama.cpp's cache);
     a path to no file: said missing; "" for anything else (a store's reference, ``hf:...``: the plain refusal)."""
-    from abricot_local.errors import shell_line
+    from abricot_local.errors import Call, call
     from abricot_local.gguf.file import quant_of, strip_quant
     from abricot_local.models import stores
 
@@ -184,11 +185,12 @@ def files_advice(model: str, quants: Sequence[str]) -> str:
     ladder = wanted if own in wanted else [own, *wanted]  # the file given, and the rungs asked for beside it
     files = [str(path.parent / found[q].name) for q in ladder if q in found]
     missing = [q for q in wanted if q not in found]
-    listed = shell_line(files) if len(files) > 1 and not missing else "FILE FILE ..."
+    known = len(files) > 1 and not missing
+    run = Call("run", tuple(files)) if known else Call("run", ("FILE", "FILE", "..."), placeholders=True)
     said = f"; no {', '.join(missing)} file of that name is beside it" if missing else ""
     return (f"{opt('quants')} names quants of a registry model (an alias or a `base`, models.toml), and {model} is a "
             f"model file: to run files as a ladder, give each as a MODEL, without {opt('quants')} "
-            f"(`abricot-local run {listed}`, with your other options): they run one after another, and `report` "
+            f"(`{call(run)}`, with your other options): they run one after another, and `report` "
             "draws their ladder where their file names differ only in the quant "
             f"(docs/compare.md#a-quant-ladder-run---quants-and-report){said}{_named_beside(path, ladder)}")
 
@@ -196,7 +198,7 @@ def files_advice(model: str, quants: Sequence[str]) -> str:
 def _named_beside(path: Path, quants: Sequence[str]) -> str:
     """Where `quantize` wrote the model file ``path``, the ladder as its models.toml beside it names it: the
     `run --quants` command of ``quants`` with that file; "" where no models.toml of quantize's lists the file."""
-    from abricot_local.errors import command
+    from abricot_local.errors import Call, call
     from abricot_local.models import quant_folder
 
     try:
@@ -206,6 +208,7 @@ def _named_beside(path: Path, quants: Sequence[str]) -> str:
     alias = next((a for a, t in entries.items() if t.get("path") == path.name and t.get("base")), None)
     if alias is None:
         return ""
-    line = command("run", alias, quants=",".join(quants), models=str(path.parent / quant_folder.FRAGMENT))
+    made = Call("run", (alias,), (("quants", "quants", list(quants)),
+                                  ("models_file", "models", str(path.parent / quant_folder.FRAGMENT))))
     return (f"; or by the names quantize gave them, the ladder {entries[alias]['base']} of the {quant_folder.FRAGMENT} "
-            f"it wrote beside the file (`{line}`, with your other options)")
+            f"it wrote beside the file (`{call(made)}`, with your other options)")

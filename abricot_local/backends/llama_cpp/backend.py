@@ -183,8 +183,11 @@ class LlamaCppBackend(Declared):
         s = self.session
         tpl = s.chat_template()
         if not tpl:
+            from abricot_local.option_fields import lm_eval_option
+
             raise UsageError(f"{self.path.name} has no chat template (tokenizer.chat_template); run without "
-                             f"{opt('chat_template')} (lm-eval: drop --apply_chat_template)")
+                             f"{opt('chat_template')}, lm-eval without "
+                             f"{lm_eval_option('apply_chat_template')}")
         bos_text = s.piece(s.bos) if s.bos >= 0 else ""
         made = self.__dict__.setdefault("_chat_formatters", {})  # compiled once per template (a run renders each item)
         key = (tpl, add_generation_prompt)
