@@ -216,8 +216,14 @@ def _value(text: str) -> Any:
     return text
 
 
+AS_CALLS = {"dry_run": "plan(...)"}  # a command line's switch that is a call of its own in Python: `run --dry-run`
+
+
 def _keyword(name: str, value: Any = NONE) -> str:
-    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``."""
+    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``; a switch
+    that is a call in Python (:data:`AS_CALLS`) as that call: ``dry_run`` is ``plan(...)``."""
+    if name in AS_CALLS:
+        return AS_CALLS[name]
     if value is NONE:
         return name
     if isinstance(value, tuple) and len(value) == 2:

@@ -186,11 +186,13 @@ def test_plan_is_the_dry_run(tmp_path):
     # the same plan; the options it names (errors.opt) in each door's words, and nothing else differs
     assert "shard=K/2 (each part)" in api_text and "--shard K/2 (each part)" in cli_text
     assert "with calibrate=True measures" in api_text and "with --calibrate measures" in cli_text
-    in_python = cli_text.replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True")
+    in_python = cli_text.replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True") \
+        .replace("--dry-run with", "plan(...) with")
     assert plan.to_json() == json.loads(in_python)
     # shown as the command prints it (in the API's words), in one line as a repr, as the text in a notebook
     text = invoke("run", "fake", "--tasks", "abricot_abs", "--sample", "8", *CLI, "--dry-run").stdout
-    table = text[text.index("(a dry run"):].replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True")
+    table = text[text.index("(a dry run"):].replace("--shard K/", "shard=K/").replace("--calibrate", "calibrate=True") \
+        .replace("--dry-run with", "plan(...) with")
     assert str(plan).split() == table.split() and "shard=K/2 (each part)" in str(plan)  # (folded where it fits)
     assert repr(plan) == "Plan(fake: 8 items, time unknown)" and isinstance(plan, api.Plan)
     assert plan._repr_html_() == f"<pre>{html.escape(str(plan))}</pre>"

@@ -25,24 +25,39 @@ def show(request, *, as_json: bool, calibrate: bool) -> None:
     echo(text)
 
 
-def before_download(cost) -> None:
-    """The plan on stderr before a real run downloads its model (run.session's ``before_download``): the
-    download, then each task's items and work as estimated from the registry entry (the loaded model's own
-    count follows, :func:`announce`)."""
-    from abricot_local.console.plan import brief, download_line
+class Said:
+    """The plan lines of one `run` command on stderr (run.session's ``before_download`` and ``on_loaded`` hooks,
+    :meth:`before_download` and :meth:`announce`): why no time is predicted, and how to get a prediction, said
+    once in the command; a later plan line with the same reason says only that there is still no time
+    (console.plan.brief's ``said``)."""
 
-    if cost is None:  # the run said why
-        return
-    lines = [download_line(m) for m in cost.models if m.download is not None]
-    echo("\n".join([*lines, *(ln.replace("plan: ", "plan (estimated): ", 1) for ln in brief(cost))]), err=True)
+    def __init__(self) -> None:
+        self.untimed = ""  # why no time was predicted, as said last ("": not said)
 
+    def _brief(self, cost) -> list[str]:
+        from abricot_local.console.plan import brief, untimed
 
-def announce(plan, backend, cost) -> None:
-    """The plan on stderr once a real run's model is loaded: its items and work (``cost``, run.session's:
-    counted with the loaded model, what is left of a --resume; None when it could not be made: the run
-    said why), then what is about to run, the backend's facts and the kernel path."""
-    from abricot_local import console
-    from abricot_local.console.plan import brief
+        lines = brief(cost, self.untimed)
+        self.untimed = untimed(cost) or self.untimed
+        return lines
 
-    lines = brief(cost) if cost is not None else []
-    echo("\n".join([*lines, console.start_line(plan, backend.start_facts(), backend.provenance().kernels)]), err=True)
+    def before_download(self, cost) -> None:
+        """The plan on stderr before a real run downloads its model: the download, then each task's items and
+        work as estimated from the registry entry (the loaded model's own count follows, :meth:`announce`)."""
+        from abricot_local.console.plan import download_line
+
+        if cost is None:  # the run said why
+            return
+        lines = [download_line(m) for m in cost.models if m.download is not None]
+        echo("\n".join([*lines, *(ln.replace("plan: ", "plan (estimated): ", 1) for ln in self._brief(cost))]),
+             err=True)
+
+    def announce(self, plan, backend, cost) -> None:
+        """The plan on stderr once a real run's model is loaded: its items and work (``cost``, run.session's:
+        counted with the loaded model, what is left of a --resume; None when it could not be made: the run
+        said why), then what is about to run, the backend's facts and the kernel path."""
+        from abricot_local import console
+
+        lines = self._brief(cost) if cost is not None else []
+        echo("\n".join([*lines, console.start_line(plan, backend.start_facts(), backend.provenance().kernels)]),
+             err=True)

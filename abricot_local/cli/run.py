@@ -32,7 +32,7 @@ def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, 
 
     Several MODELs run one after another into one sweep folder, then a comparison table;
     a model that fails is reported and the others go on."""
-    from abricot_local.cli.plan import announce, before_download, show
+    from abricot_local.cli.plan import Said, show
     from abricot_local.run import session
     from abricot_local.run.request import request_of
 
@@ -47,8 +47,9 @@ def run(models: tuple[str, ...], dry_run: bool, as_json: bool, calibrate: bool, 
     # or SIGTERM at any moment (planning, hashing, loading, scoring, the summaries said) ends it with exit
     # code 130 and what is saved (run.session.after_signal: the runs that finished are complete); a SIGTERM
     # once every model's run is written stops nothing (_Ending): the command ends as it would have.
-    hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=announce,
-                          before_download=before_download,
+    said = Said()  # the plan lines of this command: why no time is predicted said once
+    hooks = session.Hooks(notify=say, warn=say, progress=make_progress, on_loaded=said.announce,
+                          before_download=said.before_download,
                           resume_hint=resume_command, say=say, done=ending.done, ended=said_sweep)
     term = signal.signal(signal.SIGTERM, ending.sigterm)
     try:

@@ -38,10 +38,11 @@ def _tokens(work) -> str:
     return "?" if work is None else ("" if work.exact else "~") + f"{work.tokens:,}"
 
 
-def _speed_line(m) -> str:
+def _speed_line(m, first: str = "") -> str:
+    """A model's speed line; ``first``: the label of a model above whose line said the same note (said once)."""
     s = m.speed
     if s is None:
-        return m.speed_note
+        return f"none, as for {visible(first)} above" if first else m.speed_note
     facts = f"{s.prompt_rate():,.3g} prompt tokens/s (a 512-token prompt), {s.per_call * 1e3:.1f} ms per decode call, " \
             f"{s.per_row * 1e3:.2f} ms per output row, load {_time(s.load)}"
     if s.calibrated:
@@ -99,6 +100,7 @@ def full(plan, command: str = "") -> str:
     head = f"{_command('plan of: ', command)}\n" if command else ""
     header = f"{'model':<{mw}}{rest}"
     lines = [head + "(a dry run: nothing is scored, written or downloaded)", "", header, "-" * max(100, len(header))]
+    noted: dict[str, str] = {}  # a model with no speed: its note, said by the first model that has it
     for m, label in zip(plan.models, names):
         if m.problem:
             lines += [f"{label:<{mw}} cannot be planned: {visible(m.problem)}", ""]
@@ -124,7 +126,9 @@ def full(plan, command: str = "") -> str:
         total = _time(m.seconds, exact and m.speed is not None and m.speed.calibrated)
         lines.append(f"{'':<{mw}} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  "
                      f"{total + (_bar(m.speed) if m.seconds is not None else ''):<13}".rstrip())
-        lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}", f"  speed:    {_speed_line(m)}", ""]
+        first = noted.setdefault(m.speed_note, m.label) if m.speed is None and m.speed_note else m.label
+        lines += [f"  {_file_line(m)}", f"  memory:   {_memory_line(m)}",
+                  f"  speed:    {_speed_line(m, '' if first == m.label else first)}", ""]
     n = len(plan.models)
     scaled = [m.speed for m in plan.models if m.speed and not m.speed.calibrated]
     bar = max((s.error for s in scaled), default=0.0)
@@ -194,9 +198,18 @@ def _row(cells: str, note: str, indent: int = 23) -> str:
     return line if len(line) <= WIDTH else fold(f"{cells.rstrip()}\n{'':<{indent}}{note}")
 
 
-def brief(plan) -> list[str]:
+def untimed(plan) -> str:
+    """Why ``plan`` predicts no time (a model's speed note: how to get one), "" when it predicts one."""
+    if plan.seconds is not None:
+        return ""
+    return next((m.speed_note for m in plan.models if m.speed_note), "?")
+
+
+def brief(plan, said: str = "") -> list[str]:
     """The lines a real run prints first: one per model and task, its work, or (not counted) its problem's
-    first line, then the total."""
+    first line, then the total. ``said``: why no time was predicted, as this run's lines said it before
+    (:func:`untimed`: the plan before a download); the same reason is not said again, only that there is
+    still no time."""
     out = []
     for m in plan.models:
         for t in m.tasks if not m.problem else ():
@@ -218,8 +231,10 @@ def brief(plan) -> list[str]:
         out.append(f"plan: total {_time(plan.seconds, False)} with loading ({', '.join(sources)}"
                    + (f"; the {left} task{'s' * (left != 1)} not counted left out" if left else "")
                    + "; `--dry-run` shows the whole plan)")
+    elif untimed(plan) == said:
+        out.append("plan: no time predicted (why, and how to get a prediction: above)")
     else:
-        out.append("plan: no time predicted: " + next((m.speed_note for m in plan.models if m.speed_note), "?"))
+        out.append("plan: no time predicted: " + untimed(plan))
     return [fold(line) for line in out]
 
 

@@ -37,8 +37,11 @@ from abricot_local.run.cost import (HEADER, ModelFacts, Speed, count_work, count
 from abricot_local.models.registry import ModelSpec
 from abricot_local.models.spec import parse_params
 
-NO_CALIBRATION = (f"no calibration yet for these settings: a dry run with {opt('calibrate', True)} measures a "
-                  "model on this machine (a few seconds for the embedded gemma-3-270m); others are scaled from it")
+# a plan's speed note where no calibration gives a speed: how to get one, in each door's words (errors.opt: the
+# command line's `--dry-run with --calibrate`, Python's `plan(...) with calibrate=True`), said once (console/plan.py)
+NO_CALIBRATION = (f"no calibration yet for these settings: {opt('dry_run', True)} with {opt('calibrate', True)} measures a "
+                  "model on this machine and caches its speed (the other options as here; a few seconds for the "
+                  "embedded gemma-3-270m); a model not calibrated is scaled from one that is")
 
 
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
