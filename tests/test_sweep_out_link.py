@@ -154,5 +154,5 @@ def test_an_until_settled_run_grown_says_its_bound_max_items(tmp_path, claims, a
     r = invoke([*claims_run(claims, abricot_file, "fake-as-llama", *settle, "--max-items", 30), "--out", str(out),
                 "--resume"])
     assert r.exit_code == 0, r.output
-    assert f"resume: the run in {out} grows from --max-items 15 to --max-items 30: " in r.output, r.output
+    assert f"resume: the run in {out} grows from the 15 items it holds to --max-items 30: " in r.output, r.output
     assert "--sample" not in r.output.split("grows from")[1].split("\n")[0]

@@ -15,6 +15,6 @@ RUN = SimpleNamespace(task=SimpleNamespace(key="discotex"), problem="its data is
 
 def test_the_refusal_names_the_runs_own_bound():
     settled = render(DataError(without_data(Path("x"), (40, 80), RUN, "max_items")).raw(), flags)
-    assert "from --max-items 40 to --max-items 80" in settled and "--sample" not in settled, settled
+    assert "from the 40 items it holds to --max-items 80" in settled and "--sample" not in settled, settled
     fixed = render(DataError(without_data(Path("x"), (20, None), RUN)).raw(), flags)
     assert "from --sample 20 to every item (no --sample)" in fixed, fixed

@@ -129,9 +129,15 @@ def without_data(folder: Path, grown: tuple[int, int] | None, run, bound: str = 
     ``bound`` "max_items": a run --until-settled, its bound --max-items) is refused when a task's data is not here
     (``run``: a tasks.selection.TaskRun planned from the run's record, run.plan: the finished run needed none), and how
     to get it."""
-    more = (f"grows the finished run there from {opt(bound, grown[0])} to {sample_words(grown[1], bound)}"
-            if grown else "scores items into the finished run there")
+    more = f"grows the finished run there {grown_words(grown, bound)}" if grown else "scores items into the finished run there"
     return f"cannot resume {folder}: it {more}, which needs the data of {run.task.key}: {run.problem}"
+
+
+def grown_words(grown: tuple[int, int], bound: str = "sample") -> str:
+    """What a grow (n, m) takes a run from and to: ``from --sample n to --sample m``; a run --until-settled (``bound``
+    "max_items") from the n items it holds (its rule may have stopped below its --max-items) to --max-items m."""
+    n, m = grown
+    return f"from {opt(bound, n) if bound == 'sample' else f'the {n} items it holds'} to {sample_words(m, bound)}"
 
 
 def reopen(folder: Path, manifest: Manifest) -> None:

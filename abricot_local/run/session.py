@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from abricot_local.errors import AbricotError, DataError, opt
-from abricot_local.record import RESULTS, Record, sample_words
+from abricot_local.errors import AbricotError, DataError
+from abricot_local.record import RESULTS, Record
 from abricot_local.run.folder import tidy_finished
 from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
 from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
-from abricot_local.run.resume import grows, remargined, without_data
+from abricot_local.run.resume import grown_words, grows, remargined, without_data
 
 
 class Interrupted(KeyboardInterrupt):
@@ -287,8 +287,8 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     if grown and notify:
         kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
                 "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
-        notify(f"resume: the run in {folder.path} grows from {opt(bound, grown[0])} to "
-               f"{sample_words(grown[1], bound)}: {kept}, the new ones scored{stages.until}")
+        notify(f"resume: the run in {folder.path} grows {grown_words(grown, bound)}: {kept}, the new ones scored"
+               f"{stages.until}")
     with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
