@@ -84,8 +84,9 @@ class OutputDir:
         except OSError as exc:
             self._tidy()
             err = write_error(self.path, exc)
-            raise (err if isinstance(err, NoSpaceError) else
-                   ResultsError(f"cannot create output folder {self.path}: {exc.strerror}")) from None
+            what = (f"cannot write the lock file {self.path / LOCK} in {self.path}" if self.path.is_dir() else
+                    f"cannot create output folder {self.path}")  # (a folder there: on a read-only mount, say)
+            raise (err if isinstance(err, NoSpaceError) else ResultsError(f"{what}: {exc.strerror}")) from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
