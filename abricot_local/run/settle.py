@@ -195,9 +195,16 @@ class Rule:
     def finished(self, folder: Path, manifest):
         """With --resume: the finished run in ``folder`` when it is this one, stopped where it settled
         (:func:`finished`), else as the ordinary resume finds it (run/resume.py). A finished run this one grows
-        (a larger --max-items): each task's rule keeps the looks its recorded rule took (:meth:`keep`)."""
+        (a larger --max-items): each task's rule keeps the looks its recorded rule took (:meth:`keep`). A rung's run
+        that holds its look already (a ladder resumed: its items at least ``pause``) is never shrunk: it is this one
+        when the ordinary resume finds it so at the items it holds (the same options, model and data), and a run of
+        other options is refused."""
         from abricot_local.run.resume import finished_run
 
+        held = record_in(folder)
+        n = held.config.sample if held is not None and held.config is not None else None
+        if self.pairs is not None and n is not None and n >= self.pairs.pause:
+            return finished_run(folder, replace(self.plan, sample=n).manifest())
         done = finished(folder, self.plan)
         if done is None:
             earlier = earlier_in(folder)  # (a grow cut short: the record its checkpoint kept)

@@ -6,8 +6,12 @@ equivalence verdict takes it. The ladder goes look by look over the looks its ta
 ``--sample n`` run, its items the first n of the nested order), then each rung still open runs ``--until-settled``
 to that look (run/settle.py's ``Pairs``: its rule reads its own samples and the reference's, item by item) and
 stops there, or where its verdict settles. A rung's folder holds its rule and looks (``tasks.<key>.sequential``);
-the reference's, the items the rungs needed. Each model is loaded once a look. No printing: what it says goes
-through the session's Hooks; each model's run is session.run_model's (given: this module is below it)."""
+the reference's, the items the rungs needed. Each model is loaded once a look. A model whose folder holds a look
+already (a ladder resumed) is not scored for it; where the ladder first meets it, its run is asked for at the items it
+holds, so the rule a model's run holds its folder to holds it too (a rung's: settle.Rule.finished): with --resume, the
+same run stays as it is and a run of other options is refused; without, the folder is refused as a run refuses one
+holding a finished run. No printing: what it says goes through the session's Hooks; each model's run is
+session.run_model's (given: this module is below it)."""
 
 from __future__ import annotations
 
@@ -54,7 +58,8 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it, and so does a models.toml pin a plan refuses (run.plan.PinsRefused: the ladder's first plan holds
-    every rung's, before any item)."""
+    every rung's, before any item). A model whose folder holds a look already, met first, is held to the rule its
+    run is (nothing scored): the reference refused ends it, a rung refused is that rung's error."""
     from abricot_local.run.plan import PinsRefused
     from abricot_local.run.settle import Pairs
 
@@ -77,18 +82,18 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
         if held(folders[ref]) < n:
             hooks.notify(f"== look at {n} items: the reference {ref} -> {folders[ref]}")
             done[ref] = run_model(replace(plain, sample=n), ref, resume(ref), hooks=hooks)
-        else:
-            begun.add(ref)
+        elif ref not in begun:  # it holds this look already, met first: its run asked for at the items it holds
+            run_model(replace(plain, sample=held(folders[ref])), ref, resume(ref), hooks=hooks)
         for rung in list(left):
-            if held(folders[rung]) >= n:  # it holds this look already (a ladder resumed): never shrunk
-                begun.add(rung)
+            there = held(folders[rung]) >= n  # it holds this look already (a ladder resumed): never shrunk
+            if there and rung in begun:
                 if finished(read_run(folders[rung])):
                     left.remove(rung)
                 continue
-            hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
-            try:
-                d = done[rung] = run_model(request, rung, resume(rung), hooks=hooks,
-                                           pairs=Pairs(ref, folders[ref], n))
+            if not there:
+                hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
+            try:  # (a look it holds, met first: its run held to the rule, nothing scored: settle.Rule.finished)
+                d = run_model(request, rung, resume(rung), hooks=hooks, pairs=Pairs(ref, folders[ref], n))
             except PinsRefused:  # a models.toml pin of the ladder's models: the ladder's error, not this rung's
                 raise
             except AbricotError as err:
@@ -96,6 +101,8 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
                 failed[rung] = err.raw()
                 left.remove(rung)
                 continue
+            if not there:
+                done[rung] = d
             if finished(d.outcome.record):
                 left.remove(rung)
     for model in request.models:
