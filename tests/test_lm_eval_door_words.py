@@ -134,8 +134,8 @@ def test_an_error_no_narrower_namer_claimed_leaves_in_the_commands_words(monkeyp
     from abricot_local.lm_eval import requests as lm_requests
 
     words = {opt("data_dir", "DIR"): """--metadata '{"data_dir": DIR}'""", opt("n_ctx", 4096): "model_args n_ctx=4096",
-             opt("shots", 2): "--num_fewshot 2", opt("force"): "model_args force", opt("seed", 7): "model_args seed=7",
-             opt("prompt_variant", "card"): "prompt_variant=card"}
+             opt("shots", 2): "--num_fewshot 2 (simple_evaluate's num_fewshot=2)", opt("force"): "model_args force",
+             opt("seed", 7): "model_args seed=7", opt("prompt_variant", "card"): "prompt_variant=card"}
     assert {k: render(k, lm_requests.door_words) for k in words} == words
 
     def refuse(args):

@@ -6,6 +6,7 @@ what a run says is a Python warning (AbricotWarning), a failure an AbricotError.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 from abricot_local.analysis.runs import Run
 from abricot_local.api.arguments import entry
 from abricot_local.api.options import progress_bars, refuse_unknown, warn
-from abricot_local.errors import AbricotError, keywords, render
+from abricot_local.api.words import said, words_of
+from abricot_local.errors import AbricotError
 from abricot_local.run.dry_plan import DryRun
 
 
@@ -29,7 +31,7 @@ class SweepError(AbricotError):
     exit_code = 1
 
     def __init__(self, failed: list[tuple[str, str]], runs: list[Run]):
-        self.failed = [(model, render(why)) for model, why in failed]  # the options each names, as keywords
+        self.failed = [(model, said(why)) for model, why in failed]  # in the API's words (evaluate's)
         self.runs = runs
         lines = [f"{len(failed)} model(s) failed:"] + [f"  {model}: {why}" for model, why in self.failed]
         super().__init__("\n".join(lines))
@@ -62,7 +64,7 @@ class Plan(DryRun):
     def __str__(self) -> str:
         from abricot_local.console.plan import full
 
-        return render(full(self))  # the options it names as keywords
+        return said(full(self), "plan")  # in the API's words (plan's)
 
     def _repr_html_(self) -> str:
         import html
@@ -87,8 +89,14 @@ def _request(call, model, tasks, protocol, options: dict, **selection):
                       **selection)
 
 
-def _resume_hint(folder: Path) -> str:
-    return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True)"
+def _resume_hint(folder: Path, tasks: tuple[str, ...] = (), *, pin: bool = True) -> str:
+    """The call that resumes the run in ``folder`` (absolute: a state file keeps it), naming the tasks it resolved
+    (``tasks``, its task keys) where the call named none (``pin``): data that lands later makes no other run of it."""
+    from abricot_local.tasks import base_name
+
+    named = list(dict.fromkeys(base_name(k) for k in tasks)) if pin else []
+    return f"abricot_local.evaluate(..., {f'tasks={named!r}, ' if named else ''}out={os.path.abspath(folder)!r}, " \
+           "resume=True)"
 
 
 def _grow_hint(folder: Path, sample: int, config) -> str:
@@ -145,7 +153,8 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
                        resume=resume, quants=quants)
     if request.caution:
         warn(request.caution)
-    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=_resume_hint, say=warn)
+    hint = functools.partial(_resume_hint, pin=tasks is None)  # the tasks it resolved named, where none were given
+    hooks = session.Hooks(warn=warn, progress=lambda: progress_bars(progress), resume_hint=hint, say=warn)
     steps = list(session.run(request, hooks))
     for step in steps:
         if step.done is not None:
@@ -175,5 +184,5 @@ def plan(model: Models, tasks: Tasks = None, *, sample: int | None = None, limit
     from abricot_local.run import dry_run
 
     request = _request(plan, model, tasks, protocol, options, limit=limit, sample=sample, shard=shard, quants=quants)
-    made = dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(keywords)
+    made = dry_run.plan_of(request, calibrate=calibrate, with_memory=True).rendered(words_of("plan"))
     return Plan(**{f.name: getattr(made, f.name) for f in fields(made)})

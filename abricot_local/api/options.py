@@ -9,7 +9,8 @@ from __future__ import annotations
 import warnings
 
 from abricot_local.api.arguments import user_level
-from abricot_local.errors import UsageError, render
+from abricot_local.api.words import said
+from abricot_local.errors import UsageError
 
 
 
@@ -57,9 +58,9 @@ def refuse_unknown(options: dict, call, whole) -> None:
 
 
 def warn(line: str) -> None:
-    """A run's line as a Python warning (without the CLI's "warning: "), its options (opt's) as keywords,
-    pointing at the user's line (arguments.user_level)."""
-    warnings.warn(render(line.strip().removeprefix("warning: ")), AbricotWarning, stacklevel=user_level())
+    """A run's line as a Python warning (without the CLI's "warning: "), in the API's words (api.words.said: its
+    options as keywords, a call as the API's), pointing at the user's line (arguments.user_level)."""
+    warnings.warn(said(line.strip().removeprefix("warning: ")), AbricotWarning, stacklevel=user_level())
 
 
 def progress_bars(enabled: bool):

@@ -228,6 +228,12 @@ def run_cli(model: str, args: Sequence[str]) -> None:
             raise
         raise UsageError(f"lm-eval: {str(err).splitlines()[0]}; abricot-local's tasks are {SHIPPED_TASKS}; "
                          "`lm-eval ls tasks` lists lm-eval's") from None
+    except AssertionError as err:  # lm-eval's sampler asked for shots from an empty few-shot split
+        if "no documents available for sampling" not in str(err):
+            raise
+        raise UsageError("lm-eval found no documents to draw the --num_fewshot examples from: the task's few-shot "
+                         "split is empty (a warning above says why); give its data, or run it without "
+                         "--num_fewshot") from None
     except AbricotError as err:  # an option it names in this command's words: model_args, --metadata, lm-eval's
         raise (err if err.namer else err.said_by(lm_eval_requests.door_words)) from None
     finally:

@@ -37,6 +37,7 @@ from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
 from abricot_local.errors import NONE, AbricotError, ContextOverflowError, Namer, UsageError, keywords, opt
+from abricot_local.option_fields import lm_eval_option
 from abricot_local.record import Provenance
 from abricot_local.run.execute import scored
 
@@ -108,16 +109,19 @@ def _model_arg(name: str, value=NONE) -> str:
 
 
 def _door_words(name: str, value=NONE) -> str:
-    """An option as `abricot-local lm-eval` and lm-eval's API take it (:data:`door_words`, for a message no
-    narrower namer claimed): the tasks' data as ``--metadata`` gives it (tasks/loaders.py), the shots as
-    lm-eval's ``--num_fewshot``, the model's options as model_args keys (:data:`model_arg`), another by
-    its Python keyword."""
+    """An option as `abricot-local lm-eval` and lm-eval's API take it (:data:`door_words`: a message no narrower
+    namer claimed, the tasks' warnings and errors): the tasks' data as ``--metadata`` gives it (tasks/loaders.py),
+    the shots as lm-eval's own num_fewshot in both its doors (the message cannot know which one the user ran:
+    option_fields.lm_eval_option, ``--num_fewshot 2 (simple_evaluate's num_fewshot=2)``), the model's options as
+    model_args keys (:data:`model_arg`), another by its Python keyword."""
     from abricot_local.lm_eval.tasks.loaders import metadata_words
 
     if name in ("data", "data_dir"):
         return metadata_words.write(name, value)
     if name == "shots":
-        return "--num_fewshot" if value is NONE else f"--num_fewshot {value}"
+        if value is NONE:
+            return lm_eval_option("num_fewshot")
+        return lm_eval_option("num_fewshot", str(value), int(value) if str(value).isdigit() else value)
     keys = (*FRONT_KEYS, *run_arg_keys().values(), *backend_arg_keys())
     return _model_arg(name, value) if name in keys else keywords.write(name, value)
 

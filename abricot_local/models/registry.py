@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from abricot_local.errors import UnknownModelError, UsageError
+from abricot_local.errors import UnknownModelError, UsageError, opt
 from abricot_local.models.sources import SOURCES, Source, source_of
 from abricot_local.models.spec import ModelSpec, parse_size
 from abricot_local.names import did_you_mean
@@ -78,7 +78,7 @@ def load_registry(user_file: Path | str | None = None) -> dict[str, ModelSpec]:
     if user_file is not None:
         path = Path(user_file).expanduser()
         if not path.is_file():
-            raise UsageError(f"models file not found: {path}")
+            raise UsageError(f"{opt('models_file')}: models file not found: {path}")  # the option that named it
         sources.append(path)
     texts = [(path, _read_bytes(path)) for path in sources]  # an unreadable one: its error, raised in its turn
     key = tuple((str(path), data) for path, data in texts)

@@ -6,7 +6,8 @@ DIR}}'``: each task's own, keyed as `run --data KEY=PATH`; ``'{"data": PATH}'``:
 task, refused with the per-task form by a task that cannot read it; or ``'{"data_dir": DIR}'``, else
 abricot-local's cache; offline: nothing is downloaded, and `abricot-local data pull TASK` fills the
 cache), checked as `run` checks them (a file that is not the pinned release byte for byte is said as
-a warning). Never a hub loading script. An error names these options as ``--metadata`` gives them.
+a warning). Never a hub loading script. An error or a warning names an option in the lm-eval door's words
+(:func:`_door`: the data as ``--metadata`` gives it, the shots as lm-eval's num_fewshot).
 
 ABRICOT documents are ``{"id", "prompt", "choices", "label"}``: ``prompt`` is the item's text as
 `run` writes it (``--shots 0``), ``label`` the gold index (round(5 * mean), 5 -> 4). DISCOTEX
@@ -45,6 +46,14 @@ def _metadata_words(name: str, value: Any = None) -> str:
 metadata_words = Namer(_metadata_words)  # the errors.Namer of these tasks' --metadata
 
 
+def _door() -> Namer:
+    """The errors.Namer of what these tasks say: the lm-eval door's (lm_eval/requests.py door_words: the data as
+    ``--metadata`` gives it, by :data:`metadata_words`; the shots as lm-eval's num_fewshot, in both its doors)."""
+    from abricot_local.lm_eval.requests import door_words
+
+    return door_words
+
+
 def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
     """``--metadata``'s ``data`` as `run`'s --data pairs: a {key: path} dict (tasks.options.data_pairs: a key
     no task reads refused), else one path, for the task reading data ``key``."""
@@ -57,7 +66,7 @@ def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
         try:
             return data_pairs(data)
         except AbricotError as err:
-            raise err.said_by(metadata_words) from None
+            raise err.said_by(_door()) from None
     return ((key, os.fspath(data) if isinstance(data, os.PathLike) else str(data)),)
 
 
@@ -70,7 +79,7 @@ def _options(shots: int, variant: str | None, data: tuple[tuple[str, str], ...] 
 
 @contextmanager
 def _reading(task: str, data: Any):
-    """A task's data read; an error in ``--metadata``'s words, and a path given to every task (``data``
+    """A task's data read; an error in the door's words (:func:`_door`), and a path given to every task (``data``
     one path) that this task cannot read refused with the per-task form."""
     from abricot_local.errors import DataError
 
@@ -79,20 +88,20 @@ def _reading(task: str, data: Any):
     except DataError as err:
         one = data and not isinstance(data, dict) and os.path.exists(data)
         if not one:
-            raise err.said_by(metadata_words) from None
-        why = str(err.said_by(metadata_words)).split("\n")[0]
+            raise err.said_by(_door()) from None
+        why = str(err.said_by(_door())).split("\n")[0]
         raise DataError(f"{task}: --metadata data {data} is given to every task, and {task} cannot read it ({why}); "
                         f"give each task its own: {PER_TASK}") from None
 
 
 def _warn(task) -> None:
     """The task's warnings on its data, and `run`'s on data that is not the release its published rows were made
-    on (tasks/release.py: the same rule), options in ``--metadata``'s words."""
+    on (tasks/release.py: the same rule), options in the door's words (:func:`_door`)."""
     from abricot_local.errors import render
     from abricot_local.tasks import release
 
     for note in (*task.warnings(), *release.notes(task)):
-        log.warning("%s: %s", task.name, render(note, metadata_words))
+        log.warning("%s: %s", task.name, render(note, _door()))
 
 
 def _dataset(splits: dict[str, list[dict]]):
@@ -124,7 +133,7 @@ def discotex(data: Any = None, data_dir: Any = None, **_metadata: Any):
 
 @functools.lru_cache(maxsize=2)
 def _discotex(data: tuple[tuple[str, str], ...], data_dir: str | None):
-    from abricot_local.errors import DataError
+    from abricot_local.errors import DataError, opt, render
     from abricot_local.tasks import make_task
 
     def docs(rows) -> list[dict]:
@@ -135,8 +144,8 @@ def _discotex(data: tuple[tuple[str, str], ...], data_dir: str | None):
         rows, pool = task.rows_and_pool()
     except DataError as err:
         task = make_task("discotex", _options(0, None, data, data_dir))
-        (rows, pool), why = task.rows_and_pool(), str(err).split("\n")[0]
-        log.warning("discotex: no few-shot pool (%s); --num_fewshot needs it", why)
+        (rows, pool), why = task.rows_and_pool(), err.raw().split("\n")[0]
+        log.warning("%s", render(f"discotex: no few-shot pool ({why}); {opt('shots')} needs it", _door()))
     _warn(task)
     return _dataset({"test": docs(rows), "train": docs(pool)})
 
