@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
@@ -108,14 +108,26 @@ def _model_arg(name: str, value=NONE) -> str:
     return f"model_args {name}" if value is NONE else f"model_args {name}={value}"
 
 
+def _metadata_words(name: str, value: Any = None) -> str:
+    """An option as ``--metadata`` gives it to the shipped tasks (lm_eval/tasks/loaders.py; :data:`metadata_words`):
+    ``--metadata '{"data": {"abricot": FILE}}'``, ``--metadata '{"data_dir": DIR}'``; another one as Python's keyword."""
+    if name not in ("data", "data_dir"):
+        return keywords.write(name, NONE if value is None else value)
+    if value is None or value is NONE:
+        return f"--metadata {name}"
+    shown = f'{{"{value[0]}": {value[1]}}}' if isinstance(value, tuple) and len(value) == 2 else str(value)
+    return f"""--metadata '{{"{name}": {shown}}}'"""
+
+
+metadata_words = Namer(_metadata_words)  # the errors.Namer of the shipped tasks' --metadata
+
+
 def _door_words(name: str, value=NONE) -> str:
     """An option as `abricot-local lm-eval` and lm-eval's API take it (:data:`door_words`: a message no narrower
     namer claimed, the tasks' warnings and errors): the tasks' data as ``--metadata`` gives it (tasks/loaders.py),
     the shots as lm-eval's own num_fewshot in both its doors (the message cannot know which one the user ran:
     option_fields.lm_eval_option, ``--num_fewshot 2 (simple_evaluate's num_fewshot=2)``), the model's options as
     model_args keys (:data:`model_arg`), another by its Python keyword."""
-    from abricot_local.lm_eval.tasks.loaders import metadata_words
-
     if name in ("data", "data_dir"):
         return metadata_words.write(name, value)
     if name == "shots":

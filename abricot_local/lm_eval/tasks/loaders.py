@@ -24,7 +24,7 @@ import os
 from contextlib import contextmanager
 from typing import Any
 
-from abricot_local.errors import NONE, Namer, keywords
+from abricot_local.errors import Namer
 
 log = logging.getLogger("abricot_local.lm_eval")
 
@@ -32,26 +32,12 @@ LETTERS = ["A", "B", "C", "D", "E"]
 PER_TASK = """--metadata '{"data": {"abricot": FILE, "discotex": DIR}}'"""
 
 
-def _metadata_words(name: str, value: Any = None) -> str:
-    """An option as ``--metadata`` gives it to these tasks (:data:`metadata_words`): ``--metadata '{"data":
-    {"abricot": FILE}}'``, ``--metadata '{"data_dir": DIR}'``; another one as Python's keyword."""
-    if name not in ("data", "data_dir"):
-        return keywords.write(name, NONE if value is None else value)
-    if value is None or value is NONE:
-        return f"--metadata {name}"
-    shown = f'{{"{value[0]}": {value[1]}}}' if isinstance(value, tuple) and len(value) == 2 else str(value)
-    return f"""--metadata '{{"{name}": {shown}}}'"""
-
-
-metadata_words = Namer(_metadata_words)  # the errors.Namer of these tasks' --metadata
-
-
 def _door() -> Namer:
     """The errors.Namer of what these tasks say: the lm-eval door's (lm_eval/requests.py door_words: the data as
     ``--metadata`` gives it, by :data:`metadata_words`; the shots as lm-eval's num_fewshot, in both its doors)."""
     from abricot_local.lm_eval.requests import door_words
 
-    return door_words
+    return door_words  # (lm_eval/requests.py: the door's words, these tasks' --metadata among them)
 
 
 def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
