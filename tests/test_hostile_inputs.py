@@ -310,7 +310,7 @@ def test_data_that_is_not_a_folder_or_not_a_file_is_named_as_such(tmp_path, disc
     pq = tmp_path / "rows.parquet"
     pq.write_bytes(b"PAR1")
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data", f"discotex={pq}")
-    assert r.exit_code == 2 and "--data discotex names a folder holding" in clean(r) and "is a file" in r.output
+    assert r.exit_code == 2 and f"(given with --data discotex={pq}) is a file, not a folder holding" in clean(r)
     assert "data folder not found" not in r.output
     name = "discotex_1_ted_test_set_release.tsv"
     (discotex_data / name).unlink()

@@ -119,6 +119,7 @@ class AbricotTask(Task):
     )
     kind = "abs"
     uses = ("shots", "prompt_variant", "protocol", "shot_sampler", "shot_seed")
+    default_shots = DEFAULT_SHOTS  # (each protocol fixes its own)
     prompt_variants = ("paper", "calamita")
     choices = {"shot_sampler": SAMPLERS}
 

@@ -236,6 +236,9 @@ class Task(ABC):
     option_notes: tuple[str, ...] = ()  # options given that it does not use (set by tasks.make_task; recorded)
     key_variant: str = ""  # the prompt variant its key names (``TASK~VARIANT``; set by tasks.make_task)
     protocols: tuple[Protocol, ...] = ()  # the published sources' protocols; the first is the default
+    # the shots it scores with when neither --shots nor its protocol sets them: with none drawn, an option only
+    # shots read (shot_seed) is not used (tasks.uses.draws_shots)
+    default_shots: int = 0
     # characters per token of the items' text (prompts as scored) per tokenizer family, measured
     # (bench/chars_per_token.py): how `run --dry-run` estimates the tokens of a model that is not here;
     # a family not declared: the family's ratio over every task's text (run/chars_per_token.py)

@@ -84,8 +84,9 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
     if spec.kind == "folder":
         if not folder.is_dir():
             if given and folder.exists():
-                raise missing(task, f"{given} names a folder holding {', '.join(spec.files)}; {shown(folder)} is "
-                                    f"{'a file' if folder.is_file() else 'not a folder'}", folder)
+                kind = "a file" if folder.is_file() else "neither a file nor a folder"
+                raise missing(task, f"{shown(folder)} (given with {given}) is {kind}, not a folder holding "
+                                    f"{', '.join(spec.files)}", folder)
             if given:
                 raise missing(task, f"data folder not found: {shown(folder)} (given with {given})", folder)
             return None
@@ -117,17 +118,18 @@ def _locate(task) -> Path:
     given = opts.data_for(spec.key, task.name)
     if given:
         path = Path(given).expanduser()
+        named = opt("data", (spec.key, given))  # the option as given, each door writing it its own way
         if spec.kind == "file":
             if path.is_file():
                 return path
             if path.is_dir():
-                hit = _in_folder(task, path, given=opt('data', spec.key))
+                hit = _in_folder(task, path, given=named)
                 if hit:
                     return hit
             why = _not_file(path)
             raise missing(task, f"data file not found: {shown(path)}" if why == "missing" else
-                          f"{shown(path)} is {why} (given with {opt('data', spec.key)})", path)
-        return _in_folder(task, path, given=opt('data', spec.key))
+                          f"{shown(path)} is {why} (given with {named})", path)
+        return _in_folder(task, path, given=named)
     if opts.data_dir:
         root = Path(opts.data_dir).expanduser()
         if not root.is_dir():

@@ -5,6 +5,9 @@ built by :func:`abricot_local.tasks.make_task` gets the ones it does not declare
 defaults (so a recorded run rebuilds the task it ran), and a value given that it does not use
 is named: refused when no task of the run uses it (:func:`refuse_unused`), otherwise a note in
 that task's warnings, recorded with the run (``Task.option_notes``). No task is named here.
+An option only shots read (:data:`WITH_SHOTS`: ``--shot-seed``) is used by a task that declares it only
+where it draws shots (:func:`draws_shots`): not by a 0-shot one (DISCOTEX by default, ``--shots 0``, a
+protocol of 0 shots). It still reaches such a task as given, so a run recorded with it rebuilds as it ran.
 
 ``--prompt-variant all`` (or a comma-separated list, :func:`several`) asks for several wordings
 in one run: planning.instances builds one instance per variant, keyed ``task[@protocol]~variant``
@@ -46,12 +49,46 @@ def given(options) -> dict[str, Any]:
     return {n: getattr(options, n) for n in defaults if getattr(options, n) != defaults[n]}
 
 
+WITH_SHOTS = ("shot_seed",)  # the options a task that declares them uses only where it draws shots
+
+
+def _protocols_under(cls, options) -> list:
+    """The protocols of ``cls`` its instances run under: those --protocol names (one, several, all), else its first."""
+    got = names(options.protocol)
+    if not got:
+        return list(cls.protocols[:1])
+    return [p for p in cls.protocols if got == (ALL,) or p.name in got]
+
+
+def draws_shots(cls, options) -> bool:
+    """Whether task class ``cls`` built with ``options`` draws any shots (no data read): --shots, else the shots
+    of a protocol it runs under (:func:`_protocols_under`, any of several) where it fixes them, else the
+    task's ``default_shots``."""
+    if options.shots is not None:
+        return options.shots > 0
+    under = _protocols_under(cls, options)
+    return any(p.value("shots", cls.default_shots) > 0 for p in under) if under else cls.default_shots > 0
+
+
+def _no_shots(cls, options) -> str:
+    """Why ``cls`` draws no shots under ``options`` (:func:`draws_shots` false), as a refusal says it."""
+    if options.shots is not None:
+        return f"{cls.name} draws no shots at {opt('shots', options.shots)}"
+    under = _protocols_under(cls, options)
+    if any(p.fixes("shots") for p in under):
+        return f"{cls.name} draws no shots under protocol {', '.join(p.name for p in under)}"
+    return f"{cls.name} draws no shots unless {opt('shots')} is given"
+
+
 def unused_by(cls, options) -> list[tuple[str, str]]:
-    """(flag, why) for each option given that the task class ``cls`` does not use."""
+    """(flag, why) for each option given that the task class ``cls`` does not use (one of :data:`WITH_SHOTS`:
+    where it draws no shots)."""
     out = []
     for name, value in given(options).items():
         if name not in cls.uses:
             out.append((flag(name, value), f"{cls.name} uses no {name.replace('_', ' ')}"))
+        elif name in WITH_SHOTS and not draws_shots(cls, options):
+            out.append((flag(name, value), _no_shots(cls, options)))
         elif name == "prompt_variant" and cls.prompt_variants and not variants_for(cls, value):
             out.append((flag(name, value), f"{cls.name}'s prompt variants are {', '.join(cls.prompt_variants)}"))
     return out
