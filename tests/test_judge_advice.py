@@ -10,7 +10,7 @@ from abricot_local.analysis.reproduction import UNDEFINED, UNSETTLED, grow_advic
 
 
 def advice(*checks, sample=12, limit=None):
-    published = NS(checks=[NS(verdict=v, items_to_settle=m) for v, m in checks])
+    published = NS(checks=[NS(verdict=v, items_to_settle=m, reasons=()) for v, m in checks])
     return grow_advice(published, NS(sample=sample, limit=limit), lambda m: f"grow to {m}")
 
 

@@ -370,9 +370,9 @@ def test_a_verdict_of_an_earlier_method_is_held_to_its_other_fields(tmp_path):
                f"abricot={FIXTURE}", "--sample", 12, "--out", out)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "results.json").read_text())
-    assert doc["published"]["method"] == reproduction.METHOD == 5
+    assert doc["published"]["method"] == reproduction.METHOD == 6
     doc["published"]["checks"][0]["ci90"] = [-0.9, -0.1]  # another method's figures (or a hand's)
-    for method, held in ((5, False), (4, True), (None, True), (1, True), (2, True), (3, True)):
+    for method, held in ((6, False), (5, True), (4, True), (None, True), (1, True), (2, True), (3, True)):
         doc["published"]["method"] = method
         (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
         for args in (("check", out), ("report", out, "--verify", "--models", models)):

@@ -23,9 +23,11 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
   more items cannot help (:func:`kind`: the one rule, the --until-settled looks' too);
 - ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric: the note says which
   side is constant), a correlation over fewer than stats.MIN_CORRELATION_ITEMS items or the same in every
-  resample. Under the 10-answer rule (fewer than 10 answers off a vector's most common value, k of the n), about
-  ceil(10 n / k) items would hold 10 at the run's rate: the note says so and ``items`` holds it (none with k = 0),
-  which the grow advice offers.
+  resample. Under the 10-answer rule (fewer than 10 answers off a vector's most common value, k of the n; under 10
+  items too), about ceil(10 n / k) items would hold 10 at the run's rate: the note says so and ``items`` holds it
+  (none with k = 0), which the grow advice offers as the items the verdict is judged on, not what settles it
+  (:func:`judged_only`). A --limit run's ``items`` are what a --sample draw would need, for a correlation never
+  fewer than :data:`FLOOR` (11: 10 answers off the most common one, and it).
 
 The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
 judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
@@ -54,9 +56,13 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # since a correlation's intervals are the jackknife's on Fisher's z (correlation_ci.jackknife_ci: method 3's bootstrap
 # moments broke down near r = 1), none where r is +-1 with an item left out
 # and a rung's paired accuracy interval near N the restricted exact one (up to 200 changed answers while few are
-# expected among the items unseen), elsewhere above 40 changed Tango's taken outward to the task's grid (paired_exact)
-METHOD = 5
+# expected among the items unseen), elsewhere above 40 changed Tango's taken outward to the task's grid (paired_exact);
+# 6 since a correlation's cannot tell estimates the items that give 10 answers under 10 items too, never fewer than
+# FLOOR, and says "judge" where those are the fewest it is judged on
+METHOD = 6
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
+FLOOR = MIN_ANSWERS + 1  # the fewest items a correlation is judged on: 10 answers off the most common one, and it
+DRAWN_CANNOT_TELL = "; and "  # a --limit verdict's note: why a draw of its items would still cannot tell follows
 NAN2 = (math.nan, math.nan)
 
 
@@ -224,6 +230,9 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     elif correlation and n < stats.MIN_CORRELATION_ITEMS:
         note = (f"fewer than {stats.MIN_CORRELATION_ITEMS} items: a correlation's bootstrap interval over {n} is not "
                 "read")
+        if off is not None and n < total:  # the 10-answer rule's estimate: the fewest items it is judged on
+            items, more = _rate_items(off, n, total, such="answers off a vector's most common value")
+            note += f"; {more}"
     elif correlation and ci90 is not None and ci90[0] == ci90[1]:
         note = "the correlation is the same in every resample: its bootstrap has no spread"
     elif correlation and why:  # no interval for the task's own value (correlation_ci), nor for items like these:
@@ -247,10 +256,10 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     if not drawn:  # items: what a --sample run would need, as a draw would be judged (at least as many)
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
                          correlation=correlation, why=why, off=off)
-        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or n, note=(
-            f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the task's value "
-            f"is not judged from them ({opt('sample', 'N')} draws them)" + (f"; and {note}" if note else "")),
-            **extra)
+        return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or _fewest(n, total, correlation),
+                       note=(f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the "
+                             f"task's value is not judged from them ({opt('sample', 'N')} draws them)" +
+                             (f"{DRAWN_CANNOT_TELL}{note}" if note else "")), **extra)
     if note:
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, items=items, **base)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
@@ -266,19 +275,27 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     return Verdict(UNSETTLED, difference=diff, ci90=own, items=items, warnings=warnings, **extra)
 
 
-def _rate_items(off: int, n: int, total: int) -> tuple[int | None, str]:
+def _rate_items(off: int, n: int, total: int, such: str = "such answers") -> tuple[int | None, str]:
     """Under the 10-answer rule, k = ``off`` of the ``n`` answers off the most common one: about ceil(10 n / k)
     items would hold 10 such answers at this run's rate (at least n + 1, at most the task's ``total``: all of them
-    give the exact value, the rule then no guard of the task's own); with k = 0, no estimate. (the items, the words)"""
+    give the exact value, the rule then no guard of the task's own); with k = 0, no estimate. ``such``: the answers'
+    words (the note before names them, or not). Never below :data:`FLOOR` (k < n). (the items, the words)"""
     need = MIN_ANSWERS
     if off <= 0:
         return None, (f"no answer off the most common one yet: no estimate of the items that would give {need} "
-                      "such answers")
+                      f"{such}")
     est = -(-need * n // off)  # ceil, in integers
     if est > total:
-        return total, (f"about {est:,} items would give {need} such answers at this run's rate, more than the task's "
+        return total, (f"about {est:,} items would give {need} {such} at this run's rate, more than the task's "
                        f"{total}: all {total} would give its exact value")
-    return max(est, n + 1), f"about {max(est, n + 1):,} items would give {need} such answers at this run's rate"
+    return max(est, n + 1), f"about {max(est, n + 1):,} items would give {need} {such} at this run's rate"
+
+
+def _fewest(n: int, total: int, correlation: bool) -> int:
+    """A --limit run's items when a draw of them would have no estimate of its own (:func:`judge`): the fewest a
+    ``--sample`` run is judged on, its n, and for a correlation never below the 10-answer rule's :data:`FLOOR`
+    (at most the task's ``total``)."""
+    return min(max(n, FLOOR if correlation else 1), total)
 
 
 def _small_sample(width: float, published: float, neighbours: tuple[tuple[str, float], ...], n: int
@@ -318,12 +335,24 @@ def items_to_grow(published) -> int | None:
     return max(wanted, default=None)
 
 
+def judged_only(check, limit: bool) -> bool:
+    """Whether a recorded check's items (``items_to_settle``) are the fewest its verdict is judged on at all, not
+    what settles it: a ``cannot tell`` (the 10-answer rule's estimate: :func:`judge`); of a ``--limit`` run
+    (``limit``: every verdict ``cannot tell``, its items a draw's), one whose draw would still cannot tell (its
+    reason says why, after :data:`DRAWN_CANNOT_TELL`); a draw that would be judged is told the items that settle
+    it. The one rule of :func:`grow_advice`'s words."""
+    if check.verdict != UNDEFINED or not check.items_to_settle:
+        return False
+    return not limit or any(DRAWN_CANNOT_TELL in reason for reason in check.reasons[:1])
+
+
 def grow_advice(published, config, command) -> str:
     """The verdict's next step when it cannot tell yet: the call that scores the items that would settle
     it (``command(m)``: a door's words for it), for a run of ``config`` (a ``record.RunConfig``): a
     ``--sample`` run grows (its items lie inside the larger sample's; only the new ones are scored), a
     ``--limit`` run's items are drawn anew with ``--sample``; "" when nothing would. Items asked by a verdict that
-    "cannot tell" in a ``--sample`` run (not judged at all: the 10-answer rule's) are said to judge it, not to settle it."""
+    "cannot tell" (not judged at all: the 10-answer rule's; :func:`judged_only`) are said to judge it, not to settle
+    it."""
     from abricot_local.errors import opt
 
     m = items_to_grow(published)
@@ -334,7 +363,7 @@ def grow_advice(published, config, command) -> str:
         how = f"the run grows to {opt('sample', m)}, keeping the items it holds and scoring only the new ones"
     else:
         how = f"{opt('sample', m)} draws them with the seed, in a new run ({opt('limit')} takes the first ones)"
-    judged = sample is not None and any(c.verdict == UNDEFINED and c.items_to_settle == m for c in published.checks)
+    judged = any(c.items_to_settle == m and judged_only(c, sample is None) for c in published.checks)
     why = (f"to judge what cannot tell: about {m} items (the fewest it is judged on at all, not what settles it)"
            if judged else f"to settle what cannot tell yet: about {m} items")
     return f"{why}; {how}:\n  {command(m)}"
