@@ -71,10 +71,16 @@ def test_a_shard_given_twice_is_said_not_merged(sweeps, tmp_path):
 
 
 def test_a_folder_of_one_runs_shards_lacking_one_no_folder_given_holds_names_no_merge(sweeps, tmp_path):
+    """No merge of the folders given (they do not make the run whole); the call that scores the shard they lack, as
+    a sweep's merge gives it (run/merge_advice.py: _scoring), beside the shard held, then merge."""
     whole, sw1, _ = sweeps
     held = tmp_path / "held"
     shutil.copytree(sw1 / "fakeA", held / "part-1")
     said = merge(held, whole, out=tmp_path / "m")
     assert (f"{held} holds a shard of a run (1/2), not a shard: {held / 'part-1'}: shard(s) 2/2 of that run are in no "
-            "folder given: give them too") in said, said
-    assert "merge" not in said.split("not a shard:")[1]
+            "folder given: give them too; score it with the options its run recorded") in said, said
+    advice, _, call = said.split("not a shard:")[1].partition("then merge: ")
+    assert "merge" not in advice  # no merge advised of the folders given
+    call = call.replace(" \\ ", " ")  # the command's line continuations
+    assert call.startswith("abricot-local run fakeA --backend fake ") and "--sample 4 " in call, call
+    assert call.endswith(f"--shard 2/2 --out {held / 'shard-2-of-2'}"), call

@@ -47,6 +47,15 @@ def ci_words(value: float, ci: tuple[float, float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+WITHHELD = "withheld (the run recorded no reason)"  # a metric's interval withheld with no warning on it
+
+
+def no_interval_words(why: str) -> str:
+    """A withheld interval (:func:`ci_words`' "no interval") and why, as the text report's notes and the figures say
+    it (report/tables.py, report/plots.py)."""
+    return f"no interval: {why or WITHHELD}"
+
+
 def _counts(run, task: str) -> dict[str, int]:
     """The items behind each of ``task``'s metrics not over all of them (Task.metric_counts: a source's accuracy),
     from its samples; {} when its task or samples cannot be had (every metric then shows the task's n)."""

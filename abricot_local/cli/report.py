@@ -33,7 +33,7 @@ def runs_(folders: tuple[str, ...]) -> None:
     states = once_each(find_runs(folders or (str(default),)), lambda s: s.path) if folders or default.is_dir() else []  # one given must exist
     if states:
         from abricot_local.cli.check import merge_command
-        from abricot_local.run.merge_advice import listed
+        from abricot_local.run.shards_listed import listed
 
         echo("\n".join([runs_text(states), *listed([s.path for s in states if s.complete], merge_command)]))
     else:

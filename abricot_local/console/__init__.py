@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from abricot_local.analysis.frames import ci_words
 from abricot_local.analysis.reproduction import grow_advice, words
 from abricot_local.record.kernel_path import describe
 from abricot_local.record import Published, Record
@@ -80,7 +81,7 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
         lines.append(f"    {'reference':<{wide}} {'task.metric':<{key}} {'published':>9} {'this run':>8} "
                      f"{'95% CI':<16} {'diff':>6}  verdict")
         for c in checks:
-            ci = f"[{fmt(c.ci95[0], 3)}, {fmt(c.ci95[1], 3)}]" if c.ci95 else "n/a"
+            ci = (ci_words(c.value, c.ci95) if c.value is not None else "") or "n/a"  # the summary's words
             lines.append(f"    {c.reference:<{wide}} {c.task + '.' + c.metric:<{key}} {fmt(c.published, 2):>9} "
                          f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {mark}{words(c)}")
             if not c.comparable:

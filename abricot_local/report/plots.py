@@ -17,7 +17,7 @@ from abricot_local.report.forest import text_width
 from abricot_local.report.safe import visible
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.gguf.file import quant_of
-from abricot_local.report.tables import Report, Run, metric_keys
+from abricot_local.report.tables import Report, Run, metric_keys, no_interval, no_interval_words, value_words
 from abricot_local.tasks.base import Figure
 
 JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
@@ -57,12 +57,14 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _ci_text(value, ci) -> str:
-    if value is None:
+def _metric_text(m, why: dict[str, str]) -> str:
+    """A metric (tables.Metric) in a figure's title as the report's tables say it (tables.value_words), a withheld
+    interval with why, in the words of the text report's note (``why``: tables.no_interval); "n/a": none recorded."""
+    if m is None:
         return "n/a"
-    if value != value:
-        return "nan"
-    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    if m.key in why:
+        return f"{value_words(m.value, None)} {no_interval_words(why[m.key])}"
+    return value_words(m.value, m.ci)
 
 
 def run_slugs(runs) -> list[str]:
@@ -107,11 +109,12 @@ def _title(run: Run) -> str:
     return visible(run.label if _names_quant(run) else f"{run.label} ({run.quant})")[:200]
 
 
-def heading(lines: list[str], fig) -> str:
+def heading(lines: list[str], fig, points: float = TITLE_PT) -> str:
     """A figure's title lines, each broken (after a ``-``, ``_``, ``.`` or space where it can) to fit the figure's
     width: one long line (a run's name runs to 200 characters) would widen the PNG past its width
-    (``bbox_inches="tight"``), and the page and Markdown, which show it at their width, would shrink every text."""
-    size = TITLE_PT * DPI / 72  # px
+    (``bbox_inches="tight"``), and the page and Markdown, which show it at their width, would shrink every text.
+    ``points``: the text's size (a figure's notes under its axes are smaller than its title)."""
+    size = points * DPI / 72  # px
     room = fig.get_figwidth() * DPI * 0.8  # the title starts at the axes' left edge
     out: list[str] = []
     for line in lines:
@@ -208,10 +211,11 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
                   f"{side} ({figure.metric}'s model side)" if side else y_name)
     ax.grid(alpha=0.3)
     lines = [f"{_title(run)} - {task} (n={len(samples)})"]
+    why = no_interval(run)
     if figure.metric:
-        lines.append(f"{figure.metric}: {_ci_text(cont and cont.value, cont and cont.ci)}")
+        lines.append(f"{figure.metric}: {_metric_text(cont, why)}")
     if main is not None and primary != figure.metric:
-        lines.append(f"{primary} (the task's main metric): {_ci_text(main.value, main.ci)}")
+        lines.append(f"{primary} (the task's main metric): {_metric_text(main, why)}")
     for bad, name in ((x_bad, figure.x), (y_bad, y_name)):
         if bad.any():
             lines.append(f"{int(bad.sum())} item(s) not drawn: {name} is not finite")
@@ -247,7 +251,7 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
     name = figure.metric if figure and figure.metric else "accuracy"
     acc = next((x for x in run.metric_values if x.task == task and x.name == name), None)
     ax.set_title(heading([f"{_title(run)} - {task} (n={len(samples)})",
-                          f"{name} {_ci_text(acc and acc.value, acc and acc.ci)}"], fig), fontsize=TITLE_PT, loc="left")
+                          f"{name} {_metric_text(acc, no_interval(run))}"], fig), fontsize=TITLE_PT, loc="left")
     return _save(fig, path), []
 
 
@@ -273,6 +277,7 @@ def bars_figure(report: Report, key: str, slugs: list[str]):
     """:func:`bars`'s figure, not saved, and its notes."""
     labels, values, whiskers, notes = [], [], [], []
     for run, slug in zip(report.runs, slugs):
+        why = no_interval(run)
         m = next((x for x in run.metric_values if x.key == key), None)
         if m is None:
             continue
@@ -289,6 +294,8 @@ def bars_figure(report: Report, key: str, slugs: list[str]):
             if _finite(m.value) and not lo <= m.value <= hi:
                 notes.append(f"{_title(run)}: the CI [{lo:.3f}, {hi:.3f}] does not contain the value {m.value:.3f} "
                              "(drawn as recorded)")
+        elif m.key in why:  # withheld (the 10-answer rule): said as the text report says it
+            notes.append(f"{_title(run)}: {no_interval_words(why[m.key])}; no whisker")
         elif m.ci:
             notes.append(f"{_title(run)}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
     fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
@@ -316,7 +323,7 @@ def bars_figure(report: Report, key: str, slugs: list[str]):
     ax.set_title(f"{key} per run (whiskers: 95% CI)", fontsize=9, loc="left")
     if notes:  # below the axes and their tick labels (the run names), never over them
         below = ax.get_tightbbox(fig.canvas.get_renderer()).transformed(fig.transFigure.inverted()).y0
-        fig.text(0.01, below - 0.02, "\n".join(notes), fontsize=7, va="top", color="#cf222e")
+        fig.text(0.01, below - 0.02, heading(notes, fig, 7), fontsize=7, va="top", color="#cf222e")
     return fig, notes
 
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from abricot_local.analysis import baselines as pub
-from abricot_local.analysis.frames import ci_words
+from abricot_local.analysis.frames import WITHHELD, ci_words, no_interval_words
 from abricot_local.analysis.reproduction import words
 from abricot_local.report.safe import csv_text, markup, visible
-from abricot_local.errors import UsageError
+from abricot_local.errors import UsageError, opt
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
                                              gather, metric_keys, recompute)
 from abricot_local.analysis.settled import SettledVerdict
@@ -35,8 +35,8 @@ from abricot_local.report.texttable import WIDTH, fit, grid, shown, wrap
 
 # the Python API of reports: the runs' loading (report_runs) and the tables (here)
 __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunCheck", "RunsRow", "TaskCheck", "build",
-           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "no_interval", "published_frame",
-           "quant_frame", "recompute", "render", "runs_frame", "runs_rows", "to_json"]
+           "compare_pair", "compare_quants", "gather", "label_kl", "metric_keys", "no_interval", "no_interval_words",
+           "published_frame", "quant_frame", "recompute", "render", "runs_frame", "runs_rows", "to_json", "value_words"]
 
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant", "prompts")
@@ -101,9 +101,6 @@ def runs_rows(report: Report, patterns: tuple[str, ...] = ()) -> tuple[list[str]
     rows += [RunsRow(model, "", source, "", {}, {k: (v, None) for k, v in values.items() if k in keys}, True)
              for model, source, values in pub.group_rows(report.baselines)]
     return tasks, keys, rows
-
-
-WITHHELD = "withheld (the run recorded no reason)"  # a metric's interval withheld with no warning on it
 
 
 def _withheld(why: dict) -> str:
@@ -190,9 +187,9 @@ def _num(v, digits: int = 3) -> str:
     return "nan" if v != v else f"{v:.{digits}f}"
 
 
-def _cell(value, ci, digits: int = 3) -> str:
-    """A value and its 95% CI as `run`'s summary says them (analysis.frames.ci_words): "0.250 [0.112, 0.469]",
-    "-0.123 no interval" (a correlation's withheld: why, in a note under the table)."""
+def value_words(value, ci, digits: int = 3) -> str:
+    """A value and its 95% CI as `run`'s summary says them (frames.ci_words), in every table and figure of a report:
+    "0.250 [0.112, 0.469]", "-0.123 no interval" (a correlation's withheld: why, :func:`no_interval_words`)."""
     if value is None:
         return ""
     return _num(value, digits) + (f" {ci_words(value, ci)}" if ci else "")
@@ -228,7 +225,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
         digits = 2 if r.published else 3
         row = {"model": r.label or r.model, "quant": r.quant, "source": r.source, "folder": r.folder}
         row.update({f"{t}.n": str(r.n.get(t, "")) for t in tasks})
-        row.update({k: _cell(*r.cells[k], digits) if k in r.cells else "" for k in keys})
+        row.update({k: value_words(*r.cells[k], digits) if k in r.cells else "" for k in keys})
         rows.append(row)
     groups = tuple((f"{t}.n", *(k for k in keys if k.split(".", 1)[0] == t)) for t in tasks)
     cols = ["model", "quant", "source", "folder", *(c for g in groups for c in g)]
@@ -236,7 +233,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     listed, checked = {b.instance for b in report.baselines}, {rc.check.task for rc in report.checks}
     recorded = [t for t in tasks if t in checked and t not in listed]  # published values a run recorded only
     unpublished = [t for t in tasks if t not in listed and t not in checked]
-    withheld = tuple(f"{shown(r.label or r.model)} {key.split('.', 1)[0]}: no interval: {why}" for r in table
+    withheld = tuple(f"{shown(r.label or r.model)} {key.split('.', 1)[0]}: {no_interval_words(why)}" for r in table
                      for key, why in r.why.items() if why)  # the run's warning on it, as the run printed it
     title = "Runs and published results (value [95% CI])" if report.baselines else "Runs (value [95% CI])" \
         if recorded else "Runs (value [95% CI]); no published results exist for these tasks"
@@ -363,6 +360,9 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
         return strict_json(doc)
     if fmt == "csv":
+        if table == "prompts":  # a block per task and its variants: no one plain table
+            raise UsageError(f"{opt('which', 'prompts')} is written as table, markdown, json or html; got "
+                             f"{opt('fmt', fmt)}")
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
         # one plain table a CSV reader loads as is: "all" means the runs table here

@@ -5,8 +5,8 @@ that holds runs (a sweep's, run/session.py: a run per model, named after it, req
 run gathered by hand). The advice names only a merge that the folders given make whole: the shards of one run,
 each once, every one of its N there; a run made without shards is whole (nothing to merge); shards whose run
 lacks one in every folder given are named with the shards they lack. Door-neutral: folders, no one door's
-command (nor its options), but the call that scores a sweep's shard no folder given holds: the door's words for
-it (``command``), as for one run's missing shard (:func:`missing_shards`)."""
+command (nor its options), but the call that scores a shard no folder given holds (:func:`_scoring`, of a sweep's
+or of one run's; :func:`missing_shards`): the door's words for it (``command``)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None, 
     others = _given_runs(given, folder, inside)
     if len(known) == len(inside) and all(_one_run(known[0][1], m) for _, m in known) and (len(known) > 1 or
                                                                                             not swept):
-        return _one_runs_shards(folder, known, others)
+        return _one_runs_shards(folder, known, others, command)
     if len(known) == len(inside) and swept:  # run/session.py's sweep: <root>/<slug of each model>
         return _sweep(folder, known, others, given, out, command)
     sets = shard_sets(known, [d for d, _ in known])  # the shards of one run together, in shard order
@@ -173,9 +173,9 @@ def holds_runs(folder: Path, inside: Sequence[Path], given: Sequence, out=None, 
     return f"{folder} holds runs, not a shard: {'; '.join(parts)}: give the folders of the shards of one run"
 
 
-def _one_runs_shards(folder: Path, known: Sequence[Found], others: Sequence[Found]) -> str:
+def _one_runs_shards(folder: Path, known: Sequence[Found], others: Sequence[Found], command=None) -> str:
     """``folder`` holds shards of one run (``known``): merge them, with the shards of that run among ``others``
-    where it lacks some; those no folder given holds, named."""
+    where it lacks some; those no folder given holds, named, with the call that scores each (:func:`_scoring`)."""
     own = sorted(known, key=lambda f: _index(f[1]))
     held = (f"the shards of one run ({', '.join(m.config.shard for _, m in own)})" if len(own) > 1
             else f"a shard of a run ({own[0][1].config.shard})")
@@ -188,7 +188,8 @@ def _one_runs_shards(folder: Path, known: Sequence[Found], others: Sequence[Foun
     lacks = f" (shard(s) {', '.join(missing)} not there: give them too)"
     if not still and not twice:  # the others given hold the rest: this merge works as said
         return f"{folder} holds {held}, not a shard: merge {folders}{lacks}"
-    return f"{folder} holds {held}, not a shard: {_unmergeable(folders, still, twice)}"
+    scoring = _scoring([group], command, lambda k, count, found: _beside(found[0], k, count))
+    return f"{folder} holds {held}, not a shard: {_unmergeable(folders, still, twice)}{scoring}"
 
 
 def _unmergeable(folders: str, missing: Sequence[str], twice: Sequence[str]) -> str:
@@ -235,7 +236,7 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
     bases: dict[tuple[int, int], Path] = {}  # one folder per shard, its models' runs in it
 
     def where(k: int, count: int, found: Found) -> Path:
-        base = bases.setdefault((k, count), _new_folder(folder.parent / f"shard-{k}-of-{count}"))
+        base = bases.setdefault((k, count), _beside(folder, k, count))
         return base / slug(found[1].config.model or "MODEL")
 
     return f"{sweep}: {'; '.join(said + problems)}{_scoring(lacking, command, where)}"
@@ -250,7 +251,7 @@ def missing_shards(first, count: int, missing: Sequence[int], command=None) -> s
     said = ", ".join(f"{k}/{count}" for k in missing)
     head = (f"shard(s) {said} missing: merge needs all {count}; give {'its folder' if one else 'their folders'} "
             f"too, or score {'it' if one else 'each'} with the options {first.path} recorded")
-    outs = {k: _new_folder(Path(first.path).parent / f"shard-{k}-of-{count}") for k in missing}
+    outs = {k: _beside(Path(first.path), k, count) for k in missing}
     data, gone = _data(first)
     if command is None:
         given = "".join(f" {opt('data', pair)}" for pair in data.items())
@@ -325,7 +326,12 @@ def shard_options(manifest: Manifest, provenance) -> dict:
     return options
 
 
-def _new_folder(path: Path) -> Path:
+def _beside(folder: Path, k: int, count: int) -> Path:
+    """Where a missing shard ``k`` of ``count`` is scored: a new folder beside ``folder`` (a shard's, a sweep's)."""
+    return new_folder(folder.parent / f"shard-{k}-of-{count}")
+
+
+def new_folder(path: Path) -> Path:
     """``path``, else the first of ``path``-2, -3, ... that does not exist."""
     n = 1
     while (found := path if n == 1 else path.with_name(f"{path.name}-{n}")).exists():
@@ -355,7 +361,7 @@ class ShardSet:
 
 def shard_sets(found: Sequence[Found], folders: Sequence[Path]) -> list[ShardSet]:
     """The shards among ``found`` run by run (each in shard order, the runs as ``found`` first holds them), each
-    with what it lacks and the run among ``folders`` merged from it: what `runs` lists under its runs (:func:`listed`)
+    with what it lacks and the run among ``folders`` merged from it: what `runs` lists under its runs (run.shards_listed.listed)
     and what `merge` says of a folder that holds runs (:func:`holds_runs`), one reading for both."""
     found = [f for f in found if f[1].config.shard]
     merged = {tuple(sorted(_key(Path(p)) for p in run.provenance.merged_from)): d
@@ -368,25 +374,6 @@ def shard_sets(found: Sequence[Found], folders: Sequence[Path]) -> list[ShardSet
         missing, twice = _lacks(group)
         out.append(ShardSet(tuple(group), tuple(missing), tuple(twice),
                             merged.get(tuple(sorted(_key(d) for d, _ in group)))))
-    return out
-
-
-def listed(folders: Sequence[Path], command) -> list[str]:
-    """What `runs` says under its list of the shards among the complete runs ``folders``: each run's shards, with
-    the merge that joins them (``command(folders, out)``: the door's words for it) where every one is there once
-    and no run listed was merged from them, else which shards of it are not there (or there twice)."""
-    out: list[str] = []
-    for s in shard_sets([(d, m) for d in folders if (m := recorded(d)) is not None], folders):
-        names = ", ".join(str(d) for d, _ in s.shards)
-        if s.into is not None:
-            out.append(f"{names}: the shards of one run, merged into {s.into}")
-        elif not s.whole:
-            said = [f"shard(s) {', '.join(s.missing)} not here"] if s.missing else []
-            said += [f"shard {t} here twice" for t in s.twice]
-            out.append(f"{names}: shards of one run; {'; '.join(said)}: merge takes each of its shards once")
-        else:
-            where = _new_folder(s.shards[0][0].parent / "merged")
-            out.append(f"{names}: the shards of one run; merge them:\n  {command([d for d, _ in s.shards], where)}")
     return out
 
 
