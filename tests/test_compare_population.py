@@ -160,7 +160,8 @@ def test_data_given_that_counts_nothing_is_said_once_per_task_with_why(cache):
     assert "the task could not be built from it (discotex: " in elsewhere and "get it" not in elsewhere
     ted = p["moved"] / "discotex" / "discotex_1_ted_test_set_release.tsv"
     (a_file,) = _notes(cmp.compare(runs, given=GivenData(data=(("discotex", str(ted)),))))
-    assert f"(discotex={ted}): the task could not be built from it (discotex: --data discotex names a folder" in a_file
+    assert f"(discotex={ted}): the task could not be built from it (discotex: {ted} (given with --data discotex={ted}) is a " \
+        "file, not a folder holding" in a_file, a_file
     # data given for another task only is not data given for this one: nothing said
     assert not _notes(cmp.compare(runs, given=GivenData(data=(("abricot", str(ted)),))))
 
