@@ -16,6 +16,11 @@ from abricot_local.record.schema import Record, RunConfig
 SUBSET = ("limit", "sample", "shard")  # RunConfig's fields that score only some of a task's items
 ITEM_SELECTION = ("tasks", *SUBSET)  # choose items (compare matches the items themselves)
 PROVENANCE_SKIP = ("bootstrap",)  # the task seed again
+# a task's config key that says in words where its items came from (DISCOTEX's `items`: published rows from a folder
+# or the hub, or rebuilt from the release in a folder): provenance, as `data[].path` is. The data is judged by its
+# files' SHA-256 (`TASK.data_sha256`), never by this text, which names the same files otherwise from another folder
+# or as a run recorded them before the folder was absolute
+TASK_PROVENANCE = ("items",)
 # an option as given (the config's KEY) -> the `provenance.schedule` field in which the backend records what it
 # resolved it to (docs/RESULTS.md: `flash_attn` auto -> `flash_attn_resolved` on/off, `n_gpu_layers` -1 -> 0 or 999, `extra_bufts`
 # auto -> true/false, `n_batch` capped at n_ctx). The one mapping: where the record holds the resolved value, the
@@ -106,7 +111,8 @@ def settings(record: Record, quant: str = "") -> dict[str, Any]:
     identified it), the config (but what only selects items, and an option as given that every task records
     as it resolved it: `prompt_variant` null beside each task's `card` is the same run as `card` given; an option
     the backend recorded resolved, as it resolved: :data:`RESOLVED`), the provenance (schedule, build, CPU features,
-    devices; not the bootstrap), each task's config, version, prompt hash and data SHA-256."""
+    devices; not the bootstrap), each task's config (not where its items came from: :data:`TASK_PROVENANCE`), version,
+    prompt hash and data SHA-256."""
     out: dict[str, Any] = {}
     _flatten(out, "model_sha256", record.model.sha256, None)
     _flatten(out, "quant", quant or None, None)
@@ -119,7 +125,7 @@ def settings(record: Record, quant: str = "") -> dict[str, Any]:
         prov["schedule"] = {k: v for k, v in prov["schedule"].items() if k not in said}
     _flatten(out, "provenance", prov, None)
     for task, entry in record.tasks.items():
-        _flatten(out, f"{task}.config", dump(entry.config), None)
+        _flatten(out, f"{task}.config", {k: v for k, v in dump(entry.config).items() if k not in TASK_PROVENANCE}, None)
         _flatten(out, f"{task}.version", entry.version, None)
         _flatten(out, f"{task}.prompt_hash", entry.prompt_hash or None, None)
         _flatten(out, f"{task}.data_sha256", [f.sha256 for f in entry.data] or None, None)

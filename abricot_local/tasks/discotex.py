@@ -121,6 +121,12 @@ _BUILT: dict = {}  # (source kind, files' identity, seed, shots, variant, shot s
 _BUILT_MAX = 8  # a process keeps the items of a few settings (1,600 items each)
 
 
+def absolute(folder: Path) -> Path:
+    """A data folder as the task records it (``config.items``, ``data_path()``): absolute, as ``data[].path`` is
+    (os.path.abspath: symlinks kept), so the record says where whatever folder the run was started from."""
+    return Path(os.path.abspath(folder))
+
+
 def _identity(path: Path) -> tuple:
     """A data file as it is now: its path, inode, size, modification and change times (a file rewritten is another)."""
     st = Path(path).stat()
@@ -177,7 +183,7 @@ class DiscotexTask(Task):
         for named, path in ((lambda p: opt("data", (self.data.key, p)), opts.data_for(self.data.key, self.name)),
                             (lambda p: opt("data_dir", p), opts.data_dir)):
             if path:
-                folder = Path(path).expanduser()
+                folder = absolute(Path(path).expanduser())
                 found = discotex_rows.in_folder(folder)
                 if found is not None:
                     return self._published(found, named(path))
@@ -216,7 +222,7 @@ class DiscotexTask(Task):
         return None
 
     def _rebuilt(self) -> Source:
-        folder = Task.data_path(self)  # --data, --data-dir, the cache, a pull of the release
+        folder = absolute(Task.data_path(self))  # --data, --data-dir, the cache, a pull of the release
         test = tuple(folder / name for name, _, _ in RELEASE.values())
         return Source("rebuilt", folder, test, (self._pool_file(folder),) if self.shots else (),
                       f"the DisCoTEX release (github.com/davidecolla/DisCoTex@{RELEASE_COMMIT[:7]}) in {folder}")
@@ -226,7 +232,7 @@ class DiscotexTask(Task):
         name, sub, sha = TRAIN
         path = folder / name
         url = RELEASE_URL.format(commit=RELEASE_COMMIT, folder=sub, name=name)
-        if not path.is_file() and folder == self.cache_folder() and self.options.allow_download:
+        if not path.is_file() and folder == absolute(self.cache_folder()) and self.options.allow_download:
             try:
                 fetch.download_url(url, path, sha256=sha)
             except DownloadError:
