@@ -35,7 +35,7 @@ def runs_(folders: tuple[str, ...]) -> None:
         from abricot_local.cli.check import merge_command
         from abricot_local.run.shards_listed import listed
 
-        echo("\n".join([runs_text(states), *listed([s.path for s in states if s.complete], merge_command)]))
+        echo("\n".join([runs_text(states), *listed(states, merge_command)]))
     else:
         looked = ", ".join(folders) or f"{default.resolve()}" + ("" if default.is_dir() else " (no such folder yet)")
         echo(f"no run folder in {looked}", err=True)
