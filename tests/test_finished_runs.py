@@ -59,6 +59,16 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _no_data_files(lm: Path, dst: Path) -> Path:
+    """A copy of the export ``lm`` that names no data files (as lm-eval's own output): its data not found alone."""
+    (results,) = _copy(lm, dst).glob("results_*.json")
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    for config in doc["configs"].values():
+        del config["metadata"]["data"]
+    results.write_text(json.dumps(doc), encoding="utf-8")
+    return dst
+
+
 # -- one finished run ----------------------------------------------------------------------------------
 def test_a_run_folder_and_an_lm_eval_output_are_one_type(made):
     from abricot_local.analysis.runs import Run
@@ -290,7 +300,7 @@ def test_kld_json_values_and_its_rung_are_checked(made, tmp_path):
 
 # -- lm-eval outputs offline: --data, --data-dir, and the API as the CLI ----------------------------
 def test_report_and_compare_take_the_data_of_an_lm_eval_folder(made, tmp_path):
-    lm = made["lm"]
+    lm = _no_data_files(made["lm"], tmp_path / "lm")
     r = invoke("report", lm)
     assert r.exit_code != 0 and "the data of abricot_abs is not here" in r.output
     assert "give it with --data abricot=PATH or --data-dir DIR" in r.output
@@ -305,8 +315,8 @@ def test_report_and_compare_take_the_data_of_an_lm_eval_folder(made, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["verdicts"][0]["kind"] == "identical", r.output
 
 
-def test_the_api_reads_lm_eval_folders_as_the_cli_does(made, recwarn):
-    lm_above = made["lm"].parent  # lm-eval's --output_path: the model's folder is below it
+def test_the_api_reads_lm_eval_folders_as_the_cli_does(made, recwarn, tmp_path):
+    lm_above = _no_data_files(made["lm"], tmp_path / "lm" / made["lm"].name).parent  # the model's folder below it
     c = api.compare(str(made["runs"] / "s8"), str(lm_above))  # the data: the run's recorded file
     assert c.result.matches[0].n_common == 8 and c.verdicts[0].kind == "identical"
     with pytest.raises(ResultsError, match=r'give it: data=\{"abricot": PATH\} or data_dir=DIR'):

@@ -29,6 +29,7 @@ from abricot_local.jsonfiles import TornLineError, read_json, read_jsonl_lines
 from abricot_local.record import (ChatWrap, DataFile, Model, Provenance, Record, RunConfig, Sample, TaskEntry,
                                   check_line)
 from abricot_local.record.codec import Invalid
+from abricot_local.record.misleading import entry_warnings, recorded_split
 from abricot_local.record.schema import SCHEMA_VERSION
 
 __all__ = ["DataNotHere", "is_lm_eval_output", "read", "recorded_data", "results_file"]  # DataNotHere: matching's
@@ -155,10 +156,16 @@ def _given(made: list, doc: Mapping, configs: Mapping) -> dict:
            "shots": one([t.options.shots for t in made if "shots" in t.uses]),
            "prompt_variant": one([variant(t) for t in made if "prompt_variant" in t.uses]),
            "chat_template": bool(doc["chat_template"]) if "chat_template" in doc else None}
-    meta = [c.get("metadata") if isinstance(c, dict) else None for c in configs.values()]
-    sample = one([m.get("sample") if isinstance(m, dict) else None for m in meta])
-    out["sample"] = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample > 0 else None
+    out["sample"] = _sample(configs)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _sample(configs: Mapping) -> int | None:
+    """The ``--sample N`` an export recorded (every task's ``metadata.sample``, one for all; None: none)."""
+    meta = [c.get("metadata") if isinstance(c, dict) else None for c in configs.values()]
+    got = [m.get("sample") if isinstance(m, dict) else None for m in meta]
+    sample = got[0] if got and all(v == got[0] for v in got) else None
+    return sample if isinstance(sample, int) and not isinstance(sample, bool) and sample > 0 else None
 
 
 def _identity(doc: Mapping, config: Mapping, tasks: tuple[str, ...], seed: int | None,
@@ -205,6 +212,45 @@ def _exported(configs: Mapping, names) -> bool:
     return all(isinstance(m, dict) and isinstance(m.get("abricot_local_task"), str) for m in meta)
 
 
+def _recorded_files(configs: Mapping, names) -> tuple[tuple[str, str], ...]:
+    """``--data`` pairs that find again the data files an export's run recorded (each task's ``metadata.data``,
+    as its entry's ``data``), by the rule every reader of recorded files follows (tasks/recorded_data.py): an
+    export reads back alone where those files still are."""
+    from abricot_local.tasks.recorded_data import recorded_data
+
+    held = []
+    for name in names:
+        meta = configs[name]["metadata"]
+        files = meta.get("data")
+        if not isinstance(files, list):
+            continue  # an export written before it carried them
+        try:
+            own = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+            entry = TaskEntry(metrics={}, n=0, config=own, data=tuple(DataFile.from_dict(f) for f in files))
+        except (Invalid, TypeError):
+            raise ResultsError(f"lm-eval task {name}'s metadata.data is not a run's data files (path, sha256): "
+                               "the file was changed") from None
+        held.append(RunTask(meta["abricot_local_task"], dict(entry.config), entry=entry))
+    return recorded_data(held).pairs
+
+
+def _warnings(task, rows: list, metrics: dict, meta: Mapping | None, limit: int | None,
+              sample: int | None) -> tuple[str, ...]:
+    """A task's warnings as the `run` that scored the same items records them (record/misleading.py's rule, on
+    the items read): what the run says before scoring, then what its scored items and metrics give. An export's
+    (``meta``: its task's metadata) first part is its run's (its recorded ``warnings``, less those the items
+    give), else the task's data not the release (tasks/release.py) and the task's own warnings."""
+    from abricot_local.tasks import release
+
+    said = meta.get("warnings") if isinstance(meta, Mapping) else None
+    if isinstance(said, list) and all(isinstance(w, str) for w in said):
+        split = recorded_split(TaskEntry(metrics=metrics, n=len(rows), warnings=tuple(said)), task, rows,
+                               limit=limit, sample=sample)
+        if split is not None:
+            return entry_warnings(split[0], task, rows, metrics, limit=limit, sample=sample)
+    return entry_warnings((*release.notes(task), *task.warnings()), task, rows, metrics, limit=limit, sample=sample)
+
+
 def _limit(value: Any) -> int | None:
     """lm-eval's ``--limit`` (written as a float: 3.0) as the run's ``limit``, as lm-eval's get_sample_size reads it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -247,7 +293,6 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     configs = doc.get("configs") if isinstance(doc.get("configs"), dict) else {}
     seed = config.get("fewshot_seed") if isinstance(config.get("fewshot_seed"), int) else None
-    base = TaskOptions(data=tuple(data), data_dir=data_dir, allow_download=False)
     tasks, samples, made, matched, turns = {}, {}, [], [], {}
     chat = chat_of(doc, where)  # the chat template lm-eval wrapped each prompt in (None: none)
     files = {p.name[len("samples_"):-len(f"_{stamp}.jsonl")]: p for p in where.parent.glob(f"samples_*_{stamp}.jsonl")}
@@ -255,8 +300,12 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     names = [t for t in doc["results"] if t not in groups] + [t for t in files if t not in doc["results"]]
     if not names:
         raise ResultsError(f"{where} records no task")
+    exported = _exported(configs, names)
     run_seed = config.get("random_seed")  # an export's: the run's --seed (lm-eval's own is no seed of a run here)
-    run_seed = run_seed if _exported(configs, names) and isinstance(run_seed, int) and run_seed >= 0 else None
+    run_seed = run_seed if exported and isinstance(run_seed, int) and run_seed >= 0 else None
+    found = _recorded_files(configs, names) if exported and data_dir is None else ()  # the data given wins
+    base = TaskOptions(data=(*found, *data), data_dir=data_dir, allow_download=False)
+    limit, sample = _limit(config.get("limit")), _sample({n: configs.get(n) for n in names})
     for lm_task in names:
         if lm_task not in files:
             raise ResultsError(f"lm-eval task {lm_task} has no samples_{lm_task}_{stamp}.jsonl beside {where.name}: "
@@ -271,7 +320,6 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
                                        seed if seed and seed >= 0 else None, base, chat, run_seed)
         matched.append((lm_task, task, pairs))
         turns[lm_task] = turn
-    exported = _exported(configs, names)
     for lm_task, task, pairs in apart(matched):
         rows = []
         for x, item in pairs:
@@ -284,10 +332,12 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         except AbricotError:
             pass
         named = {} if exported else {"lm_eval_task": lm_task}  # an export is its run: no lm-eval task ran it
-        tasks[task.key] = TaskEntry(metrics=task.metrics(rows), n=len(rows), version=task.version,
+        metrics = task.metrics(rows)
+        meta = configs[lm_task]["metadata"] if exported else None
+        tasks[task.key] = TaskEntry(metrics=metrics, n=len(rows), version=task.version,
                                     config={**task.config(), **named}, prompt_hash=task.prompt_hash(),
                                     data=tuple(files_used), chance=dict(task.chance),
-                                    warnings=tuple(task.warnings()))
+                                    warnings=_warnings(task, rows, metrics, meta, limit, sample))
         samples[task.key] = tuple(rows)
         made.append(task)
     seeds = [t.options.seed for t in made]

@@ -11,7 +11,8 @@
 ``configs[...]["metadata"]["ci95"]``). A run does not record whether a continuation was the greedy
 one: ``is_greedy`` is ``False``, as abricot-local's lm-eval model answers when it does not know.
 ``n-samples``' ``original`` is the items scored too (a run records its --limit/--sample/--shard in
-``metadata``, not the release's size). The run's provenance is ``config.abricot_local``, as `abricot-local
+``metadata``, not the release's size; its data files too, ``metadata.data``, where the export read back alone
+finds its items). The run's provenance is ``config.abricot_local``, as `abricot-local
 lm-eval` writes it (:func:`own_provenance`): the export reads back as its run (model, options, backend,
 kernels). Names no task: every number is read from the record. An output
 folder inside a run folder is refused (the run would then list two runs), and so is an lm-eval output
@@ -143,7 +144,8 @@ def layout(run) -> tuple[dict, dict[str, list[dict]]]:
                          "metadata": {"version": entry.version, "abricot_local_task": key, "config": entry.config,
                                       "prompt_hash": entry.prompt_hash, "ci95": ci95, "chance": entry.chance,
                                       "limit": cfg.limit if cfg else None, "sample": cfg.sample if cfg else None,
-                                      "shard": cfg.shard if cfg else None, "warnings": list(entry.warnings)}}
+                                      "shard": cfg.shard if cfg else None, "warnings": list(entry.warnings),
+                                      "data": [f.to_dict() for f in entry.data]}}  # found again when read back
         versions[name] = entry.version
         shots[name] = n_shot
         better[name] = {metric: None for metric, _, _ in entry.metric_items()}  # tasks declare no direction
