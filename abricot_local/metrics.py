@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from abricot_local.errors import ResultsError
+from abricot_local.errors import ResultsError, opt
 
 N_BOOT = 1000
 CI_LEVEL = 0.95
@@ -25,6 +25,9 @@ CORRELATIONS = ("pearson", "spearman")
 # a correlation's interval is read only once each vector has this many items off its most common value (the run's
 # CI, the published verdict's and --until-settled's: analysis/correlation_ci.py)
 MIN_CORRELATION_ITEMS = 10
+# the values each statistic of ROW_STATS takes: a margin that covers them from a published value cannot fail
+# (analysis/reproduction.covered)
+BOUNDS = {"accuracy": (0.0, 1.0), "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0)}
 
 
 def accuracy(pred, gold) -> float:
@@ -186,15 +189,24 @@ def constant_words(inp, samples: Sequence = ()) -> str:
 
 
 def _side(values: np.ndarray, labels: list, name: str, model: bool) -> tuple[str, str]:
-    """One side's words for :func:`few_words`: what its items off the most common value are, and their unit. The
-    side is named as the samples' answers (gold labels) where it is those one to one (``labels``: theirs)."""
+    """One side's words for :func:`few_words`: what its items off the most common value are, and what the rule counts
+    (its unit, "such ..."). The side is named as the samples' answers (gold labels) where it is those one to one
+    (``labels``: theirs). A side whose values all differ (a continuous score) is said so, never as near-constant: no
+    value is more common, and 10 items off one value need 11 items."""
     n, off = len(values), off_mode(values)
-    same, s = f"({n - off} of {n} the same)", "" if off == 1 else "s"
-    if labels and len(set(labels)) == len(set(values.tolist())) == len(set(zip(labels, values.tolist()))):
-        if model:
-            return f"{off} answer{s} off the model's most common one {same}", "answers"
-        return f"{off} gold label{s} off their most common one {same}", "gold labels"
-    return f"{off} item{s} off the most common value of {name}'s {'model' if model else 'gold'} side {same}", "items"
+    s, side = "" if off == 1 else "s", f"{name}'s {'model' if model else 'gold'} side"
+    named = labels and len(set(labels)) == len(set(values.tolist())) == len(set(zip(labels, values.tolist())))
+    unit = ("answers" if model else "gold labels") if named else "items"
+    if n > 1 and off == n - 1:  # every value different
+        what = f"{n} {unit}, all different" if named else f"{n} items whose values of {side} all differ"
+        return (f"{what} ({off} off any one; {MIN_CORRELATION_ITEMS} off one need {MIN_CORRELATION_ITEMS + 1} "
+                "items)"), f"{unit} off any one value"
+    same = f"({n - off} of {n} the same)"
+    if named and model:
+        return f"{off} answer{s} off the model's most common one {same}", "such answers"
+    if named:
+        return f"{off} gold label{s} off their most common one {same}", "such gold labels"
+    return f"{off} item{s} off the most common value of {side} {same}", "such items"
 
 
 def few_words(inp, samples: Sequence = ()) -> str:
@@ -208,7 +220,7 @@ def few_words(inp, samples: Sequence = ()) -> str:
     whole = len(samples) == len(x)
     sides = [_side(v, [getattr(s, field) for s in samples] if whole else [], inp.name, model)
              for v, model, field in ((x, True, "pred"), (y, False, "gold")) if off_mode(v) < MIN_CORRELATION_ITEMS]
-    such = f"such {sides[0][1]}" if len(sides) == 1 else "items off each side's most common value"
+    such = sides[0][1] if len(sides) == 1 else "items off each side's most common value"
     return (f"{inp.name} rests on {' and '.join(w for w, _ in sides)}: its value is shown, its interval is not read "
             f"below {MIN_CORRELATION_ITEMS} {such}")
 
@@ -226,3 +238,29 @@ def require_finite(samples: Sequence, task: str) -> None:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ResultsError(f"task {task}: {len(bad)} sample(s) hold non-finite or missing log-probs "
                            f"({shown}); no metric is computed over them. Re-score with a sound model/build.")
+
+
+def undefined(inputs, samples: Sequence) -> dict[str, str]:
+    """Each correlation among a task's metric ``inputs`` that is undefined (NaN) over ``samples``: which side is
+    constant (:func:`constant_words`), and the task's correlations still defined over them, with their values (a
+    score read from the model's probabilities varies where its answer does not)."""
+    values = {inp.name: float(ROW_STATS[inp.stat](np.asarray(inp.x, float), np.asarray(inp.y, float)))
+              if len(inp.x) > 1 else float("nan") for inp in inputs if inp.stat != "accuracy"}
+    defined = [f"{name} ({v:+.3f})" for name, v in values.items() if v == v]
+    also = (f"; the task's {', '.join(defined)} {'is' if len(defined) == 1 else 'are'} defined over the same items "
+            "(neither side constant)") if defined else ""
+    return {inp.name: (constant_words(inp, samples) or "a constant vector") + also
+            for inp in inputs if inp.name in values and values[inp.name] != values[inp.name]}
+
+
+def covered(published: float, margin: float, bounds: tuple[float, float] | None) -> str:
+    """Why a verdict at ``margin`` on ``published`` cannot fail, or "": a margin as far as both ``bounds`` (the values
+    the metric takes, :data:`BOUNDS`; None: not known) lie from it holds every value a run could give (one rule)."""
+    lo, hi = bounds or (math.nan, math.nan)
+    reach = max(published - lo, hi - published)
+    if not margin >= reach:  # (no bounds: NaN, never covered)
+        return ""
+    return (f"the margin +-{margin:g} covers every value the metric takes ([{lo:g}, {hi:g}]) from the published "
+            f"{published:g}: run - published lies in [{lo - published:+.3g}, {hi - published:+.3g}] whatever the run "
+            f"gives: no run could differ by more, so the verdict could not fail (none is said reproduced); a margin under "
+            f"{reach:.3g} can fail ({opt('margin', 'M')})")

@@ -94,8 +94,8 @@ def test_published_rows_with_their_verdict(tmp_path):
     assert abs(check.difference) + 0.005 < 0.05 and "on all 18 items of the task (exact" in p.reasons[0]
     assert p.verdict.tolist() == ["reproduced within 0.05"] and "items like these" in p.reasons[0]
     wide = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, margin=2.5, out=tmp_path / "m")
-    assert wide.record.published.margin == 2.5  # run --margin: r - 0.30 always lies inside +-2.5
-    assert wide.published().verdict.tolist() == ["reproduced within 2.5"]
+    assert wide.record.published.margin == 2.5  # run --margin: r - 0.30 always lies inside +-2.5: no verdict
+    assert wide.published().verdict.tolist() == ["cannot tell"] and "covers every value" in wide.published().reasons[0]
     again = quiet_evaluate("fake-as-llama", "abricot_abs", models_file=models, shots=0, out=tmp_path / "z")
     assert again.published().verdict.tolist() == ["not comparable"]
     assert "shots 0, published 3" in again.published().differences[0]

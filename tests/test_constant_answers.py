@@ -87,7 +87,8 @@ def test_the_verdict_names_the_model_s_one_answer_and_the_correlation_still_defi
     assert expected is not None and expected == expected
     assert check["reasons"][0] == (f"cannot tell: the run's metric is undefined (NaN): {said}; the task's "
                                    f"pearson_expected ({expected:+.3f}) is defined over the same items (neither side "
-                                   "constant)")
+                                   "constant); more items help only if the constant side varies over them: all 127 of "
+                                   "the task's items give its exact value")
     assert said in r.stdout and "NaN: a constant vector" not in r.stdout
 
 

@@ -35,24 +35,24 @@ def kinds(doc: dict) -> list:
 def test_a_finished_run_resumed_with_another_margin_is_judged_again_at_it(tmp_path, claims, abricot_file):
     whole, wide = tmp_path / "whole", tmp_path / "wide"
     assert run(claims, abricot_file, whole).exit_code == 0
-    assert run(claims, abricot_file, wide, "--margin", "1.5").exit_code == 0  # the run made at M from the start
+    assert run(claims, abricot_file, wide, "--margin", "1.2").exit_code == 0  # the run made at M from the start
     before = results(whole)
     assert before["published"].get("margin") is None and before["published"]["checks"]
     samples = {p.name: p.read_bytes() for p in whole.glob("samples-*.jsonl")}
 
-    r = run(claims, abricot_file, whole, "--resume", "--margin", "1.5")
+    r = run(claims, abricot_file, whole, "--resume", "--margin", "1.2")
     assert r.exit_code == 0, r.output
     after = results(whole)
     assert after["published"] == results(wide)["published"]  # the verdict at M: the same code's, on the same samples
-    assert after["published"]["margin"] == 1.5 and kinds(after) != kinds(before)  # the verdict itself, not only M
+    assert after["published"]["margin"] == 1.2 and kinds(after) != kinds(before)  # the verdict itself, not only M
     assert [k for _, k, _ in kinds(before)] == ["differs"] and [k for _, k, _ in kinds(after)] == ["reproduced"]
     assert {k: v for k, v in after.items() if k != "published"} == {k: v for k, v in before.items() if k != "published"}
     assert {p.name: p.read_bytes() for p in whole.glob("samples-*.jsonl")} == samples  # nothing scored
     assert sorted(p.name for p in whole.iterdir()) == sorted(p.name for p in wide.iterdir())  # no temp file left
     said = r.output
     assert "nothing to score, nothing written" not in said
-    assert "judged again at --margin 1.5" in said and "nothing was scored" in said and "task's declared" in said
-    assert "margin 1.5 (--margin)" in said and "wrote " in said  # the verdict printed is the new one
+    assert "judged again at --margin 1.2" in said and "nothing was scored" in said and "task's declared" in said
+    assert "margin 1.2 (--margin)" in said and "wrote " in said  # the verdict printed is the new one
     assert invoke("check", whole).exit_code == 0
     rep = invoke("report", whole, "--verify")
     assert rep.exit_code == 0, rep.output
@@ -60,7 +60,7 @@ def test_a_finished_run_resumed_with_another_margin_is_judged_again_at_it(tmp_pa
     again = tmp_path / "again"  # the same margin again, or none given: nothing written
     shutil.copytree(whole, again)
     stamp = (again / "results.json").stat().st_mtime_ns
-    for more in (("--margin", "1.5"), ()):
+    for more in (("--margin", "1.2"), ()):
         r = run(claims, abricot_file, again, "--resume", *more)
         assert r.exit_code == 0 and "nothing to score, nothing written" in r.output
         assert "judged again" not in r.output

@@ -241,12 +241,13 @@ def test_run_margin_and_several_protocols(tmp_path):
     assert r.exit_code != 0 and "no task of this run has a protocol 'leaderboard'" in r.output
 
 
-def _reproduced_within_3(tmp_path) -> dict:
-    """A run whose one published check is reproduced within a margin of 3, in ``tmp_path / "o"``: its check."""
+def _reproduced_within_half(tmp_path) -> dict:
+    """A run whose one published check is reproduced within a margin of 0.5, in ``tmp_path / "o"``: its check (3
+    would cover every r from 0.30: cannot tell, reproduction.covered)."""
     models = tmp_path / "models.toml"
     models.write_text('[fake-as-llama]\nbackend = "fake"\nreproduces = "ABRICOT paper: llama-3.1-8b"\n', encoding="utf-8")
     r = invoke("run", "fake-as-llama", "--models", models, "--data", f"abricot={FIXTURE}", "--tasks", "abricot_abs",
-               "--n-ctx", "8192", "--margin", "3", "--out", tmp_path / "o")
+               "--n-ctx", "8192", "--margin", "0.5", "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     recorded = json.loads((tmp_path / "o" / "results.json").read_text())["published"]["checks"]
     (check,) = recorded
@@ -258,29 +259,29 @@ def test_report_html_and_the_api_read_the_verdict_from_the_run(tmp_path):
     (as Chromium shows the page: the test after this one)."""
     from abricot_local import api
 
-    check = _reproduced_within_3(tmp_path)
-    assert check["verdict"] == "reproduced" and check["reasons"][0].startswith("reproduced within 3: ")
+    check = _reproduced_within_half(tmp_path)
+    assert check["verdict"] == "reproduced" and check["reasons"][0].startswith("reproduced within 0.5: ")
     r = invoke("report", tmp_path / "o", "--table", "published")
-    assert r.exit_code == 0 and "0.30: reproduced within 3" in r.output, r.output
+    assert r.exit_code == 0 and "0.30: reproduced within 0.5" in r.output, r.output
     r = invoke("report", tmp_path / "o", "--table", "published", "--format", "json")
     (row,) = json.loads(r.output)["published_checks"]
-    assert row["verdict"] == "reproduced" and row["margin"] == 3 and row["reasons"] == check["reasons"]
+    assert row["verdict"] == "reproduced" and row["margin"] == 0.5 and row["reasons"] == check["reasons"]
     r = invoke("report", tmp_path / "o", "--format", "html", "-o", tmp_path / "page.html")
     assert r.exit_code == 0, r.output
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
-    assert "reproduced within 3" in page
+    assert "reproduced within 0.5" in page
     p = api.load_run(tmp_path / "o").published()
-    assert p.verdict.tolist() == ["reproduced within 3"] and p.margin.tolist() == [3]
+    assert p.verdict.tolist() == ["reproduced within 0.5"] and p.margin.tolist() == [0.5]
     assert p.reasons.tolist() == ["; ".join(check["reasons"])]
 
 
 @pytest.mark.real  # a browser
 def test_the_html_pages_verdict_is_shown_by_chromium(tmp_path):
     """The page of the run above, as Chromium renders its published table, shows the recorded verdict."""
-    check = _reproduced_within_3(tmp_path)
+    check = _reproduced_within_half(tmp_path)
     r = invoke("report", tmp_path / "o", "--format", "html", "-o", tmp_path / "page.html")
     assert r.exit_code == 0, r.output
-    shown_in_chromium(tmp_path / "page.html", "reproduced within 3", check["reasons"][0])
+    shown_in_chromium(tmp_path / "page.html", "reproduced within 0.5", check["reasons"][0])
 
 
 def test_merged_shards_get_the_whole_runs_verdict(tmp_path):
@@ -370,9 +371,9 @@ def test_a_verdict_of_an_earlier_method_is_held_to_its_other_fields(tmp_path):
                f"abricot={FIXTURE}", "--sample", 12, "--out", out)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "results.json").read_text())
-    assert doc["published"]["method"] == reproduction.METHOD == 6
+    assert doc["published"]["method"] == reproduction.METHOD == 7
     doc["published"]["checks"][0]["ci90"] = [-0.9, -0.1]  # another method's figures (or a hand's)
-    for method, held in ((6, False), (5, True), (4, True), (None, True), (1, True), (2, True), (3, True)):
+    for method, held in ((7, False), (6, True), (5, True), (4, True), (None, True), (1, True), (2, True), (3, True)):
         doc["published"]["method"] = method
         (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
         for args in (("check", out), ("report", out, "--verify", "--models", models)):

@@ -64,6 +64,7 @@ class Evidence:
     drawn: bool = True  # its items a draw of the task (every one, --sample's, a shard's): not --limit's first ones
     off: dict[str, int] = field(default_factory=dict)  # a correlation's under the 10-answer rule: its answers k off
     #                                                    the most common value (correlation_ci.too_few_off)
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)  # the values each takes (metrics.BOUNDS)
 
 
 def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool = True) -> Evidence:
@@ -72,9 +73,11 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
     import numpy as np
     from abricot_local.analysis import stats
     from abricot_local.analysis.correlation_ci import correlation_ci, like_interval, too_few_off
+    from abricot_local.metrics import BOUNDS, undefined
 
     ci90, margins, within, correlations, why, off = {}, {}, {}, set(), {}, {}
     inputs = task.metric_inputs(list(samples))
+    bounds = {inp.name: BOUNDS[inp.stat] for inp in inputs if inp.stat in BOUNDS}
     for inp in inputs:
         lo, hi = like_interval(inp.stat, inp.x, inp.y, seed=task.options.seed, level=LEVEL90)
         ci90[inp.name] = (lo, hi)
@@ -91,24 +94,8 @@ def evidence(task: Task, samples: Sequence[Sample], total: int, *, drawn: bool =
             why.update({inp.name: no} if no else {})
             k = too_few_off(inp.stat, w) if ci is None and value is not None else None
             off.update({inp.name: k} if k is not None else {})
-    why.update(undefined(inputs, samples))
-    return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn, off=off)
-
-
-def undefined(inputs, samples: Sequence[Sample]) -> dict[str, str]:
-    """Each correlation among a task's metric ``inputs`` that is undefined (NaN) over ``samples``: which side is
-    constant (metrics.constant_words), and the task's correlations still defined over them, with their values (a
-    score read from the model's probabilities varies where its answer does not)."""
-    import numpy as np
-    from abricot_local.metrics import ROW_STATS, constant_words
-
-    values = {inp.name: float(ROW_STATS[inp.stat](np.asarray(inp.x, float), np.asarray(inp.y, float)))
-              if len(inp.x) > 1 else float("nan") for inp in inputs if inp.stat != "accuracy"}
-    defined = [f"{name} ({v:+.3f})" for name, v in values.items() if v == v]
-    also = (f"; the task's {', '.join(defined)} {'is' if len(defined) == 1 else 'are'} defined over the same items "
-            "(neither side constant)") if defined else ""
-    return {inp.name: (constant_words(inp, samples) or "a constant vector") + also
-            for inp in inputs if inp.name in values and values[inp.name] != values[inp.name]}
+    why.update(undefined(inputs, samples))  # (metrics.undefined)
+    return Evidence(total, ci90, margins, within, frozenset(correlations), why, drawn, off=off, bounds=bounds)
 
 
 def all_references(tasks: tuple[str, ...] | None = None, *, strict: bool = True) -> tuple[Reference, ...]:
@@ -332,7 +319,8 @@ def check(ref: Reference, entry: TaskEntry | None, key: str = "", evidence: Evid
                                      total=evidence.total, neighbours=near,
                                      within=evidence.within.get(ref.metric), rounding=rounding(ref.value),
                                      correlation=ref.metric in evidence.correlations, drawn=evidence.drawn,
-                                     why=evidence.why.get(ref.metric, ""), off=evidence.off.get(ref.metric))
+                                     why=evidence.why.get(ref.metric, ""), off=evidence.off.get(ref.metric),
+                                     bounds=evidence.bounds.get(ref.metric))
     return CICheck(ref, value, (float(ci[0]), float(ci[1])) if ci else None,
                    differences=differences, key=key, verdict=verdict)
 

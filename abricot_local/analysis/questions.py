@@ -10,6 +10,7 @@ from __future__ import annotations
 from abricot_local import metrics as metric_stats
 from abricot_local.analysis import baselines
 from abricot_local.analysis import sequential as sq
+from abricot_local.errors import UsageError, opt
 from abricot_local.record import TaskEntry
 
 
@@ -37,6 +38,9 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
             continue
         margin = plan.margin if plan.margin is not None else task.margin(ref.metric)
         name = sq.question_name(ref.source, ref.model, found[0], ref.metric)
+        vacuous = metric_stats.covered(ref.value, margin, metric_stats.BOUNDS.get(stats[ref.metric]))
+        if vacuous:  # its first look would say reproduced: a verdict that cannot fail is not waited for
+            raise UsageError(f"{opt('until_settled', True)} waits for no verdict that cannot fail: {name}: {vacuous}")
         out[found[0]].append((sq.Question(name, stats[ref.metric], margin, ref.value,
                                           baselines.rounding(ref.value)), ref.metric))
     return out

@@ -22,8 +22,9 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
   published value's rounding of the margin (its interval holds a bound of +-M; on it, without rounding), where
   more items cannot help (:func:`kind`: the one rule, the --until-settled looks' too);
 - ``cannot tell``: no finite interval (a constant prediction vector, a NaN metric: the note says which
-  side is constant), a correlation over fewer than stats.MIN_CORRELATION_ITEMS items or the same in every
-  resample. Under the 10-answer rule (fewer than 10 answers off a vector's most common value, k of the n; under 10
+  side is constant; below N, ``items`` all N: more items help only if that side varies), a correlation over
+  fewer than stats.MIN_CORRELATION_ITEMS items or the same in every resample; a margin covering every value the
+  metric takes from the published one (metrics.covered: no run could differ by more). Under the 10-answer rule (fewer than 10 answers off a vector's most common value, k of the n; under 10
   items too), about ceil(10 n / k) items would hold 10 at the run's rate: the note says so and ``items`` holds it
   (none with k = 0), which the grow advice offers as the items the verdict is judged on, not what settles it
   (:func:`judged_only`). A --limit run's ``items`` are what a --sample draw would need, for a correlation never
@@ -44,6 +45,7 @@ import numbers
 from dataclasses import dataclass
 
 from abricot_local.analysis import stats
+from abricot_local.metrics import covered
 from abricot_local.errors import UsageError, opt
 
 REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
@@ -58,8 +60,9 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # and a rung's paired accuracy interval near N the restricted exact one (up to 200 changed answers while few are
 # expected among the items unseen), elsewhere above 40 changed Tango's taken outward to the task's grid (paired_exact);
 # 6 since a correlation's cannot tell estimates the items that give 10 answers under 10 items too, never fewer than
-# FLOOR, and says "judge" where those are the fewest it is judged on
-METHOD = 6
+# FLOOR, and says "judge" where those are the fewest it is judged on; 7 since a NaN metric below N offers the whole
+# task, and a margin covering every value the metric takes (metrics.covered) is cannot tell, never reproduced
+METHOD = 7
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 FLOOR = MIN_ANSWERS + 1  # the fewest items a correlation is judged on: 10 answers off the most common one, and it
 DRAWN_CANNOT_TELL = "; and "  # a --limit verdict's note: why a draw of its items would still cannot tell follows
@@ -201,7 +204,7 @@ def kind(lo: float, hi: float, margin: float, rounding: float = 0.0, *, exact: b
 def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
           total: int, neighbours: tuple[tuple[str, float], ...] = (), within: tuple[float, float] | None = None,
           rounding: float = 0.0, correlation: bool = False, drawn: bool = True, why: str = "",
-          off: int | None = None) -> Verdict:
+          off: int | None = None, bounds: tuple[float, float] | None = None) -> Verdict:
     """The verdict on ``published`` (rounded to +-``rounding``) of a run whose metric is ``value`` over ``n``
     items of a task of ``total``: ``ci90``, its 90% interval for items like these; ``within``, for the task's
     own value (None: ``ci90`` narrowed by the finite-population correction); ``correlation``: a bootstrap
@@ -211,18 +214,27 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     undefined (baselines.undefined: which side is constant); ``off``: with ``why`` the 10-answer rule's, the k
     answers off the most common value (correlation_ci.too_few_off), from which :func:`_rate_items` estimates the
     items that would hold 10 such answers; ``drawn`` False:
-    the items are the task's first (--limit), no draw of it: the task's value is not judged from them. A margin
-    that is no finite number above 0 is refused (:func:`checked_margin`: every door's rule)."""
+    the items are the task's first (--limit), no draw of it: the task's value is not judged from them; ``bounds``:
+    the metric's values (metrics.covered). A margin no finite number above 0 is refused (:func:`checked_margin`)."""
     margin = checked_margin(margin)
     total = max(total, n)
     base = dict(margin=margin, n=n, total=total, rounding=rounding)
     if value is None:  # the run records no such metric (a published row of a metric its task does not give)
         return Verdict(UNDEFINED, difference=math.nan, ci90=NAN2,
                        note="the run has no such metric: its task records none of that name", **base)
+    vacuous = covered(published, margin, bounds)
+    if vacuous:  # no value the run could give differs by more: none is said reproduced
+        return Verdict(UNDEFINED, difference=value - published + 0.0, ci90=NAN2, note=vacuous, **base)
     if _bad(value):
-        return Verdict(UNDEFINED, difference=value - published, ci90=NAN2,
-                       note=f"the run's metric is undefined (NaN): {why}" if why else
-                       "the run's metric is undefined (NaN: a constant vector)", **base)
+        note = f"the run's metric is undefined (NaN): {why}" if why else \
+            "the run's metric is undefined (NaN: a constant vector)"
+        items = None
+        if n < total:  # no rate to scale: only items where the constant side varies help, all N give the value
+            items, more = _whole_task(total)
+            note += f"; {more}"
+            if not drawn:
+                note = f"{_no_draw(n, total)}{DRAWN_CANNOT_TELL}{note}"
+        return Verdict(UNDEFINED, difference=value - published, ci90=NAN2, note=note, items=items, **base)
     diff = value - published + 0.0
     note, items = "", None
     if (ci90 is None or _bad(*ci90)) and not (correlation and why):  # else why says why it has none
@@ -257,9 +269,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
         as_drawn = judge(value, ci90, published, margin, n=n, total=total, within=within, rounding=rounding,
                          correlation=correlation, why=why, off=off)
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, items=as_drawn.items or _fewest(n, total, correlation),
-                       note=(f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the "
-                             f"task's value is not judged from them ({opt('sample', 'N')} draws them)" +
-                             (f"{DRAWN_CANNOT_TELL}{note}" if note else "")), **extra)
+                       note=_no_draw(n, total) + (f"{DRAWN_CANNOT_TELL}{note}" if note else ""), **extra)
     if note:
         return Verdict(UNDEFINED, difference=diff, ci90=NAN2, note=note, items=items, **base)
     w = within if within is not None else stats.narrowed(value, ci90, stats.fpc(n, total))
@@ -289,6 +299,19 @@ def _rate_items(off: int, n: int, total: int, such: str = "such answers") -> tup
         return total, (f"about {est:,} items would give {need} {such} at this run's rate, more than the task's "
                        f"{total}: all {total} would give its exact value")
     return max(est, n + 1), f"about {max(est, n + 1):,} items would give {need} {such} at this run's rate"
+
+
+def _no_draw(n: int, total: int) -> str:
+    """Why a --limit run's verdict on the task's value is cannot tell: its items are the task's first, no draw."""
+    return (f"the run's {n} items are the task's first ({opt('limit')}), no draw of its {total}: the task's value is "
+            f"not judged from them ({opt('sample', 'N')} draws them)")
+
+
+def _whole_task(total: int) -> tuple[int, str]:
+    """No rate to scale (a NaN metric: a constant side): more items help only where the constant side varies, all
+    ``total`` give the exact value (the items grow_advice offers, said as the whole task's). (items, words)"""
+    return total, (f"more items help only if the constant side varies over them: all {total} of the task's items "
+                   "give its exact value")
 
 
 def _fewest(n: int, total: int, correlation: bool) -> int:
@@ -363,7 +386,9 @@ def grow_advice(published, config, command) -> str:
         how = f"the run grows to {opt('sample', m)}, keeping the items it holds and scoring only the new ones"
     else:
         how = f"{opt('sample', m)} draws them with the seed, in a new run ({opt('limit')} takes the first ones)"
-    judged = any(c.items_to_settle == m and judged_only(c, sample is None) for c in published.checks)
-    why = (f"to judge what cannot tell: about {m} items (the fewest it is judged on at all, not what settles it)"
-           if judged else f"to settle what cannot tell yet: about {m} items")
+    asking = [c for c in published.checks if c.items_to_settle == m]
+    judged, whole = any(judged_only(c, sample is None) for c in asking), any(getattr(c, "items_total", None) == m for c in asking)
+    count = f"all {m} items of the task (its exact value)" if whole else f"about {m} items" + (
+        " (the fewest it is judged on at all, not what settles it)" if judged else "")
+    why = f"to judge what cannot tell: {count}" if judged else f"to settle what cannot tell yet: {count}"
     return f"{why}; {how}:\n  {command(m)}"
