@@ -67,7 +67,7 @@ def test_a_second_run_in_the_same_second_writes_its_own_folder_and_resumes_it(tm
     r = invoke(*base)
     assert r.exit_code == 130, r.output
     line = next(ln for ln in r.output.splitlines() if ln.startswith("resume with: "))
-    assert line.endswith("--out results/fake/20261205-204635-02 --resume"), line
+    assert line.endswith(f"--out {tmp_path / 'results/fake/20261205-204635-02'} --resume"), line  # absolute
     assert not any(other.iterdir())  # the other run's folder untouched
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)

@@ -93,9 +93,9 @@ def test_a_sweep_without_out_names_the_call_that_resumes_the_sweep_and_it_does(t
     assert r.exit_code == 130, r.output
     (root,) = Path("results").iterdir()  # results/sweep-<stamp>
     said = r.output[r.output.index("\nresume with: ") + len("\nresume with: "):].splitlines()[0]
-    assert said == shlex.join(["abricot-local", *args, "--out", str(root), "--resume"])
+    assert said == shlex.join(["abricot-local", *args, "--out", str(tmp_path / root), "--resume"])  # absolute
     interrupted = (root / "fake-b" / "INTERRUPTED").read_text(encoding="utf-8")
-    assert f"--out {root} --resume" in interrupted and f"--out {root / 'fake-b'}" not in interrupted
+    assert f"--out {tmp_path / root} --resume" in interrupted and "fake-b --resume" not in interrupted
     # a full disk's, a lost device's words (RunFolder.go_on): the sweep's call too
     on = RunFolder(root / "fake-b", hint=resume_command, totals={"discotex": 8}, within=root).go_on("it is back")
     assert on.endswith(f"resume with: {said}"), on
@@ -114,7 +114,8 @@ def test_the_api_s_resume_call_of_a_sweep_names_the_sweep_s_folder(tmp_path, dat
         fail_after(m, 8 + 3, KeyboardInterrupt)
         api.evaluate(list(MODELS), "discotex", backend="fake", data_dir=str(data), progress=False)
     (root,) = Path("results").iterdir()
-    assert str(err.value).endswith(f"resume with: abricot_local.evaluate(..., out={str(root)!r}, resume=True)")
+    assert str(err.value).endswith(f"resume with: abricot_local.evaluate(..., out={str(tmp_path / root)!r}, "
+                                   "resume=True)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = api.evaluate(list(MODELS), "discotex", backend="fake", data_dir=str(data), out=str(root), resume=True,
@@ -138,7 +139,8 @@ def test_a_sweep_s_grow_advice_without_out_grows_the_sweep(tmp_path, abricot_fil
     assert r.exit_code == 0, r.output
     (root,) = Path("results").iterdir()
     advised = {ln.strip() for ln in r.output.splitlines() if ln.strip().startswith("abricot-local run ")}
-    assert advised == {shlex.join(["abricot-local", *args[:-2], "--sample", "20", "--out", str(root), "--resume"])}
+    assert advised == {shlex.join(["abricot-local", *args[:-2], "--sample", "20", "--out", str(tmp_path / root),
+                                   "--resume"])}
     grown = invoke(shlex.split(advised.pop())[1:])
     assert grown.exit_code == 0, grown.output
     for m in MODELS:

@@ -103,7 +103,7 @@ def _grow_hint(folder: Path, sample: int, config) -> str:
     """The call that scores ``sample`` items (the verdict's advice): a sample run grown, a limit run drawn anew."""
     if config.sample is None:
         return f"abricot_local.evaluate(..., sample={sample})"
-    return f"abricot_local.evaluate(..., out={str(folder)!r}, resume=True, sample={sample})"
+    return f"abricot_local.evaluate(..., out={os.path.abspath(folder)!r}, resume=True, sample={sample})"
 
 
 def _advise(done) -> None:
@@ -113,8 +113,8 @@ def _advise(done) -> None:
 
     record, at = done.outcome.record, done.within or done.folder  # a sweep's: the sweep's folder, as its resume's
     if record.config is not None and record.config.until_settled:  # the rule's next look, not a fixed-n sample
-        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={str(at)!r}, resume=True, "
-                                                 f"until_settled=True, max_items={m})")
+        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={os.path.abspath(at)!r}, "
+                                                 f"resume=True, until_settled=True, max_items={m})")
     else:
         advice = grow_advice(record.published, record.config, lambda m: _grow_hint(at, m, record.config))
     if advice:

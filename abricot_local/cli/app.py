@@ -61,8 +61,26 @@ class Group(click.Group):
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def invoke(self, ctx: click.Context):
+        """The command run: an AbricotError (an OSError on a path) said in one line; in the console script's
+        process (:meth:`__call__`), the entry's early handlers given back (cli.begun: SIGTERM taken as Ctrl-C) and a
+        Ctrl-C the command did not take itself (before a run began, a report) one line too, exit code 130."""
+        if _PROCESS:
+            from abricot_local.cli import begun
+
+            begun()
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as err:
+            err.possibilities = choice_flags(err) or err.possibilities  # `report --html`: --format html
+            raise
+        except KeyboardInterrupt:
+            if not _PROCESS:
+                raise  # (a caller's: a CliRunner test's, a script calling ``main``)
+            from abricot_local.backends import exit_process
+
+            command = " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
+            echo(f"\ninterrupted: {command} stopped before it finished; run the same command again", err=True)
+            exit_process(130)
         except AbricotError as err:  # a name in the message is shown, never acted on (console.safe)
             fail(err)
         except OSError as err:
@@ -72,6 +90,16 @@ class Group(click.Group):
             if known is None:  # not a path's problem: a bug to see whole
                 raise
             fail(known)
+
+
+def choice_flags(err: click.NoSuchOption) -> list[str]:
+    """An unknown ``--X`` where X is a value an option of the command takes (``report --html``): that option given
+    it (``--format html``), what click's suggestion (an option spelled alike: ``--help``) should be; [] for none."""
+    word = err.option_name.lstrip("-").lower()
+    params = err.ctx.command.params if err.ctx is not None else ()
+    return [f"{max(p.opts, key=len)} {choice}" for p in params
+            if isinstance(p, click.Option) and isinstance(p.type, click.Choice)
+            for choice in map(str, p.type.choices) if choice.lower() == word]
 
 
 def left_sigterm(previous, finished: bool):

@@ -100,7 +100,7 @@ def _done_text(done) -> str:
     outcome = done.outcome
     config = outcome.record.config
     at = done.within or done.folder  # a sweep's advice: the sweep's call (its folder), as its resume's
-    sequential = console.settled(outcome.record, lambda m: settle_command(at, m))
+    sequential = console.settled(outcome.record, lambda m: settle_command(at, m, config))
     lines = [console.summary(outcome.record), "", console.verdict(
         outcome.record.published, done.plan.quant, unheld=done.plan.unheld, backend=done.plan.backend,
         grow=None if sequential else (config, lambda m: grow_command(at, m, config)),
@@ -135,10 +135,11 @@ def said_sweep(request, steps) -> None:
         sys.exit(1)
 
 
-def resume_command(out_dir: Path) -> str:
+def resume_command(out_dir: Path, tasks: tuple[str, ...] = ()) -> str:
     """The command that continues the run, quoted for bash and zsh (errors.shell_word: a space or `$(...)` stays
-    one word, a control or bidirectional character is written as its escape inside $'...')."""
-    return shell_line(["abricot-local", *resume_argv(out_dir)])
+    one word, a control or bidirectional character is written as its escape inside $'...'); ``tasks``: the run's
+    task keys, pinned (:func:`pinned`)."""
+    return shell_line(["abricot-local", *resume_argv(out_dir, tasks=tasks)])
 
 
 def grow_command(out_dir: Path, sample: int, config) -> str:
@@ -146,14 +147,21 @@ def grow_command(out_dir: Path, sample: int, config) -> str:
     run (``config``, its RunConfig) grown in its folder, a --limit run's items drawn in a new one."""
     args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
     if config.sample is None:  # a new run, in a new folder
-        return shell_line(["abricot-local", *_dropped([a for a in args if a != "--resume"], "--out")])
-    return shell_line(["abricot-local", *resume_argv(out_dir, args)])
+        new = _dropped([a for a in args if a != "--resume"], "--out")
+        return shell_line(["abricot-local", *pinned(new, _tasks_of(config))])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args, _tasks_of(config))])
 
 
-def settle_command(out_dir: Path, items: int) -> str:
-    """The command that takes a --until-settled run's next look: its folder resumed with --max-items ``items``."""
+def _tasks_of(config) -> tuple[str, ...]:
+    """The task keys a finished run's config (a record.RunConfig, or None) records: its advice's commands name them."""
+    return tuple(config.tasks or ()) if config is not None else ()
+
+
+def settle_command(out_dir: Path, items: int, config=None) -> str:
+    """The command that takes a --until-settled run's next look: its folder resumed with --max-items ``items`` (the
+    tasks it ran, ``config``'s, named)."""
     args = _dropped(sys.argv[1:], "--sample", "--max-items") + ["--max-items", str(items)]
-    return shell_line(["abricot-local", *resume_argv(out_dir, args)])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args, _tasks_of(config))])
 
 
 def _dropped(args: list[str], *options: str) -> list[str]:
@@ -169,9 +177,62 @@ def _dropped(args: list[str], *options: str) -> list[str]:
     return out
 
 
-def resume_argv(out_dir: Path, argv: list[str] | None = None) -> list[str]:
-    """This command line (``argv``: another) with --out (if missing) and --resume: what continues the run."""
-    args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"]
-    if "--out" not in args and not any(a.startswith("--out=") for a in args):
-        args += ["--out", str(out_dir)]
+def resume_argv(out_dir: Path, argv: list[str] | None = None, tasks: tuple[str, ...] = ()) -> list[str]:
+    """This command line (``argv``: another) with --out (if missing) and --resume, :func:`pinned`: what continues
+    the run, wherever and whenever it is pasted."""
+    args = pinned([a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"], tasks)
+    if not _given(args, "--out"):
+        args += pinned(["--out", str(out_dir)])
     return args + ["--resume"]
+
+
+def pinned(args: list[str], tasks: tuple[str, ...] = ()) -> list[str]:
+    """A command line ``args`` as a printed or stored command gives it, to be pasted from any folder at any time:
+    without --tasks, the tasks the run resolved (``tasks``, its task keys: those whose data was here then; data
+    that lands later would make another run, which its folder refuses) named; and the value of each path option
+    (:func:`_path_flags`) absolute (a relative one names a folder from a directory recorded nowhere)."""
+    flags, out, value_of = _path_flags(), [], None
+    for a in args:
+        flag, eq, value = a.partition("=")
+        if value_of is not None:
+            out.append(_absolute(value_of, a))
+            value_of = None
+        elif a in flags:
+            out.append(a)
+            value_of = flags[a]
+        elif eq and flag in flags:
+            out.append(f"{flag}={_absolute(flags[flag], value)}")
+        else:
+            out.append(a)
+    if tasks and not _given(out, "--tasks"):
+        from abricot_local.tasks import base_name
+
+        out += ["--tasks", ",".join(dict.fromkeys(base_name(k) for k in tasks))]
+    return out
+
+
+def _given(args: list[str], flag: str) -> bool:
+    return flag in args or any(a.startswith(f"{flag}=") for a in args)
+
+
+def _path_flags() -> dict[str, object]:
+    """`run`'s options that name a path, by flag: each option field declared a path (option_fields.Spec.path), or
+    whose value is written with a PATH in it (its metavar: --data's TASK=PATH)."""
+    from abricot_local.backends import option_specs
+    from abricot_local.option_fields import specs
+    from abricot_local.run.request import RunOptions, SettleOptions
+    from abricot_local.tasks.base import TaskOptions
+
+    every = [*specs(TaskOptions), *specs(RunOptions), *specs(SettleOptions), *(s for s, _ in option_specs())]
+    return {s.flag_name: s for s in every if s.flag and (s.path or "PATH" in s.metavar)}
+
+
+def _absolute(spec, value: str) -> str:
+    """A path option's value made absolute (after the ``=`` of a KEY=PATH one, as its metavar writes it); a path
+    that is absolute once its ``~`` is expanded is left as written."""
+    import os
+
+    key, eq, path = value.partition("=") if "=" in spec.metavar else ("", "", value)
+    if not path or os.path.isabs(os.path.expanduser(path)):
+        return value
+    return f"{key}{eq}{os.path.abspath(path)}"

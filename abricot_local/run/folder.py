@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from abricot_local.errors import NoSpaceError, ResultsError, TaskError, opt
+from abricot_local.errors import NoSpaceError, ResultsError, TaskError
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, samples_name
-from abricot_local.run.owned import close_own, guard, open_own, refuse_link, remove_own, rewrite_marker
+from abricot_local.run.owned import close_own, guard, in_use, open_own, refuse_link, remove_own, rewrite_marker
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
@@ -91,11 +91,9 @@ class OutputDir:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             fh.seek(0)
-            holder = fh.read().strip() or "unknown"
+            holder = fh.read(32).strip()
             fh.close()
-            raise ResultsError(
-                f"{self.path} is in use by another run (process {holder}); wait for it or choose another {opt('out')}"
-            ) from None
+            raise in_use(self.path, holder) from None  # (owned.lock_holder's words: its dry run's, `runs`')
         try:
             fh.seek(0)
             fh.truncate()
@@ -271,16 +269,17 @@ class OutputDir:
                                                                     if why is None else f"{why} ({declared})"))
 
     # -- state shown to ls and `runs` ------------------------------------------------------
-    def running(self, totals: dict[str, int]) -> None:
-        """Mark the folder RUNNING: this process, when it started, the items of each task. A folder
-        that cannot show its state (a full disk) is not run: the error names the file."""
+    def running(self, totals: dict[str, int], resume: str = "") -> None:
+        """Mark the folder RUNNING: this process, when it started, the call that resumes the run (``resume``, as
+        :meth:`interrupted` takes it: a kill -9 prints nothing, and leaves this file), the items of each task. A
+        folder that cannot show its state (a full disk) is not run: the error names the file."""
         self.totals, self.started = dict(totals), _now()
-        self._mark(RUNNING, [], strict=True)
+        self._mark(RUNNING, [_resume(resume)], strict=True)
 
     def interrupted(self, resume: str = "") -> None:
         """Mark the folder INTERRUPTED; ``resume``: the call that continues the run, in the words of the door that
         ran it (its ``resume_hint``: a command line, a Python call), else how each door does it."""
-        self._mark(INTERRUPTED, [f"interrupted: {_now()}", f"resume: {resume or RESUME_ANY_DOOR}"])
+        self._mark(INTERRUPTED, [f"interrupted: {_now()}", _resume(resume)])
 
     def abandon(self) -> None:
         """A run stopped before it saved an item leaves nothing of its own (state file, manifest, thread counts, an
@@ -290,8 +289,10 @@ class OutputDir:
         for f in (*(self.path / m for m in MARKERS), *(self.ckpt / n for n in (*OWN_FILES, *names) if ckpt)):
             remove_own(f)
 
-    def failed(self, error: str) -> None:
-        self._mark(FAILED, [f"failed: {_now()}", f"error: {' '.join(error.split())}"])
+    def failed(self, error: str, resume: str = "") -> None:
+        """Mark the folder FAILED with ``error``, and the call that resumes the run once its cause is gone (``resume``,
+        as :meth:`interrupted` takes it)."""
+        self._mark(FAILED, [f"failed: {_now()}", f"error: {' '.join(error.split())}", _resume(resume)])
 
     def _mark(self, state: str, lines: list[str], *, strict: bool = False) -> None:
         totals = getattr(self, "totals", {})
@@ -383,6 +384,11 @@ def tidy_finished(folder: Path, record: Record) -> None:
             out.tidy_finished(record.tasks)
     except ResultsError:
         pass  # another run holds it, or it is no longer the run's own: left as it is
+
+
+def _resume(call: str) -> str:
+    """A state file's line of the call that resumes its run (a door's), else how each door does it."""
+    return f"resume: {call or RESUME_ANY_DOOR}"
 
 
 def _now() -> str:

@@ -3,13 +3,15 @@ files it made, and never through a symbolic link: before it takes a folder, :fun
 refuses one inside another run (naming the outer run), one that is not a run folder and not
 empty (naming what is there), and a link or a non-regular file where the tool keeps its own
 files (``.lock``, the state files, results.json, ``.checkpoint/``, a link in it, and the samples files:
-:func:`refuse_links`, which ``runs`` says too). A dry run and a --resume, before they read the folder, refuse it
-by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan); a sweep's --out itself a link is refused in
-:func:`linked`'s words as its folders are named (run.request.RunRequest.out_folder)."""
+:func:`refuse_links`, which ``runs`` says too), and one another live process holds (its ``.lock``:
+:func:`lock_holder`, the one rule of "in use" that ``runs`` says too). A dry run and a --resume, before they read
+the folder, refuse it by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan); a sweep's --out itself a
+link is refused in :func:`linked`'s words as its folders are named (run.request.RunRequest.out_folder)."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import stat
@@ -55,6 +57,37 @@ def _stale_lock(path: Path) -> bool:
         os.close(fd)
 
 
+def lock_holder(folder: Path) -> str | None:
+    """The process that holds ``folder``'s ``.lock`` now (the pid it wrote there, "" when it wrote none yet), None
+    when no live process holds it (no ``.lock``, a killed run's: the kernel dropped its flock, a link or no regular
+    file: :func:`refuse_link`'s to say). The one rule of a folder in use: a run's refusal (:func:`guard`,
+    run.folder.OutputDir.acquire), its dry run's and ``runs``'s (run.states). The existing file is opened never
+    through a link and never created, and a shared flock tried and let go at once."""
+    try:
+        fd = os.open(folder / LOCK, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process holds it: the pid it wrote there
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return pid if pid.isdigit() else ""
+        except OSError:
+            return None  # (no flock on this file system: nothing can tell)
+        return None
+    finally:
+        os.close(fd)  # (a shared flock taken here is let go with it)
+
+
+def in_use(folder: Path, holder: str) -> ResultsError:
+    """The refusal of ``folder``, whose ``.lock`` the process ``holder`` (:func:`lock_holder`) holds."""
+    return ResultsError(f"{folder} is in use by another run (process {holder if holder.isdigit() else 'unknown'}); "
+                        f"wait for it or choose another {opt('out')}")
+
+
 def _names(folder: Path, entries: list[str]) -> str:
     def one(name: str) -> str:
         path = folder / name
@@ -69,8 +102,9 @@ def _names(folder: Path, entries: list[str]) -> str:
 
 
 def guard(folder: Path) -> None:
-    """Refuse ``folder`` for a run unless it is new, empty or a run's own, outside any other
-    run, no link itself, with nothing but the run's own regular files where it keeps them. Writes nothing."""
+    """Refuse ``folder`` for a run unless it is new, empty or a run's own, outside any other run, no link itself,
+    held by no other live process (:func:`lock_holder`), with nothing but the run's own regular files where it keeps
+    them. Writes nothing."""
     folder = Path(folder)
     outer = next((p for p in folder.absolute().parents if is_run_folder(p)), None)
     if outer is not None:
@@ -81,6 +115,8 @@ def guard(folder: Path) -> None:
     refuse_link(folder, folder=True)
     if not folder.is_dir():
         raise ResultsError(f"{folder} is not a folder; choose another {opt('out')}")
+    if (holder := lock_holder(folder)) is not None:
+        raise in_use(folder, holder)
     if not is_run_folder(folder):
         try:
             entries = sorted(e for e in os.listdir(folder) if not (e == LOCK and _stale_lock(folder / e))

@@ -17,12 +17,12 @@ from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
 from abricot_local.run.resume import resumable
 from abricot_local.run.saved import saved_files
-from abricot_local.run.states import items_text, saved_counts
+from abricot_local.run.states import items_text, recorded_tasks, saved_counts
 
 
-def resume_words(folder: Path) -> str:
+def resume_words(folder: Path, tasks: tuple[str, ...] = ()) -> str:
     """The options that resume a run in ``folder`` (errors.opt: each door writes them), where a door gives no
-    hint of its own."""
+    hint of its own (``tasks``, the run's task keys, which a door's hint names: not needed here)."""
     return f"{opt('out', shell_word(str(folder)))} {opt('resume', True)}"
 
 
@@ -33,12 +33,13 @@ class RunFolder:
     results.json once finished, FAILED with the error, INTERRUPTED after Ctrl-C or SIGTERM, or when a
     signal or a lost remote device ends the process from another thread while llama.cpp does not return
     (:meth:`stuck`, :meth:`lost`: the folder this run holds, marked through this object; ``say``: the line that
-    leaves the process, ``hint``: folder -> the call that resumes the run in it; ``within``: a sweep's folder, which
-    that call names: the sweep resumed whole, every model, never one model into its own folder as a sweep)."""
+    leaves the process, ``hint``: (folder, the run's task keys) -> the call that resumes the run in it, which
+    RUNNING and FAILED hold too (a kill -9 prints nothing); ``within``: a sweep's folder, which that call names:
+    the sweep resumed whole, every model, never one model into its own folder as a sweep)."""
 
     path: Path | None = None
     say: Callable[[str], None] = lambda line: None
-    hint: Callable[[Path], str] = resume_words
+    hint: Callable[..., str] = resume_words  # (folder, the run's task keys) -> the call
     totals: dict[str, int] = field(default_factory=dict)  # the items of each task, once planned
     out: OutputDir | None = None  # while this run holds the folder
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
@@ -47,14 +48,20 @@ class RunFolder:
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
-        """The folder held (its lock), refusing what it cannot take before any model loads."""
-        with OutputDir(self.path) as out:
-            self.out, out.tell, self.resume = out, self.say, resume
-            try:
-                out.check(manifest, resume=resume)
-                yield out
-            finally:
-                self.out = None
+        """The folder held (its lock), refusing what it cannot take before any model loads; a full disk that
+        leaves no room for the lock says how to go on, as one later does (:meth:`go_on`)."""
+        out = OutputDir(self.path)
+        try:
+            out.acquire()
+        except NoSpaceError as err:
+            raise NoSpaceError(f"{err.raw()}\n{self.go_on('there is space again')}") from None
+        self.out, out.tell, self.resume = out, self.say, resume
+        try:
+            out.check(manifest, resume=resume)
+            yield out
+        finally:
+            self.out = None
+            out.release()
 
     @contextmanager
     def scoring(self, manifest: Manifest, *, resume: bool):
@@ -65,7 +72,7 @@ class RunFolder:
         without --resume stopped before it saved an item leaves nothing (:meth:`OutputDir.abandon`)."""
         out = self.out
         try:
-            out.running(self.totals)
+            out.running(self.totals, self.resume_line(out.path))
         except KeyboardInterrupt:  # before start(): a finished run here is one this --resume grows
             self._stopped(out, resume, growing=(out.path / RESULTS).is_file())
             raise
@@ -81,7 +88,8 @@ class RunFolder:
             if out.growing is not None:
                 out.tidy_finished(self.totals)
             else:
-                out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}")
+                out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}",
+                           self.resume_line(out.path))
             if isinstance(err, NoSpaceError):  # the run's ending says what is kept and how to go on, as Ctrl-C's
                 raise NoSpaceError(f"{err.raw()}\n{self.go_on('there is space again')}") from None
             raise
@@ -108,8 +116,10 @@ class RunFolder:
         return "" if self.hint is resume_words else render(self.resume_call(folder), recorded_words)
 
     def resume_call(self, folder: Path) -> str:
-        """The call that resumes the run in ``folder`` (``hint``'s): a sweep's names the sweep's folder."""
-        return self.hint(self.within or folder)
+        """The call that resumes the run in ``folder`` (``hint``'s): a sweep's names the sweep's folder; the tasks
+        the run resolved named (``totals``' keys once planned, before that a --resume's as its folder records them:
+        data that lands later makes no other run of it)."""
+        return self.hint(self.within or folder, tuple(self.totals) or recorded_tasks(folder))
 
     def stuck(self, _signum: int = 0) -> None:
         """A signal came and the backend did not return (backends.on_stuck): the folder left INTERRUPTED, what is
@@ -170,7 +180,7 @@ class RunFolder:
             if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
                 holding.tidy_finished(self.totals)
             elif (self.path / RUNNING).is_file():
-                holding.failed(recorded_text(err))
+                holding.failed(recorded_text(err), self.resume_line(self.path))
             holding.release()
         return f"\nerror: {err.raw()}\n{self.go_on('it is back')}"
 

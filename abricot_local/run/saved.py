@@ -187,7 +187,8 @@ def fresh_refusal(path: Path, manifest=None) -> str:
     """Why a run without --resume cannot take ``path`` ("" when it can: new, empty, or a run that failed before
     its first item): a finished run, another's checkpoint with items saved, or saved items with no manifest
     (saved.orphan_refusal). :meth:`OutputDir.check`'s first refusal, and what a dry run says of its --out. Given
-    the run's ``manifest``, --resume is offered only where it would take the folder (:func:`resume_offer`)."""
+    the run's ``manifest``, --resume is offered only where it would take the folder (:func:`resume_offer`). A folder
+    another run holds now is owned.guard's to refuse, first (this is also asked by the run that holds it)."""
     if (path / RESULTS).exists():
         if why := resume_offer(path, manifest):
             return (f"{path} already holds a finished run; choose another {opt('out')} ({opt('resume', True)} would "
@@ -236,8 +237,8 @@ def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=
     resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder the run refuses is that
     ResultsError: without --resume, :func:`fresh_refusal`'s; with it, a folder that does not exist, and (given the
     dry ``plan``) the run of other options in it, by the resume's own rule (resume.refusal, :func:`as_recorded`);
-    first, a folder the run would not take (owned.guard: a link, inside another run, not a run and not empty),
-    by the run's own check, in its words, creating and locking nothing."""
+    first, a folder the run would not take (owned.guard: in use by another run, a link, inside another run, not a
+    run and not empty), by the run's own check, in its words, creating and locking nothing."""
     guard(path)  # what the run takes the folder with (run.folder.OutputDir.acquire), before anything is read
     if not path.is_dir():
         if resume:

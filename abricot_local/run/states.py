@@ -5,7 +5,6 @@ no process holds the lock), interrupted, failed; :func:`find_runs` lists them (`
 
 from __future__ import annotations
 
-import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
 from abricot_local.record import CHECKPOINT, RESULTS, Sample, check_line, read_run, read_samples
 from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
-from abricot_local.run.owned import refuse_link, refuse_links
+from abricot_local.run.owned import lock_holder, refuse_link, refuse_links
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,7 @@ class RunState:
     total: int | None
     detail: str = ""  # items per task, the error, the pid
     shard: str | None = None  # "K/N": the run is that part of a run's items (run --shard; `merge` joins the parts)
+    resume: str = ""  # the call that resumes the run, as its state file holds it (the door's that ran it)
 
     @property
     def complete(self) -> bool:
@@ -36,10 +36,13 @@ class RunState:
 
     def describe(self) -> str:
         """"complete, 40 of 40 items; discotex 40"; a shard's said first ("shard 1/2 of a run: complete, 20 of 20
-        items"): its items are a part of its run's, not a whole run."""
+        items"): its items are a part of its run's, not a whole run. A run stopped (killed: it said nothing) or
+        failed ends with the call that resumes it, as its state file holds it (an interrupted one said it as it
+        stopped: ``--resume continues``)."""
         items = f"{self.done} of {self.total} items" if self.total is not None else f"{self.done} items"
+        call = f"; resume with: {self.resume}" if self.resume and self.state in ("stopped", "failed") else ""
         return (f"shard {self.shard} of a run: " if self.shard else "") + f"{self.state}, {items}" + \
-            (f"; {self.detail}" if self.detail else "")
+            (f"; {self.detail}" if self.detail else "") + call
 
 
 def _fields(path: Path) -> dict[str, str]:
@@ -48,21 +51,6 @@ def _fields(path: Path) -> dict[str, str]:
     except OSError:
         return {}
     return {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in text.splitlines()) if sep}
-
-
-def _lock_held(folder: Path) -> bool:
-    """Whether a live process holds the folder's flock (a dead one's lock is gone with it)."""
-    try:
-        fh = open(folder / LOCK, "r")
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        fh.close()
-    return False
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -117,8 +105,9 @@ def run_state(folder: str | Path) -> RunState:
         n = sum(t.n for t in record.tasks.values())
         return RunState(folder, "complete", n, n, ", ".join(f"{k} {v.n}" for k, v in record.tasks.items()),
                         record.config.shard if record.config is not None else None)
+    holder = lock_holder(folder)  # in use: the run's own rule (owned.guard refuses such a folder in these words)
     if _lock_alone(folder):  # nothing saved, no state shown yet
-        if _lock_held(folder):
+        if holder is not None:
             return RunState(folder, "running", 0, None, "starting")
         return RunState(folder, "stopped", 0, None, f"killed before it started; {opt('resume', True)} starts it there")
     marker = next((m for m in MARKERS if (folder / m).is_file()), None)
@@ -142,27 +131,42 @@ def run_state(folder: str | Path) -> RunState:
     def detail(*parts: str) -> str:
         return "; ".join(p for p in (*parts, per) if p)
 
-    shard = _checkpoint_shard(folder)
+    shard, call = _checkpoint_shard(folder), fields.get("resume", "")
     if marker == RUNNING:
-        if _lock_held(folder):
+        if holder is not None:
             return RunState(folder, "running", n, total,
-                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"), shard)
-        return RunState(folder, "stopped", n, total, detail(
-            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", resumes), shard)
+                            detail(f"pid {fields.get('pid', '?')} since {fields.get('started', '?')}"), shard, call)
+        return RunState(folder, "stopped", n, total, detail(  # (the call it holds said last: describe)
+            f"process {fields.get('pid', '?')} no longer holds it (killed or crashed)", "" if call and not problems
+            else resumes), shard, call)
+    if holder is not None:  # a run that took the folder and has not shown its state yet (a --resume loading)
+        return RunState(folder, "running", n, total, detail(f"pid {holder or '?'}, starting"), shard, call)
     if marker == FAILED:
         return RunState(folder, "failed", n, total, "; ".join([fields.get("error", "unknown error"), *problems[:1]]),
-                        shard)
-    return RunState(folder, "interrupted", n, total, detail(resumes), shard)
+                        shard, call)
+    return RunState(folder, "interrupted", n, total, detail(resumes), shard, call)
 
 
 def _checkpoint_shard(folder: Path) -> str | None:
     """The shard an unfinished run scores (its checkpoint's recorded config), None when none or not read."""
+    config = _checkpoint_config(folder)
+    return config.shard if config is not None else None
+
+
+def recorded_tasks(folder: Path) -> tuple[str, ...]:
+    """The task keys the unfinished run in ``folder`` records (its checkpoint's config), () when none or not read."""
+    config = _checkpoint_config(folder)
+    return tuple(config.tasks or ()) if config is not None else ()
+
+
+def _checkpoint_config(folder: Path):
+    """An unfinished run's recorded config (its checkpoint's manifest), None when none or not read."""
     from abricot_local.errors import AbricotError
     from abricot_local.record import RUN_MANIFEST, read_manifest
 
     path = folder / CHECKPOINT / RUN_MANIFEST
     try:
-        return read_manifest(path).config.shard if path.is_file() and not path.is_symlink() else None
+        return read_manifest(path).config if path.is_file() and not path.is_symlink() else None
     except (AbricotError, OSError):
         return None
 
