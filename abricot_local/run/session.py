@@ -36,8 +36,8 @@ class Hooks:
     """What a run tells its caller: ``notify`` (the plan's lines: downloads; a sweep's: each model's
     folder), ``warn`` (a task skipped, a task's note: one line each, as the CLI prints them),
     ``progress`` (each model's: () -> (update(task, done, total), close())), ``on_loaded`` (plan, backend,
-    cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` (folder ->
-    the call that continues a run in it), ``say`` (the lines that leave the process: a lost RPC server; a --resume's
+    cost: the model is open; the cost, dry_run.of_run's, is made only for it), ``resume_hint`` ((folder, its
+    run's task keys) -> the call that continues a run in it, naming those tasks where the command named none), ``say`` (the lines that leave the process: a lost RPC server; a --resume's
     own, as its folder says them: a saved line set aside, the run grown, its verdict judged again), ``done``
     (each model's :class:`Step` as it ends), ``ended`` (a sweep's request and steps once its last model
     ended: its comparison), ``before_download`` (dry_run.of_download's DryRun, None when it could not be made:
@@ -48,7 +48,7 @@ class Hooks:
     progress: Callable[[], tuple[Callable[[str, int, int], None] | None, Callable[[], None]]] | None = None
     on_loaded: Callable[[object, object, object], None] | None = None
     before_download: Callable[[object], None] | None = None
-    resume_hint: Callable[[Path], str] = resume_words
+    resume_hint: Callable[..., str] = resume_words  # (folder, the run's task keys) -> the call
     say: Callable[[str], None] = lambda line: None
     done: Callable[["Step"], None] = lambda step: None
     ended: Callable[[object, list], None] = lambda request, steps: None  # a sweep's end: its request, its steps
@@ -163,7 +163,7 @@ def run(request, hooks: Hooks) -> Iterator[Step]:
         folders.drop_unused()
 
 
-def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], str] = resume_words,
+def after_signal(request, finished: list[Path], resume_hint: Callable[..., str] = resume_words,
                  root: Path | None = None) -> str:
     """What a signal outside a model's run leaves (the text of :class:`Interrupted`): the runs that finished
     (``finished``, their folders: each complete, its results.json written), and, for a sweep with models
@@ -176,7 +176,19 @@ def after_signal(request, finished: list[Path], resume_hint: Callable[[Path], st
     if len(finished) == n:
         return f"\ninterrupted: the sweep in {root} holds its {n} runs, complete (results.json is written)"
     return (f"\ninterrupted: the sweep in {root} holds {len(finished)} of {n} runs complete (results.json is "
-            f"written).\nresume with: {resume_hint(root)}")
+            f"written).\nresume with: {resume_hint(root, _tasks_of(finished))}")
+
+
+def _tasks_of(finished: list[Path]) -> tuple[str, ...]:
+    """The task keys the sweep's first finished run resolved (what its resume call names: data landing later makes
+    no other run of the models left); () when none can be read."""
+    from abricot_local.record import read_run
+
+    try:
+        config = read_run(finished[0]).config if finished else None
+    except AbricotError:
+        return ()
+    return tuple(config.tasks or ()) if config is not None else ()
 
 
 def _steps(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
