@@ -47,7 +47,8 @@ def test_errors_name_the_options_as_lm_eval_takes_them(tmp_path):
     said = _lm_eval_says(*fake)  # no DISCOTEX data here: how to give it is --metadata's, not run's --data-dir
     assert """offline: --metadata '{"data_dir": DIR}'""" in said and "--data-dir" not in said
     said = _lm_eval_says(*fake, "--metadata", json.dumps({"data": {"discotexx": str(tmp_path)}}))
-    assert said.startswith("""error: --metadata '{"data": {"discotexx": ...}}': no task reads data named""")
+    assert said.startswith("""error: --metadata '{"data": {"discotexx": ...}}' (simple_evaluate's TaskManager("""
+                           """metadata={"data": {"discotexx": ...}})): no task reads data named""")
     assert "Did you mean: discotex?" in said and "--data " not in said
     said = _lm_eval_says("--model_args", "backend=fake,n_ctx=tanti")
     assert said.startswith("error: model_args n_ctx: expected an integer, got 'tanti'") and "--n-ctx" not in said
@@ -133,7 +134,8 @@ def test_an_error_no_narrower_namer_claimed_leaves_in_the_commands_words(monkeyp
     from abricot_local.errors import UsageError, opt, render
     from abricot_local.lm_eval import requests as lm_requests
 
-    words = {opt("data_dir", "DIR"): """--metadata '{"data_dir": DIR}'""", opt("n_ctx", 4096): "model_args n_ctx=4096",
+    words = {opt("data_dir", "DIR"): """--metadata '{"data_dir": DIR}' (simple_evaluate's TaskManager(metadata="""
+                                     """{"data_dir": DIR}))""", opt("n_ctx", 4096): "model_args n_ctx=4096",
              opt("shots", 2): "--num_fewshot 2 (simple_evaluate's num_fewshot=2)", opt("force"): "model_args force",
              opt("seed", 7): "model_args seed=7", opt("prompt_variant", "card"): "prompt_variant=card"}
     assert {k: render(k, lm_requests.door_words) for k in words} == words
@@ -143,4 +145,5 @@ def test_an_error_no_narrower_namer_claimed_leaves_in_the_commands_words(monkeyp
 
     monkeypatch.setattr(lm_requests, "open_model", refuse)
     said = _lm_eval_says("--model_args", "backend=fake")
-    assert said.strip() == """error: cannot open it: give --metadata '{"data_dir": DIR}' or raise model_args n_ctx=N"""
+    assert said.strip() == ("""error: cannot open it: give --metadata '{"data_dir": DIR}' (simple_evaluate's """
+                            """TaskManager(metadata={"data_dir": DIR})) or raise model_args n_ctx=N""")

@@ -26,6 +26,7 @@ from abricot_local.analysis.runs import Run, RunTask
 from abricot_local.core import Scored
 from abricot_local.errors import AbricotError, ResultsError
 from abricot_local.jsonfiles import TornLineError, read_json, read_jsonl_lines
+from abricot_local.option_fields import lm_eval_option
 from abricot_local.record import (ChatWrap, DataFile, Model, Provenance, Record, RunConfig, Sample, TaskEntry,
                                   check_line)
 from abricot_local.record.codec import Invalid
@@ -309,7 +310,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     for lm_task in names:
         if lm_task not in files:
             raise ResultsError(f"lm-eval task {lm_task} has no samples_{lm_task}_{stamp}.jsonl beside {where.name}: "
-                               "run lm-eval with --log_samples to compare its items")
+                               f"run lm-eval with {lm_eval_option('log_samples', python=True)} to compare its items")
         cfg = configs.get(lm_task) if isinstance(configs.get(lm_task), dict) else {}
         shots = cfg.get("num_fewshot", (doc.get("n-shot") or {}).get(lm_task))
         shots = shots if isinstance(shots, int) and not isinstance(shots, bool) else None

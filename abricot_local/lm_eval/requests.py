@@ -109,25 +109,35 @@ def _model_arg(name: str, value=NONE) -> str:
 
 
 def _metadata_words(name: str, value: Any = None) -> str:
-    """An option as ``--metadata`` gives it to the shipped tasks (lm_eval/tasks/loaders.py; :data:`metadata_words`):
-    ``--metadata '{"data": {"abricot": FILE}}'``, ``--metadata '{"data_dir": DIR}'``; another one as Python's keyword."""
+    """An option as lm-eval's metadata gives it to the shipped tasks (lm_eval/tasks/loaders.py; :data:`metadata_words`)
+    in both of lm-eval's doors, since a task's message cannot know which one the user ran (as
+    option_fields.lm_eval_option names the shots): the command line's ``--metadata`` JSON, then the TaskManager a
+    simple_evaluate user gives the shipped tasks (simple_evaluate's own ``metadata=`` reaches only the TaskManager
+    it makes when given none, which does not find them): ``--metadata '{"data_dir": DIR}' (simple_evaluate's
+    TaskManager(metadata={"data_dir": DIR}))``; another option as Python's keyword."""
     if name not in ("data", "data_dir"):
         return keywords.write(name, NONE if value is None else value)
-    if value is None or value is NONE:
-        return f"--metadata {name}"
-    shown = f'{{"{value[0]}": {value[1]}}}' if isinstance(value, tuple) and len(value) == 2 else str(value)
-    return f"""--metadata '{{"{name}": {shown}}}'"""
+    bare = value is None or value is NONE
+    if bare:
+        shown = "..."
+    elif isinstance(value, tuple) and len(value) == 2:  # a keyed option: {"abricot": FILE}
+        shown = f'{{"{value[0]}": {value[1]}}}'
+    else:
+        shown = str(value)
+    given = f'{{"{name}": {shown}}}'
+    flag = f"--metadata {name}" if bare else f"--metadata '{given}'"
+    return f"{flag} (simple_evaluate's TaskManager(metadata={given}))"
 
 
-metadata_words = Namer(_metadata_words)  # the errors.Namer of the shipped tasks' --metadata
+metadata_words = Namer(_metadata_words)  # the errors.Namer of the shipped tasks' metadata, in lm-eval's two doors
 
 
 def _door_words(name: str, value=NONE) -> str:
     """An option as `abricot-local lm-eval` and lm-eval's API take it (:data:`door_words`: a message no narrower
-    namer claimed, the tasks' warnings and errors): the tasks' data as ``--metadata`` gives it (tasks/loaders.py),
-    the shots as lm-eval's own num_fewshot in both its doors (the message cannot know which one the user ran:
-    option_fields.lm_eval_option, ``--num_fewshot 2 (simple_evaluate's num_fewshot=2)``), the model's options as
-    model_args keys (:data:`model_arg`), another by its Python keyword."""
+    namer claimed, the tasks' warnings and errors): the tasks' data as lm-eval's metadata gives it
+    (:data:`metadata_words`) and the shots as lm-eval's own num_fewshot, each in both of lm-eval's doors (the message
+    cannot know which one the user ran: option_fields.lm_eval_option, ``--num_fewshot 2 (simple_evaluate's
+    num_fewshot=2)``), the model's options as model_args keys (:data:`model_arg`), another by its Python keyword."""
     if name in ("data", "data_dir"):
         return metadata_words.write(name, value)
     if name == "shots":

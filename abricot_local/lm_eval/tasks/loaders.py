@@ -1,13 +1,14 @@
 """The data and the metric of abricot-local's lm-eval tasks (the YAML files beside this module).
 
 lm-eval imports this file by its path (``!function loaders.NAME``). The documents come from the
-files `run` reads, found as `run` finds them (``--metadata '{"data": {"abricot": FILE, "discotex":
-DIR}}'``: each task's own, keyed as `run --data KEY=PATH`; ``'{"data": PATH}'``: one path for every
-task, refused with the per-task form by a task that cannot read it; or ``'{"data_dir": DIR}'``, else
-abricot-local's cache; offline: nothing is downloaded, and `abricot-local data pull TASK` fills the
-cache), checked as `run` checks them (a file that is not the pinned release byte for byte is said as
-a warning). Never a hub loading script. An error or a warning names an option in the lm-eval door's words
-(:func:`_door`: the data as ``--metadata`` gives it, the shots as lm-eval's num_fewshot).
+files `run` reads, found as `run` finds them (lm-eval's metadata: ``--metadata '{"data": {"abricot":
+FILE, "discotex": DIR}}'``, or simple_evaluate's ``TaskManager(metadata=...)``: each task's own,
+keyed as `run --data KEY=PATH`; ``'{"data": PATH}'``: one path for every task, refused with the
+per-task form by a task that cannot read it; or ``'{"data_dir": DIR}'``, else abricot-local's cache;
+offline: nothing is downloaded, and `abricot-local data pull TASK` fills the cache), checked as `run`
+checks them (a file that is not the pinned release byte for byte is said as a warning). Never a hub
+loading script. An error or a warning names an option in the lm-eval door's words (:func:`_door`: the
+data as lm-eval's metadata gives it, the shots as its num_fewshot, each in both of lm-eval's doors).
 
 ABRICOT documents are ``{"id", "prompt", "choices", "label"}``: ``prompt`` is the item's text as
 `run` writes it (``--shots 0``), ``label`` the gold index (round(5 * mean), 5 -> 4). DISCOTEX
@@ -29,15 +30,16 @@ from abricot_local.errors import Namer
 log = logging.getLogger("abricot_local.lm_eval")
 
 LETTERS = ["A", "B", "C", "D", "E"]
-PER_TASK = """--metadata '{"data": {"abricot": FILE, "discotex": DIR}}'"""
+PER_TASK = '{"abricot": FILE, "discotex": DIR}'  # metadata's data, each task's own (the door writes it: _door)
 
 
 def _door() -> Namer:
     """The errors.Namer of what these tasks say: the lm-eval door's (lm_eval/requests.py door_words: the data as
-    ``--metadata`` gives it, by :data:`metadata_words`; the shots as lm-eval's num_fewshot, in both its doors)."""
+    lm-eval's metadata gives it, by requests.metadata_words, and the shots as its num_fewshot, each in both of
+    lm-eval's doors: its command line's ``--metadata``, simple_evaluate's ``TaskManager(metadata=...)``)."""
     from abricot_local.lm_eval.requests import door_words
 
-    return door_words  # (lm_eval/requests.py: the door's words, these tasks' --metadata among them)
+    return door_words  # (lm_eval/requests.py: the door's words, these tasks' metadata among them)
 
 
 def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
@@ -67,7 +69,7 @@ def _options(shots: int, variant: str | None, data: tuple[tuple[str, str], ...] 
 def _reading(task: str, data: Any):
     """A task's data read; an error in the door's words (:func:`_door`), and a path given to every task (``data``
     one path) that this task cannot read refused with the per-task form."""
-    from abricot_local.errors import DataError
+    from abricot_local.errors import DataError, opt
 
     try:
         yield
@@ -76,8 +78,8 @@ def _reading(task: str, data: Any):
         if not one:
             raise err.said_by(_door()) from None
         why = str(err.said_by(_door())).split("\n")[0]
-        raise DataError(f"{task}: --metadata data {data} is given to every task, and {task} cannot read it ({why}); "
-                        f"give each task its own: {PER_TASK}") from None
+        raise DataError(f"{task}: one path, {data}, is given to every task ({opt('data', 'PATH')}), and {task} cannot "
+                        f"read it ({why}); give each task its own: {opt('data', PER_TASK)}").said_by(_door()) from None
 
 
 def _warn(task) -> None:
