@@ -1,10 +1,11 @@
-"""The full-vocabulary KL divergence of a rung against its reference, as llama-perplexity
---kl-divergence reports it: mean, median, 99th and 99.9th percentiles, max, and the share of tokens
-whose top token is the same (:class:`KldStats`, from per-token values by :func:`summarise`). The
-mean's 95% CI is over the items measured, not the tokens: a task's items are its sampling units and
-the tokens of one item move together, so llama-perplexity's standard error (every token independent,
-kept as ``se_token``) is far too narrow for "this quant's KLD on this task" (:func:`item_interval`). ``abricot-local kld`` (run/kld.py) measures it and keeps it in the
-rung's run folder (``kld.json``, :data:`FILE`, :data:`VERSION`), one entry per reference model (its SHA-256:
+"""The full-vocabulary KL divergence of a rung against its reference at every token scoring the items
+decodes (each item whole: backends/kld.py), in llama-perplexity --kl-divergence's statistics: mean,
+median, 99th and 99.9th percentiles, max, and the share of tokens whose top token is the same
+(:class:`KldStats`, from per-token values by :func:`summarise`). The mean's 95% CI is over the items
+measured, not the tokens: a task's items are its sampling units and the tokens of one item move together,
+so llama-perplexity's standard error (every token independent, kept as ``se_token``) is far too narrow for
+"this quant's KLD on this task" (:func:`item_interval`; it is the interval's floor). ``abricot-local kld``
+(run/kld.py) measures it and keeps it in the rung's run folder (``kld.json``, :data:`FILE`, :data:`VERSION`), one entry per reference model (its SHA-256:
 :func:`model_key`; :class:`KldEntry`);
 :func:`kld_of` reads it back for the ladder, ``compare`` and the API. Not to be confused with the
 ``kl_mean`` of compare/the ladder: the KL of the answer-label distributions, from the samples.
@@ -29,7 +30,8 @@ VERSION = 2  # 2: the CI over the items (1: over the tokens, read back without a
 Z95 = 1.959963984540054
 EPS = 1e-9  # nats: float rounding in a KL divergence of identical rows (never a real value below 0)
 CI_METHOD = ("ratio of sums over the items (KL summed per item over its tokens), delta-method standard error "
-             "with the m/(m-1) correction, Student's t on m - 1 degrees of freedom, on the log scale")
+             "with the m/(m-1) correction, never below the per-token standard error, Student's t on m - 1 degrees "
+             "of freedom, on the log scale")
 # Student's t 0.975 quantile on 1..30 degrees of freedom (scipy.special.stdtrit, kept as constants: the same
 # bits on every CPU); beyond, Cornish and Fisher's expansion in 1/df (Abramowitz and Stegun 26.7.5: within
 # 1.3e-8 relative from 31 on)
@@ -173,13 +175,17 @@ def t975(df: int) -> float:
     return z + g[0] / v + g[1] / v ** 2 + g[2] / v ** 3 + g[3] / v ** 4
 
 
-def item_interval(sums: Sequence[float], counts: Sequence[int], mean: float | None = None) -> tuple[float, float]:
+def item_interval(sums: Sequence[float], counts: Sequence[int], mean: float | None = None,
+                  se_token: float = 0.0) -> tuple[float, float]:
     """The 95% CI of the mean KL over the items, from each item's (unit's) KL summed over its tokens and its token
     count (:data:`CI_METHOD`). The mean over the tokens is a ratio r = sum S_i / sum n_i over the m items; its
     delta-method variance is m/(m-1) sum (S_i - r n_i)^2 / (sum n_i)^2; the interval r exp(+-t se/r) (on the log
-    scale: a KL is positive and skewed; never below 0) with Student's t on m - 1 degrees of freedom. (nan, nan)
-    with one unit; (0, 0) when every KL is 0. ``mean``: r as the caller summed it over the tokens (the same
-    value, to its last bit: sum S_i rounds each S_i first). Sums are math.fsum's, exp is core.exact_exp's: the same bits on
+    scale: a KL is positive and skewed; never below 0) with Student's t on m - 1 degrees of freedom. ``se_token``
+    (the per-token standard error, every token independent) is se's floor: tokens of one item that move together
+    widen the error, never narrow it, so an se over the items below it is the noise of a variance read on m - 1
+    degrees of freedom (3 items that happen to agree), not a finding (bench/kld_coverage.py). (nan, nan) with one
+    unit; (0, 0) when every KL is 0. ``mean``: r as the caller summed it over the tokens (the same value, to its
+    last bit: sum S_i rounds each S_i first). Sums are math.fsum's, exp is core.exact_exp's: the same bits on
     every CPU. The finite population (a measurement over every item of a task) is not corrected for."""
     from abricot_local.core import exact_exp
 
@@ -190,7 +196,7 @@ def item_interval(sums: Sequence[float], counts: Sequence[int], mean: float | No
     if not r > 0:
         return 0.0, 0.0
     e2 = math.fsum((s - r * n) * (s - r * n) for s, n in zip(sums, counts, strict=True))
-    half = t975(m - 1) * math.sqrt(m / (m - 1) * e2) / total / r
+    half = t975(m - 1) * max(math.sqrt(m / (m - 1) * e2), se_token * total) / total / r  # unfloored: as before
     return r * exact_exp(-half), r * exact_exp(half)
 
 
@@ -213,7 +219,7 @@ def summarise(kl: Sequence[float], same_top: Sequence[bool], n_items: int = 0,
     d = (x - mean).tolist()
     se = math.sqrt(math.fsum(v * v for v in d) / (n - 1) / n) if n > 1 else 0.0
     ci = item_interval([math.fsum(values[a:b]) for a, b in zip(starts, ends)],
-                       [b - a for a, b in zip(starts, ends)], mean)
+                       [b - a for a, b in zip(starts, ends)], mean, se)
     p = np.percentile(x, [50, 99, 99.9])  # a sort and linear interpolation: IEEE arithmetic only
     same = sum(bool(v) for v in same_top)
     return KldStats(n, mean, ci, float(p[0]), float(p[1]), float(p[2]), float(x.max()), same / len(same_top),

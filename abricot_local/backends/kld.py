@@ -4,11 +4,17 @@
 session and N rungs' (any backend's): every decode call, rewind, copy and clear goes to each, so an
 engine over it runs the canonical schedule once, the reference decodes each call once and every
 rung decodes exactly the same calls. Each call asks every model for a row at every token it decodes
-(as llama-perplexity does over its text: at most ``n_batch`` rows a call, never ``n_ctx``). When all
+(at most ``n_batch`` rows a call, never ``n_ctx``). When all
 the models have decoded a call, its rows are compared at once (:class:`Reducer`): per row, the
 reference's float64 log-sum-exp and probabilities are computed once and every rung's row is compared
 with them (KL(reference || rung) and whether the top token is the same); only those two numbers a
 row and rung are kept (:class:`KlRows`); no logits file. The engine gets the reference's rows it asked for.
+
+Each item counts whole, as if it were scored alone: the rows of its cached prefix (the task's shared text up to
+its last blank line, decoded once and kept in the cache for the items that share it) are held apart as they are
+decoded and counted again in every item that reads them (:meth:`LadderSession.credit`), so an item's rows are
+its prefix's, its context's and its continuations' whatever the items before it, and a task's statistics do not
+depend on the items' order or on how many share a prefix (``--limit``).
 
 Determinism by construction: a row's numbers are computed from that row's reference and rung
 vectors alone, each reduced along its own contiguous axis by the same numpy calls in the same order
@@ -182,8 +188,8 @@ class KlRows:
 
     def mark(self) -> None:
         """An item done: the rows since the last mark are its (none since: nothing marked, its rows were decoded
-        with an earlier item's, as a batched engine's items decoded together, or a shared prefix kept in the
-        cache, which goes with the item that decoded it)."""
+        with an earlier item's, as a batched engine's items decoded together; a cached prefix's rows are each
+        item's: LadderSession.credit)."""
         if len(self.kl) > (self.ends[-1] if self.ends else 0):
             self.ends.append(len(self.kl))
 
@@ -204,6 +210,7 @@ class LadderSession:
 
     def __init__(self, ref: Session, rungs: Sequence[Session], rows: Sequence[KlRows], *, threads: int = 1,
                  every_token: bool = True):
+        self.prefix_len = 0  # the cached prefix of the items being scored: its rows held apart (``held``)
         if not rungs or len(rungs) != len(rows):
             raise ModelError(f"a ladder needs one KlRows per rung ({len(rungs)} rungs, {len(rows)} KlRows)")
         for r in rungs:
@@ -215,6 +222,7 @@ class LadderSession:
         self.nonfinite_advice = ref.nonfinite_advice
         self.reducer = Reducer(threads)
         self.every_token = every_token
+        self.held: list[KlRows] = [KlRows() for _ in rungs]  # per rung, the rows of sequence 0's cells [0, P)
 
     def decode(self, entries: Sequence[Entry]) -> list[np.ndarray | None]:
         calls = [(seq, pos, tok, True) for seq, pos, tok, _w in entries] if self.every_token else list(entries)
@@ -223,9 +231,25 @@ class LadderSession:
         keep = [i for i, e in enumerate(calls) if e[3]]
         got = self.reducer.compare([a[i] for i in keep], [[b[i] for i in keep] for b in bs],
                                    [(f"kld seq {calls[i][0]}", calls[i][1]) for i in keep])
-        for rows, (kl, same) in zip(self.rows, got, strict=True):
+        seq, pos = (calls[0][0], calls[0][1]) if calls else (0, 0)
+        into = self.rows
+        if seq == 0 and pos < self.prefix_len:  # a call of the prefix's (Engine.hold_prefix: [0, P) on sequence 0)
+            into = self.held
+            if pos == 0:  # a prefix decoded anew
+                for held in self.held:
+                    held.clear()
+        for rows, (kl, same) in zip(into, got, strict=True):
             rows.extend(kl, same)
         return [x if want else None for (_s, _p, _t, want), x in zip(entries, a)]
+
+    def credit(self, items: int) -> None:
+        """``items`` items sharing the held prefix scored: its rows counted in each, as if each were scored alone
+        (the cache held them for all but the first)."""
+        if len(self.held[0]) != self.prefix_len:
+            raise ModelError(f"kld holds {len(self.held[0])} rows of a {self.prefix_len}-token prefix")
+        for rows, held in zip(self.rows, self.held, strict=True):
+            for _ in range(items):
+                rows.extend(held.kl, held.same_top)
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         done = [s.seq_rm(seq, p0, p1) for s in (self.ref, *self.rungs)]  # every model, even after a refusal
@@ -346,12 +370,26 @@ class LadderBackend:
         return max(1, self.engine.parallel)
 
     def score_many(self, requests: Sequence) -> list:
+        """The requests scored, those sharing a cached prefix at a time (the engine's groups never span two), each
+        item's rows its prefix's too (LadderSession.credit)."""
         schedules = [self.ref.schedule(r) for r in requests]
         for k, rung in enumerate(self.rungs):
             if [rung.schedule(r) for r in requests] != schedules:
                 raise TokenizedUnlike(f"request {requests[0].label}: rung {k + 1} tokenizes the text unlike the "
                                       "reference", rung=k)
-        return self.engine.score_many(schedules, [r.label for r in requests])
+        out: list = []
+        start = 0
+        while start < len(schedules):
+            prefix = schedules[start].seqs[0][: schedules[start].prefix_len]
+            end = start + 1
+            while end < len(schedules) and schedules[end].seqs[0][: schedules[end].prefix_len] == prefix:
+                end += 1
+            self.session.prefix_len = len(prefix)
+            out += self.engine.score_many(schedules[start:end], [r.label for r in requests[start:end]])
+            if self.session.every_token:
+                self.session.credit(end - start)
+            start = end
+        return out
 
     @property
     def counters(self):

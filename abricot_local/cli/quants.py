@@ -85,9 +85,11 @@ def _sigterm(signum, frame):
 @recheck_options
 def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[str, ...], data_dir: str | None,
         force: bool, dry_run: bool, as_json: bool, **kw) -> None:
-    """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token of the task text of
-    the tasks, with top-token agreement, as llama-perplexity --kl-divergence reports it; streamed (no
-    logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
+    """KL(REFERENCE's model || each RUN's model) over the whole vocabulary at every token that scoring each
+    item decodes (its prompt, its shared instructions included, and its answer options), each item counted
+    whole; llama-perplexity --kl-divergence's statistics (mean, percentiles, top-token agreement), not its
+    number (it scores the second half of each chunk of a wiki text); the mean's 95% CI over the items.
+    Streamed (no logits file). REFERENCE and RUN are finished run folders of quants of one model (`run --quants`);
     the reference decodes once for all the RUNs that fit in memory beside it (a reference pass). The
     result is kept in each RUN's folder (kld.json) for `report` and `compare`. Ctrl-C or SIGTERM stops
     it with exit code 130: each RUN measured in an earlier pass keeps its kld.json."""

@@ -12,7 +12,8 @@ scored other items apart), one reference pass a group. In a pass, the reference 
 are loaded together and one engine runs the canonical schedule over them through the run's loop
 (execute.score_items) by a :class:`~abricot_local.backends.kld.LadderBackend`: the reference decodes
 each call once, every rung the same call, each model asked for a row at every token it decodes
-(context and continuations, as llama-perplexity over its text: at most n_batch rows a call); each
+(prompt and continuations, each item counted whole, its cached prefix's rows in each: at most n_batch rows a
+call); each
 call's rows are compared over the whole vocabulary on the run's threads and dropped. A rung's
 statistics are the same bits alone or in any pass (backends/kld.py). Each item's rows are marked as it
 is done (KlRows.mark): the statistics (analysis/kld.py) give the mean's CI over the items, its sampling
