@@ -107,11 +107,13 @@ def test_the_keep_line_says_the_rules_next_bound_of_a_rung_it_left_open():
     the run printed `--max-items 80 --resume`; the keep line said "no figure of the items that would settle it"."""
     ref = Rung("fakebase", "discotex", "f16", "F16", "", None, None, n=40)
     (c,) = choices([ref, _rule_rung(80, 80)])
-    line = rows.choice_text(c)
+    from abricot_local.cli.options import flags
+    from abricot_local.errors import render
+
+    line = render(rows.choice_text(c), flags)  # as `report` says it: the command line's words alone
     assert "no figure" not in line
     assert line.endswith("Q2_K (whether within 0.2: not settled over 40 items, the rule's verdict at look 3 of 3; the "
-                         "rule's next look is at 80 items: the run grown by --resume --until-settled --max-items 80 "
-                         "(resume=True, max_items=80 in Python))"), line
+                         "rule's next look is at 80 items: the run grown by --resume --until-settled --max-items 80)"), line
     (j,) = [d["choice"] for d in rows.records([ref, _rule_rung(80, 80)]) if "choice" in d]
     assert [(s["next_look"], s["max_items"]) for s in j["cannot_tell_yet"]] == [(80, 80)]
     # a rule that has not stopped: its own next look; beside it compare's fixed-n figure, said to be one

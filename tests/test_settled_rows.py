@@ -15,6 +15,8 @@ import pandas as pd
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from abricot_local.cli.options import flags
+from abricot_local.errors import render
 
 REPRODUCES = "ABRICOT paper: llama-3.1-8b"
 
@@ -74,7 +76,7 @@ def test_a_rule_judged_row_says_the_rules_verdict_interval_and_next_step_the_fix
     assert (row["diff_ci_low"], row["diff_ci_high"], row["level"]) == (lk.running[0], lk.running[1], lk.level)
     assert (row["look"], row["looks"], row["items_to_settle"], row["max_items"], row["next_look"]) == (1, 1, bound,
                                                                                                      bound, 40)
-    assert "differs" not in row["reasons"] and f"--max-items {bound}" in row["reasons"]
+    assert "differs" not in row["reasons"] and f"max_items={bound}" in row["reasons"]  # the API's words
     assert row["fixed_n_verdict"] == words(check) == "differs by more than 0.05"
     assert (row["fixed_n_diff_ci90_low"], row["fixed_n_diff_ci90_high"]) == check.ci90
     assert row["fixed_n_reasons"] == "; ".join(check.reasons) and row["fixed_n_items_to_settle"] is pd.NA
@@ -97,7 +99,7 @@ def test_a_rule_judged_row_says_the_rules_verdict_interval_and_next_step_the_fix
     assert all(n.startswith(("the fixed-n", "fixed-n (does not account")) for n in notes.split("; abricot_abs.pearson: ")
                if "differs" in n)
     assert f"fixed-n (does not account for the looks): {check.reasons[1]}" in notes
-    assert f"--max-items {bound}" in notes
+    assert f"--max-items {bound}" in render(notes, flags)  # as `report` renders it
 
 
 def test_a_settled_rule_has_nothing_to_settle_and_an_unstopped_one_its_own_next_look(tmp_path, abricot_file):

@@ -107,7 +107,8 @@ def published(run):
     """The published checks the run recorded, with the reproduction verdict in words; a row a --until-settled
     rule judged has every field the rule's (settled.SettledVerdict.fields): ``verdict`` its words, ``diff_ci90_*``
     none, its interval at its look's level in ``diff_ci_low``/``diff_ci_high`` (``level``, ``look`` of ``looks``),
-    ``items_to_settle`` the --max-items a grow takes its next look at (``next_look``), ``reasons`` its line then
+    ``items_to_settle`` the --max-items of the grow its advice names (its next look, ``next_look``; or a bound near
+    the estimate of the items that would settle it, far beyond that look: settled.Reach), ``reasons`` its line then
     that step, ``sequential`` its line; the fixed-n verdict over the same items (which does not account for the
     looks) and its figures in the ``fixed_n_*`` columns (:data:`SETTLED_COLUMNS`, there when a rule judged a row).
     The numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN where a row has no
@@ -116,6 +117,7 @@ def published(run):
 
     from abricot_local.analysis.settled import settled_verdict
     from abricot_local.analysis.reproduction import words
+    from abricot_local.errors import render  # a rule's next bound (settled.grown_by) in Python's words
 
     checks = run.record.published.checks if run.record.published else ()
     rules = [settled_verdict(run.record, c) for c in checks]
@@ -127,7 +129,7 @@ def published(run):
         rows.append((c.reference, c.source, c.task, c.metric, c.protocol, c.published, c.value,
                      c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference,
                      rule.words if rule else words(c), c.margin, *ci90, f["items_to_settle"], c.inside,
-                     "; ".join(f["reasons"]), "; ".join(c.differences),
+                     render("; ".join(f["reasons"])), "; ".join(c.differences),
                      *((rule and rule.line, rule and rule.look.k, rule and rule.looks, rule and rule.level, *lo_hi,
                         rule and rule.next_look, rule and rule.max_items, rule and fixed["words"],
                         *(fixed.get("ci90") or (None, None)), fixed.get("items_to_settle"),

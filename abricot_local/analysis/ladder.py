@@ -37,7 +37,7 @@ from abricot_local.analysis.equivalence import BETTER, EQUIVALENT, NOT_WORSE, UN
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run
-from abricot_local.analysis.settled import SettledVerdict, rung_verdict
+from abricot_local.analysis.settled import Reach, SettledVerdict, rung_verdict
 from abricot_local.gguf.file import by_precision
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import precision_of, refuse_mixed
@@ -172,6 +172,8 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: Gi
     settled = _settled(ref, other, task, verdict.metric if verdict else primary)
     if settled is not None and verdict is not None and settled.look.margin != verdict.margin:
         verdict = _at_margin(c, verdict, settled.look.margin, g.identical)
+    if settled is not None and verdict is not None and verdict.kind == UNSETTLED:  # its advice by compare's figure
+        settled = settled.needing(verdict.items)
     changes = c.changes[0] if c.changes else None
     return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict, changes=changes,
                    settled=settled, ref_near_ties=changes.ref_near_ties if changes else None,
@@ -232,6 +234,7 @@ class Standing:
     exact: bool = False  # every item of the task compared: the task's own difference
     next_look: int | None = None  # a rule's open verdict: the items of its next look (settled.SettledVerdict's)
     max_items: int | None = None  # ... and the --max-items of the run grown to it (None: the rule goes on itself)
+    reach: Reach | None = None  # ... and ``items`` far beyond that look (settled.Reach: the bound that could settle it)
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,7 @@ def _standing(r: Rung) -> Standing:
         lk = s.look
         return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
                         items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,
-                        lk.exact, s.next_look, s.max_items)
+                        lk.exact, s.next_look, s.max_items, s.reach)
     said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
         f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
     return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact)

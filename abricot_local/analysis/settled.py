@@ -2,24 +2,143 @@
 at the look it stopped at, in the run's own line; what the fixed-n verdict beside it is (:data:`FIXED_N`: at the
 margin the rule read, the run's ``--margin`` else the task's, so the two differ by the looks alone). Such a row's
 every field is the rule's (:meth:`SettledVerdict.fields`: its verdict, its interval at its look and level, what settles
-it: the next look, the ``--max-items`` a grow takes it at), the fixed-n figures under ``fixed_n``. Read by
+it: the next look, the ``--max-items`` a grow takes it at, or, the estimate of the items that would settle it lying
+far beyond that look, the bound that could: :class:`Reach`, the one rule of that advice, for the run's end message,
+`report`, the API and the dry run), the fixed-n figures under ``fixed_n``. Read by
 `report` (overview.py, report/tables.py) and the API's ``Run.published()`` (frames.py). A rule and its record, typed both ways
 (:func:`restored`, :func:`record_of`: sequential.Sequential <-> record.Settle, field by field). Pure: reads a record."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
+from abricot_local import metrics
 from abricot_local.analysis import sequential as sq
+from abricot_local.analysis import stats
 from abricot_local.analysis.reproduction import words as fixed_n_words
-from abricot_local.errors import keywords, opt, recorded_words, render
+from abricot_local.errors import opt
 from abricot_local.record import PublishedCheck, Record, Settle, SettleLook, SettleQuestion
 
 # what the fixed-n verdict of a row a --until-settled rule judged is, beside the rule's (console.settled's words)
 FIXED_N = ("the fixed-n 90% verdict over the same items, at the rule's margin: it does not account for the looks "
            "this run took")
+
+
+FAR = 2  # an estimate of the items needed past twice the look at hand lies far beyond it (past the look after next)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Whether the look at hand (``at`` items: a stopped run's next look, were it grown; a plan's last) can settle an
+    open verdict at ``margin``, by an estimate of the items that would (``needed``; stats.MAX_ITEMS: none would, the
+    difference on the margin): a run's, the fixed-n figure (:func:`fixed_n_needed`); a plan's (``least``), the look
+    at which its rule could first show the value within the margin, however its answers fall (:func:`plan_reach`).
+    The one rule of the advice a run open at its last look gets (settle_record.advice: the run's end message and
+    the API's warning; :attr:`SettledVerdict.step`: `report`, ``Run.published()``; the quant ladder's line) and of
+    the dry run's until-settled lines (run/dry_run.py): an estimate :attr:`far` beyond the look says so, with its
+    figure and the bound that could settle it (:attr:`bound`), or a wider ``--margin``."""
+
+    at: int
+    needed: int
+    total: int
+    margin: float
+    least: bool = False  # a plan's figure: no run settles it as within the margin sooner
+    basis: str = ""  # where an estimate comes from, if not a recorded fixed-n figure; a least one's, its case
+
+    @property
+    def far(self) -> bool:
+        """Past FAR x the look (an estimate), past the look itself (a plan's least figure), and the look not the
+        task's every item (exact: it settles)."""
+        return self.at < self.total and self.needed > (self.at if self.least else FAR * self.at)
+
+    @property
+    def bound(self) -> int | None:
+        """The ``--max-items`` that could settle it: the estimate, at most the task's items; None: no number does."""
+        return None if self.needed >= stats.MAX_ITEMS else min(self.needed, self.total)
+
+    def figure(self) -> str:
+        """The estimate in words."""
+        b = self.bound
+        if b is None:
+            return (f"no number of items would settle it within {self.margin:g} at a fixed n (the difference sits on "
+                    "the margin)")
+        every = f" (all {self.total:,}: every item)" if b >= self.total else ""
+        if self.least:  # basis: the case most in its favour
+            return (f"even if {self.basis}, its rule could show it within {self.margin:g} no sooner than its look at "
+                    f"{b:,} items{every} (more as the answers fall otherwise, which a plan cannot know before scoring; "
+                    "a verdict the other way may settle sooner)")
+        return f"~{b:,} items{every} would settle it at a fixed n{f' ({self.basis})' if self.basis else ''}"
+
+    def words(self, look: str, grow=None) -> str:
+        """What settles it, ``look`` naming the look at hand (``the next look``, ``the plan's last look``): the
+        figure, far beyond that look, and what could settle it (``grow``: the bound -> how a door's run reaches it;
+        default its ``--max-items``), its options as :func:`errors.opt` names them (each door renders them); ""
+        when the look is within reach."""
+        if not self.far:
+            return ""
+        bound = None if self.bound is None else (grow or (lambda m: opt("max_items", m)))(self.bound)
+        could = f"{bound} could, or a wider {opt('margin')}" if bound else f"a wider {opt('margin')} could"
+        unlikely = "which cannot show it" if self.least else "which is unlikely to settle it"
+        return f"{self.figure()}, far beyond {look} at {self.at:,} items, {unlikely}: {could}"
+
+
+def reach(at: int | None, needed: int | None, total: int, margin: float, least: bool = False,
+          basis: str = "") -> Reach | None:
+    """:class:`Reach` of the look at ``at`` items where ``needed`` lies :attr:`Reach.far` beyond it; None when it
+    does not, or either is unknown."""
+    if at is None or needed is None:
+        return None
+    r = Reach(at, needed, total, margin, least, basis)
+    return r if r.far else None
+
+
+SCALED = "scaled from its last look's interval"  # a rung's estimate: no fixed-n figure is recorded for it
+
+
+def fixed_n_needed(record: Record, lk: sq.Look) -> int | None:
+    """The fixed-n estimate of the items that would settle ``lk``'s open verdict (a rule's last look, in
+    ``record``): a published row's, the figure the record's check of it holds (its ``items_to_settle``); a rung's
+    (no such figure recorded), compare's rule (equivalence: the difference's distance from -margin, the power
+    figures of stats.items_to_settle) applied to the interval the look read, its spread brought to 90% for items
+    like these, then to the task's items (stats.of_population; :data:`SCALED`: the quant ladder has compare's own,
+    :meth:`SettledVerdict.needing`). None: settled, every item scored, or no interval."""
+    if lk.settled or lk.exact:
+        return None
+    checks = record.published.checks if record.published is not None else ()
+    row = next((c for c in checks if sq.question_name(c.source, c.reference, c.task, c.metric) == lk.question), None)
+    if row is not None:
+        return row.items_to_settle
+    if lk.interval is None or lk.value is None or math.isnan(lk.value):
+        return None
+    share = stats.fpc(lk.n, lk.total)
+    if share <= 0:
+        return None
+    spread = (lk.interval[1] - lk.interval[0]) * metrics.z_of(0.90) / metrics.z_of(lk.level) / math.sqrt(share)
+    n0 = stats.items_to_settle(lk.n, abs(lk.value + lk.margin), ci90=(0.0, spread))
+    return n0 if n0 >= stats.MAX_ITEMS else max(stats.of_population(n0, lk.total), lk.n + 1)
+
+
+def plan_reach(state: sq.Sequential, question: sq.Question) -> Reach | None:
+    """A plan's (the dry run's) :class:`Reach` of its last look for ``question``, before any item is scored: the
+    look of its rule, its plan carried on past its bound (the looks doubling to the task's items), at which it first
+    shows the value within the margin where every look reads the case most in its favour (a published row: the run's
+    value the published one; a rung's accuracy: no answer changed; sequential.expected_stop). How the answers fall
+    it cannot know, and says so; nor, for a rung's correlation (read only once 10 answers changed), a case most in its
+    favour: None, as for a look within reach."""
+    if question.paired and question.stat != "accuracy":
+        return None
+    grid, n = list(state.planned), state.planned[-1]
+    while 2 * n < state.total:
+        n *= 2
+        grid.append(n)
+    if grid[-1] < state.total:
+        grid.append(state.total)
+    best = (0.0, 0.0) if question.paired else (None, None)
+    case = "no answer changed" if question.paired else "the run's value were the published one"
+    stop = sq.expected_stop(replace(state, planned=tuple(grid)), question, *best)
+    return None if stop is None else reach(state.planned[-1], stop[0], state.total, question.margin, True, case)
 
 
 def restored(recorded: Settle) -> sq.Sequential:
@@ -72,6 +191,14 @@ class SettledVerdict:
     line: str
     next_look: int | None = None
     max_items: int | None = None
+    reach: Reach | None = None  # the estimate of the items that would settle it, far beyond ``next_look`` (or None)
+
+    def needing(self, needed: int | None, basis: str = "") -> "SettledVerdict":
+        """This verdict with ``needed`` as its estimate of the items that would settle it (a reader's own fixed-n
+        figure: the quant ladder's, compare's over the same items): :class:`Reach` of its next look, a grown run's."""
+        lk = self.look
+        far = reach(self.next_look, needed, lk.total, lk.margin, basis=basis) if self.max_items else None
+        return replace(self, reach=far)
 
     @property
     def verdict(self) -> str:
@@ -93,18 +220,23 @@ class SettledVerdict:
     @property
     def items_to_settle(self) -> int | None:
         """What settles an open verdict, the rule's: the items of the run grown to its next look (the command's
-        ``--max-items``), or the rule's own next look; None when settled (no estimate: the fixed-n one's is its own)."""
+        ``--max-items``), or, the estimate far beyond that look (:attr:`reach`), the bound the advice grows it to
+        (stats.MAX_ITEMS: none, on the margin); or the rule's own next look; None when settled."""
+        if self.reach is not None:
+            return stats.MAX_ITEMS if self.reach.bound is None else self.reach.bound
         return self.max_items or self.next_look
 
     @property
     def step(self) -> str:
-        """What settles an open verdict, in words; "" for none."""
+        """What settles an open verdict, in words; "" for none. Its options are errors.opt's, for the door that
+        shows them to render (:func:`grown_by`): `report`'s output in the command line's flags, the API's
+        ``Run.published()`` in Python's keywords, never both."""
+        if self.max_items and self.reach is not None:
+            return (f"not settled by its last look ({self.look.n:,} items): "
+                    + self.reach.words("the next look", lambda m: f"the run grown by {grown_by(m)}"))
         if self.max_items:
-            grow = f"{opt('resume', True)} {opt('until_settled', True)} {opt('max_items', self.max_items)}"
-            python = f"{opt('resume', True)}, {opt('max_items', self.max_items)}"
             return (f"not settled by its last look ({self.look.n:,} items): the run grown by "
-                    f"{render(grow, recorded_words)} ({render(python, keywords)} in Python) takes its next look at "
-                    f"{self.next_look:,} items")
+                    f"{grown_by(self.max_items)} takes its next look at {self.next_look:,} items")
         return f"its rule's next look is at {self.next_look:,} items" if self.next_look else ""
 
     def to_json(self) -> dict:
@@ -112,7 +244,8 @@ class SettledVerdict:
         return {"verdict": lk.verdict, "words": lk.words, "settled": lk.settled, "look": lk.k, "looks": self.looks,
                 "n": lk.n, "total": lk.total, "level": lk.level, "interval": list(lk.running) if lk.running else None,
                 "next_look": self.next_look, "max_items": self.max_items, "items_to_settle": self.items_to_settle,
-                "line": self.line}
+                "needed": self.reach.needed if self.reach else None,  # far beyond next_look: the estimate (Reach)
+                "could_settle": self.reach.bound if self.reach else None, "line": self.line}
 
     def fields(self, check: PublishedCheck) -> dict:
         """``check``'s row as its fields are in `report`'s JSON, every one the rule's: ``verdict`` its kind, ``ci90``
@@ -131,6 +264,13 @@ class SettledVerdict:
         fixed = [f"{FIXED_N}: {c.reasons[0] if c.reasons else fixed_n_words(c)}",
                  *(f"fixed-n (does not account for the looks): {r}" for r in c.reasons[1:])]
         return (*fixed, *((self.step,) if self.step else ()))
+
+
+def grown_by(max_items: int) -> str:
+    """The options that grow a --until-settled run stopped at its bound to ``max_items`` (errors.opt's: the door
+    renders them, ``--resume --until-settled --max-items 80`` on the command line): the one wording of a rule's
+    next bound (:attr:`SettledVerdict.step`, the quant ladder's keep line)."""
+    return f"{opt('resume', True)} {opt('until_settled', True)} {opt('max_items', max_items)}"
 
 
 def next_bound(record: Record) -> int | None:
@@ -158,6 +298,22 @@ def _next(record: Record, state: sq.Sequential, lk: sq.Look) -> tuple[int | None
     return next((n for n in sq.planned_looks(state.total, looks, m) if n > state.n), None), m
 
 
+def far_beyond(record: Record) -> tuple[tuple[str, Reach], ...]:
+    """(question, :class:`Reach`) of each verdict of a run stopped at its bound, open at its last look, whose
+    estimate of the items that would settle it (:func:`fixed_n_needed`) lies far beyond the next look a grow
+    takes (:func:`next_bound`): the verdicts that look is unlikely to settle (settle_record.advice's)."""
+    out = []
+    for e in record.tasks.values():
+        if e.sequential is None:
+            continue
+        state = restored(e.sequential)
+        for lk in state.open:
+            at, m = _next(record, state, lk)
+            found = reach(at, fixed_n_needed(record, lk), lk.total, lk.margin, basis=_basis(record, lk)) if m else None
+            out += [(lk.question, found)] if found else []
+    return tuple(out)
+
+
 def _judged(record: Record, task: str, names: Iterable[str]) -> SettledVerdict | None:
     """The verdict at the look ``task``'s rule stopped at on the first of its questions named one of ``names``."""
     entry = record.tasks.get(task)
@@ -166,9 +322,18 @@ def _judged(record: Record, task: str, names: Iterable[str]) -> SettledVerdict |
     state = restored(entry.sequential)
     wanted = set(names)
     lk = next((lk for lk in state.latest if lk.question in wanted), None)
-    return None if lk is None else SettledVerdict(lk, len(state.planned),
-                                                  state.line(lk).removeprefix(f"{lk.question}: "),
-                                                  *_next(record, state, lk))
+    if lk is None:
+        return None
+    found = SettledVerdict(lk, len(state.planned), state.line(lk).removeprefix(f"{lk.question}: "),
+                           *_next(record, state, lk))
+    return found.needing(fixed_n_needed(record, lk), _basis(record, lk))
+
+
+def _basis(record: Record, lk: sq.Look) -> str:
+    """:data:`SCALED` for an estimate :func:`fixed_n_needed` makes from the look, "" for a recorded one."""
+    checks = record.published.checks if record.published is not None else ()
+    return "" if any(sq.question_name(c.source, c.reference, c.task, c.metric) == lk.question for c in checks) \
+        else SCALED
 
 
 def settled_verdict(record: Record, check: PublishedCheck) -> SettledVerdict | None:

@@ -505,15 +505,36 @@ function kldText(k) {
 }
 
 function ladder() {  // each quant against the highest-precision one of its model (analysis/ladder.py)
-  const cols = ["model", "task", "quant", "run", "items", "verdict", "difference [90% CI]", "same answer", "label KL",
-    "KLD mean [95% CI]", "KLD p99", "same top", "answers changed", "decisive ids", "size MB", "items/s"];
+  // what a quant costs and buys (size, speed, its verdict, its KLD) first, the table whole in a 1400 px window
+  const cols = ["model", "task", "quant", "run", "items", "verdict", "size MB", "items/s", "difference [90% CI]",
+    "KLD mean [95% CI]", "KLD p99", "same top", "same answer", "label KL", "answers changed"];
   const ci = v => v ? signed(v.diff, 3) + " [" + signed(v.ci90[0], 3) + ", " + signed(v.ci90[1], 3) + "]" : "";
   const notes = D.ladderNotes || [];
+  // the verdict and answers-changed cells say their short forms (a rule's verdict: report/ladder.py's short_verdict;
+  // the answers changed: how many, how many decisive); where the whole says more (a rule's look, its interval and
+  // guarantee, compare's fixed-n verdict beside it; the changes' outcomes, the decisive ones' ids) it is listed under
+  // the table, its number beside the short form
+  const short = r => r.verdict_short ?? r.verdict_text;
+  const changed = r => !r.changed ? "" : r.changed.n ? r.changed.n + " (" + r.changed.decisive.length + " decisive)" : "none";
+  const whole = r => [short(r) !== r.verdict_text ? "verdict: " + r.verdict_text : "",
+    r.changed && changed(r) !== r.changed.line ? r.changed.line : "",
+    r.changed && r.changed.decisive.length ? "the decisive ones: " + r.changed.decisive.join(", ") : ""]
+    .filter(Boolean).join("; ");
+  const more = D.ladder.filter(r => whole(r));
+  const mark = (r, text) => {  // a short form, and the number of its rung's line under the table where it shortens
+    const k = more.indexOf(r) + 1;
+    return [text, k && text ? h("a", {cls: "more", href: "#ladder-whole-" + k, text: " [" + k + "]"}) : null];
+  };
+  const verdictCell = r => h("td", {cls: "verdict", title: r.verdict ?
+    [r.verdict.line, r.verdict.like_line || ""].join("\n").trim() : ""},
+    ...(short(r) !== r.verdict_text ? mark(r, short(r)) : [short(r)]));
+  const changedCell = r => h("td", {cls: "changed"}, ...(r.changed && changed(r) !== r.changed.line ?
+    mark(r, changed(r)) : [changed(r)]));
   return h("div", {id: "ladder"}, h("h3", {text: "Quant ladder"}),
     h("p", {cls: "note", text: "Each quant against the highest-precision quant of its model, on the task's primary " +
-      "metric with the task's margin (a rung an --until-settled rule judged: the rule's verdict, then the fixed-n " +
-      "one at the rule's margin; 90% CI of quant - reference), beside what it costs and buys: the file size " +
-      "and the items/s the run measured. Answers changed: how many of the reference's near ties (its top two " +
+      "metric with the task's margin (a rung an --until-settled rule judged: the rule's verdict at its look, in full " +
+      "under the table with the fixed-n one at the rule's margin; 90% CI of quant - reference), beside what it costs " +
+      "and buys: the file size and the items/s the run measured. Answers changed: how many of the reference's near ties (its top two " +
       "choices closer than 0.5 nats: a quant or kernels alone can flip them) and of its decisive answers flipped. " +
       "Label KL: KL(reference || quant) of the answer labels; KLD: over the " +
       "whole vocabulary at every token of the task text (abricot-local kld), when measured."}),
@@ -521,18 +542,20 @@ function ladder() {  // each quant against the highest-precision one of its mode
       h("tbody", {}, D.ladder.map(r => h("tr", {"data-verdict": r.verdict ? r.verdict.kind : "reference"},
         h("td", {text: r.base}), h("td", {text: r.task}), h("td", {text: r.quant}), h("td", {text: r.run}),
         h("td", {cls: "num", text: String(r.n)}),
-        h("td", {title: r.verdict ? [r.verdict.line, r.verdict.like_line || ""].join("\n").trim() : "", text: r.verdict_text}),
+        verdictCell(r),
+        h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),
+        h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)}),
         h("td", {cls: "num", text: r.difference_text ?? ci(r.verdict)}),
-        h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
-        h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
         h("td", {cls: "num kld", text: kldText(r.kld)}),
         h("td", {cls: "num", text: r.kld ? fmt(r.kld.p99, 4) : ""}),
         h("td", {cls: "num", text: r.kld ? fmt(r.kld.same_top) : ""}),
-        h("td", {text: r.changed ? r.changed.line : ""}),
-        h("td", {cls: "muted", text: r.changed ? r.changed.decisive.join(", ") : ""}),
-        h("td", {cls: "num", text: r.size_bytes === null ? "" : fmt(r.size_bytes / 1e6, 0)}),
-        h("td", {cls: "num", text: r.items_per_s === null ? "" : fmt(r.items_per_s, 2)})))))) :
+        h("td", {cls: "num", text: r.reference ? fmt(r.same_pred) : ""}),
+        h("td", {cls: "num", text: r.reference ? fmt(r.kl_mean, 4) : ""}),
+        changedCell(r)))))) :
       h("p", {cls: "note", text: "No ladder: every run that could be a rung is left out, as said below."}),
+    more.length ? h("div", {id: "ladder-whole"}, h("p", {cls: "note", text: "The verdicts and answers changed in full:"}),
+      h("ol", {cls: "note"}, more.map((r, k) => h("li", {id: "ladder-whole-" + (k + 1),
+        text: r.quant + " (" + r.base + ", " + r.task + "): " + whole(r)})))) : null,
     // which quant to keep: each ladder's line (report/ladder.py's choice, on its reference row), what its verdicts support
     ...D.ladder.filter(r => r.choice).map(r => h("p", {cls: "ladder-choice", text: r.choice.line})),
     notes.length ? h("ul", {cls: "note", id: "ladder-notes"}, notes.map(n => h("li", {text: n}))) : null);

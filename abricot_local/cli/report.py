@@ -183,6 +183,7 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
         text = render_html(doc, metrics=patterns)
     else:
         text = rep.render(doc, fmt, table=which, metrics=patterns)
+    text = render(text, flags)  # the options it names (errors.opt) as this command's flags, in a file as on stdout
     if output:
         from abricot_local.jsonfiles import atomic_write
 

@@ -175,6 +175,7 @@ def _settle_lines(t, speed) -> list[str]:
     looks = ", ".join(f"{n:,}" + (f" ({_time(sec, False)}{_bar(speed)})" if sec is not None else "") for n, sec in t.looks)
     out = [f"until settled: looks at {looks} items"]
     out += [f"  if the run's value were the published one, {q}: {kind} at {n:,} items" for q, n, kind in t.expected]
+    out += [f"  cannot settle within these looks: {line}" for line in t.reach]  # settled.Reach's words
     return out
 
 
@@ -222,6 +223,8 @@ def brief(plan, said: str = "") -> list[str]:
             out.append(f"plan: {visible(m.label)} {visible(t.task)}: {items}, {_tokens(t.work)} tokens"
                        + (f", {_time(t.seconds, False)}{_bar(m.speed)}" if t.seconds is not None else "")
                        + (f"; looks at {', '.join(str(n) for n, _ in t.looks)} items" if t.looks else ""))
+            out += [f"plan: {visible(m.label)} {visible(t.task)}: cannot settle within these looks: {line}"
+                    for line in t.reach]  # --until-settled: settled.Reach's words, as the dry run's
     if not out:
         return []
     left = len(_not_counted(plan))

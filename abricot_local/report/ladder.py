@@ -16,8 +16,7 @@ from abricot_local.analysis import stats
 from abricot_local.analysis.changes import NEAR_TIE, NEAR_TIE_MEANS, QUANTS
 from abricot_local.analysis.equivalence import UNDEFINED, UNSETTLED, WORSE, words
 from abricot_local.analysis.ladder import AS_GOOD, Choice, Rung, Standing, choices
-from abricot_local.analysis.settled import FIXED_N
-from abricot_local.errors import keywords, opt, recorded_words, render
+from abricot_local.analysis.settled import FIXED_N, grown_by
 
 TITLE = ("Quant ladder: each quant against the highest-precision one of its model on the task (the task's primary "
          "metric at the task's margin, a rung a sweep's until-settled rule judged at the rule's margin; 90% CI of "
@@ -41,6 +40,16 @@ def verdict_text(r: Rung) -> str:
     said there)."""
     if r.settled is not None and not r.is_reference:
         return r.settled.line
+    return fixed_n_text(r)
+
+
+def short_verdict(r: Rung) -> str:
+    """The rung's verdict in a few words, for a cell the page keeps narrow: a rule's, its words at its look
+    (``cannot tell yet within 0.02 (look 2 of 2)``); else compare's (:func:`fixed_n_text`, short already). The
+    whole verdict (:func:`verdict_text`, compare's beside a rule's) is said in full under the page's table."""
+    s = r.settled
+    if s is not None and not r.is_reference:
+        return f"{s.words} (look {s.look.k} of {s.looks})"
     return fixed_n_text(r)
 
 
@@ -98,6 +107,8 @@ def _unsettled(s: Standing) -> str:
     its run printed: the run grown by ``--resume --until-settled --max-items M``, or the rule's own next look), then
     the verdict's own figure (a rule's rung: the fixed-n one's)."""
     rule = _rule_step(s)
+    if s.reach is not None:  # the rule's advice says the figure, far beyond its next look (settled.Reach)
+        return f"{s.quant} ({open_question(s.margin)} {_rests(s)}; {rule})"
     if s.items is None:
         need = rule or "no figure of the items that would settle it"
     elif s.items >= stats.MAX_ITEMS:
@@ -110,15 +121,16 @@ def _unsettled(s: Standing) -> str:
 
 
 def _rule_step(s: Standing) -> str:
-    """A rule's next bound in words (settled.SettledVerdict.step's, shortened for the line); "" for none."""
+    """A rule's next bound in words (settled.SettledVerdict.step's, shortened for the line; its options errors.opt's,
+    rendered by the door that shows the line: `report`'s in the command line's flags); "" for none."""
     if not s.by_rule or not (s.next_look or s.max_items):
         return ""
     at = f"the rule's next look is at {s.next_look:,} items" if s.next_look else "the rule takes another look"
     if not s.max_items:
         return at
-    grow = f"{opt('resume', True)} {opt('until_settled', True)} {opt('max_items', s.max_items)}"
-    python = f"{opt('resume', True)}, {opt('max_items', s.max_items)}"
-    return f"{at}: the run grown by {render(grow, recorded_words)} ({render(python, keywords)} in Python)"
+    if s.reach is not None:
+        return s.reach.words("the rule's next look", lambda m: f"the run grown by {grown_by(m)}")
+    return f"{at}: the run grown by {grown_by(s.max_items)}"
 
 
 def open_question(margin: float | None) -> str:
@@ -266,8 +278,10 @@ def records(rungs: Sequence[Rung]) -> list[dict]:
 
 
 def page_records(rungs: Sequence[Rung]) -> list[dict]:
-    """:func:`records` for the HTML page: a rung a rule judged shows compare's verdict beside the rule's in its
-    verdict cell (``verdict_text``), said not to account for the looks."""
-    page = [{**d, "base": model_text(r)} for d, r in zip(records(rungs), rungs)]
+    """:func:`records` for the HTML page, whose table fits a 1400 px window: a verdict cell says :func:`short_verdict`
+    (``verdict_short``, where it is shorter), the whole verdict (``verdict_text``: a rung a rule judged, compare's
+    beside the rule's, said not to account for the looks) listed under the table (report.js)."""
+    page = [{**d, "base": model_text(r), **({"verdict_short": short_verdict(r)} if r.settled and not r.is_reference
+                                             else {})} for d, r in zip(records(rungs), rungs)]
     return [{**d, "verdict_text": f"{d['verdict_text']}; {FIXED_N}: {d['fixed_n']['words']}"} if "fixed_n" in d else d
             for d in page]

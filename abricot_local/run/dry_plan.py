@@ -24,6 +24,7 @@ class TaskPlan:
     looks: tuple[tuple[int, float | None], ...] = ()  # --until-settled: each look's items, their seconds
     expected: tuple[tuple[str, int, str], ...] = ()  # --until-settled: (verdict, items, kind) if published were true
     notes: tuple[str, ...] = ()  # what preparing the task did that a reader must know (the run warns them)
+    reach: tuple[str, ...] = ()  # --until-settled: each verdict the last look cannot show (settled.plan_reach)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class DryRun:
     def rendered(self, namer) -> "DryRun":
         """This plan, the options its problems name (errors.opt) written by a door's ``namer``."""
         def task(t: TaskPlan) -> TaskPlan:
-            return replace(t, problem=render(t.problem, namer), notes=tuple(render(n, namer) for n in t.notes))
+            return replace(t, problem=render(t.problem, namer), notes=tuple(render(n, namer) for n in t.notes),
+                           reach=tuple(render(n, namer) for n in t.reach))
 
         return replace(self, models=tuple(replace(m, problem=render(m.problem, namer), refused=render(m.refused, namer),
                                                   speed_note=render(m.speed_note, namer),
@@ -96,7 +98,8 @@ def _model_json(m: ModelPlan) -> dict:
                    "counted_by": t.work.basis if t.work else None, "problem": t.problem or None,
                    "notes": list(t.notes),
                    **({"looks": [{"items": n, "seconds": sec} for n, sec in t.looks],
-                       "expected_stop": [{"verdict": q, "items": n, "kind": k} for q, n, k in t.expected]}
+                       "expected_stop": [{"verdict": q, "items": n, "kind": k} for q, n, k in t.expected],
+                       "cannot_settle": list(t.reach)}
                       if t.looks else {})} for t in m.tasks],
         "download": None if m.download is None else {"what": m.download.what, "bytes": m.download.bytes,
                                                      "to": m.download.to, "free_bytes": m.download.free,

@@ -236,13 +236,34 @@ def of_download(plan, warn: Callable[[str], None]) -> DryRun | None:
 
 
 def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
-    """--until-settled: each task's looks and expected stop (run/settle.py); ``reference``: a ladder's (its rungs'
-    verdicts are against it; it waits for none)."""
+    """--until-settled: each task's looks and expected stop (run/settle.py), and each verdict its plan's last look
+    cannot show within the margin (:func:`_reach`); ``reference``: a ladder's (its rungs' verdicts are against it;
+    it waits for none)."""
     if not plan.settle.on or model.problem or (reference is not None and model.model == reference):
         return model
-    from abricot_local.run.settle import Pairs, costed
+    from abricot_local.record.schema import DataFile
+    from abricot_local.run.settle import Pairs, costed, rule_of
 
-    return costed(plan, model, Pairs(reference, Path(), 0) if reference is not None else None)
+    pairs = Pairs(reference, Path(), 0) if reference is not None else None
+    runs = tuple(r for r in plan.runs if not r.problem)  # the data hashed as settle.costed hashes it (remembered)
+    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
+                         for r in runs}
+    held = replace(plan, runs=runs, data=data)
+    return _reach(rule_of(held, pairs), costed(held, model, pairs))
+
+
+def _reach(rule, model: ModelPlan) -> ModelPlan:
+    """``model`` with each task's verdicts its plan cannot settle by its last look, said (settled.plan_reach, the
+    rule the run's advice follows: settled.Reach): the look its rule could first show each within the margin, however
+    the answers fall, past that look; with its figure, the bound that could (``--max-items``), or a wider margin."""
+    from abricot_local.analysis.settled import plan_reach
+
+    tasks, last = [], "the plan's last look"
+    for t in model.tasks:
+        r = rule.rules.get(t.task)
+        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if r is not None and t.looks else []
+        tasks.append(replace(t, reach=tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None)))
+    return replace(model, tasks=tuple(tasks))
 
 
 def _task_plan(run, schedule, opts, family: str, chat: bool, notify=None, wrap=None, window=None) -> TaskPlan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from abricot_local.analysis import sequential as sq
-from abricot_local.analysis.settled import next_bound  # the bound a run open at its last look goes on to (one rule)
+from abricot_local.analysis.settled import far_beyond, next_bound  # a run open at its last look: its bound, its reach
 from abricot_local.analysis.settled import restored  # the one reader of a recorded rule
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, TaskEntry, growth, read_manifest,
@@ -145,13 +145,25 @@ def advice(record: Record, command) -> str:
     verdict line says `look k of k`), and a larger bound plans more (``command(m)``: a door's words for the run
     grown to ``m`` items, still --until-settled), first each open verdict whose last look had no interval, with why
     (its note: too few items off a vector's commonest value, with the count; a constant vector), which more items
-    help only if the answers vary; "" otherwise."""
+    help only if the answers vary; "" otherwise. Where the estimate of the items that would settle an open verdict
+    lies far beyond that look (analysis.settled.far_beyond: the rule of :class:`~abricot_local.analysis.settled.Reach`),
+    each such verdict says so with its figure, and the bound is the largest that could settle them, near the
+    estimate (at most the task's items); none could (on the margin): a wider ``--margin``, and no command."""
     m = next_bound(record)
     if m is None:
         return ""
     said = "".join(f"{lk.question}: no interval at {lk.n} items ({lk.note}): more items help only if the answers "
                    "vary; " for e in record.tasks.values() if e.sequential is not None
                    for lk in restored(e.sequential).open if lk.interval is None and lk.note)
-    return (f"not settled by {opt('max_items', record.config.sample)}, its last look: {said}{opt('max_items', m)} "
-            f"plans a look at {m} items, and the run goes on to it (the items it holds and the looks it took kept: "
-            f"the new looks spend only the error left):\n  {command(m)}")
+    head = f"not settled by {opt('max_items', record.config.sample)}, its last look: {said}"
+    far = far_beyond(record)
+    if far:
+        said = "".join(f"{q}: {r.words('the next look')}; " for q, r in far)
+        bounds = [r.bound for _, r in far if r.bound is not None]
+        if not bounds:
+            return f"{head}{said}no larger {opt('max_items')} is likely to settle it"
+        m = max(bounds)
+        return (f"{head}{said}the run grown to {opt('max_items', m)} keeps the items it holds and the looks it took (the "
+                f"new looks spend only the error left):\n  {command(m)}")
+    return (f"{head}{opt('max_items', m)} plans a look at {m} items, and the run goes on to it (the items it holds and "
+            f"the looks it took kept: the new looks spend only the error left):\n  {command(m)}")
