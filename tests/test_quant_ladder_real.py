@@ -109,7 +109,7 @@ def test_gemmas_disk_estimate_counts_its_embeddings_at_their_fallback(gemma_path
     from abricot_local.models.quant_types import estimate
 
     info = headers(gemma_path)[0]
-    for quant, written in (("Q4_0", 241e6), ("Q2_K", 237e6), ("Q8_0", 292e6), ("F16", 543e6)):
+    for quant, written in (("Q4_0", 241_408_704), ("Q2_K", 237_077_184), ("Q8_0", 291_543_744), ("F16", 542_833_344)):
         assert written <= estimate(info.tensors, quant, info.data_offset) <= 1.25 * written, quant
 
 

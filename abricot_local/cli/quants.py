@@ -27,18 +27,26 @@ QUANTIZE_STOPPED = ("quantize interrupted: the rungs written so far are kept (mo
                    "the original weights) and every other rung from that.")
 @click.option("--quant-threads", "quant_threads", type=click.IntRange(min=0), default=0,
               help="Threads llama.cpp's quantizer uses (0: every core).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (each rung's size as llama.cpp will write it, the "
+              "total, the free disk) and stop: nothing is written.")
 @models_file_option
-def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quant_threads: int,
+def quantize(source: str, to: str, out: str | None, allow_requantize: bool, quant_threads: int, dry_run: bool,
              models_file: str | None) -> None:
     """Write SOURCE (a registry alias, a GGUF file or a store reference) at each quant of --to with
     llama.cpp's own quantizer, and a models.toml naming them quants of one model (`run --quants`).
+    The plan (each rung's size, the total, the free disk) is said first.
     Ctrl-C or SIGTERM stops it with exit code 130: the rungs written are kept, the one being written
     is removed; the same command goes on from there."""
     import signal
 
     from abricot_local import backends
-    from abricot_local.models.quantize import make_ladder
+    from abricot_local.models.quantize import make_ladder, plan_ladder
 
+    if dry_run:
+        plan = plan_ladder(source, to, out=out, allow_requantize=allow_requantize, models_file=models_file,
+                           notify=say)
+        echo(plan.line())
+        return
     term = signal.signal(signal.SIGTERM, _sigterm)
     forget = backends.on_stuck(lambda _signum: echo(QUANTIZE_STOPPED, err=True))  # llama.cpp did not return
     try:

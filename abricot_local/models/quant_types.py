@@ -1,18 +1,21 @@
 """What llama.cpp's quantizer does with each file type, known before it runs (no llama.cpp import):
 the types it cannot write without an importance matrix (which `quantize` does not take), the type
 that quantizes only a mixture-of-experts model's experts (MXFP4), the quant a SOURCE's tensors
-hold, and the bytes a rung will take, tensor by tensor, with the tensors that fall back to a larger
-type counted at that type (llama.cpp's llama-quant.cpp, as built in llama-cpp-python 0.3.36;
-tests/test_quantize_types.py checks both lists and the estimate against the quantizer itself).
+hold, and the bytes a rung will take: each tensor at the type llama.cpp's quantizer gives it (its file
+type's mix, then its fallback where the rows do not cut in the type's blocks), as llama.cpp's
+llama-quant.cpp does it, as built in llama-cpp-python 0.3.36 (tests/test_quant_sizes.py checks the
+types and the bytes against files the quantizer wrote; tests/test_quantize.py the lists).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from abricot_local.errors import UsageError
-from abricot_local.gguf.check import TensorInfo
+from abricot_local.gguf.check import GGML_TYPES, TensorInfo
 
 UNQUANTIZED = ("F32", "F16", "BF16")
 # file types whose mixes hold a tensor type llama.cpp refuses to write without an importance matrix
@@ -23,17 +26,33 @@ NEEDS_IMATRIX = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_X
 EXPERTS_ONLY = {"MXFP4": "Q8_0"}
 EXPERT_MARK = "_exps."  # llama.cpp's names of stacked expert tensors: blk.N.ffn_{up,down,gate}_exps.weight
 
-# bits per weight of the bulk of a rung's tensors (a mix's average, over-counted: llama.cpp quantize
-# --help), and the block its rows are cut in (columns not a multiple of it fall back)
-_BPW = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q6_K": 6.5625, "Q5_K_M": 5.7, "Q5_K_S": 5.6, "Q5_0": 5.5,
-        "Q5_1": 6, "Q4_K_M": 4.9, "Q4_K_S": 4.6, "Q4_0": 4.5, "Q4_1": 5, "Q3_K_L": 4.3, "Q3_K_M": 3.9,
-        "Q3_K_S": 3.5, "Q2_K": 3.4, "IQ4_NL": 4.5, "IQ4_XS": 4.25, "IQ3_S": 3.5, "IQ3_M": 3.7, "TQ1_0": 1.69,
-        "TQ2_0": 2.06, "MXFP4": 8.5}
-_BLOCK_32 = {"Q8_0", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "MXFP4"}
-_Q6_K, _Q8_0, _F16 = 6.5625, 8.5, 16.0
-_MORE_BITS = ("attn_v.weight", "attn_qkv.weight", "ffn_down")  # a mix gives these more bits (up to Q6_K)
-_MIXES = ("_K", "_K_S", "_K_M", "_K_L", "IQ3_S", "IQ3_M", "IQ4_XS")
-_SLACK = 1.02  # the header's own rounding, per-tensor padding
+# llama.cpp's llama-quant.cpp, as built in llama-cpp-python 0.3.36 (:func:`tensor_types` follows it):
+# llama_ftype_get_default_type, the ggml type a file type gives a matrix before its mix's rules
+_DEFAULT = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q4_0": "Q4_0", "Q4_1": "Q4_1", "Q5_0": "Q5_0",
+            "Q5_1": "Q5_1", "Q8_0": "Q8_0", "MXFP4": "MXFP4", "Q2_K": "Q2_K", "Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K",
+            "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K",
+            "TQ1_0": "TQ1_0", "TQ2_0": "TQ2_0", "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S",
+            "IQ3_M": "IQ3_S"}
+# tensor_type_fallback: a matrix whose rows do not cut in its type's blocks gets this type instead ("q4_K ->
+# q5_0"); a type not here, or a fallback whose blocks do not cut the rows either, gives F16
+_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1",
+             "Q6_K": "Q8_0", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL"}
+# tensor_allows_quantization: the matrices (names ending in "weight") a quantizer leaves at their type
+_NOT_QUANTIZED = ("_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
+                  "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
+                  "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight",
+                  "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight",
+                  "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight", "time_mix_g1.weight",
+                  "time_mix_g2.weight", "time_mix_decay_w1.weight", "time_mix_decay_w2.weight",
+                  "time_mix_lerp_fused.weight", "attn_rel_b.weight", ".position_embd", "sam.pos_embd", "sam.neck.",
+                  "sam.net_", ".rel_pos", ".patch_embd", ".patch_merger", "a.rvq.codebook", "mm.a.code_embd")
+_NOT_QUANTIZED_NAMES = ("position_embd.weight", "token_types.weight")
+# tensor_get_category: the first of these a matrix's name holds (attn_qkv and attn_kv_b count as attn_v)
+_CATEGORIES = (("attn_qkv.weight", "attn_v"), ("attn_kv_b.weight", "attn_v"), ("attn_v.weight", "attn_v"),
+               ("attn_k.weight", "attn_k"), ("attn_q.weight", "attn_q"), ("attn_output.weight", "attn_output"),
+               ("ffn_up", "ffn_up"), ("ffn_gate", "ffn_gate"), ("ffn_down", "ffn_down"))
+_BLOCKS = {name: (block, size) for name, block, size in GGML_TYPES.values()}  # name -> (elements, bytes) per block
+_HEADER_MORE = 4096  # the keys llama.cpp adds to the header (general.quantization_version, general.file_type), padded
 
 
 def refuse_unwritable(quants: Sequence[str]) -> None:
@@ -71,29 +90,192 @@ def weights_quant(tensors: Sequence[TensorInfo]) -> tuple[str, bool]:
     return max(counts, key=counts.get), any(name not in UNQUANTIZED for name in counts)
 
 
-def estimate(tensors: Sequence[TensorInfo], quant: str, header: int) -> int:
-    """Bytes of a rung of ``quant`` made from a file of these ``tensors`` (``header``: its header's
-    bytes, copied): each matrix at the type llama.cpp will give it, over-counted. The output matrix
-    (or the token embeddings, when they stand for it) is kept at Q6_K, or Q8_0 when its rows do not
-    cut in 256-blocks; a mix's attention values and feed-forward down matrices count at Q6_K; a matrix whose rows do not cut in the type's blocks falls back to Q8_0, or F16
-    when they do not cut in 32-blocks either; vectors stay F32."""
-    bpw = _BPW.get(quant, _F16)
-    block = 1 if quant in UNQUANTIZED else 32 if quant in _BLOCK_32 else 256
-    names = {t.name for t in tensors}
-    output = "output.weight" if "output.weight" in names else "token_embd.weight"
-    total = header
+def tensor_types(tensors: Sequence[TensorInfo], quant: str, meta: dict | None = None) -> dict[str, str]:
+    """The ggml type llama.cpp's quantizer gives each tensor (by name) of a file of these ``tensors`` written as
+    ``quant``: a matrix it quantizes gets its file type's default type, changed by the mix's rules for its role
+    (llama_tensor_get_type_impl), then the fallback where its rows do not cut in that type's blocks
+    (tensor_type_fallback); every other tensor keeps its type. ``meta``: the file's header (architecture, block,
+    head and expert counts), counted from the tensors where it does not say. The tensors are taken in
+    llama.cpp's order (by block, then by name): the mixes count the attention-value and feed-forward matrices."""
+    refuse_unwritable((quant,))
+    default = _DEFAULT.get(quant)
+    if default is None:
+        raise UsageError(f"quantize cannot write {quant}: it writes {', '.join(_DEFAULT)}")
+    model = _model(tensors, meta or {})
+    seen = {"attn_v": 0, "ffn_down": 0, "n_attn_v": sum(_category(t.name) == "attn_v" for t in tensors)}
+    types = {}
+    for t in sorted(tensors, key=lambda t: (_layer(t.name), t.name)):
+        if not _quantized_by_llama(t):
+            types[t.name] = t.type_name
+        elif default in UNQUANTIZED:
+            types[t.name] = default
+        else:
+            types[t.name] = _fallback(_mixed(quant, default, t, model, seen), t.shape[0])
+    return types
+
+
+def estimate(tensors: Sequence[TensorInfo], quant: str, header: int, meta: dict | None = None) -> int:
+    """Bytes of a rung of ``quant`` made from a file of these ``tensors`` (``header``: its header's bytes,
+    ``meta`` what it says): each tensor at the type llama.cpp gives it (:func:`tensor_types`), its rows at that
+    type's bytes, padded to 32 bytes as llama.cpp writes them, and the header with the keys llama.cpp adds."""
+    types = tensor_types(tensors, quant, meta)
+    total = header + _HEADER_MORE
     for t in tensors:
-        n = math.prod(t.shape)
-        if len(t.shape) < 2:
-            total += 4 * n + 32
-            continue
-        cols, bits = t.shape[0], bpw
-        if quant not in UNQUANTIZED:
-            if t.name == output:
-                bits = max(bits, _Q6_K if cols % 256 == 0 else _Q8_0)
-            elif quant.endswith(_MIXES) and any(m in t.name for m in _MORE_BITS):
-                bits = max(bits, _Q6_K)
-            if cols % block:
-                bits = max(bits, _Q8_0 if cols % 32 == 0 else _F16)
-        total += math.ceil(n * bits / 8) + 32
-    return int(total * _SLACK)
+        kind = types[t.name]
+        if kind == t.type_name:
+            size = t.nbytes
+        else:
+            block, block_bytes = _BLOCKS[kind]
+            size = t.shape[0] // block * block_bytes * math.prod(t.shape[1:])
+        total += -(-size // 32) * 32
+    return total
+
+
+@dataclass(frozen=True)
+class _Model:
+    """What llama.cpp's mixes ask of a model: its architecture, blocks, query heads per key-value head (4, the
+    larger types' side, when neither the header nor the shapes say), experts, and whether its token embeddings
+    stand for its output matrix (no output.weight)."""
+
+    arch: str
+    n_layer: int
+    n_gqa: int
+    n_expert: int
+    tied: bool
+    llama_70b: bool
+
+
+def _model(tensors: Sequence[TensorInfo], meta: dict) -> _Model:
+    arch = str(meta.get("general.architecture") or "")
+    shapes = {t.name: t.shape for t in tensors}
+    layers = [_layer(name) for name in shapes]
+    n_layer = _count(meta.get(f"{arch}.block_count")) or max(layers) + 1
+    n_head = _count(meta.get(f"{arch}.attention.head_count"))
+    n_kv = _count(meta.get(f"{arch}.attention.head_count_kv")) or n_head
+    q, k = shapes.get("blk.0.attn_q.weight"), shapes.get("blk.0.attn_k.weight")
+    if not n_head and q and k and len(q) > 1 and len(k) > 1:
+        n_head, n_kv = q[1], k[1]  # the same head size: rows of the queries over rows of the keys
+    n_gqa = n_head // n_kv if n_head and n_kv else 4
+    experts = [t.shape[2] for t in tensors if EXPERT_MARK in t.name and len(t.shape) > 2]
+    n_expert = _count(meta.get(f"{arch}.expert_count")) or max(experts, default=0)
+    return _Model(arch, n_layer, n_gqa, n_expert, "output.weight" not in shapes,
+                  arch == "llama" and n_layer == 80 and n_gqa > 1)
+
+
+def _count(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _layer(name: str) -> int:
+    """The block a tensor belongs to ("blk.N."), -1 for none: llama.cpp's order puts those first."""
+    found = re.match(r"blk\.([+-]?\d+)", name)
+    return int(found.group(1)) if found else -1
+
+
+def _category(name: str) -> str:
+    if name == "output.weight":
+        return "output"
+    if name in ("token_embd.weight", "per_layer_token_embd.weight"):
+        return "token_embd"
+    return next((category for mark, category in _CATEGORIES if mark in name), "other")
+
+
+def _quantized_by_llama(t: TensorInfo) -> bool:
+    """llama.cpp's tensor_allows_quantization: a matrix (two dimensions or more, trailing 1s aside) whose name
+    ends in "weight", but not a norm, a router, a position embedding and the other small ones it keeps."""
+    dims = len(t.shape)
+    while dims > 1 and t.shape[dims - 1] == 1:
+        dims -= 1
+    return (dims >= 2 and t.name.endswith("weight") and t.name not in _NOT_QUANTIZED_NAMES
+            and not any(mark in t.name for mark in _NOT_QUANTIZED))
+
+
+def _more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _mixed(quant: str, kind: str, t: TensorInfo, m: _Model, seen: dict) -> str:
+    """llama_tensor_get_type_impl for the file types quantize writes: the type the mix of ``quant`` gives a
+    matrix whose default type is ``kind``; ``seen`` counts the attention-value and feed-forward-down matrices
+    met so far (llama.cpp's i_attention_wv, i_ffn_down)."""
+    category = _category(t.name)
+    if category == "output" or (m.tied and category == "token_embd"):
+        if quant == "MXFP4" or m.arch == "falcon" or t.shape[0] % _BLOCKS[kind][0]:
+            return "Q8_0"
+        return kind if kind == "Q8_0" else "Q6_K"
+    if quant == "MXFP4":
+        expert = m.arch != "bailingmoe3" or category in ("ffn_up", "ffn_gate", "ffn_down")
+        return "MXFP4" if len(t.shape) > 2 and t.shape[2] > 1 and expert else "Q8_0"
+    if category == "token_embd":
+        return "Q4_K" if quant in ("TQ1_0", "TQ2_0") else kind
+    if category == "attn_v":
+        kind = _attn_v(quant, kind, seen["attn_v"], seen["n_attn_v"], m)
+        seen["attn_v"] += 1
+        return kind
+    if category == "attn_k" and m.n_expert == 8:
+        return "Q8_0"
+    if category == "ffn_down":
+        i, n = seen["ffn_down"], m.n_layer
+        if m.n_expert > 1:
+            i = _layer(t.name)
+        seen["ffn_down"] += 1
+        return _ffn_down(quant, kind, i, n, m)
+    if category == "attn_output" and m.arch != "falcon" and m.n_expert == 8:
+        return "Q5_K" if quant in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M",
+                                   "IQ4_XS") else kind
+    if category == "attn_output" and m.arch != "falcon":
+        return {"Q2_K": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K", "IQ3_M": "Q4_K"}.get(quant, kind)
+    if category == "attn_output":
+        return "Q4_K" if quant == "Q3_K_L" else kind
+    return kind
+
+
+def _attn_v(quant: str, kind: str, i: int, n: int, m: _Model) -> str:
+    if quant == "Q2_K":
+        kind = "Q4_K" if m.n_gqa >= 4 else "Q3_K"
+    elif quant == "IQ3_S" and m.n_gqa >= 4 or quant == "IQ3_M":
+        kind = "Q4_K"
+    elif quant == "Q3_K_M":
+        kind = "Q5_K" if i < 2 else "Q4_K"
+    elif quant == "Q3_K_L":
+        kind = "Q5_K"
+    elif quant in ("IQ4_NL", "IQ4_XS") and m.n_gqa >= 4:
+        kind = "Q5_K"
+    elif quant in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
+        kind = "Q6_K"
+    elif quant == "Q4_K_S" and i < 4:
+        kind = "Q5_K"
+    if m.llama_70b and kind in ("Q3_K", "Q4_K"):
+        kind = "Q5_K"
+    return "Q8_0" if m.n_expert == 8 else kind
+
+
+def _ffn_down(quant: str, kind: str, i: int, n: int, m: _Model) -> str:
+    falcon = m.arch == "falcon"
+    if quant == "Q2_K":
+        return "Q3_K"
+    if quant == "Q3_K_M":
+        return "Q5_K" if i < n // 16 else "Q4_K" if not falcon or _more_bits(i, n) else "Q3_K"
+    if quant == "IQ3_M" and (i < n // 8 or m.n_expert == 8 and _more_bits(i, n)):
+        return "Q4_K"
+    if quant == "Q3_K_L":
+        return "Q4_K" if falcon else "Q5_K"
+    if quant == "Q4_K_M" and falcon:
+        return "Q6_K" if i < n // 16 else "Q5_K" if _more_bits(i, n) else "Q4_K"
+    if quant == "Q4_K_M":
+        return "Q6_K" if _more_bits(i, n) else kind
+    if quant in ("IQ4_NL", "IQ4_XS") and i < n // 8:
+        return "Q5_K"
+    if quant == "Q5_K_M" and _more_bits(i, n):
+        return "Q6_K"
+    if quant == "Q4_K_S" and not falcon and i < n // 8:
+        return "Q5_K"
+    return kind
+
+
+def _fallback(kind: str, cols: int) -> str:
+    """llama.cpp's tensor_type_fallback: ``kind``, or what it writes when rows of ``cols`` do not cut in its blocks."""
+    if cols % _BLOCKS[kind][0] == 0:
+        return kind
+    other = _FALLBACK.get(kind, kind)
+    return other if cols % _BLOCKS[other][0] == 0 else "F16"

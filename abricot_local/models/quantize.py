@@ -9,7 +9,8 @@ SOURCE's function at 16 bits, not the original weights) and every other rung is 
 such a ladder's base says ``<stem>-<quant>-dequantized``, true of every rung. The types llama.cpp
 cannot write here (an importance matrix needed; MXFP4 of a dense model) are refused up front
 (quant_types.py). The folder is checked and held first (quant_folder.py), then the disk, every
-tensor counted at the type llama.cpp will give it. A rung already there is kept only when
+tensor counted at the type llama.cpp will give it: each rung's size, the total and the free space are
+said before anything is written (:class:`LadderPlan`; ``quantize --dry-run`` says it and stops). A rung already there is kept only when
 models.toml lists it, with that SHA-256, as made from this SOURCE; a file there that it does not
 list is the user's and refused, never overwritten; a second SOURCE whose rungs would take the
 names of another's gets a base of its own (``<base>-<its SHA-256's first 8 digits>``). A rung is
@@ -162,19 +163,44 @@ def _keep(dst: Path, alias: str, entries: dict, sha: str) -> bool:
     return True
 
 
-def _check_disk(todo: dict[str, int], folder: Path) -> None:
-    from abricot_local.memory import free_disk
+@dataclass(frozen=True)
+class LadderPlan:
+    """What a quantize call will write, said before it writes (and all that ``quantize --dry-run`` does): each
+    rung's bytes as llama.cpp will write them (quant_types.estimate: every tensor at the type it gives it), the
+    rungs already there (kept, not written), and the free space where they go."""
 
-    need = sum(todo.values())
-    where, free = free_disk(folder)
-    if free is not None and need > free:
+    source: str
+    folder: Path
+    sizes: tuple[tuple[str, int], ...]  # (quant, bytes) of each rung, in the order they are written
+    kept: tuple[str, ...]
+    where: Path  # the folder, or the nearest one above it that is there
+    free: int | None  # bytes; None: not known
+
+    @property
+    def need(self) -> int:
+        return sum(n for q, n in self.sizes if q not in self.kept)
+
+    def line(self) -> str:
+        """One line: "plan: F16 271 MB, Q8_0 145 MB, ... to write: 615 MB in all; /data has 51.4 GB free"."""
+        todo = [f"{q} {_size(n)}" for q, n in self.sizes if q not in self.kept]
+        kept = f" ({', '.join(self.kept)} there already: kept)" if self.kept else ""
+        free = f"{self.where} has {_size(self.free)} free" if self.free is not None else "free space not known"
+        if not todo:
+            return f"plan: nothing to write{kept}; {free}"
+        return f"plan: {', '.join(todo)} to write{kept}: {_size(self.need)} in all; {free}"
+
+
+def _check_disk(plan: LadderPlan) -> None:
+    todo = [q for q, _ in plan.sizes if q not in plan.kept]
+    if plan.free is not None and plan.need > plan.free:
         raise NoSpaceError(f"not enough disk space: {len(todo)} rung(s) ({', '.join(todo)}) need about "
-                           f"{_size(need)} but {where} has {_size(free)} free; free some space or give another "
-                           "folder on a larger disk")
+                           f"{_size(plan.need)} but {plan.where} has {_size(plan.free)} free; free some space or give "
+                           "another folder on a larger disk")
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    """Bytes as quantize's listing says a rung's size: decimal MB, GB from 1 GB."""
+    return f"{n / 1e9:.1f} GB" if n >= 10**9 else f"{n / 1e6:.0f} MB"
 
 
 def _write(src: Path, dst: Path, quant: str, requantize: bool, threads: int, need: int,
@@ -219,10 +245,22 @@ def _full_disk(dst: Path, tmp: Path, need: int) -> NoSpaceError | None:
                         "file is removed)")
 
 
-def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantize: bool = False,
-                models_file: str | None = None, threads: int = 0, notify: Notify | None = None) -> Ladder:
-    """Write ``source`` at each quant of ``to`` (see the module's text); ``notify`` hears each rung."""
-    say = notify or (lambda _text: None)
+@dataclass(frozen=True)
+class _Asked:
+    """A call's SOURCE and rungs, checked before anything is written (:func:`_asked`)."""
+
+    label: str
+    path: Path
+    spec: object  # its registry entry, or None
+    quant: str  # what its weights hold
+    requantized: bool
+    quants: tuple[str, ...]  # the rungs, in the order they are written (the F16 reference first when requantized)
+    folder: Path
+    sizes: tuple[tuple[str, int], ...]  # (quant, bytes llama.cpp will write)
+
+
+def _asked(source: str, to: str, out: str | None, allow_requantize: bool, models_file: str | None,
+           say: Notify) -> _Asked:
     quants = parse_rungs(to)
     label, path, spec = _source(source, models_file)
     infos = headers(path)
@@ -240,6 +278,44 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
         quants = (REFERENCE, *(q for q in quants if q != REFERENCE))
     folder = Path(out) if out else cache_dir() / "quants" / path_part(label, "model")
     quant_folder.check(folder)
+    sizes = tuple((q, estimate(tensors, q, infos[0].data_offset, infos[0].metadata)) for q in quants)
+    return _Asked(label, path, spec, src_quant, requantized, quants, folder, sizes)
+
+
+def _plan(source: str, asked: _Asked, kept: Sequence[str]) -> LadderPlan:
+    from abricot_local.memory import free_disk
+
+    where, free = free_disk(asked.folder)
+    return LadderPlan(source, asked.folder, asked.sizes, tuple(kept), where, free)
+
+
+def _named(asked: _Asked, entries: dict, sha: str, say: Notify) -> tuple[str, dict, tuple[str, ...]]:
+    """(the rungs' base, each rung's file, the rungs there already, made from this SOURCE: kept)."""
+    stem = _alias_part(strip_quant(asked.label))
+    base = _pick_base(f"{stem}-{asked.quant.lower()}-dequantized" if asked.requantized else stem, asked.quants, sha,
+                      entries, say)
+    dsts = {q: asked.folder / f"{alias_of(base, q)}.gguf" for q in asked.quants}
+    return base, dsts, tuple(q for q in asked.quants if _keep(dsts[q], alias_of(base, q), entries, sha))
+
+
+def plan_ladder(source: str, to: str, *, out: str | None = None, allow_requantize: bool = False,
+                models_file: str | None = None, notify: Notify | None = None) -> LadderPlan:
+    """``quantize --dry-run``: what :func:`make_ladder` would write, checked as it checks it (the same refusals),
+    each rung's size and the free disk; nothing is written and no folder made."""
+    say = notify or (lambda _text: None)
+    asked = _asked(source, to, out, allow_requantize, models_file, say)
+    entries = quant_folder.read_entries(asked.folder) if asked.folder.is_dir() else {}
+    _, _, kept = _named(asked, entries, hashing.sha256_file(asked.path) if entries else "", say)  # none: none kept
+    return _plan(source, asked, kept)
+
+
+def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantize: bool = False,
+                models_file: str | None = None, threads: int = 0, notify: Notify | None = None) -> Ladder:
+    """Write ``source`` at each quant of ``to`` (see the module's text); ``notify`` hears the plan (each rung's
+    size, the free disk: :class:`LadderPlan`) before anything is written, then each rung."""
+    say = notify or (lambda _text: None)
+    asked = _asked(source, to, out, allow_requantize, models_file, say)
+    folder = asked.folder
     made = [d for d in (folder, *folder.parents) if not os.path.lexists(d)]  # this call's folders, the deepest first
     quant_folder.make(folder)
     try:
@@ -248,19 +324,18 @@ def make_ladder(source: str, to: str, *, out: str | None = None, allow_requantiz
             if gone:
                 say(f"removed {len(gone)} temporary file(s) an interrupted quantize left: {', '.join(gone)}")
             entries = quant_folder.read_entries(folder)
-            sha = hashing.sha256_file(path)
-            stem = _alias_part(strip_quant(label))
-            base = _pick_base(f"{stem}-{src_quant.lower()}-dequantized" if requantized else stem, quants, sha,
-                              entries, say)
-            dsts = {q: folder / f"{alias_of(base, q)}.gguf" for q in quants}
-            todo = [q for q in quants if not _keep(dsts[q], alias_of(base, q), entries, sha)]
-            needs = {q: estimate(tensors, q, infos[0].data_offset) for q in quants}
-            _check_disk({q: needs[q] for q in todo}, folder)
-            ladder = Ladder(source, path, src_quant, sha, base, requantized, (), folder / quant_folder.FRAGMENT)
+            sha = hashing.sha256_file(asked.path)
+            base, dsts, kept = _named(asked, entries, sha, say)
+            plan = _plan(source, asked, kept)
+            say(plan.line())
+            _check_disk(plan)
+            ladder = Ladder(source, asked.path, asked.quant, sha, base, asked.requantized, (),
+                            folder / quant_folder.FRAGMENT)
+            needs = dict(asked.sizes)
             rungs = []
-            for k, q in enumerate(quants, 1):
-                rungs.append(_rung(ladder, spec, entries, q, dsts, q not in todo, needs[q], threads,
-                                   f"[{k}/{len(quants)}]", say))
+            for k, q in enumerate(asked.quants, 1):
+                rungs.append(_rung(ladder, asked.spec, entries, q, dsts, q in kept, needs[q], threads,
+                                   f"[{k}/{len(asked.quants)}]", say))
     except BaseException:  # refused, failed or stopped: the folders this call made go, where it left them empty
         _remove_empty(made)
         raise

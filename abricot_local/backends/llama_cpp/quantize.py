@@ -22,9 +22,11 @@ from abricot_local.gguf.file import FILE_TYPES
 FTYPES = {name: code for code, name in FILE_TYPES.items()}  # "Q8_0" -> llama_ftype
 
 # one per tensor that falls back: "warning: blk.0.attn_q.weight - ncols 640 not divisible by 256 (required for
-# type q6_K) -> falling back to q8_0"; the total: "WARNING: 90 of 236 tensor(s) required fallback quantization"
+# type q6_K) -> falling back to q8_0", with "(WARNING: must use F16 due to unusual shape) " before the arrow when
+# the fallback is F16; the total: "WARNING: 90 of 236 tensor(s) required fallback quantization"
 # (llama.cpp's llama-quant.cpp, as built in llama-cpp-python 0.3.36)
-_FALLBACK = re.compile(r"not divisible by\s+(\d+) \(required for type\s+(\S+?)\)(?:\s*->\s*falling back to\s+(\w+))?")
+_FALLBACK = re.compile(r"not divisible by\s+(\d+) \(required for type\s+(\S+?)\)(?:\s*\(WARNING:[^)]*\))?"
+                       r"(?:\s*->\s*falling back to\s+(\w+))?")
 _TOTAL = re.compile(r"(\d+) of (\d+) tensor\(s\) required fallback")
 
 
