@@ -22,6 +22,8 @@ so (:meth:`Equivalence.like_line`).
 - ``better by more than M``: its lower bound above +M (every item compared: the difference itself);
 - ``not worse by more than M``: its lower bound above -M, its upper bound M or more, its lower bound M or less;
 - ``worse by more than M``: its upper bound below -M;
+- ``cannot tell``: no interval, or a margin no difference of the metric can exceed (metrics.covered_difference: above
+  1 for an accuracy, 2 for a correlation), whatever the runs answer;
 - ``cannot tell yet``: the interval holds -M; with about how many of the task's items would settle
   it if the difference stayed what it is (stats.items_to_settle: the power figures at one-sided 5%,
   then stats.of_population); for items like these, more than the task holds: "this task cannot settle M".
@@ -45,6 +47,7 @@ from abricot_local.analysis.paired_exact import paired_set_ci
 from abricot_local.gguf.file import highest_precision
 from abricot_local.models.quants import precision_of
 from abricot_local.errors import UsageError, opt
+from abricot_local.metrics import BOUNDS, covered_difference
 
 EQUIVALENT, NOT_WORSE, WORSE, UNSETTLED, UNDEFINED = (
     "equivalent", "not worse", "worse", "cannot tell yet", "cannot tell")
@@ -253,6 +256,9 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     total = total if total is not None and total >= m.n else None
     base = dict(other=other, reference=ref, task=m.task, metric=m.metric, margin=margin, n=m.n, diff=diff,
                 stat=m.stat, total=total, identical=identical)
+    vacuous = covered_difference(margin, BOUNDS.get(m.stat))
+    if vacuous:  # no difference a run could give lies beyond the margin: none is said equivalent
+        return Equivalence(**base, ci90=NAN2, kind=UNDEFINED, note=vacuous)
     exact = total is not None and m.n >= total
     like = NAN2 if m.stat != "accuracy" and any(math.isnan(v) for v in m.ci90) else _interval(m, sign)
     note = m.note if math.isnan(diff) or math.isnan(like[0]) else ""

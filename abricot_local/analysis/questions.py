@@ -46,16 +46,21 @@ def questions(plan) -> dict[str, list[tuple[sq.Question, str]]]:
     return out
 
 
-def pair_questions(plan, reference: str) -> dict[str, list[tuple[sq.Question, str]]]:
+def pair_questions(plan, reference: str, model: str = "") -> dict[str, list[tuple[sq.Question, str]]]:
     """Per task instance, the rung's question against ``reference`` on the task's primary metric, at ``--margin``
-    or the task's margin for it."""
+    or the task's margin for it; a margin no difference of the metric can exceed (metrics.covered_difference) is
+    refused, as :func:`questions` refuses a published row's. ``model``: the rung's label (default: the plan's model;
+    a ladder's check before any item reads the reference's dry plan: the margins are the same for every rung)."""
     out: dict[str, list[tuple[sq.Question, str]]] = {}
     for r in plan.runs:
         task = r.task
         metric = task.primary_metric or "accuracy"
         stats = statistics(task)
         margin = plan.margin if plan.margin is not None else task.margin(metric)
-        name = sq.pair_question_name(plan.model_label, reference, task.key, metric)
+        name = sq.pair_question_name(model or plan.model_label, reference, task.key, metric)
+        vacuous = metric_stats.covered_difference(margin, metric_stats.BOUNDS.get(stats.get(metric)))
+        if vacuous:  # its first look would say equivalent: a verdict that cannot fail is not waited for
+            raise UsageError(f"{opt('until_settled', True)} waits for no verdict that cannot fail: {name}: {vacuous}")
         out[task.key] = [(sq.Question(name, stats[metric], margin),
                           metric)] if stats.get(metric) in metric_stats.ROW_STATS else []
     return out

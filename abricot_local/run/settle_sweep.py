@@ -35,11 +35,17 @@ def held(folder: Path) -> int:
 
 
 def schedule(request, reference: str) -> list[int]:
-    """Every look the ladder's tasks plan: the reference's plan (dry: nothing fetched), its tasks' looks."""
+    """Every look the ladder's tasks plan: the reference's plan (dry: nothing fetched), its tasks' looks; a rung's
+    question at a margin no difference of its metric can exceed is refused here, before any item is scored (the
+    margin is --margin's, else the task's: the same for every rung)."""
+    from abricot_local.analysis.questions import pair_questions
     from abricot_local.analysis.sequential import planned_looks
     from abricot_local.run.plan import make_plan
 
     p = make_plan(request, reference, dry=True)
+    for rung in request.models:  # a verdict that cannot fail, refused before any item (questions.pair_questions)
+        if rung != reference:
+            pair_questions(p, reference, rung)
     return sorted({n for r in p.runs if not r.problem
                    for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
 
