@@ -47,7 +47,7 @@ def test_the_tasks_warning_of_no_few_shot_pool_is_in_the_door_s_words(monkeypatc
         assert loaders.discotex(data_dir="/nowhere") == {"test": [], "train": []}
     loaders._discotex.cache_clear()
     (said,) = [r.getMessage() for r in caplog.records]
-    assert said == ("discotex: no few-shot pool (--num_fewshot 1 (simple_evaluate's num_fewshot=1) draws shots from "
+    assert said == ("discotex: no few-shot pool (--num_fewshot (simple_evaluate's num_fewshot) draws shots from "
                     """the train split; give the rows (--metadata '{"data": {"discotex": DIR}}' (simple_evaluate's """
                     """TaskManager(metadata={"data": {"discotex": DIR}})))); --num_fewshot """
                     "(simple_evaluate's num_fewshot) needs it")

@@ -304,8 +304,8 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     exported = _exported(configs, names)
     run_seed = config.get("random_seed")  # an export's: the run's --seed (lm-eval's own is no seed of a run here)
     run_seed = run_seed if exported and isinstance(run_seed, int) and run_seed >= 0 else None
-    found = _recorded_files(configs, names) if exported and data_dir is None else ()  # the data given wins
-    base = TaskOptions(data=(*found, *data), data_dir=data_dir, allow_download=False)
+    found = _recorded_files(configs, names) if exported and data_dir is None else ()
+    base = TaskOptions(data=given_wins(found, data), data_dir=data_dir, allow_download=False)
     limit, sample = _limit(config.get("limit")), _sample({n: configs.get(n) for n in names})
     for lm_task in names:
         if lm_task not in files:
@@ -359,3 +359,26 @@ def recorded_data(runs) -> tuple[tuple[str, str], ...]:
     from abricot_local.tasks.recorded_data import recorded_data as found
 
     return found(t for run in runs for t in run.run_tasks).pairs
+
+
+def given_wins(found, given) -> tuple[tuple[str, str], ...]:
+    """The ``--data`` pairs ``found`` (what runs recorded: :func:`recorded_data`) and ``given`` (the user's), the
+    data given winning for every task it names: the last pair of a key counts, and a task's data key is looked up
+    before its name (tasks.options.TaskOptions.data_for), so a found pair by data key (``abricot``) whose key a task
+    given by name (``abricot_abs``) reads is split into that key's other tasks, each by its name."""
+    from abricot_local.errors import TaskError
+    from abricot_local.tasks import all_task_names, task_class
+
+    def key_of(name: str) -> str | None:
+        try:
+            return str(task_class(name).data.key).lower()
+        except (TaskError, AttributeError):  # a data key, not a task's name
+            return None
+
+    by_name = {k for k, _ in given if key_of(k) not in (None, k)}  # the tasks given by name, not by their key
+    split = {key_of(k) for k in by_name}
+    if not split:
+        return (*found, *given)
+    others = {key: [n for n in all_task_names() if n not in by_name and key_of(n) == key] for key in split}
+    kept = [pair for k, p in found for pair in ([(n, p) for n in others[k]] if k in split else [(k, p)])]
+    return (*kept, *given)

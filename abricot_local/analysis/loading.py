@@ -40,7 +40,7 @@ def load_all(folders: Sequence[str | Path], registry: Mapping | None = None, *, 
     lm = [lm_eval_input.is_lm_eval_output(f) for f in folders]
     runs = {k: load_run(f, registry) for k, f in enumerate(folders) if not lm[k]}
     found = lm_eval_input.recorded_data(runs.values()) if any(lm) else ()
-    pairs = (*found, *data)  # the data given wins over what the runs recorded (the last of a key counts)
+    pairs = lm_eval_input.given_wins(found, tuple(data))  # the data given wins over what the runs recorded
     failed: list[tuple[str, ResultsError]] = []
     for k, f in enumerate(folders):
         if lm[k]:

@@ -211,7 +211,7 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     interval, read only from stats.MIN_CORRELATION_ITEMS items and with a spread; ``neighbours``: the other
     published (model, value) of the same source, task and metric (the small-sample warning); ``why``: why a
     correlation has no interval for the task's own value (correlation_ci's guard), or, ``value`` NaN, why it is
-    undefined (baselines.undefined: which side is constant); ``off``: with ``why`` the 10-answer rule's, the k
+    undefined (metrics.undefined: which side is constant); ``off``: with ``why`` the 10-answer rule's, the k
     answers off the most common value (correlation_ci.too_few_off), from which :func:`_rate_items` estimates the
     items that would hold 10 such answers; ``drawn`` False:
     the items are the task's first (--limit), no draw of it: the task's value is not judged from them; ``bounds``:

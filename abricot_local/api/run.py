@@ -77,10 +77,10 @@ def finished(paths, *, what: str) -> list[str]:
 def loaded(paths, registry=None, *, data=(), data_dir=None, beside=()) -> list[Run]:
     """The runs at ``paths`` (finished ones, as :func:`finished` finds them), read together
     (analysis.loading.load_all); ``beside``: runs already read, whose recorded data helps lm-eval outputs."""
-    from abricot_local.analysis.lm_eval_input import recorded_data
+    from abricot_local.analysis.lm_eval_input import given_wins, recorded_data
     from abricot_local.analysis.loading import load_all
 
-    pairs = (*recorded_data(beside), *data)
+    pairs = given_wins(recorded_data(beside), tuple(data))
     try:
         return load_all(paths, registry, data=pairs, data_dir=data_dir, skip=_warn_skipped)
     except ResultsError as err:  # nothing else to read: the lm-eval output's own error

@@ -6,12 +6,15 @@ leaves the figure: the title on top, the chance label in a band of its own betwe
 area (beside its line, on the side where it fits), the names left of the plot area (their margin as wide as
 the longest), the tick labels under it. A text's width is estimated from its font size and its characters
 (:func:`text_width`, sized for DejaVu Sans, the widest of the usual sans-serif fonts), and the page draws
-the texts at those places: :func:`text_boxes` gives the boxes the layout keeps apart.
+the texts at those places: :func:`text_boxes` gives the boxes the layout keeps apart. A run's withheld interval
+(no bar) is said in the caption, with why, as the PNG figures and the tables say it (frames.no_interval_words).
 """
 
 from __future__ import annotations
 
 import math
+
+from abricot_local.analysis.frames import no_interval_words
 
 FONT = 11  # px: the page's svg text (assets/report.css)
 BOLD = 1.15  # a bold text (the title) this much wider
@@ -118,5 +121,8 @@ def figure(column: dict, rows: list[dict]) -> dict | None:
                                     "transform": f"rotate(45 {X(v[0])} {y})"}])
         else:
             shapes.append(["circle", {"cx": X(v[0]), "cy": y, "r": 4.5, "class": "run"}])
+    # a withheld interval (a cell's 4th element, html._leaderboard): no whisker, and why, as the PNG figures say it
+    withheld = "".join(f"; {name}: {no_interval_words(r['cells'][key][3])}, no whisker"
+                       for r, name in zip(drawn, full) if len(r["cells"][key]) > 3)
     return {"width": width, "height": height, "shapes": shapes,
-            "caption": f"{column['task']}: {column['metric']} per run; dashed line: chance level{untold}"}
+            "caption": f"{column['task']}: {column['metric']} per run; dashed line: chance level{withheld}{untold}"}

@@ -57,7 +57,7 @@ def samples_frame(report: Report) -> pd.DataFrame:
 def render(report: Report, fmt: str) -> str:
     """The table as CSV (one table, a header line, nothing else) or JSON records."""
     if fmt not in FORMATS:
-        raise UsageError(f"{opt('which', 'samples')} is written as {' or '.join(FORMATS)} (add {opt('fmt', 'csv')}); "
+        raise UsageError(f"the samples table is written as {' or '.join(FORMATS)} (add {opt('fmt', 'csv')}); "
                          f"got {opt('fmt', fmt)}")
     frame = samples_frame(report)
     if fmt == "csv":

@@ -361,7 +361,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         return strict_json(doc)
     if fmt == "csv":
         if table == "prompts":  # a block per task and its variants: no one plain table
-            raise UsageError(f"{opt('which', 'prompts')} is written as table, markdown, json or html; got "
+            raise UsageError(f"{opt('table', 'prompts')} is written as table, markdown, json or html; got "
                              f"{opt('fmt', fmt)}")
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}

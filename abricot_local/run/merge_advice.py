@@ -224,7 +224,7 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
                 problems.append(f"{name}: {_unmergeable(folders, missing, twice)}")
                 lacking.append(group)
             else:
-                merges.append(f"{folders}, into {Path(out or 'OUT') / name}")
+                merges.append(f"{folders}, into {merged_folder(out or 'OUT', model)}")
     if not merges and not problems:
         where = "in it" if len(given) <= 1 else "in the folders given"
         return f"{sweep}: each model's run {where} is a whole run (made without shards), nothing to merge"
@@ -240,6 +240,17 @@ def _sweep(folder: Path, known: Sequence[Found], others: Sequence[Found], given:
         return base / slug(found[1].config.model or "MODEL")
 
     return f"{sweep}: {'; '.join(said + problems)}{_scoring(lacking, command, where)}"
+
+
+def merged_folder(out, model: str) -> Path:
+    """Where a sweep's model's shards merge: its folder in ``out``, named as a sweep names it (request.slug); the one
+    rule of `merge`'s advice on a sweep's folder (:func:`_sweep`) and of `runs`' (run.shards_listed)."""
+    return Path(out) / (slug(model) if model else "?")
+
+
+def in_sweep(shards: Sequence[Found]) -> bool:
+    """Whether ``shards`` are a sweep's: each in a folder named after its model, as a sweep names it (request.slug)."""
+    return all(d.name == slug(m.config.model or "") for d, m in shards)
 
 
 def missing_shards(first, count: int, missing: Sequence[int], command=None) -> str:

@@ -1,5 +1,6 @@
 """What `runs` says under its list of the shards among the complete runs it lists: each run's shards, merged, to
-merge (the door's command for it), or which of its shards are not there, or listed unfinished: what `merge` says
+merge (the door's command for it; a sweep's runs into their models' folders in one, by `merge`'s rule for a sweep's
+folder: run.merge_advice.merged_folder), or which of its shards are not there, or listed unfinished: what `merge` says
 of that shard's folder (run.merge_advice.not_a_shard: the call that resumes it, then merge); one reading of shards
 for both (run.merge_advice.shard_sets)."""
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from abricot_local.run.merge_advice import Found, new_folder, not_a_shard, recorded, shard_sets
+from abricot_local.run.merge_advice import (Found, in_sweep, merged_folder, new_folder, not_a_shard, recorded,
+                                            shard_sets)
 from abricot_local.run.request import Shard
 
 
@@ -42,7 +44,8 @@ def listed(states: Sequence, command) -> list[str]:
             out.append(f"{names}: shards of one run; {'; '.join(said)}{':' if resume else ''}"
                        + "".join(f"\n  {not_a_shard(d, (d,))}" for d, _ in resume))
         else:
-            where = new_folder(s.shards[0][0].parent / "merged")
+            root, model = s.shards[0][0].parent / "merged", s.shards[0][1].config.model or ""
+            where = new_folder(merged_folder(root, model) if in_sweep(s.shards) else root)
             out.append(f"{names}: the shards of one run; merge them:\n  {command([d for d, _ in s.shards], where)}")
     return out
 

@@ -5,7 +5,7 @@ built by :func:`abricot_local.tasks.make_task` gets the ones it does not declare
 defaults (so a recorded run rebuilds the task it ran), and a value given that it does not use
 is named: refused when no task of the run uses it (:func:`refuse_unused`), otherwise a note in
 that task's warnings, recorded with the run (``Task.option_notes``). No task is named here.
-An option only shots read (:data:`WITH_SHOTS`: ``--shot-seed``) is used by a task that declares it only
+An option only shots read (:data:`WITH_SHOTS`: ``--shot-sampler``, ``--shot-seed``) is used by a task that declares it only
 where it draws shots (:func:`draws_shots`): not by a 0-shot one (DISCOTEX by default, ``--shots 0``, a
 protocol of 0 shots). It still reaches such a task as given, so a run recorded with it rebuilds as it ran.
 
@@ -49,7 +49,8 @@ def given(options) -> dict[str, Any]:
     return {n: getattr(options, n) for n in defaults if getattr(options, n) != defaults[n]}
 
 
-WITH_SHOTS = ("shot_seed",)  # the options a task that declares them uses only where it draws shots
+# the options a task that declares them uses only where it draws shots (ABRICOT's sampler draws none at 0 shots)
+WITH_SHOTS = ("shot_sampler", "shot_seed")
 
 
 def _protocols_under(cls, options) -> list:

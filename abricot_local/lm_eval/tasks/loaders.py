@@ -42,6 +42,22 @@ def _door() -> Namer:
     return door_words  # (lm_eval/requests.py: the door's words, these tasks' metadata among them)
 
 
+_PROBE_SHOTS = 1  # the shots :func:`_discotex` asks for to find the few-shot pool
+
+
+def _door_unprobed() -> Namer:
+    """The door's words (:func:`_door`), the probe's shots (:data:`_PROBE_SHOTS`) named without a value: a value no
+    user gave (lm-eval's num_fewshot never reaches these loaders); another value (advice: ``--num_fewshot 0``) kept."""
+    from abricot_local.errors import NONE
+
+    def write(name: str, value: Any) -> str:
+        probe = name == "shots" and value is not NONE and str(value) == str(_PROBE_SHOTS)
+        return door.write(name, NONE if probe else value)
+
+    door = _door()
+    return Namer(write, door.join, door.call)
+
+
 def _pairs(data: Any, key: str) -> tuple[tuple[str, str], ...]:
     """``--metadata``'s ``data`` as `run`'s --data pairs: a {key: path} dict (tasks.options.data_pairs: a key
     no task reads refused), else one path, for the task reading data ``key``."""
@@ -128,11 +144,11 @@ def _discotex(data: tuple[tuple[str, str], ...], data_dir: str | None):
         return [{"text": r.text, "choices": list(r.choices), "label": r.label} for r in rows]
 
     try:
-        task = make_task("discotex", _options(1, None, data, data_dir))
+        task = make_task("discotex", _options(_PROBE_SHOTS, None, data, data_dir))
         rows, pool = task.rows_and_pool()
     except DataError as err:
         task = make_task("discotex", _options(0, None, data, data_dir))
-        (rows, pool), why = task.rows_and_pool(), err.raw().split("\n")[0]
+        (rows, pool), why = task.rows_and_pool(), render(err.raw().split("\n")[0], _door_unprobed())
         log.warning("%s", render(f"discotex: no few-shot pool ({why}); {opt('shots')} needs it", _door()))
     _warn(task)
     return _dataset({"test": docs(rows), "train": docs(pool)})
