@@ -29,6 +29,7 @@ from .errors import AbricotError, IntegrityError
 
 CHUNK = 8 * 1024 * 1024
 COMPUTED, MEMO = "computed", "memo"
+RECORDED = "recorded"  # a model taken as its finished run recorded it, its file not here: never read (models.locate)
 _KEYS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 _seen: dict[tuple, str] = {}  # stat key (device and inode first) -> sha256 computed in this process
 _fresh = [0]  # > 0 inside afresh(True): every digest is read from the bytes

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 from abricot_local.backends import BACKENDS, DEFAULT_BACKEND, backend_options, open_backend, options_class
 from abricot_local.backends.base import Backend
 from abricot_local.backends.options import ScoringOptions
+from abricot_local.errors import ModelError
+from abricot_local.hashing import RECORDED
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ class Given:
 def load(ref, options: ScoringOptions, *, force: bool = False, lost=None) -> Backend:
     """The backend for ``ref`` (a models.ref.ModelRef) with ``options`` (its backend's own), after the memory
     check (unless ``force``: backends.open_backend's ``weights``); ``lost``: told when a remote device goes away
-    (backends.open_backend)."""
+    (backends.open_backend). A model a finished run's --resume took as recorded (its file not here) is refused."""
+    if ref.sha256_origin == RECORDED:  # (models.locate: nothing fetched for a run that scores nothing)
+        raise ModelError(f"model {ref.as_written}: its file is not here (taken as its finished run recorded it), and "
+                         "scoring needs it: put the file back, or download it again")
     return open_backend(ref.backend, str(ref.path) if ref.path else ref.label, options,
                         weights=None if force else ref.path, lost=lost)
 

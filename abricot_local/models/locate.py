@@ -24,11 +24,13 @@ from pathlib import Path
 
 from abricot_local.backends import DEFAULT_BACKEND
 from abricot_local.errors import AbricotError, ModelError, UnknownModelError
+from abricot_local.hashing import RECORDED
 from abricot_local.models.given import Given, Opened
 from abricot_local.models.labelled import require_labelled
 from abricot_local.models.ref import Located, ModelRef, Notify, _finish, _registry, synthetic_ref
 from abricot_local.models.registry import ModelSpec, find, load_registry, unknown_model
 from abricot_local.models.sources import source_of
+from abricot_local.record.schema import Model
 
 
 def is_path_name(name: str) -> bool:
@@ -43,13 +45,15 @@ def is_path_name(name: str) -> bool:
 def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
            model_dirs: tuple[str, ...] = (), notify: Notify | None = None, fresh: bool = False,
            digest: bool = True, offline: bool | None = None, progress: bool = True,
-           registry: dict[str, ModelSpec] | None = None) -> Located:
+           registry: dict[str, ModelSpec] | None = None, recorded: Model | None = None) -> Located:
     """Find what ``name`` names (any name `run` takes), fetching nothing a download would bring: an unknown
     name, a missing file or store fails here (UnknownModelError with the close matches). ``digest`` False
     (``run --dry-run``): a file's SHA-256 only if remembered, no file read to hash it; a hub name not in the
     cache is planned as a download (offline: with the run's own refusal; ``offline`` True: refused).
     ``registry``: ``models_file`` read already (a run's request reads a file the user named first, whatever
-    the name: its errors are raised; :func:`resolve_model_ref` and :func:`open_model` too)."""
+    the name: its errors are raised; :func:`resolve_model_ref` and :func:`open_model` too). ``recorded``: the
+    ``model`` of a finished run a --resume scores nothing into (run.plan): a path, registry or hub model whose file
+    is not here is taken as recorded (:func:`_recorded`), nothing fetched; a file here is checked as ever."""
     from abricot_local.backends import class_refusal, reads_model_file
     from abricot_local.models import stores
 
@@ -69,13 +73,22 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
 
     prefix = stores.prefix_of(name)
     if prefix:  # a store's model (the hub's: from the cache when it is there, else a download)
-        hit = stores.locate(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+        try:
+            hit = stores.locate(name, offline=offline, notify=notify, progress=progress, fresh=fresh)
+        except ModelError:
+            if recorded is None:
+                raise
+            hit = None  # not in its store
         if not isinstance(hit, stores.Found):
+            if recorded is not None:  # nothing downloaded: a finished run's --resume needs no file
+                return _recorded(name, backend, prefix, recorded)
             return Located(name, backend, pending=hit, models_file=None if models_file is None else str(models_file))
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts, revision=hit.revision,
                                              label=hit.label))
     if is_path_name(name):
         found = Path(name).expanduser()
+        if recorded is not None and ("/" in name or "\\" in name) and not found.exists():  # a path gone
+            return _recorded(name, backend, "path", recorded, path=found)
         if found.exists() or "/" in name or "\\" in name:  # a path (one to no file: said missing, naming it)
             return Located(name, backend, finish(found, "path"))
         hit = stores.find_file(name, model_dirs)  # a bare file name: llama.cpp's cache, a --model-dir, else refused
@@ -83,13 +96,24 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     registry = known()
     spec = find(name, registry)
     if spec is not None:
-        return _entry(name, backend, spec, registry)
+        return _entry(name, backend, spec, registry, recorded)
     hit = stores.find_by_file_name(name, model_dirs)  # else a file of that name in llama.cpp's cache or a --model-dir
     if hit is None and Path(name).expanduser().is_dir():  # a folder here of no model's name: say it is one
         return Located(name, backend, finish(Path(name).expanduser(), "path"))
     if hit is None:  # else the close matches, the registry's and this machine's
         raise UnknownModelError(f"{unknown_model(name, registry)}{stores.near_matches(name, model_dirs)}")
     return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
+
+
+def _recorded(name: str, backend: str, source: str, recorded: Model, *, path: Path | None = None,
+              spec: ModelSpec | None = None, registry: dict[str, ModelSpec] | None = None) -> Located:
+    """``name`` as the finished run ``recorded`` (its record's ``model``) holds it, its file not here (a path gone, a
+    registry or hub model not downloaded): nothing fetched or read, its label and SHA-256 the record's (a --resume
+    compares the SHA-256 and the config's model as ever), its origin hashing.RECORDED (models.given.load refuses
+    to load it)."""
+    ref = ModelRef(name, source, backend, recorded.name, spec=spec, path=path, sha256=recorded.sha256,
+                   sha256_origin=RECORDED, quant=spec.quant if spec else "")
+    return Located(name, backend, ref, spec, registry=registry)
 
 
 def _synthetic(name: str, backend: str, known) -> Located:
@@ -104,9 +128,10 @@ def _synthetic(name: str, backend: str, known) -> Located:
     return Located(name, ref.backend, ref, spec)
 
 
-def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSpec]) -> Located:
+def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSpec], recorded=None) -> Located:
     """A registry entry (of ``registry``, kept: its other quants cost a plan of a model not here): its synthetic
-    model, its file here, or what fetching it downloads (offline: planned with the run's own refusal)."""
+    model, its file here, what fetching it downloads (offline: planned with the run's own refusal), or (its file not
+    here, ``recorded``: a finished run's) the model as recorded."""
     from abricot_local.cache import is_offline
     from abricot_local.models.sources import offline_refusal
 
@@ -115,6 +140,8 @@ def _entry(name: str, backend: str, spec: ModelSpec, registry: dict[str, ModelSp
         return Located(name, spec.backend or backend, synthetic_ref(name, spec.backend, spec), spec, registry=registry)
     kind = spec.backend or backend
     path = source.local_file(spec)
+    if path is None and recorded is not None:  # nothing fetched: a finished run's --resume needs no file
+        return _recorded(name, kind, "registry", recorded, spec=spec, registry=registry)
     if path is not None:
         require_labelled([spec], path)  # its `quant` against its file's header, before a plan shows it
         return Located(name, kind, spec=spec, path=path, registry=registry)

@@ -21,9 +21,9 @@ from abricot_local.errors import AbricotError, IntegrityError
 from abricot_local.models.ref import Located, ModelRef
 from abricot_local.models.locate import locate
 from abricot_local.models.sources import held_to_pins
-from abricot_local.record import DataFile, Manifest, RunConfig
+from abricot_local.record import DataFile, Manifest, Record, RunConfig
 from abricot_local.run.request import SettleOptions, Shard
-from abricot_local.run.resume import finished_in
+from abricot_local.run.resume import finished_in, remargined
 
 if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one is refused before the tasks load
     from abricot_local.tasks.base import TaskOptions
@@ -133,8 +133,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     hashed (``fresh``, default --resume: every file hashed from its bytes); a --resume of a folder holding a
     finished run (resume.finished_in) fetches no data, and a task of it whose data is not here takes its files'
     SHA-256 and its items' count from the record (run_plan finds the run finished, needing none, or refuses to
-    score that task). ``dry`` (``run
-    --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
+    score that task); nor its model, whose file not here is taken as recorded, said once (:func:`_located`).
+    ``dry`` (``run --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
     ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
     located is a plan with its ``problem`` and no task, not an error (a task's error is the command's).
     ``before_download`` (a run's): told the dry plan (nothing fetched) once the tasks are chosen, when the model
@@ -142,7 +142,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     r = request
     fresh = (r.resume if fresh is None else fresh) and not dry
     try:
-        located = located or _located(r, model or r.models[0], dry=dry, notify=notify, fresh=fresh)
+        located, held = _located(r, model or r.models[0], dry=dry, notify=notify, fresh=fresh, tasks=tasks,
+                                 found=located)
     except AbricotError as err:
         if not (dry and keep_going) or isinstance(err, PinsRefused):  # a wrong pin: the sweep's refusal, dry or not
             raise
@@ -150,7 +151,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                     r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
     options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
-    held = finished_in(r.out_folder(model or r.models[0]), r.sample) if r.resume and tasks and not dry else None
+    if notify is not None and located.ref is not None and located.ref.sha256_origin == hashing.RECORDED:
+        notify(f"resume: {located.name}: its model file is not here: the finished run is taken as recorded")
     from abricot_local.analysis.baselines import reproduced_protocols
     from abricot_local.tasks.selection import Count, select
 
@@ -172,22 +174,30 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                 r.shard, skipped, r.margin, dry, settle=r.settle)
 
 
-def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
-    """``model`` of request ``r`` located (models.locate.locate, nothing fetched); in a sweep's plan every model of the
+def _located(r, model: str, *, dry: bool, notify, fresh: bool, tasks: bool = True,
+             found: Located | None = None) -> tuple[Located, Record | None]:
+    """``model`` of request ``r`` located (``found``: located already), and the finished run a --resume's folder
+    holds that it does not grow (resume.finished_in, read first: None unless a --resume of a run, ``tasks``, not
+    dry). That run's model whose file is not here is taken as recorded (locate's ``recorded``: a finished run's
+    --resume needs no model file, as it needs no data; one whose verdict is judged again at another --margin needs
+    it: run_folder.rejudged). Located by models.locate.locate, nothing fetched; in a sweep's plan every model of the
     sweep too, each file here held to its models.toml pins (sources.held_to_pins: the check its fetch makes; the hash
     remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
     naming its entry, before the sweep scores its first item, not after the models before it ran. A dry plan holds a
     file to its pin only where its hash is remembered (nothing read to hash it), a dry sweep's every model's too: it
     refuses the sweep as its run will. A model of the sweep that cannot be located is left to its own
     plan, one to download to its download; every wrong pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
+    held = finished_in(r.out_folder(model), r.sample) if r.resume and tasks and not dry else None
+    if found is not None:
+        return found, held
+    recorded = held.model if held is not None and not remargined(held, r.margin) else None
     wrong: list[IntegrityError] = []
-    found = None
     for name in dict.fromkeys((model, *(r.models if r.sweep else ()))):  # its own first: its errors
         own = name == model
         try:
             here = locate(name, backend=r.given.backend, models_file=r.models_file, registry=r.registry,
                           model_dirs=r.model_dirs, notify=notify if own and not dry else None, fresh=fresh and own,
-                          digest=own and not dry)
+                          digest=own and not dry, recorded=recorded if own else None)
             if here.path is not None and (dry or r.sweep):  # a registry entry's file
                 held_to_pins(here.spec, fresh=fresh and own, remembered=dry)
         except IntegrityError as err:
@@ -202,4 +212,4 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool) -> Located:
         raise PinsRefused("\n".join(err.raw() for err in wrong))
     if wrong:
         raise wrong[0]
-    return found
+    return found, held
