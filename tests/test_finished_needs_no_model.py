@@ -14,10 +14,11 @@ from click.testing import CliRunner
 
 from abricot_local import backends
 from abricot_local.cli import cli
-from abricot_local.run import execute
 from gguf_synth import Synth
 from invented_data import write_discotex
+import test_dry_agrees
 
+scored = test_dry_agrees.scored  # the fixture: the models each run loads, scored by the fake backend
 TAKEN = "its model file is not here: the finished run is taken as recorded"
 
 
@@ -27,19 +28,6 @@ def invoke(*args):
 
 def said(r) -> str:
     return " ".join(r.output.split())
-
-
-@pytest.fixture
-def scored(monkeypatch):
-    """The models each run loads, scored by the fake backend (their files are headers only)."""
-    ran = []
-
-    def fake(plan, **_):
-        ran.append(plan.model_label)
-        return backends.open_backend("fake", plan.model_label, backends.backend_options("fake", {}))
-
-    monkeypatch.setattr(execute, "open_backend", fake)
-    return ran
 
 
 def test_a_path_gone_resumes_its_finished_run_as_recorded_in_a_sweep_and_alone(tmp_path, scored, monkeypatch):

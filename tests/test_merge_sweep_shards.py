@@ -7,29 +7,16 @@ task's files for every task of the key). Fake backend, in-process."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
 import abricot_local as al
 from abricot_local.analysis.loading import load_run
 from abricot_local.analysis.lm_eval_input import recorded_data
-from abricot_local.cli import cli
 from abricot_local.record import RESULTS
 from conftest import FIXTURE
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def commands(output: str, name: str) -> list[list[str]]:
-    """The `abricot-local NAME ...` commands printed in ``output`` (folded lines joined), as argv after the program."""
-    text = output.replace(" \\\n", " ")
-    return [shlex.split(line.strip())[1:] for line in text.splitlines()
-            if line.strip().startswith(f"abricot-local {name} ")]
+from test_runs_shards import commands, invoke
 
 
 def sweep(*extra):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,26 +17,11 @@ from click.testing import CliRunner
 from abricot_local.analysis import reproduction as rp
 from abricot_local.cli import cli
 from abricot_local.errors import render
+import test_constant_answers
 
-ROW = "CALAMITA leaderboard: Llama-3.1-8B-Instruct"
+ROW = test_constant_answers.ROW
+registry, one_answer = test_constant_answers.registry, test_constant_answers.one_answer  # its fixtures
 WHOLE = "more items help only if the constant side varies over them: all 127 of the task's items give its exact value"
-
-
-@pytest.fixture
-def registry(tmp_path):
-    models = tmp_path / "models.toml"
-    models.write_text(f'[fake-as-llama]\nbackend = "fake"\nn_ctx = 8192\nreproduces = "{ROW}"\n', encoding="utf-8")
-    return models
-
-
-@pytest.fixture
-def one_answer(monkeypatch):
-    """The fake backend with its first choice ahead on every item: every answer '1' (a constant model)."""
-    from abricot_local.backends import fake
-
-    score_many = fake.FakeBackend.score_many
-    monkeypatch.setattr(fake.FakeBackend, "score_many", lambda self, requests: [
-        replace(s, logprobs=(max(s.logprobs) + 0.5, *s.logprobs[1:])) for s in score_many(self, requests)])
 
 
 def invoke(*args):
