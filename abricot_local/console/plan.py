@@ -107,6 +107,9 @@ def full(plan, command: str = "") -> str:
             continue
         if len(label) > mw and m.tasks:  # folded: the name on its own line, its rows under it
             lines.append(label)
+        if m.recorded:  # a finished run's --resume: nothing loaded or scored
+            lines += [*_recorded_rows(m, label, mw, tw), ""]
+            continue
         for k, t in enumerate(m.tasks):
             name = label if k == 0 and len(label) <= mw else ""
             if t.problem and t.work is None:
@@ -139,6 +142,20 @@ def full(plan, command: str = "") -> str:
     if plan.alternatives:
         lines.append("instead: " + "; ".join(f"{a.option}: {_time(a.seconds, False)}" for a in plan.alternatives))
     return fold(visible("\n".join(lines), newlines=True))
+
+
+def _recorded_rows(m, label: str, mw: int, tw: int) -> list[str]:
+    """The rows of a model a finished run's --resume takes as recorded, its file not here (dry_plan.ModelPlan's
+    ``recorded``): each task's items left (none: those its folder holds, saved) and no time, then the note."""
+    rows = []
+    for k, t in enumerate(m.tasks):
+        name = label if k == 0 and len(label) <= mw else ""
+        said = "; ".join([*([t.problem] if t.problem else []), *([f"{t.saved} saved in {opt('out')}, left out"]
+                                                                  if t.saved else [])])
+        rows.append(_row(f"{name:<{mw}} {t.task:<{tw}} {t.items:>6} {'':>11} {'':>7}  {'none':<13}", said, mw + 1))
+        rows += [fold(f"{'':<{mw + 1}}warning: {visible(note)}") for note in t.notes]  # as the run warns
+    rows.append(f"{'':<{mw}} {'total':<{tw}} {sum(t.items for t in m.tasks):>6} {'':>11} {'':>7}  none")
+    return [*rows, f"  file:     {visible(m.recorded)}: nothing to load, nothing to score"]
 
 
 def _not_counted(plan) -> list:

@@ -42,10 +42,14 @@ class ModelPlan:
     tasks: tuple[TaskPlan, ...] = ()
     problem: str = ""  # why it cannot be planned (a sweep goes on)
     refused: str = ""  # planned, but the run refuses it as planned: its memory does not fit, without force
+    recorded: str = ""  # a finished run's --resume takes it as recorded, its file not here: the note (run.plan.TAKEN)
 
     @property
     def seconds(self) -> float | None:
-        """Load and every task that could be counted (None without a speed)."""
+        """Load and every task that could be counted (None without a speed; a model taken as recorded: 0, nothing
+        loaded or scored)."""
+        if self.recorded and not self.problem:
+            return 0.0
         if self.speed is None or self.problem:
             return None
         return self.speed.load + sum(t.seconds or 0.0 for t in self.tasks)
@@ -92,6 +96,7 @@ def _model_json(m: ModelPlan) -> dict:
     return {
         "model": m.model, "label": m.label, "backend": m.backend, "seconds": m.seconds, "path": m.path,
         "problem": m.problem or m.refused or None,  # (cannot be planned, or the run refuses it as planned)
+        "recorded": m.recorded or None,  # (its file not here: a finished run's --resume takes it as recorded)
         "tasks": [{"task": t.task, "items": t.items, "available": t.available, "seconds": t.seconds,
                    "tokens": t.work.tokens if t.work else None, "decode_calls": t.work.calls if t.work else None,
                    "rows": t.work.rows if t.work else None, "exact": t.work.exact if t.work else None,

@@ -115,10 +115,16 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
     """The cost of a dry plan (plan.py) of one model: its work counted with the model's own tokenizer
     (a vocabulary-only load) when its file is here, else with another quant's of the same model (an entry of the
     same base in the registry it was located in, here), else estimated from the text; the download, the memory,
-    the speed; a model that could not be located (``plan.problem``), its row."""
+    the speed; a model that could not be located (``plan.problem``), its row; a finished run's model taken as
+    recorded, its file not here (the plan's ``taken``: the run loads and scores nothing), its tasks' items, nothing
+    read, counted or loaded (:func:`_in_folder` leaves out the items its folder holds, as for a model here)."""
     located, ref, opts = plan.located, plan.model, plan.backend_options
     if plan.problem:
         return ModelPlan(located.name, located.name, plan.backend, problem=plan.problem)
+    if plan.taken:
+        return ModelPlan(located.name, located.label, plan.backend, recorded=plan.taken,
+                         tasks=tuple(TaskPlan(t.task.key, len(t.items), t.available or len(t.items), problem=t.problem,
+                                              notes=t.notes) for t in plan.runs))
     spec = located.spec or (ref.spec if ref else None)
     # a registry model to be downloaded: another quant of it that is here, found in the registry it was located in
     sibling = sibling_here(spec, located.registry) if located.pending is not None and located.registry else None
@@ -239,7 +245,7 @@ def _settled(plan, model: ModelPlan, reference: str | None = None) -> ModelPlan:
     """--until-settled: each task's looks and expected stop (run/settle.py), and each verdict its plan's last look
     cannot show within the margin (:func:`_reach`); ``reference``: a ladder's (its rungs' verdicts are against it;
     it waits for none)."""
-    if not plan.settle.on or model.problem or (reference is not None and model.model == reference):
+    if not plan.settle.on or model.problem or model.recorded or (reference is not None and model.model == reference):
         return model
     from abricot_local.record.schema import DataFile
     from abricot_local.run.settle import Pairs, costed, rule_of
@@ -359,8 +365,9 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
                     if any(t.items >= k for t in tasks)]
     out = []
     for option, items in choices:
-        secs = [None if m.seconds is None else m.speed.load + sum(m.speed.seconds(with_items(t.work, items(t)))
-                                                                  for t in m.tasks if t.work) for m in models]
+        secs = [None if m.seconds is None or m.recorded else  # (taken as recorded: another selection needs its file)
+                m.speed.load + sum(m.speed.seconds(with_items(t.work, items(t))) for t in m.tasks if t.work)
+                for m in models]
         out.append(Alternative(option, None if None in secs else sum(secs)))
     return tuple(out)
 

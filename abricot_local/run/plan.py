@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # loaded once the name is located (make_plan): an unknown one
     from abricot_local.tasks.selection import Skipped, TaskRun
 
 
+TAKEN = "its model file is not here: the finished run is taken as recorded"  # said once (make_plan), a dry run's too
+
+
 class PinsRefused(IntegrityError):
     """A sweep's model files here that differ from their models.toml pins, refused by its first plan before any item
     is scored: the sweep's refusal (run.session's sweep and a ladder end on it), not one model's failure."""
@@ -57,6 +60,7 @@ class Plan:
     dry: bool = False  # run --dry-run's: nothing fetched
     problem: str = ""  # a dry sweep's model that cannot be located: why (no tasks planned; its row says so)
     settle: SettleOptions = SettleOptions()  # --until-settled: the items scored in the nested order, looks taken
+    taken: str = ""  # its model's file not here, taken as a finished run recorded it (_located): TAKEN, said once
 
     @property
     def model_label(self) -> str:
@@ -134,7 +138,8 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
     finished run (resume.finished_in) fetches no data, and a task of it whose data is not here takes its files'
     SHA-256 and its items' count from the record (run_plan finds the run finished, needing none, or refuses to
     score that task); nor its model, whose file not here is taken as recorded, said once (:func:`_located`).
-    ``dry`` (``run --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem.
+    ``dry`` (``run --dry-run``): nothing fetched or hashed, a task whose data is not here kept with its problem, a
+    finished run's model whose file is not here taken as recorded (said) as the run takes it.
     ``tasks`` False: the model only (lm-eval's). ``keep_going`` (a dry sweep's): a model that cannot be
     located is a plan with its ``problem`` and no task, not an error (a task's error is the command's).
     ``before_download`` (a run's): told the dry plan (nothing fetched) once the tasks are chosen, when the model
@@ -151,8 +156,9 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
         return Plan(Located(name, kind), None, kind, r.given.checked(), r.task_options, (), {}, r.limit, r.force,
                     r.sample, r.shard, dry=True, problem=err.raw().splitlines()[0])
     options = located.options(r.given)  # the options it opens with, made once: the dry plan's and the run's
-    if notify is not None and located.ref is not None and located.ref.sha256_origin == hashing.RECORDED:
-        notify(f"resume: {located.name}: its model file is not here: the finished run is taken as recorded")
+    taken = TAKEN if located.ref is not None and located.ref.sha256_origin == hashing.RECORDED else ""
+    if notify is not None and taken:  # a dry plan's too: its dry run says what the run does (run.dry_run)
+        notify(f"resume: {located.name}: {taken}")
     from abricot_local.analysis.baselines import reproduced_protocols
     from abricot_local.tasks.selection import Count, select
 
@@ -171,7 +177,7 @@ def make_plan(request, model: str | None = None, *, located: Located | None = No
                                      for f in t.task.data_files()) for t in runs}  # absolute: `check`
         # finds them from any folder (made absolute without following a symlink: the path as the run named it)
     return Plan(located, ref, located.backend, options, r.task_options, tuple(runs), data, r.limit, r.force, r.sample,
-                r.shard, skipped, r.margin, dry, settle=r.settle)
+                r.shard, skipped, r.margin, dry, settle=r.settle, taken=taken)
 
 
 def _located(r, model: str, *, dry: bool, notify, fresh: bool, tasks: bool = True,
@@ -180,17 +186,18 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool, tasks: bool = Tru
     holds that it does not grow (resume.finished_in, read first: None unless a --resume of a run, ``tasks``, not
     dry). That run's model whose file is not here is taken as recorded (locate's ``recorded``: a finished run's
     --resume needs no model file, as it needs no data; one whose verdict is judged again at another --margin needs
-    it: run_folder.rejudged). Located by models.locate.locate, nothing fetched; in a sweep's plan every model of the
-    sweep too, each file here held to its models.toml pins (sources.held_to_pins: the check its fetch makes; the hash
-    remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
+    it: run_folder.rejudged), by a ``dry`` plan too (its dry run says what the run does: run.dry_run). Located by
+    models.locate.locate, nothing fetched; in a sweep's plan every model of the sweep too, each file here held to
+    its models.toml pins (sources.held_to_pins: the check its fetch makes; the hash remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
     naming its entry, before the sweep scores its first item, not after the models before it ran. A dry plan holds a
     file to its pin only where its hash is remembered (nothing read to hash it), a dry sweep's every model's too: it
     refuses the sweep as its run will. A model of the sweep that cannot be located is left to its own
     plan, one to download to its download; every wrong pin is named, one line each (a sweep's: :class:`PinsRefused`)."""
-    held = finished_in(r.out_folder(model), r.sample) if r.resume and tasks and not dry else None
+    finished = finished_in(r.out_folder(model), r.sample) if r.resume and tasks else None
+    held = None if dry else finished  # (a dry plan keeps a task whose data is not here as any dry plan does)
     if found is not None:
         return found, held
-    recorded = held.model if held is not None and not remargined(held, r.margin) else None
+    recorded = finished.model if finished is not None and not remargined(finished, r.margin) else None
     wrong: list[IntegrityError] = []
     for name in dict.fromkeys((model, *(r.models if r.sweep else ()))):  # its own first: its errors
         own = name == model
