@@ -156,6 +156,11 @@ class RunFolder:
                     folder.interrupted(self.resume_line(out_dir))
             except AbricotError:
                 pass  # another run holds the folder: its state is its own
+        done = [d for d in sorted(self.within.iterdir()) if (d / RESULTS).is_file()] if self.within and \
+            self.within.is_dir() else []  # a sweep's models finished before this one: its --resume goes on from them
+        if not shows and done:
+            return (f"\ninterrupted: nothing scored yet of this model; the sweep in {self.within} holds {len(done)} "
+                    f"finished run(s).\nresume with: {self.hint(self.within, tuple(self.totals) or finished_tasks(done))}")
         if not shows:  # what this run made is gone; a folder it did not take, as it was
             where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
             return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
@@ -231,3 +236,15 @@ def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | N
                f"at {opt('margin', plan.margin)} (it was judged at {was}) from its recorded samples, {RESULTS} "
                "rewritten")
     return again
+
+
+def finished_tasks(finished: list[Path]) -> tuple[str, ...]:
+    """The task keys the first of ``finished`` (a sweep's finished runs' folders) resolved: what the sweep's resume
+    call names (data landing later makes no other run of the models left); () when none can be read."""
+    from abricot_local.record import read_run
+
+    try:
+        config = read_run(finished[0]).config if finished else None
+    except AbricotError:
+        return ()
+    return tuple(config.tasks or ()) if config is not None else ()

@@ -16,7 +16,7 @@ from abricot_local.run.folder import tidy_finished
 from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
-from abricot_local.run.run_folder import RunFolder, rejudged, resume_words
+from abricot_local.run.run_folder import RunFolder, finished_tasks, rejudged, resume_words
 from abricot_local.run.resume import grown_words, grows, remargined, without_data
 
 
@@ -176,19 +176,7 @@ def after_signal(request, finished: list[Path], resume_hint: Callable[..., str] 
     if len(finished) == n:
         return f"\ninterrupted: the sweep in {root} holds its {n} runs, complete (results.json is written)"
     return (f"\ninterrupted: the sweep in {root} holds {len(finished)} of {n} runs complete (results.json is "
-            f"written).\nresume with: {resume_hint(root, _tasks_of(finished))}")
-
-
-def _tasks_of(finished: list[Path]) -> tuple[str, ...]:
-    """The task keys the sweep's first finished run resolved (what its resume call names: data landing later makes
-    no other run of the models left); () when none can be read."""
-    from abricot_local.record import read_run
-
-    try:
-        config = read_run(finished[0]).config if finished else None
-    except AbricotError:
-        return ()
-    return tuple(config.tasks or ()) if config is not None else ()
+            f"written).\nresume with: {resume_hint(root, finished_tasks(finished))}")
 
 
 def _steps(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
