@@ -62,12 +62,17 @@ def compared_settings(run: Run) -> dict[str, Any]:
 def _settings(a: Run, b: Run) -> list[tuple[SettingDiff, bool]]:
     """Each setting recorded otherwise, with whether only one side's door can record it; a provenance key that
     repeats a differing config key with the same values is left out, and the key a run recorded an instance
-    under is said only where the other run holds the instance under another key (compared together)."""
+    under is said only where the other run holds the instance under another key (compared together). A task only
+    one of the two holds is not compared (matching.absent_notes says so): its own settings are left out."""
     sa, sb = compared_settings(a), compared_settings(b)
+    ta, tb = ({t.name for t in r.run_tasks} for r in (a, b))
     out = []
     for key in dict.fromkeys([*sa, *sb]):
         va, vb = sa.get(key), sb.get(key)
         if va == vb or (key.endswith(f".{RECORDED_KEY}") and None in (va, vb)):
+            continue
+        task, _, rest = key.partition(".")
+        if task in ta ^ tb and rest.split(".", 1)[0] in (*PER_TASK, RECORDED_KEY):
             continue
         leaf = key.rsplit(".", 1)[-1]
         if "." in key and leaf != key and (sa.get(leaf), sb.get(leaf)) == (va, vb):

@@ -1,14 +1,13 @@
 """Did a run reproduce a published value? The verdict with a margin, as `compare --margin` judges two runs.
 
-A published row is a number on a finite set: the task's N items (ABRICOT's 127 rows), the ones the
-run scores. So the question is that set's own value. A run of n of the N items gives it a 90%
-interval (``within``: an accuracy's exact hypergeometric interval, stats.exact_set_ci, which holds the
-set's accuracy 90% of the time or more at every n; a correlation's bootstrap interval narrowed around
-the value by the finite-population correction sqrt((N - n) / (N - 1))); at n = N the run's value is the
-set's and the verdict is exact. The
-published value is a constant, rounded: the interval of run - published is the run's, shifted by it
-and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Against the margin M
-(the task's declared ``Task.margins`` for the metric, else ``Task.default_margin``; ``run --margin``):
+A published row is a number on a finite set: the task's N items (ABRICOT's 127 rows), the ones the run scores. So
+the question is that set's own value. A run of n of the N items gives it a 90% interval (``within``: an accuracy's
+exact hypergeometric interval, stats.exact_set_ci, which holds the set's accuracy 90% of the time or more at every
+n; a correlation's bootstrap interval narrowed around the value by the finite-population correction sqrt((N - n) /
+(N - 1))); at n = N the run's value is the set's and the verdict is exact. The published value is a constant,
+rounded: the interval of run - published is the run's, shifted by it and widened by half its last decimal
+(``rounding``: +-0.005 at two decimals). Against the margin M (the task's declared ``Task.margins`` for the metric,
+else ``Task.default_margin``; ``run --margin``):
 
 - ``reproduced``: the interval lies inside (-M, M): equal within M (two one-sided tests at 5%; at
   n = N, "reproduced within M" exactly);
@@ -16,8 +15,7 @@ and widened by half its last decimal (``rounding``: +-0.005 at two decimals). Ag
 - ``cannot tell yet``: the interval holds a bound of +-M; with about how many of the task's items would
   settle it if the difference stayed what it is (stats.items_to_settle: the interval's spread scaled
   as 1/sqrt(n), then stats.of_population: never more than N); all N, with the estimate within twice
-  the published value's rounding of M: that even all N may not tell (the exact value may fall within
-  the rounding of M);
+  the published value's rounding of M: that even all N may not tell (the exact value may fall within the rounding of M);
 - ``cannot settle``: not even every item could: every item scored, the exact difference lies within the
   published value's rounding of the margin (its interval holds a bound of +-M; on it, without rounding), where
   more items cannot help (:func:`kind`: the one rule, the --until-settled looks' too);
@@ -348,6 +346,13 @@ def words(check) -> str:
     return {REPRODUCED: f"reproduced within {m}", DIFFERS: f"differs by more than {m}",
             UNSETTLED: f"cannot tell yet within {m}", UNSETTLEABLE: f"this task cannot settle {m}",
             UNDEFINED: "cannot tell"}.get(check.verdict, check.verdict)
+
+
+def said(check) -> tuple[str, ...]:
+    """What a recorded check's verdict rests on, as the run's verdict block says it under the verdict's words: its
+    figures (the task's 90% interval, or why it cannot tell and the items that would), items like these, warnings."""
+    first = check.reasons[0] if check.reasons else ""
+    return (first.partition(": ")[2] or first, *check.reasons[1:]) if first else ()
 
 
 def items_to_grow(published) -> int | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from abricot_local.analysis.frames import ci_words
-from abricot_local.analysis.reproduction import grow_advice, words
+from abricot_local.analysis.reproduction import grow_advice, said, words
 from abricot_local.record.kernel_path import describe
 from abricot_local.record import Published, Record
 from abricot_local.record.schema import Kernels
@@ -86,9 +86,7 @@ def verdict(published: Published | None, quant: str = "", *, unheld: str = "", b
                          f"{fmt(c.value, 3):>8} {ci:<16} {fmt(c.difference, 3):>6}  {mark}{words(c)}")
             if not c.comparable:
                 lines.append(f"      made otherwise: {'; '.join(c.differences)}")
-            if c.reasons:  # the verdict's figures (its words are in the row), then its warnings
-                lines.append(f"      {c.reasons[0].partition(': ')[2] or c.reasons[0]}")
-                lines.extend(f"      {reason}" for reason in c.reasons[1:])
+            lines.extend(f"      {reason}" for reason in said(c))  # the verdict's figures (its words: the row's)
             for note in c.notes:
                 lines.append(f"      note: {note}")
     lines += [f"  {line}" for line in not_run(published, skipped)]

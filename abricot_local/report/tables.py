@@ -18,7 +18,7 @@ import pandas as pd
 
 from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.frames import WITHHELD, ci_words, no_interval_words
-from abricot_local.analysis.reproduction import words
+from abricot_local.analysis.reproduction import said, words
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.errors import UsageError, opt
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
@@ -250,8 +250,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
             row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": {}})
             cell = f"{c.task}.{c.metric}"
             row[cell] = verdict_cell(c, rc.settled)
-            said = rc.settled.notes(c) if rc.settled else c.reasons[1:]  # a rule's: each fixed-n figure said so
-            for n in (*(f"not comparable: {d}" for d in c.differences), *said, *c.notes):
+            rests = rc.settled.notes(c) if rc.settled else said(c)  # the run's verdict block's (a rule's: fixed-n)
+            for n in (*(f"not comparable: {d}" for d in c.differences), *rests, *c.notes):
                 on = row["notes"].setdefault(n, [])  # each note names its tasks (one shared by them: once)
                 on += [cell] if cell not in on else []
         rows = [{**r, "notes": "; ".join(f"{', '.join(on)}: {n}" for n, on in r["notes"].items())}
