@@ -190,9 +190,10 @@ def pinned(args: list[str], tasks: tuple[str, ...] = ()) -> list[str]:
     """A command line ``args`` as a printed or stored command gives it, to be pasted from any folder at any time:
     without --tasks, the tasks the run resolved (``tasks``, its task keys: those whose data was here then; data
     that lands later would make another run, which its folder refuses) named; and the value of each path option
-    (:func:`_path_flags`) absolute (a relative one names a folder from a directory recorded nowhere)."""
+    (:func:`_path_flags`) and each MODEL read as a file's path (:func:`_models_pinned`) absolute (a relative one names
+    a file or folder from a directory recorded nowhere)."""
     flags, out, value_of = _path_flags(), [], None
-    for a in args:
+    for a in _models_pinned(args):
         flag, eq, value = a.partition("=")
         if value_of is not None:
             out.append(_absolute(value_of, a))
@@ -209,6 +210,38 @@ def pinned(args: list[str], tasks: tuple[str, ...] = ()) -> list[str]:
 
         out += ["--tasks", ",".join(dict.fromkeys(base_name(k) for k in tasks))]
     return out
+
+
+def _models_pinned(args: list[str]) -> list[str]:
+    """``args`` (a command line as ``sys.argv[1:]`` holds it) with, when it is `run`'s, each MODEL its parse gives
+    that models.locate.read_as_path reads as a file's path from this folder made absolute; a registry alias, a
+    store's model, a synthetic backend's label and a bare file name found in llama.cpp's cache or a --model-dir
+    (found again from any folder) are left as written. Each word that is no flag is parsed as a mark of its place,
+    so the MODELs are the words click takes for them, never an option's value."""
+    import os
+
+    from abricot_local.models.locate import read_as_path
+
+    if not args or cli.get_command(click.Context(cli), args[0]) is not run:
+        return args
+    ctx = click.Context(run, info_name=args[0], resilient_parsing=True)
+    words = args[1:]
+    marked = [w if w.startswith("-") else f"\0{i}" for i, w in enumerate(words)]  # each word its place's mark
+    places = {m: i for i, m in enumerate(marked) if m.startswith("\0")}
+    parsed, _, _ = run.make_parser(ctx).parse_args(list(marked))  # (the parser takes the words off its list)
+    backend = parsed.get("backend")
+    if backend in places:
+        backend = words[places[backend]]
+    if backend is None:
+        backend = next(p for p in run.params if p.name == "backend").get_default(ctx)
+    out = list(words)
+    for mark in parsed.get("models", ()):
+        if mark not in places:  # (a word after `--` that starts with -: left as written)
+            continue
+        name = words[places[mark]]
+        if read_as_path(name, backend) and not os.path.isabs(os.path.expanduser(name)):
+            out[places[mark]] = os.path.abspath(name)
+    return [args[0], *out]
 
 
 def _given(args: list[str], flag: str) -> bool:

@@ -42,6 +42,19 @@ def is_path_name(name: str) -> bool:
     return name.lower().endswith(".gguf") or path.is_file() or (spelt and path.exists())
 
 
+def read_as_path(name: str, backend: str = DEFAULT_BACKEND) -> bool:
+    """Whether :func:`locate` reads ``name`` as the path of a file, from the folder it runs in unless absolute: with
+    a backend that reads a model file, a name no store's prefix starts that is a path name (:func:`is_path_name`)
+    that exists or is written with a folder in it. Not a registry alias, a store's model, a synthetic backend's
+    label, nor a bare file name not here (looked for in llama.cpp's cache and the --model-dir folders)."""
+    from abricot_local.backends import reads_model_file
+    from abricot_local.models import stores
+
+    if stores.prefix_of(name) or not reads_model_file(backend) or not is_path_name(name):
+        return False
+    return Path(name).expanduser().exists() or "/" in name or "\\" in name
+
+
 def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str | None = None,
            model_dirs: tuple[str, ...] = (), notify: Notify | None = None, fresh: bool = False,
            digest: bool = True, offline: bool | None = None, progress: bool = True,
@@ -89,7 +102,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
         found = Path(name).expanduser()
         if recorded is not None and ("/" in name or "\\" in name) and not found.exists():  # a path gone
             return _recorded(name, backend, "path", recorded, path=found)
-        if found.exists() or "/" in name or "\\" in name:  # a path (one to no file: said missing, naming it)
+        if read_as_path(name, backend):  # a path (one to no file: said missing, naming it)
             return Located(name, backend, finish(found, "path"))
         hit = stores.find_file(name, model_dirs)  # a bare file name: llama.cpp's cache, a --model-dir, else refused
         return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))  # saying where it looked
@@ -189,4 +202,4 @@ def open_model(name: str, given: Given, *, models_file: Path | str | None = None
     return Opened(located.ready(options, force=force, notify=notify, fresh=fresh, progress=progress), options)
 
 
-__all__ = ["locate", "resolve_model_ref", "open_model", "is_path_name"]
+__all__ = ["locate", "resolve_model_ref", "open_model", "is_path_name", "read_as_path"]
