@@ -363,22 +363,17 @@ def recorded_data(runs) -> tuple[tuple[str, str], ...]:
 
 def given_wins(found, given) -> tuple[tuple[str, str], ...]:
     """The ``--data`` pairs ``found`` (what runs recorded: :func:`recorded_data`) and ``given`` (the user's), the
-    data given winning for every task it names: the last pair of a key counts, and a task's data key is looked up
-    before its name (tasks.options.TaskOptions.data_for), so a found pair by data key (``abricot``) whose key a task
-    given by name (``abricot_abs``) reads is split into that key's other tasks, each by its name."""
+    data given winning for every task it names: a task's name is looked up before its data key
+    (tasks.options.TaskOptions.data_for), so a pair given by name wins over a found one by key as it stands; a
+    found pair by a task's name (``abricot_abs``) whose data key is given (``abricot``) is left out."""
     from abricot_local.errors import TaskError
-    from abricot_local.tasks import all_task_names, task_class
+    from abricot_local.tasks import task_class
 
-    def key_of(name: str) -> str | None:
+    def key_of(name: str) -> str:
         try:
             return str(task_class(name).data.key).lower()
         except (TaskError, AttributeError):  # a data key, not a task's name
-            return None
+            return name
 
-    by_name = {k for k, _ in given if key_of(k) not in (None, k)}  # the tasks given by name, not by their key
-    split = {key_of(k) for k in by_name}
-    if not split:
-        return (*found, *given)
-    others = {key: [n for n in all_task_names() if n not in by_name and key_of(n) == key] for key in split}
-    kept = [pair for k, p in found for pair in ([(n, p) for n in others[k]] if k in split else [(k, p)])]
-    return (*kept, *given)
+    named = {k for k, _ in given}
+    return (*[(k, p) for k, p in found if key_of(k) not in named], *given)

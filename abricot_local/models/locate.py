@@ -19,6 +19,7 @@ the backend.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
                                              label=hit.label))
     if is_path_name(name):
         found = Path(name).expanduser()
-        if recorded is not None and ("/" in name or "\\" in name) and not found.exists():  # a path gone
+        if recorded is not None and _path_gone(name, found, recorded):
             return _recorded(name, backend, "path", recorded, path=found)
         if read_as_path(name, backend):  # a path (one to no file: said missing, naming it)
             return Located(name, backend, finish(found, "path"))
@@ -116,6 +117,17 @@ def locate(name: str, *, backend: str = DEFAULT_BACKEND, models_file: Path | str
     if hit is None:  # else the close matches, the registry's and this machine's
         raise UnknownModelError(f"{unknown_model(name, registry)}{stores.near_matches(name, model_dirs)}")
     return Located(name, backend, finish(hit.path, hit.source, facts=hit.facts))
+
+
+def _path_gone(name: str, found: Path, recorded: Model) -> bool:
+    """Whether ``name`` is the path of a file gone that the finished run ``recorded`` scored: a path written with a
+    folder in it (``m/g.gguf``, ``./g.gguf``), or a bare file name whose absolute path here is the record's
+    (``g.gguf`` from the folder the run was started in; elsewhere it is looked for as ever)."""
+    if found.exists():
+        return False
+    if "/" in name or "\\" in name:
+        return True
+    return recorded.path == os.path.abspath(found)
 
 
 def _recorded(name: str, backend: str, source: str, recorded: Model, *, path: Path | None = None,

@@ -139,9 +139,11 @@ class TaskOptions:
         settle(self)  # a value given as text or in another shape parsed by its field (prompt_variant, data)
         validate(self)  # --seed, --shots in range, named in the message
 
-    def data_for(self, *keys: str) -> str | None:
+    def data_for(self, key: str, name: str) -> str | None:
+        """The path ``--data`` gives a task of data key ``key`` (``abricot``) and name ``name`` (``abricot_abs``):
+        the one given for its name, the narrower, else for its key (each the last given for it)."""
         given = dict(self.data)
-        return next((given[k] for k in keys if k in given), None)
+        return given.get(name, given.get(key))
 
     def config(self) -> dict:
         """The options a run records in its config (and compares on --resume)."""

@@ -3,11 +3,10 @@ advice, run/merge_advice.py; the lm-eval outputs read beside runs, analysis/lm_e
 
 Each task that recorded data files, all of them here, is found again by its data key (``Task.data.key``) where
 every task of that key recorded the same files (``Task.data_ref``), all here; else by each task's name (which
-``--data`` takes too: tasks.options.TaskOptions.data_for, the key first): one key pair would send every task of
-the key to the first one's files, a task whose files are not here too (a ``--data TASK=PATH`` added for it
-would not count). A task seen twice (several runs) keeps its first run's files. A task whose recorded files are
-not all here is named with one of them (``gone``); one not registered here (its instance cannot be made) is left
-out."""
+``--data`` takes too: tasks.options.TaskOptions.data_for, the name first): one key pair would send every task of
+the key to the first one's files, a task whose files are not here too. A task seen twice (several runs) keeps its
+first run's files. A task whose recorded files are not all here is named with one of them (``gone``); one not
+registered here (its instance cannot be made) is left out."""
 
 from __future__ import annotations
 
