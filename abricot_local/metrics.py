@@ -254,26 +254,28 @@ def undefined(inputs, samples: Sequence) -> dict[str, str]:
 
 
 def covered(published: float, margin: float, bounds: tuple[float, float] | None) -> str:
-    """Why a verdict at ``margin`` on ``published`` cannot fail, or "": a margin as far as both ``bounds`` (the values
-    the metric takes, :data:`BOUNDS`; None: not known) lie from it holds every value a run could give (one rule)."""
+    """Why a verdict at ``margin`` on ``published`` cannot fail, or "": a margin beyond how far both ``bounds`` (the
+    values the metric takes, :data:`BOUNDS`; None: not known) lie from it holds every value a run could give (one
+    rule, :func:`covered_difference`'s too). A verdict reads the open (-M, M), so a margin of exactly that reach can
+    still fail (a run at the farther bound); one above it cannot."""
     lo, hi = bounds or (math.nan, math.nan)
     reach = max(published - lo, hi - published)
-    if not margin >= reach:  # (no bounds: NaN, never covered)
+    if not margin > reach:  # (no bounds: NaN, never covered)
         return ""
     return (f"the margin +-{margin:g} covers every value the metric takes ([{lo:g}, {hi:g}]) from the published "
             f"{published:g}: run - published lies in [{lo - published:+.3g}, {hi - published:+.3g}] whatever the run "
-            f"gives: no run could differ by more, so the verdict could not fail (none is said reproduced); a margin under "
-            f"{reach:.3g} can fail ({opt('margin', 'M')})")
+            f"gives: no run could differ by more, so the verdict could not fail (none is said reproduced); a margin of "
+            f"{reach:.3g} or under can fail ({opt('margin', 'M')})")
 
 
 def covered_difference(margin: float, bounds: tuple[float, float] | None) -> str:
     """Why a verdict at ``margin`` on a difference of two values of a metric (a run's minus its reference's: compare's
-    equivalence verdicts, a ladder's rungs) cannot fail, or "": :func:`covered`'s rule for a difference, which lies in
-    [lo - hi, hi - lo] (``bounds``: the values the metric takes, :data:`BOUNDS`; None: not known). A verdict reads the
-    open (-M, M), so a margin of exactly hi - lo can still fail (two runs at either bound); one above it cannot."""
+    equivalence verdicts, a ladder's rungs) cannot fail, or "": :func:`covered` of 0 over the difference's bounds
+    [lo - hi, hi - lo] (``bounds``: the values the metric takes, :data:`BOUNDS`; None: not known): a margin of exactly
+    hi - lo can still fail (two runs at either bound); one above it cannot."""
     lo, hi = bounds or (math.nan, math.nan)
     width = hi - lo
-    if not margin > width:  # (no bounds: NaN, never covered)
+    if not covered(0.0, margin, (-width, width)):  # (no bounds: NaN, never covered)
         return ""
     return (f"the margin +-{margin:g} covers every value the difference takes ([{-width:g}, {width:g}]: each run's "
             f"value lies in [{lo:g}, {hi:g}]): no run could differ from its reference by more, so the verdict could "

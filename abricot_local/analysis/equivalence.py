@@ -81,6 +81,12 @@ class Equivalence:
         return self.total is not None and self.n >= self.total
 
     @property
+    def covered(self) -> str:
+        """Why no difference a run could give fails this margin, or "" (metrics.covered_difference: verdict_of's
+        cannot tell, whatever the runs answer)."""
+        return covered_difference(self.margin, BOUNDS.get(self.stat))
+
+    @property
     def method(self) -> str:
         return "Tango's score interval" if self.stat == "accuracy" else "paired bootstrap"
 

@@ -17,11 +17,11 @@ counted where they recorded their data, else in the data the user gave (populati
 --data-dir`). A rung a
 ``run --quants --until-settled`` rule judged against this reference holds that rule's verdict too (``settled``:
 settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n one beside it judged at the
-rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks.
-What a ladder's verdicts say about which quant to keep (:func:`choices`): the smallest quant shown as good as the
-reference within the margin, the rungs that cannot tell yet, those shown worse; no more (a verdict at a margin no
-difference can exceed, metrics.covered_difference, shows none as good: a rule's recorded before such a margin was
-refused, compare's cannot tell instead). Pure: reads runs, returns rows.
+rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks;
+none where that margin is one no difference can exceed (metrics.covered_difference: a rule recorded before such a
+margin was refused), compare's cannot tell instead (:class:`Rung`). What a ladder's verdicts say about which quant
+to keep (:func:`choices`): the smallest quant shown as good as the reference within the margin, the rungs that
+cannot tell yet, those shown worse; no more. Pure: reads runs, returns rows.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from abricot_local.analysis.settled import Reach, SettledVerdict, rung_verdict
 from abricot_local.gguf.file import by_precision
 from abricot_local.errors import ResultsError
 from abricot_local.models.quants import precision_of, refuse_mixed
-from abricot_local.metrics import BOUNDS, covered_difference
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,12 @@ class Rung:
     bits: float | None = None  # its model file's bits per weight as its run recorded it (None: not recorded)
     ref_near_ties: int | None = None  # the reference's near ties on the items compared (changes' threshold)
     ref_decisive: int | None = None  # and its decisive answers there: what ``changes`` flipped, of how many
+
+    def __post_init__(self):
+        # A rule's verdict recorded at a margin no difference can exceed (before such a margin was refused) is no
+        # verdict: the rung holds none, compare's cannot tell stands (its table, its keep line: the one place).
+        if self.settled is not None and self.verdict is not None and self.verdict.covered:
+            object.__setattr__(self, "settled", None)
 
     @property
     def is_reference(self) -> bool:
@@ -272,8 +277,7 @@ def _standing(r: Rung) -> Standing:
     if e is None:
         return Standing(r.quant, r.run, "", "no common item", None, r.n, kld=kld)
     items = e.items if e.kind == UNSETTLED else None
-    vacuous = covered_difference(e.margin, BOUNDS.get(e.stat))  # e is judged at the rule's margin where one judged it
-    if s is not None and not vacuous:  # (a rule recorded at such a margin, before it was refused: compare's words)
+    if s is not None:  # (none at a margin no difference can exceed: Rung)
         lk = s.look
         return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
                         items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,

@@ -191,14 +191,20 @@ class SettledVerdict:
     line: str
     next_look: int | None = None
     max_items: int | None = None
-    reach: Reach | None = None  # the estimate of the items that would settle it, far beyond ``next_look`` (or None)
+    needed: int | None = None  # the estimate of the items that would settle it (fixed_n_needed's; None: none)
+    basis: str = ""  # where ``needed`` comes from, if not a recorded fixed-n figure (Reach.basis)
 
     def needing(self, needed: int | None, basis: str = "") -> "SettledVerdict":
         """This verdict with ``needed`` as its estimate of the items that would settle it (a reader's own fixed-n
-        figure: the quant ladder's, compare's over the same items): :class:`Reach` of its next look, a grown run's."""
+        figure: the quant ladder's, compare's over the same items), the figure :attr:`reach` reads."""
+        return replace(self, needed=needed, basis=basis)
+
+    @property
+    def reach(self) -> Reach | None:
+        """:class:`Reach` of the estimate (:attr:`needed`) where it lies far beyond ``next_look`` (a grown run's);
+        None when it does not, or the run is not grown (no ``max_items``)."""
         lk = self.look
-        far = reach(self.next_look, needed, lk.total, lk.margin, basis=basis) if self.max_items else None
-        return replace(self, reach=far)
+        return reach(self.next_look, self.needed, lk.total, lk.margin, basis=self.basis) if self.max_items else None
 
     @property
     def verdict(self) -> str:
@@ -324,9 +330,8 @@ def _judged(record: Record, task: str, names: Iterable[str]) -> SettledVerdict |
     lk = next((lk for lk in state.latest if lk.question in wanted), None)
     if lk is None:
         return None
-    found = SettledVerdict(lk, len(state.planned), state.line(lk).removeprefix(f"{lk.question}: "),
-                           *_next(record, state, lk))
-    return found.needing(fixed_n_needed(record, lk), _basis(record, lk))
+    return SettledVerdict(lk, len(state.planned), state.line(lk).removeprefix(f"{lk.question}: "),
+                          *_next(record, state, lk), fixed_n_needed(record, lk), _basis(record, lk))
 
 
 def _basis(record: Record, lk: sq.Look) -> str:

@@ -96,11 +96,9 @@ def tensor_types(tensors: Sequence[TensorInfo], quant: str, meta: dict | None = 
     (llama_tensor_get_type_impl), then the fallback where its rows do not cut in that type's blocks
     (tensor_type_fallback); every other tensor keeps its type. ``meta``: the file's header (architecture, block,
     head and expert counts), counted from the tensors where it does not say. The tensors are taken in
-    llama.cpp's order (by block, then by name): the mixes count the attention-value and feed-forward matrices."""
-    refuse_unwritable((quant,))
-    default = _DEFAULT.get(quant)
-    if default is None:
-        raise UsageError(f"quantize cannot write {quant}: it writes {', '.join(_DEFAULT)}")
+    llama.cpp's order (by block, then by name): the mixes count the attention-value and feed-forward matrices.
+    ``quant``: a type quantize.parse_rungs accepts (the types it writes: :data:`_DEFAULT`'s)."""
+    default = _DEFAULT[quant]
     model = _model(tensors, meta or {})
     seen = {"attn_v": 0, "ffn_down": 0, "n_attn_v": sum(_category(t.name) == "attn_v" for t in tensors)}
     types = {}

@@ -43,9 +43,9 @@ def schedule(request, reference: str) -> list[int]:
     from abricot_local.run.plan import make_plan
 
     p = make_plan(request, reference, dry=True)
-    for rung in request.models:  # a verdict that cannot fail, refused before any item (questions.pair_questions)
-        if rung != reference:
-            pair_questions(p, reference, rung)
+    rungs = [m for m in request.models if m != reference]
+    if rungs:  # a verdict that cannot fail, refused before any item (questions.pair_questions), named by the first
+        pair_questions(p, reference, rungs[0])
     return sorted({n for r in p.runs if not r.problem
                    for n in planned_looks(r.available or len(r.items), request.settle.looks, len(r.items))})
 
