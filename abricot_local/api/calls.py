@@ -16,6 +16,7 @@ from abricot_local.api.arguments import entry
 from abricot_local.api.options import progress_bars, refuse_unknown, warn
 from abricot_local.api.words import said, words_of
 from abricot_local.errors import AbricotError
+from abricot_local.record.settings import task_keys
 from abricot_local.run.dry_plan import DryRun
 
 
@@ -89,34 +90,45 @@ def _request(call, model, tasks, protocol, options: dict, **selection):
                       **selection)
 
 
+def _named(tasks: tuple[str, ...], pin: bool) -> str:
+    """The ``tasks=`` argument of a call that goes on from a run (its resume, grow or next look): the tasks it resolved
+    (``tasks``, its task keys) named where the call named none (``pin``), as `run`'s printed commands add --tasks (data
+    that lands later makes no other run of it); "" otherwise."""
+    from abricot_local.tasks import base_names
+
+    named = list(base_names(tasks)) if pin else []
+    return f"tasks={named!r}, " if named else ""
+
+
 def _resume_hint(folder: Path, tasks: tuple[str, ...] = (), *, pin: bool = True) -> str:
     """The call that resumes the run in ``folder`` (absolute: a state file keeps it), naming the tasks it resolved
     (``tasks``, its task keys) where the call named none (``pin``): data that lands later makes no other run of it."""
-    from abricot_local.tasks import base_name
-
-    named = list(dict.fromkeys(base_name(k) for k in tasks)) if pin else []
-    return f"abricot_local.evaluate(..., {f'tasks={named!r}, ' if named else ''}out={os.path.abspath(folder)!r}, " \
-           "resume=True)"
+    return f"abricot_local.evaluate(..., {_named(tasks, pin)}out={os.path.abspath(folder)!r}, resume=True)"
 
 
-def _grow_hint(folder: Path, sample: int, config) -> str:
-    """The call that scores ``sample`` items (the verdict's advice): a sample run grown, a limit run drawn anew."""
+def _grow_hint(folder: Path, sample: int, config, *, pin: bool = True) -> str:
+    """The call that scores ``sample`` items (the verdict's advice): a sample run grown, a limit run drawn anew; the
+    tasks ``config`` (its record.RunConfig) records named where the call named none (``pin``)."""
+    named = _named(task_keys(config), pin)
     if config.sample is None:
-        return f"abricot_local.evaluate(..., sample={sample})"
-    return f"abricot_local.evaluate(..., out={os.path.abspath(folder)!r}, resume=True, sample={sample})"
+        return f"abricot_local.evaluate(..., {named}sample={sample})"
+    return f"abricot_local.evaluate(..., {named}out={os.path.abspath(folder)!r}, resume=True, sample={sample})"
 
 
-def _advise(done) -> None:
-    """The verdict's advice of a finished model's run, as a warning: the call that settles a row that cannot tell yet."""
+def _advise(done, *, pin: bool = True) -> None:
+    """The verdict's advice of a finished model's run, as a warning: the call that settles a row that cannot tell yet,
+    naming the tasks the run resolved where the call named none (``pin``)."""
     from abricot_local.analysis.reproduction import grow_advice
     from abricot_local.run import settle_record
 
     record, at = done.outcome.record, done.within or done.folder  # a sweep's: the sweep's folder, as its resume's
     if record.config is not None and record.config.until_settled:  # the rule's next look, not a fixed-n sample
-        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., out={os.path.abspath(at)!r}, "
-                                                 f"resume=True, until_settled=True, max_items={m})")
+        named = _named(task_keys(record.config), pin)
+        advice = settle_record.advice(record, lambda m: f"abricot_local.evaluate(..., {named}out="
+                                                 f"{os.path.abspath(at)!r}, resume=True, until_settled=True, "
+                                                 f"max_items={m})")
     else:
-        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(at, m, record.config))
+        advice = grow_advice(record.published, record.config, lambda m: _grow_hint(at, m, record.config, pin=pin))
     if advice:
         warn(advice.replace("\n  ", " "))
 
@@ -161,7 +173,7 @@ def evaluate(model: Models, tasks: Tasks = None, *, sample: int | None = None, l
             for task, line in step.done.outcome.warnings:  # what its numbers may mislead by (`run`: under its summary)
                 warn(f"{task}: {line}")
             _not_checked(step.done.outcome.record)
-            _advise(step.done)
+            _advise(step.done, pin=tasks is None)
     if not request.sweep:  # (a list of one model is a sweep too: a list back)
         return Run(steps[0].done.outcome.path.parent, steps[0].done.outcome.record)
     from abricot_local.analysis.loading import load_run

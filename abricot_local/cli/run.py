@@ -12,6 +12,7 @@ from abricot_local.cli.app import cli, echo, left_sigterm, say
 from abricot_local.cli.options import backend_options, run_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError, shell_line
+from abricot_local.record.settings import task_keys
 
 
 @cli.command()
@@ -148,20 +149,15 @@ def grow_command(out_dir: Path, sample: int, config) -> str:
     args = _dropped(sys.argv[1:], "--sample", "--limit") + ["--sample", str(sample)]
     if config.sample is None:  # a new run, in a new folder
         new = _dropped([a for a in args if a != "--resume"], "--out")
-        return shell_line(["abricot-local", *pinned(new, _tasks_of(config))])
-    return shell_line(["abricot-local", *resume_argv(out_dir, args, _tasks_of(config))])
-
-
-def _tasks_of(config) -> tuple[str, ...]:
-    """The task keys a finished run's config (a record.RunConfig, or None) records: its advice's commands name them."""
-    return tuple(config.tasks or ()) if config is not None else ()
+        return shell_line(["abricot-local", *pinned(new, task_keys(config))])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args, task_keys(config))])
 
 
 def settle_command(out_dir: Path, items: int, config=None) -> str:
     """The command that takes a --until-settled run's next look: its folder resumed with --max-items ``items`` (the
     tasks it ran, ``config``'s, named)."""
     args = _dropped(sys.argv[1:], "--sample", "--max-items") + ["--max-items", str(items)]
-    return shell_line(["abricot-local", *resume_argv(out_dir, args, _tasks_of(config))])
+    return shell_line(["abricot-local", *resume_argv(out_dir, args, task_keys(config))])
 
 
 def _dropped(args: list[str], *options: str) -> list[str]:
@@ -206,9 +202,9 @@ def pinned(args: list[str], tasks: tuple[str, ...] = ()) -> list[str]:
         else:
             out.append(a)
     if tasks and not _given(out, "--tasks"):
-        from abricot_local.tasks import base_name
+        from abricot_local.tasks import base_names
 
-        out += ["--tasks", ",".join(dict.fromkeys(base_name(k) for k in tasks))]
+        out += ["--tasks", ",".join(base_names(tasks))]
     return out
 
 

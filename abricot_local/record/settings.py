@@ -158,3 +158,9 @@ def subset(config: RunConfig | None) -> tuple[str, ...]:
     """The options of :data:`SUBSET` a run's ``config`` (its typed ``config``; None: none recorded) sets: what it
     scored only some of each task's items by (none: every item)."""
     return tuple(k for k in SUBSET if config is not None and getattr(config, k) is not None)
+
+
+def task_keys(config: RunConfig | None) -> tuple[str, ...]:
+    """The task keys a run's ``config`` (its typed ``config``, or a manifest's; None: none recorded) records: the tasks
+    the run resolved, () when none are recorded."""
+    return tuple(config.tasks or ()) if config is not None else ()

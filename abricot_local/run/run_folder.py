@@ -9,7 +9,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from abricot_local.errors import AbricotError, NoSpaceError, opt, recorded_text, recorded_words, render, shell_word
 from abricot_local.record import RESULTS, Manifest, Record
@@ -35,7 +35,9 @@ class RunFolder:
     (:meth:`stuck`, :meth:`lost`: the folder this run holds, marked through this object; ``say``: the line that
     leaves the process, ``hint``: (folder, the run's task keys) -> the call that resumes the run in it, which
     RUNNING and FAILED hold too (a kill -9 prints nothing); ``within``: a sweep's folder, which that call names:
-    the sweep resumed whole, every model, never one model into its own folder as a sweep)."""
+    the sweep resumed whole, every model, never one model into its own folder as a sweep; ``sweep_done``: the sweep's
+    folders that held a finished run as this model began, which a signal before this model saved anything counts and
+    names the tasks of)."""
 
     path: Path | None = None
     say: Callable[[str], None] = lambda line: None
@@ -45,6 +47,8 @@ class RunFolder:
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
     resume: bool = False  # the run is a --resume (its folder, once taken, is left INTERRUPTED however little it saved)
     within: Path | None = None  # a sweep's folder (run.session.Folders.root): what its resume call names
+    sweep_done: tuple[Path, ...] = ()  # a sweep's: the folders it named that held a finished run as this model began
+    # (run.session.Folders.finished), none outside a sweep
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
@@ -156,12 +160,12 @@ class RunFolder:
                     folder.interrupted(self.resume_line(out_dir))
             except AbricotError:
                 pass  # another run holds the folder: its state is its own
-        done = [d for d in sorted(self.within.iterdir()) if (d / RESULTS).is_file()] if self.within and \
-            self.within.is_dir() else []  # a sweep's models finished before this one: its --resume goes on from them
-        if not shows and done:
-            return (f"\ninterrupted: nothing scored yet of this model; the sweep in {self.within} holds {len(done)} "
-                    f"finished run(s).\nresume with: {self.hint(self.within, tuple(self.totals) or finished_tasks(done))}")
         if not shows:  # what this run made is gone; a folder it did not take, as it was
+            done = self.sweep_done  # a sweep's models finished before this one: its --resume goes on from them
+            if done:
+                tasks = tuple(self.totals) or finished_tasks(done)
+                return (f"\ninterrupted: nothing scored yet of this model; the sweep in {self.within} holds "
+                        f"{len(done)} finished run(s).\nresume with: {self.hint(self.within, tasks)}")
             where = f" (no run folder at {out_dir})" if out_dir and not out_dir.exists() else ""
             return f"\ninterrupted: nothing scored yet, nothing to resume{where}; run the same command again to start"
         saved = saved_counts(out_dir, self.totals)  # what is on disk (a resume's earlier items too)
@@ -238,13 +242,13 @@ def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | N
     return again
 
 
-def finished_tasks(finished: list[Path]) -> tuple[str, ...]:
+def finished_tasks(finished: Sequence[Path]) -> tuple[str, ...]:
     """The task keys the first of ``finished`` (a sweep's finished runs' folders) resolved: what the sweep's resume
     call names (data landing later makes no other run of the models left); () when none can be read."""
     from abricot_local.record import read_run
+    from abricot_local.record.settings import task_keys
 
     try:
-        config = read_run(finished[0]).config if finished else None
+        return task_keys(read_run(finished[0]).config) if finished else ()
     except AbricotError:
         return ()
-    return tuple(config.tasks or ()) if config is not None else ()

@@ -203,7 +203,8 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     from abricot_local.run.plan import make_plan
 
     folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume,  # its states, a signal's too
-                       within=folders.root if request.sweep else None)  # (a sweep's resume: the sweep's)
+                       within=folders.root if request.sweep else None,  # (a sweep's resume: the sweep's)
+                       sweep_done=tuple(folders.finished()) if request.sweep else ())
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:

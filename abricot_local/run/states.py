@@ -155,8 +155,9 @@ def _checkpoint_shard(folder: Path) -> str | None:
 
 def recorded_tasks(folder: Path) -> tuple[str, ...]:
     """The task keys the unfinished run in ``folder`` records (its checkpoint's config), () when none or not read."""
-    config = _checkpoint_config(folder)
-    return tuple(config.tasks or ()) if config is not None else ()
+    from abricot_local.record.settings import task_keys
+
+    return task_keys(_checkpoint_config(folder))
 
 
 def _checkpoint_config(folder: Path):

@@ -70,6 +70,13 @@ def base_name(key: str) -> str:
     return split_key(key)[0]
 
 
+def base_names(keys) -> tuple[str, ...]:
+    """The tasks a run's task keys name (:func:`base_name`), each once, in the keys' order
+    (``discotex~card``, ``discotex``, ``abricot_abs@calamita`` -> ``discotex``, ``abricot_abs``): what a call that
+    names the run's tasks gives."""
+    return tuple(dict.fromkeys(base_name(k) for k in keys))
+
+
 def without_variant(key: str) -> str:
     """A run's task key without its prompt variant (``discotex~ita-bench`` -> ``discotex``): the
     instance the variants of one task under one protocol are variants of."""
