@@ -117,7 +117,7 @@ def fixed_n_needed(record: Record, lk: sq.Look) -> int | None:
         return None
     spread = (lk.interval[1] - lk.interval[0]) * metrics.z_of(0.90) / metrics.z_of(lk.level) / math.sqrt(share)
     n0 = stats.items_to_settle(lk.n, abs(lk.value + lk.margin), ci90=(0.0, spread))
-    return n0 if n0 >= stats.MAX_ITEMS else max(stats.of_population(n0, lk.total), lk.n + 1)
+    return max(stats.of_population(n0, lk.total), lk.n + 1)  # (of_population keeps a figure past MAX_ITEMS as it is)
 
 
 def plan_reach(state: sq.Sequential, question: sq.Question) -> Reach | None:
