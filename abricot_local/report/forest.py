@@ -109,7 +109,7 @@ def figure(column: dict, rows: list[dict]) -> dict | None:
         label, at = "chance " + _fmt(chance, 2), X(chance)
         fits_right = at + 3 + text_width(label) <= width - 2
         shapes += [["line", {"x1": at, "x2": at, "y1": top - 6, "y2": height - 24, "class": "chance"}],
-                   ["text", {"x": at + 3 if fits_right else at - 3, "y": bands[1], "fill": "#cf222e",
+                   ["text", {"x": at + 3 if fits_right else at - 3, "y": bands[1], "class": "chance-label",
                              "text-anchor": "start" if fits_right else "end"}, label]]
     for i, (r, name) in enumerate(zip(drawn, names)):
         y, v = top + ROW_H * i + ROW_H / 2, r["cells"][key]

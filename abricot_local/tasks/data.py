@@ -77,9 +77,10 @@ def pull(task, *, from_run: bool = True) -> list[Path]:
                       pull_command=from_run) from None
 
 
-def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
+def _in_folder(task, folder: Path, *, given: str = "", key: str = "") -> Path | None:
     """The data in ``folder``, None when it is not there; an error when ``given`` (the option that
-    named it) and wrong."""
+    named it) and wrong. ``key``: the data option's key that gave ``folder`` (the task's name or its data key),
+    which the refusal of several files tells the user to give one file with."""
     spec = task.data
     if spec.kind == "folder":
         if not folder.is_dir():
@@ -99,7 +100,7 @@ def _in_folder(task, folder: Path, *, given: str = "") -> Path | None:
     found = _match(folder, spec.files)
     if len(found) > 1:
         raise DataError(f"{folder} holds several {task.name} files ({', '.join(p.name for p in found)}); "
-                        f"pick one with {opt('data', (spec.key, 'FILE'))}")
+                        f"pick one with {opt('data', (key or spec.key, 'FILE'))}")
     return found[0] if found else None
 
 
@@ -118,18 +119,19 @@ def _locate(task) -> Path:
     given = opts.data_for(spec.key, task.name)
     if given:
         path = Path(given).expanduser()
-        named = opt("data", (spec.key, given))  # the option as given, each door writing it its own way
+        key = task.name if task.name in dict(opts.data) else spec.key  # the key it was given for (data_for's)
+        named = opt("data", (key, given))  # the option as given, each door writing it its own way
         if spec.kind == "file":
             if path.is_file():
                 return path
             if path.is_dir():
-                hit = _in_folder(task, path, given=named)
+                hit = _in_folder(task, path, given=named, key=key)
                 if hit:
                     return hit
             why = _not_file(path)
-            raise missing(task, f"data file not found: {shown(path)}" if why == "missing" else
-                          f"{shown(path)} is {why} (given with {named})", path)
-        return _in_folder(task, path, given=named)
+            what = f"data file not found: {shown(path)}" if why == "missing" else f"{shown(path)} is {why}"
+            raise missing(task, f"{what} (given with {named})", path)
+        return _in_folder(task, path, given=named, key=key)
     if opts.data_dir:
         root = Path(opts.data_dir).expanduser()
         if not root.is_dir():
