@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from abricot_local.analysis.lm_eval_data import given_wins, gone_said, recorded
 from abricot_local.analysis.lm_eval_match import DataNotHere, Logged, apart, chat_of, match_task, refused
 from abricot_local.analysis.runs import Run, RunTask
 from abricot_local.core import Scored
@@ -33,7 +34,8 @@ from abricot_local.record.codec import Invalid
 from abricot_local.record.misleading import entry_warnings, recorded_split
 from abricot_local.record.schema import SCHEMA_VERSION
 
-__all__ = ["DataNotHere", "is_lm_eval_output", "read", "recorded_data", "results_file"]  # DataNotHere: matching's
+__all__ = ["DataNotHere", "given_wins", "is_lm_eval_output", "read", "recorded_data",
+           "results_file"]  # DataNotHere: matching's; given_wins: lm_eval_data's
 
 RESULTS_GLOB = "results_*.json"
 # What only lm-eval's door records in a run's provenance, named here once: REQUESTS, written by lm_eval/requests.py
@@ -213,28 +215,6 @@ def _exported(configs: Mapping, names) -> bool:
     return all(isinstance(m, dict) and isinstance(m.get("abricot_local_task"), str) for m in meta)
 
 
-def _recorded_files(configs: Mapping, names) -> tuple[tuple[str, str], ...]:
-    """``--data`` pairs that find again the data files an export's run recorded (each task's ``metadata.data``,
-    as its entry's ``data``), by the rule every reader of recorded files follows (tasks/recorded_data.py): an
-    export reads back alone where those files still are."""
-    from abricot_local.tasks.recorded_data import recorded_data
-
-    held = []
-    for name in names:
-        meta = configs[name]["metadata"]
-        files = meta.get("data")
-        if not isinstance(files, list):
-            continue  # an export written before it carried them
-        try:
-            own = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-            entry = TaskEntry(metrics={}, n=0, config=own, data=tuple(DataFile.from_dict(f) for f in files))
-        except (Invalid, TypeError):
-            raise ResultsError(f"lm-eval task {name}'s metadata.data is not a run's data files (path, sha256): "
-                               "the file was changed") from None
-        held.append(RunTask(meta["abricot_local_task"], dict(entry.config), entry=entry))
-    return recorded_data(held).pairs
-
-
 def _warnings(task, rows: list, metrics: dict, meta: Mapping | None, limit: int | None,
               sample: int | None) -> tuple[str, ...]:
     """A task's warnings as the `run` that scored the same items records them (record/misleading.py's rule, on
@@ -278,7 +258,8 @@ def _one_turn(turns) -> tuple[str, str] | None:
 
 def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str | None = None) -> Run:
     """The lm-eval output at ``path`` (its folder or results file) as a run; ``data``/``data_dir``: where the
-    tasks' data is (as `run`'s --data / --data-dir; default: the tool's cache)."""
+    tasks' data is (as `run`'s --data / --data-dir), winning over what the output records of it (lm_eval_data.py:
+    an export's files, the metadata lm-eval gave abricot-local's tasks); else the tool's cache."""
     from abricot_local.gguf.file import strip_quant
     from abricot_local.tasks.base import TaskOptions
 
@@ -304,8 +285,7 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
     exported = _exported(configs, names)
     run_seed = config.get("random_seed")  # an export's: the run's --seed (lm-eval's own is no seed of a run here)
     run_seed = run_seed if exported and isinstance(run_seed, int) and run_seed >= 0 else None
-    found = _recorded_files(configs, names) if exported and data_dir is None else ()
-    base = TaskOptions(data=given_wins(found, data), data_dir=data_dir, allow_download=False)
+    found = recorded(configs, names, exported)  # the data each task's metadata records (lm_eval_data.py)
     limit, sample = _limit(config.get("limit")), _sample({n: configs.get(n) for n in names})
     for lm_task in names:
         if lm_task not in files:
@@ -317,8 +297,13 @@ def read(path: str | Path, data: tuple[tuple[str, str], ...] = (), data_dir: str
         why = refused(lm_task, cfg, shots, doc.get("fewshot_as_multiturn")) if chat else None
         if why:
             raise ResultsError(why)
-        task, pairs, turn = match_task(lm_task, logged_items(files[lm_task], lm_task), shots,
-                                       seed if seed and seed >= 0 else None, base, chat, run_seed)
+        own, folder = found[lm_task].options(data, data_dir)  # the data given wins over the recorded
+        base = TaskOptions(data=own, data_dir=folder, allow_download=False)
+        try:
+            task, pairs, turn = match_task(lm_task, logged_items(files[lm_task], lm_task), shots,
+                                           seed if seed and seed >= 0 else None, base, chat, run_seed)
+        except DataNotHere as err:  # where the output records a path that is gone: that path, gone
+            raise gone_said(err, lm_task, found[lm_task], data, data_dir) from None
         matched.append((lm_task, task, pairs))
         turns[lm_task] = turn
     for lm_task, task, pairs in apart(matched):
@@ -359,21 +344,3 @@ def recorded_data(runs) -> tuple[tuple[str, str], ...]:
     from abricot_local.tasks.recorded_data import recorded_data as found
 
     return found(t for run in runs for t in run.run_tasks).pairs
-
-
-def given_wins(found, given) -> tuple[tuple[str, str], ...]:
-    """The ``--data`` pairs ``found`` (what runs recorded: :func:`recorded_data`) and ``given`` (the user's), the
-    data given winning for every task it names: a task's name is looked up before its data key
-    (tasks.options.TaskOptions.data_for), so a pair given by name wins over a found one by key as it stands; a
-    found pair by a task's name (``abricot_abs``) whose data key is given (``abricot``) is left out."""
-    from abricot_local.errors import TaskError
-    from abricot_local.tasks import task_class
-
-    def key_of(name: str) -> str:
-        try:
-            return str(task_class(name).data.key).lower()
-        except (TaskError, AttributeError):  # a data key, not a task's name
-            return name
-
-    named = {k for k, _ in given}
-    return (*[(k, p) for k, p in found if key_of(k) not in named], *given)
