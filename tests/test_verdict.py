@@ -148,11 +148,11 @@ def test_the_four_verdicts_and_the_small_sample_warning():
     # items like these: +-0.15 at 127 items against 0.05: no number of the task's items settles that question
     like = v.reasons[1]
     assert v.like_kind == rp.UNSETTLEABLE and abs(v.settles - 0.15) < 1e-9 and "this task cannot settle +-0.05" in like
-    assert "all 127 items give a 90% CI of about +-0.15, and tell a difference about 0.23 or more from a margin (80% " \
-        "power)" in like and "margins of about 0.23 or more" in like  # 0.15 x (z.95 + z.80) / z.95: as items_to_settle
+    assert "all 127 items give a 90% CI of about +-0.15, and this interval settles margins of 0.156 or more" in like \
+        and "power" not in like  # every item scored: the interval's own margins (margin_rule.settled_margins)
     v = rp.judge(0.0, (-0.1, 0.1), 0.30, 0.25, n=127, total=127, rounding=0.005)  # d = -0.3, h = 0.1
     assert v.kind == rp.DIFFERS and v.line.startswith("differs by -0.300: run - published -0.300 on all 127 items")
-    assert "margins of about 0.45 or more (or, differing, under 0.15)" in v.reasons[1]
+    assert "this interval settles margins of 0.406 or more (or, differing, 0.194 or under)" in v.reasons[1]
     v = rp.judge(0.349, (0.2, 0.5), 0.30, 0.05, n=127, total=127, rounding=0.005)  # 0.049 +- 0.005 straddles 0.05
     assert v.kind == rp.UNSETTLEABLE and "within the published value's rounding of the margin" in v.line
     # 20 of 127 items: the task's own value narrows to sqrt(107/126) of +-0.35, still holding the margin; all 127
@@ -371,9 +371,9 @@ def test_a_verdict_of_an_earlier_method_is_held_to_its_other_fields(tmp_path):
                f"abricot={FIXTURE}", "--sample", 12, "--out", out)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "results.json").read_text())
-    assert doc["published"]["method"] == reproduction.METHOD == 7
+    assert doc["published"]["method"] == reproduction.METHOD == 8
     doc["published"]["checks"][0]["ci90"] = [-0.9, -0.1]  # another method's figures (or a hand's)
-    for method, held in ((7, False), (6, True), (5, True), (4, True), (None, True), (1, True), (2, True), (3, True)):
+    for method, held in ((8, False), (7, True), (6, True), (5, True), (4, True), (None, True), (1, True), (2, True), (3, True)):
         doc["published"]["method"] = method
         (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
         for args in (("check", out), ("report", out, "--verify", "--models", models)):

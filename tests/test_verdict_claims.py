@@ -41,7 +41,7 @@ def test_a_constant_models_fixed_n_verdict_offers_the_whole_task_in_each_doors_w
     check = next(c for c in doc["published"]["checks"] if c["metric"] == "pearson")
     assert check["verdict"] == "cannot tell" and check["value"] != check["value"]  # NaN: every answer the same
     assert check["items_to_settle"] == 127 and check["reasons"][0].endswith(WHOLE), check
-    assert doc["published"]["method"] == rp.METHOD == 7
+    assert doc["published"]["method"] == rp.METHOD == 8
     said = " ".join(r.output.split())
     assert "to judge what cannot tell: all 127 items of the task (its exact value); the run grows to --sample 127" \
         in said and "about 127" not in said, r.output

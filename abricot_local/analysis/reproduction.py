@@ -30,7 +30,9 @@ else ``Task.default_margin``; ``run --margin``):
 
 The wider interval of items like these (whether the model generalises: no correction; ``ci90``) is
 judged too, as a second reason: there "this task cannot settle M" when more items than the task holds
-would be needed (``settles``: the half-width all N items would give). A small-sample warning is added
+would be needed (``settles``: the half-width all N items would give), with the margins it settles: below N, what all
+N would tell with the power items_to_settle asks (a guess at a larger run); every item scored, the interval is final
+and settles what the verdict's rule reads off it (margin_rule.settled_margins). A small-sample warning is added
 whenever the verdict's interval is wider than the gap between the published value and its nearest
 published neighbour (the same source, task and metric): at that width the run cannot tell the
 published models apart. Pure: no run folder, no task is read here.
@@ -39,16 +41,13 @@ published models apart. Pure: no run folder, no task is read here.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 from abricot_local.analysis import stats
+from abricot_local.analysis.margin_rule import (DIFFERS, KINDS as KINDS, REPRODUCED, UNDEFINED, UNSETTLEABLE,
+                                                UNSETTLED, checked_margin, kind, settled_margins)
 from abricot_local.metrics import covered
-from abricot_local.errors import UsageError, opt
-
-REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED = (
-    "reproduced", "differs", "cannot tell yet", "cannot settle", "cannot tell")
-KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
+from abricot_local.errors import opt
 # the verdicts' method, recorded (record.Published.method): 2 since a correlation's interval for the task's own
 # value is correlation_ci's, --limit's first items are no draw, and an estimate on the margin below N can tell; 3
 # since that interval's centre is corrected for Fisher's bias and z's skewness drawn without replacement, with t;
@@ -59,23 +58,13 @@ KINDS = (REPRODUCED, DIFFERS, UNSETTLED, UNSETTLEABLE, UNDEFINED)
 # expected among the items unseen), elsewhere above 40 changed Tango's taken outward to the task's grid (paired_exact);
 # 6 since a correlation's cannot tell estimates the items that give 10 answers under 10 items too, never fewer than
 # FLOOR, and says "judge" where those are the fewest it is judged on; 7 since a NaN metric below N offers the whole
-# task, and a margin covering every value the metric takes (metrics.covered) is cannot tell, never reproduced
-METHOD = 7
+# task, and a margin covering every value the metric takes (metrics.covered) is cannot tell, never reproduced; 8 since
+# a run of every item says the margins its own interval settles (margin_rule.settled_margins), not the power guess
+METHOD = 8
 MIN_ANSWERS = stats.MIN_CORRELATION_ITEMS  # the 10-answer rule's count (metrics.interval_read)
 FLOOR = MIN_ANSWERS + 1  # the fewest items a correlation is judged on: 10 answers off the most common one, and it
 DRAWN_CANNOT_TELL = "; and "  # a --limit verdict's note: why a draw of its items would still cannot tell follows
 NAN2 = (math.nan, math.nan)
-
-
-def checked_margin(margin, what: str = "") -> float:
-    """A margin M (``--margin`` of run and compare; a verdict's) as a float: the one check of every door that takes
-    one (run's option, the published verdict, compare, its equivalence verdicts, a --until-settled question): a
-    finite number more than 0, in the metric's own units, else a UsageError saying so (``what``: the margin's name,
-    default ``--margin``)."""
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not (math.isfinite(margin) and margin > 0):
-        raise UsageError(f"{what or opt('margin')} must be a finite number more than 0 (in the metric's own units), "
-                         f"got {margin!r}")
-    return float(margin)
 
 
 @dataclass(frozen=True)
@@ -96,6 +85,7 @@ class Verdict:
     like_ci90: tuple[float, float] = NAN2  # items like these: the interval without the correction
     like_kind: str = ""  # its verdict ("": none)
     like_items: int | None = None  # its cannot tell yet: about how many items like these would settle it
+    like_margins: tuple[float | None, ...] = ()  # its cannot settle over every item: margin_rule.settled_margins
     note: str = ""  # cannot tell: why
 
     @property
@@ -160,6 +150,9 @@ class Verdict:
             return head + (f"{figures}: cannot tell yet within {m}; about {self.like_items:,} items like these would "
                            "settle it")
         d, h = abs(self.difference), self.settles or 0.0
+        if self.like_margins:  # every item scored: the interval is final, and settles what it settles
+            return head + (f"{figures}: this task cannot settle +-{m}: all {self.total} items give a 90% CI of about "
+                           f"+-{h:.2f}, and {_settled(*self.like_margins)}")
         za, zb = stats.z_power(0.10, stats.POWER)
         p = h * (za + zb) / za  # what all the items tell from a margin with the power items_to_settle asks
         under = f" (or, differing, under {d - p:.2f})" if d - p >= 0.005 else ""
@@ -181,22 +174,6 @@ class Verdict:
 
 def _bad(*values: float) -> bool:
     return any(v is None or not math.isfinite(v) for v in values)
-
-
-def kind(lo: float, hi: float, margin: float, rounding: float = 0.0, *, exact: bool = False) -> str | None:
-    """The verdict an interval of run - published (the published value's rounding in it) settles against the margin:
-    the one rule of :func:`judge` and of the --until-settled looks (sequential). REPRODUCED inside (-M, M), DIFFERS
-    wholly beyond it; UNSETTLEABLE where no item can settle it: ``exact`` (every item scored: the interval is the
-    exact difference +- the rounding, holding a bound of +-M: "this task cannot settle M", for more items there are
-    none, never an open "cannot tell") or, a ``rounding`` given, an interval lying within twice it of a bound (the
-    exact value would lie within the rounding of the margin: a look may stop there); else None (cannot tell yet)."""
-    if -margin < lo and hi < margin:
-        return REPRODUCED
-    if lo > margin or hi < -margin:
-        return DIFFERS
-    if exact or (rounding > 0 and any(b - 2 * rounding <= lo and hi <= b + 2 * rounding for b in (margin, -margin))):
-        return UNSETTLEABLE
-    return None
 
 
 def judge(value: float | None, ci90: tuple[float, float] | None, published: float, margin: float, *, n: int,
@@ -259,7 +236,9 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
             n0 = stats.items_to_settle(n, gap, ci90=ci90) if gap > 0 else stats.MAX_ITEMS
             settles = (ci90[1] - ci90[0]) / 2.0 * math.sqrt(n / total) if n else math.inf
             like_kind, like_items = (UNSETTLEABLE, None) if n0 > total else (UNSETTLED, max(n0, n + 1))
-    extra = dict(like_ci90=like, like_kind=like_kind, like_items=like_items, settles=settles, **base)
+    margins = settled_margins(*like, published, bounds) if like_kind == UNSETTLEABLE and n >= total else ()
+    extra = dict(like_ci90=like, like_kind=like_kind, like_items=like_items, settles=settles, like_margins=margins,
+                 **base)
     if n >= total:  # every item: the run's value is the set's
         own = (diff - rounding + 0.0, diff + rounding + 0.0)
         return Verdict(kind(*own, margin, exact=True), difference=diff, ci90=own, note=note, **extra)
@@ -281,6 +260,17 @@ def judge(value: float | None, ci90: tuple[float, float] | None, published: floa
     n0 = like_items if like_kind == UNSETTLED else stats.items_to_settle(n, gap, ci90=ci90)
     items = max(stats.of_population(n0, total), n + 1)
     return Verdict(UNSETTLED, difference=diff, ci90=own, items=items, warnings=warnings, **extra)
+
+
+def _settled(least: float | None, top: float | None, most: float | None) -> str:
+    """What an interval over every item settles (margin_rule.settled_margins' figures: reproduced from ``least`` up to
+    ``top``, differing at ``most`` or under), in words."""
+    if least is None:
+        return f"this interval settles margins only as differing, {most:.3f} or under" if most is not None else \
+            "this interval settles no margin"
+    out = f"this interval settles margins of {least:.3f} " + ("or more" if top is None else f"to {top:.3f}")
+    out += f" (or, differing, {most:.3f} or under)" if most is not None else ""
+    return out + (f", and above {top:.3f} a margin covers every value the metric takes" if top is not None else "")
 
 
 def _rate_items(off: int, n: int, total: int, such: str = "such answers") -> tuple[int | None, str]:
