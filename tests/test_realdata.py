@@ -78,6 +78,7 @@ def test_the_closing_lines_name_every_file_needed_where_they_were_looked_for_wit
                                                                                                  monkeypatch):
     monkeypatch.setattr(realdata, "TOOL_CACHE", tmp_path / "tool")
     monkeypatch.setattr(realdata, "GIVEN", None)
+    monkeypatch.setattr(realdata, "FAILED", {})  # the session's own failures (offline, ABRICOT's download) not said
     monkeypatch.setitem(realdata.FAILED, realdata.DISCOTEX.title, "offline: ABRICOT_OFFLINE is set")
     monkeypatch.setitem(realdata.FAILED, realdata.VOCAB.title, "the network is unreachable (files.pythonhosted.org: "
                                                                "Temporary failure in name resolution)")
