@@ -1,5 +1,6 @@
 """The quant ladder says which quant to keep as far as its verdicts go, no further: the smallest quant (fewest bits)
-shown as good as the reference within the margin, with the margin and the items it rests on, or "No quant is shown
+shown as good as the reference within the margin (the smallest file where each records its size:
+test_keep_smallest_file.py), with the margin and the items it rests on, or "No quant is shown
 as good as F16 yet"; the rungs that cannot tell yet with the items each would need, those shown worse; the KLDs as
 what they are. In text, markdown, JSON and the HTML page's data alike. compare's answers changed say how many near
 ties and decisive answers the reference had, by the ladder's rule (changes.AnswerChanges.flips). Rungs made by hand
@@ -49,7 +50,8 @@ def test_the_smallest_quant_shown_as_good_is_named_with_its_margin_and_items_bes
     (c,) = choices(rungs)
     assert c.kept.quant == "Q2_K" and [s.quant for s in c.having(WORSE)] == ["Q8_0"]
     line = rows.choice_text(c)
-    assert line.startswith("Q2_K is the smallest quant shown as good as F16 (fakebase on discotex, accuracy): "
+    assert line.startswith("Q2_K is the smallest quant by its name (fewest bits; no file size recorded) shown as good "
+                           "as F16 (fakebase on discotex, accuracy): "
                            "equivalent within 0.05 over 30 items; also shown as good: Q6_K (better by more than 0.02 "
                            "over 30 items), Q4_0 (not worse by more than 0.02 over 24 items); ")
     assert "cannot tell yet: Q3_K (whether within 0.02: not settled over 30 items; ~259 items would settle it)" in line
@@ -88,7 +90,8 @@ def test_a_rung_a_rule_judged_is_read_by_its_rules_verdict_and_look():
     rungs = ladder(settled("Q8_0", EQUIVALENT, 1, 20, verdict("Q8_0", UNSETTLED, margin=0.2, n=20, items=70)),
                    settled("Q2_K", UNSETTLED, 2, 40, verdict("Q2_K", UNSETTLED, margin=0.2, n=40, items=101)))
     line = rows.choice_text(choices(rungs)[0])
-    assert line == ("Q8_0 is the smallest quant shown as good as F16 (fakebase on discotex, accuracy): equivalent "
+    assert line == ("Q8_0 is the smallest quant by its name (fewest bits; no file size recorded) shown as good as F16 "
+                    "(fakebase on discotex, accuracy): equivalent "
                     "within 0.2 over 20 items, the rule's verdict at look 1 of 2; cannot tell yet: Q2_K (whether within "
                     "0.2: not settled over 40 items, the rule's verdict at look 2 of 2; ~101 items would settle it at a fixed n)")
 
@@ -145,7 +148,8 @@ def test_the_report_and_compare_say_it_alike_in_every_format(pair):
     c = choices(rungs)[0]
     assert c.reference == rungs[0].quant and [s.quant for s in c.rungs] == [r.quant]
     assert line.startswith(f"No quant is shown as good as {c.reference} yet" if c.kept is None else
-                           f"{r.quant} is the smallest quant shown as good as {c.reference}")
+                           f"{r.quant} is the smallest quant by its name (fewest bits; no file size recorded) shown "
+                           f"as good as {c.reference}")
     assert "over all 12 items of the task (exact)" in line  # every item compared: the task's own difference
     assert " ".join(line.split()) in " ".join(tables.render(report, "table", table="quant").split())
     assert line in tables.render(report, "markdown", table="quant")

@@ -20,8 +20,10 @@ settled.rung_verdict, at the look it stopped at): the run's verdict, the fixed-n
 rule's margin (the run's ``--margin``, else the task's: the one the rule read) and not accounting for the looks;
 none where that margin is one no difference can exceed (metrics.covered_difference: a rule recorded before such a
 margin was refused), compare's cannot tell instead (:class:`Rung`). What a ladder's verdicts say about which quant
-to keep (:func:`choices`): the smallest quant shown as good as the reference within the margin, the rungs that
-cannot tell yet, those shown worse; no more. Pure: reads runs, returns rows.
+to keep (:func:`choices`): among the rungs shown as good as the reference within the margin, the smallest file
+when each records its size (``model.size``: a small model's quant may outweigh one with fewer bits by its name, its
+narrow tensors fallen back), ties by the order of precision; else the last in that order (the fewest bits by its
+name); the rungs that cannot tell yet, those shown worse; no more. Pure: reads runs, returns rows.
 """
 
 from __future__ import annotations
@@ -242,13 +244,15 @@ class Standing:
     next_look: int | None = None  # a rule's open verdict: the items of its next look (settled.SettledVerdict's)
     max_items: int | None = None  # ... and the --max-items of the run grown to it (None: the rule goes on itself)
     reach: Reach | None = None  # ... and ``items`` far beyond that look (settled.Reach: the bound that could settle it)
+    size: int | None = None  # its model file's bytes as its run recorded them (None: not recorded)
 
 
 @dataclass(frozen=True)
 class Choice:
-    """What one ladder's verdicts say about which quant to keep: the smallest quant (fewest bits) shown as good as
-    the reference within the margin (``kept``: None when none is), the rungs that cannot tell yet, those shown worse;
-    nothing beyond the verdicts (the KLDs are how far the distributions moved, not a verdict)."""
+    """What one ladder's verdicts say about which quant to keep: among the rungs shown as good as the reference
+    within the margin, the smallest file (``kept``: None when none is; :attr:`by_size`), the rungs that cannot tell
+    yet, those shown worse; nothing beyond the verdicts (the KLDs are how far the distributions moved, not a
+    verdict)."""
 
     base: str
     task: str
@@ -258,9 +262,23 @@ class Choice:
     rungs: tuple[Standing, ...]  # the other quants, the most bits first
 
     @property
+    def by_size(self) -> bool:
+        """Whether :attr:`kept` is the smallest file: every rung shown as good records its file's size (else the
+        fewest bits by its name, the last of the order of precision; False with none shown as good)."""
+        good = self.having(*AS_GOOD)
+        return bool(good) and all(s.size is not None for s in good)
+
+    @property
     def kept(self) -> Standing | None:
-        good = [s for s in self.rungs if s.kind in AS_GOOD]
-        return good[-1] if good else None
+        """The rung to keep as far as the verdicts go: of those shown as good, the smallest file when each records
+        its size (a quant's name does not say its file: a small model's narrow tensors fall back to wider types),
+        ties by the order of precision (the fewer bits); else the last in that order (the fewest bits by its name)."""
+        good = self.having(*AS_GOOD)
+        if not good:
+            return None
+        if not self.by_size:
+            return good[-1]
+        return min(reversed(good), key=lambda s: s.size)  # the first smallest from the end: the fewer bits of a tie
 
     def having(self, *kinds: str) -> tuple[Standing, ...]:
         return tuple(s for s in self.rungs if s.kind in kinds)
@@ -275,16 +293,17 @@ def _standing(r: Rung) -> Standing:
     e, s = r.verdict, r.settled
     kld = None if r.kld is None or r.kld.mean != r.kld.mean else r.kld.mean
     if e is None:
-        return Standing(r.quant, r.run, "", "no common item", None, r.n, kld=kld)
+        return Standing(r.quant, r.run, "", "no common item", None, r.n, kld=kld, size=r.size)
     items = e.items if e.kind == UNSETTLED else None
     if s is not None:  # (none at a margin no difference can exceed: Rung)
         lk = s.look
         return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
                         items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,
-                        lk.exact, s.next_look, s.max_items, s.reach)
+                        lk.exact, s.next_look, s.max_items, s.reach, r.size)
     said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
         f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
-    return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact)
+    return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact,
+                    size=r.size)
 
 
 def choices(rungs: Sequence[Rung]) -> tuple[Choice, ...]:

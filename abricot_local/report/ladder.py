@@ -3,7 +3,8 @@ and the HTML page. A rung a ``run --quants --until-settled`` rule judged: its ve
 line (the look it stopped at, its interval, its guarantee), compare's fixed-n one beside it, at the rule's margin
 (settled.FIXED_N: it does not account for the looks); a ladder with no such rung, as before. The answers changed
 say how many of the reference's near ties and decisive answers the rung flipped (:func:`changes_text`). Under the
-table, a line per ladder says what its verdicts support about which quant to keep (:func:`choice_text`). Pure."""
+table, a line per ladder says what its verdicts support about which quant to keep (:func:`choice_text`: the
+smallest file shown as good, else the smallest quant by its name, and which it is). Pure."""
 
 from __future__ import annotations
 
@@ -140,14 +141,32 @@ def open_question(margin: float | None) -> str:
     return "not settled" if margin is None else f"whether within {margin:g}: not settled"
 
 
+def kept_by(c: Choice) -> str:
+    """What the kept rung was picked by, in the line's words (analysis.ladder.Choice.kept): ``the smallest file (98
+    MB)`` when every rung shown as good records its file's size; else ``the smallest quant by its name (fewest bits;
+    no file size recorded)``, or ``(fewest bits; Q4_0's file size not recorded)``; "" with none shown as good."""
+    kept = c.kept
+    if kept is None:
+        return ""
+    if c.by_size:
+        return f"the smallest file ({kept.size / 1e6:.0f} MB)"
+    good = c.having(*AS_GOOD)
+    unsized = [s.quant for s in good if s.size is None]
+    why = "no file size recorded" if len(unsized) == len(good) else \
+        f"{', '.join(unsized)}'s file size not recorded" if len(unsized) == 1 else \
+        f"the file sizes of {', '.join(unsized)} not recorded"
+    return f"the smallest quant by its name (fewest bits; {why})"
+
+
 def choice_text(c: Choice) -> str:
-    """What the ladder's verdicts say about which quant to keep, and no more: the smallest quant shown as good as the
-    reference (its verdict, margin and items), or ``No quant is shown as good as F16 yet``; the rungs that cannot
-    tell yet (the items each would need), those shown worse; the KLDs measured, as what they are."""
+    """What the ladder's verdicts say about which quant to keep, and no more: of the quants shown as good as the
+    reference, the smallest file, else the smallest quant by its name (:func:`kept_by`), its verdict, margin and
+    items; or ``No quant is shown as good as F16 yet``; the rungs that cannot tell yet (the items each would need),
+    those shown worse; the KLDs measured, as what they are."""
     where = f"{c.base} ({c.ladder})" if c.ladder else c.base
     on = f"({where} on {c.task}, {c.metric or 'no metric'})"
     kept = c.kept
-    parts = [f"{kept.quant} is the smallest quant shown as good as {c.reference} {on}: {kept.words} {_rests(kept)}"
+    parts = [f"{kept.quant} is {kept_by(c)} shown as good as {c.reference} {on}: {kept.words} {_rests(kept)}"
              if kept else f"No quant is shown as good as {c.reference} yet {on}"]
     others = [s for s in c.having(*AS_GOOD) if s is not kept]
     if others:
@@ -175,16 +194,19 @@ def choice_lines(rungs: Sequence[Rung]) -> tuple[str, ...]:
 def _standing_record(s: Standing) -> dict:
     return {"quant": s.quant, "run": s.run, "kind": s.kind or None, "words": s.words, "margin": s.margin, "n": s.n,
             "items_to_settle": s.items, "by_rule": s.by_rule, "look": s.look or None, "exact": s.exact,
-            "kld_mean": s.kld, "next_look": s.next_look, "max_items": s.max_items}
+            "kld_mean": s.kld, "next_look": s.next_look, "max_items": s.max_items, "size_bytes": s.size}
 
 
 def choice_record(c: Choice) -> dict:
     """:func:`choice_text` as plain data: ``smallest_as_good`` (a rung's verdict, or null: no quant is shown as good
-    yet), ``as_good``, ``cannot_tell_yet`` (each with ``items_to_settle``: compare's figure), ``worse``, ``cannot_tell``,
-    ``no_common_item``, ``kld`` (the measured KLDs, lowest first: not a verdict) and ``line``."""
+    yet) and ``smallest_by`` (``file size``, ``name``: :func:`kept_by`; null with none), ``as_good``,
+    ``cannot_tell_yet`` (each with ``items_to_settle``: compare's figure), ``worse``, ``cannot_tell``,
+    ``no_common_item``, ``kld`` (the measured KLDs, lowest first: not a verdict) and ``line``; each rung's
+    ``size_bytes`` (null: not recorded)."""
     kept = c.kept
     return {"reference": c.reference, "metric": c.metric or None,
             "smallest_as_good": None if kept is None else _standing_record(kept),
+            "smallest_by": None if kept is None else "file size" if c.by_size else "name",
             "as_good": [_standing_record(s) for s in c.having(*AS_GOOD)],
             "cannot_tell_yet": [_standing_record(s) for s in c.having(UNSETTLED)],
             "worse": [_standing_record(s) for s in c.having(WORSE)],
