@@ -16,7 +16,7 @@ from abricot_local import memory
 from abricot_local.cli import cli
 from abricot_local.errors import ModelError, render
 from abricot_local.record import RESULTS
-from abricot_local.run import dry_run
+from abricot_local.run import machine_cost
 from conftest import FIXTURE
 
 FAKE = dict(backend="fake", n_ctx=8192, progress=False)
@@ -56,7 +56,7 @@ def test_a_plan_whose_memory_does_not_fit_says_the_run_refuses_it(monkeypatch, c
     over = memory.Fit(weights=8 << 30, kv=8 << 30, available=1 << 30)  # the run's check_memory raises on it
     with pytest.raises(ModelError) as caught:
         memory.check_memory(over.weights, over.kv, available=over.available)
-    monkeypatch.setattr(dry_run, "_memory", lambda *a: (over, ""))
+    monkeypatch.setattr(machine_cost, "_memory", lambda *a: (over, ""))
     args = dict(sample=1, data={"abricot": FIXTURE}, backend="fake")
     refused = al.plan("fake", "abricot_inc", **args)
     assert "a problem in fake" in repr(refused)

@@ -29,7 +29,7 @@ def test_the_preflight_counts_the_allocated_context(monkeypatch, tmp_path):
 
 
 def test_the_registry_estimate_counts_the_allocated_context():
-    from abricot_local.run.dry_run import _memory
+    from abricot_local.run.machine_cost import _memory
 
     fits = [_memory(None, SPEC, llama.LlamaCppBackend, LlamaCppOptions(n_ctx=n))[0] for n in ASKED]
     assert [f.kv for f in fits] == [memory.kv_estimate(SPEC.param_count, SPEC.approx_bytes, w) for w in windows()]

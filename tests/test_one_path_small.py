@@ -125,7 +125,7 @@ def test_the_synthetic_calibration_key_is_made_once(monkeypatch):
     from abricot_local.backends.options import ScoringOptions
     from abricot_local.models.ref import synthetic_ref
     from abricot_local.record.io import _real_sha
-    from abricot_local.run import calibration, dry_run
+    from abricot_local.run import calibration, machine_cost
     from abricot_local.run.cost import Measured
 
     monkeypatch.setattr(given, "load", lambda ref, options, force: FakeBackend("m", options))
@@ -133,11 +133,11 @@ def test_the_synthetic_calibration_key_is_made_once(monkeypatch):
     monkeypatch.setattr(calibration, "fit", lambda t, load_s, facts: calibration.Fit(Measured(1e-3, 256, 1e-3, 1e-4,
                                                                                               load_s)))
     ref, opts = synthetic_ref("m", "fake", None), ScoringOptions()
-    assert dry_run._speed(ref, FakeBackend, opts, None, False, None)[0] is None
-    made, _ = dry_run._speed(ref, FakeBackend, opts, None, True, None)  # calibrates: calibration.calibrate's key
+    assert machine_cost._speed(ref, FakeBackend, opts, None, False, None)[0] is None
+    made, _ = machine_cost._speed(ref, FakeBackend, opts, None, True, None)  # calibrates: calibration.calibrate's key
     assert made is not None
     assert [c.sha256 for c in calibration.load()] == [calibration.synthetic_key("m")]
-    assert dry_run._speed(ref, FakeBackend, opts, None, False, None)[0] == made  # the dry run's key: the same
+    assert machine_cost._speed(ref, FakeBackend, opts, None, False, None)[0] == made  # the dry run's key: the same
     assert not _real_sha(calibration.synthetic_key("m")) and _real_sha("ab" * 32)
 
 

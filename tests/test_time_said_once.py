@@ -18,7 +18,7 @@ from abricot_local.console.plan import brief, full
 from abricot_local.errors import keywords, render
 from abricot_local.run.cost import Work
 from abricot_local.run.dry_plan import DryRun, ModelPlan, TaskPlan
-from abricot_local.run.dry_run import NO_CALIBRATION
+from abricot_local.run.machine_cost import NO_CALIBRATION
 from conftest import FIXTURE
 
 

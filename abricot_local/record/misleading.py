@@ -12,7 +12,8 @@ from abricot_local.metrics import constant_words, few_words
 from abricot_local.record.samples import Sample
 from abricot_local.record.schema import TaskEntry, metric_items
 
-__all__ = ["data_warnings", "entry_warnings", "metric_warnings", "recorded", "recorded_split", "scored_warnings"]
+__all__ = ["data_warnings", "entry_warnings", "metric_warnings", "recorded", "recorded_split", "run_warnings",
+           "scored_warnings"]
 
 
 def recorded(text: str) -> str:
@@ -65,8 +66,16 @@ def entry_warnings(fixed: Sequence[str], task, samples: Sequence[Sample], metric
     does not depend on the items scored (the run's notes, the task's own warnings: the same in every shard of a
     run), then :func:`scored_warnings` of ``samples``. The one rule `run`, `--resume` and `merge` record by;
     `check` holds a record to it (:func:`recorded_split`)."""
-    made = scored_warnings(task, samples, metrics, limit=limit, sample=sample)
-    return tuple(recorded(w) for w in (*fixed, *made))
+    return tuple(recorded(w) for w in (*fixed, *scored_warnings(task, samples, metrics, limit=limit, sample=sample)))
+
+
+def run_warnings(notes: Sequence[str], task, samples: Sequence[Sample], metrics: dict, *, limit: int | None = None,
+                 sample: int | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A task's warnings as its run ends, made once: as made (the task's own, then :func:`scored_warnings`: opt()'s,
+    a door renders them) and as its entry records them (:func:`entry_warnings`: the run's ``notes``, which it said as
+    it began, first; in the record's words)."""
+    made = (*task.warnings(), *scored_warnings(task, samples, metrics, limit=limit, sample=sample))
+    return made, tuple(recorded(w) for w in (*notes, *made))
 
 def recorded_split(entry: TaskEntry, task, samples: Sequence[Sample], *, limit: int | None = None,
                    sample: int | None = None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

@@ -133,12 +133,11 @@ def _threads(backend: Backend) -> int | None:
 @dataclass
 class Whole:
     """A run taken whole: every item of every task in release order, task after task, and no look (the Stages of
-    a run that is not ``--until-settled``; run/settle.py's ``Rule`` is the other). What a run asks of its stages
-    besides: the plan it manifests, the finished run a --resume finds, the plan it records, its rules' sections."""
+    a run that is not ``--until-settled``: run/settle.py's ``Grown``, which adds what a run asks of its stages
+    besides; its ``Rule`` is the other)."""
 
     plan: Plan
     taken: bool = False  # its one stage is given
-    until = ""  # what a --resume that grows the run adds to its line
 
     def order(self, key: str) -> Sequence[str]:
         return next(tuple(it.id for it in r.items) for r in self.plan.runs if r.task.key == key)
@@ -154,18 +153,6 @@ class Whole:
 
     def note(self, key: str) -> str:
         return ""
-
-    def finished(self, folder, manifest):
-        """With --resume: the finished run in ``folder`` when it is this one (run/resume.py)."""
-        from abricot_local.run.resume import finished_run
-
-        return finished_run(folder, manifest)
-
-    def made(self, plan: Plan) -> Plan:
-        return plan
-
-    def sections(self, home) -> None:
-        return None
 
 
 def staged(runs: list[TaskRun], backend: Backend, sink: Sink, stages: Stages, progress: Progress | None = None,

@@ -26,27 +26,25 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import stat
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from abricot_local.errors import NoSpaceError, ResultsError, TaskError
+from abricot_local.errors import NoSpaceError, ResultsError
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, samples_name
 from abricot_local.run.owned import close_own, guard, in_use, open_own, refuse_link, remove_own, rewrite_marker
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
-from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_line,
-                                  check_rows, write_manifest, write_record)
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_rows,
+                                  write_manifest, write_record)
 from abricot_local.record import kernel_path, read_run
-from abricot_local.record.samples import field_problem
+from abricot_local.run.declared import Declared
 from abricot_local.run.resume import (OWN_FILES, ThreadLog, finished_run, nothing_to_resume, reopen, starts_there,
                                       thread_parts, refusal as resume_refusal_of)
-from abricot_local.run.saved import (failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal,
-                                     place, unplace)
-from abricot_local.tasks import base_name, task_class
-from abricot_local.tasks.item_check import where
+from abricot_local.run.saved import failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 RESUME_ANY_DOOR = ("the same run again with this folder as its output, resumed (the command line: --out FOLDER "
@@ -66,7 +64,7 @@ class OutputDir:
         self.growing: Manifest | None = None  # the manifest of a --resume that grows the finished run here
         self.written: Record | None = None  # the record finalize wrote (its thread count as results.json states it)
         self.afresh = False  # check() took a folder whose run failed with nothing saved: started anew
-        self._declared: dict[str, tuple[Mapping, str]] = {}  # task key -> (its sample_fields, its class)
+        self.declared = Declared()  # what each task declares of its samples, held against each one written
         self.thread_log = ThreadLog(self.path)  # which thread count scored the items (scored_with)
         self.tell: Callable[[str], None] = lambda line: None  # a line for the user (a saved line set aside)
 
@@ -212,13 +210,7 @@ class OutputDir:
 
     def append(self, task: str, sample: Sample) -> None:
         path = self.ckpt / samples_name(task)
-        try:  # what a reader will refuse is not written: its lines, and the fields the task declares
-            check_line(sample, f"the sample to append to {path}")
-        except ResultsError as err:  # a task's sample() made it: the task named (one not known here: as it is)
-            if self._declaration(task)[1]:
-                raise self._refusal(task, f": {err.raw()}") from None
-            raise
-        self._own_fields(task, sample)
+        self.declared.line(task, sample, f"the sample to append to {path}")  # what a reader refuses is not written
         if self.growing is not None:
             reopen(self.path, self.growing)
             self.growing = None
@@ -239,34 +231,6 @@ class OutputDir:
             if fh is not None:
                 close_own(self._handles.pop(task, fh))
             raise write_error(path, exc) from None
-
-    def _declaration(self, task: str) -> tuple[dict, str]:
-        """What ``task`` (its key) declares of its samples (``sample_fields``), and the task as a refusal names it
-        (``task 'x' (module.Class)``; a task not known here declares none and has no such name: "")."""
-        if task not in self._declared:
-            try:
-                kind = task_class(task)
-                self._declared[task] = (kind.sample_fields, where(kind, base_name(task)))
-            except TaskError:
-                self._declared[task] = ({}, "")
-        return self._declared[task]
-
-    def _refusal(self, task: str, what: str) -> TaskError:
-        return TaskError(f"{self._declaration(task)[1] or f'task {base_name(task)!r}'} made a sample its readers would "
-                         f"refuse{what}; nothing of it was written: mend the task's items() or sample()")
-
-    def _own_fields(self, task: str, sample: Sample) -> None:
-        """Refuse a sample of ``task`` (its key) that lacks a field its task declares (``sample_fields``: what its
-        metrics read) or holds one of another type: the rule every reader keeps (record.field_problem; a task not
-        known here declares none, as its readers take it), so a run never writes a file they refuse."""
-        fields = self._declaration(task)[0]
-        found = field_problem(sample, fields)
-        if found:
-            name, why = found
-            tp = fields[name]
-            declared = f"its sample_fields declare {name} {getattr(tp, '__name__', tp)}"
-            raise self._refusal(task, f" (item {sample.id!r}): " + (f"it lacks the field {name!r} ({declared})"
-                                                                    if why is None else f"{why} ({declared})"))
 
     # -- state shown to ls and `runs` ------------------------------------------------------
     def running(self, totals: dict[str, int], resume: str = "") -> None:
@@ -322,7 +286,7 @@ class OutputDir:
         for task, rows in samples.items():
             check_rows(rows, self.path / samples_name(task), record.tasks[task].n if task in record.tasks else None)
             for row in rows:
-                self._own_fields(task, row)
+                self.declared.fields(task, row)
         parts = thread_parts(self.path)  # a resumed run's: the thread count its record states (kernel_path)
         if parts and record.provenance is not None:
             record = replace(record, provenance=kernel_path.with_threads(record.provenance, parts))
@@ -371,19 +335,47 @@ class OutputDir:
                 pass  # it holds files the run did not make: they stay
 
 
-def tidy_finished(folder: Path, record: Record) -> None:
-    """A finished run's leftovers (a signal cut its tidy-up) removed, under the folder's lock;
-    nothing done when there are none, or another process holds the folder."""
-    folder = Path(folder)
-    names = [samples_name(t) for t in record.tasks]
-    left = [*(folder / m for m in MARKERS), folder / CHECKPOINT, folder / LOCK]  # a .lock a kill left too
-    if not any(os.path.lexists(p) for p in left) and not any(temp_files(folder, n) for n in (*names, RESULTS)):
-        return
+def place(folder: Path, name: str, data: bytes) -> None:
+    """The samples file ``name`` in ``folder`` made to hold ``data`` (:meth:`OutputDir.finalize`): the checkpoint's
+    moved into place when it holds these bytes, else written (the checkpoint's copy then dropped); one a cut
+    finish left, as it is."""
+    final, saved = folder / name, folder / CHECKPOINT / name
+    if _holds(saved, data):
+        refuse_link(final)
+        os.replace(saved, final)
+    elif not _holds(final, data):
+        atomic_write(final, data)
+        remove_own(saved)
+
+
+def unplace(folder: Path, name: str) -> None:
+    """A samples file :func:`place` put in place moved back into the checkpoint (a rename: no room needed); with no
+    checkpoint (a merge's folder: its shards hold the samples), removed."""
+    final, ckpt = folder / name, folder / CHECKPOINT
     try:
-        with OutputDir(folder) as out:
-            out.tidy_finished(record.tasks)
-    except ResultsError:
-        pass  # another run holds it, or it is no longer the run's own: left as it is
+        if final.is_file() and not final.is_symlink():
+            if ckpt.is_dir() and not ckpt.is_symlink():
+                os.replace(final, ckpt / name)
+            else:
+                os.unlink(final)
+    except OSError:
+        pass  # left where it is: a resume reads it as saved items
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (no link) holding exactly ``data``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read() == data
+    finally:
+        os.close(fd)
 
 
 def _resume(call: str) -> str:

@@ -1,5 +1,5 @@
 """`kld --dry-run`: the cost of `kld`'s plan (run/kld.py's :class:`~abricot_local.run.kld.Ladder`) before
-any model loads, as `run --dry-run` costs a run (dry_run.py, cost.py, calibration.py).
+any model loads, as `run --dry-run` costs a run (dry_count.py, machine_cost.py).
 
 The plan is the one `kld` executes: REF's items rebuilt, each rung's items, the rungs in reference passes
 that fit in memory (each pass's models: weights, KV caches and output rows). Per pass and task, the work is
@@ -109,7 +109,8 @@ def kld_cost(reference, runs: Sequence, *, data_dir: str | None = None, backend_
     """What ``kld_runs`` with the same arguments would do and cost (see the module's text)."""
     from abricot_local import hashing
     from abricot_local.backends.kld import compare_seconds
-    from abricot_local.run import dry_run
+    from abricot_local.run.dry_count import counted
+    from abricot_local.run.machine_cost import machine_cost
     from abricot_local.run.kld import ladder_of
 
     with hashing.unwritten():
@@ -119,8 +120,8 @@ def kld_cost(reference, runs: Sequence, *, data_dir: str | None = None, backend_
     opts = p.backend_options
 
     def cost(ref, quant: str, run: str = "") -> ModelCost:
-        speed, note = dry_run.model_speed(ref, kind, opts)
-        return ModelCost(ref.label, quant, str(ref.path) if ref.path else None, speed, note, run)
+        m = machine_cost(kind, opts, ref=ref, with_memory=False)
+        return ModelCost(ref.label, quant, str(ref.path) if ref.path else None, m.speed, m.note, run)
 
     model = cost(lad.model, lad.model.quant)
     rungs = tuple(cost(r.model, r.quant, str(r.run.path)) for r in lad.rungs)
@@ -129,13 +130,13 @@ def kld_cost(reference, runs: Sequence, *, data_dir: str | None = None, backend_
         items = dict(lad.rungs[g[0]].items)
         chosen.append([replace(t, items=tuple(it for it in t.items if it.id in ids))
                        for t in p.runs if (ids := set(items.get(t.task.key, ())))])
-    counted = iter(dry_run.counted(lad.model, kind, opts, [t for c in chosen for t in c],
-                                   p.task_options.chat_template, notify))
+    tasks_of = iter(counted(lad.model, kind, opts, [t for c in chosen for t in c], p.task_options.chat_template,
+                            notify))
     n_vocab = (lad.ref.record.provenance.n_vocab or 0) if lad.ref.record.provenance else 0
     rates: dict[int, float] = {}
     passes = []
     for g, runs_ in zip(lad.groups, chosen):
-        tasks = [next(counted) for _ in runs_]
+        tasks = [next(tasks_of) for _ in runs_]
         if n_vocab and len(g) not in rates:
             rates[len(g)] = compare_seconds(n_vocab, len(g), lad.threads)
         passes.append(_pass(g, tasks, (model, *(rungs[i] for i in g)), rates.get(len(g)), lad.memory))

@@ -5,7 +5,7 @@ empty (naming what is there), and a link or a non-regular file where the tool ke
 files (``.lock``, the state files, results.json, ``.checkpoint/``, a link in it, and the samples files:
 :func:`refuse_links`, which ``runs`` says too), and one another live process holds (its ``.lock``:
 :func:`lock_holder`, the one rule of "in use" that ``runs`` says too). A dry run and a --resume, before they read
-the folder, refuse it by :func:`guard` too (run.saved.held_items, run.saved.resumed_plan); a sweep's --out itself a
+the folder, refuse it by :func:`guard` too (run.saved.held_items, run.found.resumed_plan); a sweep's --out itself a
 link is refused in :func:`linked`'s words as its folders are named (run.request.RunRequest.out_folder)."""
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def _located(r, model: str, *, dry: bool, notify, fresh: bool, tasks: bool = Tru
     holds that it does not grow (resume.finished_in, read first: None unless a --resume of a run, ``tasks``, not
     dry). That run's model whose file is not here is taken as recorded (locate's ``recorded``: a finished run's
     --resume needs no model file, as it needs no data; one whose verdict is judged again at another --margin needs
-    it: run_folder.rejudged), by a ``dry`` plan too (its dry run says what the run does: run.dry_run). Located by
+    it: run.found.rejudged), by a ``dry`` plan too (its dry run says what the run does: run.dry_run). Located by
     models.locate.locate, nothing fetched; in a sweep's plan every model of the sweep too, each file here held to
     its models.toml pins (sources.held_to_pins: the check its fetch makes; the hash remembered, so a later plan and the fetch's own check read nothing): the sweep's first plan refuses a wrong pin,
     naming its entry, before the sweep scores its first item, not after the models before it ran. A dry plan holds a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Sequence
 
@@ -17,7 +17,8 @@ from abricot_local.backends.chat import turn_of as chat_turn
 from abricot_local.metrics import CI_LEVEL, N_BOOT
 from abricot_local.record import (SCHEMA_VERSION, Bootstrap, ChatWrap, Provenance, Published, Record, Sample,
                                   SkippedTask, TaskEntry)
-from abricot_local.record.misleading import entry_warnings, recorded, scored_warnings
+from abricot_local.record.misleading import entry_warnings as entry_warnings  # check's and merge's name for it
+from abricot_local.record.misleading import recorded, run_warnings
 from abricot_local.record.misleading import recorded_split as recorded_split  # check's and merge's name for it
 from abricot_local.record.schema import TaskPlugin, check_metrics
 from abricot_local.run.owned import samples_name
@@ -62,20 +63,6 @@ def as_json(obj):
     return json.loads(json.dumps(obj))
 
 
-def task_warnings(plan: Plan, run: TaskRun, res) -> tuple[str, ...]:
-    """What makes a task's numbers misleading, as its run ends: the task's own, then :func:`scored_warnings`; the
-    options they name as opt()'s (a door renders them; the record keeps them in its words, after the task's notes,
-    which the run said as it began: :func:`entry_warnings`)."""
-    return (*run.task.warnings(), *scored_warnings(run.task, res.samples, as_json(res.metrics), limit=plan.limit,
-                                                   sample=plan.sample))
-
-
-def warnings_of(plan: Plan, task_results: list) -> tuple[tuple[str, str], ...]:
-    """(task, warning) for each of the plan's tasks scored (:func:`task_warnings`, as made: a door's words)."""
-    return tuple((res.name, w) for res, run in zip(task_results, plan.runs, strict=True)
-                 for w in task_warnings(plan, run, res))
-
-
 def task_plugin(key: str) -> TaskPlugin | None:
     """The plugin that registered the task of run key ``key`` (tasks.GROUP's entry point, its distribution's name
     and version: importlib.metadata), or None for a task this package ships (its class in abricot_local: the
@@ -92,8 +79,9 @@ def task_plugin(key: str) -> TaskPlugin | None:
                       version=meta["Version"] if meta else None)
 
 
-def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
-    """One task's results as results.json records them (the task's metrics checked at this edge)."""
+def task_entry(plan: Plan, run: TaskRun, res, warnings: tuple[str, ...]) -> TaskEntry:
+    """One task's results as results.json records them (the task's metrics checked at this edge; ``warnings``, as
+    the record holds them: misleading.run_warnings)."""
     metrics = as_json(res.metrics)
     check_metrics(metrics, f"tasks.{res.name}.metrics")
     return TaskEntry(
@@ -101,17 +89,36 @@ def task_entry(plan: Plan, run: TaskRun, res) -> TaskEntry:
         prompt_hash=run.task.prompt_hash(), data=plan.data[res.name],
         samples_file=samples_name(res.name), seconds=round(res.seconds, 3), scored_now=res.scored_now,
         chance=dict(run.task.chance),
-        warnings=entry_warnings((*run.notes, *run.task.warnings()), run.task, res.samples, metrics, limit=plan.limit,
-                                sample=plan.sample),
+        warnings=warnings,
         sampled=run.sampled,  # config's sample is as given; this is what was drawn
         available=run.available or None, plugin=task_plugin(res.name))
 
 
-def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, *, settled: dict | None = None) -> Record:
-    """The record of ``plan`` scored through ``backend`` (its TaskResults, in the plan's order); ``settled``: a
-    --until-settled run's rule per task (record.Settle), in its entry."""
-    runs = plan.runs
-    tasks = {res.name: task_entry(plan, run, res) for res, run in zip(task_results, runs, strict=True)}
+@dataclass(frozen=True)
+class Made:
+    """A run's record as it ends (:func:`record_of`), the samples its folder puts in place beside it (task key ->
+    its samples, in the plan's order) and each task's warnings as made (task, text: misleading.run_warnings, opt()'s
+    for a door to render, session.Outcome.warnings; the record holds them in its own words)."""
+
+    record: Record
+    samples: dict[str, list[Sample]]
+    warnings: tuple[tuple[str, str], ...]
+
+
+def record_of(stages, plan: Plan, backend: Backend, task_results: list, wall: float, home) -> Made:
+    """The record of ``plan`` scored in ``stages`` (execute.Stages: the plan they record, ``stages.made``, and each
+    task's rule as results.json records it, ``stages.sections``: ``home`` the run's folder) through ``backend`` (its
+    TaskResults, in the plan's order), with its samples and each task's warnings, made once (misleading.run_warnings:
+    as made, in a door's words, and as the record holds them);
+    folder.OutputDir.finalize writes it."""
+    plan = stages.made(plan)
+    runs, settled = plan.runs, stages.sections(home)
+    said, tasks = [], {}
+    for res, run in zip(task_results, runs, strict=True):
+        made, words = run_warnings(run.notes, run.task, res.samples, as_json(res.metrics), limit=plan.limit,
+                                   sample=plan.sample)
+        said += [(res.name, w) for w in made]
+        tasks[res.name] = task_entry(plan, run, res, words)
     if settled:
         tasks = {k: replace(e, sequential=settled.get(k)) for k, e in tasks.items()}
     chat = None
@@ -120,7 +127,7 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
         chat = ChatWrap(head=head, tail=tail)
     made = counted(provenance(backend, bootstrap=Bootstrap(n_boot=N_BOOT, level=CI_LEVEL, seed=plan.task_options.seed),
                               chat_template=chat), backend)
-    return Record(
+    record = Record(
         schema_version=SCHEMA_VERSION,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         model=plan.model.record(),  # ModelRef: the one source of it
@@ -133,6 +140,7 @@ def build_record(plan: Plan, backend: Backend, task_results: list, wall: float, 
         published=verdict(plan, tasks, runs, task_results),
         wall_seconds=round(wall, 3),
     )
+    return Made(record, {r.name: list(r.samples) for r in task_results}, tuple(said))
 
 
 def counted(made: Provenance, backend: Backend) -> Provenance:

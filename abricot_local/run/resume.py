@@ -112,16 +112,11 @@ def starts_there(folder: str | Path) -> str:
 def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:
     """(n, m) when a --resume of ``manifest`` in ``folder`` grows the run there (its checkpoint, else its
     finished record) from ``--sample n`` to m; else None (the same run, another, or none)."""
-    folder = Path(folder)
     try:
-        if resumable(folder):
-            return growth(read_manifest(folder / CHECKPOINT / RUN_MANIFEST), manifest)
-        if (folder / RESULTS).is_file():
-            recorded = read_run(folder).manifest
-            return None if recorded is None else growth(recorded, manifest)
+        recorded = recorded_manifest(folder)
     except ResultsError:
         return None  # a damaged record: taking the folder says what is wrong
-    return None
+    return None if recorded is None else growth(recorded, manifest)
 
 
 def without_data(folder: Path, grown: tuple[int, int] | None, run, bound: str = "sample") -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from abricot_local.errors import AbricotError, NoSpaceError, opt, recorded_text, recorded_words, render, shell_word
-from abricot_local.record import RESULTS, Manifest, Record
+from abricot_local.record import RESULTS, Manifest
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
 from abricot_local.run.resume import resumable
@@ -207,39 +207,6 @@ class RunFolder:
         saved = saved_counts(path, self.totals)  # what is on disk (a resume's earlier items too)
         what = items_text(saved, self.totals) if any(saved.values()) else "no item"
         return f"{what} saved in {path}; once {once}, resume with: {self.resume_call(path)}"
-
-
-def rejudged(plan, path: Path, record: Record, notify: Callable[[str], None] | None = None) -> Record:
-    """The finished run ``record`` in ``path`` with its published verdict judged again at ``plan.margin`` (the
-    --margin of a --resume: run.resume.remargined) from its recorded samples, by the code that judges it as a run
-    ends (run.record.judged_again); results.json rewritten atomically under the folder's lock, said through
-    ``notify``. Nothing is scored and nothing else changes. Refused: a run --until-settled (its rule's looks were
-    read at the margin it ran with: judged again, the record would hold two margins) and samples that no longer give
-    the recorded metrics (changed by hand: `check` says how)."""
-    from abricot_local.analysis.overview import recompute_entry
-    from abricot_local.errors import ResultsError, UsageError
-    from abricot_local.record import entry_samples, write_record
-    from abricot_local.run.record import judged_again
-
-    old = record.published.margin if record.published is not None else None
-    if record.config is not None and record.config.until_settled:
-        raise UsageError(f"{path} holds a run {opt('until_settled', True)}: its looks were read at the margin it ran "
-                         f"with, so its verdict is not judged again at {opt('margin', plan.margin)}; run it anew with "
-                         f"{opt('margin', plan.margin)} in another {opt('out')}")
-    with OutputDir(path):  # a second run on this folder is refused meanwhile
-        samples = {k: entry_samples(path, e, k) for k, e in record.tasks.items()}
-        for task, rows in samples.items():
-            if (bad := recompute_entry(record, task, rows, path).mismatches):
-                raise ResultsError(f"{path}: the samples of {task} no longer give its recorded {', '.join(bad)}: they "
-                                   f"were changed, and {RESULTS} is not judged again from them (`check` says more)")
-        again = judged_again(plan, record, samples)
-        write_record(path / RESULTS, again)
-    if notify:
-        was = opt("margin", old) if old is not None else "each task's declared margin"
-        notify(f"resume: the run in {path} is complete; nothing was scored: its published verdict is judged again "
-               f"at {opt('margin', plan.margin)} (it was judged at {was}) from its recorded samples, {RESULTS} "
-               "rewritten")
-    return again
 
 
 def finished_tasks(finished: Sequence[Path]) -> tuple[str, ...]:

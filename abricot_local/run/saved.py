@@ -10,22 +10,20 @@ written, so a resumed run's samples are an uninterrupted run's. Which saved line
 
 from __future__ import annotations
 
-import os
-import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
 from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
-from abricot_local.jsonfiles import atomic_write, dumps_line
+from abricot_local.jsonfiles import dumps_line
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Refusal, Sample, check_line, read_run, read_samples,
                                   refused, same_items)
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
-from abricot_local.run.owned import guard, refuse_link, remove_own
-from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable
-from abricot_local.run.states import saved_counts, saved_ids, scan_saved
+from abricot_local.run.owned import guard, refuse_link
+from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable, starts_there
+from abricot_local.run.states import saved_counts, scan_saved
 
 SHOWN = 3  # files a refusal names
 
@@ -145,8 +143,8 @@ def grow_refusal(folder: Path, why: str) -> str:
             f"in another {opt('out')}")
 
 
-def kept_ids(folder: Path, runs, *, chat: bool = False) -> dict[str, set]:
-    """The ids of the items a --resume in ``folder`` keeps per task of ``runs`` (the plan's TaskRuns: the dry run's,
+def kept_counts(folder: Path, runs, *, chat: bool = False) -> dict[str, int]:
+    """How many of its items a --resume in ``folder`` keeps per task of ``runs`` (the plan's TaskRuns: the dry run's,
     their items those the resume rebuilds), by :func:`kept_lines` and nothing written; a task with no items (a dry
     plan's whose data is not here) is left out. A finished run no task of ``runs`` grows past the items its record
     counts is the one the resume returns as it is: all kept; one it grows that would set a line aside is the
@@ -157,13 +155,13 @@ def kept_ids(folder: Path, runs, *, chat: bool = False) -> dict[str, set]:
     if finished:
         tasks = read_run(folder).tasks  # (a damaged record: the resume's error too)
         if all(r.task.key in tasks and len(r.items) <= tasks[r.task.key].n for r in runs):
-            return {r.task.key: {it.id for it in r.items} for r in runs}  # returned as it is: nothing scored
+            return {r.task.key: len({it.id for it in r.items}) for r in runs}  # returned as it is: nothing scored
     out = {}
     for r in runs:
         kept = kept_lines(folder, r.task.key, r, chat=chat)
         if finished and kept.why(r.task.key):
             raise ResultsError(grow_refusal(folder, kept.why(r.task.key)[0]))
-        out[r.task.key] = set(kept.found)
+        out[r.task.key] = len(set(kept.found) & {it.id for it in r.items})
     return out
 
 
@@ -231,29 +229,56 @@ def resume_offer(path: Path, manifest) -> Refusal | None:
     return why
 
 
-def held_items(path: Path, *, resume: bool, runs=None, chat: bool = False, plan=None) -> dict[str, set]:
-    """What a run given ``path`` (--out) finds there before it starts, as a dry run says it: the ids of the items
-    each task holds (a --resume's: those it plans left out of its work; given the plan's ``runs``, those the
-    resume keeps of them: :func:`kept_ids`, ``chat`` its chat template's); a folder the run refuses is that
-    ResultsError: without --resume, :func:`fresh_refusal`'s; with it, a folder that does not exist, and (given the
-    dry ``plan``) the run of other options in it, by the resume's own rule (resume.refusal, :func:`as_recorded`);
-    first, a folder the run would not take (owned.guard: in use by another run, a link, inside another run, not a
-    run and not empty), by the run's own check, in its words, creating and locking nothing."""
+@dataclass(frozen=True)
+class Held:
+    """What a dry plan given --out finds there before it starts (:func:`held_items`): per task of the plan, how many
+    of its items the run keeps there (``saved``: a --resume's, :func:`kept_counts`; empty when it holds none), where
+    a --resume of a folder holding no run starts (``starts``: resume.starts_there; "" otherwise), and whether the
+    finished ``--until-settled`` run there is this one, stopped where it settled (``stopped``: settle.finished,
+    nothing scored)."""
+
+    saved: Mapping[str, int] = field(default_factory=dict)
+    starts: str = ""
+    stopped: bool = False
+
+
+def held_items(path: Path, plan, *, resume: bool, sweep: bool = False) -> Held:
+    """What the dry ``plan`` (run.plan.Plan) given ``path`` (--out) finds there before it starts, as a dry run says
+    it (:class:`Held`); a folder the run refuses is that ResultsError: first, a folder the run would not take
+    (owned.guard: in use by another run, a link, inside another run, not a run and not empty), by the run's own
+    check, in its words, creating and locking nothing; without --resume, :func:`fresh_refusal`'s; with it, a folder
+    that does not exist, the run of other options in it, by the resume's own rule (resume.refusal, on the plan
+    :func:`as_recorded` makes), saved samples no manifest vouches for (:func:`orphan_refusal`). ``sweep``: a
+    sweep's model (run.session.sweep): its folder may not be made yet (the run starts there) and a finished run in
+    it is complete, not compared."""
     guard(path)  # what the run takes the folder with (run.folder.OutputDir.acquire), before anything is read
+    resume = resume and (not sweep or path.is_dir())
     if not path.is_dir():
         if resume:
             raise ResultsError(nothing_to_resume(path))
-        return {}
+        return Held()
+    judged = None if sweep and (path / RESULTS).exists() else plan
     if not resume:
-        if why := fresh_refusal(path, _compared(path, plan)):
+        if why := fresh_refusal(path, _compared(path, judged)):
             raise ResultsError(why)
-        return {}
-    recorded = recorded_manifest(path) if plan is not None and plan.model is not None else None
-    if recorded is not None and (why := refusal(path, as_recorded(plan, recorded).manifest())):
+        return Held()
+    recorded = recorded_manifest(path) if judged is not None and plan.model is not None else None
+    compared = None if recorded is None else as_recorded(plan, recorded)
+    if compared is not None and (why := refusal(path, compared.manifest())):
         raise ResultsError(why)
     if orphan := orphan_refusal(path):
         raise ResultsError(orphan)
-    return saved_ids(path) if runs is None else kept_ids(path, runs, chat=chat)
+    saved = kept_counts(path, plan.runs, chat=plan.task_options.chat_template)
+    starts = starts_there(path) if holds_no_run(path) else ""
+    stopped = False
+    if saved and plan.settle.on and plan.model is not None and (path / RESULTS).is_file():
+        from abricot_local.run.settle import finished
+
+        if judged is None:  # (a sweep's finished run, not compared above)
+            recorded = recorded_manifest(path)
+            compared = None if recorded is None else as_recorded(plan, recorded)
+        stopped = compared is not None and finished(path, compared) is not None  # nothing scored
+    return Held(saved, starts, stopped)
 
 
 def _compared(path: Path, plan):
@@ -308,58 +333,3 @@ def whole_tasks(plan, recorded):
                                                             min(plan.limit, r.available)))
                  for r in plan.runs)
     return replace(plan, sample=n, runs=runs)
-
-
-def resumed_plan(plan, folder: Path):
-    """``plan`` as a --resume in ``folder`` runs it (run_plan's): :func:`whole_tasks` against the run recorded there
-    (none, or a record that cannot be read: ``plan`` as it is, the folder's check says what is wrong). A folder the
-    run does not take (owned.guard: a link, inside another run, not a run and not empty) is refused first, in the
-    run's words (its dry run's, :func:`held_items`), before the resume reads anything there or finds it finished."""
-    guard(folder)
-    try:
-        return whole_tasks(plan, recorded_manifest(folder))
-    except (ResultsError, OSError):
-        return plan
-
-
-def place(folder: Path, name: str, data: bytes) -> None:
-    """The samples file ``name`` in ``folder`` made to hold ``data`` (run/folder.py's finalize): the checkpoint's
-    moved into place when it holds these bytes, else written (the checkpoint's copy then dropped); one a cut
-    finish left, as it is."""
-    final, saved = folder / name, folder / CHECKPOINT / name
-    if _holds(saved, data):
-        refuse_link(final)
-        os.replace(saved, final)
-    elif not _holds(final, data):
-        atomic_write(final, data)
-        remove_own(saved)
-
-
-def unplace(folder: Path, name: str) -> None:
-    """A samples file :func:`place` put in place moved back into the checkpoint (a rename: no room needed); with no
-    checkpoint (a merge's folder: its shards hold the samples), removed."""
-    final, ckpt = folder / name, folder / CHECKPOINT
-    try:
-        if final.is_file() and not final.is_symlink():
-            if ckpt.is_dir() and not ckpt.is_symlink():
-                os.replace(final, ckpt / name)
-            else:
-                os.unlink(final)
-    except OSError:
-        pass  # left where it is: a resume reads it as saved items
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether ``path`` is a regular file (no link) holding exactly ``data``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read() == data
-    finally:
-        os.close(fd)

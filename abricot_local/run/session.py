@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from abricot_local.errors import AbricotError, DataError
+from abricot_local.errors import AbricotError
 from abricot_local.record import RESULTS, Record
-from abricot_local.run.folder import tidy_finished
 from abricot_local.names import path_part
 from abricot_local.run.owned import fresh_folder
 from abricot_local.run.request import slug
-from abricot_local.run.run_folder import RunFolder, finished_tasks, rejudged, resume_words
-from abricot_local.run.resume import grown_words, grows, remargined, without_data
+from abricot_local.run.run_folder import RunFolder, finished_tasks, resume_words
 
 
 class Interrupted(KeyboardInterrupt):
@@ -59,9 +57,9 @@ class Outcome:
     path: Path
     record: Record
     complete: bool = False  # --resume found the run already finished: nothing was scored or written (but:)
-    rejudged: bool = False  # its verdict judged again at another --margin, results.json rewritten (run.run_folder.rejudged)
+    rejudged: bool = False  # its verdict judged again at another --margin, results.json rewritten (run.found.rejudged)
     warnings: tuple[tuple[str, str], ...] = ()  # (task, text): what its tasks' numbers may mislead by, as made
-    # (record.task_warnings: opt()'s, for a door to render; the record holds them in its words)
+    # (misleading.run_warnings: opt()'s, for a door to render; the record holds them in its words)
 
 
 class Folders:
@@ -257,55 +255,39 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
              pairs=None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
-    (execute.py), the record made (record.py) and results.json written last; a --resume of a finished
+    (execute.py), the record made (record.py) and results.json written last; what the folder holds and what the
+    run does there decided first (run/found.py); a --resume of a finished
     run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
     only the new items are scored, said through ``notify``) or gives another ``--margin`` than the one its
-    verdict records (run.run_folder.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
+    verdict records (run.found.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
     from abricot_local.run.execute import execute, open_backend
-    from abricot_local.run.record import build_record, warnings_of
-    from abricot_local.run.settle import stages_of
+    from abricot_local.run.found import find, kept
+    from abricot_local.run.record import record_of
 
     folder = folder if isinstance(folder, RunFolder) else RunFolder(Path(folder))
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
-    if resume:  # a --sample taking every item of every task, as the recorded one does: the same run
-        from abricot_local.run.saved import resumed_plan
-        plan = resumed_plan(plan, folder.path)
-    stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
-    plan = stages.plan  # --until-settled: its bound the manifest's sample
-    manifest = plan.manifest()
-    done = stages.finished(folder.path, manifest) if resume else None
-    if done is not None:  # nothing to score: the finished run stays as it is (leftovers of its tidy-up go),
-        tidy_finished(folder.path, done)  # its verdict judged again when --margin is another (run.run_folder.rejudged)
-        if not remargined(done, plan.margin):
-            return Outcome(folder.path / RESULTS, done, complete=True)
-        return Outcome(folder.path / RESULTS, rejudged(plan, folder.path, done, notify), complete=True,
-                       rejudged=True)
-    grown = folder.grown = grows(folder.path, manifest) if resume else None
-    bound = "max_items" if plan.settle.on else "sample"  # --until-settled: --max-items is the run's sample
-    if lacking := [r for r in plan.runs if r.problem]:  # planned from the finished run's record (run.plan)
-        raise DataError(without_data(folder.path, grown, lacking[0], bound))
-    if grown and notify:
-        kept = (f"the items it holds are kept (shard {plan.shard} of a sample lies inside shard {plan.shard} of "
-                "every larger one)" if plan.shard else "the items it holds are kept (a sample lies inside every larger one)")
-        notify(f"resume: the run in {folder.path} grows {grown_words(grown, bound)}: {kept}, the new ones scored"
-               f"{stages.until}")
-    with folder.taken(manifest, resume=resume) as out:  # a second run on this folder is refused before any load
+    found = find(plan, folder.path, resume=resume, pairs=pairs)  # what the folder holds, what the run does there
+    if found.finished is not None:  # nothing to score: the finished run stays as it is (its leftovers gone, its
+        record = kept(found, folder.path, notify)  # verdict judged again at another --margin)
+        return Outcome(folder.path / RESULTS, record, complete=True, rejudged=found.again)
+    folder.grown = found.grown
+    if found.line and notify:
+        notify(found.line)
+    plan = found.plan
+    with folder.taken(found.manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
             if on_loaded:
                 on_loaded(backend)
-            record = None
-            with folder.scoring(manifest, resume=resume):
-                results = execute(plan, backend, out, progress=progress, stages=stages)
-                made = stages.made(plan)
-                record = build_record(made, backend, results, time.perf_counter() - start,
-                                      settled=stages.sections(folder.path))
-                out.finalize(record, {r.name: list(r.samples) for r in results})
-                record = out.written  # as results.json holds it (a resumed run's thread count: run/folder.py)
+            with folder.scoring(found.manifest, resume=resume):
+                results = execute(plan, backend, out, progress=progress, stages=found.stages)
+                made = record_of(found.stages, plan, backend, results, time.perf_counter() - start, folder.path)
+                out.finalize(made.record, made.samples)  # the samples placed, results.json written, the rest tidied
         finally:
             backend.close()
-    return Outcome(folder.path / RESULTS, record, warnings=warnings_of(made, results))
+    written = out.written or made.record  # as results.json holds it (a resumed run's thread count: run/folder.py;
+    return Outcome(folder.path / RESULTS, written, warnings=made.warnings)  # Ctrl-C in its tidy-up: the one made)
 
 
 def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:

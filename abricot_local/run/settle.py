@@ -34,6 +34,7 @@ from abricot_local.record.schema import Settle
 from abricot_local.tasks import release
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
+from abricot_local.run.resume import finished_run
 from abricot_local.run.settle_record import (earlier_in, grow_instead, record_in, refuse_said_looks, restored, stopped, taken,
                                              took_notes)
 
@@ -107,7 +108,7 @@ def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
 
 def stages_of(plan, pairs: Pairs | None = None):
     """The stages ``plan`` is scored in: a ``--until-settled`` plan's :class:`Rule` over its bound (:func:`bounded`;
-    nothing to settle refused, before any load), else the whole run (execute.Whole)."""
+    nothing to settle refused, before any load), else the whole run (:class:`Grown`: execute.Whole)."""
     if not plan.settle.on:
         return Grown(plan)
     plan = bounded(plan)
@@ -199,8 +200,6 @@ class Rule:
         that holds its look already (a ladder resumed: its items at least ``pause``) is never shrunk: it is this one
         when the ordinary resume finds it so at the items it holds (the same options, model and data), and a run of
         other options is refused."""
-        from abricot_local.run.resume import finished_run
-
         held = record_in(folder)
         n = held.config.sample if held is not None and held.config is not None else None
         if self.pairs is not None and n is not None and n >= self.pairs.pause:
@@ -236,15 +235,19 @@ class Rule:
 
 @dataclass
 class Grown(Whole):
-    """A run that is not ``--until-settled`` (execute.Whole): a --resume that grows a finished ``--until-settled``
+    """A run that is not ``--until-settled``, taken whole (execute.Whole), and what a run asks of its stages besides
+    (:class:`Rule`'s too): the finished run a --resume finds (:meth:`finished`), the plan it records (:meth:`made`),
+    its rules' sections (none). A --resume that grows a finished ``--until-settled``
     run in its folder to a larger --sample says, on its resume line and as a warning of each task its record holds,
     the looks that run's rules took and the bound its fixed-n verdict has with them (settle_record.looked), or what
     its record says of them, a fixed-n run grown from one (settle_record.took_notes: said however many grows later)."""
 
     took: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # per task: what its earlier rule took
+    until = ""  # what a --resume that grows the run adds to its line
 
     def finished(self, folder, manifest):
-        done = super().finished(folder, manifest)
+        """With --resume: the finished run in ``folder`` when it is this one (resume.finished_run)."""
+        done = finished_run(folder, manifest)
         if done is None:
             earlier = earlier_in(folder)  # (a grow cut short: its checkpoint's record)
             self.took = took_notes(earlier, self.plan.sample)
@@ -255,6 +258,9 @@ class Grown(Whole):
     def made(self, plan):
         return replace(plan, runs=tuple(replace(r, notes=(*r.notes, *self.took[r.task.key])) if r.task.key in self.took
                                         else r for r in plan.runs))
+
+    def sections(self, home) -> None:
+        return None
 
 
 def finished(folder: Path, plan) -> Record | None:
@@ -272,18 +278,27 @@ def finished(folder: Path, plan) -> Record | None:
     return record if record.manifest == replace(plan, sample=c.sample).manifest() else None
 
 
-def costed(plan, model, pairs: Pairs | None = None):
-    """A dry_plan.ModelPlan of a ``--until-settled`` plan with each task's looks (items, the seconds of its first n
-    items: its work in proportion) and where its rule would stop if each published value were true
-    (sequential.expected_stop: question, items, verdict); nothing to settle is refused, as the run refuses it."""
+def costed(plan, model, reference: str | None = None):
+    """``model`` (the dry_plan.ModelPlan of ``plan``) with each ``--until-settled`` task's looks (items, the seconds
+    of its first n items: its work in proportion), where its rule would stop if each published value were true
+    (sequential.expected_stop: question, items, verdict) and each verdict its last look cannot show within the
+    margin (settled.plan_reach, the rule the run's advice follows: the look its rule could first show it, however
+    the answers fall, past that look; with its figure, the bound that could, or a wider margin), by the plan's one
+    rule (:func:`rule_of`: nothing to settle is refused, as the run refuses it; the data hashed as the run hashes
+    it, a task's data_files: small, hashed once, so a row on data not the release is not waited for, as in the run:
+    tasks/release.py). ``reference``: a ladder's (its rungs' verdicts are against it; it waits for none). A plan
+    not ``--until-settled``, or a model not planned (its problem, taken as recorded), as it is."""
+    if not plan.settle.on or model.problem or model.recorded or (reference is not None and model.model == reference):
+        return model
+    from abricot_local.analysis.settled import plan_reach
     from abricot_local.record.schema import DataFile
     from abricot_local.run.cost import with_items
 
-    runs = tuple(r for r in plan.runs if not r.problem)  # a dry plan's data hashed as the run hashes it (a task's
+    runs = tuple(r for r in plan.runs if not r.problem)
     data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
-                         for r in runs}  # data_files: small, hashed once), so a row on data not the release is not
-    rule = rule_of(replace(plan, runs=runs, data=data), pairs)  # waited for, as in the run (tasks/release.py)
-    tasks = []
+                         for r in runs}
+    rule = rule_of(replace(plan, runs=runs, data=data), Pairs(reference, Path(), 0) if reference is not None else None)
+    tasks, last = [], "the plan's last look"
     for t in model.tasks:
         r = rule.rules.get(t.task)
         if r is None or t.work is None:
@@ -291,7 +306,9 @@ def costed(plan, model, pairs: Pairs | None = None):
             continue
         looks = tuple((n, model.speed.seconds(with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
         stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
-        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None)))
+        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if looks else []
+        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None),
+                             reach=tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None)))
     return replace(model, tasks=tuple(tasks))
 
 
