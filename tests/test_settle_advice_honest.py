@@ -88,13 +88,9 @@ def test_a_rung_whose_estimate_lies_far_beyond_the_next_look_is_told_the_figure_
     assert f"max_items={needed} could, or a wider margin" in render(step, keywords)
 
 
-def test_the_ladder_says_compares_own_figure_and_a_published_row_the_one_its_record_holds():
-    """The quant ladder gives its rule compare's figure over the same items (SettledVerdict.needing); a published
-    row's figure is its record's fixed-n check's (items_to_settle), in the end message and in `report`'s row."""
-    record = _pair_record(changed=3)
-    ladder = rung_verdict(record, "f16", "discotex", "accuracy").needing(1272)
-    assert "~1,272 items would settle it at a fixed n, far beyond the next look at 80 items" in ladder.step
-    assert ladder.to_json()["could_settle"] == 1272 and ladder.to_json()["max_items"] == 80  # recorded: unchanged
+def test_a_published_row_says_the_figure_its_record_holds():
+    """A published row's figure is its record's fixed-n check's (items_to_settle), in the end message and in
+    `report`'s row (a rung's is its rule's own, one figure everywhere: test_ladder_resume_first_look.py)."""
 
     row, check = _row_record(1272)
     text, asked = _advice(row)

@@ -181,8 +181,6 @@ def _rung(ref: Run, other: Run, task: str, ref_view, seed: int | None, given: Gi
     settled = _settled(ref, other, task, verdict.metric if verdict else primary)
     if settled is not None and verdict is not None and settled.look.margin != verdict.margin:
         verdict = _at_margin(c, verdict, settled.look.margin, g.identical)
-    if settled is not None and verdict is not None and verdict.kind == UNSETTLED:  # its advice by compare's figure
-        settled = settled.needing(verdict.items)
     changes = c.changes[0] if c.changes else None
     return replace(base, n=g.n, same_pred=g.same_pred, kl_mean=g.mean_kl, verdict=verdict, changes=changes,
                    settled=settled, ref_near_ties=changes.ref_near_ties if changes else None,
@@ -297,9 +295,9 @@ def _standing(r: Rung) -> Standing:
     items = e.items if e.kind == UNSETTLED else None
     if s is not None:  # (none at a margin no difference can exceed: Rung)
         lk = s.look
-        return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n,
-                        items if lk.verdict == UNSETTLED else None, True, f"look {lk.k} of {s.looks}", lk.note, kld,
-                        lk.exact, s.next_look, s.max_items, s.reach, r.size)
+        need = (items if s.needed is None else s.needed) if lk.verdict == UNSETTLED else None  # the rule's own first
+        return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n, need, True, f"look {lk.k} of {s.looks}",
+                        lk.note, kld, lk.exact, s.next_look, s.max_items, s.reach, r.size)
     said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
         f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
     return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact,

@@ -4,7 +4,8 @@ margin the rule read, the run's ``--margin`` else the task's, so the two differ 
 every field is the rule's (:meth:`SettledVerdict.fields`: its verdict, its interval at its look and level, what settles
 it: the next look, the ``--max-items`` a grow takes it at, or, the estimate of the items that would settle it lying
 far beyond that look, the bound that could: :class:`Reach`, the one rule of that advice, for the run's end message,
-`report`, the API and the dry run), the fixed-n figures under ``fixed_n``. Read by
+`report`, the API, the quant ladder's line and the dry run, a run's figure always its record's, :func:`fixed_n_needed`),
+the fixed-n figures under ``fixed_n``. Read by
 `report` (overview.py, report/tables.py) and the API's ``Run.published()`` (frames.py). A rule and its record, typed both ways
 (:func:`restored`, :func:`record_of`: sequential.Sequential <-> record.Settle, field by field). Pure: reads a record."""
 
@@ -94,7 +95,8 @@ def reach(at: int | None, needed: int | None, total: int, margin: float, least: 
     return r if r.far else None
 
 
-SCALED = "scaled from its last look's interval"  # a rung's estimate: no fixed-n figure is recorded for it
+# a rung's estimate (no fixed-n figure is recorded for it), told from compare's figure the quant ladder says beside it
+SCALED = "scaled from the rule's own interval at its last look, not the fixed-n verdict's"
 
 
 def fixed_n_needed(record: Record, lk: sq.Look) -> int | None:
@@ -102,8 +104,10 @@ def fixed_n_needed(record: Record, lk: sq.Look) -> int | None:
     ``record``): a published row's, the figure the record's check of it holds (its ``items_to_settle``); a rung's
     (no such figure recorded), compare's rule (equivalence: the difference's distance from -margin, the power
     figures of stats.items_to_settle) applied to the interval the look read, its spread brought to 90% for items
-    like these, then to the task's items (stats.of_population; :data:`SCALED`: the quant ladder has compare's own,
-    :meth:`SettledVerdict.needing`). None: settled, every item scored, or no interval."""
+    like these, then to the task's items (stats.of_population; :data:`SCALED`). The one figure of the advice of a
+    run's verdict wherever it is said (its end message, `report`'s rows, the API, the quant ladder's line: the
+    ladder's compare's figure is its fixed-n verdict's, said there as such, never the advice's), so a rung is never
+    told two bounds. None: settled, every item scored, or no interval."""
     if lk.settled or lk.exact:
         return None
     checks = record.published.checks if record.published is not None else ()
@@ -193,11 +197,6 @@ class SettledVerdict:
     max_items: int | None = None
     needed: int | None = None  # the estimate of the items that would settle it (fixed_n_needed's; None: none)
     basis: str = ""  # where ``needed`` comes from, if not a recorded fixed-n figure (Reach.basis)
-
-    def needing(self, needed: int | None, basis: str = "") -> "SettledVerdict":
-        """This verdict with ``needed`` as its estimate of the items that would settle it (a reader's own fixed-n
-        figure: the quant ladder's, compare's over the same items), the figure :attr:`reach` reads."""
-        return replace(self, needed=needed, basis=basis)
 
     @property
     def reach(self) -> Reach | None:

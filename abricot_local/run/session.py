@@ -301,9 +301,10 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
 
     for model in request.models:
         folder = folders.of(model)
+    from abricot_local.run.settle_sweep import resumes
         hooks.notify(f"== {model} -> {folder}")
         try:
-            done = run_model(request, model, request.resume and folder.exists(), hooks=hooks, folders=folders)
+            done = run_model(request, model, resumes(request, folder), hooks=hooks, folders=folders)
         except PinsRefused:  # a models.toml pin of the sweep's models: the sweep's error, not this model's
             raise
         except AbricotError as err:

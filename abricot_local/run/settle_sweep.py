@@ -10,7 +10,8 @@ the reference's, the items the rungs needed. Each model is loaded once a look. A
 already (a ladder resumed) is not scored for it; where the ladder first meets it, its run is asked for at the items it
 holds, so the rule a model's run holds its folder to holds it too (a rung's: settle.Rule.finished): with --resume, the
 same run stays as it is and a run of other options is refused; without, the folder is refused as a run refuses one
-holding a finished run. No printing: what it says goes through the session's Hooks; each model's run is
+holding a finished run; a model with no folder yet (a ladder stopped before it) starts there, --resume or not, as a
+sweep's does (:func:`resumes`). No printing: what it says goes through the session's Hooks; each model's run is
 session.run_model's (given: this module is below it)."""
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ def held(folder: Path) -> int:
         return read_run(folder).config.sample or 0
     except (ResultsError, AttributeError):
         return 0
+
+
+def resumes(request, folder: Path) -> bool:
+    """Whether a model's first run in a run of several (a sweep's, a ladder's: session.sweep, :func:`ladder`) goes on
+    from its folder: with --resume, where the folder is there; one not made yet (the run stopped before it) starts
+    there, as without --resume. The one rule of both."""
+    return request.resume and folder.exists()
 
 
 def schedule(request, reference: str) -> list[int]:
@@ -77,10 +85,10 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
     failed: dict[str, str] = {}
     begun: set[str] = set()
 
-    def resume(model: str) -> bool:  # the first run of a model in this ladder resumes only with --resume
+    def resume(model: str) -> bool:  # the first run of a model in this ladder: the sweep's rule (resumes)
         first = model not in begun
         begun.add(model)
-        return request.resume if first else True
+        return resumes(request, folders[model]) if first else True
 
     for n in schedule(request, ref):
         if not left:
