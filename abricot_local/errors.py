@@ -178,32 +178,39 @@ def opt(name: str, value: Any = NONE) -> str:
 
 
 def render(text: str, namer: Namer | None = None) -> str:
-    """``text`` with each option :func:`opt` named in it written by ``namer`` (default: Python's
-    keywords)."""
+    """``text`` with each option :func:`opt` and call :func:`call` named in it written by ``namer`` (default: Python's
+    keywords); a private-use character that starts no whole marker is a user's (a label, a path) and stays as it is."""
     if _OPEN not in text:
         return text
-    namer = namer or keywords
-    out, rest = [], text
-    while _OPEN in rest:
-        head, _, tail = rest.partition(_OPEN)
-        inner, _, rest = tail.partition(_CLOSE)
-        if inner.startswith(_CALL):  # a call (:func:`call`), as this door makes it
-            import json
-
-            name, words, options, placeholders = json.loads(inner[len(_CALL):])
-            made = Call(name, tuple(words), tuple(map(tuple, options)), placeholders)
-            out += [head, namer.call(made) if namer.call is not None else made.shell()]
-            continue
+    namer, out, at = namer or keywords, [], 0
+    while (start := text.find(_OPEN, at)) >= 0 and (end := text.find(_CLOSE, start)) >= 0:
+        inner = text[start + 1:end]
         name, has, value = inner.partition(_VALUE)
-        if value.startswith(_MANY):  # several values (a list option's), joined as this door writes a list
-            shown = namer.join(value.split(_MANY)[1:])
-        else:
-            shown = _value(value) if has else NONE
-        out += [head, namer.write(name, shown)]
-    return "".join(out) + rest
+        try:  # a call (:func:`call`), as this door makes it
+            made = Call(*_value(inner[1:], call=True)) if inner.startswith(_CALL) else None
+        except (ValueError, TypeError):
+            made, name = None, ""
+        if made is None and not name.isidentifier():  # no marker starts here (an option is named by its field)
+            out.append(text[at:start + 1])
+            at = start + 1
+            continue
+        if made is not None:
+            shown = namer.call(made) if namer.call is not None else made.shell()
+        else:  # several values (a list option's) joined as this door writes a list; else one, or none
+            many = value.startswith(_MANY)
+            shown = namer.write(name, namer.join(value.split(_MANY)[1:]) if many else _value(value) if has else NONE)
+        out += [text[at:start], shown]
+        at = end + 1
+    return "".join(out) + text[at:]
 
 
-def _value(text: str) -> Any:
+def _value(text: str, call: bool = False) -> Any:
+    """A marker's value as :func:`opt` wrote it (a switch, a tuple's repr, a text); ``call``: a call's JSON fields."""
+    if call:
+        import json
+
+        name, words, options, placeholders = json.loads(text)
+        return name, tuple(words), tuple(map(tuple, options)), placeholders
     if text in ("True", "False"):  # a switch
         return text == "True"
     if text.startswith("(") and text.endswith(")"):

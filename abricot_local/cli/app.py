@@ -19,13 +19,15 @@ FOLD: bool | None = None  # fold error messages to 120 columns: None, on a termi
 _PROCESS = False  # this process is the console script's (Group.__call__): it ends as its command returns
 
 
-def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+def echo(text: object = "", *, err: bool = False, nl: bool = True, rendered: bool = False) -> None:
     """``click.echo`` of ``text`` made visible (report/safe.py): a folder, model, task or metric name
     from outside, inside any line, is seen and never acted on; newlines and tabs are kept. The options
-    the library names in it (errors.opt) are written as this command's flags (cli/options.flags)."""
+    the library names in it (errors.opt) are written as this command's flags (cli/options.flags), unless it is
+    ``rendered`` already (a document of report's or compare's, its texts in these words as it was built)."""
     from abricot_local.cli.options import flags
 
-    click.echo(visible(render(text, flags) if isinstance(text, str) else text, newlines=True), err=err, nl=nl)
+    said = render(text, flags) if isinstance(text, str) and not rendered else text
+    click.echo(visible(said, newlines=True), err=err, nl=nl)
 
 
 def say(line: str) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from abricot_local.cli.app import cli, echo
+from abricot_local.cli.app import cli
 from abricot_local.cli.options import OutputPath, data_options, models_file_option
-from abricot_local.cli.report import finished_runs, read_runs
+from abricot_local.cli.report import WORDS, finished_runs, read_runs, written
 from abricot_local.core import DEFAULT_SEED
 from abricot_local.errors import UsageError
 
@@ -73,13 +71,4 @@ def compare(runs: tuple[str, ...], fmt: str, output: str | None, tolerance: floa
     tie = {} if near_tie is None else {"near_tie": near_tie}
     result = compare_runs(found, tolerance=tolerance, alpha=alpha, seed=seed, margin=margin, reference=reference,
                           given=given, by_id=by_id, **tie)
-    text = render(result, fmt)
-    if output:
-        from abricot_local.cli.options import flags
-        from abricot_local.errors import render as in_flags
-        from abricot_local.jsonfiles import atomic_write
-
-        atomic_write(Path(output), in_flags(text, flags) + "\n")  # its options named as this command's flags
-        echo(f"wrote {output}", err=True)
-    else:
-        echo(text)
+    written(render(result, fmt, WORDS), output)  # its options in this command's flags as it was built

@@ -13,6 +13,21 @@ from abricot_local.errors import ResultsError, UsageError, render
 from abricot_local.paths import once_each
 
 
+WORDS = flags  # the one door of report's and compare's documents: the options their texts name as these flags
+
+
+def written(text: str, output: str | None, path: Path | None = None) -> None:
+    """A document of report's or compare's, its texts in :data:`WORDS` as it was built (tables.render's ``namer``):
+    into ``path`` (the -o ``output`` given), else on stdout; as it is, never rendered again."""
+    if output:
+        from abricot_local.jsonfiles import atomic_write
+
+        atomic_write(path or Path(output), text if text.endswith("\n") else text + "\n")
+        echo(f"wrote {output}", err=True)
+    else:
+        echo(text, nl=not text.endswith("\n"), rendered=True)
+
+
 def _run_states(paths: tuple[str, ...]):
     from abricot_local.run.states import find_runs
 
@@ -180,17 +195,10 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     elif fmt == "html":
         from abricot_local.report.html import render_html
 
-        text = render_html(doc, metrics=patterns)
+        text = render_html(doc, metrics=patterns, namer=WORDS)
     else:
-        text = rep.render(doc, fmt, table=which, metrics=patterns)
-    text = render(text, flags)  # the options it names (errors.opt) as this command's flags, in a file as on stdout
-    if output:
-        from abricot_local.jsonfiles import atomic_write
-
-        atomic_write(out, text if text.endswith("\n") else text + "\n")
-        echo(f"wrote {output}", err=True)
-    else:
-        echo(text, nl=not text.endswith("\n"))
+        text = rep.render(doc, fmt, table=which, metrics=patterns, namer=WORDS)
+    written(text, output, out)  # its options in this command's flags as it was built, in a file as on stdout
     if plot_dir:
         from abricot_local.report import plots
 

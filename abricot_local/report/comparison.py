@@ -17,12 +17,31 @@ from abricot_local.analysis.compare import CANNOT_TELL, CLOSE, DIFFERENT, Compar
 from abricot_local.analysis.differing import one_side_settings
 from abricot_local.analysis.matching import ID
 from abricot_local.analysis.kld import of_views
-from abricot_local.errors import UsageError, opt
+from abricot_local.errors import Namer, UsageError, opt, render as in_words
 from abricot_local.report.texttable import GAP, fit, grid, wrap
 from abricot_local.report.texttable import WIDTH as TEXT_WIDTH
 
 FORMATS = ("table", "markdown", "csv", "json")
 WIDTH = 72  # a long setting (system_info) is cut in the text tables (a SHA-256 is whole); JSON keeps it whole
+
+
+def worded(obj, namer: Namer | None):
+    """``obj`` (a report's or a comparison's plain data: a text, a list or tuple, a dict's values, a frame's text
+    cells) with the options its texts name (errors.opt) written by ``namer``, the door's, as the document is built:
+    its serialised text is never rendered (a value read back out of JSON or HTML escapes); None: ``obj`` as it is."""
+    if namer is None or not isinstance(obj, (str, dict, list, tuple, pd.DataFrame)):
+        return obj
+    if isinstance(obj, str):
+        return in_words(obj, namer)
+    if isinstance(obj, dict):
+        return {k: worded(v, namer) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(worded(v, namer) for v in obj) if type(obj) in (list, tuple) else obj
+    out = obj.copy()
+    for k in range(out.shape[1]):
+        if any(isinstance(v, str) for v in out.iloc[:, k]):  # object or string dtype
+            out.isetitem(k, out.iloc[:, k].map(lambda v: worded(v, namer)))
+    return out
 
 
 def _num(v, digits: int = 4) -> str:
@@ -335,22 +354,23 @@ def csv_frame(c: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def render(c: Comparison, fmt: str = "table") -> str:
+def render(c: Comparison, fmt: str = "table", namer: Namer | None = None) -> str:
     """The comparison as ``table`` (aligned), ``markdown``, ``csv`` or ``json``; the text
-    forms end with one verdict line per pair."""
+    forms end with one verdict line per pair. ``namer``: the door's words for the options its texts name, written
+    into each text before the whole is (:func:`worded`; None: left for the caller to render)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if fmt == "json":
-        return json.dumps(to_json(c), indent=2, ensure_ascii=False, allow_nan=False)
+        return json.dumps(worded(to_json(c), namer), indent=2, ensure_ascii=False, allow_nan=False)
     if fmt == "csv":
-        return csv_frame(c).to_csv(index=False).rstrip("\n")
+        return worded(csv_frame(c), namer).to_csv(index=False).rstrip("\n")
     md = fmt == "markdown"
     bullet = "- " if md else ""
     parts = []
-    for title, df in frames(c):
+    for title, df in worded(frames(c), namer):
         if title.startswith("Power"):  # in words
             title, lines = "Power: the smallest accuracy difference these items detect (80% power, 5% two-sided)", \
-                power_lines(c)
+                worded(power_lines(c), namer)
             parts.append(("### " if md else "") + f"{wrap(title)}\n\n" + "\n".join(bullet + wrap(x, indent="  ")
                                                                            for x in lines))
         elif md:
@@ -358,16 +378,17 @@ def render(c: Comparison, fmt: str = "table") -> str:
         else:
             parts.append(_text_section(title, df.fillna("")))
     margin = opt("margin", f"{c.margin:g}") if c.margin is not None else "each task's margin per metric"
-    parts.append(_headed_lines(f"Is it as good? Each run against its reference: the 90% CI of run - reference against "
-                               f"the margin ({margin}), for the task's own value (its items counted; exact when every "
-                               f"item is compared), then for items like these (docs/compare.md)",
-                               equivalence_lines(c), md))
-    parts.append(_headed_lines(f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong "
-                               f"(-> another wrong answer); near ties (the reference's top-two margin under "
-                               f"{c.near_tie:g} nats: {near_tie_note(ch.compared for ch in c.changes)}) or decisive, "
-                               f"each of how many the reference had on the items compared",
-                               change_lines(c), md))
-    parts.append("\n".join(bullet + wrap(x, indent="  ") for x in _footer(c)))
+    good = (f"Is it as good? Each run against its reference: the 90% CI of run - reference against the margin "
+            f"({margin}), for the task's own value (its items counted; exact when every item is compared), then for "
+            "items like these (docs/compare.md)")
+    parts.append(_headed_lines(worded(good, namer), worded(equivalence_lines(c), namer), md))
+    changed = (f"Answers changed: fixed (wrong -> right), broken (right -> wrong) or still wrong (-> another wrong "
+               f"answer); near ties (the reference's top-two margin under {c.near_tie:g} nats: "
+               f"{near_tie_note(ch.compared for ch in c.changes)}) or decisive, each of how many the reference had "
+               "on the items compared")
+    parts.append(_headed_lines(worded(changed, namer), worded(change_lines(c), namer), md))
+    parts.append("\n".join(bullet + wrap(x, indent="  ") for x in worded(_footer(c), namer)))
     head = "### Verdict" if md else "Verdict"
-    parts.append(f"{head}\n\n" + "\n".join(bullet + (v.line if md else wrap(v.line, indent="  ")) for v in c.verdicts))
+    lines = worded([v.line for v in c.verdicts], namer)
+    parts.append(f"{head}\n\n" + "\n".join(bullet + (x if md else wrap(x, indent="  ")) for x in lines))
     return "\n\n".join(parts)

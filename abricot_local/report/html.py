@@ -41,6 +41,7 @@ from abricot_local.analysis.prompts import study as prompt_study
 from abricot_local.report import prompts as prompt_report
 from abricot_local.record import Sample
 from abricot_local.report.tables import Report, metric_keys, no_interval
+from abricot_local.report.comparison import worded
 from abricot_local.report.pairs import pairwise
 
 SHORT_TEXT = 24  # an extra field whose values are all numbers or texts this short gets a table column
@@ -316,10 +317,15 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
+ITEMS = ("tasks", "strings", "contexts")  # the page data's items (texts from data files, a model's): no message
+
+
 def render_html(report: Report, *, metrics: tuple[str, ...] = (), figures: bool = True,
-                title: str = "abricot-local report") -> str:
-    """The whole report as one self-contained HTML page."""
-    data = script_json(report_data(report, metrics=metrics, figures=figures))
+                title: str = "abricot-local report", namer=None) -> str:
+    """The whole report as one self-contained HTML page; the options its messages name (errors.opt) in ``namer``'s
+    words, written into each text of its data before the data is (comparison.worded; None: left to the caller)."""
+    data = report_data(report, metrics=metrics, figures=figures)
+    data = script_json({k: v if k in ITEMS else worded(v, namer) for k, v in data.items()})
     css, js = asset("report.css"), asset("report.js")
     csp = (f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")

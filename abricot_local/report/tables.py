@@ -20,6 +20,7 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.frames import WITHHELD, ci_words, no_interval_words
 from abricot_local.analysis.reproduction import said, words
 from abricot_local.report.safe import csv_text, markup, visible
+from abricot_local.report.comparison import worded
 from abricot_local.errors import UsageError, opt
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
                                              gather, metric_keys, recompute)
@@ -335,18 +336,19 @@ def to_json(report: Report) -> dict:
     }
 
 
-def _harmless(df: pd.DataFrame) -> pd.DataFrame:
+def _harmless(df: pd.DataFrame, namer=None) -> pd.DataFrame:
     """Every text cell and header of a table with its control characters (newlines included) as
-    escapes; numbers as they are."""
+    escapes, a cell's options (errors.opt) in ``namer``'s words first (comparison.worded); numbers as they are."""
     out = df.rename(columns=lambda c: visible(c))
     for k, col in enumerate(out.columns):
         if not pd.api.types.is_numeric_dtype(out.dtypes.iloc[k]):
-            out.iloc[:, k] = out.iloc[:, k].map(lambda v: visible(v) if isinstance(v, str) else v)
+            out.iloc[:, k] = out.iloc[:, k].map(lambda v: visible(worded(v, namer)) if isinstance(v, str) else v)
     return out
 
 
-def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: tuple[str, ...] = ()) -> str:
-    """The report as text: ``table`` (aligned), ``markdown``, ``csv`` or ``json``."""
+def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: tuple[str, ...] = (), namer=None) -> str:
+    """The report as text: ``table`` (aligned), ``markdown``, ``csv`` or ``json``; the options its texts name in
+    ``namer``'s words, written into each text before the whole is (comparison.worded; None: left to the caller)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if table not in TABLES:
@@ -358,7 +360,7 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         keep = {"runs": ("runs", "baselines"), "published": ("published_checks",),
                 "quant": ("quant_comparison", "quant_ladder", "quant_ladder_notes"), "prompts": ("prompts",)}
         doc = doc if table == "all" else {k: doc[k] for k in ("schema_version", *keep[table])}
-        return strict_json(doc)
+        return strict_json(worded(doc, namer))
     if fmt == "csv":
         if table == "prompts":  # a block per task and its variants: no one plain table
             raise UsageError(f"{opt('table', 'prompts')} is written as table, markdown, json or html; got "
@@ -366,11 +368,12 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         frames = {"runs": runs_frame(report, metrics), "published": published_frame(report),
                   "quant": quant_frame(report)}
         # one plain table a CSV reader loads as is: "all" means the runs table here
-        return csv_text(_harmless(frames["runs" if table == "all" else table]))
+        return csv_text(_harmless(frames["runs" if table == "all" else table], namer))
     prompts = prompt_report.render(prompt_study(report.runs), fmt) if table in ("all", "prompts") else ""
     if table == "prompts":
         return prompts or EMPTY[table]
-    sections = {k: replace(sec, frame=_harmless(sec.frame)) for k, sec in _text_frames(report, metrics).items()}
+    sections = {k: replace(sec, title=worded(sec.title, namer), frame=_harmless(sec.frame, namer), lines=worded(
+        sec.lines, namer), notes=worded(sec.notes, namer)) for k, sec in _text_frames(report, metrics).items()}
     if table != "all" and table not in sections:
         return EMPTY[table]
     chosen = list(sections.values()) if table == "all" else [sections[table], *(
