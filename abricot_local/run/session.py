@@ -298,10 +298,10 @@ def sweep(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     as that model's error. A models.toml pin of a model it plans that is wrong (run.plan.PinsRefused: its first plan
     holds every model's, before any item) ends it."""
     from abricot_local.run.plan import PinsRefused
+    from abricot_local.run.settle_sweep import resumes
 
     for model in request.models:
         folder = folders.of(model)
-    from abricot_local.run.settle_sweep import resumes
         hooks.notify(f"== {model} -> {folder}")
         try:
             done = run_model(request, model, resumes(request, folder), hooks=hooks, folders=folders)
