@@ -161,11 +161,12 @@ class Comparison:
                                      "ci95_high", "se_token", "median", "p99", "p99_9", "max", "same_top"])
 
     def render(self, fmt: str = "table") -> str:
-        """As `compare --format FMT` prints it (table, markdown, csv, json), the options it names as keywords."""
-        from abricot_local.errors import render as in_keywords
+        """As `compare --format FMT` prints it (table, markdown, csv, json), the options it names as keywords, written
+        into each text as the document is built (report.comparison.worded: its serialised text never rendered)."""
+        from abricot_local.errors import keywords
         from abricot_local.report.comparison import render
 
-        return in_keywords(render(self.result, fmt))
+        return render(self.result, fmt, keywords)
 
     def __str__(self) -> str:
         return self.render("table")

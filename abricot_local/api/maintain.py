@@ -71,7 +71,7 @@ class Check(CheckReport):
 
         from abricot_local.run.check import report_json
 
-        return json.loads(render(report_json(self), keywords))
+        return json.loads(report_json(self, keywords))  # its texts in the API's words as it is built
 
 
 def _recheck_names() -> list[str]:

@@ -100,5 +100,10 @@ def check(out: str, sample: int | None, atol: float, model_path: str | None, dat
         exit_process(130)
     finally:
         close()
-    echo(report_json(rep) if as_json else check_text(rep))
+    if as_json:  # its texts in this command's flags as it is built, never rendered over the JSON
+        from abricot_local.cli.options import flags
+
+        echo(report_json(rep, flags), rendered=True)
+    else:
+        echo(check_text(rep))
     sys.exit(0 if rep.passed else 1)

@@ -84,7 +84,10 @@ def doctor(as_json: bool, models_file: str | None) -> None:
                       for r in task_catalog()]
     # a shipped task's name or store's prefix taken, a name two plugins register, a store plugin that cannot be used
     facts["plugins_not_run"] = [*refused(), *stores.refused()]
-    echo(json_text(facts, flags) if as_json else doctor_text(facts))
+    if as_json:  # its texts in this command's flags as it is built (json_text), never rendered over the JSON
+        echo(json_text(facts, flags), rendered=True)
+    else:
+        echo(doctor_text(facts))
 
 
 @cli.command()

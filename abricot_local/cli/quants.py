@@ -101,7 +101,6 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[st
     the reference decodes once for all the RUNs that fit in memory beside it (a reference pass). The
     result is kept in each RUN's folder (kld.json) for `report` and `compare`. Ctrl-C or SIGTERM stops
     it with exit code 130: each RUN measured in an earlier pass keeps its kld.json."""
-    import json
     import signal
 
     from abricot_local import backends
@@ -126,8 +125,8 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[st
         close()
         forget()
         signal.signal(signal.SIGTERM, term)
-    if as_json:
-        echo(json.dumps([r.to_json() for r in results], indent=2))
+    if as_json:  # its texts in this command's flags as it is built (_json), never rendered over the JSON
+        echo(_json([r.to_json() for r in results], indent=2), rendered=True)
         return
     for r in results:
         quant = f" ({r.quant})" if r.quant else ""
@@ -141,7 +140,6 @@ def kld(reference: str, runs: tuple[str, ...], limit: int | None, data: tuple[st
 def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, data, force: bool, as_json: bool,
               kw: dict) -> None:
     """`kld --dry-run`: its plan and cost (run/kld_cost.py) on stdout, as text (console/plan.py) or JSON."""
-    import json
     import shlex
     import sys
 
@@ -151,4 +149,18 @@ def _kld_plan(reference: str, runs: tuple[str, ...], *, limit, data_dir, data, f
     cost = kld_cost(reference, list(runs), data_dir=data_dir, data=data, backend_values=backend_values(kw),
                     limit=limit, force=force, notify=say)
     command = shlex.join(["abricot-local", *sys.argv[1:]]) if sys.argv[1:] else ""
-    echo(json.dumps(cost.to_json(), indent=1) if as_json else rendered(cost, command))
+    if as_json:  # its texts in this command's flags as it is built (_json), never rendered over the JSON
+        echo(_json(cost.to_json(), indent=1), rendered=True)
+    else:
+        echo(rendered(cost, command))
+
+
+def _json(doc, *, indent: int) -> str:
+    """``doc`` as `kld`'s ``--json`` prints it, the options its texts name (errors.opt: a plan's speed note's) written
+    as this command's flags into each text before the whole is serialised (report.comparison.worded)."""
+    import json
+
+    from abricot_local.cli.options import flags
+    from abricot_local.report.comparison import worded
+
+    return json.dumps(worded(doc, flags), indent=indent)

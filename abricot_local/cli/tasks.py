@@ -20,7 +20,10 @@ def tasks(data: tuple[str, ...], data_dir: str | None, as_json: bool) -> None:
 
     given = task_options({"data": data, "data_dir": data_dir})
     rows = task_catalog(given.data, given.data_dir)
-    echo(json_text(rows, flags) if as_json else tasks_text(rows))  # options named as the listing writes them
+    if as_json:  # its texts in this command's flags as it is built (json_text), never rendered over the JSON
+        echo(json_text(rows, flags), rendered=True)
+    else:
+        echo(tasks_text(rows))
 
 
 @cli.group()

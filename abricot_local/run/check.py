@@ -26,7 +26,7 @@ import numpy as np
 from abricot_local import hashing
 from abricot_local.record import kernel_path
 from abricot_local.backends import reads_model_file
-from abricot_local.errors import ModelError, ResultsError, UsageError, opt
+from abricot_local.errors import ModelError, Namer, ResultsError, UsageError, opt
 from abricot_local.models.ref import Located, ModelRef, require_same
 from abricot_local.models.locate import resolve_model_ref
 from abricot_local.metrics import require_finite
@@ -338,9 +338,13 @@ def check_run(run: Run | str | Path, *, sample: int | None = None, atol: float |
                        + (accepted if flips else ()), verdict, exact, changes, data_differs, tol.why, flips)
 
 
-def report_json(rep: CheckReport) -> str:
+def report_json(rep: CheckReport, namer: Namer | None = None) -> str:
+    """The report as `check --json` prints it, the options its texts name (errors.opt) written by ``namer`` (the
+    door's) into each text before the whole is serialised (report.comparison.worded; None: left as markers)."""
+    from abricot_local.report.comparison import worded
+
     v = rep.verdict
-    return json.dumps(
+    return json.dumps(worded(
         {"checked": rep.checked, "identical_predictions": rep.identical_predictions,
          "max_abs_diff": rep.max_abs_diff, "atol": rep.atol, "tolerance": rep.rule, "reproduced": rep.reproduced,
          "passed": rep.passed, "exact": rep.exact,
@@ -355,6 +359,6 @@ def report_json(rep: CheckReport) -> str:
          "differences": [d.__dict__ for d in rep.differences],
          "near_ties_accepted": [d.__dict__ for d in rep.near_ties],
          "missing": [{"task": t, "id": i} for t, i in rep.missing],
-         "record_differs": list(rep.record_differs), "data_differs": list(rep.data_differs)},
-        indent=2, ensure_ascii=False,  # the options named (errors.opt) kept for the door to write
+         "record_differs": list(rep.record_differs), "data_differs": list(rep.data_differs)}, namer),
+        indent=2, ensure_ascii=False,
     )
