@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import stat
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -35,15 +34,16 @@ from typing import Callable, Mapping, Sequence
 
 from abricot_local.errors import NoSpaceError, ResultsError
 from abricot_local.record.outputs import FAILED, INTERRUPTED, LOCK, MARKERS, RUNNING, samples_name
-from abricot_local.run.owned import close_own, guard, in_use, open_own, refuse_link, remove_own, rewrite_marker
+from abricot_local.run.owned import (close_own, guard, in_use, open_own, refuse_link, remove_own, rewrite_marker,
+                                    holds_bytes, signals_held)
 from abricot_local.run.states import items_text, saved_counts
 from abricot_local.jsonfiles import atomic_write, dumps_line, temp_files, write_error
 from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Manifest, Record, Sample, check_rows,
                                   write_manifest, write_record)
 from abricot_local.record import kernel_path, read_run
 from abricot_local.run.declared import Declared
-from abricot_local.run.resume import (OWN_FILES, ThreadLog, finished_run, nothing_to_resume, reopen, starts_there,
-                                      thread_parts, refusal as resume_refusal_of)
+from abricot_local.run.resume import (OWN_FILES, ThreadLog, finished_run, nothing_to_resume, reopen, starts_afresh,
+                                      starts_there, thread_parts, refusal as resume_refusal_of)
 from abricot_local.run.saved import failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
@@ -73,7 +73,16 @@ class OutputDir:
         """Take ``.lock`` with flock: the kernel drops it when the process dies, so a lock
         left by a crashed or killed run is never an obstacle. Folders created here are
         removed again on release if nothing was written in them. A folder that is not the run's
-        own is refused first (owned.guard), writing nothing."""
+        own is refused first (owned.guard), writing nothing. A signal meanwhile is held until the lock is both made
+        and held here, then raised with the lock given back (owned.signals_held): no ``.lock`` is left."""
+        try:
+            with signals_held():
+                self._take()
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self) -> None:
         guard(self.path)
         try:
             self._made = [p for p in (self.path, *self.path.parents) if not p.exists()]
@@ -105,15 +114,16 @@ class OutputDir:
         self._lock = fh
 
     def release(self) -> None:
-        for fh in self._handles.values():
-            close_own(fh, sync=True)
-        self._handles.clear()
-        self.thread_log.close(sync=True)
-        if self._lock is not None:
-            (self.path / LOCK).unlink(missing_ok=True)
-            close_own(self._lock)  # closing drops the flock
-            self._lock = None
-            self._tidy()
+        with signals_held():  # a signal meanwhile raised once the lock file and its handle are both given back
+            for fh in self._handles.values():
+                close_own(fh, sync=True)
+            self._handles.clear()
+            self.thread_log.close(sync=True)
+            if self._lock is not None:
+                (self.path / LOCK).unlink(missing_ok=True)
+                close_own(self._lock)  # closing drops the flock
+                self._lock = None
+                self._tidy()
 
     def _tidy(self) -> None:
         """Remove an empty checkpoint folder, then the folders acquire() created while empty:
@@ -141,7 +151,9 @@ class OutputDir:
         finished = (self.path / RESULTS).exists()
         recorded_path = self.ckpt / RUN_MANIFEST
         if self.afresh or failed_before_first_item(self.path):  # this run starts afresh there, whatever its
-            self.afresh = True                                   # options (start() checks again: RUNNING by then)
+            if resume and not self.afresh:                       # options (start() checks again: RUNNING by then)
+                self.tell(starts_afresh(self.path, (self.path / FAILED).is_file()))
+            self.afresh = True
             return
         if not resume:
             refusal = fresh_refusal(self.path, manifest)  # --resume offered only where it takes it
@@ -306,6 +318,11 @@ class OutputDir:
         self.tidy_finished(samples)
         return path
 
+    def unopened(self) -> bool:
+        """Whether the finished run a --resume grows is here as it was: its results.json in place (resume.reopen
+        removes it only once the checkpoint holds the whole run), which a stop leaves so (:meth:`tidy_finished`)."""
+        return self.growing is not None and (self.path / RESULTS).is_file()
+
     def finished(self) -> bool:
         """Whether results.json is written (by this run: a folder holding one is refused, or not taken, or
         a finished run this run grows, still ``growing``: not this run's)."""
@@ -320,6 +337,8 @@ class OutputDir:
             close_own(fh)
         self._handles.clear()
         self.thread_log.close()
+        if not (self.path / RESULTS).is_file():
+            return  # no finished run: the checkpoint may be all there is of one (a grow cut as it reopened it)
         names = [samples_name(t) for t in tasks]
         ckpt = self.ckpt.is_dir() and not self.ckpt.is_symlink()
         gone = [*(self.path / m for m in MARKERS),
@@ -340,10 +359,10 @@ def place(folder: Path, name: str, data: bytes) -> None:
     moved into place when it holds these bytes, else written (the checkpoint's copy then dropped); one a cut
     finish left, as it is."""
     final, saved = folder / name, folder / CHECKPOINT / name
-    if _holds(saved, data):
+    if holds_bytes(saved, data):
         refuse_link(final)
         os.replace(saved, final)
-    elif not _holds(final, data):
+    elif not holds_bytes(final, data):
         atomic_write(final, data)
         remove_own(saved)
 
@@ -360,22 +379,6 @@ def unplace(folder: Path, name: str) -> None:
                 os.unlink(final)
     except OSError:
         pass  # left where it is: a resume reads it as saved items
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether ``path`` is a regular file (no link) holding exactly ``data``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read() == data
-    finally:
-        os.close(fd)
 
 
 def _resume(call: str) -> str:

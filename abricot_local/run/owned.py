@@ -14,7 +14,10 @@ import errno
 import fcntl
 import os
 import re
+import signal
 import stat
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from abricot_local.errors import ResultsError, opt
@@ -188,6 +191,54 @@ def close_own(fh, *, sync: bool = False) -> None:
         fh.close()
     except OSError:
         pass
+
+
+def holds_bytes(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (no link) holding exactly ``data``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read() == data
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def signals_held():
+    """SIGINT and SIGTERM held while the block runs (the few statements that take or give back a folder's lock: the
+    file made and its handle kept, or the file removed and the handle dropped, never one without the other) and
+    handed to their own handlers once it ends (KeyboardInterrupt raised there); nests. Outside the main thread, and
+    for a handler that is no Python function (SIG_DFL, SIG_IGN), nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    held: list = []
+    swapped = [s for s, h in before.items() if callable(h)]
+    try:
+        for s in swapped:
+            signal.signal(s, lambda signum, frame: held.append((signum, frame)))
+        yield
+    finally:
+        _restore(swapped, before)
+        if held:
+            before[held[0][0]](*held[0])
+
+
+def _restore(swapped: list, before: dict) -> None:
+    """Each of ``swapped`` given back its handler in ``before``, the last first: one that raises as soon as it is
+    back (a signal meanwhile) leaves none of the others holding signals."""
+    if swapped:
+        try:
+            _restore(swapped[1:], before)
+        finally:
+            signal.signal(swapped[0], before[swapped[0]])
 
 
 def rewrite_marker(folder: Path, state: str, text: str) -> bool:

@@ -119,6 +119,25 @@ def grows(folder: str | Path, manifest: Manifest) -> tuple[int, int] | None:
     return None if recorded is None else growth(recorded, manifest)
 
 
+def asked_growth(folder: Path | None, m: int | None) -> tuple[int, int] | None:
+    """(n, m) when the finished run in ``folder`` records ``--sample n`` (a run --until-settled: the items it holds)
+    below the ``m`` a --resume asks for (its --sample; --until-settled: its --max-items): what a signal before the
+    resume's plan is made says it grows (run_folder.RunFolder.interrupted); once made, the plan's :func:`grows`."""
+    try:
+        record = read_run(folder) if folder is not None and m is not None and (folder / RESULTS).is_file() else None
+    except (AbricotError, OSError):
+        return None
+    n = record.manifest.config.sample if record is not None and record.manifest is not None else None
+    return (n, m) if n is not None and m > n else None
+
+
+def starts_afresh(folder: str | Path, failed: bool) -> str:
+    """What a --resume says of a folder whose run failed (``failed``; else was interrupted) before its first item: it
+    starts there afresh, with its own options (the ones recorded there are not carried)."""
+    return (f"nothing saved in {folder}: the run there {'failed' if failed else 'was interrupted'} before its first "
+            "item, so this one starts there afresh with its own options (the recorded ones are not carried)")
+
+
 def without_data(folder: Path, grown: tuple[int, int] | None, run, bound: str = "sample") -> str:
     """Why a --resume that scores items into the finished run in ``folder`` (``grown``: it grows it, --sample n -> m;
     ``bound`` "max_items": a run --until-settled, its bound --max-items) is refused when a task's data is not here
@@ -141,7 +160,10 @@ def reopen(folder: Path, manifest: Manifest) -> None:
     again), its record kept there (:data:`GROWN_FROM`: what its rules took, for a --resume of this grow
     cut short), the new manifest written, then its results.json and samples files removed, so the folder
     shows what it holds (RUNNING, then INTERRUPTED or finished anew), never a results file for part of
-    the run. In this order every step is safe to cut: a --resume completes it."""
+    the run. In this order every step is safe to cut: until results.json goes, the finished run is whole (what a stop
+    wrote of the checkpoint is its copies: OutputDir.unopened, tidied away); from then on the checkpoint holds every
+    item (a samples file still beside it is read as saved items too): the grow INTERRUPTED, and a --resume completes
+    it."""
     folder = Path(folder)
     record = read_run(folder)
     ckpt = folder / CHECKPOINT

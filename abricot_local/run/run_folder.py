@@ -15,6 +15,7 @@ from abricot_local.errors import AbricotError, NoSpaceError, opt, recorded_text,
 from abricot_local.record import RESULTS, Manifest
 from abricot_local.run.folder import OutputDir
 from abricot_local.record.outputs import INTERRUPTED, MARKERS, RUNNING
+from abricot_local.run.owned import signals_held
 from abricot_local.run.resume import resumable
 from abricot_local.run.saved import saved_files
 from abricot_local.run.states import items_text, recorded_tasks, saved_counts
@@ -45,10 +46,25 @@ class RunFolder:
     totals: dict[str, int] = field(default_factory=dict)  # the items of each task, once planned
     out: OutputDir | None = None  # while this run holds the folder
     grown: tuple[int, int] | None = None  # a --resume growing the finished run here: --sample n -> m
+    bound: str = "sample"  # what ``grown`` counts: the run's --sample, or ("max_items") its bound --until-settled
     resume: bool = False  # the run is a --resume (its folder, once taken, is left INTERRUPTED however little it saved)
     within: Path | None = None  # a sweep's folder (run.session.Folders.root): what its resume call names
     sweep_done: tuple[Path, ...] = ()  # a sweep's: the folders it named that held a finished run as this model began
     # (run.session.Folders.finished), none outside a sweep
+    found: tuple | None = field(default=None, init=False)  # results.json as the run began (:meth:`as_found`)
+
+    def __post_init__(self) -> None:
+        self.found = _identity(self.path)
+
+    def as_found(self) -> bool:
+        """Whether the folder's results.json is the one it held as the run began (a --resume's finished run: this
+        run wrote none, and removed none)."""
+        return self.found is not None and _identity(self.path) == self.found
+
+    def complete(self) -> bool:
+        """Whether the folder holds a finished run that a signal leaves complete: results.json written by this run,
+        or the finished run a --resume found there and does not grow (:attr:`grown`)."""
+        return self.path is not None and (self.path / RESULTS).is_file() and not (self.grown and self.as_found())
 
     @contextmanager
     def taken(self, manifest: Manifest, *, resume: bool):
@@ -56,11 +72,12 @@ class RunFolder:
         leaves no room for the lock says how to go on, as one later does (:meth:`go_on`)."""
         out = OutputDir(self.path)
         try:
-            out.acquire()
-        except NoSpaceError as err:
-            raise NoSpaceError(f"{err.raw()}\n{self.go_on('there is space again')}") from None
-        self.out, out.tell, self.resume = out, self.say, resume
-        try:
+            with signals_held():  # a signal as the lock is taken: raised once it is held here, given back below
+                try:
+                    out.acquire()
+                except NoSpaceError as err:
+                    raise NoSpaceError(f"{err.raw()}\n{self.go_on('there is space again')}") from None
+                self.out, out.tell, self.resume = out, self.say, resume
             out.check(manifest, resume=resume)
             yield out
         finally:
@@ -85,11 +102,11 @@ class RunFolder:
             yield out
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI turns it
             if out.growing is not None or not out.finished():
-                self._stopped(out, resume, growing=out.growing is not None)
+                self._stopped(out, resume, growing=out.unopened())  # (reopened: the grow INTERRUPTED, resumable)
                 raise
             out.tidy_finished(self.totals)
         except Exception as err:
-            if out.growing is not None:
+            if out.unopened():
                 out.tidy_finished(self.totals)
             else:
                 out.failed(recorded_text(err) if isinstance(err, AbricotError) else f"{type(err).__name__}: {err}",
@@ -138,12 +155,11 @@ class RunFolder:
         out_dir, holding, resume_hint = self.path, self.out, self.resume_call
         if out_dir is not None and (out_dir / RESULTS).is_file():  # the signal came once the run was written
             if holding is not None:
-                if holding.growing is not None:
+                if holding.unopened():
                     holding.tidy_finished(self.totals)  # no state file beside the finished run it left as it was
                 holding.release()
-            if self.grown:  # or before a run that grows it scored a new item
-                return (f"\ninterrupted: the run in {out_dir} is its finished {opt('sample', self.grown[0])} run, as "
-                        f"it was (no new item scored).\ngrow it with: {resume_hint(out_dir)}")
+            if not self.complete():  # the finished run a grow found, before it scored a new item (or planned it)
+                return f"\ninterrupted: {self.as_it_was(out_dir)}.\ngrow it with: {resume_hint(out_dir)}"
             return f"\ninterrupted: the run in {out_dir} is complete (results.json is written)"
         fresh = out_dir is None or not (self.resume or saved_files(out_dir))  # nothing this run could resume
         if holding is not None:
@@ -172,6 +188,13 @@ class RunFolder:
         what = items_text(saved, self.totals) if any(saved.values()) else "no item"
         return f"\ninterrupted: {what} saved in {out_dir}.\nresume with: {resume_hint(out_dir)}"
 
+    def as_it_was(self, path: Path) -> str:
+        """What a grow stopped before its first new item leaves: the finished run it found, as it was."""
+        n = self.grown[0]
+        what = (f"{opt('sample', n)} run" if self.bound == "sample" else
+                f"run of {n} items ({opt('until_settled', True)})")
+        return f"the run in {path} is its finished {what}, as it was (no new item scored)"
+
     def lost(self, err: AbricotError) -> None:
         """A remote device went away (a backend's ``watch_remote``) and takes the process with it: the folder left
         FAILED with the error (no RUNNING marker left: it says why it stopped), what happened and how to go on
@@ -186,7 +209,7 @@ class RunFolder:
         """:meth:`lost`'s folder marked and its text."""
         holding = self.out
         if holding is not None:
-            if holding.growing is not None:  # no new item yet: the finished run it grows stays as it was
+            if holding.unopened():  # no new item yet: the finished run it grows stays as it was
                 holding.tidy_finished(self.totals)
             elif (self.path / RUNNING).is_file():
                 holding.failed(recorded_text(err), self.resume_line(self.path))
@@ -199,14 +222,22 @@ class RunFolder:
         :meth:`interrupted`'s words (a grow stopped before its first new item: the finished run, as it was); a
         folder holding no run to resume: the same call again."""
         path = self.path
-        if path is not None and self.grown and not resumable(path) and (path / RESULTS).is_file():
-            return (f"the run in {path} is its finished {opt('sample', self.grown[0])} run, as it was (no new item "
-                    f"scored); once {once}, grow it with: {self.resume_call(path)}")
+        if path is not None and not self.complete() and (path / RESULTS).is_file():
+            return f"{self.as_it_was(path)}; once {once}, grow it with: {self.resume_call(path)}"
         if path is None or not resumable(path):
             return f"nothing scored is kept; once {once}, run the same command again"
         saved = saved_counts(path, self.totals)  # what is on disk (a resume's earlier items too)
         what = items_text(saved, self.totals) if any(saved.values()) else "no item"
         return f"{what} saved in {path}; once {once}, resume with: {self.resume_call(path)}"
+
+
+def _identity(folder: Path | None) -> tuple | None:
+    """Which file ``folder``'s results.json is (a rewrite is another: atomic, a new inode), None when none."""
+    try:
+        st = os.stat(folder / RESULTS) if folder is not None else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def finished_tasks(finished: Sequence[Path]) -> tuple[str, ...]:

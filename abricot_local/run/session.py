@@ -199,10 +199,14 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     from abricot_local import backends
     from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
+    from abricot_local.run.resume import asked_growth
 
     folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume,  # its states, a signal's too
                        within=folders.root if request.sweep else None,  # (a sweep's resume: the sweep's)
                        sweep_done=tuple(folders.finished()) if request.sweep else ())
+    if resume:  # a signal before its plan: the finished run its options grow, as it was (run.found's once made)
+        folder.grown = asked_growth(folder.path, request.settle.max_items if request.settle.on else request.sample)
+        folder.bound = "max_items" if request.settle.on else "sample"
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
@@ -221,8 +225,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
                                                             pairs))
     except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
-        written = folder.path is not None and (folder.path / RESULTS).is_file() and not folder.grown
-        raise Interrupted(folder.interrupted(), complete=written and not request.sweep) from err
+        raise Interrupted(folder.interrupted(), complete=folder.complete() and not request.sweep) from err
     finally:
         close()
         forget()
@@ -268,10 +271,10 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
     found = find(plan, folder.path, resume=resume, pairs=pairs)  # what the folder holds, what the run does there
+    folder.grown, folder.bound = found.grown, "max_items" if found.plan.settle.on else "sample"
     if found.finished is not None:  # nothing to score: the finished run stays as it is (its leftovers gone, its
         record = kept(found, folder.path, notify)  # verdict judged again at another --margin)
         return Outcome(folder.path / RESULTS, record, complete=True, rejudged=found.again)
-    folder.grown = found.grown
     if found.line and notify:
         notify(found.line)
     plan = found.plan
