@@ -101,6 +101,20 @@ def _folder(r: Run) -> str:
     return str(Path(r.folder).parent)
 
 
+def quant_groups(having: Sequence[Run]) -> dict[str, list[Run]]:
+    """One base's runs that hold one task, grouped as its quant ladders are (the one rule: :func:`plan`, the report's
+    quant pairs): one group ("") unless a quant is run twice, then one per folder holding the runs (a sweep's
+    ``--out``, :attr:`Ladder.where`): two runs of one quant are never compared, nor runs of other folders (their items
+    or settings may differ)."""
+    quants = [r.quant.upper() for r in having]
+    if len(set(quants)) == len(quants):
+        return {"": list(having)}
+    parts: dict[str, list[Run]] = {}
+    for r in having:
+        parts.setdefault(_folder(r), []).append(r)
+    return parts
+
+
 def plan(runs: Sequence[Run]) -> tuple[tuple[Ladder, ...], tuple[str, ...]]:
     """The ladders over ``runs`` and a note for each run or task left out. A ladder is per base and task: the runs
     of the base that hold the task, against the highest-precision quant among them. Two runs of one quant of a base
@@ -119,14 +133,7 @@ def plan(runs: Sequence[Run]) -> tuple[tuple[Ladder, ...], tuple[str, ...]]:
         refuse_mixed(members[0].base, [(r.label, r.record) for r in members])  # one model's quants, or no ladder
         base = members[0].base
         for task in dict.fromkeys(t for r in members for t in r.tasks):
-            having = [r for r in members if task in r.tasks]
-            quants = [r.quant.upper() for r in having]
-            parts: dict[str, list[Run]] = {"": having}
-            if len(set(quants)) < len(quants):  # a quant run twice: one ladder per folder
-                parts = {}
-                for r in having:
-                    parts.setdefault(_folder(r), []).append(r)
-            for where, part in parts.items():
+            for where, part in quant_groups([r for r in members if task in r.tasks]).items():
                 kept: dict[str, Run] = {}
                 for r in part:
                     if r.quant.upper() in kept:

@@ -20,6 +20,7 @@ import numpy as np
 
 from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.baselines import VerdictTask, reproduced_tasks  # (here too: run/held.py's)
+from abricot_local.analysis.ladder import quant_groups
 from abricot_local.analysis.settled import SettledVerdict, settled_verdict
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, labelled, options_of
@@ -65,6 +66,7 @@ class QuantPair:
     agreement: float  # share of common items with the same pred
     kl_mean: float  # mean KL(ref || other) in nats between label distributions
     notes: tuple[str, ...] = ()
+    ladder: str = ""  # both runs' folder where a quant of the base was run twice on the task (ladder.quant_groups)
 
 
 @dataclass(frozen=True)
@@ -116,13 +118,23 @@ def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:
 
 
 def compare_quants(runs) -> list[QuantPair]:
-    """Every pair of runs with the same base (case-insensitive) and different quants."""
+    """Every pair of runs with the same base (case-insensitive) and different quants, on each task both hold, in one
+    group of the quant ladders' (ladder.quant_groups, their own rule): where a quant was run twice, the runs of each
+    folder holding several (a sweep's ``--out``) are paired among themselves only (``ladder``: that folder), never
+    with another folder's; the runs alone in their folder (given one by one) among themselves, as always."""
+    where: dict[tuple[str, int], str] = {}  # (task, the run's id): its group ("": the base's one, or its lone runs)
+    for base in dict.fromkeys(r.base.lower() for r in runs):
+        of = [r for r in runs if r.base.lower() == base]
+        for task in dict.fromkeys(t for r in of for t in r.tasks):
+            for w, part in quant_groups([r for r in of if task in r.tasks]).items():
+                where.update({(task, id(r)): w if len(part) > 1 else "" for r in part})
     out = []
     for x, y in combinations(runs, 2):
         if x.base.lower() != y.base.lower() or x.quant.upper() == y.quant.upper():
             continue
         ref, other = (y, x) if highest_precision([precision_of(x), precision_of(y)]) else (x, y)
-        out.extend(compare_pair(ref, other, t) for t in ref.tasks if t in other.tasks)
+        out.extend(replace(compare_pair(ref, other, t), ladder=where[t, id(x)]) for t in ref.tasks
+                   if t in other.tasks and where[t, id(x)] == where[t, id(y)])
     return out
 
 

@@ -271,6 +271,7 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
                                    ("notes", "reference", "model", *settled))
     if report.quant:
         q = quant_frame(report)
+        q["base"] = [f"{p.base} ({p.ladder})" if p.ladder else p.base for p in report.quant]  # as its ladder's rows
         q["agreement"] = q["agreement"].map(_num)
         q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
