@@ -3,18 +3,20 @@ first asked) or an lm-eval output (lm_eval_input.py), each with its model's regi
 Several at once (:func:`load_all`): the runs first, then the lm-eval outputs, whose items are found in
 the data given (``data``, ``data_dir``: `run`'s --data and --data-dir) and in the data files the runs
 beside them recorded; an lm-eval output that cannot be read is skipped with one line when the caller
-says so (``skip``), so one bad folder in a tree does not stop the others.
+says so (``skip``), so one bad folder in a tree does not stop the others. A reader showing what the records say
+(`report`'s tables) holds the runs' samples files to them first (:func:`counted`): one that lost or gained lines
+stops it, naming the file and the count.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from abricot_local.analysis import lm_eval_input
 from abricot_local.analysis.runs import Run
 from abricot_local.errors import ResultsError
-from abricot_local.record import read_run
+from abricot_local.record import entry_counted, read_run
 
 Data = tuple[tuple[str, str], ...]  # (data key, path), as `run --data KEY=PATH`
 Skip = Callable[[str, ResultsError], None]  # (the folder, why): an lm-eval output left out
@@ -55,3 +57,14 @@ def load_all(folders: Sequence[str | Path], registry: Mapping | None = None, *, 
     for f, err in failed:
         skip(f, err)
     return [runs[k] for k in range(len(folders)) if k in runs]
+
+
+def counted(runs: Iterable[Run]) -> None:
+    """Each run folder's samples files held to their record (record.entry_counted: inside the folder, no torn line,
+    exactly the items the record counts; the count check every reader of samples makes): one that lost or gained
+    lines is a :class:`ResultsError` naming it and the count, before anything is shown from that record. A line's
+    own damage is left to the readers of its samples (the html page, `--verify`, a figure's note)."""
+    for run in runs:
+        for t in run.run_tasks:
+            if t.given is None and t.folder is not None and t.entry is not None:
+                entry_counted(Path(t.folder), t.entry, t.own_key)

@@ -89,7 +89,9 @@ def _said(step) -> None:
     if step.done is None:
         return
     if step.done.outcome.complete and not step.done.outcome.rejudged:  # (a verdict judged again: said by notify)
-        echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written", err=True)
+        echo(f"{step.done.folder} holds this run, complete: nothing to score, nothing written; its results.json is "
+             f"shown as it stands, not checked against its samples (`abricot-local report --verify "
+             f"{step.done.folder}` or `abricot-local check {step.done.folder}` does)", err=True)
     echo(_done_text(step.done))
 
 

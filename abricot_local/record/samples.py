@@ -14,7 +14,8 @@ A finished run's samples (:func:`run_samples`) are read strictly: the file lies 
 run folder, has no torn line, holds exactly the record's ``n`` items, and each line the
 task's own fields its metrics read, of their types (the task declares them, its reader passes
 them: :func:`check_fields`); otherwise one error naming the file (and the line and id, where
-they can be known). A torn last line is forgiven
+they can be known); its file and count checks alone, for a reader showing the record (:func:`entry_counted`).
+A torn last line is forgiven
 only in a checkpoint (:func:`read_samples` with ``repair``), which ``--resume`` rescores.
 Samples about to be written are validated alike (:func:`check_line`, :func:`check_rows`).
 """
@@ -221,15 +222,20 @@ def read_samples(path: Path, *, repair: bool = False, required: bool = True, tas
     holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``).
     ``fields``: the own fields of ``task`` each line must hold (:func:`check_fields`)."""
     path = Path(path)
+    rows = _lines(path, repair=repair, required=required)
+    return parse_samples(rows, str(path), same_twice=not required, task=task, fields=fields)
+
+
+def _lines(path: Path, *, repair: bool = False, required: bool = True) -> list[tuple[int, Any]]:
+    """The JSON lines of a samples file or checkpoint, as :func:`read_samples` reads them (not yet samples)."""
     if required and not path.exists():  # there but no regular file: read_jsonl_lines says what it is
         raise ResultsError(f"{path} is missing (results.json names it)")
     try:
-        rows = read_jsonl_lines(path, repair=repair, torn_ok=not required)
+        return read_jsonl_lines(path, repair=repair, torn_ok=not required)
     except TornLineError as err:
         seen = re.search(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', err.text)
         who = f" (item {seen.group(1).decode('utf-8', 'replace')})" if seen else ""
         raise ResultsError(f"{err}{who}: the file was cut; a finished run's samples are written whole") from None
-    return parse_samples(rows, str(path), same_twice=not required, task=task, fields=fields)
 
 
 def samples_path(folder: Path, name: str, task: str) -> Path:
@@ -263,12 +269,18 @@ def run_samples(folder: Path, name: str, task: str, n: int | None,
     rebuilt ones)."""
     path = samples_path(folder, name, task)
     samples = read_samples(path, task=task, fields=fields)
-    if n is not None and len(samples) != n:
-        what = (f"{n - len(samples)} item(s) missing: `abricot-local check {folder}` names them" if len(samples) < n
-                else f"{len(samples) - n} more than recorded")
-        raise ResultsError(f"{path} holds {len(samples)} sample(s) but results.json records n = {n} for task "
-                           f"{task} ({what}); the file or the record was changed")
+    _counted(folder, path, task, len(samples), n)
     return samples
+
+
+def _counted(folder: Path, path: Path, task: str, held: int, n: int | None) -> None:
+    """The one count check of a finished run's samples file: it holds the ``n`` items its record counts (None:
+    any number), else an error naming the file and the count."""
+    if n is not None and held != n:
+        what = (f"{n - held} item(s) missing: `abricot-local check {folder}` names them" if held < n
+                else f"{held - n} more than recorded")
+        raise ResultsError(f"{path} holds {held} sample(s) but results.json records n = {n} for task "
+                           f"{task} ({what}); the file or the record was changed")
 
 
 def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = True,
@@ -276,3 +288,11 @@ def entry_samples(folder: Path, entry: TaskEntry, task: str, *, counted: bool = 
     """:func:`run_samples` of a task's record entry (``counted``: hold exactly its ``n``; ``fields``: the
     task's own fields each line holds, of their types)."""
     return run_samples(folder, entry.samples_file or samples_name(task), task, entry.n if counted else None, fields)
+
+
+def entry_counted(folder: Path, entry: TaskEntry, task: str) -> None:
+    """:func:`entry_samples`' file and count checks alone (inside the folder, no torn line, exactly the entry's
+    ``n`` lines), each line read as JSON, not yet as a sample: a reader showing the record (`report`'s tables)
+    stops on a file that lost or gained lines, and leaves a line's own damage to the readers of its samples."""
+    path = samples_path(Path(folder), entry.samples_file or samples_name(task), task)
+    _counted(Path(folder), path, task, len(_lines(path)), entry.n)
