@@ -300,13 +300,6 @@ def paired(work: Work) -> Work:
     return replace(work, rows=work.tokens)
 
 
-def with_items(work: Work, items: int) -> Work:
-    """``work`` for ``items`` items of the same kind, in proportion (alternatives to a run)."""
-    f = items / work.items if work.items else 0.0
-    return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
-                   rows=round(work.rows * f), positions=round(work.positions * f))
-
-
 def counting_progress(name: str, total: int, notify) -> Callable[[int], None] | None:
     """A progress line while a large task's work is counted (``notify``): the first after
     ``ABRICOT_PROGRESS_SECONDS`` (default 5) seconds, then at that interval."""

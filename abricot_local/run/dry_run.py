@@ -3,8 +3,8 @@ prints first): per model and task the items and the tokens to evaluate, the down
 needed against what is available, and the predicted time on this machine. The plan is plan.py's, the one a run
 executes: ``--dry-run`` makes it ``dry`` (nothing fetched), a run costs its own once its model is loaded
 (:func:`of_run`). Each model's cost is one pipeline: its plan (plan.make_plan), its tasks' work (dry_count.py),
-its facts, memory and speed (machine_cost.py), a --until-settled plan's looks (settle.costed), what its --out
-holds (saved.held_items), then the other selections' cost (:func:`_alternatives`).
+its facts, memory and speed (machine_cost.py), a --until-settled plan's looks (:func:`_looks`: by settle.rule_of), what its --out
+holds (saved.held_items), then the other selections' cost (:func:`_dry_run`).
 
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its
@@ -26,26 +26,25 @@ from abricot_local.backends import reads_model_file
 from abricot_local.errors import AbricotError, opt
 from abricot_local.models.ref import ModelRef
 from abricot_local.models.sources import sibling_here
-from abricot_local.run.cost import Speed, with_items
+from abricot_local.run.cost import Speed, Work
 from abricot_local.run.dry_count import counted, counted_by, estimated
 from abricot_local.run.dry_plan import Alternative, DryRun, ModelPlan, TaskPlan
-from abricot_local.run.machine_cost import machine_cost
+from abricot_local.run.machine_cost import MachineCost, machine_cost
+from abricot_local.run.saved import Held, held, held_items
 
 
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             notify: Callable[[str], None] | None = None) -> DryRun:
     """The cost of each model's plan in ``request`` (a run.request.RunRequest), as `run --dry-run` and
     ``abricot_local.plan`` ask for it: each plan ``dry`` (plan.py: nothing fetched or downloaded; a task
-    whose data is not here kept with its problem), costed (:func:`model_cost`), its --until-settled looks
-    (settle.costed: a ladder's rungs against its reference), then less what its --out holds (saved.held_items, the
-    run's own rule: a folder it refuses is its error; a --resume's items kept left out, a --until-settled run
-    stopped where it settled: nothing scored). In a sweep, a model that cannot be planned is reported in its row,
-    else its error is raised (a task's error is the command's). --limit's caution is said first (``notify``).
-    Nothing is written on the way: files hashed are remembered in this process only."""
+    whose data is not here kept with its problem), costed (:func:`model_cost`), then as a run's (:func:`_left`: its
+    --until-settled looks, less what its --out holds: saved.held_items, the run's own rule: a folder it refuses is
+    its error; a --resume's items kept left out, a --until-settled run stopped where it settled: nothing scored). In
+    a sweep, a model that cannot be planned is reported in its row, else its error is raised (a task's error is the
+    command's). --limit's caution is said first (``notify``). Nothing is written on the way: files hashed are
+    remembered in this process only."""
     from abricot_local.hashing import unwritten
     from abricot_local.run.plan import make_plan
-    from abricot_local.run.saved import held_items
-    from abricot_local.run.settle import costed
 
     if request.caution and notify:
         notify(request.caution)
@@ -56,20 +55,23 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             folder = request.out_folder(name)  # a sweep's --out refused whole where the run refuses it
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                model = costed(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
-                               request.reference)  # (a --until-settled ladder's reference, else None)
-                if folder is not None and not model.problem:
-                    held = held_items(folder, p, resume=request.resume, sweep=sweep)
-                    if held.starts and notify:
-                        notify(held.starts)
-                    model = _left(model, held.saved, held.stopped)
-                out.append(model)
+                out.append(_left(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
+                                 request.reference,  # (a --until-settled ladder's reference, else None)
+                                 lambda p=p, folder=folder: _found(folder, p, request, notify)))
             except AbricotError as err:
                 if not sweep:
                     raise
                 out.append(ModelPlan(name, name, p.backend, problem=err.raw().splitlines()[0]))
-    return DryRun(tuple(out), () if request.settle.on else _alternatives(out, request.limit, request.sample,
-                                                                         request.shard))
+    return _dry_run(out, request)
+
+
+def _found(folder: Path | None, plan, request, notify) -> Held:
+    """What ``folder`` (``request``'s --out for ``plan``'s model) holds as the dry run finds it (saved.held_items:
+    the run's refusals first), where a --resume starts said (``notify``)."""
+    held = held_items(folder, plan, resume=request.resume, sweep=request.sweep) if folder is not None else Held()
+    if held.starts and notify:
+        notify(held.starts)
+    return held
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
@@ -104,29 +106,22 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
         tasks = estimated(plan.runs, opts, spec.tokenizer if spec else "", chat, notify)
     cost = machine_cost(kind, opts, ref=ref if here else None, spec=spec, name=located.name, sibling=sibling,
                         with_memory=with_memory, calibrate=calibrate, notify=notify)
-    return ModelPlan(located.name, located.label, kind, str(ref.path) if here and ref.path else None, cost.facts,
-                     located.pending, cost.memory, cost.estimated, cost.speed, cost.note, _timed(tasks, cost.speed),
-                     refused="" if plan.force else memory.refusal(cost.memory))  # the run's check_memory, unless --force
+    return _model_plan(located.name, located.label, kind, ref if here else None, tasks, cost,
+                       download=located.pending,
+                       refused="" if plan.force else memory.refusal(cost.memory))  # the run's check_memory, unless --force
 
 
 def of_run(plan, backend, folder: Path | None = None, reference: str | None = None) -> DryRun:
     """The cost of a plan about to be executed (plan.py's Plan, its model open as ``backend``): its own
     items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
-    first lines). ``folder`` (a --resume): the items it holds are left out (saved.kept_counts: the dry run's rule),
-    the work and time of those left in proportion. ``reference``: a --until-settled ladder's, the plan a rung's (its
-    looks and expected stop against it, as --dry-run gives them)."""
-    from abricot_local.run.saved import kept_counts
-    from abricot_local.run.settle import costed
-
-    ref, opts, chat = plan.model, plan.backend_options, plan.task_options.chat_template
-    tasks = counted_by(backend, opts, plan.runs, chat)
+    first lines), then as the dry run's (:func:`_left`). ``folder`` (a --resume): the items it holds are left out
+    (saved.held: the dry run's reading), the work and time of those left in proportion. ``reference``: a
+    --until-settled ladder's, the plan a rung's (its looks and expected stop against it, as --dry-run gives them)."""
+    ref, opts = plan.model, plan.backend_options
+    tasks = counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
     cost = machine_cost(plan.backend, opts, ref=ref, with_memory=False)
-    held = kept_counts(folder, plan.runs, chat=chat) if folder is not None and folder.is_dir() else {}
-    tasks = [_less(t, held.get(t.task, 0), cost.speed) for t in _timed(tasks, cost.speed)]
-    model = ModelPlan(ref.as_written, ref.label, plan.backend, str(ref.path) if ref.path else None, cost.facts,
-                      speed=cost.speed, speed_note=cost.note, tasks=tuple(tasks))
-    return DryRun((costed(plan, model, reference),),
-                  () if plan.settle.on else _alternatives([model], plan.limit, plan.sample, plan.shard))
+    model = _model_plan(ref.as_written, ref.label, plan.backend, ref, tasks, cost)
+    return _dry_run([_left(plan, model, reference, lambda: held(folder, plan))], plan)
 
 
 def of_download(plan, warn: Callable[[str], None]) -> DryRun | None:
@@ -143,26 +138,40 @@ def of_download(plan, warn: Callable[[str], None]) -> DryRun | None:
         return None
 
 
-def _timed(tasks: list[TaskPlan], speed: Speed | None) -> tuple[TaskPlan, ...]:
-    """Each task's seconds at ``speed`` (its work counted)."""
-    return tuple(replace(t, seconds=speed.seconds(t.work)) if speed and t.work else t for t in tasks)
+def _model_plan(name: str, label: str, kind: str, ref: ModelRef | None, tasks, cost: MachineCost, **more) -> ModelPlan:
+    """A model's plan from its tasks' work and its facts, memory and speed (``ref``: its model here): each task's
+    seconds at its speed (its work counted)."""
+    speed = cost.speed
+    return ModelPlan(name, label, kind, str(ref.path) if ref is not None and ref.path else None, cost.facts,
+                     memory=cost.memory, memory_estimated=cost.estimated, speed=speed, speed_note=cost.note,
+                     tasks=tuple(replace(t, seconds=speed.seconds(t.work)) if speed and t.work else t for t in tasks),
+                     **more)
 
 
-def _left(model: ModelPlan, saved, stopped: bool) -> ModelPlan:
-    """``model`` less the items its --out holds (``saved``: per task, saved.Held's); ``stopped``: a --until-settled
-    run there stopped where it settled, this one (every item left out, those it scored said as saved)."""
-    if not saved:
+def _left(plan, model: ModelPlan, reference: str | None, found: Callable[[], Held]) -> ModelPlan:
+    """``model`` (costed) as the run of ``plan`` would find it: its ``--until-settled`` looks (:func:`_looks`;
+    ``reference``: a ladder's), then less the items its folder holds (``found()``: saved.Held, read once the looks
+    are made; none for a model not planned); a --until-settled run there stopped where it settled, this one: every
+    item left out, those it scored said as saved."""
+    model = _looks(plan, model, reference)
+    if model.problem:
         return model
-    return replace(model, tasks=tuple(_less(t, t.items, model.speed, saved.get(t.task, 0)) if stopped else
+    kept = found()
+    if not kept.saved:
+        return model
+    saved = kept.saved
+    return replace(model, tasks=tuple(_less(t, t.items, model.speed, saved.get(t.task, 0)) if kept.stopped else
                                       _less(t, saved.get(t.task, 0), model.speed) for t in model.tasks))
 
 
-def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Alternative, ...]:
-    """What other item selections would cost: --sample 100/400 (or every item, when the run
-    takes a part), and each part of --shard 1/2, 1/4."""
+def _dry_run(models: list[ModelPlan], asked) -> DryRun:
+    """``models``, with what other item selections would cost (``asked``: the request, or a run's plan, its
+    selection; none for ``--until-settled``): --sample 100/400 (or every item, when the run takes a part), and each
+    part of --shard 1/2, 1/4."""
+    limit, sample, shard = asked.limit, asked.sample, asked.shard
     tasks = [t for m in models for t in m.tasks if t.work]
-    if not tasks:
-        return ()
+    if asked.settle.on or not tasks:
+        return DryRun(tuple(models))
     choices: list[tuple[str, Callable[[TaskPlan], int]]] = []
     if limit is None and sample is None and shard is None:
         choices += [(opt("sample", n), lambda t, n=n: min(n, t.available)) for n in (100, 400)
@@ -175,10 +184,10 @@ def _alternatives(models: list[ModelPlan], limit, sample, shard) -> tuple[Altern
     out = []
     for option, items in choices:
         secs = [None if m.seconds is None or m.recorded else  # (taken as recorded: another selection needs its file)
-                m.speed.load + sum(m.speed.seconds(with_items(t.work, items(t))) for t in m.tasks if t.work)
+                m.speed.load + sum(m.speed.seconds(_with_items(t.work, items(t))) for t in m.tasks if t.work)
                 for m in models]
         out.append(Alternative(option, None if None in secs else sum(secs)))
-    return tuple(out)
+    return DryRun(tuple(models), tuple(out))
 
 
 def _less(t: TaskPlan, skipped: int, speed: Speed | None, saved: int | None = None) -> TaskPlan:
@@ -187,6 +196,48 @@ def _less(t: TaskPlan, skipped: int, speed: Speed | None, saved: int | None = No
     if not skipped:
         return t
     saved = skipped if saved is None else saved
-    work = replace(with_items(t.work, t.items - skipped), exact=False) if t.work else None
+    work = replace(_with_items(t.work, t.items - skipped), exact=False) if t.work else None
     return replace(t, items=t.items - skipped, saved=saved, work=work,
                    seconds=speed.seconds(work) if speed and work else None)
+
+
+def _looks(plan, model: ModelPlan, reference: str | None) -> ModelPlan:
+    """``model`` (the dry_plan.ModelPlan of ``plan``) with each ``--until-settled`` task's looks (items, the seconds
+    of its first n items: its work in proportion), where its rule would stop if each published value were true
+    (sequential.expected_stop: question, items, verdict) and each verdict its last look cannot show within the
+    margin (settled.plan_reach, the rule the run's advice follows: the look its rule could first show it, however
+    the answers fall, past that look; with its figure, the bound that could, or a wider margin), by the plan's one
+    rule (settle.rule_of: nothing to settle is refused, as the run refuses it; the data hashed as the run hashes
+    it, a task's data_files: small, hashed once, so a row on data not the release is not waited for, as in the run:
+    tasks/release.py). ``reference``: a ladder's (its rungs' verdicts are against it; it waits for none). A plan
+    not ``--until-settled``, or a model not planned (its problem, taken as recorded), as it is."""
+    if not plan.settle.on or model.problem or model.recorded or (reference is not None and model.model == reference):
+        return model
+    from abricot_local.analysis import sequential as sq  # (scipy: loaded only for a --until-settled plan)
+    from abricot_local.analysis.settled import plan_reach
+    from abricot_local.record.schema import DataFile
+    from abricot_local.run.settle import Pairs, rule_of
+
+    runs = tuple(r for r in plan.runs if not r.problem)
+    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
+                         for r in runs}
+    rule = rule_of(replace(plan, runs=runs, data=data), Pairs(reference, Path(), 0) if reference is not None else None)
+    tasks, last = [], "the plan's last look"
+    for t in model.tasks:
+        r = rule.rules.get(t.task)
+        if r is None or t.work is None:
+            tasks.append(t)
+            continue
+        looks = tuple((n, model.speed.seconds(_with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
+        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
+        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if looks else []
+        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None),
+                             reach=tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None)))
+    return replace(model, tasks=tuple(tasks))
+
+
+def _with_items(work: Work, items: int) -> Work:
+    """``work`` for ``items`` items of the same kind, in proportion (alternatives to a run)."""
+    f = items / work.items if work.items else 0.0
+    return replace(work, items=items, tokens=round(work.tokens * f), calls=round(work.calls * f),
+                   rows=round(work.rows * f), positions=round(work.positions * f))

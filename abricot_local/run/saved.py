@@ -6,7 +6,7 @@ is not what its item, rebuilt by the resume, gives with the log-probs it records
 choices, continuations, gold, prediction and the task's own fields, byte for byte. What is kept is the line as
 written, so a resumed run's samples are an uninterrupted run's. Which saved lines a resume keeps is one rule,
 :func:`kept_lines` (read_saved, then gives: folder.OutputDir.vouched's), and ``run --dry-run --resume`` counts by it
-(:func:`held_items`), so the dry run's "saved" is what the resume then keeps."""
+(:func:`held`), so the dry run's "saved" is what the resume then keeps."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Mapping
 from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
 from abricot_local.jsonfiles import dumps_line
-from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Refusal, Sample, check_line, read_run, read_samples,
-                                  refused, same_items)
+from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, Refusal, Sample, check_line, read_run,
+                                  read_samples, refused, same_items)
 from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
                                           task_of)
 from abricot_local.run.owned import guard, refuse_link
@@ -143,28 +143,6 @@ def grow_refusal(folder: Path, why: str) -> str:
             f"in another {opt('out')}")
 
 
-def kept_counts(folder: Path, runs, *, chat: bool = False) -> dict[str, int]:
-    """How many of its items a --resume in ``folder`` keeps per task of ``runs`` (the plan's TaskRuns: the dry run's,
-    their items those the resume rebuilds), by :func:`kept_lines` and nothing written; a task with no items (a dry
-    plan's whose data is not here) is left out. A finished run no task of ``runs`` grows past the items its record
-    counts is the one the resume returns as it is: all kept; one it grows that would set a line aside is the
-    resume's refusal (:func:`grow_refusal`)."""
-    folder = Path(folder)
-    runs = [r for r in runs if r.items]
-    finished = (folder / RESULTS).is_file()
-    if finished:
-        tasks = read_run(folder).tasks  # (a damaged record: the resume's error too)
-        if all(r.task.key in tasks and len(r.items) <= tasks[r.task.key].n for r in runs):
-            return {r.task.key: len({it.id for it in r.items}) for r in runs}  # returned as it is: nothing scored
-    out = {}
-    for r in runs:
-        kept = kept_lines(folder, r.task.key, r, chat=chat)
-        if finished and kept.why(r.task.key):
-            raise ResultsError(grow_refusal(folder, kept.why(r.task.key)[0]))
-        out[r.task.key] = len(set(kept.found) & {it.id for it in r.items})
-    return out
-
-
 def holds_no_run(path: Path) -> bool:
     """Whether ``path`` is a folder that holds nothing of a run: no manifest, results.json, state file or saved
     sample (empty, or a lock left by a run killed before it showed its state): a --resume starts the run there
@@ -231,15 +209,39 @@ def resume_offer(path: Path, manifest) -> Refusal | None:
 
 @dataclass(frozen=True)
 class Held:
-    """What a dry plan given --out finds there before it starts (:func:`held_items`): per task of the plan, how many
-    of its items the run keeps there (``saved``: a --resume's, :func:`kept_counts`; empty when it holds none), where
-    a --resume of a folder holding no run starts (``starts``: resume.starts_there; "" otherwise), and whether the
-    finished ``--until-settled`` run there is this one, stopped where it settled (``stopped``: settle.finished,
-    nothing scored)."""
+    """What a plan's --out holds before it starts (:func:`held`, the one reading of its saved lines: the dry run's,
+    :func:`held_items`, and a run's own plan lines): per task of the plan, how many of its items a --resume keeps
+    there (``saved``: empty when it holds none), where a --resume of a folder holding no run starts (``starts``:
+    resume.starts_there; "" otherwise), and whether the finished ``--until-settled`` run there is this one, stopped
+    where it settled (``stopped``: :func:`finished`, nothing scored); the last two the dry run's."""
 
     saved: Mapping[str, int] = field(default_factory=dict)
     starts: str = ""
     stopped: bool = False
+
+
+def held(folder: Path | None, plan) -> Held:
+    """How many of its items a --resume of ``plan`` (run.plan.Plan: the dry run's, its items those the resume
+    rebuilds; or the run's own) in ``folder`` keeps per task, by :func:`kept_lines` and nothing written; a task with
+    no items (a dry plan's whose data is not here) is left out. A finished run no task of the plan grows past the
+    items its record counts is the one the resume returns as it is: all kept; one it grows that would set a line
+    aside is the resume's refusal (:func:`grow_refusal`). No folder (None, or none there yet): nothing held."""
+    if folder is None or not Path(folder).is_dir():
+        return Held()
+    folder = Path(folder)
+    runs = [r for r in plan.runs if r.items]
+    done = (folder / RESULTS).is_file()
+    if done:
+        tasks = read_run(folder).tasks  # (a damaged record: the resume's error too)
+        if all(r.task.key in tasks and len(r.items) <= tasks[r.task.key].n for r in runs):
+            return Held({r.task.key: len({it.id for it in r.items}) for r in runs})  # as it is: nothing scored
+    saved = {}
+    for r in runs:
+        kept = kept_lines(folder, r.task.key, r, chat=plan.task_options.chat_template)
+        if done and kept.why(r.task.key):
+            raise ResultsError(grow_refusal(folder, kept.why(r.task.key)[0]))
+        saved[r.task.key] = len(set(kept.found) & {it.id for it in r.items})
+    return Held(saved)
 
 
 def held_items(path: Path, plan, *, resume: bool, sweep: bool = False) -> Held:
@@ -248,9 +250,9 @@ def held_items(path: Path, plan, *, resume: bool, sweep: bool = False) -> Held:
     (owned.guard: in use by another run, a link, inside another run, not a run and not empty), by the run's own
     check, in its words, creating and locking nothing; without --resume, :func:`fresh_refusal`'s; with it, a folder
     that does not exist, the run of other options in it, by the resume's own rule (resume.refusal, on the plan
-    :func:`as_recorded` makes), saved samples no manifest vouches for (:func:`orphan_refusal`). ``sweep``: a
-    sweep's model (run.session.sweep): its folder may not be made yet (the run starts there) and a finished run in
-    it is complete, not compared."""
+    :func:`as_recorded` makes), saved samples no manifest vouches for (:func:`orphan_refusal`); then what it holds
+    (:func:`held`). ``sweep``: a sweep's model (run.session.sweep): its folder may not be made yet (the run starts
+    there) and a finished run in it is complete, not compared."""
     guard(path)  # what the run takes the folder with (run.folder.OutputDir.acquire), before anything is read
     resume = resume and (not sweep or path.is_dir())
     if not path.is_dir():
@@ -262,23 +264,43 @@ def held_items(path: Path, plan, *, resume: bool, sweep: bool = False) -> Held:
         if why := fresh_refusal(path, _compared(path, judged)):
             raise ResultsError(why)
         return Held()
-    recorded = recorded_manifest(path) if judged is not None and plan.model is not None else None
-    compared = None if recorded is None else as_recorded(plan, recorded)
+    compared = _recorded_plan(path, plan) if judged is not None and plan.model is not None else None
     if compared is not None and (why := refusal(path, compared.manifest())):
         raise ResultsError(why)
     if orphan := orphan_refusal(path):
         raise ResultsError(orphan)
-    saved = kept_counts(path, plan.runs, chat=plan.task_options.chat_template)
+    found = held(path, plan)
     starts = starts_there(path) if holds_no_run(path) else ""
-    stopped = False
-    if saved and plan.settle.on and plan.model is not None and (path / RESULTS).is_file():
-        from abricot_local.run.settle import finished
-
+    settled = False
+    if found.saved and plan.settle.on and plan.model is not None and (path / RESULTS).is_file():
         if judged is None:  # (a sweep's finished run, not compared above)
-            recorded = recorded_manifest(path)
-            compared = None if recorded is None else as_recorded(plan, recorded)
-        stopped = compared is not None and finished(path, compared) is not None  # nothing scored
-    return Held(saved, starts, stopped)
+            compared = _recorded_plan(path, plan)
+        settled = compared is not None and finished(path, compared) is not None  # nothing scored
+    return replace(found, starts=starts, stopped=settled)
+
+
+def finished(folder: Path, plan) -> Record | None:
+    """With --resume: the finished ``--until-settled`` run in ``folder`` when it is this one (the same options,
+    model, data and rule, its ``sample`` where it stopped): nothing to score. None otherwise (the ordinary resume
+    decides: a larger bound grows it, another run is refused)."""
+    from abricot_local.run.settle_record import record_in, stopped  # (the sequential rule's modules: only here)
+
+    record = record_in(folder)
+    if record is None:
+        return None
+    c = record.config
+    if record.manifest is None or c is None or not c.until_settled or c.sample is None:
+        return None
+    if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items) or not stopped(record):
+        return None
+    return record if record.manifest == replace(plan, sample=c.sample).manifest() else None
+
+
+def _recorded_plan(path: Path, plan):
+    """The dry ``plan`` as a --resume in ``path`` compares it (:func:`as_recorded`); None when no run there records
+    a manifest."""
+    recorded = recorded_manifest(path)
+    return None if recorded is None else as_recorded(plan, recorded)
 
 
 def _compared(path: Path, plan):
@@ -295,13 +317,12 @@ def _compared(path: Path, plan):
 
 def as_recorded(plan, recorded):
     """A dry ``plan`` (run.plan.Plan, its model here or planned; a --until-settled one with its bound as its sample,
-    settle.bounded) made the plan the resume compares: the data files of each task whose items it read hashed as a
+    bounded) made the plan the resume compares: the data files of each task whose items it read hashed as a
     run hashes them (a task's data_files; its data not here: ``recorded``'s taken, the resume checks them), the
     model file's SHA-256 taken as ``recorded``'s when it is not remembered (a dry run reads no GGUF through: the file
     moved or named otherwise is the resume's to check, by its bytes); the options, the model's name and the task
     versions the plan's own."""
     from abricot_local.record.schema import DataFile
-    from abricot_local.run.settle import bounded
 
     plan, model = whole_tasks(plan, recorded), plan.model
     if model.sha256 is None:
@@ -333,3 +354,11 @@ def whole_tasks(plan, recorded):
                                                             min(plan.limit, r.available)))
                  for r in plan.runs)
     return replace(plan, sample=n, runs=runs)
+
+
+def bounded(plan):
+    """A --until-settled plan's bound as its ``sample`` (the manifest a --resume compares): --max-items, else the
+    largest task's items (every item: the run holds the first n of the nested order whatever it holds)."""
+    if not plan.settle.on or plan.sample is not None or not plan.runs:
+        return plan
+    return replace(plan, sample=max(r.available or len(r.items) for r in plan.runs))

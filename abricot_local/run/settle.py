@@ -29,13 +29,14 @@ from abricot_local.analysis import sequential as sq
 from abricot_local.analysis.questions import pair_questions, questions, statistics
 from abricot_local.analysis.settled import record_of
 from abricot_local.errors import ResultsError, UsageError, opt
-from abricot_local.record import Record, Sample
+from abricot_local.record import Sample
 from abricot_local.record.schema import Settle
 from abricot_local.tasks import release
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
 from abricot_local.run.resume import finished_run
-from abricot_local.run.settle_record import (earlier_in, grow_instead, record_in, refuse_said_looks, restored, stopped, taken,
+from abricot_local.run.saved import bounded, finished
+from abricot_local.run.settle_record import (earlier_in, grow_instead, record_in, refuse_said_looks, restored, taken,
                                              took_notes)
 
 INTERVAL_TOLERANCE = 1e-6  # check: a replayed interval (bootstrap, gammaln: not bit-stable across CPUs)
@@ -60,14 +61,6 @@ class Pairs:
     reference: str
     folder: Path
     pause: int
-
-
-def bounded(plan):
-    """A --until-settled plan's bound as its ``sample`` (the manifest a --resume compares): --max-items, else the
-    largest task's items (every item: the run holds the first n of the nested order whatever it holds)."""
-    if not plan.settle.on or plan.sample is not None or not plan.runs:
-        return plan
-    return replace(plan, sample=max(r.available or len(r.items) for r in plan.runs))
 
 
 def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
@@ -261,55 +254,6 @@ class Grown(Whole):
 
     def sections(self, home) -> None:
         return None
-
-
-def finished(folder: Path, plan) -> Record | None:
-    """With --resume: the finished ``--until-settled`` run in ``folder`` when it is this one (the same options,
-    model, data and rule, its ``sample`` where it stopped): nothing to score. None otherwise (the ordinary resume
-    decides: a larger bound grows it, another run is refused)."""
-    record = record_in(folder)
-    if record is None:
-        return None
-    c = record.config
-    if record.manifest is None or c is None or not c.until_settled or c.sample is None:
-        return None
-    if (c.looks, c.max_items) != (plan.settle.looks, plan.settle.max_items) or not stopped(record):
-        return None
-    return record if record.manifest == replace(plan, sample=c.sample).manifest() else None
-
-
-def costed(plan, model, reference: str | None = None):
-    """``model`` (the dry_plan.ModelPlan of ``plan``) with each ``--until-settled`` task's looks (items, the seconds
-    of its first n items: its work in proportion), where its rule would stop if each published value were true
-    (sequential.expected_stop: question, items, verdict) and each verdict its last look cannot show within the
-    margin (settled.plan_reach, the rule the run's advice follows: the look its rule could first show it, however
-    the answers fall, past that look; with its figure, the bound that could, or a wider margin), by the plan's one
-    rule (:func:`rule_of`: nothing to settle is refused, as the run refuses it; the data hashed as the run hashes
-    it, a task's data_files: small, hashed once, so a row on data not the release is not waited for, as in the run:
-    tasks/release.py). ``reference``: a ladder's (its rungs' verdicts are against it; it waits for none). A plan
-    not ``--until-settled``, or a model not planned (its problem, taken as recorded), as it is."""
-    if not plan.settle.on or model.problem or model.recorded or (reference is not None and model.model == reference):
-        return model
-    from abricot_local.analysis.settled import plan_reach
-    from abricot_local.record.schema import DataFile
-    from abricot_local.run.cost import with_items
-
-    runs = tuple(r for r in plan.runs if not r.problem)
-    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
-                         for r in runs}
-    rule = rule_of(replace(plan, runs=runs, data=data), Pairs(reference, Path(), 0) if reference is not None else None)
-    tasks, last = [], "the plan's last look"
-    for t in model.tasks:
-        r = rule.rules.get(t.task)
-        if r is None or t.work is None:
-            tasks.append(t)
-            continue
-        looks = tuple((n, model.speed.seconds(with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
-        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
-        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if looks else []
-        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None),
-                             reach=tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None)))
-    return replace(model, tasks=tuple(tasks))
 
 
 def stopped_plan(plan, n: int):
