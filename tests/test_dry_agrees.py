@@ -4,7 +4,7 @@
    --resume holds it to its pin as well): a pin edited wrong since refuses the whole sweep before any item, its dry
    run too (a hash it remembers: nothing read), in the run's words; the finished run is left as it is.
 2. --until-settled on data that is not the release: the dry run sees it (its data hashed as the run hashes it, in
-   run.settle.costed) and refuses as the run does, and the refusal names the data and the release.
+   the dry run's looks, run.dry_run) and refuses as the run does, and the refusal names the data and the release.
 3. A --resume of a finished run asked with other options, its data gone, gets the resume's refusal of other options
    (tasks.selection keeps a task the record lacks with its problem), as with its data here.
 """
