@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from abricot_local.cli.app import cli, echo, left_sigterm, say
-from abricot_local.cli.options import backend_options, run_options, settle_options, task_options
+from abricot_local.cli.options import backend_options, flags, run_options, settle_options, task_options
 from abricot_local.cli.progress import progress as make_progress
 from abricot_local.errors import UsageError, shell_line
 from abricot_local.record.settings import task_keys
@@ -131,7 +131,7 @@ def said_sweep(request, steps) -> None:
     folders = [s.folder for s in steps if not s.failed]
     if folders:
         echo("\n".join([f"\n== comparison of {len(folders)} model(s) in {folders[0].parent}",  # the sweep's
-                        compared(folders, request.known_models())]))
+                        compared(folders, request.known_models(), flags)]), rendered=True)  # worded as built
     failed = [s for s in steps if s.failed]
     if failed:
         echo("\n".join([f"\n{len(failed)} model(s) failed:", *(f"  {s.model}: {s.failed}" for s in failed)]), err=True)
