@@ -227,14 +227,16 @@ def _figures(c: Comparison) -> str:
     return f"{VERDICT_FIGURES}; " if any(v.kind in (CANNOT_TELL, DIFFERENT) for v in c.verdicts) else ""
 
 
-def verdict_text(c: Comparison) -> str:
+def verdict_text(c: Comparison, namer=None) -> str:
     """The verdict lines under a heading naming the command that shows the details (with the margin ``c`` was
     judged at, when not each task's: the same verdicts again) and, where a line gives a difference, how to read it
-    (:data:`VERDICT_FIGURES`: its direction and its level)."""
+    (:data:`VERDICT_FIGURES`: its direction and its level); each text worded by ``namer`` (the door's) before it is
+    wrapped (None: its options left for the door)."""
     folders = " ".join(r.path for r in c.runs)
     margin = f" {opt('margin', f'{c.margin:g}')}" if c.margin is not None else ""
-    head = wrap(f"Pairwise verdicts ({_figures(c)}details: abricot-local compare {folders}{margin})", indent="  ")
-    return head + "\n" + "\n".join(wrap(v.line, indent="  ") for v in c.verdicts)
+    head = f"Pairwise verdicts ({_figures(c)}details: abricot-local compare {folders}{margin})"
+    return wrap(worded(head, namer), indent="  ") + "\n" + "\n".join(wrap(worded(v.line, namer), indent="  ")
+                                                                     for v in c.verdicts)
 
 
 def side_by_side(rows: pd.DataFrame, width: int = TEXT_WIDTH) -> str:

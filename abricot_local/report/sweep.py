@@ -44,8 +44,7 @@ def pairwise_verdicts(runs, namer: Namer | None = None) -> str:
     mixed = [f"the runs' {opt('until_settled')} rules read other margins ({read}); compare judges every pair at one: "
              f"the task's, or {opt('margin', 'M')}"] if len(margins) > 1 else []
     notes = [wrap(f"note: {n}", indent="  ") for n in worded([n for n in c.notes if OWN_ITEMS in n] + mixed, namer)]
-    # (verdict_text wraps its lines itself: worded after, as before, until it takes the namer)
-    return "\n".join([worded(verdict_text(c), namer), *notes])
+    return "\n".join([verdict_text(c, namer), *notes])
 
 
 def rule_margins(runs) -> list[float | None]:
