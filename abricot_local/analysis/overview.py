@@ -20,6 +20,7 @@ import numpy as np
 
 from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.baselines import VerdictTask, reproduced_tasks  # (here too: run/held.py's)
+from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.ladder import quant_groups
 from abricot_local.analysis.settled import SettledVerdict, settled_verdict
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
@@ -68,6 +69,12 @@ class QuantPair:
     notes: tuple[str, ...] = ()
     ladder: str = ""  # both runs' folder where a quant of the base was run twice on the task (ladder.quant_groups)
 
+    @property
+    def base_cell(self) -> str:
+        """The quant tables' ``base`` cell (text and HTML): the base, with the runs' folder where it is one folder's
+        pair (``ladder``), as its ladder's rows name it."""
+        return f"{self.base} ({self.ladder})" if self.ladder else self.base
+
 
 @dataclass(frozen=True)
 class Report:
@@ -115,6 +122,16 @@ def compare_pair(ref: Run, other: Run, task: str) -> QuantPair:
     agree = sum(a[i].pred == b[i].pred for i in common) / len(common)
     kl = float(np.mean([label_kl(a[i].logprobs, b[i].logprobs) for i in common]))
     return QuantPair(ref.base, task, ref, other, len(common), agree, kl, tuple(notes))
+
+
+def no_pairs(runs) -> tuple[str, ...]:
+    """What the quant comparison says with no pair (text and HTML): that no two runs share a base at different quants,
+    or, where the quant ladders left runs out, that no two of one base at different quants are one folder's, then the
+    ladders' notes saying why (analysis.ladder.notes: the one grouping, ladder.quant_groups)."""
+    if not (left := ladder_notes(runs)):
+        return ("No two runs share a base model at different quants.",)
+    return ("No pair of runs of one base at different quants holds a task within one folder (the quant ladder's notes "
+            "say why).", *left)
 
 
 def compare_quants(runs) -> list[QuantPair]:

@@ -475,7 +475,9 @@ function items() {
 function quant() {
   const sec = h("section", {id: "quant"}, h("h2", {text: "Quantization comparison"}));
   if (!D.quant.length) {
-    sec.append(h("p", {cls: "note", text: "No two runs share a base model at different quants."}));
+    // the text table's words (analysis/overview.py no_pairs): where the ladders left runs out, their notes say why
+    sec.append(h("p", {cls: "note", text: D.quantEmpty}));
+    if ((D.ladderNotes || []).length) sec.append(ladder());
     return sec;
   }
   sec.append(h("p", {cls: "note", text: "Runs of one base model at different quants, over the items both scored: " +

@@ -32,6 +32,7 @@ from pathlib import Path
 from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.changes import BROKEN, FIXED, NEAR_TIE, STILL_WRONG, outcome, top_two_margin
 from abricot_local.analysis.equivalence import references
+from abricot_local.analysis.overview import no_pairs
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.reproduction import words
@@ -128,7 +129,7 @@ def _leaderboard(report: Report, keys: list[str]) -> tuple[list[dict], list[dict
 
 
 def _quant(report: Report) -> list[dict]:
-    return [{"base": q.base, "task": q.task, "ref": q.ref.label, "refQuant": q.ref.quant, "other": q.other.label,
+    return [{"base": q.base_cell, "task": q.task, "ref": q.ref.label, "refQuant": q.ref.quant, "other": q.other.label,
              "otherQuant": q.other.quant, "n": q.n_common, "agreement": q.agreement, "kl": q.kl_mean,
              "notes": list(q.notes)} for q in report.quant]
 
@@ -295,7 +296,8 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "checks": _checks(report),
         "quant": _quant(report),
         "ladder": ladder_rows.page_records(ladders(report.runs, given=report.given)) if report.quant else [],
-        "ladderNotes": list(ladder_notes(report.runs)) if report.quant else [],
+        "ladderNotes": list(ladder_notes(report.runs) if report.quant else no_pairs(report.runs)[1:]),
+        "quantEmpty": "" if report.quant else no_pairs(report.runs)[0],  # the text table's words (overview.no_pairs)
         "nearTie": NEAR_TIE,
         "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,

@@ -23,7 +23,7 @@ from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.report.comparison import worded
 from abricot_local.errors import UsageError, opt
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
-                                             gather, metric_keys, recompute)
+                                             gather, metric_keys, no_pairs, recompute)
 from abricot_local.analysis.settled import SettledVerdict
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
@@ -42,7 +42,6 @@ __all__ = ["FORMATS", "TABLES", "Metric", "QuantPair", "Report", "Run", "RunChec
 FORMATS = ("table", "markdown", "csv", "json")
 TABLES = ("all", "runs", "published", "quant", "prompts")
 EMPTY = {"published": "No run's registry entry reproduces a published result.",
-         "quant": "No two runs share a base model at different quants.",
          "prompts": "No run holds a task under two or more prompt variants (run --prompt-variant all)."}
 
 
@@ -271,9 +270,8 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
                                    ("notes", "reference", "model", *settled))
     if report.quant:
         q = quant_frame(report)
-        q["base"] = [f"{p.base} ({p.ladder})" if p.ladder else p.base for p in report.quant]  # as its ladder's rows
-        q["agreement"] = q["agreement"].map(_num)
-        q["kl_mean"] = q["kl_mean"].map(lambda v: _num(v, 4))
+        q["base"] = [p.base_cell for p in report.quant]  # as its ladder's rows (and the page's)
+        q["agreement"], q["kl_mean"] = q["agreement"].map(_num), q["kl_mean"].map(lambda v: _num(v, 4))
         q = q.rename(columns={"kl_mean": "mean KL(ref||other)"}).drop(columns=["ref_folder", "other_folder"])
         q.insert(2, "ref_quant", q.pop("ref_quant"))  # key columns: every block names the reference quant
         q.insert(3, "other_quant", q.pop("other_quant"))  # and the rung's (its rows' order is no key)
@@ -375,8 +373,10 @@ def render(report: Report, fmt: str = "table", *, table: str = "all", metrics: t
         return prompts or EMPTY[table]
     sections = {k: replace(sec, title=worded(sec.title, namer), frame=_harmless(sec.frame, namer), lines=worded(
         sec.lines, namer), notes=worded(sec.notes, namer)) for k, sec in _text_frames(report, metrics).items()}
-    if table != "all" and table not in sections:
-        return EMPTY[table]
+    if table != "all" and table not in sections:  # quant: no pair; why, where the ladders' notes say (no_pairs)
+        said = [worded(n, namer) for n in (no_pairs(report.runs) if table == "quant" else ())]
+        return EMPTY.get(table) or ("\n\n- note: ".join(map(markup, said)) if fmt == "markdown" else "\n".join(
+            wrap(visible(("note: " if k else "") + s), indent="  ") for k, s in enumerate(said)))
     chosen = list(sections.values()) if table == "all" else [sections[table], *(
         [sections["ladder"]] if table == "quant" and "ladder" in sections else [])]
     if fmt == "markdown":
