@@ -63,6 +63,7 @@ def test_a_folder_of_several_files_given_by_task_name_asks_for_one_by_that_name(
 
 
 # -- 2. the chance label drawn red ----------------------------------------------------------------------
+@pytest.mark.real  # a browser
 def test_the_chance_label_is_drawn_in_the_chance_line_s_red(browser):
     fig = forest.figure({"key": "t.m", "task": "t", "metric": "m", "chance": 0.2},
                         [{"label": "run", "kind": "run", "cells": {"t.m": [0.5, 0.3, 0.7]}}])
