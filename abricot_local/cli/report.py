@@ -178,8 +178,9 @@ def report(runs: tuple[str, ...], strict: bool, fmt: str, output: str | None, wh
     registry = load_registry(models_file)
     doc = read_runs(finished_runs(runs, strict), registry, data, data_dir, read=rep.build)
     _metrics_named(doc, patterns, metrics)
-    if not verify:  # a samples file that lost lines (or gained some) stops here, the file and the count named;
-        from abricot_local.analysis.loading import counted  # --verify says it as its own "not verified"
+    if not verify and fmt not in ("html", "lm-eval"):  # a samples file that lost lines (or gained some) stops here,
+        from abricot_local.analysis.loading import counted  # the file and the count named; the page and the export
+        # read every sample (RunTask.samples stops so), --verify says it as its own "not verified"
 
         counted(doc.runs)
     if fmt == "lm-eval":

@@ -39,6 +39,15 @@ class Found:
     grown: tuple[int, int] | None = None
     line: str = ""
 
+    @property
+    def bound(self) -> str:
+        """The option that bounds the run's items: --until-settled's --max-items is its sample."""
+        return bound_of(self.plan)
+
+
+def bound_of(plan) -> str:
+    return "max_items" if plan.settle.on else "sample"
+
 
 def find(plan, folder: Path, *, resume: bool, pairs=None) -> Found:
     """What ``plan`` (run.plan.Plan) does in ``folder``: with ``resume``, the plan as the run recorded there takes it
@@ -54,7 +63,7 @@ def find(plan, folder: Path, *, resume: bool, pairs=None) -> Found:
     if done is not None:  # nothing to score: the finished run stays as it is (:func:`kept`)
         return Found(plan, stages, manifest, finished=done, again=remargined(done, plan.margin))
     grown = grows(folder, manifest) if resume else None
-    bound = "max_items" if plan.settle.on else "sample"  # --until-settled: --max-items is the run's sample
+    bound = bound_of(plan)
     if lacking := [r for r in plan.runs if r.problem]:  # planned from the finished run's record (run.plan)
         raise DataError(without_data(folder, grown, lacking[0], bound))
     line = ""

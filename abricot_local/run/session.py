@@ -271,7 +271,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
     folder.totals = folder.totals or {r.task.key: len(r.items) for r in plan.runs}
     start = time.perf_counter()
     found = find(plan, folder.path, resume=resume, pairs=pairs)  # what the folder holds, what the run does there
-    folder.grown, folder.bound = found.grown, "max_items" if found.plan.settle.on else "sample"
+    folder.grown, folder.bound = found.grown, found.bound
     if found.finished is not None:  # nothing to score: the finished run stays as it is (its leftovers gone, its
         record = kept(found, folder.path, notify)  # verdict judged again at another --margin)
         return Outcome(folder.path / RESULTS, record, complete=True, rejudged=found.again)

@@ -207,11 +207,11 @@ def find_runs(paths) -> list[RunState]:
 
 
 def saved_counts(folder: Path, tasks: Iterable[str] = (), problems: list[str] | None = None) -> dict[str, int]:
-    """Items on disk per task in a run folder (finished samples files and the checkpoint; :func:`saved_ids`)."""
-    return {task: len(ids) for task, ids in saved_ids(folder, tasks, problems).items()}
+    """Items on disk per task in a run folder (finished samples files and the checkpoint; :func:`_saved_ids`)."""
+    return {task: len(ids) for task, ids in _saved_ids(folder, tasks, problems).items()}
 
 
-def saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | None = None) -> dict[str, set]:
+def _saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | None = None) -> dict[str, set]:
     """The ids of the items on disk per task in a run folder (finished samples files and the checkpoint), keyed by
     the task of each file's name (record.outputs.task_of), or by its key among ``tasks`` (the run's task keys: one
     whose file name is not the key itself, a ``/`` in a plugin's variant, is found by its samples_name); each file
