@@ -285,6 +285,7 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
     columns, rows = _leaderboard(report, keys)
     primary = primary_keys(report, keys)
     pngs, png_notes = _png_figures(report, primary) if figures else ([], [])
+    empty = () if report.quant else no_pairs(report.runs)  # the text table's words, the ladders' notes read once
     return {
         "version": 1,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -296,8 +297,8 @@ def report_data(report: Report, *, metrics: tuple[str, ...] = (), figures: bool 
         "checks": _checks(report),
         "quant": _quant(report),
         "ladder": ladder_rows.page_records(ladders(report.runs, given=report.given)) if report.quant else [],
-        "ladderNotes": list(ladder_notes(report.runs) if report.quant else no_pairs(report.runs)[1:]),
-        "quantEmpty": "" if report.quant else no_pairs(report.runs)[0],  # the text table's words (overview.no_pairs)
+        "ladderNotes": list(ladder_notes(report.runs) if report.quant else empty[1:]),
+        "quantEmpty": empty[0] if empty else "",
         "nearTie": NEAR_TIE,
         "prompts": prompt_report.page_data(prompt_study(report.runs)),
         "figures": pngs,
