@@ -109,7 +109,7 @@ def test_a_folder_left_interrupted_with_nothing_saved_is_run_again(tmp_path, dat
 
 
 def test_runs_counts_what_a_resume_keeps_and_names_a_line_it_refuses(tmp_path, data, monkeypatch):
-    from abricot_local.run.saved import read_saved
+    from abricot_local.run.kept import read_saved
     from abricot_local.run.states import run_state
 
     out = tmp_path / "o"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from abricot_local.cli import cli
 from abricot_local.errors import ResultsError
-from abricot_local.run.saved import read_saved
+from abricot_local.run.kept import read_saved
 from abricot_local.run.states import saved_lines
 from invented_data import write_discotex
 

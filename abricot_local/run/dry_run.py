@@ -30,7 +30,8 @@ from abricot_local.run.cost import Speed, Work
 from abricot_local.run.dry_count import counted, counted_by, estimated
 from abricot_local.run.dry_plan import Alternative, DryRun, ModelPlan, TaskPlan
 from abricot_local.run.machine_cost import MachineCost, machine_cost
-from abricot_local.run.saved import Held, held, held_items
+from abricot_local.run.kept import Held, held
+from abricot_local.run.saved import held_items
 
 
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
@@ -115,7 +116,7 @@ def of_run(plan, backend, folder: Path | None = None, reference: str | None = No
     """The cost of a plan about to be executed (plan.py's Plan, its model open as ``backend``): its own
     items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
     first lines), then as the dry run's (:func:`_left`). ``folder`` (a --resume): the items it holds are left out
-    (saved.held: the dry run's reading), the work and time of those left in proportion. ``reference``: a
+    (kept.held: the dry run's reading), the work and time of those left in proportion. ``reference``: a
     --until-settled ladder's, the plan a rung's (its looks and expected stop against it, as --dry-run gives them)."""
     ref, opts = plan.model, plan.backend_options
     tasks = counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
@@ -150,7 +151,7 @@ def _model_plan(name: str, label: str, kind: str, ref: ModelRef | None, tasks, c
 
 def _left(plan, model: ModelPlan, reference: str | None, found: Callable[[], Held]) -> ModelPlan:
     """``model`` (costed) as the run of ``plan`` would find it: its ``--until-settled`` looks (:func:`_looks`;
-    ``reference``: a ladder's), then less the items its folder holds (``found()``: saved.Held, read once the looks
+    ``reference``: a ladder's), then less the items its folder holds (``found()``: kept.Held, read once the looks
     are made; none for a model not planned); a --until-settled run there stopped where it settled, this one: every
     item left out, those it scored said as saved."""
     model = _looks(plan, model, reference)

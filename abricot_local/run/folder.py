@@ -44,7 +44,8 @@ from abricot_local.record import kernel_path, read_run
 from abricot_local.run.declared import Declared
 from abricot_local.run.resume import (OWN_FILES, ThreadLog, finished_run, nothing_to_resume, reopen, starts_afresh,
                                       starts_there, thread_parts, refusal as resume_refusal_of)
-from abricot_local.run.saved import failed_before_first_item, fresh_refusal, grow_refusal, kept_lines, orphan_refusal
+from abricot_local.run.kept import grow_refusal, kept_lines
+from abricot_local.run.saved import failed_before_first_item, fresh_refusal, orphan_refusal
 
 SYNC_EVERY = 1.0  # seconds between a checkpoint's fsyncs (every line is flushed at once)
 RESUME_ANY_DOOR = ("the same run again with this folder as its output, resumed (the command line: --out FOLDER "

@@ -1,29 +1,24 @@
-"""What an output folder holds of a run's scored items before its results.json, and whether a run may reuse it
-(run/folder.py's writer asks): samples saved with no manifest (``.checkpoint/run.json``) that says how they were
-made are never reused (:func:`orphan_refusal`); a checkpoint line that is damaged (not JSON, not a sample, one id
-twice with other content) is set aside and its item scored again (:func:`read_saved`), and so is a saved line that
-is not what its item, rebuilt by the resume, gives with the log-probs it records (:func:`gives`): its id, context,
-choices, continuations, gold, prediction and the task's own fields, byte for byte. What is kept is the line as
-written, so a resumed run's samples are an uninterrupted run's. Which saved lines a resume keeps is one rule,
-:func:`kept_lines` (read_saved, then gives: folder.OutputDir.vouched's), and ``run --dry-run --resume`` counts by it
-(:func:`held`), so the dry run's "saved" is what the resume then keeps."""
+"""Whether a run may take what an output folder holds of its scored items before its results.json (run/folder.py's
+writer asks, and the dry run: :func:`held_items`), and the plan as a --resume there compares it: samples saved with no
+manifest (``.checkpoint/run.json``) that says how they were made are never reused (:func:`orphan_refusal`); a run
+without --resume does not take a folder holding a run (:func:`fresh_refusal`, offering --resume only where it would
+take it: :func:`resume_offer`); a --resume compares the plan as the run recorded there takes it (:func:`whole_tasks`,
+:func:`bounded`; a dry plan's model and data as recorded: :func:`as_recorded`). Which saved lines a --resume keeps,
+and how many of the plan's items that leaves, is run/kept.py's, the one reader of them (kept_lines, held): the
+dry run's "saved" is what the resume then keeps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Mapping
 
-from abricot_local.core import Scored
 from abricot_local.errors import ResultsError, opt
-from abricot_local.jsonfiles import dumps_line
-from abricot_local.record import (CHECKPOINT, RESULTS, RUN_MANIFEST, Record, Refusal, Sample, check_line, read_run,
-                                  read_samples, refused, same_items)
-from abricot_local.record.outputs import (FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, samples_name,
-                                          task_of)
-from abricot_local.run.owned import guard, refuse_link
+from abricot_local.record import CHECKPOINT, RESULTS, RUN_MANIFEST, Record, Refusal, read_run, refused, same_items
+from abricot_local.record.outputs import FAILED, INTERRUPTED, MARKERS, SAMPLES_GLOB, lstat_or_none, task_of
+from abricot_local.run.kept import Held, held
+from abricot_local.run.owned import guard
 from abricot_local.run.resume import nothing_to_resume, recorded_manifest, refusal, resumable, starts_there
-from abricot_local.run.states import saved_counts, scan_saved
+from abricot_local.run.states import saved_counts
 
 SHOWN = 3  # files a refusal names
 
@@ -60,87 +55,6 @@ def orphan_refusal(folder: Path) -> str:
     return (f"{folder} holds saved samples ({named}) but no {CHECKPOINT}/{RUN_MANIFEST}, the record of the options, "
             "model and data that scored them: nothing can tell whether they belong to this run, so they are not "
             f"reused; delete them (or the folder) to start afresh there, or choose another {opt('out')}")
-
-
-def read_saved(path: Path, *, repair: bool) -> tuple[list[Sample], list[int]]:
-    """The samples of a checkpoint's (or a cut finish's) samples file, in file order, and the numbers of the lines
-    set aside: damaged (not JSON: what a crash or a failing disk leaves, cut, zeros, garbage) or an id found again
-    with other content (both lines: which is right cannot be told). A torn last line is cut (``repair``) as
-    record.read_samples cuts it. A line that is JSON but no sample that holds together was written by something
-    else (a hand, a tool): refused, naming it, with what to do; so is a file that cannot be read at all (a link)."""
-    try:
-        return read_samples(path, repair=repair, required=False), []
-    except ResultsError:
-        scan = scan_saved(path)  # what is wrong with the file itself raises here
-    if scan.refused is not None:
-        raise ResultsError(f"{scan.refused.raw()}: the checkpoint was changed; delete that line (its item is scored "
-                           "again) and resume") from None
-    return list(scan.samples), list(scan.off)
-
-
-def gives(task, item, sample: Sample) -> bool:
-    """Whether ``task`` makes ``sample``'s line, byte for byte, from ``item`` (as the resume rebuilt it) and the
-    log-probs and continuation tokens the line records: nothing the item gives was changed (a prediction that is
-    not the log-probs' either)."""
-    try:
-        scored = Scored(logprobs=tuple(sample.logprobs), n_context_tokens=0, fast_path=False,
-                        continuation_tokens=tuple(tuple(t) for t in (sample.continuation_tokens or ())))
-        again = task.sample(item, scored)
-        again = again if isinstance(again, Sample) else check_line(again, "the sample its item gives")
-        return dumps_line(again.line) == dumps_line(sample.line)
-    except Exception:  # noqa: BLE001 - a line the task cannot remake is not vouched for: its item is scored again
-        return False
-
-
-@dataclass(frozen=True)
-class Kept:
-    """What a --resume keeps of one task's saved lines (:func:`kept_lines`): ``found``, the samples by id as written
-    (lines of items the plan does not hold included: not scored, not counted), and what it sets aside, each item
-    scored again: the ``damaged`` lines ("PATH line N") and the ids whose line its item does not give (``changed``)."""
-
-    found: Mapping[str, Sample]
-    damaged: tuple[str, ...] = ()
-    changed: tuple[str, ...] = ()
-
-    def why(self, task: str) -> tuple[str, ...]:
-        """What the resume says of the lines set aside (a line each: the damaged ones, then the changed ones)."""
-        off = self.changed
-        return (*([f"{', '.join(self.damaged)}: damaged"] if self.damaged else []),
-                *([f"{task}: the saved line of item {off[0]!r}" + (f" and {len(off) - 1} more" if len(off) > 1 else "")
-                   + " is not what its item gives (changed, or another run's)"] if off else []))
-
-
-def kept_lines(folder: Path, task: str, run=None, *, repair: bool = False, chat: bool = False) -> Kept:
-    """The one rule of what a --resume in ``folder`` keeps of ``task``'s saved lines (its finished samples file, a
-    cut finish's, then its checkpoint's; an id in both: the first), and what it sets aside: each file read by
-    :func:`read_saved` (a damaged line, an id twice with other content: set aside; a line that is no sample: its
-    refusal raised), then, given ``run`` (a tasks.selection.TaskRun as the resume rebuilds it), each line of one of
-    its items vouched for by :func:`gives`. A file there that is a link or no regular file is refused
-    (owned.refuse_link: the run's own refusal; a dry run reads nothing through it). ``repair``: the checkpoint's torn last line cut from the file (the
-    resume's; what is kept is the same without). ``chat`` (a dry run's plan under a chat template: no model to
-    render it): each item taken in the context its line records, the rest of the line vouched for."""
-    folder, name = Path(folder), samples_name(task)
-    found: dict[str, Sample] = {}
-    damaged: list[str] = []
-    for path in (folder / name, folder / CHECKPOINT / name):
-        refuse_link(path)  # a link or a folder there: the run's refusal, never read through (`runs` says it too)
-        rows, bad = read_saved(path, repair=repair and path.parent == folder / CHECKPOINT)
-        damaged += [f"{path} line {n}" for n in bad]
-        for s in rows:
-            found.setdefault(s.id, s)
-    items = {it.id: it for it in run.items} if run is not None else {}
-    changed = tuple(i for i, s in found.items() if i in items and not gives(
-        run.task, items[i].in_chat(s.context) if chat else items[i], s))
-    for i in changed:
-        del found[i]
-    return Kept(found, tuple(damaged), changed)
-
-
-def grow_refusal(folder: Path, why: str) -> str:
-    """Why a --resume does not grow the finished run in ``folder`` (``why``: a line :meth:`Kept.why` gives): a saved
-    line of it would be set aside, so it was changed."""
-    return (f"{why}: the finished run in {folder} was changed, so it does not grow; `check` says more, or run it anew "
-            f"in another {opt('out')}")
 
 
 def holds_no_run(path: Path) -> bool:
@@ -207,52 +121,15 @@ def resume_offer(path: Path, manifest) -> Refusal | None:
     return why
 
 
-@dataclass(frozen=True)
-class Held:
-    """What a plan's --out holds before it starts (:func:`held`, the one reading of its saved lines: the dry run's,
-    :func:`held_items`, and a run's own plan lines): per task of the plan, how many of its items a --resume keeps
-    there (``saved``: empty when it holds none), where a --resume of a folder holding no run starts (``starts``:
-    resume.starts_there; "" otherwise), and whether the finished ``--until-settled`` run there is this one, stopped
-    where it settled (``stopped``: :func:`finished`, nothing scored); the last two the dry run's."""
-
-    saved: Mapping[str, int] = field(default_factory=dict)
-    starts: str = ""
-    stopped: bool = False
-
-
-def held(folder: Path | None, plan) -> Held:
-    """How many of its items a --resume of ``plan`` (run.plan.Plan: the dry run's, its items those the resume
-    rebuilds; or the run's own) in ``folder`` keeps per task, by :func:`kept_lines` and nothing written; a task with
-    no items (a dry plan's whose data is not here) is left out. A finished run no task of the plan grows past the
-    items its record counts is the one the resume returns as it is: all kept; one it grows that would set a line
-    aside is the resume's refusal (:func:`grow_refusal`). No folder (None, or none there yet): nothing held."""
-    if folder is None or not Path(folder).is_dir():
-        return Held()
-    folder = Path(folder)
-    runs = [r for r in plan.runs if r.items]
-    done = (folder / RESULTS).is_file()
-    if done:
-        tasks = read_run(folder).tasks  # (a damaged record: the resume's error too)
-        if all(r.task.key in tasks and len(r.items) <= tasks[r.task.key].n for r in runs):
-            return Held({r.task.key: len({it.id for it in r.items}) for r in runs})  # as it is: nothing scored
-    saved = {}
-    for r in runs:
-        kept = kept_lines(folder, r.task.key, r, chat=plan.task_options.chat_template)
-        if done and kept.why(r.task.key):
-            raise ResultsError(grow_refusal(folder, kept.why(r.task.key)[0]))
-        saved[r.task.key] = len(set(kept.found) & {it.id for it in r.items})
-    return Held(saved)
-
-
 def held_items(path: Path, plan, *, resume: bool, sweep: bool = False) -> Held:
     """What the dry ``plan`` (run.plan.Plan) given ``path`` (--out) finds there before it starts, as a dry run says
-    it (:class:`Held`); a folder the run refuses is that ResultsError: first, a folder the run would not take
+    it (a kept.Held); a folder the run refuses is that ResultsError: first, a folder the run would not take
     (owned.guard: in use by another run, a link, inside another run, not a run and not empty), by the run's own
     check, in its words, creating and locking nothing; without --resume, :func:`fresh_refusal`'s; with it, a folder
     that does not exist, the run of other options in it, by the resume's own rule (resume.refusal, on the plan
     :func:`as_recorded` makes), saved samples no manifest vouches for (:func:`orphan_refusal`); then what it holds
-    (:func:`held`). ``sweep``: a sweep's model (run.session.sweep): its folder may not be made yet (the run starts
-    there) and a finished run in it is complete, not compared."""
+    (kept.held, the one reader of its saved lines). ``sweep``: a sweep's model (run.session.sweep): its folder may
+    not be made yet (the run starts there) and a finished run in it is complete, not compared."""
     guard(path)  # what the run takes the folder with (run.folder.OutputDir.acquire), before anything is read
     resume = resume and (not sweep or path.is_dir())
     if not path.is_dir():

@@ -12,8 +12,8 @@ from typing import Iterable
 
 from abricot_local.errors import ResultsError, opt
 from abricot_local.record.outputs import FAILED, LOCK, MARKERS, RUNNING, SAMPLES_GLOB, samples_name, task_of
-from abricot_local.record import CHECKPOINT, RESULTS, Sample, check_line, read_run, read_samples
-from abricot_local.jsonfiles import MAX_JSONL_BYTES, BadJSON, dumps_line, loads, read_regular
+from abricot_local.record import CHECKPOINT, RESULTS, read_run
+from abricot_local.run.kept import scanned
 from abricot_local.run.owned import lock_holder, refuse_link, refuse_links
 
 
@@ -239,15 +239,11 @@ def _saved_ids(folder: Path, tasks: Iterable[str] = (), problems: list[str] | No
 
 
 def saved_lines(path: Path) -> tuple[set, str]:
-    """The ids of the saved items of a samples file as a --resume keeps them (:func:`scan_saved`), and what the
+    """The ids of the saved items of a samples file as a --resume reads them (run.kept.scanned), and what the
     resume says of it where it refuses it ("" when it does not): its first line that is JSON but no sample, or the
     file itself (one that cannot be read: too large: nothing of it counted)."""
     try:
-        return {s.id for s in read_samples(path, required=False)}, ""
-    except ResultsError:
-        pass
-    try:
-        scan = scan_saved(path)
+        scan = scanned(path)
     except ResultsError as err:
         return set(), _refused(err.raw())
     return {s.id for s in scan.samples}, "" if scan.refused is None else (
@@ -257,48 +253,6 @@ def saved_lines(path: Path) -> tuple[set, str]:
 def _refused(why: str) -> str:
     """What `runs` says of a samples file the resume refuses as a whole (``why``: the resume's words)."""
     return f"{opt('resume', True)} refuses it: {why}"
-
-
-@dataclass(frozen=True)
-class SavedScan:
-    """A samples file read line by line (:func:`scan_saved`): the ``samples`` kept, in file order; the numbers of the
-    lines set aside (``off``); the first line that is JSON but no sample (``refused``: None when none)."""
-
-    samples: tuple[Sample, ...]
-    off: tuple[int, ...]
-    refused: ResultsError | None
-
-
-def scan_saved(path: Path) -> SavedScan:
-    """The one rule a checkpoint's lines are read by, a --resume's and `runs`' (run.saved.read_saved): a line that
-    is not JSON (what a crash or a failing disk leaves) is set aside, and so is every line of an id found again with
-    other content (which is right cannot be told); a line that is JSON but no sample is the ``refused`` one. Raises
-    ResultsError when the file itself cannot be read (a link, too large)."""
-    data = read_regular(path, MAX_JSONL_BYTES)
-    kept: dict[str, tuple[int, Sample | None]] = {}
-    off: list[int] = []
-    refused = None
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            sample = check_line(loads(raw), f"{path} line {number}")
-        except BadJSON:
-            off.append(number)
-            continue
-        except ResultsError as err:
-            refused = refused or err
-            continue
-        if sample.id not in kept:
-            kept[sample.id] = (number, sample)
-            continue
-        first, was = kept[sample.id]
-        if was is None:  # an id already set aside: this line too
-            off.append(number)
-        elif dumps_line(was.line) != dumps_line(sample.line):
-            off += [first, number]
-            kept[sample.id] = (first, None)
-    return SavedScan(tuple(s for _, s in kept.values() if s is not None), tuple(sorted(off)), refused)
 
 
 def items_text(done: dict[str, int], totals: dict[str, int]) -> str:
