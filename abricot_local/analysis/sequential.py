@@ -130,6 +130,22 @@ class Look:
                 "cannot tell yet within" + m}.get(self.verdict, "cannot tell")
 
     @property
+    def outside(self) -> bool:
+        """Below every item, this look's own estimate (``value``) lies outside the interval the verdict reads
+        (``running``, the looks' intervals met): the looks disagree; the verdict stands (they cover at once)."""
+        v, d = self.value, self.running
+        return not self.exact and d is not None and v is not None and not math.isnan(v) and not d[0] <= v <= d[1]
+
+    @property
+    def disagreement(self) -> str:
+        """:attr:`outside` in words, the looks said to disagree where this look's own interval holds the estimate."""
+        if not self.outside:
+            return ""
+        own = self.interval is None or self.interval[0] <= self.value <= self.interval[1]
+        return (f"look {self.k}'s own estimate, {self.value:+.3f}, lies outside it"
+                + (": the looks disagree, and a larger run would tell" if own else ""))
+
+    @property
     def figures(self) -> str:
         """The interval the verdict read, in a few words."""
         if self.running is None:
@@ -205,7 +221,8 @@ class Sequential:
                    f"; it had settled at look {early.k} as {early.words} ({early.figures}), which every item overrules")
             return f"{lk.question}: {lk.words} (every item scored, {where}: {lk.figures}{was})"
         how = "reached sequentially at" if lk.settled else "not settled by the last look,"
-        return f"{lk.question}: {lk.words} ({how} {where}: {lk.figures}; {guarantee})"
+        odd = f"; {lk.disagreement}" if lk.outside else ""
+        return f"{lk.question}: {lk.words} ({how} {where}: {lk.figures}{odd}; {guarantee})"
 
     def progress(self) -> str:
         """The progress line's part: the next look and each open verdict's interval."""

@@ -250,7 +250,8 @@ class SettledVerdict:
                 "n": lk.n, "total": lk.total, "level": lk.level, "interval": list(lk.running) if lk.running else None,
                 "next_look": self.next_look, "max_items": self.max_items, "items_to_settle": self.items_to_settle,
                 "needed": self.reach.needed if self.reach else None,  # far beyond next_look: the estimate (Reach)
-                "could_settle": self.reach.bound if self.reach else None, "line": self.line}
+                "could_settle": self.reach.bound if self.reach else None,
+                "estimate": _defined(lk.value), "estimate_outside": lk.outside, "line": self.line}
 
     def fields(self, check: PublishedCheck) -> dict:
         """``check``'s row as its fields are in `report`'s JSON, every one the rule's: ``verdict`` its kind, ``ci90``
