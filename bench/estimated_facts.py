@@ -5,9 +5,10 @@
 
 For each model named (a registry alias whose file is here and which is calibrated on this machine),
 and each other calibrated model with the same settings as the reference: the 512-token prompt time
-`run --dry-run` predicts by scaling the reference's calibration (run/calibration.speed_for) with
-the facts of the file's GGUF header (the file is here) and with the facts its registry entry gives
-(before the download: the width estimated from the parameter count), each with its stated band,
+`run --dry-run` predicts by scaling the reference's calibration (run/calibration.speed_for:
+Calibration.scaled) with the facts of the file's GGUF header (the file is here) and with the facts its
+registry entry gives (before the download: run/model_facts.facts_of, the width estimated from the
+parameter count), each with its stated band,
 against the model's own calibration (the truth here). Nothing is run: calibrations.json is read.
 """
 
@@ -21,9 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from abricot_local.models.ref import local_file, lookup_alias  # noqa: E402
 from abricot_local.run import calibration  # noqa: E402
-from abricot_local.run.chars_per_token import ratio  # noqa: E402
-from abricot_local.models.spec import parse_params  # noqa: E402
-from abricot_local.run.cost import Work, estimated_facts, gguf_facts, widened  # noqa: E402
+from abricot_local.run.cost import Work  # noqa: E402
+from abricot_local.run.model_facts import facts_of, gguf_facts  # noqa: E402
 
 PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)  # one 512-token prompt from position 0, one output row
 
@@ -51,11 +51,10 @@ def main() -> int:
         mine = own[-1]
         truth = mine.speed(mine.facts, same=True).seconds(PROMPT)
         header = gguf_facts(path)
-        guess = estimated_facts(parse_params(spec.params), spec.approx_bytes, ratio(spec.tokenizer).n_vocab,
-                                f"its registry entry ({spec.params})")
+        guess = facts_of(spec)  # as the dry run has them before the download
         for ref in [c for c in entries if c.sha256 != sha and c.settings == mine.settings and c.facts]:
             for name, facts in (("GGUF header", header), ("registry entry", guess)):
-                speed = widened(lambda f: ref.speed(f, same=False), facts)
+                speed = ref.scaled(facts)
                 predicted = speed.seconds(PROMPT)
                 q = truth / predicted
                 print(f"| {alias} | {ref.model} | {name} | {facts.width:.0f} | {predicted:.1f} | ±{speed.error:.0%} | "

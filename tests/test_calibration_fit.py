@@ -17,7 +17,8 @@ from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
 from abricot_local.errors import AbricotError, render
 from abricot_local.run import calibration
-from abricot_local.run.cost import Measured, ModelFacts
+from abricot_local.run.cost import Measured
+from abricot_local.run.model_facts import ModelFacts
 from conftest import FIXTURE
 
 N, ROWS = 256, 32

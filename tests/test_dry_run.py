@@ -17,7 +17,8 @@ from abricot_local.run import calibration
 from abricot_local.backends.fake import FakeBackend
 from abricot_local.backends.options import ScoringOptions
 from abricot_local.cli import cli
-from abricot_local.run.cost import Measured, ModelFacts, text_tokenizer
+from abricot_local.run.cost import Measured, text_tokenizer
+from abricot_local.run.model_facts import ModelFacts
 from conftest import FIXTURE
 
 RATE = dict(token_s=1e-3, call_s=1e-2, row_s=2e-3, load_s=1.5)
@@ -274,7 +275,8 @@ def test_a_speed_scaled_from_gemma_agrees_with_what_bench_scale_measured_at_that
     1B, 3B and 7B shapes predicts their measured time per token within the error bar the dry run
     shows (a 12x overshoot: a busy machine's calibration, and FLOPs scaled without the width's
     efficiency: 1.9x). ``registry``: the model not here, known by its parameter count alone."""
-    from abricot_local.run.cost import SCALED_ERROR, Work, estimated_facts, speed_from
+    from abricot_local.run.cost import SCALED_ERROR, Work, speed_from
+    from abricot_local.run.model_facts import estimated_facts
 
     rows = bench_scale_rows()
     g, r = rows["Gemma 3 270M"], rows[shape]

@@ -4,8 +4,8 @@ small models; from a GGUF header, the scaled error alone."""
 
 from __future__ import annotations
 
-from abricot_local.run.cost import (ESTIMATED_WIDTH, HEADER_BASIS, SCALED_ERROR, Measured, ModelFacts, Work,
-                                        estimated_facts, speed_from, widened)
+from abricot_local.run.cost import SCALED_ERROR, Measured, Work, speed_from
+from abricot_local.run.model_facts import ESTIMATED_WIDTH, HEADER_BASIS, ModelFacts, estimated_facts, widened
 
 PROMPT = Work(1, 512, 1, 1, 512 * 511 // 2)
 GEMMA = ModelFacts(params=1.0e8, attention=18 * 4 * 256, width=640, n_vocab=262144, bytes=253_000_000,

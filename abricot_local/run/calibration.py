@@ -5,7 +5,7 @@ that differ in one thing each, so that what the two have in common, and a busy m
 pairs, cancel: a fixed Italian prompt of :data:`PROMPT_TOKENS` tokens from position 0 in ``n_batch``-token calls
 and in :data:`CALLS` parts (a row at its end in both: the calls differ), and :data:`ROWS` tokens with one output
 row and with a row each (the rows differ; every row through the same finite log-softmax as a run). :func:`fit`
-gives seconds per token, per decode call and per output row (plan_cost.Measured): the costs of a call and of a row
+gives seconds per token, per decode call and per output row (cost.Measured): the costs of a call and of a row
 from the medians of their pairs' differences, a token's from the fastest whole prompt. The rows' pair is timed
 :data:`MIN_REPEATS` to :data:`REPEATS` times, the prompt's 1 to :data:`REPEATS` times, more only while the
 calibration has taken under :data:`REPEAT_BUDGET` seconds. A row whose median difference the pairs' spread does
@@ -18,7 +18,7 @@ Each one is kept in ``cache_dir()/calibrations.json`` under the model file's SHA
 changes the speed: the backend's ``speed_settings(options)`` (for llama.cpp: its build,
 threads, n_batch, flash attention, GPU layers, extra buffer types, RPC servers) and this
 host. A model not calibrated gets the speed of the calibrated model nearest in parameters
-with the same settings, scaled (plan_cost.speed_from).
+with the same settings, scaled (cost.speed_from; Calibration.scaled).
 
 The cache is read entry by entry: one that is not a calibration this version writes (a
 missing key, a time of 0, negative, infinite, absurd or not a number, facts that are not
@@ -43,7 +43,8 @@ from pathlib import Path
 
 from abricot_local.cache import cache_dir
 from abricot_local.errors import opt
-from abricot_local.run.cost import Measured, ModelFacts, Speed, speed_from, widened
+from abricot_local.run.cost import Measured, Speed, speed_from
+from abricot_local.run.model_facts import ModelFacts, widened
 
 PROMPT_TOKENS, CALLS, ROWS = 256, 8, 32  # prompt tokens, parts of it, rows
 MIN_REPEATS, REPEATS, REPEAT_BUDGET = 3, 9, 3.0  # pairs timed 3 to 9 times, while under 3 s
@@ -102,6 +103,11 @@ class Calibration:
     def speed(self, target: ModelFacts | None, same: bool) -> Speed:
         speed = speed_from(self.measured, self.facts, target, same=same, reference=self.model, when=self.when)
         return replace(speed, how=self.row) if same and self.row else speed
+
+    def scaled(self, target: ModelFacts) -> Speed:
+        """This calibration's speed scaled to another model of facts ``target``, its band widened where those
+        facts are estimated from a parameter count (model_facts.widened): :func:`speed_for`'s, bench/'s."""
+        return widened(lambda f: self.speed(f, same=False), target)
 
 
 # a measured time in seconds: (least, most); a decode call's may be 0, a row's may not (:func:`degenerate`)
@@ -236,7 +242,7 @@ def speed_for(sha256: str | None, settings: dict, facts: ModelFacts | None) -> S
     if facts is None or not others:
         return None
     near = min(others, key=lambda c: abs(math.log(max(c.facts.params, 1) / max(facts.params, 1))))
-    return widened(lambda f: near.speed(f, same=False), facts)
+    return near.scaled(facts)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""What a run costs before it runs: the work its engine will do, the model facts that scale a
-speed from one model to another, and the seconds the work takes at a speed.
+"""What a run costs before it runs: the work its engine will do, and the seconds the work takes at a speed (the
+model facts that scale a speed from one model to another are model_facts.py's).
 
 **Work** (:class:`Work`): tokens decoded, decode calls, output rows (each a log-softmax over
 the vocabulary) and the sum of the decoded tokens' positions (attention grows with them).
@@ -13,7 +13,7 @@ from :func:`text_tokenizer`, which cuts the text every ``chars_per_token`` chara
 **Time** (:meth:`Speed.seconds`): ``tokens x per_token + positions x per_position + calls x
 per_call + rows x per_row`` (plus the load). A :class:`Speed` comes from a calibration of
 this model on this machine, or is scaled from another model's (calibration.py) by
-:class:`ModelFacts`: per token by the parameters each token goes through (2 FLOPs each;
+model_facts.ModelFacts: per token by the parameters each token goes through (2 FLOPs each;
 the embedding lookup and the output head excluded) and attention's width times the
 position (4 FLOPs per head dimension, layer and earlier token); per row by width x
 vocabulary (the output head, then the log-softmax); the load by the file's size; per call
@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from abricot_local.run.model_facts import ModelFacts
 from abricot_local.tasks.base import Item
 
 
@@ -87,88 +87,6 @@ def text_tokenizer(chars_per_token: float) -> Callable[[str], list[int]]:
         return [0, *((total * 1_000_003 + weighted * 7 + lengths) % 2_147_483_647 + 1).tolist()]
 
     return tokenize
-
-
-# -- model facts ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelFacts:
-    """What scales a speed from one model to another."""
-
-    params: float  # parameters each decoded token goes through (no embedding lookup, no output head)
-    attention: float  # layers x heads x head size: per earlier token, 4 FLOPs each
-    width: float  # embedding length: with the vocabulary, an output row's cost
-    n_vocab: int
-    bytes: int  # the file(s): read to load
-    basis: str  # where they come from: "its GGUF header", "its registry entry (7B, 4.37 GB)", ...
-    total_params: float = 0.0  # every parameter, as a model card counts them
-
-    def flops(self, position: float) -> float:
-        return 2 * self.params + 4 * self.attention * position
-
-    @property
-    def row_flops(self) -> float:
-        """An output row's: the output head (width x vocabulary, 2 FLOPs each; 0 where either is not known)."""
-        return 2.0 * self.width * self.n_vocab
-
-    @property
-    def from_header(self) -> bool:
-        """Its shape read from a GGUF header (its own file's, or another quant's of the same model): width known."""
-        return HEADER in self.basis
-
-
-HEADER = "GGUF header"  # in the basis of facts read from a file on disk; any other basis: estimated
-HEADER_BASIS = f"its {HEADER}"
-
-
-def gguf_facts(path: Path) -> ModelFacts | None:
-    """The facts of a GGUF on this machine, from its header (nothing else is read); None when
-    the header gives none."""
-    from abricot_local.gguf.file import headers
-
-    infos = headers(Path(path))
-    if not infos:
-        return None
-    meta = infos[0].metadata
-    arch = str(meta.get("general.architecture") or "llama")
-    sizes = {t.name: math.prod(t.shape) for info in infos for t in info.tensors}
-    total = sum(sizes.values())
-    embd = sizes.get("token_embd.weight", 0)
-    width, layers = _num(meta.get(f"{arch}.embedding_length")), _num(meta.get(f"{arch}.block_count"))
-    per_layer = meta.get(f"{arch}.attention.head_count")
-    heads = sum(per_layer) if isinstance(per_layer, (list, tuple)) else _num(per_layer) * layers
-    head_size = _num(meta.get(f"{arch}.attention.key_length")) or (width * layers / heads if heads else 0.0)
-    return ModelFacts(params=total - embd - sizes.get("output.weight", 0), attention=heads * head_size, width=width,
-                      n_vocab=int(embd // width) if width else 0, bytes=sum(i.file_size for i in infos),
-                      basis=HEADER_BASIS, total_params=total)
-
-
-def _num(value) -> float:
-    """A header number (a per-layer array: its first value)."""
-    if isinstance(value, (list, tuple)):
-        value = value[0] if value else 0
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
-TYPICAL_VOCAB = 50257  # the median vocabulary of the tokenizers chars_per_token.py measured (32000 to 262144)
-
-
-# A parameter count does not give the width: the real width / the fit's (below) of Gemma 3 270M 0.58,
-# Qwen2.5-0.5B 0.63, Gemma 3 1B 0.61, SmolLM2-135M 0.68, Qwen2.5-7B 0.84, Llama 3.1 8B 0.95, Phi-3 mini
-# 0.96, Llama 3.2 1B 1.00: a prediction from estimated facts covers the widths in this range.
-ESTIMATED_WIDTH = (0.55, 1.05)
-
-
-def estimated_facts(params: float, size: int | None, n_vocab: int | None, basis: str, *,
-                    width: float | None = None) -> ModelFacts:
-    """Facts of a model known only by its parameter count (and file size, vocabulary): width
-    from a fit over the shapes of Llama 3.2 1B and 3B, Mistral 7B and Llama 3.1 8B (2048 at
-    1.24B, about 4100 at 7B; no less than 576), attention as a transformer's 12 x layers x
-    width^2 parameters give it; the embedding lookup taken off (with :data:`TYPICAL_VOCAB`
-    when the vocabulary is not known)."""
-    width = width or max(576.0, 2048 * (params / 1.24e9) ** 0.4)
-    body = params - (n_vocab or TYPICAL_VOCAB) * width
-    return ModelFacts(params=max(body, params / 2), attention=params / (12 * width), width=width,
-                      n_vocab=n_vocab or 0, bytes=size or int(params * 0.6), basis=basis, total_params=params)
 
 
 # -- speed and time ------------------------------------------------------------------------
@@ -273,25 +191,6 @@ def speed_from(measured: Measured, ref: ModelFacts | None, target: ModelFacts | 
     return Speed(2 * target.params / rate, 4 * target.attention / rate, measured.call_s, measured.row_s * head,
                  measured.load_s * size, CALIBRATED if same else SCALED, reference, when,
                  0.0 if same else SCALED_ERROR, how)
-
-
-def widened(speed_of, facts: ModelFacts) -> Speed:
-    """``speed_of(facts)`` (a scaled speed); for facts estimated from a parameter count (not a GGUF
-    header), its error bar widened to what such facts can promise: the scaled error times the
-    spread of the prompt rate over the widths :data:`ESTIMATED_WIDTH` allows (bench/README.md), each side on its
-    own (a narrower model is much slower, a wider one barely faster: ``error`` above, ``error_below`` below)."""
-    speed = speed_of(facts)
-    if facts.from_header or not facts.width or not speed.error:
-        return speed
-    rate = speed.prompt_rate()
-    times = [rate / speed_of(estimated_facts(facts.total_params or facts.params, facts.bytes, facts.n_vocab or None,
-                                             facts.basis, width=max(1.0, facts.width * f))).prompt_rate()
-             for f in ESTIMATED_WIDTH]  # the time at each width the count allows, over the time predicted
-    error = (1 + speed.error) * max(1.0, *times) - 1
-    below = 1 - (1 - min(speed.error, 1.0)) * min(1.0, *times)  # a narrower model is slower: the bar is lopsided
-    return replace(speed, error=error, error_below=below,
-                   how=f"{speed.how}; the width is not known until its file is here (a parameter count allows "
-                       f"{ESTIMATED_WIDTH[0]:g}x to {ESTIMATED_WIDTH[1]:g}x the estimated {facts.width:.0f})")
 
 
 def paired(work: Work) -> Work:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from abricot_local.errors import render
 from abricot_local.memory import Fit
 from abricot_local.models.sources import Pending as Download
-from abricot_local.run.cost import ModelFacts, Speed, Work
+from abricot_local.run.cost import Speed, Work
+from abricot_local.run.model_facts import ModelFacts
 
 
 @dataclass(frozen=True)
