@@ -95,17 +95,15 @@ class Engine:
         self.counters.decode_calls += 1
         self.counters.tokens += len(entries)
         name = (lambda e: label[e[0]]) if isinstance(label, dict) else (lambda e: label)
-        out: list[Row | None] = []
-        for r, e in zip(raw, entries):
-            if r is None:
-                out.append(None)
-                continue
+
+        def reduced(r, e: Entry) -> Row:
             row = finite_log_softmax(r, label=name(e), position=e[1], normalized=self.session.normalized,
                                      advice=self.session.nonfinite_advice)
             wanted = targets.get((e[0], e[1]), ()) if targets else ()
             # numpy float64 values: summed as before (Python 3.12's sum() compensates plain floats)
-            out.append(Row(int(np.argmax(r)), {t: row[t] for t in wanted}))
-        return out
+            return Row(int(r.argmax() if isinstance(r, np.ndarray) else np.argmax(r)), {t: row[t] for t in wanted})
+
+        return [None if r is None else reduced(r, e) for r, e in zip(raw, entries)]
 
     def decode(self, start: int, tokens: Sequence[int], outputs: Mapping[int, Collection[int]] | Collection[int],
                label: str, seq: int = 0) -> dict[int, Row]:

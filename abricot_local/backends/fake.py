@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
 from typing import Sequence
 
 import numpy as np
@@ -62,10 +63,61 @@ def _log_sum_exp(ints: np.ndarray) -> float:
 
 _LSE: dict[bytes, float] = {}  # a row's log-sum-exp by its digest (the row is a function of it): the exact log,
 _LSE_MAX = 1 << 17             # most of a row's cost, once per row a process sees (a kld pass sees it again)
+_INTS: dict[bytes, bytes] = {}  # a row's integer logits by its digest, as int16 bytes (values in [-SPREAD, SPREAD)):
+_INTS_MAX = 1 << 15             # the generator's draw skipped where a row is seen again (about 20 MB at most)
+_TOKENS = "i"  # a history's array type: the bytes of np.int32 (a C int, native order), what the digest hashes
+assert array(_TOKENS).itemsize == np.dtype(np.int32).itemsize
+
+
+def _ints_of(digest: bytes) -> np.ndarray:
+    """A row's integer logits: PCG64 seeded with its digest, memoized by it (:data:`_INTS`)."""
+    got = _INTS.get(digest)
+    if got is not None:
+        return np.frombuffer(got, dtype=np.int16)
+    ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-SPREAD, SPREAD, N_VOCAB)
+    if len(_INTS) >= _INTS_MAX:
+        _INTS.clear()
+    _INTS[digest] = ints.astype(np.int16).tobytes()
+    return ints
+
+
+class _History:
+    """A sequence's tokens at 0, 1, ... as far as its cells are known to run without a gap (a prefix of them, maybe
+    shorter: cut where they may change, read on from the cells when a row needs more), and a blake2b that has read
+    the seed's bytes and the first ``hashed`` of them: a row's digest costs its new tokens, not its whole history."""
+
+    __slots__ = ("hash", "hashed", "seed", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens = array(_TOKENS)
+        self.hash, self.hashed, self.seed = None, 0, b""
+
+    def cut(self, p: int) -> None:
+        """The cells from ``p`` on may change."""
+        p = max(p, 0)
+        if len(self.tokens) > p:
+            del self.tokens[p:]
+        if self.hashed > p:
+            self.hash = None
+
+    def digest(self, seed: bytes, cells: dict[int, int], pos: int) -> bytes:
+        """blake2b (8 bytes) of ``seed`` and the np.int32 bytes of the tokens at 0..pos (a KeyError where one is
+        missing, the first missing one's, as ``cells[p]`` for p in 0..pos)."""
+        tokens, n = self.tokens, max(pos + 1, 0)
+        if len(tokens) < n:
+            tokens.extend(map(cells.__getitem__, range(len(tokens), n)))
+        if self.hash is None or self.hashed > n or self.seed != seed:
+            self.hash, self.hashed, self.seed = hashlib.blake2b(seed, digest_size=8), 0, seed
+        self.hash.update(tokens[self.hashed : n].tobytes())
+        self.hashed = n
+        return self.hash.digest()
+
+
+_NO_SEQ = object()
 
 
 class FakeSession:
-    """Sequences of cells {position: token}; a row depends on the tokens at 0..pos."""
+    """Sequences of cells {position: token}; a row depends on the tokens at 0..pos (their digest)."""
 
     normalized = True  # its rows are exact log-probabilities
     nonfinite_advice = ""
@@ -74,23 +126,33 @@ class FakeSession:
         self.options = options
         self.n_batch = options.n_batch
         self.cells: dict[int, dict[int, int]] = {}
+        self.histories: dict[int, _History] = {}  # per sequence, what its rows' digests read
         self.poison: frozenset[int] = frozenset()  # token ids whose rows come out NaN (tests)
 
     def n_ctx(self) -> int:
         return self.options.n_ctx
 
     def decode(self, entries: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray | None]:
+        last = _NO_SEQ
         for seq, pos, tok, _ in entries:
-            self.cells.setdefault(seq, {})[pos] = tok
+            if seq != last:  # a call's entries come in runs of one sequence
+                last, cells, history = seq, self.cells.setdefault(seq, {}), self.histories.get(seq)
+                known = len(history.tokens) if history is not None else 0
+            cells[pos] = tok
+            if pos < known and history.tokens[pos] != tok:
+                history.cut(pos)
+                known = len(history.tokens)
         return [self._row(seq, pos) if want else None for seq, pos, _, want in entries]
 
     def _row(self, seq: int, pos: int) -> np.ndarray:
-        cells = self.cells[seq]  # the tokens at 0..pos, read in C (a KeyError where one is missing, as ever)
-        history = np.fromiter(map(cells.__getitem__, range(pos + 1)), dtype=np.int32, count=pos + 1)
-        digest = hashlib.blake2b(bytes(str(self.options.seed), "ascii") + history.tobytes(), digest_size=8).digest()
+        cells = self.cells[seq]
+        history = self.histories.get(seq)
+        if history is None:
+            history = self.histories[seq] = _History()
+        digest = history.digest(bytes(str(self.options.seed), "ascii"), cells, pos)
         if cells[pos] in self.poison:
             return np.full(N_VOCAB, np.nan)
-        ints = np.random.default_rng(int.from_bytes(digest, "little")).integers(-SPREAD, SPREAD, N_VOCAB)
+        ints = _ints_of(digest)
         lse = _LSE.get(digest)
         if lse is None:
             if len(_LSE) >= _LSE_MAX:
@@ -98,20 +160,27 @@ class FakeSession:
             lse = _LSE[digest] = _log_sum_exp(ints)
         return ints.astype(np.float64) / SCALE - lse
 
+    def _cut(self, seq: int, p0: int) -> None:
+        if seq in self.histories:
+            self.histories[seq].cut(p0)
+
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         cells = self.cells.get(seq, {})
         hi = float("inf") if p1 < 0 else p1
         for p in [p for p in cells if p >= max(p0, 0) and p < hi]:
             del cells[p]
+        self._cut(seq, p0)
         return True
 
     def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
         hi = float("inf") if p1 < 0 else p1
         self.cells.setdefault(dst, {}).update(
             {p: t for p, t in self.cells.get(src, {}).items() if p >= max(p0, 0) and p < hi})
+        self._cut(dst, p0)
 
     def clear(self) -> None:
         self.cells.clear()
+        self.histories.clear()
 
     def thread_dependent(self, entries) -> bool:
         return False  # numpy, one thread
