@@ -11,6 +11,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from abricot_local.backends.base import Backend
 from abricot_local.core import Request, Scored
+from abricot_local.errors import ContextOverflowError
 from abricot_local.metrics import require_finite
 from abricot_local.record import Sample
 from abricot_local.run.plan import Plan
@@ -91,15 +92,34 @@ def open_backend(plan: Plan, *, lost=None) -> Backend:
     return load(plan.model, plan.backend_options, force=plan.force, lost=lost)
 
 
-def prepared(plan: Plan, backend: Backend) -> list[TaskRun]:
+def prepared(plan: Plan, backend: Backend, fits: Plan | None = None) -> list[TaskRun]:
     """The plan's task runs as ``backend`` scores them: wrapped in the model's chat template when the
     plan says so, every request scheduled (tokenized once: the backend keeps it), so a prompt over
-    n_ctx fails before any work."""
-    runs = apply_chat(list(plan.runs), backend) if plan.task_options.chat_template else list(plan.runs)
+    n_ctx fails before any work; ``fits``' items first (a plan whose items must fit too, though this one scores
+    only some of them: a ladder's reference, every item its looks may reach, as each rung's plan holds them), one
+    that does not fit and is not the plan's own refused saying so."""
+    runs = _chat(plan, backend)
+    own = {r.task.key: {it.id for it in r.items} for r in runs}
+    for run in _chat(fits, backend) if fits is not None else ():
+        for item in run.items:
+            try:
+                backend.schedule(item.request())
+            except ContextOverflowError as err:
+                if item.id in own.get(run.task.key, ()):
+                    raise
+                raise ContextOverflowError(
+                    f"{err.raw()} (not one of the {len(own.get(run.task.key, ())):,} items of {run.task.key} scored "
+                    "now, but a later look may reach it, and every item a look may reach is checked before any is "
+                    "scored)") from err
     for run in runs:
         for item in run.items:
             backend.schedule(item.request())
     return runs
+
+
+def _chat(plan: Plan, backend: Backend) -> list[TaskRun]:
+    """The plan's task runs, wrapped in the model's chat template when the plan says so."""
+    return apply_chat(list(plan.runs), backend) if plan.task_options.chat_template else list(plan.runs)
 
 
 def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
@@ -112,15 +132,16 @@ def apply_chat(runs: list[TaskRun], backend: Backend) -> list[TaskRun]:
 
 
 def execute(plan: Plan, backend: Backend, sink: Sink, *, progress: Progress | None = None,
-            measure: bool = True, stages: Stages | None = None) -> list[TaskResult]:
-    """Every task of ``plan`` scored through ``backend`` (:func:`prepared`) into ``sink`` (what it holds
-    already is not scored again): each task's samples and (``measure``) metrics, in ``stages``' order to each of
-    its looks until it stops (``--until-settled``'s rule; default :class:`Whole`: every item, task after task)."""
+            measure: bool = True, stages: Stages | None = None, fits: Plan | None = None) -> list[TaskResult]:
+    """Every task of ``plan`` scored through ``backend`` (:func:`prepared`: ``fits``' items checked too) into
+    ``sink`` (what it holds already is not scored again): each task's samples and (``measure``) metrics, in
+    ``stages``' order to each of its looks until it stops (``--until-settled``'s rule; default :class:`Whole`: every
+    item, task after task)."""
     stages = stages or Whole(plan)
     scored_with = getattr(sink, "scored_with", None)
     if scored_with is not None:
         scored_with(lambda: _threads(backend), lambda: backend.counters.thread_dependent)
-    runs = prepared(plan, backend)
+    runs = prepared(plan, backend, fits)
     return staged(runs, backend, sink, stages, progress, measure)
 
 

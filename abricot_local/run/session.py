@@ -192,10 +192,11 @@ def _steps(request, hooks: Hooks, folders: Folders) -> Iterator[Step]:
     yield from sweep(request, hooks, folders)
 
 
-def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folders, pairs=None) -> Done:
+def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folders, pairs=None, fits=None) -> Done:
     """One model of ``request`` (a run.request.RunRequest): plan, load, score, write into its folder
-    (``folders``, this run's: a default one named once the model is located). Ctrl-C (KeyboardInterrupt) at any moment (planning, hashing, loading, scoring) leaves
-    the folder INTERRUPTED and raises :class:`Interrupted`."""
+    (``folders``, this run's: a default one named once the model is located; ``fits``: a plan whose items must fit
+    too, checked before any is scored: :func:`run_plan`). Ctrl-C (KeyboardInterrupt) at any moment (planning,
+    hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
     from abricot_local.run.dry_run import of_download
     from abricot_local.run.plan import make_plan
@@ -221,7 +222,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
             for note in r.notes:
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
-        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=folder.say, pairs=pairs,  # (resume:)
+        outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=folder.say, pairs=pairs, fits=fits,
                            on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
                                                             pairs))
     except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
@@ -255,14 +256,17 @@ def loaded(plan, backend, folder: Path | None, hooks: Hooks, pairs=None) -> None
 
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
              on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None,
-             pairs=None) -> Outcome:
+             pairs=None, fits=None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; what the folder holds and what the
     run does there decided first (run/found.py); a --resume of a finished
     run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
     only the new items are scored, said through ``notify``) or gives another ``--margin`` than the one its
-    verdict records (run.found.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one)."""
+    verdict records (run.found.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one).
+    ``fits``: a plan whose items the loaded model must fit too, though this one scores only some of them (a ladder's
+    reference: every item its looks may reach, as each rung's plan holds them), checked with the plan's own before any
+    item is scored (execute.prepared)."""
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.found import find, kept
     from abricot_local.run.record import record_of
@@ -284,7 +288,7 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
             if on_loaded:
                 on_loaded(backend)
             with folder.scoring(found.manifest, resume=resume):
-                results = execute(plan, backend, out, progress=progress, stages=found.stages)
+                results = execute(plan, backend, out, progress=progress, stages=found.stages, fits=fits)
                 made = record_of(found.stages, plan, backend, results, time.perf_counter() - start, folder.path)
                 out.finalize(made.record, made.samples)  # the samples placed, results.json written, the rest tidied
         finally:

@@ -42,15 +42,16 @@ def resumes(request, folder: Path) -> bool:
     return request.resume and folder.exists()
 
 
-def schedule(request, reference: str) -> list[int]:
-    """Every look the ladder's tasks plan: the reference's plan (dry: nothing fetched), its tasks' looks; a rung's
-    question at a margin no difference of its metric can exceed is refused here, before any item is scored (the
-    margin is --margin's, else the task's: the same for every rung)."""
+def schedule(request, reference: str, p=None) -> list[int]:
+    """Every look the ladder's tasks plan: the reference's plan (``p``, else made: dry, nothing fetched; its items
+    every one its looks may reach, as each rung's plan holds them), its tasks' looks; a rung's question at a margin no
+    difference of its metric can exceed is refused here, before any item is scored (the margin is --margin's, else the
+    task's: the same for every rung)."""
     from abricot_local.analysis.questions import pair_questions
     from abricot_local.analysis.sequential import planned_looks
     from abricot_local.run.plan import make_plan
 
-    p = make_plan(request, reference, dry=True)
+    p = p or make_plan(request, reference, dry=True)
     rungs = [m for m in request.models if m != reference]
     if rungs:  # a verdict that cannot fail, refused before any item (questions.pair_questions), named by the first
         pair_questions(p, reference, rungs[0])
@@ -73,8 +74,11 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
     session.Done or None, why it failed or ""): a rung that fails is said and the others go on; the reference's
     failure ends it, and so does a models.toml pin a plan refuses (run.plan.PinsRefused: the ladder's first plan holds
     every rung's, before any item). A model whose folder holds a look already, met first, is held to the rule its
-    run is (nothing scored): the reference refused ends it, a rung refused is that rung's error."""
-    from abricot_local.run.plan import PinsRefused
+    run is (nothing scored): the reference refused ends it, a rung refused is that rung's error. Every item the looks
+    may reach is checked at each load, before any is scored (a prompt over n_ctx refused up front, as a plain
+    --until-settled run refuses it): a rung's plan holds them, and the reference's run, which scores a look's
+    items, checks them too (``fits``: its dry plan over them, the schedule's)."""
+    from abricot_local.run.plan import PinsRefused, make_plan
     from abricot_local.run.settle import Pairs
 
     ref = request.reference  # chosen once, with the request (request._reference)
@@ -90,14 +94,15 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
         begun.add(model)
         return resumes(request, folders[model]) if first else True
 
-    for n in schedule(request, ref):
+    bound = make_plan(request, ref, dry=True)  # every item the looks may reach: the reference's at each load too
+    for n in schedule(request, ref, bound):
         if not left:
             break
         if held(folders[ref]) < n:
             hooks.notify(f"== look at {n} items: the reference {ref} -> {folders[ref]}")
-            done[ref] = run_model(replace(plain, sample=n), ref, resume(ref), hooks=hooks)
+            done[ref] = run_model(replace(plain, sample=n), ref, resume(ref), hooks=hooks, fits=bound)
         elif ref not in begun:  # it holds this look already, met first: its run asked for at the items it holds
-            run_model(replace(plain, sample=held(folders[ref])), ref, resume(ref), hooks=hooks)
+            run_model(replace(plain, sample=held(folders[ref])), ref, resume(ref), hooks=hooks, fits=bound)
         for rung in list(left):
             there = held(folders[rung]) >= n  # it holds this look already (a ladder resumed): never shrunk
             if there and rung in begun:
