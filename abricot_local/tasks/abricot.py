@@ -17,6 +17,7 @@ from the item's prompt by one. Each item is scored on " 1" .. " 5".
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from typing import Sequence
 
@@ -96,6 +97,48 @@ def render(kind: str, variant: str, row: Row) -> str:
     return PROMPTS[(kind, variant)].format(parola=row.target, frase=row.text)
 
 
+# A process reads a release file once while it is unchanged, and makes each task's items of it once per settings:
+# the 16 used last of each, kept as tuples of frozen rows and items (shared: read them, never change them).
+_LOADED: dict[tuple, tuple[tuple[Row, ...], int]] = {}  # a file's identity -> its rows, its rows with bad spans
+_MADE: dict[tuple, tuple[Item, ...]] = {}  # (class, the file's identity, settings) -> the items
+_KEPT = 16
+
+
+def _identity(path) -> tuple | None:
+    """A data file as it is now: its path (named in errors; its suffix picks the format), device, inode, size,
+    modification and change times (a file rewritten is another); None when it cannot be read (load_rows says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _last_used(memo: dict, key, value=None):
+    """``memo[key]`` (None when absent) moved to the end; with ``value``, stored there, the oldest use dropped."""
+    if value is None:
+        value = memo.pop(key, None)
+    else:
+        while len(memo) >= _KEPT:
+            memo.pop(next(iter(memo)))
+    if value is not None:
+        memo[key] = value
+    return value
+
+
+def _loaded(path) -> tuple[tuple[Row, ...], int, tuple | None]:
+    """:func:`load_rows` of ``path``, once while the file is unchanged; and its identity (None: not kept)."""
+    key = _identity(path)
+    kept = _last_used(_LOADED, key) if key is not None else None
+    if kept is None:
+        rows, bad_spans = load_rows(path)
+        kept = (tuple(rows), bad_spans)
+        if key is None or _identity(path) != key:  # rewritten while it was read: not kept
+            return (*kept, None)
+        _last_used(_LOADED, key, kept)
+    return (*kept, key)
+
+
 class AbricotTask(Task):
     """One of the two ABRICOT tasks; ``kind`` is "abs" or "inc"."""
 
@@ -137,6 +180,7 @@ class AbricotTask(Task):
         self.shot_seed = self.setting("shot_seed", options.shot_seed, options.seed)  # the draws' seed alone
         self._warnings: list[str] = []
         self._rows: list[Row] | None = None
+        self._file: tuple | None = None  # the data file's identity as its rows were read (None: not kept)
 
     def settings(self) -> dict:
         return {"prompt_variant": self.variant, "shots": self.shots, "shot_sampler": self.sampler,
@@ -145,7 +189,8 @@ class AbricotTask(Task):
     def _load(self) -> list[Row]:
         if self._rows is None:
             path = self.data_path()
-            self._rows, bad_spans = load_rows(path)
+            rows, bad_spans, self._file = _loaded(path)
+            self._rows = list(rows)
             if bad_spans:
                 self._warnings.append(
                     f"{bad_spans} row(s) of {path.name}: begin/end do not point at the target token in the text"
@@ -193,6 +238,15 @@ class AbricotTask(Task):
 
     def items(self) -> list[Item]:
         rows = self._load()
+        key = (type(self), self._file, self.kind, self.variant, self.shots, self.sampler, self.shot_seed)
+        made = _last_used(_MADE, key) if self._file is not None else None
+        if made is None:
+            made = tuple(self._made(rows))
+            if self._file is not None:
+                _last_used(_MADE, key, made)
+        return list(made)
+
+    def _made(self, rows: list[Row]) -> list[Item]:
         variant = self.variant
         items = []
         for row, own in zip(rows, self._shots_of(rows)):

@@ -28,7 +28,7 @@ import numpy as np
 
 from abricot_local.models import fetch
 from abricot_local import errors
-from abricot_local.errors import DataError, DownloadError, TaskError, opt
+from abricot_local.errors import AbricotError, DataError, DownloadError, TaskError, opt
 from abricot_local.metrics import accuracy, with_ci_of
 from abricot_local.record.samples import Sample
 from abricot_local.tasks import discotex_rows
@@ -117,8 +117,8 @@ def pull(folder: Path) -> list[Path]:
     return fetch.download_files(release_files(), folder)
 
 
-_BUILT: dict = {}  # (source kind, files' identity, seed, shots, variant, shot seed) -> items, notes, pool size, sources
-_BUILT_MAX = 8  # a process keeps the items of a few settings (1,600 items each)
+_BUILT: dict = {}  # (source kind, files' content, seed, shots, variant, shot seed) -> items, notes, pool size, sources
+_BUILT_MAX, _BUILT_ITEMS = 16, 12_800  # the settings used last, up to 16 builds and as many items as 8 of the release's
 
 
 def absolute(folder: Path) -> Path:
@@ -131,6 +131,32 @@ def _identity(path: Path) -> tuple:
     """A data file as it is now: its path, inode, size, modification and change times (a file rewritten is another)."""
     st = Path(path).stat()
     return str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _content(src: Source) -> tuple | None:
+    """What the items of ``src``'s files hang on, or None (a file not there: the build says so): a release file
+    (rebuilt items are a pure function of its bytes, their notes of its name and bytes) by its name and SHA-256,
+    which hashing remembers by the file's identity (a file rewritten is hashed again; a copy of the same bytes
+    elsewhere gives the same items); a Parquet file by its identity."""
+    try:
+        return tuple((f.name, fetch.sha256_file(f)) if src.kind == "rebuilt" else _identity(f)
+                     for f in (*src.test, *src.train))
+    except (OSError, AbricotError):
+        return None
+
+
+def _last_used(memo: dict, key, value=None):
+    """``memo[key]`` (None when absent) moved to the end of ``memo``; with ``value``, stored there, the entries
+    used longest ago dropped to keep the bounds. Values are never changed once stored: tuples of frozen items."""
+    if value is None:
+        value = memo.pop(key, None)
+    else:
+        while memo and (len(memo) >= _BUILT_MAX
+                        or sum(len(v[0]) for v in memo.values()) + len(value[0]) > _BUILT_ITEMS):
+            memo.pop(next(iter(memo)))
+    if value is not None:
+        memo[key] = value
+    return value
 
 
 class DiscotexTask(Task):
@@ -169,7 +195,7 @@ class DiscotexTask(Task):
         self._source: Source | None = None
         self._source_notes: list[str] = []  # why the published rows were not used
         self._notes: list[str] = []  # files not byte for byte the release
-        self._items: list[Item] | None = None
+        self._items: tuple[Item, ...] | None = None
         self._pool_size = 0
 
     # -- where the items come from --------------------------------------------------------------
@@ -282,10 +308,10 @@ class DiscotexTask(Task):
         if self._items is not None:
             return list(self._items)
         src = self.source()
-        key = (src.kind, tuple(_identity(f) for f in (*src.test, *src.train)), self.options.seed, self.shots,
-               self.variant, self.shot_seed)
-        if key in _BUILT:  # the same files, unchanged, and the same options: the same items (a session's runs)
-            self._items, notes, self._pool_size, sources = _BUILT[key]
+        key = (src.kind, _content(src), self.options.seed, self.shots, self.variant, self.shot_seed)
+        built = _last_used(_BUILT, key) if key[1] is not None else None
+        if built is not None:  # the same data and options: the same items (a session's runs, a test session's)
+            self._items, notes, self._pool_size, sources = built
             self._notes = list(notes)
             self.sources = sources or self.sources
             return list(self._items)
@@ -309,12 +335,11 @@ class DiscotexTask(Task):
             out.append(Item(id=row.id, source=row.source,
                             context=description + shots + render(self.wording, row), choices=row.choices,
                             continuations=tuple(" " + letter for letter in LETTERS), gold=row.label, fields=fields))
-        self._items = out
-        if len(_BUILT) >= _BUILT_MAX:
-            _BUILT.clear()
-        _BUILT[key] = (tuple(out), tuple(self._notes), self._pool_size,
-                       self.sources if src.kind == "published" else None)
-        return list(out)
+        self._items = tuple(out)
+        if key[1] is not None and _content(src) == key[1]:  # (the files not rewritten while they were read)
+            _last_used(_BUILT, key, (self._items, tuple(self._notes), self._pool_size,
+                                     self.sources if src.kind == "published" else None))
+        return out
 
     def warnings(self) -> list[str]:
         return [*self._source_notes, *self._notes]

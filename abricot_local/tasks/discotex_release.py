@@ -67,7 +67,7 @@ def read_release_tsv(path: Path) -> ReleaseTable:
     try:
         raw = path.read_bytes()
         if raw in _READ:
-            table = _READ[raw]
+            table = _READ[raw] = _READ.pop(raw)  # kept as the last used
             return ReleaseTable(list(table.rows), table.crlf, table.sha256_as_read)
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -81,7 +81,7 @@ def read_release_tsv(path: Path) -> ReleaseTable:
     return ReleaseTable(list(table.rows), table.crlf, table.sha256_as_read)
 
 
-_READ: dict[bytes, ReleaseTable] = {}  # a file's bytes -> its table, this process
+_READ: dict[bytes, ReleaseTable] = {}  # a file's bytes -> its table, this process (the 8 used last)
 
 
 def _parse_release(path: Path, text: str) -> ReleaseTable:
@@ -153,7 +153,9 @@ def table_rows(table: ReleaseTable, stream: int, source: str, seed: int, lazy: b
     built once per process for the same text, stream, source and seed: the rows are frozen, and a
     sweep's runs, or a test session's, share them."""
     key = (table.sha256_as_read, stream, source, seed, lazy)
-    if key not in _BUILT:
+    if key in _BUILT:
+        _BUILT[key] = _BUILT.pop(key)  # kept as the last used: the oldest use is dropped first
+    else:
         if len(_BUILT) >= _BUILT_MAX:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = LazyRows(stream, source, table.rows, seed) if lazy else tuple(build_rows(stream, source,
