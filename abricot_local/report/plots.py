@@ -6,8 +6,11 @@ only inside these functions, so ``import abricot_local`` never needs it.
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +27,9 @@ JITTER = 0.12  # +- uniform jitter on the 1..5 predictions, seeded
 JITTER_SEED = 0
 DPI = 110
 TITLE_PT = 9  # a figure's title
+DRAWN_MAX = 128  # PNGs this process keeps (_DRAWN)
+_DRAWN: dict = {}  # what a figure shows, with matplotlib's settings -> its PNG: a figure drawn again is not redrawn
+_SHOWS = weakref.WeakKeyDictionary()  # a figure -> what it shows (_new_figure)
 
 
 def needs_matplotlib():
@@ -37,23 +43,33 @@ def needs_matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _new_figure(width: float, height: float):
+def _new_figure(width: float, height: float, *shows):
+    """An empty figure; ``shows``: every value its caller draws on it, pickled (-0.0 and 0.0 apart, an array by its
+    bytes): :func:`_save` writes the PNG of a figure drawn before from the same values without drawing it again."""
     Figure, FigureCanvasAgg = needs_matplotlib()
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
+    _SHOWS[fig] = pickle.dumps((width, height, DPI, shows))
     return fig
 
 
 def _save(fig, path: Path) -> Path:
-    """The figure written whole (a rename), never through or over a link (record.outputs)."""
-    import io
+    """The figure written whole (a rename), never through or over a link (record.outputs); cropped to what it shows
+    as ``bbox_inches="tight"`` crops it (the same PNG), measured without savefig's extra draw of the whole figure."""
+    from matplotlib import rcParams
 
     from abricot_local.jsonfiles import atomic_write
     from abricot_local.record.outputs import output_file
 
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight")
-    atomic_write(output_file(path), png.getvalue())
+    key = _SHOWS[fig], repr(sorted(dict.items(rcParams)))  # every figure is made by _new_figure
+    if key not in _DRAWN:
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight" if fig.get_layout_engine() else fig.get_tightbbox(
+            fig.canvas.get_renderer()).padded(rcParams["savefig.pad_inches"]))
+        while len(_DRAWN) >= DRAWN_MAX:
+            del _DRAWN[next(iter(_DRAWN))]
+        _DRAWN[key] = png.getvalue()
+    atomic_write(output_file(path), _DRAWN[key])
     return path
 
 
@@ -69,15 +85,7 @@ def _metric_text(m, why: dict[str, str]) -> str:
 
 def run_slugs(runs) -> list[str]:
     """A distinct file-name stem per run: its label (with the quant when the label lacks it)."""
-    out: list[str] = []
-    for run in runs:
-        label = run.label if _names_quant(run) else f"{run.label}-{run.quant}"
-        slug = _slug(label, "run")
-        stem, k = slug, 2
-        while slug in out:
-            slug, k = f"{stem}-{k}", k + 1
-        out.append(slug)
-    return out
+    return _distinct([_slug(run.label if _names_quant(run) else f"{run.label}-{run.quant}", "run") for run in runs])
 
 
 def _slug(text: str, empty: str = "x") -> str:
@@ -90,10 +98,14 @@ def _slug(text: str, empty: str = "x") -> str:
 def file_stems(names) -> list[str]:
     """A distinct file-name stem per name (a task or metric name from a record: a ``/``, ``..``
     or a control character never reaches the path)."""
+    return _distinct([_slug(name) for name in names])
+
+
+def _distinct(stems: list[str]) -> list[str]:
+    """Each stem, a second one the same numbered (``a``, ``a-2``)."""
     out: list[str] = []
-    for name in names:
-        stem = base = _slug(name)
-        k = 2
+    for base in stems:
+        stem, k = base, 2
         while stem in out:
             stem, k = f"{base}-{k}", k + 1
         out.append(stem)
@@ -200,16 +212,8 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
     m = {x.name: x for x in run.metric_values if x.task == task}
     cont, main = m.get(figure.metric), m.get(primary)
     n_choices = max((len(s.logprobs) for s in samples), default=5)
-    fig = _new_figure(6.0, 4.6)
-    ax = fig.add_subplot()
-    ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
-    if is_choice:
-        ax.set_ylim(0.5, n_choices + 0.5)
-        ax.set_yticks(list(range(1, n_choices + 1)))
-    ax.set_xlabel(figure.x_label or figure.x)
-    ax.set_ylabel(f"model's choice (1-{n_choices}, jittered)" if is_choice else
-                  f"{side} ({figure.metric}'s model side)" if side else y_name)
-    ax.grid(alpha=0.3)
+    x_label, y_label = figure.x_label or figure.x, f"model's choice (1-{n_choices}, jittered)" if is_choice else \
+        f"{side} ({figure.metric}'s model side)" if side else y_name
     lines = [f"{_title(run)} - {task} (n={len(samples)})"]
     why = no_interval(run)
     if figure.metric:
@@ -219,6 +223,15 @@ def scatter(run: Run, task: str, path: Path, figure: Figure, primary: str = "") 
     for bad, name in ((x_bad, figure.x), (y_bad, y_name)):
         if bad.any():
             lines.append(f"{int(bad.sum())} item(s) not drawn: {name} is not finite")
+    fig = _new_figure(6.0, 4.6, human, pred + jitter, is_choice, n_choices, x_label, y_label, lines)
+    ax = fig.add_subplot()
+    ax.scatter(human, pred + jitter, s=22, alpha=0.6, color="#2b6cb0", edgecolors="none")
+    if is_choice:
+        ax.set_ylim(0.5, n_choices + 0.5)
+        ax.set_yticks(list(range(1, n_choices + 1)))
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
     ax.set_title(heading(lines, fig), fontsize=TITLE_PT, loc="left")
     return _save(fig, path), notes
 
@@ -234,11 +247,14 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
             raise ResultsError(f"{run.path} {task} item {s.id}: gold {s.gold} or pred {s.pred} is not one of "
                                f"its {k} choices")
         counts[s.gold, s.pred] += 1
-    fig = _new_figure(5.2, 4.6)
+    ticks = [c.strip() for c in conts] if len(conts) == k else [str(i + 1) for i in range(k)]
+    name = figure.metric if figure and figure.metric else "accuracy"
+    acc = next((x for x in run.metric_values if x.task == task and x.name == name), None)
+    lines = [f"{_title(run)} - {task} (n={len(samples)})", f"{name} {_metric_text(acc, no_interval(run))}"]
+    fig = _new_figure(5.2, 4.6, counts, ticks, lines)
     ax = fig.add_subplot()
     im = ax.imshow(counts, cmap="Blues")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    ticks = [c.strip() for c in conts] if len(conts) == k else [str(i + 1) for i in range(k)]
     ax.set_xticks(range(k), ticks)
     ax.set_yticks(range(k), ticks)
     ax.set_xlabel("predicted")
@@ -248,10 +264,7 @@ def confusion(run: Run, path: Path, task: str, figure: Figure | None = None) -> 
         for p in range(k):
             ax.text(p, g, str(counts[g, p]), ha="center", va="center", fontsize=9,
                     color="white" if counts[g, p] > top / 2 else "black")
-    name = figure.metric if figure and figure.metric else "accuracy"
-    acc = next((x for x in run.metric_values if x.task == task and x.name == name), None)
-    ax.set_title(heading([f"{_title(run)} - {task} (n={len(samples)})",
-                          f"{name} {_metric_text(acc, no_interval(run))}"], fig), fontsize=TITLE_PT, loc="left")
+    ax.set_title(heading(lines, fig), fontsize=TITLE_PT, loc="left")
     return _save(fig, path), []
 
 
@@ -298,7 +311,8 @@ def bars_figure(report: Report, key: str, slugs: list[str]):
             notes.append(f"{_title(run)}: {no_interval_words(why[m.key])}; no whisker")
         elif m.ci:
             notes.append(f"{_title(run)}: the CI [{m.ci[0]}, {m.ci[1]}] is not finite, no whisker")
-    fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4)
+    refs = [(b.label, b.value) for b in published_rows(report, key)]
+    fig = _new_figure(max(5.0, 1.1 * len(labels) + 3.5), 4.4, labels, values, whiskers, refs, key, notes)
     ax = fig.add_subplot()
     x = np.arange(len(labels))
     drawn = [k for k, v in enumerate(values) if v is not None]
@@ -312,11 +326,10 @@ def bars_figure(report: Report, key: str, slugs: list[str]):
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_xlim(-0.6, max(len(labels), 1) - 0.4)  # a run with no bar keeps its place (and its "not drawn")
     ax.axhline(0, color="grey", lw=0.8)
-    refs = published_rows(report, key)
     if refs:
         cmap = ["#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#ff7f0e", "#17becf"]
-        for b, color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
-            ax.axhline(b.value, ls="--", lw=1, color=color, label=f"{b.label}: {b.value:.2f}")
+        for (label, value), color in zip(refs, cmap * (len(refs) // len(cmap) + 1)):
+            ax.axhline(value, ls="--", lw=1, color=color, label=f"{label}: {value:.2f}")
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), title="published", title_fontsize=7)
     ax.set_ylabel(key)
     ax.grid(axis="y", alpha=0.3)

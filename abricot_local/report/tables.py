@@ -338,9 +338,9 @@ def to_json(report: Report) -> dict:
 def _harmless(df: pd.DataFrame, namer=None) -> pd.DataFrame:
     """Every text cell and header of a table with its control characters (newlines included) as
     escapes, a cell's options (errors.opt) in ``namer``'s words first (comparison.worded); numbers as they are."""
-    out = df.rename(columns=lambda c: visible(c))
-    for k, col in enumerate(out.columns):
-        if not pd.api.types.is_numeric_dtype(out.dtypes.iloc[k]):
+    out, kept = df.rename(columns=visible), lambda v: not isinstance(v, str) or visible(worded(v, namer)) == v
+    for k, dtype in enumerate(out.dtypes):  # a column is set again only where a text changes (most change none)
+        if not pd.api.types.is_numeric_dtype(dtype) and not all(map(kept, out.iloc[:, k].tolist())):
             out.iloc[:, k] = out.iloc[:, k].map(lambda v: visible(worded(v, namer)) if isinstance(v, str) else v)
     return out
 

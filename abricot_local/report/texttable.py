@@ -85,9 +85,13 @@ def grid(df: pd.DataFrame, markdown: bool, *, ready: bool = False) -> str:
         cols, rows = [cell(c) for c in df.columns], [[cell(v) for v in r] for r in df.itertuples(index=False)]
         lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    cols = [str(c) if ready else shown(c) for c in df.columns]
-    rows = [[str(v) if ready else shown(v) for v in r] for r in df.itertuples(index=False)]
-    widths = [max(len(x) for v in [c, *(r[i] for r in rows)] for x in v.split("\n")) for i, c in enumerate(cols)]
+    return _aligned([str(c) if ready else shown(c) for c in df.columns],
+                    [[str(v) if ready else shown(v) for v in r] for r in df.itertuples(index=False)])
+
+
+def _aligned(cols: list[str], rows: list[list[str]]) -> str:
+    """A header and its rows (texts as shown) as an aligned text table."""
+    widths = [_width(cols, rows, i) for i in range(len(cols))]
     out = []
     for r in [cols, None, *rows]:
         if r is None:
@@ -106,57 +110,61 @@ def _lines(text: str) -> list[str]:
     return str(text).split("\n")
 
 
-def _width(df: pd.DataFrame, col) -> int:
-    return max(len(x) for v in [str(col), *map(str, df[col])] for x in _lines(v))
+# fit's tables: a header (``cols``) and rows of texts as shown, a column by its place (plain lists: fit measures and
+# folds columns many times, and a DataFrame's column costs more to reach than all its texts to measure)
+def _width(cols: list[str], rows: list[list[str]], k: int) -> int:
+    return max(len(x) for v in [cols[k], *(r[k] for r in rows)] for x in v.split("\n"))
 
 
-def _total(df: pd.DataFrame) -> int:
-    return sum(_width(df, c) for c in df.columns) + GAP * (len(df.columns) - 1)
+def _total(cols: list[str], rows: list[list[str]]) -> int:
+    return sum(_width(cols, rows, k) for k in range(len(cols))) + GAP * (len(cols) - 1)
 
 
-def _folded(df: pd.DataFrame, col, target: int, cut: bool = False) -> pd.DataFrame:
-    out = df.copy()
-    out[col] = ["\n".join(_fold(" ".join(_lines(v)), target, cut)) for v in df[col]]
+def _folded(rows: list[list[str]], k: int, target: int, cut: bool = False) -> list[list[str]]:
+    return [[*r[:k], "\n".join(_fold(" ".join(r[k].split("\n")), target, cut)), *r[k + 1:]] for r in rows]
+
+
+def _narrowed(cols: list[str], rows: list[list[str]], wraps: list[int], floor: int, width: int,
+              cut: bool = False) -> list[list[str]]:
+    """The wrap columns folded, the widest first, until the table fits or none is wider than ``floor``."""
+    wraps = list(wraps)
+    widths = [_width(cols, rows, k) for k in range(len(cols))]  # kept as columns are folded
+    while wraps:
+        total = sum(widths) + GAP * (len(cols) - 1)
+        if total <= width:
+            break
+        col = max(wraps, key=widths.__getitem__)
+        now = widths[col]
+        target = max(floor, now - (total - width))
+        if target < now:
+            rows = _folded(rows, col, target, cut)
+            widths[col] = _width(cols, rows, col)
+        if widths[col] >= now:  # nothing left to fold in this column
+            wraps.remove(col)
+    return rows
+
+
+def _short_headers(cols: list[str], rows: list[list[str]]) -> list[str]:
+    """Headers wider than their cells folded after a ``.`` or a space (``task.metric`` on two lines)."""
+    out = []
+    for k, c in enumerate(cols):
+        cells = max((len(x) for r in rows for x in r[k].split("\n")), default=0)
+        if len(c) > cells:
+            parts = re.split(r"(?<=[. ])", c)
+            room = max(cells, max(len(x.rstrip()) for x in parts))
+            lines = [""]
+            for part in parts:
+                if lines[-1] and len(lines[-1]) + len(part.rstrip()) > room:
+                    lines.append("")
+                lines[-1] += part
+            c = "\n".join(x.rstrip() for x in lines)
+        out.append(c)
     return out
 
 
-def _narrowed(df: pd.DataFrame, wraps: list[str], floor: int, width: int, cut: bool = False) -> pd.DataFrame:
-    """The wrap columns folded, the widest first, until the table fits or none is wider than ``floor``."""
-    wraps = [c for c in wraps if c in df.columns]
-    while wraps:
-        widths = [_width(df, c) for c in df.columns]  # each column measured once a round (_total's sum)
-        total = sum(widths) + GAP * (len(df.columns) - 1)
-        if total <= width:
-            break
-        col = max(wraps, key=dict(zip(df.columns, widths)).__getitem__)
-        now = _width(df, col)
-        target = max(floor, now - (total - width))
-        folded = _folded(df, col, target, cut) if target < now else df
-        if _width(folded, col) >= now:  # nothing left to fold in this column
-            wraps.remove(col)
-        df = folded
-    return df
-
-
-def _short_headers(df: pd.DataFrame) -> pd.DataFrame:
-    """Headers wider than their cells folded after a ``.`` or a space (``task.metric`` on two lines)."""
-    names = {}
-    for c in df.columns:
-        cells = max((len(x) for v in df[c] for x in _lines(v)), default=0)
-        if len(str(c)) > cells:
-            parts = re.split(r"(?<=[. ])", str(c))
-            lines = [""]
-            for part in parts:
-                if lines[-1] and len(lines[-1]) + len(part.rstrip()) > max(cells, max(len(x.rstrip()) for x in parts)):
-                    lines.append("")
-                lines[-1] += part
-            names[c] = "\n".join(x.rstrip() for x in lines)
-    return df.rename(columns=names)
-
-
-def _named(df: pd.DataFrame, names: Sequence[str]) -> list:
-    """The columns of ``df`` named in ``names`` (a folded header read as its one-line name)."""
-    return [c for c in df.columns if str(c).replace("\n", "") in names or str(c) in names]
+def _named(cols: list[str], names: Sequence[str]) -> list[int]:
+    """The places of the columns named in ``names`` (a folded header read as its one-line name)."""
+    return [k for k, c in enumerate(cols) if c.replace("\n", "") in names or c in names]
 
 
 def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), groups: Sequence[Sequence[str]] = (),
@@ -171,29 +179,29 @@ def fit(df: pd.DataFrame, *, keys: int = 1, wrap_cols: Sequence[str] = (), group
     their keys; ``keep_rows``: every row in every block, a block left out only when no row has anything in it but
     ``-``); last, the ``fold_last`` columns (a folder's path) of a block still too wide are folded."""
     df = df.astype(str)
-    df = pd.DataFrame([[shown(v) for v in r] for r in df.itertuples(index=False)], columns=[shown(c) for c in df.columns],
-                      index=df.index, dtype=object) if len(df) else df.rename(columns=shown)
-    if _total(df) > width:
-        for c in _named(df, wrap_cols):
-            if _width(df, c) > CAP:
-                df = _folded(df, c, CAP)
-    if _total(df) > width:
-        df = _short_headers(df)
-    if _total(df) > width:
-        narrow = _narrowed(df, _named(df, wrap_cols), MIN_WRAP, width)
-        if _total(narrow) <= width:
-            df = narrow
-    split = _total(df) > width and len(df.columns) > keys + 1
-    parts = _blocks(df, keys, groups, width, keep_rows) if split else [df]
-    parts = [_narrowed(part, _named(part, fold_last), MIN_WRAP, width, cut=True) for part in parts]
-    return "\n\n".join(grid(part, False, ready=True) for part in parts), split
+    cols, rows = [shown(c) for c in df.columns], [[shown(v) for v in r] for r in df.itertuples(index=False)]
+    if _total(cols, rows) > width:
+        for k in _named(cols, wrap_cols):
+            if _width(cols, rows, k) > CAP:
+                rows = _folded(rows, k, CAP)
+    if _total(cols, rows) > width:
+        cols = _short_headers(cols, rows)
+    if _total(cols, rows) > width:
+        narrow = _narrowed(cols, rows, _named(cols, wrap_cols), MIN_WRAP, width)
+        if _total(cols, narrow) <= width:
+            rows = narrow
+    split = _total(cols, rows) > width and len(cols) > keys + 1
+    parts = _blocks(cols, rows, keys, groups, width, keep_rows) if split else [(cols, rows)]
+    return "\n\n".join(_aligned(c, _narrowed(c, r, _named(c, fold_last), MIN_WRAP, width, cut=True))
+                       for c, r in parts), split
 
 
-def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width: int,
-            keep_rows: bool = False) -> list[pd.DataFrame]:
-    key_cols, rest = list(df.columns[:keys]), list(df.columns[keys:])
-    plain = {c: str(c).replace("\n", "") for c in rest}
-    room = width - _total(df[key_cols])
+def _blocks(cols: list[str], rows: list[list[str]], keys: int, groups: Sequence[Sequence[str]], width: int,
+            keep_rows: bool = False) -> list[tuple[list[str], list[list[str]]]]:
+    key_cols, rest = list(range(keys)), list(range(keys, len(cols)))
+    plain = {c: cols[c].replace("\n", "") for c in rest}
+    widths = {c: _width(cols, rows, c) for c in range(len(cols))}  # the table is not changed here: measured once
+    room = width - (sum(widths[c] for c in key_cols) + GAP * (len(key_cols) - 1))
     units: list[list] = []
     for c in rest:  # in column order; a group's columns together
         group = next((g for g in groups if plain[c] in g), None)
@@ -202,7 +210,6 @@ def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width:
         elif not any(c in u for u in units):
             units.append([x for x in rest if plain[x] in group])
     blocks: list[list] = [[]]
-    widths = {c: _width(df, c) for c in dict.fromkeys(rest)}  # df is not changed here: each column measured once
     size = lambda cols: sum(widths[c] + GAP for c in cols)  # noqa: E731
     for unit in units:
         if blocks[-1] and size(blocks[-1]) + size(unit) > room:
@@ -213,9 +220,8 @@ def _blocks(df: pd.DataFrame, keys: int, groups: Sequence[Sequence[str]], width:
             blocks[-1].append(c)
     parts = []
     for block in blocks:
-        part = df[key_cols + block]
-        keep = [any(v.strip() not in ("", "-") if keep_rows else v.strip() for v in row)
-                for row in part[block].itertuples(index=False)]
+        keep = [any(r[c].strip() not in ("", "-") if keep_rows else r[c].strip() for c in block) for r in rows]
         if any(keep):
-            parts.append(part if keep_rows else part[keep])
+            parts.append(([cols[c] for c in key_cols + block],
+                          [[r[c] for c in key_cols + block] for r, kept in zip(rows, keep) if kept or keep_rows]))
     return parts
