@@ -60,17 +60,22 @@ def loads(data: bytes | str):
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadJSON(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
-    try:
-        value = json.loads(data, parse_int=_int)
+    try:  # json.loads(data, parse_int=_int), its decoder made once (the BOM refused as json.loads refuses it)
+        text = isinstance(data, str) and not data.startswith("\ufeff")
+        value = _DECODER.decode(data) if text else json.loads(data, parse_int=_int)
     except RecursionError:
         raise BadJSON(f"nests lists or objects deeper than {MAX_DEPTH} levels") from None
     except BadJSON:
         raise
     except ValueError as exc:  # JSONDecodeError, and Python's own limits
         raise BadJSON(f"is not valid JSON ({str(exc)[:160]})") from None
-    if depth(value) > MAX_DEPTH:
+    # each list or object opens with its own [ or {: text holding at most MAX_DEPTH of them nests no deeper
+    if (not text or data.count("[") + data.count("{") > MAX_DEPTH) and depth(value) > MAX_DEPTH:
         raise BadJSON(f"nests lists or objects deeper than {MAX_DEPTH} levels")
     return value
+
+
+_DECODER = json.JSONDecoder(parse_int=_int)
 
 
 def _size(n: int) -> str:
@@ -262,7 +267,29 @@ def read_jsonl_lines(path: Path, *, repair: bool = False, torn_ok: bool = True) 
     :data:`MAX_JSONL_BYTES`, is refused (:func:`read_regular`)."""
     if not path.exists():
         return []
-    data = read_regular(path, MAX_JSONL_BYTES)
+    data = read_jsonl_data(path)
+    out, good_end = _jsonl_rows(data, path, torn_ok)
+    if repair and good_end < len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(good_end)
+    elif repair and data and not data.endswith(b"\n"):  # whole, but appends would join it
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+    return out
+
+
+def read_jsonl_data(path: Path) -> bytes:
+    """The bytes of the JSON-lines file ``path``, as :func:`read_jsonl_lines` reads them (:func:`read_regular`)."""
+    return read_regular(path, MAX_JSONL_BYTES)
+
+
+def jsonl_rows(data: bytes, path: Path, *, torn_ok: bool = True) -> list[tuple[int, object]]:
+    """:func:`read_jsonl_lines` of the bytes ``data`` read from ``path`` (named by an error), nothing repaired."""
+    return _jsonl_rows(data, path, torn_ok)[0]
+
+
+def _jsonl_rows(data: bytes, path: Path, torn_ok: bool) -> tuple[list[tuple[int, object]], int]:
+    """(line number, value) of each line of ``data`` and where its last good line ends."""
     lines = data.split(b"\n")
     out, good_end, pos = [], 0, 0
     for k, raw in enumerate(lines):
@@ -281,13 +308,7 @@ def read_jsonl_lines(path: Path, *, repair: bool = False, torn_ok: bool = True) 
         elif not last:
             good_end = end
         pos = end
-    if repair and good_end < len(data):
-        with path.open("r+b") as fh:
-            fh.truncate(good_end)
-    elif repair and data and not data.endswith(b"\n"):  # whole, but appends would join it
-        with path.open("ab") as fh:
-            fh.write(b"\n")
-    return out
+    return out, good_end
 
 
 def read_jsonl(path: Path, *, repair: bool = False) -> list:

@@ -100,18 +100,28 @@ def exact_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 0.90)
     counts = np.arange(total + 1)
     log_b, log_c = _log_comb(counts, ob), _log_comb(counts, oc)  # log C(B, b') and C(C, c'), every count and outcome
     log_r = _log_comb(counts, n - ob - oc) - _log_comb(np.array([total]), np.array([n]))[0, 0]
-    held = []
-    for d in range(-total, total + 1):
+    line = math.log(tail) - 1e-6  # k terms each at most e^u, u + log k below this: their sum, however made, below tail
+
+    def is_held(d: int) -> bool:
         first, last = max(0, d), (total + d) // 2  # B runs on, C = B - D with it, R = N - B - C down in steps of 2
         if last < first:
-            continue
+            return False
         z = _tango_z(ob, oc, n, d / total)
         upper, lower = z >= z[seen], z <= z[seen]
         r_first, r_last = total - 2 * first + d, total - 2 * last + d
-        p = np.exp(log_b[first:last + 1] + log_c[first - d:last - d + 1]
-                   + log_r[r_first:r_last - 1 if r_last else None:-2])
-        if (p @ upper).max() > tail and (p @ lower).max() > tail:
-            held.append(d)
+        log_p = log_b[first:last + 1] + log_c[first - d:last - d + 1]
+        log_p += log_r[r_first:r_last - 1 if r_last else None:-2]
+        widest = log_p.max(axis=0)  # each outcome's largest log-probability over the rows
+        for mask in (upper, lower):  # a tail bounded below its line fails in every row, as its sum below would
+            k = int(mask.sum())
+            if k and widest[mask].max() + math.log(k) < line:
+                return False
+        p = np.exp(log_p, out=log_p)
+        return bool((p @ _ones(upper)).max() > tail and (p @ _ones(lower)).max() > tail)
+
+    # the interval's bounds: the first D held from each end (those between them are not asked)
+    low = next((d for d in range(-total, total + 1) if is_held(d)), None)
+    held = [] if low is None else [low, next(d for d in range(total, low - 1, -1) if d == low or is_held(d))]
     return (min(held) / total, max(held) / total)
 
 
@@ -155,9 +165,11 @@ def restricted_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 
 
     def falling(big_b: np.ndarray, big_c: np.ndarray, rest: np.ndarray) -> list[np.ndarray]:
         """log B! / (B - b')!, C! / (C - c')! and R! / (R - r')! / C(N, n) b'! c'! r'! (R = rest), by row."""
-        return [fact[big_b + n + 1] - fact[big_b - ob + n + 1], fact[big_c + n + 1] - fact[big_c - oc + n + 1],
-                fact[rest + n + 1] - fact[rest - (n - ob - oc) + n + 1] - fact[ob + n + 1] - fact[oc + n + 1]
-                - fact[n - ob - oc + n + 1] - whole]
+        drawn = n - ob - oc
+        last = _less(fact, rest + n + 1, drawn)  # then less b'!, c'!, r'! and C(N, n), in that order
+        for term in (fact[ob + n + 1], fact[oc + n + 1], fact[drawn + n + 1], whole):
+            last -= term
+        return [_less(fact, big_b + n + 1, ob), _less(fact, big_c + n + 1, oc), last]
 
     def summed(d: int, first_s: int, rows: int, ahead: list[int]) -> bool:  # every outcome of every row, as always
         first_b, at_r = (first_s + d) // 2, first_s - s_lo
@@ -176,8 +188,8 @@ def restricted_paired_set_ci(b: int, c: int, n: int, total: int, level: float = 
             batch = [d] + [e for e in ahead if e not in tested][:GUARD - 1]
             scores.update(zip(batch, _tango_z(ob[None, :], oc[None, :], n, np.array(batch, float)[:, None] / total)))
         z = scores.pop(d)
-        p = np.exp(log_p)
-        return (p @ (z >= z[seen])).max() + slack > tail and (p @ (z <= z[seen])).max() + slack > tail
+        p = np.exp(log_p, out=log_p)
+        return (p @ _ones(z >= z[seen])).max() + slack > tail and (p @ _ones(z <= z[seen])).max() + slack > tail
 
     def held(ds) -> list[bool]:  # whether each D (times N) is held
         asked = list(dict.fromkeys(ds))
@@ -276,6 +288,17 @@ def _windowed(fact, whole, seen: tuple[int, int], n: int, total: int, d: int, bi
     if ((tails[:, :2] + outside[:, None]).max(axis=0) < line - MARGIN).any():
         return False
     return None
+
+
+def _less(fact: np.ndarray, at: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """fact[at] - fact[at - k] for each row's ``at`` (a column) and every outcome's ``k``: each difference made once
+    per row and value of k (a few dozen), then spread over the outcomes holding it (thousands); the same floats."""
+    return np.take(fact[at] - fact[at - np.arange(int(k.max()) + 1)], k, axis=1)
+
+
+def _ones(mask: np.ndarray) -> np.ndarray:
+    """A mask as the 1.0 and 0.0 that ``p @ mask`` multiplies by (the same product, made without casting it there)."""
+    return mask.astype(np.float64)
 
 
 def _log_comb(a: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -64,7 +64,7 @@ class Section:
             elif required:
                 raise Invalid(f"{at}.{name} is missing" if at else f"{name} is missing")
         known = _known(cls)
-        extra = {k: copy.deepcopy(v) for k, v in data.items() if k not in known}
+        extra = {k: v if type(v) in _ATOMIC else copy.deepcopy(v) for k, v in data.items() if k not in known}
         return cls(**values, extra=extra, _keys=tuple(data))
 
     @classmethod
@@ -99,7 +99,8 @@ class Section:
             value = getattr(self, f.name)
             if written(f, value, self._keys):
                 out[f.name] = dump(value)
-        out.update(copy.deepcopy(self.extra))
+        plain = _PLAIN_VALUES.issuperset(map(type, self.extra.values()))  # deepcopy returns these as they are
+        out.update(self.extra if plain else copy.deepcopy(self.extra))
         if not self._keys:
             return out
         first = [k for k in self._keys if k in out]
@@ -135,6 +136,7 @@ def written(f: dataclasses.Field, value, keys: tuple[str, ...]) -> bool:
 
 
 _ATOMIC = (str, int, float, bool, type(None))  # deepcopy returns these as they are
+_PLAIN_VALUES = frozenset(_ATOMIC)
 
 
 def dump(value):
@@ -143,7 +145,7 @@ def dump(value):
     if isinstance(value, Section):
         return value.to_dict()
     if isinstance(value, tuple):
-        return [dump(v) for v in value]
+        return list(value) if _PLAIN_VALUES.issuperset(map(type, value)) else [dump(v) for v in value]
     if isinstance(value, dict):
         return {k: dump(v) for k, v in value.items()}
     return copy.deepcopy(value)
@@ -192,6 +194,10 @@ def _copy(value, at):
     return value if type(value) in _ATOMIC else copy.deepcopy(value)
 
 
+# the element types whose reader returns each value of these exact types as it is (a list of them read at once)
+_PLAIN = {str: frozenset({str}), int: frozenset({int}), bool: frozenset({bool}), float: frozenset({float, int})}
+
+
 @cache
 def reader(tp):
     """The function ``(value, at) -> value`` that :func:`parse` applies for ``tp``: the annotation read once
@@ -238,12 +244,17 @@ def reader(tp):
         return scalar
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            each = reader(args[0])
+            each, plain = reader(args[0]), _PLAIN.get(args[0])
 
             def many(value, at):
                 if not isinstance(value, list):
                     _fail(value, "a list", at)
-                return tuple(each(v, f"{at}[{k}]") for k, v in enumerate(value))
+                if plain is not None and plain.issuperset(map(type, value)):  # each one as its reader returns it
+                    return tuple(value)
+                try:  # each item's place named only when one does not fit (read again, the same first one refused)
+                    return tuple([each(v, at) for v in value])
+                except Invalid:
+                    return tuple(each(v, f"{at}[{k}]") for k, v in enumerate(value))
             return many
         readers = [reader(a) for a in args]
 
@@ -252,7 +263,10 @@ def reader(tp):
                 _fail(value, "a list", at)
             if len(value) != len(readers):
                 _fail(value, f"a list of {len(readers)}", at)
-            return tuple(read(v, f"{at}[{k}]") for k, (read, v) in enumerate(zip(readers, value)))
+            try:
+                return tuple([read(v, at) for read, v in zip(readers, value)])
+            except Invalid:
+                return tuple(read(v, f"{at}[{k}]") for k, (read, v) in enumerate(zip(readers, value)))
         return fixed
     if origin is dict:
         each = reader(args[1])
@@ -260,7 +274,10 @@ def reader(tp):
         def mapping(value, at):
             if not isinstance(value, dict):
                 _fail(value, "a JSON object", at)
-            return {k: each(v, f"{at}.{k}") for k, v in value.items()}
+            try:
+                return {k: each(v, at) for k, v in value.items()}
+            except Invalid:
+                return {k: each(v, f"{at}.{k}") for k, v in value.items()}
         return mapping
     if isinstance(tp, type) and issubclass(tp, Section):
         return tp.from_dict

@@ -22,9 +22,12 @@ Samples about to be written are validated alike (:func:`check_line`, :func:`chec
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from abricot_local.core import argmax
 from abricot_local.errors import ResultsError
-from abricot_local.jsonfiles import TornLineError, read_jsonl_lines
+from abricot_local.jsonfiles import TornLineError, jsonl_rows, read_jsonl_data, read_jsonl_lines
 from abricot_local.record.codec import Invalid, Section, parse, spec
 from abricot_local.record.outputs import samples_name
 from abricot_local.record.schema import TaskEntry
@@ -222,6 +225,8 @@ def read_samples(path: Path, *, repair: bool = False, required: bool = True, tas
     holds nothing yet (a checkpoint: a torn last line is dropped, cut with ``repair``).
     ``fields``: the own fields of ``task`` each line must hold (:func:`check_fields`)."""
     path = Path(path)
+    if required and not repair:
+        return _finished(path, task, fields)
     rows = _lines(path, repair=repair, required=required)
     return parse_samples(rows, str(path), same_twice=not required, task=task, fields=fields)
 
@@ -233,9 +238,81 @@ def _lines(path: Path, *, repair: bool = False, required: bool = True) -> list[t
     try:
         return read_jsonl_lines(path, repair=repair, torn_ok=not required)
     except TornLineError as err:
-        seen = re.search(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', err.text)
-        who = f" (item {seen.group(1).decode('utf-8', 'replace')})" if seen else ""
-        raise ResultsError(f"{err}{who}: the file was cut; a finished run's samples are written whole") from None
+        raise _cut(err) from None
+
+
+def _cut(err: TornLineError) -> ResultsError:
+    seen = re.search(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', err.text)
+    who = f" (item {seen.group(1).decode('utf-8', 'replace')})" if seen else ""
+    return ResultsError(f"{err}{who}: the file was cut; a finished run's samples are written whole")
+
+
+# A finished run's samples file read again holding the same bytes (SHA-256) gives the samples it gave (the same
+# frozen Samples, in a new list) and its count of lines, without parsing it again: `report`, `compare`, `check` and
+# a suite of tests read one run's files many times. Only what read whole without error is kept: MEMO_FILES files of
+# MEMO_BYTES in all at most (the least recently read go first); a file read again with other bytes is read anew.
+MEMO_FILES, MEMO_BYTES, MEMO_COUNTS = 128, 16 * 2**20, 4096
+_parsed: OrderedDict[tuple, tuple[int, tuple[Sample, ...]]] = OrderedDict()  # (digest, task, fields) -> (size, samples)
+_counts: OrderedDict[bytes, int] = OrderedDict()  # digest -> its lines
+_memo_lock = threading.Lock()
+
+
+def _finished_bytes(path: Path) -> tuple[bytes, bytes]:
+    """A finished run's samples file's bytes (refused as :func:`_lines` refuses it) and their SHA-256."""
+    if not path.exists():
+        raise ResultsError(f"{path} is missing (results.json names it)")
+    data = read_jsonl_data(path)
+    return data, hashlib.sha256(data).digest()
+
+
+def _finished_rows(data: bytes, path: Path) -> list[tuple[int, Any]]:
+    try:
+        return jsonl_rows(data, path, torn_ok=False)
+    except TornLineError as err:
+        raise _cut(err) from None
+
+
+def _finished(path: Path, task: str, fields: Mapping[str, Any]) -> list[Sample]:
+    """:func:`read_samples` of a finished run's file (required, nothing repaired), kept by its bytes."""
+    data, digest = _finished_bytes(path)
+    try:
+        key: tuple | None = (digest, task, tuple(fields.items()))
+        hash(key)
+    except TypeError:  # a field's type that cannot be a key: read every time
+        key = None
+    with _memo_lock:
+        hit = _parsed.get(key) if key is not None else None
+        if hit is not None:
+            _parsed.move_to_end(key)
+            return list(hit[1])
+    samples = parse_samples(_finished_rows(data, path), str(path), task=task, fields=fields)
+    with _memo_lock:
+        _remember_count(digest, len(samples))
+        if key is not None and len(data) <= MEMO_BYTES:
+            _parsed[key] = (len(data), tuple(samples))
+            while len(_parsed) > MEMO_FILES or sum(size for size, _ in _parsed.values()) > MEMO_BYTES:
+                _parsed.popitem(last=False)
+    return samples
+
+
+def _remember_count(digest: bytes, lines: int) -> None:
+    _counts[digest] = lines
+    _counts.move_to_end(digest)
+    while len(_counts) > MEMO_COUNTS:
+        _counts.popitem(last=False)
+
+
+def _finished_count(path: Path) -> int:
+    """The lines of a finished run's samples file, each read as JSON (refused as :func:`_lines` refuses it)."""
+    data, digest = _finished_bytes(path)
+    with _memo_lock:
+        if digest in _counts:
+            _counts.move_to_end(digest)
+            return _counts[digest]
+    lines = len(_finished_rows(data, path))
+    with _memo_lock:
+        _remember_count(digest, lines)
+    return lines
 
 
 def samples_path(folder: Path, name: str, task: str) -> Path:
@@ -295,4 +372,4 @@ def entry_counted(folder: Path, entry: TaskEntry, task: str) -> None:
     ``n`` lines), each line read as JSON, not yet as a sample: a reader showing the record (`report`'s tables)
     stops on a file that lost or gained lines, and leaves a line's own damage to the readers of its samples."""
     path = samples_path(Path(folder), entry.samples_file or samples_name(task), task)
-    _counted(Path(folder), path, task, len(_lines(path)), entry.n)
+    _counted(Path(folder), path, task, _finished_count(path), entry.n)
