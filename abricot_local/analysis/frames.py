@@ -10,7 +10,7 @@ METRIC_COLUMNS = ("task", "metric", "value", "ci_low", "ci_high", "chance", "n")
 SAMPLE_COLUMNS = ("task", "id", "source", "gold", "pred", "gold_label", "pred_label", "correct")
 PUBLISHED_COLUMNS = ("reference", "source", "task", "metric", "protocol", "published", "value", "ci_low", "ci_high",
                      "difference", "verdict", "margin", "diff_ci90_low", "diff_ci90_high", "items_to_settle",
-                     "inside", "reasons", "differences")
+                     "inside", "reasons", "differences", "warnings")
 # published()'s numeric columns, numeric whatever they hold: NaN (float64) or <NA> (pandas' nullable Int64, boolean)
 PUBLISHED_TYPES = {**dict.fromkeys(("published", "value", "ci_low", "ci_high", "difference", "margin", "diff_ci90_low",
                                     "diff_ci90_high"), "float64"), "items_to_settle": "Int64", "inside": "boolean"}
@@ -104,18 +104,20 @@ SETTLED_TYPES = {**dict.fromkeys(("level", "diff_ci_low", "diff_ci_high", "fixed
 
 
 def published(run):
-    """The published checks the run recorded, with the reproduction verdict in words; a row a --until-settled
-    rule judged has every field the rule's (settled.SettledVerdict.fields): ``verdict`` its words, ``diff_ci90_*``
-    none, its interval at its look's level in ``diff_ci_low``/``diff_ci_high`` (``level``, ``look`` of ``looks``),
-    ``items_to_settle`` the --max-items of the grow its advice names (its next look, ``next_look``; or a bound near
-    the estimate of the items that would settle it, far beyond that look: settled.Reach), ``reasons`` its line then
-    that step, ``sequential`` its line; the fixed-n verdict over the same items (which does not account for the
-    looks) and its figures in the ``fixed_n_*`` columns (:data:`SETTLED_COLUMNS`, there when a rule judged a row).
-    The numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN where a row has no
-    value, ``items_to_settle`` pandas' nullable Int64 and ``inside`` its nullable boolean (<NA>: none)."""
+    """The published checks the run recorded, with the reproduction verdict in words and ``warnings``, what the run
+    recorded of each row's task that qualifies its verdict (settled.qualifying: `report`'s one rule); a row a
+    --until-settled rule judged has every field the rule's (settled.SettledVerdict.fields): ``verdict`` its words,
+    ``diff_ci90_*`` none, its interval at its look's level in ``diff_ci_low``/``diff_ci_high`` (``level``, ``look``
+    of ``looks``), ``items_to_settle`` the --max-items of the grow its advice names (its next look, ``next_look``;
+    or a bound near the estimate of the items that would settle it, far beyond that look: settled.Reach),
+    ``reasons`` its line then that step, ``sequential`` its line; the fixed-n verdict over the same items (which does
+    not account for the looks) and its figures in the ``fixed_n_*`` columns (:data:`SETTLED_COLUMNS`, there when a
+    rule judged a row). The numeric columns are numeric whatever the rows hold (PUBLISHED_TYPES): float64 with NaN
+    where a row has no value, ``items_to_settle`` pandas' nullable Int64 and ``inside`` its nullable boolean (<NA>:
+    none)."""
     import pandas as pd
 
-    from abricot_local.analysis.settled import settled_verdict
+    from abricot_local.analysis.settled import qualifying, settled_verdict
     from abricot_local.analysis.reproduction import words
     from abricot_local.errors import render  # a rule's next bound (settled.grown_by) in Python's words
 
@@ -130,6 +132,7 @@ def published(run):
                      c.ci95[0] if c.ci95 else None, c.ci95[1] if c.ci95 else None, c.difference,
                      rule.words if rule else words(c), c.margin, *ci90, f["items_to_settle"], c.inside,
                      render("; ".join(f["reasons"])), "; ".join(c.differences),
+                     "; ".join(qualifying(run.record, c)),
                      *((rule and rule.line, rule and rule.look.k, rule and rule.looks, rule and rule.level, *lo_hi,
                         rule and rule.next_look, rule and rule.max_items, rule and fixed["words"],
                         *(fixed.get("ci90") or (None, None)), fixed.get("items_to_settle"),

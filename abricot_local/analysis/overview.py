@@ -22,7 +22,7 @@ from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.baselines import VerdictTask, reproduced_tasks  # (here too: run/held.py's)
 from abricot_local.analysis.ladder import notes as ladder_notes
 from abricot_local.analysis.ladder import quant_groups
-from abricot_local.analysis.settled import SettledVerdict, settled_verdict
+from abricot_local.analysis.settled import SettledVerdict, qualifying, settled_verdict
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
 from abricot_local.analysis.runs import Run, labelled, options_of
 from abricot_local.gguf.file import highest_precision
@@ -38,11 +38,13 @@ from abricot_local.tasks.base import Reference
 @dataclass(frozen=True)
 class RunCheck:
     """A published row against a run, as the run recorded it (results.json's ``published.checks``); ``settled``:
-    the run's ``--until-settled`` rule's verdict on it, the run's verdict (None: no rule judged the row)."""
+    the run's ``--until-settled`` rule's verdict on it, the run's verdict (None: no rule judged the row); ``warnings``:
+    what the run recorded of the row's task that qualifies its verdict (settled.qualifying)."""
 
     run: Run
     check: PublishedCheck
     settled: SettledVerdict | None = None
+    warnings: tuple[str, ...] = ()
 
 
 def run_checks(run: Run) -> tuple[PublishedCheck, ...]:
@@ -99,7 +101,7 @@ def gather(runs: Sequence[Run], given: GivenData = NOTHING_GIVEN) -> Report:
         for c in run_checks(r):
             if r.synthetic:
                 c = replace(c, notes=tuple(dict.fromkeys((f"{r.backend} backend, not the model", *c.notes))))
-            checks.append(RunCheck(r, c, settled_verdict(r.record, c)))
+            checks.append(RunCheck(r, c, settled_verdict(r.record, c), qualifying(r.record, c)))
     return Report(tuple(runs), bases, tuple(checks), tuple(compare_quants(runs)), given)
 
 

@@ -348,6 +348,19 @@ def settled_verdict(record: Record, check: PublishedCheck) -> SettledVerdict | N
     return _judged(record, check.task, (sq.question_name(check.source, check.reference, check.task, check.metric),))
 
 
+def qualifying(record: Record, check: PublishedCheck) -> tuple[str, ...]:
+    """What qualifies ``check``'s verdict that the verdict does not say itself: each warning the run recorded on its
+    task as a whole (``tasks.<task>.warnings``, record/misleading.py's rule, the HTML page's list), as recorded: the
+    looks an earlier --until-settled rule took before a --sample grew the run and the error they spent, the items
+    and data it scored. Left out: one on a metric (``NAME is undefined``, ``NAME rests on``: that metric's verdict
+    says why itself) and one the check's ``differences`` say (not comparable). The one rule of `report`'s every
+    format and the API's ``Run.published()``."""
+    entry = record.tasks.get(check.task)
+    return () if entry is None else tuple(
+        w for w in entry.warnings if w.partition(" ")[0] not in entry.metrics
+        and not any(w.startswith(d) for d in check.differences))
+
+
 def rung_verdict(record: Record, reference: str | Iterable[str], task: str, metric: str) -> SettledVerdict | None:
     """The verdict a rung's ``--until-settled`` rule (``run --quants --until-settled``: its ``record``'s) reached
     against ``reference`` on ``task``'s ``metric``, at the look the task's rule stopped at: its question named as

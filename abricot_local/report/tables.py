@@ -18,13 +18,13 @@ import pandas as pd
 
 from abricot_local.analysis import baselines as pub
 from abricot_local.analysis.frames import WITHHELD, ci_words, no_interval_words
-from abricot_local.analysis.reproduction import said, words
+from abricot_local.report import published as reproduction  # the reproduction table's rows, every format's
+from abricot_local.report.published import published_frame
 from abricot_local.report.safe import csv_text, markup, visible
 from abricot_local.report.comparison import worded
 from abricot_local.errors import UsageError, opt
 from abricot_local.analysis.overview import (QuantPair, Report, RunCheck, TaskCheck, compare_pair, compare_quants,
                                              gather, metric_keys, no_pairs, recompute)
-from abricot_local.analysis.settled import SettledVerdict
 from abricot_local.analysis.runs import Metric, Run
 from abricot_local.analysis.ladder import ladders
 from abricot_local.analysis.ladder import notes as ladder_notes
@@ -130,45 +130,6 @@ def runs_frame(report: Report, patterns: tuple[str, ...] = ()) -> pd.DataFrame:
     return df.astype({f"{t}.n": "Int64" for t in tasks})
 
 
-def _check_records(report: Report) -> list[dict]:
-    """A record per published check; a row a --until-settled rule judged has every field the rule's (``verdict``,
-    ``ci90`` null, ``items_to_settle``, ``reasons``, ``sequential``: settled.SettledVerdict.fields), the fixed-n
-    verdict and its figures in ``fixed_n``."""
-    return [{"model": rc.run.label, "quant": rc.run.quant, "folder": str(rc.run.path), "reference": c.reference,
-             "source": c.source, "task": c.task, "metric": c.metric, "published": c.published, "value": c.value,
-             "ci95": list(c.ci95) if c.ci95 else None, "inside": c.inside, "verdict": c.verdict, "margin": c.margin,
-             "ci90": list(c.ci90) if c.ci90 else None, "items_to_settle": c.items_to_settle, "reasons": list(c.reasons),
-             "comparable": c.comparable, "differences": list(c.differences), "notes": list(c.notes),
-             **(rc.settled.fields(c) if rc.settled else {})} for rc in report.checks for c in (rc.check,)]
-
-
-SETTLED = ("look", "looks", "level", "diff_ci_lo", "diff_ci_hi", "next_look", "max_items", "fixed_n_diff_ci90_lo",
-           "fixed_n_diff_ci90_hi", "fixed_n_items_to_settle", "fixed_n_reasons")  # a rule's row's, at the end
-
-
-def published_frame(report: Report) -> pd.DataFrame:
-    """A row per published check; with a row a --until-settled rule judged, its ``sequential`` line, the rule's figures
-    (:data:`SETTLED`), ``fixed_n_verdict`` (:data:`FIXED_N`) and the fixed-n figures (``fixed_n_*``) too."""
-    rows = []
-    for r in _check_records(report):
-        s, f = r.get("sequential", {}), r.get("fixed_n", {})
-        (lo, hi), (d_lo, d_hi), (s_lo, s_hi), (f_lo, f_hi) = (x or (None, None) for x in (
-            r["ci95"], r["ci90"], s.get("interval"), f.get("ci90")))
-        rows.append({**r, "ci_lo": lo, "ci_hi": hi, "diff_ci90_lo": d_lo, "diff_ci90_hi": d_hi, "diff_ci_lo": s_lo,
-                     "diff_ci_hi": s_hi, "fixed_n_diff_ci90_lo": f_lo, "fixed_n_diff_ci90_hi": f_hi,
-                     **{k: "; ".join(r[k]) for k in ("reasons", "notes", "differences")}, "sequential": s.get("line"),
-                     **{k: s.get(k) for k in (*SETTLED[:3], *SETTLED[5:7])}, "fixed_n_verdict": f.get("verdict"),
-                     "fixed_n_items_to_settle": f.get("items_to_settle"),
-                     "fixed_n_reasons": "; ".join(f["reasons"]) if f else None})
-    settled = any(rc.settled for rc in report.checks)
-    return pd.DataFrame(rows, columns=["model", "quant", "folder", "reference", "source", "task", "metric", "published",
-                                       "value", "ci_lo", "ci_hi", "verdict", *(("sequential", "fixed_n_verdict") if
-                                       settled else ()), "margin", "diff_ci90_lo", "diff_ci90_hi", "items_to_settle",
-                                       "reasons", "inside", "comparable", "differences", "notes",
-                                       *(SETTLED if settled else ())]).astype(
-        {k: "Int64" for k in (*SETTLED[:2], *SETTLED[5:7], SETTLED[9]) if settled})
-
-
 def quant_frame(report: Report) -> pd.DataFrame:
     rows = [{
         "base": q.base, "task": q.task, "ref_model": q.ref.label, "ref_quant": q.ref.quant,
@@ -193,15 +154,6 @@ def value_words(value, ci, digits: int = 3) -> str:
     if value is None:
         return ""
     return _num(value, digits) + (f" {ci_words(value, ci)}" if ci else "")
-
-
-def verdict_cell(check, settled: SettledVerdict | None = None) -> str:
-    """A published check as the text and markdown tables show it: the run's value, the published one, the
-    verdict (``run -0.460 vs published 0.30: differs by more than 0.05``): neither number read for the other. A row
-    a --until-settled rule judged (``settled``): the rule's verdict, in the run's own line (its look, its interval,
-    its guarantee)."""
-    run = "" if check.value is None else f"run {_num(check.value)} vs "
-    return f"{run}published {check.published:.2f}: {settled.line if settled else words(check)}"
 
 
 @dataclass(frozen=True)
@@ -242,32 +194,15 @@ def _text_frames(report: Report, patterns: tuple[str, ...]) -> dict[str, Section
     if (report.baselines or recorded) and unpublished:
         title += f"; none are published for {', '.join(unpublished)}"
     out = {"runs": Section(title, text, 1, ("source", "model"), groups, withheld)}
-    if report.checks:
-        wide: dict[tuple, dict] = {}
-        for rc in report.checks:
-            c = rc.check
-            key = (rc.run.label, rc.run.quant, f"{c.reference} ({c.source})", str(rc.run.path))
-            row = wide.setdefault(key, {"model": key[0], "quant": key[1], "reference": key[2], "notes": {}})
-            cell = f"{c.task}.{c.metric}"
-            row[cell] = verdict_cell(c, rc.settled)
-            rests = rc.settled.notes(c) if rc.settled else said(c)  # the run's verdict block's (a rule's: fixed-n)
-            for n in (*(f"not comparable: {d}" for d in c.differences), *rests, *c.notes):
-                on = row["notes"].setdefault(n, [])  # each note names its tasks (one shared by them: once)
-                on += [cell] if cell not in on else []
-        rows = [{**r, "notes": "; ".join(f"{', '.join(on)}: {n}" for n, on in r["notes"].items())}
-                for r in wide.values()]
-        checked = dict.fromkeys(f"{rc.check.task}.{rc.check.metric}" for rc in report.checks)
-        cols = ["model", "quant", "reference", *checked, "notes"]
+    if report.checks:  # what qualifies a verdict that it does not say itself under the table (never cut)
+        frame, settled, lines = reproduction.text_section(report)
         unheld = any(rc.check.comparable and rc.check.verdict is None for rc in report.checks)
-        settled = [c for c in checked if any(rc.settled and f"{rc.check.task}.{rc.check.metric}" == c
-                                             for rc in report.checks)]
         out["published"] = Section("Did the run reproduce the published value? (90% CI of run - published "
                                    "against the margin" + ("; a run held to no verdict: whether the published value "
                                                            "is inside its 95% CI" if unheld else "") +
                                    ("; a row judged by a --until-settled run's rule: that rule's verdict, the run's, "
                                     "at the look it stopped at; the fixed-n one in the notes" if settled else "") + ")",
-                                   pd.DataFrame(rows, columns=cols).fillna(""), 3,
-                                   ("notes", "reference", "model", *settled))
+                                   frame, 3, ("notes", "reference", "model", *settled), notes=lines)
     if report.quant:
         q = quant_frame(report)
         q["base"] = [p.base_cell for p in report.quant]  # as its ladder's rows (and the page's)
@@ -327,7 +262,7 @@ def to_json(report: Report) -> dict:
         } for r in report.runs],
         "baselines": [{"model": model, "source": source, "values": values}
                       for model, source, values in pub.group_rows(report.baselines)],
-        "published_checks": _check_records(report),
+        "published_checks": reproduction.records(report),
         "quant_comparison": [{**row, "notes": list(q.notes)}
                              for row, q in zip(quant_frame(report).to_dict("records"), report.quant)],
         "quant_ladder": ladder_rows.records(ladders(report.runs, given=report.given)) if report.quant else [],
