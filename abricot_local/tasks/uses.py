@@ -97,14 +97,15 @@ def unused_by(cls, options) -> list[tuple[str, str]]:
 
 def for_task(cls, options):
     """The options ``cls`` is built with: each declared option it does not use at its default,
-    a prompt variant it does not have replaced by its default."""
+    a prompt variant it does not have left out (None: the task resolves its own, its protocol's
+    wording, else its first; not the task's first over its protocol's)."""
     defaults = _defaults()
     changes = {n: defaults[n] for n in defaults if n not in cls.uses and getattr(options, n) != defaults[n]}
     if several(options.prompt_variant):  # each instance's own is set by make_task (its key's, else the default)
         changes["prompt_variant"] = None
     elif "prompt_variant" in cls.uses and cls.prompt_variants and options.prompt_variant is not None \
             and options.prompt_variant[0] not in cls.prompt_variants:
-        changes["prompt_variant"] = cls.prompt_variants[0]  # the task's default
+        changes["prompt_variant"] = None  # not used: the wording the task resolves without it
     if several(options.protocol):  # --protocol paper,calamita: each instance's own is set by planning.instances
         changes["protocol"] = None
     return replace(options, **changes) if changes else options
