@@ -35,7 +35,7 @@ from typing import Sequence
 
 from abricot_local.analysis.changes import AnswerChanges
 from abricot_local.analysis.compare import Comparison, compare
-from abricot_local.analysis.equivalence import BETTER, EQUIVALENT, NOT_WORSE, UNDEFINED, UNSETTLED, \
+from abricot_local.analysis.equivalence import BETTER, EQUIVALENT, NOT_WORSE, UNDEFINED, UNSETTLED, WORSE, \
     Equivalence, judge, words
 from abricot_local.analysis.kld import KldStats, kld_of
 from abricot_local.analysis.population import NOTHING_GIVEN, GivenData
@@ -72,6 +72,21 @@ class Rung:
         # verdict: the rung holds none, compare's cannot tell stands (its table, its keep line: the one place).
         if self.settled is not None and self.verdict is not None and self.verdict.covered:
             object.__setattr__(self, "settled", None)
+        # An open rule's estimate of the items that would settle it at a fixed n (settled.fixed_n_needed's, scaled
+        # from its look) is moot where the fixed-n verdict beside it is settled: dropped, its reach with it (every
+        # door of the rung: its keep line, JSON's sequential, the HTML page), that verdict said instead (Standing).
+        if self.fixed_n_settled and self.settled.needed is not None:
+            object.__setattr__(self, "settled", replace(self.settled, needed=None, basis=""))
+
+    @property
+    def fixed_n_settled(self) -> bool:
+        """A rung a rule left open (not settled, not exact) whose fixed-n verdict beside it (compare's, at the rule's
+        margin) is settled over its items: the verdict that does not account for the looks tells what no figure
+        would at a fixed n."""
+        s, e = self.settled, self.verdict
+        lk = None if s is None else s.look
+        return lk is not None and e is not None and e.kind in (*AS_GOOD, WORSE) and lk.verdict == UNSETTLED \
+            and not lk.exact
 
     @property
     def is_reference(self) -> bool:
@@ -250,6 +265,9 @@ class Standing:
     max_items: int | None = None  # ... and the --max-items of the run grown to it (None: the rule goes on itself)
     reach: Reach | None = None  # ... and ``items`` far beyond that look (settled.Reach: the bound that could settle it)
     size: int | None = None  # its model file's bytes as its run recorded them (None: not recorded)
+    basis: str = ""  # where ``items`` comes from when not the fixed-n verdict's own figure (settled.SCALED)
+    fixed_n: str = ""  # a rule's open rung whose fixed-n verdict is settled (Rung.fixed_n_settled): its words ...
+    fixed_n_n: int = 0  # ... and the items it rests on (then no ``items``)
 
 
 @dataclass(frozen=True)
@@ -302,13 +320,28 @@ def _standing(r: Rung) -> Standing:
     items = e.items if e.kind == UNSETTLED else None
     if s is not None:  # (none at a margin no difference can exceed: Rung)
         lk = s.look
-        need = (items if s.needed is None else s.needed) if lk.verdict == UNSETTLED else None  # the rule's own first
+        need, basis = _needed(r) if lk.verdict == UNSETTLED else (None, "")
+        fixed = (words(e.kind, e.margin), e.n) if r.fixed_n_settled else ("", 0)
         return Standing(r.quant, r.run, lk.verdict, lk.words, lk.margin, lk.n, need, True, f"look {lk.k} of {s.looks}",
-                        lk.note, kld, lk.exact, s.next_look, s.max_items, s.reach, r.size)
+                        lk.note, kld, lk.exact, s.next_look, s.max_items, s.reach, r.size, basis, *fixed)
     said = words(e.kind, e.margin) if e.kind not in (UNSETTLED, UNDEFINED) else \
         f"cannot tell yet within {e.margin:g}" if e.kind == UNSETTLED else "cannot tell"
     return Standing(r.quant, r.run, e.kind, said, e.margin, e.n, items, note=e.note, kld=kld, exact=e.exact,
                     size=r.size)
+
+
+def _needed(r: Rung) -> tuple[int | None, str]:
+    """(items, basis) of what settles an open rule's rung at a fixed n, beside its fixed-n verdict (the one rule of its
+    keep line, text, JSON and the HTML page): that verdict settled, none (:attr:`Rung.fixed_n_settled`); its figure
+    far beyond the rule's next look, the rule's estimate its advice grows the run to (settled.Reach, labelled there);
+    the fixed-n verdict cannot tell yet, its own figure (compare's, as its column says it); else the rule's estimate,
+    labelled for what it is (settled.SCALED), if any."""
+    s, e = r.settled, r.verdict
+    if r.fixed_n_settled:
+        return None, ""
+    if s.reach is None and e is not None and e.kind == UNSETTLED:
+        return e.items, ""
+    return s.needed, s.basis if s.needed is not None else ""
 
 
 def choices(rungs: Sequence[Rung]) -> tuple[Choice, ...]:

@@ -104,10 +104,13 @@ def fixed_n_needed(record: Record, lk: sq.Look) -> int | None:
     ``record``): a published row's, the figure the record's check of it holds (its ``items_to_settle``); a rung's
     (no such figure recorded), compare's rule (equivalence: the difference's distance from -margin, the power
     figures of stats.items_to_settle) applied to the interval the look read, its spread brought to 90% for items
-    like these, then to the task's items (stats.of_population; :data:`SCALED`). The one figure of the advice of a
-    run's verdict wherever it is said (its end message, `report`'s rows, the API, the quant ladder's line: the
-    ladder's compare's figure is its fixed-n verdict's, said there as such, never the advice's), so a rung is never
-    told two bounds. None: settled, every item scored, or no interval."""
+    like these, then to the task's items (stats.of_population; :data:`SCALED`): a planning figure at 80% power from
+    the rule's interval, not the n at which the fixed-n verdict's interval settles. The one figure of the advice of a
+    run's verdict wherever it is said (its end message, `report`'s rows, the API, the quant ladder's line), so a rung
+    is never told two bounds; the quant ladder's line says it only where it lies far beyond the rule's next look (the
+    advice) or no fixed-n figure is there, labelled, else the fixed-n verdict's own figure, and no figure where that
+    verdict beside it is settled (analysis.ladder._needed; the rung drops it). None: settled, every item scored, or
+    no interval."""
     if lk.settled or lk.exact:
         return None
     checks = record.published.checks if record.published is not None else ()

@@ -106,17 +106,24 @@ def _rests(s: Standing) -> str:
 def _unsettled(s: Standing) -> str:
     """A rung that cannot tell yet: what it rests on, and what would settle it: a rule's next bound first (the step
     its run printed: the run grown by ``--resume --until-settled --max-items M``, or the rule's own next look), then
-    the verdict's own figure (a rule's rung: the fixed-n one's)."""
+    the verdict's own figure (a rule's rung: the fixed-n verdict's, or the rule's estimate said to be its own:
+    analysis.ladder._needed); a rule's rung whose fixed-n verdict is settled, that verdict instead of a figure."""
     rule = _rule_step(s)
     if s.reach is not None:  # the rule's advice says the figure, far beyond its next look (settled.Reach)
         return f"{s.quant} ({open_question(s.margin)} {_rests(s)}; {rule})"
-    if s.items is None:
+    if s.fixed_n:
+        these = "these " if s.fixed_n_n == s.n else ""  # the rule's items, else compare's common ones
+        need = (f"settled at a fixed n over {these}{s.fixed_n_n:,} items: {s.fixed_n}, a verdict that does not "
+                "account for the looks")
+        need = f"{rule}; {need}" if rule else need
+    elif s.items is None:
         need = rule or "no figure of the items that would settle it"
     elif s.items >= stats.MAX_ITEMS:
         need = "no number of items settles it: the difference sits on the margin"
         need = f"{rule}; at a fixed n, {need}" if rule else need
     else:
-        need = f"~{s.items:,} items would settle it" + (" at a fixed n" if s.by_rule else "")
+        need = f"~{s.items:,} items would settle it" + (" at a fixed n" if s.by_rule else "") + \
+            (f" ({s.basis})" if s.basis else "")
         need = f"{rule}; {need}" if rule else need
     return f"{s.quant} ({open_question(s.margin)} {_rests(s)}; {need})"
 
@@ -194,15 +201,18 @@ def choice_lines(rungs: Sequence[Rung]) -> tuple[str, ...]:
 def _standing_record(s: Standing) -> dict:
     return {"quant": s.quant, "run": s.run, "kind": s.kind or None, "words": s.words, "margin": s.margin, "n": s.n,
             "items_to_settle": s.items, "by_rule": s.by_rule, "look": s.look or None, "exact": s.exact,
-            "kld_mean": s.kld, "next_look": s.next_look, "max_items": s.max_items, "size_bytes": s.size}
+            "kld_mean": s.kld, "next_look": s.next_look, "max_items": s.max_items, "size_bytes": s.size,
+            "items_basis": s.basis or None,
+            "fixed_n_settled": {"words": s.fixed_n, "n": s.fixed_n_n} if s.fixed_n else None}
 
 
 def choice_record(c: Choice) -> dict:
     """:func:`choice_text` as plain data: ``smallest_as_good`` (a rung's verdict, or null: no quant is shown as good
     yet) and ``smallest_by`` (``file size``, ``name``: :func:`kept_by`; null with none), ``as_good``,
-    ``cannot_tell_yet`` (each with ``items_to_settle``: compare's figure), ``worse``, ``cannot_tell``,
-    ``no_common_item``, ``kld`` (the measured KLDs, lowest first: not a verdict) and ``line``; each rung's
-    ``size_bytes`` (null: not recorded)."""
+    ``cannot_tell_yet`` (each with ``items_to_settle``: compare's figure; a rule's rung, the line's: ``items_basis``
+    where it is not the fixed-n verdict's, null with ``fixed_n_settled``, that verdict's words and items, where it is
+    settled), ``worse``, ``cannot_tell``, ``no_common_item``, ``kld`` (the measured KLDs, lowest first: not a
+    verdict) and ``line``; each rung's ``size_bytes`` (null: not recorded)."""
     kept = c.kept
     return {"reference": c.reference, "metric": c.metric or None,
             "smallest_as_good": None if kept is None else _standing_record(kept),
