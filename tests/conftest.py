@@ -315,6 +315,29 @@ def rewrite_run(src: Path, dst: Path, name: str, change) -> Path:
     return dst
 
 
+# -- the fake backend's quant ladders, as the ladder, sweep and quant-pair tests make them -----------------------------
+FAKE_DISCOTEX = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
+
+
+def fake_quants(path: Path, quants: dict[str, str], base: str = "fakebase") -> Path:
+    """``path`` written as a models.toml of fake-backend entries of one ``base``: {alias: quant}."""
+    path.write_text("".join(f'[{alias}]\nbackend = "fake"\nbase = "{base}"\nquant = "{quant}"\n\n'
+                            for alias, quant in quants.items()), encoding="utf-8")
+    return path
+
+
+def invoke_ok(*args):
+    """`abricot-local *args` in this process (str() of each), an exception raised as it is: the CliRunner result,
+    its exit code 0."""
+    from click.testing import CliRunner
+
+    from abricot_local.cli import cli
+
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r
+
+
 def oracle_sample(task: str, s: dict) -> dict:
     """A sample answered by an oracle: the gold choice far ahead of the others."""
     lps = [-6.0] * len(s["logprobs"])
@@ -330,6 +353,16 @@ def require_lm_eval() -> None:
         if os.environ.get("CI") == "true":
             raise
         pytest.skip('lm-eval is not installed (pip install "abricot-local[test]")')
+
+
+def ours_only(mp: pytest.MonkeyPatch) -> None:
+    """lm-eval's TaskManager made without its own thousands of task files (its ``include_defaults``), undone with
+    ``mp``: only ours, the include path's, are run (7 s of indexing saved)."""
+    from lm_eval.tasks import TaskManager
+
+    init = TaskManager.__init__
+    mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
+               init(self, *a, include_defaults=False, **kw))
 
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

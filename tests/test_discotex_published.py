@@ -10,8 +10,10 @@ documents themselves), not from the tool's code.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -401,10 +403,22 @@ class FakeHub:
         self.server.server_close()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def hub_run(tmp_path_factory):
-    """The real command in a fresh process, huggingface_hub pointed at a hub served on 127.0.0.1, started as the
-    module starts (conftest.Early: the child runs beside the module's other tests, the hub in a thread here)."""
+# The real command in a fresh process, huggingface_hub pointed at a FakeHub (its class, as above) served on 127.0.0.1
+# in a driver process's thread, started once the tests are collected (conftest.start_early) and at the latest as this
+# module starts (hub_run), beside the other tests: the driver prints the command's outcome and what the hub was asked.
+HUB_DRIVER = "import json, os, subprocess, sys\n" + inspect.getsource(FakeHub) + """
+test, train = (open(p, "rb").read() for p in sys.argv[1:3])
+files = {"README.md": b"---\\nconfigs: []\\n---\\n", "data/test-00000-of-00001.parquet": test,
+         "data/train-00000-of-00001.parquet": train}
+with FakeHub("sapienzanlp/discotex", files) as server:
+    r = subprocess.run(sys.argv[3:], env={**os.environ, "HF_ENDPOINT": server.url}, capture_output=True, text=True,
+                       timeout=300)
+print(json.dumps({"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "asked": server.asked}))
+"""
+
+
+def early_children(tmp_path_factory) -> dict:
+    """HUB_DRIVER's process in its own folder (the hub's files written there first)."""
     import os
     import sys
 
@@ -412,23 +426,32 @@ def hub_run(tmp_path_factory):
     hub = tmp_path / "discotex-hub"  # as the hub fixture makes it
     write_parquet(hub / "data" / "test-00000-of-00001.parquet", invented("test", 12, 1))
     write_parquet(hub / "data" / "train-00000-of-00001.parquet", invented("train", 40, 2))
-    test = hub / "data" / "test-00000-of-00001.parquet"
-    files = {"README.md": b"---\nconfigs: []\n---\n", "data/test-00000-of-00001.parquet": test.read_bytes(),
-             "data/train-00000-of-00001.parquet": (hub / "data" / "train-00000-of-00001.parquet").read_bytes()}
     env = {k: v for k, v in os.environ.items()
            if k not in ("ABRICOT_OFFLINE", "HF_HUB_OFFLINE") and "proxy" not in k.lower()}
-    out = tmp_path / "o"
-    with FakeHub("sapienzanlp/discotex", files) as server:
-        env |= {"HF_ENDPOINT": server.url, "HF_HOME": str(tmp_path / "hf"), "NO_PROXY": "127.0.0.1",
-                "ABRICOT_CACHE_DIR": str(tmp_path / "cache"), "ABRICOT_CONFIG_DIR": str(tmp_path / "config"),
-                "HF_HUB_DISABLE_XET": "1"}
-        cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
-               "--limit", "3", "--out", str(out)]
-        child = Early(cmd, env=env, cwd=tmp_path, timeout=300).start()
-        try:
-            yield {"child": child, "server": server, "test": test, "out": out, "tmp_path": tmp_path}
-        finally:
-            child.close()
+    env |= {"HF_HOME": str(tmp_path / "hf"), "NO_PROXY": "127.0.0.1",
+            "ABRICOT_CACHE_DIR": str(tmp_path / "cache"), "ABRICOT_CONFIG_DIR": str(tmp_path / "config"),
+            "HF_HUB_DISABLE_XET": "1"}
+    cmd = [sys.executable, "-m", "abricot_local", "run", "fake", "--backend", "fake", "--tasks", "discotex",
+           "--limit", "3", "--out", str(tmp_path / "o")]
+    return {"hub": Early([sys.executable, "-c", HUB_DRIVER, str(hub / "data" / "test-00000-of-00001.parquet"),
+                          str(hub / "data" / "train-00000-of-00001.parquet"), *cmd], env=env, cwd=tmp_path,
+                         timeout=320)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hub_run(tmp_path_factory):
+    """HUB_DRIVER's process, started now if its turn has not come: the command runs beside the module's other
+    tests."""
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    tmp_path = Path(child.popen["cwd"])
+    child.start()
+    try:
+        yield {"child": child, "test": tmp_path / "discotex-hub" / "data" / "test-00000-of-00001.parquet",
+               "out": tmp_path / "o", "tmp_path": tmp_path}
+    finally:
+        child.close()
 
 
 def test_the_rows_come_from_a_hub_through_huggingface_hub(hub_run):
@@ -436,10 +459,13 @@ def test_the_rows_come_from_a_hub_through_huggingface_hub(hub_run):
     the listing, the card's data/test-* file, the commit and the file's SHA-256 recorded."""
     from abricot_local.models import fetch
 
-    r, server, test, out = hub_run["child"].result(), hub_run["server"], hub_run["test"], hub_run["out"]
-    assert r.returncode == 0, r.stdout + r.stderr + "\n".join(server.asked)
-    assert "GET /datasets/sapienzanlp/discotex/resolve/main/data/test-00000-of-00001.parquet" in server.asked
-    assert not any("train-" in a for a in server.asked)  # 0 shots: the pool is not fetched
+    driver, test, out = hub_run["child"].result(), hub_run["test"], hub_run["out"]
+    assert driver.returncode == 0, driver.stderr
+    got = json.loads(driver.stdout)
+    r, asked = subprocess.CompletedProcess([], got["returncode"], got["stdout"], got["stderr"]), got["asked"]
+    assert r.returncode == 0, r.stdout + r.stderr + "\n".join(asked)
+    assert "GET /datasets/sapienzanlp/discotex/resolve/main/data/test-00000-of-00001.parquet" in asked
+    assert not any("train-" in a for a in asked)  # 0 shots: the pool is not fetched
     doc = json.loads((out / "results.json").read_text())
     entry = doc["tasks"]["discotex"]
     assert entry["config"]["items"] == f"published rows: hub sapienzanlp/discotex@{FakeHub.COMMIT}"

@@ -11,11 +11,11 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
 from abricot_local.analysis.equivalence import EQUIVALENT, NOT_WORSE, WORSE, Equivalence
 from abricot_local.analysis.ladder import Rung, choices
 from abricot_local.report import ladder as rows
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants, invoke_ok as invoke
 
 MB = 1_000_000
 
@@ -86,16 +86,7 @@ def test_a_size_not_recorded_falls_back_to_the_fewest_bits_by_its_name_and_says_
     assert j["smallest_as_good"] is None and j["smallest_by"] is None
 
 
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
 NAMES = {"smollm2-f16": "F16", "smollm2-q4_1": "Q4_1", "smollm2-q4_k_m": "Q4_K_M"}
-
-
-def invoke(*args):
-    from abricot_local.cli import cli
-
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +96,7 @@ def sweep(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("keep_smallest_file")
     data = write_discotex(tmp / "discotex", per_source=6)
-    models = tmp / "models.toml"
-    models.write_text("".join(f'[{n}]\nbackend = "fake"\nbase = "smollm2"\nquant = "{q}"\n\n' for n, q in NAMES.items()),
-                      encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", NAMES, base="smollm2")
     invoke("run", "smollm2-f16", "--quants", ",".join(NAMES.values()), "--models", models, *FAKE, "--data-dir", data,
            "--sample", 12, "--out", tmp / "sweep")
     return tmp / "sweep"

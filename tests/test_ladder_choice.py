@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from abricot_local.analysis import stats
 from abricot_local.analysis.equivalence import (BETTER, EQUIVALENT, NOT_WORSE, UNSETTLED, WORSE, Equivalence)
@@ -19,9 +18,8 @@ from abricot_local.analysis.kld import KldStats
 from abricot_local.analysis.ladder import Rung, choices
 from abricot_local.analysis.sequential import Look
 from abricot_local.analysis.settled import SettledVerdict
-from abricot_local.cli import cli
 from abricot_local.report import ladder as rows
-from conftest import rewrite_run
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants, invoke_ok as invoke, rewrite_run
 from invented_data import write_discotex
 
 
@@ -96,17 +94,6 @@ def test_a_rung_a_rule_judged_is_read_by_its_rules_verdict_and_look():
                     "0.2: not settled over 40 items, the rule's verdict at look 2 of 2; ~101 items would settle it at a fixed n)")
 
 
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
-MODELS = ('[fake-q8]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q8_0"\n\n'
-          '[fake-q4]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q4_0"\n')
-
-
-def invoke(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
-
-
 def margin(s) -> float:
     lp = sorted(s["logprobs"], reverse=True)
     return lp[0] - lp[1]
@@ -117,8 +104,7 @@ def pair(tmp_path_factory):
     """fake-q8 and a fake-q4 whose first three answers moved to the runner-up, over 12 invented items."""
     tmp = tmp_path_factory.mktemp("ladder_choice")
     data = write_discotex(tmp / "discotex", per_source=6)
-    models = tmp / "models.toml"
-    models.write_text(MODELS, encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", {"fake-q8": "Q8_0", "fake-q4": "Q4_0"})
     invoke("run", "fake-q8", "--quants", "Q8_0,Q4_0", "--models", models, *FAKE, "--data-dir", data,
            "--sample", 12, "--out", tmp / "sweep")
     seen: list[str] = []

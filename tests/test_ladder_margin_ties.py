@@ -8,21 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from abricot_local.cli import cli
-from conftest import rewrite_run
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants, invoke_ok as invoke, rewrite_run
 from invented_data import write_discotex
-
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
-MODELS = ('[fake-q8]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q8_0"\n\n'
-          '[fake-q2]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q2_K"\n')
-
-
-def invoke(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +18,7 @@ def made(tmp_path_factory):
     """The two fake quants (every answer alike) swept --until-settled at a margin of 0.2, and run plainly."""
     tmp = tmp_path_factory.mktemp("margin_ties")
     data = write_discotex(tmp / "discotex", per_source=20)
-    models = tmp / "models.toml"
-    models.write_text(MODELS, encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", {"fake-q8": "Q8_0", "fake-q2": "Q2_K"})
     sweep, plain = tmp / "sweep", tmp / "plain"
     invoke("run", "fake-q2", "--quants", "Q2_K,Q8_0", "--models", models, *FAKE, "--data-dir", data,
            "--until-settled", "--margin", 0.2, "--looks", "10,20", "--max-items", 20, "--out", sweep)

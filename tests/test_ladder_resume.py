@@ -18,9 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants
 from invented_data import write_discotex
-
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
 
 
 def results(folder: Path) -> dict:
@@ -36,9 +35,7 @@ def made(tmp_path_factory):
     """Two fake quants of one base (every answer alike), their models.toml and data."""
     tmp = tmp_path_factory.mktemp("ladder_resume")
     data = write_discotex(tmp / "discotex", per_source=60)
-    models = tmp / "models.toml"
-    models.write_text('[fake-q8]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q8_0"\n\n'
-                      '[fake-q2]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q2_K"\n', encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", {"fake-q8": "Q8_0", "fake-q2": "Q2_K"})
     return models, data
 
 

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from conftest import fake_quants
 from invented_data import write_discotex
 
 MODELS = ("fake-q2", "fake-q4", "fake-q8")
@@ -29,9 +30,7 @@ def made(tmp_path_factory):
     """Three fake quants of one base, their models.toml and data."""
     tmp = tmp_path_factory.mktemp("ladder_first_look")
     data = write_discotex(tmp / "discotex", per_source=60)
-    models = tmp / "models.toml"
-    models.write_text("".join(f'[fake-{q[:2].lower()}]\nbackend = "fake"\nbase = "fakebase"\nquant = "{q}"\n\n'
-                              for q in ("Q2_K", "Q4_1", "Q8_0")), encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", {f"fake-{q[:2].lower()}": q for q in ("Q2_K", "Q4_1", "Q8_0")})
     return models, data
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from abricot_local.cli import cli
+from conftest import fake_quants
 from invented_data import write_discotex
 
 MODELS = ("fake-q2", "fake-q4", "fake-q8")
@@ -27,9 +28,7 @@ def made(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("ladder_resume_rule")
     data = write_discotex(root / "discotex", per_source=60)
-    models = root / "models.toml"
-    models.write_text("".join(f'[fake-{q[:2].lower()}]\nbackend = "fake"\nbase = "fakebase"\nquant = "{q}"\n\n'
-                              for q in ("Q2_K", "Q4_K_M", "Q8_0")), encoding="utf-8")
+    models = fake_quants(root / "models.toml", {f"fake-{q[:2].lower()}": q for q in ("Q2_K", "Q4_K_M", "Q8_0")})
     with pytest.MonkeyPatch.context() as mp:  # as isolated_home, for a run shared past its test
         for name, value in isolated_env(root).items():
             mp.setenv(name, value)

@@ -11,19 +11,10 @@ import shutil
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
 
-from abricot_local.cli import cli
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants, invoke_ok as invoke
 from test_report_settled import column  # the text table's column, folded lines joined
 from invented_data import write_discotex
-
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
-
-
-def invoke(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +23,7 @@ def sweep(tmp_path_factory):
     equivalent at its first look (20 items), compare's fixed-n verdict beside it judged at the same margin."""
     tmp = tmp_path_factory.mktemp("ladder")
     data = write_discotex(tmp / "discotex", per_source=60)
-    models = tmp / "models.toml"
-    models.write_text('[fake-q8]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q8_0"\n\n'
-                      '[fake-q2]\nbackend = "fake"\nbase = "fakebase"\nquant = "Q2_K"\n\n'
-                      '[fake-f16]\nbackend = "fake"\nbase = "fakebase"\nquant = "F16"\n', encoding="utf-8")
+    models = fake_quants(tmp / "models.toml", {"fake-q8": "Q8_0", "fake-q2": "Q2_K", "fake-f16": "F16"})
     out = tmp / "sweep"
     printed = invoke("run", "fake-q2", "--quants", "Q2_K,Q8_0", "--models", models, *FAKE, "--data-dir", data,
                      "--until-settled", "--margin", 0.2, "--out", out).stdout

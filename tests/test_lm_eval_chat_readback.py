@@ -23,8 +23,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
 from abricot_local.errors import ResultsError  # noqa: E402
-from conftest import require_lm_eval as _lm_eval  # noqa: E402
-from test_lm_eval_export import _invoke, _ours_only, lm_eval_folder  # noqa: E402
+from conftest import ours_only, require_lm_eval as _lm_eval  # noqa: E402
+from test_lm_eval_export import _invoke, lm_eval_folder  # noqa: E402
 
 FAKE = ("--backend", "fake", "--n-ctx", "4096")
 RUNS = {"paper": ("abricot_abs", "abricot_inc"), "calamita": ("abricot_abs@calamita", "abricot_inc@calamita")}
@@ -233,7 +233,7 @@ def test_real_model_lm_eval_chat_output_compares_bit_identical_with_the_chat_run
     model = ("--n-ctx", 1024, "--threads", 1)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp_path)
-        _ours_only(mp)
+        ours_only(mp)
         _invoke("lm-eval", smollm2_path, "--model_args", "n_ctx=1024,threads=1", "--tasks", "abricot_calamita",
                 "--apply_chat_template", "--limit", 2, "--metadata", json.dumps({"data_dir": str(data)}),
                 "--log_samples", "--output_path", tmp_path / "lm")

@@ -20,7 +20,8 @@ import pytest  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
-from conftest import require_lm_eval as _lm_eval  # noqa: E402
+from conftest import ours_only, require_lm_eval as _lm_eval  # noqa: E402
+from test_lm_eval_export import _invoke  # noqa: E402
 
 TASK_OPTIONS = ("shots", "prompt_variant", "protocol", "chat_template", "shot_sampler")
 
@@ -29,11 +30,7 @@ TASK_OPTIONS = ("shots", "prompt_variant", "protocol", "chat_template", "shot_sa
 def _ours_only(monkeypatch):
     """lm-eval's CLI indexes its own thousands of task files first; only the shipped ones are run here."""
     _lm_eval()
-    from lm_eval.tasks import TaskManager
-
-    init = TaskManager.__init__
-    monkeypatch.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
-                        init(self, *a, include_defaults=False, **kw))
+    ours_only(monkeypatch)
 
 
 def _lm_eval_says(*args) -> str:
@@ -70,12 +67,6 @@ def test_a_model_args_switch_takes_bool_words():
     with pytest.raises(UsageError) as err:
         lm_requests.request_of({"model": "fake", "backend": "fake", "force": "maybe"})
     assert render(err.value.raw(), lm_requests.model_arg) == "model_args force: expected true or false, got 'maybe'"
-
-
-def _invoke(*args) -> str:
-    r = CliRunner().invoke(cli, [str(a) for a in args])
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    return r.output
 
 
 def _same_settings(lm_dir, run_dir, data_dir, want: dict) -> None:

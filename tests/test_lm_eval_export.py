@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
-from conftest import isolated_env, require_lm_eval as _lm_eval  # noqa: E402
+from conftest import isolated_env, ours_only, require_lm_eval as _lm_eval  # noqa: E402
 
 FAKE = ("--backend", "fake", "--n-ctx", "4096")
 RUNS = {  # a run's flags, the lm-eval output of the same tasks, its tasks' names there
@@ -58,17 +58,8 @@ def lm_eval_folder(name: str, abricot_file, discotex_dir, tmp_path_factory):
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)
-        _ours_only(mp)
+        ours_only(mp)
         yield folder, data
-
-
-def _ours_only(mp: pytest.MonkeyPatch) -> None:
-    """Only the shipped tasks: lm-eval's TaskManager made without its own thousands (``include_defaults``)."""
-    from lm_eval.tasks import TaskManager
-
-    init = TaskManager.__init__
-    mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
-               init(self, *a, include_defaults=False, **kw))
 
 
 def _results(folder: Path) -> dict:
@@ -154,7 +145,7 @@ def test_rpc_says_several_servers_on_the_command_line_with_commas(tmp_path):
 def test_rpc_says_several_servers_in_model_args_with_semicolons(monkeypatch):
     """Through abricot-local lm-eval: lm-eval splits --model_args at commas (was: HOST:PORT[,HOST:PORT...])."""
     _lm_eval()
-    _ours_only(monkeypatch)
+    ours_only(monkeypatch)
     r = CliRunner().invoke(cli, ["lm-eval", "absent.gguf", "--tasks", "discotex_card", "--limit", "1",
                                  "--model_args", "rpc=nohost"])
     said = r.output[r.output.index("error: "):].strip()

@@ -24,16 +24,11 @@ from click.testing import CliRunner  # noqa: E402
 
 from abricot_local.cli import cli  # noqa: E402
 from abricot_local.errors import ResultsError  # noqa: E402
-from conftest import isolated_env, require_lm_eval as _lm_eval  # noqa: E402
+from conftest import isolated_env, ours_only, require_lm_eval as _lm_eval  # noqa: E402
+from test_lm_eval_export import _invoke  # noqa: E402
 
 TASKS = Path(__file__).resolve().parent / "lm_eval_tasks"
 N = 3
-
-
-def _invoke(*args) -> str:
-    r = CliRunner().invoke(cli, [str(a) for a in args])
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    return r.output
 
 
 def _write_items(folder: Path, discotex_dir: Path, n: int, variant: str = "card", name: str = "mc") -> list:
@@ -50,16 +45,6 @@ def _write_items(folder: Path, discotex_dir: Path, n: int, variant: str = "card"
     (data / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                                         encoding="utf-8")
     return items
-
-
-def _ours_only(mp: pytest.MonkeyPatch) -> None:
-    """lm-eval's CLI indexes its own thousands of task files first (7 s here); only ours (the include
-    path) are run, so its TaskManager is made without its built-in tasks (lm-eval's ``include_defaults``)."""
-    from lm_eval.tasks import TaskManager
-
-    init = TaskManager.__init__
-    mp.setattr(TaskManager, "__init__", lambda self, *a, include_defaults=True, **kw:
-               init(self, *a, include_defaults=False, **kw))
 
 
 def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_flags: tuple,
@@ -79,7 +64,7 @@ def _both(folder: Path, discotex_dir: Path, model: str, model_args: str, run_fla
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)  # the task YAML reads lm_eval_data/ relative to the working folder
-        _ours_only(mp)
+        ours_only(mp)
         _invoke("lm-eval", model, "--include_path", tasks, "--tasks", "abricot_mc" + (",abricot_mc_ita" * ita_bench),
                 "--model_args", model_args, "--output_path", "out", "--log_samples", "--batch_size", "1")
         _invoke("run", model, *run_flags, "--tasks", "discotex", "--data-dir", discotex_dir, "--limit", N,
@@ -305,7 +290,7 @@ def shipped(abricot_file, discotex_dir, tmp_path_factory):
         for key, value in isolated_env(folder).items():
             mp.setenv(key, value)
         mp.chdir(folder)
-        _ours_only(mp)  # the shipped tasks come through abricot-local lm-eval's own --include_path
+        ours_only(mp)  # the shipped tasks come through abricot-local lm-eval's own --include_path
         _invoke("lm-eval", "fake", "--tasks", "abricot_paper,abricot_calamita,discotex_card,discotex_itabench",
                 "--model_args", "backend=fake,n_ctx=4096", "--metadata", json.dumps({"data_dir": str(data)}),
                 "--limit", 2, "--log_samples", "--output_path", "out", "--batch_size", 8)

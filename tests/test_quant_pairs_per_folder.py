@@ -11,40 +11,41 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from abricot_local.cli import cli
+from conftest import FAKE_DISCOTEX as FAKE, fake_quants, invoke_ok as invoke
 from invented_data import write_discotex
 
-FAKE = ("--backend", "fake", "--tasks", "discotex", "--n-ctx", "4096")
 QUANTS = ("F16", "Q8", "Q2")  # the order of precision: a pair's reference is the higher
 
 
-def invoke(*args):
-    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r
+MADE: dict[str, tuple[Path, Path, Path]] = {}  # runs' runs, made once for the session
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Fake F16, Q8_0 and Q2_K of one base: ``sweep1`` a plain sweep (20 items), ``ladder1`` an --until-settled one
     (--max-items 20); and runs given one by one, each alone in its folder: ``x/f16``, ``y/q8``, ``z/q2``, ``w/q8b`` (a
-    second Q8)."""
-    tmp = tmp_path_factory.mktemp("pairs")
-    data = write_discotex(tmp / "discotex", per_source=30)
-    models = tmp / "models.toml"
-    models.write_text("".join(f'[fake-{q.lower()}]\nbackend = "fake"\nbase = "fakebase"\nquant = "{q}"\n\n'
-                              for q in ("F16", "Q8_0", "Q2_K")), encoding="utf-8")
-    sweep, ladder = tmp / "sweep1", tmp / "ladder1"
-    common = ("--models", models, *FAKE, "--data-dir", data)
-    invoke("run", "fake-f16", "--quants", "F16,Q8_0,Q2_K", *common, "--sample", 20, "--out", sweep)
-    invoke("run", "fake-f16", "--quants", "F16,Q8_0,Q2_K", *common, "--until-settled", "--max-items", 20,
-           "--out", ladder)
-    for model, out, n in (("fake-f16", "x/f16", 12), ("fake-q8_0", "y/q8", 10), ("fake-q2_k", "z/q2", 14),
-                          ("fake-q8_0", "w/q8b", 8)):
-        invoke("run", model, *common, "--sample", n, "--out", tmp / out)
-    return tmp, sweep, ladder
+    second Q8). Made once for the session (test_quant_pairs_html's fixture is this one; they are only read, but for
+    its folder ``dup/`` of copies beside them), with a private cache and config."""
+    from conftest import isolated_env
+
+    if "runs" not in MADE:
+        tmp = tmp_path_factory.mktemp("pairs")
+        data = write_discotex(tmp / "discotex", per_source=30)
+        models = fake_quants(tmp / "models.toml", {f"fake-{q.lower()}": q for q in ("F16", "Q8_0", "Q2_K")})
+        sweep, ladder = tmp / "sweep1", tmp / "ladder1"
+        common = ("--models", models, *FAKE, "--data-dir", data)
+        with pytest.MonkeyPatch.context() as mp:  # as isolated_home, for runs shared past their test
+            for name, value in isolated_env(tmp).items():
+                mp.setenv(name, value)
+            invoke("run", "fake-f16", "--quants", "F16,Q8_0,Q2_K", *common, "--sample", 20, "--out", sweep)
+            invoke("run", "fake-f16", "--quants", "F16,Q8_0,Q2_K", *common, "--until-settled", "--max-items", 20,
+                   "--out", ladder)
+            for model, out, n in (("fake-f16", "x/f16", 12), ("fake-q8_0", "y/q8", 10), ("fake-q2_k", "z/q2", 14),
+                                  ("fake-q8_0", "w/q8b", 8)):
+                invoke("run", model, *common, "--sample", n, "--out", tmp / out)
+        MADE["runs"] = tmp, sweep, ladder
+    return MADE["runs"]
 
 
 def folders(sweep: Path) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import shutil
 import sys
 from pathlib import Path
 
@@ -41,11 +41,28 @@ def _vocab(path: Path) -> tuple:
     return str(r.fields["general.architecture"].contents()), len(r.fields["tokenizer.ggml.tokens"].data)
 
 
+def write_two(root: Path) -> tuple[Path, Path]:
+    """Two models whose files are both named model-f16.gguf (in ``root``'s A and B): another vocabulary, other
+    weights."""
+    return (write_tiny(root / "A" / "model-f16.gguf", n_vocab=300),
+            write_tiny(root / "B" / "model-f16.gguf", n_vocab=320, prefix="u", seed=1))
+
+
+@pytest.fixture(scope="module")
+def two_made(tmp_path_factory) -> tuple[Path, Path]:
+    """write_two once for the module: only copied."""
+    return write_two(tmp_path_factory.mktemp("two"))
+
+
 @pytest.fixture
-def two(tmp_path):
-    """Two models whose files are both named model-f16.gguf: another vocabulary, other weights."""
-    return (write_tiny(tmp_path / "A" / "model-f16.gguf", n_vocab=300),
-            write_tiny(tmp_path / "B" / "model-f16.gguf", n_vocab=320, prefix="u", seed=1))
+def two(two_made, tmp_path):
+    """write_two's models for this test: copies of the module's (new files, as if written here), which it may
+    change."""
+    out = []
+    for src in two_made:
+        (tmp_path / src.parent.name).mkdir()
+        out.append(Path(shutil.copyfile(src, tmp_path / src.parent.name / src.name)))
+    return tuple(out)
 
 
 def test_a_second_source_never_takes_the_first_ones_rungs(two, tmp_path):
@@ -243,11 +260,32 @@ for out, mode in zip(sys.argv[2::2], sys.argv[3::2]):  # each (folder, mode) in 
 """
 
 
-def test_a_full_disk_is_said_and_leaves_no_partial_file(two, tmp_path):
-    a, _ = two
-    modes = ("full", "limit")
-    r = subprocess.run([sys.executable, "-c", _FULL, str(a), *(x for m in modes for x in (str(tmp_path / m), m))],
-                       capture_output=True, text=True, timeout=120)  # one process, the two writes in turn
+MODES = ("full", "limit")
+
+
+def early_children(tmp_path_factory) -> dict:
+    """_FULL in a fresh process (one process, the two writes in turn) on write_two's first model, started by
+    conftest once the tests are collected, beside the other tests (conftest.start_early)."""
+    from conftest import Early, isolated_env
+
+    root = tmp_path_factory.mktemp("full-disk")
+    a, _ = write_two(root)
+    return {"full": Early([sys.executable, "-c", _FULL, str(a), *(x for m in MODES for x in (str(root / m), m))],
+                          cwd=root, env={**os.environ, **isolated_env(root)}, timeout=120)}
+
+
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory):
+    from conftest import early_children_of
+
+    (child,) = early_children_of(__name__, early_children, tmp_path_factory).values()
+    yield child
+    child.close()
+
+
+def test_a_full_disk_is_said_and_leaves_no_partial_file(full_disk):
+    tmp_path, modes = Path(full_disk.popen["cwd"]), MODES
+    r = full_disk.result()
     said = r.stdout.splitlines()
     assert len(said) == len(modes), r
     for mode, line in zip(modes, said):

@@ -24,12 +24,10 @@ def invoke(*args):
 
 
 @pytest.fixture
-def sample5(tmp_path):
-    """A finished `--sample 5 --tasks abricot` run (both ABRICOT tasks), made on the command line."""
-    out = tmp_path / "s5"
-    r = invoke("run", "fake", *FAKE, "--tasks", "abricot", "--sample", 5, "--out", out)
-    assert r.exit_code == 0, r.output
-    return out
+def sample5(finished_run, tmp_path):
+    """A finished `--sample 5 --tasks abricot` run (both ABRICOT tasks), made on the command line once for the session
+    (conftest.finished_run): this test's copy."""
+    return finished_run("run", "fake", *FAKE, "--tasks", "abricot", "--sample", 5, into=tmp_path / "s5")
 
 
 def test_the_command_line_names_flags_and_not_the_larger_sample(sample5):

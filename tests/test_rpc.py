@@ -11,6 +11,7 @@ GGML_RPC, or missing data, fails.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import signal
@@ -61,9 +62,17 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Server":
+        return self.launch().listening()
+
+    def launch(self) -> "Server":
+        """The process started, not waited for (:meth:`listening`): several start at once."""
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen([*RUN, "rpc-server", "--host", self.host, "--port", str(self.port),
                                           "--threads", "1"], stdout=fh, stderr=subprocess.STDOUT)
+        return self
+
+    def listening(self) -> "Server":
+        """Once it accepts connections."""
         deadline = time.time() + 60
         while time.time() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -130,7 +139,7 @@ def test_endpoints_are_checked():
             parse_endpoints(v6)
 
 
-def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
+def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(rpc_children):
     from abricot_local.backends.llama_cpp.rpc_server import exposed_warning, listen_address
     from abricot_local.errors import UsageError
 
@@ -142,11 +151,8 @@ def test_server_warns_when_not_on_loopback_and_refuses_a_taken_port(tmp_path):
     for bad, why in (("2001:db8::1", "IPv4 only"), ("no-such-host.invalid", "neither an IPv4 address nor a name")):
         with pytest.raises(UsageError, match=why):
             listen_address(bad)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        r = subprocess.run([*RUN, "rpc-server", "--port", str(port)], capture_output=True, text=True, timeout=60)
+    got = driven(rpc_children["taken_port"])  # TAKEN_PORT: the port held, rpc-server on it
+    port, r = got["port"], subprocess.CompletedProcess(RUN, got["returncode"], "", got["stderr"])
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
     r = CliRunner().invoke(cli, ["rpc-server", "--host", "2001:db8::1"])  # refused before any server starts
     assert r.exit_code == 2 and "IPv4 only" in r.output and "WARNING" not in r.output  # refused, not warned about
@@ -156,12 +162,17 @@ def test_server_on_a_loopback_name_serves_without_the_warning(tmp_path):
     """`--host localhost` or `::1` used to print the exposure warning, then reject the address."""
     from abricot_local.backends.llama_cpp.rpc_hello import handshake
 
-    for host in ("localhost", "::1"):
-        server = Server(tmp_path, host=host).start()
-        try:
-            assert handshake(server.endpoint, timeout=10) is None
-        finally:
+    ports = [free_port()]
+    while len(ports) < 2:  # two at once: two ports
+        ports += [p for p in (free_port(),) if p not in ports]
+    made = [Server(tmp_path, port, host=host) for port, host in zip(ports, ("localhost", "::1"))]
+    try:
+        for server in [s.launch() for s in made]:
+            assert handshake(server.listening().endpoint, timeout=10) is None
+    finally:
+        for server in made:
             server.kill()
+    for server in made:
         log = server.log.read_text()
         assert "WARNING" not in log and "endpoint       : 127.0.0.1:" in log, log
 
@@ -352,23 +363,92 @@ class HelloPeer:
         self.sock.close()
 
 
-def test_a_server_silent_after_the_handshake_is_bounded_by_rpc_timeout(vocab_gguf, data_dir, tmp_path):
-    """It used to hang inside ggml_backend_rpc_add_server (llama.cpp's own connection asks for the
-    devices and waits forever): now every exchange before the load waits --rpc-timeout at most."""
-    peer = HelloPeer()
-    t0 = time.monotonic()
+# The tests that only wait on processes, as drivers started once the tests are collected (conftest.start_early) and at
+# the latest when this module starts (rpc_children), beside the in-process tests; each prints what its test reads.
+TAKEN_PORT = """
+import json, socket, subprocess, sys
+with socket.socket() as s:  # a port taken: rpc-server refuses it
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    r = subprocess.run([sys.executable, "-m", "abricot_local", "rpc-server", "--port", str(port)], capture_output=True,
+                       text=True, timeout=60)
+print(json.dumps({"port": port, "returncode": r.returncode, "stderr": r.stderr}))
+"""
+# the run against a HelloPeer (its class, as above) in the driver's own thread, as run() makes it
+SILENT_AFTER_HELLO = ("import json, socket, subprocess, sys, time\n" + inspect.getsource(HelloPeer) + """
+peer = HelloPeer()
+t0 = time.monotonic()
+try:
+    r = subprocess.run([*sys.argv[1:], "--rpc", peer.endpoint, "--rpc-timeout", "0.3"], capture_output=True, text=True,
+                       timeout=120)
+finally:
+    peer.close()
+print(json.dumps({"endpoint": peer.endpoint, "returncode": r.returncode, "stderr": r.stderr, "hellos": peer.hellos,
+                  "seconds": time.monotonic() - t0}))
+""")
+
+
+def early_children(tmp_path_factory, vocab_dir=None, discotex_dir=None) -> dict:
+    """TAKEN_PORT and SILENT_AFTER_HELLO in fresh processes (a private cache and config each, in its folder), the
+    data sets where the suite finds them (none: no SILENT_AFTER_HELLO yet, its test's fixtures say why)."""
+    import realdata
+    from conftest import Early, isolated_env
+
+    def child(root: Path, script: str, *args) -> Early:
+        return Early([sys.executable, "-c", script, *map(str, args)], timeout=300, cwd=root,
+                     env={**os.environ, **isolated_env(root)})
+
+    made = {"taken_port": child(tmp_path_factory.mktemp("rpc-taken-port"), TAKEN_PORT)}
     try:
-        r = run(vocab_gguf, data_dir, tmp_path / "o", "--rpc", peer.endpoint, "--rpc-timeout", "0.3", timeout=120)
-    finally:
-        peer.close()
+        vocab_dir = vocab_dir or realdata.obtain(realdata.VOCAB)
+        data_dir = str(discotex_dir or realdata.obtain(realdata.DISCOTEX))
+    except realdata.Missing:
+        return made
+    root = tmp_path_factory.mktemp("rpc-silent-after-hello")
+    made["silent_after_hello"] = child(root, SILENT_AFTER_HELLO, *RUN, "run", vocab_dir / "ggml-vocab-llama-bpe.gguf",
+                                       "--tasks", "discotex", "--data-dir", data_dir, "--limit", 4, "--threads", 1,
+                                       "--out", root / "o")
+    return made
+
+
+def driven(child) -> dict:
+    """What a driver printed, once it has ended."""
+    r = child.result()
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def rpc_children(tmp_path_factory):
+    """This module's early_children, each started now if its turn has not come."""
+    from conftest import early_children_of
+
+    children = early_children_of(__name__, early_children, tmp_path_factory)
+    for child in children.values():
+        child.start()
+    yield children
+    for child in children.values():
+        child.close()
+
+
+def test_a_server_silent_after_the_handshake_is_bounded_by_rpc_timeout(vocab_dir, discotex_dir, tmp_path_factory,
+                                                                       rpc_children):
+    """It used to hang inside ggml_backend_rpc_add_server (llama.cpp's own connection asks for the
+    devices and waits forever): now every exchange before the load waits --rpc-timeout at most. (The run and
+    its HelloPeer in a driver, SILENT_AFTER_HELLO, started beside the other tests: rpc_children.)"""
+    child = rpc_children.get("silent_after_hello") or \
+        early_children(tmp_path_factory, vocab_dir, discotex_dir)["silent_after_hello"]
+    got = driven(child)
+    r, endpoint = subprocess.CompletedProcess(RUN, got["returncode"], "", got["stderr"]), got["endpoint"]
     assert r.returncode == 75, r.stderr
-    assert peer.hellos >= 2  # ours, then llama.cpp's
+    assert got["hellos"] >= 2  # ours, then llama.cpp's
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
-    assert len(lines) == 1 and lines[0] == (f"error: the RPC server {peer.endpoint} answered the handshake but not "
+    assert len(lines) == 1 and lines[0] == (f"error: the RPC server {endpoint} answered the handshake but not "
                                             "llama.cpp's connection (its devices) within 0.3 s: it is frozen or not a "
                                             "llama.cpp rpc-server (--rpc-timeout sets the wait)"), r.stderr
-    assert "Traceback" not in r.stderr and time.monotonic() - t0 < 60
-    assert not (tmp_path / "o").exists()
+    assert "Traceback" not in r.stderr and got["seconds"] < 60
+    assert not (Path(child.popen["cwd"]) / "o").exists()
 
 
 @pytest.mark.real  # llama.cpp's real ggml_backend_rpc_add_server, stuck on the peer

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -133,10 +132,27 @@ WATCHDOG = ("import os, signal, time\n"
             "    while True: time.sleep(0.2)\n")
 
 
+# a call that returns within the grace, in a fresh process (its sleeps beside the other tests): what it prints
+IN_TIME = ("import json, os, signal, time\n"
+           "from abricot_local.backends.llama_cpp import interrupts\n"
+           "interrupts.GRACE = 0.4\n"
+           "raised = False\n"
+           "try:\n"
+           "    with interrupts.deferred():\n"
+           "        os.kill(os.getpid(), signal.SIGINT)\n"
+           "        time.sleep(0.1)  # under the grace: the watchdog leaves it to the handler\n"
+           "except KeyboardInterrupt:\n"
+           "    raised = True\n"
+           "time.sleep(0.6)  # and does not end this process afterwards\n"
+           "print(json.dumps({'raised': raised, 'default_handler': signal.getsignal(signal.SIGINT) is "
+           "signal.default_int_handler}))\n")
+
+
 def early_children(tmp_path_factory) -> dict:
-    """WATCHDOG's fresh process and STUCK_DRIVER's, started by conftest once the tests are collected, beside the
-    other tests (conftest.start_early)."""
-    return {"watchdog": Early([sys.executable, "-c", WATCHDOG], timeout=30), "stuck": stuck_child(tmp_path_factory)}
+    """WATCHDOG's fresh process, IN_TIME's and STUCK_DRIVER's, started by conftest once the tests are collected,
+    beside the other tests (conftest.start_early)."""
+    return {"watchdog": Early([sys.executable, "-c", WATCHDOG], timeout=30),
+            "in_time": Early([sys.executable, "-c", IN_TIME], timeout=30), "stuck": stuck_child(tmp_path_factory)}
 
 
 @pytest.fixture(scope="module")
@@ -155,13 +171,18 @@ def test_without_a_handler_the_watchdog_exits_with_the_signals_code(watchdog_chi
     assert "did not return within 0.2 s" in r.stderr
 
 
-def test_a_call_that_returns_in_time_delivers_the_signal_as_before(monkeypatch):
-    from abricot_local.backends.llama_cpp import interrupts
+@pytest.fixture(scope="module")
+def in_time_child(tmp_path_factory):
+    from conftest import early_children_of
 
-    monkeypatch.setattr(interrupts, "GRACE", 0.4)
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts.deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.1)  # under the grace: the watchdog leaves it to the handler
-    time.sleep(0.6)  # and does not end this process afterwards
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    child = early_children_of(__name__, early_children, tmp_path_factory)["in_time"]
+    yield child
+    child.close()
+
+
+def test_a_call_that_returns_in_time_delivers_the_signal_as_before(in_time_child):
+    """IN_TIME: the KeyboardInterrupt raised once the block ends, the process not ended by the watchdog after
+    its grace, Python's own handler back."""
+    r = in_time_child.result()
+    assert r.returncode == 0, r.stderr  # not ended: the line printed after the grace
+    assert json.loads(r.stdout) == {"raised": True, "default_handler": True}, r.stdout
