@@ -5,11 +5,13 @@ the page's pairwise view (report/pairs.py) beside its verdicts; and, apart, what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
+from abricot_local.analysis.labels import per_task_options
 from abricot_local.analysis.lm_eval_input import LM_EVAL_PROVENANCE
 from abricot_local.analysis.population import LM_EVAL_KEY
 from abricot_local.analysis.runs import Run
+from abricot_local.record import settings as recorded
 
 # what only lm-eval's door records, so a run's own folder never does: lm-eval's request rules (lm_eval/requests.py),
 # its version, its model and its --limit (the items chosen: the matching's), each task's lm-eval task
@@ -43,15 +45,24 @@ PER_TASK = ("config", "version", "prompt_hash", "data_sha256")  # record.setting
 RECORDED_KEY = "recorded_key"  # TASK.recorded_key: the key a run recorded the instance compared as TASK under
 
 
-def compared_settings(run: Run) -> dict[str, Any]:
+def compared_settings(run: Run, compared: Collection[str] | None = None) -> dict[str, Any]:
     """``run``'s recorded settings (Run.settings) as a comparison reads them: each task instance's under the key it is
     compared under (RunTask.name: alignment.align's, matching.paired_by_id's pairing), not the key the run recorded
     (RunTask.own_key), which ``TASK.recorded_key`` says, first among the instance's settings. The one place the
-    pairing renames a run's settings, for every reader (compare's table, its JSON, the page, the API)."""
+    pairing renames a run's settings, for every reader (compare's table, its JSON, the page, the API). An option of
+    the run judged task by task over the instances ``compared`` (their names; None: every one it holds) is said by
+    those tasks alone, not as the run's (labels.per_task_options, the labels' rule: `protocol` given to a run of
+    ABRICOT and DISCOTEX is none of DISCOTEX's)."""
     named = {t.own_key: t.name for t in run.run_tasks}
+    tasks = run.record.tasks
+    configs = [tasks[t.own_key].config for t in run.run_tasks if t.own_key in tasks and (
+        compared is None or t.name in compared)]
+    theirs = per_task_options([e.config for e in tasks.values()], configs) & set(recorded.options(run.record))
     out: dict[str, Any] = {}
     for key, value in run.settings.items():
         own, _, rest = key.partition(".")
+        if own in theirs and own not in named:
+            continue
         if own in named and rest.split(".", 1)[0] in PER_TASK:
             out.setdefault(f"{named[own]}.{RECORDED_KEY}", own)
             key = f"{named[own]}.{rest}"
@@ -64,8 +75,8 @@ def _settings(a: Run, b: Run) -> list[tuple[SettingDiff, bool]]:
     repeats a differing config key with the same values is left out, and the key a run recorded an instance
     under is said only where the other run holds the instance under another key (compared together). A task only
     one of the two holds is not compared (matching.absent_notes says so): its own settings are left out."""
-    sa, sb = compared_settings(a), compared_settings(b)
     ta, tb = ({t.name for t in r.run_tasks} for r in (a, b))
+    sa, sb = compared_settings(a, ta & tb), compared_settings(b, ta & tb)
     out = []
     for key in dict.fromkeys([*sa, *sb]):
         va, vb = sa.get(key), sb.get(key)

@@ -54,15 +54,38 @@ def task_values(configs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                      json.dumps(v, sort_keys=True, default=str) for c in configs[1:])}
 
 
+def per_task_options(run_configs: Sequence[Mapping[str, Any]], compared: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The options of a run judged task by task over the tasks compared (``compared``: their own configs as recorded;
+    ``run_configs``: every task's of the run), never as the run's option as given: one every task compared records
+    (record.settings.per_task's rule, over them), and one that reaches only a task that uses it (tasks.uses.declared:
+    `protocol`, `shots`...) where a task of the run records it: a task compared that records none does not
+    use it (DISCOTEX beside ABRICOT's `protocol`). The one rule of the settings compare says differ
+    (analysis.differing.compared_settings) and of the labels (analysis.runs.Run.identity)."""
+    from abricot_local.tasks.uses import declared
+
+    every = set.intersection(*(set(c) for c in compared)) if compared else set()
+    return frozenset(every | {k for k in declared() if any(k in c for c in run_configs)})
+
+
+def options_over(run_configs: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]],
+                 options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+    """:func:`task_settings` over the tasks compared (``configs``; ``run_configs``: every task's of the run), each
+    option judged by :func:`per_task_options`: the label of a run over the tasks compare compares (Run.identity)."""
+    return task_settings(configs, options, per_task_options(run_configs, configs))
+
+
 def task_settings(configs: Sequence[Mapping[str, Any]], options: Mapping[str, Any],
                   per_task: Collection[str]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
     """A run's options for its label (RunIdentity's ``options``, ``resolved``, ``mixed``) from its tasks' configs as
-    recorded and its ``options`` as given: one every task records (``per_task``) as they resolved it, their one
-    value (:func:`task_values`, None where they differ), never the value given; and the settings every task records
-    with several values (`shots` 3 on abricot_abs, 0 on abricot_abs@calamita: no one value for a label to name)."""
-    resolved = task_values(configs)
+    recorded and its ``options`` as given: one judged task by task (``per_task``: :func:`per_task_options`) as the
+    tasks that record it resolved it, their one value (None where they differ or none records it), never the value
+    given; and the settings its tasks record with several values (`shots` 3 on abricot_abs, 0 on
+    abricot_abs@calamita: no one value for a label to name)."""
     every = set.intersection(*(set(c) for c in configs)) if configs else set()
-    mixed = {k for k in every if len({json.dumps(c[k], sort_keys=True, default=str) for c in configs}) > 1}
+    seen = {k: [c[k] for c in configs if k in c] for k in every | set(per_task)}
+    mixed = {k for k, vs in seen.items() if len({json.dumps(v, sort_keys=True, default=str) for v in vs}) > 1}
+    resolved = task_values(configs) | {k: vs[0] for k, vs in seen.items()
+                                       if k in per_task and k not in mixed and vs and vs[0] is not None}
     return {k: resolved.get(k) if k in per_task else v for k, v in options.items()}, resolved, frozenset(mixed)
 
 

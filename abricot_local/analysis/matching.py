@@ -152,7 +152,7 @@ def compared_runs(runs: Sequence[Run], by_id: bool = False) -> tuple[list[Run], 
     found, _ = _aligned(runs, by_id)  # which instances are compared (the labels do not change it)
     shared = {task for task, members in taking_part(found) if len(members) > 1}
     keys = [{t.own_key for t in r.run_tasks if t.name in shared} for r in found]
-    over = [replace(r, record=replace(r.record, tasks={k: e for k, e in r.record.tasks.items() if k in ks}))
+    over = [replace(r, run_tasks=tuple(t for t in r.run_tasks if t.own_key in ks))  # the record whole: Run.identity
             if ks else r for r, ks in zip(runs, keys)]  # no task compared: the whole run (a refusal names it)
     labels = unique_labels([r.identity for r in over])
     return _aligned([replace(r, label=lab) for r, lab in zip(runs, labels)], by_id)

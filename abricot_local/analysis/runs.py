@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from abricot_local.analysis.labels import RunIdentity, task_settings, unique_labels
+from abricot_local.analysis.labels import RunIdentity, options_over, unique_labels
 from abricot_local.errors import ResultsError, TaskError, UsageError
 from abricot_local.gguf.file import quant_of, strip_quant
 from abricot_local.record import RESULTS, Provenance, Record, Sample, TaskEntry, entry_samples, settings as recorded
@@ -61,7 +61,6 @@ def task_samples(folder: str | Path, entry: TaskEntry, key: str, *, counted: boo
     holding the task's own fields its metrics read, of their types (``Task.sample_fields``): the one reading
     every reader shares (`report`, `compare`, `merge`, `check`). A task not known here declares none (its
     readers name it)."""
-    from abricot_local.errors import TaskError
     from abricot_local.tasks import task_class
 
     try:
@@ -184,15 +183,15 @@ class RunTask:
         return replace(self, given=tuple(samples))
 
 
-def scored_text(record: Record) -> str:
-    """What a run scored, as a label says it: ``sample 20``, ``limit 5``, ``all 1600`` (``, shard 1/2``)."""
+def scored_text(record: Record, tasks: Mapping[str, TaskEntry] | None = None) -> str:
+    """What a run scored (of ``tasks``, None: all), as a label says it: ``sample 20``, ``limit 5``, ``all 1600``."""
     c = record.config
     if c is not None and c.sample:
         text = f"sample {c.sample}"
     elif c is not None and c.limit:
         text = f"limit {c.limit}"
     else:
-        text = "all " + "/".join(str(n) for n in dict.fromkeys(e.n for e in record.tasks.values()))
+        text = "all " + "/".join(str(n) for n in dict.fromkeys(e.n for e in (tasks or record.tasks).values()))
     return text + (f", shard {c.shard}" if c is not None and c.shard else "")
 
 
@@ -254,12 +253,13 @@ class Run:
 
     @property
     def identity(self) -> RunIdentity:
-        """What this run's label may say (labels.unique_labels); an option every task records (record.settings.per_task)
-        as the settings compare it: the tasks' one value (None where they differ: ``mixed``), never the value given."""
-        options, resolved, mixed = task_settings([e.config for e in self.record.tasks.values()],
-                                                 recorded.options(self.record), recorded.per_task(self.record))
+        """What its label may say over its tasks (``run_tasks``: compare's), options as compare's (labels.options_over)."""
+        own = {t.own_key for t in self.run_tasks}
+        tasks = {k: e for k, e in self.record.tasks.items() if k in own} or self.record.tasks
+        options, resolved, mixed = options_over([e.config for e in self.record.tasks.values()],
+                                                [e.config for e in tasks.values()], recorded.options(self.record))
         return RunIdentity(self.label, self.quant, self.path, self.record.created or "", options,
-                           not self.quant or bool(quant_of(self.label)), scored_text(self.record), resolved, mixed)
+                           not self.quant or bool(quant_of(self.label)), scored_text(self.record, tasks), resolved, mixed)
 
     @cached_property
     def settings(self) -> dict[str, Any]:
