@@ -10,6 +10,9 @@ message folded to :data:`WIDTH` columns (:func:`fold`) and exits with ``err.exit
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 from dataclasses import astuple, dataclass
 from typing import Any, Callable, Sequence
 
@@ -112,9 +115,7 @@ def command(*words: str, **options: Any) -> str:
 def command_words(*words: str, **options: Any) -> list[str]:
     """:func:`command`'s words, each quoted (what :func:`fold_command` folds: a command on lines of its own)."""
     line = ["abricot-local", *words]
-    for name, value in options.items():
-        if value is None or value is False:
-            continue
+    for name, value in ((n, v) for n, v in options.items() if v is not None and v is not False):  # None, False: out
         line += [flag_of(name)] if value is True else [flag_of(name), str(value)]
     return [shell_word(w) for w in line]
 
@@ -161,8 +162,6 @@ class Namer:
 def call(made: Call) -> str:
     """The call ``made`` in a message, as :func:`render` writes it for the door (``Namer.call``, else the shell's):
     the command line's user is told `abricot-local run A B`, the API's the call that does it."""
-    import json
-
     return f"{_OPEN}{_CALL}{json.dumps(astuple(made))}{_CLOSE}"  # (JSON's \u escapes: no marker inside)
 
 
@@ -207,15 +206,11 @@ def render(text: str, namer: Namer | None = None) -> str:
 def _value(text: str, call: bool = False) -> Any:
     """A marker's value as :func:`opt` wrote it (a switch, a tuple's repr, a text); ``call``: a call's JSON fields."""
     if call:
-        import json
-
         name, words, options, placeholders = json.loads(text)
         return name, tuple(words), tuple(map(tuple, options)), placeholders
     if text in ("True", "False"):  # a switch
         return text == "True"
     if text.startswith("(") and text.endswith(")"):
-        import ast
-
         try:
             return ast.literal_eval(text)
         except (ValueError, SyntaxError):
@@ -224,25 +219,28 @@ def _value(text: str, call: bool = False) -> Any:
 
 
 AS_CALLS = {"dry_run": "plan(...)"}  # a command line's switch that is a call of its own in Python: `run --dry-run`
+_BARE = re.compile(r"\.\.\.|[A-Z][A-Z0-9_]*([:/][A-Z0-9_]+)*|[-+]?\d+(\.\d+)?|True|False|None|[\[{'\"].*", re.S)
+
+
+def literal(value: Any) -> str:
+    """A value in a dict or JSON a message shows, as Python and JSON write it, to be pasted: a text quoted (json.dumps),
+    unless it stands for the user's (``FILE``, ``HOST:PORT``, ``...``), is a number, a switch or a literal already."""
+    return str(value) if _BARE.fullmatch(str(value)) else json.dumps(str(value), ensure_ascii=False)
 
 
 def _keyword(name: str, value: Any = NONE) -> str:
-    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}``; a switch
-    that is a call in Python (:data:`AS_CALLS`) as that call: ``dry_run`` is ``plan(...)``."""
+    """An option as a Python keyword: ``shots``, ``shots=3``, ``force=True``, ``data={"abricot": FILE}`` (a path as
+    its literal: ``{"abricot": "/x.csv"}``); a switch that is a call in Python (:data:`AS_CALLS`): ``plan(...)``."""
     if name in AS_CALLS:
         return AS_CALLS[name]
     if value is NONE:
         return name
     if isinstance(value, tuple) and len(value) == 2:
-        return f'{name}={{"{value[0]}": {value[1]}}}'
+        return f"{name}={{{json.dumps(str(value[0]), ensure_ascii=False)}: {literal(value[1])}}}"
     return f"{name}={value}"
 
 
-def _python_list(values: Sequence[str]) -> str:
-    return f"[{', '.join(values)}]"
-
-
-keywords = Namer(_keyword, _python_list)  # Python's words: shots=3, rpc=[HOST:PORT, HOST:PORT]
+keywords = Namer(_keyword, lambda values: f"[{', '.join(values)}]")  # Python's words: shots=3, rpc=[A:1, B:2]
 
 
 def flag_of(name: str) -> str:

@@ -40,7 +40,7 @@ def _rungs() -> list[Rung]:
 def test_report_html_is_told_format_html():
     r = CliRunner().invoke(cli, ["report", "--html"])
     assert r.exit_code == 2
-    assert "Did you mean '--format html'?" in r.output and "--help" not in r.output.split("Error:")[1], r.output
+    assert "Did you mean '--format html'?" in r.output and "--help" not in r.output.split("error:")[1], r.output
     r = CliRunner().invoke(cli, ["report", "--quant"])  # a value of --table
     assert "Did you mean '--table quant'?" in r.output, r.output
     r = CliRunner().invoke(cli, ["report", "--formt"])  # no value of any option: click's own guess

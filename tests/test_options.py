@@ -244,5 +244,5 @@ def test_check_and_help_load_no_llama_cpp_for_the_options(options_only):
                                           (["check", "somewhere", "--atol", "-1"], "--atol")])
 def test_other_commands_check_their_ranges_before_doing_anything(args, option):
     r = invoke(*args)
-    said = f"{option} must be at least 1, got 0" if option == "--sample" else f"Invalid value for '{option}'"
+    said = f"{option} must be at least 1, got 0" if option == "--sample" else f"error: {option}: "
     assert r.exit_code == 2 and said in r.output and "Traceback" not in r.output  # (--sample: run's own words)

@@ -21,7 +21,7 @@ from test_rendered_once import QUOTED, SAID
 
 runs = test_rendered_once.runs  # a run labelled with errors' opening mark, and a plain one, both naming QUOTED
 NOTE = f"the data: {opt('data', QUOTED)}"
-KEYWORDS = render(opt("data", QUOTED), keywords)  # the API's words: data={"abricot": a"b</script>.csv}
+KEYWORDS = render(opt("data", QUOTED), keywords)  # the API's words: data={"abricot": "a\\"b</script>.csv"}
 
 
 def invoke(*args, code: int = 0):
@@ -37,7 +37,7 @@ def test_api_comparison_json_parses_with_a_quote_in_a_named_value(runs):
     c = al.compare(*runs)
     c = Comparison(replace(c.result, notes=(*c.result.notes, NOTE)))
     doc = json.loads(c.render("json"))
-    assert doc["notes"][-1] == f"the data: {KEYWORDS}" and KEYWORDS == 'data={"abricot": a"b</script>.csv}'
+    assert doc["notes"][-1] == f"the data: {KEYWORDS}" and KEYWORDS == 'data={"abricot": "a\\"b</script>.csv"}'
     assert f"note: the data: {KEYWORDS}" in c.render("table") == str(c)
     assert not any(m in c.render(fmt) for fmt in ("table", "markdown", "csv", "json") for m in "\ue001\ue002")
 

@@ -45,7 +45,7 @@ def test_a_bad_data_path_given_by_task_name_is_named_by_that_name_in_either_door
         al.evaluate("fakeA", "abricot_abs", backend="fake", n_ctx=8192, data={"abricot_abs": str(path)},
                     out=str(tmp_path / "api"))
     said = str(err.value)
-    assert f'(given with data={{"abricot_abs": {path}}})' in said and f'"abricot": {path}' not in said, said
+    assert f'(given with data={{"abricot_abs": "{path}"}})' in said and f'"abricot": "{path}"' not in said, said
 
 
 def test_a_bad_data_path_given_by_data_key_is_still_named_by_the_key(tmp_path):

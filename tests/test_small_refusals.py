@@ -131,7 +131,7 @@ def test_ctrl_c_in_a_sweep_says_which_runs_are_complete_and_how_to_go_on(tmp_pat
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])
 def test_check_refuses_a_nan_infinite_or_negative_atol_before_reading_the_run(value):
     r = invoke("check", "nowhere", "--atol", value)  # refused before the (missing) run is looked at
-    assert r.exit_code == 2 and "Invalid value for '--atol'" in r.output and "nowhere" not in r.output, r.output
+    assert r.exit_code == 2 and "error: --atol: " in r.output and "nowhere" not in r.output, r.output
 
 
 # -- 4. an empty output path -----------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_a_data_folder_given_is_named_as_each_door_writes_the_option(tmp_path, k
         al.evaluate("fake", "discotex", sample=2, backend="fake", data={"discotex": str(path)},
                     out=str(tmp_path / "o"))
     said = str(err.value)
-    assert f'(given with data={{"discotex": {path}}})' in said and "data=discotex" not in said, said
+    assert f'(given with data={{"discotex": "{path}"}})' in said and "data=discotex" not in said, said
     r = invoke("run", "fake", "--backend", "fake", "--tasks", "discotex", "--data", f"discotex={path}",
                "--sample", 2, "--out", tmp_path / "c")
     assert r.exit_code == 2 and f"(given with --data discotex={path})" in r.output, r.output

@@ -62,6 +62,13 @@ class Group(click.Group):
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        """The group's own options read (``abricot-local --bogus``): a usage error in one line too."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:
+            usage_error(err)
+
     def invoke(self, ctx: click.Context):
         """The command run: an AbricotError (an OSError on a path) said in one line; in the console script's
         process (:meth:`__call__`), the entry's early handlers given back (cli.begun: SIGTERM taken as Ctrl-C) and a
@@ -74,7 +81,9 @@ class Group(click.Group):
             return super().invoke(ctx)
         except click.NoSuchOption as err:
             err.possibilities = choice_flags(err) or err.possibilities  # `report --html`: --format html
-            raise
+            usage_error(err)
+        except click.UsageError as err:
+            usage_error(err)
         except KeyboardInterrupt:
             if not _PROCESS:
                 raise  # (a caller's: a CliRunner test's, a script calling ``main``)
@@ -92,6 +101,35 @@ class Group(click.Group):
             if known is None:  # not a path's problem: a bug to see whole
                 raise
             fail(known)
+
+
+_TYPES = {"integer": "an integer", "float": "a number", "boolean": "true or false"}  # click's words: the options'
+
+
+def usage_error(err: click.UsageError) -> None:
+    """A usage error of click's said as every other error is, in one line (:func:`fail`, exit status 2): a value
+    click could not read in the words of the other doors (``--shots: expected an integer, got 'two'``), another bad
+    value after its flag (``--atol: -1.0 is not in the range x>=0``); a missing argument or option, or one that is
+    not known, with the command's usage unless click suggests one (``Did you mean --force?``). No arguments where
+    the command wants some: its help, as click shows it."""
+    import re
+
+    from abricot_local.errors import UsageError
+
+    if isinstance(err, click.exceptions.NoArgsIsHelpError):
+        raise err
+    if isinstance(err, click.BadParameter) and not isinstance(err, click.MissingParameter):
+        param = err.param
+        hint = (max(param.opts, key=len) if isinstance(param, click.Option) else param.human_readable_name
+                if param is not None else str(err.param_hint or "").strip("'"))
+        bad = re.fullmatch(r"(.+) is not a valid (integer|float|boolean)\b.*", err.message, re.S)
+        said = f"expected {_TYPES[bad[2]]}, got {bad[1]}" if bad else err.message.rstrip(".")
+        message = f"{hint}: {said}" if hint else said
+    else:
+        message = err.format_message().rstrip(".")
+        if err.ctx is not None and not message.endswith("?"):
+            message += f"; usage: {err.ctx.get_usage().removeprefix('Usage: ')}"
+    fail(UsageError(message))
 
 
 def choice_flags(err: click.NoSuchOption) -> list[str]:

@@ -79,6 +79,17 @@ def refuse_unknown(args: dict) -> None:
         raise UsageError(f"unknown model_args {', '.join(unknown)}.{hints} abricot-local takes {', '.join(taken)}")
 
 
+def labels(requests) -> list[str | None]:
+    """Each of lm-eval's requests named as lm-eval knows its document, in an error (lm_eval_requests.doc_label: its task
+    and doc_id, after the item of abricot-local's it is): once per document."""
+    named: dict = {}
+    for r in requests:
+        key = (getattr(r, "task_name", None), getattr(r, "doc_id", None))
+        if key not in named:
+            named[key] = lm_eval_requests.doc_label(*key, getattr(r, "doc", None))
+    return [named[(getattr(r, "task_name", None), getattr(r, "doc_id", None))] for r in requests]
+
+
 _door = {"waits": True}  # False while `abricot-local lm-eval` runs lm-eval (run_cli): the command line's rule
 
 
@@ -116,7 +127,7 @@ class AbricotLM(LM):
     @door
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         pairs = [(str(r.args[0]), str(r.args[1])) for r in requests]
-        out = lm_eval_requests.loglikelihood(self.backend, pairs, special=self._special,
+        out = lm_eval_requests.loglikelihood(self.backend, pairs, special=self._special, labels=labels(requests),
                                     progress=_bar("loglikelihood", disable_tqdm))
         for pair, res in zip(pairs, out):
             self.cache_hook.add_partial("loglikelihood", pair, res)
@@ -126,6 +137,7 @@ class AbricotLM(LM):
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         texts = [str(r.args[0]) for r in requests]
         out = lm_eval_requests.loglikelihood_rolling(self.backend, texts, lm_eval_windows, special=self._special,
+                                            labels=labels(requests),
                                             progress=_bar("loglikelihood_rolling", disable_tqdm))
         for text, res in zip(texts, out):
             self.cache_hook.add_partial("loglikelihood_rolling", (text,), res)
@@ -134,7 +146,7 @@ class AbricotLM(LM):
     @door
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         args = [(str(r.args[0]), dict(r.args[1] or {})) for r in requests]
-        gens = lm_eval_requests.generate(self.backend, args, special=self._special,
+        gens = lm_eval_requests.generate(self.backend, args, special=self._special, labels=labels(requests),
                                 progress=_bar("generate_until", disable_tqdm))
         for (ctx, kw), g in zip(args, gens):
             self.cache_hook.add_partial("generate_until", (ctx, kw), g.text)

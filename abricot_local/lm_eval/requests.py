@@ -30,13 +30,15 @@ agree within a measured tolerance (docs/numerics.md#engines).
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from abricot_local.backends import DEFAULT_BACKEND, option_specs
 from abricot_local.backends.base import GENERATE, ROLLING, Backend
 from abricot_local.core import Generated, Request, Scored, cached_prefix
-from abricot_local.errors import NONE, AbricotError, ContextOverflowError, Namer, UsageError, keywords, opt
+from abricot_local.errors import (NONE, AbricotError, ContextOverflowError, Namer, UsageError, keywords, literal, opt,
+                                   shell_word)
 from abricot_local.option_fields import lm_eval_option
 from abricot_local.record import Provenance
 from abricot_local.run.execute import scored
@@ -71,10 +73,36 @@ IGNORED_KEYS = ("batch_size", "max_batch_size", "device", "trust_remote_code")  
 
 Windows = Callable[[list[int], int, int], Iterable[tuple[list[int], list[int]]]]
 Progress = Callable[[int, int], None]  # (done, total) in units of distinct requests
+Labels = Sequence[str | None] | None  # each request's name in an error (its document: doc_label), None: label_of's
 
 
 def label_of(text: str) -> str:
     return "ctx-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+_ITEMS: dict[str, str] = {}  # an lm-eval document's digest (_doc_key) -> the id of abricot-local's item it is
+
+
+def _doc_key(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def known_items(pairs: Iterable[tuple[dict, str]]) -> None:
+    """(document, item id): the documents the shipped tasks give lm-eval (lm_eval/tasks/loaders.py), each the item of
+    abricot-local's task it was made from, by which :func:`doc_label` names it."""
+    for doc, item in pairs:
+        _ITEMS.setdefault(_doc_key(doc), item)
+
+
+def doc_label(task: str | None, doc_id: int | None, doc: Any = None) -> str | None:
+    """A request's document as lm-eval knows it, its name in an error (``item LABEL: ...``): the task and its doc_id
+    (``discotex_card doc_id 3``), after the item of abricot-local's it is, where one of the shipped tasks' documents
+    (:func:`known_items`: ``task_1_ted_test_1 (discotex_card doc_id 3)``); None where lm-eval gave neither."""
+    if task is None or doc_id is None:
+        return None
+    where = f"{task} doc_id {doc_id}"
+    item = _ITEMS.get(_doc_key(doc)) if _ITEMS and isinstance(doc, dict) else None
+    return f"{item} ({where})" if item else where
 
 
 # -- the model, opened as `run` opens it ---------------------------------------------------------
@@ -114,18 +142,19 @@ def _metadata_words(name: str, value: Any = None) -> str:
     option_fields.lm_eval_option names the shots): the command line's ``--metadata`` JSON, then the TaskManager a
     simple_evaluate user gives the shipped tasks (simple_evaluate's own ``metadata=`` reaches only the TaskManager
     it makes when given none, which does not find them): ``--metadata '{"data_dir": DIR}' (simple_evaluate's
-    TaskManager(metadata={"data_dir": DIR}))``; another option as Python's keyword."""
+    TaskManager(metadata={"data_dir": DIR}))``, a path given as its JSON (errors.literal: ``{"data_dir": "/data"}``,
+    the whole quoted for the shell), to be pasted; another option as Python's keyword."""
     if name not in ("data", "data_dir"):
         return keywords.write(name, NONE if value is None else value)
     bare = value is None or value is NONE
     if bare:
         shown = "..."
     elif isinstance(value, tuple) and len(value) == 2:  # a keyed option: {"abricot": FILE}
-        shown = f'{{"{value[0]}": {value[1]}}}'
+        shown = f"{{{json.dumps(str(value[0]), ensure_ascii=False)}: {literal(value[1])}}}"
     else:
-        shown = str(value)
+        shown = literal(value)
     given = f'{{"{name}": {shown}}}'
-    flag = f"--metadata {name}" if bare else f"--metadata '{given}'"
+    flag = f"--metadata {name}" if bare else f"--metadata {shell_word(given)}"
     return f"{flag} (simple_evaluate's TaskManager(metadata={given}))"
 
 
@@ -214,16 +243,28 @@ def window_tokens(backend: Backend) -> int:
     return min(backend.options.n_ctx, backend.n_ctx()) - 1
 
 
+def _names(texts: Sequence[str], labels: Labels) -> dict[str, str]:
+    """Each text's name in an error: the label of its first request (its document, :func:`doc_label`), else
+    :func:`label_of` (a digest of the text)."""
+    out: dict[str, str] = {}
+    for text, label in zip(texts, labels or [None] * len(texts)):
+        if label and text not in out:
+            out[text] = label
+    return {text: out.get(text) or label_of(text) for text in texts}
+
+
 def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special: bool = False,
-                  progress: Progress | None = None) -> list[tuple[float, bool]]:
+                  progress: Progress | None = None, labels: Labels = None) -> list[tuple[float, bool]]:
     """(log-likelihood, is_greedy) of each (context, continuation), in input order. Contexts
     are scored in a canonical order (prefix, then text); every prompt is tokenized and
-    checked against n_ctx before anything is decoded."""
+    checked against n_ctx before anything is decoded. ``labels``: each pair's document (:func:`doc_label`), which an
+    error names (a context shared by several: the first)."""
     groups: dict[str, dict[str, None]] = {}
     for ctx, cont in pairs:
         groups.setdefault(ctx, {}).setdefault(cont, None)
     order = sorted(groups, key=lambda c: (cached_prefix(c), c))
-    requests = [Request(c, tuple(groups[c]), label=label_of(c), parse_special=special)
+    names = _names([c for c, _ in pairs], labels)
+    requests = [Request(c, tuple(groups[c]), label=names[c], parse_special=special)
                 for c in order if c]
     try:
         for r in requests:
@@ -241,7 +282,7 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
     if "" in groups:  # no context: the continuation after the prefix token, as lm-eval's models do
         conts = tuple(groups[""])
         toks = [backend.tokenize(c, special=special, bos=False) for c in conts]
-        keep("", conts, backend.score_tokens([backend.prefix_token], toks, label=label_of("")))
+        keep("", conts, backend.score_tokens([backend.prefix_token], toks, label=names[""]))
         done += 1
         if progress:
             progress(done, total)
@@ -254,19 +295,20 @@ def loglikelihood(backend: Backend, pairs: Sequence[tuple[str, str]], *, special
 
 
 def loglikelihood_rolling(backend: Backend, texts: Sequence[str], windows: Windows, *, special: bool = False,
-                          progress: Progress | None = None) -> list[float]:
+                          progress: Progress | None = None, labels: Labels = None) -> list[float]:
     """The log-likelihood of each whole text: the sum over its rolling windows (``windows``:
-    lm-eval's, given (tokens, prefix token, max_seq_len)), each scored exactly."""
+    lm-eval's, given (tokens, prefix token, max_seq_len)), each scored exactly; ``labels``: as loglikelihood's."""
     if ROLLING not in backend.capabilities:
         raise UsageError("this backend cannot score token windows (loglikelihood_rolling)")
     max_seq_len = window_tokens(backend)
+    names = _names(texts, labels)
     done: dict[str, float] = {}
     for text in texts:
         if text not in done:
             total = 0.0
             tokens = backend.tokenize(text, special=special, bos=False)
             for k, (ctx, pred) in enumerate(windows(tokens, backend.prefix_token, max_seq_len)):
-                total += backend.score_tokens(ctx, [pred], label=f"{label_of(text)}/w{k}").logprobs[0]
+                total += backend.score_tokens(ctx, [pred], label=f"{names[text]}/w{k}").logprobs[0]
             done[text] = total
             if progress:
                 progress(len(done), len(set(texts)))
@@ -294,23 +336,25 @@ def gen_spec(kwargs: dict | None, default_max: int = DEFAULT_MAX_GEN_TOKS) -> Ge
 
 
 def generate(backend: Backend, requests: Sequence[tuple[str, dict]], *, special: bool = False,
-             progress: Progress | None = None) -> list[Generated]:
+             progress: Progress | None = None, labels: Labels = None) -> list[Generated]:
     """Greedy generations for (context, gen_kwargs) requests, in input order; identical
-    requests are generated once, in a canonical order, after every prompt is checked."""
+    requests are generated once, in a canonical order, after every prompt is checked; ``labels`` as
+    :func:`loglikelihood`'s."""
     if GENERATE not in backend.capabilities:
         raise UsageError("this backend cannot generate (generate_until)")
     keys = [(ctx, gen_spec(kw)) for ctx, kw in requests]
+    names = _names([ctx for ctx, _ in requests], labels)
     n_ctx = backend.n_ctx()
     for ctx in {c for c, _ in keys}:
         n = len(backend.tokenize(ctx, special=special))
         if n >= n_ctx:
-            raise ContextOverflowError(f"item {label_of(ctx)}: the prompt is {n} tokens but the context window holds "
+            raise ContextOverflowError(f"item {names[ctx]}: the prompt is {n} tokens but the context window holds "
                                        f"{n_ctx}: no room to generate; raise {opt('n_ctx', 'N')}").said_by(model_arg)
     out: dict[tuple[str, GenSpec], Generated] = {}
     unique = sorted(set(keys), key=lambda k: (cached_prefix(k[0]), k[0], k[1].until, k[1].max_tokens))
     for ctx, spec in unique:
         out[(ctx, spec)] = backend.generate(ctx, spec.until, spec.max_tokens,
-                                            label=label_of(ctx), parse_special=special)
+                                            label=names[ctx], parse_special=special)
         if progress:
             progress(len(out), len(unique))
     return [out[k] for k in keys]

@@ -108,6 +108,13 @@ def _warn(task) -> None:
         log.warning("%s: %s", task.name, render(note, _door()))
 
 
+def _known(pairs) -> None:
+    """The evaluated documents, each with the id of the item it is, for an error to name it (requests.known_items)."""
+    from abricot_local.lm_eval.requests import known_items
+
+    known_items(pairs)
+
+
 def _dataset(splits: dict[str, list[dict]]):
     import datasets
 
@@ -123,6 +130,7 @@ def abricot(kind: str, variant: str, data: Any = None, data_dir: Any = None, **_
         task = make_task(f"abricot_{kind}", _options(0, variant, _pairs(data, "abricot"), data_dir))
         docs = [{"id": it.id, "prompt": it.context, "choices": list(it.choices), "label": it.gold}
                 for it in task.items()]
+    _known([(doc, doc["id"]) for doc in docs])
     _warn(task)
     return _dataset({"validation": docs})
 
@@ -151,7 +159,9 @@ def _discotex(data: tuple[tuple[str, str], ...], data_dir: str | None):
         (rows, pool), why = task.rows_and_pool(), render(err.raw().split("\n")[0], _door_unprobed())
         log.warning("%s", render(f"discotex: no few-shot pool ({why}); {opt('shots')} needs it", _door()))
     _warn(task)
-    return _dataset({"test": docs(rows), "train": docs(pool)})
+    tests = docs(rows)
+    _known(zip(tests, (r.id for r in rows)))
+    return _dataset({"test": tests, "train": docs(pool)})
 
 
 def _wording(name: str):
