@@ -38,7 +38,7 @@ class Reach:
     at which its rule could first show the value within the margin, however its answers fall (:func:`plan_reach`).
     The one rule of the advice a run open at its last look gets (settle_record.advice: the run's end message and
     the API's warning; :attr:`SettledVerdict.step`: `report`, ``Run.published()``; the quant ladder's line) and of
-    the dry run's until-settled lines (dry_run._looks): an estimate :attr:`far` beyond the look says so, with its
+    the dry run's until-settled lines (settle.forecast): an estimate :attr:`far` beyond the look says so, with its
     figure and the bound that could settle it (:attr:`bound`), or a wider ``--margin``."""
 
     at: int

@@ -2,9 +2,11 @@
 prints first): per model and task the items and the tokens to evaluate, the download, the memory
 needed against what is available, and the predicted time on this machine. The plan is plan.py's, the one a run
 executes: ``--dry-run`` makes it ``dry`` (nothing fetched), a run costs its own once its model is loaded
-(:func:`of_run`). Each model's cost is one pipeline: its plan (plan.make_plan), its tasks' work (dry_count.py),
-its facts, memory and speed (machine_cost.py), a --until-settled plan's looks (:func:`_looks`: by settle.rule_of), what its --out
-holds (saved.held_items), then the other selections' cost (:func:`_dry_run`).
+(:func:`of_run`). Each model's cost is one pipeline, its inputs gathered first, then put together once: its plan
+(plan.make_plan), its tasks' work (dry_count.py), its facts, memory and speed (machine_cost.py), a --until-settled
+plan's looks (settle.forecast: what its rule says of itself), what its --out holds (saved.held_items; a run's:
+kept.held), then its tasks as the run would find them (:func:`_left`) and the other selections' cost
+(:func:`_dry_run`).
 
 Nothing is written and nothing is downloaded: a model not on this machine is planned from
 its registry entry (size, parameters, tokenizer family); a file here has its header and its
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from abricot_local import memory
 from abricot_local.backends import reads_model_file
@@ -33,17 +35,21 @@ from abricot_local.run.machine_cost import MachineCost, machine_cost
 from abricot_local.run.kept import Held, held
 from abricot_local.run.saved import held_items
 
+if TYPE_CHECKING:
+    from abricot_local.run.settle import Forecast
+
 
 def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             notify: Callable[[str], None] | None = None) -> DryRun:
     """The cost of each model's plan in ``request`` (a run.request.RunRequest), as `run --dry-run` and
     ``abricot_local.plan`` ask for it: each plan ``dry`` (plan.py: nothing fetched or downloaded; a task
-    whose data is not here kept with its problem), costed (:func:`model_cost`), then as a run's (:func:`_left`: its
-    --until-settled looks, less what its --out holds: saved.held_items, the run's own rule: a folder it refuses is
-    its error; a --resume's items kept left out, a --until-settled run stopped where it settled: nothing scored). In
-    a sweep, a model that cannot be planned is reported in its row, else its error is raised (a task's error is the
-    command's). --limit's caution is said first (``notify``). Nothing is written on the way: files hashed are
-    remembered in this process only."""
+    whose data is not here kept with its problem), costed (:func:`model_cost`), its --until-settled looks forecast
+    (:func:`_forecast`; a ladder's against its reference), what its --out holds read (saved.held_items, the run's own
+    rule: a folder it refuses is its error; where a --resume starts said), then as the run would find them
+    (:func:`_left`: a --resume's items kept left out, a --until-settled run stopped where it settled: nothing
+    scored). In a sweep, a model that cannot be planned is reported in its row, else its error is raised (a task's
+    error is the command's). --limit's caution is said first (``notify``). Nothing is written on the way: files
+    hashed are remembered in this process only."""
     from abricot_local.hashing import unwritten
     from abricot_local.run.plan import make_plan
 
@@ -56,23 +62,19 @@ def plan_of(request, *, calibrate: bool = False, with_memory: bool = True,
             folder = request.out_folder(name)  # a sweep's --out refused whole where the run refuses it
             p = make_plan(request, name, dry=True, notify=notify, keep_going=sweep)
             try:
-                out.append(_left(p, model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify),
-                                 request.reference,  # (a --until-settled ladder's reference, else None)
-                                 lambda p=p, folder=folder: _found(folder, p, request, notify)))
+                model = model_cost(p, calibrate=calibrate, with_memory=with_memory, notify=notify)
+                looks = _forecast(p, model, request.reference)  # (a --until-settled ladder's reference, else None)
+                kept = Held()
+                if folder is not None and not model.problem:
+                    kept = held_items(folder, p, resume=request.resume, sweep=sweep)
+                if kept.starts and notify:
+                    notify(kept.starts)
+                out.append(_left(model, looks, kept))
             except AbricotError as err:
                 if not sweep:
                     raise
                 out.append(ModelPlan(name, name, p.backend, problem=err.raw().splitlines()[0]))
     return _dry_run(out, request)
-
-
-def _found(folder: Path | None, plan, request, notify) -> Held:
-    """What ``folder`` (``request``'s --out for ``plan``'s model) holds as the dry run finds it (saved.held_items:
-    the run's refusals first), where a --resume starts said (``notify``)."""
-    held = held_items(folder, plan, resume=request.resume, sweep=request.sweep) if folder is not None else Held()
-    if held.starts and notify:
-        notify(held.starts)
-    return held
 
 
 def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notify=None) -> ModelPlan:
@@ -115,28 +117,35 @@ def model_cost(plan, *, calibrate: bool = False, with_memory: bool = True, notif
 def of_run(plan, backend, folder: Path | None = None, reference: str | None = None) -> DryRun:
     """The cost of a plan about to be executed (plan.py's Plan, its model open as ``backend``): its own
     items counted with the loaded model's tokenizer, the speed; no other load, no item built again (`run`'s
-    first lines), then as the dry run's (:func:`_left`). ``folder`` (a --resume): the items it holds are left out
-    (kept.held: the dry run's reading), the work and time of those left in proportion. ``reference``: a
-    --until-settled ladder's, the plan a rung's (its looks and expected stop against it, as --dry-run gives them)."""
+    first lines, :func:`informing`), then as the dry run's (its --until-settled looks forecast, :func:`_left`).
+    ``folder`` (a --resume): the items it holds are left out (kept.held: the dry run's reading), the work and time of
+    those left in proportion. ``reference``: a --until-settled ladder's, the plan a rung's (its looks and expected
+    stop against it, as --dry-run gives them)."""
     ref, opts = plan.model, plan.backend_options
     tasks = counted_by(backend, opts, plan.runs, plan.task_options.chat_template)
     cost = machine_cost(plan.backend, opts, ref=ref, with_memory=False)
     model = _model_plan(ref.as_written, ref.label, plan.backend, ref, tasks, cost)
-    return _dry_run([_left(plan, model, reference, lambda: held(folder, plan))], plan)
+    return _dry_run([_left(model, _forecast(plan, model, reference), held(folder, plan))], plan)
 
 
 def of_download(plan, warn: Callable[[str], None]) -> DryRun | None:
     """The cost of a dry plan whose model is about to be downloaded (`run`'s first lines then): its registry
     entry's size, the tokens estimated, the time scaled. It only informs: whatever goes wrong making it is one
     warning (None), and the download goes on."""
+    return informing(lambda: DryRun((model_cost(plan, with_memory=False),), ()), warn, " before the download")
+
+
+def informing(make: Callable[[], DryRun], warn: Callable[[str], None], when: str = "") -> DryRun | None:
+    """``make()``, a cost that only informs (the lines a run prints first: :func:`of_download`'s, :func:`of_run`'s):
+    whatever goes wrong making it is one warning (``when``: the moment it was for), an AbricotError in its own words,
+    its options left for the door to write, anything else with its type; None then, and the run goes on."""
     try:
-        return DryRun((model_cost(plan, with_memory=False),), ())
-    except AbricotError as err:  # in its own words, its options left for the door to write
-        warn(f"plan: not made before the download: {err.raw()}")
-        return None
+        return make()
+    except AbricotError as err:
+        warn(f"plan: not made{when}: {err.raw()}")
     except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
-        warn(f"plan: not made before the download ({type(err).__name__}: {err})")
-        return None
+        warn(f"plan: not made{when} ({type(err).__name__}: {err})")
+    return None
 
 
 def _model_plan(name: str, label: str, kind: str, ref: ModelRef | None, tasks, cost: MachineCost, **more) -> ModelPlan:
@@ -149,20 +158,23 @@ def _model_plan(name: str, label: str, kind: str, ref: ModelRef | None, tasks, c
                      **more)
 
 
-def _left(plan, model: ModelPlan, reference: str | None, found: Callable[[], Held]) -> ModelPlan:
-    """``model`` (costed) as the run of ``plan`` would find it: its ``--until-settled`` looks (:func:`_looks`;
-    ``reference``: a ladder's), then less the items its folder holds (``found()``: kept.Held, read once the looks
-    are made; none for a model not planned); a --until-settled run there stopped where it settled, this one: every
-    item left out, those it scored said as saved."""
-    model = _looks(plan, model, reference)
-    if model.problem:
-        return model
-    kept = found()
-    if not kept.saved:
-        return model
-    saved = kept.saved
-    return replace(model, tasks=tuple(_less(t, t.items, model.speed, saved.get(t.task, 0)) if kept.stopped else
-                                      _less(t, saved.get(t.task, 0), model.speed) for t in model.tasks))
+def _left(model: ModelPlan, looks: Mapping[str, Forecast], kept: Held) -> ModelPlan:
+    """``model`` (costed) as its run would find it: each ``--until-settled`` task with its forecast (``looks``:
+    settle.Forecast, :func:`_forecast`; a task whose work was not counted, none), each look's seconds its work's in
+    proportion; less the items its folder holds (``kept``: kept.Held); a --until-settled run there stopped where it
+    settled, this one: every item left out, those it scored said as saved."""
+    speed, saved = model.speed, kept.saved
+    tasks = []
+    for t in model.tasks:
+        f = looks.get(t.task) if t.work is not None else None
+        if f is not None:
+            t = replace(t, looks=tuple((n, speed.seconds(_with_items(t.work, n)) if speed else None) for n in f.looks),
+                        expected=f.expected, reach=f.reach)
+        if saved:  # (stopped where it settled: every item left, those it scored saved)
+            t = _less(t, t.items, speed, saved.get(t.task, 0)) if kept.stopped else \
+                _less(t, saved.get(t.task, 0), speed)
+        tasks.append(t)
+    return replace(model, tasks=tuple(tasks))
 
 
 def _dry_run(models: list[ModelPlan], asked) -> DryRun:
@@ -202,39 +214,17 @@ def _less(t: TaskPlan, skipped: int, speed: Speed | None, saved: int | None = No
                    seconds=speed.seconds(work) if speed and work else None)
 
 
-def _looks(plan, model: ModelPlan, reference: str | None) -> ModelPlan:
-    """``model`` (the dry_plan.ModelPlan of ``plan``) with each ``--until-settled`` task's looks (items, the seconds
-    of its first n items: its work in proportion), where its rule would stop if each published value were true
-    (sequential.expected_stop: question, items, verdict) and each verdict its last look cannot show within the
-    margin (settled.plan_reach, the rule the run's advice follows: the look its rule could first show it, however
-    the answers fall, past that look; with its figure, the bound that could, or a wider margin), by the plan's one
-    rule (settle.rule_of: nothing to settle is refused, as the run refuses it; the data hashed as the run hashes
-    it, a task's data_files: small, hashed once, so a row on data not the release is not waited for, as in the run:
-    tasks/release.py). ``reference``: a ladder's (its rungs' verdicts are against it; it waits for none). A plan
-    not ``--until-settled``, or a model not planned (its problem, taken as recorded), as it is."""
+def _forecast(plan, model: ModelPlan, reference: str | None) -> Mapping[str, Forecast]:
+    """Each ``--until-settled`` task's forecast (settle.forecast: its looks, where its rule would stop if each
+    published value were true, each verdict its last look cannot show; a task whose rule has none, none) of
+    ``plan``'s run, ``model`` its dry_plan.ModelPlan. ``reference``: a ladder's (its rungs' verdicts are against it;
+    it waits for none). Empty for a plan not ``--until-settled`` and for a model not planned (its problem, taken as
+    recorded)."""
     if not plan.settle.on or model.problem or model.recorded or (reference is not None and model.model == reference):
-        return model
-    from abricot_local.analysis import sequential as sq  # (scipy: loaded only for a --until-settled plan)
-    from abricot_local.analysis.settled import plan_reach
-    from abricot_local.record.schema import DataFile
-    from abricot_local.run.settle import Pairs, rule_of
+        return {}
+    from abricot_local.run.settle import forecast  # (scipy: loaded only for a --until-settled plan)
 
-    runs = tuple(r for r in plan.runs if not r.problem)
-    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
-                         for r in runs}
-    rule = rule_of(replace(plan, runs=runs, data=data), Pairs(reference, Path(), 0) if reference is not None else None)
-    tasks, last = [], "the plan's last look"
-    for t in model.tasks:
-        r = rule.rules.get(t.task)
-        if r is None or t.work is None:
-            tasks.append(t)
-            continue
-        looks = tuple((n, model.speed.seconds(_with_items(t.work, n)) if model.speed else None) for n in r.state.planned)
-        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
-        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if looks else []
-        tasks.append(replace(t, looks=looks, expected=tuple((q, *stop) for q, stop in stops if stop is not None),
-                             reach=tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None)))
-    return replace(model, tasks=tuple(tasks))
+    return forecast(plan, reference)
 
 
 def _with_items(work: Work, items: int) -> Work:

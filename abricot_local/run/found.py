@@ -19,7 +19,7 @@ from abricot_local.record import CHECKPOINT, RESULTS, Manifest, Record, write_re
 from abricot_local.record.outputs import LOCK, MARKERS, samples_name
 from abricot_local.run.folder import OutputDir
 from abricot_local.run.owned import guard
-from abricot_local.run.resume import grown_words, grows, recorded_manifest, remargined, without_data
+from abricot_local.run.resume import asked_growth, grown_words, grows, recorded_manifest, remargined, without_data
 from abricot_local.run.saved import whole_tasks
 from abricot_local.run.settle import stages_of
 
@@ -46,7 +46,16 @@ class Found:
 
 
 def bound_of(plan) -> str:
+    """The option that bounds the items of ``plan`` (or of a request): --until-settled's --max-items, else --sample."""
     return "max_items" if plan.settle.on else "sample"
+
+
+def before_plan(folder: Path | None, request) -> tuple[tuple[int, int] | None, str]:
+    """What a --resume of ``request`` (run.request.RunRequest) in ``folder`` grows before its plan is made: the
+    finished run there below the items it asks for (resume.asked_growth: its --sample; --until-settled, its
+    --max-items), and the option that bounds them (:func:`bound_of`); what a signal before the plan says
+    (run_folder.RunFolder.interrupted). Once the plan is made, :func:`find` decides it."""
+    return asked_growth(folder, request.settle.max_items if request.settle.on else request.sample), bound_of(request)
 
 
 def find(plan, folder: Path, *, resume: bool, pairs=None) -> Found:

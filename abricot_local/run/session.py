@@ -199,15 +199,14 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     hashing, loading, scoring) leaves the folder INTERRUPTED and raises :class:`Interrupted`."""
     from abricot_local import backends
     from abricot_local.run.dry_run import of_download
+    from abricot_local.run.found import before_plan
     from abricot_local.run.plan import make_plan
-    from abricot_local.run.resume import asked_growth
 
     folder = RunFolder(folders.of(model), hooks.say, hooks.resume_hint, resume=resume,  # its states, a signal's too
                        within=folders.root if request.sweep else None,  # (a sweep's resume: the sweep's)
                        sweep_done=tuple(folders.finished()) if request.sweep else ())
     if resume:  # a signal before its plan: the finished run its options grow, as it was (run.found's once made)
-        folder.grown = asked_growth(folder.path, request.settle.max_items if request.settle.on else request.sample)
-        folder.bound = "max_items" if request.settle.on else "sample"
+        folder.grown, folder.bound = before_plan(folder.path, request)
     progress, close = hooks.progress() if hooks.progress else (None, lambda: None)
     forget = backends.on_stuck(folder.stuck)  # the backend did not return after a signal: the process ends now
     try:
@@ -223,8 +222,7 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
                 hooks.warn(f"warning: {r.task.key}: {note}")
         started = time.perf_counter()
         outcome = run_plan(plan, folder, resume=resume, progress=progress, notify=folder.say, pairs=pairs, fits=fits,
-                           on_loaded=lambda backend: loaded(plan, backend, folder.path if resume else None, hooks,
-                                                            pairs))
+                           on_loaded=hooks.on_loaded, warn=hooks.warn)
     except KeyboardInterrupt as err:  # after results.json is written (and not before a grow): the run is complete
         raise Interrupted(folder.interrupted(), complete=folder.complete() and not request.sweep) from err
     finally:
@@ -233,40 +231,25 @@ def run_model(request, model: str, resume: bool, *, hooks: Hooks, folders: Folde
     return Done(plan, outcome, folder.path, time.perf_counter() - started, folder.within)
 
 
-def loaded(plan, backend, folder: Path | None, hooks: Hooks, pairs=None) -> None:
-    """The model is open: ``hooks.on_loaded`` told, with the cost of the plan (dry_run.of_run: its items
-    counted with the loaded model, no other load; ``folder``, a --resume's: the items left; ``pairs``, a ladder's
-    rung: its verdicts against its reference, as --dry-run costs them). The cost only informs: whatever goes wrong
-    making it is one warning (an AbricotError in its own words, its options left for the door to write; anything
-    else with its type), and the run goes on."""
-    if hooks.on_loaded is None:
-        return
-    from abricot_local.run.dry_run import of_run
-
-    try:
-        cost = of_run(plan, backend, folder, reference=pairs.reference if pairs is not None else None)
-    except AbricotError as err:
-        hooks.warn(f"plan: not made: {err.raw()}")
-        cost = None
-    except Exception as err:  # noqa: BLE001 - a fault in the plan must not stop the run it describes
-        hooks.warn(f"plan: not made ({type(err).__name__}: {err})")
-        cost = None
-    hooks.on_loaded(plan, backend, cost)
-
-
 def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=None,
-             on_loaded: Callable[[object], None] | None = None, notify: Callable[[str], None] | None = None,
+             on_loaded: Callable[[object, object, object], None] | None = None,
+             warn: Callable[[str], None] = lambda line: None, notify: Callable[[str], None] | None = None,
              pairs=None, fits=None) -> Outcome:
     """``plan`` (a run.plan.Plan) executed into its folder: the folder taken (its lock, and what it
     refuses) before the model loads, the model loaded once, every task scored into the checkpoint
     (execute.py), the record made (record.py) and results.json written last; what the folder holds and what the
-    run does there decided first (run/found.py); a --resume of a finished
+    run does there decided first (run/found.py: the plan it scores); a --resume of a finished
     run writes nothing (its tidy-up's leftovers go), unless it grows the run's --sample (run/resume.py:
     only the new items are scored, said through ``notify``) or gives another ``--margin`` than the one its
     verdict records (run.found.rejudged: nothing scored, its verdict judged again; no --margin keeps the recorded one).
+    ``on_loaded`` (``plan``, the backend, its cost): told once the model is open, with the cost of ``plan``, made only
+    for it (dry_run.of_run: its items counted with the loaded model, no other load; a --resume's, the items left; a
+    ladder's rung, ``pairs``: its verdicts against its reference, as --dry-run costs them; None where it could not be
+    made, said through ``warn``: it only informs, dry_run.informing).
     ``fits``: a plan whose items the loaded model must fit too, though this one scores only some of them (a ladder's
     reference: every item its looks may reach, as each rung's plan holds them), checked with the plan's own before any
     item is scored (execute.prepared)."""
+    from abricot_local.run.dry_run import informing, of_run
     from abricot_local.run.execute import execute, open_backend
     from abricot_local.run.found import find, kept
     from abricot_local.run.record import record_of
@@ -281,12 +264,14 @@ def run_plan(plan, folder: RunFolder | Path, *, resume: bool = False, progress=N
         return Outcome(folder.path / RESULTS, record, complete=True, rejudged=found.again)
     if found.line and notify:
         notify(found.line)
-    plan = found.plan
+    asked, plan = plan, found.plan  # (as asked: its cost, on_loaded's)
     with folder.taken(found.manifest, resume=resume) as out:  # a second run on this folder is refused before any load
         backend = open_backend(plan, lost=folder.lost)  # its remote devices watched from here: a lost one marks the folder
         try:
-            if on_loaded:
-                on_loaded(backend)
+            if on_loaded:  # the cost of the plan as asked: it only informs
+                reference = pairs.reference if pairs is not None else None
+                cost = informing(lambda: of_run(asked, backend, folder.path if resume else None, reference), warn)
+                on_loaded(asked, backend, cost)
             with folder.scoring(found.manifest, resume=resume):
                 results = execute(plan, backend, out, progress=progress, stages=found.stages, fits=fits)
                 made = record_of(found.stages, plan, backend, results, time.perf_counter() - start, folder.path)

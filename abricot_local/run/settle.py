@@ -7,7 +7,8 @@ published value's;
 a rule per task instance over the task's N items (``sequential.start``), the looks ``--looks`` or 20, 40, 80, ...
 up to ``--max-items`` (the plan's sample) or N; a --resume that grows a finished run keeps the looks its recorded
 rule took (``Rule.keep``: sequential.grown), and one that makes it a fixed-n run says them (:class:`Grown`).
-Nothing to settle is refused.
+Nothing to settle is refused. What the rule says of itself before any item (:func:`forecast`: its looks, where it
+would stop, what it cannot settle) is what the dry run and the plan lines a run prints first show of it.
 
 In the loop (execute.py's staged loop, this module's :class:`Rule`): every task's items are taken in the nested
 sample order (tasks.selection.sample_order: the first n are ``--sample n``'s), all tasks to the run's next look, a
@@ -27,10 +28,10 @@ from typing import Sequence
 from abricot_local.analysis import baselines
 from abricot_local.analysis import sequential as sq
 from abricot_local.analysis.questions import pair_questions, questions, statistics
-from abricot_local.analysis.settled import record_of
+from abricot_local.analysis.settled import plan_reach, record_of
 from abricot_local.errors import ResultsError, UsageError, opt
 from abricot_local.record import Sample
-from abricot_local.record.schema import Settle
+from abricot_local.record.schema import DataFile, Settle
 from abricot_local.tasks import release
 from abricot_local.tasks.selection import Count, prepare
 from abricot_local.run.execute import Whole
@@ -80,6 +81,37 @@ def rule_of(plan, pairs: Pairs | None = None) -> "Rule":
     if not rules:
         raise UsageError(f"nothing to settle for {opt('until_settled', True)}: {_nothing_asked(plan, pairs)}")
     return Rule(rules, orders, pairs, plan)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What a task's rule says of itself before any item is scored (:func:`forecast`): the looks it plans (their
+    items), where it would stop if each published value were true (verdict, items, kind: sequential.expected_stop),
+    and each verdict its last look cannot show within the margin, in words (settled.plan_reach)."""
+
+    looks: tuple[int, ...]
+    expected: tuple[tuple[str, int, str], ...]
+    reach: tuple[str, ...]
+
+
+def forecast(plan, reference: str | None = None) -> dict[str, Forecast]:
+    """Each task's :class:`Forecast` by the rule a run of ``plan`` (a dry one too) follows: :func:`rule_of` on its
+    tasks that are planned (nothing to settle is refused, as the run refuses it), its data hashed as the run hashes
+    it (a task's data_files: small, hashed once, so a row on data not the release is not waited for, as in the run:
+    tasks/release.py). ``reference``: a ladder's (its rungs' verdicts are against it). Its reach: the look at which
+    its rule could first show each verdict within the margin, however the answers fall, past its last look (the rule
+    the run's advice follows), with its figure, the bound that could, or a wider margin."""
+    runs = tuple(r for r in plan.runs if not r.problem)
+    data = plan.data or {r.task.key: tuple(DataFile(path=str(f.path), sha256=f.sha256) for f in r.task.data_files())
+                         for r in runs}
+    rule = rule_of(replace(plan, runs=runs, data=data), Pairs(reference, Path(), 0) if reference is not None else None)
+    out, last = {}, "the plan's last look"
+    for key, r in rule.rules.items():
+        stops = [(q.name, sq.expected_stop(r.state, q)) for q in r.state.questions]
+        far = [(q.name, plan_reach(r.state, q)) for q in r.state.questions] if r.state.planned else []
+        out[key] = Forecast(tuple(r.state.planned), tuple((q, *stop) for q, stop in stops if stop is not None),
+                            tuple(f"{q}: {f.words(last)}" for q, f in far if f is not None))
+    return out
 
 
 def _nothing_asked(plan, pairs: Pairs | None = None) -> str:
