@@ -21,7 +21,6 @@ from abricot_local.run.folder import OutputDir
 from abricot_local.run.owned import guard
 from abricot_local.run.resume import asked_growth, grown_words, grows, recorded_manifest, remargined, without_data
 from abricot_local.run.saved import whole_tasks
-from abricot_local.run.settle import stages_of
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,8 @@ def find(plan, folder: Path, *, resume: bool, pairs=None) -> Found:
     nothing to settle is refused here, before any load."""
     if resume:  # a --sample taking every item of every task, as the recorded one does: the same run
         plan = resumed_plan(plan, folder)
+    from abricot_local.run.settle import stages_of  # (the rule's statistics: loaded once a plan is here)
+
     stages = stages_of(plan, pairs)  # --until-settled: its rule (nothing to settle: refused before any load)
     plan = stages.plan  # --until-settled: its bound the manifest's sample
     manifest = plan.manifest()
