@@ -145,11 +145,13 @@ def test_accuracy_verdicts_read_the_tasks_own_interval_against_the_margin(runs, 
     if e.kind == "cannot tell yet" and moved == -2:  # the difference is -0.02 = -M: no number of items settles it
         assert e.items == stats.MAX_ITEMS and "no number of items settles it" in line
     elif e.kind == "cannot tell yet":
-        psi = len(flip) / N
-        n0 = math.ceil(connor_n(psi, abs(e.diff + m)))  # items like these, then drawn from the task's own
-        assert abs(e.like_items - n0) <= 1 and f"about {e.like_items:,} items like these would settle it" in e.lines[1]
-        want = math.ceil(e.like_items * total / (e.like_items + total - 1))
-        assert e.items == max(want, N + 1) <= total
+        def like_settles(k: int) -> bool:  # Tango's interval over k items like these, the answers changing as seen
+            lo_k, hi_k = stats.paired_score_ci(fixed * k / N, broke * k / N, k, level=0.90)
+            return own_kind(e.diff, lo_k, hi_k, m) != "cannot tell yet"
+
+        assert like_settles(e.like_items) and not like_settles(e.like_items - 1)
+        assert f"about {e.like_items:,} items like these would settle it" in e.lines[1]
+        assert N < e.items <= total
         assert f"about {e.items:,} of the task's {total:,} items would settle it at this discordance" in line
     else:
         assert e.items is None

@@ -99,7 +99,7 @@ def test_report_command_counts_n_from_data_dir(cache):
         assert v["total"] == 1600 and "of the task's 1,600 items" in v["line"]
     text = invoke("report", p["ladder"], "--models", p["models"], "--table", "quant", "--format", "markdown",
                   "--data-dir", p["moved"]).stdout
-    assert "24 | identical; cannot tell yet (~259 items) (accuracy)" in text
+    assert "24 | identical; cannot tell yet (~143 items) (accuracy)" in text
 
 
 def test_the_html_page_judges_the_tasks_own_value_with_data_dir(cache, tmp_path):

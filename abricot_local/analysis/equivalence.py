@@ -25,8 +25,10 @@ so (:meth:`Equivalence.like_line`).
 - ``cannot tell``: no interval, or a margin no difference of the metric can exceed (metrics.covered_difference: above
   1 for an accuracy, 2 for a correlation), whatever the runs answer;
 - ``cannot tell yet``: the interval holds -M; with about how many of the task's items would settle
-  it if the difference stayed what it is (stats.items_to_settle: the power figures at one-sided 5%,
-  then stats.of_population); for items like these, more than the task holds: "this task cannot settle M".
+  it if the difference stayed what it is: an accuracy's, the least n at which its verdict's own interval (the set's,
+  then Tango's for items like these) settles with the answers changing at the rates seen (:func:`_rule_settles`); a
+  correlation's, stats.items_to_settle (its spread at 80% power, one-sided 5%), then stats.of_population; for items
+  like these, more than the task holds: "this task cannot settle M".
 
 The question is one-sided, the reference's point of view (is the run as good?), so the verdicts mirror where the
 mirror still answers it: ``better`` mirrors ``worse``; an interval below +M that holds -M is ``cannot tell yet``, not
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
 from abricot_local.analysis import stats
-from abricot_local.analysis.paired_exact import paired_set_ci
+from abricot_local.analysis.paired_exact import paired_set_ci, tango_set_ci
 from abricot_local.gguf.file import highest_precision
 from abricot_local.models.quants import precision_of
 from abricot_local.errors import UsageError, opt
@@ -68,7 +70,7 @@ class Equivalence:
     kind: str  # EQUIVALENT, BETTER, NOT_WORSE, WORSE, UNSETTLED or UNDEFINED
     items: int | None = None  # cannot tell yet: about how many items would settle it (stats.MAX_ITEMS: none would)
     note: str = ""
-    stat: str = ""  # the metric's statistic (accuracy: Tango's interval, the settling figure McNemar's)
+    stat: str = ""  # the metric's statistic (accuracy: Tango's interval, the settling figure its own interval's least n)
     total: int | None = None  # the task's items (None: not known here)
     like_ci90: tuple[float, float] = NAN2  # items like these: the 90% interval without the correction
     like_kind: str = ""  # its verdict ("": not judged)
@@ -239,18 +241,77 @@ def _interval(m: Any, sign: float, total: int | None = None) -> tuple[float, flo
     paired_exact.paired_set_ci; a correlation's narrowed by the finite-population factor), or
     (None) for items like these."""
     if m.stat == "accuracy":
-        b, c = dict(m.detail)["a_only"], dict(m.detail)["b_only"]
-        lo, hi = paired_set_ci(b, c, m.n, total, level=0.90) if total is not None else \
-            stats.paired_score_ci(b, c, m.n, level=0.90)
-    else:
-        lo, hi = stats.narrowed(m.diff, m.ci90, stats.fpc(m.n, total) if total is not None else 1.0)
+        return _paired(dict(m.detail)["a_only"], dict(m.detail)["b_only"], m.n, total, sign)
+    lo, hi = stats.narrowed(m.diff, m.ci90, stats.fpc(m.n, total) if total is not None else 1.0)
     return (lo + 0.0, hi + 0.0) if sign > 0 else (-hi + 0.0, -lo + 0.0)
 
 
-def _settle(m: Any, diff: float, margin: float, like: tuple[float, float]) -> int:
-    """About how many items like these would settle it (stats.items_to_settle; MAX_ITEMS: none)."""
-    psi = (dict(m.detail)["a_only"] + dict(m.detail)["b_only"]) / m.n if m.stat == "accuracy" and m.n else None
-    return stats.items_to_settle(m.n, abs(diff + margin), discordance=psi, ci90=like)
+def _paired(b: float, c: float, n: int, total: int | None, sign: float) -> tuple[float, float]:
+    """An accuracy's 90% interval of other - reference (b right for ``a`` only, c for ``b`` only, of n): the set's
+    (paired_exact.paired_set_ci) with its ``total`` known, else Tango's for items like these."""
+    lo, hi = paired_set_ci(b, c, n, total, level=0.90) if total is not None else \
+        stats.paired_score_ci(b, c, n, level=0.90)
+    return (lo + 0.0, hi + 0.0) if sign > 0 else (-hi + 0.0, -lo + 0.0)
+
+
+def _rule_settles(m: Any, sign: float, margin: float, total: int | None, size: int, interval=None) -> bool:
+    """Whether an accuracy's verdict interval settles the margin over ``size`` items with the answers changing at the
+    rates seen: b size / n and c size / n changed answers, each rounded to whole items for the set's exact interval
+    (its counts are items; c one fewer where the two would pass ``size``), as they are for items like these (Tango's
+    score takes them as they come). ``interval``: another of the set's (the search's first guess), else the verdict's."""
+    b, c = dict(m.detail)["a_only"] * size / m.n, dict(m.detail)["b_only"] * size / m.n
+    if total is not None:
+        b = math.floor(b + 0.5)
+        c = min(math.floor(c + 0.5), size - b)
+    ci = _paired(b, c, size, total, sign) if interval is None else interval(b, c, size, total)
+    ci = ci if sign > 0 or interval is None else (-ci[1] + 0.0, -ci[0] + 0.0)
+    return classify(sign * (b - c) / size + 0.0, ci, margin) != UNSETTLED
+
+
+def _least(settles, known: int, limit: int, start: int) -> int:
+    """The least size above ``known`` (one that does not settle) at which ``settles``, up to ``limit``: from ``start``
+    by doubling steps down while it settles (up while not), then bisection; stats.MAX_ITEMS when ``limit`` does not.
+    The rounding to whole items can settle one size and not the next at few changed answers: the size found settles
+    and the one before it does not, between the first that settles and the one from which all do
+    (tests/test_compare_settle_n_71.py)."""
+    low = high = max(known + 1, min(limit, start))
+    step = 1
+    if settles(high):
+        while True:
+            if high - step <= known:
+                low = known
+                break
+            if not settles(high - step):
+                low = high - step
+                break
+            high, step = high - step, step * 2
+    else:
+        while True:
+            if low >= limit:
+                return stats.MAX_ITEMS
+            if settles(min(limit, low + step)):
+                high = min(limit, low + step)
+                break
+            low, step = min(limit, low + step), step * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if settles(mid) else (mid, high)
+    return high
+
+
+def _settle(m: Any, diff: float, margin: float, like: tuple[float, float], sign: float = 1.0,
+            total: int | None = None) -> int:
+    """About how many items would settle it: an accuracy's, the least n at which its own interval does
+    (:func:`_rule_settles`: for the task's ``total`` items, up to them, from where Tango's narrowed on the set's grid
+    would, the cheap guess; None: items like these); a correlation's, of items like these, stats.items_to_settle
+    (MAX_ITEMS: none). A difference on the margin stays there: no number settles it."""
+    if m.stat != "accuracy" or not m.n:
+        return stats.items_to_settle(m.n, abs(diff + margin), ci90=like)
+    if diff + margin == 0:
+        return stats.MAX_ITEMS
+    limit, start = (total, _least(lambda size: _rule_settles(m, sign, margin, total, size, tango_set_ci), m.n,
+                                  total, m.n + 1)) if total is not None else (stats.MAX_ITEMS, m.n + 1)
+    return _least(lambda size: _rule_settles(m, sign, margin, total, size), m.n, limit, start)
 
 
 def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = None,
@@ -278,7 +339,7 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
         note = few
         like = NAN2
     like_kind = classify(diff, like, margin)
-    like_items = _settle(m, diff, margin, like) if like_kind == UNSETTLED else None
+    like_items = _settle(m, diff, margin, like, sign) if like_kind == UNSETTLED else None
     if exact:
         if math.isnan(diff):
             return Equivalence(**base, ci90=NAN2, kind=UNDEFINED, note=note or "the difference is undefined")
@@ -293,7 +354,9 @@ def verdict_of(m: Any, other: str, ref: str, margin: float, total: int | None = 
     own = _interval(m, sign, total) if total is not None else like
     kind = classify(diff, own, margin)
     items = None
-    if kind == UNSETTLED:
+    if kind == UNSETTLED and m.stat == "accuracy":  # its own interval's least n (the task's: never above N)
+        items = like_items if total is None else _settle(m, diff, margin, like, sign, total)
+    elif kind == UNSETTLED:
         n0 = like_items if like_kind == UNSETTLED else _settle(m, diff, margin, like)
         items = stats.of_population(n0, total) if n0 < stats.MAX_ITEMS else n0
         items = items if items >= stats.MAX_ITEMS else max(items, m.n + 1)
