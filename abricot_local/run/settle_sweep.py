@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
-from abricot_local.errors import AbricotError, ResultsError
+from abricot_local.errors import AbricotError, ResultsError, UsageError, opt
 from abricot_local.record import RESULTS, read_run
 from abricot_local.run.request import SettleOptions
 
@@ -68,6 +68,29 @@ def finished(record) -> bool:
     return stopped(record) and next_bound(record) is None
 
 
+def margined(request, rung: str, reference: str, folder: Path) -> None:
+    """A rung's run that a resumed ladder keeps as it is (it holds the look: nothing scored) refused where the
+    ladder's --margin is not the one its verdict against ``reference`` was judged at: its rule's (the looks were read
+    at it, as a single run --until-settled is not judged again at another: run.found.rejudged), or, a fixed-n run
+    (``--sample n``: no rule), each task's declared one. No --margin, or the same: kept."""
+    m = request.margin
+    if m is None or not (folder / RESULTS).is_file():
+        return
+    record = read_run(folder)
+    rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
+    was = sorted({q.margin for s in rules for q in s.questions})
+    if rules and was == [m]:
+        return
+    anew = f"run the ladder anew with {opt('until_settled', True)} {opt('margin', m)} in another {opt('out')}"
+    if rules:
+        raise UsageError(f"{folder} holds {rung}'s run {opt('until_settled', True)} at "
+                         f"{', '.join(opt('margin', x) for x in was)}: its looks against {reference} were read at it, "
+                         f"so its verdict is not judged again at {opt('margin', m)}; {anew}")
+    raise UsageError(f"{folder} holds {rung}'s fixed-n run ({opt('sample', held(folder))}: no rule of "
+                     f"{opt('until_settled', True)}): its verdict against {reference} is judged at each task's "
+                     f"declared margin, not again at {opt('margin', m)}; {anew}")
+
+
 def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, str]]:
     """The request's quants (each into its folder: ``folders``, run.session.Folders; ``run_model``: session.run_model), each rung
     against the reference look by look until its verdict settles; at the end, each model's (model, its last run's
@@ -103,6 +126,8 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
             done[ref] = run_model(replace(plain, sample=n), ref, resume(ref), hooks=hooks, fits=bound)
         elif ref not in begun:  # it holds this look already, met first: its run asked for at the items it holds
             run_model(replace(plain, sample=held(folders[ref])), ref, resume(ref), hooks=hooks, fits=bound)
+            hooks.notify(f"{ref}: the run in {folders[ref]} holds {held(folders[ref])} items already, the reference's: "
+                         "kept as it is, nothing scored")
         for rung in list(left):
             there = held(folders[rung]) >= n  # it holds this look already (a ladder resumed): never shrunk
             if there and rung in begun:
@@ -112,6 +137,8 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
             if not there:
                 hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
             try:  # (a look it holds, met first: its run held to the rule, nothing scored: settle.Rule.finished)
+                if there:  # its verdict kept as it is: refused at a --margin it was not judged at (:func:`margined`)
+                    margined(request, rung, ref, folders[rung])
                 d = run_model(request, rung, resume(rung), hooks=hooks, pairs=Pairs(ref, folders[ref], n))
             except PinsRefused:  # a models.toml pin of the ladder's models: the ladder's error, not this rung's
                 raise
@@ -122,6 +149,9 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
                 continue
             if not there:
                 done[rung] = d
+            else:  # said, never silent: a ladder resumed where it holds this look already
+                hooks.notify(f"{rung}: the run in {folders[rung]} holds {held(folders[rung])} items already, its "
+                             f"verdict against {ref} with them: kept as it is, nothing scored")
             if finished(d.outcome.record):
                 left.remove(rung)
     for model in request.models:
