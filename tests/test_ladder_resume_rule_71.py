@@ -67,3 +67,13 @@ def test_a_fixed_n_ladder_resumed_until_settled_without_a_margin_says_each_model
     for model in ("fake-q8", "fake-q2"):
         assert f"{model}: the run in {out / model} holds 20 items already" in r.stderr, r.stderr
     assert "== look at" not in r.stderr and "error" not in r.stderr, r.stderr
+
+
+def test_a_fixed_n_ladder_resumed_at_the_tasks_own_margin_keeps_each_model(made, tmp_path):
+    """--margin 0.02, DISCOTEX's declared accuracy margin, the one the fixed-n verdicts were judged at: kept, as with
+    none (the senior read's case: it was refused, naming the margin it was judged at)."""
+    out, r = resumed(made, tmp_path, "--margin", 0.02)
+    assert r.exit_code == 0, r.output
+    for model in ("fake-q8", "fake-q2"):
+        assert f"{model}: the run in {out / model} holds 20 items already" in r.stderr, r.stderr
+    assert "error" not in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""One rule for a checkpoint's lines (run.states.scan_saved): a --resume (run.saved.read_saved) and `runs`
+"""One rule for a checkpoint's lines (run.kept.scan_saved): a --resume (run.kept.read_saved) and `runs`
 (states.saved_lines) read them alike; an id found a third time after two lines of other content is set aside too
 (read_saved crashed on it with an AttributeError)."""
 

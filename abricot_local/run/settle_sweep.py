@@ -68,11 +68,12 @@ def finished(record) -> bool:
     return stopped(record) and next_bound(record) is None
 
 
-def margined(request, rung: str, reference: str, folder: Path) -> None:
+def margined(request, rung: str, reference: str, folder: Path, plan) -> None:
     """A rung's run that a resumed ladder keeps as it is (it holds the look: nothing scored) refused where the
     ladder's --margin is not the one its verdict against ``reference`` was judged at: its rule's (the looks were read
     at it, as a single run --until-settled is not judged again at another: run.found.rejudged), or, a fixed-n run
-    (``--sample n``: no rule), each task's declared one. No --margin, or the same: kept."""
+    (``--sample n``: no rule), each task's declared one for its primary metric (``plan``'s tasks: the ladder's).
+    No --margin, or the same: kept."""
     m = request.margin
     if m is None or not (folder / RESULTS).is_file():
         return
@@ -80,6 +81,8 @@ def margined(request, rung: str, reference: str, folder: Path) -> None:
     rules = [e.sequential for e in record.tasks.values() if e.sequential is not None]
     was = sorted({q.margin for s in rules for q in s.questions})
     if rules and was == [m]:
+        return
+    if not rules and {r.task.margin(r.task.primary_metric or "accuracy") for r in plan.runs} == {m}:
         return
     anew = f"run the ladder anew with {opt('until_settled', True)} {opt('margin', m)} in another {opt('out')}"
     if rules:
@@ -138,7 +141,7 @@ def ladder(request, hooks, run_model, folders) -> Iterator[tuple[str, object, st
                 hooks.notify(f"== look at {n} items: {rung} against {ref} -> {folders[rung]}")
             try:  # (a look it holds, met first: its run held to the rule, nothing scored: settle.Rule.finished)
                 if there:  # its verdict kept as it is: refused at a --margin it was not judged at (:func:`margined`)
-                    margined(request, rung, ref, folders[rung])
+                    margined(request, rung, ref, folders[rung], bound)
                 d = run_model(request, rung, resume(rung), hooks=hooks, pairs=Pairs(ref, folders[ref], n))
             except PinsRefused:  # a models.toml pin of the ladder's models: the ladder's error, not this rung's
                 raise
