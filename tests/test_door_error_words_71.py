@@ -112,8 +112,8 @@ def test_api_data_echo_is_python_that_pastes_and_the_command_line_keeps_its_word
     from abricot_local.errors import literal
 
     assert render(opt("data", ("abricot", "FILE")), keywords) == 'data={"abricot": FILE}'
-    assert [literal(v) for v in ("DIR", "HOST:PORT", "K/N", "...", "3", "True", '{"a": FILE}', "/x", "città")] == \
-        ["DIR", "HOST:PORT", "K/N", "...", "3", "True", '{"a": FILE}', '"/x"', '"città"']
+    assert [literal(v) for v in ("DIR", "HOST:PORT", "K/N", "...", "/x", "città")] == \
+        ["DIR", "HOST:PORT", "K/N", "...", '"/x"', '"città"']
 
 
 # -- 3. the command line's bad values in one line --------------------------------------------------------------------
@@ -133,3 +133,13 @@ def test_other_bad_values_and_usage_errors_are_one_line_too():
     assert invoke("--bogus").startswith("error: No such option '--bogus'; usage: abricot-local [OPTIONS] COMMAND")
     assert "Usage: abricot-local data [OPTIONS] COMMAND" in invoke("data")  # no arguments: its help, as before
     assert invoke("run", "--help", code=0).startswith("Usage: abricot-local run [OPTIONS] MODEL [MODEL ...]")
+
+
+def test_a_users_value_that_looks_like_a_number_or_a_literal_is_still_quoted():
+    """The senior read's: a data folder named 2024 (or [x]) was shown bare, JSON for an integer (a list), not a path;
+    a placeholder and a typed number stay as they are."""
+    from abricot_local.errors import literal
+
+    assert [literal(v) for v in ("2024", "[x]", "'q'", "True")] == ['"2024"', '"[x]"', '"\'q\'"', '"True"']
+    assert [literal(v) for v in ("FILE", "HOST:PORT", "...", 3, 0.5, True, None)] == \
+        ["FILE", "HOST:PORT", "...", "3", "0.5", "True", "None"]
