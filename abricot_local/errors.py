@@ -219,12 +219,12 @@ def _value(text: str, call: bool = False) -> Any:
 
 
 AS_CALLS = {"dry_run": "plan(...)"}  # a command line's switch that is a call of its own in Python: `run --dry-run`
-_BARE = re.compile(r"\.\.\.|[A-Z][A-Z0-9_]*([:/][A-Z0-9_]+)*")  # a placeholder: FILE, DIR, HOST:PORT, K/N, ...
+_BARE = re.compile(r"\.\.\.|[A-Z][A-Z0-9_]*([:/][A-Z0-9_]+)*|[\[{].*", re.S)  # a placeholder (FILE, HOST:PORT, ...), a dict
 
 
 def literal(value: Any) -> str:
-    """A value in a dict or JSON a message shows, to be pasted: a text quoted (json.dumps: a path ``"2024"`` too) unless
-    it stands for the user's (``FILE``, ``HOST:PORT``, ``...``); a number, a switch or None as Python writes it."""
+    """A value in a dict or JSON a message shows, to be pasted: a text quoted (json.dumps: ``"2024"`` too) unless it
+    stands for the user's (``FILE``, ``...``) or is written already (``{"a": FILE}``); a number or switch as Python's."""
     if value is None or isinstance(value, (bool, int, float)):
         return str(value)
     return str(value) if _BARE.fullmatch(str(value)) else json.dumps(str(value), ensure_ascii=False)

@@ -136,10 +136,11 @@ def test_other_bad_values_and_usage_errors_are_one_line_too():
 
 
 def test_a_users_value_that_looks_like_a_number_or_a_literal_is_still_quoted():
-    """The senior read's: a data folder named 2024 (or [x]) was shown bare, JSON for an integer (a list), not a path;
+    """The senior read's: a data folder named 2024 was shown bare, JSON for an integer, not a path;
     a placeholder and a typed number stay as they are."""
     from abricot_local.errors import literal
 
-    assert [literal(v) for v in ("2024", "[x]", "'q'", "True")] == ['"2024"', '"[x]"', '"\'q\'"', '"True"']
+    assert [literal(v) for v in ("2024", "'q'", "True")] == ['"2024"', '"\'q\'"', '"True"']
+    assert literal('{"a": FILE}') == '{"a": FILE}'  # a dict written already
     assert [literal(v) for v in ("FILE", "HOST:PORT", "...", 3, 0.5, True, None)] == \
         ["FILE", "HOST:PORT", "...", "3", "0.5", "True", "None"]
