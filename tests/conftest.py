@@ -489,6 +489,13 @@ def early_children_of(module: str, make, tmp_path_factory) -> dict[str, Early]:
     return EARLY[module]
 
 
+def early_child(module: str, make, tmp_path_factory, key: str):
+    """A module-scoped fixture's body: ``early_children_of``'s child ``key``, yielded, then closed."""
+    child = early_children_of(module, make, tmp_path_factory)[key]
+    yield child
+    child.close()
+
+
 def pytest_sessionfinish(session):
     for children in EARLY.values():
         for child in children.values():

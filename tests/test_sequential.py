@@ -266,20 +266,16 @@ def early_children(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def peeking(tmp_path_factory):
-    from conftest import early_children_of
+    from conftest import early_child
 
-    child = early_children_of(__name__, early_children, tmp_path_factory)["peeking"]
-    yield child
-    child.close()
+    yield from early_child(__name__, early_children, tmp_path_factory, "peeking")
 
 
 @pytest.fixture(scope="module")
 def never_reversed_child(tmp_path_factory):
-    from conftest import early_children_of
+    from conftest import early_child
 
-    child = early_children_of(__name__, early_children, tmp_path_factory)["never_reversed"]
-    yield child
-    child.close()
+    yield from early_child(__name__, early_children, tmp_path_factory, "never_reversed")
 
 
 def test_peeking_at_ninety_percent_exceeds_the_nominal_rate_and_the_shipped_rule_stays_within(peeking):

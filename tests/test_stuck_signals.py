@@ -87,11 +87,9 @@ def stuck_child(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stuck(tmp_path_factory):
-    from conftest import early_children_of
+    from conftest import early_child
 
-    child = early_children_of(__name__, early_children, tmp_path_factory)["stuck"]
-    yield child
-    child.close()
+    yield from early_child(__name__, early_children, tmp_path_factory, "stuck")
 
 
 def test_a_signal_ends_a_run_stuck_inside_llama_cpp(stuck, monkeypatch):
@@ -157,11 +155,9 @@ def early_children(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def watchdog_child(tmp_path_factory):
-    from conftest import early_children_of
+    from conftest import early_child
 
-    child = early_children_of(__name__, early_children, tmp_path_factory)["watchdog"]
-    yield child
-    child.close()
+    yield from early_child(__name__, early_children, tmp_path_factory, "watchdog")
 
 
 def test_without_a_handler_the_watchdog_exits_with_the_signals_code(watchdog_child):
@@ -173,11 +169,9 @@ def test_without_a_handler_the_watchdog_exits_with_the_signals_code(watchdog_chi
 
 @pytest.fixture(scope="module")
 def in_time_child(tmp_path_factory):
-    from conftest import early_children_of
+    from conftest import early_child
 
-    child = early_children_of(__name__, early_children, tmp_path_factory)["in_time"]
-    yield child
-    child.close()
+    yield from early_child(__name__, early_children, tmp_path_factory, "in_time")
 
 
 def test_a_call_that_returns_in_time_delivers_the_signal_as_before(in_time_child):
